@@ -1,0 +1,44 @@
+// Errors that cross library boundaries. Each carries the exit code the CLI returns for it (docs/exit-codes.md).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace memplan {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitLimitExceeded = 1,  // check: a budget or regression limit is broken; fit: nothing fits
+  kExitBadInput = 2,       // bad usage, unreadable or invalid model, unbound dimension, overflow
+  kExitInternal = 3,       // a bug in memplan: an invariant failed
+};
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& msg, int exit_code = kExitBadInput)
+      : std::runtime_error(msg), code_(exit_code) {}
+  int exit_code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+// The model or the user's arguments are wrong (exit 2).
+class InputError : public Error {
+ public:
+  explicit InputError(const std::string& msg) : Error(msg, kExitBadInput) {}
+};
+
+// A product of dimensions or bytes does not fit in 64 bits (exit 2).
+class ShapeOverflow : public InputError {
+ public:
+  explicit ShapeOverflow(const std::string& msg) : InputError(msg) {}
+};
+
+// An internal invariant failed (exit 3).
+class InternalError : public Error {
+ public:
+  explicit InternalError(const std::string& msg) : Error(msg, kExitInternal) {}
+};
+
+}  // namespace memplan

@@ -1,0 +1,92 @@
+// The fully shaped tensor graph: what the importer produces and every later stage reads.
+// Dense integer ids (tensor and node indices); names are kept for reports only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memplan {
+
+// Element types, named as numpy does. Values are ours, not ONNX's; see dtype_from_onnx().
+enum class DType : uint8_t {
+  Undefined, Float32, Float16, BFloat16, Float64, Int8, Int16, Int32, Int64,
+  UInt8, UInt16, UInt32, UInt64, Bool, String, Complex64, Complex128,
+  Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Int4, UInt4,
+};
+
+// Maps ONNX TensorProto::DataType (onnx.proto, values 0..22) to DType; nullopt for unknown codes.
+std::optional<DType> dtype_from_onnx(int32_t onnx_code);
+int32_t dtype_to_onnx(DType t);
+std::string_view dtype_name(DType t);               // "float32", "bfloat16", ...
+std::optional<DType> dtype_from_name(std::string_view name);
+int dtype_bits(DType t);                            // 32, 16, 4, ...; 0 for Undefined and String
+bool dtype_is_float(DType t);                       // float16/bfloat16/float32/float64/float8*
+
+enum class TensorKind : uint8_t {
+  Input,       // graph input that is not an initializer
+  Weight,      // initializer of a floating type: trainable parameter
+  Constant,    // output of a Constant node, or a non-float initializer (buffer)
+  Activation,  // produced by a node, not a graph output
+  Output,      // graph output
+};
+std::string_view kind_name(TensorKind k);
+
+// An attribute value, as much as the cost models need (subgraphs are analysed by the importer).
+struct Attribute {
+  enum class Type : uint8_t { Int, Float, String, Ints, Floats, Strings, Tensor, Graph, Other } type = Type::Other;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<std::string> strings;
+};
+
+struct Tensor {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;      // concrete after import; every entry >= 0
+  TensorKind kind = TensorKind::Activation;
+  int32_t producer = -1;           // node index; -1 for graph inputs and initializers
+  std::vector<int32_t> consumers;  // node indices, in schedule order, one entry per use
+  bool trainable = false;          // Weight tensors: a trainable parameter (false for BatchNorm statistics)
+  // Known integer contents of small shape-like tensors (Shape outputs, shape constants); empty when unknown.
+  std::optional<std::vector<int64_t>> int_value;
+
+  uint64_t elements() const;       // product of shape; throws ShapeOverflow past 2^63
+  uint64_t bytes() const;          // elements * element size (int4 packed), overflow-checked
+};
+
+struct Node {
+  std::string name;                // unique: the model's name, or "<op_type>_<index>" when it has none
+  std::string op_type;
+  std::string domain;              // "" for the default ONNX domain
+  int opset = 0;                   // the opset version of its domain that the model imports
+  std::vector<int32_t> inputs;     // tensor ids; -1 for an omitted optional input
+  std::vector<int32_t> outputs;    // tensor ids; -1 for an omitted optional output
+  std::map<std::string, Attribute> attributes;
+  // For If/Loop/Scan: bytes the body needs beyond its inputs and outputs at its own peak (analysed by the importer).
+  uint64_t subgraph_peak_bytes = 0;
+};
+
+struct Graph {
+  std::string model_path;
+  std::string producer;            // producer_name + " " + producer_version
+  int64_t ir_version = 0;
+  std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
+  std::vector<Tensor> tensors;
+  std::vector<Node> nodes;                // in a valid topological order (the model's order when it is one)
+  std::vector<int32_t> inputs;            // graph inputs that are not initializers
+  std::vector<int32_t> outputs;
+  std::vector<int32_t> initializers;
+  std::map<std::string, int64_t> bound_dims;  // symbolic dimension name -> value used
+  std::vector<std::string> warnings;
+
+  std::optional<int32_t> find_tensor(std::string_view name) const;
+};
+
+}  // namespace memplan

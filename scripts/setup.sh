@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages memplan builds and tests with. Idempotent: installs only what is missing.
+# Usage: scripts/setup.sh [--test]   (--test adds what the test suite needs: ONNX test data, Python's onnx/torch)
+set -euo pipefail
+
+build_pkgs=(cmake g++ make pkg-config libonnx-dev libprotobuf-dev protobuf-compiler libboost-graph-dev
+            libcli11-dev nlohmann-json3-dev libfmt-dev)
+test_pkgs=(libgtest-dev libgmock-dev libonnx-testdata python3-onnx python3-numpy clang libclang-rt-14-dev)
+# The model zoo export script and the CPU training ground truth need torch (not needed to build or test).
+zoo_pkgs=(python3-torch python3-torchvision)
+
+want=("${build_pkgs[@]}")
+for a in "$@"; do
+  case "$a" in
+    --test) want+=("${test_pkgs[@]}") ;;
+    --zoo) want+=("${test_pkgs[@]}" "${zoo_pkgs[@]}") ;;
+    *) echo "setup.sh: unknown option '$a' (expected --test or --zoo)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup.sh: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
