@@ -1,0 +1,48 @@
+// Shape and dtype inference for every value of an ONNX model at the user's dimensions.
+//
+// Walks the top-level graph in a topological order; per node it applies memplan's own rule
+// (onnx_import/rules/) when one exists, else ONNX 1.12's schema inference function fed with concrete
+// input shapes and the known integer contents of shape tensors. Small integer tensors (Shape outputs,
+// shape constants and the arithmetic on them) are evaluated, so Reshape/Expand/Tile/ConstantOfShape
+// that consume them get concrete shapes. See docs/shape-inference.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "onnx_import/graph.h"
+#include "onnx_import/import.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace memplan {
+
+struct InferredValue {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;                     // concrete; every entry >= 0
+  std::optional<std::vector<int64_t>> int_value;  // known contents of small integer/bool tensors (row-major)
+};
+
+struct InferenceResult {
+  // Every value of the top-level graph: inputs, initializers, node outputs (omitted optional outputs excluded).
+  std::map<std::string, InferredValue> values;
+  // A topological order of model.graph().node() indices (the model's own order when it is one).
+  std::vector<int32_t> order;
+  // Node index -> bytes its body needs at its own peak (If/Loop/Scan), beyond the node's inputs and outputs.
+  std::map<int32_t, uint64_t> subgraph_peak_bytes;
+  // Symbolic dimension name -> value used (from --dim, or --batch for leading dims).
+  std::map<std::string, int64_t> bound_dims;
+  std::vector<std::string> warnings;
+};
+
+// Never opens a file: tensors whose payload was dropped or is external (data_location=EXTERNAL) are shaped
+// from their dims and dtype and their values are treated as unknown.
+// Throws InputError naming the node or tensor at fault (ShapeOverflow for byte sizes past 64 bits).
+InferenceResult infer_shapes(const onnx::ModelProto& model, const Bindings& bindings);
+
+}  // namespace memplan
