@@ -1,0 +1,207 @@
+// build_graph(): the ONNX proto plus inferred shapes -> memplan::Graph with dense ids.
+#include <set>
+
+#include "onnx_import/errors.h"
+#include "onnx_import/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+Attribute::Type attribute_type(const onnx::AttributeProto& a) {
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT: return Attribute::Type::Int;
+    case A::FLOAT: return Attribute::Type::Float;
+    case A::STRING: return Attribute::Type::String;
+    case A::INTS: return Attribute::Type::Ints;
+    case A::FLOATS: return Attribute::Type::Floats;
+    case A::STRINGS: return Attribute::Type::Strings;
+    case A::TENSOR: case A::SPARSE_TENSOR: case A::TENSORS: case A::SPARSE_TENSORS: return Attribute::Type::Tensor;
+    case A::GRAPH: case A::GRAPHS: return Attribute::Type::Graph;
+    case A::UNDEFINED: break;  // IR < 2 files may omit the type: tell it from the field that is set
+    default: return Attribute::Type::Other;
+  }
+  if (a.has_i()) return Attribute::Type::Int;
+  if (a.has_f()) return Attribute::Type::Float;
+  if (a.has_s()) return Attribute::Type::String;
+  if (a.has_t() || a.has_sparse_tensor()) return Attribute::Type::Tensor;
+  if (a.has_g()) return Attribute::Type::Graph;
+  if (a.ints_size() > 0) return Attribute::Type::Ints;
+  if (a.floats_size() > 0) return Attribute::Type::Floats;
+  if (a.strings_size() > 0) return Attribute::Type::Strings;
+  return Attribute::Type::Other;
+}
+
+Attribute convert_attribute(const onnx::AttributeProto& a) {
+  Attribute out;
+  out.type = attribute_type(a);
+  out.i = a.i();
+  out.f = a.f();
+  out.s = a.s();
+  out.ints.assign(a.ints().begin(), a.ints().end());
+  out.floats.assign(a.floats().begin(), a.floats().end());
+  out.strings.assign(a.strings().begin(), a.strings().end());
+  return out;
+}
+
+class GraphBuilder {
+ public:
+  GraphBuilder(const onnx::ModelProto& model, const ModelOverview& overview, const InferenceResult& inferred)
+      : model_(model), overview_(overview), inferred_(inferred), path_(overview.model_path) {}
+
+  Graph build() {
+    const onnx::GraphProto& g = model_.graph();
+    graph_.model_path = path_;
+    graph_.producer = overview_.producer;
+    graph_.ir_version = overview_.ir_version;
+    graph_.opsets = overview_.opsets;
+    graph_.bound_dims = inferred_.bound_dims;
+    graph_.warnings = overview_.warnings;
+    graph_.warnings.insert(graph_.warnings.end(), inferred_.warnings.begin(), inferred_.warnings.end());
+
+    for (const DeclaredValue& in : overview_.inputs) {
+      if (ids_.count(in.name)) throw InputError(path_ + ": graph input '" + in.name + "' is declared twice");
+      graph_.inputs.push_back(add_tensor(in.name, TensorKind::Input, -1));
+    }
+    for (const Tensor& init : overview_.initializers) {
+      const int32_t id = add_tensor(init.name, init.kind, -1);
+      graph_.tensors[id].trainable = init.trainable;
+      graph_.initializers.push_back(id);
+    }
+    check_order(g.node_size());
+    for (int32_t proto_index : inferred_.order) add_node(g.node(proto_index), proto_index);
+    for (const onnx::ValueInfoProto& out : g.output()) add_output(out.name());
+    name_nodes(g);
+    return std::move(graph_);
+  }
+
+ private:
+  int32_t add_tensor(const std::string& name, TensorKind kind, int32_t producer) {
+    const auto it = inferred_.values.find(name);
+    if (it == inferred_.values.end())
+      throw InternalError(path_ + ": shape inference returned no shape for tensor '" + name + "'");
+    Tensor t;
+    t.name = name;
+    t.dtype = it->second.dtype;
+    t.shape = it->second.shape;
+    t.int_value = it->second.int_value;
+    t.kind = kind;
+    t.producer = producer;
+    if (t.dtype == DType::Undefined)
+      throw InputError(path_ + ": tensor '" + name + "' has no known data type");
+    t.bytes();  // a negative dim or a byte size past 64 bits is an input error naming the tensor
+    const int32_t id = static_cast<int32_t>(graph_.tensors.size());
+    ids_[name] = id;
+    graph_.tensors.push_back(std::move(t));
+    return id;
+  }
+
+  void check_order(int node_count) {
+    std::vector<bool> seen(static_cast<size_t>(node_count), false);
+    for (int32_t i : inferred_.order) {
+      if (i < 0 || i >= node_count || seen[static_cast<size_t>(i)])
+        throw InternalError(path_ + ": shape inference returned an order that is not a permutation of the nodes");
+      seen[static_cast<size_t>(i)] = true;
+    }
+    if (inferred_.order.size() != static_cast<size_t>(node_count))
+      throw InternalError(path_ + ": shape inference returned an order that misses nodes");
+  }
+
+  std::string describe(const onnx::NodeProto& node, int32_t proto_index) const {
+    return "node " + (node.name().empty() ? "#" + std::to_string(proto_index) : "'" + node.name() + "'") + " (" +
+           node.op_type() + ")";
+  }
+
+  // Who already defines `name`, for the duplicate-name message.
+  std::string definer(int32_t id) const {
+    const Tensor& t = graph_.tensors[static_cast<size_t>(id)];
+    if (t.producer >= 0) {
+      const int32_t proto_index = inferred_.order[static_cast<size_t>(t.producer)];
+      return describe(model_.graph().node(proto_index), proto_index);
+    }
+    return t.kind == TensorKind::Input ? "a graph input" : "an initializer";
+  }
+
+  void add_node(const onnx::NodeProto& proto, int32_t proto_index) {
+    const int32_t index = static_cast<int32_t>(graph_.nodes.size());
+    Node node;
+    node.op_type = proto.op_type();
+    node.domain = normalize_domain(proto.domain());
+    const auto opset = graph_.opsets.find(node.domain);
+    node.opset = opset == graph_.opsets.end() ? 0 : static_cast<int>(opset->second);
+    for (const onnx::AttributeProto& a : proto.attribute()) node.attributes[a.name()] = convert_attribute(a);
+    const auto peak = inferred_.subgraph_peak_bytes.find(proto_index);
+    if (peak != inferred_.subgraph_peak_bytes.end()) node.subgraph_peak_bytes = peak->second;
+
+    for (const std::string& in : proto.input()) {
+      if (in.empty()) {
+        node.inputs.push_back(-1);
+        continue;
+      }
+      const auto it = ids_.find(in);
+      if (it == ids_.end())
+        throw InputError(path_ + ": " + describe(proto, proto_index) + " uses tensor '" + in +
+                         "', which no node, initializer or graph input produces");
+      node.inputs.push_back(it->second);
+      graph_.tensors[static_cast<size_t>(it->second)].consumers.push_back(index);
+    }
+    graph_.nodes.push_back(std::move(node));
+
+    const bool is_constant = graph_.nodes.back().domain.empty() && proto.op_type() == "Constant";
+    for (const std::string& out : proto.output()) {
+      if (out.empty()) {
+        graph_.nodes.back().outputs.push_back(-1);
+        continue;
+      }
+      const auto it = ids_.find(out);
+      if (it != ids_.end())
+        throw InputError(path_ + ": tensor '" + out + "' is defined twice: by " + definer(it->second) + " and by " +
+                         describe(proto, proto_index));
+      const int32_t id = add_tensor(out, is_constant ? TensorKind::Constant : TensorKind::Activation, index);
+      graph_.nodes.back().outputs.push_back(id);
+    }
+  }
+
+  void add_output(const std::string& name) {
+    const auto it = ids_.find(name);
+    if (it == ids_.end())
+      throw InputError(path_ + ": graph output '" + name + "' is produced by no node, initializer or graph input");
+    Tensor& t = graph_.tensors[static_cast<size_t>(it->second)];
+    if (t.producer >= 0) t.kind = TensorKind::Output;  // a graph input or initializer passed through keeps its kind
+    graph_.outputs.push_back(it->second);
+  }
+
+  // The model's own names where it gives unique ones; "<op_type>_<index>" (index in schedule order) otherwise.
+  void name_nodes(const onnx::GraphProto& g) {
+    std::set<std::string> taken;
+    for (const onnx::NodeProto& n : g.node())
+      if (!n.name().empty()) taken.insert(n.name());
+    std::set<std::string> used;
+    for (size_t k = 0; k < graph_.nodes.size(); ++k) {
+      const std::string& own = g.node(inferred_.order[k]).name();
+      std::string name = own;
+      if (name.empty() || used.count(name)) {
+        const std::string base = (own.empty() ? graph_.nodes[k].op_type : own) + "_" + std::to_string(k);
+        name = base;
+        for (int suffix = 1; taken.count(name) || used.count(name); ++suffix) name = base + "_" + std::to_string(suffix);
+      }
+      used.insert(name);
+      graph_.nodes[k].name = std::move(name);
+    }
+  }
+
+  const onnx::ModelProto& model_;
+  const ModelOverview& overview_;
+  const InferenceResult& inferred_;
+  const std::string& path_;
+  Graph graph_;
+  std::map<std::string, int32_t> ids_;
+};
+
+}  // namespace
+
+Graph build_graph(const onnx::ModelProto& model, const ModelOverview& overview, const InferenceResult& inferred) {
+  return GraphBuilder(model, overview, inferred).build();
+}
+
+}  // namespace memplan

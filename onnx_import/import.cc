@@ -1,0 +1,39 @@
+// import_model(): read the file without its weights, describe it, infer every shape, build the Graph.
+#include "onnx_import/import.h"
+
+#include <string_view>
+
+#include "onnx_import/errors.h"
+#include "onnx_import/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+// Shape inference names the node or tensor at fault; the user also needs to know which model.
+bool names_model(const std::exception& e, const std::string& path) {
+  return std::string_view(e.what()).substr(0, path.size()) == path;
+}
+
+}  // namespace
+
+Graph import_model(const std::string& path, const Bindings& bindings, ModelOverview& overview) {
+  const ReadModel model = read_model_file(path);
+  overview = describe_model(path, model);
+  try {
+    const InferenceResult inferred = infer_shapes(model.proto, bindings);
+    return build_graph(model.proto, overview, inferred);
+  } catch (const ShapeOverflow& e) {
+    if (names_model(e, path)) throw;
+    throw ShapeOverflow(path + ": " + e.what());
+  } catch (const InputError& e) {
+    if (names_model(e, path)) throw;
+    throw InputError(path + ": " + e.what());
+  }
+}
+
+Graph import_model(const std::string& path, const Bindings& bindings) {
+  ModelOverview overview;
+  return import_model(path, bindings, overview);
+}
+
+}  // namespace memplan

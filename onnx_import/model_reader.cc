@@ -1,0 +1,310 @@
+#include "onnx_import/model_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <optional>
+
+#include "onnx_import/errors.h"
+#include "onnx_import/graph.h"
+
+namespace memplan {
+namespace {
+
+// Protobuf wire types (protobuf's encoding documentation); groups (3, 4) are not used by ONNX.
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+// The ONNX messages the walk enters: those that can (transitively) hold tensors. Every other field is
+// copied whole; protobuf validates it when the small buffer is parsed.
+enum class Msg { Model, TrainingInfo, Function, Graph, Node, Attribute, SparseTensor, Tensor };
+
+// Field numbers from onnx-ml.proto (ONNX 1.12).
+std::optional<Msg> child_message(Msg parent, uint32_t field) {
+  switch (parent) {
+    case Msg::Model:
+      if (field == 7) return Msg::Graph;          // graph
+      if (field == 20) return Msg::TrainingInfo;  // training_info
+      if (field == 25) return Msg::Function;      // functions
+      break;
+    case Msg::TrainingInfo:
+      if (field == 1 || field == 2) return Msg::Graph;  // initialization, algorithm
+      break;
+    case Msg::Function:
+      if (field == 7) return Msg::Node;  // node
+      break;
+    case Msg::Graph:
+      if (field == 1) return Msg::Node;           // node
+      if (field == 5) return Msg::Tensor;         // initializer
+      if (field == 15) return Msg::SparseTensor;  // sparse_initializer
+      break;
+    case Msg::Node:
+      if (field == 5) return Msg::Attribute;  // attribute
+      break;
+    case Msg::Attribute:
+      if (field == 5 || field == 10) return Msg::Tensor;         // t, tensors
+      if (field == 6 || field == 11) return Msg::Graph;          // g, graphs
+      if (field == 22 || field == 23) return Msg::SparseTensor;  // sparse_tensor, sparse_tensors
+      break;
+    case Msg::SparseTensor:
+      if (field == 1 || field == 2) return Msg::Tensor;  // values, indices
+      break;
+    case Msg::Tensor:
+      break;
+  }
+  return std::nullopt;
+}
+
+// TensorProto fields (onnx-ml.proto).
+constexpr uint32_t kTensorDims = 1, kTensorDataType = 2, kTensorName = 8, kTensorDataLocation = 14;
+constexpr uint32_t kDataLocationExternal = 1;
+
+bool is_payload_field(uint32_t field) {
+  // float_data, int32_data, string_data, int64_data, raw_data, double_data, uint64_data
+  return field == 4 || field == 5 || field == 6 || field == 7 || field == 9 || field == 10 || field == 11;
+}
+
+bool is_integer_or_bool(DType t) {
+  switch (t) {
+    case DType::Int8: case DType::Int16: case DType::Int32: case DType::Int64:
+    case DType::UInt8: case DType::UInt16: case DType::UInt32: case DType::UInt64:
+    case DType::Bool: case DType::Int4: case DType::UInt4:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct Field {
+  uint32_t number = 0;
+  uint32_t wire = 0;
+  const uint8_t* start = nullptr;  // first byte of the tag
+  const uint8_t* end = nullptr;    // one past the value
+  uint64_t varint = 0;             // the value of a varint field
+  const uint8_t* body = nullptr;   // the bytes of a length-delimited field
+  uint64_t body_size = 0;
+};
+
+void append_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void append_bytes(std::string& out, const uint8_t* begin, const uint8_t* end) {
+  out.append(reinterpret_cast<const char*>(begin), static_cast<size_t>(end - begin));
+}
+
+// Walks a protobuf message, copying all of it except the payloads of large tensors.
+class WireWalker {
+ public:
+  WireWalker(const std::string& name, const uint8_t* base) : name_(name), base_(base) {}
+
+  void walk(Msg kind, const uint8_t* p, const uint8_t* end, int depth, std::string& out) {
+    if (depth > kMaxMessageDepth)
+      throw InputError(name_ + ": protobuf messages nest deeper than " + std::to_string(kMaxMessageDepth) +
+                       " levels (subgraphs within subgraphs); memplan refuses such files");
+    if (kind == Msg::Tensor) return walk_tensor(p, end, out);
+    Field f;
+    while (next_field(p, end, f)) {
+      const std::optional<Msg> child = f.wire == kLengthDelimited ? child_message(kind, f.number) : std::nullopt;
+      if (!child) {
+        append_bytes(out, f.start, f.end);
+        continue;
+      }
+      std::string body;
+      walk(*child, f.body, f.body + f.body_size, depth + 1, body);
+      append_varint(out, (static_cast<uint64_t>(f.number) << 3) | kLengthDelimited);
+      append_varint(out, body.size());
+      out += body;
+    }
+  }
+
+  uint64_t dropped_bytes() const { return dropped_; }
+
+ private:
+  // A TensorProto: fields may come in any order, so a first pass learns dtype and payload size, and a
+  // second copies it, without its payload when that is too large to be a shape constant.
+  void walk_tensor(const uint8_t* begin, const uint8_t* end, std::string& out) {
+    int64_t data_type = 0;
+    std::string tensor_name;
+    std::vector<int64_t> dims;
+    uint64_t payload = 0;
+    Field f;
+    for (const uint8_t* p = begin; next_field(p, end, f);) {
+      if (f.number == kTensorDataType && f.wire == kVarint) data_type = static_cast<int64_t>(f.varint);
+      if (f.number == kTensorName && f.wire == kLengthDelimited)
+        tensor_name.assign(reinterpret_cast<const char*>(f.body), f.body_size);
+      if (f.number == kTensorDims) read_int64s(f, dims);
+      if (is_payload_field(f.number)) payload += static_cast<uint64_t>(f.end - f.start);
+    }
+    const std::string what = tensor_name.empty() ? "a tensor with no name" : "tensor '" + tensor_name + "'";
+    const std::optional<DType> dtype =
+        data_type > 0 && data_type <= INT32_MAX ? dtype_from_onnx(static_cast<int32_t>(data_type)) : std::nullopt;
+    if (!dtype)
+      throw InputError(name_ + ": " + what + " has unknown data type " + std::to_string(data_type) +
+                       " (ONNX TensorProto.DataType codes 1..22 are known)");
+    for (int64_t d : dims)
+      if (d < 0) throw InputError(name_ + ": " + what + " has a negative dimension (" + std::to_string(d) + ")");
+
+    const uint64_t keep_limit = is_integer_or_bool(*dtype) ? kKeptIntegerPayloadBytes : kKeptOtherPayloadBytes;
+    if (payload <= keep_limit) {
+      append_bytes(out, begin, end);
+      return;
+    }
+    for (const uint8_t* p = begin; next_field(p, end, f);)
+      if (!is_payload_field(f.number) && f.number != kTensorDataLocation) append_bytes(out, f.start, f.end);
+    append_varint(out, (kTensorDataLocation << 3) | kVarint);
+    append_varint(out, kDataLocationExternal);
+    dropped_ += payload;
+  }
+
+  // dims is `repeated int64`: packed (one length-delimited field) or one varint field per entry.
+  void read_int64s(const Field& f, std::vector<int64_t>& out) {
+    if (f.wire == kVarint) {
+      out.push_back(static_cast<int64_t>(f.varint));
+    } else if (f.wire == kLengthDelimited) {
+      const uint8_t* p = f.body;
+      const uint8_t* end = f.body + f.body_size;
+      while (p < end) out.push_back(static_cast<int64_t>(read_varint(p, end)));
+    }
+  }
+
+  // Reads the field at p (advancing p past it); false at the end of the message.
+  bool next_field(const uint8_t*& p, const uint8_t* end, Field& f) {
+    if (p >= end) return false;
+    f.start = p;
+    const uint64_t tag = read_varint(p, end);
+    f.number = static_cast<uint32_t>(tag >> 3);
+    f.wire = static_cast<uint32_t>(tag & 7);
+    if (f.number == 0 || (tag >> 3) > 0x1fffffff) corrupt(f.start, "invalid field number");
+    switch (f.wire) {
+      case kVarint:
+        f.varint = read_varint(p, end);
+        break;
+      case kFixed64:
+        skip(p, end, 8);
+        break;
+      case kFixed32:
+        skip(p, end, 4);
+        break;
+      case kLengthDelimited:
+        f.body_size = read_varint(p, end);
+        f.body = p;
+        skip(p, end, f.body_size);
+        break;
+      default:
+        corrupt(f.start, "unsupported wire type " + std::to_string(f.wire));
+    }
+    f.end = p;
+    return true;
+  }
+
+  uint64_t read_varint(const uint8_t*& p, const uint8_t* end) {
+    const uint8_t* start = p;
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p >= end) corrupt(start, "truncated varint");
+      const uint8_t b = *p++;
+      if (shift == 63 && b > 1) corrupt(start, "varint longer than 64 bits");
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    corrupt(start, "varint longer than 10 bytes");
+  }
+
+  void skip(const uint8_t*& p, const uint8_t* end, uint64_t n) {
+    if (n > static_cast<uint64_t>(end - p)) corrupt(p, "field runs past the end of its message");
+    p += n;
+  }
+
+  [[noreturn]] void corrupt(const uint8_t* at, const std::string& why) {
+    throw InputError(name_ + " is not a valid ONNX file: truncated or corrupt protobuf at byte " +
+                     std::to_string(at - base_) + " (" + why + ")");
+  }
+
+  const std::string& name_;
+  const uint8_t* base_;
+  uint64_t dropped_ = 0;
+};
+
+// A read-only mapping of a whole file, unmapped on destruction.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw InputError("cannot open model '" + path + "': " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      throw InputError("cannot read model '" + path + "': " + std::strerror(err));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      throw InputError("model '" + path + "' is a directory, not an ONNX file");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw InputError("model '" + path + "' is not a regular file");
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+    if (size_ == 0) {
+      ::close(fd);
+      throw InputError("model '" + path + "' is empty (0 bytes), not an ONNX file");
+    }
+    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);  // the mapping keeps the file alive
+    if (m == MAP_FAILED) throw InputError("cannot map model '" + path + "': " + std::strerror(err));
+    data_ = static_cast<const uint8_t*>(m);
+  }
+  ~MappedFile() { ::munmap(const_cast<uint8_t*>(data_), size_); }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+}  // namespace
+
+ReadModel read_model_bytes(const std::string& name, const uint8_t* data, uint64_t size) {
+  if (size == 0) throw InputError("model '" + name + "' is empty (0 bytes), not an ONNX file");
+  WireWalker walker(name, data);
+  std::string small;
+  walker.walk(Msg::Model, data, data + size, 1, small);
+  if (small.size() > static_cast<size_t>(INT_MAX))
+    throw InputError(name + ": the model's structure without its weights exceeds protobuf's 2 GiB limit");
+
+  ReadModel result;
+  result.file_bytes = size;
+  result.dropped_payload_bytes = walker.dropped_bytes();
+  if (!result.proto.ParseFromString(small))
+    throw InputError(name + " is not a valid ONNX file: its protobuf does not parse as an ONNX ModelProto");
+  if (!result.proto.has_graph())
+    throw InputError(name + " is not an ONNX model: it has no graph (is it another kind of protobuf file?)");
+  const int64_t ir = result.proto.ir_version();
+  if (ir > kNewestKnownIrVersion)
+    result.warnings.push_back(name + " has IR version " + std::to_string(ir) + ", newer than the " +
+                              std::to_string(kNewestKnownIrVersion) +
+                              " that memplan's ONNX 1.12 knows; fields added since are ignored");
+  return result;
+}
+
+ReadModel read_model_file(const std::string& path) {
+  const MappedFile file(path);
+  return read_model_bytes(path, file.data(), file.size());
+}
+
+}  // namespace memplan

@@ -1,0 +1,46 @@
+// Reads an ONNX file into a ModelProto without materializing its weights.
+//
+// The file is mapped read-only and its protobuf wire format walked by hand; everything is copied into a
+// small buffer except the data payloads of large tensors, and only that buffer is parsed. Peak memory
+// therefore grows with the model's structure (nodes, names, shapes), not with its weight bytes.
+// External data files are never opened, so their locations (however hostile) are never followed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
+
+namespace memplan {
+
+// A dropped payload is marked data_location=EXTERNAL so later stages know its values are unknown;
+// dims and data_type are always kept. Payloads up to these sizes are kept, because shape computations
+// read them (Reshape targets, Slice bounds, Resize scales).
+inline constexpr uint64_t kKeptIntegerPayloadBytes = 64 * 1024;  // int*/uint*/bool tensors
+inline constexpr uint64_t kKeptOtherPayloadBytes = 256;          // float, string and complex tensors
+
+// Protobuf messages may nest at most this deep (ModelProto = 1; each subgraph level adds 3: attribute,
+// graph, node). Deeper files are refused rather than risk exhausting the stack. Protobuf's own
+// default recursion limit is 100; this bound stays below it.
+inline constexpr int kMaxMessageDepth = 64;
+
+// The last IR version ONNX 1.12 (the libonnx-dev memplan builds with) knows; newer files are read with
+// a warning, since their new fields are kept as unknown fields and ignored.
+inline constexpr int64_t kNewestKnownIrVersion = 8;
+
+struct ReadModel {
+  onnx::ModelProto proto;
+  uint64_t file_bytes = 0;
+  uint64_t dropped_payload_bytes = 0;  // tensor data skipped without reading
+  std::vector<std::string> warnings;
+};
+
+// Throws InputError naming `path` when the file is missing, a directory, empty, not protobuf, not an
+// ONNX model (no graph), nested too deep, or holds a tensor with a negative dim or an unknown dtype.
+ReadModel read_model_file(const std::string& path);
+
+// The same on bytes already in memory (tests; `name` stands for the file in messages).
+ReadModel read_model_bytes(const std::string& name, const uint8_t* data, uint64_t size);
+
+}  // namespace memplan
