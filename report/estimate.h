@@ -1,0 +1,92 @@
+// One estimate: a shaped graph through a cost model and the planner, assembled into the numbers a user reads.
+// Totals per runtime:
+//   ideal        resident + the best packed arena of exact sizes (alignment 1) + fixed
+//   pytorch      max_memory_reserved of the simulated caching allocator + fixed (never the CUDA context)
+//   onnxruntime  TotalAllocated of the simulated BFC arena with the memory pattern + fixed
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost_models/cost_model.h"
+#include "onnx_import/graph.h"
+#include "planner/program.h"
+
+namespace memplan {
+
+enum class Mode { Inference, Training };
+
+struct EstimateOptions {
+  Mode mode = Mode::Inference;
+  Runtime runtime = Runtime::Ideal;
+  InferenceOptions inference;
+  TrainingOptions training;
+  bool memory_schedule = false;  // --schedule memory: a memory-aware topological order (inference)
+  int top_tensors = 8;           // how many of the largest live tensors at the peak to list
+};
+
+// What is in memory at the peak, by what it is. Sums to total_bytes.
+struct Breakdown {
+  uint64_t weights = 0;
+  uint64_t activations = 0;        // node outputs, inputs, saved-for-backward tensors
+  uint64_t activation_grads = 0;
+  uint64_t gradients = 0;          // parameter gradients
+  uint64_t optimizer_states = 0;
+  uint64_t workspace = 0;
+  uint64_t allocator_rounding = 0; // allocated − exact bytes: block rounding and unsplit blocks (pytorch, ort)
+  uint64_t allocator_overhead = 0; // reserved − allocated (pytorch, ort); arena − live bytes (ideal)
+  uint64_t fixed = 0;              // runtime costs outside the allocator (not the CUDA context)
+};
+
+struct LiveTensor {
+  std::string name;
+  std::string op;        // the op of the step that produced it ("" for inputs and resident buffers)
+  Category category = Category::Activation;
+  uint64_t bytes = 0;
+};
+
+struct Estimate {
+  std::string model;
+  Mode mode = Mode::Inference;
+  Runtime runtime = Runtime::Ideal;
+  uint64_t total_bytes = 0;
+  Breakdown breakdown;
+  uint64_t allocated_bytes = 0;    // peak allocated (pytorch: max_memory_allocated; ort: MaxInUse)
+  uint64_t reserved_bytes = 0;     // peak reserved (pytorch: max_memory_reserved; ort: TotalAllocated)
+  uint64_t lower_bound_bytes = 0;  // peak live bytes of the schedule, resident excluded
+  uint64_t resident_bytes = 0;
+  uint64_t arena_bytes = 0;        // best static arena for the schedule (alignment of the runtime)
+  std::string packing_algorithm;
+  // Both orders' lower bounds; schedule_used says which one the estimate is for.
+  uint64_t model_order_peak_bytes = 0;
+  uint64_t memory_order_peak_bytes = 0;  // 0 when not computed
+  std::string schedule_used = "model";
+  // Where the peak happens.
+  int32_t peak_step = -1;          // -1: before the first step
+  std::string peak_step_name;
+  std::string peak_op;
+  Phase peak_phase = Phase::Forward;
+  int32_t num_steps = 0;
+  std::vector<LiveTensor> top_live;
+  // Training only.
+  std::optional<uint64_t> first_iteration_total_bytes;
+  double recompute_percent = 0;
+  std::vector<std::string> checkpoint_boundaries;
+  uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
+  // Memory over the schedule, for timelines: exact live bytes per category at each step (resident included),
+  // and the runtime's allocated/reserved per step where it has them.
+  std::vector<std::array<uint64_t, kNumCategories>> per_step_by_category;
+  std::vector<uint64_t> allocated_per_step, reserved_per_step;
+  std::vector<std::string> step_names;
+  std::vector<std::string> notes;
+};
+
+Estimate estimate_graph(const Graph& graph, const EstimateOptions& options);
+
+const char* runtime_name(Runtime r);
+const char* mode_name(Mode m);
+
+}  // namespace memplan
