@@ -1,5 +1,6 @@
 // Cost models: a shaped Graph -> a memory Program (what each op allocates, saves and frees),
 // per runtime, precision and mode. The cost model never packs; the planner never asks why.
+// Every rule and the source of every constant: docs/cost-models.md.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +14,18 @@ namespace memplan {
 
 enum class Runtime { Ideal, PyTorch, OnnxRuntime };
 
+// How attention (MatMul, scale, optional mask, Softmax, optional Dropout, MatMul) runs in PyTorch:
+// as the exported graph (eager), or as torch's fused scaled_dot_product_attention (never materialises
+// the seq x seq matrices; saves q, k, v, out and an fp32 logsumexp for backward).
+enum class AttentionImpl { Eager, Sdpa };
+
 struct InferenceOptions {
   Runtime runtime = Runtime::Ideal;
   DType float_dtype = DType::Float32;  // --dtype: float weights and activations are stored in this type
+  // CUDA compute capability major of the target GPU (9 = H100/H200). Decides PyTorch's cuBLAS
+  // workspace size (aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on majors 9, 10 and 12).
+  int cuda_arch_major = 9;
+  AttentionImpl attention = AttentionImpl::Eager;  // pytorch runtime only
 };
 
 struct CostModelResult {
@@ -27,5 +37,49 @@ struct CostModelResult {
 };
 
 CostModelResult build_inference_program(const Graph& graph, const InferenceOptions& options);
+
+// ---- Training (PyTorch eager semantics) ----
+
+enum class Optimizer { Sgd, Momentum, Adam, AdamW };
+enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
+enum class LossKind { None, CrossEntropy, Mse };
+enum class Sharding { None, Ddp, Zero1, Zero2, Zero3 };
+enum class CheckpointMode { None, Sqrt, Every, At, Auto };
+
+struct CheckpointOptions {
+  CheckpointMode mode = CheckpointMode::None;
+  int every = 0;                          // every:K: a boundary every K candidate boundaries
+  std::vector<std::string> at;            // at:T1,T2: boundary tensor names
+  uint64_t budget_bytes = 0;              // auto: the largest acceptable activation lower bound
+};
+
+struct TrainingOptions {
+  Optimizer optimizer = Optimizer::Adam;
+  Precision precision = Precision::Fp32;
+  LossKind loss = LossKind::None;
+  AttentionImpl attention = AttentionImpl::Eager;
+  CheckpointOptions checkpoint;
+  int grad_accum = 1;                     // micro-batches per optimizer step (the graph's batch is one micro-batch)
+  int gpus = 1;
+  Sharding shard = Sharding::None;
+  bool gradient_as_bucket_view = false;   // DDP: buckets alias the grads instead of copying them
+  // true: optimizer states exist from the start (a later iteration; the headline).
+  // false: the first iteration (states are created inside the optimizer step).
+  bool steady_state = true;
+  int cuda_arch_major = 9;                // as InferenceOptions::cuda_arch_major
+};
+
+struct TrainingResult : CostModelResult {
+  uint64_t forward_flops = 0;             // one forward pass of one micro-batch
+  uint64_t recompute_flops = 0;           // forward FLOPs re-run by checkpointing in backward
+  double recompute_percent = 0;           // recompute_flops / forward_flops * 100
+  std::vector<std::string> checkpoint_boundaries;  // tensor names chosen as segment boundaries
+  std::vector<std::string> candidate_boundaries;   // every tensor that separates the graph, in order
+  uint64_t param_bytes = 0;               // per GPU, in the parameters' storage dtype
+  uint64_t grad_bytes = 0;                // per GPU
+  uint64_t optimizer_state_bytes = 0;     // per GPU (includes fp32 master weights where kept)
+};
+
+TrainingResult build_training_program(const Graph& graph, const TrainingOptions& options);
 
 }  // namespace memplan

@@ -1,0 +1,117 @@
+#include "cost_models/graph_facts.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "onnx_import/checked.h"
+
+namespace memplan {
+namespace {
+
+bool is_initializer(const Graph& g, int32_t t) {
+  return std::find(g.initializers.begin(), g.initializers.end(), t) != g.initializers.end();
+}
+
+bool is_integer_like(DType t) {
+  switch (t) {
+    case DType::Int8: case DType::Int16: case DType::Int32: case DType::Int64:
+    case DType::UInt8: case DType::UInt16: case DType::UInt32: case DType::UInt64: case DType::Bool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Shape arithmetic works on a handful of values (a rank's worth); anything larger is data.
+constexpr uint64_t kMaxShapeElements = 64;
+
+// Integer ops the exporters use to compute shapes (torch.onnx's size()/view() lowering).
+const std::set<std::string>& shape_arithmetic_ops() {
+  static const std::set<std::string> ops{
+      "Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Add", "Sub", "Mul", "Div",
+      "Equal", "Where", "Reshape", "Identity", "ReduceProd", "Max", "Min", "Neg", "Floor", "Ceil",
+      "Not", "And", "Or", "Less", "Greater", "Mod", "Abs"};
+  return ops;
+}
+
+}  // namespace
+
+bool is_constant(const Graph& g, int32_t t) {
+  if (t < 0) return false;
+  const Tensor& tensor = g.tensors[t];
+  if (tensor.kind == TensorKind::Constant) return true;
+  if (tensor.producer >= 0) return g.nodes[tensor.producer].op_type == "Constant";
+  return is_initializer(g, t);
+}
+
+bool is_scalar_constant(const Graph& g, int32_t t) {
+  return is_constant(g, t) && g.tensors[t].elements() <= 1;
+}
+
+bool is_graph_output(const Graph& g, int32_t t) {
+  return std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end();
+}
+
+std::vector<bool> shape_tensors(const Graph& g) {
+  std::vector<bool> shape(g.tensors.size(), false);
+  auto small_int_constant = [&](int32_t t) {
+    const Tensor& x = g.tensors[t];
+    return is_constant(g, t) && is_integer_like(x.dtype) && x.elements() <= kMaxShapeElements;
+  };
+  for (const Node& node : g.nodes) {  // graph order is topological, so one pass suffices
+    bool all_inputs_shape = true;
+    bool any_input = false;
+    for (int32_t in : node.inputs) {
+      if (in < 0) continue;
+      any_input = true;
+      if (!shape[in] && !small_int_constant(in)) all_inputs_shape = false;
+    }
+    bool marks = false;
+    if (node.op_type == "Shape" || node.op_type == "Size") {
+      marks = true;
+    } else if (node.op_type == "Constant") {
+      marks = false;  // constants become shape values only through the ops that use them
+    } else if (any_input && all_inputs_shape && shape_arithmetic_ops().count(node.op_type)) {
+      marks = true;
+      for (int32_t out : node.outputs)
+        if (out >= 0 && (!is_integer_like(g.tensors[out].dtype) || g.tensors[out].elements() > kMaxShapeElements))
+          marks = false;
+    }
+    if (!marks) continue;
+    for (int32_t out : node.outputs)
+      if (out >= 0 && !is_graph_output(g, out)) shape[out] = true;
+  }
+  return shape;
+}
+
+DType storage_dtype(DType original, DType float_dtype) {
+  if (float_dtype == DType::Float32) return original;
+  switch (original) {
+    case DType::Float32: case DType::Float64: case DType::Float16: case DType::BFloat16:
+      return float_dtype;
+    default:
+      return original;
+  }
+}
+
+uint64_t bytes_as(const Tensor& t, DType dtype) {
+  const uint64_t n = t.elements();
+  const int bits = dtype_bits(dtype);
+  if (bits % 8 == 0) return checked_mul(n, static_cast<uint64_t>(bits / 8), ("byte size of tensor '" + t.name + "'").c_str());
+  return n / 2 + n % 2;  // 4-bit types: two per byte (onnx.proto INT4/UINT4)
+}
+
+int count_consumers(const Graph& g, int32_t t) {
+  std::set<int32_t> distinct(g.tensors[t].consumers.begin(), g.tensors[t].consumers.end());
+  return static_cast<int>(distinct.size());
+}
+
+int32_t sole_consumer(const Graph& g, int32_t t) {
+  if (t < 0 || is_graph_output(g, t)) return -1;
+  const auto& c = g.tensors[t].consumers;
+  if (c.size() != 1) return -1;
+  return c[0];
+}
+
+}  // namespace memplan

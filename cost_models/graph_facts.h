@@ -1,0 +1,40 @@
+// Small facts about a shaped graph that several cost models need: which tensors are scalar constants,
+// which are shape computations (a few int64 values that never reach the GPU in PyTorch), and the bytes
+// of a tensor stored in another element type.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "onnx_import/graph.h"
+
+namespace memplan {
+
+// An initializer or Constant output with at most one element (the 0.5 of a GELU, a LayerNorm epsilon).
+bool is_scalar_constant(const Graph& g, int32_t tensor);
+
+// An initializer or Constant-node output (of any size).
+bool is_constant(const Graph& g, int32_t tensor);
+
+// Per tensor: true for shape computations, i.e. the outputs of Shape/Size and of integer ops whose inputs
+// are all shape computations or small integer constants (Gather/Concat/Unsqueeze/Cast ... on shapes).
+// Graph outputs are never marked. In PyTorch these values are Python ints; in ORT's CUDA EP, Shape
+// writes to CPU memory (OrtMemTypeCPUOutput) and the shape subgraph is placed on the CPU EP.
+std::vector<bool> shape_tensors(const Graph& g);
+
+// The element type a tensor is stored in when float tensors are converted to `float_dtype`
+// (model.half(): float32/float64/float16/bfloat16 all become float_dtype; Float32 means "as exported").
+DType storage_dtype(DType original, DType float_dtype);
+
+// elements(t) * bits(dtype) / 8, overflow-checked; 4-bit types packed two per byte.
+uint64_t bytes_as(const Tensor& t, DType dtype);
+
+// The number of distinct nodes that read `tensor`.
+int count_consumers(const Graph& g, int32_t tensor);
+
+// The only consumer node of `tensor` when it has exactly one use and is not a graph output, else -1.
+int32_t sole_consumer(const Graph& g, int32_t tensor);
+
+bool is_graph_output(const Graph& g, int32_t tensor);
+
+}  // namespace memplan

@@ -1,0 +1,39 @@
+#include "cost_models/runtime_rules.h"
+
+#include <set>
+
+namespace memplan {
+
+bool is_alias_op(const std::string& op) {
+  static const std::set<std::string> ops{"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+  return ops.count(op) > 0;
+}
+
+bool is_pytorch_strided_view(const std::string& op) {
+  static const std::set<std::string> ops{"Transpose", "Expand", "Slice", "Split"};
+  return ops.count(op) > 0;
+}
+
+bool is_ort_may_inplace(const std::string& op) {
+  static const std::set<std::string> ops{"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "Softplus",
+                                         "Softsign", "HardSigmoid", "ThresholdedRelu"};
+  return ops.count(op) > 0;
+}
+
+FusionOptions fusion_for(Runtime runtime, AttentionImpl attention) {
+  FusionOptions f;
+  switch (runtime) {
+    case Runtime::Ideal:
+      break;
+    case Runtime::PyTorch:
+      f.gelu = f.silu = f.layer_norm = f.linear_bias = true;
+      f.attention = attention == AttentionImpl::Sdpa;
+      break;
+    case Runtime::OnnxRuntime:
+      f.gelu = f.layer_norm = true;
+      break;
+  }
+  return f;
+}
+
+}  // namespace memplan

@@ -1,0 +1,37 @@
+// Per-runtime facts about single ops: which ones are views (their output shares the input's storage),
+// which ones a runtime runs in place, and which decompositions it fuses back.
+#pragma once
+
+#include <string>
+
+#include "cost_models/cost_model.h"
+#include "cost_models/op_fusion.h"
+
+namespace memplan {
+
+// Ops whose first output aliases their first input in every runtime modelled:
+//  - PyTorch: reshape/flatten/squeeze/unsqueeze are views of a contiguous tensor; dropout in eval and
+//    Identity return the input itself;
+//  - ORT CUDA EP: these kernels are registered with KernelDefBuilder::Alias(0, 0)
+//    (onnxruntime/core/providers/cuda/tensor/{reshape,squeeze,unsqueeze,flatten,identity_op}.cc).
+bool is_alias_op(const std::string& op);
+
+// PyTorch-only views: transpose/permute, expand, slice and split return strided views (no copy), whose
+// result is not contiguous; a later reshape of a non-contiguous tensor copies (aten reshape ->
+// _reshape_copy when view() is impossible). ORT's Transpose/Expand/Slice/Split kernels copy.
+bool is_pytorch_strided_view(const std::string& op);
+
+// ORT kernels registered with MayInplace(0, 0): the allocation planner gives the output the input's
+// buffer when this node is the input's last use and sizes match (onnxruntime/core/framework/
+// allocation_planner.cc). Unary activations (onnxruntime/core/providers/cuda/activation/activations.cc).
+bool is_ort_may_inplace(const std::string& op);
+
+// Which decompositions each runtime runs as one op:
+//  - ideal: none (the graph as written);
+//  - pytorch: gelu, silu, layer_norm and linear always (the module ran as the fused op before export);
+//    attention only with AttentionImpl::Sdpa;
+//  - onnxruntime: gelu and layer_norm (GeluFusion, LayerNormFusion in onnxruntime/core/optimizer/, on
+//    at the default ORT_ENABLE_ALL level for the CUDA EP).
+FusionOptions fusion_for(Runtime runtime, AttentionImpl attention);
+
+}  // namespace memplan

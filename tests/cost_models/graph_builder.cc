@@ -1,0 +1,133 @@
+#include "tests/cost_models/graph_builder.h"
+
+#include <algorithm>
+
+namespace memplan::testing {
+
+int32_t GraphBuilder::add_tensor(const std::string& name, std::vector<int64_t> shape, DType dtype, TensorKind kind) {
+  Tensor t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  t.kind = kind;
+  g_.tensors.push_back(std::move(t));
+  return static_cast<int32_t>(g_.tensors.size() - 1);
+}
+
+int32_t GraphBuilder::input(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  const int32_t t = add_tensor(name, std::move(shape), dtype, TensorKind::Input);
+  g_.inputs.push_back(t);
+  return t;
+}
+
+int32_t GraphBuilder::weight(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  const int32_t t = add_tensor(name, std::move(shape), dtype, TensorKind::Weight);
+  g_.tensors[t].trainable = dtype_is_float(dtype);
+  g_.initializers.push_back(t);
+  return t;
+}
+
+int32_t GraphBuilder::int_constant(const std::string& name, std::vector<int64_t> values) {
+  const int32_t t = add_tensor(name, {static_cast<int64_t>(values.size())}, DType::Int64, TensorKind::Constant);
+  g_.tensors[t].int_value = std::move(values);
+  g_.initializers.push_back(t);
+  return t;
+}
+
+int32_t GraphBuilder::scalar(const std::string& name, float) {
+  const int32_t t = add_tensor(name, {}, DType::Float32, TensorKind::Constant);
+  g_.initializers.push_back(t);
+  return t;
+}
+
+int32_t GraphBuilder::node(const std::string& op, std::vector<int32_t> inputs,
+                           std::vector<std::pair<std::string, std::vector<int64_t>>> outputs,
+                           std::map<std::string, Attribute> attributes, DType dtype) {
+  Node n;
+  n.name = "/" + op + "_" + std::to_string(g_.nodes.size());
+  n.op_type = op;
+  n.opset = 17;
+  n.inputs = std::move(inputs);
+  n.attributes = std::move(attributes);
+  const int32_t index = static_cast<int32_t>(g_.nodes.size());
+  for (int32_t in : n.inputs)
+    if (in >= 0) g_.tensors[in].consumers.push_back(index);
+  int32_t first = -1;
+  for (auto& [name, shape] : outputs) {
+    const int32_t t = add_tensor(name, shape, dtype, TensorKind::Activation);
+    g_.tensors[t].producer = index;
+    n.outputs.push_back(t);
+    if (first < 0) first = t;
+  }
+  g_.nodes.push_back(std::move(n));
+  return first;
+}
+
+void GraphBuilder::output(int32_t tensor) {
+  g_.outputs.push_back(tensor);
+  g_.tensors[tensor].kind = TensorKind::Output;
+}
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.type = Attribute::Type::Int;
+  a.i = v;
+  return a;
+}
+
+Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.type = Attribute::Type::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+
+Peak peak_live_bytes(const Program& p) {
+  const int32_t n = static_cast<int32_t>(p.steps.size());
+  std::vector<int32_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+  for (int32_t s = 0; s < n; ++s) {
+    for (int32_t b : p.steps[s].writes) first[b] = last[b] = s;
+    for (int32_t b : p.steps[s].reads) last[b] = std::max(last[b], s);
+  }
+  Peak peak;
+  for (int32_t s = 0; s < n; ++s) {
+    uint64_t live = 0;
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const Buffer& buf = p.buffers[b];
+      if (buf.resident) continue;
+      const int32_t lo = buf.live_at_start ? 0 : first[b];
+      const int32_t hi = buf.live_at_end ? n - 1 : std::max(last[b], lo);
+      if (lo >= 0 && lo <= s && s <= hi) live += buf.bytes;
+    }
+    if (live > peak.bytes) peak = {live, s};
+  }
+  return peak;
+}
+
+uint64_t resident_bytes(const Program& p) {
+  uint64_t sum = 0;
+  for (const Buffer& b : p.buffers)
+    if (b.resident) sum += b.bytes;
+  return sum;
+}
+
+int32_t buffer_named(const Program& p, const std::string& name) {
+  for (size_t i = 0; i < p.buffers.size(); ++i)
+    if (p.buffers[i].name == name) return static_cast<int32_t>(i);
+  return -1;
+}
+
+int32_t step_named(const Program& p, const std::string& name) {
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    if (p.steps[i].name == name) return static_cast<int32_t>(i);
+  return -1;
+}
+
+uint64_t bytes_of_category(const Program& p, Category c) {
+  uint64_t sum = 0;
+  for (const Buffer& b : p.buffers)
+    if (b.category == c) sum += b.bytes;
+  return sum;
+}
+
+}  // namespace memplan::testing

@@ -1,0 +1,56 @@
+// Builds small memplan::Graphs in code for cost-model tests, and measures a program's peak with an
+// independent ten-line loop (so tests do not depend on the planner under test elsewhere).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "onnx_import/graph.h"
+#include "planner/program.h"
+
+namespace memplan::testing {
+
+class GraphBuilder {
+ public:
+  int32_t input(const std::string& name, std::vector<int64_t> shape, DType dtype = DType::Float32);
+  int32_t weight(const std::string& name, std::vector<int64_t> shape, DType dtype = DType::Float32);
+  // A non-float initializer with known contents (a Reshape shape, an axes list).
+  int32_t int_constant(const std::string& name, std::vector<int64_t> values);
+  int32_t scalar(const std::string& name, float value = 1.0f);  // a float scalar initializer
+  // Adds a node with one output per (name, shape); outputs take `dtype`. Returns the first output id.
+  int32_t node(const std::string& op, std::vector<int32_t> inputs,
+               std::vector<std::pair<std::string, std::vector<int64_t>>> outputs,
+               std::map<std::string, Attribute> attributes = {}, DType dtype = DType::Float32);
+  int32_t node1(const std::string& op, std::vector<int32_t> inputs, const std::string& out,
+                std::vector<int64_t> shape, std::map<std::string, Attribute> attributes = {}) {
+    return node(op, std::move(inputs), {{out, std::move(shape)}}, std::move(attributes));
+  }
+  void output(int32_t tensor);
+  const Graph& graph() const { return g_; }
+  Graph& mutable_graph() { return g_; }
+
+ private:
+  int32_t add_tensor(const std::string& name, std::vector<int64_t> shape, DType dtype, TensorKind kind);
+  Graph g_;
+};
+
+Attribute int_attr(int64_t v);
+Attribute ints_attr(std::vector<int64_t> v);
+
+// Peak over steps of live bytes of non-resident buffers, with the planner's documented liveness rule:
+// a buffer lives from its writing step (0 if live_at_start) to its last reader (the end if
+// live_at_end); written and never read, at its own step only.
+struct Peak {
+  uint64_t bytes = 0;
+  int32_t step = 0;
+};
+Peak peak_live_bytes(const Program& p);
+uint64_t resident_bytes(const Program& p);
+// Buffer id by name (-1 when absent) and the step index by name (-1 when absent).
+int32_t buffer_named(const Program& p, const std::string& name);
+int32_t step_named(const Program& p, const std::string& name);
+uint64_t bytes_of_category(const Program& p, Category c);
+
+}  // namespace memplan::testing
