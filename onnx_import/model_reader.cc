@@ -1,10 +1,10 @@
 #include "onnx_import/model_reader.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -82,10 +82,11 @@ bool is_integer_or_bool(DType t) {
 struct Field {
   uint32_t number = 0;
   uint32_t wire = 0;
-  const uint8_t* start = nullptr;  // first byte of the tag
-  const uint8_t* end = nullptr;    // one past the value
-  uint64_t varint = 0;             // the value of a varint field
-  const uint8_t* body = nullptr;   // the bytes of a length-delimited field
+  uint64_t start = 0;      // offset of the tag
+  uint64_t value = 0;      // offset of the first byte after the tag
+  uint64_t end = 0;        // one past the value
+  uint64_t varint = 0;     // the value of a varint field
+  uint64_t body = 0;       // offset of a length-delimited field's bytes
   uint64_t body_size = 0;
 };
 
@@ -97,16 +98,66 @@ void append_varint(std::string& out, uint64_t v) {
   out.push_back(static_cast<char>(v));
 }
 
-void append_bytes(std::string& out, const uint8_t* begin, const uint8_t* end) {
-  out.append(reinterpret_cast<const char*>(begin), static_cast<size_t>(end - begin));
-}
+// The bytes of a model: either in memory, or a file read through a small window with pread. A read-only
+// mapping would be simpler, but the kernel maps whole page-cache folios around each touched page, so a
+// mapping's resident size grows with the weights it is meant to skip; pread touches only what it copies.
+class ByteSource {
+ public:
+  ByteSource(const uint8_t* data, uint64_t size) : size_(size), window_start_(0), window_(data), window_size_(size) {}
+  ByteSource(int fd, uint64_t size, const std::string& name) : fd_(fd), size_(size), name_(name), buffer_(kWindow) {}
+
+  uint64_t size() const { return size_; }
+
+  uint8_t at(uint64_t offset) {
+    if (offset - window_start_ >= window_size_) refill(offset);
+    return window_[offset - window_start_];
+  }
+
+  // Appends bytes [offset, offset + n) to out.
+  void copy(uint64_t offset, uint64_t n, std::string& out) {
+    while (n > 0) {
+      if (offset - window_start_ >= window_size_) refill(offset);
+      const uint64_t chunk = std::min(n, window_size_ - (offset - window_start_));
+      out.append(reinterpret_cast<const char*>(window_ + (offset - window_start_)), static_cast<size_t>(chunk));
+      offset += chunk;
+      n -= chunk;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kWindow = 64 * 1024;
+
+  void refill(uint64_t offset) {
+    if (fd_ < 0 || offset >= size_) throw InternalError("memplan read past the end of the model bytes");
+    const uint64_t want = std::min<uint64_t>(kWindow, size_ - offset);
+    uint64_t got = 0;
+    while (got < want) {
+      const ssize_t r = ::pread(fd_, buffer_.data() + got, want - got, static_cast<off_t>(offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw InputError("cannot read model '" + name_ + "': " + (r < 0 ? std::strerror(errno) : "file shrank while read"));
+      got += static_cast<uint64_t>(r);
+    }
+    window_ = buffer_.data();
+    window_start_ = offset;
+    window_size_ = want;
+  }
+
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string name_;
+  std::vector<uint8_t> buffer_;
+  uint64_t window_start_ = 0;
+  const uint8_t* window_ = nullptr;
+  uint64_t window_size_ = 0;
+};
 
 // Walks a protobuf message, copying all of it except the payloads of large tensors.
 class WireWalker {
  public:
-  WireWalker(const std::string& name, const uint8_t* base) : name_(name), base_(base) {}
+  WireWalker(const std::string& name, ByteSource& src) : name_(name), src_(src) {}
 
-  void walk(Msg kind, const uint8_t* p, const uint8_t* end, int depth, std::string& out) {
+  void walk(Msg kind, uint64_t p, uint64_t end, int depth, std::string& out) {
     if (depth > kMaxMessageDepth)
       throw InputError(name_ + ": protobuf messages nest deeper than " + std::to_string(kMaxMessageDepth) +
                        " levels (subgraphs within subgraphs); memplan refuses such files");
@@ -115,7 +166,7 @@ class WireWalker {
     while (next_field(p, end, f)) {
       const std::optional<Msg> child = f.wire == kLengthDelimited ? child_message(kind, f.number) : std::nullopt;
       if (!child) {
-        append_bytes(out, f.start, f.end);
+        src_.copy(f.start, f.end - f.start, out);
         continue;
       }
       std::string body;
@@ -131,18 +182,20 @@ class WireWalker {
  private:
   // A TensorProto: fields may come in any order, so a first pass learns dtype and payload size, and a
   // second copies it, without its payload when that is too large to be a shape constant.
-  void walk_tensor(const uint8_t* begin, const uint8_t* end, std::string& out) {
+  void walk_tensor(uint64_t begin, uint64_t end, std::string& out) {
     int64_t data_type = 0;
     std::string tensor_name;
     std::vector<int64_t> dims;
     uint64_t payload = 0;
     Field f;
-    for (const uint8_t* p = begin; next_field(p, end, f);) {
+    for (uint64_t p = begin; next_field(p, end, f);) {
       if (f.number == kTensorDataType && f.wire == kVarint) data_type = static_cast<int64_t>(f.varint);
-      if (f.number == kTensorName && f.wire == kLengthDelimited)
-        tensor_name.assign(reinterpret_cast<const char*>(f.body), f.body_size);
+      if (f.number == kTensorName && f.wire == kLengthDelimited) {
+        tensor_name.clear();
+        src_.copy(f.body, f.body_size, tensor_name);
+      }
       if (f.number == kTensorDims) read_int64s(f, dims);
-      if (is_payload_field(f.number)) payload += static_cast<uint64_t>(f.end - f.start);
+      if (is_payload_field(f.number)) payload += payload_bytes(f);
     }
     const std::string what = tensor_name.empty() ? "a tensor with no name" : "tensor '" + tensor_name + "'";
     const std::optional<DType> dtype =
@@ -155,14 +208,19 @@ class WireWalker {
 
     const uint64_t keep_limit = is_integer_or_bool(*dtype) ? kKeptIntegerPayloadBytes : kKeptOtherPayloadBytes;
     if (payload <= keep_limit) {
-      append_bytes(out, begin, end);
+      src_.copy(begin, end - begin, out);
       return;
     }
-    for (const uint8_t* p = begin; next_field(p, end, f);)
-      if (!is_payload_field(f.number) && f.number != kTensorDataLocation) append_bytes(out, f.start, f.end);
+    for (uint64_t p = begin; next_field(p, end, f);)
+      if (!is_payload_field(f.number) && f.number != kTensorDataLocation) src_.copy(f.start, f.end - f.start, out);
     append_varint(out, (kTensorDataLocation << 3) | kVarint);
     append_varint(out, kDataLocationExternal);
     dropped_ += payload;
+  }
+
+  // The data bytes of a payload field (without its tag and length), as kKept*PayloadBytes count them.
+  static uint64_t payload_bytes(const Field& f) {
+    return f.wire == kLengthDelimited ? f.body_size : f.end - f.value;
   }
 
   // dims is `repeated int64`: packed (one length-delimited field) or one varint field per entry.
@@ -170,19 +228,20 @@ class WireWalker {
     if (f.wire == kVarint) {
       out.push_back(static_cast<int64_t>(f.varint));
     } else if (f.wire == kLengthDelimited) {
-      const uint8_t* p = f.body;
-      const uint8_t* end = f.body + f.body_size;
+      uint64_t p = f.body;
+      const uint64_t end = f.body + f.body_size;
       while (p < end) out.push_back(static_cast<int64_t>(read_varint(p, end)));
     }
   }
 
   // Reads the field at p (advancing p past it); false at the end of the message.
-  bool next_field(const uint8_t*& p, const uint8_t* end, Field& f) {
+  bool next_field(uint64_t& p, uint64_t end, Field& f) {
     if (p >= end) return false;
     f.start = p;
     const uint64_t tag = read_varint(p, end);
     f.number = static_cast<uint32_t>(tag >> 3);
     f.wire = static_cast<uint32_t>(tag & 7);
+    f.value = p;
     if (f.number == 0 || (tag >> 3) > 0x1fffffff) corrupt(f.start, "invalid field number");
     switch (f.wire) {
       case kVarint:
@@ -206,12 +265,12 @@ class WireWalker {
     return true;
   }
 
-  uint64_t read_varint(const uint8_t*& p, const uint8_t* end) {
-    const uint8_t* start = p;
+  uint64_t read_varint(uint64_t& p, uint64_t end) {
+    const uint64_t start = p;
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (p >= end) corrupt(start, "truncated varint");
-      const uint8_t b = *p++;
+      const uint8_t b = src_.at(p++);
       if (shift == 63 && b > 1) corrupt(start, "varint longer than 64 bits");
       v |= static_cast<uint64_t>(b & 0x7f) << shift;
       if (!(b & 0x80)) return v;
@@ -219,76 +278,55 @@ class WireWalker {
     corrupt(start, "varint longer than 10 bytes");
   }
 
-  void skip(const uint8_t*& p, const uint8_t* end, uint64_t n) {
-    if (n > static_cast<uint64_t>(end - p)) corrupt(p, "field runs past the end of its message");
+  void skip(uint64_t& p, uint64_t end, uint64_t n) {
+    if (n > end - p) corrupt(p, "field runs past the end of its message");
     p += n;
   }
 
-  [[noreturn]] void corrupt(const uint8_t* at, const std::string& why) {
+  [[noreturn]] void corrupt(uint64_t at, const std::string& why) {
     throw InputError(name_ + " is not a valid ONNX file: truncated or corrupt protobuf at byte " +
-                     std::to_string(at - base_) + " (" + why + ")");
+                     std::to_string(at) + " (" + why + ")");
   }
 
   const std::string& name_;
-  const uint8_t* base_;
+  ByteSource& src_;
   uint64_t dropped_ = 0;
 };
 
-// A read-only mapping of a whole file, unmapped on destruction.
-class MappedFile {
+// A file opened read-only, closed on destruction.
+class InputFile {
  public:
-  explicit MappedFile(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw InputError("cannot open model '" + path + "': " + std::strerror(errno));
+  explicit InputFile(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw InputError("cannot open model '" + path + "': " + std::strerror(errno));
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      throw InputError("cannot read model '" + path + "': " + std::strerror(err));
-    }
-    if (S_ISDIR(st.st_mode)) {
-      ::close(fd);
-      throw InputError("model '" + path + "' is a directory, not an ONNX file");
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw InputError("model '" + path + "' is not a regular file");
-    }
+    if (::fstat(fd_, &st) != 0) throw InputError("cannot read model '" + path + "': " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw InputError("model '" + path + "' is a directory, not an ONNX file");
+    if (!S_ISREG(st.st_mode)) throw InputError("model '" + path + "' is not a regular file");
     size_ = static_cast<uint64_t>(st.st_size);
-    if (size_ == 0) {
-      ::close(fd);
-      throw InputError("model '" + path + "' is empty (0 bytes), not an ONNX file");
-    }
-    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);  // the mapping keeps the file alive
-    if (m == MAP_FAILED) throw InputError("cannot map model '" + path + "': " + std::strerror(err));
-    data_ = static_cast<const uint8_t*>(m);
   }
-  ~MappedFile() { ::munmap(const_cast<uint8_t*>(data_), size_); }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
+  ~InputFile() { ::close(fd_); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
 
-  const uint8_t* data() const { return data_; }
+  int fd() const { return fd_; }
   uint64_t size() const { return size_; }
 
  private:
-  const uint8_t* data_ = nullptr;
+  int fd_ = -1;
   uint64_t size_ = 0;
 };
 
-}  // namespace
-
-ReadModel read_model_bytes(const std::string& name, const uint8_t* data, uint64_t size) {
-  if (size == 0) throw InputError("model '" + name + "' is empty (0 bytes), not an ONNX file");
-  WireWalker walker(name, data);
+ReadModel read_model(const std::string& name, ByteSource& src) {
+  if (src.size() == 0) throw InputError("model '" + name + "' is empty (0 bytes), not an ONNX file");
+  WireWalker walker(name, src);
   std::string small;
-  walker.walk(Msg::Model, data, data + size, 1, small);
+  walker.walk(Msg::Model, 0, src.size(), 1, small);
   if (small.size() > static_cast<size_t>(INT_MAX))
     throw InputError(name + ": the model's structure without its weights exceeds protobuf's 2 GiB limit");
 
   ReadModel result;
-  result.file_bytes = size;
+  result.file_bytes = src.size();
   result.dropped_payload_bytes = walker.dropped_bytes();
   if (!result.proto.ParseFromString(small))
     throw InputError(name + " is not a valid ONNX file: its protobuf does not parse as an ONNX ModelProto");
@@ -302,9 +340,17 @@ ReadModel read_model_bytes(const std::string& name, const uint8_t* data, uint64_
   return result;
 }
 
+}  // namespace
+
+ReadModel read_model_bytes(const std::string& name, const uint8_t* data, uint64_t size) {
+  ByteSource src(data, size);
+  return read_model(name, src);
+}
+
 ReadModel read_model_file(const std::string& path) {
-  const MappedFile file(path);
-  return read_model_bytes(path, file.data(), file.size());
+  const InputFile file(path);
+  ByteSource src(file.fd(), file.size(), path);
+  return read_model(path, src);
 }
 
 }  // namespace memplan

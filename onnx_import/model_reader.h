@@ -1,7 +1,7 @@
 // Reads an ONNX file into a ModelProto without materializing its weights.
 //
-// The file is mapped read-only and its protobuf wire format walked by hand; everything is copied into a
-// small buffer except the data payloads of large tensors, and only that buffer is parsed. Peak memory
+// The file is read through a small pread window and its protobuf wire format walked by hand; everything
+// is copied into a small buffer except the data payloads of large tensors, and only that buffer is parsed. Peak memory
 // therefore grows with the model's structure (nodes, names, shapes), not with its weight bytes.
 // External data files are never opened, so their locations (however hostile) are never followed.
 #pragma once
@@ -15,8 +15,8 @@
 namespace memplan {
 
 // A dropped payload is marked data_location=EXTERNAL so later stages know its values are unknown;
-// dims and data_type are always kept. Payloads up to these sizes are kept, because shape computations
-// read them (Reshape targets, Slice bounds, Resize scales).
+// dims and data_type are always kept. Payloads up to these sizes (data bytes, summed over a tensor's
+// data fields) are kept, because shape computations read them (Reshape targets, Slice bounds, Resize scales).
 inline constexpr uint64_t kKeptIntegerPayloadBytes = 64 * 1024;  // int*/uint*/bool tensors
 inline constexpr uint64_t kKeptOtherPayloadBytes = 256;          // float, string and complex tensors
 
@@ -32,7 +32,7 @@ inline constexpr int64_t kNewestKnownIrVersion = 8;
 struct ReadModel {
   onnx::ModelProto proto;
   uint64_t file_bytes = 0;
-  uint64_t dropped_payload_bytes = 0;  // tensor data skipped without reading
+  uint64_t dropped_payload_bytes = 0;  // tensor data bytes skipped without reading
   std::vector<std::string> warnings;
 };
 
