@@ -1,0 +1,73 @@
+// memplan plan: the static arena plan (offsets and live ranges of every activation) as memplan.plan/1 JSON,
+// which memplan-validate replays on a GPU or the host.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/estimate_options.h"
+#include "onnx_import/errors.h"
+#include "onnx_import/import.h"
+#include "planner/plan_json.h"
+#include "planner/schedule.h"
+#include "report/sizes.h"
+
+namespace memplan::cli {
+
+Action add_plan_command(CLI::App& app) {
+  struct State {
+    EstimateArgs args;
+    std::string output;
+    uint64_t alignment = kDefaultAlignment;
+  };
+  auto state = std::make_shared<State>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "Static arena plan for inference: one arena, an offset and an inclusive [first, last] step range per tensor "
+      "(docs/plan-json.md). Several packing algorithms are run and the smallest arena kept; every plan is checked "
+      "for overlaps before it is written.\n"
+      "  memplan plan model.onnx --batch 8 -o model.plan.json && memplan-validate model.plan.json");
+  add_model_options(cmd, state->args.model);
+  cmd->add_option("--runtime", state->args.runtime, "Cost model whose buffers are planned: ideal, pytorch, onnxruntime")
+      ->check(CLI::IsMember({"ideal", "pytorch", "onnxruntime"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", state->args.dtype, "Float storage type: fp32, fp16, bf16")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--schedule", state->args.schedule, "model or memory (memory-aware order)")
+      ->check(CLI::IsMember({"model", "memory"}))
+      ->capture_default_str();
+  cmd->add_option("--alignment", state->alignment, "Offset alignment in bytes (cudaMalloc aligns to 256)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("-o,--output", state->output, "Write the plan here (default: standard output)");
+  return [state]() {
+    const Graph graph = import_model(state->args.model.path, to_bindings(state->args.model));
+    const EstimateOptions options = to_estimate_options(state->args);
+    InferenceOptions io = options.inference;
+    io.runtime = options.runtime;
+    Program program = build_inference_program(graph, io).program;
+    if (options.memory_schedule) {
+      const ScheduleResult sched = memory_aware_schedule(program);
+      if (sched.reordered) program = apply_order(program, sched.order);
+    }
+    const Plan plan = make_plan(program, graph.model_path, state->alignment);
+    const std::string text = plan_to_json_text(plan);
+    if (state->output.empty() || state->output == "-") {
+      std::cout << text;
+    } else {
+      std::error_code ec;
+      if (std::filesystem::equivalent(state->output, state->args.model.path, ec))
+        throw InputError("-o " + state->output + " is the model itself: memplan never overwrites what it reads");
+      std::ofstream out(state->output, std::ios::binary | std::ios::trunc);
+      if (!out || !(out << text) || !out.flush()) throw InputError("cannot write the plan to '" + state->output + "'");
+      std::cerr << "memplan: wrote " << state->output << ": arena " << format_bytes(plan.arena_bytes)
+                << ", lower bound " << format_bytes(plan.lower_bound_bytes) << ", " << plan.buffers.size()
+                << " buffers, " << plan.schedule.size() << " steps\n";
+    }
+    return 0;
+  };
+}
+
+}  // namespace memplan::cli

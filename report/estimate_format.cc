@@ -1,0 +1,155 @@
+#include "report/estimate_format.h"
+
+#include <fmt/format.h>
+
+#include "report/sizes.h"
+
+namespace memplan {
+namespace {
+
+std::string percent(uint64_t part, uint64_t whole) {
+  return whole == 0 ? "" : fmt::format("{:5.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, uint64_t>> breakdown_rows(const Estimate& e) {
+  const Breakdown& b = e.breakdown;
+  const bool train = e.mode == Mode::Training;
+  std::vector<std::pair<std::string, uint64_t>> rows = {{"weights", b.weights}, {"activations", b.activations}};
+  if (train) {
+    rows.push_back({"activation gradients", b.activation_grads});
+    rows.push_back({"parameter gradients", b.gradients});
+    rows.push_back({"optimizer states", b.optimizer_states});
+  }
+  rows.push_back({"workspace", b.workspace});
+  rows.push_back({"allocator rounding", b.allocator_rounding});
+  rows.push_back({e.runtime == Runtime::Ideal ? "arena fragmentation" : "allocator overhead (reserved - allocated)",
+                  b.allocator_overhead});
+  rows.push_back({"fixed runtime costs", b.fixed});
+  return rows;
+}
+
+nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, const std::string& configuration) {
+  nlohmann::ordered_json j;
+  j["schema"] = kEstimateSchema;
+  j["model"] = e.model;
+  j["mode"] = mode_name(e.mode);
+  j["runtime"] = runtime_name(e.runtime);
+  j["configuration"] = configuration;
+  nlohmann::ordered_json dims = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : graph.bound_dims) dims[k] = v;
+  j["dims"] = dims;
+  j["total_bytes"] = e.total_bytes;
+  if (e.runtime != Runtime::Ideal) {
+    j["allocated_bytes"] = e.allocated_bytes;
+    j["reserved_bytes"] = e.reserved_bytes;
+  }
+  const Breakdown& b = e.breakdown;
+  j["breakdown"] = {{"weights", b.weights},
+                    {"activations", b.activations},
+                    {"activation_grads", b.activation_grads},
+                    {"gradients", b.gradients},
+                    {"optimizer_states", b.optimizer_states},
+                    {"workspace", b.workspace},
+                    {"allocator_rounding", b.allocator_rounding},
+                    {"allocator_overhead", b.allocator_overhead},
+                    {"fixed", b.fixed}};
+  j["lower_bound_bytes"] = e.lower_bound_bytes;
+  j["arena_bytes"] = e.arena_bytes;
+  j["resident_bytes"] = e.resident_bytes;
+  j["schedule"] = {{"used", e.schedule_used},
+                   {"steps", e.num_steps},
+                   {"model_order_peak_bytes", e.model_order_peak_bytes},
+                   {"memory_order_peak_bytes", e.memory_order_peak_bytes}};
+  nlohmann::ordered_json top = nlohmann::ordered_json::array();
+  for (const LiveTensor& t : e.top_live)
+    top.push_back({{"name", t.name}, {"op", t.op}, {"category", category_name(t.category)}, {"bytes", t.bytes}});
+  j["peak"] = {{"step", e.peak_step},
+               {"name", e.peak_step_name},
+               {"op", e.peak_op},
+               {"phase", phase_name(e.peak_phase)},
+               {"largest_live_tensors", top}};
+  if (e.mode == Mode::Training) {
+    j["training"] = {{"first_iteration_total_bytes", e.first_iteration_total_bytes.value_or(0)},
+                     {"param_bytes", e.param_bytes},
+                     {"grad_bytes", e.grad_bytes},
+                     {"optimizer_state_bytes", e.optimizer_state_bytes},
+                     {"recompute_percent_of_forward_flops", e.recompute_percent},
+                     {"checkpoint_boundaries", e.checkpoint_boundaries}};
+  }
+  j["notes"] = e.notes;
+  j["warnings"] = graph.warnings;
+  return j;
+}
+
+std::string estimate_to_text(const Estimate& e, const std::string& configuration) {
+  std::string out = fmt::format("{}\n  {}\n\n", e.model, configuration);
+  const bool train = e.mode == Mode::Training;
+  out += fmt::format("  {:<44}{:>12}  ({} B)\n", train ? "total (steady-state step)" : "total", format_bytes(e.total_bytes),
+                     format_count(e.total_bytes));
+  for (const auto& [label, bytes] : breakdown_rows(e))
+    out += fmt::format("    {:<42}{:>12}  {}\n", label, format_bytes(bytes), percent(bytes, e.total_bytes));
+  if (train && e.first_iteration_total_bytes)
+    out += fmt::format("  {:<44}{:>12}\n", "first iteration (before optimizer states exist)",
+                       format_bytes(*e.first_iteration_total_bytes));
+  if (e.runtime == Runtime::PyTorch) {
+    out += fmt::format("  {:<44}{:>12}\n", "torch.cuda.max_memory_allocated()", format_bytes(e.allocated_bytes));
+    out += fmt::format("  {:<44}{:>12}\n", "torch.cuda.max_memory_reserved()", format_bytes(e.reserved_bytes));
+  } else if (e.runtime == Runtime::OnnxRuntime) {
+    out += fmt::format("  {:<44}{:>12}\n", "arena MaxInUse", format_bytes(e.allocated_bytes));
+    out += fmt::format("  {:<44}{:>12}\n", "arena TotalAllocated", format_bytes(e.reserved_bytes));
+  }
+  out += fmt::format("  {:<44}{:>12}   static arena {} ({})\n", "live bytes at peak (lower bound)",
+                     format_bytes(e.lower_bound_bytes), format_bytes(e.arena_bytes), e.packing_algorithm);
+  if (e.memory_order_peak_bytes)
+    out += fmt::format("  {:<44}{:>12}   memory-aware order {} (using: {} order)\n", "model-order peak",
+                       format_bytes(e.model_order_peak_bytes), format_bytes(e.memory_order_peak_bytes), e.schedule_used);
+  if (train) {
+    out += fmt::format("  {:<44}{:>12}  grads {}  optimizer states {}\n", "parameters", format_bytes(e.param_bytes),
+                       format_bytes(e.grad_bytes), format_bytes(e.optimizer_state_bytes));
+    if (!e.checkpoint_boundaries.empty())
+      out += fmt::format("  checkpointing: {} boundaries, recompute {:.1f}% of forward FLOPs\n",
+                         e.checkpoint_boundaries.size(), e.recompute_percent);
+  }
+  out += fmt::format("\npeak at step {} of {}: {} ({}, {})\n", e.peak_step, e.num_steps, e.peak_step_name, e.peak_op,
+                     phase_name(e.peak_phase));
+  if (!e.top_live.empty()) {
+    out += "  largest tensors live there:\n";
+    for (const LiveTensor& t : e.top_live)
+      out += fmt::format("    {:>10}  {:<16} {:<14} {}\n", format_bytes(t.bytes), category_name(t.category),
+                         t.op.empty() ? "-" : t.op, t.name);
+  }
+  if (!e.notes.empty()) {
+    out += "\nnotes:\n";
+    for (const std::string& n : e.notes) out += "  - " + n + "\n";
+  }
+  out += "\nsizes: KiB/MiB/GiB = 1024^k bytes.\n";
+  return out;
+}
+
+std::string estimate_to_markdown(const Estimate& e, const std::string& configuration) {
+  std::string out = fmt::format("### memplan: `{}`\n\n{}\n\n| | bytes | |\n|---|---:|---:|\n", e.model, configuration);
+  out += fmt::format("| **total** | **{}** | {} B |\n", format_bytes(e.total_bytes), format_count(e.total_bytes));
+  for (const auto& [label, bytes] : breakdown_rows(e))
+    out += fmt::format("| {} | {} | {} |\n", label, format_bytes(bytes), percent(bytes, e.total_bytes));
+  if (e.runtime == Runtime::PyTorch) {
+    out += fmt::format("| max_memory_allocated | {} | |\n", format_bytes(e.allocated_bytes));
+    out += fmt::format("| max_memory_reserved | {} | |\n", format_bytes(e.reserved_bytes));
+  }
+  out += fmt::format("\nPeak at step {} of {}: `{}` ({}, {}).\n", e.peak_step, e.num_steps, e.peak_step_name,
+                     e.peak_op, phase_name(e.peak_phase));
+  if (!e.top_live.empty()) {
+    out += "\n| live at peak | op | category | bytes |\n|---|---|---|---:|\n";
+    for (const LiveTensor& t : e.top_live)
+      out += fmt::format("| `{}` | {} | {} | {} |\n", t.name, t.op.empty() ? "-" : t.op, category_name(t.category),
+                         format_bytes(t.bytes));
+  }
+  if (!e.notes.empty()) {
+    out += "\n";
+    for (const std::string& n : e.notes) out += "- " + n + "\n";
+  }
+  return out;
+}
+
+}  // namespace memplan

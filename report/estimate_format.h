@@ -1,0 +1,22 @@
+// An Estimate as JSON ("memplan.estimate/1", docs/json.md), as a table for people, and as markdown.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "onnx_import/graph.h"
+#include "report/estimate.h"
+
+namespace memplan {
+
+inline constexpr const char* kEstimateSchema = "memplan.estimate/1";
+
+// `configuration` is a one-line description of the options ("inference, pytorch runtime, fp32, batch=8").
+nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, const std::string& configuration);
+std::string estimate_to_text(const Estimate& e, const std::string& configuration);
+std::string estimate_to_markdown(const Estimate& e, const std::string& configuration);
+
+// The breakdown as (label, bytes) rows in a fixed order, zero rows included.
+std::vector<std::pair<std::string, uint64_t>> breakdown_rows(const Estimate& e);
+
+}  // namespace memplan
