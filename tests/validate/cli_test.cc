@@ -24,7 +24,7 @@ struct CommandRun {
 };
 
 CommandRun run_validate(const std::string& args) {
-  const std::string command = std::string(MEMPLAN_VALIDATE_BIN) + " " + args + " 2>&1";
+  const std::string command = testing::validate_binary() + " " + args + " 2>&1";
   CommandRun run;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;

@@ -1,6 +1,7 @@
 // Builds small plans in code for the replay tests: {tensor, bytes, offset, first, last} rows.
 #pragma once
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,16 @@ inline Plan make_plan(uint64_t arena_bytes, uint64_t steps, std::vector<PlanBuff
   return plan;
 }
 
-inline std::string plans_dir() { return MEMPLAN_VALIDATE_PLANS; }
+// The fixture folder and the binary under test; the environment overrides the build paths, so the carried
+// test binary can run on the GPU machine from another checkout (validate/gpu/run_gpu.sh).
+inline std::string plans_dir() {
+  const char* env = std::getenv("MEMPLAN_VALIDATE_PLANS");
+  return env != nullptr ? env : MEMPLAN_VALIDATE_PLANS;
+}
+
+inline std::string validate_binary() {
+  const char* env = std::getenv("MEMPLAN_VALIDATE_BIN");
+  return env != nullptr ? env : MEMPLAN_VALIDATE_BIN;
+}
 
 }  // namespace memplan::validate::testing

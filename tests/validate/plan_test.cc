@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "onnx_import/errors.h"
+#include "plan_builder.h"
 #include "validate/plan.h"
 
 namespace memplan::validate {
@@ -105,9 +106,9 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(PlanTest, UnreadableAndInvalidFilesAreInputErrors) {
-  EXPECT_THROW(load_plan(std::string(MEMPLAN_VALIDATE_PLANS) + "/does-not-exist.json"), InputError);
+  EXPECT_THROW(load_plan(testing::plans_dir() + "/does-not-exist.json"), InputError);
   try {
-    load_plan(std::string(MEMPLAN_VALIDATE_PLANS) + "/truncated.json");
+    load_plan(testing::plans_dir() + "/truncated.json");
     FAIL();
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("truncated.json: not valid JSON"));
