@@ -114,4 +114,28 @@ int32_t sole_consumer(const Graph& g, int32_t t) {
   return c[0];
 }
 
+bool is_shape_operand(const std::string& op, size_t index) {
+  if (index == 0) return op == "ConstantOfShape";
+  return op == "Reshape" || op == "Slice" || op == "Expand" || op == "Unsqueeze" || op == "Squeeze" ||
+         op == "Split" || op == "Tile" || op == "Pad" || op == "ReduceMean" || op == "ReduceSum" ||
+         op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd" || op == "Resize" || op == "Upsample" ||
+         op == "TopK" || op == "CumSum" || op == "Range" || op == "OneHot";
+}
+
+bool constant_only_in_shape_math(const Graph& g, int32_t t, const std::vector<bool>& shape) {
+  const Tensor& x = g.tensors[t];
+  if (!is_constant(g, t) || dtype_is_float(x.dtype) || x.elements() > kMaxShapeElements || is_graph_output(g, t))
+    return false;
+  for (int32_t c : x.consumers) {
+    const Node& n = g.nodes[c];
+    bool all_outputs_shape = !n.outputs.empty();
+    for (int32_t o : n.outputs)
+      if (o >= 0 && !shape[o]) all_outputs_shape = false;
+    if (n.op_type == "Constant" || all_outputs_shape) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] == t && !is_shape_operand(n.op_type, i)) return false;
+  }
+  return true;
+}
+
 }  // namespace memplan

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "onnx_import/graph.h"
@@ -36,5 +37,14 @@ int count_consumers(const Graph& g, int32_t tensor);
 int32_t sole_consumer(const Graph& g, int32_t tensor);
 
 bool is_graph_output(const Graph& g, int32_t tensor);
+
+// Operand `index` of `op` only describes a shape or an index range (Reshape's shape, Slice's
+// starts/ends/axes/steps, Expand's shape, axes of Unsqueeze/Squeeze/reductions, Split sizes, the sizes
+// of ConstantOfShape/Tile/Pad/Range/Resize/TopK/OneHot). PyTorch passes these as Python ints.
+bool is_shape_operand(const std::string& op, size_t index);
+
+// A small integer constant read only as a shape operand or by shape computations (`shape` from
+// shape_tensors): in PyTorch it is a Python value, never a GPU tensor.
+bool constant_only_in_shape_math(const Graph& g, int32_t tensor, const std::vector<bool>& shape);
 
 }  // namespace memplan

@@ -70,30 +70,9 @@ class InferenceBuilder {
     }
   }
 
-  // A small integer constant read only by dropped shape computations or as a shape operand.
+  // Small integer constants that only feed shape math are Python values outside the ideal runtime.
   bool used_only_by_shape_math(int32_t t) const {
-    if (opt_.runtime == Runtime::Ideal) return false;
-    const Tensor& x = g_.tensors[t];
-    if (dtype_is_float(x.dtype) || x.elements() > 64) return false;
-    for (int32_t c : x.consumers) {
-      const Node& n = g_.nodes[c];
-      bool feeds_data = false;
-      for (size_t i = 0; i < n.inputs.size(); ++i)
-        if (n.inputs[i] == t && !(is_shape_operand(n.op_type, i) || node_dropped(c))) feeds_data = true;
-      if (feeds_data) return false;
-    }
-    return !is_graph_output(g_, t);
-  }
-
-  // Operands that only describe a shape or index range (Reshape's shape, Slice's starts/ends/axes/steps,
-  // Expand's shape, Unsqueeze/Squeeze axes, Split sizes, reduction axes, ConstantOfShape/Tile/Pad/Range
-  // sizes). PyTorch passes these as Python ints.
-  static bool is_shape_operand(const std::string& op, size_t index) {
-    if (index == 0) return op == "ConstantOfShape";
-    return op == "Reshape" || op == "Slice" || op == "Expand" || op == "Unsqueeze" || op == "Squeeze" ||
-           op == "Split" || op == "Tile" || op == "Pad" || op == "ReduceMean" || op == "ReduceSum" ||
-           op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd" || op == "Resize" || op == "Upsample" ||
-           op == "TopK" || op == "CumSum" || op == "Range" || op == "OneHot";
+    return opt_.runtime != Runtime::Ideal && constant_only_in_shape_math(g_, t, shape_);
   }
 
   bool node_dropped(int32_t node) const {

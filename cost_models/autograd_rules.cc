@@ -1,0 +1,182 @@
+#include "cost_models/autograd_rules.h"
+
+#include <set>
+
+#include "cost_models/graph_facts.h"
+#include "cost_models/runtime_constants.h"
+#include "onnx_import/checked.h"
+
+namespace memplan {
+namespace {
+
+int32_t input_at(const FusedOp& op, const Graph& g, size_t i) {
+  const auto& ins = g.nodes[op.nodes.back()].inputs;
+  return i < ins.size() ? ins[i] : -1;
+}
+
+int32_t output0(const FusedOp& op) { return op.outputs.empty() ? -1 : op.outputs[0]; }
+
+bool rg(const std::vector<bool>& requires_grad, int32_t t) { return t >= 0 && requires_grad[t]; }
+
+// Rows of a normalisation: the product of the dims before `axis` (negative axes count from the end).
+uint64_t rows_before(const Tensor& x, int64_t axis) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (axis < 0) axis += rank;
+  uint64_t rows = 1;
+  for (int64_t i = 0; i < axis && i < rank; ++i) rows = checked_mul(rows, static_cast<uint64_t>(x.shape[i]), "rows");
+  return rows;
+}
+
+int64_t int_attribute(const Node& n, const char* name, int64_t fallback) {
+  auto it = n.attributes.find(name);
+  return it == n.attributes.end() ? fallback : it->second.i;
+}
+
+uint64_t round_multiple(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+void save_if(AutogradRule& r, int32_t t, bool condition) {
+  if (t >= 0 && condition) r.saved_tensors.push_back(t);
+}
+
+const std::set<std::string>& saves_input_ops() {
+  // derivatives.yaml: these backward formulas use `self`.
+  static const std::set<std::string> ops{"Erf", "LeakyRelu", "Elu", "Selu", "Softplus", "HardSigmoid",
+                                         "HardSwish", "Log", "Sin", "Cos", "Abs", "Pow", "Celu", "Mish",
+                                         "AveragePool", "PRelu", "Clip"};
+  return ops;
+}
+
+const std::set<std::string>& saves_output_ops() {
+  // derivatives.yaml: these backward formulas use `result`.
+  static const std::set<std::string> ops{"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal", "Softmax", "LogSoftmax"};
+  return ops;
+}
+
+}  // namespace
+
+AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<bool>& requires_grad) {
+  AutogradRule r;
+  const Node& n = g.nodes[op.nodes.back()];
+  const std::string& type = n.op_type;
+  const int32_t out = output0(op);
+  switch (op.kind) {
+    case OpKind::Gelu:
+    case OpKind::Silu:
+      save_if(r, op.x, true);
+      return r;
+    case OpKind::Linear:
+      save_if(r, op.x, rg(requires_grad, op.weight));
+      save_if(r, op.weight, rg(requires_grad, op.x));
+      return r;
+    case OpKind::LayerNorm: {
+      save_if(r, op.x, true);
+      save_if(r, op.weight, true);
+      save_if(r, op.bias, true);
+      const Node& mean = g.nodes[op.nodes.front()];
+      int64_t axis = -1;
+      auto it = mean.attributes.find("axes");
+      if (it != mean.attributes.end() && !it->second.ints.empty()) axis = it->second.ints.front();
+      const uint64_t bytes = checked_mul(rows_before(g.tensors[op.x], axis), kLayerNormStatBytes, "layer_norm statistics");
+      r.saved_extras = {{":mean", bytes}, {":rstd", bytes}};
+      return r;
+    }
+    case OpKind::Attention: {
+      // SDPA (flash): saves q, k, v, out and logsumexp; out is [batch, heads, seq_q, head_dim].
+      for (int32_t t : {op.q, op.k, op.v, out}) save_if(r, t, true);
+      const Tensor& o = g.tensors[out];
+      const uint64_t d = o.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(1, o.shape.back()));
+      const uint64_t s = o.shape.size() < 2 ? 1 : static_cast<uint64_t>(std::max<int64_t>(1, o.shape[o.shape.size() - 2]));
+      const uint64_t bh = o.elements() / d / s;
+      r.saved_extras = {{":logsumexp", checked_mul(checked_mul(bh, s), kLogsumexpBytes)}};
+      // flash-attn 2 mha_bwd (csrc/flash_attn/flash_api.cpp): dq_accum float [b, round128(s), h, round32(d)]
+      // and softmax_d float [b, h, round128(s)] (check: measured on a GPU before relying on it).
+      const uint64_t s_rounded = round_multiple(s, 128);
+      const uint64_t d_rounded = d <= 192 ? round_multiple(d, 32) : 256;
+      r.backward_temporaries = {{":dq_accum", checked_mul(checked_mul(checked_mul(bh, s_rounded), d_rounded), 4)},
+                                {":softmax_d", checked_mul(checked_mul(bh, s_rounded), 4)}};
+      return r;
+    }
+    case OpKind::Node:
+      break;
+  }
+  const int32_t a = input_at(op, g, 0), b = input_at(op, g, 1);
+  if (type == "Conv" || type == "ConvTranspose") {
+    save_if(r, a, rg(requires_grad, b));
+    save_if(r, b, rg(requires_grad, a));
+  } else if (type == "MatMul" || type == "Gemm") {
+    save_if(r, a, rg(requires_grad, b));
+    save_if(r, b, rg(requires_grad, a));
+  } else if (saves_output_ops().count(type)) {
+    save_if(r, out, true);
+  } else if (saves_input_ops().count(type)) {
+    save_if(r, a, true);
+  } else if (type == "LayerNormalization") {
+    save_if(r, a, true);
+    save_if(r, b, true);
+    save_if(r, input_at(op, g, 2), true);
+    const bool stats_in_graph = n.outputs.size() > 1 && n.outputs[1] >= 0;
+    if (stats_in_graph) {
+      for (size_t i = 1; i < n.outputs.size(); ++i) save_if(r, n.outputs[i], true);
+    } else {
+      const uint64_t bytes = checked_mul(rows_before(g.tensors[a], int_attribute(n, "axis", -1)), kLayerNormStatBytes);
+      r.saved_extras = {{":mean", bytes}, {":rstd", bytes}};
+    }
+  } else if (type == "BatchNormalization") {
+    // Training batch norm saves input, weight and per-channel save_mean / save_invstd (float).
+    save_if(r, a, true);
+    save_if(r, b, true);
+    const Tensor& x = g.tensors[a];
+    const uint64_t channels = x.shape.size() > 1 ? static_cast<uint64_t>(x.shape[1]) : 1;
+    const uint64_t bytes = checked_mul(channels, kBatchNormStatBytes);
+    r.saved_extras = {{":save_mean", bytes}, {":save_invstd", bytes}};
+  } else if (type == "Dropout") {
+    r.saved_extras = {{":mask", checked_mul(g.tensors[out].elements(), kDropoutMaskBytes)}};
+  } else if (type == "MaxPool") {
+    save_if(r, a, true);
+    if (n.outputs.size() > 1 && n.outputs[1] >= 0) save_if(r, n.outputs[1], true);
+    else r.saved_extras = {{":indices", checked_mul(g.tensors[out].elements(), kMaxPoolIndexBytes)}};
+  } else if (type == "Mul") {
+    save_if(r, a, rg(requires_grad, b) && !is_scalar_constant(g, a));
+    save_if(r, b, rg(requires_grad, a) && !is_scalar_constant(g, b));
+  } else if (type == "Div") {
+    save_if(r, b, rg(requires_grad, a) && !is_scalar_constant(g, b));
+    save_if(r, a, rg(requires_grad, b));
+  } else if (type == "Where") {
+    save_if(r, a, true);  // the condition
+  } else if (type == "Gather") {
+    save_if(r, b, rg(requires_grad, a));  // embedding / index_select keep the indices
+  }
+  // Grads that are views of the output's grad.
+  if (type == "Reshape" || type == "Flatten" || type == "Squeeze" || type == "Unsqueeze" || type == "Identity" ||
+      type == "Transpose") {
+    r.passthrough_inputs.push_back(a);
+  } else if (type == "Add" || type == "Sub") {
+    const auto& shape = g.tensors[out].shape;
+    if (a >= 0 && g.tensors[a].shape == shape) r.passthrough_inputs.push_back(a);  // sub: b's grad is negated
+    if (type == "Add" && b >= 0 && g.tensors[b].shape == shape) r.passthrough_inputs.push_back(b);
+  } else if (type == "Concat") {
+    for (int32_t t : n.inputs) r.passthrough_inputs.push_back(t);
+  }
+  return r;
+}
+
+AutocastClass autocast_class(const FusedOp& op) {
+  switch (op.kind) {
+    case OpKind::Linear:
+    case OpKind::Attention:
+      return AutocastClass::LowPrecision;
+    case OpKind::LayerNorm:
+      return AutocastClass::Float32;
+    default:
+      break;
+  }
+  static const std::set<std::string> low{"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"};
+  static const std::set<std::string> fp32{"Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization",
+                                          "Exp", "Log", "Pow", "ReduceSum", "ReduceL2", "ReduceLogSumExp",
+                                          "CumSum", "Reciprocal", "Softplus", "ReduceProd"};
+  if (low.count(op.op)) return AutocastClass::LowPrecision;
+  if (fp32.count(op.op)) return AutocastClass::Float32;
+  return AutocastClass::Promote;
+}
+
+}  // namespace memplan

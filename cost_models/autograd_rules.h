@@ -1,0 +1,40 @@
+// What PyTorch autograd keeps for each op's backward, and how each op's input grads come to exist,
+// mapped from the ONNX op (or recognised fused op) to the aten op it was exported from
+// (tools/autograd/derivatives.yaml; ../shared/reference/memory-mechanics.md section 4).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_models/op_fusion.h"
+#include "onnx_import/graph.h"
+
+namespace memplan {
+
+// A buffer the forward op creates beyond its outputs and autograd saves (a dropout mask, max-pool
+// indices, normalisation statistics, attention logsumexp). Exact requested bytes.
+struct SavedExtra {
+  std::string suffix;  // appended to the op's name: ":mask", ":indices", ":mean", ...
+  uint64_t bytes = 0;
+};
+
+struct AutogradRule {
+  std::vector<int32_t> saved_tensors;   // graph tensors (inputs or outputs) kept for backward
+  std::vector<SavedExtra> saved_extras; // buffers created at the forward op and kept for backward
+  // Scratch the backward allocates and frees inside the step (flash attention's dq accumulator).
+  std::vector<SavedExtra> backward_temporaries;
+  // Input tensors whose grad is a view of the output's grad (reshape/transpose/squeeze backward,
+  // add's pass-through, concat's narrow): no allocation. Every other input grad is a fresh tensor.
+  std::vector<int32_t> passthrough_inputs;
+};
+
+// `requires_grad` per tensor: linear/matmul/mul save an operand only when the other needs a grad.
+AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<bool>& requires_grad);
+
+// torch.autocast's op lists (aten/src/ATen/autocast_mode.cpp): ops that run in the low-precision
+// type, ops forced to float32, and everything else (keeps/promotes its inputs' type).
+enum class AutocastClass { LowPrecision, Float32, Promote };
+AutocastClass autocast_class(const FusedOp& op);
+
+}  // namespace memplan

@@ -1,0 +1,142 @@
+#include "cost_models/training_context.h"
+
+#include <algorithm>
+
+#include "cost_models/flops.h"
+#include "cost_models/graph_facts.h"
+#include "cost_models/runtime_rules.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+bool is_amp(Precision p) { return p == Precision::AmpFp16 || p == Precision::AmpBf16; }
+
+DType low_precision_dtype(Precision p) {
+  return p == Precision::Bf16 || p == Precision::AmpBf16 ? DType::BFloat16 : DType::Float16;
+}
+
+DType param_dtype(Precision p) {
+  if (p == Precision::Fp16) return DType::Float16;
+  if (p == Precision::Bf16) return DType::BFloat16;
+  return DType::Float32;
+}
+
+namespace {
+
+bool is_floating(DType t) {
+  return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
+}
+
+// The ops PyTorch runs: the fused list without Constant nodes and shape computations.
+std::vector<FusedOp> executed_ops(const Graph& g, const std::vector<bool>& shape, AttentionImpl attention) {
+  std::vector<FusedOp> out;
+  for (FusedOp& op : fuse_ops(g, fusion_for(Runtime::PyTorch, attention))) {
+    if (op.kind == OpKind::Node && g.nodes[op.nodes.back()].op_type == "Constant") continue;
+    bool all_shape = !op.outputs.empty();
+    for (int32_t t : op.outputs) all_shape &= shape[t];
+    if (all_shape) continue;
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+// Storage types under torch.autocast: low-precision ops write the low type, float32 ops float32, the
+// rest follow their widest floating input (batch norm keeps its input's type; scalar constants are
+// Python numbers and never promote).
+void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType low, std::vector<DType>& dtype) {
+  for (const FusedOp& op : ops) {
+    const AutocastClass cls = autocast_class(op);
+    const Node& n = g.nodes[op.nodes.back()];
+    DType promoted = DType::Undefined;
+    if (cls == AutocastClass::LowPrecision) {
+      promoted = low;
+    } else if (cls == AutocastClass::Float32) {
+      promoted = DType::Float32;
+    } else if (op.kind == OpKind::Node && (n.op_type == "BatchNormalization" || n.op_type == "Dropout")) {
+      promoted = dtype[n.inputs[0]];
+    } else {
+      for (int32_t t : op.inputs) {
+        if (!is_floating(dtype[t]) || is_scalar_constant(g, t)) continue;
+        if (promoted == DType::Undefined || dtype_bits(dtype[t]) > dtype_bits(promoted)) promoted = dtype[t];
+      }
+    }
+    for (int32_t t : op.outputs)
+      if (is_floating(dtype[t]) && promoted != DType::Undefined) dtype[t] = promoted;
+  }
+}
+
+void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
+  int conv = 0, conv_relu = 0, batch_norm = 0, bn_eval = 0, dropout = 0, softmax = 0;
+  for (const Node& n : g.nodes) {
+    if (n.op_type == "Conv") {
+      ++conv;
+      const int32_t c = n.outputs.empty() ? -1 : sole_consumer(g, n.outputs[0]);
+      if (c >= 0 && g.nodes[c].op_type == "Relu") ++conv_relu;
+    }
+    if (n.op_type == "BatchNormalization") {
+      ++batch_norm;
+      auto it = n.attributes.find("training_mode");
+      const bool training_outputs = n.outputs.size() > 1;
+      if ((it != n.attributes.end() && it->second.i == 0) || (it == n.attributes.end() && !training_outputs)) ++bn_eval;
+    }
+    if (n.op_type == "Dropout") ++dropout;
+    if (n.op_type == "Softmax") ++softmax;
+  }
+  if (conv > 0 && batch_norm == 0 && conv_relu > 0)
+    notes.push_back("No BatchNormalization but Conv feeds Relu directly: batch norm looks folded into the convolutions "
+                    "(an eval-mode export); estimated as exported, without batch-norm activations. Export with "
+                    "training=TrainingMode.PRESERVE for the training graph.");
+  if (bn_eval > 0)
+    notes.push_back(std::to_string(bn_eval) + " BatchNormalization nodes were exported in inference mode; "
+                    "assumed to run in training mode (saving input, save_mean and save_invstd).");
+  if (dropout > 0)
+    notes.push_back("Dropout nodes are assumed active (training): each keeps a 1-byte-per-element mask.");
+  else if (softmax > 0)
+    notes.push_back("The graph has no Dropout: either the model has none or it was exported in eval mode; no dropout "
+                    "masks are counted.");
+}
+
+}  // namespace
+
+TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) {
+  if (o.grad_accum < 1) throw InputError("--grad-accum must be at least 1");
+  if (o.gpus < 1) throw InputError("--gpus must be at least 1");
+  if (o.shard != Sharding::None && o.shard != Sharding::Ddp && o.gpus < 2)
+    throw InputError("ZeRO sharding needs --gpus 2 or more");
+  TrainingContext c;
+  c.graph = &g;
+  c.options = o;
+  c.shape = shape_tensors(g);
+  c.ops = executed_ops(g, c.shape, o.attention);
+  for (const FusedOp& op : c.ops) {
+    uint64_t f = 0;
+    for (int32_t n : op.nodes) f = checked_add(f, node_flops(g, n), "FLOP count");
+    c.op_flops.push_back(f);
+  }
+
+  c.dtype.resize(g.tensors.size());
+  for (size_t t = 0; t < g.tensors.size(); ++t) c.dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(o.precision));
+  if (is_amp(o.precision)) assign_amp_dtypes(g, c.ops, low_precision_dtype(o.precision), c.dtype);
+
+  c.requires_grad.assign(g.tensors.size(), false);
+  c.is_param.assign(g.tensors.size(), false);
+  for (int32_t t : g.initializers) {
+    const Tensor& x = g.tensors[t];
+    if (x.kind == TensorKind::Weight && x.trainable && is_floating(x.dtype) && !x.consumers.empty()) {
+      c.requires_grad[t] = c.is_param[t] = true;
+      c.params.push_back(t);
+    }
+  }
+  for (const FusedOp& op : c.ops) {
+    bool any = false;
+    for (int32_t t : op.inputs) any |= c.requires_grad[t];
+    for (int32_t t : op.outputs) c.requires_grad[t] = any && is_floating(g.tensors[t].dtype) && !c.shape[t];
+  }
+  for (const FusedOp& op : c.ops) c.rules.push_back(autograd_rule(g, op, c.requires_grad));
+  c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));
+  add_eval_export_notes(g, c.notes);
+  return c;
+}
+
+}  // namespace memplan

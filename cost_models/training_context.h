@@ -1,0 +1,39 @@
+// Everything about a training step that does not depend on the checkpoint boundaries: the ops PyTorch
+// runs, each tensor's storage type under the chosen precision, which tensors need a grad, and the
+// autograd rule of every op. Computed once; the program builder may then run many times (auto
+// checkpointing searches over boundary sets).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_models/autograd_rules.h"
+#include "cost_models/cost_model.h"
+#include "cost_models/op_fusion.h"
+#include "cost_models/separators.h"
+
+namespace memplan {
+
+struct TrainingContext {
+  const Graph* graph = nullptr;
+  TrainingOptions options;
+  std::vector<FusedOp> ops;             // executed ops, in order (shape computations and Constants removed)
+  std::vector<uint64_t> op_flops;       // forward FLOPs per op
+  std::vector<bool> shape;              // per tensor: a shape computation (no GPU memory)
+  std::vector<DType> dtype;             // per tensor: storage type under the precision
+  std::vector<bool> requires_grad;      // per tensor
+  std::vector<bool> is_param;           // per tensor: a trainable parameter read by some op
+  std::vector<int32_t> params;          // trainable parameters, in initializer order
+  std::vector<AutogradRule> rules;      // per op
+  std::vector<Separator> separators;    // checkpoint boundary candidates
+  std::vector<std::string> notes;       // assumptions found while building the context
+};
+
+TrainingContext make_training_context(const Graph& g, const TrainingOptions& options);
+
+bool is_amp(Precision p);
+DType low_precision_dtype(Precision p);  // float16 or bfloat16 (amp and pure half)
+DType param_dtype(Precision p);          // float32 for fp32 and amp
+
+}  // namespace memplan

@@ -1,0 +1,386 @@
+// Training programs of small graphs; every expected number is worked out by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cost_models/cost_model.h"
+#include "onnx_import/errors.h"
+#include "tests/cost_models/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+using testing::buffer_named;
+using testing::int_attr;
+using testing::ints_attr;
+using testing::peak_live_bytes;
+using testing::resident_bytes;
+using testing::step_named;
+
+// x[4,8] -> Gemm(W1[16,8], b1[16]) -> h[4,16] -> Relu -> r[4,16] -> Gemm(W2[2,16], b2[2]) -> y[4,2]
+// Parameters: W1 512 + b1 64 + W2 128 + b2 8 = 712 bytes (fp32).
+Graph mlp() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8}), b.weight("b1", {16})}, "h", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t r = b.node1("Relu", {h}, "r", {4, 16});
+  const int32_t y = b.node1("Gemm", {r, b.weight("W2", {2, 16}), b.weight("b2", {2})}, "y", {4, 2}, {{"transB", int_attr(1)}});
+  b.output(y);
+  return b.graph();
+}
+
+TrainingOptions adam_ce() {
+  TrainingOptions o;
+  o.optimizer = Optimizer::Adam;
+  o.loss = LossKind::CrossEntropy;
+  return o;
+}
+
+bool reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads.end(), b) != s.reads.end(); }
+
+// Steps: 0 Gemm1, 1 Relu, 2 Gemm2, 3 loss, 4 nll_loss backward, 5 log_softmax backward,
+// 6 Gemm2 backward, 7 Relu backward, 8 Gemm1 backward, 9 optimizer.
+// Saved: Gemm1 keeps x (W1 needs a grad; x does not, so W1 itself is not saved), Relu keeps r,
+// Gemm2 keeps r and W2. Live bytes by hand (x 128, targets 4 int64 = 32, h/r 256, y/log_softmax 32,
+// total_weight/loss/grad:loss 4, grads of h/r 256, of y 32, parameter grads 712, Adam temporaries 712):
+//  s6 (start of Gemm2 backward): x 128 + r 256 + loss 4 + grad:y 32 + grad:r 256 + grad:W2 128 + grad:b2 8 = 812
+//  s7: x + r + loss + grad:r + grad:W2 + grad:b2 + grad:h 256 = 1036
+//  s8: x + loss + grad:W2 + grad:b2 + grad:h + grad:W1 512 + grad:b1 64 = 1100
+//  s9: loss 4 + grads 712 + foreach sqrt temporaries 712 = 1428  <- the peak
+// Resident: parameters 712 + exp_avg 712 + exp_avg_sq 712 = 2136.
+TEST(TrainingMlp, AdamStepPeakByHand) {
+  const TrainingResult r = build_training_program(mlp(), adam_ce());
+  const Program& p = r.program;
+  ASSERT_EQ(p.steps.size(), 10u);
+  EXPECT_EQ(resident_bytes(p), 2136u);
+  const auto peak = peak_live_bytes(p);
+  EXPECT_EQ(peak.bytes, 1428u);
+  EXPECT_EQ(peak.step, 9);
+  EXPECT_EQ(p.steps[9].phase, Phase::Optimizer);
+  EXPECT_EQ(r.param_bytes, 712u);
+  EXPECT_EQ(r.grad_bytes, 712u);
+  EXPECT_EQ(r.optimizer_state_bytes, 1424u);
+  // The saved activations are read by their op's backward: x by Gemm1's, r by Relu's.
+  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Gemm_0")], buffer_named(p, "x")));
+  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Relu_1")], buffer_named(p, "r")));
+}
+
+TEST(TrainingMlp, SgdPeakIsInBackward) {
+  TrainingOptions o = adam_ce();
+  o.optimizer = Optimizer::Sgd;
+  const Program p = build_training_program(mlp(), o).program;
+  // No states, no temporaries: the peak is s8 = 1100 bytes (above); resident = parameters only.
+  EXPECT_EQ(peak_live_bytes(p).bytes, 1100u);
+  EXPECT_EQ(peak_live_bytes(p).step, 8);
+  EXPECT_EQ(resident_bytes(p), 712u);
+  o.optimizer = Optimizer::Momentum;  // one resident momentum buffer per parameter
+  EXPECT_EQ(resident_bytes(build_training_program(mlp(), o).program), 1424u);
+}
+
+TEST(TrainingMlp, FirstIterationCreatesStatesInsideTheStep) {
+  TrainingOptions o = adam_ce();
+  o.steady_state = false;
+  const Program p = build_training_program(mlp(), o).program;
+  // States are no longer resident: they appear at optimizer:init_state (1424 bytes, kept), then the
+  // step adds its 712 temporaries: loss 4 + grads 712 + states 1424 + temporaries 712 = 2852.
+  EXPECT_EQ(resident_bytes(p), 712u);
+  EXPECT_EQ(peak_live_bytes(p).bytes, 2852u);
+  EXPECT_GE(step_named(p, "optimizer:init_state"), 0);
+}
+
+TEST(TrainingPrecision, PureFp16HalvesEverything) {
+  TrainingOptions o = adam_ce();
+  o.precision = Precision::Fp16;
+  const TrainingResult r = build_training_program(mlp(), o);
+  // Every float buffer halves; targets stay int64 (32 bytes) and the loss scalars become 2 bytes.
+  // s9: loss 2 + grads 356 + temporaries 356 = 714; resident 2136 / 2 = 1068.
+  EXPECT_EQ(resident_bytes(r.program), 1068u);
+  EXPECT_EQ(peak_live_bytes(r.program).bytes, 714u);
+  EXPECT_EQ(r.grad_bytes, 356u);
+}
+
+TEST(TrainingPrecision, AmpKeepsFloat32MasterStateAndCachesHalfWeights) {
+  TrainingOptions o = adam_ce();
+  o.precision = Precision::AmpFp16;
+  const TrainingResult r = build_training_program(mlp(), o);
+  const Program& p = r.program;
+  // fp32 parameters, grads and states, as in fp32.
+  EXPECT_EQ(resident_bytes(p), 2136u);
+  EXPECT_EQ(r.grad_bytes, 712u);
+  // The autocast cache: a float16 copy of each weight the Gemms use (W1 16*8*2 = 256, b1 32, W2 64, b2 4).
+  const int32_t w1 = buffer_named(p, "W1:autocast");
+  ASSERT_GE(w1, 0);
+  EXPECT_EQ(p.buffers[w1].bytes, 256u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "b2:autocast")].bytes, 4u);
+  // W2's copy is saved by Gemm2 (its input r needs a grad) and read by Gemm2's backward.
+  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Gemm_2")], buffer_named(p, "W2:autocast")));
+  // Gemm1 saves the float16 copy of x (64 bytes), not x itself.
+  const int32_t xh = buffer_named(p, "x:autocast");
+  ASSERT_GE(xh, 0);
+  EXPECT_EQ(p.buffers[xh].bytes, 64u);
+  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Gemm_0")], xh));
+  // Gemm outputs are float16: h is 4*16*2 = 128 bytes.
+  EXPECT_EQ(p.buffers[buffer_named(p, "h")].bytes, 128u);
+}
+
+// x[1,3,8,8] -> Conv(W[4,3,3,3], pad 1) -> c -> BatchNorm -> n -> Relu (in place) -> MaxPool 2x2 -> p[1,4,4,4]
+// -> Flatten -> f[1,64] -> Gemm(Wf[10,64], bf[10]) -> y[1,10]
+Graph cnn() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {1, 3, 8, 8});
+  const int32_t c = b.node1("Conv", {x, b.weight("W", {4, 3, 3, 3})}, "c", {1, 4, 8, 8}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  const int32_t mean = b.weight("running_mean", {4});
+  const int32_t var = b.weight("running_var", {4});
+  b.mutable_graph().tensors[mean].trainable = false;
+  b.mutable_graph().tensors[var].trainable = false;
+  const int32_t n = b.node1("BatchNormalization", {c, b.weight("gamma", {4}), b.weight("beta", {4}), mean, var}, "n",
+                            {1, 4, 8, 8}, {{"training_mode", int_attr(1)}});
+  const int32_t r = b.node1("Relu", {n}, "r", {1, 4, 8, 8});
+  const int32_t p = b.node1("MaxPool", {r}, "p", {1, 4, 4, 4}, {{"kernel_shape", ints_attr({2, 2})}, {"strides", ints_attr({2, 2})}});
+  const int32_t f = b.node1("Flatten", {p}, "f", {1, 64});
+  const int32_t y = b.node1("Gemm", {f, b.weight("Wf", {10, 64}), b.weight("bf", {10})}, "y", {1, 10}, {{"transB", int_attr(1)}});
+  b.output(y);
+  return b.graph();
+}
+
+TEST(TrainingCnn, InPlaceReluMaxPoolIndicesAndBatchNormStatistics) {
+  TrainingOptions o;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  const Program p = build_training_program(cnn(), o).program;
+  // ReLU(inplace=True) after batch norm writes into n: no buffer of its own.
+  EXPECT_EQ(buffer_named(p, "r"), -1);
+  // max_pool2d saves int64 indices: 64 outputs * 8 = 512 bytes, read by its backward.
+  const int32_t idx = buffer_named(p, "/MaxPool_3:indices");
+  ASSERT_GE(idx, 0);
+  EXPECT_EQ(p.buffers[idx].bytes, 512u);
+  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/MaxPool_3")], idx));
+  // batch norm saves save_mean and save_invstd: 4 channels * 4 bytes each.
+  EXPECT_EQ(p.buffers[buffer_named(p, "/BatchNormalization_1:save_invstd")].bytes, 16u);
+  // The conv's input x does not need a grad: conv saves x (for W's grad) but not W.
+  const Step& conv_bw = p.steps[step_named(p, "backward:/Conv_0")];
+  EXPECT_TRUE(reads(conv_bw, buffer_named(p, "x")));
+  // Flatten is a view of p: no buffer.
+  EXPECT_EQ(buffer_named(p, "f"), -1);
+  // Live at the start of backward (step backward:nll_loss), by hand: x 768 + c 1024 (saved by BN) +
+  // n/r 1024 (saved by ReLU and MaxPool) + indices 512 + BN stats 32 + p 256 (saved by the Gemm as f)
+  // + targets 8 + log_softmax 40 + total_weight 4 + loss 4 + grad:loss 4 + grad of log_softmax 40 = 3716.
+  const int32_t start = step_named(p, "backward:nll_loss");
+  uint64_t live = 0;
+  {
+    std::vector<int32_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+    for (int32_t s = 0; s < static_cast<int32_t>(p.steps.size()); ++s) {
+      for (int32_t b : p.steps[s].writes) first[b] = last[b] = s;
+      for (int32_t b : p.steps[s].reads) last[b] = std::max(last[b], s);
+    }
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const Buffer& buf = p.buffers[b];
+      if (buf.resident) continue;
+      const int32_t lo = buf.live_at_start ? 0 : first[b];
+      const int32_t hi = buf.live_at_end ? static_cast<int32_t>(p.steps.size()) : last[b];
+      if (lo <= start && start <= hi) live += buf.bytes;
+    }
+  }
+  EXPECT_EQ(live, 3716u);
+}
+
+TEST(TrainingCnn, EvalExportIsDetected) {
+  // Conv feeding Relu directly, no BatchNormalization: a folded eval-mode export.
+  GraphBuilder b;
+  const int32_t x = b.input("x", {1, 3, 4, 4});
+  const int32_t c = b.node1("Conv", {x, b.weight("W", {2, 3, 1, 1}), b.weight("B", {2})}, "c", {1, 2, 4, 4});
+  const int32_t r = b.node1("Relu", {c}, "r", {1, 2, 4, 4});
+  b.output(r);
+  TrainingOptions o;
+  o.loss = LossKind::None;
+  const TrainingResult res = build_training_program(b.graph(), o);
+  bool noted = false;
+  for (const std::string& n : res.notes) noted |= n.find("folded") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+// A 4-layer chain: x[8,32] -> (Gemm 32x32 -> Relu) x 3 -> Gemm -> y[8,32]. Every op output except the
+// last is a separator (a chain has no bypass).
+Graph chain(int layers = 4, int64_t batch = 8) {
+  GraphBuilder b;
+  int32_t t = b.input("x", {batch, 32});
+  for (int i = 0; i < layers; ++i) {
+    const std::string s = std::to_string(i);
+    t = b.node1("Gemm", {t, b.weight("W" + s, {32, 32}), b.weight("b" + s, {32})}, "h" + s, {batch, 32}, {{"transB", int_attr(1)}});
+    if (i + 1 < layers) t = b.node1("Relu", {t}, "r" + s, {batch, 32});
+  }
+  b.output(t);
+  return b.graph();
+}
+
+TEST(TrainingCheckpoint, ChainSeparatorsAreEveryOpOutput) {
+  TrainingOptions o;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::Mse;
+  o.checkpoint.mode = CheckpointMode::Every;
+  o.checkpoint.every = 2;
+  const TrainingResult r = build_training_program(chain(), o);
+  // 7 ops; the outputs of the first 6 separate the graph.
+  EXPECT_EQ(r.candidate_boundaries, (std::vector<std::string>{"h0", "r0", "h1", "r1", "h2", "r2"}));
+  EXPECT_EQ(r.checkpoint_boundaries, (std::vector<std::string>{"r0", "r1", "r2"}));
+  // Recompute: all ops up to r2 (the last Gemm runs normally). FLOPs: each Gemm 2*8*32*32 = 16384,
+  // each Relu 256: recomputed 3*16384 + 3*256 = 49920 of 4*16384 + 768 = 66304 -> 75.29 %.
+  EXPECT_EQ(r.recompute_flops, 49920u);
+  EXPECT_EQ(r.forward_flops, 66304u);
+  EXPECT_NEAR(r.recompute_percent, 75.29, 0.01);
+  EXPECT_GE(step_named(r.program, "recompute:/Gemm_0"), 0);
+}
+
+TEST(TrainingCheckpoint, ResidualBranchIsNoBoundaryAndCheckpointingLowersThePeak) {
+  // x[512,64] -> Gemm a -> Relu ra -> Gemm gb -> Add(ra, gb) -> s -> Relu rs -> (Gemm -> Relu) x 4 -> y.
+  // Activations (128 KiB each) dominate the 16 KiB weights, as in real training.
+  GraphBuilder b;
+  const int32_t x = b.input("x", {512, 64});
+  auto gemm = [&](int32_t in, const std::string& n) {
+    return b.node1("Gemm", {in, b.weight("W" + n, {64, 64}), b.weight("b" + n, {64})}, n, {512, 64}, {{"transB", int_attr(1)}});
+  };
+  const int32_t ra = b.node1("Relu", {gemm(x, "a")}, "ra", {512, 64});
+  const int32_t gb = gemm(ra, "gb");
+  const int32_t s = b.node1("Add", {ra, gb}, "s", {512, 64});
+  int32_t t = b.node1("Relu", {s}, "rs", {512, 64});
+  for (int i = 0; i < 4; ++i) t = b.node1("Relu", {gemm(t, "g" + std::to_string(i))}, "r" + std::to_string(i), {512, 64});
+  b.output(t);
+  TrainingOptions o;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::Mse;
+  const TrainingResult none = build_training_program(b.graph(), o);
+  const auto& cands = none.candidate_boundaries;
+  // gb is inside the residual block (ra bypasses it): never a boundary; ra and s are.
+  EXPECT_EQ(std::find(cands.begin(), cands.end(), "gb"), cands.end());
+  EXPECT_NE(std::find(cands.begin(), cands.end(), "ra"), cands.end());
+  EXPECT_NE(std::find(cands.begin(), cands.end(), "s"), cands.end());
+  o.checkpoint.mode = CheckpointMode::Sqrt;
+  const TrainingResult sqrt = build_training_program(b.graph(), o);
+  EXPECT_FALSE(sqrt.checkpoint_boundaries.empty());
+  EXPECT_LT(peak_live_bytes(sqrt.program).bytes, peak_live_bytes(none.program).bytes);
+  o.checkpoint.mode = CheckpointMode::At;
+  o.checkpoint.at = {"gb"};
+  EXPECT_THROW(build_training_program(b.graph(), o), InputError);
+}
+
+TEST(TrainingCheckpoint, AutoFindsTheCheapestSetUnderTheBudget) {
+  TrainingOptions o;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::Mse;
+  auto total = [](const TrainingResult& r) { return peak_live_bytes(r.program).bytes + resident_bytes(r.program); };
+  const Graph g = chain(8, 256);
+  const uint64_t full = total(build_training_program(g, o));
+  o.checkpoint.mode = CheckpointMode::Auto;
+  o.checkpoint.budget_bytes = full;  // already fits: no checkpointing
+  EXPECT_TRUE(build_training_program(g, o).checkpoint_boundaries.empty());
+  // A budget that sqrt checkpointing meets: auto meets it too, recomputing no more than sqrt does.
+  o.checkpoint.mode = CheckpointMode::Sqrt;
+  const TrainingResult sqrt = build_training_program(g, o);
+  ASSERT_LT(total(sqrt), full);
+  o.checkpoint.mode = CheckpointMode::Auto;
+  o.checkpoint.budget_bytes = total(sqrt);
+  const TrainingResult tight = build_training_program(g, o);
+  ASSERT_FALSE(tight.checkpoint_boundaries.empty());
+  EXPECT_LE(total(tight), total(sqrt));
+  EXPECT_LE(tight.recompute_flops, sqrt.recompute_flops);
+  o.checkpoint.budget_bytes = 0;
+  EXPECT_THROW(build_training_program(g, o), InputError);
+}
+
+TEST(TrainingAccumulation, GradsResidentAndEachContributionTransient) {
+  TrainingOptions o;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.grad_accum = 4;
+  const Program p = build_training_program(mlp(), o).program;
+  // Resident: parameters 712 + grads of earlier micro-batches 712.
+  EXPECT_EQ(resident_bytes(p), 1424u);
+  // Gemm1's backward writes W1's new contribution (512) and b1's (64) and adds them in place:
+  // live at s8 = x 128 + loss 4 + grad:h 256 + 512 + 64 = 964 (the grads are resident).
+  EXPECT_EQ(peak_live_bytes(p).bytes, 964u);
+  const int32_t partial = buffer_named(p, "grad:W1:partial");
+  ASSERT_GE(partial, 0);
+  EXPECT_FALSE(p.buffers[partial].live_at_end);
+}
+
+TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
+  TrainingOptions o = adam_ce();
+  o.gpus = 2;
+  // Per-parameter halves: 256 + 32 + 64 + 4 = 356 bytes.
+  o.shard = Sharding::Zero1;
+  TrainingResult r = build_training_program(mlp(), o);
+  EXPECT_EQ(r.optimizer_state_bytes, 712u);  // exp_avg + exp_avg_sq, each 356
+  EXPECT_EQ(r.grad_bytes, 712u);
+  EXPECT_EQ(r.param_bytes, 712u);
+  o.shard = Sharding::Zero2;
+  r = build_training_program(mlp(), o);
+  EXPECT_EQ(r.grad_bytes, 356u);
+  EXPECT_EQ(r.param_bytes, 712u);
+  o.shard = Sharding::Zero3;
+  r = build_training_program(mlp(), o);
+  EXPECT_EQ(r.param_bytes, 356u);
+  EXPECT_GE(buffer_named(r.program, "W1:gathered"), 0);
+  o.gpus = 1;
+  EXPECT_THROW(build_training_program(mlp(), o), InputError);
+}
+
+TEST(TrainingSharding, DdpBucketsCopyTheGradsUnlessViews) {
+  TrainingOptions o = adam_ce();
+  o.gpus = 4;
+  o.shard = Sharding::Ddp;
+  const Program p = build_training_program(mlp(), o).program;
+  // One bucket (712 bytes < the 1 MiB first-bucket cap): resident params 712 + states 1424 + bucket 712.
+  EXPECT_EQ(resident_bytes(p), 2848u);
+  o.gradient_as_bucket_view = true;  // grads are the buckets: resident grads instead of a copy
+  EXPECT_EQ(resident_bytes(build_training_program(mlp(), o).program), 2848u);
+  EXPECT_EQ(buffer_named(build_training_program(mlp(), o).program, "ddp_bucket_0"), -1);
+}
+
+// Attention on q = x Wq, k^T = (x Wk)^T, v = x Wv with x[1,2,16,8] (batch 1, 2 heads, seq 16, dim 8):
+// MatMul(q, kT) -> scores[1,2,16,16] -> Div(sqrt d) -> Softmax -> MatMul(., v) -> o[1,2,16,8]
+Graph attention() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {1, 2, 16, 8});
+  const int32_t q = b.node1("MatMul", {x, b.weight("Wq", {8, 8})}, "q", {1, 2, 16, 8});
+  const int32_t k = b.node1("MatMul", {x, b.weight("Wk", {8, 8})}, "k", {1, 2, 16, 8});
+  const int32_t v = b.node1("MatMul", {x, b.weight("Wv", {8, 8})}, "v", {1, 2, 16, 8});
+  const int32_t kt = b.node1("Transpose", {k}, "kt", {1, 2, 8, 16}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const int32_t s = b.node1("MatMul", {q, kt}, "scores", {1, 2, 16, 16});
+  const int32_t d = b.node1("Div", {s, b.scalar("sqrt_d", 2.83f)}, "scaled", {1, 2, 16, 16});
+  const int32_t p = b.node1("Softmax", {d}, "probs", {1, 2, 16, 16}, {{"axis", int_attr(-1)}});
+  const int32_t o = b.node1("MatMul", {p, v}, "o", {1, 2, 16, 8});
+  b.output(o);
+  return b.graph();
+}
+
+TEST(TrainingAttention, EagerSavesProbabilitiesSdpaSavesLogsumexp) {
+  TrainingOptions o;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::None;
+  const Program eager = build_training_program(attention(), o).program;
+  // Eager: softmax saves probs (2*16*16*4 = 2048 bytes), read by its backward.
+  EXPECT_TRUE(reads(eager.steps[step_named(eager, "backward:/Softmax_6")], buffer_named(eager, "probs")));
+  o.attention = AttentionImpl::Sdpa;
+  const Program sdpa = build_training_program(attention(), o).program;
+  // SDPA: no seq x seq tensor at all; logsumexp float [1, 2, 16] = 128 bytes saved.
+  EXPECT_EQ(buffer_named(sdpa, "probs"), -1);
+  EXPECT_EQ(buffer_named(sdpa, "scores"), -1);
+  const int32_t lse = buffer_named(sdpa, "/MatMul_7:logsumexp");
+  ASSERT_GE(lse, 0);
+  EXPECT_EQ(sdpa.buffers[lse].bytes, 128u);
+  // Its backward's float dq accumulator is [b, round128(s), h, round32(d)] = 1*128*2*32*4 = 32768 bytes.
+  EXPECT_EQ(sdpa.buffers[buffer_named(sdpa, "/MatMul_7:dq_accum")].bytes, 32768u);
+}
+
+TEST(TrainingErrors, OutputWithoutParametersIsRejected) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4});
+  b.output(b.node1("Relu", {x}, "y", {4}));
+  TrainingOptions o;
+  o.loss = LossKind::Mse;
+  EXPECT_THROW(build_training_program(b.graph(), o), InputError);
+}
+
+}  // namespace
+}  // namespace memplan
