@@ -1,0 +1,86 @@
+// PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), default configuration: one
+// device, one stream, no max_split_size, no roundup_power2_divisions, no expandable segments.
+// See ../shared/reference/memory-mechanics.md section 3; each constant names its source below.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "planner/alloc_replay.h"
+
+namespace memplan {
+
+namespace pytorch {
+// All in c10/cuda/CUDACachingAllocator.cpp (namespace constants at the top of the file).
+inline constexpr uint64_t kMinBlockSize = 512;          // all sizes are rounded to at least 512 bytes
+inline constexpr uint64_t kSmallSize = 1048576;         // largest "small" allocation is 1 MiB
+inline constexpr uint64_t kSmallBuffer = 2097152;       // "small" allocations are packed in 2 MiB blocks
+inline constexpr uint64_t kLargeBuffer = 20971520;      // "large" allocations may be packed in 20 MiB blocks
+inline constexpr uint64_t kMinLargeAlloc = 10485760;    // allocations between 1 and 10 MiB may use kLargeBuffer
+inline constexpr uint64_t kRoundLarge = 2097152;        // round up large allocations to 2 MiB
+
+uint64_t round_size(uint64_t bytes);           // below 512 -> 512, else up to a multiple of 512
+uint64_t allocation_size(uint64_t rounded);    // get_allocation_size: the segment cudaMalloc'd on a miss
+bool is_small(uint64_t rounded);               // rounded <= kSmallSize: the small pool
+}  // namespace pytorch
+
+struct PytorchAllocatorOptions {
+  // Device memory the allocator may reserve; 0 = unlimited. When a cudaMalloc would exceed it, the
+  // allocator frees its cached whole segments and retries (release_cached_blocks), then reports OOM.
+  uint64_t device_capacity_bytes = 0;
+};
+
+class CudaCachingAllocatorSim final : public AllocatorModel {
+ public:
+  explicit CudaCachingAllocatorSim(PytorchAllocatorOptions options = {}) : options_(options) {}
+
+  int64_t allocate(uint64_t bytes) override;
+  void release(int64_t handle) override;
+  uint64_t allocated_bytes() const override { return allocated_; }
+  uint64_t reserved_bytes() const override { return reserved_; }
+  uint64_t peak_allocated_bytes() const override { return peak_allocated_; }
+  uint64_t peak_reserved_bytes() const override { return peak_reserved_; }
+  int64_t num_device_allocations() const override { return num_segments_created_; }
+  int64_t num_allocs() const override { return num_allocs_; }
+
+  // The size of the block behind a handle (what memory_allocated counts for it), and its address in the
+  // simulated device space (segments are laid out in creation order), for tests and debug views.
+  uint64_t block_size(int64_t handle) const { return blocks_[handle].size; }
+  uint64_t block_address(int64_t handle) const { return blocks_[handle].address; }
+  int64_t num_segments() const;  // segments currently reserved
+
+ private:
+  struct Block {
+    uint64_t size = 0;
+    uint64_t address = 0;
+    int32_t segment = 0;
+    bool small = false;
+    bool allocated = false;
+    bool dead = false;     // merged away or released with its segment
+    int64_t prev = -1;     // neighbours inside the same segment, by address
+    int64_t next = -1;
+  };
+  // Free blocks of a pool, ordered as BlockComparatorSize: by size, then address (one stream).
+  using Pool = std::set<std::tuple<uint64_t, uint64_t, int64_t>>;
+
+  Pool& pool_of(bool small) { return small ? small_pool_ : large_pool_; }
+  void insert_free(int64_t b) { pool_of(blocks_[b].small).insert({blocks_[b].size, blocks_[b].address, b}); }
+  void erase_free(int64_t b) { pool_of(blocks_[b].small).erase({blocks_[b].size, blocks_[b].address, b}); }
+  int64_t new_segment(uint64_t size, bool small);  // -1 if the capacity forbids it
+  void release_cached_segments();                  // release_cached_blocks: free every unsplit cached block
+  void merge(int64_t into, int64_t from);          // from is the next neighbour of into
+
+  PytorchAllocatorOptions options_;
+  std::vector<Block> blocks_;
+  Pool small_pool_, large_pool_;
+  uint64_t next_address_ = 0;
+  int32_t next_segment_ = 0;
+  uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
+  int64_t num_segments_created_ = 0, num_allocs_ = 0;
+};
+
+AllocatorReplay simulate_pytorch(const Program& program, PytorchAllocatorOptions options = {});
+
+}  // namespace memplan

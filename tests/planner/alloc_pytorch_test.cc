@@ -1,0 +1,175 @@
+#include "planner/alloc_pytorch.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "program_builder.h"
+
+namespace memplan {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::kInput;
+using testing::kOutput;
+using testing::kResident;
+using testing::KiB;
+using testing::MiB;
+using testing::ProgramBuilder;
+
+TEST(PytorchRules, RoundSizeAndSegmentSize) {
+  EXPECT_EQ(pytorch::round_size(1), 512u);
+  EXPECT_EQ(pytorch::round_size(512), 512u);
+  EXPECT_EQ(pytorch::round_size(513), 1024u);
+  EXPECT_EQ(pytorch::allocation_size(1 * MiB), 2 * MiB);       // <= 1 MiB: small segment
+  EXPECT_EQ(pytorch::allocation_size(1 * MiB + 512), 20 * MiB);  // (1, 10) MiB: 20 MiB segment
+  EXPECT_EQ(pytorch::allocation_size(10 * MiB), 10 * MiB);     // >= 10 MiB: rounded to 2 MiB
+  EXPECT_EQ(pytorch::allocation_size(11 * MiB), 12 * MiB);
+  EXPECT_TRUE(pytorch::is_small(1 * MiB));
+  EXPECT_FALSE(pytorch::is_small(1 * MiB + 512));
+}
+
+TEST(CudaCachingAllocator, ElevenMiBTakesAWholeTwelveMiBSegment) {
+  // 11 MiB >= kMinLargeAlloc: a segment of 11 MiB rounded up to 2 MiB = 12 MiB. The 1 MiB rest is not
+  // > kSmallSize, so the block is not split and memory_allocated grows by 12 MiB.
+  CudaCachingAllocatorSim sim;
+  const int64_t h = sim.allocate(11 * MiB);
+  EXPECT_EQ(sim.block_size(h), 12 * MiB);
+  EXPECT_EQ(sim.allocated_bytes(), 12 * MiB);
+  EXPECT_EQ(sim.reserved_bytes(), 12 * MiB);
+  EXPECT_EQ(sim.num_device_allocations(), 1);
+}
+
+TEST(CudaCachingAllocator, SmallAllocationsShareOneTwoMiBSegment) {
+  // 1000 B -> 1024 B; a 2 MiB small segment is split (rest >= 512 B). 300 B -> 512 B, carved from the
+  // rest of the same segment right after the first block.
+  CudaCachingAllocatorSim sim;
+  const int64_t a = sim.allocate(1000);
+  const int64_t b = sim.allocate(300);
+  EXPECT_EQ(sim.block_size(a), 1024u);
+  EXPECT_EQ(sim.block_size(b), 512u);
+  EXPECT_EQ(sim.block_address(b), sim.block_address(a) + 1024);
+  EXPECT_EQ(sim.allocated_bytes(), 1536u);
+  EXPECT_EQ(sim.reserved_bytes(), 2 * MiB);
+  EXPECT_EQ(sim.num_device_allocations(), 1);
+}
+
+TEST(CudaCachingAllocator, ThreeMiBTakesATwentyMiBSegmentThatFiveMiBSplits) {
+  // 3 MiB: a 20 MiB segment, split (17 MiB rest > 1 MiB). 5 MiB: best fit is the cached 17 MiB block,
+  // split again (12 MiB rest). allocated 8 MiB, reserved 20 MiB, one cudaMalloc.
+  CudaCachingAllocatorSim sim;
+  const int64_t a = sim.allocate(3 * MiB);
+  const int64_t b = sim.allocate(5 * MiB);
+  EXPECT_EQ(sim.block_size(a), 3 * MiB);
+  EXPECT_EQ(sim.block_size(b), 5 * MiB);
+  EXPECT_EQ(sim.block_address(b), sim.block_address(a) + 3 * MiB);
+  EXPECT_EQ(sim.allocated_bytes(), 8 * MiB);
+  EXPECT_EQ(sim.reserved_bytes(), 20 * MiB);
+  EXPECT_EQ(sim.num_device_allocations(), 1);
+}
+
+TEST(CudaCachingAllocator, FreedBlocksAreReusedBestFit) {
+  // Segments of 12 MiB (A) and 14 MiB (B), both freed and cached. 13 MiB fits only B's block; its 1 MiB
+  // rest is not split, so the whole 14 MiB is handed out. 11 MiB then takes A's 12 MiB block whole.
+  CudaCachingAllocatorSim sim;
+  const int64_t a = sim.allocate(12 * MiB);
+  const int64_t b = sim.allocate(14 * MiB);
+  const uint64_t a_address = sim.block_address(a), b_address = sim.block_address(b);
+  sim.release(a);
+  sim.release(b);
+  EXPECT_EQ(sim.allocated_bytes(), 0u);
+  const int64_t c = sim.allocate(13 * MiB);
+  EXPECT_EQ(sim.block_address(c), b_address);
+  EXPECT_EQ(sim.block_size(c), 14 * MiB);
+  const int64_t d = sim.allocate(11 * MiB);
+  EXPECT_EQ(sim.block_address(d), a_address);
+  EXPECT_EQ(sim.allocated_bytes(), 26 * MiB);
+  EXPECT_EQ(sim.reserved_bytes(), 26 * MiB);
+  EXPECT_EQ(sim.num_device_allocations(), 2);
+}
+
+TEST(CudaCachingAllocator, FreeMergesNeighboursInTheSegment) {
+  // One 20 MiB segment: a [0,3), b [3,7), c [7,12), free [12,20).
+  // Free a and b: they merge into a 7 MiB block at 0, which best-fits a 7 MiB request exactly (without the
+  // merge the request would take the 8 MiB tail). Free c: it merges with the tail into [7,20); free the
+  // 7 MiB block: the segment is one 20 MiB block again, and 19 MiB reuses it whole (1 MiB rest unsplit).
+  CudaCachingAllocatorSim sim;
+  const int64_t a = sim.allocate(3 * MiB);
+  const int64_t b = sim.allocate(4 * MiB);
+  const int64_t c = sim.allocate(5 * MiB);
+  sim.release(a);
+  sim.release(b);
+  const int64_t d = sim.allocate(7 * MiB);
+  EXPECT_EQ(sim.block_address(d), sim.block_address(a));
+  EXPECT_EQ(sim.block_size(d), 7 * MiB);
+  sim.release(c);
+  sim.release(d);
+  EXPECT_EQ(sim.num_segments(), 1);
+  const int64_t e = sim.allocate(19 * MiB);
+  EXPECT_EQ(sim.block_size(e), 20 * MiB);
+  EXPECT_EQ(sim.allocated_bytes(), 20 * MiB);
+  EXPECT_EQ(sim.reserved_bytes(), 20 * MiB);
+  EXPECT_EQ(sim.num_device_allocations(), 1);
+  EXPECT_EQ(sim.peak_allocated_bytes(), 20 * MiB);
+}
+
+TEST(CudaCachingAllocator, SmallAndLargePoolsDoNotShare) {
+  // 3 MiB takes a 20 MiB large segment with 17 MiB cached; 1 MiB is a small request and needs its own
+  // 2 MiB small segment.
+  CudaCachingAllocatorSim sim;
+  sim.allocate(3 * MiB);
+  sim.allocate(1 * MiB);
+  EXPECT_EQ(sim.reserved_bytes(), 22 * MiB);
+  EXPECT_EQ(sim.num_device_allocations(), 2);
+}
+
+TEST(CudaCachingAllocator, CapacityFreesCachedSegmentsThenRunsOutOfMemory) {
+  // Capacity 24 MiB. A 12 MiB segment is cached after its block is freed; 14 MiB does not fit it and
+  // 12 + 14 > 24, so the cached segment is released and the 14 MiB one fits. Then 12 MiB more: 14 + 12 > 24
+  // with nothing cached -> out of memory.
+  CudaCachingAllocatorSim sim({.device_capacity_bytes = 24 * MiB});
+  sim.release(sim.allocate(12 * MiB));
+  EXPECT_GE(sim.allocate(14 * MiB), 0);
+  EXPECT_EQ(sim.reserved_bytes(), 14 * MiB);
+  EXPECT_EQ(sim.allocate(12 * MiB), -1);
+  EXPECT_EQ(sim.peak_reserved_bytes(), 14 * MiB);
+}
+
+TEST(CudaCachingAllocator, ReplaysAProgramInOrder) {
+  // w resident 1000 B -> 1024 B in a 2 MiB small segment. x input 2 MiB -> a 20 MiB large segment,
+  // x at [0,2) MiB, 18 MiB cached.
+  // s0 writes a 4 MiB at [2,6) (14 MiB cached). Sample: 1024 + x 2 + a 4 MiB. x is freed (its last use).
+  // s1 writes b 4 MiB: best fit skips x's 2 MiB block and splits the 14 MiB one: b at [6,10).
+  //    Sample: 1024 + a 4 + b 4 MiB. a is freed and merges with x's block into [0,6).
+  // s2 writes y 1000 B -> 1024 B from the small segment. Sample: 2048 + b 4 MiB. b is freed; y stays.
+  ProgramBuilder p;
+  const int32_t w = p.buffer("w", 1000, kResident);
+  const int32_t x = p.buffer("x", 2 * MiB, kInput);
+  const int32_t a = p.buffer("a", 4 * MiB), b = p.buffer("b", 4 * MiB);
+  const int32_t y = p.buffer("y", 1000, kOutput);
+  p.step("s0", {x, w}, {a});
+  p.step("s1", {a}, {b});
+  p.step("s2", {b}, {y});
+  const AllocatorReplay r = simulate_pytorch(p.program());
+  EXPECT_EQ(r.before_first_step_allocated, 1024 + 2 * MiB);
+  EXPECT_THAT(r.allocated_per_step, ElementsAre(1024 + 6 * MiB, 1024 + 8 * MiB, 2048 + 4 * MiB));
+  EXPECT_THAT(r.reserved_per_step, ElementsAre(22 * MiB, 22 * MiB, 22 * MiB));
+  EXPECT_EQ(r.peak_allocated_bytes, 1024 + 8 * MiB);
+  EXPECT_EQ(r.peak_allocated_step, 1);
+  EXPECT_EQ(r.peak_reserved_bytes, 22 * MiB);
+  EXPECT_EQ(r.num_device_allocations, 2);
+  EXPECT_EQ(r.num_allocs, 5);
+  EXPECT_FALSE(r.out_of_memory);
+}
+
+TEST(CudaCachingAllocator, ReplayReportsTheBufferThatRunsOutOfMemory) {
+  ProgramBuilder p;
+  const int32_t a = p.buffer("a", 12 * MiB), b = p.buffer("big", 14 * MiB, kOutput);
+  p.step("s0", {}, {a});
+  p.step("s1", {a}, {b});
+  const AllocatorReplay r = simulate_pytorch(p.program(), {.device_capacity_bytes = 20 * MiB});
+  EXPECT_TRUE(r.out_of_memory);
+  EXPECT_EQ(r.oom_buffer, "big");
+}
+
+}  // namespace
+}  // namespace memplan

@@ -1,0 +1,169 @@
+#include "planner/packing.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "onnx_import/errors.h"
+#include "planner/invariants.h"
+
+namespace memplan {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+void expect_valid(const std::vector<UsageRecord>& records, const PackingResult& r, uint64_t alignment) {
+  EXPECT_THAT(check_plan(records, r.offsets, r.arena_bytes, alignment), IsEmpty());
+}
+
+// Alignment 1 (exact bytes). Live bytes per step: s0 0, s1 0, s2 32+24 = 56, s3 24+32+24 = 80,
+// s4 24+40 = 64, s5 64. Lower bound 80.
+const std::vector<UsageRecord> kFiveRecords = {
+    {/*bytes=*/32, /*first=*/2, /*last=*/2},  // r0
+    {/*bytes=*/24, /*first=*/3, /*last=*/5},  // r1
+    {/*bytes=*/40, /*first=*/4, /*last=*/5},  // r2
+    {/*bytes=*/32, /*first=*/3, /*last=*/3},  // r3
+    {/*bytes=*/24, /*first=*/2, /*last=*/3},  // r4
+};
+
+TEST(Packing, GreedyBySizeHandTrace) {
+  // Order by size: r2 40, r0 32, r3 32, r1 24, r4 24.
+  // r2 -> 0. r0 shares no step with r2 -> 0. r3 shares none with r2 [4,5] or r0 [2,2] -> 0.
+  // r1 [3,5] meets r2 [0,40) and r3 [0,32) -> above them at 40.
+  // r4 [2,3] meets r0 [0,32), r3 [0,32), r1 [40,64): the gap [32,40) is 8 < 24 -> top, 64. Arena 88.
+  const PackingResult r = pack_greedy_by_size(kFiveRecords, 1);
+  EXPECT_THAT(r.offsets, ElementsAre(0, 40, 0, 0, 64));
+  EXPECT_EQ(r.arena_bytes, 88u);
+  expect_valid(kFiveRecords, r, 1);
+}
+
+TEST(Packing, BestFitSpatialHandTrace) {
+  // Size, then longer range: r2 40; r0 32 and r3 32 (both span 0, by index); r1 24 (span 2), r4 24 (span 1):
+  // the same order as greedy by size, so the same offsets.
+  const PackingResult r = pack_best_fit_spatial(kFiveRecords, 1);
+  EXPECT_THAT(r.offsets, ElementsAre(0, 40, 0, 0, 64));
+  EXPECT_EQ(r.arena_bytes, 88u);
+  expect_valid(kFiveRecords, r, 1);
+}
+
+TEST(Packing, BestFitTemporalHandTrace) {
+  // Longer range first: r1 (span 2); r2 40, r4 24 (span 1); r0 32, r3 32 (span 0).
+  // r1 -> 0 [0,24). r2 [4,5] meets r1 -> 24 [24,64). r4 [2,3] meets r1 only (step 3) -> 24 [24,48).
+  // r0 [2,2] meets r4 [24,48): gap [0,24) is too small for 32 -> 48. r3 [3,3] meets r1, r4 -> 48.
+  // Arena 80 = the lower bound.
+  const PackingResult r = pack_best_fit_temporal(kFiveRecords, 1);
+  EXPECT_THAT(r.offsets, ElementsAre(48, 0, 24, 48, 24));
+  EXPECT_EQ(r.arena_bytes, 80u);
+  expect_valid(kFiveRecords, r, 1);
+}
+
+TEST(Packing, GreedyByBreadthHandTrace) {
+  // Steps by breadth: s3 80, s4 64, s5 64, s2 56, s0 0, s1 0 (ranks 0..5). A record's key is the first
+  // visited step in its range: r3 0, r1 0, r4 0, r2 1 (s4), r0 3 (s2). Order: r3 32, r1 24, r4 24, r2, r0.
+  // r3 -> 0 [0,32). r1 meets r3 -> 32 [32,56). r4 meets r3, r1 -> 56 [56,80).
+  // r2 [4,5] meets r1 [32,56): gap [0,32) < 40 -> 56 [56,96). r0 [2,2] meets r4 [56,80): gap [0,56) -> 0.
+  const PackingResult r = pack_greedy_by_breadth(kFiveRecords, 1);
+  EXPECT_THAT(r.offsets, ElementsAre(0, 32, 56, 0, 56));
+  EXPECT_EQ(r.arena_bytes, 96u);
+  expect_valid(kFiveRecords, r, 1);
+}
+
+TEST(Packing, ChooseBestKeepsTheSmallestArena) {
+  const BestPacking best = choose_best(kFiveRecords, 1);
+  EXPECT_EQ(best.algorithm, PackingAlgorithm::BestFitTemporal);
+  EXPECT_EQ(best.result.arena_bytes, 80u);
+  EXPECT_THAT(best.arena_by_algorithm, ElementsAre(88, 88, 80, 96));
+  EXPECT_THAT(best.result.offsets, ElementsAre(48, 0, 24, 48, 24));
+}
+
+TEST(Packing, ChooseBestBreaksTiesByAlgorithmOrder) {
+  // Two records that never meet: every algorithm puts both at 0, arena 16; the first algorithm wins.
+  const std::vector<UsageRecord> records = {{/*bytes=*/16, /*first=*/0, /*last=*/0}, {/*bytes=*/8, /*first=*/1, /*last=*/1}};
+  const BestPacking best = choose_best(records, 1);
+  EXPECT_EQ(best.algorithm, PackingAlgorithm::GreedyBySize);
+  EXPECT_THAT(best.arena_by_algorithm, ElementsAre(16, 16, 16, 16));
+  EXPECT_THAT(best.result.offsets, ElementsAre(0, 0));
+}
+
+TEST(Packing, AlignmentRoundsSizesAndOffsets) {
+  // With 256 B alignment the sizes become 256, 512, 256. Greedy by size: r1 (512) -> 0; r0 [0,1] meets r1
+  // -> 512; r2 [0,2] meets r1 [0,512) and r0 [512,768) -> 768. Arena 1024.
+  const std::vector<UsageRecord> records = {
+      {/*bytes=*/100, /*first=*/0, /*last=*/1}, {/*bytes=*/300, /*first=*/1, /*last=*/2}, {/*bytes=*/10, /*first=*/0, /*last=*/2}};
+  const PackingResult r = pack_greedy_by_size(records, 256);
+  EXPECT_THAT(r.offsets, ElementsAre(512, 0, 768));
+  EXPECT_EQ(r.arena_bytes, 1024u);
+  expect_valid(records, r, 256);
+  // Aligned live bytes: s0 256+256 = 512, s1 256+512+256 = 1024, s2 512+256 = 768.
+  EXPECT_EQ(aligned_lower_bound(records, 256), 1024u);
+}
+
+TEST(Packing, ZeroByteRecordsTakeNoSpace) {
+  const std::vector<UsageRecord> records = {{/*bytes=*/0, /*first=*/0, /*last=*/3}, {/*bytes=*/64, /*first=*/0, /*last=*/3}};
+  for (int a = 0; a < kNumPackingAlgorithms; ++a) {
+    const PackingResult r = pack(static_cast<PackingAlgorithm>(a), records, 64);
+    EXPECT_THAT(r.offsets, ElementsAre(0, 0)) << packing_algorithm_name(static_cast<PackingAlgorithm>(a));
+    EXPECT_EQ(r.arena_bytes, 64u);
+  }
+}
+
+TEST(Packing, EmptyInputGivesAnEmptyArena) {
+  for (int a = 0; a < kNumPackingAlgorithms; ++a) {
+    const PackingResult r = pack(static_cast<PackingAlgorithm>(a), {}, 256);
+    EXPECT_TRUE(r.offsets.empty());
+    EXPECT_EQ(r.arena_bytes, 0u);
+  }
+}
+
+TEST(Packing, StacksRecordsThatShareSteps) {
+  // Size order r0 64, r1 32, r2 16, r3 8, r4 8. r0 -> 0 [0,64). r1 [1,1] meets r0 -> 64. r2 [2,2] meets r0
+  // (not r1) -> 64. r3 [1,2] meets r0 [0,64), r1 [64,96), r2 [64,80) -> 96 [96,104). r4 [3,3] meets
+  // nothing -> 0. Arena 104 (the lower bound: step 1 holds 64 + 32 + 8).
+  const std::vector<UsageRecord> records = {
+      {/*bytes=*/64, /*first=*/0, /*last=*/2}, {/*bytes=*/32, /*first=*/1, /*last=*/1},
+      {/*bytes=*/16, /*first=*/2, /*last=*/2}, {/*bytes=*/8, /*first=*/1, /*last=*/2},
+      {/*bytes=*/8, /*first=*/3, /*last=*/3}};
+  const PackingResult r = pack_greedy_by_size(records, 1);
+  EXPECT_THAT(r.offsets, ElementsAre(0, 64, 64, 96, 0));
+  EXPECT_EQ(r.arena_bytes, 104u);
+  expect_valid(records, r, 1);
+}
+
+TEST(Packing, SmallestFittingGapWinsOverALowerLargerOne) {
+  // Size order A 40, B 30, C 20, D 12, H 8, R 7.
+  // A [0,1] -> 0 [0,40). B [0,0] -> 40 [40,70). C [0,1] -> 70 [70,90). D [0,0] -> 90 [90,102).
+  // H [0,1] meets all four -> 102 [102,110).
+  // R [1,1] meets A [0,40), C [70,90), H [102,110): gaps [40,70) (30 B) and [90,102) (12 B) both fit;
+  // best fit takes the smaller, at 90 (first fit would take 40). Arena 110.
+  const std::vector<UsageRecord> records = {
+      {/*bytes=*/40, /*first=*/0, /*last=*/1},  // A
+      {/*bytes=*/30, /*first=*/0, /*last=*/0},  // B
+      {/*bytes=*/20, /*first=*/0, /*last=*/1},  // C
+      {/*bytes=*/12, /*first=*/0, /*last=*/0},  // D
+      {/*bytes=*/8, /*first=*/0, /*last=*/1},   // H
+      {/*bytes=*/7, /*first=*/1, /*last=*/1}};  // R
+  const PackingResult r = pack_greedy_by_size(records, 1);
+  EXPECT_THAT(r.offsets, ElementsAre(0, 40, 70, 90, 102, 90));
+  EXPECT_EQ(r.arena_bytes, 110u);
+  expect_valid(records, r, 1);
+}
+
+TEST(Packing, UsageRecordsSkipResidentBuffers) {
+  Program p;
+  p.buffers = {{"w", 10, Category::Weight, true}, {"a", 20}, {"b", 30}};
+  const std::vector<LiveRange> ranges = {{0, 1}, {0, 1}, {1, 1}};
+  const ProgramRecords pr = usage_records(p, ranges);
+  EXPECT_THAT(pr.buffer_ids, ElementsAre(1, 2));
+  ASSERT_EQ(pr.records.size(), 2u);
+  EXPECT_EQ(pr.records[1].bytes, 30u);
+  EXPECT_EQ(pr.records[1].first, 1);
+}
+
+TEST(Packing, InvalidInputsThrow) {
+  EXPECT_THROW(pack_greedy_by_size({{/*bytes=*/8, /*first=*/2, /*last=*/1}}, 1), InternalError);
+  EXPECT_THROW(pack_greedy_by_size({{/*bytes=*/8, /*first=*/0, /*last=*/0}}, 0), InputError);
+  EXPECT_THROW(pack_greedy_by_size({{/*bytes=*/UINT64_MAX, /*first=*/0, /*last=*/0}}, 256), ShapeOverflow);
+}
+
+}  // namespace
+}  // namespace memplan
