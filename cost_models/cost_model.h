@@ -45,6 +45,16 @@ enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 enum class LossKind { None, CrossEntropy, Mse };
 enum class Sharding { None, Ddp, Zero1, Zero2, Zero3 };
 enum class CheckpointMode { None, Sqrt, Every, At, Auto };
+// How torch.optim runs the update (torch/optim/adam.py):
+//  - Foreach: _multi_tensor_adam of PyTorch >= 2.0, the CUDA default: torch._foreach_sqrt allocates one
+//    temporary per parameter, updated in place afterwards (one parameter-sized set alive at once);
+//  - ForeachTorch1: torch 1.13's _multi_tensor_adam, whose out-of-place torch._foreach_add(sqrt, eps)
+//    makes a second set while the first is alive (two sets);
+//  - SingleTensor: _single_tensor_adam, torch 1.13's default: per parameter, sqrt() then the division
+//    allocate two temporaries of that parameter's size (two at once, one parameter at a time);
+//  - Fused: fused=True kernels, no temporaries.
+// SGD (with or without momentum) updates in place in every implementation.
+enum class OptimizerImpl { Foreach, ForeachTorch1, SingleTensor, Fused };
 
 struct CheckpointOptions {
   CheckpointMode mode = CheckpointMode::None;
@@ -54,7 +64,12 @@ struct CheckpointOptions {
 };
 
 struct TrainingOptions {
+  // PyTorch: eager PyTorch on a CUDA GPU, with the cuBLAS workspaces (one per thread's handle: the
+  // forward's and autograd's backward device thread's). Ideal: the same eager semantics without any
+  // library workspace (what a CPU run under torch.profiler measures). OnnxRuntime: not modelled.
+  Runtime runtime = Runtime::PyTorch;
   Optimizer optimizer = Optimizer::Adam;
+  OptimizerImpl optimizer_impl = OptimizerImpl::Foreach;
   Precision precision = Precision::Fp32;
   LossKind loss = LossKind::None;
   AttentionImpl attention = AttentionImpl::Eager;

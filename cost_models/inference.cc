@@ -110,18 +110,14 @@ class InferenceBuilder {
     return buf.resident || buf.live_at_start;
   }
 
-  // PyTorch in place, as torchvision writes its blocks: ReLU(inplace=True) after conv, batch norm or the
-  // residual add, and `out += identity` on the batch-norm output (torchvision/models/resnet.py).
+  // PyTorch in place, as torchvision writes its blocks (runtime_rules.h).
   bool pytorch_in_place(const Node& n, int32_t node_index) const {
     if (n.inputs.empty() || n.inputs[0] < 0) return false;
     const int32_t in = n.inputs[0];
     const Tensor& x = g_.tensors[in];
     if (x.producer < 0 || sole_consumer(g_, in) != node_index || buffer_of_[in] < 0 || is_input_buffer(buffer_of_[in]))
       return false;
-    const std::string& prod = g_.nodes[x.producer].op_type;
-    if (n.op_type == "Relu") return prod == "Conv" || prod == "BatchNormalization" || prod == "Add";
-    if (n.op_type == "Add") return prod == "BatchNormalization" && g_.tensors[n.outputs[0]].shape == x.shape;
-    return false;
+    return is_pytorch_in_place(n.op_type, g_.nodes[x.producer].op_type) && g_.tensors[n.outputs[0]].shape == x.shape;
   }
 
   // Which input buffer (if any) the op's first output shares.
@@ -250,7 +246,7 @@ class InferenceBuilder {
       if (shapes > 0)
         notes.push_back(std::to_string(shapes) + " shape-computation tensors are Python ints in PyTorch and take no GPU memory.");
       notes.push_back("Transpose, Expand, Slice and Split are views in PyTorch; a reshape of such a view copies.");
-      notes.push_back("ReLU after conv/batch-norm/add and the residual add after batch norm run in place, as in torchvision.");
+      notes.push_back("ReLU/ReLU6 after conv/batch-norm/add and the residual add after batch norm run in place, as in torchvision.");
       if (cublas_workspace_ >= 0)
         notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(opt_.cuda_arch_major)) +
                         " bytes for compute capability " + std::to_string(opt_.cuda_arch_major) +

@@ -89,19 +89,18 @@ std::set<int32_t> grow_elementwise_region(const Graph& g, int32_t x) {
 std::optional<Match> match_gelu(const Graph& g, int32_t anchor) {
   const std::string& op = g.nodes[anchor].op_type;
   if (op != "Erf" && op != "Tanh") return std::nullopt;
-  // Walk back from the Erf/Tanh to the tensor the decomposition starts from.
-  std::set<int32_t> candidates;
+  // Walk back from the Erf/Tanh through GELU's elementwise ops; any tensor on the way may be the one
+  // the decomposition starts from (nearest first: the bias add of a Linear is walked past, not into).
+  std::vector<int32_t> candidates;
   std::vector<std::pair<int32_t, int>> frontier{{in(g, anchor, 0), 0}};
-  while (!frontier.empty()) {
-    auto [t, depth] = frontier.back();
-    frontier.pop_back();
-    if (t < 0 || is_scalar_constant(g, t)) continue;
+  for (size_t next = 0; next < frontier.size(); ++next) {
+    auto [t, depth] = frontier[next];
+    if (t < 0 || is_scalar_constant(g, t) || is_constant(g, t)) continue;
+    if (std::find(candidates.begin(), candidates.end(), t) != candidates.end()) continue;
+    candidates.push_back(t);
     const int32_t p = producer_of(g, t);
-    if (p >= 0 && depth < 4 && gelu_ops().count(g.nodes[p].op_type) && !op_is(g, p, "Erf") && !op_is(g, p, "Tanh")) {
+    if (p >= 0 && depth < 4 && gelu_ops().count(g.nodes[p].op_type) && !op_is(g, p, "Erf") && !op_is(g, p, "Tanh"))
       for (int32_t i : g.nodes[p].inputs) frontier.push_back({i, depth + 1});
-    } else {
-      candidates.insert(t);
-    }
   }
   for (int32_t x : candidates) {
     std::set<int32_t> nodes = grow_elementwise_region(g, x);

@@ -20,6 +20,12 @@ bool is_ort_may_inplace(const std::string& op) {
   return ops.count(op) > 0;
 }
 
+bool is_pytorch_in_place(const std::string& op, const std::string& prod) {
+  if (op == "Relu" || op == "Clip") return prod == "Conv" || prod == "BatchNormalization" || prod == "Add";
+  if (op == "Add") return prod == "BatchNormalization";
+  return false;
+}
+
 FusionOptions fusion_for(Runtime runtime, AttentionImpl attention) {
   FusionOptions f;
   switch (runtime) {

@@ -26,6 +26,12 @@ bool is_pytorch_strided_view(const std::string& op);
 // allocation_planner.cc). Unary activations (onnxruntime/core/providers/cuda/activation/activations.cc).
 bool is_ort_may_inplace(const std::string& op);
 
+// PyTorch ops that torchvision writes in place, given the op that produced their input (which must have
+// no other reader): ReLU(inplace=True) / ReLU6(inplace=True) (exported as Relu / Clip) after conv, batch
+// norm or the residual add, and `out += identity` on the batch-norm output (torchvision/models/resnet.py,
+// mobilenetv2.py). In place, the output shares the input's storage; autograd saves `result` for them.
+bool is_pytorch_in_place(const std::string& op, const std::string& input_producer_op);
+
 // Which decompositions each runtime runs as one op:
 //  - ideal: none (the graph as written);
 //  - pytorch: gelu, silu, layer_norm and linear always (the module ran as the fused op before export);

@@ -52,6 +52,7 @@ class TrainingBuilder {
     add_inputs();
     add_persistent_grads();
     add_optimizer_states_if_steady();
+    add_cublas_workspaces_if_steady();
     for (size_t i = 0; i < c_.ops.size(); ++i)
       emit_forward(static_cast<int32_t>(i), segment_of_[i] >= 0 ? Mode::NoSave : Mode::Save);
     emit_loss();
@@ -188,6 +189,42 @@ class TrainingBuilder {
     if (o_.steady_state) new_states(/*resident=*/true);
   }
 
+  // ---- cuBLAS workspaces ----
+  // One per (handle, stream) (CublasHandlePool.cpp); handles are per thread, and autograd runs CUDA
+  // backward on its own device thread (torch/csrc/autograd/engine.cpp), so forward and backward each
+  // own one. Allocated at the first cuBLAS call of each and kept: resident in a later iteration.
+  static bool uses_cublas(const FusedOp& op) {
+    if (op.kind == OpKind::Linear) return true;
+    return op.kind == OpKind::Node && (op.op == "MatMul" || op.op == "Gemm" || op.op == "Einsum");
+  }
+
+  bool models_cublas() const {
+    if (o_.runtime != Runtime::PyTorch) return false;
+    for (const FusedOp& op : c_.ops)
+      if (uses_cublas(op)) return true;
+    return false;
+  }
+
+  void add_cublas_workspaces_if_steady() {
+    if (!models_cublas() || !o_.steady_state) return;
+    for (int32_t* ws : {&cublas_forward_, &cublas_backward_}) {
+      *ws = new_buffer(ws == &cublas_forward_ ? "cublas_workspace" : "cublas_workspace:autograd",
+                       cublas_workspace_bytes(o_.cuda_arch_major), Category::Workspace);
+      prog().buffers[*ws].resident = true;
+    }
+  }
+
+  // First iteration: the workspace appears at the first cuBLAS op of the thread and stays.
+  void touch_cublas(const FusedOp& op, Step& st, bool backward) {
+    if (!uses_cublas(op) || !models_cublas()) return;
+    int32_t& ws = backward ? cublas_backward_ : cublas_forward_;
+    if (ws >= 0) return;
+    ws = new_buffer(backward ? "cublas_workspace:autograd" : "cublas_workspace", cublas_workspace_bytes(o_.cuda_arch_major),
+                    Category::Workspace);
+    prog().buffers[ws].live_at_end = true;
+    st.writes.push_back(ws);
+  }
+
   // ---- forward ----
   bool is_segment_end(int32_t i) const {
     return std::find(boundaries_.begin(), boundaries_.end(), i) != boundaries_.end();
@@ -207,7 +244,7 @@ class TrainingBuilder {
     return DType::Undefined;
   }
 
-  // PyTorch in place, as torchvision writes its blocks (see inference.cc).
+  // PyTorch in place, as torchvision writes its blocks (runtime_rules.h).
   bool in_place(const FusedOp& op) const {
     if (op.kind != OpKind::Node || op.inputs.empty()) return false;
     const Node& n = g_.nodes[op.nodes.back()];
@@ -217,10 +254,7 @@ class TrainingBuilder {
     if (x.producer < 0 || b < 0 || sole_consumer(g_, in) != op.nodes.back() || prog().buffers[b].resident ||
         prog().buffers[b].live_at_start || c_.dtype[in] != c_.dtype[n.outputs[0]])
       return false;
-    const std::string& prod = g_.nodes[x.producer].op_type;
-    if (n.op_type == "Relu") return prod == "Conv" || prod == "BatchNormalization" || prod == "Add";
-    if (n.op_type == "Add") return prod == "BatchNormalization" && g_.tensors[n.outputs[0]].shape == x.shape;
-    return false;
+    return is_pytorch_in_place(n.op_type, g_.nodes[x.producer].op_type) && g_.tensors[n.outputs[0]].shape == x.shape;
   }
 
   // The input buffer the op's first output shares (views, in-place ops), or -1.
@@ -305,6 +339,7 @@ class TrainingBuilder {
       saved.push_back(b);
     }
     if (keep) saved_[i] = std::move(saved);  // NoSave: extras die at their own step
+    touch_cublas(op, st, /*backward=*/mode == Mode::Recompute);
     prog().steps.push_back(std::move(st));
   }
 
@@ -508,6 +543,7 @@ class TrainingBuilder {
     }
     for (const SavedExtra& e : rule.backward_temporaries)
       st.writes.push_back(new_buffer(op.name + e.suffix, e.bytes, Category::Workspace));
+    touch_cublas(op, st, /*backward=*/true);
     prog().steps.push_back(std::move(st));
   }
 
@@ -521,12 +557,29 @@ class TrainingBuilder {
     for (int32_t p : c_.params)
       if (param_grad_[p] >= 0) add_unique(st.reads, param_grad_[p]);
     const bool adam = o_.optimizer == Optimizer::Adam || o_.optimizer == Optimizer::AdamW;
-    if (adam) {
-      // _multi_tensor_adam (torch/optim/adam.py): torch._foreach_sqrt(exp_avg_sqs) allocates one tensor per
-      // parameter of the device/dtype group, all alive together until the update is applied.
-      for (int32_t p : c_.params)
-        if (param_grad_[p] >= 0)
-          st.writes.push_back(new_buffer("exp_avg_sq_sqrt:" + g_.tensors[p].name, state_bytes(p), Category::Workspace));
+    if (adam && o_.optimizer_impl == OptimizerImpl::SingleTensor) {
+      // _single_tensor_adam: per parameter, (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds the sqrt
+      // and the quotient at once; both are freed before the next parameter.
+      prog().steps.push_back(std::move(st));
+      for (int32_t p : c_.params) {
+        if (param_grad_[p] < 0) continue;
+        const std::string& name = g_.tensors[p].name;
+        Step one{"optimizer:" + name, std::string(optimizer_name()), Phase::Optimizer, {param_grad_[p]}, {}, 0};
+        one.writes = {new_buffer("exp_avg_sq_sqrt:" + name, state_bytes(p), Category::Workspace),
+                      new_buffer("denom:" + name, state_bytes(p), Category::Workspace)};
+        prog().steps.push_back(std::move(one));
+      }
+      return;
+    }
+    if (adam && o_.optimizer_impl != OptimizerImpl::Fused) {
+      // _multi_tensor_adam: torch._foreach_sqrt(exp_avg_sqs) allocates one tensor per parameter of the
+      // device/dtype group, all alive together; torch 1.13 then adds eps out of place (a second set).
+      const int sets = o_.optimizer_impl == OptimizerImpl::ForeachTorch1 ? 2 : 1;
+      for (int set = 0; set < sets; ++set)
+        for (int32_t p : c_.params)
+          if (param_grad_[p] >= 0)
+            st.writes.push_back(new_buffer((set == 0 ? "exp_avg_sq_sqrt:" : "denom:") + g_.tensors[p].name,
+                                           state_bytes(p), Category::Workspace));
     }
     prog().steps.push_back(std::move(st));
   }
@@ -567,6 +620,7 @@ class TrainingBuilder {
   std::vector<std::set<int32_t>> cast_inputs_;  // op -> inputs autocast copied
   std::vector<int32_t> segment_of_;           // op -> checkpointed segment (-1: none)
   bool recomputing_ = false;
+  int32_t cublas_forward_ = -1, cublas_backward_ = -1;
   int32_t log_softmax_ = -1, total_weight_ = -1, loss_ = -1, loss_target_ = -1, mse_input_ = -1;
 };
 
@@ -621,9 +675,16 @@ TrainingResult build_training_program(const Graph& graph, const TrainingOptions&
   if (options.grad_accum > 1)
     notes.push_back("Gradient accumulation: this is one micro-batch of " + std::to_string(options.grad_accum) +
                     " with the grads of earlier micro-batches resident, plus the optimizer step.");
-  if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW)
-    notes.push_back("Adam runs the foreach implementation (PyTorch 2.x default on CUDA): one param-sized temporary per "
-                    "parameter during step(); Adam with weight_decay > 0 would add another set.");
+  if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW) {
+    static const char* impl[] = {
+        "foreach (PyTorch 2.x default on CUDA): one parameter-sized temporary per parameter during step()",
+        "foreach as in torch 1.13: two parameter-sized temporaries per parameter during step()",
+        "single-tensor: two temporaries of one parameter's size at a time", "fused: no temporaries"};
+    notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] +
+                    "; Adam (not AdamW) with weight_decay > 0 would add a grad-sized set.");
+  }
+  if (options.runtime == Runtime::PyTorch)
+    notes.push_back("Matmuls use two cuBLAS workspaces: the forward thread's and autograd's backward thread's (CublasHandlePool.cpp).");
   notes.push_back(options.steady_state ? "Steady state: optimizer states exist from the start (a later iteration)."
                                        : "First iteration: optimizer states are created inside the optimizer step.");
   result.notes.insert(result.notes.begin(), notes.begin(), notes.end());

@@ -101,6 +101,8 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
 
 TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) {
   if (o.grad_accum < 1) throw InputError("--grad-accum must be at least 1");
+  if (o.runtime == Runtime::OnnxRuntime)
+    throw InputError("training is modelled for PyTorch only (--runtime pytorch or ideal)");
   if (o.gpus < 1) throw InputError("--gpus must be at least 1");
   if (o.shard != Sharding::None && o.shard != Sharding::Ddp && o.gpus < 2)
     throw InputError("ZeRO sharding needs --gpus 2 or more");

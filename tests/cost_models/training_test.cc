@@ -30,8 +30,10 @@ Graph mlp() {
   return b.graph();
 }
 
+// Runtime::Ideal: PyTorch semantics without the cuBLAS workspaces (tested apart below).
 TrainingOptions adam_ce() {
   TrainingOptions o;
+  o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Adam;
   o.loss = LossKind::CrossEntropy;
   return o;
@@ -146,6 +148,7 @@ Graph cnn() {
 
 TEST(TrainingCnn, InPlaceReluMaxPoolIndicesAndBatchNormStatistics) {
   TrainingOptions o;
+  o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
   const Program p = build_training_program(cnn(), o).program;
@@ -193,6 +196,7 @@ TEST(TrainingCnn, EvalExportIsDetected) {
   const int32_t r = b.node1("Relu", {c}, "r", {1, 2, 4, 4});
   b.output(r);
   TrainingOptions o;
+  o.runtime = Runtime::Ideal;
   o.loss = LossKind::None;
   const TrainingResult res = build_training_program(b.graph(), o);
   bool noted = false;
@@ -216,6 +220,7 @@ Graph chain(int layers = 4, int64_t batch = 8) {
 
 TEST(TrainingCheckpoint, ChainSeparatorsAreEveryOpOutput) {
   TrainingOptions o;
+  o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::Mse;
   o.checkpoint.mode = CheckpointMode::Every;
@@ -247,6 +252,7 @@ TEST(TrainingCheckpoint, ResidualBranchIsNoBoundaryAndCheckpointingLowersThePeak
   for (int i = 0; i < 4; ++i) t = b.node1("Relu", {gemm(t, "g" + std::to_string(i))}, "r" + std::to_string(i), {512, 64});
   b.output(t);
   TrainingOptions o;
+  o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::Mse;
   const TrainingResult none = build_training_program(b.graph(), o);
@@ -266,6 +272,7 @@ TEST(TrainingCheckpoint, ResidualBranchIsNoBoundaryAndCheckpointingLowersThePeak
 
 TEST(TrainingCheckpoint, AutoFindsTheCheapestSetUnderTheBudget) {
   TrainingOptions o;
+  o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::Mse;
   auto total = [](const TrainingResult& r) { return peak_live_bytes(r.program).bytes + resident_bytes(r.program); };
@@ -290,6 +297,7 @@ TEST(TrainingCheckpoint, AutoFindsTheCheapestSetUnderTheBudget) {
 
 TEST(TrainingAccumulation, GradsResidentAndEachContributionTransient) {
   TrainingOptions o;
+  o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
   o.grad_accum = 4;
@@ -356,6 +364,7 @@ Graph attention() {
 
 TEST(TrainingAttention, EagerSavesProbabilitiesSdpaSavesLogsumexp) {
   TrainingOptions o;
+  o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::None;
   const Program eager = build_training_program(attention(), o).program;
@@ -371,6 +380,42 @@ TEST(TrainingAttention, EagerSavesProbabilitiesSdpaSavesLogsumexp) {
   EXPECT_EQ(sdpa.buffers[lse].bytes, 128u);
   // Its backward's float dq accumulator is [b, round128(s), h, round32(d)] = 1*128*2*32*4 = 32768 bytes.
   EXPECT_EQ(sdpa.buffers[buffer_named(sdpa, "/MatMul_7:dq_accum")].bytes, 32768u);
+}
+
+TEST(TrainingOptimizer, AdamImplementationsByHand) {
+  TrainingOptions o = adam_ce();
+  // torch 1.13 foreach: sqrt set and out-of-place denom set together: loss 4 + grads 712 + 2 * 712 = 2140.
+  o.optimizer_impl = OptimizerImpl::ForeachTorch1;
+  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 2140u);
+  // Single tensor: two temporaries of one parameter at a time, the largest W1 (512): 4 + 712 + 1024 = 1740.
+  o.optimizer_impl = OptimizerImpl::SingleTensor;
+  const Program single = build_training_program(mlp(), o).program;
+  EXPECT_EQ(peak_live_bytes(single).bytes, 1740u);
+  EXPECT_GE(step_named(single, "optimizer:W1"), 0);
+  // Fused: no temporaries; the peak falls back to backward's 1100 (step 8 above).
+  o.optimizer_impl = OptimizerImpl::Fused;
+  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1100u);
+}
+
+TEST(TrainingPyTorch, ForwardAndAutogradThreadsEachOwnACublasWorkspace) {
+  TrainingOptions o = adam_ce();
+  o.runtime = Runtime::PyTorch;
+  const Program steady = build_training_program(mlp(), o).program;
+  // Steady state: both 32 MiB workspaces (sm90) resident next to the 2136 bytes of parameters and states.
+  EXPECT_EQ(resident_bytes(steady), 2136u + 2u * 33554432u);
+  o.steady_state = false;
+  const Program first = build_training_program(mlp(), o).program;
+  // First iteration: written by the first Gemm (forward) and by the first backward Gemm, then kept.
+  const int32_t fwd = buffer_named(first, "cublas_workspace");
+  const int32_t bwd = buffer_named(first, "cublas_workspace:autograd");
+  ASSERT_GE(fwd, 0);
+  ASSERT_GE(bwd, 0);
+  const auto& w0 = first.steps[step_named(first, "/Gemm_0")].writes;
+  const auto& w6 = first.steps[step_named(first, "backward:/Gemm_2")].writes;
+  EXPECT_NE(std::find(w0.begin(), w0.end(), fwd), w0.end());
+  EXPECT_NE(std::find(w6.begin(), w6.end(), bwd), w6.end());
+  o.runtime = Runtime::OnnxRuntime;
+  EXPECT_THROW(build_training_program(mlp(), o), InputError);
 }
 
 TEST(TrainingErrors, OutputWithoutParametersIsRejected) {
