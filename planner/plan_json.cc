@@ -1,9 +1,37 @@
 #include "planner/plan_json.h"
 
+#include <map>
+#include <set>
+
 #include "onnx_import/errors.h"
 #include "planner/liveness.h"
 
 namespace memplan {
+namespace {
+
+// Tensor names in a plan are unique (consumers key on them): the k-th repeat of a name (k >= 2), in buffer
+// order, becomes "name#k" (a per-step "cublas_workspace" becomes "cublas_workspace#2", ...). Suffixes skip
+// names already taken.
+std::vector<std::string> unique_names(const Program& program) {
+  std::set<std::string> taken;
+  for (const Buffer& b : program.buffers) taken.insert(b.name);
+  std::map<std::string, int> seen;
+  std::vector<std::string> out;
+  for (const Buffer& b : program.buffers) {
+    int& count = seen[b.name];
+    if (++count == 1) {
+      out.push_back(b.name);
+      continue;
+    }
+    std::string name = b.name + "#" + std::to_string(count);
+    while (taken.count(name)) name = b.name + "#" + std::to_string(++count);
+    taken.insert(name);
+    out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace
 
 Plan make_plan(const Program& program, const std::string& model, uint64_t alignment) {
   const std::vector<LiveRange> ranges = compute_liveness(program);
@@ -17,12 +45,14 @@ Plan make_plan(const Program& program, const std::string& model, uint64_t alignm
   plan.alignment = alignment;
   plan.packing_algorithm = packing_algorithm_name(best.algorithm);
   for (const Step& s : program.steps) plan.schedule.push_back(s.name);
+  const std::vector<std::string> names = unique_names(program);
   for (size_t i = 0; i < pr.records.size(); ++i) {
-    const Buffer& b = program.buffers[pr.buffer_ids[i]];
-    plan.buffers.push_back({b.name, b.bytes, best.result.offsets[i], pr.records[i].first, pr.records[i].last});
+    const int32_t id = pr.buffer_ids[i];
+    plan.buffers.push_back({names[id], program.buffers[id].bytes, best.result.offsets[i], pr.records[i].first,
+                            pr.records[i].last});
   }
-  for (const Buffer& b : program.buffers)
-    if (b.resident) plan.resident.push_back({b.name, b.bytes});
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (program.buffers[id].resident) plan.resident.push_back({names[id], program.buffers[id].bytes});
 
   if (const auto violations = check_plan(plan); !violations.empty())
     throw InternalError("the " + plan.packing_algorithm + " plan of '" + model + "' is invalid: " + violations[0].message);
@@ -127,6 +157,11 @@ Plan plan_from_json(const nlohmann::json& j) {
       const std::string where = "resident " + std::to_string(plan.resident.size());
       plan.resident.push_back({string_field(e, "tensor", where), unsigned_field(e, "bytes", where)});
     }
+  std::set<std::string> names;
+  for (const PlanBuffer& b : plan.buffers)
+    if (!names.insert(b.tensor).second) throw InputError("plan: tensor '" + b.tensor + "' is listed twice");
+  for (const PlanResident& r : plan.resident)
+    if (!names.insert(r.tensor).second) throw InputError("plan: tensor '" + r.tensor + "' is listed twice");
   return plan;
 }
 

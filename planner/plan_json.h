@@ -41,15 +41,16 @@ struct Plan {
   std::vector<PlanResident> resident; // resident buffers, outside the arena, in buffer-id order
 };
 
-// Liveness, choose_best packing and the invariant checker over `program` in its own order. Throws
-// InternalError if the chosen plan fails the checker (a planner bug).
+// Liveness, choose_best packing and the invariant checker over `program` in its own order. Tensor names
+// are made unique: the k-th buffer (k >= 2, in buffer order) with an already used name is called
+// "name#k". Throws InternalError if the chosen plan fails the checker (a planner bug).
 Plan make_plan(const Program& program, const std::string& model, uint64_t alignment = kDefaultAlignment);
 
 nlohmann::ordered_json plan_to_json(const Plan& plan);
 std::string plan_to_json_text(const Plan& plan);  // 2-space indented, trailing newline
 
 // Parses and validates the format (schema string, required keys and types, 0 <= first <= last < number of
-// steps, alignment >= 1). Throws InputError naming the first problem. Does not check overlaps: run
+// steps, alignment >= 1, no tensor named twice). Throws InputError naming the first problem. Does not check overlaps: run
 // check_plan on the result for that.
 Plan plan_from_json(const nlohmann::json& json);
 Plan plan_from_json_text(const std::string& text);

@@ -122,6 +122,23 @@ TEST(PlanJson, ReaderRejectsMissingKeysBadTypesAndBadJson) {
   EXPECT_THROW(plan_from_json_text("[]"), InputError);
 }
 
+TEST(PlanJson, RepeatedNamesAreMadeUniqueAndTheReaderRejectsDuplicates) {
+  // Three buffers are called "ws" and one "ws#2". The first repeat of "ws" would be "ws#2", which is
+  // taken, so it becomes "ws#3"; the next repeat continues from there: "ws#4".
+  ProgramBuilder p;
+  const int32_t a = p.buffer("ws", 8), b = p.buffer("ws#2", 8), c = p.buffer("ws", 8), d = p.buffer("ws", 8);
+  p.step("s0", {}, {a, b, c, d});
+  const Plan plan = make_plan(p.program(), "m", 1);
+  ASSERT_EQ(plan.buffers.size(), 4u);
+  EXPECT_EQ(plan.buffers[0].tensor, "ws");
+  EXPECT_EQ(plan.buffers[1].tensor, "ws#2");
+  EXPECT_EQ(plan.buffers[2].tensor, "ws#3");
+  EXPECT_EQ(plan.buffers[3].tensor, "ws#4");
+  nlohmann::json j = plan_to_json(plan);
+  j["buffers"][3]["tensor"] = "ws";
+  EXPECT_THROW(plan_from_json(j), InputError);
+}
+
 TEST(PlanJson, CheckerNamesOverlappingTensorsOfAHandEditedPlan) {
   Plan plan = make_plan(tiny(), "tiny", 256);
   plan.buffers[0].offset = 256;  // x now overlaps a [0,512) at step 0

@@ -5,6 +5,7 @@
 
 #include "onnx_import/errors.h"
 #include "planner/liveness.h"
+#include "planner/summary.h"
 #include "program_builder.h"
 
 namespace memplan {
@@ -89,6 +90,31 @@ TEST(Schedule, FallsBackWhenTheGreedyOrderIsNoBetter) {
   EXPECT_EQ(r.greedy_peak_bytes, 61u);
   EXPECT_FALSE(r.reordered);
   EXPECT_THAT(r.order, ElementsAre(0, 1, 2, 3));
+}
+
+}  // namespace
+}  // namespace memplan
+
+namespace memplan {
+namespace {
+
+TEST(Summary, ReportsTheBoundArenasAndTheScheduleGain) {
+  // Alignment 1. Original order (live ranges x [0,1], A1 [0,2], B1 [1,3], A2 [2,4], B2 [3,4], out [4,4]):
+  // greedy by size puts A1 at 0, B1 at 100, A2 at 200 (meets both), B2 at 0 (gap below B1 once A1 is
+  // gone), x at 200 (x [0,1] and A2 [2,4] never meet), out at 10 (gap between B2 and A2): arena 210 = the
+  // bound, so no algorithm does better and greedy_by_size, first in the order, is kept.
+  // Scheduled order a, a2, b, b2, join (x [0,2], A1 [0,1], A2 [1,4], B1 [2,3], B2 [3,4], out [4,4]):
+  // A1 0, B1 0, A2 100, B2 110, x 110, out 0: arena 120 = its bound.
+  const PlannerSummary s = summarize_planning(two_branches(), 1);
+  EXPECT_EQ(s.lower_bound_bytes, 210u);
+  EXPECT_EQ(s.peak_step, 2);
+  EXPECT_EQ(s.aligned_lower_bound_bytes, 210u);
+  EXPECT_EQ(s.best_arena_bytes, 210u);
+  EXPECT_EQ(s.best_algorithm, PackingAlgorithm::GreedyBySize);
+  EXPECT_EQ(s.arena_by_algorithm.size(), static_cast<size_t>(kNumPackingAlgorithms));
+  EXPECT_TRUE(s.reordered);
+  EXPECT_EQ(s.scheduled_lower_bound_bytes, 120u);
+  EXPECT_EQ(s.scheduled_best_arena_bytes, 120u);
 }
 
 }  // namespace
