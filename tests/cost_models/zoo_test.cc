@@ -1,0 +1,120 @@
+// Cost models on the real exports in tests/models, against independent figures: torchvision's published
+// parameter counts, Korthikanti et al.'s per-layer activation formula, the planner's liveness checker,
+// and the agreement of two exports (opset 13 and 17) of the same module.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cost_models/cost_model.h"
+#include "onnx_import/import.h"
+#include "planner/liveness.h"
+
+namespace memplan {
+namespace {
+
+Graph zoo(const std::string& name, int64_t batch, std::optional<int64_t> seq = std::nullopt) {
+  Bindings b;
+  b.batch = batch;
+  if (seq) b.dims["seq"] = *seq;
+  return import_model(std::string(MEMPLAN_ZOO_DIR) + "/" + name + ".onnx", b);
+}
+
+bool has_note(const std::vector<std::string>& notes, const std::string& text) {
+  for (const std::string& n : notes)
+    if (n.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(ZooTraining, ParameterBytesMatchTorchvisionPublishedCounts) {
+  // torchvision's model docs: resnet18 11,689,512 and resnet50 25,557,032 parameters, float32.
+  TrainingOptions o;
+  o.loss = LossKind::CrossEntropy;
+  EXPECT_EQ(build_training_program(zoo("resnet18_train", 2), o).param_bytes, 11689512u * 4u);
+  EXPECT_EQ(build_training_program(zoo("resnet50_train", 2), o).param_bytes, 25557032u * 4u);
+  // Adam keeps two states per parameter.
+  o.optimizer = Optimizer::Adam;
+  EXPECT_EQ(build_training_program(zoo("resnet18_train", 2), o).optimizer_state_bytes, 2u * 11689512u * 4u);
+}
+
+TEST(ZooTraining, EvalExportIsFlaggedAndTrainingExportIsNot) {
+  TrainingOptions o;
+  o.loss = LossKind::CrossEntropy;
+  EXPECT_TRUE(has_note(build_training_program(zoo("resnet18", 2), o).notes, "folded"));
+  EXPECT_FALSE(has_note(build_training_program(zoo("resnet18_train", 2), o).notes, "folded"));
+}
+
+// Every program the cost models build is consistent for the planner (each buffer written once, never
+// read before written), over runtimes, precisions, attention, checkpointing and sharding.
+TEST(ZooPrograms, PlannerAcceptsEveryConfiguration) {
+  for (const char* name : {"resnet18_train", "mobilenet_v2_train", "gpt_tiny", "gpt_tiny_op13", "bert_op13"}) {
+    const bool transformer = std::string(name).find("resnet") == std::string::npos &&
+                             std::string(name).find("mobilenet") == std::string::npos;
+    const Graph g = transformer ? zoo(name, 2, 64) : zoo(name, 2);
+    for (Runtime rt : {Runtime::Ideal, Runtime::PyTorch, Runtime::OnnxRuntime}) {
+      InferenceOptions io;
+      io.runtime = rt;
+      io.attention = AttentionImpl::Sdpa;
+      EXPECT_NO_THROW(compute_liveness(build_inference_program(g, io).program)) << name;
+    }
+    for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::AmpFp16})
+      for (CheckpointMode ck : {CheckpointMode::None, CheckpointMode::Sqrt})
+        for (Sharding sh : {Sharding::None, Sharding::Zero3}) {
+          TrainingOptions o;
+          o.precision = p;
+          o.loss = LossKind::CrossEntropy;
+          o.attention = transformer ? AttentionImpl::Sdpa : AttentionImpl::Eager;
+          o.checkpoint.mode = ck;
+          o.shard = sh;
+          o.gpus = sh == Sharding::None ? 1 : 4;
+          o.steady_state = p != Precision::Bf16;
+          EXPECT_NO_THROW(compute_liveness(build_training_program(g, o).program)) << name;
+        }
+  }
+}
+
+// The opset-13 export spells LayerNorm out in nine ops; PyTorch ran one layer_norm either way, so the
+// two exports of the same module must cost the same.
+TEST(ZooTraining, Opset13AndOpset17ExportsAgree) {
+  const Graph a = zoo("gpt_tiny", 2, 64);
+  const Graph b = zoo("gpt_tiny_op13", 2, 64);
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.loss = LossKind::CrossEntropy;
+  const uint64_t peak_a = lower_bound(build_training_program(a, o).program);
+  const uint64_t peak_b = lower_bound(build_training_program(b, o).program);
+  EXPECT_EQ(peak_a, peak_b);
+  InferenceOptions io;
+  io.runtime = Runtime::PyTorch;
+  EXPECT_EQ(lower_bound(build_inference_program(a, io).program), lower_bound(build_inference_program(b, io).program));
+}
+
+// Korthikanti et al. 2022 (Reducing Activation Recomputation in Large Transformer Models), section 4.1:
+// one layer of 16-bit activations saves s*b*h*(34 + 5*a*s/h) bytes with dropout. The zoo GPT has no
+// dropout, which removes the attention-dropout mask (a*s*s*b) and output (2*a*s*s*b) and the two
+// s*b*h masks: s*b*h*32 + 2*a*s*s*b. memplan also counts the float mean/rstd of the two LayerNorms
+// (2 * 2 * 4 * b*s bytes), which the paper leaves out.
+TEST(ZooTraining, GptLayerActivationsMatchKorthikanti) {
+  const int64_t b = 2, s = 64, h = 128, a = 4;  // gpt_tiny: d_model 128, 4 heads
+  const Graph g = zoo("gpt_tiny", b, s);
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.precision = Precision::Fp16;
+  o.loss = LossKind::CrossEntropy;
+  const Program p = build_training_program(g, o).program;
+  // Bytes written by block 0's forward ops and read by some backward step: block 0's saved activations.
+  std::vector<bool> read_in_backward(p.buffers.size(), false);
+  for (const Step& st : p.steps)
+    if (st.phase == Phase::Backward)
+      for (int32_t id : st.reads) read_in_backward[id] = true;
+  uint64_t saved = 0;
+  for (const Step& st : p.steps)
+    if (st.phase == Phase::Forward && st.name.rfind("/blocks.0/", 0) == 0)
+      for (int32_t id : st.writes)
+        if (read_in_backward[id]) saved += p.buffers[id].bytes;
+  const uint64_t korthikanti_no_dropout = s * b * h * 32 + 2 * a * s * s * b;
+  const uint64_t layer_norm_stats = 2 * 2 * 4 * b * s;
+  EXPECT_EQ(saved, korthikanti_no_dropout + layer_norm_stats);
+}
+
+}  // namespace
+}  // namespace memplan
