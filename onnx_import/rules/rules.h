@@ -1,0 +1,29 @@
+// memplan's own shape rules: ops ONNX 1.12's schema inference gets wrong or does not know
+// (opset 18+ changes, ops added after opset 17, com.microsoft ops, control flow).
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "onnx_import/rules/node_context.h"
+
+namespace memplan::shape {
+
+// Sets the node's outputs and returns true, or returns false to fall back to ONNX's schema inference
+// (for opsets the rule does not cover). Throws InputError naming the node for invalid inputs.
+using Rule = bool (*)(NodeContext&);
+
+// (domain, op_type) -> rule; the default domain is "". Filled by the register_* functions below.
+using RuleTable = std::map<std::pair<std::string, std::string>, Rule>;
+
+void register_core_rules(RuleTable& table);         // rules/core.cc: Constant, Cast, Shape-like ops
+void register_opset18_rules(RuleTable& table);      // rules/opset18.cc: Reduce*, Split, Pad, Resize, pools
+void register_new_op_rules(RuleTable& table);       // rules/new_ops.cc: ops added after opset 17
+void register_microsoft_rules(RuleTable& table);    // rules/microsoft.cc: com.microsoft contrib ops
+void register_control_flow_rules(RuleTable& table); // rules/control_flow.cc: If, Loop, Scan
+
+// The table with every rule registered; built once.
+const RuleTable& rule_table();
+
+}  // namespace memplan::shape

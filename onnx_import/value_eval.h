@@ -1,0 +1,56 @@
+// Values as shape inference sees them, and the evaluation of small shape computations on them.
+//
+// Exported transformers compute their Reshape/Expand targets at run time: Shape -> Gather -> Unsqueeze ->
+// Concat -> Reshape. To give those consumers concrete shapes, the contents of small tensors (at most
+// kMaxEvalElements elements) are carried along and the ops that build shapes are evaluated on them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "onnx_import/graph.h"
+
+namespace onnx {
+class NodeProto;
+class TensorProto;
+}  // namespace onnx
+
+namespace memplan::shape {
+
+// Contents are tracked only for tensors at most this large: shape vectors, scalars, small index tensors.
+inline constexpr uint64_t kMaxEvalElements = 1024;
+
+struct Value {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;                 // concrete, every entry >= 0
+  std::optional<std::vector<int64_t>> ints;   // known contents of integer and bool tensors (bool as 0/1)
+  std::optional<std::vector<double>> reals;   // known contents of floating-point tensors
+
+  bool known() const { return ints.has_value() || reals.has_value(); }
+  uint64_t elements() const;  // product of shape; callers have checked it fits (see checked_value_bytes)
+};
+
+bool is_integer_like(DType t);  // integer types and bool: contents kept in Value::ints
+bool is_real(DType t);          // floating-point types: contents kept in Value::reals
+
+// The element count and byte size of a shape, overflow-checked; `what` names the tensor in the error.
+uint64_t checked_elements(const std::vector<int64_t>& shape, const std::string& what);
+uint64_t checked_bytes(DType dtype, const std::vector<int64_t>& shape, const std::string& what);
+
+// A tensor's dtype, dims and (when its payload is present and small) contents. Never opens external data.
+// Throws InputError naming `what` for an unknown dtype or a negative dim.
+Value value_from_tensor(const onnx::TensorProto& tensor, const std::string& what);
+
+// Element i of a known value as int64 / double, whichever representation it holds.
+int64_t int_at(const Value& v, size_t i);
+double real_at(const Value& v, size_t i);
+
+// Fills outputs[k].ints/reals for the ops listed in docs/shape-inference.md when every input it reads has
+// known contents and the output is small. `outputs` already carry their inferred dtype and shape.
+// Inputs are nullptr where omitted. Never throws for values it cannot compute: they stay unknown.
+void evaluate_values(const onnx::NodeProto& node, int opset, const std::vector<const Value*>& inputs,
+                     std::vector<Value>& outputs);
+
+}  // namespace memplan::shape

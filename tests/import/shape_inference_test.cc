@@ -1,0 +1,476 @@
+// Unit tests of shape inference (onnx_import/shape_inference.h). Models are written in ONNX's text syntax;
+// every expected shape is worked out by hand in the comment beside it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "onnx_import/errors.h"
+#include "onnx_import/shape_inference.h"
+#include "tests/import/import_test_util.h"
+
+namespace memplan {
+namespace {
+
+using testing::contains;
+using testing::parse_text_model;
+
+using Shape = std::vector<int64_t>;
+
+InferenceResult infer(const std::string& text, const Bindings& b = {}) { return infer_shapes(parse_text_model(text), b); }
+
+Bindings dims(std::map<std::string, int64_t> d) {
+  Bindings b;
+  b.dims = std::move(d);
+  return b;
+}
+
+// Runs inference expecting an InputError; returns its message.
+template <typename E = InputError>
+std::string error_of(const std::string& text, const Bindings& b = {}) {
+  try {
+    infer(text, b);
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return {};
+}
+
+// --- the shape-computation evaluator --------------------------------------------------------------
+
+// The transformer head split as exporters write it: the target of Reshape is computed from Shape(x).
+TEST(ShapeEvaluator, TransformerShapeChainGivesReshapeAConcreteTarget) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (float[B, S, 768] x) => (float[B, H, S, D] y) {
+      s = Shape(x)
+      i0 = Constant<value = int64 {0}>()
+      i1 = Constant<value = int64 {1}>()
+      b = Gather<axis = 0>(s, i0)
+      seq = Gather<axis = 0>(s, i1)
+      ax = Constant<value = int64[1] {0}>()
+      b1 = Unsqueeze(b, ax)
+      s1 = Unsqueeze(seq, ax)
+      heads = Constant<value = int64[1] {12}>()
+      hd = Constant<value = int64[1] {-1}>()
+      target = Concat<axis = 0>(b1, s1, heads, hd)
+      r = Reshape(x, target)
+      y = Transpose<perm = [0, 2, 1, 3]>(r)
+    })", dims({{"B", 2}, {"S", 7}}));
+  // Shape(x) = [2, 7, 768]; target = [2, 7, 12, -1]; -1 = 2*7*768 / (2*7*12) = 64.
+  EXPECT_EQ(r.values.at("s").int_value, Shape({2, 7, 768}));
+  EXPECT_EQ(r.values.at("target").int_value, Shape({2, 7, 12, -1}));
+  EXPECT_EQ(r.values.at("r").shape, Shape({2, 7, 12, 64}));
+  EXPECT_EQ(r.values.at("y").shape, Shape({2, 12, 7, 64}));  // perm (0, 2, 1, 3)
+  EXPECT_EQ(r.values.at("y").dtype, DType::Float32);
+  EXPECT_EQ(r.values.at("b").shape, Shape{});  // Gather of a scalar index drops the axis
+}
+
+// A causal-mask pattern: Range/ConstantOfShape/Expand sized by arithmetic on Shape values.
+TEST(ShapeEvaluator, ArithmeticOnShapesSizesRangeConstantOfShapeAndExpand) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[B, S] ids) => (float[B, S, T] m) {
+      s = Shape<start = 1>(ids)
+      two = Constant<value = int64[1] {2}>()
+      t = Mul(s, two)
+      zero = Constant<value = int64 {0}>()
+      one = Constant<value = int64 {1}>()
+      tsc = Squeeze(t)
+      pos = Range(zero, tsc, one)
+      bs = Shape(ids)
+      full = Concat<axis = 0>(bs, t)
+      m = ConstantOfShape<value = float[1] {1.0}>(full)
+      e = Expand(pos, full)
+      sub = Sub(t, s)
+      half = Div(t, two)
+      eq = Equal(half, s)
+    })", dims({{"B", 3}, {"S", 5}}));
+  // s = [5]; t = [10]; pos = 0..9 (10 values); full = [3, 5, 10].
+  EXPECT_EQ(r.values.at("s").int_value, Shape({5}));
+  EXPECT_EQ(r.values.at("t").int_value, Shape({10}));
+  EXPECT_EQ(r.values.at("pos").shape, Shape({10}));
+  EXPECT_EQ(r.values.at("pos").int_value, Shape({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(r.values.at("m").shape, Shape({3, 5, 10}));
+  EXPECT_EQ(r.values.at("e").shape, Shape({3, 5, 10}));
+  EXPECT_EQ(r.values.at("sub").int_value, Shape({5}));   // 10 - 5
+  EXPECT_EQ(r.values.at("half").int_value, Shape({5}));  // 10 / 2
+  EXPECT_EQ(r.values.at("eq").int_value, Shape({1}));    // 5 == 5
+  EXPECT_EQ(r.values.at("eq").dtype, DType::Bool);
+}
+
+// Slice on a shape vector with opset-10+ inputs (INT64_MAX as "to the end", as PyTorch writes it).
+TEST(ShapeEvaluator, SliceAndWhereOnShapeVectors) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[B, C, H, W] x) => (float[B, C, K] y) {
+      s = Shape(x)
+      st = Constant<value = int64[1] {2}>()
+      en = Constant<value = int64[1] {9223372036854775807}>()
+      hw = Slice(s, st, en)
+      p = ReduceProd<keepdims = 1>(hw)
+      st0 = Constant<value = int64[1] {0}>()
+      bc = Slice(s, st0, st)
+      target = Concat<axis = 0>(bc, p)
+      y = Reshape(x, target)
+      c = Constant<value = bool[2] {1, 0}>()
+      big = Constant<value = int64[2] {100, 200}>()
+      w = Where(c, hw, big)
+    })", dims({{"B", 2}, {"C", 3}, {"H", 4}, {"W", 5}}));
+  // hw = [4, 5]; p = [20]; target = [2, 3, 20]; w = [4, 200].
+  EXPECT_EQ(r.values.at("hw").int_value, Shape({4, 5}));
+  EXPECT_EQ(r.values.at("p").int_value, Shape({20}));
+  EXPECT_EQ(r.values.at("y").shape, Shape({2, 3, 20}));
+  EXPECT_EQ(r.values.at("w").int_value, Shape({4, 200}));
+}
+
+// --- opset 18+ rules ---------------------------------------------------------------------------------
+
+TEST(Opset18, ReduceTakesAxesAsAnInputAndHonoursNoopWithEmptyAxes) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 18]>
+    g (float[2, 3, 4] x) => (float[2, 1, 4] a) {
+      ax = Constant<value = int64[1] {-2}>()
+      a = ReduceMean(x, ax)
+      b = ReduceMax<keepdims = 0>(x, ax)
+      c = ReduceSum<noop_with_empty_axes = 1>(x)
+      d = ReduceL2<keepdims = 0>(x)
+    })");
+  EXPECT_EQ(r.values.at("a").shape, Shape({2, 1, 4}));  // axis -2 = 1, kept as 1
+  EXPECT_EQ(r.values.at("b").shape, Shape({2, 4}));     // axis 1 dropped
+  EXPECT_EQ(r.values.at("c").shape, Shape({2, 3, 4}));  // no axes + noop: identity
+  EXPECT_EQ(r.values.at("d").shape, Shape{});           // no axes: all reduced, keepdims 0
+}
+
+TEST(Opset18, SplitWithNumOutputsMakesTheLastChunkSmaller) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 18]>
+    g (float[10, 6] x) => (float[4, 6] a, float[4, 6] b, float[2, 6] c) {
+      a, b, c = Split<axis = 0, num_outputs = 3>(x)
+      sizes = Constant<value = int64[2] {1, 5}>()
+      p, q = Split<axis = 1>(x, sizes)
+    })");
+  // ceil(10 / 3) = 4: chunks 4, 4, 2.
+  EXPECT_EQ(r.values.at("a").shape, Shape({4, 6}));
+  EXPECT_EQ(r.values.at("b").shape, Shape({4, 6}));
+  EXPECT_EQ(r.values.at("c").shape, Shape({2, 6}));
+  EXPECT_EQ(r.values.at("p").shape, Shape({10, 1}));
+  EXPECT_EQ(r.values.at("q").shape, Shape({10, 5}));
+}
+
+TEST(Opset18, PadWithAxesInputPadsOnlyThoseAxes) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 18]>
+    g (float[2, 3, 4] x) => (float[2, 3, 7] y) {
+      pads = Constant<value = int64[4] {1, 0, 2, 5}>()
+      axes = Constant<value = int64[2] {-1, 0}>()
+      y = Pad(x, pads, , axes)
+      pads_all = Constant<value = int64[6] {0, 1, 1, 0, 1, 1}>()
+      z = Pad(x, pads_all)
+    })");
+  // axes (2, 0): axis 2 gets 1 + 2 = 3 more (4 -> 7), axis 0 gets 0 + 5 (2 -> 7).
+  EXPECT_EQ(r.values.at("y").shape, Shape({7, 3, 7}));
+  EXPECT_EQ(r.values.at("z").shape, Shape({2, 5, 6}));  // (0+0, 1+1, 1+1)
+}
+
+TEST(Opset18, ResizeWithAxesAndKeepAspectRatio) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 19]>
+    g (float[1, 3, 100, 200] x) => (float[1, 3, 50, 100] y) {
+      sizes = Constant<value = int64[2] {50, 150}>()
+      y = Resize<axes = [2, 3], keep_aspect_ratio_policy = "not_larger">(x, , , sizes)
+      scales = Constant<value = float[4] {1.0, 1.0, 1.5, 0.5}>()
+      z = Resize(x, , scales)
+    })");
+  // not_larger: scale = min(50/100, 150/200) = 0.5 -> (50, 100).
+  EXPECT_EQ(r.values.at("y").shape, Shape({1, 3, 50, 100}));
+  EXPECT_EQ(r.values.at("z").shape, Shape({1, 3, 150, 100}));  // floor(100*1.5), floor(200*0.5)
+}
+
+TEST(NewOps, OpsAddedAfterOpset17) {
+  const auto r = infer(R"(<ir_version: 9, opset_import: ["" : 23]>
+    g (float[2, 8, 16] x, float[2, 4, 64] q, float[2, 6, 32] kv, int32[4] a, int32[4] b) => (float[2, 8, 16] y) {
+      y = Gelu<approximate = "tanh">(x)
+      sc = Constant<value = float[8] {1, 1, 1, 1, 1, 1, 1, 1}>()
+      bi = Constant<value = float[8] {0, 0, 0, 0, 0, 0, 0, 0}>()
+      gn = GroupNormalization<num_groups = 2>(x, sc, bi)
+      rms = RMSNormalization(x, sc)
+      att, pk, pv = Attention<q_num_heads = 8, kv_num_heads = 4>(q, kv, kv)
+      ba = BitwiseAnd(a, b)
+      big = Cast<to = 17>(x)
+    })");
+  EXPECT_EQ(r.values.at("y").shape, Shape({2, 8, 16}));
+  EXPECT_EQ(r.values.at("gn").shape, Shape({2, 8, 16}));
+  EXPECT_EQ(r.values.at("rms").shape, Shape({2, 8, 16}));
+  // Q [2, 4, 64] with 8 heads: head 8; V [2, 6, 32] with 4 kv heads: v_head 8 -> Y [2, 4, 8*8].
+  EXPECT_EQ(r.values.at("att").shape, Shape({2, 4, 64}));
+  EXPECT_EQ(r.values.at("pk").shape, Shape({2, 4, 6, 8}));  // [B, kv_heads, kv_seq, head]
+  EXPECT_EQ(r.values.at("ba").dtype, DType::Int32);
+  EXPECT_EQ(r.values.at("big").dtype, DType::Float8E4M3FN);  // ONNX code 17
+}
+
+// --- com.microsoft ---------------------------------------------------------------------------------
+
+TEST(Microsoft, TransformerOptimizerOps) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+    g (int32[B, S] ids, float[B, S, 64] x, float[64, 192] w, float[192] bias, float[64] gamma, float[64] beta,
+       float[100, 64] word, float[128, 64] pos, float[2, 64] seg, int32[B, S] segids, int32[B, S] mask)
+      => (float[B, S, 64] out) {
+      att, present = com.microsoft.Attention<num_heads = 4>(x, w, bias)
+      sln, mean, inv, sum = com.microsoft.SkipLayerNormalization(att, x, gamma, beta)
+      fg = com.microsoft.FastGelu(sln)
+      emb, mask_index = com.microsoft.EmbedLayerNormalization(ids, segids, word, pos, seg, gamma, beta, mask)
+      wt = Transpose(w)
+      fm = com.microsoft.FusedMatMul<transB = 1>(x, wt)
+      out = com.microsoft.BiasGelu(fg, gamma)
+      mha = com.microsoft.MultiHeadAttention<num_heads = 4>(x, x, x)
+    })", dims({{"B", 2}, {"S", 10}}));
+  // Attention: weights [64, 192] = 3 x 64 -> output [2, 10, 64]; present [2, B, heads, S, 64/4].
+  EXPECT_EQ(r.values.at("att").shape, Shape({2, 10, 64}));
+  EXPECT_EQ(r.values.at("present").shape, Shape({2, 2, 4, 10, 16}));
+  EXPECT_EQ(r.values.at("sln").shape, Shape({2, 10, 64}));
+  EXPECT_EQ(r.values.at("mean").shape, Shape({2, 10, 1}));
+  EXPECT_EQ(r.values.at("sum").shape, Shape({2, 10, 64}));
+  EXPECT_EQ(r.values.at("fg").shape, Shape({2, 10, 64}));
+  EXPECT_EQ(r.values.at("emb").shape, Shape({2, 10, 64}));  // [B, S, hidden of word_embedding]
+  EXPECT_EQ(r.values.at("mask_index").shape, Shape({2}));
+  EXPECT_EQ(r.values.at("mask_index").dtype, DType::Int32);
+  EXPECT_EQ(r.values.at("fm").shape, Shape({2, 10, 192}));  // x [2,10,64] @ (wt [192,64])^T
+  EXPECT_EQ(r.values.at("mha").shape, Shape({2, 10, 64}));
+}
+
+TEST(Microsoft, QuantizedOps) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 13, "com.microsoft" : 1]>
+    g (float[4, 16] x, uint8[16, 8] wq, float s, uint8 z) => (float[4, 8] y) {
+      xq, xs, xz = DynamicQuantizeLinear(x)
+      acc = MatMulInteger(xq, wq, xz, z)
+      y = Cast<to = 1>(acc)
+      qa = com.microsoft.QLinearAdd(xq, s, z, xq, s, z, s, z)
+      dq = DequantizeLinear(qa, s, z)
+    })");
+  EXPECT_EQ(r.values.at("xq").dtype, DType::UInt8);
+  EXPECT_EQ(r.values.at("xs").shape, Shape{});
+  EXPECT_EQ(r.values.at("acc").shape, Shape({4, 8}));
+  EXPECT_EQ(r.values.at("acc").dtype, DType::Int32);
+  EXPECT_EQ(r.values.at("qa").shape, Shape({4, 16}));
+  EXPECT_EQ(r.values.at("dq").dtype, DType::Float32);
+}
+
+// --- control flow ----------------------------------------------------------------------------------
+
+const char* kIfModel = R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 4] x) => (float[M, K] y) {
+      s = Shape(x)
+      zero = Constant<value = int64[1] {0}>()
+      b = Gather(s, zero)
+      one = Constant<value = int64[1] {1}>()
+      c1 = Equal(b, one)
+      c = Squeeze(c1)
+      y = If(c) <then_branch = g1 () => (float[N, 4] t) { t = Identity(x) },
+                 else_branch = g2 () => (float[N, 8] e) { e = Concat<axis = 1>(x, x) }>
+    })";
+
+TEST(ControlFlow, IfWithAComputableConditionTakesThatBranch) {
+  // N = 1: the condition N == 1 holds -> then branch, y = x [1, 4].
+  auto r = infer(kIfModel, dims({{"N", 1}}));
+  EXPECT_EQ(r.values.at("y").shape, Shape({1, 4}));
+  EXPECT_TRUE(r.warnings.empty());
+  // N = 3: else branch, y = concat(x, x) along 1 = [3, 8].
+  r = infer(kIfModel, dims({{"N", 3}}));
+  EXPECT_EQ(r.values.at("y").shape, Shape({3, 8}));
+}
+
+TEST(ControlFlow, IfWithAnUnknownConditionTakesTheLargerBranchAndWarns) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 4] x, bool c) => (float[M, K] y) {
+      y = If(c) <then_branch = g1 () => (float[2, 4] t) { t = Identity(x) },
+                 else_branch = g2 () => (float[2, 8] e) { e = Concat<axis = 1>(x, x) }>
+    })");
+  EXPECT_EQ(r.values.at("y").shape, Shape({2, 8}));  // else: 64 bytes > then: 32 bytes
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_TRUE(contains(r.warnings[0], "both branches")) << r.warnings[0];
+  // The else branch's only intermediate is its output e: 2*8*4 = 64 bytes.
+  EXPECT_EQ(r.subgraph_peak_bytes.at(0), 64u);
+}
+
+TEST(ControlFlow, LoopScanOutputsGetTheTripCountAsLeadingDim) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[3] x) => (float[3] final, float[5, 3] stacked) {
+      m = Constant<value = int64 {5}>()
+      cond = Constant<value = bool {1}>()
+      final, stacked = Loop(m, cond, x) <body = b (int64 i, bool ci, float[3] acc) => (bool co, float[3] next, float[3] out) {
+        co = Identity(ci)
+        next = Add(acc, acc)
+        out = Identity(next)
+      }>
+    })");
+  EXPECT_EQ(r.values.at("final").shape, Shape({3}));
+  EXPECT_EQ(r.values.at("stacked").shape, Shape({5, 3}));  // 5 iterations of [3]
+}
+
+// --- graph structure errors ------------------------------------------------------------------------
+
+TEST(Walker, UnsortedNodesAreOrderedTopologically) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] x) => (float[2, 3] z) {
+      z = Relu(y)
+      y = Sigmoid(x)
+    })");
+  EXPECT_EQ(r.order, std::vector<int32_t>({1, 0}));
+  EXPECT_EQ(r.values.at("z").shape, Shape({2, 3}));
+}
+
+TEST(Walker, ModelOrderIsKeptWhenValid) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (float[2] c) {
+      a = Relu(x)
+      b = Relu(x)
+      c = Add(a, b)
+    })");
+  EXPECT_EQ(r.order, std::vector<int32_t>({0, 1, 2}));
+}
+
+TEST(Walker, CycleIsAnErrorNamingItsNodes) {
+  const std::string msg = error_of(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (float[2] b) {
+      a = Add(x, b)
+      b = Relu(a)
+    })");
+  EXPECT_TRUE(contains(msg, "cycle")) << msg;
+  EXPECT_TRUE(contains(msg, "Add_0")) << msg;
+  EXPECT_TRUE(contains(msg, "Relu_1")) << msg;
+}
+
+TEST(Walker, MissingTensorIsAnErrorNamingNodeAndTensor) {
+  const std::string msg = error_of(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (float[2] y) {
+      y = Add(x, ghost)
+    })");
+  EXPECT_TRUE(contains(msg, "Add_0")) << msg;
+  EXPECT_TRUE(contains(msg, "'ghost'")) << msg;
+}
+
+// --- bindings --------------------------------------------------------------------------------------
+
+const char* kTwoSymbols = R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[batch, seq, 16] x, float[?, 16] m) => (float[batch, seq, 16] y) {
+      y = Relu(x)
+    })";
+
+TEST(Bindings, UnboundDimsAreListedWithTheFlagThatBindsThem) {
+  const std::string msg = error_of(kTwoSymbols);
+  EXPECT_TRUE(contains(msg, "input 'x' axis 0 ('batch')")) << msg;
+  EXPECT_TRUE(contains(msg, "--dim batch=N or --batch N")) << msg;
+  EXPECT_TRUE(contains(msg, "input 'x' axis 1 ('seq')")) << msg;
+  EXPECT_TRUE(contains(msg, "--dim seq=N")) << msg;
+  EXPECT_TRUE(contains(msg, "input 'm' axis 0 (unnamed)")) << msg;
+  EXPECT_TRUE(contains(msg, "--input m=")) << msg;
+}
+
+TEST(Bindings, BatchBindsLeadingDimsAndDimBindsByName) {
+  Bindings b;
+  b.batch = 4;
+  b.dims["seq"] = 9;
+  const auto r = infer(kTwoSymbols, b);
+  EXPECT_EQ(r.values.at("x").shape, Shape({4, 9, 16}));
+  EXPECT_EQ(r.values.at("m").shape, Shape({4, 16}));  // unnamed leading dim: --batch too
+  EXPECT_EQ(r.bound_dims.at("batch"), 4);
+}
+
+TEST(Bindings, InputFlagFixesAWholeShape) {
+  Bindings b;
+  b.input_shapes["x"] = {2, 5, 16};
+  b.input_shapes["m"] = {3, 16};
+  const auto r = infer(kTwoSymbols, b);
+  EXPECT_EQ(r.values.at("y").shape, Shape({2, 5, 16}));
+  EXPECT_EQ(r.bound_dims.at("seq"), 5);  // learned from --input x
+}
+
+TEST(Bindings, BadFlagsAreErrors) {
+  Bindings unknown_dim = dims({{"sequence", 3}});
+  EXPECT_TRUE(contains(error_of(kTwoSymbols, unknown_dim), "no symbolic dimension named 'sequence'"));
+  Bindings unknown_input;
+  unknown_input.input_shapes["z"] = {1};
+  EXPECT_TRUE(contains(error_of(kTwoSymbols, unknown_input), "no graph input named 'z'"));
+  Bindings wrong_rank;
+  wrong_rank.input_shapes["x"] = {2, 5};
+  EXPECT_TRUE(contains(error_of(kTwoSymbols, wrong_rank), "gives 2 dimensions"));
+  Bindings negative = dims({{"seq", -1}});
+  EXPECT_TRUE(contains(error_of(kTwoSymbols, negative), "cannot be negative"));
+}
+
+TEST(Bindings, ByteSizeOverflowIsShapeOverflow) {
+  // 2^21 cubed = 2^63 elements: the element count no longer fits in int64.
+  const std::string msg = error_of<ShapeOverflow>(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, N, N] x) => (float[N, N, N] y) { y = Relu(x) })", dims({{"N", int64_t{1} << 21}}));
+  EXPECT_TRUE(contains(msg, "'x'")) << msg;
+  // 2^20 cubed = 2^60 elements fits, but 2^60 float32 are 2^62 bytes... and Concat doubles it to 2^63.
+  const std::string msg2 = error_of<ShapeOverflow>(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, N, N] x) => (float[M, N, N] y) { y = Concat<axis = 0>(x, x, x, x) })", dims({{"N", int64_t{1} << 20}}));
+  EXPECT_TRUE(contains(msg2, "'y'")) << msg2;
+}
+
+TEST(Bindings, UnknownDtypeIsAnError) {
+  auto model = parse_text_model(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (float[2] y) { y = Relu(x) })");
+  model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(99);
+  try {
+    infer_shapes(model, {});
+    ADD_FAILURE() << "expected an error";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "unknown data type 99")) << e.what();
+  }
+}
+
+// --- custom domains --------------------------------------------------------------------------------
+
+TEST(CustomOps, DeclaredValueInfoShapesAreUsed) {
+  auto model = parse_text_model(R"(<ir_version: 8, opset_import: ["" : 17, "my.domain" : 1]>
+    g (float[B, 8] x) => (float[B, 8] y) {
+      h = my.domain.Mystery(x)
+      y = Relu(h)
+    })");
+  auto* vi = model.mutable_graph()->add_value_info();
+  vi->set_name("h");
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(1);
+  tt->mutable_shape()->add_dim()->set_dim_param("B");
+  tt->mutable_shape()->add_dim()->set_dim_value(3);
+  const auto r = infer_shapes(model, dims({{"B", 6}}));
+  EXPECT_EQ(r.values.at("h").shape, Shape({6, 3}));  // B bound to 6 in the declared [B, 3]
+  EXPECT_EQ(r.values.at("y").shape, Shape({6, 3}));
+}
+
+TEST(CustomOps, UndeclaredShapesAreAnErrorNamingTheOp) {
+  const std::string msg = error_of(R"(<ir_version: 8, opset_import: ["" : 17, "my.domain" : 1]>
+    g (float[2, 8] x) => (float[2, 8] y) {
+      y = my.domain.Mystery(x)
+    })");
+  EXPECT_TRUE(contains(msg, "my.domain.Mystery")) << msg;
+  EXPECT_TRUE(contains(msg, "value_info")) << msg;
+}
+
+// --- scale -----------------------------------------------------------------------------------------
+
+TEST(Walker, HundredThousandNodesInferQuickly) {
+  onnx::ModelProto m = parse_text_model(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[B, 64] x) => (float[B, 64] y) { y = Relu(x) })");
+  auto* g = m.mutable_graph();
+  g->clear_node();
+  std::string prev = "x";
+  for (int i = 0; i < 100000; ++i) {
+    auto* n = g->add_node();
+    n->set_op_type(i % 2 ? "Relu" : "Add");
+    n->add_input(prev);
+    if (i % 2 == 0) n->add_input("x");
+    prev = i == 99999 ? "y" : "t" + std::to_string(i);
+    n->add_output(prev);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = infer_shapes(m, dims({{"B", 8}}));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.values.at("y").shape, Shape({8, 64}));
+  EXPECT_EQ(r.order.size(), 100000u);
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(s, 10.0);
+#else
+  EXPECT_LT(s, 1.0);
+#endif
+}
+
+}  // namespace
+}  // namespace memplan
