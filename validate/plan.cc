@@ -74,17 +74,14 @@ void check_buffer(const Plan& plan, const PlanBuffer& b, size_t index) {
 }
 
 void check_unique_names(const Plan& plan) {
-  std::map<std::string, std::string> seen;  // tensor -> where
-  for (size_t i = 0; i < plan.buffers.size(); ++i) {
-    const std::string where = "buffers[" + std::to_string(i) + "]";
-    auto [it, inserted] = seen.emplace(plan.buffers[i].tensor, where);
-    if (!inserted) fail(plan.source, "tensor '" + plan.buffers[i].tensor + "' appears twice: " + it->second + " and " + where);
-  }
-  for (size_t i = 0; i < plan.resident.size(); ++i) {
-    const std::string where = "resident[" + std::to_string(i) + "]";
-    auto [it, inserted] = seen.emplace(plan.resident[i].tensor, where);
-    if (!inserted) fail(plan.source, "tensor '" + plan.resident[i].tensor + "' appears twice: " + it->second + " and " + where);
-  }
+  std::map<std::string, std::string> seen;  // tensor -> where it was first named
+  auto note = [&](const std::string& tensor, const std::string& where) {
+    auto [it, inserted] = seen.emplace(tensor, where);
+    if (!inserted) fail(plan.source, "tensor '" + tensor + "' appears twice: " + it->second + " and " + where);
+  };
+  for (size_t i = 0; i < plan.buffers.size(); ++i) note(plan.buffers[i].tensor, "buffers[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < plan.resident.size(); ++i)
+    note(plan.resident[i].tensor, "resident[" + std::to_string(i) + "]");
 }
 
 }  // namespace

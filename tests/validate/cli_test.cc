@@ -70,7 +70,8 @@ TEST(ValidateCliTest, MalformedPlansExitTwoWithTheReason) {
   struct Case {
     std::string args, message;
   } cases[] = {
-      {plans_dir() + "/out_of_arena.json --device cpu", "buffers[0] ('big'): offset 256 + bytes 300 = 556 exceeds arena_bytes 512"},
+      {plans_dir() + "/out_of_arena.json --device cpu",
+       "buffers[0] ('big'): offset 256 + bytes 300 = 556 exceeds arena_bytes 512"},
       {plans_dir() + "/truncated.json --device cpu", "not valid JSON"},
       {plans_dir() + "/no-such-plan.json --device cpu", "cannot open the plan file"},
       {plans_dir() + "/valid.json --device cpu --mode pool", "mode pool is not available on the cpu device"},

@@ -18,7 +18,8 @@ bin=$carry/bin/memplan-validate
 if ! "$bin" --version >/dev/null 2>&1; then
   echo "== carried memplan-validate does not run here; building it with nvcc"
   bin=/tmp/memplan-validate
-  /usr/local/cuda/bin/nvcc -O2 -std=c++20 -gencode=arch=compute_90,code=sm_90 -I. -I"$carry/include" \
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  "$nvcc" -O2 -std=c++20 -gencode=arch=compute_90,code=sm_90 -I. -I"$carry/include" \
     -DMEMPLAN_VERSION='"gpu-build"' -DMEMPLAN_VALIDATE_CUDA=1 \
     validate/plan.cc validate/replay.cc validate/cpu_device.cc validate/report.cc validate/devices.cc \
     validate/main.cc validate/cuda_device.cu -o "$bin" || { echo "== nvcc build failed"; bin=""; }

@@ -1,0 +1,83 @@
+"""Checkpointing at block boundaries, and the names the ONNX export gives the tensors kept between blocks, so
+memplan can be told `--checkpoint at:NAME,...` for exactly what PyTorch keeps."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch.nn as nn
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZOO_DIR = os.path.join(REPO, "tests", "models")
+
+
+# Checkpoint segments: one per block, at the module boundaries people checkpoint in practice (a ResNet stage,
+# an inverted-residual / MBConv stage, a transformer layer). The tensors kept between segments are the
+# blocks' outputs, whose ONNX names memplan takes as `--checkpoint at:NAME,...`.
+CHECKPOINT_BLOCKS: Dict[str, List[str]] = {
+    "resnet18": [f"layer{i}" for i in range(1, 5)],
+    "resnet50": [f"layer{i}" for i in range(1, 5)],
+    "mobilenet_v2": [f"features.{i}" for i in range(1, 18)],
+    "efficientnet_b0": [f"features.{i}" for i in range(1, 8)],
+    "vit_b_16": [f"encoder.layers.encoder_layer_{i}" for i in range(12)],
+    "gpt": [f"blocks.{i}" for i in range(12)],
+    "bert": [f"blocks.{i}" for i in range(12)],
+    "gpt_tiny": [f"blocks.{i}" for i in range(2)],
+}
+
+
+def onnx_scope_level(qualified_name: str) -> str:
+    """The segment torch.onnx puts in the node names of a submodule's ops: its last name part, with the
+    container's name in front for an index ('features.3' -> 'features.3', 'blocks.0' -> 'blocks.0',
+    'encoder.layers.encoder_layer_0' -> 'encoder_layer_0', 'layer1' -> 'layer1'). The levels above it differ
+    (a called Sequential adds '/features/', an uncalled ModuleList adds nothing), so only this one is matched:
+    a node is inside the block when '/<segment>/' is in its name."""
+    parts = qualified_name.split(".")
+    if parts[-1].isdigit() and len(parts) > 1:
+        return f"{parts[-2]}.{parts[-1]}"
+    return parts[-1]
+
+
+def onnx_boundaries(model: str, blocks: Sequence[str]) -> Dict[str, Any]:
+    """For each checkpointed block, the tensor it hands to the rest of the graph: the output of a node inside
+    the block's scope that a node outside it (or the graph output) reads. Read from the training export
+    (<model>_train.onnx) when it exists, else the inference export; weights are never loaded."""
+    try:
+        import onnx
+    except ImportError:
+        return {"source": None, "names": [], "error": "onnx is not installed"}
+    path = next((p for p in (os.path.join(ZOO_DIR, f"{model}_train.onnx"), os.path.join(ZOO_DIR, f"{model}.onnx"))
+                 if os.path.exists(p)), None)
+    if path is None:
+        return {"source": None, "names": [], "error": f"no ONNX export of {model} in tests/models"}
+    graph = onnx.load(path, load_external_data=False).graph
+    graph_outputs = {o.name for o in graph.output}
+    names: List[Optional[str]] = []
+    for block in blocks:
+        segment = "/" + onnx_scope_level(block) + "/"
+        inside = [n for n in graph.node if segment in n.name]
+        produced = {o for n in inside for o in n.output}
+        read_outside = {i for n in graph.node if segment not in n.name for i in n.input if i in produced}
+        leaving = [o for n in inside for o in n.output if o in read_outside or o in graph_outputs]
+        names.append(leaving[-1] if leaving else None)  # the block's last result that leaves it
+    return {"source": os.path.relpath(path, REPO), "names": names}
+
+
+class Checkpointed(nn.Module):
+    """Runs a block under torch.utils.checkpoint: only its inputs are kept, its activations are recomputed in
+    backward. Non-reentrant (use_reentrant=False), the variant PyTorch recommends, which works for any inputs."""
+
+    def __init__(self, block: nn.Module):
+        super().__init__()
+        self.block = block
+
+    def forward(self, *args):
+        from torch.utils.checkpoint import checkpoint
+        return checkpoint(self.block, *args, use_reentrant=False)
+
+
+def apply_checkpointing(module: nn.Module, blocks: Sequence[str]) -> None:
+    for qualified in blocks:
+        parent_name, _, leaf = qualified.rpartition(".")
+        parent = module.get_submodule(parent_name) if parent_name else module
+        setattr(parent, leaf, Checkpointed(getattr(parent, leaf)))
