@@ -88,6 +88,9 @@ LiveBytes compute_live_bytes(const Program& p, const std::vector<LiveRange>& ran
       continue;
     }
     if (steps == 0) continue;
+    if (ranges[i].first < 0 || ranges[i].last < ranges[i].first || static_cast<size_t>(ranges[i].last) >= steps)
+      throw InternalError("buffer '" + buf.name + "' has a live range outside the program's " +
+                          std::to_string(steps) + " steps");
     const int c = static_cast<int>(buf.category);
     starts[ranges[i].first][c] = checked_add(starts[ranges[i].first][c], buf.bytes, "live bytes");
     ends[ranges[i].last + 1][c] = checked_add(ends[ranges[i].last + 1][c], buf.bytes, "live bytes");
