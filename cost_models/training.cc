@@ -262,6 +262,7 @@ class TrainingBuilder {
     if (op.kind != OpKind::Node) return -1;
     const Node& n = g_.nodes[op.nodes.back()];
     if (n.inputs.empty() || n.inputs[0] < 0 || lookup(n.inputs[0]) < 0) return -1;
+    if (n.outputs.empty() || n.outputs[0] < 0) return -1;  // first output omitted (GRU's Y): nothing to alias
     const int32_t in = n.inputs[0];
     if (c_.dtype[in] != c_.dtype[n.outputs[0]]) return -1;
     if (n.op_type == "Dropout") return -1;  // training dropout writes a fresh output
@@ -362,6 +363,8 @@ class TrainingBuilder {
     const Tensor& logits = g_.tensors[out];
     const DType loss_dtype = is_amp(o_.precision) ? DType::Float32 : c_.dtype[out];
     const uint64_t scalar = static_cast<uint64_t>(dtype_bits(loss_dtype) / 8);
+    // The training loop's `output = model(x)` holds the output through backward and the optimizer step.
+    prog().buffers[fwd_buf_[out]].live_at_end = true;
     Step st;
     st.phase = Phase::Forward;
     st.reads = {fwd_buf_[out]};
@@ -408,7 +411,6 @@ class TrainingBuilder {
       case LossKind::None: {
         st.name = "loss:none";
         st.op = "backward_seed";
-        prog().buffers[fwd_buf_[out]].live_at_end = true;  // the caller holds the output it differentiates
         break;
       }
     }

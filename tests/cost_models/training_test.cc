@@ -44,12 +44,13 @@ bool reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads
 // Steps: 0 Gemm1, 1 Relu, 2 Gemm2, 3 loss, 4 nll_loss backward, 5 log_softmax backward,
 // 6 Gemm2 backward, 7 Relu backward, 8 Gemm1 backward, 9 optimizer.
 // Saved: Gemm1 keeps x (W1 needs a grad; x does not, so W1 itself is not saved), Relu keeps r,
-// Gemm2 keeps r and W2. Live bytes by hand (x 128, targets 4 int64 = 32, h/r 256, y/log_softmax 32,
-// total_weight/loss/grad:loss 4, grads of h/r 256, of y 32, parameter grads 712, Adam temporaries 712):
-//  s6 (start of Gemm2 backward): x 128 + r 256 + loss 4 + grad:y 32 + grad:r 256 + grad:W2 128 + grad:b2 8 = 812
-//  s7: x + r + loss + grad:r + grad:W2 + grad:b2 + grad:h 256 = 1036
-//  s8: x + loss + grad:W2 + grad:b2 + grad:h + grad:W1 512 + grad:b1 64 = 1100
-//  s9: loss 4 + grads 712 + foreach sqrt temporaries 712 = 1428  <- the peak
+// Gemm2 keeps r and W2. The output y stays alive to the end (the loop's `output = model(x)`).
+// Live bytes by hand (x 128, targets 4 int64 = 32, h/r 256, y/log_softmax 32, total_weight/loss/
+// grad:loss 4, grads of h/r 256, of y 32, parameter grads 712, Adam temporaries 712):
+//  s6 (start of Gemm2 backward): x 128 + r 256 + y 32 + loss 4 + grad:y 32 + grad:r 256 + grad:W2 128 + grad:b2 8 = 844
+//  s7: x + r + y + loss + grad:r + grad:W2 + grad:b2 + grad:h 256 = 1068
+//  s8: x + y + loss + grad:W2 + grad:b2 + grad:h + grad:W1 512 + grad:b1 64 = 1132
+//  s9: y 32 + loss 4 + grads 712 + foreach sqrt temporaries 712 = 1460  <- the peak
 // Resident: parameters 712 + exp_avg 712 + exp_avg_sq 712 = 2136.
 TEST(TrainingMlp, AdamStepPeakByHand) {
   const TrainingResult r = build_training_program(mlp(), adam_ce());
@@ -57,7 +58,7 @@ TEST(TrainingMlp, AdamStepPeakByHand) {
   ASSERT_EQ(p.steps.size(), 10u);
   EXPECT_EQ(resident_bytes(p), 2136u);
   const auto peak = peak_live_bytes(p);
-  EXPECT_EQ(peak.bytes, 1428u);
+  EXPECT_EQ(peak.bytes, 1460u);
   EXPECT_EQ(peak.step, 9);
   EXPECT_EQ(p.steps[9].phase, Phase::Optimizer);
   EXPECT_EQ(r.param_bytes, 712u);
@@ -72,8 +73,8 @@ TEST(TrainingMlp, SgdPeakIsInBackward) {
   TrainingOptions o = adam_ce();
   o.optimizer = Optimizer::Sgd;
   const Program p = build_training_program(mlp(), o).program;
-  // No states, no temporaries: the peak is s8 = 1100 bytes (above); resident = parameters only.
-  EXPECT_EQ(peak_live_bytes(p).bytes, 1100u);
+  // No states, no temporaries: the peak is s8 = 1132 bytes (above); resident = parameters only.
+  EXPECT_EQ(peak_live_bytes(p).bytes, 1132u);
   EXPECT_EQ(peak_live_bytes(p).step, 8);
   EXPECT_EQ(resident_bytes(p), 712u);
   o.optimizer = Optimizer::Momentum;  // one resident momentum buffer per parameter
@@ -85,9 +86,9 @@ TEST(TrainingMlp, FirstIterationCreatesStatesInsideTheStep) {
   o.steady_state = false;
   const Program p = build_training_program(mlp(), o).program;
   // States are no longer resident: they appear at optimizer:init_state (1424 bytes, kept), then the
-  // step adds its 712 temporaries: loss 4 + grads 712 + states 1424 + temporaries 712 = 2852.
+  // step adds its 712 temporaries: y 32 + loss 4 + grads 712 + states 1424 + temporaries 712 = 2884.
   EXPECT_EQ(resident_bytes(p), 712u);
-  EXPECT_EQ(peak_live_bytes(p).bytes, 2852u);
+  EXPECT_EQ(peak_live_bytes(p).bytes, 2884u);
   EXPECT_GE(step_named(p, "optimizer:init_state"), 0);
 }
 
@@ -96,9 +97,9 @@ TEST(TrainingPrecision, PureFp16HalvesEverything) {
   o.precision = Precision::Fp16;
   const TrainingResult r = build_training_program(mlp(), o);
   // Every float buffer halves; targets stay int64 (32 bytes) and the loss scalars become 2 bytes.
-  // s9: loss 2 + grads 356 + temporaries 356 = 714; resident 2136 / 2 = 1068.
+  // s9: y 16 + loss 2 + grads 356 + temporaries 356 = 730; resident 2136 / 2 = 1068.
   EXPECT_EQ(resident_bytes(r.program), 1068u);
-  EXPECT_EQ(peak_live_bytes(r.program).bytes, 714u);
+  EXPECT_EQ(peak_live_bytes(r.program).bytes, 730u);
   EXPECT_EQ(r.grad_bytes, 356u);
 }
 
@@ -168,7 +169,7 @@ TEST(TrainingCnn, InPlaceReluMaxPoolIndicesAndBatchNormStatistics) {
   EXPECT_EQ(buffer_named(p, "f"), -1);
   // Live at the start of backward (step backward:nll_loss), by hand: x 768 + c 1024 (saved by BN) +
   // n/r 1024 (saved by ReLU and MaxPool) + indices 512 + BN stats 32 + p 256 (saved by the Gemm as f)
-  // + targets 8 + log_softmax 40 + total_weight 4 + loss 4 + grad:loss 4 + grad of log_softmax 40 = 3716.
+  // + y 40 + targets 8 + log_softmax 40 + total_weight 4 + loss 4 + grad:loss 4 + grad of log_softmax 40 = 3756.
   const int32_t start = step_named(p, "backward:nll_loss");
   uint64_t live = 0;
   {
@@ -185,7 +186,7 @@ TEST(TrainingCnn, InPlaceReluMaxPoolIndicesAndBatchNormStatistics) {
       if (lo <= start && start <= hi) live += buf.bytes;
     }
   }
-  EXPECT_EQ(live, 3716u);
+  EXPECT_EQ(live, 3756u);
 }
 
 TEST(TrainingCnn, EvalExportIsDetected) {
@@ -305,8 +306,8 @@ TEST(TrainingAccumulation, GradsResidentAndEachContributionTransient) {
   // Resident: parameters 712 + grads of earlier micro-batches 712.
   EXPECT_EQ(resident_bytes(p), 1424u);
   // Gemm1's backward writes W1's new contribution (512) and b1's (64) and adds them in place:
-  // live at s8 = x 128 + loss 4 + grad:h 256 + 512 + 64 = 964 (the grads are resident).
-  EXPECT_EQ(peak_live_bytes(p).bytes, 964u);
+  // live at s8 = x 128 + y 32 + loss 4 + grad:h 256 + 512 + 64 = 996 (the grads are resident).
+  EXPECT_EQ(peak_live_bytes(p).bytes, 996u);
   const int32_t partial = buffer_named(p, "grad:W1:partial");
   ASSERT_GE(partial, 0);
   EXPECT_FALSE(p.buffers[partial].live_at_end);
@@ -384,17 +385,17 @@ TEST(TrainingAttention, EagerSavesProbabilitiesSdpaSavesLogsumexp) {
 
 TEST(TrainingOptimizer, AdamImplementationsByHand) {
   TrainingOptions o = adam_ce();
-  // torch 1.13 foreach: sqrt set and out-of-place denom set together: loss 4 + grads 712 + 2 * 712 = 2140.
+  // torch 1.13 foreach: sqrt set and out-of-place denom set together: y 32 + loss 4 + grads 712 + 2 * 712 = 2172.
   o.optimizer_impl = OptimizerImpl::ForeachTorch1;
-  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 2140u);
-  // Single tensor: two temporaries of one parameter at a time, the largest W1 (512): 4 + 712 + 1024 = 1740.
+  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 2172u);
+  // Single tensor: two temporaries of one parameter at a time, the largest W1 (512): 36 + 712 + 1024 = 1772.
   o.optimizer_impl = OptimizerImpl::SingleTensor;
   const Program single = build_training_program(mlp(), o).program;
-  EXPECT_EQ(peak_live_bytes(single).bytes, 1740u);
+  EXPECT_EQ(peak_live_bytes(single).bytes, 1772u);
   EXPECT_GE(step_named(single, "optimizer:W1"), 0);
-  // Fused: no temporaries; the peak falls back to backward's 1100 (step 8 above).
+  // Fused: no temporaries; the peak falls back to backward's 1132 (step 8 above).
   o.optimizer_impl = OptimizerImpl::Fused;
-  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1100u);
+  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1132u);
 }
 
 TEST(TrainingPyTorch, ForwardAndAutogradThreadsEachOwnACublasWorkspace) {
