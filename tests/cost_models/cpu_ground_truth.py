@@ -16,7 +16,11 @@ Protocol (Debian's /usr/bin/python3: torch 1.13, CPU):
 memplan's comparable figure is `--runtime ideal` training with `--optimizer-impl single-tensor` (Adam):
 the program's lower bound minus the graph inputs (live from the start).
 
-Usage: cpu_ground_truth.py MODEL BATCH SEQ OPTIMIZER   (SEQ 0 for image models)
+Checkpointing (text models): CHECKPOINT_BLOCKS=K runs the first K transformer blocks through
+torch.utils.checkpoint.checkpoint (torch 1.13's default reentrant variant); memplan's equivalent is
+`--checkpoint at:` the embedding sum and the outputs of blocks 0..K-1.
+
+Usage: cpu_ground_truth.py MODEL BATCH SEQ OPTIMIZER [CHECKPOINT_BLOCKS]   (SEQ 0 for image models)
 Prints one JSON object.
 """
 import json
@@ -25,6 +29,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
@@ -43,13 +48,25 @@ def make_optimizer(name, params):
 
 def main():
     name, batch, seq, opt_name = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    checkpoint_blocks = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     torch.manual_seed(0)
     module = zoo.build_model(name).module.train()
     inputs = zoo.make_inputs(name, batch=batch, seq=seq) if zoo.is_text(name) else zoo.make_inputs(name, batch=batch)
     optimizer = make_optimizer(opt_name, [p for p in module.parameters() if p.requires_grad])
 
+    def forward():
+        if checkpoint_blocks == 0:
+            return module(*inputs)
+        # GPT.forward with the first blocks checkpointed (tests/models/zoo.py).
+        input_ids = inputs[0]
+        x = module.embed(input_ids)
+        mask = zoo.causal_additive_mask(input_ids.size(1), input_ids.device)
+        for i, block in enumerate(module.blocks):
+            x = torch.utils.checkpoint.checkpoint(block, x, mask) if i < checkpoint_blocks else block(x, mask)
+        return module.head(x)
+
     def step():
-        output = module(*inputs)
+        output = forward()
         targets = torch.zeros(output.numel() // output.shape[-1], dtype=torch.long)
         loss = F.cross_entropy(output.reshape(-1, output.shape[-1]), targets)
         loss.backward()
@@ -66,7 +83,7 @@ def main():
         live += nbytes
         peak = max(peak, live)
     print(json.dumps({"model": name, "batch": batch, "seq": seq, "optimizer": opt_name,
-                      "torch": torch.__version__, "peak_bytes": peak}))
+                      "checkpoint_blocks": checkpoint_blocks, "torch": torch.__version__, "peak_bytes": peak}))
 
 
 if __name__ == "__main__":

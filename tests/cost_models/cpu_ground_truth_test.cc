@@ -23,8 +23,12 @@ Optimizer optimizer_named(const std::string& name) {
 
 // The profiled step starts with the inputs already allocated: subtract the graph inputs, which the
 // program keeps live from its start.
-uint64_t predicted_peak(const Graph& g, const std::string& optimizer) {
+uint64_t predicted_peak(const Graph& g, const std::string& optimizer, const std::vector<std::string>& checkpoint_at) {
   TrainingOptions o;
+  if (!checkpoint_at.empty()) {
+    o.checkpoint.mode = CheckpointMode::At;
+    o.checkpoint.at = checkpoint_at;
+  }
   o.runtime = Runtime::Ideal;
   o.loss = LossKind::CrossEntropy;
   o.optimizer = optimizer_named(optimizer);
@@ -39,7 +43,8 @@ TEST(CpuGroundTruth, IdealTrainingPeaksWithinTenPercent) {
   std::ifstream in(std::string(MEMPLAN_SOURCE_DIR) + "/tests/cost_models/cpu_ground_truth.json");
   ASSERT_TRUE(in.good());
   const nlohmann::json data = nlohmann::json::parse(in);
-  std::printf("%-16s %5s %4s %-9s %12s %12s %8s\n", "export", "batch", "seq", "optimizer", "measured", "predicted", "error%");
+  std::printf("%-16s %5s %4s %-9s %5s %12s %12s %8s\n", "export", "batch", "seq", "optimizer", "ckpt", "measured",
+              "predicted", "error%");
   for (const auto& m : data.at("measurements")) {
     Bindings b;
     b.batch = m.at("batch").get<int64_t>();
@@ -47,11 +52,12 @@ TEST(CpuGroundTruth, IdealTrainingPeaksWithinTenPercent) {
     const std::string exported = m.at("export").get<std::string>();
     const Graph g = import_model(std::string(MEMPLAN_SOURCE_DIR) + "/tests/models/" + exported + ".onnx", b);
     const double measured = m.at("peak_bytes").get<double>();
-    const double predicted = static_cast<double>(predicted_peak(g, m.at("optimizer").get<std::string>()));
+    const std::vector<std::string> at = m.value("checkpoint_at", std::vector<std::string>{});
+    const double predicted = static_cast<double>(predicted_peak(g, m.at("optimizer").get<std::string>(), at));
     const double error = 100.0 * (predicted - measured) / measured;
-    std::printf("%-16s %5lld %4lld %-9s %12.0f %12.0f %8.2f\n", exported.c_str(), static_cast<long long>(*b.batch),
+    std::printf("%-16s %5lld %4lld %-9s %5zu %12.0f %12.0f %8.2f\n", exported.c_str(), static_cast<long long>(*b.batch),
                 static_cast<long long>(m.at("seq").get<int64_t>()), m.at("optimizer").get<std::string>().c_str(),
-                measured, predicted, error);
+                at.size(), measured, predicted, error);
     EXPECT_LE(std::fabs(error), 10.0) << exported;
   }
 }
