@@ -89,7 +89,8 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
   e.breakdown = {};
   e.breakdown.fixed = fixed;
 
-  int32_t peak_step = live.peak_step;
+  // A program with no steps (every op folded away, say) peaks before the first step: there is no step 0.
+  int32_t peak_step = program.steps.empty() ? -1 : live.peak_step;
   switch (runtime) {
     case Runtime::Ideal: {
       const CategoryBytes at_peak = live_by_category(program, live, peak_step);
