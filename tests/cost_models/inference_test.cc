@@ -269,6 +269,32 @@ TEST(InferencePyTorch, ShapeComputationsTakeNoGpuMemory) {
   EXPECT_EQ(ideal.steps.size(), 5u);
 }
 
+// q, k, v [1,2,16,8] (graph inputs) -> MatMul(q, kT) -> scores [1,2,16,16] -> Mul(scale) -> Softmax
+// -> MatMul(., v) -> o [1,2,16,8]
+TEST(InferencePyTorch, SdpaNeverMaterialisesTheScores) {
+  GraphBuilder b;
+  const int32_t q = b.input("q", {1, 2, 16, 8});
+  const int32_t kt = b.input("kt", {1, 2, 8, 16});
+  const int32_t v = b.input("v", {1, 2, 16, 8});
+  const int32_t s = b.node1("MatMul", {q, kt}, "scores", {1, 2, 16, 16});
+  const int32_t m = b.node1("Mul", {s, b.scalar("scale", 0.35f)}, "scaled", {1, 2, 16, 16});
+  const int32_t p = b.node1("Softmax", {m}, "probs", {1, 2, 16, 16}, {{"axis", int_attr(-1)}});
+  const int32_t o = b.node1("MatMul", {p, v}, "o", {1, 2, 16, 8});
+  b.output(o);
+  InferenceOptions opt;
+  opt.runtime = Runtime::PyTorch;
+  opt.cuda_arch_major = 8;
+  // Eager: step 0 q/kt/v (3 * 1024) + scores 2048 = 5120; step 1 v 1024 + scores + scaled 2048 = 5120;
+  // step 2 v + scaled + probs = 5120; step 3 v + probs + o 1024 = 4096. Plus the cuBLAS workspace.
+  EXPECT_EQ(peak_live_bytes(build_inference_program(b.graph(), opt).program).bytes, 5120u + 8519680u);
+  opt.attention = AttentionImpl::Sdpa;
+  const Program p2 = build_inference_program(b.graph(), opt).program;
+  ASSERT_EQ(p2.steps.size(), 1u);
+  EXPECT_EQ(p2.steps[0].op, "attention");
+  // q, k, v, o 4 * 1024 + logsumexp float [1, 2, 16] = 128; no matmul left, so no cuBLAS workspace.
+  EXPECT_EQ(peak_live_bytes(p2).bytes, 4096u + 128u);
+}
+
 TEST(InferenceErrors, RejectsNonFloatDtype) {
   InferenceOptions o;
   o.float_dtype = DType::Int8;

@@ -3,6 +3,7 @@
 // and the agreement of two exports (opset 13 and 17) of the same module.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cost_models/cost_model.h"
@@ -86,6 +87,19 @@ TEST(ZooTraining, Opset13AndOpset17ExportsAgree) {
   InferenceOptions io;
   io.runtime = Runtime::PyTorch;
   EXPECT_EQ(lower_bound(build_inference_program(a, io).program), lower_bound(build_inference_program(b, io).program));
+}
+
+// BERT's attention mask is preprocessed once and read by every block; it is a side value, so each block's
+// output (the post-norm ln_2) still separates the graph and is a checkpoint boundary.
+TEST(ZooTraining, BertBlockOutputsAreBoundariesDespiteTheSharedMask) {
+  TrainingOptions o;
+  o.loss = LossKind::CrossEntropy;
+  const TrainingResult r = build_training_program(zoo("bert", 2, 32), o);
+  for (int k = 0; k < 12; ++k) {
+    const std::string name = "/blocks." + std::to_string(k) + "/ln_2/LayerNormalization_output_0";
+    EXPECT_NE(std::find(r.candidate_boundaries.begin(), r.candidate_boundaries.end(), name), r.candidate_boundaries.end())
+        << name;
+  }
 }
 
 // Korthikanti et al. 2022 (Reducing Activation Recomputation in Large Transformer Models), section 4.1:
