@@ -7,7 +7,9 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <deque>
 #include <functional>
+#include <string_view>
 #include <memory>
 #include <queue>
 #include <set>
@@ -39,6 +41,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 std::string normalize_domain(const std::string& d) { return d == "ai.onnx" ? "" : d; }
+const std::string kDefaultDomain;
 
 std::string node_display_name(const onnx::NodeProto& node, size_t index) {
   return node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
@@ -236,14 +239,27 @@ class Walker final : public shape::SubgraphRunner {
 
   GraphWalk walk(const onnx::GraphProto& graph, Scope& scope, const std::string& where);
   SubgraphResult run(const onnx::GraphProto& body, const std::vector<Value>& inputs, const std::string& what) override;
+  const Value* lookup(const std::string& name) const override { return current_ ? current_->find(name) : nullptr; }
 
  private:
-  std::vector<int32_t> topological_order(const onnx::GraphProto& graph, const Scope& scope,
-                                         std::vector<std::vector<std::string>>& reads, const std::string& where);
-  uint64_t infer_node(const onnx::NodeProto& node, size_t index, Scope& scope, const std::string& where);
+  // What each node reads: its inputs and the outer-scope names its subgraphs use. Views into the model,
+  // or into `owned` for names collected from subgraphs.
+  struct Reads {
+    std::vector<std::vector<std::string_view>> names;
+    std::deque<std::string> owned;
+  };
+  struct NodeCost {
+    uint64_t produced = 0;              // bytes of the node's outputs
+    std::vector<uint64_t> output_bytes;  // per used output, in order
+    uint64_t body_peak = 0;             // its subgraphs' peak (If/Loop/Scan)
+  };
+  std::vector<int32_t> topological_order(const onnx::GraphProto& graph, const Scope& scope, Reads& reads,
+                                         const std::string& where);
+  NodeCost infer_node(const onnx::NodeProto& node, size_t index, Scope& scope, const std::string& where);
+  static shape::Rule find_rule(const std::string& domain, const std::string& op);
   void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema);
   std::optional<Value> declared_value(const std::string& name, const Scope& scope) const;
-  int opset_of(const std::string& domain, const std::string& node_name) const;
+  int opset_of(const std::string& domain, const onnx::NodeProto& node, size_t index, const std::string& where) const;
 
   const ModelInfo& model_;
   std::vector<std::string>& warnings_;
@@ -252,11 +268,20 @@ class Walker final : public shape::SubgraphRunner {
   uint64_t last_subgraph_peak_ = 0;
 };
 
-int Walker::opset_of(const std::string& domain, const std::string& node_name) const {
+int Walker::opset_of(const std::string& domain, const onnx::NodeProto& node, size_t index, const std::string& where) const {
   if (auto it = model_.opsets.find(domain); it != model_.opsets.end()) return static_cast<int>(it->second);
   if (domain.empty())
-    throw InputError("node '" + node_name + "' uses the default ONNX domain, but the model imports no version of it");
+    throw InputError("node '" + where + node_display_name(node, index) +
+                     "' uses the default ONNX domain, but the model imports no version of it");
   return 1;  // a custom domain the model does not import explicitly (com.microsoft in older exports)
+}
+
+shape::Rule Walker::find_rule(const std::string& domain, const std::string& op) {
+  const auto& table = shape::rule_table();
+  const auto d = table.find(domain);
+  if (d == table.end()) return nullptr;
+  const auto r = d->second.find(op);
+  return r == d->second.end() ? nullptr : r->second;
 }
 
 std::optional<Value> Walker::declared_value(const std::string& name, const Scope& scope) const {
@@ -281,10 +306,9 @@ std::optional<Value> Walker::declared_value(const std::string& name, const Scope
 }
 
 std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, const Scope& scope,
-                                                std::vector<std::vector<std::string>>& reads,
-                                                const std::string& where) {
+                                                Reads& reads, const std::string& where) {
   const int n = graph.node_size();
-  std::unordered_map<std::string, int32_t> producer;
+  std::unordered_map<std::string_view, int32_t> producer;
   producer.reserve(static_cast<size_t>(n) * 2);
   for (int i = 0; i < n; ++i) {
     const auto& node = graph.node(i);
@@ -301,12 +325,12 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
     }
   }
   // What each node reads: its inputs and the outer-scope names its subgraphs use.
-  reads.assign(n, {});
+  reads.names.assign(n, {});
   std::vector<std::vector<int32_t>> consumers(n);
   std::vector<int32_t> indegree(n, 0);
   for (int i = 0; i < n; ++i) {
     const auto& node = graph.node(i);
-    auto& r = reads[i];
+    auto& r = reads.names[i];
     for (const auto& in : node.input())
       if (!in.empty()) r.push_back(in);
     if (has_subgraph(node)) {
@@ -315,18 +339,19 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
         if (a.has_g()) collect_outer_refs(a.g(), outer);
         for (const auto& g : a.graphs()) collect_outer_refs(g, outer);
       }
-      r.insert(r.end(), outer.begin(), outer.end());
+      for (const auto& name : outer) r.push_back(reads.owned.emplace_back(name));
     }
-    std::unordered_set<int32_t> deps;
-    for (const auto& name : r) {
+    for (const std::string_view name : r) {
       if (auto it = producer.find(name); it != producer.end()) {
-        if (deps.insert(it->second).second) {
-          consumers[it->second].push_back(i);
+        // A node reading the same producer twice gets one edge (consumers' last entry dedups the common case).
+        auto& c = consumers[it->second];
+        if (c.empty() || c.back() != i) {
+          c.push_back(i);
           ++indegree[i];
         }
-      } else if (!scope.find(name)) {
+      } else if (!scope.find(std::string(name))) {
         throw InputError("node '" + where + node_display_name(node, i) + "' (" + node.op_type() + ") reads tensor '" +
-                         name + "', which no node, graph input or initializer produces");
+                         std::string(name) + "', which no node, graph input or initializer produces");
       }
     }
   }
@@ -352,7 +377,7 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
   while (!seen.count(at)) {
     seen[at] = path.size();
     path.push_back(at);
-    for (const auto& name : reads[at]) {
+    for (const std::string_view name : reads.names[at]) {
       auto it = producer.find(name);
       if (it != producer.end() && indegree[it->second] > 0) {
         at = it->second;
@@ -383,23 +408,20 @@ void Walker::schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema) {
       if (auto v = concrete(sc.output_type(i), ctx, i)) ctx.set_output(i, std::move(*v));
 }
 
-uint64_t Walker::infer_node(const onnx::NodeProto& node, size_t index, Scope& scope, const std::string& where) {
-  const std::string name = node_display_name(node, index);
-  const std::string domain = normalize_domain(node.domain());
-  const int opset = opset_of(domain, name);
+Walker::NodeCost Walker::infer_node(const onnx::NodeProto& node, size_t index, Scope& scope, const std::string& where) {
+  const std::string& domain = node.domain() == "ai.onnx" ? kDefaultDomain : node.domain();
+  const int opset = opset_of(domain, node, index, where);
   std::vector<const Value*> inputs;
   inputs.reserve(node.input_size());
   for (const auto& in : node.input()) inputs.push_back(in.empty() ? nullptr : scope.find(in));
-  NodeContext ctx(node, where + name, opset, std::move(inputs), *this, warnings_);
+  NodeContext ctx(node, where, index, opset, std::move(inputs), *this, warnings_);
 
   last_subgraph_peak_ = 0;
-  const auto& rules = shape::rule_table();
   bool handled = false;
-  if (auto it = rules.find({domain, node.op_type()}); it != rules.end()) handled = it->second(ctx);
-  if (!handled) {
-    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain);
-    if (schema) schema_fallback(ctx, *schema);
-  }
+  if (const shape::Rule rule = find_rule(domain, node.op_type())) handled = rule(ctx);
+  if (!handled)
+    if (const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain))
+      schema_fallback(ctx, *schema);
   // Outputs neither a rule nor ONNX could shape: the model's declared shapes, else an error.
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     if (!ctx.output_used(i) || ctx.outputs_set()[i]) continue;
@@ -417,49 +439,54 @@ uint64_t Walker::infer_node(const onnx::NodeProto& node, size_t index, Scope& sc
              "' (it may depend on input values that are not known statically); declare it in the model's value_info");
   }
   shape::evaluate_values(node, opset, ctx.inputs(), ctx.outputs());
+  NodeCost cost;
+  cost.body_peak = last_subgraph_peak_;
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     if (!ctx.output_used(i)) continue;
     const std::string& out = node.output(static_cast<int>(i));
     Value& v = ctx.outputs()[i];
     if (v.dtype == DType::Undefined) ctx.fail("output '" + out + "' has no data type");
-    checked_bytes(v.dtype, v.shape, "tensor '" + out + "' (output of node '" + ctx.name() + "')");
-    scope.values[out] = std::move(v);
+    const auto bytes = shape::bytes_of(v.dtype, v.shape);
+    if (!bytes) checked_bytes(v.dtype, v.shape, "tensor '" + out + "' (output of node '" + ctx.name() + "')");
+    cost.output_bytes.push_back(*bytes);
+    cost.produced = checked_add(cost.produced, *bytes);
+    scope.values.insert_or_assign(out, std::move(v));
   }
-  return last_subgraph_peak_;
+  return cost;
 }
 
 GraphWalk Walker::walk(const onnx::GraphProto& graph, Scope& scope, const std::string& where) {
   GraphWalk result;
-  std::vector<std::vector<std::string>> reads;
+  Reads reads;
   result.order = topological_order(graph, scope, reads, where);
+  scope.values.reserve(scope.values.size() + static_cast<size_t>(graph.node_size()) * 2);
 
   // Liveness within this graph: a produced value is live from its producer to its last reader.
-  std::unordered_map<std::string, size_t> last_read;
-  for (size_t step = 0; step < result.order.size(); ++step)
-    for (const auto& name : reads[result.order[step]]) last_read[name] = step;
-  for (const auto& o : graph.output()) last_read[o.name()] = result.order.size();
-  std::vector<std::vector<std::pair<std::string, uint64_t>>> frees(result.order.size() + 1);
+  const size_t steps = result.order.size();
+  std::unordered_map<std::string_view, size_t> last_read;
+  last_read.reserve(static_cast<size_t>(graph.node_size()) * 2);
+  for (size_t step = 0; step < steps; ++step)
+    for (const std::string_view name : reads.names[result.order[step]]) last_read[name] = step;
+  for (const auto& o : graph.output()) last_read[o.name()] = steps;
+  std::vector<uint64_t> freed_after(steps + 1, 0);
 
   Scope* saved = current_;
   current_ = &scope;
   uint64_t live = 0;
-  for (size_t step = 0; step < result.order.size(); ++step) {
+  for (size_t step = 0; step < steps; ++step) {
     const int32_t idx = result.order[step];
     const auto& node = graph.node(idx);
-    const uint64_t body_peak = infer_node(node, static_cast<size_t>(idx), scope, where);
-    if (has_subgraph(node)) result.subgraph_peaks[idx] = body_peak;
-    uint64_t produced = 0;
+    const NodeCost cost = infer_node(node, static_cast<size_t>(idx), scope, where);
+    if (has_subgraph(node)) result.subgraph_peaks[idx] = cost.body_peak;
+    size_t k = 0;
     for (const auto& o : node.output()) {
       if (o.empty()) continue;
-      const Value& v = scope.values.at(o);
-      const uint64_t bytes = checked_bytes(v.dtype, v.shape, "tensor '" + o + "'");
-      produced = checked_add(produced, bytes);
       auto it = last_read.find(o);
-      frees[it == last_read.end() ? step : it->second].emplace_back(o, bytes);
+      freed_after[it == last_read.end() ? step : it->second] += cost.output_bytes[k++];
     }
-    live = checked_add(live, produced);
-    result.peak_bytes = std::max(result.peak_bytes, checked_add(live, body_peak));
-    for (const auto& f : frees[step]) live -= f.second;
+    live = checked_add(live, cost.produced);
+    result.peak_bytes = std::max(result.peak_bytes, checked_add(live, cost.body_peak));
+    live -= freed_after[step];
   }
   current_ = saved;
   return result;

@@ -33,6 +33,18 @@ uint64_t Value::elements() const {
   return n;
 }
 
+std::optional<uint64_t> bytes_of(DType dtype, const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
+  if (n > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  const int bits = dtype_bits(dtype);
+  if (bits % 8 != 0) return n / 2 + n % 2;
+  uint64_t bytes;
+  if (__builtin_mul_overflow(n, static_cast<uint64_t>(bits / 8), &bytes)) return std::nullopt;
+  return bytes;
+}
+
 uint64_t checked_elements(const std::vector<int64_t>& shape, const std::string& what) {
   uint64_t n = 1;
   for (int64_t d : shape) {

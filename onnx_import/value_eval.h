@@ -35,6 +35,8 @@ struct Value {
 bool is_integer_like(DType t);  // integer types and bool: contents kept in Value::ints
 bool is_real(DType t);          // floating-point types: contents kept in Value::reals
 
+// The byte size of a shape, or nullopt when a dim is negative or the size does not fit in 64 bits.
+std::optional<uint64_t> bytes_of(DType dtype, const std::vector<int64_t>& shape);
 // The element count and byte size of a shape, overflow-checked; `what` names the tensor in the error.
 uint64_t checked_elements(const std::vector<int64_t>& shape, const std::string& what);
 uint64_t checked_bytes(DType dtype, const std::vector<int64_t>& shape, const std::string& what);

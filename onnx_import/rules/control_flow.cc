@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "onnx_import/errors.h"
 #include "onnx_import/rules/rules.h"
 
 namespace memplan::shape {
@@ -66,8 +67,46 @@ bool if_rule(NodeContext& ctx) {
   return true;
 }
 
+// Runs a Loop body once per iteration with the iteration number and the carried contents known, for
+// bodies whose shapes depend on them (e.g. Slice(x, i, i + 1)). Stops early when the body's condition
+// is known to turn false. Scan outputs must keep one shape across iterations.
+void unroll_loop(NodeContext& ctx, const onnx::GraphProto& body, int64_t trips, size_t carried) {
+  std::vector<Value> state;
+  for (size_t k = 0; k < carried; ++k) state.push_back(ctx.required(2 + k));
+  Value cond = scalar(DType::Bool);
+  cond.ints = ctx.input_ints(1).value_or(std::vector<int64_t>{1});
+  std::vector<Value> scans(ctx.num_outputs() > carried ? ctx.num_outputs() - carried : 0);
+  int64_t done = 0;
+  for (; done < trips; ++done) {
+    if (cond.ints && cond.ints->size() == 1 && (*cond.ints)[0] == 0) break;
+    Value iter = scalar(DType::Int64);
+    iter.ints = std::vector<int64_t>{done};
+    std::vector<Value> in{iter, cond};
+    in.insert(in.end(), state.begin(), state.end());
+    SubgraphResult r = ctx.subgraphs().run(body, in, ctx.name() + "/body (iteration " + std::to_string(done) + ")");
+    if (r.outputs.size() < 1 + carried + scans.size()) ctx.fail("the body returns fewer values than the node has outputs");
+    cond = r.outputs[0];
+    for (size_t k = 0; k < carried; ++k) state[k] = r.outputs[1 + k];
+    for (size_t j = 0; j < scans.size(); ++j) {
+      const Value& v = r.outputs[1 + carried + j];
+      if (done > 0 && v.shape != scans[j].shape) ctx.fail("a scan output changes shape between iterations");
+      scans[j] = shape_only(v);
+    }
+  }
+  for (size_t k = 0; k < carried && k < ctx.num_outputs(); ++k) ctx.set_output(k, state[k]);
+  for (size_t j = 0; j < scans.size(); ++j) {
+    if (!ctx.output_used(carried + j)) continue;
+    if (done == 0) ctx.fail("the loop runs no iteration, so its scan outputs have no element shape");
+    Value v = scans[j];
+    v.shape.insert(v.shape.begin(), done);
+    ctx.set_output(carried + j, std::move(v));
+  }
+}
+
 // Loop: inputs (M, cond, v_initial...); body (iter_num, cond, v...) -> (cond, v..., scan_outputs...);
-// node outputs (v_final..., scan_outputs with the trip count as leading dim).
+// node outputs (v_final..., scan_outputs with the trip count as leading dim). The body is inferred once
+// with the carried values' shapes; when that fails (shapes that depend on the iteration) and the trip
+// count is known and small, it is unrolled.
 bool loop_rule(NodeContext& ctx) {
   const auto& body = graph_attr(ctx, "body");
   const size_t carried = ctx.num_inputs() >= 2 ? ctx.num_inputs() - 2 : 0;
@@ -78,7 +117,14 @@ bool loop_rule(NodeContext& ctx) {
   std::vector<Value> in{scalar(DType::Int64), scalar(DType::Bool)};
   for (size_t k = 0; k < carried; ++k) in.push_back(shape_only(ctx.required(2 + k)));
   const std::string what = ctx.name() + "/body";
-  SubgraphResult r = ctx.subgraphs().run(body, in, what);
+  SubgraphResult r;
+  try {
+    r = ctx.subgraphs().run(body, in, what);
+  } catch (const InputError&) {
+    if (!trips || *trips == 0 || *trips > kMaxUnrolledIterations) throw;
+    unroll_loop(ctx, body, *trips, carried);
+    return true;
+  }
   if (r.outputs.size() < 1 + carried) ctx.fail("the body returns fewer values than the loop carries");
   // Follow carried values whose shape changes until it settles or the trip count is reached.
   int64_t iteration = 1;
@@ -177,9 +223,9 @@ bool scan_rule(NodeContext& ctx) { return ctx.opset() >= 9 ? scan9(ctx) : scan8(
 }  // namespace
 
 void register_control_flow_rules(RuleTable& t) {
-  t[{"", "If"}] = if_rule;
-  t[{"", "Loop"}] = loop_rule;
-  t[{"", "Scan"}] = scan_rule;
+  t[""]["If"] = if_rule;
+  t[""]["Loop"] = loop_rule;
+  t[""]["Scan"] = scan_rule;
 }
 
 }  // namespace memplan::shape

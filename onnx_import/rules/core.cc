@@ -84,11 +84,11 @@ bool dequantize_linear(NodeContext& ctx) {
 }  // namespace
 
 void register_core_rules(RuleTable& t) {
-  t[{"", "Constant"}] = constant;
-  t[{"", "Cast"}] = cast;
-  t[{"", "CastLike"}] = cast_like;
-  t[{"", "QuantizeLinear"}] = quantize_linear;
-  t[{"", "DequantizeLinear"}] = dequantize_linear;
+  t[""]["Constant"] = constant;
+  t[""]["Cast"] = cast;
+  t[""]["CastLike"] = cast_like;
+  t[""]["QuantizeLinear"] = quantize_linear;
+  t[""]["DequantizeLinear"] = dequantize_linear;
 }
 
 }  // namespace memplan::shape

@@ -243,28 +243,28 @@ bool ms_dequantize(NodeContext& ctx) {
 void register_microsoft_rules(RuleTable& t) {
   for (const char* op : {"FastGelu", "BiasGelu", "Gelu", "QuickGelu", "BiasAdd", "RotaryEmbedding", "QLinearSigmoid",
                          "QLinearLeakyRelu", "QLinearSoftmax"})
-    t[{kMs, op}] = same_as_first;
+    t[kMs][op] = same_as_first;
   for (const char* domain : {"", kMs}) {
-    t[{domain, "SimplifiedLayerNormalization"}] = layer_norm;
-    t[{domain, "LayerNormalization"}] = layer_norm;
+    t[domain]["SimplifiedLayerNormalization"] = layer_norm;
+    t[domain]["LayerNormalization"] = layer_norm;
   }
-  t[{kMs, "SkipLayerNormalization"}] = skip_layer_norm;
-  t[{kMs, "SkipSimplifiedLayerNormalization"}] = skip_layer_norm;
-  t[{kMs, "EmbedLayerNormalization"}] = embed_layer_norm;
-  t[{kMs, "BiasSplitGelu"}] = bias_split_gelu;
-  t[{kMs, "FusedMatMul"}] = fused_matmul;
-  t[{kMs, "MatMulIntegerToFloat"}] = matmul_to_float;
-  t[{kMs, "DynamicQuantizeMatMul"}] = matmul_to_float;
-  t[{kMs, "MatMulNBits"}] = matmul_nbits;
-  t[{kMs, "QLinearAdd"}] = qlinear_binary;
-  t[{kMs, "QLinearMul"}] = qlinear_binary;
-  t[{kMs, "QLinearGlobalAveragePool"}] = qlinear_global_avg_pool;
-  t[{kMs, "QLinearConcat"}] = qlinear_concat;
-  t[{kMs, "Attention"}] = ms_attention;
-  t[{kMs, "MultiHeadAttention"}] = multi_head_attention;
-  t[{kMs, "GroupQueryAttention"}] = group_query_attention;
-  t[{kMs, "QuantizeLinear"}] = ms_quantize;
-  t[{kMs, "DequantizeLinear"}] = ms_dequantize;
+  t[kMs]["SkipLayerNormalization"] = skip_layer_norm;
+  t[kMs]["SkipSimplifiedLayerNormalization"] = skip_layer_norm;
+  t[kMs]["EmbedLayerNormalization"] = embed_layer_norm;
+  t[kMs]["BiasSplitGelu"] = bias_split_gelu;
+  t[kMs]["FusedMatMul"] = fused_matmul;
+  t[kMs]["MatMulIntegerToFloat"] = matmul_to_float;
+  t[kMs]["DynamicQuantizeMatMul"] = matmul_to_float;
+  t[kMs]["MatMulNBits"] = matmul_nbits;
+  t[kMs]["QLinearAdd"] = qlinear_binary;
+  t[kMs]["QLinearMul"] = qlinear_binary;
+  t[kMs]["QLinearGlobalAveragePool"] = qlinear_global_avg_pool;
+  t[kMs]["QLinearConcat"] = qlinear_concat;
+  t[kMs]["Attention"] = ms_attention;
+  t[kMs]["MultiHeadAttention"] = multi_head_attention;
+  t[kMs]["GroupQueryAttention"] = group_query_attention;
+  t[kMs]["QuantizeLinear"] = ms_quantize;
+  t[kMs]["DequantizeLinear"] = ms_dequantize;
 }
 
 }  // namespace memplan::shape

@@ -173,17 +173,17 @@ bool attention23(NodeContext& ctx) {
 
 void register_new_op_rules(RuleTable& t) {
   for (const char* op : {"Gelu", "Mish", "GroupNormalization", "RMSNormalization", "RotaryEmbedding", "BitwiseNot"})
-    t[{"", op}] = same_as_first;
-  for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) t[{"", op}] = bitwise_binary;
-  t[{"", "RegexFullMatch"}] = regex_full_match;
-  t[{"", "StringConcat"}] = string_concat;
-  t[{"", "Col2Im"}] = col2im;
-  t[{"", "CenterCropPad"}] = center_crop_pad;
-  t[{"", "AffineGrid"}] = affine_grid;
-  t[{"", "GridSample"}] = grid_sample;
-  t[{"", "DeformConv"}] = deform_conv;
-  t[{"", "DFT"}] = dft;
-  t[{"", "Attention"}] = attention23;
+    t[""][op] = same_as_first;
+  for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) t[""][op] = bitwise_binary;
+  t[""]["RegexFullMatch"] = regex_full_match;
+  t[""]["StringConcat"] = string_concat;
+  t[""]["Col2Im"] = col2im;
+  t[""]["CenterCropPad"] = center_crop_pad;
+  t[""]["AffineGrid"] = affine_grid;
+  t[""]["GridSample"] = grid_sample;
+  t[""]["DeformConv"] = deform_conv;
+  t[""]["DFT"] = dft;
+  t[""]["Attention"] = attention23;
 }
 
 }  // namespace memplan::shape

@@ -7,11 +7,12 @@
 
 namespace memplan::shape {
 
-NodeContext::NodeContext(const onnx::NodeProto& node, std::string display_name, int opset,
+NodeContext::NodeContext(const onnx::NodeProto& node, const std::string& where, size_t index, int opset,
                          std::vector<const Value*> inputs, SubgraphRunner& subgraphs,
                          std::vector<std::string>& warnings)
     : node_(node),
-      name_(std::move(display_name)),
+      where_(where),
+      index_(index),
       opset_(opset),
       inputs_(std::move(inputs)),
       outputs_(static_cast<size_t>(node.output_size())),
@@ -20,6 +21,10 @@ NodeContext::NodeContext(const onnx::NodeProto& node, std::string display_name, 
       warnings_(warnings) {}
 
 const std::string& NodeContext::op() const { return node_.op_type(); }
+
+std::string NodeContext::name() const {
+  return where_ + (node_.name().empty() ? node_.op_type() + "_" + std::to_string(index_) : node_.name());
+}
 
 const Value& NodeContext::required(size_t i) const {
   if (!input(i)) fail("input " + std::to_string(i) + " is required but missing");
@@ -118,11 +123,11 @@ std::vector<int64_t> NodeContext::broadcast(const std::vector<std::vector<int64_
 }
 
 void NodeContext::fail(const std::string& msg) const {
-  throw InputError("node '" + name_ + "' (" + node_.op_type() + "): " + msg);
+  throw InputError("node '" + name() + "' (" + node_.op_type() + "): " + msg);
 }
 
 void NodeContext::warn(const std::string& msg) {
-  warnings_.push_back("node '" + name_ + "' (" + node_.op_type() + "): " + msg);
+  warnings_.push_back("node '" + name() + "' (" + node_.op_type() + "): " + msg);
 }
 
 const RuleTable& rule_table() {
@@ -133,6 +138,7 @@ const RuleTable& rule_table() {
     register_new_op_rules(t);
     register_microsoft_rules(t);
     register_control_flow_rules(t);
+    register_onnx_fix_rules(t);
     return t;
   }();
   return table;

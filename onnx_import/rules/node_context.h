@@ -17,7 +17,7 @@ class GraphProto;
 
 namespace memplan::shape {
 
-// Runs the walker on a subgraph (If/Loop/Scan body) with the current scope visible as its outer scope.
+// The walker as rules see it: runs a subgraph (If/Loop/Scan body) with the current scope visible as its outer scope.
 struct SubgraphResult {
   std::vector<Value> outputs;
   uint64_t peak_bytes = 0;  // bytes of the body's own intermediates at its peak
@@ -29,15 +29,19 @@ class SubgraphRunner {
   // Binds the body's formal inputs, in order, to `inputs` and infers the body.
   virtual SubgraphResult run(const onnx::GraphProto& body, const std::vector<Value>& inputs,
                              const std::string& what) = 0;
+  // A value visible in the current scope by name (outer scopes included), or nullptr.
+  virtual const Value* lookup(const std::string& name) const = 0;
 };
 
 class NodeContext {
  public:
-  NodeContext(const onnx::NodeProto& node, std::string display_name, int opset, std::vector<const Value*> inputs,
-              SubgraphRunner& subgraphs, std::vector<std::string>& warnings);
+  // `where` prefixes the node's name in messages ("Loop_3/body/" inside subgraphs); `index` is the node's
+  // position in its graph, which names nodes without a name ("<op_type>_<index>").
+  NodeContext(const onnx::NodeProto& node, const std::string& where, size_t index, int opset,
+              std::vector<const Value*> inputs, SubgraphRunner& subgraphs, std::vector<std::string>& warnings);
 
   const onnx::NodeProto& node() const { return node_; }
-  const std::string& name() const { return name_; }  // for messages: the node's name, or "<op>_<index>"
+  std::string name() const;  // for messages: where + the node's name, or where + "<op_type>_<index>"
   const std::string& op() const;
   int opset() const { return opset_; }
 
@@ -75,7 +79,8 @@ class NodeContext {
 
  private:
   const onnx::NodeProto& node_;
-  std::string name_;
+  const std::string& where_;
+  size_t index_;
   int opset_;
   std::vector<const Value*> inputs_;
   std::vector<Value> outputs_;

@@ -194,12 +194,12 @@ bool pool(NodeContext& ctx) {
 void register_opset18_rules(RuleTable& t) {
   for (const char* op : {"ReduceMax", "ReduceMin", "ReduceMean", "ReduceProd", "ReduceSum", "ReduceSumSquare",
                          "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
-    t[{"", op}] = reduce;
-  t[{"", "Split"}] = split;
-  t[{"", "Pad"}] = pad;
-  t[{"", "Resize"}] = resize;
-  t[{"", "AveragePool"}] = pool;
-  t[{"", "LpPool"}] = pool;
+    t[""][op] = reduce;
+  t[""]["Split"] = split;
+  t[""]["Pad"] = pad;
+  t[""]["Resize"] = resize;
+  t[""]["AveragePool"] = pool;
+  t[""]["LpPool"] = pool;
 }
 
 }  // namespace memplan::shape

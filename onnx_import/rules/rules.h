@@ -4,7 +4,6 @@
 
 #include <map>
 #include <string>
-#include <utility>
 
 #include "onnx_import/rules/node_context.h"
 
@@ -14,14 +13,16 @@ namespace memplan::shape {
 // (for opsets the rule does not cover). Throws InputError naming the node for invalid inputs.
 using Rule = bool (*)(NodeContext&);
 
-// (domain, op_type) -> rule; the default domain is "". Filled by the register_* functions below.
-using RuleTable = std::map<std::pair<std::string, std::string>, Rule>;
+// domain -> op_type -> rule; the default domain is "". Filled by the register_* functions below.
+// (std::less<> lets the walker look names up without copying them.)
+using RuleTable = std::map<std::string, std::map<std::string, Rule, std::less<>>, std::less<>>;
 
 void register_core_rules(RuleTable& table);         // rules/core.cc: Constant, Cast, Shape-like ops
 void register_opset18_rules(RuleTable& table);      // rules/opset18.cc: Reduce*, Split, Pad, Resize, pools
 void register_new_op_rules(RuleTable& table);       // rules/new_ops.cc: ops added after opset 17
 void register_microsoft_rules(RuleTable& table);    // rules/microsoft.cc: com.microsoft contrib ops
 void register_control_flow_rules(RuleTable& table); // rules/control_flow.cc: If, Loop, Scan
+void register_onnx_fix_rules(RuleTable& table);     // rules/onnx_fixes.cc: ops ONNX 1.12 leaves unshaped
 
 // The table with every rule registered; built once.
 const RuleTable& rule_table();

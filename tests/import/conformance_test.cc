@@ -49,8 +49,26 @@ const std::map<std::string, std::string>& excluded() {
       {"node/test_nonmaxsuppression_suppress_by_IOU_and_scores", "NonMaxSuppression: the number of kept boxes depends on float scores"},
       {"node/test_nonmaxsuppression_two_batches", "NonMaxSuppression: the number of kept boxes depends on float scores"},
       {"node/test_nonmaxsuppression_two_classes", "NonMaxSuppression: the number of kept boxes depends on float scores"},
+      {"node/test_range_float_type_positive_delta", "Range over float start/limit/delta inputs: the length depends on float values"},
+      {"node/test_range_float_type_positive_delta_expanded", "Range over float start/limit/delta inputs: the length depends on float values"},
+      {"node/test_strnormalizer_export_monday_casesensintive_lower", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"node/test_strnormalizer_export_monday_casesensintive_nochangecase", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"node/test_strnormalizer_export_monday_casesensintive_upper", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"node/test_strnormalizer_export_monday_empty_output", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"node/test_strnormalizer_export_monday_insensintive_upper_twodim", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"simple/test_strnorm_model_monday_casesensintive_lower", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"simple/test_strnorm_model_monday_casesensintive_nochangecase", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"simple/test_strnorm_model_monday_casesensintive_upper", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"simple/test_strnorm_model_monday_empty_output", "StringNormalizer with stopwords: the kept count depends on the strings"},
+      {"simple/test_strnorm_model_monday_insensintive_upper_twodim", "StringNormalizer with stopwords: the kept count depends on the strings"},
   };
   return list;
+}
+
+// Ops whose values are sequences or optionals; models using them are left out (memplan shapes tensors).
+bool is_sequence_or_optional_op(const std::string& op) {
+  return op.rfind("Sequence", 0) == 0 || op == "SplitToSequence" || op == "ConcatFromSequence" ||
+         op.rfind("Optional", 0) == 0;
 }
 
 onnx::TensorProto read_tensor(const fs::path& path) {
@@ -69,6 +87,17 @@ bool is_integer_or_bool(int32_t code) {
 
 bool is_tensor_typed(const onnx::ValueInfoProto& vi) { return vi.type().has_tensor_type(); }
 
+bool compatible(const onnx::ValueInfoProto& vi, const std::vector<int64_t>& shape) {
+  const auto& tt = vi.type().tensor_type();
+  if (!tt.has_shape()) return true;
+  if (tt.shape().dim_size() != static_cast<int>(shape.size())) return false;
+  for (size_t a = 0; a < shape.size(); ++a) {
+    const auto& d = tt.shape().dim(static_cast<int>(a));
+    if (d.has_dim_value() && d.dim_value() != shape[a]) return false;
+  }
+  return true;
+}
+
 // Removes every declared shape the inference could lean on: value_info, output shapes (subgraphs too).
 void strip_declared_shapes(onnx::GraphProto& g) {
   g.clear_value_info();
@@ -81,7 +110,8 @@ void strip_declared_shapes(onnx::GraphProto& g) {
     }
 }
 
-// Float inputs that size a Resize/Upsample output (scales, roi): model constants in real exports.
+// Float inputs that size an output: Resize/Upsample scales and roi, and OneHot's depth (any numeric
+// type in the spec; float in these tests). Exported models hold them as constants.
 std::set<std::string> resize_size_inputs(const onnx::ModelProto& m) {
   int opset = 0;
   for (const auto& o : m.opset_import())
@@ -92,6 +122,8 @@ std::set<std::string> resize_size_inputs(const onnx::ModelProto& m) {
       if (n.input_size() > 1) names.insert(n.input(1));
     } else if (n.op_type() == "Resize") {
       for (int i = 1; i < std::min(n.input_size(), 3); ++i) names.insert(n.input(i));
+    } else if (n.op_type() == "OneHot" && n.input_size() > 1) {
+      names.insert(n.input(1));
     }
   }
   return names;
@@ -116,6 +148,11 @@ Outcome check_model(const fs::path& dir) {
     if (!is_tensor_typed(vi)) return {Outcome::Excluded, "an input is a sequence/optional/map, not a tensor"};
   for (const auto& vi : g.output())
     if (!is_tensor_typed(vi)) return {Outcome::Excluded, "an output is a sequence/optional/map, not a tensor"};
+  for (const auto& n : g.node())
+    if (is_sequence_or_optional_op(n.op_type()))
+      return {Outcome::Excluded, n.op_type() + " makes sequence/optional values inside the graph"};
+  std::map<std::string, int32_t> declared_output_types;
+  for (const auto& o : g.output()) declared_output_types[o.name()] = o.type().tensor_type().elem_type();
   strip_declared_shapes(g);
 
   std::set<std::string> initializers;
@@ -134,12 +171,20 @@ Outcome check_model(const fs::path& dir) {
     std::string name = runtime_inputs[k];
     if (!t.name().empty() && std::find(runtime_inputs.begin(), runtime_inputs.end(), t.name()) != runtime_inputs.end())
       name = t.name();
+    for (const auto& vi : g.input())  // bfloat16 data is stored as uint16 bit patterns, as for outputs
+      if (vi.name() == name && vi.type().tensor_type().elem_type() == dtype_to_onnx(DType::BFloat16))
+        t.set_data_type(dtype_to_onnx(DType::BFloat16));
     if (is_integer_or_bool(t.data_type()) || size_inputs.count(name)) {
       t.set_name(name);
       *g.add_initializer() = t;
       to_initializers.insert(name);
     } else {
       bindings.input_shapes[name] = std::vector<int64_t>(t.dims().begin(), t.dims().end());
+      // A few tests feed data whose rank or fixed dims contradict the declared shape (the castlike
+      // bfloat16 tests): the reference ran on the data, so the data's shape wins.
+      for (auto& vi : *g.mutable_input())
+        if (vi.name() == name && !compatible(vi, bindings.input_shapes[name]))
+          vi.mutable_type()->mutable_tensor_type()->clear_shape();
     }
   }
   // Inputs that became initializers leave the graph's input list, as in exported models.
@@ -159,7 +204,10 @@ Outcome check_model(const fs::path& dir) {
     const fs::path p = data / ("output_" + std::to_string(k) + ".pb");
     if (!fs::exists(p)) continue;
     const onnx::TensorProto expected = read_tensor(p);
-    const auto want_t = dtype_from_onnx(expected.data_type());
+    auto want_t = dtype_from_onnx(expected.data_type());
+    // numpy has no bfloat16: ONNX stores bfloat16 test outputs as uint16 bit patterns.
+    if (want_t == DType::UInt16 && declared_output_types[g.output(k).name()] == dtype_to_onnx(DType::BFloat16))
+      want_t = DType::BFloat16;
     const std::vector<int64_t> want_s(expected.dims().begin(), expected.dims().end());
     const auto it = r.values.find(g.output(k).name());
     if (it == r.values.end()) {
