@@ -3,6 +3,7 @@
 // indices, layer_norm statistics, cuBLAS workspace) are added as the runtime allocates them.
 #include <algorithm>
 #include <climits>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
@@ -227,6 +228,13 @@ class InferenceBuilder {
     return op.kind == OpKind::Node && (op.op == "MatMul" || op.op == "Gemm" || op.op == "Einsum");
   }
 
+  bool has_op(std::initializer_list<const char*> types) const {
+    for (const Node& n : g_.nodes)
+      for (const char* t : types)
+        if (n.op_type == t) return true;
+    return false;
+  }
+
   void add_notes(const std::vector<FusedOp>& ops) {
     auto& notes = result_.notes;
     if (opt_.float_dtype != DType::Float32)
@@ -245,23 +253,23 @@ class InferenceBuilder {
     if (pytorch()) {
       if (shapes > 0)
         notes.push_back(std::to_string(shapes) + " shape-computation tensors are Python ints in PyTorch and take no GPU memory.");
-      notes.push_back("Transpose, Expand, Slice and Split are views in PyTorch; a reshape of such a view copies.");
-      notes.push_back("ReLU/ReLU6 after conv/batch-norm/add and the residual add after batch norm run in place, as in torchvision.");
+      if (has_op({"Transpose", "Expand", "Slice", "Split"}))
+        notes.push_back("Transpose, Expand, Slice and Split are views in PyTorch; a reshape of such a view copies.");
+      if (has_op({"Relu", "Clip"}) && has_op({"Conv", "BatchNormalization"}))
+        notes.push_back("ReLU/ReLU6 after conv/batch-norm/add and the residual add after batch norm run in place, as in torchvision.");
       if (cublas_workspace_ >= 0)
         notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(opt_.cuda_arch_major)) +
                         " bytes for compute capability " + std::to_string(opt_.cuda_arch_major) +
                         ".x, allocated at the first matmul and kept (CublasHandlePool.cpp).");
       if (maxpool_indices_ > 0)
         notes.push_back("CUDA max_pool2d writes int64 indices even in inference (" + std::to_string(maxpool_indices_) + " ops).");
-      bool has_conv = false;
-      for (const Node& n : g_.nodes) has_conv |= n.op_type == "Conv" || n.op_type == "ConvTranspose";
-      if (has_conv)
+      if (has_op({"Conv", "ConvTranspose"}))
         notes.push_back("cuDNN convolution workspace is not modelled (0 bytes): its size depends on the algorithm cuDNN picks at run time.");
     }
     if (ort()) {
       if (shapes > 0)
         notes.push_back(std::to_string(shapes) + " shape-computation tensors live in CPU memory under ORT's CUDA EP and are not counted.");
-      notes.push_back("ORT copies on Transpose; unary activations may reuse their input's buffer (MayInplace).");
+      notes.push_back("ORT copies on Transpose, Expand, Slice and Split; unary activations may reuse their input's buffer (MayInplace).");
       notes.push_back("ORT's cuBLAS/cuDNN workspaces are not modelled.");
     }
   }

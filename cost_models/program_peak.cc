@@ -18,8 +18,8 @@ ProgramPeak program_peak(const Program& p) {
     for (int32_t b : p.steps[s].writes) first[b] = last[b] = s;
     for (int32_t b : p.steps[s].reads) last[b] = std::max(last[b], s);
   }
-  // Difference array: +bytes at the first live step, -bytes after the last.
-  std::vector<int64_t> delta(n + 1, 0);
+  // Bytes that start and stop being live at each step, then a running sum (all overflow-checked).
+  std::vector<uint64_t> starts(n + 1, 0), stops(n + 1, 0);
   for (size_t b = 0; b < p.buffers.size(); ++b) {
     const Buffer& buf = p.buffers[b];
     if (buf.resident) {
@@ -29,13 +29,13 @@ ProgramPeak program_peak(const Program& p) {
     const int32_t lo = buf.live_at_start ? 0 : first[b];
     if (lo < 0) continue;
     const int32_t hi = buf.live_at_end ? n - 1 : std::max(last[b], lo);
-    delta[lo] += static_cast<int64_t>(buf.bytes);
-    delta[hi + 1] -= static_cast<int64_t>(buf.bytes);
+    starts[lo] = checked_add(starts[lo], buf.bytes, "live bytes");
+    stops[hi + 1] = checked_add(stops[hi + 1], buf.bytes, "live bytes");
   }
-  int64_t live = 0;
+  uint64_t live = 0;
   for (int32_t s = 0; s < n; ++s) {
-    live += delta[s];
-    out.live_peak = std::max(out.live_peak, static_cast<uint64_t>(live));
+    live = checked_add(live, starts[s], "live bytes") - stops[s];
+    out.live_peak = std::max(out.live_peak, live);
   }
   return out;
 }
