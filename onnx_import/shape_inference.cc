@@ -225,7 +225,29 @@ std::optional<Value> concrete(const onnx::TypeProto& t, const NodeContext& ctx, 
 struct ModelInfo {
   std::map<std::string, int64_t> opsets;     // normalized domain -> version
   std::map<std::string, int64_t> symbols;    // bound symbolic dims
+  // Model-local functions (IR 8+, as PyTorch's dynamo exporter writes them): (domain, name) -> body.
+  std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions;
 };
+
+// Replaces attributes that refer to the caller's (ref_attr_name) by the caller's values; references the
+// caller does not set are dropped, so the op's default applies.
+void resolve_attribute_refs(onnx::NodeProto& n, const onnx::NodeProto& caller) {
+  auto* attrs = n.mutable_attribute();
+  for (int i = attrs->size() - 1; i >= 0; --i) {
+    onnx::AttributeProto& a = attrs->at(i);
+    if (a.ref_attr_name().empty()) continue;
+    const onnx::AttributeProto* given = nullptr;
+    for (const auto& c : caller.attribute())
+      if (c.name() == a.ref_attr_name()) given = &c;
+    if (!given) {
+      attrs->DeleteSubrange(i, 1);
+      continue;
+    }
+    const std::string name = a.name();
+    a = *given;
+    a.set_name(name);
+  }
+}
 
 struct GraphWalk {
   std::vector<int32_t> order;
@@ -258,6 +280,7 @@ class Walker final : public shape::SubgraphRunner {
   NodeCost infer_node(const onnx::NodeProto& node, size_t index, Scope& scope, const std::string& where);
   static shape::Rule find_rule(const std::string& domain, const std::string& op);
   void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema);
+  void infer_local_function(NodeContext& ctx, const onnx::FunctionProto& fn);
   std::optional<Value> declared_value(const std::string& name, const Scope& scope) const;
   int opset_of(const std::string& domain, const onnx::NodeProto& node, size_t index, const std::string& where) const;
 
@@ -408,6 +431,27 @@ void Walker::schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema) {
       if (auto v = concrete(sc.output_type(i), ctx, i)) ctx.set_output(i, std::move(*v));
 }
 
+// A call of a model-local function: its body is inferred like a subgraph, with the caller's attributes
+// substituted for the references to them.
+void Walker::infer_local_function(NodeContext& ctx, const onnx::FunctionProto& fn) {
+  onnx::GraphProto body;
+  for (const auto& n : fn.node()) {
+    onnx::NodeProto* copy = body.add_node();
+    *copy = n;
+    resolve_attribute_refs(*copy, ctx.node());
+  }
+  std::vector<Value> inputs;
+  for (int i = 0; i < fn.input_size() && static_cast<size_t>(i) < ctx.num_inputs(); ++i) {
+    if (!ctx.input(i)) continue;  // an omitted optional input: the body must not read it
+    body.add_input()->set_name(fn.input(i));
+    inputs.push_back(*ctx.input(i));
+  }
+  for (const auto& o : fn.output()) body.add_output()->set_name(o);
+  SubgraphResult r = run(body, inputs, ctx.name() + "/" + fn.name());
+  for (size_t i = 0; i < ctx.num_outputs() && i < r.outputs.size(); ++i)
+    if (ctx.output_used(i)) ctx.set_output(i, std::move(r.outputs[i]));
+}
+
 Walker::NodeCost Walker::infer_node(const onnx::NodeProto& node, size_t index, Scope& scope, const std::string& where) {
   const std::string& domain = node.domain() == "ai.onnx" ? kDefaultDomain : node.domain();
   const int opset = opset_of(domain, node, index, where);
@@ -419,9 +463,14 @@ Walker::NodeCost Walker::infer_node(const onnx::NodeProto& node, size_t index, S
   last_subgraph_peak_ = 0;
   bool handled = false;
   if (const shape::Rule rule = find_rule(domain, node.op_type())) handled = rule(ctx);
-  if (!handled)
-    if (const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain))
+  if (!handled) {
+    if (const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain)) {
       schema_fallback(ctx, *schema);
+    } else if (auto fn = model_.functions.find({node.domain(), node.op_type()}); fn != model_.functions.end()) {
+      infer_local_function(ctx, *fn->second);
+      handled = true;
+    }
+  }
   // Outputs neither a rule nor ONNX could shape: the model's declared shapes, else an error.
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     if (!ctx.output_used(i) || ctx.outputs_set()[i]) continue;
@@ -701,6 +750,7 @@ InferenceResult infer_shapes(const onnx::ModelProto& model, const Bindings& bind
   InferenceResult result;
   ModelInfo info;
   for (const auto& op : model.opset_import()) info.opsets[normalize_domain(op.domain())] = op.version();
+  for (const auto& fn : model.functions()) info.functions[{fn.domain(), fn.name()}] = &fn;
   const onnx::GraphProto& graph = model.graph();
 
   Scope scope;

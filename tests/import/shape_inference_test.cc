@@ -451,6 +451,21 @@ double thread_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
+// Model-local functions (PyTorch's dynamo exporter): the body is inferred with the caller's attributes.
+TEST(CustomOps, ModelLocalFunctionsAreInferredThroughTheirBody) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+    g (float[N, 4] x) => (float[N, 8] y) {
+      y = local.Double<axis = 1>(x)
+      z = local.Double<axis = 0>(x)
+    }
+    <domain: "local", opset_import: ["" : 17]>
+    Double <axis> (a) => (b) {
+      b = Concat<axis : int = @axis>(a, a)
+    })", dims({{"N", 3}}));
+  EXPECT_EQ(r.values.at("y").shape, Shape({3, 8}));  // concat along 1: 4 + 4
+  EXPECT_EQ(r.values.at("z").shape, Shape({6, 4}));  // concat along 0: 3 + 3
+}
+
 // --- scale -----------------------------------------------------------------------------------------
 
 TEST(Walker, HundredThousandNodesInferQuickly) {
