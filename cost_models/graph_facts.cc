@@ -45,6 +45,13 @@ bool is_constant(const Graph& g, int32_t t) {
   return is_initializer(g, t);
 }
 
+bool is_python_scalar(const Graph& g, int32_t t) {
+  if (t < 0) return false;
+  const Tensor& tensor = g.tensors[t];
+  return tensor.producer >= 0 && g.nodes[tensor.producer].op_type == "Constant" && tensor.elements() <= 1 &&
+         !is_graph_output(g, t);
+}
+
 bool is_scalar_constant(const Graph& g, int32_t t) {
   return is_constant(g, t) && g.tensors[t].elements() <= 1;
 }

@@ -72,8 +72,10 @@ class InferenceBuilder {
   }
 
   // Small integer constants that only feed shape math are Python values outside the ideal runtime.
+  // Python numbers (Constant-node scalars) are not GPU tensors in PyTorch either.
   bool used_only_by_shape_math(int32_t t) const {
-    return opt_.runtime != Runtime::Ideal && constant_only_in_shape_math(g_, t, shape_);
+    if (opt_.runtime == Runtime::Ideal) return false;
+    return constant_only_in_shape_math(g_, t, shape_) || (pytorch() && is_python_scalar(g_, t));
   }
 
   bool node_dropped(int32_t node) const {

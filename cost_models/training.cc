@@ -97,11 +97,12 @@ class TrainingBuilder {
   }
 
   // Parameters and buffers (BatchNorm statistics, float constants): resident. ZeRO-3 keeps 1/N of each
-  // trainable parameter. Small integer constants that only feed shape math are Python values.
+  // trainable parameter. Small integer constants that only feed shape math, and Constant-node scalars,
+  // are Python values.
   void add_parameters() {
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
       const int32_t id = static_cast<int32_t>(t);
-      if (!is_constant(g_, id) || constant_only_in_shape_math(g_, id, c_.shape)) continue;
+      if (!is_constant(g_, id) || constant_only_in_shape_math(g_, id, c_.shape) || is_python_scalar(g_, id)) continue;
       uint64_t bytes = bytes_of(id);
       if (c_.is_param[t] && zero3()) bytes = shard(bytes);
       const int32_t b = new_buffer(g_.tensors[t].name, bytes, Category::Weight);
