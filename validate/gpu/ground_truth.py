@@ -149,8 +149,13 @@ def run_validate(binary: Optional[str], plans_dir: Optional[str], device: torch.
         if deadline.left() < 30:
             reports.append({"plan": plan, "skipped": "time budget"})
             continue
-        proc = subprocess.run([binary, plan, "--device", kind, "--mode", "all", "--json"],
-                              capture_output=True, text=True, timeout=max(10, int(deadline.left())))
+        try:
+            proc = subprocess.run([binary, plan, "--device", kind, "--mode", "all", "--json"],
+                                  capture_output=True, text=True, timeout=max(10, int(deadline.left())))
+        except subprocess.TimeoutExpired:
+            reports.append({"plan": plan, "skipped": "time budget ran out during the replay"})
+            log(f"  validate {os.path.basename(plan)}: stopped, time budget")
+            continue
         try:
             report = json.loads(proc.stdout)
         except ValueError:
@@ -181,6 +186,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--budget-s", type=float, default=420, help="stop starting new work after this many seconds")
     ap.add_argument("--plans", help="folder of *.plan.json files made by `memplan plan`")
     ap.add_argument("--validate-bin", help="the memplan-validate binary")
+    ap.add_argument("--validate-budget-s", type=float, default=90, help="time for all memplan-validate replays")
     ap.add_argument("--skip", nargs="*", default=[], choices=["matrix", "fit", "validate"])
     args = ap.parse_args(argv)
 
@@ -204,7 +210,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     if "validate" not in args.skip:
         write_json(paths["validate"], {"environment": env,
-                                       **run_validate(args.validate_bin, args.plans, device, deadline)})
+                                       **run_validate(args.validate_bin, args.plans, device,
+                                                      Deadline(min(args.validate_budget_s, deadline.left())))})
     fit_reserve = 0 if "fit" in args.skip else (30 if args.dry_run else 120)
     if "matrix" not in args.skip:
         protocol = {"iterations": iterations, "warmup": "training: iteration 1 measured alone (first_iteration), "
