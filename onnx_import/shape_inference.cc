@@ -415,7 +415,26 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
   throw InputError("the graph has a cycle: " + cycle);
 }
 
+// ONNX's inference functions assume a node that passed the checker; a node with too few inputs or a
+// required input left empty would make them dereference null. Such nodes are refused here instead.
+void check_arity(const NodeContext& ctx, const onnx::OpSchema& schema) {
+  const auto& node = ctx.node();
+  if (node.input_size() < schema.min_input() || node.input_size() > schema.max_input())
+    ctx.fail("has " + std::to_string(node.input_size()) + " inputs; opset " + std::to_string(schema.SinceVersion()) +
+             " of the op takes " + std::to_string(schema.min_input()) + " to " + std::to_string(schema.max_input()));
+  if (node.output_size() < schema.min_output() || node.output_size() > schema.max_output())
+    ctx.fail("has " + std::to_string(node.output_size()) + " outputs; opset " + std::to_string(schema.SinceVersion()) +
+             " of the op gives " + std::to_string(schema.min_output()) + " to " + std::to_string(schema.max_output()));
+  const auto& formals = schema.inputs();
+  for (int i = 0; i < node.input_size() && !formals.empty(); ++i) {
+    const auto& f = formals[std::min<size_t>(static_cast<size_t>(i), formals.size() - 1)];
+    if (f.GetOption() != onnx::OpSchema::Optional && node.input(i).empty())
+      ctx.fail("required input " + std::to_string(i) + " ('" + f.GetName() + "') is empty");
+  }
+}
+
 void Walker::schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema) {
+  check_arity(ctx, schema);
   SchemaContext sc(ctx);
   try {
     schema.GetTypeAndShapeInferenceFunction()(sc);
@@ -462,7 +481,15 @@ Walker::NodeCost Walker::infer_node(const onnx::NodeProto& node, size_t index, S
 
   last_subgraph_peak_ = 0;
   bool handled = false;
-  if (const shape::Rule rule = find_rule(domain, node.op_type())) handled = rule(ctx);
+  if (const shape::Rule rule = find_rule(domain, node.op_type())) {
+    try {
+      handled = rule(ctx);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // e.g. std::out_of_range from a shape of unexpected rank
+      ctx.fail(std::string("invalid inputs: ") + e.what());
+    }
+  }
   if (!handled) {
     if (const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain)) {
       schema_fallback(ctx, *schema);
@@ -487,20 +514,22 @@ Walker::NodeCost Walker::infer_node(const onnx::NodeProto& node, size_t index, S
     ctx.fail("cannot infer the shape of output '" + out +
              "' (it may depend on input values that are not known statically); declare it in the model's value_info");
   }
-  shape::evaluate_values(node, opset, ctx.inputs(), ctx.outputs());
   NodeCost cost;
   cost.body_peak = last_subgraph_peak_;
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     if (!ctx.output_used(i)) continue;
     const std::string& out = node.output(static_cast<int>(i));
-    Value& v = ctx.outputs()[i];
+    const Value& v = ctx.outputs()[i];
     if (v.dtype == DType::Undefined) ctx.fail("output '" + out + "' has no data type");
     const auto bytes = shape::bytes_of(v.dtype, v.shape);
     if (!bytes) checked_bytes(v.dtype, v.shape, "tensor '" + out + "' (output of node '" + ctx.name() + "')");
     cost.output_bytes.push_back(*bytes);
     cost.produced = checked_add(cost.produced, *bytes);
-    scope.values.insert_or_assign(out, std::move(v));
   }
+  // Shapes are now known to fit in 64 bits, so the evaluator's element counts cannot wrap.
+  shape::evaluate_values(node, opset, ctx.inputs(), ctx.outputs());
+  for (size_t i = 0; i < ctx.num_outputs(); ++i)
+    if (ctx.output_used(i)) scope.values.insert_or_assign(node.output(static_cast<int>(i)), std::move(ctx.outputs()[i]));
   return cost;
 }
 

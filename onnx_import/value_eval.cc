@@ -659,7 +659,11 @@ void eval_range(const Inputs& in, Value& out) {
   const uint64_t n = out.elements();
   if (in[0]->ints && in[2]->ints) {
     std::vector<int64_t> r(n);
-    for (size_t i = 0; i < n; ++i) r[i] = (*in[0]->ints)[0] + static_cast<int64_t>(i) * (*in[2]->ints)[0];
+    for (size_t i = 0; i < n; ++i) {
+      const auto x = checked_int(static_cast<__int128>((*in[0]->ints)[0]) + static_cast<__int128>(i) * (*in[2]->ints)[0]);
+      if (!x) return;
+      r[i] = *x;
+    }
     store_ints(out, std::move(r));
   } else {
     std::vector<double> r(n);

@@ -141,7 +141,7 @@ bool qlinear_concat(NodeContext& ctx) {
   for (size_t i = 2; i < ctx.num_inputs(); i += 3) {
     const Value& x = ctx.required(i);
     if (x.shape.size() != shape.size()) ctx.fail("inputs have different ranks");
-    shape[axis] += x.shape[axis];
+    shape[axis] = ctx.add(shape[axis], x.shape[axis]);
   }
   ctx.set_output(0, first.dtype, std::move(shape));
   return true;
@@ -166,7 +166,7 @@ bool ms_attention(NodeContext& ctx) {
   if (ctx.output_used(1)) {
     const Value* past = ctx.input(4);
     const int64_t past_len = past && past->shape.size() == 5 ? past->shape[3] : 0;
-    ctx.set_output(1, x.dtype, {2, x.shape[0], heads, past_len + x.shape[1], dk / heads});
+    ctx.set_output(1, x.dtype, {2, x.shape[0], heads, ctx.add(past_len, x.shape[1]), dk / heads});
   }
   return true;
 }
@@ -198,12 +198,13 @@ bool multi_head_attention(NodeContext& ctx) {
       v_head = v && v->shape.size() == 3 ? v->shape[2] / n : head;
     }
   }
-  ctx.set_output(0, q.dtype, {batch, seq, n * v_head});
+  ctx.set_output(0, q.dtype, {batch, seq, ctx.mul(n, v_head)});
   const Value* past = ctx.input(6);
   const int64_t past_len = past && past->shape.size() == 4 ? past->shape[2] : 0;
-  if (ctx.output_used(1)) ctx.set_output(1, q.dtype, {batch, n, past_len + kv_seq, head});
-  if (ctx.output_used(2)) ctx.set_output(2, q.dtype, {batch, n, past_len + kv_seq, v_head});
-  if (ctx.output_used(3)) ctx.set_output(3, q.dtype, {batch, n, seq, past_len + kv_seq});
+  const int64_t total = ctx.add(past_len, kv_seq);
+  if (ctx.output_used(1)) ctx.set_output(1, q.dtype, {batch, n, total, head});
+  if (ctx.output_used(2)) ctx.set_output(2, q.dtype, {batch, n, total, v_head});
+  if (ctx.output_used(3)) ctx.set_output(3, q.dtype, {batch, n, seq, total});
   return true;
 }
 
@@ -215,11 +216,11 @@ bool group_query_attention(NodeContext& ctx) {
   const int64_t n = ctx.attr_int("num_heads", 0), kv = ctx.attr_int("kv_num_heads", 0);
   if (n <= 0 || kv <= 0 || q.shape.size() != 3) ctx.fail("needs num_heads, kv_num_heads and query [B, S, D]");
   const bool packed = !ctx.input(1);
-  const int64_t head = q.shape[2] / (packed ? n + 2 * kv : n);
-  ctx.set_output(0, q.dtype, {q.shape[0], q.shape[1], n * head});
+  const int64_t head = q.shape[2] / (packed ? ctx.add(n, ctx.mul(2, kv)) : n);
+  ctx.set_output(0, q.dtype, {q.shape[0], q.shape[1], ctx.mul(n, head)});
   const Value* past = ctx.input(3);
   const int64_t past_len = past && past->shape.size() == 4 ? past->shape[2] : 0;
-  int64_t present = past_len + q.shape[1];
+  int64_t present = ctx.add(past_len, q.shape[1]);
   if (const auto total = ctx.input_ints(6); total && total->size() == 1) present = std::max(past_len, (*total)[0]);
   for (size_t i = 1; i <= 2; ++i)
     if (ctx.output_used(i)) ctx.set_output(i, q.dtype, {q.shape[0], kv, present, head});

@@ -41,7 +41,7 @@ bool col2im(NodeContext& ctx) {
   if (!image || !block) ctx.fail("its image_shape and block_shape inputs must be known statically");
   if (x.shape.size() != 3) ctx.fail("the input must be [N, C*prod(block_shape), L]");
   int64_t block_elems = 1;
-  for (int64_t b : *block) block_elems *= b;
+  for (int64_t b : *block) block_elems = ctx.mul(block_elems, b);
   if (block_elems <= 0 || x.shape[1] % block_elems != 0) ctx.fail("block_shape does not divide the channel dimension");
   std::vector<int64_t> out{x.shape[0], x.shape[1] / block_elems};
   out.insert(out.end(), image->begin(), image->end());
@@ -160,8 +160,8 @@ bool attention23(NodeContext& ctx) {
     v_head = v.shape[3];
   }
   const int64_t past = ctx.input(4) && ctx.input(4)->shape.size() == 4 ? ctx.input(4)->shape[2] : 0;
-  const int64_t total = past + kv_seq;
-  ctx.set_output(0, q.dtype, three_d ? std::vector<int64_t>{batch, q_seq, q_heads * v_head}
+  const int64_t total = ctx.add(past, kv_seq);
+  ctx.set_output(0, q.dtype, three_d ? std::vector<int64_t>{batch, q_seq, ctx.mul(q_heads, v_head)}
                                      : std::vector<int64_t>{batch, q_heads, q_seq, v_head});
   if (ctx.output_used(1)) ctx.set_output(1, k.dtype, {batch, kv_heads, total, head});
   if (ctx.output_used(2)) ctx.set_output(2, v.dtype, {batch, kv_heads, total, v_head});

@@ -122,6 +122,18 @@ std::vector<int64_t> NodeContext::broadcast(const std::vector<std::vector<int64_
   return out;
 }
 
+int64_t NodeContext::add(int64_t a, int64_t b) const {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) fail("dimension arithmetic overflows 64 bits");
+  return r;
+}
+
+int64_t NodeContext::mul(int64_t a, int64_t b) const {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) fail("dimension arithmetic overflows 64 bits");
+  return r;
+}
+
 void NodeContext::fail(const std::string& msg) const {
   throw InputError("node '" + name() + "' (" + node_.op_type() + "): " + msg);
 }

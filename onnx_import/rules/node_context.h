@@ -73,6 +73,10 @@ class NodeContext {
   // numpy broadcasting of the given shapes; fails naming the node when they do not broadcast.
   std::vector<int64_t> broadcast(const std::vector<std::vector<int64_t>>& shapes) const;
 
+  // Dimension arithmetic on values from the model, failing naming the node instead of overflowing.
+  int64_t add(int64_t a, int64_t b) const;
+  int64_t mul(int64_t a, int64_t b) const;
+
   [[noreturn]] void fail(const std::string& msg) const;
   void warn(const std::string& msg);
   SubgraphRunner& subgraphs() { return subgraphs_; }

@@ -55,8 +55,9 @@ bool split(NodeContext& ctx) {
   if (sizes.empty()) {
     if (const auto* num = ctx.attr("num_outputs"); num && ctx.opset() >= 18) {
       if (num->i() != n) ctx.fail("num_outputs is " + std::to_string(num->i()) + " but the node has " + std::to_string(n) + " outputs");
-      const int64_t chunk = (dim + n - 1) / n;  // ceil(dim / n); the last output takes the remainder
-      for (int64_t k = 0; k < n; ++k) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - k * chunk)));
+      if (n <= 0) ctx.fail("num_outputs must be positive");
+      const int64_t chunk = dim / n + (dim % n != 0);  // ceil(dim / n); the last output takes the remainder
+      for (int64_t k = 0; k < n; ++k) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - std::min(dim, k * chunk))));
     } else {
       if (n == 0 || dim % n != 0)
         ctx.fail("dimension " + std::to_string(dim) + " does not split evenly into " + std::to_string(n) + " outputs");
@@ -67,7 +68,7 @@ bool split(NodeContext& ctx) {
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) ctx.fail("a split size is negative");
-    total += s;
+    total = ctx.add(total, s);
   }
   if (total != dim) ctx.fail("split sizes sum to " + std::to_string(total) + ", not the dimension " + std::to_string(dim));
   for (int64_t k = 0; k < n; ++k) {
@@ -97,7 +98,7 @@ bool pad(NodeContext& ctx) {
     ctx.fail("has " + std::to_string(pads.size()) + " pads for " + std::to_string(axes.size()) + " padded axes");
   auto shape = x.shape;
   for (size_t k = 0; k < axes.size(); ++k) {
-    shape[axes[k]] += pads[k] + pads[k + axes.size()];
+    shape[axes[k]] = ctx.add(shape[axes[k]], ctx.add(pads[k], pads[k + axes.size()]));
     if (shape[axes[k]] < 0) ctx.fail("pads make dimension " + std::to_string(axes[k]) + " negative");
   }
   ctx.set_output(0, x.dtype, std::move(shape));
@@ -155,13 +156,16 @@ bool resize(NodeContext& ctx) {
 // pool_attributes.h: a window that would start in the end padding is dropped).
 int64_t pooled(const NodeContext& ctx, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe,
                const std::string& auto_pad, bool ceil_mode) {
-  const int64_t window = (k - 1) * d + 1;
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return (in + s - 1) / s;
-  if (auto_pad == "VALID") return (in - window) / s + 1;
-  const int64_t span = in + pb + pe - window;
+  const int64_t window = ctx.add(ctx.mul(k - 1, d), 1);
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return in / s + (in % s != 0);
+  if (auto_pad == "VALID") {
+    if (in < window) ctx.fail("the pooling window is larger than the input");
+    return (in - window) / s + 1;
+  }
+  const int64_t span = ctx.add(ctx.add(in, pb), ctx.add(pe, -window));
   if (span < 0) ctx.fail("the pooling window is larger than the padded input");
   int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-  if (ceil_mode && (out - 1) * s >= in + pb) --out;
+  if (ceil_mode && ctx.mul(out - 1, s) >= ctx.add(in, pb)) --out;
   return out;
 }
 
