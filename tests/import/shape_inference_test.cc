@@ -302,6 +302,51 @@ TEST(ControlFlow, LoopScanOutputsGetTheTripCountAsLeadingDim) {
   EXPECT_EQ(r.values.at("stacked").shape, Shape({5, 3}));  // 5 iterations of [3]
 }
 
+TEST(ControlFlow, ScanStacksOutputsAlongScanOutputAxes) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] init, float[5, 2] xs) => (float[2] final, float[5, 2] ys) {
+      final, ys, zs = Scan<num_scan_inputs = 1, scan_output_axes = [0, 1],
+          body = b (float[2] s, float[2] x) => (float[2] s2, float[2] y, float[2] z) {
+            s2 = Add(s, x)
+            y = Identity(s2)
+            z = Identity(x)
+          }>(init, xs)
+    })");
+  // 5 steps over axis 0 of xs, each slice [2]: state [2], ys stacked on axis 0 -> [5, 2], zs on axis 1 -> [2, 5].
+  EXPECT_EQ(r.values.at("final").shape, Shape({2}));
+  EXPECT_EQ(r.values.at("ys").shape, Shape({5, 2}));
+  EXPECT_EQ(r.values.at("zs").shape, Shape({2, 5}));
+}
+
+TEST(ControlFlow, LoopWhoseShapesDependOnTheIterationIsUnrolled) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[4, 3] x) => (float[4, 1, 3] rows) {
+      m = Constant<value = int64 {4}>()
+      t = Constant<value = bool {1}>()
+      rows = Loop(m, t) <body = b (int64 i, bool c) => (bool co, float[1, 3] row) {
+        co = Identity(c)
+        ax = Constant<value = int64[1] {0}>()
+        one = Constant<value = int64[1] {1}>()
+        start = Unsqueeze(i, ax)
+        end = Add(start, one)
+        row = Slice(x, start, end)
+      }>
+    })");
+  // Each iteration i slices x[i:i+1] -> [1, 3]; 4 iterations stack to [4, 1, 3].
+  EXPECT_EQ(r.values.at("rows").shape, Shape({4, 1, 3}));
+}
+
+TEST(Opset18, AveragePool19Dilations) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 19]>
+    g (float[1, 1, 10, 10] x) => (float[1, 1, 6, 6] y) {
+      y = AveragePool<kernel_shape = [3, 3], dilations = [2, 2]>(x)
+      z = AveragePool<kernel_shape = [3, 3], dilations = [2, 2], strides = [2, 2], ceil_mode = 1>(x)
+    })");
+  // Dilated window (3-1)*2+1 = 5: (10-5)/1+1 = 6; with stride 2 and ceil: ceil(5/2)+1 = 4.
+  EXPECT_EQ(r.values.at("y").shape, Shape({1, 1, 6, 6}));
+  EXPECT_EQ(r.values.at("z").shape, Shape({1, 1, 4, 4}));
+}
+
 // --- graph structure errors ------------------------------------------------------------------------
 
 TEST(Walker, UnsortedNodesAreOrderedTopologically) {
@@ -342,6 +387,23 @@ TEST(Walker, MissingTensorIsAnErrorNamingNodeAndTensor) {
     })");
   EXPECT_TRUE(contains(msg, "Add_0")) << msg;
   EXPECT_TRUE(contains(msg, "'ghost'")) << msg;
+}
+
+TEST(Walker, OnnxInferenceErrorsNameTheNode) {
+  const std::string msg = error_of(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] a, float[4, 5] b) => (float[2, 5] y) {
+      y = MatMul(a, b)
+    })");
+  EXPECT_TRUE(contains(msg, "MatMul_0")) << msg;  // inner dims 3 and 4 differ
+}
+
+TEST(Walker, NodeWithTooFewInputsIsRefusedNotCrashed) {
+  const std::string msg = error_of(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] a) => (float[2, 3] y) {
+      y = Add(a)
+    })");
+  EXPECT_TRUE(contains(msg, "Add_0")) << msg;
+  EXPECT_TRUE(contains(msg, "1 inputs")) << msg;
 }
 
 // --- bindings --------------------------------------------------------------------------------------
