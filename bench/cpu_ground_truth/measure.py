@@ -1,0 +1,302 @@
+#!/usr/bin/python3
+"""CPU ground truth for memplan's training-step peaks: run zoo models for one training step under
+torch.profiler(profile_memory=True) and compute the peak of live tensor bytes from its allocation events.
+
+    /usr/bin/python3 bench/cpu_ground_truth/measure.py                 # resnet18, mobilenet_v2, gpt_tiny -> measurements.json
+    /usr/bin/python3 bench/cpu_ground_truth/measure.py --models gpt_tiny --out /tmp/m.json
+
+Protocol (bench/cpu_ground_truth/README.md has the reasoning):
+  1. build the zoo module (tests/models/zoo.py, fp32, train mode), its optimizer, one batch of inputs and
+     targets;
+  2. run one warm-up step, so that the optimizer states exist (the steady state);
+  3. optimizer.zero_grad(set_to_none=True): the previous step's gradients are freed;
+  4. live at this point: parameters, buffers, optimizer states, inputs and targets = baseline_bytes,
+     summed from the tensors themselves;
+  5. profile exactly one step: forward, cross-entropy loss on the logits, backward, optimizer.step();
+  6. accumulate the profiler's CPU allocation events (+size on allocation, -size on free) in time order;
+     the maximum of that running sum is peak_increment_bytes; peak_bytes = baseline_bytes + increment.
+PyTorch's CPU allocator has no cache: every event is one tensor storage being allocated or freed.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
+
+import onnx
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS_DIR = os.path.join(ROOT, "tests", "models")
+sys.path.insert(0, MODELS_DIR)
+import zoo  # noqa: E402
+
+
+class Config(NamedTuple):
+    model: str
+    batch: int
+    seq: Optional[int]  # text models only
+    optimizer: str  # "momentum" (SGD, momentum 0.9) or "adam"
+    checkpoint: bool
+
+
+SIZES = {"resnet18": [(2, None), (8, None)], "mobilenet_v2": [(2, None), (8, None)],
+         "gpt_tiny": [(2, 512), (8, 512)], "gpt": [(1, 128), (2, 128)]}
+# GPT-2 small takes minutes per step on 2 shared cores: measured only when asked for (--models gpt).
+DEFAULT_MODELS = ["resnet18", "mobilenet_v2", "gpt_tiny"]
+
+
+def default_configs(models: Sequence[str]) -> List[Config]:
+    return [Config(model, batch, seq, optimizer, ckpt)
+            for model in models
+            for batch, seq in SIZES[model]
+            for optimizer in ("momentum", "adam")
+            for ckpt in (False, True)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checkpoint segments. The boundaries are tensors of the model's ONNX training export
+# (tests/models/<model>_train.onnx), so memplan can be given `--checkpoint at:<the same list>`.
+# Meaning of a list B1..Bk: each piece of the graph from B(i) to B(i+1) is one checkpointed segment
+# (torch.utils.checkpoint, reentrant, the 1.13 default: it keeps only B(i) and recomputes the piece in
+# backward); what comes before B1 and after Bk runs normally.
+
+
+def onnx_scope_output(model: onnx.ModelProto, scope: str) -> str:
+    """The one tensor produced by a node of module scope `scope` (e.g. "/layer1/") and used outside it.
+    Constant nodes are left out: the exporter shares equal constants between blocks."""
+    produced_inside = {o for n in model.graph.node
+                       if n.name.startswith(scope) and n.op_type != "Constant" for o in n.output}
+    used_outside = {i for n in model.graph.node if not n.name.startswith(scope) for i in n.input}
+    used_outside |= {o.name for o in model.graph.output}
+    escaping = sorted(produced_inside & used_outside)
+    if len(escaping) != 1:
+        raise SystemExit(f"scope {scope}: expected one output tensor, found {escaping}")
+    return escaping[0]
+
+
+def onnx_consumer_output(model: onnx.ModelProto, inputs: Sequence[str]) -> str:
+    """The output of the node that consumes all of `inputs` (e.g. the Add of two embeddings)."""
+    for node in model.graph.node:
+        if all(i in node.input for i in inputs):
+            return node.output[0]
+    raise SystemExit(f"no node consumes {inputs}")
+
+
+def load_training_export(model: str) -> onnx.ModelProto:
+    return onnx.load(os.path.join(MODELS_DIR, f"{model}_train.onnx"), load_external_data=False)
+
+
+class StepFunctions(NamedTuple):
+    forward: Callable  # (module, inputs, use_checkpoint) -> logits
+    boundaries: Callable  # () -> ONNX tensor names of the checkpoint boundaries
+
+
+def resnet_forward(m, inputs, use_checkpoint: bool):
+    x = m.maxpool(m.relu(m.bn1(m.conv1(inputs[0]))))
+    for layer in (m.layer1, m.layer2, m.layer3, m.layer4):
+        x = checkpoint(layer, x) if use_checkpoint else layer(x)
+    return m.fc(torch.flatten(m.avgpool(x), 1))
+
+
+def resnet_boundaries(model: str) -> List[str]:
+    graph = load_training_export(model)
+    return [onnx_scope_output(graph, s) for s in ("/maxpool/", "/layer1/", "/layer2/", "/layer3/", "/layer4/")]
+
+
+def mobilenet_forward(m, inputs, use_checkpoint: bool):
+    x = m.features[0](inputs[0])
+    for block in m.features[1:]:
+        x = checkpoint(block, x) if use_checkpoint else block(x)
+    x = torch.flatten(F.adaptive_avg_pool2d(x, (1, 1)), 1)
+    return m.classifier(x)
+
+
+def mobilenet_boundaries(model: str) -> List[str]:
+    graph = load_training_export(model)
+    return [onnx_scope_output(graph, f"/features/features.{i}/") for i in range(19)]
+
+
+def gpt_forward(m, inputs, use_checkpoint: bool):
+    input_ids = inputs[0]
+    x = m.embed(input_ids)
+    mask = zoo.causal_additive_mask(input_ids.size(1), input_ids.device)
+    for block in m.blocks:
+        x = checkpoint(block, x, mask) if use_checkpoint else block(x, mask)
+    return m.head(x)
+
+
+def gpt_boundaries(model: str) -> List[str]:
+    graph = load_training_export(model)
+    embedded = onnx_consumer_output(graph, [onnx_scope_output(graph, "/wte/"), onnx_scope_output(graph, "/wpe/")])
+    return [embedded] + [onnx_scope_output(graph, f"/blocks.{i}/") for i in range(zoo.text_config(model).layers)]
+
+
+STEPS: Dict[str, StepFunctions] = {
+    "resnet18": StepFunctions(resnet_forward, lambda: resnet_boundaries("resnet18")),
+    "mobilenet_v2": StepFunctions(mobilenet_forward, lambda: mobilenet_boundaries("mobilenet_v2")),
+    "gpt_tiny": StepFunctions(gpt_forward, lambda: gpt_boundaries("gpt_tiny")),
+    "gpt": StepFunctions(gpt_forward, lambda: gpt_boundaries("gpt")),
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# One training step
+
+
+def make_optimizer(name: str, params) -> torch.optim.Optimizer:
+    # foreach=True: the multi-tensor implementation, PyTorch's default on CUDA (on the CPU 1.13 defaults
+    # to the per-tensor loop), so the temporaries match what a GPU run would allocate.
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach=True)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, foreach=True)
+    raise ValueError(name)
+
+
+def make_targets(cfg: Config, gen: torch.Generator) -> torch.Tensor:
+    if cfg.seq is None:
+        return torch.randint(0, zoo.NUM_CLASSES, (cfg.batch,), generator=gen)
+    return torch.randint(0, zoo.text_config(cfg.model).vocab, (cfg.batch, cfg.seq), generator=gen)
+
+
+def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: bool) -> None:
+    logits = forward(module, inputs, use_checkpoint)
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+    loss.backward()
+    optimizer.step()
+
+
+def tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def optimizer_state_tensors(optimizer: torch.optim.Optimizer) -> List[torch.Tensor]:
+    return [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+
+
+def allocation_events(prof: torch.profiler.profile) -> List[tuple]:
+    """(time_ns, order, bytes) of every CPU allocation (+) and free (-) the profiler recorded."""
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        stack.extend(event.children)
+        fields = event.extra_fields
+        if isinstance(fields, torch._C._profiler._ExtraFields_Allocation) and fields.device.type == "cpu":
+            events.append((event.start_time_ns, event.id, fields.alloc_size))
+    events.sort()
+    return events
+
+
+def peak_of(events: List[tuple]) -> Dict[str, int]:
+    live = peak = 0
+    for _, _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return {"peak_increment_bytes": peak, "end_increment_bytes": live, "allocation_events": len(events)}
+
+
+def measure(cfg: Config) -> Dict:
+    built = zoo.build_model(cfg.model)
+    module = built.module.train()
+    steps = STEPS[cfg.model]
+    optimizer = make_optimizer(cfg.optimizer, module.parameters())
+    gen = torch.Generator().manual_seed(zoo.SEED + 2)
+    inputs = zoo.make_inputs(cfg.model, cfg.batch, cfg.seq or 0)
+    targets = make_targets(cfg, gen)
+
+    training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint)  # warm-up
+    optimizer.zero_grad(set_to_none=True)
+
+    parts = {
+        "parameter_bytes": tensor_bytes(module.parameters()),
+        "buffer_bytes": tensor_bytes(module.buffers()),
+        "optimizer_state_bytes": tensor_bytes(optimizer_state_tensors(optimizer)),
+        "input_bytes": tensor_bytes(list(inputs) + [targets]),
+    }
+    started = time.time()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint)
+    seconds = time.time() - started
+    peak = peak_of(allocation_events(prof))
+    baseline = sum(parts.values())
+    return {
+        "model": cfg.model,
+        "onnx": f"tests/models/{cfg.model}_train.onnx",
+        "batch": cfg.batch,
+        "seq": cfg.seq,
+        "precision": "fp32",
+        "optimizer": cfg.optimizer,
+        "optimizer_settings": describe_optimizer(optimizer),
+        "loss": "cross-entropy",
+        "checkpoint": steps.boundaries() if cfg.checkpoint else [],
+        "peak_bytes": baseline + peak["peak_increment_bytes"],
+        "baseline_bytes": baseline,
+        **parts,
+        **peak,
+        "profiled_step_seconds": round(seconds, 2),
+    }
+
+
+def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
+    group = optimizer.param_groups[0]
+    keys = ["lr", "momentum", "betas", "eps", "weight_decay", "foreach"]
+    settings = ", ".join(f"{k}={group[k]}" for k in keys if k in group)
+    return f"{type(optimizer).__name__}({settings})"
+
+
+def config_key(entry: Dict) -> tuple:
+    return (entry["model"], entry["batch"], entry["seq"] or 0, entry["optimizer"], len(entry["checkpoint"]) > 0)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", choices=sorted(STEPS), help="measure only these models")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "measurements.json"),
+                        help="JSON file; entries of other configs already in it are kept")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(2)
+
+    configs = default_configs(args.models or DEFAULT_MODELS)
+    existing = {"measurements": []}
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            existing = json.load(f)
+    command = "/usr/bin/python3 bench/cpu_ground_truth/measure.py" + (
+        " " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])) if (argv or sys.argv[1:]) else "")
+    run_info = {
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
+    results = {config_key(e): e for e in existing["measurements"]}
+    for cfg in configs:
+        entry = measure(cfg)
+        entry["run"] = run_info
+        results[config_key(entry)] = entry
+        print(f"{cfg.model:13s} batch {cfg.batch} seq {cfg.seq or '-':>4} {cfg.optimizer:8s} "
+              f"ckpt {'yes' if cfg.checkpoint else 'no ':3s} peak {entry['peak_bytes'] / 2**20:9.2f} MiB "
+              f"(baseline {entry['baseline_bytes'] / 2**20:8.2f} + {entry['peak_increment_bytes'] / 2**20:8.2f}) "
+              f"[{entry['profiled_step_seconds']} s]", flush=True)
+    existing["measurements"] = [results[k] for k in sorted(results)]
+    existing["protocol"] = "bench/cpu_ground_truth/README.md"
+    with open(args.out, "w") as f:
+        json.dump(existing, f, indent=1)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
