@@ -1,0 +1,38 @@
+#include "zoo_programs.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "cost_models/cost_model.h"
+#include "onnx_import/import.h"
+
+namespace memplan {
+
+std::vector<ZooModel> zoo_models(const std::string& models_dir) {
+  std::vector<ZooModel> out;
+  for (const auto& entry : std::filesystem::directory_iterator(models_dir)) {
+    if (entry.path().extension() != ".onnx") continue;
+    const std::string stem = entry.path().stem().string();
+    const bool training = stem.size() > 6 && stem.compare(stem.size() - 6, 6, "_train") == 0;
+    out.push_back({stem, entry.path().string(), training});
+  }
+  std::sort(out.begin(), out.end(), [](const ZooModel& a, const ZooModel& b) { return a.name < b.name; });
+  return out;
+}
+
+Program zoo_program(const ZooModel& model, int64_t batch) {
+  Bindings bindings;
+  bindings.batch = batch;
+  // The zoo's text models (docs/zoo.md) take [batch, seq] token ids.
+  if (model.name.rfind("gpt", 0) == 0 || model.name.rfind("bert", 0) == 0) bindings.dims["seq"] = 128;
+  const Graph graph = import_model(model.path, bindings);
+  if (model.training) {
+    TrainingOptions options;  // PyTorch, Adam (foreach), fp32, steady state
+    return build_training_program(graph, options).program;
+  }
+  InferenceOptions options;
+  options.runtime = Runtime::PyTorch;
+  return build_inference_program(graph, options).program;
+}
+
+}  // namespace memplan
