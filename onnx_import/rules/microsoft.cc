@@ -210,7 +210,8 @@ bool multi_head_attention(NodeContext& ctx) {
 
 // GroupQueryAttention: query [B, S, N*H] (or packed [B, S, (N + 2*KV)*H] with key absent), key [B, S, KV*H],
 // past_key (input 3) [B, KV, P, H], total_sequence_length (input 6). Outputs [B, S, N*H] and
-// present_key/value [B, KV, max(P, total), H] (the cache is shared with past when P is the buffer size).
+// present_key/value [B, KV, max(P, total), H]; with total unknown, P (the cache is a shared buffer);
+// without a past, the new keys' length (ORT bert_defs.cc, BaseGroupQueryAttentionTypeAndShapeInference).
 bool group_query_attention(NodeContext& ctx) {
   const Value& q = ctx.required(0);
   const int64_t n = ctx.attr_int("num_heads", 0), kv = ctx.attr_int("kv_num_heads", 0);
@@ -220,7 +221,7 @@ bool group_query_attention(NodeContext& ctx) {
   ctx.set_output(0, q.dtype, {q.shape[0], q.shape[1], ctx.mul(n, head)});
   const Value* past = ctx.input(3);
   const int64_t past_len = past && past->shape.size() == 4 ? past->shape[2] : 0;
-  int64_t present = ctx.add(past_len, q.shape[1]);
+  int64_t present = past ? past_len : q.shape[1];
   if (const auto total = ctx.input_ints(6); total && total->size() == 1) present = std::max(past_len, (*total)[0]);
   for (size_t i = 1; i <= 2; ++i)
     if (ctx.output_used(i)) ctx.set_output(i, q.dtype, {q.shape[0], kv, present, head});

@@ -233,6 +233,19 @@ TEST(Microsoft, TransformerOptimizerOps) {
   EXPECT_EQ(r.values.at("mha").shape, Shape({2, 10, 64}));
 }
 
+TEST(Microsoft, GroupQueryAttentionWithKvCache) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+    g (float[2, 5, 64] q, float[2, 5, 32] k, float[2, 5, 32] v, float[2, 2, 10, 16] pk, float[2, 2, 10, 16] pv,
+       int32[2] seqlens) => (float[2, 5, 64] out) {
+      total = Constant<value = int32 {15}>()
+      out, present_k, present_v = com.microsoft.GroupQueryAttention<num_heads = 4, kv_num_heads = 2>(q, k, v, pk, pv, seqlens, total)
+    })");
+  // head = 64 / 4 = 16; present length max(past 10, total 15) = 15.
+  EXPECT_EQ(r.values.at("out").shape, Shape({2, 5, 64}));
+  EXPECT_EQ(r.values.at("present_k").shape, Shape({2, 2, 15, 16}));
+  EXPECT_EQ(r.values.at("present_v").shape, Shape({2, 2, 15, 16}));
+}
+
 TEST(Microsoft, QuantizedOps) {
   const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 13, "com.microsoft" : 1]>
     g (float[4, 16] x, uint8[16, 8] wq, float s, uint8 z) => (float[4, 8] y) {
