@@ -145,4 +145,32 @@ bool constant_only_in_shape_math(const Graph& g, int32_t t, const std::vector<bo
   return true;
 }
 
+std::vector<int32_t> tied_embedding_copies(const Graph& g) {
+  std::vector<int32_t> tied(g.tensors.size(), -1);
+  std::vector<int32_t> tables;  // initializers read as a Gather's table
+  for (const Node& n : g.nodes)
+    if (n.op_type == "Gather" && !n.inputs.empty() && n.inputs[0] >= 0 && is_initializer(g, n.inputs[0]) &&
+        g.tensors[n.inputs[0]].shape.size() == 2)
+      tables.push_back(n.inputs[0]);
+  for (const Node& n : g.nodes) {
+    if (n.op_type != "MatMul" || n.inputs.size() < 2 || n.outputs.empty()) continue;
+    const int32_t w = n.inputs[1];
+    if (w < 0 || !is_initializer(g, w) || g.tensors[w].shape.size() != 2) continue;
+    int32_t result = n.outputs[0];
+    const int32_t next = sole_consumer(g, result);
+    if (!is_graph_output(g, result) && next >= 0 && g.nodes[next].op_type == "Add" && !g.nodes[next].outputs.empty())
+      result = g.nodes[next].outputs[0];
+    if (!is_graph_output(g, result)) continue;
+    const auto& ws = g.tensors[w].shape;
+    for (int32_t table : tables) {
+      const auto& ts = g.tensors[table].shape;
+      if (table != w && ts[0] == ws[1] && ts[1] == ws[0] && g.tensors[table].dtype == g.tensors[w].dtype) {
+        tied[w] = table;
+        break;
+      }
+    }
+  }
+  return tied;
+}
+
 }  // namespace memplan

@@ -61,14 +61,21 @@ class InferenceBuilder {
 
   // Initializers and Constant-node outputs: resident weights (shape constants are dropped where
   // shape computations do not run on the GPU).
+  // PyTorch holds a tied output embedding once: the exporter's transposed copy shares its buffer.
   void add_constants() {
+    const std::vector<int32_t> tied = pytorch() ? tied_embedding_copies(g_) : std::vector<int32_t>(g_.tensors.size(), -1);
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
       const int32_t id = static_cast<int32_t>(t);
-      if (!is_constant(g_, id) || used_only_by_shape_math(id)) continue;
+      if (!is_constant(g_, id) || used_only_by_shape_math(id) || tied[t] >= 0) continue;
       const int32_t b = new_buffer(g_.tensors[t].name, tensor_bytes(id), Category::Weight);
       result_.program.buffers[b].resident = true;
       buffer_of_[t] = b;
     }
+    for (size_t t = 0; t < g_.tensors.size(); ++t)
+      if (tied[t] >= 0) {
+        buffer_of_[t] = buffer_of_[tied[t]];
+        ++tied_copies_;
+      }
   }
 
   // Small integer constants that only feed shape math are Python values outside the ideal runtime.
@@ -259,6 +266,8 @@ class InferenceBuilder {
         notes.push_back("Transpose, Expand, Slice and Split are views in PyTorch; a reshape of such a view copies.");
       if (has_op({"Relu", "Clip"}) && has_op({"Conv", "BatchNormalization"}))
         notes.push_back("ReLU/ReLU6 after conv/batch-norm/add and the residual add after batch norm run in place, as in torchvision.");
+      if (tied_copies_ > 0)
+        notes.push_back("The exporter's transposed copy of the tied embedding is counted once, as PyTorch holds it.");
       if (cublas_workspace_ >= 0)
         notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(opt_.cuda_arch_major)) +
                         " bytes for compute capability " + std::to_string(opt_.cuda_arch_major) +
@@ -285,6 +294,7 @@ class InferenceBuilder {
   std::vector<bool> shape_;          // tensor is a dropped shape computation
   int32_t cublas_workspace_ = -1;
   int maxpool_indices_ = 0;
+  int tied_copies_ = 0;
 };
 
 }  // namespace

@@ -36,6 +36,7 @@ class TrainingBuilder {
     grad_buf_.assign(nt, -1);
     grad_consumed_.assign(nt, false);
     param_grad_.assign(nt, -1);
+    grad_is_view_.assign(nt, false);
     contiguous_.assign(nt, true);
     saved_.resize(c_.ops.size());
     cast_inputs_.resize(c_.ops.size());
@@ -102,7 +103,9 @@ class TrainingBuilder {
   void add_parameters() {
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
       const int32_t id = static_cast<int32_t>(t);
-      if (!is_constant(g_, id) || constant_only_in_shape_math(g_, id, c_.shape) || is_python_scalar(g_, id)) continue;
+      if (!is_constant(g_, id) || constant_only_in_shape_math(g_, id, c_.shape) || is_python_scalar(g_, id) ||
+          c_.tied_to[t] >= 0)
+        continue;
       uint64_t bytes = bytes_of(id);
       if (c_.is_param[t] && zero3()) bytes = shard(bytes);
       const int32_t b = new_buffer(g_.tensors[t].name, bytes, Category::Weight);
@@ -110,6 +113,8 @@ class TrainingBuilder {
       fwd_buf_[t] = b;
       if (c_.is_param[t]) r_.param_bytes = checked_add(r_.param_bytes, bytes, "parameter bytes");
     }
+    for (size_t t = 0; t < g_.tensors.size(); ++t)
+      if (c_.tied_to[t] >= 0) fwd_buf_[t] = fwd_buf_[c_.tied_to[t]];  // the same storage, transposed
   }
 
   void add_inputs() {
@@ -481,27 +486,39 @@ class TrainingBuilder {
     return false;
   }
 
-  // A parameter's grad: AccumulateGrad steals the first one (.grad), adds later ones in place
-  // (torch/csrc/autograd/functions/accumulate_grad.h).
-  void param_grad(int32_t p, bool was_cast, Step& st) {
+  // A parameter's grad. Contributions meet in the InputBuffer of the parameter's AccumulateGrad node
+  // (torch/csrc/autograd/input_buffer.cpp), which then steals the sum as .grad (accumulate_grad.h):
+  //  - a later contribution is added in place into the buffered one, unless that one is a view (a grad
+  //    that reached the parameter through transpose/reshape, e.g. a tied output embedding): a view's
+  //    base keeps its storage shared, so `old + new` allocates the sum and frees the old one;
+  //  - with grads already resident (accumulation across micro-batches) every contribution is added in
+  //    place into .grad; ZeRO-2/3 first hold the full grad, then keep their shard.
+  void param_grad(int32_t p, bool was_cast, bool via_view, Step& st) {
     const std::string name = "grad:" + g_.tensors[p].name;
     if (was_cast)  // the low-precision grad of the autocast copy, before ToCopyBackward makes it float32
       st.writes.push_back(new_buffer(name + ":autocast", bytes_in(p, low_precision_dtype(o_.precision)), Category::ActivationGrad));
     if (zero3())
       st.writes.push_back(new_buffer(g_.tensors[p].name + ":gathered", bytes_of(p), Category::Weight));
     const uint64_t full = bytes_of(p);
-    if (param_grad_[p] >= 0 || shard_grads()) {
-      // Either a later contribution (added in place) or ZeRO-2/3's full grad before its reduce-scatter.
+    const int32_t old = param_grad_[p];
+    if (old >= 0 || shard_grads())
       st.writes.push_back(new_buffer(name + ":partial", full, Category::ActivationGrad));
-    }
-    if (param_grad_[p] >= 0) {
-      add_unique(st.reads, param_grad_[p]);
+    if (old >= 0) {
+      add_unique(st.reads, old);
+      Buffer& held = prog().buffers[old];
+      if (!grad_is_view_[p] || held.resident || shard_grads()) return;
+      held.live_at_end = false;  // replaced by the out-of-place sum
+      param_grad_[p] = new_buffer(name, full, Category::Gradient);
+      prog().buffers[param_grad_[p]].live_at_end = true;
+      st.writes.push_back(param_grad_[p]);
+      grad_is_view_[p] = false;
       return;
     }
     const uint64_t bytes = shard_grads() ? shard(full) : full;
     param_grad_[p] = new_buffer(name, bytes, Category::Gradient);
     prog().buffers[param_grad_[p]].live_at_end = true;
     st.writes.push_back(param_grad_[p]);
+    grad_is_view_[p] = via_view;
     r_.grad_bytes = checked_add(r_.grad_bytes, bytes, "gradient bytes");
   }
 
@@ -529,8 +546,14 @@ class TrainingBuilder {
     for (int32_t t : op.inputs) {
       if (!c_.requires_grad[t] || !done.insert(t).second) continue;
       const bool was_cast = cast_inputs_[i].count(t) > 0;
+      if (c_.tied_to[t] >= 0) {  // the grad of a transposed view of the embedding
+        param_grad(c_.tied_to[t], was_cast, /*via_view=*/true, st);
+        continue;
+      }
       if (c_.is_param[t]) {
-        param_grad(t, was_cast, st);
+        const bool via_view = std::find(rule.passthrough_inputs.begin(), rule.passthrough_inputs.end(), t) !=
+                              rule.passthrough_inputs.end();
+        param_grad(t, was_cast, via_view, st);
         continue;
       }
       if (was_cast)
@@ -618,6 +641,7 @@ class TrainingBuilder {
   std::map<int32_t, std::vector<int32_t>> grad_holders_;  // grad buffer -> tensors it is the grad of
   std::vector<bool> grad_consumed_;           // the backward that reads this tensor's grad has run
   std::vector<int32_t> param_grad_;           // parameter -> .grad buffer
+  std::vector<bool> grad_is_view_;            // parameter -> its buffered grad reached it through a view
   std::vector<bool> contiguous_;
   std::vector<std::vector<int32_t>> saved_;   // op -> buffers its backward reads
   std::vector<std::set<int32_t>> cast_inputs_;  // op -> inputs autocast copied

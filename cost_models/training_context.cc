@@ -123,12 +123,24 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
+  c.tied_to = tied_embedding_copies(g);
   for (int32_t t : g.initializers) {
     const Tensor& x = g.tensors[t];
-    if (x.kind == TensorKind::Weight && x.trainable && is_floating(x.dtype) && !x.consumers.empty()) {
+    if (x.kind == TensorKind::Weight && x.trainable && is_floating(x.dtype) && !x.consumers.empty() && c.tied_to[t] < 0) {
       c.requires_grad[t] = c.is_param[t] = true;
       c.params.push_back(t);
     }
+  }
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const int32_t original = c.tied_to[t];
+    if (original < 0) continue;
+    if (!c.is_param[original]) {
+      c.tied_to[t] = -1;  // not a tie we can use: the embedding is not trained
+      continue;
+    }
+    c.requires_grad[t] = true;  // a transposed view of the embedding in PyTorch
+    c.notes.push_back("'" + g.tensors[t].name + "' is the exporter's transposed copy of the tied embedding '" +
+                      g.tensors[original].name + "': counted as that one parameter.");
   }
   for (const FusedOp& op : c.ops) {
     bool any = false;

@@ -419,6 +419,41 @@ TEST(TrainingPyTorch, ForwardAndAutogradThreadsEachOwnACublasWorkspace) {
   EXPECT_THROW(build_training_program(mlp(), o), InputError);
 }
 
+// Tied embedding as torch.onnx writes it: ids[4] -> Gather(E[10,8]) -> e[4,8] -> MatMul(ET[8,10]) -> y[4,10],
+// where ET is the exporter's folded transpose of E. PyTorch has one parameter E (320 bytes).
+Graph tied_lm() {
+  GraphBuilder b;
+  const int32_t ids = b.input("ids", {4}, DType::Int64);
+  const int32_t e = b.node1("Gather", {b.weight("E", {10, 8}), ids}, "e", {4, 8});
+  const int32_t y = b.node1("MatMul", {e, b.weight("onnx::MatMul_9", {8, 10})}, "y", {4, 10});
+  b.output(y);
+  return b.graph();
+}
+
+TEST(TrainingTied, FoldedTransposeIsTheEmbeddingAndItsGradsSumOutOfPlace) {
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::Mse;
+  const TrainingResult r = build_training_program(tied_lm(), o);
+  const Program& p = r.program;
+  EXPECT_EQ(r.param_bytes, 320u);  // E once
+  EXPECT_EQ(resident_bytes(p), 320u);
+  // MatMul backward: e's grad (128) and the head's grad of E (through the transposed view: 320).
+  // Gather backward: the dense embedding grad (320, fresh) meets the buffered view: `old + new` writes a
+  // 320-byte sum and frees the old one. Live there, by hand: ids 32 + y 160 + loss 4 + grad:e 128
+  // + old 320 + fresh 320 + sum 320 = 1284.
+  const int32_t gather_bw = step_named(p, "backward:/Gather_0");
+  ASSERT_GE(gather_bw, 0);
+  EXPECT_EQ(p.steps[gather_bw].writes.size(), 2u);  // the fresh contribution and the sum
+  EXPECT_EQ(peak_live_bytes(p).bytes, 1284u);
+  // Inference on the PyTorch runtime also holds E once; ideal keeps the file's two initializers.
+  InferenceOptions io;
+  io.runtime = Runtime::PyTorch;
+  EXPECT_EQ(resident_bytes(build_inference_program(tied_lm(), io).program), 320u);
+  EXPECT_EQ(resident_bytes(build_inference_program(tied_lm(), {}).program), 640u);
+}
+
 TEST(TrainingErrors, OutputWithoutParametersIsRejected) {
   GraphBuilder b;
   const int32_t x = b.input("x", {4});
