@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cost_models/cost_model.h"
@@ -35,6 +37,21 @@ TEST(ZooTraining, ParameterBytesMatchTorchvisionPublishedCounts) {
   // Adam keeps two states per parameter.
   o.optimizer = Optimizer::Adam;
   EXPECT_EQ(build_training_program(zoo("resnet18_train", 2), o).optimizer_state_bytes, 2u * 11689512u * 4u);
+}
+
+// PyTorch's own trainable-parameter counts (tests/models/expected_shapes.json, from module.parameters(),
+// tied weights once): the transformers tie their output embedding, which the export stores twice.
+TEST(ZooTraining, ParameterBytesMatchPyTorchCountsWithTiedEmbeddings) {
+  std::ifstream in(std::string(MEMPLAN_ZOO_DIR) + "/expected_shapes.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json models = nlohmann::json::parse(in).at("models");
+  TrainingOptions o;
+  o.loss = LossKind::CrossEntropy;
+  for (const char* name : {"gpt_tiny", "gpt_tiny_op13", "gpt", "bert", "bert_op13", "vit_b_16", "resnet50_train"}) {
+    const bool text = std::string(name).find("gpt") == 0 || std::string(name).find("bert") == 0;
+    const uint64_t count = models.at(name).at("pytorch_trainable_parameters").get<uint64_t>();
+    EXPECT_EQ(build_training_program(text ? zoo(name, 1, 16) : zoo(name, 1), o).param_bytes, count * 4u) << name;
+  }
 }
 
 TEST(ZooTraining, EvalExportIsFlaggedAndTrainingExportIsNot) {
