@@ -13,5 +13,8 @@ using Action = std::function<int()>;
 Action add_inspect_command(CLI::App& app);
 Action add_estimate_command(CLI::App& app);
 Action add_plan_command(CLI::App& app);
+Action add_fit_command(CLI::App& app);
+Action add_check_command(CLI::App& app);
+Action add_timeline_command(CLI::App& app);
 
 }  // namespace memplan::cli

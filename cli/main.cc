@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   add(memplan::cli::add_inspect_command);
   add(memplan::cli::add_estimate_command);
   add(memplan::cli::add_plan_command);
+  add(memplan::cli::add_fit_command);
+  add(memplan::cli::add_check_command);
+  add(memplan::cli::add_timeline_command);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,132 @@
+#include "report/check.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "onnx_import/errors.h"
+#include "report/sizes.h"
+
+namespace memplan {
+
+nlohmann::ordered_json baseline_to_json(const Baseline& b, const Estimate& e) {
+  nlohmann::ordered_json j;
+  j["schema"] = kBaselineSchema;
+  j["model"] = b.model;
+  j["configuration"] = b.configuration;
+  j["total_bytes"] = b.total_bytes;
+  const Breakdown& d = e.breakdown;
+  j["breakdown"] = {{"weights", d.weights},         {"activations", d.activations},
+                    {"activation_grads", d.activation_grads}, {"gradients", d.gradients},
+                    {"optimizer_states", d.optimizer_states}, {"workspace", d.workspace},
+                    {"allocator_rounding", d.allocator_rounding}, {"allocator_overhead", d.allocator_overhead},
+                    {"fixed", d.fixed}};
+  j["memplan_version"] = MEMPLAN_VERSION;
+  return j;
+}
+
+Baseline baseline_from_json_text(const std::string& text, const std::string& origin) {
+  Baseline b;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.is_object() || j.value("schema", "") != kBaselineSchema)
+      throw InputError("baseline " + origin + ": not a memplan baseline (expected \"schema\": \"" + kBaselineSchema +
+                       "\"; write one with --write-baseline)");
+    b.model = j.at("model").get<std::string>();
+    b.configuration = j.at("configuration").get<std::string>();
+    b.total_bytes = j.at("total_bytes").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("baseline " + origin + ": " + e.what());
+  }
+  if (b.total_bytes == 0) throw InputError("baseline " + origin + ": total_bytes is 0");
+  return b;
+}
+
+CheckResult run_check(const Estimate& e, const std::string& configuration, std::optional<uint64_t> budget,
+                      const std::optional<Baseline>& baseline, double max_increase_percent) {
+  CheckResult r;
+  if (budget) {
+    LimitResult l;
+    l.kind = "budget";
+    l.limit_bytes = *budget;
+    l.value_bytes = e.total_bytes;
+    l.passed = e.total_bytes <= *budget;
+    l.message = l.passed ? fmt::format("budget: {} fits in {} ({} to spare)", format_bytes(e.total_bytes),
+                                       format_bytes(*budget), format_bytes(*budget - e.total_bytes))
+                         : fmt::format("budget: {} exceeds the budget {} by {} ({} B over)", format_bytes(e.total_bytes),
+                                       format_bytes(*budget), format_bytes(e.total_bytes - *budget),
+                                       format_count(e.total_bytes - *budget));
+    r.limits.push_back(l);
+  }
+  if (baseline) {
+    if (baseline->configuration != configuration)
+      throw InputError("the baseline was written for \"" + baseline->configuration + "\" but this check is for \"" +
+                       configuration + "\": pass the same options, or write a new baseline with --write-baseline");
+    LimitResult l;
+    l.kind = "regression";
+    l.baseline_bytes = baseline->total_bytes;
+    l.value_bytes = e.total_bytes;
+    l.max_increase_percent = max_increase_percent;
+    const double base = static_cast<double>(baseline->total_bytes);
+    l.limit_bytes = static_cast<uint64_t>(std::floor(base * (1.0 + max_increase_percent / 100.0)));
+    l.change_percent = (static_cast<double>(e.total_bytes) - base) / base * 100.0;
+    l.passed = e.total_bytes <= l.limit_bytes;
+    const std::string change = fmt::format("{:+.2f}%", l.change_percent);
+    l.message = l.passed ? fmt::format("regression: {} is {} against the baseline {} (limit +{}%)",
+                                       format_bytes(e.total_bytes), change, format_bytes(baseline->total_bytes),
+                                       max_increase_percent)
+                         : fmt::format("regression: {} is {} against the baseline {}, over the limit of +{}% by {}",
+                                       format_bytes(e.total_bytes), change, format_bytes(baseline->total_bytes),
+                                       max_increase_percent, format_bytes(e.total_bytes - l.limit_bytes));
+    r.limits.push_back(l);
+  }
+  for (const LimitResult& l : r.limits) r.passed = r.passed && l.passed;
+  return r;
+}
+
+nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, const std::string& configuration) {
+  nlohmann::ordered_json j;
+  j["schema"] = kCheckSchema;
+  j["model"] = e.model;
+  j["configuration"] = configuration;
+  j["passed"] = r.passed;
+  j["total_bytes"] = e.total_bytes;
+  nlohmann::ordered_json limits = nlohmann::ordered_json::array();
+  for (const LimitResult& l : r.limits) {
+    nlohmann::ordered_json x;
+    x["kind"] = l.kind;
+    x["passed"] = l.passed;
+    x["limit_bytes"] = l.limit_bytes;
+    x["value_bytes"] = l.value_bytes;
+    if (l.kind == "regression") {
+      x["baseline_bytes"] = l.baseline_bytes;
+      x["max_increase_percent"] = l.max_increase_percent;
+      x["change_percent"] = std::round(l.change_percent * 1000.0) / 1000.0;
+    }
+    x["message"] = l.message;
+    limits.push_back(x);
+  }
+  j["limits"] = limits;
+  return j;
+}
+
+std::string check_to_text(const CheckResult& r, const Estimate& e, const std::string& configuration) {
+  std::string out = fmt::format("{}\n  {}\n  total {} ({} B)\n", e.model, configuration, format_bytes(e.total_bytes),
+                                format_count(e.total_bytes));
+  if (r.limits.empty()) out += "  no limit given: pass --budget SIZE and/or --baseline FILE\n";
+  for (const LimitResult& l : r.limits) out += fmt::format("  {}  {}\n", l.passed ? "PASS" : "FAIL", l.message);
+  return out;
+}
+
+std::string check_to_markdown(const CheckResult& r, const Estimate& e, const std::string& configuration) {
+  std::string out = fmt::format("### memplan check: {} `{}`\n\n{} — total **{}**\n\n", r.passed ? "✅" : "❌", e.model,
+                                configuration, format_bytes(e.total_bytes));
+  if (!r.limits.empty()) {
+    out += "| limit | result | detail |\n|---|---|---|\n";
+    for (const LimitResult& l : r.limits)
+      out += fmt::format("| {} | {} | {} |\n", l.kind, l.passed ? "pass" : "**fail**", l.message);
+  }
+  return out;
+}
+
+}  // namespace memplan

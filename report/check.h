@@ -1,0 +1,50 @@
+// The CI memory gate: a budget and a regression limit against a committed baseline.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/estimate.h"
+
+namespace memplan {
+
+inline constexpr const char* kBaselineSchema = "memplan.baseline/1";
+inline constexpr const char* kCheckSchema = "memplan.check/1";
+
+struct Baseline {
+  std::string model;          // file name of the model, for messages
+  std::string configuration;  // describe_configuration() when it was written: must match to compare
+  uint64_t total_bytes = 0;
+};
+
+nlohmann::ordered_json baseline_to_json(const Baseline& b, const Estimate& e);
+Baseline baseline_from_json_text(const std::string& text, const std::string& origin);  // throws InputError
+
+struct LimitResult {
+  std::string kind;      // "budget" or "regression"
+  bool passed = true;
+  uint64_t limit_bytes = 0;   // budget, or baseline * (1 + max_increase)
+  uint64_t value_bytes = 0;   // the estimate's total
+  uint64_t baseline_bytes = 0;
+  double max_increase_percent = 0;
+  double change_percent = 0;  // regression: (value - baseline) / baseline * 100
+  std::string message;        // one sentence: which limit and by how much
+};
+
+struct CheckResult {
+  bool passed = true;
+  std::vector<LimitResult> limits;
+};
+
+// Throws InputError when the baseline was written for another configuration.
+CheckResult run_check(const Estimate& e, const std::string& configuration, std::optional<uint64_t> budget,
+                      const std::optional<Baseline>& baseline, double max_increase_percent);
+
+nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, const std::string& configuration);
+std::string check_to_text(const CheckResult& r, const Estimate& e, const std::string& configuration);
+std::string check_to_markdown(const CheckResult& r, const Estimate& e, const std::string& configuration);
+
+}  // namespace memplan
