@@ -34,7 +34,7 @@ int64_t interesting_int(Rng& rng, int64_t original) {
   static const int64_t kValues[] = {0, 1, 2, 3, 4, 7, 64, -1, -2, 1 << 20, int64_t{1} << 31, int64_t{1} << 40,
                                     int64_t{1} << 50, int64_t{1} << 62, INT64_MAX, INT64_MIN};
   switch (pick(rng, 3)) {
-    case 0: return original + static_cast<int64_t>(pick(rng, 5)) - 2;
+    case 0: return static_cast<int64_t>(static_cast<uint64_t>(original) + pick(rng, 5) - 2);  // wraps, no UB
     default: return kValues[pick(rng, std::size(kValues))];
   }
 }
