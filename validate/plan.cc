@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <map>
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -73,17 +72,6 @@ void check_buffer(const Plan& plan, const PlanBuffer& b, size_t index) {
                           std::to_string(plan.alignment));
 }
 
-void check_unique_names(const Plan& plan) {
-  std::map<std::string, std::string> seen;  // tensor -> where it was first named
-  auto note = [&](const std::string& tensor, const std::string& where) {
-    auto [it, inserted] = seen.emplace(tensor, where);
-    if (!inserted) fail(plan.source, "tensor '" + tensor + "' appears twice: " + it->second + " and " + where);
-  };
-  for (size_t i = 0; i < plan.buffers.size(); ++i) note(plan.buffers[i].tensor, "buffers[" + std::to_string(i) + "]");
-  for (size_t i = 0; i < plan.resident.size(); ++i)
-    note(plan.resident[i].tensor, "resident[" + std::to_string(i) + "]");
-}
-
 }  // namespace
 
 Plan parse_plan(const json& doc, const std::string& source) {
@@ -122,7 +110,6 @@ Plan parse_plan(const json& doc, const std::string& source) {
 
   if (plan.buffers.size() > UINT32_MAX) fail(source, "more than 2^32 buffers");
   for (size_t i = 0; i < plan.buffers.size(); ++i) check_buffer(plan, plan.buffers[i], i);
-  check_unique_names(plan);
   resident_bytes(plan);  // throws on overflow
   live_bytes_lower_bound(plan);
   return plan;

@@ -12,7 +12,7 @@ namespace memplan::validate {
 
 // One tensor placed in the arena, live from step `first` to step `last` inclusive.
 struct PlanBuffer {
-  std::string tensor;
+  std::string tensor;  // for reports; not unique (a made-up name for a workspace may repeat)
   uint64_t bytes = 0;
   uint64_t offset = 0;
   uint64_t first = 0;
@@ -39,8 +39,8 @@ struct Plan {
 inline constexpr const char* kPlanSchema = "memplan.plan/1";
 
 // Parses and checks a plan; throws memplan::InputError (exit 2) naming the file and the offending entry when
-// a field is missing or mistyped, a step is out of range, first > last, a buffer leaves the arena, a tensor
-// name repeats, or an offset breaks the plan's own alignment.
+// a field is missing or mistyped, a step is out of range, first > last, a buffer leaves the arena, or an
+// offset breaks the plan's own alignment. Tensor names may repeat (docs/plan-json.md): indices are the identity.
 Plan parse_plan(const nlohmann::json& doc, const std::string& source);
 Plan load_plan(const std::string& path);
 

@@ -46,6 +46,7 @@ void attribute_culprit(const Plan& plan, uint32_t victim_id, const Mismatch& m, 
   }
   if (best) {
     overlap.culprit = plan.buffers[*best].tensor;
+    overlap.culprit_index = *best;
     overlap.culprit_first_step = plan.buffers[*best].first;
   }
 }
@@ -119,6 +120,7 @@ class Replayer {
   void record_overlap(uint32_t victim_id, uint64_t step, const Mismatch& m) {
     Overlap overlap;
     overlap.victim = plan_.buffers[victim_id].tensor;
+    overlap.victim_index = victim_id;
     overlap.first_bad_offset = m.position;
     overlap.mismatched_bytes = m.mismatched_bytes;
     overlap.detected_at_step = step;

@@ -20,6 +20,8 @@ namespace memplan::validate {
 struct Overlap {
   std::string victim;
   std::string culprit;  // the buffer whose pattern was found in the victim's bytes; empty if none matched
+  uint64_t victim_index = 0;  // indices in the plan's buffers: names need not be unique
+  std::optional<uint64_t> culprit_index;
   uint64_t first_bad_offset = 0;  // in the arena (arena mode) or in the victim (other modes)
   uint64_t mismatched_bytes = 0;
   uint64_t detected_at_step = 0;  // the victim's last step

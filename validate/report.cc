@@ -9,18 +9,21 @@ namespace {
 
 using nlohmann::ordered_json;
 
+ordered_json optional_json(const std::optional<uint64_t>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+
 ordered_json overlap_json(const Overlap& o) {
   ordered_json j;
   j["victim"] = o.victim;
-  j["culprit"] = o.culprit.empty() ? ordered_json(nullptr) : ordered_json(o.culprit);
-  j["culprit_first_step"] = o.culprit.empty() ? ordered_json(nullptr) : ordered_json(o.culprit_first_step);
+  j["victim_index"] = o.victim_index;
+  j["culprit"] = o.culprit_index ? ordered_json(o.culprit) : ordered_json(nullptr);
+  j["culprit_index"] = optional_json(o.culprit_index);
+  j["culprit_first_step"] = o.culprit_index ? ordered_json(o.culprit_first_step) : ordered_json(nullptr);
   j["detected_at_step"] = o.detected_at_step;
   j["first_bad_offset"] = o.first_bad_offset;
   j["mismatched_bytes"] = o.mismatched_bytes;
   return j;
 }
 
-ordered_json optional_json(const std::optional<uint64_t>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
 
 ordered_json mode_json(const ModeResult& r, const Plan& plan) {
   ordered_json j;
@@ -109,7 +112,7 @@ std::string to_text(const Report& report) {
     out << (r.overlaps.empty() ? ", no overlap" : ", OVERLAP") << "\n";
     for (const Overlap& o : r.overlaps) {
       out << "  overlap: '" << o.victim << "' was overwritten";
-      if (!o.culprit.empty()) out << " by '" << o.culprit << "' (live from step " << o.culprit_first_step << ")";
+      if (o.culprit_index) out << " by '" << o.culprit << "' (live from step " << o.culprit_first_step << ")";
       out << " while both were live: " << o.mismatched_bytes << " bytes damaged from offset " << o.first_bad_offset
           << ", found at step " << o.detected_at_step << " ("
           << (o.detected_at_step < plan.schedule.size() ? plan.schedule[o.detected_at_step] : "") << ")\n";

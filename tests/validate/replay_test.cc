@@ -71,6 +71,8 @@ TEST(CpuReplayTest, CorruptedPlanIsCaughtAndBothTensorsNamed) {
   const Overlap& o = r.overlaps[0];
   EXPECT_EQ(o.victim, "x");    // y was written after x, over x's last 128 bytes
   EXPECT_EQ(o.culprit, "y");
+  EXPECT_EQ(o.victim_index, 0u);
+  EXPECT_EQ(o.culprit_index, 1u);
   EXPECT_EQ(o.culprit_first_step, 1u);
   EXPECT_EQ(o.detected_at_step, 2u);
   EXPECT_GE(o.first_bad_offset, 128u);
@@ -130,6 +132,16 @@ TEST(CpuReplayTest, UnalignedNeighboursPassAndAFourByteOverlapIsCaught) {
   EXPECT_EQ(r.overlaps[0].culprit, "q");
   EXPECT_GE(r.overlaps[0].first_bad_offset, 8u);
   EXPECT_LT(r.overlaps[0].first_bad_offset, 12u);
+}
+
+TEST(CpuReplayTest, SameNamedBuffersAreToldApartByIndex) {
+  // Two workspaces both called "ws" (the plan format allows it) overlapping while live.
+  const Plan plan = make_plan(128, 1, {{"ws", 64, 0, 0, 0}, {"ws", 64, 32, 0, 0}});
+  auto device = make_cpu_device();
+  const ModeResult r = replay(plan, Mode::kArena, *device);
+  ASSERT_EQ(r.overlaps.size(), 1u);
+  EXPECT_EQ(r.overlaps[0].victim_index, 0u);
+  EXPECT_EQ(r.overlaps[0].culprit_index, 1u);
 }
 
 TEST(CpuReplayTest, ZeroByteBuffersAreSkipped) {
