@@ -42,11 +42,10 @@ std::string grouped(uint64_t n) {
   return out;
 }
 
-// Bytes for people: "46,758,048 B (44.6 MiB)".
+// Bytes for people: "336 B", "44.6 MiB" (exact figures are in --json).
 std::string human_bytes(uint64_t bytes) {
   static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  std::string s = grouped(bytes) + " B";
-  if (bytes < 1024) return s;
+  if (bytes < 1024) return std::to_string(bytes) + " B";
   double v = static_cast<double>(bytes);
   int unit = -1;
   while (v >= 1024 && unit < 5) {
@@ -56,8 +55,8 @@ std::string human_bytes(uint64_t bytes) {
   std::ostringstream o;
   o.setf(std::ios::fixed);
   o.precision(1);
-  o << v;
-  return s + " (" + o.str() + " " + kUnits[unit] + ")";
+  o << v << " " << kUnits[unit];
+  return o.str();
 }
 
 std::string shape_text(const std::vector<std::string>& dims) {
@@ -98,7 +97,8 @@ void add_tally_rows(std::vector<Row>& rows, const std::string& label, const Stor
 
 std::vector<Row> overview_rows(const ModelOverview& o, const std::optional<Graph>& graph) {
   std::vector<Row> rows;
-  rows.push_back({0, "Model", o.model_path + " (" + human_bytes(o.file_bytes) + " on disk)"});
+  rows.push_back({0, "Model", o.model_path});
+  rows.push_back({0, "File size", grouped(o.file_bytes) + " B (" + human_bytes(o.file_bytes) + ")"});
   rows.push_back({0, "Producer", o.producer.empty() ? "(not recorded)" : o.producer});
   rows.push_back({0, "IR version", std::to_string(o.ir_version)});
   std::string opsets;
