@@ -130,16 +130,17 @@ Action add_fit_command(CLI::App& app) {
       const Estimate at = estimate_at(*f, options, r.value);
       j["value"] = r.value;
       j["estimate_at_value"] = brief(at);
-      text = fmt::format("largest {} that fits: {}\n  {} = {} needs {}\n", f->search, r.value, f->search, r.value,
-                         format_bytes(at.total_bytes));
+      text = fmt::format("largest {} that fits: {}\n  {} = {} needs {} ({} B)\n", f->search, r.value, f->search,
+                         r.value, format_bytes(at.total_bytes), format_count(at.total_bytes));
       if (r.next_evaluated) {
         j["estimate_at_next"] = {{"total_bytes", r.bytes_at_next}};
-        text += fmt::format("  {} = {} needs {}\n", f->search, r.value + 1, format_bytes(r.bytes_at_next));
+        text += fmt::format("  {} = {} needs {} ({} B)\n", f->search, r.value + 1, format_bytes(r.bytes_at_next),
+                            format_count(r.bytes_at_next));
       } else {
         j["estimate_at_next"] = nullptr;
         text += fmt::format("  (the search stopped at --max {})\n", f->max_value);
       }
-      text += fmt::format("  budget {}: {}\n", format_bytes(budget), budget_source);
+      text += fmt::format("  budget {} ({} B): {}\n", format_bytes(budget), format_count(budget), budget_source);
       if (f->global_batch > 0 && f->search == "batch") {
         const int64_t per_step = r.value * f->args.gpus;
         const int64_t accum = (f->global_batch + per_step - 1) / per_step;

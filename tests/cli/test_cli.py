@@ -1,0 +1,215 @@
+"""End-to-end tests of memplan's decision commands (estimate, fit, check, timeline) through the binary.
+
+Run by ctest with MEMPLAN_BIN and MEMPLAN_SOURCE_DIR set; needs only Debian's python3 and python3-jsonschema.
+Expected numbers are computed here independently of memplan (sums, bounds) or come from separate invocations.
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import jsonschema
+
+BIN = os.environ["MEMPLAN_BIN"]
+SRC = os.environ["MEMPLAN_SOURCE_DIR"]
+MODELS = os.path.join(SRC, "tests", "models")
+SCHEMAS = os.path.join(SRC, "docs", "schemas")
+GOLDEN = os.path.join(SRC, "tests", "cli", "golden")
+
+# Every zoo model, with the dims that text models need.
+ZOO = {
+    "resnet18.onnx": [], "resnet50.onnx": [], "mobilenet_v2.onnx": [], "efficientnet_b0.onnx": [],
+    "vit_b_16.onnx": [], "gpt_tiny.onnx": ["--dim", "seq=128"], "gpt.onnx": ["--dim", "seq=128"],
+    "bert.onnx": ["--dim", "seq=128"],
+}
+TRAIN_ZOO = {
+    "resnet18_train.onnx": [], "mobilenet_v2_train.onnx": [], "gpt_tiny.onnx": ["--dim", "seq=128"],
+    "bert.onnx": ["--dim", "seq=128"],
+}
+
+
+def run(*args, check_rc=None):
+    p = subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=600)
+    if check_rc is not None and p.returncode != check_rc:
+        raise AssertionError(f"memplan {' '.join(args)} exited {p.returncode}, expected {check_rc}\n"
+                             f"stdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
+    return p
+
+
+def run_json(*args, rc=0):
+    return json.loads(run(*args, "--json", check_rc=rc).stdout)
+
+
+def schema(name):
+    with open(os.path.join(SCHEMAS, f"{name}.schema.json")) as f:
+        return json.load(f)
+
+
+class EstimateTest(unittest.TestCase):
+    def test_json_matches_schema_and_breakdown_sums_to_total(self):
+        for runtime in ["ideal", "pytorch", "onnxruntime"]:
+            e = run_json("estimate", "tests/models/gpt_tiny.onnx", "--batch", "4", "--dim", "seq=256", "--runtime", runtime)
+            jsonschema.validate(e, schema("estimate"))
+            self.assertEqual(sum(e["breakdown"].values()), e["total_bytes"], runtime)
+            self.assertLessEqual(e["lower_bound_bytes"], e["arena_bytes"], runtime)
+            if runtime == "pytorch":
+                self.assertLessEqual(e["allocated_bytes"], e["reserved_bytes"])
+                self.assertEqual(e["total_bytes"], e["reserved_bytes"] + e["breakdown"]["fixed"])
+
+    def test_training_json_matches_schema(self):
+        e = run_json("estimate", "tests/models/gpt_tiny.onnx", "--batch", "4", "--dim", "seq=128", "--mode", "train",
+                     "--optimizer", "adamw", "--precision", "amp-bf16")
+        jsonschema.validate(e, schema("estimate"))
+        self.assertIn("training", e)
+        self.assertEqual(sum(e["breakdown"].values()), e["total_bytes"])
+        # The steady state holds the optimizer states the first iteration creates only at its end.
+        self.assertGreater(e["breakdown"]["optimizer_states"], 0)
+
+    def test_output_is_deterministic(self):
+        args = ["estimate", "tests/models/resnet18.onnx", "--batch", "8", "--runtime", "pytorch", "--json"]
+        self.assertEqual(run(*args, check_rc=0).stdout, run(*args, check_rc=0).stdout)
+
+    def test_larger_batch_never_needs_less(self):
+        totals = [run_json("estimate", "tests/models/resnet18.onnx", "--batch", str(b))["total_bytes"] for b in (1, 2, 8)]
+        self.assertEqual(totals, sorted(totals))
+
+    def test_markdown_golden(self):
+        out = run("estimate", "tests/models/gpt_tiny.onnx", "--batch", "8", "--dim", "seq=512", "--runtime", "pytorch",
+                  "--format", "markdown", check_rc=0).stdout
+        with open(os.path.join(GOLDEN, "estimate_gpt_tiny.md")) as f:
+            self.assertEqual(out, f.read())
+
+
+class FitTest(unittest.TestCase):
+    def assert_fit_consistent(self, model, extra, memory):
+        f = run_json("fit", f"tests/models/{model}", "--memory", memory, *extra)
+        jsonschema.validate(f, schema("fit"))
+        budget = f["budget_bytes"]
+        v = f["value"]
+        self.assertIsNotNone(v, f"{model}: nothing fits {memory}")
+        # Independent estimate calls at the found value and the next one.
+        at = run_json("estimate", f"tests/models/{model}", "--batch", str(v), *extra)["total_bytes"]
+        nxt = run_json("estimate", f"tests/models/{model}", "--batch", str(v + 1), *extra)["total_bytes"]
+        self.assertLessEqual(at, budget, f"{model}: batch {v} does not fit")
+        self.assertGreater(nxt, budget, f"{model}: batch {v + 1} fits too: the search stopped early")
+
+    def test_every_zoo_model_inference(self):
+        for model, extra in ZOO.items():
+            with self.subTest(model=model):
+                self.assert_fit_consistent(model, extra + ["--runtime", "pytorch"], "6GiB")
+
+    def test_zoo_models_training(self):
+        for model, extra in TRAIN_ZOO.items():
+            with self.subTest(model=model):
+                self.assert_fit_consistent(model, extra + ["--mode", "train", "--optimizer", "adamw"], "12GiB")
+
+    def test_gpu_budget_is_memory_minus_reserve(self):
+        f = run_json("fit", "tests/models/resnet18.onnx", "--gpu", "A100-80GB")
+        self.assertEqual(f["budget_bytes"], 81920 * 2**20 - 1024 * 2**20)  # catalog: 81920 MiB, reserve 1024 MiB
+
+    def test_catalog_table_and_global_batch(self):
+        t = run_json("fit", "tests/models/resnet18.onnx", "--max", "4096")
+        jsonschema.validate(t, schema("fit"))
+        self.assertGreaterEqual(len(t["gpus"]), 15)
+        g = run_json("fit", "tests/models/resnet18.onnx", "--memory", "2GiB", "--global-batch", "1000",
+                     "--mode", "train", "--optimizer", "sgd")
+        gb = g["global_batch"]
+        self.assertLessEqual(gb["micro_batch"], g["value"])
+        self.assertGreaterEqual(gb["micro_batch"] * gb["grad_accum"], 1000)
+
+    def test_nothing_fits_exits_1(self):
+        p = run("fit", "tests/models/resnet50.onnx", "--memory", "1MiB", check_rc=1)
+        self.assertIn("nothing fits", p.stdout)
+
+    def test_bad_usage_exits_2(self):
+        self.assertIn("unknown GPU", run("fit", "tests/models/resnet18.onnx", "--gpu", "Z80", check_rc=2).stderr)
+        run("fit", "tests/models/resnet18.onnx", "--gpu", "T4", "--memory", "8GiB", check_rc=2)
+        self.assertIn("not a size", run("fit", "tests/models/resnet18.onnx", "--memory", "lots", check_rc=2).stderr)
+        self.assertIn("drop --batch", run("fit", "tests/models/resnet18.onnx", "--memory", "8GiB", "--batch", "2",
+                                          check_rc=2).stderr)
+
+
+class CheckTest(unittest.TestCase):
+    MODEL = ["tests/models/resnet18.onnx", "--batch", "8", "--runtime", "pytorch"]
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_pass_budget_fail_regression_fail_bad_baseline(self):
+        total = run_json("estimate", *self.MODEL)["total_bytes"]
+        base = os.path.join(self.tmp, "base.json")
+        # Pass: a budget exactly at the total fits; the baseline is written and matches itself.
+        p = run("check", *self.MODEL, "--budget", str(total), "--write-baseline", base, check_rc=0)
+        self.assertIn("PASS", p.stdout)
+        with open(base) as f:
+            b = json.load(f)
+        jsonschema.validate(b, schema("baseline"))
+        self.assertEqual(b["total_bytes"], total)
+        c = run_json("check", *self.MODEL, "--baseline", base)
+        jsonschema.validate(c, schema("check"))
+        self.assertTrue(c["passed"])
+        # Budget fail: one byte less than needed, exit 1, says by how much.
+        p = run("check", *self.MODEL, "--budget", str(total - 1), check_rc=1)
+        self.assertIn("exceeds the budget", p.stdout)
+        self.assertIn("(1 B over)", p.stdout)
+        # Regression fail: a baseline 10% smaller, limit +5%.
+        b["total_bytes"] = int(total / 1.10)
+        smaller = os.path.join(self.tmp, "smaller.json")
+        with open(smaller, "w") as f:
+            json.dump(b, f)
+        c = run_json("check", *self.MODEL, "--baseline", smaller, "--max-increase", "5", rc=1)
+        self.assertFalse(c["passed"])
+        self.assertAlmostEqual(c["limits"][0]["change_percent"], 10.0, delta=0.01)
+        self.assertIn("over the limit of +5%", c["limits"][0]["message"])
+        # ... but within +15%.
+        run("check", *self.MODEL, "--baseline", smaller, "--max-increase", "15", check_rc=0)
+        # Bad baselines: garbage, another schema, another configuration.
+        bad = os.path.join(self.tmp, "bad.json")
+        with open(bad, "w") as f:
+            f.write("{not json")
+        self.assertIn("baseline", run("check", *self.MODEL, "--baseline", bad, check_rc=2).stderr)
+        with open(bad, "w") as f:
+            json.dump({"schema": "something/1"}, f)
+        self.assertIn("not a memplan baseline", run("check", *self.MODEL, "--baseline", bad, check_rc=2).stderr)
+        p = run("check", "tests/models/resnet18.onnx", "--batch", "16", "--runtime", "pytorch", "--baseline", base, check_rc=2)
+        self.assertIn("written for", p.stderr)
+        run("check", *self.MODEL, "--baseline", os.path.join(self.tmp, "missing.json"), check_rc=2)
+
+    def test_markdown_golden(self):
+        out = run("check", "tests/models/gpt_tiny.onnx", "--batch", "8", "--dim", "seq=512", "--budget", "64MiB",
+                  "--format", "markdown", check_rc=1).stdout
+        with open(os.path.join(GOLDEN, "check_gpt_tiny.md")) as f:
+            self.assertEqual(out, f.read())
+
+
+class TimelineTest(unittest.TestCase):
+    def test_svg_and_html_are_self_contained(self):
+        with tempfile.TemporaryDirectory() as d:
+            for ext in ("svg", "html"):
+                out = os.path.join(d, f"t.{ext}")
+                run("timeline", "tests/models/resnet18_train.onnx", "--batch", "4", "--mode", "train", "-o", out, check_rc=0)
+                with open(out) as f:
+                    text = f.read()
+                self.assertIn("<svg", text)
+                self.assertIn("peak:", text)
+                self.assertNotIn("http://", text.replace("http://www.w3.org/2000/svg", ""))  # nothing fetched
+
+    def test_never_overwrites_the_model(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "m.svg")
+            shutil.copy(os.path.join(MODELS, "gpt_tiny.onnx"), model)
+            with open(model, "rb") as f:
+                before = f.read()
+            p = run("timeline", model, "--batch", "1", "--dim", "seq=8", "-o", model, check_rc=2)
+            self.assertIn("never overwrites", p.stderr)
+            with open(model, "rb") as f:
+                self.assertEqual(f.read(), before)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
