@@ -117,7 +117,7 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
   if (!e.top_live.empty()) {
     out += "  largest tensors live there:\n";
     for (const LiveTensor& t : e.top_live)
-      out += fmt::format("    {:>10}  {:<16} {:<14} {}\n", format_bytes(t.bytes), category_name(t.category),
+      out += fmt::format("    {:>10}  {:<16} {:<18} {}\n", format_bytes(t.bytes), category_name(t.category),
                          t.op.empty() ? "-" : t.op, t.name);
   }
   if (!e.notes.empty()) {
