@@ -14,7 +14,9 @@ namespace memplan {
 // Indices into `candidates` of the chosen boundaries, ascending.
 //  - sqrt: ceil(sqrt(c + 1)) segments of about equal candidate count (Chen et al. 2016);
 //  - every:K: candidates K-1, 2K-1, ... (every K-th separator);
-//  - at: the named tensors, each of which must be a candidate (InputError otherwise, listing them).
+//  - at: the named tensors, each of which must be a candidate (InputError otherwise, listing them);
+//    the segments run between consecutive named tensors, as `checkpoint(segment, T_i)` calls would
+//    (what precedes the first and follows the last runs normally).
 std::vector<int32_t> choose_boundaries(const Graph& g, const std::vector<Separator>& candidates,
                                        const CheckpointOptions& options);
 

@@ -27,6 +27,8 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 class TrainingBuilder {
  public:
+  // `boundary_ops` end checkpointed segments. The first segment starts at the first op (sqrt, every:K,
+  // auto: checkpoint_sequential) or, for at:, at the first boundary (the ops before it run normally).
   TrainingBuilder(const TrainingContext& c, std::vector<int32_t> boundary_ops)
       : c_(c), g_(*c.graph), o_(c.options), boundaries_(std::move(boundary_ops)) {
     const size_t nt = g_.tensors.size();
@@ -41,8 +43,9 @@ class TrainingBuilder {
     saved_.resize(c_.ops.size());
     cast_inputs_.resize(c_.ops.size());
     segment_of_.assign(c_.ops.size(), -1);
-    int32_t start = 0;
-    for (size_t s = 0; s < boundaries_.size(); ++s) {
+    const bool from_first_boundary = o_.checkpoint.mode == CheckpointMode::At && !boundaries_.empty();
+    int32_t start = from_first_boundary ? boundaries_[0] + 1 : 0;
+    for (size_t s = from_first_boundary ? 1 : 0; s < boundaries_.size(); ++s) {
       for (int32_t i = start; i <= boundaries_[s]; ++i) segment_of_[i] = static_cast<int32_t>(s);
       start = boundaries_[s] + 1;
     }
