@@ -61,8 +61,9 @@ class TrainingBuilder {
       emit_forward(static_cast<int32_t>(i), segment_of_[i] >= 0 ? Mode::NoSave : Mode::Save);
     emit_loss();
     for (int32_t i = static_cast<int32_t>(c_.ops.size()) - 1; i >= 0; --i) {
-      if (segment_of_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_[i]);
+      if (segment_of_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_[i], i);
       emit_backward(i);
+      if (segment_of_[i] >= 0 && (i == 0 || segment_of_[i - 1] != segment_of_[i])) end_segment_backward(i);
     }
     emit_optimizer();
     fill_result();
@@ -353,12 +354,26 @@ class TrainingBuilder {
     prog().steps.push_back(std::move(st));
   }
 
-  void recompute_segment(int32_t segment) {
+  // Reentrant checkpoint (torch 1.13's default; HuggingFace's gradient_checkpointing default):
+  // CheckpointFunction.backward recomputes the segment, then runs torch.autograd.backward on the
+  // recomputed outputs with the incoming grads, holding both until the segment's backward is done.
+  void recompute_segment(int32_t segment, int32_t end_op) {
     recomputing_ = true;
     rec_cast_.assign(g_.tensors.size(), -1);
     for (size_t i = 0; i < c_.ops.size(); ++i)
       if (segment_of_[i] == segment) emit_forward(static_cast<int32_t>(i), Mode::Recompute);
     recomputing_ = false;
+    held_by_checkpoint_.clear();
+    for (int32_t t : c_.ops[end_op].outputs) {
+      add_unique(held_by_checkpoint_, rec_buf_[t]);
+      add_unique(held_by_checkpoint_, grad_buf_[t]);
+    }
+  }
+
+  void end_segment_backward(int32_t first_op) {
+    Step st{"checkpoint_end:" + c_.ops[first_op].name, "checkpoint_backward", Phase::Backward, held_by_checkpoint_, {}, 0};
+    held_by_checkpoint_.clear();
+    prog().steps.push_back(std::move(st));
   }
 
   // ---- loss ----
@@ -650,6 +665,7 @@ class TrainingBuilder {
   std::vector<std::set<int32_t>> cast_inputs_;  // op -> inputs autocast copied
   std::vector<int32_t> segment_of_;           // op -> checkpointed segment (-1: none)
   bool recomputing_ = false;
+  std::vector<int32_t> held_by_checkpoint_;   // buffers CheckpointFunction.backward holds (see recompute_segment)
   int32_t cublas_forward_ = -1, cublas_backward_ = -1;
   int32_t log_softmax_ = -1, total_weight_ = -1, loss_ = -1, loss_target_ = -1, mse_input_ = -1;
 };

