@@ -17,8 +17,8 @@ ZOO_DIR = os.path.join(REPO, "tests", "models")
 CHECKPOINT_BLOCKS: Dict[str, List[str]] = {
     "resnet18": [f"layer{i}" for i in range(1, 5)],
     "resnet50": [f"layer{i}" for i in range(1, 5)],
-    "mobilenet_v2": [f"features.{i}" for i in range(1, 18)],
-    "efficientnet_b0": [f"features.{i}" for i in range(1, 8)],
+    "mobilenet_v2": [f"features.{i}" for i in range(1, 19)],
+    "efficientnet_b0": [f"features.{i}" for i in range(1, 9)],
     "vit_b_16": [f"encoder.layers.encoder_layer_{i}" for i in range(12)],
     "gpt": [f"blocks.{i}" for i in range(12)],
     "bert": [f"blocks.{i}" for i in range(12)],
@@ -39,9 +39,13 @@ def onnx_scope_level(qualified_name: str) -> str:
 
 
 def onnx_boundaries(model: str, blocks: Sequence[str]) -> Dict[str, Any]:
-    """For each checkpointed block, the tensor it hands to the rest of the graph: the output of a node inside
-    the block's scope that a node outside it (or the graph output) reads. Read from the training export
-    (<model>_train.onnx) when it exists, else the inference export; weights are never loaded."""
+    """The `--checkpoint at:` list for checkpointing each of `blocks`, in bench/cpu_ground_truth's convention
+    (the one memplan reads): B1..Bk where the graph between consecutive boundaries is one checkpointed segment
+    and what precedes B1 or follows Bk runs normally. So B1 is the first block's input (the stem's or the
+    embedding's output) and B2..Bk are the blocks' outputs. A block's output is the result of a node in its
+    scope that a node outside reads; its input is the first non-weight input of its first non-Constant node.
+    Read from the training export (<model>_train.onnx) when it exists, else the inference export; weights
+    are never loaded."""
     try:
         import onnx
     except ImportError:
@@ -52,11 +56,17 @@ def onnx_boundaries(model: str, blocks: Sequence[str]) -> Dict[str, Any]:
         return {"source": None, "names": [], "error": f"no ONNX export of {model} in tests/models"}
     graph = onnx.load(path, load_external_data=False).graph
     graph_outputs = {o.name for o in graph.output}
+    weights = {i.name for i in graph.initializer}
     names: List[Optional[str]] = []
-    for block in blocks:
+    for index, block in enumerate(blocks):
         segment = "/" + onnx_scope_level(block) + "/"
         inside = [n for n in graph.node if segment in n.name]
         produced = {o for n in inside for o in n.output}
+        if index == 0:
+            first = next((n for n in inside if n.op_type != "Constant"), None)
+            inputs = first.input if first is not None else []
+            entry = [i for i in inputs if i and i not in weights and i not in produced]
+            names.append(entry[0] if entry else None)
         read_outside = {i for n in graph.node if segment not in n.name for i in n.input if i in produced}
         leaving = [o for n in inside for o in n.output if o in read_outside or o in graph_outputs]
         names.append(leaving[-1] if leaving else None)  # the block's last result that leaves it
@@ -65,7 +75,8 @@ def onnx_boundaries(model: str, blocks: Sequence[str]) -> Dict[str, Any]:
 
 class Checkpointed(nn.Module):
     """Runs a block under torch.utils.checkpoint: only its inputs are kept, its activations are recomputed in
-    backward. Non-reentrant (use_reentrant=False), the variant PyTorch recommends, which works for any inputs."""
+    backward. Reentrant (use_reentrant=True, torch 1.13's default), as bench/cpu_ground_truth measures and
+    memplan's cost model assumes; every block input here comes from parameters, so it requires grad."""
 
     def __init__(self, block: nn.Module):
         super().__init__()
@@ -73,7 +84,7 @@ class Checkpointed(nn.Module):
 
     def forward(self, *args):
         from torch.utils.checkpoint import checkpoint
-        return checkpoint(self.block, *args, use_reentrant=False)
+        return checkpoint(self.block, *args, use_reentrant=True)
 
 
 def apply_checkpointing(module: nn.Module, blocks: Sequence[str]) -> None:
