@@ -110,6 +110,15 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3"}))
       ->capture_default_str()
       ->group(train);
+  cmd->add_option("--optimizer-impl", a.optimizer_impl,
+                  "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor, "
+                  "fused (no temporaries)")
+      ->check(CLI::IsMember({"foreach", "foreach-torch1", "single-tensor", "fused"}))
+      ->capture_default_str()
+      ->group(train);
+  cmd->add_flag("--gradient-as-bucket-view", a.gradient_as_bucket_view,
+                "DDP: buckets alias the gradients instead of holding a second copy")
+      ->group(train);
   cmd->add_option("--top", a.top, "How many of the largest tensors live at the peak to list")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -136,6 +145,11 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.precision = lookup<Precision>({{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16},
                                    {"amp-fp16", Precision::AmpFp16}, {"amp-bf16", Precision::AmpBf16}},
                                   a.precision, "--precision");
+  t.optimizer_impl = lookup<OptimizerImpl>({{"foreach", OptimizerImpl::Foreach},
+                                            {"foreach-torch1", OptimizerImpl::ForeachTorch1},
+                                            {"single-tensor", OptimizerImpl::SingleTensor},
+                                            {"fused", OptimizerImpl::Fused}}, a.optimizer_impl, "--optimizer-impl");
+  t.gradient_as_bucket_view = a.gradient_as_bucket_view;
   t.loss = lookup<LossKind>({{"none", LossKind::None}, {"cross-entropy", LossKind::CrossEntropy},
                              {"mse", LossKind::Mse}}, a.loss, "--loss");
   t.attention = attention;

@@ -26,6 +26,8 @@ struct EstimateArgs {
   std::string loss = "cross-entropy";
   int gpus = 1;
   std::string shard = "none";
+  std::string optimizer_impl = "foreach";
+  bool gradient_as_bucket_view = false;
   int top = 8;
 };
 

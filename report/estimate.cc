@@ -181,6 +181,7 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     if (options.memory_schedule)
       throw InputError("--schedule memory applies to inference: autograd fixes the order of a training step");
     TrainingOptions first = options.training;
+    first.runtime = options.runtime;
     first.steady_state = false;
     TrainingResult first_it = build_training_program(graph, first);
     Estimate first_e;
@@ -188,6 +189,7 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     e.first_iteration_total_bytes = first_e.total_bytes;
 
     TrainingOptions steady = options.training;
+    steady.runtime = options.runtime;
     steady.steady_state = true;
     TrainingResult r = build_training_program(graph, steady);
     program = std::move(r.program);

@@ -66,7 +66,7 @@ std::string timeline_svg(const Estimate& e, const std::string& configuration) {
       "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{}</text>\n"
-      "<text x=\"{}\" y=\"38\" fill=\"#555\">{} — total {}</text>\n",
+      "<text x=\"{}\" y=\"38\" fill=\"#555\">{} — total {} (the runtime's reserved peak)</text>\n",
       kWidth, kHeight, kWidth, kHeight, kLeft, escape(e.model), kLeft, escape(configuration), format_bytes(e.total_bytes));
   // Axes and gridlines: five bands labelled in binary units.
   for (int i = 0; i <= 5; ++i) {
@@ -86,14 +86,13 @@ std::string timeline_svg(const Estimate& e, const std::string& configuration) {
   svg += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#333\"/>\n", kLeft, kLeft + pw, y(0), y(0));
   svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">schedule step (0 … {})</text>\n",
                      kLeft + pw / 2, kHeight - 22, n == 0 ? 0 : n - 1);
-  // Phase boundaries for training.
   // The peak.
   if (e.peak_step >= 0 && static_cast<size_t>(e.peak_step) < n) {
     const double px = x(e.peak_step);
     svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2:.1f}\" stroke=\"#d62728\" stroke-dasharray=\"4 3\"/>\n"
-                       "<text x=\"{3:.1f}\" y=\"{4}\" fill=\"#d62728\" text-anchor=\"{5}\">peak: {6} at step {7} ({8}, {9})</text>\n",
+                       "<text x=\"{3:.1f}\" y=\"{4}\" fill=\"#d62728\" text-anchor=\"{5}\">peak: {6} allocated at step {7} ({8}, {9})</text>\n",
                        px, kTop, y(0), px + (px > kLeft + pw / 2 ? -4 : 4), kTop + 12,
-                       px > kLeft + pw / 2 ? "end" : "start", format_bytes(e.total_bytes), e.peak_step, escape(e.peak_op),
+                       px > kLeft + pw / 2 ? "end" : "start", format_bytes(e.allocated_bytes), e.peak_step, escape(e.peak_op),
                        phase_name(e.peak_phase));
     int line = 0;
     for (const LiveTensor& t : e.top_live) {
