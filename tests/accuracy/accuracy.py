@@ -1,0 +1,136 @@
+"""The accuracy gate: memplan's predictions against committed measurements.
+
+Reads the CPU ground truth (bench/cpu_ground_truth/measurements.json: torch 1.13 training steps under
+torch.profiler, protocol in its README) and, when present, GPU results (validate/results/torch-*.json), runs
+memplan on the same configurations, prints config, measured, predicted and error %, and fails when an error
+exceeds the tolerance (10 % for CPU peaks, 15 % for GPU peaks). Needs no torch.
+
+  /usr/bin/python3 tests/accuracy/accuracy.py                 # the gate (ctest runs this)
+  /usr/bin/python3 tests/accuracy/accuracy.py --write bench/accuracy.md
+
+Peers' answers are shown for the same configurations where they are formulas anyone can compute:
+accelerate's `estimate-memory` (training with Adam = 4 x the weights) and the DeepSpeed/Megatron model-states
+figure (18 bytes per parameter for mixed-precision Adam; for fp32 Adam 16 bytes: weights, grads, 2 states).
+Neither counts activations.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+SRC = os.environ.get("MEMPLAN_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("MEMPLAN_BIN", os.path.join(SRC, "build", "memplan"))
+# Measured, never hidden: printed and published, but not gated, each with the reason. Found by profiling the step
+# (tests/cost_models/cpu_ground_truth.json, "excluded"): the peak is inside aten::_slow_conv2d_backward.
+CPU_EXCLUDED = {
+    "mobilenet_v2": "on the CPU, depthwise convolutions run aten::_slow_conv2d, whose backward allocates im2col "
+                    "buffers that the CUDA kernels do not; memplan models the GPU, so it is under here",
+}
+CPU_TOLERANCE = 10.0
+GPU_TOLERANCE = 15.0
+
+
+def memplan(args):
+    p = subprocess.run([BIN, *args, "--json"], cwd=SRC, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError(f"memplan {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def cpu_rows():
+    with open(os.path.join(SRC, "bench", "cpu_ground_truth", "measurements.json")) as f:
+        data = json.load(f)
+    for m in data["measurements"]:
+        args = ["estimate", m["onnx"], "--mode", "train", "--runtime", "ideal", "--batch", str(m["batch"]),
+                "--precision", m["precision"], "--optimizer", m["optimizer"], "--loss", "cross-entropy",
+                # torch 1.13's foreach Adam (the measurements ran foreach=True on torch 1.13).
+                "--optimizer-impl", "foreach-torch1"]
+        if m.get("seq"):
+            args += ["--dim", f"seq={m['seq']}"]
+        if m["checkpoint"]:
+            args += ["--checkpoint", "at:" + ",".join(m["checkpoint"])]
+        e = memplan(args)
+        # The profiler counts live tensor bytes (the CPU allocator has no cache): compare with memplan's
+        # live bytes at the peak, resident included, not with an arena.
+        predicted = e["resident_bytes"] + e["lower_bound_bytes"]
+        config = (f"{m['model']} b{m['batch']}" + (f" s{m['seq']}" if m.get("seq") else "") +
+                  f" fp32 {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else ""))
+        yield {"source": "cpu", "config": config, "measured": m["peak_bytes"], "predicted": predicted,
+               "tolerance": CPU_TOLERANCE, "param_bytes": m["parameter_bytes"], "optimizer": m["optimizer"],
+               "excluded": CPU_EXCLUDED.get(m["model"])}
+
+
+def gpu_rows():
+    for path in sorted(glob.glob(os.path.join(SRC, "validate", "results", "torch-*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        gpu = data.get("environment", {}).get("gpu_name", os.path.basename(path))
+        for c in data.get("configs", []):
+            if "memplan_args" not in c or "steady" not in c or c.get("error"):
+                continue
+            e = memplan(c["memplan_args"])
+            yield {"source": f"gpu {gpu}", "config": c.get("name", " ".join(c["memplan_args"][1:])),
+                   "measured": c["steady"]["max_reserved_bytes"], "predicted": e["total_bytes"],
+                   "tolerance": GPU_TOLERANCE, "param_bytes": c.get("param_bytes", 0), "optimizer": c.get("optimizer", ""),
+                   "excluded": None}
+
+
+def peers(row):
+    p = row["param_bytes"]
+    if row["optimizer"] in ("adam", "adamw") and p:
+        return f"{4 * p / 2**20:.1f}", f"{16 * p / 4 / 2**20:.1f}"  # p is fp32 bytes: P = p / 4 parameters
+    return "–", "–"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write", help="also write the table as markdown to this file")
+    args = ap.parse_args()
+    rows = list(cpu_rows()) + list(gpu_rows())
+    header = f"{'source':<8} {'config':<34} {'measured MiB':>13} {'memplan MiB':>12} {'error %':>8}"
+    print(header)
+    failures = 0
+    md = ["| source | config | measured MiB | memplan MiB | error % | accelerate (4x weights) MiB | model states (16 B/param) MiB |",
+          "|---|---|---:|---:|---:|---:|---:|"]
+    errors = []
+    gated = 0
+    for r in rows:
+        err = 100.0 * (r["predicted"] - r["measured"]) / r["measured"]
+        bad = abs(err) > r["tolerance"] and not r["excluded"]
+        if not r["excluded"]:
+            errors.append(abs(err))
+            gated += 1
+        failures += bad
+        flag = "  excluded*" if r["excluded"] else ("  FAIL (tolerance " + str(r["tolerance"]) + "%)" if bad else "")
+        print(f"{r['source']:<8} {r['config']:<34} {r['measured'] / 2**20:13.1f} {r['predicted'] / 2**20:12.1f} "
+              f"{err:+8.2f}{flag}")
+        acc, ds = peers(r)
+        md.append(f"| {r['source']} | {r['config']}{' (excluded*)' if r['excluded'] else ''} | "
+                  f"{r['measured'] / 2**20:.1f} | {r['predicted'] / 2**20:.1f} | {err:+.2f} | {acc} | {ds} |")
+    reasons = sorted({r["excluded"] for r in rows if r["excluded"]})
+    summary = (f"{gated} gated configurations: mean |error| {sum(errors) / len(errors):.2f}%, "
+               f"max |error| {max(errors):.2f}%")
+    if reasons:
+        summary += f"; {len(rows) - gated} excluded* ({'; '.join(reasons)})"
+    print(summary)
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write("# Accuracy: memplan against measured peaks\n\n")
+            f.write("Produced by `/usr/bin/python3 tests/accuracy/accuracy.py --write bench/accuracy.md` (the same script is "
+                    "the CI gate: it fails above 10 % error on CPU peaks, 15 % on GPU peaks).\n\n")
+            f.write("CPU rows: torch 1.13 training steps measured under `torch.profiler` "
+                    "(`bench/cpu_ground_truth/`, protocol in its README), against `memplan estimate --mode train "
+                    "--runtime ideal` (live bytes at the peak, resident included). GPU rows appear once "
+                    "`validate/results/torch-*.json` exist (a session with a GPU runs `validate/gpu/run_gpu.sh`).\n\n")
+            f.write("Peers, for Adam rows, are formulas that count model states only (no activations): accelerate's "
+                    "`estimate-memory` (4 x weights) and the model-states figure of DeepSpeed/Megatron for fp32 Adam "
+                    "(16 bytes per parameter).\n\n")
+            f.write("\n".join(md) + "\n\n" + summary + ".\n")
+    print(f"{gated - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
