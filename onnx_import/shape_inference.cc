@@ -433,8 +433,29 @@ void check_arity(const NodeContext& ctx, const onnx::OpSchema& schema) {
   }
 }
 
+// ONNX 1.12's inference functions also index input dims without checking ranks: Gemm copies B.dim(1)
+// and the Conv family reads the weight's dims per spatial axis of X. Inputs of the wrong rank made them
+// read out of bounds (fuzz/findings/, bench/fuzz.md); such nodes are refused here instead.
+void check_ranks(const NodeContext& ctx) {
+  const std::string& op = ctx.node().op_type();
+  auto rank = [&](size_t i) { return ctx.input(i) ? static_cast<int64_t>(ctx.input(i)->shape.size()) : -1; };
+  if (op == "Gemm") {
+    for (size_t i = 0; i < 2; ++i)
+      if (rank(i) >= 0 && rank(i) != 2)
+        ctx.fail("input " + std::to_string(i) + " has rank " + std::to_string(rank(i)) + "; Gemm takes 2-D A and B");
+    return;
+  }
+  size_t x = 0, w = 1;
+  if (op == "QLinearConv") w = 3;
+  else if (op != "Conv" && op != "ConvTranspose" && op != "ConvInteger") return;
+  if (rank(x) >= 0 && rank(w) >= 0 && rank(x) != rank(w))
+    ctx.fail("input has rank " + std::to_string(rank(x)) + " but the weight has rank " + std::to_string(rank(w)) +
+             "; " + op + " needs them equal");
+}
+
 void Walker::schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema) {
   check_arity(ctx, schema);
+  check_ranks(ctx);
   SchemaContext sc(ctx);
   try {
     schema.GetTypeAndShapeInferenceFunction()(sc);
