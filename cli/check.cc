@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/json_text.h"
 #include "cli/estimate_options.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
@@ -65,12 +66,12 @@ Action add_check_command(CLI::App& app) {
         throw InputError("--write-baseline " + state->write_baseline + " is the model itself: memplan never overwrites what it reads");
       const Baseline b{std::filesystem::path(state->args.model.path).filename().string(), config, e.total_bytes};
       std::ofstream out(state->write_baseline, std::ios::binary | std::ios::trunc);
-      if (!out || !(out << baseline_to_json(b, e).dump(2) << "\n") || !out.flush())
+      if (!out || !(out << json_text(baseline_to_json(b, e))) || !out.flush())
         throw InputError("cannot write the baseline to '" + state->write_baseline + "'");
       std::cerr << "memplan: wrote baseline " << state->write_baseline << " (" << format_bytes(e.total_bytes) << ")\n";
     }
     switch (state->format.resolve()) {
-      case Format::Json: std::cout << check_to_json(result, e, config).dump(2) << "\n"; break;
+      case Format::Json: std::cout << json_text(check_to_json(result, e, config)); break;
       case Format::Markdown: std::cout << check_to_markdown(result, e, config); break;
       case Format::Table: std::cout << check_to_text(result, e, config); break;
     }

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/json_text.h"
 #include "cli/estimate_options.h"
 #include "onnx_import/import.h"
 #include "report/estimate_format.h"
@@ -29,7 +30,7 @@ Action add_estimate_command(CLI::App& app) {
     const Estimate e = estimate_graph(graph, options);
     const std::string config = describe_configuration(state->args, graph);
     switch (state->format.resolve()) {
-      case Format::Json: std::cout << estimate_to_json(e, graph, config).dump(2) << "\n"; break;
+      case Format::Json: std::cout << json_text(estimate_to_json(e, graph, config)); break;
       case Format::Markdown: std::cout << estimate_to_markdown(e, config); break;
       case Format::Table:
         for (const std::string& w : graph.warnings) std::cerr << "memplan: warning: " << w << "\n";

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/json_text.h"
 #include "cli/estimate_options.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
@@ -96,8 +97,8 @@ Action add_fit_command(CLI::App& app) {
                         {"value", r.any_fits ? nlohmann::ordered_json(r.value) : nlohmann::ordered_json(nullptr)}});
       }
       if (format == Format::Json)
-        std::cout << nlohmann::ordered_json{{"schema", kFitSchema}, {"model", f->args.model.path}, {"search", f->search},
-                                            {"reserve_bytes", reserve}, {"gpus", rows}}.dump(2) << "\n";
+        std::cout << json_text(nlohmann::ordered_json{{"schema", kFitSchema}, {"model", f->args.model.path}, {"search", f->search},
+                                            {"reserve_bytes", reserve}, {"gpus", rows}});
       else
         std::cout << (format == Format::Markdown ? md : table + fmt::format("  (budget = memory - {} reserve for the "
                                                                             "CUDA context; GiB = 2^30 bytes)\n",
@@ -152,7 +153,7 @@ Action add_fit_command(CLI::App& app) {
       }
     }
     j["evaluations"] = r.evaluations;
-    if (format == Format::Json) std::cout << j.dump(2) << "\n";
+    if (format == Format::Json) std::cout << json_text(j);
     else if (format == Format::Markdown) std::cout << "```\n" << text << "```\n";
     else std::cout << text;
     return r.any_fits ? kExitOk : kExitLimitExceeded;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_text.h"
 #include "cli/options.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
@@ -248,7 +249,7 @@ int run_inspect(const InspectArgs& args) {
     throw;
   }
   if (format == Format::Json) {
-    std::cout << inspect_json(overview, *graph).dump(2) << "\n";
+    std::cout << json_text(inspect_json(overview, *graph));
   } else {
     const std::vector<Row> rows = overview_rows(overview, graph);
     format == Format::Markdown ? print_markdown(rows, std::cout) : print_table(rows, std::cout);

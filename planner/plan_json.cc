@@ -90,7 +90,10 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
   return j;
 }
 
-std::string plan_to_json_text(const Plan& plan) { return plan_to_json(plan).dump(2) + "\n"; }
+// Tensor names come from ONNX strings, which need not be valid UTF-8: replace bad bytes rather than fail.
+std::string plan_to_json_text(const Plan& plan) {
+  return plan_to_json(plan).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
 
 namespace {
 

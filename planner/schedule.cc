@@ -38,9 +38,19 @@ BufferUse buffer_use(const Program& p) {
 
 DependencyGraph dependency_graph(const Program& p, const BufferUse& use) {
   std::vector<std::pair<int32_t, int32_t>> edges;
-  for (size_t b = 0; b < p.buffers.size(); ++b)
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const int32_t w = use.writer[b];
+    if (!p.buffers[b].resident) {
+      for (int32_t r : use.readers[b])
+        if (w >= 0 && w != r) edges.emplace_back(w, r);
+      continue;
+    }
+    // A resident buffer exists before step 0 and may be updated in place after it is read (an optimizer
+    // writing a weight): keep the program's order between its writer and every reader, on both sides.
+    if (w < 0) continue;
     for (int32_t r : use.readers[b])
-      if (use.writer[b] >= 0 && use.writer[b] != r) edges.emplace_back(use.writer[b], r);
+      if (r != w) edges.emplace_back(std::min(r, w), std::max(r, w));
+  }
   std::sort(edges.begin(), edges.end());
   edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
   DependencyGraph g(edges.begin(), edges.end(), p.steps.size());

@@ -36,11 +36,7 @@ const std::vector<std::string> kExports = {
     "resnet50_train", "vit_b_16",         "vit_b_16_train",
 };
 
-std::string models_dir() {
-  const char* root = std::getenv("MEMPLAN_SOURCE_DIR");
-  if (!root || !*root) throw std::runtime_error("MEMPLAN_SOURCE_DIR is not set (tests/CMakeLists.txt sets it under ctest)");
-  return std::string(root) + "/tests/models";
-}
+std::string models_dir() { return std::string(MEMPLAN_SOURCE_DIR) + "/tests/models"; }
 
 const Json& expected() {
   static const Json j = [] {
