@@ -5,7 +5,7 @@ set -euo pipefail
 
 build_pkgs=(cmake g++ make pkg-config libonnx-dev libprotobuf-dev protobuf-compiler libboost-graph-dev
             libcli11-dev nlohmann-json3-dev libfmt-dev)
-test_pkgs=(libgtest-dev libgmock-dev libonnx-testdata python3-onnx python3-numpy python3-jsonschema clang libclang-rt-14-dev)
+test_pkgs=(libgtest-dev libgmock-dev libonnx-testdata python3-onnx python3-numpy python3-jsonschema clang libclang-rt-14-dev strace)
 # The model zoo export script and the CPU training ground truth need torch (not needed to build or test).
 zoo_pkgs=(python3-torch python3-torchvision)
 
