@@ -28,7 +28,7 @@ if cmake --build "$build" -j2 --target memplan >/dev/null 2>&1; then
     case $model in gpt|gpt_tiny|bert) batches="2 8"; dims=(--dim seq=512) ;; *) batches="8 32"; dims=() ;; esac
     for b in $batches; do
       out=$carry/plans/$model-b$b.plan.json
-      "$build/cli/memplan" plan "$onnx" --batch "$b" "${dims[@]}" -o "$out" || echo "prepare: memplan plan failed for $model batch $b"
+      "$build/memplan" plan "$onnx" --batch "$b" "${dims[@]}" -o "$out" || echo "prepare: memplan plan failed for $model batch $b"
     done
   done
 else
