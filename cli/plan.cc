@@ -1,5 +1,7 @@
 // memplan plan: the static arena plan (offsets and live ranges of every activation) as memplan.plan/1 JSON,
 // which memplan-validate replays on a GPU or the host.
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -7,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/estimate_options.h"
+#include "cli/options.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
 #include "planner/plan_json.h"
@@ -20,6 +23,7 @@ Action add_plan_command(CLI::App& app) {
     EstimateArgs args;
     std::string output;
     uint64_t alignment = kDefaultAlignment;
+    FormatArgs format;
   };
   auto state = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand(
@@ -42,6 +46,10 @@ Action add_plan_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("-o,--output", state->output, "Write the plan here (default: standard output)");
+  state->format.format = "json";
+  add_format_options(cmd, state->format);
+  cmd->get_option("--format")->description(
+      "What goes to standard output without -o: json (the plan file), table or markdown (a summary)");
   return [state]() {
     const Graph graph = import_model(state->args.model.path, to_bindings(state->args.model));
     const EstimateOptions options = to_estimate_options(state->args);
@@ -54,17 +62,32 @@ Action add_plan_command(CLI::App& app) {
     }
     const Plan plan = make_plan(program, graph.model_path, state->alignment);
     const std::string text = plan_to_json_text(plan);
+    const std::string summary = fmt::format(
+        "{}: arena {} ({} B), lower bound {} ({} B), arena / bound {:.4f}, {} buffers, {} steps, {} resident ({})\n",
+        graph.model_path, format_bytes(plan.arena_bytes), format_count(plan.arena_bytes), format_bytes(plan.lower_bound_bytes),
+        format_count(plan.lower_bound_bytes),
+        plan.lower_bound_bytes ? static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound_bytes) : 1.0,
+        plan.buffers.size(), plan.schedule.size(), plan.resident.size(), plan.packing_algorithm);
     if (state->output.empty() || state->output == "-") {
-      std::cout << text;
+      switch (state->format.resolve()) {
+        case Format::Json: std::cout << text; break;
+        case Format::Table: std::cout << summary; break;
+        case Format::Markdown:
+          std::cout << fmt::format("| model | arena | lower bound | arena / bound | buffers | steps |\n|---|---:|---:|---:|---:|---:|\n"
+                                   "| `{}` | {} | {} | {:.4f} | {} | {} |\n",
+                                   graph.model_path, format_bytes(plan.arena_bytes), format_bytes(plan.lower_bound_bytes),
+                                   plan.lower_bound_bytes ? static_cast<double>(plan.arena_bytes) /
+                                                                static_cast<double>(plan.lower_bound_bytes) : 1.0,
+                                   plan.buffers.size(), plan.schedule.size());
+          break;
+      }
     } else {
       std::error_code ec;
       if (std::filesystem::equivalent(state->output, state->args.model.path, ec))
         throw InputError("-o " + state->output + " is the model itself: memplan never overwrites what it reads");
       std::ofstream out(state->output, std::ios::binary | std::ios::trunc);
       if (!out || !(out << text) || !out.flush()) throw InputError("cannot write the plan to '" + state->output + "'");
-      std::cerr << "memplan: wrote " << state->output << ": arena " << format_bytes(plan.arena_bytes)
-                << ", lower bound " << format_bytes(plan.lower_bound_bytes) << ", " << plan.buffers.size()
-                << " buffers, " << plan.schedule.size() << " steps\n";
+      std::cerr << "memplan: wrote " << state->output << ": " << summary;
     }
     return 0;
   };
