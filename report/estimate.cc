@@ -72,6 +72,18 @@ std::vector<LiveTensor> top_live_tensors(const Program& p, const std::vector<Liv
   return out;
 }
 
+// A simulated allocator's peaks: exact bytes per category at the peak step, allocator rounding
+// (allocated − exact) and overhead (reserved − allocated).
+void take_allocator_peaks(const Program& program, const LiveBytes& live, int32_t peak_step, const AllocatorReplay& rep,
+                          Estimate& e) {
+  const CategoryBytes at_peak = live_by_category(program, live, peak_step);
+  fill_categories(e.breakdown, at_peak);
+  e.allocated_bytes = rep.peak_allocated_bytes;
+  e.reserved_bytes = rep.peak_reserved_bytes;
+  e.breakdown.allocator_rounding = rep.peak_allocated_bytes - sum(at_peak);
+  e.breakdown.allocator_overhead = rep.peak_reserved_bytes - rep.peak_allocated_bytes;
+}
+
 // Fills totals, breakdown, peak location and series of `e` for `program` on the chosen runtime.
 void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, Estimate& e) {
   const std::vector<LiveRange> ranges = compute_liveness(program);
@@ -103,27 +115,15 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
     case Runtime::PyTorch: {
       const AllocatorReplay rep = simulate_pytorch(program);
       peak_step = rep.peak_allocated_step;
-      const CategoryBytes at_peak = live_by_category(program, live, peak_step);
-      fill_categories(e.breakdown, at_peak);
-      e.allocated_bytes = rep.peak_allocated_bytes;
-      e.reserved_bytes = rep.peak_reserved_bytes;
-      e.breakdown.allocator_rounding = rep.peak_allocated_bytes - sum(at_peak);
-      e.breakdown.allocator_overhead = rep.peak_reserved_bytes - rep.peak_allocated_bytes;
+      take_allocator_peaks(program, live, peak_step, rep, e);
       e.allocated_per_step = rep.allocated_per_step;
       e.reserved_per_step = rep.reserved_per_step;
       break;
     }
-    case Runtime::OnnxRuntime: {
+    case Runtime::OnnxRuntime:
       // Steady state with the memory pattern: initializers one by one, then one block of the planned arena.
-      const AllocatorReplay rep = simulate_ort_memory_pattern(program, best.result.arena_bytes);
-      const CategoryBytes at_peak = live_by_category(program, live, peak_step);
-      fill_categories(e.breakdown, at_peak);
-      e.allocated_bytes = rep.peak_allocated_bytes;
-      e.reserved_bytes = rep.peak_reserved_bytes;
-      e.breakdown.allocator_rounding = rep.peak_allocated_bytes - sum(at_peak);
-      e.breakdown.allocator_overhead = rep.peak_reserved_bytes - rep.peak_allocated_bytes;
+      take_allocator_peaks(program, live, peak_step, simulate_ort_memory_pattern(program, best.result.arena_bytes), e);
       break;
-    }
   }
   e.total_bytes = checked_add(e.reserved_bytes, fixed);
 
