@@ -438,6 +438,16 @@ void check_arity(const NodeContext& ctx, const onnx::OpSchema& schema) {
 // read out of bounds (fuzz/findings/, bench/fuzz.md); such nodes are refused here instead.
 void check_ranks(const NodeContext& ctx) {
   const std::string& op = ctx.node().op_type();
+  // ONNX 1.12's convPoolShapeInference divides by strides (and Conv by group) unchecked: a zero or negative
+  // value raised SIGFPE (fuzz/regressions/import_bytes/onnx-convpool-inference-fpe-zero-stride.onnx).
+  for (const onnx::AttributeProto& a : ctx.node().attribute()) {
+    if (a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape") {
+      for (int64_t v : a.ints())
+        if (v <= 0) ctx.fail("attribute " + a.name() + " has a value of " + std::to_string(v) + "; it must be positive");
+    } else if (a.name() == "group" && a.i() <= 0) {
+      ctx.fail("attribute group is " + std::to_string(a.i()) + "; it must be positive");
+    }
+  }
   auto rank = [&](size_t i) { return ctx.input(i) ? static_cast<int64_t>(ctx.input(i)->shape.size()) : -1; };
   if (op == "Gemm") {
     for (size_t i = 0; i < 2; ++i)
