@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from gt_memory import Deadline, Memory, is_oom, log
-from gt_steps import autocast_context, classes_of, loss_of, make_optimizer, make_scaler, make_targets, model_inputs, zoo
+from gt_steps import classes_of, make_optimizer, make_scaler, make_targets, model_inputs, train_step, zoo
 
 GiB = 1 << 30
 FIT_MAX_BATCH = 4096
@@ -84,17 +84,7 @@ def fit_one(base: nn.Module, model: str, precision: str, optimizer: str, seq: Op
         inputs = model_inputs(model, batch, seq, device)
         targets = make_targets(model, (classes_of(model),), batch, seq, device)
         for _ in range(2):  # the second step runs with every optimizer state present
-            opt.zero_grad(set_to_none=True)
-            with autocast_context(precision, device):
-                loss = loss_of(module(*inputs), targets)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-            else:
-                loss.backward()
-                opt.step()
-            del loss
+            train_step(module, inputs, targets, opt, scaler, precision, device)
         mem.sync()
 
     def fits(batch: int) -> bool:

@@ -57,6 +57,23 @@ def loss_of(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def train_step(module: nn.Module, inputs, targets: torch.Tensor, opt: torch.optim.Optimizer, scaler,
+               precision: str, device: torch.device) -> None:
+    """One training iteration: zero_grad (set_to_none frees last iteration's grads before the forward;
+    1.13's default keeps them), forward and loss under autocast, backward, optimizer step (through the
+    GradScaler for AMP fp16)."""
+    opt.zero_grad(set_to_none=True)
+    with autocast_context(precision, device):
+        loss = loss_of(module(*inputs), targets)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+
+
 def make_targets(model: str, logits_shape: Tuple[int, ...], batch: int, seq: Optional[int],
                  device: torch.device) -> torch.Tensor:
     gen = torch.Generator().manual_seed(zoo.SEED + 7)
@@ -174,16 +191,7 @@ def run_training(base: nn.Module, model: str, precision: str, optimizer: str, ch
     loaded = mem.now()
 
     def iteration() -> None:
-        opt.zero_grad(set_to_none=True)  # frees last iteration's grads before the forward (1.13's default keeps them)
-        with autocast_context(precision, device):
-            loss = loss_of(module(*inputs), targets)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        train_step(module, inputs, targets, opt, scaler, precision, device)
 
     ops = attention_ops(module, inputs, precision, device, train=True) if model in ATTENTION_MODELS else []
     module.train()
