@@ -35,6 +35,7 @@ fi
 
 if [ $# -gt 0 ]; then
   targets=("$@")
+  explicit_targets=1
 else
   targets=()
   for f in fuzz/targets/*.cc; do targets+=("$(basename "$f" .cc)"); done
@@ -78,6 +79,8 @@ run_target() {
 }
 
 start=$(date +%s)
+stamp="$build/.run-start-$$"
+touch "$stamp"
 pids=()
 for t in "${targets[@]}"; do
   run_target "$t" &
@@ -86,7 +89,12 @@ for t in "${targets[@]}"; do
 done
 for p in "${pids[@]}"; do wait "$p"; done
 
-summary="$build/fuzz-summary.md"
+# One summary per set of targets, so runs of different targets side by side do not overwrite each other.
+if [ -n "${explicit_targets:-}" ]; then
+  summary="$build/fuzz-summary-$(IFS=-; echo "${targets[*]}").md"
+else
+  summary="$build/fuzz-summary.md"
+fi
 {
   echo "fuzz/run.sh $seconds, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD), wall $(( $(date +%s) - start )) s"
   echo
@@ -103,7 +111,7 @@ for t in "${targets[@]}"; do
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$last")
-  n=$(find "$build/artifacts/$t" -type f | wc -l)
+  n=$(find "$build/artifacts/$t" -type f -newer "$stamp" | wc -l)  # this run's findings, not earlier ones
   if grep -qE '^==[0-9]+==ERROR|memplan fuzz finding|deadly signal|-- timeout|out-of-memory' "$log"; then
     n=$((n > 0 ? n : 1))
   fi
@@ -113,6 +121,7 @@ for t in "${targets[@]}"; do
 done
 echo "| total | | $total | | | | | $found |" >>"$summary"
 cat "$summary"
+rm -f "$stamp"
 if [ "$found" -gt 0 ]; then
   echo "findings: see $build/logs/ and $build/artifacts/"
   exit 1

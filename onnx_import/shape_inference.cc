@@ -31,6 +31,9 @@ using shape::checked_bytes;
 
 // Subgraphs nest at most this deep (If inside Loop inside ...); deeper models are refused.
 constexpr int kMaxSubgraphDepth = 32;
+// The largest rank a shape input may describe (docs/limits.md). Real models stay below 10; numpy allows 64;
+// this bound only keeps a hostile shape input from making ONNX's inference build billions of dimensions.
+constexpr int64_t kMaxRank = 1024;
 // At most this many warnings about declared shapes that differ from the inferred ones.
 constexpr int kMaxMismatchWarnings = 10;
 
@@ -449,12 +452,43 @@ void check_ranks(const NodeContext& ctx) {
     }
   }
   auto rank = [&](size_t i) { return ctx.input(i) ? static_cast<int64_t>(ctx.input(i)->shape.size()) : -1; };
-  if (op == "Gemm") {
-    for (size_t i = 0; i < 2; ++i)
-      if (rank(i) >= 0 && rank(i) != 2)
-        ctx.fail("input " + std::to_string(i) + " has rank " + std::to_string(rank(i)) + "; Gemm takes 2-D A and B");
-    return;
-  }
+  // Inputs whose rank the spec fixes and whose dimensions ONNX 1.12's inference function reads unchecked
+  // (SEGV on a lower rank): Gemm-6 copies B.dim(1) (fuzz/regressions/import_bytes/onnx-gemm6-...),
+  // STFT-17 signal.dim(1) (fuzz/regressions/import_bytes/onnx-stft17-inference-segv-rank1-signal.onnx),
+  // RNN/GRU/LSTM X.dim(1) (found by tests/reliability/schema_rank_sweep_test.cc).
+  struct FixedRank {
+    const char* op;
+    size_t input;
+    int64_t rank;
+    const char* name;
+  };
+  static constexpr FixedRank kFixedRanks[] = {
+      {"Gemm", 0, 2, "A"}, {"Gemm", 1, 2, "B"},          //
+      {"RNN", 0, 3, "X"},  {"RNN", 1, 3, "W"},  {"RNN", 2, 3, "R"},  //
+      {"GRU", 0, 3, "X"},  {"GRU", 1, 3, "W"},  {"GRU", 2, 3, "R"},  //
+      {"LSTM", 0, 3, "X"}, {"LSTM", 1, 3, "W"}, {"LSTM", 2, 3, "R"},  //
+      {"STFT", 0, 3, "signal"},
+  };
+  for (const FixedRank& f : kFixedRanks)
+    if (op == f.op && rank(f.input) >= 0 && rank(f.input) != f.rank)
+      ctx.fail("input " + std::to_string(f.input) + " (" + f.name + ") has rank " + std::to_string(rank(f.input)) +
+               "; " + op + " takes a " + std::to_string(f.rank) + "-D " + f.name);
+  // A 1-D shape input whose values are unknown gives ONNX's inference the output rank from its length alone:
+  // a [2^31] shape input made ConstantOfShape-9 and Expand build a 2^31-dimension shape, 20 GB
+  // (fuzz/regressions/analysis_mutate/onnx-constantofshape-inference-oom-2e31-element-shape.onnx).
+  static constexpr std::pair<const char*, size_t> kShapeInputs[] = {
+      {"ConstantOfShape", 0}, {"Expand", 1}, {"Reshape", 1}};
+  for (const auto& [shape_op, i] : kShapeInputs)
+    if (op == shape_op && rank(i) == 1 && ctx.input(i)->shape[0] > kMaxRank)
+      ctx.fail("input " + std::to_string(i) + " is a shape of " + std::to_string(ctx.input(i)->shape[0]) +
+               " dimensions; memplan handles tensors of rank up to " + std::to_string(kMaxRank));
+  // GatherND-12/13 index the data shape by batch_dims unchecked: a negative value was a SEGV
+  // (schema_rank_sweep_test). The spec requires 0 <= batch_dims < min(rank(data), rank(indices)).
+  if (op == "GatherND" && rank(0) >= 0 && rank(1) >= 0)
+    for (const onnx::AttributeProto& a : ctx.node().attribute())
+      if (a.name() == "batch_dims" && (a.i() < 0 || a.i() >= std::min(rank(0), rank(1))))
+        ctx.fail("attribute batch_dims is " + std::to_string(a.i()) + "; it must be at least 0 and below " +
+                 std::to_string(std::min(rank(0), rank(1))) + ", the smaller of the data and indices ranks");
   size_t x = 0, w = 1;
   if (op == "QLinearConv") w = 3;
   else if (op != "Conv" && op != "ConvTranspose" && op != "ConvInteger") return;
