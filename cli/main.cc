@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "memplan: how much GPU memory an ONNX model needs, and why, before you rent or launch anything.\n"
       "Exit codes: 0 ok; 1 a budget or regression limit is broken (check, fit); 2 bad usage or bad input;\n"
-      "3 internal error (a bug: please report it). See docs/cli.md.",
+      "3 internal error (a bug: please report it). See docs/exit-codes.md; `memplan COMMAND --help` explains\n"
+      "each command, with examples.",
       "memplan"};
   app.set_version_flag("--version", std::string("memplan ") + MEMPLAN_VERSION);
   app.require_subcommand(1);

@@ -211,5 +211,17 @@ class TimelineTest(unittest.TestCase):
                 self.assertEqual(f.read(), before)
 
 
+class HelpTest(unittest.TestCase):
+    def test_every_document_the_help_names_exists(self):
+        import re
+        texts = [run("--help", check_rc=0).stdout]
+        for command in ("inspect", "estimate", "plan", "fit", "check", "timeline"):
+            texts.append(run(command, "--help", check_rc=0).stdout)
+        named = set(re.findall(r"(?:docs|report|bench)/[A-Za-z0-9_./-]+\.(?:md|json)", "\n".join(texts)))
+        self.assertIn("docs/exit-codes.md", named)
+        for path in sorted(named):
+            self.assertTrue(os.path.exists(os.path.join(SRC, path)), f"--help names {path}, which does not exist")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
