@@ -99,6 +99,9 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     case OpKind::Node:
       break;
   }
+  // Ops are matched by type alone, so a custom-domain op of the same name, or one without the inputs the
+  // ONNX op takes, reaches these rules too: a rule that reads a tensor's shape needs that tensor to exist
+  // (fuzz/regressions/analysis_mutate/training-custom-batchnorm-without-inputs.onnx).
   const int32_t a = input_at(op, g, 0), b = input_at(op, g, 1);
   if (type == "Conv" || type == "ConvTranspose") {
     save_if(r, a, rg(requires_grad, b));
@@ -110,7 +113,7 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     save_if(r, out, true);
   } else if (saves_input_ops().count(type)) {
     save_if(r, a, true);
-  } else if (type == "LayerNormalization") {
+  } else if (type == "LayerNormalization" && a >= 0) {
     save_if(r, a, true);
     save_if(r, b, true);
     save_if(r, input_at(op, g, 2), true);
@@ -121,7 +124,7 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
       const uint64_t bytes = checked_mul(rows_before(g.tensors[a], int_attribute(n, "axis", -1)), kLayerNormStatBytes);
       r.saved_extras = {{":mean", bytes}, {":rstd", bytes}};
     }
-  } else if (type == "BatchNormalization") {
+  } else if (type == "BatchNormalization" && a >= 0) {
     // Training batch norm saves input, weight and per-channel save_mean / save_invstd (float).
     save_if(r, a, true);
     save_if(r, b, true);
@@ -129,9 +132,9 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     const uint64_t channels = x.shape.size() > 1 ? static_cast<uint64_t>(x.shape[1]) : 1;
     const uint64_t bytes = checked_mul(channels, kBatchNormStatBytes);
     r.saved_extras = {{":save_mean", bytes}, {":save_invstd", bytes}};
-  } else if (type == "Dropout") {
+  } else if (type == "Dropout" && out >= 0) {
     r.saved_extras = {{":mask", checked_mul(g.tensors[out].elements(), kDropoutMaskBytes)}};
-  } else if (type == "MaxPool") {
+  } else if (type == "MaxPool" && out >= 0) {
     save_if(r, a, true);
     if (n.outputs.size() > 1 && n.outputs[1] >= 0) save_if(r, n.outputs[1], true);
     else r.saved_extras = {{":indices", checked_mul(g.tensors[out].elements(), kMaxPoolIndexBytes)}};
@@ -149,13 +152,14 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
   // Grads that are views of the output's grad.
   if (type == "Reshape" || type == "Flatten" || type == "Squeeze" || type == "Unsqueeze" || type == "Identity" ||
       type == "Transpose") {
-    r.passthrough_inputs.push_back(a);
-  } else if (type == "Add" || type == "Sub") {
+    if (a >= 0) r.passthrough_inputs.push_back(a);
+  } else if ((type == "Add" || type == "Sub") && out >= 0) {
     const auto& shape = g.tensors[out].shape;
     if (a >= 0 && g.tensors[a].shape == shape) r.passthrough_inputs.push_back(a);  // sub: b's grad is negated
     if (type == "Add" && b >= 0 && g.tensors[b].shape == shape) r.passthrough_inputs.push_back(b);
   } else if (type == "Concat") {
-    for (int32_t t : n.inputs) r.passthrough_inputs.push_back(t);
+    for (int32_t t : n.inputs)
+      if (t >= 0) r.passthrough_inputs.push_back(t);
   }
   return r;
 }
