@@ -122,7 +122,7 @@ class InferenceBuilder {
 
   // PyTorch in place, as torchvision writes its blocks (runtime_rules.h).
   bool pytorch_in_place(const Node& n, int32_t node_index) const {
-    if (n.inputs.empty() || n.inputs[0] < 0) return false;
+    if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.empty() || n.outputs[0] < 0) return false;
     const int32_t in = n.inputs[0];
     const Tensor& x = g_.tensors[in];
     if (x.producer < 0 || sole_consumer(g_, in) != node_index || buffer_of_[in] < 0 || is_input_buffer(buffer_of_[in]))
@@ -185,13 +185,15 @@ class InferenceBuilder {
   // What eager PyTorch allocates at this op beyond the graph's tensors.
   void add_pytorch_extras(const FusedOp& op, Step& step) {
     const Node& n = g_.nodes[op.nodes.back()];
-    if (op.kind == OpKind::Node && n.op_type == "MaxPool" && (n.outputs.size() < 2 || n.outputs[1] < 0)) {
+    if (op.kind == OpKind::Node && n.op_type == "MaxPool" && !n.outputs.empty() && n.outputs[0] >= 0 &&
+        (n.outputs.size() < 2 || n.outputs[1] < 0)) {
       const Tensor& out = g_.tensors[n.outputs[0]];
       const uint64_t bytes = checked_mul(out.elements(), kMaxPoolIndexBytes, "max-pool indices");
       step.writes.push_back(new_buffer(out.name + ":indices", bytes, Category::Activation));
       ++maxpool_indices_;
     }
-    const bool onnx_layer_norm = op.kind == OpKind::Node && n.op_type == "LayerNormalization";
+    const bool onnx_layer_norm = op.kind == OpKind::Node && n.op_type == "LayerNormalization" &&
+                                 !n.inputs.empty() && n.inputs[0] >= 0;
     if (op.kind == OpKind::LayerNorm || onnx_layer_norm) {
       const bool stats_in_graph = onnx_layer_norm && n.outputs.size() > 1 && n.outputs[1] >= 0;
       if (!stats_in_graph) {

@@ -258,6 +258,7 @@ class TrainingBuilder {
   bool in_place(const FusedOp& op) const {
     if (op.kind != OpKind::Node || op.inputs.empty()) return false;
     const Node& n = g_.nodes[op.nodes.back()];
+    if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.empty() || n.outputs[0] < 0) return false;
     const int32_t in = n.inputs[0];
     const Tensor& x = g_.tensors[in];
     const int32_t b = lookup(in);
