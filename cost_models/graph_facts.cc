@@ -153,12 +153,13 @@ std::vector<int32_t> tied_embedding_copies(const Graph& g) {
         g.tensors[n.inputs[0]].shape.size() == 2)
       tables.push_back(n.inputs[0]);
   for (const Node& n : g.nodes) {
-    if (n.op_type != "MatMul" || n.inputs.size() < 2 || n.outputs.empty()) continue;
+    if (n.op_type != "MatMul" || n.inputs.size() < 2 || n.outputs.empty() || n.outputs[0] < 0) continue;
     const int32_t w = n.inputs[1];
     if (w < 0 || !is_initializer(g, w) || g.tensors[w].shape.size() != 2) continue;
     int32_t result = n.outputs[0];
     const int32_t next = sole_consumer(g, result);
-    if (!is_graph_output(g, result) && next >= 0 && g.nodes[next].op_type == "Add" && !g.nodes[next].outputs.empty())
+    if (!is_graph_output(g, result) && next >= 0 && g.nodes[next].op_type == "Add" && !g.nodes[next].outputs.empty() &&
+        g.nodes[next].outputs[0] >= 0)
       result = g.nodes[next].outputs[0];
     if (!is_graph_output(g, result)) continue;
     const auto& ws = g.tensors[w].shape;

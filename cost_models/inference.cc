@@ -135,6 +135,7 @@ class InferenceBuilder {
     if (op.kind != OpKind::Node) return -1;
     const Node& n = g_.nodes[node_index];
     if (n.inputs.empty() || n.inputs[0] < 0 || buffer_of_[n.inputs[0]] < 0) return -1;
+    if (n.outputs.empty() || n.outputs[0] < 0) return -1;  // no first output to alias (an omitted one)
     const int32_t in = n.inputs[0];
     const int32_t in_buffer = buffer_of_[in];
     if (is_alias_op(n.op_type)) {

@@ -53,7 +53,8 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
       promoted = low;
     } else if (cls == AutocastClass::Float32) {
       promoted = DType::Float32;
-    } else if (op.kind == OpKind::Node && (n.op_type == "BatchNormalization" || n.op_type == "Dropout")) {
+    } else if (op.kind == OpKind::Node && (n.op_type == "BatchNormalization" || n.op_type == "Dropout") &&
+               !n.inputs.empty() && n.inputs[0] >= 0) {
       promoted = dtype[n.inputs[0]];
     } else {
       for (int32_t t : op.inputs) {
