@@ -79,6 +79,9 @@ run_target() {
 }
 
 start=$(date +%s)
+# What the binaries were built from (the build above), for the summary.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- 2>/dev/null || commit="$commit + uncommitted changes"
 stamp="$build/.run-start-$$"
 touch "$stamp"
 pids=()
@@ -96,7 +99,7 @@ else
   summary="$build/fuzz-summary.md"
 fi
 {
-  echo "fuzz/run.sh $seconds, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD), wall $(( $(date +%s) - start )) s"
+  echo "fuzz/run.sh $seconds, $(date -u +%Y-%m-%dT%H:%MZ), built at $commit, wall $(( $(date +%s) - start )) s"
   echo
   echo "| target | seconds | executions | exec/s | cov | ft | corpus | findings |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"
