@@ -16,8 +16,8 @@ bool names_model(const std::exception& e, const std::string& path) {
 
 }  // namespace
 
-Graph import_model(const std::string& path, const Bindings& bindings, ModelOverview& overview) {
-  const ReadModel model = read_model_file(path);
+Graph import_model(const ReadModel& model, const std::string& path, const Bindings& bindings,
+                   ModelOverview& overview) {
   overview = describe_model(path, model);
   try {
     const InferenceResult inferred = infer_shapes(model.proto, bindings);
@@ -29,6 +29,15 @@ Graph import_model(const std::string& path, const Bindings& bindings, ModelOverv
     if (names_model(e, path)) throw;
     throw InputError(path + ": " + e.what());
   }
+}
+
+Graph import_model(const std::string& path, const Bindings& bindings, ModelOverview& overview) {
+  return import_model(read_model_file(path), path, bindings, overview);
+}
+
+Graph import_model(const ReadModel& model, const std::string& path, const Bindings& bindings) {
+  ModelOverview overview;
+  return import_model(model, path, bindings, overview);
 }
 
 Graph import_model(const std::string& path, const Bindings& bindings) {

@@ -22,4 +22,9 @@ struct Bindings {
 // Throws InputError (exit 2) with one message naming the model and the node or tensor at fault.
 Graph import_model(const std::string& path, const Bindings& bindings);
 
+// Read once, shape many times: `fit` and `serve` read and parse the file once (read_model_file) and shape
+// the same ModelProto at every value they probe. Same result and errors as import_model(path, bindings).
+struct ReadModel;
+Graph import_model(const ReadModel& model, const std::string& path, const Bindings& bindings);
+
 }  // namespace memplan

@@ -63,5 +63,6 @@ StoredSummary summarize_stored(const ModelOverview& overview);
 // import_model() that also describes the file: `overview` is filled as soon as the file is read, before
 // dimensions are bound and shapes inferred, so it holds what the file declares even when that later fails.
 Graph import_model(const std::string& path, const Bindings& bindings, ModelOverview& overview);
+Graph import_model(const ReadModel& model, const std::string& path, const Bindings& bindings, ModelOverview& overview);
 
 }  // namespace memplan
