@@ -1,0 +1,104 @@
+"""Behaviour snapshot: the JSON of inspect, estimate, plan and fit for every zoo model, byte for byte.
+
+The snapshot was recorded from the code *before* the cost-model/CLI redesign (issue 11) and proves only
+that the redesign changed nothing; it derives no number independently (the other tests do that). A real
+bug fixed later updates the snapshot in its own commit, with the reason in the message.
+
+  /usr/bin/python3 tests/cli/behaviour_snapshot.py --write   # record (from the source root)
+  /usr/bin/python3 tests/cli/behaviour_snapshot.py           # check (ctest: cli_behaviour_snapshot)
+
+Needs MEMPLAN_BIN (default build/memplan) and runs from MEMPLAN_SOURCE_DIR (default: the source root).
+"""
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+SRC = os.environ.get("MEMPLAN_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BIN = os.environ.get("MEMPLAN_BIN", os.path.join(SRC, "build", "memplan"))
+SNAPSHOT = os.path.join(SRC, "tests", "cli", "behaviour.snapshot.json")
+
+M = "tests/models/"
+SEQ = ["--dim", "seq=128"]
+INFERENCE = {  # model -> dims it needs
+    "resnet18": [], "resnet50": [], "mobilenet_v2": [], "efficientnet_b0": [], "vit_b_16": [],
+    "gpt": SEQ, "gpt_tiny": SEQ, "bert": SEQ, "gpt_tiny_op13": SEQ, "bert_op13": SEQ,
+}
+TRAIN = {
+    "resnet18_train": [], "resnet50_train": [], "mobilenet_v2_train": [], "efficientnet_b0_train": [],
+    "vit_b_16_train": [], "gpt_train": SEQ, "gpt_tiny_train": SEQ, "bert_train": SEQ,
+}
+
+
+def cases():
+    out = []
+    for name, dims in INFERENCE.items():
+        model = M + name + ".onnx"
+        out.append(["inspect", model, "--batch", "2", *dims, "--json"])
+        for runtime in ("pytorch", "onnxruntime", "ideal"):
+            out.append(["estimate", model, "--batch", "4", *dims, "--runtime", runtime, "--json"])
+        out.append(["estimate", model, "--batch", "4", *dims, "--runtime", "pytorch", "--dtype", "fp16", "--json"])
+        out.append(["estimate", model, "--batch", "4", *dims, "--schedule", "memory", "--json"])
+        out.append(["plan", model, "--batch", "4", *dims, "--runtime", "pytorch"])
+        out.append(["plan", model, "--batch", "4", *dims, "--runtime", "onnxruntime", "--alignment", "256"])
+        out.append(["fit", model, *dims, "--gpu", "A100-80GB", "--json"])
+    for name, dims in TRAIN.items():
+        model = M + name + ".onnx"
+        train = ["estimate", model, "--batch", "4", *dims, "--mode", "train"]
+        out.append(["inspect", model, "--batch", "2", *dims, "--json"])
+        for precision in ("fp32", "amp-fp16", "amp-bf16", "bf16"):
+            out.append([*train, "--precision", precision, "--json"])
+        out.append([*train, "--precision", "amp-bf16", "--checkpoint", "sqrt", "--json"])
+        out.append([*train, "--checkpoint", "every:2", "--optimizer", "momentum", "--json"])
+        out.append([*train, "--gpus", "4", "--shard", "zero3", "--precision", "amp-fp16", "--json"])
+        out.append([*train, "--gpus", "4", "--shard", "zero2", "--grad-accum", "4", "--json"])
+        out.append([*train, "--gpus", "2", "--shard", "ddp", "--optimizer", "adam", "--optimizer-impl", "single-tensor", "--json"])
+        out.append([*train, "--runtime", "ideal", "--optimizer", "sgd", "--loss", "mse", "--json"])
+        out.append(["fit", model, *dims, "--mode", "train", "--precision", "amp-bf16", "--gpu", "A100-80GB",
+                    "--global-batch", "512", "--json"])
+    # The catalog table (one probe sequence per GPU today) and a search over seq, on the small models.
+    out.append(["fit", M + "gpt_tiny_train.onnx", "--dim", "seq=128", "--mode", "train", "--json"])
+    out.append(["fit", M + "resnet18.onnx", "--json"])
+    out.append(["fit", M + "gpt_tiny.onnx", "--batch", "8", "--search", "seq", "--memory", "1GiB", "--json"])
+    out.append(["check", M + "gpt_tiny.onnx", "--batch", "8", *SEQ, "--budget", "1GiB", "--json"])
+    return out
+
+
+def run(args):
+    p = subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=900)
+    return {"args": args, "exit_code": p.returncode, "stdout": p.stdout}
+
+
+def main():
+    write = "--write" in sys.argv[1:]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(run, cases()))
+    if write:
+        with open(SNAPSHOT, "w") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+        print(f"wrote {len(results)} outputs to {SNAPSHOT}")
+        return 0
+    with open(SNAPSHOT) as f:
+        expected = {json.dumps(r["args"]): r for r in json.load(f)}
+    failed = 0
+    for got in results:
+        key = json.dumps(got["args"])
+        want = expected.get(key)
+        if want is None:
+            print(f"NOT IN SNAPSHOT: memplan {' '.join(got['args'])}")
+            failed += 1
+        elif want["exit_code"] != got["exit_code"] or want["stdout"] != got["stdout"]:
+            print(f"DIFFERS: memplan {' '.join(got['args'])} (exit {got['exit_code']}, snapshot {want['exit_code']})")
+            for a, b in zip(want["stdout"].splitlines(), got["stdout"].splitlines()):
+                if a != b:
+                    print(f"  snapshot: {a[:300]}\n  now:      {b[:300]}")
+                    break
+            failed += 1
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
