@@ -40,6 +40,8 @@ def cases():
             out.append(["estimate", model, "--batch", "4", *dims, "--runtime", runtime, "--json"])
         out.append(["estimate", model, "--batch", "4", *dims, "--runtime", "pytorch", "--dtype", "fp16", "--json"])
         out.append(["estimate", model, "--batch", "4", *dims, "--schedule", "memory", "--json"])
+        out.append(["estimate", model, "--batch", "4", *dims, "--runtime", "pytorch", "--attention", "sdpa",
+                    "--arch", "sm80", "--dtype", "bf16", "--json"])
         out.append(["plan", model, "--batch", "4", *dims, "--runtime", "pytorch"])
         out.append(["plan", model, "--batch", "4", *dims, "--runtime", "onnxruntime", "--alignment", "256"])
         out.append(["fit", model, *dims, "--gpu", "A100-80GB", "--json"])
@@ -55,6 +57,11 @@ def cases():
         out.append([*train, "--gpus", "4", "--shard", "zero2", "--grad-accum", "4", "--json"])
         out.append([*train, "--gpus", "2", "--shard", "ddp", "--optimizer", "adam", "--optimizer-impl", "single-tensor", "--json"])
         out.append([*train, "--runtime", "ideal", "--optimizer", "sgd", "--loss", "mse", "--json"])
+        out.append([*train, "--precision", "fp16", "--optimizer-impl", "foreach-torch1", "--loss", "none", "--json"])
+        out.append([*train, "--precision", "amp-fp16", "--attention", "sdpa", "--arch", "sm80",
+                    "--optimizer-impl", "fused", "--json"])
+        out.append([*train, "--gpus", "2", "--shard", "ddp", "--gradient-as-bucket-view", "--grad-accum", "2", "--json"])
+        out.append([*train, "--checkpoint", "auto", "--budget", "200MiB", "--json"])
         out.append(["fit", model, *dims, "--mode", "train", "--precision", "amp-bf16", "--gpu", "A100-80GB",
                     "--global-batch", "512", "--json"])
     # The catalog table (one probe sequence per GPU today) and a search over seq, on the small models.
