@@ -13,33 +13,34 @@ struct DTypeInfo {
   int bits;
   const char* name;
   bool is_float;
+  bool is_integer;
 };
 
 // ONNX codes from onnx.proto's TensorProto.DataType enum; FLOAT8* are IR 9, INT4/UINT4 are IR 10.
 constexpr std::array<DTypeInfo, 23> kTypes{{
-    {DType::Undefined, 0, 0, "undefined", false},
-    {DType::Float32, 1, 32, "float32", true},
-    {DType::UInt8, 2, 8, "uint8", false},
-    {DType::Int8, 3, 8, "int8", false},
-    {DType::UInt16, 4, 16, "uint16", false},
-    {DType::Int16, 5, 16, "int16", false},
-    {DType::Int32, 6, 32, "int32", false},
-    {DType::Int64, 7, 64, "int64", false},
-    {DType::String, 8, 0, "string", false},
-    {DType::Bool, 9, 8, "bool", false},
-    {DType::Float16, 10, 16, "float16", true},
-    {DType::Float64, 11, 64, "float64", true},
-    {DType::UInt32, 12, 32, "uint32", false},
-    {DType::UInt64, 13, 64, "uint64", false},
-    {DType::Complex64, 14, 64, "complex64", false},
-    {DType::Complex128, 15, 128, "complex128", false},
-    {DType::BFloat16, 16, 16, "bfloat16", true},
-    {DType::Float8E4M3FN, 17, 8, "float8e4m3fn", true},
-    {DType::Float8E4M3FNUZ, 18, 8, "float8e4m3fnuz", true},
-    {DType::Float8E5M2, 19, 8, "float8e5m2", true},
-    {DType::Float8E5M2FNUZ, 20, 8, "float8e5m2fnuz", true},
-    {DType::UInt4, 21, 4, "uint4", false},
-    {DType::Int4, 22, 4, "int4", false},
+    {DType::Undefined, 0, 0, "undefined", false, false},
+    {DType::Float32, 1, 32, "float32", true, false},
+    {DType::UInt8, 2, 8, "uint8", false, true},
+    {DType::Int8, 3, 8, "int8", false, true},
+    {DType::UInt16, 4, 16, "uint16", false, true},
+    {DType::Int16, 5, 16, "int16", false, true},
+    {DType::Int32, 6, 32, "int32", false, true},
+    {DType::Int64, 7, 64, "int64", false, true},
+    {DType::String, 8, 0, "string", false, false},
+    {DType::Bool, 9, 8, "bool", false, true},
+    {DType::Float16, 10, 16, "float16", true, false},
+    {DType::Float64, 11, 64, "float64", true, false},
+    {DType::UInt32, 12, 32, "uint32", false, true},
+    {DType::UInt64, 13, 64, "uint64", false, true},
+    {DType::Complex64, 14, 64, "complex64", false, false},
+    {DType::Complex128, 15, 128, "complex128", false, false},
+    {DType::BFloat16, 16, 16, "bfloat16", true, false},
+    {DType::Float8E4M3FN, 17, 8, "float8e4m3fn", true, false},
+    {DType::Float8E4M3FNUZ, 18, 8, "float8e4m3fnuz", true, false},
+    {DType::Float8E5M2, 19, 8, "float8e5m2", true, false},
+    {DType::Float8E5M2FNUZ, 20, 8, "float8e5m2fnuz", true, false},
+    {DType::UInt4, 21, 4, "uint4", false, false},
+    {DType::Int4, 22, 4, "int4", false, false},
 }};
 
 const DTypeInfo& info(DType t) {
@@ -64,6 +65,9 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 }
 int dtype_bits(DType t) { return info(t).bits; }
 bool dtype_is_float(DType t) { return info(t).is_float; }
+bool dtype_is_integer(DType t) { return info(t).is_integer; }
+
+std::string_view normalize_domain(std::string_view domain) { return domain == "ai.onnx" ? std::string_view() : domain; }
 
 std::string_view kind_name(TensorKind k) {
   switch (k) {

@@ -25,6 +25,12 @@ std::string_view dtype_name(DType t);               // "float32", "bfloat16", ..
 std::optional<DType> dtype_from_name(std::string_view name);
 int dtype_bits(DType t);                            // 32, 16, 4, ...; 0 for Undefined and String
 bool dtype_is_float(DType t);                       // float16/bfloat16/float32/float64/float8*
+// int8..int64, uint8..uint64 and bool: the types whose contents shape computations read as integers.
+// int4/uint4 are not included: they are packed two per byte and memplan never reads their contents.
+bool dtype_is_integer(DType t);
+
+// "ai.onnx" and "" name the same default domain (onnx.proto, OperatorSetIdProto); memplan writes it as "".
+std::string_view normalize_domain(std::string_view domain);
 
 enum class TensorKind : uint8_t {
   Input,       // graph input that is not an initializer

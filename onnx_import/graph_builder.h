@@ -13,9 +13,6 @@
 
 namespace memplan {
 
-// "ai.onnx" and "" name the same default domain; memplan writes it as "".
-std::string normalize_domain(std::string_view domain);
-
 // What the file declares, from the proto alone. Throws InputError on duplicate initializer names and on
 // tensors whose byte size overflows 64 bits.
 ModelOverview describe_model(const std::string& path, const ReadModel& model);

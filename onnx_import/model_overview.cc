@@ -111,7 +111,7 @@ DeclaredValue declared_value(const onnx::ValueInfoProto& v) {
 }
 
 std::string qualified_op(const onnx::NodeProto& node) {
-  const std::string domain = normalize_domain(node.domain());
+  const std::string domain(normalize_domain(node.domain()));
   return domain.empty() ? node.op_type() : domain + "." + node.op_type();
 }
 
@@ -137,10 +137,6 @@ void add_initializers(const std::string& path, const onnx::GraphProto& graph, Mo
 
 }  // namespace
 
-std::string normalize_domain(std::string_view domain) {
-  return domain == "ai.onnx" ? std::string() : std::string(domain);
-}
-
 ModelOverview describe_model(const std::string& path, const ReadModel& model) {
   const onnx::ModelProto& m = model.proto;
   const onnx::GraphProto& g = m.graph();
@@ -150,14 +146,14 @@ ModelOverview describe_model(const std::string& path, const ReadModel& model) {
   o.producer = m.producer_name();
   if (!m.producer_version().empty()) o.producer += (o.producer.empty() ? "" : " ") + m.producer_version();
   o.ir_version = m.ir_version();
-  for (const onnx::OperatorSetIdProto& op : m.opset_import()) o.opsets[normalize_domain(op.domain())] = op.version();
+  for (const onnx::OperatorSetIdProto& op : m.opset_import()) o.opsets[std::string(normalize_domain(op.domain()))] = op.version();
   o.warnings = model.warnings;
 
   o.node_count = static_cast<uint64_t>(g.node_size());
   std::set<std::string> custom;
   for (const onnx::NodeProto& node : g.node()) {
     ++o.op_histogram[qualified_op(node)];
-    const std::string domain = normalize_domain(node.domain());
+    const std::string_view domain = normalize_domain(node.domain());
     if (!domain.empty() && domain != "ai.onnx.ml") custom.insert(qualified_op(node));
     if (domain.empty() && node.op_type() == "Constant")
       if (std::optional<Tensor> t = constant_value(path, node)) o.constant_values.push_back(std::move(*t));

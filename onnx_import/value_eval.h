@@ -32,8 +32,8 @@ struct Value {
   uint64_t elements() const;  // product of shape; callers have checked it fits (see checked_value_bytes)
 };
 
-bool is_integer_like(DType t);  // integer types and bool: contents kept in Value::ints
-bool is_real(DType t);          // floating-point types: contents kept in Value::reals
+// Contents are kept in Value::ints for dtype_is_integer() types (graph.h), in Value::reals for these:
+bool is_real(DType t);  // float32, float16, bfloat16, float64
 
 // The byte size of a shape, or nullopt when a dim is negative or the size does not fit in 64 bits.
 std::optional<uint64_t> bytes_of(DType dtype, const std::vector<int64_t>& shape);
@@ -50,7 +50,7 @@ int64_t int_at(const Value& v, size_t i);
 double real_at(const Value& v, size_t i);
 
 // Fills outputs[k].ints/reals for the ops listed in docs/shape-inference.md when every input it reads has
-// known contents and the output is small. `outputs` already carry their inferred dtype and shape.
+// known contents and the output is small. The op's evaluator comes from one table (values/values.h). `outputs` already carry their inferred dtype and shape.
 // Inputs are nullptr where omitted. Never throws for values it cannot compute: they stay unknown.
 void evaluate_values(const onnx::NodeProto& node, int opset, const std::vector<const Value*>& inputs,
                      std::vector<Value>& outputs);

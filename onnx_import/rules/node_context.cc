@@ -4,6 +4,7 @@
 
 #include "onnx_import/errors.h"
 #include "onnx_import/rules/rules.h"
+#include "onnx_import/values/values.h"
 
 namespace memplan::shape {
 
@@ -66,11 +67,7 @@ void NodeContext::set_output(size_t i, Value v) {
   set_[i] = true;
 }
 
-const onnx::AttributeProto* NodeContext::attr(std::string_view name) const {
-  for (const auto& a : node_.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
+const onnx::AttributeProto* NodeContext::attr(std::string_view name) const { return find_attribute(node_, name); }
 
 int64_t NodeContext::attr_int(std::string_view name, int64_t def) const {
   const auto* a = attr(name);
