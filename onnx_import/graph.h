@@ -75,8 +75,6 @@ struct Node {
   std::vector<int32_t> inputs;     // tensor ids; -1 for an omitted optional input
   std::vector<int32_t> outputs;    // tensor ids; -1 for an omitted optional output
   std::map<std::string, Attribute> attributes;
-  // For If/Loop/Scan: bytes the body needs beyond its inputs and outputs at its own peak (analysed by the importer).
-  uint64_t subgraph_peak_bytes = 0;
 };
 
 struct Graph {

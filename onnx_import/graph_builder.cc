@@ -130,8 +130,6 @@ class GraphBuilder {
     const auto opset = graph_.opsets.find(node.domain);
     node.opset = opset == graph_.opsets.end() ? 0 : static_cast<int>(opset->second);
     for (const onnx::AttributeProto& a : proto.attribute()) node.attributes[a.name()] = convert_attribute(a);
-    const auto peak = inferred_.subgraph_peak_bytes.find(proto_index);
-    if (peak != inferred_.subgraph_peak_bytes.end()) node.subgraph_peak_bytes = peak->second;
 
     for (const std::string& in : proto.input()) {
       if (in.empty()) {

@@ -33,8 +33,6 @@ struct InferenceResult {
   std::map<std::string, InferredValue> values;
   // A topological order of model.graph().node() indices (the model's own order when it is one).
   std::vector<int32_t> order;
-  // Node index -> bytes its body needs at its own peak (If/Loop/Scan), beyond the node's inputs and outputs.
-  std::map<int32_t, uint64_t> subgraph_peak_bytes;
   // Symbolic dimension name -> value used (from --dim, or --batch for leading dims).
   std::map<std::string, int64_t> bound_dims;
   std::vector<std::string> warnings;

@@ -20,7 +20,6 @@ namespace memplan::shape {
 // The walker as rules see it: runs a subgraph (If/Loop/Scan body) with the current scope visible as its outer scope.
 struct SubgraphResult {
   std::vector<Value> outputs;
-  uint64_t peak_bytes = 0;  // bytes of the body's own intermediates at its peak
 };
 
 class SubgraphRunner {

@@ -1,0 +1,92 @@
+// The walker behind infer_shapes(): orders a graph's nodes and infers each with memplan's own rule
+// (rules/) or ONNX 1.12's schema inference (schema_fallback.cc), evaluating small shape computations on
+// the way (value_eval.h). Subgraph bodies and model-local functions are walked the same way with the
+// enclosing scopes visible (subgraphs.cc). Internal to onnx_import/.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "onnx_import/rules/rules.h"
+
+namespace onnx {
+class FunctionProto;
+class GraphProto;
+class NodeProto;
+class OpSchema;
+class TypeProto;
+}  // namespace onnx
+
+namespace memplan::shape {
+
+// The values visible while inferring one graph; subgraph scopes see their outer scopes.
+struct Scope {
+  const Scope* parent = nullptr;
+  std::unordered_map<std::string, Value> values;
+  // Types the model declares (value_info and graph outputs) for the fallback on unknown ops.
+  std::unordered_map<std::string, const onnx::TypeProto*> declared;
+
+  const Value* find(const std::string& name) const {
+    for (const Scope* s = this; s; s = s->parent)
+      if (auto it = s->values.find(name); it != s->values.end()) return &it->second;
+    return nullptr;
+  }
+  const onnx::TypeProto* find_declared(const std::string& name) const {
+    for (const Scope* s = this; s; s = s->parent)
+      if (auto it = s->declared.find(name); it != s->declared.end()) return it->second;
+    return nullptr;
+  }
+};
+
+struct ModelInfo {
+  std::map<std::string, int64_t> opsets;     // normalized domain -> version
+  std::map<std::string, int64_t> symbols;    // bound symbolic dims
+  // Model-local functions (IR 8+, as PyTorch's dynamo exporter writes them): (domain, name) -> body.
+  std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions;
+};
+
+class Walker final : public SubgraphRunner {
+ public:
+  Walker(const ModelInfo& model, std::vector<std::string>& warnings) : model_(model), warnings_(warnings) {}
+
+  // Infers every node of `graph` into `scope` and returns the topological order it used (node indices).
+  // `where` prefixes node names in messages ("Loop_3/body/" inside subgraphs).
+  std::vector<int32_t> walk(const onnx::GraphProto& graph, Scope& scope, const std::string& where);
+  SubgraphResult run(const onnx::GraphProto& body, const std::vector<Value>& inputs, const std::string& what) override;
+  const Value* lookup(const std::string& name) const override { return current_ ? current_->find(name) : nullptr; }
+
+ private:
+  std::vector<int32_t> topological_order(const onnx::GraphProto& graph, const Scope& scope, const std::string& where);
+  void infer_node(const onnx::NodeProto& node, size_t index, Scope& scope, const std::string& where);
+  void infer_local_function(NodeContext& ctx, const onnx::FunctionProto& fn);
+  std::optional<Value> declared_value(const std::string& name, const Scope& scope) const;
+  int opset_of(const std::string& domain, const onnx::NodeProto& node, size_t index, const std::string& where) const;
+
+  const ModelInfo& model_;
+  std::vector<std::string>& warnings_;
+  Scope* current_ = nullptr;
+  int depth_ = 0;
+};
+
+// For messages: the node's name, or "<op_type>_<index>" when it has none.
+std::string node_display_name(const onnx::NodeProto& node, size_t index);
+// "a sequence", "a map", ...: what a non-tensor type is, for messages.
+std::string_view value_kind(const onnx::TypeProto& t);
+
+// subgraphs.cc: whether a node has a subgraph attribute (If/Loop/Scan), and the names a graph reads from
+// its enclosing scopes (free variables), nested subgraphs included.
+bool has_subgraph(const onnx::NodeProto& n);
+void collect_outer_refs(const onnx::GraphProto& g, std::set<std::string>& out);
+
+// schema_fallback.cc: ONNX 1.12's inference function of `schema` on the node's concrete inputs, after the
+// checks that keep it from reading out of bounds; sets the outputs ONNX shapes completely.
+void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema);
+
+}  // namespace memplan::shape
