@@ -84,14 +84,22 @@ void take_allocator_peaks(const Program& program, const LiveBytes& live, int32_t
   e.breakdown.allocator_overhead = rep.peak_reserved_bytes - rep.peak_allocated_bytes;
 }
 
+// The static arena a runtime's total is built on: exact sizes for ideal, ORT's 256-byte rounding
+// (bfc_arena.h, kMinAllocationSize) for its memory pattern. PyTorch's total does not depend on it.
+uint64_t arena_alignment(Runtime runtime) { return runtime == Runtime::Ideal ? 1 : ort::kMinAllocationSize; }
+
+// ideal: resident buffers + the best packed arena. What reserved_bytes is on the ideal runtime.
+uint64_t ideal_reserved(uint64_t resident_bytes, const BestPacking& best) {
+  return checked_add(resident_bytes, best.result.arena_bytes);
+}
+
 // Fills totals, breakdown, peak location and series of `e` for `program` on the chosen runtime.
+// estimate_total_bytes() computes the same total_bytes from the same functions without the rest.
 void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, Estimate& e) {
   const std::vector<LiveRange> ranges = compute_liveness(program);
   const LiveBytes live = compute_live_bytes(program, ranges);
   const ProgramRecords recs = usage_records(program, ranges);
-  // ideal: exact sizes in one arena. ORT's arena rounds every request to 256 B (bfc_arena.h, kMinAllocationSize).
-  const uint64_t alignment = runtime == Runtime::Ideal ? 1 : ort::kMinAllocationSize;
-  const BestPacking best = choose_best(recs.records, alignment);
+  const BestPacking best = choose_best(recs.records, arena_alignment(runtime));
 
   e.num_steps = static_cast<int32_t>(program.steps.size());
   e.lower_bound_bytes = live.peak_bytes;
@@ -108,7 +116,7 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
       const CategoryBytes at_peak = live_by_category(program, live, peak_step);
       fill_categories(e.breakdown, at_peak);
       e.allocated_bytes = checked_add(live.resident_bytes, live.peak_bytes);
-      e.reserved_bytes = checked_add(live.resident_bytes, best.result.arena_bytes);
+      e.reserved_bytes = ideal_reserved(live.resident_bytes, best);
       e.breakdown.allocator_overhead = e.reserved_bytes - sum(at_peak);  // arena fragmentation
       break;
     }
@@ -160,65 +168,107 @@ const char* runtime_name(Runtime r) {
 
 const char* mode_name(Mode m) { return m == Mode::Inference ? "inference" : "train"; }
 
+namespace {
+
+void check_training_options(const EstimateOptions& options) {
+  if (options.runtime == Runtime::OnnxRuntime)
+    throw InputError("--mode train models a PyTorch training step: use --runtime pytorch or ideal");
+  if (options.memory_schedule)
+    throw InputError("--schedule memory applies to inference: autograd fixes the order of a training step");
+}
+
+TrainingResult training_program(const Graph& graph, const EstimateOptions& options, bool steady_state) {
+  TrainingOptions t = options.training;
+  t.runtime = options.runtime;
+  t.steady_state = steady_state;
+  return build_training_program(graph, t);
+}
+
+}  // namespace
+
+EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions& options) {
+  EstimateProgram p;
+  if (options.mode == Mode::Inference) {
+    InferenceOptions io = options.inference;
+    io.runtime = options.runtime;
+    CostModelResult r = build_inference_program(graph, io);
+    p.program = std::move(r.program);
+    p.fixed_bytes = r.fixed_bytes;
+    p.notes = std::move(r.notes);
+  } else {
+    check_training_options(options);
+    TrainingResult r = training_program(graph, options, /*steady_state=*/true);
+    p.program = std::move(r.program);
+    p.fixed_bytes = r.fixed_bytes;
+    p.notes = std::move(r.notes);
+    p.recompute_percent = r.recompute_percent;
+    p.checkpoint_boundaries = std::move(r.checkpoint_boundaries);
+    p.param_bytes = r.param_bytes;
+    p.grad_bytes = r.grad_bytes;
+    p.optimizer_state_bytes = r.optimizer_state_bytes;
+  }
+  if (options.memory_schedule) {
+    const ScheduleResult sched = memory_aware_schedule(p.program);
+    p.memory_order_computed = true;
+    p.model_order_peak_bytes = sched.original_peak_bytes;
+    p.memory_order_peak_bytes = sched.greedy_peak_bytes;
+    if (sched.reordered) {
+      p.program = apply_order(p.program, sched.order);
+      p.schedule_used = "memory";
+    } else {
+      p.notes.push_back("the memory-aware order was not better than the model's order, which is kept");
+    }
+    if (options.runtime == Runtime::PyTorch && sched.reordered)
+      p.notes.push_back("PyTorch eager runs ops in the model's code order; the memory order assumes the code is "
+                        "reordered to match");
+  }
+  return p;
+}
+
 Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   Estimate e;
   e.model = graph.model_path;
   e.mode = options.mode;
   e.runtime = options.runtime;
 
-  Program program;
-  uint64_t fixed = 0;
-  if (options.mode == Mode::Inference) {
-    InferenceOptions io = options.inference;
-    io.runtime = options.runtime;
-    CostModelResult r = build_inference_program(graph, io);
-    program = std::move(r.program);
-    fixed = r.fixed_bytes;
-    e.notes = std::move(r.notes);
-  } else {
-    if (options.runtime == Runtime::OnnxRuntime)
-      throw InputError("--mode train models a PyTorch training step: use --runtime pytorch or ideal");
-    if (options.memory_schedule)
-      throw InputError("--schedule memory applies to inference: autograd fixes the order of a training step");
-    TrainingOptions first = options.training;
-    first.runtime = options.runtime;
-    first.steady_state = false;
-    TrainingResult first_it = build_training_program(graph, first);
+  if (options.mode == Mode::Training) {
+    check_training_options(options);
+    const TrainingResult first_it = training_program(graph, options, /*steady_state=*/false);
     Estimate first_e;
     assess(first_it.program, options.runtime, first_it.fixed_bytes, 0, first_e);
     e.first_iteration_total_bytes = first_e.total_bytes;
-
-    TrainingOptions steady = options.training;
-    steady.runtime = options.runtime;
-    steady.steady_state = true;
-    TrainingResult r = build_training_program(graph, steady);
-    program = std::move(r.program);
-    fixed = r.fixed_bytes;
-    e.notes = std::move(r.notes);
-    e.recompute_percent = r.recompute_percent;
-    e.checkpoint_boundaries = r.checkpoint_boundaries;
-    e.param_bytes = r.param_bytes;
-    e.grad_bytes = r.grad_bytes;
-    e.optimizer_state_bytes = r.optimizer_state_bytes;
   }
-
-  e.model_order_peak_bytes = lower_bound(program);
-  if (options.memory_schedule) {
-    const ScheduleResult sched = memory_aware_schedule(program);
-    e.model_order_peak_bytes = sched.original_peak_bytes;
-    e.memory_order_peak_bytes = sched.greedy_peak_bytes;
-    if (sched.reordered) {
-      program = apply_order(program, sched.order);
-      e.schedule_used = "memory";
-    } else {
-      e.notes.push_back("the memory-aware order was not better than the model's order, which is kept");
-    }
-    if (options.runtime == Runtime::PyTorch && sched.reordered)
-      e.notes.push_back("PyTorch eager runs ops in the model's code order; the memory order assumes the code is "
-                        "reordered to match");
+  EstimateProgram p = build_estimate_program(graph, options);
+  e.notes = std::move(p.notes);
+  e.recompute_percent = p.recompute_percent;
+  e.checkpoint_boundaries = std::move(p.checkpoint_boundaries);
+  e.param_bytes = p.param_bytes;
+  e.grad_bytes = p.grad_bytes;
+  e.optimizer_state_bytes = p.optimizer_state_bytes;
+  e.schedule_used = p.schedule_used;
+  if (p.memory_order_computed) {
+    e.model_order_peak_bytes = p.model_order_peak_bytes;
+    e.memory_order_peak_bytes = p.memory_order_peak_bytes;
+  } else {
+    e.model_order_peak_bytes = lower_bound(p.program);
   }
-  assess(program, options.runtime, fixed, options.top_tensors, e);
+  assess(p.program, options.runtime, p.fixed_bytes, options.top_tensors, e);
   return e;
+}
+
+uint64_t estimate_total_bytes(const Graph& graph, const EstimateOptions& options) {
+  const EstimateProgram p = build_estimate_program(graph, options);
+  uint64_t reserved = 0;
+  if (options.runtime == Runtime::PyTorch) {
+    reserved = simulate_pytorch(p.program).peak_reserved_bytes;
+  } else {
+    const std::vector<LiveRange> ranges = compute_liveness(p.program);
+    const BestPacking best = choose_best(usage_records(p.program, ranges).records, arena_alignment(options.runtime));
+    reserved = options.runtime == Runtime::Ideal
+                   ? ideal_reserved(compute_live_bytes(p.program, ranges).resident_bytes, best)
+                   : simulate_ort_memory_pattern(p.program, best.result.arena_bytes).peak_reserved_bytes;
+  }
+  return checked_add(reserved, p.fixed_bytes);
 }
 
 }  // namespace memplan

@@ -86,6 +86,29 @@ struct Estimate {
 
 Estimate estimate_graph(const Graph& graph, const EstimateOptions& options);
 
+// estimate_graph(graph, options).total_bytes, byte for byte, without what only the report needs: the first
+// training iteration, the packing of runtimes whose total does not depend on it (pytorch), the peak's
+// location, the largest tensors and the per-step series. What `fit` computes at each value it probes.
+uint64_t estimate_total_bytes(const Graph& graph, const EstimateOptions& options);
+
+// The program an estimate measures: the cost model's program for the mode (training: the steady-state
+// iteration), in the order --schedule asks for. estimate and plan both take their program from here.
+struct EstimateProgram {
+  Program program;
+  uint64_t fixed_bytes = 0;        // the cost model's fixed runtime costs
+  std::vector<std::string> notes;  // the cost model's notes, then the schedule's
+  bool memory_order_computed = false;
+  uint64_t model_order_peak_bytes = 0;   // set when memory_order_computed
+  uint64_t memory_order_peak_bytes = 0;  // set when memory_order_computed
+  std::string schedule_used = "model";
+  // Training only.
+  double recompute_percent = 0;
+  std::vector<std::string> checkpoint_boundaries;
+  uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
+};
+// Throws InputError for options that do not go together (--mode train with onnxruntime or --schedule memory).
+EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions& options);
+
 const char* runtime_name(Runtime r);
 const char* mode_name(Mode m);
 

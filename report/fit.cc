@@ -1,16 +1,34 @@
 #include "report/fit.h"
 
-#include <map>
-#include <optional>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "onnx_import/errors.h"
+#include "onnx_import/model_reader.h"
+#include "report/sizes.h"
 
 namespace memplan {
+namespace {
+
+// lo + floor((budget - at_lo) * dx / dy), the value where a line of slope dy / dx through (lo, at_lo) reaches the
+// budget, clamped to [lo, max_value]. Long double: the product can pass 2^64.
+int64_t along_line(int64_t lo, uint64_t at_lo, uint64_t budget, int64_t dx, uint64_t dy, int64_t max_value) {
+  const long double step = std::floor(static_cast<long double>(budget - at_lo) * static_cast<long double>(dx) /
+                                      static_cast<long double>(dy));
+  if (step >= static_cast<long double>(max_value - lo)) return max_value;
+  return lo + static_cast<int64_t>(step);
+}
+
+}  // namespace
 
 FitResult fit_search(const std::function<uint64_t(int64_t)>& bytes, uint64_t budget, int64_t min_value,
-                     int64_t max_value) {
+                     int64_t max_value, FitMemo* shared) {
   FitResult r;
-  std::map<int64_t, std::optional<uint64_t>> memo;  // nullopt: overflowed
+  FitMemo local;
+  FitMemo& memo = shared ? *shared : local;
   auto at = [&](int64_t v) -> std::optional<uint64_t> {
     auto it = memo.find(v);
     if (it != memo.end()) return it->second;
@@ -23,31 +41,56 @@ FitResult fit_search(const std::function<uint64_t(int64_t)>& bytes, uint64_t bud
     ++r.evaluations;
     return memo[v] = b;
   };
-  auto fits = [&](int64_t v) {
-    const auto b = at(v);
-    return b && *b <= budget;
-  };
+  auto fits = [&](const std::optional<uint64_t>& b) { return b && *b <= budget; };
 
-  if (!fits(min_value)) {
+  if (!fits(at(min_value))) {
     r.bytes_at_value = at(min_value).value_or(UINT64_MAX);
     return r;
   }
-  // Exponential search for a value that does not fit; lo always fits.
+  // The best bracket the memo holds: lo the largest evaluated value that fits, hi (-1: none) the smallest
+  // evaluated value above lo that does not. No evaluated value lies strictly between them, nor above lo
+  // (up to max_value) while there is no hi: every probe below is a new evaluation.
   int64_t lo = min_value, hi = -1;
-  for (int64_t step = 1; hi < 0;) {
-    const int64_t probe = lo > max_value - step ? max_value : lo + step;
-    if (probe == lo) break;  // lo == max_value: everything up to the limit fits
-    if (fits(probe)) {
-      lo = probe;
-      step = step > (int64_t{1} << 40) ? step : step * 2;
-    } else {
-      hi = probe;
+  for (auto it = memo.lower_bound(min_value); it != memo.end() && it->first <= max_value; ++it)
+    if (fits(it->second)) lo = it->first;
+  for (auto it = memo.upper_bound(lo); it != memo.end() && it->first <= max_value; ++it)
+    if (!fits(it->second)) {
+      hi = it->first;
+      break;
     }
-  }
-  // Binary search keeps fits(lo) and !fits(hi) until they are adjacent.
-  while (hi >= 0 && hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
+
+  int64_t grow = 1;     // while there is no hi: the least step up, doubled after each probe that fits
+  bool bisect = false;  // the last interpolated probe did not halve the bracket
+  while (hi < 0 ? lo < max_value : hi - lo > 1) {
+    const uint64_t at_lo = *memo.at(lo);
+    int64_t probe = 0;
+    if (hi < 0) {
+      // Extrapolate along the line from the smallest evaluated value below lo that needs less (the longest
+      // baseline, so allocator rounding weighs least), but never step less than `grow`.
+      std::optional<int64_t> guess;
+      for (auto it = memo.lower_bound(min_value); it != memo.end() && it->first < lo; ++it)
+        if (it->second && *it->second < at_lo) {
+          guess = along_line(lo, at_lo, budget, lo - it->first, at_lo - *it->second, max_value);
+          break;
+        }
+      probe = lo > max_value - grow ? max_value : lo + grow;
+      if (guess) probe = std::max(probe, *guess < max_value ? *guess + 1 : max_value);
+    } else {
+      const std::optional<uint64_t> at_hi = memo.at(hi);
+      probe = lo + (hi - lo) / 2;
+      if (!bisect && at_hi) {
+        const int64_t guess = along_line(lo, at_lo, budget, hi - lo, *at_hi - at_lo, max_value);
+        // Just past the predicted boundary, or the boundary itself when that is hi.
+        if (guess + 1 < hi) probe = guess + 1;
+        else if (guess > lo && guess < hi) probe = guess;
+      }
+    }
+    const int64_t width = hi < 0 ? -1 : hi - lo;
+    const bool interpolated = hi >= 0 && !bisect;
+    const bool ok = fits(at(probe));
+    (ok ? lo : hi) = probe;
+    if (ok && hi < 0) grow = grow > (int64_t{1} << 40) ? grow : grow * 2;
+    bisect = interpolated && hi - lo > width / 2;
   }
   r.any_fits = true;
   r.value = lo;
@@ -58,6 +101,174 @@ FitResult fit_search(const std::function<uint64_t(int64_t)>& bytes, uint64_t bud
     r.bytes_at_next = next.value_or(UINT64_MAX);
   }
   return r;
+}
+
+// ---- probing one model ----
+
+FitProbe::FitProbe(std::string path, Bindings bindings, std::string search, EstimateOptions options)
+    : path_(std::move(path)), bindings_(std::move(bindings)), search_(std::move(search)), options_(std::move(options)) {}
+
+FitProbe::~FitProbe() = default;
+
+Graph FitProbe::shape(int64_t value) {
+  if (!model_) {
+    model_ = std::make_shared<const ReadModel>(read_model_file(path_));
+    ++files_read_;
+  }
+  Bindings b = bindings_;
+  if (search_ == "batch") b.batch = value;
+  else b.dims[search_] = value;
+  return import_model(*model_, path_, b);
+}
+
+uint64_t FitProbe::total_bytes(int64_t value) { return estimate_total_bytes(shape(value), options_); }
+
+Estimate FitProbe::estimate(int64_t value) { return estimate_graph(shape(value), options_); }
+
+// ---- budgets and batches ----
+
+FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes) {
+  return {gpu.memory_bytes > reserve_bytes ? gpu.memory_bytes - reserve_bytes : 0,
+          fmt::format("{} ({} - {} context reserve)", gpu.name, format_bytes(gpu.memory_bytes),
+                      format_bytes(reserve_bytes))};
+}
+
+uint64_t apply_headroom(uint64_t budget, double headroom_percent) {
+  return static_cast<uint64_t>(static_cast<double>(budget) * (1.0 - headroom_percent / 100.0));
+}
+
+GlobalBatchSplit split_global_batch(int64_t global_batch, int64_t max_micro_batch, int gpus) {
+  GlobalBatchSplit s;
+  s.global_batch = global_batch;
+  s.gpus = gpus;
+  const int64_t per_step = max_micro_batch * gpus;
+  s.grad_accum = (global_batch + per_step - 1) / per_step;
+  s.micro_batch = (global_batch + s.grad_accum * gpus - 1) / (s.grad_accum * gpus);
+  return s;
+}
+
+// ---- the searches ----
+
+FitAnswer fit_budget(FitProbe& probe, const FitSettings& settings, const FitBudget& budget) {
+  FitAnswer a;
+  a.model = probe.path();
+  a.search = settings.search;
+  a.budget_source = budget.source;
+  a.budget_bytes = apply_headroom(budget.bytes, settings.headroom_percent);
+  a.headroom_percent = settings.headroom_percent;
+  a.max_value = settings.max_value;
+  a.result = fit_search([&](int64_t v) { return probe.total_bytes(v); }, a.budget_bytes, 1, settings.max_value,
+                        &probe.memo());
+  if (a.result.any_fits) {
+    a.at_value = probe.estimate(a.result.value);
+    if (settings.global_batch > 0 && settings.search == "batch")
+      a.global_batch = split_global_batch(settings.global_batch, a.result.value, probe.options().training.gpus);
+  }
+  return a;
+}
+
+FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCatalog& catalog, uint64_t reserve_bytes) {
+  FitTable t;
+  t.model = probe.path();
+  t.search = settings.search;
+  t.mode = mode_name(probe.options().mode);
+  t.reserve_bytes = reserve_bytes;
+  for (const GpuSpec& g : catalog.gpus) {
+    FitTableRow row;
+    row.gpu = g.name;
+    row.memory_bytes = g.memory_bytes;
+    row.budget_bytes = apply_headroom(gpu_budget(g, reserve_bytes).bytes, settings.headroom_percent);
+    row.result = fit_search([&](int64_t v) { return probe.total_bytes(v); }, row.budget_bytes, 1, settings.max_value,
+                            &probe.memo());
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+// ---- formats ----
+
+nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
+  const FitResult& r = a.result;
+  nlohmann::ordered_json j{{"schema", kFitSchema},         {"model", a.model},
+                           {"search", a.search},           {"budget_bytes", a.budget_bytes},
+                           {"budget_source", a.budget_source}, {"headroom_percent", a.headroom_percent}};
+  if (!r.any_fits) {
+    j["value"] = nullptr;
+    j["estimate_at_min"] = {{"total_bytes", r.bytes_at_value}};
+  } else {
+    j["value"] = r.value;
+    j["estimate_at_value"] = {{"total_bytes", a.at_value->total_bytes},
+                              {"allocated_bytes", a.at_value->allocated_bytes},
+                              {"reserved_bytes", a.at_value->reserved_bytes}};
+    if (r.next_evaluated) j["estimate_at_next"] = {{"total_bytes", r.bytes_at_next}};
+    else j["estimate_at_next"] = nullptr;
+    if (a.global_batch)
+      j["global_batch"] = {{"global_batch", a.global_batch->global_batch}, {"micro_batch", a.global_batch->micro_batch},
+                           {"grad_accum", a.global_batch->grad_accum}, {"gpus", a.global_batch->gpus}};
+  }
+  j["evaluations"] = r.evaluations;
+  return j;
+}
+
+std::string fit_to_text(const FitAnswer& a) {
+  const FitResult& r = a.result;
+  if (!r.any_fits)
+    return fmt::format("nothing fits: {} = 1 needs {}, the budget is {} ({})\n", a.search,
+                       format_bytes(r.bytes_at_value), format_bytes(a.budget_bytes), a.budget_source);
+  const uint64_t total = a.at_value->total_bytes;
+  std::string text = fmt::format("largest {} that fits: {}\n  {} = {} needs {} ({} B)\n", a.search, r.value, a.search,
+                                 r.value, format_bytes(total), format_count(total));
+  if (r.next_evaluated)
+    text += fmt::format("  {} = {} needs {} ({} B)\n", a.search, r.value + 1, format_bytes(r.bytes_at_next),
+                        format_count(r.bytes_at_next));
+  else
+    text += fmt::format("  (the search stopped at --max {})\n", a.max_value);
+  text += fmt::format("  budget {} ({} B): {}\n", format_bytes(a.budget_bytes), format_count(a.budget_bytes),
+                      a.budget_source);
+  if (a.global_batch)
+    text += fmt::format("  global batch {}: micro-batch {} x {} accumulation steps x {} GPU(s)\n",
+                        a.global_batch->global_batch, a.global_batch->micro_batch, a.global_batch->grad_accum,
+                        a.global_batch->gpus);
+  return text;
+}
+
+std::string fit_to_markdown(const FitAnswer& a) { return "```\n" + fit_to_text(a) + "```\n"; }
+
+namespace {
+
+std::string value_text(const FitResult& r) { return r.any_fits ? std::to_string(r.value) : "none"; }
+
+}  // namespace
+
+nlohmann::ordered_json fit_table_to_json(const FitTable& t) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const FitTableRow& row : t.rows)
+    rows.push_back({{"gpu", row.gpu},
+                    {"memory_bytes", row.memory_bytes},
+                    {"budget_bytes", row.budget_bytes},
+                    {"value", row.result.any_fits ? nlohmann::ordered_json(row.result.value)
+                                                  : nlohmann::ordered_json(nullptr)}});
+  return {{"schema", kFitSchema}, {"model", t.model}, {"search", t.search}, {"reserve_bytes", t.reserve_bytes},
+          {"gpus", rows}};
+}
+
+std::string fit_table_to_text(const FitTable& t) {
+  std::string text = fmt::format("largest {} that fits, {}\n  {:<12}{:>12}{:>12}{:>10}\n", t.search, t.mode, "GPU",
+                                 "memory", "budget", t.search);
+  for (const FitTableRow& row : t.rows)
+    text += fmt::format("  {:<12}{:>12}{:>12}{:>10}\n", row.gpu, format_bytes(row.memory_bytes),
+                        format_bytes(row.budget_bytes), value_text(row.result));
+  text += fmt::format("  (budget = memory - {} reserve for the CUDA context; GiB = 2^30 bytes)\n",
+                      format_bytes(t.reserve_bytes));
+  return text;
+}
+
+std::string fit_table_to_markdown(const FitTable& t) {
+  std::string md = fmt::format("| GPU | memory | budget | largest {} |\n|---|---:|---:|---:|\n", t.search);
+  for (const FitTableRow& row : t.rows)
+    md += fmt::format("| {} | {} | {} | {} |\n", row.gpu, format_bytes(row.memory_bytes),
+                      format_bytes(row.budget_bytes), value_text(row.result));
+  return md;
 }
 
 }  // namespace memplan

@@ -1,10 +1,24 @@
-// The largest value of a dimension whose predicted peak fits a budget.
+// fit: the largest value of a dimension (the batch, or a symbolic dim such as seq) whose predicted peak fits a
+// budget, for one budget or for every GPU of a catalog; its JSON ("memplan.fit/1", docs/json.md), table and
+// markdown. The model file is read and parsed once per FitProbe, whatever the number of values probed.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "onnx_import/import.h"
+#include "report/estimate.h"
+#include "report/gpu_catalog.h"
 
 namespace memplan {
+
+inline constexpr const char* kFitSchema = "memplan.fit/1";
 
 struct FitResult {
   bool any_fits = false;     // false: even the smallest value is over budget
@@ -12,14 +26,119 @@ struct FitResult {
   uint64_t bytes_at_value = 0;
   bool next_evaluated = false;  // false when value is the search limit (or the next value overflows)
   uint64_t bytes_at_next = 0;   // estimate at value + 1
-  int evaluations = 0;
+  int evaluations = 0;          // calls of bytes() this search made (values found in a shared memo excluded)
 };
 
-// Finds v in [min_value, max_value] with bytes(v) <= budget < bytes(v + 1): exponential then binary search,
-// so O(log v) estimates. The answer satisfies that condition exactly for the model even if bytes() is not
-// monotonic; for the usual monotonic case it is the largest such v. `bytes` may throw ShapeOverflow for values
-// too large to represent: they count as not fitting.
+// Every value evaluated so far and its bytes; nullopt: bytes() threw ShapeOverflow (counts as not fitting).
+using FitMemo = std::map<int64_t, std::optional<uint64_t>>;
+
+// Finds v in [min_value, max_value] with bytes(v) <= budget < bytes(v + 1) (or v = max_value when that fits).
+// `bytes` may throw ShapeOverflow for values too large to represent: they count as not fitting.
+//
+// Exactness. The search holds lo, an evaluated value with bytes(lo) <= budget, and hi, an evaluated value
+// above lo that does not fit (or none yet); every probe lies strictly between them (or in (lo, max_value]
+// while there is no hi) and replaces one of them, and the search ends only when hi == lo + 1 or lo ==
+// max_value. So the answer satisfies the condition on two values that were both actually evaluated, whatever
+// order they were probed in: monotonicity is never assumed to conclude, only to choose where to probe.
+//
+// Using monotonicity to probe. When bytes() is monotone (a larger batch never needs less), the fitting values
+// form a prefix and the boundary is unique, so every bracket finds the same answer a search from scratch would.
+// The search therefore
+//  - starts from the best bracket `memo` already holds: lo = the largest evaluated value that fits, hi = the
+//    smallest evaluated value above it that does not (with a memo shared across budgets, a larger budget
+//    starts where a smaller one ended, and a smaller one inside the bracket a larger one left);
+//  - probes where the line through two evaluated values predicts the boundary (memory is close to affine in
+//    the batch), first the value just past the prediction, then the prediction itself: two probes when the
+//    line is right;
+//  - falls back to bisection whenever an interpolated probe did not halve the bracket, and grows the step at
+//    least geometrically while no value is known not to fit: O(log v) probes in the worst case.
+// When bytes() is not monotone the answer is still exact, but may be another boundary than a search with a
+// different memo would find.
 FitResult fit_search(const std::function<uint64_t(int64_t)>& bytes, uint64_t budget, int64_t min_value = 1,
-                     int64_t max_value = int64_t{1} << 40);
+                     int64_t max_value = int64_t{1} << 40, FitMemo* memo = nullptr);
+
+// What to search and how; the defaults are the CLI's.
+struct FitSettings {
+  std::string search = "batch";        // "batch" binds Bindings::batch; any other name binds that symbolic dim
+  double headroom_percent = 0;         // keep this percent of the budget free
+  int64_t max_value = int64_t{1} << 20;  // the largest value considered
+  int64_t global_batch = 0;            // > 0: also split this global batch into micro-batches (search = batch)
+};
+
+// estimate(v) of one model at many values of the searched dimension. The file is read and parsed on the first
+// probe and never again; each probe shapes the parsed model at its value and computes only the total
+// (estimate_total_bytes), remembered in memo() so that several searches share it.
+class FitProbe {
+ public:
+  FitProbe(std::string path, Bindings bindings, std::string search, EstimateOptions options);
+  ~FitProbe();
+
+  // estimate_graph(import_model(path, bindings at value), options).total_bytes, byte for byte.
+  uint64_t total_bytes(int64_t value);
+  Estimate estimate(int64_t value);
+  FitMemo& memo() { return memo_; }
+  const EstimateOptions& options() const { return options_; }
+  const std::string& path() const { return path_; }
+  const std::string& search() const { return search_; }
+  int files_read() const { return files_read_; }  // 0 before the first probe, then 1
+
+ private:
+  Graph shape(int64_t value);
+
+  std::string path_;
+  Bindings bindings_;
+  std::string search_;
+  EstimateOptions options_;
+  std::shared_ptr<const ReadModel> model_;
+  int files_read_ = 0;
+  FitMemo memo_;
+};
+
+// Budgets. A GPU's is its memory minus the reserve outside any allocator (the CUDA context).
+struct FitBudget {
+  uint64_t bytes = 0;
+  std::string source;  // for people: "A100-80GB (80.0 GiB - 1.00 GiB context reserve)"
+};
+FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes);
+uint64_t apply_headroom(uint64_t budget, double headroom_percent);
+
+// A global batch as micro-batches of at most `max_micro_batch` per GPU and gradient-accumulation steps.
+struct GlobalBatchSplit {
+  int64_t global_batch = 0, micro_batch = 0, grad_accum = 0;
+  int gpus = 1;
+};
+GlobalBatchSplit split_global_batch(int64_t global_batch, int64_t max_micro_batch, int gpus);
+
+// fit for one budget (given before headroom).
+struct FitAnswer {
+  std::string model, search, budget_source;
+  uint64_t budget_bytes = 0;  // after headroom
+  double headroom_percent = 0;
+  int64_t max_value = 0;
+  FitResult result;
+  std::optional<Estimate> at_value;  // the full estimate at result.value, when any_fits
+  std::optional<GlobalBatchSplit> global_batch;
+};
+FitAnswer fit_budget(FitProbe& probe, const FitSettings& settings, const FitBudget& budget);
+
+// fit for every GPU of a catalog; the searches share one memo (see fit_search).
+struct FitTableRow {
+  std::string gpu;
+  uint64_t memory_bytes = 0, budget_bytes = 0;
+  FitResult result;
+};
+struct FitTable {
+  std::string model, search, mode;
+  uint64_t reserve_bytes = 0;
+  std::vector<FitTableRow> rows;  // in catalog order
+};
+FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCatalog& catalog, uint64_t reserve_bytes);
+
+nlohmann::ordered_json fit_to_json(const FitAnswer& a);
+std::string fit_to_text(const FitAnswer& a);
+std::string fit_to_markdown(const FitAnswer& a);
+nlohmann::ordered_json fit_table_to_json(const FitTable& t);
+std::string fit_table_to_text(const FitTable& t);
+std::string fit_table_to_markdown(const FitTable& t);
 
 }  // namespace memplan
