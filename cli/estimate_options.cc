@@ -58,7 +58,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
                   "Who runs the model: pytorch (eager, CUDA caching allocator: reports max_memory_allocated and "
                   "max_memory_reserved), onnxruntime (CUDA EP, BFC arena with memory pattern), or ideal (exact "
                   "sizes in one arena: the floor)")
-      ->check(CLI::IsMember({"ideal", "pytorch", "onnxruntime"}))
+      ->check(CLI::IsMember(runtime_names()))
       ->capture_default_str();
   cmd->add_option("--dtype", a.dtype, "Inference: store float weights and activations in this type (fp16 = model.half())")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
@@ -127,8 +127,9 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
 EstimateOptions to_estimate_options(const EstimateArgs& a) {
   EstimateOptions o;
   o.mode = a.mode == "train" ? Mode::Training : Mode::Inference;
-  o.runtime = lookup<Runtime>({{"ideal", Runtime::Ideal}, {"pytorch", Runtime::PyTorch},
-                               {"onnxruntime", Runtime::OnnxRuntime}}, a.runtime, "--runtime");
+  std::map<std::string, Runtime> runtimes;
+  for (const std::string& name : runtime_names()) runtimes[name] = *runtime_from_name(name);
+  o.runtime = lookup<Runtime>(runtimes, a.runtime, "--runtime");
   o.inference.float_dtype = lookup<DType>({{"fp32", DType::Float32}, {"fp16", DType::Float16},
                                            {"bf16", DType::BFloat16}}, a.dtype, "--dtype");
   o.memory_schedule = a.schedule == "memory";

@@ -12,7 +12,7 @@ namespace memplan::cli {
 struct EstimateArgs {
   ModelArgs model;
   std::string mode = "inference";
-  std::string runtime = "pytorch";
+  std::string runtime = runtime_name(kDefaultRuntime);
   std::string dtype = "fp32";
   std::string schedule = "model";
   std::string arch = "sm90";
@@ -28,16 +28,17 @@ struct EstimateArgs {
   std::string shard = "none";
   std::string optimizer_impl = "foreach";
   bool gradient_as_bucket_view = false;
-  int top = 8;
+  int top = EstimateOptions{}.top_tensors;
 };
 
-// Adds the model options and every estimate option to `cmd`. `with_budget` is false for `check`,
-// whose --budget means the memory limit instead.
+// Adds the model options and every estimate option to `cmd`. With `with_checkpoint_budget` false (check)
+// no --budget is added here: check adds its own --budget, the gate's memory limit, into the same
+// args.budget, so `check --checkpoint auto` also fits its checkpoints to that limit.
 void add_estimate_options(CLI::App* cmd, EstimateArgs& args, bool with_checkpoint_budget = true);
 
 EstimateOptions to_estimate_options(const EstimateArgs& args);
 
-// A one-line description of the configuration: "inference, pytorch runtime, fp32, batch=8 seq=512".
+// A one-line description of the configuration: "inference, pytorch runtime, fp32, batch=8, seq=512".
 std::string describe_configuration(const EstimateArgs& args, const Graph& graph);
 
 }  // namespace memplan::cli

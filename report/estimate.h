@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cost_models/cost_model.h"
@@ -19,9 +20,13 @@ namespace memplan {
 
 enum class Mode { Inference, Training };
 
+// The runtime an estimate is for when none is chosen: PyTorch eager, what most users run. The only place the
+// default is written: the CLI takes its --runtime default from here (runtime_name(kDefaultRuntime)).
+inline constexpr Runtime kDefaultRuntime = Runtime::PyTorch;
+
 struct EstimateOptions {
   Mode mode = Mode::Inference;
-  Runtime runtime = Runtime::Ideal;
+  Runtime runtime = kDefaultRuntime;  // replaces inference.runtime and training.runtime, which are not read
   InferenceOptions inference;
   TrainingOptions training;
   bool memory_schedule = false;  // --schedule memory: a memory-aware topological order (inference)
@@ -51,7 +56,7 @@ struct LiveTensor {
 struct Estimate {
   std::string model;
   Mode mode = Mode::Inference;
-  Runtime runtime = Runtime::Ideal;
+  Runtime runtime = kDefaultRuntime;
   uint64_t total_bytes = 0;
   Breakdown breakdown;
   uint64_t allocated_bytes = 0;    // peak allocated (pytorch: max_memory_allocated; ort: MaxInUse)
@@ -111,5 +116,9 @@ EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions
 
 const char* runtime_name(Runtime r);
 const char* mode_name(Mode m);
+// The inverse of runtime_name; nullopt for a name that is not a runtime.
+std::optional<Runtime> runtime_from_name(std::string_view name);
+// Every runtime name, in the order --help lists them.
+const std::vector<std::string>& runtime_names();
 
 }  // namespace memplan
