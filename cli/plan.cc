@@ -1,7 +1,5 @@
 // memplan plan: the static arena plan (offsets and live ranges of every activation) as memplan.plan/1 JSON,
 // which memplan-validate replays on a GPU or the host.
-#include <fmt/format.h>
-
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,9 +10,7 @@
 #include "cli/options.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
-#include "planner/plan_json.h"
-#include "planner/schedule.h"
-#include "report/sizes.h"
+#include "report/plan.h"
 
 namespace memplan::cli {
 
@@ -34,7 +30,7 @@ Action add_plan_command(CLI::App& app) {
       "  memplan plan model.onnx --batch 8 -o model.plan.json && memplan-validate model.plan.json");
   add_model_options(cmd, state->args.model);
   cmd->add_option("--runtime", state->args.runtime, "Cost model whose buffers are planned: ideal, pytorch, onnxruntime")
-      ->check(CLI::IsMember({"ideal", "pytorch", "onnxruntime"}))
+      ->check(CLI::IsMember(runtime_names()))
       ->capture_default_str();
   cmd->add_option("--dtype", state->args.dtype, "Float storage type: fp32, fp16, bf16")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
@@ -52,34 +48,14 @@ Action add_plan_command(CLI::App& app) {
       "What goes to standard output without -o: json (the plan file), table or markdown (a summary)");
   return [state]() {
     const Graph graph = import_model(state->args.model.path, to_bindings(state->args.model));
-    const EstimateOptions options = to_estimate_options(state->args);
-    InferenceOptions io = options.inference;
-    io.runtime = options.runtime;
-    Program program = build_inference_program(graph, io).program;
-    if (options.memory_schedule) {
-      const ScheduleResult sched = memory_aware_schedule(program);
-      if (sched.reordered) program = apply_order(program, sched.order);
-    }
-    const Plan plan = make_plan(program, graph.model_path, state->alignment);
+    const Plan plan = plan_graph(graph, to_estimate_options(state->args), state->alignment);
     const std::string text = plan_to_json_text(plan);
-    const std::string summary = fmt::format(
-        "{}: arena {} ({} B), lower bound {} ({} B), arena / bound {:.4f}, {} buffers, {} steps, {} resident ({})\n",
-        graph.model_path, format_bytes(plan.arena_bytes), format_count(plan.arena_bytes), format_bytes(plan.lower_bound_bytes),
-        format_count(plan.lower_bound_bytes),
-        plan.lower_bound_bytes ? static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound_bytes) : 1.0,
-        plan.buffers.size(), plan.schedule.size(), plan.resident.size(), plan.packing_algorithm);
+    const std::string summary = plan_summary_text(plan);
     if (state->output.empty() || state->output == "-") {
       switch (state->format.resolve()) {
         case Format::Json: std::cout << text; break;
         case Format::Table: std::cout << summary; break;
-        case Format::Markdown:
-          std::cout << fmt::format("| model | arena | lower bound | arena / bound | buffers | steps |\n|---|---:|---:|---:|---:|---:|\n"
-                                   "| `{}` | {} | {} | {:.4f} | {} | {} |\n",
-                                   graph.model_path, format_bytes(plan.arena_bytes), format_bytes(plan.lower_bound_bytes),
-                                   plan.lower_bound_bytes ? static_cast<double>(plan.arena_bytes) /
-                                                                static_cast<double>(plan.lower_bound_bytes) : 1.0,
-                                   plan.buffers.size(), plan.schedule.size());
-          break;
+        case Format::Markdown: std::cout << plan_to_markdown(plan); break;
       }
     } else {
       std::error_code ec;
