@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "cost_models/eager_semantics.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/runtime_constants.h"
 #include "onnx_import/checked.h"
@@ -17,20 +18,6 @@ int32_t input_at(const FusedOp& op, const Graph& g, size_t i) {
 int32_t output0(const FusedOp& op) { return op.outputs.empty() ? -1 : op.outputs[0]; }
 
 bool rg(const std::vector<bool>& requires_grad, int32_t t) { return t >= 0 && requires_grad[t]; }
-
-// Rows of a normalisation: the product of the dims before `axis` (negative axes count from the end).
-uint64_t rows_before(const Tensor& x, int64_t axis) {
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (axis < 0) axis += rank;
-  uint64_t rows = 1;
-  for (int64_t i = 0; i < axis && i < rank; ++i) rows = checked_mul(rows, static_cast<uint64_t>(x.shape[i]), "rows");
-  return rows;
-}
-
-int64_t int_attribute(const Node& n, const char* name, int64_t fallback) {
-  auto it = n.attributes.find(name);
-  return it == n.attributes.end() ? fallback : it->second.i;
-}
 
 uint64_t round_multiple(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
@@ -72,22 +59,15 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
       save_if(r, op.x, true);
       save_if(r, op.weight, true);
       save_if(r, op.bias, true);
-      const Node& mean = g.nodes[op.nodes.front()];
-      int64_t axis = -1;
-      auto it = mean.attributes.find("axes");
-      if (it != mean.attributes.end() && !it->second.ints.empty()) axis = it->second.ints.front();
-      const uint64_t bytes = checked_mul(rows_before(g.tensors[op.x], axis), kLayerNormStatBytes, "layer_norm statistics");
-      r.saved_extras = {{":mean", bytes}, {":rstd", bytes}};
-      return r;
+      return r;  // and mean, rstd (forward_extras)
     }
     case OpKind::Attention: {
-      // SDPA (flash): saves q, k, v, out and logsumexp; out is [batch, heads, seq_q, head_dim].
+      // SDPA (flash): saves q, k, v, out and logsumexp (forward_extras); out is [batch, heads, seq_q, head_dim].
       for (int32_t t : {op.q, op.k, op.v, out}) save_if(r, t, true);
       const Tensor& o = g.tensors[out];
       const uint64_t d = o.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(1, o.shape.back()));
       const uint64_t s = o.shape.size() < 2 ? 1 : static_cast<uint64_t>(std::max<int64_t>(1, o.shape[o.shape.size() - 2]));
       const uint64_t bh = o.elements() / d / s;
-      r.saved_extras = {{":logsumexp", checked_mul(checked_mul(bh, s), kLogsumexpBytes)}};
       // flash-attn 2 mha_bwd (csrc/flash_attn/flash_api.cpp): dq_accum float [b, round128(s), h, round32(d)]
       // and softmax_d float [b, h, round128(s)] (check: measured on a GPU before relying on it).
       const uint64_t s_rounded = round_multiple(s, 128);
@@ -117,27 +97,16 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     save_if(r, a, true);
     save_if(r, b, true);
     save_if(r, input_at(op, g, 2), true);
-    const bool stats_in_graph = n.outputs.size() > 1 && n.outputs[1] >= 0;
-    if (stats_in_graph) {
+    // mean and rstd: the graph's own outputs when it has them, else forward_extras.
+    if (node_output(n, 1) >= 0)
       for (size_t i = 1; i < n.outputs.size(); ++i) save_if(r, n.outputs[i], true);
-    } else {
-      const uint64_t bytes = checked_mul(rows_before(g.tensors[a], int_attribute(n, "axis", -1)), kLayerNormStatBytes);
-      r.saved_extras = {{":mean", bytes}, {":rstd", bytes}};
-    }
   } else if (type == "BatchNormalization" && a >= 0) {
-    // Training batch norm saves input, weight and per-channel save_mean / save_invstd (float).
+    // Training batch norm saves input, weight and save_mean / save_invstd (forward_extras).
     save_if(r, a, true);
     save_if(r, b, true);
-    const Tensor& x = g.tensors[a];
-    const uint64_t channels = x.shape.size() > 1 ? static_cast<uint64_t>(x.shape[1]) : 1;
-    const uint64_t bytes = checked_mul(channels, kBatchNormStatBytes);
-    r.saved_extras = {{":save_mean", bytes}, {":save_invstd", bytes}};
-  } else if (type == "Dropout" && out >= 0) {
-    r.saved_extras = {{":mask", checked_mul(g.tensors[out].elements(), kDropoutMaskBytes)}};
   } else if (type == "MaxPool" && out >= 0) {
     save_if(r, a, true);
-    if (n.outputs.size() > 1 && n.outputs[1] >= 0) save_if(r, n.outputs[1], true);
-    else r.saved_extras = {{":indices", checked_mul(g.tensors[out].elements(), kMaxPoolIndexBytes)}};
+    save_if(r, node_output(n, 1), true);  // the indices: the graph's own output, else forward_extras
   } else if (type == "Mul") {
     save_if(r, a, rg(requires_grad, b) && !is_scalar_constant(g, a));
     save_if(r, b, rg(requires_grad, a) && !is_scalar_constant(g, b));

@@ -1,6 +1,6 @@
 // What PyTorch autograd keeps for each op's backward, and how each op's input grads come to exist,
 // mapped from the ONNX op (or recognised fused op) to the aten op it was exported from
-// (tools/autograd/derivatives.yaml; ../shared/reference/memory-mechanics.md section 4).
+// (tools/autograd/derivatives.yaml).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,8 @@
 
 namespace memplan {
 
-// A buffer the forward op creates beyond its outputs and autograd saves (a dropout mask, max-pool
-// indices, normalisation statistics, attention logsumexp). Exact requested bytes.
+// A scratch buffer an op's backward allocates and frees (exact requested bytes). What the forward creates
+// beyond its outputs and autograd saves (masks, indices, statistics) is forward_extras() in eager_semantics.h.
 struct SavedExtra {
   std::string suffix;  // appended to the op's name: ":mask", ":indices", ":mean", ...
   uint64_t bytes = 0;
@@ -21,7 +21,6 @@ struct SavedExtra {
 
 struct AutogradRule {
   std::vector<int32_t> saved_tensors;   // graph tensors (inputs or outputs) kept for backward
-  std::vector<SavedExtra> saved_extras; // buffers created at the forward op and kept for backward
   // Scratch the backward allocates and frees inside the step (flash attention's dq accumulator).
   std::vector<SavedExtra> backward_temporaries;
   // Input tensors whose grad is a view of the output's grad (reshape/transpose/squeeze backward,

@@ -10,35 +10,10 @@
 
 namespace memplan {
 
-bool is_amp(Precision p) { return p == Precision::AmpFp16 || p == Precision::AmpBf16; }
-
-DType low_precision_dtype(Precision p) {
-  return p == Precision::Bf16 || p == Precision::AmpBf16 ? DType::BFloat16 : DType::Float16;
-}
-
-DType param_dtype(Precision p) {
-  if (p == Precision::Fp16) return DType::Float16;
-  if (p == Precision::Bf16) return DType::BFloat16;
-  return DType::Float32;
-}
-
 namespace {
 
 bool is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
-}
-
-// The ops PyTorch runs: the fused list without Constant nodes and shape computations.
-std::vector<FusedOp> executed_ops(const Graph& g, const std::vector<bool>& shape, AttentionImpl attention) {
-  std::vector<FusedOp> out;
-  for (FusedOp& op : fuse_ops(g, fusion_for(Runtime::PyTorch, attention))) {
-    if (op.kind == OpKind::Node && g.nodes[op.nodes.back()].op_type == "Constant") continue;
-    bool all_shape = !op.outputs.empty();
-    for (int32_t t : op.outputs) all_shape &= shape[t];
-    if (all_shape) continue;
-    out.push_back(std::move(op));
-  }
-  return out;
 }
 
 // Storage types under torch.autocast: low-precision ops write the low type, float32 ops float32, the
@@ -110,8 +85,8 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
   TrainingContext c;
   c.graph = &g;
   c.options = o;
-  c.shape = shape_tensors(g);
-  c.ops = executed_ops(g, c.shape, o.attention);
+  c.shape = off_device_shape_tensors(g, Semantics::PyTorchEager);
+  c.ops = executed_ops(g, Semantics::PyTorchEager, o.attention, c.shape);
   for (const FusedOp& op : c.ops) {
     uint64_t f = 0;
     for (int32_t n : op.nodes) f = checked_add(f, node_flops(g, n), "FLOP count");

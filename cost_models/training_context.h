@@ -10,6 +10,7 @@
 
 #include "cost_models/autograd_rules.h"
 #include "cost_models/cost_model.h"
+#include "cost_models/eager_semantics.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/separators.h"
 
@@ -32,9 +33,5 @@ struct TrainingContext {
 };
 
 TrainingContext make_training_context(const Graph& g, const TrainingOptions& options);
-
-bool is_amp(Precision p);
-DType low_precision_dtype(Precision p);  // float16 or bfloat16 (amp and pure half)
-DType param_dtype(Precision p);          // float32 for fp32 and amp
 
 }  // namespace memplan

@@ -1,0 +1,198 @@
+#include "cost_models/eager_semantics.h"
+
+#include <algorithm>
+
+#include "cost_models/autograd_rules.h"
+#include "cost_models/graph_facts.h"
+#include "cost_models/runtime_constants.h"
+#include "cost_models/runtime_rules.h"
+#include "onnx_import/checked.h"
+
+namespace memplan {
+
+bool is_amp(Precision p) { return p == Precision::AmpFp16 || p == Precision::AmpBf16; }
+
+DType low_precision_dtype(Precision p) {
+  return p == Precision::Bf16 || p == Precision::AmpBf16 ? DType::BFloat16 : DType::Float16;
+}
+
+DType param_dtype(Precision p) {
+  if (p == Precision::Fp16) return DType::Float16;
+  if (p == Precision::Bf16) return DType::BFloat16;
+  return DType::Float32;
+}
+
+Semantics inference_semantics(Runtime runtime) {
+  switch (runtime) {
+    case Runtime::Ideal: return Semantics::AsWritten;
+    case Runtime::PyTorch: return Semantics::PyTorchEager;
+    case Runtime::OnnxRuntime: return Semantics::OrtCuda;
+  }
+  return Semantics::AsWritten;
+}
+
+int32_t node_input(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
+int32_t node_output(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
+
+namespace {
+
+Runtime fusion_runtime(Semantics s) {
+  switch (s) {
+    case Semantics::AsWritten: return Runtime::Ideal;
+    case Semantics::PyTorchEager: return Runtime::PyTorch;
+    case Semantics::OrtCuda: return Runtime::OnnxRuntime;
+  }
+  return Runtime::Ideal;
+}
+
+}  // namespace
+
+std::vector<bool> off_device_shape_tensors(const Graph& g, Semantics semantics) {
+  if (semantics == Semantics::AsWritten) return std::vector<bool>(g.tensors.size(), false);
+  return shape_tensors(g);
+}
+
+std::vector<FusedOp> executed_ops(const Graph& g, Semantics semantics, AttentionImpl attention,
+                                  const std::vector<bool>& shape) {
+  std::vector<FusedOp> out;
+  for (FusedOp& op : fuse_ops(g, fusion_for(fusion_runtime(semantics), attention))) {
+    if (op.kind == OpKind::Node && g.nodes[op.nodes.back()].op_type == "Constant") continue;
+    bool all_shape = !op.outputs.empty();
+    for (int32_t t : op.outputs) all_shape = all_shape && shape[t];
+    if (all_shape) continue;
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+bool constant_on_device(const Graph& g, int32_t t, Semantics semantics, const std::vector<bool>& shape) {
+  if (!is_constant(g, t)) return false;
+  if (semantics == Semantics::AsWritten) return true;
+  if (constant_only_in_shape_math(g, t, shape)) return false;
+  return !(semantics == Semantics::PyTorchEager && is_python_scalar(g, t));
+}
+
+bool uses_cublas(const FusedOp& op) {
+  if (op.kind == OpKind::Linear) return true;
+  return op.kind == OpKind::Node && (op.op == "MatMul" || op.op == "Gemm" || op.op == "Einsum");
+}
+
+uint64_t layer_norm_rows(const Graph& g, const FusedOp& op) {
+  const Node& n = g.nodes[op.nodes.back()];
+  const Tensor& x = g.tensors[op.kind == OpKind::LayerNorm ? op.x : n.inputs[0]];
+  int64_t axis = -1;
+  if (op.kind == OpKind::Node) {
+    auto it = n.attributes.find("axis");
+    if (it != n.attributes.end()) axis = it->second.i;
+  } else {
+    // The decomposition reduces over the trailing axes of its first ReduceMean.
+    const Node& mean = g.nodes[op.nodes.front()];
+    auto it = mean.attributes.find("axes");
+    if (it != mean.attributes.end() && !it->second.ints.empty())
+      axis = *std::min_element(it->second.ints.begin(), it->second.ints.end());
+  }
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (axis < 0) axis += rank;
+  uint64_t rows = 1;
+  for (int64_t i = 0; i < axis && i < rank; ++i) rows = checked_mul(rows, static_cast<uint64_t>(x.shape[i]), "layer_norm rows");
+  return rows;
+}
+
+// Ops are matched by type alone, so a custom-domain op of the same name, or one without the operands the
+// ONNX op takes, reaches these rules too: a rule that reads a tensor's shape checks that the tensor exists
+// (fuzz/regressions/analysis_mutate/).
+std::vector<ForwardExtra> forward_extras(const Graph& g, const FusedOp& op, bool training) {
+  const Node& n = g.nodes[op.nodes.back()];
+  const int32_t x = node_input(n, 0), y = node_output(n, 0);
+  if (op.kind == OpKind::Attention) {  // sdpa: flash attention's logsumexp, float [batch, heads, seq_q]
+    const Tensor& out = g.tensors[op.outputs[0]];
+    const uint64_t rows = out.shape.empty() ? 1 : out.elements() / std::max<int64_t>(1, out.shape.back());
+    return {{":logsumexp", checked_mul(rows, kLogsumexpBytes), Category::Workspace}};
+  }
+  const bool onnx_layer_norm = op.kind == OpKind::Node && n.op_type == "LayerNormalization" && x >= 0;
+  if (op.kind == OpKind::LayerNorm || (onnx_layer_norm && node_output(n, 1) < 0)) {
+    const uint64_t bytes = checked_mul(layer_norm_rows(g, op), kLayerNormStatBytes, "layer_norm statistics");
+    return {{":mean", bytes, Category::Workspace}, {":rstd", bytes, Category::Workspace}};
+  }
+  if (op.kind != OpKind::Node) return {};
+  if (n.op_type == "MaxPool" && y >= 0 && node_output(n, 1) < 0)
+    return {{":indices", checked_mul(g.tensors[y].elements(), kMaxPoolIndexBytes, "max-pool indices"), Category::Activation}};
+  if (!training) return {};
+  if (n.op_type == "BatchNormalization" && x >= 0) {
+    // Training batch norm saves per-channel save_mean / save_invstd (float).
+    const Tensor& in = g.tensors[x];
+    const uint64_t channels = in.shape.size() > 1 ? static_cast<uint64_t>(in.shape[1]) : 1;
+    const uint64_t bytes = checked_mul(channels, kBatchNormStatBytes);
+    return {{":save_mean", bytes, Category::Activation}, {":save_invstd", bytes, Category::Activation}};
+  }
+  if (n.op_type == "Dropout" && y >= 0)
+    return {{":mask", checked_mul(g.tensors[y].elements(), kDropoutMaskBytes), Category::Activation}};
+  return {};
+}
+
+ForwardAliasing::ForwardAliasing(const Graph& g, Semantics semantics, bool training, const std::vector<DType>& dtype)
+    : g_(g), semantics_(semantics), training_(training), dtype_(dtype), contiguous_(g.tensors.size(), true) {}
+
+// torchvision's in-place ReLU and residual add (runtime_rules.h): the input is an intermediate read only here.
+bool ForwardAliasing::in_place(const FusedOp& op, const BufferView& view) const {
+  const int32_t node = op.nodes.back();
+  const Node& n = g_.nodes[node];
+  const int32_t in = node_input(n, 0), out = node_output(n, 0);
+  const Tensor& x = g_.tensors[in];
+  const int32_t b = view.buffer_of(in);
+  const Buffer& buffer = view.program->buffers[b];
+  if (x.producer < 0 || sole_consumer(g_, in) != node || buffer.resident || buffer.live_at_start) return false;
+  return is_pytorch_in_place(n.op_type, g_.nodes[x.producer].op_type) && g_.tensors[out].shape == x.shape;
+}
+
+int32_t ForwardAliasing::aliased_input(const FusedOp& op, const BufferView& view) const {
+  if (op.kind != OpKind::Node) return -1;
+  const int32_t node = op.nodes.back();
+  const Node& n = g_.nodes[node];
+  const int32_t in = node_input(n, 0), out = node_output(n, 0);
+  if (in < 0 || out < 0) return -1;  // an omitted first operand or result (GRU's Y): nothing to alias
+  const int32_t in_buffer = view.buffer_of(in);
+  if (in_buffer < 0 || dtype_[in] != dtype_[out]) return -1;
+  if (training_ && n.op_type == "Dropout") return -1;  // training dropout writes a fresh output
+  const bool pytorch = semantics_ == Semantics::PyTorchEager;
+  if (is_alias_op(n.op_type)) {
+    const bool reshape_like = n.op_type == "Reshape" || n.op_type == "Flatten";
+    if (pytorch && reshape_like && !contiguous_[in]) return -1;  // reshape of a strided view copies
+    return in_buffer;
+  }
+  if (pytorch && (is_pytorch_strided_view(n.op_type) || in_place(op, view))) return in_buffer;
+  if (semantics_ == Semantics::OrtCuda && is_ort_may_inplace(n.op_type)) {
+    const Buffer& buffer = view.program->buffers[in_buffer];
+    if (!buffer.resident && !buffer.live_at_start && view.last_reader(in_buffer) == node &&
+        bytes_as(g_.tensors[out], dtype_[out]) == bytes_as(g_.tensors[in], dtype_[in]))
+      return in_buffer;
+  }
+  return -1;
+}
+
+bool ForwardAliasing::shares_alias(const FusedOp& op, int32_t t) const {
+  if (op.kind != OpKind::Node) return true;
+  const Node& n = g_.nodes[op.nodes.back()];
+  return t == node_output(n, 0) || n.op_type == "Split";
+}
+
+void ForwardAliasing::note_alias(const FusedOp& op, int32_t t) {
+  const Node& n = g_.nodes[op.nodes.back()];
+  const bool strided = semantics_ == Semantics::PyTorchEager && is_pytorch_strided_view(n.op_type);
+  contiguous_[t] = !strided && contiguous_[n.inputs[0]];
+}
+
+DType autocast_target(const Graph& g, const FusedOp& op, int32_t t, Precision precision, const std::vector<DType>& dtype) {
+  if (!is_amp(precision) || is_scalar_constant(g, t)) return DType::Undefined;
+  const DType have = dtype[t];
+  const DType low = low_precision_dtype(precision);
+  if (have != DType::Float32 && have != low) return DType::Undefined;
+  switch (autocast_class(op)) {
+    case AutocastClass::LowPrecision: return have == DType::Float32 ? low : DType::Undefined;
+    case AutocastClass::Float32: return have == low ? DType::Float32 : DType::Undefined;
+    case AutocastClass::Promote: return DType::Undefined;
+  }
+  return DType::Undefined;
+}
+
+}  // namespace memplan

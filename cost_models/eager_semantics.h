@@ -1,0 +1,103 @@
+// What the runtime does for one forward op, decided once for inference and training: which ops run, which
+// constants live on the device, which outputs are fresh buffers and which share an input's storage (views,
+// in-place updates, ORT's MayInplace), what an op allocates beyond its outputs, which ops call cuBLAS, and
+// what torch.autocast casts. Both cost models call these functions; neither keeps a copy of a rule.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cost_models/cost_model.h"
+#include "cost_models/op_fusion.h"
+#include "onnx_import/graph.h"
+#include "planner/program.h"
+
+namespace memplan {
+
+// How the ops of the graph run:
+//  - AsWritten: every node as the file writes it, every constant on the device (the ideal inference runtime);
+//  - PyTorchEager: eager PyTorch, as the module ran before export (views, in-place ops, fused GELU/LayerNorm/
+//    linear, shape math as Python ints); training always runs this way, on a GPU or on the CPU;
+//  - OrtCuda: ONNX Runtime's CUDA EP (copying Transpose/Slice, MayInplace activations, shape math on the CPU).
+enum class Semantics { AsWritten, PyTorchEager, OrtCuda };
+
+Semantics inference_semantics(Runtime runtime);
+
+// Operand and result `i` of a node, or -1 when absent or omitted.
+int32_t node_input(const Node& n, size_t i);
+int32_t node_output(const Node& n, size_t i);
+
+// The ops that run, in order: the fused list without Constant nodes and (outside AsWritten) without ops
+// whose every output is a shape computation (`shape` from shape_tensors()).
+std::vector<FusedOp> executed_ops(const Graph& g, Semantics semantics, AttentionImpl attention,
+                                  const std::vector<bool>& shape);
+
+// Per tensor: the shape computations that never reach the device (all false for AsWritten).
+std::vector<bool> off_device_shape_tensors(const Graph& g, Semantics semantics);
+
+// An initializer or Constant output that the runtime holds on the device: not a small integer constant only
+// read by shape math (a Python value in PyTorch, CPU memory in ORT), not a Python number (PyTorch).
+bool constant_on_device(const Graph& g, int32_t tensor, Semantics semantics, const std::vector<bool>& shape);
+
+// Ops that call cuBLAS (and so create PyTorch's per-handle workspace on first use).
+bool uses_cublas(const FusedOp& op);
+
+// A buffer eager PyTorch allocates at a forward op beyond the graph's tensors: max-pool indices, layer_norm's
+// mean and rstd, flash attention's logsumexp, and in training batch norm's save_mean/save_invstd and the
+// dropout mask. Training saves every one for backward; inference frees it after the op, and reports it
+// under `category` (an op's second result is an Activation, a kernel's internal buffer a Workspace).
+struct ForwardExtra {
+  std::string suffix;  // appended to the op's name: ":indices", ":mean", ...
+  uint64_t bytes = 0;  // exact requested bytes
+  Category category = Category::Activation;
+};
+std::vector<ForwardExtra> forward_extras(const Graph& g, const FusedOp& op, bool training);
+
+// Rows of a layer norm over `x` (the product of the dims before the first normalised axis).
+uint64_t layer_norm_rows(const Graph& g, const FusedOp& op);
+
+// Where the op's outputs live. The caller owns the tensor -> buffer map (training keeps a second one for
+// recomputation) and passes it in; this decides, it never allocates.
+struct BufferView {
+  std::function<int32_t(int32_t)> buffer_of;  // tensor -> buffer id, -1 when none
+  const Program* program = nullptr;           // the buffers' flags (resident, live_at_start)
+  std::function<int32_t(int32_t)> last_reader;  // buffer -> last node reading any tensor in it (ORT only)
+};
+
+class ForwardAliasing {
+ public:
+  ForwardAliasing(const Graph& g, Semantics semantics, bool training, const std::vector<DType>& dtype);
+
+  // The input buffer the op's first output (and every part of a Split) shares, or -1: views (reshape of a
+  // contiguous tensor, squeeze, identity, eval dropout; in PyTorch also transpose/expand/slice/split),
+  // torchvision's in-place ReLU and residual add, and ORT's MayInplace activations.
+  int32_t aliased_input(const FusedOp& op, const BufferView& view) const;
+
+  // Whether output tensor `t` of `op` takes the aliased buffer (the first output, or a Split part).
+  bool shares_alias(const FusedOp& op, int32_t t) const;
+
+  // Records the layout of an output that shares its input's buffer (strided views are not contiguous).
+  void note_alias(const FusedOp& op, int32_t t);
+
+ private:
+  bool in_place(const FusedOp& op, const BufferView& view) const;
+
+  const Graph& g_;
+  Semantics semantics_;
+  bool training_;
+  const std::vector<DType>& dtype_;
+  std::vector<bool> contiguous_;  // per tensor (PyTorch): a contiguous tensor, so reshape is a view
+};
+
+// Precision: the storage type of parameters and of torch.autocast's low-precision ops.
+bool is_amp(Precision p);
+DType low_precision_dtype(Precision p);  // float16 or bfloat16 (amp and pure half)
+DType param_dtype(Precision p);          // float32 for fp32 and amp
+
+// The type torch.autocast casts input `t` of `op` to before the op runs (Undefined: no cast), for the
+// storage types `dtype` under `precision` (aten/src/ATen/autocast_mode.cpp).
+DType autocast_target(const Graph& g, const FusedOp& op, int32_t t, Precision precision, const std::vector<DType>& dtype);
+
+}  // namespace memplan

@@ -1,0 +1,162 @@
+// Training, forward phase: parameters and inputs, then each forward op with what autograd keeps for its
+// backward; the recomputation of checkpointed segments in backward runs the same ops again.
+#include <algorithm>
+#include <map>
+
+#include "cost_models/graph_facts.h"
+#include "cost_models/runtime_constants.h"
+#include "cost_models/training_step.h"
+#include "onnx_import/checked.h"
+
+namespace memplan {
+
+// Parameters and buffers (BatchNorm statistics, float constants): resident. ZeRO-3 keeps 1/N of each
+// trainable parameter. Small integer constants that only feed shape math, and Constant-node scalars,
+// are Python values (constant_on_device).
+void TrainingStep::add_parameters() {
+  for (size_t t = 0; t < graph_.tensors.size(); ++t) {
+    const int32_t id = static_cast<int32_t>(t);
+    if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, Semantics::PyTorchEager, context_.shape)) continue;
+    uint64_t bytes = bytes_of(id);
+    if (context_.is_param[t] && zero3()) bytes = shard(bytes);
+    const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes, Category::Weight);
+    program().buffers[b].resident = true;
+    forward_buffer_[t] = b;
+    if (context_.is_param[t]) result_.param_bytes = checked_add(result_.param_bytes, bytes, "parameter bytes");
+  }
+  for (size_t t = 0; t < graph_.tensors.size(); ++t)
+    if (context_.tied_to[t] >= 0) forward_buffer_[t] = forward_buffer_[context_.tied_to[t]];  // the same storage, transposed
+}
+
+void TrainingStep::add_inputs() {
+  for (int32_t t : graph_.inputs) {
+    if (forward_buffer_[t] >= 0) continue;
+    const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes_of(t), Category::Activation);
+    program().buffers[b].live_at_start = true;
+    forward_buffer_[t] = b;
+  }
+}
+
+// ---- cuBLAS workspaces ----
+// One per (handle, stream) (CublasHandlePool.cpp); handles are per thread, and autograd runs CUDA
+// backward on its own device thread (torch/csrc/autograd/engine.cpp), so forward and backward each
+// own one. Allocated at the first cuBLAS call of each and kept: resident in a later iteration.
+bool TrainingStep::models_cublas() const {
+  if (options_.runtime != Runtime::PyTorch) return false;
+  for (const FusedOp& op : context_.ops)
+    if (uses_cublas(op)) return true;
+  return false;
+}
+
+void TrainingStep::add_cublas_workspaces_if_steady() {
+  if (!models_cublas() || !options_.steady_state) return;
+  for (int32_t* ws : {&cublas_forward_, &cublas_backward_}) {
+    *ws = writer_.new_buffer(ws == &cublas_forward_ ? "cublas_workspace" : "cublas_workspace:autograd",
+                             cublas_workspace_bytes(options_.cuda_arch_major), Category::Workspace);
+    program().buffers[*ws].resident = true;
+  }
+}
+
+// First iteration: the workspace appears at the first cuBLAS op of the thread and stays.
+void TrainingStep::touch_cublas(const FusedOp& op, Step& st, bool backward) {
+  if (!uses_cublas(op) || !models_cublas()) return;
+  writer_.touch_workspace(backward ? cublas_backward_ : cublas_forward_,
+                          backward ? "cublas_workspace:autograd" : "cublas_workspace",
+                          cublas_workspace_bytes(options_.cuda_arch_major), st);
+}
+
+bool TrainingStep::is_segment_end(int32_t op) const {
+  return std::find(segment_end_ops_.begin(), segment_end_ops_.end(), op) != segment_end_ops_.end();
+}
+
+void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
+  const FusedOp& op = context_.ops[i];
+  const AutogradRule& rule = context_.rules[i];
+  Step st;
+  st.name = (mode == ForwardMode::Recompute ? "recompute:" : "") + op.name;
+  st.op = op.op;
+  st.phase = mode == ForwardMode::Recompute ? Phase::Backward : Phase::Forward;
+  st.flops = context_.op_flops[i];
+  std::map<int32_t, int32_t> effective;  // tensor -> the buffer the op actually consumes
+  for (int32_t t : op.inputs) {
+    const int32_t b = lookup(t);
+    if (b < 0) continue;
+    add_unique(st.reads, b);
+    if (context_.is_param[t] && zero3()) {  // ZeRO-3 / FSDP all-gathers the full parameter for the op
+      const int32_t full = writer_.new_buffer(graph_.tensors[t].name + ":gathered", bytes_of(t), Category::Weight);
+      st.writes.push_back(full);
+      effective[t] = full;
+    }
+    const DType target = autocast_target(graph_, op, t, options_.precision, context_.dtype);
+    if (target == DType::Undefined) continue;
+    autocast_inputs_of_op_[i].insert(t);
+    if (is_constant(graph_, t)) {
+      // The autocast weight cache: one low-precision copy per parameter, made at its first use in
+      // this forward (or recomputation) and kept until every op that saved it has run backward.
+      auto& cache = recomputing_ ? recompute_autocast_weight_copy_ : autocast_weight_copy_;
+      if (cache[t] < 0) {
+        cache[t] = writer_.new_buffer(graph_.tensors[t].name + ":autocast", bytes_in(t, target), Category::Weight);
+        st.writes.push_back(cache[t]);
+        if (!recomputing_) forward_autocast_copies_.push_back(cache[t]);
+      } else {
+        add_unique(st.reads, cache[t]);
+      }
+      effective[t] = cache[t];
+    } else {
+      const int32_t copy = writer_.new_buffer(graph_.tensors[t].name + ":autocast", bytes_in(t, target), Category::Activation);
+      st.writes.push_back(copy);
+      effective[t] = copy;
+    }
+  }
+  const int32_t alias = aliasing_.aliased_input(op, buffer_view());
+  for (int32_t t : op.outputs) {
+    if (context_.shape[t]) continue;
+    if (alias >= 0 && aliasing_.shares_alias(op, t)) {
+      set_buffer(t, alias);
+      aliasing_.note_alias(op, t);
+      continue;
+    }
+    const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes_of(t), Category::Activation);
+    set_buffer(t, b);
+    st.writes.push_back(b);
+  }
+  const bool keep = mode != ForwardMode::NoSave;
+  std::vector<int32_t> saved;
+  for (int32_t t : rule.saved_tensors) {
+    if (context_.is_param[t] && zero3()) continue;  // FSDP frees the gathered copy and gathers again in backward
+    auto it = effective.find(t);
+    add_unique(saved, it != effective.end() ? it->second : lookup(t));
+  }
+  for (const ForwardExtra& e : forward_extras(graph_, op, /*training=*/true)) {  // all saved for backward
+    const int32_t b = writer_.new_buffer(op.name + e.suffix, e.bytes, Category::Activation);
+    st.writes.push_back(b);
+    saved.push_back(b);
+  }
+  if (keep) saved_by_op_[i] = std::move(saved);  // NoSave: extras die at their own step
+  touch_cublas(op, st, /*backward=*/mode == ForwardMode::Recompute);
+  program().steps.push_back(std::move(st));
+}
+
+// Reentrant checkpoint (torch 1.13's default; HuggingFace's gradient_checkpointing default):
+// CheckpointFunction.backward recomputes the segment, then runs torch.autograd.backward on the
+// recomputed outputs with the incoming grads, holding both until the segment's backward is done.
+void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
+  recomputing_ = true;
+  recompute_autocast_weight_copy_.assign(graph_.tensors.size(), -1);
+  for (size_t i = 0; i < context_.ops.size(); ++i)
+    if (segment_of_op_[i] == segment) emit_forward(static_cast<int32_t>(i), ForwardMode::Recompute);
+  recomputing_ = false;
+  held_by_checkpoint_.clear();
+  for (int32_t t : context_.ops[end_op].outputs) {
+    add_unique(held_by_checkpoint_, recompute_buffer_[t]);
+    add_unique(held_by_checkpoint_, grad_buffer_[t]);
+  }
+}
+
+void TrainingStep::end_segment_backward(int32_t first_op) {
+  Step st{"checkpoint_end:" + context_.ops[first_op].name, "checkpoint_backward", Phase::Backward, held_by_checkpoint_, {}, 0};
+  held_by_checkpoint_.clear();
+  program().steps.push_back(std::move(st));
+}
+
+}  // namespace memplan

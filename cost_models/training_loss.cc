@@ -1,0 +1,104 @@
+// Training, loss phase: the loss on the last output and the grad that seeds backward.
+#include "cost_models/training_step.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+// ---- loss ----
+void TrainingStep::emit_loss() {
+  if (graph_.outputs.empty()) throw InputError("model '" + graph_.model_path + "' has no outputs to train");
+  const int32_t out = graph_.outputs.back();
+  if (forward_buffer_[out] < 0) throw InputError("training output '" + graph_.tensors[out].name + "' has no buffer");
+  if (!context_.requires_grad[out])
+    throw InputError("output '" + graph_.tensors[out].name + "' of model '" + graph_.model_path +
+                     "' does not depend on any trainable parameter");
+  const Tensor& logits = graph_.tensors[out];
+  const DType loss_dtype = is_amp(options_.precision) ? DType::Float32 : context_.dtype[out];
+  const uint64_t scalar = static_cast<uint64_t>(dtype_bits(loss_dtype) / 8);
+  // The training loop's `output = model(x)` holds the output through backward and the optimizer step.
+  program().buffers[forward_buffer_[out]].live_at_end = true;
+  Step st;
+  st.phase = Phase::Forward;
+  st.reads = {forward_buffer_[out]};
+  for (int32_t b : forward_autocast_copies_) add_unique(st.reads, b);  // the autocast cache lives through the forward
+  int32_t loss_input = forward_buffer_[out];
+  if (is_amp(options_.precision) && context_.dtype[out] != DType::Float32) {  // losses autocast to float32
+    loss_input = writer_.new_buffer(logits.name + ":autocast", bytes_in(out, DType::Float32), Category::Activation);
+    st.writes.push_back(loss_input);
+  }
+  switch (options_.loss) {
+    case LossKind::CrossEntropy: {
+      if (logits.shape.empty() || logits.shape.back() <= 0)
+        throw InputError("cross-entropy needs class logits as the last output of model '" + graph_.model_path + "'");
+      const uint64_t rows = logits.elements() / static_cast<uint64_t>(logits.shape.back());
+      const int32_t targets = writer_.new_buffer("targets", checked_mul(rows, 8, "targets"), Category::Activation);
+      program().buffers[targets].live_at_start = true;
+      st.name = "loss:cross_entropy";
+      st.op = "cross_entropy";
+      st.flops = checked_mul(logits.elements(), 3, "FLOP count");
+      // cross_entropy = log_softmax (saves its output) + nll_loss (saves target and total_weight).
+      log_softmax_buffer_ = writer_.new_buffer(logits.name + ":log_softmax", bytes_in(out, loss_dtype), Category::Activation);
+      total_weight_buffer_ = writer_.new_buffer("loss:total_weight", scalar, Category::Activation);
+      loss_buffer_ = writer_.new_buffer("loss", scalar, Category::Activation);
+      program().buffers[loss_buffer_].live_at_end = true;
+      st.writes.insert(st.writes.end(), {log_softmax_buffer_, total_weight_buffer_, loss_buffer_});
+      st.reads.push_back(targets);
+      loss_target_buffer_ = targets;
+      break;
+    }
+    case LossKind::Mse: {
+      const int32_t target = writer_.new_buffer("targets", bytes_in(out, context_.dtype[out]), Category::Activation);
+      program().buffers[target].live_at_start = true;
+      st.name = "loss:mse";
+      st.op = "mse_loss";
+      st.flops = checked_mul(logits.elements(), 3, "FLOP count");
+      loss_buffer_ = writer_.new_buffer("loss", scalar, Category::Activation);
+      program().buffers[loss_buffer_].live_at_end = true;
+      st.writes.push_back(loss_buffer_);
+      st.reads.push_back(target);
+      loss_target_buffer_ = target;
+      mse_input_buffer_ = loss_input;  // mse_loss saves its input and target
+      break;
+    }
+    case LossKind::None: {
+      st.name = "loss:none";
+      st.op = "backward_seed";
+      break;
+    }
+  }
+  program().steps.push_back(std::move(st));
+  seed_output_grad(out);
+}
+
+// The grad that enters the model's last output.
+void TrainingStep::seed_output_grad(int32_t out) {
+  const uint64_t bytes = bytes_of(out);
+  const std::string gname = "grad:" + graph_.tensors[out].name;
+  if (options_.loss == LossKind::CrossEntropy) {
+    Step nll{"backward:nll_loss", "nll_loss_backward", Phase::Backward, {}, {}, 0};
+    const uint64_t scalar = program().buffers[loss_buffer_].bytes;
+    const int32_t seed = writer_.new_buffer("grad:loss", scalar, Category::ActivationGrad);  // torch.ones_like(loss)
+    const int32_t grad_logsm = writer_.new_buffer("grad:" + graph_.tensors[out].name + ":log_softmax",
+                                          program().buffers[log_softmax_buffer_].bytes, Category::ActivationGrad);
+    nll.writes = {seed, grad_logsm};
+    nll.reads = {loss_target_buffer_, total_weight_buffer_};
+    program().steps.push_back(std::move(nll));
+    Step lsm{"backward:log_softmax", "log_softmax_backward", Phase::Backward, {log_softmax_buffer_, grad_logsm}, {}, 0};
+    if (is_amp(options_.precision) && context_.dtype[out] != DType::Float32) {
+      // The float32 grad of the autocast copy, then its cast back to the logits' type.
+      lsm.writes.push_back(writer_.new_buffer(gname + ":float32", program().buffers[log_softmax_buffer_].bytes, Category::ActivationGrad));
+    }
+    set_grad(out, writer_.new_buffer(gname, bytes, Category::ActivationGrad));
+    lsm.writes.push_back(grad_buffer_[out]);
+    program().steps.push_back(std::move(lsm));
+    return;
+  }
+  Step st{options_.loss == LossKind::Mse ? "backward:mse_loss" : "backward:seed", "backward_seed", Phase::Backward, {}, {}, 0};
+  if (options_.loss == LossKind::Mse) st.reads = {mse_input_buffer_, loss_target_buffer_};
+  set_grad(out, writer_.new_buffer(gname, bytes, Category::ActivationGrad));
+  st.writes.push_back(grad_buffer_[out]);
+  program().steps.push_back(std::move(st));
+}
+
+}  // namespace memplan

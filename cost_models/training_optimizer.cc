@@ -1,0 +1,125 @@
+// Training, what the optimizer keeps and does: grads that persist between micro-batches, DDP buckets,
+// optimizer states, and the temporaries of the update itself (torch/optim/*.py).
+#include "cost_models/runtime_constants.h"
+#include "cost_models/training_step.h"
+#include "onnx_import/checked.h"
+
+namespace memplan {
+
+// Grads that exist before the step: with gradient accumulation the grads of earlier micro-batches
+// (this program is a later micro-batch plus the optimizer step); with DDP gradient_as_bucket_view the
+// grads are views of the buckets, allocated when DDP is constructed. DDP's own buckets otherwise
+// hold a second copy of every grad (torch/nn/parallel/distributed.py, reducer.cpp).
+void TrainingStep::add_persistent_grads() {
+  const bool resident_grads = options_.grad_accum > 1 || (options_.shard == Sharding::Ddp && options_.gradient_as_bucket_view);
+  if (resident_grads) {
+    for (int32_t p : context_.params) {
+      const uint64_t bytes = shard_grads() ? shard(bytes_of(p)) : bytes_of(p);
+      const int32_t b = writer_.new_buffer("grad:" + graph_.tensors[p].name, bytes, Category::Gradient);
+      program().buffers[b].resident = true;
+      param_grad_buffer_[p] = b;
+      result_.grad_bytes = checked_add(result_.grad_bytes, bytes, "gradient bytes");
+    }
+  }
+  if (options_.shard == Sharding::Ddp && !options_.gradient_as_bucket_view) add_ddp_buckets();
+}
+
+// Buckets fill in reverse parameter order; the first is capped at 1 MiB
+// (dist._DEFAULT_FIRST_BUCKET_BYTES), the rest at bucket_cap_mb = 25 MiB.
+void TrainingStep::add_ddp_buckets() {
+  uint64_t cap = 1024 * 1024, filled = 0;
+  int index = 0;
+  auto flush = [&] {
+    if (filled == 0) return;
+    const int32_t b = writer_.new_buffer("ddp_bucket_" + std::to_string(index++), filled, Category::Gradient);
+    program().buffers[b].resident = true;
+    filled = 0;
+    cap = kDdpBucketBytes;
+  };
+  for (auto it = context_.params.rbegin(); it != context_.params.rend(); ++it) {
+    const uint64_t bytes = bytes_of(*it);
+    if (filled > 0 && filled + bytes > cap) flush();
+    filled = checked_add(filled, bytes, "DDP bucket bytes");
+  }
+  flush();
+}
+
+int TrainingStep::states_per_param() const {
+  switch (options_.optimizer) {
+    case Optimizer::Sgd: return 0;
+    case Optimizer::Momentum: return 1;
+    case Optimizer::Adam:
+    case Optimizer::AdamW: return 2;
+  }
+  return 0;
+}
+
+uint64_t TrainingStep::state_bytes(int32_t p) const { return shard_states() ? shard(bytes_of(p)) : bytes_of(p); }
+
+std::vector<int32_t> TrainingStep::new_states(bool resident) {
+  static const char* names[] = {"exp_avg", "exp_avg_sq"};
+  std::vector<int32_t> ids;
+  for (int32_t p : context_.params)
+    for (int s = 0; s < states_per_param(); ++s) {
+      const std::string what = options_.optimizer == Optimizer::Momentum ? "momentum_buffer" : names[s];
+      const int32_t b = writer_.new_buffer(what + ":" + graph_.tensors[p].name, state_bytes(p), Category::OptimizerState);
+      program().buffers[b].resident = resident;
+      program().buffers[b].live_at_end = !resident;
+      result_.optimizer_state_bytes = checked_add(result_.optimizer_state_bytes, state_bytes(p), "optimizer state bytes");
+      ids.push_back(b);
+    }
+  return ids;
+}
+
+void TrainingStep::add_optimizer_states_if_steady() {
+  if (options_.steady_state) new_states(/*resident=*/true);
+}
+
+// ---- optimizer ----
+void TrainingStep::emit_optimizer() {
+  if (!options_.steady_state && states_per_param() > 0) {
+    Step init{"optimizer:init_state", "zeros_like", Phase::Optimizer, {}, new_states(/*resident=*/false), 0};
+    program().steps.push_back(std::move(init));
+  }
+  Step st{"optimizer:step", std::string(optimizer_name()), Phase::Optimizer, {}, {}, 0};
+  for (int32_t p : context_.params)
+    if (param_grad_buffer_[p] >= 0) add_unique(st.reads, param_grad_buffer_[p]);
+  const bool adam = options_.optimizer == Optimizer::Adam || options_.optimizer == Optimizer::AdamW;
+  if (adam && options_.optimizer_impl == OptimizerImpl::SingleTensor) {
+    // _single_tensor_adam: per parameter, (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds the sqrt
+    // and the quotient at once; both are freed before the next parameter.
+    program().steps.push_back(std::move(st));
+    for (int32_t p : context_.params) {
+      if (param_grad_buffer_[p] < 0) continue;
+      const std::string& name = graph_.tensors[p].name;
+      Step one{"optimizer:" + name, std::string(optimizer_name()), Phase::Optimizer, {param_grad_buffer_[p]}, {}, 0};
+      one.writes = {writer_.new_buffer("exp_avg_sq_sqrt:" + name, state_bytes(p), Category::Workspace),
+                    writer_.new_buffer("denom:" + name, state_bytes(p), Category::Workspace)};
+      program().steps.push_back(std::move(one));
+    }
+    return;
+  }
+  if (adam && options_.optimizer_impl != OptimizerImpl::Fused) {
+    // _multi_tensor_adam: torch._foreach_sqrt(exp_avg_sqs) allocates one tensor per parameter of the
+    // device/dtype group, all alive together; torch 1.13 then adds eps out of place (a second set).
+    const int sets = options_.optimizer_impl == OptimizerImpl::ForeachTorch1 ? 2 : 1;
+    for (int set = 0; set < sets; ++set)
+      for (int32_t p : context_.params)
+        if (param_grad_buffer_[p] >= 0)
+          st.writes.push_back(writer_.new_buffer((set == 0 ? "exp_avg_sq_sqrt:" : "denom:") + graph_.tensors[p].name,
+                                         state_bytes(p), Category::Workspace));
+  }
+  program().steps.push_back(std::move(st));
+}
+
+const char* TrainingStep::optimizer_name() const {
+  switch (options_.optimizer) {
+    case Optimizer::Sgd: return "sgd";
+    case Optimizer::Momentum: return "sgd_momentum";
+    case Optimizer::Adam: return "adam";
+    case Optimizer::AdamW: return "adamw";
+  }
+  return "sgd";
+}
+
+}  // namespace memplan

@@ -1,0 +1,118 @@
+// One training step (PyTorch eager) as a memory program: the state every phase reads and writes, declared
+// once. Each phase lives in its own file:
+//   training_forward.cc    parameters, inputs, forward ops keeping what autograd saves, checkpoint recompute
+//   training_loss.cc       the loss and the grad that seeds backward
+//   training_backward.cc   backward ops in reverse order, activation and parameter grads
+//   training_optimizer.cc  grads and optimizer states that persist, the optimizer step
+//   training.cc            the order of the phases, checkpoint boundary choice, notes
+// What an op does in the forward (views, in-place, extras, autocast, cuBLAS) is decided in
+// eager_semantics.h, shared with inference. Rules and sources: docs/cost-models.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cost_models/cost_model.h"
+#include "cost_models/eager_semantics.h"
+#include "cost_models/graph_facts.h"
+#include "cost_models/program_writer.h"
+#include "cost_models/training_context.h"
+
+namespace memplan {
+
+// Save: a normal forward op, autograd keeps what its backward needs. NoSave: inside a checkpointed segment,
+// nothing kept. Recompute: the segment run again in backward, keeping what its backward needs.
+enum class ForwardMode { Save, NoSave, Recompute };
+
+class TrainingStep {
+ public:
+  // `segment_end_ops` (ascending op indices) end checkpointed segments. The first segment starts at the
+  // first op (sqrt, every:K, auto: checkpoint_sequential) or, for at:, at the first boundary.
+  TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops);
+
+  TrainingResult build();  // training.cc
+
+ private:
+  // ---- sizes and sharding ----
+  uint64_t bytes_in(int32_t t, DType d) const { return bytes_as(graph_.tensors[t], d); }
+  uint64_t bytes_of(int32_t t) const { return bytes_in(t, context_.dtype[t]); }
+  bool zero3() const { return options_.shard == Sharding::Zero3; }
+  bool shard_grads() const { return options_.shard == Sharding::Zero2 || options_.shard == Sharding::Zero3; }
+  bool shard_states() const { return options_.shard == Sharding::Zero1 || shard_grads(); }
+  uint64_t shard(uint64_t bytes) const;
+  Program& program() { return result_.program; }
+
+  // The buffer tensor `t` is in now: its recomputed copy while a segment is recomputed, else the forward's.
+  int32_t lookup(int32_t t) const;
+  void set_buffer(int32_t t, int32_t b);
+  BufferView buffer_view() const;
+
+  // ---- forward (training_forward.cc) ----
+  void add_parameters();
+  void add_inputs();
+  bool models_cublas() const;
+  void add_cublas_workspaces_if_steady();
+  void touch_cublas(const FusedOp& op, Step& st, bool backward);
+  bool is_segment_end(int32_t op) const;
+  void emit_forward(int32_t i, ForwardMode mode);
+  void recompute_segment(int32_t segment, int32_t end_op);
+  void end_segment_backward(int32_t first_op);
+
+  // ---- loss (training_loss.cc) ----
+  void emit_loss();
+  void seed_output_grad(int32_t out);
+
+  // ---- backward (training_backward.cc) ----
+  void accumulate(int32_t t, int32_t incoming, bool fresh, Step& st);
+  void set_grad(int32_t t, int32_t buffer);
+  bool grad_shared_by_others(int32_t t, int32_t buffer) const;
+  void add_param_grad(int32_t p, bool was_cast, bool via_view, Step& st);
+  void emit_backward(int32_t i);
+
+  // ---- optimizer (training_optimizer.cc) ----
+  void add_persistent_grads();
+  void add_ddp_buckets();
+  int states_per_param() const;
+  uint64_t state_bytes(int32_t p) const;
+  std::vector<int32_t> new_states(bool resident);
+  void add_optimizer_states_if_steady();
+  void emit_optimizer();
+  const char* optimizer_name() const;
+
+  void fill_result();
+
+  // ---- the state ----
+  const TrainingContext& context_;
+  const Graph& graph_;
+  const TrainingOptions& options_;
+  std::vector<int32_t> segment_end_ops_;             // op indices ending checkpointed segments, ascending
+  std::vector<int32_t> segment_of_op_;               // op -> checkpointed segment (-1: none)
+  TrainingResult result_;
+  ProgramWriter writer_;
+  ForwardAliasing aliasing_;
+  // Forward.
+  std::vector<int32_t> forward_buffer_;              // tensor -> its buffer in the forward
+  std::vector<int32_t> recompute_buffer_;            // tensor -> its buffer in the segment being recomputed
+  bool recomputing_ = false;
+  std::vector<int32_t> autocast_weight_copy_;        // parameter -> its autocast copy (forward)
+  std::vector<int32_t> recompute_autocast_weight_copy_;  // parameter -> its autocast copy (recomputation)
+  std::vector<int32_t> forward_autocast_copies_;     // every autocast weight copy the forward made
+  std::vector<std::set<int32_t>> autocast_inputs_of_op_;  // op -> inputs autocast copied
+  std::vector<std::vector<int32_t>> saved_by_op_;    // op -> buffers its backward reads
+  std::vector<int32_t> held_by_checkpoint_;          // buffers CheckpointFunction.backward holds
+  int32_t cublas_forward_ = -1, cublas_backward_ = -1;  // the two threads' cuBLAS workspaces
+  // Loss.
+  int32_t log_softmax_buffer_ = -1, total_weight_buffer_ = -1, loss_buffer_ = -1;
+  int32_t loss_target_buffer_ = -1, mse_input_buffer_ = -1;
+  // Backward.
+  std::vector<int32_t> grad_buffer_;                 // tensor -> its grad's buffer
+  std::map<int32_t, std::vector<int32_t>> grad_buffer_holders_;  // grad buffer -> tensors it is the grad of
+  std::vector<bool> grad_consumed_;                  // the backward that reads this tensor's grad has run
+  std::vector<int32_t> param_grad_buffer_;           // parameter -> .grad buffer
+  std::vector<bool> param_grad_via_view_;            // parameter -> its buffered grad reached it through a view
+};
+
+}  // namespace memplan
