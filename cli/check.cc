@@ -7,11 +7,11 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/json_text.h"
 #include "cli/estimate_options.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
 #include "report/check.h"
+#include "report/json_text.h"
 #include "report/sizes.h"
 
 namespace memplan::cli {

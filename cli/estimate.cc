@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "cli/json_text.h"
 #include "cli/estimate_options.h"
 #include "onnx_import/import.h"
 #include "report/estimate_format.h"
+#include "report/json_text.h"
 
 namespace memplan::cli {
 

@@ -1,235 +1,25 @@
 // memplan inspect MODEL [--dim NAME=VALUE]... [--batch N] [--input NAME=SHAPE]... [--json]
 // Describes a model: where it comes from, what it computes with, what it stores, and every tensor's shape.
 // The JSON format is documented in docs/inspect-json.md.
-#include <algorithm>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "cli/commands.h"
-#include "cli/json_text.h"
 #include "cli/options.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
 #include "onnx_import/model_overview.h"
+#include "report/inspect.h"
+#include "report/json_text.h"
 
 namespace memplan::cli {
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 struct InspectArgs {
   ModelArgs model;
   FormatArgs format;
 };
-
-// ---- shared helpers ----
-
-std::string domain_label(const std::string& domain) { return domain.empty() ? "ai.onnx" : domain; }
-
-// 11689512 -> "11,689,512"
-std::string grouped(uint64_t n) {
-  std::string digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
-// Bytes for people: "336 B", "44.6 MiB" (exact figures are in --json).
-std::string human_bytes(uint64_t bytes) {
-  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  int unit = -1;
-  while (v >= 1024 && unit < 5) {
-    v /= 1024;
-    ++unit;
-  }
-  std::ostringstream o;
-  o.setf(std::ios::fixed);
-  o.precision(1);
-  o << v << " " << kUnits[unit];
-  return o.str();
-}
-
-std::string shape_text(const std::vector<std::string>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i];
-  return s + "]";
-}
-
-std::string shape_text(const std::vector<int64_t>& dims) {
-  std::vector<std::string> text;
-  for (int64_t d : dims) text.push_back(std::to_string(d));
-  return shape_text(text);
-}
-
-// The op histogram, most frequent first, ties by name (a total order: names are unique keys).
-std::vector<std::pair<std::string, uint64_t>> ops_by_count(const ModelOverview& o) {
-  std::vector<std::pair<std::string, uint64_t>> ops(o.op_histogram.begin(), o.op_histogram.end());
-  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  return ops;
-}
-
-// ---- human output: rows of (indent, label, value), rendered as aligned text or as a Markdown table ----
-
-struct Row {
-  int indent = 0;
-  std::string label;
-  std::string value;
-};
-
-void add_tally_rows(std::vector<Row>& rows, const std::string& label, const StoredTally& t, const std::string& note) {
-  rows.push_back({0, label, grouped(t.total.elements) + " elements in " + grouped(t.total.tensors) + " tensors, " +
-                               human_bytes(t.total.bytes) + note});
-  for (const auto& [dtype, tally] : t.by_dtype)
-    rows.push_back({1, std::string(dtype_name(dtype)),
-                    grouped(tally.elements) + " elements in " + grouped(tally.tensors) + " tensors, " +
-                        human_bytes(tally.bytes)});
-}
-
-std::vector<Row> overview_rows(const ModelOverview& o, const std::optional<Graph>& graph) {
-  std::vector<Row> rows;
-  rows.push_back({0, "Model", o.model_path});
-  rows.push_back({0, "File size", grouped(o.file_bytes) + " B (" + human_bytes(o.file_bytes) + ")"});
-  rows.push_back({0, "Producer", o.producer.empty() ? "(not recorded)" : o.producer});
-  rows.push_back({0, "IR version", std::to_string(o.ir_version)});
-  std::string opsets;
-  for (const auto& [domain, version] : o.opsets)
-    opsets += (opsets.empty() ? "" : ", ") + domain_label(domain) + " " + std::to_string(version);
-  rows.push_back({0, "Opsets", opsets.empty() ? "(none)" : opsets});
-  rows.push_back({0, "Nodes", grouped(o.node_count)});
-  for (const auto& [op, count] : ops_by_count(o)) rows.push_back({1, op, grouped(count)});
-
-  const StoredSummary stored = summarize_stored(o);
-  add_tally_rows(rows, "Parameters", stored.parameters, " (trainable initializers)");
-  add_tally_rows(rows, "Buffers", stored.buffers, " (non-trainable initializers and Constant-node values)");
-  if (stored.constant_values.total.tensors > 0)
-    rows.push_back({1, "in Constant nodes", grouped(stored.constant_values.total.elements) + " elements in " +
-                                                grouped(stored.constant_values.total.tensors) + " tensors, " +
-                                                human_bytes(stored.constant_values.total.bytes)});
-
-  auto add_values = [&](const std::string& label, const std::vector<DeclaredValue>& declared,
-                        const std::vector<int32_t>* ids) {
-    rows.push_back({0, label, grouped(declared.size())});
-    if (graph && ids) {
-      for (int32_t id : *ids) {
-        const Tensor& t = graph->tensors[static_cast<size_t>(id)];
-        rows.push_back({1, t.name, std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape)});
-      }
-      return;
-    }
-    for (const DeclaredValue& v : declared)
-      rows.push_back({1, v.name, std::string(dtype_name(v.dtype)) + " " +
-                                     (v.has_shape ? shape_text(v.dims) : "(shape not declared)")});
-  };
-  add_values("Inputs", o.inputs, graph ? &graph->inputs : nullptr);
-  add_values("Outputs", o.outputs, graph ? &graph->outputs : nullptr);
-
-  if (graph) {
-    std::string bound;
-    for (const auto& [name, value] : graph->bound_dims)
-      bound += (bound.empty() ? "" : ", ") + name + "=" + std::to_string(value);
-    rows.push_back({0, "Bound dims", bound.empty() ? "(none: every dimension is fixed)" : bound});
-    rows.push_back({0, "Tensors", grouped(graph->tensors.size()) + " shaped (memplan inspect --json lists them)"});
-  } else {
-    rows.push_back({0, "Tensors", "not shaped: see the error below"});
-  }
-
-  std::string custom;
-  for (const std::string& op : o.custom_ops) custom += (custom.empty() ? "" : ", ") + op;
-  rows.push_back({0, "Custom-domain ops", custom.empty() ? "(none)" : custom});
-
-  const std::vector<std::string>& warnings = graph ? graph->warnings : o.warnings;
-  rows.push_back({0, "Warnings", warnings.empty() ? "(none)" : grouped(warnings.size())});
-  for (const std::string& w : warnings) rows.push_back({1, "-", w});
-  return rows;
-}
-
-void print_table(const std::vector<Row>& rows, std::ostream& out) {
-  size_t width = 0;
-  for (const Row& r : rows) width = std::max(width, r.label.size() + 2 * static_cast<size_t>(r.indent));
-  for (const Row& r : rows) {
-    const std::string label = std::string(2 * static_cast<size_t>(r.indent), ' ') + r.label;
-    out << label << std::string(width - label.size() + 2, ' ') << r.value << "\n";
-  }
-}
-
-std::string markdown_cell(std::string s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out.push_back(c);
-  }
-  return out;
-}
-
-void print_markdown(const std::vector<Row>& rows, std::ostream& out) {
-  out << "| | |\n|---|---|\n";
-  for (const Row& r : rows)
-    out << "| " << (r.indent ? "&nbsp;&nbsp;" : "**") << markdown_cell(r.label) << (r.indent ? "" : "**") << " | "
-        << markdown_cell(r.value) << " |\n";
-}
-
-// ---- JSON (docs/inspect-json.md) ----
-
-Json tally_json(const StoredTally& t) {
-  Json by_dtype = Json::object();
-  for (const auto& [dtype, tally] : t.by_dtype)
-    by_dtype[std::string(dtype_name(dtype))] = {{"count", tally.elements}, {"bytes", tally.bytes}, {"tensors", tally.tensors}};
-  return {{"count", t.total.elements}, {"bytes", t.total.bytes}, {"tensors", t.total.tensors}, {"by_dtype", by_dtype}};
-}
-
-Json value_json(const Tensor& t) {
-  return {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}};
-}
-
-Json inspect_json(const ModelOverview& o, const Graph& g) {
-  Json j;
-  j["schema"] = "memplan.inspect/1";
-  j["model"] = o.model_path;
-  j["file_bytes"] = o.file_bytes;
-  j["producer"] = o.producer;
-  j["ir_version"] = o.ir_version;
-  Json opsets = Json::object();
-  for (const auto& [domain, version] : o.opsets) opsets[domain_label(domain)] = version;
-  j["opsets"] = opsets;
-  j["node_count"] = o.node_count;
-  Json histogram = Json::object();
-  for (const auto& [op, count] : o.op_histogram) histogram[op] = count;
-  j["op_histogram"] = histogram;
-  const StoredSummary stored = summarize_stored(o);
-  j["parameters"] = tally_json(stored.parameters);
-  j["buffers"] = tally_json(stored.buffers);
-  j["constant_values"] = tally_json(stored.constant_values);
-  Json inputs = Json::array(), outputs = Json::array();
-  for (int32_t id : g.inputs) inputs.push_back(value_json(g.tensors[static_cast<size_t>(id)]));
-  for (int32_t id : g.outputs) outputs.push_back(value_json(g.tensors[static_cast<size_t>(id)]));
-  j["inputs"] = inputs;
-  j["outputs"] = outputs;
-  Json bound = Json::object();
-  for (const auto& [name, value] : g.bound_dims) bound[name] = value;
-  j["bound_dims"] = bound;
-  j["custom_ops"] = o.custom_ops;
-  Json tensors = Json::array();
-  for (const Tensor& t : g.tensors) {
-    Json e = value_json(t);
-    e["kind"] = std::string(kind_name(t.kind));
-    tensors.push_back(std::move(e));
-  }
-  j["tensors"] = tensors;
-  j["warnings"] = g.warnings;
-  return j;
-}
 
 int run_inspect(const InspectArgs& args) {
   const Bindings bindings = to_bindings(args.model);
@@ -242,17 +32,16 @@ int run_inspect(const InspectArgs& args) {
     // The file was read but its shapes could not be inferred (say, an unbound dimension): show what the
     // file itself declares, then fail with the error. JSON promises a complete document, so it prints none.
     if (!overview.model_path.empty() && format != Format::Json) {
-      std::vector<Row> rows = overview_rows(overview, std::nullopt);
-      format == Format::Markdown ? print_markdown(rows, std::cout) : print_table(rows, std::cout);
+      std::cout << (format == Format::Markdown ? inspect_to_markdown(overview, std::nullopt)
+                                               : inspect_to_text(overview, std::nullopt));
       std::cout.flush();
     }
     throw;
   }
-  if (format == Format::Json) {
-    std::cout << json_text(inspect_json(overview, *graph));
-  } else {
-    const std::vector<Row> rows = overview_rows(overview, graph);
-    format == Format::Markdown ? print_markdown(rows, std::cout) : print_table(rows, std::cout);
+  switch (format) {
+    case Format::Json: std::cout << json_text(inspect_to_json(overview, *graph)); break;
+    case Format::Markdown: std::cout << inspect_to_markdown(overview, graph); break;
+    case Format::Table: std::cout << inspect_to_text(overview, graph); break;
   }
   return kExitOk;
 }
