@@ -1,6 +1,6 @@
 // ONNX Runtime's BFC arena (onnxruntime/core/framework/bfc_arena.{h,cc}), default configuration:
 // kNextPowerOfTwo extension, one stream, no memory limit unless given.
-// See ../shared/reference/memory-mechanics.md section 11; each constant names its source below.
+// Each constant names its source below; docs/cost-models.md says how the simulation is used.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), default configuration: one
 // device, one stream, no max_split_size, no roundup_power2_divisions, no expandable segments.
-// See ../shared/reference/memory-mechanics.md section 3; each constant names its source below.
+// Each constant names its source below; docs/cost-models.md says how the simulation is used.
 #pragma once
 
 #include <cstdint>
