@@ -54,6 +54,10 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     case OpKind::Linear:
       save_if(r, op.x, rg(requires_grad, op.weight));
       save_if(r, op.weight, rg(requires_grad, op.x));
+      // F.linear's weight.t() (a Transpose node in the export): the weight's grad reaches the parameter
+      // through TBackward, a view (what a tied embedding's second grad is then summed with, out of place).
+      for (int32_t node : op.nodes)
+        if (g.nodes[node].op_type == "Transpose") r.passthrough_inputs.push_back(op.weight);
       return r;
     case OpKind::LayerNorm: {
       save_if(r, op.x, true);

@@ -180,24 +180,52 @@ std::optional<Match> match_layer_norm(const Graph& g, int32_t mean_node) {
   return m;
 }
 
-// ---- Linear on N-D inputs: MatMul(x, W) then Add(bias) ----
+// ---- Linear: F.linear(x, W, b) as the exporter writes it ----
+// With constant folding (inference exports) the weight is pre-transposed into a new initializer:
+// MatMul(x, Wt) then Add(bias). Without it (training exports keep every parameter as the module holds
+// it), torch.onnx writes F.linear's weight.t() as a Transpose node: Transpose(W, perm [1, 0]) -> MatMul
+// (-> Add bias). PyTorch runs either as one addmm / mm (aten/src/ATen/native/Linear.cpp: linear), whose
+// output is in the compute type (low precision under autocast) and whose autograd saves x and W.
+
+// The parameter a MatMul's right operand is: an initializer, or F.linear's Transpose of one (-1 if neither).
+// `transpose` is set to the Transpose node when there is one.
+int32_t linear_weight(const Graph& g, int32_t mm, int32_t& transpose) {
+  transpose = -1;
+  const int32_t w = in(g, mm, 1);
+  if (is_constant(g, w)) return g.tensors[w].shape.size() == 2 ? w : -1;
+  const int32_t t = producer_of(g, w);
+  if (!op_is(g, t, "Transpose") || sole_consumer(g, w) != mm) return -1;
+  const int32_t param = in(g, t, 0);
+  auto perm = g.nodes[t].attributes.find("perm");
+  const bool swaps = perm == g.nodes[t].attributes.end() || perm->second.ints == std::vector<int64_t>{1, 0};
+  if (!is_constant(g, param) || g.tensors[param].shape.size() != 2 || !swaps) return -1;
+  transpose = t;
+  return param;
+}
 
 std::optional<Match> match_linear(const Graph& g, int32_t mm) {
   if (!op_is(g, mm, "MatMul")) return std::nullopt;
-  const int32_t w = in(g, mm, 1);
-  if (!is_constant(g, w) || g.tensors[w].shape.size() != 2) return std::nullopt;
-  const int32_t add = sole_consumer(g, out0(g, mm));
-  if (!op_is(g, add, "Add")) return std::nullopt;
-  const int32_t bias = in(g, add, 0) == out0(g, mm) ? in(g, add, 1) : in(g, add, 0);
-  if (!is_constant(g, bias) || g.tensors[bias].shape.size() != 1 ||
-      g.tensors[bias].shape[0] != g.tensors[w].shape[1])
-    return std::nullopt;
+  int32_t transpose = -1;
+  const int32_t w = linear_weight(g, mm, transpose);
+  if (w < 0) return std::nullopt;
+  const int64_t out_features = g.tensors[in(g, mm, 1)].shape.back();
   Match m;
   m.kind = OpKind::Linear;
-  m.nodes = {mm, add};
+  m.nodes = {mm};
+  if (transpose >= 0) m.nodes.insert(transpose);
   m.roles.x = in(g, mm, 0);
   m.roles.weight = w;
-  m.roles.bias = bias;
+  const int32_t add = sole_consumer(g, out0(g, mm));
+  if (op_is(g, add, "Add")) {
+    const int32_t bias = in(g, add, 0) == out0(g, mm) ? in(g, add, 1) : in(g, add, 0);
+    if (is_constant(g, bias) && g.tensors[bias].shape.size() == 1 && g.tensors[bias].shape[0] == out_features) {
+      m.nodes.insert(add);
+      m.roles.bias = bias;
+    }
+  }
+  // A MatMul on an initializer without a bias is already the mm PyTorch runs; only F.linear's Transpose
+  // or a bias make it a different op.
+  if (transpose < 0 && m.roles.bias < 0) return std::nullopt;
   return m;
 }
 

@@ -231,6 +231,29 @@ TEST(InferenceFusion, PyTorchLinearBiasIsOneOutput) {
   EXPECT_EQ(peak_live_bytes(p).bytes, 768u + 1536u + 8519680u);  // x + y + cuBLAS workspace
 }
 
+// A training export keeps nn.Linear's weight as the parameter and writes weight.t() as a Transpose node;
+// PyTorch runs F.linear as one addmm all the same (without a bias, one mm reading the untransposed weight).
+TEST(InferenceFusion, PyTorchLinearThroughTransposeIsOneOp) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 6, 8});
+  const int32_t wt = b.node1("Transpose", {b.weight("W", {16, 8})}, "Wt", {8, 16}, {{"perm", ints_attr({1, 0})}});
+  const int32_t mm = b.node1("MatMul", {x, wt}, "mm", {4, 6, 16});
+  const int32_t head = b.node1("Transpose", {b.weight("E", {32, 16})}, "Et", {16, 32}, {{"perm", ints_attr({1, 0})}});
+  const int32_t y = b.node1("Add", {mm, b.weight("b", {16})}, "y", {4, 6, 16});
+  const int32_t logits = b.node1("MatMul", {y, head}, "logits", {4, 6, 32});
+  b.output(logits);
+  InferenceOptions o;
+  o.runtime = Runtime::PyTorch;
+  o.cuda_arch_major = 8;
+  const Program p = build_inference_program(b.graph(), o).program;
+  ASSERT_EQ(p.steps.size(), 2u);  // linear (Transpose, MatMul, Add) and linear without bias (Transpose, MatMul)
+  EXPECT_EQ(p.steps[0].op, "linear");
+  EXPECT_EQ(p.steps[1].op, "linear");
+  EXPECT_EQ(buffer_named(p, "mm"), -1);
+  // At the head: y (4*6*16*4 = 1536) and logits (4*6*32*4 = 3072) + the cuBLAS workspace; x died at step 0.
+  EXPECT_EQ(peak_live_bytes(p).bytes, 1536u + 3072u + 8519680u);
+}
+
 // ORT gives a unary activation its input's buffer when that is the input's last use.
 TEST(InferenceOrt, ReluReusesItsInputBufferAtItsLastUse) {
   GraphBuilder b;

@@ -69,6 +69,53 @@ TEST(TrainingMlp, AdamStepPeakByHand) {
   EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Relu_1")], buffer_named(p, "r")));
 }
 
+// The same MLP as a training export writes nn.Linear (constant folding off, so the weight stays the module's
+// parameter): Transpose(W, perm [1, 0]) -> MatMul -> Add(bias). PyTorch ran one addmm per layer, so the program
+// must be the Gemm MLP's: the same 10 steps, resident bytes and peak (worked out by hand above).
+Graph exported_linear_mlp() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  auto linear = [&](int32_t in, const std::string& w, const std::string& bias, int64_t fan_in, int64_t fan_out,
+                    const std::string& out) {
+    const int32_t wt = b.node1("Transpose", {b.weight(w, {fan_out, fan_in})}, w + "_t", {fan_in, fan_out},
+                               {{"perm", ints_attr({1, 0})}});
+    const int32_t mm = b.node1("MatMul", {in, wt}, out + "_mm", {4, fan_out});
+    return b.node1("Add", {mm, b.weight(bias, {fan_out})}, out, {4, fan_out});
+  };
+  const int32_t h = linear(x, "W1", "b1", 8, 16, "h");
+  const int32_t r = b.node1("Relu", {h}, "r", {4, 16});
+  b.output(linear(r, "W2", "b2", 16, 2, "y"));
+  return b.graph();
+}
+
+TEST(TrainingMlp, ExportedLinearIsOneAddmmAsTheGemm) {
+  const TrainingResult r = build_training_program(exported_linear_mlp(), adam_ce());
+  const Program& p = r.program;
+  ASSERT_EQ(p.steps.size(), 10u);
+  EXPECT_EQ(resident_bytes(p), 2136u);
+  const auto peak = peak_live_bytes(p);
+  EXPECT_EQ(peak.bytes, 1460u);
+  EXPECT_EQ(peak.step, 9);
+  EXPECT_EQ(r.grad_bytes, 712u);
+  EXPECT_EQ(buffer_named(p, "h_mm"), -1);  // the MatMul result never exists apart from the addmm output
+  EXPECT_EQ(buffer_named(p, "W1_t"), -1);
+}
+
+TEST(TrainingPrecision, AmpExportedLinearOutputIsHalfAndItsWeightCached) {
+  TrainingOptions o = adam_ce();
+  o.precision = Precision::AmpFp16;
+  const Program p = build_training_program(exported_linear_mlp(), o).program;
+  // As the Gemm MLP under autocast: h is float16, 4*16*2 = 128 bytes (not a float32 bias add of 256);
+  // W1 is cast once into the autocast weight cache (16*8*2 = 256 bytes, a Weight), not copied per use.
+  EXPECT_EQ(p.buffers[buffer_named(p, "h")].bytes, 128u);
+  const int32_t w1 = buffer_named(p, "W1:autocast");
+  ASSERT_GE(w1, 0);
+  EXPECT_EQ(p.buffers[w1].bytes, 256u);
+  EXPECT_EQ(p.buffers[w1].category, Category::Weight);
+  EXPECT_EQ(buffer_named(p, "W1_t:autocast"), -1);
+  EXPECT_EQ(p.buffers[buffer_named(p, "b2:autocast")].bytes, 4u);  // the bias is cast too: addmm takes it in float16
+}
+
 TEST(TrainingMlp, SgdPeakIsInBackward) {
   TrainingOptions o = adam_ce();
   o.optimizer = Optimizer::Sgd;
