@@ -82,6 +82,10 @@ struct TrainingOptions {
   // false: the first iteration (states are created inside the optimizer step).
   bool steady_state = true;
   int cuda_arch_major = 9;                // as InferenceOptions::cuda_arch_major
+  // Which parameters train (--trainable / --frozen): regular expressions searched in initializer names;
+  // empty: every float parameter trains. Frozen parameters get no grad and no optimizer state.
+  std::string trainable;
+  std::string frozen;
 };
 
 struct TrainingResult : CostModelResult {

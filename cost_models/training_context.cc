@@ -1,6 +1,8 @@
 #include "cost_models/training_context.h"
 
 #include <algorithm>
+#include <optional>
+#include <regex>
 
 #include "cost_models/flops.h"
 #include "cost_models/graph_facts.h"
@@ -41,6 +43,44 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
       if (is_floating(dtype[t]) && promoted != DType::Undefined) dtype[t] = promoted;
   }
 }
+
+// --trainable / --frozen: regular expressions (ECMAScript, matched anywhere in the initializer's name, as
+// re.search) choosing which parameters train. A pattern that matches no parameter is an input error.
+class ParameterFilter {
+ public:
+  ParameterFilter(const std::string& trainable, const std::string& frozen)
+      : trainable_(compile(trainable, "--trainable")), frozen_(compile(frozen, "--frozen")),
+        trainable_text_(trainable), frozen_text_(frozen) {}
+
+  bool trains(const std::string& name) const {
+    const bool in = !trainable_ || std::regex_search(name, *trainable_);
+    const bool out = frozen_ && std::regex_search(name, *frozen_);
+    if (trainable_ && in) trainable_matched_ = true;
+    if (frozen_ && out) frozen_matched_ = true;
+    return in && !out;
+  }
+
+  void check_each_matched(const std::string& model) const {
+    if (trainable_ && !trainable_matched_)
+      throw InputError("--trainable '" + trainable_text_ + "' matches no parameter of model '" + model + "'");
+    if (frozen_ && !frozen_matched_)
+      throw InputError("--frozen '" + frozen_text_ + "' matches no parameter of model '" + model + "'");
+  }
+
+ private:
+  static std::optional<std::regex> compile(const std::string& pattern, const char* flag) {
+    if (pattern.empty()) return std::nullopt;
+    try {
+      return std::regex(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw InputError(std::string(flag) + " '" + pattern + "' is not a valid regular expression: " + e.what());
+    }
+  }
+
+  std::optional<std::regex> trainable_, frozen_;
+  std::string trainable_text_, frozen_text_;
+  mutable bool trainable_matched_ = false, frozen_matched_ = false;
+};
 
 void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
   int conv = 0, conv_relu = 0, batch_norm = 0, bn_eval = 0, dropout = 0, softmax = 0;
@@ -100,21 +140,34 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
   c.tied_to = tied_embedding_copies(g);
+  const ParameterFilter filter(o.trainable, o.frozen);
+  std::vector<bool> module_parameter(g.tensors.size(), false);  // a parameter of the module, trained or frozen
   for (int32_t t : g.initializers) {
     const Tensor& x = g.tensors[t];
-    if (x.kind == TensorKind::Weight && x.trainable && is_floating(x.dtype) && !x.consumers.empty() && c.tied_to[t] < 0) {
-      c.requires_grad[t] = c.is_param[t] = true;
-      c.params.push_back(t);
-    }
+    if (x.kind != TensorKind::Weight || !x.trainable || !is_floating(x.dtype) || x.consumers.empty() || c.tied_to[t] >= 0)
+      continue;
+    module_parameter[t] = true;
+    if (!filter.trains(x.name)) continue;
+    c.requires_grad[t] = c.is_param[t] = true;
+    c.params.push_back(t);
   }
+  filter.check_each_matched(g.model_path);
+  const int frozen = static_cast<int>(std::count(module_parameter.begin(), module_parameter.end(), true)) -
+                     static_cast<int>(c.params.size());
+  if (frozen > 0)
+    c.notes.push_back(std::to_string(c.params.size()) + " parameters train, " + std::to_string(frozen) +
+                      " are frozen (--trainable/--frozen): frozen ones get no grad and no optimizer state, and an "
+                      "op saves for backward only what a trainable parameter's grad needs.");
+  if (c.params.empty() && (!o.trainable.empty() || !o.frozen.empty()))
+    throw InputError("--trainable/--frozen leave no parameter of model '" + g.model_path + "' to train");
   for (size_t t = 0; t < g.tensors.size(); ++t) {
     const int32_t original = c.tied_to[t];
     if (original < 0) continue;
-    if (!c.is_param[original]) {
-      c.tied_to[t] = -1;  // not a tie we can use: the embedding is not trained
+    if (!module_parameter[original]) {
+      c.tied_to[t] = -1;  // not a tie we can use: the embedding is not a parameter
       continue;
     }
-    c.requires_grad[t] = true;  // a transposed view of the embedding in PyTorch
+    c.requires_grad[t] = c.is_param[original];  // a transposed view of the embedding in PyTorch
     c.notes.push_back("'" + g.tensors[t].name + "' is the exporter's transposed copy of the tied embedding '" +
                       g.tensors[original].name + "': counted as that one parameter.");
   }

@@ -116,6 +116,57 @@ TEST(TrainingPrecision, AmpExportedLinearOutputIsHalfAndItsWeightCached) {
   EXPECT_EQ(p.buffers[buffer_named(p, "b2:autocast")].bytes, 4u);  // the bias is cast too: addmm takes it in float16
 }
 
+// --frozen 'W1|b1': only the second layer trains. By hand (fp32, Adam, ideal): nothing before Gemm2 needs
+// a grad, so Gemm1 saves nothing (x dies after step 0) and the Relu's and Gemm1's backward never run:
+// steps 0 Gemm1, 1 Relu, 2 Gemm2, 3 loss, 4 nll_loss backward, 5 log_softmax backward, 6 Gemm2 backward,
+// 7 optimizer. Gemm2 saves r (W2 needs a grad). Live bytes:
+//  s0: x 128 + targets 32 + h 256 = 416;  s1: targets + h + r 256 = 544  <- the peak
+//  s6: r + y 32 + loss 4 + grad:y 32 + grad:W2 128 + grad:b2 8 = 460;  s7: y + loss + grads 136 + sqrt 136 = 308
+// Resident: all four weights 712 + exp_avg 136 + exp_avg_sq 136 = 984.
+TEST(TrainingFrozen, FrozenFirstLayerSavesNothingAndHasNoState) {
+  TrainingOptions o = adam_ce();
+  o.frozen = "W1|b1";
+  const TrainingResult r = build_training_program(mlp(), o);
+  const Program& p = r.program;
+  ASSERT_EQ(p.steps.size(), 8u);
+  EXPECT_EQ(p.steps[7].phase, Phase::Optimizer);
+  EXPECT_EQ(resident_bytes(p), 984u);
+  EXPECT_EQ(r.param_bytes, 136u);
+  EXPECT_EQ(r.grad_bytes, 136u);
+  EXPECT_EQ(r.optimizer_state_bytes, 272u);
+  const auto peak = peak_live_bytes(p);
+  EXPECT_EQ(peak.bytes, 544u);
+  EXPECT_EQ(peak.step, 1);
+  EXPECT_EQ(buffer_named(p, "grad:W1"), -1);
+  EXPECT_EQ(buffer_named(p, "exp_avg:W1"), -1);
+  EXPECT_EQ(step_named(p, "backward:/Gemm_0"), -1);
+  // --trainable selects the same set.
+  TrainingOptions t = adam_ce();
+  t.trainable = "2$";
+  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), t).program).bytes, 544u);
+}
+
+TEST(TrainingFrozen, PatternsThatMatchNothingOrDoNotParseAreInputErrors) {
+  TrainingOptions o = adam_ce();
+  o.trainable = "lora_";
+  try {
+    build_training_program(mlp(), o);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--trainable 'lora_' matches no parameter of model"), std::string::npos) << e.what();
+  }
+  o.trainable = "(";
+  try {
+    build_training_program(mlp(), o);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--trainable '(' is not a valid regular expression"), std::string::npos) << e.what();
+  }
+  o.trainable = "";
+  o.frozen = ".";
+  EXPECT_THROW(build_training_program(mlp(), o), InputError);  // nothing left to train
+}
+
 TEST(TrainingMlp, SgdPeakIsInBackward) {
   TrainingOptions o = adam_ce();
   o.optimizer = Optimizer::Sgd;
