@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
 
 namespace memplan {
 namespace {
@@ -80,11 +80,13 @@ std::string_view kind_name(TensorKind k) {
   return "activation";
 }
 
+// The messages are built only when a check fails: every stage asks every tensor its size.
 uint64_t Tensor::elements() const {
   uint64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) throw InputError("tensor '" + name + "' has a negative dimension");
-    n = checked_mul(n, static_cast<uint64_t>(d), ("element count of tensor '" + name + "'").c_str());
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+      throw ShapeOverflow("element count of tensor '" + name + "' overflows 64 bits");
   }
   if (n > static_cast<uint64_t>(INT64_MAX)) throw ShapeOverflow("element count of tensor '" + name + "' overflows 64 bits");
   return n;
@@ -93,8 +95,11 @@ uint64_t Tensor::elements() const {
 uint64_t Tensor::bytes() const {
   const uint64_t n = elements();
   const int bits = dtype_bits(dtype);
-  if (bits % 8 == 0) return checked_mul(n, static_cast<uint64_t>(bits / 8), ("byte size of tensor '" + name + "'").c_str());
-  return n / 2 + n % 2;  // 4-bit types: two per byte, rounded up (onnx.proto, INT4/UINT4)
+  if (bits % 8 != 0) return n / 2 + n % 2;  // 4-bit types: two per byte, rounded up (onnx.proto, INT4/UINT4)
+  uint64_t b;
+  if (__builtin_mul_overflow(n, static_cast<uint64_t>(bits / 8), &b))
+    throw ShapeOverflow("byte size of tensor '" + name + "' overflows 64 bits");
+  return b;
 }
 
 std::optional<int32_t> Graph::find_tensor(std::string_view name) const {

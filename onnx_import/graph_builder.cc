@@ -1,5 +1,7 @@
 // build_graph(): the ONNX proto plus inferred shapes -> memplan::Graph with dense ids.
-#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "onnx_import/errors.h"
 #include "onnx_import/graph_builder.h"
@@ -68,6 +70,11 @@ class GraphBuilder {
       graph_.tensors[id].trainable = init.trainable;
       graph_.initializers.push_back(id);
     }
+    size_t tensors = overview_.inputs.size() + overview_.initializers.size();
+    for (const onnx::NodeProto& n : g.node()) tensors += static_cast<size_t>(n.output_size());
+    graph_.tensors.reserve(tensors);
+    graph_.nodes.reserve(static_cast<size_t>(g.node_size()));
+    ids_.reserve(tensors);
     check_order(g.node_size());
     for (int32_t proto_index : inferred_.order) add_node(g.node(proto_index), proto_index);
     for (const onnx::ValueInfoProto& out : g.output()) add_output(out.name());
@@ -171,10 +178,12 @@ class GraphBuilder {
 
   // The model's own names where it gives unique ones; "<op_type>_<index>" (index in schedule order) otherwise.
   void name_nodes(const onnx::GraphProto& g) {
-    std::set<std::string> taken;
+    std::unordered_set<std::string_view> taken;  // views into the model and into graph_.nodes, which no longer grows
+    taken.reserve(static_cast<size_t>(g.node_size()));
     for (const onnx::NodeProto& n : g.node())
       if (!n.name().empty()) taken.insert(n.name());
-    std::set<std::string> used;
+    std::unordered_set<std::string_view> used;
+    used.reserve(graph_.nodes.size());
     for (size_t k = 0; k < graph_.nodes.size(); ++k) {
       const std::string& own = g.node(inferred_.order[k]).name();
       std::string name = own;
@@ -183,8 +192,8 @@ class GraphBuilder {
         name = base;
         for (int suffix = 1; taken.count(name) || used.count(name); ++suffix) name = base + "_" + std::to_string(suffix);
       }
-      used.insert(name);
       graph_.nodes[k].name = std::move(name);
+      used.insert(graph_.nodes[k].name);
     }
   }
 
@@ -193,7 +202,8 @@ class GraphBuilder {
   const InferenceResult& inferred_;
   const std::string& path_;
   Graph graph_;
-  std::map<std::string, int32_t> ids_;
+  // Tensor name -> id. The names are views into `overview_` and `model_`, which outlive the builder.
+  std::unordered_map<std::string_view, int32_t> ids_;
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // describe_model(): what a model file declares, from its proto alone.
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -27,8 +29,9 @@ bool is_non_learnable_slot(std::string_view op, int slot) {
 
 // Counts, per tensor name, its uses and its uses in non-learnable slots, through subgraphs too (a branch
 // of an If may use an outer initializer by name).
-void count_uses(const onnx::GraphProto& graph, std::map<std::string, int>& uses,
-                std::map<std::string, int>& non_learnable_uses) {
+// Keys are views into the model's names.
+using UseCounts = std::unordered_map<std::string_view, int>;
+void count_uses(const onnx::GraphProto& graph, UseCounts& uses, UseCounts& non_learnable_uses) {
   for (const onnx::NodeProto& node : graph.node()) {
     const bool default_domain = normalize_domain(node.domain()).empty();
     for (int i = 0; i < node.input_size(); ++i) {
@@ -116,7 +119,7 @@ std::string qualified_op(const onnx::NodeProto& node) {
 }
 
 void add_initializers(const std::string& path, const onnx::GraphProto& graph, ModelOverview& o) {
-  std::map<std::string, int> uses, non_learnable_uses;
+  UseCounts uses, non_learnable_uses;
   count_uses(graph, uses, non_learnable_uses);
   std::set<std::string> seen;
   auto add = [&](Tensor t) {
@@ -124,8 +127,9 @@ void add_initializers(const std::string& path, const onnx::GraphProto& graph, Mo
       throw InputError(path + ": initializer '" + t.name + "' is defined twice");
     const bool is_float = dtype_is_float(t.dtype);
     t.kind = is_float ? TensorKind::Weight : TensorKind::Constant;
-    const int n = uses.count(t.name) ? uses.at(t.name) : 0;
-    const int fixed = non_learnable_uses.count(t.name) ? non_learnable_uses.at(t.name) : 0;
+    const auto u = uses.find(t.name), f = non_learnable_uses.find(t.name);
+    const int n = u == uses.end() ? 0 : u->second;
+    const int fixed = f == non_learnable_uses.end() ? 0 : f->second;
     t.trainable = is_float && !(n > 0 && fixed == n);
     o.initializers.push_back(std::move(t));
   };

@@ -169,11 +169,16 @@ class WireWalker {
         src_.copy(f.start, f.end - f.start, out);
         continue;
       }
-      std::string body;
-      walk(*child, f.body, f.body + f.body_size, depth + 1, body);
+      // The child is written in place after a one-byte length; a longer length varint (bodies of 128
+      // bytes or more) is made room for afterwards, so no body is built apart and copied.
       append_varint(out, (static_cast<uint64_t>(f.number) << 3) | kLengthDelimited);
-      append_varint(out, body.size());
-      out += body;
+      const size_t length_at = out.size();
+      out.push_back('\0');
+      walk(*child, f.body, f.body + f.body_size, depth + 1, out);
+      std::string length;
+      append_varint(length, out.size() - length_at - 1);
+      out[length_at] = length[0];
+      out.insert(length_at + 1, length, 1);
     }
   }
 
@@ -317,10 +322,15 @@ class InputFile {
   uint64_t size_ = 0;
 };
 
+constexpr uint64_t kReserveBound = 256 * 1024 * 1024;
+
 ReadModel read_model(const std::string& name, ByteSource& src) {
   if (src.size() == 0) throw InputError("model '" + name + "' is empty (0 bytes), not an ONNX file");
   WireWalker walker(name, src);
+  // The copy is at most about the file's size. Reserving that (up to a bound) spares the copies and freshly
+  // touched pages of every regrowth; capacity never written costs address space, not memory.
   std::string small;
+  small.reserve(static_cast<size_t>(std::min<uint64_t>(src.size(), kReserveBound)));
   walker.walk(Msg::Model, 0, src.size(), 1, small);
   if (small.size() > static_cast<size_t>(INT_MAX))
     throw InputError(name + ": the model's structure without its weights exceeds protobuf's 2 GiB limit");
@@ -341,6 +351,10 @@ ReadModel read_model(const std::string& name, ByteSource& src) {
 }
 
 }  // namespace
+
+ReadModel::ReadModel()
+    : arena(std::make_unique<google::protobuf::Arena>()),
+      proto(*google::protobuf::Arena::CreateMessage<onnx::ModelProto>(arena.get())) {}
 
 ReadModel read_model_bytes(const std::string& name, const uint8_t* data, uint64_t size) {
   ByteSource src(data, size);

@@ -7,8 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <google/protobuf/arena.h>
 
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
 
@@ -30,7 +33,11 @@ inline constexpr int kMaxMessageDepth = 64;
 inline constexpr int64_t kNewestKnownIrVersion = 8;
 
 struct ReadModel {
-  onnx::ModelProto proto;
+  ReadModel();
+  // The proto is allocated on `arena` (google/protobuf/arena.h): parsing a model of thousands of nodes
+  // takes a few large blocks instead of one allocation per message and string, and frees them at once.
+  std::unique_ptr<google::protobuf::Arena> arena;
+  onnx::ModelProto& proto;
   uint64_t file_bytes = 0;
   uint64_t dropped_payload_bytes = 0;  // tensor data bytes skipped without reading
   std::vector<std::string> warnings;

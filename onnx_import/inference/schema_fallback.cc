@@ -5,6 +5,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 #include <onnx/onnx_pb.h>
+#include <google/protobuf/arena.h>
 
 #include <algorithm>
 #include <memory>
@@ -34,12 +35,20 @@ void fill_type(onnx::TypeProto& t, const Value& v) {
   for (int64_t d : v.shape) s->add_dim()->set_dim_value(d);
 }
 
-// A TensorProto holding a value's known contents, in the field ONNX's ParseData reads for its dtype.
-std::unique_ptr<onnx::TensorProto> tensor_of(const Value& v) {
-  auto t = std::make_unique<onnx::TensorProto>();
+// A TensorProto on `arena` holding a value's known contents, in the field ONNX's ParseData reads for its
+// dtype; nullptr for float16 and friends, which no shape computation reads.
+onnx::TensorProto* tensor_of(const Value& v, google::protobuf::Arena* arena) {
+  const size_t n = v.elements();
+  switch (v.dtype) {
+    case DType::Float32: case DType::Float64: case DType::Int64: case DType::UInt32: case DType::UInt64:
+    case DType::Int32: case DType::Int16: case DType::Int8: case DType::UInt16: case DType::UInt8: case DType::Bool:
+      break;
+    default:
+      return nullptr;
+  }
+  auto* t = google::protobuf::Arena::CreateMessage<onnx::TensorProto>(arena);
   t->set_data_type(dtype_to_onnx(v.dtype));
   for (int64_t d : v.shape) t->add_dims(d);
-  const size_t n = v.elements();
   switch (v.dtype) {
     case DType::Float32:
       for (size_t i = 0; i < n; ++i) t->add_float_data(static_cast<float>(real_at(v, i)));
@@ -53,60 +62,74 @@ std::unique_ptr<onnx::TensorProto> tensor_of(const Value& v) {
     case DType::UInt32: case DType::UInt64:
       for (size_t i = 0; i < n; ++i) t->add_uint64_data(static_cast<uint64_t>(int_at(v, i)));
       break;
-    case DType::Int32: case DType::Int16: case DType::Int8: case DType::UInt16: case DType::UInt8: case DType::Bool:
+    default:  // int32/16/8, uint16/8, bool
       for (size_t i = 0; i < n; ++i) t->add_int32_data(static_cast<int32_t>(int_at(v, i)));
       break;
-    default:
-      return nullptr;  // float16 and friends: no shape computation reads them
   }
   return t;
 }
 
+// The InferenceContext ONNX's inference functions see. Every proto it hands them lives on one arena
+// (google/protobuf/arena.h) whose first block is inside the context: a node's types and shape tensors
+// cost no allocation of their own and are freed together.
 class SchemaContext final : public onnx::InferenceContext {
  public:
-  explicit SchemaContext(const NodeContext& ctx) : ctx_(ctx) {
+  explicit SchemaContext(const NodeContext& ctx) : ctx_(ctx), arena_(arena_options(block_, sizeof block_)) {
     const size_t n = ctx.num_inputs();
-    input_types_.resize(n);
-    data_.resize(n);
-    symbolic_.resize(n);
+    input_types_.assign(n, nullptr);
+    data_.assign(n, nullptr);
+    symbolic_.assign(n, nullptr);
     for (size_t i = 0; i < n; ++i)
-      if (const Value* v = ctx.input(i)) fill_type(input_types_[i], *v);
-    output_types_.resize(ctx.node().output_size());
+      if (const Value* v = ctx.input(i)) {
+        input_types_[i] = google::protobuf::Arena::CreateMessage<onnx::TypeProto>(&arena_);
+        fill_type(*input_types_[i], *v);
+      }
+    output_types_.resize(static_cast<size_t>(ctx.node().output_size()));
+    for (auto& t : output_types_) t = google::protobuf::Arena::CreateMessage<onnx::TypeProto>(&arena_);
   }
 
   const onnx::AttributeProto* getAttribute(const std::string& name) const override { return ctx_.attr(name); }
   size_t getNumInputs() const override { return ctx_.num_inputs(); }
   const onnx::TypeProto* getInputType(size_t i) const override {
-    return i < input_types_.size() && ctx_.input(i) ? &input_types_[i] : nullptr;
+    return i < input_types_.size() && ctx_.input(i) ? input_types_[i] : nullptr;
   }
   const onnx::TensorProto* getInputData(size_t i) const override {
     const Value* v = ctx_.input(i);
     if (!v || !v->known()) return nullptr;
-    if (!data_[i]) data_[i] = tensor_of(*v);
-    return data_[i].get();
+    if (!data_[i]) data_[i] = tensor_of(*v, &arena_);
+    return data_[i];
   }
   size_t getNumOutputs() const override { return output_types_.size(); }
-  onnx::TypeProto* getOutputType(size_t i) override { return &output_types_.at(i); }
+  onnx::TypeProto* getOutputType(size_t i) override { return output_types_.at(i); }
   onnx::GraphInferencer* getGraphAttributeInferencer(const std::string&) override { return &no_subgraphs_; }
   const onnx::SparseTensorProto* getInputSparseData(size_t) const override { return nullptr; }
   const onnx::TensorShapeProto* getSymbolicInput(size_t i) const override {
     const Value* v = ctx_.input(i);
     if (!v || !v->ints || v->shape.size() > 1) return nullptr;
     if (!symbolic_[i]) {
-      symbolic_[i] = std::make_unique<onnx::TensorShapeProto>();
+      symbolic_[i] = google::protobuf::Arena::CreateMessage<onnx::TensorShapeProto>(&arena_);
       for (int64_t x : *v->ints) symbolic_[i]->add_dim()->set_dim_value(x);
     }
-    return symbolic_[i].get();
+    return symbolic_[i];
   }
 
-  const onnx::TypeProto& output_type(size_t i) const { return output_types_[i]; }
+  const onnx::TypeProto& output_type(size_t i) const { return *output_types_[i]; }
 
  private:
+  static google::protobuf::ArenaOptions arena_options(char* block, size_t size) {
+    google::protobuf::ArenaOptions o;
+    o.initial_block = block;
+    o.initial_block_size = size;
+    return o;
+  }
+
   const NodeContext& ctx_;
-  std::vector<onnx::TypeProto> input_types_;
-  mutable std::vector<std::unique_ptr<onnx::TensorProto>> data_;
-  mutable std::vector<std::unique_ptr<onnx::TensorShapeProto>> symbolic_;
-  std::vector<onnx::TypeProto> output_types_;
+  alignas(16) char block_[8192];
+  mutable google::protobuf::Arena arena_;
+  std::vector<onnx::TypeProto*> input_types_;  // nullptr where the input is omitted
+  mutable std::vector<onnx::TensorProto*> data_;
+  mutable std::vector<onnx::TensorShapeProto*> symbolic_;
+  std::vector<onnx::TypeProto*> output_types_;
   NoSubgraphInferencer no_subgraphs_;
 };
 

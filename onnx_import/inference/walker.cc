@@ -88,15 +88,12 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
                          "', which is already a graph input or initializer");
     }
   }
-  // What each node reads: its inputs and the outer-scope names its subgraphs use. Views into the model,
-  // or into `owned` for names collected from subgraphs.
-  std::vector<std::vector<std::string_view>> reads(n);
+  // What a node reads: its inputs and the outer-scope names its subgraphs use, into `r` (one buffer
+  // reused for every node). Views into the model, or into `owned` for names collected from subgraphs.
   std::deque<std::string> owned;
-  std::vector<std::vector<int32_t>> consumers(n);
-  std::vector<int32_t> indegree(n, 0);
-  for (int i = 0; i < n; ++i) {
-    const auto& node = graph.node(i);
-    auto& r = reads[i];
+  std::vector<std::string_view> r;
+  auto reads_of = [&](const onnx::NodeProto& node) -> const std::vector<std::string_view>& {
+    r.clear();
     for (const auto& in : node.input())
       if (!in.empty()) r.push_back(in);
     if (has_subgraph(node)) {
@@ -107,7 +104,13 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
       }
       for (const auto& name : outer) r.push_back(owned.emplace_back(name));
     }
-    for (const std::string_view name : r) {
+    return r;
+  };
+  std::vector<std::vector<int32_t>> consumers(n);
+  std::vector<int32_t> indegree(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const auto& node = graph.node(i);
+    for (const std::string_view name : reads_of(node)) {
       if (auto it = producer.find(name); it != producer.end()) {
         // A node reading the same producer twice gets one edge (consumers' last entry dedups the common case).
         auto& c = consumers[it->second];
@@ -115,7 +118,7 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
           c.push_back(i);
           ++indegree[i];
         }
-      } else if (!scope.find(std::string(name))) {
+      } else if (!scope.find(name)) {
         throw InputError("node '" + where + node_display_name(node, i) + "' (" + node.op_type() + ") reads tensor '" +
                          std::string(name) + "', which no node, graph input or initializer produces");
       }
@@ -143,7 +146,7 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
   while (!seen.count(at)) {
     seen[at] = path.size();
     path.push_back(at);
-    for (const std::string_view name : reads[at]) {
+    for (const std::string_view name : reads_of(graph.node(at))) {
       auto it = producer.find(name);
       if (it != producer.end() && indegree[it->second] > 0) {
         at = it->second;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -26,19 +27,27 @@ class TypeProto;
 
 namespace memplan::shape {
 
+// Hashing that lets the scopes be searched by string_view without building a std::string.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename T>
+using NameMap = std::unordered_map<std::string, T, NameHash, std::equal_to<>>;
+
 // The values visible while inferring one graph; subgraph scopes see their outer scopes.
 struct Scope {
   const Scope* parent = nullptr;
-  std::unordered_map<std::string, Value> values;
+  NameMap<Value> values;
   // Types the model declares (value_info and graph outputs) for the fallback on unknown ops.
-  std::unordered_map<std::string, const onnx::TypeProto*> declared;
+  NameMap<const onnx::TypeProto*> declared;
 
-  const Value* find(const std::string& name) const {
+  const Value* find(std::string_view name) const {
     for (const Scope* s = this; s; s = s->parent)
       if (auto it = s->values.find(name); it != s->values.end()) return &it->second;
     return nullptr;
   }
-  const onnx::TypeProto* find_declared(const std::string& name) const {
+  const onnx::TypeProto* find_declared(std::string_view name) const {
     for (const Scope* s = this; s; s = s->parent)
       if (auto it = s->declared.find(name); it != s->declared.end()) return it->second;
     return nullptr;
