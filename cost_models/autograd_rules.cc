@@ -108,6 +108,8 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     // Training batch norm saves input, weight and save_mean / save_invstd (forward_extras).
     save_if(r, a, true);
     save_if(r, b, true);
+  } else if (type == "Dropout") {
+    save_if(r, node_output(n, 1), true);  // the mask: the graph's own output, else forward_extras
   } else if (type == "MaxPool" && out >= 0) {
     save_if(r, a, true);
     save_if(r, node_output(n, 1), true);  // the indices: the graph's own output, else forward_extras

@@ -125,7 +125,7 @@ std::vector<ForwardExtra> forward_extras(const Graph& g, const FusedOp& op, bool
     const uint64_t bytes = checked_mul(channels, kBatchNormStatBytes);
     return {{":save_mean", bytes, Category::Activation}, {":save_invstd", bytes, Category::Activation}};
   }
-  if (n.op_type == "Dropout" && y >= 0)
+  if (n.op_type == "Dropout" && y >= 0 && node_output(n, 1) < 0)  // else the graph's own mask output
     return {{":mask", checked_mul(g.tensors[y].elements(), kDropoutMaskBytes), Category::Activation}};
   return {};
 }

@@ -167,6 +167,36 @@ TEST(TrainingFrozen, PatternsThatMatchNothingOrDoNotParseAreInputErrors) {
   EXPECT_THROW(build_training_program(mlp(), o), InputError);  // nothing left to train
 }
 
+// x[4,8] -> Gemm(W1[16,8]) -> h[4,16] -> Dropout(ratio 0.1) -> d -> Gemm(W2[2,16]) -> y[4,2]. Training dropout
+// writes a fresh output and keeps a bool mask, 4*16 = 64 bytes, for backward (native_dropout). torch.onnx
+// declares the mask as the node's second output; then that tensor is the mask, never a second one.
+Graph dropout_mlp(bool mask_output) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
+  std::vector<std::pair<std::string, std::vector<int64_t>>> outs{{"d", {4, 16}}};
+  if (mask_output) outs.push_back({"mask", {4, 16}});
+  const int32_t d = b.node("Dropout", {h, b.scalar("ratio", 0.1f)}, outs);
+  if (mask_output) b.mutable_graph().tensors[d + 1].dtype = DType::Bool;
+  b.output(b.node1("Gemm", {d, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
+  return b.graph();
+}
+
+TEST(TrainingDropout, MaskIsKeptOnceForBackward) {
+  for (bool mask_output : {false, true}) {
+    const Program p = build_training_program(dropout_mlp(mask_output), adam_ce()).program;
+    const int32_t extra = buffer_named(p, "/Dropout_1:mask");
+    const int32_t graph_mask = buffer_named(p, "mask");
+    EXPECT_EQ(extra >= 0, !mask_output);
+    EXPECT_EQ(graph_mask >= 0, mask_output);
+    const int32_t kept = mask_output ? graph_mask : extra;
+    ASSERT_GE(kept, 0);
+    EXPECT_EQ(p.buffers[kept].bytes, 64u);
+    EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Dropout_1")], kept)) << mask_output;
+    EXPECT_EQ(p.buffers[buffer_named(p, "d")].bytes, 256u);  // a fresh output, not a view of h
+  }
+}
+
 TEST(TrainingMlp, SgdPeakIsInBackward) {
   TrainingOptions o = adam_ce();
   o.optimizer = Optimizer::Sgd;
