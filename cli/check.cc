@@ -1,10 +1,8 @@
 // memplan check: the CI memory gate. Exit 0 within limits, 1 when a budget or regression limit is broken,
 // 2 on bad usage or input.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/estimate_options.h"
@@ -15,17 +13,6 @@
 #include "report/sizes.h"
 
 namespace memplan::cli {
-namespace {
-
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(what + " '" + path + "': cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 Action add_check_command(CLI::App& app) {
   struct State {
@@ -57,17 +44,13 @@ Action add_check_command(CLI::App& app) {
     std::optional<uint64_t> budget;
     if (!state->args.budget.empty()) budget = parse_size(state->args.budget, "--budget");
     std::optional<Baseline> baseline;
-    if (!state->baseline.empty()) baseline = baseline_from_json_text(read_file(state->baseline, "--baseline"), state->baseline);
+    if (!state->baseline.empty()) baseline = baseline_from_json_text(read_text_file(state->baseline, "--baseline"), state->baseline);
     const CheckResult result = run_check(e, config, budget, baseline, state->max_increase);
 
     if (!state->write_baseline.empty()) {
-      std::error_code ec;
-      if (std::filesystem::equivalent(state->write_baseline, state->args.model.path, ec))
-        throw InputError("--write-baseline " + state->write_baseline + " is the model itself: memplan never overwrites what it reads");
+      refuse_model_as_output(state->write_baseline, state->args.model.path, "--write-baseline");
       const Baseline b{std::filesystem::path(state->args.model.path).filename().string(), config, e.total_bytes};
-      std::ofstream out(state->write_baseline, std::ios::binary | std::ios::trunc);
-      if (!out || !(out << json_text(baseline_to_json(b, e))) || !out.flush())
-        throw InputError("cannot write the baseline to '" + state->write_baseline + "'");
+      write_text_file(state->write_baseline, json_text(baseline_to_json(b, e)), "the baseline to ");
       std::cerr << "memplan: wrote baseline " << state->write_baseline << " (" << format_bytes(e.total_bytes) << ")\n";
     }
     switch (state->format.resolve()) {

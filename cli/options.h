@@ -1,27 +1,27 @@
-// Options shared by every subcommand that reads a model: the model path and its dimension bindings,
-// and the output format.
+// Options shared by every subcommand that reads a model: the model path and its dimension bindings
+// (ModelArgs, report/estimate_config.h), the output format, and the files commands read and write.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
-#include "onnx_import/import.h"
+#include "report/estimate_config.h"
 
 namespace memplan::cli {
-
-struct ModelArgs {
-  std::string path;
-  std::vector<std::string> dims;    // NAME=VALUE
-  int64_t batch = -1;               // -1: not given
-  std::vector<std::string> inputs;  // NAME=2x512
-};
 
 // Adds MODEL, --dim, --batch, --input to `cmd`, storing into `args` (which must outlive parsing).
 void add_model_options(CLI::App* cmd, ModelArgs& args);
 
-// Turns the parsed strings into Bindings; throws InputError with the flag named on malformed values.
-Bindings to_bindings(const ModelArgs& args);
+// Refuses `path` as an output when it is the model itself (`flag` names the option in the message): memplan
+// never overwrites what it reads. Throws InputError.
+void refuse_model_as_output(const std::string& path, const std::string& model_path, const std::string& flag);
+
+// The whole file; throws InputError "{flag} '{path}': cannot open" when it cannot be read.
+std::string read_text_file(const std::string& path, const std::string& flag);
+
+// Writes `text` to `path`, replacing it; throws InputError "cannot write {what}'{path}'" when that fails.
+void write_text_file(const std::string& path, const std::string& text, const std::string& what = "");
 
 enum class Format { Table, Json, Markdown };
 

@@ -1,7 +1,5 @@
 // memplan plan: the static arena plan (offsets and live ranges of every activation) as memplan.plan/1 JSON,
 // which memplan-validate replays on a GPU or the host.
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -58,11 +56,8 @@ Action add_plan_command(CLI::App& app) {
         case Format::Markdown: std::cout << plan_to_markdown(plan); break;
       }
     } else {
-      std::error_code ec;
-      if (std::filesystem::equivalent(state->output, state->args.model.path, ec))
-        throw InputError("-o " + state->output + " is the model itself: memplan never overwrites what it reads");
-      std::ofstream out(state->output, std::ios::binary | std::ios::trunc);
-      if (!out || !(out << text) || !out.flush()) throw InputError("cannot write the plan to '" + state->output + "'");
+      refuse_model_as_output(state->output, state->args.model.path, "-o");
+      write_text_file(state->output, text, "the plan to ");
       std::cerr << "memplan: wrote " << state->output << ": " << summary;
     }
     return 0;

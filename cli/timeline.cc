@@ -1,6 +1,5 @@
 // memplan timeline: memory over the schedule as a self-contained SVG or HTML file.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -29,15 +28,12 @@ Action add_timeline_command(CLI::App& app) {
     const std::string ext = std::filesystem::path(state->output).extension().string();
     if (ext != ".svg" && ext != ".html" && ext != ".htm")
       throw InputError("-o " + state->output + ": the file name must end in .svg or .html");
-    std::error_code ec;
-    if (std::filesystem::equivalent(state->output, state->args.model.path, ec))
-      throw InputError("-o " + state->output + " is the model itself: memplan never overwrites what it reads");
+    refuse_model_as_output(state->output, state->args.model.path, "-o");
     const Graph graph = import_model(state->args.model.path, to_bindings(state->args.model));
     const Estimate e = estimate_graph(graph, to_estimate_options(state->args));
     const std::string config = describe_configuration(state->args, graph);
     const std::string text = ext == ".svg" ? timeline_svg(e, config) : timeline_html(e, config);
-    std::ofstream out(state->output, std::ios::binary | std::ios::trunc);
-    if (!out || !(out << text) || !out.flush()) throw InputError("cannot write '" + state->output + "'");
+    write_text_file(state->output, text);
     std::cerr << "memplan: wrote " << state->output << "\n";
     return kExitOk;
   };

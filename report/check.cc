@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "onnx_import/errors.h"
+#include "report/estimate_format.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -15,12 +16,7 @@ nlohmann::ordered_json baseline_to_json(const Baseline& b, const Estimate& e) {
   j["model"] = b.model;
   j["configuration"] = b.configuration;
   j["total_bytes"] = b.total_bytes;
-  const Breakdown& d = e.breakdown;
-  j["breakdown"] = {{"weights", d.weights},         {"activations", d.activations},
-                    {"activation_grads", d.activation_grads}, {"gradients", d.gradients},
-                    {"optimizer_states", d.optimizer_states}, {"workspace", d.workspace},
-                    {"allocator_rounding", d.allocator_rounding}, {"allocator_overhead", d.allocator_overhead},
-                    {"fixed", d.fixed}};
+  j["breakdown"] = breakdown_to_json(e.breakdown);
   j["memplan_version"] = MEMPLAN_VERSION;
   return j;
 }

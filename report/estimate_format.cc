@@ -30,6 +30,18 @@ std::vector<std::pair<std::string, uint64_t>> breakdown_rows(const Estimate& e) 
   return rows;
 }
 
+nlohmann::ordered_json breakdown_to_json(const Breakdown& b) {
+  return {{"weights", b.weights},
+          {"activations", b.activations},
+          {"activation_grads", b.activation_grads},
+          {"gradients", b.gradients},
+          {"optimizer_states", b.optimizer_states},
+          {"workspace", b.workspace},
+          {"allocator_rounding", b.allocator_rounding},
+          {"allocator_overhead", b.allocator_overhead},
+          {"fixed", b.fixed}};
+}
+
 nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, const std::string& configuration) {
   nlohmann::ordered_json j;
   j["schema"] = kEstimateSchema;
@@ -45,16 +57,7 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
     j["allocated_bytes"] = e.allocated_bytes;
     j["reserved_bytes"] = e.reserved_bytes;
   }
-  const Breakdown& b = e.breakdown;
-  j["breakdown"] = {{"weights", b.weights},
-                    {"activations", b.activations},
-                    {"activation_grads", b.activation_grads},
-                    {"gradients", b.gradients},
-                    {"optimizer_states", b.optimizer_states},
-                    {"workspace", b.workspace},
-                    {"allocator_rounding", b.allocator_rounding},
-                    {"allocator_overhead", b.allocator_overhead},
-                    {"fixed", b.fixed}};
+  j["breakdown"] = breakdown_to_json(e.breakdown);
   j["lower_bound_bytes"] = e.lower_bound_bytes;
   j["arena_bytes"] = e.arena_bytes;
   j["resident_bytes"] = e.resident_bytes;

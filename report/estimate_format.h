@@ -16,6 +16,9 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
 std::string estimate_to_text(const Estimate& e, const std::string& configuration);
 std::string estimate_to_markdown(const Estimate& e, const std::string& configuration);
 
+// {"weights": ..., ..., "fixed": ...}: the breakdown as estimate and baseline files write it.
+nlohmann::ordered_json breakdown_to_json(const Breakdown& b);
+
 // The breakdown as (label, bytes) rows in a fixed order, zero rows included.
 std::vector<std::pair<std::string, uint64_t>> breakdown_rows(const Estimate& e);
 
