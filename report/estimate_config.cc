@@ -1,0 +1,149 @@
+#include "report/estimate_config.h"
+
+#include <charconv>
+#include <map>
+#include <sstream>
+#include <string_view>
+
+#include "onnx_import/errors.h"
+#include "report/sizes.h"
+
+namespace memplan {
+namespace {
+
+int64_t parse_dim_value(std::string_view text, const std::string& flag, const std::string& whole) {
+  int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0)
+    throw InputError(flag + " " + whole + ": '" + std::string(text) + "' is not a non-negative integer");
+  return v;
+}
+
+template <typename T>
+T lookup(const std::map<std::string, T>& table, const std::string& value, const std::string& flag) {
+  const auto it = table.find(value);
+  if (it != table.end()) return it->second;
+  std::string choices;
+  for (const auto& [k, v] : table) choices += (choices.empty() ? "" : "|") + k;
+  throw InputError(flag + " " + value + ": expected one of " + choices);
+}
+
+CheckpointOptions parse_checkpoint(const std::string& text, const std::string& budget) {
+  CheckpointOptions c;
+  if (text == "none") return c;
+  if (text == "sqrt") {
+    c.mode = CheckpointMode::Sqrt;
+  } else if (text == "auto") {
+    c.mode = CheckpointMode::Auto;
+    if (budget.empty()) throw InputError("--checkpoint auto needs --budget SIZE (the memory the step must fit in)");
+    c.budget_bytes = parse_size(budget, "--budget");
+  } else if (text.rfind("every:", 0) == 0) {
+    c.mode = CheckpointMode::Every;
+    try {
+      size_t used = 0;
+      c.every = std::stoi(text.substr(6), &used);
+      if (used != text.size() - 6 || c.every < 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw InputError("--checkpoint " + text + ": expected every:K with K >= 1");
+    }
+  } else if (text.rfind("at:", 0) == 0) {
+    c.mode = CheckpointMode::At;
+    std::stringstream ss(text.substr(3));
+    for (std::string name; std::getline(ss, name, ',');)
+      if (!name.empty()) c.at.push_back(name);
+    if (c.at.empty()) throw InputError("--checkpoint at: needs tensor names, e.g. at:/layer1/Relu_1_output_0,...");
+  } else {
+    throw InputError("--checkpoint " + text + ": expected none, sqrt, every:K, at:T1,T2,... or auto");
+  }
+  return c;
+}
+
+}  // namespace
+
+Bindings to_bindings(const ModelArgs& args) {
+  Bindings b;
+  for (const std::string& d : args.dims) {
+    const size_t eq = d.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw InputError("--dim " + d + ": expected NAME=VALUE, e.g. --dim seq=512");
+    const std::string name = d.substr(0, eq);
+    if (b.dims.count(name)) throw InputError("--dim " + name + " is given twice");
+    b.dims[name] = parse_dim_value(std::string_view(d).substr(eq + 1), "--dim", d);
+  }
+  if (args.batch >= 0) b.batch = args.batch;
+  for (const std::string& in : args.inputs) {
+    const size_t eq = in.rfind('=');
+    if (eq == std::string::npos || eq == 0)
+      throw InputError("--input " + in + ": expected NAME=SHAPE, e.g. --input ids=8x512 (a scalar: NAME=scalar)");
+    const std::string name = in.substr(0, eq);
+    const std::string_view shape = std::string_view(in).substr(eq + 1);
+    std::vector<int64_t> dims;
+    if (shape != "scalar") {
+      size_t start = 0;
+      while (true) {
+        const size_t x = shape.find('x', start);
+        dims.push_back(parse_dim_value(shape.substr(start, x == std::string::npos ? x : x - start), "--input", in));
+        if (x == std::string::npos) break;
+        start = x + 1;
+      }
+    }
+    if (b.input_shapes.count(name)) throw InputError("--input " + name + " is given twice");
+    b.input_shapes[name] = std::move(dims);
+  }
+  return b;
+}
+
+EstimateOptions to_estimate_options(const EstimateArgs& a) {
+  EstimateOptions o;
+  o.mode = a.mode == "train" ? Mode::Training : Mode::Inference;
+  std::map<std::string, Runtime> runtimes;
+  for (const std::string& name : runtime_names()) runtimes[name] = *runtime_from_name(name);
+  o.runtime = lookup<Runtime>(runtimes, a.runtime, "--runtime");
+  o.inference.float_dtype = lookup<DType>({{"fp32", DType::Float32}, {"fp16", DType::Float16},
+                                           {"bf16", DType::BFloat16}}, a.dtype, "--dtype");
+  o.memory_schedule = a.schedule == "memory";
+  const int arch = lookup<int>({{"sm70", 7}, {"sm75", 7}, {"sm80", 8}, {"sm86", 8}, {"sm89", 8}, {"sm90", 9},
+                                {"sm100", 10}, {"sm120", 12}}, a.arch, "--arch");
+  const AttentionImpl attention = a.attention == "sdpa" ? AttentionImpl::Sdpa : AttentionImpl::Eager;
+  o.inference.cuda_arch_major = arch;
+  o.inference.attention = attention;
+  o.top_tensors = a.top;
+
+  TrainingOptions& t = o.training;
+  t.optimizer = lookup<Optimizer>({{"sgd", Optimizer::Sgd}, {"momentum", Optimizer::Momentum},
+                                   {"adam", Optimizer::Adam}, {"adamw", Optimizer::AdamW}}, a.optimizer, "--optimizer");
+  t.precision = lookup<Precision>({{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16},
+                                   {"amp-fp16", Precision::AmpFp16}, {"amp-bf16", Precision::AmpBf16}},
+                                  a.precision, "--precision");
+  t.optimizer_impl = lookup<OptimizerImpl>({{"foreach", OptimizerImpl::Foreach},
+                                            {"foreach-torch1", OptimizerImpl::ForeachTorch1},
+                                            {"single-tensor", OptimizerImpl::SingleTensor},
+                                            {"fused", OptimizerImpl::Fused}}, a.optimizer_impl, "--optimizer-impl");
+  t.gradient_as_bucket_view = a.gradient_as_bucket_view;
+  t.loss = lookup<LossKind>({{"none", LossKind::None}, {"cross-entropy", LossKind::CrossEntropy},
+                             {"mse", LossKind::Mse}}, a.loss, "--loss");
+  t.attention = attention;
+  t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
+  t.grad_accum = a.grad_accum;
+  t.gpus = a.gpus;
+  t.shard = lookup<Sharding>({{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
+                              {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3}}, a.shard, "--shard");
+  if (t.shard != Sharding::None && t.gpus < 2)
+    throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
+  t.cuda_arch_major = arch;
+  if (o.mode == Mode::Inference && (a.checkpoint != "none" || a.grad_accum != 1 || a.gpus != 1))
+    throw InputError("--checkpoint, --grad-accum and --gpus apply to --mode train");
+  return o;
+}
+
+std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
+  std::string s = a.mode + ", " + a.runtime + " runtime, ";
+  s += a.mode == "train" ? a.precision + ", " + a.optimizer : a.dtype;
+  if (a.mode == "train" && a.checkpoint != "none") s += ", checkpoint " + a.checkpoint;
+  if (a.mode == "train" && a.grad_accum > 1) s += ", grad-accum " + std::to_string(a.grad_accum);
+  if (a.mode == "train" && a.gpus > 1) s += ", " + std::to_string(a.gpus) + " GPUs " + a.shard;
+  for (const auto& [name, value] : graph.bound_dims) s += ", " + name + "=" + std::to_string(value);
+  return s;
+}
+
+}  // namespace memplan

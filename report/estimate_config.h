@@ -1,0 +1,57 @@
+// An estimate's configuration as people write it: the model's dimension bindings and every option as names
+// ("train", "amp-bf16", "every:2", "seq=512"), turned into Bindings and EstimateOptions with one message per
+// malformed value. The CLI's flags fill these structs; the planned Python binding fills the same ones, so both
+// accept the same names, defaults and errors. No CLI11 here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "onnx_import/graph.h"
+#include "onnx_import/import.h"
+#include "report/estimate.h"
+
+namespace memplan {
+
+// The model and its dimension bindings: MODEL, --dim, --batch, --input.
+struct ModelArgs {
+  std::string path;
+  std::vector<std::string> dims;    // NAME=VALUE
+  int64_t batch = -1;               // -1: not given
+  std::vector<std::string> inputs;  // NAME=2x512
+};
+
+// Turns the parsed strings into Bindings; throws InputError with the flag named on malformed values.
+Bindings to_bindings(const ModelArgs& args);
+
+// Every estimate option by its flag's name (--grad-accum is grad_accum), with the flags' defaults.
+struct EstimateArgs {
+  ModelArgs model;
+  std::string mode = "inference";
+  std::string runtime = runtime_name(kDefaultRuntime);
+  std::string dtype = "fp32";
+  std::string schedule = "model";
+  std::string arch = "sm90";
+  std::string attention = "eager";
+  // Training.
+  std::string optimizer = "adamw";
+  std::string precision = "fp32";
+  std::string checkpoint = "none";
+  std::string budget;               // --budget for --checkpoint auto
+  int grad_accum = 1;
+  std::string loss = "cross-entropy";
+  int gpus = 1;
+  std::string shard = "none";
+  std::string optimizer_impl = "foreach";
+  bool gradient_as_bucket_view = false;
+  int top = EstimateOptions{}.top_tensors;
+};
+
+// Throws InputError naming the flag for a value that is not one of its choices, or options that do not go together.
+EstimateOptions to_estimate_options(const EstimateArgs& args);
+
+// A one-line description of the configuration: "inference, pytorch runtime, fp32, batch=8, seq=512".
+std::string describe_configuration(const EstimateArgs& args, const Graph& graph);
+
+}  // namespace memplan
