@@ -82,6 +82,10 @@ struct TrainingOptions {
   // false: the first iteration (states are created inside the optimizer step).
   bool steady_state = true;
   int cuda_arch_major = 9;                // as InferenceOptions::cuda_arch_major
+  // torch 1.x's optimizer.zero_grad() zeroes each .grad and keeps it allocated between steps (set_to_none
+  // defaults to True only from 2.0, torch/optim/optimizer.py): the grads exist before the step and each
+  // backward contribution is added into them in place, as with gradient accumulation.
+  bool grads_kept_between_steps = false;
   // Which parameters train (--trainable / --frozen): regular expressions searched in initializer names;
   // empty: every float parameter trains. Frozen parameters get no grad and no optimizer state.
   std::string trainable;

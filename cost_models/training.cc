@@ -136,6 +136,9 @@ TrainingResult build_training_program(const Graph& graph, const TrainingOptions&
     notes.push_back("The graph has no tensor that separates it: nothing can be checkpointed.");
   if (options.shard == Sharding::Zero3)
     notes.push_back("ZeRO-3: each op gathers its full parameters in forward and again in backward (transient).");
+  if (options.grads_kept_between_steps)
+    notes.push_back("zero_grad() keeps the grads allocated between steps (torch 1.x): they exist before the step "
+                    "and each backward contribution is added into them.");
   if (options.grad_accum > 1)
     notes.push_back("Gradient accumulation: this is one micro-batch of " + std::to_string(options.grad_accum) +
                     " with the grads of earlier micro-batches resident, plus the optimizer step.");

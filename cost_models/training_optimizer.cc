@@ -8,10 +8,12 @@ namespace memplan {
 
 // Grads that exist before the step: with gradient accumulation the grads of earlier micro-batches
 // (this program is a later micro-batch plus the optimizer step); with DDP gradient_as_bucket_view the
-// grads are views of the buckets, allocated when DDP is constructed. DDP's own buckets otherwise
-// hold a second copy of every grad (torch/nn/parallel/distributed.py, reducer.cpp).
+// grads are views of the buckets, allocated when DDP is constructed; with torch 1.x's zero_grad() the
+// zeroed grads of the previous step. DDP's own buckets otherwise hold a second copy of every grad
+// (torch/nn/parallel/distributed.py, reducer.cpp).
 void TrainingStep::add_persistent_grads() {
-  const bool resident_grads = options_.grad_accum > 1 || (options_.shard == Sharding::Ddp && options_.gradient_as_bucket_view);
+  const bool resident_grads = options_.grad_accum > 1 || options_.grads_kept_between_steps ||
+                              (options_.shard == Sharding::Ddp && options_.gradient_as_bucket_view);
   if (resident_grads) {
     for (int32_t p : context_.params) {
       const uint64_t bytes = shard_grads() ? shard(bytes_of(p)) : bytes_of(p);

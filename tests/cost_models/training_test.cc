@@ -441,6 +441,20 @@ TEST(TrainingAccumulation, GradsResidentAndEachContributionTransient) {
   EXPECT_FALSE(p.buffers[partial].live_at_end);
 }
 
+// torch 1.x's zero_grad() keeps .grad between steps: the same mechanism as accumulation, so the same hand
+// numbers as above (grads resident, each contribution transient).
+TEST(TrainingAccumulation, Torch1ZeroGradKeepsGradsResident) {
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.grads_kept_between_steps = true;
+  const Program p = build_training_program(mlp(), o).program;
+  EXPECT_EQ(resident_bytes(p), 1424u);
+  EXPECT_EQ(peak_live_bytes(p).bytes, 996u);
+  EXPECT_GE(buffer_named(p, "grad:W1:partial"), 0);
+}
+
 TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   TrainingOptions o = adam_ce();
   o.gpus = 2;
