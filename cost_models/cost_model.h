@@ -56,6 +56,15 @@ enum class CheckpointMode { None, Sqrt, Every, At, Auto };
 // SGD (with or without momentum) updates in place in every implementation.
 enum class OptimizerImpl { Foreach, ForeachTorch1, SingleTensor, Fused };
 
+// Optimizer flags that change what the update allocates (torch/optim/adam.py, sgd.py).
+struct OptimizerFlags {
+  bool amsgrad = false;       // Adam/AdamW: a third state per parameter, max_exp_avg_sq
+  bool maximize = false;      // the update negates the grads first: a grad-sized copy
+  // weight_decay > 0. AdamW decays the parameters in place (decoupled); Adam and SGD add wd * param to
+  // a copy of the grads (L2), except torch 1.13's foreach Adam, which adds it into the grads in place.
+  bool weight_decay = false;
+};
+
 struct CheckpointOptions {
   CheckpointMode mode = CheckpointMode::None;
   int every = 0;                          // every:K: a boundary every K candidate boundaries
@@ -70,6 +79,7 @@ struct TrainingOptions {
   Runtime runtime = Runtime::PyTorch;
   Optimizer optimizer = Optimizer::Adam;
   OptimizerImpl optimizer_impl = OptimizerImpl::Foreach;
+  OptimizerFlags optimizer_flags;
   Precision precision = Precision::Fp32;
   LossKind loss = LossKind::None;
   AttentionImpl attention = AttentionImpl::Eager;

@@ -147,9 +147,12 @@ TrainingResult build_training_program(const Graph& graph, const TrainingOptions&
         "foreach (PyTorch 2.x default on CUDA): one parameter-sized temporary per parameter during step()",
         "foreach as in torch 1.13: two parameter-sized temporaries per parameter during step()",
         "single-tensor: two temporaries of one parameter's size at a time", "fused: no temporaries"};
-    notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] +
-                    "; Adam (not AdamW) with weight_decay > 0 would add a grad-sized set.");
+    notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] + ".");
+    if (options.optimizer_flags.amsgrad) notes.push_back("amsgrad: a third state per parameter, max_exp_avg_sq.");
   }
+  if (options.optimizer_flags.maximize || options.optimizer_flags.weight_decay)
+    notes.push_back("The update first copies the grads (maximize negates them; Adam's and SGD's L2 weight decay adds "
+                    "wd * param; AdamW decays the parameters in place), except where PyTorch does it in place.");
   if (options.runtime == Runtime::PyTorch)
     notes.push_back("Matmuls use two cuBLAS workspaces: the forward thread's and autograd's backward thread's (CublasHandlePool.cpp).");
   notes.push_back(options.steady_state ? "Steady state: optimizer states exist from the start (a later iteration)."

@@ -51,15 +51,32 @@ int TrainingStep::states_per_param() const {
     case Optimizer::Sgd: return 0;
     case Optimizer::Momentum: return 1;
     case Optimizer::Adam:
-    case Optimizer::AdamW: return 2;
+    case Optimizer::AdamW: return options_.optimizer_flags.amsgrad ? 3 : 2;
   }
   return 0;
+}
+
+// The grad-sized copy the update makes before using the grads: `-grad` for maximize, `grad + wd * param`
+// for L2 weight decay (Adam, SGD; AdamW decays the parameters in place). torch 1.13's foreach Adam adds
+// the decay into the grads in place (torch._foreach_add_), so there only maximize copies.
+bool TrainingStep::update_copies_grads() const {
+  const OptimizerFlags& f = options_.optimizer_flags;
+  if (options_.optimizer_impl == OptimizerImpl::Fused) return false;
+  const bool foreach_adam_1_13 = options_.optimizer_impl == OptimizerImpl::ForeachTorch1 &&
+                                 (options_.optimizer == Optimizer::Adam || options_.optimizer == Optimizer::AdamW);
+  const bool l2 = f.weight_decay && options_.optimizer != Optimizer::AdamW && !foreach_adam_1_13;
+  return f.maximize || l2;
+}
+
+int32_t TrainingStep::new_grad_copy(int32_t p) {
+  return writer_.new_buffer("grad_copy:" + graph_.tensors[p].name, program().buffers[param_grad_buffer_[p]].bytes,
+                            Category::Workspace);
 }
 
 uint64_t TrainingStep::state_bytes(int32_t p) const { return shard_states() ? shard(bytes_of(p)) : bytes_of(p); }
 
 std::vector<int32_t> TrainingStep::new_states(bool resident) {
-  static const char* names[] = {"exp_avg", "exp_avg_sq"};
+  static const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   std::vector<int32_t> ids;
   for (int32_t p : context_.params)
     for (int s = 0; s < states_per_param(); ++s) {
@@ -87,19 +104,37 @@ void TrainingStep::emit_optimizer() {
   for (int32_t p : context_.params)
     if (param_grad_buffer_[p] >= 0) add_unique(st.reads, param_grad_buffer_[p]);
   const bool adam = options_.optimizer == Optimizer::Adam || options_.optimizer == Optimizer::AdamW;
-  if (adam && options_.optimizer_impl == OptimizerImpl::SingleTensor) {
-    // _single_tensor_adam: per parameter, (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds the sqrt
-    // and the quotient at once; both are freed before the next parameter.
+  const bool copies_grads = update_copies_grads();
+  if (options_.optimizer_impl == OptimizerImpl::SingleTensor && (adam || copies_grads)) {
+    // _single_tensor_adam / _single_tensor_sgd, one parameter at a time: the grad copy (`grad =
+    // grad.add(param, alpha=weight_decay)`, `-grad`) stays referenced through the parameter's update, and
+    // Adam's (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds the sqrt and the quotient at once; all are
+    // freed before the next parameter.
     program().steps.push_back(std::move(st));
     for (int32_t p : context_.params) {
       if (param_grad_buffer_[p] < 0) continue;
       const std::string& name = graph_.tensors[p].name;
       Step one{"optimizer:" + name, std::string(optimizer_name()), Phase::Optimizer, {param_grad_buffer_[p]}, {}, 0};
-      one.writes = {writer_.new_buffer("exp_avg_sq_sqrt:" + name, state_bytes(p), Category::Workspace),
-                    writer_.new_buffer("denom:" + name, state_bytes(p), Category::Workspace)};
+      if (copies_grads) one.writes.push_back(new_grad_copy(p));
+      if (adam) {
+        one.writes.push_back(writer_.new_buffer("exp_avg_sq_sqrt:" + name, state_bytes(p), Category::Workspace));
+        one.writes.push_back(writer_.new_buffer("denom:" + name, state_bytes(p), Category::Workspace));
+      }
       program().steps.push_back(std::move(one));
     }
     return;
+  }
+  if (copies_grads && options_.optimizer_impl == OptimizerImpl::ForeachTorch1 && adam) {
+    // torch 1.13's _multi_tensor_adam keeps the negated grads (`grads`) to the end of the update.
+    for (int32_t p : context_.params)
+      if (param_grad_buffer_[p] >= 0) st.writes.push_back(new_grad_copy(p));
+  } else if (copies_grads) {
+    // _multi_tensor_adam / _multi_tensor_sgd: torch._foreach_neg / torch._foreach_add make the copied set,
+    // which Adam deletes (`del device_grads`) before it allocates the sqrt set: a step of its own.
+    Step copy{"optimizer:grad_copy", std::string(optimizer_name()), Phase::Optimizer, st.reads, {}, 0};
+    for (int32_t p : context_.params)
+      if (param_grad_buffer_[p] >= 0) copy.writes.push_back(new_grad_copy(p));
+    program().steps.push_back(std::move(copy));
   }
   if (adam && options_.optimizer_impl != OptimizerImpl::Fused) {
     // _multi_tensor_adam: torch._foreach_sqrt(exp_avg_sqs) allocates one tensor per parameter of the

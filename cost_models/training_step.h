@@ -78,6 +78,8 @@ class TrainingStep {
   int states_per_param() const;
   uint64_t state_bytes(int32_t p) const;
   std::vector<int32_t> new_states(bool resident);
+  bool update_copies_grads() const;
+  int32_t new_grad_copy(int32_t p);
   void add_optimizer_states_if_steady();
   void emit_optimizer();
   const char* optimizer_name() const;

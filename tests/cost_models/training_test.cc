@@ -540,6 +540,39 @@ TEST(TrainingOptimizer, AdamImplementationsByHand) {
   EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1132u);
 }
 
+// Optimizer flags on the Adam MLP (AdamStepPeakByHand: y 32 + loss 4 + grads 712 live at the update).
+TEST(TrainingOptimizer, FlagsThatChangeStatesAndTemporariesByHand) {
+  {  // amsgrad: a third state, max_exp_avg_sq: resident 712 * 4 = 2848; the update's peak is unchanged.
+    TrainingOptions o = adam_ce();
+    o.optimizer_flags.amsgrad = true;
+    const TrainingResult r = build_training_program(mlp(), o);
+    EXPECT_EQ(resident_bytes(r.program), 2848u);
+    EXPECT_EQ(r.optimizer_state_bytes, 2136u);
+    EXPECT_EQ(peak_live_bytes(r.program).bytes, 1460u);
+  }
+  {  // maximize, foreach: the negated grads (712) are deleted before the sqrt set (712) is made, so each
+     // has its own step at y + loss + grads 748 + 712 = 1460: the peak does not grow.
+    TrainingOptions o = adam_ce();
+    o.optimizer_flags.maximize = true;
+    const Program p = build_training_program(mlp(), o).program;
+    const int32_t copy_step = step_named(p, "optimizer:grad_copy");
+    ASSERT_GE(copy_step, 0);
+    EXPECT_EQ(p.buffers[buffer_named(p, "grad_copy:W1")].bytes, 512u);
+    EXPECT_EQ(step_named(p, "optimizer:step"), copy_step + 1);
+    EXPECT_EQ(peak_live_bytes(p).bytes, 1460u);
+  }
+  {  // weight decay, single-tensor Adam: for W1 the copy, sqrt and quotient (3 * 512) live at once:
+     // 748 + 1536 = 2284 (without the copy 1772).
+    TrainingOptions o = adam_ce();
+    o.optimizer_impl = OptimizerImpl::SingleTensor;
+    EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1772u);
+    o.optimizer_flags.weight_decay = true;
+    EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 2284u);
+    o.optimizer = Optimizer::AdamW;  // decoupled: the parameters decay in place, no copy
+    EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1772u);
+  }
+}
+
 TEST(TrainingPyTorch, ForwardAndAutogradThreadsEachOwnACublasWorkspace) {
   TrainingOptions o = adam_ce();
   o.runtime = Runtime::PyTorch;
