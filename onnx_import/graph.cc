@@ -67,6 +67,14 @@ int dtype_bits(DType t) { return info(t).bits; }
 bool dtype_is_float(DType t) { return info(t).is_float; }
 bool dtype_is_integer(DType t) { return info(t).is_integer; }
 
+std::optional<uint64_t> dtype_bytes(DType t, uint64_t elements) {
+  const int bits = dtype_bits(t);
+  if (bits % 8 != 0) return elements / 2 + elements % 2;
+  uint64_t bytes;
+  if (__builtin_mul_overflow(elements, static_cast<uint64_t>(bits / 8), &bytes)) return std::nullopt;
+  return bytes;
+}
+
 std::string_view normalize_domain(std::string_view domain) { return domain == "ai.onnx" ? std::string_view() : domain; }
 
 std::string_view kind_name(TensorKind k) {
@@ -93,13 +101,9 @@ uint64_t Tensor::elements() const {
 }
 
 uint64_t Tensor::bytes() const {
-  const uint64_t n = elements();
-  const int bits = dtype_bits(dtype);
-  if (bits % 8 != 0) return n / 2 + n % 2;  // 4-bit types: two per byte, rounded up (onnx.proto, INT4/UINT4)
-  uint64_t b;
-  if (__builtin_mul_overflow(n, static_cast<uint64_t>(bits / 8), &b))
-    throw ShapeOverflow("byte size of tensor '" + name + "' overflows 64 bits");
-  return b;
+  const std::optional<uint64_t> b = dtype_bytes(dtype, elements());
+  if (!b) throw ShapeOverflow("byte size of tensor '" + name + "' overflows 64 bits");
+  return *b;
 }
 
 std::optional<int32_t> Graph::find_tensor(std::string_view name) const {

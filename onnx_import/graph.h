@@ -25,6 +25,9 @@ std::string_view dtype_name(DType t);               // "float32", "bfloat16", ..
 std::optional<DType> dtype_from_name(std::string_view name);
 int dtype_bits(DType t);                            // 32, 16, 4, ...; 0 for Undefined and String
 bool dtype_is_float(DType t);                       // float16/bfloat16/float32/float64/float8*
+// The bytes `elements` values of type `t` take: bits / 8 each, 4-bit types packed two per byte and rounded up
+// (onnx.proto, INT4/UINT4); nullopt past 64 bits.
+std::optional<uint64_t> dtype_bytes(DType t, uint64_t elements);
 // int8..int64, uint8..uint64 and bool: the types whose contents shape computations read as integers.
 // int4/uint4 are not included: they are packed two per byte and memplan never reads their contents.
 bool dtype_is_integer(DType t);

@@ -27,11 +27,7 @@ std::optional<uint64_t> bytes_of(DType dtype, const std::vector<int64_t>& shape)
   for (int64_t d : shape)
     if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
   if (n > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-  const int bits = dtype_bits(dtype);
-  if (bits % 8 != 0) return n / 2 + n % 2;
-  uint64_t bytes;
-  if (__builtin_mul_overflow(n, static_cast<uint64_t>(bits / 8), &bytes)) return std::nullopt;
-  return bytes;
+  return dtype_bytes(dtype, n);
 }
 
 uint64_t checked_elements(const std::vector<int64_t>& shape, const std::string& what) {
@@ -45,13 +41,9 @@ uint64_t checked_elements(const std::vector<int64_t>& shape, const std::string& 
 }
 
 uint64_t checked_bytes(DType dtype, const std::vector<int64_t>& shape, const std::string& what) {
-  const uint64_t n = checked_elements(shape, what);
-  const int bits = dtype_bits(dtype);
-  if (bits % 8 != 0) return n / 2 + n % 2;  // 4-bit types pack two per byte (onnx.proto, INT4/UINT4)
-  uint64_t bytes;
-  if (__builtin_mul_overflow(n, static_cast<uint64_t>(bits / 8), &bytes))
-    throw ShapeOverflow("the byte size of " + what + " overflows 64 bits");
-  return bytes;
+  const std::optional<uint64_t> bytes = dtype_bytes(dtype, checked_elements(shape, what));
+  if (!bytes) throw ShapeOverflow("the byte size of " + what + " overflows 64 bits");
+  return *bytes;
 }
 
 namespace {

@@ -77,6 +77,18 @@ TEST(DTypeHelpers, IntegerTypesAreTheEightIntegersAndBool) {
     EXPECT_FALSE(dtype_is_integer(t)) << dtype_name(t);
 }
 
+TEST(DTypeHelpers, BytesPackFourBitTypesTwoPerByteAndRefuseOverflow) {
+  EXPECT_EQ(dtype_bytes(DType::Float32, 3), 12u);
+  EXPECT_EQ(dtype_bytes(DType::Bool, 3), 3u);
+  // onnx.proto: INT4/UINT4 pack two values per byte; an odd count rounds up.
+  EXPECT_EQ(dtype_bytes(DType::Int4, 5), 3u);
+  EXPECT_EQ(dtype_bytes(DType::UInt4, 4), 2u);
+  // 2^61 float64 values are 2^64 bytes: one past the largest uint64.
+  EXPECT_EQ(dtype_bytes(DType::Float64, uint64_t{1} << 61), std::nullopt);
+  // One fewer fits: 2^64 - 8 bytes.
+  EXPECT_EQ(dtype_bytes(DType::Float64, (uint64_t{1} << 61) - 1), UINT64_MAX - 7);
+}
+
 TEST(DTypeHelpers, TheDefaultDomainHasTwoSpellings) {
   EXPECT_EQ(normalize_domain("ai.onnx"), "");
   EXPECT_EQ(normalize_domain(""), "");
