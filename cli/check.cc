@@ -7,7 +7,6 @@
 #include "cli/commands.h"
 #include "cli/estimate_options.h"
 #include "onnx_import/errors.h"
-#include "onnx_import/import.h"
 #include "report/check.h"
 #include "report/json_text.h"
 #include "report/sizes.h"
@@ -37,9 +36,7 @@ Action add_check_command(CLI::App& app) {
   cmd->add_option("--write-baseline", state->write_baseline, "Write the current estimate as a baseline file");
   add_format_options(cmd, state->format);
   return [state]() -> int {
-    const Graph graph = import_model(state->args.model.path, to_bindings(state->args.model));
-    const Estimate e = estimate_graph(graph, to_estimate_options(state->args));
-    const std::string config = describe_configuration(state->args, graph);
+    const auto [graph, e, config] = estimate_model(state->args);
 
     std::optional<uint64_t> budget;
     if (!state->args.budget.empty()) budget = parse_size(state->args.budget, "--budget");

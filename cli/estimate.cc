@@ -4,7 +4,6 @@
 
 #include "cli/commands.h"
 #include "cli/estimate_options.h"
-#include "onnx_import/import.h"
 #include "report/estimate_format.h"
 #include "report/json_text.h"
 
@@ -25,10 +24,7 @@ Action add_estimate_command(CLI::App& app) {
   add_estimate_options(cmd, state->args);
   add_format_options(cmd, state->format);
   return [state]() {
-    const Graph graph = import_model(state->args.model.path, to_bindings(state->args.model));
-    const EstimateOptions options = to_estimate_options(state->args);
-    const Estimate e = estimate_graph(graph, options);
-    const std::string config = describe_configuration(state->args, graph);
+    const auto [graph, e, config] = estimate_model(state->args);
     switch (state->format.resolve()) {
       case Format::Json: std::cout << json_text(estimate_to_json(e, graph, config)); break;
       case Format::Markdown: std::cout << estimate_to_markdown(e, config); break;

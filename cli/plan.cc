@@ -7,7 +7,6 @@
 #include "cli/estimate_options.h"
 #include "cli/options.h"
 #include "onnx_import/errors.h"
-#include "onnx_import/import.h"
 #include "report/plan.h"
 
 namespace memplan::cli {
@@ -45,8 +44,7 @@ Action add_plan_command(CLI::App& app) {
   cmd->get_option("--format")->description(
       "What goes to standard output without -o: json (the plan file), table or markdown (a summary)");
   return [state]() {
-    const Graph graph = import_model(state->args.model.path, to_bindings(state->args.model));
-    const Plan plan = plan_graph(graph, to_estimate_options(state->args), state->alignment);
+    const Plan plan = plan_model(state->args, state->alignment);
     const std::string text = plan_to_json_text(plan);
     const std::string summary = plan_summary_text(plan);
     if (state->output.empty() || state->output == "-") {

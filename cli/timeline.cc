@@ -6,7 +6,6 @@
 #include "cli/commands.h"
 #include "cli/estimate_options.h"
 #include "onnx_import/errors.h"
-#include "onnx_import/import.h"
 #include "report/timeline.h"
 
 namespace memplan::cli {
@@ -29,9 +28,7 @@ Action add_timeline_command(CLI::App& app) {
     if (ext != ".svg" && ext != ".html" && ext != ".htm")
       throw InputError("-o " + state->output + ": the file name must end in .svg or .html");
     refuse_model_as_output(state->output, state->args.model.path, "-o");
-    const Graph graph = import_model(state->args.model.path, to_bindings(state->args.model));
-    const Estimate e = estimate_graph(graph, to_estimate_options(state->args));
-    const std::string config = describe_configuration(state->args, graph);
+    const auto [graph, e, config] = estimate_model(state->args);
     const std::string text = ext == ".svg" ? timeline_svg(e, config) : timeline_html(e, config);
     write_text_file(state->output, text);
     std::cerr << "memplan: wrote " << state->output << "\n";

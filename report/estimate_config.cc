@@ -136,6 +136,14 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   return o;
 }
 
+ConfiguredEstimate estimate_model(const EstimateArgs& args) {
+  ConfiguredEstimate c;
+  c.graph = import_model(args.model.path, to_bindings(args.model));
+  c.estimate = estimate_graph(c.graph, to_estimate_options(args));
+  c.configuration = describe_configuration(args, c.graph);
+  return c;
+}
+
 std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   std::string s = a.mode + ", " + a.runtime + " runtime, ";
   s += a.mode == "train" ? a.precision + ", " + a.optimizer : a.dtype;

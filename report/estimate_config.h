@@ -51,6 +51,15 @@ struct EstimateArgs {
 // Throws InputError naming the flag for a value that is not one of its choices, or options that do not go together.
 EstimateOptions to_estimate_options(const EstimateArgs& args);
 
+// A model estimated as configured: what estimate, check and timeline print.
+struct ConfiguredEstimate {
+  Graph graph;                // the shaped model: its bound dims and warnings
+  Estimate estimate;
+  std::string configuration;  // describe_configuration(args, graph)
+};
+// Reads and shapes args.model, then estimates it with to_estimate_options(args). Throws InputError.
+ConfiguredEstimate estimate_model(const EstimateArgs& args);
+
 // A one-line description of the configuration: "inference, pytorch runtime, fp32, batch=8, seq=512".
 std::string describe_configuration(const EstimateArgs& args, const Graph& graph);
 

@@ -18,6 +18,11 @@ Plan plan_graph(const Graph& graph, const EstimateOptions& options, uint64_t ali
   return make_plan(build_estimate_program(graph, options).program, graph.model_path, alignment);
 }
 
+Plan plan_model(const EstimateArgs& args, uint64_t alignment) {
+  const Graph graph = import_model(args.model.path, to_bindings(args.model));
+  return plan_graph(graph, to_estimate_options(args), alignment);
+}
+
 std::string plan_summary_text(const Plan& plan) {
   return fmt::format(
       "{}: arena {} ({} B), lower bound {} ({} B), arena / bound {:.4f}, {} buffers, {} steps, {} resident ({})\n",
