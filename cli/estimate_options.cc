@@ -64,10 +64,25 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->capture_default_str()
       ->group(train);
   cmd->add_option("--optimizer-impl", a.optimizer_impl,
-                  "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor, "
-                  "fused (no temporaries)")
+                  "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "
+                  "(torch 1.13's default), fused (no temporaries). Default: --torch's")
       ->check(CLI::IsMember({"foreach", "foreach-torch1", "single-tensor", "fused"}))
+      ->group(train);
+  cmd->add_option("--torch", a.torch,
+                  "PyTorch version whose defaults apply: 2 (any 2.x) or 1.13 (zero_grad keeps the grads between steps, "
+                  "single-tensor Adam, no sdpa)")
       ->capture_default_str()
+      ->group(train);
+  cmd->add_option("--trainable", a.trainable,
+                  "Only parameters whose initializer name matches this regular expression train, e.g. lora_")
+      ->group(train);
+  cmd->add_option("--frozen", a.frozen, "Parameters whose name matches this regular expression are frozen (no grad, no state)")
+      ->group(train);
+  cmd->add_flag("--amsgrad", a.amsgrad, "Adam/AdamW amsgrad: a third state per parameter")->group(train);
+  cmd->add_flag("--maximize", a.maximize, "The optimizer's maximize=True: the update negates a copy of the grads")
+      ->group(train);
+  cmd->add_option("--weight-decay", a.weight_decay,
+                  "The optimizer's weight_decay: for Adam and SGD (L2) the update copies the grads; AdamW decays in place")
       ->group(train);
   cmd->add_flag("--gradient-as-bucket-view", a.gradient_as_bucket_view,
                 "DDP: buckets alias the gradients instead of holding a second copy")

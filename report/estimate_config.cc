@@ -115,10 +115,26 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.precision = lookup<Precision>({{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16},
                                    {"amp-fp16", Precision::AmpFp16}, {"amp-bf16", Precision::AmpBf16}},
                                   a.precision, "--precision");
+  // --torch: the version semantics that change memory. torch 1.13 (torch/optim/optimizer.py, adam.py):
+  // zero_grad(set_to_none=False) keeps the grads between steps, Adam defaults to foreach=False (single
+  // tensor), and there is no scaled_dot_product_attention (new in 2.0).
+  if (a.torch != "2" && a.torch != "2.x" && a.torch != "1.13")
+    throw InputError("--torch " + a.torch + ": expected 2 (any 2.x) or 1.13");
+  const bool torch1 = a.torch == "1.13";
+  if (torch1 && attention == AttentionImpl::Sdpa)
+    throw InputError("--attention sdpa needs --torch 2: scaled_dot_product_attention is new in PyTorch 2.0");
+  t.grads_kept_between_steps = torch1;
+  const std::string impl = !a.optimizer_impl.empty() ? a.optimizer_impl : torch1 ? "single-tensor" : "foreach";
+  if (a.weight_decay < 0) throw InputError("--weight-decay must be at least 0");
+  t.optimizer_flags = {a.amsgrad, a.maximize, a.weight_decay > 0};
+  if (a.amsgrad && t.optimizer != Optimizer::Adam && t.optimizer != Optimizer::AdamW)
+    throw InputError("--amsgrad applies to --optimizer adam or adamw");
+  t.trainable = a.trainable;
+  t.frozen = a.frozen;
   t.optimizer_impl = lookup<OptimizerImpl>({{"foreach", OptimizerImpl::Foreach},
                                             {"foreach-torch1", OptimizerImpl::ForeachTorch1},
                                             {"single-tensor", OptimizerImpl::SingleTensor},
-                                            {"fused", OptimizerImpl::Fused}}, a.optimizer_impl, "--optimizer-impl");
+                                            {"fused", OptimizerImpl::Fused}}, impl, "--optimizer-impl");
   t.gradient_as_bucket_view = a.gradient_as_bucket_view;
   t.loss = lookup<LossKind>({{"none", LossKind::None}, {"cross-entropy", LossKind::CrossEntropy},
                              {"mse", LossKind::Mse}}, a.loss, "--loss");
@@ -133,13 +149,17 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.cuda_arch_major = arch;
   if (o.mode == Mode::Inference && (a.checkpoint != "none" || a.grad_accum != 1 || a.gpus != 1))
     throw InputError("--checkpoint, --grad-accum and --gpus apply to --mode train");
+  if (o.mode == Mode::Inference && (!a.trainable.empty() || !a.frozen.empty() || a.amsgrad || a.maximize ||
+                                    a.weight_decay != 0))
+    throw InputError("--trainable, --frozen, --amsgrad, --maximize and --weight-decay apply to --mode train");
   return o;
 }
 
 ConfiguredEstimate estimate_model(const EstimateArgs& args) {
   ConfiguredEstimate c;
+  const EstimateOptions options = to_estimate_options(args);  // a bad option is said before the model is read
   c.graph = import_model(args.model.path, to_bindings(args.model));
-  c.estimate = estimate_graph(c.graph, to_estimate_options(args));
+  c.estimate = estimate_graph(c.graph, options);
   c.configuration = describe_configuration(args, c.graph);
   return c;
 }
@@ -150,6 +170,9 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.checkpoint != "none") s += ", checkpoint " + a.checkpoint;
   if (a.mode == "train" && a.grad_accum > 1) s += ", grad-accum " + std::to_string(a.grad_accum);
   if (a.mode == "train" && a.gpus > 1) s += ", " + std::to_string(a.gpus) + " GPUs " + a.shard;
+  if (a.mode == "train" && a.torch == "1.13") s += ", torch 1.13";
+  if (a.mode == "train" && !a.trainable.empty()) s += ", trainable /" + a.trainable + "/";
+  if (a.mode == "train" && !a.frozen.empty()) s += ", frozen /" + a.frozen + "/";
   for (const auto& [name, value] : graph.bound_dims) s += ", " + name + "=" + std::to_string(value);
   return s;
 }

@@ -43,8 +43,12 @@ struct EstimateArgs {
   std::string loss = "cross-entropy";
   int gpus = 1;
   std::string shard = "none";
-  std::string optimizer_impl = "foreach";
+  std::string optimizer_impl;       // "": the --torch version's default (foreach on 2.x, single-tensor on 1.13)
   bool gradient_as_bucket_view = false;
+  std::string torch = "2";          // --torch 2 | 1.13: the PyTorch whose defaults apply
+  std::string trainable, frozen;    // --trainable / --frozen REGEX
+  bool amsgrad = false, maximize = false;
+  double weight_decay = 0;
   int top = EstimateOptions{}.top_tensors;
 };
 

@@ -131,6 +131,37 @@ class FitTest(unittest.TestCase):
                                           check_rc=2).stderr)
 
 
+class TrainingFlagsTest(unittest.TestCase):
+    TRAIN = ["estimate", "tests/models/gpt_tiny_train.onnx", "--batch", "4", "--dim", "seq=128", "--mode", "train"]
+
+    def test_frozen_parameters_have_no_grads_or_states(self):
+        full = run_json(*self.TRAIN, "--runtime", "ideal")["training"]
+        part = run_json(*self.TRAIN, "--runtime", "ideal", "--trainable", r"^blocks\.1\.")["training"]
+        # Only block 1's parameters train: fewer grad and state bytes, the same parameters held.
+        self.assertLess(part["grad_bytes"], full["grad_bytes"])
+        self.assertEqual(part["optimizer_state_bytes"], 2 * part["grad_bytes"])  # AdamW: exp_avg, exp_avg_sq
+        self.assertEqual(part["param_bytes"], part["grad_bytes"])
+
+    def test_amsgrad_adds_a_third_state(self):
+        two = run_json(*self.TRAIN, "--runtime", "ideal")["training"]
+        three = run_json(*self.TRAIN, "--runtime", "ideal", "--amsgrad")["training"]
+        self.assertEqual(three["optimizer_state_bytes"] * 2, two["optimizer_state_bytes"] * 3)
+
+    def test_errors_name_the_flag(self):
+        cases = [
+            (["--trainable", "lora_"], "--trainable 'lora_' matches no parameter of model 'tests/models/gpt_tiny_train.onnx'"),
+            (["--frozen", "("], "--frozen '(' is not a valid regular expression"),
+            (["--torch", "3"], "--torch 3: expected 2 (any 2.x) or 1.13"),
+            (["--torch", "1.13", "--attention", "sdpa"], "--attention sdpa needs --torch 2"),
+            (["--amsgrad", "--optimizer", "sgd"], "--amsgrad applies to --optimizer adam or adamw"),
+            (["--weight-decay", "-1"], "--weight-decay must be at least 0"),
+        ]
+        for extra, message in cases:
+            self.assertIn(message, run(*self.TRAIN, *extra, check_rc=2).stderr, extra)
+        self.assertIn("apply to --mode train",
+                      run("estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", "--frozen", "x", check_rc=2).stderr)
+
+
 class CheckTest(unittest.TestCase):
     MODEL = ["tests/models/resnet18.onnx", "--batch", "8", "--runtime", "pytorch"]
 
