@@ -108,7 +108,7 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     // Training batch norm saves input, weight and save_mean / save_invstd (forward_extras).
     save_if(r, a, true);
     save_if(r, b, true);
-  } else if (type == "Dropout") {
+  } else if (type == "Dropout" && !dropout_is_noop(g, n, /*training=*/true)) {
     save_if(r, node_output(n, 1), true);  // the mask: the graph's own output, else forward_extras
   } else if (type == "MaxPool" && out >= 0) {
     save_if(r, a, true);
@@ -126,7 +126,7 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
   }
   // Grads that are views of the output's grad.
   if (type == "Reshape" || type == "Flatten" || type == "Squeeze" || type == "Unsqueeze" || type == "Identity" ||
-      type == "Transpose") {
+      type == "Transpose" || dropout_is_noop(g, n, /*training=*/true)) {
     if (a >= 0) r.passthrough_inputs.push_back(a);
   } else if ((type == "Add" || type == "Sub") && out >= 0) {
     const auto& shape = g.tensors[out].shape;

@@ -72,6 +72,19 @@ bool constant_on_device(const Graph& g, int32_t t, Semantics semantics, const st
   return !(semantics == Semantics::PyTorchEager && is_python_scalar(g, t));
 }
 
+bool dropout_is_noop(const Graph& g, const Node& n, bool training) {
+  if (n.op_type != "Dropout") return false;
+  if (!training) return true;
+  const int32_t ratio = node_input(n, 1), mode = node_input(n, 2);
+  if (ratio >= 0 && g.tensors[ratio].real_value && g.tensors[ratio].real_value->size() == 1 &&
+      g.tensors[ratio].real_value->front() == 0.0)
+    return true;
+  const auto attr = n.attributes.find("ratio");
+  if (ratio < 0 && attr != n.attributes.end() && attr->second.f == 0.0f) return true;
+  return mode >= 0 && g.tensors[mode].int_value && g.tensors[mode].int_value->size() == 1 &&
+         g.tensors[mode].int_value->front() == 0;
+}
+
 bool uses_cublas(const FusedOp& op) {
   if (op.kind == OpKind::Linear) return true;
   return op.kind == OpKind::Node && (op.op == "MatMul" || op.op == "Gemm" || op.op == "Einsum");
@@ -125,7 +138,7 @@ std::vector<ForwardExtra> forward_extras(const Graph& g, const FusedOp& op, bool
     const uint64_t bytes = checked_mul(channels, kBatchNormStatBytes);
     return {{":save_mean", bytes, Category::Activation}, {":save_invstd", bytes, Category::Activation}};
   }
-  if (n.op_type == "Dropout" && y >= 0 && node_output(n, 1) < 0)  // else the graph's own mask output
+  if (n.op_type == "Dropout" && y >= 0 && node_output(n, 1) < 0 && !dropout_is_noop(g, n, training))  // else the graph's mask
     return {{":mask", checked_mul(g.tensors[y].elements(), kDropoutMaskBytes), Category::Activation}};
   return {};
 }
@@ -153,7 +166,7 @@ int32_t ForwardAliasing::aliased_input(const FusedOp& op, const BufferView& view
   if (in < 0 || out < 0) return -1;  // an omitted first operand or result (GRU's Y): nothing to alias
   const int32_t in_buffer = view.buffer_of(in);
   if (in_buffer < 0 || dtype_[in] != dtype_[out]) return -1;
-  if (training_ && n.op_type == "Dropout") return -1;  // training dropout writes a fresh output
+  if (n.op_type == "Dropout" && !dropout_is_noop(g_, n, training_)) return -1;  // an active dropout writes a fresh output
   const bool pytorch = semantics_ == Semantics::PyTorchEager;
   if (is_alias_op(n.op_type)) {
     const bool reshape_like = n.op_type == "Reshape" || n.op_type == "Flatten";
@@ -174,6 +187,12 @@ bool ForwardAliasing::shares_alias(const FusedOp& op, int32_t t) const {
   if (op.kind != OpKind::Node) return true;
   const Node& n = g_.nodes[op.nodes.back()];
   return t == node_output(n, 0) || n.op_type == "Split";
+}
+
+bool ForwardAliasing::output_absent(const FusedOp& op, int32_t t) const {
+  if (semantics_ != Semantics::PyTorchEager || op.kind != OpKind::Node) return false;
+  const Node& n = g_.nodes[op.nodes.back()];
+  return t == node_output(n, 1) && dropout_is_noop(g_, n, training_);
 }
 
 void ForwardAliasing::note_alias(const FusedOp& op, int32_t t) {

@@ -41,6 +41,13 @@ std::vector<bool> off_device_shape_tensors(const Graph& g, Semantics semantics);
 // read by shape math (a Python value in PyTorch, CPU memory in ORT), not a Python number (PyTorch).
 bool constant_on_device(const Graph& g, int32_t tensor, Semantics semantics, const std::vector<bool>& shape);
 
+// PyTorch's dropout returns its input, allocating neither an output nor a mask, when not training or when
+// p == 0 (aten/src/ATen/native/Dropout.cpp: `if (p == 0 || !train || input.numel() == 0) return input;`).
+// In training, a Dropout is a no-op when its ratio is a known 0 (input 1, or the `ratio` attribute before
+// opset 12) or its training_mode input is a known false; an absent training_mode is assumed true, as
+// torch.onnx's training exports write it.
+bool dropout_is_noop(const Graph& g, const Node& n, bool training);
+
 // Ops that call cuBLAS (and so create PyTorch's per-handle workspace on first use).
 bool uses_cublas(const FusedOp& op);
 
@@ -77,6 +84,9 @@ class ForwardAliasing {
 
   // Whether output tensor `t` of `op` takes the aliased buffer (the first output, or a Split part).
   bool shares_alias(const FusedOp& op, int32_t t) const;
+
+  // An output the runtime never creates: the mask a no-op dropout declares (PyTorch).
+  bool output_absent(const FusedOp& op, int32_t t) const;
 
   // Records the layout of an output that shares its input's buffer (strided views are not contiguous).
   void note_alias(const FusedOp& op, int32_t t);

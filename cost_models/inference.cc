@@ -101,7 +101,7 @@ class InferenceBuilder {
                           [this](int32_t b) { return buffer_last_use(b); }};
     const int32_t alias = aliasing_.aliased_input(op, view);
     for (int32_t t : op.outputs) {
-      if (shape_[t]) continue;
+      if (shape_[t] || aliasing_.output_absent(op, t)) continue;
       if (alias >= 0 && aliasing_.shares_alias(op, t)) {
         buffer_of_[t] = alias;
         aliasing_.note_alias(op, t);

@@ -83,7 +83,7 @@ class ParameterFilter {
 };
 
 void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
-  int conv = 0, conv_relu = 0, batch_norm = 0, bn_eval = 0, dropout = 0, softmax = 0;
+  int conv = 0, conv_relu = 0, batch_norm = 0, bn_eval = 0, dropout = 0, noop_dropout = 0, softmax = 0;
   for (const Node& n : g.nodes) {
     if (n.op_type == "Conv") {
       ++conv;
@@ -96,7 +96,8 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
       const bool training_outputs = n.outputs.size() > 1;
       if ((it != n.attributes.end() && it->second.i == 0) || (it == n.attributes.end() && !training_outputs)) ++bn_eval;
     }
-    if (n.op_type == "Dropout") ++dropout;
+    if (n.op_type == "Dropout" && !dropout_is_noop(g, n, /*training=*/true)) ++dropout;
+    if (n.op_type == "Dropout" && dropout_is_noop(g, n, /*training=*/true)) ++noop_dropout;
     if (n.op_type == "Softmax") ++softmax;
   }
   if (conv > 0 && batch_norm == 0 && conv_relu > 0)
@@ -106,9 +107,12 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
   if (bn_eval > 0)
     notes.push_back(std::to_string(bn_eval) + " BatchNormalization nodes were exported in inference mode; "
                     "assumed to run in training mode (saving input, save_mean and save_invstd).");
+  if (noop_dropout > 0)
+    notes.push_back(std::to_string(noop_dropout) + " Dropout nodes have p = 0 (or training off) and return their "
+                    "input, with no output and no mask, as ATen's dropout does.");
   if (dropout > 0)
     notes.push_back("Dropout nodes are assumed active (training): each keeps a 1-byte-per-element mask.");
-  else if (softmax > 0)
+  else if (softmax > 0 && noop_dropout == 0)
     notes.push_back("The graph has no Dropout: either the model has none or it was exported in eval mode; no dropout "
                     "masks are counted.");
 }

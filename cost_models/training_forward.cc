@@ -110,7 +110,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   }
   const int32_t alias = aliasing_.aliased_input(op, buffer_view());
   for (int32_t t : op.outputs) {
-    if (context_.shape[t]) continue;
+    if (context_.shape[t] || aliasing_.output_absent(op, t)) continue;
     if (alias >= 0 && aliasing_.shares_alias(op, t)) {
       set_buffer(t, alias);
       aliasing_.note_alias(op, t);

@@ -65,6 +65,8 @@ struct Tensor {
   bool trainable = false;          // Weight tensors: a trainable parameter (false for BatchNorm statistics)
   // Known integer contents of small shape-like tensors (Shape outputs, shape constants); empty when unknown.
   std::optional<std::vector<int64_t>> int_value;
+  // Known contents of small floating-point constants (a dropout ratio, an epsilon); empty when unknown.
+  std::optional<std::vector<double>> real_value;
 
   uint64_t elements() const;       // product of shape; throws ShapeOverflow past 2^63
   uint64_t bytes() const;          // elements * element size (int4 packed), overflow-checked

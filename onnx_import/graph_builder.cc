@@ -92,6 +92,7 @@ class GraphBuilder {
     t.dtype = it->second.dtype;
     t.shape = it->second.shape;
     t.int_value = it->second.int_value;
+    t.real_value = it->second.real_value;
     t.kind = kind;
     t.producer = producer;
     if (t.dtype == DType::Undefined)

@@ -84,6 +84,7 @@ InferenceResult infer_shapes(const onnx::ModelProto& model, const Bindings& bind
     out.dtype = v.dtype;
     out.shape = std::move(v.shape);
     if (v.ints) out.int_value = std::move(v.ints);
+    if (v.reals) out.real_value = std::move(v.reals);
     result.values.emplace(name, std::move(out));
   }
   return result;

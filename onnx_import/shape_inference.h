@@ -26,6 +26,7 @@ struct InferredValue {
   DType dtype = DType::Undefined;
   std::vector<int64_t> shape;                     // concrete; every entry >= 0
   std::optional<std::vector<int64_t>> int_value;  // known contents of small integer/bool tensors (row-major)
+  std::optional<std::vector<double>> real_value;  // known contents of small floating-point tensors (row-major)
 };
 
 struct InferenceResult {

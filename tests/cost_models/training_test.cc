@@ -182,6 +182,22 @@ Graph dropout_mlp(bool mask_output) {
   return b.graph();
 }
 
+// nn.Dropout(p=0.0), as torchvision's ViT writes it: ATen's dropout returns its input (Dropout.cpp), so the
+// export's output and mask never exist and the backward passes the grad through.
+TEST(TrainingDropout, ZeroRatioIsTheIdentity) {
+  Graph g = dropout_mlp(/*mask_output=*/true);
+  g.tensors[*g.find_tensor("ratio")].real_value = std::vector<double>{0.0};
+  const Program p = build_training_program(g, adam_ce()).program;
+  EXPECT_EQ(buffer_named(p, "d"), -1);
+  EXPECT_EQ(buffer_named(p, "mask"), -1);
+  EXPECT_EQ(buffer_named(p, "/Dropout_1:mask"), -1);
+  EXPECT_EQ(buffer_named(p, "grad:h"), -1);  // h's grad is d's, passed through
+  // With p = 0.1 both exist: d 4*16*4 = 256 bytes and the 64-byte mask.
+  const Program active = build_training_program(dropout_mlp(true), adam_ce()).program;
+  EXPECT_EQ(active.buffers[buffer_named(active, "d")].bytes, 256u);
+  EXPECT_EQ(active.buffers[buffer_named(active, "mask")].bytes, 64u);
+}
+
 TEST(TrainingDropout, MaskIsKeptOnceForBackward) {
   for (bool mask_output : {false, true}) {
     const Program p = build_training_program(dropout_mlp(mask_output), adam_ce()).program;

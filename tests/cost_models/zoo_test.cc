@@ -108,6 +108,25 @@ TEST(ZooTraining, Opset13AndOpset17ExportsAgree) {
 
 // BERT's attention mask is preprocessed once and read by every block; it is a side value, so each block's
 // output (the post-norm ln_2) still separates the graph and is a checkpoint boundary.
+// torchvision's ViT-B/16 is built with dropout = 0.0 and attention_dropout = 0.0
+// (torchvision/models/vision_transformer.py, vit_b_16 -> _vision_transformer -> VisionTransformer defaults), so
+// its 37 Dropout nodes (the encoder's input, then per block after attention and twice in the MLP: 1 + 12 * 3)
+// return their input in PyTorch (ATen Dropout.cpp): no fresh output and no mask in the training step.
+TEST(ZooTraining, VitDropoutsWithPZeroAllocateNothing) {
+  const Graph g = zoo("vit_b_16_train", 2);
+  int dropouts = 0;
+  for (const Node& n : g.nodes) dropouts += n.op_type == "Dropout";
+  EXPECT_EQ(dropouts, 37);
+  TrainingOptions o;
+  o.loss = LossKind::CrossEntropy;
+  const TrainingResult r = build_training_program(g, o);
+  // The gradient arriving at a Dropout's output is a real buffer (the next op's backward writes it) and
+  // passes through as its input's gradient; the forward output and the mask must not exist.
+  for (const Buffer& b : r.program.buffers)
+    if (b.name.rfind("grad:", 0) != 0) EXPECT_EQ(b.name.find("Dropout"), std::string::npos) << b.name;
+  EXPECT_TRUE(has_note(r.notes, "37 Dropout nodes have p = 0")) << "the report says what was assumed";
+}
+
 TEST(ZooTraining, BertBlockOutputsAreBoundariesDespiteTheSharedMask) {
   TrainingOptions o;
   o.loss = LossKind::CrossEntropy;
