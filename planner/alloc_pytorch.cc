@@ -26,6 +26,9 @@ bool is_small(uint64_t rounded) { return rounded <= kSmallSize; }
 
 int64_t CudaCachingAllocatorSim::new_segment(uint64_t size, bool small) {
   if (options_.device_capacity_bytes != 0 && reserved_ + size > options_.device_capacity_bytes) {
+    // malloc(): alloc_block fails, release_available_cached_blocks does nothing without max_split_size, then
+    // release_cached_blocks() frees every unsplit cached block and alloc_block retries.
+    ++num_alloc_retries_;
     release_cached_segments();
     if (reserved_ + size > options_.device_capacity_bytes) return -1;
   }
@@ -136,6 +139,34 @@ int64_t CudaCachingAllocatorSim::num_segments() const {
 AllocatorReplay simulate_pytorch(const Program& program, PytorchAllocatorOptions options) {
   CudaCachingAllocatorSim allocator(options);
   return replay_program(program, allocator);
+}
+
+PytorchAtCapacity simulate_pytorch_at_capacity(const Program& program, const ReplayOrder& order, uint64_t capacity_bytes) {
+  if (capacity_bytes == 0) capacity_bytes = 1;  // 0 means unlimited to the simulator; here it means no memory
+  CudaCachingAllocatorSim allocator({.device_capacity_bytes = capacity_bytes});
+  PytorchAtCapacity out;
+  out.replay = replay_program(program, order, allocator);
+  out.fits = !out.replay.out_of_memory;
+  out.alloc_retries = allocator.num_alloc_retries();
+  return out;
+}
+
+uint64_t pytorch_min_capacity(const Program& program, const ReplayOrder& order, const AllocatorReplay& unconstrained) {
+  constexpr uint64_t unit = pytorch::kRoundLarge;
+  if (unconstrained.peak_reserved_bytes == 0) return 0;
+  auto fits = [&](uint64_t units) { return units > 0 && simulate_pytorch_at_capacity(program, order, units * unit).fits; };
+  // hi suffices (the unconstrained run never passes its own peak); lo does not.
+  uint64_t hi = unconstrained.peak_reserved_bytes / unit, lo = 0;
+  // The answer is almost always just above the allocated peak: start the bracket there.
+  if (const uint64_t guess = unconstrained.peak_allocated_bytes / unit; guess > 0 && guess < hi) {
+    if (fits(guess)) hi = guess;
+    else lo = guess;
+  }
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi * unit;
 }
 
 }  // namespace memplan

@@ -44,6 +44,9 @@ class CudaCachingAllocatorSim final : public AllocatorModel {
   uint64_t peak_reserved_bytes() const override { return peak_reserved_; }
   int64_t num_device_allocations() const override { return num_segments_created_; }
   int64_t num_allocs() const override { return num_allocs_; }
+  // cudaMalloc calls that would have passed the capacity and made the allocator free its cache and retry
+  // (memory_stats()["num_alloc_retries"]).
+  int64_t num_alloc_retries() const { return num_alloc_retries_; }
 
   // The size of the block behind a handle (what memory_allocated counts for it), and its address in the
   // simulated device space (segments are laid out in creation order), for tests and debug views.
@@ -78,9 +81,26 @@ class CudaCachingAllocatorSim final : public AllocatorModel {
   uint64_t next_address_ = 0;
   int32_t next_segment_ = 0;
   uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
-  int64_t num_segments_created_ = 0, num_allocs_ = 0;
+  int64_t num_segments_created_ = 0, num_allocs_ = 0, num_alloc_retries_ = 0;
 };
 
 AllocatorReplay simulate_pytorch(const Program& program, PytorchAllocatorOptions options = {});
+
+// The program on a device of a given capacity: whether every request is served, and the replay.
+struct PytorchAtCapacity {
+  bool fits = false;
+  int64_t alloc_retries = 0;  // cache flushes on the way (each a device synchronisation in PyTorch)
+  AllocatorReplay replay;
+};
+PytorchAtCapacity simulate_pytorch_at_capacity(const Program& program, const ReplayOrder& order, uint64_t capacity_bytes);
+
+// The smallest device capacity on which the simulated allocator serves every request of the program,
+// freeing its cache and retrying whenever a cudaMalloc would pass the capacity: what the step needs of the
+// card, between max_memory_allocated and the unconstrained max_memory_reserved (`unconstrained`, the replay
+// without a capacity, where the search starts). Every segment is a multiple of kRoundLarge
+// (get_allocation_size), so whether a capacity suffices depends only on how many kRoundLarge units it holds;
+// the answer is that many units, found by bisection. Bisection assumes that a capacity which suffices is
+// never followed by a larger one that does not; tests/planner/alloc_pytorch_test.cc checks that on sweeps.
+uint64_t pytorch_min_capacity(const Program& program, const ReplayOrder& order, const AllocatorReplay& unconstrained);
 
 }  // namespace memplan

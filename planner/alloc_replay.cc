@@ -4,16 +4,31 @@
 
 namespace memplan {
 
-AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator) {
+ReplayOrder replay_order(const Program& p) {
   const std::vector<LiveRange> ranges = compute_liveness(p);
   const size_t steps = p.steps.size();
-  // Frees by step, in buffer order.
-  std::vector<std::vector<int32_t>> frees_at(steps);
+  ReplayOrder order;
+  for (int pass = 0; pass < 2; ++pass)  // residents first, then graph inputs
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const Buffer& buf = p.buffers[b];
+      if (pass == 0 ? buf.resident : !buf.resident && buf.live_at_start)
+        order.before_first_step.push_back(static_cast<int32_t>(b));
+    }
+  order.frees_after.resize(steps);
   for (size_t b = 0; b < p.buffers.size(); ++b) {
     const Buffer& buf = p.buffers[b];
-    if (!buf.resident && !buf.live_at_end && steps > 0) frees_at[ranges[b].last].push_back(static_cast<int32_t>(b));
+    if (!buf.resident && !buf.live_at_end && steps > 0)
+      order.frees_after[ranges[b].last].push_back(static_cast<int32_t>(b));
   }
+  return order;
+}
 
+AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator) {
+  return replay_program(p, replay_order(p), allocator);
+}
+
+AllocatorReplay replay_program(const Program& p, const ReplayOrder& order, AllocatorModel& allocator) {
+  const size_t steps = p.steps.size();
   AllocatorReplay out;
   std::vector<int64_t> handle(p.buffers.size(), -1);
   int32_t current_step = -1;
@@ -38,12 +53,8 @@ AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator) {
     return out;
   };
 
-  for (int pass = 0; pass < 2; ++pass)  // residents first, then graph inputs
-    for (size_t b = 0; b < p.buffers.size(); ++b) {
-      const Buffer& buf = p.buffers[b];
-      if ((pass == 0 ? buf.resident : !buf.resident && buf.live_at_start) && !allocate(static_cast<int32_t>(b)))
-        return finish();
-    }
+  for (int32_t b : order.before_first_step)
+    if (!allocate(b)) return finish();
   out.before_first_step_allocated = allocator.allocated_bytes();
 
   out.allocated_per_step.reserve(steps);
@@ -54,7 +65,7 @@ AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator) {
       if (!p.buffers[b].resident && !allocate(b)) return finish();
     out.allocated_per_step.push_back(allocator.allocated_bytes());
     out.reserved_per_step.push_back(allocator.reserved_bytes());
-    for (int32_t b : frees_at[s])
+    for (int32_t b : order.frees_after[s])
       if (handle[b] >= 0) allocator.release(handle[b]);
   }
   return finish();

@@ -42,7 +42,16 @@ class AllocatorModel {
   virtual int64_t num_allocs() const = 0;
 };
 
+// The order a replay allocates and frees in, from the program's liveness: computed once, replayed through
+// any number of allocators (a search over device capacities replays one program many times).
+struct ReplayOrder {
+  std::vector<int32_t> before_first_step;         // resident buffers, then live_at_start ones (buffer order)
+  std::vector<std::vector<int32_t>> frees_after;  // per step, the buffers freed after it (buffer order)
+};
+ReplayOrder replay_order(const Program& program);
+
 // Stops at the first request the model cannot serve (out_of_memory set; the series end there).
+AllocatorReplay replay_program(const Program& program, const ReplayOrder& order, AllocatorModel& allocator);
 AllocatorReplay replay_program(const Program& program, AllocatorModel& allocator);
 
 }  // namespace memplan

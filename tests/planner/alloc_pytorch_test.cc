@@ -171,5 +171,82 @@ TEST(CudaCachingAllocator, ReplayReportsTheBufferThatRunsOutOfMemory) {
   EXPECT_EQ(r.oom_buffer, "big");
 }
 
+TEST(PytorchMinCapacity, AFlushedCacheLetsTheStepRunBelowItsUnconstrainedReserve) {
+  // s0 writes a 12 MiB (a 12 MiB segment); a is freed after s1 and its segment stays cached. s2 writes b
+  // 14 MiB: the cached 12 MiB block is too small, so unconstrained the allocator cudaMallocs a second segment
+  // and reserves 26 MiB, with 14 MiB allocated at most. At a capacity of 14 MiB the cudaMalloc would pass it:
+  // release_cached_blocks frees the unsplit 12 MiB segment and the retry fits. At 12 MiB it cannot.
+  ProgramBuilder p;
+  const int32_t a = p.buffer("a", 12 * MiB), b = p.buffer("b", 14 * MiB, kOutput);
+  p.step("s0", {}, {a});
+  p.step("s1", {a}, {});
+  p.step("s2", {}, {b});
+  const Program program = p.program();
+  const ReplayOrder order = replay_order(program);
+  const AllocatorReplay free_run = simulate_pytorch(program);
+  EXPECT_EQ(free_run.peak_reserved_bytes, 26 * MiB);
+  EXPECT_EQ(free_run.peak_allocated_bytes, 14 * MiB);
+  EXPECT_EQ(pytorch_min_capacity(program, order, free_run), 14 * MiB);
+  const PytorchAtCapacity at14 = simulate_pytorch_at_capacity(program, order, 14 * MiB);
+  EXPECT_TRUE(at14.fits);
+  EXPECT_EQ(at14.alloc_retries, 1);
+  EXPECT_EQ(at14.replay.peak_reserved_bytes, 14 * MiB);
+  EXPECT_FALSE(simulate_pytorch_at_capacity(program, order, 14 * MiB - 1).fits);
+  EXPECT_EQ(simulate_pytorch_at_capacity(program, order, 26 * MiB).alloc_retries, 0);
+}
+
+TEST(PytorchMinCapacity, ASplitSegmentCannotBeFlushed) {
+  // s0 writes r1 40 MiB (a 40 MiB segment), freed after s1. s2 writes r2 20 MiB into that cached block, which
+  // is split (the 20 MiB rest is > kSmallSize). s3 writes r3 30 MiB: no free block fits, and the 40 MiB
+  // segment is split, so release_cached_blocks frees nothing: the step needs 40 + 30 = 70 MiB of device
+  // although at most 20 + 30 = 50 MiB (or r1's 40) is ever allocated.
+  ProgramBuilder p;
+  const int32_t r1 = p.buffer("r1", 40 * MiB), r2 = p.buffer("r2", 20 * MiB, kOutput);
+  const int32_t r3 = p.buffer("r3", 30 * MiB, kOutput);
+  p.step("s0", {}, {r1});
+  p.step("s1", {r1}, {});
+  p.step("s2", {}, {r2});
+  p.step("s3", {}, {r3});
+  const Program program = p.program();
+  const AllocatorReplay free_run = simulate_pytorch(program);
+  EXPECT_EQ(free_run.peak_allocated_bytes, 50 * MiB);
+  EXPECT_EQ(free_run.peak_reserved_bytes, 70 * MiB);
+  EXPECT_EQ(pytorch_min_capacity(program, replay_order(program), free_run), 70 * MiB);
+  const PytorchAtCapacity short_of_it = simulate_pytorch_at_capacity(program, replay_order(program), 68 * MiB);
+  EXPECT_FALSE(short_of_it.fits);
+  EXPECT_EQ(short_of_it.replay.oom_buffer, "r3");
+}
+
+TEST(PytorchMinCapacity, UnconstrainedReserveIsNotMonotoneButTheNeedIs) {
+  // The pattern behind a full fine-tune whose max_memory_reserved falls as the sequence grows: a
+  // logits-sized buffer (tokens x vocab) is freed before a weight-sized gradient (vocab x hidden) is made.
+  // Best fit never hands out a smaller cached block, so with logits of 36 MiB the 40 MiB gradient gets a
+  // segment of its own (76 MiB reserved); at exactly 40 MiB it reuses the cached one (40 MiB); at 44 MiB it
+  // splits it (the 4 MiB rest is > kSmallSize; 44 MiB). At the capacity of the device, the first case flushes
+  // the cached 36 MiB segment and retries, so what each needs of the device is 40, 40 and 44 MiB.
+  auto program = [](uint64_t logits) {
+    ProgramBuilder p;
+    const int32_t l = p.buffer("logits", logits), g = p.buffer("grad", 40 * MiB, kOutput);
+    p.step("forward", {}, {l});
+    p.step("loss", {l}, {});
+    p.step("backward", {}, {g});
+    return p.program();
+  };
+  const uint64_t logits[] = {36 * MiB, 40 * MiB, 44 * MiB}, reserved[] = {76 * MiB, 40 * MiB, 44 * MiB},
+                 need[] = {40 * MiB, 40 * MiB, 44 * MiB};
+  for (int i = 0; i < 3; ++i) {
+    const Program p = program(logits[i]);
+    const AllocatorReplay free_run = simulate_pytorch(p);
+    EXPECT_EQ(free_run.peak_reserved_bytes, reserved[i]) << i;
+    EXPECT_EQ(pytorch_min_capacity(p, replay_order(p), free_run), need[i]) << i;
+  }
+}
+
+TEST(PytorchMinCapacity, AnEmptyProgramNeedsNothing) {
+  ProgramBuilder p;
+  const Program program = p.program();
+  EXPECT_EQ(pytorch_min_capacity(program, replay_order(program), simulate_pytorch(program)), 0u);
+}
+
 }  // namespace
 }  // namespace memplan
