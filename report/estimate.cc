@@ -93,8 +93,22 @@ uint64_t ideal_reserved(uint64_t resident_bytes, const BestPacking& best) {
   return checked_add(resident_bytes, best.result.arena_bytes);
 }
 
+// PyTorch's caching allocator over the program: without a capacity, and the least capacity it runs in.
+struct PytorchNeed {
+  AllocatorReplay unconstrained;
+  uint64_t min_capacity_bytes = 0;
+};
+PytorchNeed pytorch_need(const Program& program) {
+  const ReplayOrder order = replay_order(program);
+  CudaCachingAllocatorSim allocator;
+  PytorchNeed need;
+  need.unconstrained = replay_program(program, order, allocator);
+  need.min_capacity_bytes = pytorch_min_capacity(program, order, need.unconstrained);
+  return need;
+}
+
 // Fills totals, breakdown, peak location and series of `e` for `program` on the chosen runtime.
-// estimate_total_bytes() computes the same total_bytes from the same functions without the rest.
+// estimate_totals() computes the same total_bytes and required_bytes from the same functions without the rest.
 void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, Estimate& e) {
   const std::vector<LiveRange> ranges = compute_liveness(program);
   const LiveBytes live = compute_live_bytes(program, ranges);
@@ -121,11 +135,12 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
       break;
     }
     case Runtime::PyTorch: {
-      const AllocatorReplay rep = simulate_pytorch(program);
-      peak_step = rep.peak_allocated_step;
-      take_allocator_peaks(program, live, peak_step, rep, e);
-      e.allocated_per_step = rep.allocated_per_step;
-      e.reserved_per_step = rep.reserved_per_step;
+      const PytorchNeed need = pytorch_need(program);
+      peak_step = need.unconstrained.peak_allocated_step;
+      take_allocator_peaks(program, live, peak_step, need.unconstrained, e);
+      e.allocated_per_step = need.unconstrained.allocated_per_step;
+      e.reserved_per_step = need.unconstrained.reserved_per_step;
+      e.required_bytes = checked_add(need.min_capacity_bytes, fixed);
       break;
     }
     case Runtime::OnnxRuntime:
@@ -134,6 +149,7 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
       break;
   }
   e.total_bytes = checked_add(e.reserved_bytes, fixed);
+  if (runtime != Runtime::PyTorch) e.required_bytes = e.total_bytes;
 
   e.peak_step = peak_step;
   if (peak_step >= 0) {
@@ -268,19 +284,23 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   return e;
 }
 
-uint64_t estimate_total_bytes(const Graph& graph, const EstimateOptions& options) {
+EstimateTotals estimate_totals(const Graph& graph, const EstimateOptions& options) {
   const EstimateProgram p = build_estimate_program(graph, options);
-  uint64_t reserved = 0;
   if (options.runtime == Runtime::PyTorch) {
-    reserved = simulate_pytorch(p.program).peak_reserved_bytes;
-  } else {
+    const PytorchNeed need = pytorch_need(p.program);
+    return {checked_add(need.unconstrained.peak_reserved_bytes, p.fixed_bytes),
+            checked_add(need.min_capacity_bytes, p.fixed_bytes)};
+  }
+  uint64_t reserved = 0;
+  {
     const std::vector<LiveRange> ranges = compute_liveness(p.program);
     const BestPacking best = choose_best(usage_records(p.program, ranges).records, arena_alignment(options.runtime));
     reserved = options.runtime == Runtime::Ideal
                    ? ideal_reserved(compute_live_bytes(p.program, ranges).resident_bytes, best)
                    : simulate_ort_memory_pattern(p.program, best.result.arena_bytes).peak_reserved_bytes;
   }
-  return checked_add(reserved, p.fixed_bytes);
+  const uint64_t total = checked_add(reserved, p.fixed_bytes);
+  return {total, total};
 }
 
 }  // namespace memplan

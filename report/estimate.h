@@ -3,6 +3,11 @@
 //   ideal        resident + the best packed arena of exact sizes (alignment 1) + fixed
 //   pytorch      max_memory_reserved of the simulated caching allocator + fixed (never the CUDA context)
 //   onnxruntime  TotalAllocated of the simulated BFC arena with the memory pattern + fixed
+// and what the step needs of a device (required_bytes), which is what fit and check's budget compare:
+//   pytorch      the smallest capacity on which the simulated caching allocator, flushing its cache and
+//                retrying when a cudaMalloc fails, serves every request (pytorch_min_capacity) + fixed: between
+//                max_memory_allocated and the unconstrained max_memory_reserved
+//   ideal, onnxruntime  the total (the arena is one block of its planned size)
 #pragma once
 
 #include <array>
@@ -58,6 +63,7 @@ struct Estimate {
   Mode mode = Mode::Inference;
   Runtime runtime = kDefaultRuntime;
   uint64_t total_bytes = 0;
+  uint64_t required_bytes = 0;     // the least device memory (outside the CUDA context) the step runs in
   Breakdown breakdown;
   uint64_t allocated_bytes = 0;    // peak allocated (pytorch: max_memory_allocated; ort: MaxInUse)
   uint64_t reserved_bytes = 0;     // peak reserved (pytorch: max_memory_reserved; ort: TotalAllocated)
@@ -91,10 +97,15 @@ struct Estimate {
 
 Estimate estimate_graph(const Graph& graph, const EstimateOptions& options);
 
-// estimate_graph(graph, options).total_bytes, byte for byte, without what only the report needs: the first
-// training iteration, the packing of runtimes whose total does not depend on it (pytorch), the peak's
-// location, the largest tensors and the per-step series. What `fit` computes at each value it probes.
-uint64_t estimate_total_bytes(const Graph& graph, const EstimateOptions& options);
+// estimate_graph(graph, options)'s total_bytes and required_bytes, byte for byte, without what only the
+// report needs: the first training iteration, the packing of runtimes whose total does not depend on it
+// (pytorch), the peak's location, the largest tensors and the per-step series. What `fit` computes at each
+// value it probes.
+struct EstimateTotals {
+  uint64_t total_bytes = 0;
+  uint64_t required_bytes = 0;
+};
+EstimateTotals estimate_totals(const Graph& graph, const EstimateOptions& options);
 
 // The program an estimate measures: the cost model's program for the mode (training: the steady-state
 // iteration), in the order --schedule asks for. estimate and plan both take their program from here.

@@ -53,6 +53,7 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
   for (const auto& [k, v] : graph.bound_dims) dims[k] = v;
   j["dims"] = dims;
   j["total_bytes"] = e.total_bytes;
+  j["required_bytes"] = e.required_bytes;
   if (e.runtime != Runtime::Ideal) {
     j["allocated_bytes"] = e.allocated_bytes;
     j["reserved_bytes"] = e.reserved_bytes;
@@ -99,6 +100,8 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
   if (e.runtime == Runtime::PyTorch) {
     out += fmt::format("  {:<44}{:>12}\n", "torch.cuda.max_memory_allocated()", format_bytes(e.allocated_bytes));
     out += fmt::format("  {:<44}{:>12}\n", "torch.cuda.max_memory_reserved()", format_bytes(e.reserved_bytes));
+    out += fmt::format("  {:<44}{:>12}  (the allocator flushes its cache and retries before failing)\n",
+                       "runs on a device budget of at least", format_bytes(e.required_bytes));
   } else if (e.runtime == Runtime::OnnxRuntime) {
     out += fmt::format("  {:<44}{:>12}\n", "arena MaxInUse", format_bytes(e.allocated_bytes));
     out += fmt::format("  {:<44}{:>12}\n", "arena TotalAllocated", format_bytes(e.reserved_bytes));
@@ -139,6 +142,7 @@ std::string estimate_to_markdown(const Estimate& e, const std::string& configura
   if (e.runtime == Runtime::PyTorch) {
     out += fmt::format("| max_memory_allocated | {} | |\n", format_bytes(e.allocated_bytes));
     out += fmt::format("| max_memory_reserved | {} | |\n", format_bytes(e.reserved_bytes));
+    out += fmt::format("| runs on a device budget of at least | {} | |\n", format_bytes(e.required_bytes));
   }
   out += fmt::format("\nPeak at step {} of {}: `{}` ({}, {}).\n", e.peak_step, e.num_steps, e.peak_step_name,
                      e.peak_op, phase_name(e.peak_phase));

@@ -121,7 +121,7 @@ Graph FitProbe::shape(int64_t value) {
   return import_model(*model_, path_, b);
 }
 
-uint64_t FitProbe::total_bytes(int64_t value) { return estimate_total_bytes(shape(value), options_); }
+uint64_t FitProbe::required_bytes(int64_t value) { return estimate_totals(shape(value), options_).required_bytes; }
 
 Estimate FitProbe::estimate(int64_t value) { return estimate_graph(shape(value), options_); }
 
@@ -157,7 +157,7 @@ FitAnswer fit_budget(FitProbe& probe, const FitSettings& settings, const FitBudg
   a.budget_bytes = apply_headroom(budget.bytes, settings.headroom_percent);
   a.headroom_percent = settings.headroom_percent;
   a.max_value = settings.max_value;
-  a.result = fit_search([&](int64_t v) { return probe.total_bytes(v); }, a.budget_bytes, 1, settings.max_value,
+  a.result = fit_search([&](int64_t v) { return probe.required_bytes(v); }, a.budget_bytes, 1, settings.max_value,
                         &probe.memo());
   if (a.result.any_fits) {
     a.at_value = probe.estimate(a.result.value);
@@ -178,7 +178,7 @@ FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCata
     row.gpu = g.name;
     row.memory_bytes = g.memory_bytes;
     row.budget_bytes = apply_headroom(gpu_budget(g, reserve_bytes).bytes, settings.headroom_percent);
-    row.result = fit_search([&](int64_t v) { return probe.total_bytes(v); }, row.budget_bytes, 1, settings.max_value,
+    row.result = fit_search([&](int64_t v) { return probe.required_bytes(v); }, row.budget_bytes, 1, settings.max_value,
                             &probe.memo());
     t.rows.push_back(std::move(row));
   }
@@ -194,13 +194,14 @@ nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
                            {"budget_source", a.budget_source}, {"headroom_percent", a.headroom_percent}};
   if (!r.any_fits) {
     j["value"] = nullptr;
-    j["estimate_at_min"] = {{"total_bytes", r.bytes_at_value}};
+    j["estimate_at_min"] = {{"required_bytes", r.bytes_at_value}};
   } else {
     j["value"] = r.value;
-    j["estimate_at_value"] = {{"total_bytes", a.at_value->total_bytes},
+    j["estimate_at_value"] = {{"required_bytes", a.at_value->required_bytes},
+                              {"total_bytes", a.at_value->total_bytes},
                               {"allocated_bytes", a.at_value->allocated_bytes},
                               {"reserved_bytes", a.at_value->reserved_bytes}};
-    if (r.next_evaluated) j["estimate_at_next"] = {{"total_bytes", r.bytes_at_next}};
+    if (r.next_evaluated) j["estimate_at_next"] = {{"required_bytes", r.bytes_at_next}};
     else j["estimate_at_next"] = nullptr;
     if (a.global_batch)
       j["global_batch"] = {{"global_batch", a.global_batch->global_batch}, {"micro_batch", a.global_batch->micro_batch},
@@ -215,9 +216,12 @@ std::string fit_to_text(const FitAnswer& a) {
   if (!r.any_fits)
     return fmt::format("nothing fits: {} = 1 needs {}, the budget is {} ({})\n", a.search,
                        format_bytes(r.bytes_at_value), format_bytes(a.budget_bytes), a.budget_source);
-  const uint64_t total = a.at_value->total_bytes;
-  std::string text = fmt::format("largest {} that fits: {}\n  {} = {} needs {} ({} B)\n", a.search, r.value, a.search,
-                                 r.value, format_bytes(total), format_count(total));
+  const Estimate& at = *a.at_value;
+  std::string text = fmt::format("largest {} that fits: {}\n  {} = {} needs {} ({} B)", a.search, r.value, a.search,
+                                 r.value, format_bytes(at.required_bytes), format_count(at.required_bytes));
+  text += at.required_bytes == at.total_bytes
+              ? "\n"
+              : fmt::format("; {} unconstrained, where the allocator keeps its cache\n", format_bytes(at.total_bytes));
   if (r.next_evaluated)
     text += fmt::format("  {} = {} needs {} ({} B)\n", a.search, r.value + 1, format_bytes(r.bytes_at_next),
                         format_count(r.bytes_at_next));

@@ -1,5 +1,6 @@
-// fit: the largest value of a dimension (the batch, or a symbolic dim such as seq) whose predicted peak fits a
-// budget, for one budget or for every GPU of a catalog; its JSON ("memplan.fit/1", docs/json.md), table and
+// fit: the largest value of a dimension (the batch, or a symbolic dim such as seq) whose step runs within a
+// budget (its required_bytes: for PyTorch, the simulated caching allocator at that capacity, flushing its cache
+// and retrying before it fails; see report/estimate.h), for one budget or for every GPU of a catalog; its JSON ("memplan.fit/1", docs/json.md), table and
 // markdown. The model file is read and parsed once per FitProbe, whatever the number of values probed.
 #pragma once
 
@@ -25,7 +26,7 @@ struct FitResult {
   int64_t value = 0;         // the largest fitting value (when any_fits)
   uint64_t bytes_at_value = 0;
   bool next_evaluated = false;  // false when value is the search limit (or the next value overflows)
-  uint64_t bytes_at_next = 0;   // estimate at value + 1
+  uint64_t bytes_at_next = 0;   // bytes(value + 1)
   int evaluations = 0;          // calls of bytes() this search made (values found in a shared memo excluded)
 };
 
@@ -66,15 +67,16 @@ struct FitSettings {
 };
 
 // estimate(v) of one model at many values of the searched dimension. The file is read and parsed on the first
-// probe and never again; each probe shapes the parsed model at its value and computes only the total
-// (estimate_total_bytes), remembered in memo() so that several searches share it.
+// probe and never again; each probe shapes the parsed model at its value and computes only the totals
+// (estimate_totals); the required bytes are remembered in memo(), so that several searches share them: the
+// required bytes do not depend on the budget, so one probe serves every GPU of a catalog.
 class FitProbe {
  public:
   FitProbe(std::string path, Bindings bindings, std::string search, EstimateOptions options);
   ~FitProbe();
 
-  // estimate_graph(import_model(path, bindings at value), options).total_bytes, byte for byte.
-  uint64_t total_bytes(int64_t value);
+  // estimate_graph(import_model(path, bindings at value), options).required_bytes, byte for byte.
+  uint64_t required_bytes(int64_t value);
   Estimate estimate(int64_t value);
   FitMemo& memo() { return memo_; }
   const EstimateOptions& options() const { return options_; }

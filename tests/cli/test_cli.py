@@ -89,9 +89,9 @@ class FitTest(unittest.TestCase):
         budget = f["budget_bytes"]
         v = f["value"]
         self.assertIsNotNone(v, f"{model}: nothing fits {memory}")
-        # Independent estimate calls at the found value and the next one.
-        at = run_json("estimate", f"tests/models/{model}", "--batch", str(v), *extra)["total_bytes"]
-        nxt = run_json("estimate", f"tests/models/{model}", "--batch", str(v + 1), *extra)["total_bytes"]
+        # Independent estimate calls at the found value and the next one: what each needs of the device.
+        at = run_json("estimate", f"tests/models/{model}", "--batch", str(v), *extra)["required_bytes"]
+        nxt = run_json("estimate", f"tests/models/{model}", "--batch", str(v + 1), *extra)["required_bytes"]
         self.assertLessEqual(at, budget, f"{model}: batch {v} does not fit")
         self.assertGreater(nxt, budget, f"{model}: batch {v + 1} fits too: the search stopped early")
 
@@ -172,10 +172,11 @@ class CheckTest(unittest.TestCase):
         shutil.rmtree(self.tmp)
 
     def test_pass_budget_fail_regression_fail_bad_baseline(self):
-        total = run_json("estimate", *self.MODEL)["total_bytes"]
+        e = run_json("estimate", *self.MODEL)
+        total, required = e["total_bytes"], e["required_bytes"]
         base = os.path.join(self.tmp, "base.json")
-        # Pass: a budget exactly at the total fits; the baseline is written and matches itself.
-        p = run("check", *self.MODEL, "--budget", str(total), "--write-baseline", base, check_rc=0)
+        # Pass: a budget exactly at what the step needs of the device fits; the baseline is written and matches itself.
+        p = run("check", *self.MODEL, "--budget", str(required), "--write-baseline", base, check_rc=0)
         self.assertIn("PASS", p.stdout)
         with open(base) as f:
             b = json.load(f)
@@ -185,7 +186,7 @@ class CheckTest(unittest.TestCase):
         jsonschema.validate(c, schema("check"))
         self.assertTrue(c["passed"])
         # Budget fail: one byte less than needed, exit 1, says by how much.
-        p = run("check", *self.MODEL, "--budget", str(total - 1), check_rc=1)
+        p = run("check", *self.MODEL, "--budget", str(required - 1), check_rc=1)
         self.assertIn("exceeds the budget", p.stdout)
         self.assertIn("(1 B over)", p.stdout)
         # Regression fail: a baseline 10% smaller, limit +5%.

@@ -10,6 +10,7 @@
 
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
+#include "planner/alloc_pytorch.h"
 
 namespace memplan {
 namespace {
@@ -245,7 +246,7 @@ EstimateOptions options_of(const ZooCase& c) {
   return o;
 }
 
-TEST(EstimateTotalBytes, EqualsTheFullEstimateByteForByte) {
+TEST(EstimateTotals, EqualTheFullEstimateByteForByte) {
   for (const ZooCase& c : kZooCases) {
     for (int64_t batch : {1, 3, 16}) {
       Bindings b;
@@ -253,10 +254,52 @@ TEST(EstimateTotalBytes, EqualsTheFullEstimateByteForByte) {
       b.batch = batch;
       const Graph g = import_model(zoo(c.model), b);
       const EstimateOptions o = options_of(c);
-      EXPECT_EQ(estimate_total_bytes(g, o), estimate_graph(g, o).total_bytes)
-          << c.model << " " << mode_name(c.mode) << " " << runtime_name(c.runtime) << " batch " << batch;
+      const EstimateTotals totals = estimate_totals(g, o);
+      const Estimate full = estimate_graph(g, o);
+      const std::string what = std::string(c.model) + " " + mode_name(c.mode) + " " + runtime_name(c.runtime) +
+                               " batch " + std::to_string(batch);
+      EXPECT_EQ(totals.total_bytes, full.total_bytes) << what;
+      EXPECT_EQ(totals.required_bytes, full.required_bytes) << what;
+      // The least budget lies between the allocated peak (+ fixed) and the unconstrained total.
+      EXPECT_LE(totals.required_bytes, totals.total_bytes) << what;
+      EXPECT_GE(totals.required_bytes, full.allocated_bytes + full.breakdown.fixed) << what;
     }
   }
+}
+
+TEST(RequiredBytes, SufficingIsMonotoneInTheCapacity) {
+  // pytorch_min_capacity bisects over the capacity; this checks its premise on real programs: over every
+  // 2 MiB capacity from the allocated peak to the unconstrained reserve, the simulated step fails below
+  // one capacity and succeeds at and above it. Where the gap is wide, most of its capacities are checked.
+  struct Case { const char* model; std::map<std::string, int64_t> dims; int64_t batch; Mode mode; };
+  const Case cases[] = {{"resnet18_train.onnx", {}, 24, Mode::Training},
+                        {"gpt_tiny_train.onnx", {{"seq", 256}}, 16, Mode::Training},
+                        {"vit_b_16_train.onnx", {}, 4, Mode::Training},
+                        {"resnet50.onnx", {}, 64, Mode::Inference}};
+  int gaps = 0;
+  for (const Case& c : cases) {
+    Bindings b;
+    b.dims = c.dims;
+    b.batch = c.batch;
+    EstimateOptions o;
+    o.mode = c.mode;
+    if (c.mode == Mode::Training) o.training.loss = LossKind::CrossEntropy;
+    const Program program = build_estimate_program(import_model(zoo(c.model), b), o).program;
+    const ReplayOrder order = replay_order(program);
+    const AllocatorReplay free_run = simulate_pytorch(program);
+    const uint64_t need = pytorch_min_capacity(program, order, free_run);
+    const uint64_t unit = pytorch::kRoundLarge;
+    ASSERT_EQ(need % unit, 0u) << c.model;
+    ASSERT_GE(need, free_run.peak_allocated_bytes / unit * unit) << c.model;
+    ASSERT_LE(need, free_run.peak_reserved_bytes) << c.model;
+    if (need < free_run.peak_reserved_bytes) ++gaps;
+    const uint64_t from = free_run.peak_allocated_bytes / unit, to = free_run.peak_reserved_bytes / unit;
+    const uint64_t stride = std::max<uint64_t>(1, (to - from) / 200);
+    for (uint64_t units = from; units <= to; units += stride)
+      EXPECT_EQ(simulate_pytorch_at_capacity(program, order, units * unit).fits, units * unit >= need)
+          << c.model << " at " << units * 2 << " MiB (needs " << need / unit * 2 << " MiB)";
+  }
+  EXPECT_GT(gaps, 0) << "no case runs below its unconstrained reserve: the test checks nothing";
 }
 
 TEST(FitProbe, ReadsTheFileOnceAndAgreesWithAFreshImport) {
@@ -269,9 +312,9 @@ TEST(FitProbe, ReadsTheFileOnceAndAgreesWithAFreshImport) {
       Bindings b = base;
       b.batch = batch;
       // The reference reads and imports the file again, as every probe did before.
-      const uint64_t fresh = estimate_graph(import_model(zoo(c.model), b), options_of(c)).total_bytes;
-      EXPECT_EQ(probe.total_bytes(batch), fresh) << c.model << " batch " << batch;
-      EXPECT_EQ(probe.estimate(batch).total_bytes, fresh) << c.model << " batch " << batch;
+      const uint64_t fresh = estimate_graph(import_model(zoo(c.model), b), options_of(c)).required_bytes;
+      EXPECT_EQ(probe.required_bytes(batch), fresh) << c.model << " batch " << batch;
+      EXPECT_EQ(probe.estimate(batch).required_bytes, fresh) << c.model << " batch " << batch;
     }
     EXPECT_EQ(probe.files_read(), 1) << c.model;
   }
@@ -284,7 +327,7 @@ TEST(FitProbe, SearchesAnotherDimension) {
   FitProbe probe(zoo("gpt_tiny.onnx"), base, "seq", o);
   Bindings b = base;
   b.dims["seq"] = 96;
-  EXPECT_EQ(probe.total_bytes(96), estimate_graph(import_model(zoo("gpt_tiny.onnx"), b), o).total_bytes);
+  EXPECT_EQ(probe.required_bytes(96), estimate_graph(import_model(zoo("gpt_tiny.onnx"), b), o).required_bytes);
 }
 
 TEST(FitCatalog, TableAnswersAreExactForEveryGpu) {
@@ -304,7 +347,7 @@ TEST(FitCatalog, TableAnswersAreExactForEveryGpu) {
     auto fresh = [&](int64_t batch) {
       Bindings b = base;
       b.batch = batch;
-      return estimate_graph(import_model(zoo("gpt_tiny_train.onnx"), b), o).total_bytes;
+      return estimate_graph(import_model(zoo("gpt_tiny_train.onnx"), b), o).required_bytes;
     };
     EXPECT_LE(fresh(row.result.value), row.budget_bytes) << row.gpu;
     if (row.result.value < settings.max_value) {
