@@ -13,6 +13,10 @@ namespace memplan {
 // minor 0: "32MiB for Hopper"), so B200 (10.0) and RTX 5090 (12.0) got 8 MiB + 128 KiB there; the newest
 // adds major 11. ROCm builds use another rule (32 MiB, 128 MiB on gfx942/gfx950, plus a separate hipBLASLt
 // workspace) that is not modelled. CUBLAS_WORKSPACE_CONFIG=:SIZE:COUNT overrides all of these.
+// One per thread in every release read: keyed by (handle, stream) with a handle per thread, or by (device,
+// stream) in a thread_local map; so the forward's thread and autograd's device thread hold one each. The newest
+// file adds TORCH_CUBLAS_WORKSPACE_CACHE, off by default on CUDA, which leaves cuBLAS its own default workspace
+// outside the caching allocator; not modelled (no release with it was identified).
 inline constexpr uint64_t kCublasWorkspaceHopper = 4096ull * 1024 * 8;             // 33,554,432
 inline constexpr uint64_t kCublasWorkspaceDefault = 4096ull * 1024 * 2 + 16ull * 1024 * 8;  // 8,519,680
 
