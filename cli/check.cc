@@ -8,6 +8,8 @@
 #include "cli/estimate_options.h"
 #include "onnx_import/errors.h"
 #include "report/check.h"
+#include "report/fit.h"
+#include "report/gpu_catalog.h"
 #include "report/json_text.h"
 #include "report/sizes.h"
 
@@ -28,7 +30,8 @@ Action add_check_command(CLI::App& app) {
       "  memplan check model.onnx --batch 8 --write-baseline model.memplan.json   # once; commit the file\n"
       "  memplan check model.onnx --batch 8 --baseline model.memplan.json --max-increase 2 --budget 20GiB");
   add_estimate_options(cmd, state->args, /*with_checkpoint_budget=*/false);
-  cmd->add_option("--budget", state->args.budget, "Fail when the estimate exceeds SIZE (e.g. 20GiB; GiB = 2^30, GB = 10^9)");
+  cmd->add_option("--budget", state->args.budget,
+                  "Fail when the estimate exceeds SIZE (e.g. 20GiB; GiB = 2^30, GB = 10^9); default with --gpu: the GPU's");
   cmd->add_option("--baseline", state->baseline, "Fail when the estimate grew more than --max-increase over this baseline");
   cmd->add_option("--max-increase", state->max_increase, "Allowed growth over the baseline, in percent")
       ->check(CLI::NonNegativeNumber)
@@ -40,6 +43,10 @@ Action add_check_command(CLI::App& app) {
 
     std::optional<uint64_t> budget;
     if (!state->args.budget.empty()) budget = parse_size(state->args.budget, "--budget");
+    else if (!state->args.gpu.empty()) {  // the GPU's budget, as fit --gpu computes it
+      const GpuCatalog catalog = gpu_catalog_from(state->args.catalog);
+      budget = gpu_budget(catalog.find(state->args.gpu), catalog.context_reserve_bytes).bytes;
+    }
     std::optional<Baseline> baseline;
     if (!state->baseline.empty()) baseline = baseline_from_json_text(read_text_file(state->baseline, "--baseline"), state->baseline);
     const CheckResult result = run_check(e, config, budget, baseline, state->max_increase);

@@ -17,7 +17,7 @@ struct FitArgs {
   EstimateArgs args;
   FormatArgs format;
   FitSettings settings;
-  std::string gpu, memory, catalog, reserve;
+  std::string memory, reserve;
 };
 
 }  // namespace
@@ -31,9 +31,8 @@ Action add_fit_command(CLI::App& app) {
       "  memplan fit resnet50.onnx --gpu A100-80GB --mode train --precision amp-bf16\n"
       "  memplan fit gpt.onnx --memory 24GiB --search seq --batch 8");
   add_estimate_options(cmd, f->args);
-  auto* gpu = cmd->add_option("--gpu", f->gpu, "A GPU from the catalog: its memory minus the catalog's context reserve");
   auto* mem = cmd->add_option("--memory", f->memory, "The budget exactly as given, e.g. 24GiB (= 24 x 2^30), 24GB (= 24 x 10^9)");
-  gpu->excludes(mem);
+  cmd->get_option("--gpu")->excludes(mem);
   cmd->add_option("--search", f->settings.search, "The dimension to maximise: batch (binds --batch) or a symbolic dim name")
       ->capture_default_str();
   cmd->add_option("--headroom", f->settings.headroom_percent, "Keep this percent of the budget free")
@@ -42,7 +41,6 @@ Action add_fit_command(CLI::App& app) {
   cmd->add_option("--global-batch", f->settings.global_batch,
                   "Also say the gradient accumulation that reaches this global batch")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--catalog", f->catalog, "A GPU catalog file replacing the built-in one (schema: report/gpu_catalog.json)");
   cmd->add_option("--reserve", f->reserve, "Memory outside the allocator per GPU (CUDA context); default: the catalog's");
   cmd->add_option("--max", f->settings.max_value, "Largest value to consider")
       ->check(CLI::PositiveNumber)
@@ -57,13 +55,17 @@ Action add_fit_command(CLI::App& app) {
       for (const std::string& d : f->args.model.dims)
         if (d.rfind(search + "=", 0) == 0) throw InputError("fit searches " + search + ": drop --dim " + d);
     const EstimateOptions options = to_estimate_options(f->args);
-    const GpuCatalog catalog = f->catalog.empty() ? builtin_gpu_catalog() : load_gpu_catalog(f->catalog);
+    const std::string& gpu = f->args.gpu;
+    if (gpu.empty() && f->memory.empty() && !f->args.arch.empty())
+      throw InputError("--arch " + f->args.arch + ": the catalog table uses each GPU's own architecture; drop --arch "
+                       "(or give --memory SIZE)");
+    const GpuCatalog catalog = gpu_catalog_from(f->args.catalog);
     const uint64_t reserve = f->reserve.empty() ? catalog.context_reserve_bytes : parse_size(f->reserve, "--reserve");
     const Format format = f->format.resolve();
     // Flags are checked in the order they always were: the bindings (read at the first probe) come last.
     auto make_probe = [&] { return FitProbe(f->args.model.path, to_bindings(f->args.model), search, options); };
 
-    if (f->gpu.empty() && f->memory.empty()) {
+    if (gpu.empty() && f->memory.empty()) {
       FitProbe probe = make_probe();
       const FitTable t = fit_catalog(probe, f->settings, catalog, reserve);
       std::cout << (format == Format::Json       ? json_text(fit_table_to_json(t))
@@ -71,8 +73,8 @@ Action add_fit_command(CLI::App& app) {
                                                  : fit_table_to_text(t));
       return kExitOk;
     }
-    const FitBudget budget = f->gpu.empty() ? FitBudget{parse_size(f->memory, "--memory"), "--memory " + f->memory}
-                                            : gpu_budget(catalog.find(f->gpu), reserve);
+    const FitBudget budget = gpu.empty() ? FitBudget{parse_size(f->memory, "--memory"), "--memory " + f->memory}
+                                         : gpu_budget(catalog.find(gpu), reserve);
     FitProbe probe = make_probe();
     const FitAnswer a = fit_budget(probe, f->settings, budget);
     std::cout << (format == Format::Json       ? json_text(fit_to_json(a))

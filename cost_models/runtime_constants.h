@@ -8,7 +8,15 @@ namespace memplan {
 // PyTorch's cuBLAS workspace, one per (cuBLAS handle, stream), allocated through the caching allocator
 // at the first cuBLAS call on that handle and kept (aten/src/ATen/cuda/CublasHandlePool.cpp,
 // parseChosenWorkspaceSize / setWorkspaceForHandle): ":4096:8" = 32 MiB on compute capability
-// 9.x, 10.x and 12.x, else ":4096:2:16:8" = 4096 KiB * 2 + 16 KiB * 8.
+// 9.x, 10.x and 12.x ("32MiB for Hopper and Blackwell"), else ":4096:2:16:8" = 4096 KiB * 2 + 16 KiB * 8.
+// The rule moved between releases of that file: earlier ones gave 32 MiB to sm_90 only (major 9 and
+// minor 0: "32MiB for Hopper"), so B200 (10.0) and RTX 5090 (12.0) got 8 MiB + 128 KiB there; the newest
+// adds major 11. ROCm builds use another rule (32 MiB, 128 MiB on gfx942/gfx950, plus a separate hipBLASLt
+// workspace) that is not modelled. CUBLAS_WORKSPACE_CONFIG=:SIZE:COUNT overrides all of these.
+// One per thread in every release read: keyed by (handle, stream) with a handle per thread, or by (device,
+// stream) in a thread_local map; so the forward's thread and autograd's device thread hold one each. The newest
+// file adds TORCH_CUBLAS_WORKSPACE_CACHE, off by default on CUDA, which leaves cuBLAS its own default workspace
+// outside the caching allocator; not modelled (no release with it was identified).
 inline constexpr uint64_t kCublasWorkspaceHopper = 4096ull * 1024 * 8;             // 33,554,432
 inline constexpr uint64_t kCublasWorkspaceDefault = 4096ull * 1024 * 2 + 16ull * 1024 * 8;  // 8,519,680
 
@@ -17,8 +25,10 @@ inline uint64_t cublas_workspace_bytes(int cuda_arch_major) {
   return use32mb ? kCublasWorkspaceHopper : kCublasWorkspaceDefault;
 }
 // cuBLASLt (used by addmm with bias, i.e. nn.Linear): CublasHandlePool.cpp getCUDABlasLtWorkspace()
-// shares the cuBLAS workspace of the same handle and stream when TORCH_CUBLASLT_UNIFIED_WORKSPACE is
-// unset (the default), so it adds no bytes. (Older releases allocated a separate 1 MiB, pytorch#73328.)
+// shares the cuBLAS workspace of the same stream when TORCH_CUBLASLT_UNIFIED_WORKSPACE is unset (the
+// default of the releases with the 9/10/12 rule: unified_cublas_and_lt_workspaces()), so it adds no bytes.
+// (Older releases allocated a separate CUBLASLT_WORKSPACE_SIZE = 1024 KiB per handle and stream unless that
+// variable was set to 1, pytorch#73328.)
 
 // CUDA max_pool{1,2,3}d: aten/src/ATen/native/MaxPooling.cpp routes any non-CPU input to
 // max_poolNd_with_indices, which writes int64 indices (one per output element, int64_t* in

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "onnx_import/errors.h"
+#include "report/gpu_catalog.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -102,8 +103,10 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   o.inference.float_dtype = lookup<DType>({{"fp32", DType::Float32}, {"fp16", DType::Float16},
                                            {"bf16", DType::BFloat16}}, a.dtype, "--dtype");
   o.memory_schedule = a.schedule == "memory";
+  if (!a.gpu.empty() && !a.arch.empty())
+    throw InputError("--arch " + a.arch + " and --gpu " + a.gpu + ": give one (--gpu sets the GPU's own architecture)");
   const int arch = lookup<int>({{"sm70", 7}, {"sm75", 7}, {"sm80", 8}, {"sm86", 8}, {"sm89", 8}, {"sm90", 9},
-                                {"sm100", 10}, {"sm120", 12}}, a.arch, "--arch");
+                                {"sm100", 10}, {"sm120", 12}}, a.arch.empty() ? "sm90" : a.arch, "--arch");
   const AttentionImpl attention = a.attention == "sdpa" ? AttentionImpl::Sdpa : AttentionImpl::Eager;
   o.inference.cuda_arch_major = arch;
   o.inference.attention = attention;
@@ -147,6 +150,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   if (t.shard != Sharding::None && t.gpus < 2)
     throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
   t.cuda_arch_major = arch;
+  if (!a.gpu.empty()) apply_gpu_architecture(gpu_catalog_from(a.catalog).find(a.gpu), o);
   if (o.mode == Mode::Inference && (a.checkpoint != "none" || a.grad_accum != 1 || a.gpus != 1))
     throw InputError("--checkpoint, --grad-accum and --gpus apply to --mode train");
   if (o.mode == Mode::Inference && (!a.trainable.empty() || !a.frozen.empty() || a.amsgrad || a.maximize ||

@@ -32,7 +32,9 @@ struct EstimateArgs {
   std::string runtime = runtime_name(kDefaultRuntime);
   std::string dtype = "fp32";
   std::string schedule = "model";
-  std::string arch = "sm90";
+  std::string arch;                 // --arch smXY; "": the --gpu's compute capability, else sm90
+  std::string gpu;                  // --gpu NAME: a catalog GPU; sets the architecture (fit and check: the budget too)
+  std::string catalog;              // --catalog FILE replacing the built-in GPU catalog ("": built-in)
   std::string attention = "eager";
   // Training.
   std::string optimizer = "adamw";

@@ -177,6 +177,7 @@ FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCata
     FitTableRow row;
     row.gpu = g.name;
     row.memory_bytes = g.memory_bytes;
+    probe.use_gpu_architecture(g);
     row.budget_bytes = apply_headroom(gpu_budget(g, reserve_bytes).bytes, settings.headroom_percent);
     row.result = fit_search([&](int64_t v) { return probe.required_bytes(v); }, row.budget_bytes, 1, settings.max_value,
                             &probe.memo());

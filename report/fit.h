@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "onnx_import/import.h"
@@ -78,7 +79,11 @@ class FitProbe {
   // estimate_graph(import_model(path, bindings at value), options).required_bytes, byte for byte.
   uint64_t required_bytes(int64_t value);
   Estimate estimate(int64_t value);
-  FitMemo& memo() { return memo_; }
+  // The remembered totals of the current architecture: a GPU of another compute capability has another cuBLAS
+  // workspace, so each architecture keeps its own memo.
+  FitMemo& memo() { return memos_[{options_.inference.cuda_arch_major, options_.training.cuda_arch_major}]; }
+  // Estimates from now on are for this GPU's architecture (apply_gpu_architecture), with that architecture's memo.
+  void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
   const EstimateOptions& options() const { return options_; }
   const std::string& path() const { return path_; }
   const std::string& search() const { return search_; }
@@ -93,7 +98,7 @@ class FitProbe {
   EstimateOptions options_;
   std::shared_ptr<const ReadModel> model_;
   int files_read_ = 0;
-  FitMemo memo_;
+  std::map<std::pair<int, int>, FitMemo> memos_;  // by (inference, training) cuda_arch_major
 };
 
 // Budgets. A GPU's is its memory minus the reserve outside any allocator (the CUDA context).
@@ -123,7 +128,8 @@ struct FitAnswer {
 };
 FitAnswer fit_budget(FitProbe& probe, const FitSettings& settings, const FitBudget& budget);
 
-// fit for every GPU of a catalog; the searches share one memo (see fit_search).
+// fit for every GPU of a catalog, each at its own architecture (the probe is left at the last GPU's); the searches
+// of GPUs of one architecture share one memo (see fit_search).
 struct FitTableRow {
   std::string gpu;
   uint64_t memory_bytes = 0, budget_bytes = 0;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "onnx_import/errors.h"
+#include "report/estimate.h"
 #include "report/gpu_catalog_data.h"
 
 namespace memplan {
@@ -30,20 +31,55 @@ const GpuSpec& GpuCatalog::find(const std::string& name) const {
   throw InputError("--gpu " + name + ": unknown GPU; known: " + known + " (or give --memory SIZE)");
 }
 
+namespace {
+
+// "8.6" -> {8, 6}; the GPU named in the message.
+void parse_compute_capability(const std::string& text, const std::string& where, GpuSpec& s) {
+  const size_t dot = text.find('.');
+  auto digits = [](const std::string& d) {
+    return !d.empty() && d.size() <= 3 && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (dot == std::string::npos || !digits(text.substr(0, dot)) || !digits(text.substr(dot + 1)))
+    throw InputError(where + " has compute_capability \"" + text + "\": expected MAJOR.MINOR, e.g. \"8.6\"");
+  s.cc_major = std::stoi(text.substr(0, dot));
+  s.cc_minor = std::stoi(text.substr(dot + 1));
+  if (s.cc_major == 0) throw InputError(where + " has compute_capability \"" + text + "\": the major is at least 1");
+}
+
+}  // namespace
+
 GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& origin) {
   GpuCatalog c;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    if (j.value("schema", "") != "memplan.gpus/1") throw InputError(origin + ": expected \"schema\": \"memplan.gpus/1\"");
+    const std::string schema = j.value("schema", "");
+    if (schema == "memplan.gpus/1")
+      throw InputError(origin + ": schema memplan.gpus/1 lacks each GPU's compute capability; use \"memplan.gpus/2\" and "
+                       "give every GPU \"compute_capability\": \"MAJOR.MINOR\" (see report/gpu_catalog.json)");
+    if (schema != "memplan.gpus/2") throw InputError(origin + ": expected \"schema\": \"memplan.gpus/2\"");
     c.context_reserve_bytes = j.at("context_reserve_mib").get<uint64_t>() << 20;
     for (const auto& g : j.at("gpus")) {
       GpuSpec s;
       s.name = g.at("name").get<std::string>();
-      const uint64_t mib = g.at("memory_mib").get<uint64_t>();
-      if (mib == 0 || mib > (uint64_t{1} << 40)) throw InputError(origin + ": GPU " + s.name + " has an implausible memory_mib");
-      s.memory_bytes = mib << 20;
+      const std::string where = origin + ": GPU " + s.name;
+      if (g.contains("memory_mib") == g.contains("memory_bytes"))
+        throw InputError(where + ": give exactly one of memory_mib and memory_bytes");
+      if (g.contains("memory_mib")) {
+        const uint64_t mib = g.at("memory_mib").get<uint64_t>();
+        if (mib == 0 || mib > (uint64_t{1} << 40)) throw InputError(where + " has an implausible memory_mib");
+        s.memory_bytes = mib << 20;
+      } else {
+        s.memory_bytes = g.at("memory_bytes").get<uint64_t>();
+        if (s.memory_bytes < (uint64_t{1} << 20) || s.memory_bytes > (uint64_t{1} << 60))
+          throw InputError(where + " has an implausible memory_bytes");
+      }
       s.vendor = g.value("vendor", "");
-      s.source = g.value("source", "");
+      s.memory_kind = g.value("memory_kind", "");
+      s.memory_source = g.value("memory_source", "");
+      if (!g.contains("compute_capability"))
+        throw InputError(where + " has no compute_capability (MAJOR.MINOR, e.g. \"8.6\"; it decides the cuBLAS workspace)");
+      parse_compute_capability(g.at("compute_capability").get<std::string>(), where, s);
+      s.compute_capability_source = g.value("compute_capability_source", "");
       c.gpus.push_back(std::move(s));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -61,6 +97,13 @@ GpuCatalog load_gpu_catalog(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_gpu_catalog(ss.str(), path);
+}
+
+GpuCatalog gpu_catalog_from(const std::string& path) { return path.empty() ? builtin_gpu_catalog() : load_gpu_catalog(path); }
+
+void apply_gpu_architecture(const GpuSpec& gpu, EstimateOptions& options) {
+  options.inference.cuda_arch_major = gpu.cc_major;
+  options.training.cuda_arch_major = gpu.cc_major;
 }
 
 }  // namespace memplan

@@ -7,11 +7,16 @@
 
 namespace memplan {
 
+struct EstimateOptions;
+
 struct GpuSpec {
   std::string name;
-  uint64_t memory_bytes = 0;  // what cudaMemGetInfo reports as total
+  uint64_t memory_bytes = 0;  // what cudaMemGetInfo reports as total (see memory_kind)
   std::string vendor;
-  std::string source;
+  std::string memory_kind;    // "cuda": a published CUDA total; "nvidia-smi" / "rocm-smi": the tool's total (upper bound)
+  std::string memory_source;
+  int cc_major = 0, cc_minor = 0;  // compute capability, as torch.cuda.get_device_capability reports it
+  std::string compute_capability_source;
 };
 
 struct GpuCatalog {
@@ -25,6 +30,12 @@ struct GpuCatalog {
 
 GpuCatalog builtin_gpu_catalog();
 GpuCatalog load_gpu_catalog(const std::string& path);  // same schema as report/gpu_catalog.json
+// path empty: the built-in catalog; else load_gpu_catalog(path) (--catalog).
+GpuCatalog gpu_catalog_from(const std::string& path);
 GpuCatalog parse_gpu_catalog(const std::string& json_text, const std::string& origin);
+
+// The one place a GPU's architecture reaches the cost model: sets the compute capability the
+// inference and training options use (PyTorch's cuBLAS workspace size depends on it).
+void apply_gpu_architecture(const GpuSpec& gpu, EstimateOptions& options);
 
 }  // namespace memplan

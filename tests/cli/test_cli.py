@@ -107,7 +107,8 @@ class FitTest(unittest.TestCase):
 
     def test_gpu_budget_is_memory_minus_reserve(self):
         f = run_json("fit", "tests/models/resnet18.onnx", "--gpu", "A100-80GB")
-        self.assertEqual(f["budget_bytes"], 81920 * 2**20 - 1024 * 2**20)  # catalog: 81920 MiB, reserve 1024 MiB
+        # catalog: 81034 MiB (the lower end of PyTorch's "79.14 GiB" total capacity), reserve 1024 MiB
+        self.assertEqual(f["budget_bytes"], 81034 * 2**20 - 1024 * 2**20)
 
     def test_catalog_table_and_global_batch(self):
         t = run_json("fit", "tests/models/resnet18.onnx", "--max", "4096")
@@ -241,6 +242,56 @@ class TimelineTest(unittest.TestCase):
             self.assertIn("never overwrites", p.stderr)
             with open(model, "rb") as f:
                 self.assertEqual(f.read(), before)
+
+
+class GpuTest(unittest.TestCase):
+    """--gpu NAME sets the GPU's architecture; the catalog's figures carry their sources."""
+    # SGD: its step allocates no temporaries, so the only workspaces at the peak are cuBLAS's.
+    TRAIN = ["estimate", "tests/models/gpt_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train",
+             "--runtime", "pytorch", "--optimizer", "sgd"]
+    # aten/src/ATen/cuda/CublasHandlePool.cpp: ":4096:2:16:8" below compute capability 9, ":4096:8" on 9.x.
+    SM75_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8   # 8,519,680
+    SM90_WORKSPACE = 4096 * 1024 * 8                   # 33,554,432
+
+    def test_catalog_matches_its_schema_and_cites_every_figure(self):
+        with open(os.path.join(SRC, "report", "gpu_catalog.json")) as f:
+            catalog = json.load(f)
+        jsonschema.validate(catalog, schema("gpus"))
+        for g in catalog["gpus"]:
+            for key in ("vendor", "memory_kind", "memory_source", "compute_capability_source"):
+                self.assertTrue(g.get(key), f"{g['name']}: no {key}")
+
+    def test_gpu_sets_the_cublas_workspace(self):
+        # A steady-state training step holds two cuBLAS workspaces (the forward's and the autograd thread's), so the
+        # breakdown's workspace is 2 x the architecture's size: 17,039,360 B on a T4 (7.5), 67,108,864 B on an H100.
+        t4 = run_json(*self.TRAIN, "--gpu", "T4")
+        h100 = run_json(*self.TRAIN, "--gpu", "H100-80GB")
+        self.assertEqual(t4["breakdown"]["workspace"], 2 * self.SM75_WORKSPACE)
+        self.assertEqual(h100["breakdown"]["workspace"], 2 * self.SM90_WORKSPACE)
+        self.assertEqual(h100["allocated_bytes"] - t4["allocated_bytes"], 2 * (self.SM90_WORKSPACE - self.SM75_WORKSPACE))
+        self.assertEqual(run_json(*self.TRAIN, "--arch", "sm75")["total_bytes"], t4["total_bytes"])
+        self.assertEqual(run_json(*self.TRAIN)["total_bytes"], h100["total_bytes"])  # the default is sm90
+
+    def test_gpu_and_arch_conflict_exits_2(self):
+        p = run(*self.TRAIN, "--gpu", "T4", "--arch", "sm90", check_rc=2)
+        self.assertIn("--arch sm90 and --gpu T4: give one", p.stderr)
+        self.assertIn("unknown GPU", run(*self.TRAIN, "--gpu", "Z80", check_rc=2).stderr)
+        p = run("fit", "tests/models/resnet18.onnx", "--arch", "sm80", check_rc=2)
+        self.assertIn("the catalog table uses each GPU's own architecture", p.stderr)
+
+    def test_check_gpu_budget_is_the_cards(self):
+        c = run_json("check", "tests/models/resnet18.onnx", "--gpu", "T4", "--batch", "1")
+        budget = [lim for lim in c["limits"] if lim["kind"] == "budget"]
+        self.assertEqual(budget[0]["limit_bytes"], 15094 * 2**20 - 1024 * 2**20)  # catalog T4 - context reserve
+
+    def test_old_catalog_schema_exits_2(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "old.json")
+            with open(path, "w") as f:
+                json.dump({"schema": "memplan.gpus/1", "context_reserve_mib": 1024,
+                           "gpus": [{"name": "X", "memory_mib": 1000}]}, f)
+            p = run("fit", "tests/models/resnet18.onnx", "--catalog", path, check_rc=2)
+            self.assertIn("lacks each GPU's compute capability", p.stderr)
 
 
 class HelpTest(unittest.TestCase):

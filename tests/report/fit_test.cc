@@ -330,8 +330,22 @@ TEST(FitProbe, SearchesAnotherDimension) {
   EXPECT_EQ(probe.required_bytes(96), estimate_graph(import_model(zoo("gpt_tiny.onnx"), b), o).required_bytes);
 }
 
+TEST(FitProbe, EachArchitectureHasItsOwnMemo) {
+  FitProbe probe(zoo("gpt_tiny.onnx"), Bindings{}, "batch", EstimateOptions{});  // sm90 by default
+  probe.memo()[3] = 123;
+  const GpuCatalog catalog = builtin_gpu_catalog();
+  probe.use_gpu_architecture(catalog.find("T4"));
+  EXPECT_EQ(probe.options().training.cuda_arch_major, 7);
+  EXPECT_TRUE(probe.memo().empty());
+  probe.use_gpu_architecture(catalog.find("H200"));
+  ASSERT_EQ(probe.memo().count(3), 1u);
+  EXPECT_EQ(*probe.memo().at(3), 123u);
+}
+
 TEST(FitCatalog, TableAnswersAreExactForEveryGpu) {
-  // Every row of the catalog table, checked with independent estimates at v and v + 1.
+  // Every row of the catalog table, checked with independent estimates at v and v + 1 made with that GPU's
+  // architecture: the T4's probes have an 8 MiB + 128 KiB cuBLAS workspace, the H100's 32 MiB, so one memo shared
+  // across architectures would give the T4 row the H100's totals.
   Bindings base;
   base.dims = {{"seq", 64}};
   EstimateOptions o;
@@ -340,15 +354,19 @@ TEST(FitCatalog, TableAnswersAreExactForEveryGpu) {
   FitProbe probe(zoo("gpt_tiny_train.onnx"), base, "batch", o);
   FitSettings settings;
   settings.max_value = 4096;
-  const FitTable t = fit_catalog(probe, settings, builtin_gpu_catalog(), 1ull << 30);
+  const GpuCatalog catalog = builtin_gpu_catalog();
+  const FitTable t = fit_catalog(probe, settings, catalog, 1ull << 30);
   ASSERT_GE(t.rows.size(), 10u);
   for (const FitTableRow& row : t.rows) {
     ASSERT_TRUE(row.result.any_fits) << row.gpu;
+    EstimateOptions at_gpu = o;
+    apply_gpu_architecture(catalog.find(row.gpu), at_gpu);
     auto fresh = [&](int64_t batch) {
       Bindings b = base;
       b.batch = batch;
-      return estimate_graph(import_model(zoo("gpt_tiny_train.onnx"), b), o).required_bytes;
+      return estimate_graph(import_model(zoo("gpt_tiny_train.onnx"), b), at_gpu).required_bytes;
     };
+    EXPECT_EQ(fresh(row.result.value), row.result.bytes_at_value) << row.gpu;
     EXPECT_LE(fresh(row.result.value), row.budget_bytes) << row.gpu;
     if (row.result.value < settings.max_value) {
       EXPECT_GT(fresh(row.result.value + 1), row.budget_bytes) << row.gpu;
