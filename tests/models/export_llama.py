@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Export the Llama-family decoders of tests/models/llama.py to ONNX, and record what PyTorch says about them.
 
-    /usr/bin/python3 tests/models/export_llama.py                 # every export below (about a minute)
+    /usr/bin/python3 tests/models/export_llama.py                 # every export below (20 s on 2 cores)
     /usr/bin/python3 tests/models/export_llama.py --only llama_tiny llama_tiny_train
 
 Two kinds of export (docs/zoo.md, "Llama-family decoders"):
@@ -12,18 +12,18 @@ Two kinds of export (docs/zoo.md, "Llama-family decoders"):
            not committed.
   real     llama3_2_1b, llama3_2_3b, llama3_1_8b, mistral_7b, llama3_1_70b, qwen2_7b: weight-less. The
            module is built on the meta device (no memory for the weights) with TWO decoder layers and
-           traced with export_params=False, so that every parameter is a graph input with its shape and
-           no value. Then:
+           traced with export_params=False, so that every parameter (and, in inference exports, every
+           pre-transposed copy constant folding makes of a Linear weight, onnx::MatMul_*) is a graph
+           input with its shape and no value. Three exporter passes are adapted to the meta device
+           (meta_constants_from_cpu). Then:
              1. the parameter inputs become initializers with dims and dtype and no bytes (external data
                 pointing at <stem>.onnx.data, which does not exist: memplan never opens it);
              2. the second layer's nodes are replicated for layers 2..L-1, each reading the previous
-                layer's output, with its tensors and parameters renamed layers.1 -> layers.k;
-             3. inference exports: what constant folding does to parameters when their values are there
-                (torch.onnx folds F.linear's Transpose(W) into a pre-transposed initializer) is done here.
-           The pipeline is checked on the tiny configs at generation time: stitching two traced layers up
-           to four and folding gives, node for node, the graph torch.onnx.export writes for the
-           four-layer module with its weights (same ops, attributes, Constant values, wiring and
-           initializer shapes; only names of folded or unscoped tensors differ).
+                layer's output, with its tensors and parameters renamed layers.1 -> layers.k (stitch).
+           The pipeline is checked on the tiny configs at every run: stitching two traced layers up to
+           four gives the graph torch.onnx.export writes for the four-layer module with its weights
+           (canonical(): the same nodes with the same attributes, Constant values and inputs, up to
+           names and node order; the same outputs and initializer shapes).
 
 expected_shapes.json (merged, see export_zoo.py): per export, PyTorch's output shapes at batch 1 and 2 x
 seq 16 and 128 (the full-size module on the meta device: ATen's shape functions, no arithmetic; for the
@@ -81,7 +81,9 @@ def all_exports() -> List[Export]:
 
 @contextlib.contextmanager
 def meta_constants_from_cpu(cfg: llama.LlamaConfig):
-    """Before torch.onnx converts the traced graph, constant propagation has folded rotary's inv_freq
+    """Three exporter passes that need values, adapted to a module on the meta device.
+
+    Before torch.onnx converts the traced graph, constant propagation has folded rotary's inv_freq
     (arange, pow, reciprocal of constants) and its unsqueeze(0) into one tensor constant. Traced on the
     meta device that constant has no value; give it the value the CPU computes. Any other meta-device
     constant is an error (the graph would hold a value nobody computed)."""
