@@ -46,7 +46,7 @@ from typing import Dict, List, NamedTuple, Optional, Set
 
 import onnx
 import torch
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

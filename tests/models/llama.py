@@ -12,7 +12,7 @@ step runs:
     cos/sin of cat(freqs, freqs) shared by every layer, q·cos + rotate_half(q)·sin;
   - grouped-query attention: k and v have num_key_value_heads heads and are repeated to num_attention_heads
     as HF's repeat_kv does (x[:, :, None].expand(b, kv, n_rep, s, d).reshape(b, kv·n_rep, s, d));
-    scores = q·kᵀ / √head_dim + causal mask, softmax, ·v, o_proj;
+    scores = q·kᵀ / √head_dim + causal mask, softmax (HF's runs in float32, as this module does), ·v, o_proj;
   - SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases;
   - pre-norm decoder layers, final RMSNorm, lm_head (untied unless the config ties it to embed_tokens);
   - attention_bias=True gives q/k/v projection biases (Qwen2; o_proj has none there either).
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -96,8 +96,8 @@ CONFIGS: Dict[str, LlamaConfig] = {c.name: c for c in [
                 num_key_value_heads=4, vocab_size=152064, rope_theta=1000000.0, rms_norm_eps=1e-6,
                 tie_word_embeddings=False, attention_bias=True),
     # The tiny sizes, for tests and the CPU ground truth: made up here, shaped like the real ones (GQA with
-    # 2 query heads per kv head, ffn ≈ 8/3·h rounded up to a multiple of 32 as Llama's FFN sizing does,
-    # untied head).
+    # 2 query heads per kv head, ffn = 8/3·h rounded up to a multiple of 32, as Llama's reference code sizes
+    # it with its multiple_of; untied head).
     LlamaConfig("llama_tiny", "made up (tests/models/llama.py)",
                 hidden_size=128, intermediate_size=352, num_hidden_layers=4, num_attention_heads=4,
                 num_key_value_heads=2, vocab_size=1000, rope_theta=10000.0, rms_norm_eps=1e-5,
@@ -107,14 +107,6 @@ CONFIGS: Dict[str, LlamaConfig] = {c.name: c for c in [
                 num_key_value_heads=2, vocab_size=1000, rope_theta=1000000.0, rms_norm_eps=1e-6,
                 tie_word_embeddings=False, attention_bias=True),
 ]}
-
-# Parameter counts the authors published (model cards / Hub pages), rounded as published: a check that the
-# configs above are the released models, beside the exact hand count of parameter_count().
-PUBLISHED_ROUNDED_BILLIONS = {
-    "llama3_2_1b": 1.23,  # Llama 3.2 model card: "1B (1.23B)"
-    "llama3_2_3b": 3.21,  # Llama 3.2 model card: "3B (3.21B)"
-}
-
 
 # --------------------------------------------------------------------------------------------------
 # The module
@@ -260,10 +252,3 @@ def make_inputs(cfg: LlamaConfig, batch: int, seq: int, seed: int, device="cpu")
 def trainable_parameter_count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
-
-def layer_prefix(index: int) -> str:
-    return f"layers.{index}."
-
-
-def names_of_layer(module: Llama, index: int) -> List[str]:
-    return [n for n, _ in module.named_parameters() if n.startswith(layer_prefix(index))]
