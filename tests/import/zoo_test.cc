@@ -36,7 +36,7 @@ const std::vector<std::string> kExports = {
     "bert",         "bert_op13",          "bert_train", "efficientnet_b0", "efficientnet_b0_train",
     "gpt",          "gpt_tiny",           "gpt_tiny_op13", "gpt_tiny_train", "gpt_train",
     "llama3_1_70b", "llama3_1_70b_train", "llama3_1_8b", "llama3_1_8b_train", "llama3_2_1b",
-    "llama3_2_1b_train", "llama3_2_3b",   "llama3_2_3b_train", "llama_tiny", "llama_tiny_train",
+    "llama3_2_1b_train", "llama3_2_3b",   "llama3_2_3b_train", "llama_tiny", "llama_tiny_lora_train", "llama_tiny_train",
     "mistral_7b",   "mistral_7b_train",   "mobilenet_v2", "mobilenet_v2_train", "qwen2_7b",
     "qwen2_7b_train", "qwen2_tiny",       "qwen2_tiny_train", "resnet18", "resnet18_train",
     "resnet50",     "resnet50_train",     "vit_b_16",   "vit_b_16_train",
@@ -286,6 +286,21 @@ TEST(Zoo, LlamaTrainingEstimatesRunAtRealSizes) {
     // and the bf16 logits (batch 4 x seq 768 x vocab 128256) are live when the loss is computed.
     EXPECT_GT(j["total_bytes"].get<int64_t>(), 6 * n + 4LL * 768 * 128256 * 2);
   }
+}
+
+// llama_tiny_lora_train: PEFT's LoRA with its defaults (r 8, alpha 8, no dropout) on q_proj and v_proj of
+// each of the 4 layers: A is in x r and B r x out, so 8·(128 + 128) + 8·(128 + 64) = 3,584 per layer.
+// The graph holds base and adapters; PyTorch trains the adapters only, and with --trainable lora_ so does
+// memplan: a grad for each adapter weight and Adam's two states, in float32.
+TEST(Zoo, LlamaLoraExportHoldsPeftAdapters) {
+  const int64_t adapters = 4 * (8 * (128 + 128) + 8 * (128 + 64));
+  static_assert(4 * (8 * (128 + 128) + 8 * (128 + 64)) == 14'336, "");
+  EXPECT_EQ(parameter_count("llama_tiny_lora_train"), kLlamaModels[6].params + adapters);
+  EXPECT_EQ(expected()["models"]["llama_tiny_lora_train"]["pytorch_trainable_parameters"].get<int64_t>(), adapters);
+  const Json j = estimate({models_dir() + "/llama_tiny_lora_train.onnx", "--mode", "train", "--dim", "seq=128",
+                           "--batch", "2", "--trainable", "lora_"});
+  EXPECT_EQ(j["training"]["grad_bytes"].get<int64_t>(), 4 * adapters);
+  EXPECT_EQ(j["training"]["optimizer_state_bytes"].get<int64_t>(), 2 * 4 * adapters);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 
 Two kinds of export (docs/zoo.md, "Llama-family decoders"):
 
-  tiny     llama_tiny, qwen2_tiny: the whole module, with weights, exported exactly as export_zoo.py
+  tiny     llama_tiny, qwen2_tiny, and llama_tiny_lora_train (PEFT LoRA on q_proj and v_proj, r=8,
+           PEFT's defaults, training export only): the whole module, with weights, exported exactly as export_zoo.py
            exports the GPT (torch.onnx.export; inference: eval mode, constant folding; training: train
            mode, TrainingMode.PRESERVE, no constant folding). The weights go to <stem>.onnx.data, which is
            not committed.
@@ -37,6 +38,7 @@ import argparse
 import collections
 import contextlib
 import copy
+import dataclasses
 import hashlib
 import io
 import json
@@ -69,10 +71,12 @@ class Export(NamedTuple):
     stem: str
     config: str
     training: bool
+    lora: bool = False  # PEFT LoRA adapters (llama.LORA_DEFAULT) on the projections, the rest frozen
 
 
 def all_exports() -> List[Export]:
-    return [Export(name + suffix, name, suffix == "_train") for name in TINY + REAL for suffix in ["", "_train"]]
+    exports = [Export(name + suffix, name, suffix == "_train") for name in TINY + REAL for suffix in ["", "_train"]]
+    return exports + [Export("llama_tiny_lora_train", "llama_tiny", True, True)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -146,9 +150,9 @@ def trace(module: llama.Llama, training: bool, export_params: bool) -> onnx.Mode
     return onnx.load_model_from_string(buffer.getvalue())
 
 
-def tiny_module(name: str) -> llama.Llama:
+def tiny_module(name: str, lora: bool = False) -> llama.Llama:
     torch.manual_seed(zoo.SEED)
-    module = llama.Llama(llama.CONFIGS[name])
+    module = llama.Llama(llama.CONFIGS[name], lora=llama.LORA_DEFAULT if lora else None)
     zoo.fill_distinct(module)  # distinct values, or torch.onnx merges equal initializers (zoo.py)
     return module.eval()
 
@@ -372,9 +376,10 @@ def check_pipeline(name: str, training: bool, direct: onnx.ModelProto) -> None:
 # What PyTorch says
 
 
-def measured(name: str) -> Dict:
+def measured(name: str, lora: bool) -> Dict:
     cfg = llama.CONFIGS[name]
-    meta = llama.Llama(cfg, device="meta")
+    adapters = llama.LORA_DEFAULT if lora else None
+    meta = llama.Llama(cfg, device="meta", lora=adapters)
     shapes = {}
     with torch.no_grad():
         for b in BATCHES:
@@ -382,14 +387,17 @@ def measured(name: str) -> Dict:
                 out = meta(*llama.make_inputs(cfg, b, s, zoo.SEED, device="meta"))
                 shapes[f"batch={b},seq={s}"] = {"logits": list(out.shape)}
         if name in TINY:
-            real = tiny_module(name)(*llama.make_inputs(cfg, BATCHES[0], SEQS[0], zoo.SEED))
+            real = tiny_module(name, lora)(*llama.make_inputs(cfg, BATCHES[0], SEQS[0], zoo.SEED))
             key = f"batch={BATCHES[0]},seq={SEQS[0]}"
             if list(real.shape) != shapes[key]["logits"]:
                 raise SystemExit(f"{name}: CPU run gives {list(real.shape)}, meta run {shapes[key]['logits']}")
     count = llama.trainable_parameter_count(meta)
-    if count != cfg.parameter_count():
-        raise SystemExit(f"{name}: PyTorch counts {count} parameters, the config's hand count {cfg.parameter_count()}")
-    return {"shapes": shapes, "parameters": count}
+    total = sum(p.numel() for p in meta.parameters())
+    adapter_count = adapters.parameter_count(cfg) if adapters else 0
+    if count != (adapter_count if adapters else cfg.parameter_count()) or total != cfg.parameter_count() + adapter_count:
+        raise SystemExit(f"{name}: PyTorch counts {count} trainable of {total} parameters; the hand count "
+                         f"{cfg.parameter_count()} + {adapter_count} adapter parameters")
+    return {"shapes": shapes, "parameters": count, "total": total}
 
 
 def record(spec: Export, model: onnx.ModelProto, facts: Dict) -> Dict:
@@ -401,10 +409,12 @@ def record(spec: Export, model: onnx.ModelProto, facts: Dict) -> Dict:
         "mode": "train" if spec.training else "eval",
         "inputs": export_zoo.graph_inputs(model),
         "pytorch_trainable_parameters": facts["parameters"],
+        "pytorch_parameters": facts["total"],
         "pytorch_buffer_elements": 0,
         "torchvision_published_parameters": None,
         "config_source": cfg.source,
         "weightless": spec.config in REAL,
+        "lora": dataclasses.asdict(llama.LORA_DEFAULT) if spec.lora else None,
         "outputs": facts["shapes"],
     }
 
@@ -425,16 +435,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             continue
         cfg = llama.CONFIGS[spec.config]
         if spec.config in TINY:
-            model = trace(tiny_module(spec.config), spec.training, export_params=True)
-            check_pipeline(spec.config, spec.training, model)
+            model = trace(tiny_module(spec.config, spec.lora), spec.training, export_params=True)
+            if not spec.lora:
+                check_pipeline(spec.config, spec.training, model)
             path = export_zoo.save(model, args.out, spec.stem, inline=False)
         else:
             model = weightless(cfg, spec.training, spec.stem)
             path = os.path.join(args.out, f"{spec.stem}.onnx")
             onnx.save_model(model, path)
-        if spec.config not in facts:
-            facts[spec.config] = measured(spec.config)
-        expected["models"][spec.stem] = record(spec, model, facts[spec.config])
+        key = f"{spec.config}{'+lora' if spec.lora else ''}"
+        if key not in facts:
+            facts[key] = measured(spec.config, spec.lora)
+        expected["models"][spec.stem] = record(spec, model, facts[key])
         size = os.path.getsize(path)
         print(f"{path}: {size:,} bytes, {len(model.graph.node)} nodes", flush=True)
         if size > export_zoo.MAX_COMMITTED_BYTES:

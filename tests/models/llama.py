@@ -15,7 +15,8 @@ step runs:
     scores = q·kᵀ / √head_dim + causal mask, softmax (HF's runs in float32, as this module does), ·v, o_proj;
   - SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases;
   - pre-norm decoder layers, final RMSNorm, lm_head (untied unless the config ties it to embed_tokens);
-  - attention_bias=True gives q/k/v projection biases (Qwen2; o_proj has none there either).
+  - attention_bias=True gives q/k/v projection biases (Qwen2; o_proj has none there either);
+  - lora=LoraConfig(...) makes the targeted projections PEFT LoRA layers (LoraLinear) and freezes the rest.
 
 Not modelled, because they change no shape and no memory of a training step: rope scaling ("llama3"
 rope_type of Llama 3.1/3.2 rescales inv_freq's values), Mistral-7B-v0.1's sliding window of 4096 (a
@@ -108,8 +109,56 @@ CONFIGS: Dict[str, LlamaConfig] = {c.name: c for c in [
                 tie_word_embeddings=False, attention_bias=True),
 ]}
 
+@dataclasses.dataclass(frozen=True)
+class LoraConfig:
+    """The fields of PEFT's LoraConfig that shape the graph (peft/tuners/lora/config.py), with PEFT's
+    defaults: r=8, lora_alpha=8, lora_dropout=0.0, and q_proj/v_proj, PEFT's default target modules for
+    Llama (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)."""
+    r: int = 8
+    lora_alpha: int = 8
+    lora_dropout: float = 0.0
+    target_modules: Tuple[str, ...] = ("q_proj", "v_proj")
+
+    def parameter_count(self, cfg: LlamaConfig) -> int:
+        """A: in·r and B: r·out for every targeted projection of every layer."""
+        h, kv = cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim
+        shapes = {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                  "gate_proj": (h, cfg.intermediate_size), "up_proj": (h, cfg.intermediate_size),
+                  "down_proj": (cfg.intermediate_size, h)}
+        per_layer = sum(self.r * (shapes[t][0] + shapes[t][1]) for t in self.target_modules)
+        return cfg.num_hidden_layers * per_layer
+
+
+LORA_DEFAULT = LoraConfig()
+
+
 # --------------------------------------------------------------------------------------------------
 # The module
+
+
+class LoraLinear(nn.Module):
+    """PEFT's lora.Linear (peft/tuners/lora/layer.py): base_layer(x) + lora_B(lora_A(dropout(x))) * scaling,
+    scaling = lora_alpha / r; dropout is nn.Identity at lora_dropout 0. The base layer is frozen; A and B
+    train. Names: <proj>.base_layer.weight, <proj>.lora_A.weight, <proj>.lora_B.weight (PEFT inserts its
+    adapter name, lora_A.default.weight, which a single-adapter export does not need)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, lora: LoraConfig, device=None):
+        super().__init__()
+        self.base_layer = nn.Linear(in_features, out_features, bias=bias, device=device)
+        self.base_layer.requires_grad_(False)
+        self.lora_dropout = nn.Dropout(lora.lora_dropout) if lora.lora_dropout > 0 else nn.Identity()
+        self.lora_A = nn.Linear(in_features, lora.r, bias=False, device=device)
+        self.lora_B = nn.Linear(lora.r, out_features, bias=False, device=device)
+        self.scaling = lora.lora_alpha / lora.r
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base_layer(x) + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling
+
+
+def projection(name: str, in_features: int, out_features: int, bias: bool, device, lora: Optional[LoraConfig]):
+    if lora is not None and name in lora.target_modules:
+        return LoraLinear(in_features, out_features, bias, lora, device)
+    return nn.Linear(in_features, out_features, bias=bias, device=device)
 
 
 class RMSNorm(nn.Module):
@@ -167,14 +216,14 @@ def causal_additive_mask(seq: int, device) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: LlamaConfig, device=None):
+    def __init__(self, cfg: LlamaConfig, device=None, lora: Optional[LoraConfig] = None):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        h, kv = cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim
-        self.q_proj = nn.Linear(h, cfg.num_attention_heads * cfg.head_dim, bias=cfg.attention_bias, device=device)
-        self.k_proj = nn.Linear(h, kv, bias=cfg.attention_bias, device=device)
-        self.v_proj = nn.Linear(h, kv, bias=cfg.attention_bias, device=device)
-        self.o_proj = nn.Linear(cfg.num_attention_heads * cfg.head_dim, h, bias=False, device=device)
+        h, kv, q = cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim, cfg.num_attention_heads * cfg.head_dim
+        self.q_proj = projection("q_proj", h, q, cfg.attention_bias, device, lora)
+        self.k_proj = projection("k_proj", h, kv, cfg.attention_bias, device, lora)
+        self.v_proj = projection("v_proj", h, kv, cfg.attention_bias, device, lora)
+        self.o_proj = projection("o_proj", q, h, False, device, lora)
 
     def forward(self, x, cos, sin, mask):
         b, s = x.shape[0], x.shape[1]
@@ -193,23 +242,24 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: LlamaConfig, device=None):
+    def __init__(self, cfg: LlamaConfig, device=None, lora: Optional[LoraConfig] = None):
         super().__init__()
-        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False, device=device)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False, device=device)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False, device=device)
+        h, ffn = cfg.hidden_size, cfg.intermediate_size
+        self.gate_proj = projection("gate_proj", h, ffn, False, device, lora)
+        self.up_proj = projection("up_proj", h, ffn, False, device, lora)
+        self.down_proj = projection("down_proj", ffn, h, False, device, lora)
 
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: LlamaConfig, device=None):
+    def __init__(self, cfg: LlamaConfig, device=None, lora: Optional[LoraConfig] = None):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
-        self.self_attn = Attention(cfg, device)
+        self.self_attn = Attention(cfg, device, lora)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
-        self.mlp = MLP(cfg, device)
+        self.mlp = MLP(cfg, device, lora)
 
     def forward(self, x, cos, sin, mask):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
@@ -221,15 +271,18 @@ class Llama(nn.Module):
     `layers` overrides the config's layer count (the stitched exports trace two layers); device="meta"
     builds it without memory for the weights (an 8B or 70B module traces in seconds)."""
 
-    def __init__(self, cfg: LlamaConfig, layers: Optional[int] = None, device=None):
+    def __init__(self, cfg: LlamaConfig, layers: Optional[int] = None, device=None, lora: Optional[LoraConfig] = None):
         super().__init__()
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size, device=device)
         count = cfg.num_hidden_layers if layers is None else layers
-        self.layers = nn.ModuleList(DecoderLayer(cfg, device) for _ in range(count))
+        self.layers = nn.ModuleList(DecoderLayer(cfg, device, lora) for _ in range(count))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
         self.lm_head = (None if cfg.tie_word_embeddings
                         else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device=device))
+        if lora is not None:  # PEFT's mark_only_lora_as_trainable: everything but the adapters is frozen
+            for name, parameter in self.named_parameters():
+                parameter.requires_grad_(".lora_A." in name or ".lora_B." in name)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         seq = input_ids.shape[1]
