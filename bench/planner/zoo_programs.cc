@@ -24,7 +24,8 @@ Program zoo_program(const ZooModel& model, int64_t batch) {
   Bindings bindings;
   bindings.batch = batch;
   // The zoo's text models (docs/zoo.md) take [batch, seq] token ids.
-  if (model.name.rfind("gpt", 0) == 0 || model.name.rfind("bert", 0) == 0) bindings.dims["seq"] = 128;
+  for (const char* text : {"gpt", "bert", "llama", "mistral", "qwen2"})
+    if (model.name.rfind(text, 0) == 0) bindings.dims["seq"] = 128;
   const Graph graph = import_model(model.path, bindings);
   if (model.training) {
     TrainingOptions options;  // PyTorch, Adam (foreach), fp32, steady state

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
@@ -164,6 +165,24 @@ TEST(ZooTraining, GptLayerActivationsMatchKorthikanti) {
   const uint64_t korthikanti_no_dropout = s * b * h * 32 + 2 * a * s * s * b;
   const uint64_t layer_norm_stats = 2 * 2 * 4 * b * s;
   EXPECT_EQ(saved, korthikanti_no_dropout + layer_norm_stats);
+}
+
+// The Llama-family graphs: only the residual stream crosses from one decoder layer to the next (the rotary
+// tables and the mask are side values computed before the first), so each layer's output, the second
+// residual Add, is a checkpoint boundary: in the tiny export torch.onnx wrote whole, and in the 8B graph
+// whose layers 2..31 export_llama.py stitched from the second traced one.
+TEST(ZooTraining, LlamaLayerOutputsAreBoundaries) {
+  TrainingOptions o;
+  o.loss = LossKind::CrossEntropy;
+  for (const auto& [name, layers] : {std::pair<const char*, int>{"llama_tiny_train", 4}, {"llama3_1_8b_train", 32}}) {
+    const TrainingResult r = build_training_program(zoo(name, 1, 16), o);
+    for (int k = 0; k + 1 < layers; ++k) {
+      const std::string boundary = "/layers." + std::to_string(k) + "/Add_1_output_0";
+      EXPECT_NE(std::find(r.candidate_boundaries.begin(), r.candidate_boundaries.end(), boundary),
+                r.candidate_boundaries.end())
+          << name << ": " << boundary;
+    }
+  }
 }
 
 }  // namespace

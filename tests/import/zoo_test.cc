@@ -6,9 +6,12 @@
 //  - output shapes: tests/models/expected_shapes.json, written by the export script from running each PyTorch
 //    module at batch 1 and 8 (and seq 128 and 512 for the text models), not from memplan;
 //  - torchvision models: the published `num_params` of the weight enums (torchvision/models/*.py);
-//  - GPT/BERT: hand-computed below, and cross-checked with PyTorch's sum of p.numel() in the JSON.
+//  - GPT/BERT: hand-computed below, and cross-checked with PyTorch's sum of p.numel() in the JSON;
+//  - the Llama family: hand-computed from each model's published config.json, cross-checked with PyTorch
+//    and with the published (rounded) parameter counts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -32,8 +35,11 @@ using testing::run_memplan;
 const std::vector<std::string> kExports = {
     "bert",         "bert_op13",          "bert_train", "efficientnet_b0", "efficientnet_b0_train",
     "gpt",          "gpt_tiny",           "gpt_tiny_op13", "gpt_tiny_train", "gpt_train",
-    "mobilenet_v2", "mobilenet_v2_train", "resnet18",   "resnet18_train",  "resnet50",
-    "resnet50_train", "vit_b_16",         "vit_b_16_train",
+    "llama3_1_70b", "llama3_1_70b_train", "llama3_1_8b", "llama3_1_8b_train", "llama3_2_1b",
+    "llama3_2_1b_train", "llama3_2_3b",   "llama3_2_3b_train", "llama_tiny", "llama_tiny_lora_train", "llama_tiny_train",
+    "mistral_7b",   "mistral_7b_train",   "mobilenet_v2", "mobilenet_v2_train", "qwen2_7b",
+    "qwen2_7b_train", "qwen2_tiny",       "qwen2_tiny_train", "resnet18", "resnet18_train",
+    "resnet50",     "resnet50_train",     "vit_b_16",   "vit_b_16_train",
 };
 
 std::string models_dir() { return std::string(MEMPLAN_SOURCE_DIR) + "/tests/models"; }
@@ -184,6 +190,117 @@ TEST(Zoo, TextInferenceExportsStoreTheFoldedTransposedEmbedding) {
   for (const TextModel& m : kTextModels) {
     EXPECT_EQ(parameter_count(m.name), m.params + m.vocab_times_d) << m.name;
   }
+}
+
+// ---- Llama-family decoders (tests/models/llama.py, made by tests/models/export_llama.py) ----
+//
+// Hand count from the hyper-parameters of each model's config.json on the Hugging Face Hub (meta-llama,
+// mistralai, Qwen; the URLs are in llama.py's CONFIGS): embedding V·h; per layer q_proj h·h and o_proj h·h,
+// k_proj and v_proj h·(kv·hd) each (hd = h / heads), plus q/k/v biases h + 2·kv·hd where the model has
+// them (Qwen2), gate/up/down_proj 3·h·ffn, two RMSNorm weights 2h; the final RMSNorm h; lm_head V·h unless
+// tied to the embedding.
+constexpr int64_t llama_params(int64_t h, int64_t ffn, int64_t layers, int64_t heads, int64_t kv_heads,
+                               int64_t vocab, bool tied, bool qkv_bias) {
+  const int64_t kv = kv_heads * (h / heads);
+  const int64_t layer = 2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h + (qkv_bias ? h + 2 * kv : 0);
+  return vocab * h + layers * layer + h + (tied ? 0 : vocab * h);
+}
+// Llama-3.2-1B ties its head to the embedding (config.json: tie_word_embeddings true), and so does the
+// export; untied it would have V·h = 262,668,288 more, and the Llama 3.2 model card's "1.23B" rules that out.
+static_assert(llama_params(2048, 8192, 16, 32, 8, 128256, true, false) == 1'235'814'400, "Llama-3.2-1B");
+static_assert(llama_params(2048, 8192, 16, 32, 8, 128256, false, false) == 1'498'482'688, "Llama-3.2-1B untied");
+
+struct LlamaModel {
+  std::string stem;
+  int64_t params;
+  int64_t vocab_times_h;
+  bool tied;
+  double published_billions;  // the count as its authors publish it
+  double digit;               // the value of its last published digit
+};
+
+// Published: the Llama 3.2 model card ("1B (1.23B)", "3B (3.21B)"); the Hub's parameter count of the
+// safetensors checkpoints for the others (8.03B, 7.24B, 70.6B, 7.62B). The tiny ones are made up
+// (llama.py) and checked against PyTorch's count only.
+const std::vector<LlamaModel> kLlamaModels = {
+    {"llama3_2_1b", llama_params(2048, 8192, 16, 32, 8, 128256, true, false), 128256LL * 2048, true, 1.23, 0.01},
+    {"llama3_2_3b", llama_params(3072, 8192, 28, 24, 8, 128256, true, false), 128256LL * 3072, true, 3.21, 0.01},
+    {"llama3_1_8b", llama_params(4096, 14336, 32, 32, 8, 128256, false, false), 128256LL * 4096, false, 8.03, 0.01},
+    {"mistral_7b", llama_params(4096, 14336, 32, 32, 8, 32000, false, false), 32000LL * 4096, false, 7.24, 0.01},
+    {"llama3_1_70b", llama_params(8192, 28672, 80, 64, 8, 128256, false, false), 128256LL * 8192, false, 70.6, 0.1},
+    {"qwen2_7b", llama_params(3584, 18944, 28, 28, 4, 152064, false, true), 152064LL * 3584, false, 7.62, 0.01},
+    {"llama_tiny", llama_params(128, 352, 4, 4, 2, 1000, false, false), 1000 * 128, false, 0, 0},
+    {"qwen2_tiny", llama_params(128, 352, 4, 4, 2, 1000, false, true), 1000 * 128, false, 0, 0},
+};
+
+// The training exports hold every parameter once: memplan's count is the hand count, PyTorch's
+// sum(p.numel()) of the full-size module agrees, and both round to the published figure.
+TEST(Zoo, LlamaTrainingExportsHaveTheConfigsParameterCounts) {
+  for (const LlamaModel& m : kLlamaModels) {
+    SCOPED_TRACE(m.stem);
+    EXPECT_EQ(expected()["models"][m.stem + "_train"]["pytorch_trainable_parameters"].get<int64_t>(), m.params);
+    EXPECT_EQ(parameter_count(m.stem + "_train"), m.params);
+    if (m.published_billions > 0) {  // rounded or truncated to the published digit (Meta's 1.2358 is "1.23B")
+      EXPECT_GE(static_cast<double>(m.params) / 1e9, m.published_billions - m.digit / 2);
+      EXPECT_LT(static_cast<double>(m.params) / 1e9, m.published_billions + m.digit);
+    }
+  }
+}
+
+// Inference exports: constant folding pre-transposes every Linear weight in place of the original, so
+// the count is the same, except that a tied embedding is then stored twice (Gather's and the head's
+// transposed copy), as in the GPT's inference export.
+TEST(Zoo, LlamaInferenceExportsStoreATiedEmbeddingTwice) {
+  for (const LlamaModel& m : kLlamaModels) {
+    EXPECT_EQ(parameter_count(m.stem), m.params + (m.tied ? m.vocab_times_h : 0)) << m.stem;
+  }
+}
+
+Json estimate(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"estimate"};
+  all.insert(all.end(), args.begin(), args.end());
+  all.push_back("--json");
+  const testing::RunResult r = run_memplan(all);
+  if (r.exit_code != 0) throw std::runtime_error("memplan estimate exited " + std::to_string(r.exit_code) + ": " + r.err);
+  return Json::parse(r.out);
+}
+
+// A training step on the weight-less graphs at real sizes. What a step holds for its parameters follows
+// from the count and PyTorch alone: float32 weights and grads take 4 bytes each; model.bfloat16() makes
+// weights and grads 2 bytes, and AdamW's exp_avg and exp_avg_sq are zeros_like(param) (torch/optim/adamw.py),
+// 2 x 2 bytes more.
+TEST(Zoo, LlamaTrainingEstimatesRunAtRealSizes) {
+  const int64_t tiny = kLlamaModels[6].params;
+  const Json t = estimate({models_dir() + "/llama_tiny_train.onnx", "--mode", "train", "--dim", "seq=128", "--batch", "2"});
+  EXPECT_EQ(t["training"]["param_bytes"].get<int64_t>(), 4 * tiny);
+  EXPECT_EQ(t["training"]["grad_bytes"].get<int64_t>(), 4 * tiny);
+  for (const char* stem : {"llama3_2_3b", "llama3_1_8b"}) {
+    SCOPED_TRACE(stem);
+    const int64_t n = std::find_if(kLlamaModels.begin(), kLlamaModels.end(), [&](const LlamaModel& m) { return m.stem == stem; })->params;
+    const Json j = estimate({models_dir() + "/" + stem + "_train.onnx", "--mode", "train", "--precision", "bf16",
+                             "--optimizer", "adamw", "--batch", "4", "--dim", "seq=768"});
+    EXPECT_EQ(j["training"]["param_bytes"].get<int64_t>(), 2 * n);
+    EXPECT_EQ(j["training"]["grad_bytes"].get<int64_t>(), 2 * n);
+    EXPECT_EQ(j["training"]["optimizer_state_bytes"].get<int64_t>(), 4 * n);
+    // A lower bound of the peak: the weights and AdamW states stay allocated through a steady-state step,
+    // and the bf16 logits (batch 4 x seq 768 x vocab 128256) are live when the loss is computed.
+    EXPECT_GT(j["total_bytes"].get<int64_t>(), 6 * n + 4LL * 768 * 128256 * 2);
+  }
+}
+
+// llama_tiny_lora_train: PEFT's LoRA with its defaults (r 8, alpha 8, no dropout) on q_proj and v_proj of
+// each of the 4 layers: A is in x r and B r x out, so 8·(128 + 128) + 8·(128 + 64) = 3,584 per layer.
+// The graph holds base and adapters; PyTorch trains the adapters only, and with --trainable lora_ so does
+// memplan: a grad for each adapter weight and Adam's two states, in float32.
+TEST(Zoo, LlamaLoraExportHoldsPeftAdapters) {
+  const int64_t adapters = 4 * (8 * (128 + 128) + 8 * (128 + 64));
+  static_assert(4 * (8 * (128 + 128) + 8 * (128 + 64)) == 14'336, "");
+  EXPECT_EQ(parameter_count("llama_tiny_lora_train"), kLlamaModels[6].params + adapters);
+  EXPECT_EQ(expected()["models"]["llama_tiny_lora_train"]["pytorch_trainable_parameters"].get<int64_t>(), adapters);
+  const Json j = estimate({models_dir() + "/llama_tiny_lora_train.onnx", "--mode", "train", "--dim", "seq=128",
+                           "--batch", "2", "--trainable", "lora_"});
+  EXPECT_EQ(j["training"]["grad_bytes"].get<int64_t>(), 4 * adapters);
+  EXPECT_EQ(j["training"]["optimizer_state_bytes"].get<int64_t>(), 2 * 4 * adapters);
 }
 
 }  // namespace

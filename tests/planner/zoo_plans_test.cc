@@ -2,6 +2,7 @@
 // algorithm's plan and the memory-aware schedule's plans pass the invariant checker (summarize_planning
 // throws otherwise), the plan file round-trips and checks clean, and the arena meets the goal of at
 // most 1.05 x the lower bound for every program.
+#include <cstdlib>
 #include <ostream>
 
 #include <gmock/gmock.h>
@@ -32,8 +33,17 @@ std::vector<ZooCase> zoo_cases() {
 
 class ZooPlans : public ::testing::TestWithParam<ZooCase> {};
 
+// Under ASan+UBSan (scripts/test.sh sets MEMPLAN_SANITIZED=1) the programs of the real-size Llama-family
+// graphs are left to the unsanitized run, as the behaviour snapshot leaves its large models: the 70B
+// training program has 10,115 steps and takes 3 s to plan without the sanitizers. The threshold keeps every
+// other zoo program (llama3_2_1b_train's 2,051 steps among them) and skips the 3B, 7B, 8B training programs
+// and the 70B's two.
+constexpr size_t kSanitizedMaxSteps = 2500;
+
 TEST_P(ZooPlans, EveryPlanIsValidAndCloseToTheBound) {
   const Program program = zoo_program(GetParam().model, GetParam().batch);
+  if (std::getenv("MEMPLAN_SANITIZED") && program.steps.size() > kSanitizedMaxSteps)
+    GTEST_SKIP() << program.steps.size() << " steps: planned in the unsanitized run";
   const PlannerSummary s = summarize_planning(program);
   EXPECT_GE(s.best_arena_bytes, s.aligned_lower_bound_bytes);
   EXPECT_LE(static_cast<double>(s.best_arena_bytes), 1.05 * static_cast<double>(s.lower_bound_bytes));
