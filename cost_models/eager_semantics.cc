@@ -73,7 +73,7 @@ bool constant_on_device(const Graph& g, int32_t t, Semantics semantics, const st
 }
 
 bool uses_cublas(const FusedOp& op) {
-  if (op.kind == OpKind::Linear) return true;
+  if (op.kind == OpKind::Linear || op.kind == OpKind::Baddbmm) return true;
   return op.kind == OpKind::Node && (op.op == "MatMul" || op.op == "Gemm" || op.op == "Einsum");
 }
 

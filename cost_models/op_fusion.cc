@@ -173,6 +173,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::Silu: return "silu";
     case OpKind::LayerNorm: return "layer_norm";
     case OpKind::Linear: return "linear";
+    case OpKind::Baddbmm: return "baddbmm";
     case OpKind::Attention: return "attention";
   }
   return "node";
@@ -200,6 +201,7 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
   try_all(options.gelu, fusion::match_gelu);
   try_all(options.silu, fusion::match_silu);
   try_all(options.attention, fusion::match_attention);
+  try_all(options.baddbmm, fusion::match_baddbmm);
   try_all(options.linear_bias, fusion::match_linear);
 
   std::vector<FusedOp> ops;

@@ -62,6 +62,60 @@ std::optional<Match> match_linear(const Graph& g, int32_t mm) {
   return m;
 }
 
+// ---- baddbmm: torch.baddbmm(self, batch1, batch2, beta=1, alpha=1) ----
+// torch.onnx writes it (torch/onnx/symbolic_opset9.py, baddbmm) as
+//   Add(Mul(MatMul(batch1, batch2), Cast(alpha)), Mul(self, Cast(beta)))
+// and torch 1.x's nn.MultiheadAttention adds its attention mask this way (torch/nn/functional.py,
+// _scaled_dot_product_attention: `torch.baddbmm(attn_mask, q, k.transpose(-2, -1))`). PyTorch runs one
+// batched gemm that writes the output once, in the low type under autocast (baddbmm is on autocast's
+// lower-precision list, aten/src/ATen/autocast_mode.cpp), and autograd saves batch1 and batch2
+// (tools/autograd/derivatives.yaml, baddbmm): neither the product nor the scaled operands ever exist.
+
+namespace {
+
+// The data operand of Mul(data, scalar), where the scalar is a Python number as the exporter passes it to
+// baddbmm (a scalar constant, or a Cast of one); adds the Mul and the Cast to `nodes`. -1 if not that.
+int32_t unscaled(const Graph& g, int32_t t, std::set<int32_t>& nodes) {
+  const int32_t mul = producer_of(g, t);
+  if (!op_is(g, mul, "Mul") || sole_consumer(g, t) < 0) return -1;
+  for (size_t data : {0u, 1u}) {
+    const int32_t scalar = in(g, mul, 1 - data);
+    const int32_t cast = producer_of(g, scalar);
+    const bool cast_of_scalar = op_is(g, cast, "Cast") && is_scalar_constant(g, in(g, cast, 0)) &&
+                                sole_consumer(g, scalar) == mul;
+    if (!is_scalar_constant(g, scalar) && !cast_of_scalar) continue;
+    nodes.insert(mul);
+    if (cast_of_scalar) nodes.insert(cast);
+    return in(g, mul, data);
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::optional<Match> match_baddbmm(const Graph& g, int32_t add) {
+  if (!op_is(g, add, "Add")) return std::nullopt;
+  for (size_t side : {0u, 1u}) {
+    Match m;
+    m.kind = OpKind::Baddbmm;
+    const int32_t product = unscaled(g, in(g, add, side), m.nodes);
+    const int32_t mm = producer_of(g, product);
+    if (!op_is(g, mm, "MatMul") || sole_consumer(g, product) < 0) continue;
+    const int32_t self = unscaled(g, in(g, add, 1 - side), m.nodes);
+    const int32_t batch1 = in(g, mm, 0), batch2 = in(g, mm, 1);
+    if (self < 0 || batch1 < 0 || batch2 < 0) continue;
+    if (g.tensors[batch1].shape.size() != 3 || g.tensors[batch2].shape.size() != 3) continue;  // bmm operands
+    m.nodes.insert(mm);
+    m.nodes.insert(add);
+    m.roles.x = batch1;
+    m.roles.weight = batch2;
+    m.roles.bias = self;
+    if (!single_exit(g, m.nodes)) continue;
+    return m;
+  }
+  return std::nullopt;
+}
+
 // ---- Attention: MatMul(q, k), scale, mask, Softmax, Dropout, MatMul(p, v) ----
 
 std::optional<Match> match_attention(const Graph& g, int32_t softmax) {

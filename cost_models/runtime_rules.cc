@@ -32,7 +32,7 @@ FusionOptions fusion_for(Runtime runtime, AttentionImpl attention) {
     case Runtime::Ideal:
       break;
     case Runtime::PyTorch:
-      f.gelu = f.silu = f.layer_norm = f.linear_bias = true;
+      f.gelu = f.silu = f.layer_norm = f.linear_bias = f.baddbmm = true;
       f.attention = attention == AttentionImpl::Sdpa;
       break;
     case Runtime::OnnxRuntime:
