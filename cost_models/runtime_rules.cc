@@ -26,6 +26,11 @@ bool is_pytorch_in_place(const std::string& op, const std::string& prod) {
   return false;
 }
 
+bool calls_cudnn_convolution(const std::string& step_op) {
+  static const std::set<std::string> ops{"Conv", "ConvTranspose", "Conv_backward", "ConvTranspose_backward"};
+  return ops.count(step_op) > 0;
+}
+
 FusionOptions fusion_for(Runtime runtime, AttentionImpl attention) {
   FusionOptions f;
   switch (runtime) {
