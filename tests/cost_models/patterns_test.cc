@@ -122,6 +122,28 @@ TEST(ExportedPatterns, LinearEvalExportsAreOneOpInInference) {
   ASSERT_EQ(mm_add.steps.size(), 1u);
   EXPECT_EQ(mm_add.steps[0].op, "linear");
   EXPECT_EQ(bytes(mm_add, "y"), 640u);
+  // Without a bias, a MatMul on the folded initializer is already the mm PyTorch runs: one MatMul step.
+  const Program mm = build_inference_program(pattern("linear3d_nobias_eval"), o).program;
+  ASSERT_EQ(mm.steps.size(), 1u);
+  EXPECT_EQ(mm.steps[0].op, "MatMul");
+  EXPECT_EQ(bytes(mm, "y"), 640u);
+}
+
+// The same MatMul on an initializer in training under autocast: the weight is cast once into the autocast
+// cache (16*8*2 = 256 bytes) and the output is float16 (2*5*16*2 = 320).
+TEST(ExportedPatterns, MatMulOnAnInitializerIsLowPrecisionWithACachedWeight) {
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.loss = LossKind::None;
+  o.optimizer = Optimizer::Sgd;
+  o.precision = Precision::AmpFp16;
+  const Program p = build_training_program(pattern("linear3d_nobias_eval"), o).program;
+  EXPECT_EQ(op_at(p, "/MatMul"), "MatMul");
+  EXPECT_EQ(bytes(p, "y"), 320u);
+  const int32_t cached = buffer_named(p, "onnx::MatMul_4:autocast");
+  ASSERT_GE(cached, 0);
+  EXPECT_EQ(p.buffers[cached].bytes, 256u);
+  EXPECT_EQ(p.buffers[cached].category, Category::Weight);
 }
 
 // ---- LayerNorm ----
@@ -214,6 +236,14 @@ TEST(ExportedPatterns, AttentionWithMaskIsOneBaddbmm) {
   const Program fp32 = train("mha_attn_mask_train", Precision::Fp32);
   EXPECT_EQ(bytes(fp32, "/mha/Add_2_output_0"), 400u);
   EXPECT_EQ(buffer_named(fp32, "/mha/Mul_4_output_0"), -1);
+  // With --attention sdpa the whole attention, mask included, is one scaled_dot_product_attention: the
+  // attention matcher runs before baddbmm's, so the scores never exist.
+  InferenceOptions sdpa;
+  sdpa.runtime = Runtime::PyTorch;
+  sdpa.attention = AttentionImpl::Sdpa;
+  const Program fused = build_inference_program(pattern("mha_attn_mask_train"), sdpa).program;
+  EXPECT_EQ(op_at(fused, "/mha/MatMul_2"), "attention");
+  EXPECT_EQ(buffer_named(fused, "/mha/Add_2_output_0"), -1);
 }
 
 // With dropout (p = 0.1, training), the probabilities pass through native_dropout: a float32 output (400)

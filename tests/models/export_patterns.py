@@ -138,6 +138,7 @@ def patterns() -> List[Pattern]:
         Pattern("linear3d_nobias_train", linear(False, True), 17, True),
         Pattern("linear_eval", linear(True, False), 17, False),
         Pattern("linear3d_eval", linear(True, True), 17, False),
+        Pattern("linear3d_nobias_eval", linear(False, True), 17, False),
         Pattern("layernorm_op13_train", after_linear(lambda: nn.LayerNorm(FEATURES)), 13, True),
         Pattern("layernorm_op17_train", after_linear(lambda: nn.LayerNorm(FEATURES)), 17, True),
         Pattern("layernorm_noaffine_op13_train", after_linear(lambda: nn.LayerNorm(FEATURES, elementwise_affine=False)), 13, True),
