@@ -181,6 +181,15 @@ TEST(ExportedPatterns, GeluErfAndTanhFormsAreOneGelu) {
   }
 }
 
+// With --loss none the caller runs `y.backward(grad)`: no loss, so no float32 copy of the float16 output
+// (it would be 2*5*8*4 = 320 bytes); the loss step writes nothing and the seed grad has y's type (160).
+TEST(ExportedPatterns, NoLossCastsNothingUnderAutocast) {
+  const Program p = train("gelu_op17_train");
+  EXPECT_EQ(buffer_named(p, "y:autocast"), -1);
+  EXPECT_TRUE(p.steps[step_named(p, "loss:none")].writes.empty());
+  EXPECT_EQ(bytes(p, "grad:y"), 160u);
+}
+
 // nn.SiLU exports as Sigmoid, Mul: one silu saving its input (160), output float16 (160).
 TEST(ExportedPatterns, SiluIsOneSilu) {
   const Program p = train("silu_train");
