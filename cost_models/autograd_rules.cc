@@ -52,6 +52,7 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
       save_if(r, op.x, true);
       return r;
     case OpKind::Linear:
+    case OpKind::Baddbmm:  // batch1 and batch2 (derivatives.yaml: baddbmm)
       save_if(r, op.x, rg(requires_grad, op.weight));
       save_if(r, op.weight, rg(requires_grad, op.x));
       // F.linear's weight.t() (a Transpose node in the export): the weight's grad reaches the parameter
@@ -142,6 +143,7 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
 AutocastClass autocast_class(const FusedOp& op) {
   switch (op.kind) {
     case OpKind::Linear:
+    case OpKind::Baddbmm:
     case OpKind::Attention:
       return AutocastClass::LowPrecision;
     case OpKind::LayerNorm:

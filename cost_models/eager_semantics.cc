@@ -86,7 +86,7 @@ bool dropout_is_noop(const Graph& g, const Node& n, bool training) {
 }
 
 bool uses_cublas(const FusedOp& op) {
-  if (op.kind == OpKind::Linear) return true;
+  if (op.kind == OpKind::Linear || op.kind == OpKind::Baddbmm) return true;
   return op.kind == OpKind::Node && (op.op == "MatMul" || op.op == "Gemm" || op.op == "Einsum");
 }
 

@@ -162,8 +162,6 @@ class InferenceBuilder {
                         ".x, allocated at the first matmul and kept (CublasHandlePool.cpp).");
       if (maxpool_indices_ > 0)
         notes.push_back("CUDA max_pool2d writes int64 indices even in inference (" + std::to_string(maxpool_indices_) + " ops).");
-      if (has_op({"Conv", "ConvTranspose"}))
-        notes.push_back("cuDNN convolution workspace is not modelled (0 bytes): its size depends on the algorithm cuDNN picks at run time.");
     }
     if (ort()) {
       if (shapes > 0)

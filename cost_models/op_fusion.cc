@@ -5,29 +5,11 @@
 #include <set>
 
 #include "cost_models/graph_facts.h"
+#include "cost_models/op_fusion_match.h"
 
 namespace memplan {
-namespace {
+namespace fusion {
 
-// A candidate match: the nodes it covers plus the role operands.
-struct Match {
-  OpKind kind = OpKind::Node;
-  std::set<int32_t> nodes;
-  FusedOp roles;
-};
-
-int32_t producer_of(const Graph& g, int32_t t) { return t < 0 ? -1 : g.tensors[t].producer; }
-
-bool op_is(const Graph& g, int32_t node, const char* op) { return node >= 0 && g.nodes[node].op_type == op; }
-
-int32_t in(const Graph& g, int32_t node, size_t i) {
-  const auto& ins = g.nodes[node].inputs;
-  return i < ins.size() ? ins[i] : -1;
-}
-
-int32_t out0(const Graph& g, int32_t node) { return g.nodes[node].outputs.empty() ? -1 : g.nodes[node].outputs[0]; }
-
-// Tensors read from outside the node set (first-use order) and tensors read after it or by the graph.
 void region_interface(const Graph& g, const std::set<int32_t>& nodes, std::vector<int32_t>& inputs,
                       std::vector<int32_t>& outputs) {
   std::set<int32_t> produced;
@@ -46,8 +28,6 @@ void region_interface(const Graph& g, const std::set<int32_t>& nodes, std::vecto
   }
 }
 
-// A fused op must hand exactly one tensor to the rest of the graph, produced by its last node, so that
-// running it at that node's position changes no one else's inputs.
 bool single_exit(const Graph& g, const std::set<int32_t>& nodes) {
   std::vector<int32_t> ins, outs;
   region_interface(g, nodes, ins, outs);
@@ -55,6 +35,8 @@ bool single_exit(const Graph& g, const std::set<int32_t>& nodes) {
 }
 
 // ---- GELU (erf and tanh forms) ----
+
+namespace {
 
 const std::set<std::string>& gelu_ops() {
   static const std::set<std::string> ops{"Div", "Mul", "Add", "Sub", "Pow", "Erf", "Tanh"};
@@ -85,6 +67,8 @@ std::set<int32_t> grow_elementwise_region(const Graph& g, int32_t x) {
   }
   return nodes;
 }
+
+}  // namespace
 
 std::optional<Match> match_gelu(const Graph& g, int32_t anchor) {
   const std::string& op = g.nodes[anchor].op_type;
@@ -180,114 +164,7 @@ std::optional<Match> match_layer_norm(const Graph& g, int32_t mean_node) {
   return m;
 }
 
-// ---- Linear: F.linear(x, W, b) as the exporter writes it ----
-// With constant folding (inference exports) the weight is pre-transposed into a new initializer:
-// MatMul(x, Wt) then Add(bias). Without it (training exports keep every parameter as the module holds
-// it), torch.onnx writes F.linear's weight.t() as a Transpose node: Transpose(W, perm [1, 0]) -> MatMul
-// (-> Add bias). PyTorch runs either as one addmm / mm (aten/src/ATen/native/Linear.cpp: linear), whose
-// output is in the compute type (low precision under autocast) and whose autograd saves x and W.
-
-// The parameter a MatMul's right operand is: an initializer, or F.linear's Transpose of one (-1 if neither).
-// `transpose` is set to the Transpose node when there is one.
-int32_t linear_weight(const Graph& g, int32_t mm, int32_t& transpose) {
-  transpose = -1;
-  const int32_t w = in(g, mm, 1);
-  if (is_constant(g, w)) return g.tensors[w].shape.size() == 2 ? w : -1;
-  const int32_t t = producer_of(g, w);
-  if (!op_is(g, t, "Transpose") || sole_consumer(g, w) != mm) return -1;
-  const int32_t param = in(g, t, 0);
-  auto perm = g.nodes[t].attributes.find("perm");
-  const bool swaps = perm == g.nodes[t].attributes.end() || perm->second.ints == std::vector<int64_t>{1, 0};
-  if (!is_constant(g, param) || g.tensors[param].shape.size() != 2 || !swaps) return -1;
-  transpose = t;
-  return param;
-}
-
-std::optional<Match> match_linear(const Graph& g, int32_t mm) {
-  if (!op_is(g, mm, "MatMul")) return std::nullopt;
-  int32_t transpose = -1;
-  const int32_t w = linear_weight(g, mm, transpose);
-  if (w < 0) return std::nullopt;
-  const int64_t out_features = g.tensors[in(g, mm, 1)].shape.back();
-  Match m;
-  m.kind = OpKind::Linear;
-  m.nodes = {mm};
-  if (transpose >= 0) m.nodes.insert(transpose);
-  m.roles.x = in(g, mm, 0);
-  m.roles.weight = w;
-  const int32_t add = sole_consumer(g, out0(g, mm));
-  if (op_is(g, add, "Add")) {
-    const int32_t bias = in(g, add, 0) == out0(g, mm) ? in(g, add, 1) : in(g, add, 0);
-    if (is_constant(g, bias) && g.tensors[bias].shape.size() == 1 && g.tensors[bias].shape[0] == out_features) {
-      m.nodes.insert(add);
-      m.roles.bias = bias;
-    }
-  }
-  // A MatMul on an initializer without a bias is already the mm PyTorch runs; only F.linear's Transpose
-  // or a bias make it a different op.
-  if (transpose < 0 && m.roles.bias < 0) return std::nullopt;
-  return m;
-}
-
-// ---- Attention: MatMul(q, k), scale, mask, Softmax, Dropout, MatMul(p, v) ----
-
-std::optional<Match> match_attention(const Graph& g, int32_t softmax) {
-  if (!op_is(g, softmax, "Softmax")) return std::nullopt;
-  Match m;
-  m.kind = OpKind::Attention;
-  m.nodes.insert(softmax);
-  int32_t cur = in(g, softmax, 0);
-  int32_t qk = -1;
-  for (int depth = 0; depth < 5 && cur >= 0; ++depth) {
-    const int32_t p = producer_of(g, cur);
-    if (p < 0 || count_consumers(g, cur) != 1 || is_graph_output(g, cur)) return std::nullopt;
-    const std::string& op = g.nodes[p].op_type;
-    if (op == "MatMul") { qk = p; break; }
-    if (op == "Cast") { m.nodes.insert(p); cur = in(g, p, 0); continue; }
-    if (op == "Div" || op == "Mul" || op == "Add" || op == "Sub") {
-      const int32_t a = in(g, p, 0), b = in(g, p, 1);
-      m.nodes.insert(p);
-      if (is_scalar_constant(g, b)) { cur = a; continue; }
-      if (is_scalar_constant(g, a)) { cur = b; continue; }
-      // A mask: the operand with the result's full shape is the scores.
-      const auto& shape = g.tensors[out0(g, p)].shape;
-      const bool a_full = g.tensors[a].shape == shape;
-      m.roles.mask = a_full ? b : a;
-      cur = a_full ? a : b;
-      continue;
-    }
-    if (op == "Where") {  // masked_fill: Where(mask, fill, scores)
-      m.nodes.insert(p);
-      m.roles.mask = in(g, p, 0);
-      cur = is_scalar_constant(g, in(g, p, 2)) ? in(g, p, 1) : in(g, p, 2);
-      continue;
-    }
-    return std::nullopt;
-  }
-  if (qk < 0) return std::nullopt;
-  m.nodes.insert(qk);
-  m.roles.q = in(g, qk, 0);
-  m.roles.k = in(g, qk, 1);
-  cur = out0(g, softmax);
-  int32_t next = sole_consumer(g, cur);
-  while (op_is(g, next, "Dropout") || op_is(g, next, "Cast")) {
-    if (op_is(g, next, "Dropout")) {
-      m.roles.attention_dropout = true;
-      const auto& outs = g.nodes[next].outputs;
-      if (outs.size() > 1 && outs[1] >= 0 && !g.tensors[outs[1]].consumers.empty()) return std::nullopt;
-    }
-    m.nodes.insert(next);
-    cur = out0(g, next);
-    next = sole_consumer(g, cur);
-  }
-  if (!op_is(g, next, "MatMul") || in(g, next, 0) != cur) return std::nullopt;
-  m.nodes.insert(next);
-  m.roles.v = in(g, next, 1);
-  if (!single_exit(g, m.nodes)) return std::nullopt;
-  return m;
-}
-
-}  // namespace
+}  // namespace fusion
 
 const char* op_kind_name(OpKind k) {
   switch (k) {
@@ -296,6 +173,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::Silu: return "silu";
     case OpKind::LayerNorm: return "layer_norm";
     case OpKind::Linear: return "linear";
+    case OpKind::Baddbmm: return "baddbmm";
     case OpKind::Attention: return "attention";
   }
   return "node";
@@ -304,12 +182,12 @@ const char* op_kind_name(OpKind k) {
 std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
   const int32_t n = static_cast<int32_t>(g.nodes.size());
   std::vector<int32_t> owner(n, -1);
-  std::vector<Match> matches;
+  std::vector<fusion::Match> matches;
   auto try_all = [&](bool enabled, auto matcher) {
     if (!enabled) return;
     for (int32_t i = 0; i < n; ++i) {
       if (owner[i] >= 0) continue;
-      std::optional<Match> m = matcher(g, i);
+      std::optional<fusion::Match> m = matcher(g, i);
       if (!m) continue;
       bool free = true;
       for (int32_t node : m->nodes)
@@ -319,11 +197,12 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
       matches.push_back(std::move(*m));
     }
   };
-  try_all(options.layer_norm, match_layer_norm);
-  try_all(options.gelu, match_gelu);
-  try_all(options.silu, match_silu);
-  try_all(options.attention, match_attention);
-  try_all(options.linear_bias, match_linear);
+  try_all(options.layer_norm, fusion::match_layer_norm);
+  try_all(options.gelu, fusion::match_gelu);
+  try_all(options.silu, fusion::match_silu);
+  try_all(options.attention, fusion::match_attention);
+  try_all(options.baddbmm, fusion::match_baddbmm);
+  try_all(options.linear_bias, fusion::match_linear);
 
   std::vector<FusedOp> ops;
   for (int32_t i = 0; i < n; ++i) {
@@ -340,14 +219,14 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
       ops.push_back(std::move(op));
       continue;
     }
-    const Match& m = matches[owner[i]];
+    const fusion::Match& m = matches[owner[i]];
     if (*m.nodes.rbegin() != i) continue;  // a fused op runs at its last node
     FusedOp op = m.roles;
     op.kind = m.kind;
     op.name = node.name;
     op.op = op_kind_name(m.kind);
     op.nodes.assign(m.nodes.begin(), m.nodes.end());
-    region_interface(g, m.nodes, op.inputs, op.outputs);
+    fusion::region_interface(g, m.nodes, op.inputs, op.outputs);
     ops.push_back(std::move(op));
   }
   return ops;

@@ -1,7 +1,8 @@
 // Recognises the exporter's decompositions of fused framework ops and regroups the graph's nodes into
 // the ops a runtime actually executes: torch.onnx writes F.gelu as Div/Erf/Add/Mul/Mul (or the Tanh
 // form), F.layer_norm before opset 17 as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, F.silu as
-// Sigmoid/Mul, F.linear on 3-D inputs as MatMul/Add, and scaled-dot-product attention as MatMul,
+// Sigmoid/Mul, F.linear on 3-D inputs as MatMul/Add (and as Transpose(W)/MatMul/Add in training exports),
+// torch.baddbmm as MatMul/Mul/Mul/Add, and scaled-dot-product attention as MatMul,
 // scale, mask, Softmax, Dropout, MatMul. PyTorch allocates (and autograd saves) for the fused op, so
 // the intermediates of the decomposition never exist there.
 #pragma once
@@ -14,19 +15,19 @@
 
 namespace memplan {
 
-enum class OpKind : uint8_t { Node, Gelu, Silu, LayerNorm, Linear, Attention };
+enum class OpKind : uint8_t { Node, Gelu, Silu, LayerNorm, Linear, Baddbmm, Attention };
 
 struct FusedOp {
   OpKind kind = OpKind::Node;
   std::string name;               // the name of its last node (where it runs)
-  std::string op;                 // the ONNX op type for Node, else "gelu", "silu", "layer_norm", "linear", "attention"
+  std::string op;                 // the ONNX op type for Node, else op_kind_name(kind)
   std::vector<int32_t> nodes;     // graph nodes it covers, ascending; back() is where it runs
   std::vector<int32_t> inputs;    // tensors it reads from outside, in first-use order, without duplicates
   std::vector<int32_t> outputs;   // tensors it produces (for a fused op: the one read outside it)
   // Operands by role (tensor ids, -1 when absent).
-  int32_t x = -1;                 // Gelu/Silu/LayerNorm/Linear: the data input
-  int32_t weight = -1;            // LayerNorm gamma, Linear weight
-  int32_t bias = -1;              // LayerNorm beta, Linear bias
+  int32_t x = -1;                 // Gelu/Silu/LayerNorm/Linear: the data input; Baddbmm: batch1
+  int32_t weight = -1;            // LayerNorm gamma, Linear weight; Baddbmm: batch2
+  int32_t bias = -1;              // LayerNorm beta, Linear bias; Baddbmm: self (the added term)
   int32_t q = -1, k = -1, v = -1, mask = -1;  // Attention (k as MatMul's right operand)
   bool attention_dropout = false;
 };
@@ -36,6 +37,7 @@ struct FusionOptions {
   bool silu = false;
   bool layer_norm = false;
   bool linear_bias = false;
+  bool baddbmm = false;
   bool attention = false;
 };
 

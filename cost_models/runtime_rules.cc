@@ -26,13 +26,18 @@ bool is_pytorch_in_place(const std::string& op, const std::string& prod) {
   return false;
 }
 
+bool calls_cudnn_convolution(const std::string& step_op) {
+  static const std::set<std::string> ops{"Conv", "ConvTranspose", "Conv_backward", "ConvTranspose_backward"};
+  return ops.count(step_op) > 0;
+}
+
 FusionOptions fusion_for(Runtime runtime, AttentionImpl attention) {
   FusionOptions f;
   switch (runtime) {
     case Runtime::Ideal:
       break;
     case Runtime::PyTorch:
-      f.gelu = f.silu = f.layer_norm = f.linear_bias = true;
+      f.gelu = f.silu = f.layer_norm = f.linear_bias = f.baddbmm = true;
       f.attention = attention == AttentionImpl::Sdpa;
       break;
     case Runtime::OnnxRuntime:

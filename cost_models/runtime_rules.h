@@ -34,10 +34,16 @@ bool is_pytorch_in_place(const std::string& op, const std::string& input_produce
 
 // Which decompositions each runtime runs as one op:
 //  - ideal: none (the graph as written);
-//  - pytorch: gelu, silu, layer_norm and linear always (the module ran as the fused op before export);
+//  - pytorch: gelu, silu, layer_norm, linear and baddbmm always (the module ran as the fused op before export);
 //    attention only with AttentionImpl::Sdpa;
 //  - onnxruntime: gelu and layer_norm (GeluFusion, LayerNormFusion in onnxruntime/core/optimizer/, on
 //    at the default ORT_ENABLE_ALL level for the CUDA EP).
 FusionOptions fusion_for(Runtime runtime, AttentionImpl attention);
+
+// Program steps (by their op) that call cuDNN convolutions in PyTorch: a Conv / ConvTranspose forward and
+// its backward step (the input grad and the weight grad are one cuDNN call each, one after the other).
+// Each call allocates its workspace through the caching allocator and frees it on return
+// (aten/src/ATen/native/cudnn/Conv_v8.cpp, run_conv_plan; Conv_v7.cpp, allocate_workspace).
+bool calls_cudnn_convolution(const std::string& step_op);
 
 }  // namespace memplan

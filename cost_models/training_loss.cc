@@ -23,7 +23,8 @@ void TrainingStep::emit_loss() {
   st.reads = {forward_buffer_[out]};
   for (int32_t b : forward_autocast_copies_) add_unique(st.reads, b);  // the autocast cache lives through the forward
   int32_t loss_input = forward_buffer_[out];
-  if (is_amp(options_.precision) && context_.dtype[out] != DType::Float32) {  // losses autocast to float32
+  // Losses autocast to float32; with no loss (`output.backward(grad)`) nothing is cast.
+  if (options_.loss != LossKind::None && is_amp(options_.precision) && context_.dtype[out] != DType::Float32) {
     loss_input = writer_.new_buffer(logits.name + ":autocast", bytes_in(out, DType::Float32), Category::Activation);
     st.writes.push_back(loss_input);
   }

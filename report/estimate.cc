@@ -141,6 +141,7 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
       e.allocated_per_step = need.unconstrained.allocated_per_step;
       e.reserved_per_step = need.unconstrained.reserved_per_step;
       e.required_bytes = checked_add(need.min_capacity_bytes, fixed);
+      e.cudnn_workspace = cudnn_workspace_range(program, need.unconstrained.allocated_per_step);
       break;
     }
     case Runtime::OnnxRuntime:
@@ -281,6 +282,13 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     e.model_order_peak_bytes = lower_bound(p.program);
   }
   assess(p.program, options.runtime, p.fixed_bytes, options.top_tensors, e);
+  if (e.cudnn_workspace)
+    e.notes.push_back("cuDNN convolution workspace (" + std::to_string(e.cudnn_workspace->convolution_steps) +
+                      " convolution steps): counted as 0 bytes, the lower end, which fit budgets (PyTorch falls back "
+                      "to an engine whose workspace fits); up to the free memory at a call (with cudnn.benchmark "
+                      "reserved memory can rise to the card's capacity): on a card, its usable memory minus " +
+                      std::to_string(e.cudnn_workspace->least_allocated_at_convolution) +
+                      " bytes allocated at the least loaded convolution.");
   return e;
 }
 

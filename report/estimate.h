@@ -20,6 +20,7 @@
 #include "cost_models/cost_model.h"
 #include "onnx_import/graph.h"
 #include "planner/program.h"
+#include "report/cudnn_workspace.h"
 
 namespace memplan {
 
@@ -87,6 +88,8 @@ struct Estimate {
   double recompute_percent = 0;
   std::vector<std::string> checkpoint_boundaries;
   uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
+  // pytorch: the cuDNN convolution workspace's range (report/cudnn_workspace.h), when the program convolves.
+  std::optional<CudnnWorkspaceRange> cudnn_workspace;
   // Memory over the schedule, for timelines: exact live bytes per category at each step (resident included),
   // and the runtime's allocated/reserved per step where it has them.
   std::vector<std::array<uint64_t, kNumCategories>> per_step_by_category;

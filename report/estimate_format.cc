@@ -82,6 +82,11 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
                      {"recompute_percent_of_forward_flops", e.recompute_percent},
                      {"checkpoint_boundaries", e.checkpoint_boundaries}};
   }
+  if (e.cudnn_workspace)
+    j["cudnn_workspace"] = {{"convolution_steps", e.cudnn_workspace->convolution_steps},
+                            {"counted_bytes", e.cudnn_workspace->counted_bytes},
+                            {"least_allocated_at_convolution_bytes", e.cudnn_workspace->least_allocated_at_convolution},
+                            {"fit_uses", "counted_bytes"}};
   j["notes"] = e.notes;
   j["warnings"] = graph.warnings;
   return j;

@@ -254,6 +254,36 @@ TEST(InferenceFusion, PyTorchLinearThroughTransposeIsOneOp) {
   EXPECT_EQ(peak_live_bytes(p).bytes, 1536u + 3072u + 8519680u);
 }
 
+// torch.baddbmm(mask, q, k) as torch.onnx writes it: Add(Mul(MatMul(q, k), alpha), Mul(mask, beta)). PyTorch
+// runs one batched gemm writing the [4, 5, 5] scores once (400 bytes); a residual Add of a MatMul result
+// (no scalar Muls) is two ops, and so is the pattern when the product is read elsewhere too.
+TEST(InferenceFusion, PyTorchBaddbmmIsOneOpOnlyInItsExportedSpelling) {
+  auto build = [](bool scaled, bool product_read_twice) {
+    GraphBuilder b;
+    const int32_t q = b.input("q", {4, 5, 4});
+    const int32_t k = b.input("k", {4, 4, 5});
+    const int32_t mask = b.input("mask", {1, 5, 5});
+    const int32_t mm = b.node1("MatMul", {q, k}, "mm", {4, 5, 5});
+    const int32_t lhs = scaled ? b.node1("Mul", {mm, b.scalar("alpha")}, "scaled", {4, 5, 5}) : mm;
+    const int32_t rhs = scaled ? b.node1("Mul", {mask, b.scalar("beta")}, "scaled_mask", {1, 5, 5}) : mask;
+    b.output(b.node1("Add", {lhs, rhs}, "scores", {4, 5, 5}));
+    if (product_read_twice) b.output(b.node1("Relu", {mm}, "other", {4, 5, 5}));
+    InferenceOptions o;
+    o.runtime = Runtime::PyTorch;
+    return build_inference_program(b.graph(), o).program;
+  };
+  const Program fused = build(true, false);
+  ASSERT_EQ(fused.steps.size(), 1u);
+  EXPECT_EQ(fused.steps[0].op, "baddbmm");
+  EXPECT_EQ(fused.buffers[buffer_named(fused, "scores")].bytes, 400u);
+  EXPECT_EQ(buffer_named(fused, "mm"), -1);
+  EXPECT_EQ(buffer_named(fused, "scaled"), -1);
+  const Program residual = build(false, false);
+  ASSERT_EQ(residual.steps.size(), 2u);
+  EXPECT_EQ(residual.steps[1].op, "Add");
+  EXPECT_EQ(build(true, true).steps.size(), 5u);  // MatMul, Mul, Mul, Add, Relu
+}
+
 // ORT gives a unary activation its input's buffer when that is the input's last use.
 TEST(InferenceOrt, ReluReusesItsInputBufferAtItsLastUse) {
   GraphBuilder b;
