@@ -8,8 +8,6 @@
 #include "cli/estimate_options.h"
 #include "onnx_import/errors.h"
 #include "report/check.h"
-#include "report/fit.h"
-#include "report/gpu_catalog.h"
 #include "report/json_text.h"
 #include "report/sizes.h"
 
@@ -41,12 +39,8 @@ Action add_check_command(CLI::App& app) {
   return [state]() -> int {
     const auto [graph, e, config] = estimate_model(state->args);
 
-    std::optional<uint64_t> budget;
-    if (!state->args.budget.empty()) budget = parse_size(state->args.budget, "--budget");
-    else if (!state->args.gpu.empty()) {  // the GPU's budget, as fit --gpu computes it
-      const GpuCatalog catalog = gpu_catalog_from(state->args.catalog);
-      budget = gpu_budget(catalog.find(state->args.gpu), catalog.context_reserve_bytes).bytes;
-    }
+    // --budget, else the --gpu's (to_estimate_options), on which the estimate also ran the step.
+    const std::optional<uint64_t> budget = e.at_budget ? std::optional(e.at_budget->budget_bytes) : std::nullopt;
     std::optional<Baseline> baseline;
     if (!state->baseline.empty()) baseline = baseline_from_json_text(read_text_file(state->baseline, "--baseline"), state->baseline);
     const CheckResult result = run_check(e, config, budget, baseline, state->max_increase);

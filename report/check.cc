@@ -53,8 +53,12 @@ CheckResult run_check(const Estimate& e, const std::string& configuration, std::
                                   ? format_bytes(e.required_bytes)
                                   : fmt::format("{} (reserving {} unconstrained)", format_bytes(e.required_bytes),
                                                 format_bytes(e.total_bytes));
-    l.message = l.passed ? fmt::format("budget: {} fits in {} ({} to spare)", needs, format_bytes(*budget),
-                                       format_bytes(*budget - e.required_bytes))
+    const int64_t retries = e.at_budget && e.at_budget->budget_bytes == *budget ? e.at_budget->alloc_retries : 0;
+    l.message = l.passed ? fmt::format("budget: {} fits in {} ({} to spare{})", needs, format_bytes(*budget),
+                                       format_bytes(*budget - e.required_bytes),
+                                       retries == 0 ? ""
+                                                    : fmt::format("; the allocator flushes its cache {} time{} a step "
+                                                                  "to run it there", retries, retries == 1 ? "" : "s"))
                          : fmt::format("budget: {} exceeds the budget {} by {} ({} B over)", needs,
                                        format_bytes(*budget), format_bytes(e.required_bytes - *budget),
                                        format_count(e.required_bytes - *budget));

@@ -95,13 +95,14 @@ uint64_t ideal_reserved(uint64_t resident_bytes, const BestPacking& best) {
 
 // PyTorch's caching allocator over the program: without a capacity, and the least capacity it runs in.
 struct PytorchNeed {
+  ReplayOrder order;
   AllocatorReplay unconstrained;
   uint64_t min_capacity_bytes = 0;
 };
 PytorchNeed pytorch_need(const Program& program) {
-  const ReplayOrder order = replay_order(program);
-  CudaCachingAllocatorSim allocator;
   PytorchNeed need;
+  const ReplayOrder& order = need.order = replay_order(program);
+  CudaCachingAllocatorSim allocator;
   need.unconstrained = replay_program(program, order, allocator);
   need.min_capacity_bytes = pytorch_min_capacity(program, order, need.unconstrained);
   return need;
@@ -109,7 +110,8 @@ PytorchNeed pytorch_need(const Program& program) {
 
 // Fills totals, breakdown, peak location and series of `e` for `program` on the chosen runtime.
 // estimate_totals() computes the same total_bytes and required_bytes from the same functions without the rest.
-void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, Estimate& e) {
+void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, std::optional<uint64_t> budget,
+            Estimate& e) {
   const std::vector<LiveRange> ranges = compute_liveness(program);
   const LiveBytes live = compute_live_bytes(program, ranges);
   const ProgramRecords recs = usage_records(program, ranges);
@@ -141,6 +143,12 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
       e.allocated_per_step = need.unconstrained.allocated_per_step;
       e.reserved_per_step = need.unconstrained.reserved_per_step;
       e.required_bytes = checked_add(need.min_capacity_bytes, fixed);
+      if (budget) {
+        const PytorchAtCapacity at =
+            simulate_pytorch_at_capacity(program, need.order, *budget > fixed ? *budget - fixed : 0);
+        e.at_budget = AtBudget{*budget, at.fits, at.alloc_retries, checked_add(at.replay.peak_reserved_bytes, fixed),
+                               at.replay.oom_buffer};
+      }
       e.cudnn_workspace = cudnn_workspace_range(program, need.unconstrained.allocated_per_step);
       break;
     }
@@ -150,7 +158,10 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
       break;
   }
   e.total_bytes = checked_add(e.reserved_bytes, fixed);
-  if (runtime != Runtime::PyTorch) e.required_bytes = e.total_bytes;
+  if (runtime != Runtime::PyTorch) {
+    e.required_bytes = e.total_bytes;
+    if (budget) e.at_budget = AtBudget{*budget, e.total_bytes <= *budget, 0, e.total_bytes, ""};
+  }
 
   e.peak_step = peak_step;
   if (peak_step >= 0) {
@@ -206,6 +217,17 @@ void check_training_options(const EstimateOptions& options) {
     throw InputError("--schedule memory applies to inference: autograd fixes the order of a training step");
 }
 
+// The training step's facts a report shows, handed from the cost model's result to the estimate's program and
+// from there to the estimate (the same five members in each).
+template <class From, class To>
+void take_training_facts(From& from, To& to) {
+  to.recompute_percent = from.recompute_percent;
+  to.checkpoint_boundaries = std::move(from.checkpoint_boundaries);
+  to.param_bytes = from.param_bytes;
+  to.grad_bytes = from.grad_bytes;
+  to.optimizer_state_bytes = from.optimizer_state_bytes;
+}
+
 TrainingResult training_program(const Graph& graph, const EstimateOptions& options, bool steady_state) {
   TrainingOptions t = options.training;
   t.runtime = options.runtime;
@@ -230,11 +252,7 @@ EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions
     p.program = std::move(r.program);
     p.fixed_bytes = r.fixed_bytes;
     p.notes = std::move(r.notes);
-    p.recompute_percent = r.recompute_percent;
-    p.checkpoint_boundaries = std::move(r.checkpoint_boundaries);
-    p.param_bytes = r.param_bytes;
-    p.grad_bytes = r.grad_bytes;
-    p.optimizer_state_bytes = r.optimizer_state_bytes;
+    take_training_facts(r, p);
   }
   if (options.memory_schedule) {
     const ScheduleResult sched = memory_aware_schedule(p.program);
@@ -264,16 +282,12 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     check_training_options(options);
     const TrainingResult first_it = training_program(graph, options, /*steady_state=*/false);
     Estimate first_e;
-    assess(first_it.program, options.runtime, first_it.fixed_bytes, 0, first_e);
+    assess(first_it.program, options.runtime, first_it.fixed_bytes, 0, std::nullopt, first_e);
     e.first_iteration_total_bytes = first_e.total_bytes;
   }
   EstimateProgram p = build_estimate_program(graph, options);
   e.notes = std::move(p.notes);
-  e.recompute_percent = p.recompute_percent;
-  e.checkpoint_boundaries = std::move(p.checkpoint_boundaries);
-  e.param_bytes = p.param_bytes;
-  e.grad_bytes = p.grad_bytes;
-  e.optimizer_state_bytes = p.optimizer_state_bytes;
+  take_training_facts(p, e);
   e.schedule_used = p.schedule_used;
   if (p.memory_order_computed) {
     e.model_order_peak_bytes = p.model_order_peak_bytes;
@@ -281,7 +295,7 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   } else {
     e.model_order_peak_bytes = lower_bound(p.program);
   }
-  assess(p.program, options.runtime, p.fixed_bytes, options.top_tensors, e);
+  assess(p.program, options.runtime, p.fixed_bytes, options.top_tensors, options.device_budget, e);
   if (e.cudnn_workspace)
     e.notes.push_back("cuDNN convolution workspace (" + std::to_string(e.cudnn_workspace->convolution_steps) +
                       " convolution steps): counted as 0 bytes, the lower end, which fit budgets (PyTorch falls back "

@@ -36,6 +36,8 @@ struct EstimateOptions {
   InferenceOptions inference;
   TrainingOptions training;
   bool memory_schedule = false;  // --schedule memory: a memory-aware topological order (inference)
+  // When set, the step is also run at this device budget (memory outside the CUDA context): Estimate::at_budget.
+  std::optional<uint64_t> device_budget;
   int top_tensors = 8;           // how many of the largest live tensors at the peak to list
 };
 
@@ -52,6 +54,17 @@ struct Breakdown {
   uint64_t fixed = 0;              // runtime costs outside the allocator (not the CUDA context)
 };
 
+// The step on a device budget: whether it runs, and what the allocator does to run it there.
+struct AtBudget {
+  uint64_t budget_bytes = 0;
+  bool runs = false;
+  // Cache flushes on the way (pytorch: failed cudaMallocs retried after release_cached_blocks, counted as
+  // memory_stats()["num_alloc_retries"]); each synchronises the device, so a step that needs them is slower.
+  int64_t alloc_retries = 0;
+  uint64_t reserved_bytes = 0;    // peak reserved there, + fixed
+  std::string out_of_memory_at;   // the buffer that did not fit, when it does not run
+};
+
 struct LiveTensor {
   std::string name;
   std::string op;        // the op of the step that produced it ("" for inputs and resident buffers)
@@ -65,6 +78,7 @@ struct Estimate {
   Runtime runtime = kDefaultRuntime;
   uint64_t total_bytes = 0;
   uint64_t required_bytes = 0;     // the least device memory (outside the CUDA context) the step runs in
+  std::optional<AtBudget> at_budget;  // with EstimateOptions::device_budget
   Breakdown breakdown;
   uint64_t allocated_bytes = 0;    // peak allocated (pytorch: max_memory_allocated; ort: MaxInUse)
   uint64_t reserved_bytes = 0;     // peak reserved (pytorch: max_memory_reserved; ort: TotalAllocated)

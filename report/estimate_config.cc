@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "onnx_import/errors.h"
+#include "report/fit.h"
 #include "report/gpu_catalog.h"
 #include "report/sizes.h"
 
@@ -150,7 +151,15 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   if (t.shard != Sharding::None && t.gpus < 2)
     throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
   t.cuda_arch_major = arch;
-  if (!a.gpu.empty()) apply_gpu_architecture(gpu_catalog_from(a.catalog).find(a.gpu), o);
+  // The device budget the step is also run on: --budget, else the --gpu's memory less the catalog's context
+  // reserve (what fit --gpu budgets).
+  if (!a.budget.empty()) o.device_budget = parse_size(a.budget, "--budget");
+  if (!a.gpu.empty()) {
+    const GpuCatalog catalog = gpu_catalog_from(a.catalog);
+    const GpuSpec& gpu = catalog.find(a.gpu);
+    apply_gpu_architecture(gpu, o);
+    if (!o.device_budget) o.device_budget = gpu_budget(gpu, catalog.context_reserve_bytes).bytes;
+  }
   if (o.mode == Mode::Inference && (a.checkpoint != "none" || a.grad_accum != 1 || a.gpus != 1))
     throw InputError("--checkpoint, --grad-accum and --gpus apply to --mode train");
   if (o.mode == Mode::Inference && (!a.trainable.empty() || !a.frozen.empty() || a.amsgrad || a.maximize ||

@@ -58,6 +58,13 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
     j["allocated_bytes"] = e.allocated_bytes;
     j["reserved_bytes"] = e.reserved_bytes;
   }
+  if (e.at_budget)
+    j["at_budget"] = {{"budget_bytes", e.at_budget->budget_bytes},
+                      {"runs", e.at_budget->runs},
+                      {"alloc_retries", e.at_budget->alloc_retries},
+                      {"reserved_bytes", e.at_budget->reserved_bytes},
+                      {"out_of_memory_at", e.at_budget->runs ? nlohmann::ordered_json(nullptr)
+                                                             : nlohmann::ordered_json(e.at_budget->out_of_memory_at)}};
   j["breakdown"] = breakdown_to_json(e.breakdown);
   j["lower_bound_bytes"] = e.lower_bound_bytes;
   j["arena_bytes"] = e.arena_bytes;
@@ -107,6 +114,12 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
     out += fmt::format("  {:<44}{:>12}\n", "torch.cuda.max_memory_reserved()", format_bytes(e.reserved_bytes));
     out += fmt::format("  {:<44}{:>12}  (the allocator flushes its cache and retries before failing)\n",
                        "runs on a device budget of at least", format_bytes(e.required_bytes));
+    if (const auto& b = e.at_budget; b && b->runs)
+      out += fmt::format("  {:<44}{:>12}  runs, reserving {}, {} cache flush{}\n", "on the budget of", format_bytes(b->budget_bytes),
+                         format_bytes(b->reserved_bytes), b->alloc_retries, b->alloc_retries == 1 ? "" : "es");
+    else if (b)
+      out += fmt::format("  {:<44}{:>12}  out of memory at {}\n", "on the budget of", format_bytes(b->budget_bytes),
+                         b->out_of_memory_at);
   } else if (e.runtime == Runtime::OnnxRuntime) {
     out += fmt::format("  {:<44}{:>12}\n", "arena MaxInUse", format_bytes(e.allocated_bytes));
     out += fmt::format("  {:<44}{:>12}\n", "arena TotalAllocated", format_bytes(e.reserved_bytes));

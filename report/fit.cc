@@ -123,7 +123,11 @@ Graph FitProbe::shape(int64_t value) {
 
 uint64_t FitProbe::required_bytes(int64_t value) { return estimate_totals(shape(value), options_).required_bytes; }
 
-Estimate FitProbe::estimate(int64_t value) { return estimate_graph(shape(value), options_); }
+Estimate FitProbe::estimate(int64_t value, std::optional<uint64_t> device_budget) {
+  EstimateOptions o = options_;
+  o.device_budget = device_budget;
+  return estimate_graph(shape(value), o);
+}
 
 // ---- budgets and batches ----
 
@@ -160,7 +164,7 @@ FitAnswer fit_budget(FitProbe& probe, const FitSettings& settings, const FitBudg
   a.result = fit_search([&](int64_t v) { return probe.required_bytes(v); }, a.budget_bytes, 1, settings.max_value,
                         &probe.memo());
   if (a.result.any_fits) {
-    a.at_value = probe.estimate(a.result.value);
+    a.at_value = probe.estimate(a.result.value, a.budget_bytes);
     if (settings.global_batch > 0 && settings.search == "batch")
       a.global_batch = split_global_batch(settings.global_batch, a.result.value, probe.options().training.gpus);
   }
@@ -201,7 +205,8 @@ nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
     j["estimate_at_value"] = {{"required_bytes", a.at_value->required_bytes},
                               {"total_bytes", a.at_value->total_bytes},
                               {"allocated_bytes", a.at_value->allocated_bytes},
-                              {"reserved_bytes", a.at_value->reserved_bytes}};
+                              {"reserved_bytes", a.at_value->reserved_bytes},
+                              {"alloc_retries_at_budget", a.at_value->at_budget->alloc_retries}};
     if (r.next_evaluated) j["estimate_at_next"] = {{"required_bytes", r.bytes_at_next}};
     else j["estimate_at_next"] = nullptr;
     if (a.global_batch)
@@ -230,6 +235,10 @@ std::string fit_to_text(const FitAnswer& a) {
     text += fmt::format("  (the search stopped at --max {})\n", a.max_value);
   text += fmt::format("  budget {} ({} B): {}\n", format_bytes(a.budget_bytes), format_count(a.budget_bytes),
                       a.budget_source);
+  if (const int64_t retries = at.at_budget->alloc_retries; retries > 0)
+    text += fmt::format("  at this budget the allocator flushes its cache {} time{} a step to run it (each a device\n"
+                        "  synchronisation, memory_stats()[\"num_alloc_retries\"]); --headroom leaves room to avoid them\n",
+                        retries, retries == 1 ? "" : "s");
   if (a.global_batch)
     text += fmt::format("  global batch {}: micro-batch {} x {} accumulation steps x {} GPU(s)\n",
                         a.global_batch->global_batch, a.global_batch->micro_batch, a.global_batch->grad_accum,

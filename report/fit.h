@@ -78,7 +78,8 @@ class FitProbe {
 
   // estimate_graph(import_model(path, bindings at value), options).required_bytes, byte for byte.
   uint64_t required_bytes(int64_t value);
-  Estimate estimate(int64_t value);
+  // The full estimate at a value; with a budget, also the step run on it (Estimate::at_budget).
+  Estimate estimate(int64_t value, std::optional<uint64_t> device_budget = std::nullopt);
   // The remembered totals of the current architecture: a GPU of another compute capability has another cuBLAS
   // workspace, so each architecture keeps its own memo.
   FitMemo& memo() { return memos_[{options_.inference.cuda_arch_major, options_.training.cuda_arch_major}]; }

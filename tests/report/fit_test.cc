@@ -181,7 +181,9 @@ TEST(FitSearch, ConvexModelStaysCloseToBinarySearch) {
 TEST(FitBudgets, HeadroomAndReserve) {
   EXPECT_EQ(apply_headroom(1000, 10), 900u);
   EXPECT_EQ(apply_headroom(1000, 0), 1000u);
-  const GpuSpec a100{"A100-80GB", 81920ull << 20, "NVIDIA", ""};
+  GpuSpec a100;
+  a100.name = "A100-80GB";
+  a100.memory_bytes = 81920ull << 20;
   EXPECT_EQ(gpu_budget(a100, 1024ull << 20).bytes, 80896ull << 20);
   EXPECT_EQ(gpu_budget(a100, 1024ull << 20).source, "A100-80GB (80.0 GiB - 1.00 GiB context reserve)");
   EXPECT_EQ(gpu_budget(a100, 90000ull << 20).bytes, 0u);  // a reserve larger than the card leaves nothing
@@ -300,6 +302,36 @@ TEST(RequiredBytes, SufficingIsMonotoneInTheCapacity) {
           << c.model << " at " << units * 2 << " MiB (needs " << need / unit * 2 << " MiB)";
   }
   EXPECT_GT(gaps, 0) << "no case runs below its unconstrained reserve: the test checks nothing";
+}
+
+TEST(AtBudget, TheStepRunsExactlyFromItsRequiredBytes) {
+  // resnet18_train at batch 24 needs less than it reserves unconstrained (a full device flushes the cache);
+  // run on a budget of exactly its required bytes it runs, flushing at least once; a byte less, it does not.
+  Bindings b;
+  b.batch = 24;
+  const Graph g = import_model(zoo("resnet18_train.onnx"), b);
+  EstimateOptions o;
+  o.mode = Mode::Training;
+  o.training.loss = LossKind::CrossEntropy;
+  const Estimate free_run = estimate_graph(g, o);
+  ASSERT_LT(free_run.required_bytes, free_run.total_bytes);
+  EXPECT_FALSE(free_run.at_budget.has_value());
+  o.device_budget = free_run.required_bytes;
+  const Estimate tight = estimate_graph(g, o);
+  ASSERT_TRUE(tight.at_budget.has_value());
+  EXPECT_TRUE(tight.at_budget->runs);
+  EXPECT_GE(tight.at_budget->alloc_retries, 1);
+  EXPECT_LE(tight.at_budget->reserved_bytes, free_run.required_bytes);
+  EXPECT_EQ(tight.total_bytes, free_run.total_bytes) << "the budget changes no other figure";
+  o.device_budget = free_run.required_bytes - 1;
+  const Estimate short_of_it = estimate_graph(g, o);
+  EXPECT_FALSE(short_of_it.at_budget->runs);
+  EXPECT_FALSE(short_of_it.at_budget->out_of_memory_at.empty());
+  o.device_budget = free_run.total_bytes;
+  const Estimate roomy = estimate_graph(g, o);
+  EXPECT_TRUE(roomy.at_budget->runs);
+  EXPECT_EQ(roomy.at_budget->alloc_retries, 0);
+  EXPECT_EQ(roomy.at_budget->reserved_bytes, free_run.total_bytes);
 }
 
 TEST(FitProbe, ReadsTheFileOnceAndAgreesWithAFreshImport) {
