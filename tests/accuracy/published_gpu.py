@@ -105,6 +105,52 @@ def rows():
                   "allocator; memplan's weights are exact bytes (parameters and BatchNorm buffers; the rounding is in "
                   "allocator_rounding). For resnet50 that explains about 0.1 of the 1.6 MiB difference; the rest is "
                   "not explained by the PR"))
+    # 7-8. WSShiro/vramexp, vramexp1.ipynb at commit e37a7f3cb1b12d1d3b40040ed5e91fcf4d8f2a33 (github.com/WSShiro/vramexp),
+    # sections "ResNet50" and "Visiont Transformer": torchvision models with a 10-class head, batch 128, fp32,
+    # optim.SGD(lr=0.01), F.cross_entropy; torch 2.0.1, CUDA 11.8, RTX 4090 (sm89). Printed: max_memory_allocated()
+    # after reset_peak_memory_stats(), and memory_allocated() at the start of train() (the model's weights plus other
+    # cells' tensors). Compared: the step's peak above what was allocated at its start, against memplan's allocated
+    # peak less its weights, less the 1000-class head's weight + bias gradient (live at memplan's peak) that a
+    # 10-class head does not have: (in * 990 + 990) * 4 B.
+    for export, peak, start, fan_in, extra, note in (
+            ("resnet50_train", 11738.2, 1141.6, 2048, [], ""),
+            ("vit_b_16_train", 17218.1, 1563.3, 768, ["--attention", "sdpa"],
+             "; --attention sdpa: in torch 2.x torchvision's ViT attention (need_weights=False) runs "
+             "scaled_dot_product_attention (torch/nn/functional.py multi_head_attention_forward), the memory-efficient "
+             "kernel in fp32 on sm89; --attention eager gives +11.2%, so the measurement tells the two paths apart")):
+        args = ["estimate", f"tests/models/{export}.onnx", "--mode", "train", "--batch", "128", "--optimizer", "sgd",
+                "--arch", "sm89", *extra]
+        j = memplan(args)
+        head_grad = (fan_in * 990 + 990) * 4
+        out.append(dict(
+            source="WSShiro/vramexp vramexp1.ipynb @e37a7f3", model=export.replace("_train", ""),
+            config="b128 fp32 SGD, 10-class head, torch 2.0.1, RTX 4090",
+            measured=f"max_memory_allocated {peak} MiB - memory_allocated at the step's start {start} MiB",
+            published=round((peak - start) * MIB),
+            memplan=j["allocated_bytes"] - j["breakdown"]["weights"] - head_grad, command="memplan " + " ".join(args),
+            what=f"allocated_bytes - breakdown.weights - the 1000-class head's grad ({head_grad / MIB:.2f} MiB)",
+            setup="the published start includes other cells' tensors, hence peak minus start; cuDNN's convolution "
+                  "workspace counts 0 in memplan (its lower end), a real run allocates some" + note))
+    # 9. ljm565/universal-llm-trainer, docs/gpu_test.md ("1. NVIDIA H100"): Llama 3.1 8B full fine-tune, 1 x H100,
+    # torch 2.5.1, batch 2, seq 8192 fully filled, bf16 weights, torch.optim.AdamW, gradient checkpointing per decoder
+    # layer; "Peak Mem. 78 GiB", printed by src/trainer/trainer.py as torch.cuda.memory_reserved() / 1E9, so GB and
+    # reserved (its "Model Mem. 16 GiB" is 8.03e9 x 2 B = 16.06e9 B: the table's GiB are GB).
+    boundaries = ",".join(["/embed_tokens/Gather_output_0"] + [f"/layers.{i}/Add_1_output_0" for i in range(32)])
+    args = ["estimate", "tests/models/llama3_1_8b_train.onnx", "--mode", "train", "--batch", "2", "--dim", "seq=8192",
+            "--precision", "bf16", "--optimizer", "adamw", "--attention", "sdpa", "--checkpoint", "at:" + boundaries]
+    j = memplan(args)
+    out.append(dict(
+        source="ljm565/universal-llm-trainer docs/gpu_test.md", model="llama3_1_8b",
+        config="b2 s8192 bf16 AdamW, checkpoint per layer, torch 2.5.1, H100",
+        measured="memory_reserved() / 1e9 = 78 (GB)", published=78 * 10**9, memplan=j["reserved_bytes"],
+        command="memplan estimate tests/models/llama3_1_8b_train.onnx --mode train --batch 2 --dim seq=8192 "
+                "--precision bf16 --optimizer adamw --attention sdpa --checkpoint at:/embed_tokens/Gather_output_0,"
+                "/layers.0/Add_1_output_0,...,/layers.31/Add_1_output_0",
+        what="reserved_bytes",
+        setup="a moderate row: memplan's peak is foreach AdamW's step (weights, grads, states and one param-sized "
+              "temporary, about 80.5e9 B alone, above the published figure); --optimizer-impl single-tensor gives "
+              "-5.1%, so the published figure lies between the two implementations; HF's reentrant checkpointing, "
+              "an fp32 loss under autocast and clip_grad_norm_ temporaries are not modelled; +1.5% if the 78 were GiB"))
     return out
 
 
@@ -137,9 +183,10 @@ def section(rs=None):
           "the setup column says where the published setup is not memplan's.", "",
           "Two kinds of row: formulas from papers (ZeRO's 16 bytes per parameter, Korthikanti et al.'s activations "
           "per layer), which check memplan's counting rules against an independent derivation, and measurements "
-          "on a CUDA device (ColossalAI's, of torchvision models' parameters). A published, reproducible "
-          "max_memory_allocated of a whole training step of a zoo model (model, batch, precision and optimizer all "
-          "stated) was not found; those rows come from validate/gpu on a lent GPU.", "",
+          "on a CUDA device: ColossalAI's, of torchvision models' parameters, and whole training steps whose model, "
+          "batch, precision and optimizer are stated (a notebook's resnet50 and vit_b_16 on an RTX 4090, a trainer's "
+          "Llama 3.1 8B full fine-tune on an H100). Other sources considered and why they were left out are listed "
+          "in bench/published_gpu_sources.md.", "",
           "| source | model | config | what was published | published | memplan | error % | memplan command | memplan figure | setup |",
           "|---|---|---|---|---:|---:|---:|---|---|---|"]
     for r in rs:
