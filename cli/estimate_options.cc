@@ -21,10 +21,13 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
                   "both orders' peaks are reported)")
       ->check(CLI::IsMember({"model", "memory"}))
       ->capture_default_str();
+  cmd->add_flag("--expandable-segments", a.expandable_segments,
+               "PyTorch's allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: pages mapped on demand, "
+               "so free pages inside live ranges can be given back when the device is full (--runtime pytorch)");
   cmd->add_option("--arch", a.arch, "Target GPU architecture (decides cuBLAS workspace size): sm70, sm75, sm80, "
                                     "sm86, sm89, sm90, sm100, sm120 (default: the --gpu's, else sm90)");
-  cmd->add_option("--gpu", a.gpu, "A GPU from the catalog: sets its architecture (fit and check: its memory minus the "
-                                  "catalog's context reserve is the budget)");
+  cmd->add_option("--gpu", a.gpu, "A GPU from the catalog: sets its architecture, and its memory minus the catalog's "
+                                  "context reserve is the budget (fit, check), on which estimate also runs the step");
   cmd->add_option("--catalog", a.catalog, "A GPU catalog file replacing the built-in one (schema: report/gpu_catalog.json)");
   cmd->add_option("--attention", a.attention,
                   "How PyTorch runs attention: eager (the exported MatMul/Softmax graph) or sdpa "

@@ -4,6 +4,7 @@
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
+#include "planner/alloc_pytorch_expandable.h"
 
 namespace memplan {
 
@@ -136,25 +137,33 @@ int64_t CudaCachingAllocatorSim::num_segments() const {
   return n;
 }
 
-AllocatorReplay simulate_pytorch(const Program& program, PytorchAllocatorOptions options) {
-  CudaCachingAllocatorSim allocator(options);
-  return replay_program(program, allocator);
+std::unique_ptr<AllocatorModel> make_pytorch_allocator(PytorchAllocatorOptions options) {
+  if (options.expandable_segments) return std::make_unique<ExpandableSegmentsSim>(options.device_capacity_bytes);
+  return std::make_unique<CudaCachingAllocatorSim>(options);
 }
 
-PytorchAtCapacity simulate_pytorch_at_capacity(const Program& program, const ReplayOrder& order, uint64_t capacity_bytes) {
+AllocatorReplay simulate_pytorch(const Program& program, PytorchAllocatorOptions options) {
+  return replay_program(program, *make_pytorch_allocator(options));
+}
+
+PytorchAtCapacity simulate_pytorch_at_capacity(const Program& program, const ReplayOrder& order, uint64_t capacity_bytes,
+                                              bool expandable_segments) {
   if (capacity_bytes == 0) capacity_bytes = 1;  // 0 means unlimited to the simulator; here it means no memory
-  CudaCachingAllocatorSim allocator({.device_capacity_bytes = capacity_bytes});
+  const auto allocator = make_pytorch_allocator({capacity_bytes, expandable_segments});
   PytorchAtCapacity out;
-  out.replay = replay_program(program, order, allocator);
+  out.replay = replay_program(program, order, *allocator);
   out.fits = !out.replay.out_of_memory;
-  out.alloc_retries = allocator.num_alloc_retries();
+  out.alloc_retries = allocator->num_alloc_retries();
   return out;
 }
 
-uint64_t pytorch_min_capacity(const Program& program, const ReplayOrder& order, const AllocatorReplay& unconstrained) {
+uint64_t pytorch_min_capacity(const Program& program, const ReplayOrder& order, const AllocatorReplay& unconstrained,
+                              bool expandable_segments) {
   constexpr uint64_t unit = pytorch::kRoundLarge;
   if (unconstrained.peak_reserved_bytes == 0) return 0;
-  auto fits = [&](uint64_t units) { return units > 0 && simulate_pytorch_at_capacity(program, order, units * unit).fits; };
+  auto fits = [&](uint64_t units) {
+    return units > 0 && simulate_pytorch_at_capacity(program, order, units * unit, expandable_segments).fits;
+  };
   // hi suffices (the unconstrained run never passes its own peak); lo does not.
   uint64_t hi = unconstrained.peak_reserved_bytes / unit, lo = 0;
   // The answer is almost always just above the allocated peak: start the bracket there.
@@ -168,5 +177,4 @@ uint64_t pytorch_min_capacity(const Program& program, const ReplayOrder& order, 
   }
   return hi * unit;
 }
-
 }  // namespace memplan

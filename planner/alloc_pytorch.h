@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -30,7 +31,13 @@ struct PytorchAllocatorOptions {
   // Device memory the allocator may reserve; 0 = unlimited. When a cudaMalloc would exceed it, the
   // allocator frees its cached whole segments and retries (release_cached_blocks), then reports OOM.
   uint64_t device_capacity_bytes = 0;
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: pages mapped into one range per pool
+  // (planner/alloc_pytorch_expandable.h) instead of cudaMalloc'd segments.
+  bool expandable_segments = false;
 };
+
+// The simulator those options describe.
+std::unique_ptr<AllocatorModel> make_pytorch_allocator(PytorchAllocatorOptions options);
 
 class CudaCachingAllocatorSim final : public AllocatorModel {
  public:
@@ -46,7 +53,7 @@ class CudaCachingAllocatorSim final : public AllocatorModel {
   int64_t num_allocs() const override { return num_allocs_; }
   // cudaMalloc calls that would have passed the capacity and made the allocator free its cache and retry
   // (memory_stats()["num_alloc_retries"]).
-  int64_t num_alloc_retries() const { return num_alloc_retries_; }
+  int64_t num_alloc_retries() const override { return num_alloc_retries_; }
 
   // The size of the block behind a handle (what memory_allocated counts for it), and its address in the
   // simulated device space (segments are laid out in creation order), for tests and debug views.
@@ -92,7 +99,8 @@ struct PytorchAtCapacity {
   int64_t alloc_retries = 0;  // cache flushes on the way (each a device synchronisation in PyTorch)
   AllocatorReplay replay;
 };
-PytorchAtCapacity simulate_pytorch_at_capacity(const Program& program, const ReplayOrder& order, uint64_t capacity_bytes);
+PytorchAtCapacity simulate_pytorch_at_capacity(const Program& program, const ReplayOrder& order, uint64_t capacity_bytes,
+                                              bool expandable_segments = false);
 
 // The smallest device capacity on which the simulated allocator serves every request of the program,
 // freeing its cache and retrying whenever a cudaMalloc would pass the capacity: what the step needs of the
@@ -101,6 +109,8 @@ PytorchAtCapacity simulate_pytorch_at_capacity(const Program& program, const Rep
 // (get_allocation_size), so whether a capacity suffices depends only on how many kRoundLarge units it holds;
 // the answer is that many units, found by bisection. Bisection assumes that a capacity which suffices is
 // never followed by a larger one that does not; tests/planner/alloc_pytorch_test.cc checks that on sweeps.
-uint64_t pytorch_min_capacity(const Program& program, const ReplayOrder& order, const AllocatorReplay& unconstrained);
+// With expandable segments, pages are 2 and 20 MiB, so the same 2 MiB units hold.
+uint64_t pytorch_min_capacity(const Program& program, const ReplayOrder& order, const AllocatorReplay& unconstrained,
+                              bool expandable_segments = false);
 
 }  // namespace memplan

@@ -40,6 +40,8 @@ class AllocatorModel {
   virtual uint64_t peak_reserved_bytes() const = 0;
   virtual int64_t num_device_allocations() const = 0;
   virtual int64_t num_allocs() const = 0;
+  // Requests retried after the allocator freed its cache at the capacity (0 for allocators that never do).
+  virtual int64_t num_alloc_retries() const { return 0; }
 };
 
 // The order a replay allocates and frees in, from the program's liveness: computed once, replayed through

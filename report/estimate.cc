@@ -99,19 +99,19 @@ struct PytorchNeed {
   AllocatorReplay unconstrained;
   uint64_t min_capacity_bytes = 0;
 };
-PytorchNeed pytorch_need(const Program& program) {
+PytorchNeed pytorch_need(const Program& program, bool expandable_segments) {
   PytorchNeed need;
   const ReplayOrder& order = need.order = replay_order(program);
-  CudaCachingAllocatorSim allocator;
-  need.unconstrained = replay_program(program, order, allocator);
-  need.min_capacity_bytes = pytorch_min_capacity(program, order, need.unconstrained);
+  need.unconstrained = replay_program(program, order, *make_pytorch_allocator({0, expandable_segments}));
+  need.min_capacity_bytes = pytorch_min_capacity(program, order, need.unconstrained, expandable_segments);
   return need;
 }
 
 // Fills totals, breakdown, peak location and series of `e` for `program` on the chosen runtime.
 // estimate_totals() computes the same total_bytes and required_bytes from the same functions without the rest.
-void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, std::optional<uint64_t> budget,
-            Estimate& e) {
+void assess(const Program& program, const EstimateOptions& options, uint64_t fixed, int top_n,
+            std::optional<uint64_t> budget, Estimate& e) {
+  const Runtime runtime = options.runtime;
   const std::vector<LiveRange> ranges = compute_liveness(program);
   const LiveBytes live = compute_live_bytes(program, ranges);
   const ProgramRecords recs = usage_records(program, ranges);
@@ -137,7 +137,7 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
       break;
     }
     case Runtime::PyTorch: {
-      const PytorchNeed need = pytorch_need(program);
+      const PytorchNeed need = pytorch_need(program, options.expandable_segments);
       peak_step = need.unconstrained.peak_allocated_step;
       take_allocator_peaks(program, live, peak_step, need.unconstrained, e);
       e.allocated_per_step = need.unconstrained.allocated_per_step;
@@ -145,7 +145,8 @@ void assess(const Program& program, Runtime runtime, uint64_t fixed, int top_n, 
       e.required_bytes = checked_add(need.min_capacity_bytes, fixed);
       if (budget) {
         const PytorchAtCapacity at =
-            simulate_pytorch_at_capacity(program, need.order, *budget > fixed ? *budget - fixed : 0);
+            simulate_pytorch_at_capacity(program, need.order, *budget > fixed ? *budget - fixed : 0,
+                                         options.expandable_segments);
         e.at_budget = AtBudget{*budget, at.fits, at.alloc_retries, checked_add(at.replay.peak_reserved_bytes, fixed),
                                at.replay.oom_buffer};
       }
@@ -282,7 +283,7 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     check_training_options(options);
     const TrainingResult first_it = training_program(graph, options, /*steady_state=*/false);
     Estimate first_e;
-    assess(first_it.program, options.runtime, first_it.fixed_bytes, 0, std::nullopt, first_e);
+    assess(first_it.program, options, first_it.fixed_bytes, 0, std::nullopt, first_e);
     e.first_iteration_total_bytes = first_e.total_bytes;
   }
   EstimateProgram p = build_estimate_program(graph, options);
@@ -295,7 +296,7 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   } else {
     e.model_order_peak_bytes = lower_bound(p.program);
   }
-  assess(p.program, options.runtime, p.fixed_bytes, options.top_tensors, options.device_budget, e);
+  assess(p.program, options, p.fixed_bytes, options.top_tensors, options.device_budget, e);
   if (e.cudnn_workspace)
     e.notes.push_back("cuDNN convolution workspace (" + std::to_string(e.cudnn_workspace->convolution_steps) +
                       " convolution steps): counted as 0 bytes, the lower end, which fit budgets (PyTorch falls back "
@@ -309,7 +310,7 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
 EstimateTotals estimate_totals(const Graph& graph, const EstimateOptions& options) {
   const EstimateProgram p = build_estimate_program(graph, options);
   if (options.runtime == Runtime::PyTorch) {
-    const PytorchNeed need = pytorch_need(p.program);
+    const PytorchNeed need = pytorch_need(p.program, options.expandable_segments);
     return {checked_add(need.unconstrained.peak_reserved_bytes, p.fixed_bytes),
             checked_add(need.min_capacity_bytes, p.fixed_bytes)};
   }

@@ -36,6 +36,9 @@ struct EstimateOptions {
   InferenceOptions inference;
   TrainingOptions training;
   bool memory_schedule = false;  // --schedule memory: a memory-aware topological order (inference)
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (--expandable-segments): the pytorch runtime's allocator maps
+  // pages into one range per pool (planner/alloc_pytorch_expandable.h).
+  bool expandable_segments = false;
   // When set, the step is also run at this device budget (memory outside the CUDA context): Estimate::at_budget.
   std::optional<uint64_t> device_budget;
   int top_tensors = 8;           // how many of the largest live tensors at the peak to list

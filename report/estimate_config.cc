@@ -104,6 +104,9 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   o.inference.float_dtype = lookup<DType>({{"fp32", DType::Float32}, {"fp16", DType::Float16},
                                            {"bf16", DType::BFloat16}}, a.dtype, "--dtype");
   o.memory_schedule = a.schedule == "memory";
+  if (a.expandable_segments && o.runtime != Runtime::PyTorch)
+    throw InputError("--expandable-segments configures PyTorch's caching allocator: use it with --runtime pytorch");
+  o.expandable_segments = a.expandable_segments;
   if (!a.gpu.empty() && !a.arch.empty())
     throw InputError("--arch " + a.arch + " and --gpu " + a.gpu + ": give one (--gpu sets the GPU's own architecture)");
   const int arch = lookup<int>({{"sm70", 7}, {"sm75", 7}, {"sm80", 8}, {"sm86", 8}, {"sm89", 8}, {"sm90", 9},
@@ -178,7 +181,7 @@ ConfiguredEstimate estimate_model(const EstimateArgs& args) {
 }
 
 std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
-  std::string s = a.mode + ", " + a.runtime + " runtime, ";
+  std::string s = a.mode + ", " + a.runtime + " runtime" + (a.expandable_segments ? " (expandable segments), " : ", ");
   s += a.mode == "train" ? a.precision + ", " + a.optimizer : a.dtype;
   if (a.mode == "train" && a.checkpoint != "none") s += ", checkpoint " + a.checkpoint;
   if (a.mode == "train" && a.grad_accum > 1) s += ", grad-accum " + std::to_string(a.grad_accum);

@@ -36,6 +36,7 @@ struct EstimateArgs {
   std::string gpu;                  // --gpu NAME: a catalog GPU; sets the architecture (fit and check: the budget too)
   std::string catalog;              // --catalog FILE replacing the built-in GPU catalog ("": built-in)
   std::string attention = "eager";
+  bool expandable_segments = false; // --expandable-segments
   // Training.
   std::string optimizer = "adamw";
   std::string precision = "fp32";

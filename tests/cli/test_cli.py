@@ -75,6 +75,29 @@ class EstimateTest(unittest.TestCase):
         totals = [run_json("estimate", "tests/models/resnet18.onnx", "--batch", str(b))["total_bytes"] for b in (1, 2, 8)]
         self.assertEqual(totals, sorted(totals))
 
+    def test_the_allocator_at_capacity_and_expandable_segments(self):
+        # The Llama-3.2-3B-shaped full fine-tune (bf16, AdamW, batch 4): with fixed segments the
+        # unconstrained reserve falls from seq 704 to 768 (freed logits blocks fit the vocab x hidden gradients
+        # exactly only at 4 x 768 = 3072 tokens = hidden), while what the step needs of the device only grows.
+        # Expandable segments map only the pages a request lacks: they reserve less at 704, never more.
+        args = ["estimate", "tests/models/llama3_2_3b_train.onnx", "--mode", "train", "--precision", "bf16",
+                "--optimizer", "adamw", "--batch", "4"]
+        fixed = {s: run_json(*args, "--dim", f"seq={s}") for s in (640, 704, 768, 832)}
+        self.assertGreater(fixed[704]["total_bytes"], fixed[768]["total_bytes"])
+        required = [fixed[s]["required_bytes"] for s in (640, 704, 768, 832)]
+        self.assertEqual(required, sorted(required))
+        for e in fixed.values():
+            self.assertLessEqual(e["allocated_bytes"], e["required_bytes"])
+            self.assertLessEqual(e["required_bytes"], e["total_bytes"])
+        expandable = run_json(*args, "--dim", "seq=704", "--expandable-segments")
+        jsonschema.validate(expandable, schema("estimate"))
+        self.assertLess(expandable["reserved_bytes"], fixed[704]["reserved_bytes"])
+        self.assertLessEqual(expandable["required_bytes"], fixed[704]["required_bytes"])
+        self.assertIn("(expandable segments)", expandable["configuration"])
+        p = run("estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", "--runtime", "onnxruntime",
+                "--expandable-segments", check_rc=2)
+        self.assertIn("--expandable-segments configures PyTorch's caching allocator", p.stderr)
+
     def test_markdown_golden(self):
         out = run("estimate", "tests/models/gpt_tiny.onnx", "--batch", "8", "--dim", "seq=512", "--runtime", "pytorch",
                   "--format", "markdown", check_rc=0).stdout

@@ -1,4 +1,5 @@
 #include "planner/alloc_pytorch.h"
+#include "planner/alloc_pytorch_expandable.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -240,6 +241,85 @@ TEST(PytorchMinCapacity, UnconstrainedReserveIsNotMonotoneButTheNeedIs) {
     EXPECT_EQ(free_run.peak_reserved_bytes, reserved[i]) << i;
     EXPECT_EQ(pytorch_min_capacity(p, replay_order(p), free_run), need[i]) << i;
   }
+}
+
+// ---- expandable_segments:True (planner/alloc_pytorch_expandable.h) ----
+
+// X 60 MiB is made and freed; then A, B, C of 20 MiB each, B freed after C is made; then D 40 MiB. A, C, D are
+// outputs. The allocated peak is A + C + D = 80 MiB; both allocators reserve 100 MiB unconstrained.
+Program hole_then_big_request() {
+  ProgramBuilder p;
+  const int32_t x = p.buffer("x", 60 * MiB), a = p.buffer("a", 20 * MiB, kOutput), b = p.buffer("b", 20 * MiB);
+  const int32_t c = p.buffer("c", 20 * MiB, kOutput), d = p.buffer("d", 40 * MiB, kOutput);
+  p.step("s0", {}, {x});
+  p.step("s1", {x}, {});
+  p.step("s2", {}, {a});
+  p.step("s3", {}, {b});
+  p.step("s4", {b}, {c});
+  p.step("s5", {}, {d});
+  return p.program();
+}
+
+TEST(ExpandableSegments, FreePagesInsideALiveRangeAreGivenBack) {
+  // Fixed segments: A, B and C are carved out of X's cached 60 MiB segment, so B's hole sits in a split
+  // segment, D takes a new 40 MiB one, and at any capacity below 100 MiB release_cached_blocks frees nothing.
+  // Expandable: X maps 3 pages of 20 MiB; A, B, C split them; D maps 2 more (100 MiB). At 80 MiB the map
+  // fails, release_cached_blocks unmaps B's page (unmap_block), and D's two pages then fit: 40 + 40.
+  const Program p = hole_then_big_request();
+  const ReplayOrder order = replay_order(p);
+  const AllocatorReplay fixed = simulate_pytorch(p);
+  const AllocatorReplay expandable = simulate_pytorch(p, {.expandable_segments = true});
+  EXPECT_EQ(fixed.peak_reserved_bytes, 100 * MiB);
+  EXPECT_EQ(expandable.peak_reserved_bytes, 100 * MiB);
+  EXPECT_EQ(expandable.peak_allocated_bytes, 80 * MiB);
+  EXPECT_EQ(pytorch_min_capacity(p, order, fixed), 100 * MiB);
+  EXPECT_EQ(pytorch_min_capacity(p, order, expandable, /*expandable_segments=*/true), 80 * MiB);
+  const PytorchAtCapacity at80 = simulate_pytorch_at_capacity(p, order, 80 * MiB, /*expandable_segments=*/true);
+  EXPECT_TRUE(at80.fits);
+  EXPECT_EQ(at80.alloc_retries, 1);
+}
+
+TEST(ExpandableSegments, LargeRequestsMapTwentyMiBPagesAndSplitAnyRest) {
+  // 36 MiB maps two 20 MiB pages (kLargeBuffer) and splits off the 4 MiB rest (a fixed segment would be
+  // exactly 36 MiB). Freed, the 40 MiB of pages serve a 40 MiB request without mapping more: 40 MiB reserved
+  // where fixed segments need 76 (the logits-vs-gradient pattern above).
+  ExpandableSegmentsSim sim;
+  const int64_t logits = sim.allocate(36 * MiB);
+  EXPECT_EQ(sim.block_size(logits), 36 * MiB);
+  EXPECT_EQ(sim.reserved_bytes(), 40 * MiB);
+  sim.release(logits);
+  const int64_t grad = sim.allocate(40 * MiB);
+  EXPECT_EQ(sim.block_address(grad), sim.block_address(logits));
+  EXPECT_EQ(sim.reserved_bytes(), 40 * MiB);
+  EXPECT_EQ(sim.num_device_allocations(), 1);
+  // A small request maps one 2 MiB page of the small pool; 1000 B rounds to 1024 and the rest splits.
+  const int64_t tiny = sim.allocate(1000);
+  EXPECT_EQ(sim.block_size(tiny), 1024u);
+  EXPECT_EQ(sim.reserved_bytes(), 42 * MiB);
+}
+
+TEST(ExpandableSegments, ARequestSpanningAFreeBlockAndNewPagesGrowsInPlace) {
+  // a 20 MiB and b 20 MiB fill two pages; a is freed. c 30 MiB: no cached block fits; the lowest unmapped
+  // space is after b, so c maps two pages there (reserved 80 MiB), leaving a's page cached. Then b is freed:
+  // a and b merge into 40 MiB free, and d 40 MiB reuses them.
+  ExpandableSegmentsSim sim;
+  const int64_t a = sim.allocate(20 * MiB), b = sim.allocate(20 * MiB);
+  sim.release(a);
+  const int64_t c = sim.allocate(30 * MiB);
+  EXPECT_EQ(sim.block_address(c), sim.block_address(b) + 20 * MiB);
+  EXPECT_EQ(sim.reserved_bytes(), 80 * MiB);
+  sim.release(b);
+  const int64_t d = sim.allocate(40 * MiB);
+  EXPECT_EQ(sim.block_address(d), sim.block_address(a));
+  EXPECT_EQ(sim.reserved_bytes(), 80 * MiB);
+  // At a capacity, a failed map unmaps whole free pages first: here c's free 10 MiB rest is less than a page.
+  ExpandableSegmentsSim capped(60 * MiB);
+  const int64_t x = capped.allocate(20 * MiB), y = capped.allocate(20 * MiB);
+  capped.release(x);
+  EXPECT_GE(capped.allocate(30 * MiB), 0);  // 40 + 40 > 60: x's page is unmapped, then y + 2 pages = 60
+  EXPECT_EQ(capped.num_alloc_retries(), 1);
+  EXPECT_EQ(capped.reserved_bytes(), 60 * MiB);
+  (void)y;
 }
 
 TEST(PytorchMinCapacity, AnEmptyProgramNeedsNothing) {
