@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 import time
@@ -38,6 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MODELS_DIR = os.path.join(ROOT, "tests", "models")
 sys.path.insert(0, MODELS_DIR)
 import zoo  # noqa: E402
+import export_llama  # noqa: E402  (tiny_module: the module the Llama exports were traced from)
+import llama  # noqa: E402
 
 
 class Config(NamedTuple):
@@ -46,20 +49,34 @@ class Config(NamedTuple):
     seq: Optional[int]  # text models only
     optimizer: str  # "momentum" (SGD, momentum 0.9) or "adam"
     checkpoint: bool
+    # Which parameters train: a regular expression searched in parameter names (= the initializer names of
+    # the training export), memplan's --trainable; None: every parameter trains.
+    trainable: Optional[str] = None
 
 
 SIZES = {"resnet18": [(2, None), (8, None)], "mobilenet_v2": [(2, None), (8, None)],
-         "gpt_tiny": [(2, 512), (8, 512)], "gpt": [(1, 128), (2, 128)]}
+         "gpt_tiny": [(2, 512), (8, 512)], "gpt": [(1, 128), (2, 128)],
+         "llama_tiny": [(2, 128), (8, 128)], "llama_tiny_lora": [(2, 128), (8, 128)],
+         "llama_tiny_lora_all": [(2, 128), (8, 128)]}
 # GPT-2 small takes minutes per step on 2 shared cores: measured only when asked for (--models gpt).
-DEFAULT_MODELS = ["resnet18", "mobilenet_v2", "gpt_tiny"]
+DEFAULT_MODELS = ["resnet18", "mobilenet_v2", "gpt_tiny", "llama_tiny", "llama_tiny_lora", "llama_tiny_lora_all"]
+# Which parameters train, and whether with checkpointing, per model (default: all, without and with).
+# llama_tiny: full fine-tune; only the last decoder layer (layers.3.*) trains, the embedding, layers 0-2,
+# the final norm and lm_head frozen. llama_tiny_lora (q/v) and llama_tiny_lora_all (all seven projections):
+# the PEFT-style exports, only the adapters train.
+VARIANTS = {
+    "llama_tiny": [(None, False), (None, True), (r"^layers\.3\.", False)],
+    "llama_tiny_lora": [("lora_", False), ("lora_", True)],
+    "llama_tiny_lora_all": [("lora_", False)],
+}
 
 
 def default_configs(models: Sequence[str]) -> List[Config]:
-    return [Config(model, batch, seq, optimizer, ckpt)
+    return [Config(model, batch, seq, optimizer, ckpt, trainable)
             for model in models
             for batch, seq in SIZES[model]
             for optimizer in ("momentum", "adam")
-            for ckpt in (False, True)]
+            for trainable, ckpt in VARIANTS.get(model, [(None, False), (None, True)])]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -98,6 +115,9 @@ def load_training_export(model: str) -> onnx.ModelProto:
 class StepFunctions(NamedTuple):
     forward: Callable  # (module, inputs, use_checkpoint) -> logits
     boundaries: Callable  # () -> ONNX tensor names of the checkpoint boundaries
+    build: Callable = lambda model: zoo.build_model(model).module  # (model) -> module
+    inputs: Callable = lambda model, batch, seq: zoo.make_inputs(model, batch, seq)  # -> tuple of inputs
+    vocab: Callable = lambda model: zoo.text_config(model).vocab  # text models: the targets' range
 
 
 def resnet_forward(m, inputs, use_checkpoint: bool):
@@ -140,11 +160,57 @@ def gpt_boundaries(model: str) -> List[str]:
     return [embedded] + [onnx_scope_output(graph, f"/blocks.{i}/") for i in range(zoo.text_config(model).layers)]
 
 
+# model -> (llama config, LoRA adapters): the modules of llama_tiny_train.onnx, llama_tiny_lora_train.onnx and
+# llama_tiny_lora_all_train.onnx (tests/models/export_llama.py, all_exports()).
+LLAMA = {"llama_tiny": ("llama_tiny", None), "llama_tiny_lora": ("llama_tiny", llama.LORA_DEFAULT),
+         "llama_tiny_lora_all": ("llama_tiny", llama.LORA_ALL_LINEAR)}
+LLAMA_CONFIG = {model: config for model, (config, _) in LLAMA.items()}
+
+
+def llama_build(model: str):
+    """The module export_llama.py traced the model's training export from."""
+    return export_llama.tiny_module(*LLAMA[model])
+
+
+def llama_forward(m, inputs, use_checkpoint: bool):
+    """llama.Llama.forward, each decoder layer checkpointed when asked."""
+    input_ids = inputs[0]
+    seq = input_ids.size(1)
+    x = m.embed_tokens(input_ids)
+    if use_checkpoint and not x.requires_grad:
+        # A frozen embedding (LoRA): the reentrant checkpoint gives no grads to the adapters inside a segment
+        # whose inputs do not require grad. Hugging Face's answer, which PEFT training uses with reentrant
+        # checkpointing: PreTrainedModel.enable_input_require_grads (transformers/modeling_utils.py), a
+        # forward hook on the input embeddings doing output.requires_grad_(True); the same, inline.
+        x.requires_grad_(True)
+    cos, sin = llama.rotary_cos_sin(seq, m.cfg.head_dim, m.cfg.rope_theta, input_ids.device)
+    mask = llama.causal_additive_mask(seq, input_ids.device)
+    for layer in m.layers:
+        x = checkpoint(layer, x, cos, sin, mask) if use_checkpoint else layer(x, cos, sin, mask)
+    return m.lm_head(m.norm(x))
+
+
+def llama_boundaries(model: str) -> List[str]:
+    graph = load_training_export(model)
+    layers = llama.CONFIGS[LLAMA_CONFIG[model]].num_hidden_layers
+    return [onnx_scope_output(graph, "/embed_tokens/")] + [onnx_scope_output(graph, f"/layers.{i}/") for i in range(layers)]
+
+
+def llama_steps(model: str) -> StepFunctions:
+    cfg = llama.CONFIGS[LLAMA_CONFIG[model]]
+    return StepFunctions(llama_forward, lambda: llama_boundaries(model), build=llama_build,
+                         inputs=lambda _, batch, seq: llama.make_inputs(cfg, batch, seq, zoo.SEED),
+                         vocab=lambda _: cfg.vocab_size)
+
+
 STEPS: Dict[str, StepFunctions] = {
     "resnet18": StepFunctions(resnet_forward, lambda: resnet_boundaries("resnet18")),
     "mobilenet_v2": StepFunctions(mobilenet_forward, lambda: mobilenet_boundaries("mobilenet_v2")),
     "gpt_tiny": StepFunctions(gpt_forward, lambda: gpt_boundaries("gpt_tiny")),
     "gpt": StepFunctions(gpt_forward, lambda: gpt_boundaries("gpt")),
+    "llama_tiny": llama_steps("llama_tiny"),
+    "llama_tiny_lora": llama_steps("llama_tiny_lora"),
+    "llama_tiny_lora_all": llama_steps("llama_tiny_lora_all"),
 }
 
 
@@ -165,7 +231,19 @@ def make_optimizer(name: str, params) -> torch.optim.Optimizer:
 def make_targets(cfg: Config, gen: torch.Generator) -> torch.Tensor:
     if cfg.seq is None:
         return torch.randint(0, zoo.NUM_CLASSES, (cfg.batch,), generator=gen)
-    return torch.randint(0, zoo.text_config(cfg.model).vocab, (cfg.batch, cfg.seq), generator=gen)
+    return torch.randint(0, STEPS[cfg.model].vocab(cfg.model), (cfg.batch, cfg.seq), generator=gen)
+
+
+def set_trainable(module, pattern: Optional[str]) -> None:
+    """requires_grad as memplan's --trainable PATTERN decides it: a parameter trains iff the pattern is found
+    in its name. A module that froze parameters itself (the LoRA module, as PEFT does) must agree."""
+    if pattern is None:
+        return
+    for name, p in module.named_parameters():
+        trains = re.search(pattern, name) is not None
+        if not p.requires_grad and trains:
+            raise SystemExit(f"--trainable {pattern} trains {name}, which the module froze")
+        p.requires_grad_(trains)
 
 
 def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: bool) -> None:
@@ -206,12 +284,13 @@ def peak_of(events: List[tuple]) -> Dict[str, int]:
 
 
 def measure(cfg: Config) -> Dict:
-    built = zoo.build_model(cfg.model)
-    module = built.module.train()
     steps = STEPS[cfg.model]
-    optimizer = make_optimizer(cfg.optimizer, module.parameters())
+    module = steps.build(cfg.model).train()
+    set_trainable(module, cfg.trainable)
+    # Only the trainable parameters go to the optimizer, as PEFT and the Hugging Face Trainer pass them.
+    optimizer = make_optimizer(cfg.optimizer, [p for p in module.parameters() if p.requires_grad])
     gen = torch.Generator().manual_seed(zoo.SEED + 2)
-    inputs = zoo.make_inputs(cfg.model, cfg.batch, cfg.seq or 0)
+    inputs = steps.inputs(cfg.model, cfg.batch, cfg.seq or 0)
     targets = make_targets(cfg, gen)
 
     training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint)  # warm-up
@@ -229,6 +308,10 @@ def measure(cfg: Config) -> Dict:
     seconds = time.time() - started
     peak = peak_of(allocation_events(prof))
     baseline = sum(parts.values())
+    extra = {}
+    if cfg.trainable is not None:
+        extra = {"trainable": cfg.trainable,
+                 "trainable_parameter_bytes": tensor_bytes(p for p in module.parameters() if p.requires_grad)}
     return {
         "model": cfg.model,
         "onnx": f"tests/models/{cfg.model}_train.onnx",
@@ -239,6 +322,7 @@ def measure(cfg: Config) -> Dict:
         "optimizer_settings": describe_optimizer(optimizer),
         "loss": "cross-entropy",
         "checkpoint": steps.boundaries() if cfg.checkpoint else [],
+        **extra,
         "peak_bytes": baseline + peak["peak_increment_bytes"],
         "baseline_bytes": baseline,
         **parts,
@@ -255,7 +339,8 @@ def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
 
 
 def config_key(entry: Dict) -> tuple:
-    return (entry["model"], entry["batch"], entry["seq"] or 0, entry["optimizer"], len(entry["checkpoint"]) > 0)
+    return (entry["model"], entry["batch"], entry["seq"] or 0, entry["optimizer"], len(entry["checkpoint"]) > 0,
+            entry.get("trainable") or "")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -287,7 +372,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         entry["run"] = run_info
         results[config_key(entry)] = entry
         print(f"{cfg.model:13s} batch {cfg.batch} seq {cfg.seq or '-':>4} {cfg.optimizer:8s} "
-              f"ckpt {'yes' if cfg.checkpoint else 'no ':3s} peak {entry['peak_bytes'] / 2**20:9.2f} MiB "
+              f"ckpt {'yes' if cfg.checkpoint else 'no ':3s} {cfg.trainable or 'all':12s} peak {entry['peak_bytes'] / 2**20:9.2f} MiB "
               f"(baseline {entry['baseline_bytes'] / 2**20:8.2f} + {entry['peak_increment_bytes'] / 2**20:8.2f}) "
               f"[{entry['profiled_step_seconds']} s]", flush=True)
     existing["measurements"] = [results[k] for k in sorted(results)]

@@ -9,8 +9,13 @@ exceeds the tolerance (10 % for CPU peaks, 15 % for GPU peaks). Needs no torch.
   /usr/bin/python3 tests/accuracy/accuracy.py --write bench/accuracy.md
 
 Peers' answers are shown for the same configurations where they are formulas anyone can compute:
-accelerate's `estimate-memory` (training with Adam = 4 x the weights) and the DeepSpeed/Megatron model-states
-figure (18 bytes per parameter for mixed-precision Adam; for fp32 Adam 16 bytes: weights, grads, 2 states).
+accelerate's `estimate-memory` (training with Adam = 4 x the weights: accelerate/commands/estimate.py,
+estimate_training_usage, model + grads + 2 Adam states at the weights' size, over every parameter: it has no
+notion of frozen ones) and the model-states figure of ZeRO (Rajbhandari et al. 2020, section 3.1: 16 bytes per
+parameter for mixed-precision Adam; for fp32 Adam also 16: weights, grads, 2 states), counted here as that
+accounting states it for a trainable parameter (16 bytes) and a frozen one (its fp32 weights, 4 bytes).
+DeepSpeed's own estimator (estimate_zero2_model_states_mem_needs, deepspeed/runtime/zero/stage_1_and_2.py)
+counts every parameter of model.parameters() as trainable, which is the full-fine-tune figure.
 Neither counts activations.
 """
 import argparse
@@ -54,14 +59,18 @@ def cpu_rows():
             args += ["--dim", f"seq={m['seq']}"]
         if m["checkpoint"]:
             args += ["--checkpoint", "at:" + ",".join(m["checkpoint"])]
+        if m.get("trainable"):
+            args += ["--trainable", m["trainable"]]
         e = memplan(args)
         # The profiler counts live tensor bytes (the CPU allocator has no cache): compare with memplan's
         # live bytes at the peak, resident included, not with an arena.
         predicted = e["resident_bytes"] + e["lower_bound_bytes"]
         config = (f"{m['model']} b{m['batch']}" + (f" s{m['seq']}" if m.get("seq") else "") +
-                  f" fp32 {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else ""))
+                  f" fp32 {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else "") +
+                  (f" train /{m['trainable']}/" if m.get("trainable") else ""))
         yield {"source": "cpu", "config": config, "measured": m["peak_bytes"], "predicted": predicted,
-               "tolerance": CPU_TOLERANCE, "param_bytes": m["parameter_bytes"], "optimizer": m["optimizer"],
+               "tolerance": CPU_TOLERANCE, "param_bytes": m["parameter_bytes"],
+               "trainable_bytes": m.get("trainable_parameter_bytes", m["parameter_bytes"]), "optimizer": m["optimizer"],
                "excluded": CPU_EXCLUDED.get(m["model"])}
 
 
@@ -76,14 +85,17 @@ def gpu_rows():
             e = memplan(c["memplan_args"])
             yield {"source": f"gpu {gpu}", "config": c.get("name", " ".join(c["memplan_args"][1:])),
                    "measured": c["steady"]["max_reserved_bytes"], "predicted": e["total_bytes"],
-                   "tolerance": GPU_TOLERANCE, "param_bytes": c.get("param_bytes", 0), "optimizer": c.get("optimizer", ""),
-                   "excluded": None}
+                   "tolerance": GPU_TOLERANCE, "param_bytes": c.get("param_bytes", 0),
+                   "trainable_bytes": c.get("param_bytes", 0), "optimizer": c.get("optimizer", ""), "excluded": None}
 
 
 def peers(row):
-    p = row["param_bytes"]
+    """(accelerate, model states) in MiB for fp32 Adam rows. p, t: fp32 bytes of all and of the trainable
+    parameters (P = p / 4 parameters): accelerate 4 x p; model states 16 B per trainable parameter (4 t)
+    + 4 B per frozen one (p - t)."""
+    p, t = row["param_bytes"], row["trainable_bytes"]
     if row["optimizer"] in ("adam", "adamw") and p:
-        return f"{4 * p / 2**20:.1f}", f"{16 * p / 4 / 2**20:.1f}"  # p is fp32 bytes: P = p / 4 parameters
+        return f"{4 * p / 2**20:.1f}", f"{(4 * t + (p - t)) / 2**20:.1f}"
     return "–", "–"
 
 
@@ -92,10 +104,11 @@ def main():
     ap.add_argument("--write", help="also write the table as markdown to this file")
     args = ap.parse_args()
     rows = list(cpu_rows()) + list(gpu_rows())
-    header = f"{'source':<8} {'config':<34} {'measured MiB':>13} {'memplan MiB':>12} {'error %':>8}"
+    header = f"{'source':<8} {'config':<52} {'measured MiB':>13} {'memplan MiB':>12} {'error %':>8}"
     print(header)
     failures = 0
-    md = ["| source | config | measured MiB | memplan MiB | error % | accelerate (4x weights) MiB | model states (16 B/param) MiB |",
+    md = ["| source | config | measured MiB | memplan MiB | error % | accelerate (4x weights) MiB | "
+          "model states (16 B/trainable, 4 B/frozen param) MiB |",
           "|---|---|---:|---:|---:|---:|---:|"]
     errors = []
     gated = 0
@@ -107,10 +120,11 @@ def main():
             gated += 1
         failures += bad
         flag = "  excluded*" if r["excluded"] else ("  FAIL (tolerance " + str(r["tolerance"]) + "%)" if bad else "")
-        print(f"{r['source']:<8} {r['config']:<34} {r['measured'] / 2**20:13.1f} {r['predicted'] / 2**20:12.1f} "
+        print(f"{r['source']:<8} {r['config']:<52} {r['measured'] / 2**20:13.1f} {r['predicted'] / 2**20:12.1f} "
               f"{err:+8.2f}{flag}")
         acc, ds = peers(r)
-        md.append(f"| {r['source']} | {r['config']}{' (excluded*)' if r['excluded'] else ''} | "
+        config = r["config"].replace("\\", "\\\\")  # markdown: a regex's backslash stays visible
+        md.append(f"| {r['source']} | {config}{' (excluded*)' if r['excluded'] else ''} | "
                   f"{r['measured'] / 2**20:.1f} | {r['predicted'] / 2**20:.1f} | {err:+.2f} | {acc} | {ds} |")
     reasons = sorted({r["excluded"] for r in rows if r["excluded"]})
     summary = (f"{gated} gated configurations: mean |error| {sum(errors) / len(errors):.2f}%, "
@@ -128,8 +142,15 @@ def main():
                     "--runtime ideal` (live bytes at the peak, resident included). GPU rows appear once "
                     "`validate/results/torch-*.json` exist (a session with a GPU runs `validate/gpu/run_gpu.sh`).\n\n")
             f.write("Peers, for Adam rows, are formulas that count model states only (no activations): accelerate's "
-                    "`estimate-memory` (4 x weights) and the model-states figure of DeepSpeed/Megatron for fp32 Adam "
-                    "(16 bytes per parameter).\n\n")
+                    "`estimate-memory` (4 x weights, every parameter: it has no notion of frozen ones; "
+                    "accelerate/commands/estimate.py) and the model-states figure of ZeRO (Rajbhandari et al. 2020, "
+                    "section 3.1) for fp32 Adam: 16 bytes per trainable parameter (weights, grads, 2 states) and 4 per "
+                    "frozen one (its weights). DeepSpeed's estimator (`estimate_zero2_model_states_mem_needs`) counts "
+                    "every parameter as trainable, so on the frozen and LoRA rows its answer is the full fine-tune's.\n\n"
+                    "Llama rows (tests/models/llama.py; `llama_tiny_lora` has LoRA r 8 on q/v, `llama_tiny_lora_all` on "
+                    "all seven projections): `train /REGEX/` is memplan's `--trainable REGEX`, applied identically to "
+                    "the PyTorch parameters; `/lora_/` trains the adapters only, `/^layers\\.3\\./` only the last "
+                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant).\n\n")
             f.write("\n".join(md) + "\n\n" + summary + ".\n")
             f.write("\n" + published_gpu.section())
     print(f"{gated - failures} passed, {failures} failed")

@@ -36,7 +36,8 @@ const std::vector<std::string> kExports = {
     "bert",         "bert_op13",          "bert_train", "efficientnet_b0", "efficientnet_b0_train",
     "gpt",          "gpt_tiny",           "gpt_tiny_op13", "gpt_tiny_train", "gpt_train",
     "llama3_1_70b", "llama3_1_70b_train", "llama3_1_8b", "llama3_1_8b_train", "llama3_2_1b",
-    "llama3_2_1b_train", "llama3_2_3b",   "llama3_2_3b_train", "llama_tiny", "llama_tiny_lora_train", "llama_tiny_train",
+    "llama3_2_1b_train", "llama3_2_3b",   "llama3_2_3b_train", "llama_tiny", "llama_tiny_lora_all_train", "llama_tiny_lora_train",
+    "llama_tiny_train",
     "mistral_7b",   "mistral_7b_train",   "mobilenet_v2", "mobilenet_v2_train", "qwen2_7b",
     "qwen2_7b_train", "qwen2_tiny",       "qwen2_tiny_train", "resnet18", "resnet18_train",
     "resnet50",     "resnet50_train",     "vit_b_16",   "vit_b_16_train",
@@ -298,6 +299,20 @@ TEST(Zoo, LlamaLoraExportHoldsPeftAdapters) {
   EXPECT_EQ(parameter_count("llama_tiny_lora_train"), kLlamaModels[6].params + adapters);
   EXPECT_EQ(expected()["models"]["llama_tiny_lora_train"]["pytorch_trainable_parameters"].get<int64_t>(), adapters);
   const Json j = estimate({models_dir() + "/llama_tiny_lora_train.onnx", "--mode", "train", "--dim", "seq=128",
+                           "--batch", "2", "--trainable", "lora_"});
+  EXPECT_EQ(j["training"]["grad_bytes"].get<int64_t>(), 4 * adapters);
+  EXPECT_EQ(j["training"]["optimizer_state_bytes"].get<int64_t>(), 2 * 4 * adapters);
+}
+
+// llama_tiny_lora_all_train: the same adapters on all seven projections (PEFT's "all-linear"): per layer
+// q 8·(128 + 128), k and v 8·(128 + 64) each, o 8·(128 + 128), gate and up 8·(128 + 352) each, down
+// 8·(352 + 128): 18,688, so 74,752 in 4 layers.
+TEST(Zoo, LlamaLoraAllLinearExportHoldsAdaptersOnEveryProjection) {
+  const int64_t adapters = 4 * (2 * 8 * (128 + 128) + 2 * 8 * (128 + 64) + 3 * 8 * (128 + 352));
+  static_assert(4 * (2 * 8 * (128 + 128) + 2 * 8 * (128 + 64) + 3 * 8 * (128 + 352)) == 74'752, "");
+  EXPECT_EQ(parameter_count("llama_tiny_lora_all_train"), kLlamaModels[6].params + adapters);
+  EXPECT_EQ(expected()["models"]["llama_tiny_lora_all_train"]["pytorch_trainable_parameters"].get<int64_t>(), adapters);
+  const Json j = estimate({models_dir() + "/llama_tiny_lora_all_train.onnx", "--mode", "train", "--dim", "seq=128",
                            "--batch", "2", "--trainable", "lora_"});
   EXPECT_EQ(j["training"]["grad_bytes"].get<int64_t>(), 4 * adapters);
   EXPECT_EQ(j["training"]["optimizer_state_bytes"].get<int64_t>(), 2 * 4 * adapters);

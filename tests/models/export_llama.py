@@ -6,11 +6,12 @@
 
 Two kinds of export (docs/zoo.md, "Llama-family decoders"):
 
-  tiny     llama_tiny, qwen2_tiny, and llama_tiny_lora_train (PEFT LoRA on q_proj and v_proj, r=8,
-           PEFT's defaults, training export only): the whole module, with weights, exported exactly as export_zoo.py
-           exports the GPT (torch.onnx.export; inference: eval mode, constant folding; training: train
-           mode, TrainingMode.PRESERVE, no constant folding). The weights go to <stem>.onnx.data, which is
-           not committed.
+  tiny     llama_tiny, qwen2_tiny, llama_tiny_lora_train (PEFT LoRA on q_proj and v_proj, r=8,
+           PEFT's defaults, training export only) and llama_tiny_lora_all_train (the same on all seven
+           projections, PEFT's target_modules="all-linear"): the whole module, with weights, exported
+           exactly as export_zoo.py exports the GPT (torch.onnx.export; inference: eval mode, constant
+           folding; training: train mode, TrainingMode.PRESERVE, no constant folding). The weights go to
+           <stem>.onnx.data, which is not committed.
   real     llama3_2_1b, llama3_2_3b, llama3_1_8b, mistral_7b, llama3_1_70b, qwen2_7b: weight-less. The
            module is built on the meta device (no memory for the weights) with TWO decoder layers and
            traced with export_params=False, so that every parameter (and, in inference exports, every
@@ -71,12 +72,13 @@ class Export(NamedTuple):
     stem: str
     config: str
     training: bool
-    lora: bool = False  # PEFT LoRA adapters (llama.LORA_DEFAULT) on the projections, the rest frozen
+    lora: Optional[llama.LoraConfig] = None  # PEFT LoRA adapters on the projections, the rest frozen
 
 
 def all_exports() -> List[Export]:
     exports = [Export(name + suffix, name, suffix == "_train") for name in TINY + REAL for suffix in ["", "_train"]]
-    return exports + [Export("llama_tiny_lora_train", "llama_tiny", True, True)]
+    return exports + [Export("llama_tiny_lora_train", "llama_tiny", True, llama.LORA_DEFAULT),
+                      Export("llama_tiny_lora_all_train", "llama_tiny", True, llama.LORA_ALL_LINEAR)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -150,9 +152,9 @@ def trace(module: llama.Llama, training: bool, export_params: bool) -> onnx.Mode
     return onnx.load_model_from_string(buffer.getvalue())
 
 
-def tiny_module(name: str, lora: bool = False) -> llama.Llama:
+def tiny_module(name: str, lora: Optional[llama.LoraConfig] = None) -> llama.Llama:
     torch.manual_seed(zoo.SEED)
-    module = llama.Llama(llama.CONFIGS[name], lora=llama.LORA_DEFAULT if lora else None)
+    module = llama.Llama(llama.CONFIGS[name], lora=lora)
     zoo.fill_distinct(module)  # distinct values, or torch.onnx merges equal initializers (zoo.py)
     return module.eval()
 
@@ -376,9 +378,9 @@ def check_pipeline(name: str, training: bool, direct: onnx.ModelProto) -> None:
 # What PyTorch says
 
 
-def measured(name: str, lora: bool) -> Dict:
+def measured(name: str, lora: Optional[llama.LoraConfig]) -> Dict:
     cfg = llama.CONFIGS[name]
-    adapters = llama.LORA_DEFAULT if lora else None
+    adapters = lora
     meta = llama.Llama(cfg, device="meta", lora=adapters)
     shapes = {}
     with torch.no_grad():
@@ -414,7 +416,7 @@ def record(spec: Export, model: onnx.ModelProto, facts: Dict) -> Dict:
         "torchvision_published_parameters": None,
         "config_source": cfg.source,
         "weightless": spec.config in REAL,
-        "lora": dataclasses.asdict(llama.LORA_DEFAULT) if spec.lora else None,
+        "lora": dataclasses.asdict(spec.lora) if spec.lora else None,
         "outputs": facts["shapes"],
     }
 
@@ -443,7 +445,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             model = weightless(cfg, spec.training, spec.stem)
             path = os.path.join(args.out, f"{spec.stem}.onnx")
             onnx.save_model(model, path)
-        key = f"{spec.config}{'+lora' if spec.lora else ''}"
+        key = f"{spec.config}+{spec.lora}"
         if key not in facts:
             facts[key] = measured(spec.config, spec.lora)
         expected["models"][spec.stem] = record(spec, model, facts[key])

@@ -130,6 +130,9 @@ class LoraConfig:
 
 
 LORA_DEFAULT = LoraConfig()
+# PEFT's target_modules="all-linear" (peft/tuners/tuners_utils.py, _maybe_include_all_linear_layers): every
+# nn.Linear but the output layer (lm_head), i.e. the seven projections of each decoder layer.
+LORA_ALL_LINEAR = LoraConfig(target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
 
 
 # --------------------------------------------------------------------------------------------------
