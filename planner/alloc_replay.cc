@@ -4,7 +4,7 @@
 
 namespace memplan {
 
-AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator) {
+AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator, const ReplayObserver& observer) {
   const std::vector<LiveRange> ranges = compute_liveness(p);
   const size_t steps = p.steps.size();
   // Frees by step, in buffer order.
@@ -25,6 +25,7 @@ AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator) {
       out.oom_buffer = p.buffers[b].name;
       return false;
     }
+    if (observer) observer(b, current_step, handle[b], true);
     if (allocator.allocated_bytes() > out.peak_allocated_bytes) {
       out.peak_allocated_bytes = allocator.allocated_bytes();
       out.peak_allocated_step = current_step;
@@ -55,7 +56,10 @@ AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator) {
     out.allocated_per_step.push_back(allocator.allocated_bytes());
     out.reserved_per_step.push_back(allocator.reserved_bytes());
     for (int32_t b : frees_at[s])
-      if (handle[b] >= 0) allocator.release(handle[b]);
+      if (handle[b] >= 0) {
+        allocator.release(handle[b]);
+        if (observer) observer(b, current_step, handle[b], false);
+      }
   }
   return finish();
 }
