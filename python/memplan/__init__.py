@@ -47,6 +47,15 @@ LimitError.__module__ = "memplan"
 PathLike = Union[str, "_os.PathLike[str]"]
 
 
+def __getattr__(name: str):
+    # memplan.torch without `import memplan.torch` first (it imports torch only when one of its functions runs).
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module("memplan.torch")
+    raise AttributeError(f"module 'memplan' has no attribute {name!r}")
+
+
 def inspect(model: PathLike, **options: Any) -> Dict[str, Any]:
     """``memplan inspect MODEL --json``: the model as declared and every tensor's shape (memplan.inspect/1)."""
     return _json.loads(_core.inspect(model, **options))

@@ -120,6 +120,8 @@ def export_proto(module, example_inputs, train: bool = True, dynamic_axes: Optio
     import onnx
     import torch
 
+    if not isinstance(module, torch.nn.Module):
+        raise _input_error(f"memplan.torch.export: expected a torch.nn.Module, got {type(module).__name__}")
     inputs = _as_tuple(example_inputs)
     names = list(input_names) if input_names else (["input"] if len(inputs) == 1 else [f"input_{i}" for i in range(len(inputs))])
     axes = default_dynamic_axes(inputs, names) if dynamic_axes is None else dynamic_axes
@@ -407,61 +409,59 @@ def _measure_cuda(module, inputs, optimizer_name, precision, steps, loss, target
             clear()  # torch >= 2.0 keeps a cuBLAS workspace per handle and stream
         torch.cuda.empty_cache()
 
+    import copy
+
     torch.backends.cudnn.benchmark = False  # its search can allocate very large workspaces
     clean()
     dev = torch.device("cuda")
-    model = module.to(dev)
+    model = copy.deepcopy(module).to(dev)  # the caller's module stays where it is, in its dtype
     half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
     if half is not None:
         model = model.to(half)
     xs = tuple(t.to(dev) if not t.is_floating_point() or half is None else t.to(dev, half) for t in inputs)
     amp = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
-    was_training = model.training
     model.train(mode == "train")
-    try:
-        if mode != "train":
-            with torch.inference_mode():
-                model(*xs)
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-                _record(snapshot_path, True)
-                for _ in range(max(1, steps - 1)):
-                    model(*xs)
-        else:
-            opt = make_optimizer(optimizer_name, [p for p in model.parameters() if p.requires_grad])
-            scaler = torch.cuda.amp.GradScaler() if precision == "amp-fp16" else None
-            if targets is None:
-                with torch.no_grad(), torch.autocast("cuda", dtype=amp, enabled=amp is not None):
-                    targets = _default_targets(loss, _first_output(model(*xs)))
-            targets = targets.to(dev)
-
-            def step():
-                opt.zero_grad(set_to_none=True)
-                with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
-                    out = _first_output(model(*xs))
-                    value = _loss(loss, out.float() if amp is not None else out, targets)
-                if scaler is not None:
-                    scaler.scale(value).backward()
-                    scaler.step(opt)
-                    scaler.update()
-                else:
-                    value.backward()
-                    opt.step()
-
-            for _ in range(steps - 1):
-                step()
+    if mode != "train":
+        with torch.inference_mode():
+            model(*xs)
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             _record(snapshot_path, True)
+            for _ in range(max(1, steps - 1)):
+                model(*xs)
+    else:
+        opt = make_optimizer(optimizer_name, [p for p in model.parameters() if p.requires_grad])
+        scaler = torch.cuda.amp.GradScaler() if precision == "amp-fp16" else None
+        if targets is None:
+            with torch.no_grad(), torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+                targets = _default_targets(loss, _first_output(model(*xs)))
+        targets = targets.to(dev)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+                out = _first_output(model(*xs))
+                value = _loss(loss, out.float() if amp is not None else out, targets)
+            if scaler is not None:
+                scaler.scale(value).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                value.backward()
+                opt.step()
+
+        for _ in range(steps - 1):
             step()
         torch.cuda.synchronize()
-        measured = {"allocated_bytes": int(torch.cuda.max_memory_allocated()),
-                    "reserved_bytes": int(torch.cuda.max_memory_reserved())}
-        if snapshot_path:
-            torch.cuda.memory._dump_snapshot(os.fspath(snapshot_path))
-            _record(snapshot_path, False)
-    finally:
-        model.train(was_training)
+        torch.cuda.reset_peak_memory_stats()
+        _record(snapshot_path, True)
+        step()
+    torch.cuda.synchronize()
+    measured = {"allocated_bytes": int(torch.cuda.max_memory_allocated()),
+                "reserved_bytes": int(torch.cuda.max_memory_reserved())}
+    if snapshot_path:
+        torch.cuda.memory._dump_snapshot(os.fspath(snapshot_path))
+        _record(snapshot_path, False)
     return measured
 
 

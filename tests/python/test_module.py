@@ -178,7 +178,6 @@ def test_limits_raise_limit_error_with_the_cli_message_and_result():
 def _model_with_invalid_utf8_name(path):
     """relu(relu(x)) whose second node reads a tensor named b"t\\xff\\xfe_name" that nothing produces. Python's
     protobuf refuses such strings, so the name is patched into the serialized bytes (same length)."""
-    import onnx
     from onnx import TensorProto, helper
 
     marker = "MARKER_1"

@@ -78,6 +78,8 @@ def test_export_refuses_clearly(tmp_path):
     assert not path.exists()
     with pytest.raises(memplan.InputError, match="example_inputs: expected a tensor or a tuple of tensors, got str"):
         memplan.torch.export(NotExportable(), "x", path)
+    with pytest.raises(memplan.InputError, match="expected a torch.nn.Module, got function"):
+        memplan.torch.export(lambda x: x, (torch.ones(1),), path)
 
 
 def test_measure_cpu_reproduces_the_committed_ground_truth():
