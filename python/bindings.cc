@@ -20,6 +20,7 @@
 #include "report/check.h"
 #include "report/estimate_config.h"
 #include "report/estimate_format.h"
+#include "report/files.h"
 #include "report/fit.h"
 #include "report/inspect.h"
 #include "report/json_text.h"
@@ -171,7 +172,7 @@ std::string estimate(py::handle model, const py::kwargs& kwargs) {
 }
 
 std::string plan(py::handle model, const py::kwargs& kwargs) {
-  // The CLI's `plan` flags: the model's, --runtime, --dtype, --schedule, --alignment.
+  // The CLI's `plan` flags: the model's, --runtime, --dtype, --schedule, --alignment, -o.
   EstimateArgs args;
   args.model.path = model_path(model);
   uint64_t alignment = kDefaultAlignment;
@@ -181,9 +182,14 @@ std::string plan(py::handle model, const py::kwargs& kwargs) {
   s["dtype"] = [&](py::handle v) { args.dtype = to_text(v, "dtype"); };
   s["schedule"] = [&](py::handle v) { args.schedule = to_text(v, "schedule"); };
   s["alignment"] = [&](py::handle v) { alignment = static_cast<uint64_t>(to_int(v, "alignment", 1)); };
+  std::string output;  // -o: also write the plan file
+  s["output"] = [&](py::handle v) { output = to_text(v, "output"); };
   apply(s, kwargs, "plan");
   py::gil_scoped_release unlocked;
-  return plan_to_json_text(plan_model(args, alignment));
+  if (!output.empty()) refuse_model_as_output(output, args.model.path, "-o");
+  const std::string text = plan_to_json_text(plan_model(args, alignment));
+  if (!output.empty()) write_text_file(output, text, "the plan to ");
+  return text;
 }
 
 // (JSON text, whether a limit is broken, the CLI's one-line message for it)

@@ -68,7 +68,7 @@ def estimate(model: PathLike, **options: Any) -> Dict[str, Any]:
 
 def plan(model: PathLike, **options: Any) -> Dict[str, Any]:
     """``memplan plan MODEL``: the static arena plan (memplan.plan/1). Options: the model's, runtime, dtype,
-    schedule, alignment."""
+    schedule, alignment, and output=PATH to also write the plan file (``-o``)."""
     return _json.loads(_core.plan(model, **options))
 
 

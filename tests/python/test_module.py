@@ -93,19 +93,30 @@ def test_module_returns_the_cli_json(args):
         assert e.value.result == json.loads(p.stdout)
 
 
-def test_every_estimate_flag_is_a_keyword():
-    """Each flag `memplan estimate --help` lists is accepted as a keyword (an unknown keyword is refused)."""
-    help_text = cli("estimate", "--help").stdout.decode()
+@pytest.mark.parametrize("command", ["inspect", "estimate", "plan", "fit", "check"])
+def test_every_flag_is_a_keyword(command):
+    """Each flag `memplan COMMAND --help` lists is a keyword of memplan.COMMAND (it gets past the keyword table to
+    the value's type check), and an unknown keyword is refused."""
+    help_text = cli(command, "--help").stdout.decode()
     flags = sorted({"--" + f for f in re.findall(r"^\s+(?:-\w,)?--([a-z][a-z0-9-]*)", help_text, re.M)}
                    - {"--help", "--json", "--format", "--dim", "--input"})
-    assert "--grad-accum" in flags and "--optimizer-impl" in flags, flags
+    assert "--batch" in flags, flags
     for flag in flags:
         name = flag[2:].replace("-", "_")
         with pytest.raises(memplan.InputError) as e:
-            memplan.estimate(os.path.join(MODELS, "missing.onnx"), **{name: object()})
+            getattr(memplan, command)(os.path.join(MODELS, "missing.onnx"), **{name: object()})
         assert "unknown option" not in str(e.value), flag
     with pytest.raises(memplan.InputError, match="unknown option 'bogus'"):
-        memplan.estimate(os.path.join(MODELS, "gpt_tiny.onnx"), bogus=1)
+        getattr(memplan, command)(GPT_TINY, bogus=1)
+
+
+def test_plan_output_writes_the_cli_file(tmp_path):
+    cli("plan", GPT_TINY, "--batch", "2", "--dim", "seq=32", "-o", str(tmp_path / "cli.json"))
+    d = memplan.plan(GPT_TINY, batch=2, dims={"seq": 32}, output=tmp_path / "py.json")
+    assert (tmp_path / "py.json").read_bytes() == (tmp_path / "cli.json").read_bytes()
+    assert d == json.loads((tmp_path / "cli.json").read_text())
+    with pytest.raises(memplan.InputError, match="is the model itself"):
+        memplan.plan(GPT_TINY, batch=2, dims={"seq": 32}, output=GPT_TINY)
 
 
 def cli_error(*args):
