@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/utf8_output.h"
 #include "onnx_import/errors.h"
 
 int main(int argc, char** argv) {
+  const memplan::cli::Utf8Output utf8_output;  // all output, help and errors included, is valid UTF-8
   CLI::App app{
       "memplan: how much GPU memory an ONNX model needs, and why, before you rent or launch anything.\n"
       "Exit codes: 0 ok; 1 a budget or regression limit is broken (check, fit); 2 bad usage or bad input;\n"

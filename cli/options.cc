@@ -1,9 +1,5 @@
 #include "cli/options.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "onnx_import/errors.h"
 
 namespace memplan::cli {
@@ -19,25 +15,6 @@ void add_model_options(CLI::App* cmd, ModelArgs& args) {
   cmd->add_option("--input", args.inputs,
                   "Fix one graph input's whole shape, as trtexec --shapes does, e.g. --input ids=8x512 (repeatable)")
       ->type_name("NAME=SHAPE");
-}
-
-void refuse_model_as_output(const std::string& path, const std::string& model_path, const std::string& flag) {
-  std::error_code ec;
-  if (std::filesystem::equivalent(path, model_path, ec))
-    throw InputError(flag + " " + path + " is the model itself: memplan never overwrites what it reads");
-}
-
-std::string read_text_file(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(flag + " '" + path + "': cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_text_file(const std::string& path, const std::string& text, const std::string& what) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out || !(out << text) || !out.flush()) throw InputError("cannot write " + what + "'" + path + "'");
 }
 
 Format FormatArgs::resolve() const {

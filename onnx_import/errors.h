@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "onnx_import/utf8.h"
+
 namespace memplan {
 
 enum ExitCode : int {
@@ -13,10 +15,12 @@ enum ExitCode : int {
   kExitInternal = 3,       // a bug in memplan: an invariant failed
 };
 
+// The message is valid UTF-8 whatever the names it quotes hold: invalid bytes become \xNN (onnx_import/utf8.h),
+// here, where every message is built, so the CLI's stderr and Python's exceptions can always be decoded.
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& msg, int exit_code = kExitBadInput)
-      : std::runtime_error(msg), code_(exit_code) {}
+      : std::runtime_error(escape_invalid_utf8(msg)), code_(exit_code) {}
   int exit_code() const { return code_; }
 
  private:

@@ -23,11 +23,12 @@ ReplayOrder replay_order(const Program& p) {
   return order;
 }
 
-AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator) {
-  return replay_program(p, replay_order(p), allocator);
+AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator, const ReplayObserver& observer) {
+  return replay_program(p, replay_order(p), allocator, observer);
 }
 
-AllocatorReplay replay_program(const Program& p, const ReplayOrder& order, AllocatorModel& allocator) {
+AllocatorReplay replay_program(const Program& p, const ReplayOrder& order, AllocatorModel& allocator,
+                               const ReplayObserver& observer) {
   const size_t steps = p.steps.size();
   AllocatorReplay out;
   std::vector<int64_t> handle(p.buffers.size(), -1);
@@ -40,6 +41,7 @@ AllocatorReplay replay_program(const Program& p, const ReplayOrder& order, Alloc
       out.oom_buffer = p.buffers[b].name;
       return false;
     }
+    if (observer) observer(b, current_step, handle[b], true);
     if (allocator.allocated_bytes() > out.peak_allocated_bytes) {
       out.peak_allocated_bytes = allocator.allocated_bytes();
       out.peak_allocated_step = current_step;
@@ -66,7 +68,10 @@ AllocatorReplay replay_program(const Program& p, const ReplayOrder& order, Alloc
     out.allocated_per_step.push_back(allocator.allocated_bytes());
     out.reserved_per_step.push_back(allocator.reserved_bytes());
     for (int32_t b : order.frees_after[s])
-      if (handle[b] >= 0) allocator.release(handle[b]);
+      if (handle[b] >= 0) {
+        allocator.release(handle[b]);
+        if (observer) observer(b, current_step, handle[b], false);
+      }
   }
   return finish();
 }

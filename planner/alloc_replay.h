@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,14 @@ struct ReplayOrder {
 };
 ReplayOrder replay_order(const Program& program);
 
+// Told of every request the replay makes, after the allocator served it: buffer id, the step (-1 before the first
+// step), the allocator's handle, and whether it was an allocation (true) or a release. For traces (memplan.torch's
+// snapshot), which read addresses and sizes from the allocator through the handle.
+using ReplayObserver = std::function<void(int32_t buffer, int32_t step, int64_t handle, bool allocated)>;
+
 // Stops at the first request the model cannot serve (out_of_memory set; the series end there).
-AllocatorReplay replay_program(const Program& program, const ReplayOrder& order, AllocatorModel& allocator);
-AllocatorReplay replay_program(const Program& program, AllocatorModel& allocator);
+AllocatorReplay replay_program(const Program& program, const ReplayOrder& order, AllocatorModel& allocator,
+                               const ReplayObserver& observer = {});
+AllocatorReplay replay_program(const Program& program, AllocatorModel& allocator, const ReplayObserver& observer = {});
 
 }  // namespace memplan

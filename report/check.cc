@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "onnx_import/errors.h"
 #include "report/estimate_format.h"
+#include "report/files.h"
+#include "report/json_text.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -132,6 +135,26 @@ std::string check_to_markdown(const CheckResult& r, const Estimate& e, const std
     out += "| limit | result | detail |\n|---|---|---|\n";
     for (const LimitResult& l : r.limits)
       out += fmt::format("| {} | {} | {} |\n", l.kind, l.passed ? "pass" : "**fail**", l.message);
+  }
+  return out;
+}
+
+CheckOutcome check_model(const CheckArgs& c) {
+  if (!(c.max_increase_percent >= 0)) throw InputError("--max-increase must be at least 0");
+  CheckOutcome out;
+  out.estimated = estimate_model(c.estimate);
+  const ConfiguredEstimate& est = out.estimated;
+  // --budget, else the --gpu's (to_estimate_options), on which the estimate also ran the step.
+  const std::optional<uint64_t> budget =
+      est.estimate.at_budget ? std::optional(est.estimate.at_budget->budget_bytes) : std::nullopt;
+  std::optional<Baseline> baseline;
+  if (!c.baseline.empty()) baseline = baseline_from_json_text(read_text_file(c.baseline, "--baseline"), c.baseline);
+  out.result = run_check(est.estimate, est.configuration, budget, baseline, c.max_increase_percent);
+  if (!c.write_baseline.empty()) {
+    refuse_model_as_output(c.write_baseline, c.estimate.model.path, "--write-baseline");
+    const Baseline b{std::filesystem::path(c.estimate.model.path).filename().string(), est.configuration,
+                     est.estimate.total_bytes};
+    write_text_file(c.write_baseline, json_text(baseline_to_json(b, est.estimate)), "the baseline to ");
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/estimate.h"
+#include "report/estimate_config.h"
 
 namespace memplan {
 
@@ -42,6 +43,21 @@ struct CheckResult {
 // Throws InputError when the baseline was written for another configuration.
 CheckResult run_check(const Estimate& e, const std::string& configuration, std::optional<uint64_t> budget,
                       const std::optional<Baseline>& baseline, double max_increase_percent);
+
+// check as its flags name it, for every front end. The gate's budget is estimate.budget (so that
+// --checkpoint auto also fits its checkpoints to it).
+struct CheckArgs {
+  EstimateArgs estimate;
+  std::string baseline;        // a baseline file to compare with
+  double max_increase_percent = 1.0;
+  std::string write_baseline;  // write the current estimate as a baseline here
+};
+struct CheckOutcome {
+  ConfiguredEstimate estimated;
+  CheckResult result;
+};
+// Estimates, compares, then writes write_baseline when given. Throws InputError.
+CheckOutcome check_model(const CheckArgs& args);
 
 nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, const std::string& configuration);
 std::string check_to_text(const CheckResult& r, const Estimate& e, const std::string& configuration);

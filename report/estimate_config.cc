@@ -97,13 +97,14 @@ Bindings to_bindings(const ModelArgs& args) {
 
 EstimateOptions to_estimate_options(const EstimateArgs& a) {
   EstimateOptions o;
-  o.mode = a.mode == "train" ? Mode::Training : Mode::Inference;
+  // The CLI's flag checks say the same first; these hold for every front end.
+  o.mode = lookup<Mode>({{"inference", Mode::Inference}, {"train", Mode::Training}}, a.mode, "--mode");
   std::map<std::string, Runtime> runtimes;
   for (const std::string& name : runtime_names()) runtimes[name] = *runtime_from_name(name);
   o.runtime = lookup<Runtime>(runtimes, a.runtime, "--runtime");
   o.inference.float_dtype = lookup<DType>({{"fp32", DType::Float32}, {"fp16", DType::Float16},
                                            {"bf16", DType::BFloat16}}, a.dtype, "--dtype");
-  o.memory_schedule = a.schedule == "memory";
+  o.memory_schedule = lookup<bool>({{"model", false}, {"memory", true}}, a.schedule, "--schedule");
   if (a.expandable_segments && o.runtime != Runtime::PyTorch)
     throw InputError("--expandable-segments configures PyTorch's caching allocator: use it with --runtime pytorch");
   o.expandable_segments = a.expandable_segments;
@@ -111,7 +112,11 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
     throw InputError("--arch " + a.arch + " and --gpu " + a.gpu + ": give one (--gpu sets the GPU's own architecture)");
   const int arch = lookup<int>({{"sm70", 7}, {"sm75", 7}, {"sm80", 8}, {"sm86", 8}, {"sm89", 8}, {"sm90", 9},
                                 {"sm100", 10}, {"sm120", 12}}, a.arch.empty() ? "sm90" : a.arch, "--arch");
-  const AttentionImpl attention = a.attention == "sdpa" ? AttentionImpl::Sdpa : AttentionImpl::Eager;
+  const AttentionImpl attention =
+      lookup<AttentionImpl>({{"eager", AttentionImpl::Eager}, {"sdpa", AttentionImpl::Sdpa}}, a.attention, "--attention");
+  if (a.top < 0) throw InputError("--top must be at least 0");
+  if (a.grad_accum < 1) throw InputError("--grad-accum must be a positive number");
+  if (a.gpus < 1) throw InputError("--gpus must be a positive number");
   o.inference.cuda_arch_major = arch;
   o.inference.attention = attention;
   o.top_tensors = a.top;

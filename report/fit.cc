@@ -190,6 +190,41 @@ FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCata
   return t;
 }
 
+FitOutcome fit_model(const FitArgs& f) {
+  // What the CLI's flag checks also say, for front ends without them.
+  const std::string& gpu = f.estimate.gpu;
+  if (!gpu.empty() && !f.memory.empty()) throw InputError("--gpu and --memory exclude each other: give one budget");
+  if (!(f.settings.headroom_percent >= 0 && f.settings.headroom_percent <= 99))
+    throw InputError("--headroom " + fmt::format("{}", f.settings.headroom_percent) + ": expected a percent from 0 to 99");
+  if (f.settings.global_batch < 0) throw InputError("--global-batch must be a positive number");
+  if (f.settings.max_value < 1) throw InputError("--max must be a positive number");
+  const std::string& search = f.settings.search;
+  if (search == "batch" && f.estimate.model.batch >= 0)
+    throw InputError("fit searches the batch: drop --batch (or use --search DIM to search another dimension)");
+  if (search != "batch")
+    for (const std::string& d : f.estimate.model.dims)
+      if (d.rfind(search + "=", 0) == 0) throw InputError("fit searches " + search + ": drop --dim " + d);
+  const EstimateOptions options = to_estimate_options(f.estimate);
+  if (gpu.empty() && f.memory.empty() && !f.estimate.arch.empty())
+    throw InputError("--arch " + f.estimate.arch + ": the catalog table uses each GPU's own architecture; drop --arch "
+                     "(or give --memory SIZE)");
+  const GpuCatalog catalog = gpu_catalog_from(f.estimate.catalog);
+  const uint64_t reserve = f.reserve.empty() ? catalog.context_reserve_bytes : parse_size(f.reserve, "--reserve");
+  // The bindings (read at the first probe) come last.
+  auto make_probe = [&] { return FitProbe(f.estimate.model.path, to_bindings(f.estimate.model), search, options); };
+  FitOutcome out;
+  if (gpu.empty() && f.memory.empty()) {
+    FitProbe probe = make_probe();
+    out.table = fit_catalog(probe, f.settings, catalog, reserve);
+    return out;
+  }
+  const FitBudget budget = gpu.empty() ? FitBudget{parse_size(f.memory, "--memory"), "--memory " + f.memory}
+                                       : gpu_budget(catalog.find(gpu), reserve);
+  FitProbe probe = make_probe();
+  out.answer = fit_budget(probe, f.settings, budget);
+  return out;
+}
+
 // ---- formats ----
 
 nlohmann::ordered_json fit_to_json(const FitAnswer& a) {

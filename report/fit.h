@@ -16,6 +16,7 @@
 
 #include "onnx_import/import.h"
 #include "report/estimate.h"
+#include "report/estimate_config.h"
 #include "report/gpu_catalog.h"
 
 namespace memplan {
@@ -142,6 +143,25 @@ struct FitTable {
   std::vector<FitTableRow> rows;  // in catalog order
 };
 FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCatalog& catalog, uint64_t reserve_bytes);
+
+// fit as its flags name it, for every front end (the CLI's flags, the Python module's keywords).
+struct FitArgs {
+  EstimateArgs estimate;  // the model, its bindings (without the searched dimension) and the estimate options
+  FitSettings settings;
+  // One budget: estimate.gpu (a catalog GPU, of estimate.catalog) or memory (a size, "24GiB"); neither: every GPU
+  // of the catalog.
+  std::string memory;
+  std::string reserve;      // memory outside the allocator per GPU; "": the catalog's
+};
+// Either one budget's answer (gpu or memory given) or the catalog table.
+struct FitOutcome {
+  std::optional<FitAnswer> answer;
+  std::optional<FitTable> table;
+  bool limit_broken() const { return answer && !answer->result.any_fits; }  // the CLI exits 1
+};
+// Checks the arguments in the CLI's order (options, catalog, reserve, budget, then the model's bindings) and
+// searches. Throws InputError.
+FitOutcome fit_model(const FitArgs& args);
 
 nlohmann::ordered_json fit_to_json(const FitAnswer& a);
 std::string fit_to_text(const FitAnswer& a);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Second README command: install what is missing, build, and pass all tests; then the same tests under
-# ASan+UBSan; then each libFuzzer target briefly (fuzz/run.sh).
+# Second README command: install what is missing, build, and pass all tests; install the Python module with pip
+# into a fresh venv (the third command) and test it there; then the same tests under ASan+UBSan; then each
+# libFuzzer target briefly (fuzz/run.sh).
 # Usage: scripts/test.sh [--no-sanitize]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,17 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 scripts/build.sh
 (cd build && ctest --output-on-failure -j "$jobs")
+
+# The README's third command, offline (--no-index: pip may fetch nothing), into a fresh venv that sees Debian's
+# torch; build/ is already built, so pip only packs it. Then the installed module and command are checked.
+echo "== pip install --no-build-isolation --no-index . into a fresh venv =="
+venv_dir=$(mktemp -d)
+trap 'rm -rf "$venv_dir"' EXIT
+/usr/bin/python3 -m venv --system-site-packages "$venv_dir/venv"
+timeout 900 "$venv_dir/venv/bin/pip" install --no-build-isolation --no-index -q .
+src_dir=$PWD
+(cd "$venv_dir" && MEMPLAN_SOURCE_DIR="$src_dir" PYTHONDONTWRITEBYTECODE=1 timeout 600 \
+   venv/bin/python -m pytest -q -p no:cacheprovider "$src_dir/tests/python/test_installed.py")
 
 if [ "${1:-}" != "--no-sanitize" ]; then
   echo "== the same tests under AddressSanitizer + UndefinedBehaviorSanitizer =="

@@ -43,6 +43,25 @@ import export_llama  # noqa: E402  (tiny_module: the module the Llama exports we
 import llama  # noqa: E402
 
 
+def _load_protocol():
+    """The protocol's functions live once, in the memplan package's python/memplan/torch.py (memplan.torch.measure
+    runs the same protocol on a user's module); loaded by path, so that this script needs no built module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("memplan_torch_protocol", os.path.join(ROOT, "python", "memplan", "torch.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_protocol = _load_protocol()
+tensor_bytes = _protocol.tensor_bytes
+optimizer_state_tensors = _protocol.optimizer_state_tensors
+allocation_events = _protocol.allocation_events
+peak_of = _protocol.peak_of
+make_optimizer = _protocol.make_optimizer  # SGD lr 0.01 momentum 0.9 / Adam lr 1e-4, foreach=True
+
+
 class Config(NamedTuple):
     model: str
     batch: int
@@ -218,16 +237,6 @@ STEPS: Dict[str, StepFunctions] = {
 # One training step
 
 
-def make_optimizer(name: str, params) -> torch.optim.Optimizer:
-    # foreach=True: the multi-tensor implementation, PyTorch's default on CUDA (on the CPU 1.13 defaults
-    # to the per-tensor loop), so the temporaries match what a GPU run would allocate.
-    if name == "momentum":
-        return torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach=True)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=1e-4, foreach=True)
-    raise ValueError(name)
-
-
 def make_targets(cfg: Config, gen: torch.Generator) -> torch.Tensor:
     if cfg.seq is None:
         return torch.randint(0, zoo.NUM_CLASSES, (cfg.batch,), generator=gen)
@@ -251,36 +260,6 @@ def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: b
     loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
     loss.backward()
     optimizer.step()
-
-
-def tensor_bytes(tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def optimizer_state_tensors(optimizer: torch.optim.Optimizer) -> List[torch.Tensor]:
-    return [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
-
-
-def allocation_events(prof: torch.profiler.profile) -> List[tuple]:
-    """(time_ns, order, bytes) of every CPU allocation (+) and free (-) the profiler recorded."""
-    events = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        event = stack.pop()
-        stack.extend(event.children)
-        fields = event.extra_fields
-        if isinstance(fields, torch._C._profiler._ExtraFields_Allocation) and fields.device.type == "cpu":
-            events.append((event.start_time_ns, event.id, fields.alloc_size))
-    events.sort()
-    return events
-
-
-def peak_of(events: List[tuple]) -> Dict[str, int]:
-    live = peak = 0
-    for _, _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return {"peak_increment_bytes": peak, "end_increment_bytes": live, "allocation_events": len(events)}
 
 
 def measure(cfg: Config) -> Dict:

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "onnx_import/errors.h"
+#include "onnx_import/utf8.h"
 #include "tests/reliability/reliability_util.h"
 
 namespace memplan::reliability {
@@ -153,6 +155,46 @@ TEST(HostileNames, NamesThatAreNotUtf8AreNotInternalErrors) {
     const ChildResult r = run_memplan(args, 30);
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2) << args[0] << " exited " << r.exit_code << ": " << r.err;
   }
+}
+
+// Expected strings written by hand from RFC 3629's table of well-formed byte sequences (section 4).
+TEST(HostileNames, InvalidUtf8BytesAreEscapedAndValidTextIsKept) {
+  EXPECT_EQ(escape_invalid_utf8("plain ascii"), "plain ascii");
+  EXPECT_EQ(escape_invalid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(escape_invalid_utf8("t\xff\xfe"), "t\\xff\\xfe");
+  EXPECT_EQ(escape_invalid_utf8("relu\xc3"), "relu\\xc3");                 // cut short at the end
+  EXPECT_EQ(escape_invalid_utf8("\xe2\x82"), "\\xe2\\x82");                 // cut short: both bytes
+  EXPECT_EQ(escape_invalid_utf8("\xc0\xaf"), "\\xc0\\xaf");                 // overlong '/'
+  EXPECT_EQ(escape_invalid_utf8("\xe0\x80\xaf"), "\\xe0\\x80\\xaf");        // overlong, 3 bytes
+  EXPECT_EQ(escape_invalid_utf8("\xed\xa0\x80"), "\\xed\\xa0\\x80");        // U+D800, a surrogate
+  EXPECT_EQ(escape_invalid_utf8("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
+  EXPECT_EQ(escape_invalid_utf8("\xc3(a"), "\\xc3(a");                      // a lead byte, then no continuation
+  EXPECT_EQ(InputError("tensor 'x\xff'").what(), std::string("tensor 'x\\xff'"));  // every message is escaped
+}
+
+// A model error that quotes a name holding invalid UTF-8: the CLI's message names it with the bad bytes escaped,
+// and what the CLI prints (the error, an estimate table) holds no invalid byte.
+TEST(HostileNames, MessagesAndTablesQuoteInvalidNamesEscaped) {
+  if (memplan_binary().empty()) GTEST_SKIP() << "MEMPLAN_BIN not set";
+  TempDir dir;
+  onnx::ModelProto m = relu_chain(2, {1, 4});
+  m.mutable_graph()->mutable_node(1)->set_input(0, "t\xff\xfe");  // produced by nothing
+  const std::string model = dir.file("dangling.onnx");
+  write_file(model, serialize(m));
+  const ChildResult r = run_memplan({"estimate", model}, 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("t\\xff\\xfe"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("\xff"), std::string::npos) << "a raw invalid byte reached stderr";
+
+  onnx::ModelProto names = relu_chain(2, {1, 4});
+  names.mutable_graph()->mutable_node(0)->set_output(0, "t\xff\xfe");
+  names.mutable_graph()->mutable_node(1)->set_input(0, "t\xff\xfe");
+  const std::string named = dir.file("names.onnx");
+  write_file(named, serialize(names));
+  const ChildResult t = run_memplan({"estimate", named}, 30);  // the table lists the tensors live at the peak
+  EXPECT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("t\\xff\\xfe"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("\xff"), std::string::npos) << "a raw invalid byte reached stdout";
 }
 
 }  // namespace
