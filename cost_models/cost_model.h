@@ -100,6 +100,12 @@ struct TrainingOptions {
   // empty: every float parameter trains. Frozen parameters get no grad and no optimizer state.
   std::string trainable;
   std::string frozen;
+  // LoRA, what-if (cost_models/lora_adapters.h): rank-`lora_rank` adapters on every MatMul/Gemm whose weight
+  // name `lora_targets` (a regular expression, searched) finds; the base weights freeze. 0 / empty: none.
+  // `lora_dropout` > 0: nn.Dropout on the adapter's input (a copy and a mask per adapted layer).
+  int lora_rank = 0;
+  std::string lora_targets;
+  double lora_dropout = 0;
 };
 
 struct TrainingResult : CostModelResult {
@@ -111,6 +117,8 @@ struct TrainingResult : CostModelResult {
   uint64_t param_bytes = 0;               // per GPU, in the parameters' storage dtype
   uint64_t grad_bytes = 0;                // per GPU
   uint64_t optimizer_state_bytes = 0;     // per GPU (includes fp32 master weights where kept)
+  int lora_adapted_layers = 0;            // --lora-rank: the Linear layers given adapters
+  uint64_t lora_parameters = 0;           // --lora-rank: elements of every lora_A and lora_B
 };
 
 TrainingResult build_training_program(const Graph& graph, const TrainingOptions& options);

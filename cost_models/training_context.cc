@@ -119,7 +119,7 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
 
 }  // namespace
 
-TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) {
+TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, const LoraGraph* lora) {
   if (o.grad_accum < 1) throw InputError("--grad-accum must be at least 1");
   if (o.runtime == Runtime::OnnxRuntime)
     throw InputError("training is modelled for PyTorch only (--runtime pytorch or ideal)");
@@ -140,6 +140,9 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
   c.dtype.resize(g.tensors.size());
   for (size_t t = 0; t < g.tensors.size(); ++t) c.dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(o.precision));
   if (is_amp(o.precision)) assign_amp_dtypes(g, c.ops, low_precision_dtype(o.precision), c.dtype);
+  if (lora)
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      if (lora->float32[t]) c.dtype[t] = DType::Float32;
 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
@@ -151,7 +154,9 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
     if (x.kind != TensorKind::Weight || !x.trainable || !is_floating(x.dtype) || x.consumers.empty() || c.tied_to[t] >= 0)
       continue;
     module_parameter[t] = true;
-    if (!filter.trains(x.name)) continue;
+    const bool by_filter = filter.trains(x.name);
+    const bool trains = !lora ? by_filter : lora->adapter[t] || (!o.trainable.empty() && by_filter);
+    if (!trains) continue;
     c.requires_grad[t] = c.is_param[t] = true;
     c.params.push_back(t);
   }
@@ -160,7 +165,7 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
                      static_cast<int>(c.params.size());
   if (frozen > 0)
     c.notes.push_back(std::to_string(c.params.size()) + " parameters train, " + std::to_string(frozen) +
-                      " are frozen (--trainable/--frozen): frozen ones get no grad and no optimizer state, and an "
+                      " are frozen (" + std::string(lora ? "--lora-rank" : "--trainable/--frozen") + "): frozen ones get no grad and no optimizer state, and an "
                       "op saves for backward only what a trainable parameter's grad needs.");
   if (c.params.empty() && (!o.trainable.empty() || !o.frozen.empty()))
     throw InputError("--trainable/--frozen leave no parameter of model '" + g.model_path + "' to train");

@@ -11,6 +11,7 @@
 #include "cost_models/autograd_rules.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/eager_semantics.h"
+#include "cost_models/lora_adapters.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/separators.h"
 
@@ -32,6 +33,8 @@ struct TrainingContext {
   std::vector<std::string> notes;       // assumptions found while building the context
 };
 
-TrainingContext make_training_context(const Graph& g, const TrainingOptions& options);
+// `lora`: the adapted graph `g` is (add_lora_adapters), or null. With it the adapters train, keep float32
+// storage where PEFT keeps it, and a base parameter trains only if --trainable names it.
+TrainingContext make_training_context(const Graph& g, const TrainingOptions& options, const LoraGraph* lora = nullptr);
 
 }  // namespace memplan

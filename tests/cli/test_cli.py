@@ -163,6 +163,72 @@ class TrainingFlagsTest(unittest.TestCase):
                       run("estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", "--frozen", "x", check_rc=2).stderr)
 
 
+class LoraWhatIfTest(unittest.TestCase):
+    """--lora-rank / --lora-targets on the plain tiny Llama (tests/models/llama.py, CONFIGS["llama_tiny"]:
+    hidden 128, 4 layers, 4 heads of 32, 2 kv heads, so q_proj is 128 -> 128 and v_proj 128 -> 64)."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train",
+            "--runtime", "ideal"]
+    LORA = ["--lora-rank", "8", "--lora-targets", "q_proj|v_proj"]
+    # Per layer: q (A 8x128, B 128x8) + v (A 8x128, B 64x8) = 2048 + 1536; 4 layers.
+    ADAPTER_PARAMS = 4 * ((128 * 8 + 8 * 128) + (128 * 8 + 8 * 64))  # 14,336
+
+    def test_adapter_parameters_grads_and_states_by_hand(self):
+        t = run_json(*self.BASE, *self.LORA)["training"]
+        self.assertEqual(self.ADAPTER_PARAMS, 14336)
+        self.assertEqual(t["param_bytes"], 4 * self.ADAPTER_PARAMS)  # the trainable parameters: adapters only
+        self.assertEqual(t["grad_bytes"], 4 * self.ADAPTER_PARAMS)  # float32 grads of the adapters only
+        self.assertEqual(t["optimizer_state_bytes"], 2 * 4 * self.ADAPTER_PARAMS)  # AdamW exp_avg, exp_avg_sq
+
+    def test_agrees_with_the_peft_export(self):
+        # The zoo's PEFT-style export of the same model (export_llama.py, LoraConfig r=8 on q_proj, v_proj)
+        # estimated with --trainable lora_: the same parameters, grads and states, and the same program
+        # up to the names, so the same peak.
+        what_if = run_json(*self.BASE, *self.LORA)
+        peft = run_json("estimate", "tests/models/llama_tiny_lora_train.onnx", *self.BASE[2:], "--trainable", "lora_")
+        for key in ["param_bytes", "grad_bytes", "optimizer_state_bytes"]:
+            self.assertEqual(what_if["training"][key], peft["training"][key], key)
+        for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
+            self.assertEqual(what_if[key], peft[key], key)
+
+    def test_half_base_keeps_float32_adapters_and_copies_the_input(self):
+        # --precision bf16: base weights bf16, adapters float32 (PEFT's autocast_adapter_dtype), so the
+        # adapters, their grads and AdamW states take 4 bytes per element, not bf16's 2.
+        t = run_json(*self.BASE, *self.LORA, "--precision", "bf16")["training"]
+        self.assertEqual(t["param_bytes"], 4 * self.ADAPTER_PARAMS)
+        self.assertEqual(t["grad_bytes"], 4 * self.ADAPTER_PARAMS)
+        self.assertEqual(t["optimizer_state_bytes"], 2 * 4 * self.ADAPTER_PARAMS)
+
+    def test_dropout_copies_the_adapter_input(self):
+        plain = run_json(*self.BASE, *self.LORA)
+        dropped = run_json(*self.BASE, *self.LORA, "--lora-dropout", "0.1")
+        zero = run_json(*self.BASE, *self.LORA, "--lora-dropout", "0")
+        self.assertEqual(zero["total_bytes"], plain["total_bytes"])  # p = 0 is nn.Identity
+        # Each of the 8 adapted layers' inputs ([2, 64, 128] = 16,384 elements) gets a 1-byte mask and a
+        # float32 dropout output that lora_A saves: the live bytes at the peak grow by at least the masks
+        # and at most masks + outputs.
+        grown = dropped["lower_bound_bytes"] - plain["lower_bound_bytes"]
+        self.assertGreaterEqual(grown, 8 * 16384 * 1)
+        self.assertLessEqual(grown, 8 * 16384 * (1 + 4))
+
+    def test_errors(self):
+        cases = [
+            (["--lora-rank", "8", "--lora-targets", "nothing_here"],
+             "--lora-targets 'nothing_here' matches the weight of no MatMul/Gemm layer of model "
+             "'tests/models/llama_tiny_train.onnx'"),
+            (["--lora-rank", "8"], "--lora-rank needs --lora-targets REGEX"),
+            (["--lora-targets", "q_proj"], "--lora-targets and --lora-dropout need --lora-rank R"),
+            (["--lora-rank", "0", "--lora-targets", "q_proj"], "--lora-rank 0: expected a positive integer"),
+            (["--lora-rank", "-4", "--lora-targets", "q_proj"], "--lora-rank -4: expected a positive integer"),
+            (["--lora-rank", "8", "--lora-targets", "("], "--lora-targets '(' is not a valid regular expression"),
+            (["--lora-rank", "8", "--lora-targets", "q_proj", "--lora-dropout", "1"], "--lora-dropout must be in [0, 1)"),
+        ]
+        for extra, message in cases:
+            self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
+        self.assertIn("--lora-rank, --lora-targets and --lora-dropout apply to --mode train",
+                      run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8", *self.LORA,
+                          check_rc=2).stderr)
+
+
 class CheckTest(unittest.TestCase):
     MODEL = ["tests/models/resnet18.onnx", "--batch", "8", "--runtime", "pytorch"]
 
