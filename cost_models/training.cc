@@ -161,6 +161,13 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
     notes.push_back("Matmuls use two cuBLAS workspaces: the forward thread's and autograd's backward thread's (CublasHandlePool.cpp).");
   notes.push_back(options.steady_state ? "Steady state: optimizer states exist from the start (a later iteration)."
                                        : "First iteration: optimizer states are created inside the optimizer step.");
+  if (options.frozen_storage != FrozenStorage::Same) {
+    static const char* name[] = {"same", "fp16", "bf16", "int8", "nf4"};
+    notes.push_back(std::string("--frozen-dtype ") + name[static_cast<int>(options.frozen_storage)] +
+                    (options.double_quant ? " with double quantization" : "") + ": the re-stored frozen weights take " +
+                    std::to_string(result.frozen_stored_bytes) + " bytes; each op dequantizes the ones it reads "
+                    "into the compute type as a transient, in forward and again in backward.");
+  }
   if (lora) {
     result.lora_adapted_layers = lora->adapted_layers;
     result.lora_parameters = lora->adapter_parameters;

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "cost_models/flops.h"
+#include "cost_models/frozen_storage.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/runtime_rules.h"
 #include "onnx_import/checked.h"
@@ -167,6 +168,13 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     c.notes.push_back(std::to_string(c.params.size()) + " parameters train, " + std::to_string(frozen) +
                       " are frozen (" + std::string(lora ? "--lora-rank" : "--trainable/--frozen") + "): frozen ones get no grad and no optimizer state, and an "
                       "op saves for backward only what a trainable parameter's grad needs.");
+  std::vector<bool> frozen_parameter(g.tensors.size(), false);
+  for (size_t t = 0; t < g.tensors.size(); ++t) frozen_parameter[t] = module_parameter[t] && !c.is_param[t];
+  c.stored_bytes = frozen_stored_bytes(g, c.ops, o, frozen_parameter, c.dtype);
+  if (o.double_quant && o.frozen_storage != FrozenStorage::Nf4) throw InputError("--double-quant applies to --frozen-dtype nf4");
+  if (o.frozen_storage != FrozenStorage::Same && frozen == 0)
+    throw InputError("--frozen-dtype needs frozen parameters (--lora-rank, --trainable or --frozen) in model '" +
+                     g.model_path + "'");
   if (c.params.empty() && (!o.trainable.empty() || !o.frozen.empty()))
     throw InputError("--trainable/--frozen leave no parameter of model '" + g.model_path + "' to train");
   for (size_t t = 0; t < g.tensors.size(); ++t) {

@@ -27,6 +27,7 @@ struct TrainingContext {
   std::vector<bool> requires_grad;      // per tensor
   std::vector<bool> is_param;           // per tensor: a trainable parameter read by some op
   std::vector<int32_t> params;          // trainable parameters, in initializer order
+  std::vector<uint64_t> stored_bytes;   // per tensor: --frozen-dtype's bytes for a re-stored frozen weight (0: none)
   std::vector<int32_t> tied_to;         // per tensor: the parameter a folded tied-embedding copy is (-1: none)
   std::vector<AutogradRule> rules;      // per op
   std::vector<Separator> separators;    // checkpoint boundary candidates

@@ -53,6 +53,8 @@ struct EstimateArgs {
   // REGEX, --lora-dropout P (TrainingOptions::lora_*)
   std::string lora_rank, lora_targets;
   double lora_dropout = 0;
+  std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4
+  bool double_quant = false;          // --double-quant (nf4)
   bool amsgrad = false, maximize = false;
   double weight_decay = 0;
   int top = EstimateOptions{}.top_tensors;

@@ -229,6 +229,55 @@ class LoraWhatIfTest(unittest.TestCase):
                           check_rc=2).stderr)
 
 
+class FrozenDtypeTest(unittest.TestCase):
+    """--frozen-dtype on the tiny Llama with LoRA on q/v: the frozen Linear weights of the 4 layers (q 128x128,
+    k and v 64x128, o 128x128, gate/up 352x128, down 128x352; the lm_head writes the logits and stays float32)
+    re-stored as bitsandbytes stores them (bitsandbytes/functional.py; QLoRA paper, section 3)."""
+    BASE = LoraWhatIfTest.BASE + LoraWhatIfTest.LORA
+    WEIGHTS = [(128, 128), (64, 128), (64, 128), (128, 128), (352, 128), (352, 128), (128, 352)] * 4  # (rows, cols)
+
+    def resident(self, *extra):
+        return run_json(*self.BASE, *extra)["resident_bytes"]
+
+    def test_stored_bytes_by_hand(self):
+        same = self.resident()
+        fp32 = sum(4 * r * c for r, c in self.WEIGHTS)
+        nf4 = sum(r * c // 2 + 4 * (r * c // 64) for r, c in self.WEIGHTS)  # 4 bits + a float32 absmax per 64
+        blocks = [r * c // 64 for r, c in self.WEIGHTS]
+        nf4_dq = sum(r * c // 2 for r, c in self.WEIGHTS) + sum(b + 4 * (-(-b // 256) + 1) for b in blocks)
+        int8 = sum(r * c + 4 * r for r, c in self.WEIGHTS)  # a byte each + a float32 scale per row
+        self.assertEqual(nf4, 414720)
+        self.assertEqual(self.resident("--frozen-dtype", "nf4"), same - fp32 + nf4)
+        self.assertEqual(self.resident("--frozen-dtype", "nf4", "--double-quant"), same - fp32 + nf4_dq)
+        self.assertEqual(self.resident("--frozen-dtype", "int8"), same - fp32 + int8)
+        # The double-quantized constants: 8/64 + 32/(64*256) bits per weight (QLoRA's 0.127) plus the offsets.
+        self.assertLess((nf4_dq - sum(r * c // 2 for r, c in self.WEIGHTS)) * 8 / sum(r * c for r, c in self.WEIGHTS), 0.13)
+
+    def test_nf4_saves_inputs_and_frees_dequantized_weights(self):
+        # At the peak (the loss backward, every forward save alive), besides the resident weights (the test
+        # above), NF4 changes the non-resident live bytes (lower_bound_bytes) by exactly this:
+        #  - bitsandbytes' MatMul4Bit saves its input A when it needs a grad (ctx.tensors = (A, B)), which a
+        #    frozen nn.Linear does not: per layer o_proj's input (the attention output, [2, 64, 128] float32),
+        #    gate/up's shared input ([2, 64, 128]) and down's ([2, 64, 352]); q/k/v's input is saved anyway by
+        #    lora_A (and needs no grad in layer 0, below the first adapter).
+        # The dequantized weights are transients of their own steps, none alive at the loss backward.
+        same = run_json(*self.BASE)
+        nf4 = run_json(*self.BASE, "--frozen-dtype", "nf4")
+        saved_inputs = 4 * 4 * (2 * 64 * 128 + 2 * 64 * 128 + 2 * 64 * 352)
+        self.assertEqual(nf4["peak"]["name"], same["peak"]["name"])
+        self.assertEqual(nf4["lower_bound_bytes"], same["lower_bound_bytes"] + saved_inputs)
+        self.assertEqual(saved_inputs, 1245184)
+
+    def test_errors(self):
+        self.assertIn("--double-quant applies to --frozen-dtype nf4",
+                      run(*self.BASE, "--frozen-dtype", "int8", "--double-quant", check_rc=2).stderr)
+        self.assertIn("--frozen-dtype needs frozen parameters",
+                      run(*LoraWhatIfTest.BASE, "--frozen-dtype", "nf4", check_rc=2).stderr)
+        self.assertIn("--frozen-dtype and --double-quant apply to --mode train",
+                      run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8",
+                          "--frozen-dtype", "nf4", check_rc=2).stderr)
+
+
 class CheckTest(unittest.TestCase):
     MODEL = ["tests/models/resnet18.onnx", "--batch", "8", "--runtime", "pytorch"]
 
