@@ -179,6 +179,17 @@ class LoraWhatIfTest(unittest.TestCase):
         self.assertEqual(t["grad_bytes"], 4 * self.ADAPTER_PARAMS)  # float32 grads of the adapters only
         self.assertEqual(t["optimizer_state_bytes"], 2 * 4 * self.ADAPTER_PARAMS)  # AdamW exp_avg, exp_avg_sq
 
+    def test_real_size_adapter_count_by_hand(self):
+        # Llama-3.1-8B (config.json: hidden 4096, 32 layers, 8 kv heads of 128, so v_proj is 4096 -> 1024),
+        # r=16 on q_proj and v_proj: 32 x ((4096*16 + 16*4096) + (4096*16 + 16*1024)) = 6,815,744 adapter
+        # parameters, float32 on the bf16 base (PEFT's autocast_adapter_dtype).
+        t = run_json("estimate", "tests/models/llama3_1_8b_train.onnx", "--batch", "1", "--dim", "seq=256",
+                     "--mode", "train", "--precision", "bf16", "--lora-rank", "16", "--lora-targets", "q_proj|v_proj")
+        adapters = 32 * ((4096 * 16 + 16 * 4096) + (4096 * 16 + 16 * 1024))
+        self.assertEqual(adapters, 6815744)
+        self.assertEqual(t["training"]["grad_bytes"], 4 * adapters)
+        self.assertEqual(t["training"]["optimizer_state_bytes"], 2 * 4 * adapters)
+
     def test_agrees_with_the_peft_export(self):
         # The zoo's PEFT-style export of the same model (export_llama.py, LoraConfig r=8 on q_proj, v_proj)
         # estimated with --trainable lora_: the same parameters, grads and states, and the same program
