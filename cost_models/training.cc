@@ -171,11 +171,14 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
   if (lora) {
     result.lora_adapted_layers = lora->adapted_layers;
     result.lora_parameters = lora->adapter_parameters;
-    notes.push_back("LoRA (--lora-rank " + std::to_string(options.lora_rank) + "): " +
-                    std::to_string(lora->adapted_layers) + " Linear layers get adapters of " +
+    const bool half = options.precision == Precision::Fp16 || options.precision == Precision::Bf16;
+    notes.push_back("LoRA (--lora-rank " + std::to_string(options.lora_rank) + "): adapters on " +
+                    std::to_string(lora->adapted_layers) + " Linear layer(s), " +
                     std::to_string(lora->adapter_parameters) + " parameters in all, run as PEFT's lora.Linear "
-                    "(base output + lora_B(lora_A(dropout(x))) * scaling); float32 adapters on a half-precision "
-                    "base copy the layer's input into float32 and the sum back.");
+                    "(base output + lora_B(lora_A(dropout(x))) * scaling)" +
+                    (half ? "; the float32 adapters copy each adapted layer's input into float32 and the sum back "
+                            "into the half-precision base's type."
+                          : "."));
   }
   result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
   return result;
