@@ -235,6 +235,9 @@ EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions
     p.param_bytes = r.param_bytes;
     p.grad_bytes = r.grad_bytes;
     p.optimizer_state_bytes = r.optimizer_state_bytes;
+    p.lora_adapted_layers = r.lora_adapted_layers;
+    p.lora_parameters = r.lora_parameters;
+    p.frozen_stored_bytes = r.frozen_stored_bytes;
   }
   if (options.memory_schedule) {
     const ScheduleResult sched = memory_aware_schedule(p.program);
@@ -274,6 +277,9 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   e.param_bytes = p.param_bytes;
   e.grad_bytes = p.grad_bytes;
   e.optimizer_state_bytes = p.optimizer_state_bytes;
+  e.lora_adapted_layers = p.lora_adapted_layers;
+  e.lora_parameters = p.lora_parameters;
+  e.frozen_stored_bytes = p.frozen_stored_bytes;
   e.schedule_used = p.schedule_used;
   if (p.memory_order_computed) {
     e.model_order_peak_bytes = p.model_order_peak_bytes;

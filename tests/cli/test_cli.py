@@ -173,8 +173,11 @@ class LoraWhatIfTest(unittest.TestCase):
     ADAPTER_PARAMS = 4 * ((128 * 8 + 8 * 128) + (128 * 8 + 8 * 64))  # 14,336
 
     def test_adapter_parameters_grads_and_states_by_hand(self):
-        t = run_json(*self.BASE, *self.LORA)["training"]
+        out = run_json(*self.BASE, *self.LORA)
+        jsonschema.validate(out, schema("estimate"))
+        t = out["training"]
         self.assertEqual(self.ADAPTER_PARAMS, 14336)
+        self.assertEqual(t["lora"], {"adapted_layers": 4 * 2, "adapter_parameters": self.ADAPTER_PARAMS})
         self.assertEqual(t["param_bytes"], 4 * self.ADAPTER_PARAMS)  # the trainable parameters: adapters only
         self.assertEqual(t["grad_bytes"], 4 * self.ADAPTER_PARAMS)  # float32 grads of the adapters only
         self.assertEqual(t["optimizer_state_bytes"], 2 * 4 * self.ADAPTER_PARAMS)  # AdamW exp_avg, exp_avg_sq
@@ -259,6 +262,10 @@ class FrozenDtypeTest(unittest.TestCase):
         int8 = sum(r * c + 4 * r for r, c in self.WEIGHTS)  # a byte each + a float32 scale per row
         self.assertEqual(nf4, 414720)
         self.assertEqual(self.resident("--frozen-dtype", "nf4"), same - fp32 + nf4)
+        out = run_json(*self.BASE, "--frozen-dtype", "nf4")
+        jsonschema.validate(out, schema("estimate"))
+        self.assertEqual(out["training"]["frozen_stored_bytes"], nf4)
+        self.assertNotIn("frozen_stored_bytes", run_json(*self.BASE)["training"])
         self.assertEqual(self.resident("--frozen-dtype", "nf4", "--double-quant"), same - fp32 + nf4_dq)
         self.assertEqual(self.resident("--frozen-dtype", "int8"), same - fp32 + int8)
         # The double-quantized constants: 8/64 + 32/(64*256) bits per weight (QLoRA's 0.127) plus the offsets.
