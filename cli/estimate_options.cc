@@ -83,6 +83,26 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->group(train);
   cmd->add_option("--frozen", a.frozen, "Parameters whose name matches this regular expression are frozen (no grad, no state)")
       ->group(train);
+  cmd->add_option("--lora-rank", a.lora_rank,
+                  "LoRA what-if: rank-R adapters (PEFT lora.Linear, float32) on the layers --lora-targets names; "
+                  "the base weights freeze (with --trainable, the base parameters it names train too)")
+      ->group(train);
+  cmd->add_option("--lora-targets", a.lora_targets,
+                  "With --lora-rank: regular expression searched in the weight names of the MatMul/Gemm layers to "
+                  "adapt, e.g. 'q_proj|v_proj' (PEFT's default for Llama). Required: no default")
+      ->group(train);
+  cmd->add_option("--lora-dropout", a.lora_dropout,
+                  "With --lora-rank: the adapters' dropout p; > 0 copies each adapted layer's input and keeps a mask")
+      ->capture_default_str()
+      ->group(train);
+  cmd->add_option("--frozen-dtype", a.frozen_dtype,
+                  "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8) or nf4 (QLoRA, bitsandbytes; "
+                  "int8/nf4: Linear weights but the head), each dequantized per op as a transient")
+      ->check(CLI::IsMember({"same", "fp16", "bf16", "int8", "nf4"}))
+      ->capture_default_str()
+      ->group(train);
+  cmd->add_flag("--double-quant", a.double_quant, "With --frozen-dtype nf4: QLoRA's double quantization of the block scales")
+      ->group(train);
   cmd->add_flag("--amsgrad", a.amsgrad, "Adam/AdamW amsgrad: a third state per parameter")->group(train);
   cmd->add_flag("--maximize", a.maximize, "The optimizer's maximize=True: the update negates a copy of the grads")
       ->group(train);

@@ -55,6 +55,8 @@ enum class CheckpointMode { None, Sqrt, Every, At, Auto };
 //  - Fused: fused=True kernels, no temporaries.
 // SGD (with or without momentum) updates in place in every implementation.
 enum class OptimizerImpl { Foreach, ForeachTorch1, SingleTensor, Fused };
+// --frozen-dtype: how frozen weights are stored (cost_models/frozen_storage.h). Same: as the precision says.
+enum class FrozenStorage { Same, Fp16, Bf16, Int8, Nf4 };
 
 // Optimizer flags that change what the update allocates (torch/optim/adam.py, sgd.py).
 struct OptimizerFlags {
@@ -100,6 +102,16 @@ struct TrainingOptions {
   // empty: every float parameter trains. Frozen parameters get no grad and no optimizer state.
   std::string trainable;
   std::string frozen;
+  // LoRA, what-if (cost_models/lora_adapters.h): rank-`lora_rank` adapters on every MatMul/Gemm whose weight
+  // name `lora_targets` (a regular expression, searched) finds; the base weights freeze. 0 / empty: none.
+  // `lora_dropout` > 0: nn.Dropout on the adapter's input (a copy and a mask per adapted layer).
+  int lora_rank = 0;
+  std::string lora_targets;
+  double lora_dropout = 0;
+  // --frozen-dtype / --double-quant: frozen weights stored as fp16, bf16, int8 or NF4 (bitsandbytes), each
+  // dequantized into the compute type for the op that reads it, in forward and again in backward.
+  FrozenStorage frozen_storage = FrozenStorage::Same;
+  bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales
 };
 
 struct TrainingResult : CostModelResult {
@@ -111,6 +123,9 @@ struct TrainingResult : CostModelResult {
   uint64_t param_bytes = 0;               // per GPU, in the parameters' storage dtype
   uint64_t grad_bytes = 0;                // per GPU
   uint64_t optimizer_state_bytes = 0;     // per GPU (includes fp32 master weights where kept)
+  int lora_adapted_layers = 0;            // --lora-rank: the Linear layers given adapters
+  uint64_t lora_parameters = 0;           // --lora-rank: elements of every lora_A and lora_B
+  uint64_t frozen_stored_bytes = 0;       // --frozen-dtype: the frozen weights it re-stores, as stored
 };
 
 TrainingResult build_training_program(const Graph& graph, const TrainingOptions& options);

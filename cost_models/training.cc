@@ -4,6 +4,7 @@
 // which); this file orders them and chooses checkpoint boundaries. Rules and sources: docs/cost-models.md.
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <string>
 
 #include "cost_models/checkpoint_plan.h"
@@ -123,8 +124,11 @@ std::vector<int32_t> auto_boundaries(const TrainingContext& c, std::vector<std::
 
 }  // namespace
 
-TrainingResult build_training_program(const Graph& graph, const TrainingOptions& options) {
-  const TrainingContext context = make_training_context(graph, options);
+TrainingResult build_training_program(const Graph& base, const TrainingOptions& options) {
+  std::optional<LoraGraph> lora;
+  if (lora_requested(options)) lora = add_lora_adapters(base, options);
+  const Graph& graph = lora ? lora->graph : base;
+  const TrainingContext context = make_training_context(graph, options, lora ? &*lora : nullptr);
   std::vector<std::string> notes = context.notes;
   std::vector<int32_t> chosen = options.checkpoint.mode == CheckpointMode::Auto
                                     ? auto_boundaries(context, notes)
@@ -157,6 +161,25 @@ TrainingResult build_training_program(const Graph& graph, const TrainingOptions&
     notes.push_back("Matmuls use two cuBLAS workspaces: the forward thread's and autograd's backward thread's (CublasHandlePool.cpp).");
   notes.push_back(options.steady_state ? "Steady state: optimizer states exist from the start (a later iteration)."
                                        : "First iteration: optimizer states are created inside the optimizer step.");
+  if (options.frozen_storage != FrozenStorage::Same) {
+    static const char* name[] = {"same", "fp16", "bf16", "int8", "nf4"};
+    notes.push_back(std::string("--frozen-dtype ") + name[static_cast<int>(options.frozen_storage)] +
+                    (options.double_quant ? " with double quantization" : "") + ": the re-stored frozen weights take " +
+                    std::to_string(result.frozen_stored_bytes) + " bytes; each op dequantizes the ones it reads "
+                    "into the compute type as a transient, in forward and again in backward.");
+  }
+  if (lora) {
+    result.lora_adapted_layers = lora->adapted_layers;
+    result.lora_parameters = lora->adapter_parameters;
+    const bool half = options.precision == Precision::Fp16 || options.precision == Precision::Bf16;
+    notes.push_back("LoRA (--lora-rank " + std::to_string(options.lora_rank) + "): adapters on " +
+                    std::to_string(lora->adapted_layers) + " Linear layer(s), " +
+                    std::to_string(lora->adapter_parameters) + " parameters in all, run as PEFT's lora.Linear "
+                    "(base output + lora_B(lora_A(dropout(x))) * scaling)" +
+                    (half ? "; the float32 adapters copy each adapted layer's input into float32 and the sum back "
+                            "into the half-precision base's type."
+                          : "."));
+  }
   result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
   return result;
 }

@@ -96,6 +96,9 @@ void TrainingStep::emit_backward(int32_t i) {
   for (int32_t t : op.inputs) any_input |= context_.requires_grad[t];
   if (!any_input) return;
   for (int32_t b : saved_by_op_[i]) add_unique(st.reads, b);
+  for (int32_t t : op.inputs)  // --frozen-dtype: dequantized again for the input grad
+    if (context_.stored_bytes[t] > 0)
+      add_dequantized(t, autocast_target(graph_, op, t, options_.precision, context_.dtype), st);
   for (int32_t t : op.inputs) {
     if (!context_.requires_grad[t] || !done.insert(t).second) continue;
     const bool was_cast = autocast_inputs_of_op_[i].count(t) > 0;

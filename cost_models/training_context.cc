@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "cost_models/flops.h"
+#include "cost_models/frozen_storage.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/runtime_rules.h"
 #include "onnx_import/checked.h"
@@ -119,7 +120,7 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
 
 }  // namespace
 
-TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) {
+TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, const LoraGraph* lora) {
   if (o.grad_accum < 1) throw InputError("--grad-accum must be at least 1");
   if (o.runtime == Runtime::OnnxRuntime)
     throw InputError("training is modelled for PyTorch only (--runtime pytorch or ideal)");
@@ -140,6 +141,9 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
   c.dtype.resize(g.tensors.size());
   for (size_t t = 0; t < g.tensors.size(); ++t) c.dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(o.precision));
   if (is_amp(o.precision)) assign_amp_dtypes(g, c.ops, low_precision_dtype(o.precision), c.dtype);
+  if (lora)
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      if (lora->float32[t]) c.dtype[t] = DType::Float32;
 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
@@ -151,7 +155,9 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
     if (x.kind != TensorKind::Weight || !x.trainable || !is_floating(x.dtype) || x.consumers.empty() || c.tied_to[t] >= 0)
       continue;
     module_parameter[t] = true;
-    if (!filter.trains(x.name)) continue;
+    const bool by_filter = filter.trains(x.name);
+    const bool trains = !lora ? by_filter : lora->adapter[t] || (!o.trainable.empty() && by_filter);
+    if (!trains) continue;
     c.requires_grad[t] = c.is_param[t] = true;
     c.params.push_back(t);
   }
@@ -160,8 +166,15 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o) 
                      static_cast<int>(c.params.size());
   if (frozen > 0)
     c.notes.push_back(std::to_string(c.params.size()) + " parameters train, " + std::to_string(frozen) +
-                      " are frozen (--trainable/--frozen): frozen ones get no grad and no optimizer state, and an "
+                      " are frozen (" + std::string(lora ? "--lora-rank" : "--trainable/--frozen") + "): frozen ones get no grad and no optimizer state, and an "
                       "op saves for backward only what a trainable parameter's grad needs.");
+  std::vector<bool> frozen_parameter(g.tensors.size(), false);
+  for (size_t t = 0; t < g.tensors.size(); ++t) frozen_parameter[t] = module_parameter[t] && !c.is_param[t];
+  c.stored_bytes = frozen_stored_bytes(g, c.ops, o, frozen_parameter, c.dtype);
+  if (o.double_quant && o.frozen_storage != FrozenStorage::Nf4) throw InputError("--double-quant applies to --frozen-dtype nf4");
+  if (o.frozen_storage != FrozenStorage::Same && frozen == 0)
+    throw InputError("--frozen-dtype needs frozen parameters (--lora-rank, --trainable or --frozen) in model '" +
+                     g.model_path + "'");
   if (c.params.empty() && (!o.trainable.empty() || !o.frozen.empty()))
     throw InputError("--trainable/--frozen leave no parameter of model '" + g.model_path + "' to train");
   for (size_t t = 0; t < g.tensors.size(); ++t) {

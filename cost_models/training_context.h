@@ -11,6 +11,7 @@
 #include "cost_models/autograd_rules.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/eager_semantics.h"
+#include "cost_models/lora_adapters.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/separators.h"
 
@@ -26,12 +27,15 @@ struct TrainingContext {
   std::vector<bool> requires_grad;      // per tensor
   std::vector<bool> is_param;           // per tensor: a trainable parameter read by some op
   std::vector<int32_t> params;          // trainable parameters, in initializer order
+  std::vector<uint64_t> stored_bytes;   // per tensor: --frozen-dtype's bytes for a re-stored frozen weight (0: none)
   std::vector<int32_t> tied_to;         // per tensor: the parameter a folded tied-embedding copy is (-1: none)
   std::vector<AutogradRule> rules;      // per op
   std::vector<Separator> separators;    // checkpoint boundary candidates
   std::vector<std::string> notes;       // assumptions found while building the context
 };
 
-TrainingContext make_training_context(const Graph& g, const TrainingOptions& options);
+// `lora`: the adapted graph `g` is (add_lora_adapters), or null. With it the adapters train, keep float32
+// storage where PEFT keeps it, and a base parameter trains only if --trainable names it.
+TrainingContext make_training_context(const Graph& g, const TrainingOptions& options, const LoraGraph* lora = nullptr);
 
 }  // namespace memplan

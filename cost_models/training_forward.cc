@@ -19,6 +19,10 @@ void TrainingStep::add_parameters() {
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, Semantics::PyTorchEager, context_.shape)) continue;
     uint64_t bytes = bytes_of(id);
     if (context_.is_param[t] && zero3()) bytes = shard(bytes);
+    if (context_.stored_bytes[t] > 0) {  // --frozen-dtype
+      bytes = context_.stored_bytes[t];
+      result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, bytes, "frozen weight bytes");
+    }
     const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes, Category::Weight);
     program().buffers[b].resident = true;
     forward_buffer_[t] = b;
@@ -65,6 +69,21 @@ void TrainingStep::touch_cublas(const FusedOp& op, Step& st, bool backward) {
                           cublas_workspace_bytes(options_.cuda_arch_major), st);
 }
 
+// --frozen-dtype: a frozen weight stored in another type is dequantized into the compute type (the
+// autocast type where autocast would cast it) for each op that reads it, a transient freed at the step:
+// bitsandbytes' MatMul4Bit runs F.linear(A, dequantize_4bit(B, quant_state).to(A.dtype).t()) in forward
+// and dequantizes again for grad_A in backward (bitsandbytes/autograd/_functions.py); autograd keeps the
+// stored form, not the dequantized one.
+// An fp16/bf16-stored weight an op uses in that very type is read as it is (-1: no transient).
+int32_t TrainingStep::add_dequantized(int32_t t, DType autocast_type, Step& st) {
+  const DType d = autocast_type != DType::Undefined ? autocast_type : context_.dtype[t];
+  const FrozenStorage s = options_.frozen_storage;
+  if ((s == FrozenStorage::Fp16 && d == DType::Float16) || (s == FrozenStorage::Bf16 && d == DType::BFloat16)) return -1;
+  const int32_t b = writer_.new_buffer(graph_.tensors[t].name + ":dequantized", bytes_in(t, d), Category::Weight);
+  st.writes.push_back(b);
+  return b;
+}
+
 bool TrainingStep::is_segment_end(int32_t op) const {
   return std::find(segment_end_ops_.begin(), segment_end_ops_.end(), op) != segment_end_ops_.end();
 }
@@ -88,6 +107,11 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
       effective[t] = full;
     }
     const DType target = autocast_target(graph_, op, t, options_.precision, context_.dtype);
+    if (context_.stored_bytes[t] > 0) {  // dequantized into the compute type for this op, then freed
+      const int32_t b = add_dequantized(t, target, st);
+      if (b >= 0) effective[t] = b;
+      continue;
+    }
     if (target == DType::Undefined) continue;
     autocast_inputs_of_op_[i].insert(t);
     if (is_constant(graph_, t)) {
@@ -124,9 +148,14 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   std::vector<int32_t> saved;
   for (int32_t t : rule.saved_tensors) {
     if (context_.is_param[t] && zero3()) continue;  // FSDP frees the gathered copy and gathers again in backward
-    auto it = effective.find(t);
+    auto it = context_.stored_bytes[t] > 0 ? effective.end() : effective.find(t);  // bitsandbytes keeps the stored form
     add_unique(saved, it != effective.end() ? it->second : lookup(t));
   }
+  // bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose
+  // input needs a grad saves that input, where a frozen nn.Linear saves only its weight.
+  if (options_.frozen_storage == FrozenStorage::Nf4 && op.kind == OpKind::Linear && op.weight >= 0 &&
+      context_.stored_bytes[op.weight] > 0 && op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
+    add_unique(saved, lookup(op.x));
   for (const ForwardExtra& e : forward_extras(graph_, op, /*training=*/true)) {  // all saved for backward
     const int32_t b = writer_.new_buffer(op.name + e.suffix, e.bytes, Category::Activation);
     st.writes.push_back(b);

@@ -57,6 +57,7 @@ class TrainingStep {
   void add_cublas_workspaces_if_steady();
   void touch_cublas(const FusedOp& op, Step& st, bool backward);
   bool is_segment_end(int32_t op) const;
+  int32_t add_dequantized(int32_t t, DType autocast_type, Step& st);
   void emit_forward(int32_t i, ForwardMode mode);
   void recompute_segment(int32_t segment, int32_t end_op);
   void end_segment_backward(int32_t first_op);

@@ -118,7 +118,8 @@ void add_estimate_keywords(Setters& s, EstimateArgs& a) {
            {"loss", &EstimateArgs::loss},           {"shard", &EstimateArgs::shard},
            {"optimizer_impl", &EstimateArgs::optimizer_impl}, {"torch", &EstimateArgs::torch},
            {"trainable", &EstimateArgs::trainable}, {"frozen", &EstimateArgs::frozen},
-           {"gpu", &EstimateArgs::gpu},             {"catalog", &EstimateArgs::catalog}})
+           {"gpu", &EstimateArgs::gpu},             {"catalog", &EstimateArgs::catalog},
+           {"lora_targets", &EstimateArgs::lora_targets}, {"frozen_dtype", &EstimateArgs::frozen_dtype}})
     s[name] = [&a, field = field, key = std::string(name)](py::handle v) { a.*field = to_text(v, key); };
   for (auto [name, field] : std::initializer_list<std::pair<const char*, int EstimateArgs::*>>{
            {"grad_accum", &EstimateArgs::grad_accum}, {"gpus", &EstimateArgs::gpus}, {"top", &EstimateArgs::top}})
@@ -128,9 +129,13 @@ void add_estimate_keywords(Setters& s, EstimateArgs& a) {
   for (auto [name, field] : std::initializer_list<std::pair<const char*, bool EstimateArgs::*>>{
            {"amsgrad", &EstimateArgs::amsgrad}, {"maximize", &EstimateArgs::maximize},
            {"gradient_as_bucket_view", &EstimateArgs::gradient_as_bucket_view},
-           {"expandable_segments", &EstimateArgs::expandable_segments}})
+           {"expandable_segments", &EstimateArgs::expandable_segments},
+           {"double_quant", &EstimateArgs::double_quant}})
     s[name] = [&a, field = field, key = std::string(name)](py::handle v) { a.*field = to_bool(v, key); };
   s["weight_decay"] = [&a](py::handle v) { a.weight_decay = to_double(v, "weight_decay"); };
+  s["lora_dropout"] = [&a](py::handle v) { a.lora_dropout = to_double(v, "lora_dropout"); };
+  // --lora-rank is kept as text by the CLI (empty: not given); the keyword takes an integer.
+  s["lora_rank"] = [&a](py::handle v) { a.lora_rank = std::to_string(to_int(v, "lora_rank")); };
 }
 
 // Applies every keyword; an unknown one is refused with the command's keywords listed.

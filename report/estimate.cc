@@ -219,7 +219,7 @@ void check_training_options(const EstimateOptions& options) {
 }
 
 // The training step's facts a report shows, handed from the cost model's result to the estimate's program and
-// from there to the estimate (the same five members in each).
+// from there to the estimate (the same members in each).
 template <class From, class To>
 void take_training_facts(From& from, To& to) {
   to.recompute_percent = from.recompute_percent;
@@ -227,6 +227,9 @@ void take_training_facts(From& from, To& to) {
   to.param_bytes = from.param_bytes;
   to.grad_bytes = from.grad_bytes;
   to.optimizer_state_bytes = from.optimizer_state_bytes;
+  to.lora_adapted_layers = from.lora_adapted_layers;
+  to.lora_parameters = from.lora_parameters;
+  to.frozen_stored_bytes = from.frozen_stored_bytes;
 }
 
 TrainingResult training_program(const Graph& graph, const EstimateOptions& options, bool steady_state) {

@@ -105,6 +105,9 @@ struct Estimate {
   double recompute_percent = 0;
   std::vector<std::string> checkpoint_boundaries;
   uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
+  int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters (0: no LoRA what-if)
+  uint64_t lora_parameters = 0;       // --lora-rank: adapter parameters (elements)
+  uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
   // pytorch: the cuDNN convolution workspace's range (report/cudnn_workspace.h), when the program convolves.
   std::optional<CudnnWorkspaceRange> cudnn_workspace;
   // Memory over the schedule, for timelines: exact live bytes per category at each step (resident included),
@@ -141,6 +144,9 @@ struct EstimateProgram {
   double recompute_percent = 0;
   std::vector<std::string> checkpoint_boundaries;
   uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
+  int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters (0: no LoRA what-if)
+  uint64_t lora_parameters = 0;       // --lora-rank: adapter parameters (elements)
+  uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
 };
 // Throws InputError for options that do not go together (--mode train with onnxruntime or --schedule memory).
 EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions& options);

@@ -143,6 +143,24 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
     throw InputError("--amsgrad applies to --optimizer adam or adamw");
   t.trainable = a.trainable;
   t.frozen = a.frozen;
+  const bool lora = !a.lora_rank.empty() || !a.lora_targets.empty() || a.lora_dropout != 0;
+  if (lora && o.mode == Mode::Inference)
+    throw InputError("--lora-rank, --lora-targets and --lora-dropout apply to --mode train");
+  if (lora && a.lora_rank.empty()) throw InputError("--lora-targets and --lora-dropout need --lora-rank R");
+  if (lora) {
+    const std::string& r = a.lora_rank;
+    const bool digits = r.find_first_not_of("0123456789") == std::string::npos && r.size() <= 9;
+    t.lora_rank = digits ? std::stoi(r) : 0;
+    if (t.lora_rank <= 0) throw InputError("--lora-rank " + r + ": expected a positive integer");
+    t.lora_targets = a.lora_targets;
+    t.lora_dropout = a.lora_dropout;
+  }
+  t.frozen_storage = lookup<FrozenStorage>({{"same", FrozenStorage::Same}, {"fp16", FrozenStorage::Fp16},
+                                            {"bf16", FrozenStorage::Bf16}, {"int8", FrozenStorage::Int8},
+                                            {"nf4", FrozenStorage::Nf4}}, a.frozen_dtype, "--frozen-dtype");
+  t.double_quant = a.double_quant;
+  if (o.mode == Mode::Inference && (t.frozen_storage != FrozenStorage::Same || a.double_quant))
+    throw InputError("--frozen-dtype and --double-quant apply to --mode train");
   t.optimizer_impl = lookup<OptimizerImpl>({{"foreach", OptimizerImpl::Foreach},
                                             {"foreach-torch1", OptimizerImpl::ForeachTorch1},
                                             {"single-tensor", OptimizerImpl::SingleTensor},
@@ -194,6 +212,10 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.torch == "1.13") s += ", torch 1.13";
   if (a.mode == "train" && !a.trainable.empty()) s += ", trainable /" + a.trainable + "/";
   if (a.mode == "train" && !a.frozen.empty()) s += ", frozen /" + a.frozen + "/";
+  if (a.mode == "train" && !a.lora_rank.empty()) s += ", LoRA r=" + a.lora_rank + " on /" + a.lora_targets + "/";
+  if (a.mode == "train" && a.lora_dropout != 0) s += " dropout " + std::to_string(a.lora_dropout);
+  if (a.mode == "train" && a.frozen_dtype != "same") s += ", frozen weights " + a.frozen_dtype;
+  if (a.mode == "train" && a.double_quant) s += " double-quantized";
   for (const auto& [name, value] : graph.bound_dims) s += ", " + name + "=" + std::to_string(value);
   return s;
 }

@@ -50,6 +50,12 @@ struct EstimateArgs {
   bool gradient_as_bucket_view = false;
   std::string torch = "2";          // --torch 2 | 1.13: the PyTorch whose defaults apply
   std::string trainable, frozen;    // --trainable / --frozen REGEX
+  // --lora-rank R (kept as text: "" = not given, else it must be a positive integer), --lora-targets
+  // REGEX, --lora-dropout P (TrainingOptions::lora_*)
+  std::string lora_rank, lora_targets;
+  double lora_dropout = 0;
+  std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4
+  bool double_quant = false;          // --double-quant (nf4)
   bool amsgrad = false, maximize = false;
   double weight_decay = 0;
   int top = EstimateOptions{}.top_tensors;

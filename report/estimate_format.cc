@@ -88,6 +88,9 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
                      {"optimizer_state_bytes", e.optimizer_state_bytes},
                      {"recompute_percent_of_forward_flops", e.recompute_percent},
                      {"checkpoint_boundaries", e.checkpoint_boundaries}};
+    if (e.lora_adapted_layers > 0)
+      j["training"]["lora"] = {{"adapted_layers", e.lora_adapted_layers}, {"adapter_parameters", e.lora_parameters}};
+    if (e.frozen_stored_bytes > 0) j["training"]["frozen_stored_bytes"] = e.frozen_stored_bytes;
   }
   if (e.cudnn_workspace)
     j["cudnn_workspace"] = {{"convolution_steps", e.cudnn_workspace->convolution_steps},

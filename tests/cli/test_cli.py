@@ -186,6 +186,139 @@ class TrainingFlagsTest(unittest.TestCase):
                       run("estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", "--frozen", "x", check_rc=2).stderr)
 
 
+class LoraWhatIfTest(unittest.TestCase):
+    """--lora-rank / --lora-targets on the plain tiny Llama (tests/models/llama.py, CONFIGS["llama_tiny"]:
+    hidden 128, 4 layers, 4 heads of 32, 2 kv heads, so q_proj is 128 -> 128 and v_proj 128 -> 64)."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train",
+            "--runtime", "ideal"]
+    LORA = ["--lora-rank", "8", "--lora-targets", "q_proj|v_proj"]
+    # Per layer: q (A 8x128, B 128x8) + v (A 8x128, B 64x8) = 2048 + 1536; 4 layers.
+    ADAPTER_PARAMS = 4 * ((128 * 8 + 8 * 128) + (128 * 8 + 8 * 64))  # 14,336
+
+    def test_adapter_parameters_grads_and_states_by_hand(self):
+        out = run_json(*self.BASE, *self.LORA)
+        jsonschema.validate(out, schema("estimate"))
+        t = out["training"]
+        self.assertEqual(self.ADAPTER_PARAMS, 14336)
+        self.assertEqual(t["lora"], {"adapted_layers": 4 * 2, "adapter_parameters": self.ADAPTER_PARAMS})
+        self.assertEqual(t["param_bytes"], 4 * self.ADAPTER_PARAMS)  # the trainable parameters: adapters only
+        self.assertEqual(t["grad_bytes"], 4 * self.ADAPTER_PARAMS)  # float32 grads of the adapters only
+        self.assertEqual(t["optimizer_state_bytes"], 2 * 4 * self.ADAPTER_PARAMS)  # AdamW exp_avg, exp_avg_sq
+
+    def test_real_size_adapter_count_by_hand(self):
+        # Llama-3.1-8B (config.json: hidden 4096, 32 layers, 8 kv heads of 128, so v_proj is 4096 -> 1024),
+        # r=16 on q_proj and v_proj: 32 x ((4096*16 + 16*4096) + (4096*16 + 16*1024)) = 6,815,744 adapter
+        # parameters, float32 on the bf16 base (PEFT's autocast_adapter_dtype).
+        t = run_json("estimate", "tests/models/llama3_1_8b_train.onnx", "--batch", "1", "--dim", "seq=256",
+                     "--mode", "train", "--precision", "bf16", "--lora-rank", "16", "--lora-targets", "q_proj|v_proj")
+        adapters = 32 * ((4096 * 16 + 16 * 4096) + (4096 * 16 + 16 * 1024))
+        self.assertEqual(adapters, 6815744)
+        self.assertEqual(t["training"]["grad_bytes"], 4 * adapters)
+        self.assertEqual(t["training"]["optimizer_state_bytes"], 2 * 4 * adapters)
+
+    def test_agrees_with_the_peft_export(self):
+        # The zoo's PEFT-style export of the same model (export_llama.py, LoraConfig r=8 on q_proj, v_proj)
+        # estimated with --trainable lora_: the same parameters, grads and states, and the same program
+        # up to the names, so the same peak.
+        what_if = run_json(*self.BASE, *self.LORA)
+        peft = run_json("estimate", "tests/models/llama_tiny_lora_train.onnx", *self.BASE[2:], "--trainable", "lora_")
+        for key in ["param_bytes", "grad_bytes", "optimizer_state_bytes"]:
+            self.assertEqual(what_if["training"][key], peft["training"][key], key)
+        for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
+            self.assertEqual(what_if[key], peft[key], key)
+
+    def test_half_base_keeps_float32_adapters_and_copies_the_input(self):
+        # --precision bf16: base weights bf16, adapters float32 (PEFT's autocast_adapter_dtype), so the
+        # adapters, their grads and AdamW states take 4 bytes per element, not bf16's 2.
+        t = run_json(*self.BASE, *self.LORA, "--precision", "bf16")["training"]
+        self.assertEqual(t["param_bytes"], 4 * self.ADAPTER_PARAMS)
+        self.assertEqual(t["grad_bytes"], 4 * self.ADAPTER_PARAMS)
+        self.assertEqual(t["optimizer_state_bytes"], 2 * 4 * self.ADAPTER_PARAMS)
+
+    def test_dropout_copies_the_adapter_input(self):
+        plain = run_json(*self.BASE, *self.LORA)
+        dropped = run_json(*self.BASE, *self.LORA, "--lora-dropout", "0.1")
+        zero = run_json(*self.BASE, *self.LORA, "--lora-dropout", "0")
+        self.assertEqual(zero["total_bytes"], plain["total_bytes"])  # p = 0 is nn.Identity
+        # Each of the 8 adapted layers' inputs ([2, 64, 128] = 16,384 elements) gets a 1-byte mask and a
+        # float32 dropout output that lora_A saves: the live bytes at the peak grow by at least the masks
+        # and at most masks + outputs.
+        grown = dropped["lower_bound_bytes"] - plain["lower_bound_bytes"]
+        self.assertGreaterEqual(grown, 8 * 16384 * 1)
+        self.assertLessEqual(grown, 8 * 16384 * (1 + 4))
+
+    def test_errors(self):
+        cases = [
+            (["--lora-rank", "8", "--lora-targets", "nothing_here"],
+             "--lora-targets 'nothing_here' matches the weight of no MatMul/Gemm layer of model "
+             "'tests/models/llama_tiny_train.onnx'"),
+            (["--lora-rank", "8"], "--lora-rank needs --lora-targets REGEX"),
+            (["--lora-targets", "q_proj"], "--lora-targets and --lora-dropout need --lora-rank R"),
+            (["--lora-rank", "0", "--lora-targets", "q_proj"], "--lora-rank 0: expected a positive integer"),
+            (["--lora-rank", "-4", "--lora-targets", "q_proj"], "--lora-rank -4: expected a positive integer"),
+            (["--lora-rank", "8", "--lora-targets", "("], "--lora-targets '(' is not a valid regular expression"),
+            (["--lora-rank", "8", "--lora-targets", "q_proj", "--lora-dropout", "1"], "--lora-dropout must be in [0, 1)"),
+        ]
+        for extra, message in cases:
+            self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
+        self.assertIn("--lora-rank, --lora-targets and --lora-dropout apply to --mode train",
+                      run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8", *self.LORA,
+                          check_rc=2).stderr)
+
+
+class FrozenDtypeTest(unittest.TestCase):
+    """--frozen-dtype on the tiny Llama with LoRA on q/v: the frozen Linear weights of the 4 layers (q 128x128,
+    k and v 64x128, o 128x128, gate/up 352x128, down 128x352; the lm_head writes the logits and stays float32)
+    re-stored as bitsandbytes stores them (bitsandbytes/functional.py; QLoRA paper, section 3)."""
+    BASE = LoraWhatIfTest.BASE + LoraWhatIfTest.LORA
+    WEIGHTS = [(128, 128), (64, 128), (64, 128), (128, 128), (352, 128), (352, 128), (128, 352)] * 4  # (rows, cols)
+
+    def resident(self, *extra):
+        return run_json(*self.BASE, *extra)["resident_bytes"]
+
+    def test_stored_bytes_by_hand(self):
+        same = self.resident()
+        fp32 = sum(4 * r * c for r, c in self.WEIGHTS)
+        nf4 = sum(r * c // 2 + 4 * (r * c // 64) for r, c in self.WEIGHTS)  # 4 bits + a float32 absmax per 64
+        blocks = [r * c // 64 for r, c in self.WEIGHTS]
+        nf4_dq = sum(r * c // 2 for r, c in self.WEIGHTS) + sum(b + 4 * (-(-b // 256) + 1) for b in blocks)
+        int8 = sum(r * c + 4 * r for r, c in self.WEIGHTS)  # a byte each + a float32 scale per row
+        self.assertEqual(nf4, 414720)
+        self.assertEqual(self.resident("--frozen-dtype", "nf4"), same - fp32 + nf4)
+        out = run_json(*self.BASE, "--frozen-dtype", "nf4")
+        jsonschema.validate(out, schema("estimate"))
+        self.assertEqual(out["training"]["frozen_stored_bytes"], nf4)
+        self.assertNotIn("frozen_stored_bytes", run_json(*self.BASE)["training"])
+        self.assertEqual(self.resident("--frozen-dtype", "nf4", "--double-quant"), same - fp32 + nf4_dq)
+        self.assertEqual(self.resident("--frozen-dtype", "int8"), same - fp32 + int8)
+        # The double-quantized constants: 8/64 + 32/(64*256) bits per weight (QLoRA's 0.127) plus the offsets.
+        self.assertLess((nf4_dq - sum(r * c // 2 for r, c in self.WEIGHTS)) * 8 / sum(r * c for r, c in self.WEIGHTS), 0.13)
+
+    def test_nf4_saves_inputs_and_frees_dequantized_weights(self):
+        # At the peak (the loss backward, every forward save alive), besides the resident weights (the test
+        # above), NF4 changes the non-resident live bytes (lower_bound_bytes) by exactly this:
+        #  - bitsandbytes' MatMul4Bit saves its input A when it needs a grad (ctx.tensors = (A, B)), which a
+        #    frozen nn.Linear does not: per layer o_proj's input (the attention output, [2, 64, 128] float32),
+        #    gate/up's shared input ([2, 64, 128]) and down's ([2, 64, 352]); q/k/v's input is saved anyway by
+        #    lora_A (and needs no grad in layer 0, below the first adapter).
+        # The dequantized weights are transients of their own steps, none alive at the loss backward.
+        same = run_json(*self.BASE)
+        nf4 = run_json(*self.BASE, "--frozen-dtype", "nf4")
+        saved_inputs = 4 * 4 * (2 * 64 * 128 + 2 * 64 * 128 + 2 * 64 * 352)
+        self.assertEqual(nf4["peak"]["name"], same["peak"]["name"])
+        self.assertEqual(nf4["lower_bound_bytes"], same["lower_bound_bytes"] + saved_inputs)
+        self.assertEqual(saved_inputs, 1245184)
+
+    def test_errors(self):
+        self.assertIn("--double-quant applies to --frozen-dtype nf4",
+                      run(*self.BASE, "--frozen-dtype", "int8", "--double-quant", check_rc=2).stderr)
+        self.assertIn("--frozen-dtype needs frozen parameters",
+                      run(*LoraWhatIfTest.BASE, "--frozen-dtype", "nf4", check_rc=2).stderr)
+        self.assertIn("--frozen-dtype and --double-quant apply to --mode train",
+                      run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8",
+                          "--frozen-dtype", "nf4", check_rc=2).stderr)
+
+
 class CheckTest(unittest.TestCase):
     MODEL = ["tests/models/resnet18.onnx", "--batch", "8", "--runtime", "pytorch"]
 

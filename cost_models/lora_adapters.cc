@@ -1,0 +1,268 @@
+#include "cost_models/lora_adapters.h"
+
+#include <optional>
+#include <regex>
+#include <string>
+
+#include "cost_models/graph_facts.h"
+#include "cost_models/op_fusion_match.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+namespace {
+
+using fusion::in;
+using fusion::op_is;
+using fusion::out0;
+
+// A Linear the adapters can wrap: its input x, its weight initializer, the node whose output is the
+// linear's result (the bias Add when there is one), and the feature counts.
+struct Target {
+  int32_t x = -1, weight = -1, last_node = -1;
+  int64_t in_features = 0, out_features = 0;
+};
+
+bool float_initializer(const Graph& g, int32_t t) {
+  return t >= 0 && g.tensors[t].kind == TensorKind::Weight && g.tensors[t].shape.size() == 2 &&
+         dtype_is_float(g.tensors[t].dtype);
+}
+
+// F.linear as op fusion recognises it (fusion::match_linear: MatMul on Transpose(W) or on a folded Wᵀ,
+// then an optional bias Add), a MatMul on a rank-2 initializer without a bias, or a Gemm on one.
+std::optional<Target> linear_target(const Graph& g, int32_t node) {
+  Target t;
+  const Node& n = g.nodes[node];
+  if (n.outputs.empty() || n.outputs[0] < 0 || n.inputs.size() < 2) return std::nullopt;
+  if (op_is(g, node, "MatMul")) {
+    if (auto m = fusion::match_linear(g, node)) {
+      t.weight = m->roles.weight;
+      t.last_node = *m->nodes.rbegin();  // the bias Add follows the MatMul in node order
+      if (m->roles.bias < 0) t.last_node = node;
+    } else if (float_initializer(g, in(g, node, 1))) {
+      t.weight = in(g, node, 1);
+      t.last_node = node;
+    } else {
+      return std::nullopt;
+    }
+  } else if (op_is(g, node, "Gemm") && float_initializer(g, in(g, node, 1))) {
+    t.weight = in(g, node, 1);
+    t.last_node = node;
+  } else {
+    return std::nullopt;
+  }
+  if (!float_initializer(g, t.weight)) return std::nullopt;
+  t.x = in(g, node, 0);
+  const Tensor& x = g.tensors[t.x];
+  const Tensor& y = g.tensors[out0(g, t.last_node)];
+  if (x.shape.empty() || y.shape.empty()) return std::nullopt;
+  t.in_features = x.shape.back();
+  t.out_features = y.shape.back();
+  return t;
+}
+
+// "layers.0.self_attn.q_proj.weight" -> "layers.0.self_attn.q_proj", the module PEFT wraps.
+std::string module_of(const std::string& weight) {
+  const std::string suffix = ".weight";
+  if (weight.size() > suffix.size() && weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return weight.substr(0, weight.size() - suffix.size());
+  return weight;
+}
+
+class Builder {
+ public:
+  Builder(const Graph& base, const TrainingOptions& o, LoraGraph& out) : o_(o), out_(out) {
+    out_.graph = base;
+    out_.graph.nodes.clear();
+    out_.adapter.assign(base.tensors.size(), false);
+    out_.float32.assign(base.tensors.size(), false);
+  }
+
+  Graph& g() { return out_.graph; }
+
+  int32_t tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, TensorKind kind) {
+    Tensor t;
+    t.name = name;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    t.kind = kind;
+    g().tensors.push_back(std::move(t));
+    out_.adapter.push_back(false);
+    out_.float32.push_back(false);
+    return static_cast<int32_t>(g().tensors.size()) - 1;
+  }
+
+  int32_t node(const std::string& name, const char* op, std::vector<int32_t> inputs, int32_t output, int opset) {
+    Node n;
+    n.name = name;
+    n.op_type = op;
+    n.opset = opset;
+    n.inputs = std::move(inputs);
+    n.outputs = {output};
+    g().nodes.push_back(std::move(n));
+    return output;
+  }
+
+  int32_t scalar(const std::string& name, double value, int opset) {
+    const int32_t t = tensor(name, DType::Float32, {}, TensorKind::Activation);
+    g().tensors[t].real_value = std::vector<double>{value};
+    return node(name, "Constant", {}, t, opset);
+  }
+
+  // The adapter ops after the Linear `t` whose result is `y`; returns the tensor that replaces y.
+  int32_t adapt(const Target& t, int32_t y, int opset) {
+    const std::string m = module_of(g().tensors[t.weight].name);
+    const Tensor x = g().tensors[t.x];
+    const int64_t r = o_.lora_rank;
+    const DType adapter_type = DType::Float32;  // nn.Linear's default; PEFT upcasts fp16/bf16 ones (below)
+    // Under --precision fp16/bf16 (model.half()) the base computes in the half type while PEFT keeps the
+    // adapters in float32: BaseTuner._cast_adapter_dtype (peft/tuners/tuners_utils.py, autocast_adapter_dtype
+    // = True by default) "only upcasts float16 and bfloat16 to float32". So x is copied into float32
+    // (_cast_input_dtype: x.to(lora_A.weight.dtype) when the dtypes differ), the adapter path and the sum
+    // `result + ...` are float32 (type promotion), and result.to(torch_result_dtype) copies back.
+    const bool half_base = o_.precision == Precision::Fp16 || o_.precision == Precision::Bf16;
+    auto lead = [&](int64_t last) {
+      std::vector<int64_t> s = x.shape;
+      s.back() = last;
+      return s;
+    };
+    int32_t cur = t.x;
+    if (half_base) {
+      cur = node("/" + m + "/lora/Cast", "Cast", {cur}, tensor("/" + m + "/lora/Cast_output_0", adapter_type, x.shape,
+                                                           TensorKind::Activation), opset);
+      g().nodes.back().attributes["to"].type = Attribute::Type::Int;
+      g().nodes.back().attributes["to"].i = dtype_to_onnx(adapter_type);
+      out_.float32[cur] = true;
+    }
+    // lora_dropout: nn.Dropout(p) when p > 0, else nn.Identity (LoraLayer.update_layer). A p = 0 Dropout
+    // is what dropout_is_noop (eager_semantics) treats as the identity, so no node is needed for it.
+    if (o_.lora_dropout > 0) {
+      const std::string d = "/" + m + "/lora_dropout/Dropout";
+      const int32_t y = tensor(d + "_output_0", adapter_type, x.shape, TensorKind::Activation);
+      if (opset >= 12) {  // the ratio is an input from opset 12 on, an attribute before
+        node(d, "Dropout", {cur, scalar(d + "/Constant_output_0", o_.lora_dropout, opset)}, y, opset);
+      } else {
+        node(d, "Dropout", {cur}, y, opset);
+        g().nodes.back().attributes["ratio"].type = Attribute::Type::Float;
+        g().nodes.back().attributes["ratio"].f = static_cast<float>(o_.lora_dropout);
+      }
+      cur = y;
+      out_.float32[cur] = half_base;
+    }
+    auto linear = [&](const char* which, int64_t in_f, int64_t out_f, int32_t input) {
+      const std::string p = m + "." + which;
+      const int32_t w = tensor(p + ".weight", adapter_type, {out_f, in_f}, TensorKind::Weight);
+      g().tensors[w].trainable = true;
+      g().initializers.push_back(w);
+      out_.adapter[w] = out_.float32[w] = true;
+      out_.adapter_parameters = checked_add(out_.adapter_parameters, checked_mul(static_cast<uint64_t>(in_f),
+                                                                                static_cast<uint64_t>(out_f)),
+                                            "LoRA parameter count");
+      const std::string node_prefix = "/" + m + "/" + which;
+      const int32_t wt = node(node_prefix + "/Transpose", "Transpose", {w},
+                              tensor(node_prefix + "/Transpose_output_0", adapter_type, {in_f, out_f},
+                                     TensorKind::Activation), opset);
+      g().nodes.back().attributes["perm"].type = Attribute::Type::Ints;
+      g().nodes.back().attributes["perm"].ints = {1, 0};
+      const int32_t o = node(node_prefix + "/MatMul", "MatMul", {input, wt},
+                             tensor(node_prefix + "/MatMul_output_0", adapter_type, lead(out_f), TensorKind::Activation),
+                             opset);
+      out_.float32[wt] = out_.float32[o] = half_base;
+      return o;
+    };
+    cur = linear("lora_A", t.in_features, r, cur);
+    cur = linear("lora_B", r, t.out_features, cur);
+    // scaling = lora_alpha / r; its value changes no memory. PEFT's default lora_alpha is 8 (LoraConfig).
+    const int32_t scaling = scalar("/" + m + "/lora/Constant_output_0", 8.0 / static_cast<double>(r), opset);
+    const std::vector<int64_t> y_shape = g().tensors[y].shape;
+    cur = node("/" + m + "/lora/Mul", "Mul", {cur, scaling},
+               tensor("/" + m + "/lora/Mul_output_0", adapter_type, y_shape, TensorKind::Activation), opset);
+    out_.float32[cur] = half_base;
+    const DType y_type = g().tensors[y].dtype;
+    cur = node("/" + m + "/lora/Add", "Add", {y, cur},
+               tensor("/" + m + "/lora/Add_output_0", half_base ? adapter_type : y_type, y_shape, TensorKind::Activation),
+               opset);
+    out_.float32[cur] = half_base;
+    if (half_base) {
+      cur = node("/" + m + "/lora/Cast_1", "Cast", {cur},
+                 tensor("/" + m + "/lora/Cast_1_output_0", y_type, y_shape, TensorKind::Activation), opset);
+      g().nodes.back().attributes["to"].type = Attribute::Type::Int;
+      g().nodes.back().attributes["to"].i = dtype_to_onnx(y_type);
+    }
+    ++out_.adapted_layers;
+    return cur;
+  }
+
+ private:
+  const TrainingOptions& o_;
+  LoraGraph& out_;
+};
+
+// Producers and consumers from the node list (consumers in schedule order, one entry per use).
+void relink(Graph& g) {
+  for (Tensor& t : g.tensors) {
+    t.producer = -1;
+    t.consumers.clear();
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (int32_t t : g.nodes[i].inputs)
+      if (t >= 0) g.tensors[t].consumers.push_back(static_cast<int32_t>(i));
+    for (int32_t t : g.nodes[i].outputs)
+      if (t >= 0) g.tensors[t].producer = static_cast<int32_t>(i);
+  }
+}
+
+}  // namespace
+
+LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
+  if (o.lora_rank <= 0)
+    throw InputError("--lora-rank must be a positive integer (got " + std::to_string(o.lora_rank) + ")");
+  if (o.lora_targets.empty())
+    throw InputError("--lora-rank needs --lora-targets REGEX (searched in the weight names of the MatMul/Gemm "
+                     "layers to adapt, e.g. 'q_proj|v_proj')");
+  if (!(o.lora_dropout >= 0 && o.lora_dropout < 1))
+    throw InputError("--lora-dropout must be in [0, 1)");
+  std::regex targets;
+  try {
+    targets = std::regex(o.lora_targets, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw InputError("--lora-targets '" + o.lora_targets + "' is not a valid regular expression: " + e.what());
+  }
+  std::vector<std::optional<Target>> target_of(base.nodes.size());
+  std::vector<int32_t> adapted_at(base.nodes.size(), -1);  // node ending a targeted linear -> its first node
+  for (size_t i = 0; i < base.nodes.size(); ++i) {
+    auto t = linear_target(base, static_cast<int32_t>(i));
+    if (!t || !std::regex_search(base.tensors[t->weight].name, targets)) continue;
+    target_of[i] = t;
+    adapted_at[t->last_node] = static_cast<int32_t>(i);
+  }
+  LoraGraph out;
+  Builder b(base, o, out);
+  std::vector<int32_t> renamed(base.tensors.size(), -1);  // a linear's result -> the adapted result
+  auto reads = [&](int32_t t) { return t >= 0 && renamed[t] >= 0 ? renamed[t] : t; };
+  for (size_t i = 0; i < base.nodes.size(); ++i) {
+    Node n = base.nodes[i];
+    for (int32_t& t : n.inputs) t = reads(t);
+    b.g().nodes.push_back(n);
+    if (adapted_at[i] < 0) continue;
+    const int32_t y = out0(base, static_cast<int32_t>(i));
+    Target t = *target_of[adapted_at[i]];
+    t.x = reads(t.x);  // the input may itself be an adapted linear's result
+    renamed[y] = b.adapt(t, y, n.opset);
+  }
+  if (out.adapted_layers == 0)
+    throw InputError("--lora-targets '" + o.lora_targets + "' matches the weight of no MatMul/Gemm layer of model '" +
+                     base.model_path + "'");
+  Graph& g = out.graph;
+  for (int32_t& t : g.outputs) {
+    if (renamed[t] < 0) continue;
+    g.tensors[renamed[t]].kind = TensorKind::Output;
+    g.tensors[t].kind = TensorKind::Activation;
+    t = renamed[t];
+  }
+  relink(g);
+  return out;
+}
+
+}  // namespace memplan
