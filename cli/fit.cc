@@ -1,4 +1,4 @@
-// memplan fit: the largest batch (or any symbolic dimension) whose predicted peak fits a GPU or a budget.
+// memplan fit: the largest batch (or any symbolic dimension) whose step runs on a GPU or within a budget.
 #include <iostream>
 #include <memory>
 
@@ -21,7 +21,8 @@ Action add_fit_command(CLI::App& app) {
   FitArgs* f = &state->fit;
   CLI::App* cmd = app.add_subcommand(
       "fit",
-      "The largest batch (or --search DIM) whose predicted peak fits: estimate(value) <= budget < estimate(value + 1).\n"
+      "The largest batch (or --search DIM) whose step runs within the budget: required(value) <= budget <\n"
+      "required(value + 1), required being the least device memory the simulated allocator runs the step in.\n"
       "Without --gpu or --memory, a table over the built-in GPU catalog.\n"
       "  memplan fit resnet50.onnx --gpu A100-80GB --mode train --precision amp-bf16\n"
       "  memplan fit gpt.onnx --memory 24GiB --search seq --batch 8");

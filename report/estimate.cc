@@ -317,16 +317,13 @@ EstimateTotals estimate_totals(const Graph& graph, const EstimateOptions& option
     return {checked_add(need.unconstrained.peak_reserved_bytes, p.fixed_bytes),
             checked_add(need.min_capacity_bytes, p.fixed_bytes)};
   }
-  uint64_t reserved = 0;
-  {
-    const std::vector<LiveRange> ranges = compute_liveness(p.program);
-    const BestPacking best = choose_best(usage_records(p.program, ranges).records, arena_alignment(options.runtime));
-    reserved = options.runtime == Runtime::Ideal
-                   ? ideal_reserved(compute_live_bytes(p.program, ranges).resident_bytes, best)
-                   : simulate_ort_memory_pattern(p.program, best.result.arena_bytes).peak_reserved_bytes;
-  }
+  const std::vector<LiveRange> ranges = compute_liveness(p.program);
+  const BestPacking best = choose_best(usage_records(p.program, ranges).records, arena_alignment(options.runtime));
+  const uint64_t reserved = options.runtime == Runtime::Ideal
+                                ? ideal_reserved(compute_live_bytes(p.program, ranges).resident_bytes, best)
+                                : simulate_ort_memory_pattern(p.program, best.result.arena_bytes).peak_reserved_bytes;
   const uint64_t total = checked_add(reserved, p.fixed_bytes);
-  return {total, total};
+  return {total, total};  // one arena of its planned size: what it reserves is what it needs
 }
 
 }  // namespace memplan
