@@ -11,6 +11,12 @@ dtype.
     /usr/bin/python3 tests/import/kv_shapes_test.py            # the plain, prefill and GQA decoders
     /usr/bin/python3 tests/import/kv_shapes_test.py --merged   # the merged decoder, at --value use_cache_branch=0/1
 
+The real-size exports (llama3_1_8b_kv, llama3_2_1b_kv: weight-less, ONNX Runtime cannot run them) are
+checked against PyTorch instead: tests/models/kv/pytorch_shapes.json holds every graph output's shape from
+the full-size module on the meta device (export_llama_kv.py), and the parameter count must be PyTorch's
+sum(p.numel()) from expected_shapes.json (plus, for the tied Llama-3.2-1B, the embedding's folded
+transposed copy the inference export stores a second time: vocab x hidden = 128256 x 2048).
+
 The merged decoder's runs need `--value NAME=V` (the If's condition). Where the binary does not know the
 flag, --merged exits 77 (CTest's skip code, SKIP_RETURN_CODE) saying so.
 """
@@ -24,10 +30,14 @@ import sys
 SRC = os.environ.get("MEMPLAN_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("MEMPLAN_BIN", os.path.join(SRC, "build", "memplan"))
 RECORD = os.path.join(SRC, "tests", "models", "kv", "ort_shapes.json")
+PYTORCH = os.path.join(SRC, "tests", "models", "kv", "pytorch_shapes.json")
+EXPECTED = os.path.join(SRC, "tests", "models", "expected_shapes.json")
+# (PyTorch's parameter count's entry in expected_shapes.json, elements stored twice by the inference export)
+REAL = {"llama3_1_8b_kv": ("llama3_1_8b", 0), "llama3_2_1b_kv": ("llama3_2_1b", 128256 * 2048)}
 SKIP = 77
 
 
-def memplan_tensors(model: str, dims, values):
+def inspect(model: str, dims, values):
     cmd = [BIN, "inspect", os.path.join(SRC, "tests", "models", model), "--json"]
     for k, v in sorted(dims.items()):
         cmd += ["--dim", f"{k}={v}"]
@@ -36,7 +46,38 @@ def memplan_tensors(model: str, dims, values):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         return None, f"exit {proc.returncode}: {proc.stderr.strip()}"
-    return {t["name"]: t for t in json.loads(proc.stdout)["tensors"]}, None
+    return json.loads(proc.stdout), None
+
+
+def real_sizes():
+    """The weight-less real-size decoders against PyTorch's meta-device shapes and parameter count."""
+    with open(PYTORCH) as f:
+        recorded = json.load(f)
+    with open(EXPECTED) as f:
+        expected = json.load(f)["models"]
+    failures, checked, wrong = [], 0, 0
+    for stem, (source, doubled) in REAL.items():
+        for point in recorded[stem]["points"]:
+            out, error = inspect(recorded[stem]["model"], point["dims"], {})
+            if out is None:
+                failures.append(f"{stem} {point['dims']}: memplan failed: {error}")
+                continue
+            got = {o["name"]: o["shape"] for o in out["outputs"]}
+            for name, shape in point["outputs"].items():
+                checked += 1
+                if got.get(name) != shape:
+                    wrong += 1
+                    failures.append(f"{stem} {point['dims']}: {name}: memplan {got.get(name)}, PyTorch {shape}")
+            want = expected[source]["pytorch_parameters"] + doubled
+            if out["parameters"]["count"] != want:
+                failures.append(f"{stem}: memplan counts {out['parameters']['count']} parameters, PyTorch {want}")
+    print(f"real sizes: {checked - wrong}/{checked} output shapes as PyTorch's meta-device run")
+    return failures
+
+
+def memplan_tensors(model: str, dims, values):
+    out, error = inspect(model, dims, values)
+    return ({t["name"]: t for t in out["tensors"]}, None) if out else (None, error)
 
 
 def main(argv) -> int:
@@ -69,6 +110,8 @@ def main(argv) -> int:
         matched += len(expected) - len(bad)
         print(f"{run['id']}: {len(expected) - len(bad)}/{len(expected)} tensors match")
         failures += [f"{run['id']}: {b}" for b in bad]
+    if not merged:
+        failures += real_sizes()
     print(f"{matched}/{total} tensor shapes match ONNX Runtime ({record['runner']}) over {len(runs)} runs")
     for f in failures[:40]:
         print("MISMATCH", f)

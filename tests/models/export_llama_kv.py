@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import copy
 import io
+import json
 import os
 import sys
 from typing import Dict, List, Optional
@@ -192,6 +193,25 @@ def merge(prefill: onnx.ModelProto, with_past: onnx.ModelProto) -> onnx.ModelPro
     return merged
 
 
+REAL_POINTS = [(1, 128, 0), (2, 1, 127), (4, 16, 512)]  # (batch, new tokens, past)
+
+
+def pytorch_shapes(name: str) -> Dict:
+    """Every graph output's shape from the full-size module on the meta device (ATen's shape functions, no
+    arithmetic) at REAL_POINTS: what the real-size exports must give (tests/import/kv_shapes_test.py)."""
+    cfg = llama.CONFIGS[name]
+    module = llama.LlamaWithCache(cfg, past=True, device="meta").eval()
+    _, output_names, _ = names(cfg.num_hidden_layers, True)
+    points = []
+    with torch.no_grad():
+        for b, n, p in REAL_POINTS:
+            outs = module(*llama.make_cache_inputs(cfg, b, n, p, None, zoo.SEED, device="meta"))
+            points.append({"dims": {"batch_size": b, "sequence_length": n, "past_sequence_length": p,
+                                    "total_sequence_length": p + n},
+                           "outputs": {k: list(v.shape) for k, v in zip(output_names, outs)}})
+    return {"model": f"{name}_kv.onnx", "config_source": cfg.source, "points": points}
+
+
 def save_tiny(model: onnx.ModelProto, out: str, stem: str) -> str:
     path = export_zoo.save(model, out, stem, inline=False)
     print(f"{path}: {os.path.getsize(path):,} bytes, {len(model.graph.node)} nodes", flush=True)
@@ -217,13 +237,26 @@ def main(argv: Optional[List[str]] = None) -> int:
             save_tiny(prefill, args.out, "llama_tiny_kv_prefill")
         if want("llama_tiny_kv_merged"):
             save_tiny(merged, args.out, "llama_tiny_kv_merged")
+    real = {}
     for name in ["llama3_1_8b", "llama3_2_1b"]:
         stem = f"{name}_kv"
         if want(stem):
+            real[stem] = pytorch_shapes(name)
             model = weightless(name, stem)
             path = os.path.join(args.out, f"{stem}.onnx")
             onnx.save_model(model, path)
             print(f"{path}: {os.path.getsize(path):,} bytes, {len(model.graph.node)} nodes", flush=True)
+    if real:
+        path = os.path.join(args.out, "kv", "pytorch_shapes.json")
+        recorded = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                recorded = json.load(f)
+        recorded.update(real)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(dict(sorted(recorded.items())), f, indent=1)
+            f.write("\n")
     if want("llama_tiny_gqa"):
         import export_gqa  # noqa: E402
         save_tiny(export_gqa.build(), args.out, "llama_tiny_gqa")
