@@ -91,6 +91,20 @@ def with_all_outputs(stem: str, tmp: str) -> str:
     return path
 
 
+def write(record) -> None:
+    """JSON with one line per run header and one per tensor (small diffs when a shape changes)."""
+    lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in record.items() if k != "runs"] + [' "runs": [']
+    for i, run in enumerate(record["runs"]):
+        head = {k: v for k, v in run.items() if k != "tensors"}
+        lines.append("  " + json.dumps(head)[:-1] + ', "tensors": {')
+        items = list(run["tensors"].items())
+        lines += [f"   {json.dumps(k)}: {json.dumps(v)}" + ("," if j < len(items) - 1 else "") for j, (k, v) in enumerate(items)]
+        lines.append("  }}" + ("," if i < len(record["runs"]) - 1 else ""))
+    lines += [" ]", "}"]
+    with open(OUT, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main() -> int:
     ort_dir = os.environ.get("ORT_NODE_DIR")
     if not ort_dir:
@@ -125,9 +139,7 @@ def main() -> int:
         "command": "ORT_NODE_DIR=... /usr/bin/python3 validate/ort/run_shapes.py",
         "runs": [dict(m, tensors=dict(sorted(result["runs"][m["id"]].items()))) for m in meta],
     }
-    with open(OUT, "w") as f:
-        json.dump(record, f, indent=0, sort_keys=False)
-        f.write("\n")
+    write(record)
     total = sum(len(r["tensors"]) for r in record["runs"])
     print(f"{OUT}: {len(record['runs'])} runs, {total} tensor shapes")
     return 0
