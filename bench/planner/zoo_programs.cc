@@ -24,8 +24,18 @@ Program zoo_program(const ZooModel& model, int64_t batch) {
   Bindings bindings;
   bindings.batch = batch;
   // The zoo's text models (docs/zoo.md) take [batch, seq] token ids.
-  for (const char* text : {"gpt", "bert", "llama", "mistral", "qwen2"})
-    if (model.name.rfind(text, 0) == 0) bindings.dims["seq"] = 128;
+  const auto has = [&](const char* part) { return model.name.find(part) != std::string::npos; };
+  if (has("_kv") || has("_gqa")) {
+    // The KV-cache decoders (docs/zoo.md, "Decoders with a KV cache"): one new token after 127 cached; the
+    // prefill graph has no past; the merged decoder at a prefill (past 0), where both If branches agree.
+    const bool prefill = has("_kv_prefill") || has("_kv_merged");
+    bindings.dims["sequence_length"] = prefill ? 128 : 1;
+    bindings.dims["total_sequence_length"] = 128;
+    if (!has("_kv_prefill")) bindings.dims["past_sequence_length"] = prefill ? 0 : 127;
+  } else {
+    for (const char* text : {"gpt", "bert", "llama", "mistral", "qwen2"})
+      if (model.name.rfind(text, 0) == 0) bindings.dims["seq"] = 128;
+  }
   const Graph graph = import_model(model.path, bindings);
   if (model.training) {
     TrainingOptions options;  // PyTorch, Adam (foreach), fp32, steady state

@@ -3,6 +3,9 @@
 // (onnxruntime/core/graph/contrib_ops/bert_defs.cc, quantization_defs.cc, contrib_defs.cc).
 // LayerNormalization and SimplifiedLayerNormalization are also registered by ONNX Runtime in the default
 // domain (before ONNX itself added LayerNormalization at opset 17), so their rules serve both domains.
+#include <algorithm>
+#include <optional>
+
 #include <onnx/onnx_pb.h>
 
 #include "onnx_import/rules/rules.h"
@@ -208,10 +211,14 @@ bool multi_head_attention(NodeContext& ctx) {
   return true;
 }
 
-// GroupQueryAttention: query [B, S, N*H] (or packed [B, S, (N + 2*KV)*H] with key absent), key [B, S, KV*H],
-// past_key (input 3) [B, KV, P, H], total_sequence_length (input 6). Outputs [B, S, N*H] and
-// present_key/value [B, KV, max(P, total), H]; with total unknown, P (the cache is a shared buffer);
-// without a past, the new keys' length (ORT bert_defs.cc, BaseGroupQueryAttentionTypeAndShapeInference).
+// GroupQueryAttention: query [B, S, N*H] (or packed [B, S, (N + 2*KV)*H] with key absent), key/value
+// [B, L, KV*H], past_key (input 3) [B, KV, P, H], total_sequence_length (input 6, int32). Output [B, S, N*H];
+// present_key/value [B, KV, T, H] in past_key's dtype (an int8 quantized cache stays int8), T by ONNX Runtime's
+// shape inference (onnxruntime/core/graph/contrib_ops/bert_defs.cc, BaseGroupQueryAttentionTypeAndShapeInference,
+// and its kernel's present_sequence_length in group_query_attention_helper.h):
+//   - with a past: max(P, total) (a shared KV buffer of P = max length stays P long; without sharing,
+//     total = P + L); sliding_window_cache=1: P, the window's buffer; total unknown: P, or L when P is 0;
+//   - without a past: total, or L (the new keys) when total is unknown.
 bool group_query_attention(NodeContext& ctx) {
   const Value& q = ctx.required(0);
   const int64_t n = ctx.attr_int("num_heads", 0), kv = ctx.attr_int("kv_num_heads", 0);
@@ -219,12 +226,22 @@ bool group_query_attention(NodeContext& ctx) {
   const bool packed = !ctx.input(1);
   const int64_t head = q.shape[2] / (packed ? ctx.add(n, ctx.mul(2, kv)) : n);
   ctx.set_output(0, q.dtype, {q.shape[0], q.shape[1], ctx.mul(n, head)});
+  const Value* value = ctx.input(2);
+  const int64_t new_len = !packed && value && value->shape.size() == 3 ? value->shape[1] : q.shape[1];
   const Value* past = ctx.input(3);
-  const int64_t past_len = past && past->shape.size() == 4 ? past->shape[2] : 0;
-  int64_t present = past ? past_len : q.shape[1];
-  if (const auto total = ctx.input_ints(6); total && total->size() == 1) present = std::max(past_len, (*total)[0]);
+  if (past && past->shape.size() != 4) ctx.fail("past_key must be [B, KV, P, H]");
+  std::optional<int64_t> total;
+  if (const auto t = ctx.input_ints(6); t && t->size() == 1) total = (*t)[0];
+  int64_t present = total.value_or(new_len);
+  if (past) {
+    const int64_t p = past->shape[2];
+    if (ctx.attr_int("sliding_window_cache", 0) == 1) present = p;
+    else if (total) present = std::max(p, *total);
+    else present = p > 0 ? p : new_len;
+  }
+  const DType dtype = past ? past->dtype : q.dtype;
   for (size_t i = 1; i <= 2; ++i)
-    if (ctx.output_used(i)) ctx.set_output(i, q.dtype, {q.shape[0], kv, present, head});
+    if (ctx.output_used(i)) ctx.set_output(i, dtype, {q.shape[0], kv, present, head});
   return true;
 }
 

@@ -246,6 +246,32 @@ TEST(Microsoft, GroupQueryAttentionWithKvCache) {
   EXPECT_EQ(r.values.at("present_v").shape, Shape({2, 2, 15, 16}));
 }
 
+// The other cases of ONNX Runtime's present length (bert_defs.cc BaseGroupQueryAttentionTypeAndShapeInference;
+// its CPU kernel's present_sequence_length = max(total, past) in group_query_attention_helper.h). The shared
+// buffer case is what onnxruntime-node 1.30 returned for tests/models/llama_tiny_gqa.onnx with a 32-long
+// past at total 17 (tests/models/kv/ort_shapes.json): [2, 2, 32, 32].
+TEST(Microsoft, GroupQueryAttentionPresentLength) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+    g (float[2, 1, 128] q, float[2, 1, 64] k, float[2, 1, 64] v, float[2, 2, 32, 32] pk, float[2, 2, 32, 32] pv,
+       int8[2, 2, 32, 32] qk, int8[2, 2, 32, 32] qv, int32[2] seqlens, float[2, 3, 128] q3, float[2, 3, 64] k3,
+       float[2, 3, 64] v3) => (float[2, 1, 128] out) {
+      total = Constant<value = int32 {17}>()
+      nine = Constant<value = int32 {9}>()
+      out, shared_k, shared_v = com.microsoft.GroupQueryAttention<num_heads = 4, kv_num_heads = 2>(q, k, v, pk, pv, seqlens, total)
+      o2, window_k, window_v = com.microsoft.GroupQueryAttention<num_heads = 4, kv_num_heads = 2, sliding_window_cache = 1>(q, k, v, pk, pv, seqlens, nine)
+      o3, int8_k, int8_v = com.microsoft.GroupQueryAttention<num_heads = 4, kv_num_heads = 2>(q, k, v, qk, qv, seqlens, total)
+      o4, first_k, first_v = com.microsoft.GroupQueryAttention<num_heads = 4, kv_num_heads = 2>(q3, k3, v3, , , seqlens, nine)
+      o5, unknown_k, unknown_v = com.microsoft.GroupQueryAttention<num_heads = 4, kv_num_heads = 2>(q3, k3, v3, , , seqlens, )
+    })");
+  EXPECT_EQ(r.values.at("shared_k").shape, Shape({2, 2, 32, 32}));  // max(past 32, total 17): the shared buffer
+  EXPECT_EQ(r.values.at("window_k").shape, Shape({2, 2, 32, 32}));  // sliding_window_cache: the window's buffer
+  EXPECT_EQ(r.values.at("int8_k").dtype, DType::Int8);              // present in the (quantized) past's dtype
+  EXPECT_EQ(r.values.at("int8_v").shape, Shape({2, 2, 32, 32}));
+  EXPECT_EQ(r.values.at("first_k").shape, Shape({2, 2, 9, 32}));    // no past: total
+  EXPECT_EQ(r.values.at("first_k").dtype, DType::Float32);
+  EXPECT_EQ(r.values.at("unknown_v").shape, Shape({2, 2, 3, 32}));  // no past, no total: the new keys' 3
+}
+
 TEST(Microsoft, QuantizedOps) {
   const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 13, "com.microsoft" : 1]>
     g (float[4, 16] x, uint8[16, 8] wq, float s, uint8 z) => (float[4, 8] y) {

@@ -170,13 +170,14 @@ def empty_tensor(name: str, data_type: int, dims: List[int]) -> TensorProto:
     return tensor
 
 
-def params_to_initializers(model: onnx.ModelProto) -> None:
-    """Every graph input except the token ids is a parameter (export_params=False): make it an
-    initializer of its dims and dtype, without data."""
+def params_to_initializers(model: onnx.ModelProto, inputs: List[str] = INPUT_NAMES) -> None:
+    """Every graph input except `inputs` (the token ids; export_llama_kv.py adds the mask, positions and
+    past tensors) is a parameter (export_params=False): make it an initializer of its dims and dtype,
+    without data."""
     graph = model.graph
     keep = []
     for value in graph.input:
-        if value.name in INPUT_NAMES:
+        if value.name in inputs:
             keep.append(value)
             continue
         tensor_type = value.type.tensor_type
@@ -202,7 +203,11 @@ def stitch(model: onnx.ModelProto, layers: int) -> None:
     Constant nodes only they read. What else layer 1 reads is shared by every later layer of a full export,
     and the clones read it too: the rotary tables and the mask, the shape values (batch, seq) and the
     Unsqueeze nodes of them that the exporter merged across layers (common subexpression elimination
-    keeps the first, in layer 0). check_pipeline() verifies this against a full export."""
+    keeps the first, in layer 0). check_pipeline() verifies this against a full export.
+
+    A KV-cache graph (export_llama_kv.py) also has per-layer graph inputs and outputs, optimum's
+    past_key_values.1.* and present.1.*: each clone reads and writes its own (past_key_values.k.*,
+    present.k.*), appended to the graph's inputs and outputs in layer order, as torch.onnx orders them."""
     graph = model.graph
     nodes = list(graph.node)
     initializers = {t.name: t for t in graph.initializer}
@@ -241,7 +246,9 @@ def stitch(model: onnx.ModelProto, layers: int) -> None:
             template.add(i)
     produced1 = {o for i in template for o in nodes[i].output}
     out_of_layer1 = {o for o in produced1 for r in readers.get(o, []) if r not in template}
-    out_of_layer1 |= {o.name for o in graph.output if o.name in produced1}
+    out_of_layer1 |= {o.name for o in graph.output if o.name in produced1 and not o.name.startswith("present.1.")}
+    cache_inputs = [v for v in graph.input if v.name.startswith("past_key_values.1.")]
+    cache_outputs = [v for v in graph.output if v.name.startswith("present.1.")]
     if len(out_of_layer1) != 1:
         raise SystemExit(f"layer 1 hands {sorted(out_of_layer1)} on; expected one tensor")
     (layer1_out,) = out_of_layer1
@@ -255,6 +262,9 @@ def stitch(model: onnx.ModelProto, layers: int) -> None:
         def rename(name: str, k: int = k, previous_out: str = previous_out) -> str:
             if name == layer0_out:
                 return previous_out
+            for prefix in ("past_key_values.", "present."):
+                if name.startswith(prefix + "1."):
+                    return f"{prefix}{k}." + name[len(prefix + "1."):]
             if name.startswith("layers.1."):
                 return f"layers.{k}." + name[len("layers.1."):]
             if name in produced1 or name in owned1:
@@ -272,6 +282,10 @@ def stitch(model: onnx.ModelProto, layers: int) -> None:
             tensor = copy.deepcopy(initializers[name])
             tensor.name = rename(name)
             graph.initializer.append(tensor)
+        for value, where in [(v, graph.input) for v in cache_inputs] + [(v, graph.output) for v in cache_outputs]:
+            clone = copy.deepcopy(value)
+            clone.name = rename(value.name)
+            where.append(clone)
         previous_out = rename(layer1_out)
     for node in nodes[last + 1:]:
         node.input[:] = [previous_out if i == layer1_out else i for i in node.input]

@@ -21,7 +21,14 @@ step runs:
 Not modelled, because they change no shape and no memory of a training step: rope scaling ("llama3"
 rope_type of Llama 3.1/3.2 rescales inv_freq's values), Mistral-7B-v0.1's sliding window of 4096 (a
 different mask with the same seq × seq shape in eager attention), dropout (0.0 in every config here).
-No KV cache: the graph is the full-sequence forward a training step or a prefill runs.
+Llama is the full-sequence forward a training step or a prefill runs, without a KV cache.
+LlamaWithCache is the same decoder with HF's DynamicCache as optimum's ONNX export spells it: inputs
+input_ids (batch, new), attention_mask (batch, past + new) of ones and zeros, position_ids (batch, new) and,
+with past=True, past_key_values.{i}.key / .value (batch, kv_heads, past, head_dim); outputs logits and
+present.{i}.key / .value (batch, kv_heads, past + new, head_dim), the keys after rotary and before repeat_kv
+(HF's cache stores them so). The mask is HF's 4-D causal mask with padding (_prepare_4d_causal_attention_mask):
+query i sits at position past + i and sees key j <= past + i whose attention_mask is 1, the others get
+float32's minimum added.
 
 Parameter names are HF's (embed_tokens.weight, layers.N.self_attn.q_proj.weight, ..., lm_head.weight)
 without the `model.` prefix, so that regexes written for PEFT targets (q_proj, v_proj, ...) match.
@@ -228,19 +235,28 @@ class Attention(nn.Module):
         self.v_proj = projection("v_proj", h, kv, cfg.attention_bias, device, lora)
         self.o_proj = projection("o_proj", q, h, False, device, lora)
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
+        """With `cache`, also returns the (key, value) this call leaves in the cache: `past`'s, if given,
+        with the new tokens' concatenated after them on the sequence axis (HF DynamicCache.update)."""
         b, s = x.shape[0], x.shape[1]
         q = self.q_proj(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q, self.head_dim) * sin
         k = k * cos + rotate_half(k, self.head_dim) * sin
+        total = s
+        if past is not None:
+            k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
+            total = k.shape[2]
+        present = (k, v)
         n_rep = self.heads // self.kv_heads
-        k = repeat_kv(k, n_rep, b, self.kv_heads, s, self.head_dim)
-        v = repeat_kv(v, n_rep, b, self.kv_heads, s, self.head_dim)
+        k = repeat_kv(k, n_rep, b, self.kv_heads, total, self.head_dim)
+        v = repeat_kv(v, n_rep, b, self.kv_heads, total, self.head_dim)
         scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
         probs = torch.softmax(scores + mask, dim=-1)
         context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
+        if cache:
+            return self.o_proj(context), present
         return self.o_proj(context)
 
 
@@ -264,9 +280,13 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
         self.mlp = MLP(cfg, device, lora)
 
-    def forward(self, x, cos, sin, mask):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
+        if not cache:
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+            return x + self.mlp(self.post_attention_layernorm(x))
+        attended, present = self.self_attn(self.input_layernorm(x), cos, sin, mask, past, cache=True)
+        x = x + attended
+        return x + self.mlp(self.post_attention_layernorm(x)), present
 
 
 class Llama(nn.Module):
@@ -287,6 +307,12 @@ class Llama(nn.Module):
             for name, parameter in self.named_parameters():
                 parameter.requires_grad_(".lora_A." in name or ".lora_B." in name)
 
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(x)
+        if self.lm_head is None:
+            return F.linear(x, self.embed_tokens.weight)  # tied: logits through the input embedding
+        return self.lm_head(x)
+
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         seq = input_ids.shape[1]
         x = self.embed_tokens(input_ids)
@@ -298,6 +324,70 @@ class Llama(nn.Module):
         if self.lm_head is None:
             return F.linear(x, self.embed_tokens.weight)  # tied: logits through the input embedding
         return self.lm_head(x)
+
+
+def rotary_from_positions(position_ids: torch.Tensor, head_dim: int, theta: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(batch, 1, new, head_dim) cos and sin at the given positions (LlamaRotaryEmbedding.forward with
+    position_ids: inv_freq[None, :, None] @ position_ids[:, None, :], transposed; the same products)."""
+    inv_freq = inverse_frequencies(head_dim, theta, position_ids.device)
+    freqs = position_ids.unsqueeze(-1).to(torch.float32) * inv_freq.unsqueeze(0)  # (batch, new, head_dim / 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
+
+
+def cache_mask(attention_mask: torch.Tensor, new) -> torch.Tensor:
+    """(batch, 1, new, past + new) additive mask: HF's causal mask offset by the past length, with the
+    padded keys (attention_mask 0) blocked too; blocked entries get float32's minimum (as HF, not -inf,
+    so that a fully padded row stays finite)."""
+    total = attention_mask.shape[1]
+    device = attention_mask.device
+    query_positions = torch.arange(new, device=device) + (total - new)
+    future = torch.arange(total, device=device).unsqueeze(0) > query_positions.unsqueeze(1)  # (new, total)
+    padded = attention_mask[:, None, None, :] == 0  # (batch, 1, 1, total)
+    blocked = future[None, None, :, :] | padded
+    return blocked.to(torch.float32) * torch.finfo(torch.float32).min
+
+
+class LlamaWithCache(Llama):
+    """LlamaForCausalLM with the KV cache, as optimum exports it (decoder_model.onnx with past=False,
+    decoder_with_past_model.onnx with past=True): forward(input_ids, attention_mask, position_ids,
+    past_key_values.0.key, past_key_values.0.value, ...) -> (logits, present.0.key, present.0.value, ...)."""
+
+    def __init__(self, cfg: LlamaConfig, past: bool, layers: Optional[int] = None, device=None):
+        super().__init__(cfg, layers=layers, device=device)
+        self.past = past
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, *past_kv):
+        if len(past_kv) != (2 * len(self.layers) if self.past else 0):
+            raise ValueError(f"expected {2 * len(self.layers) if self.past else 0} past tensors, got {len(past_kv)}")
+        x = self.embed_tokens(input_ids)
+        cos, sin = rotary_from_positions(position_ids, self.cfg.head_dim, self.cfg.rope_theta)
+        mask = cache_mask(attention_mask, input_ids.shape[1])
+        presents = []
+        for i, layer in enumerate(self.layers):
+            past = (past_kv[2 * i], past_kv[2 * i + 1]) if self.past else None
+            x, present = layer(x, cos, sin, mask, past, cache=True)
+            presents.extend(present)
+        return (self.head(x), *presents)
+
+
+def cache_names(layers: int) -> Tuple[list, list]:
+    """optimum's names: past_key_values.{i}.key/value in, present.{i}.key/value out."""
+    past = [f"past_key_values.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+    return past, [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+
+
+def make_cache_inputs(cfg: LlamaConfig, batch: int, new: int, past: int, layers: Optional[int], seed: int,
+                      device="cpu", with_past: bool = True) -> Tuple[torch.Tensor, ...]:
+    """input_ids, attention_mask (ones), position_ids past..past+new-1, and the past tensors (random)."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    ids = torch.randint(0, cfg.vocab_size, (batch, new), generator=gen)
+    mask = torch.ones(batch, past + new, dtype=torch.int64)
+    positions = torch.arange(past, past + new, dtype=torch.int64).unsqueeze(0).expand(batch, new).contiguous()
+    count = cfg.num_hidden_layers if layers is None else layers
+    kv = [torch.randn(batch, cfg.num_key_value_heads, past, cfg.head_dim, generator=gen)
+          for _ in range(2 * count)] if with_past else []
+    return tuple(t.to(device) for t in (ids, mask, positions, *kv))
 
 
 def make_inputs(cfg: LlamaConfig, batch: int, seq: int, seed: int, device="cpu") -> Tuple[torch.Tensor]:
