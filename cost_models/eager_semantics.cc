@@ -4,6 +4,7 @@
 
 #include "cost_models/autograd_rules.h"
 #include "cost_models/graph_facts.h"
+#include "cost_models/quantized_weights.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/runtime_rules.h"
 #include "onnx_import/checked.h"
@@ -141,6 +142,16 @@ std::vector<ForwardExtra> forward_extras(const Graph& g, const FusedOp& op, bool
   if (n.op_type == "Dropout" && y >= 0 && node_output(n, 1) < 0 && !dropout_is_noop(g, n, training))  // else the graph's mask
     return {{":mask", checked_mul(g.tensors[y].elements(), kDropoutMaskBytes), Category::Activation}};
   return {};
+}
+
+std::vector<ForwardExtra> ort_forward_extras(const Graph& g, const FusedOp& op, const std::vector<DType>& dtype) {
+  if (op.kind != OpKind::Node) return {};
+  const Node& n = g.nodes[op.nodes.back()];
+  const int32_t a = node_input(n, 0);
+  if (n.op_type != "MatMulNBits" || n.domain != "com.microsoft" || a < 0) return {};
+  const uint64_t bytes = ort_matmul_nbits_scratch_bytes(g, n, static_cast<uint64_t>(dtype_bits(dtype[a]) / 8));
+  if (bytes == 0) return {};
+  return {{":dequantized_b", bytes, Category::Workspace}};
 }
 
 ForwardAliasing::ForwardAliasing(const Graph& g, Semantics semantics, bool training, const std::vector<DType>& dtype)

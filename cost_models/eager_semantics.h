@@ -62,6 +62,11 @@ struct ForwardExtra {
 };
 std::vector<ForwardExtra> forward_extras(const Graph& g, const FusedOp& op, bool training);
 
+// A buffer ONNX Runtime's CUDA EP takes from its arena inside a kernel, beyond the op's outputs, and returns
+// when the kernel ends: MatMulNBits' dequantized weight for a GEMM (quantized_weights.h), a Workspace.
+// `dtype` is each tensor's storage type.
+std::vector<ForwardExtra> ort_forward_extras(const Graph& g, const FusedOp& op, const std::vector<DType>& dtype);
+
 // Rows of a layer norm over `x` (the product of the dims before the first normalised axis).
 uint64_t layer_norm_rows(const Graph& g, const FusedOp& op);
 

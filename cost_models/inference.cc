@@ -111,6 +111,7 @@ class InferenceBuilder {
       step.writes.push_back(buffer_of_[t]);
     }
     if (pytorch()) add_pytorch_extras(op, step);
+    if (ort()) add_ort_extras(op, step);
     result_.program.steps.push_back(std::move(step));
   }
 
@@ -123,6 +124,16 @@ class InferenceBuilder {
     }
     if (uses_cublas(op))
       writer_.touch_workspace(cublas_workspace_, "cublas_workspace", cublas_workspace_bytes(opt_.cuda_arch_major), step);
+  }
+
+  // What ORT's CUDA kernels take from the arena inside the op (MatMulNBits' dequantized weight); returned
+  // when the kernel ends.
+  void add_ort_extras(const FusedOp& op, Step& step) {
+    for (const ForwardExtra& e : ort_forward_extras(g_, op, dtype_)) {
+      step.writes.push_back(writer_.new_buffer(op.name + e.suffix, e.bytes, e.category));
+      ++ort_dequantized_;
+      ort_dequantized_bytes_ = checked_add(ort_dequantized_bytes_, e.bytes, "dequantized weight bytes");
+    }
   }
 
   bool has_op(std::initializer_list<const char*> types) const {
@@ -168,6 +179,9 @@ class InferenceBuilder {
         notes.push_back(std::to_string(shapes) + " shape-computation tensors live in CPU memory under ORT's CUDA EP and are not counted.");
       notes.push_back("ORT copies on Transpose, Expand, Slice and Split; unary activations may reuse their input's buffer (MayInplace).");
       notes.push_back("ORT's cuBLAS/cuDNN workspaces are not modelled.");
+      if (ort_dequantized_ > 0)
+        notes.push_back(std::to_string(ort_dequantized_) + " MatMulNBits ops dequantize their weight for a cuBLAS GEMM instead of the fused GEMV (M > 1, g_idx or typed zero points), " +
+                        std::to_string(ort_dequantized_bytes_) + " bytes in all, each freed after its op (matmul_nbits.cc).");
     }
   }
 
@@ -184,6 +198,8 @@ class InferenceBuilder {
   int32_t cublas_workspace_ = -1;
   int maxpool_indices_ = 0;
   int tied_copies_ = 0;
+  int ort_dequantized_ = 0;
+  uint64_t ort_dequantized_bytes_ = 0;
 };
 
 }  // namespace
