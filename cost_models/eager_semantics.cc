@@ -73,6 +73,27 @@ bool constant_on_device(const Graph& g, int32_t t, Semantics semantics, const st
   return !(semantics == Semantics::PyTorchEager && is_python_scalar(g, t));
 }
 
+std::vector<bool> ort_constant_folded(const Graph& g, const std::vector<bool>& shape) {
+  // optimizer_utils.cc, IsOperationDeterministic: the ONNX ops constant folding never runs.
+  static const char* const kNonDeterministic[] = {"RandomUniform", "RandomNormal", "RandomUniformLike",
+                                                  "RandomNormalLike", "Multinomial", "Bernoulli"};
+  std::vector<bool> computed(g.tensors.size(), false);  // outputs of folded nodes, shape computations included
+  for (const Node& n : g.nodes) {  // topological order: a folded input is decided before its readers
+    if (n.op_type == "Constant" || n.op_type == "DequantizeLinear" || n.inputs.empty()) continue;
+    if (n.domain.empty() && std::find_if(std::begin(kNonDeterministic), std::end(kNonDeterministic),
+                                         [&](const char* op) { return n.op_type == op; }) != std::end(kNonDeterministic))
+      continue;
+    bool all_constant = true;
+    for (int32_t t : n.inputs) all_constant = all_constant && (t < 0 || is_constant(g, t) || computed[t]);
+    if (!all_constant || n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan") continue;
+    for (int32_t t : n.outputs)
+      if (t >= 0) computed[t] = true;
+  }
+  std::vector<bool> folded(g.tensors.size(), false);
+  for (size_t t = 0; t < g.tensors.size(); ++t) folded[t] = computed[t] && !shape[t];
+  return folded;
+}
+
 bool dropout_is_noop(const Graph& g, const Node& n, bool training) {
   if (n.op_type != "Dropout") return false;
   if (!training) return true;
