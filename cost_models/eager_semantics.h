@@ -45,7 +45,8 @@ bool constant_on_device(const Graph& g, int32_t tensor, Semantics semantics, con
 // by default) runs, once at session creation on the CPU, every deterministic node without subgraphs whose
 // inputs are all constants, and stores its outputs as initializers; an initializer left unread is dropped.
 // DequantizeLinear is kept (skip_dequantize_linear, true unless session.disable_quant_qdq is set) so QDQ
-// units survive for the EPs that fuse them. Per tensor: the node outputs it folds (shape computations, which
+// units survive for the EPs that fuse them (ORT folds it only inside a whole constant DQ -> X -> Q unit,
+// not modelled). Per tensor: the node outputs it folds (shape computations, which
 // ORT keeps on the CPU, excluded). So a float16 weight Cast to float32 is held as a float32 weight and no
 // Cast runs. `shape` marks the shape computations (shape_tensors()).
 std::vector<bool> ort_constant_folded(const Graph& g, const std::vector<bool>& shape);

@@ -92,20 +92,39 @@ void check_per_tensor_or(NodeContext& ctx, size_t i, const char* name, int64_t n
              ", not " + dims_text(v->shape));
 }
 
-int64_t last_dim(const Value& v) { return v.shape.empty() ? -1 : v.shape.back(); }
+// A matmul operand's scale or zero point (ONNX QLinearMatMul-10, MatMulInteger-10): per tensor, or per row
+// of A / per column of B: a 1-D vector of rows (A) or columns (B), or the operand's shape with the reduced
+// K axis 1 ([..., M, 1] for A, [..., 1, N] for B). `a_side` picks A (K last) or B (K second-last).
+void check_matmul_param(NodeContext& ctx, size_t i, const char* name, const Value& operand, bool a_side) {
+  const Value* v = ctx.input(i);
+  if (!v || per_tensor(*v)) return;
+  const size_t r = operand.shape.size();
+  if (r >= 2) {
+    const size_t keep = a_side ? r - 2 : r - 1, k = a_side ? r - 1 : r - 2;
+    if (v->shape.size() == 1 && v->shape[0] == operand.shape[keep]) return;
+    std::vector<int64_t> want = operand.shape;
+    want[k] = 1;
+    if (v->shape == want) return;
+    ctx.fail(std::string(name) + " must be a scalar, 1-D with " + std::to_string(operand.shape[keep]) + " values (one per " +
+             (a_side ? "row" : "column") + ") or " + dims_text(want) + ", not " + dims_text(v->shape));
+  }
+  ctx.fail(std::string(name) + " must be a scalar for a 1-D operand, not " + dims_text(v->shape));
+}
 
-// QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp): a's parameters per tensor; b's per tensor
-// or one per output column (b's last dim), as ONNX Runtime's kernel accepts; y's per tensor.
+// QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp): a's and y's parameters per tensor or per
+// row, b's per tensor or per column.
 bool qlinear_matmul(NodeContext& ctx) {
-  for (size_t i : {1, 2, 6, 7}) check_per_tensor_or(ctx, i, i < 6 ? "a's scale/zero point" : "y's scale/zero point", -1, "");
-  const int64_t n = last_dim(ctx.required(3));
-  check_per_tensor_or(ctx, 4, "b_scale", n, "one per output column");
-  check_per_tensor_or(ctx, 5, "b_zero_point", n, "one per output column");
+  const Value& a = ctx.required(0);
+  const Value& b = ctx.required(3);
+  check_matmul_param(ctx, 1, "a_scale", a, true);
+  check_matmul_param(ctx, 2, "a_zero_point", a, true);
+  check_matmul_param(ctx, 4, "b_scale", b, false);
+  check_matmul_param(ctx, 5, "b_zero_point", b, false);
   return false;  // ONNX's schema shapes it
 }
 
 // QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B): w's parameters per tensor or one per
-// output channel (w's first dim M); the others per tensor.
+// output channel (w's first dim M); x's and y's per tensor.
 bool qlinear_conv(NodeContext& ctx) {
   for (size_t i : {1, 2, 6, 7}) check_per_tensor_or(ctx, i, i < 6 ? "x's scale/zero point" : "y's scale/zero point", -1, "");
   const Value& w = ctx.required(3);
@@ -117,12 +136,11 @@ bool qlinear_conv(NodeContext& ctx) {
   return false;
 }
 
-// MatMulInteger(A, B, a_zero_point, b_zero_point): A's zero point per tensor or per row (A's second-last dim),
-// B's per tensor or per column (B's last dim).
+// MatMulInteger(A, B, a_zero_point, b_zero_point): A's zero point per tensor or per row, B's per tensor or
+// per column.
 bool matmul_integer(NodeContext& ctx) {
-  const Value& a = ctx.required(0);
-  check_per_tensor_or(ctx, 2, "a_zero_point", a.shape.size() >= 2 ? a.shape[a.shape.size() - 2] : -1, "one per row of A");
-  check_per_tensor_or(ctx, 3, "b_zero_point", last_dim(ctx.required(1)), "one per column of B");
+  check_matmul_param(ctx, 2, "a_zero_point", ctx.required(0), true);
+  check_matmul_param(ctx, 3, "b_zero_point", ctx.required(1), false);
   return false;
 }
 

@@ -175,5 +175,22 @@ TEST(QuantizedWeights, OrtMatMulNBitsDequantizesOnlyWhenItCannotRunTheGemv) {
   EXPECT_EQ(nozp.buffers[buffer_named(nozp, scratch)].bytes, 6144u);
 }
 
+// ORT's constant folding keeps an initializer that a node it does not fold still reads: w16 [4, 8] float16
+// (64 bytes) feeds a Cast (folded: float32 [4, 8] = 128 bytes, resident, read by a Mul with an input) and an
+// Add with the input x, which runs. Resident: 64 + 128 = 192 bytes; under ideal only w16's 64.
+TEST(QuantizedWeights, OrtFoldingKeepsAConstantAnUnfoldedNodeReads) {
+  testing::GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8}, DType::Float16);
+  const int32_t w16 = b.weight("w16", {4, 8}, DType::Float16);
+  const int32_t w = b.node("Cast", {w16}, {{"w", {4, 8}}}, {{"to", testing::int_attr(1)}});
+  const int32_t y = b.node("Add", {x, w16}, {{"y", {4, 8}}}, {}, DType::Float16);
+  const int32_t x32 = b.input("x32", {4, 8});
+  const int32_t z = b.node("Mul", {w, x32}, {{"z", {4, 8}}});
+  b.output(y);
+  b.output(z);
+  EXPECT_EQ(resident_bytes(infer(b.graph(), Runtime::OnnxRuntime).program), 192u);
+  EXPECT_EQ(resident_bytes(infer(b.graph(), Runtime::Ideal).program), 64u);
+}
+
 }  // namespace
 }  // namespace memplan

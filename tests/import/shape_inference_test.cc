@@ -283,6 +283,20 @@ TEST(Quantized, BlockedAndPerAxisDequantizeAndMatMulNBits) {
   EXPECT_EQ(r.values.at("nb").dtype, DType::Float16);
 }
 
+// ONNX's QLinearMatMul/MatMulInteger allow per-row parameters for a ([M] or [M, 1]) and per-column for b ([N]
+// or [1, N]); both pass the checks and ONNX's schema shapes the result: [2, 64] x [64, 32] -> [2, 32].
+TEST(Quantized, PerRowAndPerColumnMatMulParametersAreAccepted) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 10]>
+    g (uint8[2, 64] a, float[2, 1] as, uint8[2, 1] az, uint8[64, 32] b, float[1, 32] bs, uint8[32] bz, float ys, uint8 yz,
+       uint8[2] aiz) => (uint8[2, 32] y) {
+      y = QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
+      acc = MatMulInteger(a, b, aiz, bz)
+    })");
+  EXPECT_EQ(r.values.at("y").shape, Shape({2, 32}));
+  EXPECT_EQ(r.values.at("acc").shape, Shape({2, 32}));
+  EXPECT_EQ(r.values.at("acc").dtype, DType::Int32);
+}
+
 // Each bad quantization attribute or parameter shape is an InputError naming the node.
 TEST(Quantized, BadAttributesAndScaleShapesNameTheNode) {
   auto nbits = [](const std::string& attrs, const std::string& b_type, const std::string& s_type) {
@@ -318,7 +332,7 @@ TEST(Quantized, BadAttributesAndScaleShapesNameTheNode) {
     g (uint8[2, 64] a, float as, uint8 az, uint8[64, 32] b, float[16] bs, uint8 bz, float ys, uint8 yz) => (uint8[2, 32] y) {
       y = QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
     })");
-  EXPECT_TRUE(contains(e, "QLinearMatMul_0") && contains(e, "b_scale must be a scalar or 1-D with 32 values")) << e;
+  EXPECT_TRUE(contains(e, "QLinearMatMul_0") && contains(e, "b_scale must be a scalar, 1-D with 32 values (one per column) or [1, 32]")) << e;
   e = error_of(R"(<ir_version: 8, opset_import: ["" : 10]>
     g (uint8[1, 3, 8, 8] x, float xs, uint8 xz, uint8[16, 3, 3, 3] w, float[3] ws, uint8 wz, float ys, uint8 yz) => (uint8[1, 16, 6, 6] y) {
       y = QLinearConv(x, xs, xz, w, ws, wz, ys, yz)
@@ -326,7 +340,7 @@ TEST(Quantized, BadAttributesAndScaleShapesNameTheNode) {
   EXPECT_TRUE(contains(e, "w_scale must be a scalar or 1-D with 16 values (one per output channel)")) << e;
   e = error_of(R"(<ir_version: 8, opset_import: ["" : 10]>
     g (uint8[2, 64] a, uint8[64, 32] b, uint8 az, uint8[2] bz) => (int32[2, 32] y) { y = MatMulInteger(a, b, az, bz) })");
-  EXPECT_TRUE(contains(e, "b_zero_point must be a scalar or 1-D with 32 values")) << e;
+  EXPECT_TRUE(contains(e, "b_zero_point must be a scalar, 1-D with 32 values (one per column) or [1, 32]")) << e;
 }
 
 // --- control flow ----------------------------------------------------------------------------------
