@@ -92,6 +92,7 @@ std::vector<QuantizedWeight> quantized_weights(const Graph& g) {
 // N × K_padded values of A's type (K_padded = ceil(K / block_size) × block_size) and multiplied by cuBLAS.
 // sharedMemPerBlock is 48 KiB on every CUDA GPU (CUDA C++ Programming Guide, "Technical Specifications per
 // Compute Capability": 48 KB per thread block without the dynamic opt-in, which this kernel does not use).
+// Newer builds also have a 2-bit GEMV (matmul_2bits.cu); here 2-bit weights take the dequantize path.
 // Newer builds dequantize in chunks of 32,768 rows when the full buffer passes 256 MiB and N > 65,536;
 // not modelled (the released kernels allocate the full buffer).
 uint64_t ort_matmul_nbits_scratch_bytes(const Graph& g, const Node& n, uint64_t a_bytes_per_value) {
