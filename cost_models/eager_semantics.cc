@@ -4,6 +4,7 @@
 
 #include "cost_models/autograd_rules.h"
 #include "cost_models/graph_facts.h"
+#include "cost_models/quantized_weights.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/runtime_rules.h"
 #include "onnx_import/checked.h"
@@ -70,6 +71,27 @@ bool constant_on_device(const Graph& g, int32_t t, Semantics semantics, const st
   if (semantics == Semantics::AsWritten) return true;
   if (constant_only_in_shape_math(g, t, shape)) return false;
   return !(semantics == Semantics::PyTorchEager && is_python_scalar(g, t));
+}
+
+std::vector<bool> ort_constant_folded(const Graph& g, const std::vector<bool>& shape) {
+  // optimizer_utils.cc, IsOperationDeterministic: the ONNX ops constant folding never runs.
+  static const char* const kNonDeterministic[] = {"RandomUniform", "RandomNormal", "RandomUniformLike",
+                                                  "RandomNormalLike", "Multinomial", "Bernoulli"};
+  std::vector<bool> computed(g.tensors.size(), false);  // outputs of folded nodes, shape computations included
+  for (const Node& n : g.nodes) {  // topological order: a folded input is decided before its readers
+    if (n.op_type == "Constant" || n.op_type == "DequantizeLinear" || n.inputs.empty()) continue;
+    if (n.domain.empty() && std::find_if(std::begin(kNonDeterministic), std::end(kNonDeterministic),
+                                         [&](const char* op) { return n.op_type == op; }) != std::end(kNonDeterministic))
+      continue;
+    bool all_constant = true;
+    for (int32_t t : n.inputs) all_constant = all_constant && (t < 0 || is_constant(g, t) || computed[t]);
+    if (!all_constant || n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan") continue;
+    for (int32_t t : n.outputs)
+      if (t >= 0) computed[t] = true;
+  }
+  std::vector<bool> folded(g.tensors.size(), false);
+  for (size_t t = 0; t < g.tensors.size(); ++t) folded[t] = computed[t] && !shape[t];
+  return folded;
 }
 
 bool dropout_is_noop(const Graph& g, const Node& n, bool training) {
@@ -141,6 +163,16 @@ std::vector<ForwardExtra> forward_extras(const Graph& g, const FusedOp& op, bool
   if (n.op_type == "Dropout" && y >= 0 && node_output(n, 1) < 0 && !dropout_is_noop(g, n, training))  // else the graph's mask
     return {{":mask", checked_mul(g.tensors[y].elements(), kDropoutMaskBytes), Category::Activation}};
   return {};
+}
+
+std::vector<ForwardExtra> ort_forward_extras(const Graph& g, const FusedOp& op, const std::vector<DType>& dtype) {
+  if (op.kind != OpKind::Node) return {};
+  const Node& n = g.nodes[op.nodes.back()];
+  const int32_t a = node_input(n, 0);
+  if (n.op_type != "MatMulNBits" || n.domain != "com.microsoft" || a < 0) return {};
+  const uint64_t bytes = ort_matmul_nbits_scratch_bytes(g, n, static_cast<uint64_t>(dtype_bits(dtype[a]) / 8));
+  if (bytes == 0) return {};
+  return {{":dequantized_b", bytes, Category::Workspace}};
 }
 
 ForwardAliasing::ForwardAliasing(const Graph& g, Semantics semantics, bool training, const std::vector<DType>& dtype)

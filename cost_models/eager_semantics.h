@@ -41,6 +41,16 @@ std::vector<bool> off_device_shape_tensors(const Graph& g, Semantics semantics);
 // read by shape math (a Python value in PyTorch, CPU memory in ORT), not a Python number (PyTorch).
 bool constant_on_device(const Graph& g, int32_t tensor, Semantics semantics, const std::vector<bool>& shape);
 
+// ONNX Runtime's ConstantFolding (onnxruntime/core/optimizer/constant_folding.cc, a level-1 transformer on
+// by default) runs, once at session creation on the CPU, every deterministic node without subgraphs whose
+// inputs are all constants, and stores its outputs as initializers; an initializer left unread is dropped.
+// DequantizeLinear is kept (skip_dequantize_linear, true unless session.disable_quant_qdq is set) so QDQ
+// units survive for the EPs that fuse them (ORT folds it only inside a whole constant DQ -> X -> Q unit,
+// not modelled). Per tensor: the node outputs it folds (shape computations, which
+// ORT keeps on the CPU, excluded). So a float16 weight Cast to float32 is held as a float32 weight and no
+// Cast runs. `shape` marks the shape computations (shape_tensors()).
+std::vector<bool> ort_constant_folded(const Graph& g, const std::vector<bool>& shape);
+
 // PyTorch's dropout returns its input, allocating neither an output nor a mask, when not training or when
 // p == 0 (aten/src/ATen/native/Dropout.cpp: `if (p == 0 || !train || input.numel() == 0) return input;`).
 // In training, a Dropout is a no-op when its ratio is a known 0 (input 1, or the `ratio` attribute before
@@ -61,6 +71,11 @@ struct ForwardExtra {
   Category category = Category::Activation;
 };
 std::vector<ForwardExtra> forward_extras(const Graph& g, const FusedOp& op, bool training);
+
+// A buffer ONNX Runtime's CUDA EP takes from its arena inside a kernel, beyond the op's outputs, and returns
+// when the kernel ends: MatMulNBits' dequantized weight for a GEMM (quantized_weights.h), a Workspace.
+// `dtype` is each tensor's storage type.
+std::vector<ForwardExtra> ort_forward_extras(const Graph& g, const FusedOp& op, const std::vector<DType>& dtype);
 
 // Rows of a layer norm over `x` (the product of the dims before the first normalised axis).
 uint64_t layer_norm_rows(const Graph& g, const FusedOp& op);

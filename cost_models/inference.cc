@@ -26,6 +26,7 @@ class InferenceBuilder {
       : g_(g), opt_(opt), semantics_(inference_semantics(opt.runtime)), writer_(result_.program),
         buffer_of_(g.tensors.size(), -1), last_use_(g.tensors.size(), -1),
         shape_(off_device_shape_tensors(g, semantics_)), dtype_(storage_dtypes(g, opt.float_dtype)),
+        folded_(ort() ? ort_constant_folded(g, shape_) : std::vector<bool>(g.tensors.size(), false)),
         aliasing_(g, semantics_, /*training=*/false, dtype_) {
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int32_t c : g.tensors[t].consumers) last_use_[t] = std::max(last_use_[t], c);
@@ -36,7 +37,8 @@ class InferenceBuilder {
     add_constants();
     add_inputs();
     const std::vector<FusedOp> ops = executed_ops(g_, semantics_, opt_.attention, shape_);
-    for (const FusedOp& op : ops) add_op(op);
+    for (const FusedOp& op : ops)
+      if (!folded_op(op)) add_op(op);
     for (int32_t t : g_.outputs)
       if (buffer_of_[t] >= 0) result_.program.buffers[buffer_of_[t]].live_at_end = true;
     add_notes(ops);
@@ -55,13 +57,38 @@ class InferenceBuilder {
 
   uint64_t tensor_bytes(int32_t t) const { return bytes_as(g_.tensors[t], dtype_[t]); }
 
+  // ORT: an op whose outputs its constant folding computed at session creation does not run.
+  bool folded_op(const FusedOp& op) const {
+    bool any = false;
+    for (int32_t t : op.outputs) {
+      if (shape_[t]) continue;
+      if (!folded_[t]) return false;
+      any = true;
+    }
+    return any;
+  }
+
+  // ORT: a constant whose every reader was folded is no longer held (the folded result is).
+  bool read_only_by_folded(int32_t t) const {
+    const Tensor& x = g_.tensors[t];
+    if (!ort() || x.consumers.empty() || is_graph_output(g_, t)) return false;
+    for (int32_t c : x.consumers) {
+      bool folded = false;
+      for (int32_t o : g_.nodes[c].outputs) folded = folded || (o >= 0 && folded_[o]);
+      if (!folded) return false;
+    }
+    return true;
+  }
+
   // Initializers and Constant-node outputs that the runtime holds on the device: resident weights.
   // PyTorch holds a tied output embedding once: the exporter's transposed copy shares its buffer.
   void add_constants() {
     const std::vector<int32_t> tied = pytorch() ? tied_embedding_copies(g_) : std::vector<int32_t>(g_.tensors.size(), -1);
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
       const int32_t id = static_cast<int32_t>(t);
-      if (tied[t] >= 0 || !constant_on_device(g_, id, semantics_, shape_)) continue;
+      if (tied[t] >= 0) continue;
+      if (!folded_[t] && (!constant_on_device(g_, id, semantics_, shape_) || read_only_by_folded(id))) continue;
+      if (folded_[t]) ++folded_count_;
       const int32_t b = writer_.new_buffer(g_.tensors[t].name, tensor_bytes(id), Category::Weight);
       writer_.buffer(b).resident = true;
       buffer_of_[t] = b;
@@ -111,6 +138,7 @@ class InferenceBuilder {
       step.writes.push_back(buffer_of_[t]);
     }
     if (pytorch()) add_pytorch_extras(op, step);
+    if (ort()) add_ort_extras(op, step);
     result_.program.steps.push_back(std::move(step));
   }
 
@@ -123,6 +151,16 @@ class InferenceBuilder {
     }
     if (uses_cublas(op))
       writer_.touch_workspace(cublas_workspace_, "cublas_workspace", cublas_workspace_bytes(opt_.cuda_arch_major), step);
+  }
+
+  // What ORT's CUDA kernels take from the arena inside the op (MatMulNBits' dequantized weight); returned
+  // when the kernel ends.
+  void add_ort_extras(const FusedOp& op, Step& step) {
+    for (const ForwardExtra& e : ort_forward_extras(g_, op, dtype_)) {
+      step.writes.push_back(writer_.new_buffer(op.name + e.suffix, e.bytes, e.category));
+      ++ort_dequantized_;
+      ort_dequantized_bytes_ = checked_add(ort_dequantized_bytes_, e.bytes, "dequantized weight bytes");
+    }
   }
 
   bool has_op(std::initializer_list<const char*> types) const {
@@ -168,6 +206,12 @@ class InferenceBuilder {
         notes.push_back(std::to_string(shapes) + " shape-computation tensors live in CPU memory under ORT's CUDA EP and are not counted.");
       notes.push_back("ORT copies on Transpose, Expand, Slice and Split; unary activations may reuse their input's buffer (MayInplace).");
       notes.push_back("ORT's cuBLAS/cuDNN workspaces are not modelled.");
+      if (folded_count_ > 0)
+        notes.push_back(std::to_string(folded_count_) + " tensors computed only from constants (a float16 weight cast to float32, ...) "
+                        "are folded into weights when ORT creates the session (constant_folding.cc); DequantizeLinear is not folded.");
+      if (ort_dequantized_ > 0)
+        notes.push_back(std::to_string(ort_dequantized_) + " MatMulNBits ops dequantize their weight for a cuBLAS GEMM instead of the fused GEMV (M > 1, g_idx or typed zero points), " +
+                        std::to_string(ort_dequantized_bytes_) + " bytes in all, each freed after its op (matmul_nbits.cc).");
     }
   }
 
@@ -180,10 +224,14 @@ class InferenceBuilder {
   std::vector<int32_t> last_use_;    // tensor -> last consumer node (INT32_MAX for graph outputs)
   const std::vector<bool> shape_;    // tensor is a shape computation off the device
   const std::vector<DType> dtype_;   // tensor -> storage type under --dtype
+  const std::vector<bool> folded_;   // tensor -> computed by ORT's constant folding (onnxruntime only)
   ForwardAliasing aliasing_;
   int32_t cublas_workspace_ = -1;
   int maxpool_indices_ = 0;
   int tied_copies_ = 0;
+  int folded_count_ = 0;
+  int ort_dequantized_ = 0;
+  uint64_t ort_dequantized_bytes_ = 0;
 };
 
 }  // namespace

@@ -11,17 +11,29 @@
 namespace memplan {
 namespace {
 
-// Inputs of default-domain ops that take a float tensor which is not a learned parameter, so a float
-// initializer used only in these slots is a buffer (not counted among parameters):
+// Inputs of ops that take a float tensor which is not a learned parameter, so a float initializer used only
+// in these slots is a buffer (not counted among parameters):
 //   BatchNormalization 3, 4: running mean and variance (torch registers them as buffers, not parameters:
 //     torch/nn/modules/batchnorm.py, register_buffer("running_mean"...)); ONNX operator spec input order.
 //   Clip 1, 2: min and max (ReLU6 exports them since opset 11).
 //   Resize 1, 2 and Upsample 1: roi and scales.   Pad 2: constant_value.   Dropout 1: ratio.
-//   QuantizeLinear / DequantizeLinear 1, 2: scale and zero point.
-bool is_non_learnable_slot(std::string_view op, int slot) {
+//   Quantization parameters (scales and zero points), the ONNX specs' input orders: QuantizeLinear /
+//   DequantizeLinear 1, 2; QLinearMatMul and QLinearConv 1, 2, 4, 5, 6, 7. In com.microsoft
+//   (onnxruntime docs/ContribOperators.md): MatMulNBits 2, 3; QGemm 1, 2, 4, 5, 7, 8;
+//   DynamicQuantizeMatMul 2, 3; MatMulIntegerToFloat 2, 3, 4, 5; QuantizeLinear / DequantizeLinear 1, 2.
+bool is_non_learnable_slot(std::string_view domain, std::string_view op, int slot) {
+  const bool qdq = op == "QuantizeLinear" || op == "DequantizeLinear";
+  if (domain == "com.microsoft") {
+    if (qdq) return slot == 1 || slot == 2;
+    if (op == "MatMulNBits" || op == "DynamicQuantizeMatMul") return slot == 2 || slot == 3;
+    if (op == "QGemm") return slot == 1 || slot == 2 || slot == 4 || slot == 5 || slot == 7 || slot == 8;
+    if (op == "MatMulIntegerToFloat") return slot >= 2 && slot <= 5;
+    return false;
+  }
+  if (!domain.empty()) return false;
   if (op == "BatchNormalization") return slot == 3 || slot == 4;
-  if (op == "Clip" || op == "Resize" || op == "QuantizeLinear" || op == "DequantizeLinear")
-    return slot == 1 || slot == 2;
+  if (op == "Clip" || op == "Resize" || qdq) return slot == 1 || slot == 2;
+  if (op == "QLinearMatMul" || op == "QLinearConv") return slot == 1 || slot == 2 || (slot >= 4 && slot <= 7);
   if (op == "Upsample" || op == "Dropout") return slot == 1;
   if (op == "Pad") return slot == 2;
   return false;
@@ -33,11 +45,11 @@ bool is_non_learnable_slot(std::string_view op, int slot) {
 using UseCounts = std::unordered_map<std::string_view, int>;
 void count_uses(const onnx::GraphProto& graph, UseCounts& uses, UseCounts& non_learnable_uses) {
   for (const onnx::NodeProto& node : graph.node()) {
-    const bool default_domain = normalize_domain(node.domain()).empty();
+    const std::string_view domain = normalize_domain(node.domain());
     for (int i = 0; i < node.input_size(); ++i) {
       if (node.input(i).empty()) continue;
       ++uses[node.input(i)];
-      if (default_domain && is_non_learnable_slot(node.op_type(), i)) ++non_learnable_uses[node.input(i)];
+      if (is_non_learnable_slot(domain, node.op_type(), i)) ++non_learnable_uses[node.input(i)];
     }
     for (const onnx::AttributeProto& attr : node.attribute()) {
       if (attr.has_g()) count_uses(attr.g(), uses, non_learnable_uses);

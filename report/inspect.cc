@@ -1,9 +1,12 @@
 #include "report/inspect.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
+#include "cost_models/quantized_weights.h"
+#include "onnx_import/checked.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -32,6 +35,29 @@ std::vector<std::pair<std::string, uint64_t>> ops_by_count(const ModelOverview& 
   std::vector<std::pair<std::string, uint64_t>> ops(o.op_histogram.begin(), o.op_histogram.end());
   std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return ops;
+}
+
+// Quantized weights by storage format (cost_models/quantized_weights.h): values, stored bytes, tensors.
+struct QuantTally {
+  uint64_t weights = 0, values = 0, bytes = 0, tensors = 0;
+  void add(const QuantizedWeight& q) {
+    weights += 1;
+    values = checked_add(values, q.values, "quantized weight values");
+    bytes = checked_add(bytes, q.bytes, "quantized weight bytes");
+    tensors += q.tensors.size();
+  }
+};
+struct QuantSummary {
+  QuantTally total;
+  std::map<std::string, QuantTally> by_format;
+};
+QuantSummary summarize_quantized(const Graph& g) {
+  QuantSummary s;
+  for (const QuantizedWeight& q : quantized_weights(g)) {
+    s.total.add(q);
+    s.by_format[q.format].add(q);
+  }
+  return s;
 }
 
 // ---- human output: rows of (indent, label, value), rendered as aligned text or as a Markdown table ----
@@ -71,6 +97,17 @@ std::vector<Row> overview_rows(const ModelOverview& o, const std::optional<Graph
     rows.push_back({1, "in Constant nodes", format_count(stored.constant_values.total.elements) + " elements in " +
                                                 format_count(stored.constant_values.total.tensors) + " tensors, " +
                                                 format_bytes(stored.constant_values.total.bytes)});
+
+  if (graph) {
+    const QuantSummary q = summarize_quantized(*graph);
+    if (q.total.weights > 0) {
+      rows.push_back({0, "Quantized weights", format_count(q.total.weights) + " weights, " + format_count(q.total.values) +
+                                                  " values stored in " + format_bytes(q.total.bytes) + " (values, scales, zero points)"});
+      for (const auto& [format, t] : q.by_format)
+        rows.push_back({1, format, format_count(t.weights) + " weights, " + format_count(t.values) + " values, " +
+                                       format_count(t.bytes) + " B"});
+    }
+  }
 
   auto add_values = [&](const std::string& label, const std::vector<DeclaredValue>& declared,
                         const std::vector<int32_t>* ids) {
@@ -171,6 +208,16 @@ nlohmann::ordered_json inspect_to_json(const ModelOverview& o, const Graph& g) {
   j["parameters"] = tally_json(stored.parameters);
   j["buffers"] = tally_json(stored.buffers);
   j["constant_values"] = tally_json(stored.constant_values);
+  if (const QuantSummary q = summarize_quantized(g); q.total.weights > 0) {
+    auto tally = [](const QuantTally& t) {
+      return Json{{"weights", t.weights}, {"count", t.values}, {"bytes", t.bytes}, {"tensors", t.tensors}};
+    };
+    Json qj = tally(q.total);
+    Json by_format = Json::object();
+    for (const auto& [format, t] : q.by_format) by_format[format] = tally(t);
+    qj["by_format"] = by_format;
+    j["quantized_weights"] = qj;
+  }
   Json inputs = Json::array(), outputs = Json::array();
   for (int32_t id : g.inputs) inputs.push_back(value_json(g.tensors[static_cast<size_t>(id)]));
   for (int32_t id : g.outputs) outputs.push_back(value_json(g.tensors[static_cast<size_t>(id)]));

@@ -1,5 +1,6 @@
-// Rules for ops whose dtype ONNX 1.12 cannot express (types added in opsets 19-23: float8, int4) and for
-// Constant, whose contents memplan needs for evaluating shape computations.
+// Rules for ops whose dtype ONNX 1.12 cannot express (types added in opsets 19-23: float8, int4; the
+// quantize/dequantize pair is in quantized.cc) and for Constant, whose contents memplan needs for
+// evaluating shape computations.
 #include <onnx/onnx_pb.h>
 
 #include "onnx_import/rules/rules.h"
@@ -63,32 +64,12 @@ bool cast_like(NodeContext& ctx) {
   return true;
 }
 
-// QuantizeLinear: y has x's shape; its dtype is the zero point's, else `output_dtype` (opset 21), else uint8.
-bool quantize_linear(NodeContext& ctx) {
-  DType out = DType::UInt8;
-  if (const Value* zp = ctx.input(2)) out = zp->dtype;
-  else if (const int64_t code = ctx.attr_int("output_dtype", 0); code != 0) out = dtype_attr(ctx, code);
-  ctx.set_output(0, out, ctx.required(0).shape);
-  return true;
-}
-
-// DequantizeLinear: y has x's shape; float32 up to opset 18, the scale's dtype from 19, `output_dtype` at 23+.
-bool dequantize_linear(NodeContext& ctx) {
-  DType out = DType::Float32;
-  if (ctx.opset() >= 19 && ctx.input(1)) out = ctx.input(1)->dtype;
-  if (const int64_t code = ctx.attr_int("output_dtype", 0); code != 0) out = dtype_attr(ctx, code);
-  ctx.set_output(0, out, ctx.required(0).shape);
-  return true;
-}
-
 }  // namespace
 
 void register_core_rules(RuleTable& t) {
   t[""]["Constant"] = constant;
   t[""]["Cast"] = cast;
   t[""]["CastLike"] = cast_like;
-  t[""]["QuantizeLinear"] = quantize_linear;
-  t[""]["DequantizeLinear"] = dequantize_linear;
 }
 
 }  // namespace memplan::shape

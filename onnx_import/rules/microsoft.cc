@@ -104,17 +104,6 @@ bool matmul_to_float(NodeContext& ctx) {
   return true;
 }
 
-// MatMulNBits: A [..., K] times a packed [N, K] weight -> [..., N] (attribute N), A's dtype.
-bool matmul_nbits(NodeContext& ctx) {
-  const Value& a = ctx.required(0);
-  const int64_t n = ctx.attr_int("N", -1);
-  if (n < 0 || a.shape.empty()) ctx.fail("needs the N attribute and a non-scalar A");
-  auto shape = a.shape;
-  shape.back() = n;
-  ctx.set_output(0, a.dtype, std::move(shape));
-  return true;
-}
-
 // QLinearAdd/QLinearMul: (A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp) -> broadcast, A's dtype.
 bool qlinear_binary(NodeContext& ctx) {
   const Value& a = ctx.required(0);
@@ -274,7 +263,6 @@ void register_microsoft_rules(RuleTable& t) {
   t[kMs]["FusedMatMul"] = fused_matmul;
   t[kMs]["MatMulIntegerToFloat"] = matmul_to_float;
   t[kMs]["DynamicQuantizeMatMul"] = matmul_to_float;
-  t[kMs]["MatMulNBits"] = matmul_nbits;
   t[kMs]["QLinearAdd"] = qlinear_binary;
   t[kMs]["QLinearMul"] = qlinear_binary;
   t[kMs]["QLinearGlobalAveragePool"] = qlinear_global_avg_pool;

@@ -21,6 +21,7 @@ void register_core_rules(RuleTable& table);         // rules/core.cc: Constant, 
 void register_opset18_rules(RuleTable& table);      // rules/opset18.cc: Reduce*, Split, Pad, Resize, pools
 void register_new_op_rules(RuleTable& table);       // rules/new_ops.cc: ops added after opset 17
 void register_microsoft_rules(RuleTable& table);    // rules/microsoft.cc: com.microsoft contrib ops
+void register_quantized_rules(RuleTable& table);    // rules/quantized.cc: Q/DQ, QLinear*, *Integer, MatMulNBits
 void register_control_flow_rules(RuleTable& table); // rules/control_flow.cc: If, Loop, Scan
 void register_onnx_fix_rules(RuleTable& table);     // rules/onnx_fixes.cc: ops ONNX 1.12 leaves unshaped
 

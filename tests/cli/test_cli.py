@@ -319,6 +319,37 @@ class FrozenDtypeTest(unittest.TestCase):
                           "--frozen-dtype", "nf4", check_rc=2).stderr)
 
 
+class QuantizedWeightsTest(unittest.TestCase):
+    """tests/models/quant (make_quant_models.py): the stored bytes of each quantized weight, counted by hand."""
+
+    def test_inspect_counts_packed_weights_by_hand(self):
+        # MatMulNBits K=80, N=32, 4 bits, block 32: B uint8 [32, 3, 16] = 1536 B, float16 scales [96] = 192 B,
+        # packed uint8 zero points 32 * ceil(3 * 4 / 8) = 64 B.
+        j = run_json("inspect", "tests/models/quant/matmulnbits_4bit_zp.onnx", "--batch", "1", "--dim", "seq=1")
+        q = j["quantized_weights"]
+        self.assertEqual((q["weights"], q["count"], q["bytes"], q["tensors"]), (1, 80 * 32, 1536 + 192 + 64, 3))
+        self.assertEqual(list(q["by_format"]), ["MatMulNBits 4-bit block 32"])
+        # Scales and zero points are not trainable parameters.
+        self.assertEqual(j["parameters"]["count"], 0)
+        self.assertEqual(j["buffers"]["bytes"], 1536 + 192 + 64)
+        # Blocked int4: 64 * 32 / 2 = 1024 B of values, float32 scales [2, 32] = 256 B, int4 zero points 32 B.
+        q = run_json("inspect", "tests/models/quant/qdq_blocked_int4.onnx", "--batch", "1")["quantized_weights"]
+        self.assertEqual(q["by_format"]["DequantizeLinear int4 blocked 32"]["bytes"], 1024 + 256 + 32)
+        self.assertNotIn("quantized_weights", run_json("inspect", "tests/models/resnet18.onnx", "--batch", "1"))
+
+    def test_onnxruntime_dequantizes_matmulnbits_only_past_one_row(self):
+        def workspace(batch, seq):
+            return run_json("estimate", "tests/models/quant/matmulnbits_4bit_zp.onnx", "--batch", str(batch),
+                            "--dim", f"seq={seq}", "--runtime", "onnxruntime")["breakdown"]["workspace"]
+        self.assertEqual(workspace(1, 1), 0)             # M = 1: the fused GEMV reads the packed weight
+        self.assertEqual(workspace(2, 3), 32 * 96 * 2)   # M = 6: B dequantized to float16 [N, K padded to 96]
+
+    def test_bad_bits_exits_2_naming_the_node(self):
+        p = run("estimate", "tests/models/quant/bad_matmulnbits_bits3.onnx", "--batch", "1", "--dim", "seq=1", check_rc=2)
+        self.assertIn("MatMulNBits_0", p.stderr)
+        self.assertIn("bits is 3; it must be 2, 4 or 8", p.stderr)
+
+
 class CheckTest(unittest.TestCase):
     MODEL = ["tests/models/resnet18.onnx", "--batch", "8", "--runtime", "pytorch"]
 

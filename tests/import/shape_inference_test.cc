@@ -289,6 +289,86 @@ TEST(Microsoft, QuantizedOps) {
   EXPECT_EQ(r.values.at("dq").dtype, DType::Float32);
 }
 
+// --- quantized weights (rules/quantized.cc) --------------------------------------------------------
+
+TEST(Quantized, BlockedAndPerAxisDequantizeAndMatMulNBits) {
+  const auto r = infer(R"(<ir_version: 9, opset_import: ["" : 21, "com.microsoft" : 1]>
+    g (float[3, 64] x, int8[64, 32] w, float[2, 32] ws, int8[2, 32] wz, int8[64, 32] v, float[32] vs,
+       float16[2, 5, 80] a, uint8[32, 3, 16] b, float16[96] s, uint8[64] z) => (float[3, 32] y) {
+      w_dq = DequantizeLinear<axis = 0, block_size = 32>(w, ws, wz)
+      v_dq = DequantizeLinear<axis = 1>(v, vs)
+      y = MatMul(x, w_dq)
+      nb = com.microsoft.MatMulNBits<K = 80, N = 32, bits = 4, block_size = 32>(a, b, s, z)
+    })");
+  // Blocked: scale [ceil(64 / 32), 32] = [2, 32] fits; the output has w's shape in the scale's type.
+  EXPECT_EQ(r.values.at("w_dq").shape, Shape({64, 32}));
+  EXPECT_EQ(r.values.at("w_dq").dtype, DType::Float32);
+  EXPECT_EQ(r.values.at("v_dq").shape, Shape({64, 32}));  // per-axis: 32 scales along axis 1
+  // MatMulNBits: n_blocks = ceil(80 / 32) = 3, blob = 16; zero points 32 * ceil(3 * 4 / 8) = 64 bytes.
+  EXPECT_EQ(r.values.at("nb").shape, Shape({2, 5, 32}));
+  EXPECT_EQ(r.values.at("nb").dtype, DType::Float16);
+}
+
+// ONNX's QLinearMatMul/MatMulInteger allow per-row parameters for a ([M] or [M, 1]) and per-column for b ([N]
+// or [1, N]); both pass the checks and ONNX's schema shapes the result: [2, 64] x [64, 32] -> [2, 32].
+TEST(Quantized, PerRowAndPerColumnMatMulParametersAreAccepted) {
+  const auto r = infer(R"(<ir_version: 8, opset_import: ["" : 10]>
+    g (uint8[2, 64] a, float[2, 1] as, uint8[2, 1] az, uint8[64, 32] b, float[1, 32] bs, uint8[32] bz, float ys, uint8 yz,
+       uint8[2] aiz) => (uint8[2, 32] y) {
+      y = QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
+      acc = MatMulInteger(a, b, aiz, bz)
+    })");
+  EXPECT_EQ(r.values.at("y").shape, Shape({2, 32}));
+  EXPECT_EQ(r.values.at("acc").shape, Shape({2, 32}));
+  EXPECT_EQ(r.values.at("acc").dtype, DType::Int32);
+}
+
+// Each bad quantization attribute or parameter shape is an InputError naming the node.
+TEST(Quantized, BadAttributesAndScaleShapesNameTheNode) {
+  auto nbits = [](const std::string& attrs, const std::string& b_type, const std::string& s_type) {
+    return error_of(R"(<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+      g (float16[2, 64] a, )" + b_type + R"( b, )" + s_type + R"( s) => (float16[2, 32] y) {
+        y = com.microsoft.MatMulNBits<)" + attrs + R"(>(a, b, s)
+      })");
+  };
+  const std::string ok = "K = 64, N = 32, bits = 4, block_size = 32";
+  std::string e = nbits("K = 64, N = 32, bits = 3, block_size = 32", "uint8[32, 2, 16]", "float16[64]");
+  EXPECT_TRUE(contains(e, "MatMulNBits_0") && contains(e, "bits is 3; it must be 2, 4 or 8")) << e;
+  e = nbits("K = 64, N = 32, bits = 4, block_size = 24", "uint8[32, 2, 16]", "float16[64]");
+  EXPECT_TRUE(contains(e, "block_size is 24; it must be a power of two, at least 16")) << e;
+  e = nbits("K = 64, N = 32, bits = 4, block_size = 8", "uint8[32, 2, 16]", "float16[64]");
+  EXPECT_TRUE(contains(e, "block_size is 8")) << e;
+  e = nbits(ok, "uint8[32, 2, 8]", "float16[64]");  // blob must be 32 * 4 / 8 = 16
+  EXPECT_TRUE(contains(e, "B must be uint8 [32, 2, 16]")) << e;
+  e = nbits(ok, "uint8[32, 2, 16]", "float16[32]");  // scales N * n_blocks = 64
+  EXPECT_TRUE(contains(e, "scales must hold N * n_blocks = 64 values, not [32]")) << e;
+  e = nbits("K = 48, N = 32, bits = 4, block_size = 32", "uint8[32, 2, 16]", "float16[64]");
+  EXPECT_TRUE(contains(e, "A [2, 64] must end in K = 48")) << e;
+
+  e = error_of(R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (int8[64, 32] w, float[16] s) => (float[64, 32] y) { y = DequantizeLinear<axis = 1>(w, s) })");
+  EXPECT_TRUE(contains(e, "DequantizeLinear_0") && contains(e, "per-axis scale must be 1-D with 32 values")) << e;
+  e = error_of(R"(<ir_version: 9, opset_import: ["" : 21]>
+    g (int8[64, 32] w, float[4, 32] s) => (float[64, 32] y) { y = DequantizeLinear<axis = 0, block_size = 32>(w, s) })");
+  EXPECT_TRUE(contains(e, "blocked scale (block_size 32, axis 0) must be [2, 32]")) << e;
+  e = error_of(R"(<ir_version: 9, opset_import: ["" : 21]>
+    g (int8[64, 32] w, float[2, 32] s, int8[32] z) => (float[64, 32] y) { y = DequantizeLinear<axis = 0, block_size = 32>(w, s, z) })");
+  EXPECT_TRUE(contains(e, "zero point [32] must have the scale's shape [2, 32]")) << e;
+  e = error_of(R"(<ir_version: 8, opset_import: ["" : 10]>
+    g (uint8[2, 64] a, float as, uint8 az, uint8[64, 32] b, float[16] bs, uint8 bz, float ys, uint8 yz) => (uint8[2, 32] y) {
+      y = QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
+    })");
+  EXPECT_TRUE(contains(e, "QLinearMatMul_0") && contains(e, "b_scale must be a scalar, 1-D with 32 values (one per column) or [1, 32]")) << e;
+  e = error_of(R"(<ir_version: 8, opset_import: ["" : 10]>
+    g (uint8[1, 3, 8, 8] x, float xs, uint8 xz, uint8[16, 3, 3, 3] w, float[3] ws, uint8 wz, float ys, uint8 yz) => (uint8[1, 16, 6, 6] y) {
+      y = QLinearConv(x, xs, xz, w, ws, wz, ys, yz)
+    })");
+  EXPECT_TRUE(contains(e, "w_scale must be a scalar or 1-D with 16 values (one per output channel)")) << e;
+  e = error_of(R"(<ir_version: 8, opset_import: ["" : 10]>
+    g (uint8[2, 64] a, uint8[64, 32] b, uint8 az, uint8[2] bz) => (int32[2, 32] y) { y = MatMulInteger(a, b, az, bz) })");
+  EXPECT_TRUE(contains(e, "b_zero_point must be a scalar, 1-D with 32 values (one per column) or [1, 32]")) << e;
+}
+
 // --- control flow ----------------------------------------------------------------------------------
 
 const char* kIfModel = R"(<ir_version: 8, opset_import: ["" : 17]>
