@@ -90,6 +90,10 @@ struct TrainingOptions {
   int gpus = 1;
   Sharding shard = Sharding::None;
   bool gradient_as_bucket_view = false;   // DDP: buckets alias the grads instead of copying them
+  // --tp N / --sequence-parallel: Megatron-style tensor parallelism inside each data-parallel replica
+  // (cost_models/tensor_parallel.h); the program is rank 0's, the busiest GPU of the group.
+  int tp = 1;
+  bool sequence_parallel = false;
   // true: optimizer states exist from the start (a later iteration; the headline).
   // false: the first iteration (states are created inside the optimizer step).
   bool steady_state = true;
