@@ -26,6 +26,8 @@ struct InferenceOptions {
   // workspace size (aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on majors 9, 10 and 12).
   int cuda_arch_major = 9;
   AttentionImpl attention = AttentionImpl::Eager;  // pytorch runtime only
+  int tp = 1;                      // --tp: one GPU of a tensor-parallel group (cost_models/tensor_parallel.h)
+  bool sequence_parallel = false;  // --sequence-parallel
 };
 
 struct CostModelResult {

@@ -15,6 +15,7 @@
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/program_writer.h"
+#include "cost_models/tensor_parallel.h"
 #include "onnx_import/checked.h"
 
 namespace memplan {
@@ -26,7 +27,8 @@ class InferenceBuilder {
       : g_(g), opt_(opt), semantics_(inference_semantics(opt.runtime)), writer_(result_.program),
         buffer_of_(g.tensors.size(), -1), last_use_(g.tensors.size(), -1),
         shape_(off_device_shape_tensors(g, semantics_)), dtype_(storage_dtypes(g, opt.float_dtype)),
-        aliasing_(g, semantics_, /*training=*/false, dtype_) {
+        aliasing_(g, semantics_, /*training=*/false, dtype_),
+        tp_(plan_tensor_parallel(g, opt.tp, opt.sequence_parallel)) {
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int32_t c : g.tensors[t].consumers) last_use_[t] = std::max(last_use_[t], c);
     for (int32_t t : g.outputs) last_use_[t] = INT32_MAX;
@@ -53,7 +55,8 @@ class InferenceBuilder {
     return d;
   }
 
-  uint64_t tensor_bytes(int32_t t) const { return bytes_as(g_.tensors[t], dtype_[t]); }
+  // --tp: the slice one GPU holds.
+  uint64_t tensor_bytes(int32_t t) const { return tp_.local_bytes(g_, t, bytes_as(g_.tensors[t], dtype_[t])); }
 
   // Initializers and Constant-node outputs that the runtime holds on the device: resident weights.
   // PyTorch holds a tied output embedding once: the exporter's transposed copy shares its buffer.
@@ -111,6 +114,12 @@ class InferenceBuilder {
       step.writes.push_back(buffer_of_[t]);
     }
     if (pytorch()) add_pytorch_extras(op, step);
+    for (int32_t node : op.nodes)  // --sequence-parallel: the column-parallel GEMM's gathered input, freed after it
+      if (tp_.gathered_input[node] >= 0) {
+        const int32_t x = tp_.gathered_input[node];
+        step.writes.push_back(writer_.new_buffer(g_.tensors[x].name + ":all_gather", bytes_as(g_.tensors[x], dtype_[x]),
+                                                 Category::Activation));
+      }
     result_.program.steps.push_back(std::move(step));
   }
 
@@ -118,7 +127,8 @@ class InferenceBuilder {
   void add_pytorch_extras(const FusedOp& op, Step& step) {
     for (const ForwardExtra& e : forward_extras(g_, op, /*training=*/false)) {
       const std::string owner = e.suffix == ":indices" ? g_.tensors[op.outputs[0]].name : op.name;
-      step.writes.push_back(writer_.new_buffer(owner + e.suffix, e.bytes, e.category));
+      const uint64_t bytes = op.outputs.empty() ? e.bytes : tp_.local_bytes(g_, op.outputs[0], e.bytes);
+      step.writes.push_back(writer_.new_buffer(owner + e.suffix, bytes, e.category));
       if (e.suffix == ":indices") ++maxpool_indices_;
     }
     if (uses_cublas(op))
@@ -134,6 +144,7 @@ class InferenceBuilder {
 
   void add_notes(const std::vector<FusedOp>& ops) {
     auto& notes = result_.notes;
+    if (opt_.tp > 1) notes.push_back(tensor_parallel_note(tp_));
     if (opt_.float_dtype != DType::Float32)
       notes.push_back("Float weights and activations are stored as " + std::string(dtype_name(opt_.float_dtype)) +
                       " (model.half() / model.bfloat16()).");
@@ -181,6 +192,7 @@ class InferenceBuilder {
   const std::vector<bool> shape_;    // tensor is a shape computation off the device
   const std::vector<DType> dtype_;   // tensor -> storage type under --dtype
   ForwardAliasing aliasing_;
+  const TensorParallelPlan tp_;      // --tp: what each GPU of the group holds a slice of
   int32_t cublas_workspace_ = -1;
   int maxpool_indices_ = 0;
   int tied_copies_ = 0;
@@ -192,6 +204,8 @@ CostModelResult build_inference_program(const Graph& graph, const InferenceOptio
   if (options.float_dtype != DType::Float32 && options.float_dtype != DType::Float16 &&
       options.float_dtype != DType::BFloat16)
     throw InputError("inference dtype must be float32, float16 or bfloat16, not " + std::string(dtype_name(options.float_dtype)));
+  if (options.tp > 1 && options.runtime == Runtime::OnnxRuntime)
+    throw InputError("--tp models Megatron-style tensor parallelism in PyTorch: use --runtime pytorch or ideal");
   return InferenceBuilder(graph, options).build();
 }
 

@@ -119,9 +119,10 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   if (a.gpus < 1) throw InputError("--gpus must be a positive number");
   if (a.tp < 1) throw InputError("--tp must be a positive number");
   if (a.sequence_parallel && a.tp < 2) throw InputError("--sequence-parallel needs --tp N with N >= 2");
-  if (o.mode == Mode::Inference && a.tp != 1) throw InputError("--tp and --sequence-parallel apply to --mode train");
   o.inference.cuda_arch_major = arch;
   o.inference.attention = attention;
+  o.inference.tp = a.tp;
+  o.inference.sequence_parallel = a.sequence_parallel;
   o.top_tensors = a.top;
 
   TrainingOptions& t = o.training;
@@ -214,7 +215,7 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.checkpoint != "none") s += ", checkpoint " + a.checkpoint;
   if (a.mode == "train" && a.grad_accum > 1) s += ", grad-accum " + std::to_string(a.grad_accum);
   if (a.mode == "train" && a.gpus > 1) s += ", " + std::to_string(a.gpus) + " GPUs " + a.shard;
-  if (a.mode == "train" && a.tp > 1) s += ", tp " + std::to_string(a.tp) + (a.sequence_parallel ? " sequence-parallel" : "");
+  if (a.tp > 1) s += ", tp " + std::to_string(a.tp) + (a.sequence_parallel ? " sequence-parallel" : "");
   if (a.mode == "train" && a.torch == "1.13") s += ", torch 1.13";
   if (a.mode == "train" && !a.trainable.empty()) s += ", trainable /" + a.trainable + "/";
   if (a.mode == "train" && !a.frozen.empty()) s += ", frozen /" + a.frozen + "/";
