@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "cost_models/cost_model.h"
 #include "cost_models/tensor_parallel.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
@@ -51,6 +52,37 @@ TEST(TensorParallel, LlamaIsSplitAsMegatronSplitsIt) {
   int gathers = 0;
   for (int32_t x : sp.gathered_input) gathers += x >= 0;
   EXPECT_EQ(gathers, p.column_parallel);  // every column-parallel layer all-gathers its sequence-split input
+}
+
+// Sequence parallelism: each column-parallel layer all-gathers its sequence-split input into a full-size buffer
+// in forward, and again in backward together with the full-size input grad it then reduce-scatters
+// (Megatron's LinearWithGradAccumulationAndAsyncCommunication); what autograd keeps is the shard.
+TEST(TensorParallel, SequenceParallelGathersAreFullSizeTransients) {
+  const Graph g = zoo("llama_tiny_train", 2, 16);
+  TrainingOptions o;
+  o.loss = LossKind::CrossEntropy;
+  o.tp = 2;
+  o.sequence_parallel = true;
+  const TrainingResult r = build_training_program(g, o);
+  const uint64_t full = 2ull * 16 * 128 * 4;  // [batch, seq, hidden] float32, whole
+  int gathers = 0, input_grads = 0;
+  for (const Buffer& b : r.program.buffers) {
+    const bool gather = b.name.size() > 11 && b.name.compare(b.name.size() - 11, 11, ":all_gather") == 0;
+    const bool grad = b.name.rfind("grad:", 0) == 0 && b.name.size() > 5 && b.name.compare(b.name.size() - 5, 5, ":full") == 0;
+    if (gather || grad) {
+      EXPECT_EQ(b.bytes, full) << b.name;
+    }
+    gathers += gather;
+    input_grads += grad;
+  }
+  EXPECT_EQ(gathers, 2 * (4 * 5 + 1));  // forward and backward, 21 column-parallel layers
+  EXPECT_EQ(input_grads, 4 * 5 + 1);
+  // The sequence-split residual stream holds half of [2, 16, 128] float32 on each GPU.
+  for (const Buffer& b : r.program.buffers) {
+    if (b.name == "/layers.0/Add_output_0") {
+      EXPECT_EQ(b.bytes, full / 2);
+    }
+  }
 }
 
 TEST(TensorParallel, GptFusedQkvIsAColumnSplit) {
