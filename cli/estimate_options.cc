@@ -68,6 +68,15 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3"}))
       ->capture_default_str()
       ->group(train);
+  cmd->add_option("--tp", a.tp,
+                  "Tensor-parallel GPUs (Megatron-style column/row-parallel attention and MLP, vocab-parallel embedding "
+                  "and head); the estimate is one GPU's")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group(train);
+  cmd->add_flag("--sequence-parallel", a.sequence_parallel,
+                "With --tp: Megatron's sequence parallelism (norms, dropouts and residuals split along the sequence)")
+      ->group(train);
   cmd->add_option("--optimizer-impl", a.optimizer_impl,
                   "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "
                   "(torch 1.13's default), fused (no temporaries). Default: --torch's")

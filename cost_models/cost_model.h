@@ -26,6 +26,8 @@ struct InferenceOptions {
   // workspace size (aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on majors 9, 10 and 12).
   int cuda_arch_major = 9;
   AttentionImpl attention = AttentionImpl::Eager;  // pytorch runtime only
+  int tp = 1;                      // --tp: one GPU of a tensor-parallel group (cost_models/tensor_parallel.h)
+  bool sequence_parallel = false;  // --sequence-parallel
 };
 
 struct CostModelResult {
@@ -90,6 +92,10 @@ struct TrainingOptions {
   int gpus = 1;
   Sharding shard = Sharding::None;
   bool gradient_as_bucket_view = false;   // DDP: buckets alias the grads instead of copying them
+  // --tp N / --sequence-parallel: Megatron-style tensor parallelism inside each data-parallel replica
+  // (cost_models/tensor_parallel.h); the program is rank 0's, the busiest GPU of the group.
+  int tp = 1;
+  bool sequence_parallel = false;
   // true: optimizer states exist from the start (a later iteration; the headline).
   // false: the first iteration (states are created inside the optimizer step).
   bool steady_state = true;

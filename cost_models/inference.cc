@@ -15,6 +15,7 @@
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/program_writer.h"
+#include "cost_models/tensor_parallel.h"
 #include "onnx_import/checked.h"
 
 namespace memplan {
@@ -27,7 +28,8 @@ class InferenceBuilder {
         buffer_of_(g.tensors.size(), -1), last_use_(g.tensors.size(), -1),
         shape_(off_device_shape_tensors(g, semantics_)), dtype_(storage_dtypes(g, opt.float_dtype)),
         folded_(ort() ? ort_constant_folded(g, shape_) : std::vector<bool>(g.tensors.size(), false)),
-        aliasing_(g, semantics_, /*training=*/false, dtype_) {
+        aliasing_(g, semantics_, /*training=*/false, dtype_),
+        tp_(plan_tensor_parallel(g, opt.tp, opt.sequence_parallel)) {
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int32_t c : g.tensors[t].consumers) last_use_[t] = std::max(last_use_[t], c);
     for (int32_t t : g.outputs) last_use_[t] = INT32_MAX;
@@ -55,7 +57,8 @@ class InferenceBuilder {
     return d;
   }
 
-  uint64_t tensor_bytes(int32_t t) const { return bytes_as(g_.tensors[t], dtype_[t]); }
+  // --tp: the slice one GPU holds.
+  uint64_t tensor_bytes(int32_t t) const { return tp_.local_bytes(g_, t, bytes_as(g_.tensors[t], dtype_[t])); }
 
   // ORT: an op whose outputs its constant folding computed at session creation does not run.
   bool folded_op(const FusedOp& op) const {
@@ -139,6 +142,12 @@ class InferenceBuilder {
     }
     if (pytorch()) add_pytorch_extras(op, step);
     if (ort()) add_ort_extras(op, step);
+    for (int32_t node : op.nodes)  // --sequence-parallel: the column-parallel GEMM's gathered input, freed after it
+      if (tp_.gathered_input[node] >= 0) {
+        const int32_t x = tp_.gathered_input[node];
+        step.writes.push_back(writer_.new_buffer(g_.tensors[x].name + ":all_gather", bytes_as(g_.tensors[x], dtype_[x]),
+                                                 Category::Activation));
+      }
     result_.program.steps.push_back(std::move(step));
   }
 
@@ -146,7 +155,8 @@ class InferenceBuilder {
   void add_pytorch_extras(const FusedOp& op, Step& step) {
     for (const ForwardExtra& e : forward_extras(g_, op, /*training=*/false)) {
       const std::string owner = e.suffix == ":indices" ? g_.tensors[op.outputs[0]].name : op.name;
-      step.writes.push_back(writer_.new_buffer(owner + e.suffix, e.bytes, e.category));
+      const uint64_t bytes = op.outputs.empty() ? e.bytes : tp_.local_bytes(g_, op.outputs[0], e.bytes);
+      step.writes.push_back(writer_.new_buffer(owner + e.suffix, bytes, e.category));
       if (e.suffix == ":indices") ++maxpool_indices_;
     }
     if (uses_cublas(op))
@@ -172,6 +182,7 @@ class InferenceBuilder {
 
   void add_notes(const std::vector<FusedOp>& ops) {
     auto& notes = result_.notes;
+    if (opt_.tp > 1) notes.push_back(tensor_parallel_note(tp_));
     if (opt_.float_dtype != DType::Float32)
       notes.push_back("Float weights and activations are stored as " + std::string(dtype_name(opt_.float_dtype)) +
                       " (model.half() / model.bfloat16()).");
@@ -226,6 +237,7 @@ class InferenceBuilder {
   const std::vector<DType> dtype_;   // tensor -> storage type under --dtype
   const std::vector<bool> folded_;   // tensor -> computed by ORT's constant folding (onnxruntime only)
   ForwardAliasing aliasing_;
+  const TensorParallelPlan tp_;      // --tp: what each GPU of the group holds a slice of
   int32_t cublas_workspace_ = -1;
   int maxpool_indices_ = 0;
   int tied_copies_ = 0;
@@ -240,6 +252,8 @@ CostModelResult build_inference_program(const Graph& graph, const InferenceOptio
   if (options.float_dtype != DType::Float32 && options.float_dtype != DType::Float16 &&
       options.float_dtype != DType::BFloat16)
     throw InputError("inference dtype must be float32, float16 or bfloat16, not " + std::string(dtype_name(options.float_dtype)));
+  if (options.tp > 1 && options.runtime == Runtime::OnnxRuntime)
+    throw InputError("--tp models Megatron-style tensor parallelism in PyTorch: use --runtime pytorch or ideal");
   return InferenceBuilder(graph, options).build();
 }
 

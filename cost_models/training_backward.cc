@@ -126,7 +126,8 @@ void TrainingStep::emit_backward(int32_t i) {
     }
   }
   for (const SavedExtra& e : rule.backward_temporaries)
-    st.writes.push_back(writer_.new_buffer(op.name + e.suffix, e.bytes, Category::Workspace));
+    st.writes.push_back(writer_.new_buffer(op.name + e.suffix, op_local(op, e.bytes), Category::Workspace));
+  add_tp_gather(i, st, /*backward=*/true);
   touch_cublas(op, st, /*backward=*/true);
   program().steps.push_back(std::move(st));
 }

@@ -195,6 +195,13 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
   }
   for (const FusedOp& op : c.ops) c.rules.push_back(autograd_rule(g, op, c.requires_grad));
   c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));
+  if (o.tp > 1 && lora) throw InputError("--tp with --lora-rank is not modelled");
+  c.tp = plan_tensor_parallel(g, o.tp, o.sequence_parallel);
+  c.tp_gathered.assign(c.ops.size(), -1);
+  for (size_t i = 0; i < c.ops.size(); ++i)
+    for (int32_t n : c.ops[i].nodes)
+      if (c.tp.gathered_input[n] >= 0) c.tp_gathered[i] = c.tp.gathered_input[n];
+  if (o.tp > 1) c.notes.push_back(tensor_parallel_note(c.tp));
   add_eval_export_notes(g, c.notes);
   return c;
 }

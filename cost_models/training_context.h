@@ -14,6 +14,7 @@
 #include "cost_models/lora_adapters.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/separators.h"
+#include "cost_models/tensor_parallel.h"
 
 namespace memplan {
 
@@ -32,6 +33,8 @@ struct TrainingContext {
   std::vector<AutogradRule> rules;      // per op
   std::vector<Separator> separators;    // checkpoint boundary candidates
   std::vector<std::string> notes;       // assumptions found while building the context
+  TensorParallelPlan tp;                // --tp: the slice of each tensor one GPU holds
+  std::vector<int32_t> tp_gathered;     // per op: the sequence-parallel input it all-gathers (-1: none)
 };
 
 // `lora`: the adapted graph `g` is (add_lora_adapters), or null. With it the adapters train, keep float32

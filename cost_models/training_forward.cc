@@ -157,13 +157,28 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
       context_.stored_bytes[op.weight] > 0 && op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
     add_unique(saved, lookup(op.x));
   for (const ForwardExtra& e : forward_extras(graph_, op, /*training=*/true)) {  // all saved for backward
-    const int32_t b = writer_.new_buffer(op.name + e.suffix, e.bytes, Category::Activation);
+    const int32_t b = writer_.new_buffer(op.name + e.suffix, op_local(op, e.bytes), Category::Activation);
     st.writes.push_back(b);
     saved.push_back(b);
   }
   if (keep) saved_by_op_[i] = std::move(saved);  // NoSave: extras die at their own step
+  add_tp_gather(i, st, /*backward=*/false);
   touch_cublas(op, st, /*backward=*/mode == ForwardMode::Recompute);
   program().steps.push_back(std::move(st));
+}
+
+// --sequence-parallel: a column-parallel layer all-gathers its sequence-sharded input into a full-size buffer
+// for the GEMM and frees it after (autograd keeps the shard); backward gathers it again for the weight grad
+// and computes the input grad full-size before reduce-scattering it (megatron/core/tensor_parallel/layers.py,
+// LinearWithGradAccumulationAndAsyncCommunication).
+void TrainingStep::add_tp_gather(int32_t i, Step& st, bool backward) {
+  const int32_t x = context_.tp_gathered[i];
+  if (x < 0) return;
+  const DType target = autocast_target(graph_, context_.ops[i], x, options_.precision, context_.dtype);
+  const uint64_t full = bytes_as(graph_.tensors[x], target != DType::Undefined ? target : context_.dtype[x]);
+  st.writes.push_back(writer_.new_buffer(graph_.tensors[x].name + ":all_gather", full, Category::Activation));
+  if (backward && context_.requires_grad[x])
+    st.writes.push_back(writer_.new_buffer("grad:" + graph_.tensors[x].name + ":full", full, Category::ActivationGrad));
 }
 
 // Reentrant checkpoint (torch 1.13's default; HuggingFace's gradient_checkpointing default):

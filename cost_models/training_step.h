@@ -37,7 +37,13 @@ class TrainingStep {
 
  private:
   // ---- sizes and sharding ----
-  uint64_t bytes_in(int32_t t, DType d) const { return bytes_as(graph_.tensors[t], d); }
+  // --tp: the slice rank 0 holds (TensorParallelPlan).
+  uint64_t bytes_in(int32_t t, DType d) const { return context_.tp.local_bytes(graph_, t, bytes_as(graph_.tensors[t], d)); }
+  // An op's extra buffers (masks, layer_norm statistics, logsumexp) shrink with its output's slice.
+  uint64_t op_local(const FusedOp& op, uint64_t bytes) const {
+    return op.outputs.empty() ? bytes : context_.tp.local_bytes(graph_, op.outputs[0], bytes);
+  }
+  void add_tp_gather(int32_t i, Step& st, bool backward);  // --sequence-parallel (training_forward.cc)
   uint64_t bytes_of(int32_t t) const { return bytes_in(t, context_.dtype[t]); }
   bool zero3() const { return options_.shard == Sharding::Zero3; }
   bool shard_grads() const { return options_.shard == Sharding::Zero2 || options_.shard == Sharding::Zero3; }

@@ -122,7 +122,8 @@ void add_estimate_keywords(Setters& s, EstimateArgs& a) {
            {"lora_targets", &EstimateArgs::lora_targets}, {"frozen_dtype", &EstimateArgs::frozen_dtype}})
     s[name] = [&a, field = field, key = std::string(name)](py::handle v) { a.*field = to_text(v, key); };
   for (auto [name, field] : std::initializer_list<std::pair<const char*, int EstimateArgs::*>>{
-           {"grad_accum", &EstimateArgs::grad_accum}, {"gpus", &EstimateArgs::gpus}, {"top", &EstimateArgs::top}})
+           {"grad_accum", &EstimateArgs::grad_accum}, {"gpus", &EstimateArgs::gpus}, {"top", &EstimateArgs::top},
+           {"tp", &EstimateArgs::tp}})
     s[name] = [&a, field = field, key = std::string(name)](py::handle v) {
       a.*field = static_cast<int>(to_int(v, key, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
     };
@@ -130,7 +131,7 @@ void add_estimate_keywords(Setters& s, EstimateArgs& a) {
            {"amsgrad", &EstimateArgs::amsgrad}, {"maximize", &EstimateArgs::maximize},
            {"gradient_as_bucket_view", &EstimateArgs::gradient_as_bucket_view},
            {"expandable_segments", &EstimateArgs::expandable_segments},
-           {"double_quant", &EstimateArgs::double_quant}})
+           {"double_quant", &EstimateArgs::double_quant}, {"sequence_parallel", &EstimateArgs::sequence_parallel}})
     s[name] = [&a, field = field, key = std::string(name)](py::handle v) { a.*field = to_bool(v, key); };
   s["weight_decay"] = [&a](py::handle v) { a.weight_decay = to_double(v, "weight_decay"); };
   s["lora_dropout"] = [&a](py::handle v) { a.lora_dropout = to_double(v, "lora_dropout"); };

@@ -280,6 +280,8 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   Estimate e;
   e.model = graph.model_path;
   e.mode = options.mode;
+  e.tp = options.mode == Mode::Training ? options.training.tp : options.inference.tp;
+  e.sequence_parallel = options.mode == Mode::Training ? options.training.sequence_parallel : options.inference.sequence_parallel;
   e.runtime = options.runtime;
 
   if (options.mode == Mode::Training) {

@@ -117,8 +117,12 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   if (a.top < 0) throw InputError("--top must be at least 0");
   if (a.grad_accum < 1) throw InputError("--grad-accum must be a positive number");
   if (a.gpus < 1) throw InputError("--gpus must be a positive number");
+  if (a.tp < 1) throw InputError("--tp must be a positive number");
+  if (a.sequence_parallel && a.tp < 2) throw InputError("--sequence-parallel needs --tp N with N >= 2");
   o.inference.cuda_arch_major = arch;
   o.inference.attention = attention;
+  o.inference.tp = a.tp;
+  o.inference.sequence_parallel = a.sequence_parallel;
   o.top_tensors = a.top;
 
   TrainingOptions& t = o.training;
@@ -172,6 +176,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;
+  t.tp = a.tp;
+  t.sequence_parallel = a.sequence_parallel;
   t.shard = lookup<Sharding>({{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
                               {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3}}, a.shard, "--shard");
   if (t.shard != Sharding::None && t.gpus < 2)
@@ -209,6 +215,7 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.checkpoint != "none") s += ", checkpoint " + a.checkpoint;
   if (a.mode == "train" && a.grad_accum > 1) s += ", grad-accum " + std::to_string(a.grad_accum);
   if (a.mode == "train" && a.gpus > 1) s += ", " + std::to_string(a.gpus) + " GPUs " + a.shard;
+  if (a.tp > 1) s += ", tp " + std::to_string(a.tp) + (a.sequence_parallel ? " sequence-parallel" : "");
   if (a.mode == "train" && a.torch == "1.13") s += ", torch 1.13";
   if (a.mode == "train" && !a.trainable.empty()) s += ", trainable /" + a.trainable + "/";
   if (a.mode == "train" && !a.frozen.empty()) s += ", frozen /" + a.frozen + "/";

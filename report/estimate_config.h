@@ -46,6 +46,8 @@ struct EstimateArgs {
   std::string loss = "cross-entropy";
   int gpus = 1;
   std::string shard = "none";
+  int tp = 1;                       // --tp N: tensor-parallel GPUs per replica (cost_models/tensor_parallel.h)
+  bool sequence_parallel = false;   // --sequence-parallel (with --tp)
   std::string optimizer_impl;       // "": the --torch version's default (foreach on 2.x, single-tensor on 1.13)
   bool gradient_as_bucket_view = false;
   std::string torch = "2";          // --torch 2 | 1.13: the PyTorch whose defaults apply

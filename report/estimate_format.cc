@@ -92,6 +92,8 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
       j["training"]["lora"] = {{"adapted_layers", e.lora_adapted_layers}, {"adapter_parameters", e.lora_parameters}};
     if (e.frozen_stored_bytes > 0) j["training"]["frozen_stored_bytes"] = e.frozen_stored_bytes;
   }
+  if (e.tp > 1)  // every figure is one GPU's; TP ranks are symmetric, rank 0 holds the most (uneven vocabulary)
+    j["parallel"] = {{"tp", e.tp}, {"sequence_parallel", e.sequence_parallel}, {"busiest_tp_rank", 0}};
   if (e.cudnn_workspace)
     j["cudnn_workspace"] = {{"convolution_steps", e.cudnn_workspace->convolution_steps},
                             {"counted_bytes", e.cudnn_workspace->counted_bytes},

@@ -55,6 +55,47 @@ def korthikanti_layer_bytes(s, b, h, a, dropout):
     return s * b * h * 32 + 2 * a * s * s * b
 
 
+def korthikanti_tp_layer_bytes(s, b, h, a, t, sp):
+    """Korthikanti et al. 2022 sec. 4.2, eq. 2 (tensor parallelism t: sbh(10 + 24/t + 5as/(ht))) and eq. 3 (with
+    sequence parallelism: sbh(34/t + 5as/(ht))), without dropout as korthikanti_layer_bytes: the two replicated masks
+    (2sbh) and the split attention-dropout mask and output go, so 10 -> 8 and 5as/h -> 2as/h."""
+    if sp:
+        return s * b * h * 32 // t + 2 * a * s * s * b // t
+    return s * b * h * (8 + 24 // t) + 2 * a * s * s * b // t
+
+
+# Llama 3.1 8B (tests/models/llama.py CONFIGS["llama3_1_8b"], from its config.json): Megatron-LM's arguments for it.
+LLAMA8B = dict(L=32, h=4096, a=32, kv=8, ffn=14336, v=128256)
+
+
+def megatron_padded_vocab(v, t):
+    """megatron/training/tokenizer/tokenizer.py, _vocab_size_with_padding: up to a multiple of
+    make_vocab_size_divisible_by (default 128) x tensor_model_parallel_size."""
+    m = 128 * t
+    return -(-v // m) * m
+
+
+def megatron_shard_parameters(c, t):
+    """megatron/training/theoretical_memory_usage.py, compute_weight_and_optimizer_memory: the parameters on the most
+    loaded model shard, pp = 1, RMSNorm (norm_size 1), SwiGLU (gated_linear_multiplier 3/2), GQA, untied embeddings:
+    (L x layer + final norm + embedding) / tp, + embedding / tp for the untied output layer."""
+    h = c["h"]
+    attn = 2 * h * h * (1 + c["kv"] / c["a"])
+    layer = 2 * h * (c["ffn"] * 3 / 2 + 1) + attn
+    embedding = h * megatron_padded_vocab(c["v"], t)
+    return (c["L"] * layer + h + embedding) / t + embedding / t
+
+
+def megatron_sp_activation_bytes(c, s, b, t):
+    """megatron/training/theoretical_memory_usage.py, compute_activation_memory (its branch for sequence parallelism
+    with selective recompute, pp = 1): per layer sbh(18 + 4 ffn/h), the embedding's input 8sb and dropout sbh, the
+    output layer's input and the loss 4sbh(1 + v/h) with the padded vocabulary, all / tp."""
+    h = c["h"]
+    act = s * b * h * (18 + 4 * c["ffn"] / h) * c["L"] + 8 * s * b + s * b * h
+    act += s * b * h * 4 * (1 + megatron_padded_vocab(c["v"], t) / h)
+    return act / t
+
+
 def rows():
     out = []
     # 1-2. ZeRO (Rajbhandari et al., SC 2020, arXiv:1910.02054), section 3.1 "Model States": mixed-precision Adam keeps
@@ -91,6 +132,61 @@ def rows():
                   "so its three masks and the dropout output are removed; the terms outside the layers are counted "
                   "by hand, not by the paper (identified while comparing: each is a tensor PyTorch saves for backward); memplan also holds the LayerNorms' fp32 mean and rstd (8 B per row "
                   "each, 25 LayerNorms), which neither counts"))
+    # Tensor parallelism, Korthikanti et al. eq. 2 / eq. 3 for the zoo GPT (12 heads: t = 2 and 4), the same setup as
+    # rows 3-4; outside the layers: the final LayerNorm's input and output 4sbh (split along the sequence with
+    # sequence parallelism, where the head saves only its shard of the input), the vocab-parallel logits and
+    # log-softmax 2sb x ceil(v/t) each (vocab_parallel_cross_entropy never gathers them).
+    b, s = 4, 512
+    for t in (2, 4):
+        for sp in (False, True):
+            args = ["estimate", "tests/models/gpt_train.onnx", "--batch", str(b), "--dim", f"seq={s}", "--mode", "train",
+                    "--precision", "fp16", "--optimizer", "sgd", "--runtime", "ideal", "--tp", str(t)]
+            args += ["--sequence-parallel"] if sp else []
+            j = memplan(args)
+            layers = GPT["L"] * korthikanti_tp_layer_bytes(s, b, GPT["h"], GPT["a"], t, sp)
+            outside = 4 * s * b * GPT["h"] // (t if sp else 1) + 4 * s * b * -(-GPT["v"] // t)
+            out.append(dict(
+                source="Korthikanti et al. 2022, arXiv:2205.05198, sec. 4.2 eq. %d (dropout terms removed)" % (3 if sp else 2),
+                model="gpt", config=f"b{b} s{s} fp16, --tp {t}" + (" --sequence-parallel" if sp else "") + ", one GPU",
+                measured=(f"12 x sbh(32/t + 2as/(ht))" if sp else f"12 x sbh(8 + 24/t + 2as/(ht))") +
+                         f" = {layers / MIB:.1f} MiB for the layers, + {'4sbh/t' if sp else '4sbh'} + 4sb ceil(v/t) outside",
+                published=layers + outside, memplan=j["breakdown"]["activations"], command="memplan " + " ".join(args),
+                what="breakdown.activations at the peak (one GPU)",
+                setup="as rows 3-4 (no dropout in the zoo GPT; memplan also holds the 25 LayerNorms' fp32 mean and rstd, "
+                      "8 B per row each, split along the sequence with sequence parallelism); rank 0 holds "
+                      "ceil(50257/t) vocabulary columns where Megatron would pad the vocabulary"))
+    # Megatron-LM's own theoretical memory report (megatron/training/theoretical_memory_usage.py) for Llama 3.1 8B at
+    # tp = 2, 4, 8: the parameters on the most loaded shard (compute_weight_and_optimizer_memory, x 4 B in fp32), and
+    # the activations of compute_activation_memory, its formula for sequence parallelism with selective recompute
+    # (no attention-score terms: memplan runs --attention sdpa, which keeps none either).
+    for t in (2, 4, 8):
+        args = ["estimate", "tests/models/llama3_1_8b_train.onnx", "--batch", "1", "--dim", "seq=512", "--mode", "train",
+                "--precision", "fp32", "--optimizer", "adam", "--tp", str(t)]
+        j = memplan(args)
+        out.append(dict(
+            source="Megatron-LM megatron/training/theoretical_memory_usage.py, compute_weight_and_optimizer_memory",
+            model="llama3_1_8b", config=f"--tp {t}, fp32 weights, one GPU",
+            measured="num_parameters_on_most_loaded_model_shard x 4 B (padded vocabulary %d)" % megatron_padded_vocab(LLAMA8B["v"], t),
+            published=round(megatron_shard_parameters(LLAMA8B, t) * 4), memplan=j["training"]["param_bytes"],
+            command="memplan " + " ".join(args), what="training.param_bytes",
+            setup="Megatron divides the RMSNorm weights by tp too and pads the vocabulary to a multiple of 128 x tp; "
+                  "memplan replicates the norms (as Megatron's layers do) and holds ceil(V/tp) rows, V unpadded"))
+    for t in (2, 4, 8):
+        s = 4096
+        args = ["estimate", "tests/models/llama3_1_8b_train.onnx", "--batch", "1", "--dim", f"seq={s}", "--mode", "train",
+                "--precision", "bf16", "--optimizer", "sgd", "--attention", "sdpa", "--tp", str(t), "--sequence-parallel"]
+        j = memplan(args)
+        out.append(dict(
+            source="Megatron-LM megatron/training/theoretical_memory_usage.py, compute_activation_memory",
+            model="llama3_1_8b", config=f"b1 s{s} bf16, --tp {t} --sequence-parallel, sdpa, one GPU",
+            measured="(L x sbh(18 + 4 ffn/h) + 8sb + sbh + 4sbh(1 + v/h)) / tp",
+            published=round(megatron_sp_activation_bytes(LLAMA8B, s, 1, t)), memplan=j["breakdown"]["activations"],
+            command="memplan " + " ".join(args), what="breakdown.activations at the peak (one GPU)",
+            setup="the scaling with tp is the check (the error is the same at every tp: memplan splits what the "
+                  "formula splits); the level differs because the formula is GPT's: its MLP term 4 ffn/h sbh is a GELU "
+                  "MLP's (fc output and GELU output), while Llama's SwiGLU saves gate, up, silu(gate) and their product "
+                  "(8 ffn/h sbh, +14 sbh per layer here); memplan's Llama also keeps HF's eager ops (RMSNorm decomposed, "
+                  "repeat_kv's full-head copies of k and v) and a bf16 log-softmax where the formula has an fp32 loss"))
     # 5-6. ColossalAI PR #1587 (github.com/hpcaitech/ColossalAI/pull/1587), torchvision models on a CUDA device,
     # "real_param_mem" (MB = MiB: resnet18's 11,689,512 fp32 parameters are 44.59 of them, its "estimated" column).
     for export, real in (("resnet18_train", 44.690), ("resnet50_train", 99.353)):
@@ -181,8 +277,9 @@ def section(rs=None):
           "command in its row). Published figures are quoted from the source, or computed from the source's formula "
           "with the zoo model's dimensions and PyTorch's parameter count. MiB unless the row is a ratio. Not gated: "
           "the setup column says where the published setup is not memplan's.", "",
-          "Two kinds of row: formulas from papers (ZeRO's 16 bytes per parameter, Korthikanti et al.'s activations "
-          "per layer), which check memplan's counting rules against an independent derivation, and measurements "
+          "Two kinds of row: formulas from papers and frameworks (ZeRO's 16 bytes per parameter, Korthikanti et al.'s "
+          "activations per layer, without and with tensor and sequence parallelism (--tp, one GPU's figures), "
+          "Megatron-LM's theoretical memory report at tp 2, 4 and 8), which check memplan's counting rules against an independent derivation, and measurements "
           "on a CUDA device: ColossalAI's, of torchvision models' parameters, and whole training steps whose model, "
           "batch, precision and optimizer are stated (a notebook's resnet50 and vit_b_16 on an RTX 4090, a trainer's "
           "Llama 3.1 8B full fine-tune on an H100). Other sources considered and why they were left out are listed "
