@@ -1,0 +1,201 @@
+#include "report/kv_cache.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "cost_models/graph_facts.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+#include "onnx_import/model_reader.h"
+
+namespace memplan {
+namespace {
+
+// Probe values: small, and the probe one token above the base.
+constexpr int64_t kBaseTokens = 3;
+
+struct Symbols {
+  std::set<std::string> all;       // every dim_param of the graph inputs
+  std::set<std::string> tokenish;  // those at some axis other than 0 (axis 0 is the batch)
+};
+
+Symbols input_symbols(const onnx::GraphProto& g) {
+  std::set<std::string> inits;
+  for (const auto& i : g.initializer()) inits.insert(i.name());
+  Symbols s;
+  for (const auto& vi : g.input()) {
+    if (inits.count(vi.name()) || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    const auto& dims = vi.type().tensor_type().shape().dim();
+    for (int a = 0; a < dims.size(); ++a)
+      if (dims[a].has_dim_param()) {
+        s.all.insert(dims[a].dim_param());
+        if (a > 0) s.tokenish.insert(dims[a].dim_param());
+      }
+  }
+  return s;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string r;
+  for (const std::string& x : v) r += (r.empty() ? "" : ", ") + x;
+  return r;
+}
+
+const Tensor& tensor(const Graph& g, const std::string& name) { return g.tensors[*g.find_tensor(name)]; }
+
+// One past/present pair as two probes see it: the input grows by one token along `axis` from g0 to g1, the
+// output has the input's shape but `delta` more tokens along that axis in both.
+struct Pair {
+  std::string input, output;
+  int axis = 0;
+  int64_t delta = 0;
+};
+
+std::optional<int> grown_axis(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  if (a.size() != b.size()) return std::nullopt;
+  std::optional<int> axis;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k] == b[k]) continue;
+    if (axis || b[k] != a[k] + 1) return std::nullopt;
+    axis = static_cast<int>(k);
+  }
+  return axis;
+}
+
+bool same_but(const std::vector<int64_t>& x, const std::vector<int64_t>& y, int axis) {
+  if (x.size() != y.size()) return false;
+  for (size_t k = 0; k < x.size(); ++k)
+    if (static_cast<int>(k) != axis && x[k] != y[k]) return false;
+  return true;
+}
+
+std::vector<Pair> pairs_along(const Graph& g0, const Graph& g1) {
+  std::vector<Pair> pairs;
+  std::set<int32_t> used;
+  for (int32_t in : g0.inputs) {
+    const Tensor& x0 = g0.tensors[in];
+    const auto x1_id = g1.find_tensor(x0.name);
+    if (!x1_id) continue;
+    const Tensor& x1 = g1.tensors[*x1_id];
+    const std::optional<int> axis = grown_axis(x0.shape, x1.shape);
+    if (!axis) continue;
+    for (int32_t out : g0.outputs) {
+      const Tensor& y0 = g0.tensors[out];
+      if (used.count(out) || y0.dtype != x0.dtype || !same_but(x0.shape, y0.shape, *axis)) continue;
+      const int64_t delta = y0.shape[*axis] - x0.shape[*axis];
+      const auto y1_id = g1.find_tensor(y0.name);
+      if (delta <= 0 || !y1_id) continue;
+      const Tensor& y1 = g1.tensors[*y1_id];
+      if (!same_but(x1.shape, y1.shape, *axis) || y1.shape[*axis] - x1.shape[*axis] != delta) continue;
+      used.insert(out);
+      pairs.push_back({x0.name, y0.name, *axis, delta});
+      break;
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
+std::vector<std::string> KvCache::tensors() const {
+  std::vector<std::string> t;
+  for (const auto& [in, out] : pairs) {
+    t.push_back(in);
+    t.push_back(out);
+  }
+  return t;
+}
+
+Bindings kv_step_bindings(const Bindings& user, const KvCache& kv, int64_t batch, int64_t cached, int64_t fresh) {
+  Bindings b = user;
+  b.batch = batch;
+  b.dims[kv.cached_dim] = cached;
+  b.dims[kv.new_dim] = fresh;
+  return b;
+}
+
+KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bindings& user,
+                      const std::string& cached_dim, DType float_dtype) {
+  const Symbols symbols = input_symbols(model.proto.graph());
+  std::vector<std::string> free;  // the token-like dimensions the user left free: the candidates
+  for (const std::string& s : symbols.tokenish)
+    if (!user.dims.count(s)) free.push_back(s);
+  if (!cached_dim.empty() && !symbols.all.count(cached_dim))
+    throw InputError("--kv-dim " + cached_dim + ": the inputs of " + path + " have no symbolic dimension " + cached_dim +
+                     (symbols.all.empty() ? std::string(" (they have none)")
+                                          : " (they have: " + join({symbols.all.begin(), symbols.all.end()}) + ")"));
+  Bindings base = user;
+  base.batch = 1;
+  for (const std::string& s : free) base.dims[s] = kBaseTokens;
+  const Graph g0 = import_model(model, path, base);
+  auto probe = [&](const std::string& s) -> std::optional<Graph> {
+    Bindings b = base;
+    b.dims[s] = kBaseTokens + 1;
+    try {
+      return import_model(model, path, b);
+    } catch (const InputError&) {
+      return std::nullopt;  // a dimension the model ties to another (it cannot grow alone): not the cache's
+    }
+  };
+
+  std::map<std::string, std::pair<Graph, std::vector<Pair>>> cached;  // candidate -> (probe, its pairs)
+  std::vector<std::string> found;
+  for (const std::string& s : free) {
+    std::optional<Graph> g1 = probe(s);
+    if (!g1) continue;
+    std::vector<Pair> pairs = pairs_along(g0, *g1);
+    if (pairs.empty()) continue;
+    found.push_back(s);
+    cached.emplace(s, std::make_pair(std::move(*g1), std::move(pairs)));
+  }
+  const std::string no_cache =
+      path + " has no past/present key-value inputs: no graph input has a graph output of its shape grown along one "
+             "axis by the new tokens (serve needs a decoder exported with its KV cache, e.g. optimum's "
+             "past_key_values.{i}.key/value inputs and present.{i}.key/value outputs)";
+  if (found.empty()) throw InputError(no_cache);
+  std::string dim = cached_dim;
+  if (dim.empty()) {
+    if (found.size() > 1)
+      throw InputError(path + " caches tokens along several dimensions (" + join(found) +
+                       "): name the one that counts cached tokens with --kv-dim NAME");
+    dim = found.front();
+  } else if (!cached.count(dim)) {
+    throw InputError("--kv-dim " + dim + ": no past/present key-value pair of " + path + " grows along " + dim +
+                     " (they grow along: " + join(found) + ")");
+  }
+  const auto& [g1, pairs] = cached.at(dim);
+
+  // The new tokens: the one other free dimension that lengthens every present output beyond its past input.
+  std::vector<std::string> fresh;
+  for (const std::string& s : free) {
+    if (s == dim) continue;
+    const std::optional<Graph> gs = probe(s);
+    if (!gs) continue;
+    const bool grows = std::all_of(pairs.begin(), pairs.end(), [&](const Pair& p) {
+      const Tensor& x = tensor(*gs, p.input);
+      const Tensor& y = tensor(*gs, p.output);
+      return x.shape == tensor(g0, p.input).shape && y.shape[p.axis] - x.shape[p.axis] == p.delta + 1;
+    });
+    if (grows) fresh.push_back(s);
+  }
+  if (fresh.size() != 1)
+    throw InputError(path + ": the present outputs of its KV cache (along " + dim + ") grow by " +
+                     (fresh.empty() ? std::string("no free input dimension") : "several dimensions (" + join(fresh) + ")") +
+                     "; serve needs one dimension that counts the step's new tokens");
+
+  KvCache kv;
+  kv.cached_dim = dim;
+  kv.new_dim = fresh.front();
+  for (const Pair& p : pairs) {
+    kv.pairs.emplace_back(p.input, p.output);
+    const Tensor& x0 = tensor(g0, p.input);
+    const Tensor& x1 = tensor(g1, p.input);
+    const DType stored = storage_dtype(x0.dtype, float_dtype);
+    kv.bytes_per_token = checked_add(kv.bytes_per_token, bytes_as(x1, stored) - bytes_as(x0, stored));
+  }
+  return kv;
+}
+
+}  // namespace memplan
