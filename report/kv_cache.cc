@@ -183,7 +183,8 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   if (fresh.size() != 1)
     throw InputError(path + ": the present outputs of its KV cache (along " + dim + ") grow by " +
                      (fresh.empty() ? std::string("no free input dimension") : "several dimensions (" + join(fresh) + ")") +
-                     "; serve needs one dimension that counts the step's new tokens");
+                     "; serve needs one dimension that counts the step's new tokens" +
+                     (user.dims.empty() ? std::string() : " (serve binds the cached and new tokens itself: --dim only the others)"));
 
   KvCache kv;
   kv.cached_dim = dim;
