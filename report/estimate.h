@@ -21,6 +21,7 @@
 #include "onnx_import/graph.h"
 #include "planner/program.h"
 #include "report/cudnn_workspace.h"
+#include "report/kv_cache.h"
 
 namespace memplan {
 
@@ -119,6 +120,8 @@ struct Estimate {
   std::vector<uint64_t> allocated_per_step, reserved_per_step;
   std::vector<std::string> step_names;
   std::vector<std::string> notes;
+  // A decoder with a KV cache (report/kv_cache.h), inference: its prefill and decode steps apart.
+  std::optional<KvPhases> kv_phases;
 };
 
 Estimate estimate_graph(const Graph& graph, const EstimateOptions& options);

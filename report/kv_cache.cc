@@ -9,6 +9,7 @@
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/model_reader.h"
+#include "report/estimate.h"
 
 namespace memplan {
 namespace {
@@ -197,6 +198,69 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
     kv.bytes_per_token = checked_add(kv.bytes_per_token, bytes_as(x1, stored) - bytes_as(x0, stored));
   }
   return kv;
+}
+
+namespace {
+
+// A graph input and a graph output of one dtype and rank whose shapes differ only where the output is longer:
+// what a cache looks like once shaped. Cheap, so that `estimate` probes only models that may have one.
+bool may_have_kv_cache(const Graph& g) {
+  for (int32_t in : g.inputs)
+    for (int32_t out : g.outputs) {
+      const Tensor& x = g.tensors[in];
+      const Tensor& y = g.tensors[out];
+      if (x.dtype != y.dtype || x.shape.size() != y.shape.size() || x.shape.empty()) continue;
+      int longer = 0;
+      bool other = false;
+      for (size_t k = 0; k < x.shape.size(); ++k) {
+        if (y.shape[k] > x.shape[k]) ++longer;
+        else if (y.shape[k] != x.shape[k]) other = true;
+      }
+      if (longer == 1 && !other) return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindings& user, const Graph& graph,
+                                           const EstimateOptions& options, uint64_t weights_bytes) {
+  if (options.mode != Mode::Inference || !may_have_kv_cache(graph)) return std::nullopt;
+  try {
+    const ReadModel model = read_model_file(path);
+    // The user binds the cached and new tokens; to find which dimensions they are, every token-like dimension
+    // is probed free.
+    Bindings probe_user = user;
+    for (const std::string& s : input_symbols(model.proto.graph()).tokenish) probe_user.dims.erase(s);
+    const KvCache kv = find_kv_cache(model, path, probe_user, "", options.inference.float_dtype);
+    const auto cached = graph.bound_dims.find(kv.cached_dim);
+    const auto fresh = graph.bound_dims.find(kv.new_dim);
+    const auto past = graph.find_tensor(kv.pairs.front().first);
+    if (cached == graph.bound_dims.end() || fresh == graph.bound_dims.end() || !past) return std::nullopt;
+    const int64_t batch = graph.tensors[*past].shape.at(0);
+    EstimateOptions o = options;
+    o.held_outside = kv.tensors();
+    auto step = [&](int64_t c, int64_t n) {
+      KvStep s;
+      s.batch = batch;
+      s.cached_tokens = c;
+      s.new_tokens = n;
+      s.required_bytes = estimate_totals(import_model(model, path, kv_step_bindings(user, kv, batch, c, n)), o).required_bytes;
+      s.activation_peak_bytes = s.required_bytes > weights_bytes ? s.required_bytes - weights_bytes : 0;
+      s.kv_cache_bytes = checked_mul(checked_mul(static_cast<uint64_t>(batch), static_cast<uint64_t>(c + n)),
+                                     kv.bytes_per_token);
+      return s;
+    };
+    KvPhases p;
+    p.cached_dim = kv.cached_dim;
+    p.new_dim = kv.new_dim;
+    p.bytes_per_token = kv.bytes_per_token;
+    p.prefill = step(0, fresh->second);
+    p.decode = step(cached->second, 1);
+    return p;
+  } catch (const InputError&) {
+    return std::nullopt;  // no unambiguous cache, or a step that does not shape: the estimate stands alone
+  }
 }
 
 }  // namespace memplan

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,30 @@ struct KvCache {
 // no dimension of the inputs or one without a cache, and when no dimension of new tokens is found.
 KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bindings& user,
                       const std::string& cached_dim, DType float_dtype);
+
+// A decoder's two kinds of step, as `estimate` reports them for a model with a KV cache, each estimated with the
+// cache's tensors held outside the allocator (EstimateOptions::held_outside; what serve assumes, the cache in
+// vLLM's blocks): the prefill of the bound new tokens with nothing cached, and the decode of one new token after
+// the bound cached tokens, at the bound batch.
+struct KvStep {
+  int64_t batch = 0, cached_tokens = 0, new_tokens = 0;
+  uint64_t required_bytes = 0;         // the estimate's required_bytes of the step, weights included
+  uint64_t activation_peak_bytes = 0;  // required_bytes - the weights' bytes
+  uint64_t kv_cache_bytes = 0;         // the cache after the step: batch x (cached + new) x bytes_per_token
+};
+struct KvPhases {
+  std::string cached_dim, new_dim;
+  uint64_t bytes_per_token = 0;
+  KvStep prefill, decode;
+};
+
+struct EstimateOptions;
+// For `estimate`: the phases of `graph` (the model at `path` shaped with `user`) when it is a decoder with a KV
+// cache found unambiguously (the user's bound cached and new tokens are the decode's cached tokens and the
+// prefill's tokens; the batch is the cache inputs' leading axis); nullopt otherwise, without an error: the
+// estimate itself stands. `weights_bytes`: the estimate's weights.
+std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindings& user, const Graph& graph,
+                                           const EstimateOptions& options, uint64_t weights_bytes);
 
 // The bindings of one step: user's, the batch, `cached` tokens in the cache and `fresh` new tokens.
 Bindings kv_step_bindings(const Bindings& user, const KvCache& kv, int64_t batch, int64_t cached, int64_t fresh);

@@ -148,6 +148,35 @@ class ServeByHand(unittest.TestCase):
         self.assertNotIn("--optimizer", p.stdout)
 
 
+class EstimatePhases(unittest.TestCase):
+    def test_estimate_reports_prefill_and_decode_apart(self):
+        p = run("estimate", KV, "--batch", "3", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16",
+                "--runtime", "ideal", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        e = json.loads(p.stdout)
+        with open(os.path.join(SRC, "docs", "schemas", "estimate.schema.json")) as f:
+            jsonschema.validate(e, json.load(f))
+        kv = e["kv_cache"]
+        self.assertEqual(kv["bytes_per_token"], KV_PER_TOKEN)
+        self.assertEqual(kv["decode"], {"batch": 3, "cached_tokens": 99, "new_tokens": 1,
+                                        "required_bytes": WEIGHTS + decode_activations(3, 100),
+                                        "activation_peak_bytes": decode_activations(3, 100),
+                                        "kv_cache_bytes": 3 * 100 * KV_PER_TOKEN})
+        self.assertEqual(kv["prefill"]["kv_cache_bytes"], 3 * 16 * KV_PER_TOKEN)
+        # layer 0's Softmax: scores and probs [3, 2, 16, 16], h0 [3, 16, 8], float32
+        self.assertGreaterEqual(kv["prefill"]["activation_peak_bytes"], 2 * 4 * 3 * 2 * 16 * 16 + 4 * 3 * 16 * 8)
+        text = run("estimate", KV, "--batch", "3", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16").stdout
+        self.assertIn("prefill  3 x 16 new, 0 cached", text)
+        self.assertIn("decode   3 x 1 new, 99 cached", text)
+
+    def test_no_kv_section_without_a_cache(self):
+        for model, dims in ((os.path.join(MODELS, "no_kv_tiny.onnx"), ["--dim", "sequence_length=4"]),
+                            (os.path.join(SRC, "tests", "models", "gpt_tiny.onnx"), ["--dim", "seq=8"])):
+            p = run("estimate", model, "--batch", "2", *dims, "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNotIn("kv_cache", json.loads(p.stdout))
+
+
 class ServeErrors(unittest.TestCase):
     def expect(self, args, rc, *phrases, model=KV):
         p = run("serve", model, *args)
