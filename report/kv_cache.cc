@@ -38,6 +38,36 @@ Symbols input_symbols(const onnx::GraphProto& g) {
   return s;
 }
 
+// "a + b + 1" -> {"a", "b", "1"}; empty when the name is not a sum.
+std::vector<std::string> sum_terms(const std::string& name) {
+  std::vector<std::string> terms;
+  size_t start = 0;
+  for (size_t at; (at = name.find(" + ", start)) != std::string::npos; start = at + 3) terms.push_back(name.substr(start, at - start));
+  if (terms.empty()) return {};
+  terms.push_back(name.substr(start));
+  return terms;
+}
+
+bool is_number(const std::string& t) {
+  return !t.empty() && t.size() < 10 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Binds every sum-of-symbols dimension from the values already bound (those whose terms are all known).
+void bind_sums(Bindings& b, const std::set<std::string>& symbols, const std::set<std::string>& user_bound) {
+  for (const std::string& s : symbols) {
+    const std::vector<std::string> terms = sum_terms(s);
+    if (terms.empty() || user_bound.count(s)) continue;
+    int64_t v = 0;
+    bool known = true;
+    for (const std::string& t : terms) {
+      if (is_number(t)) v += std::stoll(t);
+      else if (auto it = b.dims.find(t); it != b.dims.end()) v += it->second;
+      else known = false;
+    }
+    if (known) b.dims[s] = v;
+  }
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string r;
   for (const std::string& x : v) r += (r.empty() ? "" : ", ") + x;
@@ -114,6 +144,9 @@ Bindings kv_step_bindings(const Bindings& user, const KvCache& kv, int64_t batch
   b.batch = batch;
   b.dims[kv.cached_dim] = cached;
   b.dims[kv.new_dim] = fresh;
+  std::set<std::string> derived(kv.derived.begin(), kv.derived.end());
+  if (derived.erase("total_sequence_length")) b.dims["total_sequence_length"] = cached + fresh;
+  bind_sums(b, derived, {});
   return b;
 }
 
@@ -121,8 +154,10 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
                       const std::string& cached_dim, DType float_dtype) {
   const Symbols symbols = input_symbols(model.proto.graph());
   std::vector<std::string> free;  // the token-like dimensions the user left free: the candidates
+  std::set<std::string> user_bound;
+  for (const auto& [name, value] : user.dims) user_bound.insert(name);
   for (const std::string& s : symbols.tokenish)
-    if (!user.dims.count(s)) free.push_back(s);
+    if (!user.dims.count(s) && sum_terms(s).empty()) free.push_back(s);
   if (!cached_dim.empty() && !symbols.all.count(cached_dim))
     throw InputError("--kv-dim " + cached_dim + ": the inputs of " + path + " have no symbolic dimension " + cached_dim +
                      (symbols.all.empty() ? std::string(" (they have none)")
@@ -130,10 +165,12 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   Bindings base = user;
   base.batch = 1;
   for (const std::string& s : free) base.dims[s] = kBaseTokens;
+  bind_sums(base, symbols.all, user_bound);
   const Graph g0 = import_model(model, path, base);
   auto probe = [&](const std::string& s) -> std::optional<Graph> {
     Bindings b = base;
     b.dims[s] = kBaseTokens + 1;
+    bind_sums(b, symbols.all, user_bound);
     try {
       return import_model(model, path, b);
     } catch (const InputError&) {
@@ -190,6 +227,8 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   KvCache kv;
   kv.cached_dim = dim;
   kv.new_dim = fresh.front();
+  for (const std::string& s : symbols.all)
+    if (!user_bound.count(s) && (!sum_terms(s).empty() || s == "total_sequence_length")) kv.derived.push_back(s);
   for (const Pair& p : pairs) {
     kv.pairs.emplace_back(p.input, p.output);
     const Tensor& x0 = tensor(g0, p.input);

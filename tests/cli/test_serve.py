@@ -135,6 +135,17 @@ class ServeByHand(unittest.TestCase):
         self.assertIn("T4", text)
         self.assertIn("longest single", text)
 
+    def test_a_mask_over_past_and_new_tokens_is_bound_from_them(self):
+        # attention_mask [batch, "past_sequence_length + sequence_length"] is added to the scores: bound any other
+        # way than cached + new, the Add would not broadcast.
+        mask = os.path.join(MODELS, "kv_tiny_mask.onnx")
+        j = serve_json("--memory", "1GiB", "--context", "100", model=mask)
+        self.assertEqual(j["kv_cache_bytes_per_token"], KV_PER_TOKEN)
+        self.assertEqual(j["kv_cache"]["cached_dim"], "past_sequence_length")
+        ideal = serve_json("--memory", "1MiB", "--context", "100", "--max-batched-tokens", "16", "--runtime", "ideal",
+                           model=mask)
+        self.assertGreater(ideal["max_concurrent_sequences"], 0)
+
     def test_kv_dim_picks_one_of_several(self):
         j = serve_json("--memory", "1GiB", "--context", "64", "--kv-dim", "past_a", "--dim", "past_b=0",
                        model=os.path.join(MODELS, "kv_tiny_two_dims.onnx"))

@@ -15,6 +15,8 @@ Variants (written next to this script; run with Debian's python3, which has onnx
                            "b", "cached", "new"): found by structure, not by name
     kv_tiny_two_dims.onnx  layer 0 caches along "past_a", layer 1 along "past_b": ambiguous without --kv-dim
     no_kv_tiny.onnx        the same model without a cache: present outputs only, no past inputs
+    kv_tiny_mask.onnx      kv_tiny with optimum's attention_mask [batch, "past_sequence_length + sequence_length"]
+                           added to the scores: a dimension serve binds from the other two
 """
 import os
 import sys
@@ -26,7 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 VOCAB, HIDDEN, HEADS, HEAD_DIM, LAYERS = 16, 8, 2, 4, 2
 
 
-def build(names, with_past=True, past_dims=None):
+def build(names, with_past=True, past_dims=None, with_mask=False):
     """names: dict of naming functions and dim names; past_dims: per layer past dim name."""
     rng = np.random.default_rng(0)
     batch, new = names["batch"], names["new"]
@@ -42,6 +44,12 @@ def build(names, with_past=True, past_dims=None):
     inputs.append(helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, new]))
     nodes.append(helper.make_node("Gather", [weight("embed", [VOCAB, HIDDEN]), "input_ids"], ["h0"]))
     h = "h0"
+    if with_mask:  # optimum's attention_mask [batch, past + new], added to the scores as a bias [batch, 1, 1, past + new]
+        total_dim = f"{names['past']} + {new}"
+        inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [batch, total_dim]))
+        inits.append(numpy_helper.from_array(np.array([1, 2], dtype=np.int64), "mask_axes"))
+        nodes.append(helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT))
+        nodes.append(helper.make_node("Unsqueeze", ["mask_f", "mask_axes"], ["mask_bias"]))
     for i in range(LAYERS):
         past = past_dims[i]
         heads = {}
@@ -64,7 +72,11 @@ def build(names, with_past=True, past_dims=None):
             heads[p] = out
         nodes.append(helper.make_node("Transpose", [heads["k"]], [f"l{i}.kT"], perm=[0, 1, 3, 2]))
         nodes.append(helper.make_node("MatMul", [heads["q"], f"l{i}.kT"], [f"l{i}.scores"]))
-        nodes.append(helper.make_node("Softmax", [f"l{i}.scores"], [f"l{i}.probs"], axis=-1))
+        scores = f"l{i}.scores"
+        if with_mask:
+            nodes.append(helper.make_node("Add", [scores, "mask_bias"], [f"l{i}.masked"]))
+            scores = f"l{i}.masked"
+        nodes.append(helper.make_node("Softmax", [scores], [f"l{i}.probs"], axis=-1))
         nodes.append(helper.make_node("MatMul", [f"l{i}.probs", heads["v"]], [f"l{i}.ctx"]))
         nodes.append(helper.make_node("Transpose", [f"l{i}.ctx"], [f"l{i}.ctxt"], perm=[0, 2, 1, 3]))
         nodes.append(helper.make_node("Reshape", [f"l{i}.ctxt", "merge_heads"], [f"l{i}.merged"]))
@@ -93,6 +105,7 @@ def main(out_dir):
         "kv_tiny_renamed.onnx": build(RENAMED),
         "kv_tiny_two_dims.onnx": build(OPTIMUM, past_dims=["past_a", "past_b"]),
         "no_kv_tiny.onnx": build(OPTIMUM, with_past=False),
+        "kv_tiny_mask.onnx": build(OPTIMUM, with_mask=True),
     }
     for name, model in models.items():
         onnx.save(model, os.path.join(out_dir, name))
