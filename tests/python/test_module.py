@@ -111,6 +111,17 @@ def test_every_flag_is_a_keyword(command):
         getattr(memplan, command)(GPT_TINY, bogus=1)
 
 
+def test_serve_nothing_fits_is_a_limit_error():
+    kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
+    p = cli("serve", kv, "--context", "10", "--memory", "2048B", "--json")
+    assert p.returncode == 1, p.stderr
+    with pytest.raises(memplan.LimitError, match="nothing fits: the weights alone need") as e:
+        memplan.serve(kv, context=10, memory="2048B")
+    assert e.value.result == json.loads(p.stdout)
+    with pytest.raises(memplan.InputError, match="has no past/present key-value inputs"):
+        memplan.serve(os.path.join(MODELS, "serve", "no_kv_tiny.onnx"), context=10)
+
+
 def test_plan_output_writes_the_cli_file(tmp_path):
     cli("plan", GPT_TINY, "--batch", "2", "--dim", "seq=32", "-o", str(tmp_path / "cli.json"))
     d = memplan.plan(GPT_TINY, batch=2, dims={"seq": 32}, output=tmp_path / "py.json")
