@@ -235,8 +235,11 @@ std::string serve_to_text(const ServeAnswer& a) {
   if (a.decode) {
     t += fmt::format("  {} sequences x {} blocks + the largest step = {} B ({} blocks fit)\n", a.max_concurrent_sequences,
                      a.blocks_per_sequence, format_count(a.total_bytes), a.blocks);
-    if (a.decode_next)
+    if (a.decode_next) {
       t += fmt::format("  {} sequences would need {} B\n", a.max_concurrent_sequences + 1, format_count(a.total_bytes_next));
+      if (a.blocks >= (a.max_concurrent_sequences + 1) * a.blocks_per_sequence)
+        t += "  (the blocks would hold one more sequence, but its decode step would leave them too little room)\n";
+    }
   } else {
     t += fmt::format("  not one sequence of {} tokens fits\n", a.context);
   }
