@@ -16,5 +16,6 @@ Action add_plan_command(CLI::App& app);
 Action add_fit_command(CLI::App& app);
 Action add_check_command(CLI::App& app);
 Action add_timeline_command(CLI::App& app);
+Action add_serve_command(CLI::App& app);
 
 }  // namespace memplan::cli

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   const memplan::cli::Utf8Output utf8_output;  // all output, help and errors included, is valid UTF-8
   CLI::App app{
       "memplan: how much GPU memory an ONNX model needs, and why, before you rent or launch anything.\n"
-      "Exit codes: 0 ok; 1 a budget or regression limit is broken (check, fit); 2 bad usage or bad input;\n"
+      "Exit codes: 0 ok; 1 a budget or regression limit is broken (check, fit, serve); 2 bad usage or bad input;\n"
       "3 internal error (a bug: please report it). See docs/exit-codes.md; `memplan COMMAND --help` explains\n"
       "each command, with examples.",
       "memplan"};
@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add(memplan::cli::add_fit_command);
   add(memplan::cli::add_check_command);
   add(memplan::cli::add_timeline_command);
+  add(memplan::cli::add_serve_command);
 
   try {
     app.parse(argc, argv);

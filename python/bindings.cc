@@ -25,6 +25,7 @@
 #include "report/inspect.h"
 #include "report/json_text.h"
 #include "report/plan.h"
+#include "report/serve.h"
 #include "report/trace.h"
 
 namespace py = pybind11;
@@ -229,6 +230,43 @@ py::tuple fit(py::handle model, const py::kwargs& kwargs) {
   return py::make_tuple(text, broken, message);
 }
 
+// (JSON text, whether nothing fits, the CLI's one-line message for it)
+py::tuple serve(py::handle model, const py::kwargs& kwargs) {
+  ServeArgs args;
+  args.estimate.model.path = model_path(model);
+  Setters s;
+  add_estimate_keywords(s, args.estimate);
+  // The CLI's serve drops the training flags, --mode, --batch and --top (cli/serve.cc).
+  for (const char* k : {"mode", "batch", "top", "optimizer", "precision", "checkpoint", "budget", "grad_accum", "loss",
+                        "gpus", "shard", "optimizer_impl", "torch", "trainable", "frozen", "lora_rank", "lora_targets",
+                        "lora_dropout", "frozen_dtype", "double_quant", "amsgrad", "maximize", "weight_decay",
+                        "gradient_as_bucket_view"})
+    s.erase(k);
+  for (auto [name, field] : std::initializer_list<std::pair<const char*, std::string ServeArgs::*>>{
+           {"memory", &ServeArgs::memory}, {"reserve", &ServeArgs::reserve}})
+    s[name] = [&args, field = field, key = std::string(name)](py::handle v) { args.*field = to_text(v, key); };
+  s["context"] = [&](py::handle v) { args.settings.context = to_int(v, "context", 1); };
+  s["max_batched_tokens"] = [&](py::handle v) { args.settings.max_batched_tokens = to_int(v, "max_batched_tokens", 1); };
+  s["block_size"] = [&](py::handle v) { args.settings.block_size = to_int(v, "block_size", 1); };
+  s["kv_dim"] = [&](py::handle v) { args.settings.kv_dim = to_text(v, "kv_dim"); };
+  s["headroom"] = [&](py::handle v) { args.settings.headroom_percent = to_double(v, "headroom"); };
+  apply(s, kwargs, "serve");
+  std::string text, message;
+  bool broken = false;
+  {
+    py::gil_scoped_release unlocked;
+    const ServeOutcome out = serve_model(args);
+    text = json_text(out.table ? serve_table_to_json(*out.table) : serve_to_json(*out.answer));
+    broken = out.limit_broken();
+    if (broken) {
+      message = serve_to_text(*out.answer);  // "...\nnothing fits: the weights alone need ..."
+      const size_t at = message.find("nothing fits");
+      message = escape_invalid_utf8(message.substr(at, message.find('\n', at) - at));
+    }
+  }
+  return py::make_tuple(text, broken, message);
+}
+
 py::tuple check(py::handle model, const py::kwargs& kwargs) {
   CheckArgs args;
   args.estimate.model.path = model_path(model);
@@ -312,5 +350,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("plan", &plan, py::arg("model"));
   m.def("fit", &fit, py::arg("model"));
   m.def("check", &check, py::arg("model"));
+  m.def("serve", &serve, py::arg("model"));
   m.def("trace", &trace, py::arg("model"));
 }

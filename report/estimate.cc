@@ -250,6 +250,10 @@ EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions
     p.program = std::move(r.program);
     p.fixed_bytes = r.fixed_bytes;
     p.notes = std::move(r.notes);
+    if (!options.held_outside.empty())
+      for (Buffer& b : p.program.buffers)
+        if (std::find(options.held_outside.begin(), options.held_outside.end(), b.name) != options.held_outside.end())
+          b.bytes = 0;
   } else {
     check_training_options(options);
     TrainingResult r = training_program(graph, options, /*steady_state=*/true);

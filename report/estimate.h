@@ -21,6 +21,7 @@
 #include "onnx_import/graph.h"
 #include "planner/program.h"
 #include "report/cudnn_workspace.h"
+#include "report/kv_cache.h"
 
 namespace memplan {
 
@@ -42,6 +43,9 @@ struct EstimateOptions {
   // When set, the step is also run at this device budget (memory outside the CUDA context): Estimate::at_budget.
   std::optional<uint64_t> device_budget;
   int top_tensors = 8;           // how many of the largest live tensors at the peak to list
+  // Tensors held outside the step's allocator (serve: the paged KV cache, past inputs and present outputs, which
+  // vLLM keeps in its own preallocated blocks): their buffers count 0 bytes. Inference only.
+  std::vector<std::string> held_outside;
 };
 
 // What is in memory at the peak, by what it is. Sums to total_bytes.
@@ -118,6 +122,8 @@ struct Estimate {
   std::vector<uint64_t> allocated_per_step, reserved_per_step;
   std::vector<std::string> step_names;
   std::vector<std::string> notes;
+  // A decoder with a KV cache (report/kv_cache.h), inference: its prefill and decode steps apart.
+  std::optional<KvPhases> kv_phases;
 };
 
 Estimate estimate_graph(const Graph& graph, const EstimateOptions& options);

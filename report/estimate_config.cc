@@ -205,6 +205,8 @@ ConfiguredEstimate estimate_model(const EstimateArgs& args) {
   const EstimateOptions options = to_estimate_options(args);  // a bad option is said before the model is read
   c.graph = import_model(args.model.path, to_bindings(args.model));
   c.estimate = estimate_graph(c.graph, options);
+  c.estimate.kv_phases =
+      estimate_kv_phases(args.model.path, to_bindings(args.model), c.graph, options, c.estimate.breakdown.weights);
   c.configuration = describe_configuration(args, c.graph);
   return c;
 }

@@ -99,6 +99,21 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
                             {"counted_bytes", e.cudnn_workspace->counted_bytes},
                             {"least_allocated_at_convolution_bytes", e.cudnn_workspace->least_allocated_at_convolution},
                             {"fit_uses", "counted_bytes"}};
+  if (e.kv_phases) {
+    auto step = [](const KvStep& s) {
+      return nlohmann::ordered_json{{"batch", s.batch},
+                                    {"cached_tokens", s.cached_tokens},
+                                    {"new_tokens", s.new_tokens},
+                                    {"required_bytes", s.required_bytes},
+                                    {"activation_peak_bytes", s.activation_peak_bytes},
+                                    {"kv_cache_bytes", s.kv_cache_bytes}};
+    };
+    j["kv_cache"] = {{"cached_dim", e.kv_phases->cached_dim},
+                     {"new_tokens_dim", e.kv_phases->new_dim},
+                     {"bytes_per_token", e.kv_phases->bytes_per_token},
+                     {"prefill", step(e.kv_phases->prefill)},
+                     {"decode", step(e.kv_phases->decode)}};
+  }
   j["notes"] = e.notes;
   j["warnings"] = graph.warnings;
   return j;
@@ -141,6 +156,18 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
       out += fmt::format("  checkpointing: {} boundaries, recompute {:.1f}% of forward FLOPs\n",
                          e.checkpoint_boundaries.size(), e.recompute_percent);
   }
+  if (const auto& kv = e.kv_phases) {
+    out += fmt::format("  KV cache along {} (new tokens: {}), {} B per token and sequence; each step with the cache\n"
+                       "  held apart (paged, as serve counts it):\n",
+                       kv->cached_dim, kv->new_dim, format_count(kv->bytes_per_token));
+    auto line = [&](const char* label, const KvStep& s) {
+      out += fmt::format("    {:<8} {} x {} new, {} cached: activation peak {}, step {}, cache {}\n", label, s.batch,
+                         s.new_tokens, s.cached_tokens, format_bytes(s.activation_peak_bytes),
+                         format_bytes(s.required_bytes), format_bytes(s.kv_cache_bytes));
+    };
+    line("prefill", kv->prefill);
+    line("decode", kv->decode);
+  }
   out += fmt::format("\npeak at step {} of {}: {} ({}, {})\n", e.peak_step, e.num_steps, e.peak_step_name, e.peak_op,
                      phase_name(e.peak_phase));
   if (!e.top_live.empty()) {
@@ -167,6 +194,11 @@ std::string estimate_to_markdown(const Estimate& e, const std::string& configura
     out += fmt::format("| max_memory_reserved | {} | |\n", format_bytes(e.reserved_bytes));
     out += fmt::format("| runs on a device budget of at least | {} | |\n", format_bytes(e.required_bytes));
   }
+  if (const auto& kv = e.kv_phases)
+    for (const auto* s : {&kv->prefill, &kv->decode})
+      out += fmt::format("| {} ({} x {} new, {} cached; KV cache apart) | {} | activation peak {} |\n",
+                         s == &kv->prefill ? "prefill" : "decode", s->batch, s->new_tokens, s->cached_tokens,
+                         format_bytes(s->required_bytes), format_bytes(s->activation_peak_bytes));
   out += fmt::format("\nPeak at step {} of {}: `{}` ({}, {}).\n", e.peak_step, e.num_steps, e.peak_step_name,
                      e.peak_op, phase_name(e.peak_phase));
   if (!e.top_live.empty()) {

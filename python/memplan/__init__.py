@@ -21,7 +21,7 @@ from typing import Any, Dict, Union
 
 from . import _core
 
-__all__ = ["inspect", "estimate", "plan", "fit", "check", "Error", "InputError", "InternalError", "LimitError",
+__all__ = ["inspect", "estimate", "plan", "fit", "check", "serve", "Error", "InputError", "InternalError", "LimitError",
            "__version__"]
 
 __version__: str = _core.version
@@ -86,6 +86,18 @@ def check(model: PathLike, **options: Any) -> Dict[str, Any]:
     """``memplan check MODEL --json``: the CI memory gate against ``budget=`` and/or ``baseline=``
     (memplan.check/1). Raises :class:`LimitError` when a limit is broken."""
     text, broken, message = _core.check(model, **options)
+    result = _json.loads(text)
+    if broken:
+        raise LimitError(message, result)
+    return result
+
+
+def serve(model: PathLike, **options: Any) -> Dict[str, Any]:
+    """``memplan serve MODEL --json``: for a decoder with a KV cache, the KV bytes per token, the prefill and
+    decode activation peaks, how many sequences of ``context=`` tokens fit ``gpu=`` or ``memory=`` with the cache
+    paged in blocks (vLLM's), and the longest single sequence; with neither, a table over the GPU catalog
+    (memplan.serve/1). Raises :class:`LimitError` when not one block fits."""
+    text, broken, message = _core.serve(model, **options)
     result = _json.loads(text)
     if broken:
         raise LimitError(message, result)

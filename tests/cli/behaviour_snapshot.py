@@ -69,6 +69,16 @@ def cases():
     out.append(["fit", M + "resnet18.onnx", "--json"])
     out.append(["fit", M + "gpt_tiny.onnx", "--batch", "8", "--search", "seq", "--memory", "1GiB", "--json"])
     out.append(["check", M + "gpt_tiny.onnx", "--batch", "8", *SEQ, "--budget", "1GiB", "--json"])
+    # serve and estimate on the tiny decoder with a KV cache (tests/models/serve/make_kv_tiny.py).
+    kv = M + "serve/kv_tiny.onnx"
+    out.append(["serve", kv, "--memory", "1GiB", "--context", "4096", "--json"])
+    out.append(["serve", kv, "--gpu", "T4", "--context", "333", "--block-size", "32", "--max-batched-tokens", "128",
+                "--dtype", "fp16", "--json"])
+    out.append(["serve", kv, "--memory", "1MiB", "--context", "100", "--runtime", "ideal", "--json"])
+    out.append(["serve", kv, "--memory", "64MiB", "--context", "100", "--runtime", "onnxruntime", "--json"])
+    out.append(["serve", kv, "--context", "512", "--json"])
+    out.append(["estimate", kv, "--batch", "3", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16",
+                "--json"])
     return out
 
 

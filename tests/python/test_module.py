@@ -35,7 +35,8 @@ def _snapshot_cases():
     return mod.cases()
 
 
-INT_FLAGS = {"batch", "grad_accum", "gpus", "top", "global_batch", "max", "alignment"}
+INT_FLAGS = {"batch", "grad_accum", "gpus", "top", "global_batch", "max", "alignment", "context", "max_batched_tokens",
+             "block_size"}
 FLOAT_FLAGS = {"headroom", "max_increase", "weight_decay"}
 BOOL_FLAGS = {"gradient_as_bucket_view", "amsgrad", "maximize"}
 
@@ -93,14 +94,14 @@ def test_module_returns_the_cli_json(args):
         assert e.value.result == json.loads(p.stdout)
 
 
-@pytest.mark.parametrize("command", ["inspect", "estimate", "plan", "fit", "check"])
+@pytest.mark.parametrize("command", ["inspect", "estimate", "plan", "fit", "check", "serve"])
 def test_every_flag_is_a_keyword(command):
     """Each flag `memplan COMMAND --help` lists is a keyword of memplan.COMMAND (it gets past the keyword table to
     the value's type check), and an unknown keyword is refused."""
     help_text = cli(command, "--help").stdout.decode()
     flags = sorted({"--" + f for f in re.findall(r"^\s+(?:-\w,)?--([a-z][a-z0-9-]*)", help_text, re.M)}
                    - {"--help", "--json", "--format", "--dim", "--input"})
-    assert "--batch" in flags, flags
+    assert ("--batch" in flags) == (command != "serve"), flags  # serve binds the batch itself
     for flag in flags:
         name = flag[2:].replace("-", "_")
         with pytest.raises(memplan.InputError) as e:
@@ -108,6 +109,17 @@ def test_every_flag_is_a_keyword(command):
         assert "unknown option" not in str(e.value), flag
     with pytest.raises(memplan.InputError, match="unknown option 'bogus'"):
         getattr(memplan, command)(GPT_TINY, bogus=1)
+
+
+def test_serve_nothing_fits_is_a_limit_error():
+    kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
+    p = cli("serve", kv, "--context", "10", "--memory", "2048B", "--json")
+    assert p.returncode == 1, p.stderr
+    with pytest.raises(memplan.LimitError, match="nothing fits: the weights alone need") as e:
+        memplan.serve(kv, context=10, memory="2048B")
+    assert e.value.result == json.loads(p.stdout)
+    with pytest.raises(memplan.InputError, match="has no past/present key-value inputs"):
+        memplan.serve(os.path.join(MODELS, "serve", "no_kv_tiny.onnx"), context=10)
 
 
 def test_plan_output_writes_the_cli_file(tmp_path):

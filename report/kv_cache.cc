@@ -1,0 +1,305 @@
+#include "report/kv_cache.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "cost_models/graph_facts.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+#include "onnx_import/model_reader.h"
+#include "report/estimate.h"
+
+namespace memplan {
+namespace {
+
+// Probe values: small, and the probe one token above the base.
+constexpr int64_t kBaseTokens = 3;
+
+struct Symbols {
+  std::set<std::string> all;       // every dim_param of the graph inputs
+  std::set<std::string> tokenish;  // those at some axis other than 0 (axis 0 is the batch)
+};
+
+Symbols input_symbols(const onnx::GraphProto& g) {
+  std::set<std::string> inits;
+  for (const auto& i : g.initializer()) inits.insert(i.name());
+  Symbols s;
+  for (const auto& vi : g.input()) {
+    if (inits.count(vi.name()) || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    const auto& dims = vi.type().tensor_type().shape().dim();
+    for (int a = 0; a < dims.size(); ++a)
+      if (dims[a].has_dim_param()) {
+        s.all.insert(dims[a].dim_param());
+        if (a > 0) s.tokenish.insert(dims[a].dim_param());
+      }
+  }
+  return s;
+}
+
+// "a + b + 1" -> {"a", "b", "1"}; empty when the name is not a sum.
+std::vector<std::string> sum_terms(const std::string& name) {
+  std::vector<std::string> terms;
+  size_t start = 0;
+  for (size_t at; (at = name.find(" + ", start)) != std::string::npos; start = at + 3) terms.push_back(name.substr(start, at - start));
+  if (terms.empty()) return {};
+  terms.push_back(name.substr(start));
+  return terms;
+}
+
+bool is_number(const std::string& t) {
+  return !t.empty() && t.size() < 10 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Binds every sum-of-symbols dimension from the values already bound (those whose terms are all known).
+void bind_sums(Bindings& b, const std::set<std::string>& symbols, const std::set<std::string>& user_bound) {
+  for (const std::string& s : symbols) {
+    const std::vector<std::string> terms = sum_terms(s);
+    if (terms.empty() || user_bound.count(s)) continue;
+    int64_t v = 0;
+    bool known = true;
+    for (const std::string& t : terms) {
+      if (is_number(t)) v += std::stoll(t);
+      else if (auto it = b.dims.find(t); it != b.dims.end()) v += it->second;
+      else known = false;
+    }
+    if (known) b.dims[s] = v;
+  }
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string r;
+  for (const std::string& x : v) r += (r.empty() ? "" : ", ") + x;
+  return r;
+}
+
+const Tensor& tensor(const Graph& g, const std::string& name) { return g.tensors[*g.find_tensor(name)]; }
+
+// One past/present pair as two probes see it: the input grows by one token along `axis` from g0 to g1, the
+// output has the input's shape but `delta` more tokens along that axis in both.
+struct Pair {
+  std::string input, output;
+  int axis = 0;
+  int64_t delta = 0;
+};
+
+std::optional<int> grown_axis(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  if (a.size() != b.size()) return std::nullopt;
+  std::optional<int> axis;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k] == b[k]) continue;
+    if (axis || b[k] != a[k] + 1) return std::nullopt;
+    axis = static_cast<int>(k);
+  }
+  return axis;
+}
+
+bool same_but(const std::vector<int64_t>& x, const std::vector<int64_t>& y, int axis) {
+  if (x.size() != y.size()) return false;
+  for (size_t k = 0; k < x.size(); ++k)
+    if (static_cast<int>(k) != axis && x[k] != y[k]) return false;
+  return true;
+}
+
+std::vector<Pair> pairs_along(const Graph& g0, const Graph& g1) {
+  std::vector<Pair> pairs;
+  std::set<int32_t> used;
+  for (int32_t in : g0.inputs) {
+    const Tensor& x0 = g0.tensors[in];
+    const auto x1_id = g1.find_tensor(x0.name);
+    if (!x1_id) continue;
+    const Tensor& x1 = g1.tensors[*x1_id];
+    const std::optional<int> axis = grown_axis(x0.shape, x1.shape);
+    if (!axis) continue;
+    for (int32_t out : g0.outputs) {
+      const Tensor& y0 = g0.tensors[out];
+      if (used.count(out) || y0.dtype != x0.dtype || !same_but(x0.shape, y0.shape, *axis)) continue;
+      const int64_t delta = y0.shape[*axis] - x0.shape[*axis];
+      const auto y1_id = g1.find_tensor(y0.name);
+      if (delta <= 0 || !y1_id) continue;
+      const Tensor& y1 = g1.tensors[*y1_id];
+      if (!same_but(x1.shape, y1.shape, *axis) || y1.shape[*axis] - x1.shape[*axis] != delta) continue;
+      used.insert(out);
+      pairs.push_back({x0.name, y0.name, *axis, delta});
+      break;
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
+std::vector<std::string> KvCache::tensors() const {
+  std::vector<std::string> t;
+  for (const auto& [in, out] : pairs) {
+    t.push_back(in);
+    t.push_back(out);
+  }
+  return t;
+}
+
+Bindings kv_step_bindings(const Bindings& user, const KvCache& kv, int64_t batch, int64_t cached, int64_t fresh) {
+  Bindings b = user;
+  b.batch = batch;
+  b.dims[kv.cached_dim] = cached;
+  b.dims[kv.new_dim] = fresh;
+  std::set<std::string> derived(kv.derived.begin(), kv.derived.end());
+  if (derived.erase("total_sequence_length")) b.dims["total_sequence_length"] = cached + fresh;
+  bind_sums(b, derived, {});
+  return b;
+}
+
+KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bindings& user,
+                      const std::string& cached_dim, DType float_dtype) {
+  const Symbols symbols = input_symbols(model.proto.graph());
+  std::vector<std::string> free;  // the token-like dimensions the user left free: the candidates
+  std::set<std::string> user_bound;
+  for (const auto& [name, value] : user.dims) user_bound.insert(name);
+  for (const std::string& s : symbols.tokenish)
+    if (!user.dims.count(s) && sum_terms(s).empty()) free.push_back(s);
+  if (!cached_dim.empty() && !symbols.all.count(cached_dim))
+    throw InputError("--kv-dim " + cached_dim + ": the inputs of " + path + " have no symbolic dimension " + cached_dim +
+                     (symbols.all.empty() ? std::string(" (they have none)")
+                                          : " (they have: " + join({symbols.all.begin(), symbols.all.end()}) + ")"));
+  Bindings base = user;
+  base.batch = 1;
+  for (const std::string& s : free) base.dims[s] = kBaseTokens;
+  bind_sums(base, symbols.all, user_bound);
+  const Graph g0 = import_model(model, path, base);
+  auto probe = [&](const std::string& s) -> std::optional<Graph> {
+    Bindings b = base;
+    b.dims[s] = kBaseTokens + 1;
+    bind_sums(b, symbols.all, user_bound);
+    try {
+      return import_model(model, path, b);
+    } catch (const InputError&) {
+      return std::nullopt;  // a dimension the model ties to another (it cannot grow alone): not the cache's
+    }
+  };
+
+  std::map<std::string, std::pair<Graph, std::vector<Pair>>> cached;  // candidate -> (probe, its pairs)
+  std::vector<std::string> found;
+  for (const std::string& s : free) {
+    std::optional<Graph> g1 = probe(s);
+    if (!g1) continue;
+    std::vector<Pair> pairs = pairs_along(g0, *g1);
+    if (pairs.empty()) continue;
+    found.push_back(s);
+    cached.emplace(s, std::make_pair(std::move(*g1), std::move(pairs)));
+  }
+  const std::string no_cache =
+      path + " has no past/present key-value inputs: no graph input has a graph output of its shape grown along one "
+             "axis by the new tokens (serve needs a decoder exported with its KV cache, e.g. optimum's "
+             "past_key_values.{i}.key/value inputs and present.{i}.key/value outputs)";
+  if (found.empty()) throw InputError(no_cache);
+  std::string dim = cached_dim;
+  if (dim.empty()) {
+    if (found.size() > 1)
+      throw InputError(path + " caches tokens along several dimensions (" + join(found) +
+                       "): name the one that counts cached tokens with --kv-dim NAME");
+    dim = found.front();
+  } else if (!cached.count(dim)) {
+    throw InputError("--kv-dim " + dim + ": no past/present key-value pair of " + path + " grows along " + dim +
+                     " (they grow along: " + join(found) + ")");
+  }
+  const auto& [g1, pairs] = cached.at(dim);
+
+  // The new tokens: the one other free dimension that lengthens every present output beyond its past input.
+  std::vector<std::string> fresh;
+  for (const std::string& s : free) {
+    if (s == dim) continue;
+    const std::optional<Graph> gs = probe(s);
+    if (!gs) continue;
+    const bool grows = std::all_of(pairs.begin(), pairs.end(), [&](const Pair& p) {
+      const Tensor& x = tensor(*gs, p.input);
+      const Tensor& y = tensor(*gs, p.output);
+      return x.shape == tensor(g0, p.input).shape && y.shape[p.axis] - x.shape[p.axis] == p.delta + 1;
+    });
+    if (grows) fresh.push_back(s);
+  }
+  if (fresh.size() != 1)
+    throw InputError(path + ": the present outputs of its KV cache (along " + dim + ") grow by " +
+                     (fresh.empty() ? std::string("no free input dimension") : "several dimensions (" + join(fresh) + ")") +
+                     "; serve needs one dimension that counts the step's new tokens" +
+                     (user.dims.empty() ? std::string() : " (serve binds the cached and new tokens itself: --dim only the others)"));
+
+  KvCache kv;
+  kv.cached_dim = dim;
+  kv.new_dim = fresh.front();
+  for (const std::string& s : symbols.all)
+    if (!user_bound.count(s) && (!sum_terms(s).empty() || s == "total_sequence_length")) kv.derived.push_back(s);
+  for (const Pair& p : pairs) {
+    kv.pairs.emplace_back(p.input, p.output);
+    const Tensor& x0 = tensor(g0, p.input);
+    const Tensor& x1 = tensor(g1, p.input);
+    const DType stored = storage_dtype(x0.dtype, float_dtype);
+    kv.bytes_per_token = checked_add(kv.bytes_per_token, bytes_as(x1, stored) - bytes_as(x0, stored));
+  }
+  return kv;
+}
+
+namespace {
+
+// A graph input and a graph output of one dtype and rank whose shapes differ only where the output is longer:
+// what a cache looks like once shaped. Cheap, so that `estimate` probes only models that may have one.
+bool may_have_kv_cache(const Graph& g) {
+  for (int32_t in : g.inputs)
+    for (int32_t out : g.outputs) {
+      const Tensor& x = g.tensors[in];
+      const Tensor& y = g.tensors[out];
+      if (x.dtype != y.dtype || x.shape.size() != y.shape.size() || x.shape.empty()) continue;
+      int longer = 0;
+      bool other = false;
+      for (size_t k = 0; k < x.shape.size(); ++k) {
+        if (y.shape[k] > x.shape[k]) ++longer;
+        else if (y.shape[k] != x.shape[k]) other = true;
+      }
+      if (longer == 1 && !other) return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindings& user, const Graph& graph,
+                                           const EstimateOptions& options, uint64_t weights_bytes) {
+  if (options.mode != Mode::Inference || !may_have_kv_cache(graph)) return std::nullopt;
+  try {
+    const ReadModel model = read_model_file(path);
+    // The user binds the cached and new tokens; to find which dimensions they are, every token-like dimension
+    // is probed free.
+    Bindings probe_user = user;
+    for (const std::string& s : input_symbols(model.proto.graph()).tokenish) probe_user.dims.erase(s);
+    const KvCache kv = find_kv_cache(model, path, probe_user, "", options.inference.float_dtype);
+    const auto cached = graph.bound_dims.find(kv.cached_dim);
+    const auto fresh = graph.bound_dims.find(kv.new_dim);
+    const auto past = graph.find_tensor(kv.pairs.front().first);
+    if (cached == graph.bound_dims.end() || fresh == graph.bound_dims.end() || !past) return std::nullopt;
+    const int64_t batch = graph.tensors[*past].shape.at(0);
+    EstimateOptions o = options;
+    o.held_outside = kv.tensors();
+    auto step = [&](int64_t c, int64_t n) {
+      KvStep s;
+      s.batch = batch;
+      s.cached_tokens = c;
+      s.new_tokens = n;
+      s.required_bytes = estimate_totals(import_model(model, path, kv_step_bindings(user, kv, batch, c, n)), o).required_bytes;
+      s.activation_peak_bytes = s.required_bytes > weights_bytes ? s.required_bytes - weights_bytes : 0;
+      s.kv_cache_bytes = checked_mul(checked_mul(static_cast<uint64_t>(batch), static_cast<uint64_t>(c + n)),
+                                     kv.bytes_per_token);
+      return s;
+    };
+    KvPhases p;
+    p.cached_dim = kv.cached_dim;
+    p.new_dim = kv.new_dim;
+    p.bytes_per_token = kv.bytes_per_token;
+    p.prefill = step(0, fresh->second);
+    p.decode = step(cached->second, 1);
+    return p;
+  } catch (const InputError&) {
+    return std::nullopt;  // no unambiguous cache, or a step that does not shape: the estimate stands alone
+  }
+}
+
+}  // namespace memplan

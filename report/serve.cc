@@ -1,0 +1,298 @@
+#include "report/serve.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+#include "onnx_import/model_reader.h"
+#include "report/sizes.h"
+
+namespace memplan {
+namespace {
+
+constexpr int64_t kMaxSequences = int64_t{1} << 20;   // the largest number of sequences searched (fit's --max)
+constexpr int64_t kMaxContextTokens = int64_t{1} << 30;  // the longest single sequence searched
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
+    : path_(std::move(path)), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
+  model_ = std::make_shared<const ReadModel>(read_model_file(path_));
+  kv_ = find_kv_cache(*model_, path_, user_, settings_.kv_dim, options_.inference.float_dtype);
+  options_.held_outside = kv_.tensors();
+  // The weights: resident for the whole step, the same at every batch and context.
+  weights_bytes_ = estimate_graph(import_model(*model_, path_, kv_step_bindings(user_, kv_, 1, 0, settings_.max_batched_tokens)),
+                                  options_)
+                       .breakdown.weights;
+}
+
+ServeStep ServeProbe::step(int64_t batch, int64_t cached, int64_t fresh) {
+  const auto key = std::make_tuple(options_.inference.cuda_arch_major, batch, cached, fresh);
+  auto it = memo_.find(key);
+  if (it == memo_.end()) {
+    std::optional<uint64_t> need;
+    try {
+      need = estimate_totals(import_model(*model_, path_, kv_step_bindings(user_, kv_, batch, cached, fresh)), options_)
+                 .required_bytes;
+    } catch (const ShapeOverflow&) {
+      need = std::nullopt;
+    }
+    it = memo_.emplace(key, need).first;
+  }
+  if (!it->second) throw ShapeOverflow("serve: a step of " + std::to_string(batch) + " sequences, " +
+                                       std::to_string(cached) + " cached tokens, overflows 64-bit byte counts");
+  ServeStep s;
+  s.batch = batch;
+  s.cached_tokens = cached;
+  s.new_tokens = fresh;
+  s.required_bytes = *it->second;
+  s.activation_peak_bytes = s.required_bytes > weights_bytes_ ? s.required_bytes - weights_bytes_ : 0;
+  return s;
+}
+
+ServeStep ServeProbe::prefill() { return step(1, 0, settings_.max_batched_tokens); }
+ServeStep ServeProbe::decode(int64_t batch, int64_t cached_tokens) { return step(batch, cached_tokens, 1); }
+
+ServeAnswer serve_budget(ServeProbe& probe, const ServeSettings& settings, const FitBudget& budget) {
+  ServeAnswer a;
+  a.model = probe.path();
+  a.budget_source = budget.source;
+  a.budget_bytes = apply_headroom(budget.bytes, settings.headroom_percent);
+  a.headroom_percent = settings.headroom_percent;
+  a.context = settings.context;
+  a.block_size = settings.block_size;
+  a.max_batched_tokens = settings.max_batched_tokens;
+  a.kv = probe.kv();
+  a.weights_bytes = probe.weights_bytes();
+  a.block_bytes = checked_mul(static_cast<uint64_t>(settings.block_size), a.kv.bytes_per_token, "KV block bytes");
+  a.blocks_per_sequence = ceil_div(settings.context, settings.block_size);
+  a.prefill = probe.prefill();
+  const uint64_t prefill_need = a.prefill.required_bytes;
+
+  // S sequences at the context.
+  const uint64_t sequence_bytes = checked_mul(static_cast<uint64_t>(a.blocks_per_sequence), a.block_bytes, "KV bytes");
+  auto sequences_total = [&](int64_t s) {
+    const uint64_t step = std::max(prefill_need, probe.decode(s, settings.context - 1).required_bytes);
+    return checked_add(checked_mul(static_cast<uint64_t>(s), sequence_bytes, "KV bytes"), step);
+  };
+  const FitResult seqs = fit_search(sequences_total, a.budget_bytes, 1, kMaxSequences);
+  if (seqs.any_fits) {
+    a.max_concurrent_sequences = seqs.value;
+    a.decode = probe.decode(seqs.value, settings.context - 1);
+    a.total_bytes = seqs.bytes_at_value;
+    const uint64_t step = std::max(prefill_need, a.decode->required_bytes);
+    a.blocks = static_cast<int64_t>((a.budget_bytes - step) / a.block_bytes);
+    if (seqs.next_evaluated) {
+      a.decode_next = probe.decode(seqs.value + 1, settings.context - 1);
+      a.total_bytes_next = seqs.bytes_at_next;
+    }
+  }
+
+  // One sequence, k blocks long.
+  auto single_total = [&](int64_t k) {
+    const uint64_t step = std::max(prefill_need, probe.decode(1, k * settings.block_size - 1).required_bytes);
+    return checked_add(checked_mul(static_cast<uint64_t>(k), a.block_bytes, "KV bytes"), step);
+  };
+  const FitResult single = fit_search(single_total, a.budget_bytes, 1, kMaxContextTokens / settings.block_size);
+  if (single.any_fits) {
+    a.max_context_single_sequence = single.value * settings.block_size;
+    a.single_decode = probe.decode(1, a.max_context_single_sequence - 1);
+    a.single_total_bytes = single.bytes_at_value;
+    if (single.next_evaluated) {
+      a.single_decode_next = probe.decode(1, a.max_context_single_sequence + settings.block_size - 1);
+      a.single_total_bytes_next = single.bytes_at_next;
+    }
+  }
+  return a;
+}
+
+ServeOutcome serve_model(const ServeArgs& f) {
+  const ServeSettings& s = f.settings;
+  const std::string& gpu = f.estimate.gpu;
+  if (!gpu.empty() && !f.memory.empty()) throw InputError("--gpu and --memory exclude each other: give one budget");
+  if (s.context <= 0) throw InputError("serve needs --context N: the tokens of one sequence (prompt and generated)");
+  if (s.block_size <= 0) throw InputError("--block-size must be a positive number of tokens");
+  if (s.max_batched_tokens < 0) throw InputError("--max-batched-tokens must be a positive number of tokens");
+  if (!(s.headroom_percent >= 0 && s.headroom_percent <= 99))
+    throw InputError("--headroom " + fmt::format("{}", s.headroom_percent) + ": expected a percent from 0 to 99");
+  if (f.estimate.model.batch >= 0)
+    throw InputError("serve finds the number of sequences itself: drop --batch");
+  if (f.estimate.mode != "inference") throw InputError("serve estimates inference steps: drop --mode " + f.estimate.mode);
+  EstimateOptions options = to_estimate_options(f.estimate);
+  if (gpu.empty() && f.memory.empty() && !f.estimate.arch.empty())
+    throw InputError("--arch " + f.estimate.arch + ": the catalog table uses each GPU's own architecture; drop --arch "
+                     "(or give --memory SIZE)");
+  const GpuCatalog catalog = gpu_catalog_from(f.estimate.catalog);
+  const uint64_t reserve = f.reserve.empty() ? catalog.context_reserve_bytes : parse_size(f.reserve, "--reserve");
+  std::optional<FitBudget> budget;
+  if (!f.memory.empty()) budget = FitBudget{parse_size(f.memory, "--memory"), "--memory " + f.memory};
+  else if (!gpu.empty()) budget = gpu_budget(catalog.find(gpu), reserve);
+
+  ServeSettings settings = s;
+  if (settings.max_batched_tokens == 0) settings.max_batched_tokens = settings.context;
+  ServeProbe probe(f.estimate.model.path, to_bindings(f.estimate.model), settings, options);
+  for (const std::string& d : f.estimate.model.dims)
+    for (const std::string& own : {probe.kv().cached_dim, probe.kv().new_dim})
+      if (d.rfind(own + "=", 0) == 0)
+        throw InputError("serve binds " + own + " itself (--context, --max-batched-tokens): drop --dim " + d);
+  ServeOutcome out;
+  if (budget) {
+    out.answer = serve_budget(probe, settings, *budget);
+    return out;
+  }
+  ServeTable t;
+  t.model = probe.path();
+  t.context = settings.context;
+  t.block_size = settings.block_size;
+  t.kv_bytes_per_token = probe.kv().bytes_per_token;
+  t.weights_bytes = probe.weights_bytes();
+  t.reserve_bytes = reserve;
+  for (const GpuSpec& g : catalog.gpus) {
+    probe.use_gpu_architecture(g);
+    const ServeAnswer a = serve_budget(probe, settings, gpu_budget(g, reserve));
+    t.rows.push_back({g.name, g.memory_bytes, a.budget_bytes, a.max_concurrent_sequences, a.max_context_single_sequence});
+  }
+  out.table = std::move(t);
+  return out;
+}
+
+// ---- formats ----
+
+namespace {
+
+nlohmann::ordered_json step_json(const std::optional<ServeStep>& s) {
+  if (!s) return nullptr;
+  return {{"batch", s->batch},
+          {"cached_tokens", s->cached_tokens},
+          {"new_tokens", s->new_tokens},
+          {"required_bytes", s->required_bytes},
+          {"activation_peak_bytes", s->activation_peak_bytes}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json serve_to_json(const ServeAnswer& a) {
+  nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
+  for (const auto& [in, out] : a.kv.pairs) pairs.push_back({{"past", in}, {"present", out}});
+  nlohmann::ordered_json j{{"schema", kServeSchema},
+                           {"model", a.model},
+                           {"budget_bytes", a.budget_bytes},
+                           {"budget_source", a.budget_source},
+                           {"headroom_percent", a.headroom_percent},
+                           {"context", a.context},
+                           {"block_size", a.block_size},
+                           {"max_batched_tokens", a.max_batched_tokens},
+                           {"kv_cache", {{"cached_dim", a.kv.cached_dim},
+                                         {"new_tokens_dim", a.kv.new_dim},
+                                         {"pairs", pairs},
+                                         {"bytes_per_token", a.kv.bytes_per_token},
+                                         {"block_bytes", a.block_bytes},
+                                         {"blocks_per_sequence", a.blocks_per_sequence}}},
+                           {"kv_cache_bytes_per_token", a.kv.bytes_per_token},
+                           {"weights_bytes", a.weights_bytes},
+                           {"prefill", step_json(a.prefill)}};
+  j["max_concurrent_sequences"] = a.max_concurrent_sequences;
+  j["sequences"] = {{"decode", step_json(a.decode)},
+                    {"blocks", a.blocks},
+                    {"total_bytes", a.total_bytes},
+                    {"decode_next", step_json(a.decode_next)},
+                    {"total_bytes_next", a.decode_next ? nlohmann::ordered_json(a.total_bytes_next) : nullptr}};
+  j["max_context_single_sequence"] = a.max_context_single_sequence;
+  j["single_sequence"] = {
+      {"decode", step_json(a.single_decode)},
+      {"total_bytes", a.single_total_bytes},
+      {"decode_next", step_json(a.single_decode_next)},
+      {"total_bytes_next", a.single_decode_next ? nlohmann::ordered_json(a.single_total_bytes_next) : nullptr}};
+  j["max_position_cap"] = nullptr;  // memplan does not read a model's maximum position: the context is not capped
+  return j;
+}
+
+std::string serve_to_text(const ServeAnswer& a) {
+  std::string t = fmt::format("{}\n  budget {} ({} B): {}\n", a.model, format_bytes(a.budget_bytes),
+                              format_count(a.budget_bytes), a.budget_source);
+  t += fmt::format("  KV cache: {} pairs along {} (new tokens: {}), {} B per token and sequence, blocks of {} tokens = {} B\n",
+                   a.kv.pairs.size(), a.kv.cached_dim, a.kv.new_dim, format_count(a.kv.bytes_per_token), a.block_size,
+                   format_count(a.block_bytes));
+  t += fmt::format("  weights                                   {:>12}  ({} B)\n", format_bytes(a.weights_bytes),
+                   format_count(a.weights_bytes));
+  t += fmt::format("  prefill of {} tokens: activation peak     {:>12}  (step needs {} B)\n", a.max_batched_tokens,
+                   format_bytes(a.prefill.activation_peak_bytes), format_count(a.prefill.required_bytes));
+  if (!a.fits()) {
+    if (a.weights_bytes > a.budget_bytes)
+      return t + fmt::format("nothing fits: the weights alone need {}, more than the budget of {}\n",
+                             format_bytes(a.weights_bytes), format_bytes(a.budget_bytes));
+    return t + fmt::format("nothing fits: one sequence of {} tokens (one block) and its step need more than the budget of {}\n",
+                           a.block_size, format_bytes(a.budget_bytes));
+  }
+  if (a.decode)
+    t += fmt::format("  decode of {} x 1 token: activation peak   {:>12}  (step needs {} B)\n", a.decode->batch,
+                     format_bytes(a.decode->activation_peak_bytes), format_count(a.decode->required_bytes));
+  t += fmt::format("\nsequences of {} tokens served at once: {}\n", a.context, a.max_concurrent_sequences);
+  if (a.decode) {
+    t += fmt::format("  {} sequences x {} blocks + the largest step = {} B ({} blocks fit)\n", a.max_concurrent_sequences,
+                     a.blocks_per_sequence, format_count(a.total_bytes), a.blocks);
+    if (a.decode_next) {
+      t += fmt::format("  {} sequences would need {} B\n", a.max_concurrent_sequences + 1, format_count(a.total_bytes_next));
+      if (a.blocks >= (a.max_concurrent_sequences + 1) * a.blocks_per_sequence)
+        t += "  (the blocks would hold one more sequence, but its decode step would leave them too little room)\n";
+    }
+  } else {
+    t += fmt::format("  not one sequence of {} tokens fits\n", a.context);
+  }
+  t += fmt::format("longest single sequence: {} tokens\n", a.max_context_single_sequence);
+  if (a.single_decode_next)
+    t += fmt::format("  {} tokens need {} B; {} tokens (one more block) would need {} B\n", a.max_context_single_sequence,
+                     format_count(a.single_total_bytes), a.max_context_single_sequence + a.block_size,
+                     format_count(a.single_total_bytes_next));
+  t += "  (not capped by the model's maximum position, which memplan does not read)\n";
+  return t;
+}
+
+std::string serve_to_markdown(const ServeAnswer& a) { return "```\n" + serve_to_text(a) + "```\n"; }
+
+nlohmann::ordered_json serve_table_to_json(const ServeTable& t) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const ServeTableRow& r : t.rows)
+    rows.push_back({{"gpu", r.gpu},
+                    {"memory_bytes", r.memory_bytes},
+                    {"budget_bytes", r.budget_bytes},
+                    {"max_concurrent_sequences", r.max_concurrent_sequences},
+                    {"max_context_single_sequence", r.max_context_single_sequence}});
+  return {{"schema", kServeSchema},
+          {"model", t.model},
+          {"context", t.context},
+          {"block_size", t.block_size},
+          {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
+          {"weights_bytes", t.weights_bytes},
+          {"reserve_bytes", t.reserve_bytes},
+          {"gpus", rows}};
+}
+
+std::string serve_table_to_text(const ServeTable& t) {
+  std::string text = fmt::format("sequences of {} tokens served at once (KV {} B per token, blocks of {})\n"
+                                 "  {:<12}{:>12}{:>12}{:>12}{:>16}\n",
+                                 t.context, format_count(t.kv_bytes_per_token), t.block_size, "GPU", "memory", "budget",
+                                 "sequences", "longest single");
+  for (const ServeTableRow& r : t.rows)
+    text += fmt::format("  {:<12}{:>12}{:>12}{:>12}{:>16}\n", r.gpu, format_bytes(r.memory_bytes),
+                        format_bytes(r.budget_bytes), r.max_concurrent_sequences, r.max_context_single_sequence);
+  text += fmt::format("  (budget = memory - {} reserve for the CUDA context; GiB = 2^30 bytes)\n",
+                      format_bytes(t.reserve_bytes));
+  return text;
+}
+
+std::string serve_table_to_markdown(const ServeTable& t) {
+  std::string md = fmt::format("| GPU | memory | budget | sequences of {} tokens | longest single sequence |\n"
+                               "|---|---:|---:|---:|---:|\n",
+                               t.context);
+  for (const ServeTableRow& r : t.rows)
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", r.gpu, format_bytes(r.memory_bytes), format_bytes(r.budget_bytes),
+                      r.max_concurrent_sequences, r.max_context_single_sequence);
+  return md;
+}
+
+}  // namespace memplan

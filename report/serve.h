@@ -1,0 +1,145 @@
+// serve: how many sequences of a decoder with a KV cache a GPU serves at once, paged as vLLM pages it, and the
+// longest single sequence; its JSON ("memplan.serve/1", docs/json.md), table and markdown.
+//
+// The memory model is vLLM's (vllm/worker/worker.py determine_num_available_blocks; vllm/v1/worker/gpu_worker.py
+// determine_available_memory; vllm/v1/core/kv_cache_utils.py): the weights and the activation peak of the
+// largest step come first; what is left of the budget holds the KV cache in blocks of --block-size tokens
+// (vLLM's default 16), each sequence taking ceil(tokens / block size) blocks of
+//   block_bytes = block_size x kv_bytes_per_token
+// (CacheEngine.get_cache_block_size: block_size x num_kv_heads x head_size x 2 x num_layers x dtype size).
+//
+// Steps, each estimated by memplan's own estimate with the KV cache's tensors held outside the allocator
+// (EstimateOptions::held_outside: they live in the blocks):
+//   prefill  batch 1, --max-batched-tokens T new tokens, nothing cached (vLLM profiles one batch of
+//            max_num_batched_tokens tokens; with chunked prefill no prompt step is larger)
+//   decode   S sequences, 1 new token each, context - 1 tokens cached (the step that writes a sequence's last
+//            token)
+// and step_required(S) = max(prefill.required, decode(S).required), weights included (their required bytes).
+// A budget serves S sequences at context N when
+//   S x ceil(N / B) x block_bytes + step_required(S) <= budget,
+// and max_concurrent_sequences is the largest such S, with S + 1 evaluated and over (exact, like fit); one
+// sequence of context C = k x B tokens fits when k x block_bytes + max(prefill, decode(1, C - 1)) <= budget, and
+// max_context_single_sequence is the largest such C, with one more block evaluated and over.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/estimate_config.h"
+#include "report/fit.h"
+#include "report/kv_cache.h"
+
+namespace memplan {
+
+inline constexpr const char* kServeSchema = "memplan.serve/1";
+// vLLM's default --block-size (vllm/config.py CacheConfig: block_size 16 on CUDA).
+inline constexpr int64_t kDefaultBlockSize = 16;
+
+struct ServeSettings {
+  int64_t context = 0;             // --context N: tokens per sequence (prompt and generated); required
+  int64_t max_batched_tokens = 0;  // --max-batched-tokens T: the prefill step's tokens; 0: the context
+  int64_t block_size = kDefaultBlockSize;
+  std::string kv_dim;              // --kv-dim NAME: the dimension of cached tokens, when several qualify
+  double headroom_percent = 0;     // keep this percent of the budget free (vLLM's gpu_memory_utilization 0.9: 10)
+};
+
+// One step's estimate, KV cache excluded.
+struct ServeStep {
+  int64_t batch = 0, cached_tokens = 0, new_tokens = 0;
+  uint64_t required_bytes = 0;        // the estimate's required_bytes (weights included)
+  uint64_t activation_peak_bytes = 0; // required_bytes - weights_bytes
+};
+
+// The model's steps at many batches and contexts: the file is read once, every step remembered.
+class ServeProbe {
+ public:
+  ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options);
+  const KvCache& kv() const { return kv_; }
+  uint64_t weights_bytes() const { return weights_bytes_; }
+  ServeStep prefill();
+  ServeStep decode(int64_t batch, int64_t cached_tokens);
+  void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
+  const EstimateOptions& options() const { return options_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  ServeStep step(int64_t batch, int64_t cached, int64_t fresh);
+
+  std::string path_;
+  Bindings user_;
+  ServeSettings settings_;
+  EstimateOptions options_;
+  std::shared_ptr<const ReadModel> model_;
+  KvCache kv_;
+  uint64_t weights_bytes_ = 0;
+  // (arch, batch, cached, new) -> required bytes; nullopt: the shape overflows
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::optional<uint64_t>> memo_;
+};
+
+// What `budget` serves at the settings' context.
+struct ServeAnswer {
+  std::string model, budget_source;
+  uint64_t budget_bytes = 0;  // after headroom
+  double headroom_percent = 0;
+  int64_t context = 0, block_size = 0, max_batched_tokens = 0;
+  KvCache kv;
+  uint64_t weights_bytes = 0;
+  uint64_t block_bytes = 0;
+  int64_t blocks_per_sequence = 0;
+  ServeStep prefill;
+  // Sequences at the context: the answer and the evaluated next (sequences + 1).
+  int64_t max_concurrent_sequences = 0;
+  std::optional<ServeStep> decode;        // at max_concurrent_sequences (when >= 1)
+  uint64_t total_bytes = 0;               // KV blocks of the sequences + step_required, at the answer
+  int64_t blocks = 0;                     // floor((budget - step_required) / block_bytes) at the answer
+  std::optional<ServeStep> decode_next;   // at max_concurrent_sequences + 1 (nullopt: the search limit)
+  uint64_t total_bytes_next = 0;
+  // One sequence: the longest context, in whole blocks.
+  int64_t max_context_single_sequence = 0;
+  std::optional<ServeStep> single_decode, single_decode_next;
+  uint64_t single_total_bytes = 0, single_total_bytes_next = 0;
+  bool fits() const { return max_concurrent_sequences > 0 || max_context_single_sequence > 0; }
+};
+ServeAnswer serve_budget(ServeProbe& probe, const ServeSettings& settings, const FitBudget& budget);
+
+struct ServeTableRow {
+  std::string gpu;
+  uint64_t memory_bytes = 0, budget_bytes = 0;
+  int64_t max_concurrent_sequences = 0, max_context_single_sequence = 0;
+};
+struct ServeTable {
+  std::string model;
+  int64_t context = 0, block_size = 0;
+  uint64_t kv_bytes_per_token = 0, weights_bytes = 0, reserve_bytes = 0;
+  std::vector<ServeTableRow> rows;
+};
+
+// serve as its flags name it, for the CLI and the Python module.
+struct ServeArgs {
+  EstimateArgs estimate;  // the model, --dim bindings of other dimensions, --runtime, --dtype, --gpu, --catalog, ...
+  ServeSettings settings;
+  std::string memory;     // --memory SIZE
+  std::string reserve;    // "": the catalog's
+};
+struct ServeOutcome {
+  std::optional<ServeAnswer> answer;
+  std::optional<ServeTable> table;
+  bool limit_broken() const { return answer && !answer->fits(); }  // the CLI exits 1
+};
+// Throws InputError (exit 2) for bad arguments and models without a KV cache.
+ServeOutcome serve_model(const ServeArgs& args);
+
+nlohmann::ordered_json serve_to_json(const ServeAnswer& a);
+std::string serve_to_text(const ServeAnswer& a);
+std::string serve_to_markdown(const ServeAnswer& a);
+nlohmann::ordered_json serve_table_to_json(const ServeTable& t);
+std::string serve_table_to_text(const ServeTable& t);
+std::string serve_table_to_markdown(const ServeTable& t);
+
+}  // namespace memplan

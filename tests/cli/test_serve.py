@@ -1,0 +1,232 @@
+"""`memplan serve` on tiny decoders with a KV cache (tests/models/serve/make_kv_tiny.py), numbers by hand.
+
+The model: 2 layers, 2 heads = 2 KV heads, head_dim 4, hidden 8, vocab 16, float32; weights 768 floats (3072 B)
+and two int64 shape constants of 4 and 3 elements (56 B) on the device.
+
+On --runtime ideal every tensor the step makes is one exact buffer, so a decode step of S sequences with N tokens
+in context (N - 1 cached, 1 new) peaks at layer 0's scores MatMul with, live there, the transposed keys kT
+[S, 2, 4, N], the scores [S, 2, 1, N], the embedding h0 [S, 1, 8] and the queries qt [S, 2, 1, 4], all float32:
+    activations = 32 S N + 8 S N + 32 S + 32 S bytes = 40 S N + 64 S
+(the cache's own tensors, past inputs and present outputs, live in the paged blocks and count 0 in the step).
+"""
+import json
+import os
+import subprocess
+import unittest
+
+import jsonschema
+
+BIN = os.environ["MEMPLAN_BIN"]
+SRC = os.environ["MEMPLAN_SOURCE_DIR"]
+MODELS = os.path.join(SRC, "tests", "models", "serve")
+KV = os.path.join(MODELS, "kv_tiny.onnx")
+
+LAYERS, KV_HEADS, HEAD_DIM, FLOAT = 2, 2, 4, 4
+KV_PER_TOKEN = 2 * LAYERS * KV_HEADS * HEAD_DIM * FLOAT      # 128
+WEIGHTS = (16 * 8 + LAYERS * 4 * 8 * 8 + 8 * 16) * FLOAT + (4 + 3) * 8  # 3128
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=600)
+
+
+def serve_json(*args, model=KV, rc=0):
+    p = run("serve", model, *args, "--json")
+    assert p.returncode == rc, (p.returncode, p.stderr)
+    return json.loads(p.stdout)
+
+
+def decode_activations(s, n):
+    """Layer 0's scores MatMul of a decode step, bytes live (see the module's docstring)."""
+    return 4 * (2 * 4 * n * s) + 4 * (2 * 1 * n * s) + 4 * (1 * 8 * s) + 4 * (2 * 1 * 4 * s)
+
+
+def blocks(tokens, block):
+    return -(-tokens // block)
+
+
+class ServeByHand(unittest.TestCase):
+    def test_kv_bytes_per_token_is_the_hand_formula(self):
+        for model in ("kv_tiny.onnx", "kv_tiny_renamed.onnx"):
+            j = serve_json("--memory", "1GiB", "--context", "100", model=os.path.join(MODELS, model))
+            self.assertEqual(j["kv_cache_bytes_per_token"], KV_PER_TOKEN)
+            self.assertEqual(len(j["kv_cache"]["pairs"]), 2 * LAYERS)
+        # fp16: the cache is stored as the activations are (--dtype), two bytes an element.
+        j = serve_json("--memory", "1GiB", "--context", "100", "--dtype", "fp16")
+        self.assertEqual(j["kv_cache_bytes_per_token"], KV_PER_TOKEN // 2)
+
+    def test_found_by_structure_with_other_names(self):
+        j = serve_json("--memory", "1GiB", "--context", "100", model=os.path.join(MODELS, "kv_tiny_renamed.onnx"))
+        self.assertEqual(j["kv_cache"]["cached_dim"], "cached")
+        self.assertEqual(j["kv_cache"]["new_tokens_dim"], "new")
+        self.assertEqual(j["kv_cache"]["pairs"][0], {"past": "cache_in_0_k", "present": "cache_out_0_k"})
+        j = serve_json("--memory", "1GiB", "--context", "100")
+        self.assertEqual(j["kv_cache"]["pairs"][3], {"past": "past_key_values.1.value", "present": "present.1.value"})
+
+    def test_ideal_runtime_every_number_by_hand(self):
+        budget, n, t, block = 1 << 20, 100, 16, 16
+        j = serve_json("--memory", "1MiB", "--context", str(n), "--max-batched-tokens", str(t), "--runtime", "ideal")
+        self.assertEqual(j["weights_bytes"], WEIGHTS)
+        # Prefill of 16 tokens, nothing cached: layer 0's Softmax holds scores and probs [1, 2, T, T] and h0 [1, T, 8].
+        self.assertGreaterEqual(j["prefill"]["activation_peak_bytes"], 2 * (4 * 2 * t * t) + 4 * 8 * t)
+        step = lambda s, tokens: WEIGHTS + decode_activations(s, tokens)
+        seq_bytes = blocks(n, block) * block * KV_PER_TOKEN
+        total = lambda s: s * seq_bytes + max(j["prefill"]["required_bytes"], step(s, n))
+        s = j["max_concurrent_sequences"]
+        self.assertEqual(j["sequences"]["decode"]["required_bytes"], step(s, n))
+        self.assertEqual(j["sequences"]["decode"]["activation_peak_bytes"], decode_activations(s, n))
+        self.assertLessEqual(total(s), budget)
+        self.assertGreater(total(s + 1), budget)
+        self.assertEqual(s, 56)  # 18,400 B a sequence + 3,128 B: floor((1,048,576 - 3,128) / 18,400)
+        # One sequence of k blocks: k x 2,048 + 3,128 + 40 x 16k + 64 <= 1 MiB.
+        c = j["max_context_single_sequence"]
+        single = lambda tokens: blocks(tokens, block) * block * KV_PER_TOKEN + max(j["prefill"]["required_bytes"], step(1, tokens))
+        self.assertEqual(c % block, 0)
+        self.assertLessEqual(single(c), budget)
+        self.assertGreater(single(c + block), budget)
+        self.assertEqual(c, 388 * 16)
+
+    def test_exact_by_its_own_estimate(self):
+        # PyTorch's allocator: the step's numbers are the estimate's own; the answer fits, one more does not.
+        for args in (["--memory", "1GiB", "--context", "4096"], ["--gpu", "T4", "--context", "333", "--block-size", "32"],
+                     ["--memory", "300MiB", "--context", "2048", "--max-batched-tokens", "512", "--headroom", "10"]):
+            j = serve_json(*args)
+            budget = j["budget_bytes"]
+            bps = j["kv_cache"]["blocks_per_sequence"]
+            self.assertEqual(bps, blocks(j["context"], j["block_size"]))
+            block_bytes = j["kv_cache"]["block_bytes"]
+            self.assertEqual(block_bytes, j["block_size"] * KV_PER_TOKEN)
+            seq = j["sequences"]
+            s = j["max_concurrent_sequences"]
+            step = lambda d: max(j["prefill"]["required_bytes"], d["required_bytes"])
+            self.assertEqual(seq["total_bytes"], s * bps * block_bytes + step(seq["decode"]))
+            self.assertLessEqual(seq["total_bytes"], budget)
+            self.assertEqual(seq["decode_next"]["batch"], s + 1)
+            self.assertEqual(seq["total_bytes_next"], (s + 1) * bps * block_bytes + step(seq["decode_next"]))
+            self.assertGreater(seq["total_bytes_next"], budget)
+            self.assertEqual(seq["blocks"], (budget - step(seq["decode"])) // block_bytes)
+            self.assertGreaterEqual(seq["blocks"], s * bps)
+            one = j["single_sequence"]
+            c = j["max_context_single_sequence"]
+            self.assertEqual(one["decode"]["cached_tokens"], c - 1)
+            self.assertEqual(one["total_bytes"], c // j["block_size"] * block_bytes + step(one["decode"]))
+            self.assertLessEqual(one["total_bytes"], budget)
+            self.assertEqual(one["decode_next"]["cached_tokens"], c + j["block_size"] - 1)
+            self.assertGreater(one["total_bytes_next"], budget)
+            for d in (j["prefill"], seq["decode"]):
+                self.assertEqual(d["activation_peak_bytes"], d["required_bytes"] - j["weights_bytes"])
+
+    def test_schema_and_catalog_table(self):
+        with open(os.path.join(SRC, "docs", "schemas", "serve.schema.json")) as f:
+            schema = json.load(f)
+        jsonschema.validate(serve_json("--memory", "1GiB", "--context", "512"), schema)
+        table = serve_json("--context", "512")
+        jsonschema.validate(table, schema)
+        with open(os.path.join(SRC, "report", "gpu_catalog.json")) as f:
+            names = [g["name"] for g in json.load(f)["gpus"]]
+        self.assertEqual([r["gpu"] for r in table["gpus"]], names)
+        # Each row is the one-budget answer on that GPU.
+        row = next(r for r in table["gpus"] if r["gpu"] == "T4")
+        one = serve_json("--gpu", "T4", "--context", "512")
+        self.assertEqual(row["max_concurrent_sequences"], one["max_concurrent_sequences"])
+        self.assertEqual(row["max_context_single_sequence"], one["max_context_single_sequence"])
+        self.assertEqual(row["budget_bytes"], one["budget_bytes"])
+        text = run("serve", KV, "--context", "512").stdout
+        self.assertIn("T4", text)
+        self.assertIn("longest single", text)
+
+    def test_a_mask_over_past_and_new_tokens_is_bound_from_them(self):
+        # attention_mask [batch, "past_sequence_length + sequence_length"] is added to the scores: bound any other
+        # way than cached + new, the Add would not broadcast.
+        mask = os.path.join(MODELS, "kv_tiny_mask.onnx")
+        j = serve_json("--memory", "1GiB", "--context", "100", model=mask)
+        self.assertEqual(j["kv_cache_bytes_per_token"], KV_PER_TOKEN)
+        self.assertEqual(j["kv_cache"]["cached_dim"], "past_sequence_length")
+        ideal = serve_json("--memory", "1MiB", "--context", "100", "--max-batched-tokens", "16", "--runtime", "ideal",
+                           model=mask)
+        self.assertGreater(ideal["max_concurrent_sequences"], 0)
+
+    def test_kv_dim_picks_one_of_several(self):
+        j = serve_json("--memory", "1GiB", "--context", "64", "--kv-dim", "past_a", "--dim", "past_b=0",
+                       model=os.path.join(MODELS, "kv_tiny_two_dims.onnx"))
+        self.assertEqual(j["kv_cache"]["cached_dim"], "past_a")
+        self.assertEqual(j["kv_cache_bytes_per_token"], KV_PER_TOKEN // 2)  # one layer's K and V
+
+    def test_help_teaches(self):
+        p = run("serve", "--help")
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("memplan serve llama.onnx --gpu H100-80GB --context 4096", p.stdout)
+        self.assertNotIn("--optimizer", p.stdout)
+
+
+class EstimatePhases(unittest.TestCase):
+    def test_estimate_reports_prefill_and_decode_apart(self):
+        p = run("estimate", KV, "--batch", "3", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16",
+                "--runtime", "ideal", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        e = json.loads(p.stdout)
+        with open(os.path.join(SRC, "docs", "schemas", "estimate.schema.json")) as f:
+            jsonschema.validate(e, json.load(f))
+        kv = e["kv_cache"]
+        self.assertEqual(kv["bytes_per_token"], KV_PER_TOKEN)
+        self.assertEqual(kv["decode"], {"batch": 3, "cached_tokens": 99, "new_tokens": 1,
+                                        "required_bytes": WEIGHTS + decode_activations(3, 100),
+                                        "activation_peak_bytes": decode_activations(3, 100),
+                                        "kv_cache_bytes": 3 * 100 * KV_PER_TOKEN})
+        self.assertEqual(kv["prefill"]["kv_cache_bytes"], 3 * 16 * KV_PER_TOKEN)
+        # layer 0's Softmax: scores and probs [3, 2, 16, 16], h0 [3, 16, 8], float32
+        self.assertGreaterEqual(kv["prefill"]["activation_peak_bytes"], 2 * 4 * 3 * 2 * 16 * 16 + 4 * 3 * 16 * 8)
+        text = run("estimate", KV, "--batch", "3", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16").stdout
+        self.assertIn("prefill  3 x 16 new, 0 cached", text)
+        self.assertIn("decode   3 x 1 new, 99 cached", text)
+
+    def test_no_kv_section_without_a_cache(self):
+        for model, dims in ((os.path.join(MODELS, "no_kv_tiny.onnx"), ["--dim", "sequence_length=4"]),
+                            (os.path.join(SRC, "tests", "models", "gpt_tiny.onnx"), ["--dim", "seq=8"])):
+            p = run("estimate", model, "--batch", "2", *dims, "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNotIn("kv_cache", json.loads(p.stdout))
+
+
+class ServeErrors(unittest.TestCase):
+    def expect(self, args, rc, *phrases, model=KV):
+        p = run("serve", model, *args)
+        self.assertEqual(p.returncode, rc, p.stderr)
+        for phrase in phrases:
+            self.assertIn(phrase, p.stderr + p.stdout)
+
+    def test_no_kv_cache(self):
+        for model in ("no_kv_tiny.onnx",):
+            self.expect(["--context", "10", "--memory", "1GiB"], 2, "has no past/present key-value inputs",
+                        model=os.path.join(MODELS, model))
+        self.expect(["--context", "10", "--dim", "seq=8"], 2, "gpt_tiny.onnx has no past/present key-value inputs",
+                    model=os.path.join(SRC, "tests", "models", "gpt_tiny.onnx"))
+
+    def test_ambiguous_kv_dim(self):
+        self.expect(["--context", "10"], 2, "caches tokens along several dimensions (past_a, past_b)", "--kv-dim",
+                    model=os.path.join(MODELS, "kv_tiny_two_dims.onnx"))
+
+    def test_kv_dim_naming_no_dim(self):
+        self.expect(["--context", "10", "--kv-dim", "nope"], 2, "--kv-dim nope", "no symbolic dimension nope",
+                    "past_sequence_length")
+        self.expect(["--context", "10", "--kv-dim", "batch"], 2, "--kv-dim batch: no past/present key-value pair")
+
+    def test_context_missing(self):
+        self.expect(["--memory", "1GiB"], 2, "serve needs --context N")
+
+    def test_bad_combinations(self):
+        self.expect(["--context", "10", "--batch", "2"], 2, "--batch")
+        self.expect(["--context", "10", "--gpu", "T4", "--memory", "1GiB"], 2)
+        self.expect(["--context", "0"], 2)
+
+    def test_budget_below_the_weights(self):
+        # 2,048 B: less than the 2,560 B of weights PyTorch holds (lm_head held once with the embedding).
+        self.expect(["--context", "10", "--memory", "2048B"], 1, "nothing fits: the weights alone need")
+        j = serve_json("--context", "10", "--memory", "2048B", rc=1)
+        self.assertEqual(j["max_concurrent_sequences"], 0)
+        self.assertEqual(j["max_context_single_sequence"], 0)
+        self.expect(["--context", "10", "--memory", "1MiB"], 1, "nothing fits: one sequence")
+
+
+if __name__ == "__main__":
+    unittest.main()
