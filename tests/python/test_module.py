@@ -99,7 +99,7 @@ def test_every_flag_is_a_keyword(command):
     the value's type check), and an unknown keyword is refused."""
     help_text = cli(command, "--help").stdout.decode()
     flags = sorted({"--" + f for f in re.findall(r"^\s+(?:-\w,)?--([a-z][a-z0-9-]*)", help_text, re.M)}
-                   - {"--help", "--json", "--format", "--dim", "--input"})
+                   - {"--help", "--json", "--format", "--dim", "--input", "--value"})
     assert "--batch" in flags, flags
     for flag in flags:
         name = flag[2:].replace("-", "_")
