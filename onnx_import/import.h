@@ -25,9 +25,10 @@ struct Bindings {
     std::string text;   // as given, for messages
   };
   std::map<std::string, InputValue> input_values;
-  // Sequence and optional graph inputs (for library users and the conformance test; no CLI flag yet): the
-  // shape of each tensor a sequence input holds, in order; an optional input's tensor shape (one entry) or
-  // sequence element shapes, or nullopt when it holds nothing.
+  // Sequence and optional graph inputs (--input s=seq(2x3,4x3), --input o=none): the shape of each tensor a
+  // sequence input holds, in order; an optional input's tensor shape (one entry) or sequence element shapes,
+  // or nullopt when it holds nothing. An optional input may also be given by input_shapes (the tensor it
+  // holds) or sequence_inputs (the sequence it holds).
   std::map<std::string, std::vector<std::vector<int64_t>>> sequence_inputs;
   std::map<std::string, std::optional<std::vector<std::vector<int64_t>>>> optional_inputs;
 };

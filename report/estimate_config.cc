@@ -81,18 +81,35 @@ Bindings to_bindings(const ModelArgs& args) {
       throw InputError("--input " + in + ": expected NAME=SHAPE, e.g. --input ids=8x512 (a scalar: NAME=scalar)");
     const std::string name = in.substr(0, eq);
     const std::string_view shape = std::string_view(in).substr(eq + 1);
-    std::vector<int64_t> dims;
-    if (shape != "scalar") {
+    auto parse_shape = [&](std::string_view text) {
+      std::vector<int64_t> dims;
+      if (text == "scalar") return dims;
       size_t start = 0;
       while (true) {
-        const size_t x = shape.find('x', start);
-        dims.push_back(parse_dim_value(shape.substr(start, x == std::string::npos ? x : x - start), "--input", in));
+        const size_t x = text.find('x', start);
+        dims.push_back(parse_dim_value(text.substr(start, x == std::string::npos ? x : x - start), "--input", in));
         if (x == std::string::npos) break;
         start = x + 1;
       }
+      return dims;
+    };
+    if (b.input_shapes.count(name) || b.sequence_inputs.count(name) || b.optional_inputs.count(name))
+      throw InputError("--input " + name + " is given twice");
+    if (shape == "none") {  // an optional input that holds nothing
+      b.optional_inputs[name] = std::nullopt;
+    } else if (shape.rfind("seq(", 0) == 0 && shape.back() == ')') {  // a sequence: each tensor's shape
+      std::vector<std::vector<int64_t>> shapes;
+      const std::string_view inner = shape.substr(4, shape.size() - 5);
+      for (size_t start = 0; !inner.empty();) {
+        const size_t comma = inner.find(',', start);
+        shapes.push_back(parse_shape(inner.substr(start, comma == std::string::npos ? comma : comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      b.sequence_inputs[name] = std::move(shapes);
+    } else {
+      b.input_shapes[name] = parse_shape(shape);
     }
-    if (b.input_shapes.count(name)) throw InputError("--input " + name + " is given twice");
-    b.input_shapes[name] = std::move(dims);
   }
   for (const std::string& v : args.values) {
     const size_t eq = v.find('=');

@@ -42,6 +42,14 @@ void InputBinder::check_flags(const std::set<std::string>& initializers) const {
     for (int64_t d : shape)
       if (d < 0) throw InputError("--input " + name + ": a dimension cannot be negative");
   }
+  auto check_input = [&](const std::string& name) {
+    if (inputs.count(name)) return;
+    std::string known;
+    for (const auto& s : inputs) known += (known.empty() ? "" : ", ") + s;
+    throw InputError("--input " + name + ": the model has no graph input named '" + name + "' (inputs: " + known + ")");
+  };
+  for (const auto& [name, shapes] : b_.sequence_inputs) check_input(name);
+  for (const auto& [name, shapes] : b_.optional_inputs) check_input(name);
   for (const auto& [name, value] : b_.input_values) {
     if (!inputs.count(name)) {
       std::string known;
@@ -72,6 +80,9 @@ Value InputBinder::bind_shape(const onnx::ValueInfoProto& vi, std::map<std::stri
   const std::string& name = vi.name();
   const auto& type = vi.type();
   if (type.has_sequence_type() || type.has_optional_type()) return bind_container(vi);
+  if (b_.sequence_inputs.count(name) || b_.optional_inputs.count(name))
+    throw InputError("--input " + name + ": graph input '" + name + "' is " + std::string(value_kind(type)) +
+                     "; seq(...) and none are for sequence and optional inputs");
   if (!type.has_tensor_type())
     throw InputError("graph input '" + name + "' is " + std::string(value_kind(type)) + "; memplan analyses tensor inputs only");
   Value v;
@@ -162,30 +173,33 @@ Value InputBinder::bind_container(const onnx::ValueInfoProto& vi) {
     for (const auto& shape : shapes) s.items.push_back(tensor_item(*dtype, shape, name));
     return s;
   };
+  const auto seq = b_.sequence_inputs.find(name);
   if (type.has_sequence_type()) {
-    const auto it = b_.sequence_inputs.find(name);
-    if (it == b_.sequence_inputs.end())
-      throw InputError("graph input '" + name + "' is a sequence; memplan needs the shape of each of its tensors, "
-                       "which no command-line flag gives yet (Bindings::sequence_inputs)");
-    return sequence_of(it->second);
+    if (seq == b_.sequence_inputs.end())
+      throw InputError("graph input '" + name + "' is a sequence: give the shape of each of its tensors with --input " +
+                       name + "=seq(2x3,4x3) (seq() when empty)");
+    return sequence_of(seq->second);
   }
-  const auto& held = type.optional_type().elem_type();
-  const auto it = b_.optional_inputs.find(name);
-  if (it == b_.optional_inputs.end())
-    throw InputError("graph input '" + name + "' is an optional; memplan needs whether it holds a value and its "
-                     "shape, which no command-line flag gives yet (Bindings::optional_inputs)");
   Value v;
   v.kind = ValueType::Optional;
   v.dtype = *dtype;
-  v.optional_of_sequence = held.has_sequence_type();
-  if (!it->second) return v;
-  if (v.optional_of_sequence) {
-    v.items.push_back(sequence_of(*it->second));
+  v.optional_of_sequence = type.optional_type().elem_type().has_sequence_type();
+  const auto opt = b_.optional_inputs.find(name);
+  const auto shape = b_.input_shapes.find(name);
+  if (opt != b_.optional_inputs.end()) {
+    if (!opt->second) return v;  // --input NAME=none: it holds nothing
+    if (v.optional_of_sequence) v.items.push_back(sequence_of(*opt->second));
+    else if (opt->second->size() == 1) v.items.push_back(tensor_item(*dtype, opt->second->front(), name));
+    else throw InputError("graph input '" + name + "' is an optional tensor: give one shape, not " +
+                          std::to_string(opt->second->size()));
+  } else if (v.optional_of_sequence && seq != b_.sequence_inputs.end()) {
+    v.items.push_back(sequence_of(seq->second));
+  } else if (!v.optional_of_sequence && shape != b_.input_shapes.end()) {
+    v.items.push_back(tensor_item(*dtype, shape->second, name));
   } else {
-    if (it->second->size() != 1)
-      throw InputError("graph input '" + name + "' is an optional tensor: give one shape, not " +
-                       std::to_string(it->second->size()));
-    v.items.push_back(tensor_item(*dtype, it->second->front(), name));
+    throw InputError("graph input '" + name + "' is an optional " + (v.optional_of_sequence ? "sequence" : "tensor") +
+                     ": say what it holds with --input " + name + "=none or --input " + name +
+                     (v.optional_of_sequence ? "=seq(2x3,4x3)" : "=2x3"));
   }
   return v;
 }
