@@ -13,8 +13,13 @@ void add_model_options(CLI::App* cmd, ModelArgs& args) {
       ->type_name("N")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--input", args.inputs,
-                  "Fix one graph input's whole shape, as trtexec --shapes does, e.g. --input ids=8x512 (repeatable)")
+                  "Fix one graph input's whole shape, as trtexec --shapes does, e.g. --input ids=8x512 (repeatable); "
+                  "a sequence input's tensors: --input s=seq(2x3,4x3); an optional input that holds nothing: --input o=none")
       ->type_name("NAME=SHAPE");
+  cmd->add_option("--value", args.values,
+                  "Bind the contents of a scalar or small 1-D integer/bool/float graph input, so shape computations and "
+                  "If conditions that read it resolve, e.g. --value use_cache_branch=1, --value sr=16000 (repeatable)")
+      ->type_name("NAME=V[,V...]");
 }
 
 Format FormatArgs::resolve() const {

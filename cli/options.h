@@ -11,7 +11,7 @@
 
 namespace memplan::cli {
 
-// Adds MODEL, --dim, --batch, --input to `cmd`, storing into `args` (which must outlive parsing).
+// Adds MODEL, --dim, --batch, --input, --value to `cmd`, storing into `args` (which must outlive parsing).
 void add_model_options(CLI::App* cmd, ModelArgs& args);
 
 enum class Format { Table, Json, Markdown };

@@ -90,6 +90,20 @@ std::string_view kind_name(TensorKind k) {
 
 // The messages are built only when a check fails: every stage asks every tensor its size.
 uint64_t Tensor::elements() const {
+  if (value_type != ValueType::Tensor) {
+    uint64_t sum = 0;
+    for (const auto& s : element_shapes) {
+      uint64_t n = 1;
+      for (int64_t d : s) {
+        if (d < 0) throw InputError("tensor '" + name + "' has a negative dimension");
+        if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+          throw ShapeOverflow("element count of tensor '" + name + "' overflows 64 bits");
+      }
+      if (__builtin_add_overflow(sum, n, &sum) || sum > static_cast<uint64_t>(INT64_MAX))
+        throw ShapeOverflow("element count of tensor '" + name + "' overflows 64 bits");
+    }
+    return sum;
+  }
   uint64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) throw InputError("tensor '" + name + "' has a negative dimension");

@@ -55,6 +55,10 @@ struct Attribute {
   std::vector<std::string> strings;
 };
 
+// What a value holds (onnx.proto TypeProto): a tensor, a sequence of tensors, or an optional (a tensor, a
+// sequence, or nothing).
+enum class ValueType : uint8_t { Tensor, Sequence, Optional };
+
 struct Tensor {
   std::string name;
   DType dtype = DType::Undefined;
@@ -67,8 +71,13 @@ struct Tensor {
   std::optional<std::vector<int64_t>> int_value;
   // Known contents of small floating-point constants (a dropout ratio, an epsilon); empty when unknown.
   std::optional<std::vector<double>> real_value;
+  // Sequence and optional values: `shape` is empty and `element_shapes` lists the shape of every tensor the
+  // value holds (a sequence's elements in order; an optional's tensor or sequence elements, none when empty).
+  // Their memory is the sum of those tensors': elements() and bytes() sum over them.
+  ValueType value_type = ValueType::Tensor;
+  std::vector<std::vector<int64_t>> element_shapes;
 
-  uint64_t elements() const;       // product of shape; throws ShapeOverflow past 2^63
+  uint64_t elements() const;       // product of shape (a sequence's: the sum); throws ShapeOverflow past 2^63
   uint64_t bytes() const;          // elements * element size (int4 packed), overflow-checked
 };
 
@@ -93,6 +102,7 @@ struct Graph {
   std::vector<int32_t> outputs;
   std::vector<int32_t> initializers;
   std::map<std::string, int64_t> bound_dims;  // symbolic dimension name -> value used
+  std::vector<std::string> bound_values;      // graph inputs whose contents --value gives (sorted)
   std::vector<std::string> warnings;
 
   std::optional<int32_t> find_tensor(std::string_view name) const;

@@ -58,6 +58,7 @@ class GraphBuilder {
     graph_.ir_version = overview_.ir_version;
     graph_.opsets = overview_.opsets;
     graph_.bound_dims = inferred_.bound_dims;
+    graph_.bound_values = inferred_.bound_values;
     graph_.warnings = overview_.warnings;
     graph_.warnings.insert(graph_.warnings.end(), inferred_.warnings.begin(), inferred_.warnings.end());
 
@@ -93,6 +94,8 @@ class GraphBuilder {
     t.shape = it->second.shape;
     t.int_value = it->second.int_value;
     t.real_value = it->second.real_value;
+    t.value_type = it->second.value_type;
+    t.element_shapes = it->second.element_shapes;
     t.kind = kind;
     t.producer = producer;
     if (t.dtype == DType::Undefined)

@@ -5,6 +5,7 @@
 
 #include "onnx_import/errors.h"
 #include "onnx_import/graph_builder.h"
+#include "onnx_import/inline_branches.h"
 
 namespace memplan {
 namespace {
@@ -20,7 +21,20 @@ Graph import_model(const ReadModel& model, const std::string& path, const Bindin
                    ModelOverview& overview) {
   overview = describe_model(path, model);
   try {
-    const InferenceResult inferred = infer_shapes(model.proto, bindings);
+    InferenceResult inferred = infer_shapes(model.proto, bindings);
+    if (!inferred.if_branches.empty()) {
+      // The Ifs' chosen branches become top-level nodes, shaped again there, so the cost models cost them.
+      // `overview` stays the file as declared; the flat model's own describes the graph that is built.
+      ReadModel flat;
+      flat.proto.CopyFrom(model.proto);
+      if (inline_taken_branches(flat.proto, inferred.if_branches)) {
+        flat.file_bytes = model.file_bytes;
+        flat.warnings = model.warnings;
+        InferenceResult flat_inferred = infer_shapes(flat.proto, bindings);
+        flat_inferred.warnings = std::move(inferred.warnings);  // which branches were assumed, and why
+        return build_graph(flat.proto, describe_model(path, flat), flat_inferred);
+      }
+    }
     return build_graph(model.proto, overview, inferred);
   } catch (const ShapeOverflow& e) {
     if (names_model(e, path)) throw;

@@ -16,6 +16,21 @@ struct Bindings {
   std::map<std::string, int64_t> dims;                       // --dim NAME=VALUE: a symbolic dim by name
   std::optional<int64_t> batch;                              // --batch N: leading symbolic dim of every graph input
   std::map<std::string, std::vector<int64_t>> input_shapes;  // --input NAME=2x512: one input's whole shape
+  // --value NAME=V: the contents of a small integer, bool or float graph input (a scalar, or a comma list for a
+  // 1-D tensor), so shape computations and If conditions that read it resolve. Checked against the input's
+  // declared dtype and shape when the model is shaped.
+  struct InputValue {
+    std::vector<double> numbers;
+    bool list = false;  // given as a comma list (a 1-D tensor); a single number otherwise
+    std::string text;   // as given, for messages
+  };
+  std::map<std::string, InputValue> input_values;
+  // Sequence and optional graph inputs (--input s=seq(2x3,4x3), --input o=none): the shape of each tensor a
+  // sequence input holds, in order; an optional input's tensor shape (one entry) or sequence element shapes,
+  // or nullopt when it holds nothing. An optional input may also be given by input_shapes (the tensor it
+  // holds) or sequence_inputs (the sequence it holds).
+  std::map<std::string, std::vector<std::vector<int64_t>>> sequence_inputs;
+  std::map<std::string, std::optional<std::vector<std::vector<int64_t>>>> optional_inputs;
 };
 
 // Reads and shapes the model. Weights are never materialized and external data is never opened.

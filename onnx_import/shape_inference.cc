@@ -59,7 +59,7 @@ InferenceResult infer_shapes(const onnx::ModelProto& model, const Bindings& bind
   for (const auto& vi : graph.output()) scope.declared[vi.name()] = &vi.type();
   shape::InputBinder binder(graph, bindings);
   for (auto& [name, v] : binder.bind(info.symbols)) {
-    checked_bytes(v.dtype, v.shape, "graph input '" + name + "'");
+    shape::checked_value_bytes(v, "graph input '" + name + "'");
     scope.values[name] = std::move(v);
   }
   for (const auto& init : graph.initializer())
@@ -74,14 +74,19 @@ InferenceResult infer_shapes(const onnx::ModelProto& model, const Bindings& bind
 
   shape::Walker walker(info, result.warnings);
   result.order = walker.walk(graph, scope, "");
+  result.if_branches = walker.branches();
   for (const auto& o : graph.output())
     if (!scope.find(o.name())) throw InputError("graph output '" + o.name() + "' is produced by no node");
   warn_declared_mismatches(graph, scope, info, result.warnings);
 
   result.bound_dims = info.symbols;
+  for (const auto& [name, value] : bindings.input_values) result.bound_values.push_back(name);
   for (auto& [name, v] : scope.values) {
     InferredValue out;
     out.dtype = v.dtype;
+    out.value_type = v.kind;
+    out.optional_of_sequence = v.optional_of_sequence;
+    if (!v.is_tensor()) out.element_shapes = v.tensor_shapes();
     out.shape = std::move(v.shape);
     if (v.ints) out.int_value = std::move(v.ints);
     if (v.reals) out.real_value = std::move(v.reals);

@@ -27,6 +27,10 @@ struct InferredValue {
   std::vector<int64_t> shape;                     // concrete; every entry >= 0
   std::optional<std::vector<int64_t>> int_value;  // known contents of small integer/bool tensors (row-major)
   std::optional<std::vector<double>> real_value;  // known contents of small floating-point tensors (row-major)
+  // Sequences and optionals (Tensor::value_type, element_shapes): shape is empty, these list each tensor held.
+  ValueType value_type = ValueType::Tensor;
+  std::vector<std::vector<int64_t>> element_shapes;
+  bool optional_of_sequence = false;  // an optional that holds (or would hold) a sequence
 };
 
 struct InferenceResult {
@@ -36,6 +40,11 @@ struct InferenceResult {
   std::vector<int32_t> order;
   // Symbolic dimension name -> value used (from --dim, or --batch for leading dims).
   std::map<std::string, int64_t> bound_dims;
+  // Graph inputs whose contents --value gives (their values carry int_value/real_value), sorted.
+  std::vector<std::string> bound_values;
+  // Every If shaped, by its name in messages ("if_16k", "if_16k/else_branch/if_8k") -> whether the then branch
+  // was taken (its condition known) or assumed. import_model inlines these branches (inline_branches.h).
+  std::map<std::string, bool> if_branches;
   std::vector<std::string> warnings;
 };
 

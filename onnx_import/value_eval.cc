@@ -46,6 +46,52 @@ uint64_t checked_bytes(DType dtype, const std::vector<int64_t>& shape, const std
   return *bytes;
 }
 
+uint64_t checked_value_bytes(const Value& v, const std::string& what) {
+  if (v.is_tensor()) return checked_bytes(v.dtype, v.shape, what);
+  uint64_t sum = 0;
+  for (const Value& item : v.items)
+    if (__builtin_add_overflow(sum, checked_value_bytes(item, what), &sum))
+      throw ShapeOverflow("the byte size of " + what + " overflows 64 bits");
+  return sum;
+}
+
+std::vector<std::vector<int64_t>> Value::tensor_shapes() const {
+  if (is_tensor()) return {shape};
+  std::vector<std::vector<int64_t>> out;
+  for (const Value& item : items) {
+    auto inner = item.tensor_shapes();
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
+}
+
+std::string kind_text(const Value& v) {
+  switch (v.kind) {
+    case ValueType::Sequence: return "a sequence";
+    case ValueType::Optional: return "an optional";
+    default: return "a tensor";
+  }
+}
+
+bool same_type(const Value& a, const Value& b) {
+  if (a.kind != b.kind || a.dtype != b.dtype || a.shape != b.shape || a.items.size() != b.items.size() ||
+      a.optional_of_sequence != b.optional_of_sequence)
+    return false;
+  for (size_t i = 0; i < a.items.size(); ++i)
+    if (!same_type(a.items[i], b.items[i])) return false;
+  return true;
+}
+
+Value type_only(const Value& v) {
+  Value s;
+  s.dtype = v.dtype;
+  s.shape = v.shape;
+  s.kind = v.kind;
+  s.optional_of_sequence = v.optional_of_sequence;
+  for (const Value& item : v.items) s.items.push_back(type_only(item));
+  return s;
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------------
@@ -174,7 +220,10 @@ double real_at(const Value& v, size_t i) { return v.ints ? static_cast<double>((
 void evaluate_values(const onnx::NodeProto& node, int opset, const std::vector<const Value*>& inputs,
                      std::vector<Value>& outputs) {
   if (outputs.empty()) return;
+  for (const Value* in : inputs)
+    if (in && !in->is_tensor()) return;  // the evaluators read tensors
   Value& out = outputs[0];
+  if (!out.is_tensor()) return;
   if (out.elements() > kMaxEvalElements || !(dtype_is_integer(out.dtype) || is_real(out.dtype)) || out.known()) return;
   const auto& table = values::value_table();
   const auto domain = table.find(normalize_domain(node.domain()));

@@ -106,6 +106,28 @@ void add_model_keywords(Setters& s, ModelArgs& m) {
       m.inputs.push_back(to_text(kv[0], "inputs") + "=" + shape);
     }
   };
+  // values={"sr": 16000, "flag": True, "ids": [1, 2]}: --value sr=16000 --value flag=true --value ids=1,2.
+  s["values"] = [&m](py::handle v) {
+    if (!py::hasattr(v, "items"))
+      throw InputError("values: expected a mapping such as {\"sr\": 16000}, got " + type_name(v));
+    auto number = [](py::handle x) -> std::string {
+      if (py::isinstance<py::bool_>(x)) return x.cast<bool>() ? "true" : "false";
+      if (py::isinstance<py::int_>(x)) return std::to_string(x.cast<long long>());
+      if (py::isinstance<py::float_>(x)) return py::str(x).cast<std::string>();
+      throw InputError("values: expected a number, a bool or a list of them, got " + type_name(x));
+    };
+    for (const auto item : v.attr("items")()) {
+      const auto kv = item.cast<py::tuple>();
+      std::string text;
+      if (!py::isinstance<py::str>(kv[1]) && py::isinstance<py::sequence>(kv[1])) {
+        for (const auto x : kv[1].cast<py::sequence>()) text += (text.empty() ? "" : ",") + number(x);
+        if (text.empty()) throw InputError("values: an empty list binds no value");
+      } else {
+        text = number(kv[1]);
+      }
+      m.values.push_back(to_text(kv[0], "values") + "=" + text);
+    }
+  };
 }
 
 void add_estimate_keywords(Setters& s, EstimateArgs& a) {

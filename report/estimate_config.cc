@@ -1,6 +1,8 @@
 #include "report/estimate_config.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -79,18 +81,65 @@ Bindings to_bindings(const ModelArgs& args) {
       throw InputError("--input " + in + ": expected NAME=SHAPE, e.g. --input ids=8x512 (a scalar: NAME=scalar)");
     const std::string name = in.substr(0, eq);
     const std::string_view shape = std::string_view(in).substr(eq + 1);
-    std::vector<int64_t> dims;
-    if (shape != "scalar") {
+    auto parse_shape = [&](std::string_view text) {
+      std::vector<int64_t> dims;
+      if (text == "scalar") return dims;
       size_t start = 0;
       while (true) {
-        const size_t x = shape.find('x', start);
-        dims.push_back(parse_dim_value(shape.substr(start, x == std::string::npos ? x : x - start), "--input", in));
+        const size_t x = text.find('x', start);
+        dims.push_back(parse_dim_value(text.substr(start, x == std::string::npos ? x : x - start), "--input", in));
         if (x == std::string::npos) break;
         start = x + 1;
       }
+      return dims;
+    };
+    if (b.input_shapes.count(name) || b.sequence_inputs.count(name) || b.optional_inputs.count(name))
+      throw InputError("--input " + name + " is given twice");
+    if (shape == "none") {  // an optional input that holds nothing
+      b.optional_inputs[name] = std::nullopt;
+    } else if (shape.rfind("seq(", 0) == 0 && shape.back() == ')') {  // a sequence: each tensor's shape
+      std::vector<std::vector<int64_t>> shapes;
+      const std::string_view inner = shape.substr(4, shape.size() - 5);
+      for (size_t start = 0; !inner.empty();) {
+        const size_t comma = inner.find(',', start);
+        shapes.push_back(parse_shape(inner.substr(start, comma == std::string::npos ? comma : comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      b.sequence_inputs[name] = std::move(shapes);
+    } else {
+      b.input_shapes[name] = parse_shape(shape);
     }
-    if (b.input_shapes.count(name)) throw InputError("--input " + name + " is given twice");
-    b.input_shapes[name] = std::move(dims);
+  }
+  for (const std::string& v : args.values) {
+    const size_t eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+      throw InputError("--value " + v + ": expected NAME=V, e.g. --value use_cache_branch=1 (a 1-D tensor: NAME=1,2,3)");
+    const std::string name = v.substr(0, eq);
+    if (b.input_values.count(name)) throw InputError("--value " + name + " is given twice");
+    Bindings::InputValue value;
+    value.text = v.substr(eq + 1);
+    std::stringstream ss(value.text);
+    for (std::string item; std::getline(ss, item, ',');) {
+      if (item == "true" || item == "false") {
+        value.numbers.push_back(item == "true" ? 1 : 0);
+        continue;
+      }
+      size_t used = 0;
+      double x = 0;
+      try {
+        x = std::stod(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (item.empty() || used != item.size() || !std::isfinite(x))
+        throw InputError("--value " + v + ": '" + item + "' is not a number, true or false");
+      value.numbers.push_back(x);
+    }
+    if (value.numbers.empty() || value.text.back() == ',')
+      throw InputError("--value " + v + ": expected a number, true/false, or a comma list of numbers");
+    value.list = value.text.find(',') != std::string::npos;
+    b.input_values[name] = std::move(value);
   }
   return b;
 }
@@ -226,6 +275,9 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.frozen_dtype != "same") s += ", frozen weights " + a.frozen_dtype;
   if (a.mode == "train" && a.double_quant) s += " double-quantized";
   for (const auto& [name, value] : graph.bound_dims) s += ", " + name + "=" + std::to_string(value);
+  std::vector<std::string> values = a.model.values;
+  std::sort(values.begin(), values.end());
+  for (const std::string& v : values) s += ", value " + v;
   return s;
 }
 

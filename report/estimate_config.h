@@ -20,6 +20,7 @@ struct ModelArgs {
   std::vector<std::string> dims;    // NAME=VALUE
   int64_t batch = -1;               // -1: not given
   std::vector<std::string> inputs;  // NAME=2x512
+  std::vector<std::string> values;  // NAME=V or NAME=V1,V2,... (--value)
 };
 
 // Turns the parsed strings into Bindings; throws InputError with the flag named on malformed values.

@@ -30,6 +30,33 @@ std::vector<std::pair<std::string, uint64_t>> breakdown_rows(const Estimate& e) 
   return rows;
 }
 
+nlohmann::ordered_json bound_values_json(const Graph& graph) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const std::string& name : graph.bound_values) {
+    const auto id = graph.find_tensor(name);
+    if (!id) continue;
+    const Tensor& t = graph.tensors[static_cast<size_t>(*id)];
+    std::vector<nlohmann::ordered_json> items;
+    if (t.int_value)
+      for (const int64_t v : *t.int_value) {
+        nlohmann::ordered_json item;
+        if (t.dtype == DType::Bool) item = v != 0;
+        else item = v;
+        items.push_back(std::move(item));
+      }
+    else if (t.real_value)
+      for (const double v : *t.real_value) items.emplace_back(v);
+    if (t.shape.empty() && items.size() == 1) {
+      out[name] = items.front();
+    } else {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (auto& item : items) list.push_back(std::move(item));
+      out[name] = std::move(list);
+    }
+  }
+  return out;
+}
+
 nlohmann::ordered_json breakdown_to_json(const Breakdown& b) {
   return {{"weights", b.weights},
           {"activations", b.activations},
@@ -52,6 +79,7 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
   nlohmann::ordered_json dims = nlohmann::ordered_json::object();
   for (const auto& [k, v] : graph.bound_dims) dims[k] = v;
   j["dims"] = dims;
+  if (!graph.bound_values.empty()) j["values"] = bound_values_json(graph);
   j["total_bytes"] = e.total_bytes;
   j["required_bytes"] = e.required_bytes;
   if (e.runtime != Runtime::Ideal) {

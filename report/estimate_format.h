@@ -17,6 +17,9 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
 std::string estimate_to_markdown(const Estimate& e, const std::string& configuration);
 
 // {"weights": ..., ..., "fixed": ...}: the breakdown as estimate and baseline files write it.
+// The graph inputs bound with --value and their contents: {"sr": 16000, "ids": [1, 2]} (a scalar as a number,
+// a 1-D tensor as an array). estimate's "values" and inspect's "bound_values".
+nlohmann::ordered_json bound_values_json(const Graph& graph);
 nlohmann::ordered_json breakdown_to_json(const Breakdown& b);
 
 // The breakdown as (label, bytes) rows in a fixed order, zero rows included.

@@ -1,4 +1,5 @@
 #include "report/inspect.h"
+#include "report/estimate_format.h"
 
 #include <algorithm>
 #include <map>
@@ -226,6 +227,7 @@ nlohmann::ordered_json inspect_to_json(const ModelOverview& o, const Graph& g) {
   Json bound = Json::object();
   for (const auto& [name, value] : g.bound_dims) bound[name] = value;
   j["bound_dims"] = bound;
+  if (!g.bound_values.empty()) j["bound_values"] = bound_values_json(g);
   j["custom_ops"] = o.custom_ops;
   Json tensors = Json::array();
   for (const Tensor& t : g.tensors) {

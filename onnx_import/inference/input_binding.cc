@@ -2,8 +2,12 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "onnx_import/errors.h"
 #include "onnx_import/inference/walker.h"
+#include "onnx_import/values/values.h"
 
 namespace memplan::shape {
 
@@ -38,6 +42,23 @@ void InputBinder::check_flags(const std::set<std::string>& initializers) const {
     for (int64_t d : shape)
       if (d < 0) throw InputError("--input " + name + ": a dimension cannot be negative");
   }
+  auto check_input = [&](const std::string& name) {
+    if (inputs.count(name)) return;
+    std::string known;
+    for (const auto& s : inputs) known += (known.empty() ? "" : ", ") + s;
+    throw InputError("--input " + name + ": the model has no graph input named '" + name + "' (inputs: " + known + ")");
+  };
+  for (const auto& [name, shapes] : b_.sequence_inputs) check_input(name);
+  for (const auto& [name, shapes] : b_.optional_inputs) check_input(name);
+  for (const auto& [name, value] : b_.input_values) {
+    if (!inputs.count(name)) {
+      std::string known;
+      for (const auto& s : inputs) known += (known.empty() ? "" : ", ") + s;
+      throw InputError("--value " + name + ": the model has no graph input named '" + name + "'" +
+                       (initializers.count(name) ? " (it is an initializer, whose contents the model fixes)" : "") +
+                       " (inputs: " + known + ")");
+    }
+  }
   if (b_.batch && *b_.batch < 1) throw InputError("--batch " + std::to_string(*b_.batch) + ": the batch size must be at least 1");
 }
 
@@ -50,8 +71,18 @@ void InputBinder::bind_symbol(const std::string& symbol, int64_t value, const st
 }
 
 Value InputBinder::bind_one(const onnx::ValueInfoProto& vi, std::map<std::string, int64_t>& symbols) {
+  const auto it = b_.input_values.find(vi.name());
+  if (it == b_.input_values.end()) return bind_shape(vi, symbols);
+  return bind_value(vi, it->second, symbols);
+}
+
+Value InputBinder::bind_shape(const onnx::ValueInfoProto& vi, std::map<std::string, int64_t>& symbols) {
   const std::string& name = vi.name();
   const auto& type = vi.type();
+  if (type.has_sequence_type() || type.has_optional_type()) return bind_container(vi);
+  if (b_.sequence_inputs.count(name) || b_.optional_inputs.count(name))
+    throw InputError("--input " + name + ": graph input '" + name + "' is " + std::string(value_kind(type)) +
+                     "; seq(...) and none are for sequence and optional inputs");
   if (!type.has_tensor_type())
     throw InputError("graph input '" + name + "' is " + std::string(value_kind(type)) + "; memplan analyses tensor inputs only");
   Value v;
@@ -107,6 +138,148 @@ Value InputBinder::bind_one(const onnx::ValueInfoProto& vi, std::map<std::string
   return v;
 }
 
+namespace {
+
+// The tensor element type a sequence or optional type holds, or nullopt.
+std::optional<DType> element_dtype(const onnx::TypeProto& t) {
+  if (t.has_tensor_type()) return dtype_from_onnx(t.tensor_type().elem_type());
+  if (t.has_sequence_type()) return element_dtype(t.sequence_type().elem_type());
+  if (t.has_optional_type()) return element_dtype(t.optional_type().elem_type());
+  return std::nullopt;
+}
+
+Value tensor_item(DType t, const std::vector<int64_t>& shape, const std::string& name) {
+  Value v;
+  v.dtype = t;
+  v.shape = shape;
+  for (int64_t d : shape)
+    if (d < 0) throw InputError("graph input '" + name + "': a dimension cannot be negative");
+  return v;
+}
+
+}  // namespace
+
+// A sequence or optional graph input: the element shapes come from Bindings::sequence_inputs/optional_inputs.
+Value InputBinder::bind_container(const onnx::ValueInfoProto& vi) {
+  const std::string& name = vi.name();
+  const auto& type = vi.type();
+  const auto dtype = element_dtype(type);
+  if (!dtype)
+    throw InputError("graph input '" + name + "' is " + std::string(value_kind(type)) + " of no known tensor type");
+  auto sequence_of = [&](const std::vector<std::vector<int64_t>>& shapes) {
+    Value s;
+    s.kind = ValueType::Sequence;
+    s.dtype = *dtype;
+    for (const auto& shape : shapes) s.items.push_back(tensor_item(*dtype, shape, name));
+    return s;
+  };
+  const auto seq = b_.sequence_inputs.find(name);
+  if (type.has_sequence_type()) {
+    if (seq == b_.sequence_inputs.end())
+      throw InputError("graph input '" + name + "' is a sequence: give the shape of each of its tensors with --input " +
+                       name + "=seq(2x3,4x3) (seq() when empty)");
+    return sequence_of(seq->second);
+  }
+  Value v;
+  v.kind = ValueType::Optional;
+  v.dtype = *dtype;
+  v.optional_of_sequence = type.optional_type().elem_type().has_sequence_type();
+  const auto opt = b_.optional_inputs.find(name);
+  const auto shape = b_.input_shapes.find(name);
+  if (opt != b_.optional_inputs.end()) {
+    if (!opt->second) return v;  // --input NAME=none: it holds nothing
+    if (v.optional_of_sequence) v.items.push_back(sequence_of(*opt->second));
+    else if (opt->second->size() == 1) v.items.push_back(tensor_item(*dtype, opt->second->front(), name));
+    else throw InputError("graph input '" + name + "' is an optional tensor: give one shape, not " +
+                          std::to_string(opt->second->size()));
+  } else if (v.optional_of_sequence && seq != b_.sequence_inputs.end()) {
+    v.items.push_back(sequence_of(seq->second));
+  } else if (!v.optional_of_sequence && shape != b_.input_shapes.end()) {
+    v.items.push_back(tensor_item(*dtype, shape->second, name));
+  } else {
+    throw InputError("graph input '" + name + "' is an optional " + (v.optional_of_sequence ? "sequence" : "tensor") +
+                     ": say what it holds with --input " + name + "=none or --input " + name +
+                     (v.optional_of_sequence ? "=seq(2x3,4x3)" : "=2x3"));
+  }
+  return v;
+}
+
+// --value NAME=V: the input's shape follows from the value (a scalar, or [n] for a comma list of n), checked
+// against the declaration and any --input; its contents are stored as the evaluator keeps them.
+Value InputBinder::bind_value(const onnx::ValueInfoProto& vi, const Bindings::InputValue& value,
+                              std::map<std::string, int64_t>& symbols) {
+  const std::string& name = vi.name();
+  const std::string flag = "--value " + name + "=" + value.text;
+  const auto& type = vi.type();
+  if (!type.has_tensor_type())
+    throw InputError(flag + ": graph input '" + name + "' is " + std::string(value_kind(type)) + ", not a tensor");
+  const auto dtype = dtype_from_onnx(type.tensor_type().elem_type());
+  if (!dtype || !(dtype_is_integer(*dtype) || is_real(*dtype)))
+    throw InputError(flag + ": graph input '" + name + "' is " +
+                     (dtype ? std::string(dtype_name(*dtype)) : std::string("of an unknown type")) +
+                     "; --value binds integer, bool and floating-point inputs");
+  const size_t n = value.numbers.size();
+  if (n > kMaxEvalElements)
+    throw InputError(flag + ": " + std::to_string(n) + " values; --value binds at most " +
+                     std::to_string(kMaxEvalElements) + " (a small shape-like tensor)");
+  std::vector<int64_t> shape;
+  if (auto s = b_.input_shapes.find(name); s != b_.input_shapes.end()) {
+    if (s->second.size() > 1)
+      throw InputError(flag + ": --input " + name + " gives rank " + std::to_string(s->second.size()) +
+                       "; --value binds scalars and 1-D tensors");
+    uint64_t count = 1;
+    for (int64_t d : s->second) count *= static_cast<uint64_t>(d);
+    if (count != n)
+      throw InputError(flag + ": " + std::to_string(n) + " value" + (n == 1 ? "" : "s") + ", but --input " + name +
+                       " gives a shape of " + std::to_string(count) + " elements");
+  } else if (type.tensor_type().has_shape()) {
+    const auto& dims = type.tensor_type().shape().dim();
+    if (dims.size() > 1)
+      throw InputError(flag + ": graph input '" + name + "' has rank " + std::to_string(dims.size()) +
+                       "; --value binds scalars and 1-D tensors");
+    if (dims.empty() && value.list)
+      throw InputError(flag + ": graph input '" + name + "' is a scalar, but " + std::to_string(n) + " values are given");
+    if (dims.size() == 1) {
+      if (dims[0].has_dim_value() && dims[0].dim_value() != static_cast<int64_t>(n))
+        throw InputError(flag + ": graph input '" + name + "' has " + std::to_string(dims[0].dim_value()) +
+                         " elements, but " + std::to_string(n) + " value" + (n == 1 ? " is" : "s are") + " given");
+      if (dims[0].has_dim_param()) bind_symbol(dims[0].dim_param(), static_cast<int64_t>(n), name, symbols);
+      shape.push_back(static_cast<int64_t>(n));
+    }
+  } else if (value.list) {
+    shape.push_back(static_cast<int64_t>(n));
+  }
+  Value v = b_.input_shapes.count(name) ? bind_shape(vi, symbols) : Value{};
+  if (!b_.input_shapes.count(name)) {
+    v.dtype = *dtype;
+    v.shape = shape;
+  }
+  if (is_real(*dtype)) {
+    values::store_reals(v, value.numbers);  // rounded to the precision the dtype stores, as the runtime sees it
+    return v;
+  }
+  std::vector<int64_t> ints;
+  for (double x : value.numbers) {
+    const bool integral = std::floor(x) == x && x >= -9.2233720368547758e18 && x < 9.2233720368547758e18;
+    if (*dtype == DType::Bool && x != 0 && x != 1)
+      throw InputError(flag + ": graph input '" + name + "' is bool; expected 0, 1, true or false");
+    if (!integral)
+      throw InputError(flag + ": graph input '" + name + "' is " + std::string(dtype_name(*dtype)) + ", but '" +
+                       value.text + "' is not an integer");
+    const int bits = dtype_bits(*dtype);
+    const bool is_unsigned = *dtype == DType::UInt8 || *dtype == DType::UInt16 || *dtype == DType::UInt32 ||
+                             *dtype == DType::UInt64 || *dtype == DType::Bool;
+    const double lo = is_unsigned ? 0 : -std::ldexp(1.0, bits - 1);
+    const double hi = is_unsigned ? std::ldexp(1.0, std::min(bits, 63)) : std::ldexp(1.0, bits - 1);
+    if (*dtype != DType::Bool && (x < lo || x >= hi))
+      throw InputError(flag + ": " + std::to_string(static_cast<long long>(x)) + " does not fit graph input '" + name +
+                       "' (" + std::string(dtype_name(*dtype)) + ")");
+    ints.push_back(static_cast<int64_t>(x));
+  }
+  v.ints = std::move(ints);
+  return v;
+}
+
 std::map<std::string, Value> InputBinder::bind(std::map<std::string, int64_t>& symbols) {
   std::set<std::string> initializers;
   for (const auto& i : graph_.initializer()) initializers.insert(i.name());
@@ -122,10 +295,12 @@ std::map<std::string, Value> InputBinder::bind(std::map<std::string, int64_t>& s
     }
   // Whole shapes given with --input may name symbols the other inputs share: bind those first.
   std::map<std::string, Value> values;
+  // So may --value's 1-D values (their length binds a symbolic dim).
+  auto first = [&](const std::string& name) { return b_.input_shapes.count(name) || b_.input_values.count(name); };
   for (const auto& vi : graph_.input())
-    if (!initializers.count(vi.name()) && b_.input_shapes.count(vi.name())) values[vi.name()] = bind_one(vi, symbols);
+    if (!initializers.count(vi.name()) && first(vi.name())) values[vi.name()] = bind_one(vi, symbols);
   for (const auto& vi : graph_.input())
-    if (!initializers.count(vi.name()) && !b_.input_shapes.count(vi.name())) values[vi.name()] = bind_one(vi, symbols);
+    if (!initializers.count(vi.name()) && !first(vi.name())) values[vi.name()] = bind_one(vi, symbols);
   if (!unbound_.empty()) {
     std::string msg = "unbound dimension" + std::string(unbound_.size() > 1 ? "s" : "") + ":";
     for (const auto& u : unbound_) msg += "\n  " + u;

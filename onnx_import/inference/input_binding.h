@@ -1,4 +1,4 @@
-// Binding a graph's inputs to the user's dimensions (--batch, --dim, --input; cli/ and import.h Bindings):
+// Binding a graph's inputs to the user's dimensions (--batch, --dim, --input, --value; cli/ and import.h Bindings):
 // every graph input that is not an initializer gets a concrete shape, or one error lists every dimension
 // left unbound. Internal to onnx_import/.
 #pragma once
@@ -28,6 +28,9 @@ class InputBinder {
 
  private:
   Value bind_one(const onnx::ValueInfoProto& vi, std::map<std::string, int64_t>& symbols);
+  Value bind_container(const onnx::ValueInfoProto& vi);
+  Value bind_shape(const onnx::ValueInfoProto& vi, std::map<std::string, int64_t>& symbols);
+  Value bind_value(const onnx::ValueInfoProto& vi, const Bindings::InputValue& value, std::map<std::string, int64_t>& symbols);
   void check_flags(const std::set<std::string>& initializers) const;
   void bind_symbol(const std::string& symbol, int64_t value, const std::string& input, std::map<std::string, int64_t>& symbols);
 

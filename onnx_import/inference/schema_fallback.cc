@@ -232,6 +232,12 @@ void check_ranks(const NodeContext& ctx) {
 }  // namespace
 
 void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema) {
+  // memplan's own rules handle every op that takes sequences or optionals (rules/sequences.cc); the others
+  // take tensors, and ONNX's inference would be handed a tensor type for one.
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    if (const Value* v = ctx.input(i); v && !v->is_tensor())
+      ctx.fail("input " + std::to_string(i) + " ('" + ctx.node().input(static_cast<int>(i)) + "') is " + kind_text(*v) +
+               "; " + ctx.op() + " takes a tensor there");
   check_arity(ctx, schema);
   check_ranks(ctx);
   SchemaContext sc(ctx);
@@ -247,6 +253,15 @@ void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema) {
   for (size_t i = 0; i < ctx.num_outputs(); ++i)
     if (ctx.output_used(i))
       if (auto v = concrete(sc.output_type(i), ctx, i)) ctx.set_output(i, std::move(*v));
+  // ONNX 1.12's Reshape inference takes a target without a 0 or -1 as is, even when its element count differs
+  // from the input's (a branch that never runs at these inputs, Silero VAD's 8 kHz frames fed 16 kHz audio).
+  if (ctx.op() == "Reshape" && ctx.input(0) && ctx.outputs_set()[0]) {
+    const uint64_t in = checked_elements(ctx.input(0)->shape, "input 0");
+    const uint64_t out = checked_elements(ctx.outputs()[0].shape, "the output");
+    if (in != out)
+      ctx.fail("cannot reshape " + std::to_string(in) + " elements into a shape of " + std::to_string(out) +
+               " elements");
+  }
 }
 
 }  // namespace memplan::shape

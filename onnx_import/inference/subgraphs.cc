@@ -119,4 +119,16 @@ SubgraphResult Walker::run(const onnx::GraphProto& body, const std::vector<Value
   return result;
 }
 
+std::optional<SubgraphResult> Walker::try_run(const onnx::GraphProto& body, const std::vector<Value>& inputs,
+                                              const std::string& what, std::string& error) {
+  const size_t kept = warnings_.size();
+  try {
+    return run(body, inputs, what);
+  } catch (const InputError& e) {
+    warnings_.resize(kept);
+    error = e.what();
+    return std::nullopt;
+  }
+}
+
 }  // namespace memplan::shape

@@ -169,6 +169,11 @@ void Walker::infer_node(const onnx::NodeProto& node, size_t index, Scope& scope,
   for (const auto& in : node.input()) inputs.push_back(in.empty() ? nullptr : scope.find(in));
   NodeContext ctx(node, where, index, opset, std::move(inputs), *this, warnings_);
 
+  if (!takes_sequences(domain, node.op_type()))
+    for (size_t i = 0; i < ctx.num_inputs(); ++i)
+      if (const Value* v = ctx.input(i); v && !v->is_tensor())
+        ctx.fail("input " + std::to_string(i) + " ('" + node.input(static_cast<int>(i)) + "') is " + kind_text(*v) +
+                 "; " + node.op_type() + " takes a tensor there");
   bool handled = false;
   if (const Rule rule = find_rule(domain, node.op_type())) {
     try {
@@ -209,7 +214,8 @@ void Walker::infer_node(const onnx::NodeProto& node, size_t index, Scope& scope,
     const Value& v = ctx.outputs()[i];
     if (v.dtype == DType::Undefined) ctx.fail("output '" + out + "' has no data type");
     // Every later stage multiplies shapes into bytes: a size past 64 bits is refused here, naming the tensor.
-    if (!bytes_of(v.dtype, v.shape)) checked_bytes(v.dtype, v.shape, "tensor '" + out + "' (output of node '" + ctx.name() + "')");
+    if (!v.is_tensor()) checked_value_bytes(v, "value '" + out + "' (output of node '" + ctx.name() + "')");
+    else if (!bytes_of(v.dtype, v.shape)) checked_bytes(v.dtype, v.shape, "tensor '" + out + "' (output of node '" + ctx.name() + "')");
   }
   // Shapes are now known to fit in 64 bits, so the evaluator's element counts cannot wrap.
   evaluate_values(node, opset, ctx.inputs(), ctx.outputs());

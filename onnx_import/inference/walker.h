@@ -69,6 +69,10 @@ class Walker final : public SubgraphRunner {
   // `where` prefixes node names in messages ("Loop_3/body/" inside subgraphs).
   std::vector<int32_t> walk(const onnx::GraphProto& graph, Scope& scope, const std::string& where);
   SubgraphResult run(const onnx::GraphProto& body, const std::vector<Value>& inputs, const std::string& what) override;
+  std::optional<SubgraphResult> try_run(const onnx::GraphProto& body, const std::vector<Value>& inputs,
+                                        const std::string& what, std::string& error) override;
+  void record_branch(const std::string& node, bool then_branch) override { branches_[node] = then_branch; }
+  const std::map<std::string, bool>& branches() const { return branches_; }
   const Value* lookup(const std::string& name) const override { return current_ ? current_->find(name) : nullptr; }
 
  private:
@@ -82,6 +86,7 @@ class Walker final : public SubgraphRunner {
   std::vector<std::string>& warnings_;
   Scope* current_ = nullptr;
   int depth_ = 0;
+  std::map<std::string, bool> branches_;  // If node name -> then_branch taken (record_branch)
 };
 
 // For messages: the node's name, or "<op_type>_<index>" when it has none.

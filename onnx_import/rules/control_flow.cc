@@ -22,16 +22,12 @@ const onnx::GraphProto& graph_attr(const NodeContext& ctx, const char* name) {
 
 uint64_t total_bytes(const std::vector<Value>& values, const std::string& what) {
   uint64_t sum = 0;
-  for (const auto& v : values) sum += checked_bytes(v.dtype, v.shape, what);
+  for (const auto& v : values) sum += checked_value_bytes(v, what);
   return sum;
 }
 
-Value shape_only(const Value& v) {
-  Value s;
-  s.dtype = v.dtype;
-  s.shape = v.shape;
-  return s;
-}
+// Sequences and optionals keep their items' types (a Loop may carry a growing sequence).
+Value shape_only(const Value& v) { return type_only(v); }
 
 Value scalar(DType t) {
   Value v;
@@ -44,8 +40,10 @@ void set_outputs_from(NodeContext& ctx, const std::vector<Value>& outs) {
   for (size_t i = 0; i < ctx.num_outputs(); ++i) ctx.set_output(i, outs[i]);
 }
 
-// If: a computable condition selects its branch; otherwise both are inferred and the one whose outputs
-// are larger is taken, since memplan estimates the worst case.
+// If: a computable condition selects its branch. Otherwise both are inferred: a branch that cannot be
+// shaped at these inputs (it never runs at them, e.g. an LSTM fed a tensor of the other branch's rank) is
+// dropped and the other assumed; when both shape, the one whose outputs are larger is taken, since memplan
+// estimates the worst case. Either way a warning names the node and the branch assumed.
 bool if_rule(NodeContext& ctx) {
   const auto& then_g = graph_attr(ctx, "then_branch");
   const auto& else_g = graph_attr(ctx, "else_branch");
@@ -53,17 +51,30 @@ bool if_rule(NodeContext& ctx) {
     const bool taken = (*cond)[0] != 0;
     auto r = ctx.subgraphs().run(taken ? then_g : else_g, {}, ctx.name() + (taken ? "/then_branch" : "/else_branch"));
     set_outputs_from(ctx, r.outputs);
+    ctx.subgraphs().record_branch(ctx.name(), taken);
     return true;
   }
-  auto t = ctx.subgraphs().run(then_g, {}, ctx.name() + "/then_branch");
-  auto e = ctx.subgraphs().run(else_g, {}, ctx.name() + "/else_branch");
-  const uint64_t tb = total_bytes(t.outputs, "an output of " + ctx.name() + "/then_branch");
-  const uint64_t eb = total_bytes(e.outputs, "an output of " + ctx.name() + "/else_branch");
+  std::string then_error, else_error;
+  auto t = ctx.subgraphs().try_run(then_g, {}, ctx.name() + "/then_branch", then_error);
+  auto e = ctx.subgraphs().try_run(else_g, {}, ctx.name() + "/else_branch", else_error);
+  const std::string unknown = "the condition is not known statically (bind the inputs it reads with --value to choose); ";
+  if (!t && !e)
+    ctx.fail(unknown + "neither branch can be shaped at these inputs: then_branch: " + then_error +
+             "; else_branch: " + else_error);
+  if (!t || !e) {
+    ctx.warn(unknown + "the " + std::string(t ? "else" : "then") + " branch cannot be shaped at these inputs (" +
+             (t ? else_error : then_error) + "), so the " + (t ? "then" : "else") + " branch is assumed");
+    set_outputs_from(ctx, t ? t->outputs : e->outputs);
+    ctx.subgraphs().record_branch(ctx.name(), t.has_value());
+    return true;
+  }
+  const uint64_t tb = total_bytes(t->outputs, "an output of " + ctx.name() + "/then_branch");
+  const uint64_t eb = total_bytes(e->outputs, "an output of " + ctx.name() + "/else_branch");
   const bool take_then = tb >= eb;
-  ctx.warn("the condition is not known statically; both branches were analysed and the " +
-           std::string(take_then ? "then" : "else") + " branch, whose outputs are larger (" +
-           std::to_string(std::max(tb, eb)) + " bytes), is assumed");
-  set_outputs_from(ctx, take_then ? t.outputs : e.outputs);
+  ctx.warn(unknown + "both branches were analysed and the " + std::string(take_then ? "then" : "else") +
+           " branch, whose outputs are larger (" + std::to_string(std::max(tb, eb)) + " bytes), is assumed");
+  set_outputs_from(ctx, take_then ? t->outputs : e->outputs);
+  ctx.subgraphs().record_branch(ctx.name(), take_then);
   return true;
 }
 
@@ -89,6 +100,7 @@ void unroll_loop(NodeContext& ctx, const onnx::GraphProto& body, int64_t trips, 
     for (size_t k = 0; k < carried; ++k) state[k] = r.outputs[1 + k];
     for (size_t j = 0; j < scans.size(); ++j) {
       const Value& v = r.outputs[1 + carried + j];
+      if (!v.is_tensor()) ctx.fail("scan output " + std::to_string(j) + " is " + kind_text(v) + "; scan outputs are tensors");
       if (done > 0 && v.shape != scans[j].shape) ctx.fail("a scan output changes shape between iterations");
       scans[j] = shape_only(v);
     }
@@ -130,7 +142,7 @@ bool loop_rule(NodeContext& ctx) {
   int64_t iteration = 1;
   auto changed = [&] {
     for (size_t k = 0; k < carried; ++k)
-      if (r.outputs[1 + k].shape != in[2 + k].shape) return true;
+      if (!same_type(r.outputs[1 + k], in[2 + k])) return true;
     return false;
   };
   while (changed()) {
@@ -149,6 +161,7 @@ bool loop_rule(NodeContext& ctx) {
     if (!trips) continue;  // unknown trip count: left unset, so the walker takes the declared shape or fails
     if (1 + k >= r.outputs.size()) ctx.fail("the body returns fewer scan outputs than the node has");
     Value v = shape_only(r.outputs[1 + k]);
+    if (!v.is_tensor()) ctx.fail("scan output " + std::to_string(k - carried) + " is " + kind_text(v) + "; scan outputs are tensors");
     v.shape.insert(v.shape.begin(), *trips);
     ctx.set_output(k, std::move(v));
   }

@@ -149,6 +149,7 @@ const RuleTable& rule_table() {
     register_quantized_rules(t);
     register_control_flow_rules(t);
     register_onnx_fix_rules(t);
+    register_sequence_rules(t);
     return t;
   }();
   return table;

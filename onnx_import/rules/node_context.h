@@ -28,6 +28,13 @@ class SubgraphRunner {
   // Binds the body's formal inputs, in order, to `inputs` and infers the body.
   virtual SubgraphResult run(const onnx::GraphProto& body, const std::vector<Value>& inputs,
                              const std::string& what) = 0;
+  // run(), but a body that cannot be shaped (an InputError) returns nullopt with the reason in `error`, and
+  // the warnings it emitted on the way are dropped: for If branches that may never run at these inputs.
+  virtual std::optional<SubgraphResult> try_run(const onnx::GraphProto& body, const std::vector<Value>& inputs,
+                                                const std::string& what, std::string& error) = 0;
+  // Records which branch an If took (known condition) or was assumed to take: `node` is its name as messages
+  // give it ("if_16k/else_branch/if_8k"); the importer inlines that branch so the cost models cost it.
+  virtual void record_branch(const std::string& node, bool then_branch) = 0;
   // A value visible in the current scope by name (outer scopes included), or nullptr.
   virtual const Value* lookup(const std::string& name) const = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "onnx_import/rules/node_context.h"
 
@@ -24,6 +25,11 @@ void register_microsoft_rules(RuleTable& table);    // rules/microsoft.cc: com.m
 void register_quantized_rules(RuleTable& table);    // rules/quantized.cc: Q/DQ, QLinear*, *Integer, MatMulNBits
 void register_control_flow_rules(RuleTable& table); // rules/control_flow.cc: If, Loop, Scan
 void register_onnx_fix_rules(RuleTable& table);     // rules/onnx_fixes.cc: ops ONNX 1.12 leaves unshaped
+void register_sequence_rules(RuleTable& table);     // rules/sequences.cc: Sequence*, Optional*, SplitToSequence, ...
+
+// Ops whose inputs may be sequences or optionals (rules/sequences.cc, control_flow.cc); every other op is
+// refused one, naming the node, before its rule or ONNX's inference reads it as a tensor.
+bool takes_sequences(std::string_view domain, std::string_view op);
 
 // The table with every rule registered; built once.
 const RuleTable& rule_table();

@@ -7,6 +7,9 @@
 // bound from their test data (--input NAME=SHAPE). The inferred dtype and shape of every graph output are
 // then compared with test_data_set_0/output_*.pb, which ONNX's reference implementation produced: an
 // independent source of truth. At least 99% of the models that are not excluded below must match.
+// Sequence and optional inputs (SequenceProto / OptionalProto test data) are bound with their tensors'
+// shapes (Bindings::sequence_inputs, optional_inputs); sequence and optional outputs are compared tensor by
+// tensor (element type, each shape, and whether an optional holds a value).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,10 +17,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "onnx/onnx-data_pb.h"
 #include "onnx/onnx_pb.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/model_reader.h"
@@ -65,17 +70,35 @@ const std::map<std::string, std::string>& excluded() {
   return list;
 }
 
-// Ops whose values are sequences or optionals; models using them are left out (memplan shapes tensors).
-bool is_sequence_or_optional_op(const std::string& op) {
-  return op.rfind("Sequence", 0) == 0 || op == "SplitToSequence" || op == "ConcatFromSequence" ||
-         op.rfind("Optional", 0) == 0;
-}
-
-onnx::TensorProto read_tensor(const fs::path& path) {
-  onnx::TensorProto t;
+template <typename Proto = onnx::TensorProto>
+Proto read_proto(const fs::path& path) {
+  Proto t;
   std::ifstream in(path, std::ios::binary);
   if (!in || !t.ParseFromIstream(&in)) throw std::runtime_error("cannot parse " + path.string());
   return t;
+}
+onnx::TensorProto read_tensor(const fs::path& path) { return read_proto<onnx::TensorProto>(path); }
+
+std::vector<int64_t> dims_of(const onnx::TensorProto& t) { return {t.dims().begin(), t.dims().end()}; }
+
+// The shapes of a SequenceProto's tensors, and their element type (UNDEFINED for an empty sequence).
+std::vector<std::vector<int64_t>> sequence_shapes(const onnx::SequenceProto& s, int32_t* elem = nullptr) {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& t : s.tensor_values()) {
+    out.push_back(dims_of(t));
+    if (elem) *elem = t.data_type();
+  }
+  return out;
+}
+
+// What an OptionalProto holds: nullopt when nothing, else its tensor's shape or its sequence's shapes.
+std::optional<std::vector<std::vector<int64_t>>> optional_shapes(const onnx::OptionalProto& o, int32_t* elem = nullptr) {
+  if (o.has_tensor_value()) {
+    if (elem) *elem = o.tensor_value().data_type();
+    return std::vector<std::vector<int64_t>>{dims_of(o.tensor_value())};
+  }
+  if (o.has_sequence_value()) return sequence_shapes(o.sequence_value(), elem);
+  return std::nullopt;
 }
 
 bool is_integer_or_bool(int32_t code) {
@@ -86,6 +109,9 @@ bool is_integer_or_bool(int32_t code) {
 }
 
 bool is_tensor_typed(const onnx::ValueInfoProto& vi) { return vi.type().has_tensor_type(); }
+bool is_container_typed(const onnx::ValueInfoProto& vi) {
+  return vi.type().has_sequence_type() || vi.type().has_optional_type();
+}
 
 bool compatible(const onnx::ValueInfoProto& vi, const std::vector<int64_t>& shape) {
   const auto& tt = vi.type().tensor_type();
@@ -145,14 +171,15 @@ Outcome check_model(const fs::path& dir) {
   onnx::ModelProto model = read_model_file((dir / "model.onnx").string()).proto;
   onnx::GraphProto& g = *model.mutable_graph();
   for (const auto& vi : g.input())
-    if (!is_tensor_typed(vi)) return {Outcome::Excluded, "an input is a sequence/optional/map, not a tensor"};
+    if (!is_tensor_typed(vi) && !is_container_typed(vi)) return {Outcome::Excluded, "an input is a map, not a tensor"};
   for (const auto& vi : g.output())
-    if (!is_tensor_typed(vi)) return {Outcome::Excluded, "an output is a sequence/optional/map, not a tensor"};
-  for (const auto& n : g.node())
-    if (is_sequence_or_optional_op(n.op_type()))
-      return {Outcome::Excluded, n.op_type() + " makes sequence/optional values inside the graph"};
+    if (!is_tensor_typed(vi) && !is_container_typed(vi)) return {Outcome::Excluded, "an output is a map, not a tensor"};
   std::map<std::string, int32_t> declared_output_types;
-  for (const auto& o : g.output()) declared_output_types[o.name()] = o.type().tensor_type().elem_type();
+  std::map<std::string, onnx::TypeProto> declared_types;
+  for (const auto& o : g.output()) {
+    declared_output_types[o.name()] = o.type().tensor_type().elem_type();
+    declared_types[o.name()] = o.type();
+  }
   strip_declared_shapes(g);
 
   std::set<std::string> initializers;
@@ -167,6 +194,17 @@ Outcome check_model(const fs::path& dir) {
   for (size_t k = 0; k < runtime_inputs.size(); ++k) {
     const fs::path p = data / ("input_" + std::to_string(k) + ".pb");
     if (!fs::exists(p)) continue;  // an optional input the test leaves out
+    const onnx::ValueInfoProto* declared = nullptr;
+    for (const auto& vi : g.input())
+      if (vi.name() == runtime_inputs[k]) declared = &vi;
+    if (declared && declared->type().has_sequence_type()) {
+      bindings.sequence_inputs[runtime_inputs[k]] = sequence_shapes(read_proto<onnx::SequenceProto>(p));
+      continue;
+    }
+    if (declared && declared->type().has_optional_type()) {
+      bindings.optional_inputs[runtime_inputs[k]] = optional_shapes(read_proto<onnx::OptionalProto>(p));
+      continue;
+    }
     onnx::TensorProto t = read_tensor(p);
     std::string name = runtime_inputs[k];
     if (!t.name().empty() && std::find(runtime_inputs.begin(), runtime_inputs.end(), t.name()) != runtime_inputs.end())
@@ -203,6 +241,34 @@ Outcome check_model(const fs::path& dir) {
   for (int k = 0; k < g.output_size(); ++k) {
     const fs::path p = data / ("output_" + std::to_string(k) + ".pb");
     if (!fs::exists(p)) continue;
+    const onnx::TypeProto& declared = declared_types[g.output(k).name()];
+    if (declared.has_sequence_type() || declared.has_optional_type()) {
+      int32_t elem = 0;
+      std::optional<std::vector<std::vector<int64_t>>> want;
+      if (declared.has_sequence_type()) want = sequence_shapes(read_proto<onnx::SequenceProto>(p), &elem);
+      else want = optional_shapes(read_proto<onnx::OptionalProto>(p), &elem);
+      const auto it = r.values.find(g.output(k).name());
+      if (it == r.values.end()) {
+        mismatches += " output '" + g.output(k).name() + "' missing;";
+        continue;
+      }
+      const InferredValue& got = it->second;
+      const ValueType want_type = declared.has_sequence_type() ? ValueType::Sequence : ValueType::Optional;
+      const bool empty_optional = want_type == ValueType::Optional && !want;
+      bool same = got.value_type == want_type && (empty_optional ? got.element_shapes.empty() && got.optional_of_sequence == (declared.optional_type().elem_type().has_sequence_type())
+                                                                 : got.element_shapes == *want);
+      // An empty sequence has no tensor to tell its element type; otherwise it must match.
+      if (same && elem != 0) same = dtype_from_onnx(elem) == got.dtype;
+      if (!same) {
+        std::string w = want ? std::to_string(want->size()) + " tensors" : std::string("no value");
+        if (want)
+          for (const auto& sh : *want) w += " " + shape_str(dtype_from_onnx(elem).value_or(DType::Undefined), sh);
+        std::string h = std::to_string(got.element_shapes.size()) + " tensors";
+        for (const auto& sh : got.element_shapes) h += " " + shape_str(got.dtype, sh);
+        mismatches += " output '" + g.output(k).name() + "': expected " + w + ", inferred " + h + ";";
+      }
+      continue;
+    }
     const onnx::TensorProto expected = read_tensor(p);
     auto want_t = dtype_from_onnx(expected.data_type());
     // numpy has no bfloat16: ONNX stores bfloat16 test outputs as uint16 bit patterns.

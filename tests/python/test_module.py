@@ -100,7 +100,7 @@ def test_every_flag_is_a_keyword(command):
     the value's type check), and an unknown keyword is refused."""
     help_text = cli(command, "--help").stdout.decode()
     flags = sorted({"--" + f for f in re.findall(r"^\s+(?:-\w,)?--([a-z][a-z0-9-]*)", help_text, re.M)}
-                   - {"--help", "--json", "--format", "--dim", "--input"})
+                   - {"--help", "--json", "--format", "--dim", "--input", "--value"})
     assert ("--batch" in flags) == (command != "serve"), flags  # serve binds the batch itself
     for flag in flags:
         name = flag[2:].replace("-", "_")
@@ -303,3 +303,21 @@ def test_snapshot_replays_to_the_estimates_peaks(tmp_path):
     assert end_live == live
     with pytest.raises(memplan.InputError, match="runtime"):
         memplan.torch.snapshot(model, tmp_path / "x.pickle", runtime="ideal", **options)
+
+
+def test_values_keyword_is_the_value_flag(tmp_path):
+    """values={"sr": 16000} is --value sr=16000: the same dictionary as the CLI; a bad value the same error."""
+    subprocess.run([sys.executable, os.path.join(SRC, "tests", "models", "control_flow", "make_models.py"), str(tmp_path)],
+                   check=True)
+    vad = str(tmp_path / "vad_if.onnx")
+    p = cli("estimate", vad, "--input", "x=1x512", "--value", "sr=16000", "--json")
+    assert p.returncode == 0, p.stderr
+    d = memplan.estimate(vad, inputs={"x": [1, 512]}, values={"sr": 16000})
+    assert d == json.loads(p.stdout)
+    assert d["values"] == {"sr": 16000}
+    err = cli_error("estimate", vad, "--input", "x=1x512", "--value", "sr=1.5")
+    with pytest.raises(memplan.InputError) as e:
+        memplan.estimate(vad, inputs={"x": [1, 512]}, values={"sr": 1.5})
+    assert str(e.value) == err
+    with pytest.raises(memplan.InputError, match="values: expected a mapping"):
+        memplan.estimate(vad, values=[1])
