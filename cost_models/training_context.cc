@@ -193,7 +193,16 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     for (int32_t t : op.inputs) any |= c.requires_grad[t];
     for (int32_t t : op.outputs) c.requires_grad[t] = any && is_floating(g.tensors[t].dtype) && !c.shape[t];
   }
-  for (const FusedOp& op : c.ops) c.rules.push_back(autograd_rule(g, op, c.requires_grad));
+  int kept_means = 0;
+  for (const FusedOp& op : c.ops) {
+    c.rules.push_back(autograd_rule(g, op, c.requires_grad, o.mean_saves_input));
+    if (o.mean_saves_input && op.kind == OpKind::Node && op.op == "ReduceMean" && !c.rules.back().saved_tensors.empty() &&
+        c.requires_grad[c.rules.back().saved_tensors[0]])
+      ++kept_means;
+  }
+  if (kept_means > 0)
+    c.notes.push_back(std::to_string(kept_means) + " ReduceMean ops keep their input for backward, as torch 1.13's "
+                      "MeanBackward1 does (from torch 2.2 only its sizes).");
   c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));
   add_eval_export_notes(g, c.notes);
   return c;

@@ -177,6 +177,7 @@ class TrainingFlagsTest(unittest.TestCase):
             (["--frozen", "("], "--frozen '(' is not a valid regular expression"),
             (["--torch", "3"], "--torch 3: expected 2 (any 2.x) or 1.13"),
             (["--torch", "1.13", "--attention", "sdpa"], "--attention sdpa needs --torch 2"),
+            (["--zero-grad", "none"], "--zero-grad none: expected set-to-none or zeros"),
             (["--amsgrad", "--optimizer", "sgd"], "--amsgrad applies to --optimizer adam or adamw"),
             (["--weight-decay", "-1"], "--weight-decay must be at least 0"),
         ]

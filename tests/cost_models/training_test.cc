@@ -471,6 +471,56 @@ TEST(TrainingAccumulation, Torch1ZeroGradKeepsGradsResident) {
   EXPECT_GE(buffer_named(p, "grad:W1:partial"), 0);
 }
 
+// LlamaRMSNorm between two linears: h = x W1ᵀ [4,16]; p = h.pow(2); m = p.mean(-1, keepdim=True) [4,1];
+// s = sqrt(m + eps); d = 1 / s; n = h * d; y = n W2ᵀ [4,2].
+// torch 1.13's MeanBackward1 keeps `self` (checked there: `m.grad_fn._saved_self` is p), from 2.2 only
+// its sizes: under mean_saves_input, p (4 x 16 floats = 256 bytes) lives from Pow to ReduceMean's backward.
+// Bytes (fp32): x 128, h/p/n 256, m/a/s/d 16, y 32, targets 32 (int64), loss 4, W1 512 and W2 128 resident.
+// Saved otherwise: Gemm1 x, Pow h, Sqrt s, Div s, Mul h and d, Gemm2 n (and W2, resident). SGD, no states.
+//  torch 2, the peak at Pow's backward: x 128 + h 256 + y 32 + loss 4 + grad:W2 128 + grad:h (from Mul) 256
+//    + grad:p 256 + grad:h (from Pow) 256 = 1316 (p died at ReduceMean's forward).
+//  Gemm2's backward: x 128 + h 256 + s 16 + d 16 + n 256 + y 32 + loss 4 + grad:y 32 + grad:n 256
+//    + grad:W2 128 = 1124; torch 1.13 adds p: 1380, now the peak (Pow's backward stays 1316: p is freed
+//    by ReduceMean's backward just before it).
+Graph rms_norm_mlp() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t p = b.node1("Pow", {h, b.scalar("two", 2.0f)}, "p", {4, 16});
+  const int32_t m = b.node1("ReduceMean", {p}, "m", {4, 1}, {{"axes", ints_attr({-1})}, {"keepdims", int_attr(1)}});
+  const int32_t a = b.node1("Add", {m, b.scalar("eps", 1e-6f)}, "a", {4, 1});
+  const int32_t s = b.node1("Sqrt", {a}, "s", {4, 1});
+  const int32_t d = b.node1("Div", {b.scalar("one", 1.0f), s}, "d", {4, 1});
+  const int32_t n = b.node1("Mul", {h, d}, "n", {4, 16});
+  const int32_t y = b.node1("Gemm", {n, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
+  b.output(y);
+  return b.graph();
+}
+
+TEST(TrainingTorchVersion, Torch113MeanKeepsItsInputForBackward) {
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  const Program torch2 = build_training_program(rms_norm_mlp(), o).program;
+  o.mean_saves_input = true;
+  const TrainingResult r = build_training_program(rms_norm_mlp(), o);
+  const Program& torch1 = r.program;
+  const int32_t mean_backward = step_named(torch1, "backward:/ReduceMean_2");
+  ASSERT_GE(mean_backward, 0);
+  EXPECT_TRUE(reads(torch1.steps[mean_backward], buffer_named(torch1, "p")));
+  EXPECT_FALSE(reads(torch2.steps[step_named(torch2, "backward:/ReduceMean_2")], buffer_named(torch2, "p")));
+  const testing::Peak peak2 = peak_live_bytes(torch2), peak1 = peak_live_bytes(torch1);
+  EXPECT_EQ(peak2.bytes, 1316u);
+  EXPECT_EQ(peak2.step, step_named(torch2, "backward:/Pow_1"));
+  EXPECT_EQ(peak1.bytes, 1380u);
+  EXPECT_EQ(peak1.step, step_named(torch1, "backward:/Gemm_7"));
+  EXPECT_EQ(resident_bytes(torch1), resident_bytes(torch2));
+  EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
+                         [](const std::string& s) { return s.find("1 ReduceMean ops keep their input") == 0; }),
+            r.notes.end());
+}
+
 TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   TrainingOptions o = adam_ce();
   o.gpus = 2;
