@@ -21,8 +21,10 @@ bool is_floating(DType t) {
 
 // Storage types under torch.autocast: low-precision ops write the low type, float32 ops float32, the
 // rest follow their widest floating input (batch norm keeps its input's type; scalar constants are
-// Python numbers and never promote).
-void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType low, std::vector<DType>& dtype) {
+// Python numbers and never promote). `float32` (LoRA's, or null): tensors PEFT keeps in float32, set as
+// they are reached, so the ops after them see float32 inputs.
+void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType low, const std::vector<bool>* float32,
+                       std::vector<DType>& dtype) {
   for (const FusedOp& op : ops) {
     const AutocastClass cls = autocast_class(op);
     const Node& n = g.nodes[op.nodes.back()];
@@ -40,8 +42,10 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
         if (promoted == DType::Undefined || dtype_bits(dtype[t]) > dtype_bits(promoted)) promoted = dtype[t];
       }
     }
-    for (int32_t t : op.outputs)
+    for (int32_t t : op.outputs) {
       if (is_floating(dtype[t]) && promoted != DType::Undefined) dtype[t] = promoted;
+      if (float32 && (*float32)[t]) dtype[t] = DType::Float32;
+    }
   }
 }
 
@@ -140,7 +144,8 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
 
   c.dtype.resize(g.tensors.size());
   for (size_t t = 0; t < g.tensors.size(); ++t) c.dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(o.precision));
-  if (is_amp(o.precision)) assign_amp_dtypes(g, c.ops, low_precision_dtype(o.precision), c.dtype);
+  if (is_amp(o.precision))
+    assign_amp_dtypes(g, c.ops, low_precision_dtype(o.precision), lora ? &lora->float32 : nullptr, c.dtype);
   if (lora)
     for (size_t t = 0; t < g.tensors.size(); ++t)
       if (lora->float32[t]) c.dtype[t] = DType::Float32;
@@ -195,7 +200,7 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
   }
   int kept_means = 0;
   for (const FusedOp& op : c.ops) {
-    c.rules.push_back(autograd_rule(g, op, c.requires_grad, o.mean_saves_input));
+    c.rules.push_back(autograd_rule(g, op, c.requires_grad, c.dtype, o.mean_saves_input));
     if (o.mean_saves_input && op.kind == OpKind::Node && op.op == "ReduceMean" && !c.rules.back().saved_tensors.empty() &&
         c.requires_grad[c.rules.back().saved_tensors[0]])
       ++kept_means;

@@ -228,6 +228,16 @@ class LoraWhatIfTest(unittest.TestCase):
         for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
             self.assertEqual(what_if[key], peft[key], key)
 
+    def test_autocast_agrees_with_the_peft_export(self):
+        # Under amp-bf16 q_proj's and v_proj's input (the RMSNorm's float32 output) is float32 already, so
+        # PEFT's _cast_input_dtype returns it (the fp32-traced PEFT export has no Cast there): the what-if's
+        # Cast must cost nothing, and the autocast copies of inputs and adapter weights match the export's.
+        what_if = run_json(*self.BASE, *self.LORA, "--precision", "amp-bf16")
+        peft = run_json("estimate", "tests/models/llama_tiny_lora_train.onnx", *self.BASE[2:], "--trainable", "lora_",
+                        "--precision", "amp-bf16")
+        for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
+            self.assertEqual(what_if[key], peft[key], key)
+
     def test_half_base_keeps_float32_adapters_and_copies_the_input(self):
         # --precision bf16: base weights bf16, adapters float32 (PEFT's autocast_adapter_dtype), so the
         # adapters, their grads and AdamW states take 4 bytes per element, not bf16's 2.

@@ -521,6 +521,45 @@ TEST(TrainingTorchVersion, Torch113MeanKeepsItsInputForBackward) {
             r.notes.end());
 }
 
+// LoRA under autocast: x[4,8] -> Gemm W0[16,8] -> h0[4,16] -> Gemm W1[16,16] -> h1[4,16] -> Gemm W2[2,16] -> y.
+// Under amp-bf16 every Gemm writes bf16, so W1's input h0 is bf16 and PEFT's _cast_input_dtype copies it
+// into float32 (lora_A.weight's type): 4 x 16 x 4 = 256 bytes; lora_A (F.linear under autocast) casts that
+// copy back to bf16, 128 bytes; each adapter weight is cast once into the autocast cache: lora_A [2,16] and
+// lora_B [16,2] bf16, 64 bytes each. The adapter sum is bf16 like the base result: no cast back.
+// W0's input x is float32: x.to(float32) returns x, no copy. PEFT's bitsandbytes layers skip the cast under
+// autocast (--frozen-dtype nf4).
+TEST(TrainingLora, AutocastCopiesOnlyALowPrecisionInputIntoFloat32) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h0 = b.node1("Gemm", {x, b.weight("W0", {16, 8})}, "h0", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t h1 = b.node1("Gemm", {h0, b.weight("W1", {16, 16})}, "h1", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t y = b.node1("Gemm", {h1, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
+  b.output(y);
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.precision = Precision::AmpBf16;
+  o.lora_rank = 2;
+  o.lora_targets = "W0|W1";
+  const Program p = build_training_program(b.graph(), o).program;
+  auto bytes = [&](const Program& q, const std::string& name) {
+    const int32_t id = buffer_named(q, name);
+    return id < 0 ? -1 : static_cast<int64_t>(q.buffers[id].bytes);
+  };
+  EXPECT_EQ(bytes(p, "/W1/lora/Cast_output_0"), 256);
+  EXPECT_EQ(bytes(p, "/W1/lora/Cast_output_0:autocast"), 128);
+  EXPECT_EQ(bytes(p, "W1.lora_A.weight:autocast"), 64);
+  EXPECT_EQ(bytes(p, "W1.lora_B.weight:autocast"), 64);
+  EXPECT_EQ(bytes(p, "/W1/lora/Cast_1_output_0"), -1);
+  EXPECT_EQ(bytes(p, "/W0/lora/Cast_output_0"), -1);  // x is float32: the Cast is x itself
+  EXPECT_EQ(bytes(p, "x:autocast"), 4 * 8 * 2);         // the base Gemm's and lora_A's bf16 copies of x
+  o.frozen_storage = FrozenStorage::Nf4;
+  const Program q = build_training_program(b.graph(), o).program;
+  EXPECT_EQ(bytes(q, "/W1/lora/Cast_output_0"), -1);
+  EXPECT_EQ(bytes(q, "h0:autocast"), -1);  // h0 is already bf16: lora_A reads it as it is
+}
+
 TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   TrainingOptions o = adam_ce();
   o.gpus = 2;
