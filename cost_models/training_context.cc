@@ -176,6 +176,10 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
   std::vector<bool> frozen_parameter(g.tensors.size(), false);
   for (size_t t = 0; t < g.tensors.size(); ++t) frozen_parameter[t] = module_parameter[t] && !c.is_param[t];
   c.stored_bytes = frozen_stored_bytes(g, c.ops, o, frozen_parameter, c.dtype);
+  if (o.frozen_storage == FrozenStorage::Int8 && std::any_of(c.stored_bytes.begin(), c.stored_bytes.end(), [](uint64_t b) { return b > 0; }))
+    c.notes.push_back("LLM.int8 forward (bitsandbytes MatMul8bitLt, threshold 6.0) costed with no outlier columns, the "
+                      "lower end: which columns hold an |activation| >= 6 depends on the data, and each adds a rows x 1 "
+                      "copy of the input column kept for backward plus weight-column transients.");
   if (o.double_quant && o.frozen_storage != FrozenStorage::Nf4) throw InputError("--double-quant applies to --frozen-dtype nf4");
   if (o.frozen_storage != FrozenStorage::Same && frozen == 0)
     throw InputError("--frozen-dtype needs frozen parameters (--lora-rank, --trainable or --frozen) in model '" +

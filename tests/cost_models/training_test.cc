@@ -560,6 +560,42 @@ TEST(TrainingLora, AutocastCopiesOnlyALowPrecisionInputIntoFloat32) {
   EXPECT_EQ(bytes(q, "h0:autocast"), -1);  // h0 is already bf16: lora_A reads it as it is
 }
 
+// LLM.int8 (--frozen-dtype int8): x[4,8] -> Gemm Wa[8,8] (trains) -> a[4,8] -> Gemm W0[16,8] (frozen, int8)
+// -> h[4,16] -> Gemm W1[2,16] (the head, trains) -> y. MatMul8bitLt's forward on W0 with A = a (fp32,
+// M 4 x K 8, N 16), threshold 6.0 and no outlier columns, by hand:
+//   quantize: A.to(float16) 64 + SCA 4 x 4 = 16 + CA 32 + A.abs() 64 + the bool mask 32 = 208;
+//   matmul: CA 32 + SCA 16 + int32 product 4 x 16 x 4 = 256 + float16 result 128 (then .to(fp32)) = 432.
+// One 432-byte transient, no dequantized weight in forward; backward's grad_A dequantizes W0 into fp32
+// (state.CB.to(dtype_A, copy=True)): 16 x 8 x 4 = 512 bytes.
+TEST(TrainingFrozen, Int8ForwardQuantizesTheInputBackwardDequantizesTheWeight) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t a = b.node1("Gemm", {x, b.weight("Wa", {8, 8})}, "a", {4, 8}, {{"transB", int_attr(1)}});
+  const int32_t h = b.node1("Gemm", {a, b.weight("W0", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t y = b.node1("Gemm", {h, b.weight("W1", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
+  b.output(y);
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.trainable = "Wa|W1";
+  o.frozen_storage = FrozenStorage::Int8;
+  const Program p = build_training_program(b.graph(), o).program;
+  const int32_t work = buffer_named(p, "/Gemm_1:int8_matmul");
+  ASSERT_GE(work, 0);
+  EXPECT_EQ(p.buffers[work].bytes, 432u);
+  const int32_t forward = step_named(p, "/Gemm_1");
+  EXPECT_NE(std::find(p.steps[forward].writes.begin(), p.steps[forward].writes.end(), work), p.steps[forward].writes.end());
+  const int32_t dequantized = buffer_named(p, "W0:dequantized");
+  ASSERT_GE(dequantized, 0);
+  EXPECT_EQ(p.buffers[dequantized].bytes, 512u);
+  const Step& backward = p.steps[step_named(p, "backward:/Gemm_1")];
+  EXPECT_NE(std::find(backward.writes.begin(), backward.writes.end(), dequantized), backward.writes.end());
+  int dequantizations = 0;
+  for (const Buffer& buf : p.buffers) dequantizations += buf.name == "W0:dequantized";
+  EXPECT_EQ(dequantizations, 1);  // backward only
+}
+
 TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   TrainingOptions o = adam_ce();
   o.gpus = 2;
