@@ -84,8 +84,12 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->group(train);
   cmd->add_option("--torch", a.torch,
                   "PyTorch version whose defaults apply: 2 (any 2.x) or 1.13 (zero_grad keeps the grads between steps, "
-                  "single-tensor Adam, no sdpa)")
+                  "single-tensor Adam, mean keeps its input for backward, no sdpa)")
       ->capture_default_str()
+      ->group(train);
+  cmd->add_option("--zero-grad", a.zero_grad,
+                  "What optimizer.zero_grad() does between steps: set-to-none (frees the grads) or zeros (keeps "
+                  "them, added into in place). Default: --torch's (2: set-to-none, 1.13: zeros)")
       ->group(train);
   cmd->add_option("--trainable", a.trainable,
                   "Only parameters whose initializer name matches this regular expression train, e.g. lora_")

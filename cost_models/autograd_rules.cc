@@ -41,7 +41,8 @@ const std::set<std::string>& saves_output_ops() {
 
 }  // namespace
 
-AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<bool>& requires_grad) {
+AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<bool>& requires_grad,
+                           const std::vector<DType>& dtype, bool mean_saves_input) {
   AutogradRule r;
   const Node& n = g.nodes[op.nodes.back()];
   const std::string& type = n.op_type;
@@ -124,10 +125,13 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     save_if(r, a, true);  // the condition
   } else if (type == "Gather") {
     save_if(r, b, rg(requires_grad, a));  // embedding / index_select keep the indices
+  } else if (type == "ReduceMean") {
+    save_if(r, a, mean_saves_input);  // torch 1.13's MeanBackward1 keeps `self` (cost_model.h)
   }
   // Grads that are views of the output's grad.
   if (type == "Reshape" || type == "Flatten" || type == "Squeeze" || type == "Unsqueeze" || type == "Identity" ||
-      type == "Transpose" || dropout_is_noop(g, n, /*training=*/true)) {
+      type == "Transpose" || dropout_is_noop(g, n, /*training=*/true) ||
+      (type == "Cast" && a >= 0 && out >= 0 && dtype[a] == dtype[out])) {
     if (a >= 0) r.passthrough_inputs.push_back(a);
   } else if ((type == "Add" || type == "Sub") && out >= 0) {
     const auto& shape = g.tensors[out].shape;

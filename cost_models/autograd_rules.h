@@ -29,7 +29,10 @@ struct AutogradRule {
 };
 
 // `requires_grad` per tensor: linear/matmul/mul save an operand only when the other needs a grad.
-AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<bool>& requires_grad);
+// `dtype`: each tensor's storage type (a Cast to the type its input has is Tensor.to returning self).
+// `mean_saves_input`: ReduceMean keeps its input (torch 1.13, TrainingOptions::mean_saves_input).
+AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<bool>& requires_grad,
+                           const std::vector<DType>& dtype, bool mean_saves_input);
 
 // torch.autocast's op lists (aten/src/ATen/autocast_mode.cpp): ops that run in the low-precision
 // type, ops forced to float32, and everything else (keeps/promotes its inputs' type).

@@ -104,6 +104,12 @@ struct TrainingOptions {
   // defaults to True only from 2.0, torch/optim/optimizer.py): the grads exist before the step and each
   // backward contribution is added into them in place, as with gradient accumulation.
   bool grads_kept_between_steps = false;
+  // torch 1.13's MeanBackward1 (mean.dim) keeps its whole input: derivatives.yaml's formula
+  // `mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)` uses self.sym_numel(), which
+  // the autograd codegen (tools/autograd/load_derivatives.py, saved_variables) had no replacement for, so
+  // it saved `self` (on 1.13 `y.grad_fn._saved_self` is the input). pytorch#109935 (2023-09, "Avoid saving
+  // `self` for mean.backward", first in 2.2) added the sym_numel replacement: from 2.2 only sizes are kept.
+  bool mean_saves_input = false;
   // Which parameters train (--trainable / --frozen): regular expressions searched in initializer names;
   // empty: every float parameter trains. Frozen parameters get no grad and no optimizer state.
   std::string trainable;

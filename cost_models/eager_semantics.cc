@@ -206,6 +206,11 @@ int32_t ForwardAliasing::aliased_input(const FusedOp& op, const BufferView& view
     return in_buffer;
   }
   if (pytorch && (is_pytorch_strided_view(n.op_type) || in_place(op, view))) return in_buffer;
+  // Tensor.to(dtype) on a tensor that already has the dtype returns self (torch/_tensor_docs.py, Tensor.to:
+  // "If the self Tensor already has the correct torch.dtype and torch.device, then self is returned"):
+  // PEFT's _cast_input_dtype under autocast when the input is already float32. Floating types only: the
+  // exports' integer and bool Casts (gpt's ids, masks) keep their copy, as before this rule.
+  if (pytorch && n.op_type == "Cast" && dtype_is_float(dtype_[out])) return in_buffer;
   if (semantics_ == Semantics::OrtCuda && is_ort_may_inplace(n.op_type)) {
     const Buffer& buffer = view.program->buffers[in_buffer];
     if (!buffer.resident && !buffer.live_at_start && view.last_reader(in_buffer) == node &&

@@ -52,6 +52,21 @@ uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t n, ui
   return 0;
 }
 
+uint64_t int8_matmul_forward_bytes(uint64_t rows, uint64_t in, uint64_t out, DType a) {
+  const uint64_t values = checked_mul(rows, in, "int8 input elements");
+  const uint64_t half_copy = a == DType::Float16 ? 0 : checked_mul(values, 2, "int8 input copy");
+  const uint64_t row_stats = checked_mul(rows, kFloat32Bytes, "int8 row scales");
+  const uint64_t outlier_scan = kInt8OutlierThreshold > 0 ? checked_mul(values, 2 + 1, "int8 outlier scan") : 0;
+  const uint64_t quantize = checked_add(checked_add(half_copy, row_stats, "int8 quantize"),
+                                        checked_add(values, outlier_scan, "int8 quantize"), "int8 quantize");
+  const uint64_t products = checked_mul(rows, out, "int8 output elements");
+  const uint64_t dequant = checked_add(checked_mul(products, 4, "int8 int32 product"),
+                                       a == DType::Float16 ? 0 : checked_mul(products, 2, "int8 float16 result"),
+                                       "int8 matmul");
+  const uint64_t matmul = checked_add(checked_add(values, row_stats, "int8 matmul"), dequant, "int8 matmul");
+  return std::max(quantize, matmul);
+}
+
 std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<FusedOp>& ops, const TrainingOptions& o,
                                           const std::vector<bool>& frozen, const std::vector<DType>& compute) {
   std::vector<uint64_t> bytes(g.tensors.size(), 0);

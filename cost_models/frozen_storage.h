@@ -21,6 +21,24 @@ uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t eleme
 // the frozen weights of Linear/MatMul/Gemm layers only, except the layer that writes a graph output (the
 // head), as transformers' bitsandbytes integration replaces nn.Linear modules only and keeps the output
 // head in the original precision (integrations/bitsandbytes.py, get_keys_to_not_convert).
+// bitsandbytes' LLM.int8 forward on a frozen int8 weight, MatMul8bitLt.forward (bitsandbytes/autograd/
+// _functions.py, the CUDA ops of bitsandbytes/backends/cuda/ops.py), for an input A of `rows` x `in`
+// (storage type `a`) and `out` output features: what it allocates beyond its output, and frees by the
+// end of the op (the bytes of the larger of its two phases, as one transient):
+//  1. int8_vectorwise_quant(A.to(float16), threshold): the float16 copy of A (2 bytes per value, none
+//     when A is float16), row_stats SCA (float32 per row), CA (int8, 1 byte per value), and with
+//     threshold > 0 `outliers = A.abs() >= threshold`: A.abs() (float16) and the bool mask;
+//  2. int8_scaled_mm: int8_linear_matmul's int32 product (4 bytes per output value) and int8_mm_dequant's
+//     float16 result (2 bytes, the output itself when A is float16; else `.to(A.dtype)` copies it), with
+//     CA and SCA still held.
+// threshold: transformers' BitsAndBytesConfig llm_int8_threshold = 6.0 (the default a from_pretrained
+// load_in_8bit model gets). The outlier columns (any |a| >= 6 in A's column) depend on the data: this is
+// the lower end, none. Each outlier column adds, with k columns: subA = A[:, cols] (rows x k in A's type,
+// kept for backward when A needs a grad), CB[:, cols] (int8), its float32 dequantization and its copy
+// in A's type (out x k each), and addmm's new output.
+uint64_t int8_matmul_forward_bytes(uint64_t rows, uint64_t in, uint64_t out, DType a);
+inline constexpr double kInt8OutlierThreshold = 6.0;  // transformers BitsAndBytesConfig.llm_int8_threshold
+
 std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<FusedOp>& ops, const TrainingOptions& o,
                                           const std::vector<bool>& frozen, const std::vector<DType>& compute);
 

@@ -4,6 +4,7 @@
 #include <regex>
 #include <string>
 
+#include "cost_models/eager_semantics.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/op_fusion_match.h"
 #include "onnx_import/checked.h"
@@ -122,18 +123,34 @@ class Builder {
     // (_cast_input_dtype: x.to(lora_A.weight.dtype) when the dtypes differ), the adapter path and the sum
     // `result + ...` are float32 (type promotion), and result.to(torch_result_dtype) copies back.
     const bool half_base = o_.precision == Precision::Fp16 || o_.precision == Precision::Bf16;
+    // Under torch.autocast (--precision amp-*) the base weights and the adapters are float32 and
+    // _cast_input_dtype (BaseTunerLayer, peft/tuners/tuners_utils.py: `if (not cast_input_dtype_enabled)
+    // or (x.dtype == dtype): return x; return x.to(dtype=dtype)`; cast_input_dtype_enabled is True by
+    // default) copies x into float32 only where autocast left it in the low type (an o_proj or down_proj
+    // input, a low-precision matmul's output): a Cast that is Tensor.to returning self when x is float32
+    // (ForwardAliasing), a fresh float32 copy otherwise. lora_A and lora_B are then F.linear under autocast
+    // (aten/src/ATen/autocast_mode.cpp: linear is a lower_precision_fp op): the input is cast to the low
+    // type again, each adapter weight once per forward into the autocast cache (cached_cast: a float32
+    // leaf that requires grad), and the adapter path and `result + ...` run in the low type, so
+    // result.to(torch_result_dtype) (the base's low-type result) is a no-op and no Cast_1 is written.
+    // PEFT's bitsandbytes layers (peft/tuners/lora/bnb.py, Linear8bitLt/Linear4bit.forward) skip the cast
+    // under autocast: `requires_conversion = not torch.is_autocast_enabled()`.
+    // (The head, whose result is a graph output, stays an nn.Linear: frozen_storage.h.)
+    const bool bnb_layer = (o_.frozen_storage == FrozenStorage::Int8 || o_.frozen_storage == FrozenStorage::Nf4) &&
+                           !is_graph_output(g(), y);
+    const bool amp_cast = is_amp(o_.precision) && !bnb_layer;
     auto lead = [&](int64_t last) {
       std::vector<int64_t> s = x.shape;
       s.back() = last;
       return s;
     };
     int32_t cur = t.x;
-    if (half_base) {
+    if (half_base || amp_cast) {
       cur = node("/" + m + "/lora/Cast", "Cast", {cur}, tensor("/" + m + "/lora/Cast_output_0", adapter_type, x.shape,
                                                            TensorKind::Activation), opset);
       g().nodes.back().attributes["to"].type = Attribute::Type::Int;
       g().nodes.back().attributes["to"].i = dtype_to_onnx(adapter_type);
-      out_.float32[cur] = true;
+      out_.float32[cur] = true;  // under autocast: float32 whatever x's type (assign_amp_dtypes)
     }
     // lora_dropout: nn.Dropout(p) when p > 0, else nn.Identity (LoraLayer.update_layer). A p = 0 Dropout
     // is what dropout_is_noop (eager_semantics) treats as the identity, so no node is needed for it.
@@ -148,7 +165,7 @@ class Builder {
         g().nodes.back().attributes["ratio"].f = static_cast<float>(o_.lora_dropout);
       }
       cur = y;
-      out_.float32[cur] = half_base;
+      out_.float32[cur] = half_base || amp_cast;  // nn.Dropout keeps the float32 copy's type
     }
     auto linear = [&](const char* which, int64_t in_f, int64_t out_f, int32_t input) {
       const std::string p = m + "." + which;

@@ -165,8 +165,12 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
     static const char* name[] = {"same", "fp16", "bf16", "int8", "nf4"};
     notes.push_back(std::string("--frozen-dtype ") + name[static_cast<int>(options.frozen_storage)] +
                     (options.double_quant ? " with double quantization" : "") + ": the re-stored frozen weights take " +
-                    std::to_string(result.frozen_stored_bytes) + " bytes; each op dequantizes the ones it reads "
-                    "into the compute type as a transient, in forward and again in backward.");
+                    std::to_string(result.frozen_stored_bytes) + " bytes; " +
+                    (options.frozen_storage == FrozenStorage::Int8
+                         ? "each Linear's forward quantizes its input to int8 (transients), and its backward "
+                           "dequantizes the weight into the compute type for the input grad."
+                         : "each op dequantizes the ones it reads into the compute type as a transient, in forward "
+                           "and again in backward."));
   }
   if (lora) {
     result.lora_adapted_layers = lora->adapted_layers;

@@ -21,8 +21,10 @@ bool is_floating(DType t) {
 
 // Storage types under torch.autocast: low-precision ops write the low type, float32 ops float32, the
 // rest follow their widest floating input (batch norm keeps its input's type; scalar constants are
-// Python numbers and never promote).
-void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType low, std::vector<DType>& dtype) {
+// Python numbers and never promote). `float32` (LoRA's, or null): tensors PEFT keeps in float32, set as
+// they are reached, so the ops after them see float32 inputs.
+void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType low, const std::vector<bool>* float32,
+                       std::vector<DType>& dtype) {
   for (const FusedOp& op : ops) {
     const AutocastClass cls = autocast_class(op);
     const Node& n = g.nodes[op.nodes.back()];
@@ -40,8 +42,10 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
         if (promoted == DType::Undefined || dtype_bits(dtype[t]) > dtype_bits(promoted)) promoted = dtype[t];
       }
     }
-    for (int32_t t : op.outputs)
+    for (int32_t t : op.outputs) {
       if (is_floating(dtype[t]) && promoted != DType::Undefined) dtype[t] = promoted;
+      if (float32 && (*float32)[t]) dtype[t] = DType::Float32;
+    }
   }
 }
 
@@ -140,7 +144,8 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
 
   c.dtype.resize(g.tensors.size());
   for (size_t t = 0; t < g.tensors.size(); ++t) c.dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(o.precision));
-  if (is_amp(o.precision)) assign_amp_dtypes(g, c.ops, low_precision_dtype(o.precision), c.dtype);
+  if (is_amp(o.precision))
+    assign_amp_dtypes(g, c.ops, low_precision_dtype(o.precision), lora ? &lora->float32 : nullptr, c.dtype);
   if (lora)
     for (size_t t = 0; t < g.tensors.size(); ++t)
       if (lora->float32[t]) c.dtype[t] = DType::Float32;
@@ -171,6 +176,10 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
   std::vector<bool> frozen_parameter(g.tensors.size(), false);
   for (size_t t = 0; t < g.tensors.size(); ++t) frozen_parameter[t] = module_parameter[t] && !c.is_param[t];
   c.stored_bytes = frozen_stored_bytes(g, c.ops, o, frozen_parameter, c.dtype);
+  if (o.frozen_storage == FrozenStorage::Int8 && std::any_of(c.stored_bytes.begin(), c.stored_bytes.end(), [](uint64_t b) { return b > 0; }))
+    c.notes.push_back("LLM.int8 forward (bitsandbytes MatMul8bitLt, threshold 6.0) costed with no outlier columns, the "
+                      "lower end: which columns hold an |activation| >= 6 depends on the data, and each adds a rows x 1 "
+                      "copy of the input column kept for backward plus weight-column transients.");
   if (o.double_quant && o.frozen_storage != FrozenStorage::Nf4) throw InputError("--double-quant applies to --frozen-dtype nf4");
   if (o.frozen_storage != FrozenStorage::Same && frozen == 0)
     throw InputError("--frozen-dtype needs frozen parameters (--lora-rank, --trainable or --frozen) in model '" +
@@ -193,7 +202,16 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     for (int32_t t : op.inputs) any |= c.requires_grad[t];
     for (int32_t t : op.outputs) c.requires_grad[t] = any && is_floating(g.tensors[t].dtype) && !c.shape[t];
   }
-  for (const FusedOp& op : c.ops) c.rules.push_back(autograd_rule(g, op, c.requires_grad));
+  int kept_means = 0;
+  for (const FusedOp& op : c.ops) {
+    c.rules.push_back(autograd_rule(g, op, c.requires_grad, c.dtype, o.mean_saves_input));
+    if (o.mean_saves_input && op.kind == OpKind::Node && op.op == "ReduceMean" && !c.rules.back().saved_tensors.empty() &&
+        c.requires_grad[c.rules.back().saved_tensors[0]])
+      ++kept_means;
+  }
+  if (kept_means > 0)
+    c.notes.push_back(std::to_string(kept_means) + " ReduceMean ops keep their input for backward, as torch 1.13's "
+                      "MeanBackward1 does (from torch 2.2 only its sizes).");
   c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));
   if (o.tp > 1 && lora) throw InputError("--tp with --lora-rank is not modelled");
   c.tp = plan_tensor_parallel(g, o.tp, o.sequence_parallel);

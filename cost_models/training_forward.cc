@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "cost_models/eager_semantics.h"
+#include "cost_models/frozen_storage.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/training_step.h"
@@ -107,6 +109,18 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
       effective[t] = full;
     }
     const DType target = autocast_target(graph_, op, t, options_.precision, context_.dtype);
+    if (context_.stored_bytes[t] > 0 && options_.frozen_storage == FrozenStorage::Int8) {
+      // LLM.int8: no dequantized weight in forward (frozen_storage.h int8_matmul_forward_bytes).
+      const int32_t x = op.kind == OpKind::Linear ? op.x : node_input(graph_.nodes[op.nodes.back()], 0);
+      const int32_t y = op.outputs.empty() ? -1 : op.outputs[0];
+      if (x >= 0 && y >= 0 && x != t && !graph_.tensors[x].shape.empty() && !graph_.tensors[y].shape.empty()) {
+        const uint64_t in = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[x].shape.back()));
+        const uint64_t out = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[y].shape.back()));
+        const uint64_t bytes = int8_matmul_forward_bytes(graph_.tensors[x].elements() / in, in, out, context_.dtype[x]);
+        st.writes.push_back(writer_.new_buffer(op.name + ":int8_matmul", bytes, Category::Workspace));
+        continue;
+      }
+    }
     if (context_.stored_bytes[t] > 0) {  // dequantized into the compute type for this op, then freed
       const int32_t b = add_dequantized(t, target, st);
       if (b >= 0) effective[t] = b;
@@ -152,8 +166,10 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
     add_unique(saved, it != effective.end() ? it->second : lookup(t));
   }
   // bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose
-  // input needs a grad saves that input, where a frozen nn.Linear saves only its weight.
-  if (options_.frozen_storage == FrozenStorage::Nf4 && op.kind == OpKind::Linear && op.weight >= 0 &&
+  // input needs a grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt
+  // keeps ctx.tensors = (CAt, subA, A) then (CAt None on a frozen weight, subA empty without outliers).
+  if ((options_.frozen_storage == FrozenStorage::Nf4 || options_.frozen_storage == FrozenStorage::Int8) &&
+      op.kind == OpKind::Linear && op.weight >= 0 &&
       context_.stored_bytes[op.weight] > 0 && op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
     add_unique(saved, lookup(op.x));
   for (const ForwardExtra& e : forward_extras(graph_, op, /*training=*/true)) {  // all saved for backward

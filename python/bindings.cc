@@ -140,6 +140,7 @@ void add_estimate_keywords(Setters& s, EstimateArgs& a) {
            {"checkpoint", &EstimateArgs::checkpoint}, {"budget", &EstimateArgs::budget},
            {"loss", &EstimateArgs::loss},           {"shard", &EstimateArgs::shard},
            {"optimizer_impl", &EstimateArgs::optimizer_impl}, {"torch", &EstimateArgs::torch},
+           {"zero_grad", &EstimateArgs::zero_grad},
            {"trainable", &EstimateArgs::trainable}, {"frozen", &EstimateArgs::frozen},
            {"gpu", &EstimateArgs::gpu},             {"catalog", &EstimateArgs::catalog},
            {"lora_targets", &EstimateArgs::lora_targets}, {"frozen_dtype", &EstimateArgs::frozen_dtype}})

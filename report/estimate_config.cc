@@ -188,7 +188,12 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   const bool torch1 = a.torch == "1.13";
   if (torch1 && attention == AttentionImpl::Sdpa)
     throw InputError("--attention sdpa needs --torch 2: scaled_dot_product_attention is new in PyTorch 2.0");
-  t.grads_kept_between_steps = torch1;
+  // --zero-grad: the loop's zero_grad(set_to_none=...) where it differs from the version's default (a
+  // torch 1.13 loop calling zero_grad(set_to_none=True), as bench/cpu_ground_truth/ does).
+  if (!a.zero_grad.empty() && a.zero_grad != "set-to-none" && a.zero_grad != "zeros")
+    throw InputError("--zero-grad " + a.zero_grad + ": expected set-to-none or zeros");
+  t.grads_kept_between_steps = a.zero_grad.empty() ? torch1 : a.zero_grad == "zeros";
+  t.mean_saves_input = torch1;
   const std::string impl = !a.optimizer_impl.empty() ? a.optimizer_impl : torch1 ? "single-tensor" : "foreach";
   if (a.weight_decay < 0) throw InputError("--weight-decay must be at least 0");
   t.optimizer_flags = {a.amsgrad, a.maximize, a.weight_decay > 0};
@@ -268,6 +273,7 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.gpus > 1) s += ", " + std::to_string(a.gpus) + " GPUs " + a.shard;
   if (a.tp > 1) s += ", tp " + std::to_string(a.tp) + (a.sequence_parallel ? " sequence-parallel" : "");
   if (a.mode == "train" && a.torch == "1.13") s += ", torch 1.13";
+  if (a.mode == "train" && !a.zero_grad.empty()) s += ", zero_grad " + a.zero_grad;
   if (a.mode == "train" && !a.trainable.empty()) s += ", trainable /" + a.trainable + "/";
   if (a.mode == "train" && !a.frozen.empty()) s += ", frozen /" + a.frozen + "/";
   if (a.mode == "train" && !a.lora_rank.empty()) s += ", LoRA r=" + a.lora_rank + " on /" + a.lora_targets + "/";

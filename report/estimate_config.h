@@ -52,6 +52,7 @@ struct EstimateArgs {
   std::string optimizer_impl;       // "": the --torch version's default (foreach on 2.x, single-tensor on 1.13)
   bool gradient_as_bucket_view = false;
   std::string torch = "2";          // --torch 2 | 1.13: the PyTorch whose defaults apply
+  std::string zero_grad;            // --zero-grad "" (the --torch version's default) | set-to-none | zeros
   std::string trainable, frozen;    // --trainable / --frozen REGEX
   // --lora-rank R (kept as text: "" = not given, else it must be a positive integer), --lora-targets
   // REGEX, --lora-dropout P (TrainingOptions::lora_*)

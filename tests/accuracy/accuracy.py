@@ -53,8 +53,9 @@ def cpu_rows():
     for m in data["measurements"]:
         args = ["estimate", m["onnx"], "--mode", "train", "--runtime", "ideal", "--batch", str(m["batch"]),
                 "--precision", m["precision"], "--optimizer", m["optimizer"], "--loss", "cross-entropy",
-                # torch 1.13's foreach Adam (the measurements ran foreach=True on torch 1.13).
-                "--optimizer-impl", "foreach-torch1"]
+                # torch 1.13 (its autograd's saved tensors), foreach Adam (the measurements ran foreach=True)
+                # and zero_grad(set_to_none=True) (the protocol's step 3), not 1.13's default.
+                "--torch", "1.13", "--optimizer-impl", "foreach-torch1", "--zero-grad", "set-to-none"]
         if m.get("seq"):
             args += ["--dim", f"seq={m['seq']}"]
         if m["checkpoint"]:
@@ -139,7 +140,7 @@ def main():
                     "the CI gate: it fails above 10 % error on CPU peaks, 15 % on GPU peaks).\n\n")
             f.write("CPU rows: torch 1.13 training steps measured under `torch.profiler` "
                     "(`bench/cpu_ground_truth/`, protocol in its README), against `memplan estimate --mode train "
-                    "--runtime ideal` (live bytes at the peak, resident included). GPU rows appear once "
+                    "--runtime ideal --torch 1.13 --zero-grad set-to-none` (live bytes at the peak, resident included). GPU rows appear once "
                     "`validate/results/torch-*.json` exist (a session with a GPU runs `validate/gpu/run_gpu.sh`).\n\n")
             f.write("Peers, for Adam rows, are formulas that count model states only (no activations): accelerate's "
                     "`estimate-memory` (4 x weights, every parameter: it has no notion of frozen ones; "

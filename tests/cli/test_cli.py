@@ -177,6 +177,7 @@ class TrainingFlagsTest(unittest.TestCase):
             (["--frozen", "("], "--frozen '(' is not a valid regular expression"),
             (["--torch", "3"], "--torch 3: expected 2 (any 2.x) or 1.13"),
             (["--torch", "1.13", "--attention", "sdpa"], "--attention sdpa needs --torch 2"),
+            (["--zero-grad", "none"], "--zero-grad none: expected set-to-none or zeros"),
             (["--amsgrad", "--optimizer", "sgd"], "--amsgrad applies to --optimizer adam or adamw"),
             (["--weight-decay", "-1"], "--weight-decay must be at least 0"),
         ]
@@ -224,6 +225,16 @@ class LoraWhatIfTest(unittest.TestCase):
         peft = run_json("estimate", "tests/models/llama_tiny_lora_train.onnx", *self.BASE[2:], "--trainable", "lora_")
         for key in ["param_bytes", "grad_bytes", "optimizer_state_bytes"]:
             self.assertEqual(what_if["training"][key], peft["training"][key], key)
+        for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
+            self.assertEqual(what_if[key], peft[key], key)
+
+    def test_autocast_agrees_with_the_peft_export(self):
+        # Under amp-bf16 q_proj's and v_proj's input (the RMSNorm's float32 output) is float32 already, so
+        # PEFT's _cast_input_dtype returns it (the fp32-traced PEFT export has no Cast there): the what-if's
+        # Cast must cost nothing, and the autocast copies of inputs and adapter weights match the export's.
+        what_if = run_json(*self.BASE, *self.LORA, "--precision", "amp-bf16")
+        peft = run_json("estimate", "tests/models/llama_tiny_lora_train.onnx", *self.BASE[2:], "--trainable", "lora_",
+                        "--precision", "amp-bf16")
         for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
             self.assertEqual(what_if[key], peft[key], key)
 

@@ -471,6 +471,131 @@ TEST(TrainingAccumulation, Torch1ZeroGradKeepsGradsResident) {
   EXPECT_GE(buffer_named(p, "grad:W1:partial"), 0);
 }
 
+// LlamaRMSNorm between two linears: h = x W1ᵀ [4,16]; p = h.pow(2); m = p.mean(-1, keepdim=True) [4,1];
+// s = sqrt(m + eps); d = 1 / s; n = h * d; y = n W2ᵀ [4,2].
+// torch 1.13's MeanBackward1 keeps `self` (checked there: `m.grad_fn._saved_self` is p), from 2.2 only
+// its sizes: under mean_saves_input, p (4 x 16 floats = 256 bytes) lives from Pow to ReduceMean's backward.
+// Bytes (fp32): x 128, h/p/n 256, m/a/s/d 16, y 32, targets 32 (int64), loss 4, W1 512 and W2 128 resident.
+// Saved otherwise: Gemm1 x, Pow h, Sqrt s, Div s, Mul h and d, Gemm2 n (and W2, resident). SGD, no states.
+//  torch 2, the peak at Pow's backward: x 128 + h 256 + y 32 + loss 4 + grad:W2 128 + grad:h (from Mul) 256
+//    + grad:p 256 + grad:h (from Pow) 256 = 1316 (p died at ReduceMean's forward).
+//  Gemm2's backward: x 128 + h 256 + s 16 + d 16 + n 256 + y 32 + loss 4 + grad:y 32 + grad:n 256
+//    + grad:W2 128 = 1124; torch 1.13 adds p: 1380, now the peak (Pow's backward stays 1316: p is freed
+//    by ReduceMean's backward just before it).
+Graph rms_norm_mlp() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t p = b.node1("Pow", {h, b.scalar("two", 2.0f)}, "p", {4, 16});
+  const int32_t m = b.node1("ReduceMean", {p}, "m", {4, 1}, {{"axes", ints_attr({-1})}, {"keepdims", int_attr(1)}});
+  const int32_t a = b.node1("Add", {m, b.scalar("eps", 1e-6f)}, "a", {4, 1});
+  const int32_t s = b.node1("Sqrt", {a}, "s", {4, 1});
+  const int32_t d = b.node1("Div", {b.scalar("one", 1.0f), s}, "d", {4, 1});
+  const int32_t n = b.node1("Mul", {h, d}, "n", {4, 16});
+  const int32_t y = b.node1("Gemm", {n, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
+  b.output(y);
+  return b.graph();
+}
+
+TEST(TrainingTorchVersion, Torch113MeanKeepsItsInputForBackward) {
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  const Program torch2 = build_training_program(rms_norm_mlp(), o).program;
+  o.mean_saves_input = true;
+  const TrainingResult r = build_training_program(rms_norm_mlp(), o);
+  const Program& torch1 = r.program;
+  const int32_t mean_backward = step_named(torch1, "backward:/ReduceMean_2");
+  ASSERT_GE(mean_backward, 0);
+  EXPECT_TRUE(reads(torch1.steps[mean_backward], buffer_named(torch1, "p")));
+  EXPECT_FALSE(reads(torch2.steps[step_named(torch2, "backward:/ReduceMean_2")], buffer_named(torch2, "p")));
+  const testing::Peak peak2 = peak_live_bytes(torch2), peak1 = peak_live_bytes(torch1);
+  EXPECT_EQ(peak2.bytes, 1316u);
+  EXPECT_EQ(peak2.step, step_named(torch2, "backward:/Pow_1"));
+  EXPECT_EQ(peak1.bytes, 1380u);
+  EXPECT_EQ(peak1.step, step_named(torch1, "backward:/Gemm_7"));
+  EXPECT_EQ(resident_bytes(torch1), resident_bytes(torch2));
+  EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
+                         [](const std::string& s) { return s.find("1 ReduceMean ops keep their input") == 0; }),
+            r.notes.end());
+}
+
+// LoRA under autocast: x[4,8] -> Gemm W0[16,8] -> h0[4,16] -> Gemm W1[16,16] -> h1[4,16] -> Gemm W2[2,16] -> y.
+// Under amp-bf16 every Gemm writes bf16, so W1's input h0 is bf16 and PEFT's _cast_input_dtype copies it
+// into float32 (lora_A.weight's type): 4 x 16 x 4 = 256 bytes; lora_A (F.linear under autocast) casts that
+// copy back to bf16, 128 bytes; each adapter weight is cast once into the autocast cache: lora_A [2,16] and
+// lora_B [16,2] bf16, 64 bytes each. The adapter sum is bf16 like the base result: no cast back.
+// W0's input x is float32: x.to(float32) returns x, no copy. PEFT's bitsandbytes layers skip the cast under
+// autocast (--frozen-dtype nf4).
+TEST(TrainingLora, AutocastCopiesOnlyALowPrecisionInputIntoFloat32) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h0 = b.node1("Gemm", {x, b.weight("W0", {16, 8})}, "h0", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t h1 = b.node1("Gemm", {h0, b.weight("W1", {16, 16})}, "h1", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t y = b.node1("Gemm", {h1, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
+  b.output(y);
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.precision = Precision::AmpBf16;
+  o.lora_rank = 2;
+  o.lora_targets = "W0|W1";
+  const Program p = build_training_program(b.graph(), o).program;
+  auto bytes = [&](const Program& q, const std::string& name) {
+    const int32_t id = buffer_named(q, name);
+    return id < 0 ? -1 : static_cast<int64_t>(q.buffers[id].bytes);
+  };
+  EXPECT_EQ(bytes(p, "/W1/lora/Cast_output_0"), 256);
+  EXPECT_EQ(bytes(p, "/W1/lora/Cast_output_0:autocast"), 128);
+  EXPECT_EQ(bytes(p, "W1.lora_A.weight:autocast"), 64);
+  EXPECT_EQ(bytes(p, "W1.lora_B.weight:autocast"), 64);
+  EXPECT_EQ(bytes(p, "/W1/lora/Cast_1_output_0"), -1);
+  EXPECT_EQ(bytes(p, "/W0/lora/Cast_output_0"), -1);  // x is float32: the Cast is x itself
+  EXPECT_EQ(bytes(p, "x:autocast"), 4 * 8 * 2);         // the base Gemm's and lora_A's bf16 copies of x
+  o.frozen_storage = FrozenStorage::Nf4;
+  const Program q = build_training_program(b.graph(), o).program;
+  EXPECT_EQ(bytes(q, "/W1/lora/Cast_output_0"), -1);
+  EXPECT_EQ(bytes(q, "h0:autocast"), -1);  // h0 is already bf16: lora_A reads it as it is
+}
+
+// LLM.int8 (--frozen-dtype int8): x[4,8] -> Gemm Wa[8,8] (trains) -> a[4,8] -> Gemm W0[16,8] (frozen, int8)
+// -> h[4,16] -> Gemm W1[2,16] (the head, trains) -> y. MatMul8bitLt's forward on W0 with A = a (fp32,
+// M 4 x K 8, N 16), threshold 6.0 and no outlier columns, by hand:
+//   quantize: A.to(float16) 64 + SCA 4 x 4 = 16 + CA 32 + A.abs() 64 + the bool mask 32 = 208;
+//   matmul: CA 32 + SCA 16 + int32 product 4 x 16 x 4 = 256 + float16 result 128 (then .to(fp32)) = 432.
+// One 432-byte transient, no dequantized weight in forward; backward's grad_A dequantizes W0 into fp32
+// (state.CB.to(dtype_A, copy=True)): 16 x 8 x 4 = 512 bytes.
+TEST(TrainingFrozen, Int8ForwardQuantizesTheInputBackwardDequantizesTheWeight) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t a = b.node1("Gemm", {x, b.weight("Wa", {8, 8})}, "a", {4, 8}, {{"transB", int_attr(1)}});
+  const int32_t h = b.node1("Gemm", {a, b.weight("W0", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t y = b.node1("Gemm", {h, b.weight("W1", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
+  b.output(y);
+  TrainingOptions o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.trainable = "Wa|W1";
+  o.frozen_storage = FrozenStorage::Int8;
+  const Program p = build_training_program(b.graph(), o).program;
+  const int32_t work = buffer_named(p, "/Gemm_1:int8_matmul");
+  ASSERT_GE(work, 0);
+  EXPECT_EQ(p.buffers[work].bytes, 432u);
+  const int32_t forward = step_named(p, "/Gemm_1");
+  EXPECT_NE(std::find(p.steps[forward].writes.begin(), p.steps[forward].writes.end(), work), p.steps[forward].writes.end());
+  const int32_t dequantized = buffer_named(p, "W0:dequantized");
+  ASSERT_GE(dequantized, 0);
+  EXPECT_EQ(p.buffers[dequantized].bytes, 512u);
+  const Step& backward = p.steps[step_named(p, "backward:/Gemm_1")];
+  EXPECT_NE(std::find(backward.writes.begin(), backward.writes.end(), dequantized), backward.writes.end());
+  int dequantizations = 0;
+  for (const Buffer& buf : p.buffers) dequantizations += buf.name == "W0:dequantized";
+  EXPECT_EQ(dequantizations, 1);  // backward only
+}
+
 TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   TrainingOptions o = adam_ce();
   o.gpus = 2;
