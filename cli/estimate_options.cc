@@ -64,9 +64,13 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->check(CLI::PositiveNumber)
       ->capture_default_str()
       ->group(train);
-  cmd->add_option("--shard", a.shard, "With --gpus: none, ddp, zero1, zero2, zero3")
-      ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3"}))
+  cmd->add_option("--shard", a.shard, "With --gpus: none, ddp, zero1, zero2, zero3, fsdp (FULL_SHARD by wrapping unit)")
+      ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3", "fsdp"}))
       ->capture_default_str()
+      ->group(train);
+  cmd->add_option("--fsdp-wrap", a.fsdp_wrap,
+                  "With --shard fsdp: a regex searched in parameter names whose first group names the wrapping unit "
+                  "(default: one unit per repeated block <prefix>.<N>., the rest in the root)")
       ->group(train);
   cmd->add_option("--optimizer-impl", a.optimizer_impl,
                   "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "

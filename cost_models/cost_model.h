@@ -43,7 +43,8 @@ CostModelResult build_inference_program(const Graph& graph, const InferenceOptio
 enum class Optimizer { Sgd, Momentum, Adam, AdamW };
 enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 enum class LossKind { None, CrossEntropy, Mse };
-enum class Sharding { None, Ddp, Zero1, Zero2, Zero3 };
+// Fsdp: PyTorch FullyShardedDataParallel, FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
+enum class Sharding { None, Ddp, Zero1, Zero2, Zero3, Fsdp };
 enum class CheckpointMode { None, Sqrt, Every, At, Auto };
 // How torch.optim runs the update (torch/optim/adam.py):
 //  - Foreach: _multi_tensor_adam of PyTorch >= 2.0, the CUDA default: torch._foreach_sqrt allocates one
@@ -90,6 +91,7 @@ struct TrainingOptions {
   int gpus = 1;
   Sharding shard = Sharding::None;
   bool gradient_as_bucket_view = false;   // DDP: buckets alias the grads instead of copying them
+  std::string fsdp_wrap;                  // --fsdp-wrap: regex whose first group names a parameter's unit (empty: default rule)
   // true: optimizer states exist from the start (a later iteration; the headline).
   // false: the first iteration (states are created inside the optimizer step).
   bool steady_state = true;

@@ -47,8 +47,10 @@ TrainingResult TrainingStep::build() {
     emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
   emit_loss();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
+    if (fsdp()) fsdp_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     emit_backward(i);
+    if (fsdp()) fsdp_post_backward(i);
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
   emit_optimizer();
@@ -140,6 +142,16 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
     notes.push_back("The graph has no tensor that separates it: nothing can be checkpointed.");
   if (options.shard == Sharding::Zero3)
     notes.push_back("ZeRO-3: each op gathers its full parameters in forward and again in backward (transient).");
+  if (options.shard == Sharding::Fsdp) {
+    const WrapUnits& w = context.units;
+    notes.push_back("FSDP FULL_SHARD: " + std::to_string(w.count()) + " wrapping units (" +
+                    std::to_string(w.count() - 1) + " blocks and the root); each GPU keeps 1/" +
+                    std::to_string(options.gpus) + " of each unit's flat parameter (padded to a multiple of " +
+                    std::to_string(options.gpus) + "), its grad and its optimizer states. A unit is all-gathered "
+                    "for its forward and freed after it (the root stays gathered), gathered again in backward with "
+                    "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
+                    "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type.");
+  }
   if (options.grads_kept_between_steps)
     notes.push_back("zero_grad() keeps the grads allocated between steps (torch 1.x): they exist before the step "
                     "and each backward contribution is added into them.");

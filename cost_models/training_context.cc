@@ -126,7 +126,8 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     throw InputError("training is modelled for PyTorch only (--runtime pytorch or ideal)");
   if (o.gpus < 1) throw InputError("--gpus must be at least 1");
   if (o.shard != Sharding::None && o.shard != Sharding::Ddp && o.gpus < 2)
-    throw InputError("ZeRO sharding needs --gpus 2 or more");
+    throw InputError(o.shard == Sharding::Fsdp ? "--shard fsdp needs --gpus 2 or more" : "ZeRO sharding needs --gpus 2 or more");
+  if (!o.fsdp_wrap.empty() && o.shard != Sharding::Fsdp) throw InputError("--fsdp-wrap applies to --shard fsdp");
   TrainingContext c;
   c.graph = &g;
   c.options = o;
@@ -192,6 +193,14 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     bool any = false;
     for (int32_t t : op.inputs) any |= c.requires_grad[t];
     for (int32_t t : op.outputs) c.requires_grad[t] = any && is_floating(g.tensors[t].dtype) && !c.shape[t];
+  }
+  if (o.shard == Sharding::Fsdp) {
+    std::vector<int32_t> parameters;
+    for (int32_t t : g.initializers)
+      if (module_parameter[t]) parameters.push_back(t);
+    c.units = find_wrap_units(g, c.ops, parameters, o.fsdp_wrap);
+    for (size_t t = 0; t < g.tensors.size(); ++t)  // a tied copy is its embedding's storage
+      if (c.tied_to[t] >= 0) c.units.unit_of_tensor[t] = c.units.unit_of_tensor[c.tied_to[t]];
   }
   for (const FusedOp& op : c.ops) c.rules.push_back(autograd_rule(g, op, c.requires_grad));
   c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));

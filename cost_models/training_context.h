@@ -14,6 +14,7 @@
 #include "cost_models/lora_adapters.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/separators.h"
+#include "cost_models/wrap_units.h"
 
 namespace memplan {
 
@@ -31,6 +32,7 @@ struct TrainingContext {
   std::vector<int32_t> tied_to;         // per tensor: the parameter a folded tied-embedding copy is (-1: none)
   std::vector<AutogradRule> rules;      // per op
   std::vector<Separator> separators;    // checkpoint boundary candidates
+  WrapUnits units;                      // --shard fsdp: FSDP's wrapping units (empty otherwise)
   std::vector<std::string> notes;       // assumptions found while building the context
 };
 

@@ -119,7 +119,8 @@ void add_estimate_keywords(Setters& s, EstimateArgs& a) {
            {"optimizer_impl", &EstimateArgs::optimizer_impl}, {"torch", &EstimateArgs::torch},
            {"trainable", &EstimateArgs::trainable}, {"frozen", &EstimateArgs::frozen},
            {"gpu", &EstimateArgs::gpu},             {"catalog", &EstimateArgs::catalog},
-           {"lora_targets", &EstimateArgs::lora_targets}, {"frozen_dtype", &EstimateArgs::frozen_dtype}})
+           {"lora_targets", &EstimateArgs::lora_targets}, {"frozen_dtype", &EstimateArgs::frozen_dtype},
+           {"fsdp_wrap", &EstimateArgs::fsdp_wrap}})
     s[name] = [&a, field = field, key = std::string(name)](py::handle v) { a.*field = to_text(v, key); };
   for (auto [name, field] : std::initializer_list<std::pair<const char*, int EstimateArgs::*>>{
            {"grad_accum", &EstimateArgs::grad_accum}, {"gpus", &EstimateArgs::gpus}, {"top", &EstimateArgs::top}})

@@ -173,7 +173,9 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;
   t.shard = lookup<Sharding>({{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
-                              {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3}}, a.shard, "--shard");
+                              {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3}, {"fsdp", Sharding::Fsdp}},
+                             a.shard, "--shard");
+  t.fsdp_wrap = a.fsdp_wrap;
   if (t.shard != Sharding::None && t.gpus < 2)
     throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
   t.cuda_arch_major = arch;

@@ -46,6 +46,7 @@ struct EstimateArgs {
   std::string loss = "cross-entropy";
   int gpus = 1;
   std::string shard = "none";
+  std::string fsdp_wrap;            // --fsdp-wrap REGEX (--shard fsdp): its first group names a parameter's unit
   std::string optimizer_impl;       // "": the --torch version's default (foreach on 2.x, single-tensor on 1.13)
   bool gradient_as_bucket_view = false;
   std::string torch = "2";          // --torch 2 | 1.13: the PyTorch whose defaults apply
