@@ -11,14 +11,16 @@ namespace memplan {
 
 namespace {
 
-// The first `.<N>.` segment of a dotted name: the prefix before it and N ("layers.3.attn.w" -> "layers", 3).
-bool repeated_segment(const std::string& name, std::string& prefix, std::string& index) {
+// The first `.<N>.` segment of a dotted name: the prefix before it, N, and whether the rest names a
+// submodule's parameter ("layers.3.attn.w" -> "layers", 3, true; "mlp.0.weight" -> "mlp", 0, false).
+bool repeated_segment(const std::string& name, std::string& prefix, std::string& index, bool& nested) {
   for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
     size_t end = dot + 1;
     while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
     if (end > dot + 1 && end < name.size() && name[end] == '.') {
       prefix = name.substr(0, dot);
       index = name.substr(dot + 1, end - dot - 1);
+      nested = name.find('.', end + 1) != std::string::npos;
       return true;
     }
   }
@@ -26,23 +28,25 @@ bool repeated_segment(const std::string& name, std::string& prefix, std::string&
 }
 
 // transformer_auto_wrap_policy wraps every instance of the block class; a container whose children are
-// those blocks shows in the names as one prefix with several indices. A prefix seen with one index only
-// (a Sequential's second child, `classifier.1`) is no repeated block and stays in the root.
+// those blocks shows in the names as one prefix with several indices, each child having submodules. A
+// prefix seen with one index only (a Sequential's second child, `classifier.1`) or whose children are
+// leaf layers (`mlp.0.weight`, `mlp.3.weight`: the Linears of a Sequential) is no repeated block.
 std::vector<std::string> default_unit_names(const Graph& g, const std::vector<int32_t>& parameters) {
   std::map<std::string, std::set<std::string>> indices;
-  std::vector<std::string> unit(parameters.size());
+  std::set<std::string> has_submodules;
+  std::vector<std::string> unit(parameters.size()), prefix_of(parameters.size());
   for (size_t i = 0; i < parameters.size(); ++i) {
     std::string prefix, index;
-    if (repeated_segment(g.tensors[parameters[i]].name, prefix, index)) {
+    bool nested = false;
+    if (repeated_segment(g.tensors[parameters[i]].name, prefix, index, nested)) {
       indices[prefix].insert(index);
+      if (nested) has_submodules.insert(prefix);
       unit[i] = prefix + "." + index;
+      prefix_of[i] = prefix;
     }
   }
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    std::string prefix, index;
-    if (!unit[i].empty() && repeated_segment(g.tensors[parameters[i]].name, prefix, index) && indices[prefix].size() < 2)
-      unit[i].clear();
-  }
+  for (size_t i = 0; i < parameters.size(); ++i)
+    if (!unit[i].empty() && (indices[prefix_of[i]].size() < 2 || has_submodules.count(prefix_of[i]) == 0)) unit[i].clear();
   return unit;
 }
 

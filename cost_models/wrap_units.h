@@ -1,8 +1,9 @@
 // Wrapping units: the groups of parameters FSDP flattens into one FlatParameter each, and pipeline
 // parallelism assigns to stages. The default rule is FSDP's transformer_auto_wrap_policy over the repeated
 // block class (torch/distributed/fsdp/wrap.py): one unit per repeated block, found from the initializer
-// names `<prefix>.<N>.` (N an integer, the prefix seen with at least two distinct N: layers.0, h.11,
-// encoder.layer.3, blocks.7), everything else in the root unit (embeddings, final norm, head).
+// names `<prefix>.<N>.` (N an integer, the prefix seen with at least two distinct N, each block holding
+// submodules: layers.0, h.11, encoder.layer.3, blocks.7), everything else in the root unit (embeddings,
+// final norm, head).
 // --fsdp-wrap REGEX replaces the rule: the first capture group of a search in a parameter's name names its
 // unit; a name it does not match stays in the root.
 #pragma once

@@ -72,6 +72,21 @@ def rows():
             what="param_bytes + grad_bytes + optimizer_state_bytes",
             setup="a consistency check: memplan counts the same 16 B; the split differs: ZeRO's fp16 weights and grads + fp32 master, momentum, variance; "
                   "torch.autocast keeps fp32 weights and grads + fp32 momentum, variance (4 + 4 + 8)"))
+    # FSDP FULL_SHARD against ZeRO-3 (P_os+g+p), Rajbhandari et al. 2020 sec. 5.3 / Figure 1: (2 + 2 + K) * Psi / N_d
+    # bytes of model states per GPU, K = 12 for mixed-precision Adam: 16 Psi / N_d.
+    psi = pytorch_params("gpt_train")
+    args = ["estimate", "tests/models/gpt_train.onnx", "--batch", "1", "--dim", "seq=128", "--mode", "train",
+            "--precision", "amp-fp16", "--optimizer", "adam", "--gpus", "8", "--shard", "fsdp"]
+    out.append(dict(
+        source="ZeRO, Rajbhandari et al. 2020, arXiv:1910.02054, sec. 5.3 (P_os+g+p: 16 Psi / N_d)",
+        model="gpt", config="--shard fsdp over 8 GPUs, mixed-precision Adam",
+        measured="model states per GPU: 16 B x parameters / 8 (PyTorch's count %d)" % psi,
+        published=16 * psi // 8, memplan=model_states(memplan(args)), command="memplan " + " ".join(args),
+        what="param_bytes + grad_bytes + optimizer_state_bytes (per GPU)",
+        setup="a consistency check of the sharded persistent state: FSDP pads each unit's flat parameter to a "
+              "multiple of 8 (at most 7 elements per unit, 13 units), which the formula does not; the transient "
+              "unit working set (the current and the prefetched all-gathered units, the unsharded grad before its "
+              "reduce-scatter) is on top of this in memplan's peak and outside the formula"))
     # 3-4. Korthikanti et al. 2022, eq. 1, for the zoo GPT (no dropout), 16-bit activations (model.half()), plus
     # what lies outside the 12 layers, counted the same way: the final LayerNorm's input and output (the tied head's
     # input) 4sbh, the logits and the log-softmax output 2sbv each (cross-entropy saves log_softmax's result).

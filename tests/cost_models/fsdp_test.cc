@@ -15,14 +15,15 @@ using testing::buffer_named;
 using testing::int_attr;
 using testing::step_named;
 
-// x[4,8] -> MatMul(layers.0.w[8,8]) -> Relu -> MatMul(layers.1.w[8,8]) -> Relu -> Gemm(head.w[2,8], head.b[2]) -> y[4,2]
-// Units (default rule: prefix "layers" seen with indices 0 and 1): root {head.w, head.b}, layers.0, layers.1.
+// x[4,8] -> MatMul(layers.0.fc.w[8,8]) -> Relu -> MatMul(layers.1.fc.w[8,8]) -> Relu -> Gemm(head.w[2,8], head.b[2]) -> y[4,2]
+// Units (default rule: prefix "layers" seen with indices 0 and 1, each block with a submodule fc): root
+// {head.w, head.b}, layers.0, layers.1.
 Graph two_blocks() {
   GraphBuilder b;
   const int32_t x = b.input("x", {4, 8});
-  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.w", {8, 8})}, "h0", {4, 8});
+  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.fc.w", {8, 8})}, "h0", {4, 8});
   const int32_t r0 = b.node1("Relu", {h0}, "r0", {4, 8});
-  const int32_t h1 = b.node1("MatMul", {r0, b.weight("layers.1.w", {8, 8})}, "h1", {4, 8});
+  const int32_t h1 = b.node1("MatMul", {r0, b.weight("layers.1.fc.w", {8, 8})}, "h1", {4, 8});
   const int32_t r1 = b.node1("Relu", {h1}, "r1", {4, 8});
   const int32_t y = b.node1("Gemm", {r1, b.weight("head.w", {2, 8}), b.weight("head.b", {2})}, "y", {4, 2},
                             {{"transB", int_attr(1)}});
@@ -66,8 +67,8 @@ TEST(Fsdp, ShardsArePaddedFlatParameters) {
   EXPECT_EQ(buffer_named(p, "fsdp_unsharded_grad:root:padded"), -1);
   EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_grad_shard:layers.0")].bytes, 88u);
   // No per-parameter copies: the parameters exist only as their unit's flat parameter.
-  EXPECT_EQ(buffer_named(p, "layers.0.w"), -1);
-  EXPECT_EQ(buffer_named(p, "layers.0.w:gathered"), -1);
+  EXPECT_EQ(buffer_named(p, "layers.0.fc.w"), -1);
+  EXPECT_EQ(buffer_named(p, "layers.0.fc.w:gathered"), -1);
 }
 
 // The all-gathered units alive (Weight category, resident shards apart) at each op (GraphBuilder names the
@@ -86,6 +87,18 @@ TEST(Fsdp, CurrentAndPrefetchedUnitsAreGathered) {
   EXPECT_EQ(weights_live_at(p, live, "backward:/MatMul_0"), 264u);
   // The reduce-scattered grad shards stay to the optimizer step: 88 + 88 + 24 = 200 bytes of grads.
   EXPECT_EQ(live.per_step_by_category[step_named(p, "optimizer:step")][static_cast<int>(Category::Gradient)], 200u);
+}
+
+// The Linears of a Sequential (mlp.0.weight, mlp.3.weight) are no repeated block: one root unit.
+TEST(Fsdp, LeafLayersOfASequentialAreNoBlocks) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("MatMul", {x, b.weight("mlp.0.weight", {8, 8})}, "h", {4, 8});
+  const int32_t y = b.node1("MatMul", {h, b.weight("mlp.3.weight", {8, 8})}, "y", {4, 8});
+  b.output(y);
+  const Program p = build_training_program(b.graph(), fsdp(2)).program;
+  EXPECT_EQ(buffer_named(p, "fsdp_flat_param_shard:mlp.0"), -1);
+  EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_flat_param_shard:root")].bytes, 256u);  // 128 elements / 2 * 4 B
 }
 
 TEST(Fsdp, WrapRegexNamesUnits) {
