@@ -92,6 +92,9 @@ struct TrainingOptions {
   Sharding shard = Sharding::None;
   bool gradient_as_bucket_view = false;   // DDP: buckets alias the grads instead of copying them
   std::string fsdp_wrap;                  // --fsdp-wrap: regex whose first group names a parameter's unit (empty: default rule)
+  // --pp N --micro-batches M: pipeline parallel, 1F1B (cost_models/pipeline.h); micro_batches 0: N.
+  int pp = 1;
+  int micro_batches = 0;
   // true: optimizer states exist from the start (a later iteration; the headline).
   // false: the first iteration (states are created inside the optimizer step).
   bool steady_state = true;
@@ -116,6 +119,16 @@ struct TrainingOptions {
   bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales
 };
 
+// --pp: one pipeline stage (its GPU), cost_models/pipeline.h.
+struct PipelineStageFacts {
+  std::string first_unit, last_unit;      // its wrapping units (blocks), in forward order
+  int units = 0;
+  int in_flight_micro_batches = 0;        // micro-batches whose activations it holds at once (1F1B)
+  uint64_t saved_bytes_per_micro_batch = 0;  // activations one micro-batch leaves for the backward
+  uint64_t param_bytes = 0;
+  uint64_t peak_bytes = 0;                // its program's live-bytes peak plus resident bytes (the lower bound)
+};
+
 struct TrainingResult : CostModelResult {
   uint64_t forward_flops = 0;             // one forward pass of one micro-batch
   uint64_t recompute_flops = 0;           // forward FLOPs re-run by checkpointing in backward
@@ -128,6 +141,8 @@ struct TrainingResult : CostModelResult {
   int lora_adapted_layers = 0;            // --lora-rank: the Linear layers given adapters
   uint64_t lora_parameters = 0;           // --lora-rank: elements of every lora_A and lora_B
   uint64_t frozen_stored_bytes = 0;       // --frozen-dtype: the frozen weights it re-stores, as stored
+  std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage; the program is the busiest one's
+  int pipeline_busiest_stage = -1;
 };
 
 TrainingResult build_training_program(const Graph& graph, const TrainingOptions& options);

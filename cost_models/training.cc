@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cost_models/checkpoint_plan.h"
+#include "cost_models/pipeline.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -45,7 +46,8 @@ TrainingResult TrainingStep::build() {
   add_cublas_workspaces_if_steady();
   for (size_t i = 0; i < context_.ops.size(); ++i)
     emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
-  emit_loss();
+  if (context_.sent.empty()) emit_loss();
+  else emit_stage_send();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
     if (fsdp()) fsdp_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
@@ -132,6 +134,11 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
   const Graph& graph = lora ? lora->graph : base;
   const TrainingContext context = make_training_context(graph, options, lora ? &*lora : nullptr);
   std::vector<std::string> notes = context.notes;
+  if (options.pp > 1) {
+    TrainingResult result = build_pipeline_program(context, notes);
+    result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
+    return result;
+  }
   std::vector<int32_t> chosen = options.checkpoint.mode == CheckpointMode::Auto
                                     ? auto_boundaries(context, notes)
                                     : choose_boundaries(graph, context.separators, options.checkpoint);

@@ -19,6 +19,7 @@ void TrainingStep::add_parameters() {
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, Semantics::PyTorchEager, context_.shape)) continue;
+    if (!context_.on_device.empty() && !context_.on_device[t]) continue;  // another pipeline stage's
     if (fsdp() && context_.is_param[t]) {
       forward_buffer_[t] = unit_shard_[context_.units.unit_of_tensor[t]];
       continue;
@@ -38,12 +39,24 @@ void TrainingStep::add_parameters() {
     if (context_.tied_to[t] >= 0) forward_buffer_[t] = forward_buffer_[context_.tied_to[t]];  // the same storage, transposed
 }
 
+// A pipeline stage also starts with the activations it receives (torch.distributed.recv into a fresh
+// tensor) and holds the saved activations of the earlier micro-batches still in flight.
 void TrainingStep::add_inputs() {
   for (int32_t t : graph_.inputs) {
-    if (forward_buffer_[t] >= 0) continue;
+    if (forward_buffer_[t] >= 0 || (!context_.on_device.empty() && !context_.on_device[t])) continue;
     const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes_of(t), Category::Activation);
     program().buffers[b].live_at_start = true;
     forward_buffer_[t] = b;
+  }
+  for (int32_t t : context_.received) {
+    const int32_t b = writer_.new_buffer("p2p_recv:" + graph_.tensors[t].name, bytes_of(t), Category::Activation);
+    program().buffers[b].live_at_start = true;
+    forward_buffer_[t] = b;
+  }
+  for (size_t j = 0; j < context_.in_flight_bytes.size(); ++j) {
+    const int32_t b = writer_.new_buffer("pipeline:micro_batch_in_flight_" + std::to_string(j + 1),
+                                         context_.in_flight_bytes[j], Category::Activation);
+    program().buffers[b].resident = true;
   }
 }
 

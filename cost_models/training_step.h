@@ -72,6 +72,7 @@ class TrainingStep {
 
   // ---- loss (training_loss.cc) ----
   void emit_loss();
+  void emit_stage_send();
   void seed_output_grad(int32_t out);
 
   // ---- backward (training_backward.cc) ----

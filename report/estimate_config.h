@@ -46,6 +46,8 @@ struct EstimateArgs {
   std::string loss = "cross-entropy";
   int gpus = 1;
   std::string shard = "none";
+  int pp = 1;                       // --pp N: pipeline stages (1F1B)
+  int micro_batches = 0;            // --micro-batches M (0: N)
   std::string fsdp_wrap;            // --fsdp-wrap REGEX (--shard fsdp): its first group names a parameter's unit
   std::string optimizer_impl;       // "": the --torch version's default (foreach on 2.x, single-tensor on 1.13)
   bool gradient_as_bucket_view = false;

@@ -220,6 +220,42 @@ class FsdpTest(unittest.TestCase):
             self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
 
 
+class PipelineTest(unittest.TestCase):
+    """--pp on the tiny Llama (4 decoder layers): stages of layers.0-1 (with the embedding) and layers.2-3 (with the
+    final norm, the head and the loss)."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train",
+            "--runtime", "ideal"]
+
+    def test_stages_and_the_busiest_gpu(self):
+        out = run_json(*self.BASE, "--pp", "2")
+        jsonschema.validate(out, schema("estimate"))
+        p = out["training"]["pipeline"]
+        self.assertEqual([(s["first_unit"], s["last_unit"], s["in_flight_micro_batches"]) for s in p["stages"]],
+                         [("layers.0", "layers.1", 2), ("layers.2", "layers.3", 1)])
+        busiest = max(range(2), key=lambda i: p["stages"][i]["peak_bytes"])
+        self.assertEqual(p["busiest_stage"], busiest)
+        self.assertEqual(out["training"]["param_bytes"], p["stages"][busiest]["param_bytes"])
+        # Per layer 184,576 fp32 parameters; stage 0 also holds embed_tokens (128,000), stage 1 norm + lm_head.
+        self.assertEqual(p["stages"][0]["param_bytes"], (2 * 184576 + 128000) * 4)
+        self.assertEqual(p["stages"][1]["param_bytes"], (2 * 184576 + 128 + 128000) * 4)
+        # One micro-batch: stage 0 holds one micro-batch's activations, not two.
+        one = run_json(*self.BASE, "--pp", "2", "--micro-batches", "1")["training"]["pipeline"]["stages"][0]
+        self.assertEqual(one["in_flight_micro_batches"], 1)
+        self.assertEqual(p["stages"][0]["peak_bytes"] - one["peak_bytes"], p["stages"][0]["saved_bytes_per_micro_batch"])
+        text = run(*self.BASE, "--pp", "2", check_rc=0).stdout
+        self.assertIn("pipeline stage 1 (GPU 1) lower bound", text)
+
+    def test_errors(self):
+        cases = [
+            (["--pp", "5"], "--pp 5 needs at least 5 blocks (wrapping units) in model 'tests/models/llama_tiny_train.onnx', which has 4"),
+            (["--pp", "2", "--gpus", "2", "--shard", "fsdp"], "--pp with --shard fsdp is not modelled"),
+            (["--micro-batches", "2"], "--micro-batches applies to --pp N with N >= 2"),
+            (["--pp", "2", "--checkpoint", "sqrt"], "--pp with --checkpoint is not modelled yet"),
+        ]
+        for extra, message in cases:
+            self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
+
+
 class LoraWhatIfTest(unittest.TestCase):
     """--lora-rank / --lora-targets on the plain tiny Llama (tests/models/llama.py, CONFIGS["llama_tiny"]:
     hidden 128, 4 layers, 4 heads of 32, 2 kv heads, so q_proj is 128 -> 128 and v_proj 128 -> 64)."""

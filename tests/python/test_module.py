@@ -35,7 +35,7 @@ def _snapshot_cases():
     return mod.cases()
 
 
-INT_FLAGS = {"batch", "grad_accum", "gpus", "top", "global_batch", "max", "alignment"}
+INT_FLAGS = {"batch", "grad_accum", "gpus", "top", "global_batch", "max", "alignment", "pp", "micro_batches"}
 FLOAT_FLAGS = {"headroom", "max_increase", "weight_decay"}
 BOOL_FLAGS = {"gradient_as_bucket_view", "amsgrad", "maximize"}
 
