@@ -64,8 +64,8 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->check(CLI::PositiveNumber)
       ->capture_default_str()
       ->group(train);
-  cmd->add_option("--shard", a.shard, "With --gpus: none, ddp, zero1, zero2, zero3")
-      ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3"}))
+  cmd->add_option("--shard", a.shard, "With --gpus: none, ddp, zero1, zero2, zero3, fsdp (FULL_SHARD by wrapping unit)")
+      ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3", "fsdp"}))
       ->capture_default_str()
       ->group(train);
   cmd->add_option("--tp", a.tp,
@@ -76,6 +76,17 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->group(train);
   cmd->add_flag("--sequence-parallel", a.sequence_parallel,
                 "With --tp: Megatron's sequence parallelism (norms, dropouts and residuals split along the sequence)")
+      ->group(train);
+  cmd->add_option("--pp", a.pp, "Pipeline-parallel stages, 1F1B: the estimate is the busiest stage's GPU")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group(train);
+  cmd->add_option("--micro-batches", a.micro_batches, "With --pp: micro-batches per step (default: the stages; the batch is one)")
+      ->check(CLI::PositiveNumber)
+      ->group(train);
+  cmd->add_option("--fsdp-wrap", a.fsdp_wrap,
+                  "With --shard fsdp or --pp: a regex searched in parameter names whose first group names the wrapping unit "
+                  "(default: one unit per repeated block <prefix>.<N>., the rest in the root)")
       ->group(train);
   cmd->add_option("--optimizer-impl", a.optimizer_impl,
                   "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "

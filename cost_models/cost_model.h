@@ -45,7 +45,8 @@ CostModelResult build_inference_program(const Graph& graph, const InferenceOptio
 enum class Optimizer { Sgd, Momentum, Adam, AdamW };
 enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 enum class LossKind { None, CrossEntropy, Mse };
-enum class Sharding { None, Ddp, Zero1, Zero2, Zero3 };
+// Fsdp: PyTorch FullyShardedDataParallel, FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
+enum class Sharding { None, Ddp, Zero1, Zero2, Zero3, Fsdp };
 enum class CheckpointMode { None, Sqrt, Every, At, Auto };
 // How torch.optim runs the update (torch/optim/adam.py):
 //  - Foreach: _multi_tensor_adam of PyTorch >= 2.0, the CUDA default: torch._foreach_sqrt allocates one
@@ -96,6 +97,10 @@ struct TrainingOptions {
   // (cost_models/tensor_parallel.h); the program is rank 0's, the busiest GPU of the group.
   int tp = 1;
   bool sequence_parallel = false;
+  std::string fsdp_wrap;                  // --fsdp-wrap: regex whose first group names a parameter's unit (empty: default rule)
+  // --pp N --micro-batches M: pipeline parallel, 1F1B (cost_models/pipeline.h); micro_batches 0: N.
+  int pp = 1;
+  int micro_batches = 0;
   // true: optimizer states exist from the start (a later iteration; the headline).
   // false: the first iteration (states are created inside the optimizer step).
   bool steady_state = true;
@@ -126,6 +131,16 @@ struct TrainingOptions {
   bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales
 };
 
+// --pp: one pipeline stage (its GPU), cost_models/pipeline.h.
+struct PipelineStageFacts {
+  std::string first_unit, last_unit;      // its wrapping units (blocks), in forward order
+  int units = 0;
+  int in_flight_micro_batches = 0;        // micro-batches whose activations it holds at once (1F1B)
+  uint64_t saved_bytes_per_micro_batch = 0;  // activations one micro-batch leaves for the backward
+  uint64_t param_bytes = 0;
+  uint64_t peak_bytes = 0;                // its program's live-bytes peak plus resident bytes (the lower bound)
+};
+
 struct TrainingResult : CostModelResult {
   uint64_t forward_flops = 0;             // one forward pass of one micro-batch
   uint64_t recompute_flops = 0;           // forward FLOPs re-run by checkpointing in backward
@@ -138,6 +153,8 @@ struct TrainingResult : CostModelResult {
   int lora_adapted_layers = 0;            // --lora-rank: the Linear layers given adapters
   uint64_t lora_parameters = 0;           // --lora-rank: elements of every lora_A and lora_B
   uint64_t frozen_stored_bytes = 0;       // --frozen-dtype: the frozen weights it re-stores, as stored
+  std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage; the program is the busiest one's
+  int pipeline_busiest_stage = -1;
 };
 
 TrainingResult build_training_program(const Graph& graph, const TrainingOptions& options);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cost_models/checkpoint_plan.h"
+#include "cost_models/pipeline.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -45,10 +46,13 @@ TrainingResult TrainingStep::build() {
   add_cublas_workspaces_if_steady();
   for (size_t i = 0; i < context_.ops.size(); ++i)
     emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
-  emit_loss();
+  if (context_.sent.empty()) emit_loss();
+  else emit_stage_send();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
+    if (fsdp()) fsdp_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     emit_backward(i);
+    if (fsdp()) fsdp_post_backward(i);
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
   emit_optimizer();
@@ -130,6 +134,11 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
   const Graph& graph = lora ? lora->graph : base;
   const TrainingContext context = make_training_context(graph, options, lora ? &*lora : nullptr);
   std::vector<std::string> notes = context.notes;
+  if (options.pp > 1) {
+    TrainingResult result = build_pipeline_program(context, notes);
+    result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
+    return result;
+  }
   std::vector<int32_t> chosen = options.checkpoint.mode == CheckpointMode::Auto
                                     ? auto_boundaries(context, notes)
                                     : choose_boundaries(graph, context.separators, options.checkpoint);
@@ -140,6 +149,16 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
     notes.push_back("The graph has no tensor that separates it: nothing can be checkpointed.");
   if (options.shard == Sharding::Zero3)
     notes.push_back("ZeRO-3: each op gathers its full parameters in forward and again in backward (transient).");
+  if (options.shard == Sharding::Fsdp) {
+    const WrapUnits& w = context.units;
+    notes.push_back("FSDP FULL_SHARD: " + std::to_string(w.count()) + " wrapping units (" +
+                    std::to_string(w.count() - 1) + " blocks and the root); each GPU keeps 1/" +
+                    std::to_string(options.gpus) + " of each unit's flat parameter (padded to a multiple of " +
+                    std::to_string(options.gpus) + "), its grad and its optimizer states. A unit is all-gathered "
+                    "for its forward and freed after it (the root stays gathered), gathered again in backward with "
+                    "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
+                    "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type.");
+  }
   if (options.grads_kept_between_steps)
     notes.push_back("zero_grad() keeps the grads allocated between steps (torch 1.x): they exist before the step "
                     "and each backward contribution is added into them.");

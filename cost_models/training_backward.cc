@@ -50,6 +50,10 @@ void TrainingStep::add_param_grad(int32_t p, bool was_cast, bool via_view, Step&
   const std::string name = "grad:" + graph_.tensors[p].name;
   if (was_cast)  // the low-precision grad of the autocast copy, before ToCopyBackward makes it float32
     st.writes.push_back(writer_.new_buffer(name + ":autocast", bytes_in(p, low_precision_dtype(options_.precision)), Category::ActivationGrad));
+  if (fsdp()) {
+    fsdp_add_param_grad(p, st);
+    return;
+  }
   if (zero3())
     st.writes.push_back(writer_.new_buffer(graph_.tensors[p].name + ":gathered", bytes_of(p), Category::Weight));
   const uint64_t full = bytes_of(p);
@@ -96,6 +100,14 @@ void TrainingStep::emit_backward(int32_t i) {
   for (int32_t t : op.inputs) any_input |= context_.requires_grad[t];
   if (!any_input) return;
   for (int32_t b : saved_by_op_[i]) add_unique(st.reads, b);
+  if (fsdp())  // the input grad reads the weights: the unit's unsharded flat parameter (fsdp_pre_backward)
+    for (int32_t t : op.inputs) {
+      const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
+      if (context_.is_param[p]) {
+        const int32_t u = context_.units.unit_of_tensor[p];
+        add_unique(st.reads, u == 0 && unit_gathered_forward_[0] >= 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u]);
+      }
+    }
   for (int32_t t : op.inputs)  // --frozen-dtype: dequantized again for the input grad
     if (context_.stored_bytes[t] > 0)
       add_dequantized(t, autocast_target(graph_, op, t, options_.precision, context_.dtype), st);

@@ -130,7 +130,12 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     throw InputError("training is modelled for PyTorch only (--runtime pytorch or ideal)");
   if (o.gpus < 1) throw InputError("--gpus must be at least 1");
   if (o.shard != Sharding::None && o.shard != Sharding::Ddp && o.gpus < 2)
-    throw InputError("ZeRO sharding needs --gpus 2 or more");
+    throw InputError(o.shard == Sharding::Fsdp ? "--shard fsdp needs --gpus 2 or more" : "ZeRO sharding needs --gpus 2 or more");
+  if (o.pp < 1) throw InputError("--pp must be at least 1");
+  if (o.micro_batches < 0) throw InputError("--micro-batches must be at least 1");
+  if (o.micro_batches > 0 && o.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");
+  if (!o.fsdp_wrap.empty() && o.shard != Sharding::Fsdp && o.pp < 2)
+    throw InputError("--fsdp-wrap applies to --shard fsdp and --pp");
   TrainingContext c;
   c.graph = &g;
   c.options = o;
@@ -201,6 +206,13 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     bool any = false;
     for (int32_t t : op.inputs) any |= c.requires_grad[t];
     for (int32_t t : op.outputs) c.requires_grad[t] = any && is_floating(g.tensors[t].dtype) && !c.shape[t];
+  }
+  for (int32_t t : g.initializers)
+    if (module_parameter[t]) c.module_parameters.push_back(t);
+  if (o.shard == Sharding::Fsdp) {
+    c.units = find_wrap_units(g, c.ops, c.module_parameters, o.fsdp_wrap);
+    for (size_t t = 0; t < g.tensors.size(); ++t)  // a tied copy is its embedding's storage
+      if (c.tied_to[t] >= 0) c.units.unit_of_tensor[t] = c.units.unit_of_tensor[c.tied_to[t]];
   }
   int kept_means = 0;
   for (const FusedOp& op : c.ops) {

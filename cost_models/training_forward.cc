@@ -15,10 +15,17 @@ namespace memplan {
 // Parameters and buffers (BatchNorm statistics, float constants): resident. ZeRO-3 keeps 1/N of each
 // trainable parameter. Small integer constants that only feed shape math, and Constant-node scalars,
 // are Python values (constant_on_device).
+// FSDP keeps, instead of each trainable parameter, its unit's flat-parameter shard (training_fsdp.cc).
 void TrainingStep::add_parameters() {
+  if (fsdp()) add_fsdp_shards();
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, Semantics::PyTorchEager, context_.shape)) continue;
+    if (!context_.on_device.empty() && !context_.on_device[t]) continue;  // another pipeline stage's
+    if (fsdp() && context_.is_param[t]) {
+      forward_buffer_[t] = unit_shard_[context_.units.unit_of_tensor[t]];
+      continue;
+    }
     uint64_t bytes = bytes_of(id);
     if (context_.is_param[t] && zero3()) bytes = shard(bytes);
     if (context_.stored_bytes[t] > 0) {  // --frozen-dtype
@@ -34,12 +41,24 @@ void TrainingStep::add_parameters() {
     if (context_.tied_to[t] >= 0) forward_buffer_[t] = forward_buffer_[context_.tied_to[t]];  // the same storage, transposed
 }
 
+// A pipeline stage also starts with the activations it receives (torch.distributed.recv into a fresh
+// tensor) and holds the saved activations of the earlier micro-batches still in flight.
 void TrainingStep::add_inputs() {
   for (int32_t t : graph_.inputs) {
-    if (forward_buffer_[t] >= 0) continue;
+    if (forward_buffer_[t] >= 0 || (!context_.on_device.empty() && !context_.on_device[t])) continue;
     const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes_of(t), Category::Activation);
     program().buffers[b].live_at_start = true;
     forward_buffer_[t] = b;
+  }
+  for (int32_t t : context_.received) {
+    const int32_t b = writer_.new_buffer("p2p_recv:" + graph_.tensors[t].name, bytes_of(t), Category::Activation);
+    program().buffers[b].live_at_start = true;
+    forward_buffer_[t] = b;
+  }
+  for (size_t j = 0; j < context_.in_flight_bytes.size(); ++j) {
+    const int32_t b = writer_.new_buffer("pipeline:micro_batch_in_flight_" + std::to_string(j + 1),
+                                         context_.in_flight_bytes[j], Category::Activation);
+    program().buffers[b].resident = true;
   }
 }
 
@@ -99,10 +118,26 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   st.phase = mode == ForwardMode::Recompute ? Phase::Backward : Phase::Forward;
   st.flops = context_.op_flops[i];
   std::map<int32_t, int32_t> effective;  // tensor -> the buffer the op actually consumes
+  if (fsdp() && i == 0 && mode != ForwardMode::Recompute && unit_shard_[0] >= 0) {  // the root unshards first
+    Step gather{"fsdp_pre_forward:root", "all_gather", Phase::Forward, {}, {}, 0};
+    fsdp_gathered(0, /*backward=*/false, gather);
+    program().steps.push_back(std::move(gather));
+  }
   for (int32_t t : op.inputs) {
     const int32_t b = lookup(t);
     if (b < 0) continue;
     add_unique(st.reads, b);
+    const bool fsdp_param = fsdp() && context_.is_param[context_.tied_to[t] >= 0 ? context_.tied_to[t] : t];
+    if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
+      const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
+      const int32_t u = context_.units.unit_of_tensor[p];
+      Step gather{"fsdp_pre_forward:" + context_.units.names[u], "all_gather", st.phase, {}, {}, 0};
+      const bool gathered = recomputing_ ? unit_gathered_backward_[u] >= 0 || (u == 0 && unit_gathered_forward_[0] >= 0)
+                                         : unit_gathered_forward_[u] >= 0;
+      effective[t] = fsdp_gathered(u, /*backward=*/recomputing_, gathered ? st : gather);
+      add_unique(st.reads, effective[t]);
+      if (!gathered) program().steps.push_back(std::move(gather));
+    }
     if (context_.is_param[t] && zero3()) {  // ZeRO-3 / FSDP all-gathers the full parameter for the op
       const int32_t full = writer_.new_buffer(graph_.tensors[t].name + ":gathered", bytes_of(t), Category::Weight);
       st.writes.push_back(full);
@@ -128,7 +163,10 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
     }
     if (target == DType::Undefined) continue;
     autocast_inputs_of_op_[i].insert(t);
-    if (is_constant(graph_, t)) {
+    // Autocast caches the cast of a leaf parameter only (aten/src/ATen/autocast_mode.cpp, cached_cast:
+    // arg.is_leaf() && !arg.is_view()); FSDP's parameters are views of the flat parameter, so each op casts
+    // its own copy, which its backward keeps.
+    if (is_constant(graph_, t) && !fsdp_param) {
       // The autocast weight cache: one low-precision copy per parameter, made at its first use in
       // this forward (or recomputation) and kept until every op that saved it has run backward.
       auto& cache = recomputing_ ? recompute_autocast_weight_copy_ : autocast_weight_copy_;
@@ -161,7 +199,11 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   const bool keep = mode != ForwardMode::NoSave;
   std::vector<int32_t> saved;
   for (int32_t t : rule.saved_tensors) {
-    if (context_.is_param[t] && zero3()) continue;  // FSDP frees the gathered copy and gathers again in backward
+    // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward.
+    if (context_.is_param[t] && zero3()) continue;
+    if (fsdp() && context_.is_param[context_.tied_to[t] >= 0 ? context_.tied_to[t] : t] &&
+        autocast_inputs_of_op_[i].count(t) == 0)
+      continue;
     auto it = context_.stored_bytes[t] > 0 ? effective.end() : effective.find(t);  // bitsandbytes keeps the stored form
     add_unique(saved, it != effective.end() ? it->second : lookup(t));
   }

@@ -72,6 +72,23 @@ void TrainingStep::emit_loss() {
   seed_output_grad(out);
 }
 
+// A pipeline stage before the last: its outputs are sent to the next stage (isend reads the tensor itself),
+// whose data Megatron-LM then frees (deallocate_output_tensor, megatron/core/pipeline_parallel/schedules.py:
+// only the autograd graph is kept). Backward starts from the grads received for them, one fresh tensor each.
+void TrainingStep::emit_stage_send() {
+  Step send{"p2p_send", "send", Phase::Forward, {}, {}, 0};
+  for (int32_t t : context_.sent) add_unique(send.reads, forward_buffer_[t]);
+  for (int32_t b : forward_autocast_copies_) add_unique(send.reads, b);  // the autocast cache lives through the forward
+  program().steps.push_back(std::move(send));
+  Step recv{"backward:p2p_recv_grad", "recv", Phase::Backward, {}, {}, 0};
+  for (int32_t t : context_.sent) {
+    if (!context_.requires_grad[t]) continue;
+    set_grad(t, writer_.new_buffer("p2p_recv_grad:" + graph_.tensors[t].name, bytes_of(t), Category::ActivationGrad));
+    recv.writes.push_back(grad_buffer_[t]);
+  }
+  program().steps.push_back(std::move(recv));
+}
+
 // The grad that enters the model's last output.
 void TrainingStep::seed_output_grad(int32_t out) {
   const uint64_t bytes = bytes_of(out);

@@ -14,6 +14,11 @@ namespace memplan {
 void TrainingStep::add_persistent_grads() {
   const bool resident_grads = options_.grad_accum > 1 || options_.grads_kept_between_steps ||
                               (options_.shard == Sharding::Ddp && options_.gradient_as_bucket_view);
+  if (resident_grads && fsdp()) {
+    add_fsdp_resident_grads();
+    return;
+  }
+  if (fsdp()) return;
   if (resident_grads) {
     for (int32_t p : context_.params) {
       const uint64_t bytes = shard_grads() ? shard(bytes_of(p)) : bytes_of(p);
@@ -68,9 +73,8 @@ bool TrainingStep::update_copies_grads() const {
   return f.maximize || l2;
 }
 
-int32_t TrainingStep::new_grad_copy(int32_t p) {
-  return writer_.new_buffer("grad_copy:" + graph_.tensors[p].name, program().buffers[param_grad_buffer_[p]].bytes,
-                            Category::Workspace);
+int32_t TrainingStep::new_grad_copy(const UpdateTarget& u) {
+  return writer_.new_buffer("grad_copy:" + u.name, program().buffers[u.grad].bytes, Category::Workspace);
 }
 
 uint64_t TrainingStep::state_bytes(int32_t p) const { return shard_states() ? shard(bytes_of(p)) : bytes_of(p); }
@@ -78,13 +82,13 @@ uint64_t TrainingStep::state_bytes(int32_t p) const { return shard_states() ? sh
 std::vector<int32_t> TrainingStep::new_states(bool resident) {
   static const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   std::vector<int32_t> ids;
-  for (int32_t p : context_.params)
+  for (const UpdateTarget& u : update_targets())
     for (int s = 0; s < states_per_param(); ++s) {
       const std::string what = options_.optimizer == Optimizer::Momentum ? "momentum_buffer" : names[s];
-      const int32_t b = writer_.new_buffer(what + ":" + graph_.tensors[p].name, state_bytes(p), Category::OptimizerState);
+      const int32_t b = writer_.new_buffer(what + ":" + u.name, u.bytes, Category::OptimizerState);
       program().buffers[b].resident = resident;
       program().buffers[b].live_at_end = !resident;
-      result_.optimizer_state_bytes = checked_add(result_.optimizer_state_bytes, state_bytes(p), "optimizer state bytes");
+      result_.optimizer_state_bytes = checked_add(result_.optimizer_state_bytes, u.bytes, "optimizer state bytes");
       ids.push_back(b);
     }
   return ids;
@@ -101,8 +105,8 @@ void TrainingStep::emit_optimizer() {
     program().steps.push_back(std::move(init));
   }
   Step st{"optimizer:step", std::string(optimizer_name()), Phase::Optimizer, {}, {}, 0};
-  for (int32_t p : context_.params)
-    if (param_grad_buffer_[p] >= 0) add_unique(st.reads, param_grad_buffer_[p]);
+  const std::vector<UpdateTarget> targets = update_targets();
+  for (const UpdateTarget& u : targets) add_unique(st.reads, u.grad);
   const bool adam = options_.optimizer == Optimizer::Adam || options_.optimizer == Optimizer::AdamW;
   const bool copies_grads = update_copies_grads();
   if (options_.optimizer_impl == OptimizerImpl::SingleTensor && (adam || copies_grads)) {
@@ -111,14 +115,13 @@ void TrainingStep::emit_optimizer() {
     // Adam's (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds the sqrt and the quotient at once; all are
     // freed before the next parameter.
     program().steps.push_back(std::move(st));
-    for (int32_t p : context_.params) {
-      if (param_grad_buffer_[p] < 0) continue;
-      const std::string& name = graph_.tensors[p].name;
-      Step one{"optimizer:" + name, std::string(optimizer_name()), Phase::Optimizer, {param_grad_buffer_[p]}, {}, 0};
-      if (copies_grads) one.writes.push_back(new_grad_copy(p));
+    for (const UpdateTarget& u : targets) {
+      if (u.grad < 0) continue;
+      Step one{"optimizer:" + u.name, std::string(optimizer_name()), Phase::Optimizer, {u.grad}, {}, 0};
+      if (copies_grads) one.writes.push_back(new_grad_copy(u));
       if (adam) {
-        one.writes.push_back(writer_.new_buffer("exp_avg_sq_sqrt:" + name, state_bytes(p), Category::Workspace));
-        one.writes.push_back(writer_.new_buffer("denom:" + name, state_bytes(p), Category::Workspace));
+        one.writes.push_back(writer_.new_buffer("exp_avg_sq_sqrt:" + u.name, u.bytes, Category::Workspace));
+        one.writes.push_back(writer_.new_buffer("denom:" + u.name, u.bytes, Category::Workspace));
       }
       program().steps.push_back(std::move(one));
     }
@@ -126,14 +129,14 @@ void TrainingStep::emit_optimizer() {
   }
   if (copies_grads && options_.optimizer_impl == OptimizerImpl::ForeachTorch1 && adam) {
     // torch 1.13's _multi_tensor_adam keeps the negated grads (`grads`) to the end of the update.
-    for (int32_t p : context_.params)
-      if (param_grad_buffer_[p] >= 0) st.writes.push_back(new_grad_copy(p));
+    for (const UpdateTarget& u : targets)
+      if (u.grad >= 0) st.writes.push_back(new_grad_copy(u));
   } else if (copies_grads) {
     // _multi_tensor_adam / _multi_tensor_sgd: torch._foreach_neg / torch._foreach_add make the copied set,
     // which Adam deletes (`del device_grads`) before it allocates the sqrt set: a step of its own.
     Step copy{"optimizer:grad_copy", std::string(optimizer_name()), Phase::Optimizer, st.reads, {}, 0};
-    for (int32_t p : context_.params)
-      if (param_grad_buffer_[p] >= 0) copy.writes.push_back(new_grad_copy(p));
+    for (const UpdateTarget& u : targets)
+      if (u.grad >= 0) copy.writes.push_back(new_grad_copy(u));
     program().steps.push_back(std::move(copy));
   }
   if (adam && options_.optimizer_impl != OptimizerImpl::Fused) {
@@ -141,10 +144,10 @@ void TrainingStep::emit_optimizer() {
     // device/dtype group, all alive together; torch 1.13 then adds eps out of place (a second set).
     const int sets = options_.optimizer_impl == OptimizerImpl::ForeachTorch1 ? 2 : 1;
     for (int set = 0; set < sets; ++set)
-      for (int32_t p : context_.params)
-        if (param_grad_buffer_[p] >= 0)
-          st.writes.push_back(writer_.new_buffer((set == 0 ? "exp_avg_sq_sqrt:" : "denom:") + graph_.tensors[p].name,
-                                         state_bytes(p), Category::Workspace));
+      for (const UpdateTarget& u : targets)
+        if (u.grad >= 0)
+          st.writes.push_back(writer_.new_buffer((set == 0 ? "exp_avg_sq_sqrt:" : "denom:") + u.name, u.bytes,
+                                                 Category::Workspace));
   }
   program().steps.push_back(std::move(st));
 }

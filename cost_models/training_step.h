@@ -36,6 +36,13 @@ class TrainingStep {
   TrainingResult build();  // training.cc
 
  private:
+  // What the update walks over: each parameter, or under FSDP each unit's flat-parameter shard.
+  struct UpdateTarget {
+    std::string name;
+    int32_t grad = -1;   // its grad's buffer (-1: none reached it)
+    uint64_t bytes = 0;  // the size of one optimizer state
+  };
+
   // ---- sizes and sharding ----
   // --tp: the slice rank 0 holds (TensorParallelPlan).
   uint64_t bytes_in(int32_t t, DType d) const { return context_.tp.local_bytes(graph_, t, bytes_as(graph_.tensors[t], d)); }
@@ -46,6 +53,7 @@ class TrainingStep {
   void add_tp_gather(int32_t i, Step& st, bool backward);  // --sequence-parallel (training_forward.cc)
   uint64_t bytes_of(int32_t t) const { return bytes_in(t, context_.dtype[t]); }
   bool zero3() const { return options_.shard == Sharding::Zero3; }
+  bool fsdp() const { return options_.shard == Sharding::Fsdp; }
   bool shard_grads() const { return options_.shard == Sharding::Zero2 || options_.shard == Sharding::Zero3; }
   bool shard_states() const { return options_.shard == Sharding::Zero1 || shard_grads(); }
   uint64_t shard(uint64_t bytes) const;
@@ -70,6 +78,7 @@ class TrainingStep {
 
   // ---- loss (training_loss.cc) ----
   void emit_loss();
+  void emit_stage_send();
   void seed_output_grad(int32_t out);
 
   // ---- backward (training_backward.cc) ----
@@ -86,10 +95,20 @@ class TrainingStep {
   uint64_t state_bytes(int32_t p) const;
   std::vector<int32_t> new_states(bool resident);
   bool update_copies_grads() const;
-  int32_t new_grad_copy(int32_t p);
+  int32_t new_grad_copy(const UpdateTarget& u);
   void add_optimizer_states_if_steady();
   void emit_optimizer();
   const char* optimizer_name() const;
+
+  // ---- FSDP, FULL_SHARD (training_fsdp.cc) ----
+  void add_fsdp_shards();
+  void add_fsdp_resident_grads();
+  int32_t fsdp_gathered(int32_t unit, bool backward, Step& st);
+  void fsdp_pre_backward(int32_t op);
+  void fsdp_add_param_grad(int32_t p, Step& st);
+  void fsdp_post_backward(int32_t op);
+
+  std::vector<UpdateTarget> update_targets() const;
 
   void fill_result();
 
@@ -122,6 +141,13 @@ class TrainingStep {
   std::vector<bool> grad_consumed_;                  // the backward that reads this tensor's grad has run
   std::vector<int32_t> param_grad_buffer_;           // parameter -> .grad buffer
   std::vector<bool> param_grad_via_view_;            // parameter -> its buffered grad reached it through a view
+  // FSDP, per unit: the flat parameter's unpadded and padded bytes, its resident shard, the all-gathered
+  // flat parameter of the forward and of the backward, the reduce-scattered grad shard; per parameter, the
+  // grad of its view waiting for the unit's post-backward.
+  std::vector<uint64_t> unit_bytes_, unit_padded_bytes_;
+  std::vector<int32_t> unit_shard_, unit_gathered_forward_, unit_gathered_backward_, unit_grad_shard_;
+  std::vector<int32_t> unit_first_param_op_;
+  std::vector<int32_t> fsdp_pending_grad_;
 };
 
 }  // namespace memplan

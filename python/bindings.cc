@@ -143,11 +143,12 @@ void add_estimate_keywords(Setters& s, EstimateArgs& a) {
            {"zero_grad", &EstimateArgs::zero_grad},
            {"trainable", &EstimateArgs::trainable}, {"frozen", &EstimateArgs::frozen},
            {"gpu", &EstimateArgs::gpu},             {"catalog", &EstimateArgs::catalog},
-           {"lora_targets", &EstimateArgs::lora_targets}, {"frozen_dtype", &EstimateArgs::frozen_dtype}})
+           {"lora_targets", &EstimateArgs::lora_targets}, {"frozen_dtype", &EstimateArgs::frozen_dtype},
+           {"fsdp_wrap", &EstimateArgs::fsdp_wrap}})
     s[name] = [&a, field = field, key = std::string(name)](py::handle v) { a.*field = to_text(v, key); };
   for (auto [name, field] : std::initializer_list<std::pair<const char*, int EstimateArgs::*>>{
            {"grad_accum", &EstimateArgs::grad_accum}, {"gpus", &EstimateArgs::gpus}, {"top", &EstimateArgs::top},
-           {"tp", &EstimateArgs::tp}})
+           {"tp", &EstimateArgs::tp}, {"pp", &EstimateArgs::pp}, {"micro_batches", &EstimateArgs::micro_batches}})
     s[name] = [&a, field = field, key = std::string(name)](py::handle v) {
       a.*field = static_cast<int>(to_int(v, key, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
     };

@@ -230,6 +230,8 @@ void take_training_facts(From& from, To& to) {
   to.lora_adapted_layers = from.lora_adapted_layers;
   to.lora_parameters = from.lora_parameters;
   to.frozen_stored_bytes = from.frozen_stored_bytes;
+  to.pipeline_stages = from.pipeline_stages;
+  to.pipeline_busiest_stage = from.pipeline_busiest_stage;
 }
 
 TrainingResult training_program(const Graph& graph, const EstimateOptions& options, bool steady_state) {

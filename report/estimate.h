@@ -114,6 +114,8 @@ struct Estimate {
   uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
   int tp = 1;                         // --tp: the figures are one GPU's of the tensor-parallel group (rank 0)
   bool sequence_parallel = false;     // --sequence-parallel
+  std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage (the estimate is the busiest's)
+  int pipeline_busiest_stage = -1;
   // pytorch: the cuDNN convolution workspace's range (report/cudnn_workspace.h), when the program convolves.
   std::optional<CudnnWorkspaceRange> cudnn_workspace;
   // Memory over the schedule, for timelines: exact live bytes per category at each step (resident included),
@@ -155,6 +157,8 @@ struct EstimateProgram {
   int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters (0: no LoRA what-if)
   uint64_t lora_parameters = 0;       // --lora-rank: adapter parameters (elements)
   uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
+  std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage (the estimate is the busiest's)
+  int pipeline_busiest_stage = -1;
 };
 // Throws InputError for options that do not go together (--mode train with onnxruntime or --schedule memory).
 EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions& options);

@@ -233,7 +233,13 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.tp = a.tp;
   t.sequence_parallel = a.sequence_parallel;
   t.shard = lookup<Sharding>({{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
-                              {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3}}, a.shard, "--shard");
+                              {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3}, {"fsdp", Sharding::Fsdp}},
+                             a.shard, "--shard");
+  t.fsdp_wrap = a.fsdp_wrap;
+  if (a.pp < 1) throw InputError("--pp must be a positive number");
+  if (a.micro_batches < 0) throw InputError("--micro-batches must be a positive number");
+  t.pp = a.pp;
+  t.micro_batches = a.micro_batches;
   if (t.shard != Sharding::None && t.gpus < 2)
     throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
   t.cuda_arch_major = arch;
@@ -248,6 +254,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   }
   if (o.mode == Mode::Inference && (a.checkpoint != "none" || a.grad_accum != 1 || a.gpus != 1))
     throw InputError("--checkpoint, --grad-accum and --gpus apply to --mode train");
+  if (o.mode == Mode::Inference && (a.pp != 1 || a.micro_batches != 0 || !a.fsdp_wrap.empty()))
+    throw InputError("--pp, --micro-batches and --fsdp-wrap apply to --mode train");
   if (o.mode == Mode::Inference && (!a.trainable.empty() || !a.frozen.empty() || a.amsgrad || a.maximize ||
                                     a.weight_decay != 0))
     throw InputError("--trainable, --frozen, --amsgrad, --maximize and --weight-decay apply to --mode train");
@@ -272,6 +280,8 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.grad_accum > 1) s += ", grad-accum " + std::to_string(a.grad_accum);
   if (a.mode == "train" && a.gpus > 1) s += ", " + std::to_string(a.gpus) + " GPUs " + a.shard;
   if (a.tp > 1) s += ", tp " + std::to_string(a.tp) + (a.sequence_parallel ? " sequence-parallel" : "");
+  if (a.mode == "train" && a.pp > 1)
+    s += ", pp " + std::to_string(a.pp) + " x " + std::to_string(a.micro_batches > 0 ? a.micro_batches : a.pp) + " micro-batches";
   if (a.mode == "train" && a.torch == "1.13") s += ", torch 1.13";
   if (a.mode == "train" && !a.zero_grad.empty()) s += ", zero_grad " + a.zero_grad;
   if (a.mode == "train" && !a.trainable.empty()) s += ", trainable /" + a.trainable + "/";

@@ -49,6 +49,9 @@ struct EstimateArgs {
   std::string shard = "none";
   int tp = 1;                       // --tp N: tensor-parallel GPUs per replica (cost_models/tensor_parallel.h)
   bool sequence_parallel = false;   // --sequence-parallel (with --tp)
+  int pp = 1;                       // --pp N: pipeline stages (1F1B)
+  int micro_batches = 0;            // --micro-batches M (0: N)
+  std::string fsdp_wrap;            // --fsdp-wrap REGEX (--shard fsdp): its first group names a parameter's unit
   std::string optimizer_impl;       // "": the --torch version's default (foreach on 2.x, single-tensor on 1.13)
   bool gradient_as_bucket_view = false;
   std::string torch = "2";          // --torch 2 | 1.13: the PyTorch whose defaults apply

@@ -119,6 +119,17 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
     if (e.lora_adapted_layers > 0)
       j["training"]["lora"] = {{"adapted_layers", e.lora_adapted_layers}, {"adapter_parameters", e.lora_parameters}};
     if (e.frozen_stored_bytes > 0) j["training"]["frozen_stored_bytes"] = e.frozen_stored_bytes;
+    if (!e.pipeline_stages.empty()) {
+      nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < e.pipeline_stages.size(); ++i) {
+        const PipelineStageFacts& s = e.pipeline_stages[i];
+        stages.push_back({{"stage", i}, {"first_unit", s.first_unit}, {"last_unit", s.last_unit}, {"units", s.units},
+                          {"in_flight_micro_batches", s.in_flight_micro_batches},
+                          {"saved_bytes_per_micro_batch", s.saved_bytes_per_micro_batch},
+                          {"param_bytes", s.param_bytes}, {"peak_bytes", s.peak_bytes}});
+      }
+      j["training"]["pipeline"] = {{"busiest_stage", e.pipeline_busiest_stage}, {"stages", stages}};
+    }
   }
   if (e.tp > 1)  // every figure is one GPU's; TP ranks are symmetric, rank 0 holds the most (uneven vocabulary)
     j["parallel"] = {{"tp", e.tp}, {"sequence_parallel", e.sequence_parallel}, {"busiest_tp_rank", 0}};
@@ -180,6 +191,13 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
   if (train) {
     out += fmt::format("  {:<44}{:>12}  grads {}  optimizer states {}\n", "parameters", format_bytes(e.param_bytes),
                        format_bytes(e.grad_bytes), format_bytes(e.optimizer_state_bytes));
+    for (size_t i = 0; i < e.pipeline_stages.size(); ++i) {
+      const PipelineStageFacts& s = e.pipeline_stages[i];
+      out += fmt::format("  {:<44}{:>12}  {} to {}, {} micro-batch(es) in flight{}\n",
+                         fmt::format("pipeline stage {} (GPU {}) lower bound", i, i), format_bytes(s.peak_bytes),
+                         s.first_unit, s.last_unit, s.in_flight_micro_batches,
+                         static_cast<int>(i) == e.pipeline_busiest_stage ? "  <- busiest: the estimate above" : "");
+    }
     if (!e.checkpoint_boundaries.empty())
       out += fmt::format("  checkpointing: {} boundaries, recompute {:.1f}% of forward FLOPs\n",
                          e.checkpoint_boundaries.size(), e.recompute_percent);

@@ -113,6 +113,65 @@ def rows():
             what="param_bytes + grad_bytes + optimizer_state_bytes",
             setup="a consistency check: memplan counts the same 16 B; the split differs: ZeRO's fp16 weights and grads + fp32 master, momentum, variance; "
                   "torch.autocast keeps fp32 weights and grads + fp32 momentum, variance (4 + 4 + 8)"))
+    # FSDP FULL_SHARD against ZeRO-3 (P_os+g+p), Rajbhandari et al. 2020 sec. 5.3 / Figure 1: (2 + 2 + K) * Psi / N_d
+    # bytes of model states per GPU, K = 12 for mixed-precision Adam: 16 Psi / N_d.
+    psi = pytorch_params("gpt_train")
+    args = ["estimate", "tests/models/gpt_train.onnx", "--batch", "1", "--dim", "seq=128", "--mode", "train",
+            "--precision", "amp-fp16", "--optimizer", "adam", "--gpus", "8", "--shard", "fsdp"]
+    out.append(dict(
+        source="ZeRO, Rajbhandari et al. 2020, arXiv:1910.02054, sec. 5.3 (P_os+g+p: 16 Psi / N_d)",
+        model="gpt", config="--shard fsdp over 8 GPUs, mixed-precision Adam",
+        measured="model states per GPU: 16 B x parameters / 8 (PyTorch's count %d)" % psi,
+        published=16 * psi // 8, memplan=model_states(memplan(args)), command="memplan " + " ".join(args),
+        what="param_bytes + grad_bytes + optimizer_state_bytes (per GPU)",
+        setup="a consistency check of the sharded persistent state: FSDP pads each unit's flat parameter to a "
+              "multiple of 8 (at most 7 elements per unit, 13 units), which the formula does not; the transient "
+              "unit working set (the current and the prefetched all-gathered units, the unsharded grad before its "
+              "reduce-scatter) is on top of this in memplan's peak and outside the formula"))
+    # Pipeline parallelism against Megatron-LM's megatron/training/theoretical_memory_usage.py (NVIDIA/Megatron-LM),
+    # for the zoo GPT over 4 stages, 1F1B with as many micro-batches as stages (num_microbatches=None). Activations,
+    # compute_activation_memory_without_sp (the path without sequence parallelism), tensor parallel 1: per layer
+    # sbh(10 + 24/t) = 34sbh (Korthikanti et al. 2022 Table 2, selective recompute: no attention-score matrices),
+    # times num_layers (the first stage's num_layers / pp layers for pp micro-batches in flight), plus the
+    # embedding's input 8sb and dropout sbh per micro-batch in flight, times its 1.05 overhead factor.
+    pp, s_, b_ = 4, 1024, 1
+    args = ["estimate", "tests/models/gpt_train.onnx", "--batch", str(b_), "--dim", f"seq={s_}", "--mode", "train",
+            "--precision", "fp16", "--optimizer", "adam", "--attention", "sdpa", "--runtime", "ideal", "--pp", str(pp)]
+    stage0 = memplan(args)["training"]["pipeline"]["stages"][0]
+    sbh = s_ * b_ * GPT["h"]
+    megatron_act = (34 * sbh * GPT["L"] + 8 * s_ * b_ * pp + sbh * pp) * 1.05
+    out.append(dict(
+        source="Megatron-LM theoretical_memory_usage.py compute_activation_memory_without_sp (NVIDIA/Megatron-LM)",
+        model="gpt", config=f"--pp {pp}, {pp} micro-batches of b{b_} s{s_}, fp16, first stage",
+        measured="first stage: 34sbh x num_layers + (8sb + sbh) x pp, x 1.05",
+        published=round(megatron_act),
+        memplan=stage0["in_flight_micro_batches"] * stage0["saved_bytes_per_micro_batch"],
+        command="memplan " + " ".join(args),
+        what="training.pipeline.stages[0]: in_flight_micro_batches x saved_bytes_per_micro_batch",
+        setup="both say the first stage holds pp micro-batches of its num_layers/pp layers (memplan: 4 in flight x "
+              "3 layers + the embedding); the formula is Megatron's GPT with dropout (two sbh masks per layer) and "
+              "selective recompute, the zoo GPT has no dropout and runs sdpa (no score matrices either; it keeps "
+              "a logsumexp), and memplan adds the LayerNorms' fp32 mean and rstd; the 1.05 is Megatron's margin"))
+    # Weights and optimizer: compute_weight_and_optimizer_memory, the most loaded shard (the first stage:
+    # num_layers / pp layers + the embedding), 18 B per parameter (no distributed optimizer), with Megatron's
+    # parameter formula for the zoo GPT: per layer 2h(4h + 2) + 4h^2 (no linear biases), embedding h x the
+    # vocabulary padded to a multiple of 128 (50304), final LayerNorm 2h.
+    h, L = GPT["h"], GPT["L"]
+    layer = 2 * h * (4 * h + 2) + 4 * h * h
+    shard = (L * layer + 2 * h) / pp + h * 50304
+    args_w = ["estimate", "tests/models/gpt_train.onnx", "--batch", "1", "--dim", "seq=128", "--mode", "train",
+              "--precision", "amp-fp16", "--optimizer", "adam", "--pp", str(pp)]
+    stage0_w = memplan(args_w)["training"]["pipeline"]["stages"][0]
+    out.append(dict(
+        source="Megatron-LM theoretical_memory_usage.py compute_weight_and_optimizer_memory (NVIDIA/Megatron-LM)",
+        model="gpt", config=f"--pp {pp}, mixed-precision Adam, first stage",
+        measured="most loaded shard: (layers / pp + embedding) parameters x 18 B", published=round(shard * 18),
+        memplan=4 * stage0_w["param_bytes"], command="memplan " + " ".join(args_w),
+        what="4 x training.pipeline.stages[0].param_bytes (amp: fp32 parameter, grad and two Adam states)",
+        setup="Megatron keeps 18 B per parameter (fp16 weight, fp32 main grad, fp32 master weight and two states), "
+              "torch.autocast 16 B: -11.1% from that alone; Megatron's formula has no linear biases and no "
+              "position embedding, which the zoo GPT's first stage holds (wpe, 1024 x 768); its vocabulary is "
+              "padded to 50304, the zoo's is 50257"))
     # 3-4. Korthikanti et al. 2022, eq. 1, for the zoo GPT (no dropout), 16-bit activations (model.half()), plus
     # what lies outside the 12 layers, counted the same way: the final LayerNorm's input and output (the tied head's
     # input) 4sbh, the logits and the log-softmax output 2sbv each (cross-entropy saves log_softmax's result).

@@ -55,6 +55,10 @@ def cases():
         out.append([*train, "--checkpoint", "every:2", "--optimizer", "momentum", "--json"])
         out.append([*train, "--gpus", "4", "--shard", "zero3", "--precision", "amp-fp16", "--json"])
         out.append([*train, "--gpus", "4", "--shard", "zero2", "--grad-accum", "4", "--json"])
+        out.append([*train, "--gpus", "4", "--shard", "fsdp", "--precision", "amp-bf16", "--checkpoint", "sqrt", "--json"])
+        # torchvision's ViT names its blocks encoder_layer_N: no <prefix>.<N>. blocks, so --fsdp-wrap names them.
+        wrap = ["--fsdp-wrap", "(encoder_layer_[0-9]+)"] if name.startswith("vit") else []
+        out.append([*train, "--pp", "2", "--micro-batches", "4", *wrap, "--precision", "amp-bf16", "--json"])
         out.append([*train, "--gpus", "2", "--shard", "ddp", "--optimizer", "adam", "--optimizer-impl", "single-tensor", "--json"])
         out.append([*train, "--runtime", "ideal", "--optimizer", "sgd", "--loss", "mse", "--json"])
         out.append([*train, "--precision", "fp16", "--optimizer-impl", "foreach-torch1", "--loss", "none", "--json"])

@@ -187,6 +187,76 @@ class TrainingFlagsTest(unittest.TestCase):
                       run("estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", "--frozen", "x", check_rc=2).stderr)
 
 
+class FsdpTest(unittest.TestCase):
+    """--shard fsdp on the tiny Llama (tests/models/llama.py, CONFIGS["llama_tiny"]: hidden 128, ffn 352, 4 layers,
+    kv 64, vocab 1000, untied head). Units: layers.0-3 and the root (embed_tokens, norm, lm_head)."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train",
+            "--runtime", "ideal"]
+    # Per layer 2*128*128 + 2*128*64 + 3*128*352 + 2*128 = 184,576 elements: over 3 GPUs ceil(/3) = 61,526 per
+    # rank (FSDP pads the flat parameter to a multiple of 3), 246,104 bytes fp32. Root 128,000 + 128 + 128,000
+    # = 256,128 elements = 85,376 per rank, 341,504 bytes. Per GPU: 4 * 246,104 + 341,504 = 1,325,920 bytes.
+    PER_GPU = 4 * 61526 * 4 + 85376 * 4
+
+    def test_shards_by_hand(self):
+        out = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp")
+        jsonschema.validate(out, schema("estimate"))
+        t = out["training"]
+        self.assertEqual(t["param_bytes"], self.PER_GPU)
+        self.assertEqual(t["grad_bytes"], self.PER_GPU)
+        self.assertEqual(t["optimizer_state_bytes"], 2 * self.PER_GPU)  # AdamW: exp_avg, exp_avg_sq
+        self.assertTrue(any(n.startswith("FSDP FULL_SHARD: 5 wrapping units") for n in out["notes"]), out["notes"])
+        # One unit for all four layers: 4 * 184,576 = 738,304 elements, 246,102 per rank (divisible by 3).
+        one = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-wrap", r"^(layers)\.")["training"]
+        self.assertEqual(one["param_bytes"], 246102 * 4 + 85376 * 4)
+
+    def test_errors(self):
+        cases = [
+            (["--shard", "fsdp"], "--shard fsdp needs --gpus N with N >= 2"),
+            (["--gpus", "2", "--shard", "fsdp", "--fsdp-wrap", r"(decoder)\."],
+             r"--fsdp-wrap '(decoder)\.' matches no parameter of model 'tests/models/llama_tiny_train.onnx'"),
+            (["--gpus", "2", "--shard", "fsdp", "--fsdp-wrap", "layers"], "has no capture group"),
+            (["--gpus", "2", "--shard", "zero3", "--fsdp-wrap", "(layers)"], "--fsdp-wrap applies to --shard fsdp"),
+        ]
+        for extra, message in cases:
+            self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
+
+
+class PipelineTest(unittest.TestCase):
+    """--pp on the tiny Llama (4 decoder layers): stages of layers.0-1 (with the embedding) and layers.2-3 (with the
+    final norm, the head and the loss)."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train",
+            "--runtime", "ideal"]
+
+    def test_stages_and_the_busiest_gpu(self):
+        out = run_json(*self.BASE, "--pp", "2")
+        jsonschema.validate(out, schema("estimate"))
+        p = out["training"]["pipeline"]
+        self.assertEqual([(s["first_unit"], s["last_unit"], s["in_flight_micro_batches"]) for s in p["stages"]],
+                         [("layers.0", "layers.1", 2), ("layers.2", "layers.3", 1)])
+        busiest = max(range(2), key=lambda i: p["stages"][i]["peak_bytes"])
+        self.assertEqual(p["busiest_stage"], busiest)
+        self.assertEqual(out["training"]["param_bytes"], p["stages"][busiest]["param_bytes"])
+        # Per layer 184,576 fp32 parameters; stage 0 also holds embed_tokens (128,000), stage 1 norm + lm_head.
+        self.assertEqual(p["stages"][0]["param_bytes"], (2 * 184576 + 128000) * 4)
+        self.assertEqual(p["stages"][1]["param_bytes"], (2 * 184576 + 128 + 128000) * 4)
+        # One micro-batch: stage 0 holds one micro-batch's activations, not two.
+        one = run_json(*self.BASE, "--pp", "2", "--micro-batches", "1")["training"]["pipeline"]["stages"][0]
+        self.assertEqual(one["in_flight_micro_batches"], 1)
+        self.assertEqual(p["stages"][0]["peak_bytes"] - one["peak_bytes"], p["stages"][0]["saved_bytes_per_micro_batch"])
+        text = run(*self.BASE, "--pp", "2", check_rc=0).stdout
+        self.assertIn("pipeline stage 1 (GPU 1) lower bound", text)
+
+    def test_errors(self):
+        cases = [
+            (["--pp", "5"], "--pp 5 needs at least 5 blocks (wrapping units) in model 'tests/models/llama_tiny_train.onnx', which has 4"),
+            (["--pp", "2", "--gpus", "2", "--shard", "fsdp"], "--pp with --shard fsdp is not modelled"),
+            (["--micro-batches", "2"], "--micro-batches applies to --pp N with N >= 2"),
+            (["--pp", "2", "--checkpoint", "sqrt"], "--pp with --checkpoint is not modelled yet"),
+        ]
+        for extra, message in cases:
+            self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
+
+
 class LoraWhatIfTest(unittest.TestCase):
     """--lora-rank / --lora-targets on the plain tiny Llama (tests/models/llama.py, CONFIGS["llama_tiny"]:
     hidden 128, 4 layers, 4 heads of 32, 2 kv heads, so q_proj is 128 -> 128 and v_proj 128 -> 64)."""

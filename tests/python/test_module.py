@@ -36,7 +36,7 @@ def _snapshot_cases():
 
 
 INT_FLAGS = {"batch", "grad_accum", "gpus", "top", "global_batch", "max", "alignment", "context", "max_batched_tokens",
-             "block_size"}
+             "block_size", "pp", "micro_batches"}
 FLOAT_FLAGS = {"headroom", "max_increase", "weight_decay"}
 BOOL_FLAGS = {"gradient_as_bucket_view", "amsgrad", "maximize"}
 

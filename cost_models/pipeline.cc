@@ -1,0 +1,143 @@
+// Pipeline parallelism, 1F1B (pipeline.h).
+#include "cost_models/pipeline.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "cost_models/training_step.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+#include "planner/liveness.h"
+
+namespace memplan {
+
+namespace {
+
+struct Split {
+  std::vector<int32_t> stage_of_op;
+  std::vector<std::vector<int32_t>> units;  // per stage: its blocks, in forward order
+};
+
+Split split_stages(const TrainingContext& c, const WrapUnits& w, int pp) {
+  std::vector<int32_t> blocks;
+  for (size_t u = 1; u < w.count(); ++u)
+    if (w.first_op[u] >= 0) blocks.push_back(static_cast<int32_t>(u));
+  std::sort(blocks.begin(), blocks.end(), [&](int32_t a, int32_t b) { return w.first_op[a] < w.first_op[b]; });
+  const int n = static_cast<int>(blocks.size());
+  if (n < pp)
+    throw InputError("--pp " + std::to_string(pp) + " needs at least " + std::to_string(pp) + " blocks (wrapping units) in model '" +
+                     c.graph->model_path + "', which has " + std::to_string(n));
+  Split s;
+  s.units.resize(pp);
+  std::vector<int32_t> stage_of_unit(w.count(), -1);
+  // An even split; when N does not divide the blocks, the first stages take one more.
+  for (int i = 0, next = 0; i < pp; ++i) {
+    const int count = n / pp + (i < n % pp ? 1 : 0);
+    for (int k = 0; k < count; ++k, ++next) {
+      s.units[i].push_back(blocks[next]);
+      stage_of_unit[blocks[next]] = i;
+    }
+  }
+  const int32_t last_block_op = w.last_op[blocks.back()];
+  int32_t current = 0;
+  for (size_t i = 0; i < c.ops.size(); ++i) {
+    const int32_t u = w.unit_of_op[i];
+    int32_t stage = u > 0 && stage_of_unit[u] >= 0 ? stage_of_unit[u] : static_cast<int32_t>(i) > last_block_op ? pp - 1 : current;
+    current = std::max(current, stage);
+    s.stage_of_op.push_back(current);
+  }
+  return s;
+}
+
+uint64_t peak_with_resident(const Program& p) {
+  const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
+  return checked_add(live.peak_bytes, live.resident_bytes, "peak bytes");
+}
+
+// The activations one micro-batch leaves for its backward: those live when the backward starts.
+uint64_t saved_activation_bytes(const Program& p) {
+  const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    if (p.steps[s].phase == Phase::Backward) return live.per_step_by_category[s][static_cast<int>(Category::Activation)];
+  return 0;
+}
+
+TrainingContext stage_context(const TrainingContext& c, const Split& split, int stage) {
+  const Graph& g = *c.graph;
+  TrainingContext s = c;
+  s.ops.clear();
+  s.op_flops.clear();
+  s.rules.clear();
+  s.separators.clear();
+  s.units = WrapUnits{};
+  s.on_device.assign(g.tensors.size(), false);
+  std::vector<int32_t> producer_stage(g.tensors.size(), -1);
+  for (size_t i = 0; i < c.ops.size(); ++i)
+    for (int32_t t : c.ops[i].outputs) producer_stage[t] = split.stage_of_op[i];
+  for (size_t i = 0; i < c.ops.size(); ++i) {
+    const int32_t at = split.stage_of_op[i];
+    for (int32_t t : c.ops[i].inputs) {
+      if (at == stage) {
+        s.on_device[t] = true;
+        if (c.tied_to[t] >= 0) s.on_device[c.tied_to[t]] = true;  // a tied copy reads the embedding itself
+        if (producer_stage[t] >= 0 && producer_stage[t] < stage && !c.shape[t]) add_unique(s.received, t);
+      }
+      if (at > stage && producer_stage[t] == stage && !c.shape[t]) add_unique(s.sent, t);
+    }
+    if (at != stage) continue;
+    s.ops.push_back(c.ops[i]);
+    s.op_flops.push_back(c.op_flops[i]);
+    s.rules.push_back(c.rules[i]);
+    for (int32_t t : c.ops[i].outputs) s.on_device[t] = true;
+  }
+  s.params.clear();
+  for (int32_t p : c.params) {
+    if (s.on_device[p]) s.params.push_back(p);
+    else s.is_param[p] = false;
+  }
+  return s;
+}
+
+}  // namespace
+
+TrainingResult build_pipeline_program(const TrainingContext& c, std::vector<std::string>& notes) {
+  const TrainingOptions& o = c.options;
+  const int pp = o.pp;
+  const int m = o.micro_batches > 0 ? o.micro_batches : pp;
+  if (o.shard == Sharding::Fsdp) throw InputError("--pp with --shard fsdp is not modelled (use ddp or zero1/2/3 within a stage)");
+  if (o.checkpoint.mode != CheckpointMode::None) throw InputError("--pp with --checkpoint is not modelled yet");
+  const WrapUnits w = find_wrap_units(*c.graph, c.ops, c.module_parameters, o.fsdp_wrap);
+  const Split split = split_stages(c, w, pp);
+  TrainingResult best;
+  uint64_t best_peak = 0;
+  std::vector<PipelineStageFacts> facts;
+  for (int i = 0; i < pp; ++i) {
+    TrainingContext s = stage_context(c, split, i);
+    PipelineStageFacts f;
+    f.first_unit = w.names[split.units[i].front()];
+    f.last_unit = w.names[split.units[i].back()];
+    f.units = static_cast<int>(split.units[i].size());
+    f.in_flight_micro_batches = std::min(pp - i, m);
+    f.saved_bytes_per_micro_batch = saved_activation_bytes(TrainingStep(s, {}).build().program);
+    s.in_flight_bytes.assign(f.in_flight_micro_batches - 1, f.saved_bytes_per_micro_batch);
+    TrainingResult r = TrainingStep(s, {}).build();
+    f.param_bytes = r.param_bytes;
+    f.peak_bytes = peak_with_resident(r.program);
+    facts.push_back(f);
+    if (i == 0 || f.peak_bytes > best_peak) {
+      best_peak = f.peak_bytes;
+      best = std::move(r);
+      best.pipeline_busiest_stage = i;
+    }
+  }
+  best.pipeline_stages = std::move(facts);
+  const PipelineStageFacts& b = best.pipeline_stages[best.pipeline_busiest_stage];
+  notes.push_back("Pipeline parallel, 1F1B over " + std::to_string(pp) + " stages and " + std::to_string(m) +
+                  " micro-batches (the batch is one micro-batch): stage i holds the activations of min(" +
+                  std::to_string(pp) + " - i, " + std::to_string(m) + ") micro-batches. The estimate is the busiest "
+                  "GPU's, stage " + std::to_string(best.pipeline_busiest_stage) + " (" + b.first_unit + " to " +
+                  b.last_unit + ", " + std::to_string(b.in_flight_micro_batches) + " in flight).");
+  return best;
+}
+
+}  // namespace memplan
