@@ -34,6 +34,12 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
                   "(scaled_dot_product_attention: no seq x seq matrix)")
       ->check(CLI::IsMember({"eager", "sdpa"}))
       ->capture_default_str();
+  cmd->add_option("--tied-embeddings", a.tied_embeddings,
+                  "auto: a head weight shaped as the token embedding's transpose is the exporter's copy of a tied "
+                  "embedding (as in GPT-2, Llama-3.2-1B), held once; no: the head is its own weight (Llama-3.1-8B, "
+                  "Mistral). A constant-folded export cannot tell the two apart")
+      ->check(CLI::IsMember({"auto", "no"}))
+      ->capture_default_str();
   auto* train = "Training (--mode train)";
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum (SGD with momentum), adam or adamw")
       ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}))

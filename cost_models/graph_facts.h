@@ -40,7 +40,7 @@ uint64_t bytes_as(const Tensor& t, DType dtype);
 // copy stands for, or -1. A copy is recognised when it is a rank-2 initializer read as MatMul's right
 // operand, that MatMul's result is a graph output (directly or through one bias Add), and its shape is
 // the transpose of an initializer that a Gather reads as its table (the embedding).
-std::vector<int32_t> tied_embedding_copies(const Graph& g);
+std::vector<int32_t> tied_embedding_copies(const Graph& g, bool by_shape = true);
 
 // The number of distinct nodes that read `tensor`.
 int count_consumers(const Graph& g, int32_t tensor);

@@ -86,7 +86,7 @@ class InferenceBuilder {
   // Initializers and Constant-node outputs that the runtime holds on the device: resident weights.
   // PyTorch holds a tied output embedding once: the exporter's transposed copy shares its buffer.
   void add_constants() {
-    const std::vector<int32_t> tied = pytorch() ? tied_embedding_copies(g_) : std::vector<int32_t>(g_.tensors.size(), -1);
+    const std::vector<int32_t> tied = pytorch() ? tied_embedding_copies(g_, opt_.tied_embeddings_by_shape) : std::vector<int32_t>(g_.tensors.size(), -1);
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
       const int32_t id = static_cast<int32_t>(t);
       if (tied[t] >= 0) continue;
@@ -204,7 +204,8 @@ class InferenceBuilder {
       if (has_op({"Relu", "Clip"}) && has_op({"Conv", "BatchNormalization"}))
         notes.push_back("ReLU/ReLU6 after conv/batch-norm/add and the residual add after batch norm run in place, as in torchvision.");
       if (tied_copies_ > 0)
-        notes.push_back("The exporter's transposed copy of the tied embedding is counted once, as PyTorch holds it.");
+        notes.push_back("A head weight shaped as the embedding's transpose is taken for the exporter's copy of a tied "
+                        "embedding and counted once, as PyTorch holds it; --tied-embeddings no if the head is not tied.");
       if (cublas_workspace_ >= 0)
         notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(opt_.cuda_arch_major)) +
                         " bytes for compute capability " + std::to_string(opt_.cuda_arch_major) +

@@ -157,7 +157,7 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
-  c.tied_to = tied_embedding_copies(g);
+  c.tied_to = tied_embedding_copies(g, o.tied_embeddings_by_shape);
   const ParameterFilter filter(o.trainable, o.frozen);
   std::vector<bool> module_parameter(g.tensors.size(), false);  // a parameter of the module, trained or frozen
   for (int32_t t : g.initializers) {

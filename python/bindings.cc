@@ -136,6 +136,7 @@ void add_estimate_keywords(Setters& s, EstimateArgs& a) {
            {"mode", &EstimateArgs::mode},           {"runtime", &EstimateArgs::runtime},
            {"dtype", &EstimateArgs::dtype},         {"schedule", &EstimateArgs::schedule},
            {"arch", &EstimateArgs::arch},           {"attention", &EstimateArgs::attention},
+           {"tied_embeddings", &EstimateArgs::tied_embeddings},
            {"optimizer", &EstimateArgs::optimizer}, {"precision", &EstimateArgs::precision},
            {"checkpoint", &EstimateArgs::checkpoint}, {"budget", &EstimateArgs::budget},
            {"loss", &EstimateArgs::loss},           {"shard", &EstimateArgs::shard},

@@ -170,6 +170,9 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   if (a.sequence_parallel && a.tp < 2) throw InputError("--sequence-parallel needs --tp N with N >= 2");
   o.inference.cuda_arch_major = arch;
   o.inference.attention = attention;
+  if (a.tied_embeddings != "auto" && a.tied_embeddings != "no")
+    throw InputError("--tied-embeddings " + a.tied_embeddings + ": expected auto or no");
+  o.inference.tied_embeddings_by_shape = a.tied_embeddings == "auto";
   o.inference.tp = a.tp;
   o.inference.sequence_parallel = a.sequence_parallel;
   o.top_tensors = a.top;
@@ -227,6 +230,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.loss = lookup<LossKind>({{"none", LossKind::None}, {"cross-entropy", LossKind::CrossEntropy},
                              {"mse", LossKind::Mse}}, a.loss, "--loss");
   t.attention = attention;
+  t.tied_embeddings_by_shape = o.inference.tied_embeddings_by_shape;
   t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;
@@ -279,6 +283,7 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.checkpoint != "none") s += ", checkpoint " + a.checkpoint;
   if (a.mode == "train" && a.grad_accum > 1) s += ", grad-accum " + std::to_string(a.grad_accum);
   if (a.mode == "train" && a.gpus > 1) s += ", " + std::to_string(a.gpus) + " GPUs " + a.shard;
+  if (a.tied_embeddings == "no") s += ", untied embeddings";
   if (a.tp > 1) s += ", tp " + std::to_string(a.tp) + (a.sequence_parallel ? " sequence-parallel" : "");
   if (a.mode == "train" && a.pp > 1)
     s += ", pp " + std::to_string(a.pp) + " x " + std::to_string(a.micro_batches > 0 ? a.micro_batches : a.pp) + " micro-batches";

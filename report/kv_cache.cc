@@ -68,6 +68,18 @@ void bind_sums(Bindings& b, const std::set<std::string>& symbols, const std::set
   }
 }
 
+// ORT GenAI's and our zoo's name for past + new tokens (the attention mask's length), a plain dim_param.
+constexpr const char* kTotalTokens = "total_sequence_length";
+
+// A free total_sequence_length is the sum of the free token dimensions it totals (the cached and the new).
+void bind_total(Bindings& b, const std::set<std::string>& symbols, const std::set<std::string>& user_bound,
+                const std::vector<std::string>& free) {
+  if (!symbols.count(kTotalTokens) || user_bound.count(kTotalTokens)) return;
+  int64_t total = 0;
+  for (const std::string& s : free) total += b.dims.at(s);
+  b.dims[kTotalTokens] = total;
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string r;
   for (const std::string& x : v) r += (r.empty() ? "" : ", ") + x;
@@ -145,7 +157,7 @@ Bindings kv_step_bindings(const Bindings& user, const KvCache& kv, int64_t batch
   b.dims[kv.cached_dim] = cached;
   b.dims[kv.new_dim] = fresh;
   std::set<std::string> derived(kv.derived.begin(), kv.derived.end());
-  if (derived.erase("total_sequence_length")) b.dims["total_sequence_length"] = cached + fresh;
+  if (derived.erase(kTotalTokens)) b.dims[kTotalTokens] = cached + fresh;
   bind_sums(b, derived, {});
   return b;
 }
@@ -157,7 +169,7 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   std::set<std::string> user_bound;
   for (const auto& [name, value] : user.dims) user_bound.insert(name);
   for (const std::string& s : symbols.tokenish)
-    if (!user.dims.count(s) && sum_terms(s).empty()) free.push_back(s);
+    if (!user.dims.count(s) && sum_terms(s).empty() && s != kTotalTokens) free.push_back(s);
   if (!cached_dim.empty() && !symbols.all.count(cached_dim))
     throw InputError("--kv-dim " + cached_dim + ": the inputs of " + path + " have no symbolic dimension " + cached_dim +
                      (symbols.all.empty() ? std::string(" (they have none)")
@@ -166,11 +178,13 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   base.batch = 1;
   for (const std::string& s : free) base.dims[s] = kBaseTokens;
   bind_sums(base, symbols.all, user_bound);
+  bind_total(base, symbols.all, user_bound, free);
   const Graph g0 = import_model(model, path, base);
   auto probe = [&](const std::string& s) -> std::optional<Graph> {
     Bindings b = base;
     b.dims[s] = kBaseTokens + 1;
     bind_sums(b, symbols.all, user_bound);
+    bind_total(b, symbols.all, user_bound, free);
     try {
       return import_model(model, path, b);
     } catch (const InputError&) {
@@ -228,7 +242,7 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   kv.cached_dim = dim;
   kv.new_dim = fresh.front();
   for (const std::string& s : symbols.all)
-    if (!user_bound.count(s) && (!sum_terms(s).empty() || s == "total_sequence_length")) kv.derived.push_back(s);
+    if (!user_bound.count(s) && (!sum_terms(s).empty() || s == kTotalTokens)) kv.derived.push_back(s);
   for (const Pair& p : pairs) {
     kv.pairs.emplace_back(p.input, p.output);
     const Tensor& x0 = tensor(g0, p.input);

@@ -105,6 +105,26 @@ class EstimateTest(unittest.TestCase):
             self.assertEqual(out, f.read())
 
 
+class TiedEmbeddingsTest(unittest.TestCase):
+    """The constant-folded tiny Llama has an untied head (tests/models/llama.py: vocab 1000 x hidden 128 for
+    both embed_tokens and lm_head), which the by-shape rule takes for a tied copy."""
+
+    HEAD = 1000 * 128 * 4  # one fp32 vocab x hidden matrix, by hand
+
+    def weights(self, *extra):
+        j = run_json("estimate", os.path.join(MODELS, "llama_tiny.onnx"), "--batch", "1", "--dim", "seq=8",
+                     "--runtime", "pytorch", "--json", *extra)
+        return j["breakdown"]["weights"]
+
+    def test_no_counts_the_head_once_more(self):
+        self.assertEqual(self.weights("--tied-embeddings", "no") - self.weights(), self.HEAD)
+
+    def test_bad_value_is_an_input_error(self):
+        r = run("estimate", os.path.join(MODELS, "llama_tiny.onnx"), "--tied-embeddings", "maybe")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--tied-embeddings", r.stderr)
+
+
 class FitTest(unittest.TestCase):
     def assert_fit_consistent(self, model, extra, memory):
         f = run_json("fit", f"tests/models/{model}", "--memory", memory, *extra)
