@@ -188,6 +188,35 @@ class EstimatePhases(unittest.TestCase):
             self.assertNotIn("kv_cache", json.loads(p.stdout))
 
 
+class ZooDecoders(unittest.TestCase):
+    """The zoo's tiny Llama exported with its cache twice (tests/models/export_llama_kv.py): plain, and optimum's
+    merged decoder whose If takes the cached branch at use_cache_branch=1. tests/models/llama.py's llama_tiny:
+    4 layers, 2 KV heads of 128 / 4 = 32, untied head, float32."""
+
+    ZOO = os.path.join(SRC, "tests", "models")
+    KV_PER_TOKEN = 2 * 4 * 2 * 32 * 4  # 2048
+    PARAMS = 2 * 1000 * 128 + 4 * (2 * 128 * 128 + 2 * 128 * 64 + 3 * 128 * 352 + 2 * 128) + 128  # 994,432
+
+    def serve(self, name, *extra):
+        return serve_json("--memory", "1GiB", "--context", "100", "--tied-embeddings", "no", *extra,
+                          model=os.path.join(self.ZOO, name))
+
+    def test_plain_decoder_by_hand(self):
+        j = self.serve("llama_tiny_kv.onnx")
+        self.assertEqual(j["kv_cache_bytes_per_token"], self.KV_PER_TOKEN)
+        self.assertGreaterEqual(j["weights_bytes"], self.PARAMS * 4)
+        self.assertLess(j["weights_bytes"] - self.PARAMS * 4, 1024)  # plus the graph's small constants
+
+    def test_merged_decoder_serves_as_the_plain_one(self):
+        # The present tensors are made inside the inlined branch and reach the If's outputs through Identity:
+        # they are the cache, held apart, not activations of the decode step.
+        plain = self.serve("llama_tiny_kv.onnx")
+        merged = self.serve("llama_tiny_kv_merged.onnx", "--value", "use_cache_branch=1")
+        for key in ("kv_cache_bytes_per_token", "weights_bytes", "max_concurrent_sequences",
+                    "max_context_single_sequence"):
+            self.assertEqual(merged[key], plain[key], key)
+
+
 class ServeErrors(unittest.TestCase):
     def expect(self, args, rc, *phrases, model=KV):
         p = run("serve", model, *args)
