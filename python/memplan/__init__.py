@@ -72,24 +72,25 @@ def plan(model: PathLike, **options: Any) -> Dict[str, Any]:
     return _json.loads(_core.plan(model, **options))
 
 
-def fit(model: PathLike, **options: Any) -> Dict[str, Any]:
-    """``memplan fit MODEL --json``: the largest batch (or ``search=DIM``) that fits ``gpu=`` or ``memory=``,
-    or, with neither, a table over the GPU catalog (memplan.fit/1). Raises :class:`LimitError` when nothing fits."""
-    text, broken, message = _core.fit(model, **options)
+def _limited(command: Any, model: PathLike, options: Dict[str, Any]) -> Dict[str, Any]:
+    """A command that can answer "does not fit": its JSON, or LimitError carrying the CLI's message and JSON."""
+    text, broken, message = command(model, **options)
     result = _json.loads(text)
     if broken:
         raise LimitError(message, result)
     return result
+
+
+def fit(model: PathLike, **options: Any) -> Dict[str, Any]:
+    """``memplan fit MODEL --json``: the largest batch (or ``search=DIM``) that fits ``gpu=`` or ``memory=``,
+    or, with neither, a table over the GPU catalog (memplan.fit/1). Raises :class:`LimitError` when nothing fits."""
+    return _limited(_core.fit, model, options)
 
 
 def check(model: PathLike, **options: Any) -> Dict[str, Any]:
     """``memplan check MODEL --json``: the CI memory gate against ``budget=`` and/or ``baseline=``
     (memplan.check/1). Raises :class:`LimitError` when a limit is broken."""
-    text, broken, message = _core.check(model, **options)
-    result = _json.loads(text)
-    if broken:
-        raise LimitError(message, result)
-    return result
+    return _limited(_core.check, model, options)
 
 
 def serve(model: PathLike, **options: Any) -> Dict[str, Any]:
@@ -97,8 +98,4 @@ def serve(model: PathLike, **options: Any) -> Dict[str, Any]:
     decode activation peaks, how many sequences of ``context=`` tokens fit ``gpu=`` or ``memory=`` with the cache
     paged in blocks (vLLM's), and the longest single sequence; with neither, a table over the GPU catalog
     (memplan.serve/1). Raises :class:`LimitError` when not one block fits."""
-    text, broken, message = _core.serve(model, **options)
-    result = _json.loads(text)
-    if broken:
-        raise LimitError(message, result)
-    return result
+    return _limited(_core.serve, model, options)
