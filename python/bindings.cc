@@ -265,7 +265,8 @@ py::tuple serve(py::handle model, const py::kwargs& kwargs) {
   for (const char* k : {"mode", "batch", "top", "optimizer", "precision", "checkpoint", "budget", "grad_accum", "loss",
                         "gpus", "shard", "optimizer_impl", "torch", "trainable", "frozen", "lora_rank", "lora_targets",
                         "lora_dropout", "frozen_dtype", "double_quant", "amsgrad", "maximize", "weight_decay",
-                        "gradient_as_bucket_view"})
+                        "gradient_as_bucket_view", "zero_grad", "tp", "sequence_parallel", "pp", "micro_batches",
+                        "fsdp_wrap"})
     s.erase(k);
   for (auto [name, field] : std::initializer_list<std::pair<const char*, std::string ServeArgs::*>>{
            {"memory", &ServeArgs::memory}, {"reserve", &ServeArgs::reserve}})

@@ -111,6 +111,20 @@ def test_every_flag_is_a_keyword(command):
         getattr(memplan, command)(GPT_TINY, bogus=1)
 
 
+def test_serve_refuses_the_flags_its_cli_drops():
+    """memplan.serve's keywords are the CLI's: every estimate flag `memplan serve --help` leaves out (the training
+    flags, --mode, --batch, --top) is an unknown keyword, as it is an unknown option on the command line."""
+    def flags(command):
+        text = cli(command, "--help").stdout.decode()
+        return set(re.findall(r"^\s+(?:-\w,)?--([a-z][a-z0-9-]*)", text, re.M))
+    dropped = sorted(flags("estimate") - flags("serve"))
+    assert "pp" in dropped and "batch" in dropped, dropped
+    for flag in dropped:
+        name = flag.replace("-", "_")
+        with pytest.raises(memplan.InputError, match=f"unknown option '{name}'"):
+            memplan.serve(GPT_TINY, **{name: 1})
+
+
 def test_serve_nothing_fits_is_a_limit_error():
     kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
     p = cli("serve", kv, "--context", "10", "--memory", "2048B", "--json")
