@@ -16,18 +16,15 @@
 namespace memplan::cli {
 namespace {
 
-struct InspectArgs {
-  ModelArgs model;
-  FormatArgs format;
-};
-
-int run_inspect(const InspectArgs& args) {
-  const Bindings bindings = to_bindings(args.model);
-  const Format format = args.format.resolve();
+int run_inspect(const CLI::App* cmd, const CommandArgs& args) {
+  check_options(cmd, args, kInspect);
+  const ModelArgs& model = args.estimate.model;
+  const Bindings bindings = to_bindings(model);
+  const Format format = output_format(args, kInspect);
   ModelOverview overview;
   std::optional<Graph> graph;
   try {
-    graph = import_model(args.model.path, bindings, overview);
+    graph = import_model(model.path, bindings, overview);
   } catch (const InputError&) {
     // The file was read but its shapes could not be inferred (say, an unbound dimension): show what the
     // file itself declares, then fail with the error. JSON promises a complete document, so it prints none.
@@ -53,10 +50,9 @@ Action add_inspect_command(CLI::App& app) {
       "inspect",
       "Describe an ONNX model: producer, opsets, op counts, parameters and buffers, inputs and outputs, and the "
       "shape of every tensor at the dimensions you bind. Weights are never read.");
-  auto args = std::make_shared<InspectArgs>();
-  add_model_options(cmd, args->model);
-  add_format_options(cmd, args->format);
-  return [args] { return run_inspect(*args); };
+  auto args = std::make_shared<CommandArgs>();
+  add_options(cmd, *args, kInspect);
+  return [args, cmd] { return run_inspect(cmd, *args); };
 }
 
 }  // namespace memplan::cli

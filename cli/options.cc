@@ -1,40 +1,48 @@
 #include "cli/options.h"
 
-#include "onnx_import/errors.h"
+#include <fmt/format.h>
+
+#include <type_traits>
+
+#include "report/option_checks.h"
+#include "report/option_choices.h"
 
 namespace memplan::cli {
 
-void add_model_options(CLI::App* cmd, ModelArgs& args) {
-  cmd->add_option("MODEL", args.path, "ONNX model file (weights are never read; external data is never opened)")
-      ->required();
-  cmd->add_option("--dim", args.dims, "Bind a symbolic dimension by name, e.g. --dim seq=512 (repeatable)")
-      ->type_name("NAME=VALUE");
-  cmd->add_option("--batch", args.batch, "Bind the leading dimension of every graph input whose leading dimension is symbolic")
-      ->type_name("N")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--input", args.inputs,
-                  "Fix one graph input's whole shape, as trtexec --shapes does, e.g. --input ids=8x512 (repeatable); "
-                  "a sequence input's tensors: --input s=seq(2x3,4x3); an optional input that holds nothing: --input o=none")
-      ->type_name("NAME=SHAPE");
-  cmd->add_option("--value", args.values,
-                  "Bind the contents of a scalar or small 1-D integer/bool/float graph input, so shape computations and "
-                  "If conditions that read it resolve, e.g. --value use_cache_branch=1, --value sr=16000 (repeatable)")
-      ->type_name("NAME=V[,V...]");
+void add_options(CLI::App* cmd, CommandArgs& args, Command command) {
+  for (const OptionSpec& row : option_schema()) {
+    if (!row.applies_to(command)) continue;
+    CLI::Option* o = std::visit(
+        [&](auto get) -> CLI::Option* {
+          auto& field = get(args);
+          if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
+            return cmd->add_flag(row.flag, field, row.help);
+          else
+            return cmd->add_option(row.flag, field, row.help);
+        },
+        row.field);
+    // Values are checked by validate_options (report/option_checks.h), as for Python: one rule, one message.
+    if (row.kind == OptionKind::Choice) o->type_name("{" + fmt::format("{}", fmt::join(row.choices, ",")) + "}");
+    if (!row.type_name.empty()) o->type_name(row.type_name);
+    if (row.show_default) o->capture_default_str();
+    if (row.required) o->required();
+    if (row.scope == Scope::Train) o->group("Training (--mode train)");
+  }
 }
 
-Format FormatArgs::resolve() const {
-  if (json) return Format::Json;
-  if (format == "json") return Format::Json;
-  if (format == "markdown") return Format::Markdown;
-  return Format::Table;
+void check_options(const CLI::App* cmd, const CommandArgs& args, Command command) {
+  for (const OptionSpec& row : option_schema()) {
+    if (!row.applies_to(command) || row.kind == OptionKind::Model) continue;
+    const CLI::Option* o = cmd->get_option_no_throw("--" + row.long_name());
+    if (o && o->count() > 0) check_value(row, args);
+  }
+  validate_options(args, command);
 }
 
-void add_format_options(CLI::App* cmd, FormatArgs& args) {
-  cmd->add_option("--format", args.format, "Output format: table (for people), json (for scripts; see docs/json.md), "
-                                           "markdown (for pull-request comments)")
-      ->check(CLI::IsMember({"table", "json", "markdown"}))
-      ->capture_default_str();
-  cmd->add_flag("--json", args.json, "Short for --format json");
+Format output_format(const CommandArgs& args, Command command) {
+  if (args.json) return Format::Json;
+  const std::string& f = command == kPlan ? args.plan_format : args.format;
+  return static_cast<Format>(kFormatChoices.parse(f, "--format"));
 }
 
 }  // namespace memplan::cli

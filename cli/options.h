@@ -1,28 +1,24 @@
-// Options shared by every subcommand that reads a model: the model path and its dimension bindings
-// (ModelArgs, report/estimate_config.h) and the output format. The files commands read and write: report/files.h.
+// Every subcommand's flags, made from the one option schema (report/options.h): add_options adds the rows of a
+// command to its CLI11 subcommand, each storing into the command's CommandArgs. No flag is written anywhere else.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <string>
-#include <vector>
 
-#include "report/estimate_config.h"
 #include "report/files.h"
+#include "report/options.h"
 
 namespace memplan::cli {
 
-// Adds MODEL, --dim, --batch, --input, --value to `cmd`, storing into `args` (which must outlive parsing).
-void add_model_options(CLI::App* cmd, ModelArgs& args);
+// Adds every row of `command` to `cmd`, storing into `args` (which must outlive parsing). Training rows go
+// into their own --help group.
+void add_options(CLI::App* cmd, CommandArgs& args, Command command);
+
+// Every option the user gave, checked by its row (check_value), then validate_options: what each action runs
+// before it calls the library. Throws InputError (exit 2).
+void check_options(const CLI::App* cmd, const CommandArgs& args, Command command);
 
 enum class Format { Table, Json, Markdown };
-
-struct FormatArgs {
-  std::string format = "table";
-  bool json = false;
-  Format resolve() const;
-};
-
-// Adds --format table|json|markdown and --json (short for --format json).
-void add_format_options(CLI::App* cmd, FormatArgs& args);
+// --json, else --format (plan: its own --format).
+Format output_format(const CommandArgs& args, Command command);
 
 }  // namespace memplan::cli

@@ -1,13 +1,16 @@
 // memplan._core: the decision commands for Python, over the same library the CLI calls. Each function takes the
-// model path and the CLI's options as keywords (the flag's name in snake_case: --grad-accum is grad_accum), fills
-// the same argument structs the CLI's flags fill (report/estimate_config.h, fit.h, check.h), calls the same
-// library function, and returns the JSON text the CLI's --json prints; memplan/__init__.py parses it. Values
-// are checked and turned into options by the library (to_estimate_options, to_bindings, fit_model, ...), never
-// here: this file only moves Python values into the structs' strings and numbers.
+// model path and the command's options as keywords: the rows of the one option schema (report/options.h) that
+// apply to the command, each under its python_keyword() (the flag in snake_case: --grad-accum is grad_accum). It
+// fills the same CommandArgs the CLI's flags fill, runs the same checks (validate_options), calls the same
+// library function, and returns the JSON text the CLI's --json prints; memplan/__init__.py parses it. No option
+// name is written here: this file only moves Python values into the fields the rows name.
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
-#include <functional>
+#include <algorithm>
+#include <type_traits>
+#include <variant>
+#include <vector>
 #include <limits>
 #include <map>
 #include <optional>
@@ -24,6 +27,8 @@
 #include "report/fit.h"
 #include "report/inspect.h"
 #include "report/json_text.h"
+#include "report/option_checks.h"
+#include "report/options.h"
 #include "report/plan.h"
 #include "report/serve.h"
 #include "report/trace.h"
@@ -71,180 +76,154 @@ bool to_bool(py::handle v, const std::string& key) {
   return v.cast<bool>();
 }
 
-// name -> what to do with its value.
-using Setters = std::map<std::string, std::function<void(py::handle)>>;
-
-void add_model_keywords(Setters& s, ModelArgs& m) {
-  // batch: --batch N. None is the flag not given.
-  s["batch"] = [&m](py::handle v) {
-    if (!v.is_none()) m.batch = to_int(v, "batch", 0);
-  };
+// Converters of the mapping keywords into the CLI's repeated NAME=VALUE texts.
+void add_dims(std::vector<std::string>& out, py::handle v) {
   // dims={"seq": 512}: --dim seq=512 for each entry.
-  s["dims"] = [&m](py::handle v) {
-    if (!py::hasattr(v, "items")) throw InputError("dims: expected a mapping such as {\"seq\": 512}, got " + type_name(v));
-    for (const auto item : v.attr("items")()) {
-      const auto kv = item.cast<py::tuple>();
-      m.dims.push_back(to_text(kv[0], "dims") + "=" + to_text(kv[1], "dims"));
-    }
-  };
-  // inputs={"ids": [8, 512]} (or "8x512"): --input ids=8x512; [] is a scalar.
-  s["inputs"] = [&m](py::handle v) {
-    if (!py::hasattr(v, "items"))
-      throw InputError("inputs: expected a mapping such as {\"ids\": [8, 512]}, got " + type_name(v));
-    for (const auto item : v.attr("items")()) {
-      const auto kv = item.cast<py::tuple>();
-      std::string shape;
-      if (py::isinstance<py::str>(kv[1])) {
-        shape = kv[1].cast<std::string>();
-      } else if (py::isinstance<py::sequence>(kv[1])) {
-        for (const auto d : kv[1].cast<py::sequence>())
-          shape += (shape.empty() ? "" : "x") + std::to_string(to_int(d, "inputs", 0));
-        if (shape.empty()) shape = "scalar";
-      } else {
-        throw InputError("inputs: expected a shape (a list of integers or \"8x512\"), got " + type_name(kv[1]));
-      }
-      m.inputs.push_back(to_text(kv[0], "inputs") + "=" + shape);
-    }
-  };
-  // values={"sr": 16000, "flag": True, "ids": [1, 2]}: --value sr=16000 --value flag=true --value ids=1,2.
-  s["values"] = [&m](py::handle v) {
-    if (!py::hasattr(v, "items"))
-      throw InputError("values: expected a mapping such as {\"sr\": 16000}, got " + type_name(v));
-    auto number = [](py::handle x) -> std::string {
-      if (py::isinstance<py::bool_>(x)) return x.cast<bool>() ? "true" : "false";
-      if (py::isinstance<py::int_>(x)) return std::to_string(x.cast<long long>());
-      if (py::isinstance<py::float_>(x)) return py::str(x).cast<std::string>();
-      throw InputError("values: expected a number, a bool or a list of them, got " + type_name(x));
-    };
-    for (const auto item : v.attr("items")()) {
-      const auto kv = item.cast<py::tuple>();
-      std::string text;
-      if (!py::isinstance<py::str>(kv[1]) && py::isinstance<py::sequence>(kv[1])) {
-        for (const auto x : kv[1].cast<py::sequence>()) text += (text.empty() ? "" : ",") + number(x);
-        if (text.empty()) throw InputError("values: an empty list binds no value");
-      } else {
-        text = number(kv[1]);
-      }
-      m.values.push_back(to_text(kv[0], "values") + "=" + text);
-    }
-  };
-}
-
-void add_estimate_keywords(Setters& s, EstimateArgs& a) {
-  add_model_keywords(s, a.model);
-  for (auto [name, field] : std::initializer_list<std::pair<const char*, std::string EstimateArgs::*>>{
-           {"mode", &EstimateArgs::mode},           {"runtime", &EstimateArgs::runtime},
-           {"dtype", &EstimateArgs::dtype},         {"schedule", &EstimateArgs::schedule},
-           {"arch", &EstimateArgs::arch},           {"attention", &EstimateArgs::attention},
-           {"tied_embeddings", &EstimateArgs::tied_embeddings},
-           {"optimizer", &EstimateArgs::optimizer}, {"precision", &EstimateArgs::precision},
-           {"checkpoint", &EstimateArgs::checkpoint}, {"budget", &EstimateArgs::budget},
-           {"loss", &EstimateArgs::loss},           {"shard", &EstimateArgs::shard},
-           {"optimizer_impl", &EstimateArgs::optimizer_impl}, {"torch", &EstimateArgs::torch},
-           {"zero_grad", &EstimateArgs::zero_grad},
-           {"trainable", &EstimateArgs::trainable}, {"frozen", &EstimateArgs::frozen},
-           {"gpu", &EstimateArgs::gpu},             {"catalog", &EstimateArgs::catalog},
-           {"lora_targets", &EstimateArgs::lora_targets}, {"frozen_dtype", &EstimateArgs::frozen_dtype},
-           {"fsdp_wrap", &EstimateArgs::fsdp_wrap}})
-    s[name] = [&a, field = field, key = std::string(name)](py::handle v) { a.*field = to_text(v, key); };
-  for (auto [name, field] : std::initializer_list<std::pair<const char*, int EstimateArgs::*>>{
-           {"grad_accum", &EstimateArgs::grad_accum}, {"gpus", &EstimateArgs::gpus}, {"top", &EstimateArgs::top},
-           {"tp", &EstimateArgs::tp}, {"pp", &EstimateArgs::pp}, {"micro_batches", &EstimateArgs::micro_batches}})
-    s[name] = [&a, field = field, key = std::string(name)](py::handle v) {
-      a.*field = static_cast<int>(to_int(v, key, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
-    };
-  for (auto [name, field] : std::initializer_list<std::pair<const char*, bool EstimateArgs::*>>{
-           {"amsgrad", &EstimateArgs::amsgrad}, {"maximize", &EstimateArgs::maximize},
-           {"gradient_as_bucket_view", &EstimateArgs::gradient_as_bucket_view},
-           {"expandable_segments", &EstimateArgs::expandable_segments},
-           {"double_quant", &EstimateArgs::double_quant}, {"sequence_parallel", &EstimateArgs::sequence_parallel}})
-    s[name] = [&a, field = field, key = std::string(name)](py::handle v) { a.*field = to_bool(v, key); };
-  s["weight_decay"] = [&a](py::handle v) { a.weight_decay = to_double(v, "weight_decay"); };
-  s["lora_dropout"] = [&a](py::handle v) { a.lora_dropout = to_double(v, "lora_dropout"); };
-  // --lora-rank is kept as text by the CLI (empty: not given); the keyword takes an integer.
-  s["lora_rank"] = [&a](py::handle v) { a.lora_rank = std::to_string(to_int(v, "lora_rank")); };
-}
-
-// Applies every keyword; an unknown one is refused with the command's keywords listed.
-void apply(const Setters& setters, const py::kwargs& kwargs, const std::string& command) {
-  for (const auto& [key, value] : kwargs) {
-    const std::string name = py::str(key);
-    const auto it = setters.find(name);
-    if (it == setters.end()) {
-      std::string known;
-      for (const auto& [k, f] : setters) known += (known.empty() ? "" : ", ") + k;
-      throw InputError(command + ": unknown option '" + name + "' (expected one of: " + known + ")");
-    }
-    it->second(value);
+  if (!py::hasattr(v, "items")) throw InputError("dims: expected a mapping such as {\"seq\": 512}, got " + type_name(v));
+  for (const auto item : v.attr("items")()) {
+    const auto kv = item.cast<py::tuple>();
+    out.push_back(to_text(kv[0], "dims") + "=" + to_text(kv[1], "dims"));
   }
+}
+
+void add_inputs(std::vector<std::string>& out, py::handle v) {
+  // inputs={"ids": [8, 512]} (or "8x512"): --input ids=8x512; [] is a scalar.
+  if (!py::hasattr(v, "items"))
+    throw InputError("inputs: expected a mapping such as {\"ids\": [8, 512]}, got " + type_name(v));
+  for (const auto item : v.attr("items")()) {
+    const auto kv = item.cast<py::tuple>();
+    std::string shape;
+    if (py::isinstance<py::str>(kv[1])) {
+      shape = kv[1].cast<std::string>();
+    } else if (py::isinstance<py::sequence>(kv[1])) {
+      for (const auto d : kv[1].cast<py::sequence>())
+        shape += (shape.empty() ? "" : "x") + std::to_string(to_int(d, "inputs", 0));
+      if (shape.empty()) shape = "scalar";
+    } else {
+      throw InputError("inputs: expected a shape (a list of integers or \"8x512\"), got " + type_name(kv[1]));
+    }
+    out.push_back(to_text(kv[0], "inputs") + "=" + shape);
+  }
+}
+
+void add_values(std::vector<std::string>& out, py::handle v) {
+  // values={"sr": 16000, "flag": True, "ids": [1, 2]}: --value sr=16000 --value flag=true --value ids=1,2.
+  if (!py::hasattr(v, "items")) throw InputError("values: expected a mapping such as {\"sr\": 16000}, got " + type_name(v));
+  auto number = [](py::handle x) -> std::string {
+    if (py::isinstance<py::bool_>(x)) return x.cast<bool>() ? "true" : "false";
+    if (py::isinstance<py::int_>(x)) return std::to_string(x.cast<long long>());
+    if (py::isinstance<py::float_>(x)) return py::str(x).cast<std::string>();
+    throw InputError("values: expected a number, a bool or a list of them, got " + type_name(x));
+  };
+  for (const auto item : v.attr("items")()) {
+    const auto kv = item.cast<py::tuple>();
+    std::string text;
+    if (!py::isinstance<py::str>(kv[1]) && py::isinstance<py::sequence>(kv[1])) {
+      for (const auto x : kv[1].cast<py::sequence>()) text += (text.empty() ? "" : ",") + number(x);
+      if (text.empty()) throw InputError("values: an empty list binds no value");
+    } else {
+      text = number(kv[1]);
+    }
+    out.push_back(to_text(kv[0], "values") + "=" + text);
+  }
+}
+
+// Sets one row's field from a Python value, by the field's type.
+void set_field(const OptionSpec& row, CommandArgs& args, py::handle v) {
+  const std::string key = row.python_keyword();
+  std::visit(
+      [&](auto get) {
+        auto& field = get(args);
+        using T = std::decay_t<decltype(field)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          field = to_text(v, key);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          field = to_bool(v, key);
+        } else if constexpr (std::is_same_v<T, double>) {
+          field = to_double(v, key);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          if (key == "dims") add_dims(field, v);
+          else if (key == "inputs") add_inputs(field, v);
+          else add_values(field, v);
+        } else {
+          if (v.is_none() && key == "batch") return;  // batch=None: the flag not given
+          const int64_t lo = std::numeric_limits<T>::min();
+          const int64_t hi = std::min<uint64_t>(std::numeric_limits<T>::max(), std::numeric_limits<int64_t>::max());
+          field = static_cast<T>(to_int(v, key, lo, hi));
+        }
+      },
+      row.field);
+}
+
+// Applies every keyword of `command`'s rows (report/options.h); an unknown one is refused with the command's
+// keywords listed. Then the same checks as the CLI's.
+void apply(CommandArgs& args, const py::kwargs& kwargs, Command command, const std::string& name) {
+  for (const auto& [key, value] : kwargs) {
+    const std::string k = py::str(key);
+    const OptionSpec* row = nullptr;
+    for (const OptionSpec& r : option_schema())
+      if (r.applies_to(command) && r.kind != OptionKind::Model && r.python_keyword() == k) row = &r;
+    if (!row) {
+      std::vector<std::string> known;
+      for (const OptionSpec& r : option_schema())
+        if (r.applies_to(command) && r.kind != OptionKind::Model && !r.python_keyword().empty())
+          known.push_back(r.python_keyword());
+      std::sort(known.begin(), known.end());
+      known.erase(std::unique(known.begin(), known.end()), known.end());
+      std::string list;
+      for (const std::string& x : known) list += (list.empty() ? "" : ", ") + x;
+      throw InputError(name + ": unknown option '" + k + "' (expected one of: " + list + ")");
+    }
+    set_field(*row, args, value);
+    check_value(*row, args);  // as the CLI checks a flag it was given, a default value included (lora_rank=0)
+  }
+  validate_options(args, command);
 }
 
 std::string model_path(py::handle model) { return to_text(model, "model"); }
 
 std::string inspect(py::handle model, const py::kwargs& kwargs) {
-  ModelArgs args;
-  args.path = model_path(model);
-  Setters s;
-  add_model_keywords(s, args);
-  apply(s, kwargs, "inspect");
+  CommandArgs args;
+  args.estimate.model.path = model_path(model);
+  apply(args, kwargs, kInspect, "inspect");
   py::gil_scoped_release unlocked;
-  const Bindings bindings = to_bindings(args);
+  const Bindings bindings = to_bindings(args.estimate.model);
   ModelOverview overview;
-  const Graph graph = import_model(args.path, bindings, overview);
+  const Graph graph = import_model(args.estimate.model.path, bindings, overview);
   return json_text(inspect_to_json(overview, graph));
 }
 
 std::string estimate(py::handle model, const py::kwargs& kwargs) {
-  EstimateArgs args;
-  args.model.path = model_path(model);
-  Setters s;
-  add_estimate_keywords(s, args);
-  apply(s, kwargs, "estimate");
+  CommandArgs args;
+  args.estimate.model.path = model_path(model);
+  apply(args, kwargs, kEstimate, "estimate");
   py::gil_scoped_release unlocked;
-  const ConfiguredEstimate c = estimate_model(args);
+  const ConfiguredEstimate c = estimate_model(args.estimate);
   return json_text(estimate_to_json(c.estimate, c.graph, c.configuration));
 }
 
 std::string plan(py::handle model, const py::kwargs& kwargs) {
-  // The CLI's `plan` flags: the model's, --runtime, --dtype, --schedule, --alignment, -o.
-  EstimateArgs args;
-  args.model.path = model_path(model);
-  uint64_t alignment = kDefaultAlignment;
-  Setters s;
-  add_model_keywords(s, args.model);
-  s["runtime"] = [&](py::handle v) { args.runtime = to_text(v, "runtime"); };
-  s["dtype"] = [&](py::handle v) { args.dtype = to_text(v, "dtype"); };
-  s["schedule"] = [&](py::handle v) { args.schedule = to_text(v, "schedule"); };
-  s["alignment"] = [&](py::handle v) { alignment = static_cast<uint64_t>(to_int(v, "alignment", 1)); };
-  std::string output;  // -o: also write the plan file
-  s["output"] = [&](py::handle v) { output = to_text(v, "output"); };
-  apply(s, kwargs, "plan");
+  CommandArgs args;
+  args.estimate.model.path = model_path(model);
+  apply(args, kwargs, kPlan, "plan");
   py::gil_scoped_release unlocked;
-  if (!output.empty()) refuse_model_as_output(output, args.model.path, "-o");
-  const std::string text = plan_to_json_text(plan_model(args, alignment));
+  const std::string& output = args.output;  // -o: also write the plan file
+  if (!output.empty()) refuse_model_as_output(output, args.estimate.model.path, "-o");
+  const std::string text = plan_to_json_text(plan_model(args.estimate, args.alignment));
   if (!output.empty()) write_text_file(output, text, "the plan to ");
   return text;
 }
 
 // (JSON text, whether a limit is broken, the CLI's one-line message for it)
 py::tuple fit(py::handle model, const py::kwargs& kwargs) {
-  FitArgs args;
+  CommandArgs args;
   args.estimate.model.path = model_path(model);
-  Setters s;
-  add_estimate_keywords(s, args.estimate);
-  for (auto [name, field] : std::initializer_list<std::pair<const char*, std::string FitArgs::*>>{
-           {"memory", &FitArgs::memory}, {"reserve", &FitArgs::reserve}})
-    s[name] = [&args, field = field, key = std::string(name)](py::handle v) { args.*field = to_text(v, key); };
-  s["search"] = [&](py::handle v) { args.settings.search = to_text(v, "search"); };
-  s["headroom"] = [&](py::handle v) { args.settings.headroom_percent = to_double(v, "headroom"); };
-  s["global_batch"] = [&](py::handle v) { args.settings.global_batch = to_int(v, "global_batch", 1); };
-  s["max"] = [&](py::handle v) { args.settings.max_value = to_int(v, "max", 1); };
-  apply(s, kwargs, "fit");
+  apply(args, kwargs, kFit, "fit");
   std::string text, message;
   bool broken = false;
   {
     py::gil_scoped_release unlocked;
-    const FitOutcome out = fit_model(args);
+    const FitOutcome out = fit_model(fit_args(args));
     text = json_text(out.table ? fit_table_to_json(*out.table) : fit_to_json(*out.answer));
     broken = out.limit_broken();
     if (broken) {
@@ -257,31 +236,14 @@ py::tuple fit(py::handle model, const py::kwargs& kwargs) {
 
 // (JSON text, whether nothing fits, the CLI's one-line message for it)
 py::tuple serve(py::handle model, const py::kwargs& kwargs) {
-  ServeArgs args;
+  CommandArgs args;
   args.estimate.model.path = model_path(model);
-  Setters s;
-  add_estimate_keywords(s, args.estimate);
-  // The CLI's serve drops the training flags, --mode, --batch and --top (cli/serve.cc).
-  for (const char* k : {"mode", "batch", "top", "optimizer", "precision", "checkpoint", "budget", "grad_accum", "loss",
-                        "gpus", "shard", "optimizer_impl", "torch", "trainable", "frozen", "lora_rank", "lora_targets",
-                        "lora_dropout", "frozen_dtype", "double_quant", "amsgrad", "maximize", "weight_decay",
-                        "gradient_as_bucket_view", "zero_grad", "tp", "sequence_parallel", "pp", "micro_batches",
-                        "fsdp_wrap"})
-    s.erase(k);
-  for (auto [name, field] : std::initializer_list<std::pair<const char*, std::string ServeArgs::*>>{
-           {"memory", &ServeArgs::memory}, {"reserve", &ServeArgs::reserve}})
-    s[name] = [&args, field = field, key = std::string(name)](py::handle v) { args.*field = to_text(v, key); };
-  s["context"] = [&](py::handle v) { args.settings.context = to_int(v, "context", 1); };
-  s["max_batched_tokens"] = [&](py::handle v) { args.settings.max_batched_tokens = to_int(v, "max_batched_tokens", 1); };
-  s["block_size"] = [&](py::handle v) { args.settings.block_size = to_int(v, "block_size", 1); };
-  s["kv_dim"] = [&](py::handle v) { args.settings.kv_dim = to_text(v, "kv_dim"); };
-  s["headroom"] = [&](py::handle v) { args.settings.headroom_percent = to_double(v, "headroom"); };
-  apply(s, kwargs, "serve");
+  apply(args, kwargs, kServe, "serve");
   std::string text, message;
   bool broken = false;
   {
     py::gil_scoped_release unlocked;
-    const ServeOutcome out = serve_model(args);
+    const ServeOutcome out = serve_model(serve_args(args));
     text = json_text(out.table ? serve_table_to_json(*out.table) : serve_to_json(*out.answer));
     broken = out.limit_broken();
     if (broken) {
@@ -294,19 +256,14 @@ py::tuple serve(py::handle model, const py::kwargs& kwargs) {
 }
 
 py::tuple check(py::handle model, const py::kwargs& kwargs) {
-  CheckArgs args;
+  CommandArgs args;
   args.estimate.model.path = model_path(model);
-  Setters s;
-  add_estimate_keywords(s, args.estimate);
-  s["baseline"] = [&](py::handle v) { args.baseline = to_text(v, "baseline"); };
-  s["write_baseline"] = [&](py::handle v) { args.write_baseline = to_text(v, "write_baseline"); };
-  s["max_increase"] = [&](py::handle v) { args.max_increase_percent = to_double(v, "max_increase"); };
-  apply(s, kwargs, "check");
+  apply(args, kwargs, kCheck, "check");
   std::string text, message;
   bool broken = false;
   {
     py::gil_scoped_release unlocked;
-    const CheckOutcome out = check_model(args);
+    const CheckOutcome out = check_model(check_args(args));
     const auto& [graph, e, config] = out.estimated;
     text = json_text(check_to_json(out.result, e, config));
     broken = !out.result.passed;
@@ -319,17 +276,15 @@ py::tuple check(py::handle model, const py::kwargs& kwargs) {
 
 // The predicted allocation trace (report/trace.h) and the estimate it belongs to, for memplan/_snapshot.py.
 py::dict trace(py::handle model, const py::kwargs& kwargs) {
-  EstimateArgs args;
-  args.model.path = model_path(model);
-  Setters s;
-  add_estimate_keywords(s, args);
-  apply(s, kwargs, "snapshot");
+  CommandArgs args;
+  args.estimate.model.path = model_path(model);
+  apply(args, kwargs, kEstimate, "snapshot");
   AllocationTrace t;
   std::string estimate_text;
   {
     py::gil_scoped_release unlocked;
-    const ConfiguredEstimate c = estimate_model(args);
-    t = pytorch_allocation_trace(c.graph, to_estimate_options(args));
+    const ConfiguredEstimate c = estimate_model(args.estimate);
+    t = pytorch_allocation_trace(c.graph, to_estimate_options(args.estimate));
     estimate_text = json_text(estimate_to_json(c.estimate, c.graph, c.configuration));
   }
   py::list buffers, steps, events;

@@ -26,7 +26,8 @@ struct ModelArgs {
 // Turns the parsed strings into Bindings; throws InputError with the flag named on malformed values.
 Bindings to_bindings(const ModelArgs& args);
 
-// Every estimate option by its flag's name (--grad-accum is grad_accum), with the flags' defaults.
+// Every estimate option by its flag's name (--grad-accum is grad_accum), with the flags' defaults: the one place
+// each default is written. The rows of report/options.h say which flag sets which field.
 struct EstimateArgs {
   ModelArgs model;
   std::string mode = "inference";
@@ -58,9 +59,9 @@ struct EstimateArgs {
   std::string torch = "2";          // --torch 2 | 1.13: the PyTorch whose defaults apply
   std::string zero_grad;            // --zero-grad "" (the --torch version's default) | set-to-none | zeros
   std::string trainable, frozen;    // --trainable / --frozen REGEX
-  // --lora-rank R (kept as text: "" = not given, else it must be a positive integer), --lora-targets
-  // REGEX, --lora-dropout P (TrainingOptions::lora_*)
-  std::string lora_rank, lora_targets;
+  // --lora-rank R (0: not given), --lora-targets REGEX, --lora-dropout P (TrainingOptions::lora_*)
+  int lora_rank = 0;
+  std::string lora_targets;
   double lora_dropout = 0;
   std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4
   bool double_quant = false;          // --double-quant (nf4)
@@ -69,7 +70,9 @@ struct EstimateArgs {
   int top = EstimateOptions{}.top_tensors;
 };
 
-// Throws InputError naming the flag for a value that is not one of its choices, or options that do not go together.
+// Checks the options (validate_estimate_args, report/option_checks.h: each value against its row, each option's
+// mode, every pair of features against the combination matrix), then turns the names into options. Throws
+// InputError naming the flag.
 EstimateOptions to_estimate_options(const EstimateArgs& args);
 
 // A model estimated as configured: what estimate, check and timeline print.
@@ -81,7 +84,8 @@ struct ConfiguredEstimate {
 // Reads and shapes args.model, then estimates it with to_estimate_options(args). Throws InputError.
 ConfiguredEstimate estimate_model(const EstimateArgs& args);
 
-// A one-line description of the configuration: "inference, pytorch runtime, fp32, batch=8, seq=512".
+// A one-line description of the configuration: "inference, pytorch runtime, fp32, batch=8, seq=512", made from
+// the option rows' describe parts (report/options.cc), then the graph's bound dimensions and the --value bindings.
 std::string describe_configuration(const EstimateArgs& args, const Graph& graph);
 
 }  // namespace memplan

@@ -182,7 +182,8 @@ def test_input_errors_raise_input_error_with_the_cli_message(command, model, kw,
 def test_python_only_misuse_is_an_input_error():
     with pytest.raises(memplan.InputError, match="batch: expected an integer, got str"):
         memplan.estimate(GPT_TINY, batch="8", dims={"seq": 8})
-    with pytest.raises(memplan.InputError, match="out of range"):
+    # batch=-1 is the "not given" default inside, and refused as given, as `--batch -1` is.
+    with pytest.raises(memplan.InputError, match=re.escape("--batch -1: must be at least 0")):
         memplan.estimate(GPT_TINY, batch=-1, dims={"seq": 8})
     with pytest.raises(memplan.InputError, match=re.escape("--mode fly: expected one of inference|train")):
         memplan.estimate(GPT_TINY, batch=1, dims={"seq": 8}, mode="fly")

@@ -1,0 +1,66 @@
+// The names an option's value may take, each list written once: the schema (report/options.h) offers them as
+// the option's choices (--help, docs/options.md, the CLI's check) and to_estimate_options turns a name into its
+// value with the same list, so a choice can never be offered and then refused, or accepted and not offered.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cost_models/cost_model.h"
+#include "onnx_import/errors.h"
+#include "report/estimate.h"
+
+namespace memplan {
+
+template <typename T>
+struct Choices {
+  std::vector<std::pair<std::string, T>> items;  // in the order --help lists them
+
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [name, value] : items) out.push_back(name);
+    return out;
+  }
+  // The value named `name`; InputError "FLAG NAME: expected one of a|b|c" otherwise.
+  T parse(const std::string& name, const std::string& flag) const {
+    for (const auto& [n, value] : items)
+      if (n == name) return value;
+    std::string all;
+    for (const auto& [n, value] : items) all += (all.empty() ? "" : "|") + n;
+    throw InputError(flag + " " + name + ": expected one of " + all);
+  }
+};
+
+inline const Choices<Mode> kModeChoices{{{mode_name(Mode::Inference), Mode::Inference}, {mode_name(Mode::Training), Mode::Training}}};
+inline const Choices<Runtime> kRuntimeChoices{{{runtime_name(Runtime::Ideal), Runtime::Ideal},
+                                               {runtime_name(Runtime::PyTorch), Runtime::PyTorch},
+                                               {runtime_name(Runtime::OnnxRuntime), Runtime::OnnxRuntime}}};
+inline const Choices<DType> kDtypeChoices{{{"fp32", DType::Float32}, {"fp16", DType::Float16}, {"bf16", DType::BFloat16}}};
+inline const Choices<bool> kScheduleChoices{{{"model", false}, {"memory", true}}};  // true: memory-aware order
+// --arch: the compute capability's major, which decides PyTorch's cuBLAS workspace (cost_models/cost_model.h).
+inline const Choices<int> kArchChoices{{{"sm70", 7}, {"sm75", 7}, {"sm80", 8}, {"sm86", 8}, {"sm89", 8}, {"sm90", 9},
+                                        {"sm100", 10}, {"sm120", 12}}};
+inline const Choices<AttentionImpl> kAttentionChoices{{{"eager", AttentionImpl::Eager}, {"sdpa", AttentionImpl::Sdpa}}};
+inline const Choices<bool> kTiedEmbeddingChoices{{{"auto", true}, {"no", false}}};  // true: tied by shape
+inline const Choices<Optimizer> kOptimizerChoices{{{"sgd", Optimizer::Sgd}, {"momentum", Optimizer::Momentum},
+                                                   {"adam", Optimizer::Adam}, {"adamw", Optimizer::AdamW}}};
+inline const Choices<Precision> kPrecisionChoices{{{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16},
+                                                   {"bf16", Precision::Bf16}, {"amp-fp16", Precision::AmpFp16},
+                                                   {"amp-bf16", Precision::AmpBf16}}};
+inline const Choices<LossKind> kLossChoices{
+    {{"none", LossKind::None}, {"cross-entropy", LossKind::CrossEntropy}, {"mse", LossKind::Mse}}};
+inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
+                                              {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3},
+                                              {"fsdp", Sharding::Fsdp}}};
+inline const Choices<OptimizerImpl> kOptimizerImplChoices{
+    {{"foreach", OptimizerImpl::Foreach}, {"foreach-torch1", OptimizerImpl::ForeachTorch1},
+     {"single-tensor", OptimizerImpl::SingleTensor}, {"fused", OptimizerImpl::Fused}}};
+inline const Choices<bool> kTorchChoices{{{"2", false}, {"2.x", false}, {"1.13", true}}};  // true: torch 1.13
+inline const Choices<bool> kZeroGradChoices{{{"set-to-none", false}, {"zeros", true}}};  // true: grads kept
+inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage::Same}, {"fp16", FrozenStorage::Fp16},
+                                                         {"bf16", FrozenStorage::Bf16}, {"int8", FrozenStorage::Int8},
+                                                         {"nf4", FrozenStorage::Nf4}}};
+inline const Choices<int> kFormatChoices{{{"table", 0}, {"json", 1}, {"markdown", 2}}};
+
+}  // namespace memplan

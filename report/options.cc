@@ -1,0 +1,358 @@
+#include "report/options.h"
+
+#include <fmt/format.h>
+
+#include "report/option_choices.h"
+
+namespace memplan {
+namespace {
+
+// A row's field: an accessor on CommandArgs, e.g. FIELD(estimate.grad_accum).
+#define FIELD(path) FieldRef(+[](CommandArgs& a) -> decltype(auto) { return (a.path); })
+
+constexpr uint32_t kAll = kInspect | kEstimate | kTimeline | kFit | kCheck | kServe | kPlan;
+// The commands that estimate a step (serve: inference steps only, so no training option).
+constexpr uint32_t kEstimating = kEstimate | kTimeline | kFit | kCheck | kServe;
+constexpr uint32_t kTraining = kEstimate | kTimeline | kFit | kCheck;
+
+std::string if_set(bool set, std::string text) { return set ? text : ""; }
+
+// Rows are designated initializers that name only what differs from OptionSpec's defaults; GCC 12's -Wextra
+// would warn for every member left to its default member initializer.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+std::vector<OptionSpec> make_schema() {
+  using K = OptionKind;
+  std::vector<OptionSpec> rows = {
+      // The model and its bindings.
+      {.flag = "MODEL", .keyword = "model", .kind = K::Model, .commands = kAll,
+       .help = "ONNX model file (weights are never read; external data is never opened)", .field = FIELD(estimate.model.path),
+       .required = true},
+      {.flag = "--dim", .keyword = "dims", .kind = K::List, .commands = kAll,
+       .help = "Bind a symbolic dimension by name, e.g. --dim seq=512 (repeatable; Python: dims={\"seq\": 512})",
+       .field = FIELD(estimate.model.dims), .type_name = "NAME=VALUE"},
+      {.flag = "--batch", .kind = K::Int, .commands = kAll & ~kServe,
+       .help = "Bind the leading dimension of every graph input whose leading dimension is symbolic",
+       .field = FIELD(estimate.model.batch), .type_name = "N"},
+      {.flag = "--input", .keyword = "inputs", .kind = K::List, .commands = kAll,
+       .help = "Fix one graph input's whole shape, as trtexec --shapes does, e.g. --input ids=8x512 (repeatable; "
+               "Python: inputs={\"ids\": [8, 512]}); a sequence input's tensors: --input s=seq(2x3,4x3); an optional "
+               "input that holds nothing: --input o=none",
+       .field = FIELD(estimate.model.inputs), .type_name = "NAME=SHAPE"},
+      {.flag = "--value", .keyword = "values", .kind = K::List, .commands = kAll,
+       .help = "Bind the contents of a scalar or small 1-D integer/bool/float graph input, so shape computations and "
+               "If conditions that read it resolve, e.g. --value use_cache_branch=1, --value sr=16000 (repeatable; "
+               "Python: values={\"sr\": 16000})",
+       .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
+      // What runs, and how. The rows' order is also the configuration line's.
+      {.flag = "--mode", .kind = K::Choice, .commands = kTraining,
+       .help = "inference, or train: one PyTorch training step (forward, backward, optimizer)",
+       .field = FIELD(estimate.mode), .choices = kModeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return a.mode; }},
+      {.flag = "--runtime", .kind = K::Choice, .commands = kEstimating | kPlan,
+       .help = "Who runs the model: pytorch (eager, CUDA caching allocator: reports max_memory_allocated and "
+               "max_memory_reserved), onnxruntime (CUDA EP, BFC arena with memory pattern), or ideal (exact sizes in "
+               "one arena: the floor)",
+       .field = FIELD(estimate.runtime), .choices = kRuntimeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.runtime + " runtime"; }},
+      {.flag = "--expandable-segments", .kind = K::Flag, .commands = kEstimating,
+       .help = "PyTorch's allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: pages mapped on demand, so "
+               "free pages inside live ranges can be given back when the device is full (--runtime pytorch)",
+       .field = FIELD(estimate.expandable_segments),
+       .describe = [](const EstimateArgs& a) { return if_set(a.expandable_segments, " (expandable segments)"); }},
+      {.flag = "--precision", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "fp32; fp16/bf16 (model.half(): everything in half); amp-fp16/amp-bf16 (torch.autocast: fp32 master "
+               "weights, grads and states)",
+       .field = FIELD(estimate.precision), .choices = kPrecisionChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.precision; }},
+      {.flag = "--optimizer", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "sgd, momentum (SGD with momentum), adam or adamw", .field = FIELD(estimate.optimizer),
+       .choices = kOptimizerChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.optimizer; }},
+      {.flag = "--dtype", .kind = K::Choice, .commands = kEstimating | kPlan, .scope = Scope::Inference,
+       .help = "Inference: store float weights and activations in this type (fp16 = model.half(); training: "
+               "--precision)",
+       .field = FIELD(estimate.dtype), .choices = kDtypeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.dtype; }},
+      {.flag = "--schedule", .kind = K::Choice, .commands = kEstimating | kPlan, .scope = Scope::Inference,
+       .help = "Execution order: model (the file's order, as exported) or memory (a memory-aware reordering; both "
+               "orders' peaks are reported). A training step runs in autograd's order",
+       .field = FIELD(estimate.schedule), .choices = kScheduleChoices.names(), .show_default = true},
+      {.flag = "--arch", .kind = K::Choice, .commands = kEstimating,
+       .help = "Target GPU architecture (decides cuBLAS workspace size). Default: the --gpu's, else sm90",
+       .field = FIELD(estimate.arch), .choices = kArchChoices.names()},
+      {.flag = "--gpu", .kind = K::Text, .commands = kEstimating,
+       .help = "A GPU from the catalog: sets its architecture, and its memory minus the catalog's context reserve is "
+               "the budget (fit, check, serve), on which estimate also runs the step",
+       .field = FIELD(estimate.gpu)},
+      {.flag = "--catalog", .kind = K::Text, .commands = kEstimating,
+       .help = "A GPU catalog file replacing the built-in one (schema: report/gpu_catalog.json)",
+       .field = FIELD(estimate.catalog)},
+      {.flag = "--attention", .kind = K::Choice, .commands = kEstimating,
+       .help = "How PyTorch runs attention: eager (the exported MatMul/Softmax graph) or sdpa "
+               "(scaled_dot_product_attention: no seq x seq matrix)",
+       .field = FIELD(estimate.attention), .choices = kAttentionChoices.names(), .show_default = true},
+      {.flag = "--checkpoint", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "Activation checkpointing: none, sqrt (about sqrt(n) segments), every:K, at:T1,T2,... (boundary tensor "
+               "names), auto (fewest recomputed FLOPs that fit --budget)",
+       .field = FIELD(estimate.checkpoint), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.checkpoint != "none", ", checkpoint " + a.checkpoint); }},
+      {.flag = "--budget", .kind = K::Text, .commands = kEstimate | kTimeline | kFit,
+       .help = "A device memory budget, e.g. 24GiB (GiB = 2^30, GB = 10^9): the step is also run on it, and "
+               "--checkpoint auto chooses the boundaries that fit in it",
+       .field = FIELD(estimate.budget)},
+      {.flag = "--budget", .kind = K::Text, .commands = kCheck,
+       .help = "Fail when the step does not run in SIZE of device memory (e.g. 20GiB; GiB = 2^30, GB = 10^9); default "
+               "with --gpu: the GPU's memory less the catalog's context reserve",
+       .field = FIELD(estimate.budget)},
+      {.flag = "--grad-accum", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "Gradient accumulation steps (the batch is one micro-batch)", .field = FIELD(estimate.grad_accum),
+       .min = 1, .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.grad_accum > 1, ", grad-accum " + std::to_string(a.grad_accum)); }},
+      {.flag = "--loss", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "Loss on the last output: none, cross-entropy (int64 targets) or mse", .field = FIELD(estimate.loss),
+       .choices = kLossChoices.names(), .show_default = true},
+      {.flag = "--gpus", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "Data-parallel GPUs (the estimate is per GPU)", .field = FIELD(estimate.gpus), .min = 1,
+       .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.gpus > 1, ", " + std::to_string(a.gpus) + " GPUs " + a.shard);
+       }},
+      {.flag = "--shard", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --gpus: none, ddp, zero1, zero2, zero3, fsdp (FULL_SHARD by wrapping unit)",
+       .field = FIELD(estimate.shard), .choices = kShardChoices.names(), .show_default = true},
+      {.flag = "--tied-embeddings", .kind = K::Choice, .commands = kEstimating,
+       .help = "auto: a head weight shaped as the token embedding's transpose is the exporter's copy of a tied "
+               "embedding (as in GPT-2, Llama-3.2-1B), held once; no: the head is its own weight (Llama-3.1-8B, "
+               "Mistral). A constant-folded export cannot tell the two apart",
+       .field = FIELD(estimate.tied_embeddings), .choices = kTiedEmbeddingChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.tied_embeddings == "no", ", untied embeddings"); }},
+      {.flag = "--tp", .kind = K::Int, .commands = kTraining,
+       .help = "Tensor-parallel GPUs (Megatron-style column/row parallel attention and MLP, vocab-parallel embedding "
+               "and head); the estimate is one GPU's",
+       .field = FIELD(estimate.tp), .min = 1, .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.tp > 1, ", tp " + std::to_string(a.tp)); }},
+      {.flag = "--sequence-parallel", .kind = K::Flag, .commands = kTraining,
+       .help = "With --tp: Megatron's sequence parallelism (norms, dropouts and residuals split along the sequence)",
+       .field = FIELD(estimate.sequence_parallel),
+       .describe = [](const EstimateArgs& a) { return if_set(a.tp > 1 && a.sequence_parallel, " sequence-parallel"); }},
+      {.flag = "--pp", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "Pipeline-parallel stages, 1F1B: the estimate is the busiest stage's GPU", .field = FIELD(estimate.pp),
+       .min = 1, .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.pp > 1, fmt::format(", pp {} x {} micro-batches", a.pp, a.micro_batches > 0 ? a.micro_batches : a.pp));
+       }},
+      {.flag = "--micro-batches", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --pp: micro-batches per step (default: the stages; the batch is one)",
+       .field = FIELD(estimate.micro_batches), .min = 1},
+      {.flag = "--fsdp-wrap", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --shard fsdp or --pp: a regex searched in parameter names whose first group names the wrapping "
+               "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root)",
+       .field = FIELD(estimate.fsdp_wrap)},
+      {.flag = "--optimizer-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "
+               "(torch 1.13's default), fused (no temporaries). Default: --torch's",
+       .field = FIELD(estimate.optimizer_impl), .choices = kOptimizerImplChoices.names()},
+      {.flag = "--torch", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "PyTorch version whose defaults apply: 2 (any 2.x) or 1.13 (zero_grad keeps the grads between steps, "
+               "single-tensor Adam, mean keeps its input for backward, no sdpa)",
+       .field = FIELD(estimate.torch), .choices = kTorchChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.torch == "1.13", ", torch 1.13"); }},
+      {.flag = "--zero-grad", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "What optimizer.zero_grad() does between steps: set-to-none (frees the grads) or zeros (keeps them, "
+               "added into in place). Default: --torch's (2: set-to-none, 1.13: zeros)",
+       .field = FIELD(estimate.zero_grad), .choices = kZeroGradChoices.names(),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.zero_grad.empty(), ", zero_grad " + a.zero_grad); }},
+      {.flag = "--trainable", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "Only parameters whose initializer name matches this regular expression train, e.g. lora_",
+       .field = FIELD(estimate.trainable),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.trainable.empty(), ", trainable /" + a.trainable + "/"); }},
+      {.flag = "--frozen", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "Parameters whose name matches this regular expression are frozen (no grad, no state)",
+       .field = FIELD(estimate.frozen),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.frozen.empty(), ", frozen /" + a.frozen + "/"); }},
+      {.flag = "--lora-rank", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "LoRA what-if: rank-R adapters (PEFT lora.Linear, float32) on the layers --lora-targets names; the base "
+               "weights freeze (with --trainable, the base parameters it names train too)",
+       .field = FIELD(estimate.lora_rank), .min = 1,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.lora_rank > 0, ", LoRA r=" + std::to_string(a.lora_rank) + " on /" + a.lora_targets + "/");
+       }},
+      {.flag = "--lora-targets", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --lora-rank: regular expression searched in the weight names of the MatMul/Gemm layers to adapt, "
+               "e.g. 'q_proj|v_proj' (PEFT's default for Llama). Required: no default",
+       .field = FIELD(estimate.lora_targets)},
+      {.flag = "--lora-dropout", .kind = K::Real, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --lora-rank: the adapters' dropout p, in [0, 1); > 0 copies each adapted layer's input and keeps a "
+               "mask",
+       .field = FIELD(estimate.lora_dropout), .min = 0, .max = 1, .max_exclusive = true, .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.lora_dropout != 0, " dropout " + std::to_string(a.lora_dropout)); }},
+      {.flag = "--frozen-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8) or nf4 (QLoRA, bitsandbytes; int8/nf4: "
+               "Linear weights but the head), each dequantized per op as a transient",
+       .field = FIELD(estimate.frozen_dtype), .choices = kFrozenDtypeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.frozen_dtype != "same", ", frozen weights " + a.frozen_dtype); }},
+      {.flag = "--double-quant", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales",
+       .field = FIELD(estimate.double_quant),
+       .describe = [](const EstimateArgs& a) { return if_set(a.double_quant, " double-quantized"); }},
+      {.flag = "--amsgrad", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "Adam/AdamW amsgrad: a third state per parameter", .field = FIELD(estimate.amsgrad)},
+      {.flag = "--maximize", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "The optimizer's maximize=True: the update negates a copy of the grads", .field = FIELD(estimate.maximize)},
+      {.flag = "--weight-decay", .kind = K::Real, .commands = kTraining, .scope = Scope::Train,
+       .help = "The optimizer's weight_decay: for Adam and SGD (L2) the update copies the grads; AdamW decays in place",
+       .field = FIELD(estimate.weight_decay), .min = 0, .max = 1e300},
+      {.flag = "--gradient-as-bucket-view", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "DDP: buckets alias the gradients instead of holding a second copy",
+       .field = FIELD(estimate.gradient_as_bucket_view)},
+      {.flag = "--top", .kind = K::Int, .commands = kTraining,
+       .help = "How many of the largest tensors live at the peak to list", .field = FIELD(estimate.top), .min = 0,
+       .show_default = true},
+      // Budgets: fit and serve.
+      {.flag = "--memory", .kind = K::Text, .commands = kFit | kServe,
+       .help = "The budget exactly as given, e.g. 24GiB (= 24 x 2^30), 24GB (= 24 x 10^9); excludes --gpu",
+       .field = FIELD(memory)},
+      {.flag = "--reserve", .kind = K::Text, .commands = kFit | kServe,
+       .help = "Memory outside the allocator per GPU (CUDA context); default: the catalog's", .field = FIELD(reserve)},
+      // fit.
+      {.flag = "--search", .kind = K::Text, .commands = kFit,
+       .help = "The dimension to maximise: batch (binds --batch) or a symbolic dim name", .field = FIELD(fit.search),
+       .show_default = true},
+      {.flag = "--headroom", .kind = K::Real, .commands = kFit, .help = "Keep this percent of the budget free",
+       .field = FIELD(fit.headroom_percent), .min = 0, .max = 99, .show_default = true},
+      {.flag = "--global-batch", .kind = K::Int, .commands = kFit,
+       .help = "Also say the gradient accumulation that reaches this global batch", .field = FIELD(fit.global_batch),
+       .min = 1},
+      {.flag = "--max", .kind = K::Int, .commands = kFit, .help = "Largest value to consider",
+       .field = FIELD(fit.max_value), .min = 1, .show_default = true},
+      // serve.
+      {.flag = "--context", .kind = K::Int, .commands = kServe,
+       .help = "Tokens of one sequence, prompt and generated (vLLM's max_model_len)", .field = FIELD(serve.context),
+       .min = 1},
+      {.flag = "--max-batched-tokens", .kind = K::Int, .commands = kServe,
+       .help = "Tokens of the largest prefill step, one sequence (vLLM's max_num_batched_tokens); default: --context",
+       .field = FIELD(serve.max_batched_tokens), .min = 1},
+      {.flag = "--block-size", .kind = K::Int, .commands = kServe,
+       .help = "Tokens per KV cache block (vLLM's --block-size)", .field = FIELD(serve.block_size), .min = 1,
+       .show_default = true},
+      {.flag = "--kv-dim", .kind = K::Text, .commands = kServe,
+       .help = "The symbolic dimension that counts cached tokens, when several qualify (e.g. past_sequence_length)",
+       .field = FIELD(serve.kv_dim)},
+      {.flag = "--headroom", .kind = K::Real, .commands = kServe,
+       .help = "Keep this percent of the budget free (10 = vLLM's default gpu_memory_utilization 0.9)",
+       .field = FIELD(serve.headroom_percent), .min = 0, .max = 99, .show_default = true},
+      // check.
+      {.flag = "--baseline", .kind = K::Text, .commands = kCheck,
+       .help = "Fail when the estimate grew more than --max-increase over this baseline", .field = FIELD(baseline)},
+      {.flag = "--max-increase", .kind = K::Real, .commands = kCheck, .help = "Allowed growth over the baseline, in percent",
+       .field = FIELD(max_increase_percent), .min = 0, .max = 1e300, .show_default = true},
+      {.flag = "--write-baseline", .kind = K::Text, .commands = kCheck,
+       .help = "Write the current estimate as a baseline file", .field = FIELD(write_baseline)},
+      // plan and timeline.
+      {.flag = "--alignment", .kind = K::Int, .commands = kPlan, .help = "Offset alignment in bytes (cudaMalloc aligns to 256)",
+       .field = FIELD(alignment), .min = 1, .show_default = true},
+      {.flag = "-o,--output", .kind = K::Text, .commands = kPlan, .help = "Write the plan here (default: standard output)",
+       .field = FIELD(output)},
+      {.flag = "-o,--output", .keyword = "-", .kind = K::Text, .commands = kTimeline,
+       .help = "FILE.svg or FILE.html", .field = FIELD(output), .required = true},
+      // Output (the CLI's: Python returns the JSON's dictionary).
+      {.flag = "--format", .keyword = "-", .kind = K::Choice, .commands = kAll & ~kTimeline & ~kPlan,
+       .help = "Output format: table (for people), json (for scripts; see docs/json.md), markdown (for pull-request "
+               "comments)",
+       .field = FIELD(format), .choices = kFormatChoices.names(), .show_default = true},
+      {.flag = "--format", .keyword = "-", .kind = K::Choice, .commands = kPlan,
+       .help = "What goes to standard output without -o: json (the plan file), table or markdown (a summary)",
+       .field = FIELD(plan_format), .choices = kFormatChoices.names(), .show_default = true},
+      {.flag = "--json", .keyword = "-", .kind = K::Flag, .commands = kAll & ~kTimeline, .help = "Short for --format json",
+       .field = FIELD(json)},
+  };
+  return rows;
+}
+#pragma GCC diagnostic pop
+
+#undef FIELD
+
+}  // namespace
+
+const char* command_name(Command c) {
+  switch (c) {
+    case kInspect: return "inspect";
+    case kEstimate: return "estimate";
+    case kTimeline: return "timeline";
+    case kFit: return "fit";
+    case kCheck: return "check";
+    case kServe: return "serve";
+    case kPlan: return "plan";
+  }
+  return "?";
+}
+
+const std::vector<Command>& all_commands() {
+  static const std::vector<Command> commands = {kInspect, kEstimate, kPlan, kFit, kCheck, kTimeline, kServe};
+  return commands;
+}
+
+const std::vector<OptionSpec>& option_schema() {
+  static const std::vector<OptionSpec> rows = make_schema();
+  return rows;
+}
+
+std::string OptionSpec::long_name() const {
+  const size_t dashes = flag.rfind("--");
+  return dashes == std::string::npos ? flag : flag.substr(dashes + 2);
+}
+
+std::string OptionSpec::python_keyword() const {
+  if (keyword == "-") return "";
+  if (!keyword.empty()) return keyword;
+  std::string k = long_name();
+  for (char& c : k)
+    if (c == '-') c = '_';
+  return k;
+}
+
+std::string field_text(const OptionSpec& row, const CommandArgs& args) {
+  CommandArgs& a = const_cast<CommandArgs&>(args);  // the accessors take a mutable struct; nothing is written
+  return std::visit(
+      [&](auto get) -> std::string {
+        const auto& v = get(a);
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return v;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          return fmt::format("{}", v);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::string s;
+          for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+          return s;
+        } else {
+          return std::to_string(v);
+        }
+      },
+      row.field);
+}
+
+std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
+  const bool train = a.mode == mode_name(Mode::Training);
+  std::string s;
+  for (const OptionSpec& row : option_schema()) {
+    if (!row.describe || (row.scope == Scope::Train && !train) || (row.scope == Scope::Inference && train)) continue;
+    s += row.describe(a);
+  }
+  for (const auto& [name, value] : graph.bound_dims) s += ", " + name + "=" + std::to_string(value);
+  std::vector<std::string> values = a.model.values;
+  std::sort(values.begin(), values.end());
+  for (const std::string& v : values) s += ", value " + v;
+  return s;
+}
+
+FitArgs fit_args(const CommandArgs& a) { return FitArgs{a.estimate, a.fit, a.memory, a.reserve}; }
+ServeArgs serve_args(const CommandArgs& a) { return ServeArgs{a.estimate, a.serve, a.memory, a.reserve}; }
+CheckArgs check_args(const CommandArgs& a) {
+  return CheckArgs{a.estimate, a.baseline, a.max_increase_percent, a.write_baseline};
+}
+
+}  // namespace memplan

@@ -1,0 +1,200 @@
+// Every pair of features (report/option_checks.h) on the tiny Llama's training graph: each pair is either
+// refused by the combination matrix with one message naming both features' flags, or modelled, and then the
+// estimate runs. A pair that a cost model refuses, or that crashes, fails here: the matrix must list it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "onnx_import/errors.h"
+#include "report/estimate_config.h"
+#include "report/option_checks.h"
+
+namespace memplan {
+namespace {
+
+// How this test turns each feature on, and the flags that doing so sets: a refusal's message must name one of
+// each feature's flags. Written here, apart from the product's `active` predicates, which must agree with it.
+struct Enable {
+  std::vector<std::string> flags;
+  void (*apply)(EstimateArgs&);
+};
+
+const std::map<std::string, Enable>& enables() {
+  static const std::map<std::string, Enable> all = {
+      {"train", {{"--mode"}, [](EstimateArgs& a) { a.mode = "train"; }}},
+      {"onnxruntime", {{"--runtime"}, [](EstimateArgs& a) { a.runtime = "onnxruntime"; }}},
+      {"ideal", {{"--runtime"}, [](EstimateArgs& a) { a.runtime = "ideal"; }}},
+      {"expandable-segments", {{"--expandable-segments"}, [](EstimateArgs& a) { a.expandable_segments = true; }}},
+      {"sdpa", {{"--attention"}, [](EstimateArgs& a) { a.attention = "sdpa"; }}},
+      {"untied", {{"--tied-embeddings"}, [](EstimateArgs& a) { a.tied_embeddings = "no"; }}},
+      {"tp", {{"--tp"}, [](EstimateArgs& a) { a.tp = 2; }}},
+      {"sequence-parallel", {{"--sequence-parallel", "--tp"}, [](EstimateArgs& a) {
+                               a.tp = 2;
+                               a.sequence_parallel = true;
+                             }}},
+      {"half", {{"--dtype"}, [](EstimateArgs& a) { a.dtype = "fp16"; }}},
+      {"schedule-memory", {{"--schedule"}, [](EstimateArgs& a) { a.schedule = "memory"; }}},
+      {"half-precision", {{"--precision", "--mode"}, [](EstimateArgs& a) {
+                            a.mode = "train";
+                            a.precision = "bf16";
+                          }}},
+      {"amp", {{"--precision", "--mode"}, [](EstimateArgs& a) {
+                 a.mode = "train";
+                 a.precision = "amp-bf16";
+               }}},
+      {"checkpoint", {{"--checkpoint", "--mode"}, [](EstimateArgs& a) {
+                        a.mode = "train";
+                        a.checkpoint = "sqrt";
+                      }}},
+      {"grad-accum", {{"--grad-accum", "--mode"}, [](EstimateArgs& a) {
+                        a.mode = "train";
+                        a.grad_accum = 2;
+                      }}},
+      {"ddp", {{"--shard", "--mode"}, [](EstimateArgs& a) {
+                 a.mode = "train";
+                 a.gpus = 2;
+                 a.shard = "ddp";
+               }}},
+      {"zero12", {{"--shard", "--mode"}, [](EstimateArgs& a) {
+                    a.mode = "train";
+                    a.gpus = 2;
+                    a.shard = "zero2";
+                  }}},
+      {"zero3", {{"--shard", "--mode"}, [](EstimateArgs& a) {
+                   a.mode = "train";
+                   a.gpus = 2;
+                   a.shard = "zero3";
+                 }}},
+      {"fsdp", {{"--shard", "--mode"}, [](EstimateArgs& a) {
+                  a.mode = "train";
+                  a.gpus = 2;
+                  a.shard = "fsdp";
+                }}},
+      {"pp", {{"--pp", "--mode"}, [](EstimateArgs& a) {
+                a.mode = "train";
+                a.pp = 2;
+              }}},
+      {"lora", {{"--lora-rank", "--mode"}, [](EstimateArgs& a) {
+                  a.mode = "train";
+                  a.lora_rank = 4;
+                  a.lora_targets = "q_proj|v_proj";
+                }}},
+      {"frozen-dtype", {{"--frozen-dtype", "--mode"}, [](EstimateArgs& a) {
+                          a.mode = "train";
+                          a.frozen_dtype = "nf4";
+                          if (a.lora_rank == 0) a.frozen = "mlp";
+                        }}},
+      {"trainable", {{"--trainable", "--frozen", "--mode"}, [](EstimateArgs& a) {
+                       a.mode = "train";
+                       a.frozen = "layers\\.0\\.";
+                     }}},
+      {"torch-1.13", {{"--torch", "--mode"}, [](EstimateArgs& a) {
+                        a.mode = "train";
+                        a.torch = "1.13";
+                      }}},
+  };
+  return all;
+}
+
+EstimateArgs base() {
+  EstimateArgs a;
+  a.model.path = std::string(MEMPLAN_ZOO_DIR) + "/llama_tiny_train.onnx";
+  a.model.batch = 2;
+  a.model.dims = {"seq=16"};
+  a.top = 0;
+  return a;
+}
+
+bool names_one_of(const std::string& message, const std::vector<std::string>& flags) {
+  for (const std::string& f : flags)
+    if (message.find(f) != std::string::npos) return true;
+  return false;
+}
+
+TEST(Combinations, EveryFeatureHasAnEnableThatTurnsItOn) {
+  for (const Feature& f : features()) {
+    ASSERT_TRUE(enables().count(f.name)) << f.name << ": add it to this test's enables()";
+    EstimateArgs a = base();
+    enables().at(f.name).apply(a);
+    EXPECT_TRUE(f.active(a)) << f.name;
+  }
+  EXPECT_EQ(enables().size(), features().size());
+}
+
+TEST(Combinations, EveryPairIsModelledOrRefusedNamingBoth) {
+  std::set<std::string> refusals_hit;
+  int modelled = 0, refused = 0;
+  const std::vector<Feature>& all = features();
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (size_t j = i + 1; j < all.size(); ++j) {
+      const Feature& f = all[i];
+      const Feature& g = all[j];
+      if (f.option == g.option) continue;  // two values of one option: not a combination
+      // "frozen-dtype" frees the frozen weights of the LoRA base when both are on; its enable reads lora_rank,
+      // so LoRA goes first.
+      EstimateArgs a = base();
+      const bool g_first = g.name == "lora";
+      enables().at(g_first ? g.name : f.name).apply(a);
+      enables().at(g_first ? f.name : g.name).apply(a);
+      const std::string pair = f.name + " x " + g.name;
+      std::string refusal_message;
+      try {
+        validate_estimate_args(a);
+      } catch (const InputError& e) {
+        refusal_message = e.what();
+      }
+      if (!refusal_message.empty()) {
+        ++refused;
+        EXPECT_TRUE(names_one_of(refusal_message, enables().at(f.name).flags)) << pair << ": " << refusal_message;
+        EXPECT_TRUE(names_one_of(refusal_message, enables().at(g.name).flags)) << pair << ": " << refusal_message;
+        for (const Refusal& r : refused_pairs())
+          if (refusal_message.find(r.reason) != std::string::npos) refusals_hit.insert(r.a + " x " + r.b);
+        continue;
+      }
+      ++modelled;
+      try {
+        const ConfiguredEstimate c = estimate_model(a);
+        EXPECT_GT(c.estimate.total_bytes, 0u) << pair;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << pair << " is modelled by the matrix but the estimate failed: " << e.what();
+      }
+    }
+  }
+  // Each refusal of the matrix is reached by some pair: none is dead.
+  for (const Refusal& r : refused_pairs()) EXPECT_TRUE(refusals_hit.count(r.a + " x " + r.b)) << r.a << " x " << r.b;
+  EXPECT_GT(modelled, 100);
+  EXPECT_GT(refused, 10);
+}
+
+// The pairs the matrix refuses, each checked by name and flag, so a refusal cannot vanish unnoticed.
+TEST(Combinations, KnownRefusalsSayBothFlags) {
+  struct Case {
+    std::vector<std::string> features;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"pp", "fsdp"}, "--shard fsdp with --pp: not modelled"},
+      {{"pp", "checkpoint"}, "--checkpoint with --pp: not modelled yet"},
+      {{"pp", "grad-accum"}, "--grad-accum with --pp: the pipeline's --micro-batches are its gradient accumulation"},
+      {{"tp", "lora"}, "--tp with --lora-rank: not modelled"},
+      {{"onnxruntime", "checkpoint"}, "--mode train with --runtime onnxruntime"},
+      {{"sdpa", "torch-1.13"}, "--attention sdpa with --torch 1.13"},
+      {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
+  };
+  for (const Case& c : cases) {
+    EstimateArgs a = base();
+    for (const std::string& f : c.features) enables().at(f).apply(a);
+    try {
+      validate_estimate_args(a);
+      ADD_FAILURE() << c.message << ": not refused";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace memplan
