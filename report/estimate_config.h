@@ -70,9 +70,9 @@ struct EstimateArgs {
   int top = EstimateOptions{}.top_tensors;
 };
 
-// Checks the options (validate_estimate_args, report/option_checks.h: each value against its row, each option's
-// mode, every pair of features against the combination matrix), then turns the names into options. Throws
-// InputError naming the flag.
+// Turns the names into options; throws InputError for a name that is not a choice. The values, modes and
+// combinations are checked before, once, by validate_options (report/option_checks.h), which the CLI and the
+// Python module run first: a library caller runs it too (or validate_estimate_args).
 EstimateOptions to_estimate_options(const EstimateArgs& args);
 
 // A model estimated as configured: what estimate, check and timeline print.

@@ -9,7 +9,7 @@ start=$SECONDS
 scripts/setup.sh --test
 jobs=$(nproc 2>/dev/null || echo 2)
 
-scripts/build.sh
+scripts/build.sh -DMEMPLAN_BUILD_TESTS=ON  # ON: without GoogleTest the configure fails (AUTO would build no tests)
 (cd build && ctest --output-on-failure -j "$jobs")
 
 # The README's third command, offline (--no-index: pip may fetch nothing), into a fresh venv that sees Debian's
@@ -25,7 +25,8 @@ src_dir=$PWD
 
 if [ "${1:-}" != "--no-sanitize" ]; then
   echo "== the same tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
-  BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh -DMEMPLAN_SANITIZE=ON -DMEMPLAN_CUDA=OFF
+  BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh -DMEMPLAN_SANITIZE=ON -DMEMPLAN_CUDA=OFF \
+    -DMEMPLAN_BUILD_TESTS=ON
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      MEMPLAN_SANITIZED=1 ctest --output-on-failure -j "$jobs" -LE no_sanitize)
 

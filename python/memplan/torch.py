@@ -120,6 +120,8 @@ def export_proto(module, example_inputs, train: bool = True, dynamic_axes: Optio
     import onnx
     import torch
 
+    from memplan._torch_warnings import harmless_export_warnings_silenced  # which ones, and why: that file
+
     if not isinstance(module, torch.nn.Module):
         raise _input_error(f"memplan.torch.export: expected a torch.nn.Module, got {type(module).__name__}")
     inputs = _as_tuple(example_inputs)
@@ -129,7 +131,7 @@ def export_proto(module, example_inputs, train: bool = True, dynamic_axes: Optio
     module.train(train)
     buffer = io.BytesIO()
     try:
-        with _keep_distinct_initializers():
+        with _keep_distinct_initializers(), harmless_export_warnings_silenced():
             torch.onnx.export(
                 module, inputs, buffer, opset_version=opset, input_names=names, output_names=output_names,
                 dynamic_axes=axes,
