@@ -35,10 +35,12 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool with_checkpoint_b
       ->check(CLI::IsMember({"eager", "sdpa"}))
       ->capture_default_str();
   cmd->add_option("--tied-embeddings", a.tied_embeddings,
-                  "auto: a head weight shaped as the token embedding's transpose is the exporter's copy of a tied "
-                  "embedding (as in GPT-2, Llama-3.2-1B), held once; no: the head is its own weight (Llama-3.1-8B, "
-                  "Mistral). A constant-folded export cannot tell the two apart")
-      ->check(CLI::IsMember({"auto", "no"}))
+                  "auto: the head is held as the token embedding only when the file proves the tie (the head reads "
+                  "the embedding's own initializer, as an export without constant folding writes it); a head with its "
+                  "own initializer is counted. shape: a head weight shaped as the embedding's transpose is the "
+                  "exporter's folded copy of a tied embedding (GPT-2, Llama-3.2-1B), held once. no: never a copy. "
+                  "A constant-folded export looks the same tied (GPT-2) or not (Llama-3.1-8B)")
+      ->check(CLI::IsMember({"auto", "shape", "no"}))
       ->capture_default_str();
   auto* train = "Training (--mode train)";
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum (SGD with momentum), adam or adamw")

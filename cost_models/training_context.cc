@@ -157,7 +157,14 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
-  c.tied_to = tied_embedding_copies(g, o.tied_embeddings_by_shape);
+  c.tied_to = tied_embedding_copies(g);  // suspected copies: dropped under --tied-embeddings shape only
+  for (size_t t = 0; t < g.tensors.size() && !o.tied_embeddings_by_shape; ++t)
+    if (c.tied_to[t] >= 0) {
+      c.notes.push_back("'" + g.tensors[t].name + "' is shaped as the transpose of the embedding '" +
+                        g.tensors[c.tied_to[t]].name + "' but has its own initializer: trained as its own parameter, as "
+                        "the file does not prove a tie; --tied-embeddings shape if the model ties them.");
+      c.tied_to[t] = -1;
+    }
   const ParameterFilter filter(o.trainable, o.frozen);
   std::vector<bool> module_parameter(g.tensors.size(), false);  // a parameter of the module, trained or frozen
   for (int32_t t : g.initializers) {

@@ -170,9 +170,9 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   if (a.sequence_parallel && a.tp < 2) throw InputError("--sequence-parallel needs --tp N with N >= 2");
   o.inference.cuda_arch_major = arch;
   o.inference.attention = attention;
-  if (a.tied_embeddings != "auto" && a.tied_embeddings != "no")
-    throw InputError("--tied-embeddings " + a.tied_embeddings + ": expected auto or no");
-  o.inference.tied_embeddings_by_shape = a.tied_embeddings == "auto";
+  if (a.tied_embeddings != "auto" && a.tied_embeddings != "shape" && a.tied_embeddings != "no")
+    throw InputError("--tied-embeddings " + a.tied_embeddings + ": expected auto, shape or no");
+  o.inference.tied_embeddings_by_shape = a.tied_embeddings == "shape";
   o.inference.tp = a.tp;
   o.inference.sequence_parallel = a.sequence_parallel;
   o.top_tensors = a.top;
@@ -283,6 +283,7 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
   if (a.mode == "train" && a.checkpoint != "none") s += ", checkpoint " + a.checkpoint;
   if (a.mode == "train" && a.grad_accum > 1) s += ", grad-accum " + std::to_string(a.grad_accum);
   if (a.mode == "train" && a.gpus > 1) s += ", " + std::to_string(a.gpus) + " GPUs " + a.shard;
+  if (a.tied_embeddings == "shape") s += ", tied by shape";
   if (a.tied_embeddings == "no") s += ", untied embeddings";
   if (a.tp > 1) s += ", tp " + std::to_string(a.tp) + (a.sequence_parallel ? " sequence-parallel" : "");
   if (a.mode == "train" && a.pp > 1)
