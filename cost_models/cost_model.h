@@ -26,9 +26,10 @@ struct InferenceOptions {
   // workspace size (aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on majors 9, 10 and 12).
   int cuda_arch_major = 9;
   AttentionImpl attention = AttentionImpl::Eager;  // pytorch runtime only
-  // --tied-embeddings: whether a head weight shaped as the embedding's transpose is taken for its tied copy
-  // (graph_facts.h tied_embedding_copies); false when the user says the head is not tied.
-  bool tied_embeddings_by_shape = true;
+  // --tied-embeddings shape: a head weight shaped as the embedding's transpose is taken for its tied copy
+  // (graph_facts.h tied_embedding_copies). False (auto, no): only a tie the file proves is held once, a
+  // head that reads the embedding's own initializer; a head with its own initializer is counted.
+  bool tied_embeddings_by_shape = false;
   int tp = 1;                      // --tp: one GPU of a tensor-parallel group (cost_models/tensor_parallel.h)
   bool sequence_parallel = false;  // --sequence-parallel
 };
@@ -91,7 +92,7 @@ struct TrainingOptions {
   Precision precision = Precision::Fp32;
   LossKind loss = LossKind::None;
   AttentionImpl attention = AttentionImpl::Eager;
-  bool tied_embeddings_by_shape = true;  // as InferenceOptions'
+  bool tied_embeddings_by_shape = false;  // as InferenceOptions'
   CheckpointOptions checkpoint;
   int grad_accum = 1;                     // micro-batches per optimizer step (the graph's batch is one micro-batch)
   int gpus = 1;

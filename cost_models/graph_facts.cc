@@ -145,9 +145,8 @@ bool constant_only_in_shape_math(const Graph& g, int32_t t, const std::vector<bo
   return true;
 }
 
-std::vector<int32_t> tied_embedding_copies(const Graph& g, bool by_shape) {
+std::vector<int32_t> tied_embedding_copies(const Graph& g) {
   std::vector<int32_t> tied(g.tensors.size(), -1);
-  if (!by_shape) return tied;
   std::vector<int32_t> tables;  // initializers read as a Gather's table
   for (const Node& n : g.nodes)
     if (n.op_type == "Gather" && !n.inputs.empty() && n.inputs[0] >= 0 && is_initializer(g, n.inputs[0]) &&

@@ -34,13 +34,18 @@ DType storage_dtype(DType original, DType float_dtype);
 // elements(t) * bits(dtype) / 8, overflow-checked; 4-bit types packed two per byte.
 uint64_t bytes_as(const Tensor& t, DType dtype);
 
-// Tied output embeddings. torch.onnx constant-folds `F.linear(x, embedding.weight)` into MatMul with a
-// new, pre-transposed initializer (`onnx::MatMul_N`, docs/zoo.md), so the file holds the tied weight
-// twice while PyTorch holds (and trains) one parameter. Per tensor: the embedding initializer a folded
-// copy stands for, or -1. A copy is recognised when it is a rank-2 initializer read as MatMul's right
-// operand, that MatMul's result is a graph output (directly or through one bias Add), and its shape is
-// the transpose of an initializer that a Gather reads as its table (the embedding).
-std::vector<int32_t> tied_embedding_copies(const Graph& g, bool by_shape = true);
+// Head weights that may be a tied output embedding's folded copy. torch.onnx (1.13) constant-folds
+// `F.linear(x, embedding.weight)` into MatMul with a new, pre-transposed initializer (`onnx::MatMul_N`,
+// docs/zoo.md), so the file holds a tied weight twice while PyTorch holds (and trains) one parameter;
+// but it folds an untied nn.Linear head the same way and records nothing of the tie, so such a copy is
+// never proven, only suspected: callers drop it under --tied-embeddings shape only (docs/cost-models.md
+// 3.10). A tie the file proves (the head reads the embedding's own initializer,
+// through a Transpose node, as an export without constant folding writes it) has no second initializer
+// and needs nothing here. Per tensor: the embedding initializer a suspected copy stands for, or -1. A
+// copy is a rank-2 initializer read as MatMul's right operand, that MatMul's result is a graph output
+// (directly or through one bias Add), and its shape is the transpose of an initializer that a Gather
+// reads as its table (the embedding), in the same element type.
+std::vector<int32_t> tied_embedding_copies(const Graph& g);
 
 // The number of distinct nodes that read `tensor`.
 int count_consumers(const Graph& g, int32_t tensor);

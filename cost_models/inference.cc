@@ -84,9 +84,14 @@ class InferenceBuilder {
   }
 
   // Initializers and Constant-node outputs that the runtime holds on the device: resident weights.
-  // PyTorch holds a tied output embedding once: the exporter's transposed copy shares its buffer.
+  // PyTorch holds a tied output embedding once: under --tied-embeddings shape the exporter's suspected
+  // transposed copy shares its buffer; otherwise it is counted, and the note says so.
   void add_constants() {
-    const std::vector<int32_t> tied = pytorch() ? tied_embedding_copies(g_, opt_.tied_embeddings_by_shape) : std::vector<int32_t>(g_.tensors.size(), -1);
+    std::vector<int32_t> tied = pytorch() ? tied_embedding_copies(g_) : std::vector<int32_t>(g_.tensors.size(), -1);
+    if (!opt_.tied_embeddings_by_shape) {
+      untied_lookalikes_ = static_cast<int>(std::count_if(tied.begin(), tied.end(), [](int32_t e) { return e >= 0; }));
+      tied.assign(g_.tensors.size(), -1);
+    }
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
       const int32_t id = static_cast<int32_t>(t);
       if (tied[t] >= 0) continue;
@@ -205,7 +210,12 @@ class InferenceBuilder {
         notes.push_back("ReLU/ReLU6 after conv/batch-norm/add and the residual add after batch norm run in place, as in torchvision.");
       if (tied_copies_ > 0)
         notes.push_back("A head weight shaped as the embedding's transpose is taken for the exporter's copy of a tied "
-                        "embedding and counted once, as PyTorch holds it; --tied-embeddings no if the head is not tied.");
+                        "embedding and counted once, as PyTorch holds it (--tied-embeddings shape); auto counts it, as "
+                        "the file does not prove the tie.");
+      if (untied_lookalikes_ > 0)
+        notes.push_back("A head weight shaped as the embedding's transpose has its own initializer and is counted: the "
+                        "file does not prove a tie (a constant-folded export looks the same tied or not); "
+                        "--tied-embeddings shape if the model ties them (GPT-2, Llama-3.2-1B).");
       if (cublas_workspace_ >= 0)
         notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(opt_.cuda_arch_major)) +
                         " bytes for compute capability " + std::to_string(opt_.cuda_arch_major) +
@@ -242,6 +252,7 @@ class InferenceBuilder {
   int32_t cublas_workspace_ = -1;
   int maxpool_indices_ = 0;
   int tied_copies_ = 0;
+  int untied_lookalikes_ = 0;  // suspected copies counted as their own weight (--tied-embeddings auto, no)
   int folded_count_ = 0;
   int ort_dequantized_ = 0;
   uint64_t ort_dequantized_bytes_ = 0;

@@ -71,6 +71,8 @@ std::string module_of(const std::string& weight) {
   return weight;
 }
 
+constexpr const char* kAdapterNames[] = {"lora_A", "lora_B"};
+
 class Builder {
  public:
   Builder(const Graph& base, const TrainingOptions& o, LoraGraph& out) : o_(o), out_(out) {
@@ -188,8 +190,8 @@ class Builder {
       out_.float32[wt] = out_.float32[o] = half_base;
       return o;
     };
-    cur = linear("lora_A", t.in_features, r, cur);
-    cur = linear("lora_B", r, t.out_features, cur);
+    cur = linear(kAdapterNames[0], t.in_features, r, cur);
+    cur = linear(kAdapterNames[1], r, t.out_features, cur);
     // scaling = lora_alpha / r; its value changes no memory. PEFT's default lora_alpha is 8 (LoraConfig).
     const int32_t scaling = scalar("/" + m + "/lora/Constant_output_0", 8.0 / static_cast<double>(r), opset);
     const std::vector<int64_t> y_shape = g().tensors[y].shape;
@@ -215,6 +217,19 @@ class Builder {
   const TrainingOptions& o_;
   LoraGraph& out_;
 };
+
+}  // namespace
+
+std::string lora_adapter_module(const std::string& name) {
+  for (const char* which : kAdapterNames) {
+    const std::string suffix = std::string(".") + which + ".weight";  // as Builder::adapt's linear names them
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return name.substr(0, name.size() - suffix.size());
+  }
+  return "";
+}
+
+namespace {
 
 // Producers and consumers from the node list (consumers in schedule order, one entry per use).
 void relink(Graph& g) {

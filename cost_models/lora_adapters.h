@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cost_models/cost_model.h"
@@ -31,6 +32,10 @@ struct LoraGraph {
 // Validates the --lora-* options (InputError on a bad rank, a missing or unmatched regex) and builds
 // the adapted graph. Call only when lora_requested(options).
 LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& options);
+
+// The module an adapter weight this file adds belongs to ("layers.0.q_proj" for
+// "layers.0.q_proj.lora_A.weight"), or "" for any other name.
+std::string lora_adapter_module(const std::string& name);
 
 inline bool lora_requested(const TrainingOptions& o) {
   return o.lora_rank != 0 || !o.lora_targets.empty() || o.lora_dropout != 0;

@@ -103,7 +103,7 @@ void TrainingStep::emit_backward(int32_t i) {
   if (fsdp())  // the input grad reads the weights: the unit's unsharded flat parameter (fsdp_pre_backward)
     for (int32_t t : op.inputs) {
       const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
-      if (context_.is_param[p]) {
+      if (fsdp_member(t)) {
         const int32_t u = context_.units.unit_of_tensor[p];
         add_unique(st.reads, u == 0 && unit_gathered_forward_[0] >= 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u]);
       }
@@ -118,7 +118,7 @@ void TrainingStep::emit_backward(int32_t i) {
       add_param_grad(context_.tied_to[t], was_cast, /*via_view=*/true, st);
       continue;
     }
-    if (context_.is_param[t]) {
+    if (context_.is_param[t] || fsdp_member(t)) {  // FSDP: a frozen parameter's view may need a grad
       const bool via_view = std::find(rule.passthrough_inputs.begin(), rule.passthrough_inputs.end(), t) !=
                             rule.passthrough_inputs.end();
       add_param_grad(t, was_cast, via_view, st);

@@ -49,6 +49,36 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
   }
 }
 
+// --shard fsdp with frozen parameters runs with use_orig_params=True (training_fsdp.cc): the forward's
+// parameters are views of the unit's flat parameter, which requires grad when any of its parameters trains,
+// so autograd also computes the grad of a frozen parameter in such a unit (FullyShardedDataParallel's
+// docstring: mixing frozen and non-frozen parameters in one unit costs "higher than expected gradient
+// memory"). bitsandbytes' MatMul4Bit.backward returns no grad for its 4-bit weight, so an NF4 weight gets
+// none. FSDP flattens floating tensors of one dtype only (_flat_param.py _validate_tensors_to_flatten:
+// "Cannot flatten integer dtype tensors", "Must flatten tensors with uniform dtype"): LLM.int8 weights,
+// and frozen weights re-stored in another float type than the ones that train, are refused.
+void mark_fsdp_frozen_views(const Graph& g, const TrainingOptions& o, TrainingContext& c) {
+  const bool restored = std::any_of(c.stored_bytes.begin(), c.stored_bytes.end(), [](uint64_t b) { return b > 0; });
+  if (restored && o.frozen_storage != FrozenStorage::Nf4)
+    throw InputError("--frozen-dtype " + std::string(o.frozen_storage == FrozenStorage::Int8 ? "int8" : "fp16/bf16") +
+                     " with --shard fsdp on model '" + g.model_path + "': FSDP flattens a unit's parameters into one "
+                     "floating tensor of one dtype, so frozen weights stored as " +
+                     (o.frozen_storage == FrozenStorage::Int8 ? "int8" : "another float type") +
+                     " cannot share it (use --frozen-dtype nf4, stored in the model's type, or --precision)");
+  std::vector<bool> trains(c.units.count(), false);
+  for (int32_t p : c.params) trains[c.units.unit_of_tensor[p]] = true;
+  int marked = 0;
+  for (int32_t p : c.module_parameters)
+    if (!c.is_param[p] && trains[c.units.unit_of_tensor[p]] && c.stored_bytes[p] == 0) {
+      c.requires_grad[p] = true;
+      ++marked;
+    }
+  if (marked > 0)
+    c.notes.push_back("--shard fsdp with frozen parameters (use_orig_params=True): " + std::to_string(marked) +
+                      " frozen parameters share a unit with trainable ones and are views of its flat parameter, "
+                      "which requires grad: autograd computes their grads too, kept until the unit's reduce-scatter.");
+}
+
 // --trainable / --frozen: regular expressions (ECMAScript, matched anywhere in the initializer's name, as
 // re.search) choosing which parameters train. A pattern that matches no parameter is an input error.
 class ParameterFilter {
@@ -157,7 +187,14 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
-  c.tied_to = tied_embedding_copies(g, o.tied_embeddings_by_shape);
+  c.tied_to = tied_embedding_copies(g);  // suspected copies: dropped under --tied-embeddings shape only
+  for (size_t t = 0; t < g.tensors.size() && !o.tied_embeddings_by_shape; ++t)
+    if (c.tied_to[t] >= 0) {
+      c.notes.push_back("'" + g.tensors[t].name + "' is shaped as the transpose of the embedding '" +
+                        g.tensors[c.tied_to[t]].name + "' but has its own initializer: trained as its own parameter, as "
+                        "the file does not prove a tie; --tied-embeddings shape if the model ties them.");
+      c.tied_to[t] = -1;
+    }
   const ParameterFilter filter(o.trainable, o.frozen);
   std::vector<bool> module_parameter(g.tensors.size(), false);  // a parameter of the module, trained or frozen
   for (int32_t t : g.initializers) {
@@ -202,17 +239,18 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     c.notes.push_back("'" + g.tensors[t].name + "' is the exporter's transposed copy of the tied embedding '" +
                       g.tensors[original].name + "': counted as that one parameter.");
   }
-  for (const FusedOp& op : c.ops) {
-    bool any = false;
-    for (int32_t t : op.inputs) any |= c.requires_grad[t];
-    for (int32_t t : op.outputs) c.requires_grad[t] = any && is_floating(g.tensors[t].dtype) && !c.shape[t];
-  }
   for (int32_t t : g.initializers)
     if (module_parameter[t]) c.module_parameters.push_back(t);
   if (o.shard == Sharding::Fsdp) {
     c.units = find_wrap_units(g, c.ops, c.module_parameters, o.fsdp_wrap);
     for (size_t t = 0; t < g.tensors.size(); ++t)  // a tied copy is its embedding's storage
       if (c.tied_to[t] >= 0) c.units.unit_of_tensor[t] = c.units.unit_of_tensor[c.tied_to[t]];
+    if (frozen > 0) mark_fsdp_frozen_views(g, o, c);
+  }
+  for (const FusedOp& op : c.ops) {
+    bool any = false;
+    for (int32_t t : op.inputs) any |= c.requires_grad[t];
+    for (int32_t t : op.outputs) c.requires_grad[t] = any && is_floating(g.tensors[t].dtype) && !c.shape[t];
   }
   int kept_means = 0;
   for (const FusedOp& op : c.ops) {

@@ -15,14 +15,14 @@ namespace memplan {
 // Parameters and buffers (BatchNorm statistics, float constants): resident. ZeRO-3 keeps 1/N of each
 // trainable parameter. Small integer constants that only feed shape math, and Constant-node scalars,
 // are Python values (constant_on_device).
-// FSDP keeps, instead of each trainable parameter, its unit's flat-parameter shard (training_fsdp.cc).
+// FSDP keeps, instead of each parameter, trained or frozen, its unit's flat-parameter shard (training_fsdp.cc).
 void TrainingStep::add_parameters() {
   if (fsdp()) add_fsdp_shards();
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, Semantics::PyTorchEager, context_.shape)) continue;
     if (!context_.on_device.empty() && !context_.on_device[t]) continue;  // another pipeline stage's
-    if (fsdp() && context_.is_param[t]) {
+    if (fsdp_member(id)) {
       forward_buffer_[t] = unit_shard_[context_.units.unit_of_tensor[t]];
       continue;
     }
@@ -127,7 +127,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
     const int32_t b = lookup(t);
     if (b < 0) continue;
     add_unique(st.reads, b);
-    const bool fsdp_param = fsdp() && context_.is_param[context_.tied_to[t] >= 0 ? context_.tied_to[t] : t];
+    const bool fsdp_param = fsdp_member(t);
     if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
       const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
       const int32_t u = context_.units.unit_of_tensor[p];
@@ -201,9 +201,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   for (int32_t t : rule.saved_tensors) {
     // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward.
     if (context_.is_param[t] && zero3()) continue;
-    if (fsdp() && context_.is_param[context_.tied_to[t] >= 0 ? context_.tied_to[t] : t] &&
-        autocast_inputs_of_op_[i].count(t) == 0)
-      continue;
+    if (fsdp_member(t) && autocast_inputs_of_op_[i].count(t) == 0) continue;
     auto it = context_.stored_bytes[t] > 0 ? effective.end() : effective.find(t);  // bitsandbytes keeps the stored form
     add_unique(saved, it != effective.end() ? it->second : lookup(t));
   }

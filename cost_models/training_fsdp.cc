@@ -1,9 +1,19 @@
-// Training under PyTorch FSDP (FullyShardedDataParallel, ShardingStrategy.FULL_SHARD, use_orig_params=False,
-// the defaults): one FlatParameter per wrapping unit (wrap_units.h), of which each GPU keeps a 1/N shard.
+// Training under PyTorch FSDP (FullyShardedDataParallel, ShardingStrategy.FULL_SHARD): one FlatParameter per
+// wrapping unit (wrap_units.h) holding every parameter of the unit, trained or frozen, of which each GPU keeps
+// a 1/N shard. use_orig_params=False (the default) when every parameter trains; with frozen parameters (LoRA,
+// QLoRA, --trainable/--frozen) use_orig_params=True, which PEFT needs and FSDP requires for a unit that mixes
+// them (_flat_param.py, FlatParamHandle._validate_tensors_to_flatten: "Must flatten tensors with uniform
+// `requires_grad` when `use_orig_params=False`").
 // Rules and sources, each from torch/distributed/fsdp/:
-//  - _flat_param.py (FlatParamHandle): a unit's parameters are flattened into one FlatParameter padded to a
-//    multiple of the world size, and each rank keeps numel_padded / N elements; the optimizer sees that shard
-//    (its states are shard-sized).
+//  - _flat_param.py (FlatParamHandle._init_flat_param_and_metadata, flatten_tensors, _get_shard): a unit's
+//    parameters are flattened into one FlatParameter padded to a multiple of the world size, and each rank
+//    keeps numel_padded / N elements. With use_orig_params=True (align_addresses) each parameter also starts
+//    at a multiple of 16 bytes (_get_aligned_numel: ALIGNMENT = 16), and the world-size padding is part of
+//    the flat parameter itself. Its requires_grad is the OR of its parameters'.
+//  - use_orig_params=False: the optimizer sees the flat shard (its states are shard-sized). True: it sees the
+//    original parameters, each a view of its part of the rank's shard (_use_sharded_views:
+//    flat_param[offset : offset + numel_in_shard]), so its states cover the trainable elements of the shard:
+//    the busiest rank's count is this program's.
 //  - _runtime_utils.py _pre_forward_unshard / _post_forward_reshard: a unit's full flat parameter is
 //    all-gathered before its forward and freed after it (FULL_SHARD), except the root's, which stays for
 //    the backward; forward_prefetch defaults to False (no prefetch in forward).
@@ -11,38 +21,133 @@
 //    backward_prefetch=BACKWARD_PRE, the next unit in backward order is prefetched at the same time;
 //    _limiter_utils.py's _FreeEventQueue (limit_all_gathers) keeps at most two all-gathers in flight.
 //  - _post_backward_hook: after the unit's backward, flat_param.grad is the unsharded grad (the view grads
-//    concatenated by autograd's SplitWithSizesBackward), F.pad-ded to the multiple of N when needed, and
-//    reduce-scattered into a new shard-sized grad; the unsharded flat parameter is freed (_reshard).
+//    concatenated by autograd's SplitWithSizesBackward, zeros where a view got none: the whole flat
+//    parameter), F.pad-ded to the multiple of N when needed, and reduce-scattered into a new shard-sized
+//    grad; the unsharded flat parameter is freed (_reshard). With use_orig_params=True the forward's
+//    parameters are views of the unsharded flat parameter (_use_unsharded_views(as_params=False), a
+//    torch.split of it), so in a unit that trains, a frozen parameter's view requires grad and autograd
+//    computes its grad too (FullyShardedDataParallel's docstring warns of "higher than expected gradient
+//    memory usage" when a unit mixes frozen and trainable parameters; training_context.cc marks them). A
+//    unit with no trainable parameter gets no grad: it is resharded after its backward
+//    (_register_post_backward_reshard_only_hook) at the same point.
+//  - bitsandbytes (QLoRA): Params4bit keeps the packed 4-bit values in a tensor of `quant_storage`
+//    (functional.py quantize_4bit: torch.zeros(((n + 1) // mod, 1), dtype=quant_storage), mod = 2 x its
+//    element size), which FSDP-QLoRA sets to the model's float type so that the unit flattens with one
+//    dtype: the flat parameter holds those elements. The QuantState (absmax and the double-quantization
+//    constants) is an attribute of the weight, not a parameter: every GPU keeps it whole. The units'
+//    dtypes are not checked: a unit is sized by its parameters' bytes (docs/cost-models.md 3.9).
 #include <algorithm>
+#include <map>
 
+#include "cost_models/frozen_storage.h"
+#include "cost_models/lora_adapters.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 
 namespace memplan {
 
+namespace {
+
+// "m.weight" and "m.bias" -> "m"; any other name is its own module.
+std::string module_key(const std::string& name) {
+  for (const std::string suffix : {".weight", ".bias"})
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return name.substr(0, name.size() - suffix.size());
+  return name;
+}
+
+// The order FSDP flattens the parameters in: named_parameters' (_init_flat_param_and_metadata walks
+// module.named_modules()), which the initializers follow, except --lora-rank's adapters, appended to the
+// initializers: PEFT's LoraLayer registers base_layer before lora_A and lora_B (peft/tuners/lora/layer.py),
+// so each adapter follows its base module's weight and bias.
+std::vector<int32_t> flattening_order(const Graph& g, const std::vector<int32_t>& parameters) {
+  std::map<std::string, std::vector<int32_t>> adapters;
+  std::vector<int32_t> base, order;
+  for (int32_t p : parameters) {
+    const std::string m = lora_adapter_module(g.tensors[p].name);
+    if (m.empty()) base.push_back(p);
+    else adapters[m].push_back(p);
+  }
+  for (size_t i = 0; i < base.size(); ++i) {
+    order.push_back(base[i]);
+    const std::string m = module_key(g.tensors[base[i]].name);
+    if (i + 1 < base.size() && module_key(g.tensors[base[i + 1]].name) == m) continue;
+    auto it = adapters.find(m);
+    if (it == adapters.end()) continue;
+    order.insert(order.end(), it->second.begin(), it->second.end());
+    adapters.erase(it);
+  }
+  for (int32_t p : parameters)  // an adapter whose base is not a parameter here
+    if (!lora_adapter_module(g.tensors[p].name).empty() && adapters.count(lora_adapter_module(g.tensors[p].name)))
+      order.push_back(p);
+  return order;
+}
+
+}  // namespace
+
+bool TrainingStep::fsdp_member(int32_t t) const {
+  if (!fsdp()) return false;
+  const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
+  return p < static_cast<int32_t>(context_.units.unit_of_tensor.size()) && context_.units.unit_of_tensor[p] >= 0;
+}
+
 void TrainingStep::add_fsdp_shards() {
   const WrapUnits& w = context_.units;
   const size_t n = w.count();
+  const bool orig_params = context_.module_parameters.size() > context_.params.size();  // frozen ones exist
   unit_bytes_.assign(n, 0);
   unit_padded_bytes_.assign(n, 0);
+  unit_state_bytes_.assign(n, 0);
+  unit_trains_.assign(n, false);
   unit_shard_.assign(n, -1);
   unit_gathered_forward_.assign(n, -1);
   unit_gathered_backward_.assign(n, -1);
   unit_grad_shard_.assign(n, -1);
   unit_first_param_op_.assign(n, -1);
   fsdp_pending_grad_.assign(graph_.tensors.size(), -1);
-  std::vector<uint64_t> element(n, 0);
-  for (int32_t p : context_.params) {
+  // Per unit, in flattening order: each member's [start, end) element range and whether it trains.
+  struct Range {
+    uint64_t start, end;
+    bool trains;
+  };
+  std::vector<std::vector<Range>> layout(n);
+  std::vector<uint64_t> element(n, 0), numel(n, 0);
+  for (int32_t p : flattening_order(graph_, context_.module_parameters)) {
     const int32_t u = w.unit_of_tensor[p];
-    unit_bytes_[u] = checked_add(unit_bytes_[u], bytes_of(p), "parameter bytes");
     if (element[u] == 0) element[u] = std::max(1, dtype_bits(context_.dtype[p]) / 8);
+    const uint64_t e = element[u];
+    uint64_t count = bytes_of(p) / e + (bytes_of(p) % e != 0);
+    if (context_.stored_bytes[p] > 0 && options_.frozen_storage == FrozenStorage::Nf4) {
+      count = (graph_.tensors[p].elements() + 1) / (2 * e);  // the packed values in quant_storage
+      const uint64_t state = context_.stored_bytes[p] - std::min(context_.stored_bytes[p], count * e);
+      const int32_t b = writer_.new_buffer(graph_.tensors[p].name + ":quant_state", state, Category::Weight);
+      program().buffers[b].resident = true;
+      result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, state, "frozen weight bytes");
+    } else if (context_.stored_bytes[p] > 0) {
+      count = context_.stored_bytes[p] / e + (context_.stored_bytes[p] % e != 0);
+    }
+    const uint64_t aligned = orig_params ? std::max<uint64_t>(1, 16 / e) : 1;  // _get_aligned_numel
+    const uint64_t start = numel[u] % aligned == 0 ? numel[u] : numel[u] + aligned - numel[u] % aligned;
+    numel[u] = checked_add(start, count, "FSDP flat parameter");
+    layout[u].push_back({start, numel[u], context_.is_param[p]});
+    unit_trains_[u] = unit_trains_[u] || context_.is_param[p];
   }
   const uint64_t gpus = static_cast<uint64_t>(options_.gpus);
   for (size_t u = 0; u < n; ++u) {
-    if (unit_bytes_[u] == 0) continue;
-    const uint64_t numel = unit_bytes_[u] / element[u];
-    const uint64_t per_rank = numel / gpus + (numel % gpus != 0);  // padded to a multiple of the world size
+    if (numel[u] == 0) continue;
+    const uint64_t per_rank = numel[u] / gpus + (numel[u] % gpus != 0);  // padded to a multiple of the world size
     unit_padded_bytes_[u] = checked_mul(checked_mul(per_rank, gpus, "FSDP padding"), element[u], "FSDP padding");
+    // With use_orig_params the padding is part of the flat parameter and of its unsharded grad.
+    unit_bytes_[u] = orig_params ? unit_padded_bytes_[u] : checked_mul(numel[u], element[u], "FSDP flat parameter");
+    uint64_t busiest = 0;  // the trainable elements of the busiest rank's shard
+    for (uint64_t r = 0; r < gpus && unit_trains_[u]; ++r) {
+      const uint64_t lo = r * per_rank, hi = lo + per_rank;
+      uint64_t mine = 0;
+      for (const Range& m : layout[u])
+        if (m.trains && m.end > lo && m.start < hi) mine += std::min(m.end, hi) - std::max(m.start, lo);
+      busiest = std::max(busiest, mine);
+    }
+    unit_state_bytes_[u] = orig_params ? busiest * element[u] : per_rank * element[u];
     const int32_t b = writer_.new_buffer("fsdp_flat_param_shard:" + w.names[u], per_rank * element[u], Category::Weight);
     program().buffers[b].resident = true;
     unit_shard_[u] = b;
@@ -50,9 +155,8 @@ void TrainingStep::add_fsdp_shards() {
   }
   for (size_t i = 0; i < context_.ops.size(); ++i)
     for (int32_t t : context_.ops[i].inputs) {
-      const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
-      if (!context_.is_param[p]) continue;
-      const int32_t u = w.unit_of_tensor[p];
+      if (!fsdp_member(t)) continue;
+      const int32_t u = w.unit_of_tensor[context_.tied_to[t] >= 0 ? context_.tied_to[t] : t];
       if (unit_first_param_op_[u] < 0) unit_first_param_op_[u] = static_cast<int32_t>(i);
     }
 }
@@ -61,7 +165,7 @@ void TrainingStep::add_fsdp_shards() {
 // one shard per unit, into which each new reduce-scattered shard is added.
 void TrainingStep::add_fsdp_resident_grads() {
   for (size_t u = 0; u < context_.units.count(); ++u) {
-    if (unit_shard_[u] < 0) continue;
+    if (unit_shard_[u] < 0 || !unit_trains_[u]) continue;
     const uint64_t bytes = program().buffers[unit_shard_[u]].bytes;
     unit_grad_shard_[u] = writer_.new_buffer("fsdp_grad_shard:" + context_.units.names[u], bytes, Category::Gradient);
     program().buffers[unit_grad_shard_[u]].resident = true;
@@ -87,16 +191,26 @@ int32_t TrainingStep::fsdp_gathered(int32_t unit, bool backward, Step& st) {
 }
 
 // Before the backward of a unit's last forward op: its pre-backward hook all-gathers it (unless prefetched)
-// and prefetches the next unit in backward order (BACKWARD_PRE).
+// and prefetches the next unit in backward order (BACKWARD_PRE). The hook sits on the unit's forward
+// outputs that require grad (_runtime_utils.py _register_pre_backward_hooks): a unit none of whose
+// outputs needs a grad (frozen, before anything that trains) has no backward and is not gathered again.
 void TrainingStep::fsdp_pre_backward(int32_t op) {
   const WrapUnits& w = context_.units;
+  auto has_backward = [&](size_t v) {
+    for (int32_t i = w.first_op[v]; i >= 0 && i <= w.last_op[v]; ++i)
+      if (w.unit_of_op[i] == static_cast<int32_t>(v))
+        for (int32_t t : context_.ops[i].outputs)
+          if (context_.requires_grad[t]) return true;
+    return false;
+  };
   const int32_t u = w.unit_of_op[op];
-  if (u == 0 || w.last_op[u] != op || unit_shard_[u] < 0) return;
+  if (u == 0 || w.last_op[u] != op || unit_shard_[u] < 0 || !has_backward(u)) return;
   Step st{"fsdp_pre_backward:" + w.names[u], "all_gather", Phase::Backward, {}, {}, 0};
   fsdp_gathered(u, /*backward=*/true, st);
   int32_t next = -1;
   for (size_t v = 1; v < w.count(); ++v)
-    if (unit_shard_[v] >= 0 && w.last_op[v] < w.first_op[u] && (next < 0 || w.last_op[v] > w.last_op[next]))
+    if (unit_shard_[v] >= 0 && w.last_op[v] < w.first_op[u] && (next < 0 || w.last_op[v] > w.last_op[next]) &&
+        has_backward(v))
       next = static_cast<int32_t>(v);
   if (next > 0) fsdp_gathered(next, /*backward=*/true, st);
   program().steps.push_back(std::move(st));
@@ -120,16 +234,21 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
     if (unit_first_param_op_[u] != op || unit_shard_[u] < 0) continue;
     Step cat{"fsdp_post_backward:" + w.names[u], "split_with_sizes_backward", Phase::Backward, {}, {}, 0};
     bool any_grad = false;
-    for (int32_t p : context_.params)
+    for (int32_t p : context_.module_parameters)
       if (w.unit_of_tensor[p] == u && fsdp_pending_grad_[p] >= 0) {
         add_unique(cat.reads, fsdp_pending_grad_[p]);
         any_grad = true;
       }
-    add_unique(cat.reads, u == 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u]);
+    const int32_t gathered = u == 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u];
+    if (gathered < 0 && !any_grad) continue;  // not gathered for a backward: nothing to free
+    if (gathered >= 0) add_unique(cat.reads, gathered);
+    if (!any_grad) {  // a unit that does not train: only the reshard
+      program().steps.push_back(std::move(cat));
+      continue;
+    }
     const int32_t flat = writer_.new_buffer("fsdp_unsharded_grad:" + w.names[u], unit_bytes_[u], Category::ActivationGrad);
-    if (any_grad) cat.writes.push_back(flat);
+    cat.writes.push_back(flat);
     program().steps.push_back(std::move(cat));
-    if (!any_grad) continue;
     Step rs{"fsdp_reduce_scatter:" + w.names[u], "reduce_scatter", Phase::Backward, {flat}, {}, 0};
     if (unit_padded_bytes_[u] > unit_bytes_[u])
       rs.writes.push_back(writer_.new_buffer("fsdp_unsharded_grad:" + w.names[u] + ":padded", unit_padded_bytes_[u],
@@ -153,8 +272,8 @@ std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
   std::vector<UpdateTarget> out;
   if (fsdp()) {
     for (size_t u = 0; u < context_.units.count(); ++u)
-      if (unit_shard_[u] >= 0)
-        out.push_back({"fsdp:" + context_.units.names[u], unit_grad_shard_[u], result_.program.buffers[unit_shard_[u]].bytes});
+      if (unit_shard_[u] >= 0 && unit_trains_[u])
+        out.push_back({"fsdp:" + context_.units.names[u], unit_grad_shard_[u], unit_state_bytes_[u]});
     return out;
   }
   for (int32_t p : context_.params) out.push_back({graph_.tensors[p].name, param_grad_buffer_[p], state_bytes(p)});

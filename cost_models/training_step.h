@@ -101,6 +101,7 @@ class TrainingStep {
   const char* optimizer_name() const;
 
   // ---- FSDP, FULL_SHARD (training_fsdp.cc) ----
+  bool fsdp_member(int32_t t) const;  // a module parameter (or its tied copy) flattened into an FSDP unit
   void add_fsdp_shards();
   void add_fsdp_resident_grads();
   int32_t fsdp_gathered(int32_t unit, bool backward, Step& st);
@@ -141,10 +142,12 @@ class TrainingStep {
   std::vector<bool> grad_consumed_;                  // the backward that reads this tensor's grad has run
   std::vector<int32_t> param_grad_buffer_;           // parameter -> .grad buffer
   std::vector<bool> param_grad_via_view_;            // parameter -> its buffered grad reached it through a view
-  // FSDP, per unit: the flat parameter's unpadded and padded bytes, its resident shard, the all-gathered
-  // flat parameter of the forward and of the backward, the reduce-scattered grad shard; per parameter, the
-  // grad of its view waiting for the unit's post-backward.
-  std::vector<uint64_t> unit_bytes_, unit_padded_bytes_;
+  // FSDP, per unit: the flat parameter's unpadded and padded bytes, the bytes of one optimizer state,
+  // whether any of its parameters trains, its resident shard, the all-gathered flat parameter of the
+  // forward and of the backward, the reduce-scattered grad shard; per parameter, the grad of its view
+  // waiting for the unit's post-backward.
+  std::vector<uint64_t> unit_bytes_, unit_padded_bytes_, unit_state_bytes_;
+  std::vector<bool> unit_trains_;
   std::vector<int32_t> unit_shard_, unit_gathered_forward_, unit_gathered_backward_, unit_grad_shard_;
   std::vector<int32_t> unit_first_param_op_;
   std::vector<int32_t> fsdp_pending_grad_;

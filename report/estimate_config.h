@@ -38,7 +38,7 @@ struct EstimateArgs {
   std::string gpu;                  // --gpu NAME: a catalog GPU; sets the architecture (fit and check: the budget too)
   std::string catalog;              // --catalog FILE replacing the built-in GPU catalog ("": built-in)
   std::string attention = "eager";
-  std::string tied_embeddings = "auto";  // --tied-embeddings auto | no
+  std::string tied_embeddings = "auto";  // --tied-embeddings auto | shape | no
   bool expandable_segments = false; // --expandable-segments
   // Training.
   std::string optimizer = "adamw";

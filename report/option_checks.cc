@@ -94,8 +94,10 @@ const std::vector<Feature>& features() {
       {"fsdp", "--shard", "--shard fsdp", S::Train, [](const EstimateArgs& a) { return a.shard == "fsdp"; }},
       {"pp", "--pp", "--pp", S::Train, [](const EstimateArgs& a) { return a.pp > 1; }},
       {"lora", "--lora-rank", "--lora-rank", S::Train, [](const EstimateArgs& a) { return a.lora_rank > 0; }},
-      {"frozen-dtype", "--frozen-dtype", "--frozen-dtype", S::Train,
-       [](const EstimateArgs& a) { return a.frozen_dtype != "same"; }},
+      {"frozen-nf4", "--frozen-dtype", "--frozen-dtype nf4", S::Train,
+       [](const EstimateArgs& a) { return a.frozen_dtype == "nf4"; }},
+      {"frozen-int8", "--frozen-dtype", "--frozen-dtype int8", S::Train,
+       [](const EstimateArgs& a) { return a.frozen_dtype == "int8"; }},
       {"trainable", "--trainable", "--trainable/--frozen", S::Train,
        [](const EstimateArgs& a) { return !a.trainable.empty() || !a.frozen.empty(); }},
       {"torch-1.13", "--torch", "--torch 1.13", S::Train, [](const EstimateArgs& a) { return a.torch == "1.13"; }},
@@ -116,6 +118,12 @@ const std::vector<Refusal>& refused_pairs() {
       {"pp", "checkpoint", "not modelled yet"},
       {"pp", "grad-accum", "the pipeline's --micro-batches are its gradient accumulation: give --micro-batches M"},
       {"tp", "lora", "not modelled: the adapters of a tensor-parallel layer are not split"},
+      // FSDP flattens a unit's parameters into one floating tensor (torch/distributed/fsdp/_flat_param.py,
+      // FlatParamHandle._validate_tensors_to_flatten: one dtype per flat parameter); bitsandbytes' Int8Params
+      // are int8 tensors with their own scales. (fp16/bf16 re-storage is refused by the cost model when it
+      // actually re-stores a weight: that depends on the model.)
+      {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "
+                              "weights cannot be flattened with the ones that train"},
   };
   return all;
 }

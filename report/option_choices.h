@@ -42,7 +42,8 @@ inline const Choices<bool> kScheduleChoices{{{"model", false}, {"memory", true}}
 inline const Choices<int> kArchChoices{{{"sm70", 7}, {"sm75", 7}, {"sm80", 8}, {"sm86", 8}, {"sm89", 8}, {"sm90", 9},
                                         {"sm100", 10}, {"sm120", 12}}};
 inline const Choices<AttentionImpl> kAttentionChoices{{{"eager", AttentionImpl::Eager}, {"sdpa", AttentionImpl::Sdpa}}};
-inline const Choices<bool> kTiedEmbeddingChoices{{{"auto", true}, {"no", false}}};  // true: tied by shape
+// true: a head shaped as the embedding's transpose is its tied copy (shape); auto and no hold only a proven tie.
+inline const Choices<bool> kTiedEmbeddingChoices{{{"auto", false}, {"shape", true}, {"no", false}}};
 inline const Choices<Optimizer> kOptimizerChoices{{{"sgd", Optimizer::Sgd}, {"momentum", Optimizer::Momentum},
                                                    {"adam", Optimizer::Adam}, {"adamw", Optimizer::AdamW}}};
 inline const Choices<Precision> kPrecisionChoices{{{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16},

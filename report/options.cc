@@ -122,11 +122,16 @@ std::vector<OptionSpec> make_schema() {
        .help = "With --gpus: none, ddp, zero1, zero2, zero3, fsdp (FULL_SHARD by wrapping unit)",
        .field = FIELD(estimate.shard), .choices = kShardChoices.names(), .show_default = true},
       {.flag = "--tied-embeddings", .kind = K::Choice, .commands = kEstimating,
-       .help = "auto: a head weight shaped as the token embedding's transpose is the exporter's copy of a tied "
-               "embedding (as in GPT-2, Llama-3.2-1B), held once; no: the head is its own weight (Llama-3.1-8B, "
-               "Mistral). A constant-folded export cannot tell the two apart",
+       .help = "auto: the head is held as the token embedding only when the file proves the tie (the head reads the "
+               "embedding's own initializer, as an export without constant folding writes it); a head with its own "
+               "initializer is counted. shape: a head weight shaped as the embedding's transpose is the exporter's "
+               "folded copy of a tied embedding (GPT-2, Llama-3.2-1B), held once. no: never a copy. A "
+               "constant-folded export looks the same tied (GPT-2) or not (Llama-3.1-8B)",
        .field = FIELD(estimate.tied_embeddings), .choices = kTiedEmbeddingChoices.names(), .show_default = true,
-       .describe = [](const EstimateArgs& a) { return if_set(a.tied_embeddings == "no", ", untied embeddings"); }},
+       .describe = [](const EstimateArgs& a) {
+         return a.tied_embeddings == "shape" ? std::string(", tied by shape")
+                                             : if_set(a.tied_embeddings == "no", ", untied embeddings");
+       }},
       {.flag = "--tp", .kind = K::Int, .commands = kTraining,
        .help = "Tensor-parallel GPUs (Megatron-style column/row parallel attention and MLP, vocab-parallel embedding "
                "and head); the estimate is one GPU's",

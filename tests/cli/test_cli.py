@@ -108,7 +108,8 @@ class EstimateTest(unittest.TestCase):
 
 class TiedEmbeddingsTest(unittest.TestCase):
     """The constant-folded tiny Llama has an untied head (tests/models/llama.py: vocab 1000 x hidden 128 for
-    both embed_tokens and lm_head), which the by-shape rule takes for a tied copy."""
+    both embed_tokens and lm_head), folded pre-transposed as Llama-3.1-8B's is: the default (auto) counts it,
+    as the file proves no tie; `shape` takes it for a tied copy of the embedding."""
 
     HEAD = 1000 * 128 * 4  # one fp32 vocab x hidden matrix, by hand
 
@@ -117,8 +118,19 @@ class TiedEmbeddingsTest(unittest.TestCase):
                      "--runtime", "pytorch", "--json", *extra)
         return j["breakdown"]["weights"]
 
-    def test_no_counts_the_head_once_more(self):
-        self.assertEqual(self.weights("--tied-embeddings", "no") - self.weights(), self.HEAD)
+    def test_shape_drops_the_head_that_auto_counts(self):
+        self.assertEqual(self.weights() - self.weights("--tied-embeddings", "shape"), self.HEAD)
+        self.assertEqual(self.weights("--tied-embeddings", "no"), self.weights())
+
+    def test_llama_3_1_8b_untied_head_is_counted_by_default(self):
+        """Llama-3.1-8B's lm_head is its own weight (tie_word_embeddings false): Meta's 8,030,261,248 parameters
+        (docs/zoo.md) in bf16 are all held; `shape` would drop the 128256 x 4096 head, 6.5 % of them."""
+        def weights(*extra):
+            return run_json("estimate", os.path.join(MODELS, "llama3_1_8b.onnx"), "--batch", "1", "--dim", "seq=16",
+                            "--runtime", "pytorch", "--dtype", "bf16", "--json", *extra)["breakdown"]["weights"]
+        auto = weights()
+        self.assertGreaterEqual(auto, 8030261248 * 2)
+        self.assertEqual(auto - weights("--tied-embeddings", "shape"), 128256 * 4096 * 2)
 
     def test_bad_value_is_an_input_error(self):
         r = run("estimate", os.path.join(MODELS, "llama_tiny.onnx"), "--tied-embeddings", "maybe")

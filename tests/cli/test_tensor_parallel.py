@@ -88,8 +88,8 @@ class TensorParallelTest(unittest.TestCase):
         self.assertNotIn("parallel", run_json(*self.LLAMA))
 
     def test_inference_weights_per_gpu_by_hand(self):
-        # ideal counts every initializer as the file holds it (pytorch would take the eval export's pre-transposed
-        # head for a tied copy of the embedding: docs/cost-models.md 3.10).
+        # ideal counts every initializer as the file holds it (pytorch too, unless --tied-embeddings shape takes the
+        # eval export's pre-transposed head for a tied copy of the embedding: docs/cost-models.md 3.10).
         inference = ["estimate", "tests/models/llama_tiny.onnx", "--batch", "2", "--dim", "seq=16", "--runtime", "ideal"]
         one = run_json(*inference)
         two = run_json(*inference, "--tp", "2")

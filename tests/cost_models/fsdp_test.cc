@@ -129,5 +129,91 @@ TEST(Fsdp, BadOptionsAreInputErrors) {
   EXPECT_NE(message_of(o).find("is not a valid regular expression"), std::string::npos) << message_of(o);
 }
 
+// Regression: LoRA and QLoRA under FSDP kept the frozen base whole on every GPU and sharded only the
+// trainable parameters. FSDP flattens every parameter of a wrapped unit, frozen or not, into the unit's
+// FlatParameter (use_orig_params=True, as PEFT runs it), and each GPU keeps 1/N of it.
+uint64_t resident_weight_bytes(const Program& p) {
+  uint64_t sum = 0;
+  for (const Buffer& b : p.buffers)
+    if (b.resident && b.category == Category::Weight) sum += b.bytes;
+  return sum;
+}
+
+TrainingOptions lora_fsdp(int gpus) {
+  TrainingOptions o = fsdp(gpus);
+  o.lora_rank = 2;
+  o.lora_targets = "fc";  // layers.0.fc.w and layers.1.fc.w; the head (head.w, head.b) stays frozen as it is
+  return o;
+}
+
+// 3 GPUs, fp32 (4 bytes), use_orig_params=True: each parameter starts at a multiple of 16 bytes (4 elements).
+// Unit layers.N, in flattening order: fc.w [0, 64), lora_A [2, 8] [64, 80), lora_B [8, 2] [80, 96): 96
+// elements, a multiple of 3, shard 32 elements = 128 bytes, all-gathered 96 * 4 = 384 bytes.
+// Root: head.w [0, 16), head.b [16, 18): 18 elements, shard 6 = 24 bytes, all-gathered 72 bytes; nothing in
+// it trains: no grad, no state.
+// Per GPU: parameters 128 + 128 + 24 = 280 bytes (before the fix: the frozen base whole, 256 + 256 + 72,
+// plus the adapters' shards). Grads: the whole shard of each unit that trains (the reduce-scattered flat
+// grad), 128 + 128 = 256. Adam's states cover the trainable elements of the busiest rank's shard: rank 2
+// holds [64, 96), lora_A and lora_B, 32 elements = 128 bytes per unit, two states: 2 * (128 + 128) = 512.
+TEST(FsdpKeptFrozenBaseWhole, LoraShardsTheFrozenBaseWithItsUnit) {
+  const TrainingResult r = build_training_program(two_blocks(), lora_fsdp(3));
+  const Program& p = r.program;
+  EXPECT_EQ(resident_weight_bytes(p), 280u);
+  EXPECT_EQ(r.param_bytes, 280u);
+  EXPECT_EQ(r.grad_bytes, 256u);
+  EXPECT_EQ(r.optimizer_state_bytes, 512u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_flat_param_shard:layers.0")].bytes, 128u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_flat_param_shard:root")].bytes, 24u);
+  EXPECT_EQ(buffer_named(p, "layers.0.fc.w"), -1);  // no whole copy of the frozen base
+  EXPECT_EQ(buffer_named(p, "head.w"), -1);
+  // The all-gather transient is the unit's whole flat parameter: 384 bytes (the root's 72).
+  EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_unsharded:layers.1")].bytes, 384u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_unsharded:root")].bytes, 72u);
+  // At layers.1's base MatMul: the root (gathered first, kept) 72 + layers.1 384 = 456 bytes gathered.
+  const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
+  EXPECT_EQ(weights_live_at(p, live, "/MatMul_2"), 456u);
+  // The frozen base's view requires grad (the flat parameter does), so autograd computes its 64 * 4 = 256
+  // byte grad; the unsharded flat grad is the whole flat parameter (its padding included: no F.pad copy).
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:layers.0.fc.w:view")].bytes, 256u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_unsharded_grad:layers.0")].bytes, 384u);
+  EXPECT_EQ(buffer_named(p, "fsdp_unsharded_grad:layers.0:padded"), -1);
+  EXPECT_EQ(buffer_named(p, "fsdp_grad_shard:root"), -1);
+}
+
+// QLoRA: the same with --frozen-dtype nf4 on the two base weights (the head, writing the graph output, stays
+// fp32). bitsandbytes packs n = 64 values into (n + 1) // (2 * 4) = 8 elements of quant_storage (the model's
+// fp32): 32 bytes in the flat parameter; its absmax (one float32 per 64-value block, 4 bytes) is the
+// QuantState, kept whole on every GPU.
+// Unit layers.N: fc.w [0, 8), lora_A [8, 24), lora_B [24, 40): 40 elements padded to 42, shard 14 = 56
+// bytes, all-gathered 42 * 4 = 168 bytes. Ranks: 0 holds [0, 14) (6 trainable), 1 [14, 28) (10 + 4 = 14),
+// 2 [28, 42) (12): the busiest, rank 1, has 14 trainable elements = 56 bytes.
+// Per GPU: shards 56 + 56 + 24 = 136 bytes + quant states 4 + 4 = 144 resident weight bytes; grads 56 + 56
+// = 112; Adam 2 * (56 + 56) = 224.
+TEST(FsdpKeptFrozenBaseWhole, QloraShardsTheQuantizedStorage) {
+  TrainingOptions o = lora_fsdp(3);
+  o.frozen_storage = FrozenStorage::Nf4;
+  const TrainingResult r = build_training_program(two_blocks(), o);
+  const Program& p = r.program;
+  EXPECT_EQ(resident_weight_bytes(p), 144u);
+  EXPECT_EQ(r.param_bytes, 136u);
+  EXPECT_EQ(r.frozen_stored_bytes, 8u);
+  EXPECT_EQ(r.grad_bytes, 112u);
+  EXPECT_EQ(r.optimizer_state_bytes, 224u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_flat_param_shard:layers.0")].bytes, 56u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "layers.0.fc.w:quant_state")].bytes, 4u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "fsdp_unsharded:layers.0")].bytes, 168u);
+  // MatMul4Bit.backward returns no grad for the 4-bit weight; each op still dequantizes it (64 * 4 bytes).
+  EXPECT_EQ(buffer_named(p, "grad:layers.0.fc.w:view"), -1);
+  EXPECT_EQ(p.buffers[buffer_named(p, "layers.0.fc.w:dequantized")].bytes, 256u);
+}
+
+TEST(FsdpKeptFrozenBaseWhole, Int8AndReStoredFloatsCannotBeFlattened) {
+  TrainingOptions o = lora_fsdp(2);
+  o.frozen_storage = FrozenStorage::Int8;
+  EXPECT_NE(message_of(o).find("--frozen-dtype int8 with --shard fsdp"), std::string::npos) << message_of(o);
+  o.frozen_storage = FrozenStorage::Bf16;
+  EXPECT_NE(message_of(o).find("--frozen-dtype fp16/bf16 with --shard fsdp"), std::string::npos) << message_of(o);
+}
+
 }  // namespace
 }  // namespace memplan

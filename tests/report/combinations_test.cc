@@ -82,11 +82,16 @@ const std::map<std::string, Enable>& enables() {
                   a.lora_rank = 4;
                   a.lora_targets = "q_proj|v_proj";
                 }}},
-      {"frozen-dtype", {{"--frozen-dtype", "--mode"}, [](EstimateArgs& a) {
-                          a.mode = "train";
-                          a.frozen_dtype = "nf4";
-                          if (a.lora_rank == 0) a.frozen = "mlp";
-                        }}},
+      {"frozen-nf4", {{"--frozen-dtype", "--mode"}, [](EstimateArgs& a) {
+                        a.mode = "train";
+                        a.frozen_dtype = "nf4";
+                        if (a.lora_rank == 0) a.frozen = "mlp";
+                      }}},
+      {"frozen-int8", {{"--frozen-dtype", "--mode"}, [](EstimateArgs& a) {
+                         a.mode = "train";
+                         a.frozen_dtype = "int8";
+                         if (a.lora_rank == 0) a.frozen = "mlp";
+                       }}},
       {"trainable", {{"--trainable", "--frozen", "--mode"}, [](EstimateArgs& a) {
                        a.mode = "train";
                        a.frozen = "layers\\.0\\.";
@@ -133,8 +138,8 @@ TEST(Combinations, EveryPairIsModelledOrRefusedNamingBoth) {
       const Feature& f = all[i];
       const Feature& g = all[j];
       if (f.option == g.option) continue;  // two values of one option: not a combination
-      // "frozen-dtype" frees the frozen weights of the LoRA base when both are on; its enable reads lora_rank,
-      // so LoRA goes first.
+      // With LoRA on, the frozen-dtype features store the LoRA base; their enables read lora_rank, so LoRA goes
+      // first.
       EstimateArgs a = base();
       const bool g_first = g.name == "lora";
       enables().at(g_first ? g.name : f.name).apply(a);
@@ -182,6 +187,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"tp", "lora"}, "--tp with --lora-rank: not modelled"},
       {{"onnxruntime", "checkpoint"}, "--mode train with --runtime onnxruntime"},
       {{"sdpa", "torch-1.13"}, "--attention sdpa with --torch 1.13"},
+      {{"fsdp", "frozen-int8"}, "--shard fsdp with --frozen-dtype int8: FSDP flattens"},
       {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
   };
   for (const Case& c : cases) {
