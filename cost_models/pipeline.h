@@ -14,7 +14,17 @@
 
 namespace memplan {
 
-// Throws InputError when --pp exceeds the blocks, or combines with what is not modelled with it.
+// One stage's GPU: its training-step program and its facts.
+struct PipelineStage {
+  TrainingResult result;
+  PipelineStageFacts facts;
+};
+
+// Every stage, in order. Throws InputError when --pp exceeds the blocks, or combines with what is not
+// modelled with it.
+std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& context);
+
+// The busiest stage's program, with every stage's facts; adds the note that says which stage it is.
 TrainingResult build_pipeline_program(const TrainingContext& context, std::vector<std::string>& notes);
 
 }  // namespace memplan
