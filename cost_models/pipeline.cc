@@ -2,6 +2,7 @@
 #include "cost_models/pipeline.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
@@ -125,7 +126,9 @@ std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
     TrainingResult r = TrainingStep(s, {}).build();
     f.param_bytes = r.param_bytes;
     f.peak_bytes = peak_with_resident(r.program);
-    stages.push_back({std::move(r), std::move(f)});
+    const Measure m = training_measure(r, o);
+    f.required_bytes = m.required_bytes;
+    stages.push_back({std::move(r), std::move(f), m.reserved_bytes});
   }
   return stages;
 }
@@ -135,8 +138,13 @@ TrainingResult build_pipeline_program(const TrainingContext& c, std::vector<std:
   const int m = c.options.micro_batches > 0 ? c.options.micro_batches : pp;
   std::vector<PipelineStage> stages = build_pipeline_stages(c);
   int busiest = 0;
+  // What fit and check would find each GPU needs; among equals, what its allocator reserves (the estimate's
+  // total), then the lower bound.
+  auto load = [&](int i) {
+    return std::make_tuple(stages[i].facts.required_bytes, stages[i].reserved_bytes, stages[i].facts.peak_bytes);
+  };
   for (int i = 1; i < pp; ++i)
-    if (stages[i].facts.peak_bytes > stages[busiest].facts.peak_bytes) busiest = i;
+    if (load(i) > load(busiest)) busiest = i;
   TrainingResult best = std::move(stages[busiest].result);
   best.pipeline_busiest_stage = busiest;
   for (PipelineStage& s : stages) best.pipeline_stages.push_back(std::move(s.facts));
