@@ -7,12 +7,26 @@
 #include <string>
 #include <vector>
 
+#include "onnx_import/checked.h"
 #include "onnx_import/graph.h"
+#include "planner/measure.h"
 #include "planner/program.h"
 
 namespace memplan {
 
 enum class Runtime { Ideal, PyTorch, OnnxRuntime };
+
+// The allocator a runtime serves a program with, on which whether it fits is measured (planner/measure.h):
+// ideal, exact sizes in one packed arena; pytorch, the caching allocator (with expandable segments when
+// PYTORCH_CUDA_ALLOC_CONF says so); onnxruntime, the BFC arena with the memory pattern.
+inline RuntimeAllocator runtime_allocator(Runtime runtime, bool expandable_segments) {
+  switch (runtime) {
+    case Runtime::Ideal: return {AllocatorKind::Exact, false};
+    case Runtime::PyTorch: return {AllocatorKind::PytorchCaching, expandable_segments};
+    case Runtime::OnnxRuntime: return {AllocatorKind::OrtMemoryPattern, false};
+  }
+  return {};
+}
 
 // How attention (MatMul, scale, optional mask, Softmax, optional Dropout, MatMul) runs in PyTorch:
 // as the exported graph (eager), or as torch's fused scaled_dot_product_attention (never materialises
@@ -78,7 +92,9 @@ struct CheckpointOptions {
   CheckpointMode mode = CheckpointMode::None;
   int every = 0;                          // every:K: a boundary every K candidate boundaries
   std::vector<std::string> at;            // at:T1,T2: boundary tensor names
-  uint64_t budget_bytes = 0;              // auto: the largest acceptable activation lower bound
+  // auto: the device memory the step must run in, compared with the allocator's required bytes (planner/measure.h)
+  // as fit and check compare them.
+  uint64_t budget_bytes = 0;
 };
 
 struct TrainingOptions {
@@ -86,6 +102,9 @@ struct TrainingOptions {
   // forward's and autograd's backward device thread's). Ideal: the same eager semantics without any
   // library workspace (what a CPU run under torch.profiler measures). OnnxRuntime: not modelled.
   Runtime runtime = Runtime::PyTorch;
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (--expandable-segments): the allocator --checkpoint auto
+  // and the busiest pipeline stage are measured on (runtime_allocator).
+  bool expandable_segments = false;
   Optimizer optimizer = Optimizer::Adam;
   OptimizerImpl optimizer_impl = OptimizerImpl::Foreach;
   OptimizerFlags optimizer_flags;
@@ -144,6 +163,7 @@ struct PipelineStageFacts {
   uint64_t saved_bytes_per_micro_batch = 0;  // activations one micro-batch leaves for the backward
   uint64_t param_bytes = 0;
   uint64_t peak_bytes = 0;                // its program's live-bytes peak plus resident bytes (the lower bound)
+  uint64_t required_bytes = 0;            // what its program needs of the device (planner/measure.h): the busiest needs most
 };
 
 struct TrainingResult : CostModelResult {
@@ -163,5 +183,15 @@ struct TrainingResult : CostModelResult {
 };
 
 TrainingResult build_training_program(const Graph& graph, const TrainingOptions& options);
+
+// A training step's program measured on its runtime's allocator (planner/measure.h), the fixed bytes added to each
+// figure: its required bytes are what fit and check compare with a budget, and what --checkpoint auto and the
+// busiest pipeline stage decide by.
+inline Measure training_measure(const CostModelResult& r, const TrainingOptions& o) {
+  Measure m = measure(r.program, runtime_allocator(o.runtime, o.expandable_segments));
+  for (uint64_t* b : {&m.allocated_bytes, &m.reserved_bytes, &m.required_bytes})
+    *b = checked_add(*b, r.fixed_bytes, "required bytes");
+  return m;
+}
 
 }  // namespace memplan

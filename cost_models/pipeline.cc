@@ -2,7 +2,7 @@
 #include "cost_models/pipeline.h"
 
 #include <algorithm>
-#include <climits>
+#include <tuple>
 
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
@@ -62,12 +62,16 @@ uint64_t saved_activation_bytes(const Program& p) {
   return 0;
 }
 
+// The stage's context: its ops renumbered from 0. Everything the context holds per op (ops, op_flops, rules,
+// tp_gathered) is filtered here with the ops, so that index i of each still describes the stage's op i; the
+// per-op facts --pp never combines with are emptied (separators: --checkpoint; units: --shard fsdp).
 TrainingContext stage_context(const TrainingContext& c, const Split& split, int stage) {
   const Graph& g = *c.graph;
   TrainingContext s = c;
   s.ops.clear();
   s.op_flops.clear();
   s.rules.clear();
+  s.tp_gathered.clear();
   s.separators.clear();
   s.units = WrapUnits{};
   s.on_device.assign(g.tensors.size(), false);
@@ -88,6 +92,7 @@ TrainingContext stage_context(const TrainingContext& c, const Split& split, int 
     s.ops.push_back(c.ops[i]);
     s.op_flops.push_back(c.op_flops[i]);
     s.rules.push_back(c.rules[i]);
+    s.tp_gathered.push_back(c.tp_gathered[i]);
     for (int32_t t : c.ops[i].outputs) s.on_device[t] = true;
   }
   s.params.clear();
@@ -100,7 +105,7 @@ TrainingContext stage_context(const TrainingContext& c, const Split& split, int 
 
 }  // namespace
 
-TrainingResult build_pipeline_program(const TrainingContext& c, std::vector<std::string>& notes) {
+std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
   const TrainingOptions& o = c.options;
   const int pp = o.pp;
   const int m = o.micro_batches > 0 ? o.micro_batches : pp;
@@ -108,9 +113,7 @@ TrainingResult build_pipeline_program(const TrainingContext& c, std::vector<std:
   if (o.checkpoint.mode != CheckpointMode::None) throw InputError("--pp with --checkpoint is not modelled yet");
   const WrapUnits w = find_wrap_units(*c.graph, c.ops, c.module_parameters, o.fsdp_wrap);
   const Split split = split_stages(c, w, pp);
-  TrainingResult best;
-  uint64_t best_peak = 0;
-  std::vector<PipelineStageFacts> facts;
+  std::vector<PipelineStage> stages;
   for (int i = 0; i < pp; ++i) {
     TrainingContext s = stage_context(c, split, i);
     PipelineStageFacts f;
@@ -123,19 +126,33 @@ TrainingResult build_pipeline_program(const TrainingContext& c, std::vector<std:
     TrainingResult r = TrainingStep(s, {}).build();
     f.param_bytes = r.param_bytes;
     f.peak_bytes = peak_with_resident(r.program);
-    facts.push_back(f);
-    if (i == 0 || f.peak_bytes > best_peak) {
-      best_peak = f.peak_bytes;
-      best = std::move(r);
-      best.pipeline_busiest_stage = i;
-    }
+    const Measure m = training_measure(r, o);
+    f.required_bytes = m.required_bytes;
+    stages.push_back({std::move(r), std::move(f), m.reserved_bytes});
   }
-  best.pipeline_stages = std::move(facts);
-  const PipelineStageFacts& b = best.pipeline_stages[best.pipeline_busiest_stage];
+  return stages;
+}
+
+TrainingResult build_pipeline_program(const TrainingContext& c, std::vector<std::string>& notes) {
+  const int pp = c.options.pp;
+  const int m = c.options.micro_batches > 0 ? c.options.micro_batches : pp;
+  std::vector<PipelineStage> stages = build_pipeline_stages(c);
+  int busiest = 0;
+  // What fit and check would find each GPU needs; among equals, what its allocator reserves (the estimate's
+  // total), then the lower bound.
+  auto load = [&](int i) {
+    return std::make_tuple(stages[i].facts.required_bytes, stages[i].reserved_bytes, stages[i].facts.peak_bytes);
+  };
+  for (int i = 1; i < pp; ++i)
+    if (load(i) > load(busiest)) busiest = i;
+  TrainingResult best = std::move(stages[busiest].result);
+  best.pipeline_busiest_stage = busiest;
+  for (PipelineStage& s : stages) best.pipeline_stages.push_back(std::move(s.facts));
+  const PipelineStageFacts& b = best.pipeline_stages[busiest];
   notes.push_back("Pipeline parallel, 1F1B over " + std::to_string(pp) + " stages and " + std::to_string(m) +
                   " micro-batches (the batch is one micro-batch): stage i holds the activations of min(" +
                   std::to_string(pp) + " - i, " + std::to_string(m) + ") micro-batches. The estimate is the busiest "
-                  "GPU's, stage " + std::to_string(best.pipeline_busiest_stage) + " (" + b.first_unit + " to " +
+                  "GPU's, stage " + std::to_string(busiest) + " (" + b.first_unit + " to " +
                   b.last_unit + ", " + std::to_string(b.in_flight_micro_batches) + " in flight).");
   return best;
 }

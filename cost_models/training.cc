@@ -3,7 +3,6 @@
 // GPU; the graph's batch is one micro-batch. The phases live in training_*.cc (training_step.h says
 // which); this file orders them and chooses checkpoint boundaries. Rules and sources: docs/cost-models.md.
 #include <algorithm>
-#include <climits>
 #include <optional>
 #include <string>
 
@@ -12,7 +11,7 @@
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
-#include "planner/liveness.h"
+#include "planner/measure.h"
 
 namespace memplan {
 
@@ -20,6 +19,10 @@ TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> 
     : context_(context), graph_(*context.graph), options_(context.options), segment_end_ops_(std::move(segment_end_ops)),
       segment_of_op_(context.ops.size(), -1), writer_(result_.program),
       aliasing_(graph_, Semantics::PyTorchEager, /*training=*/true, context.dtype) {
+  const size_t ops = context_.ops.size();
+  if (context_.op_flops.size() != ops || context_.rules.size() != ops || context_.tp_gathered.size() != ops)
+    throw InternalError("the training context's per-op facts do not match its " + std::to_string(ops) +
+                        " ops (a filter of the ops that did not renumber them)");
   const size_t nt = graph_.tensors.size();
   forward_buffer_.assign(nt, -1);
   recompute_buffer_.assign(nt, -1);
@@ -87,43 +90,58 @@ void TrainingStep::fill_result() {
 
 namespace {
 
-// The peak a boundary set gives, as the planner measures it: live bytes (the lower bound) plus resident.
-uint64_t peak_with_resident(const Program& p) {
-  const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
-  return checked_add(live.peak_bytes, live.resident_bytes, "peak bytes");
-}
-
 std::vector<int32_t> boundary_ops(const TrainingContext& c, const std::vector<int32_t>& chosen) {
   std::vector<int32_t> ops;
   for (int32_t i : chosen) ops.push_back(c.separators[i].op);
   return ops;
 }
 
-// --checkpoint auto: the fewest recomputed FLOPs whose peak (lower bound + resident) fits the budget.
-// Recompute is the forward FLOPs up to the last boundary, so try last boundaries from the first
-// candidate onwards; for each, boundaries every K candidates ending there, K from a small ladder.
+// --checkpoint auto: the fewest recomputed FLOPs whose step fits the budget, judged as fit and check judge it:
+// by what the runtime's allocator needs (training_measure). Recompute is the forward FLOPs up to the last
+// boundary, so try last boundaries from the first candidate onwards; for each, boundaries every K candidates
+// ending there, K from a small ladder, and take the set that needs least among those that fit.
+// A set whose floor (resident plus the exact live peak, planner/measure.h) is over the budget cannot fit: its
+// allocator is simulated only if no set fits, to find the one that needs least (the first tried among equals).
 std::vector<int32_t> auto_boundaries(const TrainingContext& c, std::vector<std::string>& notes) {
   const uint64_t budget = c.options.checkpoint.budget_bytes;
   if (budget == 0) throw InputError("--checkpoint auto needs --budget SIZE");
-  if (peak_with_resident(TrainingStep(c, {}).build().program) <= budget) return {};
+  auto build = [&](const std::vector<int32_t>& chosen) { return TrainingStep(c, boundary_ops(c, chosen)).build(); };
+  auto need = [&](const TrainingResult& r) { return training_measure(r, c.options).required_bytes; };
+  if (need(build({})) <= budget) return {};
+  struct Tried {
+    std::vector<int32_t> chosen;
+    uint64_t floor = 0;
+    std::optional<uint64_t> need;
+  };
+  std::vector<Tried> tried;
   const int32_t n = static_cast<int32_t>(c.separators.size());
-  std::vector<int32_t> best;
-  uint64_t best_peak = UINT64_MAX;
   for (int32_t last = 0; last < n; ++last) {
-    std::vector<int32_t> fitting;
-    uint64_t fitting_peak = UINT64_MAX;
+    std::optional<size_t> fitting;
     for (int32_t k : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}) {
       if (k > last + 1 && k != 1) break;
-      const std::vector<int32_t> chosen = every_k_ending_at(last, k);
-      const uint64_t peak = peak_with_resident(TrainingStep(c, boundary_ops(c, chosen)).build().program);
-      if (peak < best_peak) { best_peak = peak; best = chosen; }
-      if (peak <= budget && peak < fitting_peak) { fitting_peak = peak; fitting = chosen; }
+      Tried t{every_k_ending_at(last, k), 0, std::nullopt};
+      const TrainingResult r = build(t.chosen);
+      t.floor = checked_add(measure_floor(r.program), r.fixed_bytes, "required bytes");
+      if (t.floor <= budget) t.need = need(r);
+      tried.push_back(std::move(t));
+      const Tried& now = tried.back();
+      if (now.need && *now.need <= budget && (!fitting || *now.need < *tried[*fitting].need)) fitting = tried.size() - 1;
     }
-    if (!fitting.empty()) return fitting;
+    if (fitting) return tried[*fitting].chosen;
   }
   notes.push_back("No checkpoint boundary set fits the budget of " + std::to_string(budget) +
                   " bytes; using the lowest-peak set found.");
-  return best;
+  std::vector<size_t> by_floor(tried.size());
+  for (size_t i = 0; i < by_floor.size(); ++i) by_floor[i] = i;
+  std::stable_sort(by_floor.begin(), by_floor.end(), [&](size_t a, size_t b) { return tried[a].floor < tried[b].floor; });
+  std::optional<size_t> best;
+  for (size_t i : by_floor) {
+    Tried& t = tried[i];
+    if (best && t.floor > *tried[*best].need) break;  // needs at least its floor: cannot beat the best
+    if (!t.need) t.need = need(build(t.chosen));
+    if (!best || *t.need < *tried[*best].need || (*t.need == *tried[*best].need && i < *best)) best = i;
+  }
+  return best ? tried[*best].chosen : std::vector<int32_t>{};
 }
 
 }  // namespace

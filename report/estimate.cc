@@ -7,9 +7,9 @@
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
-#include "planner/alloc_ort_bfc.h"
 #include "planner/alloc_pytorch.h"
 #include "planner/liveness.h"
+#include "planner/measure.h"
 #include "planner/packing.h"
 #include "planner/schedule.h"
 
@@ -74,50 +74,23 @@ std::vector<LiveTensor> top_live_tensors(const Program& p, const std::vector<Liv
   return out;
 }
 
-// A simulated allocator's peaks: exact bytes per category at the peak step, allocator rounding
-// (allocated − exact) and overhead (reserved − allocated).
-void take_allocator_peaks(const Program& program, const LiveBytes& live, int32_t peak_step, const AllocatorReplay& rep,
-                          Estimate& e) {
-  const CategoryBytes at_peak = live_by_category(program, live, peak_step);
-  fill_categories(e.breakdown, at_peak);
-  e.allocated_bytes = rep.peak_allocated_bytes;
-  e.reserved_bytes = rep.peak_reserved_bytes;
-  e.breakdown.allocator_rounding = rep.peak_allocated_bytes - sum(at_peak);
-  e.breakdown.allocator_overhead = rep.peak_reserved_bytes - rep.peak_allocated_bytes;
+// The allocator of the runtime an estimate is for: what every total and decision is measured on.
+RuntimeAllocator allocator_of(const EstimateOptions& options) {
+  return runtime_allocator(options.runtime, options.expandable_segments);
 }
 
-// The static arena a runtime's total is built on: exact sizes for ideal, ORT's 256-byte rounding
-// (bfc_arena.h, kMinAllocationSize) for its memory pattern. PyTorch's total does not depend on it.
-uint64_t arena_alignment(Runtime runtime) { return runtime == Runtime::Ideal ? 1 : ort::kMinAllocationSize; }
-
-// ideal: resident buffers + the best packed arena. What reserved_bytes is on the ideal runtime.
-uint64_t ideal_reserved(uint64_t resident_bytes, const BestPacking& best) {
-  return checked_add(resident_bytes, best.result.arena_bytes);
-}
-
-// PyTorch's caching allocator over the program: without a capacity, and the least capacity it runs in.
-struct PytorchNeed {
-  ReplayOrder order;
-  AllocatorReplay unconstrained;
-  uint64_t min_capacity_bytes = 0;
-};
-PytorchNeed pytorch_need(const Program& program, bool expandable_segments) {
-  PytorchNeed need;
-  const ReplayOrder& order = need.order = replay_order(program);
-  need.unconstrained = replay_program(program, order, *make_pytorch_allocator({0, expandable_segments}));
-  need.min_capacity_bytes = pytorch_min_capacity(program, order, need.unconstrained, expandable_segments);
-  return need;
-}
-
-// Fills totals, breakdown, peak location and series of `e` for `program` on the chosen runtime.
-// estimate_totals() computes the same total_bytes and required_bytes from the same functions without the rest.
+// Fills totals, breakdown, peak location and series of `e` for `program` on the chosen runtime. The totals are
+// measure()'s (planner/measure.h), the figures estimate_totals() and every decision take too.
 void assess(const Program& program, const EstimateOptions& options, uint64_t fixed, int top_n,
             std::optional<uint64_t> budget, Estimate& e) {
-  const Runtime runtime = options.runtime;
-  const std::vector<LiveRange> ranges = compute_liveness(program);
-  const LiveBytes live = compute_live_bytes(program, ranges);
-  const ProgramRecords recs = usage_records(program, ranges);
-  const BestPacking best = choose_best(recs.records, arena_alignment(runtime));
+  const RuntimeAllocator allocator = allocator_of(options);
+  MeasureWork work;
+  const Measure m = measure(program, allocator, &work);
+  const std::vector<LiveRange>& ranges = work.ranges;
+  const LiveBytes& live = work.live;
+  // The static arena the report shows: the one the totals rest on, else packed for the report alone (pytorch).
+  const BestPacking best =
+      work.arena ? *work.arena : choose_best(usage_records(program, ranges).records, arena_alignment(allocator.kind));
 
   e.num_steps = static_cast<int32_t>(program.steps.size());
   e.lower_bound_bytes = live.peak_bytes;
@@ -126,44 +99,35 @@ void assess(const Program& program, const EstimateOptions& options, uint64_t fix
   e.packing_algorithm = packing_algorithm_name(best.algorithm);
   e.breakdown = {};
   e.breakdown.fixed = fixed;
+  e.allocated_bytes = m.allocated_bytes;
+  e.reserved_bytes = m.reserved_bytes;
+  e.total_bytes = checked_add(m.reserved_bytes, fixed);
+  e.required_bytes = checked_add(m.required_bytes, fixed);
 
-  // A program with no steps (every op folded away, say) peaks before the first step: there is no step 0.
+  // A program with no steps (every op folded away, say) peaks before the first step: there is no step 0. On
+  // PyTorch's allocator, the step where its allocated peak is first reached.
   int32_t peak_step = program.steps.empty() ? -1 : live.peak_step;
-  switch (runtime) {
-    case Runtime::Ideal: {
-      const CategoryBytes at_peak = live_by_category(program, live, peak_step);
-      fill_categories(e.breakdown, at_peak);
-      e.allocated_bytes = checked_add(live.resident_bytes, live.peak_bytes);
-      e.reserved_bytes = ideal_reserved(live.resident_bytes, best);
-      e.breakdown.allocator_overhead = e.reserved_bytes - sum(at_peak);  // arena fragmentation
-      break;
-    }
-    case Runtime::PyTorch: {
-      const PytorchNeed need = pytorch_need(program, options.expandable_segments);
-      peak_step = need.unconstrained.peak_allocated_step;
-      take_allocator_peaks(program, live, peak_step, need.unconstrained, e);
-      e.allocated_per_step = need.unconstrained.allocated_per_step;
-      e.reserved_per_step = need.unconstrained.reserved_per_step;
-      e.required_bytes = checked_add(need.min_capacity_bytes, fixed);
-      if (budget) {
-        const PytorchAtCapacity at =
-            simulate_pytorch_at_capacity(program, need.order, *budget > fixed ? *budget - fixed : 0,
-                                         options.expandable_segments);
-        e.at_budget = AtBudget{*budget, at.fits, at.alloc_retries, checked_add(at.replay.peak_reserved_bytes, fixed),
-                               at.replay.oom_buffer};
-      }
-      e.cudnn_workspace = cudnn_workspace_range(program, need.unconstrained.allocated_per_step);
-      break;
-    }
-    case Runtime::OnnxRuntime:
-      // Steady state with the memory pattern: initializers one by one, then one block of the planned arena.
-      take_allocator_peaks(program, live, peak_step, simulate_ort_memory_pattern(program, best.result.arena_bytes), e);
-      break;
+  if (allocator.kind == AllocatorKind::PytorchCaching) peak_step = work.replay.peak_allocated_step;
+  const CategoryBytes at_peak = live_by_category(program, live, peak_step);
+  fill_categories(e.breakdown, at_peak);
+  if (allocator.kind == AllocatorKind::Exact) {
+    e.breakdown.allocator_overhead = m.reserved_bytes - sum(at_peak);  // arena fragmentation
+  } else {  // a simulated allocator: rounding (allocated − exact) and overhead (reserved − allocated)
+    e.breakdown.allocator_rounding = m.allocated_bytes - sum(at_peak);
+    e.breakdown.allocator_overhead = m.reserved_bytes - m.allocated_bytes;
   }
-  e.total_bytes = checked_add(e.reserved_bytes, fixed);
-  if (runtime != Runtime::PyTorch) {
-    e.required_bytes = e.total_bytes;
-    if (budget) e.at_budget = AtBudget{*budget, e.total_bytes <= *budget, 0, e.total_bytes, ""};
+  if (allocator.kind == AllocatorKind::PytorchCaching) {
+    e.allocated_per_step = work.replay.allocated_per_step;
+    e.reserved_per_step = work.replay.reserved_per_step;
+    if (budget) {
+      const PytorchAtCapacity at = simulate_pytorch_at_capacity(program, work.order, *budget > fixed ? *budget - fixed : 0,
+                                                                allocator.expandable_segments);
+      e.at_budget = AtBudget{*budget, at.fits, at.alloc_retries, checked_add(at.replay.peak_reserved_bytes, fixed),
+                             at.replay.oom_buffer};
+    }
+    e.cudnn_workspace = cudnn_workspace_range(program, work.replay.allocated_per_step);
+  } else if (budget) {
+    e.at_budget = AtBudget{*budget, e.total_bytes <= *budget, 0, e.total_bytes, ""};
   }
 
   e.peak_step = peak_step;
@@ -239,6 +203,7 @@ void take_training_facts(From& from, To& to) {
 TrainingResult training_program(const Graph& graph, const EstimateOptions& options, bool steady_state) {
   TrainingOptions t = options.training;
   t.runtime = options.runtime;
+  t.expandable_segments = options.expandable_segments;
   t.steady_state = steady_state;
   return build_training_program(graph, t);
 }
@@ -317,9 +282,8 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   if (options.mode == Mode::Training) {
     check_training_options(options);
     const TrainingResult first_it = training_program(graph, options, /*steady_state=*/false);
-    Estimate first_e;
-    assess(first_it.program, options, first_it.fixed_bytes, 0, std::nullopt, first_e);
-    e.first_iteration_total_bytes = first_e.total_bytes;
+    e.first_iteration_total_bytes =
+        checked_add(measure(first_it.program, allocator_of(options)).reserved_bytes, first_it.fixed_bytes);
   }
   EstimateProgram p = build_estimate_program(graph, options);
   e.notes = std::move(p.notes);
@@ -344,18 +308,8 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
 
 EstimateTotals estimate_totals(const Graph& graph, const EstimateOptions& options) {
   const EstimateProgram p = build_estimate_program(graph, options);
-  if (options.runtime == Runtime::PyTorch) {
-    const PytorchNeed need = pytorch_need(p.program, options.expandable_segments);
-    return {checked_add(need.unconstrained.peak_reserved_bytes, p.fixed_bytes),
-            checked_add(need.min_capacity_bytes, p.fixed_bytes)};
-  }
-  const std::vector<LiveRange> ranges = compute_liveness(p.program);
-  const BestPacking best = choose_best(usage_records(p.program, ranges).records, arena_alignment(options.runtime));
-  const uint64_t reserved = options.runtime == Runtime::Ideal
-                                ? ideal_reserved(compute_live_bytes(p.program, ranges).resident_bytes, best)
-                                : simulate_ort_memory_pattern(p.program, best.result.arena_bytes).peak_reserved_bytes;
-  const uint64_t total = checked_add(reserved, p.fixed_bytes);
-  return {total, total};  // one arena of its planned size: what it reserves is what it needs
+  const Measure m = measure(p.program, allocator_of(options));
+  return {checked_add(m.reserved_bytes, p.fixed_bytes), checked_add(m.required_bytes, p.fixed_bytes)};
 }
 
 }  // namespace memplan

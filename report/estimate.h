@@ -1,13 +1,8 @@
 // One estimate: a shaped graph through a cost model and the planner, assembled into the numbers a user reads.
-// Totals per runtime:
-//   ideal        resident + the best packed arena of exact sizes (alignment 1) + fixed
-//   pytorch      max_memory_reserved of the simulated caching allocator + fixed (never the CUDA context)
-//   onnxruntime  TotalAllocated of the simulated BFC arena with the memory pattern + fixed
-// and what the step needs of a device (required_bytes), which is what fit and check's budget compare:
-//   pytorch      the smallest capacity on which the simulated caching allocator, flushing its cache and
-//                retrying when a cudaMalloc fails, serves every request (pytorch_min_capacity) + fixed: between
-//                max_memory_allocated and the unconstrained max_memory_reserved
-//   ideal, onnxruntime  the total (the arena is one block of its planned size)
+// The totals are the planner's measure() of the program on the runtime's allocator (planner/measure.h, with
+// cost_models' runtime_allocator): total_bytes = its reserved bytes + fixed (never the CUDA context), and
+// required_bytes = its required bytes + fixed, what the step needs of a device: what fit and check's budget,
+// --checkpoint auto and the busiest pipeline stage all compare.
 #pragma once
 
 #include <array>
