@@ -20,6 +20,7 @@ constexpr int64_t kBaseTokens = 3;
 struct Symbols {
   std::set<std::string> all;       // every dim_param of the graph inputs
   std::set<std::string> tokenish;  // those at some axis other than 0 (axis 0 is the batch)
+  std::set<std::string> leading;   // those at axis 0: the batch
 };
 
 Symbols input_symbols(const onnx::GraphProto& g) {
@@ -32,7 +33,7 @@ Symbols input_symbols(const onnx::GraphProto& g) {
     for (int a = 0; a < dims.size(); ++a)
       if (dims[a].has_dim_param()) {
         s.all.insert(dims[a].dim_param());
-        if (a > 0) s.tokenish.insert(dims[a].dim_param());
+        (a > 0 ? s.tokenish : s.leading).insert(dims[a].dim_param());
       }
   }
   return s;
@@ -282,9 +283,12 @@ std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindin
   try {
     const ReadModel model = read_model_file(path);
     // The user binds the cached and new tokens; to find which dimensions they are, every token-like dimension
-    // is probed free.
+    // is probed free. So is the batch (--dim batch_size=B): the probes measure one sequence's bytes per token,
+    // which each step multiplies by its batch.
     Bindings probe_user = user;
-    for (const std::string& s : input_symbols(model.proto.graph()).tokenish) probe_user.dims.erase(s);
+    const Symbols symbols = input_symbols(model.proto.graph());
+    for (const auto* set : {&symbols.tokenish, &symbols.leading})
+      for (const std::string& s : *set) probe_user.dims.erase(s);
     const KvCache kv = find_kv_cache(model, path, probe_user, "", options.inference.float_dtype);
     const auto cached = graph.bound_dims.find(kv.cached_dim);
     const auto fresh = graph.bound_dims.find(kv.new_dim);

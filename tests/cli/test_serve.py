@@ -180,6 +180,28 @@ class EstimatePhases(unittest.TestCase):
         self.assertIn("prefill  3 x 16 new, 0 cached", text)
         self.assertIn("decode   3 x 1 new, 99 cached", text)
 
+    def test_batch_bound_by_dim_is_counted_once(self):
+        # --dim batch=B binds the batch as --batch B does. The bytes of one more cached token of one sequence do not
+        # depend on B: 2 (K, V) x 2 layers x 2 KV heads x 4 head_dim x 4 bytes = 128 B; the cache of B sequences
+        # after the decode of 99 cached + 1 new tokens is B x 100 x 128 B (12,800 B at B = 1, 51,200 B at B = 4).
+        # Before, the batch was counted in both: 4 x 128 B a token and 4 x 4 x 100 x 128 B of cache at B = 4.
+        kv = {}
+        for b in (1, 4):
+            p = run("estimate", KV, "--dim", f"batch={b}", "--dim", "past_sequence_length=99", "--dim",
+                    "sequence_length=16", "--runtime", "ideal", "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            kv[b] = json.loads(p.stdout)["kv_cache"]
+        self.assertEqual(kv[1]["bytes_per_token"], 128)
+        self.assertEqual(kv[4]["bytes_per_token"], 128)
+        self.assertEqual(kv[1]["decode"]["kv_cache_bytes"], 1 * 100 * 128)
+        self.assertEqual(kv[4]["decode"]["kv_cache_bytes"], 4 * 100 * 128)
+        self.assertEqual(kv[4]["prefill"]["kv_cache_bytes"], 4 * kv[1]["prefill"]["kv_cache_bytes"])
+        self.assertEqual(kv[4]["prefill"]["kv_cache_bytes"], 4 * 16 * 128)
+        # --batch 4 binds the same dimension: the same section.
+        p = run("estimate", KV, "--batch", "4", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16",
+                "--runtime", "ideal", "--json")
+        self.assertEqual(json.loads(p.stdout)["kv_cache"], kv[4])
+
     def test_no_kv_section_without_a_cache(self):
         for model, dims in ((os.path.join(MODELS, "no_kv_tiny.onnx"), ["--dim", "sequence_length=4"]),
                             (os.path.join(SRC, "tests", "models", "gpt_tiny.onnx"), ["--dim", "seq=8"])):
