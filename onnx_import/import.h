@@ -33,6 +33,13 @@ struct Bindings {
   std::map<std::string, std::optional<std::vector<std::vector<int64_t>>>> optional_inputs;
 };
 
+// A dimension named as a sum of other dimensions and integers, as exporters name a length that totals others
+// ("past_sequence_length + sequence_length": optimum's attention mask over the cached and the new tokens): its
+// terms, or empty when `dim_param` is not such a sum. A graph input's summed dimension that the bindings leave
+// free is bound to the sum of its terms once every one is bound (by --dim, --batch or another input's shape),
+// for every command alike; bound by hand, the hand's value stands.
+std::vector<std::string> summed_dim_terms(const std::string& dim_param);
+
 // Reads and shapes the model. Weights are never materialized and external data is never opened.
 // Throws InputError (exit 2) with one message naming the model and the node or tensor at fault.
 Graph import_model(const std::string& path, const Bindings& bindings);

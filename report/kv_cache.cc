@@ -39,45 +39,16 @@ Symbols input_symbols(const onnx::GraphProto& g) {
   return s;
 }
 
-// "a + b + 1" -> {"a", "b", "1"}; empty when the name is not a sum.
-std::vector<std::string> sum_terms(const std::string& name) {
-  std::vector<std::string> terms;
-  size_t start = 0;
-  for (size_t at; (at = name.find(" + ", start)) != std::string::npos; start = at + 3) terms.push_back(name.substr(start, at - start));
-  if (terms.empty()) return {};
-  terms.push_back(name.substr(start));
-  return terms;
-}
-
-bool is_number(const std::string& t) {
-  return !t.empty() && t.size() < 10 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Binds every sum-of-symbols dimension from the values already bound (those whose terms are all known).
-void bind_sums(Bindings& b, const std::set<std::string>& symbols, const std::set<std::string>& user_bound) {
-  for (const std::string& s : symbols) {
-    const std::vector<std::string> terms = sum_terms(s);
-    if (terms.empty() || user_bound.count(s)) continue;
-    int64_t v = 0;
-    bool known = true;
-    for (const std::string& t : terms) {
-      if (is_number(t)) v += std::stoll(t);
-      else if (auto it = b.dims.find(t); it != b.dims.end()) v += it->second;
-      else known = false;
-    }
-    if (known) b.dims[s] = v;
-  }
-}
-
-// ORT GenAI's and our zoo's name for past + new tokens (the attention mask's length), a plain dim_param.
+// ORT GenAI's and our zoo's name for past + new tokens (the attention mask's length), a plain dim_param that the
+// importer cannot derive (summed_dim_terms: it names no terms): the cache's steps bind it.
 constexpr const char* kTotalTokens = "total_sequence_length";
 
-// A free total_sequence_length is the sum of the free token dimensions it totals (the cached and the new).
-void bind_total(Bindings& b, const std::set<std::string>& symbols, const std::set<std::string>& user_bound,
-                const std::vector<std::string>& free) {
-  if (!symbols.count(kTotalTokens) || user_bound.count(kTotalTokens)) return;
+bool derived_here(const std::string& s) { return !summed_dim_terms(s).empty() || s == kTotalTokens; }
+
+// total_sequence_length = the sum of the token dimensions it totals (the cached and the new), as bound in `b`.
+void bind_total(Bindings& b, const std::vector<std::string>& parts) {
   int64_t total = 0;
-  for (const std::string& s : free) total += b.dims.at(s);
+  for (const std::string& s : parts) total += b.dims.at(s);
   b.dims[kTotalTokens] = total;
 }
 
@@ -157,9 +128,8 @@ Bindings kv_step_bindings(const Bindings& user, const KvCache& kv, int64_t batch
   b.batch = batch;
   b.dims[kv.cached_dim] = cached;
   b.dims[kv.new_dim] = fresh;
-  std::set<std::string> derived(kv.derived.begin(), kv.derived.end());
-  if (derived.erase(kTotalTokens)) b.dims[kTotalTokens] = cached + fresh;
-  bind_sums(b, derived, {});
+  for (const std::string& s : kv.derived) b.dims.erase(s);  // the importer binds a sum from its terms
+  if (std::count(kv.derived.begin(), kv.derived.end(), kTotalTokens)) bind_total(b, {kv.cached_dim, kv.new_dim});
   return b;
 }
 
@@ -170,7 +140,7 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   std::set<std::string> user_bound;
   for (const auto& [name, value] : user.dims) user_bound.insert(name);
   for (const std::string& s : symbols.tokenish)
-    if (!user.dims.count(s) && sum_terms(s).empty() && s != kTotalTokens) free.push_back(s);
+    if (!user.dims.count(s) && !derived_here(s)) free.push_back(s);
   if (!cached_dim.empty() && !symbols.all.count(cached_dim))
     throw InputError("--kv-dim " + cached_dim + ": the inputs of " + path + " have no symbolic dimension " + cached_dim +
                      (symbols.all.empty() ? std::string(" (they have none)")
@@ -178,14 +148,13 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   Bindings base = user;
   base.batch = 1;
   for (const std::string& s : free) base.dims[s] = kBaseTokens;
-  bind_sums(base, symbols.all, user_bound);
-  bind_total(base, symbols.all, user_bound, free);
+  const bool total_free = symbols.all.count(kTotalTokens) && !user_bound.count(kTotalTokens);
+  if (total_free) bind_total(base, free);
   const Graph g0 = import_model(model, path, base);
   auto probe = [&](const std::string& s) -> std::optional<Graph> {
     Bindings b = base;
     b.dims[s] = kBaseTokens + 1;
-    bind_sums(b, symbols.all, user_bound);
-    bind_total(b, symbols.all, user_bound, free);
+    if (total_free) bind_total(b, free);
     try {
       return import_model(model, path, b);
     } catch (const InputError&) {
@@ -243,7 +212,7 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   kv.cached_dim = dim;
   kv.new_dim = fresh.front();
   for (const std::string& s : symbols.all)
-    if (!user_bound.count(s) && (!sum_terms(s).empty() || s == kTotalTokens)) kv.derived.push_back(s);
+    if (!user_bound.count(s) && derived_here(s)) kv.derived.push_back(s);
   for (const Pair& p : pairs) {
     kv.pairs.emplace_back(p.input, p.output);
     const Tensor& x0 = tensor(g0, p.input);

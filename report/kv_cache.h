@@ -23,9 +23,10 @@ struct KvCache {
   // Bytes of one more cached token of one sequence, over every past input, in the estimate's storage dtype
   // (--dtype: cost_models/graph_facts.h storage_dtype). 2 x layers x kv_heads x head_dim x bytes per element.
   uint64_t bytes_per_token = 0;
-  // Input dimensions that follow from the others, bound by every step: a dim_param that is a sum of the inputs'
-  // symbols and integers ("past_sequence_length + sequence_length", optimum's attention mask) and ORT GenAI's
-  // total_sequence_length (= cached + new tokens), when the user does not bind them.
+  // Input dimensions that follow from the cached and new tokens at every step, when the user does not bind them:
+  // a dim_param that is a sum of other dimensions ("past_sequence_length + sequence_length", optimum's attention
+  // mask), which the importer binds from its terms (summed_dim_terms, onnx_import/import.h), and ORT GenAI's
+  // total_sequence_length (= cached + new tokens), which the steps bind.
   std::vector<std::string> derived;
   // Every tensor of the cache (past inputs and present outputs), what EstimateOptions::held_outside takes.
   std::vector<std::string> tensors() const;
