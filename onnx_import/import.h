@@ -23,6 +23,7 @@ struct Bindings {
     std::vector<double> numbers;
     bool list = false;  // given as a comma list (a 1-D tensor); a single number otherwise
     std::string text;   // as given, for messages
+    friend auto operator<=>(const InputValue&, const InputValue&) = default;
   };
   std::map<std::string, InputValue> input_values;
   // Sequence and optional graph inputs (--input s=seq(2x3,4x3), --input o=none): the shape of each tensor a
@@ -31,6 +32,8 @@ struct Bindings {
   // holds) or sequence_inputs (the sequence it holds).
   std::map<std::string, std::vector<std::vector<int64_t>>> sequence_inputs;
   std::map<std::string, std::optional<std::vector<std::vector<int64_t>>>> optional_inputs;
+  // Ordered field by field (ModelSession keeps one shaped graph per binding).
+  friend auto operator<=>(const Bindings&, const Bindings&) = default;
 };
 
 // A dimension named as a sum of other dimensions and integers, as exporters name a length that totals others

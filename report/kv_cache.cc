@@ -133,9 +133,9 @@ Bindings kv_step_bindings(const Bindings& user, const KvCache& kv, int64_t batch
   return b;
 }
 
-KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bindings& user,
-                      const std::string& cached_dim, DType float_dtype) {
-  const Symbols symbols = input_symbols(model.proto.graph());
+KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::string& cached_dim, DType float_dtype) {
+  const std::string& path = model.path();
+  const Symbols symbols = input_symbols(model.model().proto.graph());
   std::vector<std::string> free;  // the token-like dimensions the user left free: the candidates
   std::set<std::string> user_bound;
   for (const auto& [name, value] : user.dims) user_bound.insert(name);
@@ -150,27 +150,28 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   for (const std::string& s : free) base.dims[s] = kBaseTokens;
   const bool total_free = symbols.all.count(kTotalTokens) && !user_bound.count(kTotalTokens);
   if (total_free) bind_total(base, free);
-  const Graph g0 = import_model(model, path, base);
-  auto probe = [&](const std::string& s) -> std::optional<Graph> {
+  const std::shared_ptr<const Graph> shaped0 = model.shape(base);
+  const Graph& g0 = *shaped0;
+  auto probe = [&](const std::string& s) -> std::shared_ptr<const Graph> {
     Bindings b = base;
     b.dims[s] = kBaseTokens + 1;
     if (total_free) bind_total(b, free);
     try {
-      return import_model(model, path, b);
+      return model.shape(b);
     } catch (const InputError&) {
-      return std::nullopt;  // a dimension the model ties to another (it cannot grow alone): not the cache's
+      return nullptr;  // a dimension the model ties to another (it cannot grow alone): not the cache's
     }
   };
 
-  std::map<std::string, std::pair<Graph, std::vector<Pair>>> cached;  // candidate -> (probe, its pairs)
+  std::map<std::string, std::pair<std::shared_ptr<const Graph>, std::vector<Pair>>> cached;  // candidate -> (probe, its pairs)
   std::vector<std::string> found;
   for (const std::string& s : free) {
-    std::optional<Graph> g1 = probe(s);
+    std::shared_ptr<const Graph> g1 = probe(s);
     if (!g1) continue;
     std::vector<Pair> pairs = pairs_along(g0, *g1);
     if (pairs.empty()) continue;
     found.push_back(s);
-    cached.emplace(s, std::make_pair(std::move(*g1), std::move(pairs)));
+    cached.emplace(s, std::make_pair(std::move(g1), std::move(pairs)));
   }
   const std::string no_cache =
       path + " has no past/present key-value inputs: no graph input has a graph output of its shape grown along one "
@@ -193,7 +194,7 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   std::vector<std::string> fresh;
   for (const std::string& s : free) {
     if (s == dim) continue;
-    const std::optional<Graph> gs = probe(s);
+    const std::shared_ptr<const Graph> gs = probe(s);
     if (!gs) continue;
     const bool grows = std::all_of(pairs.begin(), pairs.end(), [&](const Pair& p) {
       const Tensor& x = tensor(*gs, p.input);
@@ -216,7 +217,7 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   for (const Pair& p : pairs) {
     kv.pairs.emplace_back(p.input, p.output);
     const Tensor& x0 = tensor(g0, p.input);
-    const Tensor& x1 = tensor(g1, p.input);
+    const Tensor& x1 = tensor(*g1, p.input);
     const DType stored = storage_dtype(x0.dtype, float_dtype);
     kv.bytes_per_token = checked_add(kv.bytes_per_token, bytes_as(x1, stored) - bytes_as(x0, stored));
   }
@@ -246,19 +247,18 @@ bool may_have_kv_cache(const Graph& g) {
 
 }  // namespace
 
-std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindings& user, const Graph& graph,
+std::optional<KvPhases> estimate_kv_phases(ModelSession& model, const Bindings& user, const Graph& graph,
                                            const EstimateOptions& options, uint64_t weights_bytes) {
   if (options.mode != Mode::Inference || !may_have_kv_cache(graph)) return std::nullopt;
   try {
-    const ReadModel model = read_model_file(path);
     // The user binds the cached and new tokens; to find which dimensions they are, every token-like dimension
     // is probed free. So is the batch (--dim batch_size=B): the probes measure one sequence's bytes per token,
     // which each step multiplies by its batch.
     Bindings probe_user = user;
-    const Symbols symbols = input_symbols(model.proto.graph());
+    const Symbols symbols = input_symbols(model.model().proto.graph());
     for (const auto* set : {&symbols.tokenish, &symbols.leading})
       for (const std::string& s : *set) probe_user.dims.erase(s);
-    const KvCache kv = find_kv_cache(model, path, probe_user, "", options.inference.float_dtype);
+    const KvCache kv = find_kv_cache(model, probe_user, "", options.inference.float_dtype);
     const auto cached = graph.bound_dims.find(kv.cached_dim);
     const auto fresh = graph.bound_dims.find(kv.new_dim);
     const auto past = graph.find_tensor(kv.pairs.front().first);
@@ -271,7 +271,7 @@ std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindin
       s.batch = batch;
       s.cached_tokens = c;
       s.new_tokens = n;
-      s.required_bytes = estimate_totals(import_model(model, path, kv_step_bindings(user, kv, batch, c, n)), o).required_bytes;
+      s.required_bytes = estimate_totals(*model.shape(kv_step_bindings(user, kv, batch, c, n)), o).required_bytes;
       s.activation_peak_bytes = s.required_bytes > weights_bytes ? s.required_bytes - weights_bytes : 0;
       s.kv_cache_bytes = checked_mul(checked_mul(static_cast<uint64_t>(batch), static_cast<uint64_t>(c + n)),
                                      kv.bytes_per_token);

@@ -13,6 +13,7 @@
 
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
+#include "onnx_import/model_session.h"
 
 namespace memplan {
 
@@ -32,13 +33,12 @@ struct KvCache {
   std::vector<std::string> tensors() const;
 };
 
-// Finds the cache of `model` (at `path`, for messages). `user` are the user's bindings (--dim); every other
+// Finds the cache of the session's model. `user` are the user's bindings (--dim); every other
 // symbolic dimension of the inputs is probed at small values, the leading ones as the batch (1).
 // `cached_dim`: --kv-dim, the dimension to take when several are cached ("": find it). Throws InputError when
 // the model has no past/present pair, when several dimensions qualify and none is named, when --kv-dim names
 // no dimension of the inputs or one without a cache, and when no dimension of new tokens is found.
-KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bindings& user,
-                      const std::string& cached_dim, DType float_dtype);
+KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::string& cached_dim, DType float_dtype);
 
 // A decoder's two kinds of step, as `estimate` reports them for a model with a KV cache, each estimated with the
 // cache's tensors held outside the allocator (EstimateOptions::held_outside; what serve assumes, the cache in
@@ -57,11 +57,11 @@ struct KvPhases {
 };
 
 struct EstimateOptions;
-// For `estimate`: the phases of `graph` (the model at `path` shaped with `user`) when it is a decoder with a KV
+// For `estimate`: the phases of `graph` (the session's model shaped with `user`) when it is a decoder with a KV
 // cache found unambiguously (the user's bound cached and new tokens are the decode's cached tokens and the
 // prefill's tokens; the batch is the cache inputs' leading axis); nullopt otherwise, without an error: the
 // estimate itself stands. `weights_bytes`: the estimate's weights.
-std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindings& user, const Graph& graph,
+std::optional<KvPhases> estimate_kv_phases(ModelSession& model, const Bindings& user, const Graph& graph,
                                            const EstimateOptions& options, uint64_t weights_bytes);
 
 // The bindings of one step: user's, the batch, `cached` tokens in the cache and `fresh` new tokens.
