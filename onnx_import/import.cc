@@ -17,6 +17,16 @@ bool names_model(const std::exception& e, const std::string& path) {
 
 }  // namespace
 
+std::vector<std::string> summed_dim_terms(const std::string& dim_param) {
+  std::vector<std::string> terms;
+  size_t start = 0;
+  for (size_t at; (at = dim_param.find(" + ", start)) != std::string::npos; start = at + 3)
+    terms.push_back(dim_param.substr(start, at - start));
+  if (terms.empty()) return {};
+  terms.push_back(dim_param.substr(start));
+  return terms;
+}
+
 Graph import_model(const ReadModel& model, const std::string& path, const Bindings& bindings,
                    ModelOverview& overview) {
   overview = describe_model(path, model);

@@ -23,6 +23,7 @@ struct Bindings {
     std::vector<double> numbers;
     bool list = false;  // given as a comma list (a 1-D tensor); a single number otherwise
     std::string text;   // as given, for messages
+    friend auto operator<=>(const InputValue&, const InputValue&) = default;
   };
   std::map<std::string, InputValue> input_values;
   // Sequence and optional graph inputs (--input s=seq(2x3,4x3), --input o=none): the shape of each tensor a
@@ -31,7 +32,16 @@ struct Bindings {
   // holds) or sequence_inputs (the sequence it holds).
   std::map<std::string, std::vector<std::vector<int64_t>>> sequence_inputs;
   std::map<std::string, std::optional<std::vector<std::vector<int64_t>>>> optional_inputs;
+  // Ordered field by field (ModelSession keeps one shaped graph per binding).
+  friend auto operator<=>(const Bindings&, const Bindings&) = default;
 };
+
+// A dimension named as a sum of other dimensions and integers, as exporters name a length that totals others
+// ("past_sequence_length + sequence_length": optimum's attention mask over the cached and the new tokens): its
+// terms, or empty when `dim_param` is not such a sum. A graph input's summed dimension that the bindings leave
+// free is bound to the sum of its terms once every one is bound (by --dim, --batch or another input's shape),
+// for every command alike; bound by hand, the hand's value stands.
+std::vector<std::string> summed_dim_terms(const std::string& dim_param);
 
 // Reads and shapes the model. Weights are never materialized and external data is never opened.
 // Throws InputError (exit 2) with one message naming the model and the node or tensor at fault.

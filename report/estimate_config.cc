@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "onnx_import/errors.h"
+#include "onnx_import/model_session.h"
 #include "report/fit.h"
 #include "report/gpu_catalog.h"
 #include "report/option_choices.h"
@@ -207,10 +208,11 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
 ConfiguredEstimate estimate_model(const EstimateArgs& args) {
   ConfiguredEstimate c;
   const EstimateOptions options = to_estimate_options(args);  // a bad option is said before the model is read
-  c.graph = import_model(args.model.path, to_bindings(args.model));
+  const Bindings bindings = to_bindings(args.model);
+  ModelSession model(args.model.path);  // read once: the estimate and, on a decoder with a KV cache, its phases
+  c.graph = *model.shape(bindings);
   c.estimate = estimate_graph(c.graph, options);
-  c.estimate.kv_phases =
-      estimate_kv_phases(args.model.path, to_bindings(args.model), c.graph, options, c.estimate.breakdown.weights);
+  c.estimate.kv_phases = estimate_kv_phases(model, bindings, c.graph, options, c.estimate.breakdown.weights);
   c.configuration = describe_configuration(args, c.graph);
   return c;
 }

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "onnx_import/errors.h"
-#include "onnx_import/model_reader.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -106,27 +105,23 @@ FitResult fit_search(const std::function<uint64_t(int64_t)>& bytes, uint64_t bud
 // ---- probing one model ----
 
 FitProbe::FitProbe(std::string path, Bindings bindings, std::string search, EstimateOptions options)
-    : path_(std::move(path)), bindings_(std::move(bindings)), search_(std::move(search)), options_(std::move(options)) {}
+    : session_(std::move(path)), bindings_(std::move(bindings)), search_(std::move(search)), options_(std::move(options)) {}
 
 FitProbe::~FitProbe() = default;
 
-Graph FitProbe::shape(int64_t value) {
-  if (!model_) {
-    model_ = std::make_shared<const ReadModel>(read_model_file(path_));
-    ++files_read_;
-  }
+std::shared_ptr<const Graph> FitProbe::shape(int64_t value) {
   Bindings b = bindings_;
   if (search_ == "batch") b.batch = value;
   else b.dims[search_] = value;
-  return import_model(*model_, path_, b);
+  return session_.shape(b);
 }
 
-uint64_t FitProbe::required_bytes(int64_t value) { return estimate_totals(shape(value), options_).required_bytes; }
+uint64_t FitProbe::required_bytes(int64_t value) { return estimate_totals(*shape(value), options_).required_bytes; }
 
 Estimate FitProbe::estimate(int64_t value, std::optional<uint64_t> device_budget) {
   EstimateOptions o = options_;
   o.device_budget = device_budget;
-  return estimate_graph(shape(value), o);
+  return estimate_graph(*shape(value), o);
 }
 
 // ---- budgets and batches ----

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "onnx_import/import.h"
+#include "onnx_import/model_session.h"
 #include "report/estimate.h"
 #include "report/estimate_config.h"
 #include "report/gpu_catalog.h"
@@ -69,7 +70,7 @@ struct FitSettings {
 };
 
 // estimate(v) of one model at many values of the searched dimension. The file is read and parsed on the first
-// probe and never again; each probe shapes the parsed model at its value and computes only the totals
+// probe and never again (a ModelSession); each probe shapes the parsed model at its value and computes only the totals
 // (estimate_totals); the required bytes are remembered in memo(), so that several searches share them: the
 // required bytes do not depend on the budget, so one probe serves every GPU of a catalog.
 class FitProbe {
@@ -87,19 +88,17 @@ class FitProbe {
   // Estimates from now on are for this GPU's architecture (apply_gpu_architecture), with that architecture's memo.
   void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
   const EstimateOptions& options() const { return options_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return session_.path(); }
   const std::string& search() const { return search_; }
-  int files_read() const { return files_read_; }  // 0 before the first probe, then 1
+  int files_read() const { return session_.files_read(); }  // 0 before the first probe, then 1
 
  private:
-  Graph shape(int64_t value);
+  std::shared_ptr<const Graph> shape(int64_t value);
 
-  std::string path_;
+  ModelSession session_;
   Bindings bindings_;
   std::string search_;
   EstimateOptions options_;
-  std::shared_ptr<const ReadModel> model_;
-  int files_read_ = 0;
   std::map<std::pair<int, int>, FitMemo> memos_;  // by (inference, training) cuda_arch_major
 };
 

@@ -20,6 +20,7 @@ constexpr int64_t kBaseTokens = 3;
 struct Symbols {
   std::set<std::string> all;       // every dim_param of the graph inputs
   std::set<std::string> tokenish;  // those at some axis other than 0 (axis 0 is the batch)
+  std::set<std::string> leading;   // those at axis 0: the batch
 };
 
 Symbols input_symbols(const onnx::GraphProto& g) {
@@ -32,51 +33,22 @@ Symbols input_symbols(const onnx::GraphProto& g) {
     for (int a = 0; a < dims.size(); ++a)
       if (dims[a].has_dim_param()) {
         s.all.insert(dims[a].dim_param());
-        if (a > 0) s.tokenish.insert(dims[a].dim_param());
+        (a > 0 ? s.tokenish : s.leading).insert(dims[a].dim_param());
       }
   }
   return s;
 }
 
-// "a + b + 1" -> {"a", "b", "1"}; empty when the name is not a sum.
-std::vector<std::string> sum_terms(const std::string& name) {
-  std::vector<std::string> terms;
-  size_t start = 0;
-  for (size_t at; (at = name.find(" + ", start)) != std::string::npos; start = at + 3) terms.push_back(name.substr(start, at - start));
-  if (terms.empty()) return {};
-  terms.push_back(name.substr(start));
-  return terms;
-}
-
-bool is_number(const std::string& t) {
-  return !t.empty() && t.size() < 10 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Binds every sum-of-symbols dimension from the values already bound (those whose terms are all known).
-void bind_sums(Bindings& b, const std::set<std::string>& symbols, const std::set<std::string>& user_bound) {
-  for (const std::string& s : symbols) {
-    const std::vector<std::string> terms = sum_terms(s);
-    if (terms.empty() || user_bound.count(s)) continue;
-    int64_t v = 0;
-    bool known = true;
-    for (const std::string& t : terms) {
-      if (is_number(t)) v += std::stoll(t);
-      else if (auto it = b.dims.find(t); it != b.dims.end()) v += it->second;
-      else known = false;
-    }
-    if (known) b.dims[s] = v;
-  }
-}
-
-// ORT GenAI's and our zoo's name for past + new tokens (the attention mask's length), a plain dim_param.
+// ORT GenAI's and our zoo's name for past + new tokens (the attention mask's length), a plain dim_param that the
+// importer cannot derive (summed_dim_terms: it names no terms): the cache's steps bind it.
 constexpr const char* kTotalTokens = "total_sequence_length";
 
-// A free total_sequence_length is the sum of the free token dimensions it totals (the cached and the new).
-void bind_total(Bindings& b, const std::set<std::string>& symbols, const std::set<std::string>& user_bound,
-                const std::vector<std::string>& free) {
-  if (!symbols.count(kTotalTokens) || user_bound.count(kTotalTokens)) return;
+bool derived_here(const std::string& s) { return !summed_dim_terms(s).empty() || s == kTotalTokens; }
+
+// total_sequence_length = the sum of the token dimensions it totals (the cached and the new), as bound in `b`.
+void bind_total(Bindings& b, const std::vector<std::string>& parts) {
   int64_t total = 0;
-  for (const std::string& s : free) total += b.dims.at(s);
+  for (const std::string& s : parts) total += b.dims.at(s);
   b.dims[kTotalTokens] = total;
 }
 
@@ -156,20 +128,19 @@ Bindings kv_step_bindings(const Bindings& user, const KvCache& kv, int64_t batch
   b.batch = batch;
   b.dims[kv.cached_dim] = cached;
   b.dims[kv.new_dim] = fresh;
-  std::set<std::string> derived(kv.derived.begin(), kv.derived.end());
-  if (derived.erase(kTotalTokens)) b.dims[kTotalTokens] = cached + fresh;
-  bind_sums(b, derived, {});
+  for (const std::string& s : kv.derived) b.dims.erase(s);  // the importer binds a sum from its terms
+  if (std::count(kv.derived.begin(), kv.derived.end(), kTotalTokens)) bind_total(b, {kv.cached_dim, kv.new_dim});
   return b;
 }
 
-KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bindings& user,
-                      const std::string& cached_dim, DType float_dtype) {
-  const Symbols symbols = input_symbols(model.proto.graph());
+KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::string& cached_dim, DType float_dtype) {
+  const std::string& path = model.path();
+  const Symbols symbols = input_symbols(model.model().proto.graph());
   std::vector<std::string> free;  // the token-like dimensions the user left free: the candidates
   std::set<std::string> user_bound;
   for (const auto& [name, value] : user.dims) user_bound.insert(name);
   for (const std::string& s : symbols.tokenish)
-    if (!user.dims.count(s) && sum_terms(s).empty() && s != kTotalTokens) free.push_back(s);
+    if (!user.dims.count(s) && !derived_here(s)) free.push_back(s);
   if (!cached_dim.empty() && !symbols.all.count(cached_dim))
     throw InputError("--kv-dim " + cached_dim + ": the inputs of " + path + " have no symbolic dimension " + cached_dim +
                      (symbols.all.empty() ? std::string(" (they have none)")
@@ -177,30 +148,30 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   Bindings base = user;
   base.batch = 1;
   for (const std::string& s : free) base.dims[s] = kBaseTokens;
-  bind_sums(base, symbols.all, user_bound);
-  bind_total(base, symbols.all, user_bound, free);
-  const Graph g0 = import_model(model, path, base);
-  auto probe = [&](const std::string& s) -> std::optional<Graph> {
+  const bool total_free = symbols.all.count(kTotalTokens) && !user_bound.count(kTotalTokens);
+  if (total_free) bind_total(base, free);
+  const std::shared_ptr<const Graph> shaped0 = model.shape(base);
+  const Graph& g0 = *shaped0;
+  auto probe = [&](const std::string& s) -> std::shared_ptr<const Graph> {
     Bindings b = base;
     b.dims[s] = kBaseTokens + 1;
-    bind_sums(b, symbols.all, user_bound);
-    bind_total(b, symbols.all, user_bound, free);
+    if (total_free) bind_total(b, free);
     try {
-      return import_model(model, path, b);
+      return model.shape(b);
     } catch (const InputError&) {
-      return std::nullopt;  // a dimension the model ties to another (it cannot grow alone): not the cache's
+      return nullptr;  // a dimension the model ties to another (it cannot grow alone): not the cache's
     }
   };
 
-  std::map<std::string, std::pair<Graph, std::vector<Pair>>> cached;  // candidate -> (probe, its pairs)
+  std::map<std::string, std::pair<std::shared_ptr<const Graph>, std::vector<Pair>>> cached;  // candidate -> (probe, its pairs)
   std::vector<std::string> found;
   for (const std::string& s : free) {
-    std::optional<Graph> g1 = probe(s);
+    std::shared_ptr<const Graph> g1 = probe(s);
     if (!g1) continue;
     std::vector<Pair> pairs = pairs_along(g0, *g1);
     if (pairs.empty()) continue;
     found.push_back(s);
-    cached.emplace(s, std::make_pair(std::move(*g1), std::move(pairs)));
+    cached.emplace(s, std::make_pair(std::move(g1), std::move(pairs)));
   }
   const std::string no_cache =
       path + " has no past/present key-value inputs: no graph input has a graph output of its shape grown along one "
@@ -223,7 +194,7 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   std::vector<std::string> fresh;
   for (const std::string& s : free) {
     if (s == dim) continue;
-    const std::optional<Graph> gs = probe(s);
+    const std::shared_ptr<const Graph> gs = probe(s);
     if (!gs) continue;
     const bool grows = std::all_of(pairs.begin(), pairs.end(), [&](const Pair& p) {
       const Tensor& x = tensor(*gs, p.input);
@@ -242,11 +213,11 @@ KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bin
   kv.cached_dim = dim;
   kv.new_dim = fresh.front();
   for (const std::string& s : symbols.all)
-    if (!user_bound.count(s) && (!sum_terms(s).empty() || s == kTotalTokens)) kv.derived.push_back(s);
+    if (!user_bound.count(s) && derived_here(s)) kv.derived.push_back(s);
   for (const Pair& p : pairs) {
     kv.pairs.emplace_back(p.input, p.output);
     const Tensor& x0 = tensor(g0, p.input);
-    const Tensor& x1 = tensor(g1, p.input);
+    const Tensor& x1 = tensor(*g1, p.input);
     const DType stored = storage_dtype(x0.dtype, float_dtype);
     kv.bytes_per_token = checked_add(kv.bytes_per_token, bytes_as(x1, stored) - bytes_as(x0, stored));
   }
@@ -276,16 +247,18 @@ bool may_have_kv_cache(const Graph& g) {
 
 }  // namespace
 
-std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindings& user, const Graph& graph,
+std::optional<KvPhases> estimate_kv_phases(ModelSession& model, const Bindings& user, const Graph& graph,
                                            const EstimateOptions& options, uint64_t weights_bytes) {
   if (options.mode != Mode::Inference || !may_have_kv_cache(graph)) return std::nullopt;
   try {
-    const ReadModel model = read_model_file(path);
     // The user binds the cached and new tokens; to find which dimensions they are, every token-like dimension
-    // is probed free.
+    // is probed free. So is the batch (--dim batch_size=B): the probes measure one sequence's bytes per token,
+    // which each step multiplies by its batch.
     Bindings probe_user = user;
-    for (const std::string& s : input_symbols(model.proto.graph()).tokenish) probe_user.dims.erase(s);
-    const KvCache kv = find_kv_cache(model, path, probe_user, "", options.inference.float_dtype);
+    const Symbols symbols = input_symbols(model.model().proto.graph());
+    for (const auto* set : {&symbols.tokenish, &symbols.leading})
+      for (const std::string& s : *set) probe_user.dims.erase(s);
+    const KvCache kv = find_kv_cache(model, probe_user, "", options.inference.float_dtype);
     const auto cached = graph.bound_dims.find(kv.cached_dim);
     const auto fresh = graph.bound_dims.find(kv.new_dim);
     const auto past = graph.find_tensor(kv.pairs.front().first);
@@ -298,7 +271,7 @@ std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindin
       s.batch = batch;
       s.cached_tokens = c;
       s.new_tokens = n;
-      s.required_bytes = estimate_totals(import_model(model, path, kv_step_bindings(user, kv, batch, c, n)), o).required_bytes;
+      s.required_bytes = estimate_totals(*model.shape(kv_step_bindings(user, kv, batch, c, n)), o).required_bytes;
       s.activation_peak_bytes = s.required_bytes > weights_bytes ? s.required_bytes - weights_bytes : 0;
       s.kv_cache_bytes = checked_mul(checked_mul(static_cast<uint64_t>(batch), static_cast<uint64_t>(c + n)),
                                      kv.bytes_per_token);

@@ -13,6 +13,7 @@
 
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
+#include "onnx_import/model_session.h"
 
 namespace memplan {
 
@@ -23,21 +24,21 @@ struct KvCache {
   // Bytes of one more cached token of one sequence, over every past input, in the estimate's storage dtype
   // (--dtype: cost_models/graph_facts.h storage_dtype). 2 x layers x kv_heads x head_dim x bytes per element.
   uint64_t bytes_per_token = 0;
-  // Input dimensions that follow from the others, bound by every step: a dim_param that is a sum of the inputs'
-  // symbols and integers ("past_sequence_length + sequence_length", optimum's attention mask) and ORT GenAI's
-  // total_sequence_length (= cached + new tokens), when the user does not bind them.
+  // Input dimensions that follow from the cached and new tokens at every step, when the user does not bind them:
+  // a dim_param that is a sum of other dimensions ("past_sequence_length + sequence_length", optimum's attention
+  // mask), which the importer binds from its terms (summed_dim_terms, onnx_import/import.h), and ORT GenAI's
+  // total_sequence_length (= cached + new tokens), which the steps bind.
   std::vector<std::string> derived;
   // Every tensor of the cache (past inputs and present outputs), what EstimateOptions::held_outside takes.
   std::vector<std::string> tensors() const;
 };
 
-// Finds the cache of `model` (at `path`, for messages). `user` are the user's bindings (--dim); every other
+// Finds the cache of the session's model. `user` are the user's bindings (--dim); every other
 // symbolic dimension of the inputs is probed at small values, the leading ones as the batch (1).
 // `cached_dim`: --kv-dim, the dimension to take when several are cached ("": find it). Throws InputError when
 // the model has no past/present pair, when several dimensions qualify and none is named, when --kv-dim names
 // no dimension of the inputs or one without a cache, and when no dimension of new tokens is found.
-KvCache find_kv_cache(const ReadModel& model, const std::string& path, const Bindings& user,
-                      const std::string& cached_dim, DType float_dtype);
+KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::string& cached_dim, DType float_dtype);
 
 // A decoder's two kinds of step, as `estimate` reports them for a model with a KV cache, each estimated with the
 // cache's tensors held outside the allocator (EstimateOptions::held_outside; what serve assumes, the cache in
@@ -56,11 +57,11 @@ struct KvPhases {
 };
 
 struct EstimateOptions;
-// For `estimate`: the phases of `graph` (the model at `path` shaped with `user`) when it is a decoder with a KV
+// For `estimate`: the phases of `graph` (the session's model shaped with `user`) when it is a decoder with a KV
 // cache found unambiguously (the user's bound cached and new tokens are the decode's cached tokens and the
 // prefill's tokens; the batch is the cache inputs' leading axis); nullopt otherwise, without an error: the
 // estimate itself stands. `weights_bytes`: the estimate's weights.
-std::optional<KvPhases> estimate_kv_phases(const std::string& path, const Bindings& user, const Graph& graph,
+std::optional<KvPhases> estimate_kv_phases(ModelSession& model, const Bindings& user, const Graph& graph,
                                            const EstimateOptions& options, uint64_t weights_bytes);
 
 // The bindings of one step: user's, the batch, `cached` tokens in the cache and `fresh` new tokens.

@@ -6,7 +6,6 @@
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
-#include "onnx_import/model_reader.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -20,14 +19,13 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : path_(std::move(path)), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
-  model_ = std::make_shared<const ReadModel>(read_model_file(path_));
-  kv_ = find_kv_cache(*model_, path_, user_, settings_.kv_dim, options_.inference.float_dtype);
+    : session_(std::move(path)), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
+  kv_ = find_kv_cache(session_, user_, settings_.kv_dim, options_.inference.float_dtype);
   options_.held_outside = kv_.tensors();
   // The weights: resident for the whole step, the same at every batch and context.
-  weights_bytes_ = estimate_graph(import_model(*model_, path_, kv_step_bindings(user_, kv_, 1, 0, settings_.max_batched_tokens)),
-                                  options_)
-                       .breakdown.weights;
+  weights_bytes_ =
+      estimate_graph(*session_.shape(kv_step_bindings(user_, kv_, 1, 0, settings_.max_batched_tokens)), options_)
+          .breakdown.weights;
 }
 
 ServeStep ServeProbe::step(int64_t batch, int64_t cached, int64_t fresh) {
@@ -36,8 +34,7 @@ ServeStep ServeProbe::step(int64_t batch, int64_t cached, int64_t fresh) {
   if (it == memo_.end()) {
     std::optional<uint64_t> need;
     try {
-      need = estimate_totals(import_model(*model_, path_, kv_step_bindings(user_, kv_, batch, cached, fresh)), options_)
-                 .required_bytes;
+      need = estimate_totals(*session_.shape(kv_step_bindings(user_, kv_, batch, cached, fresh)), options_).required_bytes;
     } catch (const ShapeOverflow&) {
       need = std::nullopt;
     }

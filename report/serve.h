@@ -56,7 +56,7 @@ struct ServeStep {
   uint64_t activation_peak_bytes = 0; // required_bytes - weights_bytes
 };
 
-// The model's steps at many batches and contexts: the file is read once, every step remembered.
+// The model's steps at many batches and contexts: the file is read once (a ModelSession), every step remembered.
 class ServeProbe {
  public:
   ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options);
@@ -66,16 +66,15 @@ class ServeProbe {
   ServeStep decode(int64_t batch, int64_t cached_tokens);
   void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
   const EstimateOptions& options() const { return options_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return session_.path(); }
 
  private:
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);
 
-  std::string path_;
+  ModelSession session_;
   Bindings user_;
   ServeSettings settings_;
   EstimateOptions options_;
-  std::shared_ptr<const ReadModel> model_;
   KvCache kv_;
   uint64_t weights_bytes_ = 0;
   // (arch, batch, cached, new) -> required bytes; nullopt: the shape overflows

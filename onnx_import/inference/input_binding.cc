@@ -3,13 +3,46 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <optional>
 
 #include "onnx_import/errors.h"
 #include "onnx_import/inference/walker.h"
 #include "onnx_import/values/values.h"
 
 namespace memplan::shape {
+namespace {
+
+// A summed dimension (summed_dim_terms) whose terms are all bound or integers: their sum; nullopt otherwise.
+// `unbound`: the terms that are neither.
+std::optional<int64_t> derived_sum(const std::string& name, const std::map<std::string, int64_t>& symbols,
+                                   std::vector<std::string>* unbound = nullptr) {
+  const std::vector<std::string> terms = summed_dim_terms(name);
+  if (terms.empty()) return std::nullopt;
+  int64_t total = 0;
+  bool known = true;
+  for (const std::string& t : terms) {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    const bool number = !t.empty() && ec == std::errc() && end == t.data() + t.size() && v >= 0;
+    if (!number) {
+      const auto it = symbols.find(t);
+      if (it == symbols.end()) {
+        known = false;
+        if (unbound) unbound->push_back(t);
+        continue;
+      }
+      v = it->second;
+    }
+    if (__builtin_add_overflow(total, v, &total))
+      throw ShapeOverflow("dimension '" + name + "': the sum of its terms overflows 64 bits");
+  }
+  if (!known) return std::nullopt;
+  return total;
+}
+
+}  // namespace
 
 void InputBinder::check_flags(const std::set<std::string>& initializers) const {
   std::set<std::string> symbols, inputs;
@@ -124,8 +157,19 @@ Value InputBinder::bind_shape(const onnx::ValueInfoProto& vi, std::map<std::stri
         v.shape.push_back(it->second);
         continue;
       }
-      unbound_.push_back("input '" + name + "' axis " + std::to_string(a) + " ('" + d.dim_param() + "'): bind it with --dim " +
-                         d.dim_param() + "=N" + (a == 0 ? " or --batch N" : "") + " or --input " + name + "=...");
+      std::vector<std::string> free_terms;
+      if (const auto sum = derived_sum(d.dim_param(), symbols, &free_terms)) {
+        v.shape.push_back(symbols.emplace(d.dim_param(), *sum).first->second);
+        continue;
+      }
+      const std::string where = "input '" + name + "' axis " + std::to_string(a) + " ('" + d.dim_param() + "'";
+      std::string terms;
+      for (const std::string& t : free_terms) terms += (terms.empty() ? "" : ", ") + t;
+      unbound_.push_back(free_terms.empty()
+                             ? where + "): bind it with --dim " + d.dim_param() + "=N" + (a == 0 ? " or --batch N" : "") +
+                                   " or --input " + name + "=..."
+                             : where + ", the sum of its terms): bind " + terms + " with --dim NAME=N, or the sum with --dim " +
+                                   d.dim_param() + "=N or --input " + name + "=...");
     } else if (a == 0 && b_.batch) {
       v.shape.push_back(*b_.batch);
       continue;

@@ -180,6 +180,52 @@ class EstimatePhases(unittest.TestCase):
         self.assertIn("prefill  3 x 16 new, 0 cached", text)
         self.assertIn("decode   3 x 1 new, 99 cached", text)
 
+    def test_batch_bound_by_dim_is_counted_once(self):
+        # --dim batch=B binds the batch as --batch B does. The bytes of one more cached token of one sequence do not
+        # depend on B: 2 (K, V) x 2 layers x 2 KV heads x 4 head_dim x 4 bytes = 128 B; the cache of B sequences
+        # after the decode of 99 cached + 1 new tokens is B x 100 x 128 B (12,800 B at B = 1, 51,200 B at B = 4).
+        # Before, the batch was counted in both: 4 x 128 B a token and 4 x 4 x 100 x 128 B of cache at B = 4.
+        kv = {}
+        for b in (1, 4):
+            p = run("estimate", KV, "--dim", f"batch={b}", "--dim", "past_sequence_length=99", "--dim",
+                    "sequence_length=16", "--runtime", "ideal", "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            kv[b] = json.loads(p.stdout)["kv_cache"]
+        self.assertEqual(kv[1]["bytes_per_token"], 128)
+        self.assertEqual(kv[4]["bytes_per_token"], 128)
+        self.assertEqual(kv[1]["decode"]["kv_cache_bytes"], 1 * 100 * 128)
+        self.assertEqual(kv[4]["decode"]["kv_cache_bytes"], 4 * 100 * 128)
+        self.assertEqual(kv[4]["prefill"]["kv_cache_bytes"], 4 * kv[1]["prefill"]["kv_cache_bytes"])
+        self.assertEqual(kv[4]["prefill"]["kv_cache_bytes"], 4 * 16 * 128)
+        # --batch 4 binds the same dimension: the same section.
+        p = run("estimate", KV, "--batch", "4", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16",
+                "--runtime", "ideal", "--json")
+        self.assertEqual(json.loads(p.stdout)["kv_cache"], kv[4])
+
+    def test_summed_dimension_is_derived_from_its_terms(self):
+        # kv_tiny_mask's attention_mask is [batch, "past_sequence_length + sequence_length"]: with its terms bound
+        # (99 + 16) every command binds it to 115, as the user would by hand. Before, estimate refused the model
+        # ("unbound dimension") until the sum was bound too.
+        mask = os.path.join(MODELS, "kv_tiny_mask.onnx")
+        parts = ["--batch", "2", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16"]
+        by_hand = [*parts, "--dim", "past_sequence_length + sequence_length=115"]
+        for command in (["estimate", "--runtime", "ideal"], ["plan"], ["inspect"]):
+            derived = run(command[0], mask, *command[1:], *parts, "--json")
+            self.assertEqual(derived.returncode, 0, (command, derived.stderr))
+            hand = run(command[0], mask, *command[1:], *by_hand, "--json")
+            self.assertEqual(hand.returncode, 0, (command, hand.stderr))
+            self.assertEqual(json.loads(derived.stdout), json.loads(hand.stdout), command)
+        e = json.loads(run("estimate", mask, *parts, "--json").stdout)
+        self.assertEqual(e["kv_cache"]["bytes_per_token"], KV_PER_TOKEN)
+        self.assertEqual(e["kv_cache"]["decode"]["kv_cache_bytes"], 2 * 100 * KV_PER_TOKEN)
+        inputs = {i["name"]: i["shape"] for i in json.loads(run("inspect", mask, *parts, "--json").stdout)["inputs"]}
+        self.assertEqual(inputs["attention_mask"], [2, 99 + 16])
+        # A term left free: the sum cannot be derived, and the message names it and the free term (exit 2).
+        p = run("estimate", mask, "--batch", "2", "--dim", "sequence_length=16")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("'past_sequence_length + sequence_length', the sum of its terms): bind past_sequence_length",
+                      p.stderr)
+
     def test_no_kv_section_without_a_cache(self):
         for model, dims in ((os.path.join(MODELS, "no_kv_tiny.onnx"), ["--dim", "sequence_length=4"]),
                             (os.path.join(SRC, "tests", "models", "gpt_tiny.onnx"), ["--dim", "seq=8"])):

@@ -1,0 +1,46 @@
+// A model read once and shaped at many bindings. `estimate` shapes the user's binding and then, on a decoder with a
+// KV cache, the cache's probes and its prefill and decode steps; `serve` and `fit` shape one file at the many
+// values they search. The file is read and parsed once (read_model_file, on the first request), and a binding's
+// Graph is shaped once and shared for as long as a caller holds it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "onnx_import/graph.h"
+#include "onnx_import/import.h"
+
+namespace memplan {
+
+struct ReadModel;
+
+class ModelSession {
+ public:
+  explicit ModelSession(std::string path);  // reads nothing yet
+  ~ModelSession();
+  ModelSession(const ModelSession&) = delete;
+  ModelSession& operator=(const ModelSession&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The parsed file, read on the first call. Throws InputError as read_model_file does (every call, when it failed).
+  const ReadModel& model();
+  // import_model(model(), path(), bindings); while a caller still holds the graph of these bindings, that one.
+  // Throws what import_model throws (the failure is not kept: asked again, the binding is shaped again).
+  std::shared_ptr<const Graph> shape(const Bindings& bindings);
+
+  int files_read() const { return files_read_; }     // 0 before the first request, then 1
+  int graphs_shaped() const { return graphs_shaped_; }  // import_model calls so far
+
+ private:
+  std::string path_;
+  std::unique_ptr<const ReadModel> model_;
+  int files_read_ = 0, graphs_shaped_ = 0;
+  // The graphs callers hold. A graph of a large model holds megabytes; keeping the graphs of a search after their
+  // callers let go (serve's decode steps, fit's probes, never asked for twice) made serve on Llama-3.1-8B's
+  // decoder half again slower, in malloc.
+  std::map<Bindings, std::weak_ptr<const Graph>> graphs_;
+};
+
+}  // namespace memplan
