@@ -264,8 +264,8 @@ CostModelResult build_inference_program(const Graph& graph, const InferenceOptio
   if (options.float_dtype != DType::Float32 && options.float_dtype != DType::Float16 &&
       options.float_dtype != DType::BFloat16)
     throw InputError("inference dtype must be float32, float16 or bfloat16, not " + std::string(dtype_name(options.float_dtype)));
-  if (options.tp > 1 && options.runtime == Runtime::OnnxRuntime)
-    throw InputError("--tp models Megatron-style tensor parallelism in PyTorch: use --runtime pytorch or ideal");
+  // Refused before any cost model runs (report/option_checks.cc's combination matrix).
+  precondition(options.tp == 1 || options.runtime != Runtime::OnnxRuntime, "tensor parallelism under ONNX Runtime");
   return InferenceBuilder(graph, options).build();
 }
 

@@ -109,8 +109,8 @@ std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
   const TrainingOptions& o = c.options;
   const int pp = o.pp;
   const int m = o.micro_batches > 0 ? o.micro_batches : pp;
-  if (o.shard == Sharding::Fsdp) throw InputError("--pp with --shard fsdp is not modelled (use ddp or zero1/2/3 within a stage)");
-  if (o.checkpoint.mode != CheckpointMode::None) throw InputError("--pp with --checkpoint is not modelled yet");
+  // Refused before any cost model runs (report/option_checks.cc's combination matrix).
+  precondition(o.shard != Sharding::Fsdp && o.checkpoint.mode == CheckpointMode::None, "--pp with FSDP or checkpointing");
   const WrapUnits w = find_wrap_units(*c.graph, c.ops, c.module_parameters, o.fsdp_wrap);
   const Split split = split_stages(c, w, pp);
   std::vector<PipelineStage> stages;

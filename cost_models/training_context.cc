@@ -155,17 +155,13 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
 }  // namespace
 
 TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, const LoraGraph* lora) {
-  if (o.grad_accum < 1) throw InputError("--grad-accum must be at least 1");
-  if (o.runtime == Runtime::OnnxRuntime)
-    throw InputError("training is modelled for PyTorch only (--runtime pytorch or ideal)");
-  if (o.gpus < 1) throw InputError("--gpus must be at least 1");
-  if (o.shard != Sharding::None && o.shard != Sharding::Ddp && o.gpus < 2)
-    throw InputError(o.shard == Sharding::Fsdp ? "--shard fsdp needs --gpus 2 or more" : "ZeRO sharding needs --gpus 2 or more");
-  if (o.pp < 1) throw InputError("--pp must be at least 1");
-  if (o.micro_batches < 0) throw InputError("--micro-batches must be at least 1");
-  if (o.micro_batches > 0 && o.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");
-  if (!o.fsdp_wrap.empty() && o.shard != Sharding::Fsdp && o.pp < 2)
-    throw InputError("--fsdp-wrap applies to --shard fsdp and --pp");
+  // The options were checked before any cost model runs (report/option_checks.cc: each value, the options that
+  // need another, the combination matrix); here only what would make the program meaningless, as invariants.
+  precondition(o.grad_accum >= 1 && o.gpus >= 1 && o.pp >= 1 && o.micro_batches >= 0, "counts below 1");
+  precondition(o.runtime != Runtime::OnnxRuntime, "a training step for ONNX Runtime");
+  precondition(o.shard == Sharding::None || o.shard == Sharding::Ddp || o.gpus >= 2, "sharding over one GPU");
+  precondition(o.micro_batches == 0 || o.pp >= 2, "micro-batches without a pipeline");
+  precondition(o.fsdp_wrap.empty() || o.shard == Sharding::Fsdp || o.pp >= 2, "a wrapping rule without FSDP or --pp");
   TrainingContext c;
   c.graph = &g;
   c.options = o;
@@ -222,7 +218,7 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     c.notes.push_back("LLM.int8 forward (bitsandbytes MatMul8bitLt, threshold 6.0) costed with no outlier columns, the "
                       "lower end: which columns hold an |activation| >= 6 depends on the data, and each adds a rows x 1 "
                       "copy of the input column kept for backward plus weight-column transients.");
-  if (o.double_quant && o.frozen_storage != FrozenStorage::Nf4) throw InputError("--double-quant applies to --frozen-dtype nf4");
+  precondition(!o.double_quant || o.frozen_storage == FrozenStorage::Nf4, "double quantization without NF4");
   if (o.frozen_storage != FrozenStorage::Same && frozen == 0)
     throw InputError("--frozen-dtype needs frozen parameters (--lora-rank, --trainable or --frozen) in model '" +
                      g.model_path + "'");
@@ -263,7 +259,7 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     c.notes.push_back(std::to_string(kept_means) + " ReduceMean ops keep their input for backward, as torch 1.13's "
                       "MeanBackward1 does (from torch 2.2 only its sizes).");
   c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));
-  if (o.tp > 1 && lora) throw InputError("--tp with --lora-rank is not modelled");
+  precondition(o.tp == 1 || !lora, "LoRA under tensor parallelism");
   c.tp = plan_tensor_parallel(g, o.tp, o.sequence_parallel);
   c.tp_gathered.assign(c.ops.size(), -1);
   for (size_t i = 0; i < c.ops.size(); ++i)

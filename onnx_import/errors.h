@@ -45,4 +45,10 @@ class InternalError : public Error {
   explicit InternalError(const std::string& msg) : Error(msg, kExitInternal) {}
 };
 
+// What a caller guarantees: options that report/option_checks.cc has already refused (a value out of range, a
+// combination the matrix refuses) reaching a cost model are a bug, not bad input.
+inline void precondition(bool holds, const std::string& what) {
+  if (!holds) throw InternalError("options not validated before the cost model: " + what);
+}
+
 }  // namespace memplan

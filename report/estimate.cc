@@ -177,11 +177,10 @@ const std::vector<std::string>& runtime_names() {
 
 namespace {
 
+// Refused before (report/option_checks.cc: --runtime onnxruntime with --mode train, --schedule's mode).
 void check_training_options(const EstimateOptions& options) {
-  if (options.runtime == Runtime::OnnxRuntime)
-    throw InputError("--mode train models a PyTorch training step: use --runtime pytorch or ideal");
-  if (options.memory_schedule)
-    throw InputError("--schedule memory applies to inference: autograd fixes the order of a training step");
+  precondition(options.runtime != Runtime::OnnxRuntime && !options.memory_schedule,
+               "a training step for ONNX Runtime or in a memory-aware order");
 }
 
 // The training step's facts a report shows, handed from the cost model's result to the estimate's program and

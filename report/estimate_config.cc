@@ -9,7 +9,6 @@
 
 #include "onnx_import/errors.h"
 #include "onnx_import/model_session.h"
-#include "report/fit.h"
 #include "report/gpu_catalog.h"
 #include "report/option_choices.h"
 #include "report/sizes.h"

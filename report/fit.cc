@@ -126,16 +126,6 @@ Estimate FitProbe::estimate(int64_t value, std::optional<uint64_t> device_budget
 
 // ---- budgets and batches ----
 
-FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes) {
-  return {gpu.memory_bytes > reserve_bytes ? gpu.memory_bytes - reserve_bytes : 0,
-          fmt::format("{} ({} - {} context reserve)", gpu.name, format_bytes(gpu.memory_bytes),
-                      format_bytes(reserve_bytes))};
-}
-
-uint64_t apply_headroom(uint64_t budget, double headroom_percent) {
-  return static_cast<uint64_t>(static_cast<double>(budget) * (1.0 - headroom_percent / 100.0));
-}
-
 GlobalBatchSplit split_global_batch(int64_t global_batch, int64_t max_micro_batch, int gpus) {
   GlobalBatchSplit s;
   s.global_batch = global_batch;

@@ -102,14 +102,6 @@ class FitProbe {
   std::map<std::pair<int, int>, FitMemo> memos_;  // by (inference, training) cuda_arch_major
 };
 
-// Budgets. A GPU's is its memory minus the reserve outside any allocator (the CUDA context).
-struct FitBudget {
-  uint64_t bytes = 0;
-  std::string source;  // for people: "A100-80GB (80.0 GiB - 1.00 GiB context reserve)"
-};
-FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes);
-uint64_t apply_headroom(uint64_t budget, double headroom_percent);
-
 // A global batch as micro-batches of at most `max_micro_batch` per GPU and gradient-accumulation steps.
 struct GlobalBatchSplit {
   int64_t global_batch = 0, micro_batch = 0, grad_accum = 0;

@@ -1,5 +1,7 @@
 #include "report/gpu_catalog.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -9,6 +11,7 @@
 #include "onnx_import/errors.h"
 #include "report/estimate.h"
 #include "report/gpu_catalog_data.h"
+#include "report/sizes.h"
 
 namespace memplan {
 namespace {
@@ -100,6 +103,16 @@ GpuCatalog load_gpu_catalog(const std::string& path) {
 }
 
 GpuCatalog gpu_catalog_from(const std::string& path) { return path.empty() ? builtin_gpu_catalog() : load_gpu_catalog(path); }
+
+FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes) {
+  return {gpu.memory_bytes > reserve_bytes ? gpu.memory_bytes - reserve_bytes : 0,
+          fmt::format("{} ({} - {} context reserve)", gpu.name, format_bytes(gpu.memory_bytes),
+                      format_bytes(reserve_bytes))};
+}
+
+uint64_t apply_headroom(uint64_t budget, double headroom_percent) {
+  return static_cast<uint64_t>(static_cast<double>(budget) * (1.0 - headroom_percent / 100.0));
+}
 
 void apply_gpu_architecture(const GpuSpec& gpu, EstimateOptions& options) {
   options.inference.cuda_arch_major = gpu.cc_major;

@@ -34,6 +34,15 @@ GpuCatalog load_gpu_catalog(const std::string& path);  // same schema as report/
 GpuCatalog gpu_catalog_from(const std::string& path);
 GpuCatalog parse_gpu_catalog(const std::string& json_text, const std::string& origin);
 
+// Budgets (fit, serve, and estimate's --gpu). A GPU's is its memory minus the reserve outside any allocator
+// (the CUDA context).
+struct FitBudget {
+  uint64_t bytes = 0;
+  std::string source;  // for people: "A100-80GB (80.0 GiB - 1.00 GiB context reserve)"
+};
+FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes);
+uint64_t apply_headroom(uint64_t budget, double headroom_percent);
+
 // The one place a GPU's architecture reaches the cost model: sets the compute capability the
 // inference and training options use (PyTorch's cuBLAS workspace size depends on it).
 void apply_gpu_architecture(const GpuSpec& gpu, EstimateOptions& options);

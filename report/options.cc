@@ -241,6 +241,10 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--block-size", .kind = K::Int, .commands = kServe,
        .help = "Tokens per KV cache block (vLLM's --block-size)", .field = FIELD(serve.block_size), .min = 1,
        .show_default = true},
+      {.flag = "--kv-cache-dtype", .kind = K::Choice, .commands = kServe,
+       .help = "What the paged KV cache stores, as vLLM's --kv-cache-dtype: auto (the model's type, after --dtype) or "
+               "fp8, fp8_e4m3, fp8_e5m2 (one byte per element)",
+       .field = FIELD(serve.kv_cache_dtype), .choices = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}, .show_default = true},
       {.flag = "--kv-dim", .kind = K::Text, .commands = kServe,
        .help = "The symbolic dimension that counts cached tokens, when several qualify (e.g. past_sequence_length)",
        .field = FIELD(serve.kv_dim)},

@@ -46,6 +46,10 @@ struct ServeSettings {
   int64_t max_batched_tokens = 0;  // --max-batched-tokens T: the prefill step's tokens; 0: the context
   int64_t block_size = kDefaultBlockSize;
   std::string kv_dim;              // --kv-dim NAME: the dimension of cached tokens, when several qualify
+  // --kv-cache-dtype: auto (the cache in the model's storage type) or an fp8 type. vLLM stores every fp8 choice
+  // as one byte per element (vllm/utils STR_DTYPE_TO_TORCH_DTYPE: "fp8", "fp8_e4m3", "fp8_e5m2" -> torch.uint8)
+  // with one scalar scale per layer's keys and values (Attention's _k_scale/_v_scale), which is not counted.
+  std::string kv_cache_dtype = "auto";
   double headroom_percent = 0;     // keep this percent of the budget free (vLLM's gpu_memory_utilization 0.9: 10)
 };
 

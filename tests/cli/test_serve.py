@@ -55,6 +55,17 @@ class ServeByHand(unittest.TestCase):
         j = serve_json("--memory", "1GiB", "--context", "100", "--dtype", "fp16")
         self.assertEqual(j["kv_cache_bytes_per_token"], KV_PER_TOKEN // 2)
 
+    def test_fp8_kv_cache_is_one_byte_an_element(self):
+        # vLLM's --kv-cache-dtype fp8 (and fp8_e4m3, fp8_e5m2): one byte an element, a quarter of the fp32 cache.
+        for dtype in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+            j = serve_json("--memory", "1MiB", "--context", "100", "--max-batched-tokens", "16", "--runtime", "ideal",
+                           "--kv-cache-dtype", dtype)
+            self.assertEqual(j["kv_cache_bytes_per_token"], KV_PER_TOKEN // 4)
+            # A sequence: 7 blocks x 16 tokens x 32 B = 3,584 B of cache, and its decode activations
+            # decode_activations(1, 100) = 4,064 B: floor((1,048,576 - 3,128) / 7,648) = 136 (56 with fp32's).
+            self.assertEqual(j["max_concurrent_sequences"], 136)
+        self.assertEqual(run("estimate", KV, "--kv-cache-dtype", "fp8").returncode, 2)  # serve's option only
+
     def test_found_by_structure_with_other_names(self):
         j = serve_json("--memory", "1GiB", "--context", "100", model=os.path.join(MODELS, "kv_tiny_renamed.onnx"))
         self.assertEqual(j["kv_cache"]["cached_dim"], "cached")

@@ -613,8 +613,8 @@ TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   r = build_training_program(mlp(), o);
   EXPECT_EQ(r.param_bytes, 356u);
   EXPECT_GE(buffer_named(r.program, "W1:gathered"), 0);
-  o.gpus = 1;
-  EXPECT_THROW(build_training_program(mlp(), o), InputError);
+  o.gpus = 1;  // refused by the option checks (report/option_checks.cc) first: a precondition here
+  EXPECT_THROW(build_training_program(mlp(), o), InternalError);
 }
 
 TEST(TrainingSharding, DdpBucketsCopyTheGradsUnlessViews) {
@@ -731,8 +731,8 @@ TEST(TrainingPyTorch, ForwardAndAutogradThreadsEachOwnACublasWorkspace) {
   const auto& w6 = first.steps[step_named(first, "backward:/Gemm_2")].writes;
   EXPECT_NE(std::find(w0.begin(), w0.end(), fwd), w0.end());
   EXPECT_NE(std::find(w6.begin(), w6.end(), bwd), w6.end());
-  o.runtime = Runtime::OnnxRuntime;
-  EXPECT_THROW(build_training_program(mlp(), o), InputError);
+  o.runtime = Runtime::OnnxRuntime;  // refused by the combination matrix first: a precondition here
+  EXPECT_THROW(build_training_program(mlp(), o), InternalError);
 }
 
 // Tied embedding as torch.onnx writes it with constant folding: ids[4] -> Gather(E[10,8]) -> e[4,8] ->
