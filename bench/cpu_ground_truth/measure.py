@@ -44,11 +44,13 @@ import llama  # noqa: E402
 
 
 def _load_protocol():
-    """The protocol's functions live once, in the memplan package's python/memplan/torch.py (memplan.torch.measure
-    runs the same protocol on a user's module); loaded by path, so that this script needs no built module."""
+    """The protocol's functions live once, in the memplan package's python/memplan/_torch_protocol.py
+    (memplan.torch.measure runs the same protocol on a user's module); loaded by path, so that this script needs
+    no built module."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("memplan_torch_protocol", os.path.join(ROOT, "python", "memplan", "torch.py"))
+    spec = importlib.util.spec_from_file_location("memplan_torch_protocol",
+                                                  os.path.join(ROOT, "python", "memplan", "_torch_protocol.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
