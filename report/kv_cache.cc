@@ -21,6 +21,7 @@ struct Symbols {
   std::set<std::string> all;       // every dim_param of the graph inputs
   std::set<std::string> tokenish;  // those at some axis other than 0 (axis 0 is the batch)
   std::set<std::string> leading;   // those at axis 0: the batch
+  std::map<std::string, std::string> leading_of;  // input -> its axis 0's dim_param, when it has one
 };
 
 Symbols input_symbols(const onnx::GraphProto& g) {
@@ -34,6 +35,7 @@ Symbols input_symbols(const onnx::GraphProto& g) {
       if (dims[a].has_dim_param()) {
         s.all.insert(dims[a].dim_param());
         (a > 0 ? s.tokenish : s.leading).insert(dims[a].dim_param());
+        if (a == 0) s.leading_of[vi.name()] = dims[a].dim_param();
       }
   }
   return s;
@@ -216,6 +218,10 @@ KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::stri
     if (!user_bound.count(s) && derived_here(s)) kv.derived.push_back(s);
   for (const Pair& p : pairs) {
     kv.pairs.emplace_back(p.input, p.output);
+    if (const auto lead = symbols.leading_of.find(p.input);
+        lead != symbols.leading_of.end() &&
+        std::find(kv.batch_dims.begin(), kv.batch_dims.end(), lead->second) == kv.batch_dims.end())
+      kv.batch_dims.push_back(lead->second);
     const Tensor& x0 = tensor(g0, p.input);
     const Tensor& x1 = tensor(*g1, p.input);
     const DType stored = storage_dtype(x0.dtype, float_dtype);

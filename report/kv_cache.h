@@ -29,6 +29,9 @@ struct KvCache {
   // mask), which the importer binds from its terms (summed_dim_terms, onnx_import/import.h), and ORT GenAI's
   // total_sequence_length (= cached + new tokens), which the steps bind.
   std::vector<std::string> derived;
+  // The symbolic dimensions declared at the leading axis of the past inputs: the batch, which every step binds
+  // (kv_step_bindings) and serve chooses itself.
+  std::vector<std::string> batch_dims;
   // Every tensor of the cache (past inputs and present outputs), what EstimateOptions::held_outside takes.
   std::vector<std::string> tensors() const;
 };
