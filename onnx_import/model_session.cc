@@ -1,5 +1,7 @@
 #include "onnx_import/model_session.h"
 
+#include <set>
+
 #include "onnx_import/model_reader.h"
 
 namespace memplan {
@@ -14,6 +16,23 @@ const ReadModel& ModelSession::model() {
     ++files_read_;
   }
   return *model_;
+}
+
+const std::vector<DeclaredInput>& ModelSession::declared_inputs() {
+  if (!declared_inputs_) {
+    const onnx::GraphProto& g = model().proto.graph();
+    std::set<std::string> inits;
+    for (const auto& i : g.initializer()) inits.insert(i.name());
+    std::vector<DeclaredInput> inputs;
+    for (const auto& vi : g.input()) {
+      if (inits.count(vi.name()) || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+      DeclaredInput in{vi.name(), {}};
+      for (const auto& d : vi.type().tensor_type().shape().dim()) in.dims.push_back(d.has_dim_param() ? d.dim_param() : "");
+      inputs.push_back(std::move(in));
+    }
+    declared_inputs_ = std::move(inputs);
+  }
+  return *declared_inputs_;
 }
 
 std::shared_ptr<const Graph> ModelSession::shape(const Bindings& bindings) {

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "onnx_import/graph.h"
 #include "onnx_import/import.h"
@@ -15,6 +17,14 @@
 namespace memplan {
 
 struct ReadModel;
+
+// A graph input as the file declares it, before any binding: its name and each axis's symbolic dimension
+// (dim_param), "" where the axis is a number or has neither. Initializers and inputs that declare no tensor shape
+// are left out. What an analysis needs to choose the bindings it probes (cost_models/kv_cache.h).
+struct DeclaredInput {
+  std::string name;
+  std::vector<std::string> dims;
+};
 
 class ModelSession {
  public:
@@ -29,6 +39,8 @@ class ModelSession {
   // import_model(model(), path(), bindings); while a caller still holds the graph of these bindings, that one.
   // Throws what import_model throws (the failure is not kept: asked again, the binding is shaped again).
   std::shared_ptr<const Graph> shape(const Bindings& bindings);
+  // The graph inputs as declared, in the file's order (from model(): throws as it does).
+  const std::vector<DeclaredInput>& declared_inputs();
 
   int files_read() const { return files_read_; }     // 0 before the first request, then 1
   int graphs_shaped() const { return graphs_shaped_; }  // import_model calls so far
@@ -36,6 +48,7 @@ class ModelSession {
  private:
   std::string path_;
   std::unique_ptr<const ReadModel> model_;
+  std::optional<std::vector<DeclaredInput>> declared_inputs_;
   int files_read_ = 0, graphs_shaped_ = 0;
   // The graphs callers hold. A graph of a large model holds megabytes; keeping the graphs of a search after their
   // callers let go (serve's decode steps, fit's probes, never asked for twice) made serve on Llama-3.1-8B's

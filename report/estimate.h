@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "cost_models/cost_model.h"
+#include "cost_models/kv_cache.h"
 #include "onnx_import/graph.h"
 #include "planner/program.h"
 #include "report/cudnn_workspace.h"
-#include "report/kv_cache.h"
 
 namespace memplan {
 

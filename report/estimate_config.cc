@@ -10,6 +10,7 @@
 #include "onnx_import/errors.h"
 #include "onnx_import/model_session.h"
 #include "report/gpu_catalog.h"
+#include "report/kv_cache.h"
 #include "report/option_choices.h"
 #include "report/sizes.h"
 

@@ -133,10 +133,16 @@ ServeOutcome serve_model(const ServeArgs& f) {
   ServeSettings settings = s;
   if (settings.max_batched_tokens == 0) settings.max_batched_tokens = settings.context;
   ServeProbe probe(f.estimate.model.path, to_bindings(f.estimate.model), settings, options);
-  for (const std::string& d : f.estimate.model.dims)
+  for (const std::string& d : f.estimate.model.dims) {
     for (const std::string& own : {probe.kv().cached_dim, probe.kv().new_dim})
       if (d.rfind(own + "=", 0) == 0)
         throw InputError("serve binds " + own + " itself (--context, --max-batched-tokens): drop --dim " + d);
+    // A bound batch would shape every step at that batch, whatever the number of sequences searched.
+    for (const std::string& own : probe.kv().batch_dims)
+      if (d.rfind(own + "=", 0) == 0)
+        throw InputError("serve chooses the batch itself (the number of sequences served at once; " + own +
+                         " is the leading dimension of the KV cache's past inputs): drop --dim " + d);
+  }
   ServeOutcome out;
   if (budget) {
     out.answer = serve_budget(probe, settings, *budget);

@@ -31,9 +31,9 @@
 #include <utility>
 #include <vector>
 
+#include "cost_models/kv_cache.h"
 #include "report/estimate_config.h"
 #include "report/fit.h"
-#include "report/kv_cache.h"
 
 namespace memplan {
 

@@ -305,6 +305,21 @@ class ServeErrors(unittest.TestCase):
         self.expect(["--context", "10", "--gpu", "T4", "--memory", "1GiB"], 2)
         self.expect(["--context", "0"], 2)
 
+    def test_batch_bound_by_dim_is_refused(self):
+        # serve chooses the batch (the number of sequences); --dim batch=2 bound it for every step instead, so each
+        # sequence was shaped as 2: 2 x 128 = 256 B a token and 24 sequences on 1 MiB at context 100 (ideal), where
+        # one sequence's cache is 2 (K, V) x 2 layers x 2 KV heads x 4 head_dim x 4 B = 128 B a token, and
+        # 7 blocks x 16 x 128 B + its decode's 40 x 100 + 64 B = 18,400 B a sequence next to 3,128 B of weights
+        # serve floor((1,048,576 - 3,128) / 18,400) = 56. Now the binding is refused, naming the dimension.
+        args = ["--memory", "1MiB", "--context", "100", "--runtime", "ideal"]
+        self.expect([*args, "--dim", "batch=2"], 2, "serve chooses the batch itself",
+                    "batch is the leading dimension of the KV cache's past inputs", "drop --dim batch=2")
+        self.expect([*args, "--dim", "b=1"], 2, "b is the leading dimension", "drop --dim b=1",
+                    model=os.path.join(MODELS, "kv_tiny_renamed.onnx"))
+        j = serve_json(*args)
+        self.assertEqual(j["kv_cache_bytes_per_token"], 128)
+        self.assertEqual(j["max_concurrent_sequences"], 56)
+
     def test_budget_below_the_weights(self):
         # 2,048 B: less than the 2,560 B of weights PyTorch holds (lm_head held once with the embedding).
         self.expect(["--context", "10", "--memory", "2048B"], 1, "nothing fits: the weights alone need")

@@ -31,7 +31,8 @@ def test_includes_down_the_stages_pass(tmp_path):
     root = tree(tmp_path, {
         "planner/program.h": '#include "onnx_import/graph.h"\n',
         "cost_models/inference.cc": '#include "planner/program.h"\n#include "onnx_import/graph.h"\n',
-        "report/estimate.h": '#include "cost_models/cost_model.h"\n#include "report/kv_cache.h"\n',
+        "report/estimate.h": '#include "cost_models/cost_model.h"\n#include "report/cudnn_workspace.h"\n',
+        "report/kv_cache.h": '#include "cost_models/kv_cache.h"\n#include "report/estimate.h"\n',
         "report/fit.cc": '#include "report/fit.h"\n#include "report/estimate_config.h"\n',
         "cli/main.cc": '#include "report/fit.h"\n#include <onnx/onnx_pb.h>\n',
         "fuzz/targets/t.cc": '#include "cli/main.h"\n',
