@@ -163,18 +163,6 @@ const char* runtime_name(Runtime r) {
 
 const char* mode_name(Mode m) { return m == Mode::Inference ? "inference" : "train"; }
 
-std::optional<Runtime> runtime_from_name(std::string_view name) {
-  for (Runtime r : {Runtime::Ideal, Runtime::PyTorch, Runtime::OnnxRuntime})
-    if (name == runtime_name(r)) return r;
-  return std::nullopt;
-}
-
-const std::vector<std::string>& runtime_names() {
-  static const std::vector<std::string> names = {runtime_name(Runtime::Ideal), runtime_name(Runtime::PyTorch),
-                                                 runtime_name(Runtime::OnnxRuntime)};
-  return names;
-}
-
 namespace {
 
 // Refused before (report/option_checks.cc: --runtime onnxruntime with --mode train, --schedule's mode).

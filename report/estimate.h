@@ -160,9 +160,5 @@ EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions
 
 const char* runtime_name(Runtime r);
 const char* mode_name(Mode m);
-// The inverse of runtime_name; nullopt for a name that is not a runtime.
-std::optional<Runtime> runtime_from_name(std::string_view name);
-// Every runtime name, in the order --help lists them.
-const std::vector<std::string>& runtime_names();
 
 }  // namespace memplan
