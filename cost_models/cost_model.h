@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_models/runtime.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/graph.h"
 #include "planner/measure.h"
@@ -14,38 +15,10 @@
 
 namespace memplan {
 
-enum class Runtime { Ideal, PyTorch, OnnxRuntime };
-
-// The allocator a runtime serves a program with, on which whether it fits is measured (planner/measure.h):
-// ideal, exact sizes in one packed arena; pytorch, the caching allocator (with expandable segments when
-// PYTORCH_CUDA_ALLOC_CONF says so); onnxruntime, the BFC arena with the memory pattern.
-inline RuntimeAllocator runtime_allocator(Runtime runtime, bool expandable_segments) {
-  switch (runtime) {
-    case Runtime::Ideal: return {AllocatorKind::Exact, false};
-    case Runtime::PyTorch: return {AllocatorKind::PytorchCaching, expandable_segments};
-    case Runtime::OnnxRuntime: return {AllocatorKind::OrtMemoryPattern, false};
-  }
-  return {};
-}
-
-// How attention (MatMul, scale, optional mask, Softmax, optional Dropout, MatMul) runs in PyTorch:
-// as the exported graph (eager), or as torch's fused scaled_dot_product_attention (never materialises
-// the seq x seq matrices; saves q, k, v, out and an fp32 logsumexp for backward).
-enum class AttentionImpl { Eager, Sdpa };
-
+// --dtype: float weights and activations are stored in this type. How the model runs (runtime, attention, tensor
+// parallelism, ...) is ExecutionOptions' (cost_models/runtime.h), shared with training.
 struct InferenceOptions {
-  Runtime runtime = Runtime::Ideal;
-  DType float_dtype = DType::Float32;  // --dtype: float weights and activations are stored in this type
-  // CUDA compute capability major of the target GPU (9 = H100/H200). Decides PyTorch's cuBLAS
-  // workspace size (aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on majors 9, 10 and 12).
-  int cuda_arch_major = 9;
-  AttentionImpl attention = AttentionImpl::Eager;  // pytorch runtime only
-  // --tied-embeddings shape: a head weight shaped as the embedding's transpose is taken for its tied copy
-  // (graph_facts.h tied_embedding_copies). False (auto, no): only a tie the file proves is held once, a
-  // head that reads the embedding's own initializer; a head with its own initializer is counted.
-  bool tied_embeddings_by_shape = false;
-  int tp = 1;                      // --tp: one GPU of a tensor-parallel group (cost_models/tensor_parallel.h)
-  bool sequence_parallel = false;  // --sequence-parallel
+  DType float_dtype = DType::Float32;
 };
 
 struct CostModelResult {
@@ -56,7 +29,8 @@ struct CostModelResult {
   std::vector<std::string> notes;  // assumptions the user should know about, one sentence each
 };
 
-CostModelResult build_inference_program(const Graph& graph, const InferenceOptions& options);
+CostModelResult build_inference_program(const Graph& graph, const ExecutionOptions& execution,
+                                        const InferenceOptions& options);
 
 // ---- Training (PyTorch eager semantics) ----
 
@@ -98,29 +72,20 @@ struct CheckpointOptions {
 };
 
 struct TrainingOptions {
-  // PyTorch: eager PyTorch on a CUDA GPU, with the cuBLAS workspaces (one per thread's handle: the
-  // forward's and autograd's backward device thread's). Ideal: the same eager semantics without any
-  // library workspace (what a CPU run under torch.profiler measures). OnnxRuntime: not modelled.
-  Runtime runtime = Runtime::PyTorch;
-  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (--expandable-segments): the allocator --checkpoint auto
-  // and the busiest pipeline stage are measured on (runtime_allocator).
-  bool expandable_segments = false;
-  Optimizer optimizer = Optimizer::Adam;
+  // The runtime (ExecutionOptions, runtime_model(e, true)): pytorch, eager PyTorch on a CUDA GPU with the cuBLAS
+  // workspaces (one per thread's handle: the forward's and autograd's backward device thread's); ideal, the same
+  // eager semantics without any library workspace (what a CPU run under torch.profiler measures); onnxruntime:
+  // not modelled. The defaults are the CLI's: AdamW and a cross-entropy loss.
+  Optimizer optimizer = Optimizer::AdamW;
   OptimizerImpl optimizer_impl = OptimizerImpl::Foreach;
   OptimizerFlags optimizer_flags;
   Precision precision = Precision::Fp32;
-  LossKind loss = LossKind::None;
-  AttentionImpl attention = AttentionImpl::Eager;
-  bool tied_embeddings_by_shape = false;  // as InferenceOptions'
+  LossKind loss = LossKind::CrossEntropy;
   CheckpointOptions checkpoint;
   int grad_accum = 1;                     // micro-batches per optimizer step (the graph's batch is one micro-batch)
   int gpus = 1;
   Sharding shard = Sharding::None;
   bool gradient_as_bucket_view = false;   // DDP: buckets alias the grads instead of copying them
-  // --tp N / --sequence-parallel: Megatron-style tensor parallelism inside each data-parallel replica
-  // (cost_models/tensor_parallel.h); the program is rank 0's, the busiest GPU of the group.
-  int tp = 1;
-  bool sequence_parallel = false;
   std::string fsdp_wrap;                  // --fsdp-wrap: regex whose first group names a parameter's unit (empty: default rule)
   // --pp N --micro-batches M: pipeline parallel, 1F1B (cost_models/pipeline.h); micro_batches 0: N.
   int pp = 1;
@@ -128,7 +93,6 @@ struct TrainingOptions {
   // true: optimizer states exist from the start (a later iteration; the headline).
   // false: the first iteration (states are created inside the optimizer step).
   bool steady_state = true;
-  int cuda_arch_major = 9;                // as InferenceOptions::cuda_arch_major
   // torch 1.x's optimizer.zero_grad() zeroes each .grad and keeps it allocated between steps (set_to_none
   // defaults to True only from 2.0, torch/optim/optimizer.py): the grads exist before the step and each
   // backward contribution is added into them in place, as with gradient accumulation.
@@ -182,13 +146,15 @@ struct TrainingResult : CostModelResult {
   int pipeline_busiest_stage = -1;
 };
 
-TrainingResult build_training_program(const Graph& graph, const TrainingOptions& options);
+// --tp inside each data-parallel replica (ExecutionOptions::tp): the program is rank 0's.
+TrainingResult build_training_program(const Graph& graph, const ExecutionOptions& execution,
+                                      const TrainingOptions& options);
 
 // A training step's program measured on its runtime's allocator (planner/measure.h), the fixed bytes added to each
 // figure: its required bytes are what fit and check compare with a budget, and what --checkpoint auto and the
 // busiest pipeline stage decide by.
-inline Measure training_measure(const CostModelResult& r, const TrainingOptions& o) {
-  Measure m = measure(r.program, runtime_allocator(o.runtime, o.expandable_segments));
+inline Measure training_measure(const CostModelResult& r, const ExecutionOptions& e) {
+  Measure m = measure(r.program, runtime_model(e, /*training=*/true).allocator);
   for (uint64_t* b : {&m.allocated_bytes, &m.reserved_bytes, &m.required_bytes})
     *b = checked_add(*b, r.fixed_bytes, "required bytes");
   return m;

@@ -23,30 +23,8 @@ DType param_dtype(Precision p) {
   return DType::Float32;
 }
 
-Semantics inference_semantics(Runtime runtime) {
-  switch (runtime) {
-    case Runtime::Ideal: return Semantics::AsWritten;
-    case Runtime::PyTorch: return Semantics::PyTorchEager;
-    case Runtime::OnnxRuntime: return Semantics::OrtCuda;
-  }
-  return Semantics::AsWritten;
-}
-
 int32_t node_input(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
 int32_t node_output(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
-
-namespace {
-
-Runtime fusion_runtime(Semantics s) {
-  switch (s) {
-    case Semantics::AsWritten: return Runtime::Ideal;
-    case Semantics::PyTorchEager: return Runtime::PyTorch;
-    case Semantics::OrtCuda: return Runtime::OnnxRuntime;
-  }
-  return Runtime::Ideal;
-}
-
-}  // namespace
 
 std::vector<bool> off_device_shape_tensors(const Graph& g, Semantics semantics) {
   if (semantics == Semantics::AsWritten) return std::vector<bool>(g.tensors.size(), false);
@@ -56,7 +34,7 @@ std::vector<bool> off_device_shape_tensors(const Graph& g, Semantics semantics) 
 std::vector<FusedOp> executed_ops(const Graph& g, Semantics semantics, AttentionImpl attention,
                                   const std::vector<bool>& shape) {
   std::vector<FusedOp> out;
-  for (FusedOp& op : fuse_ops(g, fusion_for(fusion_runtime(semantics), attention))) {
+  for (FusedOp& op : fuse_ops(g, fusion_for(semantics, attention))) {
     if (op.kind == OpKind::Node && g.nodes[op.nodes.back()].op_type == "Constant") continue;
     bool all_shape = !op.outputs.empty();
     for (int32_t t : op.outputs) all_shape = all_shape && shape[t];

@@ -16,14 +16,7 @@
 
 namespace memplan {
 
-// How the ops of the graph run:
-//  - AsWritten: every node as the file writes it, every constant on the device (the ideal inference runtime);
-//  - PyTorchEager: eager PyTorch, as the module ran before export (views, in-place ops, fused GELU/LayerNorm/
-//    linear, shape math as Python ints); training always runs this way, on a GPU or on the CPU;
-//  - OrtCuda: ONNX Runtime's CUDA EP (copying Transpose/Slice, MayInplace activations, shape math on the CPU).
-enum class Semantics { AsWritten, PyTorchEager, OrtCuda };
-
-Semantics inference_semantics(Runtime runtime);
+// How the ops run (Semantics) is decided once, from the runtime, by runtime_model (cost_models/runtime.h).
 
 // Operand and result `i` of a node, or -1 when absent or omitted.
 int32_t node_input(const Node& n, size_t i);

@@ -23,13 +23,14 @@ namespace {
 
 class InferenceBuilder {
  public:
-  InferenceBuilder(const Graph& g, const InferenceOptions& opt)
-      : g_(g), opt_(opt), semantics_(inference_semantics(opt.runtime)), writer_(result_.program),
+  InferenceBuilder(const Graph& g, const ExecutionOptions& exec, const InferenceOptions& opt)
+      : g_(g), exec_(exec), opt_(opt), runtime_(runtime_model(exec, /*training=*/false)),
+        semantics_(runtime_.semantics), writer_(result_.program),
         buffer_of_(g.tensors.size(), -1), last_use_(g.tensors.size(), -1),
         shape_(off_device_shape_tensors(g, semantics_)), dtype_(storage_dtypes(g, opt.float_dtype)),
         folded_(ort() ? ort_constant_folded(g, shape_) : std::vector<bool>(g.tensors.size(), false)),
         aliasing_(g, semantics_, /*training=*/false, dtype_),
-        tp_(plan_tensor_parallel(g, opt.tp, opt.sequence_parallel)) {
+        tp_(plan_tensor_parallel(g, exec.tp, exec.sequence_parallel)) {
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int32_t c : g.tensors[t].consumers) last_use_[t] = std::max(last_use_[t], c);
     for (int32_t t : g.outputs) last_use_[t] = INT32_MAX;
@@ -38,7 +39,7 @@ class InferenceBuilder {
   CostModelResult build() {
     add_constants();
     add_inputs();
-    const std::vector<FusedOp> ops = executed_ops(g_, semantics_, opt_.attention, shape_);
+    const std::vector<FusedOp> ops = executed_ops(g_, semantics_, exec_.attention, shape_);
     for (const FusedOp& op : ops)
       if (!folded_op(op)) add_op(op);
     for (int32_t t : g_.outputs)
@@ -88,7 +89,7 @@ class InferenceBuilder {
   // transposed copy shares its buffer; otherwise it is counted, and the note says so.
   void add_constants() {
     std::vector<int32_t> tied = pytorch() ? tied_embedding_copies(g_) : std::vector<int32_t>(g_.tensors.size(), -1);
-    if (!opt_.tied_embeddings_by_shape) {
+    if (!exec_.tied_embeddings_by_shape) {
       untied_lookalikes_ = static_cast<int>(std::count_if(tied.begin(), tied.end(), [](int32_t e) { return e >= 0; }));
       tied.assign(g_.tensors.size(), -1);
     }
@@ -164,8 +165,8 @@ class InferenceBuilder {
       step.writes.push_back(writer_.new_buffer(owner + e.suffix, bytes, e.category));
       if (e.suffix == ":indices") ++maxpool_indices_;
     }
-    if (uses_cublas(op))
-      writer_.touch_workspace(cublas_workspace_, "cublas_workspace", cublas_workspace_bytes(opt_.cuda_arch_major), step);
+    if (runtime_.library_workspaces && uses_cublas(op))
+      writer_.touch_workspace(cublas_workspace_, "cublas_workspace", cublas_workspace_bytes(exec_.cuda_arch_major), step);
   }
 
   // What ORT's CUDA kernels take from the arena inside the op (MatMulNBits' dequantized weight); returned
@@ -187,7 +188,7 @@ class InferenceBuilder {
 
   void add_notes(const std::vector<FusedOp>& ops) {
     auto& notes = result_.notes;
-    if (opt_.tp > 1) notes.push_back(tensor_parallel_note(tp_));
+    if (exec_.tp > 1) notes.push_back(tensor_parallel_note(tp_));
     if (opt_.float_dtype != DType::Float32)
       notes.push_back("Float weights and activations are stored as " + std::string(dtype_name(opt_.float_dtype)) +
                       " (model.half() / model.bfloat16()).");
@@ -217,8 +218,8 @@ class InferenceBuilder {
                         "file does not prove a tie (a constant-folded export looks the same tied or not); "
                         "--tied-embeddings shape if the model ties them (GPT-2, Llama-3.2-1B).");
       if (cublas_workspace_ >= 0)
-        notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(opt_.cuda_arch_major)) +
-                        " bytes for compute capability " + std::to_string(opt_.cuda_arch_major) +
+        notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(exec_.cuda_arch_major)) +
+                        " bytes for compute capability " + std::to_string(exec_.cuda_arch_major) +
                         ".x, allocated at the first matmul and kept (CublasHandlePool.cpp).");
       if (maxpool_indices_ > 0)
         notes.push_back("CUDA max_pool2d writes int64 indices even in inference (" + std::to_string(maxpool_indices_) + " ops).");
@@ -238,7 +239,9 @@ class InferenceBuilder {
   }
 
   const Graph& g_;
+  const ExecutionOptions& exec_;
   const InferenceOptions& opt_;
+  const RuntimeModel runtime_;
   const Semantics semantics_;
   CostModelResult result_;
   ProgramWriter writer_;
@@ -260,13 +263,14 @@ class InferenceBuilder {
 
 }  // namespace
 
-CostModelResult build_inference_program(const Graph& graph, const InferenceOptions& options) {
+CostModelResult build_inference_program(const Graph& graph, const ExecutionOptions& execution,
+                                        const InferenceOptions& options) {
   if (options.float_dtype != DType::Float32 && options.float_dtype != DType::Float16 &&
       options.float_dtype != DType::BFloat16)
     throw InputError("inference dtype must be float32, float16 or bfloat16, not " + std::string(dtype_name(options.float_dtype)));
   // Refused before any cost model runs (report/option_checks.cc's combination matrix).
-  precondition(options.tp == 1 || options.runtime != Runtime::OnnxRuntime, "tensor parallelism under ONNX Runtime");
-  return InferenceBuilder(graph, options).build();
+  precondition(execution.tp == 1 || execution.runtime != Runtime::OnnxRuntime, "tensor parallelism under ONNX Runtime");
+  return InferenceBuilder(graph, execution, options).build();
 }
 
 }  // namespace memplan

@@ -126,7 +126,7 @@ std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
     TrainingResult r = TrainingStep(s, {}).build();
     f.param_bytes = r.param_bytes;
     f.peak_bytes = peak_with_resident(r.program);
-    const Measure m = training_measure(r, o);
+    const Measure m = training_measure(r, c.execution);
     f.required_bytes = m.required_bytes;
     stages.push_back({std::move(r), std::move(f), m.reserved_bytes});
   }

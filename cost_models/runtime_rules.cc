@@ -31,16 +31,16 @@ bool calls_cudnn_convolution(const std::string& step_op) {
   return ops.count(step_op) > 0;
 }
 
-FusionOptions fusion_for(Runtime runtime, AttentionImpl attention) {
+FusionOptions fusion_for(Semantics semantics, AttentionImpl attention) {
   FusionOptions f;
-  switch (runtime) {
-    case Runtime::Ideal:
+  switch (semantics) {
+    case Semantics::AsWritten:
       break;
-    case Runtime::PyTorch:
+    case Semantics::PyTorchEager:
       f.gelu = f.silu = f.layer_norm = f.linear_bias = f.baddbmm = true;
       f.attention = attention == AttentionImpl::Sdpa;
       break;
-    case Runtime::OnnxRuntime:
+    case Semantics::OrtCuda:
       f.gelu = f.layer_norm = true;
       break;
   }

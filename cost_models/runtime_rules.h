@@ -32,13 +32,13 @@ bool is_ort_may_inplace(const std::string& op);
 // mobilenetv2.py). In place, the output shares the input's storage; autograd saves `result` for them.
 bool is_pytorch_in_place(const std::string& op, const std::string& input_producer_op);
 
-// Which decompositions each runtime runs as one op:
-//  - ideal: none (the graph as written);
-//  - pytorch: gelu, silu, layer_norm, linear and baddbmm always (the module ran as the fused op before export);
+// Which decompositions each way of running ops (Semantics, cost_models/runtime.h) runs as one op:
+//  - as written: none;
+//  - pytorch eager: gelu, silu, layer_norm, linear and baddbmm always (the module ran as the fused op before export);
 //    attention only with AttentionImpl::Sdpa;
-//  - onnxruntime: gelu and layer_norm (GeluFusion, LayerNormFusion in onnxruntime/core/optimizer/, on
+//  - ORT CUDA: gelu and layer_norm (GeluFusion, LayerNormFusion in onnxruntime/core/optimizer/, on
 //    at the default ORT_ENABLE_ALL level for the CUDA EP).
-FusionOptions fusion_for(Runtime runtime, AttentionImpl attention);
+FusionOptions fusion_for(Semantics semantics, AttentionImpl attention);
 
 // Program steps (by their op) that call cuDNN convolutions in PyTorch: a Conv / ConvTranspose forward and
 // its backward step (the input grad and the weight grad are one cuDNN call each, one after the other).

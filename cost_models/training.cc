@@ -18,7 +18,7 @@ namespace memplan {
 TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops)
     : context_(context), graph_(*context.graph), options_(context.options), segment_end_ops_(std::move(segment_end_ops)),
       segment_of_op_(context.ops.size(), -1), writer_(result_.program),
-      aliasing_(graph_, Semantics::PyTorchEager, /*training=*/true, context.dtype) {
+      aliasing_(graph_, context.runtime.semantics, /*training=*/true, context.dtype) {
   const size_t ops = context_.ops.size();
   if (context_.op_flops.size() != ops || context_.rules.size() != ops || context_.tp_gathered.size() != ops)
     throw InternalError("the training context's per-op facts do not match its " + std::to_string(ops) +
@@ -106,7 +106,7 @@ std::vector<int32_t> auto_boundaries(const TrainingContext& c, std::vector<std::
   const uint64_t budget = c.options.checkpoint.budget_bytes;
   if (budget == 0) throw InputError("--checkpoint auto needs --budget SIZE");
   auto build = [&](const std::vector<int32_t>& chosen) { return TrainingStep(c, boundary_ops(c, chosen)).build(); };
-  auto need = [&](const TrainingResult& r) { return training_measure(r, c.options).required_bytes; };
+  auto need = [&](const TrainingResult& r) { return training_measure(r, c.execution).required_bytes; };
   if (need(build({})) <= budget) return {};
   struct Tried {
     std::vector<int32_t> chosen;
@@ -146,11 +146,12 @@ std::vector<int32_t> auto_boundaries(const TrainingContext& c, std::vector<std::
 
 }  // namespace
 
-TrainingResult build_training_program(const Graph& base, const TrainingOptions& options) {
+TrainingResult build_training_program(const Graph& base, const ExecutionOptions& execution,
+                                      const TrainingOptions& options) {
   std::optional<LoraGraph> lora;
   if (lora_requested(options)) lora = add_lora_adapters(base, options);
   const Graph& graph = lora ? lora->graph : base;
-  const TrainingContext context = make_training_context(graph, options, lora ? &*lora : nullptr);
+  const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr);
   std::vector<std::string> notes = context.notes;
   if (options.pp > 1) {
     TrainingResult result = build_pipeline_program(context, notes);
@@ -194,7 +195,7 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
   if (options.optimizer_flags.maximize || options.optimizer_flags.weight_decay)
     notes.push_back("The update first copies the grads (maximize negates them; Adam's and SGD's L2 weight decay adds "
                     "wd * param; AdamW decays the parameters in place), except where PyTorch does it in place.");
-  if (options.runtime == Runtime::PyTorch)
+  if (context.runtime.library_workspaces)
     notes.push_back("Matmuls use two cuBLAS workspaces: the forward thread's and autograd's backward thread's (CublasHandlePool.cpp).");
   notes.push_back(options.steady_state ? "Steady state: optimizer states exist from the start (a later iteration)."
                                        : "First iteration: optimizer states are created inside the optimizer step.");

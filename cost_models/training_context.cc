@@ -154,19 +154,22 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
 
 }  // namespace
 
-TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, const LoraGraph* lora) {
+TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e, const TrainingOptions& o,
+                                      const LoraGraph* lora) {
   // The options were checked before any cost model runs (report/option_checks.cc: each value, the options that
   // need another, the combination matrix); here only what would make the program meaningless, as invariants.
   precondition(o.grad_accum >= 1 && o.gpus >= 1 && o.pp >= 1 && o.micro_batches >= 0, "counts below 1");
-  precondition(o.runtime != Runtime::OnnxRuntime, "a training step for ONNX Runtime");
+  precondition(e.runtime != Runtime::OnnxRuntime, "a training step for ONNX Runtime");
   precondition(o.shard == Sharding::None || o.shard == Sharding::Ddp || o.gpus >= 2, "sharding over one GPU");
   precondition(o.micro_batches == 0 || o.pp >= 2, "micro-batches without a pipeline");
   precondition(o.fsdp_wrap.empty() || o.shard == Sharding::Fsdp || o.pp >= 2, "a wrapping rule without FSDP or --pp");
   TrainingContext c;
   c.graph = &g;
+  c.execution = e;
+  c.runtime = runtime_model(e, /*training=*/true);
   c.options = o;
-  c.shape = off_device_shape_tensors(g, Semantics::PyTorchEager);
-  c.ops = executed_ops(g, Semantics::PyTorchEager, o.attention, c.shape);
+  c.shape = off_device_shape_tensors(g, c.runtime.semantics);
+  c.ops = executed_ops(g, c.runtime.semantics, e.attention, c.shape);
   for (const FusedOp& op : c.ops) {
     uint64_t f = 0;
     for (int32_t n : op.nodes) f = checked_add(f, node_flops(g, n), "FLOP count");
@@ -184,7 +187,7 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
   c.tied_to = tied_embedding_copies(g);  // suspected copies: dropped under --tied-embeddings shape only
-  for (size_t t = 0; t < g.tensors.size() && !o.tied_embeddings_by_shape; ++t)
+  for (size_t t = 0; t < g.tensors.size() && !e.tied_embeddings_by_shape; ++t)
     if (c.tied_to[t] >= 0) {
       c.notes.push_back("'" + g.tensors[t].name + "' is shaped as the transpose of the embedding '" +
                         g.tensors[c.tied_to[t]].name + "' but has its own initializer: trained as its own parameter, as "
@@ -259,13 +262,13 @@ TrainingContext make_training_context(const Graph& g, const TrainingOptions& o, 
     c.notes.push_back(std::to_string(kept_means) + " ReduceMean ops keep their input for backward, as torch 1.13's "
                       "MeanBackward1 does (from torch 2.2 only its sizes).");
   c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));
-  precondition(o.tp == 1 || !lora, "LoRA under tensor parallelism");
-  c.tp = plan_tensor_parallel(g, o.tp, o.sequence_parallel);
+  precondition(e.tp == 1 || !lora, "LoRA under tensor parallelism");
+  c.tp = plan_tensor_parallel(g, e.tp, e.sequence_parallel);
   c.tp_gathered.assign(c.ops.size(), -1);
   for (size_t i = 0; i < c.ops.size(); ++i)
     for (int32_t n : c.ops[i].nodes)
       if (c.tp.gathered_input[n] >= 0) c.tp_gathered[i] = c.tp.gathered_input[n];
-  if (o.tp > 1) c.notes.push_back(tensor_parallel_note(c.tp));
+  if (e.tp > 1) c.notes.push_back(tensor_parallel_note(c.tp));
   add_eval_export_notes(g, c.notes);
   return c;
 }

@@ -21,6 +21,8 @@ namespace memplan {
 
 struct TrainingContext {
   const Graph* graph = nullptr;
+  ExecutionOptions execution;
+  RuntimeModel runtime;                 // runtime_model(execution, /*training=*/true)
   TrainingOptions options;
   std::vector<FusedOp> ops;             // executed ops, in order (shape computations and Constants removed)
   std::vector<uint64_t> op_flops;       // forward FLOPs per op
@@ -48,6 +50,7 @@ struct TrainingContext {
 
 // `lora`: the adapted graph `g` is (add_lora_adapters), or null. With it the adapters train, keep float32
 // storage where PEFT keeps it, and a base parameter trains only if --trainable names it.
-TrainingContext make_training_context(const Graph& g, const TrainingOptions& options, const LoraGraph* lora = nullptr);
+TrainingContext make_training_context(const Graph& g, const ExecutionOptions& execution, const TrainingOptions& options,
+                                      const LoraGraph* lora = nullptr);
 
 }  // namespace memplan

@@ -20,7 +20,7 @@ void TrainingStep::add_parameters() {
   if (fsdp()) add_fsdp_shards();
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
-    if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, Semantics::PyTorchEager, context_.shape)) continue;
+    if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, context_.runtime.semantics, context_.shape)) continue;
     if (!context_.on_device.empty() && !context_.on_device[t]) continue;  // another pipeline stage's
     if (fsdp_member(id)) {
       forward_buffer_[t] = unit_shard_[context_.units.unit_of_tensor[t]];
@@ -67,7 +67,7 @@ void TrainingStep::add_inputs() {
 // backward on its own device thread (torch/csrc/autograd/engine.cpp), so forward and backward each
 // own one. Allocated at the first cuBLAS call of each and kept: resident in a later iteration.
 bool TrainingStep::models_cublas() const {
-  if (options_.runtime != Runtime::PyTorch) return false;
+  if (!context_.runtime.library_workspaces) return false;
   for (const FusedOp& op : context_.ops)
     if (uses_cublas(op)) return true;
   return false;
@@ -77,7 +77,7 @@ void TrainingStep::add_cublas_workspaces_if_steady() {
   if (!models_cublas() || !options_.steady_state) return;
   for (int32_t* ws : {&cublas_forward_, &cublas_backward_}) {
     *ws = writer_.new_buffer(ws == &cublas_forward_ ? "cublas_workspace" : "cublas_workspace:autograd",
-                             cublas_workspace_bytes(options_.cuda_arch_major), Category::Workspace);
+                             cublas_workspace_bytes(context_.execution.cuda_arch_major), Category::Workspace);
     program().buffers[*ws].resident = true;
   }
 }
@@ -87,7 +87,7 @@ void TrainingStep::touch_cublas(const FusedOp& op, Step& st, bool backward) {
   if (!uses_cublas(op) || !models_cublas()) return;
   writer_.touch_workspace(backward ? cublas_backward_ : cublas_forward_,
                           backward ? "cublas_workspace:autograd" : "cublas_workspace",
-                          cublas_workspace_bytes(options_.cuda_arch_major), st);
+                          cublas_workspace_bytes(context_.execution.cuda_arch_major), st);
 }
 
 // --frozen-dtype: a frozen weight stored in another type is dequantized into the compute type (the

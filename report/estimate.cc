@@ -76,7 +76,7 @@ std::vector<LiveTensor> top_live_tensors(const Program& p, const std::vector<Liv
 
 // The allocator of the runtime an estimate is for: what every total and decision is measured on.
 RuntimeAllocator allocator_of(const EstimateOptions& options) {
-  return runtime_allocator(options.runtime, options.expandable_segments);
+  return runtime_model(options.execution, options.mode == Mode::Training).allocator;
 }
 
 // Fills totals, breakdown, peak location and series of `e` for `program` on the chosen runtime. The totals are
@@ -167,7 +167,7 @@ namespace {
 
 // Refused before (report/option_checks.cc: --runtime onnxruntime with --mode train, --schedule's mode).
 void check_training_options(const EstimateOptions& options) {
-  precondition(options.runtime != Runtime::OnnxRuntime && !options.memory_schedule,
+  precondition(options.execution.runtime != Runtime::OnnxRuntime && !options.memory_schedule,
                "a training step for ONNX Runtime or in a memory-aware order");
 }
 
@@ -189,10 +189,8 @@ void take_training_facts(From& from, To& to) {
 
 TrainingResult training_program(const Graph& graph, const EstimateOptions& options, bool steady_state) {
   TrainingOptions t = options.training;
-  t.runtime = options.runtime;
-  t.expandable_segments = options.expandable_segments;
   t.steady_state = steady_state;
-  return build_training_program(graph, t);
+  return build_training_program(graph, options.execution, t);
 }
 
 }  // namespace
@@ -221,9 +219,7 @@ std::set<std::string> held_with_identity_sources(const Graph& g, const std::vect
 EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions& options) {
   EstimateProgram p;
   if (options.mode == Mode::Inference) {
-    InferenceOptions io = options.inference;
-    io.runtime = options.runtime;
-    CostModelResult r = build_inference_program(graph, io);
+    CostModelResult r = build_inference_program(graph, options.execution, options.inference);
     p.program = std::move(r.program);
     p.fixed_bytes = r.fixed_bytes;
     p.notes = std::move(r.notes);
@@ -251,7 +247,7 @@ EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions
     } else {
       p.notes.push_back("the memory-aware order was not better than the model's order, which is kept");
     }
-    if (options.runtime == Runtime::PyTorch && sched.reordered)
+    if (options.execution.runtime == Runtime::PyTorch && sched.reordered)
       p.notes.push_back("PyTorch eager runs ops in the model's code order; the memory order assumes the code is "
                         "reordered to match");
   }
@@ -262,9 +258,9 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   Estimate e;
   e.model = graph.model_path;
   e.mode = options.mode;
-  e.tp = options.mode == Mode::Training ? options.training.tp : options.inference.tp;
-  e.sequence_parallel = options.mode == Mode::Training ? options.training.sequence_parallel : options.inference.sequence_parallel;
-  e.runtime = options.runtime;
+  e.tp = options.execution.tp;
+  e.sequence_parallel = options.execution.sequence_parallel;
+  e.runtime = options.execution.runtime;
 
   if (options.mode == Mode::Training) {
     check_training_options(options);

@@ -1,6 +1,6 @@
 // One estimate: a shaped graph through a cost model and the planner, assembled into the numbers a user reads.
 // The totals are the planner's measure() of the program on the runtime's allocator (planner/measure.h, with
-// cost_models' runtime_allocator): total_bytes = its reserved bytes + fixed (never the CUDA context), and
+// cost_models' runtime_model(...).allocator): total_bytes = its reserved bytes + fixed (never the CUDA context), and
 // required_bytes = its required bytes + fixed, what the step needs of a device: what fit and check's budget,
 // --checkpoint auto and the busiest pipeline stage all compare.
 #pragma once
@@ -22,19 +22,16 @@ namespace memplan {
 
 enum class Mode { Inference, Training };
 
-// The runtime an estimate is for when none is chosen: PyTorch eager, what most users run. The only place the
-// default is written: the CLI takes its --runtime default from here (runtime_name(kDefaultRuntime)).
-inline constexpr Runtime kDefaultRuntime = Runtime::PyTorch;
+// The runtime an estimate is for when none is chosen: ExecutionOptions' (cost_models/runtime.h), PyTorch eager,
+// what most users run; the CLI takes its --runtime default from here (runtime_name(kDefaultRuntime)).
+inline constexpr Runtime kDefaultRuntime = ExecutionOptions{}.runtime;
 
 struct EstimateOptions {
   Mode mode = Mode::Inference;
-  Runtime runtime = kDefaultRuntime;  // replaces inference.runtime and training.runtime, which are not read
-  InferenceOptions inference;
-  TrainingOptions training;
+  ExecutionOptions execution;  // how the model runs, in either mode: runtime, attention, --tp, ...
+  InferenceOptions inference;  // --mode inference's own
+  TrainingOptions training;    // --mode train's own
   bool memory_schedule = false;  // --schedule memory: a memory-aware topological order (inference)
-  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (--expandable-segments): the pytorch runtime's allocator maps
-  // pages into one range per pool (planner/alloc_pytorch_expandable.h).
-  bool expandable_segments = false;
   // When set, the step is also run at this device budget (memory outside the CUDA context): Estimate::at_budget.
   std::optional<uint64_t> device_budget;
   int top_tensors = 8;           // how many of the largest live tensors at the peak to list

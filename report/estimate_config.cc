@@ -143,17 +143,16 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   // that is not a choice still throws here, and the cost models keep their own invariants.
   EstimateOptions o;
   o.mode = kModeChoices.parse(a.mode, "--mode");
-  o.runtime = kRuntimeChoices.parse(a.runtime, "--runtime");
+  ExecutionOptions& e = o.execution;
+  e.runtime = kRuntimeChoices.parse(a.runtime, "--runtime");
   o.inference.float_dtype = kDtypeChoices.parse(a.dtype, "--dtype");
   o.memory_schedule = kScheduleChoices.parse(a.schedule, "--schedule");
-  o.expandable_segments = a.expandable_segments;
-  const int arch = kArchChoices.parse(a.arch.empty() ? "sm90" : a.arch, "--arch");
-  const AttentionImpl attention = kAttentionChoices.parse(a.attention, "--attention");
-  o.inference.cuda_arch_major = arch;
-  o.inference.attention = attention;
-  o.inference.tied_embeddings_by_shape = kTiedEmbeddingChoices.parse(a.tied_embeddings, "--tied-embeddings");
-  o.inference.tp = a.tp;
-  o.inference.sequence_parallel = a.sequence_parallel;
+  e.expandable_segments = a.expandable_segments;
+  e.cuda_arch_major = kArchChoices.parse(a.arch.empty() ? "sm90" : a.arch, "--arch");
+  e.attention = kAttentionChoices.parse(a.attention, "--attention");
+  e.tied_embeddings_by_shape = kTiedEmbeddingChoices.parse(a.tied_embeddings, "--tied-embeddings");
+  e.tp = a.tp;
+  e.sequence_parallel = a.sequence_parallel;
   o.top_tensors = a.top;
 
   TrainingOptions& t = o.training;
@@ -181,18 +180,13 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.optimizer_impl = kOptimizerImplChoices.parse(impl, "--optimizer-impl");
   t.gradient_as_bucket_view = a.gradient_as_bucket_view;
   t.loss = kLossChoices.parse(a.loss, "--loss");
-  t.attention = attention;
-  t.tied_embeddings_by_shape = o.inference.tied_embeddings_by_shape;
   t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;
-  t.tp = a.tp;
-  t.sequence_parallel = a.sequence_parallel;
   t.shard = kShardChoices.parse(a.shard, "--shard");
   t.fsdp_wrap = a.fsdp_wrap;
   t.pp = a.pp;
   t.micro_batches = a.micro_batches;
-  t.cuda_arch_major = arch;
   // The device budget the step is also run on: --budget, else the --gpu's memory less the catalog's context
   // reserve (what fit --gpu budgets).
   if (!a.budget.empty()) o.device_budget = parse_size(a.budget, "--budget");

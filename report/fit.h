@@ -84,7 +84,7 @@ class FitProbe {
   Estimate estimate(int64_t value, std::optional<uint64_t> device_budget = std::nullopt);
   // The remembered totals of the current architecture: a GPU of another compute capability has another cuBLAS
   // workspace, so each architecture keeps its own memo.
-  FitMemo& memo() { return memos_[{options_.inference.cuda_arch_major, options_.training.cuda_arch_major}]; }
+  FitMemo& memo() { return memos_[options_.execution.cuda_arch_major]; }
   // Estimates from now on are for this GPU's architecture (apply_gpu_architecture), with that architecture's memo.
   void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
   const EstimateOptions& options() const { return options_; }
@@ -99,7 +99,7 @@ class FitProbe {
   Bindings bindings_;
   std::string search_;
   EstimateOptions options_;
-  std::map<std::pair<int, int>, FitMemo> memos_;  // by (inference, training) cuda_arch_major
+  std::map<int, FitMemo> memos_;  // by cuda_arch_major
 };
 
 // A global batch as micro-batches of at most `max_micro_batch` per GPU and gradient-accumulation steps.

@@ -115,8 +115,7 @@ uint64_t apply_headroom(uint64_t budget, double headroom_percent) {
 }
 
 void apply_gpu_architecture(const GpuSpec& gpu, EstimateOptions& options) {
-  options.inference.cuda_arch_major = gpu.cc_major;
-  options.training.cuda_arch_major = gpu.cc_major;
+  options.execution.cuda_arch_major = gpu.cc_major;
 }
 
 }  // namespace memplan

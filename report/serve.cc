@@ -30,7 +30,7 @@ ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& set
 }
 
 ServeStep ServeProbe::step(int64_t batch, int64_t cached, int64_t fresh) {
-  const auto key = std::make_tuple(options_.inference.cuda_arch_major, batch, cached, fresh);
+  const auto key = std::make_tuple(options_.execution.cuda_arch_major, batch, cached, fresh);
   auto it = memo_.find(key);
   if (it == memo_.end()) {
     std::optional<uint64_t> need;

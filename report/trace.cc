@@ -8,9 +8,9 @@
 namespace memplan {
 
 AllocationTrace pytorch_allocation_trace(const Graph& graph, const EstimateOptions& options) {
-  if (options.runtime != Runtime::PyTorch)
+  if (options.execution.runtime != Runtime::PyTorch)
     throw InputError(std::string("an allocation trace replays PyTorch's caching allocator: --runtime ") +
-                     runtime_name(options.runtime) + " has none (use --runtime pytorch)");
+                     runtime_name(options.execution.runtime) + " has none (use --runtime pytorch)");
   const EstimateProgram ep = build_estimate_program(graph, options);
   const Program& p = ep.program;
   AllocationTrace t;

@@ -38,12 +38,12 @@ Program zoo_program(const ZooModel& model, int64_t batch) {
   }
   const Graph graph = import_model(model.path, bindings);
   if (model.training) {
-    TrainingOptions options;  // PyTorch, Adam (foreach), fp32, steady state
-    return build_training_program(graph, options).program;
+    TrainingOptions options;  // PyTorch, Adam (foreach), fp32, steady state, the output seeding backward
+    options.optimizer = Optimizer::Adam;
+    options.loss = LossKind::None;
+    return build_training_program(graph, ExecutionOptions{}, options).program;
   }
-  InferenceOptions options;
-  options.runtime = Runtime::PyTorch;
-  return build_inference_program(graph, options).program;
+  return build_inference_program(graph, ExecutionOptions{}, InferenceOptions{}).program;  // PyTorch, fp32
 }
 
 }  // namespace memplan

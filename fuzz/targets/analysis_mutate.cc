@@ -218,8 +218,7 @@ void analyse(const uint8_t* data, size_t size) {
   check_graph(graph);
   for (Runtime runtime : {Runtime::Ideal, Runtime::PyTorch, Runtime::OnnxRuntime}) {
     EstimateOptions options;
-    options.runtime = runtime;
-    options.inference.runtime = runtime;
+    options.execution.runtime = runtime;
     options.memory_schedule = runtime == Runtime::Ideal;
     const Estimate e = estimate_graph(graph, options);
     require(e.reserved_bytes >= e.allocated_bytes, std::string(runtime_name(runtime)) + ": reserved below allocated");
@@ -227,8 +226,7 @@ void analyse(const uint8_t* data, size_t size) {
   }
   EstimateOptions training;
   training.mode = Mode::Training;
-  training.runtime = Runtime::PyTorch;
-  training.inference.runtime = Runtime::PyTorch;
+  training.execution.runtime = Runtime::PyTorch;
   training.training.loss = LossKind::CrossEntropy;
   estimate_graph(graph, training);
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
 #include "planner/liveness.h"
@@ -24,7 +25,7 @@ Optimizer optimizer_named(const std::string& name) {
 // The profiled step starts with the inputs already allocated: subtract the graph inputs, which the
 // program keeps live from its start.
 uint64_t predicted_peak(const Graph& g, const std::string& optimizer, const std::vector<std::string>& checkpoint_at) {
-  TrainingOptions o;
+  TrainingRun o;
   if (!checkpoint_at.empty()) {
     o.checkpoint.mode = CheckpointMode::At;
     o.checkpoint.at = checkpoint_at;

@@ -2,6 +2,7 @@
 // number is worked out by hand in the comments from the rules in cost_models/training_fsdp.cc.
 #include <gtest/gtest.h>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "onnx_import/errors.h"
 #include "planner/liveness.h"
@@ -31,8 +32,8 @@ Graph two_blocks() {
   return b.graph();
 }
 
-TrainingOptions fsdp(int gpus) {
-  TrainingOptions o;
+TrainingRun fsdp(int gpus) {
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Adam;
   o.loss = LossKind::CrossEntropy;
@@ -102,14 +103,14 @@ TEST(Fsdp, LeafLayersOfASequentialAreNoBlocks) {
 }
 
 TEST(Fsdp, WrapRegexNamesUnits) {
-  TrainingOptions o = fsdp(3);
+  TrainingRun o = fsdp(3);
   o.fsdp_wrap = "^(layers)\\.";  // both blocks in one unit: 128 elements, padded to 129, shard 43 = 172 bytes
   const TrainingResult r = build_training_program(two_blocks(), o);
   EXPECT_EQ(r.program.buffers[buffer_named(r.program, "fsdp_flat_param_shard:layers")].bytes, 172u);
   EXPECT_EQ(r.param_bytes, 172u + 24u);
 }
 
-std::string message_of(const TrainingOptions& o) {
+std::string message_of(const TrainingRun& o) {
   try {
     build_training_program(two_blocks(), o);
   } catch (const InputError& e) {
@@ -120,7 +121,7 @@ std::string message_of(const TrainingOptions& o) {
 
 TEST(Fsdp, BadOptionsAreInputErrors) {
   EXPECT_THROW(message_of(fsdp(1)), InternalError);  // refused by the option checks first: a precondition here
-  TrainingOptions o = fsdp(2);
+  TrainingRun o = fsdp(2);
   o.fsdp_wrap = "(decoder)\\.";
   EXPECT_NE(message_of(o).find("matches no parameter"), std::string::npos) << message_of(o);
   o.fsdp_wrap = "layers";
@@ -139,8 +140,8 @@ uint64_t resident_weight_bytes(const Program& p) {
   return sum;
 }
 
-TrainingOptions lora_fsdp(int gpus) {
-  TrainingOptions o = fsdp(gpus);
+TrainingRun lora_fsdp(int gpus) {
+  TrainingRun o = fsdp(gpus);
   o.lora_rank = 2;
   o.lora_targets = "fc";  // layers.0.fc.w and layers.1.fc.w; the head (head.w, head.b) stays frozen as it is
   return o;
@@ -190,7 +191,7 @@ TEST(FsdpKeptFrozenBaseWhole, LoraShardsTheFrozenBaseWithItsUnit) {
 // Per GPU: shards 56 + 56 + 24 = 136 bytes + quant states 4 + 4 = 144 resident weight bytes; grads 56 + 56
 // = 112; Adam 2 * (56 + 56) = 224.
 TEST(FsdpKeptFrozenBaseWhole, QloraShardsTheQuantizedStorage) {
-  TrainingOptions o = lora_fsdp(3);
+  TrainingRun o = lora_fsdp(3);
   o.frozen_storage = FrozenStorage::Nf4;
   const TrainingResult r = build_training_program(two_blocks(), o);
   const Program& p = r.program;
@@ -208,7 +209,7 @@ TEST(FsdpKeptFrozenBaseWhole, QloraShardsTheQuantizedStorage) {
 }
 
 TEST(FsdpKeptFrozenBaseWhole, Int8AndReStoredFloatsCannotBeFlattened) {
-  TrainingOptions o = lora_fsdp(2);
+  TrainingRun o = lora_fsdp(2);
   o.frozen_storage = FrozenStorage::Int8;
   EXPECT_NE(message_of(o).find("--frozen-dtype int8 with --shard fsdp"), std::string::npos) << message_of(o);
   o.frozen_storage = FrozenStorage::Bf16;

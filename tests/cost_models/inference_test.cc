@@ -1,6 +1,7 @@
 // Inference programs of small graphs, with every expected byte count worked out by hand below.
 #include <gtest/gtest.h>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "onnx_import/errors.h"
 #include "tests/cost_models/graph_builder.h"
@@ -49,7 +50,7 @@ TEST(InferenceIdeal, MlpBuffersAndPeakByHand) {
 }
 
 TEST(InferenceDtype, Fp16HalvesWeightsAndActivations) {
-  InferenceOptions o;
+  InferenceRun o;
   o.float_dtype = DType::Float16;
   const Program p = build_inference_program(mlp(), o).program;
   EXPECT_EQ(resident_bytes(p), 356u);           // 712 / 2
@@ -59,7 +60,7 @@ TEST(InferenceDtype, Fp16HalvesWeightsAndActivations) {
 }
 
 TEST(InferencePyTorch, CublasWorkspaceAtFirstMatmulAndKept) {
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   const Program p = build_inference_program(mlp(), o).program;
   const int32_t ws = buffer_named(p, "cublas_workspace");
@@ -96,7 +97,7 @@ TEST(InferenceViews, ReshapeAliasesItsInputAndExtendsItsLife) {
   EXPECT_EQ(resident_bytes(p), 16u);
   EXPECT_EQ(peak_live_bytes(p).bytes, 192u);
   // PyTorch passes the shape as Python ints: no weight at all.
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   EXPECT_EQ(resident_bytes(build_inference_program(reshape_relu(), o).program), 0u);
 }
@@ -114,7 +115,7 @@ Graph transpose_reshape() {
 }
 
 TEST(InferenceViews, PyTorchTransposeIsAViewAndReshapeOfItCopies) {
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   const Program p = build_inference_program(transpose_reshape(), o).program;
   EXPECT_EQ(buffer_named(p, "t"), -1);   // permute: a strided view of x
@@ -141,7 +142,7 @@ Graph maxpool() {
 TEST(InferencePyTorch, MaxPoolWritesInt64IndicesOnCuda) {
   // Ideal: x 256*4 = 1024 + y 64*4 = 256 -> 1280.
   EXPECT_EQ(peak_live_bytes(build_inference_program(maxpool(), {}).program).bytes, 1280u);
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   const Program p = build_inference_program(maxpool(), o).program;
   const int32_t idx = buffer_named(p, "y:indices");
@@ -169,7 +170,7 @@ TEST(InferenceFusion, PyTorchRunsDecomposedGeluAsOneOp) {
   const Program ideal = build_inference_program(gelu_erf(), {}).program;
   EXPECT_EQ(ideal.steps.size(), 5u);
   EXPECT_EQ(peak_live_bytes(ideal).bytes, 192u);
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   const Program p = build_inference_program(gelu_erf(), o).program;
   ASSERT_EQ(p.steps.size(), 1u);
@@ -199,7 +200,7 @@ Graph layer_norm_decomposed() {
 }
 
 TEST(InferenceFusion, PyTorchLayerNormIsOneOpWithFloatStatistics) {
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   o.float_dtype = DType::Float16;
   const Program p = build_inference_program(layer_norm_decomposed(), o).program;
@@ -222,7 +223,7 @@ TEST(InferenceFusion, PyTorchLinearBiasIsOneOutput) {
   b.output(y);
   // Ideal: step Add holds mm (384*4 = 1536) and y (1536) -> 3072 (x 768 died at MatMul... x+mm = 2304).
   EXPECT_EQ(peak_live_bytes(build_inference_program(b.graph(), {}).program).bytes, 3072u);
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   o.cuda_arch_major = 8;
   const Program p = build_inference_program(b.graph(), o).program;
@@ -242,7 +243,7 @@ TEST(InferenceFusion, PyTorchLinearThroughTransposeIsOneOp) {
   const int32_t y = b.node1("Add", {mm, b.weight("b", {16})}, "y", {4, 6, 16});
   const int32_t logits = b.node1("MatMul", {y, head}, "logits", {4, 6, 32});
   b.output(logits);
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   o.cuda_arch_major = 8;
   const Program p = build_inference_program(b.graph(), o).program;
@@ -268,7 +269,7 @@ TEST(InferenceFusion, PyTorchBaddbmmIsOneOpOnlyInItsExportedSpelling) {
     const int32_t rhs = scaled ? b.node1("Mul", {mask, b.scalar("beta")}, "scaled_mask", {1, 5, 5}) : mask;
     b.output(b.node1("Add", {lhs, rhs}, "scores", {4, 5, 5}));
     if (product_read_twice) b.output(b.node1("Relu", {mm}, "other", {4, 5, 5}));
-    InferenceOptions o;
+    InferenceRun o;
     o.runtime = Runtime::PyTorch;
     return build_inference_program(b.graph(), o).program;
   };
@@ -292,7 +293,7 @@ TEST(InferenceOrt, ReluReusesItsInputBufferAtItsLastUse) {
   const int32_t r = b.node1("Relu", {h}, "r", {16});
   const int32_t y = b.node1("Cos", {r}, "y", {16});
   b.output(y);
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::OnnxRuntime;
   const Program p = build_inference_program(b.graph(), o).program;
   EXPECT_EQ(buffer_named(p, "r"), -1);
@@ -312,7 +313,7 @@ TEST(InferencePyTorch, ShapeComputationsTakeNoGpuMemory) {
   const int32_t v = b.node1("Reshape", {x, c}, "v", {2, 3});
   const int32_t y = b.node1("Relu", {v}, "y", {2, 3});
   b.output(y);
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   const Program p = build_inference_program(b.graph(), o).program;
   EXPECT_EQ(p.steps.size(), 2u);  // Reshape and Relu only
@@ -334,7 +335,7 @@ TEST(InferencePyTorch, SdpaNeverMaterialisesTheScores) {
   const int32_t p = b.node1("Softmax", {m}, "probs", {1, 2, 16, 16}, {{"axis", int_attr(-1)}});
   const int32_t o = b.node1("MatMul", {p, v}, "o", {1, 2, 16, 8});
   b.output(o);
-  InferenceOptions opt;
+  InferenceRun opt;
   opt.runtime = Runtime::PyTorch;
   opt.cuda_arch_major = 8;
   // Eager: step 0 q/kt/v (3 * 1024) + scores 2048 = 5120; step 1 v 1024 + scores + scaled 2048 = 5120;
@@ -349,7 +350,7 @@ TEST(InferencePyTorch, SdpaNeverMaterialisesTheScores) {
 }
 
 TEST(InferenceErrors, RejectsNonFloatDtype) {
-  InferenceOptions o;
+  InferenceRun o;
   o.float_dtype = DType::Int8;
   EXPECT_THROW(build_inference_program(mlp(), o), InputError);
 }

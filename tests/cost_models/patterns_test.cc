@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
 #include "tests/cost_models/graph_builder.h"
@@ -30,7 +31,7 @@ Graph pattern(const std::string& stem) {
 // One training step of the export as it is (loss none: the graph's output is differentiated), SGD, without
 // library workspaces (Runtime::Ideal keeps PyTorch's eager semantics, section 3 of docs/cost-models.md).
 Program train(const std::string& stem, Precision precision = Precision::AmpFp16) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.loss = LossKind::None;
   o.optimizer = Optimizer::Sgd;
@@ -112,7 +113,7 @@ TEST(ExportedPatterns, Linear3dIsOneOpWithAndWithoutBias) {
 // Eval exports fold the transpose into an initializer: Gemm on 2-D, MatMul(x, Wt) -> Add(b) on 3-D. In
 // PyTorch inference each is one op writing y (2*16*4 = 128 and 2*5*16*4 = 640 bytes, float32).
 TEST(ExportedPatterns, LinearEvalExportsAreOneOpInInference) {
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   const Program gemm = build_inference_program(pattern("linear_eval"), o).program;
   ASSERT_EQ(gemm.steps.size(), 1u);
@@ -132,7 +133,7 @@ TEST(ExportedPatterns, LinearEvalExportsAreOneOpInInference) {
 // The same MatMul on an initializer in training under autocast: the weight is cast once into the autocast
 // cache (16*8*2 = 256 bytes) and the output is float16 (2*5*16*2 = 320).
 TEST(ExportedPatterns, MatMulOnAnInitializerIsLowPrecisionWithACachedWeight) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.loss = LossKind::None;
   o.optimizer = Optimizer::Sgd;
@@ -247,7 +248,7 @@ TEST(ExportedPatterns, AttentionWithMaskIsOneBaddbmm) {
   EXPECT_EQ(buffer_named(fp32, "/mha/Mul_4_output_0"), -1);
   // With --attention sdpa the whole attention, mask included, is one scaled_dot_product_attention: the
   // attention matcher runs before baddbmm's, so the scores never exist.
-  InferenceOptions sdpa;
+  InferenceRun sdpa;
   sdpa.runtime = Runtime::PyTorch;
   sdpa.attention = AttentionImpl::Sdpa;
   const Program fused = build_inference_program(pattern("mha_attn_mask_train"), sdpa).program;

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "tests/cost_models/graph_builder.h"
 
@@ -48,7 +49,7 @@ Graph two_sizes() {
 // 2 MiB small one (the received tensor and pad.w's grad share it); neither can be flushed while pad.w and the
 // weights are in use: 22 MiB. Stage 1 needs more of its GPU: it is the busiest.
 TEST(PipelineBusiest, TheStageThatNeedsMostOfItsGpuNotTheMostExactBytes) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::PyTorch;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::None;

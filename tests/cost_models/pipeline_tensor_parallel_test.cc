@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/training_context.h"
@@ -36,8 +37,8 @@ Graph four_mlp_blocks() {
   return b.graph();
 }
 
-TrainingOptions tp2(bool sequence_parallel, int pp) {
-  TrainingOptions o;
+TrainingRun tp2(bool sequence_parallel, int pp) {
+  TrainingRun o;
   o.runtime = Runtime::Ideal;  // no cuBLAS workspaces
   o.optimizer = Optimizer::Sgd;  // no states, updates in place
   o.loss = LossKind::None;       // backward seeded with grad:y

@@ -2,6 +2,7 @@
 // peak worked out by hand in the comments (cost_models/pipeline.cc).
 #include <gtest/gtest.h>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "onnx_import/errors.h"
 #include "tests/cost_models/graph_builder.h"
@@ -29,8 +30,8 @@ Graph four_blocks() {
   return b.graph();
 }
 
-TrainingOptions pipeline(int pp, int micro_batches = 0) {
-  TrainingOptions o;
+TrainingRun pipeline(int pp, int micro_batches = 0) {
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Adam;
   o.loss = LossKind::CrossEntropy;
@@ -79,7 +80,7 @@ TEST(Pipeline, MicroBatchesBoundWhatIsInFlight) {
   EXPECT_EQ(r.pipeline_stages[0].peak_bytes, 2560u);
 }
 
-std::string message_of(const TrainingOptions& o) {
+std::string message_of(const TrainingRun& o) {
   try {
     build_training_program(four_blocks(), o);
   } catch (const InputError& e) {
@@ -90,7 +91,7 @@ std::string message_of(const TrainingOptions& o) {
 
 TEST(Pipeline, BadOptionsAreInputErrors) {
   EXPECT_NE(message_of(pipeline(5)).find("--pp 5 needs at least 5 blocks"), std::string::npos) << message_of(pipeline(5));
-  TrainingOptions o = pipeline(2);
+  TrainingRun o = pipeline(2);
   o.gpus = 2;
   o.shard = Sharding::Fsdp;
   // Combinations the option checks refuse (report/option_checks.cc) are preconditions here: a bug if they arrive.

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/quantized_weights.h"
 #include "onnx_import/import.h"
@@ -27,7 +28,7 @@ Graph quant(const std::string& stem, int64_t batch, int64_t seq = 0) {
 }
 
 CostModelResult infer(const Graph& g, Runtime r) {
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = r;
   return build_inference_program(g, o);
 }

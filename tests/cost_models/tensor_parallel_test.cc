@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/tensor_parallel.h"
 #include "onnx_import/errors.h"
@@ -59,7 +60,7 @@ TEST(TensorParallel, LlamaIsSplitAsMegatronSplitsIt) {
 // (Megatron's LinearWithGradAccumulationAndAsyncCommunication); what autograd keeps is the shard.
 TEST(TensorParallel, SequenceParallelGathersAreFullSizeTransients) {
   const Graph g = zoo("llama_tiny_train", 2, 16);
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   o.tp = 2;
   o.sequence_parallel = true;

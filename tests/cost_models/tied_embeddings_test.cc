@@ -5,6 +5,7 @@
 // the file proves the tie (the head reads the embedding's own initializer), and `shape` keeps the old rule.
 #include <gtest/gtest.h>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "tests/cost_models/graph_builder.h"
 
@@ -45,7 +46,7 @@ Graph tied_decoder() {
 constexpr uint64_t kEmbedding = 10 * 8 * 4, kNorm = 8 * 4, kHead = 10 * 8 * 4;
 
 TEST(TiedEmbeddingsAutoDroppedUntiedHead, InferenceCountsTheHeadByDefaultAndShapeDropsIt) {
-  InferenceOptions o;
+  InferenceRun o;
   o.runtime = Runtime::PyTorch;
   const CostModelResult counted = build_inference_program(untied_decoder(), o);
   EXPECT_EQ(resident_bytes(counted.program), kEmbedding + kNorm + kHead);  // 672
@@ -57,7 +58,7 @@ TEST(TiedEmbeddingsAutoDroppedUntiedHead, InferenceCountsTheHeadByDefaultAndShap
 }
 
 TEST(TiedEmbeddingsAutoDroppedUntiedHead, TrainingCountsTheHeadByDefaultAndShapeDropsIt) {
-  TrainingOptions o;
+  TrainingRun o;
   o.optimizer = Optimizer::Adam;
   o.loss = LossKind::Mse;
   const TrainingResult counted = build_training_program(untied_decoder(), o);
@@ -70,11 +71,11 @@ TEST(TiedEmbeddingsAutoDroppedUntiedHead, TrainingCountsTheHeadByDefaultAndShape
 }
 
 TEST(TiedEmbeddingsAutoDroppedUntiedHead, ProvenTieIsHeldOnceUnderAuto) {
-  InferenceOptions io;
+  InferenceRun io;
   io.runtime = Runtime::PyTorch;
   // The Transpose is a view of the embedding in PyTorch: nothing but the two initializers is resident.
   EXPECT_EQ(resident_bytes(build_inference_program(tied_decoder(), io).program), kEmbedding + kNorm);  // 352
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::Mse;
   EXPECT_EQ(build_training_program(tied_decoder(), o).param_bytes, kEmbedding + kNorm);
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "onnx_import/errors.h"
 #include "tests/cost_models/graph_builder.h"
@@ -31,8 +32,8 @@ Graph mlp() {
 }
 
 // Runtime::Ideal: PyTorch semantics without the cuBLAS workspaces (tested apart below).
-TrainingOptions adam_ce() {
-  TrainingOptions o;
+TrainingRun adam_ce() {
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Adam;
   o.loss = LossKind::CrossEntropy;
@@ -102,7 +103,7 @@ TEST(TrainingMlp, ExportedLinearIsOneAddmmAsTheGemm) {
 }
 
 TEST(TrainingPrecision, AmpExportedLinearOutputIsHalfAndItsWeightCached) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.precision = Precision::AmpFp16;
   const Program p = build_training_program(exported_linear_mlp(), o).program;
   // As the Gemm MLP under autocast: h is float16, 4*16*2 = 128 bytes (not a float32 bias add of 256);
@@ -124,7 +125,7 @@ TEST(TrainingPrecision, AmpExportedLinearOutputIsHalfAndItsWeightCached) {
 //  s6: r + y 32 + loss 4 + grad:y 32 + grad:W2 128 + grad:b2 8 = 460;  s7: y + loss + grads 136 + sqrt 136 = 308
 // Resident: all four weights 712 + exp_avg 136 + exp_avg_sq 136 = 984.
 TEST(TrainingFrozen, FrozenFirstLayerSavesNothingAndHasNoState) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.frozen = "W1|b1";
   const TrainingResult r = build_training_program(mlp(), o);
   const Program& p = r.program;
@@ -141,13 +142,13 @@ TEST(TrainingFrozen, FrozenFirstLayerSavesNothingAndHasNoState) {
   EXPECT_EQ(buffer_named(p, "exp_avg:W1"), -1);
   EXPECT_EQ(step_named(p, "backward:/Gemm_0"), -1);
   // --trainable selects the same set.
-  TrainingOptions t = adam_ce();
+  TrainingRun t = adam_ce();
   t.trainable = "2$";
   EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), t).program).bytes, 544u);
 }
 
 TEST(TrainingFrozen, PatternsThatMatchNothingOrDoNotParseAreInputErrors) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.trainable = "lora_";
   try {
     build_training_program(mlp(), o);
@@ -214,7 +215,7 @@ TEST(TrainingDropout, MaskIsKeptOnceForBackward) {
 }
 
 TEST(TrainingMlp, SgdPeakIsInBackward) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.optimizer = Optimizer::Sgd;
   const Program p = build_training_program(mlp(), o).program;
   // No states, no temporaries: the peak is s8 = 1132 bytes (above); resident = parameters only.
@@ -226,7 +227,7 @@ TEST(TrainingMlp, SgdPeakIsInBackward) {
 }
 
 TEST(TrainingMlp, FirstIterationCreatesStatesInsideTheStep) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.steady_state = false;
   const Program p = build_training_program(mlp(), o).program;
   // States are no longer resident: they appear at optimizer:init_state (1424 bytes, kept), then the
@@ -237,7 +238,7 @@ TEST(TrainingMlp, FirstIterationCreatesStatesInsideTheStep) {
 }
 
 TEST(TrainingPrecision, PureFp16HalvesEverything) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.precision = Precision::Fp16;
   const TrainingResult r = build_training_program(mlp(), o);
   // Every float buffer halves; targets stay int64 (32 bytes) and the loss scalars become 2 bytes.
@@ -248,7 +249,7 @@ TEST(TrainingPrecision, PureFp16HalvesEverything) {
 }
 
 TEST(TrainingPrecision, AmpKeepsFloat32MasterStateAndCachesHalfWeights) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.precision = Precision::AmpFp16;
   const TrainingResult r = build_training_program(mlp(), o);
   const Program& p = r.program;
@@ -292,7 +293,7 @@ Graph cnn() {
 }
 
 TEST(TrainingCnn, InPlaceReluMaxPoolIndicesAndBatchNormStatistics) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
@@ -340,7 +341,7 @@ TEST(TrainingCnn, EvalExportIsDetected) {
   const int32_t c = b.node1("Conv", {x, b.weight("W", {2, 3, 1, 1}), b.weight("B", {2})}, "c", {1, 2, 4, 4});
   const int32_t r = b.node1("Relu", {c}, "r", {1, 2, 4, 4});
   b.output(r);
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.loss = LossKind::None;
   const TrainingResult res = build_training_program(b.graph(), o);
@@ -364,7 +365,7 @@ Graph chain(int layers = 4, int64_t batch = 8) {
 }
 
 TEST(TrainingCheckpoint, ChainSeparatorsAreEveryOpOutput) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::Mse;
@@ -396,7 +397,7 @@ TEST(TrainingCheckpoint, ResidualBranchIsNoBoundary) {
   int32_t t = b.node1("Relu", {s}, "rs", {512, 64});
   for (int i = 0; i < 4; ++i) t = b.node1("Relu", {gemm(t, "g" + std::to_string(i))}, "r" + std::to_string(i), {512, 64});
   b.output(t);
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::Mse;
@@ -416,7 +417,7 @@ TEST(TrainingCheckpoint, ResidualBranchIsNoBoundary) {
 }
 
 TEST(TrainingCheckpoint, AutoFindsTheCheapestSetUnderTheBudget) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::Mse;
@@ -441,7 +442,7 @@ TEST(TrainingCheckpoint, AutoFindsTheCheapestSetUnderTheBudget) {
 }
 
 TEST(TrainingAccumulation, GradsResidentAndEachContributionTransient) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
@@ -460,7 +461,7 @@ TEST(TrainingAccumulation, GradsResidentAndEachContributionTransient) {
 // torch 1.x's zero_grad() keeps .grad between steps: the same mechanism as accumulation, so the same hand
 // numbers as above (grads resident, each contribution transient).
 TEST(TrainingAccumulation, Torch1ZeroGradKeepsGradsResident) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
@@ -498,7 +499,7 @@ Graph rms_norm_mlp() {
 }
 
 TEST(TrainingTorchVersion, Torch113MeanKeepsItsInputForBackward) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
@@ -535,7 +536,7 @@ TEST(TrainingLora, AutocastCopiesOnlyALowPrecisionInputIntoFloat32) {
   const int32_t h1 = b.node1("Gemm", {h0, b.weight("W1", {16, 16})}, "h1", {4, 16}, {{"transB", int_attr(1)}});
   const int32_t y = b.node1("Gemm", {h1, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
   b.output(y);
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
@@ -574,7 +575,7 @@ TEST(TrainingFrozen, Int8ForwardQuantizesTheInputBackwardDequantizesTheWeight) {
   const int32_t h = b.node1("Gemm", {a, b.weight("W0", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
   const int32_t y = b.node1("Gemm", {h, b.weight("W1", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
   b.output(y);
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
@@ -597,7 +598,7 @@ TEST(TrainingFrozen, Int8ForwardQuantizesTheInputBackwardDequantizesTheWeight) {
 }
 
 TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.gpus = 2;
   // Per-parameter halves: 256 + 32 + 64 + 4 = 356 bytes.
   o.shard = Sharding::Zero1;
@@ -618,7 +619,7 @@ TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
 }
 
 TEST(TrainingSharding, DdpBucketsCopyTheGradsUnlessViews) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.gpus = 4;
   o.shard = Sharding::Ddp;
   const Program p = build_training_program(mlp(), o).program;
@@ -647,7 +648,7 @@ Graph attention() {
 }
 
 TEST(TrainingAttention, EagerSavesProbabilitiesSdpaSavesLogsumexp) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::None;
@@ -667,7 +668,7 @@ TEST(TrainingAttention, EagerSavesProbabilitiesSdpaSavesLogsumexp) {
 }
 
 TEST(TrainingOptimizer, AdamImplementationsByHand) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   // torch 1.13 foreach: sqrt set and out-of-place denom set together: y 32 + loss 4 + grads 712 + 2 * 712 = 2172.
   o.optimizer_impl = OptimizerImpl::ForeachTorch1;
   EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 2172u);
@@ -684,7 +685,7 @@ TEST(TrainingOptimizer, AdamImplementationsByHand) {
 // Optimizer flags on the Adam MLP (AdamStepPeakByHand: y 32 + loss 4 + grads 712 live at the update).
 TEST(TrainingOptimizer, FlagsThatChangeStatesAndTemporariesByHand) {
   {  // amsgrad: a third state, max_exp_avg_sq: resident 712 * 4 = 2848; the update's peak is unchanged.
-    TrainingOptions o = adam_ce();
+    TrainingRun o = adam_ce();
     o.optimizer_flags.amsgrad = true;
     const TrainingResult r = build_training_program(mlp(), o);
     EXPECT_EQ(resident_bytes(r.program), 2848u);
@@ -693,7 +694,7 @@ TEST(TrainingOptimizer, FlagsThatChangeStatesAndTemporariesByHand) {
   }
   {  // maximize, foreach: the negated grads (712) are deleted before the sqrt set (712) is made, so each
      // has its own step at y + loss + grads 748 + 712 = 1460: the peak does not grow.
-    TrainingOptions o = adam_ce();
+    TrainingRun o = adam_ce();
     o.optimizer_flags.maximize = true;
     const Program p = build_training_program(mlp(), o).program;
     const int32_t copy_step = step_named(p, "optimizer:grad_copy");
@@ -704,7 +705,7 @@ TEST(TrainingOptimizer, FlagsThatChangeStatesAndTemporariesByHand) {
   }
   {  // weight decay, single-tensor Adam: for W1 the copy, sqrt and quotient (3 * 512) live at once:
      // 748 + 1536 = 2284 (without the copy 1772).
-    TrainingOptions o = adam_ce();
+    TrainingRun o = adam_ce();
     o.optimizer_impl = OptimizerImpl::SingleTensor;
     EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1772u);
     o.optimizer_flags.weight_decay = true;
@@ -715,7 +716,7 @@ TEST(TrainingOptimizer, FlagsThatChangeStatesAndTemporariesByHand) {
 }
 
 TEST(TrainingPyTorch, ForwardAndAutogradThreadsEachOwnACublasWorkspace) {
-  TrainingOptions o = adam_ce();
+  TrainingRun o = adam_ce();
   o.runtime = Runtime::PyTorch;
   const Program steady = build_training_program(mlp(), o).program;
   // Steady state: both 32 MiB workspaces (sm90) resident next to the 2136 bytes of parameters and states.
@@ -749,7 +750,7 @@ Graph tied_lm() {
 }
 
 TEST(TrainingTied, FoldedTransposeIsTheEmbeddingAndItsGradsSumOutOfPlace) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::Mse;
@@ -767,11 +768,11 @@ TEST(TrainingTied, FoldedTransposeIsTheEmbeddingAndItsGradsSumOutOfPlace) {
   EXPECT_EQ(p.steps[gather_bw].writes.size(), 2u);  // the fresh contribution and the sum
   EXPECT_EQ(peak_live_bytes(p).bytes, 1284u);
   // Inference on the PyTorch runtime also holds E once; ideal keeps the file's two initializers.
-  InferenceOptions io;
+  InferenceRun io;
   io.runtime = Runtime::PyTorch;
   io.tied_embeddings_by_shape = true;
   EXPECT_EQ(resident_bytes(build_inference_program(tied_lm(), io).program), 320u);
-  InferenceOptions ideal;
+  InferenceRun ideal;
   ideal.tied_embeddings_by_shape = true;
   EXPECT_EQ(resident_bytes(build_inference_program(tied_lm(), ideal).program), 640u);
 }
@@ -780,7 +781,7 @@ TEST(TrainingErrors, OutputWithoutParametersIsRejected) {
   GraphBuilder b;
   const int32_t x = b.input("x", {4});
   b.output(b.node1("Relu", {x}, "y", {4}));
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::Mse;
   EXPECT_THROW(build_training_program(b.graph(), o), InputError);
 }

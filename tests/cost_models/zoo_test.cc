@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
 #include "planner/liveness.h"
@@ -31,7 +32,7 @@ bool has_note(const std::vector<std::string>& notes, const std::string& text) {
 
 TEST(ZooTraining, ParameterBytesMatchTorchvisionPublishedCounts) {
   // torchvision's model docs: resnet18 11,689,512 and resnet50 25,557,032 parameters, float32.
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   EXPECT_EQ(build_training_program(zoo("resnet18_train", 2), o).param_bytes, 11689512u * 4u);
   EXPECT_EQ(build_training_program(zoo("resnet50_train", 2), o).param_bytes, 25557032u * 4u);
@@ -47,7 +48,7 @@ TEST(ZooTraining, ParameterBytesMatchPyTorchCountsWithTiedEmbeddings) {
   std::ifstream in(std::string(MEMPLAN_ZOO_DIR) + "/expected_shapes.json");
   ASSERT_TRUE(in.good());
   const nlohmann::json models = nlohmann::json::parse(in).at("models");
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   o.tied_embeddings_by_shape = true;
   for (const char* name : {"gpt_tiny", "gpt_tiny_op13", "gpt", "bert", "bert_op13", "vit_b_16", "resnet50_train"}) {
@@ -58,7 +59,7 @@ TEST(ZooTraining, ParameterBytesMatchPyTorchCountsWithTiedEmbeddings) {
 }
 
 TEST(ZooTraining, EvalExportIsFlaggedAndTrainingExportIsNot) {
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   EXPECT_TRUE(has_note(build_training_program(zoo("resnet18", 2), o).notes, "folded"));
   EXPECT_FALSE(has_note(build_training_program(zoo("resnet18_train", 2), o).notes, "folded"));
@@ -72,7 +73,7 @@ TEST(ZooPrograms, PlannerAcceptsEveryConfiguration) {
                              std::string(name).find("mobilenet") == std::string::npos;
     const Graph g = transformer ? zoo(name, 2, 64) : zoo(name, 2);
     for (Runtime rt : {Runtime::Ideal, Runtime::PyTorch, Runtime::OnnxRuntime}) {
-      InferenceOptions io;
+      InferenceRun io;
       io.runtime = rt;
       io.attention = AttentionImpl::Sdpa;
       EXPECT_NO_THROW(compute_liveness(build_inference_program(g, io).program)) << name;
@@ -80,7 +81,7 @@ TEST(ZooPrograms, PlannerAcceptsEveryConfiguration) {
     for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::AmpFp16})
       for (CheckpointMode ck : {CheckpointMode::None, CheckpointMode::Sqrt})
         for (Sharding sh : {Sharding::None, Sharding::Zero3}) {
-          TrainingOptions o;
+          TrainingRun o;
           o.precision = p;
           o.loss = LossKind::CrossEntropy;
           o.attention = transformer ? AttentionImpl::Sdpa : AttentionImpl::Eager;
@@ -98,13 +99,13 @@ TEST(ZooPrograms, PlannerAcceptsEveryConfiguration) {
 TEST(ZooTraining, Opset13AndOpset17ExportsAgree) {
   const Graph a = zoo("gpt_tiny", 2, 64);
   const Graph b = zoo("gpt_tiny_op13", 2, 64);
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.loss = LossKind::CrossEntropy;
   const uint64_t peak_a = lower_bound(build_training_program(a, o).program);
   const uint64_t peak_b = lower_bound(build_training_program(b, o).program);
   EXPECT_EQ(peak_a, peak_b);
-  InferenceOptions io;
+  InferenceRun io;
   io.runtime = Runtime::PyTorch;
   EXPECT_EQ(lower_bound(build_inference_program(a, io).program), lower_bound(build_inference_program(b, io).program));
 }
@@ -120,7 +121,7 @@ TEST(ZooTraining, VitDropoutsWithPZeroAllocateNothing) {
   int dropouts = 0;
   for (const Node& n : g.nodes) dropouts += n.op_type == "Dropout";
   EXPECT_EQ(dropouts, 37);
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   const TrainingResult r = build_training_program(g, o);
   // The gradient arriving at a Dropout's output is a real buffer (the next op's backward writes it) and
@@ -131,7 +132,7 @@ TEST(ZooTraining, VitDropoutsWithPZeroAllocateNothing) {
 }
 
 TEST(ZooTraining, BertBlockOutputsAreBoundariesDespiteTheSharedMask) {
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   const TrainingResult r = build_training_program(zoo("bert", 2, 32), o);
   for (int k = 0; k < 12; ++k) {
@@ -149,7 +150,7 @@ TEST(ZooTraining, BertBlockOutputsAreBoundariesDespiteTheSharedMask) {
 TEST(ZooTraining, GptLayerActivationsMatchKorthikanti) {
   const int64_t b = 2, s = 64, h = 128, a = 4;  // gpt_tiny: d_model 128, 4 heads
   const Graph g = zoo("gpt_tiny", b, s);
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.precision = Precision::Fp16;
   o.loss = LossKind::CrossEntropy;
@@ -174,7 +175,7 @@ TEST(ZooTraining, GptLayerActivationsMatchKorthikanti) {
 // residual Add, is a checkpoint boundary: in the tiny export torch.onnx wrote whole, and in the 8B graph
 // whose layers 2..31 export_llama.py stitched from the second traced one.
 TEST(ZooTraining, LlamaLayerOutputsAreBoundaries) {
-  TrainingOptions o;
+  TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   for (const auto& [name, layers] : {std::pair<const char*, int>{"llama_tiny_train", 4}, {"llama3_1_8b_train", 32}}) {
     const TrainingResult r = build_training_program(zoo(name, 1, 16), o);

@@ -118,8 +118,7 @@ TEST(HugeTensor, PyTorchRuntimeSimulatesPetabytesWithoutAllocating) {
   TempDir dir;
   write_file(dir.file("huge.onnx"), serialize(relu_chain(1, {int64_t{1} << 25, int64_t{1} << 25})));
   EstimateOptions options;
-  options.runtime = Runtime::PyTorch;
-  options.inference.runtime = Runtime::PyTorch;
+  options.execution.runtime = Runtime::PyTorch;
   const Estimate e = estimate_graph(import_model(dir.file("huge.onnx"), {}), options);
   // 2^52 is a multiple of 2 MiB, so the caching allocator rounds nothing: x and y are allocated exactly.
   EXPECT_GE(e.allocated_bytes, uint64_t{1} << 53);
@@ -246,8 +245,7 @@ TEST(LongChain, HundredThousandNodesImportAndEstimateInSeconds) {
   EXPECT_EQ(e.lower_bound_bytes, 8192u);
   EXPECT_EQ(e.arena_bytes, 8192u);
   EstimateOptions pytorch;
-  pytorch.runtime = Runtime::PyTorch;
-  pytorch.inference.runtime = Runtime::PyTorch;
+  pytorch.execution.runtime = Runtime::PyTorch;
   pytorch.memory_schedule = true;
   estimate_graph(g, pytorch);
   EXPECT_LT(seconds_since(start), time_bound(10.0));

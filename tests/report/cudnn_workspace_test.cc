@@ -42,7 +42,7 @@ Graph zoo(const std::string& name) {
 // steps in inference; in training each also has a backward step (conv1's computes only the weight grad).
 TEST(CudnnWorkspace, Resnet18CallsCudnnAtEachConvolution) {
   EstimateOptions o;
-  o.runtime = Runtime::PyTorch;
+  o.execution.runtime = Runtime::PyTorch;
   const Estimate inference = estimate_graph(zoo("resnet18"), o);
   ASSERT_TRUE(inference.cudnn_workspace);
   EXPECT_EQ(inference.cudnn_workspace->convolution_steps, 20);
@@ -55,7 +55,7 @@ TEST(CudnnWorkspace, Resnet18CallsCudnnAtEachConvolution) {
   // A model without convolutions, or a runtime without cuDNN modelled, has no range.
   o.mode = Mode::Inference;
   EXPECT_FALSE(estimate_graph(zoo("gpt_tiny"), o).cudnn_workspace);
-  o.runtime = Runtime::Ideal;
+  o.execution.runtime = Runtime::Ideal;
   EXPECT_FALSE(estimate_graph(zoo("resnet18"), o).cudnn_workspace);
 }
 

@@ -242,7 +242,7 @@ std::string zoo(const char* model) { return std::string(MEMPLAN_ZOO_DIR) + "/" +
 EstimateOptions options_of(const ZooCase& c) {
   EstimateOptions o;
   o.mode = c.mode;
-  o.runtime = c.runtime;
+  o.execution.runtime = c.runtime;
   o.training.loss = c.mode == Mode::Training ? LossKind::CrossEntropy : LossKind::None;
   c.tweak(o);
   return o;
@@ -367,7 +367,7 @@ TEST(FitProbe, EachArchitectureHasItsOwnMemo) {
   probe.memo()[3] = 123;
   const GpuCatalog catalog = builtin_gpu_catalog();
   probe.use_gpu_architecture(catalog.find("T4"));
-  EXPECT_EQ(probe.options().training.cuda_arch_major, 7);
+  EXPECT_EQ(probe.options().execution.cuda_arch_major, 7);
   EXPECT_TRUE(probe.memo().empty());
   probe.use_gpu_architecture(catalog.find("H200"));
   ASSERT_EQ(probe.memo().count(3), 1u);

@@ -51,12 +51,11 @@ TEST(GpuCatalog, PublishedCudaTotalsAreTakenByteForByte) {
   EXPECT_LT(c.find("L4").memory_bytes, 24ull << 30);
 }
 
-TEST(GpuCatalog, ApplyingAGpuSetsTheArchitectureOfBothModes) {
+TEST(GpuCatalog, ApplyingAGpuSetsTheArchitecture) {
   EstimateOptions o;
-  ASSERT_EQ(o.inference.cuda_arch_major, 9);
+  ASSERT_EQ(o.execution.cuda_arch_major, 9);
   apply_gpu_architecture(builtin_gpu_catalog().find("T4"), o);
-  EXPECT_EQ(o.inference.cuda_arch_major, 7);
-  EXPECT_EQ(o.training.cuda_arch_major, 7);
+  EXPECT_EQ(o.execution.cuda_arch_major, 7);
 }
 
 TEST(GpuCatalog, MalformedCatalogsAreInputErrorsNamingTheGpu) {

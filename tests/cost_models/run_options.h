@@ -1,0 +1,36 @@
+// A test's whole configuration of one cost-model run, written as one variable: how the model runs
+// (ExecutionOptions) and the mode's own options, with the defaults the tests' hand computations assume.
+// The product's API takes the two apart (build_inference_program(g, execution, options)); these overloads
+// only hand each part on.
+#pragma once
+
+#include "cost_models/cost_model.h"
+#include "cost_models/training_context.h"
+
+namespace memplan {
+
+// Inference tests run the graph as written on an exact allocator unless they choose a runtime.
+struct InferenceRun : ExecutionOptions, InferenceOptions {
+  InferenceRun() { runtime = Runtime::Ideal; }
+};
+
+// Training tests derive their figures for Adam with the graph's output seeding backward (no loss), on eager
+// PyTorch with the cuBLAS workspaces, unless they choose otherwise.
+struct TrainingRun : ExecutionOptions, TrainingOptions {
+  TrainingRun() {
+    optimizer = Optimizer::Adam;
+    loss = LossKind::None;
+  }
+};
+
+inline CostModelResult build_inference_program(const Graph& g, const InferenceRun& run) {
+  return build_inference_program(g, run, run);
+}
+inline TrainingResult build_training_program(const Graph& g, const TrainingRun& run) {
+  return build_training_program(g, run, run);
+}
+inline TrainingContext make_training_context(const Graph& g, const TrainingRun& run, const LoraGraph* lora = nullptr) {
+  return make_training_context(g, run, run, lora);
+}
+
+}  // namespace memplan
