@@ -15,7 +15,7 @@
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/program_writer.h"
-#include "cost_models/tensor_parallel.h"
+#include "cost_models/tensor_layout.h"
 #include "onnx_import/checked.h"
 
 namespace memplan {
@@ -27,10 +27,9 @@ class InferenceBuilder {
       : g_(g), exec_(exec), opt_(opt), runtime_(runtime_model(exec, /*training=*/false)),
         semantics_(runtime_.semantics), writer_(result_.program),
         buffer_of_(g.tensors.size(), -1), last_use_(g.tensors.size(), -1),
-        shape_(off_device_shape_tensors(g, semantics_)), dtype_(storage_dtypes(g, opt.float_dtype)),
+        shape_(off_device_shape_tensors(g, semantics_)), layout_(inference_layout(g, exec, opt)),
         folded_(ort() ? ort_constant_folded(g, shape_) : std::vector<bool>(g.tensors.size(), false)),
-        aliasing_(g, semantics_, /*training=*/false, dtype_),
-        tp_(plan_tensor_parallel(g, exec.tp, exec.sequence_parallel)) {
+        aliasing_(g, semantics_, /*training=*/false, layout_.dtype) {
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int32_t c : g.tensors[t].consumers) last_use_[t] = std::max(last_use_[t], c);
     for (int32_t t : g.outputs) last_use_[t] = INT32_MAX;
@@ -52,14 +51,17 @@ class InferenceBuilder {
   bool pytorch() const { return semantics_ == Semantics::PyTorchEager; }
   bool ort() const { return semantics_ == Semantics::OrtCuda; }
 
-  static std::vector<DType> storage_dtypes(const Graph& g, DType float_dtype) {
-    std::vector<DType> d(g.tensors.size());
-    for (size_t t = 0; t < g.tensors.size(); ++t) d[t] = storage_dtype(g.tensors[t].dtype, float_dtype);
-    return d;
+  // The layout's passes that apply to inference (tensor_layout.h): the storage type under --dtype, then the slice
+  // of each tensor one GPU of a --tp group holds. Nothing is re-stored or sharded across data-parallel GPUs.
+  static TensorLayout inference_layout(const Graph& g, const ExecutionOptions& exec, const InferenceOptions& opt) {
+    TensorLayout l;
+    l.dtype.resize(g.tensors.size());
+    for (size_t t = 0; t < g.tensors.size(); ++t) l.dtype[t] = storage_dtype(g.tensors[t].dtype, opt.float_dtype);
+    l.tp = plan_tensor_parallel(g, exec.tp, exec.sequence_parallel);
+    return l;
   }
 
-  // --tp: the slice one GPU holds.
-  uint64_t tensor_bytes(int32_t t) const { return tp_.local_bytes(g_, t, bytes_as(g_.tensors[t], dtype_[t])); }
+  uint64_t tensor_bytes(int32_t t) const { return layout_.local_bytes(g_, t); }
 
   // ORT: an op whose outputs its constant folding computed at session creation does not run.
   bool folded_op(const FusedOp& op) const {
@@ -149,9 +151,9 @@ class InferenceBuilder {
     if (pytorch()) add_pytorch_extras(op, step);
     if (ort()) add_ort_extras(op, step);
     for (int32_t node : op.nodes)  // --sequence-parallel: the column-parallel GEMM's gathered input, freed after it
-      if (tp_.gathered_input[node] >= 0) {
-        const int32_t x = tp_.gathered_input[node];
-        step.writes.push_back(writer_.new_buffer(g_.tensors[x].name + ":all_gather", bytes_as(g_.tensors[x], dtype_[x]),
+      if (layout_.tp.gathered_input[node] >= 0) {
+        const int32_t x = layout_.tp.gathered_input[node];
+        step.writes.push_back(writer_.new_buffer(g_.tensors[x].name + ":all_gather", bytes_as(g_.tensors[x], layout_.dtype[x]),
                                                  Category::Activation));
       }
     result_.program.steps.push_back(std::move(step));
@@ -161,7 +163,7 @@ class InferenceBuilder {
   void add_pytorch_extras(const FusedOp& op, Step& step) {
     for (const ForwardExtra& e : forward_extras(g_, op, /*training=*/false)) {
       const std::string owner = e.suffix == ":indices" ? g_.tensors[op.outputs[0]].name : op.name;
-      const uint64_t bytes = op.outputs.empty() ? e.bytes : tp_.local_bytes(g_, op.outputs[0], e.bytes);
+      const uint64_t bytes = op.outputs.empty() ? e.bytes : layout_.tp.local_bytes(g_, op.outputs[0], e.bytes);
       step.writes.push_back(writer_.new_buffer(owner + e.suffix, bytes, e.category));
       if (e.suffix == ":indices") ++maxpool_indices_;
     }
@@ -172,7 +174,7 @@ class InferenceBuilder {
   // What ORT's CUDA kernels take from the arena inside the op (MatMulNBits' dequantized weight); returned
   // when the kernel ends.
   void add_ort_extras(const FusedOp& op, Step& step) {
-    for (const ForwardExtra& e : ort_forward_extras(g_, op, dtype_)) {
+    for (const ForwardExtra& e : ort_forward_extras(g_, op, layout_.dtype)) {
       step.writes.push_back(writer_.new_buffer(op.name + e.suffix, e.bytes, e.category));
       ++ort_dequantized_;
       ort_dequantized_bytes_ = checked_add(ort_dequantized_bytes_, e.bytes, "dequantized weight bytes");
@@ -188,7 +190,7 @@ class InferenceBuilder {
 
   void add_notes(const std::vector<FusedOp>& ops) {
     auto& notes = result_.notes;
-    if (exec_.tp > 1) notes.push_back(tensor_parallel_note(tp_));
+    if (exec_.tp > 1) notes.push_back(tensor_parallel_note(layout_.tp));
     if (opt_.float_dtype != DType::Float32)
       notes.push_back("Float weights and activations are stored as " + std::string(dtype_name(opt_.float_dtype)) +
                       " (model.half() / model.bfloat16()).");
@@ -248,10 +250,9 @@ class InferenceBuilder {
   std::vector<int32_t> buffer_of_;   // tensor -> buffer id (-1: none)
   std::vector<int32_t> last_use_;    // tensor -> last consumer node (INT32_MAX for graph outputs)
   const std::vector<bool> shape_;    // tensor is a shape computation off the device
-  const std::vector<DType> dtype_;   // tensor -> storage type under --dtype
+  const TensorLayout layout_;        // tensor -> storage type under --dtype, and the slice one GPU holds (--tp)
   const std::vector<bool> folded_;   // tensor -> computed by ORT's constant folding (onnxruntime only)
   ForwardAliasing aliasing_;
-  const TensorParallelPlan tp_;      // --tp: what each GPU of the group holds a slice of
   int32_t cublas_workspace_ = -1;
   int maxpool_indices_ = 0;
   int tied_copies_ = 0;

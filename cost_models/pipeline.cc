@@ -62,7 +62,8 @@ uint64_t saved_activation_bytes(const Program& p) {
   return 0;
 }
 
-// The stage's context: its ops renumbered from 0. Everything the context holds per op (ops, op_flops, rules,
+// The stage's context, pass 4 of the layout (tensor_layout.h): layout.on_device marks the tensors its GPU holds,
+// and its ops are renumbered from 0. Everything the context holds per op (ops, op_flops, rules,
 // tp_gathered) is filtered here with the ops, so that index i of each still describes the stage's op i; the
 // per-op facts --pp never combines with are emptied (separators: --checkpoint; units: --shard fsdp).
 TrainingContext stage_context(const TrainingContext& c, const Split& split, int stage) {
@@ -74,7 +75,7 @@ TrainingContext stage_context(const TrainingContext& c, const Split& split, int 
   s.tp_gathered.clear();
   s.separators.clear();
   s.units = WrapUnits{};
-  s.on_device.assign(g.tensors.size(), false);
+  s.layout.on_device.assign(g.tensors.size(), false);
   std::vector<int32_t> producer_stage(g.tensors.size(), -1);
   for (size_t i = 0; i < c.ops.size(); ++i)
     for (int32_t t : c.ops[i].outputs) producer_stage[t] = split.stage_of_op[i];
@@ -82,8 +83,8 @@ TrainingContext stage_context(const TrainingContext& c, const Split& split, int 
     const int32_t at = split.stage_of_op[i];
     for (int32_t t : c.ops[i].inputs) {
       if (at == stage) {
-        s.on_device[t] = true;
-        if (c.tied_to[t] >= 0) s.on_device[c.tied_to[t]] = true;  // a tied copy reads the embedding itself
+        s.layout.on_device[t] = true;
+        if (c.tied_to[t] >= 0) s.layout.on_device[c.tied_to[t]] = true;  // a tied copy reads the embedding itself
         if (producer_stage[t] >= 0 && producer_stage[t] < stage && !c.shape[t]) add_unique(s.received, t);
       }
       if (at > stage && producer_stage[t] == stage && !c.shape[t]) add_unique(s.sent, t);
@@ -93,11 +94,11 @@ TrainingContext stage_context(const TrainingContext& c, const Split& split, int 
     s.op_flops.push_back(c.op_flops[i]);
     s.rules.push_back(c.rules[i]);
     s.tp_gathered.push_back(c.tp_gathered[i]);
-    for (int32_t t : c.ops[i].outputs) s.on_device[t] = true;
+    for (int32_t t : c.ops[i].outputs) s.layout.on_device[t] = true;
   }
   s.params.clear();
   for (int32_t p : c.params) {
-    if (s.on_device[p]) s.params.push_back(p);
+    if (s.layout.on_device[p]) s.params.push_back(p);
     else s.is_param[p] = false;
   }
   return s;

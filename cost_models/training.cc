@@ -18,7 +18,7 @@ namespace memplan {
 TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops)
     : context_(context), graph_(*context.graph), options_(context.options), segment_end_ops_(std::move(segment_end_ops)),
       segment_of_op_(context.ops.size(), -1), writer_(result_.program),
-      aliasing_(graph_, context.runtime.semantics, /*training=*/true, context.dtype) {
+      aliasing_(graph_, context.runtime.semantics, /*training=*/true, context.layout.dtype) {
   const size_t ops = context_.ops.size();
   if (context_.op_flops.size() != ops || context_.rules.size() != ops || context_.tp_gathered.size() != ops)
     throw InternalError("the training context's per-op facts do not match its " + std::to_string(ops) +

@@ -54,7 +54,7 @@ void TrainingStep::add_param_grad(int32_t p, bool was_cast, bool via_view, Step&
     fsdp_add_param_grad(p, st);
     return;
   }
-  if (zero3())
+  if (layout().shard[p] == ParameterShard::ZeroShard)
     st.writes.push_back(writer_.new_buffer(graph_.tensors[p].name + ":gathered", bytes_of(p), Category::Weight));
   const uint64_t full = bytes_of(p);
   const int32_t old = param_grad_buffer_[p];
@@ -100,17 +100,14 @@ void TrainingStep::emit_backward(int32_t i) {
   for (int32_t t : op.inputs) any_input |= context_.requires_grad[t];
   if (!any_input) return;
   for (int32_t b : saved_by_op_[i]) add_unique(st.reads, b);
-  if (fsdp())  // the input grad reads the weights: the unit's unsharded flat parameter (fsdp_pre_backward)
-    for (int32_t t : op.inputs) {
-      const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
-      if (fsdp_member(t)) {
-        const int32_t u = context_.units.unit_of_tensor[p];
-        add_unique(st.reads, u == 0 && unit_gathered_forward_[0] >= 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u]);
-      }
+  for (int32_t t : op.inputs)  // the input grad reads the weights: the unit's unsharded flat parameter (fsdp_pre_backward)
+    if (layout().shard[t] == ParameterShard::FlatShard) {
+      const int32_t u = layout().shard_group[t];
+      add_unique(st.reads, u == 0 && unit_gathered_forward_[0] >= 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u]);
     }
   for (int32_t t : op.inputs)  // --frozen-dtype: dequantized again for the input grad
-    if (context_.stored_bytes[t] > 0)
-      add_dequantized(t, autocast_target(graph_, op, t, options_.precision, context_.dtype), st);
+    if (layout().restored(t))
+      add_dequantized(t, autocast_target(graph_, op, t, options_.precision, layout().dtype), st);
   for (int32_t t : op.inputs) {
     if (!context_.requires_grad[t] || !done.insert(t).second) continue;
     const bool was_cast = autocast_inputs_of_op_[i].count(t) > 0;
@@ -118,14 +115,14 @@ void TrainingStep::emit_backward(int32_t i) {
       add_param_grad(context_.tied_to[t], was_cast, /*via_view=*/true, st);
       continue;
     }
-    if (context_.is_param[t] || fsdp_member(t)) {  // FSDP: a frozen parameter's view may need a grad
+    if (context_.is_param[t] || layout().shard[t] == ParameterShard::FlatShard) {  // FSDP: a frozen parameter's view may need a grad
       const bool via_view = std::find(rule.passthrough_inputs.begin(), rule.passthrough_inputs.end(), t) !=
                             rule.passthrough_inputs.end();
       add_param_grad(t, was_cast, via_view, st);
       continue;
     }
     if (was_cast) {
-      const DType cast_to = autocast_target(graph_, op, t, options_.precision, context_.dtype);
+      const DType cast_to = autocast_target(graph_, op, t, options_.precision, layout().dtype);
       st.writes.push_back(writer_.new_buffer("grad:" + graph_.tensors[t].name + ":autocast", bytes_in(t, cast_to),
                                              Category::ActivationGrad));
     }

@@ -49,6 +49,23 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
   }
 }
 
+// Pass 2: each tensor's storage type under the precision (fp16/bf16: model.half() / model.bfloat16()), autocast's
+// included, and float32 where PEFT keeps LoRA's adapters in it.
+std::vector<DType> storage_dtypes(const Graph& g, const std::vector<FusedOp>& ops, Precision precision,
+                                  const LoraGraph* lora) {
+  std::vector<DType> dtype(g.tensors.size());
+  for (size_t t = 0; t < g.tensors.size(); ++t) dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(precision));
+  if (is_amp(precision)) assign_amp_dtypes(g, ops, low_precision_dtype(precision), lora ? &lora->float32 : nullptr, dtype);
+  if (lora)
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      if (lora->float32[t]) dtype[t] = DType::Float32;
+  return dtype;
+}
+
+bool any_restored(const TensorLayout& layout) {
+  return std::any_of(layout.storage.begin(), layout.storage.end(), [](FrozenStorage s) { return s != FrozenStorage::Same; });
+}
+
 // --shard fsdp with frozen parameters runs with use_orig_params=True (training_fsdp.cc): the forward's
 // parameters are views of the unit's flat parameter, which requires grad when any of its parameters trains,
 // so autograd also computes the grad of a frozen parameter in such a unit (FullyShardedDataParallel's
@@ -58,8 +75,7 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
 // "Cannot flatten integer dtype tensors", "Must flatten tensors with uniform dtype"): LLM.int8 weights,
 // and frozen weights re-stored in another float type than the ones that train, are refused.
 void mark_fsdp_frozen_views(const Graph& g, const TrainingOptions& o, TrainingContext& c) {
-  const bool restored = std::any_of(c.stored_bytes.begin(), c.stored_bytes.end(), [](uint64_t b) { return b > 0; });
-  if (restored && o.frozen_storage != FrozenStorage::Nf4)
+  if (any_restored(c.layout) && o.frozen_storage != FrozenStorage::Nf4)
     throw InputError("--frozen-dtype " + std::string(o.frozen_storage == FrozenStorage::Int8 ? "int8" : "fp16/bf16") +
                      " with --shard fsdp on model '" + g.model_path + "': FSDP flattens a unit's parameters into one "
                      "floating tensor of one dtype, so frozen weights stored as " +
@@ -69,7 +85,7 @@ void mark_fsdp_frozen_views(const Graph& g, const TrainingOptions& o, TrainingCo
   for (int32_t p : c.params) trains[c.units.unit_of_tensor[p]] = true;
   int marked = 0;
   for (int32_t p : c.module_parameters)
-    if (!c.is_param[p] && trains[c.units.unit_of_tensor[p]] && c.stored_bytes[p] == 0) {
+    if (!c.is_param[p] && trains[c.units.unit_of_tensor[p]] && !c.layout.restored(p)) {
       c.requires_grad[p] = true;
       ++marked;
     }
@@ -77,6 +93,27 @@ void mark_fsdp_frozen_views(const Graph& g, const TrainingOptions& o, TrainingCo
     c.notes.push_back("--shard fsdp with frozen parameters (use_orig_params=True): " + std::to_string(marked) +
                       " frozen parameters share a unit with trainable ones and are views of its flat parameter, "
                       "which requires grad: autograd computes their grads too, kept until the unit's reduce-scatter.");
+}
+
+// Pass 6, ZeRO/FSDP: how each parameter is held across the data-parallel GPUs. ZeRO-3 shards each trainable
+// parameter; FSDP flattens every module parameter of a wrapping unit, trained or frozen, into the unit's flat
+// parameter (a tied copy is its embedding's storage). Needs the trainable set and pass 5's storage.
+void assign_parameter_shards(const Graph& g, const TrainingOptions& o, bool any_frozen, TrainingContext& c) {
+  TensorLayout& l = c.layout;
+  l.shard.assign(g.tensors.size(), ParameterShard::Whole);
+  l.shard_group.assign(g.tensors.size(), -1);
+  if (o.shard == Sharding::Zero3)
+    for (int32_t p : c.params) l.shard[p] = ParameterShard::ZeroShard;
+  if (o.shard != Sharding::Fsdp) return;
+  c.units = find_wrap_units(g, c.ops, c.module_parameters, o.fsdp_wrap);
+  for (size_t t = 0; t < g.tensors.size(); ++t)  // a tied copy is its embedding's storage
+    if (c.tied_to[t] >= 0) c.units.unit_of_tensor[t] = c.units.unit_of_tensor[c.tied_to[t]];
+  for (size_t t = 0; t < g.tensors.size() && t < c.units.unit_of_tensor.size(); ++t)
+    if (c.units.unit_of_tensor[t] >= 0) {
+      l.shard[t] = ParameterShard::FlatShard;
+      l.shard_group[t] = c.units.unit_of_tensor[t];
+    }
+  if (any_frozen) mark_fsdp_frozen_views(g, o, c);
 }
 
 // --trainable / --frozen: regular expressions (ECMAScript, matched anywhere in the initializer's name, as
@@ -176,13 +213,20 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
     c.op_flops.push_back(f);
   }
 
-  c.dtype.resize(g.tensors.size());
-  for (size_t t = 0; t < g.tensors.size(); ++t) c.dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(o.precision));
-  if (is_amp(o.precision))
-    assign_amp_dtypes(g, c.ops, low_precision_dtype(o.precision), lora ? &lora->float32 : nullptr, c.dtype);
-  if (lora)
-    for (size_t t = 0; t < g.tensors.size(); ++t)
-      if (lora->float32[t]) c.dtype[t] = DType::Float32;
+  // Pass 1, the LoRA rewrite, made `g` (training.cc). Pass 2, autocast: each tensor's storage type.
+  c.layout.dtype = storage_dtypes(g, c.ops, o.precision, lora);
+  // Pass 3, tensor parallel: the slice of each tensor rank 0 holds, and the sequence-parallel gathers per op.
+  precondition(e.tp == 1 || !lora, "LoRA under tensor parallelism");
+  c.layout.tp = plan_tensor_parallel(g, e.tp, e.sequence_parallel);
+  c.tp_gathered.assign(c.ops.size(), -1);
+  for (size_t i = 0; i < c.ops.size(); ++i)
+    for (int32_t n : c.ops[i].nodes)
+      if (c.layout.tp.gathered_input[n] >= 0) c.tp_gathered[i] = c.layout.tp.gathered_input[n];
+  if (e.tp > 1) c.notes.push_back(tensor_parallel_note(c.layout.tp));
+  // Pass 4, the pipeline partition, narrows the layout to one stage's tensors (pipeline.cc): it reads no field
+  // of passes 5 and 6 (--pp with FSDP is refused), so it runs per stage on the finished context.
+
+  // Which parameters train: the adapters (LoRA), else --trainable/--frozen.
 
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
@@ -214,10 +258,14 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
     c.notes.push_back(std::to_string(c.params.size()) + " parameters train, " + std::to_string(frozen) +
                       " are frozen (" + std::string(lora ? "--lora-rank" : "--trainable/--frozen") + "): frozen ones get no grad and no optimizer state, and an "
                       "op saves for backward only what a trainable parameter's grad needs.");
+  // Pass 5, frozen storage: frozen weights re-stored as --frozen-dtype says.
   std::vector<bool> frozen_parameter(g.tensors.size(), false);
   for (size_t t = 0; t < g.tensors.size(); ++t) frozen_parameter[t] = module_parameter[t] && !c.is_param[t];
-  c.stored_bytes = frozen_stored_bytes(g, c.ops, o, frozen_parameter, c.dtype);
-  if (o.frozen_storage == FrozenStorage::Int8 && std::any_of(c.stored_bytes.begin(), c.stored_bytes.end(), [](uint64_t b) { return b > 0; }))
+  c.layout.stored_bytes = frozen_stored_bytes(g, c.ops, o, frozen_parameter, c.layout.dtype);
+  c.layout.storage.assign(g.tensors.size(), FrozenStorage::Same);
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    if (c.layout.stored_bytes[t] > 0) c.layout.storage[t] = o.frozen_storage;
+  if (o.frozen_storage == FrozenStorage::Int8 && any_restored(c.layout))
     c.notes.push_back("LLM.int8 forward (bitsandbytes MatMul8bitLt, threshold 6.0) costed with no outlier columns, the "
                       "lower end: which columns hold an |activation| >= 6 depends on the data, and each adds a rows x 1 "
                       "copy of the input column kept for backward plus weight-column transients.");
@@ -240,12 +288,7 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   }
   for (int32_t t : g.initializers)
     if (module_parameter[t]) c.module_parameters.push_back(t);
-  if (o.shard == Sharding::Fsdp) {
-    c.units = find_wrap_units(g, c.ops, c.module_parameters, o.fsdp_wrap);
-    for (size_t t = 0; t < g.tensors.size(); ++t)  // a tied copy is its embedding's storage
-      if (c.tied_to[t] >= 0) c.units.unit_of_tensor[t] = c.units.unit_of_tensor[c.tied_to[t]];
-    if (frozen > 0) mark_fsdp_frozen_views(g, o, c);
-  }
+  assign_parameter_shards(g, o, frozen > 0, c);  // pass 6
   for (const FusedOp& op : c.ops) {
     bool any = false;
     for (int32_t t : op.inputs) any |= c.requires_grad[t];
@@ -253,7 +296,7 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   }
   int kept_means = 0;
   for (const FusedOp& op : c.ops) {
-    c.rules.push_back(autograd_rule(g, op, c.requires_grad, c.dtype, o.mean_saves_input));
+    c.rules.push_back(autograd_rule(g, op, c.requires_grad, c.layout.dtype, o.mean_saves_input));
     if (o.mean_saves_input && op.kind == OpKind::Node && op.op == "ReduceMean" && !c.rules.back().saved_tensors.empty() &&
         c.requires_grad[c.rules.back().saved_tensors[0]])
       ++kept_means;
@@ -262,13 +305,6 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
     c.notes.push_back(std::to_string(kept_means) + " ReduceMean ops keep their input for backward, as torch 1.13's "
                       "MeanBackward1 does (from torch 2.2 only its sizes).");
   c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));
-  precondition(e.tp == 1 || !lora, "LoRA under tensor parallelism");
-  c.tp = plan_tensor_parallel(g, e.tp, e.sequence_parallel);
-  c.tp_gathered.assign(c.ops.size(), -1);
-  for (size_t i = 0; i < c.ops.size(); ++i)
-    for (int32_t n : c.ops[i].nodes)
-      if (c.tp.gathered_input[n] >= 0) c.tp_gathered[i] = c.tp.gathered_input[n];
-  if (e.tp > 1) c.notes.push_back(tensor_parallel_note(c.tp));
   add_eval_export_notes(g, c.notes);
   return c;
 }

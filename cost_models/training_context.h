@@ -14,6 +14,7 @@
 #include "cost_models/lora_adapters.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/separators.h"
+#include "cost_models/tensor_layout.h"
 #include "cost_models/tensor_parallel.h"
 #include "cost_models/wrap_units.h"
 
@@ -27,24 +28,21 @@ struct TrainingContext {
   std::vector<FusedOp> ops;             // executed ops, in order (shape computations and Constants removed)
   std::vector<uint64_t> op_flops;       // forward FLOPs per op
   std::vector<bool> shape;              // per tensor: a shape computation (no GPU memory)
-  std::vector<DType> dtype;             // per tensor: storage type under the precision
+  TensorLayout layout;                  // per tensor: what one GPU holds of it, and in what form (tensor_layout.h)
   std::vector<bool> requires_grad;      // per tensor
   std::vector<bool> is_param;           // per tensor: a trainable parameter read by some op
   std::vector<int32_t> params;          // trainable parameters, in initializer order
   std::vector<int32_t> module_parameters;  // the module's parameters, trained or frozen, in initializer order
-  std::vector<uint64_t> stored_bytes;   // per tensor: --frozen-dtype's bytes for a re-stored frozen weight (0: none)
   std::vector<int32_t> tied_to;         // per tensor: the parameter a folded tied-embedding copy is (-1: none)
   std::vector<AutogradRule> rules;      // per op
   std::vector<Separator> separators;    // checkpoint boundary candidates
   WrapUnits units;                      // --shard fsdp: FSDP's wrapping units (empty otherwise)
-  // A pipeline stage's context (pipeline.cc): the tensors its GPU holds (empty: all), the activations it
-  // receives from earlier stages and sends to later ones, and the activations of earlier in-flight
-  // micro-batches it still holds (one resident block each).
-  std::vector<bool> on_device;
+  // A pipeline stage's context (pipeline.cc; layout.on_device says which tensors its GPU holds): the
+  // activations it receives from earlier stages and sends to later ones, and the activations of earlier
+  // in-flight micro-batches it still holds (one resident block each).
   std::vector<int32_t> received, sent;
   std::vector<uint64_t> in_flight_bytes;
   std::vector<std::string> notes;       // assumptions found while building the context
-  TensorParallelPlan tp;                // --tp: the slice of each tensor one GPU holds
   std::vector<int32_t> tp_gathered;     // per op: the sequence-parallel input it all-gathers (-1: none)
 };
 

@@ -21,15 +21,15 @@ void TrainingStep::add_parameters() {
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, context_.runtime.semantics, context_.shape)) continue;
-    if (!context_.on_device.empty() && !context_.on_device[t]) continue;  // another pipeline stage's
-    if (fsdp_member(id)) {
-      forward_buffer_[t] = unit_shard_[context_.units.unit_of_tensor[t]];
+    if (!layout().held(t)) continue;  // another pipeline stage's
+    if (layout().shard[t] == ParameterShard::FlatShard) {
+      forward_buffer_[t] = unit_shard_[layout().shard_group[t]];
       continue;
     }
     uint64_t bytes = bytes_of(id);
-    if (context_.is_param[t] && zero3()) bytes = shard(bytes);
-    if (context_.stored_bytes[t] > 0) {  // --frozen-dtype
-      bytes = context_.stored_bytes[t];
+    if (layout().shard[t] == ParameterShard::ZeroShard) bytes = shard(bytes);
+    if (layout().restored(t)) {  // --frozen-dtype
+      bytes = layout().stored_bytes[t];
       result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, bytes, "frozen weight bytes");
     }
     const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes, Category::Weight);
@@ -45,7 +45,7 @@ void TrainingStep::add_parameters() {
 // tensor) and holds the saved activations of the earlier micro-batches still in flight.
 void TrainingStep::add_inputs() {
   for (int32_t t : graph_.inputs) {
-    if (forward_buffer_[t] >= 0 || (!context_.on_device.empty() && !context_.on_device[t])) continue;
+    if (forward_buffer_[t] >= 0 || !layout().held(t)) continue;
     const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes_of(t), Category::Activation);
     program().buffers[b].live_at_start = true;
     forward_buffer_[t] = b;
@@ -97,8 +97,8 @@ void TrainingStep::touch_cublas(const FusedOp& op, Step& st, bool backward) {
 // stored form, not the dequantized one.
 // An fp16/bf16-stored weight an op uses in that very type is read as it is (-1: no transient).
 int32_t TrainingStep::add_dequantized(int32_t t, DType autocast_type, Step& st) {
-  const DType d = autocast_type != DType::Undefined ? autocast_type : context_.dtype[t];
-  const FrozenStorage s = options_.frozen_storage;
+  const DType d = autocast_type != DType::Undefined ? autocast_type : layout().dtype[t];
+  const FrozenStorage s = layout().storage[t];
   if ((s == FrozenStorage::Fp16 && d == DType::Float16) || (s == FrozenStorage::Bf16 && d == DType::BFloat16)) return -1;
   const int32_t b = writer_.new_buffer(graph_.tensors[t].name + ":dequantized", bytes_in(t, d), Category::Weight);
   st.writes.push_back(b);
@@ -127,10 +127,9 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
     const int32_t b = lookup(t);
     if (b < 0) continue;
     add_unique(st.reads, b);
-    const bool fsdp_param = fsdp_member(t);
+    const bool fsdp_param = layout().shard[t] == ParameterShard::FlatShard;
     if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
-      const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
-      const int32_t u = context_.units.unit_of_tensor[p];
+      const int32_t u = layout().shard_group[t];
       Step gather{"fsdp_pre_forward:" + context_.units.names[u], "all_gather", st.phase, {}, {}, 0};
       const bool gathered = recomputing_ ? unit_gathered_backward_[u] >= 0 || (u == 0 && unit_gathered_forward_[0] >= 0)
                                          : unit_gathered_forward_[u] >= 0;
@@ -138,25 +137,25 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
       add_unique(st.reads, effective[t]);
       if (!gathered) program().steps.push_back(std::move(gather));
     }
-    if (context_.is_param[t] && zero3()) {  // ZeRO-3 / FSDP all-gathers the full parameter for the op
+    if (layout().shard[t] == ParameterShard::ZeroShard) {  // ZeRO-3 all-gathers the full parameter for the op
       const int32_t full = writer_.new_buffer(graph_.tensors[t].name + ":gathered", bytes_of(t), Category::Weight);
       st.writes.push_back(full);
       effective[t] = full;
     }
-    const DType target = autocast_target(graph_, op, t, options_.precision, context_.dtype);
-    if (context_.stored_bytes[t] > 0 && options_.frozen_storage == FrozenStorage::Int8) {
+    const DType target = autocast_target(graph_, op, t, options_.precision, layout().dtype);
+    if (layout().storage[t] == FrozenStorage::Int8) {
       // LLM.int8: no dequantized weight in forward (frozen_storage.h int8_matmul_forward_bytes).
       const int32_t x = op.kind == OpKind::Linear ? op.x : node_input(graph_.nodes[op.nodes.back()], 0);
       const int32_t y = op.outputs.empty() ? -1 : op.outputs[0];
       if (x >= 0 && y >= 0 && x != t && !graph_.tensors[x].shape.empty() && !graph_.tensors[y].shape.empty()) {
         const uint64_t in = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[x].shape.back()));
         const uint64_t out = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[y].shape.back()));
-        const uint64_t bytes = int8_matmul_forward_bytes(graph_.tensors[x].elements() / in, in, out, context_.dtype[x]);
+        const uint64_t bytes = int8_matmul_forward_bytes(graph_.tensors[x].elements() / in, in, out, layout().dtype[x]);
         st.writes.push_back(writer_.new_buffer(op.name + ":int8_matmul", bytes, Category::Workspace));
         continue;
       }
     }
-    if (context_.stored_bytes[t] > 0) {  // dequantized into the compute type for this op, then freed
+    if (layout().restored(t)) {  // dequantized into the compute type for this op, then freed
       const int32_t b = add_dequantized(t, target, st);
       if (b >= 0) effective[t] = b;
       continue;
@@ -200,17 +199,17 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   std::vector<int32_t> saved;
   for (int32_t t : rule.saved_tensors) {
     // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward.
-    if (context_.is_param[t] && zero3()) continue;
-    if (fsdp_member(t) && autocast_inputs_of_op_[i].count(t) == 0) continue;
-    auto it = context_.stored_bytes[t] > 0 ? effective.end() : effective.find(t);  // bitsandbytes keeps the stored form
+    if (layout().shard[t] == ParameterShard::ZeroShard) continue;
+    if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0) continue;
+    auto it = layout().restored(t) ? effective.end() : effective.find(t);  // bitsandbytes keeps the stored form
     add_unique(saved, it != effective.end() ? it->second : lookup(t));
   }
   // bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose
   // input needs a grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt
   // keeps ctx.tensors = (CAt, subA, A) then (CAt None on a frozen weight, subA empty without outliers).
-  if ((options_.frozen_storage == FrozenStorage::Nf4 || options_.frozen_storage == FrozenStorage::Int8) &&
-      op.kind == OpKind::Linear && op.weight >= 0 &&
-      context_.stored_bytes[op.weight] > 0 && op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
+  if (op.kind == OpKind::Linear && op.weight >= 0 &&
+      (layout().storage[op.weight] == FrozenStorage::Nf4 || layout().storage[op.weight] == FrozenStorage::Int8) &&
+      op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
     add_unique(saved, lookup(op.x));
   for (const ForwardExtra& e : forward_extras(graph_, op, /*training=*/true)) {  // all saved for backward
     const int32_t b = writer_.new_buffer(op.name + e.suffix, op_local(op, e.bytes), Category::Activation);
@@ -230,8 +229,8 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
 void TrainingStep::add_tp_gather(int32_t i, Step& st, bool backward) {
   const int32_t x = context_.tp_gathered[i];
   if (x < 0) return;
-  const DType target = autocast_target(graph_, context_.ops[i], x, options_.precision, context_.dtype);
-  const uint64_t full = bytes_as(graph_.tensors[x], target != DType::Undefined ? target : context_.dtype[x]);
+  const DType target = autocast_target(graph_, context_.ops[i], x, options_.precision, layout().dtype);
+  const uint64_t full = bytes_as(graph_.tensors[x], target != DType::Undefined ? target : layout().dtype[x]);
   st.writes.push_back(writer_.new_buffer(graph_.tensors[x].name + ":all_gather", full, Category::Activation));
   if (backward && context_.requires_grad[x])
     st.writes.push_back(writer_.new_buffer("grad:" + graph_.tensors[x].name + ":full", full, Category::ActivationGrad));

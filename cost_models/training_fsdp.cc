@@ -85,12 +85,6 @@ std::vector<int32_t> flattening_order(const Graph& g, const std::vector<int32_t>
 
 }  // namespace
 
-bool TrainingStep::fsdp_member(int32_t t) const {
-  if (!fsdp()) return false;
-  const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;
-  return p < static_cast<int32_t>(context_.units.unit_of_tensor.size()) && context_.units.unit_of_tensor[p] >= 0;
-}
-
 void TrainingStep::add_fsdp_shards() {
   const WrapUnits& w = context_.units;
   const size_t n = w.count();
@@ -110,26 +104,26 @@ void TrainingStep::add_fsdp_shards() {
     uint64_t start, end;
     bool trains;
   };
-  std::vector<std::vector<Range>> layout(n);
+  std::vector<std::vector<Range>> ranges(n);
   std::vector<uint64_t> element(n, 0), numel(n, 0);
   for (int32_t p : flattening_order(graph_, context_.module_parameters)) {
-    const int32_t u = w.unit_of_tensor[p];
-    if (element[u] == 0) element[u] = std::max(1, dtype_bits(context_.dtype[p]) / 8);
+    const int32_t u = layout().shard_group[p];
+    if (element[u] == 0) element[u] = std::max(1, dtype_bits(layout().dtype[p]) / 8);
     const uint64_t e = element[u];
     uint64_t count = bytes_of(p) / e + (bytes_of(p) % e != 0);
-    if (context_.stored_bytes[p] > 0 && options_.frozen_storage == FrozenStorage::Nf4) {
+    if (layout().storage[p] == FrozenStorage::Nf4) {
       count = (graph_.tensors[p].elements() + 1) / (2 * e);  // the packed values in quant_storage
-      const uint64_t state = context_.stored_bytes[p] - std::min(context_.stored_bytes[p], count * e);
+      const uint64_t state = layout().stored_bytes[p] - std::min(layout().stored_bytes[p], count * e);
       const int32_t b = writer_.new_buffer(graph_.tensors[p].name + ":quant_state", state, Category::Weight);
       program().buffers[b].resident = true;
       result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, state, "frozen weight bytes");
-    } else if (context_.stored_bytes[p] > 0) {
-      count = context_.stored_bytes[p] / e + (context_.stored_bytes[p] % e != 0);
+    } else if (layout().stored_bytes[p] > 0) {
+      count = layout().stored_bytes[p] / e + (layout().stored_bytes[p] % e != 0);
     }
     const uint64_t aligned = orig_params ? std::max<uint64_t>(1, 16 / e) : 1;  // _get_aligned_numel
     const uint64_t start = numel[u] % aligned == 0 ? numel[u] : numel[u] + aligned - numel[u] % aligned;
     numel[u] = checked_add(start, count, "FSDP flat parameter");
-    layout[u].push_back({start, numel[u], context_.is_param[p]});
+    ranges[u].push_back({start, numel[u], context_.is_param[p]});
     unit_trains_[u] = unit_trains_[u] || context_.is_param[p];
   }
   const uint64_t gpus = static_cast<uint64_t>(options_.gpus);
@@ -143,7 +137,7 @@ void TrainingStep::add_fsdp_shards() {
     for (uint64_t r = 0; r < gpus && unit_trains_[u]; ++r) {
       const uint64_t lo = r * per_rank, hi = lo + per_rank;
       uint64_t mine = 0;
-      for (const Range& m : layout[u])
+      for (const Range& m : ranges[u])
         if (m.trains && m.end > lo && m.start < hi) mine += std::min(m.end, hi) - std::max(m.start, lo);
       busiest = std::max(busiest, mine);
     }
@@ -155,8 +149,8 @@ void TrainingStep::add_fsdp_shards() {
   }
   for (size_t i = 0; i < context_.ops.size(); ++i)
     for (int32_t t : context_.ops[i].inputs) {
-      if (!fsdp_member(t)) continue;
-      const int32_t u = w.unit_of_tensor[context_.tied_to[t] >= 0 ? context_.tied_to[t] : t];
+      if (layout().shard[t] != ParameterShard::FlatShard) continue;
+      const int32_t u = layout().shard_group[t];
       if (unit_first_param_op_[u] < 0) unit_first_param_op_[u] = static_cast<int32_t>(i);
     }
 }
@@ -235,7 +229,7 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
     Step cat{"fsdp_post_backward:" + w.names[u], "split_with_sizes_backward", Phase::Backward, {}, {}, 0};
     bool any_grad = false;
     for (int32_t p : context_.module_parameters)
-      if (w.unit_of_tensor[p] == u && fsdp_pending_grad_[p] >= 0) {
+      if (layout().shard_group[p] == u && fsdp_pending_grad_[p] >= 0) {
         add_unique(cat.reads, fsdp_pending_grad_[p]);
         any_grad = true;
       }

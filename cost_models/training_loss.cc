@@ -14,7 +14,7 @@ void TrainingStep::emit_loss() {
     throw InputError("output '" + graph_.tensors[out].name + "' of model '" + graph_.model_path +
                      "' does not depend on any trainable parameter");
   const Tensor& logits = graph_.tensors[out];
-  const DType loss_dtype = is_amp(options_.precision) ? DType::Float32 : context_.dtype[out];
+  const DType loss_dtype = is_amp(options_.precision) ? DType::Float32 : layout().dtype[out];
   const uint64_t scalar = static_cast<uint64_t>(dtype_bits(loss_dtype) / 8);
   // The training loop's `output = model(x)` holds the output through backward and the optimizer step.
   program().buffers[forward_buffer_[out]].live_at_end = true;
@@ -24,7 +24,7 @@ void TrainingStep::emit_loss() {
   for (int32_t b : forward_autocast_copies_) add_unique(st.reads, b);  // the autocast cache lives through the forward
   int32_t loss_input = forward_buffer_[out];
   // Losses autocast to float32; with no loss (`output.backward(grad)`) nothing is cast.
-  if (options_.loss != LossKind::None && is_amp(options_.precision) && context_.dtype[out] != DType::Float32) {
+  if (options_.loss != LossKind::None && is_amp(options_.precision) && layout().dtype[out] != DType::Float32) {
     loss_input = writer_.new_buffer(logits.name + ":autocast", bytes_in(out, DType::Float32), Category::Activation);
     st.writes.push_back(loss_input);
   }
@@ -49,7 +49,7 @@ void TrainingStep::emit_loss() {
       break;
     }
     case LossKind::Mse: {
-      const int32_t target = writer_.new_buffer("targets", bytes_in(out, context_.dtype[out]), Category::Activation);
+      const int32_t target = writer_.new_buffer("targets", bytes_in(out, layout().dtype[out]), Category::Activation);
       program().buffers[target].live_at_start = true;
       st.name = "loss:mse";
       st.op = "mse_loss";
@@ -103,7 +103,7 @@ void TrainingStep::seed_output_grad(int32_t out) {
     nll.reads = {loss_target_buffer_, total_weight_buffer_};
     program().steps.push_back(std::move(nll));
     Step lsm{"backward:log_softmax", "log_softmax_backward", Phase::Backward, {log_softmax_buffer_, grad_logsm}, {}, 0};
-    if (is_amp(options_.precision) && context_.dtype[out] != DType::Float32) {
+    if (is_amp(options_.precision) && layout().dtype[out] != DType::Float32) {
       // The float32 grad of the autocast copy, then its cast back to the logits' type.
       lsm.writes.push_back(writer_.new_buffer(gname + ":float32", program().buffers[log_softmax_buffer_].bytes, Category::ActivationGrad));
     }

@@ -45,14 +45,14 @@ class TrainingStep {
 
   // ---- sizes and sharding ----
   // --tp: the slice rank 0 holds (TensorParallelPlan).
-  uint64_t bytes_in(int32_t t, DType d) const { return context_.tp.local_bytes(graph_, t, bytes_as(graph_.tensors[t], d)); }
+  const TensorLayout& layout() const { return context_.layout; }
+  uint64_t bytes_in(int32_t t, DType d) const { return layout().local_bytes(graph_, t, d); }
   // An op's extra buffers (masks, layer_norm statistics, logsumexp) shrink with its output's slice.
   uint64_t op_local(const FusedOp& op, uint64_t bytes) const {
-    return op.outputs.empty() ? bytes : context_.tp.local_bytes(graph_, op.outputs[0], bytes);
+    return op.outputs.empty() ? bytes : layout().tp.local_bytes(graph_, op.outputs[0], bytes);
   }
   void add_tp_gather(int32_t i, Step& st, bool backward);  // --sequence-parallel (training_forward.cc)
-  uint64_t bytes_of(int32_t t) const { return bytes_in(t, context_.dtype[t]); }
-  bool zero3() const { return options_.shard == Sharding::Zero3; }
+  uint64_t bytes_of(int32_t t) const { return bytes_in(t, layout().dtype[t]); }
   bool fsdp() const { return options_.shard == Sharding::Fsdp; }
   bool shard_grads() const { return options_.shard == Sharding::Zero2 || options_.shard == Sharding::Zero3; }
   bool shard_states() const { return options_.shard == Sharding::Zero1 || shard_grads(); }
@@ -101,7 +101,6 @@ class TrainingStep {
   const char* optimizer_name() const;
 
   // ---- FSDP, FULL_SHARD (training_fsdp.cc) ----
-  bool fsdp_member(int32_t t) const;  // a module parameter (or its tied copy) flattened into an FSDP unit
   void add_fsdp_shards();
   void add_fsdp_resident_grads();
   int32_t fsdp_gathered(int32_t unit, bool backward, Step& st);
