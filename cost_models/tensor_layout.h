@@ -39,12 +39,20 @@ struct TensorLayout {
   std::vector<uint64_t> stored_bytes;     // 5. the re-stored bytes (0: Same)
   std::vector<ParameterShard> shard;      // 6.
   std::vector<int32_t> shard_group;       // 6. FlatShard: its FSDP unit (-1: none)
+  std::vector<bool> grad_sharded;         // 6. ZeRO-2/3: a trainable parameter's grad is kept as a 1/N shard
+  std::vector<bool> states_sharded;       // 6. ZeRO-1/2/3: its optimizer states are 1/N
+  int shard_ways = 1;                     // 6. N: the data-parallel GPUs a shard is 1/N of
 
   // The bytes rank 0 holds of tensor `t` stored as `d`.
   uint64_t local_bytes(const Graph& g, int32_t t, DType d) const { return tp.local_bytes(g, t, bytes_as(g.tensors[t], d)); }
   uint64_t local_bytes(const Graph& g, int32_t t) const { return local_bytes(g, t, dtype[t]); }
   bool held(int32_t t) const { return on_device.empty() || on_device[t]; }
   bool restored(int32_t t) const { return storage[t] != FrozenStorage::Same; }
+  // 1/N of `bytes`, rounded up (the busiest rank's share).
+  uint64_t shard_of(uint64_t bytes) const {
+    const uint64_t n = static_cast<uint64_t>(shard_ways);
+    return bytes / n + (bytes % n != 0);
+  }
 };
 
 }  // namespace memplan

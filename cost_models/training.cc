@@ -52,20 +52,15 @@ TrainingResult TrainingStep::build() {
   if (context_.sent.empty()) emit_loss();
   else emit_stage_send();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
-    if (fsdp()) fsdp_pre_backward(i);
+    if (flat_shards()) fsdp_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     emit_backward(i);
-    if (fsdp()) fsdp_post_backward(i);
+    if (flat_shards()) fsdp_post_backward(i);
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
   emit_optimizer();
   fill_result();
   return std::move(result_);
-}
-
-uint64_t TrainingStep::shard(uint64_t bytes) const {
-  const uint64_t n = static_cast<uint64_t>(options_.gpus);
-  return bytes / n + (bytes % n != 0);
 }
 
 int32_t TrainingStep::lookup(int32_t t) const {

@@ -50,7 +50,7 @@ void TrainingStep::add_param_grad(int32_t p, bool was_cast, bool via_view, Step&
   const std::string name = "grad:" + graph_.tensors[p].name;
   if (was_cast)  // the low-precision grad of the autocast copy, before ToCopyBackward makes it float32
     st.writes.push_back(writer_.new_buffer(name + ":autocast", bytes_in(p, low_precision_dtype(options_.precision)), Category::ActivationGrad));
-  if (fsdp()) {
+  if (layout().shard[p] == ParameterShard::FlatShard) {
     fsdp_add_param_grad(p, st);
     return;
   }
@@ -58,12 +58,13 @@ void TrainingStep::add_param_grad(int32_t p, bool was_cast, bool via_view, Step&
     st.writes.push_back(writer_.new_buffer(graph_.tensors[p].name + ":gathered", bytes_of(p), Category::Weight));
   const uint64_t full = bytes_of(p);
   const int32_t old = param_grad_buffer_[p];
-  if (old >= 0 || shard_grads())
+  const bool sharded = layout().grad_sharded[p];
+  if (old >= 0 || sharded)
     st.writes.push_back(writer_.new_buffer(name + ":partial", full, Category::ActivationGrad));
   if (old >= 0) {
     add_unique(st.reads, old);
     Buffer& held = program().buffers[old];
-    if (!param_grad_via_view_[p] || held.resident || shard_grads()) return;
+    if (!param_grad_via_view_[p] || held.resident || sharded) return;
     held.live_at_end = false;  // replaced by the out-of-place sum
     param_grad_buffer_[p] = writer_.new_buffer(name, full, Category::Gradient);
     program().buffers[param_grad_buffer_[p]].live_at_end = true;
@@ -71,7 +72,7 @@ void TrainingStep::add_param_grad(int32_t p, bool was_cast, bool via_view, Step&
     param_grad_via_view_[p] = false;
     return;
   }
-  const uint64_t bytes = shard_grads() ? shard(full) : full;
+  const uint64_t bytes = sharded ? shard(full) : full;
   param_grad_buffer_[p] = writer_.new_buffer(name, bytes, Category::Gradient);
   program().buffers[param_grad_buffer_[p]].live_at_end = true;
   st.writes.push_back(param_grad_buffer_[p]);

@@ -95,15 +95,22 @@ void mark_fsdp_frozen_views(const Graph& g, const TrainingOptions& o, TrainingCo
                       "which requires grad: autograd computes their grads too, kept until the unit's reduce-scatter.");
 }
 
-// Pass 6, ZeRO/FSDP: how each parameter is held across the data-parallel GPUs. ZeRO-3 shards each trainable
-// parameter; FSDP flattens every module parameter of a wrapping unit, trained or frozen, into the unit's flat
+// Pass 6, ZeRO/FSDP: how each parameter is held across the data-parallel GPUs. ZeRO-1 shards each trainable
+// parameter's optimizer states, ZeRO-2 its grad too, ZeRO-3 the parameter too; FSDP flattens every module parameter of a wrapping unit, trained or frozen, into the unit's flat
 // parameter (a tied copy is its embedding's storage). Needs the trainable set and pass 5's storage.
 void assign_parameter_shards(const Graph& g, const TrainingOptions& o, bool any_frozen, TrainingContext& c) {
   TensorLayout& l = c.layout;
   l.shard.assign(g.tensors.size(), ParameterShard::Whole);
   l.shard_group.assign(g.tensors.size(), -1);
-  if (o.shard == Sharding::Zero3)
-    for (int32_t p : c.params) l.shard[p] = ParameterShard::ZeroShard;
+  l.grad_sharded.assign(g.tensors.size(), false);
+  l.states_sharded.assign(g.tensors.size(), false);
+  l.shard_ways = o.gpus;
+  const bool zero = o.shard == Sharding::Zero1 || o.shard == Sharding::Zero2 || o.shard == Sharding::Zero3;
+  for (int32_t p : c.params) {
+    l.states_sharded[p] = zero;
+    l.grad_sharded[p] = zero && o.shard != Sharding::Zero1;
+    if (o.shard == Sharding::Zero3) l.shard[p] = ParameterShard::ZeroShard;
+  }
   if (o.shard != Sharding::Fsdp) return;
   c.units = find_wrap_units(g, c.ops, c.module_parameters, o.fsdp_wrap);
   for (size_t t = 0; t < g.tensors.size(); ++t)  // a tied copy is its embedding's storage

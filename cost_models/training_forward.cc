@@ -17,7 +17,7 @@ namespace memplan {
 // are Python values (constant_on_device).
 // FSDP keeps, instead of each parameter, trained or frozen, its unit's flat-parameter shard (training_fsdp.cc).
 void TrainingStep::add_parameters() {
-  if (fsdp()) add_fsdp_shards();
+  if (flat_shards()) add_fsdp_shards();
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, context_.runtime.semantics, context_.shape)) continue;
@@ -118,7 +118,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   st.phase = mode == ForwardMode::Recompute ? Phase::Backward : Phase::Forward;
   st.flops = context_.op_flops[i];
   std::map<int32_t, int32_t> effective;  // tensor -> the buffer the op actually consumes
-  if (fsdp() && i == 0 && mode != ForwardMode::Recompute && unit_shard_[0] >= 0) {  // the root unshards first
+  if (flat_shards() && i == 0 && mode != ForwardMode::Recompute && unit_shard_[0] >= 0) {  // the root unshards first
     Step gather{"fsdp_pre_forward:root", "all_gather", Phase::Forward, {}, {}, 0};
     fsdp_gathered(0, /*backward=*/false, gather);
     program().steps.push_back(std::move(gather));

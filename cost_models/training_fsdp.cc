@@ -264,7 +264,7 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
 
 std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
   std::vector<UpdateTarget> out;
-  if (fsdp()) {
+  if (flat_shards()) {
     for (size_t u = 0; u < context_.units.count(); ++u)
       if (unit_shard_[u] >= 0 && unit_trains_[u])
         out.push_back({"fsdp:" + context_.units.names[u], unit_grad_shard_[u], unit_state_bytes_[u]});

@@ -14,14 +14,13 @@ namespace memplan {
 void TrainingStep::add_persistent_grads() {
   const bool resident_grads = options_.grad_accum > 1 || options_.grads_kept_between_steps ||
                               (options_.shard == Sharding::Ddp && options_.gradient_as_bucket_view);
-  if (resident_grads && fsdp()) {
-    add_fsdp_resident_grads();
+  if (flat_shards()) {
+    if (resident_grads) add_fsdp_resident_grads();
     return;
   }
-  if (fsdp()) return;
   if (resident_grads) {
     for (int32_t p : context_.params) {
-      const uint64_t bytes = shard_grads() ? shard(bytes_of(p)) : bytes_of(p);
+      const uint64_t bytes = layout().grad_sharded[p] ? shard(bytes_of(p)) : bytes_of(p);
       const int32_t b = writer_.new_buffer("grad:" + graph_.tensors[p].name, bytes, Category::Gradient);
       program().buffers[b].resident = true;
       param_grad_buffer_[p] = b;
@@ -77,7 +76,7 @@ int32_t TrainingStep::new_grad_copy(const UpdateTarget& u) {
   return writer_.new_buffer("grad_copy:" + u.name, program().buffers[u.grad].bytes, Category::Workspace);
 }
 
-uint64_t TrainingStep::state_bytes(int32_t p) const { return shard_states() ? shard(bytes_of(p)) : bytes_of(p); }
+uint64_t TrainingStep::state_bytes(int32_t p) const { return layout().states_sharded[p] ? shard(bytes_of(p)) : bytes_of(p); }
 
 std::vector<int32_t> TrainingStep::new_states(bool resident) {
   static const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};

@@ -53,10 +53,8 @@ class TrainingStep {
   }
   void add_tp_gather(int32_t i, Step& st, bool backward);  // --sequence-parallel (training_forward.cc)
   uint64_t bytes_of(int32_t t) const { return bytes_in(t, layout().dtype[t]); }
-  bool fsdp() const { return options_.shard == Sharding::Fsdp; }
-  bool shard_grads() const { return options_.shard == Sharding::Zero2 || options_.shard == Sharding::Zero3; }
-  bool shard_states() const { return options_.shard == Sharding::Zero1 || shard_grads(); }
-  uint64_t shard(uint64_t bytes) const;
+  bool flat_shards() const { return context_.units.count() > 0; }  // FSDP: the layout has units' flat parameters
+  uint64_t shard(uint64_t bytes) const { return layout().shard_of(bytes); }
   Program& program() { return result_.program; }
 
   // The buffer tensor `t` is in now: its recomputed copy while a segment is recomputed, else the forward's.
