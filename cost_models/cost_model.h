@@ -19,6 +19,10 @@ namespace memplan {
 // parallelism, ...) is ExecutionOptions' (cost_models/runtime.h), shared with training.
 struct InferenceOptions {
   DType float_dtype = DType::Float32;
+  // Tensors held outside the step's allocator, named (a serving engine's paged KV cache: the past inputs and
+  // present outputs live in its own preallocated blocks): their buffers take 0 bytes, as does a tensor such a
+  // name is an Identity of (the same storage).
+  std::vector<std::string> held_outside;
 };
 
 struct CostModelResult {

@@ -5,6 +5,7 @@
 #include <climits>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -29,7 +30,8 @@ class InferenceBuilder {
         buffer_of_(g.tensors.size(), -1), last_use_(g.tensors.size(), -1),
         shape_(off_device_shape_tensors(g, semantics_)), layout_(inference_layout(g, exec, opt)),
         folded_(ort() ? ort_constant_folded(g, shape_) : std::vector<bool>(g.tensors.size(), false)),
-        aliasing_(g, semantics_, /*training=*/false, layout_.dtype) {
+        aliasing_(g, semantics_, /*training=*/false, layout_.dtype),
+        held_outside_(held_with_identity_sources(g, opt.held_outside)) {
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int32_t c : g.tensors[t].consumers) last_use_[t] = std::max(last_use_[t], c);
     for (int32_t t : g.outputs) last_use_[t] = INT32_MAX;
@@ -61,7 +63,26 @@ class InferenceBuilder {
     return l;
   }
 
-  uint64_t tensor_bytes(int32_t t) const { return layout_.local_bytes(g_, t); }
+  // --tp: the slice one GPU holds; 0 for a tensor held outside the step (InferenceOptions::held_outside).
+  uint64_t tensor_bytes(int32_t t) const { return held_outside_[t] ? 0 : layout_.local_bytes(g_, t); }
+
+  // The tensors held outside the step, and what each is an Identity of: an inlined If branch (the optimum merged
+  // decoder's) computes `present.0.key` inside the branch and the If's output is an Identity of it, the same
+  // storage (ATen's Identity is the tensor itself), so the branch's tensor is the one held apart.
+  static std::vector<bool> held_with_identity_sources(const Graph& g, const std::vector<std::string>& names) {
+    std::vector<bool> held(g.tensors.size(), false);
+    for (const std::string& name : names) {
+      std::optional<int32_t> t = g.find_tensor(name);
+      if (t) held[*t] = true;
+      while (t && g.tensors[*t].producer >= 0) {
+        const Node& n = g.nodes[g.tensors[*t].producer];
+        if (n.op_type != "Identity" || n.inputs.empty() || n.inputs[0] < 0) break;
+        t = n.inputs[0];
+        held[*t] = true;
+      }
+    }
+    return held;
+  }
 
   // ORT: an op whose outputs its constant folding computed at session creation does not run.
   bool folded_op(const FusedOp& op) const {
@@ -253,6 +274,7 @@ class InferenceBuilder {
   const TensorLayout layout_;        // tensor -> storage type under --dtype, and the slice one GPU holds (--tp)
   const std::vector<bool> folded_;   // tensor -> computed by ORT's constant folding (onnxruntime only)
   ForwardAliasing aliasing_;
+  const std::vector<bool> held_outside_;  // tensor -> held outside the step: 0 bytes
   int32_t cublas_workspace_ = -1;
   int maxpool_indices_ = 0;
   int tied_copies_ = 0;

@@ -32,7 +32,7 @@ struct KvCache {
   // The symbolic dimensions declared at the leading axis of the past inputs: the batch, which every step binds
   // (kv_step_bindings) and serve chooses itself.
   std::vector<std::string> batch_dims;
-  // Every tensor of the cache (past inputs and present outputs), what EstimateOptions::held_outside takes.
+  // Every tensor of the cache (past inputs and present outputs), what InferenceOptions::held_outside takes.
   std::vector<std::string> tensors() const;
 };
 

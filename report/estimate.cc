@@ -195,27 +195,6 @@ TrainingResult training_program(const Graph& graph, const EstimateOptions& optio
 
 }  // namespace
 
-namespace {
-
-// The tensors held outside the step, and what each is an Identity of: an inlined If branch (the optimum merged
-// decoder's) computes `present.0.key` inside the branch and the If's output is an Identity of it, the same
-// storage (ATen's Identity is the tensor itself), so the branch's tensor is the one held apart.
-std::set<std::string> held_with_identity_sources(const Graph& g, const std::vector<std::string>& names) {
-  std::set<std::string> held(names.begin(), names.end());
-  for (const std::string& name : names) {
-    std::optional<int32_t> t = g.find_tensor(name);
-    while (t && g.tensors[*t].producer >= 0) {
-      const Node& n = g.nodes[g.tensors[*t].producer];
-      if (n.op_type != "Identity" || n.inputs.empty() || n.inputs[0] < 0) break;
-      t = n.inputs[0];
-      held.insert(g.tensors[*t].name);
-    }
-  }
-  return held;
-}
-
-}  // namespace
-
 EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions& options) {
   EstimateProgram p;
   if (options.mode == Mode::Inference) {
@@ -223,11 +202,6 @@ EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions
     p.program = std::move(r.program);
     p.fixed_bytes = r.fixed_bytes;
     p.notes = std::move(r.notes);
-    if (!options.held_outside.empty()) {
-      const std::set<std::string> held = held_with_identity_sources(graph, options.held_outside);
-      for (Buffer& b : p.program.buffers)
-        if (held.count(b.name)) b.bytes = 0;
-    }
   } else {
     check_training_options(options);
     TrainingResult r = training_program(graph, options, /*steady_state=*/true);

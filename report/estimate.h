@@ -35,9 +35,6 @@ struct EstimateOptions {
   // When set, the step is also run at this device budget (memory outside the CUDA context): Estimate::at_budget.
   std::optional<uint64_t> device_budget;
   int top_tensors = 8;           // how many of the largest live tensors at the peak to list
-  // Tensors held outside the step's allocator (serve: the paged KV cache, past inputs and present outputs, which
-  // vLLM keeps in its own preallocated blocks): their buffers count 0 bytes. Inference only.
-  std::vector<std::string> held_outside;
 };
 
 // What is in memory at the peak, by what it is. Sums to total_bytes.

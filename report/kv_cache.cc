@@ -19,7 +19,7 @@ std::optional<KvPhases> estimate_kv_phases(ModelSession& model, const Bindings& 
     if (cached == graph.bound_dims.end() || fresh == graph.bound_dims.end() || !past) return std::nullopt;
     const int64_t batch = graph.tensors[*past].shape.at(0);
     EstimateOptions o = options;
-    o.held_outside = kv.tensors();
+    o.inference.held_outside = kv.tensors();
     auto step = [&](int64_t c, int64_t n) {
       KvStep s;
       s.batch = batch;

@@ -15,7 +15,7 @@ namespace memplan {
 
 // For `estimate`: the phases of `graph` (the session's model shaped with `user`) when it is a decoder with a KV
 // cache found unambiguously, each step estimated with the cache's tensors held outside the allocator
-// (EstimateOptions::held_outside; what serve assumes, the cache in vLLM's blocks): the prefill of the bound new
+// (InferenceOptions::held_outside; what serve assumes, the cache in vLLM's blocks): the prefill of the bound new
 // tokens with nothing cached, and the decode of one new token after the bound cached tokens, at the bound batch
 // (the cache inputs' leading axis); nullopt otherwise, without an error: the estimate itself stands.
 // `weights_bytes`: the estimate's weights.

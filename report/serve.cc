@@ -22,7 +22,7 @@ ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& set
     : session_(std::move(path)), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
   const bool fp8 = settings_.kv_cache_dtype != "auto";
   kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
-  options_.held_outside = kv_.tensors();
+  options_.inference.held_outside = kv_.tensors();
   // The weights: resident for the whole step, the same at every batch and context.
   weights_bytes_ =
       estimate_graph(*session_.shape(kv_step_bindings(user_, kv_, 1, 0, settings_.max_batched_tokens)), options_)

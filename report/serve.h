@@ -9,7 +9,7 @@
 // (CacheEngine.get_cache_block_size: block_size x num_kv_heads x head_size x 2 x num_layers x dtype size).
 //
 // Steps, each estimated by memplan's own estimate with the KV cache's tensors held outside the allocator
-// (EstimateOptions::held_outside: they live in the blocks):
+// (InferenceOptions::held_outside: they live in the blocks):
 //   prefill  batch 1, --max-batched-tokens T new tokens, nothing cached (vLLM profiles one batch of
 //            max_num_batched_tokens tokens; with chunked prefill no prompt step is larger)
 //   decode   S sequences, 1 new token each, context - 1 tokens cached (the step that writes a sequence's last
