@@ -156,8 +156,9 @@ void set_field(const OptionSpec& row, CommandArgs& args, py::handle v) {
 }
 
 // Applies every keyword of `command`'s rows (report/options.h); an unknown one is refused with the command's
-// keywords listed. Then the same checks as the CLI's.
+// keywords listed. Then the same checks as the CLI's, the keywords' rows as the flags given.
 void apply(CommandArgs& args, const py::kwargs& kwargs, Command command, const std::string& name) {
+  std::vector<const OptionSpec*> given;
   for (const auto& [key, value] : kwargs) {
     const std::string k = py::str(key);
     const OptionSpec* row = nullptr;
@@ -175,9 +176,9 @@ void apply(CommandArgs& args, const py::kwargs& kwargs, Command command, const s
       throw InputError(name + ": unknown option '" + k + "' (expected one of: " + list + ")");
     }
     set_field(*row, args, value);
-    check_value(*row, args);  // as the CLI checks a flag it was given, a default value included (lora_rank=0)
+    given.push_back(row);  // checked as the CLI checks a flag it was given, a default value included (lora_rank=0)
   }
-  validate_options(args, command);
+  validate_options(args, command, given);
 }
 
 std::string model_path(py::handle model) { return to_text(model, "model"); }

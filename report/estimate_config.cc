@@ -151,7 +151,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   const AttentionImpl attention = kAttentionChoices.parse(a.attention, "--attention");
   o.inference.cuda_arch_major = arch;
   o.inference.attention = attention;
-  o.inference.tied_embeddings_by_shape = kTiedEmbeddingChoices.parse(a.tied_embeddings, "--tied-embeddings");
+  o.inference.tied_embeddings_by_shape =
+      kTiedEmbeddingChoices.parse(a.tied_embeddings, "--tied-embeddings") == TiedEmbeddings::Shape;
   o.inference.tp = a.tp;
   o.inference.sequence_parallel = a.sequence_parallel;
   o.top_tensors = a.top;
