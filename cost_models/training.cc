@@ -130,7 +130,7 @@ std::vector<int32_t> auto_boundaries(const TrainingContext& c, std::vector<std::
     if (fitting) return tried[*fitting].chosen;
   }
   notes.push_back("No checkpoint boundary set fits the budget of " + std::to_string(budget) +
-                  " bytes; using the lowest-peak set found.");
+                  " bytes; using the set found that needs the least of the device (the allocator's required bytes).");
   std::vector<size_t> by_floor(tried.size());
   for (size_t i = 0; i < by_floor.size(); ++i) by_floor[i] = i;
   std::stable_sort(by_floor.begin(), by_floor.end(), [&](size_t a, size_t b) { return tried[a].floor < tried[b].floor; });
