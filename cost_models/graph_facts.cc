@@ -10,6 +10,10 @@ namespace memplan {
 namespace {
 
 bool is_initializer(const Graph& g, int32_t t) {
+  // A Weight is an initializer by construction (onnx_import/graph_builder.cc gives the kind to initializers only,
+  // cost_models/lora_adapters.cc adds its weights to the initializers): no search for the parameters, which the
+  // training step's builder asks about at every op of every program it builds.
+  if (g.tensors[t].kind == TensorKind::Weight) return true;
   return std::find(g.initializers.begin(), g.initializers.end(), t) != g.initializers.end();
 }
 
