@@ -164,6 +164,19 @@ std::vector<int32_t> auto_boundaries(const TrainingContext& c, std::vector<std::
   return best ? tried[*best].chosen : std::vector<int32_t>{};
 }
 
+// The separators named `names` (an earlier auto search's choice, in order), as indices.
+std::vector<int32_t> separators_named(const TrainingContext& c, const std::vector<std::string>& names) {
+  std::vector<int32_t> out;
+  for (const std::string& name : names) {
+    int32_t found = -1;
+    for (size_t i = 0; i < c.separators.size() && found < 0; ++i)
+      if (c.graph->tensors[c.separators[i].tensor].name == name) found = static_cast<int32_t>(i);
+    if (found < 0) throw InternalError("the checkpoint boundary " + name + " chosen before is not a separator of this step");
+    out.push_back(found);
+  }
+  return out;
+}
+
 }  // namespace
 
 TrainingResult build_training_program(const Graph& base, const TrainingOptions& options) {
@@ -177,9 +190,13 @@ TrainingResult build_training_program(const Graph& base, const TrainingOptions& 
     result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
     return result;
   }
-  std::vector<int32_t> chosen = options.checkpoint.mode == CheckpointMode::Auto
-                                    ? auto_boundaries(context, notes)
-                                    : choose_boundaries(graph, context.separators, options.checkpoint);
+  std::vector<int32_t> chosen;
+  if (options.checkpoint.mode == CheckpointMode::Auto && options.checkpoint.auto_chosen)
+    chosen = separators_named(context, *options.checkpoint.auto_chosen);
+  else if (options.checkpoint.mode == CheckpointMode::Auto)
+    chosen = auto_boundaries(context, notes);
+  else
+    chosen = choose_boundaries(graph, context.separators, options.checkpoint);
   TrainingResult result = TrainingStep(context, boundary_ops(context, chosen)).build();
   for (const Separator& s : context.separators) result.candidate_boundaries.push_back(graph.tensors[s.tensor].name);
   for (int32_t i : chosen) result.checkpoint_boundaries.push_back(graph.tensors[context.separators[i].tensor].name);

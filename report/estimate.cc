@@ -266,13 +266,17 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   e.sequence_parallel = options.mode == Mode::Training ? options.training.sequence_parallel : options.inference.sequence_parallel;
   e.runtime = options.runtime;
 
+  EstimateProgram p = build_estimate_program(graph, options);
   if (options.mode == Mode::Training) {
-    check_training_options(options);
-    const TrainingResult first_it = training_program(graph, options, /*steady_state=*/false);
+    // The first iteration runs with the steady state's checkpoints (--checkpoint auto: the set it chose, not a
+    // second search over the first iteration's program).
+    EstimateOptions first = options;
+    if (first.training.checkpoint.mode == CheckpointMode::Auto)
+      first.training.checkpoint.auto_chosen = p.checkpoint_boundaries;
+    const TrainingResult first_it = training_program(graph, first, /*steady_state=*/false);
     e.first_iteration_total_bytes =
         checked_add(measure(first_it.program, allocator_of(options)).reserved_bytes, first_it.fixed_bytes);
   }
-  EstimateProgram p = build_estimate_program(graph, options);
   e.notes = std::move(p.notes);
   take_training_facts(p, e);
   e.schedule_used = p.schedule_used;
