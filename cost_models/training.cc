@@ -105,8 +105,10 @@ std::vector<int32_t> boundary_ops(const TrainingContext& c, const std::vector<in
 // A set whose floor (resident plus the exact live peak, planner/measure.h) is over the budget cannot fit: its
 // allocator is simulated only if no set fits, to find the one that needs least (the first tried among equals),
 // in floor order until a floor exceeds the least need found. The programs of the kKeptPrograms sets of lowest
-// floor are kept from the first pass (names dropped: measure reads sizes and order only), so those are not built
-// again then: on resnet50_train at 512 MiB the 105 sets measured were all rebuilt before.
+// floor are kept from the first pass (names dropped: measure reads sizes and order only), so those, the first
+// measured, are not built again (on resnet50_train at 512 MiB, 105 sets are measured). More kept programs save
+// more builds but hold more memory, whose page faults cost more system time than the builds save: 16 measured
+// best there (bench/decisions/README.md).
 std::vector<int32_t> auto_boundaries(const TrainingContext& c, std::vector<std::string>& notes) {
   const uint64_t budget = c.options.checkpoint.budget_bytes;
   if (budget == 0) throw InputError("--checkpoint auto needs --budget SIZE");
@@ -119,7 +121,7 @@ std::vector<int32_t> auto_boundaries(const TrainingContext& c, std::vector<std::
     std::optional<uint64_t> need;
   };
   std::vector<Tried> tried;
-  constexpr size_t kKeptPrograms = 128;
+  constexpr size_t kKeptPrograms = 16;
   std::map<std::pair<uint64_t, size_t>, CostModelResult> kept;  // by (floor, index in tried): the lowest floors
   auto keep = [&](TrainingResult& r, uint64_t floor, size_t index) {
     if (kept.size() == kKeptPrograms && std::prev(kept.end())->first < std::make_pair(floor, index)) return;
