@@ -13,8 +13,8 @@ namespace memplan::cli {
 // into their own --help group.
 void add_options(CLI::App* cmd, CommandArgs& args, Command command);
 
-// Every option the user gave, checked by its row (check_value), then validate_options: what each action runs
-// before it calls the library. Throws InputError (exit 2).
+// validate_options with the rows whose flags the user gave (each value checked once, a default value given
+// included): what each action runs before it calls the library. Throws InputError (exit 2).
 void check_options(const CLI::App* cmd, const CommandArgs& args, Command command);
 
 enum class Format { Table, Json, Markdown };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,9 @@ struct CheckpointOptions {
   // auto: the device memory the step must run in, compared with the allocator's required bytes (planner/measure.h)
   // as fit and check compare them.
   uint64_t budget_bytes = 0;
+  // auto: the boundaries (tensor names) a search over the same graph already chose, taken without searching again:
+  // the first iteration runs with the steady-state step's checkpoints, the ones the estimate reports.
+  std::optional<std::vector<std::string>> auto_chosen;
 };
 
 struct TrainingOptions {

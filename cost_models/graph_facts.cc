@@ -10,6 +10,10 @@ namespace memplan {
 namespace {
 
 bool is_initializer(const Graph& g, int32_t t) {
+  // A Weight is an initializer by construction (onnx_import/graph_builder.cc gives the kind to initializers only,
+  // cost_models/lora_adapters.cc adds its weights to the initializers): no search for the parameters, which the
+  // training step's builder asks about at every op of every program it builds.
+  if (g.tensors[t].kind == TensorKind::Weight) return true;
   return std::find(g.initializers.begin(), g.initializers.end(), t) != g.initializers.end();
 }
 
@@ -105,6 +109,9 @@ DType storage_dtype(DType original, DType float_dtype) {
 uint64_t bytes_as(const Tensor& t, DType dtype) {
   const uint64_t n = t.elements();
   const int bits = dtype_bits(dtype);
+  // The message is made only when the product overflows: this runs for every tensor of every program built.
+  uint64_t bytes = 0;
+  if (bits % 8 == 0 && !__builtin_mul_overflow(n, static_cast<uint64_t>(bits / 8), &bytes)) return bytes;
   if (bits % 8 == 0) return checked_mul(n, static_cast<uint64_t>(bits / 8), ("byte size of tensor '" + t.name + "'").c_str());
   return n / 2 + n % 2;  // 4-bit types: two per byte (onnx.proto INT4/UINT4)
 }

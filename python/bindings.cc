@@ -156,8 +156,9 @@ void set_field(const OptionSpec& row, CommandArgs& args, py::handle v) {
 }
 
 // Applies every keyword of `command`'s rows (report/options.h); an unknown one is refused with the command's
-// keywords listed. Then the same checks as the CLI's.
+// keywords listed. Then the same checks as the CLI's, the keywords' rows as the flags given.
 void apply(CommandArgs& args, const py::kwargs& kwargs, Command command, const std::string& name) {
+  std::vector<const OptionSpec*> given;
   for (const auto& [key, value] : kwargs) {
     const std::string k = py::str(key);
     const OptionSpec* row = nullptr;
@@ -175,9 +176,9 @@ void apply(CommandArgs& args, const py::kwargs& kwargs, Command command, const s
       throw InputError(name + ": unknown option '" + k + "' (expected one of: " + list + ")");
     }
     set_field(*row, args, value);
-    check_value(*row, args);  // as the CLI checks a flag it was given, a default value included (lora_rank=0)
+    given.push_back(row);  // checked as the CLI checks a flag it was given, a default value included (lora_rank=0)
   }
-  validate_options(args, command);
+  validate_options(args, command, given);
 }
 
 std::string model_path(py::handle model) { return to_text(model, "model"); }
@@ -214,45 +215,46 @@ std::string plan(py::handle model, const py::kwargs& kwargs) {
   return text;
 }
 
-// (JSON text, whether a limit is broken, the CLI's one-line message for it)
-py::tuple fit(py::handle model, const py::kwargs& kwargs) {
-  CommandArgs args;
-  args.estimate.model.path = model_path(model);
-  apply(args, kwargs, kFit, "fit");
+// fit's and serve's answer, one budget's or the catalog table: (JSON text, whether the limit is broken, the CLI's
+// one-line message for it). `decide` runs without the GIL; `line` picks the message from the answer's text.
+template <typename Decide, typename TableJson, typename AnswerJson, typename Line>
+py::tuple budget_answer(Decide decide, TableJson table_json, AnswerJson answer_json, Line line) {
   std::string text, message;
   bool broken = false;
   {
     py::gil_scoped_release unlocked;
-    const FitOutcome out = fit_model(fit_args(args));
-    text = json_text(out.table ? fit_table_to_json(*out.table) : fit_to_json(*out.answer));
+    const auto out = decide();
+    text = json_text(out.table ? table_json(*out.table) : answer_json(*out.answer));
     broken = out.limit_broken();
-    if (broken) {
-      message = fit_to_text(*out.answer);  // "nothing fits: batch = 1 needs ..., the budget is ..."
-      message = escape_invalid_utf8(message.substr(0, message.find('\n')));
-    }
+    if (broken) message = escape_invalid_utf8(line(*out.answer));
   }
   return py::make_tuple(text, broken, message);
 }
 
-// (JSON text, whether nothing fits, the CLI's one-line message for it)
+py::tuple fit(py::handle model, const py::kwargs& kwargs) {
+  CommandArgs args;
+  args.estimate.model.path = model_path(model);
+  apply(args, kwargs, kFit, "fit");
+  return budget_answer([&] { return fit_model(fit_args(args)); }, [](const FitTable& t) { return fit_table_to_json(t); },
+                       [](const FitAnswer& a) { return fit_to_json(a); },
+                       [](const FitAnswer& a) {  // "nothing fits: batch = 1 needs ..., the budget is ..."
+                         const std::string text = fit_to_text(a);
+                         return text.substr(0, text.find('\n'));
+                       });
+}
+
 py::tuple serve(py::handle model, const py::kwargs& kwargs) {
   CommandArgs args;
   args.estimate.model.path = model_path(model);
   apply(args, kwargs, kServe, "serve");
-  std::string text, message;
-  bool broken = false;
-  {
-    py::gil_scoped_release unlocked;
-    const ServeOutcome out = serve_model(serve_args(args));
-    text = json_text(out.table ? serve_table_to_json(*out.table) : serve_to_json(*out.answer));
-    broken = out.limit_broken();
-    if (broken) {
-      message = serve_to_text(*out.answer);  // "...\nnothing fits: the weights alone need ..."
-      const size_t at = message.find("nothing fits");
-      message = escape_invalid_utf8(message.substr(at, message.find('\n', at) - at));
-    }
-  }
-  return py::make_tuple(text, broken, message);
+  return budget_answer([&] { return serve_model(serve_args(args)); },
+                       [](const ServeTable& t) { return serve_table_to_json(t); },
+                       [](const ServeAnswer& a) { return serve_to_json(a); },
+                       [](const ServeAnswer& a) {  // "...\nnothing fits: the weights alone need ..."
+                         const std::string text = serve_to_text(a);
+                         const size_t at = text.find("nothing fits");
+                         return text.substr(at, text.find('\n', at) - at);
+                       });
 }
 
 py::tuple check(py::handle model, const py::kwargs& kwargs) {

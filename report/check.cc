@@ -140,7 +140,6 @@ std::string check_to_markdown(const CheckResult& r, const Estimate& e, const std
 }
 
 CheckOutcome check_model(const CheckArgs& c) {
-  if (!(c.max_increase_percent >= 0)) throw InputError("--max-increase must be at least 0");
   CheckOutcome out;
   out.estimated = estimate_model(c.estimate);
   const ConfiguredEstimate& est = out.estimated;

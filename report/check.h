@@ -56,7 +56,8 @@ struct CheckOutcome {
   ConfiguredEstimate estimated;
   CheckResult result;
 };
-// Estimates, compares, then writes write_baseline when given. Throws InputError.
+// The arguments must have passed validate_options(..., kCheck) (report/option_checks.h). Estimates, compares,
+// then writes write_baseline when given. Throws InputError.
 CheckOutcome check_model(const CheckArgs& args);
 
 nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, const std::string& configuration);

@@ -171,10 +171,8 @@ void check_training_options(const EstimateOptions& options) {
                "a training step for ONNX Runtime or in a memory-aware order");
 }
 
-// The training step's facts a report shows, handed from the cost model's result to the estimate's program and
-// from there to the estimate (the same members in each).
-template <class From, class To>
-void take_training_facts(From& from, To& to) {
+// The training step's facts a report shows, from the cost model's result (the same members).
+void take_training_facts(TrainingResult& from, TrainingFacts& to) {
   to.recompute_percent = from.recompute_percent;
   to.checkpoint_boundaries = std::move(from.checkpoint_boundaries);
   to.param_bytes = from.param_bytes;
@@ -236,15 +234,19 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   e.sequence_parallel = options.execution.sequence_parallel;
   e.runtime = options.execution.runtime;
 
+  EstimateProgram p = build_estimate_program(graph, options);
   if (options.mode == Mode::Training) {
-    check_training_options(options);
-    const TrainingResult first_it = training_program(graph, options, /*steady_state=*/false);
+    // The first iteration runs with the steady state's checkpoints (--checkpoint auto: the set it chose, not a
+    // second search over the first iteration's program).
+    EstimateOptions first = options;
+    if (first.training.checkpoint.mode == CheckpointMode::Auto)
+      first.training.checkpoint.auto_chosen = p.checkpoint_boundaries;
+    const TrainingResult first_it = training_program(graph, first, /*steady_state=*/false);
     e.first_iteration_total_bytes =
         checked_add(measure(first_it.program, allocator_of(options)).reserved_bytes, first_it.fixed_bytes);
   }
-  EstimateProgram p = build_estimate_program(graph, options);
   e.notes = std::move(p.notes);
-  take_training_facts(p, e);
+  static_cast<TrainingFacts&>(e) = std::move(static_cast<TrainingFacts&>(p));
   e.schedule_used = p.schedule_used;
   if (p.memory_order_computed) {
     e.model_order_peak_bytes = p.model_order_peak_bytes;

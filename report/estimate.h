@@ -68,7 +68,20 @@ struct LiveTensor {
   uint64_t bytes = 0;
 };
 
-struct Estimate {
+// The training step's facts a report shows (inference: none), the cost model's handed to the estimate's program
+// and from there to the estimate.
+struct TrainingFacts {
+  double recompute_percent = 0;
+  std::vector<std::string> checkpoint_boundaries;
+  uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
+  int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters (0: no LoRA what-if)
+  uint64_t lora_parameters = 0;       // --lora-rank: adapter parameters (elements)
+  uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
+  std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage (the estimate is the busiest's)
+  int pipeline_busiest_stage = -1;
+};
+
+struct Estimate : TrainingFacts {
   std::string model;
   Mode mode = Mode::Inference;
   Runtime runtime = kDefaultRuntime;
@@ -93,18 +106,10 @@ struct Estimate {
   Phase peak_phase = Phase::Forward;
   int32_t num_steps = 0;
   std::vector<LiveTensor> top_live;
-  // Training only.
+  // Training only (and TrainingFacts').
   std::optional<uint64_t> first_iteration_total_bytes;
-  double recompute_percent = 0;
-  std::vector<std::string> checkpoint_boundaries;
-  uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
-  int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters (0: no LoRA what-if)
-  uint64_t lora_parameters = 0;       // --lora-rank: adapter parameters (elements)
-  uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
   int tp = 1;                         // --tp: the figures are one GPU's of the tensor-parallel group (rank 0)
   bool sequence_parallel = false;     // --sequence-parallel
-  std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage (the estimate is the busiest's)
-  int pipeline_busiest_stage = -1;
   // pytorch: the cuDNN convolution workspace's range (report/cudnn_workspace.h), when the program convolves.
   std::optional<CudnnWorkspaceRange> cudnn_workspace;
   // Memory over the schedule, for timelines: exact live bytes per category at each step (resident included),
@@ -131,7 +136,7 @@ EstimateTotals estimate_totals(const Graph& graph, const EstimateOptions& option
 
 // The program an estimate measures: the cost model's program for the mode (training: the steady-state
 // iteration), in the order --schedule asks for. estimate and plan both take their program from here.
-struct EstimateProgram {
+struct EstimateProgram : TrainingFacts {
   Program program;
   uint64_t fixed_bytes = 0;        // the cost model's fixed runtime costs
   std::vector<std::string> notes;  // the cost model's notes, then the schedule's
@@ -139,15 +144,6 @@ struct EstimateProgram {
   uint64_t model_order_peak_bytes = 0;   // set when memory_order_computed
   uint64_t memory_order_peak_bytes = 0;  // set when memory_order_computed
   std::string schedule_used = "model";
-  // Training only.
-  double recompute_percent = 0;
-  std::vector<std::string> checkpoint_boundaries;
-  uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
-  int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters (0: no LoRA what-if)
-  uint64_t lora_parameters = 0;       // --lora-rank: adapter parameters (elements)
-  uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
-  std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage (the estimate is the busiest's)
-  int pipeline_busiest_stage = -1;
 };
 // Throws InputError for options that do not go together (--mode train with onnxruntime or --schedule memory).
 EstimateProgram build_estimate_program(const Graph& graph, const EstimateOptions& options);

@@ -150,7 +150,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   e.expandable_segments = a.expandable_segments;
   e.cuda_arch_major = kArchChoices.parse(a.arch.empty() ? "sm90" : a.arch, "--arch");
   e.attention = kAttentionChoices.parse(a.attention, "--attention");
-  e.tied_embeddings_by_shape = kTiedEmbeddingChoices.parse(a.tied_embeddings, "--tied-embeddings");
+  e.tied_embeddings_by_shape =
+      kTiedEmbeddingChoices.parse(a.tied_embeddings, "--tied-embeddings") == TiedEmbeddings::Shape;
   e.tp = a.tp;
   e.sequence_parallel = a.sequence_parallel;
   o.top_tensors = a.top;

@@ -126,7 +126,8 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
         stages.push_back({{"stage", i}, {"first_unit", s.first_unit}, {"last_unit", s.last_unit}, {"units", s.units},
                           {"in_flight_micro_batches", s.in_flight_micro_batches},
                           {"saved_bytes_per_micro_batch", s.saved_bytes_per_micro_batch},
-                          {"param_bytes", s.param_bytes}, {"peak_bytes", s.peak_bytes}});
+                          {"param_bytes", s.param_bytes}, {"peak_bytes", s.peak_bytes},
+                          {"required_bytes", s.required_bytes}});
       }
       j["training"]["pipeline"] = {{"busiest_stage", e.pipeline_busiest_stage}, {"stages", stages}};
     }

@@ -176,13 +176,9 @@ FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCata
 }
 
 FitOutcome fit_model(const FitArgs& f) {
-  // What the CLI's flag checks also say, for front ends without them.
+  // The values, the budget's rules (--gpu or --memory, --arch) and the estimate's options were checked by
+  // validate_options (report/option_checks.h), which the front ends run first.
   const std::string& gpu = f.estimate.gpu;
-  if (!gpu.empty() && !f.memory.empty()) throw InputError("--gpu and --memory exclude each other: give one budget");
-  if (!(f.settings.headroom_percent >= 0 && f.settings.headroom_percent <= 99))
-    throw InputError("--headroom " + fmt::format("{}", f.settings.headroom_percent) + ": expected a percent from 0 to 99");
-  if (f.settings.global_batch < 0) throw InputError("--global-batch must be a positive number");
-  if (f.settings.max_value < 1) throw InputError("--max must be a positive number");
   const std::string& search = f.settings.search;
   if (search == "batch" && f.estimate.model.batch >= 0)
     throw InputError("fit searches the batch: drop --batch (or use --search DIM to search another dimension)");
@@ -190,9 +186,6 @@ FitOutcome fit_model(const FitArgs& f) {
     for (const std::string& d : f.estimate.model.dims)
       if (d.rfind(search + "=", 0) == 0) throw InputError("fit searches " + search + ": drop --dim " + d);
   const EstimateOptions options = to_estimate_options(f.estimate);
-  if (gpu.empty() && f.memory.empty() && !f.estimate.arch.empty())
-    throw InputError("--arch " + f.estimate.arch + ": the catalog table uses each GPU's own architecture; drop --arch "
-                     "(or give --memory SIZE)");
   const GpuCatalog catalog = gpu_catalog_from(f.estimate.catalog);
   const uint64_t reserve = f.reserve.empty() ? catalog.context_reserve_bytes : parse_size(f.reserve, "--reserve");
   // The bindings (read at the first probe) come last.

@@ -150,8 +150,9 @@ struct FitOutcome {
   std::optional<FitTable> table;
   bool limit_broken() const { return answer && !answer->result.any_fits; }  // the CLI exits 1
 };
-// Checks the arguments in the CLI's order (options, catalog, reserve, budget, then the model's bindings) and
-// searches. Throws InputError.
+// The arguments must have passed validate_options(..., kFit) (report/option_checks.h: each value, the budget's
+// rules, the estimate's options), as the CLI and Python run it first. Checks what needs the search, the catalog,
+// the reserve or the model, then searches. Throws InputError.
 FitOutcome fit_model(const FitArgs& args);
 
 nlohmann::ordered_json fit_to_json(const FitAnswer& a);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "onnx_import/errors.h"
@@ -10,16 +11,9 @@
 namespace memplan {
 namespace {
 
-bool train(const EstimateArgs& a) { return a.mode == mode_name(Mode::Training); }
+bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
 
-// A value left at its default and not given is never checked (0 is "not given" for --micro-batches,
-// --lora-rank, --context, ...).
-void check_row(const OptionSpec& row, const CommandArgs& args, const CommandArgs& defaults) {
-  if (field_text(row, args) != field_text(row, defaults)) check_value(row, args);
-}
-
-}  // namespace
-
+// One row's value against its kind (a choice, an integer's minimum, a number's range).
 void check_value(const OptionSpec& row, const CommandArgs& args) {
   const std::string value = field_text(row, args);
   const std::string flag = row.message_name();
@@ -44,7 +38,19 @@ void check_value(const OptionSpec& row, const CommandArgs& args) {
   }
 }
 
-namespace {
+// The rows of any command in `commands` that are given or changed from their default (0 is "not given" for
+// --micro-batches, --lora-rank, --context, ...: a default left alone is never checked).
+std::vector<const OptionSpec*> rows_of(const CommandArgs& args, uint32_t commands,
+                                       const std::vector<const OptionSpec*>& given) {
+  const CommandArgs defaults;
+  std::vector<const OptionSpec*> out;
+  for (const OptionSpec& row : option_schema()) {
+    if ((row.commands & commands) == 0 || row.kind == OptionKind::Model) continue;
+    const bool is_given = std::find(given.begin(), given.end(), &row) != given.end();
+    if (is_given || field_text(row, args) != field_text(row, defaults)) out.push_back(&row);
+  }
+  return out;
+}
 
 // Options that mean something only with another: each refused alone, naming both.
 void check_requirements(const EstimateArgs& a) {
@@ -53,54 +59,102 @@ void check_requirements(const EstimateArgs& a) {
   if (a.sequence_parallel && a.tp < 2) throw InputError("--sequence-parallel needs --tp N with N >= 2");
   if ((!a.lora_targets.empty() || a.lora_dropout != 0) && a.lora_rank == 0)
     throw InputError("--lora-targets and --lora-dropout need --lora-rank R");
-  if (a.shard != "none" && a.gpus < 2) throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
+  if (!kShardChoices.is(a.shard, Sharding::None) && a.gpus < 2)
+    throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
   if (a.micro_batches > 0 && a.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");
-  if (!a.fsdp_wrap.empty() && a.shard != "fsdp" && a.pp < 2) throw InputError("--fsdp-wrap applies to --shard fsdp and --pp");
-  if (a.double_quant && a.frozen_dtype != "nf4") throw InputError("--double-quant applies to --frozen-dtype nf4");
-  if (a.amsgrad && a.optimizer != "adam" && a.optimizer != "adamw")
-    throw InputError("--amsgrad applies to --optimizer adam or adamw");
+  if (!a.fsdp_wrap.empty() && !kShardChoices.is(a.shard, Sharding::Fsdp) && a.pp < 2)
+    throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + " and --pp");
+  if (a.double_quant && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
+    throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
+  if (a.amsgrad && !kOptimizerChoices.is(a.optimizer, Optimizer::Adam) && !kOptimizerChoices.is(a.optimizer, Optimizer::AdamW))
+    throw InputError("--amsgrad applies to --optimizer " + kOptimizerChoices.name_of(Optimizer::Adam) + " or " +
+                     kOptimizerChoices.name_of(Optimizer::AdamW));
+}
+
+// Each option against --mode, the requirements and the combination matrix: the estimate's checks past its rows.
+void check_estimate_combinations(const EstimateArgs& a) {
+  CommandArgs args;
+  args.estimate = a;
+  const CommandArgs defaults;
+  const bool training = train(a);
+  for (const OptionSpec& row : option_schema()) {
+    if (!(row.applies_to(kEstimate) || row.applies_to(kPlan)) || row.scope == Scope::Any) continue;
+    if (field_text(row, args) == field_text(row, defaults)) continue;
+    if (row.scope == Scope::Train && !training)
+      throw InputError(row.message_name() + " applies to --mode train");
+    if (row.scope == Scope::Inference && training)
+      throw InputError(row.message_name() + " " + field_text(row, args) + " applies to --mode inference, not --mode train");
+  }
+  check_requirements(a);
+  // The combination matrix.
+  std::vector<const Feature*> on;
+  for (const Feature& f : features())
+    if (f.active(a)) on.push_back(&f);
+  for (size_t i = 0; i < on.size(); ++i)
+    for (size_t j = i + 1; j < on.size(); ++j)
+      if (const Refusal* r = refusal(on[i]->name, on[j]->name))
+        throw InputError(on[i]->value + " with " + on[j]->value + ": " + r->reason);
+}
+
+// "--shard fsdp": a choice's flag and name, as a feature's messages say it.
+template <typename T>
+std::string given_as(const char* flag, const Choices<T>& choices, const T& value) {
+  return std::string(flag) + " " + choices.name_of(value);
 }
 
 }  // namespace
 
 const std::vector<Feature>& features() {
   using S = Scope;
+  using A = const EstimateArgs&;
   static const std::vector<Feature> all = {
-      {"train", "--mode", "--mode train", S::Any, [](const EstimateArgs& a) { return train(a); }},
-      {"onnxruntime", "--runtime", "--runtime onnxruntime", S::Any,
-       [](const EstimateArgs& a) { return a.runtime == "onnxruntime"; }},
-      {"ideal", "--runtime", "--runtime ideal", S::Any, [](const EstimateArgs& a) { return a.runtime == "ideal"; }},
+      {"train", "--mode", given_as("--mode", kModeChoices, Mode::Training), S::Any, [](A a) { return train(a); }},
+      {"onnxruntime", "--runtime", given_as("--runtime", kRuntimeChoices, Runtime::OnnxRuntime), S::Any,
+       [](A a) { return kRuntimeChoices.is(a.runtime, Runtime::OnnxRuntime); }},
+      {"ideal", "--runtime", given_as("--runtime", kRuntimeChoices, Runtime::Ideal), S::Any,
+       [](A a) { return kRuntimeChoices.is(a.runtime, Runtime::Ideal); }},
       {"expandable-segments", "--expandable-segments", "--expandable-segments", S::Any,
-       [](const EstimateArgs& a) { return a.expandable_segments; }},
-      {"sdpa", "--attention", "--attention sdpa", S::Any, [](const EstimateArgs& a) { return a.attention == "sdpa"; }},
-      {"untied", "--tied-embeddings", "--tied-embeddings no", S::Any,
-       [](const EstimateArgs& a) { return a.tied_embeddings == "no"; }},
-      {"tp", "--tp", "--tp", S::Any, [](const EstimateArgs& a) { return a.tp > 1; }},
-      {"sequence-parallel", "--sequence-parallel", "--sequence-parallel", S::Any,
-       [](const EstimateArgs& a) { return a.sequence_parallel; }},
-      {"half", "--dtype", "--dtype fp16/bf16", S::Inference, [](const EstimateArgs& a) { return a.dtype != "fp32"; }},
-      {"schedule-memory", "--schedule", "--schedule memory", S::Inference,
-       [](const EstimateArgs& a) { return a.schedule == "memory"; }},
-      {"half-precision", "--precision", "--precision fp16/bf16", S::Train,
-       [](const EstimateArgs& a) { return a.precision == "fp16" || a.precision == "bf16"; }},
-      {"amp", "--precision", "--precision amp-fp16/amp-bf16", S::Train,
-       [](const EstimateArgs& a) { return a.precision.rfind("amp-", 0) == 0; }},
-      {"checkpoint", "--checkpoint", "--checkpoint", S::Train, [](const EstimateArgs& a) { return a.checkpoint != "none"; }},
-      {"grad-accum", "--grad-accum", "--grad-accum", S::Train, [](const EstimateArgs& a) { return a.grad_accum > 1; }},
-      {"ddp", "--shard", "--shard ddp", S::Train, [](const EstimateArgs& a) { return a.shard == "ddp"; }},
-      {"zero12", "--shard", "--shard zero1/zero2", S::Train,
-       [](const EstimateArgs& a) { return a.shard == "zero1" || a.shard == "zero2"; }},
-      {"zero3", "--shard", "--shard zero3", S::Train, [](const EstimateArgs& a) { return a.shard == "zero3"; }},
-      {"fsdp", "--shard", "--shard fsdp", S::Train, [](const EstimateArgs& a) { return a.shard == "fsdp"; }},
-      {"pp", "--pp", "--pp", S::Train, [](const EstimateArgs& a) { return a.pp > 1; }},
-      {"lora", "--lora-rank", "--lora-rank", S::Train, [](const EstimateArgs& a) { return a.lora_rank > 0; }},
-      {"frozen-nf4", "--frozen-dtype", "--frozen-dtype nf4", S::Train,
-       [](const EstimateArgs& a) { return a.frozen_dtype == "nf4"; }},
-      {"frozen-int8", "--frozen-dtype", "--frozen-dtype int8", S::Train,
-       [](const EstimateArgs& a) { return a.frozen_dtype == "int8"; }},
+       [](A a) { return a.expandable_segments; }},
+      {"sdpa", "--attention", given_as("--attention", kAttentionChoices, AttentionImpl::Sdpa), S::Any,
+       [](A a) { return kAttentionChoices.is(a.attention, AttentionImpl::Sdpa); }},
+      {"untied", "--tied-embeddings", given_as("--tied-embeddings", kTiedEmbeddingChoices, TiedEmbeddings::No), S::Any,
+       [](A a) { return kTiedEmbeddingChoices.is(a.tied_embeddings, TiedEmbeddings::No); }},
+      {"tp", "--tp", "--tp", S::Any, [](A a) { return a.tp > 1; }},
+      {"sequence-parallel", "--sequence-parallel", "--sequence-parallel", S::Any, [](A a) { return a.sequence_parallel; }},
+      {"half", "--dtype", given_as("--dtype", kDtypeChoices, DType::Float16) + "/" + kDtypeChoices.name_of(DType::BFloat16),
+       S::Inference, [](A a) { return !kDtypeChoices.is(a.dtype, DType::Float32); }},
+      {"schedule-memory", "--schedule", given_as("--schedule", kScheduleChoices, true), S::Inference,
+       [](A a) { return kScheduleChoices.is(a.schedule, true); }},
+      {"half-precision", "--precision",
+       given_as("--precision", kPrecisionChoices, Precision::Fp16) + "/" + kPrecisionChoices.name_of(Precision::Bf16),
+       S::Train,
+       [](A a) { return kPrecisionChoices.is(a.precision, Precision::Fp16) || kPrecisionChoices.is(a.precision, Precision::Bf16); }},
+      {"amp", "--precision",
+       given_as("--precision", kPrecisionChoices, Precision::AmpFp16) + "/" + kPrecisionChoices.name_of(Precision::AmpBf16),
+       S::Train,
+       [](A a) {
+         return kPrecisionChoices.is(a.precision, Precision::AmpFp16) || kPrecisionChoices.is(a.precision, Precision::AmpBf16);
+       }},
+      {"checkpoint", "--checkpoint", "--checkpoint", S::Train, [](A a) { return a.checkpoint != EstimateArgs{}.checkpoint; }},
+      {"grad-accum", "--grad-accum", "--grad-accum", S::Train, [](A a) { return a.grad_accum > 1; }},
+      {"ddp", "--shard", given_as("--shard", kShardChoices, Sharding::Ddp), S::Train,
+       [](A a) { return kShardChoices.is(a.shard, Sharding::Ddp); }},
+      {"zero12", "--shard", given_as("--shard", kShardChoices, Sharding::Zero1) + "/" + kShardChoices.name_of(Sharding::Zero2),
+       S::Train, [](A a) { return kShardChoices.is(a.shard, Sharding::Zero1) || kShardChoices.is(a.shard, Sharding::Zero2); }},
+      {"zero3", "--shard", given_as("--shard", kShardChoices, Sharding::Zero3), S::Train,
+       [](A a) { return kShardChoices.is(a.shard, Sharding::Zero3); }},
+      {"fsdp", "--shard", given_as("--shard", kShardChoices, Sharding::Fsdp), S::Train,
+       [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp); }},
+      {"pp", "--pp", "--pp", S::Train, [](A a) { return a.pp > 1; }},
+      {"lora", "--lora-rank", "--lora-rank", S::Train, [](A a) { return a.lora_rank > 0; }},
+      {"frozen-nf4", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Nf4), S::Train,
+       [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4); }},
+      {"frozen-int8", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Int8), S::Train,
+       [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Int8); }},
       {"trainable", "--trainable", "--trainable/--frozen", S::Train,
-       [](const EstimateArgs& a) { return !a.trainable.empty() || !a.frozen.empty(); }},
-      {"torch-1.13", "--torch", "--torch 1.13", S::Train, [](const EstimateArgs& a) { return a.torch == "1.13"; }},
+       [](A a) { return !a.trainable.empty() || !a.frozen.empty(); }},
+      {"torch-1.13", "--torch", given_as("--torch", kTorchChoices, true), S::Train,
+       [](A a) { return kTorchChoices.is(a.torch, true); }},
   };
   return all;
 }
@@ -134,38 +188,46 @@ const Refusal* refusal(const std::string& a, const std::string& b) {
   return nullptr;
 }
 
+const std::vector<CommandRule>& command_rules() {
+  using A = const CommandArgs&;
+  static const std::vector<CommandRule> all = {
+      {kFit | kServe, "--gpu and --memory exclude each other: one budget, a catalog GPU's or a size",
+       [](A a) -> std::string {
+         return !a.estimate.gpu.empty() && !a.memory.empty() ? "--gpu and --memory exclude each other: give one budget" : "";
+       }},
+      {kFit | kServe, "--arch needs --memory: without a budget the table runs each catalog GPU at its own architecture",
+       [](A a) -> std::string {
+         return a.estimate.gpu.empty() && a.memory.empty() && !a.estimate.arch.empty()
+                    ? "--arch " + a.estimate.arch + ": the catalog table uses each GPU's own architecture; drop --arch "
+                      "(or give --memory SIZE)"
+                    : "";
+       }},
+      {kServe, "serve needs --context",
+       [](A a) -> std::string {
+         return a.serve.context <= 0 ? "serve needs --context N: the tokens of one sequence (prompt and generated)" : "";
+       }},
+  };
+  return all;
+}
+
+std::vector<const OptionSpec*> rows_to_check(const CommandArgs& args, Command command,
+                                             const std::vector<const OptionSpec*>& given) {
+  return rows_of(args, command, given);
+}
+
 void validate_estimate_args(const EstimateArgs& a) {
   CommandArgs args;
   args.estimate = a;
-  const CommandArgs defaults;
-  for (const OptionSpec& row : option_schema())
-    if (row.applies_to(kEstimate) || row.applies_to(kPlan)) check_row(row, args, defaults);
-  // Each option against --mode.
-  const bool training = train(a);
-  for (const OptionSpec& row : option_schema()) {
-    if (!(row.applies_to(kEstimate) || row.applies_to(kPlan)) || row.scope == Scope::Any) continue;
-    if (field_text(row, args) == field_text(row, defaults)) continue;
-    if (row.scope == Scope::Train && !training)
-      throw InputError(row.message_name() + " applies to --mode train");
-    if (row.scope == Scope::Inference && training)
-      throw InputError(row.message_name() + " " + field_text(row, args) + " applies to --mode inference, not --mode train");
-  }
-  check_requirements(a);
-  // The combination matrix.
-  std::vector<const Feature*> on;
-  for (const Feature& f : features())
-    if (f.active(a)) on.push_back(&f);
-  for (size_t i = 0; i < on.size(); ++i)
-    for (size_t j = i + 1; j < on.size(); ++j)
-      if (const Refusal* r = refusal(on[i]->name, on[j]->name))
-        throw InputError(on[i]->value + " with " + on[j]->value + ": " + r->reason);
+  for (const OptionSpec* row : rows_of(args, kEstimate | kPlan, {})) check_value(*row, args);
+  check_estimate_combinations(a);
 }
 
-void validate_options(const CommandArgs& args, Command command) {
-  const CommandArgs defaults;
-  for (const OptionSpec& row : option_schema())
-    if (row.applies_to(command)) check_row(row, args, defaults);
-  if (command != kInspect) validate_estimate_args(args.estimate);
+void validate_options(const CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given) {
+  for (const OptionSpec* row : rows_to_check(args, command, given)) check_value(*row, args);
+  for (const CommandRule& r : command_rules())
+    if ((r.commands & command) != 0)
+      if (const std::string message = r.broken(args); !message.empty()) throw InputError(message);
+  if (command != kInspect) check_estimate_combinations(args.estimate);
 }
 
 }  // namespace memplan

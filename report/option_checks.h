@@ -13,14 +13,28 @@
 
 namespace memplan {
 
-// The rows of `command` (each value the user changed from its default: in range, one of its choices), then
-// validate_estimate_args. Throws InputError naming the flag.
-void validate_options(const CommandArgs& args, Command command);
-// The estimate's rows, each option's mode, the requirements and the combination matrix.
+// The rows of `command` whose values validate_options checks, each once, in the schema's order: the rows in
+// `given` (what the user gave, a default value included: --lora-rank 0) and every row whose value differs from
+// its default (a library caller's CommandArgs says nothing of what was given).
+std::vector<const OptionSpec*> rows_to_check(const CommandArgs& args, Command command,
+                                             const std::vector<const OptionSpec*>& given = {});
+// Each value of rows_to_check against its row (a choice, an integer's minimum, a number's range), the command's
+// rules (command_rules), then, for a command that estimates, the estimate's modes, requirements and combination
+// matrix (validate_estimate_args without its rows). Throws InputError naming the flag. The CLI passes the rows
+// whose flags were given, Python the rows of its keywords.
+void validate_options(const CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given = {});
+// The estimate's rows (each value that differs from its default), each option's mode, the requirements and the
+// combination matrix: what a library caller that builds EstimateArgs runs before to_estimate_options.
 void validate_estimate_args(const EstimateArgs& args);
-// One row's value against its kind (a choice, an integer's minimum, a number's range), given or not: what the
-// front ends run for every option the user gave, a default value included (--lora-rank 0).
-void check_value(const OptionSpec& row, const CommandArgs& args);
+
+// A rule of a command's own options (not of the estimate's features): two options that exclude each other, or
+// one the command needs. Each is written once here and reached by the CLI and Python alike (validate_options).
+struct CommandRule {
+  uint32_t commands = 0;  // Command bits
+  std::string rule;       // as docs/options.md states it
+  std::string (*broken)(const CommandArgs&) = nullptr;  // the message when `args` break it, else ""
+};
+const std::vector<CommandRule>& command_rules();
 
 // A feature of an estimate: a value of one option that changes what is modelled.
 struct Feature {

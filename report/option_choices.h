@@ -22,6 +22,18 @@ struct Choices {
     for (const auto& [name, value] : items) out.push_back(name);
     return out;
   }
+  // Whether `name` is a choice whose value is `value` (false for a name that is not a choice).
+  bool is(const std::string& name, const T& value) const {
+    for (const auto& [n, v] : items)
+      if (n == name) return v == value;
+    return false;
+  }
+  // The first name of `value`: what messages and descriptions say for it.
+  const std::string& name_of(const T& value) const {
+    for (const auto& [n, v] : items)
+      if (v == value) return n;
+    throw InternalError("no choice names this value");
+  }
   // The value named `name`; InputError "FLAG NAME: expected one of a|b|c" otherwise.
   T parse(const std::string& name, const std::string& flag) const {
     for (const auto& [n, value] : items)
@@ -42,8 +54,10 @@ inline const Choices<bool> kScheduleChoices{{{"model", false}, {"memory", true}}
 inline const Choices<int> kArchChoices{{{"sm70", 7}, {"sm75", 7}, {"sm80", 8}, {"sm86", 8}, {"sm89", 8}, {"sm90", 9},
                                         {"sm100", 10}, {"sm120", 12}}};
 inline const Choices<AttentionImpl> kAttentionChoices{{{"eager", AttentionImpl::Eager}, {"sdpa", AttentionImpl::Sdpa}}};
-// true: a head shaped as the embedding's transpose is its tied copy (shape); auto and no hold only a proven tie.
-inline const Choices<bool> kTiedEmbeddingChoices{{{"auto", false}, {"shape", true}, {"no", false}}};
+// shape: a head shaped as the embedding's transpose is its tied copy; auto and no hold only a proven tie.
+enum class TiedEmbeddings { Auto, Shape, No };
+inline const Choices<TiedEmbeddings> kTiedEmbeddingChoices{
+    {{"auto", TiedEmbeddings::Auto}, {"shape", TiedEmbeddings::Shape}, {"no", TiedEmbeddings::No}}};
 inline const Choices<Optimizer> kOptimizerChoices{{{"sgd", Optimizer::Sgd}, {"momentum", Optimizer::Momentum},
                                                    {"adam", Optimizer::Adam}, {"adamw", Optimizer::AdamW}}};
 inline const Choices<Precision> kPrecisionChoices{{{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16},
@@ -62,6 +76,9 @@ inline const Choices<bool> kZeroGradChoices{{{"set-to-none", false}, {"zeros", t
 inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage::Same}, {"fp16", FrozenStorage::Fp16},
                                                          {"bf16", FrozenStorage::Bf16}, {"int8", FrozenStorage::Int8},
                                                          {"nf4", FrozenStorage::Nf4}}};
+// serve's --kv-cache-dtype: true, one byte per element (vLLM stores every fp8 choice as torch.uint8,
+// vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
+inline const Choices<bool> kKvCacheDtypeChoices{{{"auto", false}, {"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true}}};
 inline const Choices<int> kFormatChoices{{{"table", 0}, {"json", 1}, {"markdown", 2}}};
 
 }  // namespace memplan

@@ -96,7 +96,9 @@ std::vector<OptionSpec> make_schema() {
        .help = "Activation checkpointing: none, sqrt (about sqrt(n) segments), every:K, at:T1,T2,... (boundary tensor "
                "names), auto (fewest recomputed FLOPs that fit --budget)",
        .field = FIELD(estimate.checkpoint), .show_default = true,
-       .describe = [](const EstimateArgs& a) { return if_set(a.checkpoint != "none", ", checkpoint " + a.checkpoint); }},
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.checkpoint != EstimateArgs{}.checkpoint, ", checkpoint " + a.checkpoint);
+       }},
       {.flag = "--budget", .kind = K::Text, .commands = kEstimate | kTimeline | kFit,
        .help = "A device memory budget, e.g. 24GiB (GiB = 2^30, GB = 10^9): the step is also run on it, and "
                "--checkpoint auto chooses the boundaries that fit in it",
@@ -129,8 +131,10 @@ std::vector<OptionSpec> make_schema() {
                "constant-folded export looks the same tied (GPT-2) or not (Llama-3.1-8B)",
        .field = FIELD(estimate.tied_embeddings), .choices = kTiedEmbeddingChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) {
-         return a.tied_embeddings == "shape" ? std::string(", tied by shape")
-                                             : if_set(a.tied_embeddings == "no", ", untied embeddings");
+         const auto& c = kTiedEmbeddingChoices;
+         return c.is(a.tied_embeddings, TiedEmbeddings::Shape)
+                    ? std::string(", tied by shape")
+                    : if_set(c.is(a.tied_embeddings, TiedEmbeddings::No), ", untied embeddings");
        }},
       {.flag = "--tp", .kind = K::Int, .commands = kTraining,
        .help = "Tensor-parallel GPUs (Megatron-style column/row parallel attention and MLP, vocab-parallel embedding "
@@ -162,7 +166,7 @@ std::vector<OptionSpec> make_schema() {
        .help = "PyTorch version whose defaults apply: 2 (any 2.x) or 1.13 (zero_grad keeps the grads between steps, "
                "single-tensor Adam, mean keeps its input for backward, no sdpa)",
        .field = FIELD(estimate.torch), .choices = kTorchChoices.names(), .show_default = true,
-       .describe = [](const EstimateArgs& a) { return if_set(a.torch == "1.13", ", torch 1.13"); }},
+       .describe = [](const EstimateArgs& a) { return if_set(kTorchChoices.is(a.torch, true), ", torch " + a.torch); }},
       {.flag = "--zero-grad", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "What optimizer.zero_grad() does between steps: set-to-none (frees the grads) or zeros (keeps them, "
                "added into in place). Default: --torch's (2: set-to-none, 1.13: zeros)",
@@ -196,7 +200,9 @@ std::vector<OptionSpec> make_schema() {
        .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8) or nf4 (QLoRA, bitsandbytes; int8/nf4: "
                "Linear weights but the head), each dequantized per op as a transient",
        .field = FIELD(estimate.frozen_dtype), .choices = kFrozenDtypeChoices.names(), .show_default = true,
-       .describe = [](const EstimateArgs& a) { return if_set(a.frozen_dtype != "same", ", frozen weights " + a.frozen_dtype); }},
+       .describe = [](const EstimateArgs& a) {
+         return if_set(!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same), ", frozen weights " + a.frozen_dtype);
+       }},
       {.flag = "--double-quant", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
        .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales",
        .field = FIELD(estimate.double_quant),
@@ -244,7 +250,7 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--kv-cache-dtype", .kind = K::Choice, .commands = kServe,
        .help = "What the paged KV cache stores, as vLLM's --kv-cache-dtype: auto (the model's type, after --dtype) or "
                "fp8, fp8_e4m3, fp8_e5m2 (one byte per element)",
-       .field = FIELD(serve.kv_cache_dtype), .choices = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}, .show_default = true},
+       .field = FIELD(serve.kv_cache_dtype), .choices = kKvCacheDtypeChoices.names(), .show_default = true},
       {.flag = "--kv-dim", .kind = K::Text, .commands = kServe,
        .help = "The symbolic dimension that counts cached tokens, when several qualify (e.g. past_sequence_length)",
        .field = FIELD(serve.kv_dim)},

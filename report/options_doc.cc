@@ -67,6 +67,16 @@ std::string options_markdown() {
   }
   out += "\n| refused pair | why |\n|---|---|\n";
   for (const Refusal& r : refused_pairs()) out += fmt::format("| {} x {} | {} |\n", r.a, r.b, cell(r.reason));
+  out +=
+      "\n## Rules of a command's own options\n\n"
+      "Refused (exit 2) by the CLI and the Python module alike, with one message.\n\n"
+      "| commands | rule |\n|---|---|\n";
+  for (const CommandRule& r : command_rules()) {
+    std::vector<std::string> names;
+    for (Command c : all_commands())
+      if ((r.commands & c) != 0) names.push_back(command_name(c));
+    out += fmt::format("| {} | {} |\n", fmt::join(names, ", "), cell(r.rule));
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
+#include "report/option_choices.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -20,7 +21,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
     : session_(std::move(path)), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
-  const bool fp8 = settings_.kv_cache_dtype != "auto";
+  const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");
   kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
   options_.inference.held_outside = kv_.tensors();
   // The weights: resident for the whole step, the same at every batch and context.
@@ -110,20 +111,13 @@ ServeAnswer serve_budget(ServeProbe& probe, const ServeSettings& settings, const
 
 ServeOutcome serve_model(const ServeArgs& f) {
   const ServeSettings& s = f.settings;
+  // The values, --context, the budget's rules (--gpu or --memory, --arch) and the estimate's options were checked
+  // by validate_options (report/option_checks.h), which the front ends run first.
   const std::string& gpu = f.estimate.gpu;
-  if (!gpu.empty() && !f.memory.empty()) throw InputError("--gpu and --memory exclude each other: give one budget");
-  if (s.context <= 0) throw InputError("serve needs --context N: the tokens of one sequence (prompt and generated)");
-  if (s.block_size <= 0) throw InputError("--block-size must be a positive number of tokens");
-  if (s.max_batched_tokens < 0) throw InputError("--max-batched-tokens must be a positive number of tokens");
-  if (!(s.headroom_percent >= 0 && s.headroom_percent <= 99))
-    throw InputError("--headroom " + fmt::format("{}", s.headroom_percent) + ": expected a percent from 0 to 99");
   if (f.estimate.model.batch >= 0)
     throw InputError("serve finds the number of sequences itself: drop --batch");
   if (f.estimate.mode != "inference") throw InputError("serve estimates inference steps: drop --mode " + f.estimate.mode);
   EstimateOptions options = to_estimate_options(f.estimate);
-  if (gpu.empty() && f.memory.empty() && !f.estimate.arch.empty())
-    throw InputError("--arch " + f.estimate.arch + ": the catalog table uses each GPU's own architecture; drop --arch "
-                     "(or give --memory SIZE)");
   const GpuCatalog catalog = gpu_catalog_from(f.estimate.catalog);
   const uint64_t reserve = f.reserve.empty() ? catalog.context_reserve_bytes : parse_size(f.reserve, "--reserve");
   std::optional<FitBudget> budget;

@@ -135,7 +135,8 @@ struct ServeOutcome {
   std::optional<ServeTable> table;
   bool limit_broken() const { return answer && !answer->fits(); }  // the CLI exits 1
 };
-// Throws InputError (exit 2) for bad arguments and models without a KV cache.
+// The arguments must have passed validate_options(..., kServe) (report/option_checks.h), as the CLI and Python
+// run it first. Throws InputError (exit 2) for bindings serve makes itself and models without a KV cache.
 ServeOutcome serve_model(const ServeArgs& args);
 
 nlohmann::ordered_json serve_to_json(const ServeAnswer& a);

@@ -279,6 +279,27 @@ class PipelineTest(unittest.TestCase):
         text = run(*self.BASE, "--pp", "2", check_rc=0).stdout
         self.assertIn("pipeline stage 1 (GPU 1) lower bound", text)
 
+    def test_each_stage_says_what_its_gpu_needs(self):
+        # required_bytes of a stage: the least device memory its program runs in on the runtime's allocator. No
+        # allocator runs a program in less than its live peak plus resident bytes (peak_bytes). The estimate is the
+        # busiest stage's program (its lower bound plus resident bytes is that stage's peak_bytes), the busiest is
+        # the stage that needs most, and the top-level required_bytes is what that program needs.
+        for runtime in ("pytorch", "ideal"):
+            base = [a if a != "ideal" else runtime for a in self.BASE]
+            out = run_json(*base, "--pp", "2")
+            jsonschema.validate(out, schema("estimate"))
+            p = out["training"]["pipeline"]
+            stages = p["stages"]
+            busy = stages[p["busiest_stage"]]
+            for s in stages:
+                self.assertGreaterEqual(s["required_bytes"], s["peak_bytes"], (runtime, s["stage"]))
+                self.assertLessEqual(s["required_bytes"], busy["required_bytes"], (runtime, s["stage"]))
+            self.assertEqual(busy["peak_bytes"], out["lower_bound_bytes"] + out["resident_bytes"], runtime)
+            self.assertEqual(busy["required_bytes"], out["required_bytes"], runtime)
+            if runtime == "pytorch":
+                # The caching allocator's rounding and cached blocks: the field is not the lower bound again.
+                self.assertGreater(busy["required_bytes"], busy["peak_bytes"])
+
     def test_errors(self):
         cases = [
             (["--pp", "5"], "--pp 5 needs at least 5 blocks (wrapping units) in model 'tests/models/llama_tiny_train.onnx', which has 4"),

@@ -441,6 +441,36 @@ TEST(TrainingCheckpoint, AutoFindsTheCheapestSetUnderTheBudget) {
   EXPECT_THROW(build_training_program(g, o), InputError);
 }
 
+// Nothing fits a 1-byte budget: auto takes, among the sets it tried, the one whose step needs least of the device
+// on the runtime's allocator (training_measure's required bytes, what fit and check judge), not the one with the
+// lowest live-bytes peak, and its note says so. The sets every:K names (K from the search's ladder, each ending at
+// the last candidate that is a multiple of K) are among those tried: none may need less. 8 layers of batch 65,536
+// x 32 floats: each activation is 8 MiB, past PyTorch's 2 MiB rounding of large segments, so the sets differ.
+TEST(TrainingCheckpoint, AutoWithNothingFittingTakesTheSetThatNeedsLeastOfTheDevice) {
+  TrainingOptions o;
+  o.runtime = Runtime::PyTorch;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::Mse;
+  const Graph g = chain(8, 65536);
+  auto need = [&](const TrainingResult& r) { return training_measure(r, o).required_bytes; };
+  o.checkpoint.mode = CheckpointMode::Auto;
+  o.checkpoint.budget_bytes = 1;
+  const TrainingResult chosen = build_training_program(g, o);
+  ASSERT_FALSE(chosen.checkpoint_boundaries.empty());
+  const auto& notes = chosen.notes;
+  EXPECT_NE(std::find_if(notes.begin(), notes.end(),
+                         [](const std::string& n) {
+                           return n.find("No checkpoint boundary set fits the budget of 1 bytes; using the set found "
+                                         "that needs the least of the device") != std::string::npos;
+                         }),
+            notes.end());
+  o.checkpoint.mode = CheckpointMode::Every;
+  for (int k : {1, 2, 3, 4, 6}) {
+    o.checkpoint.every = k;
+    EXPECT_LE(need(chosen), need(build_training_program(g, o))) << "every:" << k;
+  }
+}
+
 TEST(TrainingAccumulation, GradsResidentAndEachContributionTransient) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;

@@ -83,3 +83,35 @@ def test_cli_and_python_refuse_a_value_with_one_message():
         memplan.estimate(MODEL, batch=1, dims={"seq": 8}, mode="train", gpus=0)
     assert p.stderr == "memplan: error: " + str(e.value) + "\n"
     assert "--gpus 0: must be at least 1" in p.stderr
+
+
+@pytest.mark.parametrize("command", ["fit", "serve"])
+def test_gpu_and_memory_are_one_rule_for_both_front_ends(command):
+    # report/option_checks.cc's command_rules: one rule, one message, for fit and serve on the command line and in
+    # Python; the docs list it.
+    args = ["--gpu", "T4", "--memory", "1GiB"] + (["--context", "8"] if command == "serve" else [])
+    p = run(command, MODEL, *args)
+    assert p.returncode == 2
+    kwargs = {"gpu": "T4", "memory": "1GiB", **({"context": 8} if command == "serve" else {})}
+    with pytest.raises(memplan.InputError) as e:
+        getattr(memplan, command)(MODEL, **kwargs)
+    assert p.stderr == "memplan: error: " + str(e.value) + "\n"
+    assert "--gpu and --memory exclude each other: give one budget" in p.stderr
+    with open(DOC, encoding="utf-8") as f:
+        assert "| fit, serve | --gpu and --memory exclude each other" in f.read()
+
+
+@pytest.mark.parametrize("command,args,message", [
+    ("fit", ["--headroom", "150"], "--headroom 150: expected a number in [0, 99]"),
+    ("serve", ["--context", "8", "--block-size", "0"], "--block-size 0: must be at least 1"),
+    ("serve", ["--context", "0"], "--context 0: must be at least 1"),
+])
+def test_fit_and_serve_ranges_are_the_rows_in_both_front_ends(command, args, message):
+    p = run(command, MODEL, *args)
+    assert p.returncode == 2
+    kwargs = {args[i].lstrip("-").replace("-", "_"): float(args[i + 1]) if args[i] == "--headroom" else int(args[i + 1])
+              for i in range(0, len(args), 2)}
+    with pytest.raises(memplan.InputError) as e:
+        getattr(memplan, command)(MODEL, **kwargs)
+    assert p.stderr == "memplan: error: " + str(e.value) + "\n"
+    assert message in p.stderr
