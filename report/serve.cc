@@ -19,7 +19,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : session_(std::move(path)), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
+    : session_(std::move(path), user.graph), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
   const bool fp8 = settings_.kv_cache_dtype != "auto";
   kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
   options_.held_outside = kv_.tensors();
