@@ -160,6 +160,14 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   } else {
     c.qkv_bias = c.o_bias = attention_bias;  // LlamaAttention: every projection takes bias=config.attention_bias
   }
+  // MistralAttention masks keys older than sliding_window; Qwen2 only with use_sliding_window (and then on the layers
+  // from max_window_layers on). A window at least the position limit masks nothing.
+  const auto window = j.find("sliding_window");
+  const bool windowed = c.model_type == "mistral" || bool_key(path, j, "use_sliding_window", false);
+  if (windowed && window != j.end() && !window->is_null()) {
+    const int64_t w = positive_int(path, *window, "sliding_window", int64_t{1} << 40);
+    if (w < c.max_position_embeddings) c.sliding_window = w;
+  }
   for (const char* key : {"torch_dtype", "dtype"}) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;
@@ -185,10 +193,12 @@ ReadModel read_config_model(const std::string& path, const std::string& graph) {
   const std::string text = read_text(path);
   const DecoderConfig config = parse_decoder_config(path, text);
   const ConfigGraph kind = config_graph_from_name(path, graph);
-  if (kind != ConfigGraph::Train)
-    fail(path, "--graph " + graph + " from a config.json is not built yet (only --graph train is)");
+  if (kind != ConfigGraph::Train && config.sliding_window > 0)
+    fail(path, "config key \"sliding_window\" is " + std::to_string(config.sliding_window) + ": --graph " + graph +
+                   " with a sliding window is not built (its cache would hold at most the window; memplan's decoder "
+                   "holds every past token); --graph train is the same graph with or without the window");
   ReadModel model;
-  build_llama_train_graph(config, model.proto);
+  build_llama_graph(config, kind, model.proto);
   model.file_bytes = text.size();
   return model;
 }

@@ -3,8 +3,9 @@
 // models are, and that graph goes through the normal import path, so every rule applies to it as to a file.
 //
 // Supported: model_type llama, mistral, qwen2 (dense decoders of transformers' modeling_llama.py,
-// modeling_mistral.py, modeling_qwen2.py), --graph train (the training export: input_ids -> logits, as
-// tests/models/export_llama.py writes *_train.onnx). Anything else is refused with one message naming the file and
+// modeling_mistral.py, modeling_qwen2.py); --graph train (the training export: input_ids -> logits, as
+// tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without past,
+// as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything else is refused with one message naming the file and
 // the key or value (InputError, exit 2): memplan never guesses what an unread key does to memory.
 #pragma once
 
@@ -29,6 +30,7 @@ struct DecoderConfig {
   bool qkv_bias = false;  // q/k/v projection biases (qwen2: always; llama: attention_bias)
   bool o_bias = false;    // o_proj bias (llama's attention_bias; qwen2 and mistral have none)
   bool mlp_bias = false;  // gate/up/down biases (llama's mlp_bias)
+  int64_t sliding_window = 0;  // the attention window when one is in force (mistral; qwen2 with use_sliding_window), 0: none
   std::string torch_dtype;  // as the config says ("bfloat16", ...); the graph is float32 as the zoo's exports
 };
 
@@ -46,8 +48,7 @@ std::vector<std::string> config_graph_names();
 // the file. Throws InputError.
 ConfigGraph config_graph_from_name(const std::string& path, const std::string& name);
 
-// Reads the config at `path` and builds its graph. Throws InputError (unreadable file, the above, a graph kind not
-// built yet).
+// Reads the config at `path` and builds its graph. Throws InputError (unreadable file, the above).
 ReadModel read_config_model(const std::string& path, const std::string& graph);
 
 // The one entry for a model path: a config (is_config_path) is built as read_config_model; anything else is read

@@ -1,5 +1,7 @@
 #include "onnx_import/llama_graph.h"
 
+#include "onnx_import/graph_emitter.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,158 +16,29 @@ namespace {
 using onnx::AttributeProto;
 using onnx::TensorProto;
 
-// Builds nodes with placeholder value names ("$N") and names them at the end as torch.onnx does
-// (torch/onnx/utils.py, _jit_pass_onnx_assign_scoped_names_for_node_and_value): a node in a module scope is
-// "<scope>/<Op>" then "<scope>/<Op>_1", ... per scope and op type, its outputs "<node>_output_<i>"; the
-// Constants the exporter adds for a size list's Unsqueeze axes have no scope: "Constant_<node index>" with
-// output "onnx::Unsqueeze_<node index + graph inputs + initializers>" (the JIT value's number).
-class Emitter {
- public:
-  struct Pending {
-    onnx::NodeProto node;
-    std::string scope;
-    bool unscoped = false;  // an exporter-made Unsqueeze axes Constant
-    int64_t pooled = 0;     // a pooled Python int: its value
-    bool is_pooled = false, used = true;
-  };
-
-  std::string scope;  // the module scope new nodes go in ("" = the top module)
-
-  // One node; returns its (first) output.
-  std::string op(const std::string& type, std::vector<std::string> inputs, int outputs = 1) {
-    Pending p;
-    p.node.set_op_type(type);
-    p.scope = scope;
-    for (auto& in : inputs) p.node.add_input(std::move(in));
-    std::string first;
-    for (int i = 0; i < outputs; ++i) {
-      const std::string v = "$" + std::to_string(next_value_++);
-      p.node.add_output(v);
-      if (i == 0) first = v;
-    }
-    nodes_.push_back(std::move(p));
-    return first;
-  }
-  Emitter& ints(const std::string& name, const std::vector<int64_t>& values) {
-    AttributeProto* a = last().add_attribute();
-    a->set_name(name);
-    a->set_type(AttributeProto::INTS);
-    for (int64_t v : values) a->add_ints(v);
-    return *this;
-  }
-  Emitter& i(const std::string& name, int64_t value) {
-    AttributeProto* a = last().add_attribute();
-    a->set_name(name);
-    a->set_type(AttributeProto::INT);
-    a->set_i(value);
-    return *this;
-  }
-  Emitter& tensor(const std::string& name, int type, const std::vector<int64_t>& dims, const void* data, size_t bytes) {
-    AttributeProto* a = last().add_attribute();
-    a->set_name(name);
-    a->set_type(AttributeProto::TENSOR);
-    TensorProto* t = a->mutable_t();
-    t->set_data_type(type);
-    for (int64_t d : dims) t->add_dims(d);
-    t->set_raw_data(std::string(static_cast<const char*>(data), bytes));  // little-endian, as torch writes it
-    return *this;
-  }
-  std::string const_i64(std::vector<int64_t> values, bool scalar) {
-    const std::string out = op("Constant", {});
-    std::vector<int64_t> dims;
-    if (!scalar) dims.push_back(int64_t(values.size()));
-    tensor("value", TensorProto::INT64, dims, values.data(), values.size() * sizeof(int64_t));
-    return out;
-  }
-  std::string const_f32(std::vector<float> values, std::vector<int64_t> dims) {
-    const std::string out = op("Constant", {});
-    tensor("value", TensorProto::FLOAT, dims, values.data(), values.size() * sizeof(float));
-    return out;
-  }
-
-  // A Python int of the module's code, traced as a prim::Constant: the JIT pools equal ones into one, placed at
-  // the first use in the scope of that use (torch/csrc/jit/passes/constant_pooling.cpp). It survives in the ONNX
-  // graph only where a size list reads it; note() marks where it first appears, pooled() reads it.
-  void note(int64_t value) {
-    if (pool_.count(value)) return;
-    const std::string out = const_i64({value}, true);
-    Pending& p = nodes_.back();
-    p.is_pooled = true;
-    p.used = false;
-    p.pooled = value;
-    pool_[value] = nodes_.size() - 1;
-  }
-  std::string pooled(int64_t value) {
-    note(value);
-    Pending& p = nodes_[pool_.at(value)];
-    p.used = true;
-    return p.node.output(0);
-  }
-
-  // A view/reshape size list (b, s, ...): each element Unsqueezed on an unscoped axes Constant, then Concat.
-  std::string size_list(const std::vector<std::string>& elements) {
-    std::vector<std::string> parts;
-    for (const std::string& e : elements) {
-      const std::string axes = const_i64({0}, false);
-      nodes_.back().unscoped = true;
-      parts.push_back(op("Unsqueeze", {e, axes}));
-    }
-    const std::string out = op("Concat", parts);
-    i("axis", 0);
-    return out;
-  }
-
-  // Names every node and value; `fixed` renames a placeholder to a given name (the graph output).
-  void finish(onnx::GraphProto& graph, int64_t value_offset, const std::map<std::string, std::string>& fixed) {
-    std::map<std::string, std::string> names(fixed.begin(), fixed.end());
-    std::map<std::string, int> counters;
-    int index = 0;
-    std::vector<onnx::NodeProto*> kept;
-    for (Pending& p : nodes_) {
-      if (!p.used) continue;
-      onnx::NodeProto& n = p.node;
-      if (p.unscoped) {
-        n.set_name("Constant_" + std::to_string(index));
-        names.emplace(n.output(0), "onnx::Unsqueeze_" + std::to_string(index + value_offset));
-      } else {
-        const int k = counters[p.scope + "/" + n.op_type()]++;
-        n.set_name(p.scope + "/" + n.op_type() + (k ? "_" + std::to_string(k) : ""));
-        for (int o = 0; o < n.output_size(); ++o)
-          names.emplace(n.output(o), n.name() + "_output_" + std::to_string(o));
-      }
-      ++index;
-    }
-    auto rename = [&](std::string* v) {
-      if (const auto it = names.find(*v); it != names.end()) *v = it->second;
-    };
-    for (Pending& p : nodes_) {
-      if (!p.used) continue;
-      for (auto& v : *p.node.mutable_input()) rename(&v);
-      for (auto& v : *p.node.mutable_output()) rename(&v);
-      graph.add_node()->Swap(&p.node);
-    }
-  }
-
- private:
-  onnx::NodeProto& last() { return nodes_.back().node; }
-  std::vector<Pending> nodes_;
-  std::map<int64_t, size_t> pool_;
-  int64_t next_value_ = 0;
-};
-
 class LlamaBuilder {
  public:
-  LlamaBuilder(const DecoderConfig& c, onnx::GraphProto& g) : c_(c), g_(g) {}
+  LlamaBuilder(const DecoderConfig& c, ConfigGraph kind, onnx::GraphProto& g) : c_(c), kind_(kind), g_(g) {}
 
   void build() {
-    e_.scope = "";
-    const std::string shape = e_.op("Shape", {"input_ids"});
-    const std::string seq = e_.op("Gather", {shape, e_.const_i64({1}, true)});
-    e_.i("axis", 0);
-    e_.scope = "/embed_tokens";
-    std::string x = e_.op("Gather", {param("embed_tokens.weight", {c_.vocab_size, c_.hidden_size}), "input_ids"});
-    e_.scope = "";
-    rotary_and_mask(seq);
+    std::string x;
+    if (kind_ == ConfigGraph::Train) {  // Llama.forward
+      e_.scope = "";
+      e_.note(1);  // input_ids.shape[1]
+      const std::string shape = e_.op("Shape", {"input_ids"});
+      const std::string seq = e_.op("Gather", {shape, e_.const_i64({1}, true)});
+      e_.i("axis", 0);
+      e_.scope = "/embed_tokens";
+      x = e_.op("Gather", {param("embed_tokens.weight", {c_.vocab_size, c_.hidden_size}), "input_ids"});
+      e_.scope = "";
+      rotary_and_mask(seq);
+    } else {  // LlamaWithCache.forward
+      e_.scope = "/embed_tokens";
+      x = e_.op("Gather", {param("embed_tokens.weight", {c_.vocab_size, c_.hidden_size}), "input_ids"});
+      e_.scope = "";
+      rotary_from_positions();
+      cache_mask();
+    }
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) x = layer(l, x);
     x = rms_norm("/norm", "norm.weight", x);
     std::string logits;
@@ -178,27 +51,18 @@ class LlamaBuilder {
     }
     logits_ = logits;
   }
-  const std::string& logits() const { return logits_; }
-  Emitter& emitter() { return e_; }
+  // The graph outputs' placeholders and names: logits, then present.{i}.key / .value.
+  const std::map<std::string, std::string>& outputs() { outputs_[logits_] = "logits"; return outputs_; }
+  GraphEmitter& emitter() { return e_; }
   int64_t initializers() const { return g_.initializer_size(); }
 
  private:
-  // A weight-less float32 parameter, as tests/models/export_llama.py's point_at_missing_data leaves it.
+  // A float32 parameter: dims and dtype, no bytes (point_at_missing_data below).
   std::string param(const std::string& name, const std::vector<int64_t>& dims) {
     TensorProto* t = g_.add_initializer();
     t->set_name(name);
     t->set_data_type(TensorProto::FLOAT);
-    int64_t count = 1;
-    for (int64_t d : dims) t->add_dims(d), count *= d;
-    t->set_data_location(TensorProto::EXTERNAL);
-    const int64_t length = count * 4;
-    for (auto [key, value] : {std::pair<std::string, std::string>{"location", "config.onnx.data"},
-                              {"offset", std::to_string(offset_)}, {"length", std::to_string(length)}}) {
-      auto* entry = t->add_external_data();
-      entry->set_key(key);
-      entry->set_value(value);
-    }
-    offset_ += (length + 4095) / 4096 * 4096;  // onnx's external_data_helper aligns offsets to 4 KiB
+    for (int64_t d : dims) t->add_dims(d);
     return name;
   }
   std::string transpose_weight(const std::string& weight) {
@@ -217,6 +81,17 @@ class LlamaBuilder {
     return y;
   }
 
+  // inv_freq = 1 / theta^(arange(0, head_dim, 2) / head_dim) in float32 (LlamaRotaryEmbedding), folded by the
+  // tracer into one (1, head_dim / 2) constant.
+  std::string inverse_frequencies() {
+    std::vector<float> inv;
+    for (int64_t k = 0; k < c_.head_dim; k += 2) {
+      const float exponent = float(k) / float(c_.head_dim);
+      inv.push_back(1.0f / float(std::pow(double(float(c_.rope_theta)), double(exponent))));
+    }
+    return e_.const_f32(inv, {1, int64_t(inv.size())});
+  }
+
   // Llama.forward's rotary tables (rotary_cos_sin) and causal mask (causal_additive_mask).
   void rotary_and_mask(const std::string& seq) {
     const std::string n = e_.op("Cast", {seq});
@@ -227,14 +102,7 @@ class LlamaBuilder {
     const std::string positions = e_.op("Cast", {range});
     e_.i("to", TensorProto::FLOAT);
     const std::string column = e_.op("Unsqueeze", {positions, e_.const_i64({1}, false)});
-    // inv_freq = 1 / theta^(arange(0, head_dim, 2) / head_dim) in float32 (LlamaRotaryEmbedding), folded by the
-    // tracer into one (1, head_dim / 2) constant.
-    std::vector<float> inv;
-    for (int64_t k = 0; k < c_.head_dim; k += 2) {
-      const float exponent = float(k) / float(c_.head_dim);
-      inv.push_back(1.0f / float(std::pow(double(float(c_.rope_theta)), double(exponent))));
-    }
-    const std::string freqs = e_.op("Mul", {column, e_.const_f32(inv, {1, int64_t(inv.size())})});
+    const std::string freqs = e_.op("Mul", {column, inverse_frequencies()});
     const std::string emb = e_.op("Concat", {freqs, freqs});
     e_.i("axis", -1);
     cos_ = e_.op("Cos", {emb});
@@ -248,6 +116,59 @@ class LlamaBuilder {
     const std::string blocked = e_.op("Cast", {future});
     e_.i("to", TensorProto::BOOL);
     mask_ = e_.op("Where", {blocked, e_.const_f32({-std::numeric_limits<float>::infinity()}, {}), zeros});
+  }
+
+  // rotary_from_positions: (batch, 1, new, head_dim) cos and sin at position_ids.
+  void rotary_from_positions() {
+    const std::string column = e_.op("Unsqueeze", {"position_ids", e_.const_i64({-1}, false)});
+    e_.note(6);  // .to(torch.float32): ScalarType Float is 6 (c10/core/ScalarType.h)
+    const std::string positions = e_.op("Cast", {column});
+    e_.i("to", TensorProto::FLOAT);
+    const std::string freqs = e_.op("Mul", {positions, inverse_frequencies()});
+    const std::string emb = e_.op("Concat", {freqs, freqs});
+    e_.i("axis", -1);
+    const std::string cos = e_.op("Cos", {emb});
+    e_.note(1);  // .unsqueeze(1)
+    cos_ = e_.op("Unsqueeze", {cos, e_.const_i64({1}, false)});
+    const std::string sin = e_.op("Sin", {emb});
+    sin_ = e_.op("Unsqueeze", {sin, e_.const_i64({1}, false)});
+  }
+
+  // cache_mask(attention_mask, input_ids.shape[1]): HF's 4-D causal mask offset by the past, padded keys blocked,
+  // blocked entries float32's lowest value.
+  void cache_mask() {
+    const std::string new_shape = e_.op("Shape", {"input_ids"});
+    const std::string fresh = e_.op("Gather", {new_shape, e_.const_i64({1}, true)});
+    e_.i("axis", 0);
+    const std::string mask_shape = e_.op("Shape", {"attention_mask"});
+    const std::string total = e_.op("Gather", {mask_shape, e_.const_i64({1}, true)});
+    e_.i("axis", 0);
+    auto arange = [&](const std::string& n) {
+      const std::string end = e_.op("Cast", {n});
+      e_.i("to", TensorProto::INT64);
+      return e_.op("Range", {e_.const_i64({0}, true), end, e_.const_i64({1}, true)});
+    };
+    const std::string fresh_range = arange(fresh);
+    const std::string queries = e_.op("Add", {fresh_range, e_.op("Sub", {total, fresh})});
+    const std::string keys = arange(total);
+    const std::string rows = e_.op("Unsqueeze", {keys, e_.const_i64({0}, false)});
+    const std::string future = e_.op("Greater", {rows, e_.op("Unsqueeze", {queries, e_.const_i64({1}, false)})});
+    // attention_mask[:, None, None, :]: while tracing, torch indexes a full slice too (aten::slice(x, dim, 0,
+    // INT64_MAX, 1); torch/csrc/autograd/python_variable_indexing.cpp disables the no-op shortcut), so its ints
+    // are traced, then the exporter drops the no-op slices.
+    const std::string m1 = e_.op("Unsqueeze", {"attention_mask", e_.const_i64({1}, false)});
+    e_.note(2);
+    const std::string m2 = e_.op("Unsqueeze", {m1, e_.const_i64({2}, false)});
+    e_.note(3);
+    const std::string padded = e_.op("Equal", {m2, e_.const_i64({0}, true)});
+    const std::string f1 = e_.op("Unsqueeze", {future, e_.const_i64({0}, false)});
+    const std::string f2 = e_.op("Unsqueeze", {f1, e_.const_i64({1}, false)});
+    e_.note(2), e_.note(3);  // future[None, None, :, :]
+    const std::string blocked = e_.op("Or", {f2, padded});
+    e_.note(6);  // .to(torch.float32)
+    const std::string as_float = e_.op("Cast", {blocked});
+    e_.i("to", TensorProto::FLOAT);
+    mask_ = e_.op("Mul", {as_float, e_.const_f32({std::numeric_limits<float>::lowest()}, {})});
   }
 
   // RMSNorm.forward: weight * (x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)); rsqrt exports as 1 / Sqrt.
@@ -283,12 +204,13 @@ class LlamaBuilder {
 
   // repeat_kv's x[:, :, None].expand(b, kv, n_rep, s, d): the expand symbolic's own (scoped) axes Constants and
   // its -1 handling (torch/onnx/symbolic_opset9.py expand).
-  std::string expand_kv(const std::string& x) {
+  std::string expand_kv(const std::string& x, const std::string& total) {
     const int64_t n_rep = c_.num_attention_heads / c_.num_key_value_heads;
     const std::string x5 = e_.op("Unsqueeze", {x, e_.const_i64({2}, false)});
+    e_.note(3), e_.note(4);  // x[:, :, None, :, :]'s full slices of dims 3 and 4
     e_.note(c_.num_key_value_heads), e_.note(n_rep), e_.note(c_.head_dim);
     std::vector<std::string> parts;
-    for (const std::string& v : {b_, e_.pooled(c_.num_key_value_heads), e_.pooled(n_rep), s_, e_.pooled(c_.head_dim)})
+    for (const std::string& v : {b_, e_.pooled(c_.num_key_value_heads), e_.pooled(n_rep), total, e_.pooled(c_.head_dim)})
       parts.push_back(e_.op("Unsqueeze", {v, e_.const_i64({0}, false)}));
     const std::string list = e_.op("Concat", parts);
     e_.i("axis", 0);
@@ -337,14 +259,30 @@ class LlamaBuilder {
     const std::string v = linear(a + "/v_proj", p + "v_proj", x, h, kv * hd, c_.qkv_bias);
     const std::string v4 = transpose(reshape(v, views[2]), {0, 2, 1, 3});
     const std::string qr = rotary(q4), kr = rotary(k4);
-    std::string keys = kr, values = v4;
+    std::string keys = kr, values = v4, total = s_;
+    const std::string layer_index = layer.substr(8);
+    if (kind_ == ConfigGraph::Decode) {  // torch.cat((past, new), dim=2): HF DynamicCache.update
+      e_.note(2);
+      keys = e_.op("Concat", {"past_key_values." + layer_index + ".key", kr});
+      e_.i("axis", 2);
+      values = e_.op("Concat", {"past_key_values." + layer_index + ".value", v4});
+      e_.i("axis", 2);
+      if (kv != heads) {  // k.shape[2], read only by repeat_kv (the JIT drops it otherwise)
+        total = e_.op("Gather", {e_.op("Shape", {keys}), e_.const_i64({2}, true)});
+        e_.i("axis", 0);
+      }
+    }
+    if (kind_ != ConfigGraph::Train) {
+      outputs_[keys] = "present." + layer_index + ".key";
+      outputs_[values] = "present." + layer_index + ".value";
+    }
     if (kv != heads) {
-      const std::string ke = expand_kv(kr);
+      const std::string ke = expand_kv(keys, total);
       e_.note(heads), e_.note(hd);
-      const std::string k_list = e_.size_list({b_, e_.pooled(heads), s_, e_.pooled(hd)});
-      const std::string v_list = e_.size_list({b_, e_.pooled(heads), s_, e_.pooled(hd)});
+      const std::string k_list = e_.size_list({b_, e_.pooled(heads), total, e_.pooled(hd)});
+      const std::string v_list = e_.size_list({b_, e_.pooled(heads), total, e_.pooled(hd)});
       keys = reshape(ke, k_list);
-      values = reshape(expand_kv(v4), v_list);
+      values = reshape(expand_kv(values, total), v_list);
     }
     const std::string scores = e_.op("MatMul", {qr, transpose(keys, {0, 1, 3, 2})});
     const float scale = float(std::sqrt(double(hd)));  // / math.sqrt(head_dim)
@@ -377,24 +315,51 @@ class LlamaBuilder {
   }
 
   const DecoderConfig& c_;
+  const ConfigGraph kind_;
   onnx::GraphProto& g_;
-  Emitter e_;
+  std::map<std::string, std::string> outputs_;
+  GraphEmitter e_;
   std::string cos_, sin_, mask_, b_, s_, logits_;
-  int64_t offset_ = 0;
 };
 
-void add_tensor_value(onnx::ValueInfoProto* v, const std::string& name, int type, const std::vector<std::string>& syms,
-                      std::optional<int64_t> last) {
+// A graph input or output: each dim a name (dim_param) or, when `name` is empty, a number.
+struct Dim {
+  std::string name;
+  int64_t value = 0;
+};
+void add_tensor_value(onnx::ValueInfoProto* v, const std::string& name, int type, const std::vector<Dim>& dims) {
   v->set_name(name);
   auto* t = v->mutable_type()->mutable_tensor_type();
   t->set_elem_type(type);
-  for (const std::string& s : syms) t->mutable_shape()->add_dim()->set_dim_param(s);
-  if (last) t->mutable_shape()->add_dim()->set_dim_value(*last);
+  for (const Dim& d : dims) {
+    auto* dim = t->mutable_shape()->add_dim();
+    if (d.name.empty()) dim->set_dim_value(d.value);
+    else dim->set_dim_param(d.name);
+  }
+}
+
+// The weight-less form of tests/models/export_llama.py's point_at_missing_data: every initializer's bytes in a
+// data file that does not exist (memplan never opens it), offsets aligned to 4 KiB as onnx's external_data_helper.
+void point_at_missing_data(onnx::GraphProto& g) {
+  int64_t offset = 0;
+  for (TensorProto& t : *g.mutable_initializer()) {
+    int64_t length = 4;
+    for (int64_t d : t.dims()) length *= d;
+    t.set_data_location(TensorProto::EXTERNAL);
+    t.clear_external_data();
+    for (auto [key, value] : {std::pair<std::string, std::string>{"location", "config.onnx.data"},
+                              {"offset", std::to_string(offset)}, {"length", std::to_string(length)}}) {
+      auto* entry = t.add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    }
+    offset += (length + 4095) / 4096 * 4096;
+  }
 }
 
 }  // namespace
 
-void build_llama_train_graph(const DecoderConfig& config, onnx::ModelProto& model) {
+void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model) {
   // torch.onnx.export's model header (torch/onnx/utils.py): IR version 8 and opset 17 for torch 1.13, graph
   // "torch_jit". The producer is memplan, which built it.
   model.set_ir_version(8);
@@ -405,11 +370,31 @@ void build_llama_train_graph(const DecoderConfig& config, onnx::ModelProto& mode
   opset->set_version(17);
   onnx::GraphProto& g = *model.mutable_graph();
   g.set_name("torch_jit");
-  add_tensor_value(g.add_input(), "input_ids", TensorProto::INT64, {"batch", "seq"}, std::nullopt);
-  LlamaBuilder builder(config, g);
+  const int64_t kv = config.num_key_value_heads, hd = config.head_dim, layers = config.num_hidden_layers;
+  const bool train = kind == ConfigGraph::Train;
+  // tests/models/export_llama.py's and export_llama_kv.py's names (optimum's for the cache).
+  const std::string batch = train ? "batch" : "batch_size", seq = train ? "seq" : "sequence_length";
+  const std::string total = kind == ConfigGraph::Decode ? "total_sequence_length" : seq;
+  add_tensor_value(g.add_input(), "input_ids", TensorProto::INT64, {{batch}, {seq}});
+  if (!train) {
+    add_tensor_value(g.add_input(), "attention_mask", TensorProto::INT64, {{batch}, {"total_sequence_length"}});
+    add_tensor_value(g.add_input(), "position_ids", TensorProto::INT64, {{batch}, {seq}});
+  }
+  if (kind == ConfigGraph::Decode)
+    for (int64_t l = 0; l < layers; ++l)
+      for (const char* part : {"key", "value"})
+        add_tensor_value(g.add_input(), "past_key_values." + std::to_string(l) + "." + part, TensorProto::FLOAT,
+                         {{batch}, {"", kv}, {"past_sequence_length"}, {"", hd}});
+  LlamaBuilder builder(config, kind, g);
   builder.build();
-  builder.emitter().finish(g, 1 + builder.initializers(), {{builder.logits(), "logits"}});
-  add_tensor_value(g.add_output(), "logits", TensorProto::FLOAT, {"batch", "seq"}, config.vocab_size);
+  builder.emitter().finish(g, g.input_size() + builder.initializers(), builder.outputs(), !train);
+  add_tensor_value(g.add_output(), "logits", TensorProto::FLOAT, {{batch}, {seq}, {"", config.vocab_size}});
+  if (!train)
+    for (int64_t l = 0; l < layers; ++l)
+      for (const char* part : {"key", "value"})
+        add_tensor_value(g.add_output(), "present." + std::to_string(l) + "." + part, TensorProto::FLOAT,
+                         {{batch}, {"", kv}, {total}, {"", hd}});
+  point_at_missing_data(g);
 }
 
 }  // namespace memplan

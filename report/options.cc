@@ -47,7 +47,9 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
       {.flag = "--graph", .kind = K::Choice, .commands = kAll,
        .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2): the graph memplan builds from it, "
-               "train (input_ids -> logits, as a training export; only this one is built yet), decode or prefill",
+               "as torch.onnx.export writes it: train (input_ids -> logits, a training export), decode (optimum's "
+               "decoder with past: the KV cache's past inputs and present outputs, for serve) or prefill (optimum's "
+               "decoder without past)",
        .field = FIELD(estimate.model.graph), .choices = config_graph_names()},
       // What runs, and how. The rows' order is also the configuration line's.
       {.flag = "--mode", .kind = K::Choice, .commands = kTraining,

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Parameter counts of real Hugging Face configs, exact against the published figures, and the config reader's
-refusals (one message naming the file and the key or value, exit 2, no crash).
+"""Parameter counts of real Hugging Face configs, exact against the published figures; their KV cache bytes per
+token in `serve --graph decode`, against the hand count; the config reader's refusals (one message naming the
+file and the key or value, exit 2, no crash).
 
 tests/models/hf_configs/*.json are the configs as published on the Hugging Face Hub (huggingface.co/<id>/blob/main/
 config.json, values copied by hand: memplan's tests never download). PUBLISHED is each model's parameter total
@@ -9,6 +10,9 @@ as the Hub publishes it for the model's safetensors weights (the "Model size" of
 model.safetensors.index.json divided by 2 bytes per bfloat16 parameter). A hand count from the config's sizes
 (embedding V·h; per layer q, k, v, o, q/k/v biases, gate/up/down, two norms; final norm; lm_head unless tied)
 must give the same figure, so a mistyped config value is caught here rather than blamed on memplan.
+
+KV bytes per token and sequence in bf16: 2 (key and value) x layers x kv heads x head_dim x 2 B, the cache HF's
+DynamicCache (and vLLM's paged cache) holds per token for these full-attention models.
 
 Needs MEMPLAN_BIN (set by ctest).
 """
@@ -80,6 +84,30 @@ def check_counts() -> list:
     return errors
 
 
+def check_kv_bytes() -> list:
+    errors = []
+    for name in PUBLISHED:
+        path = os.path.join(CONFIGS, f"{name}.json")
+        with open(path) as f:
+            c = json.load(f)
+        hd = c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
+        expected = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * hd * 2
+        out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "1024", "--dtype", "bf16",
+                      "--json")
+        if c["model_type"] == "mistral":  # Mistral-7B-v0.1's window of 4096 < 32768 positions: refused, not ignored
+            if out.returncode != 2 or '"sliding_window" is 4096' not in out.stderr:
+                errors.append(f"{name}: decode with a sliding window: exit {out.returncode}, {out.stderr!r}")
+            continue
+        if out.returncode != 0:
+            errors.append(f"{name}: memplan serve exit {out.returncode}: {out.stderr}")
+            continue
+        got = json.loads(out.stdout)["kv_cache_bytes_per_token"]
+        print(f"{name}: KV cache {got:,} B per token, by hand {expected:,}", flush=True)
+        if got != expected:
+            errors.append(f"{name}: memplan serve says {got:,} KV bytes per token, by hand {expected:,}")
+    return errors
+
+
 BASE = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "rms_norm_eps": 1e-5,
         "max_position_embeddings": 128}
@@ -119,7 +147,7 @@ def check_refusals() -> list:
         path = os.path.join(tmp, "ok.json")
         with open(path, "w") as f:
             json.dump(BASE, f)
-        for args, words in [([], ["--graph train|decode|prefill"]), (["--graph", "decode"], ["not built yet"])]:
+        for args, words in [([], ["--graph train|decode|prefill"]), (["--graph", "serve"], ["expected one of"])]:
             out = memplan("estimate", path, *args)
             if out.returncode != 2 or not all(w in out.stderr for w in words):
                 errors.append(f"{args}: exit {out.returncode}, stderr {out.stderr!r}")
@@ -130,7 +158,7 @@ def check_refusals() -> list:
 
 
 def main() -> int:
-    errors = check_counts() + check_refusals()
+    errors = check_counts() + check_kv_bytes() + check_refusals()
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

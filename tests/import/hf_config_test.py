@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
 import export_llama  # noqa: E402
+import export_llama_kv  # noqa: E402
 import llama  # noqa: E402
 import zoo  # noqa: E402
 
@@ -40,7 +41,7 @@ MEMPLAN = os.environ.get("MEMPLAN_BIN", os.path.join(ROOT, "build", "memplan"))
 DUMP = os.environ.get("HF_CONFIG_DUMP", os.path.join(ROOT, "build", "tests", "import", "hf_config_dump"))
 
 # name: (model_type, LlamaConfig). The sizes are made up, each to reach a different path of the exporter: grouped
-# query attention with 2 and 4 query heads per kv head and a kv head count of its own (repeat_kv), multi-head
+# query attention with 2 and 4 query heads per kv head, a kv head count of its own and one kv head (repeat_kv), multi-head
 # attention (no repeat_kv) with a tied head, Qwen2's q/k/v biases with 3 query heads per kv head.
 CONFIGS = {
     "llama_tiny": ("llama", llama.CONFIGS["llama_tiny"]),
@@ -57,17 +58,30 @@ CONFIGS = {
         "llama_kv4", "made up", hidden_size=128, intermediate_size=224, num_hidden_layers=2,
         num_attention_heads=8, num_key_value_heads=4, vocab_size=500, rope_theta=10000.0, rms_norm_eps=1e-5,
         tie_word_embeddings=True)),
+    "llama_mqa": ("llama", llama.LlamaConfig(
+        "llama_mqa", "made up", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=1, vocab_size=200, rope_theta=10000.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=False)),
     "qwen2_rep3": ("qwen2", llama.LlamaConfig(
         "qwen2_rep3", "made up", hidden_size=96, intermediate_size=160, num_hidden_layers=2,
         num_attention_heads=6, num_key_value_heads=2, vocab_size=300, rope_theta=1000000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=False, attention_bias=True)),
 }
 
-RUNS = [
-    ["estimate", "--batch", "2", "--dim", "seq=16", "--json"],
-    ["estimate", "--batch", "2", "--dim", "seq=16", "--mode", "train", "--optimizer", "adamw", "--json"],
-    ["inspect", "--batch", "1", "--dim", "seq=8", "--json"],
-]
+DECODE_DIMS = ["--dim", "batch_size=2", "--dim", "sequence_length=1", "--dim", "past_sequence_length=16",
+               "--dim", "total_sequence_length=17"]
+PREFILL_DIMS = ["--dim", "batch_size=2", "--dim", "sequence_length=16", "--dim", "total_sequence_length=16"]
+# Per graph: the zoo's export of llama_tiny, and the answers compared.
+GRAPHS = {
+    "train": ("llama_tiny_train.onnx", [
+        ["estimate", "--batch", "2", "--dim", "seq=16", "--json"],
+        ["estimate", "--batch", "2", "--dim", "seq=16", "--mode", "train", "--optimizer", "adamw", "--json"],
+        ["inspect", "--batch", "1", "--dim", "seq=8", "--json"]]),
+    "decode": ("llama_tiny_kv.onnx", [
+        ["estimate", *DECODE_DIMS, "--json"], ["inspect", *DECODE_DIMS, "--json"],
+        ["serve", "--memory", "64MiB", "--context", "100", "--json"]]),
+    "prefill": ("llama_tiny_kv_prefill.onnx", [["estimate", *PREFILL_DIMS, "--json"], ["inspect", *PREFILL_DIMS, "--json"]]),
+}
 
 
 def config_json(model_type: str, cfg: llama.LlamaConfig) -> dict:
@@ -84,11 +98,15 @@ def config_json(model_type: str, cfg: llama.LlamaConfig) -> dict:
     return j
 
 
-def torch_export(cfg: llama.LlamaConfig) -> onnx.ModelProto:
+def torch_export(cfg: llama.LlamaConfig, graph: str) -> onnx.ModelProto:
+    """train: as export_llama.py exports *_train.onnx; decode / prefill: as export_llama_kv.py exports optimum's
+    decoder_with_past_model.onnx / decoder_model.onnx (eval mode, constant folding)."""
     torch.manual_seed(zoo.SEED)
-    module = llama.Llama(cfg)
+    module = llama.Llama(cfg) if graph == "train" else llama.LlamaWithCache(cfg, past=graph == "decode")
     zoo.fill_distinct(module)  # distinct values, or torch.onnx merges equal initializers (zoo.py)
-    return export_llama.trace(module.eval(), training=True, export_params=True)
+    if graph == "train":
+        return export_llama.trace(module.eval(), training=True, export_params=True)
+    return export_llama_kv.trace(module.eval(), export_params=True)
 
 
 def attribute_mismatch(a: onnx.AttributeProto, b: onnx.AttributeProto) -> str:
@@ -132,8 +150,8 @@ def compare_graphs(name: str, torch_model: onnx.ModelProto, ours: onnx.ModelProt
         if problem:
             errors.append(f"{name}: node {i} ({a.name}): {problem}")
             break
-    inits_a = [(t.name, t.data_type, list(t.dims)) for t in ga.initializer]
-    inits_b = [(t.name, t.data_type, list(t.dims)) for t in gb.initializer]
+    inits_a = [(t.name, t.data_type, tuple(t.dims)) for t in ga.initializer]
+    inits_b = [(t.name, t.data_type, tuple(t.dims)) for t in gb.initializer]
     if inits_a != inits_b:
         errors.append(f"{name}: initializers differ: {set(inits_a) ^ set(inits_b) or 'order'}")
     for part in ("input", "output"):
@@ -157,10 +175,10 @@ def answer(path: str, run: list, extra: list) -> str:
     return json.dumps(j, indent=1)
 
 
-def compare_answers(name: str, onnx_path: str, config_path: str) -> list:
+def compare_answers(name: str, onnx_path: str, config_path: str, graph: str) -> list:
     errors = []
-    for run in RUNS:
-        a, b = answer(onnx_path, run, []), answer(config_path, run, ["--graph", "train"])
+    for run in GRAPHS[graph][1]:
+        a, b = answer(onnx_path, run, []), answer(config_path, run, ["--graph", graph])
         if a != b:
             diff = [f"{x} | {y}" for x, y in zip(a.splitlines(), b.splitlines()) if x != y][:3]
             errors.append(f"{name}: memplan {' '.join(run)} differs: {diff}")
@@ -175,20 +193,22 @@ def main() -> int:
             config_path = os.path.join(tmp, f"{name}.json")
             with open(config_path, "w") as f:
                 json.dump(config_json(model_type, cfg), f, indent=2)
-            ours_path = os.path.join(tmp, f"{name}_memplan.onnx")
-            subprocess.run([DUMP, config_path, "train", ours_path], check=True)
-            ours = onnx.load(ours_path, load_external_data=False)
-            torch_path = os.path.join(tmp, f"{name}_torch.onnx")
-            exported = torch_export(cfg)
-            onnx.save_model(exported, torch_path)
-            found = compare_graphs(name, exported, ours)
-            found += compare_answers(name, torch_path, config_path)
-            if name == "llama_tiny":  # the committed zoo export too
-                zoo_path = os.path.join(ROOT, "tests", "models", "llama_tiny_train.onnx")
-                found += compare_graphs("llama_tiny (zoo)", onnx.load(zoo_path, load_external_data=False), ours)
-                found += compare_answers("llama_tiny (zoo)", zoo_path, config_path)
-            print(f"{name}: {len(ours.graph.node)} nodes, {'OK' if not found else 'FAILED'}", flush=True)
-            errors += found
+            for graph, (zoo_file, _) in GRAPHS.items():
+                ours_path = os.path.join(tmp, f"{name}_{graph}_memplan.onnx")
+                subprocess.run([DUMP, config_path, graph, ours_path], check=True)
+                ours = onnx.load(ours_path, load_external_data=False)
+                torch_path = os.path.join(tmp, f"{name}_{graph}_torch.onnx")
+                exported = torch_export(cfg, graph)
+                onnx.save_model(exported, torch_path)
+                label = f"{name} --graph {graph}"
+                found = compare_graphs(label, exported, ours)
+                found += compare_answers(label, torch_path, config_path, graph)
+                if name == "llama_tiny":  # the committed zoo export too
+                    zoo_path = os.path.join(ROOT, "tests", "models", zoo_file)
+                    found += compare_graphs(f"{label} (zoo {zoo_file})", onnx.load(zoo_path, load_external_data=False), ours)
+                    found += compare_answers(f"{label} (zoo {zoo_file})", zoo_path, config_path, graph)
+                print(f"{label}: {len(ours.graph.node)} nodes, {'OK' if not found else 'FAILED'}", flush=True)
+                errors += found
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0
