@@ -1,5 +1,6 @@
 #include "onnx_import/hf_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -81,9 +82,19 @@ void require_value(const std::string& path, const json& j, const std::string& ke
                  ")");
 }
 
+// A config.json is a few kB; a larger file is not one, and is refused before it is read into memory.
+constexpr std::streamoff kMaxConfigBytes = std::streamoff{1} << 24;
+
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    fail(path, "is not a file: a config.json model is the file itself");
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, "cannot open the config file");
+  const std::streamoff size = in.tellg();
+  if (size > kMaxConfigBytes)
+    fail(path, "is " + std::to_string(size) + " bytes: a config.json is a few kB (memplan reads at most 16 MiB)");
+  in.seekg(0);
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail(path, "cannot read the config file");

@@ -151,6 +151,16 @@ def check_refusals() -> list:
             out = memplan("estimate", path, *args)
             if out.returncode != 2 or not all(w in out.stderr for w in words):
                 errors.append(f"{args}: exit {out.returncode}, stderr {out.stderr!r}")
+        big = os.path.join(tmp, "big.json")
+        with open(big, "w") as f:
+            f.write(" " * (17 << 20))  # over the 16 MiB a config is read up to: refused before it is read
+        folder = os.path.join(tmp, "folder.json")
+        os.mkdir(folder)
+        for path, words in [(big, "at most 16 MiB"), (folder, "is not a file"), (os.path.join(tmp, "none.json"),
+                                                                                  "cannot open")]:
+            out = memplan("estimate", path, "--graph", "train")
+            if out.returncode != 2 or words not in out.stderr or len(out.stderr.strip().splitlines()) != 1:
+                errors.append(f"{path}: exit {out.returncode}, stderr {out.stderr!r}")
         out = memplan("estimate", os.path.join(ROOT, "tests", "models", "llama_tiny_train.onnx"), "--graph", "train")
         if out.returncode != 2 or "an ONNX file is one graph" not in out.stderr:
             errors.append(f"--graph on an ONNX file: exit {out.returncode}, stderr {out.stderr!r}")
