@@ -41,8 +41,9 @@ MEMPLAN = os.environ.get("MEMPLAN_BIN", os.path.join(ROOT, "build", "memplan"))
 DUMP = os.environ.get("HF_CONFIG_DUMP", os.path.join(ROOT, "build", "tests", "import", "hf_config_dump"))
 
 # name: (model_type, LlamaConfig). The sizes are made up, each to reach a different path of the exporter: grouped
-# query attention with 2 and 4 query heads per kv head, a kv head count of its own and one kv head (repeat_kv), multi-head
-# attention (no repeat_kv) with a tied head, Qwen2's q/k/v biases with 3 query heads per kv head.
+# query attention with 2 and 4 query heads per kv head, a kv head count of its own and one kv head (repeat_kv),
+# multi-head attention (no repeat_kv) with a tied head, Qwen2's q/k/v biases with 3 query heads per kv head, Llama's
+# attention_bias and mlp_bias with a head_dim that is not hidden_size / heads.
 CONFIGS = {
     "llama_tiny": ("llama", llama.CONFIGS["llama_tiny"]),
     "qwen2_tiny": ("qwen2", llama.CONFIGS["qwen2_tiny"]),
@@ -62,6 +63,10 @@ CONFIGS = {
         "llama_mqa", "made up", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=1, vocab_size=200, rope_theta=10000.0, rms_norm_eps=1e-5,
         tie_word_embeddings=False)),
+    "llama_biases_head_dim": ("llama", llama.LlamaConfig(
+        "llama_biases_head_dim", "made up", hidden_size=48, intermediate_size=80, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, vocab_size=120, rope_theta=10000.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, attention_bias=True, o_proj_bias=True, mlp_bias=True, head_dim_override=16)),
     "qwen2_rep3": ("qwen2", llama.LlamaConfig(
         "qwen2_rep3", "made up", hidden_size=96, intermediate_size=160, num_hidden_layers=2,
         num_attention_heads=6, num_key_value_heads=2, vocab_size=300, rope_theta=1000000.0, rms_norm_eps=1e-6,
@@ -92,6 +97,11 @@ def config_json(model_type: str, cfg: llama.LlamaConfig) -> dict:
          "num_key_value_heads": cfg.num_key_value_heads, "vocab_size": cfg.vocab_size, "rope_theta": cfg.rope_theta,
          "rms_norm_eps": cfg.rms_norm_eps, "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu",
          "max_position_embeddings": 2048, "torch_dtype": "float32", "attention_dropout": 0.0}
+    if model_type == "llama":
+        assert cfg.attention_bias == cfg.o_proj_bias, "LlamaAttention: attention_bias is every projection's bias"
+        j["attention_bias"], j["mlp_bias"] = cfg.attention_bias, cfg.mlp_bias
+    if cfg.head_dim_override:
+        j["head_dim"] = cfg.head_dim_override
     if model_type == "qwen2":
         assert cfg.attention_bias, "Qwen2Attention always has q/k/v biases"
         j["sliding_window"], j["use_sliding_window"] = 2048, False
