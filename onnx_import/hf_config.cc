@@ -211,6 +211,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph) {
   ReadModel model;
   build_llama_graph(config, kind, model.proto);
   model.file_bytes = text.size();
+  model.max_positions = config.max_position_embeddings;
   return model;
 }
 

@@ -19,6 +19,8 @@ const ReadModel& ModelSession::model() {
   return *model_;
 }
 
+int64_t ModelSession::max_positions() { return model().max_positions; }
+
 const std::vector<DeclaredInput>& ModelSession::declared_inputs() {
   if (!declared_inputs_) {
     const onnx::GraphProto& g = model().proto.graph();

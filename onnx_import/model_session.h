@@ -40,6 +40,9 @@ class ModelSession {
   // import_model(model(), path(), bindings); while a caller still holds the graph of these bindings, that one.
   // Throws what import_model throws (the failure is not kept: asked again, the binding is shaped again).
   std::shared_ptr<const Graph> shape(const Bindings& bindings);
+  // The model's position limit where its source states one (a config.json's max_position_embeddings), else 0
+  // (from model(): throws as it does).
+  int64_t max_positions();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 

@@ -108,6 +108,23 @@ def check_kv_bytes() -> list:
     return errors
 
 
+def check_position_cap() -> list:
+    """A config states its maximum position: serve's longest sequence stops there (Llama-3.2-1B: 131,072 tokens,
+    max_position_embeddings of its config, which 400 GiB would exceed by far: 65,536 B of fp32 KV per token), and a
+    --context above it is refused as vLLM refuses such a max_model_len."""
+    errors = []
+    path = os.path.join(CONFIGS, "Llama-3.2-1B.json")
+    out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "4096", "--json")
+    j = json.loads(out.stdout) if out.returncode == 0 else {}
+    if j.get("max_position_cap") != 131072 or j.get("max_context_single_sequence") != 131072:
+        errors.append(f"serve Llama-3.2-1B: exit {out.returncode}, cap {j.get('max_position_cap')}, longest "
+                      f"{j.get('max_context_single_sequence')}; expected 131072 and 131072 ({out.stderr})")
+    out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "131073")
+    if out.returncode != 2 or "max_position_embeddings" not in out.stderr:
+        errors.append(f"serve --context 131073 on Llama-3.2-1B: exit {out.returncode}, {out.stderr!r}")
+    return errors
+
+
 BASE = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "rms_norm_eps": 1e-5,
         "max_position_embeddings": 128}
@@ -168,7 +185,7 @@ def check_refusals() -> list:
 
 
 def main() -> int:
-    errors = check_counts() + check_kv_bytes() + check_refusals()
+    errors = check_counts() + check_kv_bytes() + check_position_cap() + check_refusals()
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

@@ -89,6 +89,11 @@ GRAPHS = {
 }
 
 
+# The configs' position limit: serve's own search limit (2^30 tokens, report/serve.cc), so that the cap a config
+# states (hf_config_counts_test.py checks it) changes no answer compared here with the ONNX file, which states none.
+MAX_POSITIONS = 1 << 30
+
+
 def config_json(model_type: str, cfg: llama.LlamaConfig) -> dict:
     """The config.json transformers writes for this config (keys as in the Hub's configs)."""
     j = {"architectures": ["Qwen2ForCausalLM" if model_type == "qwen2" else "LlamaForCausalLM"],
@@ -96,7 +101,7 @@ def config_json(model_type: str, cfg: llama.LlamaConfig) -> dict:
          "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
          "num_key_value_heads": cfg.num_key_value_heads, "vocab_size": cfg.vocab_size, "rope_theta": cfg.rope_theta,
          "rms_norm_eps": cfg.rms_norm_eps, "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu",
-         "max_position_embeddings": 2048, "torch_dtype": "float32", "attention_dropout": 0.0}
+         "max_position_embeddings": MAX_POSITIONS, "torch_dtype": "float32", "attention_dropout": 0.0}
     if model_type == "llama":
         assert cfg.attention_bias == cfg.o_proj_bias, "LlamaAttention: attention_bias is every projection's bias"
         j["attention_bias"], j["mlp_bias"] = cfg.attention_bias, cfg.mlp_bias
@@ -175,12 +180,13 @@ def compare_graphs(name: str, torch_model: onnx.ModelProto, ours: onnx.ModelProt
 
 
 def answer(path: str, run: list, extra: list) -> str:
-    """memplan's JSON with the fields that name the file itself removed, in memplan's key order."""
+    """memplan's JSON with the fields that name the file itself removed, in memplan's key order; serve's
+    max_position_cap too (the config states MAX_POSITIONS, the ONNX file nothing)."""
     out = subprocess.run([MEMPLAN, run[0], path, *extra, *run[1:]], capture_output=True, text=True)
     if out.returncode != 0:
         raise AssertionError(f"memplan {run[0]} {path}: exit {out.returncode}: {out.stderr}")
     j = json.loads(out.stdout, object_pairs_hook=collections.OrderedDict)
-    for key in ("model", "file_bytes", "producer"):
+    for key in ("model", "file_bytes", "producer", "max_position_cap"):
         j.pop(key, None)
     return json.dumps(j, indent=1)
 
