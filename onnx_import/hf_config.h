@@ -4,9 +4,10 @@
 //
 // Supported: model_type llama, mistral, qwen2 (dense decoders of transformers' modeling_llama.py,
 // modeling_mistral.py, modeling_qwen2.py); --graph train (the training export: input_ids -> logits, as
-// tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without past,
-// as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything else is refused with one message naming the file and
-// the key or value (InputError, exit 2): memplan never guesses what an unread key does to memory.
+// tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
+// past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
+// else is refused with one message naming the file and the key or value (InputError, exit 2): memplan never
+// guesses what an unread key does to memory.
 #pragma once
 
 #include <cstdint>
