@@ -31,7 +31,7 @@ struct DecoderConfig {
   bool qkv_bias = false;  // q/k/v projection biases (qwen2: always; llama: attention_bias)
   bool o_bias = false;    // o_proj bias (llama's attention_bias; qwen2 and mistral have none)
   bool mlp_bias = false;  // gate/up/down biases (llama's mlp_bias)
-  int64_t sliding_window = 0;  // the attention window when one is in force (mistral; qwen2 with use_sliding_window), 0: none
+  int64_t sliding_window = 0;  // the window in force (mistral; qwen2 with use_sliding_window); 0: none
   std::string torch_dtype;  // as the config says ("bfloat16", ...); the graph is float32 as the zoo's exports
 };
 
