@@ -5,6 +5,7 @@
 
 #include "onnx_import/errors.h"
 #include "onnx_import/graph_builder.h"
+#include "onnx_import/hf_config.h"
 #include "onnx_import/inline_branches.h"
 
 namespace memplan {
@@ -56,7 +57,7 @@ Graph import_model(const ReadModel& model, const std::string& path, const Bindin
 }
 
 Graph import_model(const std::string& path, const Bindings& bindings, ModelOverview& overview) {
-  return import_model(read_model_file(path), path, bindings, overview);
+  return import_model(read_model_source(path, bindings.graph), path, bindings, overview);
 }
 
 Graph import_model(const ReadModel& model, const std::string& path, const Bindings& bindings) {

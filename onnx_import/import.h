@@ -32,6 +32,8 @@ struct Bindings {
   // holds) or sequence_inputs (the sequence it holds).
   std::map<std::string, std::vector<std::vector<int64_t>>> sequence_inputs;
   std::map<std::string, std::optional<std::vector<std::vector<int64_t>>>> optional_inputs;
+  // --graph: which graph a Hugging Face config.json becomes (onnx_import/hf_config.h); "" for an ONNX file.
+  std::string graph;
   // Ordered field by field (ModelSession keeps one shaped graph per binding).
   friend auto operator<=>(const Bindings&, const Bindings&) = default;
 };
@@ -43,7 +45,7 @@ struct Bindings {
 // for every command alike; bound by hand, the hand's value stands.
 std::vector<std::string> summed_dim_terms(const std::string& dim_param);
 
-// Reads and shapes the model. Weights are never materialized and external data is never opened.
+// Reads and shapes the model (a config.json is built as read_model_source does). Weights are never materialized and external data is never opened.
 // Throws InputError (exit 2) with one message naming the model and the node or tensor at fault.
 Graph import_model(const std::string& path, const Bindings& bindings);
 

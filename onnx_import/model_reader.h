@@ -40,6 +40,9 @@ struct ReadModel {
   onnx::ModelProto& proto;
   uint64_t file_bytes = 0;
   uint64_t dropped_payload_bytes = 0;  // tensor data bytes skipped without reading
+  // The model's position limit where its source states one (a config.json's max_position_embeddings); 0: not
+  // stated (an ONNX file does not say).
+  int64_t max_positions = 0;
   std::vector<std::string> warnings;
 };
 

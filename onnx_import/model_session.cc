@@ -2,21 +2,24 @@
 
 #include <set>
 
+#include "onnx_import/hf_config.h"
 #include "onnx_import/model_reader.h"
 
 namespace memplan {
 
-ModelSession::ModelSession(std::string path) : path_(std::move(path)) {}
+ModelSession::ModelSession(std::string path, std::string graph) : path_(std::move(path)), graph_(std::move(graph)) {}
 
 ModelSession::~ModelSession() = default;
 
 const ReadModel& ModelSession::model() {
   if (!model_) {
-    model_ = std::make_unique<const ReadModel>(read_model_file(path_));
+    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_));
     ++files_read_;
   }
   return *model_;
 }
+
+int64_t ModelSession::max_positions() { return model().max_positions; }
 
 const std::vector<DeclaredInput>& ModelSession::declared_inputs() {
   if (!declared_inputs_) {

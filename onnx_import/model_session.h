@@ -28,17 +28,21 @@ struct DeclaredInput {
 
 class ModelSession {
  public:
-  explicit ModelSession(std::string path);  // reads nothing yet
+  // Reads nothing yet. `graph`: --graph, for a config.json (read_model_source, onnx_import/hf_config.h).
+  explicit ModelSession(std::string path, std::string graph = {});
   ~ModelSession();
   ModelSession(const ModelSession&) = delete;
   ModelSession& operator=(const ModelSession&) = delete;
 
   const std::string& path() const { return path_; }
-  // The parsed file, read on the first call. Throws InputError as read_model_file does (every call, when it failed).
+  // The parsed file (or the graph built from a config.json), read on the first call. Throws InputError as read_model_source does (every call, when it failed).
   const ReadModel& model();
   // import_model(model(), path(), bindings); while a caller still holds the graph of these bindings, that one.
   // Throws what import_model throws (the failure is not kept: asked again, the binding is shaped again).
   std::shared_ptr<const Graph> shape(const Bindings& bindings);
+  // The model's position limit where its source states one (a config.json's max_position_embeddings), else 0
+  // (from model(): throws as it does).
+  int64_t max_positions();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 
@@ -46,7 +50,7 @@ class ModelSession {
   int graphs_shaped() const { return graphs_shaped_; }  // import_model calls so far
 
  private:
-  std::string path_;
+  std::string path_, graph_;
   std::unique_ptr<const ReadModel> model_;
   std::optional<std::vector<DeclaredInput>> declared_inputs_;
   int files_read_ = 0, graphs_shaped_ = 0;

@@ -21,6 +21,7 @@ struct ModelArgs {
   int64_t batch = -1;               // -1: not given
   std::vector<std::string> inputs;  // NAME=2x512
   std::vector<std::string> values;  // NAME=V or NAME=V1,V2,... (--value)
+  std::string graph;                // --graph train|decode|prefill: which graph of a config.json ("": an ONNX file)
 };
 
 // Turns the parsed strings into Bindings; throws InputError with the flag named on malformed values.

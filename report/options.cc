@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "onnx_import/hf_config.h"
 #include "report/option_choices.h"
 
 namespace memplan {
@@ -44,6 +45,12 @@ std::vector<OptionSpec> make_schema() {
                "If conditions that read it resolve, e.g. --value use_cache_branch=1, --value sr=16000 (repeatable; "
                "Python: values={\"sr\": 16000})",
        .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
+      {.flag = "--graph", .kind = K::Choice, .commands = kAll,
+       .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2): the graph memplan builds from it, "
+               "as torch.onnx.export writes it: train (input_ids -> logits, a training export), decode (optimum's "
+               "decoder with past: the KV cache's past inputs and present outputs, for serve) or prefill (optimum's "
+               "decoder without past)",
+       .field = FIELD(estimate.model.graph), .choices = config_graph_names()},
       // What runs, and how. The rows' order is also the configuration line's.
       {.flag = "--mode", .kind = K::Choice, .commands = kTraining,
        .help = "inference, or train: one PyTorch training step (forward, backward, optimizer)",

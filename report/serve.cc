@@ -20,7 +20,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : session_(std::move(path)), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
+    : session_(std::move(path), user.graph), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
   const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");
   kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
   options_.inference.held_outside = kv_.tensors();
@@ -96,7 +96,11 @@ ServeAnswer serve_budget(ServeProbe& probe, const ServeSettings& settings, const
     const uint64_t step = std::max(prefill_need, probe.decode(1, k * settings.block_size - 1).required_bytes);
     return checked_add(checked_mul(static_cast<uint64_t>(k), a.block_bytes, "KV bytes"), step);
   };
-  const FitResult single = fit_search(single_total, a.budget_bytes, 1, kMaxContextTokens / settings.block_size);
+  // A model that states its position limit (a config.json) caps the longest sequence there, as vLLM caps
+  // max_model_len at max_position_embeddings (vllm/config.py, _get_and_verify_max_len).
+  a.max_position_cap = probe.max_positions();
+  const int64_t longest = a.max_position_cap > 0 ? std::min(a.max_position_cap, kMaxContextTokens) : kMaxContextTokens;
+  const FitResult single = fit_search(single_total, a.budget_bytes, 1, std::max<int64_t>(1, longest / settings.block_size));
   if (single.any_fits) {
     a.max_context_single_sequence = single.value * settings.block_size;
     a.single_decode = probe.decode(1, a.max_context_single_sequence - 1);
@@ -127,6 +131,10 @@ ServeOutcome serve_model(const ServeArgs& f) {
   ServeSettings settings = s;
   if (settings.max_batched_tokens == 0) settings.max_batched_tokens = settings.context;
   ServeProbe probe(f.estimate.model.path, to_bindings(f.estimate.model), settings, options);
+  if (const int64_t cap = probe.max_positions(); cap > 0 && settings.context > cap)
+    // vLLM refuses a max_model_len above max_position_embeddings (vllm/config.py, _get_and_verify_max_len).
+    throw InputError("--context " + std::to_string(settings.context) + " is over the model's maximum position, " +
+                     std::to_string(cap) + " (max_position_embeddings of " + probe.path() + ")");
   for (const std::string& d : f.estimate.model.dims) {
     for (const std::string& own : {probe.kv().cached_dim, probe.kv().new_dim})
       if (d.rfind(own + "=", 0) == 0)
@@ -205,7 +213,8 @@ nlohmann::ordered_json serve_to_json(const ServeAnswer& a) {
       {"total_bytes", a.single_total_bytes},
       {"decode_next", step_json(a.single_decode_next)},
       {"total_bytes_next", a.single_decode_next ? nlohmann::ordered_json(a.single_total_bytes_next) : nullptr}};
-  j["max_position_cap"] = nullptr;  // memplan does not read a model's maximum position: the context is not capped
+  // An ONNX file does not state its maximum position; a config.json does, and it caps the longest sequence.
+  j["max_position_cap"] = a.max_position_cap > 0 ? nlohmann::ordered_json(a.max_position_cap) : nullptr;
   return j;
 }
 
@@ -246,7 +255,9 @@ std::string serve_to_text(const ServeAnswer& a) {
     t += fmt::format("  {} tokens need {} B; {} tokens (one more block) would need {} B\n", a.max_context_single_sequence,
                      format_count(a.single_total_bytes), a.max_context_single_sequence + a.block_size,
                      format_count(a.single_total_bytes_next));
-  t += "  (not capped by the model's maximum position, which memplan does not read)\n";
+  t += a.max_position_cap > 0
+           ? fmt::format("  (capped at the model's maximum position, {} tokens)\n", a.max_position_cap)
+           : "  (not capped by the model's maximum position, which memplan does not read)\n";
   return t;
 }
 

@@ -71,6 +71,8 @@ class ServeProbe {
   void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
   const EstimateOptions& options() const { return options_; }
   const std::string& path() const { return session_.path(); }
+  // The model's position limit (ReadModel::max_positions: a config.json's max_position_embeddings); 0: unknown.
+  int64_t max_positions() { return session_.max_positions(); }
 
  private:
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);
@@ -107,6 +109,7 @@ struct ServeAnswer {
   int64_t max_context_single_sequence = 0;
   std::optional<ServeStep> single_decode, single_decode_next;
   uint64_t single_total_bytes = 0, single_total_bytes_next = 0;
+  int64_t max_position_cap = 0;  // the model's position limit capping the longest sequence; 0: not known
   bool fits() const { return max_concurrent_sequences > 0 || max_context_single_sequence > 0; }
 };
 ServeAnswer serve_budget(ServeProbe& probe, const ServeSettings& settings, const FitBudget& budget);

@@ -59,19 +59,28 @@ class LlamaConfig:
     rms_norm_eps: float
     tie_word_embeddings: bool
     attention_bias: bool = False  # q/k/v biases (Qwen2: always on)
+    # HF LlamaConfig's other knobs, off in every config above: o_proj's bias (LlamaAttention takes
+    # bias=config.attention_bias for all four projections), gate/up/down biases (mlp_bias), and a head_dim that is
+    # not hidden_size / num_attention_heads (LlamaConfig.head_dim).
+    o_proj_bias: bool = False
+    mlp_bias: bool = False
+    head_dim_override: Optional[int] = None
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+        return self.head_dim_override or self.hidden_size // self.num_attention_heads
 
     def parameter_count(self) -> int:
         """Hand count from the config: embedding V·h; per layer q h·h, k and v h·(kv·hd) each, o h·h (plus
         q/k/v biases h + 2·kv·hd with attention_bias), gate/up/down 3·h·ffn, two RMSNorm weights 2h;
         final norm h; lm_head V·h unless tied."""
         h, ffn, kv = self.hidden_size, self.intermediate_size, self.num_key_value_heads * self.head_dim
-        layer = 2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h
+        q = self.num_attention_heads * self.head_dim
+        layer = 2 * h * q + 2 * h * kv + 3 * h * ffn + 2 * h
         if self.attention_bias:
-            layer += h + 2 * kv
+            layer += q + 2 * kv
+        layer += h if self.o_proj_bias else 0
+        layer += 2 * ffn + h if self.mlp_bias else 0
         head = 0 if self.tie_word_embeddings else self.vocab_size * h
         return self.vocab_size * h + self.num_hidden_layers * layer + h + head
 
@@ -233,7 +242,7 @@ class Attention(nn.Module):
         self.q_proj = projection("q_proj", h, q, cfg.attention_bias, device, lora)
         self.k_proj = projection("k_proj", h, kv, cfg.attention_bias, device, lora)
         self.v_proj = projection("v_proj", h, kv, cfg.attention_bias, device, lora)
-        self.o_proj = projection("o_proj", q, h, False, device, lora)
+        self.o_proj = projection("o_proj", q, h, cfg.o_proj_bias, device, lora)
 
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
         """With `cache`, also returns the (key, value) this call leaves in the cache: `past`'s, if given,
@@ -264,9 +273,9 @@ class MLP(nn.Module):
     def __init__(self, cfg: LlamaConfig, device=None, lora: Optional[LoraConfig] = None):
         super().__init__()
         h, ffn = cfg.hidden_size, cfg.intermediate_size
-        self.gate_proj = projection("gate_proj", h, ffn, False, device, lora)
-        self.up_proj = projection("up_proj", h, ffn, False, device, lora)
-        self.down_proj = projection("down_proj", ffn, h, False, device, lora)
+        self.gate_proj = projection("gate_proj", h, ffn, cfg.mlp_bias, device, lora)
+        self.up_proj = projection("up_proj", h, ffn, cfg.mlp_bias, device, lora)
+        self.down_proj = projection("down_proj", ffn, h, cfg.mlp_bias, device, lora)
 
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))

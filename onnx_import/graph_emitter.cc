@@ -1,0 +1,188 @@
+#include "onnx_import/graph_emitter.h"
+
+#include <cstring>
+#include <set>
+
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+using onnx::AttributeProto;
+using onnx::TensorProto;
+
+std::string GraphEmitter::op(const std::string& type, std::vector<std::string> inputs, int outputs) {
+  Pending p;
+  p.node.set_op_type(type);
+  p.scope = scope;
+  for (auto& in : inputs) p.node.add_input(std::move(in));
+  for (int k = 0; k < outputs; ++k) p.node.add_output("$" + std::to_string(next_value_++));
+  nodes_.push_back(std::move(p));
+  return nodes_.back().node.output(0);
+}
+
+GraphEmitter& GraphEmitter::ints(const std::string& name, const std::vector<int64_t>& values) {
+  AttributeProto* a = last().add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::INTS);
+  for (int64_t v : values) a->add_ints(v);
+  return *this;
+}
+
+GraphEmitter& GraphEmitter::i(const std::string& name, int64_t value) {
+  AttributeProto* a = last().add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::INT);
+  a->set_i(value);
+  return *this;
+}
+
+GraphEmitter& GraphEmitter::tensor(const std::string& name, int type, const std::vector<int64_t>& dims,
+                                   const void* data, size_t bytes) {
+  AttributeProto* a = last().add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::TENSOR);
+  TensorProto* t = a->mutable_t();
+  t->set_data_type(type);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(static_cast<const char*>(data), bytes));  // little-endian raw bytes, as torch writes
+  return *this;
+}
+
+std::string GraphEmitter::const_i64(std::vector<int64_t> values, bool scalar) {
+  const std::string out = op("Constant", {});
+  std::vector<int64_t> dims;
+  if (!scalar) dims.push_back(int64_t(values.size()));
+  tensor("value", TensorProto::INT64, dims, values.data(), values.size() * sizeof(int64_t));
+  return out;
+}
+
+std::string GraphEmitter::const_f32(std::vector<float> values, std::vector<int64_t> dims) {
+  const std::string out = op("Constant", {});
+  tensor("value", TensorProto::FLOAT, dims, values.data(), values.size() * sizeof(float));
+  return out;
+}
+
+void GraphEmitter::note(int64_t value) {
+  if (pool_.count(value)) return;
+  const_i64({value}, true);
+  nodes_.back().used = false;
+  pool_[value] = nodes_.size() - 1;
+}
+
+std::string GraphEmitter::pooled(int64_t value) {
+  note(value);
+  Pending& p = nodes_[pool_.at(value)];
+  p.used = true;
+  return p.node.output(0);
+}
+
+std::string GraphEmitter::size_list(const std::vector<std::string>& elements) {
+  std::vector<std::string> parts;
+  for (const std::string& e : elements) {
+    const std::string axes = const_i64({0}, false);
+    nodes_.back().unscoped = true;
+    parts.push_back(op("Unsqueeze", {e, axes}));
+  }
+  const std::string out = op("Concat", parts);
+  i("axis", 0);
+  return out;
+}
+
+void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
+                                  std::map<std::string, std::string>& names) {
+  std::map<std::string, const TensorProto*> params;
+  for (const TensorProto& t : graph.initializer()) params[t.name()] = &t;
+  std::map<std::string, Pending*> constants;  // output -> its Constant node
+  std::map<std::string, std::string> reader;  // value -> the op type of its first reader
+  for (Pending& p : nodes_)
+    if (p.used)
+      for (const std::string& in : p.node.input()) reader.emplace(in, p.node.op_type());
+  std::vector<TensorProto> folded;
+  for (Pending& p : nodes_) {
+    if (!p.used) continue;
+    onnx::NodeProto& n = p.node;
+    if (n.op_type() == "Constant") {
+      constants[n.output(0)] = &p;
+      continue;
+    }
+    if (n.op_type() == "Transpose" && n.input_size() == 1 && params.count(n.input(0))) {
+      // A parameter's transposed copy becomes an initializer named after its reader (onnx::MatMul_<number>).
+      TensorProto t = *params.at(n.input(0));
+      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
+      if (t.dims_size() != 2) throw InternalError("folding a Transpose of a parameter that is not 2-D");
+      const int64_t rows = t.dims(0);
+      t.set_dims(0, t.dims(1));
+      t.set_dims(1, rows);
+      names[n.output(0)] = t.name();
+      folded.push_back(std::move(t));
+      p.removed = true;
+    } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && constants.count(n.input(0)) &&
+               constants.count(n.input(1))) {
+      // Unsqueeze(scalar, [0]): a 1-D Constant of the scalar's value, in the Unsqueeze's scope.
+      const TensorProto& scalar = constants.at(n.input(0))->node.attribute(0).t();
+      if (scalar.data_type() != TensorProto::INT64 || scalar.dims_size() != 0)
+        throw InternalError("folding an Unsqueeze of a constant that is not an int64 scalar");
+      int64_t v;
+      std::memcpy(&v, scalar.raw_data().data(), sizeof v);
+      n.set_op_type("Constant");
+      n.clear_input();
+      n.clear_attribute();
+      const std::vector<int64_t> one = {v};
+      AttributeProto* a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(TensorProto::INT64);
+      a->mutable_t()->add_dims(1);
+      a->mutable_t()->set_raw_data(std::string(reinterpret_cast<const char*>(one.data()), sizeof(int64_t)));
+      constants[n.output(0)] = &p;
+      ++next_number;
+    }
+  }
+  // What nobody reads any more: the pooled ints and axes Constants of folded nodes, the folded parameters.
+  std::set<std::string> read;
+  for (const auto& [value, name] : names) read.insert(value);  // graph outputs
+  for (const Pending& p : nodes_)
+    if (p.used && !p.removed)
+      for (const std::string& in : p.node.input()) read.insert(in);
+  for (Pending& p : nodes_)
+    if (p.used && !p.removed && p.node.op_type() == "Constant" && !read.count(p.node.output(0))) p.removed = true;
+  google::protobuf::RepeatedPtrField<TensorProto> kept;
+  for (TensorProto& t : *graph.mutable_initializer())
+    if (read.count(t.name())) kept.Add()->Swap(&t);
+  graph.mutable_initializer()->Swap(&kept);
+  for (TensorProto& t : folded) graph.add_initializer()->Swap(&t);
+}
+
+void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
+                          const std::map<std::string, std::string>& fixed, bool fold) {
+  std::map<std::string, std::string> names(fixed.begin(), fixed.end());
+  int64_t number = values_before_nodes;
+  for (Pending& p : nodes_)
+    if (p.used) p.value_number = number++;
+  if (fold) fold_constants(graph, number, names);
+  std::map<std::string, int> counters;
+  int index = 0;
+  for (Pending& p : nodes_) {
+    if (!p.used || p.removed) continue;
+    onnx::NodeProto& n = p.node;
+    if (p.unscoped) {
+      n.set_name("Constant_" + std::to_string(index));
+      names.emplace(n.output(0), "onnx::Unsqueeze_" + std::to_string(p.value_number));
+    } else {
+      const int k = counters[p.scope + "/" + n.op_type()]++;
+      n.set_name(p.scope + "/" + n.op_type() + (k ? "_" + std::to_string(k) : ""));
+      for (int o = 0; o < n.output_size(); ++o) names.emplace(n.output(o), n.name() + "_output_" + std::to_string(o));
+    }
+    ++index;
+  }
+  for (Pending& p : nodes_) {
+    if (!p.used || p.removed) continue;
+    for (auto& v : *p.node.mutable_input())
+      if (const auto it = names.find(v); it != names.end()) v = it->second;
+    for (auto& v : *p.node.mutable_output())
+      if (const auto it = names.find(v); it != names.end()) v = it->second;
+    graph.add_node()->Swap(&p.node);
+  }
+}
+
+}  // namespace memplan

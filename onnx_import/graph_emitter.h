@@ -1,0 +1,69 @@
+// Writes an ONNX graph the way torch.onnx.export (torch 1.13) writes a traced module: nodes in trace order, the
+// module's Python ints pooled, optional constant folding, and torch's names. Internal to the config.json graphs
+// (onnx_import/llama_graph.cc).
+//
+// Names, as torch/onnx/utils.py leaves them (_jit_pass_onnx_assign_scoped_names_for_node_and_value after the
+// passes): a node in a module scope is "<scope>/<Op>", then "<scope>/<Op>_1", ... per scope and op type, its
+// outputs "<node>_output_<i>". The Constants the exporter adds for the axes of a size list's Unsqueeze have no
+// scope: "Constant_<node index>", output "onnx::Unsqueeze_<JIT value number>", the value's number in the graph
+// before constant folding (graph inputs, then parameters, then one per node in order). Constant folding
+// (torch/csrc/jit/passes/onnx/constant_fold.cpp, do_constant_folding=True) turns a node whose inputs are all
+// constant into a Constant (Unsqueeze of a pooled int: a 1-D Constant in the node's scope) or, for a parameter's
+// Transpose, a new initializer named after its reader, "onnx::MatMul_<number>", numbered on from the last
+// unfolded value in node order; constants and parameters nobody reads any more are dropped.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_pb.h"
+
+namespace memplan {
+
+class GraphEmitter {
+ public:
+  std::string scope;  // the module scope new nodes go in ("" = the top module)
+
+  // One node; returns its first output (a placeholder name, final after finish()).
+  std::string op(const std::string& type, std::vector<std::string> inputs, int outputs = 1);
+  GraphEmitter& ints(const std::string& name, const std::vector<int64_t>& values);
+  GraphEmitter& i(const std::string& name, int64_t value);
+  GraphEmitter& tensor(const std::string& name, int type, const std::vector<int64_t>& dims, const void* data,
+                       size_t bytes);
+  std::string const_i64(std::vector<int64_t> values, bool scalar);
+  std::string const_f32(std::vector<float> values, std::vector<int64_t> dims);
+
+  // A Python int of the module's code, traced as a prim::Constant: the JIT pools equal ones into one Constant at
+  // the first use, in that use's scope (torch/csrc/jit/passes/constant_pooling.cpp). It survives in the ONNX graph
+  // only where a size list reads it: note() marks where the value first appears, pooled() reads it.
+  void note(int64_t value);
+  std::string pooled(int64_t value);
+
+  // A view/reshape size list: each element Unsqueezed on an unscoped axes Constant, then Concat.
+  std::string size_list(const std::vector<std::string>& elements);
+
+  // Names every node and value and moves the nodes into `graph`. `values_before_nodes` is the number of graph
+  // inputs and parameters (the JIT numbers them first); `fixed` renames placeholders to given names (the graph's
+  // outputs). With `fold`, constant folding as described above, against `graph`'s initializers.
+  void finish(onnx::GraphProto& graph, int64_t values_before_nodes, const std::map<std::string, std::string>& fixed,
+              bool fold);
+
+ private:
+  struct Pending {
+    onnx::NodeProto node;
+    std::string scope;
+    bool unscoped = false;  // an exporter-made Unsqueeze axes Constant
+    bool used = true;       // false: a pooled int nothing read (the JIT drops it)
+    bool removed = false;   // folded into an initializer, or a constant nobody reads after folding
+    int64_t value_number = 0;
+  };
+  onnx::NodeProto& last() { return nodes_.back().node; }
+  void fold_constants(onnx::GraphProto& graph, int64_t next_number, std::map<std::string, std::string>& names);
+  std::vector<Pending> nodes_;
+  std::map<int64_t, size_t> pool_;
+  int64_t next_value_ = 0;
+};
+
+}  // namespace memplan

@@ -1,0 +1,224 @@
+#include "onnx_import/hf_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "onnx_import/errors.h"
+#include "onnx_import/llama_graph.h"
+#include "onnx_import/model_reader.h"
+
+namespace memplan {
+namespace {
+
+using nlohmann::json;
+
+// Bounds that keep a hostile config from asking for a giant graph or an overflowing size: the largest published
+// dense configs stay far inside them (Llama-3.1-405B: hidden 16384, 126 layers, vocab 128256).
+constexpr int64_t kMaxDimension = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = 1024;
+
+// Keys that do not change the graph of a training step or its memory, by what the modeling code does with them
+// (transformers models/llama/modeling_llama.py, mistral/modeling_mistral.py, qwen2/modeling_qwen2.py):
+// bookkeeping, token ids, initialisation, the generation cache switch; rope_theta and rope_scaling change rotary's
+// values only (LlamaRotaryEmbedding: inv_freq's values, one table per forward, same shapes); the sliding window
+// masks more keys with a mask of the same seq x seq shape in eager attention (MistralAttention / Qwen2Attention), so
+// a training step is the same graph; max_position_embeddings is read but is no shape of a training graph.
+const std::set<std::string>& harmless_keys() {
+  static const std::set<std::string> keys = {
+      "architectures", "_name_or_path", "transformers_version", "bos_token_id", "eos_token_id", "pad_token_id",
+      "initializer_range", "use_cache", "rope_theta", "rope_scaling", "sliding_window", "use_sliding_window",
+      "max_window_layers", "max_position_embeddings", "model_type", "torch_dtype", "dtype", "hidden_size",
+      "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+      "vocab_size", "rms_norm_eps", "tie_word_embeddings", "attention_bias", "mlp_bias", "hidden_act",
+      "attention_dropout", "pretraining_tp", "use_mrope", "rope_type"};
+  return keys;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw InputError(path + ": " + what); }
+
+const json& require(const std::string& path, const json& j, const std::string& key) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) fail(path, "config key \"" + key + "\" is missing");
+  return *it;
+}
+
+int64_t positive_int(const std::string& path, const json& value, const std::string& key, int64_t max) {
+  if (!value.is_number_integer()) fail(path, "config key \"" + key + "\" must be an integer, not " + value.dump());
+  const int64_t v = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : value.get<int64_t>();
+  if (v <= 0 || v > max)
+    fail(path, "config key \"" + key + "\" is " + value.dump() + "; memplan reads 1 to " + std::to_string(max));
+  return v;
+}
+
+int64_t int_key(const std::string& path, const json& j, const std::string& key, int64_t max) {
+  return positive_int(path, require(path, j, key), key, max);
+}
+
+double positive_number(const std::string& path, const json& j, const std::string& key) {
+  const json& v = require(path, j, key);
+  if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e30)
+    fail(path, "config key \"" + key + "\" must be a positive number, not " + v.dump());
+  return v.get<double>();
+}
+
+bool bool_key(const std::string& path, const json& j, const std::string& key, bool absent) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absent;
+  if (!it->is_boolean()) fail(path, "config key \"" + key + "\" must be true or false, not " + it->dump());
+  return it->get<bool>();
+}
+
+// A key whose only value memplan models; any other changes the graph.
+void require_value(const std::string& path, const json& j, const std::string& key, const json& modelled,
+                   const std::string& why) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null() || *it == modelled) return;
+  fail(path, "config key \"" + key + "\" is " + it->dump() + "; memplan models only " + modelled.dump() + " (" + why +
+                 ")");
+}
+
+// A config.json is a few kB; a larger file is not one, and is refused before it is read into memory.
+constexpr std::streamoff kMaxConfigBytes = std::streamoff{1} << 24;
+
+std::string read_text(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    fail(path, "is not a file: a config.json model is the file itself");
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, "cannot open the config file");
+  const std::streamoff size = in.tellg();
+  if (size > kMaxConfigBytes)
+    fail(path, "is " + std::to_string(size) + " bytes: a config.json is a few kB (memplan reads at most 16 MiB)");
+  in.seekg(0);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail(path, "cannot read the config file");
+  return text.str();
+}
+
+}  // namespace
+
+bool is_config_path(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+}
+
+DecoderConfig parse_decoder_config(const std::string& path, const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(path, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) fail(path, "a config.json holds one JSON object");
+  DecoderConfig c;
+  const json& type = require(path, j, "model_type");
+  if (!type.is_string()) fail(path, "config key \"model_type\" must be a string, not " + type.dump());
+  c.model_type = type.get<std::string>();
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2")
+    fail(path, "model_type \"" + c.model_type + "\" is not supported (memplan builds llama, mistral and qwen2)");
+  for (const auto& [key, value] : j.items())
+    if (!harmless_keys().count(key))
+      fail(path, "config key \"" + key + "\" is not supported for model_type \"" + c.model_type +
+                     "\": memplan does not know what it does to memory");
+  require_value(path, j, "hidden_act", "silu", "the MLP's activation: another changes the graph");
+  require_value(path, j, "attention_dropout", 0.0, "dropout in training keeps a mask per attention");
+  require_value(path, j, "pretraining_tp", 1, "LlamaMLP and LlamaAttention split every projection when it is > 1");
+  require_value(path, j, "use_mrope", false, "multimodal rotary");
+  c.hidden_size = int_key(path, j, "hidden_size", kMaxDimension);
+  c.intermediate_size = int_key(path, j, "intermediate_size", kMaxDimension);
+  c.num_hidden_layers = int_key(path, j, "num_hidden_layers", kMaxLayers);
+  c.num_attention_heads = int_key(path, j, "num_attention_heads", kMaxDimension);
+  c.vocab_size = int_key(path, j, "vocab_size", kMaxDimension);
+  c.max_position_embeddings = int_key(path, j, "max_position_embeddings", int64_t{1} << 40);
+  // LlamaConfig: num_key_value_heads defaults to num_attention_heads, head_dim to hidden_size / heads.
+  const auto kv = j.find("num_key_value_heads");
+  c.num_key_value_heads = kv == j.end() || kv->is_null() ? c.num_attention_heads
+                                                          : positive_int(path, *kv, "num_key_value_heads", kMaxDimension);
+  const auto hd = j.find("head_dim");
+  if (hd == j.end() || hd->is_null()) {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      fail(path, "hidden_size " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads " +
+                     std::to_string(c.num_attention_heads) + " and no head_dim is given");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  } else {
+    c.head_dim = positive_int(path, *hd, "head_dim", kMaxDimension);
+  }
+  if (c.head_dim % 2 != 0) fail(path, "head_dim " + std::to_string(c.head_dim) + " is odd: rotary needs an even one");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(path, "num_attention_heads " + std::to_string(c.num_attention_heads) +
+                   " is not a multiple of num_key_value_heads " + std::to_string(c.num_key_value_heads));
+  if (c.num_attention_heads * c.head_dim > kMaxDimension)
+    fail(path, "num_attention_heads x head_dim is over " + std::to_string(kMaxDimension));
+  c.rms_norm_eps = positive_number(path, j, "rms_norm_eps");
+  // rope_theta: LlamaConfig's default is 10000.0.
+  c.rope_theta = j.contains("rope_theta") && !j["rope_theta"].is_null() ? positive_number(path, j, "rope_theta") : 10000.0;
+  c.tie_word_embeddings = bool_key(path, j, "tie_word_embeddings", false);
+  const bool attention_bias = bool_key(path, j, "attention_bias", false);
+  c.mlp_bias = bool_key(path, j, "mlp_bias", false);
+  if (c.model_type == "qwen2") {
+    // Qwen2Attention: q/k/v with bias=True, o_proj without; Qwen2MLP without biases (no config key for either).
+    if (j.contains("attention_bias") || j.contains("mlp_bias"))
+      fail(path, "config key \"" + std::string(j.contains("attention_bias") ? "attention_bias" : "mlp_bias") +
+                     "\" is not a qwen2 key: Qwen2's biases are fixed by its modeling code");
+    c.qkv_bias = true;
+  } else if (c.model_type == "mistral") {
+    if (attention_bias || c.mlp_bias) fail(path, "MistralAttention and MistralMLP have no biases");
+  } else {
+    c.qkv_bias = c.o_bias = attention_bias;  // LlamaAttention: every projection takes bias=config.attention_bias
+  }
+  // MistralAttention masks keys older than sliding_window; Qwen2 only with use_sliding_window (and then on the layers
+  // from max_window_layers on). A window at least the position limit masks nothing.
+  const auto window = j.find("sliding_window");
+  const bool windowed = c.model_type == "mistral" || bool_key(path, j, "use_sliding_window", false);
+  if (windowed && window != j.end() && !window->is_null()) {
+    const int64_t w = positive_int(path, *window, "sliding_window", int64_t{1} << 40);
+    if (w < c.max_position_embeddings) c.sliding_window = w;
+  }
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    const std::string d = it->is_string() ? it->get<std::string>() : "";
+    if (d != "float32" && d != "float16" && d != "bfloat16")
+      fail(path, std::string("config key \"") + key + "\" is " + it->dump() + "; memplan reads float32, float16, bfloat16");
+    c.torch_dtype = d;
+  }
+  return c;
+}
+
+std::vector<std::string> config_graph_names() { return {"train", "decode", "prefill"}; }
+
+ConfigGraph config_graph_from_name(const std::string& path, const std::string& name) {
+  const std::vector<std::string> names = config_graph_names();
+  for (size_t k = 0; k < names.size(); ++k)
+    if (name == names[k]) return ConfigGraph(k);
+  if (name.empty()) fail(path, "a config.json is several graphs: say which with --graph train|decode|prefill");
+  fail(path, "--graph " + name + " is not train, decode or prefill");
+}
+
+ReadModel read_config_model(const std::string& path, const std::string& graph) {
+  const std::string text = read_text(path);
+  const DecoderConfig config = parse_decoder_config(path, text);
+  const ConfigGraph kind = config_graph_from_name(path, graph);
+  if (kind != ConfigGraph::Train && config.sliding_window > 0)
+    fail(path, "config key \"sliding_window\" is " + std::to_string(config.sliding_window) + ": --graph " + graph +
+                   " with a sliding window is not built (its cache would hold at most the window; memplan's decoder "
+                   "holds every past token); --graph train is the same graph with or without the window");
+  ReadModel model;
+  build_llama_graph(config, kind, model.proto);
+  model.file_bytes = text.size();
+  model.max_positions = config.max_position_embeddings;
+  return model;
+}
+
+ReadModel read_model_source(const std::string& path, const std::string& graph) {
+  if (is_config_path(path)) return read_config_model(path, graph);
+  if (!graph.empty()) fail(path, "--graph chooses a config.json's graph; an ONNX file is one graph already");
+  return read_model_file(path);
+}
+
+}  // namespace memplan

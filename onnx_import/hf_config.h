@@ -1,0 +1,59 @@
+// A Hugging Face config.json as a model: the config is read, checked and turned into the ONNX graph that
+// torch.onnx.export of the architecture would write (onnx_import/llama_graph.h), weight-less as the zoo's big
+// models are, and that graph goes through the normal import path, so every rule applies to it as to a file.
+//
+// Supported: model_type llama, mistral, qwen2 (dense decoders of transformers' modeling_llama.py,
+// modeling_mistral.py, modeling_qwen2.py); --graph train (the training export: input_ids -> logits, as
+// tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
+// past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
+// else is refused with one message naming the file and the key or value (InputError, exit 2): memplan never
+// guesses what an unread key does to memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memplan {
+
+struct ReadModel;
+
+// The graph a config becomes (--graph).
+enum class ConfigGraph { Train, Decode, Prefill };
+
+// What the graph depends on, as the config names it (transformers' LlamaConfig / MistralConfig / Qwen2Config).
+struct DecoderConfig {
+  std::string model_type;
+  int64_t hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0, num_attention_heads = 0;
+  int64_t num_key_value_heads = 0, head_dim = 0, vocab_size = 0, max_position_embeddings = 0;
+  double rms_norm_eps = 0, rope_theta = 0;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // q/k/v projection biases (qwen2: always; llama: attention_bias)
+  bool o_bias = false;    // o_proj bias (llama's attention_bias; qwen2 and mistral have none)
+  bool mlp_bias = false;  // gate/up/down biases (llama's mlp_bias)
+  int64_t sliding_window = 0;  // the window in force (mistral; qwen2 with use_sliding_window); 0: none
+  std::string torch_dtype;  // as the config says ("bfloat16", ...); the graph is float32 as the zoo's exports
+};
+
+// True when `path` names a config rather than an ONNX file: its name ends in ".json". One place decides.
+bool is_config_path(const std::string& path);
+
+// Parses `text` (the contents of `path`, named in messages). Throws InputError on malformed JSON, a missing or
+// mistyped key, an unknown model_type, an unsupported key or value, or sizes out of range.
+DecoderConfig parse_decoder_config(const std::string& path, const std::string& text);
+
+// The names --graph takes, in ConfigGraph's order: train, decode, prefill.
+std::vector<std::string> config_graph_names();
+
+// "train" | "decode" | "prefill" -> ConfigGraph; "" when a config was given without --graph is an error naming
+// the file. Throws InputError.
+ConfigGraph config_graph_from_name(const std::string& path, const std::string& name);
+
+// Reads the config at `path` and builds its graph. Throws InputError (unreadable file, the above).
+ReadModel read_config_model(const std::string& path, const std::string& graph);
+
+// The one entry for a model path: a config (is_config_path) is built as read_config_model; anything else is read
+// as ONNX (read_model_file), where a --graph is refused, since a file is one graph already.
+ReadModel read_model_source(const std::string& path, const std::string& graph);
+
+}  // namespace memplan

@@ -1,0 +1,26 @@
+// The graphs of a dense Llama-family decoder, built in memory as torch.onnx.export (torch 1.13, opset 17) writes
+// them for tests/models/llama.py's modules, which follow transformers' LlamaForCausalLM / MistralForCausalLM /
+// Qwen2ForCausalLM op for op with eager attention:
+//   train    Llama in train mode, TrainingMode.PRESERVE, no constant folding (tests/models/export_llama.py):
+//            input_ids (batch, seq) -> logits (batch, seq, vocab), no loss, as the zoo's *_train.onnx;
+//   decode   LlamaWithCache(past=True) in eval mode with constant folding (tests/models/export_llama_kv.py,
+//            optimum's decoder_with_past_model.onnx): input_ids, attention_mask, position_ids,
+//            past_key_values.{i}.key/value -> logits, present.{i}.key/value;
+//   prefill  LlamaWithCache(past=False), the same without the past inputs (optimum's decoder_model.onnx).
+// Every parameter is an initializer with its dims and float32 dtype and no bytes (external data pointing at a file
+// that does not exist), as tests/models/export_llama.py leaves the zoo's big models.
+//
+// Node for node: the same ops with the same attributes, Constant values, inputs and names as the exporter's graph,
+// in its order, with its pooling of the module's Python ints and its constant folding (onnx_import/graph_emitter.h).
+// tests/import/hf_config_test.py checks this against torch.onnx.export at test time.
+#pragma once
+
+#include "onnx/onnx_pb.h"
+#include "onnx_import/hf_config.h"
+
+namespace memplan {
+
+// Fills `model` (expected empty) with the `kind` graph. `config` has been checked by parse_decoder_config.
+void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model);
+
+}  // namespace memplan

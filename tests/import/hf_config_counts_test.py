@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""Parameter counts of real Hugging Face configs, exact against the published figures; their KV cache bytes per
+token in `serve --graph decode`, against the hand count; the config reader's refusals (one message naming the
+file and the key or value, exit 2, no crash).
+
+tests/models/hf_configs/*.json are the configs as published on the Hugging Face Hub (huggingface.co/<id>/blob/main/
+config.json, values copied by hand: memplan's tests never download). PUBLISHED is each model's parameter total
+as the Hub publishes it for the model's safetensors weights (the "Model size" of the model page, exactly the
+`safetensors.total` of https://huggingface.co/api/models/<id>, which is also `metadata.total_size` of
+model.safetensors.index.json divided by 2 bytes per bfloat16 parameter). A hand count from the config's sizes
+(embedding V·h; per layer q, k, v, o, q/k/v biases, gate/up/down, two norms; final norm; lm_head unless tied)
+must give the same figure, so a mistyped config value is caught here rather than blamed on memplan.
+
+KV bytes per token and sequence in bf16: 2 (key and value) x layers x kv heads x head_dim x 2 B, the cache HF's
+DynamicCache (and vLLM's paged cache) holds per token for these full-attention models.
+
+Needs MEMPLAN_BIN (set by ctest).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CONFIGS = os.path.join(ROOT, "tests", "models", "hf_configs")
+MEMPLAN = os.environ.get("MEMPLAN_BIN", os.path.join(ROOT, "build", "memplan"))
+
+PUBLISHED = {
+    # https://huggingface.co/meta-llama/Llama-3.1-8B (safetensors total; index total_size 16,060,522,496 B)
+    "Llama-3.1-8B": 8_030_261_248,
+    # https://huggingface.co/meta-llama/Llama-3.1-70B (index total_size 141,107,412,992 B)
+    "Llama-3.1-70B": 70_553_706_496,
+    # https://huggingface.co/meta-llama/Llama-3.2-1B (tied head: the embedding is stored once)
+    "Llama-3.2-1B": 1_235_814_400,
+    # https://huggingface.co/meta-llama/Llama-3.2-3B (index total_size 6,425,499,648 B)
+    "Llama-3.2-3B": 3_212_749_824,
+    # https://huggingface.co/mistralai/Mistral-7B-v0.1 (index total_size 14,483,464,192 B)
+    "Mistral-7B-v0.1": 7_241_732_096,
+    # https://huggingface.co/Qwen/Qwen2.5-0.5B (model card: 0.49B, 0.36B non-embedding)
+    "Qwen2.5-0.5B": 494_032_768,
+    # https://huggingface.co/Qwen/Qwen2.5-1.5B (model card: 1.54B, 1.31B non-embedding)
+    "Qwen2.5-1.5B": 1_543_714_304,
+    # https://huggingface.co/Qwen/Qwen2.5-7B (index total_size 15,231,233,024 B; model card: 7.61B)
+    "Qwen2.5-7B": 7_615_616_512,
+}
+
+
+def hand_count(c: dict) -> int:
+    h, f, layers, heads = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"]
+    hd = c.get("head_dim", h // heads)
+    kv = c.get("num_key_value_heads", heads) * hd
+    q = heads * hd
+    layer = h * q + 2 * h * kv + q * h + 3 * h * f + 2 * h
+    if c["model_type"] == "qwen2":
+        layer += q + 2 * kv  # Qwen2Attention: q/k/v biases
+    head = 0 if c.get("tie_word_embeddings") else c["vocab_size"] * h
+    return c["vocab_size"] * h + layers * layer + h + head
+
+
+def memplan(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([MEMPLAN, *args], capture_output=True, text=True, timeout=120)
+
+
+def check_counts() -> list:
+    errors = []
+    for name, published in PUBLISHED.items():
+        path = os.path.join(CONFIGS, f"{name}.json")
+        with open(path) as f:
+            config = json.load(f)
+        if hand_count(config) != published:
+            errors.append(f"{name}: the hand count from the config is {hand_count(config):,}, published {published:,}")
+        out = memplan("inspect", path, "--graph", "train", "--batch", "1", "--dim", "seq=1", "--json")
+        if out.returncode != 0:
+            errors.append(f"{name}: memplan inspect exit {out.returncode}: {out.stderr}")
+            continue
+        count = json.loads(out.stdout)["parameters"]["count"]
+        print(f"{name}: memplan {count:,}, published {published:,}", flush=True)
+        if count != published:
+            errors.append(f"{name}: memplan counts {count:,} parameters, published {published:,}")
+    return errors
+
+
+def check_kv_bytes() -> list:
+    errors = []
+    for name in PUBLISHED:
+        path = os.path.join(CONFIGS, f"{name}.json")
+        with open(path) as f:
+            c = json.load(f)
+        hd = c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
+        expected = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * hd * 2
+        out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "1024", "--dtype", "bf16",
+                      "--json")
+        if c["model_type"] == "mistral":  # Mistral-7B-v0.1's window of 4096 < 32768 positions: refused, not ignored
+            if out.returncode != 2 or '"sliding_window" is 4096' not in out.stderr:
+                errors.append(f"{name}: decode with a sliding window: exit {out.returncode}, {out.stderr!r}")
+            continue
+        if out.returncode != 0:
+            errors.append(f"{name}: memplan serve exit {out.returncode}: {out.stderr}")
+            continue
+        got = json.loads(out.stdout)["kv_cache_bytes_per_token"]
+        print(f"{name}: KV cache {got:,} B per token, by hand {expected:,}", flush=True)
+        if got != expected:
+            errors.append(f"{name}: memplan serve says {got:,} KV bytes per token, by hand {expected:,}")
+    return errors
+
+
+def check_position_cap() -> list:
+    """A config states its maximum position: serve's longest sequence stops there (Llama-3.2-1B: 131,072 tokens,
+    max_position_embeddings of its config, which 400 GiB would exceed by far: 65,536 B of fp32 KV per token), and a
+    --context above it is refused as vLLM refuses such a max_model_len."""
+    errors = []
+    path = os.path.join(CONFIGS, "Llama-3.2-1B.json")
+    out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "4096", "--json")
+    j = json.loads(out.stdout) if out.returncode == 0 else {}
+    if j.get("max_position_cap") != 131072 or j.get("max_context_single_sequence") != 131072:
+        errors.append(f"serve Llama-3.2-1B: exit {out.returncode}, cap {j.get('max_position_cap')}, longest "
+                      f"{j.get('max_context_single_sequence')}; expected 131072 and 131072 ({out.stderr})")
+    out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "131073")
+    if out.returncode != 2 or "max_position_embeddings" not in out.stderr:
+        errors.append(f"serve --context 131073 on Llama-3.2-1B: exit {out.returncode}, {out.stderr!r}")
+    return errors
+
+
+BASE = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 128}
+
+# (what is wrong, the config's text, words the one message must hold)
+REFUSED = [
+    ("malformed JSON", '{"model_type": "llama", "hidden_size": 64', ["not valid JSON"]),
+    ("not an object", "[1, 2]", ["one JSON object"]),
+    ("unknown model_type", json.dumps({**BASE, "model_type": "gemma2"}), ['model_type "gemma2"']),
+    ("missing key", json.dumps({k: v for k, v in BASE.items() if k != "vocab_size"}), ['"vocab_size" is missing']),
+    ("unsupported key (MoE)", json.dumps({**BASE, "num_local_experts": 8}), ['"num_local_experts"']),
+    ("quantized weights", json.dumps({**BASE, "quantization_config": {"bits": 4}}), ['"quantization_config"']),
+    ("another activation", json.dumps({**BASE, "hidden_act": "gelu"}), ['"hidden_act"', '"gelu"']),
+    ("attention dropout", json.dumps({**BASE, "attention_dropout": 0.1}), ['"attention_dropout"']),
+    ("negative size", json.dumps({**BASE, "hidden_size": -64}), ['"hidden_size"', "-64"]),
+    ("huge size", json.dumps({**BASE, "vocab_size": 1 << 62}), ['"vocab_size"']),
+    ("too many layers", json.dumps({**BASE, "num_hidden_layers": 100000}), ['"num_hidden_layers"']),
+    ("string size", json.dumps({**BASE, "hidden_size": "64"}), ['"hidden_size"', "integer"]),
+    ("heads not a multiple of kv heads", json.dumps({**BASE, "num_key_value_heads": 3}), ["num_key_value_heads 3"]),
+    ("qwen2 with attention_bias", json.dumps({**BASE, "model_type": "qwen2", "attention_bias": True}),
+     ['"attention_bias"']),
+]
+
+
+def check_refusals() -> list:
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for what, text, words in REFUSED:
+            path = os.path.join(tmp, "config.json")
+            with open(path, "w") as f:
+                f.write(text)
+            out = memplan("estimate", path, "--graph", "train")
+            lines = out.stderr.strip().splitlines()
+            if out.returncode != 2 or len(lines) != 1 or not lines[0].startswith(f"memplan: error: {path}: ") or \
+                    not all(w in lines[0] for w in words):
+                errors.append(f"{what}: exit {out.returncode}, stderr {out.stderr!r}; expected one message with {words}")
+        path = os.path.join(tmp, "ok.json")
+        with open(path, "w") as f:
+            json.dump(BASE, f)
+        for args, words in [([], ["--graph train|decode|prefill"]), (["--graph", "serve"], ["expected one of"])]:
+            out = memplan("estimate", path, *args)
+            if out.returncode != 2 or not all(w in out.stderr for w in words):
+                errors.append(f"{args}: exit {out.returncode}, stderr {out.stderr!r}")
+        big = os.path.join(tmp, "big.json")
+        with open(big, "w") as f:
+            f.write(" " * (17 << 20))  # over the 16 MiB a config is read up to: refused before it is read
+        folder = os.path.join(tmp, "folder.json")
+        os.mkdir(folder)
+        for path, words in [(big, "at most 16 MiB"), (folder, "is not a file"), (os.path.join(tmp, "none.json"),
+                                                                                  "cannot open")]:
+            out = memplan("estimate", path, "--graph", "train")
+            if out.returncode != 2 or words not in out.stderr or len(out.stderr.strip().splitlines()) != 1:
+                errors.append(f"{path}: exit {out.returncode}, stderr {out.stderr!r}")
+        out = memplan("estimate", os.path.join(ROOT, "tests", "models", "llama_tiny_train.onnx"), "--graph", "train")
+        if out.returncode != 2 or "an ONNX file is one graph" not in out.stderr:
+            errors.append(f"--graph on an ONNX file: exit {out.returncode}, stderr {out.stderr!r}")
+    return errors
+
+
+def main() -> int:
+    errors = check_counts() + check_kv_bytes() + check_position_cap() + check_refusals()
+    for e in errors:
+        print(e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
