@@ -447,7 +447,7 @@ TEST(TrainingCheckpoint, AutoFindsTheCheapestSetUnderTheBudget) {
 // the last candidate that is a multiple of K) are among those tried: none may need less. 8 layers of batch 65,536
 // x 32 floats: each activation is 8 MiB, past PyTorch's 2 MiB rounding of large segments, so the sets differ.
 TEST(TrainingCheckpoint, AutoWithNothingFittingTakesTheSetThatNeedsLeastOfTheDevice) {
-  TrainingOptions o;
+  TrainingRun o;
   o.runtime = Runtime::PyTorch;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::Mse;
