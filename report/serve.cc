@@ -15,8 +15,6 @@ namespace {
 constexpr int64_t kMaxSequences = int64_t{1} << 20;   // the largest number of sequences searched (fit's --max)
 constexpr int64_t kMaxContextTokens = int64_t{1} << 30;  // the longest single sequence searched
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
@@ -67,16 +65,16 @@ ServeAnswer serve_budget(ServeProbe& probe, const ServeSettings& settings, const
   a.max_batched_tokens = settings.max_batched_tokens;
   a.kv = probe.kv();
   a.weights_bytes = probe.weights_bytes();
-  a.block_bytes = checked_mul(static_cast<uint64_t>(settings.block_size), a.kv.bytes_per_token, "KV block bytes");
-  a.blocks_per_sequence = ceil_div(settings.context, settings.block_size);
+  const PagedKvCache cache{settings.block_size, a.kv.bytes_per_token};
+  a.block_bytes = cache.block_bytes();
+  a.blocks_per_sequence = cache.blocks_for(settings.context);
   a.prefill = probe.prefill();
   const uint64_t prefill_need = a.prefill.required_bytes;
 
   // S sequences at the context.
-  const uint64_t sequence_bytes = checked_mul(static_cast<uint64_t>(a.blocks_per_sequence), a.block_bytes, "KV bytes");
   auto sequences_total = [&](int64_t s) {
-    const uint64_t step = std::max(prefill_need, probe.decode(s, settings.context - 1).required_bytes);
-    return checked_add(checked_mul(static_cast<uint64_t>(s), sequence_bytes, "KV bytes"), step);
+    return serving_required_bytes(cache, s, settings.context, prefill_need,
+                                  probe.decode(s, settings.context - 1).required_bytes);
   };
   const FitResult seqs = fit_search(sequences_total, a.budget_bytes, 1, kMaxSequences);
   if (seqs.any_fits) {
@@ -93,8 +91,8 @@ ServeAnswer serve_budget(ServeProbe& probe, const ServeSettings& settings, const
 
   // One sequence, k blocks long.
   auto single_total = [&](int64_t k) {
-    const uint64_t step = std::max(prefill_need, probe.decode(1, k * settings.block_size - 1).required_bytes);
-    return checked_add(checked_mul(static_cast<uint64_t>(k), a.block_bytes, "KV bytes"), step);
+    const int64_t tokens = k * settings.block_size;
+    return serving_required_bytes(cache, 1, tokens, prefill_need, probe.decode(1, tokens - 1).required_bytes);
   };
   // A model that states its position limit (a config.json) caps the longest sequence there, as vLLM caps
   // max_model_len at max_position_embeddings (vllm/config.py, _get_and_verify_max_len).

@@ -1,12 +1,7 @@
 // serve: how many sequences of a decoder with a KV cache a GPU serves at once, paged as vLLM pages it, and the
 // longest single sequence; its JSON ("memplan.serve/1", docs/json.md), table and markdown.
 //
-// The memory model is vLLM's (vllm/worker/worker.py determine_num_available_blocks; vllm/v1/worker/gpu_worker.py
-// determine_available_memory; vllm/v1/core/kv_cache_utils.py): the weights and the activation peak of the
-// largest step come first; what is left of the budget holds the KV cache in blocks of --block-size tokens
-// (vLLM's default 16), each sequence taking ceil(tokens / block size) blocks of
-//   block_bytes = block_size x kv_bytes_per_token
-// (CacheEngine.get_cache_block_size: block_size x num_kv_heads x head_size x 2 x num_layers x dtype size).
+// The memory model, vLLM's paged KV cache and its budget rule, is cost_models/paged_kv.h's; this file searches it.
 //
 // Steps, each estimated by memplan's own estimate with the KV cache's tensors held outside the allocator
 // (InferenceOptions::held_outside: they live in the blocks):
@@ -32,14 +27,13 @@
 #include <vector>
 
 #include "cost_models/kv_cache.h"
+#include "cost_models/paged_kv.h"
 #include "report/estimate_config.h"
 #include "report/fit.h"
 
 namespace memplan {
 
 inline constexpr const char* kServeSchema = "memplan.serve/1";
-// vLLM's default --block-size (vllm/config.py CacheConfig: block_size 16 on CUDA).
-inline constexpr int64_t kDefaultBlockSize = 16;
 
 struct ServeSettings {
   int64_t context = 0;             // --context N: tokens per sequence (prompt and generated); required
