@@ -229,4 +229,21 @@ DType autocast_target(const Graph& g, const FusedOp& op, int32_t t, Precision pr
   return DType::Undefined;
 }
 
+void ForwardAliasing::emit_outputs(const FusedOp& op, const BufferView& view, const std::vector<bool>& shape,
+                                   ProgramWriter& writer, const std::function<uint64_t(int32_t)>& bytes,
+                                   const std::function<void(int32_t, int32_t)>& set_buffer, Step& st) {
+  const int32_t alias = aliased_input(op, view);
+  for (int32_t t : op.outputs) {
+    if (shape[t] || output_absent(op, t)) continue;
+    if (alias >= 0 && shares_alias(op, t)) {
+      set_buffer(t, alias);
+      note_alias(op, t);
+      continue;
+    }
+    const int32_t b = writer.new_buffer(g_.tensors[t].name, bytes(t), Category::Activation);
+    set_buffer(t, b);
+    st.writes.push_back(b);
+  }
+}
+
 }  // namespace memplan

@@ -11,6 +11,7 @@
 
 #include "cost_models/cost_model.h"
 #include "cost_models/op_fusion.h"
+#include "cost_models/program_writer.h"
 #include "onnx_import/graph.h"
 #include "planner/program.h"
 
@@ -98,6 +99,13 @@ class ForwardAliasing {
 
   // Records the layout of an output that shares its input's buffer (strided views are not contiguous).
   void note_alias(const FusedOp& op, int32_t t);
+
+  // The one output loop of both cost models: each output of `op` the runtime creates (not a shape computation,
+  // `shape`, nor absent) either shares the aliased input's buffer or gets a new activation buffer of `bytes(t)`
+  // that step `st` writes; `set_buffer(t, b)` records where it lives.
+  void emit_outputs(const FusedOp& op, const BufferView& view, const std::vector<bool>& shape, ProgramWriter& writer,
+                    const std::function<uint64_t(int32_t)>& bytes,
+                    const std::function<void(int32_t, int32_t)>& set_buffer, Step& st);
 
  private:
   bool in_place(const FusedOp& op, const BufferView& view) const;

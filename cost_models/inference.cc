@@ -158,24 +158,15 @@ class InferenceBuilder {
     for (int32_t t : op.inputs) add_unique(step.reads, buffer_of_[t]);
     const BufferView view{[this](int32_t t) { return buffer_of_[t]; }, &result_.program,
                           [this](int32_t b) { return buffer_last_use(b); }};
-    const int32_t alias = aliasing_.aliased_input(op, view);
-    for (int32_t t : op.outputs) {
-      if (shape_[t] || aliasing_.output_absent(op, t)) continue;
-      if (alias >= 0 && aliasing_.shares_alias(op, t)) {
-        buffer_of_[t] = alias;
-        aliasing_.note_alias(op, t);
-        continue;
-      }
-      buffer_of_[t] = writer_.new_buffer(g_.tensors[t].name, tensor_bytes(t), Category::Activation);
-      step.writes.push_back(buffer_of_[t]);
-    }
+    aliasing_.emit_outputs(op, view, shape_, writer_, [this](int32_t t) { return tensor_bytes(t); },
+                           [this](int32_t t, int32_t b) { buffer_of_[t] = b; }, step);
     if (pytorch()) add_pytorch_extras(op, step);
     if (ort()) add_ort_extras(op, step);
     for (int32_t node : op.nodes)  // --sequence-parallel: the column-parallel GEMM's gathered input, freed after it
       if (layout_.tp.gathered_input[node] >= 0) {
         const int32_t x = layout_.tp.gathered_input[node];
-        step.writes.push_back(writer_.new_buffer(g_.tensors[x].name + ":all_gather", bytes_as(g_.tensors[x], layout_.dtype[x]),
-                                                 Category::Activation));
+        step.writes.push_back(writer_.new_buffer(g_.tensors[x].name + ":all_gather",
+                                                 layout_.gathered_bytes(g_, x, DType::Undefined), Category::Activation));
       }
     result_.program.steps.push_back(std::move(step));
   }

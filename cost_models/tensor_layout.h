@@ -46,6 +46,11 @@ struct TensorLayout {
   // The bytes rank 0 holds of tensor `t` stored as `d`.
   uint64_t local_bytes(const Graph& g, int32_t t, DType d) const { return tp.local_bytes(g, t, bytes_as(g.tensors[t], d)); }
   uint64_t local_bytes(const Graph& g, int32_t t) const { return local_bytes(g, t, dtype[t]); }
+  // --sequence-parallel: the whole of `t`, all-gathered for a column-parallel GEMM that reads it as `read_as`
+  // (autocast's cast; Undefined: its storage type). The one size of that gather, in inference and training.
+  uint64_t gathered_bytes(const Graph& g, int32_t t, DType read_as) const {
+    return bytes_as(g.tensors[t], read_as != DType::Undefined ? read_as : dtype[t]);
+  }
   bool held(int32_t t) const { return on_device.empty() || on_device[t]; }
   bool restored(int32_t t) const { return storage[t] != FrozenStorage::Same; }
   // 1/N of `bytes`, rounded up (the busiest rank's share).

@@ -183,18 +183,8 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
       effective[t] = copy;
     }
   }
-  const int32_t alias = aliasing_.aliased_input(op, buffer_view());
-  for (int32_t t : op.outputs) {
-    if (context_.shape[t] || aliasing_.output_absent(op, t)) continue;
-    if (alias >= 0 && aliasing_.shares_alias(op, t)) {
-      set_buffer(t, alias);
-      aliasing_.note_alias(op, t);
-      continue;
-    }
-    const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes_of(t), Category::Activation);
-    set_buffer(t, b);
-    st.writes.push_back(b);
-  }
+  aliasing_.emit_outputs(op, buffer_view(), context_.shape, writer_, [this](int32_t t) { return bytes_of(t); },
+                         [this](int32_t t, int32_t b) { set_buffer(t, b); }, st);
   const bool keep = mode != ForwardMode::NoSave;
   std::vector<int32_t> saved;
   for (int32_t t : rule.saved_tensors) {
@@ -230,7 +220,7 @@ void TrainingStep::add_tp_gather(int32_t i, Step& st, bool backward) {
   const int32_t x = context_.tp_gathered[i];
   if (x < 0) return;
   const DType target = autocast_target(graph_, context_.ops[i], x, options_.precision, layout().dtype);
-  const uint64_t full = bytes_as(graph_.tensors[x], target != DType::Undefined ? target : layout().dtype[x]);
+  const uint64_t full = layout().gathered_bytes(graph_, x, target);
   st.writes.push_back(writer_.new_buffer(graph_.tensors[x].name + ":all_gather", full, Category::Activation));
   if (backward && context_.requires_grad[x])
     st.writes.push_back(writer_.new_buffer("grad:" + graph_.tensors[x].name + ":full", full, Category::ActivationGrad));
