@@ -45,4 +45,10 @@ uint64_t node_flops(const Graph& g, int32_t index) {
   return out_elems;
 }
 
+uint64_t op_flops(const Graph& g, const std::vector<int32_t>& nodes) {
+  uint64_t f = 0;
+  for (int32_t n : nodes) f = checked_add(f, node_flops(g, n), "FLOP count");
+  return f;
+}
+
 }  // namespace memplan

@@ -154,7 +154,7 @@ class InferenceBuilder {
     step.name = op.name;
     step.op = op.op;
     step.phase = Phase::Forward;
-    for (int32_t node : op.nodes) step.flops = checked_add(step.flops, node_flops(g_, node), "FLOP count");
+    step.flops = op_flops(g_, op.nodes);
     for (int32_t t : op.inputs) add_unique(step.reads, buffer_of_[t]);
     const BufferView view{[this](int32_t t) { return buffer_of_[t]; }, &result_.program,
                           [this](int32_t b) { return buffer_last_use(b); }};

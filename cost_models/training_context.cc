@@ -214,11 +214,7 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   c.options = o;
   c.shape = off_device_shape_tensors(g, c.runtime.semantics);
   c.ops = executed_ops(g, c.runtime.semantics, e.attention, c.shape);
-  for (const FusedOp& op : c.ops) {
-    uint64_t f = 0;
-    for (int32_t n : op.nodes) f = checked_add(f, node_flops(g, n), "FLOP count");
-    c.op_flops.push_back(f);
-  }
+  for (const FusedOp& op : c.ops) c.op_flops.push_back(op_flops(g, op.nodes));
 
   // Pass 1, the LoRA rewrite, made `g` (training.cc). Pass 2, autocast: each tensor's storage type.
   c.layout.dtype = storage_dtypes(g, c.ops, o.precision, lora);
