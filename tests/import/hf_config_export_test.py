@@ -33,7 +33,8 @@ PREFILL_DIMS = ["--batch", "2", "--dim", "sequence_length=64", "--dim", "total_s
 TRAIN_DIMS = ["--batch", "2", "--dim", "seq=32"]
 DIMS = {"train": TRAIN_DIMS, "decode": DECODE_DIMS, "prefill": PREFILL_DIMS}
 # (config, graph, the estimates compared). Llama-3.2-1B: tied head; Qwen2.5-0.5B: q/k/v biases; Mistral-7B-v0.1:
-# a sliding window (train only: its decode and prefill are refused for the config and so for export).
+# a sliding window (train only: its decode and prefill are refused for the config and so for export); Qwen3-8B:
+# q_norm and k_norm.
 CASES = [
     ("Llama-3.2-1B", "train", [TRAIN_DIMS + ["--mode", "train"], TRAIN_DIMS + ["--mode", "train", "--lora-rank", "8",
                                                                                 "--lora-targets", "q_proj|v_proj"]]),
@@ -42,6 +43,7 @@ CASES = [
     ("Qwen2.5-0.5B", "train", [TRAIN_DIMS + ["--mode", "train", "--precision", "amp-bf16"]]),
     ("Qwen2.5-0.5B", "decode", [DECODE_DIMS]),
     ("Mistral-7B-v0.1", "train", [TRAIN_DIMS + ["--mode", "train", "--checkpoint", "sqrt"]]),
+    ("Qwen3-8B", "decode", [DECODE_DIMS + ["--dtype", "bf16"]]),
 ]
 
 
