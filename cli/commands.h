@@ -17,6 +17,7 @@ Action add_fit_command(CLI::App& app);
 Action add_check_command(CLI::App& app);
 Action add_timeline_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
+Action add_export_command(CLI::App& app);
 Action add_options_command(CLI::App& app);
 
 }  // namespace memplan::cli

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   add(memplan::cli::add_check_command);
   add(memplan::cli::add_timeline_command);
   add(memplan::cli::add_serve_command);
+  add(memplan::cli::add_export_command);
   add(memplan::cli::add_options_command);
 
   try {

@@ -23,7 +23,8 @@ constexpr int64_t kMaxDimension = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = 1024;
 
 // Keys that do not change the graph of a training step or its memory, by what the modeling code does with them
-// (transformers models/llama/modeling_llama.py, mistral/modeling_mistral.py, qwen2/modeling_qwen2.py):
+// (transformers models/llama/modeling_llama.py, mistral/modeling_mistral.py, qwen2/modeling_qwen2.py,
+// qwen3/modeling_qwen3.py):
 // bookkeeping, token ids, initialisation, the generation cache switch; rope_theta and rope_scaling change rotary's
 // values only (LlamaRotaryEmbedding: inv_freq's values, one table per forward, same shapes); the sliding window
 // masks more keys with a mask of the same seq x seq shape in eager attention (MistralAttention / Qwen2Attention), so
@@ -119,8 +120,8 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   const json& type = require(path, j, "model_type");
   if (!type.is_string()) fail(path, "config key \"model_type\" must be a string, not " + type.dump());
   c.model_type = type.get<std::string>();
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2")
-    fail(path, "model_type \"" + c.model_type + "\" is not supported (memplan builds llama, mistral and qwen2)");
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" && c.model_type != "qwen3")
+    fail(path, "model_type \"" + c.model_type + "\" is not supported (memplan builds llama, mistral, qwen2 and qwen3)");
   for (const auto& [key, value] : j.items())
     if (!harmless_keys().count(key))
       fail(path, "config key \"" + key + "\" is not supported for model_type \"" + c.model_type +
@@ -140,6 +141,9 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   c.num_key_value_heads = kv == j.end() || kv->is_null() ? c.num_attention_heads
                                                           : positive_int(path, *kv, "num_key_value_heads", kMaxDimension);
   const auto hd = j.find("head_dim");
+  // Qwen3Config has a head_dim default of its own, not hidden_size / heads (Qwen3-8B: 4096 / 32 = 128 by chance;
+  // Qwen3-0.6B: 1024 / 16 = 64, its head_dim 128): memplan reads it from the config rather than guess.
+  if (c.model_type == "qwen3" && (hd == j.end() || hd->is_null())) fail(path, "config key \"head_dim\" is missing");
   if (hd == j.end() || hd->is_null()) {
     if (c.hidden_size % c.num_attention_heads != 0)
       fail(path, "hidden_size " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads " +
@@ -166,6 +170,13 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
       fail(path, "config key \"" + std::string(j.contains("attention_bias") ? "attention_bias" : "mlp_bias") +
                      "\" is not a qwen2 key: Qwen2's biases are fixed by its modeling code");
     c.qkv_bias = true;
+  } else if (c.model_type == "qwen3") {
+    // Qwen3Attention: every projection takes bias=config.attention_bias; Qwen3MLP has no biases (no config key);
+    // q_norm and k_norm, RMSNorms over head_dim, on q and k before rotary (transformers
+    // models/qwen3/modeling_qwen3.py).
+    if (j.contains("mlp_bias")) fail(path, "config key \"mlp_bias\" is not a qwen3 key: Qwen3MLP has no biases");
+    c.qkv_bias = c.o_bias = attention_bias;
+    c.qk_norm = true;
   } else if (c.model_type == "mistral") {
     if (attention_bias || c.mlp_bias) fail(path, "MistralAttention and MistralMLP have no biases");
   } else {

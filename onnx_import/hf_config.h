@@ -2,8 +2,8 @@
 // torch.onnx.export of the architecture would write (onnx_import/llama_graph.h), weight-less as the zoo's big
 // models are, and that graph goes through the normal import path, so every rule applies to it as to a file.
 //
-// Supported: model_type llama, mistral, qwen2 (dense decoders of transformers' modeling_llama.py,
-// modeling_mistral.py, modeling_qwen2.py); --graph train (the training export: input_ids -> logits, as
+// Supported: model_type llama, mistral, qwen2, qwen3 (dense decoders of transformers' modeling_llama.py,
+// modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py); --graph train (the training export: input_ids -> logits, as
 // tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
 // past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
 // else is refused with one message naming the file and the key or value (InputError, exit 2): memplan never
@@ -21,7 +21,7 @@ struct ReadModel;
 // The graph a config becomes (--graph).
 enum class ConfigGraph { Train, Decode, Prefill };
 
-// What the graph depends on, as the config names it (transformers' LlamaConfig / MistralConfig / Qwen2Config).
+// What the graph depends on, as the config names it (transformers' LlamaConfig / MistralConfig / Qwen2Config / Qwen3Config).
 struct DecoderConfig {
   std::string model_type;
   int64_t hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0, num_attention_heads = 0;
@@ -31,6 +31,7 @@ struct DecoderConfig {
   bool qkv_bias = false;  // q/k/v projection biases (qwen2: always; llama: attention_bias)
   bool o_bias = false;    // o_proj bias (llama's attention_bias; qwen2 and mistral have none)
   bool mlp_bias = false;  // gate/up/down biases (llama's mlp_bias)
+  bool qk_norm = false;   // q_norm and k_norm: RMSNorm over head_dim on q and k before rotary (qwen3)
   int64_t sliding_window = 0;  // the window in force (mistral; qwen2 with use_sliding_window); 0: none
   std::string torch_dtype;  // as the config says ("bfloat16", ...); the graph is float32 as the zoo's exports
 };

@@ -172,7 +172,9 @@ class LlamaBuilder {
   }
 
   // RMSNorm.forward: weight * (x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)); rsqrt exports as 1 / Sqrt.
-  std::string rms_norm(const std::string& scope, const std::string& weight, const std::string& x) {
+  // `declared`: the weight's initializer already exists or is added later (q_norm, k_norm: see attention()).
+  std::string rms_norm(const std::string& scope, const std::string& weight, const std::string& x,
+                       bool declared = false) {
     e_.scope = scope;
     e_.note(2);  // x.pow(2)
     const std::string sq = e_.op("Pow", {x, e_.const_f32({2.0f}, {})});
@@ -182,7 +184,7 @@ class LlamaBuilder {
     const std::string root = e_.op("Sqrt", {var});
     const std::string inv = e_.op("Div", {e_.const_f32({1.0f}, {}), root});
     const std::string y = e_.op("Mul", {x, inv});
-    return e_.op("Mul", {param(weight, {c_.hidden_size}), y});
+    return e_.op("Mul", {declared ? weight : param(weight, {c_.hidden_size}), y});
   }
 
   // rotate_half(x) = cat(-x[..., half:], x[..., :half]); returns x * cos + rotate_half(x) * sin.
@@ -251,11 +253,19 @@ class LlamaBuilder {
     auto view_list = [&](int64_t n) { return e_.size_list({b_, s_, e_.pooled(n), e_.pooled(hd)}); };
     views.push_back(view_list(heads));
     if (kv == heads) views.push_back(view_list(kv)), views.push_back(view_list(kv));
-    const std::string q4 = transpose(reshape(q, views[0]), {0, 2, 1, 3});
+    // Qwen3Attention: q_norm(q_proj(x).view(...)).transpose(1, 2), k likewise; the norms' weights are
+    // parameters after o_proj's in the module (state-dict order, the initializers' order), so they are added there.
+    auto head_norm = [&](const std::string& y, const char* name) {
+      if (!c_.qk_norm) return y;
+      const std::string normed = rms_norm(a + "/" + name, p + name + ".weight", y, true);
+      e_.scope = a;
+      return normed;
+    };
+    const std::string q4 = transpose(head_norm(reshape(q, views[0]), "q_norm"), {0, 2, 1, 3});
     const std::string k = linear(a + "/k_proj", p + "k_proj", x, h, kv * hd, c_.qkv_bias);
     e_.note(kv);
     if (kv != heads) views.push_back(view_list(kv)), views.push_back(view_list(kv));
-    const std::string k4 = transpose(reshape(k, views[1]), {0, 2, 1, 3});
+    const std::string k4 = transpose(head_norm(reshape(k, views[1]), "k_norm"), {0, 2, 1, 3});
     const std::string v = linear(a + "/v_proj", p + "v_proj", x, h, kv * hd, c_.qkv_bias);
     const std::string v4 = transpose(reshape(v, views[2]), {0, 2, 1, 3});
     const std::string qr = rotary(q4), kr = rotary(k4);
@@ -292,7 +302,9 @@ class LlamaBuilder {
     const std::string context = transpose(e_.op("MatMul", {probs, values}), {0, 2, 1, 3});
     e_.note(heads * hd);
     const std::string merged = reshape(context, e_.size_list({b_, s_, e_.pooled(heads * hd)}));
-    return linear(a + "/o_proj", p + "o_proj", merged, heads * hd, h, c_.o_bias);
+    const std::string out = linear(a + "/o_proj", p + "o_proj", merged, heads * hd, h, c_.o_bias);
+    if (c_.qk_norm) param(p + "q_norm.weight", {hd}), param(p + "k_norm.weight", {hd});
+    return out;
   }
 
   std::string layer(int64_t l, const std::string& x) {

@@ -1,6 +1,6 @@
 // The graphs of a dense Llama-family decoder, built in memory as torch.onnx.export (torch 1.13, opset 17) writes
 // them for tests/models/llama.py's modules, which follow transformers' LlamaForCausalLM / MistralForCausalLM /
-// Qwen2ForCausalLM op for op with eager attention:
+// Qwen2ForCausalLM / Qwen3ForCausalLM (qk_norm) op for op with eager attention:
 //   train    Llama in train mode, TrainingMode.PRESERVE, no constant folding (tests/models/export_llama.py):
 //            input_ids (batch, seq) -> logits (batch, seq, vocab), no loss, as the zoo's *_train.onnx;
 //   decode   LlamaWithCache(past=True) in eval mode with constant folding (tests/models/export_llama_kv.py,

@@ -28,4 +28,10 @@ void write_text_file(const std::string& path, const std::string& text, const std
   if (!out || !(out << escape_invalid_utf8(text)) || !out.flush()) throw InputError("cannot write " + what + "'" + path + "'");
 }
 
+void write_binary_file(const std::string& path, const std::string& bytes, const std::string& what) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out || !out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !out.flush())
+    throw InputError("cannot write " + what + "'" + path + "'");
+}
+
 }  // namespace memplan

@@ -1,4 +1,4 @@
-// The files decision commands read and write (baselines, plans, timelines), for every front end: the CLI's
+// The files decision commands read and write (baselines, plans, timelines, exported graphs), for every front end: the CLI's
 // flags and the Python module's keywords name the same files and get the same messages.
 #pragma once
 
@@ -16,5 +16,8 @@ std::string read_text_file(const std::string& path, const std::string& flag);
 // Writes `text` to `path`, replacing it, with bytes outside well-formed UTF-8 escaped (onnx_import/utf8.h);
 // throws InputError "cannot write {what}'{path}'" when that fails.
 void write_text_file(const std::string& path, const std::string& text, const std::string& what = "");
+
+// Writes `bytes` to `path` as they are (an ONNX file), replacing it; throws InputError as write_text_file does.
+void write_binary_file(const std::string& path, const std::string& bytes, const std::string& what = "");
 
 }  // namespace memplan

@@ -227,7 +227,7 @@ void validate_options(const CommandArgs& args, Command command, const std::vecto
   for (const CommandRule& r : command_rules())
     if ((r.commands & command) != 0)
       if (const std::string message = r.broken(args); !message.empty()) throw InputError(message);
-  if (command != kInspect) check_estimate_combinations(args.estimate);
+  if (command != kInspect && command != kExport) check_estimate_combinations(args.estimate);
 }
 
 }  // namespace memplan

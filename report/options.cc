@@ -11,7 +11,9 @@ namespace {
 // A row's field: an accessor on CommandArgs, e.g. FIELD(estimate.grad_accum).
 #define FIELD(path) FieldRef(+[](CommandArgs& a) -> decltype(auto) { return (a.path); })
 
-constexpr uint32_t kAll = kInspect | kEstimate | kTimeline | kFit | kCheck | kServe | kPlan;
+// The commands that read a model and answer about it; export only writes a config's graph (MODEL, --graph, -o).
+constexpr uint32_t kAnalysing = kInspect | kEstimate | kTimeline | kFit | kCheck | kServe | kPlan;
+constexpr uint32_t kAll = kAnalysing | kExport;
 // The commands that estimate a step (serve: inference steps only, so no training option).
 constexpr uint32_t kEstimating = kEstimate | kTimeline | kFit | kCheck | kServe;
 constexpr uint32_t kTraining = kEstimate | kTimeline | kFit | kCheck;
@@ -27,26 +29,27 @@ std::vector<OptionSpec> make_schema() {
   std::vector<OptionSpec> rows = {
       // The model and its bindings.
       {.flag = "MODEL", .keyword = "model", .kind = K::Model, .commands = kAll,
-       .help = "ONNX model file (weights are never read; external data is never opened)", .field = FIELD(estimate.model.path),
+       .help = "ONNX model file, or a Hugging Face config.json with --graph (weights are never read; external data is "
+               "never opened)", .field = FIELD(estimate.model.path),
        .required = true},
-      {.flag = "--dim", .keyword = "dims", .kind = K::List, .commands = kAll,
+      {.flag = "--dim", .keyword = "dims", .kind = K::List, .commands = kAnalysing,
        .help = "Bind a symbolic dimension by name, e.g. --dim seq=512 (repeatable; Python: dims={\"seq\": 512})",
        .field = FIELD(estimate.model.dims), .type_name = "NAME=VALUE"},
-      {.flag = "--batch", .kind = K::Int, .commands = kAll & ~kServe,
+      {.flag = "--batch", .kind = K::Int, .commands = kAnalysing & ~kServe,
        .help = "Bind the leading dimension of every graph input whose leading dimension is symbolic",
        .field = FIELD(estimate.model.batch), .type_name = "N"},
-      {.flag = "--input", .keyword = "inputs", .kind = K::List, .commands = kAll,
+      {.flag = "--input", .keyword = "inputs", .kind = K::List, .commands = kAnalysing,
        .help = "Fix one graph input's whole shape, as trtexec --shapes does, e.g. --input ids=8x512 (repeatable; "
                "Python: inputs={\"ids\": [8, 512]}); a sequence input's tensors: --input s=seq(2x3,4x3); an optional "
                "input that holds nothing: --input o=none",
        .field = FIELD(estimate.model.inputs), .type_name = "NAME=SHAPE"},
-      {.flag = "--value", .keyword = "values", .kind = K::List, .commands = kAll,
+      {.flag = "--value", .keyword = "values", .kind = K::List, .commands = kAnalysing,
        .help = "Bind the contents of a scalar or small 1-D integer/bool/float graph input, so shape computations and "
                "If conditions that read it resolve, e.g. --value use_cache_branch=1, --value sr=16000 (repeatable; "
                "Python: values={\"sr\": 16000})",
        .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
       {.flag = "--graph", .kind = K::Choice, .commands = kAll,
-       .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2): the graph memplan builds from it, "
+       .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2, qwen3): the graph memplan builds from it, "
                "as torch.onnx.export writes it: train (input_ids -> logits, a training export), decode (optimum's "
                "decoder with past: the KV cache's past inputs and present outputs, for serve) or prefill (optimum's "
                "decoder without past)",
@@ -278,15 +281,18 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(output)},
       {.flag = "-o,--output", .keyword = "-", .kind = K::Text, .commands = kTimeline,
        .help = "FILE.svg or FILE.html", .field = FIELD(output), .required = true},
+      {.flag = "-o,--output", .keyword = "-", .kind = K::Text, .commands = kExport,
+       .help = "FILE.onnx: the config's --graph as a weight-less ONNX file (replaced if it exists; never the config)",
+       .field = FIELD(output), .required = true},
       // Output (the CLI's: Python returns the JSON's dictionary).
-      {.flag = "--format", .keyword = "-", .kind = K::Choice, .commands = kAll & ~kTimeline & ~kPlan,
+      {.flag = "--format", .keyword = "-", .kind = K::Choice, .commands = kAnalysing & ~kTimeline & ~kPlan,
        .help = "Output format: table (for people), json (for scripts; see docs/json.md), markdown (for pull-request "
                "comments)",
        .field = FIELD(format), .choices = kFormatChoices.names(), .show_default = true},
       {.flag = "--format", .keyword = "-", .kind = K::Choice, .commands = kPlan,
        .help = "What goes to standard output without -o: json (the plan file), table or markdown (a summary)",
        .field = FIELD(plan_format), .choices = kFormatChoices.names(), .show_default = true},
-      {.flag = "--json", .keyword = "-", .kind = K::Flag, .commands = kAll & ~kTimeline, .help = "Short for --format json",
+      {.flag = "--json", .keyword = "-", .kind = K::Flag, .commands = kAnalysing & ~kTimeline, .help = "Short for --format json",
        .field = FIELD(json)},
   };
   return rows;
@@ -306,12 +312,13 @@ const char* command_name(Command c) {
     case kCheck: return "check";
     case kServe: return "serve";
     case kPlan: return "plan";
+    case kExport: return "export";
   }
   return "?";
 }
 
 const std::vector<Command>& all_commands() {
-  static const std::vector<Command> commands = {kInspect, kEstimate, kPlan, kFit, kCheck, kTimeline, kServe};
+  static const std::vector<Command> commands = {kInspect, kEstimate, kPlan, kFit, kCheck, kTimeline, kServe, kExport};
   return commands;
 }
 

@@ -29,6 +29,7 @@ enum Command : uint32_t {
   kCheck = 1u << 4,
   kServe = 1u << 5,
   kPlan = 1u << 6,
+  kExport = 1u << 7,
 };
 const char* command_name(Command c);
 // Every command, in the order `memplan --help` lists them.
@@ -45,7 +46,7 @@ struct CommandArgs {
   std::string baseline, write_baseline;                            // check
   double max_increase_percent = CheckArgs{}.max_increase_percent;  // check
   uint64_t alignment = kDefaultAlignment;                          // plan
-  std::string output;                // plan, timeline: -o FILE
+  std::string output;                // plan, timeline, export: -o FILE
   std::string format = "table";      // --format (the CLI's output; Python returns the JSON's dictionary)
   std::string plan_format = "json";  // plan's --format: what goes to standard output without -o
   bool json = false;                 // --json

@@ -43,7 +43,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("estimate_format", "gpu_catalog", "kv_cache", "option_choices", "timeline", "trace"),  # read an Estimate; choice names
     ("estimate_config",),                                  # command-line strings into estimate options
     ("fit",),                                              # searches over estimates
-    ("check", "inspect", "plan", "serve"),                 # the commands
+    ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema: every command's arguments
     ("option_checks",),                                    # every check that needs no model, once
     ("options_doc",),                                      # docs/options.md, from the rows and the matrix

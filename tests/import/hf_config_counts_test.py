@@ -8,7 +8,8 @@ config.json, values copied by hand: memplan's tests never download). PUBLISHED i
 as the Hub publishes it for the model's safetensors weights (the "Model size" of the model page, exactly the
 `safetensors.total` of https://huggingface.co/api/models/<id>, which is also `metadata.total_size` of
 model.safetensors.index.json divided by 2 bytes per bfloat16 parameter). A hand count from the config's sizes
-(embedding V·h; per layer q, k, v, o, q/k/v biases, gate/up/down, two norms; final norm; lm_head unless tied)
+(embedding V·h; per layer q, k, v, o, q/k/v biases, gate/up/down, two norms, qwen3's q_norm and k_norm; final norm;
+lm_head unless tied)
 must give the same figure, so a mistyped config value is caught here rather than blamed on memplan.
 
 KV bytes per token and sequence in bf16: 2 (key and value) x layers x kv heads x head_dim x 2 B, the cache HF's
@@ -46,6 +47,9 @@ PUBLISHED = {
     "Qwen2.5-1.5B": 1_543_714_304,
     # https://huggingface.co/Qwen/Qwen2.5-7B (index total_size 15,231,233,024 B; model card: 7.61B)
     "Qwen2.5-7B": 7_615_616_512,
+    # https://huggingface.co/Qwen/Qwen3-8B (safetensors total; model card: 8.2B, 6.95B non-embedding, 36 layers,
+    # 32 query and 8 kv heads): q_norm and k_norm add 2 x 128 per layer, no biases
+    "Qwen3-8B": 8_190_735_360,
 }
 
 
@@ -57,6 +61,9 @@ def hand_count(c: dict) -> int:
     layer = h * q + 2 * h * kv + q * h + 3 * h * f + 2 * h
     if c["model_type"] == "qwen2":
         layer += q + 2 * kv  # Qwen2Attention: q/k/v biases
+    if c["model_type"] == "qwen3":
+        layer += 2 * hd  # Qwen3Attention: q_norm and k_norm over head_dim
+        layer += (q + 2 * kv + h) if c.get("attention_bias") else 0  # every projection's bias
     head = 0 if c.get("tie_word_embeddings") else c["vocab_size"] * h
     return c["vocab_size"] * h + layers * layer + h + head
 
@@ -146,6 +153,9 @@ REFUSED = [
     ("heads not a multiple of kv heads", json.dumps({**BASE, "num_key_value_heads": 3}), ["num_key_value_heads 3"]),
     ("qwen2 with attention_bias", json.dumps({**BASE, "model_type": "qwen2", "attention_bias": True}),
      ['"attention_bias"']),
+    ("qwen3 without head_dim", json.dumps({**BASE, "model_type": "qwen3"}), ['"head_dim" is missing']),
+    ("qwen3 with mlp_bias", json.dumps({**BASE, "model_type": "qwen3", "head_dim": 16, "mlp_bias": True}),
+     ['"mlp_bias"']),
 ]
 
 

@@ -43,7 +43,8 @@ DUMP = os.environ.get("HF_CONFIG_DUMP", os.path.join(ROOT, "build", "tests", "im
 # name: (model_type, LlamaConfig). The sizes are made up, each to reach a different path of the exporter: grouped
 # query attention with 2 and 4 query heads per kv head, a kv head count of its own and one kv head (repeat_kv),
 # multi-head attention (no repeat_kv) with a tied head, Qwen2's q/k/v biases with 3 query heads per kv head, Llama's
-# attention_bias and mlp_bias with a head_dim that is not hidden_size / heads.
+# attention_bias and mlp_bias with a head_dim that is not hidden_size / heads, Qwen3's q_norm/k_norm with grouped
+# and with multi-head attention (the latter with attention_bias and a tied head).
 CONFIGS = {
     "llama_tiny": ("llama", llama.CONFIGS["llama_tiny"]),
     "qwen2_tiny": ("qwen2", llama.CONFIGS["qwen2_tiny"]),
@@ -71,6 +72,14 @@ CONFIGS = {
         "qwen2_rep3", "made up", hidden_size=96, intermediate_size=160, num_hidden_layers=2,
         num_attention_heads=6, num_key_value_heads=2, vocab_size=300, rope_theta=1000000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=False, attention_bias=True)),
+    "qwen3_gqa_head_dim": ("qwen3", llama.LlamaConfig(
+        "qwen3_gqa_head_dim", "made up", hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, vocab_size=200, rope_theta=1000000.0, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, head_dim_override=32, qk_norm=True)),
+    "qwen3_mha_bias_tied": ("qwen3", llama.LlamaConfig(
+        "qwen3_mha_bias_tied", "made up", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, vocab_size=150, rope_theta=1000000.0, rms_norm_eps=1e-6,
+        tie_word_embeddings=True, attention_bias=True, o_proj_bias=True, head_dim_override=16, qk_norm=True)),
 }
 
 DECODE_DIMS = ["--dim", "batch_size=2", "--dim", "sequence_length=1", "--dim", "past_sequence_length=16",
@@ -96,7 +105,8 @@ MAX_POSITIONS = 1 << 30
 
 def config_json(model_type: str, cfg: llama.LlamaConfig) -> dict:
     """The config.json transformers writes for this config (keys as in the Hub's configs)."""
-    j = {"architectures": ["Qwen2ForCausalLM" if model_type == "qwen2" else "LlamaForCausalLM"],
+    architecture = {"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}.get(model_type, "LlamaForCausalLM")
+    j = {"architectures": [architecture],
          "model_type": model_type, "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size,
          "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
          "num_key_value_heads": cfg.num_key_value_heads, "vocab_size": cfg.vocab_size, "rope_theta": cfg.rope_theta,
@@ -105,6 +115,12 @@ def config_json(model_type: str, cfg: llama.LlamaConfig) -> dict:
     if model_type == "llama":
         assert cfg.attention_bias == cfg.o_proj_bias, "LlamaAttention: attention_bias is every projection's bias"
         j["attention_bias"], j["mlp_bias"] = cfg.attention_bias, cfg.mlp_bias
+    if model_type == "qwen3":  # Qwen3Attention: attention_bias is every projection's bias; q_norm, k_norm
+        assert cfg.attention_bias == cfg.o_proj_bias and cfg.qk_norm and not cfg.mlp_bias
+        j["attention_bias"] = cfg.attention_bias
+        j["sliding_window"], j["use_sliding_window"] = None, False
+    else:
+        assert not cfg.qk_norm, "q_norm and k_norm are Qwen3's"
     if cfg.head_dim_override:
         j["head_dim"] = cfg.head_dim_override
     if model_type == "qwen2":

@@ -16,6 +16,7 @@ step runs:
   - SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases;
   - pre-norm decoder layers, final RMSNorm, lm_head (untied unless the config ties it to embed_tokens);
   - attention_bias=True gives q/k/v projection biases (Qwen2; o_proj has none there either);
+  - qk_norm=True gives Qwen3's q_norm and k_norm (RMSNorm over head_dim on q and k before rotary);
   - lora=LoraConfig(...) makes the targeted projections PEFT LoRA layers (LoraLinear) and freezes the rest.
 
 Not modelled, because they change no shape and no memory of a training step: rope scaling ("llama3"
@@ -65,6 +66,9 @@ class LlamaConfig:
     o_proj_bias: bool = False
     mlp_bias: bool = False
     head_dim_override: Optional[int] = None
+    # Qwen3 (transformers models/qwen3/modeling_qwen3.py, Qwen3Attention): q_norm and k_norm, RMSNorms over
+    # head_dim, on q and k after their view to heads and before the transpose and rotary. Off in the zoo.
+    qk_norm: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -72,7 +76,8 @@ class LlamaConfig:
 
     def parameter_count(self) -> int:
         """Hand count from the config: embedding V·h; per layer q h·h, k and v h·(kv·hd) each, o h·h (plus
-        q/k/v biases h + 2·kv·hd with attention_bias), gate/up/down 3·h·ffn, two RMSNorm weights 2h;
+        q/k/v biases h + 2·kv·hd with attention_bias), gate/up/down 3·h·ffn, two RMSNorm weights 2h (and q_norm,
+        k_norm 2·hd with qk_norm);
         final norm h; lm_head V·h unless tied."""
         h, ffn, kv = self.hidden_size, self.intermediate_size, self.num_key_value_heads * self.head_dim
         q = self.num_attention_heads * self.head_dim
@@ -81,6 +86,7 @@ class LlamaConfig:
             layer += q + 2 * kv
         layer += h if self.o_proj_bias else 0
         layer += 2 * ffn + h if self.mlp_bias else 0
+        layer += 2 * self.head_dim if self.qk_norm else 0
         head = 0 if self.tie_word_embeddings else self.vocab_size * h
         return self.vocab_size * h + self.num_hidden_layers * layer + h + head
 
@@ -243,13 +249,19 @@ class Attention(nn.Module):
         self.k_proj = projection("k_proj", h, kv, cfg.attention_bias, device, lora)
         self.v_proj = projection("v_proj", h, kv, cfg.attention_bias, device, lora)
         self.o_proj = projection("o_proj", q, h, cfg.o_proj_bias, device, lora)
+        self.qk_norm = cfg.qk_norm
+        if cfg.qk_norm:  # Qwen3Attention defines them after o_proj: their parameters come after o_proj's
+            self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, device)
+            self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, device)
 
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
         """With `cache`, also returns the (key, value) this call leaves in the cache: `past`'s, if given,
         with the new tokens' concatenated after them on the sequence axis (HF DynamicCache.update)."""
         b, s = x.shape[0], x.shape[1]
-        q = self.q_proj(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = self.q_proj(x).view(b, s, self.heads, self.head_dim)
+        q = (self.q_norm(q) if self.qk_norm else q).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.kv_heads, self.head_dim)
+        k = (self.k_norm(k) if self.qk_norm else k).transpose(1, 2)
         v = self.v_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q, self.head_dim) * sin
         k = k * cos + rotate_half(k, self.head_dim) * sin

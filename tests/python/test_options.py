@@ -13,7 +13,7 @@ SRC = os.environ.get("MEMPLAN_SOURCE_DIR", os.path.dirname(os.path.dirname(os.pa
 BIN = os.environ.get("MEMPLAN_BIN", os.path.join(SRC, "build", "memplan"))
 DOC = os.path.join(SRC, "docs", "options.md")
 MODEL = os.path.join(SRC, "tests", "models", "gpt_tiny.onnx")
-COMMANDS = ["inspect", "estimate", "plan", "fit", "check", "timeline", "serve"]
+COMMANDS = ["inspect", "estimate", "plan", "fit", "check", "timeline", "serve", "export"]
 
 
 def run(*args):
