@@ -23,6 +23,7 @@
 #include "report/check.h"
 #include "report/estimate_config.h"
 #include "report/estimate_format.h"
+#include "report/export.h"
 #include "report/files.h"
 #include "report/fit.h"
 #include "report/inspect.h"
@@ -215,6 +216,24 @@ std::string plan(py::handle model, const py::kwargs& kwargs) {
   return text;
 }
 
+// export: the config's --graph written to `output`; what was written, as the CLI's summary says it.
+py::dict export_(py::handle model, const py::kwargs& kwargs) {
+  CommandArgs args;
+  args.estimate.model.path = model_path(model);
+  apply(args, kwargs, kExport, "export");
+  ExportResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = export_config(args.estimate.model, args.output);
+  }
+  py::dict d;
+  d["output"] = r.output;
+  d["bytes"] = r.bytes;
+  d["nodes"] = r.nodes;
+  d["initializers"] = r.initializers;
+  return d;
+}
+
 // fit's and serve's answer, one budget's or the catalog table: (JSON text, whether the limit is broken, the CLI's
 // one-line message for it). `decide` runs without the GIL; `line` picks the message from the answer's text.
 template <typename Decide, typename TableJson, typename AnswerJson, typename Line>
@@ -331,6 +350,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("inspect", &inspect, py::arg("model"));
   m.def("estimate", &estimate, py::arg("model"));
   m.def("plan", &plan, py::arg("model"));
+  m.def("export_config", &export_, py::arg("model"));
   m.def("fit", &fit, py::arg("model"));
   m.def("check", &check, py::arg("model"));
   m.def("serve", &serve, py::arg("model"));

@@ -281,7 +281,7 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(output)},
       {.flag = "-o,--output", .keyword = "-", .kind = K::Text, .commands = kTimeline,
        .help = "FILE.svg or FILE.html", .field = FIELD(output), .required = true},
-      {.flag = "-o,--output", .keyword = "-", .kind = K::Text, .commands = kExport,
+      {.flag = "-o,--output", .kind = K::Text, .commands = kExport,
        .help = "FILE.onnx: the config's --graph as a weight-less ONNX file (replaced if it exists; never the config)",
        .field = FIELD(output), .required = true},
       // Output (the CLI's: Python returns the JSON's dictionary).

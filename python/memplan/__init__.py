@@ -72,6 +72,14 @@ def plan(model: PathLike, **options: Any) -> Dict[str, Any]:
     return _json.loads(_core.plan(model, **options))
 
 
+def export_config(model: PathLike, **options: Any) -> Dict[str, Any]:
+    """``memplan export CONFIG.json --graph G -o OUT.onnx``: writes the graph memplan builds from a Hugging Face
+    config.json (``graph="train"``, ``"decode"`` or ``"prefill"``) to ``output=`` as a weight-less ONNX file, and
+    returns what it wrote: ``output``, ``bytes``, ``nodes``, ``initializers``. (``memplan.torch.export`` exports a
+    PyTorch module instead.)"""
+    return _core.export_config(model, **options)
+
+
 def _limited(command: Any, model: PathLike, options: Dict[str, Any]) -> Dict[str, Any]:
     """A command that can answer "does not fit": its JSON, or LimitError carrying the CLI's message and JSON."""
     text, broken, message = command(model, **options)

@@ -336,3 +336,23 @@ def test_values_keyword_is_the_value_flag(tmp_path):
     assert str(e.value) == err
     with pytest.raises(memplan.InputError, match="values: expected a mapping"):
         memplan.estimate(vad, values=[1])
+
+
+def test_export_config_writes_the_file_the_cli_writes(tmp_path):
+    # memplan.export_config is `memplan export`: the same file, byte for byte, and what it wrote.
+    config = os.path.join(MODELS, "hf_configs", "Llama-3.2-1B.json")
+    from_python = str(tmp_path / "pyth.onnx")  # names of one length, so that protobuf's length prefixes agree
+    from_cli = str(tmp_path / "clii.onnx")
+    written = memplan.export_config(config, graph="train", output=from_python)
+    p = subprocess.run([BIN, "export", config, "--graph", "train", "-o", from_cli], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    with open(from_python, "rb") as a, open(from_cli, "rb") as b:
+        data = a.read()
+        # The external-data location names the output file: the only bytes that may differ.
+        assert data.replace(b"pyth.onnx.data", b"clii.onnx.data") == b.read()
+    assert written["output"] == from_python
+    assert written["bytes"] == len(data)
+    assert written["nodes"] > 0 and written["initializers"] > 0
+    assert f"wrote {from_cli}: {written['nodes']} nodes, {written['initializers']} initializers" in p.stderr
+    with pytest.raises(memplan.InputError, match="export converts a Hugging Face config.json"):
+        memplan.export_config(os.path.join(MODELS, "gpt_tiny.onnx"), graph="train", output=str(tmp_path / "x.onnx"))

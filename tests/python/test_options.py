@@ -60,10 +60,11 @@ def test_help_lists_exactly_the_documented_flags(command):
     assert shown == documented
 
 
-@pytest.mark.parametrize("command", ["inspect", "estimate", "plan", "fit", "check", "serve"])
+@pytest.mark.parametrize("command", ["inspect", "estimate", "plan", "fit", "check", "serve", "export"])
 def test_python_keywords_are_exactly_the_documented_ones(command):
+    function = memplan.export_config if command == "export" else getattr(memplan, command)
     with pytest.raises(memplan.InputError) as e:
-        getattr(memplan, command)(MODEL, no_such_option=1)
+        function(MODEL, no_such_option=1)
     listed = re.search(r"expected one of: (.*)\)", str(e.value)).group(1).split(", ")
     documented = {k for f, k, cmds in doc_rows() if command in cmds and k and f != "MODEL"}
     assert set(listed) == documented
