@@ -112,7 +112,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past a double (1E99999)
     fail(path, std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) fail(path, "a config.json holds one JSON object");
