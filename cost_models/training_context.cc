@@ -96,8 +96,9 @@ void mark_fsdp_frozen_views(const Graph& g, const TrainingOptions& o, TrainingCo
 }
 
 // Pass 6, ZeRO/FSDP: how each parameter is held across the data-parallel GPUs. ZeRO-1 shards each trainable
-// parameter's optimizer states, ZeRO-2 its grad too, ZeRO-3 the parameter too; FSDP flattens every module parameter of a wrapping unit, trained or frozen, into the unit's flat
-// parameter (a tied copy is its embedding's storage). Needs the trainable set and pass 5's storage.
+// parameter's optimizer states, ZeRO-2 its grad too, ZeRO-3 the parameter too; FSDP flattens every module
+// parameter of a wrapping unit, trained or frozen, into the unit's flat parameter (a tied copy is its embedding's
+// storage). Needs the trainable set and pass 5's storage.
 void assign_parameter_shards(const Graph& g, const TrainingOptions& o, bool any_frozen, TrainingContext& c) {
   TensorLayout& l = c.layout;
   l.shard.assign(g.tensors.size(), ParameterShard::Whole);

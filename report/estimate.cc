@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
-#include <set>
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
