@@ -139,6 +139,7 @@ BASE = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num
 # (what is wrong, the config's text, words the one message must hold)
 REFUSED = [
     ("malformed JSON", '{"model_type": "llama", "hidden_size": 64', ["not valid JSON"]),
+    ("a number past a double", '{"model_type": "llama", "hidden_size": 1E99999}', ["not valid JSON", "number overflow"]),
     ("not an object", "[1, 2]", ["one JSON object"]),
     ("unknown model_type", json.dumps({**BASE, "model_type": "gemma2"}), ['model_type "gemma2"']),
     ("missing key", json.dumps({k: v for k, v in BASE.items() if k != "vocab_size"}), ['"vocab_size" is missing']),
