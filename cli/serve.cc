@@ -1,5 +1,5 @@
-// memplan serve: how many sequences of a decoder with a KV cache a GPU serves at once (paged as vLLM pages it),
-// and the longest single sequence.
+// memplan serve: a decoder with a KV cache served by vLLM (its KV cache size and maximum concurrency) or by PyTorch
+// eager (how many sequences fit at once, and the longest single sequence).
 #include <iostream>
 #include <memory>
 
@@ -15,20 +15,33 @@ Action add_serve_command(CLI::App& app) {
   auto args = std::make_shared<CommandArgs>();
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "Serving a decoder with a KV cache: the KV bytes per token, the weights, the activation peaks of a prefill\n"
-      "and of a decode step, how many sequences of --context tokens fit at once with the cache paged in blocks\n"
-      "of --block-size tokens (as vLLM allocates it: what the weights and the largest step leave of the budget),\n"
-      "and the longest single sequence. The past/present inputs and outputs are found by their shapes.\n"
-      "Without --gpu or --memory, a table over the built-in GPU catalog.\n"
-      "  memplan serve llama.onnx --gpu H100-80GB --context 4096 --dtype fp16\n"
-      "  memplan serve llama.onnx --memory 24GiB --context 8192 --max-batched-tokens 2048 --json");
+      "Serving a decoder with a KV cache. --engine vllm (the default): what vLLM prints at start-up,\n"
+      "\"GPU KV cache size: N tokens\" and \"Maximum concurrency for L tokens per request: X\", from vLLM's own\n"
+      "budget (total x --gpu-memory-utilization - weights - its profile run's activation peak - non-torch memory)\n"
+      "with attention, repeat_kv and the LM head run as vLLM's kernels run them. --engine eager: PyTorch eager running\n"
+      "the exported graph, its prefill and decode steps, how many sequences of --context tokens fit at once with\n"
+      "the cache paged in blocks of --block-size tokens, and the longest single sequence. The past/present inputs\n"
+      "and outputs are found by their shapes. Without --gpu or --memory, a table over the built-in GPU catalog.\n"
+      "  memplan serve llama.onnx --gpu H100-80GB --context 8192 --dtype bf16\n"
+      "  memplan serve Llama-3.1-8B/config.json --graph decode --gpu L40S --tp 2 --kv-cache-dtype fp8\n"
+      "  memplan serve llama.onnx --engine eager --memory 24GiB --context 8192 --max-batched-tokens 2048 --json");
   add_options(cmd, *args, kServe);
 
   return [args, cmd]() -> int {
     check_options(cmd, *args, kServe);
     const ServeOutcome out = serve_model(serve_args(*args));
     const Format format = output_format(*args, kServe);
-    if (out.table) {
+    if (out.vllm_table) {
+      const VllmTable& t = *out.vllm_table;
+      std::cout << (format == Format::Json       ? json_text(vllm_table_to_json(t))
+                    : format == Format::Markdown ? vllm_table_to_markdown(t)
+                                                 : vllm_table_to_text(t));
+    } else if (out.vllm) {
+      const std::string text = vllm_to_text(*out.vllm);
+      std::cout << (format == Format::Json       ? json_text(vllm_to_json(*out.vllm))
+                    : format == Format::Markdown ? "```\n" + text + "```\n"
+                                                 : text);
+    } else if (out.table) {
       const ServeTable& t = *out.table;
       std::cout << (format == Format::Json       ? json_text(serve_table_to_json(t))
                     : format == Format::Markdown ? serve_table_to_markdown(t)

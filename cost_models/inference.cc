@@ -59,7 +59,7 @@ class InferenceBuilder {
     TensorLayout l;
     l.dtype.resize(g.tensors.size());
     for (size_t t = 0; t < g.tensors.size(); ++t) l.dtype[t] = storage_dtype(g.tensors[t].dtype, opt.float_dtype);
-    l.tp = plan_tensor_parallel(g, exec.tp, exec.sequence_parallel);
+    l.tp = plan_tensor_parallel(g, exec.tp, exec.sequence_parallel, exec.replicate_kv_heads);
     return l;
   }
 

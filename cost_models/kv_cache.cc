@@ -213,6 +213,10 @@ KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::stri
     if (!user_bound.count(s) && derived_here(s)) kv.derived.push_back(s);
   for (const Pair& p : pairs) {
     kv.pairs.emplace_back(p.input, p.output);
+    // [batch, kv_heads, tokens, head_dim]: the heads are axis 1 when the tokens are axis 2 of a rank-4 cache.
+    const Tensor& past = tensor(g0, p.input);
+    const int64_t heads = past.shape.size() == 4 && p.axis == 2 ? past.shape[1] : 0;
+    kv.kv_heads = &p == &pairs.front() || kv.kv_heads == heads ? heads : 0;
     if (const auto lead = symbols.leading_of.find(p.input);
         lead != symbols.leading_of.end() &&
         std::find(kv.batch_dims.begin(), kv.batch_dims.end(), lead->second) == kv.batch_dims.end())

@@ -24,6 +24,9 @@ struct KvCache {
   // Bytes of one more cached token of one sequence, over every past input, in the estimate's storage dtype
   // (--dtype: cost_models/graph_facts.h storage_dtype). 2 x layers x kv_heads x head_dim x bytes per element.
   uint64_t bytes_per_token = 0;
+  // KV heads of every past input ([batch, kv_heads, tokens, head_dim], the tokens at axis 2), when all agree; 0:
+  // another layout, or layers that differ.
+  int64_t kv_heads = 0;
   // Input dimensions that follow from the cached and new tokens at every step, when the user does not bind them:
   // a dim_param that is a sum of other dimensions ("past_sequence_length + sequence_length", optimum's attention
   // mask), which the importer binds from its terms (summed_dim_terms, onnx_import/import.h), and ORT GenAI's

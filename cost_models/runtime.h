@@ -41,6 +41,9 @@ struct ExecutionOptions {
   // is rank 0's, the busiest GPU of the group.
   int tp = 1;
   bool sequence_parallel = false;
+  // With more GPUs than key/value heads, each holds one head, replicated (a serving engine's tensor parallelism,
+  // vLLM's); false: refused, as Megatron-LM refuses it (cost_models/tensor_parallel.h).
+  bool replicate_kv_heads = false;
 };
 
 // What a runtime means to a cost model in one mode.

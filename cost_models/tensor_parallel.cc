@@ -21,7 +21,7 @@ int rank_of(const Graph& g, int32_t t) { return static_cast<int>(g.tensors[t].sh
 
 class Pass {
  public:
-  Pass(const Graph& g, int tp, bool sp) : g_(g) {
+  Pass(const Graph& g, int tp, bool sp, bool replicate_kv) : g_(g), replicate_kv_(replicate_kv) {
     p_.tp = tp;
     p_.sequence_parallel = sp;
     p_.axis.assign(g.tensors.size(), -1);
@@ -99,6 +99,33 @@ class Pass {
     if (p_.sharded(x)) p_.gathered_input[&n - g_.nodes.data()] = x;  // sequence-parallel input: all-gathered
   }
 
+  // More GPUs than key/value heads, with replicate_kv_heads: each GPU holds one whole head of `features`
+  // (head_dim) outputs, replicated on tp / heads GPUs (vLLM's QKVParallelLinear: num_kv_head_replicas). The
+  // projection that made `t` (MatMul/Gemm, through its bias Add) keeps that head's columns of its weight.
+  void replicate_kv_head(int32_t t, int64_t features) {
+    while (t >= 0 && p_.sharded(t)) {
+      p_.local_dim[t] = features;
+      const int32_t prod = g_.tensors[t].producer;
+      if (prod < 0) return;
+      const Node& n = g_.nodes[prod];
+      if (n.op_type == "Add") {
+        for (int32_t in : n.inputs)
+          if (weight(in) && p_.sharded(in)) p_.local_dim[in] = features;
+        t = weight(n.inputs[0]) ? n.inputs[1] : n.inputs[0];
+        continue;
+      }
+      if (n.op_type == "MatMul" || n.op_type == "Gemm") {
+        for (size_t i = 1; i < n.inputs.size(); ++i) {
+          const int32_t operand = n.inputs[i];
+          const int32_t w = weight_operand(operand);
+          for (int32_t x : {operand, w})
+            if (x >= 0 && p_.sharded(x) && g_.tensors[x].shape[p_.axis[x]] > features) p_.local_dim[x] = features;
+        }
+      }
+      return;
+    }
+  }
+
   // Reshape-like ops (Reshape, Flatten, Squeeze, Unsqueeze): the sharded axis maps to the output axis that
   // starts at the same element offset; a head split must keep whole heads on each GPU.
   void reshape(const Node& n, int32_t in, int32_t out) {
@@ -116,6 +143,17 @@ class Pass {
         } else if (os[b] % p_.tp != 0 || is[a] % p_.tp != 0) {
           // Grouped-query attention reshapes k and v into fewer heads than q, after q.
           const bool kv = os.size() > is.size() && max_heads_ > os[b];
+          // repeat_kv of a replicated head: each GPU expands its one key/value head to its own query heads.
+          if (replicate_kv_ && p_.local_dim[in] * p_.tp != is[a] && os[b] % p_.tp == 0) {
+            set(out, static_cast<int>(b));
+            return;
+          }
+          if (kv && replicate_kv_ && p_.tp % os[b] == 0 && is[a] % os[b] == 0) {
+            replicate_kv_head(in, is[a] / os[b]);
+            p_.axis[out] = static_cast<int>(b);
+            p_.local_dim[out] = 1;
+            return;
+          }
           throw InputError(tp_text() + " does not divide the " + std::to_string(os[b]) +
                            (kv ? " key/value heads" : " attention heads") + " (axis " + std::to_string(b) + " of '" +
                            g_.tensors[out].name + "') " + where(n) + ": each tensor-parallel GPU computes whole heads");
@@ -244,6 +282,7 @@ class Pass {
   }
 
   const Graph& g_;
+  const bool replicate_kv_;
   TensorParallelPlan p_;
   int64_t vocab_rows_ = 0;  // rows of the vocab-parallel embedding (0: none yet)
   int64_t max_heads_ = 0;   // the most heads a head reshape has split so far
@@ -259,7 +298,7 @@ std::string tensor_parallel_note(const TensorParallelPlan& p) {
          "divide. NCCL's communication buffers are not counted.";
 }
 
-TensorParallelPlan plan_tensor_parallel(const Graph& g, int tp, bool sequence_parallel) {
+TensorParallelPlan plan_tensor_parallel(const Graph& g, int tp, bool sequence_parallel, bool replicate_kv_heads) {
   if (tp < 1) throw InputError("--tp must be at least 1");
   if (tp == 1) {
     if (sequence_parallel) throw InputError("--sequence-parallel needs --tp N with N >= 2");
@@ -269,7 +308,7 @@ TensorParallelPlan plan_tensor_parallel(const Graph& g, int tp, bool sequence_pa
     p.gathered_input.assign(g.nodes.size(), -1);
     return p;
   }
-  return Pass(g, tp, sequence_parallel).run();
+  return Pass(g, tp, sequence_parallel, replicate_kv_heads).run();
 }
 
 }  // namespace memplan

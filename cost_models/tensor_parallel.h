@@ -52,7 +52,10 @@ struct TensorParallelPlan {
 // tp == 1: nothing is sharded. Throws InputError (naming the node) when N does not divide the head count of
 // a head reshape, the output dimension of a column-parallel layer, or (with sequence parallelism) the
 // sequence length, and when the model has no layer to split.
-TensorParallelPlan plan_tensor_parallel(const Graph& g, int tp, bool sequence_parallel);
+// `replicate_kv_heads`: with more GPUs than key/value heads (N a multiple of them), each GPU holds one whole
+// key/value head, replicated (vLLM's QKVParallelLinear num_kv_head_replicas, vllm/model_executor/layers/linear.py)
+// instead of the refusal (Megatron-LM needs the query groups divisible by N).
+TensorParallelPlan plan_tensor_parallel(const Graph& g, int tp, bool sequence_parallel, bool replicate_kv_heads = false);
 
 // The note an estimate carries: what was split, that the figures are one GPU's, and what is not counted.
 std::string tensor_parallel_note(const TensorParallelPlan& plan);

@@ -31,6 +31,7 @@
 #include "report/option_checks.h"
 #include "report/options.h"
 #include "report/plan.h"
+#include "report/option_choices.h"
 #include "report/serve.h"
 #include "report/trace.h"
 
@@ -266,6 +267,18 @@ py::tuple serve(py::handle model, const py::kwargs& kwargs) {
   CommandArgs args;
   args.estimate.model.path = model_path(model);
   apply(args, kwargs, kServe, "serve");
+  if (kServeEngineChoices.is(args.serve.engine, ServeEngine::Vllm)) {
+    std::string text, message;
+    bool broken = false;
+    {
+      py::gil_scoped_release unlocked;
+      const ServeOutcome out = serve_model(serve_args(args));
+      text = json_text(out.vllm_table ? vllm_table_to_json(*out.vllm_table) : vllm_to_json(*out.vllm));
+      broken = out.limit_broken();
+      if (broken) message = escape_invalid_utf8("vLLM would not start: " + out.vllm->capacity.refusal);
+    }
+    return py::make_tuple(text, broken, message);
+  }
   return budget_answer([&] { return serve_model(serve_args(args)); },
                        [](const ServeTable& t) { return serve_table_to_json(t); },
                        [](const ServeAnswer& a) { return serve_to_json(a); },

@@ -12,6 +12,7 @@ namespace memplan {
 namespace {
 
 bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
+bool vllm(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Vllm); }
 
 // One row's value against its kind (a choice, an integer's minimum, a number's range).
 void check_value(const OptionSpec& row, const CommandArgs& args) {
@@ -202,9 +203,42 @@ const std::vector<CommandRule>& command_rules() {
                       "(or give --memory SIZE)"
                     : "";
        }},
-      {kServe, "serve needs --context",
+      {kServe, "serve --engine eager needs --context (vllm takes the model's position limit)",
        [](A a) -> std::string {
-         return a.serve.context <= 0 ? "serve needs --context N: the tokens of one sequence (prompt and generated)" : "";
+         return vllm(a) || a.serve.context > 0
+                    ? ""
+                    : "serve --engine eager needs --context N: the tokens of one sequence (prompt and generated)";
+       }},
+      {kServe, "--headroom applies to --engine eager (vllm: --gpu-memory-utilization)",
+       [](A a) -> std::string {
+         return vllm(a) && a.serve.headroom_percent != ServeSettings{}.headroom_percent
+                    ? "--headroom applies to --engine eager; vLLM keeps what --gpu-memory-utilization leaves"
+                    : "";
+       }},
+      {kServe, "--gpu-memory-utilization and --max-num-seqs apply to --engine vllm",
+       [](A a) -> std::string {
+         if (vllm(a)) return "";
+         if (a.serve.gpu_memory_utilization != ServeSettings{}.gpu_memory_utilization)
+           return "--gpu-memory-utilization applies to --engine vllm (eager: --headroom)";
+         return a.serve.max_num_seqs != 0 ? "--max-num-seqs applies to --engine vllm" : "";
+       }},
+      {kServe, "--gpu-memory-utilization is more than 0",
+       [](A a) -> std::string {
+         return a.serve.gpu_memory_utilization <= 0 ? "--gpu-memory-utilization 0: vLLM needs more than 0 (at most 1)"
+                                                    : "";
+       }},
+      {kServe, "--engine vllm runs on PyTorch: --runtime applies to --engine eager",
+       [](A a) -> std::string {
+         return vllm(a) && !kRuntimeChoices.is(a.estimate.runtime, Runtime::PyTorch)
+                    ? "--runtime " + a.estimate.runtime + " with --engine vllm: vLLM runs on PyTorch's caching allocator "
+                      "(--runtime applies to --engine eager)"
+                    : "";
+       }},
+      {kServe, "--tp in serve applies to --engine vllm",
+       [](A a) -> std::string {
+         return !vllm(a) && a.estimate.tp > 1 ? "--tp with --engine eager: not modelled (serve --engine vllm models "
+                                                 "vLLM's tensor parallelism)"
+                                              : "";
        }},
   };
   return all;

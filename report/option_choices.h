@@ -79,6 +79,9 @@ inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage:
 // serve's --kv-cache-dtype: true, one byte per element (vLLM stores every fp8 choice as torch.uint8,
 // vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
 inline const Choices<bool> kKvCacheDtypeChoices{{{"auto", false}, {"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true}}};
+// serve --engine: who serves the decoder (report/serve_vllm.h: vLLM's V1 rules; report/serve.h: PyTorch eager).
+enum class ServeEngine { Vllm, Eager };
+inline const Choices<ServeEngine> kServeEngineChoices{{{"vllm", ServeEngine::Vllm}, {"eager", ServeEngine::Eager}}};
 inline const Choices<int> kFormatChoices{{{"table", 0}, {"json", 1}, {"markdown", 2}}};
 
 }  // namespace memplan

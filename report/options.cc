@@ -146,9 +146,10 @@ std::vector<OptionSpec> make_schema() {
                     ? std::string(", tied by shape")
                     : if_set(c.is(a.tied_embeddings, TiedEmbeddings::No), ", untied embeddings");
        }},
-      {.flag = "--tp", .kind = K::Int, .commands = kTraining,
+      {.flag = "--tp", .kind = K::Int, .commands = kTraining | kServe,
        .help = "Tensor-parallel GPUs (Megatron-style column/row parallel attention and MLP, vocab-parallel embedding "
-               "and head); the estimate is one GPU's",
+               "and head; serve --engine vllm: vLLM's --tensor-parallel-size, KV heads replicated when --tp exceeds "
+               "them); the estimate is one GPU's",
        .field = FIELD(estimate.tp), .min = 1, .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.tp > 1, ", tp " + std::to_string(a.tp)); }},
       {.flag = "--sequence-parallel", .kind = K::Flag, .commands = kTraining,
@@ -235,7 +236,10 @@ std::vector<OptionSpec> make_schema() {
        .help = "The budget exactly as given, e.g. 24GiB (= 24 x 2^30), 24GB (= 24 x 10^9); excludes --gpu",
        .field = FIELD(memory)},
       {.flag = "--reserve", .kind = K::Text, .commands = kFit | kServe,
-       .help = "Memory outside the allocator per GPU (CUDA context); default: the catalog's", .field = FIELD(reserve)},
+       .help = "Memory outside the allocator per GPU; default: the catalog's. fit, serve --engine eager: the CUDA "
+               "context's, taken off the budget; serve --engine vllm: the non-torch memory vLLM's profile run finds "
+               "(kernels loaded on first use, NCCL's lazily connected buffers), taken off its KV cache memory",
+       .field = FIELD(reserve)},
       // fit.
       {.flag = "--search", .kind = K::Text, .commands = kFit,
        .help = "The dimension to maximise: batch (binds --batch) or a symbolic dim name", .field = FIELD(fit.search),
@@ -248,12 +252,30 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--max", .kind = K::Int, .commands = kFit, .help = "Largest value to consider",
        .field = FIELD(fit.max_value), .min = 1, .show_default = true},
       // serve.
+      {.flag = "--engine", .kind = K::Choice, .commands = kServe,
+       .help = "Who serves the decoder: vllm (vLLM's V1 engine: its KV cache size and maximum concurrency as it "
+               "prints them at start-up, from its own budget rule and profile run, with attention, repeat_kv and "
+               "the LM head as its kernels run them) or eager (PyTorch eager running the exported graph: prefill "
+               "and decode steps as exported, the sequences and the longest sequence that fit)",
+       .field = FIELD(serve.engine), .choices = kServeEngineChoices.names(), .show_default = true},
       {.flag = "--context", .kind = K::Int, .commands = kServe,
-       .help = "Tokens of one sequence, prompt and generated (vLLM's max_model_len)", .field = FIELD(serve.context),
-       .min = 1},
+       .help = "Tokens of one sequence, prompt and generated (vLLM's --max-model-len); vllm's default: the model's "
+               "max_position_embeddings (a config.json); eager: required",
+       .field = FIELD(serve.context), .min = 1},
       {.flag = "--max-batched-tokens", .kind = K::Int, .commands = kServe,
-       .help = "Tokens of the largest prefill step, one sequence (vLLM's max_num_batched_tokens); default: --context",
+       .help = "Tokens of one scheduler step (vLLM's --max-num-batched-tokens): vLLM's profile run (default: "
+               "vLLM's, 8192 on a GPU of 70 GiB or more that is not an A100, else 2048); eager: the prefill step, "
+               "one sequence (default: --context)",
        .field = FIELD(serve.max_batched_tokens), .min = 1},
+      {.flag = "--max-num-seqs", .kind = K::Int, .commands = kServe,
+       .help = "vllm: requests in one step (vLLM's --max-num-seqs): the profile run's dummy requests and the "
+               "sampler's warm-up rows (default: vLLM's, 1024 on a GPU of 70 GiB or more that is not an A100, else "
+               "256; at most --max-batched-tokens)",
+       .field = FIELD(serve.max_num_seqs), .min = 1},
+      {.flag = "--gpu-memory-utilization", .kind = K::Real, .commands = kServe,
+       .help = "vllm: the fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
+               "and the KV cache), as vLLM's --gpu-memory-utilization",
+       .field = FIELD(serve.gpu_memory_utilization), .min = 0, .max = 1, .show_default = true},
       {.flag = "--block-size", .kind = K::Int, .commands = kServe,
        .help = "Tokens per KV cache block (vLLM's --block-size)", .field = FIELD(serve.block_size), .min = 1,
        .show_default = true},
@@ -265,7 +287,7 @@ std::vector<OptionSpec> make_schema() {
        .help = "The symbolic dimension that counts cached tokens, when several qualify (e.g. past_sequence_length)",
        .field = FIELD(serve.kv_dim)},
       {.flag = "--headroom", .kind = K::Real, .commands = kServe,
-       .help = "Keep this percent of the budget free (10 = vLLM's default gpu_memory_utilization 0.9)",
+       .help = "eager: keep this percent of the budget free (vllm: --gpu-memory-utilization)",
        .field = FIELD(serve.headroom_percent), .min = 0, .max = 99, .show_default = true},
       // check.
       {.flag = "--baseline", .kind = K::Text, .commands = kCheck,

@@ -24,7 +24,8 @@ ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& set
   options_.inference.held_outside = kv_.tensors();
   // The weights: resident for the whole step, the same at every batch and context.
   weights_bytes_ =
-      estimate_graph(*session_.shape(kv_step_bindings(user_, kv_, 1, 0, settings_.max_batched_tokens)), options_)
+      estimate_graph(*session_.shape(kv_step_bindings(user_, kv_, 1, 0, std::max<int64_t>(1, settings_.max_batched_tokens))),
+                     options_)
           .breakdown.weights;
 }
 
@@ -127,7 +128,9 @@ ServeOutcome serve_model(const ServeArgs& f) {
   else if (!gpu.empty()) budget = gpu_budget(catalog.find(gpu), reserve);
 
   ServeSettings settings = s;
-  if (settings.max_batched_tokens == 0) settings.max_batched_tokens = settings.context;
+  const bool vllm = kServeEngineChoices.is(s.engine, ServeEngine::Vllm);
+  options.execution.replicate_kv_heads = vllm;
+  if (!vllm && settings.max_batched_tokens == 0) settings.max_batched_tokens = settings.context;
   ServeProbe probe(f.estimate.model.path, to_bindings(f.estimate.model), settings, options);
   if (const int64_t cap = probe.max_positions(); cap > 0 && settings.context > cap)
     // vLLM refuses a max_model_len above max_position_embeddings (vllm/config.py, _get_and_verify_max_len).
@@ -144,6 +147,34 @@ ServeOutcome serve_model(const ServeArgs& f) {
                          " is the leading dimension of the KV cache's past inputs): drop --dim " + d);
   }
   ServeOutcome out;
+  if (vllm) {
+    // vLLM's budget is a fraction of the GPU's whole memory (the CUDA context lives in the rest); --reserve is
+    // the memory its profile finds outside PyTorch's allocator (cost_models/vllm_engine.h).
+    const int tp = f.estimate.tp;
+    if (!f.memory.empty()) {
+      out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve);
+    } else if (!gpu.empty()) {
+      const GpuSpec& g = catalog.find(gpu);
+      out.vllm = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name + " (" + format_bytes(g.memory_bytes) + ")",
+                            reserve);
+    } else {
+      VllmTable t;
+      t.model = probe.path();
+      t.non_torch_bytes = reserve;
+      for (const GpuSpec& g : catalog.gpus) {
+        probe.use_gpu_architecture(g);
+        const VllmAnswer a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve);
+        t.max_model_len = a.settings.engine.max_model_len;
+        t.block_size = a.settings.engine.block_size;
+        t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
+        t.kv_bytes_per_token = a.kv_bytes_per_token;
+        t.rows.push_back({g.name, g.memory_bytes, a.memory.requested, a.memory.available, a.capacity.tokens,
+                          a.capacity.max_concurrency, a.capacity.starts});
+      }
+      out.vllm_table = std::move(t);
+    }
+    return out;
+  }
   if (budget) {
     out.answer = serve_budget(probe, settings, *budget);
     return out;

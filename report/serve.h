@@ -30,56 +30,12 @@
 #include "cost_models/paged_kv.h"
 #include "report/estimate_config.h"
 #include "report/fit.h"
+#include "report/serve_probe.h"
+#include "report/serve_vllm.h"
 
 namespace memplan {
 
 inline constexpr const char* kServeSchema = "memplan.serve/1";
-
-struct ServeSettings {
-  int64_t context = 0;             // --context N: tokens per sequence (prompt and generated); required
-  int64_t max_batched_tokens = 0;  // --max-batched-tokens T: the prefill step's tokens; 0: the context
-  int64_t block_size = kDefaultBlockSize;
-  std::string kv_dim;              // --kv-dim NAME: the dimension of cached tokens, when several qualify
-  // --kv-cache-dtype: auto (the cache in the model's storage type) or an fp8 type. vLLM stores every fp8 choice
-  // as one byte per element (vllm/utils STR_DTYPE_TO_TORCH_DTYPE: "fp8", "fp8_e4m3", "fp8_e5m2" -> torch.uint8)
-  // with one scalar scale per layer's keys and values (Attention's _k_scale/_v_scale), which is not counted.
-  std::string kv_cache_dtype = "auto";
-  double headroom_percent = 0;     // keep this percent of the budget free (vLLM's gpu_memory_utilization 0.9: 10)
-};
-
-// One step's estimate, KV cache excluded.
-struct ServeStep {
-  int64_t batch = 0, cached_tokens = 0, new_tokens = 0;
-  uint64_t required_bytes = 0;        // the estimate's required_bytes (weights included)
-  uint64_t activation_peak_bytes = 0; // required_bytes - weights_bytes
-};
-
-// The model's steps at many batches and contexts: the file is read once (a ModelSession), every step remembered.
-class ServeProbe {
- public:
-  ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options);
-  const KvCache& kv() const { return kv_; }
-  uint64_t weights_bytes() const { return weights_bytes_; }
-  ServeStep prefill();
-  ServeStep decode(int64_t batch, int64_t cached_tokens);
-  void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
-  const EstimateOptions& options() const { return options_; }
-  const std::string& path() const { return session_.path(); }
-  // The model's position limit (ReadModel::max_positions: a config.json's max_position_embeddings); 0: unknown.
-  int64_t max_positions() { return session_.max_positions(); }
-
- private:
-  ServeStep step(int64_t batch, int64_t cached, int64_t fresh);
-
-  ModelSession session_;
-  Bindings user_;
-  ServeSettings settings_;
-  EstimateOptions options_;
-  KvCache kv_;
-  uint64_t weights_bytes_ = 0;
-  // (arch, batch, cached, new) -> required bytes; nullopt: the shape overflows
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::optional<uint64_t>> memo_;
-};
 
 // What `budget` serves at the settings' context.
 struct ServeAnswer {
@@ -128,9 +84,14 @@ struct ServeArgs {
   std::string reserve;    // "": the catalog's
 };
 struct ServeOutcome {
+  // --engine eager: an answer on a budget, or the table over the catalog.
   std::optional<ServeAnswer> answer;
   std::optional<ServeTable> table;
-  bool limit_broken() const { return answer && !answer->fits(); }  // the CLI exits 1
+  // --engine vllm: the same two (report/serve_vllm.h).
+  std::optional<VllmAnswer> vllm;
+  std::optional<VllmTable> vllm_table;
+  // The CLI exits 1: nothing fits, or vLLM would not start.
+  bool limit_broken() const { return (answer && !answer->fits()) || (vllm && !vllm->fits()); }
 };
 // The arguments must have passed validate_options(..., kServe) (report/option_checks.h), as the CLI and Python
 // run it first. Throws InputError (exit 2) for bindings serve makes itself and models without a KV cache.

@@ -42,7 +42,8 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("estimate",),                                         # a graph through a cost model and the planner
     ("estimate_format", "gpu_catalog", "kv_cache", "option_choices", "timeline", "trace"),  # read an Estimate; choice names
     ("estimate_config",),                                  # command-line strings into estimate options
-    ("fit",),                                              # searches over estimates
+    ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
+    ("serve_vllm",),                                       # vLLM's start-up answer over the probe
     ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema: every command's arguments
     ("option_checks",),                                    # every check that needs no model, once

@@ -102,8 +102,8 @@ def check(model: PathLike, **options: Any) -> Dict[str, Any]:
 
 
 def serve(model: PathLike, **options: Any) -> Dict[str, Any]:
-    """``memplan serve MODEL --json``: for a decoder with a KV cache, the KV bytes per token, the prefill and
-    decode activation peaks, how many sequences of ``context=`` tokens fit ``gpu=`` or ``memory=`` with the cache
-    paged in blocks (vLLM's), and the longest single sequence; with neither, a table over the GPU catalog
-    (memplan.serve/1). Raises :class:`LimitError` when not one block fits."""
+    """``memplan serve MODEL --json``: a decoder with a KV cache served by vLLM (``engine="vllm"``, the default:
+    vLLM's "GPU KV cache size" in tokens, its maximum concurrency and the budget's terms, memplan.serve.vllm/1) or
+    by PyTorch eager (``engine="eager"``: how many sequences of ``context`` tokens fit, memplan.serve/1). Raises
+    :class:`LimitError` when vLLM would not start, or when not one block fits."""
     return _limited(_core.serve, model, options)

@@ -75,11 +75,18 @@ def cases():
     out.append(["check", M + "gpt_tiny.onnx", "--batch", "8", *SEQ, "--budget", "1GiB", "--json"])
     # serve and estimate on the tiny decoder with a KV cache (tests/models/serve/make_kv_tiny.py).
     kv = M + "serve/kv_tiny.onnx"
-    out.append(["serve", kv, "--memory", "1GiB", "--context", "4096", "--json"])
-    out.append(["serve", kv, "--gpu", "T4", "--context", "333", "--block-size", "32", "--max-batched-tokens", "128",
-                "--dtype", "fp16", "--json"])
-    out.append(["serve", kv, "--memory", "1MiB", "--context", "100", "--runtime", "ideal", "--json"])
-    out.append(["serve", kv, "--memory", "64MiB", "--context", "100", "--runtime", "onnxruntime", "--json"])
+    eager = ["--engine", "eager"]
+    out.append(["serve", kv, *eager, "--memory", "1GiB", "--context", "4096", "--json"])
+    out.append(["serve", kv, *eager, "--gpu", "T4", "--context", "333", "--block-size", "32", "--max-batched-tokens",
+                "128", "--dtype", "fp16", "--json"])
+    out.append(["serve", kv, *eager, "--memory", "1MiB", "--context", "100", "--runtime", "ideal", "--json"])
+    out.append(["serve", kv, *eager, "--memory", "64MiB", "--context", "100", "--runtime", "onnxruntime", "--json"])
+    out.append(["serve", kv, *eager, "--context", "512", "--json"])
+    # vLLM's start-up rule (the default engine): one budget, and the catalog table.
+    out.append(["serve", kv, "--memory", "64MiB", "--reserve", "0", "--context", "64", "--max-batched-tokens", "64",
+                "--max-num-seqs", "64", "--json"])
+    out.append(["serve", kv, "--gpu", "T4", "--context", "333", "--block-size", "32", "--dtype", "fp16",
+                "--kv-cache-dtype", "fp8", "--json"])
     out.append(["serve", kv, "--context", "512", "--json"])
     out.append(["estimate", kv, "--batch", "3", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16",
                 "--json"])

@@ -27,6 +27,9 @@ WEIGHTS = (16 * 8 + LAYERS * 4 * 8 * 8 + 8 * 16) * FLOAT + (4 + 3) * 8  # 3128
 
 
 def run(*args):
+    # The tests below are the eager engine's unless they name one (--engine vllm: class VllmByHand).
+    if args and args[0] == "serve" and "--engine" not in args and "--help" not in args:
+        args = (*args, "--engine", "eager")
     return subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=600)
 
 
@@ -166,7 +169,8 @@ class ServeByHand(unittest.TestCase):
     def test_help_teaches(self):
         p = run("serve", "--help")
         self.assertEqual(p.returncode, 0)
-        self.assertIn("memplan serve llama.onnx --gpu H100-80GB --context 4096", p.stdout)
+        self.assertIn("memplan serve llama.onnx --gpu H100-80GB --context 8192", p.stdout)
+        self.assertIn("GPU KV cache size", p.stdout)
         self.assertNotIn("--optimizer", p.stdout)
 
 
@@ -274,6 +278,147 @@ class ZooDecoders(unittest.TestCase):
             self.assertEqual(merged[key], plain[key], key)
 
 
+def tiny_llama_config(directory, **overrides):
+    """A llama config.json of 2 layers, 4 query heads, 2 KV heads, head_dim 4 (hidden 16), vocab 64, fp16."""
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 16,
+              "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "vocab_size": 64, "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "torch_dtype": "float16", "hidden_act": "silu"}
+    config.update(overrides)
+    path = os.path.join(directory, "config.json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return path
+
+
+class VllmByHand(unittest.TestCase):
+    """serve --engine vllm on kv_tiny: every term of vLLM's start-up budget by hand (cost_models/vllm_engine.h).
+
+    --memory 64MiB --reserve 0 --context 64 --max-batched-tokens 64 --max-num-seqs 64, sm90 (the default arch):
+      requested   = int(67,108,864 x 0.9) = 60,397,977
+      weights     = 768 float32 = 3,072 (the int64 shape constants are Python ints in PyTorch)
+      profile run = 64 tokens over min(64, 64) = 64 dummy requests; the sampler's warm-up on 64 rows of 16 logits
+                    while the weights, PyTorch's cuBLAS workspace (32 MiB on sm90) and the hidden states
+                    [64, 8] float32 (2,048) are allocated: (4 + 26) x 64 x 16 + 2 x 4 x 64 x 8 = 34,816, above
+                    the forward's peak (the tiny forward holds a few KiB beside the workspace)
+      peak        = 3,072 + 33,554,432 + 2,048 + 34,816 = 33,594,368; activation peak = that - 3,072
+      available   = 60,397,977 - 33,594,368 = 26,803,609 B: 13,087 blocks of 16 x 128 B (2,048 B; 1,433 B left),
+                    209,392 tokens; a 64-token request takes 4 blocks: 13,087 / 4 = 3,271.75
+    """
+    ARGS = ["--memory", "64MiB", "--reserve", "0", "--context", "64", "--max-batched-tokens", "64",
+            "--max-num-seqs", "64"]
+
+    def vllm(self, *args, model=KV, rc=0):
+        return serve_json("--engine", "vllm", *args, model=model, rc=rc)
+
+    def test_every_term_of_the_budget(self):
+        j = self.vllm(*self.ARGS)
+        m, p = j["memory"], j["profile_run"]
+        self.assertEqual(m["requested_bytes"], 60397977)
+        self.assertEqual(m["weights_bytes"], 768 * 4)
+        self.assertEqual(p["requests"], 64)
+        self.assertEqual(p["hidden_states_bytes"], 64 * 8 * 4)
+        self.assertEqual(p["sampler_peak_bytes"], (4 + 26) * 64 * 16 + 2 * 4 * 64 * 8)
+        self.assertEqual(p["cublas_workspace_bytes"], 32 << 20)
+        self.assertEqual(p["peak_set_by"], "sampler")
+        self.assertGreater(3072 + (32 << 20) + 2048 + 34816, p["forward_peak_allocated_bytes"])
+        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 2048 + 34816)
+        self.assertEqual(m["non_torch_bytes"], 0)
+        self.assertEqual(m["available_kv_cache_bytes"], 26803609)
+        self.assertEqual(j["num_gpu_blocks"], 13087)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 209392)
+        self.assertEqual(j["max_concurrency"], 3271.75)
+        self.assertEqual(j["max_concurrent_sequences"], 3271)
+        # One block more would need more than is available.
+        self.assertGreater((j["num_gpu_blocks"] + 1) * 16 * KV_PER_TOKEN, m["available_kv_cache_bytes"])
+        # --reserve is vLLM's non-torch memory: 1 MiB of it is 512 blocks fewer.
+        less = self.vllm(*[a if a != "0" else "1MiB" for a in self.ARGS])
+        self.assertEqual(less["memory"]["available_kv_cache_bytes"], 26803609 - (1 << 20))
+        self.assertEqual(less["num_gpu_blocks"], (26803609 - (1 << 20)) // 2048)
+        text = run("serve", KV, "--engine", "vllm", *self.ARGS).stdout
+        self.assertIn("GPU KV cache size: 209,392 tokens", text)
+        self.assertIn("Maximum concurrency for 64 tokens per request: 3271.75x", text)
+
+    def test_what_the_kernels_replace_is_named(self):
+        j = self.vllm(*self.ARGS)
+        self.assertEqual(j["replaced"]["lm_head"], "MatMul_39")  # the head's MatMul (make_kv_tiny.py's last node)
+        self.assertEqual(j["replaced"]["attention_kernels"], 2)
+        self.assertEqual(j["replaced"]["repeat_kv"], [])  # 2 heads = 2 KV heads: nothing expanded
+
+    def test_tensor_parallel_kv_heads_sharded_or_replicated(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            config = tiny_llama_config(d)
+            base = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--dtype", "fp16"]
+            one = self.vllm(*base, model=config)
+            # 2 (K, V) x 2 layers x 2 KV heads x 4 head_dim x 2 B (fp16) = 64 B a token.
+            self.assertEqual(one["kv_cache"]["bytes_per_token"], 64)
+            two = self.vllm(*base, "--tp", "2", model=config)
+            self.assertEqual(two["kv_cache"]["kv_heads_per_rank"], 1)
+            self.assertEqual(two["kv_cache"]["bytes_per_token"], 32)
+            # tp 4 > 2 KV heads: each rank holds one KV head (replicated on 2 ranks), 4 query heads split 1 each.
+            four = self.vllm(*base, "--tp", "4", model=config)
+            self.assertEqual(four["kv_cache"]["kv_heads_per_rank"], 1)
+            self.assertEqual(four["kv_cache"]["bytes_per_token"], 32)
+            # Weights per rank, fp16, by hand: whole, per layer q 16x16, k and v 16x8, o 16x16, gate and up 16x32,
+            # down 32x16, two norms of 16: 2,336 elements; x 2 layers + embedding 64x16 + head 16x64 + norm 16 =
+            # 6,736 elements = 13,472 B. At tp 4 each rank holds a quarter of q, o, gate, up, down, the embedding
+            # and the head, one whole KV head of k and v (16x4 each, replicated) and the norms whole:
+            # (64 + 64 + 64 + 64 + 128 + 128 + 128 + 32) x 2 + 256 + 256 + 16 = 1,872 elements = 3,744 B.
+            self.assertEqual(one["memory"]["weights_bytes"] - four["memory"]["weights_bytes"], 13472 - 3744)
+            self.assertEqual(one["replaced"]["repeat_kv"].__len__(), 4)  # keys and values of 2 layers expanded
+            # fp8 KV: one byte an element, half the fp16 cache.
+            fp8 = self.vllm(*base, "--kv-cache-dtype", "fp8", model=config)
+            self.assertEqual(fp8["kv_cache"]["bytes_per_token"], 32)
+            # No --context: vLLM's max_model_len is the config's max_position_embeddings.
+            limit = self.vllm("--graph", "decode", "--memory", "1GiB", "--reserve", "0", model=config)
+            self.assertEqual(limit["settings"]["max_model_len"], 256)
+            p = run("serve", config, "--engine", "vllm", "--graph", "decode", "--memory", "1GiB", "--context", "512")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("over the model's maximum position, 256", p.stderr)
+            p = run("serve", config, "--engine", "vllm", "--graph", "decode", "--memory", "1GiB", "--tp", "3")
+            self.assertEqual(p.returncode, 2)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_vllm_that_would_not_start(self):
+        # The default --reserve (the catalog's 1 GiB) is more than 0.9 x 1 GiB: nothing for the cache.
+        p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("vLLM would not start: No available memory for the cache blocks", p.stdout)
+        # 26,803,609 B hold 13,087 blocks: a request of 13,087 x 16 + 1 tokens does not fit; vLLM names the longest
+        # that would (estimate_max_model_len), 209,392 tokens.
+        j = self.vllm("--memory", "64MiB", "--reserve", "0", "--context", "209393", "--max-batched-tokens", "64",
+                      "--max-num-seqs", "64", rc=1)
+        self.assertFalse(j["starts"])
+        self.assertEqual(j["estimated_max_model_len"], 209392)
+
+    def test_options_of_the_other_engine_are_refused(self):
+        for args, phrase in ((["--headroom", "10"], "--headroom applies to --engine eager"),
+                             (["--runtime", "ideal"], "--runtime ideal with --engine vllm"),
+                             (["--engine", "eager", "--gpu-memory-utilization", "0.8"],
+                              "--gpu-memory-utilization applies to --engine vllm"),
+                             (["--engine", "eager", "--max-num-seqs", "8"], "--max-num-seqs applies to --engine vllm"),
+                             (["--engine", "eager", "--tp", "2"], "--tp with --engine eager"),
+                             (["--gpu-memory-utilization", "0"], "--gpu-memory-utilization 0"),
+                             (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization 1.5")):
+            p = subprocess.run([BIN, "serve", KV, "--memory", "1GiB", "--context", "64", *args], cwd=SRC,
+                               capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(phrase, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_schema_and_catalog_table(self):
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            schema = json.load(f)
+        jsonschema.validate(self.vllm(*self.ARGS), schema)
+        table = self.vllm("--context", "512", "--reserve", "0")
+        jsonschema.validate(table, schema)
+        row = next(r for r in table["gpus"] if r["gpu"] == "T4")
+        one = self.vllm("--gpu", "T4", "--context", "512", "--reserve", "0")
+        self.assertEqual(row["gpu_kv_cache_tokens"], one["gpu_kv_cache_tokens"])
+        self.assertEqual(row["available_kv_cache_bytes"], one["memory"]["available_kv_cache_bytes"])
+
+
 class ServeErrors(unittest.TestCase):
     def expect(self, args, rc, *phrases, model=KV):
         p = run("serve", model, *args)
@@ -298,7 +443,7 @@ class ServeErrors(unittest.TestCase):
         self.expect(["--context", "10", "--kv-dim", "batch"], 2, "--kv-dim batch: no past/present key-value pair")
 
     def test_context_missing(self):
-        self.expect(["--memory", "1GiB"], 2, "serve needs --context N")
+        self.expect(["--memory", "1GiB"], 2, "serve --engine eager needs --context N")
 
     def test_bad_combinations(self):
         self.expect(["--context", "10", "--batch", "2"], 2, "--batch")

@@ -36,8 +36,8 @@ def _snapshot_cases():
 
 
 INT_FLAGS = {"batch", "grad_accum", "gpus", "top", "global_batch", "max", "alignment", "context", "max_batched_tokens",
-             "block_size", "pp", "micro_batches"}
-FLOAT_FLAGS = {"headroom", "max_increase", "weight_decay"}
+             "block_size", "pp", "micro_batches", "max_num_seqs", "tp"}
+FLOAT_FLAGS = {"headroom", "max_increase", "weight_decay", "gpu_memory_utilization"}
 BOOL_FLAGS = {"gradient_as_bucket_view", "amsgrad", "maximize"}
 
 
@@ -127,13 +127,24 @@ def test_serve_refuses_the_flags_its_cli_drops():
 
 def test_serve_nothing_fits_is_a_limit_error():
     kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
-    p = cli("serve", kv, "--context", "10", "--memory", "2048B", "--json")
+    p = cli("serve", kv, "--engine", "eager", "--context", "10", "--memory", "2048B", "--json")
     assert p.returncode == 1, p.stderr
     with pytest.raises(memplan.LimitError, match="nothing fits: the weights alone need") as e:
-        memplan.serve(kv, context=10, memory="2048B")
+        memplan.serve(kv, engine="eager", context=10, memory="2048B")
     assert e.value.result == json.loads(p.stdout)
     with pytest.raises(memplan.InputError, match="has no past/present key-value inputs"):
         memplan.serve(os.path.join(MODELS, "serve", "no_kv_tiny.onnx"), context=10)
+
+
+def test_serve_vllm_that_would_not_start_is_a_limit_error():
+    # vLLM's default engine: 0.9 x 1 GiB less the catalog's 1 GiB of non-torch memory leaves nothing for the cache.
+    kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
+    p = cli("serve", kv, "--context", "64", "--memory", "1GiB", "--json")
+    assert p.returncode == 1, p.stderr
+    with pytest.raises(memplan.LimitError, match="vLLM would not start: No available memory") as e:
+        memplan.serve(kv, context=64, memory="1GiB")
+    assert e.value.result == json.loads(p.stdout)
+    assert e.value.result["schema"] == "memplan.serve.vllm/1"
 
 
 def test_plan_output_writes_the_cli_file(tmp_path):

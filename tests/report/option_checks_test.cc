@@ -67,7 +67,14 @@ TEST(OptionChecks, FitAndServeRangesAreTheRows) {
       {kServe, [](CommandArgs& a) { a.serve.context = 8, a.serve.headroom_percent = -1; },
        "--headroom -1: expected a number in [0, 99]"},
       {kServe, [](CommandArgs& a) { a.serve.context = -3; }, "--context -3: must be at least 1"},
-      {kServe, [](CommandArgs&) {}, "serve needs --context N: the tokens of one sequence (prompt and generated)"},
+      {kServe, [](CommandArgs& a) { a.serve.engine = "eager"; },
+       "serve --engine eager needs --context N: the tokens of one sequence (prompt and generated)"},
+      {kServe, [](CommandArgs&) {}, ""},  // vllm: the model's position limit, or an error naming the model
+      {kServe, [](CommandArgs& a) { a.serve.gpu_memory_utilization = 1.5; },
+       "--gpu-memory-utilization 1.5: expected a number in [0, 1]"},
+      {kServe, [](CommandArgs& a) { a.serve.gpu_memory_utilization = 0; },
+       "--gpu-memory-utilization 0: vLLM needs more than 0 (at most 1)"},
+      {kServe, [](CommandArgs& a) { a.serve.max_num_seqs = -1; }, "--max-num-seqs -1: must be at least 1"},
       {kCheck, [](CommandArgs& a) { a.max_increase_percent = -1; }, "--max-increase -1: must be at least 0"},
   };
   for (const Case& c : cases) {

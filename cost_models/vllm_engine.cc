@@ -1,0 +1,95 @@
+#include "cost_models/vllm_engine.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name) {
+  std::string name = device_name;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  const bool large = device_memory >= (uint64_t{70} << 30) && name.find("a100") == std::string::npos;
+  return large ? VllmStepDefaults{8192, 1024} : VllmStepDefaults{2048, 256};
+}
+
+int64_t vllm_profile_requests(const VllmEngineSettings& s) {
+  return std::min(s.max_num_seqs, s.max_num_batched_tokens);
+}
+
+uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t hidden, DType dtype) {
+  const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
+  const uint64_t rows = static_cast<uint64_t>(requests);
+  // Over [requests, vocab]: the logits (d), float32 logits (4), sort values (4) and int64 indices (8), the
+  // top-k mask (1), the sorted softmax (4), the top-p mask (1), the scatter's output (4).
+  const uint64_t per_logit = d + 4 + 4 + 8 + 1 + 4 + 1 + 4;
+  const uint64_t logits = checked_mul(checked_mul(rows, static_cast<uint64_t>(vocab), "sampler bytes"), per_logit,
+                                      "sampler bytes");
+  const uint64_t hidden_rows = checked_mul(checked_mul(rows, static_cast<uint64_t>(hidden), "sampler bytes"), 2 * d,
+                                           "sampler bytes");
+  return checked_add(logits, hidden_rows, "sampler bytes");
+}
+
+uint64_t vllm_profile_peak_allocated(uint64_t forward_peak_allocated, uint64_t kept, uint64_t hidden_states_bytes,
+                                     uint64_t sampler_peak) {
+  const uint64_t sampling =
+      checked_add(checked_add(kept, hidden_states_bytes, "profile bytes"), sampler_peak, "profile bytes");
+  return std::max(forward_peak_allocated, sampling);
+}
+
+VllmMemory vllm_available_memory(uint64_t total, double gpu_memory_utilization, uint64_t weights,
+                                 uint64_t profile_peak_allocated, uint64_t non_torch) {
+  VllmMemory m;
+  m.total = total;
+  // requested_memory is a float; available = int(requested - non_kv), and non_kv is a whole number of bytes.
+  m.requested = static_cast<uint64_t>(std::floor(static_cast<long double>(total) * gpu_memory_utilization));
+  m.weights = weights;
+  m.activation_peak = profile_peak_allocated > weights ? profile_peak_allocated - weights : 0;
+  m.non_torch = non_torch;
+  const long double non_kv = static_cast<long double>(weights) + m.activation_peak + non_torch;
+  m.available = static_cast<int64_t>(static_cast<long double>(m.requested) - non_kv);
+  return m;
+}
+
+VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len) {
+  VllmKvCapacity c;
+  const uint64_t block = cache.block_bytes();  // page_size x num_layers: every layer's block
+  c.blocks_per_request = cache.blocks_for(max_model_len);
+  if (available > 0) {
+    // floor(floor(available / page_size) / num_layers) = floor(available / (page_size x num_layers)).
+    c.num_blocks = static_cast<int64_t>(static_cast<uint64_t>(available) / block);
+    c.tokens = c.num_blocks * cache.block_size;
+    c.max_concurrency = static_cast<double>(c.num_blocks) / static_cast<double>(c.blocks_per_request);
+  }
+  if (available <= 0) {
+    c.refusal = "No available memory for the cache blocks";
+    return c;
+  }
+  if (c.num_blocks < c.blocks_per_request) {
+    // estimate_max_model_len: the longest request whose blocks fit, at most max_model_len.
+    c.estimated_max_model_len = std::min(max_model_len, c.num_blocks * cache.block_size);
+    c.refusal = "one request of max_model_len tokens needs more KV cache than is available";
+    return c;
+  }
+  c.starts = true;
+  return c;
+}
+
+int64_t vllm_kv_heads_per_rank(int64_t kv_heads, int64_t tp, const std::string& model) {
+  if (tp <= 1) return kv_heads;
+  if (kv_heads >= tp) {
+    if (kv_heads % tp != 0)
+      throw InputError("--tp " + std::to_string(tp) + " does not divide the " + std::to_string(kv_heads) +
+                       " KV heads of " + model + " (vLLM shards KV heads evenly over the tensor-parallel ranks)");
+    return kv_heads / tp;
+  }
+  if (tp % kv_heads != 0)
+    throw InputError("--tp " + std::to_string(tp) + " is not a multiple of the " + std::to_string(kv_heads) +
+                     " KV heads of " + model + " (vLLM replicates each KV head over tp / heads ranks)");
+  return 1;
+}
+
+}  // namespace memplan

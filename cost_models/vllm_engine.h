@@ -1,0 +1,105 @@
+// vLLM's V1 engine: how it sizes its paged KV cache at start-up, rule by rule, each from the vLLM source it
+// follows (vllm-project/vllm; gpu_worker.py at 35d5cda, gpu_model_runner.py at 4e17906, kv_cache_utils.py at
+// bbf906a, mem_utils.py at a6d5c39, sample/sampler.py at 3e34265, sample/ops/topk_topp_sampler.py at 3babc05:
+// the V1 worker after PR #25359, which initialises NCCL before the memory snapshot).
+//
+//   requested  = total_memory x gpu_memory_utilization              (Worker.init_device: requested_memory)
+//   available  = requested - (weights + torch_peak_increase + non_torch_increase)
+//                                       (Worker.determine_available_memory; utils/mem_utils.py memory_profiling)
+//   num_blocks = available // page_size // num_layers               (kv_cache_utils.get_num_blocks)
+//   GPU KV cache size = num_blocks x block_size tokens              (_get_kv_cache_config_uniform_type)
+//   Maximum concurrency = num_blocks / cdiv(max_model_len, block_size)
+//                                            (get_max_concurrency_for_kv_cache_config, full attention)
+// The profile run that sets torch_peak_increase (GPUModelRunner.profile_run): one forward of
+// max_num_batched_tokens tokens spread over min(max_num_seqs, tokens) dummy requests, attention not computed
+// (no attention metadata while profiling), then the sampler's warm-up on the last position of each request
+// while the forward's hidden states are still referenced. Peak allocated bytes (allocated_bytes.all.peak), not
+// reserved, are what vLLM charges. CUDA graphs are captured after the cache is allocated
+// (Worker.compile_or_warm_up_model) and the CUDA context and NCCL's buffers are allocated before the snapshot
+// (Worker.init_device): neither is charged to the cache; they live in the memory utilization leaves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cost_models/paged_kv.h"
+#include "onnx_import/graph.h"
+
+namespace memplan {
+
+// vLLM's defaults for `vllm serve` on a GPU (vllm/engine/arg_utils.py, EngineArgs and _set_default_args).
+inline constexpr double kVllmDefaultGpuMemoryUtilization = 0.9;  // CacheConfig.gpu_memory_utilization
+
+struct VllmEngineSettings {
+  double gpu_memory_utilization = kVllmDefaultGpuMemoryUtilization;
+  int64_t max_model_len = 0;           // tokens of one request (prompt and generated)
+  int64_t max_num_batched_tokens = 0;  // tokens of one scheduler step: the profile run's
+  int64_t max_num_seqs = 0;            // requests of one step
+  int64_t block_size = kDefaultBlockSize;
+};
+
+// `vllm serve`'s defaults for one scheduler step (vllm/engine/arg_utils.py, EngineArgs._set_default_args, usage
+// context OPENAI_API_SERVER; 0.11): on a GPU of at least 70 GiB that is not an A100, 8192 tokens and 1024
+// requests, else 2048 tokens and 256 requests; then max_num_seqs = min(that, max_num_batched_tokens).
+// `device_memory`: torch's total_memory; `device_name`: the GPU's name ("" when not known).
+struct VllmStepDefaults {
+  int64_t max_num_batched_tokens = 0, max_num_seqs = 0;
+};
+VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name);
+
+// The profile run's dummy requests: min(max_num_seqs, max_num_batched_tokens) (GPUModelRunner._dummy_run); the
+// sampler warms up on one row per request.
+int64_t vllm_profile_requests(const VllmEngineSettings& s);
+
+// The sampler's warm-up (GPUModelRunner._dummy_sampler_run with the SamplingMetadata it builds: temperature
+// 0.5, top-p 0.9, top-k vocab - 1, no logprobs, no penalties), on `requests` rows of `vocab` logits, in the
+// model's `dtype`, PyTorch's sampler path (TopKTopPSampler.forward_native, the default without
+// VLLM_USE_FLASHINFER_SAMPLER). At its peak, in apply_top_k_top_p's scatter, are alive: the hidden rows of the
+// last positions (hidden_states[logit_indices], a copy) and their rand_like, [requests, hidden], and the logits
+// [requests, vocab], in the model's type d, and over [requests, vocab] the float32 logits (Sampler.forward), the
+// sort's values (float32) and indices (int64), the top-k and top-p masks (bool), the softmax of the sorted values
+// (float32, cumsum in place) and the scatter's output (float32):
+//   (d + 4 + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab + 2 x d x requests x hidden bytes.
+// The sort's own scratch inside PyTorch (cub's segmented radix sort) is not counted.
+uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t hidden, DType dtype);
+
+// The profile run's peak allocated bytes: the larger of the forward's (weights included, the head's logits over
+// every token not: the engine computes none) and the sampler's warm-up on top of what the forward left allocated:
+// `kept` (the weights and the cuBLAS workspace, which PyTorch keeps once allocated: cost_models/runtime_constants.h)
+// and the forward's hidden states, which profile_run still references while the sampler runs.
+uint64_t vllm_profile_peak_allocated(uint64_t forward_peak_allocated, uint64_t kept, uint64_t hidden_states_bytes,
+                                     uint64_t sampler_peak);
+
+// determine_available_memory's terms, bytes. `profile_peak_allocated` is the profile run's peak allocated bytes,
+// weights included (they are allocated when it starts).
+struct VllmMemory {
+  uint64_t total = 0;             // the GPU's memory, as cudaMemGetInfo reports its total
+  uint64_t requested = 0;         // floor(total x gpu_memory_utilization)
+  uint64_t weights = 0;           // model_memory_usage: what loading the weights allocated
+  uint64_t activation_peak = 0;   // torch_peak_increase: the profile run's peak above the weights
+  uint64_t non_torch = 0;         // non_torch_increase: memory outside PyTorch's allocator since the snapshot
+  int64_t available = 0;          // requested - the three; <= 0: vLLM refuses to start
+};
+VllmMemory vllm_available_memory(uint64_t total, double gpu_memory_utilization, uint64_t weights,
+                                 uint64_t profile_peak_allocated, uint64_t non_torch);
+
+// The cache the available memory holds, as vLLM logs it, and whether vLLM starts: check_enough_kv_cache_memory
+// refuses when nothing is available, or when one request of max_model_len does not fit (then it names the
+// longest that would: estimate_max_model_len).
+struct VllmKvCapacity {
+  int64_t num_blocks = 0;
+  int64_t tokens = 0;                 // "GPU KV cache size: N tokens"
+  int64_t blocks_per_request = 0;     // cdiv(max_model_len, block_size)
+  double max_concurrency = 0;         // "Maximum concurrency for L tokens per request: X"
+  bool starts = false;
+  int64_t estimated_max_model_len = 0;  // when it does not start: the longest request that fits (0: none)
+  std::string refusal;                // vLLM's reason, when it does not start
+};
+VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len);
+
+// KV heads one tensor-parallel rank holds: heads / tp, or one head replicated on tp / heads ranks when tp
+// exceeds them (vllm/config ModelConfig.get_num_kv_heads: max(1, total // tp)). Throws InputError when neither
+// divides the other (vLLM's ModelConfig.verify_with_parallel_config refuses such a tp).
+int64_t vllm_kv_heads_per_rank(int64_t kv_heads, int64_t tp, const std::string& model);
+
+}  // namespace memplan

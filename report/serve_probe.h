@@ -1,0 +1,78 @@
+// serve's settings and its probe of a decoder's steps: what both engines (report/serve.h's eager search,
+// report/serve_vllm.h's vLLM rule) read the model through.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "cost_models/kv_cache.h"
+#include "cost_models/paged_kv.h"
+#include "cost_models/vllm_engine.h"
+#include "onnx_import/model_session.h"
+#include "report/estimate.h"
+#include "report/estimate_config.h"
+#include "report/gpu_catalog.h"
+
+namespace memplan {
+
+struct ServeSettings {
+  // --engine: vllm (vLLM's V1 engine sizing its cache as it does at start-up: report/serve_vllm.h) or eager
+  // (PyTorch eager running the exported graph, its steps searched as below).
+  std::string engine = "vllm";
+  int64_t context = 0;             // --context N: tokens per sequence (prompt and generated); 0: the model's limit
+  int64_t max_batched_tokens = 0;  // --max-batched-tokens T: the prefill step's tokens; 0: the context
+  int64_t block_size = kDefaultBlockSize;
+  std::string kv_dim;              // --kv-dim NAME: the dimension of cached tokens, when several qualify
+  // --kv-cache-dtype: auto (the cache in the model's storage type) or an fp8 type. vLLM stores every fp8 choice
+  // as one byte per element (vllm/utils STR_DTYPE_TO_TORCH_DTYPE: "fp8", "fp8_e4m3", "fp8_e5m2" -> torch.uint8)
+  // with one scalar scale per layer's keys and values (Attention's _k_scale/_v_scale), which is not counted.
+  std::string kv_cache_dtype = "auto";
+  double headroom_percent = 0;     // eager: keep this percent of the budget free
+  // vllm: --gpu-memory-utilization (vLLM's default) and --max-num-seqs (0: vLLM's default for the GPU).
+  double gpu_memory_utilization = kVllmDefaultGpuMemoryUtilization;
+  int64_t max_num_seqs = 0;
+};
+
+// One step's estimate, KV cache excluded.
+struct ServeStep {
+  int64_t batch = 0, cached_tokens = 0, new_tokens = 0;
+  uint64_t required_bytes = 0;        // the estimate's required_bytes (weights included)
+  uint64_t activation_peak_bytes = 0; // required_bytes - weights_bytes
+};
+
+// The model's steps at many batches and contexts: the file is read once (a ModelSession), every step remembered.
+class ServeProbe {
+ public:
+  ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options);
+  const KvCache& kv() const { return kv_; }
+  uint64_t weights_bytes() const { return weights_bytes_; }
+  ServeStep prefill();
+  ServeStep decode(int64_t batch, int64_t cached_tokens);
+  // The model shaped for one step (the cache's dimensions bound as kv_step_bindings binds them).
+  std::shared_ptr<const Graph> shape_step(int64_t batch, int64_t cached, int64_t fresh) {
+    return session_.shape(kv_step_bindings(user_, kv_, batch, cached, fresh));
+  }
+  void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
+  const EstimateOptions& options() const { return options_; }
+  const std::string& path() const { return session_.path(); }
+  // The model's position limit (ReadModel::max_positions: a config.json's max_position_embeddings); 0: unknown.
+  int64_t max_positions() { return session_.max_positions(); }
+
+ private:
+  ServeStep step(int64_t batch, int64_t cached, int64_t fresh);
+
+  ModelSession session_;
+  Bindings user_;
+  ServeSettings settings_;
+  EstimateOptions options_;
+  KvCache kv_;
+  uint64_t weights_bytes_ = 0;
+  // (arch, batch, cached, new) -> required bytes; nullopt: the shape overflows
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::optional<uint64_t>> memo_;
+};
+
+}  // namespace memplan

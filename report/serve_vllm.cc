@@ -1,0 +1,264 @@
+#include "report/serve_vllm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cost_models/engine_kernels.h"
+#include "cost_models/graph_facts.h"
+#include "cost_models/op_fusion.h"
+#include "cost_models/runtime_constants.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+#include "report/estimate.h"
+#include "report/sizes.h"
+
+namespace memplan {
+namespace {
+
+std::vector<std::string> present_outputs(const KvCache& kv) {
+  std::vector<std::string> out;
+  for (const auto& [past, present] : kv.pairs) out.push_back(present);
+  return out;
+}
+
+VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
+                     const std::string& gpu_name) {
+  VllmResolved r;
+  r.tp = tp;
+  r.engine.gpu_memory_utilization = s.gpu_memory_utilization;
+  r.engine.block_size = s.block_size;
+  // max_model_len: --context, else the model's own limit (vllm/config ModelConfig._get_and_verify_max_len).
+  r.engine.max_model_len = s.context > 0 ? s.context : probe.max_positions();
+  r.max_model_len_source = s.context > 0 ? "--context" : "the model's max_position_embeddings";
+  const VllmStepDefaults d = vllm_step_defaults(total_memory, gpu_name);
+  r.default_batched_tokens = s.max_batched_tokens == 0;
+  r.default_num_seqs = s.max_num_seqs == 0;
+  r.engine.max_num_batched_tokens = r.default_batched_tokens ? d.max_num_batched_tokens : s.max_batched_tokens;
+  r.engine.max_num_seqs = std::min(r.default_num_seqs ? d.max_num_seqs : s.max_num_seqs, r.engine.max_num_batched_tokens);
+  r.profile_requests = vllm_profile_requests(r.engine);
+  return r;
+}
+
+}  // namespace
+
+VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
+                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch) {
+  VllmAnswer a;
+  a.model = probe.path();
+  a.gpu = gpu_name;
+  a.budget_source = std::move(budget_source);
+  a.settings = resolve(probe, s, tp, total_memory, gpu_name);
+  const VllmEngineSettings& e = a.settings.engine;
+  if (e.max_model_len <= 0)
+    throw InputError("serve --engine vllm needs --context N (vLLM's --max-model-len): " + probe.path() +
+                     " does not state its maximum position");
+  a.kv_cache_dtype = s.kv_cache_dtype;
+  a.kv = probe.kv();
+
+  // One rank's cache: its KV heads (replicated when tp exceeds them).
+  a.kv_bytes_per_token = a.kv.bytes_per_token;
+  if (tp > 1) {
+    if (a.kv.kv_heads <= 0)
+      throw InputError("--tp " + std::to_string(tp) + ": the KV heads of " + probe.path() +
+                       " are not found (past inputs shaped [batch, kv_heads, tokens, head_dim])");
+    a.kv_heads_per_rank = vllm_kv_heads_per_rank(a.kv.kv_heads, tp, probe.path());
+    a.kv_bytes_per_token = a.kv.bytes_per_token / static_cast<uint64_t>(a.kv.kv_heads) *
+                           static_cast<uint64_t>(a.kv_heads_per_rank);
+  }
+  const PagedKvCache cache{e.block_size, a.kv_bytes_per_token};
+  a.block_bytes = cache.block_bytes();
+
+  // The profile run: one step of max_num_batched_tokens tokens (the dummy requests' tokens side by side, as the
+  // engine flattens them), nothing cached, with what the engine's kernels replace held outside.
+  const std::shared_ptr<const Graph> g = probe.shape_step(1, 0, e.max_num_batched_tokens);
+  EstimateOptions options = probe.options();
+  options.execution.runtime = Runtime::PyTorch;
+  options.execution.attention = AttentionImpl::Sdpa;
+  options.execution.replicate_kv_heads = true;
+  const std::vector<std::string> presents = present_outputs(a.kv);
+  const std::optional<LmHead> head = find_lm_head(*g, presents);
+  const RepeatKv repeat = find_repeat_kv(*g, presents);
+  if (head) {
+    a.lm_head = head->node;
+    options.inference.held_outside.insert(options.inference.held_outside.end(), head->logits.begin(), head->logits.end());
+  }
+  a.repeat_kv = repeat.expands;
+  options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
+  for (const FusedOp& op : fuse_ops(*g, FusionOptions{.attention = true}))
+    if (op.kind == OpKind::Attention) ++a.attention_kernels;
+  const Estimate forward = estimate_graph(*g, options);
+  a.forward_peak_allocated = forward.allocated_bytes;
+  const uint64_t weights = forward.breakdown.weights;
+  if (head) {
+    const Tensor& hidden = g->tensors[head->hidden];
+    const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);
+    a.hidden_states_bytes = bytes_as(hidden, d);
+    a.dtype = std::string(dtype_name(d));
+    a.sampler_peak_bytes = vllm_sampler_peak_bytes(a.settings.profile_requests, head->vocab, head->hidden_size, d);
+  }
+  // What the forward leaves allocated: the weights and, once a MatMul has run, PyTorch's cuBLAS workspace.
+  a.kept_workspace_bytes = cublas_workspace_bytes(options.execution.cuda_arch_major);
+  const uint64_t peak = vllm_profile_peak_allocated(a.forward_peak_allocated,
+                                                    checked_add(weights, a.kept_workspace_bytes, "profile bytes"),
+                                                    a.hidden_states_bytes, a.sampler_peak_bytes);
+  a.sampler_sets_peak = peak > a.forward_peak_allocated;
+  a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak, non_torch);
+  a.capacity = vllm_kv_capacity(a.memory.available, cache, e.max_model_len);
+  a.max_concurrent_sequences = a.capacity.starts ? a.capacity.num_blocks / a.capacity.blocks_per_request : 0;
+  return a;
+}
+
+// ---- formats ----
+
+nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
+  const VllmEngineSettings& e = a.settings.engine;
+  nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
+  for (const auto& [in, out] : a.kv.pairs) pairs.push_back({{"past", in}, {"present", out}});
+  return {
+      {"schema", kServeVllmSchema},
+      {"model", a.model},
+      {"engine", "vllm"},
+      {"engine_rules", "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)"},
+      {"gpu", a.gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.gpu)},
+      {"budget_source", a.budget_source},
+      {"settings",
+       {{"gpu_memory_utilization", e.gpu_memory_utilization},
+        {"max_model_len", e.max_model_len},
+        {"max_model_len_source", a.settings.max_model_len_source},
+        {"max_num_batched_tokens", e.max_num_batched_tokens},
+        {"max_num_batched_tokens_default", a.settings.default_batched_tokens},
+        {"max_num_seqs", e.max_num_seqs},
+        {"max_num_seqs_default", a.settings.default_num_seqs},
+        {"block_size", e.block_size},
+        {"dtype", a.dtype},
+        {"kv_cache_dtype", a.kv_cache_dtype},
+        {"tensor_parallel_size", a.settings.tp}}},
+      {"kv_cache",
+       {{"cached_dim", a.kv.cached_dim},
+        {"new_tokens_dim", a.kv.new_dim},
+        {"pairs", pairs},
+        {"kv_heads", a.kv.kv_heads > 0 ? nlohmann::ordered_json(a.kv.kv_heads) : nullptr},
+        {"kv_heads_per_rank", a.kv_heads_per_rank > 0 ? nlohmann::ordered_json(a.kv_heads_per_rank) : nullptr},
+        {"bytes_per_token", a.kv_bytes_per_token},
+        {"block_bytes", a.block_bytes}}},
+      {"profile_run",
+       {{"tokens", e.max_num_batched_tokens},
+        {"requests", a.settings.profile_requests},
+        {"forward_peak_allocated_bytes", a.forward_peak_allocated},
+        {"hidden_states_bytes", a.hidden_states_bytes},
+        {"cublas_workspace_bytes", a.kept_workspace_bytes},
+        {"sampler_peak_bytes", a.sampler_peak_bytes},
+        {"peak_set_by", a.sampler_sets_peak ? "sampler" : "forward"}}},
+      {"replaced",
+       {{"lm_head", a.lm_head.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.lm_head)},
+        {"attention_kernels", a.attention_kernels},
+        {"repeat_kv", a.repeat_kv}}},
+      {"memory",
+       {{"total_bytes", a.memory.total},
+        {"requested_bytes", a.memory.requested},
+        {"weights_bytes", a.memory.weights},
+        {"activation_peak_bytes", a.memory.activation_peak},
+        {"non_torch_bytes", a.memory.non_torch},
+        {"available_kv_cache_bytes", a.memory.available}}},
+      {"num_gpu_blocks", a.capacity.num_blocks},
+      {"gpu_kv_cache_tokens", a.capacity.tokens},
+      {"max_concurrency", a.capacity.max_concurrency},
+      {"max_concurrent_sequences", a.max_concurrent_sequences},
+      {"starts", a.capacity.starts},
+      {"refusal", a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.refusal)},
+      {"estimated_max_model_len",
+       a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.estimated_max_model_len)}};
+}
+
+std::string vllm_to_text(const VllmAnswer& a) {
+  const VllmEngineSettings& e = a.settings.engine;
+  const VllmMemory& m = a.memory;
+  std::string t = fmt::format("{} served by vLLM (V1 rules), {}\n", a.model, a.budget_source);
+  t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
+                   format_count(e.max_model_len), a.settings.max_model_len_source,
+                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? " (vLLM's default)" : "",
+                   e.max_num_seqs, a.settings.default_num_seqs ? " (vLLM's default)" : "", e.block_size,
+                   a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
+  if (a.dtype == dtype_name(DType::Float32))
+    t += "  served in float32 (--dtype): vLLM's --dtype auto serves a float32 checkpoint in 16 bits; give --dtype "
+         "fp16 or bf16 for that\n";
+  t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
+                   format_bytes(m.total), e.gpu_memory_utilization);
+  t += fmt::format("  - weights          {:>12}\n", format_bytes(m.weights));
+  t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
+                   format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
+                   a.sampler_sets_peak ? "the sampler's warm-up" : "the forward");
+  t += fmt::format("  - non-torch memory {:>12}  (--reserve)\n", format_bytes(m.non_torch));
+  t += fmt::format("  = available KV cache memory: {}\n",
+                   m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
+  t += fmt::format("  KV cache: {} B per token{}, blocks of {} tokens = {} B\n", format_count(a.kv_bytes_per_token),
+                   a.kv_heads_per_rank > 0 ? fmt::format(" ({} of {} KV heads per rank)", a.kv_heads_per_rank, a.kv.kv_heads) : "",
+                   e.block_size, format_count(a.block_bytes));
+  std::string replaced = a.lm_head.empty() ? "no LM head found (logits counted as the graph has them)"
+                                           : "the LM head (" + a.lm_head + ") computed at the sampled rows only";
+  replaced += fmt::format("; attention as a kernel at {} places", a.attention_kernels);
+  if (!a.repeat_kv.empty()) replaced += fmt::format("; repeat_kv's {} expansions read in place", a.repeat_kv.size());
+  t += "  replaced by vLLM's kernels: " + replaced + "\n\n";
+  t += fmt::format("GPU KV cache size: {} tokens\n", format_count(a.capacity.tokens));
+  t += fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x\n", format_count(e.max_model_len),
+                   a.capacity.max_concurrency);
+  if (!a.capacity.starts) {
+    t += "vLLM would not start: " + a.capacity.refusal;
+    if (a.capacity.estimated_max_model_len > 0)
+      t += fmt::format(" (the longest that fits: --context {})", a.capacity.estimated_max_model_len);
+    t += "\n";
+  }
+  return t;
+}
+
+nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const VllmTableRow& r : t.rows)
+    rows.push_back({{"gpu", r.gpu},
+                    {"memory_bytes", r.memory_bytes},
+                    {"requested_bytes", r.requested_bytes},
+                    {"available_kv_cache_bytes", r.available_bytes},
+                    {"gpu_kv_cache_tokens", r.kv_tokens},
+                    {"max_concurrency", r.max_concurrency},
+                    {"starts", r.starts}});
+  return {{"schema", kServeVllmSchema},
+          {"model", t.model},
+          {"engine", "vllm"},
+          {"max_model_len", t.max_model_len},
+          {"block_size", t.block_size},
+          {"gpu_memory_utilization", t.gpu_memory_utilization},
+          {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
+          {"non_torch_bytes", t.non_torch_bytes},
+          {"gpus", rows}};
+}
+
+std::string vllm_table_to_text(const VllmTable& t) {
+  std::string text = fmt::format(
+      "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, KV {} B per token, blocks of {})\n"
+      "  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n",
+      format_count(t.max_model_len), t.gpu_memory_utilization, format_count(t.kv_bytes_per_token), t.block_size, "GPU",
+      "memory", "requested", "KV memory", "KV tokens", "concurrency");
+  for (const VllmTableRow& r : t.rows)
+    text += fmt::format("  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n", r.gpu, format_bytes(r.memory_bytes),
+                        format_bytes(r.requested_bytes),
+                        r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
+                        format_count(r.kv_tokens), r.starts ? fmt::format("{:.2f}x", r.max_concurrency) : "no start");
+  text += fmt::format("  (non-torch memory {} each: --reserve; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes));
+  return text;
+}
+
+std::string vllm_table_to_markdown(const VllmTable& t) {
+  std::string md = fmt::format(
+      "| GPU | memory | requested | KV memory | GPU KV cache tokens | concurrency at {} tokens |\n"
+      "|---|---:|---:|---:|---:|---:|\n",
+      format_count(t.max_model_len));
+  for (const VllmTableRow& r : t.rows)
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.gpu, format_bytes(r.memory_bytes),
+                      format_bytes(r.requested_bytes),
+                      r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
+                      format_count(r.kv_tokens), r.starts ? fmt::format("{:.2f}x", r.max_concurrency) : "no start");
+  return md;
+}
+
+}  // namespace memplan

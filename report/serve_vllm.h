@@ -1,0 +1,84 @@
+// serve --engine vllm: what vLLM's V1 engine prints at start-up for a decoder on a GPU ("GPU KV cache size: N
+// tokens", "Maximum concurrency for L tokens per request: X"), with the terms of its budget: the rule is
+// cost_models/vllm_engine.h's; this file runs its profile step on the model and formats the answer
+// ("memplan.serve.vllm/1", docs/json.md).
+//
+// The profile step is memplan's inference estimate of the decoder shaped for one step of
+// --max-batched-tokens new tokens with nothing cached, on PyTorch's caching allocator (its peak allocated
+// bytes), with what vLLM's kernels replace taken out (cost_models/engine_kernels.h): attention runs as a kernel
+// (no score matrix), repeat_kv's expanded keys and values and the LM head's logits over every token never exist,
+// and the cache's own tensors live in the blocks. The graph's other ops are counted as exported.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cost_models/vllm_engine.h"
+#include "report/serve_probe.h"
+
+namespace memplan {
+
+inline constexpr const char* kServeVllmSchema = "memplan.serve.vllm/1";
+
+// The engine's settings as they resolved, each with where its value came from.
+struct VllmResolved {
+  VllmEngineSettings engine;
+  std::string max_model_len_source;           // "--context", or the model's position limit
+  bool default_batched_tokens = false, default_num_seqs = false;  // vLLM's defaults for the GPU
+  int64_t profile_requests = 0;
+  int tp = 1;
+};
+
+struct VllmAnswer {
+  std::string model, gpu;           // gpu: the catalog's name, or "" for --memory
+  std::string budget_source;        // how the total was given
+  VllmResolved settings;
+  std::string kv_cache_dtype;
+  std::string dtype;                // the weights' and activations' type as served: the graph's, or --dtype
+  KvCache kv;
+  int64_t kv_heads_per_rank = 0;    // 0: not known (tp 1)
+  uint64_t kv_bytes_per_token = 0;  // one rank's
+  uint64_t block_bytes = 0;         // every layer's block of block_size tokens
+  // The profile run.
+  uint64_t forward_peak_allocated = 0, hidden_states_bytes = 0, sampler_peak_bytes = 0;
+  uint64_t kept_workspace_bytes = 0;  // PyTorch's cuBLAS workspace, still allocated while the sampler runs
+  bool sampler_sets_peak = false;
+  VllmMemory memory;
+  VllmKvCapacity capacity;
+  int64_t max_concurrent_sequences = 0;  // floor(max_concurrency)
+  // What vLLM's kernels replaced in the graph, for the user to see why eager's answer differs.
+  std::string lm_head;              // the head's node ("": none found, the logits counted as the graph has them)
+  int attention_kernels = 0;        // attention blocks run as a kernel
+  std::vector<std::string> repeat_kv;  // repeat_kv's Expand nodes, read in place
+  bool fits() const { return capacity.starts; }
+};
+
+struct VllmTableRow {
+  std::string gpu;
+  uint64_t memory_bytes = 0, requested_bytes = 0;
+  int64_t available_bytes = 0;
+  int64_t kv_tokens = 0;
+  double max_concurrency = 0;
+  bool starts = false;
+};
+struct VllmTable {
+  std::string model;
+  int64_t max_model_len = 0, block_size = 0;
+  double gpu_memory_utilization = 0;
+  uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;
+  std::vector<VllmTableRow> rows;
+};
+
+// vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve).
+VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
+                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch);
+
+nlohmann::ordered_json vllm_to_json(const VllmAnswer& a);
+std::string vllm_to_text(const VllmAnswer& a);
+nlohmann::ordered_json vllm_table_to_json(const VllmTable& t);
+std::string vllm_table_to_text(const VllmTable& t);
+std::string vllm_table_to_markdown(const VllmTable& t);
+
+}  // namespace memplan

@@ -1,0 +1,86 @@
+// vLLM's V1 start-up rule (cost_models/vllm_engine.h), by hand, term by term.
+#include "cost_models/vllm_engine.h"
+
+#include <gtest/gtest.h>
+
+#include "onnx_import/errors.h"
+
+namespace memplan {
+namespace {
+
+TEST(VllmEngine, AvailableIsRequestedLessWeightsPeakAndNonTorch) {
+  // 80 GiB x 0.9 = 77,309,411,328 B exactly; 16 GiB of weights, a peak of 18 GiB allocated (2 GiB above the
+  // weights), 1 GiB outside PyTorch: 77,309,411,328 - 16 GiB - 2 GiB - 1 GiB = 56,908,316,672 B.
+  const VllmMemory m = vllm_available_memory(uint64_t{80} << 30, 0.9, uint64_t{16} << 30, uint64_t{18} << 30,
+                                             uint64_t{1} << 30);
+  EXPECT_EQ(m.requested, 77309411328u);
+  EXPECT_EQ(m.activation_peak, uint64_t{2} << 30);
+  EXPECT_EQ(m.available, 56908316672);
+}
+
+TEST(VllmEngine, RequestedIsTruncatedAsVllmsIntOfAFloat) {
+  // 64 MiB x 0.9 = 60,397,977.6: int(60,397,977.6 - 1000) = 60,396,977.
+  const VllmMemory m = vllm_available_memory(uint64_t{64} << 20, 0.9, 1000, 1000, 0);
+  EXPECT_EQ(m.requested, 60397977u);
+  EXPECT_EQ(m.available, 60396977);
+}
+
+TEST(VllmEngine, BlocksTokensAndConcurrency) {
+  // 128 B a token over every layer, blocks of 16: 2048 B a block. 26,803,609 B hold 13,087 blocks (1,433 B left),
+  // 209,392 tokens; a 64-token request takes 4 blocks: 13,087 / 4 = 3,271.75 requests.
+  const VllmKvCapacity c = vllm_kv_capacity(26803609, PagedKvCache{16, 128}, 64);
+  EXPECT_EQ(c.num_blocks, 13087);
+  EXPECT_EQ(c.tokens, 209392);
+  EXPECT_EQ(c.blocks_per_request, 4);
+  EXPECT_DOUBLE_EQ(c.max_concurrency, 3271.75);
+  EXPECT_TRUE(c.starts);
+  // One byte less than 13,087 blocks: one block fewer.
+  EXPECT_EQ(vllm_kv_capacity(13087 * 2048 - 1, PagedKvCache{16, 128}, 64).num_blocks, 13086);
+}
+
+TEST(VllmEngine, ARequestThatDoesNotFitRefusesToStartAndNamesTheLongestThatWould) {
+  // 10 blocks of 16 tokens hold one request of at most 160 tokens; max_model_len 200 takes 13 blocks.
+  const VllmKvCapacity c = vllm_kv_capacity(10 * 2048 + 5, PagedKvCache{16, 128}, 200);
+  EXPECT_FALSE(c.starts);
+  EXPECT_EQ(c.estimated_max_model_len, 160);
+  const VllmKvCapacity none = vllm_kv_capacity(-5, PagedKvCache{16, 128}, 200);
+  EXPECT_FALSE(none.starts);
+  EXPECT_EQ(none.num_blocks, 0);
+  EXPECT_EQ(none.refusal, "No available memory for the cache blocks");
+}
+
+TEST(VllmEngine, SamplerWarmUpByHand) {
+  // bf16 (d = 2), 4 rows, vocab 10, hidden 3: (2 + 26) x 4 x 10 + 2 x 2 x 4 x 3 = 1120 + 48.
+  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 3, DType::BFloat16), 1168u);
+  // float32 (d = 4): (4 + 26) x 4 x 10 + 2 x 4 x 4 x 3 = 1200 + 96.
+  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 3, DType::Float32), 1296u);
+}
+
+TEST(VllmEngine, TheLargerOfForwardAndSamplerIsThePeak) {
+  EXPECT_EQ(vllm_profile_peak_allocated(5000, 1000, 200, 300), 5000u);  // the forward
+  EXPECT_EQ(vllm_profile_peak_allocated(1400, 1000, 200, 300), 1500u);  // kept + hidden + sampler
+}
+
+TEST(VllmEngine, ProfileRequestsAndStepDefaults) {
+  // An H100 (85,045,477,376 B, over 70 GiB): 8192 tokens, 1024 requests; an A100 80GB: 2048 and 256; a 24 GiB
+  // card: 2048 and 256.
+  EXPECT_EQ(vllm_step_defaults(85045477376u, "H100-80GB").max_num_batched_tokens, 8192);
+  EXPECT_EQ(vllm_step_defaults(85045477376u, "H100-80GB").max_num_seqs, 1024);
+  EXPECT_EQ(vllm_step_defaults(uint64_t{81034} << 20, "A100-80GB").max_num_batched_tokens, 2048);
+  EXPECT_EQ(vllm_step_defaults(uint64_t{24} << 30, "").max_num_seqs, 256);
+  VllmEngineSettings s;
+  s.max_num_batched_tokens = 100;
+  s.max_num_seqs = 256;
+  EXPECT_EQ(vllm_profile_requests(s), 100);  // at most one request per token
+}
+
+TEST(VllmEngine, KvHeadsPerRankShardOrReplicate) {
+  EXPECT_EQ(vllm_kv_heads_per_rank(8, 1, "m"), 8);
+  EXPECT_EQ(vllm_kv_heads_per_rank(8, 2, "m"), 4);
+  EXPECT_EQ(vllm_kv_heads_per_rank(8, 16, "m"), 1);  // replicated on 2 ranks each
+  EXPECT_THROW(vllm_kv_heads_per_rank(8, 3, "m"), InputError);
+  EXPECT_THROW(vllm_kv_heads_per_rank(2, 3, "m"), InputError);
+}
+
+}  // namespace
+}  // namespace memplan
