@@ -227,8 +227,8 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
     for (int32_t n : c.ops[i].nodes)
       if (c.layout.tp.gathered_input[n] >= 0) c.tp_gathered[i] = c.layout.tp.gathered_input[n];
   if (e.tp > 1) c.notes.push_back(tensor_parallel_note(c.layout.tp));
-  // Pass 4, the pipeline partition, narrows the layout to one stage's tensors (pipeline.cc): it reads no field
-  // of passes 5 and 6 (--pp with FSDP is refused), so it runs per stage on the finished context.
+  // Pass 4, the pipeline partition, makes each stage a graph of its own (stage_graph.h): it reads no field of
+  // passes 5 and 6 (--pp with FSDP is refused), so it runs per stage on the finished context (pipeline.cc).
 
   // Which parameters train: the adapters (LoRA), else --trainable/--frozen.
 
