@@ -62,48 +62,6 @@ uint64_t saved_activation_bytes(const Program& p) {
   return 0;
 }
 
-// The stage's context, pass 4 of the layout (tensor_layout.h): layout.on_device marks the tensors its GPU holds,
-// and its ops are renumbered from 0. Everything the context holds per op (ops, op_flops, rules,
-// tp_gathered) is filtered here with the ops, so that index i of each still describes the stage's op i; the
-// per-op facts --pp never combines with are emptied (separators: --checkpoint; units: --shard fsdp).
-TrainingContext stage_context(const TrainingContext& c, const Split& split, int stage) {
-  const Graph& g = *c.graph;
-  TrainingContext s = c;
-  s.ops.clear();
-  s.op_flops.clear();
-  s.rules.clear();
-  s.tp_gathered.clear();
-  s.separators.clear();
-  s.units = WrapUnits{};
-  s.layout.on_device.assign(g.tensors.size(), false);
-  std::vector<int32_t> producer_stage(g.tensors.size(), -1);
-  for (size_t i = 0; i < c.ops.size(); ++i)
-    for (int32_t t : c.ops[i].outputs) producer_stage[t] = split.stage_of_op[i];
-  for (size_t i = 0; i < c.ops.size(); ++i) {
-    const int32_t at = split.stage_of_op[i];
-    for (int32_t t : c.ops[i].inputs) {
-      if (at == stage) {
-        s.layout.on_device[t] = true;
-        if (c.tied_to[t] >= 0) s.layout.on_device[c.tied_to[t]] = true;  // a tied copy reads the embedding itself
-        if (producer_stage[t] >= 0 && producer_stage[t] < stage && !c.shape[t]) add_unique(s.received, t);
-      }
-      if (at > stage && producer_stage[t] == stage && !c.shape[t]) add_unique(s.sent, t);
-    }
-    if (at != stage) continue;
-    s.ops.push_back(c.ops[i]);
-    s.op_flops.push_back(c.op_flops[i]);
-    s.rules.push_back(c.rules[i]);
-    s.tp_gathered.push_back(c.tp_gathered[i]);
-    for (int32_t t : c.ops[i].outputs) s.layout.on_device[t] = true;
-  }
-  s.params.clear();
-  for (int32_t p : c.params) {
-    if (s.layout.on_device[p]) s.params.push_back(p);
-    else s.is_param[p] = false;
-  }
-  return s;
-}
-
 }  // namespace
 
 std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
@@ -116,7 +74,8 @@ std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
   const Split split = split_stages(c, w, pp);
   std::vector<PipelineStage> stages;
   for (int i = 0; i < pp; ++i) {
-    TrainingContext s = stage_context(c, split, i);
+    StageGraph graph = stage_graph(c, split.stage_of_op, i);
+    TrainingContext s = stage_context(c, graph);
     PipelineStageFacts f;
     f.first_unit = w.names[split.units[i].front()];
     f.last_unit = w.names[split.units[i].back()];
@@ -129,7 +88,7 @@ std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
     f.peak_bytes = peak_with_resident(r.program);
     const Measure m = training_measure(r, c.execution);
     f.required_bytes = m.required_bytes;
-    stages.push_back({std::move(r), std::move(f), m.reserved_bytes});
+    stages.push_back({std::move(r), std::move(f), m.reserved_bytes, std::move(graph)});
   }
   return stages;
 }

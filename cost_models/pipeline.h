@@ -12,6 +12,7 @@
 #pragma once
 
 #include "cost_models/cost_model.h"
+#include "cost_models/stage_graph.h"
 #include "cost_models/training_context.h"
 
 namespace memplan {
@@ -21,6 +22,7 @@ struct PipelineStage {
   TrainingResult result;
   PipelineStageFacts facts;
   uint64_t reserved_bytes = 0;  // its allocator's peak reserve plus fixed bytes (planner/measure.h)
+  StageGraph graph;             // the stage as a graph of its own, with its ids' map to the whole graph's
 };
 
 // Every stage, in order. Throws InputError when --pp exceeds the blocks, or combines with what is not

@@ -5,13 +5,15 @@
 //   2. autocast (assign_storage_dtypes)   dtype: each tensor's storage type under the precision, autocast's
 //                                          casts and PEFT's float32 adapters included
 //   3. tensor parallel (tensor_parallel.h) tp: the slice of each tensor rank 0 holds (local bytes)
-//   4. pipeline partition (pipeline.h)   on_device: the tensors this stage's GPU holds (its ops renumbered)
+//   4. pipeline partition (stage_graph.h) the graph itself: one stage's ops and tensors as a graph of their own,
+//                                          renumbered, every field above and below carried to its ids
 //   5. frozen storage (frozen_storage.h) storage and stored_bytes: frozen weights re-stored as fp16/bf16/int8/nf4
 //   6. ZeRO/FSDP (assign_parameter_shards) shard and shard_group: parameters held as a ZeRO-3 shard, or as part
 //                                          of their FSDP unit's flat parameter (frozen ones too, as FSDP flattens
 //                                          every parameter of a wrapped unit)
 // A pass never changes what an earlier one decided. Pass 4 reads none of 5 and 6 (--pp with FSDP is refused), so
-// it runs last in code, per stage, on the finished context. Rules and sources: docs/cost-models.md.
+// it runs last in code, per stage, on the finished context: the trainable set, the frozen storage and the shards
+// are the whole model's, and the stage context carries them. Rules and sources: docs/cost-models.md.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +36,6 @@ enum class ParameterShard {
 struct TensorLayout {
   std::vector<DType> dtype;               // 2. storage type under the precision
   TensorParallelPlan tp;                  // 3. rank 0's slice
-  std::vector<bool> on_device;            // 4. this stage's tensors (empty: all, no pipeline)
   std::vector<FrozenStorage> storage;     // 5. Same: stored in its compute type
   std::vector<uint64_t> stored_bytes;     // 5. the re-stored bytes (0: Same)
   std::vector<ParameterShard> shard;      // 6.
@@ -51,7 +52,6 @@ struct TensorLayout {
   uint64_t gathered_bytes(const Graph& g, int32_t t, DType read_as) const {
     return bytes_as(g.tensors[t], read_as != DType::Undefined ? read_as : dtype[t]);
   }
-  bool held(int32_t t) const { return on_device.empty() || on_device[t]; }
   bool restored(int32_t t) const { return storage[t] != FrozenStorage::Same; }
   // 1/N of `bytes`, rounded up (the busiest rank's share).
   uint64_t shard_of(uint64_t bytes) const {

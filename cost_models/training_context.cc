@@ -73,14 +73,11 @@ bool any_restored(const TensorLayout& layout) {
 // memory"). bitsandbytes' MatMul4Bit.backward returns no grad for its 4-bit weight, so an NF4 weight gets
 // none. FSDP flattens floating tensors of one dtype only (_flat_param.py _validate_tensors_to_flatten:
 // "Cannot flatten integer dtype tensors", "Must flatten tensors with uniform dtype"): LLM.int8 weights,
-// and frozen weights re-stored in another float type than the ones that train, are refused.
-void mark_fsdp_frozen_views(const Graph& g, const TrainingOptions& o, TrainingContext& c) {
-  if (any_restored(c.layout) && o.frozen_storage != FrozenStorage::Nf4)
-    throw InputError("--frozen-dtype " + std::string(o.frozen_storage == FrozenStorage::Int8 ? "int8" : "fp16/bf16") +
-                     " with --shard fsdp on model '" + g.model_path + "': FSDP flattens a unit's parameters into one "
-                     "floating tensor of one dtype, so frozen weights stored as " +
-                     (o.frozen_storage == FrozenStorage::Int8 ? "int8" : "another float type") +
-                     " cannot share it (use --frozen-dtype nf4, stored in the model's type, or --precision)");
+// and frozen weights re-stored in another float type than the ones that train, are refused by the
+// combination matrix (report/option_checks.cc, fsdp x frozen-int8 and fsdp x frozen-half).
+void mark_fsdp_frozen_views(const TrainingOptions& o, TrainingContext& c) {
+  precondition(!any_restored(c.layout) || o.frozen_storage == FrozenStorage::Nf4,
+               "--frozen-dtype int8/fp16/bf16 re-storing frozen weights under --shard fsdp");
   std::vector<bool> trains(c.units.count(), false);
   for (int32_t p : c.params) trains[c.units.unit_of_tensor[p]] = true;
   int marked = 0;
@@ -121,7 +118,7 @@ void assign_parameter_shards(const Graph& g, const TrainingOptions& o, bool any_
       l.shard[t] = ParameterShard::FlatShard;
       l.shard_group[t] = c.units.unit_of_tensor[t];
     }
-  if (any_frozen) mark_fsdp_frozen_views(g, o, c);
+  if (any_frozen) mark_fsdp_frozen_views(o, c);
 }
 
 // --trainable / --frozen: regular expressions (ECMAScript, matched anywhere in the initializer's name, as
@@ -227,8 +224,8 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
     for (int32_t n : c.ops[i].nodes)
       if (c.layout.tp.gathered_input[n] >= 0) c.tp_gathered[i] = c.layout.tp.gathered_input[n];
   if (e.tp > 1) c.notes.push_back(tensor_parallel_note(c.layout.tp));
-  // Pass 4, the pipeline partition, narrows the layout to one stage's tensors (pipeline.cc): it reads no field
-  // of passes 5 and 6 (--pp with FSDP is refused), so it runs per stage on the finished context.
+  // Pass 4, the pipeline partition, makes each stage a graph of its own (stage_graph.h): it reads no field of
+  // passes 5 and 6 (--pp with FSDP is refused), so it runs per stage on the finished context (pipeline.cc).
 
   // Which parameters train: the adapters (LoRA), else --trainable/--frozen.
 

@@ -37,9 +37,9 @@ struct TrainingContext {
   std::vector<AutogradRule> rules;      // per op
   std::vector<Separator> separators;    // checkpoint boundary candidates
   WrapUnits units;                      // --shard fsdp: FSDP's wrapping units (empty otherwise)
-  // A pipeline stage's context (pipeline.cc; layout.on_device says which tensors its GPU holds): the
-  // activations it receives from earlier stages and sends to later ones, and the activations of earlier
-  // in-flight micro-batches it still holds (one resident block each).
+  // A pipeline stage's context (stage_graph.h: `graph` is the stage's own): the graph inputs it receives from
+  // earlier stages and the graph outputs it sends to later ones, and the activations of earlier in-flight
+  // micro-batches it still holds (one resident block each).
   std::vector<int32_t> received, sent;
   std::vector<uint64_t> in_flight_bytes;
   std::vector<std::string> notes;       // assumptions found while building the context

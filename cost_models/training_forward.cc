@@ -21,7 +21,6 @@ void TrainingStep::add_parameters() {
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, context_.runtime.semantics, context_.shape)) continue;
-    if (!layout().held(t)) continue;  // another pipeline stage's
     if (layout().shard[t] == ParameterShard::FlatShard) {
       forward_buffer_[t] = unit_shard_[layout().shard_group[t]];
       continue;
@@ -41,17 +40,14 @@ void TrainingStep::add_parameters() {
     if (context_.tied_to[t] >= 0) forward_buffer_[t] = forward_buffer_[context_.tied_to[t]];  // the same storage, transposed
 }
 
-// A pipeline stage also starts with the activations it receives (torch.distributed.recv into a fresh
-// tensor) and holds the saved activations of the earlier micro-batches still in flight.
+// A pipeline stage's inputs include the activations it receives (torch.distributed.recv into a fresh tensor),
+// and it holds the saved activations of the earlier micro-batches still in flight.
 void TrainingStep::add_inputs() {
   for (int32_t t : graph_.inputs) {
-    if (forward_buffer_[t] >= 0 || !layout().held(t)) continue;
-    const int32_t b = writer_.new_buffer(graph_.tensors[t].name, bytes_of(t), Category::Activation);
-    program().buffers[b].live_at_start = true;
-    forward_buffer_[t] = b;
-  }
-  for (int32_t t : context_.received) {
-    const int32_t b = writer_.new_buffer("p2p_recv:" + graph_.tensors[t].name, bytes_of(t), Category::Activation);
+    if (forward_buffer_[t] >= 0) continue;
+    const bool received = std::find(context_.received.begin(), context_.received.end(), t) != context_.received.end();
+    const int32_t b = writer_.new_buffer((received ? "p2p_recv:" : "") + graph_.tensors[t].name, bytes_of(t),
+                                         Category::Activation);
     program().buffers[b].live_at_start = true;
     forward_buffer_[t] = b;
   }

@@ -14,6 +14,14 @@ namespace {
 bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
 bool vllm(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Vllm); }
 
+// --frozen-dtype fp16/bf16 re-stores the frozen weights, except in the type --precision already stores every
+// floating parameter in (cost_models/frozen_storage.cc: a weight already in the type is kept as it is).
+bool frozen_half(const EstimateArgs& a) {
+  if (kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Fp16)) return !kPrecisionChoices.is(a.precision, Precision::Fp16);
+  if (kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Bf16)) return !kPrecisionChoices.is(a.precision, Precision::Bf16);
+  return false;
+}
+
 // One row's value against its kind (a choice, an integer's minimum, a number's range).
 void check_value(const OptionSpec& row, const CommandArgs& args) {
   const std::string value = field_text(row, args);
@@ -152,6 +160,9 @@ const std::vector<Feature>& features() {
        [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4); }},
       {"frozen-int8", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Int8), S::Train,
        [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Int8); }},
+      {"frozen-half", "--frozen-dtype",
+       given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Fp16) + "/" + kFrozenDtypeChoices.name_of(FrozenStorage::Bf16),
+       S::Train, [](A a) { return frozen_half(a); }},
       {"trainable", "--trainable", "--trainable/--frozen", S::Train,
        [](A a) { return !a.trainable.empty() || !a.frozen.empty(); }},
       {"torch-1.13", "--torch", given_as("--torch", kTorchChoices, true), S::Train,
@@ -174,11 +185,14 @@ const std::vector<Refusal>& refused_pairs() {
       {"pp", "grad-accum", "the pipeline's --micro-batches are its gradient accumulation: give --micro-batches M"},
       {"tp", "lora", "not modelled: the adapters of a tensor-parallel layer are not split"},
       // FSDP flattens a unit's parameters into one floating tensor (torch/distributed/fsdp/_flat_param.py,
-      // FlatParamHandle._validate_tensors_to_flatten: one dtype per flat parameter); bitsandbytes' Int8Params
-      // are int8 tensors with their own scales. (fp16/bf16 re-storage is refused by the cost model when it
-      // actually re-stores a weight: that depends on the model.)
+      // FlatParamHandle._validate_tensors_to_flatten: "Cannot flatten integer dtype tensors", "Must flatten
+      // tensors with uniform dtype"); bitsandbytes' Int8Params are int8 tensors with their own scales, and frozen
+      // weights re-stored in another float type than the trained ones break the one dtype.
       {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "
                               "weights cannot be flattened with the ones that train"},
+      {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "
+                              "weights stored in another float type than the trained ones cannot share it (use "
+                              "--frozen-dtype nf4, or --precision in the type the frozen weights should have)"},
   };
   return all;
 }

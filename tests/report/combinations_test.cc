@@ -92,6 +92,11 @@ const std::map<std::string, Enable>& enables() {
                          a.frozen_dtype = "int8";
                          if (a.lora_rank == 0) a.frozen = "mlp";
                        }}},
+      {"frozen-half", {{"--frozen-dtype", "--mode"}, [](EstimateArgs& a) {
+                         a.mode = "train";
+                         a.frozen_dtype = "fp16";
+                         if (a.lora_rank == 0) a.frozen = "mlp";
+                       }}},
       {"trainable", {{"--trainable", "--frozen", "--mode"}, [](EstimateArgs& a) {
                        a.mode = "train";
                        a.frozen = "layers\\.0\\.";
@@ -188,6 +193,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"onnxruntime", "checkpoint"}, "--mode train with --runtime onnxruntime"},
       {{"sdpa", "torch-1.13"}, "--attention sdpa with --torch 1.13"},
       {{"fsdp", "frozen-int8"}, "--shard fsdp with --frozen-dtype int8: FSDP flattens"},
+      {{"fsdp", "frozen-half"}, "--shard fsdp with --frozen-dtype fp16/bf16: FSDP flattens"},
       {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
   };
   for (const Case& c : cases) {
@@ -199,6 +205,23 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
     }
+  }
+}
+
+// --frozen-dtype fp16 with --precision fp16 (bf16 with bf16) keeps every frozen weight as it is stored
+// (cost_models/frozen_storage.cc): nothing is re-stored, so FSDP flattens one dtype and the pair is modelled.
+TEST(Combinations, FrozenHalfInThePrecisionsOwnTypeIsModelledWithFsdp) {
+  for (const char* type : {"fp16", "bf16"}) {
+    EstimateArgs a = base();
+    enables().at("fsdp").apply(a);
+    a.precision = type;
+    a.frozen_dtype = type;
+    a.frozen = "mlp";
+    EXPECT_NO_THROW(validate_estimate_args(a)) << type;
+    const ConfiguredEstimate c = estimate_model(a);
+    EXPECT_GT(c.estimate.total_bytes, 0u) << type;
+    a.precision = std::string(type) == "fp16" ? "bf16" : "fp16";
+    EXPECT_THROW(validate_estimate_args(a), InputError) << type;
   }
 }
 
