@@ -43,12 +43,13 @@ const std::set<std::string>& harmless_keys() {
 
 // Keys of one architecture only, read by parse_hf_arch below (transformers models/gemma2/configuration_gemma2.py,
 // gemma3/configuration_gemma3.py Gemma3TextConfig, phi3/configuration_phi3.py). cache_implementation names the
-// generation cache class and auto_map the remote code's module: neither is a shape of the graph;
+// generation cache class and auto_map the remote code's module: neither is a shape of the graph; Gemma 2's release
+// configs repeat sliding_window as sliding_window_size, which Gemma2Config does not read (the window is sliding_window);
 // original_max_position_embeddings is read by longrope scaling only, which memplan refuses.
 const std::map<std::string, std::set<std::string>>& arch_keys() {
   static const std::map<std::string, std::set<std::string>> keys = {
       {"gemma2", {"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
-                  "cache_implementation", "layer_types"}},
+                  "cache_implementation", "layer_types", "sliding_window_size"}},
       {"gemma3_text", {"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
                        "final_logit_softcapping", "cache_implementation", "layer_types", "sliding_window_pattern",
                        "_sliding_window_pattern", "rope_local_base_freq", "use_bidirectional_attention"}},

@@ -1,6 +1,7 @@
 #include "onnx_import/llama_graph.h"
 
 #include "onnx_import/decoder_builder.h"
+#include "onnx_import/errors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -339,6 +340,9 @@ void point_at_missing_data(onnx::GraphProto& g) {
 }  // namespace
 
 void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model) {
+  // gemma2, gemma3_text, phi3: the training graph only (read_config_model refuses the others naming the file).
+  if (config.hf_arch && kind != ConfigGraph::Train)
+    throw InputError("model_type \"" + config.model_type + "\": only --graph train is built");
   // torch.onnx.export's model header (torch/onnx/utils.py): IR version 8 and opset 17 for torch 1.13, graph
   // "torch_jit". The producer is memplan, which built it.
   model.set_ir_version(8);
