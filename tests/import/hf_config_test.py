@@ -13,6 +13,9 @@ inference and in a training step, and inspect, which lists every tensor's shape.
 
 The committed zoo export of llama_tiny (tests/models/llama_tiny_train.onnx) is compared the same way.
 
+gemma2, gemma3_text and phi3 (ARCH_CONFIGS) are compared the same way against tests/models/hf_archs.py's module, for
+--graph train (the one graph memplan builds for them), and their parameter count against the hand count.
+
 Needs MEMPLAN_BIN, HF_CONFIG_DUMP (set by ctest) and /usr/bin/python3 with torch 1.13 and onnx.
 """
 from __future__ import annotations

@@ -30,8 +30,7 @@ Phi-3 (models/phi3/modeling_phi3.py):
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -130,7 +129,7 @@ def rotary_cos_sin(seq: int, dim: int, theta: float, factor: Optional[float], de
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ArchConfig, layer: int):
+    def __init__(self, cfg: ArchConfig):
         super().__init__()
         self.cfg = cfg
         self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -206,7 +205,7 @@ class DecoderLayer(nn.Module):
         norm = (lambda: GemmaRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)) if cfg.gemma else \
             (lambda: llama.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps))
         self.input_layernorm = norm()
-        self.self_attn = Attention(cfg, layer)
+        self.self_attn = Attention(cfg)
         self.post_attention_layernorm = norm()
         if cfg.gemma:
             self.pre_feedforward_layernorm = norm()
