@@ -1,5 +1,6 @@
 #include "onnx_import/hf_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -40,11 +41,33 @@ const std::set<std::string>& harmless_keys() {
   return keys;
 }
 
+// Keys of one architecture only, read by parse_hf_arch below (transformers models/gemma2/configuration_gemma2.py,
+// gemma3/configuration_gemma3.py Gemma3TextConfig, phi3/configuration_phi3.py). cache_implementation names the
+// generation cache class and auto_map the remote code's module: neither is a shape of the graph; Gemma 2's release
+// configs repeat sliding_window as sliding_window_size, which Gemma2Config does not read (the window is sliding_window);
+// original_max_position_embeddings is read by longrope scaling only, which memplan refuses.
+const std::map<std::string, std::set<std::string>>& arch_keys() {
+  static const std::map<std::string, std::set<std::string>> keys = {
+      {"gemma2", {"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+                  "cache_implementation", "layer_types", "sliding_window_size"}},
+      {"gemma3_text", {"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
+                       "final_logit_softcapping", "cache_implementation", "layer_types", "sliding_window_pattern",
+                       "_sliding_window_pattern", "rope_local_base_freq", "use_bidirectional_attention"}},
+      {"phi3", {"embd_pdrop", "resid_pdrop", "partial_rotary_factor", "original_max_position_embeddings", "auto_map"}}};
+  return keys;
+}
+
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw InputError(path + ": " + what); }
 
 const json& require(const std::string& path, const json& j, const std::string& key) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) fail(path, "config key \"" + key + "\" is missing");
+  return *it;
+}
+
+const json& require_present(const std::string& path, const json& j, const std::string& key) {
+  const auto it = j.find(key);
+  if (it == j.end()) fail(path, "config key \"" + key + "\" is missing");
   return *it;
 }
 
@@ -102,6 +125,91 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
+// A number key that may be null (none); absent is an error, as the configs state it.
+double optional_number(const std::string& path, const json& j, const std::string& key) {
+  if (require_present(path, j, key).is_null()) return 0;
+  return positive_number(path, j, key);
+}
+
+// gemma2, gemma3_text, phi3: what DecoderConfig's hf_arch fields say, from the keys their modeling code reads.
+void parse_hf_arch(const std::string& path, const json& j, DecoderConfig& c) {
+  c.hf_arch = true;
+  const bool attention_bias = bool_key(path, j, "attention_bias", false);
+  if (c.mlp_bias) fail(path, "config key \"mlp_bias\" is true: " + c.model_type + "'s MLP has no biases");
+  const int64_t layers = c.num_hidden_layers;
+  if (c.model_type == "phi3") {
+    // Phi3Attention: qkv_proj and o_proj without biases; Phi3MLP: gate_up_proj. Dropouts must be off (a training
+    // step would keep their masks).
+    if (attention_bias) fail(path, "config key \"attention_bias\" is true: Phi3Attention has no biases");
+    for (const char* key : {"embd_pdrop", "resid_pdrop"})
+      require_value(path, j, key, 0.0, "dropout in training keeps a mask per layer");
+    require_value(path, j, "rope_scaling", nullptr,
+                  "Phi-3's longrope/su scaling switches its tables on the sequence length");
+    c.fused = true;
+    c.attn_multiplier = std::pow(double(c.head_dim), -0.5);  // Phi3Attention.scaling = head_dim**-0.5
+    // Phi3RotaryEmbedding.compute_default_rope_parameters: dim = int(head_dim * partial_rotary_factor).
+    const auto f = j.find("partial_rotary_factor");
+    if (f != j.end() && !f->is_null()) {
+      const double factor = positive_number(path, j, "partial_rotary_factor");
+      c.rotary_dim = int64_t(double(c.head_dim) * factor);
+      if (factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+        fail(path, "config key \"partial_rotary_factor\" is " + f->dump() + ": head_dim " +
+                       std::to_string(c.head_dim) + " times it must be an even number of rotary dims");
+    }
+    // Phi3Model.forward: every layer's mask is the sliding-window one when sliding_window is set.
+    const auto w = j.find("sliding_window");
+    if (w != j.end() && !w->is_null()) {
+      c.mask_window = positive_int(path, *w, "sliding_window", int64_t{1} << 40);
+      c.sliding_layers.assign(size_t(layers), true);
+    }
+    return;
+  }
+  c.gemma = c.gelu_tanh = true;
+  c.qkv_bias = c.o_bias = attention_bias;  // Gemma2Attention: every projection takes bias=config.attention_bias
+  c.attn_multiplier = std::pow(positive_number(path, j, "query_pre_attn_scalar"), -0.5);
+  c.attn_softcap = optional_number(path, j, "attn_logit_softcapping");
+  c.final_softcap = optional_number(path, j, "final_logit_softcapping");
+  c.mask_window = positive_int(path, require(path, j, "sliding_window"), "sliding_window", int64_t{1} << 40);
+  c.sliding_layers.resize(size_t(layers));
+  for (int64_t l = 0; l < layers; ++l)  // Gemma2DecoderLayer.is_sliding = not bool(layer_idx % 2)
+    c.sliding_layers[size_t(l)] = l % 2 == 0;
+  if (c.model_type == "gemma3_text") {
+    require_value(path, j, "use_bidirectional_attention", false, "bidirectional attention is another mask");
+    c.qk_norm_after_transpose = true;
+    // Gemma3TextConfig: layer_types, or (older configs) sliding_window_pattern, default 6: layer l is full when
+    // (l + 1) % pattern == 0.
+    int64_t pattern = 6;
+    for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"})
+      if (j.contains(key) && !j[key].is_null()) pattern = positive_int(path, j[key], key, kMaxLayers);
+    for (int64_t l = 0; l < layers; ++l) c.sliding_layers[size_t(l)] = (l + 1) % pattern != 0;
+    // Gemma3RotaryEmbedding: sliding layers rotate with rope_local_base_freq (default 10000.0), full layers with
+    // rope_theta and rope_scaling, of which memplan reads the linear kind (Gemma 3 4B and up: factor 8).
+    c.rope_local_theta = j.contains("rope_local_base_freq") && !j["rope_local_base_freq"].is_null()
+                             ? positive_number(path, j, "rope_local_base_freq")
+                             : 10000.0;
+    const auto scaling = j.find("rope_scaling");
+    if (scaling != j.end() && !scaling->is_null()) {
+      const json type = scaling->is_object() ? scaling->value("rope_type", scaling->value("type", json())) : json();
+      if (type != "linear" || !scaling->contains("factor"))
+        fail(path, "config key \"rope_scaling\" is " + scaling->dump() + "; memplan reads null or rope_type linear");
+      c.rope_factor = positive_number(path, *scaling, "factor");
+    }
+  } else {
+    require_value(path, j, "rope_scaling", nullptr, "Gemma2RotaryEmbedding has no scaling");
+  }
+  const auto types = j.find("layer_types");
+  if (types != j.end() && !types->is_null()) {  // the newer configs' per-layer list wins (Gemma2Config, Gemma3TextConfig)
+    if (!types->is_array() || int64_t(types->size()) != layers)
+      fail(path, "config key \"layer_types\" must list num_hidden_layers (" + std::to_string(layers) + ") layers");
+    for (int64_t l = 0; l < layers; ++l) {
+      const json& t = (*types)[size_t(l)];
+      if (t != "sliding_attention" && t != "full_attention")
+        fail(path, "config key \"layer_types\" holds " + t.dump() + "; memplan reads sliding_attention, full_attention");
+      c.sliding_layers[size_t(l)] = t == "sliding_attention";
+    }
+  }
+}
+
 }  // namespace
 
 bool is_config_path(const std::string& path) {
@@ -120,13 +228,19 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   const json& type = require(path, j, "model_type");
   if (!type.is_string()) fail(path, "config key \"model_type\" must be a string, not " + type.dump());
   c.model_type = type.get<std::string>();
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" && c.model_type != "qwen3")
-    fail(path, "model_type \"" + c.model_type + "\" is not supported (memplan builds llama, mistral, qwen2 and qwen3)");
+  c.hf_arch = arch_keys().count(c.model_type) > 0;
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" && c.model_type != "qwen3" &&
+      !c.hf_arch)
+    fail(path, "model_type \"" + c.model_type +
+                   "\" is not supported (memplan builds llama, mistral, qwen2, qwen3, gemma2, gemma3_text and phi3)");
   for (const auto& [key, value] : j.items())
-    if (!harmless_keys().count(key))
+    if (!harmless_keys().count(key) && !(c.hf_arch && arch_keys().at(c.model_type).count(key)))
       fail(path, "config key \"" + key + "\" is not supported for model_type \"" + c.model_type +
                      "\": memplan does not know what it does to memory");
-  require_value(path, j, "hidden_act", "silu", "the MLP's activation: another changes the graph");
+  const bool gemma = c.model_type == "gemma2" || c.model_type == "gemma3_text";
+  // Gemma2MLP / Gemma3MLP read hidden_activation; their configs state hidden_act the same.
+  for (const char* key : {"hidden_act", "hidden_activation"})
+    require_value(path, j, key, gemma ? "gelu_pytorch_tanh" : "silu", "the MLP's activation: another changes the graph");
   require_value(path, j, "attention_dropout", 0.0, "dropout in training keeps a mask per attention");
   require_value(path, j, "pretraining_tp", 1, "LlamaMLP and LlamaAttention split every projection when it is > 1");
   require_value(path, j, "use_mrope", false, "multimodal rotary");
@@ -143,7 +257,8 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   const auto hd = j.find("head_dim");
   // Qwen3Config has a head_dim default of its own, not hidden_size / heads (Qwen3-8B: 4096 / 32 = 128 by chance;
   // Qwen3-0.6B: 1024 / 16 = 64, its head_dim 128): memplan reads it from the config rather than guess.
-  if (c.model_type == "qwen3" && (hd == j.end() || hd->is_null())) fail(path, "config key \"head_dim\" is missing");
+  if ((c.model_type == "qwen3" || gemma) && (hd == j.end() || hd->is_null()))
+    fail(path, "config key \"head_dim\" is missing");
   if (hd == j.end() || hd->is_null()) {
     if (c.hidden_size % c.num_attention_heads != 0)
       fail(path, "hidden_size " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads " +
@@ -161,7 +276,9 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   c.rms_norm_eps = positive_number(path, j, "rms_norm_eps");
   // rope_theta: LlamaConfig's default is 10000.0.
   c.rope_theta = j.contains("rope_theta") && !j["rope_theta"].is_null() ? positive_number(path, j, "rope_theta") : 10000.0;
-  c.tie_word_embeddings = bool_key(path, j, "tie_word_embeddings", false);
+  // Gemma2Config and Gemma3TextConfig default to a tied head, the others to an untied one.
+  c.tie_word_embeddings = bool_key(path, j, "tie_word_embeddings", gemma);
+  c.rotary_dim = c.head_dim;
   const bool attention_bias = bool_key(path, j, "attention_bias", false);
   c.mlp_bias = bool_key(path, j, "mlp_bias", false);
   if (c.model_type == "qwen2") {
@@ -177,6 +294,8 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
     if (j.contains("mlp_bias")) fail(path, "config key \"mlp_bias\" is not a qwen3 key: Qwen3MLP has no biases");
     c.qkv_bias = c.o_bias = attention_bias;
     c.qk_norm = true;
+  } else if (c.hf_arch) {
+    parse_hf_arch(path, j, c);
   } else if (c.model_type == "mistral") {
     if (attention_bias || c.mlp_bias) fail(path, "MistralAttention and MistralMLP have no biases");
   } else {
@@ -215,6 +334,10 @@ ReadModel read_config_model(const std::string& path, const std::string& graph) {
   const std::string text = read_text(path);
   const DecoderConfig config = parse_decoder_config(path, text);
   const ConfigGraph kind = config_graph_from_name(path, graph);
+  if (kind != ConfigGraph::Train && config.hf_arch)
+    fail(path, "--graph " + graph + " is not built for model_type \"" + config.model_type +
+                   "\": memplan builds its training graph only (--graph train); a cache for its sliding-window "
+                   "layers is not modelled");
   if (kind != ConfigGraph::Train && config.sliding_window > 0)
     fail(path, "config key \"sliding_window\" is " + std::to_string(config.sliding_window) + ": --graph " + graph +
                    " with a sliding window is not built (its cache would hold at most the window; memplan's decoder "

@@ -3,7 +3,9 @@
 // models are, and that graph goes through the normal import path, so every rule applies to it as to a file.
 //
 // Supported: model_type llama, mistral, qwen2, qwen3 (dense decoders of transformers' modeling_llama.py,
-// modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py); --graph train (the training export: input_ids -> logits, as
+// modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), and for --graph train only gemma2, gemma3_text and
+// phi3 (modeling_gemma2.py, modeling_gemma3.py's text model, modeling_phi3.py; onnx_import/hf_arch_layers.cc);
+// --graph train (the training export: input_ids -> logits, as
 // tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
 // past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
 // else is refused with one message naming the file and the key or value (InputError, exit 2): memplan never
@@ -34,6 +36,22 @@ struct DecoderConfig {
   bool qk_norm = false;   // q_norm and k_norm: RMSNorm over head_dim on q and k before rotary (qwen3)
   int64_t sliding_window = 0;  // the window in force (mistral; qwen2 with use_sliding_window); 0: none
   std::string torch_dtype;  // as the config says ("bfloat16", ...); the graph is float32 as the zoo's exports
+  int64_t rotary_dim = 0;      // the rotated part of head_dim (phi3's partial_rotary_factor); head_dim otherwise
+  double rope_factor = 1.0;    // linear rope_scaling's factor (gemma3_text's full-attention layers)
+
+  // gemma2, gemma3_text and phi3 (transformers models/gemma2/modeling_gemma2.py, gemma3/modeling_gemma3.py,
+  // phi3/modeling_phi3.py), built as tests/models/hf_archs.py traces them (onnx_import/hf_arch_layers.cc).
+  bool hf_arch = false;
+  bool gemma = false;            // RMSNorm by (1 + weight), four norms a layer, embedding times sqrt(hidden_size)
+  bool gelu_tanh = false;        // MLP activation gelu_pytorch_tanh (Gemma); silu otherwise
+  bool fused = false;            // Phi-3's qkv_proj and gate_up_proj
+  bool qk_norm_after_transpose = false;  // Gemma 3's q_norm / k_norm (Qwen 3's come before the transpose)
+  double attn_multiplier = 0;    // scores * this (query_pre_attn_scalar^-0.5; Phi-3 head_dim^-0.5)
+  double attn_softcap = 0;       // Gemma 2's attn_logit_softcapping (0: none)
+  double final_softcap = 0;      // final_logit_softcapping (0: none)
+  std::vector<bool> sliding_layers;  // per layer: masked to the window (the mask is built into the graph)
+  int64_t mask_window = 0;       // that window (config key sliding_window)
+  double rope_local_theta = 0;   // gemma3_text: rope_local_base_freq, the sliding layers' rotary base
 };
 
 // True when `path` names a config rather than an ONNX file: its name ends in ".json". One place decides.

@@ -13,6 +13,9 @@ inference and in a training step, and inspect, which lists every tensor's shape.
 
 The committed zoo export of llama_tiny (tests/models/llama_tiny_train.onnx) is compared the same way.
 
+gemma2, gemma3_text and phi3 (ARCH_CONFIGS) are compared the same way against tests/models/hf_archs.py's module, for
+--graph train (the one graph memplan builds for them), and their parameter count against the hand count.
+
 Needs MEMPLAN_BIN, HF_CONFIG_DUMP (set by ctest) and /usr/bin/python3 with torch 1.13 and onnx.
 """
 from __future__ import annotations
@@ -34,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
 import export_llama  # noqa: E402
 import export_llama_kv  # noqa: E402
+import hf_archs  # noqa: E402
 import llama  # noqa: E402
 import zoo  # noqa: E402
 
@@ -82,6 +86,29 @@ CONFIGS = {
         tie_word_embeddings=True, attention_bias=True, o_proj_bias=True, head_dim_override=16, qk_norm=True)),
 }
 
+# name: hf_archs.ArchConfig, for gemma2, gemma3_text and phi3 (tests/models/hf_archs.py), their training graph only
+# (memplan refuses their decode and prefill graphs). Made up, each reaching another path: Gemma 2 with grouped-query
+# attention, both soft-caps and a window on its even layers (3 layers: sliding, full, sliding); Gemma 2 multi-head
+# with attention biases and an untied head; Gemma 3 with one full layer in two (sliding_window_pattern), linear rope
+# scaling on its full layers and the local base on its sliding ones; Gemma 3 with one kv head, layer_types given
+# instead of the pattern, and a query_pre_attn_scalar that is not head_dim; Phi-3 with partial rotary (half of
+# head_dim), grouped-query attention and a window on every layer; Phi-3 multi-head without a window.
+G = hf_archs.ArchConfig
+ARCH_CONFIGS = {
+    "gemma2_gqa_caps": G("gemma2", 64, 96, 3, 4, 2, 16, 200, 10000.0, 1e-6, True, sliding_window=4,
+                         query_pre_attn_scalar=16, attn_logit_softcapping=50.0, final_logit_softcapping=30.0),
+    "gemma2_mha_bias_untied": G("gemma2", 48, 80, 2, 4, 4, 8, 120, 10000.0, 1e-6, False, sliding_window=6,
+                                query_pre_attn_scalar=8, attn_logit_softcapping=20.0, final_logit_softcapping=None,
+                                attention_bias=True),
+    "gemma3_pattern_linear": G("gemma3_text", 64, 96, 4, 4, 2, 16, 200, 1000000.0, 1e-6, True, sliding_window=5,
+                               query_pre_attn_scalar=16, sliding_window_pattern=2, rope_linear_factor=8.0),
+    "gemma3_mqa_layer_types": G("gemma3_text", 64, 128, 3, 4, 1, 32, 150, 1000000.0, 1e-6, True, sliding_window=3,
+                                query_pre_attn_scalar=24, sliding_window_pattern=3, rope_local_base_freq=20000.0),
+    "phi3_partial_gqa": G("phi3", 64, 96, 2, 4, 2, 16, 200, 10000.0, 1e-5, False, sliding_window=4,
+                          partial_rotary_factor=0.5),
+    "phi3_mha_no_window": G("phi3", 64, 128, 2, 4, 4, 16, 160, 10000.0, 1e-5, True),
+}
+
 DECODE_DIMS = ["--dim", "batch_size=2", "--dim", "sequence_length=1", "--dim", "past_sequence_length=16",
                "--dim", "total_sequence_length=17"]
 PREFILL_DIMS = ["--dim", "batch_size=2", "--dim", "sequence_length=16", "--dim", "total_sequence_length=16"]
@@ -126,6 +153,33 @@ def config_json(model_type: str, cfg: llama.LlamaConfig) -> dict:
     if model_type == "qwen2":
         assert cfg.attention_bias, "Qwen2Attention always has q/k/v biases"
         j["sliding_window"], j["use_sliding_window"] = 2048, False
+    return j
+
+
+def arch_config_json(name: str, cfg: hf_archs.ArchConfig) -> dict:
+    """The config.json transformers writes for a Gemma2Config / Gemma3TextConfig / Phi3Config (keys as on the Hub)."""
+    j = {"architectures": [{"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM"}.get(
+            cfg.model_type, "Phi3ForCausalLM")],
+         "model_type": cfg.model_type, "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size,
+         "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
+         "num_key_value_heads": cfg.num_key_value_heads, "head_dim": cfg.head_dim, "vocab_size": cfg.vocab_size,
+         "rope_theta": cfg.rope_theta, "rms_norm_eps": cfg.rms_norm_eps, "tie_word_embeddings": cfg.tie_word_embeddings,
+         "max_position_embeddings": MAX_POSITIONS, "sliding_window": cfg.sliding_window, "torch_dtype": "float32",
+         "attention_dropout": 0.0, "attention_bias": cfg.attention_bias, "rope_scaling": None}
+    if cfg.gemma:
+        j.update(hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh",
+                 query_pre_attn_scalar=cfg.query_pre_attn_scalar, attn_logit_softcapping=cfg.attn_logit_softcapping,
+                 final_logit_softcapping=cfg.final_logit_softcapping, cache_implementation="hybrid")
+    if cfg.model_type == "gemma3_text":
+        j["rope_local_base_freq"] = cfg.rope_local_base_freq
+        if cfg.rope_linear_factor is not None:
+            j["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_linear_factor}
+        if name.endswith("layer_types"):
+            j["layer_types"] = cfg.layer_types()
+        else:
+            j["sliding_window_pattern"] = cfg.sliding_window_pattern
+    if cfg.model_type == "phi3":
+        j.update(hidden_act="silu", embd_pdrop=0.0, resid_pdrop=0.0, partial_rotary_factor=cfg.partial_rotary_factor)
     return j
 
 
@@ -241,6 +295,26 @@ def main() -> int:
                     found += compare_answers(f"{label} (zoo {zoo_file})", zoo_path, config_path, graph)
                 print(f"{label}: {len(ours.graph.node)} nodes, {'OK' if not found else 'FAILED'}", flush=True)
                 errors += found
+        for name, cfg in ARCH_CONFIGS.items():
+            config_path = os.path.join(tmp, f"{name}.json")
+            with open(config_path, "w") as f:
+                json.dump(arch_config_json(name, cfg), f, indent=2)
+            ours_path = os.path.join(tmp, f"{name}_train_memplan.onnx")
+            subprocess.run([DUMP, config_path, "train", ours_path], check=True)
+            ours = onnx.load(ours_path, load_external_data=False)
+            torch.manual_seed(zoo.SEED)
+            module = hf_archs.Decoder(cfg)
+            zoo.fill_distinct(module)
+            exported = export_llama.trace(module.eval(), training=True, export_params=True)
+            torch_path = os.path.join(tmp, f"{name}_train_torch.onnx")
+            onnx.save_model(exported, torch_path)
+            label = f"{name} --graph train"
+            found = compare_graphs(label, exported, ours) + compare_answers(label, torch_path, config_path, "train")
+            count = sum(int(np.prod(t.dims)) for t in ours.graph.initializer)
+            if count != cfg.parameter_count():
+                found.append(f"{label}: {count:,} parameters in memplan's graph, {cfg.parameter_count():,} by hand")
+            print(f"{label}: {len(ours.graph.node)} nodes, {'OK' if not found else 'FAILED'}", flush=True)
+            errors += found
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

@@ -1,0 +1,62 @@
+// The builder behind onnx_import/llama_graph.h: one config.json decoder traced node by node as torch.onnx.export
+// writes tests/models/llama.py's modules (llama, mistral, qwen2, qwen3: llama_graph.cc) and tests/models/hf_archs.py's
+// (gemma2, gemma3_text, phi3: hf_arch_layers.cc), from the shared pieces of decoder_ops.cc. Internal to onnx_import.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_pb.h"
+#include "onnx_import/graph_emitter.h"
+#include "onnx_import/hf_config.h"
+
+namespace memplan {
+
+class LlamaBuilder {
+ public:
+  LlamaBuilder(const DecoderConfig& c, ConfigGraph kind, onnx::GraphProto& g) : c_(c), kind_(kind), g_(g) {}
+
+  void build();
+  // The graph outputs' placeholders and names: logits, then present.{i}.key / .value.
+  const std::map<std::string, std::string>& outputs() { outputs_[logits_] = "logits"; return outputs_; }
+  GraphEmitter& emitter() { return e_; }
+  int64_t initializers() const { return g_.initializer_size(); }
+
+ private:
+  // llama_graph.cc: parameters, projections, rotary tables, masks, RMSNorm, the Llama-family layer.
+  std::string param(const std::string& name, const std::vector<int64_t>& dims);
+  std::string transpose_weight(const std::string& weight);
+  std::string linear(const std::string& scope, const std::string& prefix, const std::string& x, int64_t in,
+                     int64_t out, bool bias);
+  std::string inverse_frequencies(double theta, int64_t dim, double factor);
+  void rotary_and_mask(const std::string& seq);
+  void rotary_from_positions();
+  void cache_mask();
+  std::string rms_norm(const std::string& scope, const std::string& weight, const std::string& x,
+                       bool declared = false);
+  std::string rotary(const std::string& x, const std::string& cos, const std::string& sin, int64_t half);
+  std::string expand_kv(const std::string& x, const std::string& total);
+  std::string reshape(const std::string& x, const std::string& shape);
+  std::string transpose(const std::string& x, std::vector<int64_t> perm);
+  std::string attention(const std::string& layer, const std::string& x);
+  std::string layer(int64_t l, const std::string& x);
+
+  // hf_arch_layers.cc: gemma2, gemma3_text, phi3 (DecoderConfig::hf_arch).
+  std::string slice_last(const std::string& x, int64_t axis, int64_t start, int64_t end);
+  std::string arch_rotary(const std::string& x, bool sliding);
+  std::string arch_attention(int64_t l, const std::string& x);
+  std::string arch_mlp(const std::string& scope, const std::string& prefix, const std::string& y);
+  std::string arch_layer(int64_t l, const std::string& x);
+  std::string soft_cap(const std::string& x, double cap);
+
+  const DecoderConfig& c_;
+  const ConfigGraph kind_;
+  onnx::GraphProto& g_;
+  std::map<std::string, std::string> outputs_;
+  GraphEmitter e_;
+  std::string cos_, sin_, mask_, b_, s_, logits_;
+  std::string local_cos_, local_sin_, window_mask_;  // gemma3_text's sliding layers' rotary; the window's mask
+};
+
+}  // namespace memplan
