@@ -123,7 +123,7 @@ def check_kv_bytes() -> list:
             c = json.load(f)
         hd = c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
         expected = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * hd * 2
-        out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "1024", "--dtype", "bf16",
+        out = memplan("serve", path, "--engine", "eager", "--graph", "decode", "--memory", "400GiB", "--context", "1024", "--dtype", "bf16",
                       "--json")
         if c["model_type"] in TRAIN_ONLY:  # their decoder with a cache is not built: refused, naming the model_type
             if out.returncode != 2 or f'is not built for model_type "{c["model_type"]}"' not in out.stderr:
@@ -149,12 +149,12 @@ def check_position_cap() -> list:
     --context above it is refused as vLLM refuses such a max_model_len."""
     errors = []
     path = os.path.join(CONFIGS, "Llama-3.2-1B.json")
-    out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "4096", "--json")
+    out = memplan("serve", path, "--engine", "eager", "--graph", "decode", "--memory", "400GiB", "--context", "4096", "--json")
     j = json.loads(out.stdout) if out.returncode == 0 else {}
     if j.get("max_position_cap") != 131072 or j.get("max_context_single_sequence") != 131072:
         errors.append(f"serve Llama-3.2-1B: exit {out.returncode}, cap {j.get('max_position_cap')}, longest "
                       f"{j.get('max_context_single_sequence')}; expected 131072 and 131072 ({out.stderr})")
-    out = memplan("serve", path, "--graph", "decode", "--memory", "400GiB", "--context", "131073")
+    out = memplan("serve", path, "--engine", "eager", "--graph", "decode", "--memory", "400GiB", "--context", "131073")
     if out.returncode != 2 or "max_position_embeddings" not in out.stderr:
         errors.append(f"serve --context 131073 on Llama-3.2-1B: exit {out.returncode}, {out.stderr!r}")
     return errors
