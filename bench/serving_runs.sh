@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# memplan serve --engine vllm against start-up logs published from real vLLM runs (bench/serving.md).
+# Prints the commands it runs, then the comparison tables in Markdown.
+# Usage: bench/serving_runs.sh [path/to/memplan]   (default: build/memplan)
+# The logged figures below are copied from the sources listed in bench/serving.md; nothing here tunes memplan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MEMPLAN="${1:-${MEMPLAN_BIN:-build/memplan}}"
+CFG=tests/models/hf_configs
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+
+# id | config | memplan settings (the log's own) | logged: weights GiB | non-torch GiB | activation GiB |
+#      available KV GiB | KV tokens | concurrency      ("-" where the log does not print it)
+ROWS=(
+"A|Llama-3.1-8B.json|--gpu L40S --context 32768 --dtype bf16|14.9889|-|-|-|158656|4.84"
+"B|Llama-3.1-8B.json|--memory 22.07GiB --context 131072 --dtype bf16 --max-batched-tokens 2048 --max-num-seqs 256|14.99|0.05|0.22|4.60|37696|0.29"
+"C|Qwen2.5-32B-Instruct.json|--memory 44.42GiB --tp 2 --context 10000 --dtype bf16 --max-batched-tokens 10000 --max-num-seqs 256|30.71|0.30|1.26|7.71|63152|-"
+"D|Llama-3.1-8B.json|--gpu A100-40GB --context 131072 --dtype bf16 --max-batched-tokens 8192 --max-num-seqs 256|14.99|-|-|19.28|157936|1.20"
+"E|Qwen2.5-7B.json|--gpu V100-32GB --context 32768 --dtype fp16 --max-batched-tokens 8192 --max-num-seqs 256|14.25|-|-|13.1|245360|7.49"
+"F|Qwen3-8B.json|--gpu RTX-5090 --gpu-memory-utilization 0.92 --context 32768 --dtype bf16|15.27|-|-|-|89040|-"
+"G|Qwen2.5-0.5B.json|--memory 23.99GiB --gpu-memory-utilization 0.92 --context 32768 --dtype bf16 --max-batched-tokens 8192 --max-num-seqs 256|0.93|0.30|0.31|20.52|1793232|-"
+)
+
+echo "## Commands"
+echo
+for row in "${ROWS[@]}"; do
+  IFS='|' read -r id cfg opts _ nt _ <<<"$row"
+  cmd="$MEMPLAN serve $CFG/$cfg --graph decode $opts --json"
+  echo "    [$id] $cmd"
+  # shellcheck disable=SC2086
+  # exit 1 = vLLM would refuse to start (as the logged run did in row B); the JSON still holds the figures
+  $MEMPLAN serve "$CFG/$cfg" --graph decode $opts --json >"$TMP/$id.default.json" || [[ $? -eq 1 ]]
+  if [[ "$nt" != "-" ]]; then
+    echo "    [$id, --reserve as logged] ${cmd% --json} --reserve ${nt}GiB --json"
+    # shellcheck disable=SC2086
+    $MEMPLAN serve "$CFG/$cfg" --graph decode $opts --reserve "${nt}GiB" --json >"$TMP/$id.reserve.json" || [[ $? -eq 1 ]]
+  fi
+done
+echo
+
+printf '%s\n' "${ROWS[@]}" >"$TMP/rows"
+/usr/bin/python3 - "$TMP" <<'PY'
+import json, os, sys
+
+tmp = sys.argv[1]
+GiB = float(1 << 30)
+
+def pct(mine, logged):
+    return f"{(mine - logged) / logged * 100:+.1f}%"
+
+def cell(mine, logged, fmt):
+    if logged is None:
+        return f"{fmt(mine)} / –"
+    return f"{fmt(mine)} / {fmt(logged)} ({pct(mine, logged)})"
+
+g = lambda v: f"{v:.2f}"
+n = lambda v: f"{v:,.0f}"
+x = lambda v: f"{v:.2f}x"
+errs = {"default": [], "reserve": []}
+tables = {"default": [], "reserve": []}
+for line in open(os.path.join(tmp, "rows")).read().splitlines():
+    rid, cfg, opts, w, nt, act, kv, tok, conc = line.split("|")
+    logged = [None if s == "-" else float(s) for s in (w, nt, act, kv, tok, conc)]
+    for kind in ("default", "reserve"):
+        path = os.path.join(tmp, f"{rid}.{kind}.json")
+        if not os.path.exists(path):
+            continue
+        d = json.load(open(path))
+        m = d["memory"]
+        mine = [m["weights_bytes"] / GiB, m["non_torch_bytes"] / GiB, m["activation_peak_bytes"] / GiB,
+                m["available_kv_cache_bytes"] / GiB, d["gpu_kv_cache_tokens"], d["max_concurrency"]]
+        errs[kind].append(abs((mine[4] - logged[4]) / logged[4] * 100))
+        tables[kind].append("| " + " | ".join([
+            rid, cell(mine[0], logged[0], g), cell(mine[1], logged[1], g), cell(mine[2], logged[2], g),
+            cell(mine[3], logged[3], g), cell(mine[4], logged[4], n), cell(mine[5], logged[5], x)]) + " |")
+
+head = ("| log | weights GiB | non-torch GiB | activation peak GiB | available KV GiB | KV tokens | concurrency |\n"
+        "|---|---|---|---|---|---|---|")
+print("## memplan's defaults (non-torch memory: the catalog's 1 GiB)")
+print()
+print("memplan / logged (error); `–`: the log does not print it.")
+print()
+print(head)
+print("\n".join(tables["default"]))
+e = errs["default"]
+print()
+print(f"KV tokens, |error|: mean {sum(e) / len(e):.1f}%, max {max(e):.1f}% over {len(e)} logs.")
+print()
+print("## --reserve set to the non-torch memory the log prints")
+print()
+print(head)
+print("\n".join(tables["reserve"]))
+e = errs["reserve"]
+print()
+print(f"KV tokens, |error|: mean {sum(e) / len(e):.1f}%, max {max(e):.1f}% over {len(e)} logs.")
+PY
