@@ -181,4 +181,10 @@ std::vector<int32_t> tied_embedding_copies(const Graph& g) {
   return tied;
 }
 
+std::vector<int32_t> held_tied_copies(const Graph& g, bool by_shape) {
+  std::vector<int32_t> tied = by_shape ? tied_embedding_copies(g) : std::vector<int32_t>(g.tensors.size(), -1);
+  for (const auto& [copy, param] : g.recorded_tied_copies) tied[copy] = param;
+  return tied;
+}
+
 }  // namespace memplan

@@ -47,6 +47,11 @@ uint64_t bytes_as(const Tensor& t, DType dtype);
 // reads as its table (the embedding), in the same element type.
 std::vector<int32_t> tied_embedding_copies(const Graph& g);
 
+// The copies a file proves tied: tied_embedding_copies' suspects with the ties the file records
+// (Graph::recorded_tied_copies: a config's tie_word_embeddings, hidden by constant folding) set, and, unless
+// `by_shape` (--tied-embeddings shape), the unrecorded suspects cleared. Per tensor: its parameter, or -1.
+std::vector<int32_t> held_tied_copies(const Graph& g, bool by_shape);
+
 // The number of distinct nodes that read `tensor`.
 int count_consumers(const Graph& g, int32_t tensor);
 

@@ -111,10 +111,11 @@ class InferenceBuilder {
   // PyTorch holds a tied output embedding once: under --tied-embeddings shape the exporter's suspected
   // transposed copy shares its buffer; otherwise it is counted, and the note says so.
   void add_constants() {
-    std::vector<int32_t> tied = pytorch() ? tied_embedding_copies(g_) : std::vector<int32_t>(g_.tensors.size(), -1);
-    if (!exec_.tied_embeddings_by_shape) {
-      untied_lookalikes_ = static_cast<int>(std::count_if(tied.begin(), tied.end(), [](int32_t e) { return e >= 0; }));
-      tied.assign(g_.tensors.size(), -1);
+    std::vector<int32_t> tied = pytorch() ? held_tied_copies(g_, exec_.tied_embeddings_by_shape)
+                                          : std::vector<int32_t>(g_.tensors.size(), -1);
+    if (pytorch() && !exec_.tied_embeddings_by_shape) {
+      const std::vector<int32_t> suspects = tied_embedding_copies(g_);
+      for (size_t t = 0; t < suspects.size(); ++t) untied_lookalikes_ += suspects[t] >= 0 && tied[t] < 0;
     }
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
       const int32_t id = static_cast<int32_t>(t);

@@ -137,6 +137,9 @@ StageGraph stage_graph(const TrainingContext& c, const std::vector<int32_t>& sta
   sg.opsets = g.opsets;
   sg.bound_dims = g.bound_dims;
   sg.bound_values = g.bound_values;
+  for (const auto& [copy, param] : g.recorded_tied_copies)
+    if (s.stage_tensor[copy] >= 0 && s.stage_tensor[param] >= 0)
+      sg.recorded_tied_copies.emplace_back(s.stage_tensor[copy], s.stage_tensor[param]);
   for (int32_t t : s.original_tensor) {
     Tensor x = g.tensors[t];
     x.producer = x.producer >= 0 ? s.stage_node[x.producer] : -1;

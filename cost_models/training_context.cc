@@ -232,8 +232,11 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   c.requires_grad.assign(g.tensors.size(), false);
   c.is_param.assign(g.tensors.size(), false);
   c.tied_to = tied_embedding_copies(g);  // suspected copies: dropped under --tied-embeddings shape only
+  const std::vector<int32_t> held = held_tied_copies(g, e.tied_embeddings_by_shape);  // and the recorded ties
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    if (held[t] >= 0) c.tied_to[t] = held[t];
   for (size_t t = 0; t < g.tensors.size() && !e.tied_embeddings_by_shape; ++t)
-    if (c.tied_to[t] >= 0) {
+    if (c.tied_to[t] >= 0 && held[t] < 0) {
       c.notes.push_back("'" + g.tensors[t].name + "' is shaped as the transpose of the embedding '" +
                         g.tensors[c.tied_to[t]].name + "' but has its own initializer: trained as its own parameter, as "
                         "the file does not prove a tie; --tied-embeddings shape if the model ties them.");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <vector>
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -14,6 +15,18 @@ VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& d
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
   const bool large = device_memory >= (uint64_t{70} << 30) && name.find("a100") == std::string::npos;
   return large ? VllmStepDefaults{8192, 1024} : VllmStepDefaults{2048, 256};
+}
+
+DType vllm_auto_dtype(DType stored, int cuda_arch_major, const std::string& model_type) {
+  const bool no_fp16 = model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text" ||
+                       model_type == "glm4" || model_type == "plamo2";
+  std::vector<DType> supported;
+  if (cuda_arch_major >= 8) supported.push_back(DType::BFloat16);
+  if (!no_fp16) supported.push_back(DType::Float16);
+  supported.push_back(DType::Float32);
+  const DType preferred = supported.front();
+  if (stored == DType::Float32) return preferred;
+  return std::find(supported.begin(), supported.end(), stored) != supported.end() ? stored : preferred;
 }
 
 int64_t vllm_profile_requests(const VllmEngineSettings& s) {

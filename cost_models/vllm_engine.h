@@ -47,6 +47,15 @@ struct VllmStepDefaults {
 };
 VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name);
 
+// vLLM's --dtype auto (vllm/config/model.py _get_and_verify_dtype and _resolve_auto_dtype at 0052a5b, with
+// CudaPlatformBase.supported_dtypes in vllm/platforms/cuda.py at 002db49: bfloat16, float16, float32 on compute
+// capability 8.0 and up, float16 and float32 below):
+// a float32 checkpoint is served in the platform's first supported type (bfloat16 from Ampere, else float16); a
+// stored type the GPU supports is kept; bfloat16 below Ampere falls back to that first type. Model types whose
+// float16 is unstable (_FLOAT16_NOT_SUPPORTED_MODELS: gemma2, gemma3, gemma3_text, glm4, plamo2) are never served
+// in float16.
+DType vllm_auto_dtype(DType stored, int cuda_arch_major, const std::string& model_type);
+
 // The profile run's dummy requests: min(max_num_seqs, max_num_batched_tokens) (GPUModelRunner._dummy_run); the
 // sampler warms up on one row per request.
 int64_t vllm_profile_requests(const VllmEngineSettings& s);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace memplan {
@@ -104,8 +105,15 @@ struct Graph {
   std::map<std::string, int64_t> bound_dims;  // symbolic dimension name -> value used
   std::vector<std::string> bound_values;      // graph inputs whose contents --value gives (sorted)
   std::vector<std::string> warnings;
+  // Initializers the file records as a tied parameter's transposed copy (metadata kTiedCopyMetadataKey, written by
+  // memplan's config graphs: the tie a config states, which constant folding hides): (copy, parameter) ids. The
+  // cost models hold such a copy in its parameter's buffer, as PyTorch holds one tied parameter.
+  std::vector<std::pair<int32_t, int32_t>> recorded_tied_copies;
 
   std::optional<int32_t> find_tensor(std::string_view name) const;
 };
+
+// The ModelProto metadata_props key of a recorded tie; its value is "COPY=PARAMETER" (initializer names).
+inline constexpr const char* kTiedCopyMetadataKey = "memplan.tied_copy";
 
 }  // namespace memplan

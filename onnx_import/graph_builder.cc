@@ -6,6 +6,8 @@
 #include "onnx_import/errors.h"
 #include "onnx_import/graph_builder.h"
 
+#include <algorithm>
+
 namespace memplan {
 namespace {
 
@@ -80,10 +82,36 @@ class GraphBuilder {
     for (int32_t proto_index : inferred_.order) add_node(g.node(proto_index), proto_index);
     for (const onnx::ValueInfoProto& out : g.output()) add_output(out.name());
     name_nodes(g);
+    record_tied_copies();
     return std::move(graph_);
   }
 
  private:
+  // The ties the file records (kTiedCopyMetadataKey: "COPY=PARAMETER"), each kept only when both are initializers
+  // of one dtype and the copy is the parameter's 2-D transpose; any other entry is a warning, never trusted.
+  void record_tied_copies() {
+    for (const onnx::StringStringEntryProto& e : model_.metadata_props()) {
+      if (e.key() != kTiedCopyMetadataKey) continue;
+      const size_t eq = e.value().find('=');
+      const auto copy = eq == std::string::npos ? std::nullopt : graph_.find_tensor(e.value().substr(0, eq));
+      const auto param = eq == std::string::npos ? std::nullopt : graph_.find_tensor(e.value().substr(eq + 1));
+      const auto is_init = [&](std::optional<int32_t> t) {
+        return t && graph_.tensors[*t].producer < 0 &&
+               std::find(graph_.initializers.begin(), graph_.initializers.end(), *t) != graph_.initializers.end();
+      };
+      bool ok = is_init(copy) && is_init(param);
+      if (ok) {
+        const Tensor& c = graph_.tensors[*copy];
+        const Tensor& p = graph_.tensors[*param];
+        ok = c.dtype == p.dtype && c.shape.size() == 2 && p.shape.size() == 2 && c.shape[0] == p.shape[1] &&
+             c.shape[1] == p.shape[0];
+      }
+      if (ok) graph_.recorded_tied_copies.emplace_back(*copy, *param);
+      else graph_.warnings.push_back("metadata " + std::string(kTiedCopyMetadataKey) + " '" + e.value() +
+                                     "' names no initializer transposing another: ignored");
+    }
+  }
+
   int32_t add_tensor(const std::string& name, TensorKind kind, int32_t producer) {
     const auto it = inferred_.values.find(name);
     if (it == inferred_.values.end())

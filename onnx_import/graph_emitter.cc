@@ -98,6 +98,7 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
     if (p.used)
       for (const std::string& in : p.node.input()) reader.emplace(in, p.node.op_type());
   std::vector<TensorProto> folded;
+  std::vector<std::pair<std::string, std::string>> copies;  // (folded copy, the parameter it transposes)
   for (Pending& p : nodes_) {
     if (!p.used) continue;
     onnx::NodeProto& n = p.node;
@@ -114,6 +115,7 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       t.set_dims(0, t.dims(1));
       t.set_dims(1, rows);
       names[n.output(0)] = t.name();
+      copies.emplace_back(t.name(), n.input(0));
       folded.push_back(std::move(t));
       p.removed = true;
     } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && constants.count(n.input(0)) &&
@@ -151,6 +153,8 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
     if (read.count(t.name())) kept.Add()->Swap(&t);
   graph.mutable_initializer()->Swap(&kept);
   for (TensorProto& t : folded) graph.add_initializer()->Swap(&t);
+  for (const auto& [copy, param] : copies)
+    if (read.count(param)) tied_copies_.emplace_back(copy, param);
 }
 
 void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "onnx/onnx_pb.h"
@@ -49,6 +50,9 @@ class GraphEmitter {
   // outputs). With `fold`, constant folding as described above, against `graph`'s initializers.
   void finish(onnx::GraphProto& graph, int64_t values_before_nodes, const std::map<std::string, std::string>& fixed,
               bool fold);
+  // After finish with `fold`: each folded transposed copy of a parameter that the graph still reads elsewhere (a
+  // tied head's copy of the token embedding), as (copy, parameter).
+  const std::vector<std::pair<std::string, std::string>>& tied_copies() const { return tied_copies_; }
 
  private:
   struct Pending {
@@ -62,6 +66,7 @@ class GraphEmitter {
   onnx::NodeProto& last() { return nodes_.back().node; }
   void fold_constants(onnx::GraphProto& graph, int64_t next_number, std::map<std::string, std::string>& names);
   std::vector<Pending> nodes_;
+  std::vector<std::pair<std::string, std::string>> tied_copies_;
   std::map<int64_t, size_t> pool_;
   int64_t next_value_ = 0;
 };

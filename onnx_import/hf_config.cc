@@ -346,6 +346,8 @@ ReadModel read_config_model(const std::string& path, const std::string& graph) {
   build_llama_graph(config, kind, model.proto);
   model.file_bytes = text.size();
   model.max_positions = config.max_position_embeddings;
+  model.stored_dtype = config.torch_dtype;
+  model.model_type = config.model_type;
   return model;
 }
 

@@ -2,6 +2,7 @@
 
 #include "onnx_import/decoder_builder.h"
 #include "onnx_import/errors.h"
+#include "onnx_import/graph.h"
 
 #include <algorithm>
 #include <cmath>
@@ -371,6 +372,13 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
   LlamaBuilder builder(config, kind, g);
   builder.build();
   builder.emitter().finish(g, g.input_size() + builder.initializers(), builder.outputs(), !train);
+  // The tie the config states, which folding hides (the head reads a transposed copy of the embedding): recorded in
+  // the model's metadata, so that the head is held once (Graph::recorded_tied_copies) here and in an exported file.
+  for (const auto& [copy, param] : builder.emitter().tied_copies()) {
+    onnx::StringStringEntryProto* e = model.add_metadata_props();
+    e->set_key(kTiedCopyMetadataKey);
+    e->set_value(copy + "=" + param);
+  }
   add_tensor_value(g.add_output(), "logits", TensorProto::FLOAT, {{batch}, {seq}, {"", config.vocab_size}});
   if (!train)
     for (int64_t l = 0; l < layers; ++l)

@@ -43,6 +43,9 @@ struct ReadModel {
   // The model's position limit where its source states one (a config.json's max_position_embeddings); 0: not
   // stated (an ONNX file does not say).
   int64_t max_positions = 0;
+  // What its source says the weights are stored in, and its architecture (a config.json's torch_dtype, e.g.
+  // "bfloat16", and model_type); "": not stated (an ONNX file: its initializers' types say it).
+  std::string stored_dtype, model_type;
   std::vector<std::string> warnings;
 };
 

@@ -1,5 +1,8 @@
 #include "onnx_import/model_session.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
 #include <set>
 
 #include "onnx_import/hf_config.h"
@@ -20,6 +23,33 @@ const ReadModel& ModelSession::model() {
 }
 
 int64_t ModelSession::max_positions() { return model().max_positions; }
+
+const std::string& ModelSession::model_type() { return model().model_type; }
+
+DType ModelSession::stored_float_dtype() {
+  const ReadModel& m = model();
+  if (!m.stored_dtype.empty()) {
+    if (m.stored_dtype == "bfloat16") return DType::BFloat16;
+    if (m.stored_dtype == "float16") return DType::Float16;
+    return DType::Float32;
+  }
+  std::map<int, uint64_t> bytes;  // TensorProto data type -> elements of the floating initializers
+  for (const auto& init : m.proto.graph().initializer()) {
+    const int t = init.data_type();
+    if (t != onnx::TensorProto::FLOAT && t != onnx::TensorProto::FLOAT16 && t != onnx::TensorProto::BFLOAT16) continue;
+    uint64_t n = 1;
+    for (int64_t d : init.dims()) {  // saturating: a file's dims may claim more than 2^64 elements
+      const uint64_t k = static_cast<uint64_t>(std::max<int64_t>(d, 0));
+      n = k != 0 && n > UINT64_MAX / k ? UINT64_MAX : n * k;
+    }
+    bytes[t] = bytes[t] > UINT64_MAX - n ? UINT64_MAX : bytes[t] + n;
+  }
+  int most = onnx::TensorProto::FLOAT;
+  for (const auto& [t, n] : bytes)
+    if (n > bytes[most]) most = t;
+  return most == onnx::TensorProto::FLOAT16 ? DType::Float16 : most == onnx::TensorProto::BFLOAT16 ? DType::BFloat16
+                                                                                                   : DType::Float32;
+}
 
 const std::vector<DeclaredInput>& ModelSession::declared_inputs() {
   if (!declared_inputs_) {

@@ -43,6 +43,12 @@ class ModelSession {
   // The model's position limit where its source states one (a config.json's max_position_embeddings), else 0
   // (from model(): throws as it does).
   int64_t max_positions();
+  // The floating type the weights are stored in: a config.json's torch_dtype, else the type of most of the
+  // floating initializers' bytes (Float32 when it has none, or names a type memplan does not know: "float32" is
+  // what transformers assumes without one). From model(): throws as it does.
+  DType stored_float_dtype();
+  // A config.json's model_type; "" for an ONNX file.
+  const std::string& model_type();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 

@@ -81,7 +81,8 @@ std::vector<OptionSpec> make_schema() {
        .describe = [](const EstimateArgs& a) { return ", " + a.optimizer; }},
       {.flag = "--dtype", .kind = K::Choice, .commands = kEstimating | kPlan, .scope = Scope::Inference,
        .help = "Inference: store float weights and activations in this type (fp16 = model.half(); training: "
-               "--precision)",
+               "--precision). serve --engine vllm: fp32 stands for vLLM's --dtype auto (the stored type; a float32 "
+               "checkpoint in bf16 from sm80, else fp16)",
        .field = FIELD(estimate.dtype), .choices = kDtypeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return ", " + a.dtype; }},
       {.flag = "--schedule", .kind = K::Choice, .commands = kEstimating | kPlan, .scope = Scope::Inference,

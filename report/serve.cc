@@ -19,6 +19,10 @@ constexpr int64_t kMaxContextTokens = int64_t{1} << 30;  // the longest single s
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
     : session_(std::move(path), user.graph), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
+  // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it.
+  if (kServeEngineChoices.is(settings_.engine, ServeEngine::Vllm) && options_.inference.float_dtype == DType::Float32)
+    options_.inference.float_dtype =
+        vllm_auto_dtype(session_.stored_float_dtype(), options_.execution.cuda_arch_major, session_.model_type());
   const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");
   kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
   options_.inference.held_outside = kv_.tensors();

@@ -175,14 +175,12 @@ std::string vllm_to_text(const VllmAnswer& a) {
   const VllmEngineSettings& e = a.settings.engine;
   const VllmMemory& m = a.memory;
   std::string t = fmt::format("{} served by vLLM (V1 rules), {}\n", a.model, a.budget_source);
+  t += fmt::format("  dtype {}, kv_cache_dtype {}\n", a.dtype, a.kv_cache_dtype);
   t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
                    format_count(e.max_model_len), a.settings.max_model_len_source,
                    format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? " (vLLM's default)" : "",
                    e.max_num_seqs, a.settings.default_num_seqs ? " (vLLM's default)" : "", e.block_size,
                    a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
-  if (a.dtype == dtype_name(DType::Float32))
-    t += "  served in float32 (--dtype): vLLM's --dtype auto serves a float32 checkpoint in 16 bits; give --dtype "
-         "fp16 or bf16 for that\n";
   t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
                    format_bytes(m.total), e.gpu_memory_utilization);
   t += fmt::format("  - weights          {:>12}\n", format_bytes(m.weights));

@@ -294,16 +294,18 @@ def tiny_llama_config(directory, **overrides):
 class VllmByHand(unittest.TestCase):
     """serve --engine vllm on kv_tiny: every term of vLLM's start-up budget by hand (cost_models/vllm_engine.h).
 
-    --memory 64MiB --reserve 0 --context 64 --max-batched-tokens 64 --max-num-seqs 64, sm90 (the default arch):
+    kv_tiny is stored in float32; vLLM's --dtype auto serves it in bfloat16 on sm90 (the default arch), d = 2.
+    --memory 64MiB --reserve 0 --context 64 --max-batched-tokens 64 --max-num-seqs 64:
       requested   = int(67,108,864 x 0.9) = 60,397,977
-      weights     = 768 float32 = 3,072 (the int64 shape constants are Python ints in PyTorch)
+      weights     = 768 x 2 = 1,536 (the int64 shape constants are Python ints in PyTorch)
+      KV          = 2 (K, V) x 2 layers x 2 KV heads x 4 head_dim x 2 = 64 B a token, 1,024 B a block of 16
       profile run = 64 tokens over min(64, 64) = 64 dummy requests; the sampler's warm-up on 64 rows of 16 logits
                     while the weights, PyTorch's cuBLAS workspace (32 MiB on sm90) and the hidden states
-                    [64, 8] float32 (2,048) are allocated: (4 + 26) x 64 x 16 + 2 x 4 x 64 x 8 = 34,816, above
-                    the forward's peak (the tiny forward holds a few KiB beside the workspace)
-      peak        = 3,072 + 33,554,432 + 2,048 + 34,816 = 33,594,368; activation peak = that - 3,072
-      available   = 60,397,977 - 33,594,368 = 26,803,609 B: 13,087 blocks of 16 x 128 B (2,048 B; 1,433 B left),
-                    209,392 tokens; a 64-token request takes 4 blocks: 13,087 / 4 = 3,271.75
+                    [64, 8] (1,024) are allocated: (2 + 26) x 64 x 16 + 2 x 2 x 64 x 8 = 30,720, above the
+                    forward's peak (the tiny forward holds a few KiB beside the workspace)
+      peak        = 1,536 + 33,554,432 + 1,024 + 30,720 = 33,587,712; activation peak = that - 1,536
+      available   = 60,397,977 - 33,587,712 = 26,810,265 B: 26,181 blocks (921 B left), 418,896 tokens; a
+                    64-token request takes 4 blocks: 26,181 / 4 = 6,545.25
     """
     ARGS = ["--memory", "64MiB", "--reserve", "0", "--context", "64", "--max-batched-tokens", "64",
             "--max-num-seqs", "64"]
@@ -315,29 +317,30 @@ class VllmByHand(unittest.TestCase):
         j = self.vllm(*self.ARGS)
         m, p = j["memory"], j["profile_run"]
         self.assertEqual(m["requested_bytes"], 60397977)
-        self.assertEqual(m["weights_bytes"], 768 * 4)
+        self.assertEqual(m["weights_bytes"], 768 * 2)
+        self.assertEqual(j["settings"]["dtype"], "bfloat16")
         self.assertEqual(p["requests"], 64)
-        self.assertEqual(p["hidden_states_bytes"], 64 * 8 * 4)
-        self.assertEqual(p["sampler_peak_bytes"], (4 + 26) * 64 * 16 + 2 * 4 * 64 * 8)
+        self.assertEqual(p["hidden_states_bytes"], 64 * 8 * 2)
+        self.assertEqual(p["sampler_peak_bytes"], (2 + 26) * 64 * 16 + 2 * 2 * 64 * 8)
         self.assertEqual(p["cublas_workspace_bytes"], 32 << 20)
         self.assertEqual(p["peak_set_by"], "sampler")
-        self.assertGreater(3072 + (32 << 20) + 2048 + 34816, p["forward_peak_allocated_bytes"])
-        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 2048 + 34816)
+        self.assertGreater(1536 + (32 << 20) + 1024 + 30720, p["forward_peak_allocated_bytes"])
+        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 1024 + 30720)
         self.assertEqual(m["non_torch_bytes"], 0)
-        self.assertEqual(m["available_kv_cache_bytes"], 26803609)
-        self.assertEqual(j["num_gpu_blocks"], 13087)
-        self.assertEqual(j["gpu_kv_cache_tokens"], 209392)
-        self.assertEqual(j["max_concurrency"], 3271.75)
-        self.assertEqual(j["max_concurrent_sequences"], 3271)
+        self.assertEqual(m["available_kv_cache_bytes"], 26810265)
+        self.assertEqual(j["num_gpu_blocks"], 26181)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 418896)
+        self.assertEqual(j["max_concurrency"], 6545.25)
+        self.assertEqual(j["max_concurrent_sequences"], 6545)
         # One block more would need more than is available.
-        self.assertGreater((j["num_gpu_blocks"] + 1) * 16 * KV_PER_TOKEN, m["available_kv_cache_bytes"])
-        # --reserve is vLLM's non-torch memory: 1 MiB of it is 512 blocks fewer.
+        self.assertGreater((j["num_gpu_blocks"] + 1) * 16 * 64, m["available_kv_cache_bytes"])
+        # --reserve is vLLM's non-torch memory: 1 MiB of it, 1,024 blocks fewer.
         less = self.vllm(*[a if a != "0" else "1MiB" for a in self.ARGS])
-        self.assertEqual(less["memory"]["available_kv_cache_bytes"], 26803609 - (1 << 20))
-        self.assertEqual(less["num_gpu_blocks"], (26803609 - (1 << 20)) // 2048)
+        self.assertEqual(less["memory"]["available_kv_cache_bytes"], 26810265 - (1 << 20))
+        self.assertEqual(less["num_gpu_blocks"], 26181 - 1024)
         text = run("serve", KV, "--engine", "vllm", *self.ARGS).stdout
-        self.assertIn("GPU KV cache size: 209,392 tokens", text)
-        self.assertIn("Maximum concurrency for 64 tokens per request: 3271.75x", text)
+        self.assertIn("GPU KV cache size: 418,896 tokens", text)
+        self.assertIn("Maximum concurrency for 64 tokens per request: 6545.25x", text)
 
     def test_what_the_kernels_replace_is_named(self):
         j = self.vllm(*self.ARGS)
@@ -385,12 +388,12 @@ class VllmByHand(unittest.TestCase):
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64")
         self.assertEqual(p.returncode, 1)
         self.assertIn("vLLM would not start: No available memory for the cache blocks", p.stdout)
-        # 26,803,609 B hold 13,087 blocks: a request of 13,087 x 16 + 1 tokens does not fit; vLLM names the longest
-        # that would (estimate_max_model_len), 209,392 tokens.
-        j = self.vllm("--memory", "64MiB", "--reserve", "0", "--context", "209393", "--max-batched-tokens", "64",
+        # 26,810,265 B hold 26,181 blocks: a request of 26,181 x 16 + 1 tokens does not fit; vLLM names the longest
+        # that would (estimate_max_model_len), 418,896 tokens.
+        j = self.vllm("--memory", "64MiB", "--reserve", "0", "--context", "418897", "--max-batched-tokens", "64",
                       "--max-num-seqs", "64", rc=1)
         self.assertFalse(j["starts"])
-        self.assertEqual(j["estimated_max_model_len"], 209392)
+        self.assertEqual(j["estimated_max_model_len"], 418896)
 
     def test_options_of_the_other_engine_are_refused(self):
         for args, phrase in ((["--headroom", "10"], "--headroom applies to --engine eager"),

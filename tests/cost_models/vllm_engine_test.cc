@@ -82,5 +82,17 @@ TEST(VllmEngine, KvHeadsPerRankShardOrReplicate) {
   EXPECT_THROW(vllm_kv_heads_per_rank(2, 3, "m"), InputError);
 }
 
+TEST(VllmEngine, DtypeAutoDowncastsFloat32ToThePlatformsFirstType) {
+  // sm80 and up: bfloat16 first; below: float16 first (CudaPlatformBase.supported_dtypes).
+  EXPECT_EQ(vllm_auto_dtype(DType::Float32, 9, "llama"), DType::BFloat16);
+  EXPECT_EQ(vllm_auto_dtype(DType::Float32, 7, "llama"), DType::Float16);
+  // A stored type the GPU supports is kept; bfloat16 on a Turing card falls back to float16.
+  EXPECT_EQ(vllm_auto_dtype(DType::Float16, 9, "llama"), DType::Float16);
+  EXPECT_EQ(vllm_auto_dtype(DType::BFloat16, 7, "llama"), DType::Float16);
+  // Gemma is never served in float16: on a Turing card, float32.
+  EXPECT_EQ(vllm_auto_dtype(DType::BFloat16, 7, "gemma2"), DType::Float32);
+  EXPECT_EQ(vllm_auto_dtype(DType::Float32, 9, "gemma3_text"), DType::BFloat16);
+}
+
 }  // namespace
 }  // namespace memplan

@@ -257,8 +257,40 @@ def check_refusals() -> list:
     return errors
 
 
+def check_tied_head_held_once() -> list:
+    # A tied config's decode graph is constant-folded as torch.onnx.export folds it: the head reads a transposed
+    # copy of the embedding (onnx::MatMul_N). The config states the tie, so memplan records it and holds the head
+    # once under the default --tied-embeddings auto. Before, auto counted the copy: Qwen2.5-0.5B in bf16 was
+    # 151,936 x 896 x 2 = 272,269,312 B heavier than what PyTorch (or vLLM) holds, 1.26e9 B instead of 0.99e9.
+    # By hand: the published 494,032,768 parameters x 2 B, whatever --tied-embeddings says (the tie is proven).
+    errors = []
+    path = os.path.join(CONFIGS, "Qwen2.5-0.5B.json")
+    weights = {}
+    for tied in ("auto", "shape", "no"):
+        out = memplan("serve", path, "--engine", "eager", "--graph", "decode", "--memory", "24GiB", "--context", "64",
+                      "--dtype", "bf16", "--tied-embeddings", tied, "--json")
+        if out.returncode != 0:
+            return [f"serve Qwen2.5-0.5B --tied-embeddings {tied}: exit {out.returncode}: {out.stderr}"]
+        weights[tied] = json.loads(out.stdout)["weights_bytes"]
+    if not weights["auto"] == weights["shape"] == weights["no"]:  # a recorded tie is a proof, as one initializer is
+        errors.append(f"Qwen2.5-0.5B decode weights by --tied-embeddings: {weights}")
+    if not 494032768 * 2 <= weights["auto"] < 494032768 * 2 + 4096:  # and the rotary inv_freq buffer
+        errors.append(f"Qwen2.5-0.5B decode weights {weights['auto']:,}, by hand 988,065,536 B and a few buffers")
+    # The exported file keeps the tie (its metadata): the same weights from it.
+    with tempfile.TemporaryDirectory() as d:
+        onnx_path = os.path.join(d, "q.onnx")
+        out = memplan("export", path, "--graph", "decode", "-o", onnx_path)
+        if out.returncode != 0:
+            return errors + [f"export: {out.stderr}"]
+        out = memplan("serve", onnx_path, "--engine", "eager", "--memory", "24GiB", "--context", "64", "--dtype",
+                      "bf16", "--json")
+        if out.returncode != 0 or json.loads(out.stdout)["weights_bytes"] != weights["auto"]:
+            errors.append(f"serve on the exported Qwen2.5-0.5B: exit {out.returncode}, {out.stdout[:200]}{out.stderr}")
+    return errors
+
+
 def main() -> int:
-    errors = check_counts() + check_kv_bytes() + check_position_cap() + check_refusals()
+    errors = check_counts() + check_kv_bytes() + check_position_cap() + check_refusals() + check_tied_head_held_once()
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

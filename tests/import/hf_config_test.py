@@ -259,13 +259,18 @@ def answer(path: str, run: list, extra: list) -> str:
     j = json.loads(out.stdout, object_pairs_hook=collections.OrderedDict)
     for key in ("model", "file_bytes", "producer", "max_position_cap"):
         j.pop(key, None)
+    if "--tied-embeddings" in extra and isinstance(j.get("configuration"), str):  # the claim, named in the line
+        j["configuration"] = j["configuration"].replace(", tied by shape", "")
     return json.dumps(j, indent=1)
 
 
-def compare_answers(name: str, onnx_path: str, config_path: str, graph: str) -> list:
+def compare_answers(name: str, onnx_path: str, config_path: str, graph: str, tied: bool = False) -> list:
+    # A tied config's folded graph (decode, prefill) records its tie, which torch's export does not: memplan holds
+    # that head once by default, as it holds the export's lookalike copy under --tied-embeddings shape.
     errors = []
     for run in GRAPHS[graph][1]:
-        a, b = answer(onnx_path, run, []), answer(config_path, run, ["--graph", graph])
+        claim = ["--tied-embeddings", "shape"] if tied and graph != "train" and run[0] in ("estimate", "serve") else []
+        a, b = answer(onnx_path, run, claim), answer(config_path, run, ["--graph", graph])
         if a != b:
             diff = [f"{x} | {y}" for x, y in zip(a.splitlines(), b.splitlines()) if x != y][:3]
             errors.append(f"{name}: memplan {' '.join(run)} differs: {diff}")
@@ -289,7 +294,7 @@ def main() -> int:
                 onnx.save_model(exported, torch_path)
                 label = f"{name} --graph {graph}"
                 found = compare_graphs(label, exported, ours)
-                found += compare_answers(label, torch_path, config_path, graph)
+                found += compare_answers(label, torch_path, config_path, graph, cfg.tie_word_embeddings)
                 if name == "llama_tiny":  # the committed zoo export too
                     zoo_path = os.path.join(ROOT, "tests", "models", zoo_file)
                     found += compare_graphs(f"{label} (zoo {zoo_file})", onnx.load(zoo_path, load_external_data=False), ours)
