@@ -16,8 +16,8 @@ times_file=$(mktemp)
 trap 'rm -f "$times_file"' EXIT
 children_cpu() {  # sets cpu_now; `times` must run in this shell (a subshell has no children yet)
   times >"$times_file"
-  cpu_now=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.1f", u[1]*60 + u[2] + s[1]*60 + s[2] }' \
-            "$times_file")
+  cpu_now=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+                           printf "%.1f", u[1]*60 + u[2] + s[1]*60 + s[2] }' "$times_file")
 }
 stage() {
   local name=$1 cpu0 wall0=$SECONDS cpu
@@ -52,7 +52,8 @@ trap 'rm -rf "$venv_dir" "$times_file"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$venv_dir/venv"
 stage pip_install timeout 900 "$venv_dir/venv/bin/pip" install --no-build-isolation --no-index -q .
 src_dir=$PWD
-stage pytest_installed bash -c "cd '$venv_dir' && MEMPLAN_SOURCE_DIR='$src_dir' PYTHONDONTWRITEBYTECODE=1 timeout 600 \
+stage pytest_installed bash -c "cd '$venv_dir' && MEMPLAN_SOURCE_DIR='$src_dir' PYTHONDONTWRITEBYTECODE=1 \
+   timeout 600 \
    venv/bin/python -m pytest -q -p no:cacheprovider '$src_dir/tests/python/test_installed.py'"
 
 if [ "${1:-}" != "--no-sanitize" ]; then
