@@ -43,7 +43,7 @@ fi
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -DMEMPLAN_FUZZ=ON -DMEMPLAN_BUILD_TESTS=OFF -DMEMPLAN_CUDA=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" >/dev/null
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" >/dev/null
 fi
 cmake --build "$build" -j 2 --target "${targets[@]/#/fuzz_}" >/dev/null
 

@@ -6,36 +6,71 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
-scripts/setup.sh --test
 jobs=$(nproc 2>/dev/null || echo 2)
 
-scripts/build.sh -DMEMPLAN_BUILD_TESTS=ON  # ON: without GoogleTest the configure fails (AUTO would build no tests)
-(cd build && ctest --output-on-failure -j "$jobs")
+# Each step's CPU seconds (user+sys of everything it ran, from bash's `times`) and wall seconds, printed as it
+# ends and again as a table at the end: CPU seconds do not depend on what else shares the machine
+# (bench/ci_time.md compares them).
+stage_table=()
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
+children_cpu() {  # sets cpu_now; `times` must run in this shell (a subshell has no children yet)
+  times >"$times_file"
+  cpu_now=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+                           printf "%.1f", u[1]*60 + u[2] + s[1]*60 + s[2] }' "$times_file")
+}
+stage() {
+  local name=$1 cpu0 wall0=$SECONDS cpu
+  shift
+  children_cpu
+  cpu0=$cpu_now
+  "$@"
+  children_cpu
+  cpu=$(awk -v a="$cpu_now" -v b="$cpu0" 'BEGIN { printf "%.0f", a - b }')
+  stage_table+=("$(printf '%-28s %8s %8s' "$name" "$cpu" "$((SECONDS - wall0))")")
+  echo "== $name: $cpu CPU s, $((SECONDS - wall0)) s wall =="
+}
+stage_summary() {
+  printf '%-28s %8s %8s\n' "step" "CPU s" "wall s"
+  printf '%s\n' "${stage_table[@]}"
+  echo "total wall: $((SECONDS - start)) s"
+}
+
+stage setup scripts/setup.sh --test
+# ON: without GoogleTest the configure fails (AUTO would build no tests)
+# -g1: line tables only (file:line in stack traces and sanitizer reports), not the full debug info of
+# RelWithDebInfo/Debug, which cost a quarter of the compile time (bench/ci_time.md) and no test reads.
+# NDEBUG as RelWithDebInfo has it; the code GCC generates does not depend on -g.
+stage build scripts/build.sh -DMEMPLAN_BUILD_TESTS=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+stage ctest bash -c "cd build && ctest --output-on-failure -j $jobs"
 
 # The README's third command, offline (--no-index: pip may fetch nothing), into a fresh venv that sees Debian's
 # torch; build/ is already built, so pip only packs it. Then the installed module and command are checked.
 echo "== pip install --no-build-isolation --no-index . into a fresh venv =="
 venv_dir=$(mktemp -d)
-trap 'rm -rf "$venv_dir"' EXIT
+trap 'rm -rf "$venv_dir" "$times_file"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$venv_dir/venv"
-timeout 900 "$venv_dir/venv/bin/pip" install --no-build-isolation --no-index -q .
+stage pip_install timeout 900 "$venv_dir/venv/bin/pip" install --no-build-isolation --no-index -q .
 src_dir=$PWD
-(cd "$venv_dir" && MEMPLAN_SOURCE_DIR="$src_dir" PYTHONDONTWRITEBYTECODE=1 timeout 600 \
-   venv/bin/python -m pytest -q -p no:cacheprovider "$src_dir/tests/python/test_installed.py")
+stage pytest_installed bash -c "cd '$venv_dir' && MEMPLAN_SOURCE_DIR='$src_dir' PYTHONDONTWRITEBYTECODE=1 \
+   timeout 600 \
+   venv/bin/python -m pytest -q -p no:cacheprovider '$src_dir/tests/python/test_installed.py'"
 
 if [ "${1:-}" != "--no-sanitize" ]; then
   echo "== the same tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
-  BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh -DMEMPLAN_SANITIZE=ON -DMEMPLAN_CUDA=OFF \
-    -DMEMPLAN_BUILD_TESTS=ON
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     MEMPLAN_SANITIZED=1 ctest --output-on-failure -j "$jobs" -LE no_sanitize)
+  BUILD_DIR=build-asan BUILD_TYPE=Debug stage build_asan scripts/build.sh -DMEMPLAN_SANITIZE=ON -DMEMPLAN_CUDA=OFF \
+    -DMEMPLAN_BUILD_TESTS=ON -DCMAKE_CXX_FLAGS_DEBUG=-g1  # -O0 as Debug has it; -g1 as above
+  stage ctest_asan bash -c "cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 MEMPLAN_SANITIZED=1 \
+     ctest --output-on-failure -j $jobs -LE no_sanitize"
 
   # The brief fuzz runs build the project a third time (with clang); CI allows 90 minutes in all, so they
   # are skipped, with a message, when the steps above have already used 60 of them.
   if (( SECONDS - start < 3600 )); then
     echo "== fuzz targets, 10 s each (fuzz/run.sh; skipped without clang's libFuzzer runtime) =="
-    fuzz/run.sh 10
+    stage fuzz fuzz/run.sh 10
   else
     echo "== fuzz targets skipped: $(( (SECONDS - start) / 60 )) minutes already used (run fuzz/run.sh 10 by hand) =="
   fi
 fi
+stage_summary
