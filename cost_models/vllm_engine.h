@@ -56,6 +56,18 @@ VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& d
 // in float16.
 DType vllm_auto_dtype(DType stored, int cuda_arch_major, const std::string& model_type);
 
+// vLLM's LoRA serving stacks (--enable-lora; vllm/lora/layers/base_linear.py BaseLinearLayerWithLoRA.
+// create_lora_weights at 1ace43e): every linear layer vLLM wraps (for a Llama-family decoder: q, k, v, o, gate,
+// up and down of each block; not the LM head unless an adapter targets it) holds, per output slice,
+// lora_a [max_loras, 1, max_lora_rank, in] and lora_b [max_loras, 1, out, max_lora_rank] in the model's type, with
+// in and out one tensor-parallel rank's (a column-parallel layer's out and a row-parallel one's in split). They are
+// allocated while the model loads (GPUModelRunner.load_model, load_lora_model), so vLLM counts them as weights;
+// max_lora_rank and max_loras size them, not the adapters' ranks. The dummy LoRAs of the profile run are not
+// active (profile_run's _dummy_run, activate_lora False): no LoRA activation is profiled.
+// `g`: the step's graph; `lm_head`: its head's node (not adapted); `tp`, `replicate_kv_heads`: as the step's.
+uint64_t vllm_lora_stacks_bytes(const Graph& g, const std::string& lm_head, int tp, bool replicate_kv_heads,
+                                int64_t max_loras, int64_t max_lora_rank, DType dtype);
+
 // The profile run's dummy requests: min(max_num_seqs, max_num_batched_tokens) (GPUModelRunner._dummy_run); the
 // sampler warms up on one row per request.
 int64_t vllm_profile_requests(const VllmEngineSettings& s);

@@ -236,6 +236,14 @@ const std::vector<CommandRule>& command_rules() {
            return "--gpu-memory-utilization applies to --engine vllm (eager: --headroom)";
          return a.serve.max_num_seqs != 0 ? "--max-num-seqs applies to --engine vllm" : "";
        }},
+      {kServe, "--enable-lora applies to --engine vllm; --max-loras and --max-lora-rank need --enable-lora",
+       [](A a) -> std::string {
+         const ServeSettings d;
+         if (!vllm(a) && a.serve.enable_lora) return "--enable-lora applies to --engine vllm";
+         if (!a.serve.enable_lora && (a.serve.max_loras != d.max_loras || a.serve.max_lora_rank != d.max_lora_rank))
+           return "--max-loras and --max-lora-rank need --enable-lora";
+         return "";
+       }},
       {kServe, "--gpu-memory-utilization is more than 0",
        [](A a) -> std::string {
          return a.serve.gpu_memory_utilization <= 0 ? "--gpu-memory-utilization 0: vLLM needs more than 0 (at most 1)"

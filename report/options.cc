@@ -273,6 +273,16 @@ std::vector<OptionSpec> make_schema() {
                "sampler's warm-up rows (default: vLLM's, 1024 on a GPU of 70 GiB or more that is not an A100, else "
                "256; at most --max-batched-tokens)",
        .field = FIELD(serve.max_num_seqs), .min = 1},
+      {.flag = "--enable-lora", .kind = K::Flag, .commands = kServe,
+       .help = "vllm: serve LoRA adapters (vLLM's --enable-lora): the stacks of --max-loras slots of rank "
+               "--max-lora-rank on every adapted linear layer, counted as weights as vLLM counts them",
+       .field = FIELD(serve.enable_lora)},
+      {.flag = "--max-loras", .kind = K::Int, .commands = kServe,
+       .help = "With --enable-lora: adapters on the GPU at once (vLLM's --max-loras)", .field = FIELD(serve.max_loras),
+       .min = 1, .show_default = true},
+      {.flag = "--max-lora-rank", .kind = K::Int, .commands = kServe,
+       .help = "With --enable-lora: the rank the stacks are sized for (vLLM's --max-lora-rank)",
+       .field = FIELD(serve.max_lora_rank), .min = 1, .show_default = true},
       {.flag = "--gpu-memory-utilization", .kind = K::Real, .commands = kServe,
        .help = "vllm: the fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
                "and the KV cache), as vLLM's --gpu-memory-utilization",

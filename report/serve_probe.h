@@ -35,6 +35,9 @@ struct ServeSettings {
   // vllm: --gpu-memory-utilization (vLLM's default) and --max-num-seqs (0: vLLM's default for the GPU).
   double gpu_memory_utilization = kVllmDefaultGpuMemoryUtilization;
   int64_t max_num_seqs = 0;
+  // vllm: --enable-lora with vLLM's --max-loras (1) and --max-lora-rank (16) defaults (vllm/config/lora.py).
+  bool enable_lora = false;
+  int64_t max_loras = 1, max_lora_rank = 16;
 };
 
 // One step's estimate, KV cache excluded.

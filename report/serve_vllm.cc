@@ -88,8 +88,16 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   for (const FusedOp& op : fuse_ops(*g, FusionOptions{.attention = true}))
     if (op.kind == OpKind::Attention) ++a.attention_kernels;
   const Estimate forward = estimate_graph(*g, options);
-  a.forward_peak_allocated = forward.allocated_bytes;
-  const uint64_t weights = forward.breakdown.weights;
+  a.enable_lora = s.enable_lora;
+  if (s.enable_lora) {
+    a.max_loras = s.max_loras;
+    a.max_lora_rank = s.max_lora_rank;
+    const DType d = storage_dtype(DType::Float32, options.inference.float_dtype);
+    a.lora_stacks_bytes = vllm_lora_stacks_bytes(*g, head ? head->node : "", tp, true, s.max_loras, s.max_lora_rank, d);
+  }
+  // The stacks are allocated with the weights: in both the weights and the forward's allocated bytes.
+  a.forward_peak_allocated = checked_add(forward.allocated_bytes, a.lora_stacks_bytes, "profile bytes");
+  const uint64_t weights = checked_add(forward.breakdown.weights, a.lora_stacks_bytes, "weights bytes");
   if (head) {
     const Tensor& hidden = g->tensors[head->hidden];
     const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);
@@ -133,6 +141,9 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"block_size", e.block_size},
         {"dtype", a.dtype},
         {"kv_cache_dtype", a.kv_cache_dtype},
+        {"enable_lora", a.enable_lora},
+        {"max_loras", a.enable_lora ? nlohmann::ordered_json(a.max_loras) : nullptr},
+        {"max_lora_rank", a.enable_lora ? nlohmann::ordered_json(a.max_lora_rank) : nullptr},
         {"tensor_parallel_size", a.settings.tp}}},
       {"kv_cache",
        {{"cached_dim", a.kv.cached_dim},
@@ -158,6 +169,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
        {{"total_bytes", a.memory.total},
         {"requested_bytes", a.memory.requested},
         {"weights_bytes", a.memory.weights},
+        {"lora_stacks_bytes", a.lora_stacks_bytes},
         {"activation_peak_bytes", a.memory.activation_peak},
         {"non_torch_bytes", a.memory.non_torch},
         {"available_kv_cache_bytes", a.memory.available}}},
@@ -183,7 +195,10 @@ std::string vllm_to_text(const VllmAnswer& a) {
                    a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
   t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
                    format_bytes(m.total), e.gpu_memory_utilization);
-  t += fmt::format("  - weights          {:>12}\n", format_bytes(m.weights));
+  t += fmt::format("  - weights          {:>12}{}\n", format_bytes(m.weights),
+                   a.enable_lora ? fmt::format("  with LoRA stacks of {} ({} slots of rank {})", format_bytes(a.lora_stacks_bytes),
+                                               a.max_loras, a.max_lora_rank)
+                                 : "");
   t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
                    format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
                    a.sampler_sets_peak ? "the sampler's warm-up" : "the forward");

@@ -36,6 +36,8 @@ struct VllmAnswer {
   std::string budget_source;        // how the total was given
   VllmResolved settings;
   std::string kv_cache_dtype;
+  bool enable_lora = false;
+  int64_t max_loras = 0, max_lora_rank = 0;
   std::string dtype;                // the weights' and activations' type as served: the graph's, or --dtype
   KvCache kv;
   int64_t kv_heads_per_rank = 0;    // 0: not known (tp 1)
@@ -44,6 +46,7 @@ struct VllmAnswer {
   // The profile run.
   uint64_t forward_peak_allocated = 0, hidden_states_bytes = 0, sampler_peak_bytes = 0;
   uint64_t kept_workspace_bytes = 0;  // PyTorch's cuBLAS workspace, still allocated while the sampler runs
+  uint64_t lora_stacks_bytes = 0;     // --enable-lora: in the weights term, as vLLM counts them
   bool sampler_sets_peak = false;
   VllmMemory memory;
   VllmKvCapacity capacity;

@@ -383,6 +383,28 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
+    def test_lora_stacks_by_hand(self):
+        # --enable-lora --max-loras 2 --max-lora-rank 8, fp16 (d = 2): every adapted linear layer holds
+        # 2 slots x 8 x (in + out) x 2 B (vLLM's lora_a [2, 1, 8, in] and lora_b [2, 1, out, 8]). Per block of the
+        # tiny config, (in + out): q 16+16, k 16+8, v 16+8, o 16+16, gate 16+32, up 16+32, down 32+16 = 256; x 2
+        # blocks = 512; 2 x 8 x 512 x 2 = 16,384 B. At tp 2 the column-parallel layers keep in whole and half
+        # their out (q 16+8, k 16+4, v 16+4, gate 16+16, up 16+16), the row-parallel ones half their in (o 8+16,
+        # down 16+16): 184 a block, 368 in all, 11,776 B. The LM head is not adapted.
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            config = tiny_llama_config(d)
+            base = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--dtype", "fp16"]
+            plain = self.vllm(*base, model=config)
+            lora = ["--enable-lora", "--max-loras", "2", "--max-lora-rank", "8"]
+            one = self.vllm(*base, *lora, model=config)
+            self.assertEqual(one["memory"]["lora_stacks_bytes"], 16384)
+            self.assertEqual(one["memory"]["weights_bytes"], plain["memory"]["weights_bytes"] + 16384)
+            self.assertEqual(one["memory"]["available_kv_cache_bytes"], plain["memory"]["available_kv_cache_bytes"] - 16384)
+            self.assertEqual(self.vllm(*base, *lora, "--tp", "2", model=config)["memory"]["lora_stacks_bytes"], 11776)
+            p = run("serve", config, "--graph", "decode", "--memory", "1GiB", "--context", "64", "--max-loras", "2")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("--max-loras and --max-lora-rank need --enable-lora", p.stderr)
+
     def test_vllm_that_would_not_start(self):
         # The default --reserve (the catalog's 1 GiB) is more than 0.9 x 1 GiB: nothing for the cache.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64")
@@ -402,6 +424,7 @@ class VllmByHand(unittest.TestCase):
                               "--gpu-memory-utilization applies to --engine vllm"),
                              (["--engine", "eager", "--max-num-seqs", "8"], "--max-num-seqs applies to --engine vllm"),
                              (["--engine", "eager", "--tp", "2"], "--tp with --engine eager"),
+                             (["--engine", "eager", "--enable-lora"], "--enable-lora applies to --engine vllm"),
                              (["--gpu-memory-utilization", "0"], "--gpu-memory-utilization 0"),
                              (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization 1.5")):
             p = subprocess.run([BIN, "serve", KV, "--memory", "1GiB", "--context", "64", *args], cwd=SRC,
