@@ -217,6 +217,8 @@ KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::stri
     const Tensor& past = tensor(g0, p.input);
     const int64_t heads = past.shape.size() == 4 && p.axis == 2 ? past.shape[1] : 0;
     kv.kv_heads = &p == &pairs.front() || kv.kv_heads == heads ? heads : 0;
+    const int64_t dim = heads > 0 ? past.shape[3] : 0;
+    kv.head_dim = &p == &pairs.front() || kv.head_dim == dim ? dim : 0;
     if (const auto lead = symbols.leading_of.find(p.input);
         lead != symbols.leading_of.end() &&
         std::find(kv.batch_dims.begin(), kv.batch_dims.end(), lead->second) == kv.batch_dims.end())

@@ -27,6 +27,7 @@ struct KvCache {
   // KV heads of every past input ([batch, kv_heads, tokens, head_dim], the tokens at axis 2), when all agree; 0:
   // another layout, or layers that differ.
   int64_t kv_heads = 0;
+  int64_t head_dim = 0;  // axis 3 of those past inputs, when all agree; 0 otherwise
   // Input dimensions that follow from the cached and new tokens at every step, when the user does not bind them:
   // a dim_param that is a sum of other dimensions ("past_sequence_length + sequence_length", optimum's attention
   // mask), which the importer binds from its terms (summed_dim_terms, onnx_import/import.h), and ORT GenAI's

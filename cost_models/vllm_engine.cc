@@ -60,6 +60,12 @@ uint64_t vllm_lora_stacks_bytes(const Graph& g, const std::string& lm_head, int 
                      d, "LoRA stack bytes");
 }
 
+uint64_t vllm_rotary_cache_bytes(int64_t max_positions, int64_t rotary_dim, DType dtype) {
+  return checked_mul(checked_mul(static_cast<uint64_t>(max_positions), static_cast<uint64_t>(rotary_dim),
+                                 "rotary cache bytes"),
+                     static_cast<uint64_t>(dtype_bits(dtype)) / 8, "rotary cache bytes");
+}
+
 int64_t vllm_profile_requests(const VllmEngineSettings& s) {
   return std::min(s.max_num_seqs, s.max_num_batched_tokens);
 }

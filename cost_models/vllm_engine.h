@@ -68,6 +68,13 @@ DType vllm_auto_dtype(DType stored, int cuda_arch_major, const std::string& mode
 uint64_t vllm_lora_stacks_bytes(const Graph& g, const std::string& lm_head, int tp, bool replicate_kv_heads,
                                 int64_t max_loras, int64_t max_lora_rank, DType dtype);
 
+// vLLM's rotary cache (vllm/model_executor/layers/rotary_embedding/base.py, RotaryEmbeddingBase.__init__ and
+// _compute_cos_sin_cache at 072d10a): a buffer cos_sin_cache [max_position_embeddings, rotary_dim] in the model's
+// type, made when the model is built (so in the weights term) and shared by the layers of one rope configuration
+// (get_rope memoises it). The exported graph computes cos and sin per step instead. Llama-3-style rope scaling
+// keeps max_position_embeddings rows.
+uint64_t vllm_rotary_cache_bytes(int64_t max_positions, int64_t rotary_dim, DType dtype);
+
 // The profile run's dummy requests: min(max_num_seqs, max_num_batched_tokens) (GPUModelRunner._dummy_run); the
 // sampler warms up on one row per request.
 int64_t vllm_profile_requests(const VllmEngineSettings& s);

@@ -95,9 +95,16 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     const DType d = storage_dtype(DType::Float32, options.inference.float_dtype);
     a.lora_stacks_bytes = vllm_lora_stacks_bytes(*g, head ? head->node : "", tp, true, s.max_loras, s.max_lora_rank, d);
   }
-  // The stacks are allocated with the weights: in both the weights and the forward's allocated bytes.
-  a.forward_peak_allocated = checked_add(forward.allocated_bytes, a.lora_stacks_bytes, "profile bytes");
-  const uint64_t weights = checked_add(forward.breakdown.weights, a.lora_stacks_bytes, "weights bytes");
+  // vLLM's rotary cache, where the model states its position limit (a config.json; rotary_dim = head_dim in the
+  // architectures serve builds).
+  if (const int64_t positions = probe.max_positions(); positions > 0 && a.kv.head_dim > 0)
+    a.rotary_cache_bytes = vllm_rotary_cache_bytes(positions, a.kv.head_dim,
+                                                   storage_dtype(DType::Float32, options.inference.float_dtype));
+  // The stacks and the rotary cache are allocated with the weights: in both the weights and the forward's
+  // allocated bytes.
+  const uint64_t loaded = checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes");
+  a.forward_peak_allocated = checked_add(forward.allocated_bytes, loaded, "profile bytes");
+  const uint64_t weights = checked_add(forward.breakdown.weights, loaded, "weights bytes");
   if (head) {
     const Tensor& hidden = g->tensors[head->hidden];
     const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);
@@ -170,6 +177,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"requested_bytes", a.memory.requested},
         {"weights_bytes", a.memory.weights},
         {"lora_stacks_bytes", a.lora_stacks_bytes},
+        {"rotary_cache_bytes", a.rotary_cache_bytes},
         {"activation_peak_bytes", a.memory.activation_peak},
         {"non_torch_bytes", a.memory.non_torch},
         {"available_kv_cache_bytes", a.memory.available}}},
@@ -195,8 +203,10 @@ std::string vllm_to_text(const VllmAnswer& a) {
                    a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
   t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
                    format_bytes(m.total), e.gpu_memory_utilization);
-  t += fmt::format("  - weights          {:>12}{}\n", format_bytes(m.weights),
-                   a.enable_lora ? fmt::format("  with LoRA stacks of {} ({} slots of rank {})", format_bytes(a.lora_stacks_bytes),
+  t += fmt::format("  - weights          {:>12}{}{}\n", format_bytes(m.weights),
+                   a.rotary_cache_bytes > 0 ? fmt::format("  with the rotary cache, {}", format_bytes(a.rotary_cache_bytes))
+                                            : "  (the rotary cache not counted: the model states no position limit)",
+                   a.enable_lora ? fmt::format(", LoRA stacks of {} ({} slots of rank {})", format_bytes(a.lora_stacks_bytes),
                                                a.max_loras, a.max_lora_rank)
                                  : "");
   t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",

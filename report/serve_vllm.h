@@ -47,6 +47,7 @@ struct VllmAnswer {
   uint64_t forward_peak_allocated = 0, hidden_states_bytes = 0, sampler_peak_bytes = 0;
   uint64_t kept_workspace_bytes = 0;  // PyTorch's cuBLAS workspace, still allocated while the sampler runs
   uint64_t lora_stacks_bytes = 0;     // --enable-lora: in the weights term, as vLLM counts them
+  uint64_t rotary_cache_bytes = 0;    // vLLM's cos_sin_cache, in the weights term (0: the position limit unknown)
   bool sampler_sets_peak = false;
   VllmMemory memory;
   VllmKvCapacity capacity;

@@ -405,6 +405,19 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertIn("--max-loras and --max-lora-rank need --enable-lora", p.stderr)
 
+    def test_rotary_cache_counted_where_the_position_limit_is_known(self):
+        # vLLM's cos_sin_cache [max_position_embeddings, head_dim] in the model's type: 256 x 4 x 2 B = 2,048 B for
+        # the tiny config in fp16, in the weights; an ONNX file states no position limit and counts none.
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            config = tiny_llama_config(d)
+            base = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--dtype", "fp16"]
+            vllm = self.vllm(*base, model=config)
+            eager = serve_json(*base, model=config)  # the graph's own weights, the same dtype
+            self.assertEqual(vllm["memory"]["rotary_cache_bytes"], 256 * 4 * 2)
+            self.assertEqual(vllm["memory"]["weights_bytes"], eager["weights_bytes"] + 256 * 4 * 2)
+        self.assertEqual(self.vllm(*self.ARGS)["memory"]["rotary_cache_bytes"], 0)
+
     def test_vllm_that_would_not_start(self):
         # The default --reserve (the catalog's 1 GiB) is more than 0.9 x 1 GiB: nothing for the cache.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64")

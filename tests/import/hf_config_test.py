@@ -120,8 +120,7 @@ GRAPHS = {
         ["inspect", "--batch", "1", "--dim", "seq=8", "--json"]]),
     "decode": ("llama_tiny_kv.onnx", [
         ["estimate", *DECODE_DIMS, "--json"], ["inspect", *DECODE_DIMS, "--json"],
-        ["serve", "--engine", "eager", "--memory", "64MiB", "--context", "100", "--json"],
-        ["serve", "--memory", "64MiB", "--reserve", "0", "--context", "100", "--max-batched-tokens", "64", "--json"]]),
+        ["serve", "--engine", "eager", "--memory", "64MiB", "--context", "100", "--json"]]),
     "prefill": ("llama_tiny_kv_prefill.onnx", [["estimate", *PREFILL_DIMS, "--json"], ["inspect", *PREFILL_DIMS, "--json"]]),
 }
 
