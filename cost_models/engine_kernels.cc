@@ -2,19 +2,9 @@
 
 #include <algorithm>
 
+#include "cost_models/graph_facts.h"
+
 namespace memplan {
-namespace {
-
-bool is_weight(const Graph& g, int32_t t) {
-  if (t < 0) return false;
-  const Tensor& x = g.tensors[t];
-  if (x.kind == TensorKind::Weight) return true;
-  // A tied head reads the embedding through a Transpose node (an export without constant folding).
-  return x.producer >= 0 && g.nodes[x.producer].op_type == "Transpose" &&
-         g.tensors[g.nodes[x.producer].inputs[0]].kind == TensorKind::Weight;
-}
-
-}  // namespace
 
 std::optional<LmHead> find_lm_head(const Graph& g, const std::vector<std::string>& cache_outputs) {
   for (int32_t out : g.outputs) {
@@ -33,7 +23,7 @@ std::optional<LmHead> find_lm_head(const Graph& g, const std::vector<std::string
     if (g.tensors[t].producer < 0) continue;
     const Node& head = g.nodes[g.tensors[t].producer];
     if (head.op_type != "MatMul" && head.op_type != "Gemm") continue;
-    if (head.inputs.size() < 2 || !is_weight(g, head.inputs[1])) continue;
+    if (head.inputs.size() < 2 || matmul_weight(g, head.inputs[1]) < 0) continue;
     const Tensor& x = g.tensors[head.inputs[0]];
     if (x.shape.empty() || g.tensors[t].shape.back() != y.shape.back()) continue;
     LmHead h;

@@ -181,6 +181,18 @@ std::vector<int32_t> tied_embedding_copies(const Graph& g) {
   return tied;
 }
 
+int32_t matmul_weight(const Graph& g, int32_t operand) {
+  auto rank2_weight = [&](int32_t t) {
+    return t >= 0 && g.tensors[t].kind == TensorKind::Weight && g.tensors[t].producer < 0 &&
+           g.tensors[t].shape.size() == 2;
+  };
+  if (operand < 0 || g.tensors[operand].shape.size() != 2) return -1;
+  if (rank2_weight(operand)) return operand;
+  const int32_t p = g.tensors[operand].producer;
+  if (p < 0 || g.nodes[p].op_type != "Transpose" || g.nodes[p].inputs.empty()) return -1;
+  return rank2_weight(g.nodes[p].inputs[0]) ? g.nodes[p].inputs[0] : -1;
+}
+
 std::vector<int32_t> held_tied_copies(const Graph& g, bool by_shape) {
   std::vector<int32_t> tied = by_shape ? tied_embedding_copies(g) : std::vector<int32_t>(g.tensors.size(), -1);
   for (const auto& [copy, param] : g.recorded_tied_copies) tied[copy] = param;

@@ -52,6 +52,10 @@ std::vector<int32_t> tied_embedding_copies(const Graph& g);
 // `by_shape` (--tied-embeddings shape), the unrecorded suspects cleared. Per tensor: its parameter, or -1.
 std::vector<int32_t> held_tied_copies(const Graph& g, bool by_shape);
 
+// The rank-2 weight initializer a MatMul/Gemm operand reads: the operand itself, or the weight an exporter's
+// Transpose node reads (nn.Linear exported without constant folding, a tied head). -1 for anything else.
+int32_t matmul_weight(const Graph& g, int32_t operand);
+
 // The number of distinct nodes that read `tensor`.
 int count_consumers(const Graph& g, int32_t tensor);
 

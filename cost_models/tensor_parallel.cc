@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cost_models/graph_facts.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 
@@ -50,14 +51,7 @@ class Pass {
   bool weight(int32_t t) const { return t >= 0 && g_.tensors[t].kind == TensorKind::Weight && g_.tensors[t].producer < 0; }
 
   // The rank-2 weight initializer a MatMul/Gemm operand is, directly or through Transpose(W, perm [1, 0]).
-  int32_t weight_operand(int32_t t) const {
-    if (t < 0 || rank_of(g_, t) != 2) return -1;
-    if (weight(t)) return t;
-    const int32_t prod = g_.tensors[t].producer;
-    if (prod < 0 || g_.nodes[prod].op_type != "Transpose" || g_.nodes[prod].inputs.empty()) return -1;
-    const int32_t w = g_.nodes[prod].inputs[0];
-    return weight(w) && rank_of(g_, w) == 2 ? w : -1;
-  }
+  int32_t weight_operand(int32_t t) const { return matmul_weight(g_, t); }
 
   // A tensor sharded along the sequence (the axis before the last); N must divide it.
   void shard_sequence(int32_t t, const Node& n) {

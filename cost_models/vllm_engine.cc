@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cost_models/graph_facts.h"
 #include "cost_models/tensor_parallel.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -39,16 +40,10 @@ uint64_t vllm_lora_stacks_bytes(const Graph& g, const std::string& lm_head, int 
     const int last = static_cast<int>(x.shape.size()) - 1;
     return plan.sharded(t) && plan.axis[t] == last ? plan.local_dim[t] : x.shape[last];
   };
-  auto is_weight = [&](int32_t t) {
-    if (t < 0 || g.tensors[t].shape.size() != 2) return false;
-    if (g.tensors[t].kind == TensorKind::Weight) return true;
-    const int32_t p = g.tensors[t].producer;
-    return p >= 0 && g.nodes[p].op_type == "Transpose" && g.tensors[g.nodes[p].inputs[0]].kind == TensorKind::Weight;
-  };
   uint64_t features = 0;  // sum over the adapted layers of (in + out), one rank's
   for (const Node& n : g.nodes) {
     if ((n.op_type != "MatMul" && n.op_type != "Gemm") || n.name == lm_head || n.inputs.size() < 2 ||
-        !is_weight(n.inputs[1]) || n.outputs.empty() || n.outputs[0] < 0 || g.tensors[n.inputs[0]].shape.empty())
+        matmul_weight(g, n.inputs[1]) < 0 || n.outputs.empty() || n.outputs[0] < 0 || g.tensors[n.inputs[0]].shape.empty())
       continue;
     features = checked_add(features, static_cast<uint64_t>(last_local(n.inputs[0]) + last_local(n.outputs[0])),
                            "LoRA stack bytes");
