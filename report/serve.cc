@@ -26,11 +26,12 @@ ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& set
   const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");
   kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
   options_.inference.held_outside = kv_.tensors();
-  // The weights: resident for the whole step, the same at every batch and context.
-  weights_bytes_ =
-      estimate_graph(*session_.shape(kv_step_bindings(user_, kv_, 1, 0, std::max<int64_t>(1, settings_.max_batched_tokens))),
-                     options_)
-          .breakdown.weights;
+}
+
+uint64_t ServeProbe::weights_bytes() {
+  if (!weights_bytes_)
+    weights_bytes_ = estimate_graph(*shape_step(1, 0, settings_.max_batched_tokens), options_).breakdown.weights;
+  return *weights_bytes_;
 }
 
 ServeStep ServeProbe::step(int64_t batch, int64_t cached, int64_t fresh) {
@@ -52,7 +53,7 @@ ServeStep ServeProbe::step(int64_t batch, int64_t cached, int64_t fresh) {
   s.cached_tokens = cached;
   s.new_tokens = fresh;
   s.required_bytes = *it->second;
-  s.activation_peak_bytes = s.required_bytes > weights_bytes_ ? s.required_bytes - weights_bytes_ : 0;
+  s.activation_peak_bytes = s.required_bytes > weights_bytes() ? s.required_bytes - weights_bytes() : 0;
   return s;
 }
 

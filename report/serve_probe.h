@@ -52,7 +52,9 @@ class ServeProbe {
  public:
   ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options);
   const KvCache& kv() const { return kv_; }
-  uint64_t weights_bytes() const { return weights_bytes_; }
+  // The weights: resident for the whole step, the same at every batch and context (estimated on first use: the
+  // vLLM engine takes them from its own profile step).
+  uint64_t weights_bytes();
   ServeStep prefill();
   ServeStep decode(int64_t batch, int64_t cached_tokens);
   // The model shaped for one step (the cache's dimensions bound as kv_step_bindings binds them).
@@ -73,7 +75,7 @@ class ServeProbe {
   ServeSettings settings_;
   EstimateOptions options_;
   KvCache kv_;
-  uint64_t weights_bytes_ = 0;
+  std::optional<uint64_t> weights_bytes_;
   // (arch, batch, cached, new) -> required bytes; nullopt: the shape overflows
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::optional<uint64_t>> memo_;
 };

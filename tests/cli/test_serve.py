@@ -418,6 +418,13 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(vllm["memory"]["weights_bytes"], eager["weights_bytes"] + 256 * 4 * 2)
         self.assertEqual(self.vllm(*self.ARGS)["memory"]["rotary_cache_bytes"], 0)
 
+    def test_an_onnx_file_without_context(self):
+        # vLLM's max_model_len defaults to the model's position limit, which an ONNX file does not state.
+        p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB")
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr, "memplan: error: serve --engine vllm needs --context N (vLLM's --max-model-len): "
+                                   f"{KV} does not state its maximum position\n")
+
     def test_vllm_that_would_not_start(self):
         # The default --reserve (the catalog's 1 GiB) is more than 0.9 x 1 GiB: nothing for the cache.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64")

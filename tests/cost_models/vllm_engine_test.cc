@@ -78,8 +78,20 @@ TEST(VllmEngine, KvHeadsPerRankShardOrReplicate) {
   EXPECT_EQ(vllm_kv_heads_per_rank(8, 1, "m"), 8);
   EXPECT_EQ(vllm_kv_heads_per_rank(8, 2, "m"), 4);
   EXPECT_EQ(vllm_kv_heads_per_rank(8, 16, "m"), 1);  // replicated on 2 ranks each
-  EXPECT_THROW(vllm_kv_heads_per_rank(8, 3, "m"), InputError);
-  EXPECT_THROW(vllm_kv_heads_per_rank(2, 3, "m"), InputError);
+  try {
+    vllm_kv_heads_per_rank(8, 3, "m.onnx");
+    ADD_FAILURE() << "tp 3 over 8 KV heads";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--tp 3 does not divide the 8 KV heads of m.onnx (vLLM shards KV heads evenly over the "
+                           "tensor-parallel ranks)");
+  }
+  try {
+    vllm_kv_heads_per_rank(2, 3, "m.onnx");
+    ADD_FAILURE() << "tp 3 over 2 KV heads";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--tp 3 is not a multiple of the 2 KV heads of m.onnx (vLLM replicates each KV head over "
+                           "tp / heads ranks)");
+  }
 }
 
 TEST(VllmEngine, DtypeAutoDowncastsFloat32ToThePlatformsFirstType) {
