@@ -12,6 +12,7 @@
 #include "cost_models/cost_model.h"
 #include "cost_models/eager_semantics.h"
 #include "cost_models/flops.h"
+#include "cost_models/forward_emitter.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
@@ -30,8 +31,8 @@ class InferenceBuilder {
         buffer_of_(g.tensors.size(), -1), last_use_(g.tensors.size(), -1),
         shape_(off_device_shape_tensors(g, semantics_)), layout_(inference_layout(g, exec, opt)),
         folded_(ort() ? ort_constant_folded(g, shape_) : std::vector<bool>(g.tensors.size(), false)),
-        aliasing_(g, semantics_, /*training=*/false, layout_.dtype),
-        held_outside_(held_with_identity_sources(g, opt.held_outside)) {
+        held_outside_(held_with_identity_sources(g, opt.held_outside)),
+        forward_(g, layout_, runtime_, shape_, /*training=*/false, Precision::Fp32, exec.cuda_arch_major, writer_) {
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int32_t c : g.tensors[t].consumers) last_use_[t] = std::max(last_use_[t], c);
     for (int32_t t : g.outputs) last_use_[t] = INT32_MAX;
@@ -150,47 +151,20 @@ class InferenceBuilder {
     return last;
   }
 
+  // The one forward emitter (forward_emitter.h): nothing is saved, the GEMMs run on the caller's cuBLAS handle.
   void add_op(const FusedOp& op) {
-    Step step;
-    step.name = op.name;
-    step.op = op.op;
-    step.phase = Phase::Forward;
-    step.flops = op_flops(g_, op.nodes);
-    for (int32_t t : op.inputs) add_unique(step.reads, buffer_of_[t]);
+    const ForwardPolicy policy;
     const BufferView view{[this](int32_t t) { return buffer_of_[t]; }, &result_.program,
                           [this](int32_t b) { return buffer_last_use(b); }};
-    aliasing_.emit_outputs(op, view, shape_, writer_, [this](int32_t t) { return tensor_bytes(t); },
-                           [this](int32_t t, int32_t b) { buffer_of_[t] = b; }, step);
-    if (pytorch()) add_pytorch_extras(op, step);
-    if (ort()) add_ort_extras(op, step);
-    for (int32_t node : op.nodes)  // --sequence-parallel: the column-parallel GEMM's gathered input, freed after it
-      if (layout_.tp.gathered_input[node] >= 0) {
-        const int32_t x = layout_.tp.gathered_input[node];
-        step.writes.push_back(writer_.new_buffer(g_.tensors[x].name + ":all_gather",
-                                                 layout_.gathered_bytes(g_, x, DType::Undefined), Category::Activation));
-      }
-    result_.program.steps.push_back(std::move(step));
-  }
-
-  // What eager PyTorch allocates at this op beyond the graph's tensors; freed after the op in inference.
-  void add_pytorch_extras(const FusedOp& op, Step& step) {
-    for (const ForwardExtra& e : forward_extras(g_, op, /*training=*/false)) {
-      const std::string owner = e.suffix == ":indices" ? g_.tensors[op.outputs[0]].name : op.name;
-      const uint64_t bytes = op.outputs.empty() ? e.bytes : layout_.tp.local_bytes(g_, op.outputs[0], e.bytes);
-      step.writes.push_back(writer_.new_buffer(owner + e.suffix, bytes, e.category));
-      if (e.suffix == ":indices") ++maxpool_indices_;
-    }
-    if (runtime_.library_workspaces && uses_cublas(op))
-      writer_.touch_workspace(cublas_workspace_, "cublas_workspace", cublas_workspace_bytes(exec_.cuda_arch_major), step);
-  }
-
-  // What ORT's CUDA kernels take from the arena inside the op (MatMulNBits' dequantized weight); returned
-  // when the kernel ends.
-  void add_ort_extras(const FusedOp& op, Step& step) {
-    for (const ForwardExtra& e : ort_forward_extras(g_, op, layout_.dtype)) {
-      step.writes.push_back(writer_.new_buffer(op.name + e.suffix, e.bytes, e.category));
-      ++ort_dequantized_;
-      ort_dequantized_bytes_ = checked_add(ort_dequantized_bytes_, e.bytes, "dequantized weight bytes");
+    Step step = forward_.open(op, op_flops(g_, op.nodes), policy);
+    forward_.read_inputs(op, view, step);
+    const ClosedOp closed = forward_.close(op, view, [this](int32_t t) { return tensor_bytes(t); },
+                                           [this](int32_t t, int32_t b) { buffer_of_[t] = b; }, std::move(step), policy);
+    for (const EmittedExtra& e : closed.extras) {
+      if (e.extra.suffix == ":indices") ++maxpool_indices_;
+      if (!ort()) continue;
+      ++ort_dequantized_;  // MatMulNBits' dequantized weight, the only extra ORT's kernels take (ort_forward_extras)
+      ort_dequantized_bytes_ = checked_add(ort_dequantized_bytes_, e.extra.bytes, "dequantized weight bytes");
     }
   }
 
@@ -232,7 +206,7 @@ class InferenceBuilder {
         notes.push_back("A head weight shaped as the embedding's transpose has its own initializer and is counted: the "
                         "file does not prove a tie (a constant-folded export looks the same tied or not); "
                         "--tied-embeddings shape if the model ties them (GPT-2, Llama-3.2-1B).");
-      if (cublas_workspace_ >= 0)
+      if (forward_.workspace_created())
         notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(exec_.cuda_arch_major)) +
                         " bytes for compute capability " + std::to_string(exec_.cuda_arch_major) +
                         ".x, allocated at the first matmul and kept (CublasHandlePool.cpp).");
@@ -265,9 +239,8 @@ class InferenceBuilder {
   const std::vector<bool> shape_;    // tensor is a shape computation off the device
   const TensorLayout layout_;        // tensor -> storage type under --dtype, and the slice one GPU holds (--tp)
   const std::vector<bool> folded_;   // tensor -> computed by ORT's constant folding (onnxruntime only)
-  ForwardAliasing aliasing_;
   const std::vector<bool> held_outside_;  // tensor -> held outside the step: 0 bytes
-  int32_t cublas_workspace_ = -1;
+  ForwardEmitter forward_;
   int maxpool_indices_ = 0;
   int tied_copies_ = 0;
   int untied_lookalikes_ = 0;  // suspected copies counted as their own weight (--tied-embeddings auto, no)

@@ -20,9 +20,10 @@ namespace memplan {
 TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops)
     : context_(context), graph_(*context.graph), options_(context.options), segment_end_ops_(std::move(segment_end_ops)),
       segment_of_op_(context.ops.size(), -1), writer_(result_.program),
-      aliasing_(graph_, context.runtime.semantics, /*training=*/true, context.layout.dtype) {
+      forward_(graph_, context.layout, context.runtime, context.shape, /*training=*/true, context.options.precision,
+               context.execution.cuda_arch_major, writer_) {
   const size_t ops = context_.ops.size();
-  if (context_.op_flops.size() != ops || context_.rules.size() != ops || context_.tp_gathered.size() != ops)
+  if (context_.op_flops.size() != ops || context_.rules.size() != ops)
     throw InternalError("the training context's per-op facts do not match its " + std::to_string(ops) +
                         " ops (a filter of the ops that did not renumber them)");
   const size_t nt = graph_.tensors.size();
@@ -48,7 +49,7 @@ TrainingResult TrainingStep::build() {
   add_inputs();
   add_persistent_grads();
   add_optimizer_states_if_steady();
-  add_cublas_workspaces_if_steady();
+  if (options_.steady_state) forward_.hold_workspaces(context_.ops);  // a later iteration: kept from the last
   for (size_t i = 0; i < context_.ops.size(); ++i)
     emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
   if (context_.sent.empty()) emit_loss();

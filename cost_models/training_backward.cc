@@ -136,9 +136,15 @@ void TrainingStep::emit_backward(int32_t i) {
     }
   }
   for (const SavedExtra& e : rule.backward_temporaries)
-    st.writes.push_back(writer_.new_buffer(op.name + e.suffix, op_local(op, e.bytes), Category::Workspace));
-  add_tp_gather(i, st, /*backward=*/true);
-  touch_cublas(op, st, /*backward=*/true);
+    st.writes.push_back(writer_.new_buffer(op.name + e.suffix, forward_.local_extra_bytes(op, e.bytes), Category::Workspace));
+  // --sequence-parallel: backward gathers the input again for the weight grad and computes the input grad
+  // full-size before reduce-scattering it (megatron/core/tensor_parallel/layers.py,
+  // LinearWithGradAccumulationAndAsyncCommunication).
+  const int32_t x = forward_.add_gather(op, st);
+  if (x >= 0 && context_.requires_grad[x])
+    st.writes.push_back(writer_.new_buffer("grad:" + graph_.tensors[x].name + ":full", forward_.gathered_bytes(op, x),
+                                           Category::ActivationGrad));
+  forward_.touch_workspace(op, CublasHandle::Autograd, st);
   program().steps.push_back(std::move(st));
 }
 

@@ -216,13 +216,9 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
 
   // Pass 1, the LoRA rewrite, made `g` (training.cc). Pass 2, autocast: each tensor's storage type.
   c.layout.dtype = storage_dtypes(g, c.ops, o.precision, lora);
-  // Pass 3, tensor parallel: the slice of each tensor rank 0 holds, and the sequence-parallel gathers per op.
+  // Pass 3, tensor parallel: the slice of each tensor rank 0 holds, and the sequence-parallel gathers per node.
   precondition(e.tp == 1 || !lora, "LoRA under tensor parallelism");
   c.layout.tp = plan_tensor_parallel(g, e.tp, e.sequence_parallel);
-  c.tp_gathered.assign(c.ops.size(), -1);
-  for (size_t i = 0; i < c.ops.size(); ++i)
-    for (int32_t n : c.ops[i].nodes)
-      if (c.layout.tp.gathered_input[n] >= 0) c.tp_gathered[i] = c.layout.tp.gathered_input[n];
   if (e.tp > 1) c.notes.push_back(tensor_parallel_note(c.layout.tp));
   // Pass 4, the pipeline partition, makes each stage a graph of its own (stage_graph.h): it reads no field of
   // passes 5 and 6 (--pp with FSDP is refused), so it runs per stage on the finished context (pipeline.cc).

@@ -43,7 +43,6 @@ struct TrainingContext {
   std::vector<int32_t> received, sent;
   std::vector<uint64_t> in_flight_bytes;
   std::vector<std::string> notes;       // assumptions found while building the context
-  std::vector<int32_t> tp_gathered;     // per op: the sequence-parallel input it all-gathers (-1: none)
 };
 
 // `lora`: the adapted graph `g` is (add_lora_adapters), or null. With it the adapters train, keep float32

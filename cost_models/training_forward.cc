@@ -58,34 +58,6 @@ void TrainingStep::add_inputs() {
   }
 }
 
-// ---- cuBLAS workspaces ----
-// One per (handle, stream) (CublasHandlePool.cpp); handles are per thread, and autograd runs CUDA
-// backward on its own device thread (torch/csrc/autograd/engine.cpp), so forward and backward each
-// own one. Allocated at the first cuBLAS call of each and kept: resident in a later iteration.
-bool TrainingStep::models_cublas() const {
-  if (!context_.runtime.library_workspaces) return false;
-  for (const FusedOp& op : context_.ops)
-    if (uses_cublas(op)) return true;
-  return false;
-}
-
-void TrainingStep::add_cublas_workspaces_if_steady() {
-  if (!models_cublas() || !options_.steady_state) return;
-  for (int32_t* ws : {&cublas_forward_, &cublas_backward_}) {
-    *ws = writer_.new_buffer(ws == &cublas_forward_ ? "cublas_workspace" : "cublas_workspace:autograd",
-                             cublas_workspace_bytes(context_.execution.cuda_arch_major), Category::Workspace);
-    program().buffers[*ws].resident = true;
-  }
-}
-
-// First iteration: the workspace appears at the first cuBLAS op of the thread and stays.
-void TrainingStep::touch_cublas(const FusedOp& op, Step& st, bool backward) {
-  if (!uses_cublas(op) || !models_cublas()) return;
-  writer_.touch_workspace(backward ? cublas_backward_ : cublas_forward_,
-                          backward ? "cublas_workspace:autograd" : "cublas_workspace",
-                          cublas_workspace_bytes(context_.execution.cuda_arch_major), st);
-}
-
 // --frozen-dtype: a frozen weight stored in another type is dequantized into the compute type (the
 // autocast type where autocast would cast it) for each op that reads it, a transient freed at the step:
 // bitsandbytes' MatMul4Bit runs F.linear(A, dequantize_4bit(B, quant_state).to(A.dtype).t()) in forward
@@ -105,85 +77,29 @@ bool TrainingStep::is_segment_end(int32_t op) const {
   return std::find(segment_end_ops_.begin(), segment_end_ops_.end(), op) != segment_end_ops_.end();
 }
 
+// The one forward emitter (forward_emitter.h) writes the step; what is training's own is how each input is
+// prepared (prepare_input) and what autograd keeps. Save policy: the extras are kept unless the op runs in a
+// checkpointed segment's first pass; workspace policy: a recomputation runs on autograd's cuBLAS handle.
 void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   const FusedOp& op = context_.ops[i];
-  const AutogradRule& rule = context_.rules[i];
-  Step st;
-  st.name = (mode == ForwardMode::Recompute ? "recompute:" : "") + op.name;
-  st.op = op.op;
-  st.phase = mode == ForwardMode::Recompute ? Phase::Backward : Phase::Forward;
-  st.flops = context_.op_flops[i];
-  std::map<int32_t, int32_t> effective;  // tensor -> the buffer the op actually consumes
-  if (flat_shards() && i == 0 && mode != ForwardMode::Recompute && unit_shard_[0] >= 0) {  // the root unshards first
+  const bool recompute = mode == ForwardMode::Recompute;
+  const ForwardPolicy policy{recompute ? Phase::Backward : Phase::Forward, recompute ? "recompute:" : "",
+                             /*save_extras=*/mode != ForwardMode::NoSave,
+                             recompute ? CublasHandle::Autograd : CublasHandle::Caller};
+  Step st = forward_.open(op, context_.op_flops[i], policy);
+  if (flat_shards() && i == 0 && !recompute && unit_shard_[0] >= 0) {  // the root unshards first
     Step gather{"fsdp_pre_forward:root", "all_gather", Phase::Forward, {}, {}, 0};
     fsdp_gathered(0, /*backward=*/false, gather);
     program().steps.push_back(std::move(gather));
   }
-  for (int32_t t : op.inputs) {
-    const int32_t b = lookup(t);
-    if (b < 0) continue;
-    add_unique(st.reads, b);
-    const bool fsdp_param = layout().shard[t] == ParameterShard::FlatShard;
-    if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
-      const int32_t u = layout().shard_group[t];
-      Step gather{"fsdp_pre_forward:" + context_.units.names[u], "all_gather", st.phase, {}, {}, 0};
-      const bool gathered = recomputing_ ? unit_gathered_backward_[u] >= 0 || (u == 0 && unit_gathered_forward_[0] >= 0)
-                                         : unit_gathered_forward_[u] >= 0;
-      effective[t] = fsdp_gathered(u, /*backward=*/recomputing_, gathered ? st : gather);
-      add_unique(st.reads, effective[t]);
-      if (!gathered) program().steps.push_back(std::move(gather));
-    }
-    if (layout().shard[t] == ParameterShard::ZeroShard) {  // ZeRO-3 all-gathers the full parameter for the op
-      const int32_t full = writer_.new_buffer(graph_.tensors[t].name + ":gathered", bytes_of(t), Category::Weight);
-      st.writes.push_back(full);
-      effective[t] = full;
-    }
-    const DType target = autocast_target(graph_, op, t, options_.precision, layout().dtype);
-    if (layout().storage[t] == FrozenStorage::Int8) {
-      // LLM.int8: no dequantized weight in forward (frozen_storage.h int8_matmul_forward_bytes).
-      const int32_t x = op.kind == OpKind::Linear ? op.x : node_input(graph_.nodes[op.nodes.back()], 0);
-      const int32_t y = op.outputs.empty() ? -1 : op.outputs[0];
-      if (x >= 0 && y >= 0 && x != t && !graph_.tensors[x].shape.empty() && !graph_.tensors[y].shape.empty()) {
-        const uint64_t in = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[x].shape.back()));
-        const uint64_t out = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[y].shape.back()));
-        const uint64_t bytes = int8_matmul_forward_bytes(graph_.tensors[x].elements() / in, in, out, layout().dtype[x]);
-        st.writes.push_back(writer_.new_buffer(op.name + ":int8_matmul", bytes, Category::Workspace));
-        continue;
-      }
-    }
-    if (layout().restored(t)) {  // dequantized into the compute type for this op, then freed
-      const int32_t b = add_dequantized(t, target, st);
-      if (b >= 0) effective[t] = b;
-      continue;
-    }
-    if (target == DType::Undefined) continue;
-    autocast_inputs_of_op_[i].insert(t);
-    // Autocast caches the cast of a leaf parameter only (aten/src/ATen/autocast_mode.cpp, cached_cast:
-    // arg.is_leaf() && !arg.is_view()); FSDP's parameters are views of the flat parameter, so each op casts
-    // its own copy, which its backward keeps.
-    if (is_constant(graph_, t) && !fsdp_param) {
-      // The autocast weight cache: one low-precision copy per parameter, made at its first use in
-      // this forward (or recomputation) and kept until every op that saved it has run backward.
-      auto& cache = recomputing_ ? recompute_autocast_weight_copy_ : autocast_weight_copy_;
-      if (cache[t] < 0) {
-        cache[t] = writer_.new_buffer(graph_.tensors[t].name + ":autocast", bytes_in(t, target), Category::Weight);
-        st.writes.push_back(cache[t]);
-        if (!recomputing_) forward_autocast_copies_.push_back(cache[t]);
-      } else {
-        add_unique(st.reads, cache[t]);
-      }
-      effective[t] = cache[t];
-    } else {
-      const int32_t copy = writer_.new_buffer(graph_.tensors[t].name + ":autocast", bytes_in(t, target), Category::Activation);
-      st.writes.push_back(copy);
-      effective[t] = copy;
-    }
-  }
-  aliasing_.emit_outputs(op, buffer_view(), context_.shape, writer_, [this](int32_t t) { return bytes_of(t); },
-                         [this](int32_t t, int32_t b) { set_buffer(t, b); }, st);
-  const bool keep = mode != ForwardMode::NoSave;
+  std::map<int32_t, int32_t> effective;  // tensor -> the buffer the op actually consumes
+  forward_.read_inputs(op, buffer_view(), st, [&](int32_t t) { prepare_input(i, t, st, effective); });
+  const ClosedOp closed = forward_.close(op, buffer_view(), [this](int32_t t) { return bytes_of(t); },
+                                         [this](int32_t t, int32_t b) { set_buffer(t, b); }, std::move(st), policy);
+  // What autograd keeps (the rule's tensors, some the outputs just made, in the form the op consumed), then the
+  // extras under the save policy.
   std::vector<int32_t> saved;
-  for (int32_t t : rule.saved_tensors) {
+  for (int32_t t : context_.rules[i].saved_tensors) {
     // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward.
     if (layout().shard[t] == ParameterShard::ZeroShard) continue;
     if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0) continue;
@@ -197,29 +113,69 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
       (layout().storage[op.weight] == FrozenStorage::Nf4 || layout().storage[op.weight] == FrozenStorage::Int8) &&
       op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
     add_unique(saved, lookup(op.x));
-  for (const ForwardExtra& e : forward_extras(graph_, op, /*training=*/true)) {  // all saved for backward
-    const int32_t b = writer_.new_buffer(op.name + e.suffix, op_local(op, e.bytes), Category::Activation);
-    st.writes.push_back(b);
-    saved.push_back(b);
-  }
-  if (keep) saved_by_op_[i] = std::move(saved);  // NoSave: extras die at their own step
-  add_tp_gather(i, st, /*backward=*/false);
-  touch_cublas(op, st, /*backward=*/mode == ForwardMode::Recompute);
-  program().steps.push_back(std::move(st));
+  saved.insert(saved.end(), closed.saved.begin(), closed.saved.end());
+  if (policy.save_extras) saved_by_op_[i] = std::move(saved);
 }
 
-// --sequence-parallel: a column-parallel layer all-gathers its sequence-sharded input into a full-size buffer
-// for the GEMM and frees it after (autograd keeps the shard); backward gathers it again for the weight grad
-// and computes the input grad full-size before reduce-scattering it (megatron/core/tensor_parallel/layers.py,
-// LinearWithGradAccumulationAndAsyncCommunication).
-void TrainingStep::add_tp_gather(int32_t i, Step& st, bool backward) {
-  const int32_t x = context_.tp_gathered[i];
-  if (x < 0) return;
-  const DType target = autocast_target(graph_, context_.ops[i], x, options_.precision, layout().dtype);
-  const uint64_t full = layout().gathered_bytes(graph_, x, target);
-  st.writes.push_back(writer_.new_buffer(graph_.tensors[x].name + ":all_gather", full, Category::Activation));
-  if (backward && context_.requires_grad[x])
-    st.writes.push_back(writer_.new_buffer("grad:" + graph_.tensors[x].name + ":full", full, Category::ActivationGrad));
+// What input `t` of op `i` becomes before the op runs, in the step `st`; `effective` records the buffer the op
+// consumes in its place (its gathered, dequantized or autocast form).
+void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective) {
+  const FusedOp& op = context_.ops[i];
+  const bool fsdp_param = layout().shard[t] == ParameterShard::FlatShard;
+  if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
+    const int32_t u = layout().shard_group[t];
+    Step gather{"fsdp_pre_forward:" + context_.units.names[u], "all_gather", st.phase, {}, {}, 0};
+    const bool gathered = recomputing_ ? unit_gathered_backward_[u] >= 0 || (u == 0 && unit_gathered_forward_[0] >= 0)
+                                       : unit_gathered_forward_[u] >= 0;
+    effective[t] = fsdp_gathered(u, /*backward=*/recomputing_, gathered ? st : gather);
+    add_unique(st.reads, effective[t]);
+    if (!gathered) program().steps.push_back(std::move(gather));
+  }
+  if (layout().shard[t] == ParameterShard::ZeroShard) {  // ZeRO-3 all-gathers the full parameter for the op
+    const int32_t full = writer_.new_buffer(graph_.tensors[t].name + ":gathered", bytes_of(t), Category::Weight);
+    st.writes.push_back(full);
+    effective[t] = full;
+  }
+  const DType target = autocast_target(graph_, op, t, options_.precision, layout().dtype);
+  if (layout().storage[t] == FrozenStorage::Int8) {
+    // LLM.int8: no dequantized weight in forward (frozen_storage.h int8_matmul_forward_bytes).
+    const int32_t x = op.kind == OpKind::Linear ? op.x : node_input(graph_.nodes[op.nodes.back()], 0);
+    const int32_t y = op.outputs.empty() ? -1 : op.outputs[0];
+    if (x >= 0 && y >= 0 && x != t && !graph_.tensors[x].shape.empty() && !graph_.tensors[y].shape.empty()) {
+      const uint64_t in = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[x].shape.back()));
+      const uint64_t out = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[y].shape.back()));
+      const uint64_t bytes = int8_matmul_forward_bytes(graph_.tensors[x].elements() / in, in, out, layout().dtype[x]);
+      st.writes.push_back(writer_.new_buffer(op.name + ":int8_matmul", bytes, Category::Workspace));
+      return;
+    }
+  }
+  if (layout().restored(t)) {  // dequantized into the compute type for this op, then freed
+    const int32_t b = add_dequantized(t, target, st);
+    if (b >= 0) effective[t] = b;
+    return;
+  }
+  if (target == DType::Undefined) return;
+  autocast_inputs_of_op_[i].insert(t);
+  // Autocast caches the cast of a leaf parameter only (aten/src/ATen/autocast_mode.cpp, cached_cast:
+  // arg.is_leaf() && !arg.is_view()); FSDP's parameters are views of the flat parameter, so each op casts
+  // its own copy, which its backward keeps.
+  if (is_constant(graph_, t) && !fsdp_param) {
+    // The autocast weight cache: one low-precision copy per parameter, made at its first use in
+    // this forward (or recomputation) and kept until every op that saved it has run backward.
+    auto& cache = recomputing_ ? recompute_autocast_weight_copy_ : autocast_weight_copy_;
+    if (cache[t] < 0) {
+      cache[t] = writer_.new_buffer(graph_.tensors[t].name + ":autocast", bytes_in(t, target), Category::Weight);
+      st.writes.push_back(cache[t]);
+      if (!recomputing_) forward_autocast_copies_.push_back(cache[t]);
+    } else {
+      add_unique(st.reads, cache[t]);
+    }
+    effective[t] = cache[t];
+  } else {
+    const int32_t copy = writer_.new_buffer(graph_.tensors[t].name + ":autocast", bytes_in(t, target), Category::Activation);
+    st.writes.push_back(copy);
+    effective[t] = copy;
+  }
 }
 
 // Reentrant checkpoint (torch 1.13's default; HuggingFace's gradient_checkpointing default):

@@ -17,6 +17,7 @@
 
 #include "cost_models/cost_model.h"
 #include "cost_models/eager_semantics.h"
+#include "cost_models/forward_emitter.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/program_writer.h"
 #include "cost_models/training_context.h"
@@ -47,11 +48,6 @@ class TrainingStep {
   // --tp: the slice rank 0 holds (TensorParallelPlan).
   const TensorLayout& layout() const { return context_.layout; }
   uint64_t bytes_in(int32_t t, DType d) const { return layout().local_bytes(graph_, t, d); }
-  // An op's extra buffers (masks, layer_norm statistics, logsumexp) shrink with its output's slice.
-  uint64_t op_local(const FusedOp& op, uint64_t bytes) const {
-    return op.outputs.empty() ? bytes : layout().tp.local_bytes(graph_, op.outputs[0], bytes);
-  }
-  void add_tp_gather(int32_t i, Step& st, bool backward);  // --sequence-parallel (training_forward.cc)
   uint64_t bytes_of(int32_t t) const { return bytes_in(t, layout().dtype[t]); }
   bool flat_shards() const { return context_.units.count() > 0; }  // FSDP: the layout has units' flat parameters
   uint64_t shard(uint64_t bytes) const { return layout().shard_of(bytes); }
@@ -65,12 +61,10 @@ class TrainingStep {
   // ---- forward (training_forward.cc) ----
   void add_parameters();
   void add_inputs();
-  bool models_cublas() const;
-  void add_cublas_workspaces_if_steady();
-  void touch_cublas(const FusedOp& op, Step& st, bool backward);
   bool is_segment_end(int32_t op) const;
   int32_t add_dequantized(int32_t t, DType autocast_type, Step& st);
   void emit_forward(int32_t i, ForwardMode mode);
+  void prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void recompute_segment(int32_t segment, int32_t end_op);
   void end_segment_backward(int32_t first_op);
 
@@ -118,7 +112,7 @@ class TrainingStep {
   std::vector<int32_t> segment_of_op_;               // op -> checkpointed segment (-1: none)
   TrainingResult result_;
   ProgramWriter writer_;
-  ForwardAliasing aliasing_;
+  ForwardEmitter forward_;  // forward ops, recomputation included (forward_emitter.h); the two cuBLAS workspaces
   // Forward.
   std::vector<int32_t> forward_buffer_;              // tensor -> its buffer in the forward
   std::vector<int32_t> recompute_buffer_;            // tensor -> its buffer in the segment being recomputed
@@ -129,7 +123,6 @@ class TrainingStep {
   std::vector<std::set<int32_t>> autocast_inputs_of_op_;  // op -> inputs autocast copied
   std::vector<std::vector<int32_t>> saved_by_op_;    // op -> buffers its backward reads
   std::vector<int32_t> held_by_checkpoint_;          // buffers CheckpointFunction.backward holds
-  int32_t cublas_forward_ = -1, cublas_backward_ = -1;  // the two threads' cuBLAS workspaces
   // Loss.
   int32_t log_softmax_buffer_ = -1, total_weight_buffer_ = -1, loss_buffer_ = -1;
   int32_t loss_target_buffer_ = -1, mse_input_buffer_ = -1;

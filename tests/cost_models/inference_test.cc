@@ -145,7 +145,7 @@ TEST(InferencePyTorch, MaxPoolWritesInt64IndicesOnCuda) {
   InferenceRun o;
   o.runtime = Runtime::PyTorch;
   const Program p = build_inference_program(maxpool(), o).program;
-  const int32_t idx = buffer_named(p, "y:indices");
+  const int32_t idx = buffer_named(p, "/MaxPool_0:indices");  // named after its op, as every extra buffer
   ASSERT_GE(idx, 0);
   EXPECT_EQ(p.buffers[idx].bytes, 64u * 8u);  // one int64 per output element
   EXPECT_EQ(peak_live_bytes(p).bytes, 1280u + 512u);
