@@ -39,7 +39,8 @@ CostModelResult build_inference_program(const Graph& graph, const ExecutionOptio
 
 // ---- Training (PyTorch eager semantics) ----
 
-enum class Optimizer { Sgd, Momentum, Adam, AdamW };
+// AdamW8bit, PagedAdamW, PagedAdamW8bit: bitsandbytes' (cost_models/bnb_optimizer.h).
+enum class Optimizer { Sgd, Momentum, Adam, AdamW, AdamW8bit, PagedAdamW, PagedAdamW8bit };
 enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 enum class LossKind { None, CrossEntropy, Mse };
 // Fsdp: PyTorch FullyShardedDataParallel, FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
@@ -147,6 +148,8 @@ struct TrainingResult : CostModelResult {
   uint64_t param_bytes = 0;               // per GPU, in the parameters' storage dtype
   uint64_t grad_bytes = 0;                // per GPU
   uint64_t optimizer_state_bytes = 0;     // per GPU (includes fp32 master weights where kept)
+  uint64_t paged_state_bytes = 0;         // per GPU: bitsandbytes' paged states, CUDA managed memory outside the
+                                          // allocator (evicted to the host under pressure): not in the program
   int lora_adapted_layers = 0;            // --lora-rank: the Linear layers given adapters
   uint64_t lora_parameters = 0;           // --lora-rank: elements of every lora_A and lora_B
   uint64_t frozen_stored_bytes = 0;       // --frozen-dtype: the frozen weights it re-stores, as stored

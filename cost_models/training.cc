@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "cost_models/bnb_optimizer.h"
 #include "cost_models/checkpoint_plan.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/training_step.h"
@@ -227,6 +228,16 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
     notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] + ".");
     if (options.optimizer_flags.amsgrad) notes.push_back("amsgrad: a third state per parameter, max_exp_avg_sq.");
   }
+  if (is_bitsandbytes(options.optimizer))
+    notes.push_back(std::string("bitsandbytes ") +
+                    (is_eight_bit(options.optimizer) ? "8-bit states (uint8, a float32 scale per 256 elements; float32 "
+                                                       "for parameters under 4096 elements)"
+                                                     : "32-bit states") +
+                    (options.optimizer == Optimizer::AdamW8bit
+                         ? ""
+                         : ", paged for parameters of 1e5 elements or more: CUDA managed memory outside the allocator, "
+                           "reported apart and not counted in what must fit (evicted to the host under pressure)") +
+                    "; the update runs in place, one kernel per parameter (bitsandbytes/optim/optimizer.py, >= 0.44).");
   if (options.optimizer_flags.maximize || options.optimizer_flags.weight_decay)
     notes.push_back("The update first copies the grads (maximize negates them; Adam's and SGD's L2 weight decay adds "
                     "wd * param; AdamW decays the parameters in place), except where PyTorch does it in place.");

@@ -267,10 +267,13 @@ std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
   if (flat_shards()) {
     for (size_t u = 0; u < context_.units.count(); ++u)
       if (unit_shard_[u] >= 0 && unit_trains_[u])
-        out.push_back({"fsdp:" + context_.units.names[u], unit_grad_shard_[u], unit_state_bytes_[u]});
+        out.push_back({"fsdp:" + context_.units.names[u], unit_grad_shard_[u], unit_state_bytes_[u], 0});
     return out;
   }
-  for (int32_t p : context_.params) out.push_back({graph_.tensors[p].name, param_grad_buffer_[p], state_bytes(p)});
+  for (int32_t p : context_.params) {
+    const uint64_t local = bytes_of(p), element = dtype_bytes(layout().dtype[p], 1).value_or(1);
+    out.push_back({graph_.tensors[p].name, param_grad_buffer_[p], state_bytes(p), local / element});
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Training, what the optimizer keeps and does: grads that persist between micro-batches, DDP buckets,
 // optimizer states, and the temporaries of the update itself (torch/optim/*.py).
+#include "cost_models/bnb_optimizer.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
@@ -56,6 +57,9 @@ int TrainingStep::states_per_param() const {
     case Optimizer::Momentum: return 1;
     case Optimizer::Adam:
     case Optimizer::AdamW: return options_.optimizer_flags.amsgrad ? 3 : 2;
+    case Optimizer::AdamW8bit:
+    case Optimizer::PagedAdamW:
+    case Optimizer::PagedAdamW8bit: return 2;
   }
   return 0;
 }
@@ -65,7 +69,7 @@ int TrainingStep::states_per_param() const {
 // the decay into the grads in place (torch._foreach_add_), so there only maximize copies.
 bool TrainingStep::update_copies_grads() const {
   const OptimizerFlags& f = options_.optimizer_flags;
-  if (options_.optimizer_impl == OptimizerImpl::Fused) return false;
+  if (options_.optimizer_impl == OptimizerImpl::Fused || is_bitsandbytes(options_.optimizer)) return false;
   const bool foreach_adam_1_13 = options_.optimizer_impl == OptimizerImpl::ForeachTorch1 &&
                                  (options_.optimizer == Optimizer::Adam || options_.optimizer == Optimizer::AdamW);
   const bool l2 = f.weight_decay && options_.optimizer != Optimizer::AdamW && !foreach_adam_1_13;
@@ -79,6 +83,7 @@ int32_t TrainingStep::new_grad_copy(const UpdateTarget& u) {
 uint64_t TrainingStep::state_bytes(int32_t p) const { return layout().states_sharded[p] ? shard(bytes_of(p)) : bytes_of(p); }
 
 std::vector<int32_t> TrainingStep::new_states(bool resident) {
+  if (is_bitsandbytes(options_.optimizer)) return new_bitsandbytes_states(resident);
   static const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   std::vector<int32_t> ids;
   for (const UpdateTarget& u : update_targets())
@@ -90,6 +95,29 @@ std::vector<int32_t> TrainingStep::new_states(bool resident) {
       result_.optimizer_state_bytes = checked_add(result_.optimizer_state_bytes, u.bytes, "optimizer state bytes");
       ids.push_back(b);
     }
+  return ids;
+}
+
+// bitsandbytes (bnb_optimizer.h): each parameter's state1/state2 (uint8 with absmax1/absmax2, or float32), the
+// paged ones outside the program, and the two quantization maps once (8-bit).
+std::vector<int32_t> TrainingStep::new_bitsandbytes_states(bool resident) {
+  std::vector<int32_t> ids;
+  auto add = [&](const std::string& name, uint64_t bytes) {
+    const int32_t b = writer_.new_buffer(name, bytes, Category::OptimizerState);
+    program().buffers[b].resident = resident;
+    program().buffers[b].live_at_end = !resident;
+    result_.optimizer_state_bytes = checked_add(result_.optimizer_state_bytes, bytes, "optimizer state bytes");
+    ids.push_back(b);
+  };
+  bool any_eight_bit = false;
+  for (const UpdateTarget& u : update_targets())
+    for (const BnbState& s : bitsandbytes_states(options_.optimizer, u.elements)) {
+      any_eight_bit = any_eight_bit || s.name == "absmax1";
+      if (s.paged) result_.paged_state_bytes = checked_add(result_.paged_state_bytes, s.bytes, "paged state bytes");
+      else add(s.name + ":" + u.name, s.bytes);
+    }
+  if (any_eight_bit)
+    for (const char* map : {"qmap:dynamic", "qmap:udynamic"}) add(map, kBnbQmapBytes);
   return ids;
 }
 
@@ -106,6 +134,10 @@ void TrainingStep::emit_optimizer() {
   Step st{"optimizer:step", std::string(optimizer_name()), Phase::Optimizer, {}, {}, 0};
   const std::vector<UpdateTarget> targets = update_targets();
   for (const UpdateTarget& u : targets) add_unique(st.reads, u.grad);
+  if (is_bitsandbytes(options_.optimizer)) {  // one kernel per parameter, in place: no temporaries
+    program().steps.push_back(std::move(st));
+    return;
+  }
   const bool adam = options_.optimizer == Optimizer::Adam || options_.optimizer == Optimizer::AdamW;
   const bool copies_grads = update_copies_grads();
   if (options_.optimizer_impl == OptimizerImpl::SingleTensor && (adam || copies_grads)) {
@@ -157,6 +189,9 @@ const char* TrainingStep::optimizer_name() const {
     case Optimizer::Momentum: return "sgd_momentum";
     case Optimizer::Adam: return "adam";
     case Optimizer::AdamW: return "adamw";
+    case Optimizer::AdamW8bit: return "adamw8bit";
+    case Optimizer::PagedAdamW: return "paged_adamw";
+    case Optimizer::PagedAdamW8bit: return "paged_adamw8bit";
   }
   return "sgd";
 }

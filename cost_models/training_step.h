@@ -42,6 +42,7 @@ class TrainingStep {
     std::string name;
     int32_t grad = -1;   // its grad's buffer (-1: none reached it)
     uint64_t bytes = 0;  // the size of one optimizer state
+    uint64_t elements = 0;  // the elements this GPU updates (bitsandbytes sizes its states by them)
   };
 
   // ---- sizes and sharding ----
@@ -86,6 +87,7 @@ class TrainingStep {
   int states_per_param() const;
   uint64_t state_bytes(int32_t p) const;
   std::vector<int32_t> new_states(bool resident);
+  std::vector<int32_t> new_bitsandbytes_states(bool resident);
   bool update_copies_grads() const;
   int32_t new_grad_copy(const UpdateTarget& u);
   void add_optimizer_states_if_steady();

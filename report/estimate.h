@@ -77,6 +77,7 @@ struct TrainingFacts {
   int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters (0: no LoRA what-if)
   uint64_t lora_parameters = 0;       // --lora-rank: adapter parameters (elements)
   uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
+  uint64_t paged_state_bytes = 0;     // paged bitsandbytes optimizers: states in managed memory, not in the figures
   std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage (the estimate is the busiest's)
   int pipeline_busiest_stage = -1;
 };

@@ -119,6 +119,7 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
     if (e.lora_adapted_layers > 0)
       j["training"]["lora"] = {{"adapted_layers", e.lora_adapted_layers}, {"adapter_parameters", e.lora_parameters}};
     if (e.frozen_stored_bytes > 0) j["training"]["frozen_stored_bytes"] = e.frozen_stored_bytes;
+    if (e.paged_state_bytes > 0) j["training"]["paged_optimizer_state_bytes"] = e.paged_state_bytes;
     if (!e.pipeline_stages.empty()) {
       nlohmann::ordered_json stages = nlohmann::ordered_json::array();
       for (size_t i = 0; i < e.pipeline_stages.size(); ++i) {
@@ -192,6 +193,9 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
   if (train) {
     out += fmt::format("  {:<44}{:>12}  grads {}  optimizer states {}\n", "parameters", format_bytes(e.param_bytes),
                        format_bytes(e.grad_bytes), format_bytes(e.optimizer_state_bytes));
+    if (e.paged_state_bytes > 0)
+      out += fmt::format("  {:<44}{:>12}  CUDA managed memory outside the allocator: not in the figures above\n",
+                         "paged optimizer states", format_bytes(e.paged_state_bytes));
     for (size_t i = 0; i < e.pipeline_stages.size(); ++i) {
       const PipelineStageFacts& s = e.pipeline_stages[i];
       out += fmt::format("  {:<44}{:>12}  {} to {}, {} micro-batch(es) in flight{}\n",

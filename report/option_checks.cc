@@ -13,6 +13,10 @@ namespace {
 
 bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
 bool vllm(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Vllm); }
+bool bitsandbytes(const EstimateArgs& a) {
+  return kOptimizerChoices.is(a.optimizer, Optimizer::AdamW8bit) || kOptimizerChoices.is(a.optimizer, Optimizer::PagedAdamW) ||
+         kOptimizerChoices.is(a.optimizer, Optimizer::PagedAdamW8bit);
+}
 
 // --frozen-dtype fp16/bf16 re-stores the frozen weights, except in the type --precision already stores every
 // floating parameter in (cost_models/frozen_storage.cc: a weight already in the type is kept as it is).
@@ -78,6 +82,11 @@ void check_requirements(const EstimateArgs& a) {
   if (a.amsgrad && !kOptimizerChoices.is(a.optimizer, Optimizer::Adam) && !kOptimizerChoices.is(a.optimizer, Optimizer::AdamW))
     throw InputError("--amsgrad applies to --optimizer " + kOptimizerChoices.name_of(Optimizer::Adam) + " or " +
                      kOptimizerChoices.name_of(Optimizer::AdamW));
+  if (bitsandbytes(a) && a.maximize)
+    throw InputError("--maximize with --optimizer " + a.optimizer + ": bitsandbytes' optimizers have no maximize");
+  if (bitsandbytes(a) && !a.optimizer_impl.empty())
+    throw InputError("--optimizer-impl applies to torch.optim's adam and adamw; --optimizer " + a.optimizer +
+                     " updates each parameter in one bitsandbytes kernel");
 }
 
 // Each option against --mode, the requirements and the combination matrix: the estimate's checks past its rows.
@@ -167,6 +176,8 @@ const std::vector<Feature>& features() {
        [](A a) { return !a.trainable.empty() || !a.frozen.empty(); }},
       {"torch-1.13", "--torch", given_as("--torch", kTorchChoices, true), S::Train,
        [](A a) { return kTorchChoices.is(a.torch, true); }},
+      {"bitsandbytes", "--optimizer", "--optimizer adamw8bit/paged-adamw/paged-adamw8bit", S::Train,
+       [](A a) { return bitsandbytes(a); }},
   };
   return all;
 }
@@ -188,6 +199,11 @@ const std::vector<Refusal>& refused_pairs() {
       // FlatParamHandle._validate_tensors_to_flatten: "Cannot flatten integer dtype tensors", "Must flatten
       // tensors with uniform dtype"); bitsandbytes' Int8Params are int8 tensors with their own scales, and frozen
       // weights re-stored in another float type than the trained ones break the one dtype.
+      // DeepSpeed's ZeRO wraps its own optimizer over flattened fp32 partitions, and FSDP's flat parameters change
+      // what bitsandbytes sees as a parameter (one state per flat shard): neither is modelled.
+      {"bitsandbytes", "zero12", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
+      {"bitsandbytes", "zero3", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
+      {"bitsandbytes", "fsdp", "not modelled: bitsandbytes' per-parameter states over FSDP's flat shards"},
       {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "
                               "weights cannot be flattened with the ones that train"},
       {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "

@@ -59,7 +59,10 @@ enum class TiedEmbeddings { Auto, Shape, No };
 inline const Choices<TiedEmbeddings> kTiedEmbeddingChoices{
     {{"auto", TiedEmbeddings::Auto}, {"shape", TiedEmbeddings::Shape}, {"no", TiedEmbeddings::No}}};
 inline const Choices<Optimizer> kOptimizerChoices{{{"sgd", Optimizer::Sgd}, {"momentum", Optimizer::Momentum},
-                                                   {"adam", Optimizer::Adam}, {"adamw", Optimizer::AdamW}}};
+                                                   {"adam", Optimizer::Adam}, {"adamw", Optimizer::AdamW},
+                                                   {"adamw8bit", Optimizer::AdamW8bit},
+                                                   {"paged-adamw", Optimizer::PagedAdamW},
+                                                   {"paged-adamw8bit", Optimizer::PagedAdamW8bit}}};
 inline const Choices<Precision> kPrecisionChoices{{{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16},
                                                    {"bf16", Precision::Bf16}, {"amp-fp16", Precision::AmpFp16},
                                                    {"amp-bf16", Precision::AmpBf16}}};

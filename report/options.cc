@@ -76,7 +76,10 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.precision), .choices = kPrecisionChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return ", " + a.precision; }},
       {.flag = "--optimizer", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "sgd, momentum (SGD with momentum), adam or adamw", .field = FIELD(estimate.optimizer),
+       .help = "sgd, momentum (SGD with momentum), adam or adamw (torch.optim); adamw8bit, paged-adamw or "
+               "paged-adamw8bit (bitsandbytes' AdamW8bit, PagedAdamW, PagedAdamW8bit: 8-bit states with a scale per "
+               "256 elements; paged states live in CUDA managed memory, reported apart)",
+       .field = FIELD(estimate.optimizer),
        .choices = kOptimizerChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return ", " + a.optimizer; }},
       {.flag = "--dtype", .kind = K::Choice, .commands = kEstimating | kPlan, .scope = Scope::Inference,

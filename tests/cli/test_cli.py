@@ -204,8 +204,23 @@ class TrainingFlagsTest(unittest.TestCase):
         three = run_json(*self.TRAIN, "--runtime", "ideal", "--amsgrad")["training"]
         self.assertEqual(three["optimizer_state_bytes"] * 2, two["optimizer_state_bytes"] * 3)
 
+    def test_paged_bitsandbytes_states_are_reported_apart(self):
+        # llama_tiny: embed_tokens and lm_head are the only parameters of at least 1e5 elements (1000 x 128 =
+        # 128,000 each); PagedAdamW8bit pages their two uint8 states: 2 x 2 x 128,000 = 512,000 bytes, in no other
+        # figure. AdamW8bit holds the same bytes on the device instead.
+        llama = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=16", "--mode", "train",
+                 "--runtime", "ideal"]
+        paged = run_json(*llama, "--optimizer", "paged-adamw8bit")
+        jsonschema.validate(paged, schema("estimate"))
+        on_device = run_json(*llama, "--optimizer", "adamw8bit")["training"]
+        self.assertEqual(paged["training"]["paged_optimizer_state_bytes"], 512000)
+        self.assertEqual(on_device["optimizer_state_bytes"] - paged["training"]["optimizer_state_bytes"], 512000)
+        self.assertNotIn("paged_optimizer_state_bytes", on_device)
+
     def test_errors_name_the_flag(self):
         cases = [
+            (["--optimizer", "adamw8bit", "--maximize"], "--maximize with --optimizer adamw8bit: bitsandbytes' optimizers have no maximize"),
+            (["--optimizer", "paged-adamw", "--shard", "zero2", "--gpus", "2"], "--shard zero1/zero2 with --optimizer adamw8bit/paged-adamw/paged-adamw8bit: not modelled"),
             (["--trainable", "lora_"], "--trainable 'lora_' matches no parameter of model 'tests/models/gpt_tiny_train.onnx'"),
             (["--frozen", "("], "--frozen '(' is not a valid regular expression"),
             (["--torch", "3"], "--torch 3: expected one of 2|2.x|1.13"),

@@ -105,6 +105,10 @@ const std::map<std::string, Enable>& enables() {
                         a.mode = "train";
                         a.torch = "1.13";
                       }}},
+      {"bitsandbytes", {{"--optimizer", "--mode"}, [](EstimateArgs& a) {
+                          a.mode = "train";
+                          a.optimizer = "paged-adamw8bit";
+                        }}},
   };
   return all;
 }
@@ -195,6 +199,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"fsdp", "frozen-int8"}, "--shard fsdp with --frozen-dtype int8: FSDP flattens"},
       {{"fsdp", "frozen-half"}, "--shard fsdp with --frozen-dtype fp16/bf16: FSDP flattens"},
       {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
+      {{"bitsandbytes", "zero3"}, "--shard zero3 with --optimizer adamw8bit/paged-adamw/paged-adamw8bit: not modelled"},
   };
   for (const Case& c : cases) {
     EstimateArgs a = base();
