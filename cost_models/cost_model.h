@@ -45,7 +45,7 @@ enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 enum class LossKind { None, CrossEntropy, Mse };
 // Fsdp: PyTorch FullyShardedDataParallel, FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
 enum class Sharding { None, Ddp, Zero1, Zero2, Zero3, Fsdp };
-enum class CheckpointMode { None, Sqrt, Every, At, Auto };
+enum class CheckpointMode { None, Sqrt, Every, At, Auto, Layers };
 // How torch.optim runs the update (torch/optim/adam.py):
 //  - Foreach: _multi_tensor_adam of PyTorch >= 2.0, the CUDA default: torch._foreach_sqrt allocates one
 //    temporary per parameter, updated in place afterwards (one parameter-sized set alive at once);

@@ -12,13 +12,15 @@
 #include "cost_models/checkpoint_plan.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/training_step.h"
+#include "cost_models/wrap_units.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "planner/measure.h"
 
 namespace memplan {
 
-TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops)
+TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops,
+                           bool from_first_boundary_requested)
     : context_(context), graph_(*context.graph), options_(context.options), segment_end_ops_(std::move(segment_end_ops)),
       segment_of_op_(context.ops.size(), -1), writer_(result_.program),
       forward_(graph_, context.layout, context.runtime, context.shape, /*training=*/true, context.options.precision,
@@ -37,7 +39,7 @@ TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> 
   param_grad_via_view_.assign(nt, false);
   saved_by_op_.resize(context_.ops.size());
   autocast_inputs_of_op_.resize(context_.ops.size());
-  const bool from_first_boundary = options_.checkpoint.mode == CheckpointMode::At && !segment_end_ops_.empty();
+  const bool from_first_boundary = from_first_boundary_requested && !segment_end_ops_.empty();
   int32_t start = from_first_boundary ? segment_end_ops_[0] + 1 : 0;
   for (size_t s = from_first_boundary ? 1 : 0; s < segment_end_ops_.size(); ++s) {
     for (int32_t i = start; i <= segment_end_ops_[s]; ++i) segment_of_op_[i] = static_cast<int32_t>(s);
@@ -88,6 +90,18 @@ void TrainingStep::fill_result() {
 }
 
 namespace {
+
+// --checkpoint layers: the repeated blocks (wrap_units.h's default rule) in forward order.
+std::vector<std::string> repeated_blocks(const TrainingContext& c) {
+  const WrapUnits w = find_wrap_units(*c.graph, c.ops, c.module_parameters, "");
+  std::vector<std::pair<int32_t, std::string>> order;
+  for (size_t u = 1; u < w.count(); ++u)
+    if (w.first_op[u] >= 0) order.emplace_back(w.first_op[u], w.names[u]);
+  std::sort(order.begin(), order.end());
+  std::vector<std::string> names;
+  for (const auto& [first, name] : order) names.push_back(name);
+  return names;
+}
 
 std::vector<int32_t> boundary_ops(const TrainingContext& c, const std::vector<int32_t>& chosen) {
   std::vector<int32_t> ops;
@@ -191,13 +205,19 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
     return result;
   }
   std::vector<int32_t> chosen;
+  bool from_first_boundary = options.checkpoint.mode == CheckpointMode::At;
   if (options.checkpoint.mode == CheckpointMode::Auto && options.checkpoint.auto_chosen)
     chosen = separators_named(context, *options.checkpoint.auto_chosen);
   else if (options.checkpoint.mode == CheckpointMode::Auto)
     chosen = auto_boundaries(context, notes);
+  else if (options.checkpoint.mode == CheckpointMode::Layers) {
+    const BlockBoundaries blocks = block_boundaries(graph, context.separators, repeated_blocks(context));
+    chosen = blocks.chosen;
+    from_first_boundary = blocks.from_first_boundary;
+  }
   else
     chosen = choose_boundaries(graph, context.separators, options.checkpoint);
-  TrainingResult result = TrainingStep(context, boundary_ops(context, chosen)).build();
+  TrainingResult result = TrainingStep(context, boundary_ops(context, chosen), from_first_boundary).build();
   for (const Separator& s : context.separators) result.candidate_boundaries.push_back(graph.tensors[s.tensor].name);
   for (int32_t i : chosen) result.checkpoint_boundaries.push_back(graph.tensors[context.separators[i].tensor].name);
   if (options.checkpoint.mode != CheckpointMode::None && context.separators.empty())

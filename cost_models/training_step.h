@@ -31,8 +31,9 @@ enum class ForwardMode { Save, NoSave, Recompute };
 class TrainingStep {
  public:
   // `segment_end_ops` (ascending op indices) end checkpointed segments. The first segment starts at the
-  // first op (sqrt, every:K, auto: checkpoint_sequential) or, for at:, at the first boundary.
-  TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops);
+  // first op (sqrt, every:K, auto: checkpoint_sequential; layers when the first block reads the model's input) or,
+  // `from_first_boundary` (at:, layers), after the first boundary.
+  TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops, bool from_first_boundary = false);
 
   TrainingResult build();  // training.cc
 

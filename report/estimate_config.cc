@@ -34,6 +34,8 @@ CheckpointOptions parse_checkpoint(const std::string& text, const std::string& b
     c.mode = CheckpointMode::Auto;
     if (budget.empty()) throw InputError("--checkpoint auto needs --budget SIZE (the memory the step must fit in)");
     c.budget_bytes = parse_size(budget, "--budget");
+  } else if (text == "layers") {
+    c.mode = CheckpointMode::Layers;
   } else if (text.rfind("every:", 0) == 0) {
     c.mode = CheckpointMode::Every;
     try {
@@ -50,7 +52,7 @@ CheckpointOptions parse_checkpoint(const std::string& text, const std::string& b
       if (!name.empty()) c.at.push_back(name);
     if (c.at.empty()) throw InputError("--checkpoint at: needs tensor names, e.g. at:/layer1/Relu_1_output_0,...");
   } else {
-    throw InputError("--checkpoint " + text + ": expected none, sqrt, every:K, at:T1,T2,... or auto");
+    throw InputError("--checkpoint " + text + ": expected none, sqrt, layers, every:K, at:T1,T2,... or auto");
   }
   return c;
 }

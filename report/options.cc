@@ -107,8 +107,9 @@ std::vector<OptionSpec> make_schema() {
                "(scaled_dot_product_attention: no seq x seq matrix)",
        .field = FIELD(estimate.attention), .choices = kAttentionChoices.names(), .show_default = true},
       {.flag = "--checkpoint", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
-       .help = "Activation checkpointing: none, sqrt (about sqrt(n) segments), every:K, at:T1,T2,... (boundary tensor "
-               "names), auto (fewest recomputed FLOPs that fit --budget)",
+       .help = "Activation checkpointing: none, sqrt (about sqrt(n) segments), layers (each repeated block, e.g. each "
+               "decoder layer, one segment: what transformers' gradient_checkpointing_enable and torchtune do), "
+               "every:K, at:T1,T2,... (boundary tensor names), auto (fewest recomputed FLOPs that fit --budget)",
        .field = FIELD(estimate.checkpoint), .show_default = true,
        .describe = [](const EstimateArgs& a) {
          return if_set(a.checkpoint != EstimateArgs{}.checkpoint, ", checkpoint " + a.checkpoint);

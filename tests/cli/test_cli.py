@@ -235,6 +235,34 @@ class TrainingFlagsTest(unittest.TestCase):
                       run("estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", "--frozen", "x", check_rc=2).stderr)
 
 
+class CheckpointLayersTest(unittest.TestCase):
+    def test_layers_are_the_per_layer_boundaries_of_the_cpu_measurements(self):
+        # bench/cpu_ground_truth/measure.py checkpoints each decoder layer (llama_forward, gpt_forward) and recorded
+        # the boundaries it found from the exports' module scopes; --checkpoint layers must find those tensors, so
+        # its figures are the at: figures the accuracy gate compares with the measured peaks. (Its resnet and
+        # mobilenet rows checkpoint whole stages, not the repeated blocks.)
+        with open(os.path.join(SRC, "bench", "cpu_ground_truth", "measurements.json")) as f:
+            rows = json.load(f)["measurements"]
+        seen = set()
+        for m in rows:
+            if not m["checkpoint"] or m["onnx"] in seen or not m.get("seq"):
+                continue
+            seen.add(m["onnx"])
+            args = ["estimate", m["onnx"], "--mode", "train", "--runtime", "ideal", "--batch", str(m["batch"]),
+                    "--dim", f"seq={m['seq']}"]
+            layers = run_json(*args, "--checkpoint", "layers")
+            at = run_json(*args, "--checkpoint", "at:" + ",".join(m["checkpoint"]))
+            self.assertEqual(layers["training"]["checkpoint_boundaries"], m["checkpoint"], m["onnx"])
+            self.assertEqual(layers["total_bytes"], at["total_bytes"], m["onnx"])
+        self.assertGreaterEqual(len(seen), 3)
+
+    def test_a_model_without_repeated_blocks_is_refused(self):
+        # torchvision's ViT names its encoder layers encoder_layer_0, ...: no <prefix>.<N>. blocks.
+        err = run("estimate", "tests/models/vit_b_16_train.onnx", "--mode", "train", "--batch", "1", "--checkpoint",
+                  "layers", check_rc=2).stderr
+        self.assertIn("--checkpoint layers: model 'tests/models/vit_b_16_train.onnx' has no repeated blocks", err)
+
+
 class FsdpTest(unittest.TestCase):
     """--shard fsdp on the tiny Llama (tests/models/llama.py, CONFIGS["llama_tiny"]: hidden 128, ffn 352, 4 layers,
     kv 64, vocab 1000, untied head). Units: layers.0-3 and the root (embed_tokens, norm, lm_head)."""
