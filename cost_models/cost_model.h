@@ -106,6 +106,9 @@ struct TrainingOptions {
   // defaults to True only from 2.0, torch/optim/optimizer.py): the grads exist before the step and each
   // backward contribution is added into them in place, as with gradient accumulation.
   bool grads_kept_between_steps = false;
+  // --optimizer-in-backward: each parameter updated by its own optimizer as soon as its grad is complete, in
+  // backward, and its grad freed there (training_optimizer.cc update_params_completed_at).
+  bool optimizer_in_backward = false;
   // torch 1.13's MeanBackward1 (mean.dim) keeps its whole input: derivatives.yaml's formula
   // `mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)` uses self.sym_numel(), which
   // the autograd codegen (tools/autograd/load_derivatives.py, saved_variables) had no replacement for, so

@@ -38,6 +38,17 @@ TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> 
   param_grad_buffer_.assign(nt, -1);
   param_grad_via_view_.assign(nt, false);
   saved_by_op_.resize(context_.ops.size());
+  params_completed_at_.resize(ops);
+  if (options_.optimizer_in_backward) {  // a parameter's grad is complete after the earliest op reading it
+    std::vector<int32_t> earliest(nt, -1);
+    for (int32_t i = static_cast<int32_t>(ops) - 1; i >= 0; --i)
+      for (int32_t t : context_.ops[i].inputs) {
+        const int32_t p = context_.tied_to[t] >= 0 ? context_.tied_to[t] : t;  // a tied copy's grad is its parameter's
+        if (context_.is_param[p]) earliest[p] = i;
+      }
+    for (int32_t p : context_.params)
+      if (earliest[p] >= 0) params_completed_at_[earliest[p]].push_back(p);
+  }
   autocast_inputs_of_op_.resize(context_.ops.size());
   const bool from_first_boundary = from_first_boundary_requested && !segment_end_ops_.empty();
   int32_t start = from_first_boundary ? segment_end_ops_[0] + 1 : 0;
@@ -62,6 +73,7 @@ TrainingResult TrainingStep::build() {
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     emit_backward(i);
     if (flat_shards()) fsdp_post_backward(i);
+    if (options_.optimizer_in_backward) update_params_completed_at(i);
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
   emit_optimizer();
@@ -248,6 +260,9 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
     notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] + ".");
     if (options.optimizer_flags.amsgrad) notes.push_back("amsgrad: a third state per parameter, max_exp_avg_sq.");
   }
+  if (options.optimizer_in_backward)
+    notes.push_back("Optimizer in backward (torchtune's optimizer_in_bwd): each parameter is updated by its own "
+                    "optimizer as soon as its grad is complete and the grad is freed there; no step after backward.");
   if (is_bitsandbytes(options.optimizer))
     notes.push_back(std::string("bitsandbytes ") +
                     (is_eight_bit(options.optimizer) ? "8-bit states (uint8, a float32 scale per 256 elements; float32 "

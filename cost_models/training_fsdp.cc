@@ -270,11 +270,13 @@ std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
         out.push_back({"fsdp:" + context_.units.names[u], unit_grad_shard_[u], unit_state_bytes_[u], 0});
     return out;
   }
-  for (int32_t p : context_.params) {
-    const uint64_t local = bytes_of(p), element = dtype_bytes(layout().dtype[p], 1).value_or(1);
-    out.push_back({graph_.tensors[p].name, param_grad_buffer_[p], state_bytes(p), local / element});
-  }
+  for (int32_t p : context_.params) out.push_back(param_target(p));
   return out;
+}
+
+TrainingStep::UpdateTarget TrainingStep::param_target(int32_t p) const {
+  const uint64_t local = bytes_of(p), element = dtype_bytes(layout().dtype[p], 1).value_or(1);
+  return {graph_.tensors[p].name, param_grad_buffer_[p], state_bytes(p), local / element};
 }
 
 }  // namespace memplan

@@ -82,11 +82,11 @@ int32_t TrainingStep::new_grad_copy(const UpdateTarget& u) {
 
 uint64_t TrainingStep::state_bytes(int32_t p) const { return layout().states_sharded[p] ? shard(bytes_of(p)) : bytes_of(p); }
 
-std::vector<int32_t> TrainingStep::new_states(bool resident) {
-  if (is_bitsandbytes(options_.optimizer)) return new_bitsandbytes_states(resident);
+std::vector<int32_t> TrainingStep::new_states(const std::vector<UpdateTarget>& targets, bool resident) {
+  if (is_bitsandbytes(options_.optimizer)) return new_bitsandbytes_states(targets, resident);
   static const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   std::vector<int32_t> ids;
-  for (const UpdateTarget& u : update_targets())
+  for (const UpdateTarget& u : targets)
     for (int s = 0; s < states_per_param(); ++s) {
       const std::string what = options_.optimizer == Optimizer::Momentum ? "momentum_buffer" : names[s];
       const int32_t b = writer_.new_buffer(what + ":" + u.name, u.bytes, Category::OptimizerState);
@@ -100,7 +100,7 @@ std::vector<int32_t> TrainingStep::new_states(bool resident) {
 
 // bitsandbytes (bnb_optimizer.h): each parameter's state1/state2 (uint8 with absmax1/absmax2, or float32), the
 // paged ones outside the program, and the two quantization maps once (8-bit).
-std::vector<int32_t> TrainingStep::new_bitsandbytes_states(bool resident) {
+std::vector<int32_t> TrainingStep::new_bitsandbytes_states(const std::vector<UpdateTarget>& targets, bool resident) {
   std::vector<int32_t> ids;
   auto add = [&](const std::string& name, uint64_t bytes) {
     const int32_t b = writer_.new_buffer(name, bytes, Category::OptimizerState);
@@ -110,29 +110,51 @@ std::vector<int32_t> TrainingStep::new_bitsandbytes_states(bool resident) {
     ids.push_back(b);
   };
   bool any_eight_bit = false;
-  for (const UpdateTarget& u : update_targets())
+  for (const UpdateTarget& u : targets)
     for (const BnbState& s : bitsandbytes_states(options_.optimizer, u.elements)) {
       any_eight_bit = any_eight_bit || s.name == "absmax1";
       if (s.paged) result_.paged_state_bytes = checked_add(result_.paged_state_bytes, s.bytes, "paged state bytes");
       else add(s.name + ":" + u.name, s.bytes);
     }
-  if (any_eight_bit)
+  if (any_eight_bit && !bnb_maps_made_) {  // fill_qmap: once per optimizer, on its first 8-bit parameter
     for (const char* map : {"qmap:dynamic", "qmap:udynamic"}) add(map, kBnbQmapBytes);
+    bnb_maps_made_ = true;
+  }
   return ids;
 }
 
 void TrainingStep::add_optimizer_states_if_steady() {
-  if (options_.steady_state) new_states(/*resident=*/true);
+  if (options_.steady_state) new_states(update_targets(), /*resident=*/true);
 }
 
 // ---- optimizer ----
 void TrainingStep::emit_optimizer() {
+  if (!options_.optimizer_in_backward) emit_update(update_targets(), "optimizer:step");
+}
+
+// --optimizer-in-backward (torchtune's optimizer_in_bwd, torchtune/training/memory.py
+// register_optim_in_bwd_hooks): one optimizer per parameter, stepped by the parameter's post-accumulate-grad hook
+// (torch.Tensor.register_post_accumulate_grad_hook, PyTorch >= 2.1) and followed by its zero_grad()
+// (set_to_none): a parameter's update runs as soon as the backward of the last op reading it has made its grad,
+// and the grad is freed there. Called after op i's backward.
+void TrainingStep::update_params_completed_at(int32_t i) {
+  for (int32_t p : params_completed_at_[i]) {
+    const int32_t grad = param_grad_buffer_[p];
+    if (grad < 0) continue;  // no grad reached it: the hook never fires
+    emit_update({param_target(p)}, "optimizer:" + graph_.tensors[p].name);
+    program().buffers[grad].live_at_end = false;  // zero_grad(set_to_none=True)
+    param_grad_buffer_[p] = -1;
+  }
+}
+
+// The update of `targets` as one optimizer step: states made on the first iteration, the implementation's
+// temporaries.
+void TrainingStep::emit_update(const std::vector<UpdateTarget>& targets, const std::string& name) {
   if (!options_.steady_state && states_per_param() > 0) {
-    Step init{"optimizer:init_state", "zeros_like", Phase::Optimizer, {}, new_states(/*resident=*/false), 0};
+    Step init{name + ":init_state", "zeros_like", Phase::Optimizer, {}, new_states(targets, /*resident=*/false), 0};
     program().steps.push_back(std::move(init));
   }
-  Step st{"optimizer:step", std::string(optimizer_name()), Phase::Optimizer, {}, {}, 0};
-  const std::vector<UpdateTarget> targets = update_targets();
+  Step st{name, std::string(optimizer_name()), Phase::Optimizer, {}, {}, 0};
   for (const UpdateTarget& u : targets) add_unique(st.reads, u.grad);
   if (is_bitsandbytes(options_.optimizer)) {  // one kernel per parameter, in place: no temporaries
     program().steps.push_back(std::move(st));

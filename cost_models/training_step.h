@@ -87,12 +87,14 @@ class TrainingStep {
   void add_ddp_buckets();
   int states_per_param() const;
   uint64_t state_bytes(int32_t p) const;
-  std::vector<int32_t> new_states(bool resident);
-  std::vector<int32_t> new_bitsandbytes_states(bool resident);
+  std::vector<int32_t> new_states(const std::vector<UpdateTarget>& targets, bool resident);
+  std::vector<int32_t> new_bitsandbytes_states(const std::vector<UpdateTarget>& targets, bool resident);
   bool update_copies_grads() const;
   int32_t new_grad_copy(const UpdateTarget& u);
   void add_optimizer_states_if_steady();
   void emit_optimizer();
+  void emit_update(const std::vector<UpdateTarget>& targets, const std::string& name);
+  void update_params_completed_at(int32_t op);  // --optimizer-in-backward
   const char* optimizer_name() const;
 
   // ---- FSDP, FULL_SHARD (training_fsdp.cc) ----
@@ -104,6 +106,7 @@ class TrainingStep {
   void fsdp_post_backward(int32_t op);
 
   std::vector<UpdateTarget> update_targets() const;
+  UpdateTarget param_target(int32_t p) const;
 
   void fill_result();
 
@@ -144,6 +147,10 @@ class TrainingStep {
   std::vector<int32_t> unit_shard_, unit_gathered_forward_, unit_gathered_backward_, unit_grad_shard_;
   std::vector<int32_t> unit_first_param_op_;
   std::vector<int32_t> fsdp_pending_grad_;
+  // Optimizer.
+  bool bnb_maps_made_ = false;                       // bitsandbytes' quantization maps exist
+  std::vector<std::vector<int32_t>> params_completed_at_;  // --optimizer-in-backward: op -> parameters whose grad
+                                                     // is complete after its backward (the earliest op reading them)
 };
 
 }  // namespace memplan

@@ -172,6 +172,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.mean_saves_input = torch1;
   const std::string impl = !a.optimizer_impl.empty() ? a.optimizer_impl : torch1 ? "single-tensor" : "foreach";
   t.optimizer_flags = {a.amsgrad, a.maximize, a.weight_decay > 0};
+  t.optimizer_in_backward = a.optimizer_in_backward;
   t.trainable = a.trainable;
   t.frozen = a.frozen;
   t.lora_rank = a.lora_rank;

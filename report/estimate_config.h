@@ -67,6 +67,7 @@ struct EstimateArgs {
   std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4
   bool double_quant = false;          // --double-quant (nf4)
   bool amsgrad = false, maximize = false;
+  bool optimizer_in_backward = false;
   double weight_decay = 0;
   int top = EstimateOptions{}.top_tensors;
 };

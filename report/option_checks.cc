@@ -178,6 +178,8 @@ const std::vector<Feature>& features() {
        [](A a) { return kTorchChoices.is(a.torch, true); }},
       {"bitsandbytes", "--optimizer", "--optimizer adamw8bit/paged-adamw/paged-adamw8bit", S::Train,
        [](A a) { return bitsandbytes(a); }},
+      {"optimizer-in-backward", "--optimizer-in-backward", "--optimizer-in-backward", S::Train,
+       [](A a) { return a.optimizer_in_backward; }},
   };
   return all;
 }
@@ -201,6 +203,16 @@ const std::vector<Refusal>& refused_pairs() {
       // weights re-stored in another float type than the trained ones break the one dtype.
       // DeepSpeed's ZeRO wraps its own optimizer over flattened fp32 partitions, and FSDP's flat parameters change
       // what bitsandbytes sees as a parameter (one state per flat shard): neither is modelled.
+      // torchtune refuses gradient accumulation with optimizer_in_bwd (the update runs in every backward); its
+      // distributed recipes are not modelled; the hook is new in PyTorch 2.1.
+      {"optimizer-in-backward", "grad-accum", "each backward updates the parameters: torchtune refuses gradient "
+                                              "accumulation with optimizer_in_bwd"},
+      {"optimizer-in-backward", "ddp", "not modelled: the update in backward races DDP's bucketed all-reduce"},
+      {"optimizer-in-backward", "zero12", "not modelled"},
+      {"optimizer-in-backward", "zero3", "not modelled"},
+      {"optimizer-in-backward", "fsdp", "not modelled"},
+      {"optimizer-in-backward", "pp", "not modelled"},
+      {"optimizer-in-backward", "torch-1.13", "Tensor.register_post_accumulate_grad_hook is new in PyTorch 2.1"},
       {"bitsandbytes", "zero12", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
       {"bitsandbytes", "zero3", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
       {"bitsandbytes", "fsdp", "not modelled: bitsandbytes' per-parameter states over FSDP's flat shards"},

@@ -223,6 +223,11 @@ std::vector<OptionSpec> make_schema() {
        .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales",
        .field = FIELD(estimate.double_quant),
        .describe = [](const EstimateArgs& a) { return if_set(a.double_quant, " double-quantized"); }},
+      {.flag = "--optimizer-in-backward", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "torchtune's optimizer_in_bwd: each parameter updated by its own optimizer as soon as its grad is "
+               "complete (a post-accumulate-grad hook, PyTorch >= 2.1), then its grad freed: no step after backward",
+       .field = FIELD(estimate.optimizer_in_backward),
+       .describe = [](const EstimateArgs& a) { return if_set(a.optimizer_in_backward, ", optimizer in backward"); }},
       {.flag = "--amsgrad", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
        .help = "Adam/AdamW amsgrad: a third state per parameter", .field = FIELD(estimate.amsgrad)},
       {.flag = "--maximize", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,

@@ -105,6 +105,10 @@ const std::map<std::string, Enable>& enables() {
                         a.mode = "train";
                         a.torch = "1.13";
                       }}},
+      {"optimizer-in-backward", {{"--optimizer-in-backward", "--mode"}, [](EstimateArgs& a) {
+                                   a.mode = "train";
+                                   a.optimizer_in_backward = true;
+                                 }}},
       {"bitsandbytes", {{"--optimizer", "--mode"}, [](EstimateArgs& a) {
                           a.mode = "train";
                           a.optimizer = "paged-adamw8bit";
