@@ -56,7 +56,7 @@ class LlamaBuilder {
                          bool mixtral);
   std::string weight_matmul(const std::string& scope, const std::string& weight, const std::string& x);
   std::string index_add(const std::string& acc, const std::string& index, const std::string& source);
-  std::string strided(const std::string& x, int64_t start, int64_t step);
+  std::string strided(const std::string& x, int64_t start, int64_t step, int64_t end);
 
   const DecoderConfig& c_;
   const ConfigGraph kind_;

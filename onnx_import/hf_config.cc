@@ -290,9 +290,19 @@ ConfigGraph config_graph_from_name(const std::string& path, const std::string& n
   fail(path, "--graph " + name + " is not train, decode or prefill");
 }
 
-ReadModel read_config_model(const std::string& path, const std::string& graph) {
+std::vector<std::string> moe_routing_names() { return {"balanced", "worst"}; }
+
+ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing) {
   const std::string text = read_text(path);
-  const DecoderConfig config = parse_decoder_config(path, text);
+  DecoderConfig config = parse_decoder_config(path, text);
+  if (!moe_routing.empty()) {
+    if (moe_routing != "balanced" && moe_routing != "worst")
+      fail(path, "--moe-routing " + moe_routing + " is not balanced or worst");
+    if (config.num_experts == 0)
+      fail(path, "--moe-routing routes a mixture of experts' tokens; model_type \"" + config.model_type +
+                     "\" has no experts");
+    config.worst_routing = moe_routing == "worst";
+  }
   const ConfigGraph kind = config_graph_from_name(path, graph);
   if (kind != ConfigGraph::Train && (config.hf_arch || config.num_experts > 0))
     fail(path, "--graph " + graph + " is not built for model_type \"" + config.model_type +
@@ -312,9 +322,11 @@ ReadModel read_config_model(const std::string& path, const std::string& graph) {
   return model;
 }
 
-ReadModel read_model_source(const std::string& path, const std::string& graph) {
-  if (is_config_path(path)) return read_config_model(path, graph);
+ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing) {
+  if (is_config_path(path)) return read_config_model(path, graph, moe_routing);
   if (!graph.empty()) fail(path, "--graph chooses a config.json's graph; an ONNX file is one graph already");
+  if (!moe_routing.empty())
+    fail(path, "--moe-routing chooses how a config.json's experts are routed; an ONNX file's routing is its graph's");
   return read_model_file(path);
 }
 

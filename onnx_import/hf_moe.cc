@@ -106,10 +106,10 @@ std::string LlamaBuilder::weight_matmul(const std::string& scope, const std::str
   return y;
 }
 
-// x[start::step] on axis 0: the Slice symbolic's axes, starts, ends, steps Constants (symbolic_opset10.py slice).
-std::string LlamaBuilder::strided(const std::string& x, int64_t start, int64_t step) {
+// x[start:end:step] on axis 0: the Slice symbolic's axes, starts, ends, steps Constants (symbolic_opset10.py slice).
+std::string LlamaBuilder::strided(const std::string& x, int64_t start, int64_t step, int64_t end) {
   const std::string axes = e_.const_i64({0}, false), starts = e_.const_i64({start}, false);
-  const std::string ends = e_.const_i64({std::numeric_limits<int64_t>::max()}, false);
+  const std::string ends = e_.const_i64({end}, false);
   const std::string steps = e_.const_i64({step}, false);
   return e_.op("Slice", {x, starts, ends, axes, steps});
 }
@@ -193,17 +193,38 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
   e_.i("to", TensorProto::INT64);
   tokens = e_.op("Cast", {tokens});
   e_.i("to", TensorProto::INT64);
-  std::string expanded, acc, last_index, last_source;
+  // The pairs expert e receives: balanced, pair_token[e::E]; worst, pair_token[e::k] for the first k experts (every
+  // token's slot e) and pair_token[0:0] for the rest.
+  constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+  auto pairs_of = [&](const std::string& x, int64_t e) {
+    const int64_t start = c_.worst_routing && e >= k ? 0 : e, step = !c_.worst_routing ? experts : e < k ? k : 1;
+    const int64_t end = c_.worst_routing && e >= k ? 0 : kEnd;
+    // x[0::1] is traced and then dropped by the exporter as a no-op slice (k = 1, or one expert).
+    return start == 0 && step == 1 && end == kEnd ? x : strided(x, start, step, end);
+  };
+  std::string expanded, acc, last_index, last_source, empty_index, empty_state, empty_weights;
   for (int64_t e = 0; e < experts; ++e) {
-    const std::string index = strided(tokens, e, experts);  // top_x
-    if (e == 0) expanded = e_.op("Unsqueeze", {hidden, e_.const_i64({0}, false)});  // hidden_states[None] (CSE'd)
-    const std::string picked = e_.op("Gather", {expanded, index});
-    e_.i("axis", 1);
-    const std::string state = reshape(picked, e_.const_i64({-1, h}, false));
+    // The JIT's common-subexpression pass merges equal pure ops: the worst rule's empty experts share the first
+    // one's top_x and gathered state, and their weights' slice unless it reads the top-k weights divided in place
+    // (norm_topk_prob), which the pass leaves apart.
+    const bool empty = c_.worst_routing && e >= k;
+    std::string index = empty_index, state = empty_state;
+    if (!empty || empty_state.empty()) {
+      index = pairs_of(tokens, e);  // top_x
+      if (e == 0) expanded = e_.op("Unsqueeze", {hidden, e_.const_i64({0}, false)});  // hidden_states[None]
+      const std::string picked = e_.op("Gather", {expanded, index});
+      e_.i("axis", 1);
+      state = reshape(picked, e_.const_i64({-1, h}, false));
+      if (empty) empty_index = index, empty_state = state;
+    }
     const std::string name = "experts." + std::to_string(e);
     const std::string out = moe_expert(m + "/" + name, p + "." + name, state, c_.expert_intermediate_size, mixtral(c_));
     e_.scope = m;
-    const std::string w = e_.op("Unsqueeze", {strided(pair_weights, e, experts), e_.const_i64({1}, false)});
+    std::string w = empty_weights;
+    if (!empty || empty_weights.empty()) {
+      w = e_.op("Unsqueeze", {pairs_of(pair_weights, e), e_.const_i64({1}, false)});
+      if (empty && !c_.norm_topk_prob) empty_weights = w;
+    }
     std::string source = e_.op("Mul", {out, w});
     source = e_.op("Cast", {source});  // .to(hidden_states.dtype)
     e_.i("to", TensorProto::FLOAT);

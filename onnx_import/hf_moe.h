@@ -9,9 +9,12 @@
 // routing weights, index_add_ back (which the exporter writes as Slice/Expand/ScatterElements/Add, placed after the
 // next expert's work), and qwen2_moe's shared expert times sigmoid(shared_expert_gate).
 //
-// Routing (the one rule, "balanced"; a --moe-routing option with a "worst" rule is not built): which tokens an
-// expert receives depends on the router's values, so the modeling code's torch.where over a one-hot of the top-k
-// choices has no static length. memplan deals the N·k (token, slot) pairs of N = batch·seq tokens to the experts in
+// Routing (--moe-routing): which tokens an expert receives depends on the router's values, so the modeling code's
+// torch.where over a one-hot of the top-k choices has no static length. Two rules, each a choice the router can make:
+// worst: every token picks the same k experts (slot j -> expert j), so experts 0..k-1 each receive all N tokens,
+// the most one expert can receive (top-k picks distinct experts and transformers' blocks drop no token), the others
+// none (in the graph: a Slice with step k from e, or an empty Slice [0:0]).
+// balanced (the default): memplan deals the N·k (token, slot) pairs of N = batch·seq tokens to the experts in
 // turn: pair p = token·k + slot goes to expert p mod E, so expert e receives ceil((N·k − e) / E) tokens, i.e. N·k / E
 // rounded up for the first (N·k mod E) experts and down for the rest, every pair once (in the graph: a Range over
 // the pairs, its token index p / k, and a Slice with step E from e). A router can make exactly this choice (a

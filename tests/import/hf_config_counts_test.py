@@ -303,6 +303,32 @@ REFUSED = [
 ]
 
 
+def check_moe_routing() -> list:
+    """--moe-routing: refused on an ONNX file, on a config without experts and for an unknown rule (one message,
+    exit 2); on a mixture of experts both rules answer."""
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        dense, moe = os.path.join(tmp, "dense.json"), os.path.join(tmp, "mixtral.json")
+        for path, config in ((dense, BASE), (moe, MIXTRAL)):
+            with open(path, "w") as f:
+                json.dump(config, f)
+        onnx_file = os.path.join(ROOT, "tests", "models", "gpt_tiny.onnx")
+        for model, routing, words in [
+                (onnx_file, "worst", "--moe-routing chooses how a config.json's experts are routed"),
+                (dense, "worst", 'model_type "llama" has no experts'),
+                (moe, "busiest", "busiest")]:
+            out = memplan("estimate", model, *(["--graph", "train"] if model != onnx_file else []),
+                          "--moe-routing", routing)
+            lines = out.stderr.strip().splitlines()
+            if out.returncode != 2 or len(lines) != 1 or words not in lines[0]:
+                errors.append(f"--moe-routing {routing} on {model}: exit {out.returncode}, {out.stderr!r}")
+        for routing in ("balanced", "worst"):
+            out = memplan("estimate", moe, "--graph", "train", "--batch", "1", "--dim", "seq=8", "--moe-routing", routing)
+            if out.returncode != 0:
+                errors.append(f"--moe-routing {routing}: exit {out.returncode}, {out.stderr!r}")
+    return errors
+
+
 def check_refusals() -> list:
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -380,7 +406,7 @@ def check_tied_head_held_once() -> list:
 
 
 def main() -> int:
-    errors = check_counts() + check_moe_counts() + check_kv_bytes() + check_position_cap() + check_refusals() + check_tied_head_held_once()
+    errors = check_counts() + check_moe_counts() + check_moe_routing() + check_kv_bytes() + check_position_cap() + check_refusals() + check_tied_head_held_once()
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

@@ -4,12 +4,14 @@ torch.onnx.export of tests/models/hf_moe.py's plain-PyTorch decoders at the same
 type, name, inputs, outputs, attributes, Constant values), initializers and graph inputs/outputs, as
 hf_config_test.py compares the dense ones; memplan's JSON answers on both files byte-identical but for the file's
 own fields; the parameter count against the hand count (hf_moe.MoeConfig.parameter_count); and each expert's token
-count in the graph against the balanced rule computed here (ceil((N·k − e) / E) for N = batch·seq tokens).
+count in the graph against the routing rule computed here (balanced: ceil((N·k − e) / E) for N = batch·seq tokens;
+worst, --moe-routing worst, for three of them: N for experts 0..k-1, 0 for the rest).
 
 Needs MEMPLAN_BIN, HF_CONFIG_DUMP (set by ctest) and /usr/bin/python3 with torch 1.13 and onnx.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -67,6 +69,10 @@ CONFIGS = {
                                          head_dim_override=16, qk_norm=True), 3, 1, 40, norm_topk_prob=False),
 }
 
+# --moe-routing worst on three of them: Mixtral (k = 2 of 4: two experts get every token, two none), Qwen2-MoE with
+# its shared expert and a dense layer, Qwen3-MoE with k = 1.
+WORST = ("mixtral_gqa", "qwen2_moe_shared_dense0", "qwen3_moe_k1_mha")
+
 DENSE = {"mixtral": "mistral", "qwen2_moe": "qwen2", "qwen3_moe": "qwen3"}
 
 
@@ -93,10 +99,14 @@ def expert_rows(config_path: str, cfg: hf_moe.MoeConfig, batch: int, seq: int) -
     """Each expert's gathered tokens in memplan's shapes (inspect: the rows of its first projection's output, in the
     first sparse layer) against the balanced rule computed here: ceil((N·k − e) / E) for N = batch·seq."""
     tokens, k, experts = batch * seq, cfg.num_experts_per_tok, cfg.num_experts
-    expected = [-(-(tokens * k - e) // experts) for e in range(experts)]
+    if cfg.routing == "worst":  # experts 0..k-1 every token, the rest none
+        expected = [tokens if e < k else 0 for e in range(experts)]
+    else:
+        expected = [-(-(tokens * k - e) // experts) for e in range(experts)]
     assert sum(expected) == tokens * k
     out = subprocess.run([base_test.MEMPLAN, "inspect", config_path, "--graph", "train", "--batch", str(batch),
-                          "--dim", f"seq={seq}", "--json"], capture_output=True, text=True)
+                          "--dim", f"seq={seq}", "--json", "--moe-routing", cfg.routing],
+                         capture_output=True, text=True)
     if out.returncode != 0:
         return [f"inspect {config_path}: exit {out.returncode}: {out.stderr}"]
     shapes = {t["name"]: t["shape"] for t in json.loads(out.stdout)["tensors"]}
@@ -107,16 +117,31 @@ def expert_rows(config_path: str, cfg: hf_moe.MoeConfig, batch: int, seq: int) -
     return [] if got == expected else [f"{config_path}: experts' rows {got} at {tokens} tokens, the rule {expected}"]
 
 
+def compare_answers(label: str, onnx_path: str, config_path: str, routing: str) -> list:
+    """hf_config_test.compare_answers' runs (estimate, a training step, inspect) on the export and on the config
+    with its --moe-routing."""
+    errors = []
+    for run in base_test.GRAPHS["train"][1]:
+        a = base_test.answer(onnx_path, run, [])
+        b = base_test.answer(config_path, run, ["--graph", "train", "--moe-routing", routing])
+        if a != b:
+            diff = [f"{x} | {y}" for x, y in zip(a.splitlines(), b.splitlines()) if x != y][:3]
+            errors.append(f"{label}: memplan {' '.join(run)} differs: {diff}")
+    return errors
+
+
 def main() -> int:
     torch.set_num_threads(1)
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, cfg in CONFIGS.items():
+        runs = [(name, cfg) for name, cfg in CONFIGS.items()]
+        runs += [(f"{name}_worst", dataclasses.replace(CONFIGS[name], routing="worst")) for name in WORST]
+        for name, cfg in runs:
             config_path = os.path.join(tmp, f"{name}.json")
             with open(config_path, "w") as f:
                 json.dump(moe_config_json(cfg), f, indent=2)
             ours_path = os.path.join(tmp, f"{name}_train_memplan.onnx")
-            subprocess.run([base_test.DUMP, config_path, "train", ours_path], check=True)
+            subprocess.run([base_test.DUMP, config_path, "train", ours_path, cfg.routing], check=True)
             ours = onnx.load(ours_path, load_external_data=False)
             torch.manual_seed(zoo.SEED)
             module = hf_moe.decoder(cfg)
@@ -126,7 +151,7 @@ def main() -> int:
             onnx.save_model(exported, torch_path)
             label = f"{name} --graph train"
             found = base_test.compare_graphs(label, exported, ours)
-            found += base_test.compare_answers(label, torch_path, config_path, "train")
+            found += compare_answers(label, torch_path, config_path, cfg.routing)
             found += expert_rows(config_path, cfg, 2, 8) + expert_rows(config_path, cfg, 3, 5)
             count = sum(int(np.prod(t.dims)) for t in ours.graph.initializer)
             torch_count = sum(p.numel() for p in module.parameters())

@@ -18,8 +18,11 @@ them with torch.where over a one-hot of the top-k choices, whose length depends 
 goes to expert p mod E, so expert e receives the pairs e, e + E, e + 2E, ...: ceil((N·k − e) / E) of them for N
 tokens, i.e. N·k / E rounded up for the first (N·k mod E) experts and down for the rest; every pair is routed once.
 A router can choose exactly this (k <= E: a token's k pairs go to k distinct experts), so it is a routing the
-modeling code can meet, with the same tensors at the same sizes; what is gone is the one-hot mask (E, k, N) and
-torch.where's index pair, which are int64 bookkeeping rather than activations. The routing weight of a pair is the
+modeling code can meet, with the same tensors at the same sizes. "worst" routing (memplan's --moe-routing worst):
+every token picks experts 0..k-1 (slot j to expert j), each receiving all N tokens, the most one expert can (top-k
+picks distinct experts; the modeling code drops none), the other experts none (an empty slice [0:0]). In both,
+what is gone is the one-hot mask (E, k, N) and torch.where's index pair, which are int64 bookkeeping rather than
+activations. The routing weight of a pair is the
 top-k weight of that (token, slot).
 
 Decoder layer l is sparse unless it is in mlp_only_layers or (l + 1) % decoder_sparse_step != 0 (Qwen2-MoE, Qwen3-MoE);
@@ -48,6 +51,7 @@ class MoeConfig:
     shared_expert_intermediate_size: int = 0  # qwen2_moe
     decoder_sparse_step: int = 1
     mlp_only_layers: Tuple[int, ...] = ()
+    routing: str = "balanced"  # memplan's --moe-routing: balanced | worst (module docstring)
 
     def sparse(self, layer: int) -> bool:
         return layer not in self.mlp_only_layers and (layer + 1) % self.decoder_sparse_step == 0
@@ -93,6 +97,7 @@ class SparseMoeBlock(nn.Module):
         self.gate = nn.Linear(h, cfg.num_experts, bias=False)
         mixtral = cfg.model_type == "mixtral"
         self.experts = nn.ModuleList(Expert(h, cfg.moe_intermediate_size, mixtral) for _ in range(cfg.num_experts))
+        self.worst = cfg.routing == "worst"
         self.shared = cfg.model_type == "qwen2_moe"
         if self.shared:
             self.shared_expert = Expert(h, cfg.shared_expert_intermediate_size, False)
@@ -112,9 +117,13 @@ class SparseMoeBlock(nn.Module):
         pairs = torch.arange(pair_weights.shape[0], device=x.device)
         pair_token = torch.div(pairs, self.top_k, rounding_mode="trunc")
         for expert_idx, expert_layer in enumerate(self.experts):
-            top_x = pair_token[expert_idx::self.num_experts]
+            if not self.worst:
+                picked = slice(expert_idx, None, self.num_experts)
+            else:
+                picked = slice(expert_idx, None, self.top_k) if expert_idx < self.top_k else slice(0, 0)
+            top_x = pair_token[picked]
             current_state = hidden_states[None, top_x].reshape(-1, self.hidden_dim)
-            current_hidden_states = expert_layer(current_state) * pair_weights[expert_idx::self.num_experts, None]
+            current_hidden_states = expert_layer(current_state) * pair_weights[picked, None]
             final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
         if self.shared:
             shared_expert_output = self.shared_expert(hidden_states)
