@@ -142,7 +142,8 @@ std::string LlamaBuilder::moe_expert(const std::string& s, const std::string& p,
     names[0] = "w1", names[1] = "w3", names[2] = "w2";
     param(p + ".w1.weight", {f, h}), param(p + ".w2.weight", {h, f}), param(p + ".w3.weight", {f, h});
   } else {
-    param(p + ".gate_proj.weight", {f, h}), param(p + ".up_proj.weight", {f, h}), param(p + ".down_proj.weight", {h, f});
+    param(p + ".gate_proj.weight", {f, h}), param(p + ".up_proj.weight", {f, h});
+    param(p + ".down_proj.weight", {h, f});
   }
   auto weight = [&](int k) { return p + "." + names[k] + ".weight"; };
   const std::string gate = weight_matmul(s + "/" + names[0], weight(0), x);

@@ -347,8 +347,8 @@ void point_at_missing_data(onnx::GraphProto& g) {
 }  // namespace
 
 void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model) {
-  // gemma2, gemma3_text, phi3: the training graph only (read_config_model refuses the others naming the file).
-  if (config.hf_arch && kind != ConfigGraph::Train)
+  // gemma2, gemma3_text, phi3, mixtures of experts: the training graph only (read_config_model names the file).
+  if ((config.hf_arch || config.num_experts > 0) && kind != ConfigGraph::Train)
     throw InputError("model_type \"" + config.model_type + "\": only --graph train is built");
   // torch.onnx.export's model header (torch/onnx/utils.py): IR version 8 and opset 17 for torch 1.13, graph
   // "torch_jit". The producer is memplan, which built it.

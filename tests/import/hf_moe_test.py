@@ -77,7 +77,8 @@ DENSE = {"mixtral": "mistral", "qwen2_moe": "qwen2", "qwen3_moe": "qwen3"}
 
 
 def moe_config_json(cfg: hf_moe.MoeConfig) -> dict:
-    """The config.json transformers writes for a MixtralConfig / Qwen2MoeConfig / Qwen3MoeConfig (keys as on the Hub)."""
+    """The config.json transformers writes for a MixtralConfig / Qwen2MoeConfig / Qwen3MoeConfig (keys as on the
+    Hub)."""
     j = base_test.config_json(DENSE[cfg.model_type], cfg.base)
     j["model_type"] = cfg.model_type
     j["architectures"] = [{"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",

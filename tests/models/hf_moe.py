@@ -43,7 +43,7 @@ import llama
 @dataclasses.dataclass(frozen=True)
 class MoeConfig:
     model_type: str  # mixtral | qwen2_moe | qwen3_moe
-    base: llama.LlamaConfig  # attention, norms, vocabulary; intermediate_size is the dense MLP's (Mixtral: the experts')
+    base: llama.LlamaConfig  # attention, norms, vocabulary; intermediate_size: the dense MLP's (Mixtral: experts')
     num_experts: int
     num_experts_per_tok: int
     moe_intermediate_size: int  # an expert's width (Mixtral: intermediate_size)
@@ -68,7 +68,8 @@ class MoeConfig:
 
 
 class Expert(nn.Module):
-    """MixtralBlockSparseTop2MLP (w1, w2, w3, registered in that order) or Qwen2MoeMLP (gate_proj, up_proj, down_proj)."""
+    """MixtralBlockSparseTop2MLP (w1, w2, w3, registered in that order) or Qwen2MoeMLP (gate_proj, up_proj,
+    down_proj)."""
 
     def __init__(self, h: int, f: int, mixtral: bool):
         super().__init__()
