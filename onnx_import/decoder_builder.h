@@ -50,6 +50,14 @@ class LlamaBuilder {
   std::string arch_layer(int64_t l, const std::string& x);
   std::string soft_cap(const std::string& x, double cap);
 
+  // hf_moe.cc: mixtral, qwen2_moe, qwen3_moe's sparse block.
+  std::string moe_block(int64_t l, const std::string& x);
+  std::string moe_expert(const std::string& scope, const std::string& prefix, const std::string& x, int64_t f,
+                         bool mixtral);
+  std::string weight_matmul(const std::string& scope, const std::string& weight, const std::string& x);
+  std::string index_add(const std::string& acc, const std::string& index, const std::string& source);
+  std::string strided(const std::string& x, int64_t start, int64_t step, int64_t end);
+
   const DecoderConfig& c_;
   const ConfigGraph kind_;
   onnx::GraphProto& g_;

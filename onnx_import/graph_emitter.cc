@@ -76,6 +76,22 @@ std::string GraphEmitter::pooled(int64_t value) {
   return p.node.output(0);
 }
 
+void GraphEmitter::note_list(int64_t value) {
+  if (list_pool_.count(value)) return;
+  const_i64({value}, false);
+  nodes_.back().used = false;
+  nodes_.back().unscoped = true;
+  list_pool_[value] = nodes_.size() - 1;
+}
+
+std::string GraphEmitter::pooled_list(int64_t value, const std::string& reader) {
+  note_list(value);
+  Pending& p = nodes_[list_pool_.at(value)];
+  p.used = true;
+  p.reader = reader;
+  return p.node.output(0);
+}
+
 std::string GraphEmitter::size_list(const std::vector<std::string>& elements) {
   std::vector<std::string> parts;
   for (const std::string& e : elements) {
@@ -161,8 +177,8 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
                           const std::map<std::string, std::string>& fixed, bool fold) {
   std::map<std::string, std::string> names(fixed.begin(), fixed.end());
   int64_t number = values_before_nodes;
-  for (Pending& p : nodes_)
-    if (p.used) p.value_number = number++;
+  for (Pending& p : nodes_)  // the JIT numbers every output of a node (TopK has two)
+    if (p.used) p.value_number = number, number += p.node.output_size();
   if (fold) fold_constants(graph, number, names);
   std::map<std::string, int> counters;
   int index = 0;
@@ -171,7 +187,7 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
     onnx::NodeProto& n = p.node;
     if (p.unscoped) {
       n.set_name("Constant_" + std::to_string(index));
-      names.emplace(n.output(0), "onnx::Unsqueeze_" + std::to_string(p.value_number));
+      names.emplace(n.output(0), "onnx::" + p.reader + "_" + std::to_string(p.value_number));
     } else {
       const int k = counters[p.scope + "/" + n.op_type()]++;
       n.set_name(p.scope + "/" + n.op_type() + (k ? "_" + std::to_string(k) : ""));

@@ -41,6 +41,11 @@ class GraphEmitter {
   // only where a size list reads it: note() marks where the value first appears, pooled() reads it.
   void note(int64_t value);
   std::string pooled(int64_t value);
+  // A Python int list [value] of the module's code (a reduction's dim, as x.mean(-1) and x.sum(dim=-1) take it),
+  // pooled the same way; it survives where an op reads it as an input (ReduceSum's axes from opset 13), as an
+  // unscoped Constant named after that reader: "Constant_<node index>", output "onnx::<reader>_<JIT value number>".
+  void note_list(int64_t value);
+  std::string pooled_list(int64_t value, const std::string& reader);
 
   // A view/reshape size list: each element Unsqueezed on an unscoped axes Constant, then Concat.
   std::string size_list(const std::vector<std::string>& elements);
@@ -58,7 +63,8 @@ class GraphEmitter {
   struct Pending {
     onnx::NodeProto node;
     std::string scope;
-    bool unscoped = false;  // an exporter-made Unsqueeze axes Constant
+    bool unscoped = false;  // an exporter-made Unsqueeze axes Constant, or a pooled int list (note_list)
+    std::string reader = "Unsqueeze";  // an unscoped Constant's output is named after its reader
     bool used = true;       // false: a pooled int nothing read (the JIT drops it)
     bool removed = false;   // folded into an initializer, or a constant nobody reads after folding
     int64_t value_number = 0;
@@ -67,7 +73,7 @@ class GraphEmitter {
   void fold_constants(onnx::GraphProto& graph, int64_t next_number, std::map<std::string, std::string>& names);
   std::vector<Pending> nodes_;
   std::vector<std::pair<std::string, std::string>> tied_copies_;
-  std::map<int64_t, size_t> pool_;
+  std::map<int64_t, size_t> pool_, list_pool_;
   int64_t next_value_ = 0;
 };
 

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "onnx_import/errors.h"
+#include "onnx_import/hf_config_keys.h"
+#include "onnx_import/hf_moe.h"
 #include "onnx_import/llama_graph.h"
 #include "onnx_import/model_reader.h"
 
@@ -17,6 +19,7 @@ namespace memplan {
 namespace {
 
 using nlohmann::json;
+using namespace hf;
 
 // Bounds that keep a hostile config from asking for a giant graph or an overflowing size: the largest published
 // dense configs stay far inside them (Llama-3.1-405B: hidden 16384, 126 layers, vocab 128256).
@@ -57,54 +60,6 @@ const std::map<std::string, std::set<std::string>>& arch_keys() {
   return keys;
 }
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) { throw InputError(path + ": " + what); }
-
-const json& require(const std::string& path, const json& j, const std::string& key) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) fail(path, "config key \"" + key + "\" is missing");
-  return *it;
-}
-
-const json& require_present(const std::string& path, const json& j, const std::string& key) {
-  const auto it = j.find(key);
-  if (it == j.end()) fail(path, "config key \"" + key + "\" is missing");
-  return *it;
-}
-
-int64_t positive_int(const std::string& path, const json& value, const std::string& key, int64_t max) {
-  if (!value.is_number_integer()) fail(path, "config key \"" + key + "\" must be an integer, not " + value.dump());
-  const int64_t v = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : value.get<int64_t>();
-  if (v <= 0 || v > max)
-    fail(path, "config key \"" + key + "\" is " + value.dump() + "; memplan reads 1 to " + std::to_string(max));
-  return v;
-}
-
-int64_t int_key(const std::string& path, const json& j, const std::string& key, int64_t max) {
-  return positive_int(path, require(path, j, key), key, max);
-}
-
-double positive_number(const std::string& path, const json& j, const std::string& key) {
-  const json& v = require(path, j, key);
-  if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e30)
-    fail(path, "config key \"" + key + "\" must be a positive number, not " + v.dump());
-  return v.get<double>();
-}
-
-bool bool_key(const std::string& path, const json& j, const std::string& key, bool absent) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return absent;
-  if (!it->is_boolean()) fail(path, "config key \"" + key + "\" must be true or false, not " + it->dump());
-  return it->get<bool>();
-}
-
-// A key whose only value memplan models; any other changes the graph.
-void require_value(const std::string& path, const json& j, const std::string& key, const json& modelled,
-                   const std::string& why) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null() || *it == modelled) return;
-  fail(path, "config key \"" + key + "\" is " + it->dump() + "; memplan models only " + modelled.dump() + " (" + why +
-                 ")");
-}
 
 // A config.json is a few kB; a larger file is not one, and is refused before it is read into memory.
 constexpr std::streamoff kMaxConfigBytes = std::streamoff{1} << 24;
@@ -229,12 +184,16 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   if (!type.is_string()) fail(path, "config key \"model_type\" must be a string, not " + type.dump());
   c.model_type = type.get<std::string>();
   c.hf_arch = arch_keys().count(c.model_type) > 0;
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" && c.model_type != "qwen3" &&
-      !c.hf_arch)
+  // A mixture of experts shares its dense analogue's attention and keys (hf_moe.h): mixtral mistral's, qwen2_moe
+  // qwen2's, qwen3_moe qwen3's.
+  const std::string dense = moe_dense_type(c.model_type);
+  if (dense != "llama" && dense != "mistral" && dense != "qwen2" && dense != "qwen3" && !c.hf_arch)
     fail(path, "model_type \"" + c.model_type +
-                   "\" is not supported (memplan builds llama, mistral, qwen2, qwen3, gemma2, gemma3_text and phi3)");
+                   "\" is not supported (memplan builds llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, "
+                   "mixtral, qwen2_moe and qwen3_moe)");
   for (const auto& [key, value] : j.items())
-    if (!harmless_keys().count(key) && !(c.hf_arch && arch_keys().at(c.model_type).count(key)))
+    if (!harmless_keys().count(key) && !(c.hf_arch && arch_keys().at(c.model_type).count(key)) &&
+        !moe_keys(c.model_type).count(key))
       fail(path, "config key \"" + key + "\" is not supported for model_type \"" + c.model_type +
                      "\": memplan does not know what it does to memory");
   const bool gemma = c.model_type == "gemma2" || c.model_type == "gemma3_text";
@@ -257,7 +216,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   const auto hd = j.find("head_dim");
   // Qwen3Config has a head_dim default of its own, not hidden_size / heads (Qwen3-8B: 4096 / 32 = 128 by chance;
   // Qwen3-0.6B: 1024 / 16 = 64, its head_dim 128): memplan reads it from the config rather than guess.
-  if ((c.model_type == "qwen3" || gemma) && (hd == j.end() || hd->is_null()))
+  if ((dense == "qwen3" || gemma) && (hd == j.end() || hd->is_null()))
     fail(path, "config key \"head_dim\" is missing");
   if (hd == j.end() || hd->is_null()) {
     if (c.hidden_size % c.num_attention_heads != 0)
@@ -281,13 +240,13 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   c.rotary_dim = c.head_dim;
   const bool attention_bias = bool_key(path, j, "attention_bias", false);
   c.mlp_bias = bool_key(path, j, "mlp_bias", false);
-  if (c.model_type == "qwen2") {
+  if (dense == "qwen2") {
     // Qwen2Attention: q/k/v with bias=True, o_proj without; Qwen2MLP without biases (no config key for either).
     if (j.contains("attention_bias") || j.contains("mlp_bias"))
       fail(path, "config key \"" + std::string(j.contains("attention_bias") ? "attention_bias" : "mlp_bias") +
                      "\" is not a qwen2 key: Qwen2's biases are fixed by its modeling code");
     c.qkv_bias = true;
-  } else if (c.model_type == "qwen3") {
+  } else if (dense == "qwen3") {
     // Qwen3Attention: every projection takes bias=config.attention_bias; Qwen3MLP has no biases (no config key);
     // q_norm and k_norm, RMSNorms over head_dim, on q and k before rotary (transformers
     // models/qwen3/modeling_qwen3.py).
@@ -296,7 +255,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
     c.qk_norm = true;
   } else if (c.hf_arch) {
     parse_hf_arch(path, j, c);
-  } else if (c.model_type == "mistral") {
+  } else if (dense == "mistral") {
     if (attention_bias || c.mlp_bias) fail(path, "MistralAttention and MistralMLP have no biases");
   } else {
     c.qkv_bias = c.o_bias = attention_bias;  // LlamaAttention: every projection takes bias=config.attention_bias
@@ -304,7 +263,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   // MistralAttention masks keys older than sliding_window; Qwen2 only with use_sliding_window (and then on the layers
   // from max_window_layers on). A window at least the position limit masks nothing.
   const auto window = j.find("sliding_window");
-  const bool windowed = c.model_type == "mistral" || bool_key(path, j, "use_sliding_window", false);
+  const bool windowed = dense == "mistral" || bool_key(path, j, "use_sliding_window", false);
   if (windowed && window != j.end() && !window->is_null()) {
     const int64_t w = positive_int(path, *window, "sliding_window", int64_t{1} << 40);
     if (w < c.max_position_embeddings) c.sliding_window = w;
@@ -317,6 +276,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
       fail(path, std::string("config key \"") + key + "\" is " + it->dump() + "; memplan reads float32, float16, bfloat16");
     c.torch_dtype = d;
   }
+  if (dense != c.model_type) parse_moe(path, j, c);
   return c;
 }
 
@@ -330,14 +290,25 @@ ConfigGraph config_graph_from_name(const std::string& path, const std::string& n
   fail(path, "--graph " + name + " is not train, decode or prefill");
 }
 
-ReadModel read_config_model(const std::string& path, const std::string& graph) {
+std::vector<std::string> moe_routing_names() { return {"balanced", "worst"}; }
+
+ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing) {
   const std::string text = read_text(path);
-  const DecoderConfig config = parse_decoder_config(path, text);
+  DecoderConfig config = parse_decoder_config(path, text);
+  if (!moe_routing.empty()) {
+    if (moe_routing != "balanced" && moe_routing != "worst")
+      fail(path, "--moe-routing " + moe_routing + " is not balanced or worst");
+    if (config.num_experts == 0)
+      fail(path, "--moe-routing routes a mixture of experts' tokens; model_type \"" + config.model_type +
+                     "\" has no experts");
+    config.worst_routing = moe_routing == "worst";
+  }
   const ConfigGraph kind = config_graph_from_name(path, graph);
-  if (kind != ConfigGraph::Train && config.hf_arch)
+  if (kind != ConfigGraph::Train && (config.hf_arch || config.num_experts > 0))
     fail(path, "--graph " + graph + " is not built for model_type \"" + config.model_type +
-                   "\": memplan builds its training graph only (--graph train); a cache for its sliding-window "
-                   "layers is not modelled");
+                   "\": memplan builds its training graph only (--graph train); " +
+                   (config.hf_arch ? "a cache for its sliding-window layers is not modelled"
+                                   : "the experts' decoder with a cache is not built yet"));
   if (kind != ConfigGraph::Train && config.sliding_window > 0)
     fail(path, "config key \"sliding_window\" is " + std::to_string(config.sliding_window) + ": --graph " + graph +
                    " with a sliding window is not built (its cache would hold at most the window; memplan's decoder "
@@ -351,9 +322,11 @@ ReadModel read_config_model(const std::string& path, const std::string& graph) {
   return model;
 }
 
-ReadModel read_model_source(const std::string& path, const std::string& graph) {
-  if (is_config_path(path)) return read_config_model(path, graph);
+ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing) {
+  if (is_config_path(path)) return read_config_model(path, graph, moe_routing);
   if (!graph.empty()) fail(path, "--graph chooses a config.json's graph; an ONNX file is one graph already");
+  if (!moe_routing.empty())
+    fail(path, "--moe-routing chooses how a config.json's experts are routed; an ONNX file's routing is its graph's");
   return read_model_file(path);
 }
 

@@ -4,7 +4,11 @@
 //
 // Supported: model_type llama, mistral, qwen2, qwen3 (dense decoders of transformers' modeling_llama.py,
 // modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), and for --graph train only gemma2, gemma3_text and
-// phi3 (modeling_gemma2.py, modeling_gemma3.py's text model, modeling_phi3.py; onnx_import/hf_arch_layers.cc);
+// phi3 (modeling_gemma2.py, modeling_gemma3.py's text model, modeling_phi3.py; onnx_import/hf_arch_layers.cc), and
+// the mixtures of experts mixtral, qwen2_moe and qwen3_moe (modeling_mixtral.py, modeling_qwen2_moe.py,
+// modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
+// (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k
+// experts receiving every token);
 // --graph train (the training export: input_ids -> logits, as
 // tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
 // past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
@@ -52,6 +56,14 @@ struct DecoderConfig {
   std::vector<bool> sliding_layers;  // per layer: masked to the window (the mask is built into the graph)
   int64_t mask_window = 0;       // that window (config key sliding_window)
   double rope_local_theta = 0;   // gemma3_text: rope_local_base_freq, the sliding layers' rotary base
+
+  // Mixture of experts (mixtral, qwen2_moe, qwen3_moe: onnx_import/hf_moe.h); num_experts 0 for a dense model.
+  int64_t num_experts = 0, experts_per_token = 0;
+  bool worst_routing = false;                   // --moe-routing worst (else balanced)
+  int64_t expert_intermediate_size = 0;         // one expert's width (Mixtral: intermediate_size)
+  int64_t shared_expert_intermediate_size = 0;  // qwen2_moe's shared expert (0: none)
+  bool norm_topk_prob = false;                  // the top-k weights divided by their sum (Mixtral: always)
+  std::vector<bool> moe_layers;                 // per layer: a sparse block (else the dense MLP, intermediate_size)
 };
 
 // True when `path` names a config rather than an ONNX file: its name ends in ".json". One place decides.
@@ -68,11 +80,15 @@ std::vector<std::string> config_graph_names();
 // the file. Throws InputError.
 ConfigGraph config_graph_from_name(const std::string& path, const std::string& name);
 
-// Reads the config at `path` and builds its graph. Throws InputError (unreadable file, the above).
-ReadModel read_config_model(const std::string& path, const std::string& graph);
+// The names --moe-routing takes: balanced (the default, also ""), worst (onnx_import/hf_moe.h states both rules).
+std::vector<std::string> moe_routing_names();
+
+// Reads the config at `path` and builds its graph, a mixture of experts' tokens routed by `moe_routing`. Throws
+// InputError (unreadable file, the above, a --moe-routing for a model without experts).
+ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {});
 
 // The one entry for a model path: a config (is_config_path) is built as read_config_model; anything else is read
-// as ONNX (read_model_file), where a --graph is refused, since a file is one graph already.
-ReadModel read_model_source(const std::string& path, const std::string& graph);
+// as ONNX (read_model_file), where a --graph or --moe-routing is refused, since a file is one graph already.
+ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing = {});
 
 }  // namespace memplan

@@ -34,6 +34,8 @@ struct Bindings {
   std::map<std::string, std::optional<std::vector<std::vector<int64_t>>>> optional_inputs;
   // --graph: which graph a Hugging Face config.json becomes (onnx_import/hf_config.h); "" for an ONNX file.
   std::string graph;
+  // --moe-routing: a config.json mixture of experts' routing rule (onnx_import/hf_config.h); "" is balanced.
+  std::string moe_routing;
   // Ordered field by field (ModelSession keeps one shaped graph per binding).
   friend auto operator<=>(const Bindings&, const Bindings&) = default;
 };

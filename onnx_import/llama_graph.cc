@@ -199,6 +199,7 @@ std::string LlamaBuilder::rms_norm(const std::string& scope, const std::string& 
   e_.scope = scope;
   e_.note(2);  // x.pow(2)
   const std::string sq = e_.op("Pow", {x, e_.const_f32({2.0f}, {})});
+  e_.note_list(-1);  // mean(-1)'s dim list: read by a ReduceSum of the same list (hf_moe.cc)
   const std::string mean = e_.op("ReduceMean", {sq});
   e_.ints("axes", {-1}).i("keepdims", 1);
   const std::string var = e_.op("Add", {mean, e_.const_f32({float(c_.rms_norm_eps)}, {})});
@@ -287,6 +288,11 @@ std::string LlamaBuilder::layer(int64_t l, const std::string& x) {
   e_.scope = scope;
   const std::string h1 = e_.op("Add", {x, attended});
   const std::string y = rms_norm(scope + "/post_attention_layernorm", p + "post_attention_layernorm.weight", h1);
+  if (!c_.moe_layers.empty() && c_.moe_layers[size_t(l)]) {  // a sparse block (hf_moe.cc)
+    const std::string sparse = moe_block(l, y);
+    e_.scope = scope;
+    return e_.op("Add", {h1, sparse});
+  }
   const std::string m = scope + "/mlp";
   const int64_t h = c_.hidden_size, f = c_.intermediate_size;
   const std::string gate = linear(m + "/gate_proj", p + "mlp.gate_proj", y, h, f, c_.mlp_bias);
@@ -341,8 +347,8 @@ void point_at_missing_data(onnx::GraphProto& g) {
 }  // namespace
 
 void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model) {
-  // gemma2, gemma3_text, phi3: the training graph only (read_config_model refuses the others naming the file).
-  if (config.hf_arch && kind != ConfigGraph::Train)
+  // gemma2, gemma3_text, phi3, mixtures of experts: the training graph only (read_config_model names the file).
+  if ((config.hf_arch || config.num_experts > 0) && kind != ConfigGraph::Train)
     throw InputError("model_type \"" + config.model_type + "\": only --graph train is built");
   // torch.onnx.export's model header (torch/onnx/utils.py): IR version 8 and opset 17 for torch 1.13, graph
   // "torch_jit". The producer is memplan, which built it.

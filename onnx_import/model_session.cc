@@ -10,13 +10,14 @@
 
 namespace memplan {
 
-ModelSession::ModelSession(std::string path, std::string graph) : path_(std::move(path)), graph_(std::move(graph)) {}
+ModelSession::ModelSession(std::string path, std::string graph, std::string moe_routing)
+    : path_(std::move(path)), graph_(std::move(graph)), moe_routing_(std::move(moe_routing)) {}
 
 ModelSession::~ModelSession() = default;
 
 const ReadModel& ModelSession::model() {
   if (!model_) {
-    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_));
+    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_));
     ++files_read_;
   }
   return *model_;

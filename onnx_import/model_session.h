@@ -28,8 +28,9 @@ struct DeclaredInput {
 
 class ModelSession {
  public:
-  // Reads nothing yet. `graph`: --graph, for a config.json (read_model_source, onnx_import/hf_config.h).
-  explicit ModelSession(std::string path, std::string graph = {});
+  // Reads nothing yet. `graph`, `moe_routing`: --graph and --moe-routing, for a config.json (read_model_source,
+  // onnx_import/hf_config.h).
+  explicit ModelSession(std::string path, std::string graph = {}, std::string moe_routing = {});
   ~ModelSession();
   ModelSession(const ModelSession&) = delete;
   ModelSession& operator=(const ModelSession&) = delete;
@@ -56,7 +57,7 @@ class ModelSession {
   int graphs_shaped() const { return graphs_shaped_; }  // import_model calls so far
 
  private:
-  std::string path_, graph_;
+  std::string path_, graph_, moe_routing_;
   std::unique_ptr<const ReadModel> model_;
   std::optional<std::vector<DeclaredInput>> declared_inputs_;
   int files_read_ = 0, graphs_shaped_ = 0;

@@ -54,6 +54,13 @@ std::vector<OptionSpec> make_schema() {
                "logits, a training export), decode (optimum's decoder with past: the KV cache's past inputs and "
                "present outputs, for serve) or prefill (optimum's decoder without past)",
        .field = FIELD(estimate.model.graph), .choices = config_graph_names()},
+      {.flag = "--moe-routing", .kind = K::Choice, .commands = kAll,
+       .help = "With a mixture-of-experts config.json (mixtral, qwen2_moe, qwen3_moe): which tokens each expert "
+               "receives, a routing its router can choose. balanced (the default): the tokens' k slots dealt to the "
+               "E experts in turn, expert e receiving ceil((tokens x k - e) / E); worst: every token picks the same "
+               "k experts, each receiving every token (the most one expert can: transformers drops none), the "
+               "others none",
+       .field = FIELD(estimate.model.moe_routing), .choices = moe_routing_names()},
       // What runs, and how. The rows' order is also the configuration line's.
       {.flag = "--mode", .kind = K::Choice, .commands = kTraining,
        .help = "inference, or train: one PyTorch training step (forward, backward, optimizer)",

@@ -18,7 +18,7 @@ constexpr int64_t kMaxContextTokens = int64_t{1} << 30;  // the longest single s
 }  // namespace
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : session_(std::move(path), user.graph), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
+    : session_(std::move(path), user.graph, user.moe_routing), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
   // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it.
   if (kServeEngineChoices.is(settings_.engine, ServeEngine::Vllm) && options_.inference.float_dtype == DType::Float32)
     options_.inference.float_dtype =

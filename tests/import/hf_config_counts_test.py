@@ -10,7 +10,9 @@ as the Hub publishes it for the model's safetensors weights (the "Model size" of
 model.safetensors.index.json divided by 2 bytes per bfloat16 parameter). A hand count from the config's sizes
 (embedding V·h; per layer q, k, v, o, q/k/v biases, gate/up/down, two norms, qwen3's q_norm and k_norm; final norm;
 lm_head unless tied)
-must give the same figure, so a mistyped config value is caught here rather than blamed on memplan.
+must give the same figure, so a mistyped config value is caught here rather than blamed on memplan. The mixtures of
+experts (PUBLISHED_MOE) are published rounded: memplan's count must equal the hand count exactly, and both the
+figure at its stated precision.
 
 KV bytes per token and sequence in bf16: 2 (key and value) x layers x kv heads x head_dim x 2 B, the cache HF's
 DynamicCache (and vLLM's paged cache) holds per token for these full-attention models.
@@ -68,8 +70,29 @@ PUBLISHED = {
     "Phi-3-medium-4k-instruct": 13_960_238_080,
 }
 
+# Mixtures of experts: the published figures are rounded (model cards and papers state "46.7B"), so memplan's count is
+# compared with its hand count exactly and with the figure at the figure's own precision (digits after the point).
+# Each (total, non-embedding or None, digits, source). Non-embedding excludes the token embedding and the untied
+# head. The cards' "activated" figures are not compared: their definitions differ (Qwen3-30B-A3B: 3.35B by hand with
+# embedding and head, stated 3.3B).
+PUBLISHED_MOE = {
+    # https://mistral.ai/news/mixtral-of-experts/ (Mistral AI, 11 Dec 2023): "Mixtral has 46.7B total parameters but
+    # only uses 12.9B parameters per token"; the paper (arXiv:2401.04088, section 2) rounds to 47B and 13B.
+    "Mixtral-8x7B-v0.1": (46.7, None, 1, "mistral.ai/news/mixtral-of-experts"),
+    # https://huggingface.co/Qwen/Qwen1.5-MoE-A2.7B (model card): "It has 14.3B parameters in total and 2.7B
+    # activated parameters"; 60 routed experts of 1408, top-4, a shared expert of 5632 with its sigmoid gate.
+    "Qwen1.5-MoE-A2.7B": (14.3, None, 1, "huggingface.co/Qwen/Qwen1.5-MoE-A2.7B"),
+    # https://qwenlm.github.io/blog/qwen2/ (model table): Qwen2-57B-A14B, 57.41B parameters, 56.32B non-embedding.
+    "Qwen2-57B-A14B": (57.41, 56.32, 2, "qwenlm.github.io/blog/qwen2"),
+    # https://huggingface.co/Qwen/Qwen3-30B-A3B (model card): "Number of Parameters: 30.5B in total and 3.3B
+    # activated; Number of Paramaters (Non-Embedding): 29.9B"; 128 experts of 768, top-8, no shared expert.
+    "Qwen3-30B-A3B": (30.5, 29.9, 1, "huggingface.co/Qwen/Qwen3-30B-A3B"),
+    # https://huggingface.co/Qwen/Qwen3-235B-A22B (model card): "235B in total and 22B activated", 234B non-embedding.
+    "Qwen3-235B-A22B": (235, 234, 0, "huggingface.co/Qwen/Qwen3-235B-A22B"),
+}
+
 # Architectures whose decode and prefill graphs memplan refuses (onnx_import/hf_config.cc, read_config_model).
-TRAIN_ONLY = ("gemma2", "gemma3_text", "phi3")
+TRAIN_ONLY = ("gemma2", "gemma3_text", "phi3", "mixtral", "qwen2_moe", "qwen3_moe")
 
 
 def hand_count(c: dict) -> int:
@@ -90,6 +113,47 @@ def hand_count(c: dict) -> int:
         layer += (q + 2 * kv + h) if c.get("attention_bias") else 0  # every projection's bias
     head = 0 if c.get("tie_word_embeddings", gemma) else c["vocab_size"] * h  # Gemma2Config defaults to tied
     return c["vocab_size"] * h + layers * layer + h + head
+
+
+def moe_hand_count(c: dict) -> int:
+    """hand_count with each sparse layer's MLP replaced by the router h·E, E experts of 3·h·f_e (Mixtral: f_e is
+    intermediate_size) and Qwen2-MoE's shared expert 3·h·f_s with its gate h (MixtralSparseMoeBlock,
+    Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock); a layer is sparse unless in mlp_only_layers or
+    (l + 1) % decoder_sparse_step != 0."""
+    h, layers = c["hidden_size"], c["num_hidden_layers"]
+    mixtral = c["model_type"] == "mixtral"
+    experts = c["num_local_experts"] if mixtral else c["num_experts"]
+    f_e = c["intermediate_size"] if mixtral else c["moe_intermediate_size"]
+    sparse_mlp = h * experts + experts * 3 * h * f_e
+    if c["model_type"] == "qwen2_moe":
+        sparse_mlp += 3 * h * c["shared_expert_intermediate_size"] + h
+    step, dense_only = c.get("decoder_sparse_step", 1), c.get("mlp_only_layers") or []
+    sparse = sum(1 for l in range(layers) if l not in dense_only and (l + 1) % step == 0)
+    dense = dict(c, model_type={"mixtral": "mistral", "qwen2_moe": "qwen2", "qwen3_moe": "qwen3"}[c["model_type"]])
+    return hand_count(dense) + sparse * (sparse_mlp - 3 * h * c["intermediate_size"])
+
+
+def check_moe_counts() -> list:
+    errors = []
+    for name, (total, non_embedding, digits, source) in PUBLISHED_MOE.items():
+        path = os.path.join(CONFIGS, f"{name}.json")
+        with open(path) as f:
+            config = json.load(f)
+        hand = moe_hand_count(config)
+        embedding = config["vocab_size"] * config["hidden_size"] * (1 if config.get("tie_word_embeddings") else 2)
+        if round(hand / 1e9, digits) != total or (
+                non_embedding is not None and round((hand - embedding) / 1e9, digits) != non_embedding):
+            errors.append(f"{name}: the hand count from the config is {hand:,}; {source} states {total}B "
+                          f"({non_embedding}B non-embedding)")
+        out = memplan("inspect", path, "--graph", "train", "--batch", "1", "--dim", "seq=1", "--json")
+        if out.returncode != 0:
+            errors.append(f"{name}: memplan inspect exit {out.returncode}: {out.stderr}")
+            continue
+        count = json.loads(out.stdout)["parameters"]["count"]
+        print(f"{name}: memplan {count:,}, by hand {hand:,}, published {total}B ({source})", flush=True)
+        if count != hand or round(count / 1e9, digits) != total:
+            errors.append(f"{name}: memplan counts {count:,} parameters, by hand {hand:,}, published {total}B")
+    return errors
 
 
 def memplan(*args: str) -> subprocess.CompletedProcess:
@@ -117,7 +181,7 @@ def check_counts() -> list:
 
 def check_kv_bytes() -> list:
     errors = []
-    for name in PUBLISHED:
+    for name in [*PUBLISHED, *PUBLISHED_MOE]:
         path = os.path.join(CONFIGS, f"{name}.json")
         with open(path) as f:
             c = json.load(f)
@@ -169,6 +233,11 @@ GEMMA2 = {**BASE, "model_type": "gemma2", "head_dim": 16, "hidden_activation": "
           "sliding_window": 64}
 GEMMA3 = {**GEMMA2, "model_type": "gemma3_text", "attn_logit_softcapping": None, "final_logit_softcapping": None}
 PHI3 = {**BASE, "model_type": "phi3", "hidden_act": "silu", "sliding_window": 64}
+MIXTRAL = {**BASE, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
+QWEN2_MOE = {**BASE, "model_type": "qwen2_moe", "num_experts": 4, "num_experts_per_tok": 2,
+             "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64}
+QWEN3_MOE = {**BASE, "model_type": "qwen3_moe", "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
+             "moe_intermediate_size": 32}
 
 # (what is wrong, the config's text, words the one message must hold)
 REFUSED = [
@@ -210,7 +279,54 @@ REFUSED = [
     ("phi3 residual dropout", json.dumps({**PHI3, "resid_pdrop": 0.1}), ['"resid_pdrop"']),
     ("phi3 odd rotary dims", json.dumps({**PHI3, "partial_rotary_factor": 0.3125}), ['"partial_rotary_factor"']),
     ("phi3 attention_bias", json.dumps({**PHI3, "attention_bias": True}), ['"attention_bias"']),
+    ("mixtral without experts", json.dumps({k: v for k, v in MIXTRAL.items() if k != "num_local_experts"}),
+     ['"num_local_experts" is missing']),
+    ("mixtral load-balancing loss", json.dumps({**MIXTRAL, "output_router_logits": True}), ['"output_router_logits"']),
+    ("mixtral router jitter", json.dumps({**MIXTRAL, "router_jitter_noise": 0.01}), ['"router_jitter_noise"']),
+    ("mixtral with a qwen2_moe key", json.dumps({**MIXTRAL, "moe_intermediate_size": 32}),
+     ['"moe_intermediate_size" is not supported for model_type "mixtral"']),
+    ("DeepSeek's shared experts on mixtral", json.dumps({**MIXTRAL, "n_shared_experts": 1}), ['"n_shared_experts"']),
+    ("more experts per token than experts", json.dumps({**MIXTRAL, "num_experts_per_tok": 5}),
+     ['"num_experts_per_tok" is 5']),
+    ("huge expert count", json.dumps({**MIXTRAL, "num_local_experts": 1 << 40}), ['"num_local_experts"']),
+    ("too many expert blocks", json.dumps({**MIXTRAL, "num_hidden_layers": 100, "num_local_experts": 4096}),
+     ["expert blocks"]),
+    ("qwen2_moe without its shared expert", json.dumps({k: v for k, v in QWEN2_MOE.items()
+                                                         if k != "shared_expert_intermediate_size"}),
+     ['"shared_expert_intermediate_size" is missing']),
+    ("qwen2_moe mlp_only_layers out of range", json.dumps({**QWEN2_MOE, "mlp_only_layers": [2]}),
+     ['"mlp_only_layers" holds 2']),
+    ("qwen3_moe decoder_sparse_step 0", json.dumps({**QWEN3_MOE, "decoder_sparse_step": 0}),
+     ['"decoder_sparse_step"']),
+    ("qwen3_moe with a shared expert", json.dumps({**QWEN3_MOE, "shared_expert_intermediate_size": 64}),
+     ['"shared_expert_intermediate_size" is not supported for model_type "qwen3_moe"']),
 ]
+
+
+def check_moe_routing() -> list:
+    """--moe-routing: refused on an ONNX file, on a config without experts and for an unknown rule (one message,
+    exit 2); on a mixture of experts both rules answer."""
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        dense, moe = os.path.join(tmp, "dense.json"), os.path.join(tmp, "mixtral.json")
+        for path, config in ((dense, BASE), (moe, MIXTRAL)):
+            with open(path, "w") as f:
+                json.dump(config, f)
+        onnx_file = os.path.join(ROOT, "tests", "models", "gpt_tiny.onnx")
+        for model, routing, words in [
+                (onnx_file, "worst", "--moe-routing chooses how a config.json's experts are routed"),
+                (dense, "worst", 'model_type "llama" has no experts'),
+                (moe, "busiest", "busiest")]:
+            out = memplan("estimate", model, *(["--graph", "train"] if model != onnx_file else []),
+                          "--moe-routing", routing)
+            lines = out.stderr.strip().splitlines()
+            if out.returncode != 2 or len(lines) != 1 or words not in lines[0]:
+                errors.append(f"--moe-routing {routing} on {model}: exit {out.returncode}, {out.stderr!r}")
+        for routing in ("balanced", "worst"):
+            out = memplan("estimate", moe, "--graph", "train", "--batch", "1", "--dim", "seq=8", "--moe-routing", routing)
+            if out.returncode != 0:
+                errors.append(f"--moe-routing {routing}: exit {out.returncode}, {out.stderr!r}")
+    return errors
 
 
 def check_refusals() -> list:
@@ -225,7 +341,7 @@ def check_refusals() -> list:
             if out.returncode != 2 or len(lines) != 1 or not lines[0].startswith(f"memplan: error: {path}: ") or \
                     not all(w in lines[0] for w in words):
                 errors.append(f"{what}: exit {out.returncode}, stderr {out.stderr!r}; expected one message with {words}")
-        for base in (GEMMA2, GEMMA3, PHI3):  # the valid small configs above: train built, decode refused by name
+        for base in (GEMMA2, GEMMA3, PHI3, MIXTRAL, QWEN2_MOE, QWEN3_MOE):  # the valid small configs above: train built, decode refused by name
             path = os.path.join(tmp, f"{base['model_type']}.json")
             with open(path, "w") as f:
                 json.dump(base, f)
@@ -290,7 +406,7 @@ def check_tied_head_held_once() -> list:
 
 
 def main() -> int:
-    errors = check_counts() + check_kv_bytes() + check_position_cap() + check_refusals() + check_tied_head_held_once()
+    errors = check_counts() + check_moe_counts() + check_moe_routing() + check_kv_bytes() + check_position_cap() + check_refusals() + check_tied_head_held_once()
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

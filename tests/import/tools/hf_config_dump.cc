@@ -1,7 +1,7 @@
 // Test tool: writes the ONNX graph memplan builds in memory from a Hugging Face config.json
 // (read_config_model, onnx_import/hf_config.h), so tests/import/hf_config_test.py can compare it, node for node,
 // with torch.onnx.export's graph of tests/models/llama.py at the same config.
-//   hf_config_dump CONFIG.json GRAPH OUT.onnx
+//   hf_config_dump CONFIG.json GRAPH OUT.onnx [MOE_ROUTING]
 #include <fstream>
 #include <iostream>
 
@@ -10,12 +10,12 @@
 #include "onnx_import/model_reader.h"
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::cerr << "usage: hf_config_dump CONFIG.json GRAPH OUT.onnx\n";
+  if (argc != 4 && argc != 5) {
+    std::cerr << "usage: hf_config_dump CONFIG.json GRAPH OUT.onnx [MOE_ROUTING]\n";
     return 2;
   }
   try {
-    const memplan::ReadModel model = memplan::read_config_model(argv[1], argv[2]);
+    const memplan::ReadModel model = memplan::read_config_model(argv[1], argv[2], argc == 5 ? argv[4] : "");
     std::ofstream out(argv[3], std::ios::binary);
     if (!out || !model.proto.SerializeToOstream(&out)) {
       std::cerr << "hf_config_dump: cannot write " << argv[3] << "\n";

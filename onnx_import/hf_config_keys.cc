@@ -1,0 +1,58 @@
+#include "onnx_import/hf_config_keys.h"
+
+#include "onnx_import/errors.h"
+
+namespace memplan::hf {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw InputError(path + ": " + what); }
+
+const json& require(const std::string& path, const json& j, const std::string& key) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) fail(path, "config key \"" + key + "\" is missing");
+  return *it;
+}
+
+const json& require_present(const std::string& path, const json& j, const std::string& key) {
+  const auto it = j.find(key);
+  if (it == j.end()) fail(path, "config key \"" + key + "\" is missing");
+  return *it;
+}
+
+int64_t positive_int(const std::string& path, const json& value, const std::string& key, int64_t max) {
+  if (!value.is_number_integer()) fail(path, "config key \"" + key + "\" must be an integer, not " + value.dump());
+  const int64_t v = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : value.get<int64_t>();
+  if (v <= 0 || v > max)
+    fail(path, "config key \"" + key + "\" is " + value.dump() + "; memplan reads 1 to " + std::to_string(max));
+  return v;
+}
+
+int64_t int_key(const std::string& path, const json& j, const std::string& key, int64_t max) {
+  return positive_int(path, require(path, j, key), key, max);
+}
+
+double positive_number(const std::string& path, const json& j, const std::string& key) {
+  const json& v = require(path, j, key);
+  if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e30)
+    fail(path, "config key \"" + key + "\" must be a positive number, not " + v.dump());
+  return v.get<double>();
+}
+
+bool bool_key(const std::string& path, const json& j, const std::string& key, bool absent) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absent;
+  if (!it->is_boolean()) fail(path, "config key \"" + key + "\" must be true or false, not " + it->dump());
+  return it->get<bool>();
+}
+
+// A key whose only value memplan models; any other changes the graph.
+void require_value(const std::string& path, const json& j, const std::string& key, const json& modelled,
+                   const std::string& why) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null() || *it == modelled) return;
+  fail(path, "config key \"" + key + "\" is " + it->dump() + "; memplan models only " + modelled.dump() + " (" + why +
+                 ")");
+}
+
+}  // namespace memplan::hf

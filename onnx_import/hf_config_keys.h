@@ -1,0 +1,28 @@
+// The typed reads of config.json keys shared by the config readers (hf_config.cc, hf_moe.cc): each failure is one
+// InputError naming the file and the key. Internal to onnx_import.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace memplan::hf {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what);
+// The key's value; missing or null is an error.
+const nlohmann::json& require(const std::string& path, const nlohmann::json& j, const std::string& key);
+// The key's value, which may be null; missing is an error.
+const nlohmann::json& require_present(const std::string& path, const nlohmann::json& j, const std::string& key);
+// An integer in [1, max].
+int64_t positive_int(const std::string& path, const nlohmann::json& value, const std::string& key, int64_t max);
+int64_t int_key(const std::string& path, const nlohmann::json& j, const std::string& key, int64_t max);
+// A number in (0, 1e30].
+double positive_number(const std::string& path, const nlohmann::json& j, const std::string& key);
+// true or false; `absent` when missing or null.
+bool bool_key(const std::string& path, const nlohmann::json& j, const std::string& key, bool absent);
+// A key whose only value memplan models; any other changes the graph (missing or null: the modelled default).
+void require_value(const std::string& path, const nlohmann::json& j, const std::string& key,
+                   const nlohmann::json& modelled, const std::string& why);
+
+}  // namespace memplan::hf
