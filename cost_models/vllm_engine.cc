@@ -65,17 +65,20 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s) {
   return std::min(s.max_num_seqs, s.max_num_batched_tokens);
 }
 
-uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t hidden, DType dtype) {
+uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype) {
   const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
   const uint64_t rows = static_cast<uint64_t>(requests);
-  // Over [requests, vocab]: the logits (d), float32 logits (4), sort values (4) and int64 indices (8), the
-  // top-k mask (1), the sorted softmax (4), the top-p mask (1), the scatter's output (4).
-  const uint64_t per_logit = d + 4 + 4 + 8 + 1 + 4 + 1 + 4;
+  // The logits as the head computes them (d, padded width); over [requests, vocab]: the float32 logits (4), sort
+  // values (4) and int64 indices (8), the top-k mask (1), the sorted softmax (4), the top-p mask (1), the
+  // scatter's output (4).
+  const uint64_t head = checked_mul(checked_mul(rows, static_cast<uint64_t>(logits_width), "sampler bytes"), d,
+                                    "sampler bytes");
+  const uint64_t per_logit = 4 + 4 + 8 + 1 + 4 + 1 + 4;
   const uint64_t logits = checked_mul(checked_mul(rows, static_cast<uint64_t>(vocab), "sampler bytes"), per_logit,
                                       "sampler bytes");
   const uint64_t hidden_rows = checked_mul(checked_mul(rows, static_cast<uint64_t>(hidden), "sampler bytes"), 2 * d,
                                            "sampler bytes");
-  return checked_add(logits, hidden_rows, "sampler bytes");
+  return checked_add(checked_add(head, logits, "sampler bytes"), hidden_rows, "sampler bytes");
 }
 
 uint64_t vllm_profile_peak_allocated(uint64_t forward_peak_allocated, uint64_t kept, uint64_t hidden_states_bytes,

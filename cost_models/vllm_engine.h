@@ -84,12 +84,14 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s);
 // model's `dtype`, PyTorch's sampler path (TopKTopPSampler.forward_native, the default without
 // VLLM_USE_FLASHINFER_SAMPLER). At its peak, in apply_top_k_top_p's scatter, are alive: the hidden rows of the
 // last positions (hidden_states[logit_indices], a copy) and their rand_like, [requests, hidden], and the logits
-// [requests, vocab], in the model's type d, and over [requests, vocab] the float32 logits (Sampler.forward), the
-// sort's values (float32) and indices (int64), the top-k and top-p masks (bool), the softmax of the sorted values
-// (float32, cumsum in place) and the scatter's output (float32):
-//   (d + 4 + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab + 2 x d x requests x hidden bytes.
+// [requests, logits_width] in the model's type d (the head computes the padded vocabulary, cost_models/
+// vllm_weights.h, and LogitsProcessor._get_logits slices it to the vocabulary as a view: logits_processor.py at
+// 00db1f1), and over [requests, vocab] the float32 logits (Sampler.forward), the sort's values (float32) and
+// indices (int64), the top-k and top-p masks (bool), the softmax of the sorted values (float32, cumsum in place)
+// and the scatter's output (float32):
+//   d x requests x logits_width + (4 + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab + 2 x d x requests x hidden bytes.
 // The sort's own scratch inside PyTorch (cub's segmented radix sort) is not counted.
-uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t hidden, DType dtype);
+uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype);
 
 // The profile run's peak allocated bytes: the larger of the forward's (weights included, the head's logits over
 // every token not: the engine computes none) and the sampler's warm-up on top of what the forward left allocated:

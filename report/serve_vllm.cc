@@ -8,6 +8,7 @@
 #include "cost_models/graph_facts.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
+#include "cost_models/vllm_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "report/estimate.h"
@@ -100,9 +101,19 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   if (const int64_t positions = probe.max_positions(); positions > 0 && a.kv.head_dim > 0)
     a.rotary_cache_bytes = vllm_rotary_cache_bytes(positions, a.kv.head_dim,
                                                    storage_dtype(DType::Float32, options.inference.float_dtype));
-  // The stacks and the rotary cache are allocated with the weights: in both the weights and the forward's
-  // allocated bytes.
-  const uint64_t loaded = checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes");
+  // The padded vocabulary rows of the embedding and the head (untied), one rank's.
+  if (head) {
+    const VllmVocabPadding pad =
+        vllm_vocab_padding(*g, head->node, head->vocab, tp, true, options.execution.tied_embeddings_by_shape,
+                           storage_dtype(DType::Float32, options.inference.float_dtype), probe.path());
+    a.vocab = pad.vocab;
+    a.padded_vocab = pad.padded_vocab;
+    a.vocab_padding_bytes = pad.bytes;
+  }
+  // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
+  // forward's allocated bytes.
+  const uint64_t loaded = checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
+                                      a.vocab_padding_bytes, "weights bytes");
   a.forward_peak_allocated = checked_add(forward.allocated_bytes, loaded, "profile bytes");
   const uint64_t weights = checked_add(forward.breakdown.weights, loaded, "weights bytes");
   if (head) {
@@ -110,7 +121,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);
     a.hidden_states_bytes = bytes_as(hidden, d);
     a.dtype = std::string(dtype_name(d));
-    a.sampler_peak_bytes = vllm_sampler_peak_bytes(a.settings.profile_requests, head->vocab, head->hidden_size, d);
+    a.sampler_peak_bytes = vllm_sampler_peak_bytes(a.settings.profile_requests, head->vocab, a.padded_vocab,
+                                                   head->hidden_size, d);
   }
   // What the forward leaves allocated: the weights and, once a MatMul has run, PyTorch's cuBLAS workspace.
   a.kept_workspace_bytes = cublas_workspace_bytes(options.execution.cuda_arch_major);
@@ -166,6 +178,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"forward_peak_allocated_bytes", a.forward_peak_allocated},
         {"hidden_states_bytes", a.hidden_states_bytes},
         {"cublas_workspace_bytes", a.kept_workspace_bytes},
+        {"logits_width", a.padded_vocab > 0 ? nlohmann::ordered_json(a.padded_vocab) : nullptr},
         {"sampler_peak_bytes", a.sampler_peak_bytes},
         {"peak_set_by", a.sampler_sets_peak ? "sampler" : "forward"}}},
       {"replaced",
@@ -178,6 +191,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"weights_bytes", a.memory.weights},
         {"lora_stacks_bytes", a.lora_stacks_bytes},
         {"rotary_cache_bytes", a.rotary_cache_bytes},
+        {"vocab_padding_bytes", a.vocab_padding_bytes},
         {"activation_peak_bytes", a.memory.activation_peak},
         {"non_torch_bytes", a.memory.non_torch},
         {"available_kv_cache_bytes", a.memory.available}}},
@@ -209,6 +223,10 @@ std::string vllm_to_text(const VllmAnswer& a) {
                    a.enable_lora ? fmt::format(", LoRA stacks of {} ({} slots of rank {})", format_bytes(a.lora_stacks_bytes),
                                                a.max_loras, a.max_lora_rank)
                                  : "");
+  if (a.vocab_padding_bytes > 0)
+    t += fmt::format("                                   with the vocabulary padded from {} to {} rows, {}\n",
+                     format_count(a.vocab),
+                     format_count(a.padded_vocab), format_bytes(a.vocab_padding_bytes));
   t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
                    format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
                    a.sampler_sets_peak ? "the sampler's warm-up" : "the forward");

@@ -48,6 +48,8 @@ struct VllmAnswer {
   uint64_t kept_workspace_bytes = 0;  // PyTorch's cuBLAS workspace, still allocated while the sampler runs
   uint64_t lora_stacks_bytes = 0;     // --enable-lora: in the weights term, as vLLM counts them
   uint64_t rotary_cache_bytes = 0;    // vLLM's cos_sin_cache, in the weights term (0: the position limit unknown)
+  int64_t vocab = 0, padded_vocab = 0;  // the head's vocabulary and vLLM's padded rows (0: no head found)
+  uint64_t vocab_padding_bytes = 0;   // the padded rows beyond the graph's, in the weights term (one rank's)
   bool sampler_sets_peak = false;
   VllmMemory memory;
   VllmKvCapacity capacity;

@@ -297,15 +297,17 @@ class VllmByHand(unittest.TestCase):
     kv_tiny is stored in float32; vLLM's --dtype auto serves it in bfloat16 on sm90 (the default arch), d = 2.
     --memory 64MiB --reserve 0 --context 64 --max-batched-tokens 64 --max-num-seqs 64:
       requested   = int(67,108,864 x 0.9) = 60,397,977
-      weights     = 768 x 2 = 1,536 (the int64 shape constants are Python ints in PyTorch)
+      weights     = 768 x 2 = 1,536 (the int64 shape constants are Python ints in PyTorch), and the vocabulary
+                    padded from 16 to 64 rows (vLLM's pad_vocab_size) in the embedding [64, 8] and the untied
+                    head [8, 64]: 2 x 48 x 8 x 2 = 1,536 more, 3,072
       KV          = 2 (K, V) x 2 layers x 2 KV heads x 4 head_dim x 2 = 64 B a token, 1,024 B a block of 16
       profile run = 64 tokens over min(64, 64) = 64 dummy requests; the sampler's warm-up on 64 rows of 16 logits
-                    while the weights, PyTorch's cuBLAS workspace (32 MiB on sm90) and the hidden states
-                    [64, 8] (1,024) are allocated: (2 + 26) x 64 x 16 + 2 x 2 x 64 x 8 = 30,720, above the
-                    forward's peak (the tiny forward holds a few KiB beside the workspace)
-      peak        = 1,536 + 33,554,432 + 1,024 + 30,720 = 33,587,712; activation peak = that - 1,536
-      available   = 60,397,977 - 33,587,712 = 26,810,265 B: 26,181 blocks (921 B left), 418,896 tokens; a
-                    64-token request takes 4 blocks: 26,181 / 4 = 6,545.25
+                    (the head's 64 wide) while the weights, PyTorch's cuBLAS workspace (32 MiB on sm90) and the
+                    hidden states [64, 8] (1,024) are allocated: 2 x 64 x 64 + 26 x 64 x 16 + 2 x 2 x 64 x 8 =
+                    36,864, above the forward's peak (the tiny forward holds a few KiB beside the workspace)
+      peak        = 3,072 + 33,554,432 + 1,024 + 36,864 = 33,595,392; activation peak = that - 3,072
+      available   = 60,397,977 - 33,595,392 = 26,802,585 B: 26,174 blocks (409 B left), 418,784 tokens; a
+                    64-token request takes 4 blocks: 26,174 / 4 = 6,543.5
     """
     ARGS = ["--memory", "64MiB", "--reserve", "0", "--context", "64", "--max-batched-tokens", "64",
             "--max-num-seqs", "64"]
@@ -317,30 +319,32 @@ class VllmByHand(unittest.TestCase):
         j = self.vllm(*self.ARGS)
         m, p = j["memory"], j["profile_run"]
         self.assertEqual(m["requested_bytes"], 60397977)
-        self.assertEqual(m["weights_bytes"], 768 * 2)
+        self.assertEqual(m["weights_bytes"], 768 * 2 + 2 * 48 * 8 * 2)
+        self.assertEqual(m["vocab_padding_bytes"], 2 * 48 * 8 * 2)
         self.assertEqual(j["settings"]["dtype"], "bfloat16")
         self.assertEqual(p["requests"], 64)
         self.assertEqual(p["hidden_states_bytes"], 64 * 8 * 2)
-        self.assertEqual(p["sampler_peak_bytes"], (2 + 26) * 64 * 16 + 2 * 2 * 64 * 8)
+        self.assertEqual(p["logits_width"], 64)
+        self.assertEqual(p["sampler_peak_bytes"], 2 * 64 * 64 + 26 * 64 * 16 + 2 * 2 * 64 * 8)
         self.assertEqual(p["cublas_workspace_bytes"], 32 << 20)
         self.assertEqual(p["peak_set_by"], "sampler")
-        self.assertGreater(1536 + (32 << 20) + 1024 + 30720, p["forward_peak_allocated_bytes"])
-        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 1024 + 30720)
+        self.assertGreater(3072 + (32 << 20) + 1024 + 36864, p["forward_peak_allocated_bytes"])
+        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 1024 + 36864)
         self.assertEqual(m["non_torch_bytes"], 0)
-        self.assertEqual(m["available_kv_cache_bytes"], 26810265)
-        self.assertEqual(j["num_gpu_blocks"], 26181)
-        self.assertEqual(j["gpu_kv_cache_tokens"], 418896)
-        self.assertEqual(j["max_concurrency"], 6545.25)
-        self.assertEqual(j["max_concurrent_sequences"], 6545)
+        self.assertEqual(m["available_kv_cache_bytes"], 26802585)
+        self.assertEqual(j["num_gpu_blocks"], 26174)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 418784)
+        self.assertEqual(j["max_concurrency"], 6543.5)
+        self.assertEqual(j["max_concurrent_sequences"], 6543)
         # One block more would need more than is available.
         self.assertGreater((j["num_gpu_blocks"] + 1) * 16 * 64, m["available_kv_cache_bytes"])
         # --reserve is vLLM's non-torch memory: 1 MiB of it, 1,024 blocks fewer.
         less = self.vllm(*[a if a != "0" else "1MiB" for a in self.ARGS])
-        self.assertEqual(less["memory"]["available_kv_cache_bytes"], 26810265 - (1 << 20))
-        self.assertEqual(less["num_gpu_blocks"], 26181 - 1024)
+        self.assertEqual(less["memory"]["available_kv_cache_bytes"], 26802585 - (1 << 20))
+        self.assertEqual(less["num_gpu_blocks"], 26174 - 1024)
         text = run("serve", KV, "--engine", "vllm", *self.ARGS).stdout
-        self.assertIn("GPU KV cache size: 418,896 tokens", text)
-        self.assertIn("Maximum concurrency for 64 tokens per request: 6545.25x", text)
+        self.assertIn("GPU KV cache size: 418,784 tokens", text)
+        self.assertIn("Maximum concurrency for 64 tokens per request: 6543.50x", text)
 
     def test_what_the_kernels_replace_is_named(self):
         j = self.vllm(*self.ARGS)
@@ -418,6 +422,32 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(vllm["memory"]["weights_bytes"], eager["weights_bytes"] + 256 * 4 * 2)
         self.assertEqual(self.vllm(*self.ARGS)["memory"]["rotary_cache_bytes"], 0)
 
+    def test_vocabulary_padded_to_a_multiple_of_64(self):
+        # vLLM pads the vocabulary to a multiple of 64 before splitting it over tp (vocab_parallel_embedding.py,
+        # pad_vocab_size). The tiny config with vocab 50, fp16 (d = 2): 64 rows, 14 padding rows of 16 in the
+        # embedding and 14 in the untied head, 2 x 14 x 16 x 2 = 896 B; tied, the head is the embedding: 448 B.
+        # tp 2: each rank holds 64 / 2 = 32 rows where the graph's plan holds ceil(50 / 2) = 25: 2 x 7 x 16 x 2 = 448 B.
+        # The sampler's warm-up (--max-num-seqs 4, --max-batched-tokens 16: 4 rows, hidden 16): the head's logits
+        # 4 x 64 x 2 = 512 B, its copies 26 x 4 x 50 = 5,200 B, the hidden rows 2 x 2 x 4 x 16 = 256 B.
+        import tempfile
+        base = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--dtype", "fp16",
+                "--max-num-seqs", "4", "--max-batched-tokens", "16"]
+        with tempfile.TemporaryDirectory() as d:
+            fifty = self.vllm(*base, model=tiny_llama_config(d, vocab_size=50))
+            self.assertEqual(fifty["memory"]["vocab_padding_bytes"], 896)
+            self.assertEqual(fifty["profile_run"]["logits_width"], 64)
+            self.assertEqual(fifty["profile_run"]["sampler_peak_bytes"], 512 + 5200 + 256)
+            self.assertEqual(self.vllm(*base, "--tp", "2", model=tiny_llama_config(d, vocab_size=50))
+                             ["memory"]["vocab_padding_bytes"], 448)
+            tied = self.vllm(*base, model=tiny_llama_config(d, vocab_size=50, tie_word_embeddings=True))
+            self.assertEqual(tied["memory"]["vocab_padding_bytes"], 448)
+            # The padding rows are weights: the tied head's 50 x 16 x 2 = 1,600 B fewer and 448 B fewer padded.
+            self.assertEqual(fifty["memory"]["weights_bytes"] - tied["memory"]["weights_bytes"], 1600 + 448)
+            sixty_four = self.vllm(*base, model=tiny_llama_config(d))  # a multiple of 64: nothing padded
+            self.assertEqual(sixty_four["memory"]["vocab_padding_bytes"], 0)
+            # Padded, vocab 50 holds the rows vocab 64 holds: the same weights.
+            self.assertEqual(sixty_four["memory"]["weights_bytes"], fifty["memory"]["weights_bytes"])
+
     def test_an_onnx_file_without_context(self):
         # vLLM's max_model_len defaults to the model's position limit, which an ONNX file does not state.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB")
@@ -430,12 +460,12 @@ class VllmByHand(unittest.TestCase):
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64")
         self.assertEqual(p.returncode, 1)
         self.assertIn("vLLM would not start: No available memory for the cache blocks", p.stdout)
-        # 26,810,265 B hold 26,181 blocks: a request of 26,181 x 16 + 1 tokens does not fit; vLLM names the longest
-        # that would (estimate_max_model_len), 418,896 tokens.
-        j = self.vllm("--memory", "64MiB", "--reserve", "0", "--context", "418897", "--max-batched-tokens", "64",
+        # 26,802,585 B hold 26,174 blocks: a request of 26,174 x 16 + 1 tokens does not fit; vLLM names the longest
+        # that would (estimate_max_model_len), 418,784 tokens.
+        j = self.vllm("--memory", "64MiB", "--reserve", "0", "--context", "418785", "--max-batched-tokens", "64",
                       "--max-num-seqs", "64", rc=1)
         self.assertFalse(j["starts"])
-        self.assertEqual(j["estimated_max_model_len"], 418896)
+        self.assertEqual(j["estimated_max_model_len"], 418784)
 
     def test_options_of_the_other_engine_are_refused(self):
         for args, phrase in ((["--headroom", "10"], "--headroom applies to --engine eager"),
