@@ -10,13 +10,14 @@
 
 namespace memplan {
 
-ModelSession::ModelSession(std::string path, std::string graph) : path_(std::move(path)), graph_(std::move(graph)) {}
+ModelSession::ModelSession(std::string path, std::string graph, bool quantized_ok)
+    : path_(std::move(path)), graph_(std::move(graph)), quantized_ok_(quantized_ok) {}
 
 ModelSession::~ModelSession() = default;
 
 const ReadModel& ModelSession::model() {
   if (!model_) {
-    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_));
+    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, quantized_ok_));
     ++files_read_;
   }
   return *model_;
@@ -25,6 +26,8 @@ const ReadModel& ModelSession::model() {
 int64_t ModelSession::max_positions() { return model().max_positions; }
 
 const std::string& ModelSession::model_type() { return model().model_type; }
+
+const StoredQuantization& ModelSession::quantization() { return model().quantization; }
 
 DType ModelSession::stored_float_dtype() {
   const ReadModel& m = model();

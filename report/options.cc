@@ -283,6 +283,18 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--max-lora-rank", .kind = K::Int, .commands = kServe,
        .help = "With --enable-lora: the rank the stacks are sized for (vLLM's --max-lora-rank)",
        .field = FIELD(serve.max_lora_rank), .min = 1, .show_default = true},
+      {.flag = "--quantization", .kind = K::Choice, .commands = kServe,
+       .help = "vllm: what the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "
+               "scale per layer), gptq or awq (packed int32, group scales and zeros); the embedding and the head stay "
+               "in the model's type. Default: a config.json's quantization_config, else none",
+       .field = FIELD(serve.quantization), .choices = kQuantizationChoices.names()},
+      {.flag = "--quant-bits", .kind = K::Int, .commands = kServe,
+       .help = "With --quantization gptq: the bits of a weight, 2, 3, 4 or 8 (awq: 4). Default: the config's, else 4",
+       .field = FIELD(serve.quant_bits), .min = 2},
+      {.flag = "--quant-group-size", .kind = K::Int, .commands = kServe,
+       .help = "With --quantization gptq or awq: inputs per scale and zero (gptq: -1, one group). Default: the "
+               "config's, else 128",
+       .field = FIELD(serve.quant_group_size), .min = -1},
       {.flag = "--gpu-memory-utilization", .kind = K::Real, .commands = kServe,
        .help = "vllm: the fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
                "and the KV cache), as vLLM's --gpu-memory-utilization",

@@ -18,7 +18,7 @@ constexpr int64_t kMaxContextTokens = int64_t{1} << 30;  // the longest single s
 }  // namespace
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : session_(std::move(path), user.graph), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
+    : session_(std::move(path), user.graph, kServeEngineChoices.is(settings.engine, ServeEngine::Vllm)), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
   // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it.
   if (kServeEngineChoices.is(settings_.engine, ServeEngine::Vllm) && options_.inference.float_dtype == DType::Float32)
     options_.inference.float_dtype =
@@ -156,19 +156,22 @@ ServeOutcome serve_model(const ServeArgs& f) {
     // vLLM's budget is a fraction of the GPU's whole memory (the CUDA context lives in the rest); --reserve is
     // the memory its profile finds outside PyTorch's allocator (cost_models/vllm_engine.h).
     const int tp = f.estimate.tp;
+    // The compute capability (major x 10 + minor) vLLM's quantization methods check: --arch smXY with --memory.
+    const int arch = f.estimate.arch.size() > 2 ? std::stoi(f.estimate.arch.substr(2)) : 90;
     if (!f.memory.empty()) {
-      out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve);
+      out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve, arch);
     } else if (!gpu.empty()) {
       const GpuSpec& g = catalog.find(gpu);
       out.vllm = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name + " (" + format_bytes(g.memory_bytes) + ")",
-                            reserve);
+                            reserve, g.cc_major * 10 + g.cc_minor);
     } else {
       VllmTable t;
       t.model = probe.path();
       t.non_torch_bytes = reserve;
       for (const GpuSpec& g : catalog.gpus) {
         probe.use_gpu_architecture(g);
-        const VllmAnswer a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve);
+        const VllmAnswer a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve,
+                                        g.cc_major * 10 + g.cc_minor);
         t.max_model_len = a.settings.engine.max_model_len;
         t.block_size = a.settings.engine.block_size;
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;

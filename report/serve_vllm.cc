@@ -41,10 +41,50 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   return r;
 }
 
+// The quantization vLLM serves with: --quantization, else the checkpoint's (vllm/config ModelConfig.
+// _verify_quantization: a flag that names another method than the config's is refused), its bits and group size
+// from the flags, else the config, else 4 bits and groups of 128; checked against what the method's config class
+// accepts (GPTQConfig: 2, 3, 4, 8 bits; AWQConfig: 4), the GPU (get_min_capability: fp8 80, gptq 60, awq 75; fp8
+// below 8.9 runs FP8 Marlin, whose repacked scales are not sized here) and the served type
+// (get_supported_act_dtypes: gptq and awq float16, fp8 bfloat16 and float16).
+VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s, int capability, DType served,
+                                      std::string& source) {
+  const StoredQuantization& stored = probe.stored_quantization();
+  VllmQuantization q;
+  if (!s.quantization.empty() && !stored.method.empty() && s.quantization != stored.method)
+    throw InputError("--quantization " + s.quantization + ": " + probe.path() + "'s quantization_config is " +
+                     stored.method + " (vLLM refuses a --quantization that differs from the checkpoint's)");
+  q.method = s.quantization.empty() ? stored.method : s.quantization;
+  if (q.method.empty()) return q;
+  source = s.quantization.empty() ? "the config's quantization_config" : "--quantization";
+  q.bits = static_cast<int>(s.quant_bits ? s.quant_bits : stored.bits ? stored.bits : 4);
+  q.group_size = s.quant_group_size ? s.quant_group_size : stored.group_size ? stored.group_size : 128;
+  q.desc_act = stored.desc_act;
+  q.static_activations = stored.static_activations;
+  const std::string m = "--quantization " + q.method;
+  if (q.method == "gptq" && q.bits != 2 && q.bits != 3 && q.bits != 4 && q.bits != 8)
+    throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's GPTQ stores 2, 3, 4 or 8");
+  if (q.method == "awq" && q.bits != 4)
+    throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's AWQ stores 4");
+  const int min_capability = q.method == "fp8" ? 89 : q.method == "awq" ? 75 : 60;
+  if (capability < min_capability)
+    throw InputError(fmt::format("{} on compute capability {}.{}: {}", m, capability / 10, capability % 10,
+                                 q.method == "fp8" && capability >= 80
+                                     ? "vLLM runs FP8 Marlin below 8.9 (weight-only, repacked), which memplan does not size"
+                                     : fmt::format("vLLM needs {}.{} (get_min_capability)", min_capability / 10,
+                                                   min_capability % 10)));
+  const bool half_only = q.method != "fp8";
+  if (served == DType::Float32 || (half_only && served != DType::Float16))
+    throw InputError(m + " serves in " + (half_only ? "float16" : "bfloat16 or float16") + " (vLLM's " +
+                     "get_supported_act_dtypes), not " + std::string(dtype_name(served)) + ": give --dtype " +
+                     (half_only ? "fp16" : "bf16 or fp16"));
+  return q;
+}
+
 }  // namespace
 
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
-                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch) {
+                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch, int capability) {
   VllmAnswer a;
   a.model = probe.path();
   a.gpu = gpu_name;
@@ -110,12 +150,20 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     a.padded_vocab = pad.padded_vocab;
     a.vocab_padding_bytes = pad.bytes;
   }
+  // The linear layers as vLLM's quantization method holds them, in place of the graph's.
+  const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
+  a.quantization = resolve_quantization(probe, s, capability, served, a.quantization_source);
+  a.quantized = vllm_quantized_linears(*g, head ? head->node : "", tp, true, a.quantization, e.max_num_batched_tokens,
+                                       served, probe.path());
   // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
-  // forward's allocated bytes.
+  // forward's allocated bytes; the quantized layers replace the graph's.
   const uint64_t loaded = checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
-                                      a.vocab_padding_bytes, "weights bytes");
-  a.forward_peak_allocated = checked_add(forward.allocated_bytes, loaded, "profile bytes");
-  const uint64_t weights = checked_add(forward.breakdown.weights, loaded, "weights bytes");
+                                      checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"),
+                                      "weights bytes");
+  a.forward_peak_allocated =
+      checked_add(forward.allocated_bytes - a.quantized.dense_bytes, checked_add(loaded, a.quantized.dequantized_bytes, "profile bytes"),
+                  "profile bytes");
+  const uint64_t weights = checked_add(forward.breakdown.weights - a.quantized.dense_bytes, loaded, "weights bytes");
   if (head) {
     const Tensor& hidden = g->tensors[head->hidden];
     const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);
@@ -160,6 +208,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"block_size", e.block_size},
         {"dtype", a.dtype},
         {"kv_cache_dtype", a.kv_cache_dtype},
+        {"quantization", a.quantization.method.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.quantization.method)},
         {"enable_lora", a.enable_lora},
         {"max_loras", a.enable_lora ? nlohmann::ordered_json(a.max_loras) : nullptr},
         {"max_lora_rank", a.enable_lora ? nlohmann::ordered_json(a.max_lora_rank) : nullptr},
@@ -192,6 +241,8 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"lora_stacks_bytes", a.lora_stacks_bytes},
         {"rotary_cache_bytes", a.rotary_cache_bytes},
         {"vocab_padding_bytes", a.vocab_padding_bytes},
+        {"quantized_linear_bytes", a.quantization.method.empty() ? nlohmann::ordered_json(nullptr)
+                                                                  : nlohmann::ordered_json(a.quantized.quantized_bytes)},
         {"activation_peak_bytes", a.memory.activation_peak},
         {"non_torch_bytes", a.memory.non_torch},
         {"available_kv_cache_bytes", a.memory.available}}},
@@ -223,6 +274,19 @@ std::string vllm_to_text(const VllmAnswer& a) {
                    a.enable_lora ? fmt::format(", LoRA stacks of {} ({} slots of rank {})", format_bytes(a.lora_stacks_bytes),
                                                a.max_loras, a.max_lora_rank)
                                  : "");
+  if (!a.quantization.method.empty()) {
+    const VllmQuantization& q = a.quantization;
+    t += fmt::format("                                   with {} linear layers ({} vLLM modules) in {}{} ({}): {} "
+                     "where the model's type takes {}{}\n",
+                     a.quantized.layers, a.quantized.modules, q.method,
+                     q.method == "fp8" ? (q.static_activations ? ", static activation scales" : "")
+                                       : fmt::format(" {}-bit, groups of {}{}", q.bits, q.group_size, q.desc_act ? ", act-order" : ""),
+                     a.quantization_source, format_bytes(a.quantized.quantized_bytes), format_bytes(a.quantized.dense_bytes),
+                     a.quantized.dequantized_bytes > 0
+                         ? fmt::format("; the profile run dequantizes one layer at a time, {} at most",
+                                       format_bytes(a.quantized.dequantized_bytes))
+                         : "");
+  }
   if (a.vocab_padding_bytes > 0)
     t += fmt::format("                                   with the vocabulary padded from {} to {} rows, {}\n",
                      format_count(a.vocab),

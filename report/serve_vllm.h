@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cost_models/vllm_engine.h"
+#include "cost_models/vllm_weights.h"
 #include "report/serve_probe.h"
 
 namespace memplan {
@@ -50,6 +51,9 @@ struct VllmAnswer {
   uint64_t rotary_cache_bytes = 0;    // vLLM's cos_sin_cache, in the weights term (0: the position limit unknown)
   int64_t vocab = 0, padded_vocab = 0;  // the head's vocabulary and vLLM's padded rows (0: no head found)
   uint64_t vocab_padding_bytes = 0;   // the padded rows beyond the graph's, in the weights term (one rank's)
+  VllmQuantization quantization;      // method "": none
+  std::string quantization_source;    // "--quantization", or the config's quantization_config
+  VllmQuantizedLinears quantized;     // the linear layers as vLLM holds them (with --quantization)
   bool sampler_sets_peak = false;
   VllmMemory memory;
   VllmKvCapacity capacity;
@@ -77,9 +81,10 @@ struct VllmTable {
   std::vector<VllmTableRow> rows;
 };
 
-// vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve).
+// vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve), its compute
+// capability `capability` (major x 10 + minor: what vLLM's quantization methods check).
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
-                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch);
+                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch, int capability);
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a);
 std::string vllm_to_text(const VllmAnswer& a);

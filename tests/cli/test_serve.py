@@ -448,6 +448,81 @@ class VllmByHand(unittest.TestCase):
             # Padded, vocab 50 holds the rows vocab 64 holds: the same weights.
             self.assertEqual(sixty_four["memory"]["weights_bytes"], fifty["memory"]["weights_bytes"])
 
+    def test_quantized_linear_layers_by_hand(self):
+        # The tiny config in fp16 (d = 2): its linear layers hold 2 x (q 16x16 + k, v 16x8 + o 16x16 + gate, up 16x32
+        # + down 32x16) = 4,608 elements, 9,216 B, which vLLM's quantization methods replace (embedding, head and
+        # norms stay fp16). vLLM's modules per block: qkv (in 16, out 32), o (16, 16), gate_up (16, 64), down (32, 16).
+        #  fp8 (dynamic): 4,608 B of float8 and one float32 scale per module, 8 x 4 = 32 B: 4,640 B.
+        #  gptq, 4 bits, groups of 8 (qweight [in/8, out] int32, scales [in/8, out] fp16, qzeros [in/8, out/8]
+        #  int32): qkv 256 + 128 + 32 = 416, o 128 + 64 + 16 = 208, gate_up 512 + 256 + 64 = 832, down 256 + 128 + 32
+        #  = 416: 1,872 a block, 3,744 B. awq (qweight [in, out/8], the same scales and zeros): the same 3,744 B.
+        #  gptq with desc_act: g_idx [in] int32 per module, 64 + 64 + 64 + 128 = 320 a block: 4,384 B.
+        #  gptq at tp 2: qkv in 16 out 16: 208; o row-parallel in 8 out 16, scales over its 8 inputs: 64 + 32 + 8 =
+        #  104; gate_up in 16 out 32: 416; down in 16 out 16: 208: 936 a block, 1,872 B. With desc_act the
+        #  row-parallel layers keep the whole input's scales (vLLM's exllama is unused): o 64 + 64 + 16 + 32 = 176,
+        #  down 128 + 128 + 32 + 64 = 352, qkv 208 + 64, gate_up 416 + 64: 1,280 a block, 2,560 B.
+        import tempfile
+        base = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--dtype", "fp16",
+                "--max-num-seqs", "4", "--max-batched-tokens", "16"]
+        group = ["--quant-group-size", "8"]
+        with tempfile.TemporaryDirectory() as d:
+            config = tiny_llama_config(d)
+            plain = self.vllm(*base, model=config)["memory"]
+            self.assertIsNone(plain["quantized_linear_bytes"])
+            for args, linear in ((["--quantization", "fp8"], 4640), (["--quantization", "gptq", *group], 3744),
+                                 (["--quantization", "awq", *group], 3744)):
+                j = self.vllm(*base, *args, model=config)
+                self.assertEqual(j["settings"]["quantization"], args[1])
+                self.assertEqual(j["memory"]["quantized_linear_bytes"], linear)
+                self.assertEqual(j["memory"]["weights_bytes"], plain["weights_bytes"] - 9216 + linear, args)
+                self.assertEqual(j["memory"]["available_kv_cache_bytes"],
+                                 plain["available_kv_cache_bytes"] + 9216 - linear, args)
+            two = self.vllm(*base, "--tp", "2", "--quantization", "gptq", *group, model=config)
+            self.assertEqual(two["memory"]["quantized_linear_bytes"], 1872)
+            act_order = tiny_llama_config(d, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 8,
+                                                                  "desc_act": True, "damp_percent": 0.01})
+            self.assertEqual(self.vllm(*base, model=act_order)["memory"]["quantized_linear_bytes"], 4384)
+            self.assertEqual(self.vllm(*base, "--tp", "2", model=act_order)["memory"]["quantized_linear_bytes"], 2560)
+            static = tiny_llama_config(d, quantization_config={"quant_method": "fp8", "activation_scheme": "static"})
+            self.assertEqual(self.vllm(*base, model=static)["memory"]["quantized_linear_bytes"], 4640 + 32)
+            # awq dequantizes each layer's weight when a step has 256 tokens or more: the largest, gate_up's
+            # 16 x 64 x 2 = 2,048 B, on the profile's forward peak, which gptq (the same 3,744 B held) does not have.
+            config = tiny_llama_config(d)  # the same file, without the quantization_config again
+            big = [a if a != "16" else "256" for a in base]
+            awq = self.vllm(*big, "--quantization", "awq", *group, model=config)["profile_run"]
+            gptq = self.vllm(*big, "--quantization", "gptq", *group, model=config)["profile_run"]
+            self.assertEqual(awq["forward_peak_allocated_bytes"] - gptq["forward_peak_allocated_bytes"], 2048)
+
+    def test_quantization_refusals(self):
+        import tempfile
+        base = ["--graph", "decode", "--memory", "1GiB", "--context", "64"]  # the config's float16
+        with tempfile.TemporaryDirectory() as d:
+            gptq = tiny_llama_config(d, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 8,
+                                                             "desc_act": False})
+            for args, phrase in ((["--quantization", "awq"], "quantization_config is gptq"),
+                                 (["--quant-group-size", "5"], "--quant-bits and --quant-group-size need"),
+                                 (["--dtype", "bf16"], "serves in float16"),
+                                 (["--engine", "eager"], "modelled by serve --engine vllm only")):
+                p = run("serve", gptq, *(args if args[0] == "--engine" else ["--engine", "vllm", *args]), *base)
+                self.assertEqual(p.returncode, 2, (args, p.stderr))
+                self.assertIn(phrase, p.stderr)
+                self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            p = run("estimate", gptq, "--graph", "decode")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("config key \"quantization_config\" (gptq) is modelled by serve --engine vllm only", p.stderr)
+            plain = tiny_llama_config(d)
+            for args, phrase in ((["--quantization", "gptq", "--quant-group-size", "5"], "not a multiple of group_size 5"),
+                                 (["--quantization", "awq", "--quant-bits", "8"], "vLLM's AWQ stores 4"),
+                                 (["--quantization", "fp8", "--arch", "sm86"], "FP8 Marlin"),
+                                 (["--engine", "eager", "--quantization", "fp8"], "--quantization applies to --engine vllm")):
+                p = run("serve", plain, *(args if args[0] == "--engine" else ["--engine", "vllm", *args]), *base)
+                self.assertEqual(p.returncode, 2, (args, p.stderr))
+                self.assertIn(phrase, p.stderr)
+            bad = tiny_llama_config(d, quantization_config={"quant_method": "bitnet"})
+            p = run("serve", bad, "--engine", "vllm", *base)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("quant_method \"bitnet\" is not modelled", p.stderr)
+
     def test_an_onnx_file_without_context(self):
         # vLLM's max_model_len defaults to the model's position limit, which an ONNX file does not state.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB")
