@@ -12,6 +12,44 @@
 
 namespace memplan {
 
+VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
+  // "MAJOR.MINOR" or "MAJOR.MINOR.PATCH", major 0.
+  int minor = -1;
+  if (text.size() > 2 && text.compare(0, 2, "0.") == 0) {
+    const std::string rest = text.substr(2, text.find('.', 2) == std::string::npos ? std::string::npos : text.find('.', 2) - 2);
+    if (!rest.empty() && rest.size() <= 3 && std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); }))
+      minor = std::stoi(rest);
+  }
+  const std::string accepted = "memplan models 0.8 (the V1 worker's absolute rule), 0.11 to 0.20 (the current rule) "
+                               "and 0.21 or later with --enforce-eager";
+  if (minor == 8) return VllmVersion::V0_8;
+  if (minor >= 11 && minor <= 20) return VllmVersion::V0_11;
+  if (minor >= 21) {
+    if (!enforce_eager)
+      throw InputError("--engine-version " + text + ": from 0.21 vLLM subtracts its CUDA graphs' estimate from the KV "
+                       "cache (profile_cudagraph_memory: the first two captures of each mode, measured on the GPU), "
+                       "which memplan does not size; with --enforce-eager no graph is captured and nothing is "
+                       "subtracted: add --enforce-eager, or give --engine-version 0.20 or earlier");
+    return VllmVersion::V0_21;
+  }
+  if (minor == 9 || minor == 10)
+    throw InputError("--engine-version " + text + ": not modelled (the baseline rule of PR #19312 came within the 0.9 "
+                     "series, and when the profile run began holding the hidden states during the sampler's warm-up "
+                     "is not placed); " + accepted);
+  if (minor >= 0 && minor < 8)
+    throw InputError("--engine-version " + text + ": not modelled (vLLM's V0 engine, whose sampler keeps float32 "
+                     "probabilities and log-probabilities beside its sort, is not sized); " + accepted);
+  throw InputError("--engine-version " + text + ": expected a vLLM version such as 0.11; " + accepted);
+}
+
+std::string vllm_rules_name(VllmVersion v) {
+  switch (v) {
+    case VllmVersion::V0_8: return "vLLM 0.8 V1 (gpu_worker.py determine_available_memory: absolute peak and all non-torch memory)";
+    case VllmVersion::V0_21: return "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
+    default: return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)";
+  }
+}
+
 VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name) {
   std::string name = device_name;
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -27,6 +27,32 @@
 
 namespace memplan {
 
+// Which vLLM's start-up rule applies (--engine-version), each from the source the research notes cite
+// (docs/research/vllm-kv-sizing.md sections 1, 2, 6 and Addendum A):
+//  - V0_11 (default; the notes' current code, gpu_worker.py at 35d5cda, after PR #25359): the baseline rule above;
+//    NCCL and custom all-reduce buffers are allocated before the snapshot, so they are in no term; the profile run
+//    holds the forward's hidden states [tokens, hidden] while the sampler warms up (gpu_model_runner.py at 4e17906,
+//    profile_run deletes them after _dummy_sampler_run). CUDA graphs are captured after the cache is sized.
+//  - V0_8 (gpu_worker.py at 0012cf6, Worker.determine_available_memory of the 0.8 series): available =
+//    int(total x utilization - peak) where peak = allocated_bytes.all.peak since reset_peak_memory_stats (absolute:
+//    the weights and everything PyTorch holds) plus, when positive, every byte on the GPU outside PyTorch's
+//    allocator after the profile ((total - free) - allocated_bytes.all.current: the CUDA context, NCCL's buffers,
+//    other processes), so the non-torch term is all of it, not an increase over a snapshot. Its runner's
+//    _dummy_run returns the sampled rows only (the worker calls _dummy_sampler_run(hidden_states=_dummy_run(...));
+//    notes' Addendum A): the [tokens, hidden] states are freed before the sampler runs. The runner's persistent
+//    input buffers (token ids, positions, block tables), which this absolute peak holds too, are not modelled.
+//  - V0_21 (the CUDA-graph estimate on by default from 0.21, PR #30515 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS,
+//    notes section 6): the current rule less the graphs' estimate, which is taken only when graphs are captured
+//    (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only --enforce-eager (no
+//    graphs, no estimate) is modelled.
+enum class VllmVersion { V0_8, V0_11, V0_21 };
+// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.21" and later: the rule; anything else throws
+// InputError naming the versions modelled and why the others are not. `enforce_eager`: --enforce-eager (0.21 and
+// later refuse without it).
+VllmVersion vllm_version(const std::string& text, bool enforce_eager);
+// The rule's name as the answer prints it.
+std::string vllm_rules_name(VllmVersion v);
+
 // vLLM's defaults for `vllm serve` on a GPU (vllm/engine/arg_utils.py, EngineArgs and _set_default_args).
 inline constexpr double kVllmDefaultGpuMemoryUtilization = 0.9;  // CacheConfig.gpu_memory_utilization
 

@@ -255,6 +255,12 @@ const std::vector<CommandRule>& command_rules() {
            return "--quant-group-size " + std::to_string(a.serve.quant_group_size) + ": awq's groups are positive";
          return "";
        }},
+      {kServe, "--engine-version and --enforce-eager apply to --engine vllm",
+       [](A a) -> std::string {
+         if (vllm(a)) return "";
+         if (a.serve.engine_version != ServeSettings{}.engine_version) return "--engine-version applies to --engine vllm";
+         return a.serve.enforce_eager ? "--enforce-eager applies to --engine vllm (eager runs no CUDA graphs)" : "";
+       }},
       {kServe, "--gpu-memory-utilization is more than 0",
        [](A a) -> std::string {
          return a.serve.gpu_memory_utilization <= 0 ? "--gpu-memory-utilization 0: vLLM needs more than 0 (at most 1)"

@@ -42,6 +42,10 @@ struct ServeSettings {
   // group size where the file does not state them (0: the config's, else 4 bits and groups of 128).
   std::string quantization;
   int64_t quant_bits = 0, quant_group_size = 0;
+  // vllm: --engine-version (whose start-up rule: cost_models/vllm_engine.h VllmVersion) and --enforce-eager
+  // (vLLM's: no CUDA graphs captured).
+  std::string engine_version = "0.11";
+  bool enforce_eager = false;
 };
 
 // One step's estimate, KV cache excluded.

@@ -27,6 +27,13 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
                      const std::string& gpu_name) {
   VllmResolved r;
   r.tp = tp;
+  r.version = vllm_version(s.engine_version, s.enforce_eager);
+  r.version_text = s.engine_version;
+  r.enforce_eager = s.enforce_eager;
+  // 0.8's step defaults came from a device-name test the notes hold only from a fork's copy: not guessed.
+  if (r.version == VllmVersion::V0_8 && (s.max_batched_tokens == 0 || s.max_num_seqs == 0))
+    throw InputError("--engine-version " + s.engine_version + " needs --max-batched-tokens and --max-num-seqs (the "
+                     "values the vLLM log states: its defaults for the GPU are not modelled)");
   r.engine.gpu_memory_utilization = s.gpu_memory_utilization;
   r.engine.block_size = s.block_size;
   // max_model_len: --context, else the model's own limit (vllm/config ModelConfig._get_and_verify_max_len).
@@ -66,8 +73,8 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
     throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's GPTQ stores 2, 3, 4 or 8");
   if (q.method == "awq" && q.bits != 4)
     throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's AWQ stores 4");
-  const int min_capability = q.method == "fp8" ? 89 : q.method == "awq" ? 75 : 60;
-  if (capability < min_capability)
+  const int min_capability = q.method == "fp8" ? 80 : q.method == "awq" ? 75 : 60;
+  if (capability < min_capability || (q.method == "fp8" && capability < 89))
     throw InputError(fmt::format("{} on compute capability {}.{}: {}", m, capability / 10, capability % 10,
                                  q.method == "fp8" && capability >= 80
                                      ? "vLLM runs FP8 Marlin below 8.9 (weight-only, repacked), which memplan does not size"
@@ -174,9 +181,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   }
   // What the forward leaves allocated: the weights and, once a MatMul has run, PyTorch's cuBLAS workspace.
   a.kept_workspace_bytes = cublas_workspace_bytes(options.execution.cuda_arch_major);
+  // 0.8's runner frees the forward's hidden states before the sampler runs (cost_models/vllm_engine.h V0_8).
+  const bool hidden_held = a.settings.version != VllmVersion::V0_8;
   const uint64_t peak = vllm_profile_peak_allocated(a.forward_peak_allocated,
                                                     checked_add(weights, a.kept_workspace_bytes, "profile bytes"),
-                                                    a.hidden_states_bytes, a.sampler_peak_bytes);
+                                                    hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);
   a.sampler_sets_peak = peak > a.forward_peak_allocated;
   a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak, non_torch);
   a.capacity = vllm_kv_capacity(a.memory.available, cache, e.max_model_len);
@@ -194,7 +203,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
       {"schema", kServeVllmSchema},
       {"model", a.model},
       {"engine", "vllm"},
-      {"engine_rules", "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)"},
+      {"engine_rules", vllm_rules_name(a.settings.version)},
       {"gpu", a.gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.gpu)},
       {"budget_source", a.budget_source},
       {"settings",
@@ -212,7 +221,9 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"enable_lora", a.enable_lora},
         {"max_loras", a.enable_lora ? nlohmann::ordered_json(a.max_loras) : nullptr},
         {"max_lora_rank", a.enable_lora ? nlohmann::ordered_json(a.max_lora_rank) : nullptr},
-        {"tensor_parallel_size", a.settings.tp}}},
+        {"tensor_parallel_size", a.settings.tp},
+        {"engine_version", a.settings.version_text},
+        {"enforce_eager", a.settings.enforce_eager}}},
       {"kv_cache",
        {{"cached_dim", a.kv.cached_dim},
         {"new_tokens_dim", a.kv.new_dim},
@@ -259,7 +270,10 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
 std::string vllm_to_text(const VllmAnswer& a) {
   const VllmEngineSettings& e = a.settings.engine;
   const VllmMemory& m = a.memory;
-  std::string t = fmt::format("{} served by vLLM (V1 rules), {}\n", a.model, a.budget_source);
+  const bool absolute = a.settings.version == VllmVersion::V0_8;
+  const std::string version = a.settings.version_text == ServeSettings{}.engine_version ? "" : " " + a.settings.version_text;
+  std::string t = fmt::format("{} served by vLLM{} (V1 rules{}), {}\n", a.model, version,
+                              absolute ? ": the profile's whole peak and all non-torch memory" : "", a.budget_source);
   t += fmt::format("  dtype {}, kv_cache_dtype {}\n", a.dtype, a.kv_cache_dtype);
   t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
                    format_count(e.max_model_len), a.settings.max_model_len_source,
@@ -294,7 +308,10 @@ std::string vllm_to_text(const VllmAnswer& a) {
   t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
                    format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
                    a.sampler_sets_peak ? "the sampler's warm-up" : "the forward");
-  t += fmt::format("  - non-torch memory {:>12}  (--reserve)\n", format_bytes(m.non_torch));
+  t += fmt::format("  - non-torch memory {:>12}  (--reserve{})\n", format_bytes(m.non_torch),
+                   absolute ? ": 0.8 charges every byte outside PyTorch on the GPU, the CUDA context, NCCL and other "
+                              "processes included"
+                            : "");
   t += fmt::format("  = available KV cache memory: {}\n",
                    m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
   t += fmt::format("  KV cache: {} B per token{}, blocks of {} tokens = {} B\n", format_count(a.kv_bytes_per_token),

@@ -26,6 +26,9 @@ inline constexpr const char* kServeVllmSchema = "memplan.serve.vllm/1";
 // The engine's settings as they resolved, each with where its value came from.
 struct VllmResolved {
   VllmEngineSettings engine;
+  VllmVersion version = VllmVersion::V0_11;
+  std::string version_text = "0.11";  // as given
+  bool enforce_eager = false;
   std::string max_model_len_source;           // "--context", or the model's position limit
   bool default_batched_tokens = false, default_num_seqs = false;  // vLLM's defaults for the GPU
   int64_t profile_requests = 0;

@@ -523,6 +523,46 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertIn("quant_method \"bitnet\" is not modelled", p.stderr)
 
+    def test_engine_version_0_8_by_hand(self):
+        # vLLM 0.8's V1 worker (gpu_worker.py determine_available_memory at 0012cf6): int(total x 0.9 - absolute
+        # peak - every non-torch byte). Its runner frees the forward's [64, 8] hidden states (1,024 B) before the
+        # sampler: peak = 3,072 + 33,554,432 + 36,864 = 33,594,368 (1,024 B under the current rule's), available =
+        # 60,397,977 - 33,594,368 = 26,803,609 B: 26,175 blocks (409 B left), 418,800 tokens, 6,543.75 requests of 64.
+        j = self.vllm(*self.ARGS, "--engine-version", "0.8")
+        m = j["memory"]
+        self.assertEqual(j["settings"]["engine_version"], "0.8")
+        self.assertIn("absolute peak", j["engine_rules"])
+        self.assertEqual(m["weights_bytes"] + m["activation_peak_bytes"], 33594368)
+        self.assertEqual(m["available_kv_cache_bytes"], 26803609)
+        self.assertEqual(j["num_gpu_blocks"], 26175)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 418800)
+        self.assertEqual(j["max_concurrency"], 6543.75)
+        # --reserve is every byte outside PyTorch under 0.8: 1 MiB of it, 1,024 blocks fewer.
+        less = self.vllm(*[a if a != "0" else "1MiB" for a in self.ARGS], "--engine-version", "0.8")
+        self.assertEqual(less["num_gpu_blocks"], 26175 - 1024)
+        # 0.11 to 0.20 are the current rule: the class docstring's 26,174 blocks.
+        for version in ("0.11", "0.15.1", "0.20"):
+            self.assertEqual(self.vllm(*self.ARGS, "--engine-version", version)["num_gpu_blocks"], 26174)
+        text = run("serve", KV, "--engine", "vllm", *self.ARGS, "--engine-version", "0.8").stdout
+        self.assertIn("served by vLLM 0.8 (V1 rules: the profile's whole peak and all non-torch memory)", text)
+        self.assertIn("GPU KV cache size: 418,800 tokens", text)
+        for args, phrase in ((["--engine-version", "0.6"], "vLLM's V0 engine"),
+                             (["--engine-version", "0.9"], "PR #19312"),
+                             (["--engine-version", "0.21"], "add --enforce-eager"),
+                             (["--engine-version", "v1"], "expected a vLLM version such as 0.11")):
+            p = run("serve", KV, "--engine", "vllm", *self.ARGS, *args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(phrase, p.stderr)
+            if args[1] != "0.21":
+                self.assertIn("memplan models 0.8 (the V1 worker's absolute rule), 0.11 to 0.20", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        p = run("serve", KV, "--engine", "vllm", "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("needs --max-batched-tokens and --max-num-seqs", p.stderr)
+        p = run("serve", KV, "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")  # eager
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--engine-version applies to --engine vllm", p.stderr)
+
     def test_an_onnx_file_without_context(self):
         # vLLM's max_model_len defaults to the model's position limit, which an ONNX file does not state.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB")

@@ -119,5 +119,30 @@ TEST(VllmEngine, DtypeAutoDowncastsFloat32ToThePlatformsFirstType) {
   EXPECT_EQ(vllm_auto_dtype(DType::Float32, 9, "gemma3_text"), DType::BFloat16);
 }
 
+TEST(VllmEngine, EngineVersionsModelledAndRefused) {
+  EXPECT_EQ(vllm_version("0.11", false), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.11.2", false), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.20.1", false), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.8", false), VllmVersion::V0_8);
+  EXPECT_EQ(vllm_version("0.8.5", false), VllmVersion::V0_8);
+  EXPECT_EQ(vllm_version("0.21", true), VllmVersion::V0_21);
+  for (const char* refused : {"0.21", "0.27.1"}) {  // without --enforce-eager: the CUDA-graph estimate
+    try {
+      vllm_version(refused, false);
+      ADD_FAILURE() << refused;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("add --enforce-eager"), std::string::npos) << e.what();
+    }
+  }
+  for (const char* refused : {"0.6", "0.6.6", "0.9", "0.10", "1.0", "x", "0.", "0.8x"}) {
+    try {
+      vllm_version(refused, true);
+      ADD_FAILURE() << refused;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("memplan models 0.8"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace memplan
