@@ -88,6 +88,15 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
   return q;
 }
 
+// Where vLLM's CUDA graphs take their memory (Worker.compile_or_warm_up_model, gpu_worker.py at 35d5cda: capture_model
+// runs after initialize_from_config has allocated the cache, unless enforce_eager; notes section 6).
+std::string vllm_cuda_graphs(const VllmAnswer& a) {
+  if (a.settings.enforce_eager) return "none (--enforce-eager): nothing captured, the KV cache the same";
+  return fmt::format("captured after the cache is sized, outside this budget: in the {} that gpu_memory_utilization "
+                     "leaves (with the post-capture sampler warm-up)",
+                     format_bytes(a.memory.total - a.memory.requested));
+}
+
 }  // namespace
 
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
@@ -223,7 +232,8 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"max_lora_rank", a.enable_lora ? nlohmann::ordered_json(a.max_lora_rank) : nullptr},
         {"tensor_parallel_size", a.settings.tp},
         {"engine_version", a.settings.version_text},
-        {"enforce_eager", a.settings.enforce_eager}}},
+        {"enforce_eager", a.settings.enforce_eager},
+        {"cuda_graphs", vllm_cuda_graphs(a)}}},
       {"kv_cache",
        {{"cached_dim", a.kv.cached_dim},
         {"new_tokens_dim", a.kv.new_dim},
@@ -314,6 +324,7 @@ std::string vllm_to_text(const VllmAnswer& a) {
                             : "");
   t += fmt::format("  = available KV cache memory: {}\n",
                    m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
+  t += "  CUDA graphs: " + vllm_cuda_graphs(a) + "\n";
   t += fmt::format("  KV cache: {} B per token{}, blocks of {} tokens = {} B\n", format_count(a.kv_bytes_per_token),
                    a.kv_heads_per_rank > 0 ? fmt::format(" ({} of {} KV heads per rank)", a.kv_heads_per_rank, a.kv.kv_heads) : "",
                    e.block_size, format_count(a.block_bytes));

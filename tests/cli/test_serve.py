@@ -563,6 +563,25 @@ class VllmByHand(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--engine-version applies to --engine vllm", p.stderr)
 
+    def test_enforce_eager_leaves_the_cache_as_it_is(self):
+        # Before 0.21 vLLM captures its CUDA graphs after the cache is sized (compile_or_warm_up_model): the graphs
+        # live in what the utilization leaves, 64 MiB - 60,397,977 B = 6,710,887 B (6.40 MiB), and --enforce-eager
+        # (no graphs) gives the same 26,174 blocks. 0.21 with --enforce-eager subtracts no estimate: the same again.
+        graphs = self.vllm(*self.ARGS)
+        eager = self.vllm(*self.ARGS, "--enforce-eager")
+        late = self.vllm(*self.ARGS, "--enforce-eager", "--engine-version", "0.21")
+        for j in (graphs, eager, late):
+            self.assertEqual(j["num_gpu_blocks"], 26174)
+        self.assertTrue(eager["settings"]["enforce_eager"])
+        self.assertIn("outside this budget: in the 6.40 MiB", graphs["settings"]["cuda_graphs"])
+        self.assertIn("none (--enforce-eager)", eager["settings"]["cuda_graphs"])
+        self.assertIn("--enforce-eager", late["engine_rules"])
+        text = run("serve", KV, "--engine", "vllm", *self.ARGS).stdout
+        self.assertIn("CUDA graphs: captured after the cache is sized, outside this budget", text)
+        p = run("serve", KV, "--memory", "64MiB", "--context", "64", "--enforce-eager")  # eager
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--enforce-eager applies to --engine vllm", p.stderr)
+
     def test_an_onnx_file_without_context(self):
         # vLLM's max_model_len defaults to the model's position limit, which an ONNX file does not state.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB")
