@@ -1,7 +1,7 @@
 // serve --engine vllm: what vLLM's V1 engine prints at start-up for a decoder on a GPU ("GPU KV cache size: N
 // tokens", "Maximum concurrency for L tokens per request: X"), with the terms of its budget: the rule is
 // cost_models/vllm_engine.h's; this file runs its profile step on the model and formats the answer
-// ("memplan.serve.vllm/1", docs/json.md).
+// ("memplan.serve.vllm/1", docs/json.md; the formats are report/serve_vllm_format.cc).
 //
 // The profile step is memplan's inference estimate of the decoder shaped for one step of
 // --max-batched-tokens new tokens with nothing cached, on PyTorch's caching allocator (its peak allocated
