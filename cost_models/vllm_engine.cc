@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "cost_models/graph_facts.h"
@@ -162,6 +163,22 @@ VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, in
   }
   c.starts = true;
   return c;
+}
+
+uint64_t vllm_kv_bytes_per_rank(const Graph& g, const std::vector<std::string>& presents, uint64_t bytes_per_token,
+                                int tp) {
+  if (tp <= 1) return bytes_per_token;
+  const TensorParallelPlan plan = plan_tensor_parallel(g, tp, false, true);
+  unsigned __int128 whole = 0, local = 0;
+  for (const std::string& name : presents) {
+    const std::optional<int32_t> t = g.find_tensor(name);
+    if (!t) continue;
+    const uint64_t elements = static_cast<uint64_t>(g.tensors[*t].elements());
+    whole += elements;
+    local += plan.local_bytes(g, *t, elements);
+  }
+  if (whole == 0) return bytes_per_token;
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(bytes_per_token) * local / whole);
 }
 
 int64_t vllm_kv_heads_per_rank(int64_t kv_heads, int64_t tp, const std::string& model) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cost_models/paged_kv.h"
 #include "onnx_import/graph.h"
@@ -152,6 +153,13 @@ struct VllmKvCapacity {
   std::string refusal;                // vLLM's reason, when it does not start
 };
 VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len);
+
+// One tensor-parallel rank's bytes of one more cached token: `bytes_per_token` (every present output's, the whole
+// model's) times the share of the present outputs' elements that rank 0 holds in the graph's tensor-parallel plan
+// (cost_models/tensor_parallel.h, KV heads replicated when tp exceeds them, as vLLM's QKVParallelLinear does): the
+// same plan that shards the weights decides the cache. `bytes_per_token` at tp 1.
+uint64_t vllm_kv_bytes_per_rank(const Graph& g, const std::vector<std::string>& presents, uint64_t bytes_per_token,
+                                int tp);
 
 // KV heads one tensor-parallel rank holds: heads / tp, or one head replicated on tp / heads ranks when tp
 // exceeds them (vllm/config ModelConfig.get_num_kv_heads: max(1, total // tp)). Throws InputError when neither

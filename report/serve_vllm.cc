@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "cost_models/engine_kernels.h"
 #include "cost_models/graph_facts.h"
@@ -104,27 +105,31 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.kv_cache_dtype = s.kv_cache_dtype;
   a.kv = probe.kv();
 
-  // One rank's cache: its KV heads (replicated when tp exceeds them).
-  a.kv_bytes_per_token = a.kv.bytes_per_token;
+  // One rank's KV heads (replicated when tp exceeds them), checked as vLLM checks them.
   if (tp > 1) {
     if (a.kv.kv_heads <= 0)
       throw InputError("--tp " + std::to_string(tp) + ": the KV heads of " + probe.path() +
                        " are not found (past inputs shaped [batch, kv_heads, tokens, head_dim])");
     a.kv_heads_per_rank = vllm_kv_heads_per_rank(a.kv.kv_heads, tp, probe.path());
-    a.kv_bytes_per_token = a.kv.bytes_per_token / static_cast<uint64_t>(a.kv.kv_heads) *
-                           static_cast<uint64_t>(a.kv_heads_per_rank);
   }
-  const PagedKvCache cache{e.block_size, a.kv_bytes_per_token};
-  a.block_bytes = cache.block_bytes();
 
   // The profile run: one step of max_num_batched_tokens tokens (the dummy requests' tokens side by side, as the
   // engine flattens them), nothing cached, with what the engine's kernels replace held outside.
   const std::shared_ptr<const Graph> g = probe.shape_step(1, 0, e.max_num_batched_tokens);
+  // One rank's cache: the share of the present outputs the step's tensor-parallel plan gives rank 0 (the plan that
+  // shards the weights), which must be the heads' (an invariant, not an input error).
+  const std::vector<std::string> presents = present_outputs(a.kv);
+  a.kv_bytes_per_token = vllm_kv_bytes_per_rank(*g, presents, a.kv.bytes_per_token, tp);
+  if (tp > 1 && a.kv_bytes_per_token * static_cast<uint64_t>(a.kv.kv_heads) !=
+                    a.kv.bytes_per_token * static_cast<uint64_t>(a.kv_heads_per_rank))
+    throw std::logic_error("serve --engine vllm: the tensor-parallel plan's KV share of " + probe.path() +
+                           " is not its KV heads per rank");
+  const PagedKvCache cache{e.block_size, a.kv_bytes_per_token};
+  a.block_bytes = cache.block_bytes();
   EstimateOptions options = probe.options();
   options.execution.runtime = Runtime::PyTorch;
   options.execution.attention = AttentionImpl::Sdpa;
   options.execution.replicate_kv_heads = true;
-  const std::vector<std::string> presents = present_outputs(a.kv);
   const std::optional<LmHead> head = find_lm_head(*g, presents);
   const RepeatKv repeat = find_repeat_kv(*g, presents);
   if (head) {
