@@ -447,6 +447,14 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(sixty_four["memory"]["vocab_padding_bytes"], 0)
             # Padded, vocab 50 holds the rows vocab 64 holds: the same weights.
             self.assertEqual(sixty_four["memory"]["weights_bytes"], fifty["memory"]["weights_bytes"])
+            # tp 3 divides 6 heads and 3 KV heads but not the 64 padded rows: vLLM's divide fails, one message.
+            three = tiny_llama_config(d, vocab_size=50, hidden_size=24, num_attention_heads=6, num_key_value_heads=3,
+                                      intermediate_size=48)
+            p = run("serve", three, "--engine", "vllm", *base, "--tp", "3")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--tp 3 does not divide the padded vocabulary", p.stderr)
+            self.assertIn("64 rows (50 padded to a multiple of 64", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
     def test_quantized_linear_layers_by_hand(self):
         # The tiny config in fp16 (d = 2): its linear layers hold 2 x (q 16x16 + k, v 16x8 + o 16x16 + gate, up 16x32
