@@ -49,7 +49,7 @@ VllmVocabPadding vllm_vocab_padding(const Graph& g, const std::string& lm_head, 
 //    [in_p x bits / 32, out_p]; scales in the model's type and qzeros int32 [S, out_p x bits / 32] with
 //    S = input_size / group_size, or in_p / group_size for a row-parallel layer without desc_act (group_size -1:
 //    one group, S = 1); g_idx int32 [in_p] kept with desc_act (argsort), else replaced by an empty tensor.
-//  - awq (awq.py, AWQLinearMethod.create_weights): qweight int32 [in_p, out_p / 8], qzeros int32
+//  - awq (awq.py at 000796a, AWQLinearMethod.create_weights and apply): qweight int32 [in_p, out_p / 8], qzeros int32
 //    [in_p / group_size, out_p / 8], scales [in_p / group_size, out_p] in the model's type (4 bits only). Its
 //    apply dequantizes the whole weight to [in_p, out_p] in the model's type (ops.awq_dequantize) when a step
 //    has 256 tokens or more (FP16_MATMUL_HEURISTIC_CONDITION): that transient is counted on the forward's peak.

@@ -65,6 +65,13 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
   q.method = s.quantization.empty() ? stored.method : s.quantization;
   if (q.method.empty()) return q;
   source = s.quantization.empty() ? "the config's quantization_config" : "--quantization";
+  // Without --quantization naming it, vLLM takes a compatible gptq checkpoint as gptq_marlin
+  // (GPTQMarlinConfig.override_quantization_method, gptq_marlin.py at 00161ce: user_quant None, marlin or gptq_marlin,
+  // and Marlin supports the bits and group size on the GPU), awq likewise as awq_marlin. Marlin's repacked layout is
+  // not sized here: the layout of --quantization gptq / awq is, which keeps qzeros (and g_idx) Marlin may drop.
+  if (s.quantization.empty() && (stored.method == "gptq" || stored.method == "awq"))
+    source += " (vLLM may serve it as " + stored.method + "_marlin, whose repacked layout is not sized: this is " +
+              stored.method + "'s own, as with --quantization " + stored.method + ")";
   q.bits = static_cast<int>(s.quant_bits ? s.quant_bits : stored.bits ? stored.bits : 4);
   q.group_size = s.quant_group_size ? s.quant_group_size : stored.group_size ? stored.group_size : 128;
   q.desc_act = stored.desc_act;
