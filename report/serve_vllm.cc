@@ -88,7 +88,9 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
                                      ? "vLLM runs FP8 Marlin below 8.9 (weight-only, repacked), which memplan does not size"
                                      : fmt::format("vLLM needs {}.{} (get_min_capability)", min_capability / 10,
                                                    min_capability % 10)));
-  const bool half_only = q.method != "fp8";
+  // GPTQ's and AWQ's own kernels run float16 only; gptq_marlin, which a config's gptq becomes without the flag,
+  // runs bfloat16 too (GPTQMarlinConfig.get_supported_act_dtypes at 00161ce).
+  const bool half_only = q.method == "awq" || (q.method == "gptq" && !s.quantization.empty());
   if (served == DType::Float32 || (half_only && served != DType::Float16))
     throw InputError(m + " serves in " + (half_only ? "float16" : "bfloat16 or float16") + " (vLLM's " +
                      "get_supported_act_dtypes), not " + std::string(dtype_name(served)) + ": give --dtype " +

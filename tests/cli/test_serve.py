@@ -509,17 +509,20 @@ class VllmByHand(unittest.TestCase):
                                                              "desc_act": False})
             for args, phrase in ((["--quantization", "awq"], "quantization_config is gptq"),
                                  (["--quant-group-size", "5"], "--quant-bits and --quant-group-size need"),
-                                 (["--dtype", "bf16"], "serves in float16"),
+                                 (["--quantization", "gptq", "--dtype", "bf16"], "serves in float16"),
                                  (["--engine", "eager"], "modelled by serve --engine vllm only")):
                 p = run("serve", gptq, *(args if args[0] == "--engine" else ["--engine", "vllm", *args]), *base)
                 self.assertEqual(p.returncode, 2, (args, p.stderr))
                 self.assertIn(phrase, p.stderr)
                 self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            # Without the flag vLLM serves a config's gptq as gptq_marlin, which runs bfloat16 too.
+            self.assertEqual(self.vllm(*base, "--reserve", "0", "--dtype", "bf16", model=gptq)["settings"]["dtype"], "bfloat16")
             p = run("estimate", gptq, "--graph", "decode")
             self.assertEqual(p.returncode, 2)
             self.assertIn("config key \"quantization_config\" (gptq) is modelled by serve --engine vllm only", p.stderr)
             plain = tiny_llama_config(d)
             for args, phrase in ((["--quantization", "gptq", "--quant-group-size", "5"], "not a multiple of group_size 5"),
+                                 (["--quantization", "gptq", "--dtype", "bf16"], "serves in float16"),
                                  (["--quantization", "awq", "--quant-bits", "8"], "vLLM's AWQ stores 4"),
                                  (["--quantization", "fp8", "--arch", "sm86"], "FP8 Marlin"),
                                  (["--engine", "eager", "--quantization", "fp8"], "--quantization applies to --engine vllm")):
