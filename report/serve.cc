@@ -1,5 +1,7 @@
 #include "report/serve.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -168,10 +170,23 @@ ServeOutcome serve_model(const ServeArgs& f) {
       VllmTable t;
       t.model = probe.path();
       t.non_torch_bytes = reserve;
+      std::optional<std::string> refused;  // the first GPU's refusal, said when no GPU is answered
+      int answered = 0;
       for (const GpuSpec& g : catalog.gpus) {
         probe.use_gpu_architecture(g);
-        const VllmAnswer a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve,
-                                        g.cc_major * 10 + g.cc_minor);
+        VllmAnswer a;
+        try {
+          a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve, g.cc_major * 10 + g.cc_minor);
+        } catch (const VllmGpuRefused& e) {  // this GPU's row only (a quantization method's capability)
+          if (!refused) refused = e.what();
+          VllmTableRow row{g.name, g.memory_bytes};
+          row.requested_bytes = vllm_available_memory(g.memory_bytes, settings.gpu_memory_utilization, 0, 0, 0).requested;
+          row.not_answered = e.what();
+          row.vllm_refuses = e.vllm_refuses;
+          t.rows.push_back(std::move(row));
+          continue;
+        }
+        ++answered;
         t.max_model_len = a.settings.engine.max_model_len;
         t.block_size = a.settings.engine.block_size;
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
@@ -179,6 +194,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.rows.push_back({g.name, g.memory_bytes, a.memory.requested, a.memory.available, a.capacity.tokens,
                           a.capacity.max_concurrency, a.capacity.starts});
       }
+      if (answered == 0 && refused) throw InputError(*refused);
       out.vllm_table = std::move(t);
     }
     return out;

@@ -83,11 +83,12 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
     throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's AWQ stores 4");
   const int min_capability = q.method == "fp8" ? 80 : q.method == "awq" ? 75 : 60;
   if (capability < min_capability || (q.method == "fp8" && capability < 89))
-    throw InputError(fmt::format("{} on compute capability {}.{}: {}", m, capability / 10, capability % 10,
+    throw VllmGpuRefused(fmt::format("{} on compute capability {}.{}: {}", m, capability / 10, capability % 10,
                                  q.method == "fp8" && capability >= 80
                                      ? "vLLM runs FP8 Marlin below 8.9 (weight-only, repacked), which memplan does not size"
                                      : fmt::format("vLLM needs {}.{} (get_min_capability)", min_capability / 10,
-                                                   min_capability % 10)));
+                                                   min_capability % 10)),
+                         capability < min_capability);
   // GPTQ's and AWQ's own kernels run float16 only; gptq_marlin, which a config's gptq becomes without the flag,
   // runs bfloat16 too (GPTQMarlinConfig.get_supported_act_dtypes at 00161ce).
   const bool half_only = q.method == "awq" || (q.method == "gptq" && !s.quantization.empty());

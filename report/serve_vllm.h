@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cost_models/vllm_engine.h"
+#include "onnx_import/errors.h"
 #include "cost_models/vllm_weights.h"
 #include "report/serve_probe.h"
 
@@ -68,6 +69,15 @@ struct VllmAnswer {
   bool fits() const { return capacity.starts; }
 };
 
+// A GPU the quantization method does not run on as memplan models it (the single-GPU answer's InputError; a
+// catalog table's row). `vllm_refuses`: vLLM itself refuses the GPU (below the method's get_min_capability), else
+// vLLM runs a kernel whose layout memplan does not size (FP8 Marlin).
+class VllmGpuRefused : public InputError {
+ public:
+  VllmGpuRefused(const std::string& message, bool vllm_refuses) : InputError(message), vllm_refuses(vllm_refuses) {}
+  bool vllm_refuses;
+};
+
 struct VllmTableRow {
   std::string gpu;
   uint64_t memory_bytes = 0, requested_bytes = 0;
@@ -75,6 +85,8 @@ struct VllmTableRow {
   int64_t kv_tokens = 0;
   double max_concurrency = 0;
   bool starts = false;
+  std::string not_answered;  // a VllmGpuRefused's message: vLLM refuses this GPU, or memplan does not model it
+  bool vllm_refuses = false;
 };
 struct VllmTable {
   std::string model;

@@ -16,6 +16,12 @@ std::string vllm_cuda_graphs(const VllmAnswer& a) {
                      format_bytes(a.memory.total - a.memory.requested));
 }
 
+// A table row's concurrency: the answer, "no start" (vLLM refuses: no memory, or the GPU), "not modelled".
+std::string concurrency_cell(const VllmTableRow& r) {
+  if (r.starts) return fmt::format("{:.2f}x", r.max_concurrency);
+  return r.not_answered.empty() || r.vllm_refuses ? "no start" : "not modelled";
+}
+
 }  // namespace
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
@@ -169,6 +175,8 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
                     {"gpu_kv_cache_tokens", r.kv_tokens},
                     {"max_concurrency", r.max_concurrency},
                     {"starts", r.starts}});
+  for (size_t i = 0; i < t.rows.size(); ++i)  // a GPU not answered says why (optional key)
+    if (!t.rows[i].not_answered.empty()) rows[i]["not_answered"] = t.rows[i].not_answered;
   return {{"schema", kServeVllmSchema},
           {"model", t.model},
           {"engine", "vllm"},
@@ -190,7 +198,9 @@ std::string vllm_table_to_text(const VllmTable& t) {
     text += fmt::format("  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n", r.gpu, format_bytes(r.memory_bytes),
                         format_bytes(r.requested_bytes),
                         r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
-                        format_count(r.kv_tokens), r.starts ? fmt::format("{:.2f}x", r.max_concurrency) : "no start");
+                        format_count(r.kv_tokens), concurrency_cell(r));
+  for (const VllmTableRow& r : t.rows)
+    if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
   text += fmt::format("  (non-torch memory {} each: --reserve; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes));
   return text;
 }
@@ -204,7 +214,7 @@ std::string vllm_table_to_markdown(const VllmTable& t) {
     md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.gpu, format_bytes(r.memory_bytes),
                       format_bytes(r.requested_bytes),
                       r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
-                      format_count(r.kv_tokens), r.starts ? fmt::format("{:.2f}x", r.max_concurrency) : "no start");
+                      format_count(r.kv_tokens), concurrency_cell(r));
   return md;
 }
 

@@ -529,6 +529,20 @@ class VllmByHand(unittest.TestCase):
                 p = run("serve", plain, *(args if args[0] == "--engine" else ["--engine", "vllm", *args]), *base)
                 self.assertEqual(p.returncode, 2, (args, p.stderr))
                 self.assertIn(phrase, p.stderr)
+            # The catalog table answers the GPUs fp8 runs on; vLLM refuses fp8 below 8.0 (T4: "no start"), and runs
+            # FP8 Marlin, not sized, from 8.0 to 8.9 (A100: "not modelled"); each such row says why.
+            table = self.vllm("--graph", "decode", "--reserve", "0", "--quantization", "fp8", model=plain)
+            with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+                jsonschema.validate(table, json.load(f))
+            rows = {r["gpu"]: r for r in table["gpus"]}
+            self.assertIn("vLLM needs 8.0", rows["T4"]["not_answered"])
+            self.assertIn("FP8 Marlin", rows["A100-80GB"]["not_answered"])
+            self.assertNotIn("not_answered", rows["H100-80GB"])
+            self.assertTrue(rows["H100-80GB"]["starts"])
+            text = run("serve", plain, "--engine", "vllm", "--graph", "decode", "--reserve", "0", "--quantization",
+                       "fp8").stdout
+            self.assertRegex(text, r"T4 .* no start")
+            self.assertRegex(text, r"A100-80GB .* not modelled")
             bad = tiny_llama_config(d, quantization_config={"quant_method": "bitnet"})
             p = run("serve", bad, "--engine", "vllm", *base)
             self.assertEqual(p.returncode, 2)
