@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "cost_models/graph_facts.h"
@@ -11,6 +12,44 @@
 #include "onnx_import/errors.h"
 
 namespace memplan {
+
+VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
+  // "MAJOR.MINOR" or "MAJOR.MINOR.PATCH", major 0.
+  int minor = -1;
+  if (text.size() > 2 && text.compare(0, 2, "0.") == 0) {
+    const std::string rest = text.substr(2, text.find('.', 2) == std::string::npos ? std::string::npos : text.find('.', 2) - 2);
+    if (!rest.empty() && rest.size() <= 3 && std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); }))
+      minor = std::stoi(rest);
+  }
+  const std::string accepted = "memplan models 0.8 (the V1 worker's absolute rule), 0.11 to 0.20 (the current rule) "
+                               "and 0.21 or later with --enforce-eager";
+  if (minor == 8) return VllmVersion::V0_8;
+  if (minor >= 11 && minor <= 20) return VllmVersion::V0_11;
+  if (minor >= 21) {
+    if (!enforce_eager)
+      throw InputError("--engine-version " + text + ": from 0.21 vLLM subtracts its CUDA graphs' estimate from the KV "
+                       "cache (profile_cudagraph_memory: the first two captures of each mode, measured on the GPU), "
+                       "which memplan does not size; with --enforce-eager no graph is captured and nothing is "
+                       "subtracted: add --enforce-eager, or give --engine-version 0.20 or earlier");
+    return VllmVersion::V0_21;
+  }
+  if (minor == 9 || minor == 10)
+    throw InputError("--engine-version " + text + ": not modelled (the baseline rule of PR #19312 came within the 0.9 "
+                     "series, and when the profile run began holding the hidden states during the sampler's warm-up "
+                     "is not placed); " + accepted);
+  if (minor >= 0 && minor < 8)
+    throw InputError("--engine-version " + text + ": not modelled (vLLM's V0 engine, whose sampler keeps float32 "
+                     "probabilities and log-probabilities beside its sort, is not sized); " + accepted);
+  throw InputError("--engine-version " + text + ": expected a vLLM version such as 0.11; " + accepted);
+}
+
+std::string vllm_rules_name(VllmVersion v) {
+  switch (v) {
+    case VllmVersion::V0_8: return "vLLM 0.8 V1 (gpu_worker.py determine_available_memory: absolute peak and all non-torch memory)";
+    case VllmVersion::V0_21: return "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
+    default: return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)";
+  }
+}
 
 VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name) {
   std::string name = device_name;
@@ -65,17 +104,20 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s) {
   return std::min(s.max_num_seqs, s.max_num_batched_tokens);
 }
 
-uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t hidden, DType dtype) {
+uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype) {
   const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
   const uint64_t rows = static_cast<uint64_t>(requests);
-  // Over [requests, vocab]: the logits (d), float32 logits (4), sort values (4) and int64 indices (8), the
-  // top-k mask (1), the sorted softmax (4), the top-p mask (1), the scatter's output (4).
-  const uint64_t per_logit = d + 4 + 4 + 8 + 1 + 4 + 1 + 4;
+  // The logits as the head computes them (d, padded width); over [requests, vocab]: the float32 logits (4), sort
+  // values (4) and int64 indices (8), the top-k mask (1), the sorted softmax (4), the top-p mask (1), the
+  // scatter's output (4).
+  const uint64_t head = checked_mul(checked_mul(rows, static_cast<uint64_t>(logits_width), "sampler bytes"), d,
+                                    "sampler bytes");
+  const uint64_t per_logit = 4 + 4 + 8 + 1 + 4 + 1 + 4;
   const uint64_t logits = checked_mul(checked_mul(rows, static_cast<uint64_t>(vocab), "sampler bytes"), per_logit,
                                       "sampler bytes");
   const uint64_t hidden_rows = checked_mul(checked_mul(rows, static_cast<uint64_t>(hidden), "sampler bytes"), 2 * d,
                                            "sampler bytes");
-  return checked_add(logits, hidden_rows, "sampler bytes");
+  return checked_add(checked_add(head, logits, "sampler bytes"), hidden_rows, "sampler bytes");
 }
 
 uint64_t vllm_profile_peak_allocated(uint64_t forward_peak_allocated, uint64_t kept, uint64_t hidden_states_bytes,
@@ -121,6 +163,22 @@ VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, in
   }
   c.starts = true;
   return c;
+}
+
+uint64_t vllm_kv_bytes_per_rank(const Graph& g, const std::vector<std::string>& presents, uint64_t bytes_per_token,
+                                int tp) {
+  if (tp <= 1) return bytes_per_token;
+  const TensorParallelPlan plan = plan_tensor_parallel(g, tp, false, true);
+  unsigned __int128 whole = 0, local = 0;
+  for (const std::string& name : presents) {
+    const std::optional<int32_t> t = g.find_tensor(name);
+    if (!t) continue;
+    const uint64_t elements = static_cast<uint64_t>(g.tensors[*t].elements());
+    whole += elements;
+    local += plan.local_bytes(g, *t, elements);
+  }
+  if (whole == 0) return bytes_per_token;
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(bytes_per_token) * local / whole);
 }
 
 int64_t vllm_kv_heads_per_rank(int64_t kv_heads, int64_t tp, const std::string& model) {

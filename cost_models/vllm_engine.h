@@ -21,11 +21,38 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cost_models/paged_kv.h"
 #include "onnx_import/graph.h"
 
 namespace memplan {
+
+// Which vLLM's start-up rule applies (--engine-version), each from the source the research notes cite
+// (docs/research/vllm-kv-sizing.md sections 1, 2, 6 and Addendum A):
+//  - V0_11 (default; the notes' current code, gpu_worker.py at 35d5cda, after PR #25359): the baseline rule above;
+//    NCCL and custom all-reduce buffers are allocated before the snapshot, so they are in no term; the profile run
+//    holds the forward's hidden states [tokens, hidden] while the sampler warms up (gpu_model_runner.py at 4e17906,
+//    profile_run deletes them after _dummy_sampler_run). CUDA graphs are captured after the cache is sized.
+//  - V0_8 (gpu_worker.py at 0012cf6, Worker.determine_available_memory of the 0.8 series): available =
+//    int(total x utilization - peak) where peak = allocated_bytes.all.peak since reset_peak_memory_stats (absolute:
+//    the weights and everything PyTorch holds) plus, when positive, every byte on the GPU outside PyTorch's
+//    allocator after the profile ((total - free) - allocated_bytes.all.current: the CUDA context, NCCL's buffers,
+//    other processes), so the non-torch term is all of it, not an increase over a snapshot. Its runner's
+//    _dummy_run returns the sampled rows only (the worker calls _dummy_sampler_run(hidden_states=_dummy_run(...));
+//    notes' Addendum A): the [tokens, hidden] states are freed before the sampler runs. The runner's persistent
+//    input buffers (token ids, positions, block tables), which this absolute peak holds too, are not modelled.
+//  - V0_21 (the CUDA-graph estimate on by default from 0.21, PR #30515 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS,
+//    notes section 6): the current rule less the graphs' estimate, which is taken only when graphs are captured
+//    (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only --enforce-eager (no
+//    graphs, no estimate) is modelled.
+enum class VllmVersion { V0_8, V0_11, V0_21 };
+// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.21" and later: the rule; anything else throws
+// InputError naming the versions modelled and why the others are not. `enforce_eager`: --enforce-eager (0.21 and
+// later refuse without it).
+VllmVersion vllm_version(const std::string& text, bool enforce_eager);
+// The rule's name as the answer prints it.
+std::string vllm_rules_name(VllmVersion v);
 
 // vLLM's defaults for `vllm serve` on a GPU (vllm/engine/arg_utils.py, EngineArgs and _set_default_args).
 inline constexpr double kVllmDefaultGpuMemoryUtilization = 0.9;  // CacheConfig.gpu_memory_utilization
@@ -84,12 +111,14 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s);
 // model's `dtype`, PyTorch's sampler path (TopKTopPSampler.forward_native, the default without
 // VLLM_USE_FLASHINFER_SAMPLER). At its peak, in apply_top_k_top_p's scatter, are alive: the hidden rows of the
 // last positions (hidden_states[logit_indices], a copy) and their rand_like, [requests, hidden], and the logits
-// [requests, vocab], in the model's type d, and over [requests, vocab] the float32 logits (Sampler.forward), the
-// sort's values (float32) and indices (int64), the top-k and top-p masks (bool), the softmax of the sorted values
-// (float32, cumsum in place) and the scatter's output (float32):
-//   (d + 4 + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab + 2 x d x requests x hidden bytes.
+// [requests, logits_width] in the model's type d (the head computes the padded vocabulary, cost_models/
+// vllm_weights.h, and LogitsProcessor._get_logits slices it to the vocabulary as a view: logits_processor.py at
+// 00db1f1), and over [requests, vocab] the float32 logits (Sampler.forward), the sort's values (float32) and
+// indices (int64), the top-k and top-p masks (bool), the softmax of the sorted values (float32, cumsum in place)
+// and the scatter's output (float32):
+//   d x requests x logits_width + (4 + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab + 2 x d x requests x hidden bytes.
 // The sort's own scratch inside PyTorch (cub's segmented radix sort) is not counted.
-uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t hidden, DType dtype);
+uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype);
 
 // The profile run's peak allocated bytes: the larger of the forward's (weights included, the head's logits over
 // every token not: the engine computes none) and the sampler's warm-up on top of what the forward left allocated:
@@ -124,6 +153,13 @@ struct VllmKvCapacity {
   std::string refusal;                // vLLM's reason, when it does not start
 };
 VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len);
+
+// One tensor-parallel rank's bytes of one more cached token: `bytes_per_token` (every present output's, the whole
+// model's) times the share of the present outputs' elements that rank 0 holds in the graph's tensor-parallel plan
+// (cost_models/tensor_parallel.h, KV heads replicated when tp exceeds them, as vLLM's QKVParallelLinear does): the
+// same plan that shards the weights decides the cache. `bytes_per_token` at tp 1.
+uint64_t vllm_kv_bytes_per_rank(const Graph& g, const std::vector<std::string>& presents, uint64_t bytes_per_token,
+                                int tp);
 
 // KV heads one tensor-parallel rank holds: heads / tp, or one head replicated on tp / heads ranks when tp
 // exceeds them (vllm/config ModelConfig.get_num_kv_heads: max(1, total // tp)). Throws InputError when neither

@@ -165,6 +165,65 @@ void parse_hf_arch(const std::string& path, const json& j, DecoderConfig& c) {
   }
 }
 
+// quantization_config as vLLM's QuantizationConfig.from_config reads it (vllm/model_executor/layers/quantization:
+// fp8.py Fp8Config.from_config at 1436674: quant_method, activation_scheme, ignored_layers / modules_to_not_convert,
+// weight_block_size; gptq.py GPTQConfig.from_config at e5dd90b: bits, group_size, desc_act, lm_head; awq.py
+// AWQConfig.from_config: w_bit or bits, q_group_size or group_size). Other keys are the quantizer's own
+// bookkeeping (damp_percent, sym, true_sequential, ...), which vLLM does not read either. What would change the
+// layout memplan sizes is refused: layers left unquantized, a quantized head, block-wise fp8 scales.
+StoredQuantization parse_quantization(const std::string& path, const json& q) {
+  if (!q.is_object()) fail(path, "config key \"quantization_config\" must be an object, not " + q.dump());
+  if (!q.contains("quant_method")) fail(path, "config key \"quantization_config\" has no \"quant_method\"");
+  const json& m = q["quant_method"];
+  StoredQuantization s;
+  s.method = m.is_string() ? m.get<std::string>() : "";
+  auto empty_list = [&](const char* key) {
+    const auto it = q.find(key);
+    if (it != q.end() && !it->is_null() && !(it->is_array() && it->empty()) && !(it->is_object() && it->empty()))
+      fail(path, std::string("quantization_config key \"") + key + "\" is " + it->dump() +
+                     ": layers left unquantized (or quantized otherwise) are not modelled");
+  };
+  auto first_int = [&](std::initializer_list<const char*> keys, int64_t min, int64_t max) -> int64_t {
+    for (const char* key : keys) {
+      const auto it = q.find(key);
+      if (it == q.end() || it->is_null()) continue;
+      if (!it->is_number_integer() || it->get<int64_t>() < min || it->get<int64_t>() > max || it->get<int64_t>() == 0)
+        fail(path, std::string("quantization_config key \"") + key + "\" is " + it->dump() + ": an integer in [" +
+                       std::to_string(min) + ", " + std::to_string(max) + "] (not 0) is expected");
+      return it->get<int64_t>();
+    }
+    fail(path, std::string("quantization_config has no \"") + *keys.begin() + "\"");
+  };
+  if (s.method == "fp8") {
+    const json& scheme = require(path, q, "activation_scheme");
+    if (scheme != "static" && scheme != "dynamic")
+      fail(path, "quantization_config key \"activation_scheme\" is " + scheme.dump() + "; vLLM reads static or dynamic");
+    s.static_activations = scheme == "static";
+    empty_list("ignored_layers");
+    empty_list("modules_to_not_convert");
+    const auto block = q.find("weight_block_size");
+    if (block != q.end() && !block->is_null())
+      fail(path, "quantization_config key \"weight_block_size\" is " + block->dump() +
+                     ": block-wise fp8 scales are not modelled (per-tensor scales are)");
+  } else if (s.method == "gptq" || s.method == "awq") {
+    const bool gptq = s.method == "gptq";
+    s.bits = static_cast<int>(gptq ? first_int({"bits"}, 2, 8) : first_int({"w_bit", "bits"}, 4, 4));
+    if (gptq && s.bits != 2 && s.bits != 3 && s.bits != 4 && s.bits != 8)
+      fail(path, "quantization_config key \"bits\" is " + std::to_string(s.bits) + "; vLLM's GPTQ reads 2, 3, 4, 8");
+    s.group_size = gptq ? first_int({"group_size"}, -1, int64_t{1} << 24) : first_int({"q_group_size", "group_size"}, 1, int64_t{1} << 24);
+    if (gptq) {
+      s.desc_act = bool_key(path, q, "desc_act", false);
+      if (bool_key(path, q, "lm_head", false))
+        fail(path, "quantization_config key \"lm_head\" is true: a quantized LM head is not modelled");
+      empty_list("dynamic");
+    }
+    empty_list("modules_to_not_convert");
+  } else {
+    fail(path, "quantization_config quant_method " + m.dump() + " is not modelled (memplan sizes fp8, gptq and awq)");
+  }
+  return s;
+}
+
 }  // namespace
 
 bool is_config_path(const std::string& path) {
@@ -192,8 +251,8 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
                    "\" is not supported (memplan builds llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, "
                    "mixtral, qwen2_moe and qwen3_moe)");
   for (const auto& [key, value] : j.items())
-    if (!harmless_keys().count(key) && !(c.hf_arch && arch_keys().at(c.model_type).count(key)) &&
-        !moe_keys(c.model_type).count(key))
+    if (key != "quantization_config" && !harmless_keys().count(key) &&
+        !(c.hf_arch && arch_keys().at(c.model_type).count(key)) && !moe_keys(c.model_type).count(key))
       fail(path, "config key \"" + key + "\" is not supported for model_type \"" + c.model_type +
                      "\": memplan does not know what it does to memory");
   const bool gemma = c.model_type == "gemma2" || c.model_type == "gemma3_text";
@@ -268,6 +327,8 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
     const int64_t w = positive_int(path, *window, "sliding_window", int64_t{1} << 40);
     if (w < c.max_position_embeddings) c.sliding_window = w;
   }
+  if (const auto q = j.find("quantization_config"); q != j.end() && !q->is_null())
+    c.quantization = parse_quantization(path, *q);
   for (const char* key : {"torch_dtype", "dtype"}) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;
@@ -292,9 +353,13 @@ ConfigGraph config_graph_from_name(const std::string& path, const std::string& n
 
 std::vector<std::string> moe_routing_names() { return {"balanced", "worst"}; }
 
-ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing) {
+ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing,
+                            bool quantized_ok) {
   const std::string text = read_text(path);
   DecoderConfig config = parse_decoder_config(path, text);
+  if (!config.quantization.method.empty() && !quantized_ok)
+    fail(path, "config key \"quantization_config\" (" + config.quantization.method +
+                   ") is modelled by serve --engine vllm only: this command's graph would hold the unquantized weights");
   if (!moe_routing.empty()) {
     if (moe_routing != "balanced" && moe_routing != "worst")
       fail(path, "--moe-routing " + moe_routing + " is not balanced or worst");
@@ -319,11 +384,13 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   model.max_positions = config.max_position_embeddings;
   model.stored_dtype = config.torch_dtype;
   model.model_type = config.model_type;
+  model.quantization = config.quantization;
   return model;
 }
 
-ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing) {
-  if (is_config_path(path)) return read_config_model(path, graph, moe_routing);
+ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing,
+                            bool quantized_ok) {
+  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, quantized_ok);
   if (!graph.empty()) fail(path, "--graph chooses a config.json's graph; an ONNX file is one graph already");
   if (!moe_routing.empty())
     fail(path, "--moe-routing chooses how a config.json's experts are routed; an ONNX file's routing is its graph's");

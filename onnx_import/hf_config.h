@@ -24,6 +24,17 @@ namespace memplan {
 
 struct ReadModel;
 
+// A checkpoint's quantization_config (transformers' GPTQConfig / AwqConfig / FP8 configs as written to config.json):
+// `method` is quant_method ("fp8", "gptq", "awq"), `bits` bits (gptq, awq), `group_size` group_size (gptq, awq; -1:
+// one group over the input), `desc_act` gptq's act-order, `static_activations` fp8's activation_scheme "static".
+struct StoredQuantization {
+  std::string method;
+  int bits = 0;
+  int64_t group_size = 0;
+  bool desc_act = false, static_activations = false;
+};
+
+
 // The graph a config becomes (--graph).
 enum class ConfigGraph { Train, Decode, Prefill };
 
@@ -42,6 +53,7 @@ struct DecoderConfig {
   std::string torch_dtype;  // as the config says ("bfloat16", ...); the graph is float32 as the zoo's exports
   int64_t rotary_dim = 0;      // the rotated part of head_dim (phi3's partial_rotary_factor); head_dim otherwise
   double rope_factor = 1.0;    // linear rope_scaling's factor (gemma3_text's full-attention layers)
+  StoredQuantization quantization;  // quantization_config (read only where quantized_ok: serve --engine vllm)
 
   // gemma2, gemma3_text and phi3 (transformers models/gemma2/modeling_gemma2.py, gemma3/modeling_gemma3.py,
   // phi3/modeling_phi3.py), built as tests/models/hf_archs.py traces them (onnx_import/hf_arch_layers.cc).
@@ -85,10 +97,14 @@ std::vector<std::string> moe_routing_names();
 
 // Reads the config at `path` and builds its graph, a mixture of experts' tokens routed by `moe_routing`. Throws
 // InputError (unreadable file, the above, a --moe-routing for a model without experts).
-ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {});
+// `quantized_ok`: a quantization_config is carried (serve --engine vllm sizes vLLM's quantized layers); else it is
+// refused, since the graph holds the unquantized weights.
+ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
+                            bool quantized_ok = false);
 
 // The one entry for a model path: a config (is_config_path) is built as read_config_model; anything else is read
 // as ONNX (read_model_file), where a --graph or --moe-routing is refused, since a file is one graph already.
-ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing = {});
+ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
+                            bool quantized_ok = false);
 
 }  // namespace memplan

@@ -13,6 +13,7 @@
 
 #include <google/protobuf/arena.h>
 
+#include "onnx_import/hf_config.h"  // StoredQuantization
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
 
 namespace memplan {
@@ -46,6 +47,9 @@ struct ReadModel {
   // What its source says the weights are stored in, and its architecture (a config.json's torch_dtype, e.g.
   // "bfloat16", and model_type); "": not stated (an ONNX file: its initializers' types say it).
   std::string stored_dtype, model_type;
+  // What its source says the linear weights are quantized as (a config.json's quantization_config, as vLLM's
+  // QuantizationConfig.from_config reads it); method "": not stated.
+  StoredQuantization quantization;
   std::vector<std::string> warnings;
 };
 

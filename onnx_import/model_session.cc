@@ -10,14 +10,14 @@
 
 namespace memplan {
 
-ModelSession::ModelSession(std::string path, std::string graph, std::string moe_routing)
-    : path_(std::move(path)), graph_(std::move(graph)), moe_routing_(std::move(moe_routing)) {}
+ModelSession::ModelSession(std::string path, std::string graph, std::string moe_routing, bool quantized_ok)
+    : path_(std::move(path)), graph_(std::move(graph)), moe_routing_(std::move(moe_routing)), quantized_ok_(quantized_ok) {}
 
 ModelSession::~ModelSession() = default;
 
 const ReadModel& ModelSession::model() {
   if (!model_) {
-    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_));
+    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_, quantized_ok_));
     ++files_read_;
   }
   return *model_;
@@ -26,6 +26,8 @@ const ReadModel& ModelSession::model() {
 int64_t ModelSession::max_positions() { return model().max_positions; }
 
 const std::string& ModelSession::model_type() { return model().model_type; }
+
+const StoredQuantization& ModelSession::quantization() { return model().quantization; }
 
 DType ModelSession::stored_float_dtype() {
   const ReadModel& m = model();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "onnx_import/graph.h"
+#include "onnx_import/hf_config.h"  // StoredQuantization
 #include "onnx_import/import.h"
 
 namespace memplan {
@@ -29,8 +30,8 @@ struct DeclaredInput {
 class ModelSession {
  public:
   // Reads nothing yet. `graph`, `moe_routing`: --graph and --moe-routing, for a config.json (read_model_source,
-  // onnx_import/hf_config.h).
-  explicit ModelSession(std::string path, std::string graph = {}, std::string moe_routing = {});
+  // onnx_import/hf_config.h). `quantized_ok`: a config.json's quantization_config is carried, not refused.
+  explicit ModelSession(std::string path, std::string graph = {}, std::string moe_routing = {}, bool quantized_ok = false);
   ~ModelSession();
   ModelSession(const ModelSession&) = delete;
   ModelSession& operator=(const ModelSession&) = delete;
@@ -50,6 +51,8 @@ class ModelSession {
   DType stored_float_dtype();
   // A config.json's model_type; "" for an ONNX file.
   const std::string& model_type();
+  // A config.json's quantization_config; method "" for an ONNX file or a config without one.
+  const StoredQuantization& quantization();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 
@@ -58,6 +61,7 @@ class ModelSession {
 
  private:
   std::string path_, graph_, moe_routing_;
+  bool quantized_ok_ = false;
   std::unique_ptr<const ReadModel> model_;
   std::optional<std::vector<DeclaredInput>> declared_inputs_;
   int files_read_ = 0, graphs_shaped_ = 0;

@@ -272,6 +272,23 @@ const std::vector<CommandRule>& command_rules() {
            return "--max-loras and --max-lora-rank need --enable-lora";
          return "";
        }},
+      {kServe, "--quantization applies to --engine vllm; --quant-bits and --quant-group-size need gptq or awq",
+       [](A a) -> std::string {
+         if (!vllm(a) && !a.serve.quantization.empty()) return "--quantization applies to --engine vllm";
+         const bool grouped = a.serve.quantization == "gptq" || a.serve.quantization == "awq";
+         if (!grouped && (a.serve.quant_bits != 0 || a.serve.quant_group_size != 0))
+           return "--quant-bits and --quant-group-size need --quantization gptq or awq";
+         if (a.serve.quant_group_size == 0 && grouped) return "";
+         if (a.serve.quantization == "awq" && a.serve.quant_group_size < 0)
+           return "--quant-group-size " + std::to_string(a.serve.quant_group_size) + ": awq's groups are positive";
+         return "";
+       }},
+      {kServe, "--engine-version and --enforce-eager apply to --engine vllm",
+       [](A a) -> std::string {
+         if (vllm(a)) return "";
+         if (a.serve.engine_version != ServeSettings{}.engine_version) return "--engine-version applies to --engine vllm";
+         return a.serve.enforce_eager ? "--enforce-eager applies to --engine vllm (eager runs no CUDA graphs)" : "";
+       }},
       {kServe, "--gpu-memory-utilization is more than 0",
        [](A a) -> std::string {
          return a.serve.gpu_memory_utilization <= 0 ? "--gpu-memory-utilization 0: vLLM needs more than 0 (at most 1)"

@@ -299,6 +299,28 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--max-lora-rank", .kind = K::Int, .commands = kServe,
        .help = "With --enable-lora: the rank the stacks are sized for (vLLM's --max-lora-rank)",
        .field = FIELD(serve.max_lora_rank), .min = 1, .show_default = true},
+      {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
+       .help = "vllm: the vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 (the V1 "
+               "worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, off the "
+               "budget; give --max-batched-tokens and --max-num-seqs), 0.21 or later with --enforce-eager",
+       .field = FIELD(serve.engine_version), .show_default = true},
+      {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
+       .help = "vllm: vLLM's --enforce-eager, no CUDA graphs. Before 0.21 the graphs are captured after the cache is "
+               "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; 0.21 and later subtract "
+               "their estimate, which memplan models only as none (this flag)",
+       .field = FIELD(serve.enforce_eager)},
+      {.flag = "--quantization", .kind = K::Choice, .commands = kServe,
+       .help = "vllm: what the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "
+               "scale per layer), gptq or awq (packed int32, group scales and zeros); the embedding and the head stay "
+               "in the model's type. Default: a config.json's quantization_config, else none",
+       .field = FIELD(serve.quantization), .choices = kQuantizationChoices.names()},
+      {.flag = "--quant-bits", .kind = K::Int, .commands = kServe,
+       .help = "With --quantization gptq: the bits of a weight, 2, 3, 4 or 8 (awq: 4). Default: the config's, else 4",
+       .field = FIELD(serve.quant_bits), .min = 2},
+      {.flag = "--quant-group-size", .kind = K::Int, .commands = kServe,
+       .help = "With --quantization gptq or awq: inputs per scale and zero (gptq: -1, one group). Default: the "
+               "config's, else 128",
+       .field = FIELD(serve.quant_group_size), .min = -1},
       {.flag = "--gpu-memory-utilization", .kind = K::Real, .commands = kServe,
        .help = "vllm: the fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
                "and the KV cache), as vLLM's --gpu-memory-utilization",

@@ -1,5 +1,7 @@
 #include "report/serve.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,7 +20,8 @@ constexpr int64_t kMaxContextTokens = int64_t{1} << 30;  // the longest single s
 }  // namespace
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : session_(std::move(path), user.graph, user.moe_routing), user_(std::move(user)), settings_(settings), options_(std::move(options)) {
+    : session_(std::move(path), user.graph, user.moe_routing, kServeEngineChoices.is(settings.engine, ServeEngine::Vllm)),
+      user_(std::move(user)), settings_(settings), options_(std::move(options)) {
   // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it.
   if (kServeEngineChoices.is(settings_.engine, ServeEngine::Vllm) && options_.inference.float_dtype == DType::Float32)
     options_.inference.float_dtype =
@@ -156,19 +159,35 @@ ServeOutcome serve_model(const ServeArgs& f) {
     // vLLM's budget is a fraction of the GPU's whole memory (the CUDA context lives in the rest); --reserve is
     // the memory its profile finds outside PyTorch's allocator (cost_models/vllm_engine.h).
     const int tp = f.estimate.tp;
+    // The compute capability (major x 10 + minor) vLLM's quantization methods check: --arch smXY with --memory.
+    const int arch = f.estimate.arch.size() > 2 ? std::stoi(f.estimate.arch.substr(2)) : 90;
     if (!f.memory.empty()) {
-      out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve);
+      out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve, arch);
     } else if (!gpu.empty()) {
       const GpuSpec& g = catalog.find(gpu);
       out.vllm = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name + " (" + format_bytes(g.memory_bytes) + ")",
-                            reserve);
+                            reserve, g.cc_major * 10 + g.cc_minor);
     } else {
       VllmTable t;
       t.model = probe.path();
       t.non_torch_bytes = reserve;
+      std::optional<std::string> refused;  // the first GPU's refusal, said when no GPU is answered
+      int answered = 0;
       for (const GpuSpec& g : catalog.gpus) {
         probe.use_gpu_architecture(g);
-        const VllmAnswer a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve);
+        VllmAnswer a;
+        try {
+          a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve, g.cc_major * 10 + g.cc_minor);
+        } catch (const VllmGpuRefused& e) {  // this GPU's row only (a quantization method's capability)
+          if (!refused) refused = e.what();
+          VllmTableRow row{g.name, g.memory_bytes};
+          row.requested_bytes = vllm_available_memory(g.memory_bytes, settings.gpu_memory_utilization, 0, 0, 0).requested;
+          row.not_answered = e.what();
+          row.vllm_refuses = e.vllm_refuses;
+          t.rows.push_back(std::move(row));
+          continue;
+        }
+        ++answered;
         t.max_model_len = a.settings.engine.max_model_len;
         t.block_size = a.settings.engine.block_size;
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
@@ -176,6 +195,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.rows.push_back({g.name, g.memory_bytes, a.memory.requested, a.memory.available, a.capacity.tokens,
                           a.capacity.max_concurrency, a.capacity.starts});
       }
+      if (answered == 0 && refused) throw InputError(*refused);
       out.vllm_table = std::move(t);
     }
     return out;

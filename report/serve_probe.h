@@ -38,6 +38,14 @@ struct ServeSettings {
   // vllm: --enable-lora with vLLM's --max-loras (1) and --max-lora-rank (16) defaults (vllm/config/lora.py).
   bool enable_lora = false;
   int64_t max_loras = 1, max_lora_rank = 16;
+  // vllm: --quantization (vLLM's; "": the checkpoint's quantization_config, if any), with the layout's bits and
+  // group size where the file does not state them (0: the config's, else 4 bits and groups of 128).
+  std::string quantization;
+  int64_t quant_bits = 0, quant_group_size = 0;
+  // vllm: --engine-version (whose start-up rule: cost_models/vllm_engine.h VllmVersion) and --enforce-eager
+  // (vLLM's: no CUDA graphs captured).
+  std::string engine_version = "0.11";
+  bool enforce_eager = false;
 };
 
 // One step's estimate, KV cache excluded.
@@ -64,6 +72,8 @@ class ServeProbe {
   void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
   const EstimateOptions& options() const { return options_; }
   const std::string& path() const { return session_.path(); }
+  // A config.json's quantization_config (method "": none; an ONNX file states none).
+  const StoredQuantization& stored_quantization() { return session_.quantization(); }
   // The model's position limit (ReadModel::max_positions: a config.json's max_position_embeddings); 0: unknown.
   int64_t max_positions() { return session_.max_positions(); }
 

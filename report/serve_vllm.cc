@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "cost_models/engine_kernels.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
+#include "cost_models/vllm_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "report/estimate.h"
@@ -26,6 +28,13 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
                      const std::string& gpu_name) {
   VllmResolved r;
   r.tp = tp;
+  r.version = vllm_version(s.engine_version, s.enforce_eager);
+  r.version_text = s.engine_version;
+  r.enforce_eager = s.enforce_eager;
+  // 0.8's step defaults came from a device-name test the notes hold only from a fork's copy: not guessed.
+  if (r.version == VllmVersion::V0_8 && (s.max_batched_tokens == 0 || s.max_num_seqs == 0))
+    throw InputError("--engine-version " + s.engine_version + " needs --max-batched-tokens and --max-num-seqs (the "
+                     "values the vLLM log states: its defaults for the GPU are not modelled)");
   r.engine.gpu_memory_utilization = s.gpu_memory_utilization;
   r.engine.block_size = s.block_size;
   // max_model_len: --context, else the model's own limit (vllm/config ModelConfig._get_and_verify_max_len).
@@ -40,10 +49,60 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   return r;
 }
 
+// The quantization vLLM serves with: --quantization, else the checkpoint's (vllm/config ModelConfig.
+// _verify_quantization: a flag that names another method than the config's is refused), its bits and group size
+// from the flags, else the config, else 4 bits and groups of 128; checked against what the method's config class
+// accepts (GPTQConfig: 2, 3, 4, 8 bits; AWQConfig: 4), the GPU (get_min_capability: fp8 80, gptq 60, awq 75; fp8
+// below 8.9 runs FP8 Marlin, whose repacked scales are not sized here) and the served type
+// (get_supported_act_dtypes: gptq and awq float16, fp8 bfloat16 and float16).
+VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s, int capability, DType served,
+                                      std::string& source) {
+  const StoredQuantization& stored = probe.stored_quantization();
+  VllmQuantization q;
+  if (!s.quantization.empty() && !stored.method.empty() && s.quantization != stored.method)
+    throw InputError("--quantization " + s.quantization + ": " + probe.path() + "'s quantization_config is " +
+                     stored.method + " (vLLM refuses a --quantization that differs from the checkpoint's)");
+  q.method = s.quantization.empty() ? stored.method : s.quantization;
+  if (q.method.empty()) return q;
+  source = s.quantization.empty() ? "the config's quantization_config" : "--quantization";
+  // Without --quantization naming it, vLLM takes a compatible gptq checkpoint as gptq_marlin
+  // (GPTQMarlinConfig.override_quantization_method, gptq_marlin.py at 00161ce: user_quant None, marlin or gptq_marlin,
+  // and Marlin supports the bits and group size on the GPU), awq likewise as awq_marlin. Marlin's repacked layout is
+  // not sized here: the layout of --quantization gptq / awq is, which keeps qzeros (and g_idx) Marlin may drop.
+  if (s.quantization.empty() && (stored.method == "gptq" || stored.method == "awq"))
+    source += " (vLLM may serve it as " + stored.method + "_marlin, whose repacked layout is not sized: this is " +
+              stored.method + "'s own, as with --quantization " + stored.method + ")";
+  q.bits = static_cast<int>(s.quant_bits ? s.quant_bits : stored.bits ? stored.bits : 4);
+  q.group_size = s.quant_group_size ? s.quant_group_size : stored.group_size ? stored.group_size : 128;
+  q.desc_act = stored.desc_act;
+  q.static_activations = stored.static_activations;
+  const std::string m = "--quantization " + q.method;
+  if (q.method == "gptq" && q.bits != 2 && q.bits != 3 && q.bits != 4 && q.bits != 8)
+    throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's GPTQ stores 2, 3, 4 or 8");
+  if (q.method == "awq" && q.bits != 4)
+    throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's AWQ stores 4");
+  const int min_capability = q.method == "fp8" ? 80 : q.method == "awq" ? 75 : 60;
+  if (capability < min_capability || (q.method == "fp8" && capability < 89))
+    throw VllmGpuRefused(fmt::format("{} on compute capability {}.{}: {}", m, capability / 10, capability % 10,
+                                 q.method == "fp8" && capability >= 80
+                                     ? "vLLM runs FP8 Marlin below 8.9 (weight-only, repacked), which memplan does not size"
+                                     : fmt::format("vLLM needs {}.{} (get_min_capability)", min_capability / 10,
+                                                   min_capability % 10)),
+                         capability < min_capability);
+  // GPTQ's and AWQ's own kernels run float16 only; gptq_marlin, which a config's gptq becomes without the flag,
+  // runs bfloat16 too (GPTQMarlinConfig.get_supported_act_dtypes at 00161ce).
+  const bool half_only = q.method == "awq" || (q.method == "gptq" && !s.quantization.empty());
+  if (served == DType::Float32 || (half_only && served != DType::Float16))
+    throw InputError(m + " serves in " + (half_only ? "float16" : "bfloat16 or float16") + " (vLLM's " +
+                     "get_supported_act_dtypes), not " + std::string(dtype_name(served)) + ": give --dtype " +
+                     (half_only ? "fp16" : "bf16 or fp16"));
+  return q;
+}
+
 }  // namespace
 
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
-                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch) {
+                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch, int capability) {
   VllmAnswer a;
   a.model = probe.path();
   a.gpu = gpu_name;
@@ -56,27 +115,31 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.kv_cache_dtype = s.kv_cache_dtype;
   a.kv = probe.kv();
 
-  // One rank's cache: its KV heads (replicated when tp exceeds them).
-  a.kv_bytes_per_token = a.kv.bytes_per_token;
+  // One rank's KV heads (replicated when tp exceeds them), checked as vLLM checks them.
   if (tp > 1) {
     if (a.kv.kv_heads <= 0)
       throw InputError("--tp " + std::to_string(tp) + ": the KV heads of " + probe.path() +
                        " are not found (past inputs shaped [batch, kv_heads, tokens, head_dim])");
     a.kv_heads_per_rank = vllm_kv_heads_per_rank(a.kv.kv_heads, tp, probe.path());
-    a.kv_bytes_per_token = a.kv.bytes_per_token / static_cast<uint64_t>(a.kv.kv_heads) *
-                           static_cast<uint64_t>(a.kv_heads_per_rank);
   }
-  const PagedKvCache cache{e.block_size, a.kv_bytes_per_token};
-  a.block_bytes = cache.block_bytes();
 
   // The profile run: one step of max_num_batched_tokens tokens (the dummy requests' tokens side by side, as the
   // engine flattens them), nothing cached, with what the engine's kernels replace held outside.
   const std::shared_ptr<const Graph> g = probe.shape_step(1, 0, e.max_num_batched_tokens);
+  // One rank's cache: the share of the present outputs the step's tensor-parallel plan gives rank 0 (the plan that
+  // shards the weights), which must be the heads' (an invariant, not an input error).
+  const std::vector<std::string> presents = present_outputs(a.kv);
+  a.kv_bytes_per_token = vllm_kv_bytes_per_rank(*g, presents, a.kv.bytes_per_token, tp);
+  if (tp > 1 && a.kv_bytes_per_token * static_cast<uint64_t>(a.kv.kv_heads) !=
+                    a.kv.bytes_per_token * static_cast<uint64_t>(a.kv_heads_per_rank))
+    throw std::logic_error("serve --engine vllm: the tensor-parallel plan's KV share of " + probe.path() +
+                           " is not its KV heads per rank");
+  const PagedKvCache cache{e.block_size, a.kv_bytes_per_token};
+  a.block_bytes = cache.block_bytes();
   EstimateOptions options = probe.options();
   options.execution.runtime = Runtime::PyTorch;
   options.execution.attention = AttentionImpl::Sdpa;
   options.execution.replicate_kv_heads = true;
-  const std::vector<std::string> presents = present_outputs(a.kv);
   const std::optional<LmHead> head = find_lm_head(*g, presents);
   const RepeatKv repeat = find_repeat_kv(*g, presents);
   if (head) {
@@ -100,188 +163,49 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   if (const int64_t positions = probe.max_positions(); positions > 0 && a.kv.head_dim > 0)
     a.rotary_cache_bytes = vllm_rotary_cache_bytes(positions, a.kv.head_dim,
                                                    storage_dtype(DType::Float32, options.inference.float_dtype));
-  // The stacks and the rotary cache are allocated with the weights: in both the weights and the forward's
-  // allocated bytes.
-  const uint64_t loaded = checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes");
-  a.forward_peak_allocated = checked_add(forward.allocated_bytes, loaded, "profile bytes");
-  const uint64_t weights = checked_add(forward.breakdown.weights, loaded, "weights bytes");
+  // The padded vocabulary rows of the embedding and the head (untied), one rank's.
+  if (head) {
+    const VllmVocabPadding pad =
+        vllm_vocab_padding(*g, head->node, head->vocab, tp, true, options.execution.tied_embeddings_by_shape,
+                           storage_dtype(DType::Float32, options.inference.float_dtype), probe.path());
+    a.vocab = pad.vocab;
+    a.padded_vocab = pad.padded_vocab;
+    a.vocab_padding_bytes = pad.bytes;
+  }
+  // The linear layers as vLLM's quantization method holds them, in place of the graph's.
+  const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
+  a.quantization = resolve_quantization(probe, s, capability, served, a.quantization_source);
+  a.quantized = vllm_quantized_linears(*g, head ? head->node : "", tp, true, a.quantization, e.max_num_batched_tokens,
+                                       served, probe.path());
+  // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
+  // forward's allocated bytes; the quantized layers replace the graph's.
+  const uint64_t loaded = checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
+                                      checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"),
+                                      "weights bytes");
+  a.forward_peak_allocated =
+      checked_add(forward.allocated_bytes - a.quantized.dense_bytes, checked_add(loaded, a.quantized.dequantized_bytes, "profile bytes"),
+                  "profile bytes");
+  const uint64_t weights = checked_add(forward.breakdown.weights - a.quantized.dense_bytes, loaded, "weights bytes");
   if (head) {
     const Tensor& hidden = g->tensors[head->hidden];
     const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);
     a.hidden_states_bytes = bytes_as(hidden, d);
     a.dtype = std::string(dtype_name(d));
-    a.sampler_peak_bytes = vllm_sampler_peak_bytes(a.settings.profile_requests, head->vocab, head->hidden_size, d);
+    a.sampler_peak_bytes = vllm_sampler_peak_bytes(a.settings.profile_requests, head->vocab, a.padded_vocab,
+                                                   head->hidden_size, d);
   }
   // What the forward leaves allocated: the weights and, once a MatMul has run, PyTorch's cuBLAS workspace.
   a.kept_workspace_bytes = cublas_workspace_bytes(options.execution.cuda_arch_major);
+  // 0.8's runner frees the forward's hidden states before the sampler runs (cost_models/vllm_engine.h V0_8).
+  const bool hidden_held = a.settings.version != VllmVersion::V0_8;
   const uint64_t peak = vllm_profile_peak_allocated(a.forward_peak_allocated,
                                                     checked_add(weights, a.kept_workspace_bytes, "profile bytes"),
-                                                    a.hidden_states_bytes, a.sampler_peak_bytes);
+                                                    hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);
   a.sampler_sets_peak = peak > a.forward_peak_allocated;
   a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak, non_torch);
   a.capacity = vllm_kv_capacity(a.memory.available, cache, e.max_model_len);
   a.max_concurrent_sequences = a.capacity.starts ? a.capacity.num_blocks / a.capacity.blocks_per_request : 0;
   return a;
-}
-
-// ---- formats ----
-
-nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
-  const VllmEngineSettings& e = a.settings.engine;
-  nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
-  for (const auto& [in, out] : a.kv.pairs) pairs.push_back({{"past", in}, {"present", out}});
-  return {
-      {"schema", kServeVllmSchema},
-      {"model", a.model},
-      {"engine", "vllm"},
-      {"engine_rules", "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)"},
-      {"gpu", a.gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.gpu)},
-      {"budget_source", a.budget_source},
-      {"settings",
-       {{"gpu_memory_utilization", e.gpu_memory_utilization},
-        {"max_model_len", e.max_model_len},
-        {"max_model_len_source", a.settings.max_model_len_source},
-        {"max_num_batched_tokens", e.max_num_batched_tokens},
-        {"max_num_batched_tokens_default", a.settings.default_batched_tokens},
-        {"max_num_seqs", e.max_num_seqs},
-        {"max_num_seqs_default", a.settings.default_num_seqs},
-        {"block_size", e.block_size},
-        {"dtype", a.dtype},
-        {"kv_cache_dtype", a.kv_cache_dtype},
-        {"enable_lora", a.enable_lora},
-        {"max_loras", a.enable_lora ? nlohmann::ordered_json(a.max_loras) : nullptr},
-        {"max_lora_rank", a.enable_lora ? nlohmann::ordered_json(a.max_lora_rank) : nullptr},
-        {"tensor_parallel_size", a.settings.tp}}},
-      {"kv_cache",
-       {{"cached_dim", a.kv.cached_dim},
-        {"new_tokens_dim", a.kv.new_dim},
-        {"pairs", pairs},
-        {"kv_heads", a.kv.kv_heads > 0 ? nlohmann::ordered_json(a.kv.kv_heads) : nullptr},
-        {"kv_heads_per_rank", a.kv_heads_per_rank > 0 ? nlohmann::ordered_json(a.kv_heads_per_rank) : nullptr},
-        {"bytes_per_token", a.kv_bytes_per_token},
-        {"block_bytes", a.block_bytes}}},
-      {"profile_run",
-       {{"tokens", e.max_num_batched_tokens},
-        {"requests", a.settings.profile_requests},
-        {"forward_peak_allocated_bytes", a.forward_peak_allocated},
-        {"hidden_states_bytes", a.hidden_states_bytes},
-        {"cublas_workspace_bytes", a.kept_workspace_bytes},
-        {"sampler_peak_bytes", a.sampler_peak_bytes},
-        {"peak_set_by", a.sampler_sets_peak ? "sampler" : "forward"}}},
-      {"replaced",
-       {{"lm_head", a.lm_head.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.lm_head)},
-        {"attention_kernels", a.attention_kernels},
-        {"repeat_kv", a.repeat_kv}}},
-      {"memory",
-       {{"total_bytes", a.memory.total},
-        {"requested_bytes", a.memory.requested},
-        {"weights_bytes", a.memory.weights},
-        {"lora_stacks_bytes", a.lora_stacks_bytes},
-        {"rotary_cache_bytes", a.rotary_cache_bytes},
-        {"activation_peak_bytes", a.memory.activation_peak},
-        {"non_torch_bytes", a.memory.non_torch},
-        {"available_kv_cache_bytes", a.memory.available}}},
-      {"num_gpu_blocks", a.capacity.num_blocks},
-      {"gpu_kv_cache_tokens", a.capacity.tokens},
-      {"max_concurrency", a.capacity.max_concurrency},
-      {"max_concurrent_sequences", a.max_concurrent_sequences},
-      {"starts", a.capacity.starts},
-      {"refusal", a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.refusal)},
-      {"estimated_max_model_len",
-       a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.estimated_max_model_len)}};
-}
-
-std::string vllm_to_text(const VllmAnswer& a) {
-  const VllmEngineSettings& e = a.settings.engine;
-  const VllmMemory& m = a.memory;
-  std::string t = fmt::format("{} served by vLLM (V1 rules), {}\n", a.model, a.budget_source);
-  t += fmt::format("  dtype {}, kv_cache_dtype {}\n", a.dtype, a.kv_cache_dtype);
-  t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
-                   format_count(e.max_model_len), a.settings.max_model_len_source,
-                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? " (vLLM's default)" : "",
-                   e.max_num_seqs, a.settings.default_num_seqs ? " (vLLM's default)" : "", e.block_size,
-                   a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
-  t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
-                   format_bytes(m.total), e.gpu_memory_utilization);
-  t += fmt::format("  - weights          {:>12}{}{}\n", format_bytes(m.weights),
-                   a.rotary_cache_bytes > 0 ? fmt::format("  with the rotary cache, {}", format_bytes(a.rotary_cache_bytes))
-                                            : "  (the rotary cache not counted: the model states no position limit)",
-                   a.enable_lora ? fmt::format(", LoRA stacks of {} ({} slots of rank {})", format_bytes(a.lora_stacks_bytes),
-                                               a.max_loras, a.max_lora_rank)
-                                 : "");
-  t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
-                   format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
-                   a.sampler_sets_peak ? "the sampler's warm-up" : "the forward");
-  t += fmt::format("  - non-torch memory {:>12}  (--reserve)\n", format_bytes(m.non_torch));
-  t += fmt::format("  = available KV cache memory: {}\n",
-                   m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
-  t += fmt::format("  KV cache: {} B per token{}, blocks of {} tokens = {} B\n", format_count(a.kv_bytes_per_token),
-                   a.kv_heads_per_rank > 0 ? fmt::format(" ({} of {} KV heads per rank)", a.kv_heads_per_rank, a.kv.kv_heads) : "",
-                   e.block_size, format_count(a.block_bytes));
-  std::string replaced = a.lm_head.empty() ? "no LM head found (logits counted as the graph has them)"
-                                           : "the LM head (" + a.lm_head + ") computed at the sampled rows only";
-  replaced += fmt::format("; attention as a kernel at {} places", a.attention_kernels);
-  if (!a.repeat_kv.empty()) replaced += fmt::format("; repeat_kv's {} expansions read in place", a.repeat_kv.size());
-  t += "  replaced by vLLM's kernels: " + replaced + "\n\n";
-  t += fmt::format("GPU KV cache size: {} tokens\n", format_count(a.capacity.tokens));
-  t += fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x\n", format_count(e.max_model_len),
-                   a.capacity.max_concurrency);
-  if (!a.capacity.starts) {
-    t += "vLLM would not start: " + a.capacity.refusal;
-    if (a.capacity.estimated_max_model_len > 0)
-      t += fmt::format(" (the longest that fits: --context {})", a.capacity.estimated_max_model_len);
-    t += "\n";
-  }
-  return t;
-}
-
-nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const VllmTableRow& r : t.rows)
-    rows.push_back({{"gpu", r.gpu},
-                    {"memory_bytes", r.memory_bytes},
-                    {"requested_bytes", r.requested_bytes},
-                    {"available_kv_cache_bytes", r.available_bytes},
-                    {"gpu_kv_cache_tokens", r.kv_tokens},
-                    {"max_concurrency", r.max_concurrency},
-                    {"starts", r.starts}});
-  return {{"schema", kServeVllmSchema},
-          {"model", t.model},
-          {"engine", "vllm"},
-          {"max_model_len", t.max_model_len},
-          {"block_size", t.block_size},
-          {"gpu_memory_utilization", t.gpu_memory_utilization},
-          {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
-          {"non_torch_bytes", t.non_torch_bytes},
-          {"gpus", rows}};
-}
-
-std::string vllm_table_to_text(const VllmTable& t) {
-  std::string text = fmt::format(
-      "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, KV {} B per token, blocks of {})\n"
-      "  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n",
-      format_count(t.max_model_len), t.gpu_memory_utilization, format_count(t.kv_bytes_per_token), t.block_size, "GPU",
-      "memory", "requested", "KV memory", "KV tokens", "concurrency");
-  for (const VllmTableRow& r : t.rows)
-    text += fmt::format("  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n", r.gpu, format_bytes(r.memory_bytes),
-                        format_bytes(r.requested_bytes),
-                        r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
-                        format_count(r.kv_tokens), r.starts ? fmt::format("{:.2f}x", r.max_concurrency) : "no start");
-  text += fmt::format("  (non-torch memory {} each: --reserve; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes));
-  return text;
-}
-
-std::string vllm_table_to_markdown(const VllmTable& t) {
-  std::string md = fmt::format(
-      "| GPU | memory | requested | KV memory | GPU KV cache tokens | concurrency at {} tokens |\n"
-      "|---|---:|---:|---:|---:|---:|\n",
-      format_count(t.max_model_len));
-  for (const VllmTableRow& r : t.rows)
-    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.gpu, format_bytes(r.memory_bytes),
-                      format_bytes(r.requested_bytes),
-                      r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
-                      format_count(r.kv_tokens), r.starts ? fmt::format("{:.2f}x", r.max_concurrency) : "no start");
-  return md;
 }
 
 }  // namespace memplan

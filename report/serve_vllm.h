@@ -1,7 +1,7 @@
 // serve --engine vllm: what vLLM's V1 engine prints at start-up for a decoder on a GPU ("GPU KV cache size: N
 // tokens", "Maximum concurrency for L tokens per request: X"), with the terms of its budget: the rule is
 // cost_models/vllm_engine.h's; this file runs its profile step on the model and formats the answer
-// ("memplan.serve.vllm/1", docs/json.md).
+// ("memplan.serve.vllm/1", docs/json.md; the formats are report/serve_vllm_format.cc).
 //
 // The profile step is memplan's inference estimate of the decoder shaped for one step of
 // --max-batched-tokens new tokens with nothing cached, on PyTorch's caching allocator (its peak allocated
@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "cost_models/vllm_engine.h"
+#include "onnx_import/errors.h"
+#include "cost_models/vllm_weights.h"
 #include "report/serve_probe.h"
 
 namespace memplan {
@@ -25,6 +27,9 @@ inline constexpr const char* kServeVllmSchema = "memplan.serve.vllm/1";
 // The engine's settings as they resolved, each with where its value came from.
 struct VllmResolved {
   VllmEngineSettings engine;
+  VllmVersion version = VllmVersion::V0_11;
+  std::string version_text = "0.11";  // as given
+  bool enforce_eager = false;
   std::string max_model_len_source;           // "--context", or the model's position limit
   bool default_batched_tokens = false, default_num_seqs = false;  // vLLM's defaults for the GPU
   int64_t profile_requests = 0;
@@ -48,6 +53,11 @@ struct VllmAnswer {
   uint64_t kept_workspace_bytes = 0;  // PyTorch's cuBLAS workspace, still allocated while the sampler runs
   uint64_t lora_stacks_bytes = 0;     // --enable-lora: in the weights term, as vLLM counts them
   uint64_t rotary_cache_bytes = 0;    // vLLM's cos_sin_cache, in the weights term (0: the position limit unknown)
+  int64_t vocab = 0, padded_vocab = 0;  // the head's vocabulary and vLLM's padded rows (0: no head found)
+  uint64_t vocab_padding_bytes = 0;   // the padded rows beyond the graph's, in the weights term (one rank's)
+  VllmQuantization quantization;      // method "": none
+  std::string quantization_source;    // "--quantization", or the config's quantization_config
+  VllmQuantizedLinears quantized;     // the linear layers as vLLM holds them (with --quantization)
   bool sampler_sets_peak = false;
   VllmMemory memory;
   VllmKvCapacity capacity;
@@ -59,6 +69,15 @@ struct VllmAnswer {
   bool fits() const { return capacity.starts; }
 };
 
+// A GPU the quantization method does not run on as memplan models it (the single-GPU answer's InputError; a
+// catalog table's row). `vllm_refuses`: vLLM itself refuses the GPU (below the method's get_min_capability), else
+// vLLM runs a kernel whose layout memplan does not size (FP8 Marlin).
+class VllmGpuRefused : public InputError {
+ public:
+  VllmGpuRefused(const std::string& message, bool vllm_refuses) : InputError(message), vllm_refuses(vllm_refuses) {}
+  bool vllm_refuses;
+};
+
 struct VllmTableRow {
   std::string gpu;
   uint64_t memory_bytes = 0, requested_bytes = 0;
@@ -66,6 +85,8 @@ struct VllmTableRow {
   int64_t kv_tokens = 0;
   double max_concurrency = 0;
   bool starts = false;
+  std::string not_answered;  // a VllmGpuRefused's message: vLLM refuses this GPU, or memplan does not model it
+  bool vllm_refuses = false;
 };
 struct VllmTable {
   std::string model;
@@ -75,9 +96,10 @@ struct VllmTable {
   std::vector<VllmTableRow> rows;
 };
 
-// vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve).
+// vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve), its compute
+// capability `capability` (major x 10 + minor: what vLLM's quantization methods check).
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
-                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch);
+                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch, int capability);
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a);
 std::string vllm_to_text(const VllmAnswer& a);

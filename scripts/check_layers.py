@@ -44,6 +44,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("estimate_config",),                                  # command-line strings into estimate options
     ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe
+    ("serve_vllm_format",),                                # that answer as text, JSON and Markdown
     ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema: every command's arguments
     ("option_checks",),                                    # every check that needs no model, once

@@ -297,15 +297,17 @@ class VllmByHand(unittest.TestCase):
     kv_tiny is stored in float32; vLLM's --dtype auto serves it in bfloat16 on sm90 (the default arch), d = 2.
     --memory 64MiB --reserve 0 --context 64 --max-batched-tokens 64 --max-num-seqs 64:
       requested   = int(67,108,864 x 0.9) = 60,397,977
-      weights     = 768 x 2 = 1,536 (the int64 shape constants are Python ints in PyTorch)
+      weights     = 768 x 2 = 1,536 (the int64 shape constants are Python ints in PyTorch), and the vocabulary
+                    padded from 16 to 64 rows (vLLM's pad_vocab_size) in the embedding [64, 8] and the untied
+                    head [8, 64]: 2 x 48 x 8 x 2 = 1,536 more, 3,072
       KV          = 2 (K, V) x 2 layers x 2 KV heads x 4 head_dim x 2 = 64 B a token, 1,024 B a block of 16
       profile run = 64 tokens over min(64, 64) = 64 dummy requests; the sampler's warm-up on 64 rows of 16 logits
-                    while the weights, PyTorch's cuBLAS workspace (32 MiB on sm90) and the hidden states
-                    [64, 8] (1,024) are allocated: (2 + 26) x 64 x 16 + 2 x 2 x 64 x 8 = 30,720, above the
-                    forward's peak (the tiny forward holds a few KiB beside the workspace)
-      peak        = 1,536 + 33,554,432 + 1,024 + 30,720 = 33,587,712; activation peak = that - 1,536
-      available   = 60,397,977 - 33,587,712 = 26,810,265 B: 26,181 blocks (921 B left), 418,896 tokens; a
-                    64-token request takes 4 blocks: 26,181 / 4 = 6,545.25
+                    (the head's 64 wide) while the weights, PyTorch's cuBLAS workspace (32 MiB on sm90) and the
+                    hidden states [64, 8] (1,024) are allocated: 2 x 64 x 64 + 26 x 64 x 16 + 2 x 2 x 64 x 8 =
+                    36,864, above the forward's peak (the tiny forward holds a few KiB beside the workspace)
+      peak        = 3,072 + 33,554,432 + 1,024 + 36,864 = 33,595,392; activation peak = that - 3,072
+      available   = 60,397,977 - 33,595,392 = 26,802,585 B: 26,174 blocks (409 B left), 418,784 tokens; a
+                    64-token request takes 4 blocks: 26,174 / 4 = 6,543.5
     """
     ARGS = ["--memory", "64MiB", "--reserve", "0", "--context", "64", "--max-batched-tokens", "64",
             "--max-num-seqs", "64"]
@@ -317,30 +319,32 @@ class VllmByHand(unittest.TestCase):
         j = self.vllm(*self.ARGS)
         m, p = j["memory"], j["profile_run"]
         self.assertEqual(m["requested_bytes"], 60397977)
-        self.assertEqual(m["weights_bytes"], 768 * 2)
+        self.assertEqual(m["weights_bytes"], 768 * 2 + 2 * 48 * 8 * 2)
+        self.assertEqual(m["vocab_padding_bytes"], 2 * 48 * 8 * 2)
         self.assertEqual(j["settings"]["dtype"], "bfloat16")
         self.assertEqual(p["requests"], 64)
         self.assertEqual(p["hidden_states_bytes"], 64 * 8 * 2)
-        self.assertEqual(p["sampler_peak_bytes"], (2 + 26) * 64 * 16 + 2 * 2 * 64 * 8)
+        self.assertEqual(p["logits_width"], 64)
+        self.assertEqual(p["sampler_peak_bytes"], 2 * 64 * 64 + 26 * 64 * 16 + 2 * 2 * 64 * 8)
         self.assertEqual(p["cublas_workspace_bytes"], 32 << 20)
         self.assertEqual(p["peak_set_by"], "sampler")
-        self.assertGreater(1536 + (32 << 20) + 1024 + 30720, p["forward_peak_allocated_bytes"])
-        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 1024 + 30720)
+        self.assertGreater(3072 + (32 << 20) + 1024 + 36864, p["forward_peak_allocated_bytes"])
+        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 1024 + 36864)
         self.assertEqual(m["non_torch_bytes"], 0)
-        self.assertEqual(m["available_kv_cache_bytes"], 26810265)
-        self.assertEqual(j["num_gpu_blocks"], 26181)
-        self.assertEqual(j["gpu_kv_cache_tokens"], 418896)
-        self.assertEqual(j["max_concurrency"], 6545.25)
-        self.assertEqual(j["max_concurrent_sequences"], 6545)
+        self.assertEqual(m["available_kv_cache_bytes"], 26802585)
+        self.assertEqual(j["num_gpu_blocks"], 26174)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 418784)
+        self.assertEqual(j["max_concurrency"], 6543.5)
+        self.assertEqual(j["max_concurrent_sequences"], 6543)
         # One block more would need more than is available.
         self.assertGreater((j["num_gpu_blocks"] + 1) * 16 * 64, m["available_kv_cache_bytes"])
         # --reserve is vLLM's non-torch memory: 1 MiB of it, 1,024 blocks fewer.
         less = self.vllm(*[a if a != "0" else "1MiB" for a in self.ARGS])
-        self.assertEqual(less["memory"]["available_kv_cache_bytes"], 26810265 - (1 << 20))
-        self.assertEqual(less["num_gpu_blocks"], 26181 - 1024)
+        self.assertEqual(less["memory"]["available_kv_cache_bytes"], 26802585 - (1 << 20))
+        self.assertEqual(less["num_gpu_blocks"], 26174 - 1024)
         text = run("serve", KV, "--engine", "vllm", *self.ARGS).stdout
-        self.assertIn("GPU KV cache size: 418,896 tokens", text)
-        self.assertIn("Maximum concurrency for 64 tokens per request: 6545.25x", text)
+        self.assertIn("GPU KV cache size: 418,784 tokens", text)
+        self.assertIn("Maximum concurrency for 64 tokens per request: 6543.50x", text)
 
     def test_what_the_kernels_replace_is_named(self):
         j = self.vllm(*self.ARGS)
@@ -418,6 +422,191 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(vllm["memory"]["weights_bytes"], eager["weights_bytes"] + 256 * 4 * 2)
         self.assertEqual(self.vllm(*self.ARGS)["memory"]["rotary_cache_bytes"], 0)
 
+    def test_vocabulary_padded_to_a_multiple_of_64(self):
+        # vLLM pads the vocabulary to a multiple of 64 before splitting it over tp (vocab_parallel_embedding.py,
+        # pad_vocab_size). The tiny config with vocab 50, fp16 (d = 2): 64 rows, 14 padding rows of 16 in the
+        # embedding and 14 in the untied head, 2 x 14 x 16 x 2 = 896 B; tied, the head is the embedding: 448 B.
+        # tp 2: each rank holds 64 / 2 = 32 rows where the graph's plan holds ceil(50 / 2) = 25: 2 x 7 x 16 x 2 = 448 B.
+        # The sampler's warm-up (--max-num-seqs 4, --max-batched-tokens 16: 4 rows, hidden 16): the head's logits
+        # 4 x 64 x 2 = 512 B, its copies 26 x 4 x 50 = 5,200 B, the hidden rows 2 x 2 x 4 x 16 = 256 B.
+        import tempfile
+        base = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--dtype", "fp16",
+                "--max-num-seqs", "4", "--max-batched-tokens", "16"]
+        with tempfile.TemporaryDirectory() as d:
+            fifty = self.vllm(*base, model=tiny_llama_config(d, vocab_size=50))
+            self.assertEqual(fifty["memory"]["vocab_padding_bytes"], 896)
+            self.assertEqual(fifty["profile_run"]["logits_width"], 64)
+            self.assertEqual(fifty["profile_run"]["sampler_peak_bytes"], 512 + 5200 + 256)
+            self.assertEqual(self.vllm(*base, "--tp", "2", model=tiny_llama_config(d, vocab_size=50))
+                             ["memory"]["vocab_padding_bytes"], 448)
+            tied = self.vllm(*base, model=tiny_llama_config(d, vocab_size=50, tie_word_embeddings=True))
+            self.assertEqual(tied["memory"]["vocab_padding_bytes"], 448)
+            # The padding rows are weights: the tied head's 50 x 16 x 2 = 1,600 B fewer and 448 B fewer padded.
+            self.assertEqual(fifty["memory"]["weights_bytes"] - tied["memory"]["weights_bytes"], 1600 + 448)
+            sixty_four = self.vllm(*base, model=tiny_llama_config(d))  # a multiple of 64: nothing padded
+            self.assertEqual(sixty_four["memory"]["vocab_padding_bytes"], 0)
+            # Padded, vocab 50 holds the rows vocab 64 holds: the same weights.
+            self.assertEqual(sixty_four["memory"]["weights_bytes"], fifty["memory"]["weights_bytes"])
+            # tp 3 divides 6 heads and 3 KV heads but not the 64 padded rows: vLLM's divide fails, one message.
+            three = tiny_llama_config(d, vocab_size=50, hidden_size=24, num_attention_heads=6, num_key_value_heads=3,
+                                      intermediate_size=48)
+            p = run("serve", three, "--engine", "vllm", *base, "--tp", "3")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--tp 3 does not divide the padded vocabulary", p.stderr)
+            self.assertIn("64 rows (50 padded to a multiple of 64", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_quantized_linear_layers_by_hand(self):
+        # The tiny config in fp16 (d = 2): its linear layers hold 2 x (q 16x16 + k, v 16x8 + o 16x16 + gate, up 16x32
+        # + down 32x16) = 4,608 elements, 9,216 B, which vLLM's quantization methods replace (embedding, head and
+        # norms stay fp16). vLLM's modules per block: qkv (in 16, out 32), o (16, 16), gate_up (16, 64), down (32, 16).
+        #  fp8 (dynamic): 4,608 B of float8 and one float32 scale per module, 8 x 4 = 32 B: 4,640 B.
+        #  gptq, 4 bits, groups of 8 (qweight [in/8, out] int32, scales [in/8, out] fp16, qzeros [in/8, out/8]
+        #  int32): qkv 256 + 128 + 32 = 416, o 128 + 64 + 16 = 208, gate_up 512 + 256 + 64 = 832, down 256 + 128 + 32
+        #  = 416: 1,872 a block, 3,744 B. awq (qweight [in, out/8], the same scales and zeros): the same 3,744 B.
+        #  gptq with desc_act: g_idx [in] int32 per module, 64 + 64 + 64 + 128 = 320 a block: 4,384 B.
+        #  gptq at tp 2: qkv in 16 out 16: 208; o row-parallel in 8 out 16, scales over its 8 inputs: 64 + 32 + 8 =
+        #  104; gate_up in 16 out 32: 416; down in 16 out 16: 208: 936 a block, 1,872 B. With desc_act the
+        #  row-parallel layers keep the whole input's scales (vLLM's exllama is unused): o 64 + 64 + 16 + 32 = 176,
+        #  down 128 + 128 + 32 + 64 = 352, qkv 208 + 64, gate_up 416 + 64: 1,280 a block, 2,560 B.
+        import tempfile
+        base = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--dtype", "fp16",
+                "--max-num-seqs", "4", "--max-batched-tokens", "16"]
+        group = ["--quant-group-size", "8"]
+        with tempfile.TemporaryDirectory() as d:
+            config = tiny_llama_config(d)
+            plain = self.vllm(*base, model=config)["memory"]
+            self.assertIsNone(plain["quantized_linear_bytes"])
+            for args, linear in ((["--quantization", "fp8"], 4640), (["--quantization", "gptq", *group], 3744),
+                                 (["--quantization", "awq", *group], 3744)):
+                j = self.vllm(*base, *args, model=config)
+                self.assertEqual(j["settings"]["quantization"], args[1])
+                self.assertEqual(j["memory"]["quantized_linear_bytes"], linear)
+                self.assertEqual(j["memory"]["weights_bytes"], plain["weights_bytes"] - 9216 + linear, args)
+                self.assertEqual(j["memory"]["available_kv_cache_bytes"],
+                                 plain["available_kv_cache_bytes"] + 9216 - linear, args)
+            two = self.vllm(*base, "--tp", "2", "--quantization", "gptq", *group, model=config)
+            self.assertEqual(two["memory"]["quantized_linear_bytes"], 1872)
+            act_order = tiny_llama_config(d, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 8,
+                                                                  "desc_act": True, "damp_percent": 0.01})
+            self.assertEqual(self.vllm(*base, model=act_order)["memory"]["quantized_linear_bytes"], 4384)
+            self.assertEqual(self.vllm(*base, "--tp", "2", model=act_order)["memory"]["quantized_linear_bytes"], 2560)
+            static = tiny_llama_config(d, quantization_config={"quant_method": "fp8", "activation_scheme": "static"})
+            self.assertEqual(self.vllm(*base, model=static)["memory"]["quantized_linear_bytes"], 4640 + 32)
+            # awq dequantizes each layer's weight when a step has 256 tokens or more: the largest, gate_up's
+            # 16 x 64 x 2 = 2,048 B, on the profile's forward peak, which gptq (the same 3,744 B held) does not have.
+            config = tiny_llama_config(d)  # the same file, without the quantization_config again
+            big = [a if a != "16" else "256" for a in base]
+            awq = self.vllm(*big, "--quantization", "awq", *group, model=config)["profile_run"]
+            gptq = self.vllm(*big, "--quantization", "gptq", *group, model=config)["profile_run"]
+            self.assertEqual(awq["forward_peak_allocated_bytes"] - gptq["forward_peak_allocated_bytes"], 2048)
+
+    def test_quantization_refusals(self):
+        import tempfile
+        base = ["--graph", "decode", "--memory", "1GiB", "--context", "64"]  # the config's float16
+        with tempfile.TemporaryDirectory() as d:
+            gptq = tiny_llama_config(d, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 8,
+                                                             "desc_act": False})
+            for args, phrase in ((["--quantization", "awq"], "quantization_config is gptq"),
+                                 (["--quant-group-size", "5"], "--quant-bits and --quant-group-size need"),
+                                 (["--quantization", "gptq", "--dtype", "bf16"], "serves in float16"),
+                                 (["--engine", "eager"], "modelled by serve --engine vllm only")):
+                p = run("serve", gptq, *(args if args[0] == "--engine" else ["--engine", "vllm", *args]), *base)
+                self.assertEqual(p.returncode, 2, (args, p.stderr))
+                self.assertIn(phrase, p.stderr)
+                self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            # Without the flag vLLM serves a config's gptq as gptq_marlin, which runs bfloat16 too.
+            self.assertEqual(self.vllm(*base, "--reserve", "0", "--dtype", "bf16", model=gptq)["settings"]["dtype"], "bfloat16")
+            p = run("estimate", gptq, "--graph", "decode")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("config key \"quantization_config\" (gptq) is modelled by serve --engine vllm only", p.stderr)
+            plain = tiny_llama_config(d)
+            for args, phrase in ((["--quantization", "gptq", "--quant-group-size", "5"], "not a multiple of group_size 5"),
+                                 (["--quantization", "gptq", "--dtype", "bf16"], "serves in float16"),
+                                 (["--quantization", "awq", "--quant-bits", "8"], "vLLM's AWQ stores 4"),
+                                 (["--quantization", "fp8", "--arch", "sm86"], "FP8 Marlin"),
+                                 (["--engine", "eager", "--quantization", "fp8"], "--quantization applies to --engine vllm")):
+                p = run("serve", plain, *(args if args[0] == "--engine" else ["--engine", "vllm", *args]), *base)
+                self.assertEqual(p.returncode, 2, (args, p.stderr))
+                self.assertIn(phrase, p.stderr)
+            # The catalog table answers the GPUs fp8 runs on; vLLM refuses fp8 below 8.0 (T4: "no start"), and runs
+            # FP8 Marlin, not sized, from 8.0 to 8.9 (A100: "not modelled"); each such row says why.
+            table = self.vllm("--graph", "decode", "--reserve", "0", "--quantization", "fp8", model=plain)
+            with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+                jsonschema.validate(table, json.load(f))
+            rows = {r["gpu"]: r for r in table["gpus"]}
+            self.assertIn("vLLM needs 8.0", rows["T4"]["not_answered"])
+            self.assertIn("FP8 Marlin", rows["A100-80GB"]["not_answered"])
+            self.assertNotIn("not_answered", rows["H100-80GB"])
+            self.assertTrue(rows["H100-80GB"]["starts"])
+            text = run("serve", plain, "--engine", "vllm", "--graph", "decode", "--reserve", "0", "--quantization",
+                       "fp8").stdout
+            self.assertRegex(text, r"T4 .* no start")
+            self.assertRegex(text, r"A100-80GB .* not modelled")
+            bad = tiny_llama_config(d, quantization_config={"quant_method": "bitnet"})
+            p = run("serve", bad, "--engine", "vllm", *base)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("quant_method \"bitnet\" is not modelled", p.stderr)
+
+    def test_engine_version_0_8_by_hand(self):
+        # vLLM 0.8's V1 worker (gpu_worker.py determine_available_memory at 0012cf6): int(total x 0.9 - absolute
+        # peak - every non-torch byte). Its runner frees the forward's [64, 8] hidden states (1,024 B) before the
+        # sampler: peak = 3,072 + 33,554,432 + 36,864 = 33,594,368 (1,024 B under the current rule's), available =
+        # 60,397,977 - 33,594,368 = 26,803,609 B: 26,175 blocks (409 B left), 418,800 tokens, 6,543.75 requests of 64.
+        j = self.vllm(*self.ARGS, "--engine-version", "0.8")
+        m = j["memory"]
+        self.assertEqual(j["settings"]["engine_version"], "0.8")
+        self.assertIn("absolute peak", j["engine_rules"])
+        self.assertEqual(m["weights_bytes"] + m["activation_peak_bytes"], 33594368)
+        self.assertEqual(m["available_kv_cache_bytes"], 26803609)
+        self.assertEqual(j["num_gpu_blocks"], 26175)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 418800)
+        self.assertEqual(j["max_concurrency"], 6543.75)
+        # --reserve is every byte outside PyTorch under 0.8: 1 MiB of it, 1,024 blocks fewer.
+        less = self.vllm(*[a if a != "0" else "1MiB" for a in self.ARGS], "--engine-version", "0.8")
+        self.assertEqual(less["num_gpu_blocks"], 26175 - 1024)
+        # 0.11 to 0.20 are the current rule: the class docstring's 26,174 blocks.
+        for version in ("0.11", "0.15.1", "0.20"):
+            self.assertEqual(self.vllm(*self.ARGS, "--engine-version", version)["num_gpu_blocks"], 26174)
+        text = run("serve", KV, "--engine", "vllm", *self.ARGS, "--engine-version", "0.8").stdout
+        self.assertIn("served by vLLM 0.8 (V1 rules: the profile's whole peak and all non-torch memory)", text)
+        self.assertIn("GPU KV cache size: 418,800 tokens", text)
+        for args, phrase in ((["--engine-version", "0.6"], "vLLM's V0 engine"),
+                             (["--engine-version", "0.9"], "PR #19312"),
+                             (["--engine-version", "0.21"], "add --enforce-eager"),
+                             (["--engine-version", "v1"], "expected a vLLM version such as 0.11")):
+            p = run("serve", KV, "--engine", "vllm", *self.ARGS, *args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(phrase, p.stderr)
+            if args[1] != "0.21":
+                self.assertIn("memplan models 0.8 (the V1 worker's absolute rule), 0.11 to 0.20", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        p = run("serve", KV, "--engine", "vllm", "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("needs --max-batched-tokens and --max-num-seqs", p.stderr)
+        p = run("serve", KV, "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")  # eager
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--engine-version applies to --engine vllm", p.stderr)
+
+    def test_enforce_eager_leaves_the_cache_as_it_is(self):
+        # Before 0.21 vLLM captures its CUDA graphs after the cache is sized (compile_or_warm_up_model): the graphs
+        # live in what the utilization leaves, 64 MiB - 60,397,977 B = 6,710,887 B (6.40 MiB), and --enforce-eager
+        # (no graphs) gives the same 26,174 blocks. 0.21 with --enforce-eager subtracts no estimate: the same again.
+        graphs = self.vllm(*self.ARGS)
+        eager = self.vllm(*self.ARGS, "--enforce-eager")
+        late = self.vllm(*self.ARGS, "--enforce-eager", "--engine-version", "0.21")
+        for j in (graphs, eager, late):
+            self.assertEqual(j["num_gpu_blocks"], 26174)
+        self.assertTrue(eager["settings"]["enforce_eager"])
+        self.assertIn("outside this budget: in the 6.40 MiB", graphs["settings"]["cuda_graphs"])
+        self.assertIn("none (--enforce-eager)", eager["settings"]["cuda_graphs"])
+        self.assertIn("--enforce-eager", late["engine_rules"])
+        text = run("serve", KV, "--engine", "vllm", *self.ARGS).stdout
+        self.assertIn("CUDA graphs: captured after the cache is sized, outside this budget", text)
+        p = run("serve", KV, "--memory", "64MiB", "--context", "64", "--enforce-eager")  # eager
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--enforce-eager applies to --engine vllm", p.stderr)
+
     def test_an_onnx_file_without_context(self):
         # vLLM's max_model_len defaults to the model's position limit, which an ONNX file does not state.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB")
@@ -430,12 +619,12 @@ class VllmByHand(unittest.TestCase):
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64")
         self.assertEqual(p.returncode, 1)
         self.assertIn("vLLM would not start: No available memory for the cache blocks", p.stdout)
-        # 26,810,265 B hold 26,181 blocks: a request of 26,181 x 16 + 1 tokens does not fit; vLLM names the longest
-        # that would (estimate_max_model_len), 418,896 tokens.
-        j = self.vllm("--memory", "64MiB", "--reserve", "0", "--context", "418897", "--max-batched-tokens", "64",
+        # 26,802,585 B hold 26,174 blocks: a request of 26,174 x 16 + 1 tokens does not fit; vLLM names the longest
+        # that would (estimate_max_model_len), 418,784 tokens.
+        j = self.vllm("--memory", "64MiB", "--reserve", "0", "--context", "418785", "--max-batched-tokens", "64",
                       "--max-num-seqs", "64", rc=1)
         self.assertFalse(j["starts"])
-        self.assertEqual(j["estimated_max_model_len"], 418896)
+        self.assertEqual(j["estimated_max_model_len"], 418784)
 
     def test_options_of_the_other_engine_are_refused(self):
         for args, phrase in ((["--headroom", "10"], "--headroom applies to --engine eager"),

@@ -1,5 +1,6 @@
 // vLLM's V1 start-up rule (cost_models/vllm_engine.h), by hand, term by term.
 #include "cost_models/vllm_engine.h"
+#include "cost_models/vllm_weights.h"
 
 #include <gtest/gtest.h>
 
@@ -50,10 +51,22 @@ TEST(VllmEngine, ARequestThatDoesNotFitRefusesToStartAndNamesTheLongestThatWould
 }
 
 TEST(VllmEngine, SamplerWarmUpByHand) {
-  // bf16 (d = 2), 4 rows, vocab 10, hidden 3: (2 + 26) x 4 x 10 + 2 x 2 x 4 x 3 = 1120 + 48.
-  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 3, DType::BFloat16), 1168u);
+  // bf16 (d = 2), 4 rows, vocab 10 (logits 10 wide), hidden 3: (2 + 26) x 4 x 10 + 2 x 2 x 4 x 3 = 1120 + 48.
+  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 10, 3, DType::BFloat16), 1168u);
   // float32 (d = 4): (4 + 26) x 4 x 10 + 2 x 4 x 4 x 3 = 1200 + 96.
-  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 3, DType::Float32), 1296u);
+  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 10, 3, DType::Float32), 1296u);
+  // The head's logits 64 wide (vocab 10 padded), the sampler's copies 10: 2 x 4 x 64 + 26 x 4 x 10 + 48.
+  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 64, 3, DType::BFloat16), 512u + 1040u + 48u);
+}
+
+TEST(VllmEngine, VocabularyPaddedToAMultipleOf64) {
+  // pad_vocab_size: ((v + 63) // 64) x 64.
+  EXPECT_EQ(vllm_padded_vocab(16), 64);
+  EXPECT_EQ(vllm_padded_vocab(64), 64);
+  EXPECT_EQ(vllm_padded_vocab(65), 128);
+  EXPECT_EQ(vllm_padded_vocab(128256), 128256);  // Llama 3: 2,004 x 64
+  EXPECT_EQ(vllm_padded_vocab(151936), 151936);  // Qwen2.5: 2,374 x 64
+  EXPECT_EQ(vllm_padded_vocab(32001), 32064);
 }
 
 TEST(VllmEngine, TheLargerOfForwardAndSamplerIsThePeak) {
@@ -104,6 +117,31 @@ TEST(VllmEngine, DtypeAutoDowncastsFloat32ToThePlatformsFirstType) {
   // Gemma is never served in float16: on a Turing card, float32.
   EXPECT_EQ(vllm_auto_dtype(DType::BFloat16, 7, "gemma2"), DType::Float32);
   EXPECT_EQ(vllm_auto_dtype(DType::Float32, 9, "gemma3_text"), DType::BFloat16);
+}
+
+TEST(VllmEngine, EngineVersionsModelledAndRefused) {
+  EXPECT_EQ(vllm_version("0.11", false), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.11.2", false), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.20.1", false), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.8", false), VllmVersion::V0_8);
+  EXPECT_EQ(vllm_version("0.8.5", false), VllmVersion::V0_8);
+  EXPECT_EQ(vllm_version("0.21", true), VllmVersion::V0_21);
+  for (const char* refused : {"0.21", "0.27.1"}) {  // without --enforce-eager: the CUDA-graph estimate
+    try {
+      vllm_version(refused, false);
+      ADD_FAILURE() << refused;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("add --enforce-eager"), std::string::npos) << e.what();
+    }
+  }
+  for (const char* refused : {"0.6", "0.6.6", "0.9", "0.10", "1.0", "x", "0.", "0.8x"}) {
+    try {
+      vllm_version(refused, true);
+      ADD_FAILURE() << refused;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("memplan models 0.8"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

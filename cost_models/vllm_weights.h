@@ -1,0 +1,79 @@
+// vLLM's weights as it loads them, where they differ from the exported graph's initializers (the weights term of
+// cost_models/vllm_engine.h's budget).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "onnx_import/graph.h"
+
+namespace memplan {
+
+// vLLM pads the vocabulary of its embedding and LM head (vllm/model_executor/layers/vocab_parallel_embedding.py
+// at 00db011, DEFAULT_VOCAB_PADDING_SIZE = 64 and pad_vocab_size: ((v + 63) // 64) x 64). VocabParallelEmbedding.
+// __init__ creates the weight of num_embeddings_padded / tp rows (divide(num_embeddings_padded, tp_size): the
+// padding comes before the split, and the split must be exact), zero rows beyond the vocabulary included;
+// ParallelLMHead is that class with the same weight. Llama's head uses the default padding (vllm/model_executor/
+// models/llama.py at e06c9ba, LlamaForCausalLM.__init__: ParallelLMHead(config.vocab_size, hidden_size)), and a
+// tied head is the embedding's own weight (tie_weights).
+inline constexpr int64_t kVllmVocabPaddingSize = 64;  // DEFAULT_VOCAB_PADDING_SIZE
+int64_t vllm_padded_vocab(int64_t vocab);
+
+struct VllmVocabPadding {
+  int64_t vocab = 0;         // the head's logits width (the model's vocab_size)
+  int64_t padded_vocab = 0;  // pad_vocab_size(vocab): the width of the logits vLLM computes
+  int tables = 0;            // padded tables: the token embedding and the head, one when tied (0: no head found)
+  uint64_t bytes = 0;        // one rank's padding rows beyond the graph's (tensor-parallel) rows, in `dtype`
+};
+
+// The padding rows of `g`'s token embedding (a Gather of a rank-2 weight by a graph input, with `vocab` rows) and of
+// its LM head's weight (node `lm_head`, logits of width `vocab`), counted once when the head is tied to the
+// embedding (`tied_by_shape`: the tie the estimate holds, cost_models/graph_facts.h held_tied_copies). Each
+// rank holds padded_vocab / tp rows where the graph's tensor-parallel plan (`tp`, `replicate_kv_heads`) holds
+// ceil(vocab / tp). Throws InputError naming the model when tp does not divide padded_vocab (vLLM's divide fails).
+VllmVocabPadding vllm_vocab_padding(const Graph& g, const std::string& lm_head, int64_t vocab, int tp,
+                                    bool replicate_kv_heads, bool tied_by_shape, DType dtype, const std::string& model);
+
+// vLLM's quantized linear layers (--quantization, or the checkpoint's quantization_config): what each of the
+// decoder's linear layers (every MatMul/Gemm on a weight but the LM head, which these methods leave in the model's
+// type: Fp8Config.get_quant_method and AWQConfig.get_quant_method return a method for LinearBase only,
+// GPTQConfig's for ParallelLMHead only with lm_head_quantized) holds once loaded, one tensor-parallel rank's
+// (in_p: its input features, out_p: its output features, input_size: the whole layer's input):
+//  - fp8 (vllm/model_executor/layers/quantization/fp8.py at 1436674, Fp8LinearMethod.create_weights and
+//    process_weights_after_loading, the per-tensor path of compute capability 8.9 and up): weight float8_e4m3fn
+//    [out_p, in_p], 1 byte an element; one float32 weight_scale per vLLM module (the logical shards' scales are
+//    requantized to their max: process_fp8_weight_tensor_strategy), and with activation_scheme static one float32
+//    input_scale per module. A bfloat16 checkpoint quantized at load (scaled_fp8_quant) ends the same.
+//  - gptq (gptq.py at e5dd90b, GPTQLinearMethod.create_weights and process_weights_after_loading): qweight int32
+//    [in_p x bits / 32, out_p]; scales in the model's type and qzeros int32 [S, out_p x bits / 32] with
+//    S = input_size / group_size, or in_p / group_size for a row-parallel layer without desc_act (group_size -1:
+//    one group, S = 1); g_idx int32 [in_p] kept with desc_act (argsort), else replaced by an empty tensor.
+//  - awq (awq.py at 000796a, AWQLinearMethod.create_weights and apply): qweight int32 [in_p, out_p / 8], qzeros int32
+//    [in_p / group_size, out_p / 8], scales [in_p / group_size, out_p] in the model's type (4 bits only). Its
+//    apply dequantizes the whole weight to [in_p, out_p] in the model's type (ops.awq_dequantize) when a step
+//    has 256 tokens or more (FP16_MATMUL_HEURISTIC_CONDITION): that transient is counted on the forward's peak.
+// vLLM fuses the projections that read one input into one module (QKVParallelLinear, MergedColumnParallelLinear):
+// the graph's MatMuls on one activation are one module here (one scale, one g_idx).
+struct VllmQuantization {
+  std::string method;      // "fp8", "gptq", "awq"; "": none
+  int bits = 4;            // gptq: 2, 3, 4, 8; awq: 4
+  int64_t group_size = 128;  // gptq, awq; -1 (gptq): one group over the input
+  bool desc_act = false;   // gptq's act-order
+  bool static_activations = false;  // fp8's activation_scheme static
+};
+
+struct VllmQuantizedLinears {
+  int layers = 0, modules = 0;        // the graph's linear layers quantized, and the vLLM modules they form
+  uint64_t dense_bytes = 0;           // what the graph counts for their weights (one rank's, in `dtype`)
+  uint64_t quantized_bytes = 0;       // what vLLM holds for them instead
+  uint64_t dequantized_bytes = 0;     // awq at 256 tokens or more: the largest layer's dequantized weight
+};
+
+// Throws InputError naming the model and the layer when vLLM's create_weights would refuse the shape (an input
+// not a multiple of group_size, an output not a multiple of the packing).
+VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& lm_head, int tp, bool replicate_kv_heads,
+                                            const VllmQuantization& q, int64_t step_tokens, DType dtype,
+                                            const std::string& model);
+
+}  // namespace memplan

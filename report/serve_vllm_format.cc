@@ -1,0 +1,221 @@
+// serve --engine vllm's answer and table as text, JSON ("memplan.serve.vllm/1", docs/json.md) and Markdown.
+#include <fmt/format.h>
+
+#include "report/serve_vllm.h"
+#include "report/sizes.h"
+
+namespace memplan {
+namespace {
+
+// Where vLLM's CUDA graphs take their memory (Worker.compile_or_warm_up_model, gpu_worker.py at 35d5cda: capture_model
+// runs after initialize_from_config has allocated the cache, unless enforce_eager; notes section 6).
+std::string vllm_cuda_graphs(const VllmAnswer& a) {
+  if (a.settings.enforce_eager) return "none (--enforce-eager): nothing captured, the KV cache the same";
+  return fmt::format("captured after the cache is sized, outside this budget: in the {} that gpu_memory_utilization "
+                     "leaves (with the post-capture sampler warm-up)",
+                     format_bytes(a.memory.total - a.memory.requested));
+}
+
+// A table row's concurrency: the answer, "no start" (vLLM refuses: no memory, or the GPU), "not modelled".
+std::string concurrency_cell(const VllmTableRow& r) {
+  if (r.starts) return fmt::format("{:.2f}x", r.max_concurrency);
+  return r.not_answered.empty() || r.vllm_refuses ? "no start" : "not modelled";
+}
+
+}  // namespace
+
+nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
+  const VllmEngineSettings& e = a.settings.engine;
+  nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
+  for (const auto& [in, out] : a.kv.pairs) pairs.push_back({{"past", in}, {"present", out}});
+  return {
+      {"schema", kServeVllmSchema},
+      {"model", a.model},
+      {"engine", "vllm"},
+      {"engine_rules", vllm_rules_name(a.settings.version)},
+      {"gpu", a.gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.gpu)},
+      {"budget_source", a.budget_source},
+      {"settings",
+       {{"gpu_memory_utilization", e.gpu_memory_utilization},
+        {"max_model_len", e.max_model_len},
+        {"max_model_len_source", a.settings.max_model_len_source},
+        {"max_num_batched_tokens", e.max_num_batched_tokens},
+        {"max_num_batched_tokens_default", a.settings.default_batched_tokens},
+        {"max_num_seqs", e.max_num_seqs},
+        {"max_num_seqs_default", a.settings.default_num_seqs},
+        {"block_size", e.block_size},
+        {"dtype", a.dtype},
+        {"kv_cache_dtype", a.kv_cache_dtype},
+        {"quantization", a.quantization.method.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.quantization.method)},
+        {"enable_lora", a.enable_lora},
+        {"max_loras", a.enable_lora ? nlohmann::ordered_json(a.max_loras) : nullptr},
+        {"max_lora_rank", a.enable_lora ? nlohmann::ordered_json(a.max_lora_rank) : nullptr},
+        {"tensor_parallel_size", a.settings.tp},
+        {"engine_version", a.settings.version_text},
+        {"enforce_eager", a.settings.enforce_eager},
+        {"cuda_graphs", vllm_cuda_graphs(a)}}},
+      {"kv_cache",
+       {{"cached_dim", a.kv.cached_dim},
+        {"new_tokens_dim", a.kv.new_dim},
+        {"pairs", pairs},
+        {"kv_heads", a.kv.kv_heads > 0 ? nlohmann::ordered_json(a.kv.kv_heads) : nullptr},
+        {"kv_heads_per_rank", a.kv_heads_per_rank > 0 ? nlohmann::ordered_json(a.kv_heads_per_rank) : nullptr},
+        {"bytes_per_token", a.kv_bytes_per_token},
+        {"block_bytes", a.block_bytes}}},
+      {"profile_run",
+       {{"tokens", e.max_num_batched_tokens},
+        {"requests", a.settings.profile_requests},
+        {"forward_peak_allocated_bytes", a.forward_peak_allocated},
+        {"hidden_states_bytes", a.hidden_states_bytes},
+        {"cublas_workspace_bytes", a.kept_workspace_bytes},
+        {"logits_width", a.padded_vocab > 0 ? nlohmann::ordered_json(a.padded_vocab) : nullptr},
+        {"sampler_peak_bytes", a.sampler_peak_bytes},
+        {"peak_set_by", a.sampler_sets_peak ? "sampler" : "forward"}}},
+      {"replaced",
+       {{"lm_head", a.lm_head.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.lm_head)},
+        {"attention_kernels", a.attention_kernels},
+        {"repeat_kv", a.repeat_kv}}},
+      {"memory",
+       {{"total_bytes", a.memory.total},
+        {"requested_bytes", a.memory.requested},
+        {"weights_bytes", a.memory.weights},
+        {"lora_stacks_bytes", a.lora_stacks_bytes},
+        {"rotary_cache_bytes", a.rotary_cache_bytes},
+        {"vocab_padding_bytes", a.vocab_padding_bytes},
+        {"quantized_linear_bytes", a.quantization.method.empty() ? nlohmann::ordered_json(nullptr)
+                                                                  : nlohmann::ordered_json(a.quantized.quantized_bytes)},
+        {"activation_peak_bytes", a.memory.activation_peak},
+        {"non_torch_bytes", a.memory.non_torch},
+        {"available_kv_cache_bytes", a.memory.available}}},
+      {"num_gpu_blocks", a.capacity.num_blocks},
+      {"gpu_kv_cache_tokens", a.capacity.tokens},
+      {"max_concurrency", a.capacity.max_concurrency},
+      {"max_concurrent_sequences", a.max_concurrent_sequences},
+      {"starts", a.capacity.starts},
+      {"refusal", a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.refusal)},
+      {"estimated_max_model_len",
+       a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.estimated_max_model_len)}};
+}
+
+std::string vllm_to_text(const VllmAnswer& a) {
+  const VllmEngineSettings& e = a.settings.engine;
+  const VllmMemory& m = a.memory;
+  const bool absolute = a.settings.version == VllmVersion::V0_8;
+  const std::string version = a.settings.version_text == ServeSettings{}.engine_version ? "" : " " + a.settings.version_text;
+  std::string t = fmt::format("{} served by vLLM{} (V1 rules{}), {}\n", a.model, version,
+                              absolute ? ": the profile's whole peak and all non-torch memory" : "", a.budget_source);
+  t += fmt::format("  dtype {}, kv_cache_dtype {}\n", a.dtype, a.kv_cache_dtype);
+  t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
+                   format_count(e.max_model_len), a.settings.max_model_len_source,
+                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? " (vLLM's default)" : "",
+                   e.max_num_seqs, a.settings.default_num_seqs ? " (vLLM's default)" : "", e.block_size,
+                   a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
+  t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
+                   format_bytes(m.total), e.gpu_memory_utilization);
+  t += fmt::format("  - weights          {:>12}{}{}\n", format_bytes(m.weights),
+                   a.rotary_cache_bytes > 0 ? fmt::format("  with the rotary cache, {}", format_bytes(a.rotary_cache_bytes))
+                                            : "  (the rotary cache not counted: the model states no position limit)",
+                   a.enable_lora ? fmt::format(", LoRA stacks of {} ({} slots of rank {})", format_bytes(a.lora_stacks_bytes),
+                                               a.max_loras, a.max_lora_rank)
+                                 : "");
+  if (!a.quantization.method.empty()) {
+    const VllmQuantization& q = a.quantization;
+    t += fmt::format("                                   with {} linear layers ({} vLLM modules) in {}{} ({}): {} "
+                     "where the model's type takes {}{}\n",
+                     a.quantized.layers, a.quantized.modules, q.method,
+                     q.method == "fp8" ? (q.static_activations ? ", static activation scales" : "")
+                                       : fmt::format(" {}-bit, groups of {}{}", q.bits, q.group_size, q.desc_act ? ", act-order" : ""),
+                     a.quantization_source, format_bytes(a.quantized.quantized_bytes), format_bytes(a.quantized.dense_bytes),
+                     a.quantized.dequantized_bytes > 0
+                         ? fmt::format("; the profile run dequantizes one layer at a time, {} at most",
+                                       format_bytes(a.quantized.dequantized_bytes))
+                         : "");
+  }
+  if (a.vocab_padding_bytes > 0)
+    t += fmt::format("                                   with the vocabulary padded from {} to {} rows, {}\n",
+                     format_count(a.vocab),
+                     format_count(a.padded_vocab), format_bytes(a.vocab_padding_bytes));
+  t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
+                   format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
+                   a.sampler_sets_peak ? "the sampler's warm-up" : "the forward");
+  t += fmt::format("  - non-torch memory {:>12}  (--reserve{})\n", format_bytes(m.non_torch),
+                   absolute ? ": 0.8 charges every byte outside PyTorch on the GPU, the CUDA context, NCCL and other "
+                              "processes included"
+                            : "");
+  t += fmt::format("  = available KV cache memory: {}\n",
+                   m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
+  t += "  CUDA graphs: " + vllm_cuda_graphs(a) + "\n";
+  t += fmt::format("  KV cache: {} B per token{}, blocks of {} tokens = {} B\n", format_count(a.kv_bytes_per_token),
+                   a.kv_heads_per_rank > 0 ? fmt::format(" ({} of {} KV heads per rank)", a.kv_heads_per_rank, a.kv.kv_heads) : "",
+                   e.block_size, format_count(a.block_bytes));
+  std::string replaced = a.lm_head.empty() ? "no LM head found (logits counted as the graph has them)"
+                                           : "the LM head (" + a.lm_head + ") computed at the sampled rows only";
+  replaced += fmt::format("; attention as a kernel at {} places", a.attention_kernels);
+  if (!a.repeat_kv.empty()) replaced += fmt::format("; repeat_kv's {} expansions read in place", a.repeat_kv.size());
+  t += "  replaced by vLLM's kernels: " + replaced + "\n\n";
+  t += fmt::format("GPU KV cache size: {} tokens\n", format_count(a.capacity.tokens));
+  t += fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x\n", format_count(e.max_model_len),
+                   a.capacity.max_concurrency);
+  if (!a.capacity.starts) {
+    t += "vLLM would not start: " + a.capacity.refusal;
+    if (a.capacity.estimated_max_model_len > 0)
+      t += fmt::format(" (the longest that fits: --context {})", a.capacity.estimated_max_model_len);
+    t += "\n";
+  }
+  return t;
+}
+
+nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const VllmTableRow& r : t.rows)
+    rows.push_back({{"gpu", r.gpu},
+                    {"memory_bytes", r.memory_bytes},
+                    {"requested_bytes", r.requested_bytes},
+                    {"available_kv_cache_bytes", r.available_bytes},
+                    {"gpu_kv_cache_tokens", r.kv_tokens},
+                    {"max_concurrency", r.max_concurrency},
+                    {"starts", r.starts}});
+  for (size_t i = 0; i < t.rows.size(); ++i)  // a GPU not answered says why (optional key)
+    if (!t.rows[i].not_answered.empty()) rows[i]["not_answered"] = t.rows[i].not_answered;
+  return {{"schema", kServeVllmSchema},
+          {"model", t.model},
+          {"engine", "vllm"},
+          {"max_model_len", t.max_model_len},
+          {"block_size", t.block_size},
+          {"gpu_memory_utilization", t.gpu_memory_utilization},
+          {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
+          {"non_torch_bytes", t.non_torch_bytes},
+          {"gpus", rows}};
+}
+
+std::string vllm_table_to_text(const VllmTable& t) {
+  std::string text = fmt::format(
+      "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, KV {} B per token, blocks of {})\n"
+      "  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n",
+      format_count(t.max_model_len), t.gpu_memory_utilization, format_count(t.kv_bytes_per_token), t.block_size, "GPU",
+      "memory", "requested", "KV memory", "KV tokens", "concurrency");
+  for (const VllmTableRow& r : t.rows)
+    text += fmt::format("  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n", r.gpu, format_bytes(r.memory_bytes),
+                        format_bytes(r.requested_bytes),
+                        r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
+                        format_count(r.kv_tokens), concurrency_cell(r));
+  for (const VllmTableRow& r : t.rows)
+    if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
+  text += fmt::format("  (non-torch memory {} each: --reserve; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes));
+  return text;
+}
+
+std::string vllm_table_to_markdown(const VllmTable& t) {
+  std::string md = fmt::format(
+      "| GPU | memory | requested | KV memory | GPU KV cache tokens | concurrency at {} tokens |\n"
+      "|---|---:|---:|---:|---:|---:|\n",
+      format_count(t.max_model_len));
+  for (const VllmTableRow& r : t.rows)
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.gpu, format_bytes(r.memory_bytes),
+                      format_bytes(r.requested_bytes),
+                      r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
+                      format_count(r.kv_tokens), concurrency_cell(r));
+  return md;
+}
+
+}  // namespace memplan
