@@ -129,7 +129,7 @@ void TrainingStep::add_optimizer_states_if_steady() {
 
 // ---- optimizer ----
 void TrainingStep::emit_optimizer() {
-  if (!options_.optimizer_in_backward) emit_update(update_targets(), "optimizer:step");
+  if (!options_.optimizer_in_backward) emit_update(update_targets(), "optimizer:step", "optimizer:init_state");
 }
 
 // --optimizer-in-backward (torchtune's optimizer_in_bwd, torchtune/training/memory.py
@@ -141,7 +141,8 @@ void TrainingStep::update_params_completed_at(int32_t i) {
   for (int32_t p : params_completed_at_[i]) {
     const int32_t grad = param_grad_buffer_[p];
     if (grad < 0) continue;  // no grad reached it: the hook never fires
-    emit_update({param_target(p)}, "optimizer:" + graph_.tensors[p].name);
+    const std::string name = "optimizer:" + graph_.tensors[p].name;
+    emit_update({param_target(p)}, name, name + ":init_state");
     program().buffers[grad].live_at_end = false;  // zero_grad(set_to_none=True)
     param_grad_buffer_[p] = -1;
   }
@@ -149,9 +150,10 @@ void TrainingStep::update_params_completed_at(int32_t i) {
 
 // The update of `targets` as one optimizer step: states made on the first iteration, the implementation's
 // temporaries.
-void TrainingStep::emit_update(const std::vector<UpdateTarget>& targets, const std::string& name) {
+void TrainingStep::emit_update(const std::vector<UpdateTarget>& targets, const std::string& name,
+                               const std::string& init_name) {
   if (!options_.steady_state && states_per_param() > 0) {
-    Step init{name + ":init_state", "zeros_like", Phase::Optimizer, {}, new_states(targets, /*resident=*/false), 0};
+    Step init{init_name, "zeros_like", Phase::Optimizer, {}, new_states(targets, /*resident=*/false), 0};
     program().steps.push_back(std::move(init));
   }
   Step st{name, std::string(optimizer_name()), Phase::Optimizer, {}, {}, 0};

@@ -93,7 +93,7 @@ class TrainingStep {
   int32_t new_grad_copy(const UpdateTarget& u);
   void add_optimizer_states_if_steady();
   void emit_optimizer();
-  void emit_update(const std::vector<UpdateTarget>& targets, const std::string& name);
+  void emit_update(const std::vector<UpdateTarget>& targets, const std::string& name, const std::string& init_name);
   void update_params_completed_at(int32_t op);  // --optimizer-in-backward
   const char* optimizer_name() const;
 
