@@ -88,7 +88,7 @@ struct ConfiguredEstimate {
 ConfiguredEstimate estimate_model(const EstimateArgs& args);
 
 // A one-line description of the configuration: "inference, pytorch runtime, fp32, batch=8, seq=512", made from
-// the option rows' describe parts (report/options.cc), then the graph's bound dimensions and the --value bindings.
+// the option rows' describe parts (report/option_schema.cc), then the graph's bound dimensions and the --value bindings.
 std::string describe_configuration(const EstimateArgs& args, const Graph& graph);
 
 }  // namespace memplan

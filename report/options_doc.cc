@@ -41,7 +41,8 @@ std::string commands_text(const OptionSpec& row) {
 std::string options_markdown() {
   std::string out =
       "# Options\n\n"
-      "Every option of every command, made from the one option schema (`report/options.cc`) by `memplan options`;\n"
+      "Every option of every command, made from the one option schema (`report/option_schema.cc`, serve's rows in\n"
+      "`report/option_rows_serve.cc`) by `memplan options`;\n"
       "a test fails when this file differs from that output. The Python module takes the same options as keywords\n"
       "(`docs/python.md`); a keyword marked - is the command line's only. An option of mode *train* is refused with\n"
       "`--mode inference`, one of mode *inference* with `--mode train`.\n\n"

@@ -46,7 +46,9 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe
     ("serve_vllm_format",),                                # that answer as text, JSON and Markdown
     ("check", "export", "inspect", "plan", "serve"),       # the commands
-    ("options",),                                          # the option schema: every command's arguments
+    ("options",),                                          # the option schema's types: every command's arguments
+    ("option_rows",),                                      # what the rows are written with
+    ("option_rows_serve", "option_schema"),                # the rows: serve's, and the schema with every row
     ("option_checks",),                                    # every check that needs no model, once
     ("options_doc",),                                      # docs/options.md, from the rows and the matrix
 ]

@@ -1,4 +1,4 @@
-"""The one option schema (report/options.cc) and what is made from it: docs/options.md, each command's --help, and
+"""The one option schema (report/option_schema.cc) and what is made from it: docs/options.md, each command's --help, and
 the Python module's keywords. The committed docs are the reference a person reads; each front end must offer
 exactly the options the docs list for its command, so no list of flags can drift from the others."""
 import os

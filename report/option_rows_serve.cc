@@ -1,0 +1,87 @@
+// serve's rows of the option schema (report/options.h): the engines' settings.
+#include "report/option_choices.h"
+#include "report/option_rows.h"
+
+namespace memplan {
+
+// Rows are designated initializers that name only what differs from OptionSpec's defaults; GCC 12's -Wextra
+// would warn for every member left to its default member initializer.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+std::vector<OptionSpec> serve_option_rows() {
+  using K = OptionKind;
+  return {
+      {.flag = "--engine", .kind = K::Choice, .commands = kServe,
+       .help = "Who serves the decoder: vllm (vLLM's V1 engine: its KV cache size and maximum concurrency as it "
+               "prints them at start-up, from its own budget rule and profile run, with attention, repeat_kv and "
+               "the LM head as its kernels run them) or eager (PyTorch eager running the exported graph: prefill "
+               "and decode steps as exported, the sequences and the longest sequence that fit)",
+       .field = FIELD(serve.engine), .choices = kServeEngineChoices.names(), .show_default = true},
+      {.flag = "--context", .kind = K::Int, .commands = kServe,
+       .help = "Tokens of one sequence, prompt and generated (vLLM's --max-model-len); vllm's default: the model's "
+               "max_position_embeddings (a config.json); eager: required",
+       .field = FIELD(serve.context), .min = 1},
+      {.flag = "--max-batched-tokens", .kind = K::Int, .commands = kServe,
+       .help = "Tokens of one scheduler step (vLLM's --max-num-batched-tokens): vLLM's profile run (default: "
+               "vLLM's, 8192 on a GPU of 70 GiB or more that is not an A100, else 2048); eager: the prefill step, "
+               "one sequence (default: --context)",
+       .field = FIELD(serve.max_batched_tokens), .min = 1},
+      {.flag = "--max-num-seqs", .kind = K::Int, .commands = kServe,
+       .help = "vllm: requests in one step (vLLM's --max-num-seqs): the profile run's dummy requests and the "
+               "sampler's warm-up rows (default: vLLM's, 1024 on a GPU of 70 GiB or more that is not an A100, else "
+               "256; at most --max-batched-tokens)",
+       .field = FIELD(serve.max_num_seqs), .min = 1},
+      {.flag = "--enable-lora", .kind = K::Flag, .commands = kServe,
+       .help = "vllm: serve LoRA adapters (vLLM's --enable-lora): the stacks of --max-loras slots of rank "
+               "--max-lora-rank on every adapted linear layer, counted as weights as vLLM counts them",
+       .field = FIELD(serve.enable_lora)},
+      {.flag = "--max-loras", .kind = K::Int, .commands = kServe,
+       .help = "With --enable-lora: adapters on the GPU at once (vLLM's --max-loras)", .field = FIELD(serve.max_loras),
+       .min = 1, .show_default = true},
+      {.flag = "--max-lora-rank", .kind = K::Int, .commands = kServe,
+       .help = "With --enable-lora: the rank the stacks are sized for (vLLM's --max-lora-rank)",
+       .field = FIELD(serve.max_lora_rank), .min = 1, .show_default = true},
+      {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
+       .help = "vllm: the vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 (the V1 "
+               "worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, off the "
+               "budget; give --max-batched-tokens and --max-num-seqs), 0.21 or later with --enforce-eager",
+       .field = FIELD(serve.engine_version), .show_default = true},
+      {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
+       .help = "vllm: vLLM's --enforce-eager, no CUDA graphs. Before 0.21 the graphs are captured after the cache is "
+               "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; 0.21 and later subtract "
+               "their estimate, which memplan models only as none (this flag)",
+       .field = FIELD(serve.enforce_eager)},
+      {.flag = "--quantization", .kind = K::Choice, .commands = kServe,
+       .help = "vllm: what the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "
+               "scale per layer), gptq or awq (packed int32, group scales and zeros); the embedding and the head stay "
+               "in the model's type. Default: a config.json's quantization_config, else none",
+       .field = FIELD(serve.quantization), .choices = kQuantizationChoices.names()},
+      {.flag = "--quant-bits", .kind = K::Int, .commands = kServe,
+       .help = "With --quantization gptq: the bits of a weight, 2, 3, 4 or 8 (awq: 4). Default: the config's, else 4",
+       .field = FIELD(serve.quant_bits), .min = 2},
+      {.flag = "--quant-group-size", .kind = K::Int, .commands = kServe,
+       .help = "With --quantization gptq or awq: inputs per scale and zero (gptq: -1, one group). Default: the "
+               "config's, else 128",
+       .field = FIELD(serve.quant_group_size), .min = -1},
+      {.flag = "--gpu-memory-utilization", .kind = K::Real, .commands = kServe,
+       .help = "vllm: the fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
+               "and the KV cache), as vLLM's --gpu-memory-utilization",
+       .field = FIELD(serve.gpu_memory_utilization), .min = 0, .max = 1, .show_default = true},
+      {.flag = "--block-size", .kind = K::Int, .commands = kServe,
+       .help = "Tokens per KV cache block (vLLM's --block-size)", .field = FIELD(serve.block_size), .min = 1,
+       .show_default = true},
+      {.flag = "--kv-cache-dtype", .kind = K::Choice, .commands = kServe,
+       .help = "What the paged KV cache stores, as vLLM's --kv-cache-dtype: auto (the model's type, after --dtype) or "
+               "fp8, fp8_e4m3, fp8_e5m2 (one byte per element)",
+       .field = FIELD(serve.kv_cache_dtype), .choices = kKvCacheDtypeChoices.names(), .show_default = true},
+      {.flag = "--kv-dim", .kind = K::Text, .commands = kServe,
+       .help = "The symbolic dimension that counts cached tokens, when several qualify (e.g. past_sequence_length)",
+       .field = FIELD(serve.kv_dim)},
+      {.flag = "--headroom", .kind = K::Real, .commands = kServe,
+       .help = "eager: keep this percent of the budget free (vllm: --gpu-memory-utilization)",
+       .field = FIELD(serve.headroom_percent), .min = 0, .max = 99, .show_default = true},
+  };
+}
+#pragma GCC diagnostic pop
+
+}  // namespace memplan

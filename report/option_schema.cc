@@ -1,0 +1,306 @@
+// The option schema (report/options.h): one row per option, every command's; serve's rows are
+// report/option_rows_serve.cc's.
+#include <fmt/format.h>
+
+#include "onnx_import/hf_config.h"
+#include "report/option_choices.h"
+#include "report/option_rows.h"
+
+namespace memplan {
+namespace {
+
+
+// Rows are designated initializers that name only what differs from OptionSpec's defaults; GCC 12's -Wextra
+// would warn for every member left to its default member initializer.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+std::vector<OptionSpec> make_schema() {
+  using K = OptionKind;
+  std::vector<OptionSpec> rows = {
+      // The model and its bindings.
+      {.flag = "MODEL", .keyword = "model", .kind = K::Model, .commands = kAll,
+       .help = "ONNX model file, or a Hugging Face config.json with --graph (weights are never read; external data is "
+               "never opened)", .field = FIELD(estimate.model.path),
+       .required = true},
+      {.flag = "--dim", .keyword = "dims", .kind = K::List, .commands = kAnalysing,
+       .help = "Bind a symbolic dimension by name, e.g. --dim seq=512 (repeatable; Python: dims={\"seq\": 512})",
+       .field = FIELD(estimate.model.dims), .type_name = "NAME=VALUE"},
+      {.flag = "--batch", .kind = K::Int, .commands = kAnalysing & ~kServe,
+       .help = "Bind the leading dimension of every graph input whose leading dimension is symbolic",
+       .field = FIELD(estimate.model.batch), .type_name = "N"},
+      {.flag = "--input", .keyword = "inputs", .kind = K::List, .commands = kAnalysing,
+       .help = "Fix one graph input's whole shape, as trtexec --shapes does, e.g. --input ids=8x512 (repeatable; "
+               "Python: inputs={\"ids\": [8, 512]}); a sequence input's tensors: --input s=seq(2x3,4x3); an optional "
+               "input that holds nothing: --input o=none",
+       .field = FIELD(estimate.model.inputs), .type_name = "NAME=SHAPE"},
+      {.flag = "--value", .keyword = "values", .kind = K::List, .commands = kAnalysing,
+       .help = "Bind the contents of a scalar or small 1-D integer/bool/float graph input, so shape computations and "
+               "If conditions that read it resolve, e.g. --value use_cache_branch=1, --value sr=16000 (repeatable; "
+               "Python: values={\"sr\": 16000})",
+       .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
+      {.flag = "--graph", .kind = K::Choice, .commands = kAll,
+       .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2, qwen3; gemma2, gemma3_text, phi3 "
+               "train only): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
+               "logits, a training export), decode (optimum's decoder with past: the KV cache's past inputs and "
+               "present outputs, for serve) or prefill (optimum's decoder without past)",
+       .field = FIELD(estimate.model.graph), .choices = config_graph_names()},
+      {.flag = "--moe-routing", .kind = K::Choice, .commands = kAll,
+       .help = "With a mixture-of-experts config.json (mixtral, qwen2_moe, qwen3_moe): which tokens each expert "
+               "receives, a routing its router can choose. balanced (the default): the tokens' k slots dealt to the "
+               "E experts in turn, expert e receiving ceil((tokens x k - e) / E); worst: every token picks the same "
+               "k experts, each receiving every token (the most one expert can: transformers drops none), the "
+               "others none",
+       .field = FIELD(estimate.model.moe_routing), .choices = moe_routing_names()},
+      // What runs, and how. The rows' order is also the configuration line's.
+      {.flag = "--mode", .kind = K::Choice, .commands = kTraining,
+       .help = "inference, or train: one PyTorch training step (forward, backward, optimizer)",
+       .field = FIELD(estimate.mode), .choices = kModeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return a.mode; }},
+      {.flag = "--runtime", .kind = K::Choice, .commands = kEstimating | kPlan,
+       .help = "Who runs the model: pytorch (eager, CUDA caching allocator: reports max_memory_allocated and "
+               "max_memory_reserved), onnxruntime (CUDA EP, BFC arena with memory pattern), or ideal (exact sizes in "
+               "one arena: the floor)",
+       .field = FIELD(estimate.runtime), .choices = kRuntimeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.runtime + " runtime"; }},
+      {.flag = "--expandable-segments", .kind = K::Flag, .commands = kEstimating,
+       .help = "PyTorch's allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: pages mapped on demand, so "
+               "free pages inside live ranges can be given back when the device is full (--runtime pytorch)",
+       .field = FIELD(estimate.expandable_segments),
+       .describe = [](const EstimateArgs& a) { return if_set(a.expandable_segments, " (expandable segments)"); }},
+      {.flag = "--precision", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "fp32; fp16/bf16 (model.half(): everything in half); amp-fp16/amp-bf16 (torch.autocast: fp32 master "
+               "weights, grads and states)",
+       .field = FIELD(estimate.precision), .choices = kPrecisionChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.precision; }},
+      {.flag = "--optimizer", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "sgd, momentum (SGD with momentum), adam or adamw (torch.optim); adamw8bit, paged-adamw or "
+               "paged-adamw8bit (bitsandbytes' AdamW8bit, PagedAdamW, PagedAdamW8bit: 8-bit states with a scale per "
+               "256 elements; paged states live in CUDA managed memory, reported apart)",
+       .field = FIELD(estimate.optimizer),
+       .choices = kOptimizerChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.optimizer; }},
+      {.flag = "--dtype", .kind = K::Choice, .commands = kEstimating | kPlan, .scope = Scope::Inference,
+       .help = "Inference: store float weights and activations in this type (fp16 = model.half(); training: "
+               "--precision). serve --engine vllm: fp32 stands for vLLM's --dtype auto (the stored type; a float32 "
+               "checkpoint in bf16 from sm80, else fp16)",
+       .field = FIELD(estimate.dtype), .choices = kDtypeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.dtype; }},
+      {.flag = "--schedule", .kind = K::Choice, .commands = kEstimating | kPlan, .scope = Scope::Inference,
+       .help = "Execution order: model (the file's order, as exported) or memory (a memory-aware reordering; both "
+               "orders' peaks are reported). A training step runs in autograd's order",
+       .field = FIELD(estimate.schedule), .choices = kScheduleChoices.names(), .show_default = true},
+      {.flag = "--arch", .kind = K::Choice, .commands = kEstimating,
+       .help = "Target GPU architecture (decides cuBLAS workspace size). Default: the --gpu's, else sm90",
+       .field = FIELD(estimate.arch), .choices = kArchChoices.names()},
+      {.flag = "--gpu", .kind = K::Text, .commands = kEstimating,
+       .help = "A GPU from the catalog: sets its architecture, and its memory minus the catalog's context reserve is "
+               "the budget (fit, check, serve), on which estimate also runs the step",
+       .field = FIELD(estimate.gpu)},
+      {.flag = "--catalog", .kind = K::Text, .commands = kEstimating,
+       .help = "A GPU catalog file replacing the built-in one (schema: report/gpu_catalog.json)",
+       .field = FIELD(estimate.catalog)},
+      {.flag = "--attention", .kind = K::Choice, .commands = kEstimating,
+       .help = "How PyTorch runs attention: eager (the exported MatMul/Softmax graph) or sdpa "
+               "(scaled_dot_product_attention: no seq x seq matrix)",
+       .field = FIELD(estimate.attention), .choices = kAttentionChoices.names(), .show_default = true},
+      {.flag = "--checkpoint", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "Activation checkpointing: none, sqrt (about sqrt(n) segments), layers (each repeated block, e.g. each "
+               "decoder layer, one segment: what transformers' gradient_checkpointing_enable and torchtune do), "
+               "every:K, at:T1,T2,... (boundary tensor names), auto (fewest recomputed FLOPs that fit --budget)",
+       .field = FIELD(estimate.checkpoint), .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.checkpoint != EstimateArgs{}.checkpoint, ", checkpoint " + a.checkpoint);
+       }},
+      {.flag = "--budget", .kind = K::Text, .commands = kEstimate | kTimeline | kFit,
+       .help = "A device memory budget, e.g. 24GiB (GiB = 2^30, GB = 10^9): the step is also run on it, and "
+               "--checkpoint auto chooses the boundaries that fit in it",
+       .field = FIELD(estimate.budget)},
+      {.flag = "--budget", .kind = K::Text, .commands = kCheck,
+       .help = "Fail when the step does not run in SIZE of device memory (e.g. 20GiB; GiB = 2^30, GB = 10^9); default "
+               "with --gpu: the GPU's memory less the catalog's context reserve",
+       .field = FIELD(estimate.budget)},
+      {.flag = "--grad-accum", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "Gradient accumulation steps (the batch is one micro-batch)", .field = FIELD(estimate.grad_accum),
+       .min = 1, .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.grad_accum > 1, ", grad-accum " + std::to_string(a.grad_accum)); }},
+      {.flag = "--loss", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "Loss on the last output: none, cross-entropy (int64 targets) or mse", .field = FIELD(estimate.loss),
+       .choices = kLossChoices.names(), .show_default = true},
+      {.flag = "--gpus", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "Data-parallel GPUs (the estimate is per GPU)", .field = FIELD(estimate.gpus), .min = 1,
+       .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.gpus > 1, ", " + std::to_string(a.gpus) + " GPUs " + a.shard);
+       }},
+      {.flag = "--shard", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --gpus: none, ddp, zero1, zero2, zero3, fsdp (FULL_SHARD by wrapping unit)",
+       .field = FIELD(estimate.shard), .choices = kShardChoices.names(), .show_default = true},
+      {.flag = "--tied-embeddings", .kind = K::Choice, .commands = kEstimating,
+       .help = "auto: the head is held as the token embedding only when the file proves the tie (the head reads the "
+               "embedding's own initializer, as an export without constant folding writes it); a head with its own "
+               "initializer is counted. shape: a head weight shaped as the embedding's transpose is the exporter's "
+               "folded copy of a tied embedding (GPT-2, Llama-3.2-1B), held once. no: never a copy. A "
+               "constant-folded export looks the same tied (GPT-2) or not (Llama-3.1-8B)",
+       .field = FIELD(estimate.tied_embeddings), .choices = kTiedEmbeddingChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         const auto& c = kTiedEmbeddingChoices;
+         return c.is(a.tied_embeddings, TiedEmbeddings::Shape)
+                    ? std::string(", tied by shape")
+                    : if_set(c.is(a.tied_embeddings, TiedEmbeddings::No), ", untied embeddings");
+       }},
+      {.flag = "--tp", .kind = K::Int, .commands = kTraining | kServe,
+       .help = "Tensor-parallel GPUs (Megatron-style column/row parallel attention and MLP, vocab-parallel embedding "
+               "and head; serve --engine vllm: vLLM's --tensor-parallel-size, KV heads replicated when --tp exceeds "
+               "them); the estimate is one GPU's",
+       .field = FIELD(estimate.tp), .min = 1, .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.tp > 1, ", tp " + std::to_string(a.tp)); }},
+      {.flag = "--sequence-parallel", .kind = K::Flag, .commands = kTraining,
+       .help = "With --tp: Megatron's sequence parallelism (norms, dropouts and residuals split along the sequence)",
+       .field = FIELD(estimate.sequence_parallel),
+       .describe = [](const EstimateArgs& a) { return if_set(a.tp > 1 && a.sequence_parallel, " sequence-parallel"); }},
+      {.flag = "--pp", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "Pipeline-parallel stages, 1F1B: the estimate is the busiest stage's GPU", .field = FIELD(estimate.pp),
+       .min = 1, .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.pp > 1, fmt::format(", pp {} x {} micro-batches", a.pp, a.micro_batches > 0 ? a.micro_batches : a.pp));
+       }},
+      {.flag = "--micro-batches", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --pp: micro-batches per step (default: the stages; the batch is one)",
+       .field = FIELD(estimate.micro_batches), .min = 1},
+      {.flag = "--fsdp-wrap", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --shard fsdp or --pp: a regex searched in parameter names whose first group names the wrapping "
+               "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root)",
+       .field = FIELD(estimate.fsdp_wrap)},
+      {.flag = "--optimizer-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "
+               "(torch 1.13's default), fused (no temporaries). Default: --torch's",
+       .field = FIELD(estimate.optimizer_impl), .choices = kOptimizerImplChoices.names()},
+      {.flag = "--torch", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "PyTorch version whose defaults apply: 2 (any 2.x) or 1.13 (zero_grad keeps the grads between steps, "
+               "single-tensor Adam, mean keeps its input for backward, no sdpa)",
+       .field = FIELD(estimate.torch), .choices = kTorchChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(kTorchChoices.is(a.torch, true), ", torch " + a.torch); }},
+      {.flag = "--zero-grad", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "What optimizer.zero_grad() does between steps: set-to-none (frees the grads) or zeros (keeps them, "
+               "added into in place). Default: --torch's (2: set-to-none, 1.13: zeros)",
+       .field = FIELD(estimate.zero_grad), .choices = kZeroGradChoices.names(),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.zero_grad.empty(), ", zero_grad " + a.zero_grad); }},
+      {.flag = "--trainable", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "Only parameters whose initializer name matches this regular expression train, e.g. lora_",
+       .field = FIELD(estimate.trainable),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.trainable.empty(), ", trainable /" + a.trainable + "/"); }},
+      {.flag = "--frozen", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "Parameters whose name matches this regular expression are frozen (no grad, no state)",
+       .field = FIELD(estimate.frozen),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.frozen.empty(), ", frozen /" + a.frozen + "/"); }},
+      {.flag = "--lora-rank", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "LoRA what-if: rank-R adapters (PEFT lora.Linear, float32) on the layers --lora-targets names; the base "
+               "weights freeze (with --trainable, the base parameters it names train too)",
+       .field = FIELD(estimate.lora_rank), .min = 1,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.lora_rank > 0, ", LoRA r=" + std::to_string(a.lora_rank) + " on /" + a.lora_targets + "/");
+       }},
+      {.flag = "--lora-targets", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --lora-rank: regular expression searched in the weight names of the MatMul/Gemm layers to adapt, "
+               "e.g. 'q_proj|v_proj' (PEFT's default for Llama). Required: no default",
+       .field = FIELD(estimate.lora_targets)},
+      {.flag = "--lora-dropout", .kind = K::Real, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --lora-rank: the adapters' dropout p, in [0, 1); > 0 copies each adapted layer's input and keeps a "
+               "mask",
+       .field = FIELD(estimate.lora_dropout), .min = 0, .max = 1, .max_exclusive = true, .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.lora_dropout != 0, " dropout " + std::to_string(a.lora_dropout)); }},
+      {.flag = "--frozen-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8) or nf4 (QLoRA, bitsandbytes; int8/nf4: "
+               "Linear weights but the head), each dequantized per op as a transient",
+       .field = FIELD(estimate.frozen_dtype), .choices = kFrozenDtypeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same), ", frozen weights " + a.frozen_dtype);
+       }},
+      {.flag = "--double-quant", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales",
+       .field = FIELD(estimate.double_quant),
+       .describe = [](const EstimateArgs& a) { return if_set(a.double_quant, " double-quantized"); }},
+      {.flag = "--optimizer-in-backward", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "torchtune's optimizer_in_bwd: each parameter updated by its own optimizer as soon as its grad is "
+               "complete (a post-accumulate-grad hook, PyTorch >= 2.1), then its grad freed: no step after backward",
+       .field = FIELD(estimate.optimizer_in_backward),
+       .describe = [](const EstimateArgs& a) { return if_set(a.optimizer_in_backward, ", optimizer in backward"); }},
+      {.flag = "--amsgrad", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "Adam/AdamW amsgrad: a third state per parameter", .field = FIELD(estimate.amsgrad)},
+      {.flag = "--maximize", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "The optimizer's maximize=True: the update negates a copy of the grads", .field = FIELD(estimate.maximize)},
+      {.flag = "--weight-decay", .kind = K::Real, .commands = kTraining, .scope = Scope::Train,
+       .help = "The optimizer's weight_decay: for Adam and SGD (L2) the update copies the grads; AdamW decays in place",
+       .field = FIELD(estimate.weight_decay), .min = 0, .max = 1e300},
+      {.flag = "--gradient-as-bucket-view", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "DDP: buckets alias the gradients instead of holding a second copy",
+       .field = FIELD(estimate.gradient_as_bucket_view)},
+      {.flag = "--top", .kind = K::Int, .commands = kTraining,
+       .help = "How many of the largest tensors live at the peak to list", .field = FIELD(estimate.top), .min = 0,
+       .show_default = true},
+      // Budgets: fit and serve.
+      {.flag = "--memory", .kind = K::Text, .commands = kFit | kServe,
+       .help = "The budget exactly as given, e.g. 24GiB (= 24 x 2^30), 24GB (= 24 x 10^9); excludes --gpu",
+       .field = FIELD(memory)},
+      {.flag = "--reserve", .kind = K::Text, .commands = kFit | kServe,
+       .help = "Memory outside the allocator per GPU; default: the catalog's. fit, serve --engine eager: the CUDA "
+               "context's, taken off the budget; serve --engine vllm: the non-torch memory vLLM's profile run finds "
+               "(kernels loaded on first use, NCCL's lazily connected buffers), taken off its KV cache memory",
+       .field = FIELD(reserve)},
+      // fit.
+      {.flag = "--search", .kind = K::Text, .commands = kFit,
+       .help = "The dimension to maximise: batch (binds --batch) or a symbolic dim name", .field = FIELD(fit.search),
+       .show_default = true},
+      {.flag = "--headroom", .kind = K::Real, .commands = kFit, .help = "Keep this percent of the budget free",
+       .field = FIELD(fit.headroom_percent), .min = 0, .max = 99, .show_default = true},
+      {.flag = "--global-batch", .kind = K::Int, .commands = kFit,
+       .help = "Also say the gradient accumulation that reaches this global batch", .field = FIELD(fit.global_batch),
+       .min = 1},
+      {.flag = "--max", .kind = K::Int, .commands = kFit, .help = "Largest value to consider",
+       .field = FIELD(fit.max_value), .min = 1, .show_default = true},
+  };
+  const std::vector<OptionSpec> serve = serve_option_rows();
+  rows.insert(rows.end(), serve.begin(), serve.end());
+  rows.insert(rows.end(), {
+      // check.
+      {.flag = "--baseline", .kind = K::Text, .commands = kCheck,
+       .help = "Fail when the estimate grew more than --max-increase over this baseline", .field = FIELD(baseline)},
+      {.flag = "--max-increase", .kind = K::Real, .commands = kCheck, .help = "Allowed growth over the baseline, in percent",
+       .field = FIELD(max_increase_percent), .min = 0, .max = 1e300, .show_default = true},
+      {.flag = "--write-baseline", .kind = K::Text, .commands = kCheck,
+       .help = "Write the current estimate as a baseline file", .field = FIELD(write_baseline)},
+      // plan and timeline.
+      {.flag = "--alignment", .kind = K::Int, .commands = kPlan, .help = "Offset alignment in bytes (cudaMalloc aligns to 256)",
+       .field = FIELD(alignment), .min = 1, .show_default = true},
+      {.flag = "-o,--output", .kind = K::Text, .commands = kPlan, .help = "Write the plan here (default: standard output)",
+       .field = FIELD(output)},
+      {.flag = "-o,--output", .keyword = "-", .kind = K::Text, .commands = kTimeline,
+       .help = "FILE.svg or FILE.html", .field = FIELD(output), .required = true},
+      {.flag = "-o,--output", .kind = K::Text, .commands = kExport,
+       .help = "FILE.onnx: the config's --graph as a weight-less ONNX file (replaced if it exists; never the config)",
+       .field = FIELD(output), .required = true},
+      // Output (the CLI's: Python returns the JSON's dictionary).
+      {.flag = "--format", .keyword = "-", .kind = K::Choice, .commands = kAnalysing & ~kTimeline & ~kPlan,
+       .help = "Output format: table (for people), json (for scripts; see docs/json.md), markdown (for pull-request "
+               "comments)",
+       .field = FIELD(format), .choices = kFormatChoices.names(), .show_default = true},
+      {.flag = "--format", .keyword = "-", .kind = K::Choice, .commands = kPlan,
+       .help = "What goes to standard output without -o: json (the plan file), table or markdown (a summary)",
+       .field = FIELD(plan_format), .choices = kFormatChoices.names(), .show_default = true},
+      {.flag = "--json", .keyword = "-", .kind = K::Flag, .commands = kAnalysing & ~kTimeline, .help = "Short for --format json",
+       .field = FIELD(json)},
+  });
+  return rows;
+}
+#pragma GCC diagnostic pop
+
+
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_schema() {
+  static const std::vector<OptionSpec> rows = make_schema();
+  return rows;
+}
+
+}  // namespace memplan
