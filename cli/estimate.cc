@@ -22,10 +22,10 @@ Action add_estimate_command(CLI::App& app) {
     check_options(cmd, *args, kEstimate);
     const auto [graph, e, config] = estimate_model(args->estimate);
     switch (output_format(*args, kEstimate)) {
-      case Format::Json: std::cout << json_text(estimate_to_json(e, graph, config)); break;
+      case Format::Json: std::cout << json_text(estimate_to_json(e, *graph, config)); break;
       case Format::Markdown: std::cout << estimate_to_markdown(e, config); break;
       case Format::Table:
-        for (const std::string& w : graph.warnings) std::cerr << "memplan: warning: " << w << "\n";
+        for (const std::string& w : graph->warnings) std::cerr << "memplan: warning: " << w << "\n";
         std::cout << estimate_to_text(e, config);
         break;
     }

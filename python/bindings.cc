@@ -202,7 +202,7 @@ std::string estimate(py::handle model, const py::kwargs& kwargs) {
   apply(args, kwargs, kEstimate, "estimate");
   py::gil_scoped_release unlocked;
   const ConfiguredEstimate c = estimate_model(args.estimate);
-  return json_text(estimate_to_json(c.estimate, c.graph, c.configuration));
+  return json_text(estimate_to_json(c.estimate, *c.graph, c.configuration));
 }
 
 std::string plan(py::handle model, const py::kwargs& kwargs) {
@@ -318,8 +318,8 @@ py::dict trace(py::handle model, const py::kwargs& kwargs) {
   {
     py::gil_scoped_release unlocked;
     const ConfiguredEstimate c = estimate_model(args.estimate);
-    t = pytorch_allocation_trace(c.graph, to_estimate_options(args.estimate));
-    estimate_text = json_text(estimate_to_json(c.estimate, c.graph, c.configuration));
+    t = pytorch_allocation_trace(*c.graph, to_estimate_options(args.estimate));
+    estimate_text = json_text(estimate_to_json(c.estimate, *c.graph, c.configuration));
   }
   py::list buffers, steps, events;
   for (const TraceBuffer& b : t.buffers)

@@ -210,10 +210,10 @@ ConfiguredEstimate estimate_model(const EstimateArgs& args) {
   const EstimateOptions options = to_estimate_options(args);  // a bad option is said before the model is read
   const Bindings bindings = to_bindings(args.model);
   ModelSession model(args.model.path, bindings.graph, bindings.moe_routing);  // read once: the estimate and, on a decoder with a KV cache, its phases
-  c.graph = *model.shape(bindings);
-  c.estimate = estimate_graph(c.graph, options);
-  c.estimate.kv_phases = estimate_kv_phases(model, bindings, c.graph, options, c.estimate.breakdown.weights);
-  c.configuration = describe_configuration(args, c.graph);
+  c.graph = model.shape(bindings);
+  c.estimate = estimate_graph(*c.graph, options);
+  c.estimate.kv_phases = estimate_kv_phases(model, bindings, *c.graph, options, c.estimate.breakdown.weights);
+  c.configuration = describe_configuration(args, *c.graph);
   return c;
 }
 

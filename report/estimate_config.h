@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& args);
 
 // A model estimated as configured: what estimate, check and timeline print.
 struct ConfiguredEstimate {
-  Graph graph;                // the shaped model: its bound dims and warnings
+  std::shared_ptr<const Graph> graph;  // the shaped model (the session's, not a copy): its bound dims and warnings
   Estimate estimate;
   std::string configuration;  // describe_configuration(args, graph)
 };

@@ -35,11 +35,11 @@ TEST(FirstIteration, CheckpointAutoRunsTheStepsChosenBoundaries) {
     return measure(r.program, runtime_model(o.execution, /*training=*/true).allocator).reserved_bytes + r.fixed_bytes;
   };
   // A search of its own (the old first iteration) chooses other boundaries here.
-  const TrainingResult own = build_training_program(c.graph, o.execution, t);
+  const TrainingResult own = build_training_program(*c.graph, o.execution, t);
   ASSERT_NE(own.checkpoint_boundaries, e.checkpoint_boundaries);
   // The first iteration with the reported boundaries: the figure the estimate gives.
   t.checkpoint.auto_chosen = e.checkpoint_boundaries;
-  const TrainingResult first = build_training_program(c.graph, o.execution, t);
+  const TrainingResult first = build_training_program(*c.graph, o.execution, t);
   EXPECT_EQ(first.checkpoint_boundaries, e.checkpoint_boundaries);
   EXPECT_EQ(*e.first_iteration_total_bytes, first_total(first));
   EXPECT_NE(*e.first_iteration_total_bytes, first_total(own));
