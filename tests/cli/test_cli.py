@@ -132,6 +132,37 @@ class TiedEmbeddingsTest(unittest.TestCase):
         self.assertGreaterEqual(auto, 8030261248 * 2)
         self.assertEqual(auto - weights("--tied-embeddings", "shape"), 128256 * 4096 * 2)
 
+    def test_a_recorded_tie_that_names_no_transpose_is_ignored_with_a_warning(self):
+        """memplan export of a tied config's decoder (folded: the head reads a transposed copy of the embedding)
+        records the tie in metadata memplan.tied_copy, "COPY=PARAMETER"; an entry naming no initializer transposing another is never trusted: a warning, and
+        the head counted, vocab 1000 x hidden 64 x 4 bytes more by hand."""
+        import onnx
+        with open(os.path.join(SRC, "tests", "models", "hf_configs", "Llama-3.2-1B.json")) as f:
+            config = json.load(f)
+        config.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=16, vocab_size=1000, max_position_embeddings=128)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tied.json")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            good = os.path.join(d, "tied.onnx")
+            run("export", path, "--graph", "decode", "-o", good, check_rc=0)
+            model = onnx.load(good, load_external_data=False)
+            entry = [e for e in model.metadata_props if e.key == "memplan.tied_copy"]
+            self.assertEqual(len(entry), 1)
+            entry[0].value = "no_such_tensor=" + entry[0].value.split("=")[1]
+            bad = os.path.join(d, "bad.onnx")
+            onnx.save(model, bad)
+            def estimate(p):
+                return run("estimate", p, "--batch", "1", "--dim", "sequence_length=1", "--dim",
+                           "past_sequence_length=7", "--dim", "total_sequence_length=8", "--runtime", "pytorch",
+                           "--json", check_rc=0)
+            trusted, ignored = estimate(good), estimate(bad)
+            self.assertEqual(json.loads(ignored.stdout)["breakdown"]["weights"] -
+                             json.loads(trusted.stdout)["breakdown"]["weights"], 1000 * 64 * 4)
+            self.assertIn("metadata memplan.tied_copy 'no_such_tensor=", json.loads(ignored.stdout)["warnings"][0])
+            self.assertIn("names no initializer transposing another: ignored", json.loads(ignored.stdout)["warnings"][0])
+
     def test_bad_value_is_an_input_error(self):
         r = run("estimate", os.path.join(MODELS, "llama_tiny.onnx"), "--tied-embeddings", "maybe")
         self.assertEqual(r.returncode, 2)
