@@ -109,6 +109,10 @@ struct TrainingOptions {
   // --optimizer-in-backward: each parameter updated by its own optimizer as soon as its grad is complete, in
   // backward, and its grad freed there (training_optimizer.cc update_params_completed_at).
   bool optimizer_in_backward = false;
+  // --free-output: the loop keeps no reference to the model's output past the loss, as Hugging Face's
+  // Trainer.training_step does (compute_loss returns the loss alone; transformers/trainer.py): the output dies
+  // at its last reader. false: `output = model(x)` holds it through backward and the step (a plain loop).
+  bool free_output = false;
   // torch 1.13's MeanBackward1 (mean.dim) keeps its whole input: derivatives.yaml's formula
   // `mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)` uses self.sym_numel(), which
   // the autograd codegen (tools/autograd/load_derivatives.py, saved_variables) had no replacement for, so

@@ -16,8 +16,9 @@ void TrainingStep::emit_loss() {
   const Tensor& logits = graph_.tensors[out];
   const DType loss_dtype = is_amp(options_.precision) ? DType::Float32 : layout().dtype[out];
   const uint64_t scalar = static_cast<uint64_t>(dtype_bits(loss_dtype) / 8);
-  // The training loop's `output = model(x)` holds the output through backward and the optimizer step.
-  program().buffers[forward_buffer_[out]].live_at_end = true;
+  // The training loop's `output = model(x)` holds the output through backward and the optimizer step, unless
+  // the loop drops it with the loss (--free-output).
+  program().buffers[forward_buffer_[out]].live_at_end = !options_.free_output;
   Step st;
   st.phase = Phase::Forward;
   st.reads = {forward_buffer_[out]};

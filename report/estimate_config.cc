@@ -174,6 +174,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   const std::string impl = !a.optimizer_impl.empty() ? a.optimizer_impl : torch1 ? "single-tensor" : "foreach";
   t.optimizer_flags = {a.amsgrad, a.maximize, a.weight_decay > 0};
   t.optimizer_in_backward = a.optimizer_in_backward;
+  t.free_output = a.free_output;
   t.trainable = a.trainable;
   t.frozen = a.frozen;
   t.lora_rank = a.lora_rank;

@@ -70,6 +70,7 @@ struct EstimateArgs {
   bool double_quant = false;          // --double-quant (nf4)
   bool amsgrad = false, maximize = false;
   bool optimizer_in_backward = false;
+  bool free_output = false;
   double weight_decay = 0;
   int top = EstimateOptions{}.top_tensors;
 };

@@ -126,6 +126,12 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--loss", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "Loss on the last output: none, cross-entropy (int64 targets) or mse", .field = FIELD(estimate.loss),
        .choices = kLossChoices.names(), .show_default = true},
+      {.flag = "--free-output", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "The loop keeps no reference to the model's output past the loss, as Hugging Face's Trainer "
+               "(compute_loss returns the loss alone): the logits die at their last reader instead of living "
+               "through backward",
+       .field = FIELD(estimate.free_output),
+       .describe = [](const EstimateArgs& a) { return if_set(a.free_output, ", output freed after the loss"); }},
       {.flag = "--gpus", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
        .help = "Data-parallel GPUs (the estimate is per GPU)", .field = FIELD(estimate.gpus), .min = 1,
        .show_default = true,

@@ -70,6 +70,19 @@ TEST(TrainingMlp, AdamStepPeakByHand) {
   EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Relu_1")], buffer_named(p, "r")));
 }
 
+// --free-output (Hugging Face's Trainer drops the model's output with compute_loss): y (32 bytes) dies after the
+// loss step, its last reader (log_softmax saves its own output, not y), so every later step holds 32 bytes less:
+// the peak, at the optimizer step, is 1460 - 32 = 1428.
+TEST(TrainingMlp, FreeOutputDropsTheLogitsAfterTheLoss) {
+  TrainingRun o = adam_ce();
+  o.free_output = true;
+  const Program p = build_training_program(mlp(), o).program;
+  const auto peak = peak_live_bytes(p);
+  EXPECT_EQ(peak.bytes, 1428u);
+  EXPECT_EQ(peak.step, 9);
+  EXPECT_FALSE(p.buffers[buffer_named(p, "y")].live_at_end);
+}
+
 // The same MLP as a training export writes nn.Linear (constant folding off, so the weight stays the module's
 // parameter): Transpose(W, perm [1, 0]) -> MatMul -> Add(bias). PyTorch ran one addmm per layer, so the program
 // must be the Gemm MLP's: the same 10 steps, resident bytes and peak (worked out by hand above).
