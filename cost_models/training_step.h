@@ -6,7 +6,9 @@
 //   training_optimizer.cc  grads and optimizer states that persist, the optimizer step
 //   training.cc            the order of the phases, checkpoint boundary choice, notes
 // What an op does in the forward (views, in-place, extras, autocast, cuBLAS) is decided in
-// eager_semantics.h, shared with inference. Rules and sources: docs/cost-models.md.
+// eager_semantics.h, and written by the one forward emitter (forward_emitter.h), both shared with inference.
+// training_optimizer.cc also runs the update in backward (--optimizer-in-backward). Rules and sources:
+// docs/cost-models.md.
 #pragma once
 
 #include <cstdint>
