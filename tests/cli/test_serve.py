@@ -387,6 +387,18 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
+    def test_a_cache_without_kv_heads_refuses_tensor_parallelism(self):
+        # kv_tiny_merged caches keys and values before the head split ([batch, tokens, hidden]): its bytes per token
+        # are there by hand, 2 (K, V) x 2 layers x hidden 8 x 2 B (bf16, vLLM's dtype auto on the default sm90) =
+        # 64, but no KV-head count to shard by (vLLM replicates or splits KV heads), so --tp is one message, exit 2.
+        merged = os.path.join(MODELS, "kv_tiny_merged.onnx")
+        j = self.vllm(*self.ARGS, model=merged)
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 64)
+        p = run("serve", merged, "--engine", "vllm", *self.ARGS, "--tp", "2")
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr, "memplan: error: --tp 2: the KV heads of " + merged + " are not found (past inputs "
+                                   "shaped [batch, kv_heads, tokens, head_dim])\n")
+
     def test_lora_stacks_by_hand(self):
         # --enable-lora --max-loras 2 --max-lora-rank 8, fp16 (d = 2): every adapted linear layer holds
         # 2 slots x 8 x (in + out) x 2 B (vLLM's lora_a [2, 1, 8, in] and lora_b [2, 1, out, 8]). Per block of the

@@ -15,6 +15,7 @@ Variants (written next to this script; run with Debian's python3, which has onnx
                            "b", "cached", "new"): found by structure, not by name
     kv_tiny_two_dims.onnx  layer 0 caches along "past_a", layer 1 along "past_b": ambiguous without --kv-dim
     no_kv_tiny.onnx        the same model without a cache: present outputs only, no past inputs
+    kv_tiny_merged.onnx    the cache before the head split: past/present [batch, tokens, hidden], Concat on axis 1
     kv_tiny_mask.onnx      kv_tiny with optimum's attention_mask [batch, "past_sequence_length + sequence_length"]
                            added to the scores: a dimension serve binds from the other two
 """
@@ -28,8 +29,9 @@ from onnx import TensorProto, helper, numpy_helper
 VOCAB, HIDDEN, HEADS, HEAD_DIM, LAYERS = 16, 8, 2, 4, 2
 
 
-def build(names, with_past=True, past_dims=None, with_mask=False):
-    """names: dict of naming functions and dim names; past_dims: per layer past dim name."""
+def build(names, with_past=True, past_dims=None, with_mask=False, merged_cache=False):
+    """names: dict of naming functions and dim names; past_dims: per layer past dim name; merged_cache: the cache
+    holds keys and values before the head split, [batch, tokens, hidden]."""
     rng = np.random.default_rng(0)
     batch, new = names["batch"], names["new"]
     past_dims = past_dims or [names["past"]] * LAYERS
@@ -53,13 +55,23 @@ def build(names, with_past=True, past_dims=None, with_mask=False):
     for i in range(LAYERS):
         past = past_dims[i]
         heads = {}
+        def split(x, p):  # [batch, tokens, hidden] -> [batch, heads, tokens, head_dim]
+            nodes.append(helper.make_node("Reshape", [x, "split_heads"], [f"l{i}.{p}4"]))
+            nodes.append(helper.make_node("Transpose", [f"l{i}.{p}4"], [f"l{i}.{p}t"], perm=[0, 2, 1, 3]))
+            return f"l{i}.{p}t"
         for p in ("q", "k", "v"):
             nodes.append(helper.make_node("MatMul", [h, weight(f"l{i}.W{p}", [HIDDEN, HIDDEN])], [f"l{i}.{p}"]))
-            nodes.append(helper.make_node("Reshape", [f"l{i}.{p}", "split_heads"], [f"l{i}.{p}4"]))
-            nodes.append(helper.make_node("Transpose", [f"l{i}.{p}4"], [f"l{i}.{p}t"], perm=[0, 2, 1, 3]))
-            heads[p] = f"l{i}.{p}t"
+            if not merged_cache or p == "q":
+                heads[p] = split(f"l{i}.{p}", p)
         for p in ("k", "v"):
             out = names["out"](i, p)
+            if merged_cache:
+                inp = names["in"](i, p)
+                inputs.append(helper.make_tensor_value_info(inp, TensorProto.FLOAT, [batch, past, HIDDEN]))
+                nodes.append(helper.make_node("Concat", [inp, f"l{i}.{p}"], [out], axis=1))
+                outputs.append(helper.make_tensor_value_info(out, TensorProto.FLOAT, [batch, f"{past} + {new}", HIDDEN]))
+                heads[p] = split(out, p)
+                continue
             if with_past:
                 inp = names["in"](i, p)
                 inputs.append(helper.make_tensor_value_info(inp, TensorProto.FLOAT, [batch, HEADS, past, HEAD_DIM]))
@@ -106,6 +118,7 @@ def main(out_dir):
         "kv_tiny_two_dims.onnx": build(OPTIMUM, past_dims=["past_a", "past_b"]),
         "no_kv_tiny.onnx": build(OPTIMUM, with_past=False),
         "kv_tiny_mask.onnx": build(OPTIMUM, with_mask=True),
+        "kv_tiny_merged.onnx": build(OPTIMUM, merged_cache=True),
     }
     for name, model in models.items():
         onnx.save(model, os.path.join(out_dir, name))
