@@ -38,6 +38,8 @@ struct BnbState {
 
 bool is_bitsandbytes(Optimizer o);
 bool is_eight_bit(Optimizer o);
+// Whether a parameter of `elements` gets 8-bit states (and so the optimizer its quantization maps).
+bool eight_bit_states(Optimizer o, uint64_t elements);
 // One parameter's state, in init_state's order.
 std::vector<BnbState> bitsandbytes_states(Optimizer o, uint64_t elements);
 

@@ -64,8 +64,7 @@ class ForwardEmitter {
 
   // Outputs, extras, gather, workspace, then `st` appended to the program.
   ClosedOp close(const FusedOp& op, const BufferView& view, const std::function<uint64_t(int32_t)>& bytes,
-                                  const std::function<void(int32_t, int32_t)>& set_buffer, Step st,
-                                  const ForwardPolicy& policy);
+                 const std::function<void(int32_t, int32_t)>& set_buffer, Step st, const ForwardPolicy& policy);
 
   // --sequence-parallel: the sequence-sharded input the op's column-parallel GEMM all-gathers (-1: none), and its
   // full size as the op reads it (autocast's cast). add_gather adds that transient to `st` and returns the input.

@@ -110,12 +110,13 @@ std::vector<int32_t> TrainingStep::new_bitsandbytes_states(const std::vector<Upd
     ids.push_back(b);
   };
   bool any_eight_bit = false;
-  for (const UpdateTarget& u : targets)
+  for (const UpdateTarget& u : targets) {
+    any_eight_bit = any_eight_bit || eight_bit_states(options_.optimizer, u.elements);
     for (const BnbState& s : bitsandbytes_states(options_.optimizer, u.elements)) {
-      any_eight_bit = any_eight_bit || s.name == "absmax1";
       if (s.paged) result_.paged_state_bytes = checked_add(result_.paged_state_bytes, s.bytes, "paged state bytes");
       else add(s.name + ":" + u.name, s.bytes);
     }
+  }
   if (any_eight_bit && !bnb_maps_made_) {  // fill_qmap: once per optimizer, on its first 8-bit parameter
     for (const char* map : {"qmap:dynamic", "qmap:udynamic"}) add(map, kBnbQmapBytes);
     bnb_maps_made_ = true;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cost_models/bnb_optimizer.h"
 #include "onnx_import/errors.h"
 #include "report/option_choices.h"
 
@@ -13,9 +14,11 @@ namespace {
 
 bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
 bool vllm(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Vllm); }
+// Which optimizers are bitsandbytes' is cost_models/bnb_optimizer.h's one rule.
 bool bitsandbytes(const EstimateArgs& a) {
-  return kOptimizerChoices.is(a.optimizer, Optimizer::AdamW8bit) || kOptimizerChoices.is(a.optimizer, Optimizer::PagedAdamW) ||
-         kOptimizerChoices.is(a.optimizer, Optimizer::PagedAdamW8bit);
+  for (const auto& [name, optimizer] : kOptimizerChoices.items)
+    if (name == a.optimizer) return is_bitsandbytes(optimizer);
+  return false;
 }
 
 // --frozen-dtype fp16/bf16 re-stores the frozen weights, except in the type --precision already stores every
@@ -197,17 +200,13 @@ const std::vector<Refusal>& refused_pairs() {
       {"pp", "checkpoint", "not modelled yet"},
       {"pp", "grad-accum", "the pipeline's --micro-batches are its gradient accumulation: give --micro-batches M"},
       {"tp", "lora", "not modelled: the adapters of a tensor-parallel layer are not split"},
-      // FSDP flattens a unit's parameters into one floating tensor (torch/distributed/fsdp/_flat_param.py,
-      // FlatParamHandle._validate_tensors_to_flatten: "Cannot flatten integer dtype tensors", "Must flatten
-      // tensors with uniform dtype"); bitsandbytes' Int8Params are int8 tensors with their own scales, and frozen
-      // weights re-stored in another float type than the trained ones break the one dtype.
       // DeepSpeed's ZeRO wraps its own optimizer over flattened fp32 partitions, and FSDP's flat parameters change
       // what bitsandbytes sees as a parameter (one state per flat shard): neither is modelled.
       // torchtune refuses gradient accumulation with optimizer_in_bwd (the update runs in every backward); its
       // distributed recipes are not modelled; the hook is new in PyTorch 2.1.
       {"optimizer-in-backward", "grad-accum", "each backward updates the parameters: torchtune refuses gradient "
                                               "accumulation with optimizer_in_bwd"},
-      {"optimizer-in-backward", "ddp", "not modelled: the update in backward races DDP's bucketed all-reduce"},
+      {"optimizer-in-backward", "ddp", "not modelled"},
       {"optimizer-in-backward", "zero12", "not modelled"},
       {"optimizer-in-backward", "zero3", "not modelled"},
       {"optimizer-in-backward", "fsdp", "not modelled"},
@@ -216,6 +215,10 @@ const std::vector<Refusal>& refused_pairs() {
       {"bitsandbytes", "zero12", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
       {"bitsandbytes", "zero3", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
       {"bitsandbytes", "fsdp", "not modelled: bitsandbytes' per-parameter states over FSDP's flat shards"},
+      // FSDP flattens a unit's parameters into one floating tensor (torch/distributed/fsdp/_flat_param.py,
+      // FlatParamHandle._validate_tensors_to_flatten: "Cannot flatten integer dtype tensors", "Must flatten
+      // tensors with uniform dtype"); bitsandbytes' Int8Params are int8 tensors with their own scales, and frozen
+      // weights re-stored in another float type than the trained ones break the one dtype.
       {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "
                               "weights cannot be flattened with the ones that train"},
       {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "
