@@ -251,6 +251,8 @@ class TrainingFlagsTest(unittest.TestCase):
     def test_errors_name_the_flag(self):
         cases = [
             (["--optimizer", "adamw8bit", "--maximize"], "--maximize with --optimizer adamw8bit: bitsandbytes' optimizers have no maximize"),
+            (["--optimizer", "paged-adamw", "--optimizer-impl", "fused"],
+             "--optimizer-impl applies to torch.optim's adam and adamw; --optimizer paged-adamw updates each parameter in one bitsandbytes kernel"),
             (["--optimizer", "paged-adamw", "--shard", "zero2", "--gpus", "2"], "--shard zero1/zero2 with --optimizer adamw8bit/paged-adamw/paged-adamw8bit: not modelled"),
             (["--trainable", "lora_"], "--trainable 'lora_' matches no parameter of model 'tests/models/gpt_tiny_train.onnx'"),
             (["--frozen", "("], "--frozen '(' is not a valid regular expression"),
@@ -286,6 +288,26 @@ class CheckpointLayersTest(unittest.TestCase):
             self.assertEqual(layers["training"]["checkpoint_boundaries"], m["checkpoint"], m["onnx"])
             self.assertEqual(layers["total_bytes"], at["total_bytes"], m["onnx"])
         self.assertGreaterEqual(len(seen), 3)
+
+    def test_a_block_whose_output_does_not_separate_the_graph_is_refused(self):
+        # blocks.0's one output h0 is added to the block's own input outside it (x + h0, a residual around the
+        # whole block): x bypasses h0, so no tensor leaving blocks.0 separates the graph.
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        import numpy as np
+        w = [numpy_helper.from_array(np.ones((4, 4), np.float32), f"blocks.{i}.fc.weight") for i in range(2)]
+        nodes = [helper.make_node("MatMul", ["x", "blocks.0.fc.weight"], ["h0"], name="/blocks.0/fc/MatMul"),
+                 helper.make_node("Add", ["x", "h0"], ["r0"], name="/Add"),
+                 helper.make_node("MatMul", ["r0", "blocks.1.fc.weight"], ["y"], name="/blocks.1/fc/MatMul")]
+        graph = helper.make_graph(nodes, "blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], w)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "blocks.onnx")
+            onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+            err = run("estimate", path, "--mode", "train", "--checkpoint", "layers", check_rc=2).stderr
+        self.assertEqual(err, f"memplan: error: --checkpoint layers: block 'blocks.0' of model '{path}' has 0 separating "
+                              "tensors leaving it, not one (its nodes are those torch.onnx named under its module scope); "
+                              "give at:T1,T2,...\n")
 
     def test_a_model_without_repeated_blocks_is_refused(self):
         # torchvision's ViT names its encoder layers encoder_layer_0, ...: no <prefix>.<N>. blocks.
