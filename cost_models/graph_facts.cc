@@ -14,6 +14,9 @@ bool is_initializer(const Graph& g, int32_t t) {
   // cost_models/lora_adapters.cc adds its weights to the initializers): no search for the parameters, which the
   // training step's builder asks about at every op of every program it builds.
   if (g.tensors[t].kind == TensorKind::Weight) return true;
+  // Nor for a node's output (no initializer has a producer), which MatMul's second operand is everywhere in
+  // attention and a mixture of experts: the search below is over every initializer (18,867 in Qwen3-30B-A3B).
+  if (g.tensors[t].producer >= 0) return false;
   return std::find(g.initializers.begin(), g.initializers.end(), t) != g.initializers.end();
 }
 

@@ -15,7 +15,8 @@ namespace memplan {
 
 class LlamaBuilder {
  public:
-  LlamaBuilder(const DecoderConfig& c, ConfigGraph kind, onnx::GraphProto& g) : c_(c), kind_(kind), g_(g) {}
+  LlamaBuilder(const DecoderConfig& c, ConfigGraph kind, onnx::GraphProto& g)
+      : c_(c), kind_(kind), g_(g), e_(g.GetArena()) {}
 
   void build();
   // The graph outputs' placeholders and names: logits, then present.{i}.key / .value.

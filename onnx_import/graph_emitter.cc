@@ -1,7 +1,8 @@
 #include "onnx_import/graph_emitter.h"
 
 #include <cstring>
-#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "onnx_import/errors.h"
 
@@ -10,14 +11,20 @@ namespace memplan {
 using onnx::AttributeProto;
 using onnx::TensorProto;
 
+GraphEmitter::~GraphEmitter() {
+  if (!arena_)
+    for (Pending& p : nodes_) delete p.node;  // finish() leaves nullptr where the graph took the node
+}
+
 std::string GraphEmitter::op(const std::string& type, std::vector<std::string> inputs, int outputs) {
   Pending p;
-  p.node.set_op_type(type);
+  p.node = google::protobuf::Arena::CreateMessage<onnx::NodeProto>(arena_);
+  p.node->set_op_type(type);
   p.scope = scope;
-  for (auto& in : inputs) p.node.add_input(std::move(in));
-  for (int k = 0; k < outputs; ++k) p.node.add_output("$" + std::to_string(next_value_++));
+  for (auto& in : inputs) p.node->add_input(std::move(in));
+  for (int k = 0; k < outputs; ++k) p.node->add_output("$" + std::to_string(next_value_++));
   nodes_.push_back(std::move(p));
-  return nodes_.back().node.output(0);
+  return nodes_.back().node->output(0);
 }
 
 GraphEmitter& GraphEmitter::ints(const std::string& name, const std::vector<int64_t>& values) {
@@ -73,7 +80,7 @@ std::string GraphEmitter::pooled(int64_t value) {
   note(value);
   Pending& p = nodes_[pool_.at(value)];
   p.used = true;
-  return p.node.output(0);
+  return p.node->output(0);
 }
 
 void GraphEmitter::note_list(int64_t value) {
@@ -89,7 +96,7 @@ std::string GraphEmitter::pooled_list(int64_t value, const std::string& reader) 
   Pending& p = nodes_[list_pool_.at(value)];
   p.used = true;
   p.reader = reader;
-  return p.node.output(0);
+  return p.node->output(0);
 }
 
 std::string GraphEmitter::size_list(const std::vector<std::string>& elements) {
@@ -105,19 +112,20 @@ std::string GraphEmitter::size_list(const std::vector<std::string>& elements) {
 }
 
 void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
-                                  std::map<std::string, std::string>& names) {
-  std::map<std::string, const TensorProto*> params;
+                                  Names& names) {
+  std::unordered_map<std::string, const TensorProto*> params;
   for (const TensorProto& t : graph.initializer()) params[t.name()] = &t;
-  std::map<std::string, Pending*> constants;  // output -> its Constant node
-  std::map<std::string, std::string> reader;  // value -> the op type of its first reader
+  std::unordered_map<std::string, Pending*> constants;  // output -> its Constant node
+  std::unordered_map<std::string, std::string> reader;  // value -> the op type of its first reader
+  reader.reserve(nodes_.size() * 2);
   for (Pending& p : nodes_)
     if (p.used)
-      for (const std::string& in : p.node.input()) reader.emplace(in, p.node.op_type());
+      for (const std::string& in : p.node->input()) reader.emplace(in, p.node->op_type());
   std::vector<TensorProto> folded;
   std::vector<std::pair<std::string, std::string>> copies;  // (folded copy, the parameter it transposes)
   for (Pending& p : nodes_) {
     if (!p.used) continue;
-    onnx::NodeProto& n = p.node;
+    onnx::NodeProto& n = *p.node;
     if (n.op_type() == "Constant") {
       constants[n.output(0)] = &p;
       continue;
@@ -137,7 +145,7 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
     } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && constants.count(n.input(0)) &&
                constants.count(n.input(1))) {
       // Unsqueeze(scalar, [0]): a 1-D Constant of the scalar's value, in the Unsqueeze's scope.
-      const TensorProto& scalar = constants.at(n.input(0))->node.attribute(0).t();
+      const TensorProto& scalar = constants.at(n.input(0))->node->attribute(0).t();
       if (scalar.data_type() != TensorProto::INT64 || scalar.dims_size() != 0)
         throw InternalError("folding an Unsqueeze of a constant that is not an int64 scalar");
       int64_t v;
@@ -157,13 +165,14 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
     }
   }
   // What nobody reads any more: the pooled ints and axes Constants of folded nodes, the folded parameters.
-  std::set<std::string> read;
+  std::unordered_set<std::string> read;
+  read.reserve(nodes_.size() * 2);
   for (const auto& [value, name] : names) read.insert(value);  // graph outputs
   for (const Pending& p : nodes_)
     if (p.used && !p.removed)
-      for (const std::string& in : p.node.input()) read.insert(in);
+      for (const std::string& in : p.node->input()) read.insert(in);
   for (Pending& p : nodes_)
-    if (p.used && !p.removed && p.node.op_type() == "Constant" && !read.count(p.node.output(0))) p.removed = true;
+    if (p.used && !p.removed && p.node->op_type() == "Constant" && !read.count(p.node->output(0))) p.removed = true;
   google::protobuf::RepeatedPtrField<TensorProto> kept;
   for (TensorProto& t : *graph.mutable_initializer())
     if (read.count(t.name())) kept.Add()->Swap(&t);
@@ -175,16 +184,17 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
 
 void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
                           const std::map<std::string, std::string>& fixed, bool fold) {
-  std::map<std::string, std::string> names(fixed.begin(), fixed.end());
+  Names names(fixed.begin(), fixed.end());
+  names.reserve(nodes_.size() * 2);
   int64_t number = values_before_nodes;
   for (Pending& p : nodes_)  // the JIT numbers every output of a node (TopK has two)
-    if (p.used) p.value_number = number, number += p.node.output_size();
+    if (p.used) p.value_number = number, number += p.node->output_size();
   if (fold) fold_constants(graph, number, names);
-  std::map<std::string, int> counters;
+  std::unordered_map<std::string, int> counters;
   int index = 0;
   for (Pending& p : nodes_) {
     if (!p.used || p.removed) continue;
-    onnx::NodeProto& n = p.node;
+    onnx::NodeProto& n = *p.node;
     if (p.unscoped) {
       n.set_name("Constant_" + std::to_string(index));
       names.emplace(n.output(0), "onnx::" + p.reader + "_" + std::to_string(p.value_number));
@@ -195,13 +205,16 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
     }
     ++index;
   }
+  graph.mutable_node()->Reserve(graph.node_size() + int(nodes_.size()));
   for (Pending& p : nodes_) {
     if (!p.used || p.removed) continue;
-    for (auto& v : *p.node.mutable_input())
+    for (auto& v : *p.node->mutable_input())
       if (const auto it = names.find(v); it != names.end()) v = it->second;
-    for (auto& v : *p.node.mutable_output())
+    for (auto& v : *p.node->mutable_output())
       if (const auto it = names.find(v); it != names.end()) v = it->second;
-    graph.add_node()->Swap(&p.node);
+    // The graph's arena is the nodes' (the constructor's): AddAllocated takes the node itself, no copy.
+    graph.mutable_node()->AddAllocated(p.node);
+    p.node = nullptr;
   }
 }
 

@@ -16,8 +16,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <google/protobuf/arena.h>
 
 #include "onnx/onnx_pb.h"
 
@@ -25,6 +28,13 @@ namespace memplan {
 
 class GraphEmitter {
  public:
+  // Nodes are made on `arena` (the model's: finish() then hands them to the graph without a copy; nullptr: the
+  // heap, and finish() hands them over the same way).
+  explicit GraphEmitter(google::protobuf::Arena* arena) : arena_(arena) {}
+  GraphEmitter(const GraphEmitter&) = delete;
+  GraphEmitter& operator=(const GraphEmitter&) = delete;
+  ~GraphEmitter();
+
   std::string scope;  // the module scope new nodes go in ("" = the top module)
 
   // One node; returns its first output (a placeholder name, final after finish()).
@@ -61,7 +71,7 @@ class GraphEmitter {
 
  private:
   struct Pending {
-    onnx::NodeProto node;
+    onnx::NodeProto* node;  // on arena_; owned by the emitter until finish() hands it to the graph
     std::string scope;
     bool unscoped = false;  // an exporter-made Unsqueeze axes Constant, or a pooled int list (note_list)
     std::string reader = "Unsqueeze";  // an unscoped Constant's output is named after its reader
@@ -69,8 +79,10 @@ class GraphEmitter {
     bool removed = false;   // folded into an initializer, or a constant nobody reads after folding
     int64_t value_number = 0;
   };
-  onnx::NodeProto& last() { return nodes_.back().node; }
-  void fold_constants(onnx::GraphProto& graph, int64_t next_number, std::map<std::string, std::string>& names);
+  onnx::NodeProto& last() { return *nodes_.back().node; }
+  using Names = std::unordered_map<std::string, std::string>;  // placeholder -> final name
+  void fold_constants(onnx::GraphProto& graph, int64_t next_number, Names& names);
+  google::protobuf::Arena* arena_;
   std::vector<Pending> nodes_;
   std::vector<std::pair<std::string, std::string>> tied_copies_;
   std::map<int64_t, size_t> pool_, list_pool_;

@@ -4,9 +4,10 @@
 set -euo pipefail
 
 # pybind11-dev, python3-dev, python3-venv, python3-setuptools: the Python module (python/) and its pip install.
+# libmimalloc-dev: the command-line tool's allocator (cli/CMakeLists.txt).
 build_pkgs=(cmake g++ make pkg-config libonnx-dev libprotobuf-dev protobuf-compiler libboost-graph-dev
-            libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-pybind11 python3-dev python3-venv
-            python3-setuptools python3-wheel)
+            libcli11-dev nlohmann-json3-dev libfmt-dev libmimalloc-dev pybind11-dev python3-pybind11 python3-dev
+            python3-venv python3-setuptools python3-wheel)
 test_pkgs=(libgtest-dev libgmock-dev libonnx-testdata python3-onnx python3-numpy python3-jsonschema python3-pytest
            clang libclang-rt-14-dev strace)
 # The model zoo export script and the CPU training ground truth need torch (not needed to build or test).

@@ -8,6 +8,7 @@
 #include <google/protobuf/arena.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "onnx_import/errors.h"
@@ -229,30 +230,76 @@ void check_ranks(const NodeContext& ctx) {
              "; " + op + " needs them equal");
 }
 
+template <typename T>
+void append_raw(std::string& key, const T& x) {
+  key.append(reinterpret_cast<const char*>(&x), sizeof x);
+}
+
+template <typename T>
+void append_list(std::string& key, const std::vector<T>& xs) {
+  append_raw(key, xs.size());
+  key.append(reinterpret_cast<const char*>(xs.data()), xs.size() * sizeof(T));
+}
+
+// Everything an inference function and the checks before it read: the schema (op, domain and version), each
+// input's name being empty or not, dtype, shape and known contents, the output count and which outputs are read,
+// and the attributes as serialized. Equal keys are equal inputs to ONNX; a miss only costs one more inference.
+void memo_key(std::string& key, const NodeContext& ctx, const onnx::OpSchema& schema) {
+  key.clear();
+  append_raw(key, &schema);
+  append_raw(key, ctx.num_inputs());
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const Value* v = ctx.input(i);
+    append_raw(key, static_cast<char>(ctx.node().input(static_cast<int>(i)).empty() ? 0 : v ? 2 : 1));
+    if (!v) continue;
+    append_raw(key, v->dtype);
+    append_list(key, v->shape);
+    append_raw(key, static_cast<char>(v->ints ? 1 : v->reals ? 2 : 0));
+    if (v->ints) append_list(key, *v->ints);
+    if (v->reals) append_list(key, *v->reals);
+  }
+  append_raw(key, ctx.num_outputs());
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) append_raw(key, ctx.output_used(i));
+  for (const onnx::AttributeProto& a : ctx.node().attribute()) {
+    const size_t at = key.size();
+    append_raw(key, size_t{0});  // the attribute's length, written below: no two lists of attributes collide
+    a.AppendToString(&key);
+    const size_t length = key.size() - at - sizeof(size_t);
+    std::memcpy(key.data() + at, &length, sizeof length);
+  }
+}
+
 }  // namespace
 
-void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema) {
+void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema, SchemaMemo& memo) {
   // memplan's own rules handle every op that takes sequences or optionals (rules/sequences.cc); the others
   // take tensors, and ONNX's inference would be handed a tensor type for one.
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     if (const Value* v = ctx.input(i); v && !v->is_tensor())
       ctx.fail("input " + std::to_string(i) + " ('" + ctx.node().input(static_cast<int>(i)) + "') is " + kind_text(*v) +
                "; " + ctx.op() + " takes a tensor there");
-  check_arity(ctx, schema);
-  check_ranks(ctx);
-  SchemaContext sc(ctx);
-  try {
-    schema.GetTypeAndShapeInferenceFunction()(sc);
-  } catch (const InputError&) {
-    throw;
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    if (auto pos = msg.find("\n"); pos != std::string::npos) msg.resize(pos);
-    ctx.fail("shape inference failed: " + msg);
+  memo_key(memo.key, ctx, schema);
+  auto known = memo.answers.find(memo.key);
+  if (known == memo.answers.end()) {
+    check_arity(ctx, schema);
+    check_ranks(ctx);
+    SchemaContext sc(ctx);
+    try {
+      schema.GetTypeAndShapeInferenceFunction()(sc);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      if (auto pos = msg.find("\n"); pos != std::string::npos) msg.resize(pos);
+      ctx.fail("shape inference failed: " + msg);
+    }
+    std::vector<std::optional<Value>> answer(ctx.num_outputs());
+    for (size_t i = 0; i < ctx.num_outputs(); ++i)
+      if (ctx.output_used(i)) answer[i] = concrete(sc.output_type(i), ctx, i);
+    known = memo.answers.emplace(memo.key, std::move(answer)).first;
   }
   for (size_t i = 0; i < ctx.num_outputs(); ++i)
-    if (ctx.output_used(i))
-      if (auto v = concrete(sc.output_type(i), ctx, i)) ctx.set_output(i, std::move(*v));
+    if (known->second[i]) ctx.set_output(i, Value(*known->second[i]));
   // ONNX 1.12's Reshape inference takes a target without a 0 or -1 as is, even when its element count differs
   // from the input's (a branch that never runs at these inputs, Silero VAD's 8 kHz frames fed 16 kHz audio).
   if (ctx.op() == "Reshape" && ctx.input(0) && ctx.outputs_set()[0]) {

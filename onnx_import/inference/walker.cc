@@ -48,6 +48,17 @@ int Walker::opset_of(const std::string& domain, const onnx::NodeProto& node, siz
   return 1;  // a custom domain the model does not import explicitly (com.microsoft in older exports)
 }
 
+const onnx::OpSchema* Walker::schema_of(const std::string& op, int opset, const std::string& domain) {
+  std::string key = domain;
+  key += '\0';
+  key += op;
+  key += '\0';
+  key += std::to_string(opset);
+  const auto it = schemas_.find(key);
+  if (it != schemas_.end()) return it->second;
+  return schemas_.emplace(std::move(key), onnx::OpSchemaRegistry::Schema(op, opset, domain)).first->second;
+}
+
 std::optional<Value> Walker::declared_value(const std::string& name, const Scope& scope) const {
   const onnx::TypeProto* t = scope.find_declared(name);
   if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape()) return std::nullopt;
@@ -185,8 +196,8 @@ void Walker::infer_node(const onnx::NodeProto& node, size_t index, Scope& scope,
     }
   }
   if (!handled) {
-    if (const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain)) {
-      schema_fallback(ctx, *schema);
+    if (const onnx::OpSchema* schema = schema_of(node.op_type(), opset, domain)) {
+      schema_fallback(ctx, *schema, memo_);
     } else if (auto fn = model_.functions.find({node.domain(), node.op_type()}); fn != model_.functions.end()) {
       infer_local_function(ctx, *fn->second);
       handled = true;
@@ -200,7 +211,7 @@ void Walker::infer_node(const onnx::NodeProto& node, size_t index, Scope& scope,
       ctx.set_output(i, std::move(*v));
       continue;
     }
-    const bool known_op = handled || onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain) != nullptr;
+    const bool known_op = handled || schema_of(node.op_type(), opset, domain) != nullptr;
     if (!known_op)
       ctx.fail("unknown op '" + (domain.empty() ? "" : domain + ".") + node.op_type() + "' (opset " +
                std::to_string(opset) + ") and the model declares no complete shape for its output '" + out +

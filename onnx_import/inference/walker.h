@@ -61,6 +61,16 @@ struct ModelInfo {
   std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions;
 };
 
+// schema_fallback's answers. What an inference function answers depends only on the schema, the node's
+// attributes, its inputs' types and known contents and its outputs' count: the memo keeps each answer under
+// those, so a graph that repeats a layer (every transformer; a mixture of experts repeats one expert 8 to 128
+// times a layer) asks ONNX once per distinct node. Only answers are kept: a node that fails is inferred (and
+// named in the error) every time.
+struct SchemaMemo {
+  std::unordered_map<std::string, std::vector<std::optional<Value>>> answers;
+  std::string key;  // scratch, reused between nodes
+};
+
 class Walker final : public SubgraphRunner {
  public:
   Walker(const ModelInfo& model, std::vector<std::string>& warnings) : model_(model), warnings_(warnings) {}
@@ -81,8 +91,13 @@ class Walker final : public SubgraphRunner {
   void infer_local_function(NodeContext& ctx, const onnx::FunctionProto& fn);
   std::optional<Value> declared_value(const std::string& name, const Scope& scope) const;
   int opset_of(const std::string& domain, const onnx::NodeProto& node, size_t index, const std::string& where) const;
+  // OpSchemaRegistry::Schema, looked up once per (domain, op, opset): the registry's lookup builds strings and
+  // walks two maps, for every node.
+  const onnx::OpSchema* schema_of(const std::string& op, int opset, const std::string& domain);
 
   const ModelInfo& model_;
+  std::unordered_map<std::string, const onnx::OpSchema*> schemas_;
+  SchemaMemo memo_;
   std::vector<std::string>& warnings_;
   Scope* current_ = nullptr;
   int depth_ = 0;
@@ -101,6 +116,7 @@ void collect_outer_refs(const onnx::GraphProto& g, std::set<std::string>& out);
 
 // schema_fallback.cc: ONNX 1.12's inference function of `schema` on the node's concrete inputs, after the
 // checks that keep it from reading out of bounds; sets the outputs ONNX shapes completely.
-void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema);
+// `memo`: see SchemaMemo.
+void schema_fallback(NodeContext& ctx, const onnx::OpSchema& schema, SchemaMemo& memo);
 
 }  // namespace memplan::shape
