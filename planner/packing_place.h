@@ -24,6 +24,9 @@ class OverlapIndex {
   // Records are named by their position in by_first(): the non-empty records sorted by first step (then
   // index). Neighbours in time are then neighbours in memory, which keeps the scans below cache-friendly.
   const std::vector<int32_t>& by_first() const { return by_first_; }
+  int32_t steps() const { return steps_; }
+  // Records live at a step, on average over the steps (the sum of the non-empty records' lengths / steps).
+  double mean_live() const { return mean_live_; }
   // Calls f(position) for every non-empty record whose range contains `step`.
   template <typename F>
   void for_each_containing(int32_t step, F&& f) const;
@@ -36,16 +39,27 @@ class OverlapIndex {
  private:
   void add_canonical(size_t node, int32_t lo, int32_t hi, const UsageRecord& r, uint32_t position, bool count_only);
   int32_t steps_;
+  double mean_live_ = 0;
   std::vector<size_t> node_begin_, fill_;
   std::vector<uint32_t> node_positions_;
   std::vector<int32_t> by_first_;
   std::vector<size_t> start_begin_;
 };
 
-// Places records in `order` (a permutation of record indices). Time is output-sensitive: each record
-// costs O(log T + K log K) where K is the number of records that share a step with it.
+// Places records in `order` (a permutation of record indices). Two exact implementations of the one rule
+// (tests/planner/packing_test.cc checks both against it by brute force), chosen by how many records are live
+// at a step on average:
+//  - place_by_scan gathers and sorts the K placed records sharing a step with each record: O(log T + K log K),
+//    cheapest when few are live together (an inference graph);
+//  - place_by_runs keeps the placed records' bytes as merged runs in a segment tree over steps and walks the
+//    runs beside each record, not the records: a training step's tens of thousands of saved tensors, live
+//    together from forward to backward, are a few runs (O(log T) run-set updates a record, plus the walk).
 PackingResult place_in_order(const std::vector<UsageRecord>& records, const std::vector<uint64_t>& sizes,
                              const std::vector<int32_t>& order, const OverlapIndex& index);
+PackingResult place_by_scan(const std::vector<UsageRecord>& records, const std::vector<uint64_t>& sizes,
+                            const std::vector<int32_t>& order, const OverlapIndex& index);
+PackingResult place_by_runs(const std::vector<UsageRecord>& records, const std::vector<uint64_t>& sizes,
+                            const std::vector<int32_t>& order, int32_t steps);
 
 // The orders of the algorithms (each in its own file); `sizes` are the aligned sizes.
 std::vector<int32_t> greedy_by_size_order(const std::vector<UsageRecord>& records, const std::vector<uint64_t>& sizes);

@@ -12,6 +12,7 @@
 #include "planner/invariants.h"
 #include "planner/liveness.h"
 #include "planner/packing.h"
+#include "planner/packing_place.h"
 #include "planner/schedule.h"
 #include "synthetic_program.h"
 
@@ -86,6 +87,23 @@ uint64_t first_fit_heap(const std::vector<UsageRecord>& records, uint64_t alignm
   return high;
 }
 
+// The two placements of packing_place.h on one program, greedy_by_size's order: CPU ms of each, their arena
+// (which must be the same), and the mean records live at a step that place_in_order chooses by.
+void scan_against_runs(const char* label, const memplan::Program& program, uint64_t alignment) {
+  const auto records = memplan::usage_records(program, memplan::compute_liveness(program)).records;
+  const auto sizes = memplan::detail::aligned_sizes(records, alignment);
+  const memplan::detail::OverlapIndex index(records, memplan::detail::validate_records(records));
+  const auto order = memplan::detail::greedy_by_size_order(records, sizes);
+  auto t = Clock::now();
+  const auto scan = memplan::detail::place_by_scan(records, sizes, order, index);
+  const double scan_ms = ms_since(t);
+  t = Clock::now();
+  const auto runs = memplan::detail::place_by_runs(records, sizes, order, index.steps());
+  const double runs_ms = ms_since(t);
+  std::printf("%-34s %10.1f %10.1f %10.1f %12.1f  %s\n", label, index.mean_live(), scan_ms, runs_ms,
+              mib(scan.arena_bytes), scan.offsets == runs.offsets ? "same offsets" : "DIFFERENT OFFSETS");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,5 +170,18 @@ int main(int argc, char** argv) {
   std::printf("invariant check of one plan: %.1f ms CPU\n", check_ms);
   std::printf("\nplanning total (liveness + choose_best + schedule): %.1f ms CPU, %.1f ms wall\n",
               liveness_ms + choose_ms + schedule_ms, wall_ms);
+
+  // Dense programs: with long skips most records live across much of the program, as a training step's saved
+  // activations do from forward to backward; place_in_order switches from the scan to the runs above 256.
+  std::printf("\nplacement by scan and by runs (greedy_by_size order)\n");
+  std::printf("%-34s %10s %10s %10s %12s\n", "program", "mean live", "scan ms", "runs ms", "arena MiB");
+  scan_against_runs("this program", program, alignment);
+  for (const int32_t reach : {200, 2000, 20000}) {
+    memplan::SyntheticOptions dense = options;
+    dense.skip_per_mille = 500;
+    dense.skip_reach = reach;
+    const std::string label = "skips 500/1000, reach " + std::to_string(reach);
+    scan_against_runs(label.c_str(), memplan::synthetic_program(dense), alignment);
+  }
   return 0;
 }

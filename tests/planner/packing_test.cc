@@ -1,10 +1,14 @@
 #include "planner/packing.h"
 
+#include <algorithm>
+#include <random>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "onnx_import/errors.h"
 #include "planner/invariants.h"
+#include "planner/packing_place.h"
 
 namespace memplan {
 namespace {
@@ -146,6 +150,62 @@ TEST(Packing, SmallestFittingGapWinsOverALowerLargerOne) {
   EXPECT_THAT(r.offsets, ElementsAre(0, 40, 70, 90, 102, 90));
   EXPECT_EQ(r.arena_bytes, 110u);
   expect_valid(records, r, 1);
+}
+
+// The placement rule as packing_place.h states it, by brute force: every placed record that shares a step,
+// sorted by offset, the smallest gap that fits (lowest on a tie), else above them all. Both implementations
+// (the scan of records, the segment tree of merged runs) must give every record its offset, in every order.
+std::vector<uint64_t> place_by_brute_force(const std::vector<UsageRecord>& records, const std::vector<uint64_t>& sizes,
+                                           const std::vector<int32_t>& order) {
+  std::vector<uint64_t> offsets(records.size(), 0);
+  std::vector<int32_t> placed;
+  for (int32_t id : order) {
+    if (sizes[id] == 0) continue;
+    std::vector<std::pair<uint64_t, uint64_t>> beside;
+    for (int32_t p : placed)
+      if (records[p].first <= records[id].last && records[id].first <= records[p].last)
+        beside.emplace_back(offsets[p], offsets[p] + sizes[p]);
+    std::sort(beside.begin(), beside.end());
+    uint64_t top = 0, best = 0, best_gap = UINT64_MAX;
+    for (const auto& [start, end] : beside) {
+      if (start > top && start - top >= sizes[id] && start - top < best_gap) {
+        best_gap = start - top;
+        best = top;
+      }
+      top = std::max(top, end);
+    }
+    offsets[id] = best_gap != UINT64_MAX ? best : top;
+    placed.push_back(id);
+  }
+  return offsets;
+}
+
+TEST(Packing, EveryOrderPlacesAsTheRuleStatesIt) {
+  std::mt19937_64 rng(20261203);
+  for (int round = 0; round < 300; ++round) {
+    const int32_t steps = 1 + static_cast<int32_t>(rng() % 64);
+    const size_t n = 1 + rng() % 200;
+    std::vector<UsageRecord> records;
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t first = static_cast<int32_t>(rng() % steps);
+      // A third live to the end (a training step's saved tensors), the rest short; some take no bytes.
+      const int32_t last = rng() % 3 == 0 ? steps - 1 : std::min<int32_t>(steps - 1, first + static_cast<int32_t>(rng() % 4));
+      const uint64_t bytes = rng() % 10 == 0 ? 0 : 1 + rng() % (rng() % 2 ? 64 : 4096);
+      records.push_back({bytes, first, last});
+    }
+    for (const uint64_t alignment : {uint64_t{1}, uint64_t{32}}) {
+      const std::vector<uint64_t> sizes = detail::aligned_sizes(records, alignment);
+      const int32_t used = detail::validate_records(records);
+      for (const auto& order : {detail::greedy_by_size_order(records, sizes), detail::best_fit_spatial_order(records, sizes),
+                                detail::best_fit_temporal_order(records, sizes),
+                                detail::greedy_by_breadth_order(records, sizes)}) {
+        const std::vector<uint64_t> expected = place_by_brute_force(records, sizes, order);
+        const detail::OverlapIndex index(records, used);
+        ASSERT_EQ(detail::place_by_scan(records, sizes, order, index).offsets, expected) << "scan, round " << round;
+        ASSERT_EQ(detail::place_by_runs(records, sizes, order, used).offsets, expected) << "runs, round " << round;
+      }
+    }
+  }
 }
 
 TEST(Packing, UsageRecordsSkipResidentBuffers) {
