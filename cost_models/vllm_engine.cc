@@ -141,10 +141,17 @@ VllmMemory vllm_available_memory(uint64_t total, double gpu_memory_utilization, 
   return m;
 }
 
-VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len) {
+int64_t vllm_blocks_per_request(const PagedKvCache& cache, int64_t max_model_len, const VllmSlidingWindow& sliding) {
+  if (sliding.window <= 0) return cache.blocks_for(max_model_len);  // FullAttentionSpec.max_memory_usage_bytes
+  const int64_t tokens = std::min(sliding.window - 1 + sliding.max_num_batched_tokens, max_model_len);
+  return cache.blocks_for(tokens) + 1;  // SlidingWindowSpec.max_memory_usage_bytes
+}
+
+VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len,
+                                const VllmSlidingWindow& sliding) {
   VllmKvCapacity c;
   const uint64_t block = cache.block_bytes();  // page_size x num_layers: every layer's block
-  c.blocks_per_request = cache.blocks_for(max_model_len);
+  c.blocks_per_request = vllm_blocks_per_request(cache, max_model_len, sliding);
   if (available > 0) {
     // floor(floor(available / page_size) / num_layers) = floor(available / (page_size x num_layers)).
     c.num_blocks = static_cast<int64_t>(static_cast<uint64_t>(available) / block);
@@ -156,8 +163,13 @@ VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, in
     return c;
   }
   if (c.num_blocks < c.blocks_per_request) {
-    // estimate_max_model_len: the longest request whose blocks fit, at most max_model_len.
-    c.estimated_max_model_len = std::min(max_model_len, c.num_blocks * cache.block_size);
+    // estimate_max_model_len: the longest request whose blocks fit, at most max_model_len. Full attention:
+    // cdiv(L, block_size) <= num_blocks up to L = num_blocks x block_size. A window: a request that does not fit
+    // is shorter than sliding_window - 1 + max_num_batched_tokens, so it holds cdiv(L, block_size) + 1 blocks,
+    // which fit up to L = (num_blocks - 1) x block_size (none when not one block is left beside the extra one).
+    c.estimated_max_model_len = sliding.window > 0
+                                    ? std::max<int64_t>(0, c.num_blocks - 1) * cache.block_size
+                                    : std::min(max_model_len, c.num_blocks * cache.block_size);
     c.refusal = "one request of max_model_len tokens needs more KV cache than is available";
     return c;
   }

@@ -326,6 +326,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   if (windowed && window != j.end() && !window->is_null()) {
     const int64_t w = positive_int(path, *window, "sliding_window", int64_t{1} << 40);
     if (w < c.max_position_embeddings) c.sliding_window = w;
+    if (dense == "mistral") c.stated_window = w;
   }
   if (const auto q = j.find("quantization_config"); q != j.end() && !q->is_null())
     c.quantization = parse_quantization(path, *q);
@@ -354,10 +355,10 @@ ConfigGraph config_graph_from_name(const std::string& path, const std::string& n
 std::vector<std::string> moe_routing_names() { return {"balanced", "worst"}; }
 
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing,
-                            bool quantized_ok) {
+                            bool vllm_serve) {
   const std::string text = read_text(path);
   DecoderConfig config = parse_decoder_config(path, text);
-  if (!config.quantization.method.empty() && !quantized_ok)
+  if (!config.quantization.method.empty() && !vllm_serve)
     fail(path, "config key \"quantization_config\" (" + config.quantization.method +
                    ") is modelled by serve --engine vllm only: this command's graph would hold the unquantized weights");
   if (!moe_routing.empty()) {
@@ -374,11 +375,22 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
                    "\": memplan builds its training graph only (--graph train); " +
                    (config.hf_arch ? "a cache for its sliding-window layers is not modelled"
                                    : "the experts' decoder with a cache is not built yet"));
-  if (kind != ConfigGraph::Train && config.sliding_window > 0)
+  // A window below the position limit: transformers' DynamicCache keeps the last sliding_window - 1 tokens of each
+  // windowed layer (cache_utils.py DynamicSlidingWindowLayer.update: the concatenation is sliced to
+  // [..., -sliding_window + 1:, :]), a cache memplan's decoder, which holds every past token, does not build;
+  // serve --engine vllm sizes a mistral's by vLLM's rule (vllm_serve above).
+  const bool vllm_window = vllm_serve && config.model_type == "mistral";
+  if (kind != ConfigGraph::Train && config.sliding_window > 0 && !vllm_window)
     fail(path, "config key \"sliding_window\" is " + std::to_string(config.sliding_window) + ": --graph " + graph +
-                   " with a sliding window is not built (its cache would hold at most the window; memplan's decoder "
-                   "holds every past token); --graph train is the same graph with or without the window");
+                   " with a sliding window is not built (transformers' cache keeps the last sliding_window - 1 "
+                   "tokens of each windowed layer; memplan's decoder holds every past token)" +
+                   (config.model_type == "mistral" ? "; serve --engine vllm sizes it as vLLM does" : "") +
+                   "; --graph train is the same graph with or without the window");
   ReadModel model;
+  if (kind != ConfigGraph::Train && vllm_window && config.stated_window > 0) {
+    model.sliding_window = config.stated_window;
+    model.sliding_layers.assign(size_t(config.num_hidden_layers), true);
+  }
   build_llama_graph(config, kind, model.proto);
   model.file_bytes = text.size();
   model.max_positions = config.max_position_embeddings;
@@ -389,8 +401,8 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
 }
 
 ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing,
-                            bool quantized_ok) {
-  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, quantized_ok);
+                            bool vllm_serve) {
+  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, vllm_serve);
   if (!graph.empty()) fail(path, "--graph chooses a config.json's graph; an ONNX file is one graph already");
   if (!moe_routing.empty())
     fail(path, "--moe-routing chooses how a config.json's experts are routed; an ONNX file's routing is its graph's");

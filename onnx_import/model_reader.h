@@ -50,6 +50,11 @@ struct ReadModel {
   // What its source says the linear weights are quantized as (a config.json's quantization_config, as vLLM's
   // QuantizationConfig.from_config reads it); method "": not stated.
   StoredQuantization quantization;
+  // The sliding window vLLM gives the model's attention layers (a mistral config.json's sliding_window, carried
+  // for serve --engine vllm only: onnx_import/hf_config.h), and per decoder layer whether it is windowed; 0 and
+  // empty: none stated (an ONNX file does not say).
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
   std::vector<std::string> warnings;
 };
 

@@ -48,6 +48,10 @@ struct VllmAnswer {
   int64_t kv_heads_per_rank = 0;    // 0: not known (tp 1)
   uint64_t kv_bytes_per_token = 0;  // one rank's
   uint64_t block_bytes = 0;         // every layer's block of block_size tokens
+  // The window every attention layer slides over (a config.json's, vLLM's SlidingWindowSpec: cost_models/
+  // vllm_engine.h VllmSlidingWindow), 0: full attention; the layers (the cache's pairs / 2, keys and values).
+  int64_t sliding_window = 0;
+  int64_t kv_layers = 0;
   // The profile run.
   uint64_t forward_peak_allocated = 0, hidden_states_bytes = 0, sampler_peak_bytes = 0;
   uint64_t kept_workspace_bytes = 0;  // PyTorch's cuBLAS workspace, still allocated while the sampler runs
@@ -87,12 +91,15 @@ struct VllmTableRow {
   bool starts = false;
   std::string not_answered;  // a VllmGpuRefused's message: vLLM refuses this GPU, or memplan does not model it
   bool vllm_refuses = false;
+  // A windowed model: the blocks one request holds at most, which the GPU's max_num_batched_tokens sets.
+  int64_t max_num_batched_tokens = 0, blocks_per_request = 0;
 };
 struct VllmTable {
   std::string model;
   int64_t max_model_len = 0, block_size = 0;
   double gpu_memory_utilization = 0;
   uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;
+  int64_t sliding_window = 0;  // every layer's window (0: full attention)
   std::vector<VllmTableRow> rows;
 };
 

@@ -1,6 +1,8 @@
 // serve --engine vllm's answer and table as text, JSON ("memplan.serve.vllm/1", docs/json.md) and Markdown.
 #include <fmt/format.h>
 
+#include <map>
+
 #include "report/serve_vllm.h"
 #include "report/sizes.h"
 
@@ -24,11 +26,21 @@ std::string concurrency_cell(const VllmTableRow& r) {
 
 }  // namespace
 
+// A windowed model's KV cache groups (optional keys of kv_cache: a model that states no window has none): vLLM's
+// group of every layer's SlidingWindowSpec, its bytes per token, and the blocks one request holds at most.
+void add_layer_groups(const VllmAnswer& a, nlohmann::ordered_json& kv) {
+  if (a.sliding_window <= 0) return;
+  kv["layer_groups"] = nlohmann::ordered_json::array(
+      {{{"attention", "sliding_window"}, {"sliding_window", a.sliding_window}, {"layers", a.kv_layers},
+        {"bytes_per_token", a.kv_bytes_per_token}}});
+  kv["blocks_per_request"] = a.capacity.blocks_per_request;
+}
+
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
   const VllmEngineSettings& e = a.settings.engine;
   nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
   for (const auto& [in, out] : a.kv.pairs) pairs.push_back({{"past", in}, {"present", out}});
-  return {
+  nlohmann::ordered_json j = {
       {"schema", kServeVllmSchema},
       {"model", a.model},
       {"engine", "vllm"},
@@ -95,6 +107,8 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
       {"refusal", a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.refusal)},
       {"estimated_max_model_len",
        a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.estimated_max_model_len)}};
+  add_layer_groups(a, j["kv_cache"]);
+  return j;
 }
 
 std::string vllm_to_text(const VllmAnswer& a) {
@@ -148,6 +162,14 @@ std::string vllm_to_text(const VllmAnswer& a) {
   t += fmt::format("  KV cache: {} B per token{}, blocks of {} tokens = {} B\n", format_count(a.kv_bytes_per_token),
                    a.kv_heads_per_rank > 0 ? fmt::format(" ({} of {} KV heads per rank)", a.kv_heads_per_rank, a.kv.kv_heads) : "",
                    e.block_size, format_count(a.block_bytes));
+  if (a.sliding_window > 0)
+    t += fmt::format("  KV cache groups: sliding window {} on all {} layers, {} B per token (vLLM's SlidingWindowSpec); "
+                     "full attention: none\n"
+                     "  a request holds at most cdiv(min({} - 1 + {}, {}), {}) + 1 = {} blocks, not cdiv({}, {}) = {}\n",
+                     format_count(a.sliding_window), a.kv_layers, format_count(a.kv_bytes_per_token),
+                     a.sliding_window, e.max_num_batched_tokens, e.max_model_len, e.block_size,
+                     a.capacity.blocks_per_request, e.max_model_len, e.block_size,
+                     (e.max_model_len + e.block_size - 1) / e.block_size);
   std::string replaced = a.lm_head.empty() ? "no LM head found (logits counted as the graph has them)"
                                            : "the LM head (" + a.lm_head + ") computed at the sampled rows only";
   replaced += fmt::format("; attention as a kernel at {} places", a.attention_kernels);
@@ -175,17 +197,22 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
                     {"gpu_kv_cache_tokens", r.kv_tokens},
                     {"max_concurrency", r.max_concurrency},
                     {"starts", r.starts}});
-  for (size_t i = 0; i < t.rows.size(); ++i)  // a GPU not answered says why (optional key)
+  for (size_t i = 0; i < t.rows.size(); ++i) {  // a GPU not answered says why (optional key)
     if (!t.rows[i].not_answered.empty()) rows[i]["not_answered"] = t.rows[i].not_answered;
-  return {{"schema", kServeVllmSchema},
-          {"model", t.model},
-          {"engine", "vllm"},
-          {"max_model_len", t.max_model_len},
-          {"block_size", t.block_size},
-          {"gpu_memory_utilization", t.gpu_memory_utilization},
-          {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
-          {"non_torch_bytes", t.non_torch_bytes},
-          {"gpus", rows}};
+    if (t.sliding_window > 0 && t.rows[i].blocks_per_request > 0)  // a windowed model's bound (optional key)
+      rows[i]["blocks_per_request"] = t.rows[i].blocks_per_request;
+  }
+  nlohmann::ordered_json j = {{"schema", kServeVllmSchema},
+                              {"model", t.model},
+                              {"engine", "vllm"},
+                              {"max_model_len", t.max_model_len},
+                              {"block_size", t.block_size},
+                              {"gpu_memory_utilization", t.gpu_memory_utilization},
+                              {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
+                              {"non_torch_bytes", t.non_torch_bytes},
+                              {"gpus", rows}};
+  if (t.sliding_window > 0) j["sliding_window"] = t.sliding_window;  // optional: every layer's window
+  return j;
 }
 
 std::string vllm_table_to_text(const VllmTable& t) {
@@ -201,6 +228,19 @@ std::string vllm_table_to_text(const VllmTable& t) {
                         format_count(r.kv_tokens), concurrency_cell(r));
   for (const VllmTableRow& r : t.rows)
     if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
+  if (t.sliding_window > 0) {
+    // The bound depends on each GPU's max_num_batched_tokens (vLLM's default differs by GPU): each one said once.
+    std::map<int64_t, int64_t> bounds;  // max_num_batched_tokens -> blocks per request
+    for (const VllmTableRow& r : t.rows)
+      if (r.blocks_per_request > 0) bounds[r.max_num_batched_tokens] = r.blocks_per_request;
+    std::string each;
+    for (auto it = bounds.rbegin(); it != bounds.rend(); ++it)
+      each += fmt::format("{}{} at max_num_batched_tokens {}", each.empty() ? "" : ", ", it->second,
+                          format_count(it->first));
+    text += fmt::format("  (every layer slides over a window of {} tokens: a request holds at most cdiv(min({} - 1 + "
+                        "max_num_batched_tokens, {}), {}) + 1 blocks: {})\n",
+                        format_count(t.sliding_window), t.sliding_window, t.max_model_len, t.block_size, each);
+  }
   text += fmt::format("  (non-torch memory {} each: --reserve; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes));
   return text;
 }
