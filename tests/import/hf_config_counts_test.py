@@ -193,9 +193,30 @@ def check_kv_bytes() -> list:
             if out.returncode != 2 or f'is not built for model_type "{c["model_type"]}"' not in out.stderr:
                 errors.append(f"{name}: decode of {c['model_type']}: exit {out.returncode}, {out.stderr!r}")
             continue
-        if c["model_type"] == "mistral":  # Mistral-7B-v0.1's window of 4096 < 32768 positions: refused, not ignored
-            if out.returncode != 2 or '"sliding_window" is 4096' not in out.stderr:
-                errors.append(f"{name}: decode with a sliding window: exit {out.returncode}, {out.stderr!r}")
+        if c["model_type"] == "mistral":
+            # Mistral-7B-v0.1's window of 4096 < 32768 positions: eager refuses (transformers' cache keeps the last
+            # window - 1 tokens, which memplan's decoder does not build), one line, naming vLLM's engine instead.
+            if (out.returncode != 2 or '"sliding_window" is 4096' not in out.stderr or out.stderr.count("\n") != 1
+                    or "serve --engine vllm sizes it" not in out.stderr):
+                errors.append(f"{name}: eager decode with a sliding window: exit {out.returncode}, {out.stderr!r}")
+            # vLLM sizes it: every layer a SlidingWindowSpec of the config's window, the cache's bytes per token as
+            # full attention's, and one request of max_model_len 32768 (the config's max_position_embeddings) with
+            # steps of 8192 tokens (vLLM's default on an H100) holds at most
+            # cdiv(min(4096 - 1 + 8192, 32768), 16) + 1 blocks (kv_cache_interface.py max_memory_usage_bytes).
+            out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--json")
+            if out.returncode != 0:
+                errors.append(f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}")
+                continue
+            j = json.loads(out.stdout)
+            w, per_request = c["sliding_window"], -(-min(c["sliding_window"] - 1 + 8192, 32768) // 16) + 1
+            groups = [{"attention": "sliding_window", "sliding_window": w, "layers": c["num_hidden_layers"],
+                       "bytes_per_token": expected}]
+            print(f"{name}: vLLM KV {j['kv_cache']['bytes_per_token']:,} B per token, "
+                  f"{j['kv_cache']['blocks_per_request']} blocks a request, by hand {expected:,} and {per_request}")
+            if (j["kv_cache"]["bytes_per_token"] != expected or j["kv_cache"]["layer_groups"] != groups
+                    or j["kv_cache"]["blocks_per_request"] != per_request or per_request != 769
+                    or j["max_concurrency"] != j["num_gpu_blocks"] / per_request):
+                errors.append(f"{name}: serve --engine vllm's window: {j['kv_cache']}, {j['max_concurrency']}")
             continue
         if out.returncode != 0:
             errors.append(f"{name}: memplan serve exit {out.returncode}: {out.stderr}")
