@@ -120,8 +120,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   if (const int64_t window = probe.sliding_window(); window > 0) {
     const std::vector<bool>& layers = probe.sliding_layers();
     if (std::find(layers.begin(), layers.end(), false) != layers.end() || int64_t(layers.size()) != a.kv_layers)
+      // Not reached: read_config_model carries a window for mistral, every layer's. A hybrid model's rule is
+      // cost_models/vllm_kv_groups.h's, for when its decoder (gemma2, gemma3_text) is built.
       throw InputError(probe.path() + ": sliding-window and full-attention layers together (vLLM's hybrid KV cache "
-                       "groups) are not modelled");
+                       "groups) are not served: their decoder is not built");
     // 0.8's V1 sizing of a windowed cache is not placed in the notes (the hybrid allocator and its
     // SlidingWindowSpec.max_memory_usage_bytes are later code): not guessed.
     if (a.settings.version == VllmVersion::V0_8)
