@@ -24,8 +24,6 @@ std::string concurrency_cell(const VllmTableRow& r) {
   return r.not_answered.empty() || r.vllm_refuses ? "no start" : "not modelled";
 }
 
-}  // namespace
-
 // A windowed model's KV cache groups (optional keys of kv_cache: a model that states no window has none): vLLM's
 // group of every layer's SlidingWindowSpec, its bytes per token, and the blocks one request holds at most.
 void add_layer_groups(const VllmAnswer& a, nlohmann::ordered_json& kv) {
@@ -35,6 +33,23 @@ void add_layer_groups(const VllmAnswer& a, nlohmann::ordered_json& kv) {
         {"bytes_per_token", a.kv_bytes_per_token}}});
   kv["blocks_per_request"] = a.capacity.blocks_per_request;
 }
+
+// A windowed model's table: the bound on a request's blocks, which depends on each GPU's max_num_batched_tokens
+// (vLLM's default differs by GPU), each value said once.
+std::string window_note(const VllmTable& t) {
+  std::map<int64_t, int64_t> bounds;  // max_num_batched_tokens -> blocks per request
+  for (const VllmTableRow& r : t.rows)
+    if (r.blocks_per_request > 0) bounds[r.max_num_batched_tokens] = r.blocks_per_request;
+  std::string each;
+  for (auto it = bounds.rbegin(); it != bounds.rend(); ++it)
+    each += fmt::format("{}{} at max_num_batched_tokens {}", each.empty() ? "" : ", ", it->second,
+                        format_count(it->first));
+  return fmt::format("(every layer slides over a window of {} tokens: a request holds at most cdiv(min({} - 1 + "
+                     "max_num_batched_tokens, {}), {}) + 1 blocks: {})",
+                     format_count(t.sliding_window), t.sliding_window, t.max_model_len, t.block_size, each);
+}
+
+}  // namespace
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
   const VllmEngineSettings& e = a.settings.engine;
@@ -228,19 +243,7 @@ std::string vllm_table_to_text(const VllmTable& t) {
                         format_count(r.kv_tokens), concurrency_cell(r));
   for (const VllmTableRow& r : t.rows)
     if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
-  if (t.sliding_window > 0) {
-    // The bound depends on each GPU's max_num_batched_tokens (vLLM's default differs by GPU): each one said once.
-    std::map<int64_t, int64_t> bounds;  // max_num_batched_tokens -> blocks per request
-    for (const VllmTableRow& r : t.rows)
-      if (r.blocks_per_request > 0) bounds[r.max_num_batched_tokens] = r.blocks_per_request;
-    std::string each;
-    for (auto it = bounds.rbegin(); it != bounds.rend(); ++it)
-      each += fmt::format("{}{} at max_num_batched_tokens {}", each.empty() ? "" : ", ", it->second,
-                          format_count(it->first));
-    text += fmt::format("  (every layer slides over a window of {} tokens: a request holds at most cdiv(min({} - 1 + "
-                        "max_num_batched_tokens, {}), {}) + 1 blocks: {})\n",
-                        format_count(t.sliding_window), t.sliding_window, t.max_model_len, t.block_size, each);
-  }
+  if (t.sliding_window > 0) text += "  " + window_note(t) + "\n";
   text += fmt::format("  (non-torch memory {} each: --reserve; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes));
   return text;
 }
@@ -255,6 +258,7 @@ std::string vllm_table_to_markdown(const VllmTable& t) {
                       format_bytes(r.requested_bytes),
                       r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
                       format_count(r.kv_tokens), concurrency_cell(r));
+  if (t.sliding_window > 0) md += "\n" + window_note(t) + "\n";
   return md;
 }
 

@@ -172,6 +172,16 @@ class SlidingWindowByHand(unittest.TestCase):
         for row in t["gpus"]:
             if row["starts"]:
                 self.assertEqual(row["blocks_per_request"], cdiv(min(WINDOW - 1 + 2048, 256), BLOCK) + 1)
+        for fmt in ("table", "markdown"):
+            p = run("serve", self.path, "--graph", "decode", "--engine", "vllm", "--context", "256", "--format", fmt)
+            self.assertIn("every layer slides over a window of 32 tokens: a request holds at most cdiv(min(32 - 1 + "
+                          "max_num_batched_tokens, 256), 16) + 1 blocks: 17 at max_num_batched_tokens 8,192", p.stdout)
+
+    def test_tensor_parallel_halves_the_group_bytes(self):
+        # --tp 2 over 2 KV heads: one head a rank, 2 x 2 layers x 1 x 4 x 2 B = 32 B a token; the bound unchanged.
+        j = self.serve(100 * BLOCK_BYTES // 2, extra=("--tp", "2"))
+        self.assertEqual(j["kv_cache"]["layer_groups"][0]["bytes_per_token"], KV_PER_TOKEN // 2)
+        self.assertEqual(j["kv_cache"]["blocks_per_request"], PER_REQUEST)
 
 
 if __name__ == "__main__":
