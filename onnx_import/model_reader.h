@@ -55,6 +55,9 @@ struct ReadModel {
   // empty: none stated (an ONNX file does not say).
   int64_t sliding_window = 0;
   std::vector<bool> sliding_layers;
+  // The rotated part of head_dim where the source states it (a config.json: Phi-3's partial_rotary_factor, else
+  // head_dim); 0: not stated.
+  int64_t rotary_dim = 0;
   std::vector<std::string> warnings;
 };
 

@@ -33,6 +33,8 @@ int64_t ModelSession::sliding_window() { return model().sliding_window; }
 
 const std::vector<bool>& ModelSession::sliding_layers() { return model().sliding_layers; }
 
+int64_t ModelSession::rotary_dim() { return model().rotary_dim; }
+
 DType ModelSession::stored_float_dtype() {
   const ReadModel& m = model();
   if (!m.stored_dtype.empty()) {

@@ -56,6 +56,8 @@ class ModelSession {
   // ReadModel::sliding_window and sliding_layers: the window vLLM gives the layers, 0 and empty when none is stated.
   int64_t sliding_window();
   const std::vector<bool>& sliding_layers();
+  // ReadModel::rotary_dim: the rotated part of head_dim a config.json states, else 0.
+  int64_t rotary_dim();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 

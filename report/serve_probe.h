@@ -81,6 +81,8 @@ class ServeProbe {
   // sliding_layers: a mistral config.json's, read for --engine vllm); 0 and empty: none stated.
   int64_t sliding_window() { return session_.sliding_window(); }
   const std::vector<bool>& sliding_layers() { return session_.sliding_layers(); }
+  // The rotated part of head_dim a config.json states (Phi-3's partial_rotary_factor); 0: not stated.
+  int64_t rotary_dim() { return session_.rotary_dim(); }
 
  private:
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);

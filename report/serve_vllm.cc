@@ -176,10 +176,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     const DType d = storage_dtype(DType::Float32, options.inference.float_dtype);
     a.lora_stacks_bytes = vllm_lora_stacks_bytes(*g, head ? head->node : "", tp, true, s.max_loras, s.max_lora_rank, d);
   }
-  // vLLM's rotary cache, where the model states its position limit (a config.json; rotary_dim = head_dim in the
-  // architectures serve builds).
-  if (const int64_t positions = probe.max_positions(); positions > 0 && a.kv.head_dim > 0)
-    a.rotary_cache_bytes = vllm_rotary_cache_bytes(positions, a.kv.head_dim,
+  // vLLM's rotary cache, where the model states its position limit (a config.json), over the rotated part of
+  // head_dim the config states (Phi-3's partial_rotary_factor: get_rope's rotary_dim), else head_dim.
+  const int64_t rotary_dim = probe.rotary_dim() > 0 ? probe.rotary_dim() : a.kv.head_dim;
+  if (const int64_t positions = probe.max_positions(); positions > 0 && rotary_dim > 0)
+    a.rotary_cache_bytes = vllm_rotary_cache_bytes(positions, rotary_dim,
                                                    storage_dtype(DType::Float32, options.inference.float_dtype));
   // The padded vocabulary rows of the embedding and the head (untied), one rank's.
   if (head) {

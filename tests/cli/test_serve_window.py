@@ -184,5 +184,40 @@ class SlidingWindowByHand(unittest.TestCase):
         self.assertEqual(j["kv_cache"]["blocks_per_request"], PER_REQUEST)
 
 
+class Phi3Window(unittest.TestCase):
+    """Phi-3 with sliding_window below its position limit: vLLM's Phi3ForCausalLM is its llama.py, the model's window
+    on every layer, so the same group as Mistral's; its decoder is hf_archs.DecoderWithCache's (the window's mask).
+    A tiny config: 2 layers, 4 heads = 4 KV heads, head_dim 4, fp16: 2 x 2 x 4 x 4 x 2 = 128 B a token."""
+
+    def test_every_layer_slides(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            c = {"model_type": "phi3", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 256,
+                 "rms_norm_eps": 1e-5, "hidden_act": "silu", "torch_dtype": "float16", "sliding_window": 47}
+            with open(path, "w") as f:
+                json.dump(c, f)
+            p = run("serve", path, *ARGS, "--memory", "1GiB", "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            j = json.loads(p.stdout)
+            self.assertEqual(j["kv_cache"]["layer_groups"], [{"attention": "sliding_window", "sliding_window": 47,
+                                                              "layers": 2, "bytes_per_token": 128}])
+            # cdiv(min(47 - 1 + 64, 256), 16) + 1 = cdiv(110, 16) + 1 = 8
+            self.assertEqual(j["kv_cache"]["blocks_per_request"], 8)
+            self.assertEqual(j["max_concurrency"], j["num_gpu_blocks"] / 8)
+            eager = run("serve", path, "--graph", "decode", "--engine", "eager", "--memory", "1GiB", "--context", "64")
+            self.assertEqual(eager.returncode, 2)
+            self.assertIn('"sliding_window" is 47', eager.stderr)
+            # Without a window the decoder is a plain one: eager serves it, vLLM names no group.
+            with open(path, "w") as f:
+                json.dump({**c, "sliding_window": None}, f)
+            eager = run("serve", path, "--graph", "decode", "--engine", "eager", "--memory", "1GiB", "--context", "64",
+                        "--json")
+            self.assertEqual(eager.returncode, 0, eager.stderr)
+            self.assertEqual(json.loads(eager.stdout)["kv_cache_bytes_per_token"], 2 * 2 * 4 * 4 * 4)  # float32
+            p = run("serve", path, *ARGS, "--memory", "1GiB", "--json")
+            self.assertNotIn("layer_groups", json.loads(p.stdout)["kv_cache"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -92,7 +92,10 @@ PUBLISHED_MOE = {
 }
 
 # Architectures whose decode and prefill graphs memplan refuses (onnx_import/hf_config.cc, read_config_model).
-TRAIN_ONLY = ("gemma2", "gemma3_text", "phi3", "mixtral", "qwen2_moe", "qwen3_moe")
+TRAIN_ONLY = ("gemma2", "gemma3_text", "mixtral", "qwen2_moe", "qwen3_moe")
+# Architectures whose published configs put a window on every layer below the position limit: eager decode refused
+# (transformers' cache keeps the last window - 1 tokens), vLLM's SlidingWindowSpec on every layer.
+ALL_SLIDING = ("mistral", "phi3")
 
 
 def hand_count(c: dict) -> int:
@@ -193,28 +196,32 @@ def check_kv_bytes() -> list:
             if out.returncode != 2 or f'is not built for model_type "{c["model_type"]}"' not in out.stderr:
                 errors.append(f"{name}: decode of {c['model_type']}: exit {out.returncode}, {out.stderr!r}")
             continue
-        if c["model_type"] == "mistral":
-            # Mistral-7B-v0.1's window of 4096 < 32768 positions: eager refuses (transformers' cache keeps the last
-            # window - 1 tokens, which memplan's decoder does not build), one line, naming vLLM's engine instead.
-            if (out.returncode != 2 or '"sliding_window" is 4096' not in out.stderr or out.stderr.count("\n") != 1
+        if c["model_type"] in ALL_SLIDING:
+            # Mistral-7B-v0.1's window of 4096 < 32768 positions, Phi-3's 2047 < 4096: eager refuses (transformers'
+            # cache keeps the last window - 1 tokens, which memplan's decoder does not build), one line, naming
+            # vLLM's engine instead.
+            w, positions = c["sliding_window"], c["max_position_embeddings"]
+            if (out.returncode != 2 or f'"sliding_window" is {w}' not in out.stderr or out.stderr.count("\n") != 1
                     or "serve --engine vllm sizes it" not in out.stderr):
                 errors.append(f"{name}: eager decode with a sliding window: exit {out.returncode}, {out.stderr!r}")
             # vLLM sizes it: every layer a SlidingWindowSpec of the config's window, the cache's bytes per token as
-            # full attention's, and one request of max_model_len 32768 (the config's max_position_embeddings) with
-            # steps of 8192 tokens (vLLM's default on an H100) holds at most
-            # cdiv(min(4096 - 1 + 8192, 32768), 16) + 1 blocks (kv_cache_interface.py max_memory_usage_bytes).
+            # full attention's, and one request of max_model_len (the config's max_position_embeddings) with steps
+            # of 8192 tokens (vLLM's default on an H100) holds at most
+            # cdiv(min(window - 1 + 8192, max_model_len), 16) + 1 blocks (kv_cache_interface.py
+            # max_memory_usage_bytes): Mistral-7B-v0.1 769, Phi-3 257.
             out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--json")
             if out.returncode != 0:
                 errors.append(f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}")
                 continue
             j = json.loads(out.stdout)
-            w, per_request = c["sliding_window"], -(-min(c["sliding_window"] - 1 + 8192, 32768) // 16) + 1
+            per_request = -(-min(w - 1 + 8192, positions) // 16) + 1
             groups = [{"attention": "sliding_window", "sliding_window": w, "layers": c["num_hidden_layers"],
                        "bytes_per_token": expected}]
             print(f"{name}: vLLM KV {j['kv_cache']['bytes_per_token']:,} B per token, "
                   f"{j['kv_cache']['blocks_per_request']} blocks a request, by hand {expected:,} and {per_request}")
             if (j["kv_cache"]["bytes_per_token"] != expected or j["kv_cache"]["layer_groups"] != groups
-                    or j["kv_cache"]["blocks_per_request"] != per_request or per_request != 769
+                    or j["kv_cache"]["blocks_per_request"] != per_request
+                    or per_request != {"mistral": 769, "phi3": 257}[c["model_type"]]
                     or j["max_concurrency"] != j["num_gpu_blocks"] / per_request):
                 errors.append(f"{name}: serve --engine vllm's window: {j['kv_cache']}, {j['max_concurrency']}")
             continue
@@ -362,7 +369,7 @@ def check_refusals() -> list:
             if out.returncode != 2 or len(lines) != 1 or not lines[0].startswith(f"memplan: error: {path}: ") or \
                     not all(w in lines[0] for w in words):
                 errors.append(f"{what}: exit {out.returncode}, stderr {out.stderr!r}; expected one message with {words}")
-        for base in (GEMMA2, GEMMA3, PHI3, MIXTRAL, QWEN2_MOE, QWEN3_MOE):  # the valid small configs above: train built, decode refused by name
+        for base in (GEMMA2, GEMMA3, MIXTRAL, QWEN2_MOE, QWEN3_MOE):  # the valid small configs above: train built, decode refused by name
             path = os.path.join(tmp, f"{base['model_type']}.json")
             with open(path, "w") as f:
                 json.dump(base, f)
@@ -371,6 +378,22 @@ def check_refusals() -> list:
             if train.returncode != 0 or decode.returncode != 2 or "is not built for model_type" not in decode.stderr:
                 errors.append(f"{base['model_type']}: train exit {train.returncode} ({train.stderr!r}), decode exit "
                               f"{decode.returncode} ({decode.stderr!r})")
+        # Phi-3's window (64 < 128 positions): train built, decode refused for its window (not its model_type),
+        # and built without one.
+        path = os.path.join(tmp, "phi3.json")
+        with open(path, "w") as f:
+            json.dump(PHI3, f)
+        train, decode = memplan("estimate", path, "--graph", "train", "--batch", "1", "--dim", "seq=8"), \
+            memplan("estimate", path, "--graph", "decode")
+        if train.returncode != 0 or decode.returncode != 2 or '"sliding_window" is 64' not in decode.stderr:
+            errors.append(f"phi3: train exit {train.returncode} ({train.stderr!r}), decode exit {decode.returncode} "
+                          f"({decode.stderr!r})")
+        with open(path, "w") as f:
+            json.dump({**PHI3, "sliding_window": None}, f)
+        decode = memplan("estimate", path, "--graph", "decode", "--batch", "1", "--dim", "sequence_length=1",
+                         "--dim", "past_sequence_length=8", "--dim", "total_sequence_length=9")
+        if decode.returncode != 0:
+            errors.append(f"phi3 without a window: decode exit {decode.returncode} ({decode.stderr!r})")
         path = os.path.join(tmp, "ok.json")
         with open(path, "w") as f:
             json.dump(BASE, f)
