@@ -1,7 +1,7 @@
 // vLLM's KV cache of a hybrid model, whose attention layers are of several kinds (Gemma 2: sliding and full layers
 // alternating; Gemma 3: five sliding to one full), as its hybrid KV cache manager sizes it (vllm/v1/core/
-// kv_cache_utils.py at 001cabc1; vllm/v1/kv_cache_interface.py alike). A model of one kind is
-// cost_models/vllm_engine.h's vllm_kv_capacity (full attention, or every layer over one window).
+// kv_cache_utils.py at 001cabc1; vllm/v1/kv_cache_interface.py alike). The one rule: cost_models/vllm_engine.h's
+// vllm_kv_capacity, a model of one kind (full attention, or every layer over one window), is it for one group.
 //
 // Grouping (get_kv_cache_groups: the specs differ, so _get_kv_cache_groups_uniform_page_size, every layer's page
 // the same): the layers are split by spec (here: by window, 0 for full attention); with n_min and n_max the fewest
