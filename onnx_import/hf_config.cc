@@ -371,40 +371,35 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
     config.worst_routing = moe_routing == "worst";
   }
   const ConfigGraph kind = config_graph_from_name(path, graph);
-  // gemma2 and gemma3_text: torch.onnx.export of their decoder with a cache (constant folding, as optimum exports)
-  // folds each RMSNorm's 1 + weight into an initializer, which memplan's graph emitter does not fold, so the graph
-  // would not be the export's (tests/import/hf_config_test.py compares them node for node).
-  if (kind != ConfigGraph::Train && (config.num_experts > 0 || config.gemma))
+  if (kind != ConfigGraph::Train && config.num_experts > 0)
     fail(path, "--graph " + graph + " is not built for model_type \"" + config.model_type +
-                   "\": memplan builds its training graph only (--graph train); " +
-                   (config.gemma ? "its decoder with a cache (the export folds each RMSNorm's 1 + weight into an "
-                                   "initializer) is not built yet"
-                                 : "the experts' decoder with a cache is not built yet"));
-  // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; phi3's on every
-  // layer (parse_hf_arch), below the limit too.
+                   "\": memplan builds its training graph only (--graph train); the experts' decoder with a cache is "
+                   "not built yet");
+  // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
+  // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.
   const bool arch_window = config.hf_arch && config.mask_window < config.max_position_embeddings &&
                            std::count(config.sliding_layers.begin(), config.sliding_layers.end(), true) > 0;
   const int64_t in_force = arch_window ? config.mask_window : config.sliding_window;
   // A window below the position limit: transformers' DynamicCache keeps the last sliding_window - 1 tokens of each
   // windowed layer (cache_utils.py DynamicSlidingWindowLayer.update: the concatenation is sliced to
   // [..., -sliding_window + 1:, :]), a cache memplan's decoder, which holds every past token, does not build;
-  // serve --engine vllm sizes mistral's and phi3's by vLLM's rule (vllm_serve above).
-  const bool vllm_window = vllm_serve && (config.model_type == "mistral" || config.model_type == "phi3");
+  // serve --engine vllm sizes mistral's, gemma2's, gemma3_text's and phi3's by vLLM's rule (vllm_serve above).
+  const bool vllm_window = vllm_serve && (config.model_type == "mistral" || config.hf_arch);
   if (kind != ConfigGraph::Train && in_force > 0 && !vllm_window)
     fail(path, "config key \"sliding_window\" is " + std::to_string(in_force) + ": --graph " + graph +
                    " with a sliding window is not built (transformers' cache keeps the last sliding_window - 1 "
                    "tokens of each windowed layer; memplan's decoder holds every past token)" +
-                   (config.model_type == "mistral" || config.model_type == "phi3"
-                        ? "; serve --engine vllm sizes it as vLLM does"
-                        : "") +
+                   (config.model_type == "mistral" || config.hf_arch ? "; serve --engine vllm sizes it as vLLM does"
+                                                                     : "") +
                    "; --graph train is the same graph with or without the window");
   ReadModel model;
   if (kind != ConfigGraph::Train && vllm_window) {
     if (config.model_type == "mistral" && config.stated_window > 0) {  // every layer (vLLM's llama.py)
       model.sliding_window = config.stated_window;
       model.sliding_layers.assign(size_t(config.num_hidden_layers), true);
-    } else if (config.model_type == "phi3" && config.mask_window > 0) {
-      // vLLM's Phi3ForCausalLM is its llama.py's LlamaForCausalLM: the model's window on every layer
+    } else if (config.hf_arch && config.mask_window > 0) {
+      // vLLM windows the layers transformers windows: gemma2.py and gemma3.py per layer (layer_types, else Gemma 2's
+      // even layers and Gemma 3's pattern); Phi3ForCausalLM is its llama.py's, the model's window on every layer
       // (parse_hf_arch marks them all).
       model.sliding_window = config.mask_window;
       model.sliding_layers = config.sliding_layers;
@@ -414,6 +409,11 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   model.file_bytes = text.size();
   model.max_positions = config.max_position_embeddings;
   model.rotary_dim = config.rotary_dim;
+  const bool local = config.rope_local_theta > 0 &&
+                     std::count(config.sliding_layers.begin(), config.sliding_layers.end(), true) > 0 &&
+                     (config.rope_local_theta != config.rope_theta || config.rope_factor != 1.0);
+  model.rotary_tables = local ? 2 : 1;
+  model.rotary_scaled = config.rope_factor != 1.0;
   model.stored_dtype = config.torch_dtype;
   model.model_type = config.model_type;
   model.quantization = config.quantization;

@@ -3,8 +3,9 @@
 // models are, and that graph goes through the normal import path, so every rule applies to it as to a file.
 //
 // Supported: model_type llama, mistral, qwen2, qwen3 (dense decoders of transformers' modeling_llama.py,
-// modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), phi3 (modeling_phi3.py), and for --graph train only
-// gemma2 and gemma3_text (modeling_gemma2.py, modeling_gemma3.py's text model; onnx_import/hf_arch_layers.cc), and
+// modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), gemma2, gemma3_text and phi3 (modeling_gemma2.py,
+// modeling_gemma3.py's text model, modeling_phi3.py; onnx_import/hf_arch_layers.cc; their decoders with a window
+// below the position limit for serve --engine vllm only, as read_config_model says), and
 // the mixtures of experts mixtral, qwen2_moe and qwen3_moe (modeling_mixtral.py, modeling_qwen2_moe.py,
 // modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
 // (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k
@@ -102,13 +103,15 @@ std::vector<std::string> moe_routing_names();
 // InputError (unreadable file, the above, a --moe-routing for a model without experts).
 // `vllm_serve`: read for serve --engine vllm, which (1) carries a quantization_config (it sizes vLLM's quantized
 // layers; elsewhere it is refused, since the graph holds the unquantized weights) and (2) builds a mistral
-// or phi3 decoder whose sliding_window is below its position limit (elsewhere refused: transformers' cache keeps
-// the last sliding_window - 1 tokens of each windowed layer, cache_utils.py DynamicSlidingWindowLayer.update, a cache
-// memplan's decoder does not build). Mistral's decoder is built as without the window (vLLM's attention kernel takes
-// the window as an argument and builds no mask), phi3's with its window's mask (hf_archs.DecoderWithCache, every
-// token kept); ReadModel::sliding_window and sliding_layers carry the window (every layer: vLLM's llama.py, which
+// gemma2, gemma3_text or phi3 decoder whose sliding_window is below its position limit (elsewhere refused:
+// transformers' cache keeps the last sliding_window - 1 tokens of each windowed layer, cache_utils.py
+// DynamicSlidingWindowLayer.update, a cache memplan's decoder does not build). Mistral's decoder is built as without
+// the window (vLLM's attention kernel takes the window as an argument and builds no mask), the others' with their
+// windows' masks (hf_archs.DecoderWithCache, every token kept); ReadModel::sliding_window and sliding_layers carry
+// the window and its layers for vLLM's SlidingWindowSpec: every layer of mistral and phi3 (vLLM's llama.py, which
 // serves both, gives no per-layer window without layer_types, so Attention takes the model's,
-// CacheConfig.sliding_window = ModelConfig.get_sliding_window()) for vLLM's SlidingWindowSpec.
+// CacheConfig.sliding_window = ModelConfig.get_sliding_window()), gemma's windowed layers (vLLM's gemma2.py and
+// gemma3.py window the layers transformers windows).
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
                             bool vllm_serve = false);
 

@@ -40,6 +40,7 @@ void LlamaBuilder::build() {
     e_.scope = "/embed_tokens";
     x = e_.op("Gather", {param("embed_tokens.weight", {c_.vocab_size, c_.hidden_size}), "input_ids"});
     e_.scope = "";
+    if (c_.gemma) x = e_.op("Mul", {x, e_.const_f32({float(std::sqrt(double(c_.hidden_size)))}, {})});
     rotary_from_positions();
     cache_mask();
   }
@@ -146,14 +147,19 @@ void LlamaBuilder::rotary_from_positions() {
   e_.note(6);  // .to(torch.float32): ScalarType Float is 6 (c10/core/ScalarType.h)
   const std::string positions = e_.op("Cast", {column});
   e_.i("to", TensorProto::FLOAT);
-  const std::string freqs = e_.op("Mul", {positions, inverse_frequencies(c_.rope_theta, c_.rotary_dim, 1.0)});
-  const std::string emb = e_.op("Concat", {freqs, freqs});
-  e_.i("axis", -1);
-  const std::string cos = e_.op("Cos", {emb});
-  e_.note(1);  // .unsqueeze(1)
-  cos_ = e_.op("Unsqueeze", {cos, e_.const_i64({1}, false)});
-  const std::string sin = e_.op("Sin", {emb});
-  sin_ = e_.op("Unsqueeze", {sin, e_.const_i64({1}, false)});
+  auto table = [&](double theta, double factor, std::string& cos_out, std::string& sin_out) {
+    const std::string freqs = e_.op("Mul", {positions, inverse_frequencies(theta, c_.rotary_dim, factor)});
+    const std::string emb = e_.op("Concat", {freqs, freqs});
+    e_.i("axis", -1);
+    const std::string cos = e_.op("Cos", {emb});
+    e_.note(1);  // .unsqueeze(1)
+    cos_out = e_.op("Unsqueeze", {cos, e_.const_i64({1}, false)});
+    const std::string sin = e_.op("Sin", {emb});
+    sin_out = e_.op("Unsqueeze", {sin, e_.const_i64({1}, false)});
+  };
+  table(c_.rope_theta, c_.rope_factor, cos_, sin_);
+  if (std::count(c_.sliding_layers.begin(), c_.sliding_layers.end(), true) > 0 && c_.rope_local_theta > 0)
+    table(c_.rope_local_theta, 1.0, local_cos_, local_sin_);
 }
 
 // cache_mask(attention_mask, input_ids.shape[1]): HF's 4-D causal mask offset by the past, padded keys blocked,

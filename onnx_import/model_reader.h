@@ -58,6 +58,11 @@ struct ReadModel {
   // The rotated part of head_dim where the source states it (a config.json: Phi-3's partial_rotary_factor, else
   // head_dim); 0: not stated.
   int64_t rotary_dim = 0;
+  // The rotary tables of distinct configurations the layers use where the source states them (a config.json: 2 for
+  // gemma3_text's sliding layers on rope_local_base_freq beside its full ones on rope_theta, else 1), and whether a
+  // linear rope_scaling stretches one (gemma3_text's factor); 0 and false: not stated.
+  int64_t rotary_tables = 0;
+  bool rotary_scaled = false;
   std::vector<std::string> warnings;
 };
 

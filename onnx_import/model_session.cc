@@ -35,6 +35,10 @@ const std::vector<bool>& ModelSession::sliding_layers() { return model().sliding
 
 int64_t ModelSession::rotary_dim() { return model().rotary_dim; }
 
+int64_t ModelSession::rotary_tables() { return model().rotary_tables; }
+
+bool ModelSession::rotary_scaled() { return model().rotary_scaled; }
+
 DType ModelSession::stored_float_dtype() {
   const ReadModel& m = model();
   if (!m.stored_dtype.empty()) {

@@ -58,6 +58,9 @@ class ModelSession {
   const std::vector<bool>& sliding_layers();
   // ReadModel::rotary_dim: the rotated part of head_dim a config.json states, else 0.
   int64_t rotary_dim();
+  // ReadModel::rotary_tables and rotary_scaled (a config.json's; 0 and false for an ONNX file).
+  int64_t rotary_tables();
+  bool rotary_scaled();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 

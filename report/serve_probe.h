@@ -83,6 +83,10 @@ class ServeProbe {
   const std::vector<bool>& sliding_layers() { return session_.sliding_layers(); }
   // The rotated part of head_dim a config.json states (Phi-3's partial_rotary_factor); 0: not stated.
   int64_t rotary_dim() { return session_.rotary_dim(); }
+  // The rotary tables of distinct configurations (Gemma 3: local and global) and whether a linear rope_scaling
+  // stretches one; 0 and false for an ONNX file.
+  int64_t rotary_tables() { return session_.rotary_tables(); }
+  bool rotary_scaled() { return session_.rotary_scaled(); }
 
  private:
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);

@@ -103,7 +103,8 @@ class SlidingWindowByHand(unittest.TestCase):
         self.assertEqual(j["kv_cache"]["bytes_per_token"], KV_PER_TOKEN)
         self.assertEqual(j["kv_cache"]["block_bytes"], BLOCK_BYTES)
         self.assertEqual(j["kv_cache"]["layer_groups"], [{"attention": "sliding_window", "sliding_window": WINDOW,
-                                                          "layers": 2, "bytes_per_token": KV_PER_TOKEN}])
+                                                          "layers": 2, "bytes_per_token": KV_PER_TOKEN,
+                                                          "vllm_groups": 1}])
         self.assertEqual(j["kv_cache"]["blocks_per_request"], PER_REQUEST)
         self.assertEqual(PER_REQUEST, 7)
         self.assertEqual(j["num_gpu_blocks"], 100)
@@ -201,7 +202,7 @@ class Phi3Window(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             j = json.loads(p.stdout)
             self.assertEqual(j["kv_cache"]["layer_groups"], [{"attention": "sliding_window", "sliding_window": 47,
-                                                              "layers": 2, "bytes_per_token": 128}])
+                                                              "layers": 2, "bytes_per_token": 128, "vllm_groups": 1}])
             # cdiv(min(47 - 1 + 64, 256), 16) + 1 = cdiv(110, 16) + 1 = 8
             self.assertEqual(j["kv_cache"]["blocks_per_request"], 8)
             self.assertEqual(j["max_concurrency"], j["num_gpu_blocks"] / 8)
@@ -217,6 +218,77 @@ class Phi3Window(unittest.TestCase):
             self.assertEqual(json.loads(eager.stdout)["kv_cache_bytes_per_token"], 2 * 2 * 4 * 4 * 4)  # float32
             p = run("serve", path, *ARGS, "--memory", "1GiB", "--json")
             self.assertNotIn("layer_groups", json.loads(p.stdout)["kv_cache"])
+
+
+class GemmaHybrid(unittest.TestCase):
+    """Gemma 3: a window on five of six layers (here sliding_window_pattern 3: layers 0, 1, 3, 4 slide, 2 and 5 are
+    full), vLLM's hybrid groups (vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size) by hand:
+    4 sliding and 2 full layers, group_size 2 (4 is not below 1.5 x 2), 2 sliding groups and 1 full; one layer
+    2 (K, V) x 1 KV head x 16 x 2 B = 64 B a token, a block of the 2 pools 16 x 64 x 2 = 2,048 B; a request of 256
+    tokens with steps of 64 holds 2 x (cdiv(min(24 - 1 + 64, 256), 16) + 1) + cdiv(256, 16) = 2 x 7 + 16 = 30 blocks.
+    Gemma 2's soft-capped attention and logits are not matched: refused."""
+
+    GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 6,
+              "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 64,
+              "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
+              "query_pre_attn_scalar": 16, "attn_logit_softcapping": None, "final_logit_softcapping": None,
+              "sliding_window": 24, "sliding_window_pattern": 3, "rope_theta": 1000000.0,
+              "rope_local_base_freq": 10000.0, "torch_dtype": "bfloat16"}
+
+    def config(self, d, **overrides):
+        path = os.path.join(d, "config.json")
+        with open(path, "w") as f:
+            json.dump({**self.GEMMA3, **overrides}, f)
+        return path
+
+    def test_groups_by_hand(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.config(d)
+            p = run("serve", path, *ARGS, "--memory", "1GiB", "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            j = json.loads(p.stdout)
+            with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+                jsonschema.validate(j, json.load(f))
+            kv = j["kv_cache"]
+            self.assertEqual(kv["layer_groups"], [
+                {"attention": "sliding_window", "sliding_window": 24, "layers": 4, "bytes_per_token": 256,
+                 "vllm_groups": 2},
+                {"attention": "full", "sliding_window": None, "layers": 2, "bytes_per_token": 128, "vllm_groups": 1}])
+            self.assertEqual(kv["group_size"], 2)
+            self.assertEqual(kv["padding_layers"], 0)
+            self.assertEqual(kv["block_bytes"], 2048)
+            self.assertEqual(kv["blocks_per_request"], 30)
+            # The grouping's arithmetic on the available bytes: whole blocks of the pools, one more not fitting;
+            # "GPU KV cache size" the blocks // 3 groups x 16; concurrency the blocks / 30.
+            available = j["memory"]["available_kv_cache_bytes"]
+            blocks = available // 2048
+            self.assertEqual(j["num_gpu_blocks"], blocks)
+            self.assertGreater((blocks + 1) * 2048, available)
+            self.assertEqual(j["gpu_kv_cache_tokens"], blocks // 3 * 16)
+            self.assertEqual(j["max_concurrency"], blocks / 30)
+            # Two rotary caches (get_rope's one per configuration: rope_theta and rope_local_base_freq),
+            # [256 positions, 16] in bf16 each.
+            self.assertEqual(j["memory"]["rotary_cache_bytes"], 2 * 256 * 16 * 2)
+            text = run("serve", path, *ARGS, "--memory", "1GiB").stdout
+            self.assertIn("3 groups of 2 layers (2 sliding, 1 full; 0 padding layers)", text)
+            self.assertIn("= 2 x 7 + 1 x 16 = 30 blocks", text)
+            eager = run("serve", path, "--graph", "decode", "--engine", "eager", "--memory", "1GiB", "--context", "64")
+            self.assertEqual(eager.returncode, 2)
+            self.assertIn('"sliding_window" is 24', eager.stderr)
+
+    def test_gemma2_soft_caps_are_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.config(d, model_type="gemma2", attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                               sliding_window_pattern=None, rope_local_base_freq=None)
+            with open(path) as f:
+                c = {k: v for k, v in json.load(f).items() if k not in ("sliding_window_pattern", "rope_local_base_freq")}
+            with open(path, "w") as f:
+                json.dump(c, f)
+            p = run("serve", path, *ARGS, "--memory", "1GiB")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            self.assertIn("profile run", p.stderr)
+            self.assertIn("attention blocks that vLLM's kernels replace", p.stderr)
 
 
 if __name__ == "__main__":
