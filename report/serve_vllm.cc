@@ -9,6 +9,7 @@
 #include "cost_models/graph_facts.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
+#include "cost_models/runtime_rules.h"
 #include "cost_models/vllm_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -156,7 +157,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.block_bytes = cache.block_bytes();
   EstimateOptions options = probe.options();
   options.execution.runtime = Runtime::PyTorch;
-  options.execution.attention = AttentionImpl::Sdpa;
+  options.execution.attention = AttentionImpl::EngineKernel;
   options.execution.replicate_kv_heads = true;
   const std::optional<LmHead> head = find_lm_head(*g, presents);
   const RepeatKv repeat = find_repeat_kv(*g, presents);
@@ -166,17 +167,18 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   }
   a.repeat_kv = repeat.expands;
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
-  for (const FusedOp& op : fuse_ops(*g, FusionOptions{.attention = true}))
+  for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
     if (op.kind == OpKind::Attention) ++a.attention_kernels;
-  // A config.json's decoder has a head and one attention block a layer, which vLLM's kernels replace; where memplan
-  // does not find them (Gemma 2's soft-capped scores and logits: attn_logit_softcapping, final_logit_softcapping,
-  // which vLLM's kernels and LogitsProcessor apply), the profile run would count score matrices and logits over
-  // every token that vLLM never makes: refused rather than overstated.
+  // A config.json's decoder has a head and one attention block a layer, which vLLM's kernels replace (a soft-capped
+  // score too: Gemma 2's attn_logit_softcapping, the backends' logits_soft_cap; a soft-capped head's logits:
+  // final_logit_softcapping, LogitsProcessor's soft_cap on the sampled rows); where memplan does not find them, the
+  // profile run would count score matrices and logits over every token that vLLM never makes: refused rather than
+  // overstated.
   if (probe.max_positions() > 0 && (!head || a.attention_kernels < a.kv_layers))
     throw InputError("serve --engine vllm: the profile run of " + probe.path() + " is not modelled: memplan finds " +
                      (head ? "its LM head" : "no LM head") + " and " + std::to_string(a.attention_kernels) + " of " +
-                     std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace (soft-capped "
-                     "attention and logits are not matched: cost_models/engine_kernels.h, op_fusion_matmul.cc)");
+                     std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace "
+                     "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
   const Estimate forward = estimate_graph(*g, options);
   a.enable_lora = s.enable_lora;
   if (s.enable_lora) {

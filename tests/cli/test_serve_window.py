@@ -226,7 +226,7 @@ class GemmaHybrid(unittest.TestCase):
     4 sliding and 2 full layers, group_size 2 (4 is not below 1.5 x 2), 2 sliding groups and 1 full; one layer
     2 (K, V) x 1 KV head x 16 x 2 B = 64 B a token, a block of the 2 pools 16 x 64 x 2 = 2,048 B; a request of 256
     tokens with steps of 64 holds 2 x (cdiv(min(24 - 1 + 64, 256), 16) + 1) + cdiv(256, 16) = 2 x 7 + 16 = 30 blocks.
-    Gemma 2's soft-capped attention and logits are not matched: refused."""
+    Gemma 2: alternating layers, its soft-caps in vLLM's kernels."""
 
     GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 6,
               "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 64,
@@ -276,20 +276,36 @@ class GemmaHybrid(unittest.TestCase):
             self.assertEqual(eager.returncode, 2)
             self.assertIn('"sliding_window" is 24', eager.stderr)
 
-    def test_gemma2_soft_caps_are_refused(self):
+    def test_gemma2_soft_caps_run_in_the_kernels(self):
+        # Gemma 2: even layers slide (0, 2, 4), odd ones are full (1, 3, 5): 3 + 3, group_size 3, 1 + 1 groups; a
+        # request of 256 tokens holds cdiv(min(24 - 1 + 64, 256), 16) + 1 + cdiv(256, 16) = 7 + 16 = 23 blocks, a
+        # block of the 3 pools 16 x 64 x 3 = 3,072 B. Its soft-capped scores (attn_logit_softcapping) run in
+        # vLLM's attention kernels (logits_soft_cap) and its soft-capped logits (final_logit_softcapping) at the
+        # sampled rows (LogitsProcessor's soft_cap): every layer's attention and the head are replaced.
         with tempfile.TemporaryDirectory() as d:
-            path = self.config(d, model_type="gemma2", attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
-                               sliding_window_pattern=None, rope_local_base_freq=None)
-            with open(path) as f:
-                c = {k: v for k, v in json.load(f).items() if k not in ("sliding_window_pattern", "rope_local_base_freq")}
+            c = {k: v for k, v in self.GEMMA3.items() if k not in ("sliding_window_pattern", "rope_local_base_freq")}
+            path = os.path.join(d, "config.json")
             with open(path, "w") as f:
-                json.dump(c, f)
-            p = run("serve", path, *ARGS, "--memory", "1GiB")
-            self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
-            self.assertIn("profile run", p.stderr)
-            self.assertIn("attention blocks that vLLM's kernels replace", p.stderr)
-
+                json.dump({**c, "model_type": "gemma2", "attn_logit_softcapping": 50.0,
+                           "final_logit_softcapping": 30.0}, f)
+            p = run("serve", path, *ARGS, "--memory", "1GiB", "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            j = json.loads(p.stdout)
+            self.assertEqual(j["replaced"]["attention_kernels"], 6)
+            self.assertIsNotNone(j["replaced"]["lm_head"])
+            kv = j["kv_cache"]
+            self.assertEqual(kv["layer_groups"], [
+                {"attention": "sliding_window", "sliding_window": 24, "layers": 3, "bytes_per_token": 192,
+                 "vllm_groups": 1},
+                {"attention": "full", "sliding_window": None, "layers": 3, "bytes_per_token": 192, "vllm_groups": 1}])
+            self.assertEqual((kv["group_size"], kv["padding_layers"], kv["block_bytes"]), (3, 0, 3072))
+            self.assertEqual(kv["blocks_per_request"], 23)
+            blocks = j["memory"]["available_kv_cache_bytes"] // 3072
+            self.assertEqual(j["num_gpu_blocks"], blocks)
+            self.assertEqual(j["gpu_kv_cache_tokens"], blocks // 2 * 16)
+            self.assertEqual(j["max_concurrency"], blocks / 23)
+            # One rotary cache (no local base): [256, 16] in bf16.
+            self.assertEqual(j["memory"]["rotary_cache_bytes"], 256 * 16 * 2)
 
 if __name__ == "__main__":
     unittest.main()

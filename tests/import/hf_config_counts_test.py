@@ -243,22 +243,20 @@ def check_kv_bytes() -> list:
 def check_hybrid(name: str, path: str, c: dict, eager, expected: int) -> list:
     """Gemma: eager decode refused for its window; vLLM's hybrid groups by hand (kv_cache_utils.py
     _get_kv_cache_groups_uniform_page_size: group_size the fewest layers of a kind, or the most when below 1.5
-    times the fewest; cdiv(n, group_size) groups a kind) for Gemma 3, and Gemma 2 refused (its soft-capped attention
-    and logits, which vLLM's kernels apply, are not matched, so its profile run is not modelled)."""
+    times the fewest; cdiv(n, group_size) groups a kind): Gemma 2's even layers slide (Gemma2DecoderLayer),
+    Gemma 3's by layer_types or the pattern; every attention block and the head replaced by vLLM's kernels."""
     errors = []
     w, positions, layers = c["sliding_window"], c["max_position_embeddings"], c["num_hidden_layers"]
     if eager.returncode != 2 or f'"sliding_window" is {w}' not in eager.stderr or "serve --engine vllm sizes it" \
             not in eager.stderr:
         errors.append(f"{name}: eager decode with a sliding window: exit {eager.returncode}, {eager.stderr!r}")
     out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--json")
-    if c["model_type"] == "gemma2":
-        if out.returncode != 2 or out.stderr.count("\n") != 1 or "profile run" not in out.stderr:
-            errors.append(f"{name}: serve --engine vllm: exit {out.returncode}, {out.stderr!r}")
-        return errors
     if out.returncode != 0:
         return errors + [f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}"]
     j = json.loads(out.stdout)
-    if c.get("layer_types"):
+    if c["model_type"] == "gemma2":
+        sliding = [l % 2 == 0 for l in range(layers)]
+    elif c.get("layer_types"):
         sliding = [t == "sliding_attention" for t in c["layer_types"]]
     else:
         pattern = c.get("sliding_window_pattern", 6)
@@ -278,7 +276,8 @@ def check_hybrid(name: str, path: str, c: dict, eager, expected: int) -> list:
     blocks = j["memory"]["available_kv_cache_bytes"] // (16 * per_layer * size)
     print(f"{name}: vLLM groups {g_s} + {g_f} of {size}, {per_request} blocks a request, by hand", flush=True)
     if got != want or j["num_gpu_blocks"] != blocks or j["gpu_kv_cache_tokens"] != blocks // (g_s + g_f) * 16 \
-            or j["max_concurrency"] != blocks / per_request:
+            or j["max_concurrency"] != blocks / per_request or j["replaced"]["attention_kernels"] != layers \
+            or j["replaced"]["lm_head"] is None:
         errors.append(f"{name}: serve --engine vllm's hybrid groups: {got} vs {want}, {j['num_gpu_blocks']}")
     return errors
 
