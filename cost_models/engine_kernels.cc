@@ -11,13 +11,18 @@ std::optional<LmHead> find_lm_head(const Graph& g, const std::vector<std::string
     const Tensor& y = g.tensors[out];
     if (std::find(cache_outputs.begin(), cache_outputs.end(), y.name) != cache_outputs.end()) continue;
     if (y.shape.size() < 2) continue;
-    // Back from the output through the dtype casts and copies the exporter writes after the head.
+    // Back from the output through the dtype casts and copies the exporter writes after the head, and a final
+    // soft-cap, cap x tanh(logits / cap) (Gemma 2's final_logit_softcapping), which vLLM's LogitsProcessor applies
+    // to the sampled rows only (vllm/model_executor/layers/logits_processor.py, soft_cap).
     std::vector<std::string> chain{y.name};
     int32_t t = out;
     while (g.tensors[t].producer >= 0) {
       const Node& n = g.nodes[g.tensors[t].producer];
-      if (n.op_type != "Cast" && n.op_type != "Identity") break;
-      t = n.inputs[0];
+      const bool scaled = (n.op_type == "Div" || n.op_type == "Mul") && n.inputs.size() == 2 &&
+                          is_scalar_constant(g, n.inputs[1]);
+      const bool scaled_left = n.op_type == "Mul" && n.inputs.size() == 2 && is_scalar_constant(g, n.inputs[0]);
+      if (n.op_type != "Cast" && n.op_type != "Identity" && n.op_type != "Tanh" && !scaled && !scaled_left) break;
+      t = n.inputs[scaled_left ? 1 : 0];
       chain.push_back(g.tensors[t].name);
     }
     if (g.tensors[t].producer < 0) continue;

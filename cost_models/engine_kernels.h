@@ -1,15 +1,17 @@
 // What a serving engine's kernels replace in a decoder's exported graph, found by structure (no names read):
 //  - the language-model head: the graph output that is not a KV cache's present output, produced by MatMul (or
 //    Gemm) of the last hidden states with a weight, directly or through Cast/Identity (transformers'
-//    `logits.float()`). vLLM computes logits only at the positions it samples (vllm/v1/worker/gpu_model_runner.py,
+//    `logits.float()`) and a final soft-cap, cap x tanh(logits / cap) (Gemma 2's final_logit_softcapping, which
+//    vLLM's LogitsProcessor applies to the sampled rows). vLLM computes logits only at the positions it samples (vllm/v1/worker/gpu_model_runner.py,
 //    GPUModelRunner._dummy_run returns hidden_states[logit_indices], one row per request), so the head's output
 //    over every token of a step never exists there;
 //  - grouped-query attention's repeat_kv: the present keys and values expanded to every query head
 //    (transformers' repeat_kv: unsqueeze, expand, reshape, written Unsqueeze/Expand/Reshape, then the keys'
 //    Transpose) before the attention MatMuls. vLLM's attention kernels read the paged cache in place, one KV head
 //    per group of query heads (vllm/v1/attention/backends/flash_attn.py, FlashAttentionImpl.forward).
-// The attention block itself (MatMul, scale, mask, Softmax, MatMul) is the fusion's (cost_models/op_fusion.h,
-// OpKind::Attention): a kernel that writes its output only.
+// The attention block itself (MatMul, scale, a soft-cap, mask, Softmax, MatMul) is the fusion's
+// (cost_models/op_fusion.h, OpKind::Attention, with AttentionImpl::EngineKernel): a kernel that writes its output
+// only.
 #pragma once
 
 #include <cstdint>

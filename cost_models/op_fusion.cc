@@ -197,10 +197,18 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
       matches.push_back(std::move(*m));
     }
   };
+  auto attention = [&] {
+    try_all(options.attention, [&](const Graph& graph, int32_t softmax) {
+      return fusion::match_attention(graph, softmax, options.attention_soft_cap);
+    });
+  };
+  // A soft-capped score's Div, Tanh and Mul form an elementwise region with one Tanh, which match_gelu would take
+  // for a GELU: with soft-caps the attention is matched first.
+  if (options.attention_soft_cap) attention();
   try_all(options.layer_norm, fusion::match_layer_norm);
   try_all(options.gelu, fusion::match_gelu);
   try_all(options.silu, fusion::match_silu);
-  try_all(options.attention, fusion::match_attention);
+  if (!options.attention_soft_cap) attention();
   try_all(options.baddbmm, fusion::match_baddbmm);
   try_all(options.linear_bias, fusion::match_linear);
 

@@ -39,6 +39,9 @@ struct FusionOptions {
   bool linear_bias = false;
   bool baddbmm = false;
   bool attention = false;
+  // Attention whose scores pass a soft-cap, cap x tanh(scores / cap) (Gemma 2's attn_logit_softcapping), for an
+  // engine whose kernels take the cap (vLLM's attention backends: logits_soft_cap); PyTorch's SDPA takes none.
+  bool attention_soft_cap = false;
 };
 
 // The graph's nodes regrouped into ops, in execution order (each op runs at its last node's position,

@@ -48,6 +48,7 @@ std::optional<Match> match_layer_norm(const Graph& g, int32_t mean_node);
 // op_fusion_matmul.cc: the matrix products.
 std::optional<Match> match_linear(const Graph& g, int32_t matmul);
 std::optional<Match> match_baddbmm(const Graph& g, int32_t add);
-std::optional<Match> match_attention(const Graph& g, int32_t softmax);
+// `soft_cap`: the scores may pass cap x tanh(scores / cap) before the mask (FusionOptions::attention_soft_cap).
+std::optional<Match> match_attention(const Graph& g, int32_t softmax, bool soft_cap = false);
 
 }  // namespace memplan::fusion

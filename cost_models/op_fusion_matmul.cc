@@ -118,19 +118,21 @@ std::optional<Match> match_baddbmm(const Graph& g, int32_t add) {
 
 // ---- Attention: MatMul(q, k), scale, mask, Softmax, Dropout, MatMul(p, v) ----
 
-std::optional<Match> match_attention(const Graph& g, int32_t softmax) {
+std::optional<Match> match_attention(const Graph& g, int32_t softmax, bool soft_cap) {
   if (!op_is(g, softmax, "Softmax")) return std::nullopt;
   Match m;
   m.kind = OpKind::Attention;
   m.nodes.insert(softmax);
   int32_t cur = in(g, softmax, 0);
   int32_t qk = -1;
-  for (int depth = 0; depth < 5 && cur >= 0; ++depth) {
+  // A soft-cap adds its Div, Tanh and Mul between the scale and the mask (Gemma 2: MatMul, Mul, Div, Tanh, Mul,
+  // Add, Softmax).
+  for (int depth = 0; depth < (soft_cap ? 7 : 5) && cur >= 0; ++depth) {
     const int32_t p = producer_of(g, cur);
     if (p < 0 || count_consumers(g, cur) != 1 || is_graph_output(g, cur)) return std::nullopt;
     const std::string& op = g.nodes[p].op_type;
     if (op == "MatMul") { qk = p; break; }
-    if (op == "Cast") { m.nodes.insert(p); cur = in(g, p, 0); continue; }
+    if (op == "Cast" || (soft_cap && op == "Tanh")) { m.nodes.insert(p); cur = in(g, p, 0); continue; }
     if (op == "Div" || op == "Mul" || op == "Add" || op == "Sub") {
       const int32_t a = in(g, p, 0), b = in(g, p, 1);
       m.nodes.insert(p);

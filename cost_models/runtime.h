@@ -22,7 +22,9 @@ enum class Semantics { AsWritten, PyTorchEager, OrtCuda };
 // How attention (MatMul, scale, optional mask, Softmax, optional Dropout, MatMul) runs in PyTorch:
 // as the exported graph (eager), or as torch's fused scaled_dot_product_attention (never materialises
 // the seq x seq matrices; saves q, k, v, out and an fp32 logsumexp for backward).
-enum class AttentionImpl { Eager, Sdpa };
+// Eager: the exported ops; Sdpa: torch's scaled_dot_product_attention (no score matrix); EngineKernel: a serving
+// engine's attention kernel (serve --engine vllm: its backends also take a soft-cap, logits_soft_cap).
+enum class AttentionImpl { Eager, Sdpa, EngineKernel };
 
 struct ExecutionOptions {
   Runtime runtime = Runtime::PyTorch;  // what most users run

@@ -38,7 +38,8 @@ FusionOptions fusion_for(Semantics semantics, AttentionImpl attention) {
       break;
     case Semantics::PyTorchEager:
       f.gelu = f.silu = f.layer_norm = f.linear_bias = f.baddbmm = true;
-      f.attention = attention == AttentionImpl::Sdpa;
+      f.attention = attention != AttentionImpl::Eager;
+      f.attention_soft_cap = attention == AttentionImpl::EngineKernel;
       break;
     case Semantics::OrtCuda:
       f.gelu = f.layer_norm = true;

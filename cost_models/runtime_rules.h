@@ -35,7 +35,7 @@ bool is_pytorch_in_place(const std::string& op, const std::string& input_produce
 // Which decompositions each way of running ops (Semantics, cost_models/runtime.h) runs as one op:
 //  - as written: none;
 //  - pytorch eager: gelu, silu, layer_norm, linear and baddbmm always (the module ran as the fused op before export);
-//    attention only with AttentionImpl::Sdpa;
+//    attention only with AttentionImpl::Sdpa or EngineKernel (which also fuses a soft-capped score);
 //  - ORT CUDA: gelu and layer_norm (GeluFusion, LayerNormFusion in onnxruntime/core/optimizer/, on
 //    at the default ORT_ENABLE_ALL level for the CUDA EP).
 FusionOptions fusion_for(Semantics semantics, AttentionImpl attention);

@@ -8,6 +8,7 @@
 
 #include "cost_models/graph_facts.h"
 #include "cost_models/tensor_parallel.h"
+#include "cost_models/vllm_kv_groups.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 
@@ -141,28 +142,21 @@ VllmMemory vllm_available_memory(uint64_t total, double gpu_memory_utilization, 
   return m;
 }
 
-VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len) {
-  VllmKvCapacity c;
-  const uint64_t block = cache.block_bytes();  // page_size x num_layers: every layer's block
-  c.blocks_per_request = cache.blocks_for(max_model_len);
-  if (available > 0) {
-    // floor(floor(available / page_size) / num_layers) = floor(available / (page_size x num_layers)).
-    c.num_blocks = static_cast<int64_t>(static_cast<uint64_t>(available) / block);
-    c.tokens = c.num_blocks * cache.block_size;
-    c.max_concurrency = static_cast<double>(c.num_blocks) / static_cast<double>(c.blocks_per_request);
-  }
-  if (available <= 0) {
-    c.refusal = "No available memory for the cache blocks";
-    return c;
-  }
-  if (c.num_blocks < c.blocks_per_request) {
-    // estimate_max_model_len: the longest request whose blocks fit, at most max_model_len.
-    c.estimated_max_model_len = std::min(max_model_len, c.num_blocks * cache.block_size);
-    c.refusal = "one request of max_model_len tokens needs more KV cache than is available";
-    return c;
-  }
-  c.starts = true;
-  return c;
+int64_t vllm_blocks_per_request(const PagedKvCache& cache, int64_t max_model_len, const VllmSlidingWindow& sliding) {
+  if (sliding.window <= 0) return cache.blocks_for(max_model_len);  // FullAttentionSpec.max_memory_usage_bytes
+  const int64_t tokens = std::min(sliding.window - 1 + sliding.max_num_batched_tokens, max_model_len);
+  return cache.blocks_for(tokens) + 1;  // SlidingWindowSpec.max_memory_usage_bytes
+}
+
+VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len,
+                                const VllmSlidingWindow& sliding) {
+  // One group of one spec: the grouped rule (cost_models/vllm_kv_groups.h) with every layer's block as one page
+  // (floor(floor(available / page_size) / num_layers) = floor(available / (page_size x num_layers))).
+  VllmKvGrouping one;
+  one.group_size = 1;
+  one.groups.push_back({sliding.window, 1});
+  return vllm_grouped_kv_capacity(available, one, cache.block_size, cache.bytes_per_token, max_model_len,
+                                  sliding.max_num_batched_tokens);
 }
 
 uint64_t vllm_kv_bytes_per_rank(const Graph& g, const std::vector<std::string>& presents, uint64_t bytes_per_token,

@@ -140,19 +140,41 @@ struct VllmMemory {
 VllmMemory vllm_available_memory(uint64_t total, double gpu_memory_utilization, uint64_t weights,
                                  uint64_t profile_peak_allocated, uint64_t non_torch);
 
+// The window of a model whose attention layers all slide over the same window (Mistral-7B-v0.1: 4096 on 32 layers):
+// every layer's KVCacheSpec is a SlidingWindowSpec (vllm/model_executor/layers/attention Attention.get_kv_cache_spec:
+// a SlidingWindowSpec when the layer's sliding_window is set), one spec for all, so one KV cache group of every
+// layer (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups, is_kv_cache_spec_uniform, at 001cabc1; the 0.10-era
+// _get_kv_cache_config_uniform_type at bbf906a8 alike): the blocks, their size and the logged token count are
+// full attention's; what changes is what one request holds at most, SlidingWindowSpec.max_memory_usage_bytes
+// (vllm/v1/kv_cache_interface.py at 001cabc1):
+//   (cdiv(min(sliding_window - 1 + max_num_batched_tokens, max_model_len), block_size) + 1) pages
+// (the window's last sliding_window - 1 tokens and a chunked prefill's new ones, one block more since the window
+// need not start on a block's edge), where full attention's is cdiv(max_model_len, block_size) pages. `window` 0:
+// full attention.
+struct VllmSlidingWindow {
+  int64_t window = 0;
+  int64_t max_num_batched_tokens = 0;
+};
+// The blocks one request of `max_model_len` tokens holds at most: get_max_concurrency_for_kv_cache_config's
+// num_block_per_request = cdiv(layers x max_memory_usage_bytes, page_size x layers) (kv_cache_utils.py at 001cabc1
+// and bbf906a8), for one group of uniform layers the spec's max_memory_usage_bytes / page_size.
+int64_t vllm_blocks_per_request(const PagedKvCache& cache, int64_t max_model_len, const VllmSlidingWindow& sliding = {});
+
 // The cache the available memory holds, as vLLM logs it, and whether vLLM starts: check_enough_kv_cache_memory
 // refuses when nothing is available, or when one request of max_model_len does not fit (then it names the
-// longest that would: estimate_max_model_len).
+// longest that would: estimate_max_model_len, a binary search over the lengths whose
+// max_memory_usage_bytes fits). With `sliding`, the layers' SlidingWindowSpec (above).
 struct VllmKvCapacity {
   int64_t num_blocks = 0;
   int64_t tokens = 0;                 // "GPU KV cache size: N tokens"
-  int64_t blocks_per_request = 0;     // cdiv(max_model_len, block_size)
+  int64_t blocks_per_request = 0;     // vllm_blocks_per_request: cdiv(max_model_len, block_size) for full attention
   double max_concurrency = 0;         // "Maximum concurrency for L tokens per request: X"
   bool starts = false;
   int64_t estimated_max_model_len = 0;  // when it does not start: the longest request that fits (0: none)
   std::string refusal;                // vLLM's reason, when it does not start
 };
-VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len);
+VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, int64_t max_model_len,
+                                const VllmSlidingWindow& sliding = {});
 
 // One tensor-parallel rank's bytes of one more cached token: `bytes_per_token` (every present output's, the whole
 // model's) times the share of the present outputs' elements that rank 0 holds in the graph's tensor-parallel plan

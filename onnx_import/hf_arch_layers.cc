@@ -70,14 +70,30 @@ std::string LlamaBuilder::arch_attention(int64_t l, const std::string& x) {
     e_.scope = a;
   }
   const std::string qr = arch_rotary(q4, sliding), kr = arch_rotary(k4, sliding);
-  std::string keys = kr, values = v4;
+  std::string keys = kr, values = v4, total = s_;
+  const std::string index = std::to_string(l);
+  if (kind_ == ConfigGraph::Decode) {  // torch.cat((past, new), dim=2), every token kept (hf_archs.Attention)
+    e_.note(2);
+    keys = e_.op("Concat", {"past_key_values." + index + ".key", kr});
+    e_.i("axis", 2);
+    values = e_.op("Concat", {"past_key_values." + index + ".value", v4});
+    e_.i("axis", 2);
+    if (kv != heads) {  // k.shape[2], read only by repeat_kv
+      total = e_.op("Gather", {e_.op("Shape", {keys}), e_.const_i64({2}, true)});
+      e_.i("axis", 0);
+    }
+  }
+  if (kind_ != ConfigGraph::Train) {
+    outputs_[keys] = "present." + index + ".key";
+    outputs_[values] = "present." + index + ".value";
+  }
   if (kv != heads) {  // repeat_kv
-    const std::string ke = expand_kv(keys, s_);
+    const std::string ke = expand_kv(keys, total);
     e_.note(heads), e_.note(hd);
-    const std::string k_list = e_.size_list({b_, e_.pooled(heads), s_, e_.pooled(hd)});
-    const std::string v_list = e_.size_list({b_, e_.pooled(heads), s_, e_.pooled(hd)});
+    const std::string k_list = e_.size_list({b_, e_.pooled(heads), total, e_.pooled(hd)});
+    const std::string v_list = e_.size_list({b_, e_.pooled(heads), total, e_.pooled(hd)});
     keys = reshape(ke, k_list);
-    values = reshape(expand_kv(values, s_), v_list);
+    values = reshape(expand_kv(values, total), v_list);
   }
   const std::string scores = e_.op("MatMul", {qr, transpose(keys, {0, 1, 3, 2})});
   // eager_attention_forward: torch.matmul(query, key.transpose(2, 3)) * scaling, then the soft-cap, then the mask.

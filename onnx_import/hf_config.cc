@@ -1,5 +1,6 @@
 #include "onnx_import/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -326,6 +327,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   if (windowed && window != j.end() && !window->is_null()) {
     const int64_t w = positive_int(path, *window, "sliding_window", int64_t{1} << 40);
     if (w < c.max_position_embeddings) c.sliding_window = w;
+    if (dense == "mistral") c.stated_window = w;
   }
   if (const auto q = j.find("quantization_config"); q != j.end() && !q->is_null())
     c.quantization = parse_quantization(path, *q);
@@ -354,10 +356,10 @@ ConfigGraph config_graph_from_name(const std::string& path, const std::string& n
 std::vector<std::string> moe_routing_names() { return {"balanced", "worst"}; }
 
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing,
-                            bool quantized_ok) {
+                            bool vllm_serve) {
   const std::string text = read_text(path);
   DecoderConfig config = parse_decoder_config(path, text);
-  if (!config.quantization.method.empty() && !quantized_ok)
+  if (!config.quantization.method.empty() && !vllm_serve)
     fail(path, "config key \"quantization_config\" (" + config.quantization.method +
                    ") is modelled by serve --engine vllm only: this command's graph would hold the unquantized weights");
   if (!moe_routing.empty()) {
@@ -369,19 +371,49 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
     config.worst_routing = moe_routing == "worst";
   }
   const ConfigGraph kind = config_graph_from_name(path, graph);
-  if (kind != ConfigGraph::Train && (config.hf_arch || config.num_experts > 0))
+  if (kind != ConfigGraph::Train && config.num_experts > 0)
     fail(path, "--graph " + graph + " is not built for model_type \"" + config.model_type +
-                   "\": memplan builds its training graph only (--graph train); " +
-                   (config.hf_arch ? "a cache for its sliding-window layers is not modelled"
-                                   : "the experts' decoder with a cache is not built yet"));
-  if (kind != ConfigGraph::Train && config.sliding_window > 0)
-    fail(path, "config key \"sliding_window\" is " + std::to_string(config.sliding_window) + ": --graph " + graph +
-                   " with a sliding window is not built (its cache would hold at most the window; memplan's decoder "
-                   "holds every past token); --graph train is the same graph with or without the window");
+                   "\": memplan builds its training graph only (--graph train); the experts' decoder with a cache is "
+                   "not built yet");
+  // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
+  // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.
+  const bool arch_window = config.hf_arch && config.mask_window < config.max_position_embeddings &&
+                           std::count(config.sliding_layers.begin(), config.sliding_layers.end(), true) > 0;
+  const int64_t in_force = arch_window ? config.mask_window : config.sliding_window;
+  // A window below the position limit: transformers' DynamicCache keeps the last sliding_window - 1 tokens of each
+  // windowed layer (cache_utils.py DynamicSlidingWindowLayer.update: the concatenation is sliced to
+  // [..., -sliding_window + 1:, :]), a cache memplan's decoder, which holds every past token, does not build;
+  // serve --engine vllm sizes mistral's, gemma2's, gemma3_text's and phi3's by vLLM's rule (vllm_serve above).
+  const bool vllm_window = vllm_serve && (config.model_type == "mistral" || config.hf_arch);
+  if (kind != ConfigGraph::Train && in_force > 0 && !vllm_window)
+    fail(path, "config key \"sliding_window\" is " + std::to_string(in_force) + ": --graph " + graph +
+                   " with a sliding window is not built (transformers' cache keeps the last sliding_window - 1 "
+                   "tokens of each windowed layer; memplan's decoder holds every past token)" +
+                   (config.model_type == "mistral" || config.hf_arch ? "; serve --engine vllm sizes it as vLLM does"
+                                                                     : "") +
+                   "; --graph train is the same graph with or without the window");
   ReadModel model;
+  if (kind != ConfigGraph::Train && vllm_window) {
+    if (config.model_type == "mistral" && config.stated_window > 0) {  // every layer (vLLM's llama.py)
+      model.sliding_window = config.stated_window;
+      model.sliding_layers.assign(size_t(config.num_hidden_layers), true);
+    } else if (config.hf_arch && config.mask_window > 0) {
+      // vLLM windows the layers transformers windows: gemma2.py and gemma3.py per layer (layer_types, else Gemma 2's
+      // even layers and Gemma 3's pattern); Phi3ForCausalLM is its llama.py's, the model's window on every layer
+      // (parse_hf_arch marks them all).
+      model.sliding_window = config.mask_window;
+      model.sliding_layers = config.sliding_layers;
+    }
+  }
   build_llama_graph(config, kind, model.proto);
   model.file_bytes = text.size();
   model.max_positions = config.max_position_embeddings;
+  model.rotary_dim = config.rotary_dim;
+  const bool local = config.rope_local_theta > 0 &&
+                     std::count(config.sliding_layers.begin(), config.sliding_layers.end(), true) > 0 &&
+                     (config.rope_local_theta != config.rope_theta || config.rope_factor != 1.0);
+  model.rotary_tables = local ? 2 : 1;
+  model.rotary_scaled = config.rope_factor != 1.0;
   model.stored_dtype = config.torch_dtype;
   model.model_type = config.model_type;
   model.quantization = config.quantization;
@@ -389,8 +421,8 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
 }
 
 ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing,
-                            bool quantized_ok) {
-  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, quantized_ok);
+                            bool vllm_serve) {
+  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, vllm_serve);
   if (!graph.empty()) fail(path, "--graph chooses a config.json's graph; an ONNX file is one graph already");
   if (!moe_routing.empty())
     fail(path, "--moe-routing chooses how a config.json's experts are routed; an ONNX file's routing is its graph's");

@@ -3,8 +3,9 @@
 // models are, and that graph goes through the normal import path, so every rule applies to it as to a file.
 //
 // Supported: model_type llama, mistral, qwen2, qwen3 (dense decoders of transformers' modeling_llama.py,
-// modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), and for --graph train only gemma2, gemma3_text and
-// phi3 (modeling_gemma2.py, modeling_gemma3.py's text model, modeling_phi3.py; onnx_import/hf_arch_layers.cc), and
+// modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), gemma2, gemma3_text and phi3 (modeling_gemma2.py,
+// modeling_gemma3.py's text model, modeling_phi3.py; onnx_import/hf_arch_layers.cc; their decoders with a window
+// below the position limit for serve --engine vllm only, as read_config_model says), and
 // the mixtures of experts mixtral, qwen2_moe and qwen3_moe (modeling_mixtral.py, modeling_qwen2_moe.py,
 // modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
 // (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k
@@ -53,7 +54,10 @@ struct DecoderConfig {
   std::string torch_dtype;  // as the config says ("bfloat16", ...); the graph is float32 as the zoo's exports
   int64_t rotary_dim = 0;      // the rotated part of head_dim (phi3's partial_rotary_factor); head_dim otherwise
   double rope_factor = 1.0;    // linear rope_scaling's factor (gemma3_text's full-attention layers)
-  StoredQuantization quantization;  // quantization_config (read only where quantized_ok: serve --engine vllm)
+  StoredQuantization quantization;  // quantization_config (read only where vllm_serve: serve --engine vllm)
+  // mistral's sliding_window as the config states it, below the position limit or not (vLLM's
+  // ModelConfig.get_sliding_window reads the key as it is); 0: null or absent.
+  int64_t stated_window = 0;
 
   // gemma2, gemma3_text and phi3 (transformers models/gemma2/modeling_gemma2.py, gemma3/modeling_gemma3.py,
   // phi3/modeling_phi3.py), built as tests/models/hf_archs.py traces them (onnx_import/hf_arch_layers.cc).
@@ -97,14 +101,23 @@ std::vector<std::string> moe_routing_names();
 
 // Reads the config at `path` and builds its graph, a mixture of experts' tokens routed by `moe_routing`. Throws
 // InputError (unreadable file, the above, a --moe-routing for a model without experts).
-// `quantized_ok`: a quantization_config is carried (serve --engine vllm sizes vLLM's quantized layers); else it is
-// refused, since the graph holds the unquantized weights.
+// `vllm_serve`: read for serve --engine vllm, which (1) carries a quantization_config (it sizes vLLM's quantized
+// layers; elsewhere it is refused, since the graph holds the unquantized weights) and (2) builds a mistral
+// gemma2, gemma3_text or phi3 decoder whose sliding_window is below its position limit (elsewhere refused:
+// transformers' cache keeps the last sliding_window - 1 tokens of each windowed layer, cache_utils.py
+// DynamicSlidingWindowLayer.update, a cache memplan's decoder does not build). Mistral's decoder is built as without
+// the window (vLLM's attention kernel takes the window as an argument and builds no mask), the others' with their
+// windows' masks (hf_archs.DecoderWithCache, every token kept); ReadModel::sliding_window and sliding_layers carry
+// the window and its layers for vLLM's SlidingWindowSpec: every layer of mistral and phi3 (vLLM's llama.py, which
+// serves both, gives no per-layer window without layer_types, so Attention takes the model's,
+// CacheConfig.sliding_window = ModelConfig.get_sliding_window()), gemma's windowed layers (vLLM's gemma2.py and
+// gemma3.py window the layers transformers windows).
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
-                            bool quantized_ok = false);
+                            bool vllm_serve = false);
 
 // The one entry for a model path: a config (is_config_path) is built as read_config_model; anything else is read
 // as ONNX (read_model_file), where a --graph or --moe-routing is refused, since a file is one graph already.
 ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
-                            bool quantized_ok = false);
+                            bool vllm_serve = false);
 
 }  // namespace memplan

@@ -36,10 +36,11 @@ void LlamaBuilder::build() {
     // Gemma3TextScaledWordEmbedding multiplies by the same embed_scale).
     if (c_.gemma) x = e_.op("Mul", {x, e_.const_f32({float(std::sqrt(double(c_.hidden_size)))}, {})});
     rotary_and_mask(seq);
-  } else {  // LlamaWithCache.forward
+  } else {  // LlamaWithCache.forward; hf_archs.DecoderWithCache.forward
     e_.scope = "/embed_tokens";
     x = e_.op("Gather", {param("embed_tokens.weight", {c_.vocab_size, c_.hidden_size}), "input_ids"});
     e_.scope = "";
+    if (c_.gemma) x = e_.op("Mul", {x, e_.const_f32({float(std::sqrt(double(c_.hidden_size)))}, {})});
     rotary_from_positions();
     cache_mask();
   }
@@ -139,20 +140,26 @@ void LlamaBuilder::rotary_and_mask(const std::string& seq) {
   window_mask_ = additive(e_.op("Or", {future, old}));
 }
 
-// rotary_from_positions: (batch, 1, new, head_dim) cos and sin at position_ids.
+// rotary_from_positions: (batch, 1, new, rotary_dim) cos and sin at position_ids (hf_archs.rotary_at_positions;
+// Phi-3's partial rotary_dim).
 void LlamaBuilder::rotary_from_positions() {
   const std::string column = e_.op("Unsqueeze", {"position_ids", e_.const_i64({-1}, false)});
   e_.note(6);  // .to(torch.float32): ScalarType Float is 6 (c10/core/ScalarType.h)
   const std::string positions = e_.op("Cast", {column});
   e_.i("to", TensorProto::FLOAT);
-  const std::string freqs = e_.op("Mul", {positions, inverse_frequencies(c_.rope_theta, c_.head_dim, 1.0)});
-  const std::string emb = e_.op("Concat", {freqs, freqs});
-  e_.i("axis", -1);
-  const std::string cos = e_.op("Cos", {emb});
-  e_.note(1);  // .unsqueeze(1)
-  cos_ = e_.op("Unsqueeze", {cos, e_.const_i64({1}, false)});
-  const std::string sin = e_.op("Sin", {emb});
-  sin_ = e_.op("Unsqueeze", {sin, e_.const_i64({1}, false)});
+  auto table = [&](double theta, double factor, std::string& cos_out, std::string& sin_out) {
+    const std::string freqs = e_.op("Mul", {positions, inverse_frequencies(theta, c_.rotary_dim, factor)});
+    const std::string emb = e_.op("Concat", {freqs, freqs});
+    e_.i("axis", -1);
+    const std::string cos = e_.op("Cos", {emb});
+    e_.note(1);  // .unsqueeze(1)
+    cos_out = e_.op("Unsqueeze", {cos, e_.const_i64({1}, false)});
+    const std::string sin = e_.op("Sin", {emb});
+    sin_out = e_.op("Unsqueeze", {sin, e_.const_i64({1}, false)});
+  };
+  table(c_.rope_theta, c_.rope_factor, cos_, sin_);
+  if (std::count(c_.sliding_layers.begin(), c_.sliding_layers.end(), true) > 0 && c_.rope_local_theta > 0)
+    table(c_.rope_local_theta, 1.0, local_cos_, local_sin_);
 }
 
 // cache_mask(attention_mask, input_ids.shape[1]): HF's 4-D causal mask offset by the past, padded keys blocked,
@@ -173,7 +180,8 @@ void LlamaBuilder::cache_mask() {
   const std::string queries = e_.op("Add", {fresh_range, e_.op("Sub", {total, fresh})});
   const std::string keys = arange(total);
   const std::string rows = e_.op("Unsqueeze", {keys, e_.const_i64({0}, false)});
-  const std::string future = e_.op("Greater", {rows, e_.op("Unsqueeze", {queries, e_.const_i64({1}, false)})});
+  const std::string columns = e_.op("Unsqueeze", {queries, e_.const_i64({1}, false)});
+  const std::string future = e_.op("Greater", {rows, columns});
   // attention_mask[:, None, None, :]: while tracing, torch indexes a full slice too (aten::slice(x, dim, 0,
   // INT64_MAX, 1); torch/csrc/autograd/python_variable_indexing.cpp disables the no-op shortcut), so its ints
   // are traced, then the exporter drops the no-op slices.
@@ -182,14 +190,25 @@ void LlamaBuilder::cache_mask() {
   const std::string m2 = e_.op("Unsqueeze", {m1, e_.const_i64({2}, false)});
   e_.note(3);
   const std::string padded = e_.op("Equal", {m2, e_.const_i64({0}, true)});
-  const std::string f1 = e_.op("Unsqueeze", {future, e_.const_i64({0}, false)});
-  const std::string f2 = e_.op("Unsqueeze", {f1, e_.const_i64({1}, false)});
-  e_.note(2), e_.note(3);  // future[None, None, :, :]
-  const std::string blocked = e_.op("Or", {f2, padded});
-  e_.note(6);  // .to(torch.float32)
-  const std::string as_float = e_.op("Cast", {blocked});
-  e_.i("to", TensorProto::FLOAT);
-  mask_ = e_.op("Mul", {as_float, e_.const_f32({std::numeric_limits<float>::lowest()}, {})});
+  // (b[None, None, :, :] | padded).to(torch.float32) * lowest
+  auto additive = [&](const std::string& b) {
+    const std::string f1 = e_.op("Unsqueeze", {b, e_.const_i64({0}, false)});
+    const std::string f2 = e_.op("Unsqueeze", {f1, e_.const_i64({1}, false)});
+    e_.note(2), e_.note(3);  // [None, None, :, :]
+    const std::string blocked = e_.op("Or", {f2, padded});
+    e_.note(6);  // .to(torch.float32)
+    const std::string as_float = e_.op("Cast", {blocked});
+    e_.i("to", TensorProto::FLOAT);
+    return e_.op("Mul", {as_float, e_.const_f32({std::numeric_limits<float>::lowest()}, {})});
+  };
+  // hf_archs.cache_masks: the causal mask where some layer attends to every past token, and with windowed layers
+  // (Phi-3's, every layer) the window's, which also blocks key <= query - window.
+  const int64_t sliding = std::count(c_.sliding_layers.begin(), c_.sliding_layers.end(), true);
+  if (sliding < c_.num_hidden_layers) mask_ = additive(future);
+  if (sliding == 0) return;
+  const std::string reach = e_.op("Sub", {columns, e_.const_i64({c_.mask_window}, true)});
+  const std::string old = e_.op("LessOrEqual", {rows, reach});
+  window_mask_ = additive(e_.op("Or", {future, old}));
 }
 
 // RMSNorm.forward: weight * (x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)); rsqrt exports as 1 / Sqrt.
@@ -347,8 +366,8 @@ void point_at_missing_data(onnx::GraphProto& g) {
 }  // namespace
 
 void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model) {
-  // gemma2, gemma3_text, phi3, mixtures of experts: the training graph only (read_config_model names the file).
-  if ((config.hf_arch || config.num_experts > 0) && kind != ConfigGraph::Train)
+  // Mixtures of experts: the training graph only (read_config_model names the file).
+  if (config.num_experts > 0 && kind != ConfigGraph::Train)
     throw InputError("model_type \"" + config.model_type + "\": only --graph train is built");
   // torch.onnx.export's model header (torch/onnx/utils.py): IR version 8 and opset 17 for torch 1.13, graph
   // "torch_jit". The producer is memplan, which built it.

@@ -50,6 +50,19 @@ struct ReadModel {
   // What its source says the linear weights are quantized as (a config.json's quantization_config, as vLLM's
   // QuantizationConfig.from_config reads it); method "": not stated.
   StoredQuantization quantization;
+  // The sliding window vLLM gives the model's attention layers (a mistral config.json's sliding_window, carried
+  // for serve --engine vllm only: onnx_import/hf_config.h), and per decoder layer whether it is windowed; 0 and
+  // empty: none stated (an ONNX file does not say).
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
+  // The rotated part of head_dim where the source states it (a config.json: Phi-3's partial_rotary_factor, else
+  // head_dim); 0: not stated.
+  int64_t rotary_dim = 0;
+  // The rotary tables of distinct configurations the layers use where the source states them (a config.json: 2 for
+  // gemma3_text's sliding layers on rope_local_base_freq beside its full ones on rope_theta, else 1), and whether a
+  // linear rope_scaling stretches one (gemma3_text's factor); 0 and false: not stated.
+  int64_t rotary_tables = 0;
+  bool rotary_scaled = false;
   std::vector<std::string> warnings;
 };
 

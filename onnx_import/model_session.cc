@@ -10,14 +10,14 @@
 
 namespace memplan {
 
-ModelSession::ModelSession(std::string path, std::string graph, std::string moe_routing, bool quantized_ok)
-    : path_(std::move(path)), graph_(std::move(graph)), moe_routing_(std::move(moe_routing)), quantized_ok_(quantized_ok) {}
+ModelSession::ModelSession(std::string path, std::string graph, std::string moe_routing, bool vllm_serve)
+    : path_(std::move(path)), graph_(std::move(graph)), moe_routing_(std::move(moe_routing)), vllm_serve_(vllm_serve) {}
 
 ModelSession::~ModelSession() = default;
 
 const ReadModel& ModelSession::model() {
   if (!model_) {
-    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_, quantized_ok_));
+    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_, vllm_serve_));
     ++files_read_;
   }
   return *model_;
@@ -28,6 +28,16 @@ int64_t ModelSession::max_positions() { return model().max_positions; }
 const std::string& ModelSession::model_type() { return model().model_type; }
 
 const StoredQuantization& ModelSession::quantization() { return model().quantization; }
+
+int64_t ModelSession::sliding_window() { return model().sliding_window; }
+
+const std::vector<bool>& ModelSession::sliding_layers() { return model().sliding_layers; }
+
+int64_t ModelSession::rotary_dim() { return model().rotary_dim; }
+
+int64_t ModelSession::rotary_tables() { return model().rotary_tables; }
+
+bool ModelSession::rotary_scaled() { return model().rotary_scaled; }
 
 DType ModelSession::stored_float_dtype() {
   const ReadModel& m = model();

@@ -30,8 +30,8 @@ struct DeclaredInput {
 class ModelSession {
  public:
   // Reads nothing yet. `graph`, `moe_routing`: --graph and --moe-routing, for a config.json (read_model_source,
-  // onnx_import/hf_config.h). `quantized_ok`: a config.json's quantization_config is carried, not refused.
-  explicit ModelSession(std::string path, std::string graph = {}, std::string moe_routing = {}, bool quantized_ok = false);
+  // onnx_import/hf_config.h). `vllm_serve`: read for serve --engine vllm (read_config_model's `vllm_serve`).
+  explicit ModelSession(std::string path, std::string graph = {}, std::string moe_routing = {}, bool vllm_serve = false);
   ~ModelSession();
   ModelSession(const ModelSession&) = delete;
   ModelSession& operator=(const ModelSession&) = delete;
@@ -53,6 +53,14 @@ class ModelSession {
   const std::string& model_type();
   // A config.json's quantization_config; method "" for an ONNX file or a config without one.
   const StoredQuantization& quantization();
+  // ReadModel::sliding_window and sliding_layers: the window vLLM gives the layers, 0 and empty when none is stated.
+  int64_t sliding_window();
+  const std::vector<bool>& sliding_layers();
+  // ReadModel::rotary_dim: the rotated part of head_dim a config.json states, else 0.
+  int64_t rotary_dim();
+  // ReadModel::rotary_tables and rotary_scaled (a config.json's; 0 and false for an ONNX file).
+  int64_t rotary_tables();
+  bool rotary_scaled();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 
@@ -61,7 +69,7 @@ class ModelSession {
 
  private:
   std::string path_, graph_, moe_routing_;
-  bool quantized_ok_ = false;
+  bool vllm_serve_ = false;
   std::unique_ptr<const ReadModel> model_;
   std::optional<std::vector<DeclaredInput>> declared_inputs_;
   int files_read_ = 0, graphs_shaped_ = 0;

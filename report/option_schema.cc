@@ -39,8 +39,8 @@ std::vector<OptionSpec> make_schema() {
                "Python: values={\"sr\": 16000})",
        .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
       {.flag = "--graph", .kind = K::Choice, .commands = kAll,
-       .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2, qwen3; gemma2, gemma3_text, phi3 "
-               "train only): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
+       .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text; "
+               "a decoder with a sliding window for serve --engine vllm only): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
                "logits, a training export), decode (optimum's decoder with past: the KV cache's past inputs and "
                "present outputs, for serve) or prefill (optimum's decoder without past)",
        .field = FIELD(estimate.model.graph), .choices = config_graph_names()},

@@ -192,8 +192,12 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.block_size = a.settings.engine.block_size;
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
         t.kv_bytes_per_token = a.kv_bytes_per_token;
+        t.sliding_window = a.sliding_window;
+        t.kv_layers = a.kv_layers;
+        t.sliding_layer_count = a.sliding_layer_count;
         t.rows.push_back({g.name, g.memory_bytes, a.memory.requested, a.memory.available, a.capacity.tokens,
-                          a.capacity.max_concurrency, a.capacity.starts});
+                          a.capacity.max_concurrency, a.capacity.starts, "", false,
+                          a.settings.engine.max_num_batched_tokens, a.capacity.blocks_per_request});
       }
       if (answered == 0 && refused) throw InputError(*refused);
       out.vllm_table = std::move(t);

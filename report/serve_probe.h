@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "cost_models/kv_cache.h"
 #include "cost_models/paged_kv.h"
@@ -76,6 +77,16 @@ class ServeProbe {
   const StoredQuantization& stored_quantization() { return session_.quantization(); }
   // The model's position limit (ReadModel::max_positions: a config.json's max_position_embeddings); 0: unknown.
   int64_t max_positions() { return session_.max_positions(); }
+  // The window vLLM gives the attention layers and which layers it windows (ReadModel::sliding_window and
+  // sliding_layers: a mistral config.json's, read for --engine vllm); 0 and empty: none stated.
+  int64_t sliding_window() { return session_.sliding_window(); }
+  const std::vector<bool>& sliding_layers() { return session_.sliding_layers(); }
+  // The rotated part of head_dim a config.json states (Phi-3's partial_rotary_factor); 0: not stated.
+  int64_t rotary_dim() { return session_.rotary_dim(); }
+  // The rotary tables of distinct configurations (Gemma 3: local and global) and whether a linear rope_scaling
+  // stretches one; 0 and false for an ONNX file.
+  int64_t rotary_tables() { return session_.rotary_tables(); }
+  bool rotary_scaled() { return session_.rotary_scaled(); }
 
  private:
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);

@@ -9,6 +9,7 @@
 #include "cost_models/graph_facts.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
+#include "cost_models/runtime_rules.h"
 #include "cost_models/vllm_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -114,6 +115,24 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      " does not state its maximum position");
   a.kv_cache_dtype = s.kv_cache_dtype;
   a.kv = probe.kv();
+  a.kv_layers = static_cast<int64_t>(a.kv.pairs.size() / 2);
+  // A window on the attention layers (a config.json's: onnx_import/hf_config.h read_config_model): on every layer
+  // (mistral, phi3), vLLM's one KV cache group of SlidingWindowSpec (cost_models/vllm_engine.h VllmSlidingWindow);
+  // on some (gemma2, gemma3_text), its hybrid groups (cost_models/vllm_kv_groups.h).
+  if (const int64_t window = probe.sliding_window(); window > 0) {
+    const std::vector<bool>& layers = probe.sliding_layers();
+    if (int64_t(layers.size()) != a.kv_layers)  // a config's layers are its cache's pairs
+      throw std::logic_error("serve --engine vllm: " + probe.path() + " windows " + std::to_string(layers.size()) +
+                             " layers of a cache of " + std::to_string(a.kv_layers));
+    a.sliding_layer_count = std::count(layers.begin(), layers.end(), true);
+    // 0.8's V1 sizing of a windowed cache is not placed in the notes (the hybrid allocator and its
+    // SlidingWindowSpec.max_memory_usage_bytes are later code): not guessed.
+    if (a.settings.version == VllmVersion::V0_8)
+      throw InputError("--engine-version " + s.engine_version + ": how 0.8 sized the cache of a model with a sliding "
+                       "window (" + probe.path() + ": " + std::to_string(window) + " tokens) is not modelled; give "
+                       "0.11 or later");
+    a.sliding_window = window;
+  }
 
   // One rank's KV heads (replicated when tp exceeds them), checked as vLLM checks them.
   if (tp > 1) {
@@ -138,7 +157,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.block_bytes = cache.block_bytes();
   EstimateOptions options = probe.options();
   options.execution.runtime = Runtime::PyTorch;
-  options.execution.attention = AttentionImpl::Sdpa;
+  options.execution.attention = AttentionImpl::EngineKernel;
   options.execution.replicate_kv_heads = true;
   const std::optional<LmHead> head = find_lm_head(*g, presents);
   const RepeatKv repeat = find_repeat_kv(*g, presents);
@@ -148,8 +167,18 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   }
   a.repeat_kv = repeat.expands;
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
-  for (const FusedOp& op : fuse_ops(*g, FusionOptions{.attention = true}))
+  for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
     if (op.kind == OpKind::Attention) ++a.attention_kernels;
+  // A config.json's decoder has a head and one attention block a layer, which vLLM's kernels replace (a soft-capped
+  // score too: Gemma 2's attn_logit_softcapping, the backends' logits_soft_cap; a soft-capped head's logits:
+  // final_logit_softcapping, LogitsProcessor's soft_cap on the sampled rows); where memplan does not find them, the
+  // profile run would count score matrices and logits over every token that vLLM never makes: refused rather than
+  // overstated.
+  if (probe.max_positions() > 0 && (!head || a.attention_kernels < a.kv_layers))
+    throw InputError("serve --engine vllm: the profile run of " + probe.path() + " is not modelled: memplan finds " +
+                     (head ? "its LM head" : "no LM head") + " and " + std::to_string(a.attention_kernels) + " of " +
+                     std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace "
+                     "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
   const Estimate forward = estimate_graph(*g, options);
   a.enable_lora = s.enable_lora;
   if (s.enable_lora) {
@@ -158,11 +187,18 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     const DType d = storage_dtype(DType::Float32, options.inference.float_dtype);
     a.lora_stacks_bytes = vllm_lora_stacks_bytes(*g, head ? head->node : "", tp, true, s.max_loras, s.max_lora_rank, d);
   }
-  // vLLM's rotary cache, where the model states its position limit (a config.json; rotary_dim = head_dim in the
-  // architectures serve builds).
-  if (const int64_t positions = probe.max_positions(); positions > 0 && a.kv.head_dim > 0)
-    a.rotary_cache_bytes = vllm_rotary_cache_bytes(positions, a.kv.head_dim,
-                                                   storage_dtype(DType::Float32, options.inference.float_dtype));
+  // vLLM's rotary cache, where the model states its position limit (a config.json), over the rotated part of
+  // head_dim the config states (Phi-3's partial_rotary_factor: get_rope's rotary_dim), else head_dim.
+  // get_rope memoises one cache per configuration: Gemma 3's sliding layers (rope_local_base_freq) and full ones
+  // (rope_theta) hold two. A linear rope_scaling's cache (LinearScalingRotaryEmbedding) is not sized: refused.
+  if (probe.rotary_scaled())
+    throw InputError("serve --engine vllm: " + probe.path() + "'s linear rope_scaling: the rows of vLLM's scaled "
+                     "rotary cache (LinearScalingRotaryEmbedding) are not sized");
+  const int64_t rotary_dim = probe.rotary_dim() > 0 ? probe.rotary_dim() : a.kv.head_dim;
+  if (const int64_t positions = probe.max_positions(); positions > 0 && rotary_dim > 0)
+    a.rotary_cache_bytes = checked_mul(
+        vllm_rotary_cache_bytes(positions, rotary_dim, storage_dtype(DType::Float32, options.inference.float_dtype)),
+        static_cast<uint64_t>(std::max<int64_t>(1, probe.rotary_tables())), "rotary cache bytes");
   // The padded vocabulary rows of the embedding and the head (untied), one rank's.
   if (head) {
     const VllmVocabPadding pad =
@@ -203,7 +239,23 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                                     hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);
   a.sampler_sets_peak = peak > a.forward_peak_allocated;
   a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak, non_torch);
-  a.capacity = vllm_kv_capacity(a.memory.available, cache, e.max_model_len);
+  if (a.sliding_window > 0 && a.sliding_layer_count < a.kv_layers) {
+    // Hybrid: vLLM's groups of layers of one kind, every layer's page the same (the config's layers share their
+    // heads and head_dim: _get_kv_cache_groups_uniform_page_size's assumption).
+    std::vector<int64_t> windows;
+    for (bool slides : probe.sliding_layers()) windows.push_back(slides ? a.sliding_window : 0);
+    a.grouping = vllm_kv_groups(windows);
+    if (a.kv_bytes_per_token % static_cast<uint64_t>(a.kv_layers) != 0)
+      throw std::logic_error("serve --engine vllm: the layers of " + probe.path() + " differ in KV bytes");
+    a.layer_bytes_per_token = a.kv_bytes_per_token / static_cast<uint64_t>(a.kv_layers);
+    a.block_bytes = checked_mul(checked_mul(static_cast<uint64_t>(e.block_size), a.layer_bytes_per_token, "KV bytes"),
+                                static_cast<uint64_t>(a.grouping.group_size), "KV bytes");
+    a.capacity = vllm_grouped_kv_capacity(a.memory.available, a.grouping, e.block_size, a.layer_bytes_per_token,
+                                          e.max_model_len, e.max_num_batched_tokens);
+  } else {
+    a.capacity = vllm_kv_capacity(a.memory.available, cache, e.max_model_len,
+                                  VllmSlidingWindow{a.sliding_window, e.max_num_batched_tokens});
+  }
   a.max_concurrent_sequences = a.capacity.starts ? a.capacity.num_blocks / a.capacity.blocks_per_request : 0;
   return a;
 }

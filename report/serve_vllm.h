@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cost_models/vllm_engine.h"
+#include "cost_models/vllm_kv_groups.h"
 #include "onnx_import/errors.h"
 #include "cost_models/vllm_weights.h"
 #include "report/serve_probe.h"
@@ -48,6 +49,15 @@ struct VllmAnswer {
   int64_t kv_heads_per_rank = 0;    // 0: not known (tp 1)
   uint64_t kv_bytes_per_token = 0;  // one rank's
   uint64_t block_bytes = 0;         // every layer's block of block_size tokens
+  // The window every attention layer slides over (a config.json's, vLLM's SlidingWindowSpec: cost_models/
+  // vllm_engine.h VllmSlidingWindow), 0: full attention; the layers (the cache's pairs / 2, keys and values).
+  int64_t sliding_window = 0;
+  int64_t kv_layers = 0;
+  // A hybrid model (some layers windowed, some not: Gemma 2, Gemma 3): vLLM's KV cache groups
+  // (cost_models/vllm_kv_groups.h; group_size 0: not hybrid), its windowed layers and one layer's bytes per token.
+  VllmKvGrouping grouping;
+  int64_t sliding_layer_count = 0;
+  uint64_t layer_bytes_per_token = 0;
   // The profile run.
   uint64_t forward_peak_allocated = 0, hidden_states_bytes = 0, sampler_peak_bytes = 0;
   uint64_t kept_workspace_bytes = 0;  // PyTorch's cuBLAS workspace, still allocated while the sampler runs
@@ -87,12 +97,16 @@ struct VllmTableRow {
   bool starts = false;
   std::string not_answered;  // a VllmGpuRefused's message: vLLM refuses this GPU, or memplan does not model it
   bool vllm_refuses = false;
+  // A windowed model: the blocks one request holds at most, which the GPU's max_num_batched_tokens sets.
+  int64_t max_num_batched_tokens = 0, blocks_per_request = 0;
 };
 struct VllmTable {
   std::string model;
   int64_t max_model_len = 0, block_size = 0;
   double gpu_memory_utilization = 0;
   uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;
+  int64_t sliding_window = 0;  // the windowed layers' window (0: full attention)
+  int64_t kv_layers = 0, sliding_layer_count = 0;  // a hybrid model's layers and windowed ones (else equal)
   std::vector<VllmTableRow> rows;
 };
 

@@ -1,6 +1,9 @@
 // serve --engine vllm's answer and table as text, JSON ("memplan.serve.vllm/1", docs/json.md) and Markdown.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 #include "report/serve_vllm.h"
 #include "report/sizes.h"
 
@@ -22,13 +25,62 @@ std::string concurrency_cell(const VllmTableRow& r) {
   return r.not_answered.empty() || r.vllm_refuses ? "no start" : "not modelled";
 }
 
+bool hybrid(const VllmAnswer& a) { return a.grouping.group_size > 0; }
+
+// A windowed model's KV cache by kind of layer (optional keys of kv_cache: a model that states no window has none):
+// the windowed layers and, in a hybrid model, the full ones, each kind's bytes per token and the vLLM groups it
+// makes (cost_models/vllm_kv_groups.h); the blocks one request holds at most; a hybrid model's group size and
+// padding layers.
+void add_layer_groups(const VllmAnswer& a, nlohmann::ordered_json& kv) {
+  if (a.sliding_window <= 0) return;
+  auto groups_of = [&](int64_t window) {
+    int64_t n = 0;
+    for (const VllmKvGroup& g : a.grouping.groups) n += g.window == window;
+    return hybrid(a) ? n : int64_t{1};
+  };
+  const uint64_t per_layer = hybrid(a) ? a.layer_bytes_per_token : a.kv_bytes_per_token / uint64_t(a.kv_layers);
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array(
+      {{{"attention", "sliding_window"}, {"sliding_window", a.sliding_window}, {"layers", a.sliding_layer_count},
+        {"bytes_per_token", per_layer * uint64_t(a.sliding_layer_count)}, {"vllm_groups", groups_of(a.sliding_window)}}});
+  if (hybrid(a))
+    groups.push_back({{"attention", "full"}, {"sliding_window", nullptr},
+                      {"layers", a.kv_layers - a.sliding_layer_count},
+                      {"bytes_per_token", per_layer * uint64_t(a.kv_layers - a.sliding_layer_count)},
+                      {"vllm_groups", groups_of(0)}});
+  kv["layer_groups"] = groups;
+  kv["blocks_per_request"] = a.capacity.blocks_per_request;
+  if (hybrid(a)) {
+    kv["group_size"] = a.grouping.group_size;
+    kv["padding_layers"] = a.grouping.padding_layers;
+  }
+}
+
+// A windowed model's table: the bound on a request's blocks, which depends on each GPU's max_num_batched_tokens
+// (vLLM's default differs by GPU), each value said once.
+std::string window_note(const VllmTable& t) {
+  std::map<int64_t, int64_t> bounds;  // max_num_batched_tokens -> blocks per request
+  for (const VllmTableRow& r : t.rows)
+    if (r.blocks_per_request > 0) bounds[r.max_num_batched_tokens] = r.blocks_per_request;
+  std::string each;
+  for (auto it = bounds.rbegin(); it != bounds.rend(); ++it)
+    each += fmt::format("{}{} at max_num_batched_tokens {}", each.empty() ? "" : ", ", it->second,
+                        format_count(it->first));
+  if (t.sliding_layer_count < t.kv_layers)
+    return fmt::format("({} of {} layers slide over a window of {} tokens, in vLLM's hybrid groups: a request holds "
+                       "at most the sum of its groups' blocks: {})",
+                       t.sliding_layer_count, t.kv_layers, format_count(t.sliding_window), each);
+  return fmt::format("(every layer slides over a window of {} tokens: a request holds at most cdiv(min({} - 1 + "
+                     "max_num_batched_tokens, {}), {}) + 1 blocks: {})",
+                     format_count(t.sliding_window), t.sliding_window, t.max_model_len, t.block_size, each);
+}
+
 }  // namespace
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
   const VllmEngineSettings& e = a.settings.engine;
   nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
   for (const auto& [in, out] : a.kv.pairs) pairs.push_back({{"past", in}, {"present", out}});
-  return {
+  nlohmann::ordered_json j = {
       {"schema", kServeVllmSchema},
       {"model", a.model},
       {"engine", "vllm"},
@@ -95,6 +147,8 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
       {"refusal", a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.refusal)},
       {"estimated_max_model_len",
        a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.estimated_max_model_len)}};
+  add_layer_groups(a, j["kv_cache"]);
+  return j;
 }
 
 std::string vllm_to_text(const VllmAnswer& a) {
@@ -148,6 +202,36 @@ std::string vllm_to_text(const VllmAnswer& a) {
   t += fmt::format("  KV cache: {} B per token{}, blocks of {} tokens = {} B\n", format_count(a.kv_bytes_per_token),
                    a.kv_heads_per_rank > 0 ? fmt::format(" ({} of {} KV heads per rank)", a.kv_heads_per_rank, a.kv.kv_heads) : "",
                    e.block_size, format_count(a.block_bytes));
+  const int64_t full_blocks = (e.max_model_len + e.block_size - 1) / e.block_size;
+  const int64_t window_blocks =
+      (std::min(a.sliding_window - 1 + e.max_num_batched_tokens, e.max_model_len) + e.block_size - 1) / e.block_size + 1;
+  if (a.sliding_window > 0 && !hybrid(a))
+    t += fmt::format("  KV cache groups: sliding window {} on all {} layers, {} B per token (vLLM's SlidingWindowSpec); "
+                     "full attention: none\n"
+                     "  a request holds at most cdiv(min({} - 1 + {}, {}), {}) + 1 = {} blocks, not cdiv({}, {}) = {}\n",
+                     format_count(a.sliding_window), a.kv_layers, format_count(a.kv_bytes_per_token),
+                     a.sliding_window, e.max_num_batched_tokens, e.max_model_len, e.block_size,
+                     a.capacity.blocks_per_request, e.max_model_len, e.block_size, full_blocks);
+  if (hybrid(a)) {
+    const int64_t full_layers = a.kv_layers - a.sliding_layer_count;
+    int64_t sliding_groups = 0;
+    for (const VllmKvGroup& g : a.grouping.groups) sliding_groups += g.window > 0;
+    const int64_t full_groups = int64_t(a.grouping.groups.size()) - sliding_groups;
+    t += fmt::format("  KV cache groups (vLLM's hybrid allocator): sliding window {} on {} layers, {} B per token; "
+                     "full attention on {} layers, {} B per token\n"
+                     "  {} groups of {} layers ({} sliding, {} full; {} padding layers), a block of the {} pools = {} B; "
+                     "GPU KV cache size = blocks // {} x {}\n"
+                     "  a request holds at most {} x (cdiv(min({} - 1 + {}, {}), {}) + 1) + {} x cdiv({}, {}) = "
+                     "{} x {} + {} x {} = {} blocks\n",
+                     format_count(a.sliding_window), a.sliding_layer_count,
+                     format_count(a.layer_bytes_per_token * uint64_t(a.sliding_layer_count)), full_layers,
+                     format_count(a.layer_bytes_per_token * uint64_t(full_layers)), a.grouping.groups.size(),
+                     a.grouping.group_size, sliding_groups, full_groups, a.grouping.padding_layers,
+                     a.grouping.group_size, format_count(a.block_bytes), a.grouping.groups.size(), e.block_size,
+                     sliding_groups, a.sliding_window, e.max_num_batched_tokens, e.max_model_len, e.block_size,
+                     full_groups, e.max_model_len, e.block_size, sliding_groups, window_blocks, full_groups,
+                     full_blocks, a.capacity.blocks_per_request);
+  }
   std::string replaced = a.lm_head.empty() ? "no LM head found (logits counted as the graph has them)"
                                            : "the LM head (" + a.lm_head + ") computed at the sampled rows only";
   replaced += fmt::format("; attention as a kernel at {} places", a.attention_kernels);
@@ -175,17 +259,22 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
                     {"gpu_kv_cache_tokens", r.kv_tokens},
                     {"max_concurrency", r.max_concurrency},
                     {"starts", r.starts}});
-  for (size_t i = 0; i < t.rows.size(); ++i)  // a GPU not answered says why (optional key)
+  for (size_t i = 0; i < t.rows.size(); ++i) {  // a GPU not answered says why (optional key)
     if (!t.rows[i].not_answered.empty()) rows[i]["not_answered"] = t.rows[i].not_answered;
-  return {{"schema", kServeVllmSchema},
-          {"model", t.model},
-          {"engine", "vllm"},
-          {"max_model_len", t.max_model_len},
-          {"block_size", t.block_size},
-          {"gpu_memory_utilization", t.gpu_memory_utilization},
-          {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
-          {"non_torch_bytes", t.non_torch_bytes},
-          {"gpus", rows}};
+    if (t.sliding_window > 0 && t.rows[i].blocks_per_request > 0)  // a windowed model's bound (optional key)
+      rows[i]["blocks_per_request"] = t.rows[i].blocks_per_request;
+  }
+  nlohmann::ordered_json j = {{"schema", kServeVllmSchema},
+                              {"model", t.model},
+                              {"engine", "vllm"},
+                              {"max_model_len", t.max_model_len},
+                              {"block_size", t.block_size},
+                              {"gpu_memory_utilization", t.gpu_memory_utilization},
+                              {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
+                              {"non_torch_bytes", t.non_torch_bytes},
+                              {"gpus", rows}};
+  if (t.sliding_window > 0) j["sliding_window"] = t.sliding_window;  // optional: every layer's window
+  return j;
 }
 
 std::string vllm_table_to_text(const VllmTable& t) {
@@ -201,6 +290,7 @@ std::string vllm_table_to_text(const VllmTable& t) {
                         format_count(r.kv_tokens), concurrency_cell(r));
   for (const VllmTableRow& r : t.rows)
     if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
+  if (t.sliding_window > 0) text += "  " + window_note(t) + "\n";
   text += fmt::format("  (non-torch memory {} each: --reserve; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes));
   return text;
 }
@@ -215,6 +305,7 @@ std::string vllm_table_to_markdown(const VllmTable& t) {
                       format_bytes(r.requested_bytes),
                       r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
                       format_count(r.kv_tokens), concurrency_cell(r));
+  if (t.sliding_window > 0) md += "\n" + window_note(t) + "\n";
   return md;
 }
 

@@ -50,6 +50,31 @@ TEST(VllmEngine, ARequestThatDoesNotFitRefusesToStartAndNamesTheLongestThatWould
   EXPECT_EQ(none.refusal, "No available memory for the cache blocks");
 }
 
+TEST(VllmEngine, ASlidingWindowBoundsTheBlocksOfARequest) {
+  // SlidingWindowSpec.max_memory_usage_bytes: window 4096, steps of 8192 tokens, max_model_len 32768, blocks of 16:
+  // cdiv(min(4095 + 8192, 32768), 16) + 1 = cdiv(12287, 16) + 1 = 768 + 1 = 769 blocks, not cdiv(32768, 16) = 2048.
+  const PagedKvCache cache{16, 128};
+  EXPECT_EQ(vllm_blocks_per_request(cache, 32768, VllmSlidingWindow{4096, 8192}), 769);
+  EXPECT_EQ(vllm_blocks_per_request(cache, 32768), 2048);
+  // A max_model_len inside the window: min() takes it, and the extra block stays: cdiv(100, 16) + 1 = 8.
+  EXPECT_EQ(vllm_blocks_per_request(cache, 100, VllmSlidingWindow{4096, 8192}), 8);
+  // 1,000 blocks (2,048 B each) and one byte: 1,000 blocks, 16,000 tokens as full attention logs them, and
+  // 1,000 / 769 requests.
+  const VllmKvCapacity c = vllm_kv_capacity(1000 * 2048 + 1, cache, 32768, VllmSlidingWindow{4096, 8192});
+  EXPECT_EQ(c.num_blocks, 1000);
+  EXPECT_EQ(c.tokens, 16000);
+  EXPECT_EQ(c.blocks_per_request, 769);
+  EXPECT_DOUBLE_EQ(c.max_concurrency, 1000.0 / 769.0);
+  EXPECT_TRUE(c.starts);
+  // 768 blocks: no request of 32768 tokens fits; the longest that does holds 767 blocks and the extra one:
+  // 767 x 16 = 12,272 tokens (cdiv(12272, 16) + 1 = 768; 12,273 would need 769).
+  const VllmKvCapacity no = vllm_kv_capacity(768 * 2048, cache, 32768, VllmSlidingWindow{4096, 8192});
+  EXPECT_FALSE(no.starts);
+  EXPECT_EQ(no.estimated_max_model_len, 12272);
+  // One block: not even one token's request (it holds 2 blocks).
+  EXPECT_EQ(vllm_kv_capacity(2048, cache, 32768, VllmSlidingWindow{4096, 8192}).estimated_max_model_len, 0);
+}
+
 TEST(VllmEngine, SamplerWarmUpByHand) {
   // bf16 (d = 2), 4 rows, vocab 10 (logits 10 wide), hidden 3: (2 + 26) x 4 x 10 + 2 x 2 x 4 x 3 = 1120 + 48.
   EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 10, 3, DType::BFloat16), 1168u);

@@ -92,7 +92,12 @@ PUBLISHED_MOE = {
 }
 
 # Architectures whose decode and prefill graphs memplan refuses (onnx_import/hf_config.cc, read_config_model).
-TRAIN_ONLY = ("gemma2", "gemma3_text", "phi3", "mixtral", "qwen2_moe", "qwen3_moe")
+TRAIN_ONLY = ("mixtral", "qwen2_moe", "qwen3_moe")
+# Hybrid: a window on some layers (Gemma 2 even layers, Gemma 3 five of six), below the position limit.
+HYBRID = ("gemma2", "gemma3_text")
+# Architectures whose published configs put a window on every layer below the position limit: eager decode refused
+# (transformers' cache keeps the last window - 1 tokens), vLLM's SlidingWindowSpec on every layer.
+ALL_SLIDING = ("mistral", "phi3")
 
 
 def hand_count(c: dict) -> int:
@@ -193,9 +198,37 @@ def check_kv_bytes() -> list:
             if out.returncode != 2 or f'is not built for model_type "{c["model_type"]}"' not in out.stderr:
                 errors.append(f"{name}: decode of {c['model_type']}: exit {out.returncode}, {out.stderr!r}")
             continue
-        if c["model_type"] == "mistral":  # Mistral-7B-v0.1's window of 4096 < 32768 positions: refused, not ignored
-            if out.returncode != 2 or '"sliding_window" is 4096' not in out.stderr:
-                errors.append(f"{name}: decode with a sliding window: exit {out.returncode}, {out.stderr!r}")
+        if c["model_type"] in HYBRID:
+            errors += check_hybrid(name, path, c, out, expected)
+            continue
+        if c["model_type"] in ALL_SLIDING:
+            # Mistral-7B-v0.1's window of 4096 < 32768 positions, Phi-3's 2047 < 4096: eager refuses (transformers'
+            # cache keeps the last window - 1 tokens, which memplan's decoder does not build), one line, naming
+            # vLLM's engine instead.
+            w, positions = c["sliding_window"], c["max_position_embeddings"]
+            if (out.returncode != 2 or f'"sliding_window" is {w}' not in out.stderr or out.stderr.count("\n") != 1
+                    or "serve --engine vllm sizes it" not in out.stderr):
+                errors.append(f"{name}: eager decode with a sliding window: exit {out.returncode}, {out.stderr!r}")
+            # vLLM sizes it: every layer a SlidingWindowSpec of the config's window, the cache's bytes per token as
+            # full attention's, and one request of max_model_len (the config's max_position_embeddings) with steps
+            # of 8192 tokens (vLLM's default on an H100) holds at most
+            # cdiv(min(window - 1 + 8192, max_model_len), 16) + 1 blocks (kv_cache_interface.py
+            # max_memory_usage_bytes): Mistral-7B-v0.1 769, Phi-3 257.
+            out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--json")
+            if out.returncode != 0:
+                errors.append(f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}")
+                continue
+            j = json.loads(out.stdout)
+            per_request = -(-min(w - 1 + 8192, positions) // 16) + 1
+            groups = [{"attention": "sliding_window", "sliding_window": w, "layers": c["num_hidden_layers"],
+                       "bytes_per_token": expected, "vllm_groups": 1}]
+            print(f"{name}: vLLM KV {j['kv_cache']['bytes_per_token']:,} B per token, "
+                  f"{j['kv_cache']['blocks_per_request']} blocks a request, by hand {expected:,} and {per_request}")
+            if (j["kv_cache"]["bytes_per_token"] != expected or j["kv_cache"]["layer_groups"] != groups
+                    or j["kv_cache"]["blocks_per_request"] != per_request
+                    or per_request != {"mistral": 769, "phi3": 257}[c["model_type"]]
+                    or j["max_concurrency"] != j["num_gpu_blocks"] / per_request):
+                errors.append(f"{name}: serve --engine vllm's window: {j['kv_cache']}, {j['max_concurrency']}")
             continue
         if out.returncode != 0:
             errors.append(f"{name}: memplan serve exit {out.returncode}: {out.stderr}")
@@ -204,6 +237,48 @@ def check_kv_bytes() -> list:
         print(f"{name}: KV cache {got:,} B per token, by hand {expected:,}", flush=True)
         if got != expected:
             errors.append(f"{name}: memplan serve says {got:,} KV bytes per token, by hand {expected:,}")
+    return errors
+
+
+def check_hybrid(name: str, path: str, c: dict, eager, expected: int) -> list:
+    """Gemma: eager decode refused for its window; vLLM's hybrid groups by hand (kv_cache_utils.py
+    _get_kv_cache_groups_uniform_page_size: group_size the fewest layers of a kind, or the most when below 1.5
+    times the fewest; cdiv(n, group_size) groups a kind): Gemma 2's even layers slide (Gemma2DecoderLayer),
+    Gemma 3's by layer_types or the pattern; every attention block and the head replaced by vLLM's kernels."""
+    errors = []
+    w, positions, layers = c["sliding_window"], c["max_position_embeddings"], c["num_hidden_layers"]
+    if eager.returncode != 2 or f'"sliding_window" is {w}' not in eager.stderr or "serve --engine vllm sizes it" \
+            not in eager.stderr:
+        errors.append(f"{name}: eager decode with a sliding window: exit {eager.returncode}, {eager.stderr!r}")
+    out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--json")
+    if out.returncode != 0:
+        return errors + [f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}"]
+    j = json.loads(out.stdout)
+    if c["model_type"] == "gemma2":
+        sliding = [l % 2 == 0 for l in range(layers)]
+    elif c.get("layer_types"):
+        sliding = [t == "sliding_attention" for t in c["layer_types"]]
+    else:
+        pattern = c.get("sliding_window_pattern", 6)
+        sliding = [(l + 1) % pattern != 0 for l in range(layers)]
+    n_s, n_f = sum(sliding), layers - sum(sliding)
+    size = max(n_s, n_f) if 2 * max(n_s, n_f) < 3 * min(n_s, n_f) else min(n_s, n_f)
+    g_s, g_f = -(-n_s // size), -(-n_f // size)
+    per_layer = expected // layers
+    per_request = g_s * (-(-min(w - 1 + 8192, positions) // 16) + 1) + g_f * -(-positions // 16)
+    kv = j["kv_cache"]
+    want = {"layer_groups": [{"attention": "sliding_window", "sliding_window": w, "layers": n_s,
+                              "bytes_per_token": per_layer * n_s, "vllm_groups": g_s},
+                             {"attention": "full", "sliding_window": None, "layers": n_f,
+                              "bytes_per_token": per_layer * n_f, "vllm_groups": g_f}],
+            "blocks_per_request": per_request, "group_size": size, "padding_layers": (g_s + g_f) * size - layers}
+    got = {k: kv.get(k) for k in want}
+    blocks = j["memory"]["available_kv_cache_bytes"] // (16 * per_layer * size)
+    print(f"{name}: vLLM groups {g_s} + {g_f} of {size}, {per_request} blocks a request, by hand", flush=True)
+    if got != want or j["num_gpu_blocks"] != blocks or j["gpu_kv_cache_tokens"] != blocks // (g_s + g_f) * 16 \
+            or j["max_concurrency"] != blocks / per_request or j["replaced"]["attention_kernels"] != layers \
+            or j["replaced"]["lm_head"] is None:
+        errors.append(f"{name}: serve --engine vllm's hybrid groups: {got} vs {want}, {j['num_gpu_blocks']}")
     return errors
 
 
@@ -341,7 +416,7 @@ def check_refusals() -> list:
             if out.returncode != 2 or len(lines) != 1 or not lines[0].startswith(f"memplan: error: {path}: ") or \
                     not all(w in lines[0] for w in words):
                 errors.append(f"{what}: exit {out.returncode}, stderr {out.stderr!r}; expected one message with {words}")
-        for base in (GEMMA2, GEMMA3, PHI3, MIXTRAL, QWEN2_MOE, QWEN3_MOE):  # the valid small configs above: train built, decode refused by name
+        for base in (MIXTRAL, QWEN2_MOE, QWEN3_MOE):  # the valid small configs above: train built, decode refused by name
             path = os.path.join(tmp, f"{base['model_type']}.json")
             with open(path, "w") as f:
                 json.dump(base, f)
@@ -350,6 +425,24 @@ def check_refusals() -> list:
             if train.returncode != 0 or decode.returncode != 2 or "is not built for model_type" not in decode.stderr:
                 errors.append(f"{base['model_type']}: train exit {train.returncode} ({train.stderr!r}), decode exit "
                               f"{decode.returncode} ({decode.stderr!r})")
+        # Gemma's and Phi-3's windows (64 < 128 positions): train built, decode refused for the window (not the
+        # model_type); Phi-3's built without one.
+        for base in (GEMMA2, GEMMA3, PHI3):
+            path = os.path.join(tmp, f"{base['model_type']}.json")
+            with open(path, "w") as f:
+                json.dump(base, f)
+            train, decode = memplan("estimate", path, "--graph", "train", "--batch", "1", "--dim", "seq=8"), \
+                memplan("estimate", path, "--graph", "decode")
+            if train.returncode != 0 or decode.returncode != 2 or '"sliding_window" is 64' not in decode.stderr:
+                errors.append(f"{base['model_type']}: train exit {train.returncode} ({train.stderr!r}), decode exit "
+                              f"{decode.returncode} ({decode.stderr!r})")
+        path = os.path.join(tmp, "phi3.json")
+        with open(path, "w") as f:
+            json.dump({**PHI3, "sliding_window": None}, f)
+        decode = memplan("estimate", path, "--graph", "decode", "--batch", "1", "--dim", "sequence_length=1",
+                         "--dim", "past_sequence_length=8", "--dim", "total_sequence_length=9")
+        if decode.returncode != 0:
+            errors.append(f"phi3 without a window: decode exit {decode.returncode} ({decode.stderr!r})")
         path = os.path.join(tmp, "ok.json")
         with open(path, "w") as f:
             json.dump(BASE, f)

@@ -14,7 +14,10 @@ inference and in a training step, and inspect, which lists every tensor's shape.
 The committed zoo export of llama_tiny (tests/models/llama_tiny_train.onnx) is compared the same way.
 
 gemma2, gemma3_text and phi3 (ARCH_CONFIGS) are compared the same way against tests/models/hf_archs.py's module, for
---graph train (the one graph memplan builds for them), and their parameter count against the hand count.
+--graph train, and their parameter count against the hand count; and for --graph decode and prefill, against
+hf_archs.DecoderWithCache exported as export_llama_kv.py exports (the graph serve --engine vllm reads where a window
+is in force: hf_config_dump reads configs so; memplan's answers compared only without a window, which is refused
+elsewhere).
 
 Needs MEMPLAN_BIN, HF_CONFIG_DUMP (set by ctest) and /usr/bin/python3 with torch 1.13 and onnx.
 """
@@ -86,8 +89,8 @@ CONFIGS = {
         tie_word_embeddings=True, attention_bias=True, o_proj_bias=True, head_dim_override=16, qk_norm=True)),
 }
 
-# name: hf_archs.ArchConfig, for gemma2, gemma3_text and phi3 (tests/models/hf_archs.py), their training graph only
-# (memplan refuses their decode and prefill graphs). Made up, each reaching another path: Gemma 2 with grouped-query
+# name: hf_archs.ArchConfig, for gemma2, gemma3_text and phi3 (tests/models/hf_archs.py): their training, decode and
+# prefill graphs. Made up, each reaching another path: Gemma 2 with grouped-query
 # attention, both soft-caps and a window on its even layers (3 layers: sliding, full, sliding); Gemma 2 multi-head
 # with attention biases and an untied head; Gemma 3 with one full layer in two (sliding_window_pattern), linear rope
 # scaling on its full layers and the local base on its sliding ones; Gemma 3 with one kv head, layer_types given
@@ -304,6 +307,24 @@ def main() -> int:
             config_path = os.path.join(tmp, f"{name}.json")
             with open(config_path, "w") as f:
                 json.dump(arch_config_json(name, cfg), f, indent=2)
+            # hf_archs.DecoderWithCache as export_llama_kv.py exports it (constant folding: Gemma's RMSNorm
+            # 1 + weight becomes an initializer).
+            for graph in ("decode", "prefill"):
+                ours_path = os.path.join(tmp, f"{name}_{graph}_memplan.onnx")
+                subprocess.run([DUMP, config_path, graph, ours_path], check=True)
+                ours = onnx.load(ours_path, load_external_data=False)
+                torch.manual_seed(zoo.SEED)
+                module = hf_archs.DecoderWithCache(cfg, past=graph == "decode")
+                zoo.fill_distinct(module)
+                exported = export_llama_kv.trace(module.eval(), export_params=True)
+                label = f"{name} --graph {graph}"
+                found = compare_graphs(label, exported, ours)
+                if cfg.sliding_window is None:  # a window is refused outside serve --engine vllm: no answers to compare
+                    torch_path = os.path.join(tmp, f"{name}_{graph}_torch.onnx")
+                    onnx.save_model(exported, torch_path)
+                    found += compare_answers(label, torch_path, config_path, graph, cfg.tie_word_embeddings)
+                print(f"{label}: {len(ours.graph.node)} nodes, {'OK' if not found else 'FAILED'}", flush=True)
+                errors += found
             ours_path = os.path.join(tmp, f"{name}_train_memplan.onnx")
             subprocess.run([DUMP, config_path, "train", ours_path], check=True)
             ours = onnx.load(ours_path, load_external_data=False)

@@ -153,7 +153,9 @@ class Attention(nn.Module):
         rot, rest = x[..., :rd], x[..., rd:]
         return torch.cat([rot * cos + llama.rotate_half(rot, rd) * sin, rest], dim=-1)
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
+        """With `cache`, also returns the (key, value) the cache holds after this call: `past`'s with the new
+        tokens' concatenated on the sequence axis (llama.Attention's DynamicCache.update; every token kept)."""
         b, s = x.shape[0], x.shape[1]
         hd, q_size, kv_size = self.head_dim, self.heads * self.head_dim, self.kv_heads * self.head_dim
         if self.cfg.model_type == "phi3":
@@ -167,15 +169,22 @@ class Attention(nn.Module):
         if self.cfg.model_type == "gemma3_text":
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = self.rotary(q, cos, sin), self.rotary(k, cos, sin)
+        total = s
+        if past is not None:
+            k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
+            total = k.shape[2]
+        present = (k, v)
         n_rep = self.heads // self.kv_heads
-        k = llama.repeat_kv(k, n_rep, b, self.kv_heads, s, hd)
-        v = llama.repeat_kv(v, n_rep, b, self.kv_heads, s, hd)
+        k = llama.repeat_kv(k, n_rep, b, self.kv_heads, total, hd)
+        v = llama.repeat_kv(v, n_rep, b, self.kv_heads, total, hd)
         scores = torch.matmul(q, k.transpose(2, 3)) * self.scaling
         cap = self.cfg.attn_logit_softcapping
         if cap is not None:
             scores = torch.tanh(scores / cap) * cap
         probs = torch.softmax(scores + mask, dim=-1)
         context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, q_size)
+        if cache:
+            return self.o_proj(context), present
         return self.o_proj(context)
 
 
@@ -213,12 +222,18 @@ class DecoderLayer(nn.Module):
         if cfg.gemma:
             self.post_feedforward_layernorm = norm()
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
+        attended = self.self_attn(self.input_layernorm(x), cos, sin, mask, past, cache)
+        present = None
+        if cache:
+            attended, present = attended
         if not self.cfg.gemma:  # Phi3DecoderLayer (resid_pdrop 0)
-            x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
-            return x + self.mlp(self.post_attention_layernorm(x))
-        x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), cos, sin, mask))
-        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+            x = x + attended
+            x = x + self.mlp(self.post_attention_layernorm(x))
+        else:
+            x = x + self.post_attention_layernorm(attended)
+            x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+        return (x, present) if cache else x
 
 
 class Decoder(nn.Module):
@@ -255,3 +270,71 @@ class Decoder(nn.Module):
         if cap is not None:  # Gemma2ForCausalLM.forward
             logits = torch.tanh(logits / cap) * cap
         return logits
+
+
+def rotary_at_positions(positions: torch.Tensor, dim: int, theta: float, factor: Optional[float]):
+    """(batch, 1, new, dim) cos and sin at `positions` (position_ids.unsqueeze(-1) as float32, computed once for
+    both of Gemma 3's tables): llama.rotary_from_positions over `dim` rotary channels, inv_freq divided by a linear
+    rope_scaling factor."""
+    inv_freq = llama.inverse_frequencies(dim, theta, positions.device)
+    if factor is not None:
+        inv_freq = inv_freq / factor
+    freqs = positions * inv_freq.unsqueeze(0)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
+
+
+def cache_masks(attention_mask: torch.Tensor, new, window: Optional[int], full: bool):
+    """llama.cache_mask's (batch, 1, new, past + new) causal mask with padded keys blocked (when `full`: some layer
+    attends to every past token), and with a window also the sliding one, which blocks a key unless
+    query - window < key <= query (transformers masking_utils sliding_window_overlay), the shared parts computed
+    once."""
+    total = attention_mask.shape[1]
+    device = attention_mask.device
+    query_positions = torch.arange(new, device=device) + (total - new)
+    keys = torch.arange(total, device=device).unsqueeze(0)
+    queries = query_positions.unsqueeze(1)
+    future = keys > queries  # (new, total)
+    padded = attention_mask[:, None, None, :] == 0  # (batch, 1, 1, total)
+    lowest = torch.finfo(torch.float32).min
+    mask = (future[None, None, :, :] | padded).to(torch.float32) * lowest if full else None
+    if window is None:
+        return mask, None
+    old = keys <= queries - window
+    return mask, ((future | old)[None, None, :, :] | padded).to(torch.float32) * lowest
+
+
+class DecoderWithCache(Decoder):
+    """The decoder with its KV cache as optimum exports it (llama.LlamaWithCache's inputs and outputs):
+    forward(input_ids, attention_mask, position_ids, past_key_values.0.key, ...) -> (logits, present.0.key, ...),
+    every layer's cache holding every token (the sliding layers masked to their window)."""
+
+    def __init__(self, cfg: ArchConfig, past: bool):
+        super().__init__(cfg)
+        self.past = past
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, *past_kv):
+        cfg = self.cfg
+        x = self.embed_tokens(input_ids)
+        if cfg.gemma:
+            x = x * torch.tensor(cfg.hidden_size ** 0.5, dtype=x.dtype)
+        sliding = [cfg.is_sliding(l) for l in range(cfg.num_hidden_layers)]
+        factor = cfg.rope_linear_factor if cfg.model_type == "gemma3_text" else None
+        positions = position_ids.unsqueeze(-1).to(torch.float32)
+        cos, sin = rotary_at_positions(positions, cfg.rotary_dim, cfg.rope_theta, factor)
+        local = (cos, sin)
+        if cfg.model_type == "gemma3_text" and any(sliding):
+            local = rotary_at_positions(positions, cfg.rotary_dim, cfg.rope_local_base_freq, None)
+        mask, window = cache_masks(attention_mask, input_ids.shape[1], cfg.sliding_window if any(sliding) else None,
+                                   not all(sliding))
+        presents = []
+        for l, (layer, slides) in enumerate(zip(self.layers, sliding)):
+            past = (past_kv[2 * l], past_kv[2 * l + 1]) if self.past else None
+            x, present = layer(x, *(local if slides else (cos, sin)), window if slides else mask, past, cache=True)
+            presents.extend(present)
+        x = self.norm(x)
+        logits = F.linear(x, self.embed_tokens.weight) if self.lm_head is None else self.lm_head(x)
+        cap = cfg.final_logit_softcapping
+        if cap is not None:
+            logits = torch.tanh(logits / cap) * cap
+        return (logits, *presents)
