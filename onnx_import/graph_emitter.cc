@@ -146,7 +146,7 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
                constants.count(n.input(1))) {
       // A parameter plus a scalar constant (Gemma's RMSNorm, weight + 1.0) becomes an initializer of the
       // parameter's shape named after its reader (onnx::Mul_<number>), numbered as a transposed copy is.
-      if (constants.at(n.input(1))->node.attribute(0).t().dims_size() != 0)
+      if (constants.at(n.input(1))->node->attribute(0).t().dims_size() != 0)
         throw InternalError("folding an Add of a parameter and a constant that is not a scalar");
       TensorProto t = *params.at(n.input(0));
       t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
