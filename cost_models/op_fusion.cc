@@ -92,6 +92,14 @@ std::optional<Match> match_gelu(const Graph& g, int32_t anchor) {
     for (int32_t n : nodes)
       if (op_is(g, n, "Erf") || op_is(g, n, "Tanh")) ++transcendental;
     if (!nodes.count(anchor) || transcendental != 1 || nodes.size() < 4 || !single_exit(g, nodes)) continue;
+    // GELU is x * Phi(x): x is read twice in the region, inside the Erf/Tanh's argument and by the product
+    // (both of torch.onnx's forms, symbolic_opset9.gelu). A chain that reads it once is not a GELU: Gemma 2's
+    // score soft-cap, cap * tanh(scores / cap) (transformers' modeling_gemma2.py), is three ops in eager.
+    int reads_of_x = 0;
+    for (int32_t c : g.tensors[x].consumers)
+      if (nodes.count(c))
+        for (int32_t i : g.nodes[c].inputs) reads_of_x += i == x;
+    if (reads_of_x < 2) continue;
     Match m;
     m.kind = OpKind::Gelu;
     m.nodes = nodes;
@@ -202,8 +210,7 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
       return fusion::match_attention(graph, softmax, options.attention_soft_cap);
     });
   };
-  // A soft-capped score's Div, Tanh and Mul form an elementwise region with one Tanh, which match_gelu would take
-  // for a GELU: with soft-caps the attention is matched first.
+  // With soft-caps the attention is matched first, so that the cap's Div, Tanh and Mul are the kernel's.
   if (options.attention_soft_cap) attention();
   try_all(options.layer_norm, fusion::match_layer_norm);
   try_all(options.gelu, fusion::match_gelu);

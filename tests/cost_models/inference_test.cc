@@ -178,6 +178,25 @@ TEST(InferenceFusion, PyTorchRunsDecomposedGeluAsOneOp) {
   EXPECT_EQ(peak_live_bytes(p).bytes, 128u);  // x + y
 }
 
+// Gemma 2's attention soft-cap (transformers' modeling_gemma2.py eager_attention_forward): scores / cap, tanh,
+// * cap, after the scale. An elementwise chain with one Tanh, but it reads the scores once: not a GELU, whose
+// x is read twice (x * Phi(x)). PyTorch runs the four ops, each writing a 2*8*4 = 64-byte tensor.
+TEST(InferenceFusion, ASoftCapIsNotAGelu) {
+  GraphBuilder b;
+  const int32_t scores = b.input("scores", {2, 8});
+  const int32_t scaled = b.node1("Mul", {scores, b.scalar("scale", 0.125f)}, "scaled", {2, 8});
+  const int32_t d = b.node1("Div", {scaled, b.scalar("cap", 50.0f)}, "d", {2, 8});
+  const int32_t t = b.node1("Tanh", {d}, "t", {2, 8});
+  const int32_t y = b.node1("Mul", {t, b.scalar("cap2", 50.0f)}, "y", {2, 8});
+  b.output(y);
+  InferenceRun o;
+  o.runtime = Runtime::PyTorch;
+  const Program p = build_inference_program(b.graph(), o).program;
+  ASSERT_EQ(p.steps.size(), 4u);
+  for (const Step& s : p.steps) EXPECT_NE(s.op, "gelu");
+  EXPECT_GE(buffer_named(p, "t"), 0);
+}
+
 // LayerNorm before opset 17: x[2,3,8] -> ReduceMean(-1) -> Sub -> Pow(2) -> ReduceMean -> Add(eps)
 // -> Sqrt -> Div -> Mul(gamma[8]) -> Add(beta[8]) -> y
 Graph layer_norm_decomposed() {
