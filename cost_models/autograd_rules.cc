@@ -61,6 +61,14 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
       for (int32_t node : op.nodes)
         if (g.nodes[node].op_type == "Transpose") r.passthrough_inputs.push_back(op.weight);
       return r;
+    case OpKind::IndexAdd:
+      // derivatives.yaml index_add: self: grad (passed through); source: grad.index_select(dim, index)
+      // .expand_as(source), a formula that names `source`, so autograd saves the whole source tensor with the
+      // index (torch 1.13's IndexAddBackward0 holds _saved_source and _saved_index; current main is unchanged).
+      save_if(r, op.source, true);
+      save_if(r, op.index, true);
+      r.passthrough_inputs.push_back(op.x);
+      return r;
     case OpKind::LayerNorm: {
       save_if(r, op.x, true);
       save_if(r, op.weight, true);

@@ -168,7 +168,21 @@ bool ForwardAliasing::in_place(const FusedOp& op, const BufferView& view) const 
   return is_pytorch_in_place(n.op_type, g_.nodes[x.producer].op_type) && g_.tensors[out].shape == x.shape;
 }
 
+// Tensor.index_add_ adds into its accumulator (PyTorch only): when the accumulator is an activation of the step
+// and nothing reads it after the op (the export's functional Add was an in-place update), the result is x's buffer.
+bool ForwardAliasing::index_add_in_place(const FusedOp& op, const BufferView& view) const {
+  if (semantics_ != Semantics::PyTorchEager || op.x < 0 || op.outputs.empty()) return false;
+  const int32_t b = view.buffer_of(op.x);
+  if (b < 0 || dtype_[op.x] != dtype_[op.outputs[0]]) return false;
+  const Buffer& buffer = view.program->buffers[b];
+  if (buffer.resident || buffer.live_at_start) return false;
+  for (int32_t c : g_.tensors[op.x].consumers)
+    if (c > op.nodes.back()) return false;
+  return true;
+}
+
 int32_t ForwardAliasing::aliased_input(const FusedOp& op, const BufferView& view) const {
+  if (op.kind == OpKind::IndexAdd) return index_add_in_place(op, view) ? view.buffer_of(op.x) : -1;
   if (op.kind != OpKind::Node) return -1;
   const int32_t node = op.nodes.back();
   const Node& n = g_.nodes[node];

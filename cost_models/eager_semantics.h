@@ -88,7 +88,7 @@ class ForwardAliasing {
 
   // The input buffer the op's first output (and every part of a Split) shares, or -1: views (reshape of a
   // contiguous tensor, squeeze, identity, eval dropout; in PyTorch also transpose/expand/slice/split),
-  // torchvision's in-place ReLU and residual add, and ORT's MayInplace activations.
+  // torchvision's in-place ReLU and residual add, Tensor.index_add_, and ORT's MayInplace activations.
   int32_t aliased_input(const FusedOp& op, const BufferView& view) const;
 
   // Whether output tensor `t` of `op` takes the aliased buffer (the first output, or a Split part).
@@ -109,6 +109,7 @@ class ForwardAliasing {
 
  private:
   bool in_place(const FusedOp& op, const BufferView& view) const;
+  bool index_add_in_place(const FusedOp& op, const BufferView& view) const;
 
   const Graph& g_;
   Semantics semantics_;

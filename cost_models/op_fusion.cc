@@ -172,6 +172,49 @@ std::optional<Match> match_layer_norm(const Graph& g, int32_t mean_node) {
   return m;
 }
 
+// ---- Tensor.index_add_ ----
+
+// torch.onnx writes x.index_add_(0, index, source) (symbolic_opset11.index_add, through scatter_add) as
+// Add(x, ScatterElements(ConstantOfShape(Shape(x)), Expand(index), Expand(source))): a zeros tensor of x's shape,
+// the source scattered into it, and the sum. PyTorch adds the rows in place into x (a mixture of experts'
+// accumulator, transformers' final_hidden_states.index_add_): no zeros, no scattered copy, no expanded operands
+// (expand is a view). Matched at the Add; the Shape nodes that read the region's own tensors come with it.
+std::optional<Match> match_index_add(const Graph& g, int32_t add) {
+  if (!op_is(g, add, "Add") || g.nodes[add].inputs.size() != 2) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const int32_t scatter = producer_of(g, in(g, add, side));
+    const int32_t x = in(g, add, 1 - side);
+    if (!op_is(g, scatter, "ScatterElements") || x < 0) continue;
+    const Node& s = g.nodes[scatter];
+    if (s.inputs.size() != 3 || g.tensors[out0(g, scatter)].consumers.size() != 1) continue;
+    if (g.tensors[out0(g, add)].shape != g.tensors[x].shape || g.tensors[out0(g, scatter)].shape != g.tensors[x].shape) continue;
+    const int32_t zeros = producer_of(g, in(g, scatter, 0));
+    if (!op_is(g, zeros, "ConstantOfShape") || g.tensors[out0(g, zeros)].consumers.size() != 1) continue;
+    Match m;
+    m.kind = OpKind::IndexAdd;
+    m.nodes = {add, scatter, zeros};
+    // The index and the source as index_add_ takes them: before the exporter's Expand to the scatter's shape.
+    const auto operand = [&](int32_t t) {
+      const int32_t e = producer_of(g, t);
+      if (!op_is(g, e, "Expand")) return t;
+      m.nodes.insert(e);
+      return in(g, e, 0);
+    };
+    m.roles.index = operand(in(g, scatter, 1));
+    m.roles.source = operand(in(g, scatter, 2));
+    m.roles.x = x;
+    // Shape nodes reading a tensor inside the region (the expanded source's shape, for the index's Expand).
+    for (int32_t node : std::set<int32_t>(m.nodes))
+      for (int32_t o : g.nodes[node].outputs)
+        if (o >= 0 && node != add)
+          for (int32_t c : g.tensors[o].consumers)
+            if (op_is(g, c, "Shape")) m.nodes.insert(c);
+    if (!single_exit(g, m.nodes)) continue;
+    return m;
+  }
+  return std::nullopt;
+}
+
 }  // namespace fusion
 
 const char* op_kind_name(OpKind k) {
@@ -183,6 +226,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::Linear: return "linear";
     case OpKind::Baddbmm: return "baddbmm";
     case OpKind::Attention: return "attention";
+    case OpKind::IndexAdd: return "index_add";
   }
   return "node";
 }
@@ -217,6 +261,7 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
   try_all(options.silu, fusion::match_silu);
   if (!options.attention_soft_cap) attention();
   try_all(options.baddbmm, fusion::match_baddbmm);
+  try_all(options.index_add, fusion::match_index_add);
   try_all(options.linear_bias, fusion::match_linear);
 
   std::vector<FusedOp> ops;

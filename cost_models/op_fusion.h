@@ -2,8 +2,8 @@
 // the ops a runtime actually executes: torch.onnx writes F.gelu as Div/Erf/Add/Mul/Mul (or the Tanh
 // form), F.layer_norm before opset 17 as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, F.silu as
 // Sigmoid/Mul, F.linear on 3-D inputs as MatMul/Add (and as Transpose(W)/MatMul/Add in training exports),
-// torch.baddbmm as MatMul/Mul/Mul/Add, and scaled-dot-product attention as MatMul,
-// scale, mask, Softmax, Dropout, MatMul. PyTorch allocates (and autograd saves) for the fused op, so
+// torch.baddbmm as MatMul/Mul/Mul/Add, scaled-dot-product attention as MatMul, scale, mask, Softmax,
+// Dropout, MatMul, and Tensor.index_add_ (a mixture of experts' combine) as ConstantOfShape/ScatterElements/Add. PyTorch allocates (and autograd saves) for the fused op, so
 // the intermediates of the decomposition never exist there.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 namespace memplan {
 
-enum class OpKind : uint8_t { Node, Gelu, Silu, LayerNorm, Linear, Baddbmm, Attention };
+enum class OpKind : uint8_t { Node, Gelu, Silu, LayerNorm, Linear, Baddbmm, Attention, IndexAdd };
 
 struct FusedOp {
   OpKind kind = OpKind::Node;
@@ -29,6 +29,7 @@ struct FusedOp {
   int32_t weight = -1;            // LayerNorm gamma, Linear weight; Baddbmm: batch2
   int32_t bias = -1;              // LayerNorm beta, Linear bias; Baddbmm: self (the added term)
   int32_t q = -1, k = -1, v = -1, mask = -1;  // Attention (k as MatMul's right operand)
+  int32_t source = -1, index = -1;  // IndexAdd: x.index_add_(dim, index, source), x the accumulator
   bool attention_dropout = false;
 };
 
@@ -39,6 +40,7 @@ struct FusionOptions {
   bool linear_bias = false;
   bool baddbmm = false;
   bool attention = false;
+  bool index_add = false;
   // Attention whose scores pass a soft-cap, cap x tanh(scores / cap) (Gemma 2's attn_logit_softcapping), for an
   // engine whose kernels take the cap (vLLM's attention backends: logits_soft_cap); PyTorch's SDPA takes none.
   bool attention_soft_cap = false;

@@ -40,7 +40,10 @@ MODELS_DIR = os.path.join(ROOT, "tests", "models")
 sys.path.insert(0, MODELS_DIR)
 import zoo  # noqa: E402
 import export_llama  # noqa: E402  (tiny_module: the module the Llama exports were traced from)
+import hf_moe  # noqa: E402  (the plain-PyTorch mixture-of-experts decoders the config.json graphs equal)
 import llama  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
+import hf_moe_test  # noqa: E402  (moe_config_json: the config.json transformers writes for a MoeConfig)
 
 
 def _load_protocol():
@@ -78,9 +81,10 @@ class Config(NamedTuple):
 SIZES = {"resnet18": [(2, None), (8, None)], "mobilenet_v2": [(2, None), (8, None)],
          "gpt_tiny": [(2, 512), (8, 512)], "gpt": [(1, 128), (2, 128)],
          "llama_tiny": [(2, 128), (8, 128)], "llama_tiny_lora": [(2, 128), (8, 128)],
-         "llama_tiny_lora_all": [(2, 128), (8, 128)]}
+         "llama_tiny_lora_all": [(2, 128), (8, 128)], "moe_tiny": [(2, 64), (8, 64)]}
 # GPT-2 small takes minutes per step on 2 shared cores: measured only when asked for (--models gpt).
-DEFAULT_MODELS = ["resnet18", "mobilenet_v2", "gpt_tiny", "llama_tiny", "llama_tiny_lora", "llama_tiny_lora_all"]
+DEFAULT_MODELS = ["resnet18", "mobilenet_v2", "gpt_tiny", "llama_tiny", "llama_tiny_lora", "llama_tiny_lora_all",
+                  "moe_tiny"]
 # Which parameters train, and whether with checkpointing, per model (default: all, without and with).
 # llama_tiny: full fine-tune; only the last decoder layer (layers.3.*) trains, the embedding, layers 0-2,
 # the final norm and lm_head frozen. llama_tiny_lora (q/v) and llama_tiny_lora_all (all seven projections):
@@ -89,6 +93,7 @@ VARIANTS = {
     "llama_tiny": [(None, False), (None, True), (r"^layers\.3\.", False)],
     "llama_tiny_lora": [("lora_", False), ("lora_", True)],
     "llama_tiny_lora_all": [("lora_", False)],
+    "moe_tiny": [(None, False)],
 }
 
 
@@ -224,6 +229,29 @@ def llama_steps(model: str) -> StepFunctions:
                          vocab=lambda _: cfg.vocab_size)
 
 
+# moe_tiny: a Qwen3-MoE decoder (q/k norms, grouped-query attention, 8 experts, 2 a token, normalised top-k) in
+# tests/models/hf_moe.py's plain PyTorch, whose graph memplan builds node for node from the config.json below
+# (tests/import/hf_moe_test.py checks that equality). Its routing is the balanced one (hf_moe.py's docstring): the
+# (token, slot) pairs are dealt to the experts in turn, N·k/E each, a routing a fixed router can choose. memplan is
+# given the config.json itself (--graph train), not an export.
+MOE_TINY = hf_moe.MoeConfig(
+    "qwen3_moe", llama.LlamaConfig("moe_tiny", "made up", hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=256, rope_theta=1e6,
+                                   rms_norm_eps=1e-6, tie_word_embeddings=False, head_dim_override=16, qk_norm=True),
+    8, 2, 64, norm_topk_prob=True)
+MOE_TINY_CONFIG = "bench/cpu_ground_truth/moe_tiny.json"
+
+
+def moe_build(_model: str):
+    torch.manual_seed(zoo.SEED)
+    module = hf_moe.decoder(MOE_TINY)
+    zoo.fill_distinct(module)
+    with open(os.path.join(ROOT, MOE_TINY_CONFIG), "w") as f:  # the file memplan reads, written from the same config
+        json.dump(hf_moe_test.moe_config_json(MOE_TINY), f, indent=2)
+        f.write("\n")
+    return module
+
+
 STEPS: Dict[str, StepFunctions] = {
     "resnet18": StepFunctions(resnet_forward, lambda: resnet_boundaries("resnet18")),
     "mobilenet_v2": StepFunctions(mobilenet_forward, lambda: mobilenet_boundaries("mobilenet_v2")),
@@ -232,6 +260,9 @@ STEPS: Dict[str, StepFunctions] = {
     "llama_tiny": llama_steps("llama_tiny"),
     "llama_tiny_lora": llama_steps("llama_tiny_lora"),
     "llama_tiny_lora_all": llama_steps("llama_tiny_lora_all"),
+    "moe_tiny": StepFunctions(llama_forward, lambda: [], build=moe_build,
+                              inputs=lambda _, batch, seq: llama.make_inputs(MOE_TINY.base, batch, seq, zoo.SEED),
+                              vocab=lambda _: MOE_TINY.base.vocab_size),
 }
 
 
@@ -295,7 +326,7 @@ def measure(cfg: Config) -> Dict:
                  "trainable_parameter_bytes": tensor_bytes(p for p in module.parameters() if p.requires_grad)}
     return {
         "model": cfg.model,
-        "onnx": f"tests/models/{cfg.model}_train.onnx",
+        "onnx": MOE_TINY_CONFIG if cfg.model == "moe_tiny" else f"tests/models/{cfg.model}_train.onnx",
         "batch": cfg.batch,
         "seq": cfg.seq,
         "precision": "fp32",

@@ -37,6 +37,8 @@ CPU_EXCLUDED = {
                     "buffers that the CUDA kernels do not; memplan models the GPU, so it is under here",
 }
 CPU_TOLERANCE = 10.0
+# Issue 23 asks a training step of a tiny mixture of experts, balanced routing, within 3 %.
+CPU_TOLERANCE_BY_MODEL = {"moe_tiny": 3.0}
 GPU_TOLERANCE = 15.0
 
 
@@ -58,6 +60,8 @@ def cpu_rows():
                 "--torch", "1.13", "--optimizer-impl", "foreach-torch1", "--zero-grad", "set-to-none"]
         if m.get("seq"):
             args += ["--dim", f"seq={m['seq']}"]
+        if m["onnx"].endswith(".json"):  # a config.json: memplan builds its training graph
+            args += ["--graph", "train"]
         if m["checkpoint"]:
             args += ["--checkpoint", "at:" + ",".join(m["checkpoint"])]
         if m.get("trainable"):
@@ -70,7 +74,7 @@ def cpu_rows():
                   f" fp32 {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else "") +
                   (f" train /{m['trainable']}/" if m.get("trainable") else ""))
         yield {"source": "cpu", "config": config, "measured": m["peak_bytes"], "predicted": predicted,
-               "tolerance": CPU_TOLERANCE, "param_bytes": m["parameter_bytes"],
+               "tolerance": CPU_TOLERANCE_BY_MODEL.get(m["model"], CPU_TOLERANCE), "param_bytes": m["parameter_bytes"],
                "trainable_bytes": m.get("trainable_parameter_bytes", m["parameter_bytes"]), "optimizer": m["optimizer"],
                "excluded": CPU_EXCLUDED.get(m["model"])}
 
@@ -151,7 +155,10 @@ def main():
                     "Llama rows (tests/models/llama.py; `llama_tiny_lora` has LoRA r 8 on q/v, `llama_tiny_lora_all` on "
                     "all seven projections): `train /REGEX/` is memplan's `--trainable REGEX`, applied identically to "
                     "the PyTorch parameters; `/lora_/` trains the adapters only, `/^layers\\.3\\./` only the last "
-                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant).\n\n")
+                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant).\n\n"
+                    "moe_tiny rows (gated at 3 %): a Qwen3-MoE decoder of 4 layers, 8 experts, 2 a token "
+                    "(bench/cpu_ground_truth/moe_tiny.json, tests/models/hf_moe.py), balanced routing; memplan is given "
+                    "the config.json itself (`--graph train`), not an export.\n\n")
             f.write("\n".join(md) + "\n\n" + summary + ".\n")
             f.write("\n" + published_gpu.section())
     print(f"{gated - failures} passed, {failures} failed")

@@ -872,5 +872,52 @@ TEST(OptimizerInBackward, FirstIterationMakesStatesAtEachUpdate) {
   EXPECT_EQ(r.optimizer_state_bytes, 1424u);
 }
 
+// A mixture of experts' combine, final.index_add_(0, idx, src), as torch.onnx exports it (symbolic_opset11
+// index_add): Add(acc, ScatterElements(ConstantOfShape(Shape(acc)), Expand(Unsqueeze(idx)), Expand(src))).
+// acc = x * wa [4,8] (128 bytes), src = xs * ws [2,8] (64), idx [2] int64 (16). PyTorch runs one index_add_
+// into acc: no zeros (128), no scattered copy (128), no new result (128), no expanded operands (views).
+// Autograd (derivatives.yaml index_add, torch 1.13 IndexAddBackward0) saves src and idx: 64 + 16 = 80
+// bytes; acc's grad is the output's grad passed through, src's grad a new 64-byte tensor.
+Graph index_add_combine() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t xs = b.input("xs", {2, 8});
+  const int32_t idx = b.input("idx", {2}, DType::Int64);
+  const int32_t acc = b.node1("Mul", {x, b.weight("wa", {8})}, "acc", {4, 8});
+  const int32_t src = b.node1("Mul", {xs, b.weight("ws", {8})}, "src", {2, 8});
+  const int32_t shape = b.int_constant("src_shape", {2, 8});
+  const int32_t idx_u = b.node("Unsqueeze", {idx, b.int_constant("axes", {1})}, {{"idx_u", {2, 1}}}, {}, DType::Int64);
+  const int32_t idx_e = b.node("Expand", {idx_u, shape}, {{"idx_e", {2, 8}}}, {}, DType::Int64);
+  const int32_t src_e = b.node1("Expand", {src, shape}, "src_e", {2, 8});
+  const int32_t acc_shape = b.node("Shape", {acc}, {{"acc_shape", {2}}}, {}, DType::Int64);
+  const int32_t zeros = b.node1("ConstantOfShape", {acc_shape}, "zeros", {4, 8});
+  const int32_t scattered = b.node1("ScatterElements", {zeros, idx_e, src_e}, "scattered", {4, 8}, {{"axis", int_attr(0)}});
+  const int32_t y = b.node1("Add", {acc, scattered}, "y", {4, 8});
+  b.output(y);
+  return b.graph();
+}
+
+TEST(TrainingIndexAdd, RunsInPlaceAndSavesItsSourceAndIndex) {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::None;
+  const Program p = build_training_program(index_add_combine(), o).program;
+  int32_t forward = -1;
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    if (p.steps[s].op == "index_add") forward = static_cast<int32_t>(s);
+  ASSERT_GE(forward, 0);
+  for (const char* absent : {"zeros", "scattered", "y", "src_e", "idx_e"}) EXPECT_EQ(buffer_named(p, absent), -1) << absent;
+  const int32_t backward = step_named(p, "backward:" + p.steps[forward].name);
+  ASSERT_GE(backward, 0);
+  uint64_t saved = 0;
+  for (int32_t b : p.steps[backward].reads)
+    if (!p.buffers[b].resident && p.buffers[b].name.rfind("grad:", 0) != 0) saved += p.buffers[b].bytes;
+  EXPECT_EQ(saved, 80u);
+  EXPECT_TRUE(reads(p.steps[backward], buffer_named(p, "src")));
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:src")].bytes, 64u);
+  EXPECT_EQ(buffer_named(p, "grad:acc"), -1);
+}
+
 }  // namespace
 }  // namespace memplan
