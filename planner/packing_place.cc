@@ -95,6 +95,31 @@ std::vector<uint64_t> aligned_sizes(const std::vector<UsageRecord>& records, uin
   return sizes;
 }
 
+namespace {
+
+// The rule's choice for one record of `size` bytes, shown the taken [start, end) ranges beside it in order of
+// start: `top` is the end of everything seen so far, so a range that starts above it opens a gap [top, start).
+// The smallest gap that fits wins, the lowest on a tie (one of exactly the size cannot be beaten: exact());
+// with none, the record goes above everything seen.
+class GapChoice {
+ public:
+  explicit GapChoice(uint64_t size) : size_(size) {}
+  void see(uint64_t start, uint64_t end) {
+    if (start > top_ && start - top_ >= size_ && start - top_ < best_gap_) {
+      best_gap_ = start - top_;
+      best_ = top_;
+    }
+    top_ = std::max(top_, end);
+  }
+  bool exact() const { return best_gap_ == size_; }
+  uint64_t offset() const { return best_gap_ != UINT64_MAX ? best_ : top_; }
+
+ private:
+  uint64_t size_, top_ = 0, best_ = 0, best_gap_ = UINT64_MAX;
+};
+
+}  // namespace
+
 PackingResult place_by_scan(const std::vector<UsageRecord>& records, const std::vector<uint64_t>& sizes,
                             const std::vector<int32_t>& order, const OverlapIndex& index) {
   PackingResult out;
@@ -119,22 +144,9 @@ PackingResult place_by_scan(const std::vector<UsageRecord>& records, const std::
     const auto [begin, end] = index.starting_within(records[id].first, records[id].last);
     for (size_t k = begin; k < end; ++k) add_if_placed(k);
     std::sort(neighbours.begin(), neighbours.end());
-    // Walk the neighbours by offset; `top` is the end of everything seen so far, so a neighbour that
-    // starts above it opens a gap [top, its offset). The smallest gap that fits wins, the lowest on a tie.
-    uint64_t top = 0, best_offset = 0, best_gap = UINT64_MAX;
-    bool found = false;
-    for (const auto& [start, end] : neighbours) {
-      if (start > top) {
-        const uint64_t gap = start - top;
-        if (gap >= size && gap < best_gap) {
-          best_gap = gap;
-          best_offset = top;
-          found = true;
-        }
-      }
-      top = std::max(top, end);
-    }
-    const uint64_t offset = found ? best_offset : top;
+    GapChoice choice(size);
+    for (const auto& [start, end] : neighbours) choice.see(start, end);
+    const uint64_t offset = choice.offset();
     const uint64_t end_of_id = checked_add(offset, size, "arena bytes");
     slots[position[id]] = {offset, end_of_id};
     out.offsets[id] = offset;
@@ -246,31 +258,18 @@ PackingResult place_by_runs(const std::vector<UsageRecord>& records, const std::
     for (const Runs* s : sets)
       if (s->begin() != s->end()) cursors.emplace_back(s->begin(), s->end());
     std::make_heap(cursors.begin(), cursors.end(), later);
-    // Walk the taken runs by start; `top` is the end of everything seen so far, so a run that starts above it
-    // opens a gap [top, its start). The smallest gap that fits wins, the lowest on a tie; one of exactly the
-    // size cannot be beaten.
-    uint64_t top = 0, best_offset = 0, best_gap = UINT64_MAX;
-    bool found = false;
-    while (!cursors.empty() && best_gap != size) {
+    GapChoice choice(size);
+    while (!cursors.empty() && !choice.exact()) {  // the taken runs by start, merged across the sets
       std::pop_heap(cursors.begin(), cursors.end(), later);
       Cursor& c = cursors.back();
-      const auto [start, end] = *c.first;
-      if (start > top) {
-        const uint64_t gap = start - top;
-        if (gap >= size && gap < best_gap) {
-          best_gap = gap;
-          best_offset = top;
-          found = true;
-        }
-      }
-      top = std::max(top, end);
+      choice.see(c.first->first, c.first->second);
       if (++c.first == c.second) {
         cursors.pop_back();
       } else {
         std::push_heap(cursors.begin(), cursors.end(), later);
       }
     }
-    const uint64_t offset = found ? best_offset : top;
+    const uint64_t offset = choice.offset();
     const uint64_t end_of_id = checked_add(offset, size, "arena bytes");
     taken.take(records[id].first, records[id].last, offset, end_of_id);
     out.offsets[id] = offset;
