@@ -200,7 +200,14 @@ std::optional<Match> match_index_add(const Graph& g, int32_t add) {
       m.nodes.insert(e);
       return in(g, e, 0);
     };
+    // index_add's index is one row number per source row, unsqueezed and expanded to the source's shape; a
+    // scatter_add (the same nodes at opsets before 16) takes a full index and runs out of place, saving only it.
+    if (!op_is(g, producer_of(g, in(g, scatter, 1)), "Expand")) continue;
     m.roles.index = operand(in(g, scatter, 1));
+    int64_t index_rows = 1;
+    for (int64_t d : g.tensors[m.roles.index].shape) index_rows *= d;
+    const std::vector<int64_t>& expanded = g.tensors[in(g, scatter, 1)].shape;
+    if (expanded.empty() || index_rows != expanded.front()) continue;
     m.roles.source = operand(in(g, scatter, 2));
     m.roles.x = x;
     // Shape nodes reading a tensor inside the region (the expanded source's shape, for the index's Expand).

@@ -878,7 +878,9 @@ TEST(OptimizerInBackward, FirstIterationMakesStatesAtEachUpdate) {
 // into acc: no zeros (128), no scattered copy (128), no new result (128), no expanded operands (views).
 // Autograd (derivatives.yaml index_add, torch 1.13 IndexAddBackward0) saves src and idx: 64 + 16 = 80
 // bytes; acc's grad is the output's grad passed through, src's grad a new 64-byte tensor.
-Graph index_add_combine() {
+// `full_index`: torch.scatter_add(acc, 0, index [2,8], src) instead, which opsets before 16 export as the same
+// nodes but with the index given whole (no Unsqueeze/Expand of a 1-D index): out of place, saving the index only.
+Graph index_add_combine(bool full_index = false) {
   GraphBuilder b;
   const int32_t x = b.input("x", {4, 8});
   const int32_t xs = b.input("xs", {2, 8});
@@ -887,7 +889,8 @@ Graph index_add_combine() {
   const int32_t src = b.node1("Mul", {xs, b.weight("ws", {8})}, "src", {2, 8});
   const int32_t shape = b.int_constant("src_shape", {2, 8});
   const int32_t idx_u = b.node("Unsqueeze", {idx, b.int_constant("axes", {1})}, {{"idx_u", {2, 1}}}, {}, DType::Int64);
-  const int32_t idx_e = b.node("Expand", {idx_u, shape}, {{"idx_e", {2, 8}}}, {}, DType::Int64);
+  const int32_t idx_e = full_index ? b.input("index", {2, 8}, DType::Int64)
+                                   : b.node("Expand", {idx_u, shape}, {{"idx_e", {2, 8}}}, {}, DType::Int64);
   const int32_t src_e = b.node1("Expand", {src, shape}, "src_e", {2, 8});
   const int32_t acc_shape = b.node("Shape", {acc}, {{"acc_shape", {2}}}, {}, DType::Int64);
   const int32_t zeros = b.node1("ConstantOfShape", {acc_shape}, "zeros", {4, 8});
@@ -917,6 +920,16 @@ TEST(TrainingIndexAdd, RunsInPlaceAndSavesItsSourceAndIndex) {
   EXPECT_TRUE(reads(p.steps[backward], buffer_named(p, "src")));
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:src")].bytes, 64u);
   EXPECT_EQ(buffer_named(p, "grad:acc"), -1);
+}
+
+TEST(TrainingIndexAdd, AScatterAddWithAWholeIndexIsNotOne) {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::None;
+  const Program p = build_training_program(index_add_combine(/*full_index=*/true), o).program;
+  for (const Step& s : p.steps) EXPECT_NE(s.op, "index_add");
+  EXPECT_GE(buffer_named(p, "scattered"), 0);
 }
 
 }  // namespace
