@@ -105,8 +105,14 @@ void TrainingStep::seed_output_grad(int32_t out) {
     program().steps.push_back(std::move(nll));
     Step lsm{"backward:log_softmax", "log_softmax_backward", Phase::Backward, {log_softmax_buffer_, grad_logsm}, {}, 0};
     if (is_amp(options_.precision) && layout().dtype[out] != DType::Float32) {
-      // The float32 grad of the autocast copy, then its cast back to the logits' type.
-      lsm.writes.push_back(writer_.new_buffer(gname + ":float32", program().buffers[log_softmax_buffer_].bytes, Category::ActivationGrad));
+      // The float32 grad of the autocast copy, then, in a node of its own (ToCopyBackward0), its cast back to the
+      // logits' type: the engine has released LogSoftmaxBackward0's saved result and its incoming grad by then
+      // (torch/csrc/autograd/engine.cpp, evaluate_function: release_variables after the call without keep_graph).
+      const int32_t grad32 = writer_.new_buffer(gname + ":float32", program().buffers[log_softmax_buffer_].bytes,
+                                                Category::ActivationGrad);
+      lsm.writes.push_back(grad32);
+      program().steps.push_back(std::move(lsm));
+      lsm = Step{"backward:to_copy", "to_copy_backward", Phase::Backward, {grad32}, {}, 0};
     }
     set_grad(out, writer_.new_buffer(gname, bytes, Category::ActivationGrad));
     lsm.writes.push_back(grad_buffer_[out]);
