@@ -19,5 +19,6 @@ Action add_timeline_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
 Action add_options_command(CLI::App& app);
+Action add_recipes_command(CLI::App& app);
 
 }  // namespace memplan::cli

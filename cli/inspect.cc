@@ -16,7 +16,7 @@
 namespace memplan::cli {
 namespace {
 
-int run_inspect(const CLI::App* cmd, const CommandArgs& args) {
+int run_inspect(const CLI::App* cmd, CommandArgs& args) {
   check_options(cmd, args, kInspect);
   const ModelArgs& model = args.estimate.model;
   const Bindings bindings = to_bindings(model);

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   add(memplan::cli::add_serve_command);
   add(memplan::cli::add_export_command);
   add(memplan::cli::add_options_command);
+  add(memplan::cli::add_recipes_command);
 
   try {
     app.parse(argc, argv);

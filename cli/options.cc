@@ -30,14 +30,14 @@ void add_options(CLI::App* cmd, CommandArgs& args, Command command) {
   }
 }
 
-void check_options(const CLI::App* cmd, const CommandArgs& args, Command command) {
+void check_options(const CLI::App* cmd, CommandArgs& args, Command command) {
   std::vector<const OptionSpec*> given;
   for (const OptionSpec& row : option_schema()) {
     if (!row.applies_to(command) || row.kind == OptionKind::Model) continue;
     const CLI::Option* o = cmd->get_option_no_throw("--" + row.long_name());
     if (o && o->count() > 0) given.push_back(&row);
   }
-  validate_options(args, command, given);
+  settle_options(args, command, given);
 }
 
 Format output_format(const CommandArgs& args, Command command) {

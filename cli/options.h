@@ -13,9 +13,9 @@ namespace memplan::cli {
 // into their own --help group.
 void add_options(CLI::App* cmd, CommandArgs& args, Command command);
 
-// validate_options with the rows whose flags the user gave (each value checked once, a default value given
+// settle_options (the --recipe, then validate_options) with the rows whose flags the user gave (each value checked once, a default value given
 // included): what each action runs before it calls the library. Throws InputError (exit 2).
-void check_options(const CLI::App* cmd, const CommandArgs& args, Command command);
+void check_options(const CLI::App* cmd, CommandArgs& args, Command command);
 
 enum class Format { Table, Json, Markdown };
 // --json, else --format (plan: its own --format).

@@ -80,6 +80,15 @@ struct CheckpointOptions {
   std::optional<std::vector<std::string>> auto_chosen;
 };
 
+// --upcast: the float32 islands a framework runs inside a half-precision model (cost_models/fp32_islands.h):
+// RMSNorm's float32 copy, eager attention's float32 softmax, and the logits' float32 copy for the loss.
+struct Upcast {
+  bool rms_norm = false;
+  bool softmax = false;
+  bool loss = false;
+  bool any() const { return rms_norm || softmax || loss; }
+};
+
 struct TrainingOptions {
   // The runtime (ExecutionOptions, runtime_model(e, true)): pytorch, eager PyTorch on a CUDA GPU with the cuBLAS
   // workspaces (one per thread's handle: the forward's and autograd's backward device thread's); ideal, the same
@@ -132,7 +141,8 @@ struct TrainingOptions {
   // --frozen-dtype / --double-quant: frozen weights stored as fp16, bf16, int8 or NF4 (bitsandbytes), each
   // dequantized into the compute type for the op that reads it, in forward and again in backward.
   FrozenStorage frozen_storage = FrozenStorage::Same;
-  bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales
+  bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales  // --upcast: what the framework computes in float32 inside a half-precision model (cost_models/fp32_islands.h).
+  Upcast upcast;
 };
 
 // --pp: one pipeline stage (its GPU), cost_models/pipeline.h.

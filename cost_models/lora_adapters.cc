@@ -6,6 +6,7 @@
 
 #include "cost_models/eager_semantics.h"
 #include "cost_models/graph_facts.h"
+#include "cost_models/graph_rewrite.h"
 #include "cost_models/op_fusion_match.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -148,10 +149,9 @@ class Builder {
     };
     int32_t cur = t.x;
     if (half_base || amp_cast) {
-      cur = node("/" + m + "/lora/Cast", "Cast", {cur}, tensor("/" + m + "/lora/Cast_output_0", adapter_type, x.shape,
-                                                           TensorKind::Activation), opset);
-      g().nodes.back().attributes["to"].type = Attribute::Type::Int;
-      g().nodes.back().attributes["to"].i = dtype_to_onnx(adapter_type);
+      const int32_t copy = tensor("/" + m + "/lora/Cast_output_0", adapter_type, x.shape, TensorKind::Activation);
+      g().nodes.push_back(cast_node("/" + m + "/lora/Cast", cur, copy, adapter_type, opset));
+      cur = copy;
       out_.float32[cur] = true;  // under autocast: float32 whatever x's type (assign_amp_dtypes)
     }
     // lora_dropout: nn.Dropout(p) when p > 0, else nn.Identity (LoraLayer.update_layer). A p = 0 Dropout
@@ -204,10 +204,9 @@ class Builder {
                opset);
     out_.float32[cur] = half_base;
     if (half_base) {
-      cur = node("/" + m + "/lora/Cast_1", "Cast", {cur},
-                 tensor("/" + m + "/lora/Cast_1_output_0", y_type, y_shape, TensorKind::Activation), opset);
-      g().nodes.back().attributes["to"].type = Attribute::Type::Int;
-      g().nodes.back().attributes["to"].i = dtype_to_onnx(y_type);
+      const int32_t back = tensor("/" + m + "/lora/Cast_1_output_0", y_type, y_shape, TensorKind::Activation);
+      g().nodes.push_back(cast_node("/" + m + "/lora/Cast_1", cur, back, y_type, opset));
+      cur = back;
     }
     ++out_.adapted_layers;
     return cur;
@@ -228,24 +227,6 @@ std::string lora_adapter_module(const std::string& name) {
   }
   return "";
 }
-
-namespace {
-
-// Producers and consumers from the node list (consumers in schedule order, one entry per use).
-void relink(Graph& g) {
-  for (Tensor& t : g.tensors) {
-    t.producer = -1;
-    t.consumers.clear();
-  }
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (int32_t t : g.nodes[i].inputs)
-      if (t >= 0) g.tensors[t].consumers.push_back(static_cast<int32_t>(i));
-    for (int32_t t : g.nodes[i].outputs)
-      if (t >= 0) g.tensors[t].producer = static_cast<int32_t>(i);
-  }
-}
-
-}  // namespace
 
 LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
   if (o.lora_rank <= 0)

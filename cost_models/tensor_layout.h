@@ -2,6 +2,7 @@
 // passes in a fixed order, each reading what the earlier ones left and adding its fields; the step that emits the
 // program reads the layout, never the option that decided it (inference runs passes 2 and 3 only, inference.cc):
 //   1. LoRA rewrite (lora_adapters.h)     the graph itself: adapters added, base weights frozen (before the layout)
+//      float32 islands (fp32_islands.h)  the graph itself: the casts a framework runs in a half model (--upcast)
 //   2. autocast (assign_storage_dtypes)   dtype: each tensor's storage type under the precision, autocast's
 //                                          casts and PEFT's float32 adapters included
 //   3. tensor parallel (tensor_parallel.h) tp: the slice of each tensor rank 0 holds (local bytes)

@@ -10,6 +10,7 @@
 
 #include "cost_models/bnb_optimizer.h"
 #include "cost_models/checkpoint_plan.h"
+#include "cost_models/fp32_islands.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/training_step.h"
 #include "cost_models/wrap_units.h"
@@ -202,15 +203,45 @@ std::vector<int32_t> separators_named(const TrainingContext& c, const std::vecto
   return out;
 }
 
+// What --upcast did: the islands found, or why it changed nothing.
+std::string upcast_note(const TrainingOptions& o, const std::optional<IslandCounts>& islands) {
+  const bool half = o.precision == Precision::Fp16 || o.precision == Precision::Bf16;
+  if (!half)
+    return "--upcast changes nothing under " + std::string(is_amp(o.precision) ? "autocast" : "fp32") +
+           ": the float32 copies it names are no-ops when the model's tensors are float32 already.";
+  std::string text = "Float32 islands in the half-precision model (--upcast):";
+  if (o.upcast.rms_norm)
+    text += " " + std::to_string(islands ? islands->rms_norms : 0) +
+            " RMSNorms normalise a float32 copy of their input (transformers' LlamaRMSNorm) and cast back;";
+  if (o.upcast.softmax)
+    text += " " + std::to_string(islands ? islands->softmaxes : 0) +
+            " softmaxes run in float32 (eager attention's softmax(dtype=torch.float32)) and keep that result;";
+  if (o.upcast.loss) text += " the loss reads a float32 copy of the logits (transformers' ForCausalLMLoss);";
+  text.back() = '.';
+  return text;
+}
+
 }  // namespace
 
 TrainingResult build_training_program(const Graph& base, const ExecutionOptions& execution,
                                       const TrainingOptions& options) {
+  // Pass 1: the graph rewrites. LoRA's adapters, then the framework's float32 islands, which change a
+  // half-precision model only (under fp32 or autocast every cast they add is a no-op: fp32_islands.h).
   std::optional<LoraGraph> lora;
   if (lora_requested(options)) lora = add_lora_adapters(base, options);
-  const Graph& graph = lora ? lora->graph : base;
-  const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr);
+  std::optional<Graph> own;  // the islands' copy of a graph LoRA did not copy
+  std::vector<bool> float32 = lora ? lora->float32 : std::vector<bool>(base.tensors.size(), false);
+  const bool half = options.precision == Precision::Fp16 || options.precision == Precision::Bf16;
+  std::optional<IslandCounts> islands;
+  if (half && (options.upcast.rms_norm || options.upcast.softmax)) {
+    Graph& rewritten = lora ? lora->graph : own.emplace(base);
+    islands = add_fp32_islands(rewritten, options.upcast, execution.attention == AttentionImpl::Eager, float32,
+                               lora ? &lora->adapter : nullptr);
+  }
+  const Graph& graph = lora ? lora->graph : own ? *own : base;
+  const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr, &float32);
   std::vector<std::string> notes = context.notes;
+  if (options.upcast.any()) notes.push_back(upcast_note(options, islands));
   if (options.pp > 1) {
     TrainingResult result = build_pipeline_program(context, notes);
     result.notes.insert(result.notes.begin(), notes.begin(), notes.end());

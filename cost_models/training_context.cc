@@ -50,15 +50,15 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
 }
 
 // Pass 2: each tensor's storage type under the precision (fp16/bf16: model.half() / model.bfloat16()), autocast's
-// included, and float32 where PEFT keeps LoRA's adapters in it.
+// included, and float32 where pass 1 pinned it (PEFT's LoRA adapters, the framework's float32 islands).
 std::vector<DType> storage_dtypes(const Graph& g, const std::vector<FusedOp>& ops, Precision precision,
-                                  const LoraGraph* lora) {
+                                  const std::vector<bool>* float32) {
   std::vector<DType> dtype(g.tensors.size());
   for (size_t t = 0; t < g.tensors.size(); ++t) dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(precision));
-  if (is_amp(precision)) assign_amp_dtypes(g, ops, low_precision_dtype(precision), lora ? &lora->float32 : nullptr, dtype);
-  if (lora)
+  if (is_amp(precision)) assign_amp_dtypes(g, ops, low_precision_dtype(precision), float32, dtype);
+  if (float32)
     for (size_t t = 0; t < g.tensors.size(); ++t)
-      if (lora->float32[t]) dtype[t] = DType::Float32;
+      if ((*float32)[t]) dtype[t] = DType::Float32;
   return dtype;
 }
 
@@ -197,7 +197,7 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
 }  // namespace
 
 TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e, const TrainingOptions& o,
-                                      const LoraGraph* lora) {
+                                      const LoraGraph* lora, const std::vector<bool>* float32) {
   // The options were checked before any cost model runs (report/option_checks.cc: each value, the options that
   // need another, the combination matrix); here only what would make the program meaningless, as invariants.
   precondition(o.grad_accum >= 1 && o.gpus >= 1 && o.pp >= 1 && o.micro_batches >= 0, "counts below 1");
@@ -215,7 +215,7 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   for (const FusedOp& op : c.ops) c.op_flops.push_back(op_flops(g, op.nodes));
 
   // Pass 1, the LoRA rewrite, made `g` (training.cc). Pass 2, autocast: each tensor's storage type.
-  c.layout.dtype = storage_dtypes(g, c.ops, o.precision, lora);
+  c.layout.dtype = storage_dtypes(g, c.ops, o.precision, float32 ? float32 : lora ? &lora->float32 : nullptr);
   // Pass 3, tensor parallel: the slice of each tensor rank 0 holds, and the sequence-parallel gathers per node.
   precondition(e.tp == 1 || !lora, "LoRA under tensor parallelism");
   c.layout.tp = plan_tensor_parallel(g, e.tp, e.sequence_parallel);

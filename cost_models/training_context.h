@@ -45,9 +45,10 @@ struct TrainingContext {
   std::vector<std::string> notes;       // assumptions found while building the context
 };
 
-// `lora`: the adapted graph `g` is (add_lora_adapters), or null. With it the adapters train, keep float32
-// storage where PEFT keeps it, and a base parameter trains only if --trainable names it.
+// `lora`: the adapted graph `g` is (add_lora_adapters), or null. With it the adapters train and a base parameter
+// trains only if --trainable names it. `float32`: per tensor of `g`, stored in float32 whatever the precision says
+// (pass 1's pins: PEFT's adapters, the framework's float32 islands); null: none.
 TrainingContext make_training_context(const Graph& g, const ExecutionOptions& execution, const TrainingOptions& options,
-                                      const LoraGraph* lora = nullptr);
+                                      const LoraGraph* lora = nullptr, const std::vector<bool>* float32 = nullptr);
 
 }  // namespace memplan

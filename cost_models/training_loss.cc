@@ -14,7 +14,7 @@ void TrainingStep::emit_loss() {
     throw InputError("output '" + graph_.tensors[out].name + "' of model '" + graph_.model_path +
                      "' does not depend on any trainable parameter");
   const Tensor& logits = graph_.tensors[out];
-  const DType loss_dtype = is_amp(options_.precision) ? DType::Float32 : layout().dtype[out];
+  const DType loss_dtype = loss_in_float32() ? DType::Float32 : layout().dtype[out];
   const uint64_t scalar = static_cast<uint64_t>(dtype_bits(loss_dtype) / 8);
   // The training loop's `output = model(x)` holds the output through backward and the optimizer step, unless
   // the loop drops it with the loss (--free-output).
@@ -24,9 +24,12 @@ void TrainingStep::emit_loss() {
   st.reads = {forward_buffer_[out]};
   for (int32_t b : forward_autocast_copies_) add_unique(st.reads, b);  // the autocast cache lives through the forward
   int32_t loss_input = forward_buffer_[out];
-  // Losses autocast to float32; with no loss (`output.backward(grad)`) nothing is cast.
-  if (options_.loss != LossKind::None && is_amp(options_.precision) && layout().dtype[out] != DType::Float32) {
-    loss_input = writer_.new_buffer(logits.name + ":autocast", bytes_in(out, DType::Float32), Category::Activation);
+  // Losses autocast to float32, and transformers' ForCausalLMLoss upcasts the logits itself (--upcast loss:
+  // logits = logits.float(), src/transformers/loss/loss_utils.py): a float32 copy the loss reads, which nothing
+  // keeps (ToCopyBackward0 saves no tensor). With no loss (`output.backward(grad)`) nothing is cast.
+  if (options_.loss != LossKind::None && loss_in_float32() && layout().dtype[out] != DType::Float32) {
+    loss_input = writer_.new_buffer(logits.name + (is_amp(options_.precision) ? ":autocast" : ":float32"),
+                                    bytes_in(out, DType::Float32), Category::Activation);
     st.writes.push_back(loss_input);
   }
   switch (options_.loss) {
@@ -104,8 +107,8 @@ void TrainingStep::seed_output_grad(int32_t out) {
     nll.reads = {loss_target_buffer_, total_weight_buffer_};
     program().steps.push_back(std::move(nll));
     Step lsm{"backward:log_softmax", "log_softmax_backward", Phase::Backward, {log_softmax_buffer_, grad_logsm}, {}, 0};
-    if (is_amp(options_.precision) && layout().dtype[out] != DType::Float32) {
-      // The float32 grad of the autocast copy, then, in a node of its own (ToCopyBackward0), its cast back to the
+    if (loss_in_float32() && layout().dtype[out] != DType::Float32) {
+      // The float32 grad of the float32 copy, then, in a node of its own (ToCopyBackward0), its cast back to the
       // logits' type: the engine has released LogSoftmaxBackward0's saved result and its incoming grad by then
       // (torch/csrc/autograd/engine.cpp, evaluate_function: release_variables after the call without keep_graph).
       const int32_t grad32 = writer_.new_buffer(gname + ":float32", program().buffers[log_softmax_buffer_].bytes,

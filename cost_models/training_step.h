@@ -54,6 +54,8 @@ class TrainingStep {
   uint64_t bytes_in(int32_t t, DType d) const { return layout().local_bytes(graph_, t, d); }
   uint64_t bytes_of(int32_t t) const { return bytes_in(t, layout().dtype[t]); }
   bool flat_shards() const { return context_.units.count() > 0; }  // FSDP: the layout has units' flat parameters
+  // The loss runs on float32 logits: autocast's loss ops, or the framework's own upcast (--upcast loss).
+  bool loss_in_float32() const { return is_amp(options_.precision) || options_.upcast.loss; }
   uint64_t shard(uint64_t bytes) const { return layout().shard_of(bytes); }
   Program& program() { return result_.program; }
 

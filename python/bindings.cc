@@ -180,7 +180,7 @@ void apply(CommandArgs& args, const py::kwargs& kwargs, Command command, const s
     set_field(*row, args, value);
     given.push_back(row);  // checked as the CLI checks a flag it was given, a default value included (lora_rank=0)
   }
-  validate_options(args, command, given);
+  settle_options(args, command, given);
 }
 
 std::string model_path(py::handle model) { return to_text(model, "model"); }

@@ -57,6 +57,21 @@ CheckpointOptions parse_checkpoint(const std::string& text, const std::string& b
   return c;
 }
 
+// --upcast none | rmsnorm,softmax,loss (any of them, comma-separated).
+Upcast parse_upcast(const std::string& text) {
+  Upcast u;
+  if (text == "none") return u;
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, ',');) {
+    if (part == "rmsnorm") u.rms_norm = true;
+    else if (part == "softmax") u.softmax = true;
+    else if (part == "loss") u.loss = true;
+    else
+      throw InputError("--upcast " + text + ": '" + part + "' is not one of rmsnorm, softmax, loss (or none alone)");
+  }
+  return u;
+}
+
 }  // namespace
 
 Bindings to_bindings(const ModelArgs& args) {
@@ -175,6 +190,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.optimizer_flags = {a.amsgrad, a.maximize, a.weight_decay > 0};
   t.optimizer_in_backward = a.optimizer_in_backward;
   t.free_output = a.free_output;
+  t.upcast = parse_upcast(a.upcast);
   t.trainable = a.trainable;
   t.frozen = a.frozen;
   t.lora_rank = a.lora_rank;

@@ -71,6 +71,8 @@ struct EstimateArgs {
   bool amsgrad = false, maximize = false;
   bool optimizer_in_backward = false;
   bool free_output = false;
+  std::string upcast = "none";       // --upcast none | a list of rmsnorm, softmax, loss
+  std::string recipe;               // --recipe NAME (report/recipes.h): "" plain PyTorch
   double weight_decay = 0;
   int top = EstimateOptions{}.top_tensors;
 };

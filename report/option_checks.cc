@@ -8,6 +8,7 @@
 #include "cost_models/bnb_optimizer.h"
 #include "onnx_import/errors.h"
 #include "report/option_choices.h"
+#include "report/recipes.h"
 
 namespace memplan {
 namespace {
@@ -332,6 +333,11 @@ void validate_options(const CommandArgs& args, Command command, const std::vecto
     if ((r.commands & command) != 0)
       if (const std::string message = r.broken(args); !message.empty()) throw InputError(message);
   if (command != kInspect && command != kExport) check_estimate_combinations(args.estimate);
+}
+
+void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given) {
+  apply_recipe(args, command, given);
+  validate_options(args, command, given);
 }
 
 }  // namespace memplan

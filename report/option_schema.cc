@@ -5,6 +5,7 @@
 #include "onnx_import/hf_config.h"
 #include "report/option_choices.h"
 #include "report/option_rows.h"
+#include "report/recipes.h"
 
 namespace memplan {
 namespace {
@@ -56,10 +57,16 @@ std::vector<OptionSpec> make_schema() {
        .help = "inference, or train: one PyTorch training step (forward, backward, optimizer)",
        .field = FIELD(estimate.mode), .choices = kModeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return a.mode; }},
+      {.flag = "--recipe", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "The fine-tuning framework that runs the step: its choices for the options you do not give "
+               "(`memplan recipes` lists each recipe's values and sources). Default: plain PyTorch",
+       .field = FIELD(estimate.recipe), .choices = recipe_names(),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.recipe.empty(), ", recipe " + a.recipe); }},
       {.flag = "--runtime", .kind = K::Choice, .commands = kEstimating | kPlan,
        .help = "Who runs the model: pytorch (eager, CUDA caching allocator: reports max_memory_allocated and "
                "max_memory_reserved), onnxruntime (CUDA EP, BFC arena with memory pattern), or ideal (exact sizes in "
-               "one arena: the floor)",
+               "one arena, no library workspaces: the floor; inference runs the graph as written, training as eager "
+               "PyTorch, whose autograd decides what is saved)",
        .field = FIELD(estimate.runtime), .choices = kRuntimeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return ", " + a.runtime + " runtime"; }},
       {.flag = "--expandable-segments", .kind = K::Flag, .commands = kEstimating,
@@ -132,6 +139,12 @@ std::vector<OptionSpec> make_schema() {
                "through backward",
        .field = FIELD(estimate.free_output),
        .describe = [](const EstimateArgs& a) { return if_set(a.free_output, ", output freed after the loss"); }},
+      {.flag = "--upcast", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "What the framework computes in float32 inside a half-precision model (--precision fp16/bf16): none, "
+               "or any of rmsnorm (transformers' LlamaRMSNorm normalises a float32 copy), softmax (eager attention's "
+               "softmax(dtype=float32)), loss (ForCausalLMLoss's logits.float()), comma-separated",
+       .field = FIELD(estimate.upcast), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.upcast != "none", ", float32 " + a.upcast); }},
       {.flag = "--gpus", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
        .help = "Data-parallel GPUs (the estimate is per GPU)", .field = FIELD(estimate.gpus), .min = 1,
        .show_default = true,

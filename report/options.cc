@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "onnx_import/errors.h"
 #include "report/option_choices.h"
 
 namespace memplan {
@@ -57,6 +58,30 @@ std::string field_text(const OptionSpec& row, const CommandArgs& args) {
           return s;
         } else {
           return std::to_string(v);
+        }
+      },
+      row.field);
+}
+
+void set_field_text(const OptionSpec& row, CommandArgs& args, const std::string& text) {
+  std::visit(
+      [&](auto get) {
+        auto& v = get(args);
+        using T = std::decay_t<decltype(v)>;
+        try {
+          if constexpr (std::is_same_v<T, std::string>) {
+            v = text;
+          } else if constexpr (std::is_same_v<T, bool>) {
+            v = text == "true";
+          } else if constexpr (std::is_same_v<T, double>) {
+            v = std::stod(text);
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            v = {text};
+          } else {
+            v = static_cast<T>(std::stoll(text));
+          }
+        } catch (const std::logic_error&) {
+          throw InputError(row.message_name() + " " + text + ": not a number");
         }
       },
       row.field);

@@ -104,6 +104,8 @@ const std::vector<OptionSpec>& option_schema();
 
 // The value of a row's field in `args`, as text (a default: on a default-constructed CommandArgs).
 std::string field_text(const OptionSpec& row, const CommandArgs& args);
+// Sets a row's field from text as the command line writes it ("true" for a flag); InputError on a malformed number.
+void set_field_text(const OptionSpec& row, CommandArgs& args, const std::string& text);
 
 // docs/options.md: every option of every command and the combination matrix's refusals, as Markdown
 // (`memplan options` prints it; report/options_doc.cc).

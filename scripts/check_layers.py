@@ -47,6 +47,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("serve_vllm_format",),                                # that answer as text, JSON and Markdown
     ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema's types: every command's arguments
+    ("recipes",),                                          # --recipe: a framework's option values, set before the checks
     ("option_rows",),                                      # what the rows are written with
     ("option_rows_serve", "option_schema"),                # the rows: serve's, and the schema with every row
     ("option_checks",),                                    # every check that needs no model, once

@@ -34,8 +34,9 @@ int32_t GraphBuilder::int_constant(const std::string& name, std::vector<int64_t>
   return t;
 }
 
-int32_t GraphBuilder::scalar(const std::string& name, float) {
+int32_t GraphBuilder::scalar(const std::string& name, float value) {
   const int32_t t = add_tensor(name, {}, DType::Float32, TensorKind::Constant);
+  g_.tensors[t].real_value = std::vector<double>{value};  // as the importer records a small float constant
   g_.initializers.push_back(t);
   return t;
 }

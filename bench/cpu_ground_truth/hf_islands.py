@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""CPU ground truth for the float32 islands a Hugging Face model runs inside a bfloat16 model (memplan --upcast).
+
+The tiny Llama of llama_tiny_train.onnx (tests/models/llama.py, built by export_llama.tiny_module) is loaded in
+bfloat16 (model.to(torch.bfloat16): what from_pretrained(torch_dtype=torch.bfloat16) gives) and run for one
+training step with transformers' float32 code paths in place of the plain module's:
+  - rmsnorm: LlamaRMSNorm.forward (transformers src/transformers/models/llama/modeling_llama.py):
+        input_dtype = x.dtype; h = x.to(torch.float32); variance = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(variance + eps); return weight * h.to(input_dtype)
+  - softmax: eager attention's softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype);
+  - loss: ForCausalLMLoss (src/transformers/loss/loss_utils.py): logits = logits.float(), then cross-entropy.
+The rotary tables and the causal mask are made in the model's type, as transformers makes them
+(LlamaRotaryEmbedding.forward returns cos/sin .to(x.dtype); the mask is filled with torch.finfo(dtype).min).
+`free_output`: the loop drops the logits before backward, as the Trainer's compute_loss does (memplan --free-output).
+
+The protocol is measure.py's (bench/cpu_ground_truth/README.md): warm-up step, zero_grad(set_to_none=True), the
+baseline summed from the tensors, one profiled step, the peak of the CPU allocation events. Adam, foreach=True.
+
+    /usr/bin/python3 bench/cpu_ground_truth/hf_islands.py            # -> bench/cpu_ground_truth/hf_islands.json (a minute)
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import measure  # noqa: E402  (the protocol's functions, the tiny Llama's builders)
+import llama  # noqa: E402  (on sys.path through measure)
+import zoo  # noqa: E402
+
+DTYPE = torch.bfloat16
+OUT = os.path.join(HERE, "hf_islands.json")
+CONFIGS = [(batch, 128, free) for batch in (2, 8) for free in (False, True)]
+
+
+def hf_rms_norm(self, x):
+    """transformers' LlamaRMSNorm.forward."""
+    input_dtype = x.dtype
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(variance + self.eps)
+    return self.weight * h.to(input_dtype)
+
+
+_softmax = torch.softmax
+
+
+def hf_softmax(x, dim):
+    """eager attention's nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)."""
+    return _softmax(x, dim, dtype=torch.float32).to(x.dtype)
+
+
+def forward(m, input_ids):
+    seq = input_ids.size(1)
+    x = m.embed_tokens(input_ids)
+    cos, sin = llama.rotary_cos_sin(seq, m.cfg.head_dim, m.cfg.rope_theta, input_ids.device)
+    cos, sin = cos.to(DTYPE), sin.to(DTYPE)
+    mask = torch.triu(torch.full((seq, seq), torch.finfo(DTYPE).min, dtype=DTYPE), diagonal=1)
+    for layer in m.layers:
+        x = layer(x, cos, sin, mask)
+    return m.lm_head(m.norm(x))
+
+
+def step(m, input_ids, targets, optimizer, free_output: bool):
+    logits = forward(m, input_ids)
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))  # ForCausalLMLoss
+    if free_output:
+        del logits
+    loss.backward()
+    optimizer.step()
+
+
+def measure_one(batch: int, seq: int, free_output: bool) -> dict:
+    module = measure.llama_build("llama_tiny").train().to(DTYPE)
+    cfg = llama.CONFIGS["llama_tiny"]
+    optimizer = measure.make_optimizer("adam", list(module.parameters()))
+    (input_ids,) = llama.make_inputs(cfg, batch, seq, zoo.SEED)
+    targets = torch.randint(0, cfg.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(zoo.SEED + 2))
+    llama.RMSNorm.forward = hf_rms_norm
+    torch.softmax = hf_softmax
+    try:
+        step(module, input_ids, targets, optimizer, free_output)  # warm-up: the optimizer's states exist
+        optimizer.zero_grad(set_to_none=True)
+        parts = {
+            "parameter_bytes": measure.tensor_bytes(module.parameters()),
+            "buffer_bytes": measure.tensor_bytes(module.buffers()),
+            "optimizer_state_bytes": measure.tensor_bytes(measure.optimizer_state_tensors(optimizer)),
+            "input_bytes": measure.tensor_bytes([input_ids, targets]),
+        }
+        started = time.time()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+            step(module, input_ids, targets, optimizer, free_output)
+        seconds = time.time() - started
+    finally:
+        torch.softmax = _softmax
+    peak = measure.peak_of(measure.allocation_events(prof))
+    baseline = sum(parts.values())
+    return {"model": "llama_tiny", "onnx": "tests/models/llama_tiny_train.onnx", "batch": batch, "seq": seq,
+            "precision": "bf16", "upcast": "rmsnorm,softmax,loss", "free_output": free_output, "optimizer": "adam",
+            "optimizer_settings": measure.describe_optimizer(optimizer), "loss": "cross-entropy", "checkpoint": [],
+            "peak_bytes": baseline + peak["peak_increment_bytes"], "baseline_bytes": baseline, **parts, **peak,
+            "profiled_step_seconds": round(seconds, 2)}
+
+
+def main() -> int:
+    torch.set_num_threads(2)
+    rows = [measure_one(b, s, free) for b, s, free in CONFIGS]
+    data = {"command": "/usr/bin/python3 " + shlex.join(["bench/cpu_ground_truth/hf_islands.py"]),
+            "date": datetime.date.today().isoformat(), "torch": torch.__version__, "python": platform.python_version(),
+            "measurements": rows}
+    with open(OUT, "w") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+    for r in rows:
+        print(f"llama_tiny b{r['batch']} s{r['seq']} bf16 free_output={r['free_output']}: {r['peak_bytes']} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+// Float32 islands (--upcast): the parts of a half-precision model (--precision fp16/bf16: the weights loaded as
+// torch_dtype=bfloat16) that a framework's own code computes in float32, which an export of the float32 model
+// cannot show (every `.to(torch.float32)` there is a no-op, and `.to(input_dtype)` is written as a cast to
+// float32). A graph rewrite, pass 1 of the layout's (tensor_layout.h), after the LoRA rewrite: it inserts the casts
+// the framework runs, as torch.onnx would write them, and pins the island's tensors to float32, so what autograd
+// keeps and frees inside the island is the rule the cost model already applies to every op.
+//   rmsnorm  transformers' LlamaRMSNorm.forward (src/transformers/models/llama/modeling_llama.py; Mistral, Qwen2/3,
+//            Phi-3 copy it): input_dtype = x.dtype; h = x.to(torch.float32); variance = h.pow(2).mean(-1,
+//            keepdim=True); h = h * torch.rsqrt(variance + eps); return self.weight * h.to(input_dtype).
+//            Gemma's (modeling_gemma2.py Gemma2RMSNorm.forward): output = self._norm(x.float()); output = output *
+//            (1.0 + self.weight.float()); return output.type_as(x): the weight's product in float32 too.
+//   softmax  transformers' eager attention (modeling_llama.py eager_attention_forward): attn_weights =
+//            nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype): softmax casts its
+//            input to float32 (aten/src/ATen/native/SoftMax.cpp, softmax with a dtype: input.toType(dtype)), its
+//            float32 result is what SoftmaxBackward keeps (derivatives.yaml _softmax: result), then a copy back.
+// The logits' upcast for the loss (transformers' ForCausalLMLoss, src/transformers/loss/loss_utils.py: logits =
+// logits.float()) is not a graph op: TrainingOptions::upcast.loss, read by the loss (training_loss.cc).
+// Under fp32 or autocast the casts are no-ops (the residual stream is float32 already), so the pass changes nothing
+// there and is not run.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cost_models/cost_model.h"
+#include "onnx_import/graph.h"
+
+namespace memplan {
+
+struct IslandCounts {
+  int rms_norms = 0;
+  int softmaxes = 0;
+};
+
+// Rewrites `g` in place: the casts of each island inserted (node order kept topological), producers and consumers
+// relinked. `float32` (one flag per tensor, grown with the graph) gets the island's tensors; `grown` are other
+// per-tensor flags to grow with it (LoRA's adapter flags). `softmax` is read only where attention runs as the
+// graph's own ops (AttentionImpl::Eager).
+IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool eager_attention, std::vector<bool>& float32,
+                              std::vector<bool>* grown = nullptr);
+
+}  // namespace memplan

@@ -1,0 +1,106 @@
+#include "report/recipes.h"
+
+#include <algorithm>
+
+#include "onnx_import/errors.h"
+
+namespace memplan {
+namespace {
+
+// transformers' Trainer with a model loaded as it ships (torch_dtype from the config: --precision bf16 for a bf16
+// checkpoint). Sources read at huggingface/transformers main (loss_utils.py at 0114da0).
+std::vector<RecipeSetting> hf_trainer_settings() {
+  return {
+      {"--upcast", "rmsnorm,softmax,loss",
+       "src/transformers/models/llama/modeling_llama.py LlamaRMSNorm.forward (hidden_states.to(torch.float32)) and "
+       "eager_attention_forward (softmax(..., dtype=torch.float32)); src/transformers/loss/loss_utils.py "
+       "ForCausalLMLoss (logits = logits.float())"},
+      {"--free-output", "true",
+       "src/transformers/trainer.py Trainer.compute_loss returns the loss alone (outputs only with "
+       "return_outputs), so the logits die before backward"},
+      {"--attention", "sdpa",
+       "src/transformers/modeling_utils.py PreTrainedModel._check_and_adjust_attn_implementation: sdpa when the "
+       "model and torch support it, unless attn_implementation says otherwise"},
+      {"--optimizer", "adamw", "src/transformers/training_args.py TrainingArguments.optim: adamw_torch"},
+      {"--optimizer-impl", "fused",
+       "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8"},
+  };
+}
+
+std::vector<RecipeSetting> with(std::vector<RecipeSetting> base, const std::vector<RecipeSetting>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+std::string no_lora(const CommandArgs& a) {
+  return a.estimate.lora_rank == 0 ? "--recipe hf-peft trains LoRA adapters: --lora-rank 0 leaves none (use "
+                                     "--recipe hf-trainer for a full fine-tune)"
+                                   : "";
+}
+
+}  // namespace
+
+const std::vector<Recipe>& recipes() {
+  static const std::vector<Recipe> all = {
+      {"hf-trainer", "transformers Trainer (main, torch >= 2.8)",
+       "A full fine-tune with the Hugging Face Trainer: the model's float32 islands, the logits freed before "
+       "backward, SDPA attention, fused AdamW. Precision, batch and checkpointing (gradient_checkpointing=True: "
+       "--checkpoint layers) stay yours.",
+       hf_trainer_settings(), nullptr, ""},
+      {"hf-peft", "transformers Trainer + PEFT LoRA (main)",
+       "hf-trainer with a PEFT LoRA model: LoraConfig's defaults, float32 adapters on the base's layers (PEFT casts "
+       "each adapted layer's input to the adapter's type).",
+       with(hf_trainer_settings(),
+            {{"--lora-rank", "8", "peft src/peft/tuners/lora/config.py LoraConfig.r (default 8)"},
+             {"--lora-targets", "q_proj|v_proj",
+              "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (llama: q_proj, "
+              "v_proj)"}}),
+       no_lora, ""},
+  };
+  return all;
+}
+
+std::vector<std::string> recipe_names() {
+  std::vector<std::string> names;
+  for (const Recipe& r : recipes()) names.push_back(r.name);
+  return names;
+}
+
+void apply_recipe(CommandArgs& args, Command command, std::vector<const OptionSpec*>& given) {
+  const std::string& name = args.estimate.recipe;
+  if (name.empty()) return;
+  const auto& all = recipes();
+  const auto recipe = std::find_if(all.begin(), all.end(), [&](const Recipe& r) { return r.name == name; });
+  if (recipe == all.end()) return;  // not a choice: validate_options names the choices
+  for (const RecipeSetting& s : recipe->settings) {
+    const OptionSpec* row = nullptr;
+    for (const OptionSpec& r : option_schema())
+      if (r.applies_to(command) && r.message_name() == s.flag) row = &r;
+    if (!row) throw InternalError("recipe " + name + " sets " + s.flag + ", which is no option of this command");
+    if (std::find(given.begin(), given.end(), row) != given.end()) continue;  // the user's value wins
+    set_field_text(*row, args, s.value);
+    given.push_back(row);
+  }
+  if (recipe->contradiction) {  // after the recipe's values: only a flag the user gave can contradict it
+    const std::string why = recipe->contradiction(args);
+    if (!why.empty()) throw InputError(why);
+  }
+}
+
+std::string recipes_markdown() {
+  std::string md =
+      "# Recipes\n\n`--recipe NAME` fills the options a framework decides, each with the source it follows; a flag "
+      "you give overrides the recipe's value. Produced by `memplan recipes > docs/recipes.md`.\n";
+  for (const Recipe& r : recipes()) {
+    md += "\n## " + r.name + "\n\nFollows " + r.follows + ". " + r.summary + "\n\n| option | value | source |\n|---|---|---|\n";
+    for (const RecipeSetting& s : r.settings) {
+      std::string value;  // a | inside a table cell is escaped
+      for (char c : s.value) value += c == '|' ? std::string("\\|") : std::string(1, c);
+      md += "| `" + s.flag + "` | `" + value + "` | " + s.source + " |\n";
+    }
+    if (!r.not_modelled.empty()) md += "\nNot modelled yet: " + r.not_modelled + "\n";
+  }
+  return md;
+}
+
+}  // namespace memplan

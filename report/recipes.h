@@ -1,0 +1,41 @@
+// Recipes (--recipe NAME, listed by `memplan recipes`): how a fine-tuning framework runs a training step, as a
+// named bundle of option values, each one a mechanism memplan models with its own flag, pinned to the framework
+// source it follows. A recipe is never a branch in a cost model: it only fills the options the user did not give
+// (an explicit flag overrides the recipe's choice), and refuses a flag that would make it another recipe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/options.h"
+
+namespace memplan {
+
+struct RecipeSetting {
+  std::string flag;    // "--upcast"
+  std::string value;   // as on the command line ("true" for a flag)
+  std::string source;  // the framework file and function whose behaviour it is
+};
+
+struct Recipe {
+  std::string name;     // "hf-peft"
+  std::string follows;  // the framework and the version of its source the settings follow
+  std::string summary;
+  std::vector<RecipeSetting> settings;
+  // A flag the user gave that the recipe cannot take ("" when `args` keep to it): the message names both.
+  std::string (*contradiction)(const CommandArgs& args) = nullptr;
+  std::string not_modelled;  // what of the framework the recipe does not model yet ("" when nothing)
+};
+
+const std::vector<Recipe>& recipes();
+std::vector<std::string> recipe_names();
+
+// The recipe --recipe names: for each of its settings whose flag is not in `given`, the field set to the recipe's
+// value (and the row added to `given`, so it is checked as a flag given); a contradicting flag is an InputError.
+// Nothing when args.estimate.recipe is empty.
+void apply_recipe(CommandArgs& args, Command command, std::vector<const OptionSpec*>& given);
+
+// `memplan recipes`: every recipe, its settings and sources, as Markdown (docs/recipes.md is this output).
+std::string recipes_markdown();
+
+}  // namespace memplan

@@ -1,0 +1,175 @@
+// The float32 islands of a half-precision model (--upcast, cost_models/fp32_islands.h) and the loss's float32 copy;
+// every expected byte count is worked out by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cost_models/cost_model.h"
+#include "tests/cost_models/graph_builder.h"
+#include "tests/cost_models/run_options.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+using testing::buffer_named;
+using testing::int_attr;
+using testing::ints_attr;
+using testing::step_named;
+
+bool reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads.end(), b) != s.reads.end(); }
+
+// The buffer whose name ends with `suffix` (-1: none).
+int32_t buffer_ending(const Program& p, const std::string& suffix) {
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const std::string& n = p.buffers[i].name;
+    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+// The last step reading buffer b.
+int32_t last_reader(const Program& p, int32_t b) {
+  int32_t last = -1;
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    if (reads(p.steps[i], b)) last = static_cast<int32_t>(i);
+  return last;
+}
+
+TrainingRun bf16_sgd(Upcast upcast) {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.precision = Precision::Bf16;
+  o.upcast = upcast;
+  return o;
+}
+
+// x[4,8] -> Gemm W1 -> h[4,16] -> LlamaRMSNorm as torch.onnx writes it (Pow, ReduceMean, Add, Sqrt, Div(1, .),
+// Mul(h, .) = n, Mul(w, n) = o) -> Gemm W2 -> y[4,2]. `gemma`: Mul(n, Add(w, 1)), Gemma's (1 + weight).
+Graph rms_norm_mlp(bool gemma = false) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t p = b.node1("Pow", {h, b.scalar("two", 2.0f)}, "p", {4, 16});
+  const int32_t m = b.node1("ReduceMean", {p}, "m", {4, 1}, {{"axes", ints_attr({-1})}, {"keepdims", int_attr(1)}});
+  const int32_t a = b.node1("Add", {m, b.scalar("eps", 1e-6f)}, "a", {4, 1});
+  const int32_t s = b.node1("Sqrt", {a}, "s", {4, 1});
+  const int32_t d = b.node1("Div", {b.scalar("one", 1.0f), s}, "d", {4, 1});
+  const int32_t n = b.node1("Mul", {h, d}, "n", {4, 16});
+  const int32_t w = b.weight("w", {16});
+  const int32_t o = gemma ? b.node1("Mul", {n, b.node1("Add", {w, b.scalar("one_w", 1.0f)}, "w1", {16})}, "o", {4, 16})
+                          : b.node1("Mul", {w, n}, "o", {4, 16});
+  b.output(b.node1("Gemm", {o, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
+  return b.graph();
+}
+
+// --precision bf16 --upcast rmsnorm: h (bf16, 4x16x2 = 128 bytes) is copied into float32 (256 bytes), which both
+// Pow and the Mul read and whose backwards keep it; p and n are float32 (256 each); the cast back of n is bf16
+// (128), read by the weight's Mul, whose backward keeps it. The bf16 h is read by nothing after the upcast.
+TEST(Fp32Islands, RmsNormNormalisesAFloat32CopyAndCastsBack) {
+  const TrainingResult r = build_training_program(rms_norm_mlp(), bf16_sgd({.rms_norm = true}));
+  const Program& p = r.program;
+  const int32_t up = buffer_ending(p, "/upcast_output_0"), down = buffer_ending(p, "/downcast_output_0");
+  ASSERT_GE(up, 0);
+  ASSERT_GE(down, 0);
+  EXPECT_EQ(p.buffers[up].bytes, 256u);
+  EXPECT_EQ(p.buffers[down].bytes, 128u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "p")].bytes, 256u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "n")].bytes, 256u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "h")].bytes, 128u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "o")].bytes, 128u);
+  // Saved for backward: the float32 copy by Pow's and the Mul's backward, the bf16 cast back by the weight's.
+  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Pow_1")], up));
+  EXPECT_TRUE(reads(p.steps[last_reader(p, down)], down));
+  EXPECT_EQ(p.steps[last_reader(p, down)].phase, Phase::Backward);
+  EXPECT_LT(last_reader(p, buffer_named(p, "h")), step_named(p, "/Pow_1"));  // h dies at its cast
+  EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
+                         [](const std::string& s) { return s.find("1 RMSNorms normalise a float32 copy") != std::string::npos; }),
+            r.notes.end());
+}
+
+// Gemma's norm multiplies by (1 + weight) in float32 too: the sum (16 x 4 = 64 bytes) and o (256) are float32 and
+// the cast back follows o (128 bytes, read by W2's Gemm).
+TEST(Fp32Islands, GemmaNormCastsBackAfterTheWeight) {
+  const Program p = build_training_program(rms_norm_mlp(/*gemma=*/true), bf16_sgd({.rms_norm = true})).program;
+  const int32_t down = buffer_ending(p, "/downcast_output_0");
+  ASSERT_GE(down, 0);
+  EXPECT_EQ(p.buffers[buffer_named(p, "w1")].bytes, 64u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "o")].bytes, 256u);
+  EXPECT_EQ(p.buffers[down].bytes, 128u);
+  EXPECT_TRUE(reads(p.steps[step_named(p, "/Gemm_9")], down));
+}
+
+// Under fp32 and autocast the casts would be no-ops: the graph is not rewritten, and the note says why.
+TEST(Fp32Islands, NothingChangesUnlessTheModelIsHalf) {
+  for (Precision precision : {Precision::Fp32, Precision::AmpBf16}) {
+    TrainingRun o = bf16_sgd({.rms_norm = true, .softmax = true});
+    o.precision = precision;
+    const TrainingResult r = build_training_program(rms_norm_mlp(), o);
+    EXPECT_EQ(buffer_ending(r.program, "/upcast_output_0"), -1);
+    EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
+                           [](const std::string& s) { return s.find("--upcast changes nothing") == 0; }),
+              r.notes.end());
+  }
+}
+
+// x[4,8] -> Gemm -> s[4,16] -> Softmax -> q[4,16] -> Gemm -> y[4,2]. --upcast softmax: s (bf16, 128) is copied into
+// float32 (256), the softmax writes float32 (256), which its backward keeps, and a bf16 copy (128) goes on.
+TEST(Fp32Islands, SoftmaxRunsInFloat32AndKeepsItsFloat32Result) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t s = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "s", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t q = b.node1("Softmax", {s}, "q", {4, 16}, {{"axis", int_attr(-1)}});
+  b.output(b.node1("Gemm", {q, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
+  const Program p = build_training_program(b.graph(), bf16_sgd({.softmax = true})).program;
+  const int32_t up = buffer_ending(p, "/upcast_output_0"), down = buffer_ending(p, "/downcast_output_0");
+  ASSERT_GE(up, 0);
+  ASSERT_GE(down, 0);
+  EXPECT_EQ(p.buffers[up].bytes, 256u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "q")].bytes, 256u);
+  EXPECT_EQ(p.buffers[down].bytes, 128u);
+  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Softmax_1")], buffer_named(p, "q")));
+}
+
+// The mlp's logits y[4,2] under bf16 (16 bytes) with --upcast loss: the loss reads a float32 copy (32 bytes), its
+// log_softmax is float32 (32), and backward makes the float32 grad (32) at log_softmax's backward and the bf16 grad
+// (16) at a step of its own, after log_softmax's saved result is released.
+Graph mlp() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
+  b.output(b.node1("Gemm", {h, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
+  return b.graph();
+}
+
+TEST(Fp32Islands, LossReadsAFloat32CopyOfTheLogits) {
+  const Program p = build_training_program(mlp(), bf16_sgd({.loss = true})).program;
+  EXPECT_EQ(p.buffers[buffer_named(p, "y")].bytes, 16u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "y:float32")].bytes, 32u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "y:log_softmax")].bytes, 32u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:y:float32")].bytes, 32u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:y")].bytes, 16u);
+  const Program plain = build_training_program(mlp(), bf16_sgd({})).program;
+  EXPECT_EQ(buffer_named(plain, "y:float32"), -1);
+  EXPECT_EQ(plain.buffers[buffer_named(plain, "y:log_softmax")].bytes, 16u);
+}
+
+// Autocast's loss has the same float32 copy: the cast of its grad back to the logits' type is ToCopyBackward0, a
+// node of its own, so log_softmax's saved result and its incoming grad are gone before the bf16 grad exists.
+TEST(Fp32Islands, TheGradsCastBackIsANodeOfItsOwn) {
+  TrainingRun o = bf16_sgd({});
+  o.precision = Precision::AmpBf16;
+  const Program p = build_training_program(mlp(), o).program;
+  const int32_t to_copy = step_named(p, "backward:to_copy");
+  ASSERT_GE(to_copy, 0);
+  EXPECT_TRUE(reads(p.steps[to_copy], buffer_named(p, "grad:y:float32")));
+  EXPECT_LT(last_reader(p, buffer_named(p, "y:log_softmax")), to_copy);
+  EXPECT_LT(last_reader(p, buffer_named(p, "grad:y:log_softmax")), to_copy);
+}
+
+}  // namespace
+}  // namespace memplan
