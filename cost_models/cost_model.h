@@ -143,6 +143,9 @@ struct TrainingOptions {
   FrozenStorage frozen_storage = FrozenStorage::Same;
   bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales  // --upcast: what the framework computes in float32 inside a half-precision model (cost_models/fp32_islands.h).
   Upcast upcast;
+  // --kbit-prep: PEFT's prepare_model_for_kbit_training over the NF4 base (cost_models/kbit_prep.h): every other
+  // parameter and activation float32, each 4-bit layer computing in the precision's type.
+  bool kbit_prep = false;
 };
 
 // --pp: one pipeline stage (its GPU), cost_models/pipeline.h.

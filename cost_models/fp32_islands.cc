@@ -96,59 +96,12 @@ std::optional<Norm> match_rms_norm(const Graph& g, int32_t pow) {
   return n;
 }
 
-class Rewriter {
- public:
-  Rewriter(Graph& g, std::vector<bool>& float32, std::vector<bool>* grown)
-      : g_(g), float32_(float32), grown_(grown), before_(g.nodes.size()), after_(g.nodes.size()) {
-    float32_.resize(g.tensors.size(), false);
-    if (grown_) grown_->resize(g.tensors.size(), false);
-  }
-
-  // A Cast of `from` to `to`, named after `node`, run before or after it; returns its output.
-  int32_t cast(int32_t from, DType to, int32_t node, const char* suffix, bool run_after) {
-    const std::string name = g_.nodes[node].name + suffix;
-    const int32_t out = add_activation(g_, name + "_output_0", to, g_.tensors[from].shape);
-    float32_.push_back(false);
-    if (grown_) grown_->push_back(false);
-    Node c = cast_node(name, from, out, to, g_.nodes[node].opset);
-    (run_after ? after_ : before_)[node].push_back(std::move(c));
-    return out;
-  }
-
-  // Every reader of `from` among `readers` reads `to` instead.
-  void redirect(int32_t from, int32_t to, const std::vector<int32_t>& readers) {
-    for (int32_t r : readers)
-      for (int32_t& t : g_.nodes[r].inputs)
-        if (t == from) t = to;
-  }
-
-  void pin(int32_t t) { float32_[t] = true; }
-
-  void finish() {
-    std::vector<Node> nodes;
-    nodes.reserve(g_.nodes.size() + 2 * before_.size());
-    for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      for (Node& n : before_[i]) nodes.push_back(std::move(n));
-      nodes.push_back(std::move(g_.nodes[i]));
-      for (Node& n : after_[i]) nodes.push_back(std::move(n));
-    }
-    g_.nodes = std::move(nodes);
-    relink(g_);
-  }
-
- private:
-  Graph& g_;
-  std::vector<bool>& float32_;
-  std::vector<bool>* grown_;
-  std::vector<std::vector<Node>> before_, after_;
-};
-
 }  // namespace
 
 IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool eager_attention, std::vector<bool>& float32,
                               std::vector<bool>* grown) {
   IslandCounts counts;
-  Rewriter r(g, float32, grown);
+  GraphRewriter r(g, float32, grown);
   const size_t base_nodes = g.nodes.size();
   for (size_t i = 0; i < base_nodes && upcast.rms_norm; ++i) {
     const std::optional<Norm> n = match_rms_norm(g, static_cast<int32_t>(i));

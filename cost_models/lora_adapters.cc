@@ -19,51 +19,6 @@ using fusion::in;
 using fusion::op_is;
 using fusion::out0;
 
-// A Linear the adapters can wrap: its input x, its weight initializer, the node whose output is the
-// linear's result (the bias Add when there is one), and the feature counts.
-struct Target {
-  int32_t x = -1, weight = -1, last_node = -1;
-  int64_t in_features = 0, out_features = 0;
-};
-
-bool float_initializer(const Graph& g, int32_t t) {
-  return t >= 0 && g.tensors[t].kind == TensorKind::Weight && g.tensors[t].shape.size() == 2 &&
-         dtype_is_float(g.tensors[t].dtype);
-}
-
-// F.linear as op fusion recognises it (fusion::match_linear: MatMul on Transpose(W) or on a folded Wᵀ,
-// then an optional bias Add), a MatMul on a rank-2 initializer without a bias, or a Gemm on one.
-std::optional<Target> linear_target(const Graph& g, int32_t node) {
-  Target t;
-  const Node& n = g.nodes[node];
-  if (n.outputs.empty() || n.outputs[0] < 0 || n.inputs.size() < 2) return std::nullopt;
-  if (op_is(g, node, "MatMul")) {
-    if (auto m = fusion::match_linear(g, node)) {
-      t.weight = m->roles.weight;
-      t.last_node = *m->nodes.rbegin();  // the bias Add follows the MatMul in node order
-      if (m->roles.bias < 0) t.last_node = node;
-    } else if (float_initializer(g, in(g, node, 1))) {
-      t.weight = in(g, node, 1);
-      t.last_node = node;
-    } else {
-      return std::nullopt;
-    }
-  } else if (op_is(g, node, "Gemm") && float_initializer(g, in(g, node, 1))) {
-    t.weight = in(g, node, 1);
-    t.last_node = node;
-  } else {
-    return std::nullopt;
-  }
-  if (!float_initializer(g, t.weight)) return std::nullopt;
-  t.x = in(g, node, 0);
-  const Tensor& x = g.tensors[t.x];
-  const Tensor& y = g.tensors[out0(g, t.last_node)];
-  if (x.shape.empty() || y.shape.empty()) return std::nullopt;
-  t.in_features = x.shape.back();
-  t.out_features = y.shape.back();
-  return t;
-}
-
 // "layers.0.self_attn.q_proj.weight" -> "layers.0.self_attn.q_proj", the module PEFT wraps.
 std::string module_of(const std::string& weight) {
   const std::string suffix = ".weight";
@@ -115,7 +70,7 @@ class Builder {
   }
 
   // The adapter ops after the Linear `t` whose result is `y`; returns the tensor that replaces y.
-  int32_t adapt(const Target& t, int32_t y, int opset) {
+  int32_t adapt(const LinearSite& t, int32_t y, int opset) {
     const std::string m = module_of(g().tensors[t.weight].name);
     const Tensor x = g().tensors[t.x];
     const int64_t r = o_.lora_rank;
@@ -242,10 +197,10 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
   } catch (const std::regex_error& e) {
     throw InputError("--lora-targets '" + o.lora_targets + "' is not a valid regular expression: " + e.what());
   }
-  std::vector<std::optional<Target>> target_of(base.nodes.size());
+  std::vector<std::optional<LinearSite>> target_of(base.nodes.size());
   std::vector<int32_t> adapted_at(base.nodes.size(), -1);  // node ending a targeted linear -> its first node
   for (size_t i = 0; i < base.nodes.size(); ++i) {
-    auto t = linear_target(base, static_cast<int32_t>(i));
+    auto t = linear_site(base, static_cast<int32_t>(i));
     if (!t || !std::regex_search(base.tensors[t->weight].name, targets)) continue;
     target_of[i] = t;
     adapted_at[t->last_node] = static_cast<int32_t>(i);
@@ -260,7 +215,7 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
     b.g().nodes.push_back(n);
     if (adapted_at[i] < 0) continue;
     const int32_t y = out0(base, static_cast<int32_t>(i));
-    Target t = *target_of[adapted_at[i]];
+    LinearSite t = *target_of[adapted_at[i]];
     t.x = reads(t.x);  // the input may itself be an adapted linear's result
     renamed[y] = b.adapt(t, y, n.opset);
   }

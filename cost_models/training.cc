@@ -11,6 +11,7 @@
 #include "cost_models/bnb_optimizer.h"
 #include "cost_models/checkpoint_plan.h"
 #include "cost_models/fp32_islands.h"
+#include "cost_models/kbit_prep.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/training_step.h"
 #include "cost_models/wrap_units.h"
@@ -229,19 +230,31 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   // half-precision model only (under fp32 or autocast every cast they add is a no-op: fp32_islands.h).
   std::optional<LoraGraph> lora;
   if (lora_requested(options)) lora = add_lora_adapters(base, options);
-  std::optional<Graph> own;  // the islands' copy of a graph LoRA did not copy
+  // Then PEFT's k-bit preparation, which pins what is left to float32 (kbit_prep.h).
+  std::optional<Graph> own;  // the rewrites' copy of a graph LoRA did not copy
+  Graph* rewritten = lora ? &lora->graph : nullptr;
+  auto rewritable = [&]() -> Graph& { return rewritten ? *rewritten : *(rewritten = &own.emplace(base)); };
   std::vector<bool> float32 = lora ? lora->float32 : std::vector<bool>(base.tensors.size(), false);
+  std::vector<bool> no_adapters;
+  std::vector<bool>& adapters = lora ? lora->adapter : no_adapters;
   const bool half = options.precision == Precision::Fp16 || options.precision == Precision::Bf16;
   std::optional<IslandCounts> islands;
-  if (half && (options.upcast.rms_norm || options.upcast.softmax)) {
-    Graph& rewritten = lora ? lora->graph : own.emplace(base);
-    islands = add_fp32_islands(rewritten, options.upcast, execution.attention == AttentionImpl::Eager, float32,
-                               lora ? &lora->adapter : nullptr);
-  }
-  const Graph& graph = lora ? lora->graph : own ? *own : base;
+  if (half && (options.upcast.rms_norm || options.upcast.softmax))
+    islands = add_fp32_islands(rewritable(), options.upcast, execution.attention == AttentionImpl::Eager, float32,
+                               &adapters);
+  // Refused before any cost model runs otherwise (report/option_checks.cc: nf4, no autocast).
+  precondition(!options.kbit_prep || (!is_amp(options.precision) && options.frozen_storage == FrozenStorage::Nf4),
+               "--kbit-prep without a 4-bit base, or under autocast");
+  const int kbit_layers = options.kbit_prep ? prepare_kbit_training(rewritable(), float32, adapters) : 0;
+  const Graph& graph = rewritten ? *rewritten : base;
   const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr, &float32);
   std::vector<std::string> notes = context.notes;
   if (options.upcast.any()) notes.push_back(upcast_note(options, islands));
+  if (options.kbit_prep)
+    notes.push_back("k-bit preparation (--kbit-prep, PEFT's prepare_model_for_kbit_training): the parameters "
+                    "bitsandbytes left unquantized and every activation are float32; " + std::to_string(kbit_layers) +
+                    " 4-bit layers each copy their input into " + std::string(dtype_name(low_precision_dtype(options.precision))) +
+                    " (Linear4bit's compute_dtype, kept by MatMul4Bit) and their result back into float32.");
   if (options.pp > 1) {
     TrainingResult result = build_pipeline_program(context, notes);
     result.notes.insert(result.notes.begin(), notes.begin(), notes.end());

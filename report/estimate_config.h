@@ -68,6 +68,7 @@ struct EstimateArgs {
   double lora_dropout = 0;
   std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4
   bool double_quant = false;          // --double-quant (nf4)
+  bool kbit_prep = false;             // --kbit-prep (nf4)
   bool amsgrad = false, maximize = false;
   bool optimizer_in_backward = false;
   bool free_output = false;

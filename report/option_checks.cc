@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cost_models/bnb_optimizer.h"
+#include "cost_models/eager_semantics.h"
 #include "onnx_import/errors.h"
 #include "report/option_choices.h"
 #include "report/recipes.h"
@@ -83,6 +84,15 @@ void check_requirements(const EstimateArgs& a) {
     throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + " and --pp");
   if (a.double_quant && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
+  if (a.kbit_prep && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
+    throw InputError("--kbit-prep prepares a 4-bit base: it needs --frozen-dtype " +
+                     kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
+  if (a.kbit_prep && is_amp(kPrecisionChoices.parse(a.precision, "--precision")))
+    throw InputError("--kbit-prep with --precision " + a.precision + ": the precision is the 4-bit layers' compute "
+                     "dtype (bnb_4bit_compute_dtype: fp32, its default, bf16 or fp16); autocast over them is not modelled");
+  if (a.kbit_prep && (!a.trainable.empty() || !a.frozen.empty()))
+    throw InputError("--kbit-prep freezes every base parameter (prepare_model_for_kbit_training): --trainable and "
+                     "--frozen are not modelled with it");
   if (a.amsgrad && !kOptimizerChoices.is(a.optimizer, Optimizer::Adam) && !kOptimizerChoices.is(a.optimizer, Optimizer::AdamW))
     throw InputError("--amsgrad applies to --optimizer " + kOptimizerChoices.name_of(Optimizer::Adam) + " or " +
                      kOptimizerChoices.name_of(Optimizer::AdamW));

@@ -239,6 +239,12 @@ std::vector<OptionSpec> make_schema() {
        .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales",
        .field = FIELD(estimate.double_quant),
        .describe = [](const EstimateArgs& a) { return if_set(a.double_quant, " double-quantized"); }},
+      {.flag = "--kbit-prep", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "PEFT's prepare_model_for_kbit_training over the --frozen-dtype nf4 base: every parameter bitsandbytes "
+               "did not quantize (embeddings, norms, head) in float32, so activations are float32 and each 4-bit layer "
+               "casts its input to --precision (bnb_4bit_compute_dtype: fp32, its default, bf16 or fp16) and its result back",
+       .field = FIELD(estimate.kbit_prep),
+       .describe = [](const EstimateArgs& a) { return if_set(a.kbit_prep, ", k-bit prepared"); }},
       {.flag = "--optimizer-in-backward", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
        .help = "torchtune's optimizer_in_bwd: each parameter updated by its own optimizer as soon as its grad is "
                "complete (a post-accumulate-grad hook, PyTorch >= 2.1), then its grad freed: no step after backward",

@@ -7,6 +7,8 @@
 namespace memplan {
 namespace {
 
+bool torch_adam(const CommandArgs& a) { return a.estimate.optimizer == "adam" || a.estimate.optimizer == "adamw"; }
+
 // transformers' Trainer with a model loaded as it ships (torch_dtype from the config: --precision bf16 for a bf16
 // checkpoint). Sources read at huggingface/transformers main (loss_utils.py at 0114da0).
 std::vector<RecipeSetting> hf_trainer_settings() {
@@ -23,7 +25,7 @@ std::vector<RecipeSetting> hf_trainer_settings() {
        "model and torch support it, unless attn_implementation says otherwise"},
       {"--optimizer", "adamw", "src/transformers/training_args.py TrainingArguments.optim: adamw_torch"},
       {"--optimizer-impl", "fused",
-       "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8"},
+       "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adam},
   };
 }
 
@@ -33,9 +35,17 @@ std::vector<RecipeSetting> with(std::vector<RecipeSetting> base, const std::vect
 }
 
 std::string no_lora(const CommandArgs& a) {
-  return a.estimate.lora_rank == 0 ? "--recipe hf-peft trains LoRA adapters: --lora-rank 0 leaves none (use "
-                                     "--recipe hf-trainer for a full fine-tune)"
+  return a.estimate.lora_rank == 0 ? "--recipe " + a.estimate.recipe + " trains LoRA adapters: --lora-rank 0 leaves "
+                                     "none (use --recipe hf-trainer for a full fine-tune)"
                                    : "";
+}
+
+std::string qlora_contradiction(const CommandArgs& a) {
+  if (a.estimate.frozen_dtype != "nf4")
+    return "--recipe hf-peft-qlora quantizes the base to NF4: --frozen-dtype " + a.estimate.frozen_dtype +
+           " makes it another recipe (hf-peft with --frozen-dtype)";
+  if (!a.estimate.kbit_prep) return "--recipe hf-peft-qlora prepares the base with prepare_model_for_kbit_training";
+  return no_lora(a);
 }
 
 }  // namespace
@@ -56,6 +66,24 @@ const std::vector<Recipe>& recipes() {
               "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (llama: q_proj, "
               "v_proj)"}}),
        no_lora, ""},
+      {"hf-peft-qlora", "transformers Trainer + PEFT LoRA + bitsandbytes 4-bit (main)",
+       "hf-peft over a base loaded with BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\") and "
+       "prepared by peft.prepare_model_for_kbit_training: the base NF4 but its head, every other parameter and "
+       "activation float32, the 4-bit layers computing in --precision (bnb_4bit_compute_dtype), each decoder layer "
+       "checkpointed.",
+       with(with(hf_trainer_settings(), {{"--lora-rank", "8", "peft src/peft/tuners/lora/config.py LoraConfig.r (default 8)"},
+                                        {"--lora-targets", "q_proj|v_proj",
+                                         "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_"
+                                         "MAPPING (llama: q_proj, v_proj)"}}),
+            {{"--frozen-dtype", "nf4",
+              "transformers BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\"): every nn.Linear but "
+              "the output embedding becomes bitsandbytes' Linear4bit (integrations/bitsandbytes.py)"},
+             {"--kbit-prep", "true",
+              "peft src/peft/utils/other.py prepare_model_for_kbit_training: fp16/bf16 parameters cast to float32"},
+             {"--checkpoint", "layers",
+              "prepare_model_for_kbit_training(use_gradient_checkpointing=True), its default: "
+              "model.gradient_checkpointing_enable(), one checkpoint per decoder layer"}}),
+       qlora_contradiction, ""},
   };
   return all;
 }
@@ -78,6 +106,7 @@ void apply_recipe(CommandArgs& args, Command command, std::vector<const OptionSp
       if (r.applies_to(command) && r.message_name() == s.flag) row = &r;
     if (!row) throw InternalError("recipe " + name + " sets " + s.flag + ", which is no option of this command");
     if (std::find(given.begin(), given.end(), row) != given.end()) continue;  // the user's value wins
+    if (s.applies && !s.applies(args)) continue;
     set_field_text(*row, args, s.value);
     given.push_back(row);
   }

@@ -15,6 +15,9 @@ struct RecipeSetting {
   std::string flag;    // "--upcast"
   std::string value;   // as on the command line ("true" for a flag)
   std::string source;  // the framework file and function whose behaviour it is
+  // When the setting applies, on the options as given ("" flags: always): fused AdamW only where the optimizer is
+  // torch's Adam/AdamW (the Trainer's adamw_bnb_8bit is one bitsandbytes kernel).
+  bool (*applies)(const CommandArgs& args) = nullptr;
 };
 
 struct Recipe {

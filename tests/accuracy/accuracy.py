@@ -54,7 +54,8 @@ def memplan(args):
 def cpu_measurements():
     # measurements.json: fp32 steps; hf_islands.json: the tiny Llama in bfloat16 with transformers' float32
     # islands (bench/cpu_ground_truth/hf_islands.py), each row saying its --upcast and --free-output.
-    for name in ("measurements.json", "hf_islands.json"):
+    # kbit_prep.json: a LoRA step over a 4-bit base after PEFT's k-bit preparation (bench/cpu_ground_truth/kbit_prep.py).
+    for name in ("measurements.json", "hf_islands.json", "kbit_prep.json"):
         with open(os.path.join(SRC, "bench", "cpu_ground_truth", name)) as f:
             yield from json.load(f)["measurements"]
 
@@ -78,6 +79,12 @@ def cpu_rows():
             args += ["--upcast", m["upcast"]]
         if m.get("free_output"):
             args += ["--free-output"]
+        if m.get("lora"):
+            args += ["--lora-rank", str(m["lora"]["rank"]), "--lora-targets", m["lora"]["targets"]]
+        if m.get("frozen_dtype"):
+            args += ["--frozen-dtype", m["frozen_dtype"]]
+        if m.get("kbit_prep"):
+            args += ["--kbit-prep"]
         e = memplan(args)
         # The profiler counts live tensor bytes (the CPU allocator has no cache): compare with memplan's
         # live bytes at the peak, resident included, not with an arena.
@@ -85,9 +92,11 @@ def cpu_rows():
         config = (f"{m['model']} b{m['batch']}" + (f" s{m['seq']}" if m.get("seq") else "") +
                   f" {m['precision']} {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else "") +
                   (f" upcast {m['upcast']}" if m.get("upcast") else "") + (" free-output" if m.get("free_output") else "") +
+                  (f" LoRA r{m['lora']['rank']} on {m['lora']['targets'].replace('|', ',')}" if m.get("lora") else "") +
+                  (f" {m['frozen_dtype']}" if m.get("frozen_dtype") else "") + (" kbit-prep" if m.get("kbit_prep") else "") +
                   (f" train /{m['trainable']}/" if m.get("trainable") else ""))
         yield {"source": "cpu", "config": config, "measured": m["peak_bytes"], "predicted": predicted,
-               "tolerance": CPU_TOLERANCE_UPCAST if m.get("upcast") else CPU_TOLERANCE_BY_MODEL.get(m["model"], CPU_TOLERANCE), "param_bytes": m["parameter_bytes"],
+               "tolerance": CPU_TOLERANCE_UPCAST if m.get("upcast") or m.get("kbit_prep") else CPU_TOLERANCE_BY_MODEL.get(m["model"], CPU_TOLERANCE), "param_bytes": m["parameter_bytes"],
                "trainable_bytes": m.get("trainable_parameter_bytes", m["parameter_bytes"]), "optimizer": m["optimizer"],
                "excluded": CPU_EXCLUDED.get(m["model"])}
 
@@ -176,7 +185,11 @@ def main():
                     "(LlamaRMSNorm's float32 copy, eager attention's softmax(dtype=float32), ForCausalLMLoss's "
                     "logits.float(); bench/cpu_ground_truth/hf_islands.py) against `--precision bf16 --upcast "
                     "rmsnorm,softmax,loss`; `free-output` drops the logits before backward, as the Trainer does. "
-                    "Without `--upcast` memplan reads 24 to 31 % low on these rows.\n\n")
+                    "Without `--upcast` memplan reads 24 to 31 % low on these rows.\n\n"
+                    "kbit-prep rows (gated at 3 %): LoRA r 8 on q/v over a 4-bit base after PEFT's "
+                    "prepare_model_for_kbit_training (bench/cpu_ground_truth/kbit_prep.py: a stand-in of bitsandbytes' "
+                    "Linear4bit and MatMul4Bit), against `--precision bf16 --frozen-dtype nf4 --kbit-prep`; without "
+                    "`--kbit-prep` memplan reads 42 % low on them.\n\n")
             f.write("\n".join(md) + "\n\n" + summary + ".\n")
             f.write("\n" + published_gpu.section())
     print(f"{gated - failures} passed, {failures} failed")

@@ -59,6 +59,29 @@ TEST(Recipes, AContradictingFlagIsRefusedNamingBoth) {
   }
 }
 
+TEST(Recipes, QloraQuantizesPreparesAndCheckpoints) {
+  CommandArgs a = training("hf-peft-qlora");
+  a.estimate.precision = "bf16";
+  settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision")});
+  EXPECT_EQ(a.estimate.frozen_dtype, "nf4");
+  EXPECT_TRUE(a.estimate.kbit_prep);
+  EXPECT_EQ(a.estimate.checkpoint, "layers");
+  EXPECT_EQ(a.estimate.lora_rank, 8);
+  // A bitsandbytes optimizer is one kernel: the recipe's fused torch AdamW does not apply to it.
+  CommandArgs bnb = training("hf-peft-qlora");
+  bnb.estimate.precision = "bf16";
+  bnb.estimate.optimizer = "paged-adamw8bit";
+  settle_options(bnb, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision"), row_of("--optimizer")});
+  EXPECT_EQ(bnb.estimate.optimizer_impl, "");
+  // Another storage is another recipe.
+  CommandArgs int8 = training("hf-peft-qlora");
+  int8.estimate.precision = "bf16";
+  int8.estimate.frozen_dtype = "int8";
+  EXPECT_THROW(settle_options(int8, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision"),
+                                                row_of("--frozen-dtype")}),
+               InputError);
+}
+
 TEST(Recipes, NeedTrainingAndAKnownName) {
   CommandArgs inference = training("hf-trainer");
   inference.estimate.mode = "inference";
