@@ -57,6 +57,19 @@ CheckpointOptions parse_checkpoint(const std::string& text, const std::string& b
   return c;
 }
 
+// --loss NAME, or chunked-ce:N with its count.
+LossKind parse_loss(const std::string& text, int& chunks) {
+  for (const auto& [name, kind] : kLossChoices.items)
+    if (const int n = counted_choice(text, name, "--loss"); n > 0) {
+      chunks = n;
+      return kind;
+    }
+  const LossKind kind = kLossChoices.parse(text, "--loss");
+  if (kind == LossKind::ChunkedCrossEntropy)  // the choice's own name, "chunked-ce:N", has no count
+    throw InputError("--loss " + text + ": give the number of chunks, e.g. chunked-ce:8");
+  return kind;
+}
+
 }  // namespace
 
 Bindings to_bindings(const ModelArgs& args) {
@@ -186,7 +199,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.double_quant = a.double_quant;
   t.optimizer_impl = kOptimizerImplChoices.parse(impl, "--optimizer-impl");
   t.gradient_as_bucket_view = a.gradient_as_bucket_view;
-  t.loss = kLossChoices.parse(a.loss, "--loss");
+  t.loss = parse_loss(a.loss, t.loss_chunks);
   t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;
