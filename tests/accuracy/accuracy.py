@@ -54,7 +54,7 @@ def cpu_rows():
         data = json.load(f)
     for m in data["measurements"]:
         args = ["estimate", m["onnx"], "--mode", "train", "--runtime", "ideal", "--batch", str(m["batch"]),
-                "--precision", m["precision"], "--optimizer", m["optimizer"], "--loss", "cross-entropy",
+                "--precision", m["precision"], "--optimizer", m["optimizer"], "--loss", m.get("loss", "cross-entropy"),
                 # torch 1.13 (its autograd's saved tensors), foreach Adam (the measurements ran foreach=True)
                 # and zero_grad(set_to_none=True) (the protocol's step 3), not 1.13's default.
                 "--torch", "1.13", "--optimizer-impl", "foreach-torch1", "--zero-grad", "set-to-none"]
@@ -66,13 +66,16 @@ def cpu_rows():
             args += ["--checkpoint", "at:" + ",".join(m["checkpoint"])]
         if m.get("trainable"):
             args += ["--trainable", m["trainable"]]
+        if m.get("output_freed"):  # the step dropped the model's output after the loss (torchtune's `del logits`)
+            args += ["--free-output"]
         e = memplan(args)
         # The profiler counts live tensor bytes (the CPU allocator has no cache): compare with memplan's
         # live bytes at the peak, resident included, not with an arena.
         predicted = e["resident_bytes"] + e["lower_bound_bytes"]
         config = (f"{m['model']} b{m['batch']}" + (f" s{m['seq']}" if m.get("seq") else "") +
                   f" fp32 {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else "") +
-                  (f" train /{m['trainable']}/" if m.get("trainable") else ""))
+                  (f" train /{m['trainable']}/" if m.get("trainable") else "") +
+                  (f" {m['loss']}" if m.get("loss", "cross-entropy") != "cross-entropy" else ""))
         yield {"source": "cpu", "config": config, "measured": m["peak_bytes"], "predicted": predicted,
                "tolerance": CPU_TOLERANCE_BY_MODEL.get(m["model"], CPU_TOLERANCE), "param_bytes": m["parameter_bytes"],
                "trainable_bytes": m.get("trainable_parameter_bytes", m["parameter_bytes"]), "optimizer": m["optimizer"],
@@ -155,7 +158,10 @@ def main():
                     "Llama rows (tests/models/llama.py; `llama_tiny_lora` has LoRA r 8 on q/v, `llama_tiny_lora_all` on "
                     "all seven projections): `train /REGEX/` is memplan's `--trainable REGEX`, applied identically to "
                     "the PyTorch parameters; `/lora_/` trains the adapters only, `/^layers\\.3\\./` only the last "
-                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant).\n\n"
+                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant). `chunked-ce:8`: torchtune's "
+                    "CEWithChunkedOutputLoss over the decoder's 8 output chunks, the output dropped after the loss as "
+                    "torchtune's recipes do (memplan `--loss chunked-ce:8 --free-output`; "
+                    "bench/cpu_ground_truth/README.md).\n\n"
                     "moe_tiny rows (gated at 3 %): a Qwen3-MoE decoder of 4 layers, 8 experts, 2 a token "
                     "(bench/cpu_ground_truth/moe_tiny.json, tests/models/hf_moe.py), balanced routing; memplan is given "
                     "the config.json itself (`--graph train`), not an export.\n\n")
