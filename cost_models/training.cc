@@ -249,6 +249,12 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
                     "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type.");
   }
+  if (options.loss == LossKind::ChunkedCrossEntropy && !options.free_output)
+    notes.push_back("chunked-ce: the output's chunks are held through backward; torchtune's recipes drop them after "
+                    "the loss (del logits): add --free-output to model that.");
+  if (options.loss == LossKind::FusedLinearCrossEntropy)
+    notes.push_back("fused-linear-ce: Liger's Function runs the head and the loss chunk by chunk and keeps the grads "
+                    "of the hidden states and of the head weight from its forward; no logits exist.");
   if (options.grads_kept_between_steps)
     notes.push_back("zero_grad() keeps the grads allocated between steps (torch 1.x): they exist before the step "
                     "and each backward contribution is added into them.");
