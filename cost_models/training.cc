@@ -74,6 +74,7 @@ TrainingResult TrainingStep::build() {
     if (flat_shards()) fsdp_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     if (i == fused_head_) emit_fused_backward();
+    else if (i == chunked_head_) emit_chunked_head_backward();
     else emit_backward(i);
     if (flat_shards()) fsdp_post_backward(i);
     if (options_.optimizer_in_backward) update_params_completed_at(i);

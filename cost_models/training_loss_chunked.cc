@@ -17,15 +17,17 @@
 //    copies it (int64), and that copy is what nll_loss keeps;
 //  - div saves the divisor (other: total_elements), a scalar.
 // The chunks of the logits are the list the model returned: all live together, the same bytes as the whole
-// output, which memplan keeps as the graph's one output (the head runs as the graph's op; docs/cost-models.md
-// says what a per-chunk head adds). Backward (torch/csrc/autograd/engine.cpp: the ready queue runs the node of
+// output, which memplan keeps as the graph's one output, made by the head's forward as the graph's one op (byte for
+// byte the same); the head's backward runs per chunk (emit_chunked_head_backward). Backward (torch/csrc/autograd/engine.cpp: the ready queue runs the node of
 // highest sequence number first) runs every chunk's loss backward, last chunk first, before any op of the
 // model: per chunk nll_loss_backward (an fp32 grad of the chunk's log_softmax), _log_softmax_backward_data (the
 // fp32 grad of the chunk; its saved result and incoming grad then die) and, on low-precision logits,
 // _to_copy_backward (the grad in the logits' type). The N chunk grads then meet in the head's backward.
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "cost_models/eager_semantics.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -135,9 +137,103 @@ void TrainingStep::emit_chunked_loss(int32_t out) {
   }
   // The grads of the N chunks, together the grad of the output: the first chunk's is its grad buffer, the
   // others its parts, read (and freed) by the same backward.
+  chunk_grads_.assign(chunk_grads.rbegin(), chunk_grads.rend());  // in chunk order
   set_grad(out, chunk_grads.back());
   chunk_grads.pop_back();
   grad_parts_[out] = std::move(chunk_grads);
+  // The head's backward runs once per chunk, as TransformerDecoder.chunked_output's per-chunk F.linear does, when
+  // the output is the head's (the last op, the hidden state [batch, seq, hidden]) on one GPU's whole weight;
+  // otherwise as the graph's one op. Its forward is left as one op: byte for byte the same (each chunk's matmul
+  // saves its slice of the hidden state, as a contiguous copy or autocast's cast when the slice is not contiguous,
+  // and the copies add up to the whole).
+  const int32_t h = static_cast<int32_t>(context_.ops.size()) - 1;
+  int32_t x = -1, w = -1;
+  if (n > 1 && context_.ops[h].outputs == std::vector<int32_t>{out} && head_operands(h, x, w) && !flat_shards() &&
+      !layout().restored(w) && segment_of_op_[h] < 0 && graph_.tensors[x].shape.size() == 3 &&
+      graph_.tensors[x].shape[1] == seq)
+    chunked_head_ = h;
+}
+
+// The head's backward per chunk, last chunk first (the engine's order: the chunks' matmuls were made in chunk
+// order). Each chunk's MmBackward frees that chunk's grad of the logits and makes its slice of the hidden state's
+// grad, kept by SplitBackward (chunk's backward, tools/autograd/derivatives.yaml split: cat of the grads) until the
+// last chunk, and its contribution to the weight's grad, accumulated where the weight's grad meets
+// (torch/csrc/autograd/input_buffer.cpp): the first kept, each later one added in place, or out of place into a new
+// sum when the kept one is a view (F.linear's weight.t()); under autocast they meet at the cached cast's
+// _to_copy_backward in the low type, cast to float32 once after the last chunk.
+void TrainingStep::emit_chunked_head_backward() {
+  const int32_t h = chunked_head_;
+  const FusedOp& op = context_.ops[h];
+  int32_t x = -1, w = -1;
+  head_operands(h, x, w);
+  grad_consumed_[op.outputs[0]] = true;
+  const int n = static_cast<int>(chunk_grads_.size());
+  const uint64_t seq = static_cast<uint64_t>(graph_.tensors[x].shape[1]);
+  const bool x_cast = autocast_inputs_of_op_[h].count(x) > 0;
+  const DType x_compute = x_cast ? autocast_target(graph_, op, x, options_.precision, layout().dtype) : layout().dtype[x];
+  const bool w_grad = context_.requires_grad[w];
+  const int32_t p = context_.tied_to[w] >= 0 ? context_.tied_to[w] : w;
+  const bool w_cast = autocast_inputs_of_op_[h].count(w) > 0;
+  const std::vector<int32_t>& passthrough = context_.rules[h].passthrough_inputs;
+  const bool w_view = context_.tied_to[w] >= 0 || std::find(passthrough.begin(), passthrough.end(), w) != passthrough.end();
+  // Where the weight's contributions meet: under autocast the cast's node, in the low type; else the weight's
+  // AccumulateGrad, whose sum becomes .grad when the weight has no grad yet (else each contribution goes to
+  // add_param_grad, as one op's would).
+  const bool own_sum = w_grad && (w_cast || (param_grad_buffer_[p] < 0 && !layout().grad_sharded[p] &&
+                                             layout().shard[p] == ParameterShard::Whole));
+  const uint64_t part_bytes = w_cast ? bytes_in(w, low_precision_dtype(options_.precision)) : bytes_of(w);
+  const std::string wname = "grad:" + graph_.tensors[p].name + (w_cast ? ":autocast" : "");
+  std::vector<int32_t> x_grads;
+  int32_t sum = -1;
+  for (int c = n - 1; c >= 0; --c) {
+    const uint64_t positions = seq / static_cast<uint64_t>(n) + (static_cast<uint64_t>(c) < seq % static_cast<uint64_t>(n) ? 1 : 0);
+    const std::string tag = ":chunk" + std::to_string(c);
+    Step st{"backward:" + op.name + tag, op.op + "_backward", Phase::Backward, {chunk_grads_[c]}, {},
+            checked_mul(context_.op_flops[h] / static_cast<uint64_t>(n), 2, "FLOP count")};
+    for (int32_t b : saved_by_op_[h]) add_unique(st.reads, b);
+    if (context_.requires_grad[x]) {
+      const std::string gname = "grad:" + graph_.tensors[x].name;
+      if (x_cast)  // the low-precision grad of the cast slice, then its cast back
+        st.writes.push_back(writer_.new_buffer(gname + ":autocast" + tag,
+                                               checked_mul(bytes_in(x, x_compute) / seq, positions, "bytes"), Category::ActivationGrad));
+      x_grads.push_back(writer_.new_buffer(gname + tag, checked_mul(bytes_of(x) / seq, positions, "bytes"), Category::ActivationGrad));
+      st.writes.push_back(x_grads.back());
+    }
+    if (w_grad && !own_sum) add_param_grad(p, /*was_cast=*/false, w_view, st);
+    int32_t part = -1;
+    if (own_sum) {
+      part = writer_.new_buffer(wname + (sum < 0 ? "" : ":partial" + tag), part_bytes,
+                                sum < 0 && !w_cast ? Category::Gradient : Category::ActivationGrad);
+      st.writes.push_back(part);
+    }
+    forward_.touch_workspace(op, CublasHandle::Autograd, st);
+    program().steps.push_back(std::move(st));
+    if (!own_sum) continue;
+    if (sum < 0) {
+      sum = part;
+    } else {  // the next node adds it: in place, or out of place into a new sum when the kept one is a view
+      Step add{"backward:" + op.name + ":accumulate" + tag, "add", Phase::Backward, {sum, part}, {}, 0};
+      if (w_view) {
+        sum = writer_.new_buffer(wname + (w_cast ? ":sum" : "") + tag, part_bytes, w_cast ? Category::ActivationGrad : Category::Gradient);
+        add.writes.push_back(sum);
+      }
+      program().steps.push_back(std::move(add));
+    }
+  }
+  if (own_sum && w_cast) {  // _to_copy_backward: the float32 grad, as one op's would arrive
+    Step cast{"backward:" + op.name + ":weight_cast", "to_copy_backward", Phase::Backward, {sum}, {}, 0};
+    add_param_grad(p, /*was_cast=*/false, /*via_view=*/false, cast);
+    program().steps.push_back(std::move(cast));
+  } else if (own_sum) {  // AccumulateGrad steals the sum as .grad
+    param_grad_buffer_[p] = sum;
+    program().buffers[sum].live_at_end = true;
+    param_grad_via_view_[p] = w_view;
+    result_.grad_bytes = checked_add(result_.grad_bytes, bytes_of(w), "gradient bytes");
+  }
+  if (x_grads.empty()) return;
+  Step cat{"backward:" + op.name + ":split", "split_backward", Phase::Backward, x_grads, {}, 0};
+  accumulate(x, writer_.new_buffer("grad:" + graph_.tensors[x].name, bytes_of(x), Category::ActivationGrad), /*fresh=*/true, cat);
+  program().steps.push_back(std::move(cat));
 }
 
 }  // namespace memplan

@@ -47,6 +47,23 @@ uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }  // triton.cdi
 
 }  // namespace
 
+bool TrainingStep::head_operands(int32_t i, int32_t& x, int32_t& w) const {
+  const FusedOp& op = context_.ops[i];
+  if (i != static_cast<int32_t>(context_.ops.size()) - 1) return false;
+  if (op.kind == OpKind::Linear && op.weight >= 0 && op.x >= 0 && op.bias < 0) {
+    x = op.x;
+    w = op.weight;
+    return true;
+  }
+  if (op.kind == OpKind::Node && op.op == "MatMul" && op.inputs.size() == 2 && is_constant(graph_, op.inputs[1]) &&
+      graph_.tensors[op.inputs[1]].shape.size() == 2) {
+    x = op.inputs[0];
+    w = op.inputs[1];
+    return true;
+  }
+  return false;
+}
+
 // The op the fused loss replaces: the last op, a MatMul of the hidden states by the head weight (F.linear's
 // Transpose of a [V, H] parameter, or a pre-transposed [H, V] one), without a bias, producing the last output.
 int32_t TrainingStep::find_fused_head() const {

@@ -79,6 +79,10 @@ class TrainingStep {
   void seed_output_grad(int32_t out);
   // --loss chunked-ce:N (training_loss_chunked.cc) and fused-linear-ce (training_loss_fused.cc).
   void emit_chunked_loss(int32_t out);
+  void emit_chunked_head_backward();
+  // The head op `i` is (the last op: a bias-free Linear, or a MatMul by a 2-D initializer): its hidden-state input
+  // and weight. False for any other op.
+  bool head_operands(int32_t i, int32_t& x, int32_t& w) const;
   int32_t find_fused_head() const;
   void emit_fused_loss();
   void emit_fused_backward();
@@ -143,6 +147,10 @@ class TrainingStep {
   // chunked-ce: per chunk, its saved log_softmax, target and total_weight; the count the sum is divided by.
   std::vector<int32_t> chunk_log_softmax_, chunk_targets_, chunk_total_weight_;
   int32_t total_elements_buffer_ = -1;
+  // chunked-ce: the head op run once per chunk in backward (-1: as the graph's one op), and the chunks' grads of
+  // its output, in chunk order.
+  int32_t chunked_head_ = -1;
+  std::vector<int32_t> chunk_grads_;
   // fused-linear-ce: the head op the fused loss replaces (-1: none), and the grads its forward keeps.
   int32_t fused_head_ = -1, fused_grad_input_ = -1, fused_grad_weight_ = -1;
   // Backward.

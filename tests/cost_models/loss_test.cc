@@ -74,19 +74,29 @@ TEST(ChunkedCrossEntropy, OneChunkIsPlainCrossEntropy) {
 //   the mean's backward: 584 + 336 + loss 4 + grad:loss 4 + its grad via the sums 4 = 932;
 //   last chunk first: nll_loss backward 512 + 336 + 8 + grad of log_softmax 64 = 920, log_softmax backward
 //   512 + 252 + log_softmax 64 + 8 + 64 + grad of the chunk 64 = 964; each earlier chunk frees 84 and adds a
-//   chunk grad of 64: 944, 924, 900;
-//   head backward: x 128 + h 128 + logits 256 + loss 4 + the four chunk grads 256 + grad:h 128 + grad:Wh 128 = 1028.
-// The peak is 1028, at the head's backward, 256 under plain cross-entropy's (the full log_softmax and its grad
-// never coexist).
+//   chunk grad of 64: 944, 924, 900.
+// Then the head once per chunk, last first (TransformerDecoder.chunked_output), from x 128 + h 128 + logits 256 +
+// loss 4 + the chunk grads 256 = 772: chunk 3 reads its grad and makes h's slice of grad (2 x 1 x 4 fp32 = 32) and
+// Wh's first contribution (128): 932; chunk 2: 772 - 64 + 32 + 128 + 32 + 128 = 1028; its contribution is added
+// out of place (F.linear's weight.t() makes the kept one a view): sum, contribution and new sum together,
+// 772 - 128 + 64 + 3 x 128 = 1092; chunk 1: 996, its sum 1060; chunk 0: 964, its sum 900 (h read last by chunk
+// 0); SplitBackward cats the four slices into grad:h (128): x + logits + loss + 128 + 128 + Wh's grad 128 = 772.
+// The peak is 1092, at chunk 2's weight-grad sum, 192 under plain cross-entropy's (the full log_softmax and its
+// grad never coexist; the per-chunk head's weight-grad sums give back 64 of the 256).
 TEST(ChunkedCrossEntropy, FourChunksByHand) {
-  const Program p = build_training_program(head(), sgd(LossKind::ChunkedCrossEntropy, 4)).program;
-  EXPECT_EQ(peak_live_bytes(p).bytes, 1028u);
-  EXPECT_EQ(peak_step(p), "backward:/MatMul_2");
+  const TrainingResult r = build_training_program(head(), sgd(LossKind::ChunkedCrossEntropy, 4));
+  const Program& p = r.program;
+  EXPECT_EQ(peak_live_bytes(p).bytes, 1092u);
+  EXPECT_EQ(peak_step(p), "backward:/MatMul_2:accumulate:chunk2");
   EXPECT_EQ(p.buffers[buffer_named(p, "logits:log_softmax:chunk3")].bytes, 64u);
   EXPECT_EQ(p.buffers[buffer_named(p, "targets:chunk3")].bytes, 16u);
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:logits:chunk0")].bytes, 64u);
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:logits:chunk3")].bytes, 64u);
   EXPECT_EQ(p.buffers[buffer_named(p, "labels:not_ignored")].bytes, 8u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:h:chunk3")].bytes, 32u);
+  // The last sum is Wh's .grad, kept to the end; the step's grads are W1's 64 and Wh's 128.
+  EXPECT_TRUE(p.buffers[buffer_named(p, "grad:Wh:chunk0")].live_at_end);
+  EXPECT_EQ(r.grad_bytes, 64u + 128u);
 }
 
 // --precision bf16 (model.half()): the logits are bf16 (128 bytes), which plain cross-entropy log_softmaxes in bf16
