@@ -2,6 +2,7 @@
 // (--loss fused-linear-ce) on a tiny decoder tail; every expected number is worked out by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cost_models/cost_model.h"
@@ -97,6 +98,27 @@ TEST(ChunkedCrossEntropy, FourChunksByHand) {
   // The last sum is Wh's .grad, kept to the end; the step's grads are W1's 64 and Wh's 128.
   EXPECT_TRUE(p.buffers[buffer_named(p, "grad:Wh:chunk0")].live_at_end);
   EXPECT_EQ(r.grad_bytes, 64u + 128u);
+}
+
+// Under autocast (amp-bf16) the head's matmuls run in bf16 on the cached bf16 copy of Wh: each chunk's weight-grad
+// contribution is bf16 [8, 4] = 64 bytes, summed (out of place: a view) in bf16 where they meet, the cached cast's
+// _to_copy_backward, which makes the one float32 grad of Wh (128 bytes) after the last chunk. h is the first
+// MatMul's output, bf16 under autocast, so each chunk's slice of its grad is bf16 (2 x 1 x 4 = 16 bytes), no cast.
+TEST(ChunkedCrossEntropy, AutocastSumsTheHeadWeightGradInTheLowTypeAndCastsItOnce) {
+  TrainingRun o = sgd(LossKind::ChunkedCrossEntropy, 4);
+  o.precision = Precision::AmpBf16;
+  const Program p = build_training_program(head(), o).program;
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:Wh:autocast")].bytes, 64u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:Wh:autocast:partial:chunk2")].bytes, 64u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:Wh:autocast:sum:chunk0")].bytes, 64u);
+  const int32_t grad = buffer_named(p, "grad:Wh");
+  EXPECT_EQ(p.buffers[grad].bytes, 128u);
+  EXPECT_TRUE(p.buffers[grad].live_at_end);
+  int writers = 0;
+  for (const Step& s : p.steps) writers += static_cast<int>(std::count(s.writes.begin(), s.writes.end(), grad));
+  EXPECT_EQ(writers, 1);
+  EXPECT_EQ(buffer_named(p, "grad:h:autocast:chunk3"), -1);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:h:chunk3")].bytes, 16u);
 }
 
 // --precision bf16 (model.half()): the logits are bf16 (128 bytes), which plain cross-entropy log_softmaxes in bf16
