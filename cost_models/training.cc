@@ -66,14 +66,18 @@ TrainingResult TrainingStep::build() {
   add_persistent_grads();
   add_optimizer_states_if_steady();
   if (options_.steady_state) forward_.hold_workspaces(context_.ops);  // a later iteration: kept from the last
+  if (options_.loss == LossKind::FusedLinearCrossEntropy && context_.sent.empty()) fused_head_ = find_fused_head();
   for (size_t i = 0; i < context_.ops.size(); ++i)
-    emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
+    if (static_cast<int32_t>(i) != fused_head_)  // the fused loss runs the head (training_loss_fused.cc)
+      emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
   if (context_.sent.empty()) emit_loss();
   else emit_stage_send();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
     if (flat_shards()) fsdp_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
-    emit_backward(i);
+    if (i == fused_head_) emit_fused_backward();
+    else if (i == chunked_head_) emit_chunked_head_backward();
+    else emit_backward(i);
     if (flat_shards()) fsdp_post_backward(i);
     if (options_.optimizer_in_backward) update_params_completed_at(i);
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
@@ -290,6 +294,12 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
                     "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type.");
   }
+  if (options.loss == LossKind::ChunkedCrossEntropy && !options.free_output)
+    notes.push_back("chunked-ce: the output's chunks are held through backward; torchtune's recipes drop them after "
+                    "the loss (del logits): add --free-output to model that.");
+  if (options.loss == LossKind::FusedLinearCrossEntropy)
+    notes.push_back("fused-linear-ce: Liger's Function runs the head and the loss chunk by chunk and keeps the grads "
+                    "of the hidden states and of the head weight from its forward; no logits exist.");
   if (options.grads_kept_between_steps)
     notes.push_back("zero_grad() keeps the grads allocated between steps (torch 1.x): they exist before the step "
                     "and each backward contribution is added into them.");

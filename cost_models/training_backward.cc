@@ -95,6 +95,11 @@ void TrainingStep::emit_backward(int32_t i) {
       if (out_grad < 0) out_grad = grad_buffer_[t];
     }
   if (out_grad < 0) return;  // nothing downstream reached the loss
+  std::vector<int32_t> parts;  // chunked-ce: the other chunks' grads of an output
+  for (int32_t t : op.outputs)
+    if (auto it = grad_parts_.find(t); it != grad_parts_.end())
+      for (int32_t b : it->second) add_unique(parts, b);
+  for (int32_t b : parts) add_unique(st.reads, b);
   for (int32_t t : op.outputs) grad_consumed_[t] = true;
   bool any_input = false;
   std::set<int32_t> done;
@@ -131,6 +136,7 @@ void TrainingStep::emit_backward(int32_t i) {
                                               rule.passthrough_inputs.end();
     if (passthrough) {
       accumulate(t, out_grad, /*fresh=*/false, st);
+      if (!parts.empty()) grad_parts_[t] = parts;  // a view of the output: its grad is the same chunks
     } else {
       accumulate(t, writer_.new_buffer("grad:" + graph_.tensors[t].name, bytes_of(t), Category::ActivationGrad), true, st);
     }

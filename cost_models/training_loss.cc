@@ -9,6 +9,10 @@ namespace memplan {
 void TrainingStep::emit_loss() {
   if (graph_.outputs.empty()) throw InputError("model '" + graph_.model_path + "' has no outputs to train");
   const int32_t out = graph_.outputs.back();
+  if (options_.loss == LossKind::FusedLinearCrossEntropy) {  // the head and the loss in one op (training_loss_fused.cc)
+    emit_fused_loss();
+    return;
+  }
   if (forward_buffer_[out] < 0) throw InputError("training output '" + graph_.tensors[out].name + "' has no buffer");
   if (!context_.requires_grad[out])
     throw InputError("output '" + graph_.tensors[out].name + "' of model '" + graph_.model_path +
@@ -19,6 +23,10 @@ void TrainingStep::emit_loss() {
   // The training loop's `output = model(x)` holds the output through backward and the optimizer step, unless
   // the loop drops it with the loss (--free-output).
   program().buffers[forward_buffer_[out]].live_at_end = !options_.free_output;
+  if (options_.loss == LossKind::ChunkedCrossEntropy) {  // its own steps and backward (training_loss_chunked.cc)
+    emit_chunked_loss(out);
+    return;
+  }
   Step st;
   st.phase = Phase::Forward;
   st.reads = {forward_buffer_[out]};
@@ -66,6 +74,9 @@ void TrainingStep::emit_loss() {
       mse_input_buffer_ = loss_input;  // mse_loss saves its input and target
       break;
     }
+    case LossKind::ChunkedCrossEntropy:
+    case LossKind::FusedLinearCrossEntropy:
+      throw InternalError("the chunked and fused losses have their own steps");
     case LossKind::None: {
       st.name = "loss:none";
       st.op = "backward_seed";

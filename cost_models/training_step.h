@@ -1,7 +1,8 @@
 // One training step (PyTorch eager) as a memory program: the state every phase reads and writes, declared
 // once. Each phase lives in its own file:
 //   training_forward.cc    parameters, inputs, forward ops keeping what autograd saves, checkpoint recompute
-//   training_loss.cc       the loss and the grad that seeds backward
+//   training_loss.cc       the loss and the grad that seeds backward (training_loss_chunked.cc: torchtune's
+//                          chunked cross-entropy; training_loss_fused.cc: Liger's fused linear cross-entropy)
 //   training_backward.cc   backward ops in reverse order, activation and parameter grads
 //   training_optimizer.cc  grads and optimizer states that persist, the optimizer step
 //   training.cc            the order of the phases, checkpoint boundary choice, notes
@@ -78,6 +79,15 @@ class TrainingStep {
   void emit_loss();
   void emit_stage_send();
   void seed_output_grad(int32_t out);
+  // --loss chunked-ce:N (training_loss_chunked.cc) and fused-linear-ce (training_loss_fused.cc).
+  void emit_chunked_loss(int32_t out);
+  void emit_chunked_head_backward();
+  // The head op `i` is (the last op: a bias-free Linear, or a MatMul by a 2-D initializer): its hidden-state input
+  // and weight. False for any other op.
+  bool head_operands(int32_t i, int32_t& x, int32_t& w) const;
+  int32_t find_fused_head() const;
+  void emit_fused_loss();
+  void emit_fused_backward();
 
   // ---- backward (training_backward.cc) ----
   void accumulate(int32_t t, int32_t incoming, bool fresh, Step& st);
@@ -136,9 +146,21 @@ class TrainingStep {
   // Loss.
   int32_t log_softmax_buffer_ = -1, total_weight_buffer_ = -1, loss_buffer_ = -1;
   int32_t loss_target_buffer_ = -1, mse_input_buffer_ = -1;
+  // chunked-ce: per chunk, its saved log_softmax, target and total_weight; the count the sum is divided by.
+  std::vector<int32_t> chunk_log_softmax_, chunk_targets_, chunk_total_weight_;
+  int32_t total_elements_buffer_ = -1;
+  // chunked-ce: the head op run once per chunk in backward (-1: as the graph's one op), and the chunks' grads of
+  // its output, in chunk order.
+  int32_t chunked_head_ = -1;
+  std::vector<int32_t> chunk_grads_;
+  // fused-linear-ce: the head op the fused loss replaces (-1: none), and the grads its forward keeps.
+  int32_t fused_head_ = -1, fused_grad_input_ = -1, fused_grad_weight_ = -1;
   // Backward.
   std::vector<int32_t> grad_buffer_;                 // tensor -> its grad's buffer
   std::map<int32_t, std::vector<int32_t>> grad_buffer_holders_;  // grad buffer -> tensors it is the grad of
+  // tensor -> further buffers that with grad_buffer_ make its grad (chunked-ce: the chunks' grads of the logits),
+  // read by the same backward
+  std::map<int32_t, std::vector<int32_t>> grad_parts_;
   std::vector<bool> grad_consumed_;                  // the backward that reads this tensor's grad has run
   std::vector<int32_t> param_grad_buffer_;           // parameter -> .grad buffer
   std::vector<bool> param_grad_via_view_;            // parameter -> its buffered grad reached it through a view

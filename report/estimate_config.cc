@@ -72,6 +72,19 @@ Upcast parse_upcast(const std::string& text) {
   return u;
 }
 
+// --loss NAME, or chunked-ce:N with its count.
+LossKind parse_loss(const std::string& text, int& chunks) {
+  for (const auto& [name, kind] : kLossChoices.items)
+    if (const int n = counted_choice(text, name, "--loss"); n > 0) {
+      chunks = n;
+      return kind;
+    }
+  const LossKind kind = kLossChoices.parse(text, "--loss");
+  if (kind == LossKind::ChunkedCrossEntropy)  // the choice's own name, "chunked-ce:N", has no count
+    throw InputError("--loss " + text + ": give the number of chunks, e.g. chunked-ce:8");
+  return kind;
+}
+
 }  // namespace
 
 Bindings to_bindings(const ModelArgs& args) {
@@ -203,7 +216,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.kbit_prep = a.kbit_prep;
   t.optimizer_impl = kOptimizerImplChoices.parse(impl, "--optimizer-impl");
   t.gradient_as_bucket_view = a.gradient_as_bucket_view;
-  t.loss = kLossChoices.parse(a.loss, "--loss");
+  t.loss = parse_loss(a.loss, t.loss_chunks);
   t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;

@@ -37,6 +37,8 @@ void check_value(const OptionSpec& row, const CommandArgs& args) {
   const std::string flag = row.message_name();
   switch (row.kind) {
     case OptionKind::Choice:
+      for (const std::string& c : row.choices)
+        if (counted_choice(value, c, flag) > 0) return;  // NAME:N with a valid count
       if (std::find(row.choices.begin(), row.choices.end(), value) == row.choices.end())
         throw InputError(fmt::format("{} {}: expected one of {}", flag, value, fmt::join(row.choices, "|")));
       break;
@@ -194,6 +196,10 @@ const std::vector<Feature>& features() {
        [](A a) { return bitsandbytes(a); }},
       {"optimizer-in-backward", "--optimizer-in-backward", "--optimizer-in-backward", S::Train,
        [](A a) { return a.optimizer_in_backward; }},
+      {"chunked-ce", "--loss", "--loss chunked-ce:N", S::Train,
+       [](A a) { return a.loss.rfind("chunked-ce:", 0) == 0; }},
+      {"fused-linear-ce", "--loss", given_as("--loss", kLossChoices, LossKind::FusedLinearCrossEntropy), S::Train,
+       [](A a) { return kLossChoices.is(a.loss, LossKind::FusedLinearCrossEntropy); }},
   };
   return all;
 }
@@ -230,6 +236,18 @@ const std::vector<Refusal>& refused_pairs() {
       // FlatParamHandle._validate_tensors_to_flatten: "Cannot flatten integer dtype tensors", "Must flatten
       // tensors with uniform dtype"); bitsandbytes' Int8Params are int8 tensors with their own scales, and frozen
       // weights re-stored in another float type than the trained ones break the one dtype.
+      // torchtune's CEWithChunkedOutputLoss gathers each chunk of a tensor-parallel output whole
+      // (compute_cross_entropy: logits.full_tensor() on a DTensor), which the vocabulary-sliced head is not.
+      {"chunked-ce", "tp", "not modelled: torchtune gathers each chunk of a tensor-parallel output whole"},
+      // Liger's fused loss takes the whole head weight and computes its grad in the forward
+      // (liger_kernel/ops/fused_linear_cross_entropy.py); a sharded, gathered or vocabulary-parallel head, and a
+      // pipeline stage's head, are not modelled. Liger needs PyTorch >= 2.1.2 (setup.py install_requires "torch>=2.1.2").
+      {"fused-linear-ce", "tp", "not modelled: the fused loss takes the whole head weight, not a vocabulary slice"},
+      {"fused-linear-ce", "pp", "not modelled"},
+      {"fused-linear-ce", "zero12", "not modelled: the fused loss makes the head's grad whole in the forward"},
+      {"fused-linear-ce", "zero3", "not modelled: the fused loss reads the gathered head weight"},
+      {"fused-linear-ce", "fsdp", "not modelled: the fused loss reads the gathered head weight"},
+      {"fused-linear-ce", "torch-1.13", "Liger Kernel needs PyTorch >= 2.1: use --torch 2"},
       {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "
                               "weights cannot be flattened with the ones that train"},
       {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "

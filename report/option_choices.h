@@ -44,6 +44,22 @@ struct Choices {
   }
 };
 
+// A choice written NAME:N (--loss chunked-ce:N) takes a count N >= 1 after the colon. The count `value` gives
+// it when `value` is NAME:<count>; 0 when `value` is not that choice; InputError when it is, with a count that is
+// not an integer >= 1. The schema's check (report/option_checks.cc) and the parse (estimate_config.cc) both use it.
+inline int counted_choice(const std::string& value, const std::string& choice, const std::string& flag) {
+  if (choice.size() < 2 || choice.compare(choice.size() - 2, 2, ":N") != 0) return 0;
+  const std::string prefix = choice.substr(0, choice.size() - 1);  // "chunked-ce:"
+  if (value.rfind(prefix, 0) != 0) return 0;
+  const std::string count = value.substr(prefix.size());
+  int n = 0;
+  bool digits = !count.empty() && count.size() <= 9;
+  for (char c : count) digits = digits && c >= '0' && c <= '9';
+  if (digits) n = std::stoi(count);
+  if (!digits || n < 1) throw InputError(flag + " " + value + ": expected " + choice + " with N an integer >= 1");
+  return n;
+}
+
 inline const Choices<Mode> kModeChoices{{{mode_name(Mode::Inference), Mode::Inference}, {mode_name(Mode::Training), Mode::Training}}};
 inline const Choices<Runtime> kRuntimeChoices{{{runtime_name(Runtime::Ideal), Runtime::Ideal},
                                                {runtime_name(Runtime::PyTorch), Runtime::PyTorch},
@@ -66,8 +82,12 @@ inline const Choices<Optimizer> kOptimizerChoices{{{"sgd", Optimizer::Sgd}, {"mo
 inline const Choices<Precision> kPrecisionChoices{{{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16},
                                                    {"bf16", Precision::Bf16}, {"amp-fp16", Precision::AmpFp16},
                                                    {"amp-bf16", Precision::AmpBf16}}};
-inline const Choices<LossKind> kLossChoices{
-    {{"none", LossKind::None}, {"cross-entropy", LossKind::CrossEntropy}, {"mse", LossKind::Mse}}};
+// chunked-ce:N carries a count (counted_choice).
+inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
+                                             {"cross-entropy", LossKind::CrossEntropy},
+                                             {"mse", LossKind::Mse},
+                                             {"chunked-ce:N", LossKind::ChunkedCrossEntropy},
+                                             {"fused-linear-ce", LossKind::FusedLinearCrossEntropy}}};
 inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
                                               {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3},
                                               {"fsdp", Sharding::Fsdp}}};

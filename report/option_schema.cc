@@ -131,7 +131,11 @@ std::vector<OptionSpec> make_schema() {
        .min = 1, .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.grad_accum > 1, ", grad-accum " + std::to_string(a.grad_accum)); }},
       {.flag = "--loss", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "Loss on the last output: none, cross-entropy (int64 targets) or mse", .field = FIELD(estimate.loss),
+       .help = "Loss on the last output: none, cross-entropy (int64 targets), mse, chunked-ce:N (torchtune's "
+               "CEWithChunkedOutputLoss: N slices of the sequence, each upcast to fp32) or fused-linear-ce (Liger "
+               "Kernel's fused head and cross-entropy: the logits never exist whole; the last op must be the head's "
+               "MatMul)",
+       .field = FIELD(estimate.loss),
        .choices = kLossChoices.names(), .show_default = true},
       {.flag = "--free-output", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
        .help = "The loop keeps no reference to the model's output past the loss, as Hugging Face's Trainer "

@@ -76,6 +76,9 @@ class Config(NamedTuple):
     # Which parameters train: a regular expression searched in parameter names (= the initializer names of
     # the training export), memplan's --trainable; None: every parameter trains.
     trainable: Optional[str] = None
+    # "cross-entropy" (F.cross_entropy on the logits) or "chunked-ce:N" (torchtune's CEWithChunkedOutputLoss over
+    # the decoder's N output chunks; Llama models only), memplan's --loss.
+    loss: str = "cross-entropy"
 
 
 SIZES = {"resnet18": [(2, None), (8, None)], "mobilenet_v2": [(2, None), (8, None)],
@@ -97,12 +100,14 @@ VARIANTS = {
 }
 
 
-def default_configs(models: Sequence[str]) -> List[Config]:
-    return [Config(model, batch, seq, optimizer, ckpt, trainable)
+def default_configs(models: Sequence[str], loss: str = "cross-entropy") -> List[Config]:
+    """Another loss than cross-entropy is measured on the full fine-tune without checkpointing only."""
+    return [Config(model, batch, seq, optimizer, ckpt, trainable, loss)
             for model in models
             for batch, seq in SIZES[model]
             for optimizer in ("momentum", "adam")
-            for trainable, ckpt in VARIANTS.get(model, [(None, False), (None, True)])]
+            for trainable, ckpt in (VARIANTS.get(model, [(None, False), (None, True)]) if loss == "cross-entropy"
+                                    else [(None, False)])]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -198,8 +203,11 @@ def llama_build(model: str):
     return export_llama.tiny_module(*LLAMA[model])
 
 
-def llama_forward(m, inputs, use_checkpoint: bool):
-    """llama.Llama.forward, each decoder layer checkpointed when asked."""
+def llama_forward(m, inputs, use_checkpoint: bool, output_chunks: int = 0):
+    """llama.Llama.forward, each decoder layer checkpointed when asked. output_chunks N > 0: the output projection
+    applied to each of N chunks of the last hidden state, returned as a list, as torchtune's
+    TransformerDecoder.chunked_output does (torchtune/modules/transformer.py: `[self.output(chunk) for chunk in
+    last_hidden_state.chunk(self.num_output_chunks, dim=1)]`)."""
     input_ids = inputs[0]
     seq = input_ids.size(1)
     x = m.embed_tokens(input_ids)
@@ -213,6 +221,8 @@ def llama_forward(m, inputs, use_checkpoint: bool):
     mask = llama.causal_additive_mask(seq, input_ids.device)
     for layer in m.layers:
         x = checkpoint(layer, x, cos, sin, mask) if use_checkpoint else layer(x, cos, sin, mask)
+    if output_chunks > 0:
+        return [m.lm_head(chunk) for chunk in m.norm(x).chunk(output_chunks, dim=1)]
     return m.lm_head(m.norm(x))
 
 
@@ -288,9 +298,30 @@ def set_trainable(module, pattern: Optional[str]) -> None:
         p.requires_grad_(trains)
 
 
-def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: bool) -> None:
-    logits = forward(module, inputs, use_checkpoint)
-    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+def chunked_ce_loss(logits: List[torch.Tensor], labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+    """torchtune's CEWithChunkedOutputLoss.forward (torchtune/modules/loss/ce_chunked_output_loss.py) for torch 1.13,
+    without its DTensor branch: the labels cut as the logits were, each logits chunk upcast with .float() and
+    cross-entropy'd with reduction="sum", the sum divided by the count of labels not ignored."""
+    total_elements = (labels != ignore_index).sum()
+    label_chunks = [chunk.reshape(-1) for chunk in labels.tensor_split(len(logits), dim=1)]
+    logit_chunks = [chunk.reshape(-1, chunk.size(-1)) for chunk in logits]
+    total_loss = 0.0
+    for logits_chunk, labels_chunk in zip(logit_chunks, label_chunks):
+        total_loss += F.cross_entropy(logits_chunk.float(), labels_chunk, ignore_index=ignore_index, reduction="sum")
+    return total_loss / total_elements
+
+
+def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: bool, loss_name: str) -> None:
+    if loss_name.startswith("chunked-ce:"):
+        # torchtune's recipes (recipes/full_finetune_single_device.py, _loss_step) drop the output list after the
+        # loss, before backward: `del logits  # free logits otherwise it peaks backward memory` (memplan's
+        # --free-output).
+        logits = forward(module, inputs, use_checkpoint, int(loss_name.split(":")[1]))
+        loss = chunked_ce_loss(logits, targets)
+        del logits
+    else:
+        logits = forward(module, inputs, use_checkpoint)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
     loss.backward()
     optimizer.step()
 
@@ -305,7 +336,7 @@ def measure(cfg: Config) -> Dict:
     inputs = steps.inputs(cfg.model, cfg.batch, cfg.seq or 0)
     targets = make_targets(cfg, gen)
 
-    training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint)  # warm-up
+    training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint, cfg.loss)  # warm-up
     optimizer.zero_grad(set_to_none=True)
 
     parts = {
@@ -316,7 +347,7 @@ def measure(cfg: Config) -> Dict:
     }
     started = time.time()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
-        training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint)
+        training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint, cfg.loss)
     seconds = time.time() - started
     peak = peak_of(allocation_events(prof))
     baseline = sum(parts.values())
@@ -332,7 +363,8 @@ def measure(cfg: Config) -> Dict:
         "precision": "fp32",
         "optimizer": cfg.optimizer,
         "optimizer_settings": describe_optimizer(optimizer),
-        "loss": "cross-entropy",
+        "loss": cfg.loss,
+        **({"output_freed": True} if cfg.loss != "cross-entropy" else {}),  # dropped before backward (--free-output)
         "checkpoint": steps.boundaries() if cfg.checkpoint else [],
         **extra,
         "peak_bytes": baseline + peak["peak_increment_bytes"],
@@ -352,7 +384,7 @@ def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
 
 def config_key(entry: Dict) -> tuple:
     return (entry["model"], entry["batch"], entry["seq"] or 0, entry["optimizer"], len(entry["checkpoint"]) > 0,
-            entry.get("trainable") or "")
+            entry.get("trainable") or "", entry.get("loss", "cross-entropy"))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -360,10 +392,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--models", nargs="+", choices=sorted(STEPS), help="measure only these models")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "measurements.json"),
                         help="JSON file; entries of other configs already in it are kept")
+    parser.add_argument("--loss", default="cross-entropy",
+                        help="cross-entropy, or chunked-ce:N (Llama models: torchtune's chunked loss, full fine-tune "
+                             "without checkpointing only)")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
 
-    configs = default_configs(args.models or DEFAULT_MODELS)
+    if args.loss != "cross-entropy" and not (args.loss.startswith("chunked-ce:") and args.models and
+                                             all(m in LLAMA for m in args.models)):
+        raise SystemExit("--loss chunked-ce:N needs --models with Llama models only")
+    configs = default_configs(args.models or DEFAULT_MODELS, args.loss)
     existing = {"measurements": []}
     if os.path.exists(args.out):
         with open(args.out) as f:
@@ -384,7 +422,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         entry["run"] = run_info
         results[config_key(entry)] = entry
         print(f"{cfg.model:13s} batch {cfg.batch} seq {cfg.seq or '-':>4} {cfg.optimizer:8s} "
-              f"ckpt {'yes' if cfg.checkpoint else 'no ':3s} {cfg.trainable or 'all':12s} peak {entry['peak_bytes'] / 2**20:9.2f} MiB "
+              f"ckpt {'yes' if cfg.checkpoint else 'no ':3s} {cfg.trainable or 'all':12s} {cfg.loss:13s} peak {entry['peak_bytes'] / 2**20:9.2f} MiB "
               f"(baseline {entry['baseline_bytes'] / 2**20:8.2f} + {entry['peak_increment_bytes'] / 2**20:8.2f}) "
               f"[{entry['profiled_step_seconds']} s]", flush=True)
     existing["measurements"] = [results[k] for k in sorted(results)]

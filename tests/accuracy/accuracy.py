@@ -63,7 +63,7 @@ def cpu_measurements():
 def cpu_rows():
     for m in cpu_measurements():
         args = ["estimate", m["onnx"], "--mode", "train", "--runtime", "ideal", "--batch", str(m["batch"]),
-                "--precision", m["precision"], "--optimizer", m["optimizer"], "--loss", "cross-entropy",
+                "--precision", m["precision"], "--optimizer", m["optimizer"], "--loss", m.get("loss", "cross-entropy"),
                 # torch 1.13 (its autograd's saved tensors), foreach Adam (the measurements ran foreach=True)
                 # and zero_grad(set_to_none=True) (the protocol's step 3), not 1.13's default.
                 "--torch", "1.13", "--optimizer-impl", "foreach-torch1", "--zero-grad", "set-to-none"]
@@ -77,7 +77,8 @@ def cpu_rows():
             args += ["--trainable", m["trainable"]]
         if m.get("upcast"):
             args += ["--upcast", m["upcast"]]
-        if m.get("free_output"):
+        # the step dropped the model's output after the loss (the Trainer's compute_loss, torchtune's `del logits`)
+        if m.get("free_output") or m.get("output_freed"):
             args += ["--free-output"]
         if m.get("lora"):
             args += ["--lora-rank", str(m["lora"]["rank"]), "--lora-targets", m["lora"]["targets"]]
@@ -94,7 +95,8 @@ def cpu_rows():
                   (f" upcast {m['upcast']}" if m.get("upcast") else "") + (" free-output" if m.get("free_output") else "") +
                   (f" LoRA r{m['lora']['rank']} on {m['lora']['targets'].replace('|', ',')}" if m.get("lora") else "") +
                   (f" {m['frozen_dtype']}" if m.get("frozen_dtype") else "") + (" kbit-prep" if m.get("kbit_prep") else "") +
-                  (f" train /{m['trainable']}/" if m.get("trainable") else ""))
+                  (f" train /{m['trainable']}/" if m.get("trainable") else "") +
+                  (f" {m['loss']}" if m.get("loss", "cross-entropy") != "cross-entropy" else ""))
         yield {"source": "cpu", "config": config, "measured": m["peak_bytes"], "predicted": predicted,
                "tolerance": CPU_TOLERANCE_UPCAST if m.get("upcast") or m.get("kbit_prep") else CPU_TOLERANCE_BY_MODEL.get(m["model"], CPU_TOLERANCE), "param_bytes": m["parameter_bytes"],
                "trainable_bytes": m.get("trainable_parameter_bytes", m["parameter_bytes"]), "optimizer": m["optimizer"],
@@ -177,7 +179,10 @@ def main():
                     "Llama rows (tests/models/llama.py; `llama_tiny_lora` has LoRA r 8 on q/v, `llama_tiny_lora_all` on "
                     "all seven projections): `train /REGEX/` is memplan's `--trainable REGEX`, applied identically to "
                     "the PyTorch parameters; `/lora_/` trains the adapters only, `/^layers\\.3\\./` only the last "
-                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant).\n\n"
+                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant). `chunked-ce:8`: torchtune's "
+                    "CEWithChunkedOutputLoss over the decoder's 8 output chunks, the output dropped after the loss as "
+                    "torchtune's recipes do (memplan `--loss chunked-ce:8 --free-output`; "
+                    "bench/cpu_ground_truth/README.md).\n\n"
                     "moe_tiny rows (gated at 3 %): a Qwen3-MoE decoder of 4 layers, 8 experts, 2 a token "
                     "(bench/cpu_ground_truth/moe_tiny.json, tests/models/hf_moe.py), balanced routing; memplan is given "
                     "the config.json itself (`--graph train`), not an export.\n\n"

@@ -113,6 +113,14 @@ const std::map<std::string, Enable>& enables() {
                           a.mode = "train";
                           a.optimizer = "paged-adamw8bit";
                         }}},
+      {"chunked-ce", {{"--loss", "--mode"}, [](EstimateArgs& a) {
+                        a.mode = "train";
+                        a.loss = "chunked-ce:4";
+                      }}},
+      {"fused-linear-ce", {{"--loss", "--mode"}, [](EstimateArgs& a) {
+                             a.mode = "train";
+                             a.loss = "fused-linear-ce";
+                           }}},
   };
   return all;
 }
@@ -204,6 +212,11 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"fsdp", "frozen-half"}, "--shard fsdp with --frozen-dtype fp16/bf16: FSDP flattens"},
       {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
       {{"bitsandbytes", "zero3"}, "--shard zero3 with --optimizer adamw8bit/paged-adamw/paged-adamw8bit: not modelled"},
+      {{"tp", "chunked-ce"}, "--tp with --loss chunked-ce:N: not modelled: torchtune gathers each chunk"},
+      {{"tp", "fused-linear-ce"}, "--tp with --loss fused-linear-ce: not modelled"},
+      {{"pp", "fused-linear-ce"}, "--pp with --loss fused-linear-ce: not modelled"},
+      {{"fsdp", "fused-linear-ce"}, "--shard fsdp with --loss fused-linear-ce: not modelled"},
+      {{"torch-1.13", "fused-linear-ce"}, "--torch 1.13 with --loss fused-linear-ce: Liger Kernel needs PyTorch >= 2.1"},
   };
   for (const Case& c : cases) {
     EstimateArgs a = base();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "onnx_import/errors.h"
+#include "report/estimate_config.h"
 #include "report/option_checks.h"
 
 namespace memplan {
@@ -140,6 +141,28 @@ TEST(OptionChecks, FeaturesOfChoicesNameTheRowsChoices) {
       EXPECT_NE(std::find(on.begin(), on.end(), n), on.end()) << f.value << ": " << n << " does not turn it on";
   }
   EXPECT_GE(checked, 15);
+}
+
+// --loss chunked-ce:N is a choice that carries a count: the row accepts NAME:<integer >= 1> and refuses anything
+// else after the colon with one message, and the count reaches the training options.
+TEST(OptionChecks, ACountedChoiceTakesAnIntegerOfAtLeastOne) {
+  auto refusal = [](const std::string& loss) {
+    CommandArgs a;
+    a.estimate.mode = "train";
+    a.estimate.loss = loss;
+    return refusal_of(a, kEstimate);
+  };
+  EXPECT_EQ(refusal("chunked-ce:8"), "");
+  EXPECT_EQ(refusal("fused-linear-ce"), "");
+  for (const char* bad : {"chunked-ce:0", "chunked-ce:N", "chunked-ce:", "chunked-ce:3x", "chunked-ce:-2"})
+    EXPECT_EQ(refusal(bad), std::string("--loss ") + bad + ": expected chunked-ce:N with N an integer >= 1");
+  EXPECT_EQ(refusal("chunked"), "--loss chunked: expected one of none|cross-entropy|mse|chunked-ce:N|fused-linear-ce");
+  EstimateArgs args;
+  args.mode = "train";
+  args.loss = "chunked-ce:8";
+  const EstimateOptions o = to_estimate_options(args);
+  EXPECT_EQ(o.training.loss, LossKind::ChunkedCrossEntropy);
+  EXPECT_EQ(o.training.loss_chunks, 8);
 }
 
 }  // namespace
