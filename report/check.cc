@@ -117,6 +117,8 @@ nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, co
     limits.push_back(x);
   }
   j["limits"] = limits;
+  if (e.cudnn_workspace && e.at_budget)
+    j["cudnn_workspace"] = cudnn_decision_json(*e.cudnn_workspace, e.at_budget->budget_bytes, e.breakdown.fixed);
   return j;
 }
 
@@ -125,6 +127,8 @@ std::string check_to_text(const CheckResult& r, const Estimate& e, const std::st
                                 format_count(e.total_bytes));
   if (r.limits.empty()) out += "  no limit given: pass --budget SIZE and/or --baseline FILE\n";
   for (const LimitResult& l : r.limits) out += fmt::format("  {}  {}\n", l.passed ? "PASS" : "FAIL", l.message);
+  if (e.cudnn_workspace && e.at_budget)
+    out += cudnn_decision_text(*e.cudnn_workspace, e.at_budget->budget_bytes, e.breakdown.fixed);
   return out;
 }
 

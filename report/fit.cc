@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "onnx_import/errors.h"
+#include "report/estimate_format.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -222,6 +223,8 @@ nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
                               {"alloc_retries_at_budget", a.at_value->at_budget->alloc_retries}};
     if (r.next_evaluated) j["estimate_at_next"] = {{"required_bytes", r.bytes_at_next}};
     else j["estimate_at_next"] = nullptr;
+    if (const auto& c = a.at_value->cudnn_workspace)
+      j["cudnn_workspace"] = cudnn_decision_json(*c, a.budget_bytes, a.at_value->breakdown.fixed);
     if (a.global_batch)
       j["global_batch"] = {{"global_batch", a.global_batch->global_batch}, {"micro_batch", a.global_batch->micro_batch},
                            {"grad_accum", a.global_batch->grad_accum}, {"gpus", a.global_batch->gpus}};
@@ -248,6 +251,7 @@ std::string fit_to_text(const FitAnswer& a) {
     text += fmt::format("  (the search stopped at --max {})\n", a.max_value);
   text += fmt::format("  budget {} ({} B): {}\n", format_bytes(a.budget_bytes), format_count(a.budget_bytes),
                       a.budget_source);
+  if (at.cudnn_workspace) text += cudnn_decision_text(*at.cudnn_workspace, a.budget_bytes, at.breakdown.fixed);
   if (const int64_t retries = at.at_budget->alloc_retries; retries > 0)
     text += fmt::format("  at this budget the allocator flushes its cache {} time{} a step to run it (each a device\n"
                         "  synchronisation, memory_stats()[\"num_alloc_retries\"]); --headroom leaves room to avoid them\n",
