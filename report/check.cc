@@ -108,6 +108,9 @@ nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, co
     x["passed"] = l.passed;
     x["limit_bytes"] = l.limit_bytes;
     x["value_bytes"] = l.value_bytes;
+    if (l.kind == "budget")  // the budget less the required bytes: negative by how much it is over
+      x["margin_bytes"] = l.passed ? static_cast<int64_t>(l.limit_bytes - l.value_bytes)
+                                   : -static_cast<int64_t>(l.value_bytes - l.limit_bytes);
     if (l.kind == "regression") {
       x["baseline_bytes"] = l.baseline_bytes;
       x["max_increase_percent"] = l.max_increase_percent;

@@ -270,7 +270,8 @@ class TrainingFlagsTest(unittest.TestCase):
 
 class CudnnBenchmarkTest(unittest.TestCase):
     # --cudnn-benchmark (report/cudnn_workspace.h): the decision counts no cuDNN workspace either way; fit and check
-    # say what part of the decision the workspace took (none) and, with the benchmark, what it may take.
+    # say the margin at the answer, what part of the decision the workspace took (none) and, with the benchmark,
+    # what it may take.
     TRAIN = ["tests/models/resnet18_train.onnx", "--mode", "train", "--gpu", "T4"]
 
     def test_a_bad_value_is_one_message_and_exit_2(self):
@@ -281,18 +282,24 @@ class CudnnBenchmarkTest(unittest.TestCase):
                              ["memplan: error: --cudnn-benchmark yes: expected one of on|off"], command)
             self.assertEqual(p.stdout, "", command)
 
-    def test_fit_and_check_say_the_workspaces_part_of_the_decision(self):
+    def test_fit_and_check_say_the_margin_and_the_workspaces_part_of_the_decision(self):
         on = run_json("fit", *self.TRAIN)
         jsonschema.validate(on, schema("fit"))
+        self.assertEqual(on["margin_bytes"], on["budget_bytes"] - on["estimate_at_value"]["required_bytes"])
         self.assertEqual(on["cudnn_workspace"]["benchmark"], True)
         self.assertEqual(on["cudnn_workspace"]["decision_bytes"], 0)
         self.assertGreater(on["cudnn_workspace"]["first_iteration_extra_free_bytes"], 0)
         off = run_json("fit", *self.TRAIN, "--cudnn-benchmark", "off")
-        self.assertEqual(off["value"], on["value"])
+        self.assertEqual((off["value"], off["margin_bytes"]), (on["value"], on["margin_bytes"]))
         self.assertEqual(off["cudnn_workspace"], {"benchmark": False, "decision_bytes": 0})
         check = run_json("check", *self.TRAIN, "--batch", str(on["value"]))
         jsonschema.validate(check, schema("check"))
+        self.assertEqual(check["limits"][0]["margin_bytes"], on["margin_bytes"])
         self.assertEqual(check["cudnn_workspace"], on["cudnn_workspace"])
+        over = run_json("check", *self.TRAIN, "--batch", str(on["value"] + 1), rc=1)
+        self.assertEqual(over["limits"][0]["margin_bytes"],
+                         over["limits"][0]["limit_bytes"] - over["limits"][0]["value_bytes"])
+        self.assertLess(over["limits"][0]["margin_bytes"], 0)
         # A model without convolutions says nothing of cuDNN.
         self.assertNotIn("cudnn_workspace", run_json("fit", "tests/models/gpt_tiny.onnx", "--dim", "seq=64",
                                                      "--gpu", "T4"))

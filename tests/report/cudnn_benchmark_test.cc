@@ -92,6 +92,7 @@ TEST(CudnnBenchmark, TinyConvolutionFitsWithItsMarginAndTheBenchmarksReachDerive
   EstimateOptions at_budget = on;
   at_budget.device_budget = budget;
   a.at_value = estimate_graph(tiny_convolution(1023), at_budget);
+  EXPECT_EQ(fit_margin(a), 1048576u);
 
   // At the convolution 512 + 1,047,552 (x: 1,024 x 1,023 B) + 1,047,552 (y) = 2,095,616 B are allocated: a plan
   // the benchmark times there may take the rest of the budget, 3,145,728 - 2,095,616 = 1,050,112 B. The decision
@@ -99,11 +100,13 @@ TEST(CudnnBenchmark, TinyConvolutionFitsWithItsMarginAndTheBenchmarksReachDerive
   ASSERT_TRUE(a.at_value->cudnn_workspace);
   EXPECT_EQ(a.at_value->cudnn_workspace->least_allocated_at_convolution, 2095616u);
   const nlohmann::ordered_json j = fit_to_json(a);
+  EXPECT_EQ(j["margin_bytes"], 1048576u);
   EXPECT_EQ(j["cudnn_workspace"]["benchmark"], true);
   EXPECT_EQ(j["cudnn_workspace"]["decision_bytes"], 0u);
   EXPECT_EQ(j["cudnn_workspace"]["least_free_at_convolution_bytes"], 1050112u);
   EXPECT_FALSE(j["cudnn_workspace"].contains("first_iteration_extra_free_bytes"));  // inference
   const std::string text = fit_to_text(a);
+  EXPECT_NE(text.find("margin: 1.00 MiB (1,048,576 B)"), std::string::npos) << text;
   EXPECT_NE(text.find("1,050,112 B"), std::string::npos) << text;
 
   // --cudnn-benchmark off: the same answer and margin (the decision never counted the workspace); no reach.
@@ -112,6 +115,7 @@ TEST(CudnnBenchmark, TinyConvolutionFitsWithItsMarginAndTheBenchmarksReachDerive
   off.device_budget = budget;
   a.at_value = estimate_graph(tiny_convolution(1023), off);
   const nlohmann::ordered_json k = fit_to_json(a);
+  EXPECT_EQ(k["margin_bytes"], 1048576u);
   EXPECT_EQ(k["cudnn_workspace"]["benchmark"], false);
   EXPECT_FALSE(k["cudnn_workspace"].contains("least_free_at_convolution_bytes"));
 }
