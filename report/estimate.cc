@@ -4,6 +4,7 @@
 #include <numeric>
 #include <optional>
 
+#include "cost_models/runtime_rules.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "planner/alloc_pytorch.h"
@@ -244,8 +245,12 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     if (first.training.checkpoint.mode == CheckpointMode::Auto)
       first.training.checkpoint.auto_chosen = p.checkpoint_boundaries;
     first_it = training_program(graph, first, /*steady_state=*/false);
+    // Its per-step replay only where the cuDNN workspace's comparison reads it (a PyTorch step that convolves).
+    const bool compare = options.cudnn_benchmark && allocator_of(options).kind == AllocatorKind::PytorchCaching &&
+                         std::any_of(p.program.steps.begin(), p.program.steps.end(),
+                                     [](const Step& s) { return calls_cudnn_convolution(s.op); });
     e.first_iteration_total_bytes =
-        checked_add(measure(first_it->program, allocator_of(options), &first_work).reserved_bytes,
+        checked_add(measure(first_it->program, allocator_of(options), compare ? &first_work : nullptr).reserved_bytes,
                     first_it->fixed_bytes);
   }
   e.notes = std::move(p.notes);
