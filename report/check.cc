@@ -108,6 +108,9 @@ nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, co
     x["passed"] = l.passed;
     x["limit_bytes"] = l.limit_bytes;
     x["value_bytes"] = l.value_bytes;
+    if (l.kind == "budget")  // the budget less the required bytes: negative by how much it is over
+      x["margin_bytes"] = l.passed ? static_cast<int64_t>(l.limit_bytes - l.value_bytes)
+                                   : -static_cast<int64_t>(l.value_bytes - l.limit_bytes);
     if (l.kind == "regression") {
       x["baseline_bytes"] = l.baseline_bytes;
       x["max_increase_percent"] = l.max_increase_percent;
@@ -117,6 +120,8 @@ nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, co
     limits.push_back(x);
   }
   j["limits"] = limits;
+  if (e.cudnn_workspace && e.at_budget)
+    j["cudnn_workspace"] = cudnn_decision_json(*e.cudnn_workspace, e.at_budget->budget_bytes, e.breakdown.fixed);
   return j;
 }
 
@@ -125,6 +130,8 @@ std::string check_to_text(const CheckResult& r, const Estimate& e, const std::st
                                 format_count(e.total_bytes));
   if (r.limits.empty()) out += "  no limit given: pass --budget SIZE and/or --baseline FILE\n";
   for (const LimitResult& l : r.limits) out += fmt::format("  {}  {}\n", l.passed ? "PASS" : "FAIL", l.message);
+  if (e.cudnn_workspace && e.at_budget)
+    out += cudnn_decision_text(*e.cudnn_workspace, e.at_budget->budget_bytes, e.breakdown.fixed);
   return out;
 }
 

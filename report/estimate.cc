@@ -4,6 +4,7 @@
 #include <numeric>
 #include <optional>
 
+#include "cost_models/runtime_rules.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "planner/alloc_pytorch.h"
@@ -124,7 +125,7 @@ void assess(const Program& program, const EstimateOptions& options, uint64_t fix
       e.at_budget = AtBudget{*budget, at.fits, at.alloc_retries, checked_add(at.replay.peak_reserved_bytes, fixed),
                              at.replay.oom_buffer};
     }
-    e.cudnn_workspace = cudnn_workspace_range(program, work.replay.allocated_per_step);
+    e.cudnn_workspace = cudnn_workspace_range(program, work.replay.allocated_per_step, options.cudnn_benchmark);
   } else if (budget) {
     e.at_budget = AtBudget{*budget, e.total_bytes <= *budget, 0, e.total_bytes, ""};
   }
@@ -235,15 +236,22 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   e.runtime = options.execution.runtime;
 
   EstimateProgram p = build_estimate_program(graph, options);
+  std::optional<TrainingResult> first_it;
+  MeasureWork first_work;  // the first iteration's replay, for the cuDNN workspace's comparison
   if (options.mode == Mode::Training) {
     // The first iteration runs with the steady state's checkpoints (--checkpoint auto: the set it chose, not a
     // second search over the first iteration's program).
     EstimateOptions first = options;
     if (first.training.checkpoint.mode == CheckpointMode::Auto)
       first.training.checkpoint.auto_chosen = p.checkpoint_boundaries;
-    const TrainingResult first_it = training_program(graph, first, /*steady_state=*/false);
+    first_it = training_program(graph, first, /*steady_state=*/false);
+    // Its per-step replay only where the cuDNN workspace's comparison reads it (a PyTorch step that convolves).
+    const bool compare = options.cudnn_benchmark && allocator_of(options).kind == AllocatorKind::PytorchCaching &&
+                         std::any_of(p.program.steps.begin(), p.program.steps.end(),
+                                     [](const Step& s) { return calls_cudnn_convolution(s.op); });
     e.first_iteration_total_bytes =
-        checked_add(measure(first_it.program, allocator_of(options)).reserved_bytes, first_it.fixed_bytes);
+        checked_add(measure(first_it->program, allocator_of(options), compare ? &first_work : nullptr).reserved_bytes,
+                    first_it->fixed_bytes);
   }
   e.notes = std::move(p.notes);
   static_cast<TrainingFacts&>(e) = std::move(static_cast<TrainingFacts&>(p));
@@ -255,13 +263,13 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     e.model_order_peak_bytes = lower_bound(p.program);
   }
   assess(p.program, options, p.fixed_bytes, options.top_tensors, options.device_budget, e);
-  if (e.cudnn_workspace)
-    e.notes.push_back("cuDNN convolution workspace (" + std::to_string(e.cudnn_workspace->convolution_steps) +
-                      " convolution steps): counted as 0 bytes, the lower end, which fit budgets (PyTorch falls back "
-                      "to an engine whose workspace fits); up to the free memory at a call (with cudnn.benchmark "
-                      "reserved memory can rise to the card's capacity): on a card, its usable memory minus " +
-                      std::to_string(e.cudnn_workspace->least_allocated_at_convolution) +
-                      " bytes allocated at the least loaded convolution.");
+  if (e.cudnn_workspace) {
+    FirstIterationAllocated first;
+    if (first_it && !first_work.replay.allocated_per_step.empty())
+      first = {&first_it->program, &first_work.replay.allocated_per_step};
+    e.cudnn_workspace = cudnn_workspace_range(p.program, e.allocated_per_step, options.cudnn_benchmark, first);
+    e.notes.push_back(cudnn_workspace_note(*e.cudnn_workspace));
+  }
   return e;
 }
 

@@ -35,6 +35,10 @@ struct EstimateOptions {
   // When set, the step is also run at this device budget (memory outside the CUDA context): Estimate::at_budget.
   std::optional<uint64_t> device_budget;
   int top_tensors = 8;           // how many of the largest live tensors at the peak to list
+  // torch.backends.cudnn.benchmark (--cudnn-benchmark, on by default: most training scripts set it). The cuDNN
+  // workspace is counted at its lower end either way (report/cudnn_workspace.h: PyTorch never fails a step on
+  // it); with benchmark, the report also says what the benchmark may take and how the first iteration differs.
+  bool cudnn_benchmark = true;
 };
 
 // What is in memory at the peak, by what it is. Sums to total_bytes.

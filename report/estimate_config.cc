@@ -182,6 +182,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   e.expandable_segments = a.expandable_segments;
   e.cuda_arch_major = kArchChoices.parse(a.arch.empty() ? "sm90" : a.arch, "--arch");
   e.attention = kAttentionChoices.parse(a.attention, "--attention");
+  o.cudnn_benchmark = kCudnnBenchmarkChoices.parse(a.cudnn_benchmark, "--cudnn-benchmark");
   e.tied_embeddings_by_shape =
       kTiedEmbeddingChoices.parse(a.tied_embeddings, "--tied-embeddings") == TiedEmbeddings::Shape;
   e.tp = a.tp;

@@ -43,6 +43,7 @@ struct EstimateArgs {
   std::string attention = "eager";
   std::string tied_embeddings = "auto";  // --tied-embeddings auto | shape | no
   bool expandable_segments = false; // --expandable-segments
+  std::string cudnn_benchmark = "on";  // --cudnn-benchmark on|off (EstimateOptions::cudnn_benchmark)
   // Training.
   std::string optimizer = "adamw";
   std::string precision = "fp32";

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "onnx_import/checked.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -135,11 +136,18 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
   }
   if (e.tp > 1)  // every figure is one GPU's; TP ranks are symmetric, rank 0 holds the most (uneven vocabulary)
     j["parallel"] = {{"tp", e.tp}, {"sequence_parallel", e.sequence_parallel}, {"busiest_tp_rank", 0}};
-  if (e.cudnn_workspace)
-    j["cudnn_workspace"] = {{"convolution_steps", e.cudnn_workspace->convolution_steps},
-                            {"counted_bytes", e.cudnn_workspace->counted_bytes},
-                            {"least_allocated_at_convolution_bytes", e.cudnn_workspace->least_allocated_at_convolution},
-                            {"fit_uses", "counted_bytes"}};
+  if (e.cudnn_workspace) {
+    const CudnnWorkspaceRange& c = *e.cudnn_workspace;
+    j["cudnn_workspace"] = {{"convolution_steps", c.convolution_steps},
+                            {"counted_bytes", c.counted_bytes},
+                            {"least_allocated_at_convolution_bytes", c.least_allocated_at_convolution},
+                            {"fit_uses", "counted_bytes"},
+                            {"benchmark", c.benchmark}};
+    if (c.first_iteration_extra_free) {
+      j["cudnn_workspace"]["first_iteration_extra_free_bytes"] = *c.first_iteration_extra_free;
+      j["cudnn_workspace"]["first_iteration_extra_free_at"] = c.first_iteration_extra_free_at;
+    }
+  }
   if (e.kv_phases) {
     auto step = [](const KvStep& s) {
       return nlohmann::ordered_json{{"batch", s.batch},
@@ -263,6 +271,36 @@ std::string estimate_to_markdown(const Estimate& e, const std::string& configura
     for (const std::string& n : e.notes) out += "- " + n + "\n";
   }
   return out;
+}
+
+uint64_t cudnn_free_at_least_loaded_convolution(const CudnnWorkspaceRange& r, uint64_t budget_bytes, uint64_t fixed) {
+  const uint64_t in_use = checked_add(r.least_allocated_at_convolution, fixed);
+  return budget_bytes > in_use ? budget_bytes - in_use : 0;
+}
+
+nlohmann::ordered_json cudnn_decision_json(const CudnnWorkspaceRange& r, uint64_t budget_bytes, uint64_t fixed) {
+  nlohmann::ordered_json j{{"benchmark", r.benchmark}, {"decision_bytes", r.counted_bytes}};
+  if (r.benchmark) {
+    j["least_free_at_convolution_bytes"] = cudnn_free_at_least_loaded_convolution(r, budget_bytes, fixed);
+    if (r.first_iteration_extra_free) j["first_iteration_extra_free_bytes"] = *r.first_iteration_extra_free;
+  }
+  return j;
+}
+
+std::string cudnn_decision_text(const CudnnWorkspaceRange& r, uint64_t budget_bytes, uint64_t fixed) {
+  std::string text = fmt::format("  cuDNN convolution workspace: {} of the decision (PyTorch never fails a step on it: "
+                                 "another\n    engine is taken when a workspace cannot be allocated)",
+                                 format_bytes(r.counted_bytes));
+  if (!r.benchmark) return text + "; --cudnn-benchmark off: heuristic engines, tried in order\n";
+  const uint64_t free = cudnn_free_at_least_loaded_convolution(r, budget_bytes, fixed);
+  text += fmt::format("; with cudnn.benchmark a plan may take up to\n    the free memory at its convolution: {} ({} B) "
+                      "at the least loaded one\n",
+                      format_bytes(free), format_count(free));
+  if (r.first_iteration_extra_free && *r.first_iteration_extra_free > 0)
+    text += fmt::format("  first iteration: up to {} ({} B) more free at a convolution than later ones; a plan chosen\n"
+                        "    there that needs more is timed again in the second iteration, not an OOM\n",
+                        format_bytes(*r.first_iteration_extra_free), format_count(*r.first_iteration_extra_free));
+  return text;
 }
 
 }  // namespace memplan

@@ -25,4 +25,12 @@ nlohmann::ordered_json breakdown_to_json(const Breakdown& b);
 // The breakdown as (label, bytes) rows in a fixed order, zero rows included.
 std::vector<std::pair<std::string, uint64_t>> breakdown_rows(const Estimate& e);
 
+// What a decision on a device budget (fit's answer, check's budget) says of the workspace: the part of the
+// decision it took (counted_bytes), and with benchmark the free memory at the least loaded convolution on that
+// budget (budget − fixed − least allocated: the most a plan may take there) and the first iteration's extra.
+// `fixed`: the runtime's bytes outside the allocator. The JSON object and the lines of text fit and check print.
+uint64_t cudnn_free_at_least_loaded_convolution(const CudnnWorkspaceRange& r, uint64_t budget_bytes, uint64_t fixed);
+nlohmann::ordered_json cudnn_decision_json(const CudnnWorkspaceRange& r, uint64_t budget_bytes, uint64_t fixed);
+std::string cudnn_decision_text(const CudnnWorkspaceRange& r, uint64_t budget_bytes, uint64_t fixed);
+
 }  // namespace memplan

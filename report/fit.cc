@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "onnx_import/errors.h"
+#include "report/estimate_format.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -205,6 +206,11 @@ FitOutcome fit_model(const FitArgs& f) {
 
 // ---- formats ----
 
+// The budget less the required bytes at the answer: what is left free when the step runs at its peak.
+uint64_t fit_margin(const FitAnswer& a) {
+  return a.at_value && a.budget_bytes > a.at_value->required_bytes ? a.budget_bytes - a.at_value->required_bytes : 0;
+}
+
 nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
   const FitResult& r = a.result;
   nlohmann::ordered_json j{{"schema", kFitSchema},         {"model", a.model},
@@ -222,6 +228,9 @@ nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
                               {"alloc_retries_at_budget", a.at_value->at_budget->alloc_retries}};
     if (r.next_evaluated) j["estimate_at_next"] = {{"required_bytes", r.bytes_at_next}};
     else j["estimate_at_next"] = nullptr;
+    j["margin_bytes"] = fit_margin(a);
+    if (const auto& c = a.at_value->cudnn_workspace)
+      j["cudnn_workspace"] = cudnn_decision_json(*c, a.budget_bytes, a.at_value->breakdown.fixed);
     if (a.global_batch)
       j["global_batch"] = {{"global_batch", a.global_batch->global_batch}, {"micro_batch", a.global_batch->micro_batch},
                            {"grad_accum", a.global_batch->grad_accum}, {"gpus", a.global_batch->gpus}};
@@ -248,6 +257,9 @@ std::string fit_to_text(const FitAnswer& a) {
     text += fmt::format("  (the search stopped at --max {})\n", a.max_value);
   text += fmt::format("  budget {} ({} B): {}\n", format_bytes(a.budget_bytes), format_count(a.budget_bytes),
                       a.budget_source);
+  text += fmt::format("  margin: {} ({} B) of the budget left at {} = {}\n", format_bytes(fit_margin(a)),
+                      format_count(fit_margin(a)), a.search, r.value);
+  if (at.cudnn_workspace) text += cudnn_decision_text(*at.cudnn_workspace, a.budget_bytes, at.breakdown.fixed);
   if (const int64_t retries = at.at_budget->alloc_retries; retries > 0)
     text += fmt::format("  at this budget the allocator flushes its cache {} time{} a step to run it (each a device\n"
                         "  synchronisation, memory_stats()[\"num_alloc_retries\"]); --headroom leaves room to avoid them\n",
@@ -265,6 +277,11 @@ namespace {
 
 std::string value_text(const FitResult& r) { return r.any_fits ? std::to_string(r.value) : "none"; }
 
+uint64_t row_margin(const FitTableRow& row) {
+  return row.budget_bytes > row.result.bytes_at_value ? row.budget_bytes - row.result.bytes_at_value : 0;
+}
+std::string margin_text(const FitTableRow& row) { return row.result.any_fits ? format_bytes(row_margin(row)) : "-"; }
+
 }  // namespace
 
 nlohmann::ordered_json fit_table_to_json(const FitTable& t) {
@@ -274,27 +291,29 @@ nlohmann::ordered_json fit_table_to_json(const FitTable& t) {
                     {"memory_bytes", row.memory_bytes},
                     {"budget_bytes", row.budget_bytes},
                     {"value", row.result.any_fits ? nlohmann::ordered_json(row.result.value)
-                                                  : nlohmann::ordered_json(nullptr)}});
+                                                  : nlohmann::ordered_json(nullptr)},
+                    {"margin_bytes", row.result.any_fits ? nlohmann::ordered_json(row_margin(row))
+                                                         : nlohmann::ordered_json(nullptr)}});
   return {{"schema", kFitSchema}, {"model", t.model}, {"search", t.search}, {"reserve_bytes", t.reserve_bytes},
           {"gpus", rows}};
 }
 
 std::string fit_table_to_text(const FitTable& t) {
-  std::string text = fmt::format("largest {} that fits, {}\n  {:<12}{:>12}{:>12}{:>10}\n", t.search, t.mode, "GPU",
-                                 "memory", "budget", t.search);
+  std::string text = fmt::format("largest {} that fits, {}\n  {:<12}{:>12}{:>12}{:>10}{:>12}\n", t.search, t.mode,
+                                 "GPU", "memory", "budget", t.search, "margin");
   for (const FitTableRow& row : t.rows)
-    text += fmt::format("  {:<12}{:>12}{:>12}{:>10}\n", row.gpu, format_bytes(row.memory_bytes),
-                        format_bytes(row.budget_bytes), value_text(row.result));
+    text += fmt::format("  {:<12}{:>12}{:>12}{:>10}{:>12}\n", row.gpu, format_bytes(row.memory_bytes),
+                        format_bytes(row.budget_bytes), value_text(row.result), margin_text(row));
   text += fmt::format("  (budget = memory - {} reserve for the CUDA context; GiB = 2^30 bytes)\n",
                       format_bytes(t.reserve_bytes));
   return text;
 }
 
 std::string fit_table_to_markdown(const FitTable& t) {
-  std::string md = fmt::format("| GPU | memory | budget | largest {} |\n|---|---:|---:|---:|\n", t.search);
+  std::string md = fmt::format("| GPU | memory | budget | largest {} | margin |\n|---|---:|---:|---:|---:|\n", t.search);
   for (const FitTableRow& row : t.rows)
-    md += fmt::format("| {} | {} | {} | {} |\n", row.gpu, format_bytes(row.memory_bytes),
-                      format_bytes(row.budget_bytes), value_text(row.result));
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", row.gpu, format_bytes(row.memory_bytes),
+                      format_bytes(row.budget_bytes), value_text(row.result), margin_text(row));
   return md;
 }
 

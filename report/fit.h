@@ -155,6 +155,9 @@ struct FitOutcome {
 // the reserve or the model, then searches. Throws InputError.
 FitOutcome fit_model(const FitArgs& args);
 
+// The budget less the required bytes at the answer (0 when nothing fits): what is left free at the step's peak.
+uint64_t fit_margin(const FitAnswer& a);
+
 nlohmann::ordered_json fit_to_json(const FitAnswer& a);
 std::string fit_to_text(const FitAnswer& a);
 std::string fit_to_markdown(const FitAnswer& a);

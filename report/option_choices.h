@@ -70,6 +70,8 @@ inline const Choices<bool> kScheduleChoices{{{"model", false}, {"memory", true}}
 inline const Choices<int> kArchChoices{{{"sm70", 7}, {"sm75", 7}, {"sm80", 8}, {"sm86", 8}, {"sm89", 8}, {"sm90", 9},
                                         {"sm100", 10}, {"sm120", 12}}};
 inline const Choices<AttentionImpl> kAttentionChoices{{{"eager", AttentionImpl::Eager}, {"sdpa", AttentionImpl::Sdpa}}};
+// --cudnn-benchmark: torch.backends.cudnn.benchmark.
+inline const Choices<bool> kCudnnBenchmarkChoices{{{"on", true}, {"off", false}}};
 // shape: a head shaped as the embedding's transpose is its tied copy; auto and no hold only a proven tie.
 enum class TiedEmbeddings { Auto, Shape, No };
 inline const Choices<TiedEmbeddings> kTiedEmbeddingChoices{

@@ -74,6 +74,15 @@ std::vector<OptionSpec> make_schema() {
                "free pages inside live ranges can be given back when the device is full (--runtime pytorch)",
        .field = FIELD(estimate.expandable_segments),
        .describe = [](const EstimateArgs& a) { return if_set(a.expandable_segments, " (expandable segments)"); }},
+      {.flag = "--cudnn-benchmark", .kind = K::Choice, .commands = kEstimate | kFit | kCheck,
+       .help = "torch.backends.cudnn.benchmark (--runtime pytorch, models with convolutions): on (what most training "
+               "scripts set) or off (PyTorch's default). The decision counts no cuDNN workspace either way, since "
+               "PyTorch never fails a step on one; on: the output also says how much the benchmark's plans may take "
+               "and how much more the first iteration has free at a convolution than later ones",
+       .field = FIELD(estimate.cudnn_benchmark), .choices = kCudnnBenchmarkChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.cudnn_benchmark != EstimateArgs{}.cudnn_benchmark, ", cudnn.benchmark " + a.cudnn_benchmark);
+       }},
       {.flag = "--precision", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "fp32; fp16/bf16 (model.half(): everything in half); amp-fp16/amp-bf16 (torch.autocast: fp32 master "
                "weights, grads and states)",

@@ -268,6 +268,43 @@ class TrainingFlagsTest(unittest.TestCase):
                       run("estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", "--frozen", "x", check_rc=2).stderr)
 
 
+class CudnnBenchmarkTest(unittest.TestCase):
+    # --cudnn-benchmark (report/cudnn_workspace.h): the decision counts no cuDNN workspace either way; fit and check
+    # say the margin at the answer, what part of the decision the workspace took (none) and, with the benchmark,
+    # what it may take.
+    TRAIN = ["tests/models/resnet18_train.onnx", "--mode", "train", "--gpu", "T4"]
+
+    def test_a_bad_value_is_one_message_and_exit_2(self):
+        for command in (["fit", *self.TRAIN], ["check", *self.TRAIN, "--batch", "8"],
+                        ["estimate", "tests/models/resnet18.onnx", "--batch", "8"]):
+            p = run(*command, "--cudnn-benchmark", "yes", check_rc=2)
+            self.assertEqual(p.stderr.strip().splitlines(),
+                             ["memplan: error: --cudnn-benchmark yes: expected one of on|off"], command)
+            self.assertEqual(p.stdout, "", command)
+
+    def test_fit_and_check_say_the_margin_and_the_workspaces_part_of_the_decision(self):
+        on = run_json("fit", *self.TRAIN)
+        jsonschema.validate(on, schema("fit"))
+        self.assertEqual(on["margin_bytes"], on["budget_bytes"] - on["estimate_at_value"]["required_bytes"])
+        self.assertEqual(on["cudnn_workspace"]["benchmark"], True)
+        self.assertEqual(on["cudnn_workspace"]["decision_bytes"], 0)
+        self.assertGreater(on["cudnn_workspace"]["first_iteration_extra_free_bytes"], 0)
+        off = run_json("fit", *self.TRAIN, "--cudnn-benchmark", "off")
+        self.assertEqual((off["value"], off["margin_bytes"]), (on["value"], on["margin_bytes"]))
+        self.assertEqual(off["cudnn_workspace"], {"benchmark": False, "decision_bytes": 0})
+        check = run_json("check", *self.TRAIN, "--batch", str(on["value"]))
+        jsonschema.validate(check, schema("check"))
+        self.assertEqual(check["limits"][0]["margin_bytes"], on["margin_bytes"])
+        self.assertEqual(check["cudnn_workspace"], on["cudnn_workspace"])
+        over = run_json("check", *self.TRAIN, "--batch", str(on["value"] + 1), rc=1)
+        self.assertEqual(over["limits"][0]["margin_bytes"],
+                         over["limits"][0]["limit_bytes"] - over["limits"][0]["value_bytes"])
+        self.assertLess(over["limits"][0]["margin_bytes"], 0)
+        # A model without convolutions says nothing of cuDNN.
+        self.assertNotIn("cudnn_workspace", run_json("fit", "tests/models/gpt_tiny.onnx", "--dim", "seq=64",
+                                                     "--gpu", "T4"))
+
+
 class CheckpointLayersTest(unittest.TestCase):
     def test_layers_are_the_per_layer_boundaries_of_the_cpu_measurements(self):
         # bench/cpu_ground_truth/measure.py checkpoints each decoder layer (llama_forward, gpt_forward) and recorded
