@@ -26,7 +26,6 @@ import os
 import platform
 import shlex
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -85,30 +84,19 @@ def measure_one(batch: int, seq: int, free_output: bool) -> dict:
     optimizer = measure.make_optimizer("adam", list(module.parameters()))
     (input_ids,) = llama.make_inputs(cfg, batch, seq, zoo.SEED)
     targets = torch.randint(0, cfg.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(zoo.SEED + 2))
+    plain_rms_norm = llama.RMSNorm.forward
     llama.RMSNorm.forward = hf_rms_norm
     torch.softmax = hf_softmax
     try:
-        step(module, input_ids, targets, optimizer, free_output)  # warm-up: the optimizer's states exist
-        optimizer.zero_grad(set_to_none=True)
-        parts = {
-            "parameter_bytes": measure.tensor_bytes(module.parameters()),
-            "buffer_bytes": measure.tensor_bytes(module.buffers()),
-            "optimizer_state_bytes": measure.tensor_bytes(measure.optimizer_state_tensors(optimizer)),
-            "input_bytes": measure.tensor_bytes([input_ids, targets]),
-        }
-        started = time.time()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
-            step(module, input_ids, targets, optimizer, free_output)
-        seconds = time.time() - started
+        measured = measure.profile_steady_step(module, optimizer, [input_ids, targets],
+                                               lambda: step(module, input_ids, targets, optimizer, free_output))
     finally:
         torch.softmax = _softmax
-    peak = measure.peak_of(measure.allocation_events(prof))
-    baseline = sum(parts.values())
+        llama.RMSNorm.forward = plain_rms_norm
     return {"model": "llama_tiny", "onnx": "tests/models/llama_tiny_train.onnx", "batch": batch, "seq": seq,
             "precision": "bf16", "upcast": "rmsnorm,softmax,loss", "free_output": free_output, "optimizer": "adam",
             "optimizer_settings": measure.describe_optimizer(optimizer), "loss": "cross-entropy", "checkpoint": [],
-            "peak_bytes": baseline + peak["peak_increment_bytes"], "baseline_bytes": baseline, **parts, **peak,
-            "profiled_step_seconds": round(seconds, 2)}
+            **measured}
 
 
 def main() -> int:

@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import sys
-import time
 
 import torch
 import torch.nn as nn
@@ -115,26 +114,13 @@ def measure_one(batch: int, seq: int) -> dict:
     optimizer = measure.make_optimizer("adam", [p for p in module.parameters() if p.requires_grad])
     (input_ids,) = llama.make_inputs(cfg, batch, seq, zoo.SEED)
     targets = torch.randint(0, cfg.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(zoo.SEED + 2))
-    step(module, input_ids, targets, optimizer)
-    optimizer.zero_grad(set_to_none=True)
-    parts = {
-        "parameter_bytes": measure.tensor_bytes(module.parameters()),
-        "buffer_bytes": measure.tensor_bytes(module.buffers()),
-        "optimizer_state_bytes": measure.tensor_bytes(measure.optimizer_state_tensors(optimizer)),
-        "input_bytes": measure.tensor_bytes([input_ids, targets]),
-    }
-    started = time.time()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
-        step(module, input_ids, targets, optimizer)
-    seconds = time.time() - started
-    peak = measure.peak_of(measure.allocation_events(prof))
-    baseline = sum(parts.values())
+    measured = measure.profile_steady_step(module, optimizer, [input_ids, targets],
+                                           lambda: step(module, input_ids, targets, optimizer))
     return {"model": "llama_tiny", "onnx": "tests/models/llama_tiny_train.onnx", "batch": batch, "seq": seq,
             "precision": "bf16", "frozen_dtype": "nf4", "kbit_prep": True, "four_bit_layers": layers,
             "lora": {"rank": 8, "targets": "q_proj|v_proj"}, "optimizer": "adam",
             "optimizer_settings": measure.describe_optimizer(optimizer), "loss": "cross-entropy", "checkpoint": [],
-            "peak_bytes": baseline + peak["peak_increment_bytes"], "baseline_bytes": baseline, **parts, **peak,
-            "profiled_step_seconds": round(seconds, 2)}
+            **measured}
 
 
 def main() -> int:

@@ -326,6 +326,28 @@ def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: b
     optimizer.step()
 
 
+def profile_steady_step(module, optimizer, tensors, step: Callable[[], None]) -> Dict:
+    """Protocol steps 2-6 (README): a warm-up step, zero_grad(set_to_none=True), the baseline summed from the live
+    tensors (parameters, buffers, optimizer states, the batch's `tensors`), then one profiled step. Returns the
+    baseline's parts, the peak fields of peak_of, peak_bytes, baseline_bytes and the profiled step's seconds."""
+    step()
+    optimizer.zero_grad(set_to_none=True)
+    parts = {
+        "parameter_bytes": tensor_bytes(module.parameters()),
+        "buffer_bytes": tensor_bytes(module.buffers()),
+        "optimizer_state_bytes": tensor_bytes(optimizer_state_tensors(optimizer)),
+        "input_bytes": tensor_bytes(tensors),
+    }
+    started = time.time()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    seconds = time.time() - started
+    peak = peak_of(allocation_events(prof))
+    baseline = sum(parts.values())
+    return {"peak_bytes": baseline + peak["peak_increment_bytes"], "baseline_bytes": baseline, **parts, **peak,
+            "profiled_step_seconds": round(seconds, 2)}
+
+
 def measure(cfg: Config) -> Dict:
     steps = STEPS[cfg.model]
     module = steps.build(cfg.model).train()
@@ -336,21 +358,9 @@ def measure(cfg: Config) -> Dict:
     inputs = steps.inputs(cfg.model, cfg.batch, cfg.seq or 0)
     targets = make_targets(cfg, gen)
 
-    training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint, cfg.loss)  # warm-up
-    optimizer.zero_grad(set_to_none=True)
-
-    parts = {
-        "parameter_bytes": tensor_bytes(module.parameters()),
-        "buffer_bytes": tensor_bytes(module.buffers()),
-        "optimizer_state_bytes": tensor_bytes(optimizer_state_tensors(optimizer)),
-        "input_bytes": tensor_bytes(list(inputs) + [targets]),
-    }
-    started = time.time()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
-        training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint, cfg.loss)
-    seconds = time.time() - started
-    peak = peak_of(allocation_events(prof))
-    baseline = sum(parts.values())
+    measured = profile_steady_step(
+        module, optimizer, list(inputs) + [targets],
+        lambda: training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint, cfg.loss))
     extra = {}
     if cfg.trainable is not None:
         extra = {"trainable": cfg.trainable,
@@ -367,11 +377,7 @@ def measure(cfg: Config) -> Dict:
         **({"output_freed": True} if cfg.loss != "cross-entropy" else {}),  # dropped before backward (--free-output)
         "checkpoint": steps.boundaries() if cfg.checkpoint else [],
         **extra,
-        "peak_bytes": baseline + peak["peak_increment_bytes"],
-        "baseline_bytes": baseline,
-        **parts,
-        **peak,
-        "profiled_step_seconds": round(seconds, 2),
+        **measured,
     }
 
 

@@ -17,26 +17,9 @@ using testing::buffer_named;
 using testing::int_attr;
 using testing::ints_attr;
 using testing::step_named;
-
-bool reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads.end(), b) != s.reads.end(); }
-
-// The buffer whose name ends with `suffix` (-1: none).
-int32_t buffer_ending(const Program& p, const std::string& suffix) {
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    const std::string& n = p.buffers[i].name;
-    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return static_cast<int32_t>(i);
-  }
-  return -1;
-}
-
-// The last step reading buffer b.
-int32_t last_reader(const Program& p, int32_t b) {
-  int32_t last = -1;
-  for (size_t i = 0; i < p.steps.size(); ++i)
-    if (reads(p.steps[i], b)) last = static_cast<int32_t>(i);
-  return last;
-}
+using testing::buffer_ending;
+using testing::last_reader;
+using testing::step_reads;
 
 TrainingRun bf16_sgd(Upcast upcast) {
   TrainingRun o;
@@ -83,8 +66,8 @@ TEST(Fp32Islands, RmsNormNormalisesAFloat32CopyAndCastsBack) {
   EXPECT_EQ(p.buffers[buffer_named(p, "h")].bytes, 128u);
   EXPECT_EQ(p.buffers[buffer_named(p, "o")].bytes, 128u);
   // Saved for backward: the float32 copy by Pow's and the Mul's backward, the bf16 cast back by the weight's.
-  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Pow_1")], up));
-  EXPECT_TRUE(reads(p.steps[last_reader(p, down)], down));
+  EXPECT_TRUE(step_reads(p.steps[step_named(p, "backward:/Pow_1")], up));
+  EXPECT_TRUE(step_reads(p.steps[last_reader(p, down)], down));
   EXPECT_EQ(p.steps[last_reader(p, down)].phase, Phase::Backward);
   EXPECT_LT(last_reader(p, buffer_named(p, "h")), step_named(p, "/Pow_1"));  // h dies at its cast
   EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
@@ -101,7 +84,7 @@ TEST(Fp32Islands, GemmaNormCastsBackAfterTheWeight) {
   EXPECT_EQ(p.buffers[buffer_named(p, "w1")].bytes, 64u);
   EXPECT_EQ(p.buffers[buffer_named(p, "o")].bytes, 256u);
   EXPECT_EQ(p.buffers[down].bytes, 128u);
-  EXPECT_TRUE(reads(p.steps[step_named(p, "/Gemm_9")], down));
+  EXPECT_TRUE(step_reads(p.steps[step_named(p, "/Gemm_9")], down));
 }
 
 // Under fp32 and autocast the casts would be no-ops: the graph is not rewritten, and the note says why.
@@ -132,7 +115,7 @@ TEST(Fp32Islands, SoftmaxRunsInFloat32AndKeepsItsFloat32Result) {
   EXPECT_EQ(p.buffers[up].bytes, 256u);
   EXPECT_EQ(p.buffers[buffer_named(p, "q")].bytes, 256u);
   EXPECT_EQ(p.buffers[down].bytes, 128u);
-  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Softmax_1")], buffer_named(p, "q")));
+  EXPECT_TRUE(step_reads(p.steps[step_named(p, "backward:/Softmax_1")], buffer_named(p, "q")));
 }
 
 // The mlp's logits y[4,2] under bf16 (16 bytes) with --upcast loss: the loss reads a float32 copy (32 bytes), its
@@ -166,7 +149,7 @@ TEST(Fp32Islands, TheGradsCastBackIsANodeOfItsOwn) {
   const Program p = build_training_program(mlp(), o).program;
   const int32_t to_copy = step_named(p, "backward:to_copy");
   ASSERT_GE(to_copy, 0);
-  EXPECT_TRUE(reads(p.steps[to_copy], buffer_named(p, "grad:y:float32")));
+  EXPECT_TRUE(step_reads(p.steps[to_copy], buffer_named(p, "grad:y:float32")));
   EXPECT_LT(last_reader(p, buffer_named(p, "y:log_softmax")), to_copy);
   EXPECT_LT(last_reader(p, buffer_named(p, "grad:y:log_softmax")), to_copy);
 }

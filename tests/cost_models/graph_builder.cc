@@ -124,6 +124,24 @@ int32_t step_named(const Program& p, const std::string& name) {
   return -1;
 }
 
+int32_t buffer_ending(const Program& p, const std::string& suffix) {
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const std::string& n = p.buffers[i].name;
+    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+bool step_reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads.end(), b) != s.reads.end(); }
+
+int32_t last_reader(const Program& p, int32_t b) {
+  int32_t last = -1;
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    if (step_reads(p.steps[i], b)) last = static_cast<int32_t>(i);
+  return last;
+}
+
 uint64_t bytes_of_category(const Program& p, Category c) {
   uint64_t sum = 0;
   for (const Buffer& b : p.buffers)

@@ -51,6 +51,11 @@ uint64_t resident_bytes(const Program& p);
 // Buffer id by name (-1 when absent) and the step index by name (-1 when absent).
 int32_t buffer_named(const Program& p, const std::string& name);
 int32_t step_named(const Program& p, const std::string& name);
+// The buffer whose name ends with `suffix` (-1 when absent); whether step `s` reads buffer `b`; the last step
+// reading `b` (-1 when none).
+int32_t buffer_ending(const Program& p, const std::string& suffix);
+bool step_reads(const Step& s, int32_t b);
+int32_t last_reader(const Program& p, int32_t b);
 uint64_t bytes_of_category(const Program& p, Category c);
 
 }  // namespace memplan::testing

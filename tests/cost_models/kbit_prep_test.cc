@@ -13,17 +13,8 @@ namespace {
 
 using testing::GraphBuilder;
 using testing::buffer_named;
-
-bool reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads.end(), b) != s.reads.end(); }
-
-int32_t buffer_ending(const Program& p, const std::string& suffix) {
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    const std::string& n = p.buffers[i].name;
-    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return static_cast<int32_t>(i);
-  }
-  return -1;
-}
+using testing::buffer_ending;
+using testing::step_reads;
 
 // x[4,8] -> MatMul(x, Transpose(W1[16,8])) -> h[4,16] -> Relu -> r -> MatMul(r, Transpose(W2[2,16])) -> y[4,2] (the
 // head), LoRA r 2 on W1, --precision bf16 --frozen-dtype nf4.
@@ -75,7 +66,7 @@ TEST(KbitPrep, EverythingButThe4BitGemmIsFloat32) {
   EXPECT_EQ(p.buffers[back].bytes, 256u);
   EXPECT_EQ(p.buffers[buffer_named(p, "W1:dequantized")].bytes, 256u);
   for (const Step& s : p.steps)
-    if (s.phase == Phase::Backward) EXPECT_FALSE(reads(s, copy)) << s.name << " keeps the bf16 copy of x";
+    if (s.phase == Phase::Backward) EXPECT_FALSE(step_reads(s, copy)) << s.name << " keeps the bf16 copy of x";
   EXPECT_NE(std::find_if(result.notes.begin(), result.notes.end(),
                          [](const std::string& s) { return s.find("1 4-bit layers") != std::string::npos; }),
             result.notes.end());
