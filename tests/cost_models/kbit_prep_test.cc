@@ -65,8 +65,11 @@ TEST(KbitPrep, EverythingButThe4BitGemmIsFloat32) {
   EXPECT_EQ(p.buffers[copy].bytes, 64u);
   EXPECT_EQ(p.buffers[back].bytes, 256u);
   EXPECT_EQ(p.buffers[buffer_named(p, "W1:dequantized")].bytes, 256u);
-  for (const Step& s : p.steps)
-    if (s.phase == Phase::Backward) EXPECT_FALSE(step_reads(s, copy)) << s.name << " keeps the bf16 copy of x";
+  for (const Step& s : p.steps) {
+    if (s.phase == Phase::Backward) {
+      EXPECT_FALSE(step_reads(s, copy)) << s.name << " keeps the bf16 copy of x";
+    }
+  }
   EXPECT_NE(std::find_if(result.notes.begin(), result.notes.end(),
                          [](const std::string& s) { return s.find("1 4-bit layers") != std::string::npos; }),
             result.notes.end());
