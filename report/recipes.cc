@@ -7,6 +7,13 @@
 namespace memplan {
 namespace {
 
+// transformers' OptimizerNames (src/transformers/training_args.py): adamw_torch(_fused), adamw_bnb_8bit,
+// paged_adamw_32bit, paged_adamw_8bit, sgd (torch.optim.SGD; momentum through optim_args), and others memplan does
+// not model (adafactor, lion, ...); no plain Adam.
+const char* const kTrainerOptimizers =
+    "transformers TrainingArguments.optim (OptimizerNames: adamw_torch, adamw_bnb_8bit, paged_adamw_32bit, "
+    "paged_adamw_8bit, sgd; no plain Adam)";
+
 bool torch_adam(const CommandArgs& a) { return a.estimate.optimizer == "adam" || a.estimate.optimizer == "adamw"; }
 
 // transformers' Trainer with a model loaded as it ships (torch_dtype from the config: --precision bf16 for a bf16
@@ -56,7 +63,8 @@ const std::vector<Recipe>& recipes() {
        "A full fine-tune with the Hugging Face Trainer: the model's float32 islands, the logits freed before "
        "backward, SDPA attention, fused AdamW. Precision, batch and checkpointing (gradient_checkpointing=True: "
        "--checkpoint layers) stay yours.",
-       hf_trainer_settings(), nullptr, ""},
+       hf_trainer_settings(), nullptr, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
+       kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",
        "hf-trainer with a PEFT LoRA model: LoraConfig's defaults, float32 adapters on the base's layers (PEFT casts "
        "each adapted layer's input to the adapter's type).",
@@ -65,7 +73,8 @@ const std::vector<Recipe>& recipes() {
              {"--lora-targets", "q_proj|v_proj",
               "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (llama: q_proj, "
               "v_proj)"}}),
-       no_lora, ""},
+       no_lora, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
+       kTrainerOptimizers},
       {"hf-peft-qlora", "transformers Trainer + PEFT LoRA + bitsandbytes 4-bit (main)",
        "hf-peft over a base loaded with BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\") and "
        "prepared by peft.prepare_model_for_kbit_training: the base NF4 but its head, every other parameter and "
@@ -83,7 +92,8 @@ const std::vector<Recipe>& recipes() {
              {"--checkpoint", "layers",
               "prepare_model_for_kbit_training(use_gradient_checkpointing=True), its default: "
               "model.gradient_checkpointing_enable(), one checkpoint per decoder layer"}}),
-       qlora_contradiction, ""},
+       qlora_contradiction, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
+       kTrainerOptimizers},
   };
   return all;
 }
@@ -110,6 +120,10 @@ void apply_recipe(CommandArgs& args, Command command, std::vector<const OptionSp
     set_field_text(*row, args, s.value);
     given.push_back(row);
   }
+  const auto& offered = recipe->optimizers;
+  if (!offered.empty() && std::find(offered.begin(), offered.end(), args.estimate.optimizer) == offered.end())
+    throw InputError("--recipe " + name + " --optimizer " + args.estimate.optimizer + ": not an optimizer the " +
+                     "framework offers (" + recipe->optimizers_source + ")");
   if (recipe->contradiction) {  // after the recipe's values: only a flag the user gave can contradict it
     const std::string why = recipe->contradiction(args);
     if (!why.empty()) throw InputError(why);
@@ -126,6 +140,11 @@ std::string recipes_markdown() {
       std::string value;  // a | inside a table cell is escaped
       for (char c : s.value) value += c == '|' ? std::string("\\|") : std::string(1, c);
       md += "| `" + s.flag + "` | `" + value + "` | " + s.source + " |\n";
+    }
+    if (!r.optimizers.empty()) {
+      md += "\nOptimizers: ";
+      for (size_t i = 0; i < r.optimizers.size(); ++i) md += (i ? ", `" : "`") + r.optimizers[i] + "`";
+      md += " (" + r.optimizers_source + ").\n";
     }
     if (!r.not_modelled.empty()) md += "\nNot modelled yet: " + r.not_modelled + "\n";
   }

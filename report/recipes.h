@@ -28,6 +28,9 @@ struct Recipe {
   // A flag the user gave that the recipe cannot take ("" when `args` keep to it): the message names both.
   std::string (*contradiction)(const CommandArgs& args) = nullptr;
   std::string not_modelled;  // what of the framework the recipe does not model yet ("" when nothing)
+  // The --optimizer values the framework offers (empty: every one), and where it lists them.
+  std::vector<std::string> optimizers;
+  std::string optimizers_source;
 };
 
 const std::vector<Recipe>& recipes();

@@ -82,6 +82,21 @@ TEST(Recipes, QloraQuantizesPreparesAndCheckpoints) {
                InputError);
 }
 
+// The Trainer offers AdamW, not Adam: an optimizer the framework has no name for is refused, naming both.
+TEST(Recipes, AnOptimizerTheFrameworkDoesNotOfferIsRefused) {
+  CommandArgs a = training("hf-trainer");
+  a.estimate.optimizer = "adam";
+  try {
+    settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--optimizer")});
+    FAIL() << "--recipe hf-trainer --optimizer adam was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--recipe hf-trainer --optimizer adam"), std::string::npos);
+  }
+  CommandArgs sgd = training("hf-trainer");
+  sgd.estimate.optimizer = "momentum";
+  EXPECT_NO_THROW(settle_options(sgd, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--optimizer")}));
+}
+
 TEST(Recipes, NeedTrainingAndAKnownName) {
   CommandArgs inference = training("hf-trainer");
   inference.estimate.mode = "inference";
