@@ -112,6 +112,7 @@ class GapChoice {
     top_ = std::max(top_, end);
   }
   bool exact() const { return best_gap_ == size_; }
+  uint64_t top() const { return top_; }  // a range ending at or below it changes nothing
   uint64_t offset() const { return best_gap_ != UINT64_MAX ? best_ : top_; }
 
  private:
@@ -157,30 +158,38 @@ PackingResult place_by_scan(const std::vector<UsageRecord>& records, const std::
 
 namespace {
 
-// Bytes [start, end) taken, as disjoint runs that do not touch (touching runs are one): start -> end.
+// Bytes [start, end) taken, as disjoint runs that do not touch (touching runs are one), sorted by start: a flat
+// array, not a tree. A placement walks every run of several sets (place_by_runs), so reading them in order is
+// the cost that matters; an insertion moves the runs above it, a memmove of 16-byte pairs
+// (bench/planner/README.md, "Flat runs", measures both).
 class Runs {
  public:
+  using Run = std::pair<uint64_t, uint64_t>;
   void add(uint64_t start, uint64_t end) {
-    auto it = runs_.upper_bound(start);
-    if (it != runs_.begin()) {
-      const auto before = std::prev(it);
-      if (before->second >= start) {
-        start = before->first;
-        end = std::max(end, before->second);
-        it = runs_.erase(before);
-      }
-    }
-    while (it != runs_.end() && it->first <= end) {
+    // The first run starting above `start`; the run before it may reach `start` and then absorbs it.
+    auto it = std::upper_bound(runs_.begin(), runs_.end(), start, [](uint64_t v, const Run& r) { return v < r.first; });
+    if (it != runs_.begin() && std::prev(it)->second >= start) {
+      --it;
+      start = it->first;
       end = std::max(end, it->second);
-      it = runs_.erase(it);
     }
-    runs_.emplace_hint(it, start, end);
+    auto last = it;
+    while (last != runs_.end() && last->first <= end) {
+      end = std::max(end, last->second);
+      ++last;
+    }
+    if (last == it) {
+      runs_.insert(it, Run{start, end});
+      return;
+    }
+    *it = Run{start, end};
+    runs_.erase(it + 1, last);
   }
-  std::map<uint64_t, uint64_t>::const_iterator begin() const { return runs_.begin(); }
-  std::map<uint64_t, uint64_t>::const_iterator end() const { return runs_.end(); }
+  const Run* begin() const { return runs_.data(); }
+  const Run* end() const { return runs_.data() + runs_.size(); }
 
  private:
-  std::map<uint64_t, uint64_t> runs_;
+  std::vector<Run> runs_;
 };
 
 // The bytes taken by placed records, by time: a segment tree over steps. A record is stored at the O(log T)
@@ -247,7 +256,7 @@ PackingResult place_by_runs(const std::vector<UsageRecord>& records, const std::
   out.offsets.assign(records.size(), 0);
   Occupancy taken(steps);
   std::vector<const Runs*> sets;
-  using Cursor = std::pair<std::map<uint64_t, uint64_t>::const_iterator, std::map<uint64_t, uint64_t>::const_iterator>;
+  using Cursor = std::pair<const Runs::Run*, const Runs::Run*>;
   std::vector<Cursor> cursors;  // a min-heap by run start over the sets' runs
   const auto later = [](const Cursor& a, const Cursor& b) { return a.first->first > b.first->first; };
   for (int32_t id : order) {
@@ -259,11 +268,20 @@ PackingResult place_by_runs(const std::vector<UsageRecord>& records, const std::
       if (s->begin() != s->end()) cursors.emplace_back(s->begin(), s->end());
     std::make_heap(cursors.begin(), cursors.end(), later);
     GapChoice choice(size);
-    while (!cursors.empty() && !choice.exact()) {  // the taken runs by start, merged across the sets
+    // The taken runs by start, merged across the sets. A set's runs are disjoint and sorted, so their ends rise
+    // too: once one ends at or below the top seen so far, the set's next runs up to the top are skipped at once
+    // (the same bytes are in several sets: a record is stored at every node on the way to its canonical ones).
+    while (!cursors.empty() && !choice.exact()) {
       std::pop_heap(cursors.begin(), cursors.end(), later);
       Cursor& c = cursors.back();
-      choice.see(c.first->first, c.first->second);
-      if (++c.first == c.second) {
+      if (c.first->second <= choice.top()) {
+        c.first = std::upper_bound(c.first, c.second, choice.top(),
+                                   [](uint64_t top, const Runs::Run& r) { return top < r.second; });
+      } else {
+        choice.see(c.first->first, c.first->second);
+        ++c.first;
+      }
+      if (c.first == c.second) {
         cursors.pop_back();
       } else {
         std::push_heap(cursors.begin(), cursors.end(), later);
