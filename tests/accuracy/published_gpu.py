@@ -17,6 +17,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import published_finetune  # noqa: E402  (fine-tuning runs by others, one table per framework)
+
 SRC = os.environ.get("MEMPLAN_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BIN = os.environ.get("MEMPLAN_BIN", os.path.join(SRC, "build", "memplan"))
 MIB = 2**20
@@ -309,7 +312,13 @@ def rows():
     return out
 
 
-def fmt(v, ratio):
+def finetune_rows():
+    return published_finetune.rows(memplan)
+
+
+def fmt(v, ratio, unit=None):
+    if unit == "tokens":
+        return f"{v:,} tokens"
     return f"{v:.3f}" if ratio else f"{v / MIB:.1f}"  # ratio rows: none yet
 
 
@@ -317,20 +326,41 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    rs = rows()
+    rs = rows() + finetune_rows()
     if args.markdown:
         print(section(rs), end="")
         return 0
     for r in rs:
         ratio = r.get("ratio", False)
         err = 100.0 * (r["memplan"] - r["published"]) / r["published"]
-        print(f"{r['model']:<20} {r['config']:<40} published {fmt(r['published'], ratio):>10} "
-              f"memplan {fmt(r['memplan'], ratio):>10} {err:+7.2f}%")
+        print(f"{r['model']:<20} {r['config']:<40} published {fmt(r['published'], ratio, r.get('unit')):>10} "
+              f"memplan {fmt(r['memplan'], ratio, r.get('unit')):>10} {err:+7.2f}%")
     return 0
 
 
+def table(rs):
+    md = ["| source | model | config | what was published | published | memplan | error % | memplan command | memplan figure | setup |",
+          "|---|---|---|---|---:|---:|---:|---|---|---|"]
+    for r in rs:
+        ratio = r.get("ratio", False)
+        err = 100.0 * (r["memplan"] - r["published"]) / r["published"]
+        md.append(f"| {r['source']} | {r['model']} | {r['config']} | {r['measured']} | {fmt(r['published'], ratio, r.get('unit'))} | "
+                  f"{fmt(r['memplan'], ratio, r.get('unit'))} | {err:+.2f} | `{cell(r['command'])}` | {r['what']} | {r['setup']} |")
+    return md
+
+
+def cell(text):
+    """A table cell: GitHub markdown ends a cell at any '|', even inside a code span, unless escaped."""
+    return text.replace("|", "\\|")
+
+
 def section(rs=None):
-    rs = rows() if rs is None else rs
+    rs = rows() + finetune_rows() if rs is None else rs
+    general = [r for r in rs if "framework" not in r]
+    frameworks = []
+    for r in rs:
+        if "framework" in r and r["framework"] not in frameworks:
+            frameworks.append(r["framework"])
     md = ["## Published GPU figures by others", "",
           "Produced by `/usr/bin/python3 tests/accuracy/published_gpu.py --markdown` (each memplan figure is the "
           "command in its row). Published figures are quoted from the source, or computed from the source's formula "
@@ -341,15 +371,20 @@ def section(rs=None):
           "Megatron-LM's theoretical memory report at tp 2, 4 and 8), which check memplan's counting rules against an independent derivation, and measurements "
           "on a CUDA device: ColossalAI's, of torchvision models' parameters, and whole training steps whose model, "
           "batch, precision and optimizer are stated (a notebook's resnet50 and vit_b_16 on an RTX 4090, a trainer's "
-          "Llama 3.1 8B full fine-tune on an H100). Other sources considered and why they were left out are listed "
-          "in bench/published_gpu_sources.md.", "",
-          "| source | model | config | what was published | published | memplan | error % | memplan command | memplan figure | setup |",
-          "|---|---|---|---|---:|---:|---:|---|---|---|"]
-    for r in rs:
-        ratio = r.get("ratio", False)
-        err = 100.0 * (r["memplan"] - r["published"]) / r["published"]
-        md.append(f"| {r['source']} | {r['model']} | {r['config']} | {r['measured']} | {fmt(r['published'], ratio)} | "
-                  f"{fmt(r['memplan'], ratio)} | {err:+.2f} | `{r['command']}` | {r['what']} | {r['setup']} |")
+          "Llama 3.1 8B full fine-tune on an H100), and, one table per framework below, fine-tuning runs with LoRA and "
+          "QLoRA. Other sources considered and why they were left out are listed "
+          "in bench/published_gpu_sources.md.", ""]
+    md += table(general)
+    md += ["", "### Fine-tuning runs, by framework", "",
+           "Peaks of fine-tuning steps measured by others on a GPU, one table per framework that ran them "
+           "(tests/accuracy/published_finetune.py). Each row's memplan command sets the options from the source's "
+           "own code and configuration (or the --recipe that follows that framework), never from its figure, and "
+           "compares the memplan figure that matches the published metric (allocated_bytes for "
+           "max_memory_allocated, reserved_bytes for max_memory_reserved); the setup column says where memplan "
+           "cannot express the source's setup."]
+    for fw in frameworks:
+        md += ["", f"#### {fw}", ""]
+        md += table([r for r in rs if r.get("framework") == fw])
     return "\n".join(md) + "\n"
 
 
