@@ -14,6 +14,21 @@ const char* const kTrainerOptimizers =
     "transformers TrainingArguments.optim (OptimizerNames: adamw_torch, adamw_bnb_8bit, paged_adamw_32bit, "
     "paged_adamw_8bit, sgd; no plain Adam)";
 
+bool fsdp(const CommandArgs& a) { return a.estimate.shard == "fsdp"; }
+
+// Under FSDP the Trainer wraps a PEFT LoRA model with PEFT's policy (src/transformers/trainer.py,
+// _fsdp_qlora_plugin_updates: fsdp_plugin.auto_wrap_policy = fsdp_auto_wrap_policy(model); peft src/peft/utils/
+// other.py fsdp_auto_wrap_policy: a lambda policy wrapping every leaf module whose weight requires grad, so each
+// lora_A and lora_B Linear, or'ed with the transformer layer class): each adapter weight a unit of its own, each
+// decoder layer's frozen base a unit, the rest in the root. As --fsdp-wrap: an adapter weight's whole name, else the
+// first "<prefix>.<N>." of the name.
+RecipeSetting peft_fsdp_wrap() {
+  return {"--fsdp-wrap", R"(^(.*lora_[AB].*|.*?\.[0-9]+\.))",
+          "src/transformers/trainer.py _fsdp_qlora_plugin_updates: peft src/peft/utils/other.py fsdp_auto_wrap_policy "
+          "(each LoRA Linear its own unit, besides each decoder layer)",
+          fsdp};
+}
+
 bool torch_adam(const CommandArgs& a) { return a.estimate.optimizer == "adam" || a.estimate.optimizer == "adamw"; }
 
 // transformers' Trainer with a model loaded as it ships (torch_dtype from the config: --precision bf16 for a bf16
@@ -72,7 +87,8 @@ const std::vector<Recipe>& recipes() {
             {{"--lora-rank", "8", "peft src/peft/tuners/lora/config.py LoraConfig.r (default 8)"},
              {"--lora-targets", "q_proj|v_proj",
               "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (llama: q_proj, "
-              "v_proj)"}}),
+              "v_proj)"},
+             peft_fsdp_wrap()}),
        no_lora, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft-qlora", "transformers Trainer + PEFT LoRA + bitsandbytes 4-bit (main)",
@@ -91,7 +107,8 @@ const std::vector<Recipe>& recipes() {
               "peft src/peft/utils/other.py prepare_model_for_kbit_training: fp16/bf16 parameters cast to float32"},
              {"--checkpoint", "layers",
               "prepare_model_for_kbit_training(use_gradient_checkpointing=True), its default: "
-              "model.gradient_checkpointing_enable(), one checkpoint per decoder layer"}}),
+              "model.gradient_checkpointing_enable(), one checkpoint per decoder layer"},
+             peft_fsdp_wrap()}),
        qlora_contradiction, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
   };

@@ -97,6 +97,19 @@ TEST(Recipes, AnOptimizerTheFrameworkDoesNotOfferIsRefused) {
   EXPECT_NO_THROW(settle_options(sgd, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--optimizer")}));
 }
 
+// Under FSDP the Trainer wraps a PEFT model with PEFT's policy: each adapter weight its own unit; without FSDP the
+// recipe leaves --fsdp-wrap alone (it would be refused there).
+TEST(Recipes, PeftWrapsEachAdapterUnderFsdpOnly) {
+  CommandArgs a = training("hf-peft");
+  a.estimate.gpus = 2;
+  a.estimate.shard = "fsdp";
+  settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--shard")});
+  EXPECT_EQ(a.estimate.fsdp_wrap, R"(^(.*lora_[AB].*|.*?\.[0-9]+\.))");
+  CommandArgs one = training("hf-peft");
+  settle_options(one, kEstimate, {row_of("--recipe"), row_of("--mode")});
+  EXPECT_EQ(one.estimate.fsdp_wrap, "");
+}
+
 TEST(Recipes, NeedTrainingAndAKnownName) {
   CommandArgs inference = training("hf-trainer");
   inference.estimate.mode = "inference";
