@@ -142,6 +142,9 @@ struct TrainingOptions {
   int lora_rank = 0;
   std::string lora_targets;
   double lora_dropout = 0;
+  // --lora-dtype: PEFT keeps the adapters in float32 on a half base (BaseTuner._cast_adapter_dtype,
+  // autocast_adapter_dtype=True); false: in the base's type (autocast_adapter_dtype=False, or PEFT before it).
+  bool lora_float32 = true;
   // --frozen-dtype / --double-quant: frozen weights stored as fp16, bf16, int8 or NF4 (bitsandbytes), each
   // dequantized into the compute type for the op that reads it, in forward and again in backward.
   FrozenStorage frozen_storage = FrozenStorage::Same;

@@ -80,7 +80,9 @@ class Builder {
     // = True by default) "only upcasts float16 and bfloat16 to float32". So x is copied into float32
     // (_cast_input_dtype: x.to(lora_A.weight.dtype) when the dtypes differ), the adapter path and the sum
     // `result + ...` are float32 (type promotion), and result.to(torch_result_dtype) copies back.
-    const bool half_base = o_.precision == Precision::Fp16 || o_.precision == Precision::Bf16;
+    // --lora-dtype base (autocast_adapter_dtype=False, or PEFT before it existed): the adapters in the base's
+    // half type, no copies.
+    const bool half_base = (o_.precision == Precision::Fp16 || o_.precision == Precision::Bf16) && o_.lora_float32;
     // Under torch.autocast (--precision amp-*) the base weights and the adapters are float32 and
     // _cast_input_dtype (BaseTunerLayer, peft/tuners/tuners_utils.py: `if (not cast_input_dtype_enabled)
     // or (x.dtype == dtype): return x; return x.to(dtype=dtype)`; cast_input_dtype_enabled is True by
@@ -129,7 +131,8 @@ class Builder {
       const int32_t w = tensor(p + ".weight", adapter_type, {out_f, in_f}, TensorKind::Weight);
       g().tensors[w].trainable = true;
       g().initializers.push_back(w);
-      out_.adapter[w] = out_.float32[w] = true;
+      out_.adapter[w] = true;
+      out_.float32[w] = o_.lora_float32;
       out_.adapter_parameters = checked_add(out_.adapter_parameters, checked_mul(static_cast<uint64_t>(in_f),
                                                                                 static_cast<uint64_t>(out_f)),
                                             "LoRA parameter count");

@@ -211,6 +211,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   if (a.lora_rank > 0) {
     t.lora_targets = a.lora_targets;
     t.lora_dropout = a.lora_dropout;
+    t.lora_float32 = kLoraDtypeChoices.parse(a.lora_dtype, "--lora-dtype");
   }
   t.frozen_storage = kFrozenDtypeChoices.parse(a.frozen_dtype, "--frozen-dtype");
   t.double_quant = a.double_quant;

@@ -67,6 +67,7 @@ struct EstimateArgs {
   int lora_rank = 0;
   std::string lora_targets;
   double lora_dropout = 0;
+  std::string lora_dtype = "float32";  // --lora-dtype float32 | base
   std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4
   bool double_quant = false;          // --double-quant (nf4)
   bool kbit_prep = false;             // --kbit-prep (nf4)

@@ -77,8 +77,8 @@ void check_requirements(const EstimateArgs& a) {
   if (!a.gpu.empty() && !a.arch.empty())
     throw InputError("--arch " + a.arch + " and --gpu " + a.gpu + ": give one (--gpu sets the GPU's own architecture)");
   if (a.sequence_parallel && a.tp < 2) throw InputError("--sequence-parallel needs --tp N with N >= 2");
-  if ((!a.lora_targets.empty() || a.lora_dropout != 0) && a.lora_rank == 0)
-    throw InputError("--lora-targets and --lora-dropout need --lora-rank R");
+  if ((!a.lora_targets.empty() || a.lora_dropout != 0 || a.lora_dtype != EstimateArgs{}.lora_dtype) && a.lora_rank == 0)
+    throw InputError("--lora-targets, --lora-dropout and --lora-dtype need --lora-rank R");
   if (!kShardChoices.is(a.shard, Sharding::None) && a.gpus < 2)
     throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
   if (a.micro_batches > 0 && a.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");

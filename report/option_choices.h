@@ -96,6 +96,8 @@ inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", 
 inline const Choices<OptimizerImpl> kOptimizerImplChoices{
     {{"foreach", OptimizerImpl::Foreach}, {"foreach-torch1", OptimizerImpl::ForeachTorch1},
      {"single-tensor", OptimizerImpl::SingleTensor}, {"fused", OptimizerImpl::Fused}}};
+// --lora-dtype: true, the adapters in float32 (PEFT's autocast_adapter_dtype); false, in the base's type.
+inline const Choices<bool> kLoraDtypeChoices{{{"float32", true}, {"base", false}}};
 inline const Choices<bool> kTorchChoices{{{"2", false}, {"2.x", false}, {"1.13", true}}};  // true: torch 1.13
 inline const Choices<bool> kZeroGradChoices{{{"set-to-none", false}, {"zeros", true}}};  // true: grads kept
 inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage::Same}, {"fp16", FrozenStorage::Fp16},

@@ -241,6 +241,12 @@ std::vector<OptionSpec> make_schema() {
                "mask",
        .field = FIELD(estimate.lora_dropout), .min = 0, .max = 1, .max_exclusive = true, .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.lora_dropout != 0, " dropout " + std::to_string(a.lora_dropout)); }},
+      {.flag = "--lora-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --lora-rank on a half base (--precision fp16/bf16): float32, the adapters upcast as PEFT does "
+               "(get_peft_model's autocast_adapter_dtype=True), each adapted layer's input copied into float32; base, "
+               "the adapters in the base's type (autocast_adapter_dtype=False, or PEFT before it)",
+       .field = FIELD(estimate.lora_dtype), .choices = kLoraDtypeChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.lora_dtype != "float32", " adapters in the base's type"); }},
       {.flag = "--frozen-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8) or nf4 (QLoRA, bitsandbytes; int8/nf4: "
                "Linear weights but the head), each dequantized per op as a transient",

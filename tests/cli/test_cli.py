@@ -503,6 +503,16 @@ class LoraWhatIfTest(unittest.TestCase):
         self.assertEqual(t["grad_bytes"], 4 * self.ADAPTER_PARAMS)
         self.assertEqual(t["optimizer_state_bytes"], 2 * 4 * self.ADAPTER_PARAMS)
 
+    def test_base_dtype_adapters_agree_with_the_bf16_peft_export(self):
+        # --lora-dtype base (autocast_adapter_dtype=False): the adapters are bf16 like the base, no copies, so the
+        # what-if is the PEFT export run in bf16 with --trainable lora_, and its adapter bytes are bf16's 2 each.
+        what_if = run_json(*self.BASE, *self.LORA, "--precision", "bf16", "--lora-dtype", "base")
+        peft = run_json("estimate", "tests/models/llama_tiny_lora_train.onnx", *self.BASE[2:], "--trainable", "lora_",
+                        "--precision", "bf16")
+        for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
+            self.assertEqual(what_if[key], peft[key], key)
+        self.assertEqual(what_if["training"]["param_bytes"], 2 * self.ADAPTER_PARAMS)
+
     def test_dropout_copies_the_adapter_input(self):
         plain = run_json(*self.BASE, *self.LORA)
         dropped = run_json(*self.BASE, *self.LORA, "--lora-dropout", "0.1")
@@ -521,7 +531,7 @@ class LoraWhatIfTest(unittest.TestCase):
              "--lora-targets 'nothing_here' matches the weight of no MatMul/Gemm layer of model "
              "'tests/models/llama_tiny_train.onnx'"),
             (["--lora-rank", "8"], "--lora-rank needs --lora-targets REGEX"),
-            (["--lora-targets", "q_proj"], "--lora-targets and --lora-dropout need --lora-rank R"),
+            (["--lora-targets", "q_proj"], "--lora-targets, --lora-dropout and --lora-dtype need --lora-rank R"),
             (["--lora-rank", "0", "--lora-targets", "q_proj"], "--lora-rank 0: must be at least 1"),
             (["--lora-rank", "-4", "--lora-targets", "q_proj"], "--lora-rank -4: must be at least 1"),
             (["--lora-rank", "8", "--lora-targets", "("], "--lora-targets '(' is not a valid regular expression"),
