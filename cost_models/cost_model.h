@@ -85,11 +85,14 @@ struct CheckpointOptions {
 
 // --upcast: the float32 islands a framework runs inside a half-precision model (cost_models/fp32_islands.h):
 // RMSNorm's float32 copy, eager attention's float32 softmax, and the logits' float32 copy for the loss.
+// `logits`: transformers before ForCausalLMLoss (LlamaForCausalLM.forward up to 4.45): the forward returns
+// logits.float(), and the loss copies the shifted logits (shift_logits = logits[..., :-1, :].contiguous()).
 struct Upcast {
   bool rms_norm = false;
   bool softmax = false;
   bool loss = false;
-  bool any() const { return rms_norm || softmax || loss; }
+  bool logits = false;
+  bool any() const { return rms_norm || softmax || loss || logits; }
 };
 
 struct TrainingOptions {

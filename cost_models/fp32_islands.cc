@@ -98,12 +98,12 @@ std::optional<Norm> match_rms_norm(const Graph& g, int32_t pow) {
 
 }  // namespace
 
-IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool eager_attention, std::vector<bool>& float32,
-                              std::vector<bool>* grown) {
+IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool eager_attention,
+                              std::vector<bool>& float32, std::vector<bool>* grown) {
   IslandCounts counts;
   GraphRewriter r(g, float32, grown);
   const size_t base_nodes = g.nodes.size();
-  for (size_t i = 0; i < base_nodes && upcast.rms_norm; ++i) {
+  for (size_t i = 0; i < base_nodes && half && upcast.rms_norm; ++i) {
     const std::optional<Norm> n = match_rms_norm(g, static_cast<int32_t>(i));
     if (!n) continue;
     const DType input_type = n->up_cast ? g.tensors[in(g, producer_of(g, n->x), 0)].dtype : g.tensors[n->x].dtype;
@@ -124,7 +124,7 @@ IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool eager_attenti
     }
     ++counts.rms_norms;
   }
-  for (size_t i = 0; i < base_nodes && upcast.softmax && eager_attention; ++i) {
+  for (size_t i = 0; i < base_nodes && half && upcast.softmax && eager_attention; ++i) {
     const int32_t s = static_cast<int32_t>(i);
     if (!op_is(g, s, "Softmax") || in(g, s, 0) < 0 || out0(g, s) < 0) continue;
     const int32_t scores = in(g, s, 0), probs = out0(g, s);
@@ -144,6 +144,20 @@ IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool eager_attenti
       r.redirect(probs, back, readers);
     }
     ++counts.softmaxes;
+  }
+  // logits = logits.float(): the model returns the float32 copy, the head's result dies at the cast.
+  if (upcast.logits && !g.outputs.empty()) {
+    const int32_t out = g.outputs.back();
+    const int32_t head = producer_of(g, out);
+    if (head >= 0 && dtype_is_float(g.tensors[out].dtype)) {
+      const int32_t copy = r.cast(out, DType::Float32, head, "/logits_float", /*run_after=*/true);
+      r.redirect(out, copy, g.tensors[out].consumers);
+      r.pin(copy);
+      g.tensors[copy].kind = TensorKind::Output;
+      g.tensors[out].kind = TensorKind::Activation;
+      g.outputs.back() = copy;
+      counts.logits = true;
+    }
   }
   r.finish();
   return counts;

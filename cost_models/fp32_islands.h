@@ -13,10 +13,14 @@
 //            nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype): softmax casts its
 //            input to float32 (aten/src/ATen/native/SoftMax.cpp, softmax with a dtype: input.toType(dtype)), its
 //            float32 result is what SoftmaxBackward keeps (derivatives.yaml _softmax: result), then a copy back.
-// The logits' upcast for the loss (transformers' ForCausalLMLoss, src/transformers/loss/loss_utils.py: logits =
+//   logits   transformers up to 4.45 (LlamaForCausalLM.forward: logits = self.lm_head(hidden_states); logits =
+//            logits.float()): the model's output is a float32 copy of the head's result, under any precision (a
+//            no-op, aliased, where the head writes float32). The loss's copy of the shifted logits is the loss's
+//            (training_loss.cc).
+// The logits' upcast inside today's loss (transformers' ForCausalLMLoss, src/transformers/loss/loss_utils.py: logits =
 // logits.float()) is not a graph op: TrainingOptions::upcast.loss, read by the loss (training_loss.cc).
-// Under fp32 or autocast the casts are no-ops (the residual stream is float32 already), so the pass changes nothing
-// there and is not run.
+// Under fp32 or autocast the RMSNorm and softmax casts are no-ops (the residual stream is float32 already), so they
+// are added to a half-precision model only (`half`).
 #pragma once
 
 #include <cstdint>
@@ -30,13 +34,14 @@ namespace memplan {
 struct IslandCounts {
   int rms_norms = 0;
   int softmaxes = 0;
+  bool logits = false;
 };
 
 // Rewrites `g` in place: the casts of each island inserted (node order kept topological), producers and consumers
 // relinked. `float32` (one flag per tensor, grown with the graph) gets the island's tensors; `grown` are other
 // per-tensor flags to grow with it (LoRA's adapter flags). `softmax` is read only where attention runs as the
 // graph's own ops (AttentionImpl::Eager).
-IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool eager_attention, std::vector<bool>& float32,
-                              std::vector<bool>* grown = nullptr);
+IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool eager_attention,
+                              std::vector<bool>& float32, std::vector<bool>* grown = nullptr);
 
 }  // namespace memplan

@@ -211,10 +211,10 @@ std::vector<int32_t> separators_named(const TrainingContext& c, const std::vecto
 // What --upcast did: the islands found, or why it changed nothing.
 std::string upcast_note(const TrainingOptions& o, const std::optional<IslandCounts>& islands) {
   const bool half = o.precision == Precision::Fp16 || o.precision == Precision::Bf16;
-  if (!half)
+  if (!half && !o.upcast.logits)
     return "--upcast changes nothing under " + std::string(is_amp(o.precision) ? "autocast" : "fp32") +
            ": the float32 copies it names are no-ops when the model's tensors are float32 already.";
-  std::string text = "Float32 islands in the half-precision model (--upcast):";
+  std::string text = "Float32 islands in the model (--upcast):";
   if (o.upcast.rms_norm)
     text += " " + std::to_string(islands ? islands->rms_norms : 0) +
             " RMSNorms normalise a float32 copy of their input (transformers' LlamaRMSNorm) and cast back;";
@@ -222,6 +222,10 @@ std::string upcast_note(const TrainingOptions& o, const std::optional<IslandCoun
     text += " " + std::to_string(islands ? islands->softmaxes : 0) +
             " softmaxes run in float32 (eager attention's softmax(dtype=torch.float32)) and keep that result;";
   if (o.upcast.loss) text += " the loss reads a float32 copy of the logits (transformers' ForCausalLMLoss);";
+  if (o.upcast.logits)
+    text += std::string(" the model returns its logits as float32 (logits.float(), transformers up to 4.45") +
+            (islands && islands->logits ? "" : ": no float output found") +
+            ") and the loss copies the shifted logits (shift_logits.contiguous());";
   text.back() = '.';
   return text;
 }
@@ -243,9 +247,9 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   std::vector<bool>& adapters = lora ? lora->adapter : no_adapters;
   const bool half = options.precision == Precision::Fp16 || options.precision == Precision::Bf16;
   std::optional<IslandCounts> islands;
-  if (half && (options.upcast.rms_norm || options.upcast.softmax))
-    islands = add_fp32_islands(rewritable(), options.upcast, execution.attention == AttentionImpl::Eager, float32,
-                               &adapters);
+  if ((half && (options.upcast.rms_norm || options.upcast.softmax)) || options.upcast.logits)
+    islands = add_fp32_islands(rewritable(), options.upcast, half, execution.attention == AttentionImpl::Eager,
+                               float32, &adapters);
   // Refused before any cost model runs otherwise (report/option_checks.cc: nf4, no autocast).
   precondition(!options.kbit_prep || (!is_amp(options.precision) && options.frozen_storage == FrozenStorage::Nf4),
                "--kbit-prep without a 4-bit base, or under autocast");

@@ -50,8 +50,23 @@ void TrainingStep::emit_loss() {
       st.name = "loss:cross_entropy";
       st.op = "cross_entropy";
       st.flops = checked_mul(logits.elements(), 3, "FLOP count");
+      uint64_t loss_bytes = bytes_in(out, loss_dtype);
+      if (options_.upcast.logits) {
+        // transformers up to 4.45 (LlamaForCausalLM.forward): shift_logits = logits[..., :-1, :].contiguous() and
+        // shift_labels = labels[..., 1:].contiguous(), copies the loss reads; neither is kept for backward.
+        const int64_t seq = logits.shape.size() >= 3 ? logits.shape[logits.shape.size() - 2] : 0;
+        if (seq < 2)
+          throw InputError("--upcast logits shifts the logits along the sequence: output '" + logits.name + "' of model '" +
+                           graph_.model_path + "' is not [batch, seq >= 2, vocab]");
+        const uint64_t s = static_cast<uint64_t>(seq);
+        loss_bytes = loss_bytes / s * (s - 1);
+        loss_input = writer_.new_buffer(logits.name + ":shifted", loss_bytes, Category::Activation);
+        st.writes.push_back(loss_input);
+        st.writes.push_back(writer_.new_buffer("targets:shifted", checked_mul(rows / s * (s - 1), 8, "targets"),
+                                               Category::Activation));
+      }
       // cross_entropy = log_softmax (saves its output) + nll_loss (saves target and total_weight).
-      log_softmax_buffer_ = writer_.new_buffer(logits.name + ":log_softmax", bytes_in(out, loss_dtype), Category::Activation);
+      log_softmax_buffer_ = writer_.new_buffer(logits.name + ":log_softmax", loss_bytes, Category::Activation);
       total_weight_buffer_ = writer_.new_buffer("loss:total_weight", scalar, Category::Activation);
       loss_buffer_ = writer_.new_buffer("loss", scalar, Category::Activation);
       program().buffers[loss_buffer_].live_at_end = true;
@@ -118,11 +133,19 @@ void TrainingStep::seed_output_grad(int32_t out) {
     nll.reads = {loss_target_buffer_, total_weight_buffer_};
     program().steps.push_back(std::move(nll));
     Step lsm{"backward:log_softmax", "log_softmax_backward", Phase::Backward, {log_softmax_buffer_, grad_logsm}, {}, 0};
+    // Each copy the loss made is a node of its own in backward, run after the engine has released the node before
+    // it (torch/csrc/autograd/engine.cpp, evaluate_function: release_variables after the call without keep_graph):
+    // the shifted copy's grad, then SliceBackward0's full-size grad (zeros, the slice copied in).
+    if (options_.upcast.logits) {
+      const int32_t shifted = writer_.new_buffer(gname + ":shifted", program().buffers[log_softmax_buffer_].bytes,
+                                                 Category::ActivationGrad);
+      lsm.writes.push_back(shifted);
+      program().steps.push_back(std::move(lsm));
+      lsm = Step{"backward:slice", "slice_backward", Phase::Backward, {shifted}, {}, 0};
+    }
     if (loss_in_float32() && layout().dtype[out] != DType::Float32) {
-      // The float32 grad of the float32 copy, then, in a node of its own (ToCopyBackward0), its cast back to the
-      // logits' type: the engine has released LogSoftmaxBackward0's saved result and its incoming grad by then
-      // (torch/csrc/autograd/engine.cpp, evaluate_function: release_variables after the call without keep_graph).
-      const int32_t grad32 = writer_.new_buffer(gname + ":float32", program().buffers[log_softmax_buffer_].bytes,
+      // The float32 grad of the float32 copy, then (ToCopyBackward0) its cast back to the logits' type.
+      const int32_t grad32 = writer_.new_buffer(gname + ":float32", bytes_in(out, DType::Float32),
                                                 Category::ActivationGrad);
       lsm.writes.push_back(grad32);
       program().steps.push_back(std::move(lsm));

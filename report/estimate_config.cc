@@ -57,7 +57,7 @@ CheckpointOptions parse_checkpoint(const std::string& text, const std::string& b
   return c;
 }
 
-// --upcast none | rmsnorm,softmax,loss (any of them, comma-separated).
+// --upcast none | rmsnorm,softmax,loss,logits (any of them, comma-separated).
 Upcast parse_upcast(const std::string& text) {
   Upcast u;
   if (text == "none") return u;
@@ -66,8 +66,9 @@ Upcast parse_upcast(const std::string& text) {
     if (part == "rmsnorm") u.rms_norm = true;
     else if (part == "softmax") u.softmax = true;
     else if (part == "loss") u.loss = true;
+    else if (part == "logits") u.logits = true;
     else
-      throw InputError("--upcast " + text + ": '" + part + "' is not one of rmsnorm, softmax, loss (or none alone)");
+      throw InputError("--upcast " + text + ": '" + part + "' is not one of rmsnorm, softmax, loss, logits (or none alone)");
   }
   return u;
 }

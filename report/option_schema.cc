@@ -155,7 +155,8 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--upcast", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
        .help = "What the framework computes in float32 inside a half-precision model (--precision fp16/bf16): none, "
                "or any of rmsnorm (transformers' LlamaRMSNorm normalises a float32 copy), softmax (eager attention's "
-               "softmax(dtype=float32)), loss (ForCausalLMLoss's logits.float()), comma-separated",
+               "softmax(dtype=float32)), loss (ForCausalLMLoss's logits.float()), logits (transformers up to 4.45: the "
+               "forward returns logits.float() and the loss copies the shifted logits), comma-separated",
        .field = FIELD(estimate.upcast), .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.upcast != "none", ", float32 " + a.upcast); }},
       {.flag = "--gpus", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,

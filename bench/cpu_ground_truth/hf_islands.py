@@ -8,7 +8,9 @@ training step with transformers' float32 code paths in place of the plain module
         input_dtype = x.dtype; h = x.to(torch.float32); variance = h.pow(2).mean(-1, keepdim=True)
         h = h * torch.rsqrt(variance + eps); return weight * h.to(input_dtype)
   - softmax: eager attention's softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype);
-  - loss: ForCausalLMLoss (src/transformers/loss/loss_utils.py): logits = logits.float(), then cross-entropy.
+  - loss: ForCausalLMLoss (src/transformers/loss/loss_utils.py): logits = logits.float(), then cross-entropy;
+    or, the two `legacy` rows, LlamaForCausalLM.forward up to transformers 4.45: the forward returns logits.float()
+    and the loss runs on shift_logits = logits[..., :-1, :].contiguous() (memplan --upcast logits).
 The rotary tables and the causal mask are made in the model's type, as transformers makes them
 (LlamaRotaryEmbedding.forward returns cos/sin .to(x.dtype); the mask is filled with torch.finfo(dtype).min).
 `free_output`: the loop drops the logits before backward, as the Trainer's compute_loss does (memplan --free-output).
@@ -38,7 +40,9 @@ import zoo  # noqa: E402
 
 DTYPE = torch.bfloat16
 OUT = os.path.join(HERE, "hf_islands.json")
-CONFIGS = [(batch, 128, free) for batch in (2, 8) for free in (False, True)]
+# (batch, seq, free_output, legacy): legacy is transformers up to 4.45's loss (below), memplan --upcast logits.
+CONFIGS = [(batch, 128, free, False) for batch in (2, 8) for free in (False, True)] + [(2, 128, False, True),
+                                                                                     (8, 128, False, True)]
 
 
 def hf_rms_norm(self, x):
@@ -69,16 +73,25 @@ def forward(m, input_ids):
     return m.lm_head(m.norm(x))
 
 
-def step(m, input_ids, targets, optimizer, free_output: bool):
+def step(m, input_ids, targets, optimizer, free_output: bool, legacy: bool = False):
     logits = forward(m, input_ids)
-    loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))  # ForCausalLMLoss
+    if legacy:
+        # LlamaForCausalLM.forward up to transformers 4.45: logits = logits.float(), returned as the output; the loss
+        # on contiguous copies of the shifted logits and labels (CrossEntropyLoss, mean).
+        logits = logits.float()
+        shift_logits = logits[..., :-1, :].contiguous()
+        shift_labels = targets[..., 1:].contiguous()
+        loss = F.cross_entropy(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1))
+        del shift_logits, shift_labels
+    else:
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))  # ForCausalLMLoss
     if free_output:
         del logits
     loss.backward()
     optimizer.step()
 
 
-def measure_one(batch: int, seq: int, free_output: bool) -> dict:
+def measure_one(batch: int, seq: int, free_output: bool, legacy: bool) -> dict:
     module = measure.llama_build("llama_tiny").train().to(DTYPE)
     cfg = llama.CONFIGS["llama_tiny"]
     optimizer = measure.make_optimizer("adam", list(module.parameters()))
@@ -89,19 +102,20 @@ def measure_one(batch: int, seq: int, free_output: bool) -> dict:
     torch.softmax = hf_softmax
     try:
         measured = measure.profile_steady_step(module, optimizer, [input_ids, targets],
-                                               lambda: step(module, input_ids, targets, optimizer, free_output))
+                                               lambda: step(module, input_ids, targets, optimizer, free_output, legacy))
     finally:
         torch.softmax = _softmax
         llama.RMSNorm.forward = plain_rms_norm
     return {"model": "llama_tiny", "onnx": "tests/models/llama_tiny_train.onnx", "batch": batch, "seq": seq,
-            "precision": "bf16", "upcast": "rmsnorm,softmax,loss", "free_output": free_output, "optimizer": "adam",
+            "precision": "bf16", "upcast": "rmsnorm,softmax," + ("logits" if legacy else "loss"),
+            "free_output": free_output, "optimizer": "adam",
             "optimizer_settings": measure.describe_optimizer(optimizer), "loss": "cross-entropy", "checkpoint": [],
             **measured}
 
 
 def main() -> int:
     torch.set_num_threads(2)
-    rows = [measure_one(b, s, free) for b, s, free in CONFIGS]
+    rows = [measure_one(*c) for c in CONFIGS]
     data = {"command": "/usr/bin/python3 " + shlex.join(["bench/cpu_ground_truth/hf_islands.py"]),
             "date": datetime.date.today().isoformat(), "torch": torch.__version__, "python": platform.python_version(),
             "measurements": rows}
@@ -109,7 +123,8 @@ def main() -> int:
         json.dump(data, f, indent=2)
         f.write("\n")
     for r in rows:
-        print(f"llama_tiny b{r['batch']} s{r['seq']} bf16 free_output={r['free_output']}: {r['peak_bytes']} bytes")
+        print(f"llama_tiny b{r['batch']} s{r['seq']} bf16 upcast {r['upcast']} free_output={r['free_output']}: "
+              f"{r['peak_bytes']} bytes")
     return 0
 
 

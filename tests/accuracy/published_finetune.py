@@ -41,19 +41,17 @@ LLAMA2_7B = "tests/models/hf_configs/Llama-2-7b-hf.json"
 AA_SOURCE = ("AnswerDotAI/fsdp_qlora benchmarks_03_2024.md @4cd6923 (dual RTX 3090), "
              "https://github.com/AnswerDotAI/fsdp_qlora/blob/main/benchmarks_03_2024.md")
 AA_BASE = ["--graph", "train", "--mode", "train", "--precision", "bf16", "--attention", "sdpa",
-           "--upcast", "rmsnorm,loss", "--optimizer", "adamw", "--checkpoint", "layers", "--lora-rank", "64",
+           "--upcast", "rmsnorm,logits", "--optimizer", "adamw", "--checkpoint", "layers", "--lora-rank", "64",
            "--lora-targets", "q_proj|k_proj|v_proj|gate_proj|up_proj|down_proj", "--lora-dropout", "0.1",
-           "--arch", "sm86"]
+           "--lora-dtype", "base", "--arch", "sm86"]
 AA_QLORA = ["--frozen-dtype", "nf4", "--double-quant"]
 # The source's wrapping policy as memplan's --fsdp-wrap (the first group names the unit): a LoRA weight is a unit of
 # its own, every other parameter of decoder layer N is layer N's unit, the rest the root.
 AA_WRAP = ["--gpus", "2", "--shard", "fsdp", "--fsdp-wrap", r"^(.*lora_[AB].*|.*?layers\.[0-9]+\.)"]
-AA_SETUP = ("transformers 4.38-4.39 (what these runs loaded) upcast all logits and copied the shifted ones "
-            "(shift_logits.contiguous(), float32, 4 bytes x b x s x 32000) before the loss; memplan's graph is "
-            "today's ForCausalLMLoss, which has no copy; PEFT then (<= 0.11) cast the adapters to the base weight's "
-            "type (bfloat16, and quant_storage bfloat16 for 4-bit), memplan's adapters are float32 (143,130,624 "
-            "adapter parameters: 1.07 GiB more weights, grads and Adam states unsharded); reentrant checkpointing, "
-            "modelled as per-layer checkpointing")
+AA_SETUP = ("transformers 4.38-4.39 (what these runs loaded) upcast all logits in the forward and copied the shifted "
+            "ones before the loss: memplan --upcast logits; PEFT then (<= 0.11) cast the adapters to the base weight's "
+            "type (bfloat16, and quant_storage bfloat16 for 4-bit): memplan --lora-dtype base; reentrant "
+            "checkpointing, modelled as per-layer checkpointing")
 
 
 def answerai_rows(memplan):
@@ -116,7 +114,7 @@ TT_E2E = ("pytorch/torchtune docs/source/tutorials/e2e_flow.rst @0cd8bc4ca (PR #
 def torchtune_rows(memplan):
     args = ["estimate", "tests/models/hf_configs/Llama-3.2-3B.json", "--graph", "train", "--mode", "train",
             "--batch", "1", "--dim", "seq=512", "--precision", "bf16", "--lora-rank", "64",
-            "--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj"]
+            "--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj", "--lora-dtype", "base"]
     j = memplan(args)
     return [dict(
         framework="torchtune (lora_finetune_single_device)", source=TT_E2E, model="Llama-3.2-3B",
@@ -125,8 +123,8 @@ def torchtune_rows(memplan):
         memplan=j["breakdown"]["weights"],
         command="memplan " + " ".join(a if "|" not in a else f"'{a}'" for a in args),
         what="breakdown.weights (the frozen bf16 base, tied embedding once, and the adapters)",
-        setup="a check of the model's bytes, not of a step: torchtune's adapters are bfloat16 where memplan's are "
-              "float32 (89,915,392 adapter parameters: +0.17 GiB in memplan), and torchtune also holds its RoPE "
+        setup="a check of the model's bytes, not of a step: torchtune's adapters are bfloat16 (--lora-dtype base), "
+              "and torchtune also holds its RoPE "
               "cache (Llama3ScaledRoPE, 131072 positions x 64 x cos/sin in float32: 0.06 GiB) that memplan does not "
               "count; the step's own peak is not quoted by the source with a fixed sequence length (alpaca, unpacked)")]
 

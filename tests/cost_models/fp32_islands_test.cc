@@ -154,5 +154,32 @@ TEST(Fp32Islands, TheGradsCastBackIsANodeOfItsOwn) {
   EXPECT_LT(last_reader(p, buffer_named(p, "grad:y:log_softmax")), to_copy);
 }
 
+// transformers up to 4.45 (--upcast logits): x[2,4,8] -> MatMul(Wᵀ) -> y[2,4,3] in bf16 (48 bytes); the model returns
+// logits.float() (96 bytes), the loss copies the shifted logits, [2,3,3] float32 (72), and the shifted labels,
+// [2,3] int64 (48); log_softmax is 72. Backward: the shifted copy's grad (72), SliceBackward's full grad (96) in a
+// step of its own, then the cast's backward writes y's bf16 grad (48).
+TEST(Fp32Islands, LegacyLogitsAreAFloat32OutputAndTheLossCopiesTheShiftedOnes) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {2, 4, 8});
+  const int32_t wt = b.node1("Transpose", {b.weight("W", {3, 8})}, "W_t", {8, 3}, {{"perm", ints_attr({1, 0})}});
+  b.output(b.node1("MatMul", {x, wt}, "y", {2, 4, 3}));
+  const Program p = build_training_program(b.graph(), bf16_sgd({.logits = true})).program;
+  EXPECT_EQ(p.buffers[buffer_named(p, "y")].bytes, 48u);
+  const int32_t logits = buffer_ending(p, "/logits_float_output_0");
+  ASSERT_GE(logits, 0);
+  EXPECT_EQ(p.buffers[logits].bytes, 96u);
+  const std::string out = p.buffers[logits].name;
+  EXPECT_EQ(p.buffers[buffer_named(p, out + ":shifted")].bytes, 72u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "targets:shifted")].bytes, 48u);
+  EXPECT_EQ(p.buffers[buffer_named(p, out + ":log_softmax")].bytes, 72u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:" + out + ":shifted")].bytes, 72u);
+  const int32_t slice = step_named(p, "backward:slice");
+  ASSERT_GE(slice, 0);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:" + out)].bytes, 96u);
+  EXPECT_TRUE(step_reads(p.steps[slice], buffer_named(p, "grad:" + out + ":shifted")));
+  EXPECT_LT(last_reader(p, buffer_named(p, out + ":log_softmax")), slice);
+  EXPECT_EQ(p.buffers[buffer_named(p, "grad:y")].bytes, 48u);
+}
+
 }  // namespace
 }  // namespace memplan
