@@ -13,6 +13,8 @@ namespace memplan {
 
 bool is_amp(Precision p) { return p == Precision::AmpFp16 || p == Precision::AmpBf16; }
 
+bool is_half(Precision p) { return p == Precision::Fp16 || p == Precision::Bf16; }
+
 DType low_precision_dtype(Precision p) {
   return p == Precision::Bf16 || p == Precision::AmpBf16 ? DType::BFloat16 : DType::Float16;
 }

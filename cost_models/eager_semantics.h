@@ -120,6 +120,7 @@ class ForwardAliasing {
 
 // Precision: the storage type of parameters and of torch.autocast's low-precision ops.
 bool is_amp(Precision p);
+bool is_half(Precision p);  // fp16 or bf16 without autocast: model.half() / model.bfloat16()
 DType low_precision_dtype(Precision p);  // float16 or bfloat16 (amp and pure half)
 DType param_dtype(Precision p);          // float32 for fp32 and amp
 

@@ -82,7 +82,7 @@ class Builder {
     // `result + ...` are float32 (type promotion), and result.to(torch_result_dtype) copies back.
     // --lora-dtype base (autocast_adapter_dtype=False, or PEFT before it existed): the adapters in the base's
     // half type, no copies.
-    const bool half_base = (o_.precision == Precision::Fp16 || o_.precision == Precision::Bf16) && o_.lora_float32;
+    const bool half_base = is_half(o_.precision) && o_.lora_float32;
     // Under torch.autocast (--precision amp-*) the base weights and the adapters are float32 and
     // _cast_input_dtype (BaseTunerLayer, peft/tuners/tuners_utils.py: `if (not cast_input_dtype_enabled)
     // or (x.dtype == dtype): return x; return x.to(dtype=dtype)`; cast_input_dtype_enabled is True by

@@ -210,7 +210,7 @@ std::vector<int32_t> separators_named(const TrainingContext& c, const std::vecto
 
 // What --upcast did: the islands found, or why it changed nothing.
 std::string upcast_note(const TrainingOptions& o, const std::optional<IslandCounts>& islands) {
-  const bool half = o.precision == Precision::Fp16 || o.precision == Precision::Bf16;
+  const bool half = is_half(o.precision);
   if (!half && !o.upcast.logits)
     return "--upcast changes nothing under " + std::string(is_amp(o.precision) ? "autocast" : "fp32") +
            ": the float32 copies it names are no-ops when the model's tensors are float32 already.";
@@ -245,7 +245,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   std::vector<bool> float32 = lora ? lora->float32 : std::vector<bool>(base.tensors.size(), false);
   std::vector<bool> no_adapters;
   std::vector<bool>& adapters = lora ? lora->adapter : no_adapters;
-  const bool half = options.precision == Precision::Fp16 || options.precision == Precision::Bf16;
+  const bool half = is_half(options.precision);
   std::optional<IslandCounts> islands;
   if ((half && (options.upcast.rms_norm || options.upcast.softmax)) || options.upcast.logits)
     islands = add_fp32_islands(rewritable(), options.upcast, half, execution.attention == AttentionImpl::Eager,
@@ -352,7 +352,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   if (lora) {
     result.lora_adapted_layers = lora->adapted_layers;
     result.lora_parameters = lora->adapter_parameters;
-    const bool half = options.precision == Precision::Fp16 || options.precision == Precision::Bf16;
+    const bool half = is_half(options.precision) && options.lora_float32;  // float32 adapters on a half base
     notes.push_back("LoRA (--lora-rank " + std::to_string(options.lora_rank) + "): adapters on " +
                     std::to_string(lora->adapted_layers) + " Linear layer(s), " +
                     std::to_string(lora->adapter_parameters) + " parameters in all, run as PEFT's lora.Linear "

@@ -512,6 +512,12 @@ class LoraWhatIfTest(unittest.TestCase):
         for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
             self.assertEqual(what_if[key], peft[key], key)
         self.assertEqual(what_if["training"]["param_bytes"], 2 * self.ADAPTER_PARAMS)
+        lora_note = [n for n in what_if["notes"] if n.startswith("LoRA (--lora-rank")]
+        self.assertEqual(len(lora_note), 1)
+        self.assertNotIn("float32 adapters", lora_note[0])  # no copies to describe: the adapters are bf16
+        float32 = run_json(*self.BASE, *self.LORA, "--precision", "bf16")
+        self.assertIn("float32 adapters copy each adapted layer's input",
+                      [n for n in float32["notes"] if n.startswith("LoRA (--lora-rank")][0])
 
     def test_dropout_copies_the_adapter_input(self):
         plain = run_json(*self.BASE, *self.LORA)
