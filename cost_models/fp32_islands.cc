@@ -1,7 +1,6 @@
 // Float32 islands (fp32_islands.h): RMSNorm's and eager attention's softmax, found as torch.onnx writes them.
 #include "cost_models/fp32_islands.h"
 
-#include <map>
 #include <string>
 
 #include "cost_models/graph_facts.h"
@@ -40,7 +39,6 @@ int32_t other_operand(const Graph& g, int32_t node, int32_t t) {
 // An RMSNorm as torch.onnx writes LlamaRMSNorm (rsqrt as 1 / Sqrt, or x / Sqrt) or Gemma's, anchored at its Pow.
 struct Norm {
   int32_t x = -1;           // the normalised input (a Cast's output when the export kept `.to(torch.float32)`)
-  bool up_cast = false;     // x is that Cast's output: pin it, insert nothing
   int32_t pow = -1, scaled = -1;   // x.pow(2) and x * rsqrt(...): the nodes reading x
   std::vector<int32_t> inner;      // the tensors between them, and the scaled result
   int32_t down_after = -1;         // the node after which the cast back to the input's type runs
@@ -71,7 +69,6 @@ std::optional<Norm> match_rms_norm(const Graph& g, int32_t pow) {
     if (!op_is(g, n.scaled, "Mul") || other_operand(g, n.scaled, out0(g, next)) != n.x) return std::nullopt;
   }
   n.inner.push_back(out0(g, n.scaled));
-  n.up_cast = float_cast(g, producer_of(g, n.x));
   // Llama: weight * h.to(input_dtype); the export may keep that cast.
   int32_t after = sole_consumer(g, out0(g, n.scaled));
   if (float_cast(g, after)) {
@@ -96,6 +93,28 @@ std::optional<Norm> match_rms_norm(const Graph& g, int32_t pow) {
   return n;
 }
 
+// x.to(torch.float32) for the nodes `readers`: the export's own Cast when it kept one (pinned), else one inserted
+// before `node`. Returns the type x had before, which the cast back restores.
+DType float32_input(Graph& g, GraphRewriter& r, int32_t x, int32_t node, const std::vector<int32_t>& readers) {
+  if (float_cast(g, producer_of(g, x))) {
+    r.pin(x);
+    return g.tensors[in(g, producer_of(g, x), 0)].dtype;
+  }
+  const int32_t x32 = r.cast(x, DType::Float32, node, "/upcast", /*run_after=*/false);
+  r.redirect(x, x32, readers);
+  r.pin(x32);
+  return g.tensors[x].dtype;
+}
+
+// h.to(input_dtype) after `node`, for every reader of h (and as the graph output it was).
+void cast_back(Graph& g, GraphRewriter& r, int32_t h, int32_t node, DType input_type) {
+  const std::vector<int32_t> readers = g.tensors[h].consumers;
+  const int32_t back = r.cast(h, input_type, node, "/downcast", /*run_after=*/true);
+  r.redirect(h, back, readers);
+  for (int32_t& o : g.outputs)
+    if (o == h) o = back;
+}
+
 }  // namespace
 
 IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool eager_attention,
@@ -106,43 +125,18 @@ IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool ea
   for (size_t i = 0; i < base_nodes && half && upcast.rms_norm; ++i) {
     const std::optional<Norm> n = match_rms_norm(g, static_cast<int32_t>(i));
     if (!n) continue;
-    const DType input_type = n->up_cast ? g.tensors[in(g, producer_of(g, n->x), 0)].dtype : g.tensors[n->x].dtype;
-    int32_t x32 = n->x;
-    if (!n->up_cast) {
-      x32 = r.cast(n->x, DType::Float32, n->pow, "/upcast", /*run_after=*/false);
-      r.redirect(n->x, x32, {n->pow, n->scaled});
-    }
-    r.pin(x32);
+    const DType input_type = float32_input(g, r, n->x, n->pow, {n->pow, n->scaled});
     for (int32_t t : n->inner) r.pin(t);
-    if (n->down_existing < 0) {
-      const int32_t h = out0(g, n->down_after);
-      const std::vector<int32_t> readers = g.tensors[h].consumers;
-      const int32_t back = r.cast(h, input_type, n->down_after, "/downcast", /*run_after=*/true);
-      r.redirect(h, back, readers);
-      for (int32_t& o : g.outputs)
-        if (o == h) o = back;
-    }
+    if (n->down_existing < 0) cast_back(g, r, out0(g, n->down_after), n->down_after, input_type);
     ++counts.rms_norms;
   }
   for (size_t i = 0; i < base_nodes && half && upcast.softmax && eager_attention; ++i) {
     const int32_t s = static_cast<int32_t>(i);
     if (!op_is(g, s, "Softmax") || in(g, s, 0) < 0 || out0(g, s) < 0) continue;
-    const int32_t scores = in(g, s, 0), probs = out0(g, s);
-    const bool up_cast = float_cast(g, producer_of(g, scores));
-    const DType input_type = up_cast ? g.tensors[in(g, producer_of(g, scores), 0)].dtype : g.tensors[scores].dtype;
-    if (up_cast) {
-      r.pin(scores);
-    } else {
-      const int32_t up = r.cast(scores, DType::Float32, s, "/upcast", /*run_after=*/false);
-      r.redirect(scores, up, {s});
-      r.pin(up);
-    }
+    const int32_t probs = out0(g, s);
+    const DType input_type = float32_input(g, r, in(g, s, 0), s, {s});
     r.pin(probs);
-    if (!float_cast(g, sole_consumer(g, probs))) {
-      const std::vector<int32_t> readers = g.tensors[probs].consumers;
-      const int32_t back = r.cast(probs, input_type, s, "/downcast", /*run_after=*/true);
-      r.redirect(probs, back, readers);
-    }
+    if (!float_cast(g, sole_consumer(g, probs))) cast_back(g, r, probs, s, input_type);
     ++counts.softmaxes;
   }
   // logits = logits.float(): the model returns the float32 copy, the head's result dies at the cast.

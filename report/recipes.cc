@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "onnx_import/errors.h"
+#include "report/option_choices.h"
 
 namespace memplan {
 namespace {
@@ -14,7 +15,7 @@ const char* const kTrainerOptimizers =
     "transformers TrainingArguments.optim (OptimizerNames: adamw_torch, adamw_bnb_8bit, paged_adamw_32bit, "
     "paged_adamw_8bit, sgd; no plain Adam)";
 
-bool fsdp(const CommandArgs& a) { return a.estimate.shard == "fsdp"; }
+bool fsdp(const CommandArgs& a) { return kShardChoices.is(a.estimate.shard, Sharding::Fsdp); }
 
 // Under FSDP the Trainer wraps a PEFT LoRA model with PEFT's policy (src/transformers/trainer.py,
 // _fsdp_qlora_plugin_updates: fsdp_plugin.auto_wrap_policy = fsdp_auto_wrap_policy(model); peft src/peft/utils/
@@ -29,7 +30,8 @@ RecipeSetting peft_fsdp_wrap() {
           fsdp};
 }
 
-bool torch_adam(const CommandArgs& a) { return a.estimate.optimizer == "adam" || a.estimate.optimizer == "adamw"; }
+// The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
+bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 
 // transformers' Trainer with a model loaded as it ships (torch_dtype from the config: --precision bf16 for a bf16
 // checkpoint). Sources read at huggingface/transformers main (loss_utils.py at 0114da0).
@@ -47,7 +49,7 @@ std::vector<RecipeSetting> hf_trainer_settings() {
        "model and torch support it, unless attn_implementation says otherwise"},
       {"--optimizer", "adamw", "src/transformers/training_args.py TrainingArguments.optim: adamw_torch"},
       {"--optimizer-impl", "fused",
-       "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adam},
+       "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adamw},
   };
 }
 
@@ -63,7 +65,7 @@ std::string no_lora(const CommandArgs& a) {
 }
 
 std::string qlora_contradiction(const CommandArgs& a) {
-  if (a.estimate.frozen_dtype != "nf4")
+  if (!kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4))
     return "--recipe hf-peft-qlora quantizes the base to NF4: --frozen-dtype " + a.estimate.frozen_dtype +
            " makes it another recipe (hf-peft with --frozen-dtype)";
   if (!a.estimate.kbit_prep) return "--recipe hf-peft-qlora prepares the base with prepare_model_for_kbit_training";
