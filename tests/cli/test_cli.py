@@ -550,6 +550,42 @@ class LoraWhatIfTest(unittest.TestCase):
                           check_rc=2).stderr)
 
 
+class FrameworkOptionErrorsTest(unittest.TestCase):
+    """Bad input to the fine-tuning framework options (--upcast, --kbit-prep, --lora-dtype, --recipe): exit 2 and one
+    message naming the options."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train"]
+    LORA = ["--lora-rank", "8", "--lora-targets", "q_proj|v_proj"]
+
+    def test_errors(self):
+        cases = [
+            (["--upcast", "rmsnorm,gelu"], "--upcast rmsnorm,gelu: 'gelu' is not one of rmsnorm, softmax, loss, logits"),
+            ([*self.LORA, "--kbit-prep"], "--kbit-prep prepares a 4-bit base: it needs --frozen-dtype nf4"),
+            ([*self.LORA, "--frozen-dtype", "nf4", "--kbit-prep", "--precision", "amp-bf16"],
+             "--kbit-prep with --precision amp-bf16: the precision is the 4-bit layers' compute dtype"),
+            ([*self.LORA, "--frozen-dtype", "nf4", "--kbit-prep", "--trainable", "norm"],
+             "--kbit-prep freezes every base parameter (prepare_model_for_kbit_training): --trainable and --frozen "
+             "are not modelled with it"),
+            (["--lora-dtype", "base"], "--lora-targets, --lora-dropout and --lora-dtype need --lora-rank R"),
+            ([*self.LORA, "--lora-dtype", "half"], "--lora-dtype half"),
+            (["--recipe", "hf-peft", "--lora-rank", "0"],
+             "--recipe hf-peft trains LoRA adapters: --lora-rank 0 leaves none"),
+            (["--recipe", "hf-trainer", "--optimizer", "adam"],
+             "--recipe hf-trainer --optimizer adam: not an optimizer the framework offers"),
+            (["--recipe", "hf-peft-qlora", "--frozen-dtype", "int8"],
+             "--recipe hf-peft-qlora quantizes the base to NF4: --frozen-dtype int8 makes it another recipe"),
+            (["--recipe", "axolotl"], "--recipe axolotl: expected one of hf-trainer|hf-peft|hf-peft-qlora"),
+        ]
+        for extra, message in cases:
+            self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
+        # --upcast logits shifts along the sequence: a classifier's [batch, classes] output has none.
+        self.assertIn("--upcast logits shifts the logits along the sequence: output",
+                      run("estimate", "tests/models/resnet18_train.onnx", "--batch", "2", "--mode", "train",
+                          "--upcast", "logits", check_rc=2).stderr)
+        self.assertIn("--recipe applies to --mode train",
+                      run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8",
+                          "--recipe", "hf-trainer", check_rc=2).stderr)
+
+
 class FrozenDtypeTest(unittest.TestCase):
     """--frozen-dtype on the tiny Llama with LoRA on q/v: the frozen Linear weights of the 4 layers (q 128x128,
     k and v 64x128, o 128x128, gate/up 352x128, down 128x352; the lm_head writes the logits and stays float32)
