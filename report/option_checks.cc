@@ -200,6 +200,13 @@ const std::vector<Feature>& features() {
        [](A a) { return a.loss.rfind("chunked-ce:", 0) == 0; }},
       {"fused-linear-ce", "--loss", given_as("--loss", kLossChoices, LossKind::FusedLinearCrossEntropy), S::Train,
        [](A a) { return kLossChoices.is(a.loss, LossKind::FusedLinearCrossEntropy); }},
+      {"upcast", "--upcast", "--upcast rmsnorm/softmax/loss", S::Train,
+       [](A a) { return a.upcast != EstimateArgs{}.upcast && a.upcast != "logits"; }},
+      {"upcast-logits", "--upcast", "--upcast logits", S::Train,
+       [](A a) { return a.upcast.find("logits") != std::string::npos; }},
+      {"kbit-prep", "--kbit-prep", "--kbit-prep", S::Train, [](A a) { return a.kbit_prep; }},
+      {"lora-base-dtype", "--lora-dtype", given_as("--lora-dtype", kLoraDtypeChoices, false), S::Train,
+       [](A a) { return kLoraDtypeChoices.is(a.lora_dtype, false); }},
   };
   return all;
 }
@@ -248,6 +255,13 @@ const std::vector<Refusal>& refused_pairs() {
       {"fused-linear-ce", "zero3", "not modelled: the fused loss reads the gathered head weight"},
       {"fused-linear-ce", "fsdp", "not modelled: the fused loss reads the gathered head weight"},
       {"fused-linear-ce", "torch-1.13", "Liger Kernel needs PyTorch >= 2.1: use --torch 2"},
+      // --upcast logits is transformers' own loss up to 4.45 (float32 logits returned, cross-entropy on shifted
+      // copies); torchtune's chunked loss and Liger's fused one replace that loss, and the fused one never makes the
+      // logits at all.
+      {"upcast-logits", "chunked-ce", "--upcast logits is transformers' own loss (up to 4.45), which --loss "
+                                      "chunked-ce replaces: give one of them"},
+      {"upcast-logits", "fused-linear-ce", "--upcast logits is transformers' own loss (up to 4.45), which --loss "
+                                           "fused-linear-ce replaces: give one of them"},
       {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "
                               "weights cannot be flattened with the ones that train"},
       {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "

@@ -121,6 +121,31 @@ const std::map<std::string, Enable>& enables() {
                              a.mode = "train";
                              a.loss = "fused-linear-ce";
                            }}},
+      {"upcast", {{"--upcast", "--mode"}, [](EstimateArgs& a) {
+                    a.mode = "train";
+                    a.upcast = "rmsnorm,softmax,loss";
+                  }}},
+      {"upcast-logits", {{"--upcast", "--mode"}, [](EstimateArgs& a) {
+                           a.mode = "train";
+                           a.upcast = "logits";
+                         }}},
+      {"kbit-prep", {{"--kbit-prep", "--frozen-dtype", "--lora-rank", "--mode"}, [](EstimateArgs& a) {
+                       a.mode = "train";
+                       a.frozen_dtype = "nf4";
+                       a.kbit_prep = true;
+                       if (a.lora_rank == 0) {
+                         a.lora_rank = 4;
+                         a.lora_targets = "q_proj|v_proj";
+                       }
+                     }}},
+      {"lora-base-dtype", {{"--lora-dtype", "--lora-rank", "--mode"}, [](EstimateArgs& a) {
+                             a.mode = "train";
+                             a.lora_dtype = "base";
+                             if (a.lora_rank == 0) {
+                               a.lora_rank = 4;
+                               a.lora_targets = "q_proj|v_proj";
+                             }
+                           }}},
   };
   return all;
 }
@@ -159,10 +184,10 @@ TEST(Combinations, EveryPairIsModelledOrRefusedNamingBoth) {
       const Feature& f = all[i];
       const Feature& g = all[j];
       if (f.option == g.option) continue;  // two values of one option: not a combination
-      // With LoRA on, the frozen-dtype features store the LoRA base; their enables read lora_rank, so LoRA goes
-      // first.
+      // With LoRA on, the frozen-dtype features store the LoRA base; their enables read lora_rank, so the features
+      // that turn LoRA on go first.
       EstimateArgs a = base();
-      const bool g_first = g.name == "lora";
+      const bool g_first = g.name == "lora" || g.name == "kbit-prep" || g.name == "lora-base-dtype";
       enables().at(g_first ? g.name : f.name).apply(a);
       enables().at(g_first ? f.name : g.name).apply(a);
       const std::string pair = f.name + " x " + g.name;
