@@ -101,6 +101,12 @@ nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, co
   j["passed"] = r.passed;
   j["total_bytes"] = e.total_bytes;
   j["required_bytes"] = e.required_bytes;
+  if (e.runtime != Runtime::Ideal) {  // the three metrics: allocated, reserved, device (report/device_memory.h)
+    j["allocated_bytes"] = e.allocated_bytes;
+    j["reserved_bytes"] = e.reserved_bytes;
+    j["device_bytes"] = e.device_bytes;
+    j["outside_allocator"] = outside_allocator_json(e.outside);
+  }
   nlohmann::ordered_json limits = nlohmann::ordered_json::array();
   for (const LimitResult& l : r.limits) {
     nlohmann::ordered_json x;
@@ -126,8 +132,12 @@ nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, co
 }
 
 std::string check_to_text(const CheckResult& r, const Estimate& e, const std::string& configuration) {
-  std::string out = fmt::format("{}\n  {}\n  total {} ({} B)\n", e.model, configuration, format_bytes(e.total_bytes),
+  std::string out = fmt::format("{}\n  {}\n  total {} ({} B)", e.model, configuration, format_bytes(e.total_bytes),
                                 format_count(e.total_bytes));
+  if (e.runtime != Runtime::Ideal)
+    out += fmt::format(", device {} with {} outside the allocator (what nvidia-smi shows)", format_bytes(e.device_bytes),
+                       format_bytes(e.outside.total()));
+  out += "\n";
   if (r.limits.empty()) out += "  no limit given: pass --budget SIZE and/or --baseline FILE\n";
   for (const LimitResult& l : r.limits) out += fmt::format("  {}  {}\n", l.passed ? "PASS" : "FAIL", l.message);
   if (e.cudnn_workspace && e.at_budget)

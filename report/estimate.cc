@@ -4,6 +4,8 @@
 #include <numeric>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "cost_models/runtime_rules.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -12,6 +14,7 @@
 #include "planner/measure.h"
 #include "planner/packing.h"
 #include "planner/schedule.h"
+#include "report/sizes.h"
 
 namespace memplan {
 namespace {
@@ -263,6 +266,14 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     e.model_order_peak_bytes = lower_bound(p.program);
   }
   assess(p.program, options, p.fixed_bytes, options.top_tensors, options.device_budget, e);
+  e.outside = outside_allocator(options);
+  e.device_bytes = checked_add(e.total_bytes, e.outside.total());
+  if (e.outside.nccl.communicators > 0)
+    e.notes.push_back(fmt::format(
+        "device (what nvidia-smi shows) counts NCCL's ring buffers: {} communicator(s) x {} channels x {} "
+        "(--nccl-channels: NCCL_DEBUG=INFO prints its 'coll channels'); tree, NVLS and send/recv buffers are not "
+        "counted",
+        e.outside.nccl.communicators, e.outside.nccl.channels, format_bytes(e.outside.nccl.bytes_per_channel)));
   if (e.cudnn_workspace) {
     FirstIterationAllocated first;
     if (first_it && !first_work.replay.allocated_per_step.empty())
@@ -271,6 +282,15 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
     e.notes.push_back(cudnn_workspace_note(*e.cudnn_workspace));
   }
   return e;
+}
+
+OutsideAllocator outside_allocator(const EstimateOptions& options) {
+  OutsideAllocator o;
+  o.context_bytes = options.context_bytes;
+  o.context_source = options.context_source;
+  const bool data_parallel = options.mode == Mode::Training && options.training.gpus > 1;
+  o.nccl = nccl_ring_buffers((data_parallel ? 1 : 0) + (options.execution.tp > 1 ? 1 : 0), options.nccl_channels);
+  return o;
 }
 
 EstimateTotals estimate_totals(const Graph& graph, const EstimateOptions& options) {

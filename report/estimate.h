@@ -17,6 +17,7 @@
 #include "onnx_import/graph.h"
 #include "planner/program.h"
 #include "report/cudnn_workspace.h"
+#include "report/device_memory.h"
 
 namespace memplan {
 
@@ -39,6 +40,11 @@ struct EstimateOptions {
   // workspace is counted at its lower end either way (report/cudnn_workspace.h: PyTorch never fails a step on
   // it); with benchmark, the report also says what the benchmark may take and how the first iteration differs.
   bool cudnn_benchmark = true;
+  // Memory outside the allocator (report/device_memory.h): the CUDA context's share (the catalog's context reserve
+  // or --reserve, set by to_estimate_options) and NCCL's channel count (--nccl-channels).
+  uint64_t context_bytes = 0;
+  std::string context_source = "catalog";
+  int nccl_channels = kDefaultNcclChannels;
 };
 
 // What is in memory at the peak, by what it is. Sums to total_bytes.
@@ -96,6 +102,10 @@ struct Estimate : TrainingFacts {
   Breakdown breakdown;
   uint64_t allocated_bytes = 0;    // peak allocated (pytorch: max_memory_allocated; ort: MaxInUse)
   uint64_t reserved_bytes = 0;     // peak reserved (pytorch: max_memory_reserved; ort: TotalAllocated)
+  // What the GPU shows used (nvidia-smi): total_bytes + outside.total(), the third metric beside allocated and
+  // reserved (report/device_memory.h).
+  uint64_t device_bytes = 0;
+  OutsideAllocator outside;
   uint64_t lower_bound_bytes = 0;  // peak live bytes of the schedule, resident excluded
   uint64_t resident_bytes = 0;
   uint64_t arena_bytes = 0;        // best static arena for the schedule (alignment of the runtime)
@@ -128,6 +138,11 @@ struct Estimate : TrainingFacts {
 };
 
 Estimate estimate_graph(const Graph& graph, const EstimateOptions& options);
+
+// What the options' GPU holds outside the allocator (report/device_memory.h): the CUDA context as the options
+// say it, and one NCCL communicator per parallel group it is in: the data-parallel group all-reduces (DDP) or
+// reduce-scatters and all-gathers (ZeRO, FSDP) over --gpus in training; the tensor-parallel group over --tp.
+OutsideAllocator outside_allocator(const EstimateOptions& options);
 
 // estimate_graph(graph, options)'s total_bytes and required_bytes, byte for byte, without what only the
 // report needs: the first training iteration, the packing of runtimes whose total does not depend on it

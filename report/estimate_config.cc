@@ -227,14 +227,18 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.fsdp_wrap = a.fsdp_wrap;
   t.pp = a.pp;
   t.micro_batches = a.micro_batches;
-  // The device budget the step is also run on: --budget, else the --gpu's memory less the catalog's context
-  // reserve (what fit --gpu budgets).
+  // Memory outside the allocator: the CUDA context (--reserve, else the catalog's reserve) and NCCL's channels.
+  const GpuCatalog catalog = gpu_catalog_from(a.catalog);
+  o.context_bytes = a.reserve.empty() ? catalog.context_reserve_bytes : parse_size(a.reserve, "--reserve");
+  o.context_source = a.reserve.empty() ? "catalog" : "--reserve";
+  o.nccl_channels = a.nccl_channels;
+  // The device budget the step is also run on: --budget, else the --gpu's memory less what it holds outside the
+  // allocator (what fit --gpu budgets).
   if (!a.budget.empty()) o.device_budget = parse_size(a.budget, "--budget");
   if (!a.gpu.empty()) {
-    const GpuCatalog catalog = gpu_catalog_from(a.catalog);
     const GpuSpec& gpu = catalog.find(a.gpu);
     apply_gpu_architecture(gpu, o);
-    if (!o.device_budget) o.device_budget = gpu_budget(gpu, catalog.context_reserve_bytes).bytes;
+    if (!o.device_budget) o.device_budget = gpu_budget(gpu, outside_allocator(o)).bytes;
   }
   return o;
 }

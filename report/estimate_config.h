@@ -40,6 +40,8 @@ struct EstimateArgs {
   std::string arch;                 // --arch smXY; "": the --gpu's compute capability, else sm90
   std::string gpu;                  // --gpu NAME: a catalog GPU; sets the architecture (fit and check: the budget too)
   std::string catalog;              // --catalog FILE replacing the built-in GPU catalog ("": built-in)
+  std::string reserve;              // --reserve SIZE: the CUDA context's memory per GPU ("": the catalog's)
+  int nccl_channels = kDefaultNcclChannels;  // --nccl-channels (report/device_memory.h)
   std::string attention = "eager";
   std::string tied_embeddings = "auto";  // --tied-embeddings auto | shape | no
   bool expandable_segments = false; // --expandable-segments

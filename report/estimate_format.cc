@@ -12,7 +12,24 @@ std::string percent(uint64_t part, uint64_t whole) {
   return whole == 0 ? "" : fmt::format("{:5.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
 }
 
+std::string device_line_text(const Estimate& e) {
+  std::string parts = fmt::format("total + {} CUDA context ({})", format_bytes(e.outside.context_bytes),
+                                  e.outside.context_source == "catalog" ? "the catalog's reserve" : "--reserve");
+  if (e.outside.nccl.bytes > 0)
+    parts += fmt::format(" + {} NCCL buffers", format_bytes(e.outside.nccl.bytes));
+  return fmt::format("  {:<44}{:>12}  = {}\n", "device (nvidia-smi)", format_bytes(e.device_bytes), parts);
+}
+
 }  // namespace
+
+nlohmann::ordered_json outside_allocator_json(const OutsideAllocator& o) {
+  return {{"context_bytes", o.context_bytes},
+          {"context_source", o.context_source},
+          {"nccl_bytes", o.nccl.bytes},
+          {"nccl", {{"communicators", o.nccl.communicators},
+                    {"channels", o.nccl.channels},
+                    {"bytes_per_channel", o.nccl.bytes_per_channel}}}};
+}
 
 std::vector<std::pair<std::string, uint64_t>> breakdown_rows(const Estimate& e) {
   const Breakdown& b = e.breakdown;
@@ -86,6 +103,8 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
   if (e.runtime != Runtime::Ideal) {
     j["allocated_bytes"] = e.allocated_bytes;
     j["reserved_bytes"] = e.reserved_bytes;
+    j["device_bytes"] = e.device_bytes;
+    j["outside_allocator"] = outside_allocator_json(e.outside);
   }
   if (e.at_budget)
     j["at_budget"] = {{"budget_bytes", e.at_budget->budget_bytes},
@@ -181,6 +200,7 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
   if (e.runtime == Runtime::PyTorch) {
     out += fmt::format("  {:<44}{:>12}\n", "torch.cuda.max_memory_allocated()", format_bytes(e.allocated_bytes));
     out += fmt::format("  {:<44}{:>12}\n", "torch.cuda.max_memory_reserved()", format_bytes(e.reserved_bytes));
+    out += device_line_text(e);
     out += fmt::format("  {:<44}{:>12}  (the allocator flushes its cache and retries before failing)\n",
                        "runs on a device budget of at least", format_bytes(e.required_bytes));
     if (const auto& b = e.at_budget; b && b->runs)
@@ -192,6 +212,7 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
   } else if (e.runtime == Runtime::OnnxRuntime) {
     out += fmt::format("  {:<44}{:>12}\n", "arena MaxInUse", format_bytes(e.allocated_bytes));
     out += fmt::format("  {:<44}{:>12}\n", "arena TotalAllocated", format_bytes(e.reserved_bytes));
+    out += device_line_text(e);
   }
   out += fmt::format("  {:<44}{:>12}   static arena {} ({})\n", "live bytes at peak (lower bound)",
                      format_bytes(e.lower_bound_bytes), format_bytes(e.arena_bytes), e.packing_algorithm);
@@ -251,6 +272,11 @@ std::string estimate_to_markdown(const Estimate& e, const std::string& configura
   if (e.runtime == Runtime::PyTorch) {
     out += fmt::format("| max_memory_allocated | {} | |\n", format_bytes(e.allocated_bytes));
     out += fmt::format("| max_memory_reserved | {} | |\n", format_bytes(e.reserved_bytes));
+  }
+  if (e.runtime != Runtime::Ideal)
+    out += fmt::format("| device (nvidia-smi) | {} | + {} outside the allocator |\n", format_bytes(e.device_bytes),
+                       format_bytes(e.outside.total()));
+  if (e.runtime == Runtime::PyTorch) {
     out += fmt::format("| runs on a device budget of at least | {} | |\n", format_bytes(e.required_bytes));
   }
   if (const auto& kv = e.kv_phases)

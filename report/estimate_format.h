@@ -21,6 +21,8 @@ std::string estimate_to_markdown(const Estimate& e, const std::string& configura
 // a 1-D tensor as an array). estimate's "values" and inspect's "bound_values".
 nlohmann::ordered_json bound_values_json(const Graph& graph);
 nlohmann::ordered_json breakdown_to_json(const Breakdown& b);
+// Memory outside the allocator (report/device_memory.h): the CUDA context, NCCL's buffers.
+nlohmann::ordered_json outside_allocator_json(const OutsideAllocator& o);
 
 // The breakdown as (label, bytes) rows in a fixed order, zero rows included.
 std::vector<std::pair<std::string, uint64_t>> breakdown_rows(const Estimate& e);

@@ -157,18 +157,19 @@ FitAnswer fit_budget(FitProbe& probe, const FitSettings& settings, const FitBudg
   return a;
 }
 
-FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCatalog& catalog, uint64_t reserve_bytes) {
+FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCatalog& catalog,
+                     const OutsideAllocator& outside) {
   FitTable t;
   t.model = probe.path();
   t.search = settings.search;
   t.mode = mode_name(probe.options().mode);
-  t.reserve_bytes = reserve_bytes;
+  t.outside = outside;
   for (const GpuSpec& g : catalog.gpus) {
     FitTableRow row;
     row.gpu = g.name;
     row.memory_bytes = g.memory_bytes;
     probe.use_gpu_architecture(g);
-    row.budget_bytes = apply_headroom(gpu_budget(g, reserve_bytes).bytes, settings.headroom_percent);
+    row.budget_bytes = apply_headroom(gpu_budget(g, outside).bytes, settings.headroom_percent);
     row.result = fit_search([&](int64_t v) { return probe.required_bytes(v); }, row.budget_bytes, 1, settings.max_value,
                             &probe.memo());
     t.rows.push_back(std::move(row));
@@ -188,17 +189,17 @@ FitOutcome fit_model(const FitArgs& f) {
       if (d.rfind(search + "=", 0) == 0) throw InputError("fit searches " + search + ": drop --dim " + d);
   const EstimateOptions options = to_estimate_options(f.estimate);
   const GpuCatalog catalog = gpu_catalog_from(f.estimate.catalog);
-  const uint64_t reserve = f.reserve.empty() ? catalog.context_reserve_bytes : parse_size(f.reserve, "--reserve");
+  const OutsideAllocator outside = outside_allocator(options);
   // The bindings (read at the first probe) come last.
   auto make_probe = [&] { return FitProbe(f.estimate.model.path, to_bindings(f.estimate.model), search, options); };
   FitOutcome out;
   if (gpu.empty() && f.memory.empty()) {
     FitProbe probe = make_probe();
-    out.table = fit_catalog(probe, f.settings, catalog, reserve);
+    out.table = fit_catalog(probe, f.settings, catalog, outside);
     return out;
   }
   const FitBudget budget = gpu.empty() ? FitBudget{parse_size(f.memory, "--memory"), "--memory " + f.memory}
-                                       : gpu_budget(catalog.find(gpu), reserve);
+                                       : gpu_budget(catalog.find(gpu), outside);
   FitProbe probe = make_probe();
   out.answer = fit_budget(probe, f.settings, budget);
   return out;
@@ -225,6 +226,7 @@ nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
                               {"total_bytes", a.at_value->total_bytes},
                               {"allocated_bytes", a.at_value->allocated_bytes},
                               {"reserved_bytes", a.at_value->reserved_bytes},
+                              {"device_bytes", a.at_value->device_bytes},
                               {"alloc_retries_at_budget", a.at_value->at_budget->alloc_retries}};
     if (r.next_evaluated) j["estimate_at_next"] = {{"required_bytes", r.bytes_at_next}};
     else j["estimate_at_next"] = nullptr;
@@ -294,7 +296,8 @@ nlohmann::ordered_json fit_table_to_json(const FitTable& t) {
                                                   : nlohmann::ordered_json(nullptr)},
                     {"margin_bytes", row.result.any_fits ? nlohmann::ordered_json(row_margin(row))
                                                          : nlohmann::ordered_json(nullptr)}});
-  return {{"schema", kFitSchema}, {"model", t.model}, {"search", t.search}, {"reserve_bytes", t.reserve_bytes},
+  return {{"schema", kFitSchema}, {"model", t.model}, {"search", t.search}, {"reserve_bytes", t.outside.context_bytes},
+          {"nccl_bytes", t.outside.nccl.bytes},
           {"gpus", rows}};
 }
 
@@ -304,8 +307,9 @@ std::string fit_table_to_text(const FitTable& t) {
   for (const FitTableRow& row : t.rows)
     text += fmt::format("  {:<12}{:>12}{:>12}{:>10}{:>12}\n", row.gpu, format_bytes(row.memory_bytes),
                         format_bytes(row.budget_bytes), value_text(row.result), margin_text(row));
-  text += fmt::format("  (budget = memory - {} reserve for the CUDA context; GiB = 2^30 bytes)\n",
-                      format_bytes(t.reserve_bytes));
+  text += fmt::format("  (budget = memory - {} reserve for the CUDA context{}; GiB = 2^30 bytes)\n",
+                      format_bytes(t.outside.context_bytes),
+                      t.outside.nccl.bytes ? " - " + format_bytes(t.outside.nccl.bytes) + " NCCL buffers" : "");
   return text;
 }
 

@@ -130,10 +130,11 @@ struct FitTableRow {
 };
 struct FitTable {
   std::string model, search, mode;
-  uint64_t reserve_bytes = 0;
+  OutsideAllocator outside;       // what every GPU's budget leaves out (report/device_memory.h)
   std::vector<FitTableRow> rows;  // in catalog order
 };
-FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCatalog& catalog, uint64_t reserve_bytes);
+FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCatalog& catalog,
+                     const OutsideAllocator& outside);
 
 // fit as its flags name it, for every front end (the CLI's flags, the Python module's keywords).
 struct FitArgs {
@@ -142,7 +143,6 @@ struct FitArgs {
   // One budget: estimate.gpu (a catalog GPU, of estimate.catalog) or memory (a size, "24GiB"); neither: every GPU
   // of the catalog.
   std::string memory;
-  std::string reserve;      // memory outside the allocator per GPU; "": the catalog's
 };
 // Either one budget's answer (gpu or memory given) or the catalog table.
 struct FitOutcome {

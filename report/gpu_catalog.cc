@@ -110,6 +110,14 @@ FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes) {
                       format_bytes(reserve_bytes))};
 }
 
+FitBudget gpu_budget(const GpuSpec& gpu, const OutsideAllocator& outside) {
+  FitBudget b = gpu_budget(gpu, outside.total());
+  if (outside.nccl.bytes > 0)
+    b.source = fmt::format("{} ({} - {} context reserve - {} NCCL buffers)", gpu.name, format_bytes(gpu.memory_bytes),
+                           format_bytes(outside.context_bytes), format_bytes(outside.nccl.bytes));
+  return b;
+}
+
 uint64_t apply_headroom(uint64_t budget, double headroom_percent) {
   return static_cast<uint64_t>(static_cast<double>(budget) * (1.0 - headroom_percent / 100.0));
 }

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "report/device_memory.h"
+
 namespace memplan {
 
 struct EstimateOptions;
@@ -41,6 +43,8 @@ struct FitBudget {
   std::string source;  // for people: "A100-80GB (80.0 GiB - 1.00 GiB context reserve)"
 };
 FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes);
+// Its memory less all it holds outside the allocator (report/device_memory.h): the context and NCCL's buffers.
+FitBudget gpu_budget(const GpuSpec& gpu, const OutsideAllocator& outside);
 uint64_t apply_headroom(uint64_t budget, double headroom_percent);
 
 // The one place a GPU's architecture reaches the cost model: sets the compute capability the

@@ -287,11 +287,19 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--memory", .kind = K::Text, .commands = kFit | kServe,
        .help = "The budget exactly as given, e.g. 24GiB (= 24 x 2^30), 24GB (= 24 x 10^9); excludes --gpu",
        .field = FIELD(memory)},
-      {.flag = "--reserve", .kind = K::Text, .commands = kFit | kServe,
-       .help = "Memory outside the allocator per GPU; default: the catalog's. fit, serve --engine eager: the CUDA "
-               "context's, taken off the budget; serve --engine vllm: the non-torch memory vLLM's profile run finds "
-               "(kernels loaded on first use, NCCL's lazily connected buffers), taken off its KV cache memory",
-       .field = FIELD(reserve)},
+      {.flag = "--reserve", .kind = K::Text, .commands = kEstimating,
+       .help = "The CUDA context's memory per GPU, outside any allocator (its kernels included); default: the "
+               "catalog's. estimate, check: part of the device figure (what nvidia-smi shows); fit, check --gpu, "
+               "serve --engine eager: taken off the GPU's memory with NCCL's buffers; serve --engine vllm: the "
+               "non-torch memory vLLM's profile run finds (kernels loaded on first use, NCCL's lazily connected "
+               "buffers), taken off its KV cache memory",
+       .field = FIELD(estimate.reserve)},
+      {.flag = "--nccl-channels", .kind = K::Int, .commands = kEstimate | kTimeline | kFit | kCheck,
+       .help = "NCCL's ring channels per communicator (NCCL_DEBUG=INFO prints 'N coll channels'): with --gpus or "
+               "--tp, each communicator holds 12 MiB per channel outside the allocator (NCCL's LL, LL128 and SIMPLE "
+               "buffers), in the device figure and off fit's budget. The default is 8 x H100's count over "
+               "NVSwitch, the large end (PCIe machines use 2 to 16)",
+       .field = FIELD(estimate.nccl_channels), .min = 1, .show_default = true},
       // fit.
       {.flag = "--search", .kind = K::Text, .commands = kFit,
        .help = "The dimension to maximise: batch (binds --batch) or a symbolic dim name", .field = FIELD(fit.search),

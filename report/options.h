@@ -42,7 +42,6 @@ struct CommandArgs {
   FitSettings fit;
   ServeSettings serve;
   std::string memory;                // fit, serve: --memory SIZE
-  std::string reserve;               // fit, serve: --reserve SIZE ("": the catalog's)
   std::string baseline, write_baseline;                            // check
   double max_increase_percent = CheckArgs{}.max_increase_percent;  // check
   uint64_t alignment = kDefaultAlignment;                          // plan

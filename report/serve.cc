@@ -130,7 +130,8 @@ ServeOutcome serve_model(const ServeArgs& f) {
   if (f.estimate.mode != "inference") throw InputError("serve estimates inference steps: drop --mode " + f.estimate.mode);
   EstimateOptions options = to_estimate_options(f.estimate);
   const GpuCatalog catalog = gpu_catalog_from(f.estimate.catalog);
-  const uint64_t reserve = f.reserve.empty() ? catalog.context_reserve_bytes : parse_size(f.reserve, "--reserve");
+  const uint64_t reserve =
+      f.estimate.reserve.empty() ? catalog.context_reserve_bytes : parse_size(f.estimate.reserve, "--reserve");
   std::optional<FitBudget> budget;
   if (!f.memory.empty()) budget = FitBudget{parse_size(f.memory, "--memory"), "--memory " + f.memory};
   else if (!gpu.empty()) budget = gpu_budget(catalog.find(gpu), reserve);

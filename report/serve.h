@@ -81,7 +81,6 @@ struct ServeArgs {
   EstimateArgs estimate;  // the model, --dim bindings of other dimensions, --runtime, --dtype, --gpu, --catalog, ...
   ServeSettings settings;
   std::string memory;     // --memory SIZE
-  std::string reserve;    // "": the catalog's
 };
 struct ServeOutcome {
   // --engine eager: an answer on a budget, or the table over the catalog.

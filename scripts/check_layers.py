@@ -38,7 +38,7 @@ STAGES: Dict[str, int] = {
 # report/'s modules, lowest layer first. A module is a file name without its extension (estimate.h and
 # estimate.cc are the module "estimate"; gpu_catalog_data.h is generated from gpu_catalog_data.h.in).
 REPORT_LAYERS: List[Tuple[str, ...]] = [
-    ("cudnn_workspace", "files", "gpu_catalog_data", "json_text", "sizes"),  # no report/ include
+    ("cudnn_workspace", "device_memory", "files", "gpu_catalog_data", "json_text", "sizes"),  # no report/ include
     ("estimate",),                                         # a graph through a cost model and the planner
     ("estimate_format", "gpu_catalog", "kv_cache", "option_choices", "timeline", "trace"),  # read an Estimate; choice names
     ("estimate_config",),                                  # command-line strings into estimate options

@@ -387,7 +387,9 @@ TEST(FitCatalog, TableAnswersAreExactForEveryGpu) {
   FitSettings settings;
   settings.max_value = 4096;
   const GpuCatalog catalog = builtin_gpu_catalog();
-  const FitTable t = fit_catalog(probe, settings, catalog, 1ull << 30);
+  OutsideAllocator context_only;
+  context_only.context_bytes = 1ull << 30;
+  const FitTable t = fit_catalog(probe, settings, catalog, context_only);
   ASSERT_GE(t.rows.size(), 10u);
   for (const FitTableRow& row : t.rows) {
     ASSERT_TRUE(row.result.any_fits) << row.gpu;
