@@ -156,6 +156,8 @@ struct TrainingOptions {
   // --kbit-prep: PEFT's prepare_model_for_kbit_training over the NF4 base (cost_models/kbit_prep.h): every other
   // parameter and activation float32, each 4-bit layer computing in the precision's type.
   bool kbit_prep = false;
+  // --offload-activations: torchtune's OffloadActivations over the model's forward (cost_models/activation_offload.h).
+  bool offload_activations = false;
 };
 
 // --pp: one pipeline stage (its GPU), cost_models/pipeline.h.
@@ -183,6 +185,8 @@ struct TrainingResult : CostModelResult {
   int lora_adapted_layers = 0;            // --lora-rank: the Linear layers given adapters
   uint64_t lora_parameters = 0;           // --lora-rank: elements of every lora_A and lora_B
   uint64_t frozen_stored_bytes = 0;       // --frozen-dtype: the frozen weights it re-stores, as stored
+  uint64_t offloaded_host_bytes = 0;      // --offload-activations: pinned host memory the offloaded saved tensors
+                                          // take (all alive at the forward's end): not in the program
   std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage; the program is the busiest one's
   int pipeline_busiest_stage = -1;
 };

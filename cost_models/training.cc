@@ -83,6 +83,7 @@ TrainingResult TrainingStep::build() {
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
   emit_optimizer();
+  if (options_.offload_activations) apply_offload();
   fill_result();
   return std::move(result_);
 }

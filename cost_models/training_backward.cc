@@ -152,6 +152,7 @@ void TrainingStep::emit_backward(int32_t i) {
                                            Category::ActivationGrad));
   forward_.touch_workspace(op, CublasHandle::Autograd, st);
   program().steps.push_back(std::move(st));
+  if (options_.offload_activations) record_unpack_node(i, static_cast<int32_t>(program().steps.size()) - 1);
 }
 
 }  // namespace memplan

@@ -86,6 +86,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   const ForwardPolicy policy{recompute ? Phase::Backward : Phase::Forward, recompute ? "recompute:" : "",
                              /*save_extras=*/mode != ForwardMode::NoSave,
                              recompute ? CublasHandle::Autograd : CublasHandle::Caller};
+  const int32_t step_before = static_cast<int32_t>(program().steps.size()) - 1;
   Step st = forward_.open(op, context_.op_flops[i], policy);
   if (flat_shards() && i == 0 && !recompute && unit_shard_[0] >= 0) {  // the root unshards first
     Step gather{"fsdp_pre_forward:root", "all_gather", Phase::Forward, {}, {}, 0};
@@ -114,6 +115,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
       op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
     add_unique(saved, lookup(op.x));
   saved.insert(saved.end(), closed.saved.begin(), closed.saved.end());
+  if (options_.offload_activations && !recompute) record_packs(i, mode, saved, step_before);
   if (policy.save_extras) saved_by_op_[i] = std::move(saved);
 }
 
@@ -183,6 +185,7 @@ void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_
 // recomputed outputs with the incoming grads, holding both until the segment's backward is done.
 void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
   recomputing_ = true;
+  segment_first_step_ = static_cast<int32_t>(program().steps.size());
   recompute_autocast_weight_copy_.assign(graph_.tensors.size(), -1);
   for (size_t i = 0; i < context_.ops.size(); ++i)
     if (segment_of_op_[i] == segment) emit_forward(static_cast<int32_t>(i), ForwardMode::Recompute);
@@ -198,6 +201,8 @@ void TrainingStep::end_segment_backward(int32_t first_op) {
   Step st{"checkpoint_end:" + context_.ops[first_op].name, "checkpoint_backward", Phase::Backward, held_by_checkpoint_, {}, 0};
   held_by_checkpoint_.clear();
   program().steps.push_back(std::move(st));
+  if (options_.offload_activations)  // the checkpoint function's node: recomputation, inner backward, its end
+    record_unpack_node(static_cast<int32_t>(context_.ops.size()) + segment_of_op_[first_op], segment_first_step_);
 }
 
 }  // namespace memplan

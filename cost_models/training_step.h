@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_models/activation_offload.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/eager_semantics.h"
 #include "cost_models/forward_emitter.h"
@@ -119,6 +120,11 @@ class TrainingStep {
   void fsdp_add_param_grad(int32_t p, Step& st);
   void fsdp_post_backward(int32_t op);
 
+  // ---- --offload-activations (training_offload.cc; the pass: activation_offload.h) ----
+  void record_packs(int32_t i, ForwardMode mode, const std::vector<int32_t>& saved, int32_t step_before);
+  void record_unpack_node(int32_t node, int32_t first_step);
+  void apply_offload();
+
   std::vector<UpdateTarget> update_targets() const;
   UpdateTarget param_target(int32_t p) const;
 
@@ -155,6 +161,11 @@ class TrainingStep {
   std::vector<int32_t> chunk_grads_;
   // fused-linear-ce: the head op the fused loss replaces (-1: none), and the grads its forward keeps.
   int32_t fused_head_ = -1, fused_grad_input_ = -1, fused_grad_weight_ = -1;
+  // --offload-activations: what the pack hook saw, in order, and each unpacking backward node's steps (an op's
+  // index, or ops.size() + a checkpointed segment for its checkpoint function).
+  std::vector<PackedTensor> packs_;
+  std::map<int32_t, NodeSteps> unpack_nodes_;
+  int32_t segment_first_step_ = -1;                  // the recomputation being emitted began at this step
   // Backward.
   std::vector<int32_t> grad_buffer_;                 // tensor -> its grad's buffer
   std::map<int32_t, std::vector<int32_t>> grad_buffer_holders_;  // grad buffer -> tensors it is the grad of

@@ -217,6 +217,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.frozen_storage = kFrozenDtypeChoices.parse(a.frozen_dtype, "--frozen-dtype");
   t.double_quant = a.double_quant;
   t.kbit_prep = a.kbit_prep;
+  t.offload_activations = a.offload_activations;
   t.optimizer_impl = kOptimizerImplChoices.parse(impl, "--optimizer-impl");
   t.gradient_as_bucket_view = a.gradient_as_bucket_view;
   t.loss = parse_loss(a.loss, t.loss_chunks);

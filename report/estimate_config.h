@@ -75,6 +75,7 @@ struct EstimateArgs {
   bool kbit_prep = false;             // --kbit-prep (nf4)
   bool amsgrad = false, maximize = false;
   bool optimizer_in_backward = false;
+  bool offload_activations = false;   // --offload-activations (needs --checkpoint)
   bool free_output = false;
   std::string upcast = "none";       // --upcast none | a list of rmsnorm, softmax, loss
   std::string recipe;               // --recipe NAME (report/recipes.h): "" plain PyTorch

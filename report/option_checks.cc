@@ -95,6 +95,11 @@ void check_requirements(const EstimateArgs& a) {
   if (a.kbit_prep && (!a.trainable.empty() || !a.frozen.empty()))
     throw InputError("--kbit-prep freezes every base parameter (prepare_model_for_kbit_training): --trainable and "
                      "--frozen are not modelled with it");
+  // torchtune's recipes raise "enable_activation_offloading should only be True when enable_activation_checkpointing
+  // is True" (recipes/lora_finetune_single_device.py, full_finetune_single_device.py: __init__).
+  if (a.offload_activations && a.checkpoint == EstimateArgs{}.checkpoint)
+    throw InputError("--offload-activations needs --checkpoint (torchtune's recipes refuse activation offloading "
+                     "without activation checkpointing); --checkpoint layers is theirs");
   if (a.amsgrad && !kOptimizerChoices.is(a.optimizer, Optimizer::Adam) && !kOptimizerChoices.is(a.optimizer, Optimizer::AdamW))
     throw InputError("--amsgrad applies to --optimizer " + kOptimizerChoices.name_of(Optimizer::Adam) + " or " +
                      kOptimizerChoices.name_of(Optimizer::AdamW));
@@ -205,6 +210,8 @@ const std::vector<Feature>& features() {
       {"upcast-logits", "--upcast", "--upcast logits", S::Train,
        [](A a) { return a.upcast.find("logits") != std::string::npos; }},
       {"kbit-prep", "--kbit-prep", "--kbit-prep", S::Train, [](A a) { return a.kbit_prep; }},
+      {"offload-activations", "--offload-activations", "--offload-activations", S::Train,
+       [](A a) { return a.offload_activations; }},
       {"lora-base-dtype", "--lora-dtype", given_as("--lora-dtype", kLoraDtypeChoices, false), S::Train,
        [](A a) { return kLoraDtypeChoices.is(a.lora_dtype, false); }},
   };
@@ -235,6 +242,8 @@ const std::vector<Refusal>& refused_pairs() {
       {"optimizer-in-backward", "zero3", "not modelled"},
       {"optimizer-in-backward", "fsdp", "not modelled"},
       {"optimizer-in-backward", "pp", "not modelled"},
+      // torchtune's OffloadActivations asks torch.accelerator (new in PyTorch 2.6) for its streams.
+      {"offload-activations", "torch-1.13", "torchtune's OffloadActivations needs PyTorch 2.6 or later (torch.accelerator)"},
       {"optimizer-in-backward", "torch-1.13", "Tensor.register_post_accumulate_grad_hook is new in PyTorch 2.1"},
       {"bitsandbytes", "zero12", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
       {"bitsandbytes", "zero3", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},

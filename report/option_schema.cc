@@ -265,6 +265,12 @@ std::vector<OptionSpec> make_schema() {
                "casts its input to --precision (bnb_4bit_compute_dtype: fp32, its default, bf16 or fp16) and its result back",
        .field = FIELD(estimate.kbit_prep),
        .describe = [](const EstimateArgs& a) { return if_set(a.kbit_prep, ", k-bit prepared"); }},
+      {.flag = "--offload-activations", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "torchtune's enable_activation_offloading (OffloadActivations, use_streams): saved activations of 1024 "
+               "bytes or more copied to pinned host memory in forward and back in backward, the output head's kept; "
+               "host bytes reported apart. Needs --checkpoint, as torchtune's recipes do",
+       .field = FIELD(estimate.offload_activations),
+       .describe = [](const EstimateArgs& a) { return if_set(a.offload_activations, ", activations offloaded"); }},
       {.flag = "--optimizer-in-backward", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
        .help = "torchtune's optimizer_in_bwd: each parameter updated by its own optimizer as soon as its grad is "
                "complete (a post-accumulate-grad hook, PyTorch >= 2.1), then its grad freed: no step after backward",

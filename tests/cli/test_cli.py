@@ -586,6 +586,46 @@ class FrameworkOptionErrorsTest(unittest.TestCase):
                           "--recipe", "hf-trainer", check_rc=2).stderr)
 
 
+class OffloadActivationsTest(unittest.TestCase):
+    """--offload-activations (torchtune's OffloadActivations) on the tiny Llama (hidden 128, 4 layers, vocab 1000) at
+    batch 8, seq 512, float32, --checkpoint layers."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "8", "--dim", "seq=512", "--mode", "train",
+            "--checkpoint", "layers"]
+
+    def test_host_bytes_by_hand_and_the_gpu_peak_drops(self):
+        plain = run_json(*self.BASE)
+        off = run_json(*self.BASE, "--offload-activations")
+        self.assertNotIn("offloaded_activation_host_bytes", plain["training"])
+        # What the pack hook sees, each of at least 1024 bytes, none a parameter: the embedding's indices (input_ids
+        # int64 8x512: 32768); each checkpointed layer's inputs, the hidden state (8x512x128 float32: 2097152) and,
+        # for layers 1-3, the rotary cos and sin (1x512x32: 65536 each) and the mask (1x1x512x512: 1048576), made
+        # inside layer 0's segment; the final RMSNorm's saves: its input twice (Pow and Mul: 2 x 2097152), the
+        # rsqrt's Sqrt and Div results (8x512x1: 16384 each) and the normalised x (2097152). norm.weight is a
+        # parameter; the head's input is kept (NoOpManager on the output head).
+        hidden, side = 8 * 512 * 128 * 4, 2 * 512 * 32 * 4 + 512 * 512 * 4
+        expected = 8 * 512 * 8 + 4 * hidden + 3 * side + 3 * hidden + 2 * 8 * 512 * 4
+        self.assertEqual(off["training"]["offloaded_activation_host_bytes"], expected)
+        self.assertEqual(expected, 18284544)
+        # The GPU holds two layers' inputs in backward instead of every earlier one: the live peak drops, by less
+        # than what went to the host (the forward stash and the copies brought back stay on the GPU a while).
+        self.assertLess(off["lower_bound_bytes"], plain["lower_bound_bytes"])
+        self.assertGreater(off["lower_bound_bytes"], plain["lower_bound_bytes"] - expected)
+        text = run(*self.BASE, "--offload-activations", check_rc=0).stdout
+        self.assertIn("offloaded activations", text)
+        md = run(*self.BASE, "--offload-activations", "--format", "markdown", check_rc=0).stdout
+        self.assertIn("offloaded activations (pinned host memory", md)
+
+    def test_refusals(self):
+        base = self.BASE[:-2]
+        self.assertIn("--offload-activations needs --checkpoint",
+                      run(*base, "--offload-activations", check_rc=2).stderr)
+        self.assertIn("--torch 1.13 with --offload-activations: torchtune's OffloadActivations needs PyTorch 2.6",
+                      run(*self.BASE, "--offload-activations", "--torch", "1.13", check_rc=2).stderr)
+        self.assertIn("--offload-activations applies to --mode train",
+                      run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8",
+                          "--offload-activations", check_rc=2).stderr)
+
+
 class FrozenDtypeTest(unittest.TestCase):
     """--frozen-dtype on the tiny Llama with LoRA on q/v: the frozen Linear weights of the 4 layers (q 128x128,
     k and v 64x128, o 128x128, gate/up 352x128, down 128x352; the lm_head writes the logits and stays float32)

@@ -138,6 +138,11 @@ const std::map<std::string, Enable>& enables() {
                          a.lora_targets = "q_proj|v_proj";
                        }
                      }}},
+      {"offload-activations", {{"--offload-activations", "--checkpoint", "--mode"}, [](EstimateArgs& a) {
+                                 a.mode = "train";
+                                 a.offload_activations = true;
+                                 if (a.checkpoint == EstimateArgs{}.checkpoint) a.checkpoint = "layers";
+                               }}},
       {"lora-base-dtype", {{"--lora-dtype", "--lora-rank", "--mode"}, [](EstimateArgs& a) {
                              a.mode = "train";
                              a.lora_dtype = "base";
@@ -242,6 +247,8 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"pp", "fused-linear-ce"}, "--pp with --loss fused-linear-ce: not modelled"},
       {{"fsdp", "fused-linear-ce"}, "--shard fsdp with --loss fused-linear-ce: not modelled"},
       {{"torch-1.13", "fused-linear-ce"}, "--torch 1.13 with --loss fused-linear-ce: Liger Kernel needs PyTorch >= 2.1"},
+      {{"torch-1.13", "offload-activations"},
+       "--torch 1.13 with --offload-activations: torchtune's OffloadActivations needs PyTorch 2.6 or later"},
   };
   for (const Case& c : cases) {
     EstimateArgs a = base();
