@@ -149,6 +149,12 @@ SegmentPlan plan_segments(const TrainingContext& context, std::vector<int32_t>& 
     chosen = choose_boundaries(graph, context.separators, o);
   }
   plan.end_ops = boundary_ops(context, chosen);
+  if (!plan.checkpointed.empty()) {  // report the boundaries of the checkpointed segments only
+    std::vector<int32_t> kept;
+    for (size_t s = 0; s < chosen.size(); ++s)
+      if (plan.checkpointed[s] || (s + 1 < chosen.size() && plan.checkpointed[s + 1])) kept.push_back(chosen[s]);
+    chosen = std::move(kept);
+  }
   return plan;
 }
 

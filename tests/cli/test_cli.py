@@ -367,6 +367,9 @@ class CheckpointSelectiveTest(unittest.TestCase):
         self.assertLess(total["selective"], total["none"])
         self.assertLess(total["layers"], total["selective:2"])
         self.assertLess(total["selective:2"], total["none"])
+        # selective:2 reports the boundaries of the checkpointed layers only: layers.1 is (h0, h1], layers.3 (h2, h3].
+        two = run_json(*self.BASE, "--checkpoint", "selective:2")["training"]["checkpoint_boundaries"]
+        self.assertEqual(two, [f"/layers.{i}/Add_1_output_0" for i in range(4)])
 
     def test_bad_selective_options_are_refused(self):
         for bad in ("selective:0", "selective:x", "selective: 2", "selective:-1"):
