@@ -88,6 +88,8 @@ std::vector<int32_t> choose_boundaries(const Graph& g, const std::vector<Separat
     case CheckpointMode::None:
     case CheckpointMode::Auto:
     case CheckpointMode::Layers:  // block_boundaries
+    case CheckpointMode::SelectiveOp:
+    case CheckpointMode::SelectiveLayers:
       return out;
     case CheckpointMode::Sqrt: {
       if (c == 0) return out;

@@ -48,7 +48,8 @@ enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 enum class LossKind { None, CrossEntropy, Mse, ChunkedCrossEntropy, FusedLinearCrossEntropy };
 // Fsdp: PyTorch FullyShardedDataParallel, FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
 enum class Sharding { None, Ddp, Zero1, Zero2, Zero3, Fsdp };
-enum class CheckpointMode { None, Sqrt, Every, At, Auto, Layers };
+// SelectiveOp, SelectiveLayers: torchtitan's selective activation checkpointing (cost_models/selective_checkpoint.h).
+enum class CheckpointMode { None, Sqrt, Every, At, Auto, Layers, SelectiveOp, SelectiveLayers };
 // How torch.optim runs the update (torch/optim/adam.py):
 //  - Foreach: _multi_tensor_adam of PyTorch >= 2.0, the CUDA default: torch._foreach_sqrt allocates one
 //    temporary per parameter, updated in place afterwards (one parameter-sized set alive at once);
@@ -73,7 +74,7 @@ struct OptimizerFlags {
 
 struct CheckpointOptions {
   CheckpointMode mode = CheckpointMode::None;
-  int every = 0;                          // every:K: a boundary every K candidate boundaries
+  int every = 0;                          // every:K: a boundary every K candidate boundaries; selective:N: N
   std::vector<std::string> at;            // at:T1,T2: boundary tensor names
   // auto: the device memory the step must run in, compared with the allocator's required bytes (planner/measure.h)
   // as fit and check compare them.

@@ -81,9 +81,9 @@ std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
     f.last_unit = w.names[split.units[i].back()];
     f.units = static_cast<int>(split.units[i].size());
     f.in_flight_micro_batches = std::min(pp - i, m);
-    f.saved_bytes_per_micro_batch = saved_activation_bytes(TrainingStep(s, {}).build().program);
+    f.saved_bytes_per_micro_batch = saved_activation_bytes(TrainingStep(s, std::vector<int32_t>{}).build().program);
     s.in_flight_bytes.assign(f.in_flight_micro_batches - 1, f.saved_bytes_per_micro_batch);
-    TrainingResult r = TrainingStep(s, {}).build();
+    TrainingResult r = TrainingStep(s, std::vector<int32_t>{}).build();
     f.param_bytes = r.param_bytes;
     f.peak_bytes = peak_with_resident(r.program);
     const Measure m = training_measure(r, c.execution);

@@ -83,6 +83,7 @@ bool TrainingStep::is_segment_end(int32_t op) const {
 void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   const FusedOp& op = context_.ops[i];
   const bool recompute = mode == ForwardMode::Recompute;
+  if (recompute && sac_saved_[i]) return emit_cached(i);
   const ForwardPolicy policy{recompute ? Phase::Backward : Phase::Forward, recompute ? "recompute:" : "",
                              /*save_extras=*/mode != ForwardMode::NoSave,
                              recompute ? CublasHandle::Autograd : CublasHandle::Caller};
@@ -99,14 +100,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
                                          [this](int32_t t, int32_t b) { set_buffer(t, b); }, std::move(st), policy);
   // What autograd keeps (the rule's tensors, some the outputs just made, in the form the op consumed), then the
   // extras under the save policy.
-  std::vector<int32_t> saved;
-  for (int32_t t : context_.rules[i].saved_tensors) {
-    // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward.
-    if (layout().shard[t] == ParameterShard::ZeroShard) continue;
-    if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0) continue;
-    auto it = layout().restored(t) ? effective.end() : effective.find(t);  // bitsandbytes keeps the stored form
-    add_unique(saved, it != effective.end() ? it->second : lookup(t));
-  }
+  std::vector<int32_t> saved = rule_saved(i, effective);
   // bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose
   // input needs a grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt
   // keeps ctx.tensors = (CAt, subA, A) then (CAt None on a frozen weight, subA empty without outliers).
@@ -117,6 +111,45 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   saved.insert(saved.end(), closed.saved.begin(), closed.saved.end());
   if (options_.offload_activations && !recompute) record_packs(i, mode, saved, step_before);
   if (policy.save_extras) saved_by_op_[i] = std::move(saved);
+  if (mode == ForwardMode::NoSave && sac_saved_[i]) {  // the policy's cache: every output, extras included
+    for (int32_t t : op.outputs)
+      if (lookup(t) >= 0) add_unique(sac_cache_[i], lookup(t));
+    for (const EmittedExtra& e : closed.extras) add_unique(sac_extras_[i], e.buffer);
+  }
+}
+
+// selective:op, an op whose outputs the policy saved (MUST_SAVE), met again in the recomputation: the caching mode
+// returns the outputs it cached in forward instead of running the op (torch/utils/checkpoint.py,
+// _CachedTorchDispatchMode: storage[func].pop(0)), so no FLOPs and no new buffer. Autograd, above the dispatch
+// mode, still records the op's backward node, which keeps what the op's backward reads: its inputs as recomputed
+// (and as autocast cast them: the cast is another op, recomputed) and the cached outputs and extras it needs
+// (attention's out and logsumexp).
+void TrainingStep::emit_cached(int32_t i) {
+  const FusedOp& op = context_.ops[i];
+  Step st{"recompute:cached:" + op.name, op.op, Phase::Backward, {}, {}, 0};
+  std::map<int32_t, int32_t> effective;
+  forward_.read_inputs(op, buffer_view(), st, [&](int32_t t) { prepare_input(i, t, st, effective); });
+  for (int32_t b : sac_cache_[i]) add_unique(st.reads, b);
+  for (int32_t b : sac_extras_[i]) add_unique(st.reads, b);
+  for (int32_t t : op.outputs)
+    if (forward_buffer_[t] >= 0) set_buffer(t, forward_buffer_[t]);
+  program().steps.push_back(std::move(st));
+  std::vector<int32_t> saved = rule_saved(i, effective);
+  for (int32_t b : sac_extras_[i]) add_unique(saved, b);
+  saved_by_op_[i] = std::move(saved);
+}
+
+// The buffers of the tensors op `i`'s autograd rule keeps, in the form the op consumed (`effective`).
+std::vector<int32_t> TrainingStep::rule_saved(int32_t i, const std::map<int32_t, int32_t>& effective) const {
+  std::vector<int32_t> saved;
+  for (int32_t t : context_.rules[i].saved_tensors) {
+    // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward.
+    if (layout().shard[t] == ParameterShard::ZeroShard) continue;
+    if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0) continue;
+    auto it = layout().restored(t) ? effective.end() : effective.find(t);  // bitsandbytes keeps the stored form
+    add_unique(saved, it != effective.end() ? it->second : lookup(t));
+  }
+  return saved;
 }
 
 // What input `t` of op `i` becomes before the op runs, in the step `st`; `effective` records the buffer the op
@@ -191,6 +224,7 @@ void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
     if (segment_of_op_[i] == segment) emit_forward(static_cast<int32_t>(i), ForwardMode::Recompute);
   recomputing_ = false;
   held_by_checkpoint_.clear();
+  if (!reentrant_) return;
   for (int32_t t : context_.ops[end_op].outputs) {
     add_unique(held_by_checkpoint_, recompute_buffer_[t]);
     add_unique(held_by_checkpoint_, grad_buffer_[t]);

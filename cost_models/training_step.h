@@ -5,7 +5,8 @@
 //                          chunked cross-entropy; training_loss_fused.cc: Liger's fused linear cross-entropy)
 //   training_backward.cc   backward ops in reverse order, activation and parameter grads
 //   training_optimizer.cc  grads and optimizer states that persist, the optimizer step
-//   training.cc            the order of the phases, checkpoint boundary choice, notes
+//   training.cc            the order of the phases, notes
+//   training_checkpoints.cc  the checkpointed segments --checkpoint asks for (boundaries, blocks, auto's search)
 // What an op does in the forward (views, in-place, extras, autocast, cuBLAS) is decided in
 // eager_semantics.h, and written by the one forward emitter (forward_emitter.h), both shared with inference.
 // training_optimizer.cc also runs the update in backward (--optimizer-in-backward). Rules and sources:
@@ -32,12 +33,30 @@ namespace memplan {
 // nothing kept. Recompute: the segment run again in backward, keeping what its backward needs.
 enum class ForwardMode { Save, NoSave, Recompute };
 
+// The checkpointed segments of a step. `end_ops` (ascending op indices) end them. The first segment starts at the
+// first op (sqrt, every:K, auto: checkpoint_sequential; layers when the first block reads the model's input) or,
+// `from_first_boundary` (at:, layers), after the first boundary.
+struct SegmentPlan {
+  std::vector<int32_t> end_ops;
+  bool from_first_boundary = false;
+  // Per segment index: whether it is checkpointed (empty: all). selective:N leaves the other blocks alone.
+  std::vector<bool> checkpointed;
+  // selective:op: torchtitan's per-op policy saves some ops' outputs inside each segment (selective_checkpoint.h).
+  bool per_op = false;
+  // Reentrant checkpoint (torch 1.13's default, transformers'): CheckpointFunction.backward holds the recomputed
+  // outputs and their grads until the segment's backward ends. torchtitan's ptd_checkpoint_wrapper is non-reentrant
+  // (CheckpointImpl.NO_REENTRANT): the recomputation keeps only what the recomputed ops' backward saves.
+  bool reentrant = true;
+};
+
+// The segments --checkpoint asks for (training_checkpoints.cc); `chosen` gets the chosen separators' indices, `notes`
+// what auto could not fit.
+SegmentPlan plan_segments(const TrainingContext& context, std::vector<int32_t>& chosen, std::vector<std::string>& notes);
+
 class TrainingStep {
  public:
-  // `segment_end_ops` (ascending op indices) end checkpointed segments. The first segment starts at the
-  // first op (sqrt, every:K, auto: checkpoint_sequential; layers when the first block reads the model's input) or,
-  // `from_first_boundary` (at:, layers), after the first boundary.
   TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops, bool from_first_boundary = false);
+  TrainingStep(const TrainingContext& context, SegmentPlan plan);
 
   TrainingResult build();  // training.cc
 
@@ -74,6 +93,8 @@ class TrainingStep {
   void emit_forward(int32_t i, ForwardMode mode);
   void prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void recompute_segment(int32_t segment, int32_t end_op);
+  void emit_cached(int32_t i);
+  std::vector<int32_t> rule_saved(int32_t i, const std::map<int32_t, int32_t>& effective) const;  // selective:op: an op whose output the policy saved, in the recomputation
   void end_segment_backward(int32_t first_op);
 
   // ---- loss (training_loss.cc) ----
@@ -136,6 +157,10 @@ class TrainingStep {
   const TrainingOptions& options_;
   std::vector<int32_t> segment_end_ops_;             // op indices ending checkpointed segments, ascending
   std::vector<int32_t> segment_of_op_;               // op -> checkpointed segment (-1: none)
+  bool reentrant_ = true;                            // SegmentPlan::reentrant
+  std::vector<bool> sac_saved_;                      // op -> selective:op saves its outputs (selective_checkpoint.h)
+  std::vector<std::vector<int32_t>> sac_cache_;      // op -> the buffers of its outputs the policy cached in forward
+  std::vector<std::vector<int32_t>> sac_extras_;     // op -> the extra buffers it cached with them (logsumexp)
   TrainingResult result_;
   ProgramWriter writer_;
   ForwardEmitter forward_;  // forward ops, recomputation included (forward_emitter.h); the two cuBLAS workspaces

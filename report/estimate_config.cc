@@ -36,6 +36,18 @@ CheckpointOptions parse_checkpoint(const std::string& text, const std::string& b
     c.budget_bytes = parse_size(budget, "--budget");
   } else if (text == "layers") {
     c.mode = CheckpointMode::Layers;
+  } else if (text == "selective" || text == "selective:op") {
+    c.mode = CheckpointMode::SelectiveOp;
+  } else if (text.rfind("selective:", 0) == 0) {
+    // torchtitan's selective_ac_option "0" checkpoints every block (_apply_layer_sac: `not ac_freq`): that is layers.
+    c.mode = CheckpointMode::SelectiveLayers;
+    const char* first = text.data() + 10;
+    const char* last = text.data() + text.size();
+    const auto [end, ec] = std::from_chars(first, last, c.every);
+    if (ec != std::errc() || end != last || c.every < 1) {
+      throw InputError("--checkpoint " + text + ": expected selective, selective:op or selective:N with N >= 1 "
+                       "(every N-th block checkpointed; every block is --checkpoint layers)");
+    }
   } else if (text.rfind("every:", 0) == 0) {
     c.mode = CheckpointMode::Every;
     try {
@@ -52,7 +64,7 @@ CheckpointOptions parse_checkpoint(const std::string& text, const std::string& b
       if (!name.empty()) c.at.push_back(name);
     if (c.at.empty()) throw InputError("--checkpoint at: needs tensor names, e.g. at:/layer1/Relu_1_output_0,...");
   } else {
-    throw InputError("--checkpoint " + text + ": expected none, sqrt, layers, every:K, at:T1,T2,... or auto");
+    throw InputError("--checkpoint " + text + ": expected none, sqrt, layers, selective[:op|:N], every:K, at:T1,T2,... or auto");
   }
   return c;
 }

@@ -122,6 +122,8 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--checkpoint", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
        .help = "Activation checkpointing: none, sqrt (about sqrt(n) segments), layers (each repeated block, e.g. each "
                "decoder layer, one segment: what transformers' gradient_checkpointing_enable and torchtune do), "
+               "selective or selective:op (torchtitan's per-op SAC in each block: outputs of mm and SDPA saved except "
+               "every second mm, the rest recomputed), selective:N (torchtitan: every N-th block checkpointed), "
                "every:K, at:T1,T2,... (boundary tensor names), auto (fewest recomputed FLOPs that fit --budget)",
        .field = FIELD(estimate.checkpoint), .show_default = true,
        .describe = [](const EstimateArgs& a) {

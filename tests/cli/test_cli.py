@@ -353,6 +353,38 @@ class CheckpointLayersTest(unittest.TestCase):
         self.assertIn("--checkpoint layers: model 'tests/models/vit_b_16_train.onnx' has no repeated blocks", err)
 
 
+class CheckpointSelectiveTest(unittest.TestCase):
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=256", "--mode", "train",
+            "--runtime", "ideal"]
+
+    def test_selective_lies_between_none_and_layers(self):
+        # torchtitan's selective AC keeps some of each block's activations (mm and SDPA outputs), layers only the
+        # blocks' inputs, none everything autograd saves; selective:2 checkpoints two of the four layers whole.
+        total = {c: run_json(*self.BASE, "--attention", "sdpa", "--checkpoint", c)["total_bytes"]
+                 for c in ("none", "selective", "selective:op", "selective:2", "layers")}
+        self.assertEqual(total["selective"], total["selective:op"])
+        self.assertLess(total["layers"], total["selective"])
+        self.assertLess(total["selective"], total["none"])
+        self.assertLess(total["layers"], total["selective:2"])
+        self.assertLess(total["selective:2"], total["none"])
+        # selective:2 reports the boundaries of the checkpointed layers only: layers.1 is (h0, h1], layers.3 (h2, h3].
+        two = run_json(*self.BASE, "--checkpoint", "selective:2")["training"]["checkpoint_boundaries"]
+        self.assertEqual(two, [f"/layers.{i}/Add_1_output_0" for i in range(4)])
+
+    def test_bad_selective_options_are_refused(self):
+        for bad in ("selective:0", "selective:x", "selective: 2", "selective:-1"):
+            err = run(*self.BASE, "--checkpoint", bad, check_rc=2).stderr
+            self.assertEqual(err, f"memplan: error: --checkpoint {bad}: expected selective, selective:op or "
+                                  "selective:N with N >= 1 (every N-th block checkpointed; every block is "
+                                  "--checkpoint layers)\n")
+
+    def test_a_model_without_repeated_blocks_is_refused_as_layers_refuses_it(self):
+        args = ["estimate", "tests/models/vit_b_16_train.onnx", "--mode", "train", "--batch", "1", "--checkpoint"]
+        layers = run(*args, "layers", check_rc=2).stderr
+        for mode in ("selective", "selective:2"):
+            self.assertEqual(run(*args, mode, check_rc=2).stderr, layers)
+
+
 class FsdpTest(unittest.TestCase):
     """--shard fsdp on the tiny Llama (tests/models/llama.py, CONFIGS["llama_tiny"]: hidden 128, ffn 352, 4 layers,
     kv 64, vocab 1000, untied head). Units: layers.0-3 and the root (embed_tokens, norm, lm_head)."""

@@ -49,6 +49,10 @@ const std::map<std::string, Enable>& enables() {
                         a.mode = "train";
                         a.checkpoint = "sqrt";
                       }}},
+      {"selective", {{"--checkpoint", "--mode"}, [](EstimateArgs& a) {
+                       a.mode = "train";
+                       a.checkpoint = "selective";
+                     }}},
       {"grad-accum", {{"--grad-accum", "--mode"}, [](EstimateArgs& a) {
                         a.mode = "train";
                         a.grad_accum = 2;
@@ -238,6 +242,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"tp", "lora"}, "--tp with --lora-rank: not modelled"},
       {{"onnxruntime", "checkpoint"}, "--mode train with --runtime onnxruntime"},
       {{"sdpa", "torch-1.13"}, "--attention sdpa with --torch 1.13"},
+      {{"selective", "torch-1.13"}, "--checkpoint selective[:op|:N] with --torch 1.13: torchtitan's checkpointing needs PyTorch 2"},
       {{"fsdp", "frozen-int8"}, "--shard fsdp with --frozen-dtype int8: FSDP flattens"},
       {{"fsdp", "frozen-half"}, "--shard fsdp with --frozen-dtype fp16/bf16: FSDP flattens"},
       {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
