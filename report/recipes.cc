@@ -6,6 +6,9 @@
 #include "report/option_choices.h"
 
 namespace memplan {
+
+const char kLoraUnitsWrap[] = R"(^(.*lora_[AB].*|.*?\.[0-9]+\.))";
+
 namespace {
 
 // transformers' OptimizerNames (src/transformers/training_args.py): adamw_torch(_fused), adamw_bnb_8bit,
@@ -24,10 +27,10 @@ bool fsdp(const CommandArgs& a) { return kShardChoices.is(a.estimate.shard, Shar
 // decoder layer's frozen base a unit, the rest in the root. As --fsdp-wrap: an adapter weight's whole name, else the
 // first "<prefix>.<N>." of the name.
 RecipeSetting peft_fsdp_wrap() {
-  return {"--fsdp-wrap", R"(^(.*lora_[AB].*|.*?\.[0-9]+\.))",
+  return {"--fsdp-wrap", kLoraUnitsWrap,
           "src/transformers/trainer.py _fsdp_qlora_plugin_updates: peft src/peft/utils/other.py fsdp_auto_wrap_policy "
           "(each LoRA Linear its own unit, besides each decoder layer)",
-          fsdp};
+          fsdp, "--shard fsdp"};
 }
 
 // The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
@@ -49,7 +52,8 @@ std::vector<RecipeSetting> hf_trainer_settings() {
        "model and torch support it, unless attn_implementation says otherwise"},
       {"--optimizer", "adamw", "src/transformers/training_args.py TrainingArguments.optim: adamw_torch"},
       {"--optimizer-impl", "fused",
-       "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adamw},
+       "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adamw,
+       "--optimizer adamw"},
   };
 }
 
@@ -113,6 +117,7 @@ const std::vector<Recipe>& recipes() {
              peft_fsdp_wrap()}),
        qlora_contradiction, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
+      torchtune_recipe(),
   };
   return all;
 }
@@ -149,17 +154,26 @@ void apply_recipe(CommandArgs& args, Command command, std::vector<const OptionSp
   }
 }
 
+namespace {
+
+std::string cell(const std::string& text) {  // a | inside a table cell is escaped
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
 std::string recipes_markdown() {
   std::string md =
       "# Recipes\n\n`--recipe NAME` fills the options a framework decides, each with the source it follows; a flag "
       "you give overrides the recipe's value. Produced by `memplan recipes > docs/recipes.md`.\n";
   for (const Recipe& r : recipes()) {
-    md += "\n## " + r.name + "\n\nFollows " + r.follows + ". " + r.summary + "\n\n| option | value | source |\n|---|---|---|\n";
-    for (const RecipeSetting& s : r.settings) {
-      std::string value;  // a | inside a table cell is escaped
-      for (char c : s.value) value += c == '|' ? std::string("\\|") : std::string(1, c);
-      md += "| `" + s.flag + "` | `" + value + "` | " + s.source + " |\n";
-    }
+    md += "\n## " + r.name + "\n\nFollows " + r.follows + ". " + r.summary +
+          "\n\n| option | value | when | source |\n|---|---|---|---|\n";
+    for (const RecipeSetting& s : r.settings)
+      md += "| `" + s.flag + "` | `" + cell(s.value) + "` | " + (s.when.empty() ? "always" : cell(s.when)) + " | " +
+            s.source + " |\n";
     if (!r.optimizers.empty()) {
       md += "\nOptimizers: ";
       for (size_t i = 0; i < r.optimizers.size(); ++i) md += (i ? ", `" : "`") + r.optimizers[i] + "`";

@@ -15,9 +15,10 @@ struct RecipeSetting {
   std::string flag;    // "--upcast"
   std::string value;   // as on the command line ("true" for a flag)
   std::string source;  // the framework file and function whose behaviour it is
-  // When the setting applies, on the options as given ("" flags: always): fused AdamW only where the optimizer is
-  // torch's Adam/AdamW (the Trainer's adamw_bnb_8bit is one bitsandbytes kernel).
+  // When the setting applies, on the options as given and the recipe's settings before it (nullptr: always): fused
+  // AdamW only where the optimizer is torch's AdamW (the Trainer's adamw_bnb_8bit is one bitsandbytes kernel).
   bool (*applies)(const CommandArgs& args) = nullptr;
+  std::string when = "";  // `applies` in words, for the listing ("" when always)
 };
 
 struct Recipe {
@@ -33,7 +34,12 @@ struct Recipe {
   std::string optimizers_source;
 };
 
+// --fsdp-wrap with each LoRA weight (lora_A, lora_B) a unit of its own, besides each repeated block <prefix>.<N>.
+extern const char kLoraUnitsWrap[];
+
 const std::vector<Recipe>& recipes();
+// One framework's recipes, each in its own file (recipes.cc lists them all).
+Recipe torchtune_recipe();  // report/recipes_torchtune.cc
 std::vector<std::string> recipe_names();
 
 // The recipe --recipe names: for each of its settings whose flag is not in `given`, the field set to the recipe's

@@ -106,24 +106,26 @@ def answerai_rows(memplan):
 # (recipes/configs/llama3_2/3B_lora_single_device.yaml): lora_llama3_2_3b, lora_attn_modules q_proj, v_proj,
 # output_proj, apply_lora_to_mlp True, lora_rank 64, dtype bf16. The recipe builds the model on the device under
 # set_default_dtype(bf16) (the LoRA matrices bf16 too) and copies the CPU-loaded checkpoint into it, so the peak
-# after init is the model itself: what memplan's breakdown.weights holds.
+# after init is the model itself: what memplan's breakdown.weights holds. The row runs memplan's torchtune recipe
+# (--recipe torchtune, report/recipes_torchtune.cc, v0.6.1, whose llama3_2/3B_lora_single_device.yaml is the same on
+# these keys) with the config's lora_rank: the adapters' targets and type are the recipe's.
 TT_E2E = ("pytorch/torchtune docs/source/tutorials/e2e_flow.rst @0cd8bc4ca (PR #2192), "
           "https://github.com/pytorch/torchtune/blob/main/docs/source/tutorials/e2e_flow.rst")
 
 
 def torchtune_rows(memplan):
     args = ["estimate", "tests/models/hf_configs/Llama-3.2-3B.json", "--graph", "train", "--mode", "train",
-            "--batch", "1", "--dim", "seq=512", "--precision", "bf16", "--lora-rank", "64",
-            "--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj", "--lora-dtype", "base"]
+            "--batch", "1", "--dim", "seq=512", "--recipe", "torchtune", "--lora-rank", "64"]
     j = memplan(args)
     return [dict(
-        framework="torchtune (lora_finetune_single_device)", source=TT_E2E, model="Llama-3.2-3B",
+        framework="torchtune (lora_finetune_single_device; recipe torchtune)", source=TT_E2E, model="Llama-3.2-3B",
         config="LoRA r64 on q, v, output_proj and the MLP, bf16, after model init (no step)",
         measured="Memory stats after model init: peak allocated 6.21 GiB", published=round(6.21 * GIB),
         memplan=j["breakdown"]["weights"],
         command="memplan " + " ".join(a if "|" not in a else f"'{a}'" for a in args),
         what="breakdown.weights (the frozen bf16 base, tied embedding once, and the adapters)",
-        setup="a check of the model's bytes, not of a step: torchtune's adapters are bfloat16 (--lora-dtype base), "
+        setup="a check of the model's bytes, not of a step: torchtune's adapters are bfloat16 (the recipe's "
+              "--lora-dtype base), "
               "and torchtune also holds its RoPE "
               "cache (Llama3ScaledRoPE, 131072 positions x 64 x cos/sin in float32: 0.06 GiB) that memplan does not "
               "count; the step's own peak is not quoted by the source with a fixed sequence length (alpaca, unpacked)")]

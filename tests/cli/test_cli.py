@@ -605,7 +605,13 @@ class FrameworkOptionErrorsTest(unittest.TestCase):
              "--recipe hf-trainer --optimizer adam: not an optimizer the framework offers"),
             (["--recipe", "hf-peft-qlora", "--frozen-dtype", "int8"],
              "--recipe hf-peft-qlora quantizes the base to NF4: --frozen-dtype int8 makes it another recipe"),
-            (["--recipe", "axolotl"], "--recipe axolotl: expected one of hf-trainer|hf-peft|hf-peft-qlora"),
+            (["--recipe", "axolotl"], "--recipe axolotl: expected one of hf-trainer|hf-peft|hf-peft-qlora|torchtune"),
+            (["--recipe", "torchtune", "--precision", "fp16"],
+             "--recipe torchtune trains in its config's dtype, bf16 or fp32, without autocast"),
+            (["--recipe", "torchtune", *self.LORA, "--lora-dtype", "float32"],
+             "--recipe torchtune builds the adapters in the model's dtype and checks it"),
+            (["--recipe", "torchtune", "--gpus", "2", "--shard", "zero2"],
+             "--recipe torchtune --gpus 2 runs its distributed recipes, which shard with FSDP2"),
         ]
         for extra, message in cases:
             self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
@@ -656,6 +662,39 @@ class OffloadActivationsTest(unittest.TestCase):
         self.assertIn("--offload-activations applies to --mode train",
                       run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8",
                           "--offload-activations", check_rc=2).stderr)
+
+
+class TorchtuneRecipeTest(unittest.TestCase):
+    """--recipe torchtune (docs/recipes.md) is the flags it lists and nothing else: each of torchtune's four recipes
+    estimates to the same bytes as those flags written out on the tiny Llama, and runs (no combination it makes is
+    refused)."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train"]
+    COMMON = ["--precision", "bf16", "--upcast", "rmsnorm", "--attention", "sdpa", "--loss", "chunked-ce:8",
+              "--free-output", "--checkpoint", "layers"]
+    LORA = ["--lora-rank", "8", "--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj",
+            "--lora-dtype", "base", "--optimizer", "adamw", "--optimizer-impl", "fused"]
+
+    def test_each_recipe_is_its_flags(self):
+        cases = [
+            ("full_finetune_single_device", [],
+             ["--optimizer", "paged-adamw", "--optimizer-in-backward"]),
+            ("full_finetune_distributed", ["--gpus", "2"],
+             ["--gpus", "2", "--shard", "fsdp", "--optimizer", "adamw", "--optimizer-impl", "fused"]),
+            ("lora_finetune_single_device", ["--lora-rank", "8"], self.LORA),
+            ("lora_finetune_distributed", ["--lora-rank", "8", "--gpus", "2"], [*self.LORA, "--gpus", "2", "--shard", "fsdp",
+              "--fsdp-wrap", r"^(.*lora_[AB].*|.*?\.[0-9]+\.)"]),
+            ("qlora single device", ["--lora-rank", "8", "--frozen-dtype", "nf4"],
+             [*self.LORA, "--frozen-dtype", "nf4", "--double-quant"]),
+        ]
+        for name, given, flags in cases:
+            recipe = run_json(*self.BASE, "--recipe", "torchtune", *given)
+            written = run_json(*self.BASE, *self.COMMON, *flags)
+            for key in ("allocated_bytes", "reserved_bytes", "resident_bytes"):
+                self.assertEqual(recipe[key], written[key], f"{name}: {key}")
+        # The recipe's choices matter: plain PyTorch's defaults (fp32, eager attention, one cross-entropy, Adam
+        # after backward) make another step.
+        self.assertNotEqual(run_json(*self.BASE, "--recipe", "torchtune")["allocated_bytes"],
+                            run_json(*self.BASE)["allocated_bytes"])
 
 
 class FrozenDtypeTest(unittest.TestCase):

@@ -110,6 +110,127 @@ TEST(Recipes, PeftWrapsEachAdapterUnderFsdpOnly) {
   EXPECT_EQ(one.estimate.fsdp_wrap, "");
 }
 
+// torchtune v0.6.1 (report/recipes_torchtune.cc): without --lora-rank, full_finetune_single_device as its configs run
+// it: the model in bf16 (dtype: bf16), RMSNorm in float32, SDPA, CEWithChunkedOutputLoss's 8 chunks dropped before
+// backward (del logits), each layer checkpointed, bitsandbytes' PagedAdamW stepped in backward (optimizer_in_bwd).
+TEST(Recipes, TorchtuneFullFineTuneOnOneGpu) {
+  CommandArgs a = training("torchtune");
+  settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode")});
+  EXPECT_EQ(a.estimate.precision, "bf16");
+  EXPECT_EQ(a.estimate.upcast, "rmsnorm");
+  EXPECT_EQ(a.estimate.attention, "sdpa");
+  EXPECT_EQ(a.estimate.loss, "chunked-ce:8");
+  EXPECT_TRUE(a.estimate.free_output);
+  EXPECT_EQ(a.estimate.checkpoint, "layers");
+  EXPECT_EQ(a.estimate.optimizer, "paged-adamw");
+  EXPECT_EQ(a.estimate.optimizer_impl, "");  // one bitsandbytes kernel: fused is torch's AdamW's
+  EXPECT_TRUE(a.estimate.optimizer_in_backward);
+  EXPECT_EQ(a.estimate.shard, "none");
+  EXPECT_EQ(a.estimate.lora_rank, 0);
+  EXPECT_EQ(a.estimate.lora_targets, "");
+  // optimizer_in_bwd needs gradient_accumulation_steps 1 (the recipe raises otherwise): with --grad-accum the
+  // optimizer steps after backward.
+  CommandArgs accum = training("torchtune");
+  accum.estimate.grad_accum = 4;
+  settle_options(accum, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--grad-accum")});
+  EXPECT_FALSE(accum.estimate.optimizer_in_backward);
+  EXPECT_EQ(accum.estimate.optimizer, "paged-adamw");
+}
+
+// --lora-rank chooses lora_finetune_single_device: the adapters on q, v, o and the MLP in bf16, fused AdamW after
+// backward (the LoRA recipes have no optimizer_in_bwd).
+TEST(Recipes, TorchtuneLoraOnOneGpu) {
+  CommandArgs a = training("torchtune");
+  a.estimate.lora_rank = 16;
+  settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--lora-rank")});
+  EXPECT_EQ(a.estimate.lora_rank, 16);
+  EXPECT_EQ(a.estimate.lora_targets, "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj");
+  EXPECT_EQ(a.estimate.lora_dtype, "base");
+  EXPECT_EQ(a.estimate.optimizer, "adamw");
+  EXPECT_EQ(a.estimate.optimizer_impl, "fused");
+  EXPECT_FALSE(a.estimate.optimizer_in_backward);
+  EXPECT_FALSE(a.estimate.double_quant);
+  EXPECT_EQ(a.estimate.loss, "chunked-ce:8");
+  // A qlora_* model: torchao's NF4 double-quantizes its scalers.
+  CommandArgs q = training("torchtune");
+  q.estimate.lora_rank = 8;
+  q.estimate.frozen_dtype = "nf4";
+  settle_options(q, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--lora-rank"), row_of("--frozen-dtype")});
+  EXPECT_TRUE(q.estimate.double_quant);
+  EXPECT_FALSE(q.estimate.kbit_prep);
+}
+
+// --gpus N > 1: the distributed recipes, FSDP2 over each layer and the root, fused AdamW after backward.
+TEST(Recipes, TorchtuneDistributedShardsWithFsdp) {
+  for (const int rank : {0, 8}) {
+    CommandArgs a = training("torchtune");
+    a.estimate.gpus = 4;
+    a.estimate.lora_rank = rank;
+    std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode"), row_of("--gpus")};
+    if (rank) given.push_back(row_of("--lora-rank"));
+    settle_options(a, kEstimate, given);
+    EXPECT_EQ(a.estimate.shard, "fsdp") << rank;
+    // A full fine-tune: memplan's default units, each layers.N and the root, as get_shard_conditions. LoRA: each
+    // adapter weight its own unit too, so the frozen base of a layer is a unit that gets no grad, as under FSDP2.
+    EXPECT_EQ(a.estimate.fsdp_wrap, rank ? kLoraUnitsWrap : "") << rank;
+    EXPECT_EQ(a.estimate.optimizer, "adamw") << rank;
+    EXPECT_EQ(a.estimate.optimizer_impl, "fused") << rank;
+    EXPECT_FALSE(a.estimate.optimizer_in_backward) << rank;
+    EXPECT_EQ(a.estimate.checkpoint, "layers") << rank;
+  }
+}
+
+// Flags given win: fp32 (torchtune's other dtype) leaves nothing to upcast and the adapters in the model's float32;
+// a config with enable_activation_checkpointing: False is --checkpoint none.
+TEST(Recipes, TorchtuneTakesTheFlagsGiven) {
+  CommandArgs a = training("torchtune");
+  a.estimate.precision = "fp32";
+  a.estimate.checkpoint = "none";
+  a.estimate.lora_rank = 8;
+  a.estimate.optimizer = "adamw8bit";
+  settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision"), row_of("--checkpoint"),
+                                row_of("--lora-rank"), row_of("--optimizer")});
+  EXPECT_EQ(a.estimate.precision, "fp32");
+  EXPECT_EQ(a.estimate.upcast, "none");
+  EXPECT_EQ(a.estimate.lora_dtype, "float32");
+  EXPECT_EQ(a.estimate.checkpoint, "none");
+  EXPECT_EQ(a.estimate.optimizer, "adamw8bit");
+  EXPECT_EQ(a.estimate.optimizer_impl, "");
+}
+
+// What torchtune cannot run is refused, naming the recipe and the flag.
+TEST(Recipes, TorchtuneRefusesWhatItCannotRun) {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> flags;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {{{"--precision", "fp16"}}, "--precision fp16"},
+      {{{"--precision", "amp-bf16"}}, "--precision amp-bf16"},
+      {{{"--gpus", "2"}, {"--shard", "ddp"}}, "--shard ddp"},
+      {{{"--loss", "cross-entropy"}}, "--loss cross-entropy"},
+      {{{"--lora-rank", "8"}, {"--frozen-dtype", "int8"}}, "--frozen-dtype int8"},
+      {{{"--lora-rank", "8"}, {"--frozen-dtype", "nf4"}, {"--kbit-prep", "true"}}, "--kbit-prep"},
+      {{{"--lora-rank", "8"}, {"--lora-dtype", "float32"}}, "--lora-dtype float32"},
+      {{{"--lora-rank", "8"}, {"--optimizer-in-backward", "true"}}, "--optimizer-in-backward"},
+  };
+  for (const Case& c : cases) {
+    CommandArgs a = training("torchtune");
+    std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode")};
+    for (const auto& [flag, value] : c.flags) {
+      set_field_text(*row_of(flag), a, value);
+      given.push_back(row_of(flag));
+    }
+    try {
+      settle_options(a, kEstimate, given);
+      ADD_FAILURE() << c.names << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--recipe torchtune"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.names), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Recipes, NeedTrainingAndAKnownName) {
   CommandArgs inference = training("hf-trainer");
   inference.estimate.mode = "inference";
@@ -126,6 +247,7 @@ TEST(Recipes, EverySettingIsAnOptionWithASource) {
     for (const RecipeSetting& s : r.settings) {
       EXPECT_NE(row_of(s.flag), nullptr) << r.name << " sets " << s.flag;
       EXPECT_FALSE(s.source.empty()) << r.name << " " << s.flag;
+      EXPECT_EQ(s.applies == nullptr, s.when.empty()) << r.name << " " << s.flag << ": a condition says when";
     }
   }
 }
