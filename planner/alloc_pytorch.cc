@@ -137,6 +137,22 @@ int64_t CudaCachingAllocatorSim::num_segments() const {
   return n;
 }
 
+std::vector<uint64_t> CudaCachingAllocatorSim::layout() const {
+  std::vector<std::pair<uint64_t, int64_t>> firsts;  // (address, block) of each segment's first block
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    if (!blocks_[b].dead && blocks_[b].prev == -1) firsts.emplace_back(blocks_[b].address, static_cast<int64_t>(b));
+  std::sort(firsts.begin(), firsts.end());
+  std::vector<uint64_t> out;
+  for (const auto& [address, first] : firsts) {
+    out.push_back(blocks_[first].small ? 1 : 2);  // a segment starts: its pool
+    for (int64_t b = first; b != -1; b = blocks_[b].next) {
+      out.push_back(blocks_[b].size);
+      out.push_back(blocks_[b].allocated ? 1 : 0);
+    }
+  }
+  return out;
+}
+
 std::unique_ptr<AllocatorModel> make_pytorch_allocator(PytorchAllocatorOptions options) {
   if (options.expandable_segments) return std::make_unique<ExpandableSegmentsSim>(options.device_capacity_bytes);
   return std::make_unique<CudaCachingAllocatorSim>(options);

@@ -60,6 +60,10 @@ class CudaCachingAllocatorSim final : public AllocatorModel {
   uint64_t block_size(int64_t handle) const { return blocks_[handle].size; }
   uint64_t block_address(int64_t handle) const { return blocks_[handle].address; }
   int64_t num_segments() const;  // segments currently reserved
+  // The cache's state up to where it lies in the address space: per reserved segment, in address order, its pool
+  // and its blocks in address order, each size and whether allocated. Every choice the allocator makes depends on
+  // sizes and on the order of addresses only, so two states with equal layouts serve the same requests alike.
+  std::vector<uint64_t> layout() const;
 
  private:
   struct Block {

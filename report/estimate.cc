@@ -285,6 +285,21 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   return e;
 }
 
+std::optional<IterationsAtCapacity> iterations_on_budget(const Graph& graph, const EstimateOptions& options,
+                                                         uint64_t budget_bytes) {
+  const RuntimeAllocator allocator = allocator_of(options);
+  if (options.mode != Mode::Training || allocator.kind != AllocatorKind::PytorchCaching ||
+      allocator.expandable_segments)
+    return std::nullopt;
+  const EstimateProgram steady = build_estimate_program(graph, options);
+  EstimateOptions first = options;  // the steady state's checkpoints, as estimate_graph's first iteration
+  if (first.training.checkpoint.mode == CheckpointMode::Auto)
+    first.training.checkpoint.auto_chosen = steady.checkpoint_boundaries;
+  const TrainingResult first_it = training_program(graph, first, /*steady_state=*/false);
+  const uint64_t capacity = budget_bytes > steady.fixed_bytes ? budget_bytes - steady.fixed_bytes : 0;
+  return run_iterations_at_capacity(first_it.program, steady.program, capacity);
+}
+
 OutsideAllocator outside_allocator(const EstimateOptions& options) {
   OutsideAllocator o;
   o.context_bytes = options.context_bytes;

@@ -15,6 +15,7 @@
 #include "cost_models/cost_model.h"
 #include "cost_models/kv_cache.h"
 #include "onnx_import/graph.h"
+#include "planner/iterations.h"
 #include "planner/program.h"
 #include "report/cudnn_workspace.h"
 #include "report/device_memory.h"
@@ -139,6 +140,13 @@ struct Estimate : TrainingFacts {
 };
 
 Estimate estimate_graph(const Graph& graph, const EstimateOptions& options);
+
+// The first iteration, then steady ones until the cache repeats, on a device budget (planner/iterations.h): the run
+// a training job makes, where fit decides on the steady step alone. For training on PyTorch's caching allocator
+// without expandable segments; nullopt elsewhere (inference has no first iteration; ideal, onnxruntime and
+// expandable segments are other allocators).
+std::optional<IterationsAtCapacity> iterations_on_budget(const Graph& graph, const EstimateOptions& options,
+                                                         uint64_t budget_bytes);
 
 // What the options' GPU holds outside the allocator (report/device_memory.h): the CUDA context as the options
 // say it, and one NCCL communicator per parallel group it is in: the data-parallel group all-reduces (DDP) or

@@ -125,6 +125,62 @@ Estimate FitProbe::estimate(int64_t value, std::optional<uint64_t> device_budget
   return estimate_graph(*shape(value), o);
 }
 
+std::optional<IterationsAtCapacity> FitProbe::iterations(int64_t value, uint64_t budget_bytes) {
+  return iterations_on_budget(*shape(value), options_, budget_bytes);
+}
+
+std::optional<RunCheck> check_run(FitProbe& probe, FitResult& r, uint64_t budget, int64_t min_value) {
+  if (!r.any_fits) return std::nullopt;
+  std::optional<IterationsAtCapacity> at = probe.iterations(r.value, budget);
+  if (!at) return std::nullopt;
+  RunCheck c;
+  c.steady_value = r.value;
+  // lo: the largest value known to run (none yet: min_value - 1); hi: the smallest known not to. Steps down
+  // geometrically from the answer, then bisects, as fit_search does upwards: each answer rests on two values
+  // actually run, lo and lo + 1.
+  int64_t lo = min_value - 1, hi = r.value + 1;
+  IterationsAtCapacity at_lo;
+  if (at->runs) {
+    lo = r.value;
+    at_lo = *at;
+  } else {
+    hi = r.value;
+    for (int64_t step = 1; hi - step >= min_value; step *= 2) {
+      const IterationsAtCapacity t = *probe.iterations(hi - step, budget);
+      if (t.runs) {
+        lo = hi - step;
+        at_lo = t;
+        break;
+      }
+      hi -= step;
+    }
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      const IterationsAtCapacity t = *probe.iterations(mid, budget);
+      if (t.runs) {
+        lo = mid;
+        at_lo = t;
+      } else {
+        hi = mid;
+      }
+    }
+  }
+  if (lo < min_value) {  // not even the smallest value's run fits
+    r.any_fits = false;
+    r.bytes_at_value = probe.required_bytes(min_value);
+    return c;
+  }
+  c.steady_iterations = at_lo.steady_iterations;
+  c.settled = at_lo.settled;
+  if (lo != r.value) {
+    r.value = lo;
+    r.bytes_at_value = probe.required_bytes(lo);
+    r.next_evaluated = true;
+    r.bytes_at_next = probe.required_bytes(lo + 1);
+  }
+  return c;
+}
+
 // ---- budgets and batches ----
 
 GlobalBatchSplit split_global_batch(int64_t global_batch, int64_t max_micro_batch, int gpus) {
@@ -149,6 +205,7 @@ FitAnswer fit_budget(FitProbe& probe, const FitSettings& settings, const FitBudg
   a.max_value = settings.max_value;
   a.result = fit_search([&](int64_t v) { return probe.required_bytes(v); }, a.budget_bytes, 1, settings.max_value,
                         &probe.memo());
+  a.run = check_run(probe, a.result, a.budget_bytes);
   if (a.result.any_fits) {
     a.at_value = probe.estimate(a.result.value, a.budget_bytes);
     if (settings.global_batch > 0 && settings.search == "batch")
@@ -172,6 +229,7 @@ FitTable fit_catalog(FitProbe& probe, const FitSettings& settings, const GpuCata
     row.budget_bytes = apply_headroom(gpu_budget(g, outside).bytes, settings.headroom_percent);
     row.result = fit_search([&](int64_t v) { return probe.required_bytes(v); }, row.budget_bytes, 1, settings.max_value,
                             &probe.memo());
+    row.run = check_run(probe, row.result, row.budget_bytes);
     t.rows.push_back(std::move(row));
   }
   return t;
@@ -212,6 +270,26 @@ uint64_t fit_margin(const FitAnswer& a) {
   return a.at_value && a.budget_bytes > a.at_value->required_bytes ? a.budget_bytes - a.at_value->required_bytes : 0;
 }
 
+namespace {
+
+nlohmann::ordered_json run_check_json(const RunCheck& c) {
+  return {{"steady_step_value", c.steady_value}, {"steady_iterations", c.steady_iterations}, {"settled", c.settled}};
+}
+
+std::string run_check_text(const RunCheck& c, const std::string& search, int64_t value) {
+  std::string text = fmt::format("  the run fits too: the first iteration, then {} steady one{}{}\n", c.steady_iterations,
+                                 c.steady_iterations == 1 ? "" : "s",
+                                 c.settled ? " until the allocator's cache repeats" : " (the cache had not settled)");
+  if (c.steady_value != value)
+    text += fmt::format("  lowered from {} = {}: its steady step fits alone, but not in the cache the first iteration\n"
+                        "  leaves (PyTorch keeps cached blocks until a cudaMalloc fails; the optimizer's states are made "
+                        "at\n  the first step)\n",
+                        search, c.steady_value);
+  return text;
+}
+
+}  // namespace
+
 nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
   const FitResult& r = a.result;
   nlohmann::ordered_json j{{"schema", kFitSchema},         {"model", a.model},
@@ -231,6 +309,7 @@ nlohmann::ordered_json fit_to_json(const FitAnswer& a) {
     if (r.next_evaluated) j["estimate_at_next"] = {{"required_bytes", r.bytes_at_next}};
     else j["estimate_at_next"] = nullptr;
     j["margin_bytes"] = fit_margin(a);
+    if (a.run) j["run"] = run_check_json(*a.run);
     if (const auto& c = a.at_value->cudnn_workspace)
       j["cudnn_workspace"] = cudnn_decision_json(*c, a.budget_bytes, a.at_value->breakdown.fixed);
     if (a.global_batch)
@@ -245,7 +324,10 @@ std::string fit_to_text(const FitAnswer& a) {
   const FitResult& r = a.result;
   if (!r.any_fits)
     return fmt::format("nothing fits: {} = 1 needs {}, the budget is {} ({})\n", a.search,
-                       format_bytes(r.bytes_at_value), format_bytes(a.budget_bytes), a.budget_source);
+                       format_bytes(r.bytes_at_value), format_bytes(a.budget_bytes), a.budget_source) +
+           (a.run ? fmt::format("  ({} = {}'s steady step fits alone, but not after the first iteration)\n", a.search,
+                                a.run->steady_value)
+                  : "");
   const Estimate& at = *a.at_value;
   std::string text = fmt::format("largest {} that fits: {}\n  {} = {} needs {} ({} B)", a.search, r.value, a.search,
                                  r.value, format_bytes(at.required_bytes), format_count(at.required_bytes));
@@ -261,6 +343,7 @@ std::string fit_to_text(const FitAnswer& a) {
                       a.budget_source);
   text += fmt::format("  margin: {} ({} B) of the budget left at {} = {}\n", format_bytes(fit_margin(a)),
                       format_count(fit_margin(a)), a.search, r.value);
+  if (a.run) text += run_check_text(*a.run, a.search, r.value);
   if (at.cudnn_workspace) text += cudnn_decision_text(*at.cudnn_workspace, a.budget_bytes, at.breakdown.fixed);
   if (const int64_t retries = at.at_budget->alloc_retries; retries > 0)
     text += fmt::format("  at this budget the allocator flushes its cache {} time{} a step to run it (each a device\n"
@@ -295,7 +378,9 @@ nlohmann::ordered_json fit_table_to_json(const FitTable& t) {
                     {"value", row.result.any_fits ? nlohmann::ordered_json(row.result.value)
                                                   : nlohmann::ordered_json(nullptr)},
                     {"margin_bytes", row.result.any_fits ? nlohmann::ordered_json(row_margin(row))
-                                                         : nlohmann::ordered_json(nullptr)}});
+                                                         : nlohmann::ordered_json(nullptr)},
+                    {"steady_step_value", row.run ? nlohmann::ordered_json(row.run->steady_value)
+                                                  : nlohmann::ordered_json(nullptr)}});
   return {{"schema", kFitSchema}, {"model", t.model}, {"search", t.search}, {"reserve_bytes", t.outside.context_bytes},
           {"nccl_bytes", t.outside.nccl.bytes},
           {"gpus", rows}};
@@ -307,6 +392,16 @@ std::string fit_table_to_text(const FitTable& t) {
   for (const FitTableRow& row : t.rows)
     text += fmt::format("  {:<12}{:>12}{:>12}{:>10}{:>12}\n", row.gpu, format_bytes(row.memory_bytes),
                         format_bytes(row.budget_bytes), value_text(row.result), margin_text(row));
+  std::string lowered;
+  bool checked = false;
+  for (const FitTableRow& row : t.rows) {
+    checked = checked || row.run.has_value();
+    if (row.run && (!row.result.any_fits || row.run->steady_value != row.result.value))
+      lowered += fmt::format("{}{} from {}", lowered.empty() ? "" : ", ", row.gpu, row.run->steady_value);
+  }
+  if (checked)
+    text += fmt::format("  (each answer's run, the first iteration then steady ones, fits too{})\n",
+                        lowered.empty() ? "" : "; lowered for it: " + lowered);
   text += fmt::format("  (budget = memory - {} reserve for the CUDA context{}; GiB = 2^30 bytes)\n",
                       format_bytes(t.outside.context_bytes),
                       t.outside.nccl.bytes ? " - " + format_bytes(t.outside.nccl.bytes) + " NCCL buffers" : "");

@@ -82,6 +82,8 @@ class FitProbe {
   uint64_t required_bytes(int64_t value);
   // The full estimate at a value; with a budget, also the step run on it (Estimate::at_budget).
   Estimate estimate(int64_t value, std::optional<uint64_t> device_budget = std::nullopt);
+  // The first iteration and steady ones after it at a value, on a budget (iterations_on_budget, report/estimate.h).
+  std::optional<IterationsAtCapacity> iterations(int64_t value, uint64_t budget_bytes);
   // The remembered totals of the current architecture: a GPU of another compute capability has another cuBLAS
   // workspace, so each architecture keeps its own memo.
   FitMemo& memo() { return memos_[options_.execution.cuda_arch_major]; }
@@ -109,6 +111,18 @@ struct GlobalBatchSplit {
 };
 GlobalBatchSplit split_global_batch(int64_t global_batch, int64_t max_micro_batch, int gpus);
 
+// A training run reaches the steady step through the first iteration, whose cache can leave the steady step
+// without room (planner/iterations.h); fit decides on the steady step, then lowers its answer to the largest value
+// whose run (the first iteration, then steady ones until the cache repeats) also fits. Training on PyTorch's
+// caching allocator only (iterations_on_budget).
+struct RunCheck {
+  int64_t steady_value = 0;    // the search's answer on the steady step alone (> the answer when lowered)
+  int steady_iterations = 0;   // steady iterations the run replayed at the answer
+  bool settled = false;        // its cache repeated: every later iteration runs too
+};
+// Lowers `r` (a fit_search answer on `budget`) until the run fits; nullopt where no run is modelled.
+std::optional<RunCheck> check_run(FitProbe& probe, FitResult& r, uint64_t budget, int64_t min_value = 1);
+
 // fit for one budget (given before headroom).
 struct FitAnswer {
   std::string model, search, budget_source;
@@ -117,6 +131,7 @@ struct FitAnswer {
   int64_t max_value = 0;
   FitResult result;
   std::optional<Estimate> at_value;  // the full estimate at result.value, when any_fits
+  std::optional<RunCheck> run;       // the first iteration's check (training on PyTorch's allocator)
   std::optional<GlobalBatchSplit> global_batch;
 };
 FitAnswer fit_budget(FitProbe& probe, const FitSettings& settings, const FitBudget& budget);
@@ -127,6 +142,7 @@ struct FitTableRow {
   std::string gpu;
   uint64_t memory_bytes = 0, budget_bytes = 0;
   FitResult result;
+  std::optional<RunCheck> run;
 };
 struct FitTable {
   std::string model, search, mode;
