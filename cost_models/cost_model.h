@@ -46,8 +46,10 @@ enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 // FusedLinearCrossEntropy: Liger Kernel's LigerFusedLinearCrossEntropyLoss in place of the head and the loss
 // (cost_models/training_loss_chunked.cc, training_loss_fused.cc).
 enum class LossKind { None, CrossEntropy, Mse, ChunkedCrossEntropy, FusedLinearCrossEntropy };
-// Fsdp: PyTorch FullyShardedDataParallel, FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
-enum class Sharding { None, Ddp, Zero1, Zero2, Zero3, Fsdp };
+// Fsdp: PyTorch FullyShardedDataParallel (FSDP1), FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
+// Fsdp2: PyTorch's fully_shard (FSDP2), each parameter sharded on dim 0, one parameter group per unit
+// (cost_models/training_fsdp2.cc).
+enum class Sharding { None, Ddp, Zero1, Zero2, Zero3, Fsdp, Fsdp2 };
 // SelectiveOp, SelectiveLayers: torchtitan's selective activation checkpointing (cost_models/selective_checkpoint.h).
 enum class CheckpointMode { None, Sqrt, Every, At, Auto, Layers, SelectiveOp, SelectiveLayers };
 // How torch.optim runs the update (torch/optim/adam.py):

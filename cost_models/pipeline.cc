@@ -69,7 +69,7 @@ std::vector<PipelineStage> build_pipeline_stages(const TrainingContext& c) {
   const int pp = o.pp;
   const int m = o.micro_batches > 0 ? o.micro_batches : pp;
   // Refused before any cost model runs (report/option_checks.cc's combination matrix).
-  precondition(o.shard != Sharding::Fsdp && o.checkpoint.mode == CheckpointMode::None, "--pp with FSDP or checkpointing");
+  precondition(o.shard != Sharding::Fsdp && o.shard != Sharding::Fsdp2 && o.checkpoint.mode == CheckpointMode::None, "--pp with FSDP or checkpointing");
   const WrapUnits w = find_wrap_units(*c.graph, c.ops, c.module_parameters, o.fsdp_wrap);
   const Split split = split_stages(c, w, pp);
   std::vector<PipelineStage> stages;

@@ -73,15 +73,16 @@ TrainingResult TrainingStep::build() {
   for (size_t i = 0; i < context_.ops.size(); ++i)
     if (static_cast<int32_t>(i) != fused_head_)  // the fused loss runs the head (training_loss_fused.cc)
       emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
+  if (flat_shards() && fsdp2()) fsdp2_root_post_forward();
   if (context_.sent.empty()) emit_loss();
   else emit_stage_send();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
-    if (flat_shards()) fsdp_pre_backward(i);
+    if (flat_shards()) fsdp2() ? fsdp2_pre_backward(i) : fsdp_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     if (i == fused_head_) emit_fused_backward();
     else if (i == chunked_head_) emit_chunked_head_backward();
     else emit_backward(i);
-    if (flat_shards()) fsdp_post_backward(i);
+    if (flat_shards()) fsdp2() ? fsdp2_post_backward(i) : fsdp_post_backward(i);
     if (options_.optimizer_in_backward) update_params_completed_at(i);
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
@@ -191,6 +192,14 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
                     "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type.");
   }
+  if (options.shard == Sharding::Fsdp2)
+    notes.push_back("FSDP2 (fully_shard): " + std::to_string(context.units.count()) + " parameter groups (" +
+                    std::to_string(context.units.count() - 1) + " blocks and the root); each GPU keeps ceil(dim0/" +
+                    std::to_string(options.gpus) + ") rows of every parameter, and the grads and optimizer states of "
+                    "the trainable ones only. A group is all-gathered for its forward (the output kept until the next "
+                    "group's all-gather) and freed after it (the root stays gathered), gathered again in backward with "
+                    "the group before it prefetched, and its grads are reduce-scattered after its backward (the root's at "
+                    "the end). No MixedPrecisionPolicy: gathered and reduced in the parameters' type.");
   if (options.loss == LossKind::ChunkedCrossEntropy && !options.free_output)
     notes.push_back("chunked-ce: the output's chunks are held through backward; torchtune's recipes drop them after "
                     "the loss (del logits): add --free-output to model that.");

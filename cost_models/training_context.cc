@@ -109,7 +109,7 @@ void assign_parameter_shards(const Graph& g, const TrainingOptions& o, bool any_
     l.grad_sharded[p] = zero && o.shard != Sharding::Zero1;
     if (o.shard == Sharding::Zero3) l.shard[p] = ParameterShard::ZeroShard;
   }
-  if (o.shard != Sharding::Fsdp) return;
+  if (o.shard != Sharding::Fsdp && o.shard != Sharding::Fsdp2) return;
   c.units = find_wrap_units(g, c.ops, c.module_parameters, o.fsdp_wrap);
   for (size_t t = 0; t < g.tensors.size(); ++t)  // a tied copy is its embedding's storage
     if (c.tied_to[t] >= 0) c.units.unit_of_tensor[t] = c.units.unit_of_tensor[c.tied_to[t]];
@@ -118,7 +118,8 @@ void assign_parameter_shards(const Graph& g, const TrainingOptions& o, bool any_
       l.shard[t] = ParameterShard::FlatShard;
       l.shard_group[t] = c.units.unit_of_tensor[t];
     }
-  if (any_frozen) mark_fsdp_frozen_views(o, c);
+  // FSDP2 (fully_shard) keeps each parameter an autograd leaf of its own (training_fsdp2.cc): a frozen one gets no grad.
+  if (any_frozen && o.shard == Sharding::Fsdp) mark_fsdp_frozen_views(o, c);
 }
 
 // --trainable / --frozen: regular expressions (ECMAScript, matched anywhere in the initializer's name, as
@@ -204,7 +205,7 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   precondition(e.runtime != Runtime::OnnxRuntime, "a training step for ONNX Runtime");
   precondition(o.shard == Sharding::None || o.shard == Sharding::Ddp || o.gpus >= 2, "sharding over one GPU");
   precondition(o.micro_batches == 0 || o.pp >= 2, "micro-batches without a pipeline");
-  precondition(o.fsdp_wrap.empty() || o.shard == Sharding::Fsdp || o.pp >= 2, "a wrapping rule without FSDP or --pp");
+  precondition(o.fsdp_wrap.empty() || o.shard == Sharding::Fsdp || o.shard == Sharding::Fsdp2 || o.pp >= 2, "a wrapping rule without FSDP or --pp");
   TrainingContext c;
   c.graph = &g;
   c.execution = e;

@@ -17,7 +17,7 @@ namespace memplan {
 // are Python values (constant_on_device).
 // FSDP keeps, instead of each parameter, trained or frozen, its unit's flat-parameter shard (training_fsdp.cc).
 void TrainingStep::add_parameters() {
-  if (flat_shards()) add_fsdp_shards();
+  if (flat_shards()) fsdp2() ? add_fsdp2_shards() : add_fsdp_shards();
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, context_.runtime.semantics, context_.shape)) continue;

@@ -89,16 +89,7 @@ void TrainingStep::add_fsdp_shards() {
   const WrapUnits& w = context_.units;
   const size_t n = w.count();
   const bool orig_params = context_.module_parameters.size() > context_.params.size();  // frozen ones exist
-  unit_bytes_.assign(n, 0);
-  unit_padded_bytes_.assign(n, 0);
-  unit_state_bytes_.assign(n, 0);
-  unit_trains_.assign(n, false);
-  unit_shard_.assign(n, -1);
-  unit_gathered_forward_.assign(n, -1);
-  unit_gathered_backward_.assign(n, -1);
-  unit_grad_shard_.assign(n, -1);
-  unit_first_param_op_.assign(n, -1);
-  fsdp_pending_grad_.assign(graph_.tensors.size(), -1);
+  init_fsdp_units();
   // Per unit, in flattening order: each member's [start, end) element range and whether it trains.
   struct Range {
     uint64_t start, end;
@@ -142,11 +133,25 @@ void TrainingStep::add_fsdp_shards() {
       busiest = std::max(busiest, mine);
     }
     unit_state_bytes_[u] = orig_params ? busiest * element[u] : per_rank * element[u];
-    const int32_t b = writer_.new_buffer("fsdp_flat_param_shard:" + w.names[u], per_rank * element[u], Category::Weight);
-    program().buffers[b].resident = true;
-    unit_shard_[u] = b;
-    result_.param_bytes = checked_add(result_.param_bytes, per_rank * element[u], "parameter bytes");
+    unit_grad_shard_bytes_[u] = per_rank * element[u];
+    add_fsdp_shard_buffer(u, "fsdp_flat_param_shard:", per_rank * element[u]);
   }
+}
+
+// The per-unit state both FSDP1 and FSDP2 (training_fsdp2.cc) keep, and each unit's first op reading its parameters.
+void TrainingStep::init_fsdp_units() {
+  const size_t n = context_.units.count();
+  unit_bytes_.assign(n, 0);
+  unit_padded_bytes_.assign(n, 0);
+  unit_state_bytes_.assign(n, 0);
+  unit_grad_shard_bytes_.assign(n, 0);
+  unit_trains_.assign(n, false);
+  unit_shard_.assign(n, -1);
+  unit_gathered_forward_.assign(n, -1);
+  unit_gathered_backward_.assign(n, -1);
+  unit_grad_shard_.assign(n, -1);
+  unit_first_param_op_.assign(n, -1);
+  fsdp_pending_grad_.assign(graph_.tensors.size(), -1);
   for (size_t i = 0; i < context_.ops.size(); ++i)
     for (int32_t t : context_.ops[i].inputs) {
       if (layout().shard[t] != ParameterShard::FlatShard) continue;
@@ -155,12 +160,21 @@ void TrainingStep::add_fsdp_shards() {
     }
 }
 
+// The resident shard GPU 0 keeps of unit `u`'s parameters.
+void TrainingStep::add_fsdp_shard_buffer(int32_t u, const std::string& prefix, uint64_t bytes) {
+  const int32_t b = writer_.new_buffer(prefix + context_.units.names[u], bytes, Category::Weight);
+  program().buffers[b].resident = true;
+  unit_shard_[u] = b;
+  result_.param_bytes = checked_add(result_.param_bytes, bytes, "parameter bytes");
+}
+
 // Grads resident before the step (gradient accumulation, torch 1.x zero_grad): FSDP's _saved_grad_shard,
-// one shard per unit, into which each new reduce-scattered shard is added.
+// one shard per unit, into which each new reduce-scattered shard is added (FSDP2: the sharded parameters'
+// .grad, foreach_reduce's `sharded_param.grad._local_tensor += new_sharded_grad`).
 void TrainingStep::add_fsdp_resident_grads() {
   for (size_t u = 0; u < context_.units.count(); ++u) {
     if (unit_shard_[u] < 0 || !unit_trains_[u]) continue;
-    const uint64_t bytes = program().buffers[unit_shard_[u]].bytes;
+    const uint64_t bytes = unit_grad_shard_bytes_[u];
     unit_grad_shard_[u] = writer_.new_buffer("fsdp_grad_shard:" + context_.units.names[u], bytes, Category::Gradient);
     program().buffers[unit_grad_shard_[u]].resident = true;
     result_.grad_bytes = checked_add(result_.grad_bytes, bytes, "gradient bytes");
@@ -173,7 +187,9 @@ int32_t TrainingStep::fsdp_gathered(int32_t unit, bool backward, Step& st) {
   if (unit_shard_[unit] < 0) return -1;
   if (unit == 0 && backward) backward = unit_gathered_forward_[0] < 0;
   int32_t& b = backward ? unit_gathered_backward_[unit] : unit_gathered_forward_[unit];
-  if (b < 0) {
+  if (b < 0 && fsdp2()) {
+    b = fsdp2_copy_out(unit, backward, st);
+  } else if (b < 0) {
     b = writer_.new_buffer("fsdp_unsharded:" + context_.units.names[unit] + (backward ? ":backward" : ""),
                            unit_padded_bytes_[unit], Category::Weight);
     st.writes.push_back(b);
@@ -184,28 +200,41 @@ int32_t TrainingStep::fsdp_gathered(int32_t unit, bool backward, Step& st) {
   return b;
 }
 
+// Whether unit `v` has a backward: the pre-backward hook sits on the unit's forward outputs that require grad
+// (_runtime_utils.py _register_pre_backward_hooks; FSDP2: _fsdp_state.py FSDPState._register_pre_backward_hook): a
+// unit none of whose outputs needs a grad (frozen, before anything that trains) is not gathered again.
+bool TrainingStep::fsdp_has_backward(int32_t v) const {
+  const WrapUnits& w = context_.units;
+  for (int32_t i = w.first_op[v]; i >= 0 && i <= w.last_op[v]; ++i)
+    if (w.unit_of_op[i] == v)
+      for (int32_t t : context_.ops[i].outputs)
+        if (context_.requires_grad[t]) return true;
+  return false;
+}
+
+// The non-root unit whose backward comes next after the ops before `before_op` (forward order: the latest
+// ending before it) and that has a backward; -1: none.
+int32_t TrainingStep::fsdp_next_in_backward(int32_t before_op) const {
+  const WrapUnits& w = context_.units;
+  int32_t next = -1;
+  for (size_t vv = 1; vv < w.count(); ++vv) {
+    const int32_t v = static_cast<int32_t>(vv);
+    if (unit_shard_[v] >= 0 && w.last_op[v] < before_op && (next < 0 || w.last_op[v] > w.last_op[next]) &&
+        fsdp_has_backward(v))
+      next = v;
+  }
+  return next;
+}
+
 // Before the backward of a unit's last forward op: its pre-backward hook all-gathers it (unless prefetched)
-// and prefetches the next unit in backward order (BACKWARD_PRE). The hook sits on the unit's forward
-// outputs that require grad (_runtime_utils.py _register_pre_backward_hooks): a unit none of whose
-// outputs needs a grad (frozen, before anything that trains) has no backward and is not gathered again.
+// and prefetches the next unit in backward order (BACKWARD_PRE).
 void TrainingStep::fsdp_pre_backward(int32_t op) {
   const WrapUnits& w = context_.units;
-  auto has_backward = [&](size_t v) {
-    for (int32_t i = w.first_op[v]; i >= 0 && i <= w.last_op[v]; ++i)
-      if (w.unit_of_op[i] == static_cast<int32_t>(v))
-        for (int32_t t : context_.ops[i].outputs)
-          if (context_.requires_grad[t]) return true;
-    return false;
-  };
   const int32_t u = w.unit_of_op[op];
-  if (u == 0 || w.last_op[u] != op || unit_shard_[u] < 0 || !has_backward(u)) return;
+  if (u == 0 || w.last_op[u] != op || unit_shard_[u] < 0 || !fsdp_has_backward(u)) return;
   Step st{"fsdp_pre_backward:" + w.names[u], "all_gather", Phase::Backward, {}, {}, 0};
   fsdp_gathered(u, /*backward=*/true, st);
-  int32_t next = -1;
-  for (size_t v = 1; v < w.count(); ++v)
-    if (unit_shard_[v] >= 0 && w.last_op[v] < w.first_op[u] && (next < 0 || w.last_op[v] > w.last_op[next]) &&
-        has_backward(v))
-      next = static_cast<int32_t>(v);
+  const int32_t next = fsdp_next_in_backward(w.first_op[u]);
   if (next > 0) fsdp_gathered(next, /*backward=*/true, st);
   program().steps.push_back(std::move(st));
 }
@@ -247,18 +276,25 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
     if (unit_padded_bytes_[u] > unit_bytes_[u])
       rs.writes.push_back(writer_.new_buffer("fsdp_unsharded_grad:" + w.names[u] + ":padded", unit_padded_bytes_[u],
                                              Category::ActivationGrad));
-    const uint64_t shard = program().buffers[unit_shard_[u]].bytes;
-    const int32_t fresh = writer_.new_buffer("fsdp_grad_shard:" + w.names[u] + (unit_grad_shard_[u] >= 0 ? ":new" : ""),
-                                             shard, Category::Gradient);
-    rs.writes.push_back(fresh);
-    if (unit_grad_shard_[u] >= 0) {
-      rs.reads.push_back(unit_grad_shard_[u]);  // _saved_grad_shard += new_sharded_grad
-    } else {
-      program().buffers[fresh].live_at_end = true;
-      unit_grad_shard_[u] = fresh;
-      result_.grad_bytes = checked_add(result_.grad_bytes, shard, "gradient bytes");
-    }
+    fsdp_new_grad_shard(u, rs);
     program().steps.push_back(std::move(rs));
+  }
+}
+
+// The reduce-scattered grad shard of unit `u`, written by `rs`: the unit's grad, or added into the resident one
+// (FSDP1: _saved_grad_shard += new_sharded_grad; FSDP2 foreach_reduce: sharded_param.grad._local_tensor +=).
+void TrainingStep::fsdp_new_grad_shard(int32_t u, Step& rs) {
+  const uint64_t shard = unit_grad_shard_bytes_[u];
+  const int32_t fresh = writer_.new_buffer((options_.shard == Sharding::Fsdp2 ? "fsdp2_grad_shard:" : "fsdp_grad_shard:") +
+                                               context_.units.names[u] + (unit_grad_shard_[u] >= 0 ? ":new" : ""),
+                                           shard, Category::Gradient);
+  rs.writes.push_back(fresh);
+  if (unit_grad_shard_[u] >= 0) {
+    rs.reads.push_back(unit_grad_shard_[u]);
+  } else {
+    program().buffers[fresh].live_at_end = true;
+    unit_grad_shard_[u] = fresh;
+    result_.grad_bytes = checked_add(result_.grad_bytes, shard, "gradient bytes");
   }
 }
 

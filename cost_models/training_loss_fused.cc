@@ -71,7 +71,7 @@ int32_t TrainingStep::find_fused_head() const {
   const std::string model = "model '" + graph_.model_path + "'";
   const std::string refused = "--loss fused-linear-ce: the last output '" + graph_.tensors[out].name + "' of " + model;
   if (options_.pp > 1 || options_.shard == Sharding::Zero2 || options_.shard == Sharding::Zero1 ||
-      options_.shard == Sharding::Zero3 || options_.shard == Sharding::Fsdp || context_.execution.tp > 1)
+      options_.shard == Sharding::Zero3 || options_.shard == Sharding::Fsdp || options_.shard == Sharding::Fsdp2 || context_.execution.tp > 1)
     throw InputError("--loss fused-linear-ce is modelled without --pp, --tp and ZeRO/FSDP sharding");
   if (context_.ops.empty() || context_.ops.back().outputs != std::vector<int32_t>{out})
     throw InputError(refused + " is not made by the graph's last op: the fused loss replaces the head's MatMul");

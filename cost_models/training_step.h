@@ -140,6 +140,22 @@ class TrainingStep {
   void fsdp_pre_backward(int32_t op);
   void fsdp_add_param_grad(int32_t p, Step& st);
   void fsdp_post_backward(int32_t op);
+  // Shared by FSDP1 and FSDP2.
+  void init_fsdp_units();
+  void add_fsdp_shard_buffer(int32_t u, const std::string& prefix, uint64_t bytes);
+  bool fsdp_has_backward(int32_t v) const;
+  int32_t fsdp_next_in_backward(int32_t before_op) const;
+  void fsdp_new_grad_shard(int32_t u, Step& rs);
+
+  // ---- FSDP2, fully_shard (training_fsdp2.cc) ----
+  bool fsdp2() const { return options_.shard == Sharding::Fsdp2; }
+  void add_fsdp2_shards();
+  int32_t fsdp2_all_gather(int32_t u, bool backward);
+  int32_t fsdp2_copy_out(int32_t u, bool backward, Step& st);
+  void fsdp2_root_post_forward();
+  void fsdp2_pre_backward(int32_t op);
+  void fsdp2_post_backward(int32_t op);
+  void fsdp2_reduce(int32_t u);
 
   // ---- --offload-activations (training_offload.cc; the pass: activation_offload.h) ----
   void record_packs(int32_t i, ForwardMode mode, const std::vector<int32_t>& saved, int32_t step_before);
@@ -209,6 +225,11 @@ class TrainingStep {
   std::vector<int32_t> unit_shard_, unit_gathered_forward_, unit_gathered_backward_, unit_grad_shard_;
   std::vector<int32_t> unit_first_param_op_;
   std::vector<int32_t> fsdp_pending_grad_;
+  std::vector<uint64_t> unit_grad_shard_bytes_;     // the reduce-scattered grad shard (FSDP2: trainable parameters' only)
+  // FSDP2: per unit, its all-gather output waiting for the copy-out (-1: none); the forward's last all-gather output,
+  // held until the next unit's all-gather; the last reduce-scatter input, held until the next post-backward.
+  std::vector<int32_t> fsdp2_all_gather_output_;
+  int32_t fsdp2_forward_all_gather_ = -1, fsdp2_reduce_scatter_input_ = -1;
   // Optimizer.
   bool bnb_maps_made_ = false;                       // bitsandbytes' quantization maps exist
   std::vector<std::vector<int32_t>> params_completed_at_;  // --optimizer-in-backward: op -> parameters whose grad

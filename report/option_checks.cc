@@ -82,8 +82,10 @@ void check_requirements(const EstimateArgs& a) {
   if (!kShardChoices.is(a.shard, Sharding::None) && a.gpus < 2)
     throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
   if (a.micro_batches > 0 && a.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");
-  if (!a.fsdp_wrap.empty() && !kShardChoices.is(a.shard, Sharding::Fsdp) && a.pp < 2)
-    throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + " and --pp");
+  if (!a.fsdp_wrap.empty() && !kShardChoices.is(a.shard, Sharding::Fsdp) && !kShardChoices.is(a.shard, Sharding::Fsdp2) &&
+      a.pp < 2)
+    throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + ", " +
+                     kShardChoices.name_of(Sharding::Fsdp2) + " and --pp");
   if (a.double_quant && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
   if (a.kbit_prep && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
@@ -186,6 +188,8 @@ const std::vector<Feature>& features() {
        [](A a) { return kShardChoices.is(a.shard, Sharding::Zero3); }},
       {"fsdp", "--shard", given_as("--shard", kShardChoices, Sharding::Fsdp), S::Train,
        [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp); }},
+      {"fsdp2", "--shard", given_as("--shard", kShardChoices, Sharding::Fsdp2), S::Train,
+       [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp2); }},
       {"pp", "--pp", "--pp", S::Train, [](A a) { return a.pp > 1; }},
       {"lora", "--lora-rank", "--lora-rank", S::Train, [](A a) { return a.lora_rank > 0; }},
       {"frozen-nf4", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Nf4), S::Train,
@@ -280,6 +284,20 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "
                               "weights stored in another float type than the trained ones cannot share it (use "
                               "--frozen-dtype nf4, or --precision in the type the frozen weights should have)"},
+      // FSDP2 (cost_models/training_fsdp2.cc) is modelled without a MixedPrecisionPolicy, on plain tensors: no
+      // DTensor tensor parallelism, no all-gather extension (torchao's NF4Tensor fsdp_pre_all_gather), no other
+      // storage; fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
+      {"fsdp2", "amp", "not modelled: FSDP2 runs here without a MixedPrecisionPolicy, the model in its own type "
+                       "(torchtune: --precision bf16); use --precision bf16/fp16 or fp32"},
+      {"fsdp2", "tp", "not modelled: fully_shard over tensor-parallel DTensors"},
+      {"fsdp2", "pp", "not modelled: use --shard ddp or zero1/zero2/zero3 within a stage"},
+      {"fsdp2", "optimizer-in-backward", "not modelled"},
+      {"fsdp2", "bitsandbytes", "not modelled"},
+      {"fsdp2", "fused-linear-ce", "not modelled: the fused loss reads the gathered head weight"},
+      {"fsdp2", "frozen-nf4", "not modelled: torchao's NF4Tensor all-gathers through its own extension"},
+      {"fsdp2", "frozen-int8", "not modelled"},
+      {"fsdp2", "frozen-half", "not modelled"},
+      {"fsdp2", "torch-1.13", "fully_shard (FSDP2) is PyTorch 2's (torch.distributed._composable.fsdp, then torch.distributed.fsdp): use --torch 2"},
   };
   return all;
 }

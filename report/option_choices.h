@@ -92,7 +92,8 @@ inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
                                              {"fused-linear-ce", LossKind::FusedLinearCrossEntropy}}};
 inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
                                               {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3},
-                                              {"fsdp", Sharding::Fsdp}}};
+                                              {"fsdp", Sharding::Fsdp}, {"fsdp1", Sharding::Fsdp},
+                                              {"fsdp2", Sharding::Fsdp2}}};
 inline const Choices<OptimizerImpl> kOptimizerImplChoices{
     {{"foreach", OptimizerImpl::Foreach}, {"foreach-torch1", OptimizerImpl::ForeachTorch1},
      {"single-tensor", OptimizerImpl::SingleTensor}, {"fused", OptimizerImpl::Fused}}};

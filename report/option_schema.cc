@@ -168,7 +168,9 @@ std::vector<OptionSpec> make_schema() {
          return if_set(a.gpus > 1, ", " + std::to_string(a.gpus) + " GPUs " + a.shard);
        }},
       {.flag = "--shard", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "With --gpus: none, ddp, zero1, zero2, zero3, fsdp (FULL_SHARD by wrapping unit)",
+       .help = "With --gpus: none, ddp, zero1, zero2, zero3, fsdp or its other name fsdp1 (FullyShardedDataParallel, "
+               "FULL_SHARD, one flat parameter per wrapping unit), fsdp2 (fully_shard: each parameter sharded on dim 0, "
+               "one group per wrapping unit)",
        .field = FIELD(estimate.shard), .choices = kShardChoices.names(), .show_default = true},
       {.flag = "--tied-embeddings", .kind = K::Choice, .commands = kEstimating,
        .help = "auto: the head is held as the token embedding only when the file proves the tie (the head reads the "
@@ -203,7 +205,7 @@ std::vector<OptionSpec> make_schema() {
        .help = "With --pp: micro-batches per step (default: the stages; the batch is one)",
        .field = FIELD(estimate.micro_batches), .min = 1},
       {.flag = "--fsdp-wrap", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
-       .help = "With --shard fsdp or --pp: a regex searched in parameter names whose first group names the wrapping "
+       .help = "With --shard fsdp/fsdp2 or --pp: a regex searched in parameter names whose first group names the wrapping "
                "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root)",
        .field = FIELD(estimate.fsdp_wrap)},
       {.flag = "--optimizer-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,

@@ -23,6 +23,10 @@ bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.
 bool lora_distributed(const CommandArgs& a) { return lora(a) && distributed(a); }
 bool lora_half(const CommandArgs& a) { return lora(a) && half(a); }
 bool nf4(const CommandArgs& a) { return kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4); }
+// memplan's FSDP2 does not model torchao's NF4Tensor all-gather extension (report/option_checks.cc): a distributed
+// QLoRA keeps FSDP1's units, each adapter its own.
+bool fsdp2_distributed(const CommandArgs& a) { return distributed(a) && !nf4(a); }
+bool qlora_distributed(const CommandArgs& a) { return lora_distributed(a) && nf4(a); }
 
 std::string contradiction(const CommandArgs& args) {
   const EstimateArgs& a = args.estimate;
@@ -30,7 +34,7 @@ std::string contradiction(const CommandArgs& args) {
   if (!kPrecisionChoices.is(a.precision, Precision::Bf16) && !kPrecisionChoices.is(a.precision, Precision::Fp32))
     return tt + " trains in its config's dtype, bf16 or fp32, without autocast (training.get_dtype; the recipes' "
                 "__init__ refuse fp16): --precision " + a.precision + " is not one of its choices";
-  if (distributed(args) && !kShardChoices.is(a.shard, Sharding::Fsdp))
+  if (distributed(args) && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !kShardChoices.is(a.shard, Sharding::Fsdp))
     return tt + " --gpus " + std::to_string(a.gpus) + " runs its distributed recipes, which shard with FSDP2 "
                 "(training.shard_model): --shard " + a.shard + " is not one of its choices";
   if (a.loss.rfind("chunked-ce:", 0) != 0)  // kLossChoices' chunked-ce:N, any N
@@ -86,16 +90,20 @@ std::vector<RecipeSetting> settings() {
        "1): an optimizer per parameter, stepped and zeroed in its post-accumulate-grad hook "
        "(training.register_optim_in_bwd_hooks, torchtune/training/memory.py)",
        full_single_device_no_accumulation, "full fine-tune, one GPU, --grad-accum 1"},
-      {"--shard", "fsdp",
+      {"--shard", "fsdp2",
        "lora/full_finetune_distributed.py _setup_model: training.shard_model (torchtune/training/_distributed.py) "
-       "calls fully_shard (reshard_after_forward=True) on each layers.N module (get_shard_conditions) and then the "
-       "root: memplan's default units",
-       distributed, "--gpus N > 1"},
+       "calls fully_shard (reshard_after_forward=True, no mp_policy) on each layers.N module (get_shard_conditions) "
+       "and then the root: memplan's default units",
+       fsdp2_distributed, "--gpus N > 1"},
+      {"--shard", "fsdp",
+       "qlora_* under shard_model: fully_shard all-gathers torchao's NF4Tensor through its own extension, which "
+       "memplan's fsdp2 does not model; FSDP1's units stand in for it",
+       qlora_distributed, "--lora-rank R, --gpus N > 1, --frozen-dtype nf4"},
       {"--fsdp-wrap", kLoraUnitsWrap,
        "FSDP2 shards each parameter on its own (fully_shard), so a frozen base weight gets no grad though its layer "
        "holds adapters; memplan's FSDP1 units would give the frozen weights of a unit that trains grads "
        "(use_orig_params), so each adapter weight is a unit of its own, beside its layer's frozen unit",
-       lora_distributed, "--lora-rank R, --gpus N > 1"},
+       qlora_distributed, "--lora-rank R, --gpus N > 1, --frozen-dtype nf4"},
       {"--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj",
        "LoRA configs' lora_attn_modules: [q_proj, v_proj, output_proj] and apply_lora_to_mlp: True (all 77), "
        "apply_lora_to_output: False; as Hugging Face names the layers (torchtune/models/convert_weights.py "
@@ -125,8 +133,8 @@ Recipe torchtune_recipe() {
           "checkpointing stay yours.",
           settings(),
           contradiction,
-          "the configs' enable_activation_offloading (True in 5 of 121); FSDP2's per-parameter shards (fully_shard) "
-          "are modelled as FSDP1's flat parameters over the same units (LoRA: each adapter a unit of its own), whose "
+          "the configs' enable_activation_offloading (True in 5 of 121); a distributed QLoRA's FSDP2 over NF4 weights "
+          "is modelled as FSDP1's flat parameters over the same units (each adapter a unit of its own), whose "
           "padding and all-gather buffers differ; custom_sharded_layers "
           "(the Llama 3 full_finetune_distributed configs' tok_embeddings and output as units of their own: "
           "--fsdp-wrap '^(.*?\\.[0-9]+\\.|model\\.embed_tokens|lm_head)'); RoPE's float32 copies of q and k "

@@ -407,8 +407,28 @@ class FsdpTest(unittest.TestCase):
         one = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-wrap", r"^(layers)\.")["training"]
         self.assertEqual(one["param_bytes"], 246102 * 4 + 85376 * 4)
 
+    def test_fsdp2_shards_each_parameter_by_hand(self):
+        # fully_shard keeps ceil(dim0 / 3) rows of each parameter (torch.chunk's chunks[0], padded). Per layer:
+        # the two norms 43 + 43, q and o 43 * 128 = 5,504 each, k and v 22 * 128 = 2,816 each, gate and up
+        # 118 * 128 = 15,104 each, down 43 * 352 = 15,136: 62,070 elements = 248,280 bytes. Root: embed_tokens and
+        # lm_head 334 * 128 = 42,752 each, norm 43: 85,547 = 342,188 bytes. Per GPU 4 * 248,280 + 342,188 =
+        # 1,335,308 bytes (FSDP1's padded flat parameters: 1,325,920).
+        out = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2")
+        jsonschema.validate(out, schema("estimate"))
+        t = out["training"]
+        per_gpu = 4 * 62070 * 4 + 85547 * 4
+        self.assertEqual(t["param_bytes"], per_gpu)
+        self.assertEqual(t["grad_bytes"], per_gpu)
+        self.assertEqual(t["optimizer_state_bytes"], 2 * per_gpu)
+        self.assertTrue(any(n.startswith("FSDP2 (fully_shard): 5 parameter groups") for n in out["notes"]), out["notes"])
+        # fsdp1 is fsdp's other name.
+        self.assertEqual(run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp1")["training"],
+                         run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp")["training"])
+
     def test_errors(self):
         cases = [
+            (["--gpus", "2", "--shard", "fsdp2", "--precision", "amp-bf16"],
+             "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled"),
             (["--shard", "fsdp"], "--shard fsdp needs --gpus N with N >= 2"),
             (["--gpus", "2", "--shard", "fsdp", "--fsdp-wrap", r"(decoder)\."],
              r"--fsdp-wrap '(decoder)\.' matches no parameter of model 'tests/models/llama_tiny_train.onnx'"),
@@ -679,9 +699,11 @@ class TorchtuneRecipeTest(unittest.TestCase):
             ("full_finetune_single_device", [],
              ["--optimizer", "paged-adamw", "--optimizer-in-backward"]),
             ("full_finetune_distributed", ["--gpus", "2"],
-             ["--gpus", "2", "--shard", "fsdp", "--optimizer", "adamw", "--optimizer-impl", "fused"]),
+             ["--gpus", "2", "--shard", "fsdp2", "--optimizer", "adamw", "--optimizer-impl", "fused"]),
             ("lora_finetune_single_device", ["--lora-rank", "8"], self.LORA),
-            ("lora_finetune_distributed", ["--lora-rank", "8", "--gpus", "2"], [*self.LORA, "--gpus", "2", "--shard", "fsdp",
+            ("lora_finetune_distributed", ["--lora-rank", "8", "--gpus", "2"], [*self.LORA, "--gpus", "2", "--shard", "fsdp2"]),
+            ("qlora distributed", ["--lora-rank", "8", "--frozen-dtype", "nf4", "--gpus", "2"],
+             [*self.LORA, "--frozen-dtype", "nf4", "--double-quant", "--gpus", "2", "--shard", "fsdp",
               "--fsdp-wrap", r"^(.*lora_[AB].*|.*?\.[0-9]+\.)"]),
             ("qlora single device", ["--lora-rank", "8", "--frozen-dtype", "nf4"],
              [*self.LORA, "--frozen-dtype", "nf4", "--double-quant"]),

@@ -77,6 +77,11 @@ const std::map<std::string, Enable>& enables() {
                   a.gpus = 2;
                   a.shard = "fsdp";
                 }}},
+      {"fsdp2", {{"--shard", "--mode"}, [](EstimateArgs& a) {
+                   a.mode = "train";
+                   a.gpus = 2;
+                   a.shard = "fsdp2";
+                 }}},
       {"pp", {{"--pp", "--mode"}, [](EstimateArgs& a) {
                 a.mode = "train";
                 a.pp = 2;
@@ -251,6 +256,10 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"tp", "fused-linear-ce"}, "--tp with --loss fused-linear-ce: not modelled"},
       {{"pp", "fused-linear-ce"}, "--pp with --loss fused-linear-ce: not modelled"},
       {{"fsdp", "fused-linear-ce"}, "--shard fsdp with --loss fused-linear-ce: not modelled"},
+      {{"fsdp2", "amp"}, "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled: FSDP2 runs here without"},
+      {{"fsdp2", "tp"}, "--tp with --shard fsdp2: not modelled"},
+      {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4: not modelled: torchao's NF4Tensor"},
+      {{"fsdp2", "torch-1.13"}, "--shard fsdp2 with --torch 1.13: fully_shard (FSDP2) is PyTorch 2's"},
       {{"torch-1.13", "fused-linear-ce"}, "--torch 1.13 with --loss fused-linear-ce: Liger Kernel needs PyTorch >= 2.1"},
       {{"torch-1.13", "offload-activations"},
        "--torch 1.13 with --offload-activations: torchtune's OffloadActivations needs PyTorch 2.6 or later"},

@@ -161,7 +161,7 @@ TEST(Recipes, TorchtuneLoraOnOneGpu) {
 }
 
 // --gpus N > 1: the distributed recipes, FSDP2 over each layer and the root, fused AdamW after backward.
-TEST(Recipes, TorchtuneDistributedShardsWithFsdp) {
+TEST(Recipes, TorchtuneDistributedShardsWithFsdp2) {
   for (const int rank : {0, 8}) {
     CommandArgs a = training("torchtune");
     a.estimate.gpus = 4;
@@ -169,15 +169,27 @@ TEST(Recipes, TorchtuneDistributedShardsWithFsdp) {
     std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode"), row_of("--gpus")};
     if (rank) given.push_back(row_of("--lora-rank"));
     settle_options(a, kEstimate, given);
-    EXPECT_EQ(a.estimate.shard, "fsdp") << rank;
-    // A full fine-tune: memplan's default units, each layers.N and the root, as get_shard_conditions. LoRA: each
-    // adapter weight its own unit too, so the frozen base of a layer is a unit that gets no grad, as under FSDP2.
-    EXPECT_EQ(a.estimate.fsdp_wrap, rank ? kLoraUnitsWrap : "") << rank;
+    EXPECT_EQ(a.estimate.shard, "fsdp2") << rank;
+    // memplan's default units, each layers.N and the root, as get_shard_conditions; FSDP2 gives a frozen base no grad.
+    EXPECT_EQ(a.estimate.fsdp_wrap, "") << rank;
     EXPECT_EQ(a.estimate.optimizer, "adamw") << rank;
     EXPECT_EQ(a.estimate.optimizer_impl, "fused") << rank;
     EXPECT_FALSE(a.estimate.optimizer_in_backward) << rank;
     EXPECT_EQ(a.estimate.checkpoint, "layers") << rank;
   }
+}
+
+// A distributed QLoRA: memplan's FSDP2 does not model torchao's NF4 all-gather, so FSDP1 stands in with each adapter
+// weight its own unit, so the frozen base of a layer is a unit that gets no grad, as under FSDP2.
+TEST(Recipes, TorchtuneDistributedQloraKeepsFsdp1Units) {
+  CommandArgs a = training("torchtune");
+  a.estimate.gpus = 4;
+  a.estimate.lora_rank = 8;
+  a.estimate.frozen_dtype = "nf4";
+  settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--lora-rank"),
+                                row_of("--frozen-dtype")});
+  EXPECT_EQ(a.estimate.shard, "fsdp");
+  EXPECT_EQ(a.estimate.fsdp_wrap, kLoraUnitsWrap);
 }
 
 // Flags given win: fp32 (torchtune's other dtype) leaves nothing to upcast and the adapters in the model's float32;

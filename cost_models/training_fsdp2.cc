@@ -1,0 +1,162 @@
+// Training under PyTorch's fully_shard (FSDP2): each module parameter sharded on dim 0 across the N GPUs, one
+// parameter group per wrapping unit (wrap_units.h: each repeated block, and the root). The wrapping units, the
+// per-parameter grads that wait for their unit's post-backward and the grad shards' accumulation are FSDP1's
+// (training_fsdp.cc); what differs is written here. Read in torch/distributed/fsdp/_fully_shard/ at pytorch commit
+// 010ae4a89516fa3be548ab16dff711414ec12d0b (_fsdp_param.py, _fsdp_param_group.py, _fsdp_collectives.py) and
+// 01c9f4fcc3ffa856d3d1b038998b8ad90db4ec02 (_fsdp_state.py); rules:
+//  - _fsdp_param.py FSDPParam._init_sharded_param: _chunk_with_empty(param, world_size, dim=0) (torch.chunk: chunks
+//    of ceil(dim0 / N) rows), and every rank keeps `padded_sharded_size = chunks[0].size()`, zero-padded: a rank
+//    holds ceil(dim0 / N) x (the other dims) elements of each parameter, frozen or trained, in the parameter's
+//    dtype. sharded_param keeps the parameter's requires_grad: a frozen parameter gets no grad (no flat parameter
+//    whose grad covers frozen parts, as FSDP1's use_orig_params=True has).
+//  - _fsdp_collectives.py foreach_all_gather: one all-gather output of sum(padded shard numels) x N elements (the
+//    parameters' dtype: no MixedPrecisionPolicy, below); foreach_all_gather_copy_out then allocates each
+//    parameter's unsharded storage (FSDPParam.init_all_gather_outputs: padded numel x N) and copies into it.
+//  - _fsdp_param_group.py FSDPParamGroup.wait_for_unshard: in forward the all-gather output is kept
+//    (comm_ctx.all_gather_state) until the next group's wait_for_unshard frees it, after that group's all-gather
+//    ([Note: Overlapping all-gather copy-in and all-gather]); _fsdp_state.py FSDPState._post_forward of the root
+//    frees the last one. In backward it is freed right after the copy-out.
+//  - _fsdp_state.py FSDPState._lazy_init: the root's group is not resharded after forward
+//    (post_forward_mesh_info = None); every other group is (fully_shard's reshard_after_forward default True):
+//    FSDPParamGroup.post_forward -> reshard frees the unsharded parameters.
+//  - Forward prefetch is explicit only (FSDPState._states_to_forward_prefetch, empty by default): none.
+//    FSDPParamGroup.pre_backward unshards the group (no-op when prefetched) and _backward_prefetch issues the
+//    all-gather of the group before it in post-forward order (post_forward_order[curr_index - 1]); the root's
+//    post-forward is the last, so the root's pre-backward (on the model output's grad) prefetches the last block.
+//  - FSDPParamGroup.post_backward (RegisterPostBackwardFunction on the group's forward inputs; the root's, whose
+//    inputs need no grad, runs in _root_post_backward_final_callback at the end of backward): reshard (the
+//    unsharded parameters freed), the previous group's reduce-scatter input freed (comm_ctx.reduce_scatter_states
+//    cleared), then _fsdp_collectives.py foreach_reduce: a reduce-scatter input of sum(dim-0-padded grad numels)
+//    (_get_dim0_padded_size) in the reduce dtype, the unsharded grads copied in and freed, and the reduce output
+//    (that sum / N) whose views become the sharded grads (or are added into them). The input is held by
+//    reduce_scatter_states until the next group's post-backward.
+// MixedPrecisionPolicy: not modelled. --precision fp32/fp16/bf16 is FSDP2 without a policy (param_dtype and
+// reduce_dtype None: gathered and reduced in the parameters' type), as torchtune's recipes run it (the model in
+// bf16, shard_model without mp_policy); autocast (--precision amp-*) is refused (report/option_checks.cc).
+// Shards follow dim 0 of the initializer as the graph stores it; an exporter that stores a Linear's weight
+// transposed for MatMul swaps the axes, which changes the padding only when a dimension is not a multiple of N.
+#include <algorithm>
+
+#include "cost_models/training_step.h"
+#include "onnx_import/checked.h"
+
+namespace memplan {
+
+// Each unit: its sharded parameters (resident), the all-gathered bytes (N x the padded shards, every parameter),
+// the reduce-scatter input (N x the trainable ones' padded shards), the grad shard and one optimizer state (the
+// trainable padded shards: rank 0's sharded_size, the largest).
+void TrainingStep::add_fsdp2_shards() {
+  init_fsdp_units();
+  const size_t n = context_.units.count();
+  const uint64_t gpus = static_cast<uint64_t>(options_.gpus);
+  fsdp2_all_gather_output_.assign(n, -1);
+  std::vector<uint64_t> shard(n, 0);
+  for (int32_t p : context_.module_parameters) {
+    const int32_t u = layout().shard_group[p];
+    if (u < 0) continue;
+    const Tensor& t = graph_.tensors[p];
+    const uint64_t element = static_cast<uint64_t>(std::max(1, dtype_bits(layout().dtype[p]) / 8));
+    const uint64_t rows = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(0, t.shape[0]));
+    const uint64_t rest = rows == 0 ? 0 : t.elements() / rows;
+    const uint64_t rank_rows = rows / gpus + (rows % gpus != 0);  // chunks[0]: ceil(dim0 / N)
+    const uint64_t bytes = checked_mul(checked_mul(rank_rows, rest, "FSDP2 shard"), element, "FSDP2 shard");
+    const uint64_t gathered = checked_mul(bytes, gpus, "FSDP2 all-gather");
+    shard[u] = checked_add(shard[u], bytes, "FSDP2 shard");
+    unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], gathered, "FSDP2 all-gather");
+    if (!context_.is_param[p]) continue;
+    unit_trains_[u] = true;
+    unit_bytes_[u] = checked_add(unit_bytes_[u], gathered, "FSDP2 reduce-scatter");
+    unit_grad_shard_bytes_[u] = checked_add(unit_grad_shard_bytes_[u], bytes, "FSDP2 grad shard");
+    unit_state_bytes_[u] = unit_grad_shard_bytes_[u];
+  }
+  for (size_t u = 0; u < n; ++u)
+    if (shard[u] > 0) add_fsdp_shard_buffer(static_cast<int32_t>(u), "fsdp2_sharded_params:", shard[u]);
+}
+
+// FSDPParamGroup.unshard: the group's all-gather output, gathered from its shards. In forward it frees the previous
+// group's output, kept until now.
+int32_t TrainingStep::fsdp2_all_gather(int32_t u, bool backward) {
+  const std::string suffix = context_.units.names[u] + (backward ? ":backward" : "");
+  Step st{"fsdp2_all_gather:" + suffix, "all_gather", backward ? Phase::Backward : Phase::Forward, {unit_shard_[u]}, {}, 0};
+  const int32_t out = writer_.new_buffer("fsdp2_all_gather_output:" + suffix, unit_padded_bytes_[u], Category::Weight);
+  st.writes.push_back(out);
+  if (!backward && fsdp2_forward_all_gather_ >= 0) {
+    st.reads.push_back(fsdp2_forward_all_gather_);
+    fsdp2_forward_all_gather_ = -1;
+  }
+  program().steps.push_back(std::move(st));
+  fsdp2_all_gather_output_[u] = out;
+  return out;
+}
+
+// FSDPParamGroup.wait_for_unshard, in `st`: the unsharded parameters copied out of the all-gather output (gathered
+// now unless prefetched). The forward keeps the output until the next all-gather; the backward frees it here.
+int32_t TrainingStep::fsdp2_copy_out(int32_t u, bool backward, Step& st) {
+  if (fsdp2_all_gather_output_[u] < 0) fsdp2_all_gather(u, backward);
+  const int32_t out = fsdp2_all_gather_output_[u];
+  fsdp2_all_gather_output_[u] = -1;
+  const int32_t b = writer_.new_buffer("fsdp2_unsharded:" + context_.units.names[u] + (backward ? ":backward" : ""),
+                                       unit_padded_bytes_[u], Category::Weight);
+  st.writes.push_back(b);
+  add_unique(st.reads, out);
+  if (!backward) fsdp2_forward_all_gather_ = out;
+  return b;
+}
+
+// The root's post-forward frees the last all-gather output of the forward.
+void TrainingStep::fsdp2_root_post_forward() {
+  if (fsdp2_forward_all_gather_ < 0) return;
+  program().steps.push_back({"fsdp2_post_forward:root", "free", Phase::Forward, {fsdp2_forward_all_gather_}, {}, 0});
+  fsdp2_forward_all_gather_ = -1;
+}
+
+// Before the backward of the model's last op, the root's pre-backward prefetches the last block; before the
+// backward of a unit's last op, its pre-backward copies it out and prefetches the unit before it. A unit none of
+// whose outputs needs a grad has no pre-backward hook (FSDPState._register_pre_backward_hook).
+void TrainingStep::fsdp2_pre_backward(int32_t op) {
+  const WrapUnits& w = context_.units;
+  const int32_t ops = static_cast<int32_t>(context_.ops.size());
+  if (op == ops - 1 && unit_gathered_forward_[0] >= 0) {
+    const int32_t last = fsdp_next_in_backward(ops);
+    if (last > 0) fsdp2_all_gather(last, /*backward=*/true);
+  }
+  const int32_t u = w.unit_of_op[op];
+  if (u == 0 || w.last_op[u] != op || unit_shard_[u] < 0 || !fsdp_has_backward(u)) return;
+  Step st{"fsdp2_pre_backward:" + w.names[u], "all_gather_copy_out", Phase::Backward, {}, {}, 0};
+  fsdp_gathered(u, /*backward=*/true, st);
+  program().steps.push_back(std::move(st));
+  const int32_t next = fsdp_next_in_backward(w.first_op[u]);
+  if (next > 0 && unit_gathered_backward_[next] < 0 && fsdp2_all_gather_output_[next] < 0) fsdp2_all_gather(next, /*backward=*/true);
+}
+
+// After the backward of the first op reading a block's parameters, its post-backward; the root's after the
+// model's first op, at the end of backward.
+void TrainingStep::fsdp2_post_backward(int32_t op) {
+  for (size_t u = 1; u < context_.units.count(); ++u)
+    if (unit_first_param_op_[u] == op) fsdp2_reduce(static_cast<int32_t>(u));
+  if (op == 0) fsdp2_reduce(0);
+}
+
+void TrainingStep::fsdp2_reduce(int32_t u) {
+  if (unit_shard_[u] < 0) return;
+  const std::string& name = context_.units.names[u];
+  const int32_t unsharded = u == 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u];
+  std::vector<int32_t> grads;
+  for (int32_t p : context_.module_parameters)
+    if (layout().shard_group[p] == u && fsdp_pending_grad_[p] >= 0) add_unique(grads, fsdp_pending_grad_[p]);
+  if (unsharded < 0 && grads.empty()) return;  // not gathered for a backward, no grad: nothing to do
+  Step reshard{"fsdp2_post_backward:" + name, "reshard", Phase::Backward, {}, {}, 0};
+  if (unsharded >= 0) reshard.reads.push_back(unsharded);
+  if (fsdp2_reduce_scatter_input_ >= 0) reshard.reads.push_back(fsdp2_reduce_scatter_input_);
+  fsdp2_reduce_scatter_input_ = -1;
+  program().steps.push_back(std::move(reshard));
+  if (grads.empty()) return;
+  const int32_t input = writer_.new_buffer("fsdp2_reduce_scatter_input:" + name, unit_bytes_[u], Category::ActivationGrad);
+  program().steps.push_back({"fsdp2_reduce_scatter_copy_in:" + name, "chunk_cat", Phase::Backward, grads, {input}, 0});
+  Step rs{"fsdp2_reduce_scatter:" + name, "reduce_scatter", Phase::Backward, {input}, {}, 0};
+  fsdp_new_grad_shard(u, rs);
+  program().steps.push_back(std::move(rs));
+  fsdp2_reduce_scatter_input_ = input;
+}
+
+}  // namespace memplan
