@@ -43,9 +43,10 @@ CostModelResult build_inference_program(const Graph& graph, const ExecutionOptio
 enum class Optimizer { Sgd, Momentum, Adam, AdamW, AdamW8bit, PagedAdamW, PagedAdamW8bit };
 enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 // ChunkedCrossEntropy: torchtune's CEWithChunkedOutputLoss over TrainingOptions::loss_chunks slices of the sequence;
+// ChunkedCrossEntropyTokens: litgpt's chunked_cross_entropy on the head's chunks of loss_chunks positions;
 // FusedLinearCrossEntropy: Liger Kernel's LigerFusedLinearCrossEntropyLoss in place of the head and the loss
-// (cost_models/training_loss_chunked.cc, training_loss_fused.cc).
-enum class LossKind { None, CrossEntropy, Mse, ChunkedCrossEntropy, FusedLinearCrossEntropy };
+// (cost_models/training_loss_chunked.cc, training_loss_chunked_tokens.cc, training_loss_fused.cc).
+enum class LossKind { None, CrossEntropy, Mse, ChunkedCrossEntropy, ChunkedCrossEntropyTokens, FusedLinearCrossEntropy };
 // Fsdp: PyTorch FullyShardedDataParallel (FSDP1), FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
 // Fsdp2: PyTorch's fully_shard (FSDP2), each parameter sharded on dim 0, one parameter group per unit
 // (cost_models/training_fsdp2.cc).
@@ -108,7 +109,8 @@ struct TrainingOptions {
   OptimizerFlags optimizer_flags;
   Precision precision = Precision::Fp32;
   LossKind loss = LossKind::CrossEntropy;
-  int loss_chunks = 0;                    // --loss chunked-ce:N: N (>= 1) slices of the logits' sequence axis
+  int loss_chunks = 0;                    // --loss chunked-ce:N: N (>= 1) slices of the logits' sequence axis;
+                                          // chunked-ce-tokens:K: slices of K positions
   CheckpointOptions checkpoint;
   int grad_accum = 1;                     // micro-batches per optimizer step (the graph's batch is one micro-batch)
   int gpus = 1;

@@ -27,6 +27,10 @@ void TrainingStep::emit_loss() {
     emit_chunked_loss(out);
     return;
   }
+  if (options_.loss == LossKind::ChunkedCrossEntropyTokens) {  // training_loss_chunked_tokens.cc
+    emit_token_chunked_loss(out);
+    return;
+  }
   Step st;
   st.phase = Phase::Forward;
   st.reads = {forward_buffer_[out]};
@@ -90,6 +94,7 @@ void TrainingStep::emit_loss() {
       break;
     }
     case LossKind::ChunkedCrossEntropy:
+    case LossKind::ChunkedCrossEntropyTokens:
     case LossKind::FusedLinearCrossEntropy:
       throw InternalError("the chunked and fused losses have their own steps");
     case LossKind::None: {

@@ -76,9 +76,11 @@ void TrainingStep::emit_chunked_loss(int32_t out) {
   chunk_targets_.clear();
   chunk_total_weight_.clear();
   int32_t running_sum = -1;
+  // tensor_split: the first seq % N chunks hold one position more.
+  chunk_positions_.clear();
+  for (int c = 0; c < n; ++c) chunk_positions_.push_back(static_cast<uint64_t>(seq / n + (c < seq % n ? 1 : 0)));
   for (int c = 0; c < n; ++c) {
-    // tensor_split: the first seq % N chunks hold one position more.
-    const uint64_t positions = static_cast<uint64_t>(seq / n + (c < seq % n ? 1 : 0));
+    const uint64_t positions = chunk_positions_[c];
     const uint64_t rows = checked_mul(batch, positions, "chunk rows");
     const uint64_t elements = checked_mul(rows, vocab, "chunk elements");
     const std::string tag = ":chunk" + std::to_string(c);
@@ -135,21 +137,31 @@ void TrainingStep::emit_chunked_loss(int32_t out) {
     }
     chunk_grads.push_back(grad_chunk);
   }
-  // The grads of the N chunks, together the grad of the output: the first chunk's is its grad buffer, the
-  // others its parts, read (and freed) by the same backward.
-  chunk_grads_.assign(chunk_grads.rbegin(), chunk_grads.rend());  // in chunk order
-  set_grad(out, chunk_grads.back());
-  chunk_grads.pop_back();
-  grad_parts_[out] = std::move(chunk_grads);
-  // The head's backward runs once per chunk, as TransformerDecoder.chunked_output's per-chunk F.linear does, when
-  // the output is the head's (the last op, the hidden state [batch, seq, hidden]) on one GPU's whole weight;
-  // otherwise as the graph's one op. Its forward is left as one op: byte for byte the same (each chunk's matmul
-  // saves its slice of the hidden state, as a contiguous copy or autocast's cast when the slice is not contiguous,
-  // and the copies add up to the whole).
+  set_chunk_grads(out, std::vector<int32_t>(chunk_grads.rbegin(), chunk_grads.rend()));
+  mark_chunked_head(out);
+}
+
+// The grads of the chunks, together the grad of the output: the first chunk's is its grad buffer, the others its
+// parts, read (and freed) by the same backward. A chunk no loss reads (-1) has no grad.
+void TrainingStep::set_chunk_grads(int32_t out, std::vector<int32_t> grads) {
+  chunk_grads_ = grads;  // in chunk order
+  grads.erase(std::remove(grads.begin(), grads.end(), -1), grads.end());
+  set_grad(out, grads.front());
+  grads.erase(grads.begin());
+  grad_parts_[out] = std::move(grads);
+}
+
+// The head's backward runs once per chunk (chunk_positions_), as TransformerDecoder.chunked_output's (torchtune) or
+// GPT.forward's lm_head_chunk_size (litgpt) per-chunk linear does, when the output is the head's (the last op, the
+// hidden state [batch, seq, hidden]) on one GPU's whole weight; otherwise as the graph's one op. Its forward is left
+// as one op: byte for byte the same (each chunk's matmul saves its slice of the hidden state, as a contiguous copy
+// or autocast's cast when the slice is not contiguous, and the copies add up to the whole).
+void TrainingStep::mark_chunked_head(int32_t out) {
+  const int64_t seq = graph_.tensors[out].shape[1];
   const int32_t h = static_cast<int32_t>(context_.ops.size()) - 1;
   int32_t x = -1, w = -1;
-  if (n > 1 && context_.ops[h].outputs == std::vector<int32_t>{out} && head_operands(h, x, w) && !flat_shards() &&
-      !layout().restored(w) && segment_of_op_[h] < 0 && graph_.tensors[x].shape.size() == 3 &&
+  if (chunk_positions_.size() > 1 && context_.ops[h].outputs == std::vector<int32_t>{out} && head_operands(h, x, w) &&
+      !flat_shards() && !layout().restored(w) && segment_of_op_[h] < 0 && graph_.tensors[x].shape.size() == 3 &&
       graph_.tensors[x].shape[1] == seq)
     chunked_head_ = h;
 }
@@ -186,7 +198,8 @@ void TrainingStep::emit_chunked_head_backward() {
   std::vector<int32_t> x_grads;
   int32_t sum = -1;
   for (int c = n - 1; c >= 0; --c) {
-    const uint64_t positions = seq / static_cast<uint64_t>(n) + (static_cast<uint64_t>(c) < seq % static_cast<uint64_t>(n) ? 1 : 0);
+    if (chunk_grads_[c] < 0) continue;  // no loss read this chunk: its matmul gets no grad
+    const uint64_t positions = chunk_positions_[c];
     const std::string tag = ":chunk" + std::to_string(c);
     Step st{"backward:" + op.name + tag, op.op + "_backward", Phase::Backward, {chunk_grads_[c]}, {},
             checked_mul(context_.op_flops[h] / static_cast<uint64_t>(n), 2, "FLOP count")};

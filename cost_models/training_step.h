@@ -2,7 +2,8 @@
 // once. Each phase lives in its own file:
 //   training_forward.cc    parameters, inputs, forward ops keeping what autograd saves, checkpoint recompute
 //   training_loss.cc       the loss and the grad that seeds backward (training_loss_chunked.cc: torchtune's
-//                          chunked cross-entropy; training_loss_fused.cc: Liger's fused linear cross-entropy)
+//                          chunked cross-entropy; training_loss_chunked_tokens.cc: litgpt's;
+//                          training_loss_fused.cc: Liger's fused linear cross-entropy)
 //   training_backward.cc   backward ops in reverse order, activation and parameter grads
 //   training_optimizer.cc  grads and optimizer states that persist, the optimizer step
 //   training.cc            the order of the phases, notes
@@ -103,6 +104,12 @@ class TrainingStep {
   void seed_output_grad(int32_t out);
   // --loss chunked-ce:N (training_loss_chunked.cc) and fused-linear-ce (training_loss_fused.cc).
   void emit_chunked_loss(int32_t out);
+  // --loss chunked-ce-tokens:K, litgpt's chunked_cross_entropy (training_loss_chunked_tokens.cc).
+  void emit_token_chunked_loss(int32_t out);
+  // Shared by both chunked losses (training_loss_chunked.cc): the chunks' grads of the output, in chunk order (-1:
+  // a chunk no loss reads); the head run per chunk (chunk_positions_) when the output is its; that backward.
+  void set_chunk_grads(int32_t out, std::vector<int32_t> grads);
+  void mark_chunked_head(int32_t out);
   void emit_chunked_head_backward();
   // The head op `i` is (the last op: a bias-free Linear, or a MatMul by a 2-D initializer): its hidden-state input
   // and weight. False for any other op.
@@ -200,6 +207,7 @@ class TrainingStep {
   // its output, in chunk order.
   int32_t chunked_head_ = -1;
   std::vector<int32_t> chunk_grads_;
+  std::vector<uint64_t> chunk_positions_;  // the head's chunks: positions of the sequence axis in each
   // fused-linear-ce: the head op the fused loss replaces (-1: none), and the grads its forward keeps.
   int32_t fused_head_ = -1, fused_grad_input_ = -1, fused_grad_weight_ = -1;
   // --offload-activations: what the pack hook saw, in order, and each unpacking backward node's steps (an op's

@@ -85,7 +85,7 @@ Upcast parse_upcast(const std::string& text) {
   return u;
 }
 
-// --loss NAME, or chunked-ce:N with its count.
+// --loss NAME, or chunked-ce:N / chunked-ce-tokens:N with its count.
 LossKind parse_loss(const std::string& text, int& chunks) {
   for (const auto& [name, kind] : kLossChoices.items)
     if (const int n = counted_choice(text, name, "--loss"); n > 0) {
@@ -95,6 +95,8 @@ LossKind parse_loss(const std::string& text, int& chunks) {
   const LossKind kind = kLossChoices.parse(text, "--loss");
   if (kind == LossKind::ChunkedCrossEntropy)  // the choice's own name, "chunked-ce:N", has no count
     throw InputError("--loss " + text + ": give the number of chunks, e.g. chunked-ce:8");
+  if (kind == LossKind::ChunkedCrossEntropyTokens)
+    throw InputError("--loss " + text + ": give the positions in a chunk, e.g. chunked-ce-tokens:128");
   return kind;
 }
 

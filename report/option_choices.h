@@ -84,11 +84,12 @@ inline const Choices<Optimizer> kOptimizerChoices{{{"sgd", Optimizer::Sgd}, {"mo
 inline const Choices<Precision> kPrecisionChoices{{{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16},
                                                    {"bf16", Precision::Bf16}, {"amp-fp16", Precision::AmpFp16},
                                                    {"amp-bf16", Precision::AmpBf16}}};
-// chunked-ce:N carries a count (counted_choice).
+// chunked-ce:N and chunked-ce-tokens:N carry a count (counted_choice).
 inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
                                              {"cross-entropy", LossKind::CrossEntropy},
                                              {"mse", LossKind::Mse},
                                              {"chunked-ce:N", LossKind::ChunkedCrossEntropy},
+                                             {"chunked-ce-tokens:N", LossKind::ChunkedCrossEntropyTokens},
                                              {"fused-linear-ce", LossKind::FusedLinearCrossEntropy}}};
 inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
                                               {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3},

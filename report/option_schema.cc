@@ -143,7 +143,9 @@ std::vector<OptionSpec> make_schema() {
        .describe = [](const EstimateArgs& a) { return if_set(a.grad_accum > 1, ", grad-accum " + std::to_string(a.grad_accum)); }},
       {.flag = "--loss", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "Loss on the last output: none, cross-entropy (int64 targets), mse, chunked-ce:N (torchtune's "
-               "CEWithChunkedOutputLoss: N slices of the sequence, each upcast to fp32) or fused-linear-ce (Liger "
+               "CEWithChunkedOutputLoss: N slices of the sequence, each upcast to fp32), chunked-ce-tokens:N (litgpt's "
+               "chunked_cross_entropy on its head's chunks of N positions, in the logits' type: no upcast but autocast's) "
+               "or fused-linear-ce (Liger "
                "Kernel's fused head and cross-entropy: the logits never exist whole; the last op must be the head's "
                "MatMul)",
        .field = FIELD(estimate.loss),

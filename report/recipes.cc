@@ -118,6 +118,7 @@ const std::vector<Recipe>& recipes() {
        qlora_contradiction, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       torchtune_recipe(),
+      litgpt_recipe(),
   };
   return all;
 }

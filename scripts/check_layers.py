@@ -48,7 +48,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema's types: every command's arguments
     ("recipes",),                                          # --recipe: a framework's option values, set before the checks
-    ("recipes_torchtune",),                                # one framework's recipes, which recipes.cc lists
+    ("recipes_torchtune", "recipes_litgpt"),               # one framework's recipes each, which recipes.cc lists
     ("option_rows",),                                      # what the rows are written with
     ("option_rows_serve", "option_schema"),                # the rows: serve's, and the schema with every row
     ("option_checks",),                                    # every check that needs no model, once

@@ -203,11 +203,12 @@ def llama_build(model: str):
     return export_llama.tiny_module(*LLAMA[model])
 
 
-def llama_forward(m, inputs, use_checkpoint: bool, output_chunks: int = 0):
+def llama_forward(m, inputs, use_checkpoint: bool, output_chunks: int = 0, chunk_tokens: int = 0):
     """llama.Llama.forward, each decoder layer checkpointed when asked. output_chunks N > 0: the output projection
     applied to each of N chunks of the last hidden state, returned as a list, as torchtune's
     TransformerDecoder.chunked_output does (torchtune/modules/transformer.py: `[self.output(chunk) for chunk in
-    last_hidden_state.chunk(self.num_output_chunks, dim=1)]`)."""
+    last_hidden_state.chunk(self.num_output_chunks, dim=1)]`). chunk_tokens K > 0: the output projection applied to
+    each split of K positions, as litgpt's GPT.forward with lm_head_chunk_size=K (litgpt/model.py, v0.5.13)."""
     input_ids = inputs[0]
     seq = input_ids.size(1)
     x = m.embed_tokens(input_ids)
@@ -223,6 +224,8 @@ def llama_forward(m, inputs, use_checkpoint: bool, output_chunks: int = 0):
         x = checkpoint(layer, x, cos, sin, mask) if use_checkpoint else layer(x, cos, sin, mask)
     if output_chunks > 0:
         return [m.lm_head(chunk) for chunk in m.norm(x).chunk(output_chunks, dim=1)]
+    if chunk_tokens > 0:
+        return [m.lm_head(piece) for piece in m.norm(x).split(chunk_tokens, dim=1)]
     return m.lm_head(m.norm(x))
 
 
@@ -311,8 +314,26 @@ def chunked_ce_loss(logits: List[torch.Tensor], labels: torch.Tensor, ignore_ind
     return total_loss / total_elements
 
 
+def litgpt_chunked_ce(logits: List[torch.Tensor], targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+    """litgpt's chunked_cross_entropy (litgpt/utils.py, v0.5.13) on a head chunked by the model: each chunk flattened
+    to rows, the targets split by the first chunk's length, F.cross_entropy per chunk with reduction="none" in the
+    logits' own dtype (no .float()), the per-row losses concatenated and summed, divided by the count of targets
+    not ignored (at least 1)."""
+    rows = [piece.reshape(-1, piece.size(-1)) for piece in logits]
+    labels = [piece.reshape(-1) for piece in targets.split(logits[0].size(1), dim=1)]
+    per_row = [F.cross_entropy(r, t, ignore_index=ignore_index, reduction="none") for r, t in zip(rows, labels)]
+    count = (targets != ignore_index).sum()
+    return torch.cat(per_row).sum() / count.maximum(torch.ones_like(count))
+
+
 def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: bool, loss_name: str) -> None:
-    if loss_name.startswith("chunked-ce:"):
+    if loss_name.startswith("chunked-ce-tokens:"):
+        # litgpt's finetune/lora.py fit(): model(input_ids, lm_head_chunk_size=K), the last chunk's last position
+        # dropped (a view), the loss on targets[..., 1:]; `logits` stays referenced through backward and the step.
+        logits = forward(module, inputs, use_checkpoint, chunk_tokens=int(loss_name.split(":")[1]))
+        logits[-1] = logits[-1][..., :-1, :]
+        loss = litgpt_chunked_ce(logits, targets[..., 1:])
+    elif loss_name.startswith("chunked-ce:"):
         # torchtune's recipes (recipes/full_finetune_single_device.py, _loss_step) drop the output list after the
         # loss, before backward: `del logits  # free logits otherwise it peaks backward memory` (memplan's
         # --free-output).
@@ -374,7 +395,8 @@ def measure(cfg: Config) -> Dict:
         "optimizer": cfg.optimizer,
         "optimizer_settings": describe_optimizer(optimizer),
         "loss": cfg.loss,
-        **({"output_freed": True} if cfg.loss != "cross-entropy" else {}),  # dropped before backward (--free-output)
+        # torchtune's chunked loss drops the output before backward (--free-output); litgpt's keeps it.
+        **({"output_freed": True} if cfg.loss.startswith("chunked-ce:") else {}),
         "checkpoint": steps.boundaries() if cfg.checkpoint else [],
         **extra,
         **measured,
@@ -399,14 +421,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "measurements.json"),
                         help="JSON file; entries of other configs already in it are kept")
     parser.add_argument("--loss", default="cross-entropy",
-                        help="cross-entropy, or chunked-ce:N (Llama models: torchtune's chunked loss, full fine-tune "
+                        help="cross-entropy, chunked-ce:N or chunked-ce-tokens:K (Llama models: torchtune's or litgpt's "
+                             "chunked loss, full fine-tune "
                              "without checkpointing only)")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
 
-    if args.loss != "cross-entropy" and not (args.loss.startswith("chunked-ce:") and args.models and
+    if args.loss != "cross-entropy" and not (args.loss.startswith("chunked-ce") and args.models and
                                              all(m in LLAMA for m in args.models)):
-        raise SystemExit("--loss chunked-ce:N needs --models with Llama models only")
+        raise SystemExit("--loss chunked-ce:N / chunked-ce-tokens:K needs --models with Llama models only")
     configs = default_configs(args.models or DEFAULT_MODELS, args.loss)
     existing = {"measurements": []}
     if os.path.exists(args.out):

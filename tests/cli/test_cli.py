@@ -719,6 +719,35 @@ class TorchtuneRecipeTest(unittest.TestCase):
                             run_json(*self.BASE)["allocated_bytes"])
 
 
+class LitgptRecipeTest(unittest.TestCase):
+    """--recipe litgpt (docs/recipes.md) is the flags it lists and nothing else: finetune/lora.py on one GPU, its
+    QLoRA (--quantize bnb.nf4) and its FSDP2 run estimate to the same bytes as those flags written out on the tiny
+    Llama, at 64 positions (one chunk of 128) and at 300 (three: 128, 128, 44)."""
+    COMMON = ["--precision", "bf16", "--upcast", "rmsnorm", "--attention", "sdpa", "--loss", "chunked-ce-tokens:128",
+              "--lora-rank", "8", "--lora-targets", "q_proj|v_proj", "--lora-dropout", "0.05", "--lora-dtype", "base"]
+
+    def test_each_run_is_its_flags(self):
+        cases = [
+            ("lora single device", [], ["--optimizer", "adamw"]),
+            ("qlora", ["--frozen-dtype", "nf4"], ["--frozen-dtype", "nf4", "--optimizer", "paged-adamw"]),
+            ("fsdp", ["--gpus", "2"], ["--optimizer", "adamw", "--gpus", "2", "--shard", "fsdp", "--checkpoint", "layers",
+                                       "--fsdp-wrap", r"^(.*lora_[AB].*|.*?\.[0-9]+\.)"]),
+        ]
+        for seq in ("64", "300"):
+            base = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", f"seq={seq}", "--mode",
+                    "train"]
+            for name, given, flags in cases:
+                recipe = run_json(*base, "--recipe", "litgpt", *given)
+                written = run_json(*base, *self.COMMON, *flags)
+                for key in ("allocated_bytes", "reserved_bytes", "resident_bytes"):
+                    self.assertEqual(recipe[key], written[key], f"{name}, seq {seq}: {key}")
+        # litgpt's loss is not torchtune's: 128-position chunks in bf16 with the logits kept make another step.
+        base = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=300", "--mode", "train"]
+        tt = [a if a != "chunked-ce-tokens:128" else "chunked-ce:8" for a in self.COMMON]
+        self.assertNotEqual(run_json(*base, "--recipe", "litgpt")["allocated_bytes"],
+                            run_json(*base, *tt, "--optimizer", "adamw")["allocated_bytes"])
+
+
 class FrozenDtypeTest(unittest.TestCase):
     """--frozen-dtype on the tiny Llama with LoRA on q/v: the frozen Linear weights of the 4 layers (q 128x128,
     k and v 64x128, o 128x128, gate/up 352x128, down 128x352; the lm_head writes the logits and stays float32)

@@ -126,6 +126,10 @@ const std::map<std::string, Enable>& enables() {
                         a.mode = "train";
                         a.loss = "chunked-ce:4";
                       }}},
+      {"chunked-ce-tokens", {{"--loss", "--mode"}, [](EstimateArgs& a) {
+                               a.mode = "train";
+                               a.loss = "chunked-ce-tokens:3";
+                             }}},
       {"fused-linear-ce", {{"--loss", "--mode"}, [](EstimateArgs& a) {
                              a.mode = "train";
                              a.loss = "fused-linear-ce";
@@ -253,6 +257,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
       {{"bitsandbytes", "zero3"}, "--shard zero3 with --optimizer adamw8bit/paged-adamw/paged-adamw8bit: not modelled"},
       {{"tp", "chunked-ce"}, "--tp with --loss chunked-ce:N: not modelled: torchtune gathers each chunk"},
+      {{"tp", "chunked-ce-tokens"}, "--tp with --loss chunked-ce-tokens:N: not modelled: litgpt's chunked loss"},
       {{"tp", "fused-linear-ce"}, "--tp with --loss fused-linear-ce: not modelled"},
       {{"pp", "fused-linear-ce"}, "--pp with --loss fused-linear-ce: not modelled"},
       {{"fsdp", "fused-linear-ce"}, "--shard fsdp with --loss fused-linear-ce: not modelled"},

@@ -156,13 +156,22 @@ TEST(OptionChecks, ACountedChoiceTakesAnIntegerOfAtLeastOne) {
   EXPECT_EQ(refusal("fused-linear-ce"), "");
   for (const char* bad : {"chunked-ce:0", "chunked-ce:N", "chunked-ce:", "chunked-ce:3x", "chunked-ce:-2"})
     EXPECT_EQ(refusal(bad), std::string("--loss ") + bad + ": expected chunked-ce:N with N an integer >= 1");
-  EXPECT_EQ(refusal("chunked"), "--loss chunked: expected one of none|cross-entropy|mse|chunked-ce:N|fused-linear-ce");
+  EXPECT_EQ(refusal("chunked-ce-tokens:128"), "");
+  EXPECT_EQ(refusal("chunked-ce-tokens:0"), "--loss chunked-ce-tokens:0: expected chunked-ce-tokens:N with N an integer >= 1");
+  EXPECT_EQ(refusal("chunked"),
+            "--loss chunked: expected one of none|cross-entropy|mse|chunked-ce:N|chunked-ce-tokens:N|fused-linear-ce");
   EstimateArgs args;
   args.mode = "train";
   args.loss = "chunked-ce:8";
   const EstimateOptions o = to_estimate_options(args);
   EXPECT_EQ(o.training.loss, LossKind::ChunkedCrossEntropy);
   EXPECT_EQ(o.training.loss_chunks, 8);
+  args.loss = "chunked-ce-tokens:128";
+  const EstimateOptions t = to_estimate_options(args);
+  EXPECT_EQ(t.training.loss, LossKind::ChunkedCrossEntropyTokens);
+  EXPECT_EQ(t.training.loss_chunks, 128);
+  args.loss = "chunked-ce-tokens:N";
+  EXPECT_THROW(to_estimate_options(args), InputError);
 }
 
 }  // namespace

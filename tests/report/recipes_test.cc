@@ -243,6 +243,78 @@ TEST(Recipes, TorchtuneRefusesWhatItCannotRun) {
   }
 }
 
+// --recipe litgpt alone is finetune/lora.py with setup()'s defaults on one GPU: bf16-true, float32 RMSNorm, SDPA,
+// the head and loss in chunks of 128 positions whose logits are kept, LoRA r 8 on q and v (litgpt's fused qkv) in
+// bf16 with dropout 0.05, torch's AdamW with its default implementation, no checkpointing.
+TEST(Recipes, LitgptLoraOnOneGpu) {
+  CommandArgs a = training("litgpt");
+  settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode")});
+  EXPECT_EQ(a.estimate.precision, "bf16");
+  EXPECT_EQ(a.estimate.upcast, "rmsnorm");
+  EXPECT_EQ(a.estimate.attention, "sdpa");
+  EXPECT_EQ(a.estimate.loss, "chunked-ce-tokens:128");
+  EXPECT_FALSE(a.estimate.free_output);
+  EXPECT_EQ(a.estimate.lora_rank, 8);
+  EXPECT_EQ(a.estimate.lora_targets, "q_proj|v_proj");
+  EXPECT_DOUBLE_EQ(a.estimate.lora_dropout, 0.05);
+  EXPECT_EQ(a.estimate.lora_dtype, "base");
+  EXPECT_EQ(a.estimate.optimizer, "adamw");
+  EXPECT_EQ(a.estimate.optimizer_impl, "");
+  EXPECT_EQ(a.estimate.checkpoint, CommandArgs{}.estimate.checkpoint);
+  EXPECT_EQ(a.estimate.shard, CommandArgs{}.estimate.shard);
+  // --quantize bnb.nf4: bitsandbytes' PagedAdamW (instantiate_bnb_optimizer), no double quantization (bnb.nf4-dq).
+  CommandArgs q = training("litgpt");
+  q.estimate.frozen_dtype = "nf4";
+  settle_options(q, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--frozen-dtype")});
+  EXPECT_EQ(q.estimate.optimizer, "paged-adamw");
+  EXPECT_FALSE(q.estimate.double_quant);
+  EXPECT_FALSE(q.estimate.kbit_prep);
+  // --gpus 2: ModelParallelStrategy's FSDP2 with each Block checkpointed (parallelize_fn).
+  CommandArgs d = training("litgpt");
+  d.estimate.gpus = 2;
+  settle_options(d, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus")});
+  EXPECT_EQ(d.estimate.shard, "fsdp");
+  EXPECT_EQ(d.estimate.checkpoint, "layers");
+  EXPECT_EQ(d.estimate.fsdp_wrap, kLoraUnitsWrap);
+  EXPECT_EQ(d.estimate.optimizer, "adamw");
+}
+
+// What litgpt's lora.py cannot run is refused, naming the recipe and the flag.
+TEST(Recipes, LitgptRefusesWhatItCannotRun) {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> flags;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {{{"--lora-rank", "0"}}, "--lora-rank 0"},
+      {{{"--loss", "chunked-ce:8"}}, "--loss chunked-ce:8"},
+      {{{"--free-output", "true"}}, "--free-output"},
+      {{{"--frozen-dtype", "bf16"}}, "--frozen-dtype bf16"},
+      {{{"--frozen-dtype", "nf4"}, {"--precision", "amp-bf16"}}, "--precision amp-bf16"},
+      {{{"--frozen-dtype", "nf4"}, {"--gpus", "2"}}, "--gpus 2"},
+      {{{"--frozen-dtype", "nf4"}, {"--optimizer", "adamw"}}, "--optimizer adamw"},
+      {{{"--frozen-dtype", "nf4"}, {"--kbit-prep", "true"}}, "--kbit-prep"},
+      {{{"--gpus", "2"}, {"--shard", "ddp"}}, "--shard ddp"},
+      {{{"--lora-dtype", "float32"}}, "--lora-dtype float32"},
+      {{{"--optimizer-in-backward", "true"}}, "--optimizer-in-backward"},
+  };
+  for (const Case& c : cases) {
+    CommandArgs a = training("litgpt");
+    std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode")};
+    for (const auto& [flag, value] : c.flags) {
+      set_field_text(*row_of(flag), a, value);
+      given.push_back(row_of(flag));
+    }
+    try {
+      settle_options(a, kEstimate, given);
+      ADD_FAILURE() << c.names << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--recipe litgpt"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.names), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Recipes, NeedTrainingAndAKnownName) {
   CommandArgs inference = training("hf-trainer");
   inference.estimate.mode = "inference";
