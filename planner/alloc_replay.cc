@@ -28,13 +28,13 @@ AllocatorReplay replay_program(const Program& p, AllocatorModel& allocator, cons
 }
 
 AllocatorReplay replay_program(const Program& p, const ReplayOrder& order, AllocatorModel& allocator,
-                               const ReplayObserver& observer) {
+                               const ReplayObserver& observer, ReplayCarry* carry) {
   const size_t steps = p.steps.size();
   AllocatorReplay out;
   std::vector<int64_t> handle(p.buffers.size(), -1);
   int32_t current_step = -1;
   auto allocate = [&](int32_t b) {
-    if (p.buffers[b].bytes == 0) return true;
+    if (p.buffers[b].bytes == 0 || (carry && !carry->held.empty() && carry->held[b])) return true;
     handle[b] = allocator.allocate(p.buffers[b].bytes);
     if (handle[b] < 0) {
       out.out_of_memory = true;
@@ -52,6 +52,7 @@ AllocatorReplay replay_program(const Program& p, const ReplayOrder& order, Alloc
     out.peak_reserved_bytes = allocator.peak_reserved_bytes();
     out.num_device_allocations = allocator.num_device_allocations();
     out.num_allocs = allocator.num_allocs();
+    if (carry) carry->unfreed = std::move(handle);
     return out;
   };
 
@@ -71,6 +72,7 @@ AllocatorReplay replay_program(const Program& p, const ReplayOrder& order, Alloc
       if (handle[b] >= 0) {
         allocator.release(handle[b]);
         if (observer) observer(b, current_step, handle[b], false);
+        handle[b] = -1;
       }
   }
   return finish();

@@ -58,9 +58,17 @@ ReplayOrder replay_order(const Program& program);
 // snapshot), which read addresses and sizes from the allocator through the handle.
 using ReplayObserver = std::function<void(int32_t buffer, int32_t step, int64_t handle, bool allocated)>;
 
+// A replay that continues an earlier one on the same allocator (planner/iterations.h: a training run's iterations):
+// the buffers already held, which it skips, and, after it, the handle of every buffer it allocated and did not
+// free (-1 for the others).
+struct ReplayCarry {
+  std::vector<bool> held;        // by buffer id; empty when none is held
+  std::vector<int64_t> unfreed;  // out, by buffer id
+};
+
 // Stops at the first request the model cannot serve (out_of_memory set; the series end there).
 AllocatorReplay replay_program(const Program& program, const ReplayOrder& order, AllocatorModel& allocator,
-                               const ReplayObserver& observer = {});
+                               const ReplayObserver& observer = {}, ReplayCarry* carry = nullptr);
 AllocatorReplay replay_program(const Program& program, AllocatorModel& allocator, const ReplayObserver& observer = {});
 
 }  // namespace memplan

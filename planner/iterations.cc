@@ -2,6 +2,7 @@
 
 #include <map>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -11,25 +12,13 @@
 namespace memplan {
 namespace {
 
-// replay_program's order (planner/alloc_replay.h), skipping `kept` and holding in `h` what is not freed.
+// replay_program, skipping the buffers `held` marks and handing back the handles of what it did not free.
 bool replay(CudaCachingAllocatorSim& a, const Program& p, const ReplayOrder& order, std::vector<int64_t>& h,
-            const std::set<int32_t>& kept) {
-  auto allocate = [&](int32_t b) {
-    if (p.buffers[b].bytes == 0 || kept.count(b)) return true;
-    return (h[b] = a.allocate(p.buffers[b].bytes)) >= 0;
-  };
-  for (int32_t b : order.before_first_step)
-    if (!allocate(b)) return false;
-  for (size_t s = 0; s < p.steps.size(); ++s) {
-    for (int32_t b : p.steps[s].writes)
-      if (!p.buffers[b].resident && !allocate(b)) return false;
-    for (int32_t b : order.frees_after[s])
-      if (h[b] >= 0) {
-        a.release(h[b]);
-        h[b] = -1;
-      }
-  }
-  return true;
+            std::vector<bool> held) {
+  ReplayCarry carry{std::move(held), {}};
+  const bool ran = !replay_program(p, order, a, {}, &carry).out_of_memory;
+  h = std::move(carry.unfreed);
+  return ran;
 }
 
 }  // namespace
@@ -45,20 +34,19 @@ IterationsAtCapacity run_iterations_at_capacity(const Program& first, const Prog
   std::map<std::string, int32_t> resident;
   for (int32_t b : steady_order.before_first_step)
     if (steady.buffers[b].resident) resident[steady.buffers[b].name] = b;
-  std::set<int32_t> kept;
+  std::vector<bool> kept(steady.buffers.size(), false);
   for (size_t b = 0; b < first.buffers.size(); ++b) {
     if (fh[b] < 0) continue;
-    if (auto it = resident.find(first.buffers[b].name); it != resident.end()) kept.insert(it->second);
+    if (auto it = resident.find(first.buffers[b].name); it != resident.end()) kept[it->second] = true;
     else a.release(fh[b]);
   }
   std::set<std::vector<uint64_t>> seen{a.layout()};
   while (r.steady_iterations < max_steady) {
-    std::fill(sh.begin(), sh.end(), -1);
     ++r.steady_iterations;
     if (!replay(a, steady, steady_order, sh, kept)) return r;
     for (size_t b = 0; b < steady.buffers.size(); ++b) {
       if (sh[b] < 0) continue;  // kept residents were never allocated here (handle -1)
-      if (steady.buffers[b].resident) kept.insert(static_cast<int32_t>(b));  // one the first iteration lacked: kept
+      if (steady.buffers[b].resident) kept[b] = true;  // one the first iteration lacked: kept
       else a.release(sh[b]);
     }
     if (!seen.insert(a.layout()).second) {

@@ -51,6 +51,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("recipes_torchtune", "recipes_litgpt"),               # one framework's recipes each, which recipes.cc lists
     ("option_rows",),                                      # what the rows are written with
     ("option_rows_serve", "option_schema"),                # the rows: serve's, and the schema with every row
+    ("combination_matrix",),                               # which pairs of features are modelled
     ("option_checks",),                                    # every check that needs no model, once
     ("options_doc",),                                      # docs/options.md, from the rows and the matrix
 ]

@@ -1,0 +1,208 @@
+#include "report/combination_matrix.h"
+
+#include "cost_models/bnb_optimizer.h"
+#include "report/option_choices.h"
+
+namespace memplan {
+namespace {
+
+bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
+// Which optimizers are bitsandbytes' is cost_models/bnb_optimizer.h's one rule.
+bool bitsandbytes(const EstimateArgs& a) {
+  for (const auto& [name, optimizer] : kOptimizerChoices.items)
+    if (name == a.optimizer) return is_bitsandbytes(optimizer);
+  return false;
+}
+
+// --frozen-dtype fp16/bf16 re-stores the frozen weights, except in the type --precision already stores every
+// floating parameter in (cost_models/frozen_storage.cc: a weight already in the type is kept as it is).
+bool frozen_half(const EstimateArgs& a) {
+  if (kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Fp16)) return !kPrecisionChoices.is(a.precision, Precision::Fp16);
+  if (kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Bf16)) return !kPrecisionChoices.is(a.precision, Precision::Bf16);
+  return false;
+}
+
+// "--shard fsdp": a choice's flag and name, as a feature's messages say it.
+template <typename T>
+std::string given_as(const char* flag, const Choices<T>& choices, const T& value) {
+  return std::string(flag) + " " + choices.name_of(value);
+}
+
+}  // namespace
+
+const std::vector<Feature>& features() {
+  using S = Scope;
+  using A = const EstimateArgs&;
+  static const std::vector<Feature> all = {
+      {"train", "--mode", given_as("--mode", kModeChoices, Mode::Training), S::Any, [](A a) { return train(a); }},
+      {"onnxruntime", "--runtime", given_as("--runtime", kRuntimeChoices, Runtime::OnnxRuntime), S::Any,
+       [](A a) { return kRuntimeChoices.is(a.runtime, Runtime::OnnxRuntime); }},
+      {"ideal", "--runtime", given_as("--runtime", kRuntimeChoices, Runtime::Ideal), S::Any,
+       [](A a) { return kRuntimeChoices.is(a.runtime, Runtime::Ideal); }},
+      {"expandable-segments", "--expandable-segments", "--expandable-segments", S::Any,
+       [](A a) { return a.expandable_segments; }},
+      {"sdpa", "--attention", given_as("--attention", kAttentionChoices, AttentionImpl::Sdpa), S::Any,
+       [](A a) { return kAttentionChoices.is(a.attention, AttentionImpl::Sdpa); }},
+      {"untied", "--tied-embeddings", given_as("--tied-embeddings", kTiedEmbeddingChoices, TiedEmbeddings::No), S::Any,
+       [](A a) { return kTiedEmbeddingChoices.is(a.tied_embeddings, TiedEmbeddings::No); }},
+      {"tp", "--tp", "--tp", S::Any, [](A a) { return a.tp > 1; }},
+      {"sequence-parallel", "--sequence-parallel", "--sequence-parallel", S::Any, [](A a) { return a.sequence_parallel; }},
+      {"half", "--dtype", given_as("--dtype", kDtypeChoices, DType::Float16) + "/" + kDtypeChoices.name_of(DType::BFloat16),
+       S::Inference, [](A a) { return !kDtypeChoices.is(a.dtype, DType::Float32); }},
+      {"schedule-memory", "--schedule", given_as("--schedule", kScheduleChoices, true), S::Inference,
+       [](A a) { return kScheduleChoices.is(a.schedule, true); }},
+      {"half-precision", "--precision",
+       given_as("--precision", kPrecisionChoices, Precision::Fp16) + "/" + kPrecisionChoices.name_of(Precision::Bf16),
+       S::Train,
+       [](A a) { return kPrecisionChoices.is(a.precision, Precision::Fp16) || kPrecisionChoices.is(a.precision, Precision::Bf16); }},
+      {"amp", "--precision",
+       given_as("--precision", kPrecisionChoices, Precision::AmpFp16) + "/" + kPrecisionChoices.name_of(Precision::AmpBf16),
+       S::Train,
+       [](A a) {
+         return kPrecisionChoices.is(a.precision, Precision::AmpFp16) || kPrecisionChoices.is(a.precision, Precision::AmpBf16);
+       }},
+      {"checkpoint", "--checkpoint", "--checkpoint", S::Train, [](A a) { return a.checkpoint != EstimateArgs{}.checkpoint; }},
+      {"selective", "--checkpoint", "--checkpoint selective[:op|:N]", S::Train,
+       [](A a) { return a.checkpoint.rfind("selective", 0) == 0; }},
+      {"grad-accum", "--grad-accum", "--grad-accum", S::Train, [](A a) { return a.grad_accum > 1; }},
+      {"ddp", "--shard", given_as("--shard", kShardChoices, Sharding::Ddp), S::Train,
+       [](A a) { return kShardChoices.is(a.shard, Sharding::Ddp); }},
+      {"zero12", "--shard", given_as("--shard", kShardChoices, Sharding::Zero1) + "/" + kShardChoices.name_of(Sharding::Zero2),
+       S::Train, [](A a) { return kShardChoices.is(a.shard, Sharding::Zero1) || kShardChoices.is(a.shard, Sharding::Zero2); }},
+      {"zero3", "--shard", given_as("--shard", kShardChoices, Sharding::Zero3), S::Train,
+       [](A a) { return kShardChoices.is(a.shard, Sharding::Zero3); }},
+      {"fsdp", "--shard", given_as("--shard", kShardChoices, Sharding::Fsdp), S::Train,
+       [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp); }},
+      {"fsdp2", "--shard", given_as("--shard", kShardChoices, Sharding::Fsdp2), S::Train,
+       [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp2); }},
+      {"pp", "--pp", "--pp", S::Train, [](A a) { return a.pp > 1; }},
+      {"lora", "--lora-rank", "--lora-rank", S::Train, [](A a) { return a.lora_rank > 0; }},
+      {"frozen-nf4", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Nf4), S::Train,
+       [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4); }},
+      {"frozen-int8", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Int8), S::Train,
+       [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Int8); }},
+      {"frozen-half", "--frozen-dtype",
+       given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Fp16) + "/" + kFrozenDtypeChoices.name_of(FrozenStorage::Bf16),
+       S::Train, [](A a) { return frozen_half(a); }},
+      {"trainable", "--trainable", "--trainable/--frozen", S::Train,
+       [](A a) { return !a.trainable.empty() || !a.frozen.empty(); }},
+      {"torch-1.13", "--torch", given_as("--torch", kTorchChoices, true), S::Train,
+       [](A a) { return kTorchChoices.is(a.torch, true); }},
+      {"bitsandbytes", "--optimizer", "--optimizer adamw8bit/paged-adamw/paged-adamw8bit", S::Train,
+       [](A a) { return bitsandbytes(a); }},
+      {"optimizer-in-backward", "--optimizer-in-backward", "--optimizer-in-backward", S::Train,
+       [](A a) { return a.optimizer_in_backward; }},
+      {"chunked-ce", "--loss", "--loss chunked-ce:N", S::Train,
+       [](A a) { return a.loss.rfind("chunked-ce:", 0) == 0; }},
+      {"chunked-ce-tokens", "--loss", "--loss chunked-ce-tokens:N", S::Train,
+       [](A a) { return a.loss.rfind("chunked-ce-tokens:", 0) == 0; }},
+      {"fused-linear-ce", "--loss", given_as("--loss", kLossChoices, LossKind::FusedLinearCrossEntropy), S::Train,
+       [](A a) { return kLossChoices.is(a.loss, LossKind::FusedLinearCrossEntropy); }},
+      {"upcast", "--upcast", "--upcast rmsnorm/softmax/loss", S::Train,
+       [](A a) { return a.upcast != EstimateArgs{}.upcast && a.upcast != "logits"; }},
+      {"upcast-logits", "--upcast", "--upcast logits", S::Train,
+       [](A a) { return a.upcast.find("logits") != std::string::npos; }},
+      {"kbit-prep", "--kbit-prep", "--kbit-prep", S::Train, [](A a) { return a.kbit_prep; }},
+      {"offload-activations", "--offload-activations", "--offload-activations", S::Train,
+       [](A a) { return a.offload_activations; }},
+      {"lora-base-dtype", "--lora-dtype", given_as("--lora-dtype", kLoraDtypeChoices, false), S::Train,
+       [](A a) { return kLoraDtypeChoices.is(a.lora_dtype, false); }},
+  };
+  return all;
+}
+
+const std::vector<Refusal>& refused_pairs() {
+  static const std::vector<Refusal> all = {
+      {"onnxruntime", "train", "a training step is modelled for PyTorch only: use --runtime pytorch or ideal"},
+      {"onnxruntime", "tp", "--tp models Megatron-style tensor parallelism in PyTorch: use --runtime pytorch or ideal"},
+      {"onnxruntime", "sdpa",
+       "--attention sdpa is PyTorch's scaled_dot_product_attention; ONNX Runtime runs the graph's attention"},
+      {"onnxruntime", "expandable-segments", "--expandable-segments configures PyTorch's caching allocator: use --runtime pytorch"},
+      {"ideal", "expandable-segments", "--expandable-segments configures PyTorch's caching allocator: use --runtime pytorch"},
+      {"sdpa", "torch-1.13", "scaled_dot_product_attention is new in PyTorch 2.0: use --torch 2"},
+      {"selective", "torch-1.13", "torchtitan's checkpointing needs PyTorch 2 (torch.utils.checkpoint's context_fn and "
+                                  "create_selective_checkpoint_contexts are not in 1.13): use --torch 2"},
+      {"pp", "fsdp", "not modelled: use --shard ddp or zero1/zero2/zero3 within a stage"},
+      {"pp", "checkpoint", "not modelled yet"},
+      {"pp", "grad-accum", "the pipeline's --micro-batches are its gradient accumulation: give --micro-batches M"},
+      {"tp", "lora", "not modelled: the adapters of a tensor-parallel layer are not split"},
+      // DeepSpeed's ZeRO wraps its own optimizer over flattened fp32 partitions, and FSDP's flat parameters change
+      // what bitsandbytes sees as a parameter (one state per flat shard): neither is modelled.
+      // torchtune refuses gradient accumulation with optimizer_in_bwd (the update runs in every backward); its
+      // distributed recipes are not modelled; the hook is new in PyTorch 2.1.
+      {"optimizer-in-backward", "grad-accum", "each backward updates the parameters: torchtune refuses gradient "
+                                              "accumulation with optimizer_in_bwd"},
+      {"optimizer-in-backward", "ddp", "not modelled"},
+      {"optimizer-in-backward", "zero12", "not modelled"},
+      {"optimizer-in-backward", "zero3", "not modelled"},
+      {"optimizer-in-backward", "fsdp", "not modelled"},
+      {"optimizer-in-backward", "pp", "not modelled"},
+      // torchtune's OffloadActivations asks torch.accelerator (new in PyTorch 2.6) for its streams.
+      {"offload-activations", "torch-1.13", "torchtune's OffloadActivations needs PyTorch 2.6 or later (torch.accelerator)"},
+      {"optimizer-in-backward", "torch-1.13", "Tensor.register_post_accumulate_grad_hook is new in PyTorch 2.1"},
+      {"bitsandbytes", "zero12", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
+      {"bitsandbytes", "zero3", "not modelled: ZeRO partitions torch optimizer states; use --shard ddp"},
+      {"bitsandbytes", "fsdp", "not modelled: bitsandbytes' per-parameter states over FSDP's flat shards"},
+      // FSDP flattens a unit's parameters into one floating tensor (torch/distributed/fsdp/_flat_param.py,
+      // FlatParamHandle._validate_tensors_to_flatten: "Cannot flatten integer dtype tensors", "Must flatten
+      // tensors with uniform dtype"); bitsandbytes' Int8Params are int8 tensors with their own scales, and frozen
+      // weights re-stored in another float type than the trained ones break the one dtype.
+      // torchtune's CEWithChunkedOutputLoss gathers each chunk of a tensor-parallel output whole
+      // (compute_cross_entropy: logits.full_tensor() on a DTensor), which the vocabulary-sliced head is not.
+      {"chunked-ce", "tp", "not modelled: torchtune gathers each chunk of a tensor-parallel output whole"},
+      // litgpt's finetune/lora.py refuses tensor parallelism (ModelParallelStrategy(tensor_parallel_size=1)).
+      {"chunked-ce-tokens", "tp", "not modelled: litgpt's chunked loss is on a whole (not vocabulary-sliced) head"},
+      // Liger's fused loss takes the whole head weight and computes its grad in the forward
+      // (liger_kernel/ops/fused_linear_cross_entropy.py); a sharded, gathered or vocabulary-parallel head, and a
+      // pipeline stage's head, are not modelled. Liger needs PyTorch >= 2.1.2 (setup.py install_requires "torch>=2.1.2").
+      {"fused-linear-ce", "tp", "not modelled: the fused loss takes the whole head weight, not a vocabulary slice"},
+      {"fused-linear-ce", "pp", "not modelled"},
+      {"fused-linear-ce", "zero12", "not modelled: the fused loss makes the head's grad whole in the forward"},
+      {"fused-linear-ce", "zero3", "not modelled: the fused loss reads the gathered head weight"},
+      {"fused-linear-ce", "fsdp", "not modelled: the fused loss reads the gathered head weight"},
+      {"fused-linear-ce", "torch-1.13", "Liger Kernel needs PyTorch >= 2.1: use --torch 2"},
+      // --upcast logits is transformers' own loss up to 4.45 (float32 logits returned, cross-entropy on shifted
+      // copies); torchtune's chunked loss and Liger's fused one replace that loss, and the fused one never makes the
+      // logits at all.
+      {"upcast-logits", "chunked-ce", "--upcast logits is transformers' own loss (up to 4.45), which --loss "
+                                      "chunked-ce replaces: give one of them"},
+      {"upcast-logits", "chunked-ce-tokens", "--upcast logits is transformers' own loss (up to 4.45), which --loss "
+                                             "chunked-ce-tokens replaces: give one of them"},
+      {"upcast-logits", "fused-linear-ce", "--upcast logits is transformers' own loss (up to 4.45), which --loss "
+                                           "fused-linear-ce replaces: give one of them"},
+      {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "
+                              "weights cannot be flattened with the ones that train"},
+      {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "
+                              "weights stored in another float type than the trained ones cannot share it (use "
+                              "--frozen-dtype nf4, or --precision in the type the frozen weights should have)"},
+      // FSDP2 (cost_models/training_fsdp2.cc) is modelled without a MixedPrecisionPolicy, on plain tensors: no
+      // DTensor tensor parallelism, no all-gather extension (torchao's NF4Tensor fsdp_pre_all_gather), no other
+      // storage; fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
+      {"fsdp2", "amp", "not modelled: FSDP2 runs here without a MixedPrecisionPolicy, the model in its own type "
+                       "(torchtune: --precision bf16); use --precision bf16/fp16 or fp32"},
+      {"fsdp2", "tp", "not modelled: fully_shard over tensor-parallel DTensors"},
+      {"fsdp2", "pp", "not modelled: use --shard ddp or zero1/zero2/zero3 within a stage"},
+      {"fsdp2", "optimizer-in-backward", "not modelled"},
+      {"fsdp2", "bitsandbytes", "not modelled"},
+      {"fsdp2", "fused-linear-ce", "not modelled: the fused loss reads the gathered head weight"},
+      {"fsdp2", "frozen-nf4", "not modelled: torchao's NF4Tensor all-gathers through its own extension"},
+      {"fsdp2", "frozen-int8", "not modelled"},
+      {"fsdp2", "frozen-half", "not modelled"},
+      {"fsdp2", "torch-1.13", "fully_shard (FSDP2) is PyTorch 2's (torch.distributed._composable.fsdp, then torch.distributed.fsdp): use --torch 2"},
+  };
+  return all;
+}
+
+const Refusal* refusal(const std::string& a, const std::string& b) {
+  for (const Refusal& r : refused_pairs())
+    if ((r.a == a && r.b == b) || (r.a == b && r.b == a)) return &r;
+  return nullptr;
+}
+
+bool feature_on(const std::string& name, const EstimateArgs& a) {
+  for (const Feature& f : features())
+    if (f.name == name) return f.active(a);
+  return false;
+}
+
+}  // namespace memplan
