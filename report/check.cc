@@ -42,7 +42,8 @@ Baseline baseline_from_json_text(const std::string& text, const std::string& ori
 }
 
 CheckResult run_check(const Estimate& e, const std::string& configuration, std::optional<uint64_t> budget,
-                      const std::optional<Baseline>& baseline, double max_increase_percent) {
+                      const std::optional<Baseline>& baseline, double max_increase_percent,
+                      const std::optional<IterationsAtCapacity>& run) {
   CheckResult r;
   if (budget) {
     // The budget is device memory: the step runs in it when its required bytes fit (the caching allocator
@@ -65,6 +66,22 @@ CheckResult run_check(const Estimate& e, const std::string& configuration, std::
                          : fmt::format("budget: {} exceeds the budget {} by {} ({} B over)", needs,
                                        format_bytes(*budget), format_bytes(e.required_bytes - *budget),
                                        format_count(e.required_bytes - *budget));
+    l.run = run;
+    if (l.passed && run && !run->runs) {  // fit's run check (report/fit.cc check_run), on the one budget
+      l.passed = false;
+      const std::string where = run->steady_iterations == 0
+                                    ? std::string("the first iteration")
+                                    : fmt::format("steady iteration {} after the first, whose blocks PyTorch's caching "
+                                                  "allocator kept cached,", run->steady_iterations);
+      l.message = fmt::format("budget: the steady step needs {} and fits in {}, but the run does not: {} needs a "
+                              "cudaMalloc the budget cannot serve (fit answers with the largest value whose run fits)",
+                              needs, format_bytes(*budget), where);
+    } else if (l.passed && run) {
+      l.message += fmt::format("; the first iteration and steady ones after it run there ({})",
+                               run->settled ? fmt::format("the cache settles after {} steady iteration{}",
+                                                          run->steady_iterations, run->steady_iterations == 1 ? "" : "s")
+                                            : fmt::format("{} steady iterations replayed", run->steady_iterations));
+    }
     r.limits.push_back(l);
   }
   if (baseline) {
@@ -117,6 +134,13 @@ nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, co
     if (l.kind == "budget")  // the budget less the required bytes: negative by how much it is over
       x["margin_bytes"] = l.passed ? static_cast<int64_t>(l.limit_bytes - l.value_bytes)
                                    : -static_cast<int64_t>(l.value_bytes - l.limit_bytes);
+    if (l.run) {
+      nlohmann::ordered_json run;
+      run["runs"] = l.run->runs;
+      run["steady_iterations"] = l.run->steady_iterations;
+      run["settled"] = l.run->settled;
+      x["run"] = run;
+    }
     if (l.kind == "regression") {
       x["baseline_bytes"] = l.baseline_bytes;
       x["max_increase_percent"] = l.max_increase_percent;
@@ -165,7 +189,12 @@ CheckOutcome check_model(const CheckArgs& c) {
       est.estimate.at_budget ? std::optional(est.estimate.at_budget->budget_bytes) : std::nullopt;
   std::optional<Baseline> baseline;
   if (!c.baseline.empty()) baseline = baseline_from_json_text(read_text_file(c.baseline, "--baseline"), c.baseline);
-  out.result = run_check(est.estimate, est.configuration, budget, baseline, c.max_increase_percent);
+  // The steady step fitting alone is not the run fitting: replay the first iteration and steady ones on the budget,
+  // as fit checks its answer (none where the step does not fit, or the runtime has no caching allocator's carry-over).
+  std::optional<IterationsAtCapacity> run;
+  if (budget && est.estimate.required_bytes <= *budget)
+    run = iterations_on_budget(*est.graph, to_estimate_options(c.estimate), *budget);
+  out.result = run_check(est.estimate, est.configuration, budget, baseline, c.max_increase_percent, run);
   if (!c.write_baseline.empty()) {
     refuse_model_as_output(c.write_baseline, c.estimate.model.path, "--write-baseline");
     const Baseline b{std::filesystem::path(c.estimate.model.path).filename().string(), est.configuration,

@@ -32,6 +32,10 @@ struct LimitResult {
   uint64_t baseline_bytes = 0;
   double max_increase_percent = 0;
   double change_percent = 0;  // regression: (value - baseline) / baseline * 100
+  // budget, training on PyTorch's caching allocator: the first iteration then steady ones on one allocator of the
+  // budget (iterations_on_budget, report/estimate.h), as fit checks its answer; a step that fits alone fails the
+  // limit when its run does not.
+  std::optional<IterationsAtCapacity> run;
   std::string message;        // one sentence: which limit and by how much
 };
 
@@ -40,9 +44,11 @@ struct CheckResult {
   std::vector<LimitResult> limits;
 };
 
-// Throws InputError when the baseline was written for another configuration.
+// Throws InputError when the baseline was written for another configuration. `run`: the budget's run check, when
+// one applies (LimitResult::run).
 CheckResult run_check(const Estimate& e, const std::string& configuration, std::optional<uint64_t> budget,
-                      const std::optional<Baseline>& baseline, double max_increase_percent);
+                      const std::optional<Baseline>& baseline, double max_increase_percent,
+                      const std::optional<IterationsAtCapacity>& run = std::nullopt);
 
 // check as its flags name it, for every front end. The gate's budget is estimate.budget (so that
 // --checkpoint auto also fits its checkpoints to it).

@@ -104,17 +104,26 @@ GpuCatalog load_gpu_catalog(const std::string& path) {
 
 GpuCatalog gpu_catalog_from(const std::string& path) { return path.empty() ? builtin_gpu_catalog() : load_gpu_catalog(path); }
 
+namespace {
+
+// "H100 (79.1 GiB - 1 GiB context reserve - 384 MiB NCCL buffers)": what the budget took off the card.
+std::string budget_source(const GpuSpec& gpu, uint64_t context_bytes, uint64_t nccl_bytes) {
+  std::string s = fmt::format("{} ({} - {} context reserve", gpu.name, format_bytes(gpu.memory_bytes),
+                              format_bytes(context_bytes));
+  if (nccl_bytes > 0) s += fmt::format(" - {} NCCL buffers", format_bytes(nccl_bytes));
+  return s + ")";
+}
+
+}  // namespace
+
 FitBudget gpu_budget(const GpuSpec& gpu, uint64_t reserve_bytes) {
   return {gpu.memory_bytes > reserve_bytes ? gpu.memory_bytes - reserve_bytes : 0,
-          fmt::format("{} ({} - {} context reserve)", gpu.name, format_bytes(gpu.memory_bytes),
-                      format_bytes(reserve_bytes))};
+          budget_source(gpu, reserve_bytes, 0)};
 }
 
 FitBudget gpu_budget(const GpuSpec& gpu, const OutsideAllocator& outside) {
   FitBudget b = gpu_budget(gpu, outside.total());
-  if (outside.nccl.bytes > 0)
-    b.source = fmt::format("{} ({} - {} context reserve - {} NCCL buffers)", gpu.name, format_bytes(gpu.memory_bytes),
-                           format_bytes(outside.context_bytes), format_bytes(outside.nccl.bytes));
+  b.source = budget_source(gpu, outside.context_bytes, outside.nccl.bytes);
   return b;
 }
 
