@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -9,6 +10,7 @@
 #include "report/estimate_format.h"
 #include "report/files.h"
 #include "report/json_text.h"
+#include "report/option_choices.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -19,6 +21,8 @@ nlohmann::ordered_json baseline_to_json(const Baseline& b, const Estimate& e) {
   j["model"] = b.model;
   j["configuration"] = b.configuration;
   j["total_bytes"] = b.total_bytes;
+  j["metric"] = b.metric;
+  j["metric_bytes"] = b.metric_bytes;
   j["breakdown"] = breakdown_to_json(e.breakdown);
   j["memplan_version"] = MEMPLAN_VERSION;
   return j;
@@ -34,16 +38,23 @@ Baseline baseline_from_json_text(const std::string& text, const std::string& ori
     b.model = j.at("model").get<std::string>();
     b.configuration = j.at("configuration").get<std::string>();
     b.total_bytes = j.at("total_bytes").get<uint64_t>();
+    b.metric = j.value("metric", std::string("total"));  // baselines before --metric compared total_bytes
+    const std::vector<std::string> metrics = kMetricChoices.names();
+    if (std::find(metrics.begin(), metrics.end(), b.metric) == metrics.end())
+      throw InputError("baseline " + origin + ": metric \"" + b.metric + "\" is not " +
+                       fmt::format("{}", fmt::join(kMetricChoices.names(), ", ")));
+    b.metric_bytes = b.metric == "total" ? b.total_bytes : j.at("metric_bytes").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError("baseline " + origin + ": " + e.what());
   }
-  if (b.total_bytes == 0) throw InputError("baseline " + origin + ": total_bytes is 0");
+  if (b.total_bytes == 0 || b.metric_bytes == 0)
+    throw InputError("baseline " + origin + ": " + (b.total_bytes == 0 ? "total_bytes" : "metric_bytes") + " is 0");
   return b;
 }
 
 CheckResult run_check(const Estimate& e, const std::string& configuration, std::optional<uint64_t> budget,
                       const std::optional<Baseline>& baseline, double max_increase_percent,
-                      const std::optional<IterationsAtCapacity>& run) {
+                      const std::optional<IterationsAtCapacity>& run, const std::string& metric) {
   CheckResult r;
   if (budget) {
     // The budget is device memory: the step runs in it when its required bytes fit (the caching allocator
@@ -88,22 +99,27 @@ CheckResult run_check(const Estimate& e, const std::string& configuration, std::
     if (baseline->configuration != configuration)
       throw InputError("the baseline was written for \"" + baseline->configuration + "\" but this check is for \"" +
                        configuration + "\": pass the same options, or write a new baseline with --write-baseline");
+    if (baseline->metric != metric)
+      throw InputError("the baseline records --metric " + baseline->metric + " but this check compares --metric " +
+                       metric + ": pass --metric " + baseline->metric + ", or write a new baseline with --write-baseline");
+    const uint64_t value = metric_bytes(e, kMetricChoices.parse(metric, "--metric"));
     LimitResult l;
     l.kind = "regression";
-    l.baseline_bytes = baseline->total_bytes;
-    l.value_bytes = e.total_bytes;
+    l.metric = metric;
+    l.baseline_bytes = baseline->metric_bytes;
+    l.value_bytes = value;
     l.max_increase_percent = max_increase_percent;
-    const double base = static_cast<double>(baseline->total_bytes);
+    const double base = static_cast<double>(baseline->metric_bytes);
     l.limit_bytes = static_cast<uint64_t>(std::floor(base * (1.0 + max_increase_percent / 100.0)));
-    l.change_percent = (static_cast<double>(e.total_bytes) - base) / base * 100.0;
-    l.passed = e.total_bytes <= l.limit_bytes;
+    l.change_percent = (static_cast<double>(value) - base) / base * 100.0;
+    l.passed = value <= l.limit_bytes;
     const std::string change = fmt::format("{:+.2f}%", l.change_percent);
-    l.message = l.passed ? fmt::format("regression: {} is {} against the baseline {} (limit +{}%)",
-                                       format_bytes(e.total_bytes), change, format_bytes(baseline->total_bytes),
-                                       max_increase_percent)
+    const std::string what = metric == "total" ? format_bytes(value) : metric + " " + format_bytes(value);
+    l.message = l.passed ? fmt::format("regression: {} is {} against the baseline {} (limit +{}%)", what, change,
+                                       format_bytes(baseline->metric_bytes), max_increase_percent)
                          : fmt::format("regression: {} is {} against the baseline {}, over the limit of +{}% by {}",
-                                       format_bytes(e.total_bytes), change, format_bytes(baseline->total_bytes),
-                                       max_increase_percent, format_bytes(e.total_bytes - l.limit_bytes));
+                                       what, change, format_bytes(baseline->metric_bytes), max_increase_percent,
+                                       format_bytes(value - l.limit_bytes));
     r.limits.push_back(l);
   }
   for (const LimitResult& l : r.limits) r.passed = r.passed && l.passed;
@@ -142,6 +158,7 @@ nlohmann::ordered_json check_to_json(const CheckResult& r, const Estimate& e, co
       x["run"] = run;
     }
     if (l.kind == "regression") {
+      x["metric"] = l.metric;
       x["baseline_bytes"] = l.baseline_bytes;
       x["max_increase_percent"] = l.max_increase_percent;
       x["change_percent"] = std::round(l.change_percent * 1000.0) / 1000.0;
@@ -194,11 +211,12 @@ CheckOutcome check_model(const CheckArgs& c) {
   std::optional<IterationsAtCapacity> run;
   if (budget && est.estimate.required_bytes <= *budget)
     run = iterations_on_budget(*est.graph, to_estimate_options(c.estimate), *budget);
-  out.result = run_check(est.estimate, est.configuration, budget, baseline, c.max_increase_percent, run);
+  out.result = run_check(est.estimate, est.configuration, budget, baseline, c.max_increase_percent, run, c.metric);
   if (!c.write_baseline.empty()) {
     refuse_model_as_output(c.write_baseline, c.estimate.model.path, "--write-baseline");
     const Baseline b{std::filesystem::path(c.estimate.model.path).filename().string(), est.configuration,
-                     est.estimate.total_bytes};
+                     est.estimate.total_bytes, c.metric,
+                     metric_bytes(est.estimate, kMetricChoices.parse(c.metric, "--metric"))};
     write_text_file(c.write_baseline, json_text(baseline_to_json(b, est.estimate)), "the baseline to ");
   }
   return out;

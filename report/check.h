@@ -19,6 +19,8 @@ struct Baseline {
   std::string model;          // file name of the model, for messages
   std::string configuration;  // describe_configuration() when it was written: must match to compare
   uint64_t total_bytes = 0;
+  std::string metric = "total";  // check --metric when it was written (a baseline without one: total)
+  uint64_t metric_bytes = 0;     // the estimate's figure for it (total_bytes for total)
 };
 
 nlohmann::ordered_json baseline_to_json(const Baseline& b, const Estimate& e);
@@ -32,6 +34,7 @@ struct LimitResult {
   uint64_t baseline_bytes = 0;
   double max_increase_percent = 0;
   double change_percent = 0;  // regression: (value - baseline) / baseline * 100
+  std::string metric;         // regression: the figure compared (check --metric)
   // budget, training on PyTorch's caching allocator: the first iteration then steady ones on one allocator of the
   // budget (iterations_on_budget, report/estimate.h), as fit checks its answer; a step that fits alone fails the
   // limit when its run does not.
@@ -48,7 +51,7 @@ struct CheckResult {
 // one applies (LimitResult::run).
 CheckResult run_check(const Estimate& e, const std::string& configuration, std::optional<uint64_t> budget,
                       const std::optional<Baseline>& baseline, double max_increase_percent,
-                      const std::optional<IterationsAtCapacity>& run = std::nullopt);
+                      const std::optional<IterationsAtCapacity>& run = std::nullopt, const std::string& metric = "total");
 
 // check as its flags name it, for every front end. The gate's budget is estimate.budget (so that
 // --checkpoint auto also fits its checkpoints to it).
@@ -57,6 +60,7 @@ struct CheckArgs {
   std::string baseline;        // a baseline file to compare with
   double max_increase_percent = 1.0;
   std::string write_baseline;  // write the current estimate as a baseline here
+  std::string metric = "total";  // the figure the regression limit compares and a written baseline records
 };
 struct CheckOutcome {
   ConfiguredEstimate estimated;

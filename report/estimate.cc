@@ -285,6 +285,16 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options) {
   return e;
 }
 
+uint64_t metric_bytes(const Estimate& e, Metric metric) {
+  switch (metric) {
+    case Metric::Allocated: return e.allocated_bytes;
+    case Metric::Reserved: return e.reserved_bytes;
+    case Metric::Device: return e.device_bytes;
+    case Metric::Total: break;
+  }
+  return e.total_bytes;
+}
+
 std::optional<IterationsAtCapacity> iterations_on_budget(const Graph& graph, const EstimateOptions& options,
                                                          uint64_t budget_bytes) {
   const RuntimeAllocator allocator = allocator_of(options);

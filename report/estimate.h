@@ -94,6 +94,11 @@ struct TrainingFacts {
   int pipeline_busiest_stage = -1;
 };
 
+// The figures a run is watched by (docs/json.md): total_bytes (the headline: reserved + fixed), allocated_bytes
+// (torch.cuda.max_memory_allocated), reserved_bytes (max_memory_reserved), device_bytes (what nvidia-smi shows).
+// The ideal runtime has no allocator: it reports Total only.
+enum class Metric { Total, Allocated, Reserved, Device };
+
 struct Estimate : TrainingFacts {
   std::string model;
   Mode mode = Mode::Inference;
@@ -145,6 +150,9 @@ Estimate estimate_graph(const Graph& graph, const EstimateOptions& options);
 // a training job makes, where fit decides on the steady step alone. For training on PyTorch's caching allocator
 // without expandable segments; nullopt elsewhere (inference has no first iteration; ideal, onnxruntime and
 // expandable segments are other allocators).
+// The estimate's figure for `metric`.
+uint64_t metric_bytes(const Estimate& e, Metric metric);
+
 std::optional<IterationsAtCapacity> iterations_on_budget(const Graph& graph, const EstimateOptions& options,
                                                          uint64_t budget_bytes);
 

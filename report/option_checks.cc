@@ -128,6 +128,16 @@ void check_estimate_combinations(const EstimateArgs& a) {
 const std::vector<CommandRule>& command_rules() {
   using A = const CommandArgs&;
   static const std::vector<CommandRule> all = {
+      {kCheck, "--metric applies to --baseline and --write-baseline; the ideal runtime reports total only",
+       [](A a) -> std::string {
+         if (a.metric == CheckArgs{}.metric) return "";
+         if (a.baseline.empty() && a.write_baseline.empty())
+           return "--metric " + a.metric + " chooses what --baseline compares and --write-baseline records: give one";
+         return kRuntimeChoices.is(a.estimate.runtime, Runtime::Ideal)
+                    ? "--metric " + a.metric + " with --runtime ideal: the ideal runtime has no allocator and reports "
+                      "total only (--runtime pytorch or onnxruntime reports allocated, reserved and device)"
+                    : "";
+       }},
       {kFit | kServe, "--gpu and --memory exclude each other: one budget, a catalog GPU's or a size",
        [](A a) -> std::string {
          return !a.estimate.gpu.empty() && !a.memory.empty() ? "--gpu and --memory exclude each other: give one budget" : "";

@@ -113,6 +113,9 @@ enum class ServeEngine { Vllm, Eager };
 inline const Choices<ServeEngine> kServeEngineChoices{{{"vllm", ServeEngine::Vllm}, {"eager", ServeEngine::Eager}}};
 // vLLM's --quantization methods memplan sizes (cost_models/vllm_weights.h); the value is unused.
 inline const Choices<int> kQuantizationChoices{{{"fp8", 0}, {"gptq", 1}, {"awq", 2}}};
+// check --metric: the figure the regression limit compares (report/estimate.h Metric).
+inline const Choices<Metric> kMetricChoices{{{"total", Metric::Total}, {"allocated", Metric::Allocated},
+                                             {"reserved", Metric::Reserved}, {"device", Metric::Device}}};
 inline const Choices<int> kFormatChoices{{{"table", 0}, {"json", 1}, {"markdown", 2}}};
 
 }  // namespace memplan

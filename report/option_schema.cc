@@ -334,6 +334,12 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(max_increase_percent), .min = 0, .max = 1e300, .show_default = true},
       {.flag = "--write-baseline", .kind = K::Text, .commands = kCheck,
        .help = "Write the current estimate as a baseline file", .field = FIELD(write_baseline)},
+      {.flag = "--metric", .kind = K::Choice, .commands = kCheck,
+       .help = "The figure the regression limit compares with the baseline, and a written baseline records: total "
+               "(the headline: what the runtime holds at its peak), allocated (torch.cuda.max_memory_allocated), "
+               "reserved (max_memory_reserved) or device (what nvidia-smi shows: total + the CUDA context and NCCL "
+               "buffers). Compare the one your monitoring reports",
+       .field = FIELD(metric), .choices = kMetricChoices.names(), .show_default = true},
       // plan and timeline.
       {.flag = "--alignment", .kind = K::Int, .commands = kPlan, .help = "Offset alignment in bytes (cudaMalloc aligns to 256)",
        .field = FIELD(alignment), .min = 1, .show_default = true},

@@ -104,7 +104,7 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
 FitArgs fit_args(const CommandArgs& a) { return FitArgs{a.estimate, a.fit, a.memory}; }
 ServeArgs serve_args(const CommandArgs& a) { return ServeArgs{a.estimate, a.serve, a.memory}; }
 CheckArgs check_args(const CommandArgs& a) {
-  return CheckArgs{a.estimate, a.baseline, a.max_increase_percent, a.write_baseline};
+  return CheckArgs{a.estimate, a.baseline, a.max_increase_percent, a.write_baseline, a.metric};
 }
 
 }  // namespace memplan

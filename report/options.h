@@ -44,6 +44,7 @@ struct CommandArgs {
   std::string memory;                // fit, serve: --memory SIZE
   std::string baseline, write_baseline;                            // check
   double max_increase_percent = CheckArgs{}.max_increase_percent;  // check
+  std::string metric = CheckArgs{}.metric;                         // check
   uint64_t alignment = kDefaultAlignment;                          // plan
   std::string output;                // plan, timeline, export: -o FILE
   std::string format = "table";      // --format (the CLI's output; Python returns the JSON's dictionary)

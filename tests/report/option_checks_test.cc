@@ -77,6 +77,13 @@ TEST(OptionChecks, FitAndServeRangesAreTheRows) {
        "--gpu-memory-utilization 0: vLLM needs more than 0 (at most 1)"},
       {kServe, [](CommandArgs& a) { a.serve.max_num_seqs = -1; }, "--max-num-seqs -1: must be at least 1"},
       {kCheck, [](CommandArgs& a) { a.max_increase_percent = -1; }, "--max-increase -1: must be at least 0"},
+      {kCheck, [](CommandArgs& a) { a.metric = "peak"; }, "--metric peak: expected one of total|allocated|reserved|device"},
+      {kCheck, [](CommandArgs& a) { a.metric = "device"; },
+       "--metric device chooses what --baseline compares and --write-baseline records: give one"},
+      {kCheck, [](CommandArgs& a) { a.metric = "allocated", a.baseline = "b.json", a.estimate.runtime = "ideal"; },
+       "--metric allocated with --runtime ideal: the ideal runtime has no allocator and reports total only "
+       "(--runtime pytorch or onnxruntime reports allocated, reserved and device)"},
+      {kCheck, [](CommandArgs& a) { a.metric = "reserved", a.write_baseline = "b.json"; }, ""},
   };
   for (const Case& c : cases) {
     CommandArgs a;
