@@ -6,8 +6,9 @@ export_llama_kv.py exports optimum's decoders, eval mode and constant folding): 
 outputs, attributes, Constant values), initializers and graph inputs/outputs, as hf_config_test.py compares the dense
 ones; memplan's JSON answers on both files byte-identical but for the file's own fields (for decode, serve --engine
 eager too, with the config's --moe-routing); the parameter count against the hand count (hf_moe.MoeConfig.parameter_count); and each expert's token
-count in the graph against the routing rule computed here (balanced: ceil((N·k − e) / E) for N = batch·seq tokens;
-worst, --moe-routing worst, for three of them: N for experts 0..k-1, 0 for the rest).
+count in the graph (train, and prefill on its new tokens) against the routing rule computed here (balanced:
+ceil((N·k − e) / E) for N = batch·seq tokens; worst, --moe-routing worst, for three of them: N for experts 0..k-1, 0
+for the rest).
 
 Needs MEMPLAN_BIN, HF_CONFIG_DUMP (set by ctest) and /usr/bin/python3 with torch 1.13 and onnx.
 """
@@ -99,18 +100,20 @@ def moe_config_json(cfg: hf_moe.MoeConfig) -> dict:
     return j
 
 
-def expert_rows(config_path: str, cfg: hf_moe.MoeConfig, batch: int, seq: int) -> list:
+def expert_rows(config_path: str, cfg: hf_moe.MoeConfig, batch: int, seq: int, graph: str = "train") -> list:
     """Each expert's gathered tokens in memplan's shapes (inspect: the rows of its first projection's output, in the
-    first sparse layer) against the balanced rule computed here: ceil((N·k − e) / E) for N = batch·seq."""
+    first sparse layer) against the balanced rule computed here: ceil((N·k − e) / E) for N = batch·seq (prefill:
+    seq new tokens a sequence, nothing cached)."""
     tokens, k, experts = batch * seq, cfg.num_experts_per_tok, cfg.num_experts
     if cfg.routing == "worst":  # experts 0..k-1 every token, the rest none
         expected = [tokens if e < k else 0 for e in range(experts)]
     else:
         expected = [-(-(tokens * k - e) // experts) for e in range(experts)]
     assert sum(expected) == tokens * k
-    out = subprocess.run([base_test.MEMPLAN, "inspect", config_path, "--graph", "train", "--batch", str(batch),
-                          "--dim", f"seq={seq}", "--json", "--moe-routing", cfg.routing],
-                         capture_output=True, text=True)
+    dims = (["--batch", str(batch), "--dim", f"seq={seq}"] if graph == "train" else
+            ["--dim", f"batch_size={batch}", "--dim", f"sequence_length={seq}", "--dim", f"total_sequence_length={seq}"])
+    out = subprocess.run([base_test.MEMPLAN, "inspect", config_path, "--graph", graph, *dims, "--json",
+                          "--moe-routing", cfg.routing], capture_output=True, text=True)
     if out.returncode != 0:
         return [f"inspect {config_path}: exit {out.returncode}: {out.stderr}"]
     shapes = {t["name"]: t["shape"] for t in json.loads(out.stdout)["tensors"]}
@@ -181,6 +184,8 @@ def main() -> int:
                 found = base_test.compare_graphs(label, exported, ours)
                 found += compare_answers(label, torch_path, config_path, cfg.routing, graph,
                                          cfg.base.tie_word_embeddings)
+                if graph == "prefill":  # the routing rule on the new tokens, as in training
+                    found += expert_rows(config_path, cfg, 3, 5, graph)
                 print(f"{label}: {len(ours.graph.node)} nodes, {'OK' if not found else 'FAILED'}", flush=True)
                 errors += found
     for e in errors:
