@@ -208,7 +208,7 @@ class Pass {
   // A mixture of experts' router (its logits read by a Softmax, through a Cast, by a TopK) and a shared expert's
   // one-feature gate (read by a Sigmoid) stay whole on every GPU: vLLM builds them as ReplicatedLinear and
   // torch.nn.Linear (vllm/model_executor/models/qwen2_moe.py at 002fb90, Qwen2MoeSparseMoeBlock.gate and
-  // shared_expert_gate; qwen3_moe.py at 002456d and mixtral.py, the gate), every rank routing every token.
+  // shared_expert_gate; qwen3_moe.py at 002456d and mixtral.py at 005df92, the gate), every rank routing every token.
   bool replicated_gate(const Node& n) const {
     const int32_t out = n.outputs[0];
     if (out < 0 || g_.tensors[out].shape.empty()) return false;
