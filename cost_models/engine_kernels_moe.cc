@@ -71,7 +71,8 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
         const Node& n = g.nodes[c];
         if (n.op_type == "TopK") escaped = true;  // another block's router: no result found in between
         if (n.op_type == "MatMul" && n.inputs.size() == 2 && matmul_weight(g, n.inputs[1]) >= 0) {
-          if (b.expert_linears++ == 0 && n.outputs[0] >= 0 && !g.tensors[n.outputs[0]].shape.empty())
+          if (b.expert_linears++ == 0 && !n.outputs.empty() && n.outputs[0] >= 0 &&
+              !g.tensors[n.outputs[0]].shape.empty())
             b.expert_intermediate = g.tensors[n.outputs[0]].shape.back();
         }
         const int32_t acc = accumulator_operand(g, n);
