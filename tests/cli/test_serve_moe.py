@@ -94,6 +94,24 @@ class FusedMoeByHand(unittest.TestCase):
         with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
             jsonschema.validate(j, json.load(f))
 
+    def test_the_kernel_sets_the_forward_peak_when_it_is_the_largest(self):
+        # Experts 1,024 wide: cache13 64 x 2 x 2,048 x 2 = 524,288 and cache2 64 x 2 x 1,024 x 2 = 262,144 outweigh
+        # every other tensor of the 64-token step (the widest, the router's logits and the hidden states, are
+        # 64 x 16 x 2 = 2,048 B), so the forward's peak is the router's step plus the kernel's 791,564 B
+        # (1,536 + 1,548 + 524,288 + 262,144 + 2,048), and vLLM's rotary cache (2,048 B, allocated with the
+        # weights, outside the graph) on top.
+        wide = tiny_moe_config(self.dir.name, moe_intermediate_size=1024)
+        p = run("serve", wide, *VLLM)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        j = json.loads(p.stdout)
+        moe = j["replaced"]["fused_moe"]
+        self.assertEqual(moe["kernel_bytes"], 791564)
+        self.assertEqual(j["memory"]["rotary_cache_bytes"], 2048)
+        self.assertEqual(j["profile_run"]["forward_peak_allocated_bytes"], moe["peak_allocated_bytes"] + 2048)
+        # Below the kernel, the router's step holds the graph's weights and PyTorch's cuBLAS workspace (32 MiB).
+        self.assertGreater(moe["peak_allocated_bytes"] - moe["kernel_bytes"],
+                           j["memory"]["weights_bytes"] - 2048 + (32 << 20))
+
     def test_tensor_parallel_splits_the_experts_as_fused_moe(self):
         j = self.vllm("--tp", "2")
         moe = j["replaced"]["fused_moe"]
