@@ -9,6 +9,9 @@
 //    (transformers' repeat_kv: unsqueeze, expand, reshape, written Unsqueeze/Expand/Reshape, then the keys'
 //    Transpose) before the attention MatMuls. vLLM's attention kernels read the paged cache in place, one KV head
 //    per group of query heads (vllm/v1/attention/backends/flash_attn.py, FlashAttentionImpl.forward).
+//  - a mixture of experts' sparse block (find_moe_blocks below): the router's softmax and top-k, the tokens each
+//    expert gathers, its MLP, the scatter back: what a fused MoE kernel computes in its own buffers (vLLM's
+//    fused_experts, cost_models/vllm_fused_moe.h).
 // The attention block itself (MatMul, scale, a soft-cap, mask, Softmax, MatMul) is the fusion's
 // (cost_models/op_fusion.h, OpKind::Attention, with AttentionImpl::EngineKernel): a kernel that writes its output
 // only.
@@ -44,5 +47,22 @@ struct RepeatKv {
 // and Transpose nodes to the MatMul that reads it, when it passes an Expand (a cache read in place, as a model
 // without grouped-query attention reads it, has no chain).
 RepeatKv find_repeat_kv(const Graph& g, const std::vector<std::string>& present_outputs);
+
+// One sparse block of a mixture of experts, as transformers' blocks are written (MixtralSparseMoeBlock,
+// Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock; tests/models/hf_moe.py): router logits = MatMul(x, W_gate)
+// [tokens, E], Softmax, Cast, TopK k; per expert its tokens gathered and its MLP; each result scattered into a
+// [tokens, hidden] accumulator (index_add_, exported ScatterElements into zeros, then Add). Found by structure:
+// from a TopK over a Cast of a Softmax of a MatMul on a weight, every tensor downstream up to the accumulator that
+// no further scatter reads (the block's result), the first accumulator (zeros of the tokens' shape), and the
+// router's Softmax and Cast.
+struct MoeBlock {
+  std::string topk;                  // the router's TopK node
+  int64_t tokens = 0, hidden = 0, experts = 0, top_k = 0;
+  int64_t expert_intermediate = 0;   // one expert's MLP width (its first projection's output features)
+  int expert_linears = 0;            // MatMuls on weights inside the block (3 per expert)
+  std::string result;                // the accumulator the block returns (kept: the kernel's output)
+  std::vector<std::string> tensors;  // what the fused kernel replaces (held outside the step)
+};
+std::vector<MoeBlock> find_moe_blocks(const Graph& g);
 
 }  // namespace memplan

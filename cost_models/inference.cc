@@ -8,6 +8,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "cost_models/cost_model.h"
 #include "cost_models/eager_semantics.h"
@@ -72,8 +74,17 @@ class InferenceBuilder {
   // storage (ATen's Identity is the tensor itself), so the branch's tensor is the one held apart.
   static std::vector<bool> held_with_identity_sources(const Graph& g, const std::vector<std::string>& names) {
     std::vector<bool> held(g.tensors.size(), false);
+    // By name, once: a mixture of experts holds every expert's tensors (serve --engine vllm's fused kernel),
+    // 10^5 names in a graph of 10^5 tensors, which a search per name makes quadratic.
+    std::unordered_map<std::string_view, int32_t> ids;
+    if (!names.empty()) {
+      ids.reserve(g.tensors.size());
+      for (size_t i = 0; i < g.tensors.size(); ++i) ids.emplace(g.tensors[i].name, static_cast<int32_t>(i));
+    }
     for (const std::string& name : names) {
-      std::optional<int32_t> t = g.find_tensor(name);
+      const auto found = ids.find(name);
+      std::optional<int32_t> t;
+      if (found != ids.end()) t = found->second;
       if (t) held[*t] = true;
       while (t && g.tensors[*t].producer >= 0) {
         const Node& n = g.nodes[g.tensors[*t].producer];

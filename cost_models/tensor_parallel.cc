@@ -205,6 +205,28 @@ class Pass {
     }
   }
 
+  // A mixture of experts' router (its logits read by a Softmax, through a Cast, by a TopK) and a shared expert's
+  // one-feature gate (read by a Sigmoid) stay whole on every GPU: vLLM builds them as ReplicatedLinear and
+  // torch.nn.Linear (vllm/model_executor/models/qwen2_moe.py at 002fb90, Qwen2MoeSparseMoeBlock.gate and
+  // shared_expert_gate; qwen3_moe.py at 002456d and mixtral.py at 005df92, the gate), every rank routing every token.
+  bool replicated_gate(const Node& n) const {
+    const int32_t out = n.outputs[0];
+    if (out < 0 || g_.tensors[out].shape.empty()) return false;
+    for (int32_t c : g_.tensors[out].consumers) {
+      const Node& m = g_.nodes[c];
+      if (m.op_type == "Sigmoid" && g_.tensors[out].shape.back() == 1) return true;
+      if (m.op_type != "Softmax" || m.outputs.empty() || m.outputs[0] < 0) continue;
+      for (int32_t d : g_.tensors[m.outputs[0]].consumers) {
+        const Node& k = g_.nodes[d];
+        if (k.op_type == "TopK") return true;
+        if (k.op_type == "Cast" && !k.outputs.empty() && k.outputs[0] >= 0)
+          for (int32_t e : g_.tensors[k.outputs[0]].consumers)
+            if (g_.nodes[e].op_type == "TopK") return true;
+      }
+    }
+    return false;
+  }
+
   void visit(int32_t index) {
     const Node& n = g_.nodes[index];
     const std::string& op = n.op_type;
@@ -219,6 +241,7 @@ class Pass {
     }
     if (op == "MatMul" && n.inputs.size() == 2 && !n.outputs.empty()) {
       const int32_t w = weight_operand(input(1));
+      if (w >= 0 && replicated_gate(n)) return;  // weight and output whole on every GPU
       if (w >= 0) return linear(n, input(0), input(1), w, w == input(1) ? 1 : 0, -1, rank_of(g_, input(0)) - 1);
       // Two activations (attention): the contracted axes must not be the sharded ones.
       const int32_t a = input(0), b = input(1);

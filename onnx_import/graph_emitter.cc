@@ -153,12 +153,13 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       names[n.output(0)] = t.name();
       folded.push_back(std::move(t));
       p.removed = true;
-    } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && constants.count(n.input(0)) &&
-               constants.count(n.input(1))) {
-      // Unsqueeze(scalar, [0]): a 1-D Constant of the scalar's value, in the Unsqueeze's scope.
+    } else if ((n.op_type() == "Unsqueeze" || n.op_type() == "Reshape") && n.input_size() == 2 &&
+               constants.count(n.input(0)) && constants.count(n.input(1))) {
+      // Unsqueeze(scalar, [0]), or Reshape(scalar, [1]) (torch.topk's k, symbolic_opset11.py topk: the mixtures
+      // of experts' router, hf_moe.cc): a 1-D Constant of the scalar's value, in the node's scope.
       const TensorProto& scalar = constants.at(n.input(0))->node->attribute(0).t();
       if (scalar.data_type() != TensorProto::INT64 || scalar.dims_size() != 0)
-        throw InternalError("folding an Unsqueeze of a constant that is not an int64 scalar");
+        throw InternalError("folding an " + n.op_type() + " of a constant that is not an int64 scalar");
       int64_t v;
       std::memcpy(&v, scalar.raw_data().data(), sizeof v);
       n.set_op_type("Constant");

@@ -8,9 +8,9 @@
 // scope: "Constant_<node index>", output "onnx::Unsqueeze_<JIT value number>", the value's number in the graph
 // before constant folding (graph inputs, then parameters, then one per node in order). Constant folding
 // (torch/csrc/jit/passes/onnx/constant_fold.cpp, do_constant_folding=True) turns a node whose inputs are all
-// constant into a Constant (Unsqueeze of a pooled int: a 1-D Constant in the node's scope) or, for a parameter's
-// Transpose (or a parameter plus a scalar: Gemma's RMSNorm 1 + weight), a new initializer named after its reader,
-// "onnx::MatMul_<number>" ("onnx::Mul_<number>"), numbered on from the last
+// constant into a Constant (Unsqueeze of a pooled int, or its Reshape to [1]: a 1-D Constant in the node's scope) or,
+// for a parameter's Transpose (or a parameter plus a scalar: Gemma's RMSNorm 1 + weight), a new initializer named
+// after its reader, "onnx::MatMul_<number>" ("onnx::Mul_<number>"), numbered on from the last
 // unfolded value in node order; constants and parameters nobody reads any more are dropped.
 #pragma once
 

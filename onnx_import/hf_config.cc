@@ -371,10 +371,6 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
     config.worst_routing = moe_routing == "worst";
   }
   const ConfigGraph kind = config_graph_from_name(path, graph);
-  if (kind != ConfigGraph::Train && config.num_experts > 0)
-    fail(path, "--graph " + graph + " is not built for model_type \"" + config.model_type +
-                   "\": memplan builds its training graph only (--graph train); the experts' decoder with a cache is "
-                   "not built yet");
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
   // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.
   const bool arch_window = config.hf_arch && config.mask_window < config.max_position_embeddings &&

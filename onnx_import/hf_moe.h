@@ -1,13 +1,15 @@
 // Mixture-of-experts decoders from their config.json: mixtral (transformers models/mixtral/modeling_mixtral.py,
 // MixtralSparseMoeBlock), qwen2_moe (qwen2_moe/modeling_qwen2_moe.py, Qwen2MoeSparseMoeBlock with its shared expert)
 // and qwen3_moe (qwen3_moe/modeling_qwen3_moe.py, Qwen3MoeSparseMoeBlock), each with its dense analogue's attention
-// (mistral's, qwen2's, qwen3's). --graph train only. Internal to onnx_import.
+// (mistral's, qwen2's, qwen3's): --graph train, decode and prefill (the same sparse block on the new tokens; the
+// decoder graphs fold as the dense ones, the router's top-k count a 1-D Constant). Internal to onnx_import.
 //
 // The sparse block is built op for op as torch.onnx.export (torch 1.13, opset 17, training export) writes
-// tests/models/hf_moe.py's SparseMoeBlock: the router (gate Linear, softmax in float32, top-k, divided by their sum
-// when the config normalizes, cast), a zeros accumulator, per expert its tokens gathered, its SwiGLU MLP, times the
-// routing weights, index_add_ back (which the exporter writes as Slice/Expand/ScatterElements/Add, placed after the
-// next expert's work), and qwen2_moe's shared expert times sigmoid(shared_expert_gate).
+// tests/models/hf_moe.py's SparseMoeBlock (decode and prefill: eval mode, constant folding): the router (gate
+// Linear, softmax in float32, top-k, divided by their sum when the config normalizes, cast), a zeros accumulator, per
+// expert its tokens gathered, its SwiGLU MLP, times the routing weights, index_add_ back (which the exporter writes
+// as Slice/Expand/ScatterElements/Add, placed after the next expert's work), and qwen2_moe's shared expert times
+// sigmoid(shared_expert_gate).
 //
 // Routing (--moe-routing): which tokens an expert receives depends on the router's values, so the modeling code's
 // torch.where over a one-hot of the top-k choices has no static length. Two rules, each a choice the router can make:

@@ -366,9 +366,6 @@ void point_at_missing_data(onnx::GraphProto& g) {
 }  // namespace
 
 void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model) {
-  // Mixtures of experts: the training graph only (read_config_model names the file).
-  if (config.num_experts > 0 && kind != ConfigGraph::Train)
-    throw InputError("model_type \"" + config.model_type + "\": only --graph train is built");
   // torch.onnx.export's model header (torch/onnx/utils.py): IR version 8 and opset 17 for torch 1.13, graph
   // "torch_jit". The producer is memplan, which built it.
   model.set_ir_version(8);

@@ -205,6 +205,13 @@ const std::vector<CommandRule>& command_rules() {
                       "(--runtime applies to --engine eager)"
                     : "";
        }},
+      {kServe, "--moe-routing in serve applies to --engine eager",
+       [](A a) -> std::string {
+         return vllm(a) && !a.estimate.model.moe_routing.empty()
+                    ? "--moe-routing with --engine vllm: vLLM's fused MoE kernel sizes its buffers by tokens x top-k "
+                      "whatever the routing (--moe-routing applies to --engine eager)"
+                    : "";
+       }},
       {kServe, "--tp in serve applies to --engine vllm",
        [](A a) -> std::string {
          return !vllm(a) && a.estimate.tp > 1 ? "--tp with --engine eager: not modelled (serve --engine vllm models "

@@ -40,8 +40,9 @@ std::vector<OptionSpec> make_schema() {
                "Python: values={\"sr\": 16000})",
        .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
       {.flag = "--graph", .kind = K::Choice, .commands = kAll,
-       .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text; "
-               "a decoder with a sliding window for serve --engine vllm only): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
+       .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, "
+               "and the mixtures of experts mixtral, qwen2_moe, qwen3_moe; a decoder with a sliding window for serve "
+               "--engine vllm only): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
                "logits, a training export), decode (optimum's decoder with past: the KV cache's past inputs and "
                "present outputs, for serve) or prefill (optimum's decoder without past)",
        .field = FIELD(estimate.model.graph), .choices = config_graph_names()},
@@ -50,7 +51,7 @@ std::vector<OptionSpec> make_schema() {
                "receives, a routing its router can choose. balanced (the default): the tokens' k slots dealt to the "
                "E experts in turn, expert e receiving ceil((tokens x k - e) / E); worst: every token picks the same "
                "k experts, each receiving every token (the most one expert can: transformers drops none), the "
-               "others none",
+               "others none. serve: --engine eager's graphs (vLLM's fused MoE kernel does not depend on it)",
        .field = FIELD(estimate.model.moe_routing), .choices = moe_routing_names()},
       // What runs, and how. The rows' order is also the configuration line's.
       {.flag = "--mode", .kind = K::Choice, .commands = kTraining,

@@ -167,6 +167,14 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   }
   a.repeat_kv = repeat.expands;
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
+  // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
+  const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
+  // vLLM's MoE LoRA stacks and quantized MoE methods (Fp8MoEMethod, the Marlin MoE methods) are not sized.
+  const bool quantized = !s.quantization.empty() || !probe.stored_quantization().method.empty();
+  if (!moe.empty() && (s.enable_lora || quantized))
+    throw InputError(std::string(s.enable_lora ? "--enable-lora" : "--quantization") + " with " + probe.path() +
+                     "'s experts: vLLM runs them as its fused MoE kernel, whose " +
+                     (s.enable_lora ? "LoRA stacks" : "quantized expert weights") + " memplan does not size");
   for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
     if (op.kind == OpKind::Attention) ++a.attention_kernels;
   // A config.json's decoder has a head and one attention block a layer, which vLLM's kernels replace (a soft-capped
@@ -180,6 +188,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace "
                      "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
   const Estimate forward = estimate_graph(*g, options);
+  a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path());
   a.enable_lora = s.enable_lora;
   if (s.enable_lora) {
     a.max_loras = s.max_loras;
@@ -219,7 +228,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                       checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"),
                                       "weights bytes");
   a.forward_peak_allocated =
-      checked_add(forward.allocated_bytes - a.quantized.dense_bytes, checked_add(loaded, a.quantized.dequantized_bytes, "profile bytes"),
+      checked_add(std::max(forward.allocated_bytes, a.moe.peak_allocated) - a.quantized.dense_bytes,
+                  checked_add(loaded, a.quantized.dequantized_bytes, "profile bytes"),
                   "profile bytes");
   const uint64_t weights = checked_add(forward.breakdown.weights - a.quantized.dense_bytes, loaded, "weights bytes");
   if (head) {

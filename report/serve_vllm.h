@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "cost_models/engine_kernels.h"
 #include "cost_models/vllm_engine.h"
+#include "cost_models/vllm_fused_moe.h"
 #include "cost_models/vllm_kv_groups.h"
 #include "onnx_import/errors.h"
 #include "cost_models/vllm_weights.h"
@@ -35,6 +37,16 @@ struct VllmResolved {
   bool default_batched_tokens = false, default_num_seqs = false;  // vLLM's defaults for the GPU
   int64_t profile_requests = 0;
   int tp = 1;
+};
+
+// A mixture of experts' sparse blocks run by vLLM's fused MoE kernel (cost_models/vllm_fused_moe.h;
+// report/serve_vllm_moe.cc): blocks 0 when the model has none.
+struct VllmMoeAnswer {
+  int blocks = 0;
+  int64_t experts = 0, top_k = 0, intermediate = 0, intermediate_per_rank = 0, hidden = 0;
+  uint64_t expert_weight_bytes = 0;  // one rank's w13 and w2 of every sparse layer (in the weights term)
+  VllmFusedMoeBytes kernel;          // one call's buffers at the profile step
+  uint64_t peak_allocated = 0;       // the forward's allocated bytes at the fullest router plus the kernel's buffers
 };
 
 struct VllmAnswer {
@@ -76,6 +88,7 @@ struct VllmAnswer {
   std::string lm_head;              // the head's node ("": none found, the logits counted as the graph has them)
   int attention_kernels = 0;        // attention blocks run as a kernel
   std::vector<std::string> repeat_kv;  // repeat_kv's Expand nodes, read in place
+  VllmMoeAnswer moe;                   // the experts, run by vLLM's fused MoE kernel
   bool fits() const { return capacity.starts; }
 };
 
@@ -114,6 +127,14 @@ struct VllmTable {
 // capability `capability` (major x 10 + minor: what vLLM's quantization methods check).
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
                       const std::string& gpu_name, std::string budget_source, uint64_t non_torch, int capability);
+
+// report/serve_vllm_moe.cc: the sparse blocks of the profile step's graph `g`, their tensors added to `held_outside`
+// (the fused kernel computes in its own buffers); then, on the forward's estimate, the kernel's terms.
+std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::string>& held_outside);
+VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
+                             const std::string& model);
+nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
+std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a);
 std::string vllm_to_text(const VllmAnswer& a);

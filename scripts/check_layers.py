@@ -44,7 +44,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("estimate_config",),                                  # command-line strings into estimate options
     ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe
-    ("serve_vllm_format",),                                # that answer as text, JSON and Markdown
+    ("serve_vllm_format", "serve_vllm_moe"),               # that answer as text, JSON and Markdown; its fused MoE kernel
     ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema's types: every command's arguments
     ("recipes",),                                          # --recipe: a framework's option values, set before the checks

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""Mixture-of-experts config.json graphs (onnx_import/hf_moe.h: mixtral, qwen2_moe, qwen3_moe, --graph train) against
-torch.onnx.export of tests/models/hf_moe.py's plain-PyTorch decoders at the same tiny configs: node for node (op
-type, name, inputs, outputs, attributes, Constant values), initializers and graph inputs/outputs, as
-hf_config_test.py compares the dense ones; memplan's JSON answers on both files byte-identical but for the file's
-own fields; the parameter count against the hand count (hf_moe.MoeConfig.parameter_count); and each expert's token
-count in the graph against the routing rule computed here (balanced: ceil((N·k − e) / E) for N = batch·seq tokens;
-worst, --moe-routing worst, for three of them: N for experts 0..k-1, 0 for the rest).
+"""Mixture-of-experts config.json graphs (onnx_import/hf_moe.h: mixtral, qwen2_moe, qwen3_moe; --graph train, decode
+and prefill) against torch.onnx.export of tests/models/hf_moe.py's plain-PyTorch decoders at the same tiny configs
+(train: hf_moe.decoder as export_llama.py exports it; decode / prefill: hf_moe.decoder_with_cache as
+export_llama_kv.py exports optimum's decoders, eval mode and constant folding): node for node (op type, name, inputs,
+outputs, attributes, Constant values), initializers and graph inputs/outputs, as hf_config_test.py compares the dense
+ones; memplan's JSON answers on both files byte-identical but for the file's own fields (for decode, serve --engine
+eager too, with the config's --moe-routing); the parameter count against the hand count (hf_moe.MoeConfig.parameter_count); and each expert's token
+count in the graph (train, and prefill on its new tokens) against the routing rule computed here (balanced:
+ceil((N·k − e) / E) for N = batch·seq tokens; worst, --moe-routing worst, for three of them: N for experts 0..k-1, 0
+for the rest).
 
 Needs MEMPLAN_BIN, HF_CONFIG_DUMP (set by ctest) and /usr/bin/python3 with torch 1.13 and onnx.
 """
@@ -27,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
 import export_llama  # noqa: E402
+import export_llama_kv  # noqa: E402
 import hf_config_test as base_test  # noqa: E402
 import hf_moe  # noqa: E402
 import llama  # noqa: E402
@@ -96,18 +100,20 @@ def moe_config_json(cfg: hf_moe.MoeConfig) -> dict:
     return j
 
 
-def expert_rows(config_path: str, cfg: hf_moe.MoeConfig, batch: int, seq: int) -> list:
+def expert_rows(config_path: str, cfg: hf_moe.MoeConfig, batch: int, seq: int, graph: str = "train") -> list:
     """Each expert's gathered tokens in memplan's shapes (inspect: the rows of its first projection's output, in the
-    first sparse layer) against the balanced rule computed here: ceil((N·k − e) / E) for N = batch·seq."""
+    first sparse layer) against the balanced rule computed here: ceil((N·k − e) / E) for N = batch·seq (prefill:
+    seq new tokens a sequence, nothing cached)."""
     tokens, k, experts = batch * seq, cfg.num_experts_per_tok, cfg.num_experts
     if cfg.routing == "worst":  # experts 0..k-1 every token, the rest none
         expected = [tokens if e < k else 0 for e in range(experts)]
     else:
         expected = [-(-(tokens * k - e) // experts) for e in range(experts)]
     assert sum(expected) == tokens * k
-    out = subprocess.run([base_test.MEMPLAN, "inspect", config_path, "--graph", "train", "--batch", str(batch),
-                          "--dim", f"seq={seq}", "--json", "--moe-routing", cfg.routing],
-                         capture_output=True, text=True)
+    dims = (["--batch", str(batch), "--dim", f"seq={seq}"] if graph == "train" else
+            ["--dim", f"batch_size={batch}", "--dim", f"sequence_length={seq}", "--dim", f"total_sequence_length={seq}"])
+    out = subprocess.run([base_test.MEMPLAN, "inspect", config_path, "--graph", graph, *dims, "--json",
+                          "--moe-routing", cfg.routing], capture_output=True, text=True)
     if out.returncode != 0:
         return [f"inspect {config_path}: exit {out.returncode}: {out.stderr}"]
     shapes = {t["name"]: t["shape"] for t in json.loads(out.stdout)["tensors"]}
@@ -118,13 +124,16 @@ def expert_rows(config_path: str, cfg: hf_moe.MoeConfig, batch: int, seq: int) -
     return [] if got == expected else [f"{config_path}: experts' rows {got} at {tokens} tokens, the rule {expected}"]
 
 
-def compare_answers(label: str, onnx_path: str, config_path: str, routing: str) -> list:
-    """hf_config_test.compare_answers' runs (estimate, a training step, inspect) on the export and on the config
-    with its --moe-routing."""
+def compare_answers(label: str, onnx_path: str, config_path: str, routing: str, graph: str = "train",
+                    tied: bool = False) -> list:
+    """hf_config_test.compare_answers' runs for `graph` (train: estimate, a training step, inspect; decode: estimate,
+    inspect, serve --engine eager; prefill: estimate, inspect) on the export and on the config with its
+    --moe-routing. A tied config's folded graph records its tie, which the export states by shape (as there)."""
     errors = []
-    for run in base_test.GRAPHS["train"][1]:
-        a = base_test.answer(onnx_path, run, [])
-        b = base_test.answer(config_path, run, ["--graph", "train", "--moe-routing", routing])
+    for run in base_test.GRAPHS[graph][1]:
+        claim = ["--tied-embeddings", "shape"] if tied and graph != "train" and run[0] in ("estimate", "serve") else []
+        a = base_test.answer(onnx_path, run, claim)
+        b = base_test.answer(config_path, run, ["--graph", graph, "--moe-routing", routing])
         if a != b:
             diff = [f"{x} | {y}" for x, y in zip(a.splitlines(), b.splitlines()) if x != y][:3]
             errors.append(f"{label}: memplan {' '.join(run)} differs: {diff}")
@@ -161,6 +170,24 @@ def main() -> int:
                              f"{cfg.parameter_count():,} by hand")
             print(f"{label}: {len(ours.graph.node)} nodes, {'OK' if not found else 'FAILED'}", flush=True)
             errors += found
+            for graph in ("decode", "prefill"):
+                ours_path = os.path.join(tmp, f"{name}_{graph}_memplan.onnx")
+                subprocess.run([base_test.DUMP, config_path, graph, ours_path, cfg.routing], check=True)
+                ours = onnx.load(ours_path, load_external_data=False)
+                torch.manual_seed(zoo.SEED)
+                module = hf_moe.decoder_with_cache(cfg, past=graph == "decode")
+                zoo.fill_distinct(module)
+                exported = export_llama_kv.trace(module.eval(), export_params=True)
+                torch_path = os.path.join(tmp, f"{name}_{graph}_torch.onnx")
+                onnx.save_model(exported, torch_path)
+                label = f"{name} --graph {graph}"
+                found = base_test.compare_graphs(label, exported, ours)
+                found += compare_answers(label, torch_path, config_path, cfg.routing, graph,
+                                         cfg.base.tie_word_embeddings)
+                if graph == "prefill":  # the routing rule on the new tokens, as in training
+                    found += expert_rows(config_path, cfg, 3, 5, graph)
+                print(f"{label}: {len(ours.graph.node)} nodes, {'OK' if not found else 'FAILED'}", flush=True)
+                errors += found
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

@@ -1,5 +1,5 @@
 """Mixture-of-experts decoders in plain PyTorch, for the config.json graphs' node-for-node test (mixtral, qwen2_moe,
-qwen3_moe, --graph train).
+qwen3_moe, --graph train, decode and prefill).
 
 Attention, norms, rotary and the head are tests/models/llama.py's (Mixtral's attention is Mistral's, Qwen2-MoE's
 Qwen2's with q/k/v biases, Qwen3-MoE's Qwen3's with q_norm / k_norm). The MLP of a sparse layer follows the
@@ -24,6 +24,10 @@ picks distinct experts; the modeling code drops none), the other experts none (a
 what is gone is the one-hot mask (E, k, N) and torch.where's index pair, which are int64 bookkeeping rather than
 activations. The routing weight of a pair is the
 top-k weight of that (token, slot).
+
+decoder_with_cache is the same decoder with the KV cache as llama.LlamaWithCache holds it (optimum's
+decoder_model.onnx / decoder_with_past_model.onnx, the config.json's --graph prefill / decode): only the attention
+changes; the sparse block routes the new tokens' batch·new (token, slot) pairs by the same rule.
 
 Decoder layer l is sparse unless it is in mlp_only_layers or (l + 1) % decoder_sparse_step != 0 (Qwen2-MoE, Qwen3-MoE);
 a dense layer has the model's dense MLP (intermediate_size).
@@ -143,13 +147,26 @@ class MoeDecoderLayer(nn.Module):
         self.mlp_name = "block_sparse_moe" if cfg.model_type == "mixtral" else "mlp"
         setattr(self, self.mlp_name, SparseMoeBlock(cfg) if cfg.sparse(layer) else llama.MLP(base))
 
-    def forward(self, x, cos, sin, mask):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
-        return x + getattr(self, self.mlp_name)(self.post_attention_layernorm(x))
+    def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
+        """llama.DecoderLayer.forward's two forms: without `cache` the output, with it (output, present)."""
+        if not cache:
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+            return x + getattr(self, self.mlp_name)(self.post_attention_layernorm(x))
+        attended, present = self.self_attn(self.input_layernorm(x), cos, sin, mask, past, cache=True)
+        x = x + attended
+        return x + getattr(self, self.mlp_name)(self.post_attention_layernorm(x)), present
 
 
 def decoder(cfg: MoeConfig) -> llama.Llama:
     """llama.Llama (embedding, rotary, mask, final norm, head) with the MoE layers."""
     module = llama.Llama(cfg.base)
+    module.layers = nn.ModuleList(MoeDecoderLayer(cfg, l) for l in range(cfg.base.num_hidden_layers))
+    return module
+
+
+def decoder_with_cache(cfg: MoeConfig, past: bool) -> llama.LlamaWithCache:
+    """llama.LlamaWithCache (optimum's inputs and outputs: past=True decode, past=False prefill) with the MoE
+    layers."""
+    module = llama.LlamaWithCache(cfg.base, past=past)
     module.layers = nn.ModuleList(MoeDecoderLayer(cfg, l) for l in range(cfg.base.num_hidden_layers))
     return module

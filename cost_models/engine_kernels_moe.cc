@@ -1,0 +1,102 @@
+// find_moe_blocks (cost_models/engine_kernels.h): a mixture of experts' sparse blocks, found by structure.
+#include <set>
+
+#include "cost_models/engine_kernels.h"
+#include "cost_models/graph_facts.h"
+
+namespace memplan {
+namespace {
+
+int32_t producer_of(const Graph& g, int32_t t, const char* op) {
+  if (t < 0 || g.tensors[t].producer < 0) return -1;
+  const int32_t p = g.tensors[t].producer;
+  return g.nodes[p].op_type == op ? p : -1;
+}
+
+// index_add_ as the exporter writes it: Add(acc, ScatterElements(zeros, index, source)). The accumulator operand,
+// or -1 when `node` is not such an Add.
+int32_t accumulator_operand(const Graph& g, const Node& n) {
+  if (n.op_type != "Add" || n.inputs.size() != 2) return -1;
+  if (producer_of(g, n.inputs[1], "ScatterElements") >= 0) return n.inputs[0];
+  if (producer_of(g, n.inputs[0], "ScatterElements") >= 0) return n.inputs[1];
+  return -1;
+}
+
+// An accumulator no further index_add_ reads: the block's result.
+bool last_accumulator(const Graph& g, int32_t t) {
+  for (int32_t c : g.tensors[t].consumers)
+    if (accumulator_operand(g, g.nodes[c]) == t) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
+  std::vector<MoeBlock> blocks;
+  for (const Node& topk : g.nodes) {
+    if (topk.op_type != "TopK" || topk.inputs.empty() || topk.outputs.empty() || topk.outputs[0] < 0) continue;
+    // The router: TopK(Cast(Softmax(MatMul(x, W_gate)))), the Cast optional.
+    int32_t probs = topk.inputs[0];
+    const int32_t cast = producer_of(g, probs, "Cast");
+    if (cast >= 0) probs = g.nodes[cast].inputs[0];
+    const int32_t softmax = producer_of(g, probs, "Softmax");
+    if (softmax < 0) continue;
+    const int32_t logits = g.nodes[softmax].inputs[0];
+    const int32_t gate = producer_of(g, logits, "MatMul");
+    if (gate < 0 || g.nodes[gate].inputs.size() != 2 || matmul_weight(g, g.nodes[gate].inputs[1]) < 0) continue;
+    const Tensor& l = g.tensors[logits];
+    const Tensor& x = g.tensors[g.nodes[gate].inputs[0]];
+    if (l.shape.size() != 2 || x.shape.empty() || g.tensors[topk.outputs[0]].shape.empty()) continue;
+    MoeBlock b;
+    b.topk = topk.name;
+    b.tokens = l.shape[0];
+    b.experts = l.shape[1];
+    b.hidden = x.shape.back();
+    b.top_k = g.tensors[topk.outputs[0]].shape.back();
+    std::set<int32_t> held{probs};
+    if (cast >= 0) held.insert(g.nodes[cast].outputs[0]);
+    std::set<int32_t> seen_nodes;
+    std::vector<int32_t> stack;
+    for (int32_t o : topk.outputs)
+      if (o >= 0) stack.push_back(o);
+    int32_t result = -1;
+    bool escaped = false;
+    while (!stack.empty() && !escaped) {
+      const int32_t t = stack.back();
+      stack.pop_back();
+      if (!held.insert(t).second) continue;
+      if (is_graph_output(g, t)) escaped = true;
+      for (int32_t c : g.tensors[t].consumers) {
+        if (!seen_nodes.insert(c).second) continue;
+        const Node& n = g.nodes[c];
+        if (n.op_type == "TopK") escaped = true;  // another block's router: no result found in between
+        if (n.op_type == "MatMul" && n.inputs.size() == 2 && matmul_weight(g, n.inputs[1]) >= 0) {
+          if (b.expert_linears++ == 0 && !n.outputs.empty() && n.outputs[0] >= 0 &&
+              !g.tensors[n.outputs[0]].shape.empty())
+            b.expert_intermediate = g.tensors[n.outputs[0]].shape.back();
+        }
+        const int32_t acc = accumulator_operand(g, n);
+        if (acc >= 0 && g.tensors[acc].producer >= 0 &&
+            g.nodes[g.tensors[acc].producer].op_type == "ConstantOfShape")
+          held.insert(acc);  // the first accumulator: zeros of the tokens' shape (torch.zeros_like)
+        for (int32_t o : n.outputs) {
+          if (o < 0) continue;
+          if (acc >= 0 && last_accumulator(g, o)) {
+            if (result >= 0 && result != o) escaped = true;
+            result = o;
+            continue;
+          }
+          stack.push_back(o);
+        }
+      }
+    }
+    if (escaped || result < 0 || b.expert_linears == 0) continue;
+    b.result = g.tensors[result].name;
+    held.erase(result);
+    for (int32_t t : held) b.tensors.push_back(g.tensors[t].name);
+    blocks.push_back(std::move(b));
+  }
+  return blocks;
+}
+
+}  // namespace memplan

@@ -1,0 +1,55 @@
+// vLLM's fused mixture-of-experts kernel: what a sparse block (cost_models/engine_kernels.h MoeBlock) allocates when
+// vLLM runs it, in place of the exported graph's per-expert gather, MLP and scatter. vLLM's MoE models (mixtral.py,
+// qwen2_moe.py, qwen3_moe.py) hold their experts in one FusedMoE layer (vllm/model_executor/layers/fused_moe/
+// layer.py), whose unquantized method runs fused_experts (fused_moe.py at 13cb3e4, fused_experts ->
+// inplace_fused_experts / outplace_fused_experts -> fused_experts_impl) after fused_topk. Per call, on T tokens of
+// hidden size H, E experts, top-k k, one tensor-parallel rank's expert width I_p = I / tp, served type d:
+//  - fused_topk (fused_moe.py at 13cb3e4): topk_weights float32 [T, k], topk_ids int32 [T, k],
+//    token_expert_indices int32 [T, k];
+//  - moe_align_block_size (moe_align_block_size.py at 05be992): sorted_ids int32 [T·k + E·(B − 1)], expert_ids int32
+//    [cdiv(T·k + E·(B − 1), B)], num_tokens_post_pad int32 [1], with B the config's BLOCK_SIZE_M; without a tuned
+//    config file for the GPU (configs/E=..,N=..,device_name=...json), get_default_config's: 16 when M <= E, else 64;
+//  - fused_experts_impl: M = min(T, VLLM_FUSED_MOE_CHUNK_SIZE) tokens per chunk; cache13 of M·k·max(N, H) elements
+//    (intermediate_cache1 [M, k, N] and intermediate_cache3 [M, k, H] share it) and intermediate_cache2
+//    [M·k, N / 2], in d, where N = 2·I_p (w13's rows: gate and up stacked); the output [T, H] in d
+//    (out_hidden_states, empty_like(hidden_states) out of place; the in-place path writes over its input).
+// VLLM_FUSED_MOE_CHUNK_SIZE defaults to 32768 (vllm/envs.py at 001f69f; later envs.py writes 16 * 1024): both
+// give M = T up to 16384 tokens a step, vLLM's default step on any GPU being 8192 or 2048.
+// The experts' weights (FusedMoE.__init__: intermediate_size_per_partition = intermediate_size // tp_size;
+// UnquantizedFusedMoEMethod.create_weights: w13_weight [E, 2·I_p, H], w2_weight [E, H, I_p]) are the graph's
+// expert weights as its tensor-parallel plan shards them (each expert's gate and up column-parallel, down
+// row-parallel: the same I_p per rank when tp divides I, which vLLM's FusedMoE asserts).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "onnx_import/graph.h"
+
+namespace memplan {
+
+inline constexpr int64_t kVllmFusedMoeChunkSize = 32768;  // envs.py VLLM_FUSED_MOE_CHUNK_SIZE (at 001f69f)
+
+struct VllmFusedMoeShape {
+  int64_t tokens = 0, hidden = 0, experts = 0, top_k = 0;
+  int64_t intermediate_per_rank = 0;  // I_p
+};
+
+struct VllmFusedMoeBytes {
+  int64_t chunk_tokens = 0;    // M
+  int64_t block_size_m = 0;    // B
+  uint64_t topk_bytes = 0;     // fused_topk's three [T, k] tensors
+  uint64_t align_bytes = 0;    // moe_align_block_size's sorted_ids, expert_ids, num_tokens_post_pad
+  uint64_t cache13_bytes = 0;
+  uint64_t cache2_bytes = 0;
+  uint64_t output_bytes = 0;
+  uint64_t total() const;
+};
+
+VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype);
+
+// I_p for a tensor-parallel group of `tp`: I / tp; throws InputError naming `model` when tp does not divide I
+// (FusedMoE's assert intermediate_size % tp_size == 0).
+int64_t vllm_moe_intermediate_per_rank(int64_t intermediate, int tp, const std::string& model);
+
+}  // namespace memplan

@@ -1,0 +1,99 @@
+// serve --engine vllm on a mixture of experts (report/serve_vllm.h VllmMoeAnswer): the exported sparse blocks'
+// per-expert gather, MLP and scatter are held outside the profile step, and vLLM's fused MoE kernel
+// (cost_models/vllm_fused_moe.h) allocates its buffers while the block runs: at the router's step of the forward,
+// on top of what PyTorch holds allocated there (the residual stream, the block's input, the router's logits).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+#include "report/serve_vllm.h"
+#include "report/sizes.h"
+
+namespace memplan {
+
+std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::string>& held_outside) {
+  std::vector<MoeBlock> blocks = find_moe_blocks(g);
+  for (const MoeBlock& b : blocks) held_outside.insert(held_outside.end(), b.tensors.begin(), b.tensors.end());
+  return blocks;
+}
+
+VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
+                             const std::string& model) {
+  VllmMoeAnswer m;
+  if (blocks.empty()) return m;
+  const MoeBlock& first = blocks.front();
+  for (const MoeBlock& b : blocks)  // a config's sparse layers are alike (hf_moe.cc builds them from one config)
+    if (b.experts != first.experts || b.top_k != first.top_k || b.hidden != first.hidden ||
+        b.expert_intermediate != first.expert_intermediate || b.tokens != first.tokens)
+      throw InputError("serve --engine vllm: the sparse blocks of " + model + " differ (" + first.topk + ", " +
+                       b.topk + "): vLLM's fused MoE kernel is sized per block alike");
+  if (first.expert_linears != 3 * first.experts)
+    throw InputError("serve --engine vllm: " + model + "'s sparse block " + first.topk + " has " +
+                     std::to_string(first.expert_linears) + " expert projections, not 3 per expert for " +
+                     std::to_string(first.experts) + " experts (vLLM's FusedMoE w13 and w2)");
+  m.blocks = static_cast<int>(blocks.size());
+  m.experts = first.experts;
+  m.top_k = first.top_k;
+  m.hidden = first.hidden;
+  m.intermediate = first.expert_intermediate;
+  m.intermediate_per_rank = vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, model);
+  // UnquantizedFusedMoEMethod.create_weights: w13_weight [E, 2·I_p, H] and w2_weight [E, H, I_p] in the served type.
+  const uint64_t d = static_cast<uint64_t>(dtype_bits(served)) / 8;
+  const uint64_t per_layer = checked_mul(
+      checked_mul(checked_mul(static_cast<uint64_t>(m.experts), 3, "expert bytes"), static_cast<uint64_t>(m.hidden),
+                  "expert bytes"),
+      checked_mul(static_cast<uint64_t>(m.intermediate_per_rank), d, "expert bytes"), "expert bytes");
+  m.expert_weight_bytes = checked_mul(per_layer, static_cast<uint64_t>(m.blocks), "expert bytes");
+  m.kernel = vllm_fused_moe_bytes({first.tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank},
+                                  served);
+  // The kernel runs once the router's logits exist: its buffers on top of what is allocated at the router's step.
+  for (const MoeBlock& b : blocks) {
+    const auto it = std::find(forward.step_names.begin(), forward.step_names.end(), b.topk);
+    if (it == forward.step_names.end()) continue;  // the router folded into another step: not placed
+    const size_t step = static_cast<size_t>(it - forward.step_names.begin());
+    if (step >= forward.allocated_per_step.size())
+      throw std::logic_error("serve --engine vllm: no allocated bytes at " + b.topk);
+    m.peak_allocated = std::max(m.peak_allocated,
+                                checked_add(forward.allocated_per_step[step], m.kernel.total(), "profile bytes"));
+  }
+  if (m.peak_allocated == 0)
+    throw std::logic_error("serve --engine vllm: the routers of " + model + " are not steps of the profile run");
+  return m;
+}
+
+nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
+  if (m.blocks == 0) return nullptr;
+  return {{"kernel", "vllm fused_experts"},
+          {"sparse_layers", m.blocks},
+          {"experts", m.experts},
+          {"top_k", m.top_k},
+          {"expert_intermediate_size", m.intermediate},
+          {"expert_intermediate_size_per_rank", m.intermediate_per_rank},
+          {"expert_weight_bytes", m.expert_weight_bytes},
+          {"chunk_tokens", m.kernel.chunk_tokens},
+          {"block_size_m", m.kernel.block_size_m},
+          {"topk_bytes", m.kernel.topk_bytes},
+          {"align_bytes", m.kernel.align_bytes},
+          {"cache13_bytes", m.kernel.cache13_bytes},
+          {"cache2_bytes", m.kernel.cache2_bytes},
+          {"output_bytes", m.kernel.output_bytes},
+          {"kernel_bytes", m.kernel.total()},
+          {"peak_allocated_bytes", m.peak_allocated}};
+}
+
+std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
+  if (m.blocks == 0) return "";
+  return fmt::format("; the experts of {} sparse layers by vLLM's fused MoE kernel (fused_experts: {} experts, "
+                     "top-{}, {} wide, {} a rank; {} of expert weights a rank; per call {}: cache13 {}, cache2 {}, "
+                     "output {}, top-k and alignment {})",
+                     m.blocks, m.experts, m.top_k, m.intermediate, m.intermediate_per_rank,
+                     format_bytes(m.expert_weight_bytes), format_bytes(m.kernel.total()),
+                     format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
+                     format_bytes(m.kernel.output_bytes),
+                     format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes));
+}
+
+}  // namespace memplan

@@ -1,0 +1,166 @@
+"""`memplan serve` on a mixture of experts from its config.json (a tiny qwen3_moe), numbers by hand.
+
+The config: 2 layers, both sparse; hidden 16, 4 query heads, 2 KV heads, head_dim 4; 4 experts of width 8, top-2,
+norm_topk_prob; vocab 64 (a multiple of vLLM's padding of 64), untied head, 256 positions, stored float16.
+
+serve --engine vllm (cost_models/vllm_fused_moe.h, report/serve_vllm_moe.cc) replaces each sparse block's
+per-expert gather, MLP and scatter by vLLM's fused MoE kernel. At a profile step of T = 64 tokens, k = 2, E = 4,
+H = 16, I = 8 (tp 1: I_p = 8, N = 2 I_p = 16), d = 2 (fp16):
+  fused_topk            64 x 2 x (4 + 4 + 4)                      = 1,536
+  moe_align_block_size  B = 64 (get_default_config: M = 64 > E = 4); sorted_ids 64 x 2 + 4 x 63 = 380,
+                        expert_ids cdiv(380, 64) = 6, num_tokens_post_pad 1: (380 + 6 + 1) x 4 = 1,548
+  cache13               M x k x max(N, H) x d = 64 x 2 x 16 x 2      = 4,096
+  cache2                M x k x N / 2 x d     = 64 x 2 x 8 x 2       = 2,048
+  output                T x H x d             = 64 x 16 x 2          = 2,048
+  kernel                                                             = 11,276
+At --tp 2: I_p = 4, N = 8: cache13 64 x 2 x max(8, 16) x 2 = 4,096, cache2 64 x 2 x 4 x 2 = 1,024: 10,252.
+Expert weights (w13 [E, 2 I_p, H], w2 [E, H, I_p]): 3 x 4 x 16 x 8 x 2 = 3,072 B a layer, 6,144 for both; 3,072 a
+rank at tp 2.
+Weights at tp 1, elements: per layer q 16x16, k and v 16x8, o 16x16 (768), q_norm and k_norm 4 each, two norms of
+16 (40), the router 4x16 (64), the experts 1,536: 2,408; x 2 layers + embedding 64x16 + head 16x64 + final norm 16 =
+6,880 elements = 13,760 B; vLLM's rotary cache [256 positions, 4] in fp16, 2,048 B; and the graph's rotary inverse
+frequencies, a [1, 2] constant, 4 B in fp16 (as in the dense decoders' graphs): 15,812.
+At tp 2, a rank: q and o halves (128 each), one KV head of k and v (64 each), the norms whole (40), the router whole
+(vLLM's ReplicatedLinear: 64), the experts' halves (768): 1,256 a layer, x 2 + embedding and head halves (512 each)
++ norm 16 = 3,552 elements = 7,104 B, + the rotary cache 2,048 + the inverse frequencies 4 = 9,156 (the router split
+as a column-parallel layer would give 2 x 32 x 2 = 128 B less).
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import jsonschema
+
+BIN = os.environ["MEMPLAN_BIN"]
+SRC = os.environ["MEMPLAN_SOURCE_DIR"]
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=600)
+
+
+def tiny_moe_config(directory, **overrides):
+    config = {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 16,
+              "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 4, "vocab_size": 64, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
+              "rope_theta": 1000000.0, "tie_word_embeddings": False, "torch_dtype": "float16", "hidden_act": "silu",
+              "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8, "norm_topk_prob": True,
+              "decoder_sparse_step": 1, "mlp_only_layers": [], "output_router_logits": False,
+              "router_aux_loss_coef": 0.001, "attention_bias": False}
+    config.update(overrides)
+    path = os.path.join(directory, "config.json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return path
+
+
+VLLM = ["--engine", "vllm", "--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64",
+        "--max-batched-tokens", "64", "--max-num-seqs", "64", "--json"]
+
+
+class FusedMoeByHand(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.config = tiny_moe_config(self.dir.name)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def vllm(self, *extra):
+        p = run("serve", self.config, *VLLM, *extra)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def test_kernel_buffers_and_expert_weights(self):
+        j = self.vllm()
+        moe = j["replaced"]["fused_moe"]
+        self.assertEqual(moe["kernel"], "vllm fused_experts")
+        self.assertEqual((moe["sparse_layers"], moe["experts"], moe["top_k"]), (2, 4, 2))
+        self.assertEqual((moe["expert_intermediate_size"], moe["expert_intermediate_size_per_rank"]), (8, 8))
+        self.assertEqual((moe["chunk_tokens"], moe["block_size_m"]), (64, 64))
+        self.assertEqual(moe["topk_bytes"], 1536)
+        self.assertEqual(moe["align_bytes"], 1548)
+        self.assertEqual(moe["cache13_bytes"], 4096)
+        self.assertEqual(moe["cache2_bytes"], 2048)
+        self.assertEqual(moe["output_bytes"], 2048)
+        self.assertEqual(moe["kernel_bytes"], 11276)
+        self.assertEqual(moe["expert_weight_bytes"], 6144)
+        self.assertEqual(j["memory"]["weights_bytes"], 15812)
+        # The kernel's buffers are placed on top of what the router's step holds, which includes the weights.
+        self.assertGreater(moe["peak_allocated_bytes"], 15812 + 11276)
+        self.assertGreaterEqual(j["profile_run"]["forward_peak_allocated_bytes"], moe["peak_allocated_bytes"])
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            jsonschema.validate(j, json.load(f))
+
+    def test_the_kernel_sets_the_forward_peak_when_it_is_the_largest(self):
+        # Experts 1,024 wide: cache13 64 x 2 x 2,048 x 2 = 524,288 and cache2 64 x 2 x 1,024 x 2 = 262,144 outweigh
+        # every other tensor of the 64-token step (the widest, the router's logits and the hidden states, are
+        # 64 x 16 x 2 = 2,048 B), so the forward's peak is the router's step plus the kernel's 791,564 B
+        # (1,536 + 1,548 + 524,288 + 262,144 + 2,048), and vLLM's rotary cache (2,048 B, allocated with the
+        # weights, outside the graph) on top.
+        wide = tiny_moe_config(self.dir.name, moe_intermediate_size=1024)
+        p = run("serve", wide, *VLLM)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        j = json.loads(p.stdout)
+        moe = j["replaced"]["fused_moe"]
+        self.assertEqual(moe["kernel_bytes"], 791564)
+        self.assertEqual(j["memory"]["rotary_cache_bytes"], 2048)
+        self.assertEqual(j["profile_run"]["forward_peak_allocated_bytes"], moe["peak_allocated_bytes"] + 2048)
+        # Below the kernel, the router's step holds the graph's weights and PyTorch's cuBLAS workspace (32 MiB).
+        self.assertGreater(moe["peak_allocated_bytes"] - moe["kernel_bytes"],
+                           j["memory"]["weights_bytes"] - 2048 + (32 << 20))
+
+    def test_tensor_parallel_splits_the_experts_as_fused_moe(self):
+        j = self.vllm("--tp", "2")
+        moe = j["replaced"]["fused_moe"]
+        self.assertEqual(moe["expert_intermediate_size_per_rank"], 4)
+        self.assertEqual(moe["cache2_bytes"], 1024)
+        self.assertEqual(moe["kernel_bytes"], 10252)
+        self.assertEqual(moe["expert_weight_bytes"], 3072)
+        self.assertEqual(j["memory"]["weights_bytes"], 9156)
+        # tp 3 divides neither the experts' width 8 nor the heads: one message, exit 2.
+        p = run("serve", self.config, *VLLM, "--tp", "3")
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_the_replacement_is_named_in_the_text(self):
+        p = run("serve", self.config, *VLLM[:-1])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("the experts of 2 sparse layers by vLLM's fused MoE kernel (fused_experts: 4 experts, top-2",
+                      p.stdout)
+
+    def test_routing_is_the_eager_engines(self):
+        # vLLM's kernel sizes its buffers by tokens x k whatever the routing: --moe-routing is eager's, refused
+        # with vllm naming both.
+        p = run("serve", self.config, *VLLM, "--moe-routing", "worst")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--moe-routing with --engine vllm", p.stderr)
+        # Eager runs the exported graph with the routing's token counts (hf_moe_vs_torch checks each expert's rows
+        # and eager's answers against torch's export for both rules): at a 512-token prefill, worst (experts 0 and
+        # 1 each gather all 512 tokens) and balanced (each expert 512 x 2 / 4 = 256) are other programs, and
+        # balanced is the default.
+        eager = ["--engine", "eager", "--runtime", "ideal", "--graph", "decode", "--memory", "1GiB", "--context",
+                 "64", "--max-batched-tokens", "512", "--json"]
+        answers = {}
+        for routing in ("balanced", "worst"):
+            p = run("serve", self.config, *eager, "--moe-routing", routing)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            answers[routing] = json.loads(p.stdout)
+        default = run("serve", self.config, *eager)
+        self.assertEqual(json.loads(default.stdout), answers["balanced"])
+        self.assertNotEqual(answers["worst"]["prefill"]["required_bytes"],
+                            answers["balanced"]["prefill"]["required_bytes"])
+
+    def test_lora_and_quantization_are_refused_with_experts(self):
+        for extra, flag in ((["--enable-lora"], "--enable-lora"), (["--quantization", "fp8"], "--quantization")):
+            p = run("serve", self.config, *VLLM, *extra)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(flag, p.stderr)
+            self.assertIn("fused MoE kernel", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,65 @@
+// vLLM's fused MoE kernel buffers (cost_models/vllm_fused_moe.h), every term by hand.
+#include "cost_models/vllm_fused_moe.h"
+
+#include <gtest/gtest.h>
+
+#include "onnx_import/errors.h"
+
+namespace memplan {
+namespace {
+
+// Mixtral-8x7B (E = 8, k = 2, H = 4096, I = 14336) at --tp 2, bf16, vLLM's default step of 8192 tokens:
+//   I_p = 7168, N = 2 I_p = 14336; M = min(8192, 32768) = 8192; B = 64 (M > E)
+//   fused_topk      8192 x 2 x 12                          = 196,608
+//   alignment       sorted 16,384 + 8 x 63 = 16,888; expert_ids cdiv(16,888, 64) = 264; + 1:
+//                   (16,888 + 264 + 1) x 4                 = 68,612
+//   cache13         8192 x 2 x max(14336, 4096) x 2        = 469,762,048
+//   cache2          8192 x 2 x 7168 x 2                    = 234,881,024
+//   output          8192 x 4096 x 2                        = 67,108,864
+//   total                                                  = 772,017,156
+TEST(VllmFusedMoe, MixtralAtTp2ByHand) {
+  const VllmFusedMoeBytes b = vllm_fused_moe_bytes({8192, 4096, 8, 2, 7168}, DType::BFloat16);
+  EXPECT_EQ(b.chunk_tokens, 8192);
+  EXPECT_EQ(b.block_size_m, 64);
+  EXPECT_EQ(b.topk_bytes, 196608u);
+  EXPECT_EQ(b.align_bytes, 68612u);
+  EXPECT_EQ(b.cache13_bytes, 469762048u);
+  EXPECT_EQ(b.cache2_bytes, 234881024u);
+  EXPECT_EQ(b.output_bytes, 67108864u);
+  EXPECT_EQ(b.total(), 772017156u);
+}
+
+// Qwen3-30B-A3B (E = 128, k = 8, H = 2048, I = 768), tp 1, a decode step of 64 tokens in fp16: M = 64 <= E, so
+// get_default_config's BLOCK_SIZE_M is 16; H = 2048 > N = 1536, so cache13 is sized by H:
+//   fused_topk      64 x 8 x 12 = 6,144
+//   alignment       512 + 128 x 15 = 2,432; cdiv(2,432, 16) = 152; (2,432 + 152 + 1) x 4 = 10,340
+//   cache13         64 x 8 x 2048 x 2 = 2,097,152;  cache2 64 x 8 x 768 x 2 = 786,432;  output 64 x 2048 x 2 = 262,144
+TEST(VllmFusedMoe, SmallStepTakesTheSmallBlockAndTheHiddenWidth) {
+  const VllmFusedMoeBytes b = vllm_fused_moe_bytes({64, 2048, 128, 8, 768}, DType::Float16);
+  EXPECT_EQ(b.block_size_m, 16);
+  EXPECT_EQ(b.topk_bytes, 6144u);
+  EXPECT_EQ(b.align_bytes, 10340u);
+  EXPECT_EQ(b.cache13_bytes, 2097152u);
+  EXPECT_EQ(b.cache2_bytes, 786432u);
+  EXPECT_EQ(b.output_bytes, 262144u);
+}
+
+// A step above VLLM_FUSED_MOE_CHUNK_SIZE: the caches hold one chunk of 32,768 tokens, the top-k, alignment and
+// output buffers every token (E = 8, k = 2, H = 16, I_p = 8, fp16, T = 40,000):
+//   cache13 32,768 x 2 x 16 x 2 = 2,097,152; cache2 32,768 x 2 x 8 x 2 = 1,048,576; output 40,000 x 16 x 2 = 1,280,000
+TEST(VllmFusedMoe, ChunkBoundsTheCaches) {
+  const VllmFusedMoeBytes b = vllm_fused_moe_bytes({40000, 16, 8, 2, 8}, DType::Float16);
+  EXPECT_EQ(b.chunk_tokens, 32768);
+  EXPECT_EQ(b.cache13_bytes, 2097152u);
+  EXPECT_EQ(b.cache2_bytes, 1048576u);
+  EXPECT_EQ(b.output_bytes, 1280000u);
+  EXPECT_EQ(b.topk_bytes, 40000u * 2 * 12);
+}
+
+TEST(VllmFusedMoe, TensorParallelMustDivideTheExpertWidth) {
+  EXPECT_EQ(vllm_moe_intermediate_per_rank(768, 4, "m"), 192);
+  EXPECT_THROW(vllm_moe_intermediate_per_rank(768, 5, "m"), InputError);
+}
+
+}  // namespace
+}  // namespace memplan
