@@ -20,10 +20,11 @@ constexpr int64_t kMaxContextTokens = int64_t{1} << 30;  // the longest single s
 }  // namespace
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : session_(std::move(path), user.graph, user.moe_routing, kServeEngineChoices.is(settings.engine, ServeEngine::Vllm)),
+    : session_(std::move(path), user.graph, user.moe_routing, !kServeEngineChoices.is(settings.engine, ServeEngine::Eager)),
       user_(std::move(user)), settings_(settings), options_(std::move(options)) {
-  // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it.
-  if (kServeEngineChoices.is(settings_.engine, ServeEngine::Vllm) && options_.inference.float_dtype == DType::Float32)
+  // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it. The
+  // other engines answer over vLLM's analysis (report/serve_engines.h), in the same type.
+  if (!kServeEngineChoices.is(settings_.engine, ServeEngine::Eager) && options_.inference.float_dtype == DType::Float32)
     options_.inference.float_dtype =
         vllm_auto_dtype(session_.stored_float_dtype(), options_.execution.cuda_arch_major, session_.model_type());
   const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");
@@ -137,7 +138,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
   else if (!gpu.empty()) budget = gpu_budget(catalog.find(gpu), reserve);
 
   ServeSettings settings = s;
-  const bool vllm = kServeEngineChoices.is(s.engine, ServeEngine::Vllm);
+  const bool vllm = !kServeEngineChoices.is(s.engine, ServeEngine::Eager);  // vLLM's analysis, under every engine but eager
   options.execution.replicate_kv_heads = vllm;
   if (!vllm && settings.max_batched_tokens == 0) settings.max_batched_tokens = settings.context;
   ServeProbe probe(f.estimate.model.path, to_bindings(f.estimate.model), settings, options);
@@ -162,6 +163,20 @@ ServeOutcome serve_model(const ServeArgs& f) {
     const int tp = f.estimate.tp;
     // The compute capability (major x 10 + minor) vLLM's quantization methods check: --arch smXY with --memory.
     const int arch = f.estimate.arch.size() > 2 ? std::stoi(f.estimate.arch.substr(2)) : 90;
+    if (!kServeEngineChoices.is(s.engine, ServeEngine::Vllm)) {  // sglang, trtllm, all (report/serve_engines.h)
+      if (!budget) throw InputError("serve --engine " + s.engine + " needs --gpu NAME or --memory SIZE: its defaults "
+                                    "depend on the GPU's memory (the catalog table is --engine vllm's)");
+      const GpuSpec* g = f.memory.empty() ? &catalog.find(gpu) : nullptr;
+      const std::string source = g ? g->name + " (" + format_bytes(g->memory_bytes) + ")" : budget->source;
+      const uint64_t total = g ? g->memory_bytes : budget->bytes;
+      const int capability = g ? g->cc_major * 10 + g->cc_minor : arch;
+      if (kServeEngineChoices.is(s.engine, ServeEngine::All))
+        out.engines = serve_engines_table(probe, settings, tp, total, g ? g->name : "", source, reserve, capability);
+      else
+        out.engine = serve_engine(probe, settings, kServeEngineChoices.parse(s.engine, "--engine"), tp, total,
+                                  g ? g->name : "", source, reserve, capability);
+      return out;
+    }
     if (!f.memory.empty()) {
       out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve, arch);
     } else if (!gpu.empty()) {

@@ -12,6 +12,7 @@
 
 #include "cost_models/kv_cache.h"
 #include "cost_models/paged_kv.h"
+#include "cost_models/trtllm_engine.h"
 #include "cost_models/vllm_engine.h"
 #include "onnx_import/model_session.h"
 #include "report/estimate.h"
@@ -47,6 +48,15 @@ struct ServeSettings {
   // (vLLM's: no CUDA graphs captured).
   std::string engine_version = "0.11";
   bool enforce_eager = false;
+  // sglang (cost_models/sglang_engine.h): --mem-fraction-static (0: SGLang's default for the GPU),
+  // --max-total-tokens (0: none), --chunked-prefill-size (0: SGLang's default for the GPU) and --page-size (SGLang's
+  // ServerArgs.page_size default 1).
+  double mem_fraction_static = 0;
+  int64_t max_total_tokens = 0, chunked_prefill_size = 0, page_size = 1;
+  // trtllm (cost_models/trtllm_engine.h): --free-gpu-memory-fraction, --tokens-per-block and --max-num-tokens (the
+  // profiling run's tokens), TensorRT-LLM's defaults.
+  double free_gpu_memory_fraction = kTrtllmDefaultFreeGpuMemoryFraction;
+  int64_t tokens_per_block = kTrtllmDefaultTokensPerBlock, max_num_tokens = kTrtllmDefaultMaxNumTokens;
 };
 
 // One step's estimate, KV cache excluded.
