@@ -17,6 +17,7 @@ namespace {
 bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
 bool vllm(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Vllm); }
 bool eager(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Eager); }
+bool ortgenai(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Ortgenai); }
 // vLLM's own options apply under --engine vllm and to --engine all's vllm row.
 bool vllm_row(const CommandArgs& a) { return vllm(a) || kServeEngineChoices.is(a.serve.engine, ServeEngine::All); }
 // One engine's options (report/serve_engines.h) under another engine: the first one given, named with its engine.
@@ -39,6 +40,9 @@ std::string other_engines_option(const CommandArgs& a) {
       {"--block-size", "vllm or eager", s.block_size != d.block_size},
       {"--max-batched-tokens", "vllm or eager", s.max_batched_tokens != d.max_batched_tokens},
   };
+  // ONNX Runtime GenAI runs the graph's own cache type (its kv_cache_quantization is not modelled) on one GPU.
+  if (ortgenai(a) && s.kv_cache_dtype != d.kv_cache_dtype)
+    return "--kv-cache-dtype applies to --engine vllm, sglang and trtllm (ortgenai stores the graph's present type)";
   for (const auto& o : owned) {
     if (!o.set) continue;
     const std::string engine = o.engine;
@@ -420,6 +424,10 @@ const std::vector<CommandRule>& command_rules() {
        }},
       {kServe, "--engine vllm runs on PyTorch: --runtime applies to --engine eager",
        [](A a) -> std::string {
+         if (ortgenai(a))  // it runs on ONNX Runtime: the default (pytorch) is read as onnxruntime
+           return kRuntimeChoices.is(a.estimate.runtime, Runtime::Ideal)
+                      ? "--runtime ideal with --engine ortgenai: ONNX Runtime GenAI runs on ONNX Runtime's allocator"
+                      : "";
          return !eager(a) && !kRuntimeChoices.is(a.estimate.runtime, Runtime::PyTorch)
                     ? "--runtime " + a.estimate.runtime + " with --engine " + a.serve.engine + ": vLLM, SGLang and "
                       "TensorRT-LLM's PyTorch backend run on PyTorch's caching allocator (--runtime applies to --engine "
@@ -428,6 +436,7 @@ const std::vector<CommandRule>& command_rules() {
        }},
       {kServe, "--tp in serve applies to --engine vllm",
        [](A a) -> std::string {
+         if (ortgenai(a) && a.estimate.tp > 1) return "--tp with --engine ortgenai: not modelled (one GPU)";
          return eager(a) && a.estimate.tp > 1 ? "--tp with --engine eager: not modelled (serve --engine vllm models "
                                                  "vLLM's tensor parallelism)"
                                               : "";

@@ -18,8 +18,9 @@ std::vector<OptionSpec> serve_option_rows() {
                "and decode steps as exported, the sequences and the longest sequence that fit), sglang (SGLang's token "
                "pool: mem_fraction_static of the free memory less the weights, no profile run), trtllm (TensorRT-LLM's "
                "PyTorch backend: free_gpu_memory_fraction of what its profiling run over --max-num-tokens leaves, in "
-               "blocks of --tokens-per-block) or all (a row an engine for one GPU: vllm, sglang, trtllm). sglang, "
-               "trtllm and all need --gpu or --memory",
+               "blocks of --tokens-per-block), ortgenai (ONNX Runtime GenAI running the exported graph: past and present "
+               "one buffer at --context (search.max_length) per sequence, the largest batch whose buffers and prompt "
+               "step fit) or all (a row an engine for one GPU). sglang, trtllm, ortgenai and all need --gpu or --memory",
        .field = FIELD(serve.engine), .choices = kServeEngineChoices.names(), .show_default = true},
       {.flag = "--context", .kind = K::Int, .commands = kServe,
        .help = "Tokens of one sequence, prompt and generated (vLLM's --max-model-len); vllm's default: the model's "

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "cost_models/sglang_engine.h"
 #include "cost_models/trtllm_engine.h"
+#include "report/fit.h"
 #include "report/option_choices.h"
 #include "report/serve_probe.h"
 #include "report/serve_vllm.h"
@@ -40,8 +42,30 @@ struct TrtllmAnswer {
   TrtllmKvCache cache;
 };
 
+// ONNX Runtime GenAI (microsoft/onnxruntime-genai at a0c04eb, 0.16.0-dev: src/models/kv_cache.cpp
+// DefaultKeyValueCache::DefaultKeyValueCache, src/config.cpp, src/generators.cpp): with past_present_share_buffer
+// (genai_config.json's search option, which the model builder writes for CUDA; GeneratorParams::
+// IsPastPresentShareBufferEnabled: with num_beams 1) each layer's key and value are one buffer
+// [batch_size x num_beams, num_key_value_heads, max_length, head_size], allocated and zeroed when the generator is
+// made; search.max_length 0 means model.context_length. The graph runs as exported, on ONNX Runtime's allocator:
+// memory = weights + the buffers at max_length + the graph's activation peak (memplan's estimate of the prompt step,
+// --runtime onnxruntime, a prompt filling max_length, the buffers held apart). No memory fraction: the answer is
+// the largest search.batch_size whose total fits the budget (the GPU less --reserve, or --memory), exact: one more
+// sequence does not fit.
+struct OrtGenaiAnswer {
+  uint64_t budget_bytes = 0;
+  int64_t max_length = 0;
+  int64_t kv_heads = 0, head_dim = 0;     // the buffers' shape (0: not [batch, heads, tokens, head_dim])
+  int64_t max_batch_size = 0;             // 0: not one sequence fits
+  uint64_t kv_buffer_bytes = 0;           // at max_batch_size: batch x max_length x bytes_per_token
+  uint64_t step_required_bytes = 0;       // the prompt step at max_batch_size, weights included
+  uint64_t total_bytes = 0;               // the two: what max_batch_size needs
+  bool next_evaluated = false;
+  uint64_t total_bytes_next = 0;          // max_batch_size + 1
+};
+
 struct EngineAnswer {
-  std::string engine;                 // "sglang" or "trtllm"
+  std::string engine;                 // "sglang", "trtllm" or "ortgenai"
   std::string rules;                  // the engine version whose rule applies
   std::string model, gpu, budget_source;
   std::string dtype, kv_cache_dtype;
@@ -56,6 +80,7 @@ struct EngineAnswer {
   int64_t kv_layers = 0;
   std::optional<SglangAnswer> sglang;
   std::optional<TrtllmAnswer> trtllm;
+  std::optional<OrtGenaiAnswer> ortgenai;
   int64_t kv_tokens = 0;              // the tokens the cache holds
   uint64_t kv_cache_bytes = 0;        // kv_tokens x kv_bytes_per_token
   double max_concurrency = 0;         // requests of `context` tokens the cache holds at once (memplan's figure)
@@ -70,6 +95,11 @@ struct EngineAnswer {
 EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& settings, ServeEngine engine, int tp,
                           uint64_t total_memory, const std::string& gpu_name, const std::string& budget_source,
                           uint64_t non_torch, int capability);
+
+// ONNX Runtime GenAI on one budget (`gpu_name` "" for --memory): the probe shaped on ONNX Runtime in the graph's
+// own types; its context (--context, else the model's position limit) is search.max_length.
+EngineAnswer serve_ortgenai(ServeProbe& probe, const ServeSettings& settings, const FitBudget& budget,
+                            const std::string& gpu_name);
 
 // --engine all: one row an engine for one model and GPU.
 struct EngineRow {
@@ -92,6 +122,10 @@ struct EngineTable {
 EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
                                 const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
                                 int capability);
+
+// --engine all's ONNX Runtime GenAI row, from `answer` (serve_ortgenai on its own probe: the graph's types, ONNX
+// Runtime); tp > 1 or what it does not model makes a row that says why.
+void add_ortgenai_row(EngineTable& t, const std::function<EngineAnswer()>& answer);
 
 nlohmann::ordered_json engine_to_json(const EngineAnswer& a);
 std::string engine_to_text(const EngineAnswer& a);

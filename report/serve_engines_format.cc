@@ -72,6 +72,20 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
   } else {
     j["trtllm"] = nullptr;
   }
+  if (a.ortgenai) {
+    const OrtGenaiAnswer& o = *a.ortgenai;
+    j["ortgenai"] = {{"budget_bytes", o.budget_bytes},
+                     {"max_length", o.max_length},
+                     {"kv_heads", o.kv_heads},
+                     {"head_dim", o.head_dim},
+                     {"max_batch_size", o.max_batch_size},
+                     {"kv_buffer_bytes", o.kv_buffer_bytes},
+                     {"step_required_bytes", o.step_required_bytes},
+                     {"total_bytes", o.total_bytes},
+                     {"total_bytes_next", o.next_evaluated ? nlohmann::ordered_json(o.total_bytes_next) : nullptr}};
+  } else {
+    j["ortgenai"] = nullptr;
+  }
   j["kv_cache_tokens"] = a.kv_tokens;
   j["kv_cache_bytes"] = a.kv_cache_bytes;
   j["max_concurrency"] = a.max_concurrency;
@@ -83,7 +97,8 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
 }
 
 std::string engine_to_text(const EngineAnswer& a) {
-  std::string t = fmt::format("{} served by {} ({})\n  {}: {}\n", a.model, a.engine == "sglang" ? "SGLang" : "TensorRT-LLM",
+  const std::string who = a.engine == "sglang" ? "SGLang" : a.engine == "trtllm" ? "TensorRT-LLM" : "ONNX Runtime GenAI";
+  std::string t = fmt::format("{} served by {} ({})\n  {}: {}\n", a.model, who,
                               a.rules, a.gpu.empty() ? "memory" : "GPU", a.budget_source);
   t += fmt::format("  context {} tokens ({}), tp {}, {} weights, KV cache {} ({} B a token over {} layers)\n", a.context,
                    a.context_source, a.tp, a.dtype, a.kv_cache_dtype, format_count(a.kv_bytes_per_token), a.kv_layers);
@@ -114,9 +129,25 @@ std::string engine_to_text(const EngineAnswer& a) {
                      format_count(static_cast<uint64_t>(std::max(r.cache.available_bytes, 0.0))), r.tokens_per_block,
                      r.cache.blocks);
   }
+  if (a.ortgenai) {
+    const OrtGenaiAnswer& o = *a.ortgenai;
+    t += fmt::format("  budget {} ({} B); past/present shared, each sequence's buffers {} B at max_length {}\n",
+                     format_bytes(o.budget_bytes), format_count(o.budget_bytes),
+                     format_count(a.kv_bytes_per_token * uint64_t(o.max_length)), o.max_length);
+    if (o.max_batch_size > 0) {
+      t += fmt::format("  batch {}: buffers {} + prompt step {} (activation peak {}) = {} B\n", o.max_batch_size,
+                       format_bytes(o.kv_buffer_bytes), format_bytes(o.step_required_bytes),
+                       format_bytes(a.activation_peak_bytes), format_count(o.total_bytes));
+      if (o.next_evaluated)
+        t += fmt::format("  batch {} would need {} B\n", o.max_batch_size + 1, format_count(o.total_bytes_next));
+    }
+  }
   t += "\n";
   for (const std::string& line : a.prints) t += line + "\n";
   if (!a.starts) return t + fmt::format("{} would not start: {}\n", a.engine, a.refusal);
+  if (a.ortgenai)
+    return t + fmt::format("search.batch_size at max_length {}: at most {} sequences\n", a.context,
+                           a.max_concurrent_sequences);
   t += fmt::format("KV cache: {} tokens ({}); requests of {} tokens at once: {:.2f}x\n", format_count(a.kv_tokens),
                    format_bytes(a.kv_cache_bytes), a.context, a.max_concurrency);
   return t;

@@ -21,6 +21,10 @@
 
 namespace memplan {
 
+// Whether an engine answers over vLLM's analysis (report/serve_vllm.h): vllm, sglang, trtllm and all do; eager and
+// ortgenai run the exported graph as it is.
+inline bool uses_vllm_analysis(const std::string& engine) { return engine != "eager" && engine != "ortgenai"; }
+
 struct ServeSettings {
   // --engine: vllm (vLLM's V1 engine sizing its cache as it does at start-up: report/serve_vllm.h) or eager
   // (PyTorch eager running the exported graph, its steps searched as below).
@@ -75,6 +79,8 @@ class ServeProbe {
   // vLLM engine takes them from its own profile step).
   uint64_t weights_bytes();
   ServeStep prefill();
+  // A prompt step: `batch` sequences of `tokens` new tokens each, nothing cached.
+  ServeStep prompt(int64_t batch, int64_t tokens) { return step(batch, 0, tokens); }
   ServeStep decode(int64_t batch, int64_t cached_tokens);
   // The model shaped for one step (the cache's dimensions bound as kv_step_bindings binds them).
   std::shared_ptr<const Graph> shape_step(int64_t batch, int64_t cached, int64_t fresh) {

@@ -135,16 +135,66 @@ class TrtllmByHand(unittest.TestCase):
         self.assertEqual(j["trtllm"]["blocks"], int(available // 64) // 64)
 
 
+class OrtGenaiByHand(unittest.TestCase):
+    """ONNX Runtime GenAI (report/serve_engines.h): kv_tiny in its stored float32, past/present one buffer per layer's
+    keys and values of [batch, 2 heads, max_length 100, 4] floats: 2 x 2 layers x 2 x 100 x 4 x 4 B = 12,800 B a
+    sequence. The prompt step (a prompt of max_length tokens, the buffers held apart) is memplan's own estimate on
+    ONNX Runtime, read here from `memplan estimate` run apart; the batch is the largest whose buffers and step fit."""
+
+    def estimate_prompt(self, batch):
+        p = subprocess.run([BIN, "estimate", KV, "--runtime", "onnxruntime", "--dim", "batch=%d" % batch, "--dim",
+                            "past_sequence_length=0", "--dim", "sequence_length=100", "--json"], cwd=SRC,
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)["kv_cache"]["prefill"]["required_bytes"]
+
+    def test_largest_batch_at_max_length(self):
+        j = serve_json("--engine", "ortgenai", "--memory", "64MiB", "--context", "100")
+        jsonschema.validate(j, schema("serve.engine.schema.json"))
+        o = j["ortgenai"]
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 128)
+        self.assertEqual((o["kv_heads"], o["head_dim"], o["max_length"]), (2, 4, 100))
+        b = o["max_batch_size"]
+        self.assertEqual(o["kv_buffer_bytes"], b * 12800)
+        self.assertEqual(o["step_required_bytes"], self.estimate_prompt(b))
+        self.assertEqual(o["total_bytes"], b * 12800 + self.estimate_prompt(b))
+        self.assertLessEqual(o["total_bytes"], 64 * MIB)
+        self.assertGreater((b + 1) * 12800 + self.estimate_prompt(b + 1), 64 * MIB)  # one more sequence does not fit
+        self.assertEqual(o["total_bytes_next"], (b + 1) * 12800 + self.estimate_prompt(b + 1))
+        # ONNX Runtime's arena grows by doubling: 201 sequences' prompt step fits its 32 MiB extension, 202 need 64.
+        self.assertEqual(b, 201)
+        self.assertEqual(j["kv_cache_tokens"], 201 * 100)
+
+    def test_refusals(self):
+        for args, says in ((["--tp", "2"], "--tp with --engine ortgenai"),
+                           (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype applies to --engine vllm, sglang and trtllm"),
+                           (["--runtime", "ideal"], "--runtime ideal with --engine ortgenai"),
+                           (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --engine sglang")):
+            p = run("--engine", "ortgenai", "--memory", "64MiB", "--context", "100", *args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(says, p.stderr)
+        p = run("--engine", "ortgenai", "--memory", "64MiB")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("needs --context N (search.max_length)", p.stderr)
+
+
 class AllEngines(unittest.TestCase):
     def test_one_row_an_engine(self):
         j = serve_json("--engine", "all", *TINY)
         jsonschema.validate(j, schema("serve.engines.schema.json"))
-        self.assertEqual([r["engine"] for r in j["engines"]], ["vllm", "sglang", "trtllm"])
+        self.assertEqual([r["engine"] for r in j["engines"]], ["vllm", "sglang", "trtllm", "ortgenai"])
         v = serve_json("--engine", "vllm", *TINY)
         t = serve_json("--engine", "trtllm", *TINY)
         rows = {r["engine"]: r for r in j["engines"]}
         self.assertEqual(rows["vllm"]["kv_cache_tokens"], v["gpu_kv_cache_tokens"])
         self.assertEqual(rows["trtllm"]["kv_cache_tokens"], t["kv_cache_tokens"])
+        o = serve_json("--engine", "ortgenai", "--memory", "64MiB", "--context", "64")  # the graph's float32
+        self.assertEqual(rows["ortgenai"]["kv_cache_tokens"], o["kv_cache_tokens"])
+        self.assertEqual(rows["ortgenai"]["max_concurrency"], o["ortgenai"]["max_batch_size"])
+        # --tp 2: ONNX Runtime GenAI's row says it serves on one GPU; the others answer per rank.
+        rows = {r["engine"]: r for r in serve_json("--engine", "all", *TINY, "--tp", "2")["engines"]}
+        self.assertIn("ONNX Runtime GenAI serves on one GPU", rows["ortgenai"]["not_modelled"])
+        self.assertTrue(rows["trtllm"]["starts"])
         # SGLang's default fraction on 64 MiB is negative (its reserve is 3,728 MiB): it would not start.
         self.assertFalse(rows["sglang"]["starts"])
         md = run("--engine", "all", *TINY, "--format", "markdown").stdout

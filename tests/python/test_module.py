@@ -158,6 +158,9 @@ def test_serve_other_engines_return_the_cli_json():
         assert p.returncode == 0, p.stderr
         d = memplan.serve(kv, engine=engine, memory="64MiB", reserve="0", context=64, **kw)
         assert d == json.loads(p.stdout)
+    p = cli("serve", kv, "--engine", "ortgenai", "--memory", "64MiB", "--context", "100", "--json")
+    assert p.returncode == 0, p.stderr
+    assert memplan.serve(kv, engine="ortgenai", memory="64MiB", context=100) == json.loads(p.stdout)
     with pytest.raises(memplan.LimitError, match="sglang would not start: Not enough memory"):
         memplan.serve(kv, engine="sglang", memory="4KiB", reserve="0", context=64, mem_fraction_static=0.1)
     with pytest.raises(memplan.InputError, match="--page-size applies to --engine sglang"):
