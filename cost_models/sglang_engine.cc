@@ -41,7 +41,7 @@ SglangTokenPool sglang_token_pool(uint64_t free_before_weights, uint64_t weights
   const int64_t cell = static_cast<int64_t>(cell_size);
   p.profiled_tokens = rest_bytes >= 0 ? rest_bytes / cell : -((-rest_bytes + cell - 1) / cell);
   if (p.profiled_tokens > 0 && context_len > 0)
-    p.max_running_requests = std::min<int64_t>(
+    p.req_to_token_pool_size = std::min<int64_t>(
         std::max<int64_t>(static_cast<int64_t>(static_cast<double>(p.profiled_tokens) / static_cast<double>(context_len) * 512),
                           2048),
         4096);
@@ -49,6 +49,7 @@ SglangTokenPool sglang_token_pool(uint64_t free_before_weights, uint64_t weights
   if (max_total_tokens > 0) tokens = std::min(tokens, max_total_tokens);
   tokens = tokens >= 0 ? tokens / page_size * page_size : -((-tokens + page_size - 1) / page_size) * page_size;
   p.max_total_num_tokens = tokens;
+  p.max_running_requests = tokens > 0 ? std::min(tokens / 2, p.req_to_token_pool_size) : 0;
   p.starts = tokens > 0;
   if (!p.starts)
     p.refusal = "Not enough memory. Please try to increase --mem-fraction-static (the weights take more than "

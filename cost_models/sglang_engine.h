@@ -52,7 +52,11 @@ struct SglangTokenPool {
   double total_gib = 0, available_gib = 0, rest_gib = 0;
   int64_t profiled_tokens = 0;        // int(rest x 2^30) // cell_size
   int64_t max_total_num_tokens = 0;   // after --max-total-tokens and the page rounding
-  // init_memory's default max_running_requests: min(max(int(tokens / context_len x 512), 2048), 4096).
+  // init_memory's request pool (ReqToTokenPool size) without --max-running-requests:
+  // min(max(int(profiled tokens / context_len x 512), 2048), 4096); and the max_running_requests the scheduler logs,
+  // min(max_total_num_tokens // 2, that pool) (model_runner.py ModelRunner.initialize: "Init max running requests";
+  // the scheduler's attention-backend limit, get_max_running_reqests, is not modelled).
+  int64_t req_to_token_pool_size = 0;
   int64_t max_running_requests = 0;
   bool starts = false;                // SGLang raises "Not enough memory" when no token is left
   std::string refusal;

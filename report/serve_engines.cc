@@ -81,8 +81,10 @@ EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s) {
   a.max_concurrency = a.starts ? static_cast<double>(a.kv_tokens / g.page_size) / static_cast<double>(pages_per_request) : 0;
   a.max_concurrent_sequences = a.starts ? (a.kv_tokens / g.page_size) / pages_per_request : 0;
   if (a.starts)
-    a.prints.push_back(fmt::format("max_total_num_tokens={}, chunked_prefill_size={}, max_running_requests={}, "
-                                   "context_len={}",
+    // The scheduler's start-up line (ServerArgs.max_prefill_tokens 16384); its available_gpu_mem, the memory free
+    // after the CUDA graphs, is not modelled.
+    a.prints.push_back(fmt::format("max_total_num_tokens={}, chunked_prefill_size={}, max_prefill_tokens=16384, "
+                                   "max_running_requests={}, context_len={}",
                                    g.pool.max_total_num_tokens, g.chunked_prefill_size, g.pool.max_running_requests,
                                    a.context));
   else

@@ -56,6 +56,7 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
                    {"rest_memory_gib", g.pool.rest_gib},
                    {"profiled_tokens", g.pool.profiled_tokens},
                    {"max_total_num_tokens", g.pool.max_total_num_tokens},
+                   {"req_to_token_pool_size", g.pool.req_to_token_pool_size},
                    {"max_running_requests", g.pool.max_running_requests}};
   } else {
     j["sglang"] = nullptr;
@@ -103,7 +104,8 @@ std::string engine_to_text(const EngineAnswer& a) {
   t += fmt::format("  context {} tokens ({}), tp {}, {} weights, KV cache {} ({} B a token over {} layers)\n", a.context,
                    a.context_source, a.tp, a.dtype, a.kv_cache_dtype, format_count(a.kv_bytes_per_token), a.kv_layers);
   t += "  total                      " + bytes_and_count(a.total_bytes) + "\n";
-  t += "  - outside PyTorch          " + bytes_and_count(a.non_torch_bytes) + "  (--reserve: CUDA context, NCCL)\n";
+  if (!a.ortgenai)  // ONNX Runtime GenAI's budget is already the GPU less --reserve
+    t += "  - outside PyTorch          " + bytes_and_count(a.non_torch_bytes) + "  (--reserve: CUDA context, NCCL)\n";
   t += "  - weights                  " + bytes_and_count(a.weights_bytes) + "\n";
   if (a.sglang) {
     const SglangAnswer& g = *a.sglang;

@@ -10,7 +10,8 @@ SGLang (cost_models/sglang_engine.h), --memory 64MiB --reserve 0 --context 64 --
   available = (67,108,864 - 1,536) / 2^30          GiB free after them
   rest      = available - total x (1 - 0.8)       = (67,107,328 - 13,421,772.8) B = 53,685,555.2 B
   tokens    = int(53,685,555.2) // 64             = 838,836 (838,837 x 64 = 53,685,568 > 53,685,555)
-  max_running_requests = min(max(int(838,836 / 64 x 512), 2048), 4096) = 4096
+  the request pool min(max(int(838,836 / 64 x 512), 2048), 4096) = 4096; max_running_requests = min(838,836 // 2,
+  4096) = 4096
   with --page-size 16: 838,836 // 16 x 16 = 838,832; with --max-total-tokens 1000: 1000.
 SGLang's default mem_fraction_static on the catalog's H100-80GB (85,045,477,376 B, 81,105 whole MiB; SGLang reads
 nvidia-smi's 81,559, which memplan's catalog does not hold, and would take 0.835): chunked prefill 8192
@@ -67,11 +68,12 @@ class SglangByHand(unittest.TestCase):
         self.assertEqual(g["profiled_tokens"], 838836)
         self.assertEqual(j["kv_cache_tokens"], 838836)
         self.assertGreater(838837 * KV_PER_TOKEN, 53685555)  # one more token does not fit
+        self.assertEqual(g["req_to_token_pool_size"], 4096)
         self.assertEqual(g["max_running_requests"], 4096)
         self.assertEqual(j["max_concurrent_sequences"], 838836 // 64)
         text = run("--engine", "sglang", *TINY, "--mem-fraction-static", "0.8").stdout
-        self.assertIn("max_total_num_tokens=838836, chunked_prefill_size=2048, max_running_requests=4096, "
-                      "context_len=64", text)
+        self.assertIn("max_total_num_tokens=838836, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+                      "max_running_requests=4096, context_len=64", text)
 
     def test_page_size_and_max_total_tokens(self):
         j = serve_json("--engine", "sglang", *TINY, "--mem-fraction-static", "0.8", "--page-size", "16")
@@ -79,6 +81,7 @@ class SglangByHand(unittest.TestCase):
         j = serve_json("--engine", "sglang", *TINY, "--mem-fraction-static", "0.8", "--max-total-tokens", "1000")
         self.assertEqual(j["kv_cache_tokens"], 1000)
         self.assertEqual(j["sglang"]["profiled_tokens"], 838836)
+        self.assertEqual(j["sglang"]["max_running_requests"], 500)  # min(1000 // 2, 4096)
 
     def test_default_fraction_on_h100(self):
         j = serve_json("--engine", "sglang", "--gpu", "H100-80GB", "--reserve", "0", "--context", "64")

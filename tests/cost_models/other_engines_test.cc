@@ -49,15 +49,19 @@ TEST(SglangEngine, TokenPool) {
   SglangTokenPool p = sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 0, 1, 4096);
   EXPECT_EQ(p.profiled_tokens, 262144);
   EXPECT_EQ(p.max_total_num_tokens, 262144);
-  // max_running_requests: min(max(int(262,144 / 4,096 x 512), 2048), 4096) = min(max(32,768, 2048), 4096) = 4096.
+  // The request pool: min(max(int(262,144 / 4,096 x 512), 2048), 4096) = min(max(32,768, 2048), 4096) = 4096;
+  // max_running_requests = min(262,144 // 2, 4096) = 4096.
+  EXPECT_EQ(p.req_to_token_pool_size, 4096);
   EXPECT_EQ(p.max_running_requests, 4096);
   EXPECT_TRUE(p.starts);
   p = sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 0, 100, 4096);
   EXPECT_EQ(p.max_total_num_tokens, 262100);
   p = sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 5000, 1, 4096);
   EXPECT_EQ(p.max_total_num_tokens, 5000);
-  // At a context of 1M tokens: int(262,144 / 1,048,576 x 512) = 128 -> 2048.
+  // At a context of 1M tokens: int(262,144 / 1,048,576 x 512) = 128 -> 2048 requests.
   EXPECT_EQ(sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 0, 1, 1 << 20).max_running_requests, 2048);
+  // --max-total-tokens 3000: max_running_requests = min(3000 // 2, 4096) = 1500.
+  EXPECT_EQ(sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 3000, 1, 4096).max_running_requests, 1500);
   // The weights over the fraction: rest = 0.25 - 0.5 < 0, SGLang raises.
   p = sglang_token_pool(1u << 30, 768u << 20, 0.5, 1024, 0, 1, 4096);
   EXPECT_LT(p.profiled_tokens, 0);
