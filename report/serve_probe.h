@@ -26,8 +26,9 @@ namespace memplan {
 inline bool uses_vllm_analysis(const std::string& engine) { return engine != "eager" && engine != "ortgenai"; }
 
 struct ServeSettings {
-  // --engine: vllm (vLLM's V1 engine sizing its cache as it does at start-up: report/serve_vllm.h) or eager
-  // (PyTorch eager running the exported graph, its steps searched as below).
+  // --engine: vllm (vLLM's V1 engine sizing its cache as it does at start-up: report/serve_vllm.h), eager
+  // (PyTorch eager running the exported graph, its steps searched as below), sglang, trtllm, ortgenai or all
+  // (report/serve_engines.h).
   std::string engine = "vllm";
   int64_t context = 0;             // --context N: tokens per sequence (prompt and generated); 0: the model's limit
   int64_t max_batched_tokens = 0;  // --max-batched-tokens T: the prefill step's tokens; 0: the context
