@@ -22,8 +22,12 @@ Action add_serve_command(CLI::App& app) {
       "the exported graph, its prefill and decode steps, how many sequences of --context tokens fit at once with\n"
       "the cache paged in blocks of --block-size tokens, and the longest single sequence. The past/present inputs\n"
       "and outputs are found by their shapes. Without --gpu or --memory, a table over the built-in GPU catalog.\n"
+      "--engine sglang and --engine trtllm: SGLang's token pool (mem_fraction_static of the free memory) and\n"
+      "TensorRT-LLM's KV cache (free_gpu_memory_fraction of what its profiling run leaves), each over the same\n"
+      "analysis; --engine all: a row an engine for one GPU.\n"
       "  memplan serve llama.onnx --gpu H100-80GB --context 8192 --dtype bf16\n"
       "  memplan serve Llama-3.1-8B/config.json --graph decode --gpu L40S --tp 2 --kv-cache-dtype fp8\n"
+      "  memplan serve Llama-3.1-8B/config.json --graph decode --gpu H100-80GB --engine all --context 8192\n"
       "  memplan serve llama.onnx --engine eager --memory 24GiB --context 8192 --max-batched-tokens 2048 --json");
   add_options(cmd, *args, kServe);
 
@@ -31,7 +35,17 @@ Action add_serve_command(CLI::App& app) {
     check_options(cmd, *args, kServe);
     const ServeOutcome out = serve_model(serve_args(*args));
     const Format format = output_format(*args, kServe);
-    if (out.vllm_table) {
+    if (out.engines) {
+      const EngineTable& t = *out.engines;
+      std::cout << (format == Format::Json       ? json_text(engines_table_to_json(t))
+                    : format == Format::Markdown ? engines_table_to_markdown(t)
+                                                 : engines_table_to_text(t));
+    } else if (out.engine) {
+      const std::string text = engine_to_text(*out.engine);
+      std::cout << (format == Format::Json       ? json_text(engine_to_json(*out.engine))
+                    : format == Format::Markdown ? "```\n" + text + "```\n"
+                                                 : text);
+    } else if (out.vllm_table) {
       const VllmTable& t = *out.vllm_table;
       std::cout << (format == Format::Json       ? json_text(vllm_table_to_json(t))
                     : format == Format::Markdown ? vllm_table_to_markdown(t)

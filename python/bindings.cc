@@ -267,15 +267,20 @@ py::tuple serve(py::handle model, const py::kwargs& kwargs) {
   CommandArgs args;
   args.estimate.model.path = model_path(model);
   apply(args, kwargs, kServe, "serve");
-  if (kServeEngineChoices.is(args.serve.engine, ServeEngine::Vllm)) {
+  if (!kServeEngineChoices.is(args.serve.engine, ServeEngine::Eager)) {
     std::string text, message;
     bool broken = false;
     {
       py::gil_scoped_release unlocked;
       const ServeOutcome out = serve_model(serve_args(args));
-      text = json_text(out.vllm_table ? vllm_table_to_json(*out.vllm_table) : vllm_to_json(*out.vllm));
+      text = json_text(out.engines  ? engines_table_to_json(*out.engines)
+                       : out.engine ? engine_to_json(*out.engine)
+                       : out.vllm_table ? vllm_table_to_json(*out.vllm_table)
+                                        : vllm_to_json(*out.vllm));
       broken = out.limit_broken();
-      if (broken) message = escape_invalid_utf8("vLLM would not start: " + out.vllm->capacity.refusal);
+      if (broken)
+        message = escape_invalid_utf8(out.engine ? out.engine->engine + " would not start: " + out.engine->refusal
+                                                 : "vLLM would not start: " + out.vllm->capacity.refusal);
     }
     return py::make_tuple(text, broken, message);
   }

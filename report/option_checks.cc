@@ -16,6 +16,42 @@ namespace {
 
 bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
 bool vllm(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Vllm); }
+bool eager(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Eager); }
+bool ortgenai(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Ortgenai); }
+// vLLM's own options apply under --engine vllm and to --engine all's vllm row.
+bool vllm_row(const CommandArgs& a) { return vllm(a) || kServeEngineChoices.is(a.serve.engine, ServeEngine::All); }
+// One engine's options (report/serve_engines.h) under another engine: the first one given, named with its engine.
+std::string other_engines_option(const CommandArgs& a) {
+  const ServeSettings d;
+  const ServeSettings& s = a.serve;
+  const struct {
+    const char* flag;
+    const char* engine;
+    bool set;
+  } owned[] = {
+      {"--mem-fraction-static", "sglang", s.mem_fraction_static != d.mem_fraction_static},
+      {"--max-total-tokens", "sglang", s.max_total_tokens != d.max_total_tokens},
+      {"--chunked-prefill-size", "sglang", s.chunked_prefill_size != d.chunked_prefill_size},
+      {"--page-size", "sglang", s.page_size != d.page_size},
+      {"--free-gpu-memory-fraction", "trtllm", s.free_gpu_memory_fraction != d.free_gpu_memory_fraction},
+      {"--tokens-per-block", "trtllm", s.tokens_per_block != d.tokens_per_block},
+      {"--max-num-tokens", "trtllm", s.max_num_tokens != d.max_num_tokens},
+      // vLLM's and eager's, which SGLang and TensorRT-LLM name otherwise (--page-size, --tokens-per-block, ...).
+      {"--block-size", "vllm or eager", s.block_size != d.block_size},
+      {"--max-batched-tokens", "vllm or eager", s.max_batched_tokens != d.max_batched_tokens},
+  };
+  // ONNX Runtime GenAI runs the graph's own cache type (its kv_cache_quantization is not modelled) on one GPU.
+  if (ortgenai(a) && s.kv_cache_dtype != d.kv_cache_dtype)
+    return "--kv-cache-dtype applies to --engine vllm, sglang and trtllm (ortgenai stores the graph's present type)";
+  for (const auto& o : owned) {
+    if (!o.set) continue;
+    const std::string engine = o.engine;
+    if (engine == s.engine || kServeEngineChoices.is(s.engine, ServeEngine::All)) continue;
+    if (engine == "vllm or eager" && (vllm(a) || eager(a))) continue;
+    return std::string(o.flag) + " applies to --engine " + engine + " (this is --engine " + s.engine + ")";
+  }
+  return "";
+}
 
 // One row's value against its kind (a choice, an integer's minimum, a number's range).
 void check_value(const OptionSpec& row, const CommandArgs& args) {
@@ -151,19 +187,19 @@ const std::vector<CommandRule>& command_rules() {
        }},
       {kServe, "serve --engine eager needs --context (vllm takes the model's position limit)",
        [](A a) -> std::string {
-         return vllm(a) || a.serve.context > 0
+         return !eager(a) || a.serve.context > 0
                     ? ""
                     : "serve --engine eager needs --context N: the tokens of one sequence (prompt and generated)";
        }},
       {kServe, "--headroom applies to --engine eager (vllm: --gpu-memory-utilization)",
        [](A a) -> std::string {
-         return vllm(a) && a.serve.headroom_percent != ServeSettings{}.headroom_percent
+         return !eager(a) && a.serve.headroom_percent != ServeSettings{}.headroom_percent
                     ? "--headroom applies to --engine eager; vLLM keeps what --gpu-memory-utilization leaves"
                     : "";
        }},
       {kServe, "--gpu-memory-utilization and --max-num-seqs apply to --engine vllm",
        [](A a) -> std::string {
-         if (vllm(a)) return "";
+         if (vllm_row(a)) return "";
          if (a.serve.gpu_memory_utilization != ServeSettings{}.gpu_memory_utilization)
            return "--gpu-memory-utilization applies to --engine vllm (eager: --headroom)";
          return a.serve.max_num_seqs != 0 ? "--max-num-seqs applies to --engine vllm" : "";
@@ -171,14 +207,14 @@ const std::vector<CommandRule>& command_rules() {
       {kServe, "--enable-lora applies to --engine vllm; --max-loras and --max-lora-rank need --enable-lora",
        [](A a) -> std::string {
          const ServeSettings d;
-         if (!vllm(a) && a.serve.enable_lora) return "--enable-lora applies to --engine vllm";
+         if (!vllm_row(a) && a.serve.enable_lora) return "--enable-lora applies to --engine vllm";
          if (!a.serve.enable_lora && (a.serve.max_loras != d.max_loras || a.serve.max_lora_rank != d.max_lora_rank))
            return "--max-loras and --max-lora-rank need --enable-lora";
          return "";
        }},
       {kServe, "--quantization applies to --engine vllm; --quant-bits and --quant-group-size need gptq or awq",
        [](A a) -> std::string {
-         if (!vllm(a) && !a.serve.quantization.empty()) return "--quantization applies to --engine vllm";
+         if (!vllm_row(a) && !a.serve.quantization.empty()) return "--quantization applies to --engine vllm";
          const bool grouped = a.serve.quantization == "gptq" || a.serve.quantization == "awq";
          if (!grouped && (a.serve.quant_bits != 0 || a.serve.quant_group_size != 0))
            return "--quant-bits and --quant-group-size need --quantization gptq or awq";
@@ -189,9 +225,18 @@ const std::vector<CommandRule>& command_rules() {
        }},
       {kServe, "--engine-version and --enforce-eager apply to --engine vllm",
        [](A a) -> std::string {
-         if (vllm(a)) return "";
+         if (vllm_row(a)) return "";
          if (a.serve.engine_version != ServeSettings{}.engine_version) return "--engine-version applies to --engine vllm";
          return a.serve.enforce_eager ? "--enforce-eager applies to --engine vllm (eager runs no CUDA graphs)" : "";
+       }},
+      {kServe, "an engine's own options (SGLang's, TensorRT-LLM's, vLLM's and eager's) apply to that engine",
+       [](A a) -> std::string { return other_engines_option(a); }},
+      {kServe, "--free-gpu-memory-fraction is more than 0 and below 1",
+       [](A a) -> std::string {
+         const double f = a.serve.free_gpu_memory_fraction;
+         return f <= 0 || f >= 1 ? fmt::format("--free-gpu-memory-fraction {}: TensorRT-LLM needs more than 0 and less "
+                                               "than 1 (KVCacheManager.calculate_max_num_blocks asserts it)", f)
+                                  : "";
        }},
       {kServe, "--gpu-memory-utilization is more than 0",
        [](A a) -> std::string {
@@ -200,9 +245,14 @@ const std::vector<CommandRule>& command_rules() {
        }},
       {kServe, "--engine vllm runs on PyTorch: --runtime applies to --engine eager",
        [](A a) -> std::string {
-         return vllm(a) && !kRuntimeChoices.is(a.estimate.runtime, Runtime::PyTorch)
-                    ? "--runtime " + a.estimate.runtime + " with --engine vllm: vLLM runs on PyTorch's caching allocator "
-                      "(--runtime applies to --engine eager)"
+         if (ortgenai(a))  // it runs on ONNX Runtime: the default (pytorch) is read as onnxruntime
+           return kRuntimeChoices.is(a.estimate.runtime, Runtime::Ideal)
+                      ? "--runtime ideal with --engine ortgenai: ONNX Runtime GenAI runs on ONNX Runtime's allocator"
+                      : "";
+         return !eager(a) && !kRuntimeChoices.is(a.estimate.runtime, Runtime::PyTorch)
+                    ? "--runtime " + a.estimate.runtime + " with --engine " + a.serve.engine + ": vLLM, SGLang and "
+                      "TensorRT-LLM's PyTorch backend run on PyTorch's caching allocator (--runtime applies to --engine "
+                      "eager)"
                     : "";
        }},
       {kServe, "--moe-routing in serve applies to --engine eager",
@@ -214,7 +264,8 @@ const std::vector<CommandRule>& command_rules() {
        }},
       {kServe, "--tp in serve applies to --engine vllm",
        [](A a) -> std::string {
-         return !vllm(a) && a.estimate.tp > 1 ? "--tp with --engine eager: not modelled (serve --engine vllm models "
+         if (ortgenai(a) && a.estimate.tp > 1) return "--tp with --engine ortgenai: not modelled (one GPU)";
+         return eager(a) && a.estimate.tp > 1 ? "--tp with --engine eager: not modelled (serve --engine vllm models "
                                                  "vLLM's tensor parallelism)"
                                               : "";
        }},

@@ -109,8 +109,13 @@ inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage:
 // vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
 inline const Choices<bool> kKvCacheDtypeChoices{{{"auto", false}, {"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true}}};
 // serve --engine: who serves the decoder (report/serve_vllm.h: vLLM's V1 rules; report/serve.h: PyTorch eager).
-enum class ServeEngine { Vllm, Eager };
-inline const Choices<ServeEngine> kServeEngineChoices{{{"vllm", ServeEngine::Vllm}, {"eager", ServeEngine::Eager}}};
+enum class ServeEngine { Vllm, Eager, Sglang, Trtllm, Ortgenai, All };
+inline const Choices<ServeEngine> kServeEngineChoices{{{"vllm", ServeEngine::Vllm},
+                                                       {"eager", ServeEngine::Eager},
+                                                       {"sglang", ServeEngine::Sglang},
+                                                       {"trtllm", ServeEngine::Trtllm},
+                                                       {"ortgenai", ServeEngine::Ortgenai},
+                                                       {"all", ServeEngine::All}}};
 // vLLM's --quantization methods memplan sizes (cost_models/vllm_weights.h); the value is unused.
 inline const Choices<int> kQuantizationChoices{{{"fp8", 0}, {"gptq", 1}, {"awq", 2}}};
 // check --metric: the figure the regression limit compares (report/estimate.h Metric).

@@ -15,7 +15,12 @@ std::vector<OptionSpec> serve_option_rows() {
        .help = "Who serves the decoder: vllm (vLLM's V1 engine: its KV cache size and maximum concurrency as it "
                "prints them at start-up, from its own budget rule and profile run, with attention, repeat_kv and "
                "the LM head as its kernels run them) or eager (PyTorch eager running the exported graph: prefill "
-               "and decode steps as exported, the sequences and the longest sequence that fit)",
+               "and decode steps as exported, the sequences and the longest sequence that fit), sglang (SGLang's token "
+               "pool: mem_fraction_static of the free memory less the weights, no profile run), trtllm (TensorRT-LLM's "
+               "PyTorch backend: free_gpu_memory_fraction of what its profiling run over --max-num-tokens leaves, in "
+               "blocks of --tokens-per-block), ortgenai (ONNX Runtime GenAI running the exported graph: past and present "
+               "one buffer at --context (search.max_length) per sequence, the largest batch whose buffers and prompt "
+               "step fit) or all (a row an engine for one GPU). sglang, trtllm, ortgenai and all need --gpu or --memory",
        .field = FIELD(serve.engine), .choices = kServeEngineChoices.names(), .show_default = true},
       {.flag = "--context", .kind = K::Int, .commands = kServe,
        .help = "Tokens of one sequence, prompt and generated (vLLM's --max-model-len); vllm's default: the model's "
@@ -74,6 +79,34 @@ std::vector<OptionSpec> serve_option_rows() {
        .help = "What the paged KV cache stores, as vLLM's --kv-cache-dtype: auto (the model's type, after --dtype) or "
                "fp8, fp8_e4m3, fp8_e5m2 (one byte per element)",
        .field = FIELD(serve.kv_cache_dtype), .choices = kKvCacheDtypeChoices.names(), .show_default = true},
+      {.flag = "--mem-fraction-static", .kind = K::Real, .commands = kServe,
+       .help = "sglang: the fraction of the free memory the weights and the token pool take (SGLang's "
+               "--mem-fraction-static). Default: SGLang's for the GPU, (memory - reserved) / memory with reserved = "
+               "512 MiB + 1.5 MiB a chunked-prefill token + 2 MiB a CUDA-graph batch + tp / 8 GiB, at least 10 GiB "
+               "above 60 GiB",
+       .field = FIELD(serve.mem_fraction_static), .min = 0, .max = 1},
+      {.flag = "--max-total-tokens", .kind = K::Int, .commands = kServe,
+       .help = "sglang: the most tokens the pool holds (SGLang's --max-total-tokens; the profiled value when smaller)",
+       .field = FIELD(serve.max_total_tokens), .min = 1},
+      {.flag = "--chunked-prefill-size", .kind = K::Int, .commands = kServe,
+       .help = "sglang: tokens of one prefill chunk (SGLang's --chunked-prefill-size), which the default "
+               "--mem-fraction-static reserves room for. Default: SGLang's for the GPU, 2048 below 35 GiB, 4096 below "
+               "60 GiB, 8192 below 160 GiB, else 16384",
+       .field = FIELD(serve.chunked_prefill_size), .min = 1},
+      {.flag = "--page-size", .kind = K::Int, .commands = kServe,
+       .help = "sglang: tokens per page of the pool (SGLang's --page-size); the pool is rounded down to whole pages",
+       .field = FIELD(serve.page_size), .min = 1, .show_default = true},
+      {.flag = "--free-gpu-memory-fraction", .kind = K::Real, .commands = kServe,
+       .help = "trtllm: the fraction of the memory left after the profiling run that the KV cache takes "
+               "(TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction)",
+       .field = FIELD(serve.free_gpu_memory_fraction), .min = 0, .max = 1, .show_default = true},
+      {.flag = "--tokens-per-block", .kind = K::Int, .commands = kServe,
+       .help = "trtllm: tokens per KV cache block (TensorRT-LLM's KvCacheConfig.tokens_per_block)",
+       .field = FIELD(serve.tokens_per_block), .min = 1, .show_default = true},
+      {.flag = "--max-num-tokens", .kind = K::Int, .commands = kServe,
+       .help = "trtllm: tokens of one batch (TensorRT-LLM's max_num_tokens): its profiling run's, whose peak the "
+               "cache's memory leaves out",
+       .field = FIELD(serve.max_num_tokens), .min = 1, .show_default = true},
       {.flag = "--kv-dim", .kind = K::Text, .commands = kServe,
        .help = "The symbolic dimension that counts cached tokens, when several qualify (e.g. past_sequence_length)",
        .field = FIELD(serve.kv_dim)},

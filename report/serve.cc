@@ -19,50 +19,6 @@ constexpr int64_t kMaxContextTokens = int64_t{1} << 30;  // the longest single s
 
 }  // namespace
 
-ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : session_(std::move(path), user.graph, user.moe_routing, kServeEngineChoices.is(settings.engine, ServeEngine::Vllm)),
-      user_(std::move(user)), settings_(settings), options_(std::move(options)) {
-  // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it.
-  if (kServeEngineChoices.is(settings_.engine, ServeEngine::Vllm) && options_.inference.float_dtype == DType::Float32)
-    options_.inference.float_dtype =
-        vllm_auto_dtype(session_.stored_float_dtype(), options_.execution.cuda_arch_major, session_.model_type());
-  const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");
-  kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
-  options_.inference.held_outside = kv_.tensors();
-}
-
-uint64_t ServeProbe::weights_bytes() {
-  if (!weights_bytes_)
-    weights_bytes_ = estimate_graph(*shape_step(1, 0, settings_.max_batched_tokens), options_).breakdown.weights;
-  return *weights_bytes_;
-}
-
-ServeStep ServeProbe::step(int64_t batch, int64_t cached, int64_t fresh) {
-  const auto key = std::make_tuple(options_.execution.cuda_arch_major, batch, cached, fresh);
-  auto it = memo_.find(key);
-  if (it == memo_.end()) {
-    std::optional<uint64_t> need;
-    try {
-      need = estimate_totals(*session_.shape(kv_step_bindings(user_, kv_, batch, cached, fresh)), options_).required_bytes;
-    } catch (const ShapeOverflow&) {
-      need = std::nullopt;
-    }
-    it = memo_.emplace(key, need).first;
-  }
-  if (!it->second) throw ShapeOverflow("serve: a step of " + std::to_string(batch) + " sequences, " +
-                                       std::to_string(cached) + " cached tokens, overflows 64-bit byte counts");
-  ServeStep s;
-  s.batch = batch;
-  s.cached_tokens = cached;
-  s.new_tokens = fresh;
-  s.required_bytes = *it->second;
-  s.activation_peak_bytes = s.required_bytes > weights_bytes() ? s.required_bytes - weights_bytes() : 0;
-  return s;
-}
-
-ServeStep ServeProbe::prefill() { return step(1, 0, settings_.max_batched_tokens); }
-ServeStep ServeProbe::decode(int64_t batch, int64_t cached_tokens) { return step(batch, cached_tokens, 1); }
-
 ServeAnswer serve_budget(ServeProbe& probe, const ServeSettings& settings, const FitBudget& budget) {
   ServeAnswer a;
   a.model = probe.path();
@@ -137,7 +93,8 @@ ServeOutcome serve_model(const ServeArgs& f) {
   else if (!gpu.empty()) budget = gpu_budget(catalog.find(gpu), reserve);
 
   ServeSettings settings = s;
-  const bool vllm = kServeEngineChoices.is(s.engine, ServeEngine::Vllm);
+  const bool vllm = uses_vllm_analysis(s.engine);  // vLLM's analysis: vllm, sglang, trtllm, all
+  if (kServeEngineChoices.is(s.engine, ServeEngine::Ortgenai)) options.execution.runtime = Runtime::OnnxRuntime;
   options.execution.replicate_kv_heads = vllm;
   if (!vllm && settings.max_batched_tokens == 0) settings.max_batched_tokens = settings.context;
   ServeProbe probe(f.estimate.model.path, to_bindings(f.estimate.model), settings, options);
@@ -162,6 +119,30 @@ ServeOutcome serve_model(const ServeArgs& f) {
     const int tp = f.estimate.tp;
     // The compute capability (major x 10 + minor) vLLM's quantization methods check: --arch smXY with --memory.
     const int arch = f.estimate.arch.size() > 2 ? std::stoi(f.estimate.arch.substr(2)) : 90;
+    if (!kServeEngineChoices.is(s.engine, ServeEngine::Vllm)) {  // sglang, trtllm, all (report/serve_engines.h)
+      if (!budget) throw InputError("serve --engine " + s.engine + " needs --gpu NAME or --memory SIZE: its defaults "
+                                    "depend on the GPU's memory (the catalog table is --engine vllm's)");
+      const GpuSpec* g = f.memory.empty() ? &catalog.find(gpu) : nullptr;
+      const std::string source = g ? g->name + " (" + format_bytes(g->memory_bytes) + ")" : budget->source;
+      const uint64_t total = g ? g->memory_bytes : budget->bytes;
+      const int capability = g ? g->cc_major * 10 + g->cc_minor : arch;
+      if (kServeEngineChoices.is(s.engine, ServeEngine::All)) {
+        out.engines = serve_engines_table(probe, settings, tp, total, g ? g->name : "", source, reserve, capability);
+        add_ortgenai_row(*out.engines, [&] {  // on its own probe: the graph's types, ONNX Runtime
+          EstimateOptions ort = to_estimate_options(f.estimate);
+          ort.execution.runtime = Runtime::OnnxRuntime;
+          ServeSettings own = settings;
+          own.engine = "ortgenai";
+          own.max_batched_tokens = own.context;  // the weights' step, as eager's (a prompt of the context)
+          ServeProbe graph(f.estimate.model.path, to_bindings(f.estimate.model), own, ort);
+          return serve_ortgenai(graph, own, *budget, g ? g->name : "");
+        });
+      } else {
+        out.engine = serve_engine(probe, settings, kServeEngineChoices.parse(s.engine, "--engine"), tp, total,
+                                  g ? g->name : "", source, reserve, capability);
+      }
+      return out;
+    }
     if (!f.memory.empty()) {
       out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve, arch);
     } else if (!gpu.empty()) {
@@ -203,6 +184,11 @@ ServeOutcome serve_model(const ServeArgs& f) {
       if (answered == 0 && refused) throw InputError(*refused);
       out.vllm_table = std::move(t);
     }
+    return out;
+  }
+  if (kServeEngineChoices.is(s.engine, ServeEngine::Ortgenai)) {  // report/serve_engines.h
+    if (!budget) throw InputError("serve --engine ortgenai needs --gpu NAME or --memory SIZE");
+    out.engine = serve_ortgenai(probe, settings, *budget, f.memory.empty() ? catalog.find(gpu).name : "");
     return out;
   }
   if (budget) {

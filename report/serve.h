@@ -30,6 +30,7 @@
 #include "cost_models/paged_kv.h"
 #include "report/estimate_config.h"
 #include "report/fit.h"
+#include "report/serve_engines.h"
 #include "report/serve_probe.h"
 #include "report/serve_vllm.h"
 
@@ -89,8 +90,13 @@ struct ServeOutcome {
   // --engine vllm: the same two (report/serve_vllm.h).
   std::optional<VllmAnswer> vllm;
   std::optional<VllmTable> vllm_table;
-  // The CLI exits 1: nothing fits, or vLLM would not start.
-  bool limit_broken() const { return (answer && !answer->fits()) || (vllm && !vllm->fits()); }
+  // --engine sglang or trtllm (report/serve_engines.h), and --engine all: a row an engine.
+  std::optional<EngineAnswer> engine;
+  std::optional<EngineTable> engines;
+  // The CLI exits 1: nothing fits, or the engine would not start.
+  bool limit_broken() const {
+    return (answer && !answer->fits()) || (vllm && !vllm->fits()) || (engine && !engine->starts);
+  }
 };
 // The arguments must have passed validate_options(..., kServe) (report/option_checks.h), as the CLI and Python
 // run it first. Throws InputError (exit 2) for bindings serve makes itself and models without a KV cache.

@@ -12,6 +12,7 @@
 
 #include "cost_models/kv_cache.h"
 #include "cost_models/paged_kv.h"
+#include "cost_models/trtllm_engine.h"
 #include "cost_models/vllm_engine.h"
 #include "onnx_import/model_session.h"
 #include "report/estimate.h"
@@ -20,9 +21,14 @@
 
 namespace memplan {
 
+// Whether an engine answers over vLLM's analysis (report/serve_vllm.h): vllm, sglang, trtllm and all do; eager and
+// ortgenai run the exported graph as it is.
+inline bool uses_vllm_analysis(const std::string& engine) { return engine != "eager" && engine != "ortgenai"; }
+
 struct ServeSettings {
-  // --engine: vllm (vLLM's V1 engine sizing its cache as it does at start-up: report/serve_vllm.h) or eager
-  // (PyTorch eager running the exported graph, its steps searched as below).
+  // --engine: vllm (vLLM's V1 engine sizing its cache as it does at start-up: report/serve_vllm.h), eager
+  // (PyTorch eager running the exported graph, its steps searched as below), sglang, trtllm, ortgenai or all
+  // (report/serve_engines.h).
   std::string engine = "vllm";
   int64_t context = 0;             // --context N: tokens per sequence (prompt and generated); 0: the model's limit
   int64_t max_batched_tokens = 0;  // --max-batched-tokens T: the prefill step's tokens; 0: the context
@@ -47,6 +53,15 @@ struct ServeSettings {
   // (vLLM's: no CUDA graphs captured).
   std::string engine_version = "0.11";
   bool enforce_eager = false;
+  // sglang (cost_models/sglang_engine.h): --mem-fraction-static (0: SGLang's default for the GPU),
+  // --max-total-tokens (0: none), --chunked-prefill-size (0: SGLang's default for the GPU) and --page-size (SGLang's
+  // ServerArgs.page_size default 1).
+  double mem_fraction_static = 0;
+  int64_t max_total_tokens = 0, chunked_prefill_size = 0, page_size = 1;
+  // trtllm (cost_models/trtllm_engine.h): --free-gpu-memory-fraction, --tokens-per-block and --max-num-tokens (the
+  // profiling run's tokens), TensorRT-LLM's defaults.
+  double free_gpu_memory_fraction = kTrtllmDefaultFreeGpuMemoryFraction;
+  int64_t tokens_per_block = kTrtllmDefaultTokensPerBlock, max_num_tokens = kTrtllmDefaultMaxNumTokens;
 };
 
 // One step's estimate, KV cache excluded.
@@ -65,6 +80,8 @@ class ServeProbe {
   // vLLM engine takes them from its own profile step).
   uint64_t weights_bytes();
   ServeStep prefill();
+  // A prompt step: `batch` sequences of `tokens` new tokens each, nothing cached.
+  ServeStep prompt(int64_t batch, int64_t tokens) { return step(batch, 0, tokens); }
   ServeStep decode(int64_t batch, int64_t cached_tokens);
   // The model shaped for one step (the cache's dimensions bound as kv_step_bindings binds them).
   std::shared_ptr<const Graph> shape_step(int64_t batch, int64_t cached, int64_t fresh) {

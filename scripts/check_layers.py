@@ -45,6 +45,8 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe
     ("serve_vllm_format", "serve_vllm_moe"),               # that answer as text, JSON and Markdown; its fused MoE kernel
+    ("serve_engines",),                                    # SGLang's and TensorRT-LLM's answers over vLLM's analysis
+    ("serve_engines_format",),                             # those answers as text, JSON and Markdown
     ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema's types: every command's arguments
     ("recipes",),                                          # --recipe: a framework's option values, set before the checks

@@ -104,6 +104,8 @@ def check(model: PathLike, **options: Any) -> Dict[str, Any]:
 def serve(model: PathLike, **options: Any) -> Dict[str, Any]:
     """``memplan serve MODEL --json``: a decoder with a KV cache served by vLLM (``engine="vllm"``, the default:
     vLLM's "GPU KV cache size" in tokens, its maximum concurrency and the budget's terms, memplan.serve.vllm/1) or
-    by PyTorch eager (``engine="eager"``: how many sequences of ``context`` tokens fit, memplan.serve/1). Raises
-    :class:`LimitError` when vLLM would not start, or when not one block fits."""
+    by PyTorch eager (``engine="eager"``: how many sequences of ``context`` tokens fit, memplan.serve/1), SGLang
+    (``engine="sglang"``: its token pool, memplan.serve.engine/1), TensorRT-LLM (``engine="trtllm"``: its KV cache
+    blocks, memplan.serve.engine/1), or all three on one GPU (``engine="all"``, memplan.serve.engines/1). Raises
+    :class:`LimitError` when the engine would not start, or when not one block fits."""
     return _limited(_core.serve, model, options)

@@ -147,6 +147,26 @@ def test_serve_vllm_that_would_not_start_is_a_limit_error():
     assert e.value.result["schema"] == "memplan.serve.vllm/1"
 
 
+def test_serve_other_engines_return_the_cli_json():
+    # SGLang's and TensorRT-LLM's answers and --engine all's table: the CLI's JSON, key for key.
+    kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
+    base = ["--memory", "64MiB", "--reserve", "0", "--context", "64"]
+    for engine, extra, kw in (("sglang", ["--mem-fraction-static", "0.8"], {"mem_fraction_static": 0.8}),
+                              ("trtllm", ["--max-num-tokens", "64"], {"max_num_tokens": 64}),
+                              ("all", [], {})):
+        p = cli("serve", kv, "--engine", engine, *base, *extra, "--json")
+        assert p.returncode == 0, p.stderr
+        d = memplan.serve(kv, engine=engine, memory="64MiB", reserve="0", context=64, **kw)
+        assert d == json.loads(p.stdout)
+    p = cli("serve", kv, "--engine", "ortgenai", "--memory", "64MiB", "--context", "100", "--json")
+    assert p.returncode == 0, p.stderr
+    assert memplan.serve(kv, engine="ortgenai", memory="64MiB", context=100) == json.loads(p.stdout)
+    with pytest.raises(memplan.LimitError, match="sglang would not start: Not enough memory"):
+        memplan.serve(kv, engine="sglang", memory="4KiB", reserve="0", context=64, mem_fraction_static=0.1)
+    with pytest.raises(memplan.InputError, match="--page-size applies to --engine sglang"):
+        memplan.serve(kv, engine="trtllm", memory="64MiB", context=64, page_size=16)
+
+
 def test_plan_output_writes_the_cli_file(tmp_path):
     cli("plan", GPT_TINY, "--batch", "2", "--dim", "seq=32", "-o", str(tmp_path / "cli.json"))
     d = memplan.plan(GPT_TINY, batch=2, dims={"seq": 32}, output=tmp_path / "py.json")

@@ -1,0 +1,265 @@
+#include "report/serve_engines.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+#include "report/sizes.h"
+
+namespace memplan {
+namespace {
+
+const char* kSglangRules = "SGLang 0.5 (after PR #10975): server_args.py _handle_gpu_memory_settings, "
+                           "model_runner_kv_cache_mixin.py profile_max_num_token";
+const char* kTrtllmRules = "TensorRT-LLM 1.0, PyTorch backend: _torch/pyexecutor/_util.py KvCacheCreator";
+
+// What the vLLM analysis holds that the other engines' rules here do not model: refused rather than guessed.
+void check_modelled(const VllmAnswer& v, const std::string& engine) {
+  const std::string who = "serve --engine " + engine + ": ";
+  if (v.sliding_window > 0)
+    throw InputError(who + v.model + "'s attention slides over a window of " + std::to_string(v.sliding_window) +
+                     " tokens; " + (engine == "sglang" ? "SGLang's sliding-window pools (SWAKVPool)" :
+                                                         "TensorRT-LLM's variable-window cache (VSWA)") +
+                     " are not modelled (serve --engine vllm models vLLM's)");
+  if (!v.quantization.method.empty())
+    throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
+                     " lays out quantized weights is not modelled (serve --engine vllm models vLLM's)");
+}
+
+EngineAnswer common(const VllmAnswer& v, const std::string& engine) {
+  check_modelled(v, engine);
+  EngineAnswer a;
+  a.engine = engine;
+  a.model = v.model;
+  a.gpu = v.gpu;
+  a.budget_source = v.budget_source;
+  a.dtype = v.dtype;
+  a.kv_cache_dtype = v.kv_cache_dtype;
+  a.tp = v.settings.tp;
+  a.context = v.settings.engine.max_model_len;
+  a.context_source = v.settings.max_model_len_source;
+  a.total_bytes = v.memory.total;
+  // The graph's weights in the served type: vLLM's weights term less what vLLM's own layers add.
+  a.weights_bytes = v.memory.weights - v.lora_stacks_bytes - v.rotary_cache_bytes - v.vocab_padding_bytes;
+  a.non_torch_bytes = v.memory.non_torch;
+  a.kv_bytes_per_token = v.kv_bytes_per_token;
+  a.kv_layers = v.kv_layers;
+  return a;
+}
+
+EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s) {
+  EngineAnswer a = common(v, "sglang");
+  a.rules = kSglangRules;
+  SglangAnswer g;
+  // get_device_memory_capacity: the GPU's total in whole MiB as nvidia-smi's memory.total prints it, which is a
+  // little above the CUDA total the catalog holds (H100: 81,559 MiB against 81,106; report/gpu_catalog.json): the
+  // catalog's total in whole MiB here, which can lower the default fraction by 0.001.
+  g.gpu_mem_mib = static_cast<double>(a.total_bytes >> 20);
+  const SglangGpuDefaults d = sglang_gpu_defaults(g.gpu_mem_mib, a.tp);
+  g.default_chunked_prefill_size = s.chunked_prefill_size == 0;
+  g.chunked_prefill_size = g.default_chunked_prefill_size ? d.chunked_prefill_size : s.chunked_prefill_size;
+  g.cuda_graph_max_bs = d.cuda_graph_max_bs;
+  if (s.mem_fraction_static > 0) {
+    g.mem_fraction_static = s.mem_fraction_static;
+  } else {
+    const SglangMemFraction f = sglang_default_mem_fraction(g.gpu_mem_mib, g.chunked_prefill_size, g.cuda_graph_max_bs, a.tp);
+    g.mem_fraction_static = f.mem_fraction_static;
+    g.reserved_mib = f.reserved_mib;
+  }
+  g.page_size = s.page_size;
+  g.max_total_tokens = s.max_total_tokens;
+  const uint64_t free_before = a.total_bytes > a.non_torch_bytes ? a.total_bytes - a.non_torch_bytes : 0;
+  g.pool = sglang_token_pool(free_before, a.weights_bytes, g.mem_fraction_static, a.kv_bytes_per_token,
+                             g.max_total_tokens, g.page_size, a.context);
+  a.starts = g.pool.starts;
+  a.refusal = g.pool.refusal;
+  a.kv_tokens = std::max<int64_t>(g.pool.max_total_num_tokens, 0);
+  // A request holds exactly its tokens in a pool of pages of page_size: cdiv(context, page_size) pages.
+  const int64_t pages_per_request = (a.context + g.page_size - 1) / g.page_size;
+  a.max_concurrency = a.starts ? static_cast<double>(a.kv_tokens / g.page_size) / static_cast<double>(pages_per_request) : 0;
+  a.max_concurrent_sequences = a.starts ? (a.kv_tokens / g.page_size) / pages_per_request : 0;
+  if (a.starts)
+    // The scheduler's start-up line (ServerArgs.max_prefill_tokens 16384); its available_gpu_mem, the memory free
+    // after the CUDA graphs, is not modelled.
+    a.prints.push_back(fmt::format("max_total_num_tokens={}, chunked_prefill_size={}, max_prefill_tokens=16384, "
+                                   "max_running_requests={}, context_len={}",
+                                   g.pool.max_total_num_tokens, g.chunked_prefill_size, g.pool.max_running_requests,
+                                   a.context));
+  else
+    a.prints.push_back(fmt::format("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                                   "Current value: server_args.mem_fraction_static={}",
+                                   g.mem_fraction_static));
+  a.sglang = g;
+  return a;
+}
+
+EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s) {
+  EngineAnswer a = common(v, "trtllm");
+  a.rules = kTrtllmRules;
+  TrtllmAnswer t;
+  t.free_gpu_memory_fraction = s.free_gpu_memory_fraction;
+  t.tokens_per_block = s.tokens_per_block;
+  t.max_num_tokens = s.max_num_tokens;
+  // The profiling forward over max_num_tokens (the vLLM analysis shaped so): its peak above the weights; both sides
+  // hold vLLM's additions alike, so they cancel.
+  a.activation_peak_bytes = v.forward_peak_allocated > v.memory.weights ? v.forward_peak_allocated - v.memory.weights : 0;
+  t.cache = trtllm_kv_cache(a.total_bytes, a.weights_bytes, a.activation_peak_bytes, a.non_torch_bytes,
+                            t.free_gpu_memory_fraction, a.kv_bytes_per_token, t.tokens_per_block);
+  a.starts = t.cache.starts;
+  a.kv_tokens = t.cache.tokens;
+  const int64_t blocks_per_request = (a.context + t.tokens_per_block - 1) / t.tokens_per_block;
+  a.max_concurrency = static_cast<double>(t.cache.blocks) / static_cast<double>(blocks_per_request);
+  a.max_concurrent_sequences = t.cache.blocks / blocks_per_request;
+  if (!a.starts)
+    a.refusal = "no KV cache block fits: the weights, the profiling run's peak and the memory outside PyTorch leave "
+                "nothing (\"Impossible to fit in any sequence in kvCache\")";
+  const double gib = static_cast<double>(uint64_t{1} << 30);
+  a.prints.push_back(fmt::format("Peak memory during memory usage profiling (torch + non-torch): {:.2f} GiB, available "
+                                 "KV cache memory when calculating max tokens: {:.2f} GiB, fraction is set {}, kv size "
+                                 "is {}",
+                                 static_cast<double>(t.cache.peak_memory) / gib, t.cache.available_bytes / gib,
+                                 t.free_gpu_memory_fraction, a.kv_bytes_per_token));
+  a.prints.push_back(fmt::format("Estimated max tokens in KV cache : {}", t.cache.max_tokens));
+  a.trtllm = t;
+  return a;
+}
+
+}  // namespace
+
+EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine engine, int tp, uint64_t total_memory,
+                          const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
+                          int capability) {
+  ServeSettings analysis = s;
+  // TensorRT-LLM profiles max_num_tokens tokens; SGLang profiles nothing, the analysis's step is the default one.
+  if (engine == ServeEngine::Trtllm) analysis.max_batched_tokens = s.max_num_tokens;
+  const VllmAnswer v = serve_vllm(probe, analysis, tp, total_memory, gpu_name, budget_source, non_torch, capability);
+  EngineAnswer a = engine == ServeEngine::Sglang ? sglang_answer(v, s) : trtllm_answer(v, s);
+  a.kv_cache_bytes = static_cast<uint64_t>(a.kv_tokens) * a.kv_bytes_per_token;
+  return a;
+}
+
+EngineAnswer serve_ortgenai(ServeProbe& probe, const ServeSettings& s, const FitBudget& budget,
+                            const std::string& gpu_name) {
+  const std::string& path = probe.path();
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    throw InputError("serve --engine ortgenai: " + path + " is a config.json; ONNX Runtime GenAI runs an exported "
+                     "ONNX decoder (give the .onnx file)");
+  EngineAnswer a;
+  a.engine = "ortgenai";
+  a.rules = "ONNX Runtime GenAI 0.16 (a0c04eb): src/models/kv_cache.cpp DefaultKeyValueCache, past_present_share_buffer";
+  a.model = probe.path();
+  a.gpu = gpu_name;
+  a.budget_source = budget.source;
+  a.context = s.context > 0 ? s.context : probe.max_positions();
+  a.context_source = s.context > 0 ? "--context" : "the model's max_position_embeddings";
+  if (a.context <= 0)
+    throw InputError("serve --engine ortgenai needs --context N (search.max_length): " + probe.path() +
+                     " does not state its context length");
+  const KvCache& kv = probe.kv();
+  const DType d = probe.options().inference.float_dtype;  // Float32: the graph's own types, as ONNX Runtime runs it
+  a.dtype = d == DType::Float32 ? "as stored" : std::string(dtype_name(d));
+  a.kv_cache_dtype = s.kv_cache_dtype;
+  a.kv_bytes_per_token = kv.bytes_per_token;
+  a.kv_layers = static_cast<int64_t>(kv.pairs.size() / 2);
+  a.weights_bytes = probe.weights_bytes();
+  a.non_torch_bytes = 0;
+  a.total_bytes = budget.bytes;
+  OrtGenaiAnswer o;
+  o.budget_bytes = budget.bytes;
+  o.max_length = a.context;
+  o.kv_heads = kv.kv_heads;
+  o.head_dim = kv.head_dim;
+  const uint64_t per_sequence =
+      checked_mul(static_cast<uint64_t>(a.context), kv.bytes_per_token, "KV buffer bytes");
+  auto total = [&](int64_t batch) {
+    return checked_add(checked_mul(static_cast<uint64_t>(batch), per_sequence, "KV buffer bytes"),
+                       probe.prompt(batch, a.context).required_bytes, "ortgenai bytes");
+  };
+  const FitResult r = fit_search(total, budget.bytes, 1, int64_t{1} << 20);
+  if (r.any_fits) {
+    o.max_batch_size = r.value;
+    o.kv_buffer_bytes = static_cast<uint64_t>(r.value) * per_sequence;
+    const ServeStep step = probe.prompt(r.value, a.context);
+    o.step_required_bytes = step.required_bytes;
+    a.activation_peak_bytes = step.activation_peak_bytes;
+    o.total_bytes = r.bytes_at_value;
+    o.next_evaluated = r.next_evaluated;
+    o.total_bytes_next = r.bytes_at_next;
+  }
+  a.starts = r.any_fits;
+  a.kv_tokens = o.max_batch_size * a.context;
+  a.kv_cache_bytes = o.kv_buffer_bytes;
+  a.max_concurrency = static_cast<double>(o.max_batch_size);
+  a.max_concurrent_sequences = o.max_batch_size;
+  const int64_t shown = std::max<int64_t>(o.max_batch_size, 1);
+  a.prints.push_back(fmt::format("the key-value cache buffers: 2 x {} layers of [batch_size ({}), num_key_value_heads "
+                                 "({}), max_length ({}), head_size ({})]",
+                                 a.kv_layers, shown, o.kv_heads, o.max_length, o.head_dim));
+  if (!a.starts)
+    a.refusal = a.weights_bytes + per_sequence > budget.bytes
+                    ? "Could not allocate the key-value cache buffer: the weights and one sequence's buffers at "
+                      "max_length need more than the budget (\"Try reducing the max_length requested or reducing "
+                      "the batch size.\")"
+                    : "the prompt step of one sequence of max_length tokens needs more than the buffers leave";
+  a.ortgenai = o;
+  return a;
+}
+
+EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
+                                const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
+                                int capability) {
+  const VllmAnswer v = serve_vllm(probe, s, tp, total_memory, gpu_name, budget_source, non_torch, capability);
+  EngineTable t;
+  t.model = v.model;
+  t.gpu = gpu_name;
+  t.budget_source = budget_source;
+  t.dtype = v.dtype;
+  t.context = v.settings.engine.max_model_len;
+  t.tp = tp;
+  t.total_bytes = v.memory.total;
+  t.kv_bytes_per_token = v.kv_bytes_per_token;
+  t.non_torch_bytes = v.memory.non_torch;
+  t.weights_bytes = v.memory.weights - v.lora_stacks_bytes - v.rotary_cache_bytes - v.vocab_padding_bytes;
+  EngineRow vllm{"vllm", vllm_rules_name(v.settings.version),
+                 uint64_t(std::max<int64_t>(v.capacity.num_blocks, 0)) * v.block_bytes, v.capacity.tokens,
+                 v.settings.engine.block_size, v.capacity.starts ? v.capacity.max_concurrency : 0, v.capacity.starts,
+                 fmt::format("GPU KV cache size: {} tokens", format_count(uint64_t(std::max<int64_t>(v.capacity.tokens, 0)))),
+                 ""};
+  t.rows.push_back(vllm);
+  for (ServeEngine e : {ServeEngine::Sglang, ServeEngine::Trtllm}) {
+    EngineAnswer a;
+    try {
+      a = serve_engine(probe, s, e, tp, total_memory, gpu_name, budget_source, non_torch, capability);
+    } catch (const InputError& error) {  // this engine's row only: what its rule here does not model
+      t.rows.push_back({e == ServeEngine::Sglang ? "sglang" : "trtllm", "", 0, 0, 0, 0, false, "", error.what()});
+      continue;
+    }
+    const int64_t block = a.sglang ? a.sglang->page_size : a.trtllm->tokens_per_block;
+    t.rows.push_back({a.engine, a.rules, a.kv_cache_bytes, a.kv_tokens, block, a.starts ? a.max_concurrency : 0,
+                      a.starts, a.prints.back(), ""});
+  }
+  return t;
+}
+
+void add_ortgenai_row(EngineTable& t, const std::function<EngineAnswer()>& answer) {
+  if (t.tp > 1) {
+    t.rows.push_back({"ortgenai", "", 0, 0, 0, 0, false, "", "--tp: ONNX Runtime GenAI serves on one GPU"});
+    return;
+  }
+  EngineAnswer a;
+  try {
+    a = answer();
+  } catch (const InputError& error) {
+    t.rows.push_back({"ortgenai", "", 0, 0, 0, 0, false, "", error.what()});
+    return;
+  }
+  // One sequence a block of max_length tokens; the concurrency is the batch that fits, in the graph's own types.
+  t.rows.push_back({a.engine, a.rules, a.kv_cache_bytes, a.kv_tokens, a.context, a.max_concurrency, a.starts,
+                    fmt::format("search.batch_size {} at max_length {} ({} weights)", a.max_concurrent_sequences,
+                                a.context, a.dtype),
+                    ""});
+}
+
+}  // namespace memplan

@@ -1,0 +1,136 @@
+// serve --engine sglang | trtllm | all: the other engines' start-up answers, each a short rule (cost_models/
+// sglang_engine.h, cost_models/trtllm_engine.h) over the analysis serve --engine vllm already makes
+// (report/serve_vllm.h): one rank's KV bytes per token over the layers, the weights in the served type, the profile
+// forward's activation peak (attention as a kernel, the LM head on sampled rows only) and the memory outside
+// PyTorch (--reserve). The weights are the graph's in the served type, without vLLM's own additions (its padded
+// vocabulary rows, rotary cache and LoRA stacks), which the other engines' layers are not shown to make.
+// "memplan.serve.engine/1" (one engine) and "memplan.serve.engines/1" (--engine all: one row an engine), docs/json.md;
+// the formats are report/serve_engines_format.cc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost_models/sglang_engine.h"
+#include "cost_models/trtllm_engine.h"
+#include "report/fit.h"
+#include "report/option_choices.h"
+#include "report/serve_probe.h"
+#include "report/serve_vllm.h"
+
+namespace memplan {
+
+inline constexpr const char* kServeEngineSchema = "memplan.serve.engine/1";
+inline constexpr const char* kServeEnginesSchema = "memplan.serve.engines/1";
+
+struct SglangAnswer {
+  double gpu_mem_mib = 0;              // the GPU's memory in MiB, as SGLang's get_device_memory_capacity reads it
+  int64_t chunked_prefill_size = 0, cuda_graph_max_bs = 0;
+  bool default_chunked_prefill_size = false;
+  double mem_fraction_static = 0, reserved_mib = 0;  // reserved_mib 0: --mem-fraction-static given
+  int64_t page_size = 1, max_total_tokens = 0;       // max_total_tokens 0: not given
+  SglangTokenPool pool;
+};
+
+struct TrtllmAnswer {
+  double free_gpu_memory_fraction = 0;
+  int64_t tokens_per_block = 0, max_num_tokens = 0;
+  TrtllmKvCache cache;
+};
+
+// ONNX Runtime GenAI (microsoft/onnxruntime-genai at a0c04eb, 0.16.0-dev: src/models/kv_cache.cpp
+// DefaultKeyValueCache::DefaultKeyValueCache, src/config.cpp, src/generators.cpp): with past_present_share_buffer
+// (genai_config.json's search option, which the model builder writes for CUDA; GeneratorParams::
+// IsPastPresentShareBufferEnabled: with num_beams 1) each layer's key and value are one buffer
+// [batch_size x num_beams, num_key_value_heads, max_length, head_size], allocated and zeroed when the generator is
+// made; search.max_length 0 means model.context_length. The graph runs as exported, on ONNX Runtime's allocator:
+// memory = weights + the buffers at max_length + the graph's activation peak (memplan's estimate of the prompt step,
+// --runtime onnxruntime, a prompt filling max_length, the buffers held apart). No memory fraction: the answer is
+// the largest search.batch_size whose total fits the budget (the GPU less --reserve, or --memory), exact: one more
+// sequence does not fit.
+struct OrtGenaiAnswer {
+  uint64_t budget_bytes = 0;
+  int64_t max_length = 0;
+  int64_t kv_heads = 0, head_dim = 0;     // the buffers' shape (0: not [batch, heads, tokens, head_dim])
+  int64_t max_batch_size = 0;             // 0: not one sequence fits
+  uint64_t kv_buffer_bytes = 0;           // at max_batch_size: batch x max_length x bytes_per_token
+  uint64_t step_required_bytes = 0;       // the prompt step at max_batch_size, weights included
+  uint64_t total_bytes = 0;               // the two: what max_batch_size needs
+  bool next_evaluated = false;
+  uint64_t total_bytes_next = 0;          // max_batch_size + 1
+};
+
+struct EngineAnswer {
+  std::string engine;                 // "sglang", "trtllm" or "ortgenai"
+  std::string rules;                  // the engine version whose rule applies
+  std::string model, gpu, budget_source;
+  std::string dtype, kv_cache_dtype;
+  int tp = 1;
+  int64_t context = 0;                // tokens of one request (--context, else the model's position limit)
+  std::string context_source;
+  uint64_t total_bytes = 0;           // the GPU's memory
+  uint64_t weights_bytes = 0;         // one rank's, in the served type
+  uint64_t activation_peak_bytes = 0; // the profiling forward's peak above the weights (trtllm; sglang runs none)
+  uint64_t non_torch_bytes = 0;       // --reserve: CUDA context, NCCL, outside PyTorch's allocator
+  uint64_t kv_bytes_per_token = 0;    // one rank's, every layer
+  int64_t kv_layers = 0;
+  std::optional<SglangAnswer> sglang;
+  std::optional<TrtllmAnswer> trtllm;
+  std::optional<OrtGenaiAnswer> ortgenai;
+  int64_t kv_tokens = 0;              // the tokens the cache holds
+  uint64_t kv_cache_bytes = 0;        // kv_tokens x kv_bytes_per_token
+  double max_concurrency = 0;         // requests of `context` tokens the cache holds at once (memplan's figure)
+  int64_t max_concurrent_sequences = 0;
+  bool starts = false;
+  std::string refusal;                // the engine's reason, when it does not start
+  std::vector<std::string> prints;    // the start-up lines the engine logs, with memplan's numbers
+};
+
+// One engine (ServeEngine::Sglang or Trtllm) on one GPU or a --memory total (`gpu_name` ""), from the vLLM analysis
+// of the same settings (for trtllm, shaped at --max-num-tokens). Throws InputError for what it does not model.
+EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& settings, ServeEngine engine, int tp,
+                          uint64_t total_memory, const std::string& gpu_name, const std::string& budget_source,
+                          uint64_t non_torch, int capability);
+
+// ONNX Runtime GenAI on one budget (`gpu_name` "" for --memory): the probe shaped on ONNX Runtime in the graph's
+// own types; its context (--context, else the model's position limit) is search.max_length.
+EngineAnswer serve_ortgenai(ServeProbe& probe, const ServeSettings& settings, const FitBudget& budget,
+                            const std::string& gpu_name);
+
+// --engine all: one row an engine for one model and GPU.
+struct EngineRow {
+  std::string engine, rules;
+  uint64_t kv_cache_bytes = 0;   // what the engine gives its KV cache
+  int64_t kv_tokens = 0;
+  int64_t block_tokens = 0;      // vLLM's --block-size, SGLang's --page-size, TRT-LLM's --tokens-per-block
+  double max_concurrency = 0;
+  bool starts = false;
+  std::string prints;            // the line it logs
+  std::string not_modelled;      // why this engine's answer is not given ("" when it is)
+};
+struct EngineTable {
+  std::string model, gpu, budget_source, dtype;
+  int64_t context = 0;
+  int tp = 1;
+  uint64_t total_bytes = 0, kv_bytes_per_token = 0, weights_bytes = 0, non_torch_bytes = 0;
+  std::vector<EngineRow> rows;
+};
+EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
+                                const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
+                                int capability);
+
+// --engine all's ONNX Runtime GenAI row, from `answer` (serve_ortgenai on its own probe: the graph's types, ONNX
+// Runtime); tp > 1 or what it does not model makes a row that says why.
+void add_ortgenai_row(EngineTable& t, const std::function<EngineAnswer()>& answer);
+
+nlohmann::ordered_json engine_to_json(const EngineAnswer& a);
+std::string engine_to_text(const EngineAnswer& a);
+nlohmann::ordered_json engines_table_to_json(const EngineTable& t);
+std::string engines_table_to_text(const EngineTable& t);
+std::string engines_table_to_markdown(const EngineTable& t);
+
+}  // namespace memplan

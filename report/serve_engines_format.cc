@@ -1,0 +1,211 @@
+// serve --engine sglang | trtllm | all as text, JSON ("memplan.serve.engine/1", "memplan.serve.engines/1",
+// docs/json.md) and Markdown.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "report/serve_engines.h"
+#include "report/sizes.h"
+
+namespace memplan {
+namespace {
+
+nlohmann::ordered_json or_null(const std::string& s) { return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s); }
+
+std::string bytes_and_count(uint64_t b) { return fmt::format("{:>12}  ({} B)", format_bytes(b), format_count(b)); }
+
+std::string concurrency_cell(const EngineRow& r) {
+  if (!r.not_modelled.empty()) return "not modelled";
+  return r.starts ? fmt::format("{:.2f}x", r.max_concurrency) : "no start";
+}
+
+}  // namespace
+
+nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
+  nlohmann::ordered_json j{{"schema", kServeEngineSchema},
+                           {"engine", a.engine},
+                           {"rules", a.rules},
+                           {"model", a.model},
+                           {"gpu", or_null(a.gpu)},
+                           {"budget_source", a.budget_source},
+                           {"settings", {{"context", a.context},
+                                         {"context_source", a.context_source},
+                                         {"tp", a.tp},
+                                         {"dtype", a.dtype},
+                                         {"kv_cache_dtype", a.kv_cache_dtype}}},
+                           {"kv_cache", {{"bytes_per_token", a.kv_bytes_per_token}, {"layers", a.kv_layers}}},
+                           {"memory", {{"total_bytes", a.total_bytes},
+                                       {"weights_bytes", a.weights_bytes},
+                                       {"activation_peak_bytes", a.activation_peak_bytes},
+                                       {"non_torch_bytes", a.non_torch_bytes}}}};
+  if (a.sglang) {
+    const SglangAnswer& g = *a.sglang;
+    j["sglang"] = {{"gpu_mem_mib", g.gpu_mem_mib},
+                   {"chunked_prefill_size", g.chunked_prefill_size},
+                   {"chunked_prefill_size_source", g.default_chunked_prefill_size ? "SGLang's default for the GPU"
+                                                                                  : "--chunked-prefill-size"},
+                   {"cuda_graph_max_bs", g.cuda_graph_max_bs},
+                   {"mem_fraction_static", g.mem_fraction_static},
+                   {"mem_fraction_static_source", g.reserved_mib > 0 ? "SGLang's default for the GPU"
+                                                                     : "--mem-fraction-static"},
+                   {"reserved_mib", g.reserved_mib > 0 ? nlohmann::ordered_json(g.reserved_mib) : nullptr},
+                   {"page_size", g.page_size},
+                   {"max_total_tokens", g.max_total_tokens > 0 ? nlohmann::ordered_json(g.max_total_tokens) : nullptr},
+                   {"total_gpu_memory_gib", g.pool.total_gib},
+                   {"available_gpu_memory_gib", g.pool.available_gib},
+                   {"rest_memory_gib", g.pool.rest_gib},
+                   {"profiled_tokens", g.pool.profiled_tokens},
+                   {"max_total_num_tokens", g.pool.max_total_num_tokens},
+                   {"req_to_token_pool_size", g.pool.req_to_token_pool_size},
+                   {"max_running_requests", g.pool.max_running_requests}};
+  } else {
+    j["sglang"] = nullptr;
+  }
+  if (a.trtllm) {
+    const TrtllmAnswer& t = *a.trtllm;
+    j["trtllm"] = {{"free_gpu_memory_fraction", t.free_gpu_memory_fraction},
+                   {"tokens_per_block", t.tokens_per_block},
+                   {"max_num_tokens", t.max_num_tokens},
+                   {"peak_memory_bytes", t.cache.peak_memory},
+                   {"available_kv_cache_bytes", t.cache.available_bytes},
+                   {"estimated_max_tokens", t.cache.max_tokens},
+                   {"blocks", t.cache.blocks}};
+  } else {
+    j["trtllm"] = nullptr;
+  }
+  if (a.ortgenai) {
+    const OrtGenaiAnswer& o = *a.ortgenai;
+    j["ortgenai"] = {{"budget_bytes", o.budget_bytes},
+                     {"max_length", o.max_length},
+                     {"kv_heads", o.kv_heads},
+                     {"head_dim", o.head_dim},
+                     {"max_batch_size", o.max_batch_size},
+                     {"kv_buffer_bytes", o.kv_buffer_bytes},
+                     {"step_required_bytes", o.step_required_bytes},
+                     {"total_bytes", o.total_bytes},
+                     {"total_bytes_next", o.next_evaluated ? nlohmann::ordered_json(o.total_bytes_next) : nullptr}};
+  } else {
+    j["ortgenai"] = nullptr;
+  }
+  j["kv_cache_tokens"] = a.kv_tokens;
+  j["kv_cache_bytes"] = a.kv_cache_bytes;
+  j["max_concurrency"] = a.max_concurrency;
+  j["max_concurrent_sequences"] = a.max_concurrent_sequences;
+  j["starts"] = a.starts;
+  j["refusal"] = or_null(a.refusal);
+  j["prints"] = a.prints;
+  return j;
+}
+
+std::string engine_to_text(const EngineAnswer& a) {
+  const std::string who = a.engine == "sglang" ? "SGLang" : a.engine == "trtllm" ? "TensorRT-LLM" : "ONNX Runtime GenAI";
+  std::string t = fmt::format("{} served by {} ({})\n  {}: {}\n", a.model, who,
+                              a.rules, a.gpu.empty() ? "memory" : "GPU", a.budget_source);
+  t += fmt::format("  context {} tokens ({}), tp {}, {} weights, KV cache {} ({} B a token over {} layers)\n", a.context,
+                   a.context_source, a.tp, a.dtype, a.kv_cache_dtype, format_count(a.kv_bytes_per_token), a.kv_layers);
+  t += "  total                      " + bytes_and_count(a.total_bytes) + "\n";
+  if (!a.ortgenai)  // ONNX Runtime GenAI's budget is already the GPU less --reserve
+    t += "  - outside PyTorch          " + bytes_and_count(a.non_torch_bytes) + "  (--reserve: CUDA context, NCCL)\n";
+  t += "  - weights                  " + bytes_and_count(a.weights_bytes) + "\n";
+  if (a.sglang) {
+    const SglangAnswer& g = *a.sglang;
+    t += fmt::format("  mem_fraction_static {:.3f} ({})\n", g.mem_fraction_static,
+                     g.reserved_mib > 0 ? fmt::format("SGLang's default: ({:.0f} - {:.0f} MiB reserved) / {:.0f} MiB",
+                                                      g.gpu_mem_mib, g.reserved_mib, g.gpu_mem_mib)
+                                        : std::string("--mem-fraction-static"));
+    t += fmt::format("  rest = {:.4f} GiB free after the weights - {:.4f} GiB free before x (1 - {:.3f}) = {:.4f} GiB\n",
+                     g.pool.available_gib, g.pool.total_gib, g.mem_fraction_static, g.pool.rest_gib);
+    t += fmt::format("  tokens = int(rest x 2^30) // {} B = {}{}\n", format_count(a.kv_bytes_per_token),
+                     g.pool.profiled_tokens,
+                     g.max_total_tokens > 0 ? fmt::format(", at most --max-total-tokens {}", g.max_total_tokens) : "");
+    t += fmt::format("  (no profile forward: the activations ({} tokens a chunk) and CUDA graphs (batches up to {}) run "
+                     "in the rest)\n",
+                     g.chunked_prefill_size, g.cuda_graph_max_bs);
+  }
+  if (a.trtllm) {
+    const TrtllmAnswer& r = *a.trtllm;
+    t += "  - profiling run's peak     " + bytes_and_count(a.activation_peak_bytes) +
+         fmt::format("  ({} tokens, attention as a kernel)\n", r.max_num_tokens);
+    t += fmt::format("  available = (total - {} peak) x {} = {} B; blocks of {} tokens: {}\n",
+                     format_bytes(r.cache.peak_memory), r.free_gpu_memory_fraction,
+                     format_count(static_cast<uint64_t>(std::max(r.cache.available_bytes, 0.0))), r.tokens_per_block,
+                     r.cache.blocks);
+  }
+  if (a.ortgenai) {
+    const OrtGenaiAnswer& o = *a.ortgenai;
+    t += fmt::format("  budget {} ({} B); past/present shared, each sequence's buffers {} B at max_length {}\n",
+                     format_bytes(o.budget_bytes), format_count(o.budget_bytes),
+                     format_count(a.kv_bytes_per_token * uint64_t(o.max_length)), o.max_length);
+    if (o.max_batch_size > 0) {
+      t += fmt::format("  batch {}: buffers {} + prompt step {} (activation peak {}) = {} B\n", o.max_batch_size,
+                       format_bytes(o.kv_buffer_bytes), format_bytes(o.step_required_bytes),
+                       format_bytes(a.activation_peak_bytes), format_count(o.total_bytes));
+      if (o.next_evaluated)
+        t += fmt::format("  batch {} would need {} B\n", o.max_batch_size + 1, format_count(o.total_bytes_next));
+    }
+  }
+  t += "\n";
+  for (const std::string& line : a.prints) t += line + "\n";
+  if (!a.starts) return t + fmt::format("{} would not start: {}\n", a.engine, a.refusal);
+  if (a.ortgenai)
+    return t + fmt::format("search.batch_size at max_length {}: at most {} sequences\n", a.context,
+                           a.max_concurrent_sequences);
+  t += fmt::format("KV cache: {} tokens ({}); requests of {} tokens at once: {:.2f}x\n", format_count(a.kv_tokens),
+                   format_bytes(a.kv_cache_bytes), a.context, a.max_concurrency);
+  return t;
+}
+
+nlohmann::ordered_json engines_table_to_json(const EngineTable& t) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const EngineRow& r : t.rows)
+    rows.push_back({{"engine", r.engine},
+                    {"rules", or_null(r.rules)},
+                    {"kv_cache_bytes", r.kv_cache_bytes},
+                    {"kv_cache_tokens", r.kv_tokens},
+                    {"block_tokens", r.block_tokens},
+                    {"max_concurrency", r.max_concurrency},
+                    {"starts", r.starts},
+                    {"prints", or_null(r.prints)},
+                    {"not_modelled", or_null(r.not_modelled)}});
+  return {{"schema", kServeEnginesSchema},
+          {"model", t.model},
+          {"gpu", or_null(t.gpu)},
+          {"budget_source", t.budget_source},
+          {"context", t.context},
+          {"tp", t.tp},
+          {"dtype", t.dtype},
+          {"total_bytes", t.total_bytes},
+          {"weights_bytes", t.weights_bytes},
+          {"non_torch_bytes", t.non_torch_bytes},
+          {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
+          {"engines", rows}};
+}
+
+std::string engines_table_to_text(const EngineTable& t) {
+  std::string s = fmt::format("{} on {}: requests of {} tokens, tp {}, {} weights {}, KV {} B a token\n", t.model,
+                              t.budget_source, t.context, t.tp, t.dtype, format_bytes(t.weights_bytes),
+                              format_count(t.kv_bytes_per_token));
+  s += fmt::format("  {:<8}{:>14}{:>14}{:>8}{:>14}  {}\n", "engine", "KV cache", "tokens", "block", "concurrency",
+                   "it prints");
+  for (const EngineRow& r : t.rows)
+    s += fmt::format("  {:<8}{:>14}{:>14}{:>8}{:>14}  {}\n", r.engine, format_bytes(r.kv_cache_bytes),
+                     format_count(uint64_t(std::max<int64_t>(r.kv_tokens, 0))), r.block_tokens, concurrency_cell(r),
+                     r.not_modelled.empty() ? r.prints : r.not_modelled);
+  s += "  (each engine's own rule over one analysis: vLLM profiles a forward and takes gpu_memory_utilization of the "
+       "total; SGLang takes mem_fraction_static of the free memory and profiles nothing; TensorRT-LLM takes "
+       "free_gpu_memory_fraction of what its profiling run leaves)\n";
+  return s;
+}
+
+std::string engines_table_to_markdown(const EngineTable& t) {
+  std::string md = fmt::format("| engine | KV cache | tokens | block | requests of {} tokens | it prints |\n"
+                               "|---|---:|---:|---:|---:|---|\n",
+                               t.context);
+  for (const EngineRow& r : t.rows)
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.engine, format_bytes(r.kv_cache_bytes),
+                      format_count(uint64_t(std::max<int64_t>(r.kv_tokens, 0))), r.block_tokens, concurrency_cell(r),
+                      r.not_modelled.empty() ? "`" + r.prints + "`" : r.not_modelled);
+  return md;
+}
+
+}  // namespace memplan

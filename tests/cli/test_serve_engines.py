@@ -1,0 +1,234 @@
+"""`memplan serve --engine sglang | trtllm | all` on kv_tiny (tests/models/serve/make_kv_tiny.py), numbers by hand.
+
+kv_tiny: 2 layers, 2 heads = 2 KV heads, head_dim 4, hidden 8, vocab 16, 768 float weights; served, as vLLM's
+--dtype auto serves a float32 checkpoint on sm90, in bfloat16: the graph's weights 768 x 2 = 1,536 B (vLLM's own
+padded vocabulary rows are not the other engines'), one token's KV over both layers 2 (K, V) x 2 layers x 2 heads
+x 4 x 2 B = 64 B.
+
+SGLang (cost_models/sglang_engine.h), --memory 64MiB --reserve 0 --context 64 --mem-fraction-static 0.8:
+  total     = 67,108,864 / 2^30                   = 0.0625 GiB free before the weights
+  available = (67,108,864 - 1,536) / 2^30          GiB free after them
+  rest      = available - total x (1 - 0.8)       = (67,107,328 - 13,421,772.8) B = 53,685,555.2 B
+  tokens    = int(53,685,555.2) // 64             = 838,836 (838,837 x 64 = 53,685,568 > 53,685,555)
+  the request pool min(max(int(838,836 / 64 x 512), 2048), 4096) = 4096; max_running_requests = min(838,836 // 2,
+  4096) = 4096
+  with --page-size 16: 838,836 // 16 x 16 = 838,832; with --max-total-tokens 1000: 1000.
+SGLang's default mem_fraction_static on the catalog's H100-80GB (85,045,477,376 B, 81,105 whole MiB; SGLang reads
+nvidia-smi's 81,559, which memplan's catalog does not hold, and would take 0.835): chunked prefill 8192
+and CUDA-graph batches up to 256 (80 to 160 GiB, tp < 4), reserved = 512 + 8192 x 1.5 + 256 x 2 + 1/8 x 1024 =
+13,440 MiB (over the 10 GiB floor), fraction = round((81,105 - 13,440) / 81,105, 3) = round(0.83429, 3) = 0.834.
+
+TensorRT-LLM (cost_models/trtllm_engine.h), --memory 64MiB --reserve 0 --context 64 --max-num-tokens 64:
+  peak      = 1,536 weights + A (the profiling forward's peak above the weights: vLLM's profile forward over the same
+              64 tokens, forward_peak_allocated_bytes - its weights, PyTorch's 32 MiB cuBLAS workspace and a few KiB)
+  available = (67,108,864 - peak) x 0.9;  max_tokens = available // 64;  blocks = max_tokens // 32.
+"""
+import json
+import os
+import subprocess
+import unittest
+
+import jsonschema
+
+BIN = os.environ["MEMPLAN_BIN"]
+SRC = os.environ["MEMPLAN_SOURCE_DIR"]
+KV = os.path.join(SRC, "tests", "models", "serve", "kv_tiny.onnx")
+MIB, GIB = 1 << 20, 1 << 30
+WEIGHTS, KV_PER_TOKEN = 768 * 2, 64
+TINY = ["--memory", "64MiB", "--reserve", "0", "--context", "64"]
+
+
+def run(*args):
+    return subprocess.run([BIN, "serve", KV, *args], cwd=SRC, capture_output=True, text=True, timeout=600)
+
+
+def serve_json(*args, rc=0):
+    p = run(*args, "--json")
+    assert p.returncode == rc, (p.returncode, p.stderr)
+    return json.loads(p.stdout)
+
+
+def schema(name):
+    with open(os.path.join(SRC, "docs", "schemas", name)) as f:
+        return json.load(f)
+
+
+class SglangByHand(unittest.TestCase):
+    def test_every_term_of_the_pool(self):
+        j = serve_json("--engine", "sglang", *TINY, "--mem-fraction-static", "0.8")
+        jsonschema.validate(j, schema("serve.engine.schema.json"))
+        self.assertEqual(j["schema"], "memplan.serve.engine/1")
+        self.assertEqual(j["memory"]["weights_bytes"], WEIGHTS)
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], KV_PER_TOKEN)
+        g = j["sglang"]
+        self.assertEqual(g["mem_fraction_static"], 0.8)
+        self.assertEqual(g["mem_fraction_static_source"], "--mem-fraction-static")
+        self.assertEqual(g["total_gpu_memory_gib"], 0.0625)
+        self.assertAlmostEqual(g["rest_memory_gib"] * GIB, 53685555.2, delta=1e-3)
+        self.assertEqual(g["profiled_tokens"], 838836)
+        self.assertEqual(j["kv_cache_tokens"], 838836)
+        self.assertGreater(838837 * KV_PER_TOKEN, 53685555)  # one more token does not fit
+        self.assertEqual(g["req_to_token_pool_size"], 4096)
+        self.assertEqual(g["max_running_requests"], 4096)
+        self.assertEqual(j["max_concurrent_sequences"], 838836 // 64)
+        text = run("--engine", "sglang", *TINY, "--mem-fraction-static", "0.8").stdout
+        self.assertIn("max_total_num_tokens=838836, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+                      "max_running_requests=4096, context_len=64", text)
+
+    def test_page_size_and_max_total_tokens(self):
+        j = serve_json("--engine", "sglang", *TINY, "--mem-fraction-static", "0.8", "--page-size", "16")
+        self.assertEqual(j["kv_cache_tokens"], 838832)
+        j = serve_json("--engine", "sglang", *TINY, "--mem-fraction-static", "0.8", "--max-total-tokens", "1000")
+        self.assertEqual(j["kv_cache_tokens"], 1000)
+        self.assertEqual(j["sglang"]["profiled_tokens"], 838836)
+        self.assertEqual(j["sglang"]["max_running_requests"], 500)  # min(1000 // 2, 4096)
+
+    def test_default_fraction_on_h100(self):
+        j = serve_json("--engine", "sglang", "--gpu", "H100-80GB", "--reserve", "0", "--context", "64")
+        g = j["sglang"]
+        self.assertEqual(g["gpu_mem_mib"], 81105)
+        self.assertEqual(g["chunked_prefill_size"], 8192)
+        self.assertEqual(g["cuda_graph_max_bs"], 256)
+        self.assertEqual(g["reserved_mib"], 13440)
+        self.assertEqual(g["mem_fraction_static"], 0.834)
+        # int(((T - 1,536) / 2^30 - T / 2^30 x 0.166) x 2^30) // 64, T = 85,045,477,376 (Python's floats, as SGLang's).
+        t = 85045477376
+        rest = (t - WEIGHTS) / GIB - t / GIB * (1 - 0.834)
+        self.assertEqual(j["kv_cache_tokens"], int(rest * GIB) // 64)
+        self.assertEqual(j["kv_cache_tokens"], 1108248853)
+
+    def test_not_enough_memory(self):
+        # A fraction whose share of the free memory is less than the weights: SGLang raises, exit 1.
+        p = run("--engine", "sglang", "--memory", "4KiB", "--reserve", "0", "--context", "64",
+                "--mem-fraction-static", "0.1", "--json")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        j = json.loads(p.stdout)
+        self.assertFalse(j["starts"])
+        self.assertIn("Not enough memory", j["refusal"])
+
+
+class TrtllmByHand(unittest.TestCase):
+    def test_every_term_of_the_cache(self):
+        j = serve_json("--engine", "trtllm", *TINY, "--max-num-tokens", "64")
+        jsonschema.validate(j, schema("serve.engine.schema.json"))
+        v = serve_json("--engine", "vllm", *TINY, "--max-batched-tokens", "64")  # the same forward, vLLM's terms
+        a = v["profile_run"]["forward_peak_allocated_bytes"] - v["memory"]["weights_bytes"]
+        self.assertEqual(j["memory"]["activation_peak_bytes"], a)
+        self.assertGreaterEqual(a, 32 * MIB)            # PyTorch's cuBLAS workspace on sm90
+        self.assertLess(a, 32 * MIB + 64 * 1024)        # and a few KiB of the tiny forward
+        t = j["trtllm"]
+        self.assertEqual(t["free_gpu_memory_fraction"], 0.9)
+        self.assertEqual(t["tokens_per_block"], 32)
+        self.assertEqual(t["peak_memory_bytes"], WEIGHTS + a)
+        available = (64 * MIB - (WEIGHTS + a)) * 0.9
+        self.assertEqual(t["available_kv_cache_bytes"], available)
+        self.assertEqual(t["estimated_max_tokens"], int(available // 64))
+        self.assertEqual(t["blocks"], int(available // 64) // 32)
+        self.assertEqual(j["kv_cache_tokens"], t["blocks"] * 32)
+        self.assertGreater((t["blocks"] + 1) * 32 * 64, available)  # one more block does not fit
+        self.assertEqual(j["max_concurrency"], t["blocks"] / 2)    # a 64-token request: 2 blocks of 32
+        text = run("--engine", "trtllm", *TINY, "--max-num-tokens", "64").stdout
+        self.assertIn("Estimated max tokens in KV cache : %d" % t["estimated_max_tokens"], text)
+
+    def test_fraction_and_block(self):
+        j = serve_json("--engine", "trtllm", *TINY, "--max-num-tokens", "64", "--free-gpu-memory-fraction", "0.5",
+                       "--tokens-per-block", "64")
+        a = j["memory"]["activation_peak_bytes"]
+        available = (64 * MIB - (WEIGHTS + a)) * 0.5
+        self.assertEqual(j["trtllm"]["blocks"], int(available // 64) // 64)
+
+
+class OrtGenaiByHand(unittest.TestCase):
+    """ONNX Runtime GenAI (report/serve_engines.h): kv_tiny in its stored float32, past/present one buffer per layer's
+    keys and values of [batch, 2 heads, max_length 100, 4] floats: 2 x 2 layers x 2 x 100 x 4 x 4 B = 12,800 B a
+    sequence. The prompt step (a prompt of max_length tokens, the buffers held apart) is memplan's own estimate on
+    ONNX Runtime, read here from `memplan estimate` run apart; the batch is the largest whose buffers and step fit."""
+
+    def estimate_prompt(self, batch):
+        p = subprocess.run([BIN, "estimate", KV, "--runtime", "onnxruntime", "--dim", "batch=%d" % batch, "--dim",
+                            "past_sequence_length=0", "--dim", "sequence_length=100", "--json"], cwd=SRC,
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)["kv_cache"]["prefill"]["required_bytes"]
+
+    def test_largest_batch_at_max_length(self):
+        j = serve_json("--engine", "ortgenai", "--memory", "64MiB", "--context", "100")
+        jsonschema.validate(j, schema("serve.engine.schema.json"))
+        o = j["ortgenai"]
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 128)
+        self.assertEqual((o["kv_heads"], o["head_dim"], o["max_length"]), (2, 4, 100))
+        b = o["max_batch_size"]
+        self.assertEqual(o["kv_buffer_bytes"], b * 12800)
+        self.assertEqual(o["step_required_bytes"], self.estimate_prompt(b))
+        self.assertEqual(o["total_bytes"], b * 12800 + self.estimate_prompt(b))
+        self.assertLessEqual(o["total_bytes"], 64 * MIB)
+        self.assertGreater((b + 1) * 12800 + self.estimate_prompt(b + 1), 64 * MIB)  # one more sequence does not fit
+        self.assertEqual(o["total_bytes_next"], (b + 1) * 12800 + self.estimate_prompt(b + 1))
+        # ONNX Runtime's arena grows by doubling: 201 sequences' prompt step fits its 32 MiB extension, 202 need 64.
+        self.assertEqual(b, 201)
+        self.assertEqual(j["kv_cache_tokens"], 201 * 100)
+
+    def test_refusals(self):
+        for args, says in ((["--tp", "2"], "--tp with --engine ortgenai"),
+                           (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype applies to --engine vllm, sglang and trtllm"),
+                           (["--runtime", "ideal"], "--runtime ideal with --engine ortgenai"),
+                           (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --engine sglang")):
+            p = run("--engine", "ortgenai", "--memory", "64MiB", "--context", "100", *args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(says, p.stderr)
+        p = run("--engine", "ortgenai", "--memory", "64MiB")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("needs --context N (search.max_length)", p.stderr)
+
+
+class AllEngines(unittest.TestCase):
+    def test_one_row_an_engine(self):
+        j = serve_json("--engine", "all", *TINY)
+        jsonschema.validate(j, schema("serve.engines.schema.json"))
+        self.assertEqual([r["engine"] for r in j["engines"]], ["vllm", "sglang", "trtllm", "ortgenai"])
+        v = serve_json("--engine", "vllm", *TINY)
+        t = serve_json("--engine", "trtllm", *TINY)
+        rows = {r["engine"]: r for r in j["engines"]}
+        self.assertEqual(rows["vllm"]["kv_cache_tokens"], v["gpu_kv_cache_tokens"])
+        self.assertEqual(rows["trtllm"]["kv_cache_tokens"], t["kv_cache_tokens"])
+        o = serve_json("--engine", "ortgenai", "--memory", "64MiB", "--context", "64")  # the graph's float32
+        self.assertEqual(rows["ortgenai"]["kv_cache_tokens"], o["kv_cache_tokens"])
+        self.assertEqual(rows["ortgenai"]["max_concurrency"], o["ortgenai"]["max_batch_size"])
+        # --tp 2: ONNX Runtime GenAI's row says it serves on one GPU; the others answer per rank.
+        rows = {r["engine"]: r for r in serve_json("--engine", "all", *TINY, "--tp", "2")["engines"]}
+        self.assertIn("ONNX Runtime GenAI serves on one GPU", rows["ortgenai"]["not_modelled"])
+        self.assertTrue(rows["trtllm"]["starts"])
+        # SGLang's default fraction on 64 MiB is negative (its reserve is 3,728 MiB): it would not start.
+        self.assertFalse(rows["sglang"]["starts"])
+        md = run("--engine", "all", *TINY, "--format", "markdown").stdout
+        self.assertIn("| engine | KV cache | tokens | block |", md)
+        self.assertIn("| trtllm |", md)
+
+
+class Refusals(unittest.TestCase):
+    def refused(self, *args, says):
+        p = run(*args)
+        self.assertEqual(p.returncode, 2, (p.stdout, p.stderr))
+        self.assertIn(says, p.stderr)
+
+    def test_another_engines_options(self):
+        self.refused(*TINY, "--mem-fraction-static", "0.8", says="--mem-fraction-static applies to --engine sglang")
+        self.refused("--engine", "sglang", *TINY, "--free-gpu-memory-fraction", "0.5",
+                     says="--free-gpu-memory-fraction applies to --engine trtllm")
+        self.refused("--engine", "trtllm", *TINY, "--page-size", "16", says="--page-size applies to --engine sglang")
+        self.refused("--engine", "sglang", *TINY, "--block-size", "32", says="--block-size applies to --engine vllm")
+        self.refused("--engine", "trtllm", *TINY, "--max-batched-tokens", "64",
+                     says="--max-batched-tokens applies to --engine vllm")
+        self.refused("--engine", "trtllm", *TINY, "--gpu-memory-utilization", "0.5",
+                     says="--gpu-memory-utilization applies to --engine vllm")
+        self.refused("--engine", "eager", *TINY, "--tokens-per-block", "64",
+                     says="--tokens-per-block applies to --engine trtllm")
+
+    def test_bad_values(self):
+        self.refused("--engine", "trtllm", *TINY, "--free-gpu-memory-fraction", "1",
+                     says="TensorRT-LLM needs more than 0 and less than 1")
+        self.refused("--engine", "sglang", "--context", "64", says="needs --gpu NAME or --memory SIZE")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,90 @@
+// SGLang's and TensorRT-LLM's start-up rules (cost_models/sglang_engine.h, cost_models/trtllm_engine.h), each number
+// by hand in its comment.
+#include <gtest/gtest.h>
+
+#include "cost_models/sglang_engine.h"
+#include "cost_models/trtllm_engine.h"
+
+namespace memplan {
+namespace {
+
+TEST(SglangEngine, GpuDefaultsByMemory) {
+  // _handle_gpu_memory_settings' buckets (MiB): T4 15,360, A10 24,576 at tp 1 and 4, A100-40GB 40,960, H100 81,559,
+  // B200 183,359.
+  EXPECT_EQ(sglang_gpu_defaults(15360, 1).chunked_prefill_size, 2048);
+  EXPECT_EQ(sglang_gpu_defaults(15360, 1).cuda_graph_max_bs, 8);
+  EXPECT_EQ(sglang_gpu_defaults(24576, 1).cuda_graph_max_bs, 24);
+  EXPECT_EQ(sglang_gpu_defaults(24576, 4).cuda_graph_max_bs, 80);
+  EXPECT_EQ(sglang_gpu_defaults(40960, 1).chunked_prefill_size, 4096);
+  EXPECT_EQ(sglang_gpu_defaults(40960, 1).cuda_graph_max_bs, 32);
+  EXPECT_EQ(sglang_gpu_defaults(81559, 1).chunked_prefill_size, 8192);
+  EXPECT_EQ(sglang_gpu_defaults(81559, 8).cuda_graph_max_bs, 512);
+  EXPECT_EQ(sglang_gpu_defaults(183359, 1).chunked_prefill_size, 16384);
+}
+
+TEST(SglangEngine, DefaultMemFraction) {
+  // H100 as nvidia-smi reports it, 81,559 MiB, tp 1: 512 + 8192 x 1.5 + 256 x 2 + 1/8 x 1024 = 13,440 MiB;
+  // round((81,559 - 13,440) / 81,559, 3) = round(0.83521, 3) = 0.835.
+  SglangMemFraction f = sglang_default_mem_fraction(81559, 8192, 256, 1);
+  EXPECT_DOUBLE_EQ(f.reserved_mib, 13440);
+  EXPECT_DOUBLE_EQ(f.mem_fraction_static, 0.835);
+  // An RTX 4090 (24,564 MiB), tp 1: 512 + 2048 x 1.5 + 24 x 2 + 128 = 3,760 MiB; round(20,804 / 24,564, 3) = 0.847.
+  f = sglang_default_mem_fraction(24564, 2048, 24, 1);
+  EXPECT_DOUBLE_EQ(f.reserved_mib, 3760);
+  EXPECT_DOUBLE_EQ(f.mem_fraction_static, 0.847);
+  // A100-80GB at tp 8 (81,920 MiB): 512 + 12,288 + 512 x 2 + 1,024 = 14,848; round(67,072 / 81,920, 3) = 0.819.
+  f = sglang_default_mem_fraction(81920, 8192, 512, 8);
+  EXPECT_DOUBLE_EQ(f.reserved_mib, 14848);
+  EXPECT_DOUBLE_EQ(f.mem_fraction_static, 0.819);
+  // A GPU above 60 GiB whose sum is under 10 GiB takes the floor: 65,536 MiB, chunks of 2048, 8 graphs:
+  // 512 + 3,072 + 16 + 128 = 3,728 -> 10,240; round(55,296 / 65,536, 3) = round(0.84375, 3) = 0.844.
+  f = sglang_default_mem_fraction(65536, 2048, 8, 1);
+  EXPECT_DOUBLE_EQ(f.reserved_mib, 10240);
+  EXPECT_DOUBLE_EQ(f.mem_fraction_static, 0.844);
+}
+
+TEST(SglangEngine, TokenPool) {
+  // 1 GiB free, 256 MiB of weights, fraction 0.5, 1,024 B a token:
+  // rest = 0.75 - 1 x 0.5 = 0.25 GiB = 268,435,456 B; // 1,024 = 262,144 tokens; pages of 100: 262,100.
+  SglangTokenPool p = sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 0, 1, 4096);
+  EXPECT_EQ(p.profiled_tokens, 262144);
+  EXPECT_EQ(p.max_total_num_tokens, 262144);
+  // The request pool: min(max(int(262,144 / 4,096 x 512), 2048), 4096) = min(max(32,768, 2048), 4096) = 4096;
+  // max_running_requests = min(262,144 // 2, 4096) = 4096.
+  EXPECT_EQ(p.req_to_token_pool_size, 4096);
+  EXPECT_EQ(p.max_running_requests, 4096);
+  EXPECT_TRUE(p.starts);
+  p = sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 0, 100, 4096);
+  EXPECT_EQ(p.max_total_num_tokens, 262100);
+  p = sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 5000, 1, 4096);
+  EXPECT_EQ(p.max_total_num_tokens, 5000);
+  // At a context of 1M tokens: int(262,144 / 1,048,576 x 512) = 128 -> 2048 requests.
+  EXPECT_EQ(sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 0, 1, 1 << 20).max_running_requests, 2048);
+  // --max-total-tokens 3000: max_running_requests = min(3000 // 2, 4096) = 1500.
+  EXPECT_EQ(sglang_token_pool(1u << 30, 256u << 20, 0.5, 1024, 3000, 1, 4096).max_running_requests, 1500);
+  // The weights over the fraction: rest = 0.25 - 0.5 < 0, SGLang raises.
+  p = sglang_token_pool(1u << 30, 768u << 20, 0.5, 1024, 0, 1, 4096);
+  EXPECT_LT(p.profiled_tokens, 0);
+  EXPECT_FALSE(p.starts);
+}
+
+TEST(TrtllmEngine, KvCache) {
+  // 80 GiB, 16 GiB of weights, 2 GiB of activations, 1 GiB outside PyTorch, fraction 0.9, 131,072 B a token
+  // (Llama-3.1-8B in bf16: 2 x 32 layers x 8 heads x 128 x 2): peak 19 GiB; (80 - 19) x 0.9 = 54.9 GiB =
+  // 58,948,426,137.6 B; // 131,072 = 449,740 tokens (54.9 x 8,192 = 449,740.8); // 32 = 14,054 blocks = 449,728.
+  const uint64_t gib = uint64_t{1} << 30;
+  TrtllmKvCache c = trtllm_kv_cache(80 * gib, 16 * gib, 2 * gib, gib, 0.9, 131072, 32);
+  EXPECT_EQ(c.peak_memory, 19 * gib);
+  EXPECT_DOUBLE_EQ(c.available_bytes, 61.0 * gib * 0.9);
+  EXPECT_EQ(c.max_tokens, 449740);
+  EXPECT_EQ(c.blocks, 14054);
+  EXPECT_EQ(c.tokens, 14054 * 32);
+  EXPECT_TRUE(c.starts);
+  // Nothing left: the weights alone over the total.
+  c = trtllm_kv_cache(gib, 2 * gib, 0, 0, 0.9, 131072, 32);
+  EXPECT_EQ(c.max_tokens, 0);
+  EXPECT_FALSE(c.starts);
+}
+
+}  // namespace
+}  // namespace memplan
