@@ -177,24 +177,20 @@ uint64_t pytorch_min_capacity(const Program& program, const ReplayOrder& order, 
                               bool expandable_segments) {
   constexpr uint64_t unit = pytorch::kRoundLarge;
   if (unconstrained.peak_reserved_bytes == 0) return 0;
+  auto fits = [&](uint64_t units) {
+    return units > 0 && simulate_pytorch_at_capacity(program, order, units * unit, expandable_segments).fits;
+  };
   // hi suffices (the unconstrained run never passes its own peak); lo does not.
   uint64_t hi = unconstrained.peak_reserved_bytes / unit, lo = 0;
-  // The capacity is only ever compared with reserved + the segment (or pages) asked for, and a request it does
-  // not refuse is reserved at once. So a run that fits with a peak of R reserved runs request for request the
-  // same on any capacity from R up: it fits on R too, and hi drops to R, not only to the capacity tried.
-  auto probe = [&](uint64_t units) {
-    const PytorchAtCapacity at =
-        units > 0 ? simulate_pytorch_at_capacity(program, order, units * unit, expandable_segments) : PytorchAtCapacity{};
-    if (!at.fits) {
-      lo = units;
-      return;
-    }
-    const uint64_t peak = at.replay.peak_reserved_bytes;
-    hi = std::max(lo + 1, std::min(units, peak / unit + (peak % unit != 0)));
-  };
   // The answer is almost always just above the allocated peak: start the bracket there.
-  if (const uint64_t guess = unconstrained.peak_allocated_bytes / unit; guess > 0 && guess < hi) probe(guess);
-  while (hi - lo > 1) probe(lo + (hi - lo) / 2);
+  if (const uint64_t guess = unconstrained.peak_allocated_bytes / unit; guess > 0 && guess < hi) {
+    if (fits(guess)) hi = guess;
+    else lo = guess;
+  }
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
   return hi * unit;
 }
 }  // namespace memplan
