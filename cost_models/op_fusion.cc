@@ -272,6 +272,7 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
   try_all(options.linear_bias, fusion::match_linear);
 
   std::vector<FusedOp> ops;
+  ops.reserve(static_cast<size_t>(n));  // at most one a node: no regrowth over 250,000 of them
   for (int32_t i = 0; i < n; ++i) {
     const Node& node = g.nodes[i];
     if (owner[i] < 0) {

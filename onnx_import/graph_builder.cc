@@ -50,7 +50,7 @@ Attribute convert_attribute(const onnx::AttributeProto& a) {
 
 class GraphBuilder {
  public:
-  GraphBuilder(const onnx::ModelProto& model, const ModelOverview& overview, const InferenceResult& inferred)
+  GraphBuilder(const onnx::ModelProto& model, const ModelOverview& overview, InferenceResult& inferred)
       : model_(model), overview_(overview), inferred_(inferred), path_(overview.model_path) {}
 
   Graph build() {
@@ -116,14 +116,17 @@ class GraphBuilder {
     const auto it = inferred_.values.find(name);
     if (it == inferred_.values.end())
       throw InternalError(path_ + ": shape inference returned no shape for tensor '" + name + "'");
+    // Moved, not copied: every name comes here once (inputs exclude initializers, describe_model refuses a
+    // duplicate initializer, add_node a second producer).
+    InferredValue& v = it->second;
     Tensor t;
     t.name = name;
-    t.dtype = it->second.dtype;
-    t.shape = it->second.shape;
-    t.int_value = it->second.int_value;
-    t.real_value = it->second.real_value;
-    t.value_type = it->second.value_type;
-    t.element_shapes = it->second.element_shapes;
+    t.dtype = v.dtype;
+    t.shape = std::move(v.shape);
+    t.int_value = std::move(v.int_value);
+    t.real_value = std::move(v.real_value);
+    t.value_type = v.value_type;
+    t.element_shapes = std::move(v.element_shapes);
     t.kind = kind;
     t.producer = producer;
     if (t.dtype == DType::Undefined)
@@ -231,7 +234,7 @@ class GraphBuilder {
 
   const onnx::ModelProto& model_;
   const ModelOverview& overview_;
-  const InferenceResult& inferred_;
+  InferenceResult& inferred_;
   const std::string& path_;
   Graph graph_;
   // Tensor name -> id. The names are views into `overview_` and `model_`, which outlive the builder.
@@ -240,7 +243,7 @@ class GraphBuilder {
 
 }  // namespace
 
-Graph build_graph(const onnx::ModelProto& model, const ModelOverview& overview, const InferenceResult& inferred) {
+Graph build_graph(const onnx::ModelProto& model, const ModelOverview& overview, InferenceResult inferred) {
   return GraphBuilder(model, overview, inferred).build();
 }
 

@@ -19,7 +19,7 @@ ModelOverview describe_model(const std::string& path, const ReadModel& model);
 
 // The fully shaped Graph: the model's top-level tensors and nodes in the inferred topological order, with
 // kinds from `overview`. Throws InputError on structural errors (a tensor with two producers, a node
-// output that is also an initializer or a graph input).
-Graph build_graph(const onnx::ModelProto& model, const ModelOverview& overview, const InferenceResult& inferred);
+// output that is also an initializer or a graph input). The inferred shapes and contents are moved into the Graph.
+Graph build_graph(const onnx::ModelProto& model, const ModelOverview& overview, InferenceResult inferred);
 
 }  // namespace memplan

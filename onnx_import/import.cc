@@ -2,6 +2,7 @@
 #include "onnx_import/import.h"
 
 #include <string_view>
+#include <utility>
 
 #include "onnx_import/errors.h"
 #include "onnx_import/graph_builder.h"
@@ -43,10 +44,10 @@ Graph import_model(const ReadModel& model, const std::string& path, const Bindin
         flat.warnings = model.warnings;
         InferenceResult flat_inferred = infer_shapes(flat.proto, bindings);
         flat_inferred.warnings = std::move(inferred.warnings);  // which branches were assumed, and why
-        return build_graph(flat.proto, describe_model(path, flat), flat_inferred);
+        return build_graph(flat.proto, describe_model(path, flat), std::move(flat_inferred));
       }
     }
-    return build_graph(model.proto, overview, inferred);
+    return build_graph(model.proto, overview, std::move(inferred));
   } catch (const ShapeOverflow& e) {
     if (names_model(e, path)) throw;
     throw ShapeOverflow(path + ": " + e.what());

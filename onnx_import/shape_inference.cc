@@ -81,7 +81,10 @@ InferenceResult infer_shapes(const onnx::ModelProto& model, const Bindings& bind
 
   result.bound_dims = info.symbols;
   for (const auto& [name, value] : bindings.input_values) result.bound_values.push_back(name);
-  for (auto& [name, v] : scope.values) {
+  result.values.reserve(scope.values.size());
+  while (!scope.values.empty()) {  // each name and value moved out, not copied
+    auto node = scope.values.extract(scope.values.begin());
+    Value& v = node.mapped();
     InferredValue out;
     out.dtype = v.dtype;
     out.value_type = v.kind;
@@ -90,7 +93,7 @@ InferenceResult infer_shapes(const onnx::ModelProto& model, const Bindings& bind
     out.shape = std::move(v.shape);
     if (v.ints) out.int_value = std::move(v.ints);
     if (v.reals) out.real_value = std::move(v.reals);
-    result.values.emplace(name, std::move(out));
+    result.values.emplace(std::move(node.key()), std::move(out));
   }
   return result;
 }

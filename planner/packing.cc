@@ -63,14 +63,19 @@ std::vector<PackingResult> pack_all(const std::vector<UsageRecord>& records, uin
 }
 
 BestPacking choose_best(const std::vector<UsageRecord>& records, uint64_t alignment) {
+  const std::vector<uint64_t> sizes = detail::aligned_sizes(records, alignment);
+  const detail::OverlapIndex index(records, detail::validate_records(records));
+  const uint64_t bound = aligned_lower_bound(records, alignment);
   BestPacking best;
-  std::vector<PackingResult> all = pack_all(records, alignment);
   for (int a = 0; a < kNumPackingAlgorithms; ++a) {
-    best.arena_by_algorithm.push_back(all[a].arena_bytes);
-    if (a == 0 || all[a].arena_bytes < best.result.arena_bytes) {  // strict: the earlier algorithm wins ties
-      best.algorithm = static_cast<PackingAlgorithm>(a);
-      best.result = std::move(all[a]);
+    const auto algorithm = static_cast<PackingAlgorithm>(a);
+    PackingResult r = detail::place_in_order(records, sizes, order_of(algorithm, records, sizes), index);
+    best.arena_by_algorithm.push_back(r.arena_bytes);
+    if (a == 0 || r.arena_bytes < best.result.arena_bytes) {  // strict: the earlier algorithm wins ties
+      best.algorithm = algorithm;
+      best.result = std::move(r);
     }
+    if (best.result.arena_bytes == bound) break;  // no arena is below the bound: the later ones cannot win
   }
   return best;
 }

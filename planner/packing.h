@@ -54,11 +54,13 @@ PackingResult pack(PackingAlgorithm algorithm, const std::vector<UsageRecord>& r
 // Every algorithm's result, indexed by PackingAlgorithm (sharing one overlap index).
 std::vector<PackingResult> pack_all(const std::vector<UsageRecord>& records, uint64_t alignment = kDefaultAlignment);
 
-// Runs every algorithm and keeps the smallest arena (as XLA's ChooseBestHeapAlgorithm).
+// Runs the algorithms in order and keeps the smallest arena (as XLA's ChooseBestHeapAlgorithm). It stops at the
+// first arena equal to aligned_lower_bound(): no later algorithm can be smaller, and a tie keeps the earlier one,
+// so the answer is the one running all four gives.
 struct BestPacking {
   PackingAlgorithm algorithm = PackingAlgorithm::GreedyBySize;
   PackingResult result;
-  std::vector<uint64_t> arena_by_algorithm;  // indexed by PackingAlgorithm
+  std::vector<uint64_t> arena_by_algorithm;  // indexed by PackingAlgorithm: those run, up to the early stop
 };
 BestPacking choose_best(const std::vector<UsageRecord>& records, uint64_t alignment = kDefaultAlignment);
 

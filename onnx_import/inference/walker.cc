@@ -117,6 +117,29 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
     }
     return r;
   };
+  // Most models list their nodes in a valid order (every config.json graph does): then Kahn's algorithm below
+  // would return 0, 1, ..., n-1 (node k is ready once 0..k-1 are out, and it is the lowest), so check that
+  // order first and build the edges only when it fails. Reads nobody produces are refused here as below.
+  bool in_order = true;
+  for (int i = 0; i < n && in_order; ++i) {
+    const auto& node = graph.node(i);
+    for (const std::string_view name : reads_of(node)) {
+      if (auto it = producer.find(name); it != producer.end()) {
+        if (it->second >= i) {
+          in_order = false;
+          break;
+        }
+      } else if (!scope.find(name)) {
+        throw InputError("node '" + where + node_display_name(node, i) + "' (" + node.op_type() + ") reads tensor '" +
+                         std::string(name) + "', which no node, graph input or initializer produces");
+      }
+    }
+  }
+  if (in_order) {
+    std::vector<int32_t> order(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+    return order;
+  }
   std::vector<std::vector<int32_t>> consumers(n);
   std::vector<int32_t> indegree(n, 0);
   for (int i = 0; i < n; ++i) {

@@ -76,16 +76,18 @@ TEST(Packing, ChooseBestKeepsTheSmallestArena) {
   const BestPacking best = choose_best(kFiveRecords, 1);
   EXPECT_EQ(best.algorithm, PackingAlgorithm::BestFitTemporal);
   EXPECT_EQ(best.result.arena_bytes, 80u);
-  EXPECT_THAT(best.arena_by_algorithm, ElementsAre(88, 88, 80, 96));
+  // 80 is the lower bound (kFiveRecords' step s3), so greedy_by_breadth (96 when run alone) is not run.
+  EXPECT_THAT(best.arena_by_algorithm, ElementsAre(88, 88, 80));
   EXPECT_THAT(best.result.offsets, ElementsAre(48, 0, 24, 48, 24));
 }
 
 TEST(Packing, ChooseBestBreaksTiesByAlgorithmOrder) {
-  // Two records that never meet: every algorithm puts both at 0, arena 16; the first algorithm wins.
+  // Two records that never meet: every algorithm puts both at 0, arena 16; the first algorithm wins. 16 is the
+  // lower bound (step 0 holds 16 bytes), so the first algorithm is the only one run.
   const std::vector<UsageRecord> records = {{/*bytes=*/16, /*first=*/0, /*last=*/0}, {/*bytes=*/8, /*first=*/1, /*last=*/1}};
   const BestPacking best = choose_best(records, 1);
   EXPECT_EQ(best.algorithm, PackingAlgorithm::GreedyBySize);
-  EXPECT_THAT(best.arena_by_algorithm, ElementsAre(16, 16, 16, 16));
+  EXPECT_THAT(best.arena_by_algorithm, ElementsAre(16));
   EXPECT_THAT(best.result.offsets, ElementsAre(0, 0));
 }
 
@@ -206,6 +208,43 @@ TEST(Packing, EveryOrderPlacesAsTheRuleStatesIt) {
       }
     }
   }
+}
+
+// choose_best stops at the first arena equal to the aligned lower bound. Its answer must be the one a run of all
+// four gives: the first algorithm with the smallest arena, and that algorithm's offsets. Record sets from few
+// sizes and long ranges reach the bound often (the early stop is taken), random ones seldom (all four run).
+TEST(Packing, ChooseBestStopsEarlyWithTheAnswerOfAllFour) {
+  std::mt19937_64 rng(20261204);
+  int stopped_early = 0;
+  for (int round = 0; round < 400; ++round) {
+    const int32_t steps = 1 + static_cast<int32_t>(rng() % 40);
+    const size_t n = 1 + rng() % 120;
+    const bool few_sizes = round % 2 == 0;
+    std::vector<UsageRecord> records;
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t first = static_cast<int32_t>(rng() % steps);
+      const int32_t last = rng() % 3 == 0 ? steps - 1 : std::min<int32_t>(steps - 1, first + static_cast<int32_t>(rng() % 4));
+      const uint64_t bytes = few_sizes ? 64 << (rng() % 3) : rng() % 10 == 0 ? 0 : 1 + rng() % 4096;
+      records.push_back({bytes, first, last});
+    }
+    for (const uint64_t alignment : {uint64_t{1}, uint64_t{64}}) {
+      const std::vector<PackingResult> all = pack_all(records, alignment);
+      size_t winner = 0;
+      for (size_t a = 1; a < all.size(); ++a)
+        if (all[a].arena_bytes < all[winner].arena_bytes) winner = a;
+      const BestPacking best = choose_best(records, alignment);
+      ASSERT_EQ(static_cast<size_t>(best.algorithm), winner) << "round " << round;
+      ASSERT_EQ(best.result.offsets, all[winner].offsets) << "round " << round;
+      ASSERT_EQ(best.result.arena_bytes, all[winner].arena_bytes) << "round " << round;
+      ASSERT_GE(best.arena_by_algorithm.size(), winner + 1);
+      for (size_t a = 0; a < best.arena_by_algorithm.size(); ++a) ASSERT_EQ(best.arena_by_algorithm[a], all[a].arena_bytes);
+      if (best.arena_by_algorithm.size() < all.size()) {
+        ++stopped_early;
+        ASSERT_EQ(best.result.arena_bytes, aligned_lower_bound(records, alignment)) << "round " << round;
+      }
+    }
+  }
+  EXPECT_GT(stopped_early, 100);  // the early stop is exercised, not only the full run
 }
 
 TEST(Packing, UsageRecordsSkipResidentBuffers) {
