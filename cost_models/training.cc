@@ -199,7 +199,11 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "the trainable ones only. A group is all-gathered for its forward (the output kept until the next "
                     "group's all-gather) and freed after it (the root stays gathered), gathered again in backward with "
                     "the group before it prefetched, and its grads are reduce-scattered after its backward (the root's at "
-                    "the end). No MixedPrecisionPolicy: gathered and reduced in the parameters' type.");
+                    "the end). " +
+                    (options.fsdp2_mp ? "MixedPrecisionPolicy: shards, their grads and the optimizer states float32, "
+                                        "gathered and computed in " + std::string(dtype_name(param_dtype(options.precision))) +
+                                        ", reduced in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) + "."
+                                      : std::string("No MixedPrecisionPolicy: gathered and reduced in the parameters' type.")));
   if (options.loss == LossKind::ChunkedCrossEntropy && !options.free_output)
     notes.push_back("chunked-ce: the output's chunks are held through backward; torchtune's recipes drop them after "
                     "the loss (del logits): add --free-output to model that.");

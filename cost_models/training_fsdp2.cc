@@ -30,9 +30,32 @@
 //    (_get_dim0_padded_size) in the reduce dtype, the unsharded grads copied in and freed, and the reduce output
 //    (that sum / N) whose views become the sharded grads (or are added into them). The input is held by
 //    reduce_scatter_states until the next group's post-backward.
-// MixedPrecisionPolicy: not modelled. --precision fp32/fp16/bf16 is FSDP2 without a policy (param_dtype and
-// reduce_dtype None: gathered and reduced in the parameters' type), as torchtune's recipes run it (the model in
-// bf16, shard_model without mp_policy); autocast (--precision amp-*) is refused (report/option_checks.cc).
+// Without --fsdp2-mp, --precision fp32/fp16/bf16 is FSDP2 without a policy (param_dtype and reduce_dtype None:
+// gathered and reduced in the parameters' type), as torchtune's recipes run it (the model in bf16, shard_model
+// without mp_policy); autocast (--precision amp-*) is refused (report/combination_matrix.cc).
+// --fsdp2-mp PARAM:REDUCE is MixedPrecisionPolicy(param_dtype, reduce_dtype) over a float32 model (torchtitan's
+// parallelize_llama: bf16:fp32). Read at the same pytorch commit 010ae4a8 (main; the torch release is not pinned:
+// _fsdp_api.py MixedPrecisionPolicy). TrainingOptions::precision is then param_dtype: every tensor the forward
+// and backward make, the unsharded parameters and their grads included, is in it (training_context.cc's types).
+//  - _fsdp_param.py FSDPParam.init_dtype_attrs: orig_dtype is the sharded parameter's (float32, kept: the shards,
+//    _init_sharded_param's padded_sharded_param, are the model's parameters' own type); param_dtype applies to
+//    every floating parameter, frozen or trained; reduce_dtype == param_dtype is clamped to None.
+//  - _fsdp_collectives.py _get_param_all_gather_inputs (the fast path for a param_dtype, no extension, no
+//    offload): one flat_foreach_copy_input of sum(padded shard numels) in param_dtype, the shards cast into it;
+//    foreach_all_gather copies it into the all-gather output (param_dtype: the inputs' dtype) and deletes it
+//    (`del param_all_gather_inputs`): a transient of the all-gather step. FSDPParam.init_all_gather_outputs
+//    allocates the unsharded parameters in that dtype.
+//  - _fsdp_collectives.py foreach_reduce: reduce_dtype = reduce_dtype or the grads' dtype (param_dtype); the
+//    reduce-scatter input (sum of dim-0-padded numels) is allocated in reduce_dtype and the param_dtype grads
+//    are chunk-cat into it (a widening cast needs no temporary: "_chunk_cat handles widening casts"); the
+//    reduce output (input / N) in reduce_dtype, then `_to_dtype_if_needed(reduce_output, orig_dtype)`: the
+//    sharded grads are float32 views of the output when reduce_dtype is float32, else a float32 copy, the
+//    reduce_dtype output freed when foreach_reduce returns (a transient of the reduce-scatter).
+//  - The optimizer steps the float32 sharded parameters: its states are float32 shard-sized (the docstring of
+//    MixedPrecisionPolicy: "The optimizer step uses the sharded parameter in the original dtype").
+//  - cast_forward_inputs (default True) casts the root's floating inputs to param_dtype: a language model's
+//    inputs are token ids, which it leaves alone. Buffers are not the policy's: a float buffer the graph holds
+//    is counted in param_dtype as any other tensor (training_context.cc), a small error for rotary tables.
 // Shards follow dim 0 of the initializer as the graph stores it; an exporter that stores a Linear's weight
 // transposed for MatMul swaps the axes, which changes the padding only when a dimension is not a multiple of N.
 #include <algorithm>
@@ -45,29 +68,44 @@ namespace memplan {
 // Each unit: its sharded parameters (resident), the all-gathered bytes (N x the padded shards, every parameter),
 // the reduce-scatter input (N x the trainable ones' padded shards), the grad shard and one optimizer state (the
 // trainable padded shards: rank 0's sharded_size, the largest).
+// With --fsdp2-mp the shards, grad shards and states are in the parameter's stored type (float32), the gathered
+// parameters in param_dtype (the layout's), the reduce-scatter input in reduce_dtype.
 void TrainingStep::add_fsdp2_shards() {
   init_fsdp_units();
   const size_t n = context_.units.count();
   const uint64_t gpus = static_cast<uint64_t>(options_.gpus);
+  const bool mp = options_.fsdp2_mp;
   fsdp2_all_gather_output_.assign(n, -1);
+  fsdp2_cast_input_bytes_.assign(n, 0);
+  fsdp2_reduce_output_bytes_.assign(n, 0);
   std::vector<uint64_t> shard(n, 0);
+  auto element_of = [](DType d) { return static_cast<uint64_t>(std::max(1, dtype_bits(d) / 8)); };
   for (int32_t p : context_.module_parameters) {
     const int32_t u = layout().shard_group[p];
     if (u < 0) continue;
     const Tensor& t = graph_.tensors[p];
-    const uint64_t element = static_cast<uint64_t>(std::max(1, dtype_bits(layout().dtype[p]) / 8));
+    const uint64_t computed = element_of(layout().dtype[p]);          // param_dtype under a policy
+    const uint64_t stored = mp ? element_of(t.dtype) : computed;      // orig_dtype: the model's float32
+    // reduce_dtype, clamped to None (the grads' type) when it is param_dtype: init_dtype_attrs
+    const uint64_t reduced = mp ? element_of(options_.fsdp2_reduce_dtype) : computed;
     const uint64_t rows = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(0, t.shape[0]));
     const uint64_t rest = rows == 0 ? 0 : t.elements() / rows;
     const uint64_t rank_rows = rows / gpus + (rows % gpus != 0);  // chunks[0]: ceil(dim0 / N)
-    const uint64_t bytes = checked_mul(checked_mul(rank_rows, rest, "FSDP2 shard"), element, "FSDP2 shard");
-    const uint64_t gathered = checked_mul(bytes, gpus, "FSDP2 all-gather");
+    const uint64_t numel = checked_mul(rank_rows, rest, "FSDP2 shard");
+    const uint64_t bytes = checked_mul(numel, stored, "FSDP2 shard");
+    const uint64_t gathered = checked_mul(checked_mul(numel, gpus, "FSDP2 all-gather"), computed, "FSDP2 all-gather");
     shard[u] = checked_add(shard[u], bytes, "FSDP2 shard");
     unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], gathered, "FSDP2 all-gather");
+    if (computed != stored)  // _get_param_all_gather_inputs' flat_foreach_copy_input
+      fsdp2_cast_input_bytes_[u] = checked_add(fsdp2_cast_input_bytes_[u], numel * computed, "FSDP2 all-gather input");
     if (!context_.is_param[p]) continue;
     unit_trains_[u] = true;
-    unit_bytes_[u] = checked_add(unit_bytes_[u], gathered, "FSDP2 reduce-scatter");
+    const uint64_t scattered = checked_mul(checked_mul(numel, gpus, "FSDP2 reduce-scatter"), reduced, "FSDP2 reduce-scatter");
+    unit_bytes_[u] = checked_add(unit_bytes_[u], scattered, "FSDP2 reduce-scatter");
     unit_grad_shard_bytes_[u] = checked_add(unit_grad_shard_bytes_[u], bytes, "FSDP2 grad shard");
     unit_state_bytes_[u] = unit_grad_shard_bytes_[u];
+    if (reduced != stored)  // foreach_reduce's reduce_output, cast to orig_dtype
+      fsdp2_reduce_output_bytes_[u] = checked_add(fsdp2_reduce_output_bytes_[u], numel * reduced, "FSDP2 reduce output");
   }
   for (size_t u = 0; u < n; ++u)
     if (shard[u] > 0) add_fsdp_shard_buffer(static_cast<int32_t>(u), "fsdp2_sharded_params:", shard[u]);
@@ -80,6 +118,8 @@ int32_t TrainingStep::fsdp2_all_gather(int32_t u, bool backward) {
   Step st{"fsdp2_all_gather:" + suffix, "all_gather", backward ? Phase::Backward : Phase::Forward, {unit_shard_[u]}, {}, 0};
   const int32_t out = writer_.new_buffer("fsdp2_all_gather_output:" + suffix, unit_padded_bytes_[u], Category::Weight);
   st.writes.push_back(out);
+  if (fsdp2_cast_input_bytes_[u] > 0)  // the shards cast to param_dtype, freed after the copy-in
+    st.writes.push_back(writer_.new_buffer("fsdp2_all_gather_input:" + suffix, fsdp2_cast_input_bytes_[u], Category::Weight));
   if (!backward && fsdp2_forward_all_gather_ >= 0) {
     st.reads.push_back(fsdp2_forward_all_gather_);
     fsdp2_forward_all_gather_ = -1;
@@ -154,6 +194,12 @@ void TrainingStep::fsdp2_reduce(int32_t u) {
   const int32_t input = writer_.new_buffer("fsdp2_reduce_scatter_input:" + name, unit_bytes_[u], Category::ActivationGrad);
   program().steps.push_back({"fsdp2_reduce_scatter_copy_in:" + name, "chunk_cat", Phase::Backward, grads, {input}, 0});
   Step rs{"fsdp2_reduce_scatter:" + name, "reduce_scatter", Phase::Backward, {input}, {}, 0};
+  if (fsdp2_reduce_output_bytes_[u] > 0) {  // the reduce_dtype output, then its float32 copy: the grad shard
+    const int32_t output = writer_.new_buffer("fsdp2_reduce_output:" + name, fsdp2_reduce_output_bytes_[u], Category::ActivationGrad);
+    rs.writes.push_back(output);
+    program().steps.push_back(std::move(rs));
+    rs = Step{"fsdp2_reduce_output_cast:" + name, "_to_copy", Phase::Backward, {output}, {}, 0};
+  }
   fsdp_new_grad_shard(u, rs);
   program().steps.push_back(std::move(rs));
   fsdp2_reduce_scatter_input_ = input;

@@ -238,6 +238,9 @@ class TrainingStep {
   // held until the next unit's all-gather; the last reduce-scatter input, held until the next post-backward.
   std::vector<int32_t> fsdp2_all_gather_output_;
   int32_t fsdp2_forward_all_gather_ = -1, fsdp2_reduce_scatter_input_ = -1;
+  // FSDP2 with --fsdp2-mp, per unit: the param_dtype copy of its shards made for the all-gather's copy-in, and the
+  // reduce-scatter output when it is in another type than the sharded grads (0: none).
+  std::vector<uint64_t> fsdp2_cast_input_bytes_, fsdp2_reduce_output_bytes_;
   // Optimizer.
   bool bnb_maps_made_ = false;                       // bitsandbytes' quantization maps exist
   std::vector<std::vector<int32_t>> params_completed_at_;  // --optimizer-in-backward: op -> parameters whose grad

@@ -75,6 +75,8 @@ const std::vector<Feature>& features() {
        [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp); }},
       {"fsdp2", "--shard", given_as("--shard", kShardChoices, Sharding::Fsdp2), S::Train,
        [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp2); }},
+      {"fsdp2-mp", "--fsdp2-mp", "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16", S::Train,
+       [](A a) { return !kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}); }},
       {"pp", "--pp", "--pp", S::Train, [](A a) { return a.pp > 1; }},
       {"lora", "--lora-rank", "--lora-rank", S::Train, [](A a) { return a.lora_rank > 0; }},
       {"frozen-nf4", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Nf4), S::Train,
@@ -178,8 +180,8 @@ const std::vector<Refusal>& refused_pairs() {
       // FSDP2 (cost_models/training_fsdp2.cc) is modelled without a MixedPrecisionPolicy, on plain tensors: no
       // DTensor tensor parallelism, no all-gather extension (torchao's NF4Tensor fsdp_pre_all_gather), no other
       // storage; fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
-      {"fsdp2", "amp", "not modelled: FSDP2 runs here without a MixedPrecisionPolicy, the model in its own type "
-                       "(torchtune: --precision bf16); use --precision bf16/fp16 or fp32"},
+      {"fsdp2", "amp", "not modelled: FSDP2's mixed precision is its MixedPrecisionPolicy (--fsdp2-mp bf16:fp32, "
+                       "torchtitan's), not autocast; or the model in its own type (torchtune: --precision bf16)"},
       {"fsdp2", "tp", "not modelled: fully_shard over tensor-parallel DTensors"},
       {"fsdp2", "pp", "not modelled: use --shard ddp or zero1/zero2/zero3 within a stage"},
       {"fsdp2", "optimizer-in-backward", "not modelled"},
@@ -188,6 +190,12 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp2", "frozen-nf4", "not modelled: torchao's NF4Tensor all-gathers through its own extension"},
       {"fsdp2", "frozen-int8", "not modelled"},
       {"fsdp2", "frozen-half", "not modelled"},
+      // MixedPrecisionPolicy casts a float32 model's parameters at the all-gather (training_fsdp2.cc); a model
+      // already in a half type has nothing for param_dtype to cast. LoRA's float32 adapters on a half base are
+      // PEFT's rule, which fully_shard's cast of every parameter replaces: not modelled.
+      {"fsdp2-mp", "half-precision", "--fsdp2-mp casts a float32 model's parameters at each all-gather: give "
+                                     "--precision fp32 (the sharded parameters' type), or no --fsdp2-mp"},
+      {"fsdp2-mp", "lora", "not modelled: the adapters under fully_shard's MixedPrecisionPolicy"},
       {"fsdp2", "torch-1.13", "fully_shard (FSDP2) is PyTorch 2's (torch.distributed._composable.fsdp, then torch.distributed.fsdp): use --torch 2"},
   };
   return all;

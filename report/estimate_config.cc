@@ -240,6 +240,13 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.gpus = a.gpus;
   t.shard = kShardChoices.parse(a.shard, "--shard");
   t.fsdp_wrap = a.fsdp_wrap;
+  // --fsdp2-mp: the model stays float32 (--precision fp32, report/option_checks.cc); the step computes in param_dtype.
+  const std::pair<Precision, DType> mp = kFsdp2MpChoices.parse(a.fsdp2_mp, "--fsdp2-mp");
+  t.fsdp2_mp = mp.first != Precision::Fp32;  // none
+  if (t.fsdp2_mp) {
+    t.precision = mp.first;
+    t.fsdp2_reduce_dtype = mp.second;
+  }
   t.pp = a.pp;
   t.micro_batches = a.micro_batches;
   // Memory outside the allocator: the CUDA context (--reserve, else the catalog's reserve) and NCCL's channels.

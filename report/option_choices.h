@@ -98,6 +98,14 @@ inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", 
 inline const Choices<OptimizerImpl> kOptimizerImplChoices{
     {{"foreach", OptimizerImpl::Foreach}, {"foreach-torch1", OptimizerImpl::ForeachTorch1},
      {"single-tensor", OptimizerImpl::SingleTensor}, {"fused", OptimizerImpl::Fused}}};
+// --fsdp2-mp PARAM:REDUCE: MixedPrecisionPolicy's param_dtype (the precision the gathered parameters compute in)
+// and reduce_dtype; none: no policy (Fp32 / Float32 are not read then).
+inline const Choices<std::pair<Precision, DType>> kFsdp2MpChoices{
+    {{"none", {Precision::Fp32, DType::Float32}},
+     {"bf16:fp32", {Precision::Bf16, DType::Float32}},
+     {"bf16:bf16", {Precision::Bf16, DType::BFloat16}},
+     {"fp16:fp32", {Precision::Fp16, DType::Float32}},
+     {"fp16:fp16", {Precision::Fp16, DType::Float16}}}};
 // --lora-dtype: true, the adapters in float32 (PEFT's autocast_adapter_dtype); false, in the base's type.
 inline const Choices<bool> kLoraDtypeChoices{{{"float32", true}, {"base", false}}};
 inline const Choices<bool> kTorchChoices{{{"2", false}, {"2.x", false}, {"1.13", true}}};  // true: torch 1.13

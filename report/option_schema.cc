@@ -211,6 +211,13 @@ std::vector<OptionSpec> make_schema() {
        .help = "With --shard fsdp/fsdp2 or --pp: a regex searched in parameter names whose first group names the wrapping "
                "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root)",
        .field = FIELD(estimate.fsdp_wrap)},
+      {.flag = "--fsdp2-mp", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --shard fsdp2 on a float32 model (--precision fp32): fully_shard's MixedPrecisionPolicy as "
+               "PARAM:REDUCE, param_dtype (the all-gathered parameters', and so the forward's and backward's type) "
+               "and reduce_dtype (the reduce-scatter's); the sharded parameters, their grads and the optimizer "
+               "states stay float32. bf16:fp32 is torchtitan's. none: no policy",
+       .field = FIELD(estimate.fsdp2_mp), .choices = kFsdp2MpChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return if_set(a.fsdp2_mp != "none", " mp " + a.fsdp2_mp); }},
       {.flag = "--optimizer-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "
                "(torch 1.13's default), fused (no temporaries). Default: --torch's",

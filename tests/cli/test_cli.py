@@ -429,10 +429,31 @@ class FsdpTest(unittest.TestCase):
         self.assertEqual(run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp1")["training"],
                          run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp")["training"])
 
+    def test_fsdp2_mixed_precision_keeps_float32_shards(self):
+        # --fsdp2-mp bf16:fp32 (MixedPrecisionPolicy, torchtitan's): the shards, grad shards and AdamW's states stay
+        # float32, so per GPU they are the fp32 figures above (1,335,308 bytes each, states twice); the gathered
+        # parameters and the activations are bf16, which the peak shows: it is below the policy-less fp32 step's.
+        mp = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32")
+        jsonschema.validate(mp, schema("estimate"))
+        t = mp["training"]
+        per_gpu = 4 * 62070 * 4 + 85547 * 4
+        self.assertEqual(t["param_bytes"], per_gpu)
+        self.assertEqual(t["grad_bytes"], per_gpu)
+        self.assertEqual(t["optimizer_state_bytes"], 2 * per_gpu)
+        self.assertTrue(any("MixedPrecisionPolicy: shards, their grads and the optimizer states float32, gathered "
+                            "and computed in bfloat16, reduced in float32" in n for n in mp["notes"]), mp["notes"])
+        fp32 = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2")
+        self.assertLess(mp["total_bytes"], fp32["total_bytes"])
+
     def test_errors(self):
         cases = [
             (["--gpus", "2", "--shard", "fsdp2", "--precision", "amp-bf16"],
              "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled"),
+            (["--gpus", "2", "--shard", "fsdp", "--fsdp2-mp", "bf16:fp32"], "--fsdp2-mp is fully_shard's "
+             "MixedPrecisionPolicy: it needs --shard fsdp2"),
+            (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "bf16"],
+             "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts"),
+            (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "fp32:bf16"], "--fsdp2-mp fp32:bf16: expected one of"),
             (["--shard", "fsdp"], "--shard fsdp needs --gpus N with N >= 2"),
             (["--gpus", "2", "--shard", "fsdp", "--fsdp-wrap", r"(decoder)\."],
              r"--fsdp-wrap '(decoder)\.' matches no parameter of model 'tests/models/llama_tiny_train.onnx'"),

@@ -82,6 +82,15 @@ const std::map<std::string, Enable>& enables() {
                    a.gpus = 2;
                    a.shard = "fsdp2";
                  }}},
+      // On a pair with another --shard, that sharding stays: --fsdp2-mp without fsdp2 is then refused.
+      {"fsdp2-mp", {{"--fsdp2-mp", "--shard", "--mode"}, [](EstimateArgs& a) {
+                      a.mode = "train";
+                      a.fsdp2_mp = "bf16:fp32";
+                      if (a.shard == EstimateArgs{}.shard) {
+                        a.gpus = 2;
+                        a.shard = "fsdp2";
+                      }
+                    }}},
       {"pp", {{"--pp", "--mode"}, [](EstimateArgs& a) {
                 a.mode = "train";
                 a.pp = 2;
@@ -261,7 +270,12 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"tp", "fused-linear-ce"}, "--tp with --loss fused-linear-ce: not modelled"},
       {{"pp", "fused-linear-ce"}, "--pp with --loss fused-linear-ce: not modelled"},
       {{"fsdp", "fused-linear-ce"}, "--shard fsdp with --loss fused-linear-ce: not modelled"},
-      {{"fsdp2", "amp"}, "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled: FSDP2 runs here without"},
+      {{"fsdp2", "amp"}, "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled: FSDP2's mixed precision "
+                         "is its MixedPrecisionPolicy (--fsdp2-mp"},
+      {{"fsdp2-mp", "half-precision"},
+       "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts a float32"},
+      {{"fsdp2-mp", "lora"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --lora-rank: not modelled"},
+      {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard fsdp2"},
       {{"fsdp2", "tp"}, "--tp with --shard fsdp2: not modelled"},
       {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4: not modelled: torchao's NF4Tensor"},
       {{"fsdp2", "torch-1.13"}, "--shard fsdp2 with --torch 1.13: fully_shard (FSDP2) is PyTorch 2's"},
