@@ -5,9 +5,10 @@
 //              max_memory_allocated (PytorchCaching), MaxInUse (OrtMemoryPattern)
 //   reserved   its peak of bytes obtained from the device: resident bytes plus the best packed arena of exact
 //              sizes (Exact), max_memory_reserved with no capacity (PytorchCaching), TotalAllocated (Ort)
-//   required   the least device memory the program runs in: for PytorchCaching the smallest capacity on which
-//              the allocator, freeing its cache and retrying when a cudaMalloc fails, serves every request
-//              (pytorch_min_capacity: between allocated and reserved); for the others reserved (one arena
+//   required   the least device memory the program runs in: for PytorchCaching the capacity on which the
+//              allocator, freeing its cache and retrying when a cudaMalloc fails, serves every request and one
+//              2 MiB unit less does not (pytorch_min_capacity, by bisection: between allocated and reserved;
+//              not always the least capacity that runs); for the others reserved (one arena
 //              of its planned size)
 #pragma once
 

@@ -78,7 +78,17 @@ CheckResult run_check(const Estimate& e, const std::string& configuration, std::
                                        format_bytes(*budget), format_bytes(e.required_bytes - *budget),
                                        format_count(e.required_bytes - *budget));
     l.run = run;
-    if (l.passed && run && !run->runs) {  // fit's run check (report/fit.cc check_run), on the one budget
+    // The step run on the budget itself: PyTorch's caching allocator is not monotone in the capacity (a step can run
+    // at required_bytes, fail one 2 MiB unit above it and run again further up: docs/planner.md), so a budget above
+    // required_bytes is checked where it is.
+    const bool at_this_budget = e.at_budget && e.at_budget->budget_bytes == *budget;
+    if (l.passed && at_this_budget && !e.at_budget->runs) {
+      l.passed = false;
+      l.message = fmt::format("budget: the step needs {} at the least, but on {} itself it does not run: the caching "
+                              "allocator's request for {} cannot be served there (capacities are not monotone: a "
+                              "little less or more may run)",
+                              needs, format_bytes(*budget), e.at_budget->out_of_memory_at);
+    } else if (l.passed && run && !run->runs) {  // fit's run check (report/fit.cc check_run), on the one budget
       l.passed = false;
       const std::string where = run->steady_iterations == 0
                                     ? std::string("the first iteration")
