@@ -25,5 +25,7 @@ inline std::string if_set(bool set, std::string text) { return set ? text : ""; 
 
 // serve's rows: the engines' settings (report/option_rows_serve.cc), after fit's in the schema.
 std::vector<OptionSpec> serve_option_rows();
+// check's rows and the output rows (report/option_rows_output.cc), last in the schema.
+std::vector<OptionSpec> check_and_output_option_rows();
 
 }  // namespace memplan
