@@ -8,33 +8,17 @@
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
 #include "planner/liveness.h"
+#include "tests/cost_models/fsdp2_graphs.h"
 #include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
 
 namespace memplan {
 namespace {
 
-using testing::GraphBuilder;
 using testing::buffer_named;
-using testing::int_attr;
+using testing::fsdp2_odd_rows;
 using testing::step_named;
 
-// x[4,5] -> MatMul(layers.0.fc.w[5,6]) -> Add(layers.0.fc.b[6]) -> Relu -> MatMul(layers.1.fc.w[6,5]) -> Relu
-//   -> Gemm(head.w[2,5] transposed, head.b[2]) -> y[4,2]; units: root {head.w, head.b}, layers.0, layers.1
-// (fsdp2_test.cc's graph), every tensor float32 as stored.
-Graph odd_rows() {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {4, 5});
-  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.fc.w", {5, 6})}, "h0", {4, 6});
-  const int32_t a0 = b.node1("Add", {h0, b.weight("layers.0.fc.b", {6})}, "a0", {4, 6});
-  const int32_t r0 = b.node1("Relu", {a0}, "r0", {4, 6});
-  const int32_t h1 = b.node1("MatMul", {r0, b.weight("layers.1.fc.w", {6, 5})}, "h1", {4, 5});
-  const int32_t r1 = b.node1("Relu", {h1}, "r1", {4, 5});
-  const int32_t y = b.node1("Gemm", {r1, b.weight("head.w", {2, 5}), b.weight("head.b", {2})}, "y", {4, 2},
-                            {{"transB", int_attr(1)}});
-  b.output(y);
-  return b.graph();
-}
 
 // What report/estimate_config.cc makes of --fsdp2-mp PARAM:REDUCE: the precision is param_dtype.
 TrainingRun mixed(int gpus, Precision param, DType reduce) {
@@ -74,7 +58,7 @@ uint64_t live_at(const Program& p, const LiveBytes& live, const std::string& ste
 //  Reduce-scatter input (reduce_dtype fp32, 4 x padded): layers.0 14 x 4 x 4 = 224 B, root 6 x 4 x 4 = 96 B; no
 //  reduce output copy.
 TEST(Fsdp2Mp, ShardsGradsStatesFloat32GatheredBf16ReducedFp32) {
-  const TrainingResult r = build_training_program(odd_rows(), mixed(4, Precision::Bf16, DType::Float32));
+  const TrainingResult r = build_training_program(fsdp2_odd_rows(), mixed(4, Precision::Bf16, DType::Float32));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 120u);
   EXPECT_EQ(r.grad_bytes, 120u);
@@ -106,7 +90,7 @@ TEST(Fsdp2Mp, ShardsGradsStatesFloat32GatheredBf16ReducedFp32) {
 //  reduce-scatter input layers.0 14 x 4 x 2 = 112 B; the bf16 reduce output 14 x 2 = 28 B, copied to the float32
 //  grad shard (56 B) and freed: a transient of the reduce-scatter. Shards, grads and states as above.
 TEST(Fsdp2Mp, ReduceInBf16CopiesTheOutputToFloat32) {
-  const TrainingResult r = build_training_program(odd_rows(), mixed(4, Precision::Bf16, DType::BFloat16));
+  const TrainingResult r = build_training_program(fsdp2_odd_rows(), mixed(4, Precision::Bf16, DType::BFloat16));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 120u);
   EXPECT_EQ(r.grad_bytes, 120u);

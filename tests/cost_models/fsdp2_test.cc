@@ -7,6 +7,7 @@
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
 #include "planner/liveness.h"
+#include "tests/cost_models/fsdp2_graphs.h"
 #include "tests/cost_models/graph_builder.h"
 
 namespace memplan {
@@ -15,25 +16,9 @@ namespace {
 using testing::GraphBuilder;
 using testing::buffer_named;
 using testing::int_attr;
+using testing::fsdp2_odd_rows;
 using testing::step_named;
 
-// x[4,5] -> MatMul(layers.0.fc.w[5,6]) -> Add(layers.0.fc.b[6]) -> Relu -> MatMul(layers.1.fc.w[6,5]) -> Relu
-//   -> Gemm(head.w[2,5] transposed, head.b[2]) -> y[4,2]
-// Nodes: /MatMul_0, /Add_1, /Relu_2, /MatMul_3, /Relu_4, /Gemm_5; the first two run as one Linear op, named /Add_1.
-// Units: root {head.w, head.b}, layers.0, layers.1.
-Graph odd_rows() {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {4, 5});
-  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.fc.w", {5, 6})}, "h0", {4, 6});
-  const int32_t a0 = b.node1("Add", {h0, b.weight("layers.0.fc.b", {6})}, "a0", {4, 6});
-  const int32_t r0 = b.node1("Relu", {a0}, "r0", {4, 6});
-  const int32_t h1 = b.node1("MatMul", {r0, b.weight("layers.1.fc.w", {6, 5})}, "h1", {4, 5});
-  const int32_t r1 = b.node1("Relu", {h1}, "r1", {4, 5});
-  const int32_t y = b.node1("Gemm", {r1, b.weight("head.w", {2, 5}), b.weight("head.b", {2})}, "y", {4, 2},
-                            {{"transB", int_attr(1)}});
-  b.output(y);
-  return b.graph();
-}
 
 TrainingRun fsdp2(int gpus, Sharding s = Sharding::Fsdp2) {
   TrainingRun o;
@@ -65,7 +50,7 @@ uint64_t bytes_of(const Program& p, const std::string& name) {
 // Per GPU: parameters 56 + 40 + 24 = 120 B, grads the same (everything trains), Adam's two states 240 B.
 // (FSDP1 pads the flat parameter instead: layers.0's 36 elements are 9 per rank, 36 B.)
 TEST(Fsdp2, EachParameterKeepsCeilDim0OverNRows) {
-  const TrainingResult r = build_training_program(odd_rows(), fsdp2(4));
+  const TrainingResult r = build_training_program(fsdp2_odd_rows(), fsdp2(4));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 120u);
   EXPECT_EQ(r.grad_bytes, 120u);
@@ -84,7 +69,7 @@ TEST(Fsdp2, EachParameterKeepsCeilDim0OverNRows) {
   EXPECT_EQ(bytes_of(p, "fsdp2_reduce_scatter_input:root"), 96u);
   EXPECT_EQ(bytes_of(p, "fsdp2_grad_shard:layers.0"), 56u);
   EXPECT_EQ(bytes_of(p, "grad:layers.0.fc.w:view"), 120u);  // the unsharded grad autograd computes, 5 x 6 x 4
-  const TrainingResult one = build_training_program(odd_rows(), fsdp2(4, Sharding::Fsdp));
+  const TrainingResult one = build_training_program(fsdp2_odd_rows(), fsdp2(4, Sharding::Fsdp));
   EXPECT_EQ(bytes_of(one.program, "fsdp_flat_param_shard:layers.0"), 36u);
 }
 
@@ -98,7 +83,7 @@ TEST(Fsdp2, EachParameterKeepsCeilDim0OverNRows) {
 //    pre-backward copies it out (96 + 160 + 160 = 416) then prefetches layers.0 (output freed: 96 + 160 + 224 =
 //    480, also at backward:/Relu_4); at backward:/Relu_2 layers.1 is resharded and layers.0 copied out: 96 + 224.
 TEST(Fsdp2, ForwardKeepsTheAllGatherOutputUntilTheNextGroup) {
-  const Program p = build_training_program(odd_rows(), fsdp2(4)).program;
+  const Program p = build_training_program(fsdp2_odd_rows(), fsdp2(4)).program;
   const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
   const Category w = Category::Weight;
   EXPECT_EQ(live_at(p, live, "fsdp2_all_gather:layers.0", w), 416u);
