@@ -111,7 +111,16 @@ TEST(CheckMetric, TheRegressionComparesTheChosenFigure) {
   EXPECT_TRUE(same.passed);
   EXPECT_EQ(same.limits[0].change_percent, 0.0);
   // An unknown metric in a baseline file: one message naming the file.
-  EXPECT_THROW(baseline_from_json_text(baseline_text(c.configuration, "peak", 5), "bad.json"), InputError);
+  auto refusal = [&](const std::string& metric, uint64_t bytes) -> std::string {
+    try {
+      baseline_from_json_text(baseline_text(c.configuration, metric, bytes), "bad.json");
+    } catch (const InputError& error) {
+      return error.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(refusal("peak", 5), "baseline bad.json: metric \"peak\" is not total, allocated, reserved, device");
+  EXPECT_EQ(refusal("device", 0), "baseline bad.json: metric_bytes is 0");
 }
 
 }  // namespace
