@@ -109,9 +109,12 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.gpu = gpu_name;
   a.budget_source = std::move(budget_source);
   a.settings = resolve(probe, s, tp, total_memory, gpu_name);
+  // sglang, trtllm and all run this analysis too: a refusal names the engine the user asked for.
+  const std::string who = "serve --engine " + s.engine;
   const VllmEngineSettings& e = a.settings.engine;
   if (e.max_model_len <= 0)
-    throw InputError("serve --engine vllm needs --context N (vLLM's --max-model-len): " + probe.path() +
+    throw InputError(who + " needs --context N (the longest request" +
+                     (s.engine == "vllm" ? std::string(": vLLM's --max-model-len") : std::string()) + "): " + probe.path() +
                      " does not state its maximum position");
   a.kv_cache_dtype = s.kv_cache_dtype;
   a.kv = probe.kv();
@@ -183,7 +186,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // profile run would count score matrices and logits over every token that vLLM never makes: refused rather than
   // overstated.
   if (probe.max_positions() > 0 && (!head || a.attention_kernels < a.kv_layers))
-    throw InputError("serve --engine vllm: the profile run of " + probe.path() + " is not modelled: memplan finds " +
+    throw InputError(who + ": the profile run of " + probe.path() + " is not modelled: memplan finds " +
                      (head ? "its LM head" : "no LM head") + " and " + std::to_string(a.attention_kernels) + " of " +
                      std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace "
                      "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
@@ -201,7 +204,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // get_rope memoises one cache per configuration: Gemma 3's sliding layers (rope_local_base_freq) and full ones
   // (rope_theta) hold two. A linear rope_scaling's cache (LinearScalingRotaryEmbedding) is not sized: refused.
   if (probe.rotary_scaled())
-    throw InputError("serve --engine vllm: " + probe.path() + "'s linear rope_scaling: the rows of vLLM's scaled "
+    throw InputError(who + ": " + probe.path() + "'s linear rope_scaling: the rows of vLLM's scaled "
                      "rotary cache (LinearScalingRotaryEmbedding) are not sized");
   const int64_t rotary_dim = probe.rotary_dim() > 0 ? probe.rotary_dim() : a.kv.head_dim;
   if (const int64_t positions = probe.max_positions(); positions > 0 && rotary_dim > 0)

@@ -623,8 +623,14 @@ class VllmByHand(unittest.TestCase):
         # vLLM's max_model_len defaults to the model's position limit, which an ONNX file does not state.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB")
         self.assertEqual(p.returncode, 2)
-        self.assertEqual(p.stderr, "memplan: error: serve --engine vllm needs --context N (vLLM's --max-model-len): "
-                                   f"{KV} does not state its maximum position\n")
+        self.assertEqual(p.stderr, "memplan: error: serve --engine vllm needs --context N (the longest request: "
+                                   f"vLLM's --max-model-len): {KV} does not state its maximum position\n")
+        # The other engines run the same analysis; the refusal names the engine asked for.
+        for engine in ("sglang", "trtllm", "all"):
+            p = run("serve", KV, "--engine", engine, "--memory", "1GiB")
+            self.assertEqual(p.returncode, 2)
+            self.assertEqual(p.stderr, f"memplan: error: serve --engine {engine} needs --context N (the longest "
+                                       f"request): {KV} does not state its maximum position\n")
 
     def test_vllm_that_would_not_start(self):
         # The default --reserve (the catalog's 1 GiB) is more than 0.9 x 1 GiB: nothing for the cache.
