@@ -27,6 +27,7 @@ void add_options(CLI::App* cmd, CommandArgs& args, Command command) {
     if (row.show_default) o->capture_default_str();
     if (row.required) o->required();
     if (row.scope == Scope::Train) o->group("Training (--mode train)");
+    if (!row.engines.empty()) o->group(fmt::format("Options of --engine {}", fmt::join(row.engines, ", ")));
   }
 }
 

@@ -18,37 +18,22 @@ bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Trainin
 bool vllm(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Vllm); }
 bool eager(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Eager); }
 bool ortgenai(const CommandArgs& a) { return kServeEngineChoices.is(a.serve.engine, ServeEngine::Ortgenai); }
-// vLLM's own options apply under --engine vllm and to --engine all's vllm row.
-bool vllm_row(const CommandArgs& a) { return vllm(a) || kServeEngineChoices.is(a.serve.engine, ServeEngine::All); }
-// One engine's options (report/serve_engines.h) under another engine: the first one given, named with its engine.
+// An engine's own options (the schema rows' `engines`) under another engine: the first one given, named with its
+// engines. --engine all takes an option when one of its rows' engines does (report/serve_engines.h: vllm, sglang,
+// trtllm and ortgenai; eager is not a row).
 std::string other_engines_option(const CommandArgs& a) {
-  const ServeSettings d;
-  const ServeSettings& s = a.serve;
-  const struct {
-    const char* flag;
-    const char* engine;
-    bool set;
-  } owned[] = {
-      {"--mem-fraction-static", "sglang", s.mem_fraction_static != d.mem_fraction_static},
-      {"--max-total-tokens", "sglang", s.max_total_tokens != d.max_total_tokens},
-      {"--chunked-prefill-size", "sglang", s.chunked_prefill_size != d.chunked_prefill_size},
-      {"--page-size", "sglang", s.page_size != d.page_size},
-      {"--free-gpu-memory-fraction", "trtllm", s.free_gpu_memory_fraction != d.free_gpu_memory_fraction},
-      {"--tokens-per-block", "trtllm", s.tokens_per_block != d.tokens_per_block},
-      {"--max-num-tokens", "trtllm", s.max_num_tokens != d.max_num_tokens},
-      // vLLM's and eager's, which SGLang and TensorRT-LLM name otherwise (--page-size, --tokens-per-block, ...).
-      {"--block-size", "vllm or eager", s.block_size != d.block_size},
-      {"--max-batched-tokens", "vllm or eager", s.max_batched_tokens != d.max_batched_tokens},
-  };
-  // ONNX Runtime GenAI runs the graph's own cache type (its kv_cache_quantization is not modelled) on one GPU.
-  if (ortgenai(a) && s.kv_cache_dtype != d.kv_cache_dtype)
-    return "--kv-cache-dtype applies to --engine vllm, sglang and trtllm (ortgenai stores the graph's present type)";
-  for (const auto& o : owned) {
-    if (!o.set) continue;
-    const std::string engine = o.engine;
-    if (engine == s.engine || kServeEngineChoices.is(s.engine, ServeEngine::All)) continue;
-    if (engine == "vllm or eager" && (vllm(a) || eager(a))) continue;
-    return std::string(o.flag) + " applies to --engine " + engine + " (this is --engine " + s.engine + ")";
+  static const CommandArgs defaults;
+  const std::string& engine = a.serve.engine;
+  const bool all = kServeEngineChoices.is(engine, ServeEngine::All);
+  for (const OptionSpec& row : option_schema()) {
+    if (row.engines.empty() || !row.applies_to(kServe) || field_text(row, a) == field_text(row, defaults)) continue;
+    const auto& e = row.engines;
+    const bool applies = std::find(e.begin(), e.end(), engine) != e.end() ||
+                         (all && std::any_of(e.begin(), e.end(), [](const std::string& x) { return x != "eager"; }));
+    if (applies) continue;
+    std::string names;
+    for (size_t k = 0; k < e.size(); ++k) names += (k == 0 ? "" : k + 1 == e.size() ? " or " : ", ") + e[k];
+    return row.message_name() + " applies to --engine " + names + " (this is --engine " + engine + ")";
   }
   return "";
 }
@@ -194,30 +179,15 @@ const std::vector<CommandRule>& command_rules() {
                     ? ""
                     : "serve --engine eager needs --context N: the tokens of one sequence (prompt and generated)";
        }},
-      {kServe, "--headroom applies to --engine eager (vllm: --gpu-memory-utilization)",
-       [](A a) -> std::string {
-         return !eager(a) && a.serve.headroom_percent != ServeSettings{}.headroom_percent
-                    ? "--headroom applies to --engine eager; vLLM keeps what --gpu-memory-utilization leaves"
-                    : "";
-       }},
-      {kServe, "--gpu-memory-utilization and --max-num-seqs apply to --engine vllm",
-       [](A a) -> std::string {
-         if (vllm_row(a)) return "";
-         if (a.serve.gpu_memory_utilization != ServeSettings{}.gpu_memory_utilization)
-           return "--gpu-memory-utilization applies to --engine vllm (eager: --headroom)";
-         return a.serve.max_num_seqs != 0 ? "--max-num-seqs applies to --engine vllm" : "";
-       }},
-      {kServe, "--enable-lora applies to --engine vllm; --max-loras and --max-lora-rank need --enable-lora",
+      {kServe, "--max-loras and --max-lora-rank need --enable-lora",
        [](A a) -> std::string {
          const ServeSettings d;
-         if (!vllm_row(a) && a.serve.enable_lora) return "--enable-lora applies to --engine vllm";
          if (!a.serve.enable_lora && (a.serve.max_loras != d.max_loras || a.serve.max_lora_rank != d.max_lora_rank))
            return "--max-loras and --max-lora-rank need --enable-lora";
          return "";
        }},
-      {kServe, "--quantization applies to --engine vllm; --quant-bits and --quant-group-size need gptq or awq",
+      {kServe, "--quant-bits and --quant-group-size need --quantization gptq or awq",
        [](A a) -> std::string {
-         if (!vllm_row(a) && !a.serve.quantization.empty()) return "--quantization applies to --engine vllm";
          const bool grouped = a.serve.quantization == "gptq" || a.serve.quantization == "awq";
          if (!grouped && (a.serve.quant_bits != 0 || a.serve.quant_group_size != 0))
            return "--quant-bits and --quant-group-size need --quantization gptq or awq";
@@ -226,13 +196,7 @@ const std::vector<CommandRule>& command_rules() {
            return "--quant-group-size " + std::to_string(a.serve.quant_group_size) + ": awq's groups are positive";
          return "";
        }},
-      {kServe, "--engine-version and --enforce-eager apply to --engine vllm",
-       [](A a) -> std::string {
-         if (vllm_row(a)) return "";
-         if (a.serve.engine_version != ServeSettings{}.engine_version) return "--engine-version applies to --engine vllm";
-         return a.serve.enforce_eager ? "--enforce-eager applies to --engine vllm (eager runs no CUDA graphs)" : "";
-       }},
-      {kServe, "an engine's own options (SGLang's, TensorRT-LLM's, vLLM's and eager's) apply to that engine",
+      {kServe, "an engine's own options apply to that engine (--engine all: to one of its rows' engines)",
        [](A a) -> std::string { return other_engines_option(a); }},
       {kServe, "--free-gpu-memory-fraction is more than 0 and below 1",
        [](A a) -> std::string {

@@ -30,89 +30,89 @@ std::vector<OptionSpec> serve_option_rows() {
        .help = "Tokens of one scheduler step (vLLM's --max-num-batched-tokens): vLLM's profile run (default: "
                "vLLM's, 8192 on a GPU of 70 GiB or more that is not an A100, else 2048); eager: the prefill step, "
                "one sequence (default: --context)",
-       .field = FIELD(serve.max_batched_tokens), .min = 1},
+       .field = FIELD(serve.max_batched_tokens), .engines = {"vllm", "eager"}, .min = 1},
       {.flag = "--max-num-seqs", .kind = K::Int, .commands = kServe,
-       .help = "vllm: requests in one step (vLLM's --max-num-seqs): the profile run's dummy requests and the "
+       .help = "Requests in one step (vLLM's --max-num-seqs): the profile run's dummy requests and the "
                "sampler's warm-up rows (default: vLLM's, 1024 on a GPU of 70 GiB or more that is not an A100, else "
                "256; at most --max-batched-tokens)",
-       .field = FIELD(serve.max_num_seqs), .min = 1},
+       .field = FIELD(serve.max_num_seqs), .engines = {"vllm"}, .min = 1},
       {.flag = "--enable-lora", .kind = K::Flag, .commands = kServe,
-       .help = "vllm: serve LoRA adapters (vLLM's --enable-lora): the stacks of --max-loras slots of rank "
+       .help = "Serve LoRA adapters (vLLM's --enable-lora): the stacks of --max-loras slots of rank "
                "--max-lora-rank on every adapted linear layer, counted as weights as vLLM counts them",
-       .field = FIELD(serve.enable_lora)},
+       .field = FIELD(serve.enable_lora), .engines = {"vllm"}},
       {.flag = "--max-loras", .kind = K::Int, .commands = kServe,
-       .help = "With --enable-lora: adapters on the GPU at once (vLLM's --max-loras)", .field = FIELD(serve.max_loras),
+       .help = "With --enable-lora: adapters on the GPU at once (vLLM's --max-loras)", .field = FIELD(serve.max_loras), .engines = {"vllm"},
        .min = 1, .show_default = true},
       {.flag = "--max-lora-rank", .kind = K::Int, .commands = kServe,
        .help = "With --enable-lora: the rank the stacks are sized for (vLLM's --max-lora-rank)",
-       .field = FIELD(serve.max_lora_rank), .min = 1, .show_default = true},
+       .field = FIELD(serve.max_lora_rank), .engines = {"vllm"}, .min = 1, .show_default = true},
       {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
-       .help = "vllm: the vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 (the V1 "
+       .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 (the V1 "
                "worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, off the "
                "budget; give --max-batched-tokens and --max-num-seqs), 0.21 or later with --enforce-eager",
-       .field = FIELD(serve.engine_version), .show_default = true},
+       .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
-       .help = "vllm: vLLM's --enforce-eager, no CUDA graphs. Before 0.21 the graphs are captured after the cache is "
+       .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.21 the graphs are captured after the cache is "
                "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; 0.21 and later subtract "
                "their estimate, which memplan models only as none (this flag)",
-       .field = FIELD(serve.enforce_eager)},
+       .field = FIELD(serve.enforce_eager), .engines = {"vllm"}},
       {.flag = "--quantization", .kind = K::Choice, .commands = kServe,
-       .help = "vllm: what the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "
+       .help = "What the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "
                "scale per layer), gptq or awq (packed int32, group scales and zeros); the embedding and the head stay "
                "in the model's type. Default: a config.json's quantization_config, else none",
-       .field = FIELD(serve.quantization), .choices = kQuantizationChoices.names()},
+       .field = FIELD(serve.quantization), .engines = {"vllm"}, .choices = kQuantizationChoices.names()},
       {.flag = "--quant-bits", .kind = K::Int, .commands = kServe,
        .help = "With --quantization gptq: the bits of a weight, 2, 3, 4 or 8 (awq: 4). Default: the config's, else 4",
-       .field = FIELD(serve.quant_bits), .min = 2},
+       .field = FIELD(serve.quant_bits), .engines = {"vllm"}, .min = 2},
       {.flag = "--quant-group-size", .kind = K::Int, .commands = kServe,
        .help = "With --quantization gptq or awq: inputs per scale and zero (gptq: -1, one group). Default: the "
                "config's, else 128",
-       .field = FIELD(serve.quant_group_size), .min = -1},
+       .field = FIELD(serve.quant_group_size), .engines = {"vllm"}, .min = -1},
       {.flag = "--gpu-memory-utilization", .kind = K::Real, .commands = kServe,
-       .help = "vllm: the fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
+       .help = "The fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
                "and the KV cache), as vLLM's --gpu-memory-utilization",
-       .field = FIELD(serve.gpu_memory_utilization), .min = 0, .max = 1, .show_default = true},
+       .field = FIELD(serve.gpu_memory_utilization), .engines = {"vllm"}, .min = 0, .max = 1, .show_default = true},
       {.flag = "--block-size", .kind = K::Int, .commands = kServe,
-       .help = "Tokens per KV cache block (vLLM's --block-size)", .field = FIELD(serve.block_size), .min = 1,
+       .help = "Tokens per KV cache block (vLLM's --block-size)", .field = FIELD(serve.block_size), .engines = {"vllm", "eager"}, .min = 1,
        .show_default = true},
       {.flag = "--kv-cache-dtype", .kind = K::Choice, .commands = kServe,
        .help = "What the paged KV cache stores, as vLLM's --kv-cache-dtype: auto (the model's type, after --dtype) or "
                "fp8, fp8_e4m3, fp8_e5m2 (one byte per element)",
-       .field = FIELD(serve.kv_cache_dtype), .choices = kKvCacheDtypeChoices.names(), .show_default = true},
+       .field = FIELD(serve.kv_cache_dtype), .engines = {"vllm", "eager", "sglang", "trtllm"}, .choices = kKvCacheDtypeChoices.names(), .show_default = true},
       {.flag = "--mem-fraction-static", .kind = K::Real, .commands = kServe,
-       .help = "sglang: the fraction of the free memory the weights and the token pool take (SGLang's "
+       .help = "The fraction of the free memory the weights and the token pool take (SGLang's "
                "--mem-fraction-static). Default: SGLang's for the GPU, (memory - reserved) / memory with reserved = "
                "512 MiB + 1.5 MiB a chunked-prefill token + 2 MiB a CUDA-graph batch + tp / 8 GiB, at least 10 GiB "
                "above 60 GiB",
-       .field = FIELD(serve.mem_fraction_static), .min = 0, .max = 1},
+       .field = FIELD(serve.mem_fraction_static), .engines = {"sglang"}, .min = 0, .max = 1},
       {.flag = "--max-total-tokens", .kind = K::Int, .commands = kServe,
-       .help = "sglang: the most tokens the pool holds (SGLang's --max-total-tokens; the profiled value when smaller)",
-       .field = FIELD(serve.max_total_tokens), .min = 1},
+       .help = "The most tokens the pool holds (SGLang's --max-total-tokens; the profiled value when smaller)",
+       .field = FIELD(serve.max_total_tokens), .engines = {"sglang"}, .min = 1},
       {.flag = "--chunked-prefill-size", .kind = K::Int, .commands = kServe,
-       .help = "sglang: tokens of one prefill chunk (SGLang's --chunked-prefill-size), which the default "
+       .help = "Tokens of one prefill chunk (SGLang's --chunked-prefill-size), which the default "
                "--mem-fraction-static reserves room for. Default: SGLang's for the GPU, 2048 below 35 GiB, 4096 below "
                "60 GiB, 8192 below 160 GiB, else 16384",
-       .field = FIELD(serve.chunked_prefill_size), .min = 1},
+       .field = FIELD(serve.chunked_prefill_size), .engines = {"sglang"}, .min = 1},
       {.flag = "--page-size", .kind = K::Int, .commands = kServe,
-       .help = "sglang: tokens per page of the pool (SGLang's --page-size); the pool is rounded down to whole pages",
-       .field = FIELD(serve.page_size), .min = 1, .show_default = true},
+       .help = "Tokens per page of the pool (SGLang's --page-size); the pool is rounded down to whole pages",
+       .field = FIELD(serve.page_size), .engines = {"sglang"}, .min = 1, .show_default = true},
       {.flag = "--free-gpu-memory-fraction", .kind = K::Real, .commands = kServe,
-       .help = "trtllm: the fraction of the memory left after the profiling run that the KV cache takes "
+       .help = "The fraction of the memory left after the profiling run that the KV cache takes "
                "(TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction)",
-       .field = FIELD(serve.free_gpu_memory_fraction), .min = 0, .max = 1, .show_default = true},
+       .field = FIELD(serve.free_gpu_memory_fraction), .engines = {"trtllm"}, .min = 0, .max = 1, .show_default = true},
       {.flag = "--tokens-per-block", .kind = K::Int, .commands = kServe,
-       .help = "trtllm: tokens per KV cache block (TensorRT-LLM's KvCacheConfig.tokens_per_block)",
-       .field = FIELD(serve.tokens_per_block), .min = 1, .show_default = true},
+       .help = "Tokens per KV cache block (TensorRT-LLM's KvCacheConfig.tokens_per_block)",
+       .field = FIELD(serve.tokens_per_block), .engines = {"trtllm"}, .min = 1, .show_default = true},
       {.flag = "--max-num-tokens", .kind = K::Int, .commands = kServe,
-       .help = "trtllm: tokens of one batch (TensorRT-LLM's max_num_tokens): its profiling run's, whose peak the "
+       .help = "Tokens of one batch (TensorRT-LLM's max_num_tokens): its profiling run's, whose peak the "
                "cache's memory leaves out",
-       .field = FIELD(serve.max_num_tokens), .min = 1, .show_default = true},
+       .field = FIELD(serve.max_num_tokens), .engines = {"trtllm"}, .min = 1, .show_default = true},
       {.flag = "--kv-dim", .kind = K::Text, .commands = kServe,
        .help = "The symbolic dimension that counts cached tokens, when several qualify (e.g. past_sequence_length)",
        .field = FIELD(serve.kv_dim)},
       {.flag = "--headroom", .kind = K::Real, .commands = kServe,
-       .help = "eager: keep this percent of the budget free (vllm: --gpu-memory-utilization)",
-       .field = FIELD(serve.headroom_percent), .min = 0, .max = 99, .show_default = true},
+       .help = "Keep this percent of the budget free (vllm: --gpu-memory-utilization)",
+       .field = FIELD(serve.headroom_percent), .engines = {"eager"}, .min = 0, .max = 99, .show_default = true},
   };
 }
 #pragma GCC diagnostic pop

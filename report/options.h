@@ -81,6 +81,9 @@ struct OptionSpec {
   Scope scope = Scope::Any;
   std::string help;
   FieldRef field;
+  // serve: the --engine values whose option this is (--engine all takes it when one of its rows' engines does);
+  // given under another engine it is refused, naming these. Empty: every engine's.
+  std::vector<std::string> engines;
   std::vector<std::string> choices;  // Choice: the names (report/option_choices.h)
   double min = 0, max = 0;           // Int: min (max unused); Real: [min, max], or [min, max) with max_exclusive
   bool max_exclusive = false;

@@ -36,6 +36,11 @@ std::string commands_text(const OptionSpec& row) {
   return names.size() == all_commands().size() ? "all" : fmt::format("{}", fmt::join(names, ", "));
 }
 
+// What a row does; an engine's own option (serve) says whose first.
+std::string what_it_does(const OptionSpec& row) {
+  return row.engines.empty() ? cell(row.help) : fmt::format("(--engine {}) {}", fmt::join(row.engines, ", "), cell(row.help));
+}
+
 }  // namespace
 
 std::string options_markdown() {
@@ -54,7 +59,7 @@ std::string options_markdown() {
     const std::string def = row.show_default ? "`" + field_text(row, defaults) + "`" : "";
     const char* mode = row.scope == Scope::Train ? "train" : row.scope == Scope::Inference ? "inference" : "";
     out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", row.flag, keyword, value_text(row), cell(def), mode,
-                       commands_text(row), cell(row.help));
+                       commands_text(row), what_it_does(row));
   }
   out +=
       "\n## Combinations\n\n"

@@ -170,7 +170,8 @@ class OrtGenaiByHand(unittest.TestCase):
 
     def test_refusals(self):
         for args, says in ((["--tp", "2"], "--tp with --engine ortgenai"),
-                           (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype applies to --engine vllm, sglang and trtllm"),
+                           (["--kv-cache-dtype", "fp8"],
+                            "--kv-cache-dtype applies to --engine vllm, eager, sglang or trtllm (this is --engine ortgenai)"),
                            (["--runtime", "ideal"], "--runtime ideal with --engine ortgenai"),
                            (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --engine sglang")):
             p = run("--engine", "ortgenai", "--memory", "64MiB", "--context", "100", *args)
@@ -223,6 +224,12 @@ class Refusals(unittest.TestCase):
                      says="--gpu-memory-utilization applies to --engine vllm")
         self.refused("--engine", "eager", *TINY, "--tokens-per-block", "64",
                      says="--tokens-per-block applies to --engine trtllm")
+        # --engine all takes any of its rows' engines' options (vllm, sglang, trtllm, ortgenai), not eager's alone.
+        self.refused("--engine", "all", *TINY, "--headroom", "10", says="--headroom applies to --engine eager (this is "
+                     "--engine all)")
+        for flag, value in (("--mem-fraction-static", "0.8"), ("--tokens-per-block", "64"), ("--enforce-eager", None)):
+            p = run("--engine", "all", *TINY, flag, *([value] if value else []))
+            self.assertNotIn("applies to --engine", p.stderr, flag)
 
     def test_bad_values(self):
         self.refused("--engine", "trtllm", *TINY, "--free-gpu-memory-fraction", "1",
