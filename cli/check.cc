@@ -25,7 +25,7 @@ Action add_check_command(CLI::App& app) {
   return [args, cmd]() -> int {
     check_options(cmd, *args, kCheck);
     const CheckOutcome out = check_model(check_args(*args));
-    const auto& [graph, e, config] = out.estimated;
+    const auto& [graph, e, config, options] = out.estimated;
     if (!args->write_baseline.empty())
       std::cerr << "memplan: wrote baseline " << args->write_baseline << " (" << format_bytes(e.total_bytes) << ")\n";
     switch (output_format(*args, kCheck)) {

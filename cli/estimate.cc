@@ -20,7 +20,7 @@ Action add_estimate_command(CLI::App& app) {
   add_options(cmd, *args, kEstimate);
   return [args, cmd]() {
     check_options(cmd, *args, kEstimate);
-    const auto [graph, e, config] = estimate_model(args->estimate);
+    const auto [graph, e, config, options] = estimate_model(args->estimate);
     switch (output_format(*args, kEstimate)) {
       case Format::Json: std::cout << json_text(estimate_to_json(e, *graph, config)); break;
       case Format::Markdown: std::cout << estimate_to_markdown(e, config); break;

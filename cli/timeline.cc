@@ -25,7 +25,7 @@ Action add_timeline_command(CLI::App& app) {
     if (ext != ".svg" && ext != ".html" && ext != ".htm")
       throw InputError("-o " + output + ": the file name must end in .svg or .html");
     refuse_model_as_output(output, args->estimate.model.path, "-o");
-    const auto [graph, e, config] = estimate_model(args->estimate);
+    const auto [graph, e, config, options] = estimate_model(args->estimate);
     const std::string text = ext == ".svg" ? timeline_svg(e, config) : timeline_html(e, config);
     write_text_file(output, text);
     std::cerr << "memplan: wrote " << output << "\n";

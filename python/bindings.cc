@@ -303,7 +303,7 @@ py::tuple check(py::handle model, const py::kwargs& kwargs) {
   {
     py::gil_scoped_release unlocked;
     const CheckOutcome out = check_model(check_args(args));
-    const auto& [graph, e, config] = out.estimated;
+    const auto& [graph, e, config, options] = out.estimated;
     text = json_text(check_to_json(out.result, e, config));
     broken = !out.result.passed;
     for (const LimitResult& l : out.result.limits)

@@ -220,7 +220,7 @@ CheckOutcome check_model(const CheckArgs& c) {
   // as fit checks its answer (none where the step does not fit, or the runtime has no caching allocator's carry-over).
   std::optional<IterationsAtCapacity> run;
   if (budget && est.estimate.required_bytes <= *budget)
-    run = iterations_on_budget(*est.graph, to_estimate_options(c.estimate), *budget);
+    run = iterations_on_budget(*est.graph, est.options, *budget);
   out.result = run_check(est.estimate, est.configuration, budget, baseline, c.max_increase_percent, run, c.metric);
   if (!c.write_baseline.empty()) {
     refuse_model_as_output(c.write_baseline, c.estimate.model.path, "--write-baseline");

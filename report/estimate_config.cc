@@ -267,7 +267,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
 
 ConfiguredEstimate estimate_model(const EstimateArgs& args) {
   ConfiguredEstimate c;
-  const EstimateOptions options = to_estimate_options(args);  // a bad option is said before the model is read
+  c.options = to_estimate_options(args);  // a bad option is said before the model is read
+  const EstimateOptions& options = c.options;
   const Bindings bindings = to_bindings(args.model);
   ModelSession model(args.model.path, bindings.graph, bindings.moe_routing);  // read once: the estimate and, on a decoder with a KV cache, its phases
   c.graph = model.shape(bindings);

@@ -94,6 +94,7 @@ struct ConfiguredEstimate {
   std::shared_ptr<const Graph> graph;  // the shaped model (the session's, not a copy): its bound dims and warnings
   Estimate estimate;
   std::string configuration;  // describe_configuration(args, graph)
+  EstimateOptions options;    // what the estimate ran with (to_estimate_options(args)), for a later run on them
 };
 // Reads and shapes args.model, then estimates it with to_estimate_options(args). Throws InputError.
 ConfiguredEstimate estimate_model(const EstimateArgs& args);
