@@ -9,7 +9,8 @@
 // the mixtures of experts mixtral, qwen2_moe and qwen3_moe (modeling_mixtral.py, modeling_qwen2_moe.py,
 // modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
 // (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k
-// experts receiving every token);
+// experts receiving every token), and deepseek_v3 (modeling_deepseek_v3.py: multi-head latent attention and
+// DeepseekV3MoE; onnx_import/hf_deepseek.h, which states how the routing rules meet its group-limited router);
 // --graph train (the training export: input_ids -> logits, as
 // tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
 // past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
