@@ -2,6 +2,7 @@
 // attention) and DeepseekV3TopkRouter as torch.onnx.export (torch 1.13, opset 17) writes tests/models/hf_deepseek.py.
 #include "onnx_import/hf_deepseek.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -158,12 +159,16 @@ void parse_deepseek(const std::string& path, const json& j, DecoderConfig& c) {
 void check_grouped_routing(const std::string& path, const DecoderConfig& c) {
   if (!c.mla || c.worst_routing) return;  // worst: ceil(k / group) <= topk_group, checked in parse_deepseek
   const int64_t experts = c.num_experts, k = c.experts_per_token, group = experts / c.n_group;
+  // Token t's experts are the arc start .. start + k - 1 (mod E), start = t·k mod E (E starts cover every token);
+  // the groups an arc meets are contiguous too, all of them when it wraps back into its first group.
   for (int64_t start = 0, t = 0; t < experts; ++t, start = (start + k) % experts) {
-    std::set<int64_t> groups;
-    for (int64_t j = 0; j < k; ++j) groups.insert(((start + j) % experts) / group);
-    if (int64_t(groups.size()) > c.topk_group)
+    const int64_t last = start + k - 1;
+    int64_t spanned = last < experts ? last / group - start / group + 1
+                                     : (experts - 1) / group - start / group + 1 + (last - experts) / group + 1;
+    spanned = std::min(spanned, c.n_group);
+    if (spanned > c.topk_group)
       fail(path, "--moe-routing balanced gives a token the experts " + std::to_string(start) + ".." +
-                     std::to_string((start + k - 1) % experts) + ", in " + std::to_string(groups.size()) +
+                     std::to_string((start + k - 1) % experts) + ", in " + std::to_string(spanned) +
                      " groups, more than topk_group " + std::to_string(c.topk_group) +
                      ": DeepseekV3TopkRouter cannot route so; use --moe-routing worst");
   }
