@@ -376,16 +376,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
                      "\" has no experts");
     config.worst_routing = moe_routing == "worst";
   }
-  check_grouped_routing(path, config);
-  // deepseek_v3 in serve --engine vllm (and sglang, trtllm, all, which answer over vLLM's analysis): vLLM caches
-  // multi-head latent attention's compressed latent, kv_lora_rank + qk_rope_head_dim elements a token and layer as
-  // one head (vllm/model_executor/models/deepseek_v2.py DeepseekV2MLAAttention, MLAAttentionSpec), not the per-head
-  // keys and values of this decoder's cache (DeepSeek-V3: 576 elements a layer against 128 x 320), and runs MLA's
-  // own kernels: not modelled, refused before the graph is built.
-  if (vllm_serve && config.mla)
-    fail(path, "serve --engine vllm (and sglang, trtllm, all) on deepseek_v3 is not modelled: vLLM caches multi-head "
-               "latent attention's latent (kv_lora_rank + qk_rope_head_dim a token and layer), not per-head keys "
-               "and values; serve --engine eager sizes transformers' cache");
+  check_deepseek_read(path, config, vllm_serve);  // its routing rule and serve engine (hf_deepseek.h)
   const ConfigGraph kind = config_graph_from_name(path, graph);
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
   // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.

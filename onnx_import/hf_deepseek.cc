@@ -156,8 +156,14 @@ void parse_deepseek(const std::string& path, const json& j, DecoderConfig& c) {
         " layers are more expert blocks than memplan builds (" + std::to_string(kMaxExpertBlocks) + ")");
 }
 
-void check_grouped_routing(const std::string& path, const DecoderConfig& c) {
-  if (!c.mla || c.worst_routing) return;  // worst: ceil(k / group) <= topk_group, checked in parse_deepseek
+void check_deepseek_read(const std::string& path, const DecoderConfig& c, bool vllm_serve) {
+  if (!c.mla) return;
+  // DeepSeek-V3: 576 latent elements a token and layer in vLLM against 128 x 320 in the decoder's cache.
+  if (vllm_serve)
+    fail(path, "serve --engine vllm (and sglang, trtllm, all) on deepseek_v3 is not modelled: vLLM caches multi-head "
+               "latent attention's latent (kv_lora_rank + qk_rope_head_dim a token and layer), not per-head keys "
+               "and values; serve --engine eager sizes transformers' cache");
+  if (c.worst_routing) return;  // worst: ceil(k / group) <= topk_group, checked in parse_deepseek
   const int64_t experts = c.num_experts, k = c.experts_per_token, group = experts / c.n_group;
   // Token t's experts are the arc start .. start + k - 1 (mod E), start = t·k mod E (E starts cover every token);
   // the groups an arc meets are contiguous too, all of them when it wraps back into its first group.
