@@ -31,11 +31,13 @@ class LlamaBuilder {
   std::string linear(const std::string& scope, const std::string& prefix, const std::string& x, int64_t in,
                      int64_t out, bool bias);
   std::string inverse_frequencies(double theta, int64_t dim, double factor);
+  std::string scaled(const std::string& table);
   void rotary_and_mask(const std::string& seq);
   void rotary_from_positions();
   void cache_mask();
+  // `dim`, `eps`: a norm of another width and epsilon (DeepSeek's q_a_layernorm / kv_a_layernorm); 0: the model's.
   std::string rms_norm(const std::string& scope, const std::string& weight, const std::string& x,
-                       bool declared = false);
+                       bool declared = false, int64_t dim = 0, double eps = 0);
   std::string rotary(const std::string& x, const std::string& cos, const std::string& sin, int64_t half);
   std::string expand_kv(const std::string& x, const std::string& total);
   std::string reshape(const std::string& x, const std::string& shape);
@@ -59,12 +61,19 @@ class LlamaBuilder {
   std::string index_add(const std::string& acc, const std::string& index, const std::string& source);
   std::string strided(const std::string& x, int64_t start, int64_t step, int64_t end);
 
+  // hf_deepseek.cc: deepseek_v3's multi-head latent attention and router; x.expand(sizes) (decoder_ops.cc).
+  std::string mla_attention(const std::string& layer, const std::string& x);
+  std::string mla_rotary(const std::string& x, int64_t heads);
+  std::string deepseek_router(const std::string& scope, const std::string& prefix, const std::string& hidden);
+  std::string expand_to(const std::string& x, const std::vector<std::string>& sizes);
+
   const DecoderConfig& c_;
   const ConfigGraph kind_;
   onnx::GraphProto& g_;
   std::map<std::string, std::string> outputs_;
   GraphEmitter e_;
   std::string cos_, sin_, mask_, b_, s_, logits_;
+  std::string rope_key_list_;  // deepseek_v3: the rope key's (b, 1, s, rope) list, built twice (mla_attention)
   std::string local_cos_, local_sin_, window_mask_;  // gemma3_text's sliding layers' rotary; the window's mask
 };
 

@@ -83,17 +83,17 @@ std::string GraphEmitter::pooled(int64_t value) {
   return p.node->output(0);
 }
 
-void GraphEmitter::note_list(int64_t value) {
-  if (list_pool_.count(value)) return;
-  const_i64({value}, false);
+void GraphEmitter::note_list(const std::vector<int64_t>& values) {
+  if (list_pool_.count(values)) return;
+  const_i64(values, false);
   nodes_.back().used = false;
   nodes_.back().unscoped = true;
-  list_pool_[value] = nodes_.size() - 1;
+  list_pool_[values] = nodes_.size() - 1;
 }
 
-std::string GraphEmitter::pooled_list(int64_t value, const std::string& reader) {
-  note_list(value);
-  Pending& p = nodes_[list_pool_.at(value)];
+std::string GraphEmitter::pooled_list(const std::vector<int64_t>& values, const std::string& reader) {
+  note_list(values);
+  Pending& p = nodes_[list_pool_.at(values)];
   p.used = true;
   p.reader = reader;
   return p.node->output(0);
@@ -153,6 +153,57 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       names[n.output(0)] = t.name();
       folded.push_back(std::move(t));
       p.removed = true;
+    } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && params.count(n.input(0)) &&
+               constants.count(n.input(1))) {
+      // A parameter unsqueezed (DeepSeek's e_score_correction_bias.unsqueeze(0)) becomes an initializer with the
+      // new axis, named after its reader (onnx::Add_<number>), numbered as a transposed copy is.
+      const TensorProto& axes = constants.at(n.input(1))->node->attribute(0).t();
+      int64_t axis;
+      if (axes.data_type() != TensorProto::INT64 || axes.raw_data().size() != sizeof axis)
+        throw InternalError("folding an Unsqueeze of a parameter on more than one axis");
+      std::memcpy(&axis, axes.raw_data().data(), sizeof axis);
+      TensorProto t = *params.at(n.input(0));
+      if (axis < 0 || axis > t.dims_size()) throw InternalError("folding an Unsqueeze of a parameter: bad axis");
+      std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+      dims.insert(dims.begin() + axis, 1);
+      t.clear_dims();
+      for (int64_t d : dims) t.add_dims(d);
+      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
+      names[n.output(0)] = t.name();
+      folded.push_back(std::move(t));
+      p.removed = true;
+    } else if ((n.op_type() == "Cast" && n.input_size() == 1 && constants.count(n.input(0))) ||
+               (n.op_type() == "Shape" && n.input_size() == 1 && constants.count(n.input(0)))) {
+      // Cast(int64 scalar) to float (scatter_'s scalar src, DeepSeek's router), or Shape(1-D constant) (expand's
+      // constant size list): a Constant of the result, in the node's scope.
+      const TensorProto& in = constants.at(n.input(0))->node->attribute(0).t();
+      const bool cast = n.op_type() == "Cast";
+      if (in.data_type() != TensorProto::INT64 || in.dims_size() != (cast ? 0 : 1) ||
+          (cast && (n.attribute_size() != 1 || n.attribute(0).i() != TensorProto::FLOAT)))
+        throw InternalError("folding a " + n.op_type() + " of a constant memplan does not fold");
+      std::string raw;
+      std::vector<int64_t> dims;
+      if (cast) {
+        int64_t v;
+        std::memcpy(&v, in.raw_data().data(), sizeof v);
+        const float f = float(v);
+        raw.assign(reinterpret_cast<const char*>(&f), sizeof f);
+      } else {
+        const int64_t rank = in.dims(0);
+        raw.assign(reinterpret_cast<const char*>(&rank), sizeof rank);
+        dims.push_back(1);
+      }
+      n.set_op_type("Constant");
+      n.clear_input();
+      n.clear_attribute();
+      AttributeProto* a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(cast ? TensorProto::FLOAT : TensorProto::INT64);
+      for (int64_t d : dims) a->mutable_t()->add_dims(d);
+      a->mutable_t()->set_raw_data(raw);
+      constants[n.output(0)] = &p;
+      ++next_number;
     } else if ((n.op_type() == "Unsqueeze" || n.op_type() == "Reshape") && n.input_size() == 2 &&
                constants.count(n.input(0)) && constants.count(n.input(1))) {
       // Unsqueeze(scalar, [0]), or Reshape(scalar, [1]) (torch.topk's k, symbolic_opset11.py topk: the mixtures

@@ -40,6 +40,8 @@ class GraphEmitter {
 
   // One node; returns its first output (a placeholder name, final after finish()).
   std::string op(const std::string& type, std::vector<std::string> inputs, int outputs = 1);
+  // The k-th output of the node made last (TopK's indices, Split's second part).
+  std::string output(int k) const { return nodes_.back().node->output(k); }
   GraphEmitter& ints(const std::string& name, const std::vector<int64_t>& values);
   GraphEmitter& i(const std::string& name, int64_t value);
   GraphEmitter& tensor(const std::string& name, int type, const std::vector<int64_t>& dims, const void* data,
@@ -55,8 +57,13 @@ class GraphEmitter {
   // A Python int list [value] of the module's code (a reduction's dim, as x.mean(-1) and x.sum(dim=-1) take it),
   // pooled the same way; it survives where an op reads it as an input (ReduceSum's axes from opset 13), as an
   // unscoped Constant named after that reader: "Constant_<node index>", output "onnx::<reader>_<JIT value number>".
-  void note_list(int64_t value);
-  std::string pooled_list(int64_t value, const std::string& reader);
+  void note_list(int64_t value) { note_list(std::vector<int64_t>{value}); }
+  std::string pooled_list(int64_t value, const std::string& reader) {
+    return pooled_list(std::vector<int64_t>{value}, reader);
+  }
+  // A longer Python int list (torch.split's sizes, read by Split), pooled the same way.
+  void note_list(const std::vector<int64_t>& values);
+  std::string pooled_list(const std::vector<int64_t>& values, const std::string& reader);
 
   // A view/reshape size list: each element Unsqueezed on an unscoped axes Constant, then Concat.
   std::string size_list(const std::vector<std::string>& elements);
@@ -86,7 +93,8 @@ class GraphEmitter {
   google::protobuf::Arena* arena_;
   std::vector<Pending> nodes_;
   std::vector<std::pair<std::string, std::string>> tied_copies_;
-  std::map<int64_t, size_t> pool_, list_pool_;
+  std::map<int64_t, size_t> pool_;
+  std::map<std::vector<int64_t>, size_t> list_pool_;
   int64_t next_value_ = 0;
 };
 

@@ -12,6 +12,7 @@
 
 #include "onnx_import/errors.h"
 #include "onnx_import/hf_config_keys.h"
+#include "onnx_import/hf_deepseek.h"
 #include "onnx_import/hf_moe.h"
 #include "onnx_import/llama_graph.h"
 #include "onnx_import/model_reader.h"
@@ -247,13 +248,15 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   // A mixture of experts shares its dense analogue's attention and keys (hf_moe.h): mixtral mistral's, qwen2_moe
   // qwen2's, qwen3_moe qwen3's.
   const std::string dense = moe_dense_type(c.model_type);
-  if (dense != "llama" && dense != "mistral" && dense != "qwen2" && dense != "qwen3" && !c.hf_arch)
+  const bool deepseek = c.model_type == "deepseek_v3";
+  if (dense != "llama" && dense != "mistral" && dense != "qwen2" && dense != "qwen3" && !c.hf_arch && !deepseek)
     fail(path, "model_type \"" + c.model_type +
                    "\" is not supported (memplan builds llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, "
-                   "mixtral, qwen2_moe and qwen3_moe)");
+                   "mixtral, qwen2_moe, qwen3_moe and deepseek_v3)");
   for (const auto& [key, value] : j.items())
     if (key != "quantization_config" && !harmless_keys().count(key) &&
-        !(c.hf_arch && arch_keys().at(c.model_type).count(key)) && !moe_keys(c.model_type).count(key))
+        !(c.hf_arch && arch_keys().at(c.model_type).count(key)) && !moe_keys(c.model_type).count(key) &&
+        !deepseek_keys(c.model_type).count(key))
       fail(path, "config key \"" + key + "\" is not supported for model_type \"" + c.model_type +
                      "\": memplan does not know what it does to memory");
   const bool gemma = c.model_type == "gemma2" || c.model_type == "gemma3_text";
@@ -278,7 +281,9 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   // Qwen3-0.6B: 1024 / 16 = 64, its head_dim 128): memplan reads it from the config rather than guess.
   if ((dense == "qwen3" || gemma) && (hd == j.end() || hd->is_null()))
     fail(path, "config key \"head_dim\" is missing");
-  if (hd == j.end() || hd->is_null()) {
+  if (deepseek) {
+    if (hd != j.end()) fail(path, "config key \"head_dim\" is not a deepseek_v3 key (qk_rope_head_dim is its head_dim)");
+  } else if (hd == j.end() || hd->is_null()) {
     if (c.hidden_size % c.num_attention_heads != 0)
       fail(path, "hidden_size " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads " +
                      std::to_string(c.num_attention_heads) + " and no head_dim is given");
@@ -340,6 +345,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
     c.torch_dtype = d;
   }
   if (dense != c.model_type) parse_moe(path, j, c);
+  if (deepseek) parse_deepseek(path, j, c);
   return c;
 }
 
@@ -370,6 +376,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
                      "\" has no experts");
     config.worst_routing = moe_routing == "worst";
   }
+  check_deepseek_read(path, config, vllm_serve);  // its routing rule and serve engine (hf_deepseek.h)
   const ConfigGraph kind = config_graph_from_name(path, graph);
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
   // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.

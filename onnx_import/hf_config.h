@@ -9,7 +9,8 @@
 // the mixtures of experts mixtral, qwen2_moe and qwen3_moe (modeling_mixtral.py, modeling_qwen2_moe.py,
 // modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
 // (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k
-// experts receiving every token);
+// experts receiving every token), and deepseek_v3 (modeling_deepseek_v3.py: multi-head latent attention and
+// DeepseekV3MoE; onnx_import/hf_deepseek.h, which states how the routing rules meet its group-limited router);
 // --graph train (the training export: input_ids -> logits, as
 // tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
 // past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
@@ -80,6 +81,18 @@ struct DecoderConfig {
   int64_t shared_expert_intermediate_size = 0;  // qwen2_moe's shared expert (0: none)
   bool norm_topk_prob = false;                  // the top-k weights divided by their sum (Mixtral: always)
   std::vector<bool> moe_layers;                 // per layer: a sparse block (else the dense MLP, intermediate_size)
+
+  // deepseek_v3 (transformers models/deepseek_v3/modeling_deepseek_v3.py; onnx_import/hf_deepseek.h): multi-head
+  // latent attention and DeepseekV3MoE. head_dim and rotary_dim are qk_rope_head_dim, num_key_value_heads the heads.
+  bool mla = false;
+  int64_t q_lora_rank = 0;  // 0: q_proj (q_lora_rank null)
+  int64_t kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool rope_interleave = true;
+  double attention_scale = 0;           // DeepseekV3Attention.scaling (yarn's mscale included)
+  double rope_attention_scaling = 1.0;  // DeepseekV3RotaryEmbedding.attention_scaling (cos and sin times it)
+  std::vector<float> inv_freq;          // the rotary inv_freq (yarn's when rope_scaling is yarn)
+  int64_t n_shared_experts = 0, n_group = 0, topk_group = 0;
+  double routed_scaling_factor = 1.0;
 };
 
 // True when `path` names a config rather than an ONNX file: its name ends in ".json". One place decides.

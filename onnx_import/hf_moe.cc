@@ -161,24 +161,29 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
   e_.scope = m;
   const std::string hidden = reshape(x, e_.const_i64({-1, h}, false));  // x.view(-1, hidden_dim)
-  const std::string logits = linear(m + "/gate", p + ".gate", hidden, h, experts, false);
-  // F.softmax(router_logits, dim=1, dtype=torch.float): Softmax, then the cast to float.
-  std::string probs = e_.op("Softmax", {logits});
-  e_.i("axis", 1);
-  probs = e_.op("Cast", {probs});
-  e_.i("to", TensorProto::FLOAT);
-  // torch.topk(routing_weights, k, dim=-1): k the pooled Python int, reshaped to [1] (symbolic_opset11.py topk).
-  const std::string pooled_k = e_.pooled(k);
-  const std::string k_list = reshape(pooled_k, e_.const_i64({1}, false));
-  std::string weights = e_.op("TopK", {probs, k_list}, 2);
-  e_.i("axis", -1).i("largest", 1).i("sorted", 1);
-  if (c_.norm_topk_prob) {  // routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
-    const std::string sum = e_.op("ReduceSum", {weights, e_.pooled_list(-1, "ReduceSum")});
-    e_.i("keepdims", 1);
-    weights = e_.op("Div", {weights, sum});
+  std::string weights;
+  if (c_.mla) {  // DeepseekV3MoE: DeepseekV3TopkRouter's weights (hf_deepseek.cc), no cast
+    weights = deepseek_router(m + "/gate", p + ".gate", hidden);
+  } else {
+    const std::string logits = linear(m + "/gate", p + ".gate", hidden, h, experts, false);
+    // F.softmax(router_logits, dim=1, dtype=torch.float): Softmax, then the cast to float.
+    std::string probs = e_.op("Softmax", {logits});
+    e_.i("axis", 1);
+    probs = e_.op("Cast", {probs});
+    e_.i("to", TensorProto::FLOAT);
+    // torch.topk(routing_weights, k, dim=-1): k the pooled Python int, reshaped to [1] (symbolic_opset11.py topk).
+    const std::string pooled_k = e_.pooled(k);
+    const std::string k_list = reshape(pooled_k, e_.const_i64({1}, false));
+    weights = e_.op("TopK", {probs, k_list}, 2);
+    e_.i("axis", -1).i("largest", 1).i("sorted", 1);
+    if (c_.norm_topk_prob) {  // routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+      const std::string sum = e_.op("ReduceSum", {weights, e_.pooled_list(-1, "ReduceSum")});
+      e_.i("keepdims", 1);
+      weights = e_.op("Div", {weights, sum});
+    }
+    weights = e_.op("Cast", {weights});  // .to(hidden_states.dtype)
+    e_.i("to", TensorProto::FLOAT);
   }
-  weights = e_.op("Cast", {weights});  // .to(hidden_states.dtype)
-  e_.i("to", TensorProto::FLOAT);
   // Balanced routing (hf_moe.h): pair_weights = weights.reshape(-1); the pairs' tokens arange(N·k) // k.
   const std::string pair_weights = reshape(weights, e_.const_i64({-1}, false));
   const std::string shape = e_.op("Shape", {pair_weights});
@@ -208,9 +213,12 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     // The JIT's common-subexpression pass merges equal pure ops: the worst rule's empty experts share the first
     // one's top_x and gathered state, and their weights' slice unless it reads the top-k weights divided in place
     // (norm_topk_prob), which the pass leaves apart.
+    // deepseek_v3's prefill export leaves each empty expert its own top_x and gathered state (observed in
+    // torch.onnx.export's graph of hf_deepseek.py, its weights' slice still shared; its train and decode share all).
     const bool empty = c_.worst_routing && e >= k;
+    const bool apart = c_.mla && kind_ == ConfigGraph::Prefill;
     std::string index = empty_index, state = empty_state;
-    if (!empty || empty_state.empty()) {
+    if (!empty || empty_state.empty() || apart) {
       index = pairs_of(tokens, e);  // top_x
       if (e == 0) expanded = e_.op("Unsqueeze", {hidden, e_.const_i64({0}, false)});  // hidden_states[None]
       const std::string picked = e_.op("Gather", {expanded, index});
@@ -224,7 +232,7 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     std::string w = empty_weights;
     if (!empty || empty_weights.empty()) {
       w = e_.op("Unsqueeze", {pairs_of(pair_weights, e), e_.const_i64({1}, false)});
-      if (empty && !c_.norm_topk_prob) empty_weights = w;
+      if (empty && (!c_.norm_topk_prob || c_.mla)) empty_weights = w;  // deepseek's: a Mul's output
     }
     std::string source = e_.op("Mul", {out, w});
     source = e_.op("Cast", {source});  // .to(hidden_states.dtype)
@@ -241,6 +249,13 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     last_index = index, last_source = source;
   }
   acc = index_add(acc, last_index, last_source);
+  if (c_.mla) {  // DeepseekV3MoE: the routed output viewed back, plus shared_experts on the block's input
+    const std::string routed = reshape(acc, e_.op("Shape", {x}));
+    const std::string shared = moe_expert(m + "/shared_experts", p + ".shared_experts", x,
+                                          c_.expert_intermediate_size * c_.n_shared_experts, false);
+    e_.scope = m;
+    return e_.op("Add", {routed, shared});
+  }
   if (c_.shared_expert_intermediate_size > 0) {  // Qwen2MoeSparseMoeBlock's shared expert and its sigmoid gate
     const std::string shared = moe_expert(m + "/shared_expert", p + ".shared_expert", hidden,
                                           c_.shared_expert_intermediate_size, false);

@@ -87,6 +87,7 @@ std::string LlamaBuilder::linear(const std::string& scope, const std::string& pr
 // rope_scaling divides inv_freq by its factor (transformers modeling_rope_utils.py,
 // _compute_linear_scaling_rope_parameters: Gemma 3's full-attention layers).
 std::string LlamaBuilder::inverse_frequencies(double theta, int64_t dim, double factor) {
+  if (!c_.inv_freq.empty()) return e_.const_f32(c_.inv_freq, {1, int64_t(c_.inv_freq.size())});  // deepseek_v3's
   std::vector<float> inv;
   for (int64_t k = 0; k < dim; k += 2) {
     const float exponent = float(k) / float(dim);
@@ -97,6 +98,12 @@ std::string LlamaBuilder::inverse_frequencies(double theta, int64_t dim, double 
 }
 
 // Llama.forward's rotary tables (rotary_cos_sin) and causal mask (causal_additive_mask).
+// DeepseekV3RotaryEmbedding.forward: emb.cos() * attention_scaling (and sin), traced even at 1.0.
+std::string LlamaBuilder::scaled(const std::string& table) {
+  if (!c_.mla) return table;
+  return e_.op("Mul", {table, e_.const_f32({float(c_.rope_attention_scaling)}, {})});
+}
+
 void LlamaBuilder::rotary_and_mask(const std::string& seq) {
   const std::string n = e_.op("Cast", {seq});
   e_.i("to", TensorProto::INT64);
@@ -110,8 +117,8 @@ void LlamaBuilder::rotary_and_mask(const std::string& seq) {
     const std::string freqs = e_.op("Mul", {column, inverse_frequencies(theta, c_.rotary_dim, factor)});
     const std::string emb = e_.op("Concat", {freqs, freqs});
     e_.i("axis", -1);
-    cos = e_.op("Cos", {emb});
-    sin = e_.op("Sin", {emb});
+    cos = scaled(e_.op("Cos", {emb}));
+    sin = scaled(e_.op("Sin", {emb}));
   };
   table(c_.rope_theta, c_.rope_factor, cos_, sin_);
   const std::string rows = e_.op("Unsqueeze", {range, e_.const_i64({0}, false)});
@@ -151,10 +158,10 @@ void LlamaBuilder::rotary_from_positions() {
     const std::string freqs = e_.op("Mul", {positions, inverse_frequencies(theta, c_.rotary_dim, factor)});
     const std::string emb = e_.op("Concat", {freqs, freqs});
     e_.i("axis", -1);
-    const std::string cos = e_.op("Cos", {emb});
+    const std::string cos = scaled(e_.op("Cos", {emb}));
     e_.note(1);  // .unsqueeze(1)
     cos_out = e_.op("Unsqueeze", {cos, e_.const_i64({1}, false)});
-    const std::string sin = e_.op("Sin", {emb});
+    const std::string sin = scaled(e_.op("Sin", {emb}));
     sin_out = e_.op("Unsqueeze", {sin, e_.const_i64({1}, false)});
   };
   table(c_.rope_theta, c_.rope_factor, cos_, sin_);
@@ -214,18 +221,18 @@ void LlamaBuilder::cache_mask() {
 // RMSNorm.forward: weight * (x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)); rsqrt exports as 1 / Sqrt.
 // `declared`: the weight's initializer already exists or is added later (q_norm, k_norm: see attention()).
 std::string LlamaBuilder::rms_norm(const std::string& scope, const std::string& weight, const std::string& x,
-                     bool declared) {
+                     bool declared, int64_t dim, double eps) {
   e_.scope = scope;
   e_.note(2);  // x.pow(2)
   const std::string sq = e_.op("Pow", {x, e_.const_f32({2.0f}, {})});
   e_.note_list(-1);  // mean(-1)'s dim list: read by a ReduceSum of the same list (hf_moe.cc)
   const std::string mean = e_.op("ReduceMean", {sq});
   e_.ints("axes", {-1}).i("keepdims", 1);
-  const std::string var = e_.op("Add", {mean, e_.const_f32({float(c_.rms_norm_eps)}, {})});
+  const std::string var = e_.op("Add", {mean, e_.const_f32({float(eps > 0 ? eps : c_.rms_norm_eps)}, {})});
   const std::string root = e_.op("Sqrt", {var});
   const std::string inv = e_.op("Div", {e_.const_f32({1.0f}, {}), root});
   const std::string y = e_.op("Mul", {x, inv});
-  const std::string w = declared ? weight : param(weight, {c_.hidden_size});
+  const std::string w = declared ? weight : param(weight, {dim > 0 ? dim : c_.hidden_size});
   // Gemma2RMSNorm.forward: output * (1.0 + weight) (modeling_gemma2.py; Gemma3RMSNorm the same).
   if (c_.gemma) return e_.op("Mul", {y, e_.op("Add", {w, e_.const_f32({1.0f}, {})})});
   return e_.op("Mul", {w, y});
@@ -303,7 +310,8 @@ std::string LlamaBuilder::attention(const std::string& layer, const std::string&
 
 std::string LlamaBuilder::layer(int64_t l, const std::string& x) {
   const std::string scope = "/layers." + std::to_string(l), p = "layers." + std::to_string(l) + ".";
-  const std::string attended = attention(scope, rms_norm(scope + "/input_layernorm", p + "input_layernorm.weight", x));
+  const std::string normed = rms_norm(scope + "/input_layernorm", p + "input_layernorm.weight", x);
+  const std::string attended = c_.mla ? mla_attention(scope, normed) : attention(scope, normed);
   e_.scope = scope;
   const std::string h1 = e_.op("Add", {x, attended});
   const std::string y = rms_norm(scope + "/post_attention_layernorm", p + "post_attention_layernorm.weight", h1);
@@ -377,6 +385,9 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
   onnx::GraphProto& g = *model.mutable_graph();
   g.set_name("torch_jit");
   const int64_t kv = config.num_key_value_heads, hd = config.head_dim, layers = config.num_hidden_layers;
+  // deepseek_v3's DynamicCache: decompressed keys (qk_nope + qk_rope) and values (v_head_dim) per head.
+  const int64_t key_dim = config.mla ? config.qk_nope_head_dim + config.qk_rope_head_dim : hd;
+  const int64_t value_dim = config.mla ? config.v_head_dim : hd;
   const bool train = kind == ConfigGraph::Train;
   // tests/models/export_llama.py's and export_llama_kv.py's names (optimum's for the cache).
   const std::string batch = train ? "batch" : "batch_size", seq = train ? "seq" : "sequence_length";
@@ -390,7 +401,7 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
     for (int64_t l = 0; l < layers; ++l)
       for (const char* part : {"key", "value"})
         add_tensor_value(g.add_input(), "past_key_values." + std::to_string(l) + "." + part, TensorProto::FLOAT,
-                         {{batch}, {"", kv}, {"past_sequence_length"}, {"", hd}});
+                         {{batch}, {"", kv}, {"past_sequence_length"}, {"", *part == 'k' ? key_dim : value_dim}});
   LlamaBuilder builder(config, kind, g);
   builder.build();
   builder.emitter().finish(g, g.input_size() + builder.initializers(), builder.outputs(), !train);
@@ -406,7 +417,12 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
     for (int64_t l = 0; l < layers; ++l)
       for (const char* part : {"key", "value"})
         add_tensor_value(g.add_output(), "present." + std::to_string(l) + "." + part, TensorProto::FLOAT,
-                         {{batch}, {"", kv}, {total}, {"", hd}});
+                         {{batch}, {"", kv}, {total},
+                          // torch's shape inference leaves the prefill's key (cat of the nope keys and the
+                          // expanded rope key) a named last dim
+                          config.mla && *part == 'k' && kind == ConfigGraph::Prefill
+                              ? Dim{"Concatpresent." + std::to_string(l) + ".key_dim_3"}
+                              : Dim{"", *part == 'k' ? key_dim : value_dim}});
   point_at_missing_data(g);
 }
 

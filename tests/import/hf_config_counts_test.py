@@ -525,12 +525,70 @@ def check_tied_head_held_once() -> list:
     return errors
 
 
+# deepseek-ai/DeepSeek-V3 (tests/models/hf_configs/DeepSeek-V3.json, https://huggingface.co/deepseek-ai/DeepSeek-V3/
+# blob/main/config.json): "671B total parameters with 37B activated for each token" (github.com/deepseek-ai/DeepSeek-V3
+# README.md); README_WEIGHTS.md: the Hub's 685B are 671B of the main model and 14B of the multi-token-prediction
+# module (model.layers.61, num_nextn_predict_layers 1), which transformers does not build
+# (DeepseekV3Model._keys_to_ignore_on_load_unexpected drops model.layers.61.*).
+DEEPSEEK_V3_TOTAL = 671
+
+
+def deepseek_hand_count(c: dict) -> int:
+    """Embedding and head 2·V·h; per layer the attention (q_a h·r_q, q_a_layernorm r_q, q_b r_q·H·(nope + rope),
+    kv_a_proj_with_mqa h·(r_kv + rope), kv_a_layernorm r_kv, kv_b r_kv·H·(nope + v), o H·v·h), two norms 2h, and
+    the MLP: the first first_k_dense_replace layers 3·h·I, the others the router E·h and its e_score_correction_bias
+    E (stored in the checkpoint), E experts of 3·h·I_e and the shared experts 3·h·I_e·n_shared; final norm h."""
+    h, heads, nope, rope, v = (c["hidden_size"], c["num_attention_heads"], c["qk_nope_head_dim"],
+                               c["qk_rope_head_dim"], c["v_head_dim"])
+    rq, rkv, e, ie = c["q_lora_rank"], c["kv_lora_rank"], c["n_routed_experts"], c["moe_intermediate_size"]
+    attention = h * rq + rq + rq * heads * (nope + rope) + h * (rkv + rope) + rkv + rkv * heads * (nope + v) + heads * v * h
+    dense = attention + 2 * h + 3 * h * c["intermediate_size"]
+    sparse = attention + 2 * h + e * h + e + e * 3 * h * ie + 3 * h * ie * c["n_shared_experts"]
+    first, layers = c["first_k_dense_replace"], c["num_hidden_layers"]
+    return 2 * c["vocab_size"] * h + first * dense + (layers - first) * sparse + h
+
+
+def check_deepseek() -> list:
+    """DeepSeek-V3: the parameter count (memplan's train graph of the config without its quantization_config, the
+    fp8 checkpoint's parameters being the bf16 model's; the published file itself is refused there, its fp8 block
+    scales not modelled) against the hand count and the published 671B; serve --engine vllm refused, one line:
+    vLLM caches MLA's latent, 61 x (512 + 64) x 2 B = 70,272 B a token in bf16 (DeepseekV2MLAAttention,
+    MLAAttentionSpec), which memplan does not size, instead of transformers' per-head keys and values,
+    61 x 128 x (192 + 128) x 2 B = 4,997,120 B."""
+    errors = []
+    path = os.path.join(CONFIGS, "DeepSeek-V3.json")
+    with open(path) as f:
+        c = json.load(f)
+    hand = deepseek_hand_count(c)
+    if hand != 671_026_419_200 or round(hand / 1e9) != DEEPSEEK_V3_TOTAL:
+        errors.append(f"DeepSeek-V3: the hand count from the config is {hand:,}, published {DEEPSEEK_V3_TOTAL}B")
+    out = memplan("inspect", path, "--graph", "train", "--batch", "1", "--dim", "seq=1", "--json")
+    if out.returncode != 2 or "weight_block_size" not in out.stderr or out.stderr.count("\n") != 1:
+        errors.append(f"DeepSeek-V3 with its fp8 block quantization_config: exit {out.returncode}, {out.stderr!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        bf16 = os.path.join(tmp, "DeepSeek-V3-bf16.json")
+        with open(bf16, "w") as f:
+            json.dump({k: v for k, v in c.items() if k != "quantization_config"}, f)
+        out = subprocess.run([MEMPLAN, "inspect", bf16, "--graph", "train", "--batch", "1", "--dim", "seq=1",
+                              "--json"], capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            return errors + [f"DeepSeek-V3: memplan inspect exit {out.returncode}: {out.stderr}"]
+        count = json.loads(out.stdout)["parameters"]["count"]
+        print(f"DeepSeek-V3: memplan {count:,}, by hand {hand:,}, published {DEEPSEEK_V3_TOTAL}B", flush=True)
+        if count != hand:
+            errors.append(f"DeepSeek-V3: memplan counts {count:,} parameters, by hand {hand:,}")
+        out = memplan("serve", bf16, "--engine", "vllm", "--graph", "decode", "--memory", "1128GiB", "--context", "1024")
+        if out.returncode != 2 or "latent" not in out.stderr or out.stderr.count("\n") != 1:
+            errors.append(f"DeepSeek-V3: serve --engine vllm: exit {out.returncode}, {out.stderr!r}")
+    return errors
+
+
 def main() -> int:
     # --published: every real config at full size (counts and KV bytes: 21 graphs, three of them 128-expert MoE of
     # 250,000 nodes); the rest: the reader's rules and refusals on small or single configs. ctest runs them as two
     # tests so that the sanitizer pass, where a full-size MoE graph takes minutes, runs only the second.
     if sys.argv[1:] == ["--published"]:
-        errors = check_counts() + check_moe_counts() + check_kv_bytes()
+        errors = check_counts() + check_moe_counts() + check_kv_bytes() + check_deepseek()
     elif sys.argv[1:]:
         print("usage: hf_config_counts_test.py [--published]", file=sys.stderr)
         return 2

@@ -116,25 +116,33 @@ class SparseMoeBlock(nn.Module):
         if self.norm_topk_prob:
             routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
         routing_weights = routing_weights.to(hidden_states.dtype)
-        final_hidden_states = torch.zeros_like(hidden_states)
-        # Balanced routing (module docstring): pair p = token·k + slot goes to expert p mod E.
-        pair_weights = routing_weights.reshape(-1)
-        pairs = torch.arange(pair_weights.shape[0], device=x.device)
-        pair_token = torch.div(pairs, self.top_k, rounding_mode="trunc")
-        for expert_idx, expert_layer in enumerate(self.experts):
-            if not self.worst:
-                picked = slice(expert_idx, None, self.num_experts)
-            else:
-                picked = slice(expert_idx, None, self.top_k) if expert_idx < self.top_k else slice(0, 0)
-            top_x = pair_token[picked]
-            current_state = hidden_states[None, top_x].reshape(-1, self.hidden_dim)
-            current_hidden_states = expert_layer(current_state) * pair_weights[picked, None]
-            final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        final_hidden_states = dispatch(self, hidden_states, routing_weights)
         if self.shared:
             shared_expert_output = self.shared_expert(hidden_states)
             shared_expert_output = F.sigmoid(self.shared_expert_gate(hidden_states)) * shared_expert_output
             final_hidden_states = final_hidden_states + shared_expert_output
         return final_hidden_states.view_as(x)
+
+
+def dispatch(block: nn.Module, hidden_states: torch.Tensor, routing_weights: torch.Tensor) -> torch.Tensor:
+    """The sparse block's expert loop on (N, hidden) tokens and their (N, k) routing weights, by the block's rule
+    (module docstring: balanced or worst); `block` has experts, num_experts, top_k, hidden_dim and worst. Shared by
+    hf_deepseek.py's DeepseekV3MoE."""
+    final_hidden_states = torch.zeros_like(hidden_states)
+    # Balanced routing (module docstring): pair p = token·k + slot goes to expert p mod E.
+    pair_weights = routing_weights.reshape(-1)
+    pairs = torch.arange(pair_weights.shape[0], device=hidden_states.device)
+    pair_token = torch.div(pairs, block.top_k, rounding_mode="trunc")
+    for expert_idx, expert_layer in enumerate(block.experts):
+        if not block.worst:
+            picked = slice(expert_idx, None, block.num_experts)
+        else:
+            picked = slice(expert_idx, None, block.top_k) if expert_idx < block.top_k else slice(0, 0)
+        top_x = pair_token[picked]
+        current_state = hidden_states[None, top_x].reshape(-1, block.hidden_dim)
+        current_hidden_states = expert_layer(current_state) * pair_weights[picked, None]
+        final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+    return final_hidden_states
 
 
 class MoeDecoderLayer(nn.Module):
