@@ -59,6 +59,19 @@ class LlamaBuilder {
   std::string index_add(const std::string& acc, const std::string& index, const std::string& source);
   std::string strided(const std::string& x, int64_t start, int64_t step, int64_t end);
 
+  // hf_gpt_oss.cc: gpt_oss's rotary, attention sinks, layer, router and experts.
+  std::string gpt_oss_inv_freq();
+  void gpt_oss_table(const std::string& freqs, std::string& cos, std::string& sin);
+  std::string gpt_oss_rotary(const std::string& x, const std::string& cos, const std::string& sin);
+  std::string sink_softmax(const std::string& sinks, const std::string& masked);
+  std::string gpt_oss_layer(int64_t l, const std::string& x);
+  std::string gpt_oss_router(const std::string& m, const std::string& p, const std::string& hidden);
+  std::string gpt_oss_expert(const std::string& s, const std::string& p, int64_t e, const std::string& x);
+  std::string pooled_double(double value);
+  std::string clamp(const std::string& x, bool lower, double limit);
+  // decoder_ops.cc: x.expand(sizes) with the expand symbolic's -1 handling (repeat_kv's, gpt_oss's sinks).
+  std::string expand_sizes(const std::string& x, const std::vector<std::string>& elements);
+
   const DecoderConfig& c_;
   const ConfigGraph kind_;
   onnx::GraphProto& g_;
@@ -66,6 +79,7 @@ class LlamaBuilder {
   GraphEmitter e_;
   std::string cos_, sin_, mask_, b_, s_, logits_;
   std::string local_cos_, local_sin_, window_mask_;  // gemma3_text's sliding layers' rotary; the window's mask
+  std::map<double, std::string> pooled_doubles_;       // pooled_double's Constants
 };
 
 }  // namespace memplan

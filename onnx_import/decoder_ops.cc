@@ -35,9 +35,14 @@ std::string LlamaBuilder::expand_kv(const std::string& x, const std::string& tot
   const std::string x5 = e_.op("Unsqueeze", {x, e_.const_i64({2}, false)});
   e_.note(3), e_.note(4);  // x[:, :, None, :, :]'s full slices of dims 3 and 4
   e_.note(c_.num_key_value_heads), e_.note(n_rep), e_.note(c_.head_dim);
+  return expand_sizes(x5, {b_, e_.pooled(c_.num_key_value_heads), e_.pooled(n_rep), total, e_.pooled(c_.head_dim)});
+}
+
+// x.expand(sizes): each size Unsqueezed on the symbolic's own (scoped) axes Constant, concatenated, and its -1
+// handling (a size of -1 keeps x's: Where(sizes == -1, 1, sizes)).
+std::string LlamaBuilder::expand_sizes(const std::string& x, const std::vector<std::string>& elements) {
   std::vector<std::string> parts;
-  for (const std::string& v : {b_, e_.pooled(c_.num_key_value_heads), e_.pooled(n_rep), total, e_.pooled(c_.head_dim)})
-    parts.push_back(e_.op("Unsqueeze", {v, e_.const_i64({0}, false)}));
+  for (const std::string& v : elements) parts.push_back(e_.op("Unsqueeze", {v, e_.const_i64({0}, false)}));
   const std::string list = e_.op("Concat", parts);
   e_.i("axis", 0);
   const std::string sizes = e_.op("Reshape", {list, e_.const_i64({-1}, false)});
@@ -47,7 +52,7 @@ std::string LlamaBuilder::expand_kv(const std::string& x, const std::string& tot
   e_.tensor("value", TensorProto::INT64, {1}, &one, 8);
   const std::string minus = e_.op("Mul", {ones, e_.const_i64({-1}, true)});
   const std::string where = e_.op("Where", {e_.op("Equal", {sizes, minus}), ones, sizes});
-  return e_.op("Expand", {x5, where});
+  return e_.op("Expand", {x, where});
 }
 
 std::string LlamaBuilder::reshape(const std::string& x, const std::string& shape) {

@@ -43,6 +43,19 @@ GraphEmitter& GraphEmitter::i(const std::string& name, int64_t value) {
   return *this;
 }
 
+void GraphEmitter::unused_value() {
+  op("Constant", {});
+  nodes_.back().removed = true;
+}
+
+GraphEmitter& GraphEmitter::f(const std::string& name, float value) {
+  AttributeProto* a = last().add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::FLOAT);
+  a->set_f(value);
+  return *this;
+}
+
 GraphEmitter& GraphEmitter::tensor(const std::string& name, int type, const std::vector<int64_t>& dims,
                                    const void* data, size_t bytes) {
   AttributeProto* a = last().add_attribute();

@@ -12,6 +12,7 @@
 
 #include "onnx_import/errors.h"
 #include "onnx_import/hf_config_keys.h"
+#include "onnx_import/hf_gpt_oss.h"
 #include "onnx_import/hf_moe.h"
 #include "onnx_import/llama_graph.h"
 #include "onnx_import/model_reader.h"
@@ -247,13 +248,15 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   // A mixture of experts shares its dense analogue's attention and keys (hf_moe.h): mixtral mistral's, qwen2_moe
   // qwen2's, qwen3_moe qwen3's.
   const std::string dense = moe_dense_type(c.model_type);
-  if (dense != "llama" && dense != "mistral" && dense != "qwen2" && dense != "qwen3" && !c.hf_arch)
+  if (dense != "llama" && dense != "mistral" && dense != "qwen2" && dense != "qwen3" && !c.hf_arch &&
+      c.model_type != "gpt_oss")
     fail(path, "model_type \"" + c.model_type +
                    "\" is not supported (memplan builds llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, "
-                   "mixtral, qwen2_moe and qwen3_moe)");
+                   "mixtral, qwen2_moe, qwen3_moe and gpt_oss)");
   for (const auto& [key, value] : j.items())
     if (key != "quantization_config" && !harmless_keys().count(key) &&
-        !(c.hf_arch && arch_keys().at(c.model_type).count(key)) && !moe_keys(c.model_type).count(key))
+        !(c.hf_arch && arch_keys().at(c.model_type).count(key)) && !moe_keys(c.model_type).count(key) &&
+        !gpt_oss_keys(c.model_type).count(key))
       fail(path, "config key \"" + key + "\" is not supported for model_type \"" + c.model_type +
                      "\": memplan does not know what it does to memory");
   const bool gemma = c.model_type == "gemma2" || c.model_type == "gemma3_text";
@@ -340,6 +343,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
     c.torch_dtype = d;
   }
   if (dense != c.model_type) parse_moe(path, j, c);
+  if (c.model_type == "gpt_oss") parse_gpt_oss(path, j, c);  // hf_gpt_oss.cc
   return c;
 }
 

@@ -80,6 +80,16 @@ struct DecoderConfig {
   int64_t shared_expert_intermediate_size = 0;  // qwen2_moe's shared expert (0: none)
   bool norm_topk_prob = false;                  // the top-k weights divided by their sum (Mixtral: always)
   std::vector<bool> moe_layers;                 // per layer: a sparse block (else the dense MLP, intermediate_size)
+
+  // gpt_oss (transformers models/gpt_oss/modeling_gpt_oss.py; onnx_import/hf_gpt_oss.h): attention sinks, q/k/v/o
+  // biases, layer_types' windows (sliding_layers / mask_window above), half-width rotary with yarn's inv_freq and
+  // attention_factor, the router with a bias and softmax after top-k, the clamped SwiGLU experts with biases.
+  bool gpt_oss = false;
+  double swiglu_limit = 0;        // swiglu_limit: the experts' clamp
+  double rope_attention = 1.0;    // yarn's attention_factor (get_mscale(factor)); 1 without scaling
+  double yarn_factor = 0, yarn_beta_fast = 0, yarn_beta_slow = 0;  // rope_scaling yarn (factor 0: none)
+  int64_t yarn_original = 0;      // rope_scaling original_max_position_embeddings
+  bool yarn_truncate = true;
 };
 
 // True when `path` names a config rather than an ONNX file: its name ends in ".json". One place decides.
