@@ -192,6 +192,7 @@ void LlamaBuilder::cache_mask() {
   const std::string fresh_range = arange(fresh);
   const std::string queries = e_.op("Add", {fresh_range, e_.op("Sub", {total, fresh})});
   const std::string keys = arange(total);
+  e_.note(0);  // .unsqueeze(0)
   const std::string rows = e_.op("Unsqueeze", {keys, e_.const_i64({0}, false)});
   const std::string columns = e_.op("Unsqueeze", {queries, e_.const_i64({1}, false)});
   const std::string future = e_.op("Greater", {rows, columns});
