@@ -220,8 +220,16 @@ StoredQuantization parse_quantization(const std::string& path, const json& q) {
       empty_list("dynamic");
     }
     empty_list("modules_to_not_convert");
+  } else if (s.method == "mxfp4") {
+    // gpt-oss: vLLM's Mxfp4Config.from_config reads no key and quantizes the FusedMoE experts only
+    // (cost_models/vllm_mxfp4.h), so modules_to_not_convert (attention, router, embeddings, head) changes nothing it
+    // holds; it must be a list of module patterns.
+    const auto it = q.find("modules_to_not_convert");
+    if (it != q.end() && !it->is_null() && !it->is_array())
+      fail(path, "quantization_config key \"modules_to_not_convert\" must be a list of module names");
   } else {
-    fail(path, "quantization_config quant_method " + m.dump() + " is not modelled (memplan sizes fp8, gptq and awq)");
+    fail(path, "quantization_config quant_method " + m.dump() +
+                   " is not modelled (memplan sizes fp8, gptq, awq and gpt-oss's mxfp4)");
   }
   return s;
 }
@@ -365,7 +373,11 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   DecoderConfig config = parse_decoder_config(path, text);
   if (!config.quantization.method.empty() && !vllm_serve)
     fail(path, "config key \"quantization_config\" (" + config.quantization.method +
-                   ") is modelled by serve --engine vllm only: this command's graph would hold the unquantized weights");
+                   ") is modelled by serve --engine vllm only: this command's graph would hold the unquantized weights" +
+                   (config.quantization.method == "mxfp4"
+                        ? " (transformers dequantizes MXFP4 experts to bfloat16 without triton kernels, "
+                          "Mxfp4Config(dequantize=True): remove quantization_config to estimate that bfloat16 model)"
+                        : ""));
   if (!moe_routing.empty()) {
     if (moe_routing != "balanced" && moe_routing != "worst")
       fail(path, "--moe-routing " + moe_routing + " is not balanced or worst");
