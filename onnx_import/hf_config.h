@@ -6,6 +6,8 @@
 // modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), gemma2, gemma3_text and phi3 (modeling_gemma2.py,
 // modeling_gemma3.py's text model, modeling_phi3.py; onnx_import/hf_arch_layers.cc; their decoders with a window
 // below the position limit for serve --engine vllm only, as read_config_model says), and
+// gpt_oss (modeling_gpt_oss.py: attention sinks, yarn, layer_types' windows, its biased router and clamped experts;
+// onnx_import/hf_gpt_oss.h; its windowed decoders for serve --engine vllm only, as gemma's), and
 // the mixtures of experts mixtral, qwen2_moe and qwen3_moe (modeling_mixtral.py, modeling_qwen2_moe.py,
 // modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
 // (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k

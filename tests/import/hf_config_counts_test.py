@@ -162,6 +162,74 @@ def check_moe_counts() -> list:
     return errors
 
 
+# gpt-oss (tests/models/hf_configs/gpt-oss-20b.json and gpt-oss-120b.json: https://huggingface.co/openai/gpt-oss-20b
+# and https://huggingface.co/openai/gpt-oss-120b, config.json as published, MXFP4 experts). OpenAI's model card
+# (arXiv:2508.10925, "gpt-oss-120b & gpt-oss-20b Model Card", Table 1): 20.9B total / 3.6B active, 116.8B / 5.1B; the
+# active count takes each layer's attention, router, k = 4 experts and norms, and the unembedding (not the embedding).
+PUBLISHED_GPT_OSS = {"gpt-oss-20b": (20.9, 3.6), "gpt-oss-120b": (116.8, 5.1)}
+
+
+def gpt_oss_hand_count(c: dict) -> tuple:
+    """(total, active) from the config: per layer q h·(n·hd) + n·hd, k and v h·(kv·hd) + kv·hd each, o (n·hd)·h + h,
+    sinks n (GptOssAttention); router E·h + E (GptOssTopKRouter); experts E·(h·2I + 2I + I·h + h) (GptOssExperts);
+    two norms 2h; embedding and head V·h each, final norm h."""
+    h, hd, n, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"]
+    e, i, k, v = c["num_local_experts"], c["intermediate_size"], c["num_experts_per_tok"], c["vocab_size"]
+    attention = h * n * hd + n * hd + 2 * (h * kv * hd + kv * hd) + n * hd * h + h + n
+    expert = h * 2 * i + 2 * i + i * h + h
+    layers = c["num_hidden_layers"]
+    total = layers * (attention + e * h + e + e * expert + 2 * h) + 2 * v * h + h
+    active = layers * (attention + e * h + e + k * expert + 2 * h) + v * h
+    return total, active
+
+
+def check_gpt_oss() -> list:
+    """gpt-oss: the parameter counts (memplan's on the config without its quantization_config, the bf16 model
+    transformers' Mxfp4Config(dequantize=True) loads) against the hand count and the model card; serve --engine vllm on
+    an H100 at 32k: KV bytes per token layers x 2 x 8 kv heads x 64 x 2 B (20b 49,152, 120b 73,728), half the layers
+    windowed at 128 tokens (vLLM's hybrid groups), and the MXFP4 experts as vLLM's Triton backend holds them, a layer:
+    E·2I·H / 2 + E·H·I / 2 blocks, E·2I·H / 32 + E·H·I / 32 scales, E·(2I + H)·4 float32 biases (I a multiple of 64:
+    no padding) — 20b 24 x 424,120,320 = 10,178,887,680 B, 120b 36 x 1,696,481,280 = 61,073,326,080 B."""
+    errors = []
+    for name, (total, active) in PUBLISHED_GPT_OSS.items():
+        path = os.path.join(CONFIGS, f"{name}.json")
+        with open(path) as f:
+            c = json.load(f)
+        hand, hand_active = gpt_oss_hand_count(c)
+        if round(hand / 1e9, 1) != total or round(hand_active / 1e9, 1) != active:
+            errors.append(f"{name}: by hand {hand:,} total, {hand_active:,} active; the model card {total}B / {active}B")
+        with tempfile.TemporaryDirectory() as tmp:
+            bf16 = os.path.join(tmp, f"{name}.json")
+            with open(bf16, "w") as f:
+                json.dump({key: value for key, value in c.items() if key != "quantization_config"}, f)
+            out = memplan("inspect", bf16, "--graph", "train", "--batch", "1", "--dim", "seq=1", "--json")
+        if out.returncode != 0:
+            errors.append(f"{name}: memplan inspect exit {out.returncode}: {out.stderr}")
+            continue
+        count = json.loads(out.stdout)["parameters"]["count"]
+        out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--context", "32768",
+                      "--json")
+        if out.returncode != 0:
+            errors.append(f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}")
+            continue
+        j = json.loads(out.stdout)
+        layers, e, h, i = c["num_hidden_layers"], c["num_local_experts"], c["hidden_size"], c["intermediate_size"]
+        kv = layers * 2 * c["num_key_value_heads"] * c["head_dim"] * 2
+        mxfp4 = layers * (e * 2 * i * h // 2 + e * h * i // 2 + e * 2 * i * h // 32 + e * h * i // 32 + e * (2 * i + h) * 4)
+        groups = [{"attention": "sliding_window", "sliding_window": 128, "layers": layers // 2, "bytes_per_token": kv // 2,
+                   "vllm_groups": 1},
+                  {"attention": "full", "sliding_window": None, "layers": layers // 2, "bytes_per_token": kv // 2,
+                   "vllm_groups": 1}]
+        moe = j["replaced"].get("fused_moe") or {}
+        print(f"{name}: memplan {count:,} parameters, by hand {hand:,} ({hand_active:,} active), card {total}B / "
+              f"{active}B; vLLM KV {j['kv_cache']['bytes_per_token']:,} B per token (by hand {kv:,}), MXFP4 experts "
+              f"{moe.get('expert_weight_bytes')} B (by hand {mxfp4:,})", flush=True)
+        if (count != hand or j["kv_cache"]["bytes_per_token"] != kv or j["kv_cache"]["layer_groups"] != groups
+                or moe.get("expert_weight_bytes") != mxfp4 or moe.get("sparse_layers") != layers):
+            errors.append(f"{name}: count {count:,}, serve {j['kv_cache']}, {moe}")
+    return errors
+
+
 def memplan(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([MEMPLAN, *args], capture_output=True, text=True, timeout=120)
 
@@ -530,7 +598,7 @@ def main() -> int:
     # 250,000 nodes); the rest: the reader's rules and refusals on small or single configs. ctest runs them as two
     # tests so that the sanitizer pass, where a full-size MoE graph takes minutes, runs only the second.
     if sys.argv[1:] == ["--published"]:
-        errors = check_counts() + check_moe_counts() + check_kv_bytes()
+        errors = check_counts() + check_moe_counts() + check_kv_bytes() + check_gpt_oss()
     elif sys.argv[1:]:
         print("usage: hf_config_counts_test.py [--published]", file=sys.stderr)
         return 2
