@@ -407,6 +407,9 @@ QWEN2_MOE = {**BASE, "model_type": "qwen2_moe", "num_experts": 4, "num_experts_p
              "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64}
 QWEN3_MOE = {**BASE, "model_type": "qwen3_moe", "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
              "moe_intermediate_size": 32}
+GPT_OSS = {**BASE, "model_type": "gpt_oss", "head_dim": 16, "attention_bias": True, "rope_theta": 150000.0,
+           "num_local_experts": 4, "num_experts_per_tok": 2, "experts_per_token": 2, "sliding_window": 8,
+           "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0}
 
 # (what is wrong, the config's text, words the one message must hold)
 REFUSED = [
@@ -469,6 +472,28 @@ REFUSED = [
      ['"decoder_sparse_step"']),
     ("qwen3_moe with a shared expert", json.dumps({**QWEN3_MOE, "shared_expert_intermediate_size": 64}),
      ['"shared_expert_intermediate_size" is not supported for model_type "qwen3_moe"']),
+    # gpt_oss (onnx_import/hf_gpt_oss.cc): malformed or unmodelled configs, one message each.
+    ("gpt_oss layer_types too short", json.dumps({**GPT_OSS, "layer_types": ["sliding_attention"]}),
+     ['"layer_types" must list num_hidden_layers (2)']),
+    ("gpt_oss layer_types unknown", json.dumps({**GPT_OSS, "layer_types": ["sliding_attention", "chunked_attention"]}),
+     ['"layer_types" holds "chunked_attention"']),
+    ("gpt_oss without biases", json.dumps({**GPT_OSS, "attention_bias": False}), ['"attention_bias" must be true']),
+    ("gpt_oss another rope", json.dumps({**GPT_OSS, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}),
+     ['"rope_scaling"', "rope_type yarn"]),
+    ("gpt_oss yarn's attention_factor", json.dumps({**GPT_OSS, "rope_scaling": {"rope_type": "yarn", "factor": 2.0,
+                                                                               "attention_factor": 1.2}}),
+     ['rope_scaling key "attention_factor"']),
+    ("gpt_oss experts_per_token differs", json.dumps({**GPT_OSS, "experts_per_token": 3}),
+     ['"experts_per_token" and "num_experts_per_tok" differ']),
+    ("gpt_oss more picks than experts", json.dumps({**GPT_OSS, "num_experts_per_tok": 5, "experts_per_token": 5}),
+     ['"num_experts_per_tok" is 5, more than the 4 experts']),
+    ("gpt_oss without sliding_window", json.dumps({k: v for k, v in GPT_OSS.items() if k != "sliding_window"}),
+     ['"sliding_window" is missing']),
+    ("gpt_oss router logits", json.dumps({**GPT_OSS, "output_router_logits": True}), ['"output_router_logits"']),
+    ("gpt_oss a mixtral key", json.dumps({**GPT_OSS, "router_jitter_noise": 0.0}),
+     ['"router_jitter_noise" is not supported for model_type "gpt_oss"']),
+    ("gpt_oss mxfp4 outside serve", json.dumps({**GPT_OSS, "quantization_config": {"quant_method": "mxfp4"}}),
+     ['"quantization_config" (mxfp4)', "Mxfp4Config(dequantize=True)"]),
 ]
 
 
@@ -510,6 +535,14 @@ def check_refusals() -> list:
             if out.returncode != 2 or len(lines) != 1 or not lines[0].startswith(f"memplan: error: {path}: ") or \
                     not all(w in lines[0] for w in words):
                 errors.append(f"{what}: exit {out.returncode}, stderr {out.stderr!r}; expected one message with {words}")
+        path = os.path.join(tmp, "gpt_oss.json")  # the valid small gpt_oss: train built, decode refused for its window
+        with open(path, "w") as f:
+            json.dump(GPT_OSS, f)
+        train, decode = memplan("estimate", path, "--graph", "train", "--batch", "1", "--dim", "seq=8"), \
+            memplan("estimate", path, "--graph", "decode")
+        if train.returncode != 0 or decode.returncode != 2 or '"sliding_window" is 8' not in decode.stderr:
+            errors.append(f"gpt_oss: train exit {train.returncode} ({train.stderr!r}), decode exit "
+                          f"{decode.returncode} ({decode.stderr!r})")
         for base in (MIXTRAL, QWEN2_MOE, QWEN3_MOE):  # the valid small configs above: train, decode, prefill built
             path = os.path.join(tmp, f"{base['model_type']}.json")
             with open(path, "w") as f:
