@@ -200,6 +200,13 @@ int32_t ForwardAliasing::aliased_input(const FusedOp& op, const BufferView& view
     return in_buffer;
   }
   if (pytorch && (is_pytorch_strided_view(n.op_type) || in_place(op, view))) return in_buffer;
+  // weight[i] with a Python int i: Tensor.select, a view (aten/src/ATen/native/TensorShape.cpp select: as_strided
+  // on the same storage), which torch.onnx writes as a Gather by a scalar Constant (symbolic_opset9.py select).
+  // gpt_oss's experts read their stacked parameters so (GptOssExperts: self.gate_up_proj[expert_idx]); a copy
+  // would hold every expert's weights twice, and again in every MatMul's saved operand.
+  if (pytorch && n.op_type == "Gather" && n.inputs.size() == 2 && n.inputs[1] >= 0 && is_constant(g_, in) &&
+      is_python_scalar(g_, n.inputs[1]) && g_.tensors[n.inputs[1]].shape.empty())
+    return in_buffer;
   // Tensor.to(dtype) on a tensor that already has the dtype returns self (torch/_tensor_docs.py, Tensor.to:
   // "If the self Tensor already has the correct torch.dtype and torch.device, then self is returned"):
   // PEFT's _cast_input_dtype under autocast when the input is already float32. Floating types only: the

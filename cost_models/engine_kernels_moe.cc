@@ -35,15 +35,19 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
   std::vector<MoeBlock> blocks;
   for (const Node& topk : g.nodes) {
     if (topk.op_type != "TopK" || topk.inputs.empty() || topk.outputs.empty() || topk.outputs[0] < 0) continue;
-    // The router: TopK(Cast(Softmax(MatMul(x, W_gate)))), the Cast optional.
+    // The router: TopK(Cast(Softmax(MatMul(x, W_gate)))), the Cast optional; or gpt_oss's GptOssTopKRouter,
+    // TopK(Gemm(x, W, b)) with the softmax after the top-k (inside the block).
     int32_t probs = topk.inputs[0];
     const int32_t cast = producer_of(g, probs, "Cast");
     if (cast >= 0) probs = g.nodes[cast].inputs[0];
     const int32_t softmax = producer_of(g, probs, "Softmax");
-    if (softmax < 0) continue;
-    const int32_t logits = g.nodes[softmax].inputs[0];
-    const int32_t gate = producer_of(g, logits, "MatMul");
-    if (gate < 0 || g.nodes[gate].inputs.size() != 2 || matmul_weight(g, g.nodes[gate].inputs[1]) < 0) continue;
+    const int32_t biased = producer_of(g, topk.inputs[0], "Gemm");
+    if (softmax < 0 && biased < 0) continue;
+    const int32_t logits = softmax >= 0 ? g.nodes[softmax].inputs[0] : topk.inputs[0];
+    const int32_t gate = softmax >= 0 ? producer_of(g, logits, "MatMul") : biased;
+    if (gate < 0 || g.nodes[gate].inputs.size() < 2) continue;
+    const int32_t w = g.nodes[gate].inputs[1];
+    if (softmax >= 0 ? matmul_weight(g, w) < 0 : w < 0 || g.tensors[w].kind != TensorKind::Weight) continue;
     const Tensor& l = g.tensors[logits];
     const Tensor& x = g.tensors[g.nodes[gate].inputs[0]];
     if (l.shape.size() != 2 || x.shape.empty() || g.tensors[topk.outputs[0]].shape.empty()) continue;
@@ -53,8 +57,9 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
     b.experts = l.shape[1];
     b.hidden = x.shape.back();
     b.top_k = g.tensors[topk.outputs[0]].shape.back();
-    std::set<int32_t> held{probs};
-    if (cast >= 0) held.insert(g.nodes[cast].outputs[0]);
+    std::set<int32_t> held;
+    if (softmax >= 0) held.insert(probs);
+    if (softmax >= 0 && cast >= 0) held.insert(g.nodes[cast].outputs[0]);
     std::set<int32_t> seen_nodes;
     std::vector<int32_t> stack;
     for (int32_t o : topk.outputs)
@@ -91,6 +96,9 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
       }
     }
     if (escaped || result < 0 || b.expert_linears == 0) continue;
+    // Two projections an expert (GptOssExperts' gate_up_proj [E, H, 2I] and down_proj): the first one's output
+    // features are gate and up together, 2I.
+    if (b.expert_linears == 2 * b.experts) b.expert_intermediate /= 2;
     b.result = g.tensors[result].name;
     held.erase(result);
     for (int32_t t : held) b.tensors.push_back(g.tensors[t].name);

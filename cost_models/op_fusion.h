@@ -41,8 +41,9 @@ struct FusionOptions {
   bool baddbmm = false;
   bool attention = false;
   bool index_add = false;
-  // Attention whose scores pass a soft-cap, cap x tanh(scores / cap) (Gemma 2's attn_logit_softcapping), for an
-  // engine whose kernels take the cap (vLLM's attention backends: logits_soft_cap); PyTorch's SDPA takes none.
+  // Attention whose scores pass a soft-cap, cap x tanh(scores / cap) (Gemma 2's attn_logit_softcapping), or meet
+  // attention sinks (gpt_oss), for an engine whose kernels take the cap and the sinks (vLLM's attention backends:
+  // logits_soft_cap; gpt_oss.py's Attention(sinks=self.sinks)); PyTorch's SDPA takes neither.
   bool attention_soft_cap = false;
 };
 

@@ -125,6 +125,7 @@ std::optional<Match> match_attention(const Graph& g, int32_t softmax, bool soft_
   m.nodes.insert(softmax);
   int32_t cur = in(g, softmax, 0);
   int32_t qk = -1;
+  bool sinks = false;
   // A soft-cap adds its Div, Tanh and Mul between the scale and the mask (Gemma 2: MatMul, Mul, Div, Tanh, Mul,
   // Add, Softmax).
   for (int depth = 0; depth < (soft_cap ? 7 : 5) && cur >= 0; ++depth) {
@@ -133,6 +134,19 @@ std::optional<Match> match_attention(const Graph& g, int32_t softmax, bool soft_
     const std::string& op = g.nodes[p].op_type;
     if (op == "MatMul") { qk = p; break; }
     if (op == "Cast" || (soft_cap && op == "Tanh")) { m.nodes.insert(p); cur = in(g, p, 0); continue; }
+    // gpt_oss's attention sinks, which the engine kernels take too (vLLM's Attention(sinks=...)): the scores
+    // concatenated with the sinks' column, minus their row maximum (eager_attention_forward); the Softmax's output
+    // is sliced back to the keys before the MatMul with v.
+    if (soft_cap && op == "Sub") {
+      const int32_t combined = in(g, p, 0), max = producer_of(g, in(g, p, 1)), concat = producer_of(g, combined);
+      if (op_is(g, max, "ReduceMax") && in(g, max, 0) == combined && op_is(g, concat, "Concat") &&
+          count_consumers(g, combined) == 2 && count_consumers(g, in(g, p, 1)) == 1 && !is_graph_output(g, combined)) {
+        m.nodes.insert(p), m.nodes.insert(max), m.nodes.insert(concat);
+        sinks = true;
+        cur = in(g, concat, 0);
+        continue;
+      }
+    }
     if (op == "Div" || op == "Mul" || op == "Add" || op == "Sub") {
       const int32_t a = in(g, p, 0), b = in(g, p, 1);
       m.nodes.insert(p);
@@ -159,7 +173,7 @@ std::optional<Match> match_attention(const Graph& g, int32_t softmax, bool soft_
   m.roles.k = in(g, qk, 1);
   cur = out0(g, softmax);
   int32_t next = sole_consumer(g, cur);
-  while (op_is(g, next, "Dropout") || op_is(g, next, "Cast")) {
+  while (op_is(g, next, "Dropout") || op_is(g, next, "Cast") || (sinks && op_is(g, next, "Slice"))) {
     if (op_is(g, next, "Dropout")) {
       m.roles.attention_dropout = true;
       const auto& outs = g.nodes[next].outputs;

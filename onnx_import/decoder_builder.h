@@ -66,6 +66,16 @@ class LlamaBuilder {
   std::string mla_rotary(const std::string& x, int64_t heads);
   std::string deepseek_router(const std::string& scope, const std::string& prefix, const std::string& hidden);
   std::string expand_to(const std::string& x, const std::vector<std::string>& sizes);
+  // hf_gpt_oss.cc: gpt_oss's rotary, attention sinks, layer, router and experts.
+  std::string gpt_oss_inv_freq();
+  void gpt_oss_table(const std::string& freqs, std::string& cos, std::string& sin);
+  std::string gpt_oss_rotary(const std::string& x, const std::string& cos, const std::string& sin);
+  std::string sink_softmax(const std::string& sinks, const std::string& masked);
+  std::string gpt_oss_layer(int64_t l, const std::string& x);
+  std::string gpt_oss_router(const std::string& m, const std::string& p, const std::string& hidden);
+  std::string gpt_oss_expert(const std::string& s, const std::string& p, int64_t e, const std::string& x);
+  std::string pooled_double(double value);
+  std::string clamp(const std::string& x, bool lower, double limit);
 
   const DecoderConfig& c_;
   const ConfigGraph kind_;
@@ -75,6 +85,7 @@ class LlamaBuilder {
   std::string cos_, sin_, mask_, b_, s_, logits_;
   std::string rope_key_list_;  // deepseek_v3: the rope key's (b, 1, s, rope) list, built twice (mla_attention)
   std::string local_cos_, local_sin_, window_mask_;  // gemma3_text's sliding layers' rotary; the window's mask
+  std::map<double, std::string> pooled_doubles_;       // pooled_double's Constants
 };
 
 }  // namespace memplan

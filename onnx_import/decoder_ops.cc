@@ -38,7 +38,7 @@ std::string LlamaBuilder::expand_kv(const std::string& x, const std::string& tot
   return expand_to(x5, {b_, e_.pooled(c_.num_key_value_heads), e_.pooled(n_rep), total, e_.pooled(c_.head_dim)});
 }
 
-// x.expand(sizes) with traced sizes: each Unsqueezed on the expand symbolic's own (scoped) axes Constant, Concat,
+// x.expand(sizes) (repeat_kv's, DeepSeek's k_rot, gpt_oss's sinks) with traced sizes: each Unsqueezed on the expand symbolic's own (scoped) axes Constant, Concat,
 // and the -1 handling (torch/onnx/symbolic_opset9.py expand).
 std::string LlamaBuilder::expand_to(const std::string& x, const std::vector<std::string>& dims) {
   std::vector<std::string> parts;

@@ -43,6 +43,19 @@ GraphEmitter& GraphEmitter::i(const std::string& name, int64_t value) {
   return *this;
 }
 
+void GraphEmitter::unused_value() {
+  op("Constant", {});
+  nodes_.back().removed = true;
+}
+
+GraphEmitter& GraphEmitter::f(const std::string& name, float value) {
+  AttributeProto* a = last().add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::FLOAT);
+  a->set_f(value);
+  return *this;
+}
+
 GraphEmitter& GraphEmitter::tensor(const std::string& name, int type, const std::vector<int64_t>& dims,
                                    const void* data, size_t bytes) {
   AttributeProto* a = last().add_attribute();
@@ -172,6 +185,55 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       names[n.output(0)] = t.name();
       folded.push_back(std::move(t));
       p.removed = true;
+    } else if ((n.op_type() == "Gather" || n.op_type() == "Reshape") && n.input_size() == 2 &&
+               params.count(n.input(0)) && constants.count(n.input(1))) {
+      // gpt_oss: a stacked parameter's slice by a scalar index (GptOssExperts' gate_up_proj[e]) or a parameter
+      // reshaped (sinks.reshape(1, -1, 1, 1)) becomes an initializer named after its reader, as a transposed copy.
+      const TensorProto& index = constants.at(n.input(1))->node->attribute(0).t();
+      TensorProto t = *params.at(n.input(0));
+      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
+      if (index.data_type() != TensorProto::INT64) throw InternalError("folding a " + n.op_type() + " by a non-int64");
+      std::vector<int64_t> values(size_t(index.raw_data().size() / sizeof(int64_t)));
+      std::memcpy(values.data(), index.raw_data().data(), values.size() * sizeof(int64_t));
+      if (n.op_type() == "Gather") {
+        if (index.dims_size() != 0 || t.dims_size() < 1) throw InternalError("folding a Gather that is not a select");
+        t.mutable_dims()->erase(t.mutable_dims()->begin());
+      } else {
+        int64_t elements = 1, known = 1;
+        for (int64_t d : t.dims()) elements *= d;
+        for (int64_t v : values) known *= v == -1 ? 1 : v;
+        t.clear_dims();
+        for (int64_t v : values) t.add_dims(v == -1 ? elements / known : v);
+      }
+      names[n.output(0)] = t.name();
+      folded.push_back(std::move(t));
+      p.removed = true;
+    } else if (n.op_type() == "Cast" && n.input_size() == 1 && constants.count(n.input(0)) &&
+               n.attribute_size() == 1 && n.attribute(0).i() == TensorProto::FLOAT &&
+               (constants.at(n.input(0))->node->attribute(0).t().data_type() == TensorProto::DOUBLE ||
+                constants.at(n.input(0))->node->attribute(0).t().data_type() == TensorProto::FLOAT)) {
+      // A Python float's Cast to float32 (gpt_oss's clamp bounds): a float32 Constant in the node's scope.
+      const TensorProto& value = constants.at(n.input(0))->node->attribute(0).t();
+      float f = 0;
+      if (value.data_type() == TensorProto::DOUBLE && value.raw_data().size() == sizeof(double)) {
+        double d;
+        std::memcpy(&d, value.raw_data().data(), sizeof d);
+        f = float(d);
+      } else if (value.data_type() == TensorProto::FLOAT && value.raw_data().size() == sizeof(float)) {
+        std::memcpy(&f, value.raw_data().data(), sizeof f);
+      } else {
+        throw InternalError("folding a Cast of a constant that is not a float or double scalar");
+      }
+      n.set_op_type("Constant");
+      n.clear_input();
+      n.clear_attribute();
+      AttributeProto* a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(TensorProto::FLOAT);
+      a->mutable_t()->set_raw_data(std::string(reinterpret_cast<const char*>(&f), sizeof f));
+      constants[n.output(0)] = &p;
+      ++next_number;
     } else if ((n.op_type() == "Cast" && n.input_size() == 1 && constants.count(n.input(0))) ||
                (n.op_type() == "Shape" && n.input_size() == 1 && constants.count(n.input(0)))) {
       // Cast(int64 scalar) to float (scatter_'s scalar src, DeepSeek's router), or Shape(1-D constant) (expand's

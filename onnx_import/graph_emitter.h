@@ -44,6 +44,10 @@ class GraphEmitter {
   std::string output(int k) const { return nodes_.back().node->output(k); }
   GraphEmitter& ints(const std::string& name, const std::vector<int64_t>& values);
   GraphEmitter& i(const std::string& name, int64_t value);
+  GraphEmitter& f(const std::string& name, float value);
+  // A value the JIT numbers but the ONNX graph never holds: symbolic_opset9.py unused(), an omitted optional input
+  // (clamp_max's Clip min), written "" where read.
+  void unused_value();
   GraphEmitter& tensor(const std::string& name, int type, const std::vector<int64_t>& dims, const void* data,
                        size_t bytes);
   std::string const_i64(std::vector<int64_t> values, bool scalar);

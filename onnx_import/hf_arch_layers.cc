@@ -19,6 +19,7 @@ std::string LlamaBuilder::arch_rotary(const std::string& x, bool sliding) {
   const bool local = sliding && !local_cos_.empty();
   const std::string& cos = local ? local_cos_ : cos_;
   const std::string& sin = local ? local_sin_ : sin_;
+  if (c_.gpt_oss) return gpt_oss_rotary(x, cos, sin);  // hf_gpt_oss.cc
   const int64_t rd = c_.rotary_dim;
   if (rd == c_.head_dim) return rotary(x, cos, sin, rd / 2);
   const std::string rot = slice_last(x, 3, 0, rd);
@@ -35,6 +36,7 @@ std::string LlamaBuilder::arch_attention(int64_t l, const std::string& x) {
   const int64_t h = c_.hidden_size, hd = c_.head_dim, heads = c_.num_attention_heads, kv = c_.num_key_value_heads;
   const int64_t q_size = heads * hd, kv_size = kv * hd;
   const bool sliding = !c_.sliding_layers.empty() && c_.sliding_layers[size_t(l)];
+  if (c_.gpt_oss) param(p + "sinks", {heads});  // GptOssAttention's own parameter, before its projections'
   e_.scope = a;
   b_ = e_.op("Gather", {e_.op("Shape", {x}), e_.const_i64({0}, true)});
   e_.i("axis", 0);
@@ -100,8 +102,13 @@ std::string LlamaBuilder::arch_attention(int64_t l, const std::string& x) {
   std::string scaled = e_.op("Mul", {scores, e_.const_f32({float(c_.attn_multiplier)}, {})});
   if (c_.attn_softcap > 0) scaled = soft_cap(scaled, c_.attn_softcap);
   const std::string masked = e_.op("Add", {scaled, sliding ? window_mask_ : mask_});
-  const std::string probs = e_.op("Softmax", {masked});
-  e_.i("axis", -1);
+  std::string probs;
+  if (c_.gpt_oss) {
+    probs = sink_softmax(p + "sinks", masked);  // eager_attention_forward's attention sinks (hf_gpt_oss.cc)
+  } else {
+    probs = e_.op("Softmax", {masked});
+    e_.i("axis", -1);
+  }
   const std::string context = transpose(e_.op("MatMul", {probs, values}), {0, 2, 1, 3});
   e_.note(q_size);
   const std::string merged = reshape(context, e_.size_list({b_, s_, e_.pooled(q_size)}));

@@ -13,6 +13,7 @@
 #include "onnx_import/errors.h"
 #include "onnx_import/hf_config_keys.h"
 #include "onnx_import/hf_deepseek.h"
+#include "onnx_import/hf_gpt_oss.h"
 #include "onnx_import/hf_moe.h"
 #include "onnx_import/llama_graph.h"
 #include "onnx_import/model_reader.h"
@@ -220,8 +221,16 @@ StoredQuantization parse_quantization(const std::string& path, const json& q) {
       empty_list("dynamic");
     }
     empty_list("modules_to_not_convert");
+  } else if (s.method == "mxfp4") {
+    // gpt-oss: vLLM's Mxfp4Config.from_config reads no key and quantizes the FusedMoE experts only
+    // (cost_models/vllm_mxfp4.h), so modules_to_not_convert (attention, router, embeddings, head) changes nothing it
+    // holds; it must be a list of module patterns.
+    const auto it = q.find("modules_to_not_convert");
+    if (it != q.end() && !it->is_null() && !it->is_array())
+      fail(path, "quantization_config key \"modules_to_not_convert\" must be a list of module names");
   } else {
-    fail(path, "quantization_config quant_method " + m.dump() + " is not modelled (memplan sizes fp8, gptq and awq)");
+    fail(path, "quantization_config quant_method " + m.dump() +
+                   " is not modelled (memplan sizes fp8, gptq, awq and gpt-oss's mxfp4)");
   }
   return s;
 }
@@ -249,14 +258,15 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   // qwen2's, qwen3_moe qwen3's.
   const std::string dense = moe_dense_type(c.model_type);
   const bool deepseek = c.model_type == "deepseek_v3";
-  if (dense != "llama" && dense != "mistral" && dense != "qwen2" && dense != "qwen3" && !c.hf_arch && !deepseek)
+  if (dense != "llama" && dense != "mistral" && dense != "qwen2" && dense != "qwen3" && !c.hf_arch && !deepseek &&
+      c.model_type != "gpt_oss")
     fail(path, "model_type \"" + c.model_type +
                    "\" is not supported (memplan builds llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, "
-                   "mixtral, qwen2_moe, qwen3_moe and deepseek_v3)");
+                   "mixtral, qwen2_moe, qwen3_moe, deepseek_v3 and gpt_oss)");
   for (const auto& [key, value] : j.items())
     if (key != "quantization_config" && !harmless_keys().count(key) &&
         !(c.hf_arch && arch_keys().at(c.model_type).count(key)) && !moe_keys(c.model_type).count(key) &&
-        !deepseek_keys(c.model_type).count(key))
+        !deepseek_keys(c.model_type).count(key) && !gpt_oss_keys(c.model_type).count(key))
       fail(path, "config key \"" + key + "\" is not supported for model_type \"" + c.model_type +
                      "\": memplan does not know what it does to memory");
   const bool gemma = c.model_type == "gemma2" || c.model_type == "gemma3_text";
@@ -346,6 +356,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   }
   if (dense != c.model_type) parse_moe(path, j, c);
   if (deepseek) parse_deepseek(path, j, c);
+  if (c.model_type == "gpt_oss") parse_gpt_oss(path, j, c);  // hf_gpt_oss.cc
   return c;
 }
 
@@ -367,7 +378,11 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   DecoderConfig config = parse_decoder_config(path, text);
   if (!config.quantization.method.empty() && !vllm_serve)
     fail(path, "config key \"quantization_config\" (" + config.quantization.method +
-                   ") is modelled by serve --engine vllm only: this command's graph would hold the unquantized weights");
+                   ") is modelled by serve --engine vllm only: this command's graph would hold the unquantized weights" +
+                   (config.quantization.method == "mxfp4"
+                        ? " (transformers dequantizes MXFP4 experts to bfloat16 without triton kernels, "
+                          "Mxfp4Config(dequantize=True): remove quantization_config to estimate that bfloat16 model)"
+                        : ""));
   if (!moe_routing.empty()) {
     if (moe_routing != "balanced" && moe_routing != "worst")
       fail(path, "--moe-routing " + moe_routing + " is not balanced or worst");

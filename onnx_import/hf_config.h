@@ -6,6 +6,8 @@
 // modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), gemma2, gemma3_text and phi3 (modeling_gemma2.py,
 // modeling_gemma3.py's text model, modeling_phi3.py; onnx_import/hf_arch_layers.cc; their decoders with a window
 // below the position limit for serve --engine vllm only, as read_config_model says), and
+// gpt_oss (modeling_gpt_oss.py: attention sinks, yarn, layer_types' windows, its biased router and clamped experts;
+// onnx_import/hf_gpt_oss.h; its windowed decoders for serve --engine vllm only, as gemma's), and
 // the mixtures of experts mixtral, qwen2_moe and qwen3_moe (modeling_mixtral.py, modeling_qwen2_moe.py,
 // modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
 // (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k
@@ -93,6 +95,15 @@ struct DecoderConfig {
   std::vector<float> inv_freq;          // the rotary inv_freq (yarn's when rope_scaling is yarn)
   int64_t n_shared_experts = 0, n_group = 0, topk_group = 0;
   double routed_scaling_factor = 1.0;
+  // gpt_oss (transformers models/gpt_oss/modeling_gpt_oss.py; onnx_import/hf_gpt_oss.h): attention sinks, q/k/v/o
+  // biases, layer_types' windows (sliding_layers / mask_window above), half-width rotary with yarn's inv_freq and
+  // attention_factor, the router with a bias and softmax after top-k, the clamped SwiGLU experts with biases.
+  bool gpt_oss = false;
+  double swiglu_limit = 0;        // swiglu_limit: the experts' clamp
+  double rope_attention = 1.0;    // yarn's attention_factor (get_mscale(factor)); 1 without scaling
+  double yarn_factor = 0, yarn_beta_fast = 0, yarn_beta_slow = 0;  // rope_scaling yarn (factor 0: none)
+  int64_t yarn_original = 0;      // rope_scaling original_max_position_embeddings
+  bool yarn_truncate = true;
 };
 
 // True when `path` names a config rather than an ONNX file: its name ends in ".json". One place decides.

@@ -161,8 +161,12 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
   e_.scope = m;
   const std::string hidden = reshape(x, e_.const_i64({-1, h}, false));  // x.view(-1, hidden_dim)
+  // gpt_oss: GptOssTopKRouter, then GptOssExperts' loop in the experts' scope (hf_gpt_oss.cc).
+  const std::string loop = c_.gpt_oss ? m + "/experts" : m;
   std::string weights;
-  if (c_.mla) {  // DeepseekV3MoE: DeepseekV3TopkRouter's weights (hf_deepseek.cc), no cast
+  if (c_.gpt_oss) {
+    weights = gpt_oss_router(m, p, hidden);
+  } else if (c_.mla) {  // DeepseekV3MoE: DeepseekV3TopkRouter's weights (hf_deepseek.cc), no cast
     weights = deepseek_router(m + "/gate", p + ".gate", hidden);
   } else {
     const std::string logits = linear(m + "/gate", p + ".gate", hidden, h, experts, false);
@@ -184,6 +188,7 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     weights = e_.op("Cast", {weights});  // .to(hidden_states.dtype)
     e_.i("to", TensorProto::FLOAT);
   }
+  e_.scope = loop;
   // Balanced routing (hf_moe.h): pair_weights = weights.reshape(-1); the pairs' tokens arange(N·k) // k.
   const std::string pair_weights = reshape(weights, e_.const_i64({-1}, false));
   const std::string shape = e_.op("Shape", {pair_weights});
@@ -220,15 +225,22 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     std::string index = empty_index, state = empty_state;
     if (!empty || empty_state.empty() || apart) {
       index = pairs_of(tokens, e);  // top_x
-      if (e == 0) expanded = e_.op("Unsqueeze", {hidden, e_.const_i64({0}, false)});  // hidden_states[None]
-      const std::string picked = e_.op("Gather", {expanded, index});
-      e_.i("axis", 1);
-      state = reshape(picked, e_.const_i64({-1, h}, false));
+      if (c_.gpt_oss) {  // hidden_states[token_idx]
+        state = e_.op("Gather", {hidden, index});
+        e_.i("axis", 0);
+      } else {
+        if (e == 0) expanded = e_.op("Unsqueeze", {hidden, e_.const_i64({0}, false)});  // hidden_states[None]
+        const std::string picked = e_.op("Gather", {expanded, index});
+        e_.i("axis", 1);
+        state = reshape(picked, e_.const_i64({-1, h}, false));
+      }
       if (empty) empty_index = index, empty_state = state;
     }
     const std::string name = "experts." + std::to_string(e);
-    const std::string out = moe_expert(m + "/" + name, p + "." + name, state, c_.expert_intermediate_size, mixtral(c_));
-    e_.scope = m;
+    const std::string out = c_.gpt_oss ? gpt_oss_expert(loop, p + ".experts", e, state)
+                                       : moe_expert(m + "/" + name, p + "." + name, state, c_.expert_intermediate_size,
+                                                    mixtral(c_));
+    e_.scope = loop;
     std::string w = empty_weights;
     if (!empty || empty_weights.empty()) {
       w = e_.op("Unsqueeze", {pairs_of(pair_weights, e), e_.const_i64({1}, false)});
@@ -263,6 +275,7 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     e_.scope = m;
     acc = e_.op("Add", {acc, e_.op("Mul", {e_.op("Sigmoid", {gate}), shared})});
   }
+  e_.scope = m;
   return reshape(acc, e_.op("Shape", {x}));  // .view_as(x)
 }
 

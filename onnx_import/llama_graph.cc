@@ -44,7 +44,8 @@ void LlamaBuilder::build() {
     rotary_from_positions();
     cache_mask();
   }
-  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) x = c_.hf_arch ? arch_layer(l, x) : layer(l, x);
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l)
+    x = c_.gpt_oss ? gpt_oss_layer(l, x) : c_.hf_arch ? arch_layer(l, x) : layer(l, x);
   x = rms_norm("/norm", "norm.weight", x);
   std::string logits;
   if (c_.tie_word_embeddings) {  // F.linear(x, embed_tokens.weight) in the top module
@@ -114,6 +115,7 @@ void LlamaBuilder::rotary_and_mask(const std::string& seq) {
   e_.i("to", TensorProto::FLOAT);
   const std::string column = e_.op("Unsqueeze", {positions, e_.const_i64({1}, false)});
   auto table = [&](double theta, double factor, std::string& cos, std::string& sin) {
+    if (c_.gpt_oss) return gpt_oss_table(e_.op("Mul", {column, gpt_oss_inv_freq()}), cos, sin);  // hf_gpt_oss.cc
     const std::string freqs = e_.op("Mul", {column, inverse_frequencies(theta, c_.rotary_dim, factor)});
     const std::string emb = e_.op("Concat", {freqs, freqs});
     e_.i("axis", -1);
@@ -121,6 +123,7 @@ void LlamaBuilder::rotary_and_mask(const std::string& seq) {
     sin = scaled(e_.op("Sin", {emb}));
   };
   table(c_.rope_theta, c_.rope_factor, cos_, sin_);
+  e_.note(0);  // .unsqueeze(0)
   const std::string rows = e_.op("Unsqueeze", {range, e_.const_i64({0}, false)});
   const std::string cols = e_.op("Unsqueeze", {range, e_.const_i64({1}, false)});
   const std::string future = e_.op("Greater", {rows, cols});
@@ -155,6 +158,16 @@ void LlamaBuilder::rotary_from_positions() {
   const std::string positions = e_.op("Cast", {column});
   e_.i("to", TensorProto::FLOAT);
   auto table = [&](double theta, double factor, std::string& cos_out, std::string& sin_out) {
+    if (c_.gpt_oss) {  // (cos(freqs) * attention_scaling).unsqueeze(1), sin likewise (hf_gpt_oss.cc)
+      const std::string freqs = e_.op("Mul", {positions, gpt_oss_inv_freq()});
+      const float scaling = float(c_.rope_attention);
+      e_.note(1);
+      cos_out = e_.op("Mul", {e_.op("Cos", {freqs}), e_.const_f32({scaling}, {})});
+      cos_out = e_.op("Unsqueeze", {cos_out, e_.const_i64({1}, false)});
+      sin_out = e_.op("Mul", {e_.op("Sin", {freqs}), e_.const_f32({scaling}, {})});
+      sin_out = e_.op("Unsqueeze", {sin_out, e_.const_i64({1}, false)});
+      return;
+    }
     const std::string freqs = e_.op("Mul", {positions, inverse_frequencies(theta, c_.rotary_dim, factor)});
     const std::string emb = e_.op("Concat", {freqs, freqs});
     e_.i("axis", -1);
@@ -186,6 +199,7 @@ void LlamaBuilder::cache_mask() {
   const std::string fresh_range = arange(fresh);
   const std::string queries = e_.op("Add", {fresh_range, e_.op("Sub", {total, fresh})});
   const std::string keys = arange(total);
+  e_.note(0);  // .unsqueeze(0)
   const std::string rows = e_.op("Unsqueeze", {keys, e_.const_i64({0}, false)});
   const std::string columns = e_.op("Unsqueeze", {queries, e_.const_i64({1}, false)});
   const std::string future = e_.op("Greater", {rows, columns});

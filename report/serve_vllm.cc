@@ -82,7 +82,11 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
     throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's GPTQ stores 2, 3, 4 or 8");
   if (q.method == "awq" && q.bits != 4)
     throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's AWQ stores 4");
-  const int min_capability = q.method == "fp8" ? 80 : q.method == "awq" ? 75 : 60;
+  // Mxfp4Config: get_min_capability 80, get_supported_act_dtypes bfloat16 (quantization/mxfp4.py at 007d500).
+  if (q.method == "mxfp4" && served != DType::BFloat16)
+    throw InputError(m + " serves in bfloat16 (vLLM's Mxfp4Config.get_supported_act_dtypes), not " +
+                     std::string(dtype_name(served)) + ": give --dtype bf16");
+  const int min_capability = q.method == "fp8" || q.method == "mxfp4" ? 80 : q.method == "awq" ? 75 : 60;
   if (capability < min_capability || (q.method == "fp8" && capability < 89))
     throw VllmGpuRefused(fmt::format("{} on compute capability {}.{}: {}", m, capability / 10, capability % 10,
                                  q.method == "fp8" && capability >= 80
@@ -173,7 +177,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
   const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
   // vLLM's MoE LoRA stacks and quantized MoE methods (Fp8MoEMethod, the Marlin MoE methods) are not sized.
-  const bool quantized = !s.quantization.empty() || !probe.stored_quantization().method.empty();
+  // gpt-oss's MXFP4 checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h).
+  const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
+  const bool quantized = !mxfp4 && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
   if (!moe.empty() && (s.enable_lora || quantized))
     throw InputError(std::string(s.enable_lora ? "--enable-lora" : "--quantization") + " with " + probe.path() +
                      "'s experts: vLLM runs them as its fused MoE kernel, whose " +
@@ -191,7 +197,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace "
                      "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
   const Estimate forward = estimate_graph(*g, options);
-  a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path());
+  if (mxfp4 && moe.empty())
+    throw InputError("serve --engine vllm: " + probe.path() + "'s quantization_config mxfp4 quantizes experts, and "
+                     "memplan finds no sparse block");
+  a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
+                         mxfp4 ? capability : 0);
   a.enable_lora = s.enable_lora;
   if (s.enable_lora) {
     a.max_loras = s.max_loras;
@@ -223,8 +233,14 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // The linear layers as vLLM's quantization method holds them, in place of the graph's.
   const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
   a.quantization = resolve_quantization(probe, s, capability, served, a.quantization_source);
-  a.quantized = vllm_quantized_linears(*g, head ? head->node : "", tp, true, a.quantization, e.max_num_batched_tokens,
-                                       served, probe.path());
+  if (mxfp4) {  // Mxfp4Config: every linear layer unquantized, the experts MXFP4 in place of the graph's
+    a.quantized.layers = a.quantized.modules = a.moe.blocks;
+    a.quantized.dense_bytes = a.moe.graph_expert_bytes;
+    a.quantized.quantized_bytes = a.moe.expert_weight_bytes;
+  } else {
+    a.quantized = vllm_quantized_linears(*g, head ? head->node : "", tp, true, a.quantization, e.max_num_batched_tokens,
+                                         served, probe.path());
+  }
   // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
   // forward's allocated bytes; the quantized layers replace the graph's.
   const uint64_t loaded = checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),

@@ -19,6 +19,7 @@
 #include "cost_models/vllm_engine.h"
 #include "cost_models/vllm_fused_moe.h"
 #include "cost_models/vllm_kv_groups.h"
+#include "cost_models/vllm_mxfp4.h"
 #include "onnx_import/errors.h"
 #include "cost_models/vllm_weights.h"
 #include "report/serve_probe.h"
@@ -47,6 +48,10 @@ struct VllmMoeAnswer {
   uint64_t expert_weight_bytes = 0;  // one rank's w13 and w2 of every sparse layer (in the weights term)
   VllmFusedMoeBytes kernel;          // one call's buffers at the profile step
   uint64_t peak_allocated = 0;       // the forward's allocated bytes at the fullest router plus the kernel's buffers
+  // MXFP4 experts (gpt-oss; cost_models/vllm_mxfp4.h): the Triton backend's layer and graph bytes they replace.
+  bool mxfp4 = false;
+  VllmMxfp4Layer mxfp4_layer;
+  uint64_t graph_expert_bytes = 0;   // the graph's experts (weights and biases, served type) the MXFP4 ones replace
 };
 
 struct VllmAnswer {
@@ -131,8 +136,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // report/serve_vllm_moe.cc: the sparse blocks of the profile step's graph `g`, their tensors added to `held_outside`
 // (the fused kernel computes in its own buffers); then, on the forward's estimate, the kernel's terms.
 std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::string>& held_outside);
+// `mxfp4_capability` > 0: the experts are MXFP4 (a gpt-oss checkpoint) on a GPU of that compute capability.
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
-                             const std::string& model);
+                             const std::string& model, int mxfp4_capability = 0);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 

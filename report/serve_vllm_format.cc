@@ -173,7 +173,12 @@ std::string vllm_to_text(const VllmAnswer& a) {
                    a.enable_lora ? fmt::format(", LoRA stacks of {} ({} slots of rank {})", format_bytes(a.lora_stacks_bytes),
                                                a.max_loras, a.max_lora_rank)
                                  : "");
-  if (!a.quantization.method.empty()) {
+  if (a.moe.mxfp4) {
+    t += fmt::format("                                   with the experts of {} sparse layers in MXFP4 ({}): {} where "
+                     "the model's type takes {}\n",
+                     a.moe.blocks, a.quantization_source, format_bytes(a.quantized.quantized_bytes),
+                     format_bytes(a.quantized.dense_bytes));
+  } else if (!a.quantization.method.empty()) {
     const VllmQuantization& q = a.quantization;
     t += fmt::format("                                   with {} linear layers ({} vLLM modules) in {}{} ({}): {} "
                      "where the model's type takes {}{}\n",

@@ -21,7 +21,7 @@ std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::stri
 }
 
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
-                             const std::string& model) {
+                             const std::string& model, int mxfp4_capability) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
   const MoeBlock& first = blocks.front();
@@ -30,9 +30,11 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
         b.expert_intermediate != first.expert_intermediate || b.tokens != first.tokens)
       throw InputError("serve --engine vllm: the sparse blocks of " + model + " differ (" + first.topk + ", " +
                        b.topk + "): vLLM's fused MoE kernel is sized per block alike");
-  if (first.expert_linears != 3 * first.experts)
+  // 3 projections an expert (gate, up, down), or 2 (gpt_oss: gate_up_proj holds gate and up, find_moe_blocks halves
+  // its width): w13 and w2 either way.
+  if (first.expert_linears != 3 * first.experts && first.expert_linears != 2 * first.experts)
     throw InputError("serve --engine vllm: " + model + "'s sparse block " + first.topk + " has " +
-                     std::to_string(first.expert_linears) + " expert projections, not 3 per expert for " +
+                     std::to_string(first.expert_linears) + " expert projections, not 3 (or 2) per expert for " +
                      std::to_string(first.experts) + " experts (vLLM's FusedMoE w13 and w2)");
   m.blocks = static_cast<int>(blocks.size());
   m.experts = first.experts;
@@ -49,6 +51,25 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   m.expert_weight_bytes = checked_mul(per_layer, static_cast<uint64_t>(m.blocks), "expert bytes");
   m.kernel = vllm_fused_moe_bytes({first.tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank},
                                   served);
+  if (mxfp4_capability > 0) {  // gpt-oss's MXFP4 experts: Mxfp4MoEMethod's Triton backend (cost_models/vllm_mxfp4.h)
+    if (tp != 1 || first.expert_linears != 2 * first.experts || served != DType::BFloat16)
+      throw InputError("serve --engine vllm: " + model + "'s MXFP4 experts are sized for gpt_oss in bfloat16 on one GPU "
+                       "(Mxfp4Config's only activation type; --tp with MXFP4 is not modelled)");
+    m.mxfp4 = true;
+    m.mxfp4_layer = vllm_mxfp4_layer(m.experts, m.hidden, m.intermediate_per_rank, mxfp4_capability, model);
+    m.expert_weight_bytes = checked_mul(m.mxfp4_layer.total(), static_cast<uint64_t>(m.blocks), "expert bytes");
+    // The graph's GptOssExperts (hf_gpt_oss.cc): E x (H x 2I + 2I + I x H + H) a layer in the served type.
+    const uint64_t e = static_cast<uint64_t>(m.experts), h = static_cast<uint64_t>(m.hidden);
+    const uint64_t i = static_cast<uint64_t>(m.intermediate);
+    m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * i + 2 * i + h), d, "expert bytes"),
+                                       static_cast<uint64_t>(m.blocks), "expert bytes");
+    m.kernel = VllmFusedMoeBytes{};
+    m.kernel.chunk_tokens = first.tokens;
+    m.kernel.output_bytes = checked_mul(checked_mul(static_cast<uint64_t>(first.tokens), h, "kernel"), d, "kernel");
+    m.kernel.cache2_bytes =  // intermediate_cache [T·k, I_pad]
+        vllm_mxfp4_kernel_bytes(first.tokens, first.hidden, first.top_k, m.mxfp4_layer.intermediate_padded) -
+        m.kernel.output_bytes;
+  }
   // The kernel runs once the router's logits exist: its buffers on top of what is allocated at the router's step.
   for (const MoeBlock& b : blocks) {
     const auto it = std::find(forward.step_names.begin(), forward.step_names.end(), b.topk);
@@ -66,7 +87,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
 
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return nullptr;
-  return {{"kernel", "vllm fused_experts"},
+  return {{"kernel", m.mxfp4 ? "vllm triton_kernel_moe_forward (mxfp4)" : "vllm fused_experts"},
           {"sparse_layers", m.blocks},
           {"experts", m.experts},
           {"top_k", m.top_k},
@@ -86,6 +107,17 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
 
 std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return "";
+  if (m.mxfp4)
+    return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's Triton MXFP4 MoE (triton_kernel_moe_forward: "
+                       "{} experts, top-{}, {} wide, padded to {}; {} of expert weights for the graph's {}: blocks {}, "
+                       "scales {}, float32 biases {}; per call {}: intermediate {}, output {})",
+                       m.blocks, m.experts, m.top_k, m.intermediate, m.mxfp4_layer.intermediate_padded,
+                       format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
+                       format_bytes(m.mxfp4_layer.blocks_bytes * static_cast<uint64_t>(m.blocks)),
+                       format_bytes(m.mxfp4_layer.scales_bytes * static_cast<uint64_t>(m.blocks)),
+                       format_bytes(m.mxfp4_layer.bias_bytes * static_cast<uint64_t>(m.blocks)),
+                       format_bytes(m.kernel.total()), format_bytes(m.kernel.cache2_bytes),
+                       format_bytes(m.kernel.output_bytes));
   return fmt::format("; the experts of {} sparse layers by vLLM's fused MoE kernel (fused_experts: {} experts, "
                      "top-{}, {} wide, {} a rank; {} of expert weights a rank; per call {}: cache13 {}, cache2 {}, "
                      "output {}, top-k and alignment {})",

@@ -129,6 +129,34 @@ TEST(InferenceViews, PyTorchTransposeIsAViewAndReshapeOfItCopies) {
   EXPECT_EQ(buffer_named(ort, "v"), -1);
 }
 
+// x[4,8] -> MatMul(Gather(W[3,8,16], idx)) -> y[4,16]: gpt_oss's experts read their stacked parameters by a Python
+// int (GptOssExperts: x @ self.gate_up_proj[e]), which torch.onnx writes as a Gather by a scalar Constant.
+Graph select_matmul(bool scalar_index) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t w = b.weight("W", {3, 8, 16});
+  const int32_t idx = scalar_index ? b.node("Constant", {}, {{"idx", {}}}, {}, DType::Int64) : b.int_constant("idx", {1});
+  const int32_t s = b.node1("Gather", {w, idx}, "s", scalar_index ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{1, 8, 16});
+  const int32_t y = b.node1("MatMul", {x, s}, "y", {4, 16});
+  b.output(y);
+  return b.graph();
+}
+
+TEST(InferenceViews, PyTorchSelectOfAParameterIsAView) {
+  InferenceRun o;
+  o.runtime = Runtime::PyTorch;
+  // W 3*8*16*4 = 1536 B resident; W[1] is a view of it (Tensor.select), so the MatMul holds x 128 + y 256 = 384
+  // and the cuBLAS workspace its first MatMul allocates (kCublasWorkspaceHopper, 33,554,432 B).
+  const Program p = build_inference_program(select_matmul(true), o).program;
+  EXPECT_EQ(buffer_named(p, "s"), -1);
+  EXPECT_EQ(resident_bytes(p), 1536u);
+  EXPECT_EQ(peak_live_bytes(p).bytes, 33554432u + 384u);
+  // index_select by a 1-D index copies: s 8*16*4 = 512 B live with x and y at the MatMul: 896 + the workspace.
+  const Program copy = build_inference_program(select_matmul(false), o).program;
+  EXPECT_GE(buffer_named(copy, "s"), 0);
+  EXPECT_EQ(peak_live_bytes(copy).bytes, 33554432u + 896u);
+}
+
 // x[1,4,8,8] -> MaxPool(2x2, stride 2) -> y[1,4,4,4]
 Graph maxpool() {
   GraphBuilder b;

@@ -162,6 +162,74 @@ def check_moe_counts() -> list:
     return errors
 
 
+# gpt-oss (tests/models/hf_configs/gpt-oss-20b.json and gpt-oss-120b.json: https://huggingface.co/openai/gpt-oss-20b
+# and https://huggingface.co/openai/gpt-oss-120b, config.json as published, MXFP4 experts). OpenAI's model card
+# (arXiv:2508.10925, "gpt-oss-120b & gpt-oss-20b Model Card", Table 1): 20.9B total / 3.6B active, 116.8B / 5.1B; the
+# active count takes each layer's attention, router, k = 4 experts and norms, and the unembedding (not the embedding).
+PUBLISHED_GPT_OSS = {"gpt-oss-20b": (20.9, 3.6), "gpt-oss-120b": (116.8, 5.1)}
+
+
+def gpt_oss_hand_count(c: dict) -> tuple:
+    """(total, active) from the config: per layer q h·(n·hd) + n·hd, k and v h·(kv·hd) + kv·hd each, o (n·hd)·h + h,
+    sinks n (GptOssAttention); router E·h + E (GptOssTopKRouter); experts E·(h·2I + 2I + I·h + h) (GptOssExperts);
+    two norms 2h; embedding and head V·h each, final norm h."""
+    h, hd, n, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"]
+    e, i, k, v = c["num_local_experts"], c["intermediate_size"], c["num_experts_per_tok"], c["vocab_size"]
+    attention = h * n * hd + n * hd + 2 * (h * kv * hd + kv * hd) + n * hd * h + h + n
+    expert = h * 2 * i + 2 * i + i * h + h
+    layers = c["num_hidden_layers"]
+    total = layers * (attention + e * h + e + e * expert + 2 * h) + 2 * v * h + h
+    active = layers * (attention + e * h + e + k * expert + 2 * h) + v * h
+    return total, active
+
+
+def check_gpt_oss() -> list:
+    """gpt-oss: the parameter counts (memplan's on the config without its quantization_config, the bf16 model
+    transformers' Mxfp4Config(dequantize=True) loads) against the hand count and the model card; serve --engine vllm on
+    an H100 at 32k: KV bytes per token layers x 2 x 8 kv heads x 64 x 2 B (20b 49,152, 120b 73,728), half the layers
+    windowed at 128 tokens (vLLM's hybrid groups), and the MXFP4 experts as vLLM's Triton backend holds them, a layer:
+    E·2I·H / 2 + E·H·I / 2 blocks, E·2I·H / 32 + E·H·I / 32 scales, E·(2I + H)·4 float32 biases (I a multiple of 64:
+    no padding) — 20b 24 x 424,120,320 = 10,178,887,680 B, 120b 36 x 1,696,481,280 = 61,073,326,080 B."""
+    errors = []
+    for name, (total, active) in PUBLISHED_GPT_OSS.items():
+        path = os.path.join(CONFIGS, f"{name}.json")
+        with open(path) as f:
+            c = json.load(f)
+        hand, hand_active = gpt_oss_hand_count(c)
+        if round(hand / 1e9, 1) != total or round(hand_active / 1e9, 1) != active:
+            errors.append(f"{name}: by hand {hand:,} total, {hand_active:,} active; the model card {total}B / {active}B")
+        with tempfile.TemporaryDirectory() as tmp:
+            bf16 = os.path.join(tmp, f"{name}.json")
+            with open(bf16, "w") as f:
+                json.dump({key: value for key, value in c.items() if key != "quantization_config"}, f)
+            out = memplan("inspect", bf16, "--graph", "train", "--batch", "1", "--dim", "seq=1", "--json")
+        if out.returncode != 0:
+            errors.append(f"{name}: memplan inspect exit {out.returncode}: {out.stderr}")
+            continue
+        count = json.loads(out.stdout)["parameters"]["count"]
+        out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--context", "32768",
+                      "--json")
+        if out.returncode != 0:
+            errors.append(f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}")
+            continue
+        j = json.loads(out.stdout)
+        layers, e, h, i = c["num_hidden_layers"], c["num_local_experts"], c["hidden_size"], c["intermediate_size"]
+        kv = layers * 2 * c["num_key_value_heads"] * c["head_dim"] * 2
+        mxfp4 = layers * (e * 2 * i * h // 2 + e * h * i // 2 + e * 2 * i * h // 32 + e * h * i // 32 + e * (2 * i + h) * 4)
+        groups = [{"attention": "sliding_window", "sliding_window": 128, "layers": layers // 2, "bytes_per_token": kv // 2,
+                   "vllm_groups": 1},
+                  {"attention": "full", "sliding_window": None, "layers": layers // 2, "bytes_per_token": kv // 2,
+                   "vllm_groups": 1}]
+        moe = j["replaced"].get("fused_moe") or {}
+        print(f"{name}: memplan {count:,} parameters, by hand {hand:,} ({hand_active:,} active), card {total}B / "
+              f"{active}B; vLLM KV {j['kv_cache']['bytes_per_token']:,} B per token (by hand {kv:,}), MXFP4 experts "
+              f"{moe.get('expert_weight_bytes')} B (by hand {mxfp4:,})", flush=True)
+        if (count != hand or j["kv_cache"]["bytes_per_token"] != kv or j["kv_cache"]["layer_groups"] != groups
+                or moe.get("expert_weight_bytes") != mxfp4 or moe.get("sparse_layers") != layers):
+            errors.append(f"{name}: count {count:,}, serve {j['kv_cache']}, {moe}")
+    return errors
+
+
 def memplan(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([MEMPLAN, *args], capture_output=True, text=True, timeout=120)
 
@@ -339,6 +407,9 @@ QWEN2_MOE = {**BASE, "model_type": "qwen2_moe", "num_experts": 4, "num_experts_p
              "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64}
 QWEN3_MOE = {**BASE, "model_type": "qwen3_moe", "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
              "moe_intermediate_size": 32}
+GPT_OSS = {**BASE, "model_type": "gpt_oss", "head_dim": 16, "attention_bias": True, "rope_theta": 150000.0,
+           "num_local_experts": 4, "num_experts_per_tok": 2, "experts_per_token": 2, "sliding_window": 8,
+           "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0}
 
 # (what is wrong, the config's text, words the one message must hold)
 REFUSED = [
@@ -401,6 +472,28 @@ REFUSED = [
      ['"decoder_sparse_step"']),
     ("qwen3_moe with a shared expert", json.dumps({**QWEN3_MOE, "shared_expert_intermediate_size": 64}),
      ['"shared_expert_intermediate_size" is not supported for model_type "qwen3_moe"']),
+    # gpt_oss (onnx_import/hf_gpt_oss.cc): malformed or unmodelled configs, one message each.
+    ("gpt_oss layer_types too short", json.dumps({**GPT_OSS, "layer_types": ["sliding_attention"]}),
+     ['"layer_types" must list num_hidden_layers (2)']),
+    ("gpt_oss layer_types unknown", json.dumps({**GPT_OSS, "layer_types": ["sliding_attention", "chunked_attention"]}),
+     ['"layer_types" holds "chunked_attention"']),
+    ("gpt_oss without biases", json.dumps({**GPT_OSS, "attention_bias": False}), ['"attention_bias" must be true']),
+    ("gpt_oss another rope", json.dumps({**GPT_OSS, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}),
+     ['"rope_scaling"', "rope_type yarn"]),
+    ("gpt_oss yarn's attention_factor", json.dumps({**GPT_OSS, "rope_scaling": {"rope_type": "yarn", "factor": 2.0,
+                                                                               "attention_factor": 1.2}}),
+     ['rope_scaling key "attention_factor"']),
+    ("gpt_oss experts_per_token differs", json.dumps({**GPT_OSS, "experts_per_token": 3}),
+     ['"experts_per_token" and "num_experts_per_tok" differ']),
+    ("gpt_oss more picks than experts", json.dumps({**GPT_OSS, "num_experts_per_tok": 5, "experts_per_token": 5}),
+     ['"num_experts_per_tok" is 5, more than the 4 experts']),
+    ("gpt_oss without sliding_window", json.dumps({k: v for k, v in GPT_OSS.items() if k != "sliding_window"}),
+     ['"sliding_window" is missing']),
+    ("gpt_oss router logits", json.dumps({**GPT_OSS, "output_router_logits": True}), ['"output_router_logits"']),
+    ("gpt_oss a mixtral key", json.dumps({**GPT_OSS, "router_jitter_noise": 0.0}),
+     ['"router_jitter_noise" is not supported for model_type "gpt_oss"']),
+    ("gpt_oss mxfp4 outside serve", json.dumps({**GPT_OSS, "quantization_config": {"quant_method": "mxfp4"}}),
+     ['"quantization_config" (mxfp4)', "Mxfp4Config(dequantize=True)"]),
 ]
 
 
@@ -442,6 +535,14 @@ def check_refusals() -> list:
             if out.returncode != 2 or len(lines) != 1 or not lines[0].startswith(f"memplan: error: {path}: ") or \
                     not all(w in lines[0] for w in words):
                 errors.append(f"{what}: exit {out.returncode}, stderr {out.stderr!r}; expected one message with {words}")
+        path = os.path.join(tmp, "gpt_oss.json")  # the valid small gpt_oss: train built, decode refused for its window
+        with open(path, "w") as f:
+            json.dump(GPT_OSS, f)
+        train, decode = memplan("estimate", path, "--graph", "train", "--batch", "1", "--dim", "seq=8"), \
+            memplan("estimate", path, "--graph", "decode")
+        if train.returncode != 0 or decode.returncode != 2 or '"sliding_window" is 8' not in decode.stderr:
+            errors.append(f"gpt_oss: train exit {train.returncode} ({train.stderr!r}), decode exit "
+                          f"{decode.returncode} ({decode.stderr!r})")
         for base in (MIXTRAL, QWEN2_MOE, QWEN3_MOE):  # the valid small configs above: train, decode, prefill built
             path = os.path.join(tmp, f"{base['model_type']}.json")
             with open(path, "w") as f:
@@ -588,7 +689,7 @@ def main() -> int:
     # 250,000 nodes); the rest: the reader's rules and refusals on small or single configs. ctest runs them as two
     # tests so that the sanitizer pass, where a full-size MoE graph takes minutes, runs only the second.
     if sys.argv[1:] == ["--published"]:
-        errors = check_counts() + check_moe_counts() + check_kv_bytes() + check_deepseek()
+        errors = check_counts() + check_moe_counts() + check_kv_bytes() + check_deepseek() + check_gpt_oss()
     elif sys.argv[1:]:
         print("usage: hf_config_counts_test.py [--published]", file=sys.stderr)
         return 2
