@@ -112,7 +112,9 @@ void TrainingStep::emit_backward(int32_t i) {
       add_unique(st.reads, u == 0 && unit_gathered_forward_[0] >= 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u]);
     }
   for (int32_t t : op.inputs)  // --frozen-dtype: dequantized again for the input grad
-    if (layout().restored(t))
+    if (packed_storage(t))
+      packed_backward(i, t, st);
+    else if (layout().restored(t))
       add_dequantized(t, autocast_target(graph_, op, t, options_.precision, layout().dtype), st);
   for (int32_t t : op.inputs) {
     if (!context_.requires_grad[t] || !done.insert(t).second) continue;
