@@ -8,6 +8,7 @@
 
 #include "cost_models/bnb_optimizer.h"
 #include "cost_models/fp32_islands.h"
+#include "cost_models/fsdp_groups.h"
 #include "cost_models/kbit_prep.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/selective_checkpoint.h"
@@ -198,7 +199,16 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   }
   if (options.shard == Sharding::Fsdp2)
     notes.push_back("FSDP2 (fully_shard): " + std::to_string(context.units.count()) + " parameter groups (" +
-                    std::to_string(context.units.count() - 1) + " blocks and the root); each GPU keeps ceil(dim0/" +
+                    (options.fsdp_wrap == kTorchtitanWrap
+                         ? "torchtitan's apply_fsdp: " +
+                               std::to_string(std::count_if(context.units.names.begin() + 1, context.units.names.end(),
+                                                            [](const std::string& n) {
+                                                              return n != "tok_embeddings" && n != kTorchtitanKeptUnit;
+                                                            })) +
+                               " blocks, tok_embeddings and norm_output (the final norm and the head, kept gathered "
+                               "from forward to backward) where the graph has them, and the root"
+                         : std::to_string(context.units.count() - 1) + " blocks and the root") +
+                    "); each GPU keeps ceil(dim0/" +
                     std::to_string(options.gpus) + ") rows of every parameter, and the grads and optimizer states of "
                     "the trainable ones only. A group is all-gathered for its forward (the output kept until the next "
                     "group's all-gather) and freed after it (the root stays gathered), gathered again in backward with "

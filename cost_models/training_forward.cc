@@ -5,6 +5,7 @@
 
 #include "cost_models/eager_semantics.h"
 #include "cost_models/frozen_storage.h"
+#include "cost_models/fsdp_groups.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/training_step.h"
@@ -163,7 +164,8 @@ void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_
   if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
     const int32_t u = layout().shard_group[t];
     Step gather{"fsdp_pre_forward:" + context_.units.names[u], "all_gather", st.phase, {}, {}, 0};
-    const bool gathered = recomputing_ ? unit_gathered_backward_[u] >= 0 || (u == 0 && unit_gathered_forward_[0] >= 0)
+    const bool gathered = recomputing_ ? unit_gathered_backward_[u] >= 0 ||
+                                             (kept_after_forward(context_.units, options_.fsdp_wrap, u) && unit_gathered_forward_[u] >= 0)
                                        : unit_gathered_forward_[u] >= 0;
     effective[t] = fsdp_gathered(u, /*backward=*/recomputing_, gathered ? st : gather);
     add_unique(st.reads, effective[t]);

@@ -209,7 +209,9 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.micro_batches), .min = 1},
       {.flag = "--fsdp-wrap", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
        .help = "With --shard fsdp/fsdp2 or --pp: a regex searched in parameter names whose first group names the wrapping "
-               "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root)",
+               "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root); with fsdp2, "
+               "torchtitan: its apply_fsdp groups (the token embedding, each block, and the final norm with the head, "
+               "kept unsharded from forward to backward)",
        .field = FIELD(estimate.fsdp_wrap)},
       {.flag = "--fsdp2-mp", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "With --shard fsdp2 on a float32 model (--precision fp32): fully_shard's MixedPrecisionPolicy as "

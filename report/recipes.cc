@@ -121,6 +121,7 @@ const std::vector<Recipe>& recipes() {
        kTrainerOptimizers},
       torchtune_recipe(),
       litgpt_recipe(),
+      torchtitan_recipe(),
   };
   return all;
 }
