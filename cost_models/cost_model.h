@@ -64,7 +64,8 @@ enum class CheckpointMode { None, Sqrt, Every, At, Auto, Layers, SelectiveOp, Se
 // SGD (with or without momentum) updates in place in every implementation.
 enum class OptimizerImpl { Foreach, ForeachTorch1, SingleTensor, Fused };
 // --frozen-dtype: how frozen weights are stored (cost_models/frozen_storage.h). Same: as the precision says.
-enum class FrozenStorage { Same, Fp16, Bf16, Int8, Nf4 };
+// GptqInt4 / AwqInt4: a GPTQ or AWQ 4-bit checkpoint's packed layers (cost_models/packed_int_weights.h).
+enum class FrozenStorage { Same, Fp16, Bf16, Int8, Nf4, GptqInt4, AwqInt4 };
 
 // Optimizer flags that change what the update allocates (torch/optim/adam.py, sgd.py).
 struct OptimizerFlags {
@@ -154,9 +155,14 @@ struct TrainingOptions {
   // autocast_adapter_dtype=True); false: in the base's type (autocast_adapter_dtype=False, or PEFT before it).
   bool lora_float32 = true;
   // --frozen-dtype / --double-quant: frozen weights stored as fp16, bf16, int8 or NF4 (bitsandbytes), each
-  // dequantized into the compute type for the op that reads it, in forward and again in backward.
+  // dequantized into the compute type for the op that reads it, in forward and again in backward; or as a GPTQ or
+  // AWQ checkpoint's packed layers, run as gptqmodel and AutoAWQ train them (cost_models/training_packed.cc).
   FrozenStorage frozen_storage = FrozenStorage::Same;
-  bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales  // --upcast: what the framework computes in float32 inside a half-precision model (cost_models/fp32_islands.h).
+  bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales
+  // --frozen-group-size: GPTQ's or AWQ's inputs per scale and zero point (-1, GPTQ only: one group over the input);
+  // 128 is transformers' GPTQConfig and AwqConfig default group_size.
+  int64_t quant_group_size = 128;
+  // --upcast: what the framework computes in float32 inside a half-precision model (cost_models/fp32_islands.h).
   Upcast upcast;
   // --kbit-prep: PEFT's prepare_model_for_kbit_training over the NF4 base (cost_models/kbit_prep.h): every other
   // parameter and activation float32, each 4-bit layer computing in the precision's type.

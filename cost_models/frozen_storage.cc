@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "cost_models/graph_facts.h"
+#include "cost_models/packed_int_weights.h"
 #include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
 
 namespace memplan {
 
@@ -23,6 +25,10 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 constexpr uint64_t kNf4BlockSize = 64;
 constexpr uint64_t kNf4DoubleQuantBlockSize = 256;
 constexpr uint64_t kFloat32Bytes = 4;
+// GPTQ and AWQ: 4-bit values; the scales float16 (gptqmodel BaseQuantLinear.__init__ and AutoAWQ
+// WQLinear_GEMM.__init__ register them so, whatever the model's type).
+constexpr uint64_t kGptqBits = 4;
+constexpr uint64_t kPackedScaleBytes = 2;
 
 bool is_linear_weight(const Graph& g, const FusedOp& op, int32_t t) {
   if (op.kind == OpKind::Linear) return op.weight == t;
@@ -31,7 +37,32 @@ bool is_linear_weight(const Graph& g, const FusedOp& op, int32_t t) {
   return n.inputs.size() > 1 && n.inputs[1] == t;
 }
 
+bool packed(FrozenStorage s) { return s == FrozenStorage::GptqInt4 || s == FrozenStorage::AwqInt4; }
+
 }  // namespace
+
+uint64_t packed_frozen_bytes(FrozenStorage s, uint64_t in, uint64_t out, int64_t group_size, const std::string& weight) {
+  const bool gptq = s == FrozenStorage::GptqInt4;
+  const uint64_t group = group_size == -1 ? in : static_cast<uint64_t>(group_size);
+  auto refuse = [&](const std::string& why) {
+    throw InputError(std::string("--frozen-dtype ") + (gptq ? "gptq-int4" : "awq-int4") + ": the linear layer of weight '" +
+                     weight + "' (" + std::to_string(in) + " inputs, " + std::to_string(out) + " outputs) " + why);
+  };
+  if (group == 0) refuse("has a group size of 0");
+  if (gptq) {
+    // BaseQuantLinear.__init__: qweight [in // 32 * bits, out], qzeros [ceil(in / group), out // 32 * bits].
+    if (in % 32 != 0 || out % 32 != 0)
+      refuse("cannot be packed: GPTQ's qweight holds in_features // 32 * 4 rows and its qzeros out_features // 32 * 4 "
+             "columns of int32 (gptqmodel BaseQuantLinear.__init__), so both must be multiples of 32");
+    return gptq_packed(in, out, kGptqBits, ceil_div(in, group), kPackedScaleBytes, /*g_idx=*/true).total();
+  }
+  // WQLinear_GEMM.__init__: assert in_features % group_size == 0 and out_features % (32 // w_bit) == 0.
+  if (in % group != 0)
+    refuse("has an input not a multiple of --frozen-group-size " + std::to_string(group_size) +
+           " (AutoAWQ's WQLinear_GEMM asserts in_features % group_size == 0)");
+  if (out % 8 != 0) refuse("has an output not a multiple of 8 (WQLinear_GEMM packs 8 outputs to an int32)");
+  return awq_packed(in, out, in / group, kPackedScaleBytes).total();
+}
 
 uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t n, uint64_t rows) {
   switch (s) {
@@ -47,6 +78,8 @@ uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t n, ui
                                   : checked_mul(blocks, kFloat32Bytes, "nf4 scales");
       return checked_add(packed, scales, "nf4 weight bytes");
     }
+    case FrozenStorage::GptqInt4:  // packed_frozen_bytes: their layout needs the layer's inputs and outputs
+    case FrozenStorage::AwqInt4:
     case FrozenStorage::Same: break;
   }
   return 0;
@@ -71,8 +104,10 @@ std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<Fuse
                                           const std::vector<bool>& frozen, const std::vector<DType>& compute) {
   std::vector<uint64_t> bytes(g.tensors.size(), 0);
   if (o.frozen_storage == FrozenStorage::Same) return bytes;
-  const bool quantized = o.frozen_storage == FrozenStorage::Int8 || o.frozen_storage == FrozenStorage::Nf4;
+  const bool quantized = o.frozen_storage == FrozenStorage::Int8 || o.frozen_storage == FrozenStorage::Nf4 ||
+                         packed(o.frozen_storage);
   std::vector<bool> candidate(g.tensors.size(), !quantized);
+  std::vector<uint64_t> outputs(g.tensors.size(), 0);  // a linear weight's output features (its op's last axis)
   if (quantized) {
     std::vector<bool> head(g.tensors.size(), false);
     for (const FusedOp& op : ops)
@@ -80,6 +115,8 @@ std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<Fuse
         if (is_linear_weight(g, op, t)) {
           candidate[t] = true;
           for (int32_t y : op.outputs) head[t] = head[t] || is_graph_output(g, y);
+          if (!op.outputs.empty() && !g.tensors[op.outputs[0]].shape.empty())
+            outputs[t] = static_cast<uint64_t>(std::max<int64_t>(0, g.tensors[op.outputs[0]].shape.back()));
         }
     for (size_t t = 0; t < g.tensors.size(); ++t) candidate[t] = candidate[t] && !head[t];
   }
@@ -88,6 +125,12 @@ std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<Fuse
     const Tensor& x = g.tensors[t];
     if (!frozen[t] || !candidate[t] || (quantized && x.shape.size() != 2)) continue;
     if (!quantized && compute[t] == half) continue;  // already stored so
+    if (packed(o.frozen_storage)) {
+      const uint64_t out = outputs[t];
+      if (out == 0 || x.elements() % out != 0) continue;  // not a layer whose output axis the graph names
+      bytes[t] = packed_frozen_bytes(o.frozen_storage, x.elements() / out, out, o.quant_group_size, x.name);
+      continue;
+    }
     const uint64_t rows = x.shape.empty() ? 1 : static_cast<uint64_t>(x.shape[0]);
     bytes[t] = frozen_storage_bytes(o.frozen_storage, o.double_quant, x.elements(), rows);
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cost_models/cost_model.h"
@@ -15,12 +16,21 @@ namespace memplan {
 // takes stored as `s` (FrozenStorage::Same: not called).
 uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t elements, uint64_t rows);
 
+// GPTQ or AWQ 4-bit (--frozen-dtype gptq-int4 / awq-int4): the bytes of a linear layer of `in` inputs and `out`
+// outputs as the training loaders register it (cost_models/packed_int_weights.h; GPTQ with its g_idx, which
+// gptqmodel's BaseQuantLinear and auto_gptq's QuantLinear register whether or not the checkpoint has act-order;
+// scales float16), `group_size` inputs to a scale (-1: one group). Throws InputError naming `weight` where the
+// loader cannot hold the layer (GPTQ: in or out not a multiple of 32; AWQ: in not a multiple of the group, out of 8).
+uint64_t packed_frozen_bytes(FrozenStorage s, uint64_t in, uint64_t out, int64_t group_size, const std::string& weight);
+
 // Per tensor: the bytes the frozen parameter is stored in (0: its compute type, unchanged). `frozen`
 // marks the frozen module parameters; `compute` is each tensor's compute (storage) type under the
 // precision. fp16/bf16 apply to every frozen float parameter whose compute type differs; int8/nf4 to
 // the frozen weights of Linear/MatMul/Gemm layers only, except the layer that writes a graph output (the
 // head), as transformers' bitsandbytes integration replaces nn.Linear modules only and keeps the output
-// head in the original precision (integrations/bitsandbytes.py, get_keys_to_not_convert).
+// head in the original precision (integrations/bitsandbytes.py, get_keys_to_not_convert). gptq-int4 and
+// awq-int4 likewise: optimum's GPTQQuantizer.convert_model replaces the linear layers inside the decoder blocks
+// (get_layers(model, prefix=block_name)) and AutoAWQ quantizes the decoder layers' linears, never the head.
 // bitsandbytes' LLM.int8 forward on a frozen int8 weight, MatMul8bitLt.forward (bitsandbytes/autograd/
 // _functions.py, the CUDA ops of bitsandbytes/backends/cuda/ops.py), for an input A of `rows` x `in`
 // (storage type `a`) and `out` output features: what it allocates beyond its output, and frees by the

@@ -8,6 +8,7 @@
 
 #include "cost_models/bnb_optimizer.h"
 #include "cost_models/fp32_islands.h"
+#include "cost_models/fsdp_groups.h"
 #include "cost_models/kbit_prep.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/selective_checkpoint.h"
@@ -157,8 +158,9 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
     islands = add_fp32_islands(rewritable(), options.upcast, half, execution.attention == AttentionImpl::Eager,
                                float32, &adapters);
   // Refused before any cost model runs otherwise (report/option_checks.cc: nf4, no autocast).
-  precondition(!options.kbit_prep || (!is_amp(options.precision) && options.frozen_storage == FrozenStorage::Nf4),
-               "--kbit-prep without a 4-bit base, or under autocast");
+  precondition(!options.kbit_prep || (!is_amp(options.precision) && (options.frozen_storage == FrozenStorage::Nf4 ||
+                                                                     options.frozen_storage == FrozenStorage::AwqInt4)),
+               "--kbit-prep without an NF4 or AWQ base, or under autocast");
   const int kbit_layers = options.kbit_prep ? prepare_kbit_training(rewritable(), float32, adapters) : 0;
   const Graph& graph = rewritten ? *rewritten : base;
   const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr, &float32);
@@ -168,7 +170,10 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
     notes.push_back("k-bit preparation (--kbit-prep, PEFT's prepare_model_for_kbit_training): the parameters "
                     "bitsandbytes left unquantized and every activation are float32; " + std::to_string(kbit_layers) +
                     " 4-bit layers each copy their input into " + std::string(dtype_name(low_precision_dtype(options.precision))) +
-                    " (Linear4bit's compute_dtype, kept by MatMul4Bit) and their result back into float32.");
+                    (options.frozen_storage == FrozenStorage::AwqInt4
+                         ? " (WQLinear_GEMM's x.half(), kept by WQLinearMMFunction)"
+                         : " (Linear4bit's compute_dtype, kept by MatMul4Bit)") +
+                    " and their result back into float32.");
   if (options.pp > 1) {
     TrainingResult result = build_pipeline_program(context, notes);
     result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
@@ -194,7 +199,16 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   }
   if (options.shard == Sharding::Fsdp2)
     notes.push_back("FSDP2 (fully_shard): " + std::to_string(context.units.count()) + " parameter groups (" +
-                    std::to_string(context.units.count() - 1) + " blocks and the root); each GPU keeps ceil(dim0/" +
+                    (options.fsdp_wrap == kTorchtitanWrap
+                         ? "torchtitan's apply_fsdp: " +
+                               std::to_string(std::count_if(context.units.names.begin() + 1, context.units.names.end(),
+                                                            [](const std::string& n) {
+                                                              return n != "tok_embeddings" && n != kTorchtitanKeptUnit;
+                                                            })) +
+                               " blocks, tok_embeddings and norm_output (the final norm and the head, kept gathered "
+                               "from forward to backward) where the graph has them, and the root"
+                         : std::to_string(context.units.count() - 1) + " blocks and the root") +
+                    "); each GPU keeps ceil(dim0/" +
                     std::to_string(options.gpus) + ") rows of every parameter, and the grads and optimizer states of "
                     "the trainable ones only. A group is all-gathered for its forward (the output kept until the next "
                     "group's all-gather) and freed after it (the root stays gathered), gathered again in backward with "
@@ -245,15 +259,27 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   notes.push_back(options.steady_state ? "Steady state: optimizer states exist from the start (a later iteration)."
                                        : "First iteration: optimizer states are created inside the optimizer step.");
   if (options.frozen_storage != FrozenStorage::Same) {
-    static const char* name[] = {"same", "fp16", "bf16", "int8", "nf4"};
+    static const char* name[] = {"same", "fp16", "bf16", "int8", "nf4", "gptq-int4", "awq-int4"};
+    const char* how =
+        options.frozen_storage == FrozenStorage::Int8
+            ? "each Linear's forward quantizes its input to int8 (transients), and its backward dequantizes the weight "
+              "into the compute type for the input grad."
+        : options.frozen_storage == FrozenStorage::GptqInt4
+            ? "each layer's forward dequantizes its weight (gptqmodel's TorchQuantLinear: float16, then the model's "
+              "type) and its matmul keeps that copy for the input grad until the layer's backward."
+        : options.frozen_storage == FrozenStorage::AwqInt4
+            ? "each layer keeps its float16 input; its forward dequantizes the weight at 1024 tokens or more (else "
+              "8 split-K partial products), and its backward dequantizes it again and repeats it once per sequence "
+              "of the batch (AutoAWQ's WQLinearMMFunction)."
+            : "each op dequantizes the ones it reads into the compute type as a transient, in forward and again in "
+              "backward.";
     notes.push_back(std::string("--frozen-dtype ") + name[static_cast<int>(options.frozen_storage)] +
                     (options.double_quant ? " with double quantization" : "") + ": the re-stored frozen weights take " +
-                    std::to_string(result.frozen_stored_bytes) + " bytes; " +
-                    (options.frozen_storage == FrozenStorage::Int8
-                         ? "each Linear's forward quantizes its input to int8 (transients), and its backward "
-                           "dequantizes the weight into the compute type for the input grad."
-                         : "each op dequantizes the ones it reads into the compute type as a transient, in forward "
-                           "and again in backward."));
+                    std::to_string(result.frozen_stored_bytes) + " bytes" +
+                    (options.frozen_storage == FrozenStorage::GptqInt4 || options.frozen_storage == FrozenStorage::AwqInt4
+                         ? " (groups of " + std::to_string(options.quant_group_size) + ")"
+                         : std::string()) +
+                    "; " + how);
   }
   if (lora) {
     result.lora_adapted_layers = lora->adapted_layers;

@@ -2,6 +2,7 @@
 // frees, and how parameter grads accumulate (torch/csrc/autograd/engine.cpp, input_buffer.cpp).
 #include <algorithm>
 #include <set>
+#include "cost_models/fsdp_groups.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 
@@ -109,10 +110,13 @@ void TrainingStep::emit_backward(int32_t i) {
   for (int32_t t : op.inputs)  // the input grad reads the weights: the unit's unsharded flat parameter (fsdp_pre_backward)
     if (layout().shard[t] == ParameterShard::FlatShard) {
       const int32_t u = layout().shard_group[t];
-      add_unique(st.reads, u == 0 && unit_gathered_forward_[0] >= 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u]);
+      add_unique(st.reads, kept_after_forward(context_.units, options_.fsdp_wrap, u) && unit_gathered_forward_[u] >= 0 ? unit_gathered_forward_[u]
+                                                                                   : unit_gathered_backward_[u]);
     }
   for (int32_t t : op.inputs)  // --frozen-dtype: dequantized again for the input grad
-    if (layout().restored(t))
+    if (packed_storage(t))
+      packed_backward(i, t, st);
+    else if (layout().restored(t))
       add_dequantized(t, autocast_target(graph_, op, t, options_.precision, layout().dtype), st);
   for (int32_t t : op.inputs) {
     if (!context_.requires_grad[t] || !done.insert(t).second) continue;

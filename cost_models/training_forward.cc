@@ -5,6 +5,7 @@
 
 #include "cost_models/eager_semantics.h"
 #include "cost_models/frozen_storage.h"
+#include "cost_models/fsdp_groups.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/training_step.h"
@@ -104,8 +105,10 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   // bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose
   // input needs a grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt
   // keeps ctx.tensors = (CAt, subA, A) then (CAt None on a frozen weight, subA empty without outliers).
+  // AutoAWQ's WQLinearMMFunction keeps its (float16) input x the same way (training_packed.cc).
   if (op.kind == OpKind::Linear && op.weight >= 0 &&
-      (layout().storage[op.weight] == FrozenStorage::Nf4 || layout().storage[op.weight] == FrozenStorage::Int8) &&
+      (layout().storage[op.weight] == FrozenStorage::Nf4 || layout().storage[op.weight] == FrozenStorage::Int8 ||
+       layout().storage[op.weight] == FrozenStorage::AwqInt4) &&
       op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
     add_unique(saved, lookup(op.x));
   saved.insert(saved.end(), closed.saved.begin(), closed.saved.end());
@@ -146,7 +149,8 @@ std::vector<int32_t> TrainingStep::rule_saved(int32_t i, const std::map<int32_t,
     // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward.
     if (layout().shard[t] == ParameterShard::ZeroShard) continue;
     if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0) continue;
-    auto it = layout().restored(t) ? effective.end() : effective.find(t);  // bitsandbytes keeps the stored form
+    // bitsandbytes and AutoAWQ keep the stored form; GPTQ's mm keeps the dequantized weight (training_packed.cc).
+    auto it = layout().restored(t) && layout().storage[t] != FrozenStorage::GptqInt4 ? effective.end() : effective.find(t);
     add_unique(saved, it != effective.end() ? it->second : lookup(t));
   }
   return saved;
@@ -160,7 +164,8 @@ void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_
   if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
     const int32_t u = layout().shard_group[t];
     Step gather{"fsdp_pre_forward:" + context_.units.names[u], "all_gather", st.phase, {}, {}, 0};
-    const bool gathered = recomputing_ ? unit_gathered_backward_[u] >= 0 || (u == 0 && unit_gathered_forward_[0] >= 0)
+    const bool gathered = recomputing_ ? unit_gathered_backward_[u] >= 0 ||
+                                             (kept_after_forward(context_.units, options_.fsdp_wrap, u) && unit_gathered_forward_[u] >= 0)
                                        : unit_gathered_forward_[u] >= 0;
     effective[t] = fsdp_gathered(u, /*backward=*/recomputing_, gathered ? st : gather);
     add_unique(st.reads, effective[t]);
@@ -184,6 +189,7 @@ void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_
       return;
     }
   }
+  if (packed_storage(t)) return packed_forward(i, t, st, effective);
   if (layout().restored(t)) {  // dequantized into the compute type for this op, then freed
     const int32_t b = add_dequantized(t, target, st);
     if (b >= 0) effective[t] = b;

@@ -40,6 +40,7 @@
 #include <map>
 
 #include "cost_models/frozen_storage.h"
+#include "cost_models/fsdp_groups.h"
 #include "cost_models/lora_adapters.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
@@ -181,11 +182,11 @@ void TrainingStep::add_fsdp_resident_grads() {
   }
 }
 
-// The unit's all-gathered (unsharded, padded) flat parameter, gathered in `st` if it is not yet. The root's
-// forward copy is kept for the backward.
+// The unit's all-gathered (unsharded, padded) flat parameter, gathered in `st` if it is not yet. A kept unit's
+// forward copy (the root's; torchtitan's [norm, output]: fsdp_groups.h) is its backward's.
 int32_t TrainingStep::fsdp_gathered(int32_t unit, bool backward, Step& st) {
   if (unit_shard_[unit] < 0) return -1;
-  if (unit == 0 && backward) backward = unit_gathered_forward_[0] < 0;
+  if (kept_after_forward(context_.units, options_.fsdp_wrap, unit) && backward) backward = unit_gathered_forward_[unit] < 0;
   int32_t& b = backward ? unit_gathered_backward_[unit] : unit_gathered_forward_[unit];
   if (b < 0 && fsdp2()) {
     b = fsdp2_copy_out(unit, backward, st);
@@ -262,7 +263,8 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
         add_unique(cat.reads, fsdp_pending_grad_[p]);
         any_grad = true;
       }
-    const int32_t gathered = u == 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u];
+    const int32_t gathered =
+        kept_after_forward(context_.units, options_.fsdp_wrap, u) && unit_gathered_forward_[u] >= 0 ? unit_gathered_forward_[u] : unit_gathered_backward_[u];
     if (gathered < 0 && !any_grad) continue;  // not gathered for a backward: nothing to free
     if (gathered >= 0) add_unique(cat.reads, gathered);
     if (!any_grad) {  // a unit that does not train: only the reshard

@@ -60,6 +60,7 @@
 // transposed for MatMul swaps the axes, which changes the padding only when a dimension is not a multiple of N.
 #include <algorithm>
 
+#include "cost_models/fsdp_groups.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 
@@ -180,7 +181,8 @@ void TrainingStep::fsdp2_post_backward(int32_t op) {
 void TrainingStep::fsdp2_reduce(int32_t u) {
   if (unit_shard_[u] < 0) return;
   const std::string& name = context_.units.names[u];
-  const int32_t unsharded = u == 0 ? unit_gathered_forward_[0] : unit_gathered_backward_[u];
+  const int32_t unsharded =
+      kept_after_forward(context_.units, options_.fsdp_wrap, u) && unit_gathered_forward_[u] >= 0 ? unit_gathered_forward_[u] : unit_gathered_backward_[u];
   std::vector<int32_t> grads;
   for (int32_t p : context_.module_parameters)
     if (layout().shard_group[p] == u && fsdp_pending_grad_[p] >= 0) add_unique(grads, fsdp_pending_grad_[p]);

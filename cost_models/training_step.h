@@ -91,6 +91,10 @@ class TrainingStep {
   void add_inputs();
   bool is_segment_end(int32_t op) const;
   int32_t add_dequantized(int32_t t, DType autocast_type, Step& st);
+  // --frozen-dtype gptq-int4 / awq-int4 (training_packed.cc): what a packed layer's forward and backward allocate.
+  bool packed_storage(int32_t t) const;
+  void packed_forward(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
+  void packed_backward(int32_t i, int32_t t, Step& st);
   void emit_forward(int32_t i, ForwardMode mode);
   void prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void recompute_segment(int32_t segment, int32_t end_op);

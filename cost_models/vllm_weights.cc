@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "cost_models/graph_facts.h"
+#include "cost_models/packed_int_weights.h"
 #include "cost_models/tensor_parallel.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -122,13 +123,12 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
       const uint64_t rows = q.group_size == -1 ? 1
                             : row_parallel && !q.desc_act ? in_p / static_cast<uint64_t>(q.group_size)
                                                           : static_cast<uint64_t>(m.input_size / q.group_size);
-      const uint64_t bits = static_cast<uint64_t>(q.bits);
-      b = in_p * bits / 32 * out_p * 4 + rows * out_p * d + rows * (out_p * bits / 32) * 4 + (q.desc_act ? in_p * 4 : 0);
+      b = gptq_packed(in_p, out_p, static_cast<uint64_t>(q.bits), rows, d, q.desc_act).total();
     } else {  // awq
       if (m.in_p % q.group_size != 0) refuse(m, "has an input not a multiple of group_size " + std::to_string(q.group_size));
       if (m.out_p % 8 != 0) refuse(m, "has an output not a multiple of 8");
       const uint64_t groups = in_p / static_cast<uint64_t>(q.group_size);
-      b = in_p * (out_p / 8) * 4 + groups * (out_p / 8) * 4 + groups * out_p * d;
+      b = awq_packed(in_p, out_p, groups, d).total();
       if (step_tokens >= 256) r.dequantized_bytes = std::max(r.dequantized_bytes, in_p * out_p * d);
     }
     bytes = checked_add(bytes, b, "quantized weights bytes");

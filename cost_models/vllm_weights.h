@@ -53,6 +53,7 @@ VllmVocabPadding vllm_vocab_padding(const Graph& g, const std::string& lm_head, 
 //    [in_p / group_size, out_p / 8], scales [in_p / group_size, out_p] in the model's type (4 bits only). Its
 //    apply dequantizes the whole weight to [in_p, out_p] in the model's type (ops.awq_dequantize) when a step
 //    has 256 tokens or more (FP16_MATMUL_HEURISTIC_CONDITION): that transient is counted on the forward's peak.
+// The gptq and awq layouts are cost_models/packed_int_weights.h's, shared with --frozen-dtype gptq-int4 / awq-int4.
 // vLLM fuses the projections that read one input into one module (QKVParallelLinear, MergedColumnParallelLinear):
 // the graph's MatMuls on one activation are one module here (one scale, one g_idx).
 struct VllmQuantization {

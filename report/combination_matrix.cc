@@ -83,6 +83,10 @@ const std::vector<Feature>& features() {
        [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4); }},
       {"frozen-int8", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Int8), S::Train,
        [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Int8); }},
+      {"frozen-gptq", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::GptqInt4), S::Train,
+       [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::GptqInt4); }},
+      {"frozen-awq", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::AwqInt4), S::Train,
+       [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::AwqInt4); }},
       {"frozen-half", "--frozen-dtype",
        given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Fp16) + "/" + kFrozenDtypeChoices.name_of(FrozenStorage::Bf16),
        S::Train, [](A a) { return frozen_half(a); }},
@@ -196,6 +200,19 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp2-mp", "half-precision", "--fsdp2-mp casts a float32 model's parameters at each all-gather: give "
                                      "--precision fp32 (the sharded parameters' type), or no --fsdp2-mp"},
       {"fsdp2-mp", "lora", "not modelled: the adapters under fully_shard's MixedPrecisionPolicy"},
+      // GPTQ's and AWQ's packed layers (cost_models/training_packed.cc) hold qweight, qzeros, scales (and g_idx) as
+      // module buffers, not parameters: FSDP and ZeRO-3 shard parameters, and the tensor-parallel plan splits
+      // weights, not packed int32 buffers. None is modelled; nor a pipeline stage of them.
+      {"frozen-gptq", "fsdp", "not modelled: GPTQ's packed qweight/qzeros/scales are module buffers, not flat parameters"},
+      {"frozen-gptq", "fsdp2", "not modelled: GPTQ's packed qweight/qzeros/scales are module buffers, not parameters"},
+      {"frozen-gptq", "zero3", "not modelled: GPTQ's packed qweight/qzeros/scales are module buffers, not parameters"},
+      {"frozen-gptq", "tp", "not modelled: a tensor-parallel split of GPTQ's packed layers"},
+      {"frozen-gptq", "pp", "not modelled"},
+      {"frozen-awq", "fsdp", "not modelled: AWQ's packed qweight/qzeros/scales are module buffers, not flat parameters"},
+      {"frozen-awq", "fsdp2", "not modelled: AWQ's packed qweight/qzeros/scales are module buffers, not parameters"},
+      {"frozen-awq", "zero3", "not modelled: AWQ's packed qweight/qzeros/scales are module buffers, not parameters"},
+      {"frozen-awq", "tp", "not modelled: a tensor-parallel split of AWQ's packed layers"},
+      {"frozen-awq", "pp", "not modelled"},
       {"fsdp2", "torch-1.13", "fully_shard (FSDP2) is PyTorch 2's (torch.distributed._composable.fsdp, then torch.distributed.fsdp): use --torch 2"},
   };
   return all;

@@ -230,6 +230,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   }
   t.frozen_storage = kFrozenDtypeChoices.parse(a.frozen_dtype, "--frozen-dtype");
   t.double_quant = a.double_quant;
+  t.quant_group_size = a.frozen_group_size;
   t.kbit_prep = a.kbit_prep;
   t.offload_activations = a.offload_activations;
   t.optimizer_impl = kOptimizerImplChoices.parse(impl, "--optimizer-impl");

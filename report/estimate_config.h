@@ -70,9 +70,10 @@ struct EstimateArgs {
   std::string lora_targets;
   double lora_dropout = 0;
   std::string lora_dtype = "float32";  // --lora-dtype float32 | base
-  std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4
+  std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4|gptq-int4|awq-int4
   bool double_quant = false;          // --double-quant (nf4)
-  bool kbit_prep = false;             // --kbit-prep (nf4)
+  int64_t frozen_group_size = 128;    // --frozen-group-size (gptq-int4, awq-int4)
+  bool kbit_prep = false;             // --kbit-prep (nf4, awq-int4)
   bool amsgrad = false, maximize = false;
   bool optimizer_in_backward = false;
   bool offload_activations = false;   // --offload-activations (needs --checkpoint)

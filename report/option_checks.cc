@@ -93,14 +93,39 @@ void check_requirements(const EstimateArgs& a) {
       a.pp < 2)
     throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + ", " +
                      kShardChoices.name_of(Sharding::Fsdp2) + " and --pp");
+  if (a.fsdp_wrap == "torchtitan" && !kShardChoices.is(a.shard, Sharding::Fsdp2))
+    throw InputError("--fsdp-wrap torchtitan is torchtitan's fully_shard groups: it needs --shard " +
+                     kShardChoices.name_of(Sharding::Fsdp2));
   if (!kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}) && !kShardChoices.is(a.shard, Sharding::Fsdp2))
     throw InputError("--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard " +
                      kShardChoices.name_of(Sharding::Fsdp2));
   if (a.double_quant && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
-  if (a.kbit_prep && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
+  const bool gptq = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::GptqInt4);
+  const bool awq = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::AwqInt4);
+  // PEFT's prepare_model_for_kbit_training skips its float32 cast for GPTQ (src/peft/utils/other.py:
+  // `if not is_gptq_quantized and not is_aqlm_quantized ...`), leaving only the checkpointing: the step is
+  // --checkpoint layers without it. AWQ is not skipped, and WQLinear_GEMM's x.half() / out.to(input_dtype) are the
+  // casts the preparation models.
+  if (a.kbit_prep && gptq)
+    throw InputError("--kbit-prep with --frozen-dtype gptq-int4: PEFT's prepare_model_for_kbit_training casts nothing "
+                     "to float32 for a GPTQ model (is_gptq_quantized), it only enables gradient checkpointing: give "
+                     "--checkpoint layers instead");
+  if (a.kbit_prep && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4) && !awq)
     throw InputError("--kbit-prep prepares a 4-bit base: it needs --frozen-dtype " +
-                     kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
+                     kFrozenDtypeChoices.name_of(FrozenStorage::Nf4) + " or awq-int4");
+  if (a.frozen_group_size != EstimateArgs{}.frozen_group_size && !gptq && !awq)
+    throw InputError("--frozen-group-size applies to --frozen-dtype gptq-int4 and awq-int4");
+  if (a.frozen_group_size == 0) throw InputError("--frozen-group-size 0: give a positive group size, or -1 (one group)");
+  // gptqmodel's TorchQuantLinear (the trainable GPTQ kernel) takes float16 and bfloat16 (SUPPORTS_DTYPES);
+  // AutoAWQ's WQLinear_GEMM computes in float16 (x.half()). Autocast over their eager matmuls is not modelled.
+  if (gptq && !kPrecisionChoices.is(a.precision, Precision::Fp16) && !kPrecisionChoices.is(a.precision, Precision::Bf16))
+    throw InputError("--frozen-dtype gptq-int4 with --precision " + a.precision + ": gptqmodel's trainable "
+                     "TorchQuantLinear runs float16 or bfloat16 models (SUPPORTS_DTYPES): give --precision fp16 or bf16");
+  if (awq && !kPrecisionChoices.is(a.precision, Precision::Fp16))
+    throw InputError("--frozen-dtype awq-int4 with --precision " + a.precision + ": AutoAWQ's WQLinear_GEMM computes in "
+                     "float16 (x.half()): give --precision fp16 (with --kbit-prep: the float32 model's 4-bit layers "
+                     "in float16)");
   if (a.kbit_prep && is_amp(kPrecisionChoices.parse(a.precision, "--precision")))
     throw InputError("--kbit-prep with --precision " + a.precision + ": the precision is the 4-bit layers' compute "
                      "dtype (bnb_4bit_compute_dtype: fp32, its default, bf16 or fp16); autocast over them is not modelled");

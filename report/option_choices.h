@@ -112,7 +112,8 @@ inline const Choices<bool> kTorchChoices{{{"2", false}, {"2.x", false}, {"1.13",
 inline const Choices<bool> kZeroGradChoices{{{"set-to-none", false}, {"zeros", true}}};  // true: grads kept
 inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage::Same}, {"fp16", FrozenStorage::Fp16},
                                                          {"bf16", FrozenStorage::Bf16}, {"int8", FrozenStorage::Int8},
-                                                         {"nf4", FrozenStorage::Nf4}}};
+                                                         {"nf4", FrozenStorage::Nf4}, {"gptq-int4", FrozenStorage::GptqInt4},
+                                                         {"awq-int4", FrozenStorage::AwqInt4}}};
 // serve's --kv-cache-dtype: true, one byte per element (vLLM stores every fp8 choice as torch.uint8,
 // vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
 inline const Choices<bool> kKvCacheDtypeChoices{{{"auto", false}, {"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true}}};

@@ -209,7 +209,9 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.micro_batches), .min = 1},
       {.flag = "--fsdp-wrap", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
        .help = "With --shard fsdp/fsdp2 or --pp: a regex searched in parameter names whose first group names the wrapping "
-               "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root)",
+               "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root); with fsdp2, "
+               "torchtitan: its apply_fsdp groups (the token embedding, each block, and the final norm with the head, "
+               "kept unsharded from forward to backward)",
        .field = FIELD(estimate.fsdp_wrap)},
       {.flag = "--fsdp2-mp", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "With --shard fsdp2 on a float32 model (--precision fp32): fully_shard's MixedPrecisionPolicy as "
@@ -263,8 +265,9 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.lora_dtype), .choices = kLoraDtypeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.lora_dtype != "float32", " adapters in the base's type"); }},
       {.flag = "--frozen-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8) or nf4 (QLoRA, bitsandbytes; int8/nf4: "
-               "Linear weights but the head), each dequantized per op as a transient",
+       .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8), nf4 (QLoRA, bitsandbytes), gptq-int4 "
+               "(gptqmodel's packed int32, --precision fp16/bf16) or awq-int4 (AutoAWQ's WQLinear_GEMM, --precision "
+               "fp16); the quantized ones: Linear weights but the head. Each op dequantizes what it reads",
        .field = FIELD(estimate.frozen_dtype), .choices = kFrozenDtypeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) {
          return if_set(!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same), ", frozen weights " + a.frozen_dtype);
@@ -273,10 +276,19 @@ std::vector<OptionSpec> make_schema() {
        .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales",
        .field = FIELD(estimate.double_quant),
        .describe = [](const EstimateArgs& a) { return if_set(a.double_quant, " double-quantized"); }},
+      {.flag = "--frozen-group-size", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --frozen-dtype gptq-int4 or awq-int4: inputs per scale and zero point (-1: one group over a "
+               "layer's inputs), GPTQConfig's and AwqConfig's group_size",
+       .field = FIELD(estimate.frozen_group_size), .min = -1, .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.frozen_group_size != EstimateArgs{}.frozen_group_size,
+                       " groups of " + std::to_string(a.frozen_group_size));
+       }},
       {.flag = "--kbit-prep", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
-       .help = "PEFT's prepare_model_for_kbit_training over the --frozen-dtype nf4 base: every parameter bitsandbytes "
-               "did not quantize (embeddings, norms, head) in float32, so activations are float32 and each 4-bit layer "
-               "casts its input to --precision (bnb_4bit_compute_dtype: fp32, its default, bf16 or fp16) and its result back",
+       .help = "PEFT's prepare_model_for_kbit_training over the --frozen-dtype nf4 or awq-int4 base: every parameter "
+               "not quantized (embeddings, norms, head) in float32, so activations are float32 and each 4-bit layer "
+               "casts its input to --precision (bnb_4bit_compute_dtype: fp32, its default, bf16 or fp16; AWQ: fp16) "
+               "and its result back. (PEFT skips the cast for GPTQ: no --kbit-prep there.)",
        .field = FIELD(estimate.kbit_prep),
        .describe = [](const EstimateArgs& a) { return if_set(a.kbit_prep, ", k-bit prepared"); }},
       {.flag = "--offload-activations", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,

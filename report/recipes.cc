@@ -71,7 +71,9 @@ std::string no_lora(const CommandArgs& a) {
 std::string qlora_contradiction(const CommandArgs& a) {
   if (!kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4))
     return "--recipe hf-peft-qlora quantizes the base to NF4: --frozen-dtype " + a.estimate.frozen_dtype +
-           " makes it another recipe (hf-peft with --frozen-dtype)";
+           " makes it another recipe (hf-peft with --frozen-dtype; a GPTQ base: --frozen-dtype gptq-int4 --checkpoint "
+           "layers, all prepare_model_for_kbit_training does for GPTQ; AWQ: --frozen-dtype awq-int4 --kbit-prep "
+           "--precision fp16)";
   if (!a.estimate.kbit_prep) return "--recipe hf-peft-qlora prepares the base with prepare_model_for_kbit_training";
   return no_lora(a);
 }
@@ -119,6 +121,7 @@ const std::vector<Recipe>& recipes() {
        kTrainerOptimizers},
       torchtune_recipe(),
       litgpt_recipe(),
+      torchtitan_recipe(),
   };
   return all;
 }

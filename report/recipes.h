@@ -41,6 +41,7 @@ const std::vector<Recipe>& recipes();
 // One framework's recipes, each in its own file (recipes.cc lists them all).
 Recipe torchtune_recipe();  // report/recipes_torchtune.cc
 Recipe litgpt_recipe();     // report/recipes_litgpt.cc
+Recipe torchtitan_recipe();  // report/recipes_torchtitan.cc
 std::vector<std::string> recipe_names();
 
 // The recipe --recipe names: for each of its settings whose flag is not in `given`, the field set to the recipe's

@@ -50,7 +50,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema's types: every command's arguments
     ("recipes",),                                          # --recipe: a framework's option values, set before the checks
-    ("recipes_torchtune", "recipes_litgpt"),               # one framework's recipes each, which recipes.cc lists
+    ("recipes_torchtune", "recipes_litgpt", "recipes_torchtitan"),  # one framework's recipes each, which recipes.cc lists
     ("option_rows",),                                      # what the rows are written with
     ("option_rows_serve", "option_rows_output", "option_schema"),  # the rows: serve's, check's and output's, the schema
     ("combination_matrix",),                               # which pairs of features are modelled

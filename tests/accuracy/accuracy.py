@@ -55,7 +55,8 @@ def cpu_measurements():
     # measurements.json: fp32 steps; hf_islands.json: the tiny Llama in bfloat16 with transformers' float32
     # islands (bench/cpu_ground_truth/hf_islands.py), each row saying its --upcast and --free-output.
     # kbit_prep.json: a LoRA step over a 4-bit base after PEFT's k-bit preparation (bench/cpu_ground_truth/kbit_prep.py).
-    for name in ("measurements.json", "hf_islands.json", "kbit_prep.json"):
+    # gptq_lora.json: a LoRA step over a GPTQ base in bfloat16 (bench/cpu_ground_truth/gptq_lora.py).
+    for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json"):
         with open(os.path.join(SRC, "bench", "cpu_ground_truth", name)) as f:
             yield from json.load(f)["measurements"]
 
@@ -82,6 +83,8 @@ def cpu_rows():
             args += ["--free-output"]
         if m.get("lora"):
             args += ["--lora-rank", str(m["lora"]["rank"]), "--lora-targets", m["lora"]["targets"]]
+        if m.get("lora_dtype"):
+            args += ["--lora-dtype", m["lora_dtype"]]
         if m.get("frozen_dtype"):
             args += ["--frozen-dtype", m["frozen_dtype"]]
         if m.get("kbit_prep"):
@@ -194,7 +197,12 @@ def main():
                     "kbit-prep rows (gated at 3 %): LoRA r 8 on q/v over a 4-bit base after PEFT's "
                     "prepare_model_for_kbit_training (bench/cpu_ground_truth/kbit_prep.py: a stand-in of bitsandbytes' "
                     "Linear4bit and MatMul4Bit), against `--precision bf16 --frozen-dtype nf4 --kbit-prep`; without "
-                    "`--kbit-prep` memplan reads 42 % low on them.\n\n")
+                    "`--kbit-prep` memplan reads 42 % low on them.\n\n"
+                    "gptq-int4 rows (gated at 3 %): LoRA r 8 on q/v, adapters in bf16, over a GPTQ base "
+                    "(bench/cpu_ground_truth/gptq_lora.py: gptqmodel's packed buffers and TorchQuantLinear's "
+                    "dequantize, .to(x.dtype) and torch.matmul, the dequantization a stand-in allocating its one "
+                    "output), against `--precision bf16 --upcast rmsnorm,softmax,loss --lora-dtype base "
+                    "--frozen-dtype gptq-int4`.\n\n")
             f.write("\n".join(md) + "\n\n" + summary + ".\n")
             f.write("\n" + published_gpu.section())
     print(f"{gated - failures} passed, {failures} failed")

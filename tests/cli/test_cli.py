@@ -801,6 +801,30 @@ class FrozenDtypeTest(unittest.TestCase):
         # The double-quantized constants: 8/64 + 32/(64*256) bits per weight (QLoRA's 0.127) plus the offsets.
         self.assertLess((nf4_dq - sum(r * c // 2 for r, c in self.WEIGHTS)) * 8 / sum(r * c for r, c in self.WEIGHTS), 0.13)
 
+    def test_gptq_and_awq_stored_bytes_by_hand(self):
+        # (rows, cols) = (out, in). GPTQ as gptqmodel's BaseQuantLinear registers it, groups of 128: qweight int32
+        # [in / 8, out], qzeros int32 [ceil(in / 128), out / 8], scales float16 [ceil(in / 128), out], g_idx int32
+        # [in]. AWQ as AutoAWQ's WQLinear_GEMM, groups of 32: qweight int32 [in, out / 8], qzeros int32
+        # [in / 32, out / 8], scales float16 [in / 32, out]. They replace the bf16 (fp16) weights, 2 bytes each.
+        half = 2 * sum(r * c for r, c in self.WEIGHTS)
+        gptq = sum(c // 8 * r * 4 + -(-c // 128) * (r // 8) * 4 + -(-c // 128) * r * 2 + c * 4 for r, c in self.WEIGHTS)
+        awq = sum(c * (r // 8) * 4 + (c // 32) * (r // 8) * 4 + (c // 32) * r * 2 for r, c in self.WEIGHTS)
+        self.assertEqual(gptq, 401280)  # bench/cpu_ground_truth/gptq_lora.json's buffer_bytes, the stand-in's buffers
+        self.assertEqual(awq, 426240)
+        bf16 = self.resident("--precision", "bf16")
+        out = run_json(*self.BASE, "--precision", "bf16", "--frozen-dtype", "gptq-int4")
+        jsonschema.validate(out, schema("estimate"))
+        self.assertEqual(out["resident_bytes"], bf16 - half + gptq)
+        self.assertEqual(out["training"]["frozen_stored_bytes"], gptq)
+        fp16 = self.resident("--precision", "fp16")
+        self.assertEqual(self.resident("--precision", "fp16", "--frozen-dtype", "awq-int4", "--frozen-group-size", "32"),
+                         fp16 - half + awq)
+        self.assertIn("'layers.0.mlp.down_proj.weight' (352 inputs, 128 outputs) has an input not a multiple of "
+                      "--frozen-group-size 128",
+                      run(*self.BASE, "--precision", "fp16", "--frozen-dtype", "awq-int4", check_rc=2).stderr)
+        self.assertIn("--frozen-dtype gptq-int4 with --precision fp32",
+                      run(*self.BASE, "--frozen-dtype", "gptq-int4", check_rc=2).stderr)
+
     def test_nf4_saves_inputs_and_frees_dequantized_weights(self):
         # At the peak (the loss backward, every forward save alive), besides the resident weights (the test
         # above), NF4 changes the non-resident live bytes (lower_bound_bytes) by exactly this:

@@ -110,6 +110,22 @@ const std::map<std::string, Enable>& enables() {
                          a.frozen_dtype = "int8";
                          if (a.lora_rank == 0) a.frozen = "mlp";
                        }}},
+      // GPTQ runs fp16/bf16 models, AWQ fp16 ones (report/option_checks.cc): a precision given by another feature
+      // is kept (and refused where it does not fit, naming --precision). AWQ's groups of 32 divide the tiny Llama's
+      // 352-input down_proj (WQLinear_GEMM asserts in_features % group_size == 0; 128 does not).
+      {"frozen-gptq", {{"--frozen-dtype", "--precision", "--mode"}, [](EstimateArgs& a) {
+                         a.mode = "train";
+                         if (a.precision == EstimateArgs{}.precision) a.precision = "bf16";
+                         a.frozen_dtype = "gptq-int4";
+                         if (a.lora_rank == 0) a.frozen = "mlp";
+                       }}},
+      {"frozen-awq", {{"--frozen-dtype", "--precision", "--frozen-group-size", "--mode"}, [](EstimateArgs& a) {
+                        a.mode = "train";
+                        if (a.precision == EstimateArgs{}.precision) a.precision = "fp16";
+                        a.frozen_dtype = "awq-int4";
+                        a.frozen_group_size = 32;
+                        if (a.lora_rank == 0) a.frozen = "mlp";
+                      }}},
       {"frozen-half", {{"--frozen-dtype", "--mode"}, [](EstimateArgs& a) {
                          a.mode = "train";
                          a.frozen_dtype = "fp16";
@@ -278,6 +294,13 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard fsdp2"},
       {{"fsdp2", "tp"}, "--tp with --shard fsdp2: not modelled"},
       {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4: not modelled: torchao's NF4Tensor"},
+      {{"fsdp", "frozen-gptq"}, "--shard fsdp with --frozen-dtype gptq-int4: not modelled: GPTQ's packed"},
+      {{"zero3", "frozen-awq"}, "--shard zero3 with --frozen-dtype awq-int4: not modelled: AWQ's packed"},
+      {{"amp", "frozen-gptq"}, "--frozen-dtype gptq-int4 with --precision amp-bf16: gptqmodel's trainable"},
+      {{"half-precision", "frozen-awq"}, "--frozen-dtype awq-int4 with --precision bf16: AutoAWQ's WQLinear_GEMM "
+                                        "computes in float16"},
+      {{"kbit-prep", "frozen-gptq"}, "--kbit-prep with --frozen-dtype gptq-int4: PEFT's prepare_model_for_kbit_training "
+                                     "casts nothing"},
       {{"fsdp2", "torch-1.13"}, "--shard fsdp2 with --torch 1.13: fully_shard (FSDP2) is PyTorch 2's"},
       {{"torch-1.13", "fused-linear-ce"}, "--torch 1.13 with --loss fused-linear-ce: Liger Kernel needs PyTorch >= 2.1"},
       {{"torch-1.13", "offload-activations"},

@@ -315,6 +315,49 @@ TEST(Recipes, LitgptRefusesWhatItCannotRun) {
   }
 }
 
+// torchtitan v0.2.2's llama3 training (report/recipes_torchtitan.cc): on N > 1 GPUs FSDP2 with its
+// MixedPrecisionPolicy(bfloat16, float32) and apply_fsdp's groups; on one GPU no FSDP, so no policy: float32.
+TEST(Recipes, TorchtitanShardsWithItsGroupsOnSeveralGpus) {
+  CommandArgs a = training("torchtitan");
+  a.estimate.gpus = 8;
+  settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus")});
+  EXPECT_EQ(a.estimate.precision, "fp32");
+  EXPECT_EQ(a.estimate.shard, "fsdp2");
+  EXPECT_EQ(a.estimate.fsdp2_mp, "bf16:fp32");
+  EXPECT_EQ(a.estimate.fsdp_wrap, "torchtitan");
+  EXPECT_EQ(a.estimate.upcast, "rmsnorm,loss");
+  EXPECT_EQ(a.estimate.checkpoint, "selective:op");
+  EXPECT_EQ(a.estimate.optimizer, "adamw");
+  EXPECT_EQ(a.estimate.optimizer_impl, "fused");
+  EXPECT_EQ(a.estimate.attention, "sdpa");
+  EXPECT_TRUE(a.estimate.free_output);
+  CommandArgs one = training("torchtitan");
+  settle_options(one, kEstimate, {row_of("--recipe"), row_of("--mode")});
+  EXPECT_EQ(one.estimate.shard, EstimateArgs{}.shard);
+  EXPECT_EQ(one.estimate.fsdp2_mp, EstimateArgs{}.fsdp2_mp);
+  EXPECT_EQ(one.estimate.fsdp_wrap, "");
+  EXPECT_EQ(one.estimate.checkpoint, "selective:op");
+}
+
+TEST(Recipes, TorchtitanRefusesWhatItCannotRun) {
+  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> cases = {
+      {{"--lora-rank", "8"}, "--lora-rank"},
+      {{"--precision", "bf16"}, "--precision bf16"},
+      {{"--frozen-dtype", "nf4"}, "--frozen-dtype nf4"},
+  };
+  for (const auto& [flag, names] : cases) {
+    CommandArgs a = training("torchtitan");
+    set_field_text(*row_of(flag.first), a, flag.second);
+    try {
+      settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of(flag.first)});
+      ADD_FAILURE() << names << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--recipe torchtitan"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Recipes, NeedTrainingAndAKnownName) {
   CommandArgs inference = training("hf-trainer");
   inference.estimate.mode = "inference";
