@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_models/deepspeed_zero.h"
 #include "cost_models/runtime.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/graph.h"
@@ -175,6 +176,9 @@ struct TrainingOptions {
   // float32; fsdp2_reduce_dtype is the reduce-scatter's (Float32, or param_dtype's type).
   bool fsdp2_mp = false;
   DType fsdp2_reduce_dtype = DType::Float32;
+  // --deepspeed CONFIG.json: DeepSpeed ZeRO-1/2's own buffers (cost_models/deepspeed_zero.h, training_deepspeed.cc),
+  // with `shard` Zero1/Zero2; disabled: ZeRO is the idealised division by `gpus` (training_context.cc pass 6).
+  DeepSpeedZero deepspeed;
 };
 
 // --pp: one pipeline stage (its GPU), cost_models/pipeline.h.
@@ -202,6 +206,8 @@ struct TrainingResult : CostModelResult {
   int lora_adapted_layers = 0;            // --lora-rank: the Linear layers given adapters
   uint64_t lora_parameters = 0;           // --lora-rank: elements of every lora_A and lora_B
   uint64_t frozen_stored_bytes = 0;       // --frozen-dtype: the frozen weights it re-stores, as stored
+  uint64_t deepspeed_host_bytes = 0;      // --deepspeed with offload_optimizer cpu: the float32 partition, its grad,
+                                          // the optimizer states and the staging buffers on the host: not in the program
   uint64_t offloaded_host_bytes = 0;      // --offload-activations: pinned host memory the offloaded saved tensors
                                           // take (all alive at the forward's end): not in the program
   std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage; the program is the busiest one's

@@ -41,7 +41,7 @@ TrainingStep::TrainingStep(const TrainingContext& context, SegmentPlan plan)
   param_grad_via_view_.assign(nt, false);
   saved_by_op_.resize(context_.ops.size());
   params_completed_at_.resize(ops);
-  if (options_.optimizer_in_backward) {  // a parameter's grad is complete after the earliest op reading it
+  if (options_.optimizer_in_backward || options_.deepspeed.enabled) {  // a parameter's grad is complete after the earliest op reading it
     std::vector<int32_t> earliest(nt, -1);
     for (int32_t i = static_cast<int32_t>(ops) - 1; i >= 0; --i)
       for (int32_t t : context_.ops[i].inputs) {
@@ -66,6 +66,7 @@ TrainingStep::TrainingStep(const TrainingContext& context, SegmentPlan plan)
 
 TrainingResult TrainingStep::build() {
   add_parameters();
+  if (deepspeed()) ds_add_resident();
   add_inputs();
   add_persistent_grads();
   add_optimizer_states_if_steady();
@@ -77,6 +78,7 @@ TrainingResult TrainingStep::build() {
   if (flat_shards() && fsdp2()) fsdp2_root_post_forward();
   if (context_.sent.empty()) emit_loss();
   else emit_stage_send();
+  if (deepspeed()) ds_begin_backward();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
     if (flat_shards()) fsdp2() ? fsdp2_pre_backward(i) : fsdp_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
@@ -85,8 +87,10 @@ TrainingResult TrainingStep::build() {
     else emit_backward(i);
     if (flat_shards()) fsdp2() ? fsdp2_post_backward(i) : fsdp_post_backward(i);
     if (options_.optimizer_in_backward) update_params_completed_at(i);
+    if (deepspeed()) ds_after_backward(i);
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
+  if (deepspeed()) ds_end_backward();
   emit_optimizer();
   if (options_.offload_activations) apply_offload();
   fill_result();

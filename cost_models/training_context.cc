@@ -103,7 +103,9 @@ void assign_parameter_shards(const Graph& g, const TrainingOptions& o, bool any_
   l.grad_sharded.assign(g.tensors.size(), false);
   l.states_sharded.assign(g.tensors.size(), false);
   l.shard_ways = o.gpus;
-  const bool zero = o.shard == Sharding::Zero1 || o.shard == Sharding::Zero2 || o.shard == Sharding::Zero3;
+  // --deepspeed: DeepSpeedZeroOptimizer's own partitions replace the idealised division (training_deepspeed.cc).
+  const bool zero = (o.shard == Sharding::Zero1 || o.shard == Sharding::Zero2 || o.shard == Sharding::Zero3) &&
+                    !o.deepspeed.enabled;
   for (int32_t p : c.params) {
     l.states_sharded[p] = zero;
     l.grad_sharded[p] = zero && o.shard != Sharding::Zero1;

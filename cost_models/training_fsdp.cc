@@ -302,6 +302,10 @@ void TrainingStep::fsdp_new_grad_shard(int32_t u, Step& rs) {
 
 std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
   std::vector<UpdateTarget> out;
+  if (deepspeed()) {  // the float32 partition, on the GPU unless offload_optimizer
+    if (ds_config_.offload_optimizer == DeepSpeedOffload::None) out.push_back(ds_target(-1));
+    return out;
+  }
   if (flat_shards()) {
     for (size_t u = 0; u < context_.units.count(); ++u)
       if (unit_shard_[u] >= 0 && unit_trains_[u])

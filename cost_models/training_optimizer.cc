@@ -19,6 +19,7 @@ void TrainingStep::add_persistent_grads() {
     if (resident_grads) add_fsdp_resident_grads();
     return;
   }
+  if (deepspeed()) return;  // training_deepspeed.cc: the accumulated grads are all_grad_tensors
   if (resident_grads) {
     for (int32_t p : context_.params) {
       const uint64_t bytes = layout().grad_sharded[p] ? shard(bytes_of(p)) : bytes_of(p);
@@ -130,7 +131,8 @@ void TrainingStep::add_optimizer_states_if_steady() {
 
 // ---- optimizer ----
 void TrainingStep::emit_optimizer() {
-  if (!options_.optimizer_in_backward) emit_update(update_targets(), "optimizer:step", "optimizer:init_state");
+  if (deepspeed()) ds_optimizer();
+  else if (!options_.optimizer_in_backward) emit_update(update_targets(), "optimizer:step", "optimizer:init_state");
 }
 
 // --optimizer-in-backward (torchtune's optimizer_in_bwd, torchtune/training/memory.py

@@ -22,6 +22,7 @@
 
 #include "cost_models/activation_offload.h"
 #include "cost_models/cost_model.h"
+#include "cost_models/deepspeed_zero.h"
 #include "cost_models/eager_semantics.h"
 #include "cost_models/forward_emitter.h"
 #include "cost_models/graph_facts.h"
@@ -173,6 +174,18 @@ class TrainingStep {
   void record_unpack_node(int32_t node, int32_t first_step);
   void apply_offload();
 
+  // ---- DeepSpeed ZeRO-1/2, --deepspeed (training_deepspeed.cc; the rules: deepspeed_zero.h) ----
+  bool deepspeed() const { return options_.deepspeed.enabled; }
+  uint64_t ds_elements(int32_t p) const;
+  void ds_add_resident();
+  void ds_begin_backward();
+  void ds_hook(int32_t p, Phase phase);
+  void ds_reduce(Step& st);
+  void ds_after_backward(int32_t i);
+  void ds_end_backward();
+  void ds_optimizer();
+  UpdateTarget ds_target(int32_t grad) const;
+
   std::vector<UpdateTarget> update_targets() const;
   UpdateTarget param_target(int32_t p) const;
 
@@ -246,7 +259,19 @@ class TrainingStep {
   // reduce-scatter output when it is in another type than the sharded grads (0: none).
   std::vector<uint64_t> fsdp2_cast_input_bytes_, fsdp2_reduce_output_bytes_;
   // Optimizer.
-  bool bnb_maps_made_ = false;                       // bitsandbytes' quantization maps exist
+  bool bnb_maps_made_ = false;
+  // DeepSpeed: rank 0's partition, each trainable parameter's index in it (-1: none), the grads' element size, the
+  // gradient buckets, the float32 partition, grads_in_partition (this micro-batch's; with accumulation the earlier
+  // ones' all_grad_tensors), the parameters in the bucket and their elements, ZeRO-1's grads kept to the step.
+  DeepSpeedZero ds_config_;  // options_.deepspeed with "auto" resolved from the graph
+  ZeroPartition ds_;
+  std::vector<int32_t> ds_index_;
+  uint64_t ds_grad_element_bytes_ = 0;
+  std::vector<int32_t> ds_buckets_;
+  int32_t ds_fp32_ = -1, ds_grads_ = -1, ds_accumulated_ = -1;
+  std::vector<int32_t> ds_bucket_params_;
+  uint64_t ds_bucket_elements_ = 0;
+  std::vector<int32_t> ds_kept_grads_;                       // bitsandbytes' quantization maps exist
   std::vector<std::vector<int32_t>> params_completed_at_;  // --optimizer-in-backward: op -> parameters whose grad
                                                      // is complete after its backward (the earliest op reading them)
 };

@@ -75,6 +75,7 @@ const std::vector<Feature>& features() {
        [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp); }},
       {"fsdp2", "--shard", given_as("--shard", kShardChoices, Sharding::Fsdp2), S::Train,
        [](A a) { return kShardChoices.is(a.shard, Sharding::Fsdp2); }},
+      {"deepspeed", "--deepspeed", "--deepspeed", S::Train, [](A a) { return !a.deepspeed.empty(); }},
       {"fsdp2-mp", "--fsdp2-mp", "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16", S::Train,
        [](A a) { return !kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}); }},
       {"pp", "--pp", "--pp", S::Train, [](A a) { return a.pp > 1; }},
@@ -213,6 +214,19 @@ const std::vector<Refusal>& refused_pairs() {
       {"frozen-awq", "zero3", "not modelled: AWQ's packed qweight/qzeros/scales are module buffers, not parameters"},
       {"frozen-awq", "tp", "not modelled: a tensor-parallel split of AWQ's packed layers"},
       {"frozen-awq", "pp", "not modelled"},
+      // --deepspeed (report/deepspeed_config.h, cost_models/training_deepspeed.cc): DeepSpeedZeroOptimizer at stages 1
+      // and 2 over data parallelism alone, with a torch or DeepSpeed Adam on its float32 partition.
+      {"deepspeed", "ddp", "DeepSpeed's ZeRO replaces DDP: give --shard zero1/zero2 or none (the config's stage)"},
+      {"deepspeed", "zero3", "not modelled yet: stage3.py's buffers (drop --deepspeed for the idealised ZeRO-3)"},
+      {"deepspeed", "fsdp", "DeepSpeed's ZeRO is not FSDP: give --shard zero1/zero2 or none (the config's stage)"},
+      {"deepspeed", "fsdp2", "DeepSpeed's ZeRO is not FSDP: give --shard zero1/zero2 or none (the config's stage)"},
+      {"deepspeed", "amp", "not modelled: DeepSpeed's fp16/bf16 modes cast the model; give --precision fp16/bf16/fp32"},
+      {"deepspeed", "tp", "not modelled"},
+      {"deepspeed", "pp", "not modelled"},
+      {"deepspeed", "optimizer-in-backward", "DeepSpeedZeroOptimizer steps after backward"},
+      {"deepspeed", "bitsandbytes", "not modelled: DeepSpeed steps its optimizer on one float32 partition"},
+      {"deepspeed", "fused-linear-ce", "not modelled: the fused loss makes the head's grad in the forward"},
+      {"deepspeed", "torch-1.13", "not modelled"},
       {"fsdp2", "torch-1.13", "fully_shard (FSDP2) is PyTorch 2's (torch.distributed._composable.fsdp, then torch.distributed.fsdp): use --torch 2"},
   };
   return all;

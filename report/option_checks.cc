@@ -88,6 +88,9 @@ void check_requirements(const EstimateArgs& a) {
     throw InputError("--lora-targets, --lora-dropout and --lora-dtype need --lora-rank R");
   if (!kShardChoices.is(a.shard, Sharding::None) && a.gpus < 2)
     throw InputError("--shard " + a.shard + " needs --gpus N with N >= 2");
+  if (!a.deepspeed.empty() && a.gpus < 2) throw InputError("--deepspeed needs --gpus N with N >= 2 (the data-parallel ranks)");
+  if (!a.deepspeed.empty() && kZeroGradChoices.is(a.zero_grad, true))
+    throw InputError("--deepspeed with --zero-grad " + a.zero_grad + ": DeepSpeedZeroOptimizer.zero_grad sets the grads to None");
   if (a.micro_batches > 0 && a.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");
   if (!a.fsdp_wrap.empty() && !kShardChoices.is(a.shard, Sharding::Fsdp) && !kShardChoices.is(a.shard, Sharding::Fsdp2) &&
       a.pp < 2)

@@ -175,6 +175,13 @@ std::vector<OptionSpec> make_schema() {
                "FULL_SHARD, one flat parameter per wrapping unit), fsdp2 (fully_shard: each parameter sharded on dim 0, "
                "one group per wrapping unit)",
        .field = FIELD(estimate.shard), .choices = kShardChoices.names(), .show_default = true},
+      {.flag = "--deepspeed", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --gpus: a DeepSpeed config JSON; its zero_optimization stage (1 or 2; or --shard zero1/zero2) runs "
+               "as DeepSpeedZeroOptimizer does, with its gradient buckets (reduce_bucket_size, overlap_comm, "
+               "contiguous_gradients, round_robin_gradients), float32 partition and offload_optimizer; \"auto\" as HF "
+               "Trainer fills it. Keys that change memory and are not modelled are refused",
+       .field = FIELD(estimate.deepspeed),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.deepspeed.empty(), ", deepspeed " + a.deepspeed); }},
       {.flag = "--tied-embeddings", .kind = K::Choice, .commands = kEstimating,
        .help = "auto: the head is held as the token embedding only when the file proves the tie (the head reads the "
                "embedding's own initializer, as an export without constant folding writes it); a head with its own "

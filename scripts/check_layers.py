@@ -41,6 +41,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("cudnn_workspace", "device_memory", "files", "gpu_catalog_data", "json_text", "sizes"),  # no report/ include
     ("estimate",),                                         # a graph through a cost model and the planner
     ("estimate_format", "gpu_catalog", "kv_cache", "option_choices", "timeline", "trace"),  # read an Estimate; choice names
+    ("deepspeed_config",),                                 # --deepspeed: a DeepSpeed config file into ZeRO's settings
     ("estimate_config",),                                  # command-line strings into estimate options
     ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe

@@ -1024,5 +1024,54 @@ class HelpTest(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(SRC, path)), f"--help names {path}, which does not exist")
 
 
+class DeepSpeedTest(unittest.TestCase):
+    """--deepspeed CONFIG.json: DeepSpeed ZeRO-1/2's own buffers from its config keys (docs/cost-models.md 3.9)."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train",
+            "--gpus", "2", "--precision", "bf16", "--runtime", "ideal"]
+
+    def config(self, text):
+        d = tempfile.mkdtemp(prefix="memplan_deepspeed_")
+        self.addCleanup(shutil.rmtree, d)
+        path = os.path.join(d, "ds.json")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_bad_input_exits_2_with_one_message(self):
+        cases = [
+            ('{"zero_optimization": {"stage": 2,', [], "not valid JSON"),
+            ('{"zero_optimization": {"stage": 2}}', ["--shard", "zero1"],
+             "zero_optimization.stage 2 contradicts --shard zero1"),
+            ('{"zero_optimization": {"stage": 2, "reduce_bucket_size": -5}}', [],
+             "zero_optimization.reduce_bucket_size must be >= 0"),
+            ('{"zero_optimization": {"stage": 2}, "activation_checkpointing": {}}', [], "activation_checkpointing is not modelled"),
+            ('{"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}', [], "fp16.enabled contradicts --precision bf16"),
+        ]
+        for text, extra, message in cases:
+            p = run(*self.BASE, "--deepspeed", self.config(text), *extra, check_rc=2)
+            self.assertIn(message, p.stderr, text)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # "auto" needs the hidden size: resnet18 has no embedding table to read it from.
+        p = run("estimate", "tests/models/resnet18_train.onnx", "--batch", "2", "--mode", "train", "--gpus", "2",
+                "--deepspeed", self.config('{"zero_optimization": {"stage": 2, "reduce_bucket_size": "auto"}}'), check_rc=2)
+        self.assertIn('zero_optimization.reduce_bucket_size is "auto"', p.stderr)
+
+    def test_the_buckets_set_the_peak(self):
+        # Buckets of 4e6 and 8e6 bf16 elements, two each (overlap_comm), far above the tiny Llama's grads: the peak is in
+        # backward with both alive, and moves by 2 x 4e6 x 2 bytes = 16,000,000.
+        def peak(bucket):
+            cfg = self.config('{"zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": %d}}' % bucket)
+            return run_json(*self.BASE, "--deepspeed", cfg)["schedule"]["model_order_peak_bytes"]
+        self.assertEqual(peak(8000000) - peak(4000000), 16000000)
+
+    def test_offload_is_its_own_host_line(self):
+        cfg = self.config('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2, '
+                          '"offload_optimizer": {"device": "cpu", "pin_memory": true}}}')
+        j = run_json(*self.BASE, "--deepspeed", cfg)
+        self.assertGreater(j["training"]["deepspeed_offload_host_bytes"], 0)
+        jsonschema.validate(j, schema("estimate"))
+        self.assertIn("DeepSpeed offloaded optimizer", run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -3,6 +3,8 @@
 // estimate runs. A pair that a cost model refuses, or that crashes, fails here: the matrix must list it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -21,6 +23,19 @@ struct Enable {
   std::vector<std::string> flags;
   void (*apply)(EstimateArgs&);
 };
+
+// --deepspeed's config: ZeRO-2 with overlap_comm and HF Trainer's "auto" bucket, in a file written once.
+std::string deepspeed_config_file() {
+  static const std::string path = [] {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_combinations_test";
+    std::filesystem::create_directories(dir);
+    const std::string file = (dir / "zero2.json").string();
+    std::ofstream(file) << R"({"bf16": {"enabled": "auto"}, "gradient_accumulation_steps": "auto",
+                               "zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": "auto"}})";
+    return file;
+  }();
+  return path;
+}
 
 const std::map<std::string, Enable>& enables() {
   static const std::map<std::string, Enable> all = {
@@ -67,6 +82,11 @@ const std::map<std::string, Enable>& enables() {
                     a.gpus = 2;
                     a.shard = "zero2";
                   }}},
+      {"deepspeed", {{"--deepspeed", "--gpus", "--mode"}, [](EstimateArgs& a) {
+                       a.mode = "train";
+                       a.gpus = 2;
+                       a.deepspeed = deepspeed_config_file();
+                     }}},
       {"zero3", {{"--shard", "--mode"}, [](EstimateArgs& a) {
                    a.mode = "train";
                    a.gpus = 2;

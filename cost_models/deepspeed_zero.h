@@ -1,0 +1,64 @@
+// DeepSpeed ZeRO-1/2 (--deepspeed CONFIG.json): the buffers DeepSpeedZeroOptimizer allocates on the GPU, sized by
+// the config's zero_optimization keys (report/deepspeed_config.cc reads the file into DeepSpeedZero; this file never
+// reads JSON). Source: DeepSpeed at commit edaa7221267243c7be7fb49c5d5f5c4fb97b4641 (0.19.6 development),
+// deepspeed/runtime/zero/stage_1_and_2.py; each rule below names its function. The step's use of them is
+// cost_models/training_deepspeed.cc. Rules and their sources: docs/cost-models.md, "DeepSpeed ZeRO".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "onnx_import/graph.h"
+
+namespace memplan {
+
+// Where offload_optimizer puts the fp32 partition, its grad and the optimizer states (OffloadDeviceEnum).
+enum class DeepSpeedOffload { None, Cpu };
+
+// The zero_optimization keys that size GPU memory, "auto" already resolved (report/deepspeed_config.cc), with
+// DeepSpeedZeroConfig's defaults (deepspeed/runtime/zero/config.py).
+struct DeepSpeedZero {
+  bool enabled = false;
+  int stage = 0;                                 // 1 or 2 (3 is refused: not modelled)
+  uint64_t reduce_bucket_size = 500000000;       // elements (pp_int(5e8))
+  bool reduce_bucket_size_auto = false;          // "auto": hidden_size^2 (resolve_deepspeed_auto)
+  uint64_t allgather_bucket_size = 500000000;    // elements; no GPU buffer with all_gather_into_tensor
+  bool overlap_comm = false;                     // None -> stage == 3 (overlap_comm_valid): false for 1 and 2
+  bool contiguous_gradients = true;
+  bool round_robin_gradients = false;
+  DeepSpeedOffload offload_optimizer = DeepSpeedOffload::None;
+};
+
+// The model's hidden size as the graph shows it: the width every embedding table (a 2-D trainable initializer a Gather
+// reads with integer indices) shares, confirmed by a square trainable weight of that width (an attention projection).
+// 0 when not found that way (no embedding, tables of different widths, a factorised embedding such as ALBERT's).
+int64_t graph_hidden_size(const Graph& g);
+
+// "auto" as HF Trainer's integration fills it (transformers integrations/deepspeed.py,
+// HfTrainerDeepSpeedConfig.trainer_config_finalize: reduce_bucket_size = hidden_size * hidden_size). Throws
+// InputError naming the key when the graph gives no hidden size.
+void resolve_deepspeed_auto(DeepSpeedZero& z, const Graph& g);
+
+// One rank's share of the flat group (rank 0's, the rank memplan reports), in elements.
+struct ZeroPartition {
+  uint64_t params = 0;           // trainable elements flattened (one parameter group)
+  uint64_t aligned = 0;          // the flat buffer: params rounded up to 2 * gpus (flatten_dense_tensors_aligned)
+  uint64_t partition = 0;        // aligned / gpus: the fp32 partition, its grad, each Adam state
+  uint64_t grads_in_partition = 0;  // whole elements of every parameter overlapping rank 0's partition
+  uint64_t largest_param = 0;    // the largest parameter (offload's temp_grad_buffer_for_gpu_offload)
+  std::vector<bool> in_partition;  // per parameter, in the given order: in rank 0's params_in_partition
+};
+
+// `elements`: the trainable parameters' element counts in model.parameters() order.
+ZeroPartition zero_partition(const std::vector<uint64_t>& elements, int gpus, bool round_robin);
+
+// The contiguous gradient buckets setup_buckets allocates: overlap_comm ? 2 : 1 (0 without contiguous_gradients).
+int ipg_buffer_count(const DeepSpeedZero& z);
+
+// The report's account of the buffers (a note), and what offload_optimizer keeps on the host, in bytes.
+std::string deepspeed_note(const DeepSpeedZero& z, const ZeroPartition& p, int gpus, uint64_t grad_element_bytes);
+uint64_t deepspeed_host_bytes(const DeepSpeedZero& z, const ZeroPartition& p, uint64_t grad_element_bytes,
+                              int optimizer_states);
+
+}  // namespace memplan

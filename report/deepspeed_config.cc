@@ -1,0 +1,284 @@
+#include "report/deepspeed_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "onnx_import/errors.h"
+#include "report/option_choices.h"
+
+namespace memplan {
+namespace {
+
+using Json = nlohmann::json;
+
+// Top-level keys that change no GPU memory memplan models, or that the graph and the options decide (the
+// micro-batch is the graph's batch): logging, monitoring, the learning-rate schedule, clipping (in place,
+// unscale_and_clip_grads), checkpoint saving.
+const std::set<std::string> kIgnoredTop = {
+    "train_batch_size", "train_micro_batch_size_per_gpu", "steps_per_print", "wall_clock_breakdown",
+    "gradient_clipping", "scheduler", "prescale_gradients", "gradient_predivide_factor",
+    "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "tensorboard", "wandb", "csv_monitor", "comet",
+    "comms_logger", "flops_profiler", "dump_state", "memory_breakdown", "checkpoint", "disable_allgather"};
+// zero_optimization keys that change no GPU memory at stages 1 and 2 (reduce_scatter and allgather_partitions
+// choose collectives that work in the buckets; the stage3_* keys and sub_group_size act at stage 3 only; the rest
+// are checkpoint or logging behaviour).
+const std::set<std::string> kIgnoredZero = {
+    "reduce_scatter", "allgather_partitions", "load_from_fp32_weights", "elastic_checkpoint",
+    "ignore_unused_parameters", "use_multi_rank_bucket_allreduce", "stage3_gather_16bit_weights_on_model_save",
+    "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", "sub_group_size",
+    "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+    "stage3_param_persistence_threshold", "prefetch_bucket_size", "max_live_parameters", "max_reuse_distance",
+    "param_persistence_threshold", "log_trace_cache_warnings", "enable_sanity_checks"};
+// fp16 / bf16 keys besides "enabled": the loss scaler's settings (scalars).
+const std::set<std::string> kIgnoredPrecision = {"loss_scale", "loss_scale_window", "initial_scale_power", "hysteresis",
+                                                 "consecutive_hysteresis", "min_loss_scale", "check_grad_overflow"};
+// offload_optimizer / offload_param keys besides "device": pinning and NVMe settings of host memory.
+const std::set<std::string> kIgnoredOffload = {"pin_memory", "nvme_path", "buffer_count", "buffer_size", "fast_init",
+                                               "max_in_cpu", "pipeline_read", "pipeline_write"};
+
+class Reader {
+ public:
+  explicit Reader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw InputError("--deepspeed " + path_ + ": " + key + " " + why);
+  }
+
+  bool is_auto(const Json& v) const { return v.is_string() && v.get<std::string>() == "auto"; }
+
+  bool boolean(const Json& v, const std::string& key) const {
+    if (!v.is_boolean()) fail(key, "must be true or false" + std::string(is_auto(v) ? " (HF Trainer fills no \"auto\" here)" : ""));
+    return v.get<bool>();
+  }
+
+  // A non-negative whole number (DeepSpeed's pp_int fields are ints with ge=0; JSON writes 5e8 as a float).
+  uint64_t count(const Json& v, const std::string& key) const {
+    if (v.is_number_unsigned()) return v.get<uint64_t>();
+    if (v.is_number_integer()) fail(key, "must be >= 0 (DeepSpeedZeroConfig: ge=0), got " + v.dump());
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (d < 0) fail(key, "must be >= 0 (DeepSpeedZeroConfig: ge=0), got " + v.dump());
+      if (d != std::floor(d) || d > 9.007199254740992e15) fail(key, "must be a whole number of elements, got " + v.dump());
+      return static_cast<uint64_t>(d);
+    }
+    fail(key, "must be a number" + std::string(is_auto(v) ? ": HF Trainer fills no \"auto\" for it" : ", got " + v.dump()));
+  }
+
+  void unknown(const std::string& key) const {
+    fail(key, "is not modelled (it may change what DeepSpeed holds on the GPU) or not a key memplan knows; the "
+              "keys read and ignored are listed in docs/cost-models.md, \"DeepSpeed ZeRO\"");
+  }
+
+  void precision(const Json& section, const std::string& name, DeepSpeedSettings& s) const {
+    if (!section.is_object()) fail(name, "must be an object");
+    for (const auto& [key, v] : section.items()) {
+      const std::string full = name + "." + key;
+      if (key == "enabled") {
+        if (is_auto(v)) continue;
+        if (boolean(v, full)) {
+          if (!s.precision.empty() && s.precision != "fp32") fail(full, "and " + s.precision + ".enabled are both true");
+          s.precision = name;
+        } else if (s.precision.empty()) {
+          s.precision = "fp32";
+        }
+      } else if (!kIgnoredPrecision.count(key)) {
+        unknown(full);
+      }
+    }
+  }
+
+  DeepSpeedOffload offload(const Json& section, const std::string& name, bool optimizer) const {
+    if (!section.is_object()) fail(name, "must be an object");
+    DeepSpeedOffload where = DeepSpeedOffload::None;
+    for (const auto& [key, v] : section.items()) {
+      const std::string full = name + "." + key;
+      if (key == "device") {
+        const std::string d = v.is_string() ? v.get<std::string>() : "";
+        if (d == "cpu" && optimizer) where = DeepSpeedOffload::Cpu;
+        else if (d == "cpu" || d == "nvme")
+          fail(full, "'" + d + "' is not modelled: " +
+                         (optimizer ? std::string("NVMe offload is ZeRO-Infinity's, at stage 3")
+                                    : std::string("offload_param moves ZeRO-3's parameters, and stage 3 is not modelled")));
+        else if (d != "none") fail(full, "must be \"none\", \"cpu\" or \"nvme\", got " + v.dump());
+      } else if (key == "ratio") {
+        if (!v.is_number() || v.get<double>() != 1.0) fail(full, "below 1 (partial offload) is stage 3's: not modelled");
+      } else if (!kIgnoredOffload.count(key)) {
+        unknown(full);
+      }
+    }
+    return where;
+  }
+
+  void zero(const Json& section, DeepSpeedSettings& s) const {
+    if (!section.is_object()) fail("zero_optimization", "must be an object");
+    DeepSpeedZero& z = s.zero;
+    bool overlap_given = false;
+    for (const auto& [key, v] : section.items()) {
+      const std::string full = "zero_optimization." + key;
+      if (key == "stage") {
+        const uint64_t stage = count(v, full);
+        if (stage > 3) fail(full, "must be 0, 1, 2 or 3, got " + v.dump());
+        s.stage = static_cast<int>(stage);
+      } else if (key == "reduce_bucket_size") {
+        if (is_auto(v)) z.reduce_bucket_size_auto = true;
+        else z.reduce_bucket_size = count(v, full);
+      } else if (key == "allgather_bucket_size") {
+        z.allgather_bucket_size = count(v, full);
+      } else if (key == "overlap_comm") {
+        z.overlap_comm = boolean(v, full);
+        overlap_given = true;
+      } else if (key == "contiguous_gradients") {
+        z.contiguous_gradients = boolean(v, full);
+      } else if (key == "round_robin_gradients") {
+        z.round_robin_gradients = boolean(v, full);
+      } else if (key == "offload_optimizer") {
+        z.offload_optimizer = offload(v, full, /*optimizer=*/true);
+      } else if (key == "offload_param") {
+        offload(v, full, /*optimizer=*/false);
+      } else if (kIgnoredZero.count(key)) {
+        if (key.rfind("stage3_", 0) == 0 && (key == "stage3_prefetch_bucket_size" || key == "stage3_param_persistence_threshold") && is_auto(v))
+          continue;  // HF Trainer fills these from the hidden size at stage 3 only
+        if (key.find("bucket") != std::string::npos || key.find("threshold") != std::string::npos ||
+            key.find("max_") != std::string::npos || key == "sub_group_size")
+          count(v, full);  // still checked: DeepSpeed would refuse a negative one
+      } else {
+        unknown(full);
+      }
+    }
+    // DeepSpeedZeroConfig.overlap_comm_valid: None becomes `stage == 3`.
+    if (!overlap_given) z.overlap_comm = s.stage == 3;
+    // DeepSpeedZeroOptimizer.__init__ asserts allgather_bucket_size % nccl_start_alignment_factor (2) == 0.
+    if (z.allgather_bucket_size % 2 != 0)
+      fail("zero_optimization.allgather_bucket_size", "must be a multiple of 2 (stage_1_and_2.py asserts it), got " +
+                                                          std::to_string(z.allgather_bucket_size));
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+}  // namespace
+
+const std::vector<std::string>& deepspeed_ignored_keys() {
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> out(kIgnoredTop.begin(), kIgnoredTop.end());
+    for (const std::string& k : kIgnoredZero) out.push_back("zero_optimization." + k);
+    for (const std::string& k : kIgnoredPrecision) out.push_back("fp16/bf16." + k);
+    for (const std::string& k : kIgnoredOffload) out.push_back("offload_optimizer/offload_param." + k);
+    return out;
+  }();
+  return all;
+}
+
+DeepSpeedSettings read_deepspeed_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("--deepspeed " + path + ": cannot open the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  Json j;
+  try {
+    j = Json::parse(text.str());
+  } catch (const Json::parse_error& e) {
+    throw InputError("--deepspeed " + path + ": not valid JSON (" + e.what() + ")");
+  }
+  const Reader r(path);
+  if (!j.is_object()) r.fail("the file", "must hold a JSON object");
+  DeepSpeedSettings s;
+  s.zero.enabled = true;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "zero_optimization") {
+      r.zero(v, s);
+    } else if (key == "fp16" || key == "bf16" || key == "bfloat16") {
+      r.precision(v, key == "fp16" ? "fp16" : "bf16", s);
+    } else if (key == "gradient_accumulation_steps") {
+      if (!r.is_auto(v)) {
+        const uint64_t n = r.count(v, key);
+        if (n < 1 || n > 1000000) r.fail(key, "must be at least 1, got " + v.dump());
+        s.grad_accum = static_cast<int>(n);
+      }
+    } else if (key == "optimizer") {
+      if (!v.is_object() || !v.contains("type") || !v["type"].is_string()) r.fail("optimizer", "must be an object with a \"type\"");
+      s.optimizer = lower(v["type"].get<std::string>());
+      for (const auto& [k, w] : v.items())
+        if (k != "type" && k != "params") r.unknown("optimizer." + k);
+    } else if (!kIgnoredTop.count(key)) {
+      r.unknown(key);
+    }
+  }
+  return s;
+}
+
+void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const std::string& shard_flag,
+                     const std::string& precision_flag, bool impl_given, TrainingOptions& t) {
+  const std::string where = "--deepspeed " + path + ": ";
+  // The stage: the config's, else --shard's; both given, they must agree.
+  const bool shard_given = shard_flag != "none";
+  if (shard_given && !kShardChoices.is(shard_flag, Sharding::Zero1) && !kShardChoices.is(shard_flag, Sharding::Zero2) &&
+      !kShardChoices.is(shard_flag, Sharding::Zero3))
+    throw InputError(where + "DeepSpeed's ZeRO is not --shard " + shard_flag + ": give --shard zero1/zero2 or none "
+                     "(the config's zero_optimization.stage)");
+  const int flag_stage = !shard_given ? -1 : kShardChoices.is(shard_flag, Sharding::Zero1) ? 1
+                                           : kShardChoices.is(shard_flag, Sharding::Zero2) ? 2 : 3;
+  if (s.stage >= 0 && flag_stage >= 0 && s.stage != flag_stage)
+    throw InputError(where + "zero_optimization.stage " + std::to_string(s.stage) + " contradicts --shard " + shard_flag);
+  const int stage = s.stage >= 0 ? s.stage : flag_stage;
+  if (stage < 0)
+    throw InputError(where + "no zero_optimization.stage and no --shard zero1/zero2: say which ZeRO stage runs");
+  if (stage == 0)
+    throw InputError(where + "zero_optimization.stage 0 is DeepSpeed without ZeRO: not modelled (give stage 1 or 2)");
+  if (stage == 3)
+    throw InputError(where + "ZeRO stage 3 (" + (s.stage == 3 ? "zero_optimization.stage" : "--shard zero3") +
+                     ") is not modelled with --deepspeed yet: stage3.py's prefetch and persistence are not read; "
+                     "drop --deepspeed for the idealised --shard zero3");
+  t.shard = stage == 1 ? Sharding::Zero1 : Sharding::Zero2;
+  t.deepspeed = s.zero;
+  t.deepspeed.stage = stage;
+  // fp16/bf16: DeepSpeed casts the model (engine: the module in the enabled type) and keeps float32 partitions.
+  if (!s.precision.empty() && s.precision != precision_flag)
+    throw InputError(where + (s.precision == "fp32" ? std::string("fp16 and bf16 disabled (a float32 model)")
+                                                    : s.precision + ".enabled") +
+                     " contradicts --precision " + precision_flag);
+  // DeepSpeedEngine._configure_distributed_model casts every parameter to the enabled type
+  // (_cast_module_mixed_precision): PEFT's float32 adapters become bf16/fp16 too.
+  if (t.lora_rank > 0 && t.lora_float32 && (t.precision == Precision::Fp16 || t.precision == Precision::Bf16))
+    throw InputError(where + "DeepSpeed casts every parameter to " + precision_flag +
+                     ", PEFT's float32 adapters too: give --lora-dtype base with --precision " + precision_flag);
+  if (s.grad_accum > 0 && s.grad_accum != t.grad_accum)
+    throw InputError(where + "gradient_accumulation_steps " + std::to_string(s.grad_accum) + " contradicts --grad-accum " +
+                     std::to_string(t.grad_accum));
+  if (t.grad_accum > 1 && stage == 1)
+    throw InputError(where + "ZeRO-1 with --grad-accum > 1 is not modelled (the grads accumulate whole in .grad "
+                     "between boundaries, then move into the buckets)");
+  if (t.grad_accum > 1 && t.deepspeed.offload_optimizer == DeepSpeedOffload::Cpu)
+    throw InputError(where + "offload_optimizer cpu with --grad-accum > 1 is not modelled (the host accumulation)");
+  if (!t.deepspeed.contiguous_gradients)
+    throw InputError(where + "zero_optimization.contiguous_gradients false is not modelled (buffered_reduce_fallback "
+                     "flattens each bucket's grads)");
+  // DeepSpeed's own optimizer: "Adam"/"AdamW" become FusedAdam (deepspeed/ops/adam/fused_adam.py, multi_tensor_applier:
+  // no temporaries), DeepSpeedCPUAdam under offload_optimizer cpu.
+  if (!s.optimizer.empty()) {
+    if (s.optimizer != "adam" && s.optimizer != "adamw")
+      throw InputError(where + "optimizer.type '" + s.optimizer + "' is not modelled (Adam and AdamW are)");
+    if (t.optimizer != Optimizer::Adam && t.optimizer != Optimizer::AdamW)
+      throw InputError(where + "optimizer.type " + s.optimizer + " contradicts --optimizer " +
+                       kOptimizerChoices.name_of(t.optimizer));
+    if (impl_given && t.optimizer_impl != OptimizerImpl::Fused)
+      throw InputError(where + "optimizer.type " + s.optimizer + " is DeepSpeed's FusedAdam, which contradicts "
+                       "--optimizer-impl " + kOptimizerImplChoices.name_of(t.optimizer_impl) + " (give fused, or none)");
+    t.optimizer_impl = OptimizerImpl::Fused;
+  }
+  // DeepSpeedZeroOptimizer.zero_grad(set_to_none=True): no grads are kept between steps.
+  t.grads_kept_between_steps = false;
+}
+
+}  // namespace memplan

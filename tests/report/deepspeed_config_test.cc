@@ -1,0 +1,123 @@
+// --deepspeed CONFIG.json (report/deepspeed_config.h): what the reader takes, what it ignores, and the refusals, each
+// one message naming the key (and, for a contradiction, both sides).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "onnx_import/errors.h"
+#include "report/deepspeed_config.h"
+#include "report/estimate_config.h"
+
+namespace memplan {
+namespace {
+
+std::string write_config(const std::string& name, const std::string& text) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_deepspeed_config_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string refusal(const std::string& text, const std::string& shard = "none", const std::string& precision = "bf16",
+                    int grad_accum = 1) {
+  try {
+    const std::string path = write_config("refused.json", text);
+    TrainingOptions t;
+    t.grad_accum = grad_accum;
+    apply_deepspeed(read_deepspeed_config(path), path, shard, precision, false, t);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(DeepSpeedConfig, ReadsTheKeysAndDeepSpeedsDefaults) {
+  // 5e8 is a JSON float: a whole number of elements. overlap_comm absent: DeepSpeedZeroConfig.overlap_comm_valid
+  // makes it stage == 3, false here. Logging and the scheduler are ignored.
+  const std::string path = write_config(
+      "stage2.json",
+      R"({"bf16": {"enabled": true}, "steps_per_print": 10, "scheduler": {"type": "WarmupLR"},
+          "zero_optimization": {"stage": 2, "reduce_bucket_size": 2e8, "round_robin_gradients": true,
+                                "offload_optimizer": {"device": "cpu", "pin_memory": true}}})");
+  const DeepSpeedSettings s = read_deepspeed_config(path);
+  EXPECT_EQ(s.stage, 2);
+  EXPECT_EQ(s.precision, "bf16");
+  EXPECT_EQ(s.zero.reduce_bucket_size, 200000000u);
+  EXPECT_EQ(s.zero.allgather_bucket_size, 500000000u);  // DeepSpeedZeroConfig's default, pp_int(5e8)
+  EXPECT_FALSE(s.zero.overlap_comm);
+  EXPECT_TRUE(s.zero.contiguous_gradients);
+  EXPECT_TRUE(s.zero.round_robin_gradients);
+  EXPECT_EQ(s.zero.offload_optimizer, DeepSpeedOffload::Cpu);
+  TrainingOptions t;
+  t.precision = Precision::Bf16;
+  apply_deepspeed(s, path, "none", "bf16", false, t);  // the stage from the config
+  EXPECT_EQ(t.shard, Sharding::Zero2);
+  EXPECT_EQ(t.deepspeed.stage, 2);
+}
+
+TEST(DeepSpeedConfig, DeepSpeedsOwnAdamIsFused) {
+  const std::string path = write_config("adam.json", R"({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
+                                                         "zero_optimization": {"stage": 1}})");
+  TrainingOptions t;
+  apply_deepspeed(read_deepspeed_config(path), path, "zero1", "fp32", false, t);
+  EXPECT_EQ(t.optimizer_impl, OptimizerImpl::Fused);
+  EXPECT_EQ(t.shard, Sharding::Zero1);
+}
+
+TEST(DeepSpeedConfig, BadInputIsOneMessageNamingTheKey) {
+  EXPECT_TRUE(has(refusal(R"({"zero_optimization": {"stage": 2,)"), "not valid JSON")) << refusal("{");
+  EXPECT_TRUE(has(refusal("[1, 2]"), "JSON object"));
+  const std::string mismatch = refusal(R"({"zero_optimization": {"stage": 2}})", "zero1");
+  EXPECT_TRUE(has(mismatch, "zero_optimization.stage 2") && has(mismatch, "--shard zero1")) << mismatch;
+  const std::string negative = refusal(R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1}})");
+  EXPECT_TRUE(has(negative, "zero_optimization.reduce_bucket_size") && has(negative, ">= 0")) << negative;
+  const std::string fraction = refusal(R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": 1.5}})");
+  EXPECT_TRUE(has(fraction, "whole number")) << fraction;
+  const std::string overlap_auto = refusal(R"({"zero_optimization": {"stage": 2, "overlap_comm": "auto"}})");
+  EXPECT_TRUE(has(overlap_auto, "zero_optimization.overlap_comm")) << overlap_auto;
+  const std::string unknown = refusal(R"({"activation_checkpointing": {}, "zero_optimization": {"stage": 2}})");
+  EXPECT_TRUE(has(unknown, "activation_checkpointing") && has(unknown, "not modelled")) << unknown;
+  const std::string quantized = refusal(R"({"zero_optimization": {"stage": 2, "zero_quantized_gradients": true}})");
+  EXPECT_TRUE(has(quantized, "zero_optimization.zero_quantized_gradients")) << quantized;
+  const std::string stage3 = refusal(R"({"zero_optimization": {"stage": 3}})");
+  EXPECT_TRUE(has(stage3, "stage 3") && has(stage3, "not modelled")) << stage3;
+  const std::string no_stage = refusal(R"({"zero_optimization": {"overlap_comm": true}})");
+  EXPECT_TRUE(has(no_stage, "no zero_optimization.stage")) << no_stage;
+  const std::string precision = refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}})");
+  EXPECT_TRUE(has(precision, "fp16.enabled") && has(precision, "--precision bf16")) << precision;
+  const std::string accumulation = refusal(R"({"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}})");
+  EXPECT_TRUE(has(accumulation, "gradient_accumulation_steps 4") && has(accumulation, "--grad-accum 1")) << accumulation;
+  const std::string nvme = refusal(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}})");
+  EXPECT_TRUE(has(nvme, "offload_optimizer.device")) << nvme;
+  const std::string param = refusal(R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})");
+  EXPECT_TRUE(has(param, "offload_param.device")) << param;
+  const std::string ddp = refusal(R"({"zero_optimization": {"stage": 2}})", "ddp");
+  EXPECT_TRUE(has(ddp, "--shard ddp")) << ddp;
+}
+
+// End to end on the tiny Llama: "auto" becomes hidden_size^2 = 128^2 = 16384 (tests/models/llama.py: llama_tiny's
+// hidden_size 128) from its embedding table, named in the note.
+TEST(DeepSpeedConfig, AutoRunsOnTheTinyLlama) {
+  EstimateArgs a;
+  a.model.path = std::string(MEMPLAN_ZOO_DIR) + "/llama_tiny_train.onnx";
+  a.model.batch = 2;
+  a.model.dims = {"seq=16"};
+  a.top = 0;
+  a.mode = "train";
+  a.gpus = 2;
+  a.deepspeed = write_config("auto.json", R"({"bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
+      "zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": "auto"}})");
+  const ConfiguredEstimate c = estimate_model(a);
+  bool noted = false;
+  for (const std::string& n : c.estimate.notes) noted |= has(n, "DeepSpeed ZeRO-2") && has(n, "2 gradient bucket(s) of reduce_bucket_size 16384 elements");
+  EXPECT_TRUE(noted);
+  EXPECT_GT(c.estimate.total_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace memplan
