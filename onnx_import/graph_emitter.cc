@@ -208,47 +208,35 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       names[n.output(0)] = t.name();
       folded.push_back(std::move(t));
       p.removed = true;
-    } else if (n.op_type() == "Cast" && n.input_size() == 1 && constants.count(n.input(0)) &&
-               n.attribute_size() == 1 && n.attribute(0).i() == TensorProto::FLOAT &&
-               (constants.at(n.input(0))->node->attribute(0).t().data_type() == TensorProto::DOUBLE ||
-                constants.at(n.input(0))->node->attribute(0).t().data_type() == TensorProto::FLOAT)) {
-      // A Python float's Cast to float32 (gpt_oss's clamp bounds): a float32 Constant in the node's scope.
-      const TensorProto& value = constants.at(n.input(0))->node->attribute(0).t();
-      float f = 0;
-      if (value.data_type() == TensorProto::DOUBLE && value.raw_data().size() == sizeof(double)) {
-        double d;
-        std::memcpy(&d, value.raw_data().data(), sizeof d);
-        f = float(d);
-      } else if (value.data_type() == TensorProto::FLOAT && value.raw_data().size() == sizeof(float)) {
-        std::memcpy(&f, value.raw_data().data(), sizeof f);
-      } else {
-        throw InternalError("folding a Cast of a constant that is not a float or double scalar");
-      }
-      n.set_op_type("Constant");
-      n.clear_input();
-      n.clear_attribute();
-      AttributeProto* a = n.add_attribute();
-      a->set_name("value");
-      a->set_type(AttributeProto::TENSOR);
-      a->mutable_t()->set_data_type(TensorProto::FLOAT);
-      a->mutable_t()->set_raw_data(std::string(reinterpret_cast<const char*>(&f), sizeof f));
-      constants[n.output(0)] = &p;
-      ++next_number;
     } else if ((n.op_type() == "Cast" && n.input_size() == 1 && constants.count(n.input(0))) ||
                (n.op_type() == "Shape" && n.input_size() == 1 && constants.count(n.input(0)))) {
-      // Cast(int64 scalar) to float (scatter_'s scalar src, DeepSeek's router), or Shape(1-D constant) (expand's
-      // constant size list): a Constant of the result, in the node's scope.
+      // Cast of a scalar to float: an int64 (scatter_'s scalar src, DeepSeek's router) or a Python float, double or
+      // float (gpt_oss's clamp bounds); or Shape(1-D int64 constant) (expand's constant size list): a Constant of
+      // the result, in the node's scope.
       const TensorProto& in = constants.at(n.input(0))->node->attribute(0).t();
       const bool cast = n.op_type() == "Cast";
-      if (in.data_type() != TensorProto::INT64 || in.dims_size() != (cast ? 0 : 1) ||
-          (cast && (n.attribute_size() != 1 || n.attribute(0).i() != TensorProto::FLOAT)))
+      const size_t width = in.data_type() == TensorProto::INT64 || in.data_type() == TensorProto::DOUBLE ? 8
+                           : in.data_type() == TensorProto::FLOAT                                          ? 4
+                                                                                                           : 0;
+      if ((cast ? width == 0 : in.data_type() != TensorProto::INT64) || in.dims_size() != (cast ? 0 : 1) ||
+          (cast && (in.raw_data().size() != width || n.attribute_size() != 1 ||
+                    n.attribute(0).i() != TensorProto::FLOAT)))
         throw InternalError("folding a " + n.op_type() + " of a constant memplan does not fold");
       std::string raw;
       std::vector<int64_t> dims;
       if (cast) {
-        int64_t v;
-        std::memcpy(&v, in.raw_data().data(), sizeof v);
-        const float f = float(v);
+        float f = 0;
+        if (in.data_type() == TensorProto::INT64) {
+          int64_t v;
+          std::memcpy(&v, in.raw_data().data(), sizeof v);
+          f = float(v);
+        } else if (in.data_type() == TensorProto::DOUBLE) {
+          double d;
+          std::memcpy(&d, in.raw_data().data(), sizeof d);
+          f = float(d);
+        } else {
+          std::memcpy(&f, in.raw_data().data(), sizeof f);
+        }
         raw.assign(reinterpret_cast<const char*>(&f), sizeof f);
       } else {
         const int64_t rank = in.dims(0);
