@@ -159,7 +159,9 @@ def hf_rows(memplan_fit):
             setup="the error is in tokens, and the weights and states do not grow with the context, so it is about "
                   "4x the error in bytes near the boundary: memplan puts the published lengths inside the budget with "
                   "little to spare (12,264 tokens: 37.6 GiB reserved of the A100-40GB's 38.4 GiB; 28,454 tokens: 77.4 "
-                  "of the A100-80GB's 78.1 GiB, the step growing about 0.64 MiB a token there); the source gives neither the optimizer (Unsloth's notebooks "
+                  "of the A100-80GB's 78.1 GiB, the step growing about 0.64 MiB a token there); fit's answer is the run's, "
+                  "not the steady step's (alone that would fit 14,315 and 31,811 tokens): the first iteration leaves "
+                  "cached blocks the steady steps must then fit around; the source gives neither the optimizer (Unsloth's notebooks "
                   "use adamw_8bit: -0.47 GiB of Adam states against the recipe's fused AdamW), nor the transformers "
                   "version (its loss then; the recipe follows today's), nor whether the GPU was an A100 or its VRAM "
                   "capped; flash attention 2 is costed as sdpa (neither keeps a seq x seq matrix)"))
