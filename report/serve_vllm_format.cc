@@ -149,6 +149,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
        a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.estimated_max_model_len)}};
   add_layer_groups(a, j["kv_cache"]);
   if (a.moe.blocks > 0) j["replaced"]["fused_moe"] = vllm_moe_to_json(a.moe);  // a mixture of experts only
+  if (a.mla.on) j["replaced"]["mla"] = vllm_mla_to_json(a.mla);  // deepseek_v3 only
   return j;
 }
 
@@ -243,6 +244,7 @@ std::string vllm_to_text(const VllmAnswer& a) {
   replaced += fmt::format("; attention as a kernel at {} places", a.attention_kernels);
   if (!a.repeat_kv.empty()) replaced += fmt::format("; repeat_kv's {} expansions read in place", a.repeat_kv.size());
   replaced += vllm_moe_to_text(a.moe);
+  replaced += vllm_mla_to_text(a.mla);
   t += "  replaced by vLLM's kernels: " + replaced + "\n\n";
   t += fmt::format("GPU KV cache size: {} tokens\n", format_count(a.capacity.tokens));
   t += fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x\n", format_count(e.max_model_len),
