@@ -14,7 +14,7 @@ std::vector<OptionSpec> serve_option_rows() {
       {.flag = "--engine", .kind = K::Choice, .commands = kServe,
        .help = "Who serves the decoder: vllm (vLLM's V1 engine: its KV cache size and maximum concurrency as it "
                "prints them at start-up, from its own budget rule and profile run, with attention, repeat_kv and "
-               "the LM head as its kernels run them; deepseek_v3's latent cache and MLA backend at --tp 1) or eager (PyTorch eager running the exported graph: prefill "
+               "the LM head as its kernels run them; deepseek_v3's latent cache and MLA backend) or eager (PyTorch eager running the exported graph: prefill "
                "and decode steps as exported, the sequences and the longest sequence that fit), sglang (SGLang's token "
                "pool: mem_fraction_static of the free memory less the weights, no profile run), trtllm (TensorRT-LLM's "
                "PyTorch backend: free_gpu_memory_fraction of what its profiling run over --max-num-tokens leaves, in "

@@ -158,7 +158,7 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 
 // report/serve_vllm_mla.cc. vllm_mla_settings: for a deepseek_v3 config, refuses what is not modelled (another
-// engine than vllm, --engine-version 0.8, --tp above 1, an fp8 cache on Triton MLA) and sets the block size the MLA
+// engine than vllm, --engine-version 0.8, a --tp that does not divide the heads, an fp8 cache on Triton MLA) and sets the block size the MLA
 // backend runs with in `r`; m.on false for any other model. vllm_mla_hold: the decompression the profile run does not
 // compute, added to `held_outside`; refuses a graph whose presents do not all lead to it. vllm_mla_place: the
 // simulated tensor on the fullest attention step of the forward (`attention_steps`: the fused attentions' names).

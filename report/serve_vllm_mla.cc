@@ -31,9 +31,10 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
     throw InputError("--engine-version " + s.engine_version + " on " + model + ": how 0.8's MLA backends ran the "
                      "profile (no simulated decompression) and when they allocated their workspace is not modelled; "
                      "give 0.11 or later");
-  if (tp > 1)
-    throw InputError("--tp " + std::to_string(tp) + " on " + model + " (deepseek_v3): vLLM's tensor-parallel MLA "
-                     "(the latent replicated on every rank, the heads split) is not modelled; give --tp 1");
+  // DeepseekV2MLAAttention: assert num_heads % tp_size == 0; num_local_heads = num_heads // tp_size.
+  if (d.heads % tp != 0)
+    throw InputError("--tp " + std::to_string(tp) + " on " + model + ": vLLM's DeepseekV2MLAAttention splits the " +
+                     std::to_string(d.heads) + " attention heads over the ranks (num_heads % tp_size == 0)");
   m.on = true;
   m.backend = vllm_mla_backend(capability);
   const bool fp8 = kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");

@@ -20,6 +20,13 @@ vLLM (cost_models/vllm_mla.h):
          4 x 3 x 16 x 8 = 1,536, shared expert 3 x 16 x 8 = 384 (1,988): 6,964 elements.
          vLLM adds its rotary cache [256, 2] in bf16 = 1,024 B and holds e_score_correction_bias in float32
          (DeepseekV2MoE): 4 x (4 - 2) = 8 B more than the graph's bf16: 1,032 B over the eager engine's weights.
+At --tp 2 (cost_models/tensor_parallel.h; vLLM's DeepseekV2MLAAttention and DeepseekV2MoE): the latent is not split,
+  40 B a token on each rank; one head a rank: the simulated tensor 16,384 x 1 x 8 x 2 = 262,144 B. A rank's
+  parameters: embedding and head halves 512 each, final norm 16; a layer's q_a_proj 128 and kv_a_proj_with_mqa 160
+  whole (ReplicatedLinear), q_b_proj 48, kv_b_proj 64, o_proj 64 halves, the latent norms 8 + 8 and the two norms 32
+  whole (512), x 2; layer 0's MLP half 768; layer 1's router 64 and bias 4 whole, experts 768 and shared expert 192
+  halves (1,028): 3,860 elements = 7,720 B, 6,208 B less than tp 1's 13,928, every other weights term (vLLM's rotary
+  cache, the bias's float32 bytes, the graph's constants) whole on each rank. --tp 3 does not divide the 2 heads.
 DeepSeek-V3 (tests/models/hf_configs/DeepSeek-V3.json without its quantization_config), bf16 on an H200 (sm90):
   61 x (512 + 64) x 2 = 70,272 B a token; W = min(max(8 x 163,840, 4 x 1,024 x 64), 65,536) = 65,536 tokens; the
   simulated tensor 65,536 x 128 x (128 + 128) x 2 = 4,294,967,296 B; the workspace 65,536 x 576 x 2 = 75,497,472 B;
@@ -133,13 +140,21 @@ class MlaByHand(unittest.TestCase):
     def test_what_is_not_modelled_is_refused(self):
         sglang = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--engine", "sglang"]
         for args, words in ((sglang, "SGLang's and TensorRT-LLM's"),
-                            (VLLM + ["--tp", "2"], "tensor-parallel MLA"),
+                            (VLLM + ["--tp", "3"], "num_heads % tp_size"),
                             (VLLM + ["--kv-cache-dtype", "fp8", "--arch", "sm80"], "Triton MLA"),
                             (VLLM + ["--engine-version", "0.8"], "0.8's MLA backends")):
             p = run("serve", self.config, *args)
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(words, p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_tensor_parallel_replicates_the_latent_and_splits_the_heads(self):
+        one, two = self.vllm(), self.vllm("--tp", "2")
+        self.assertEqual(two["kv_cache"]["bytes_per_token"], 40)
+        self.assertEqual(two["replaced"]["mla"]["heads_per_rank"], 1)
+        self.assertEqual(two["replaced"]["mla"]["simulated_decompression_bytes"], 262144)
+        self.assertEqual(one["memory"]["weights_bytes"] - two["memory"]["weights_bytes"], 13928 - 7720)
+        self.assertEqual(two["replaced"]["fused_moe"]["expert_weight_bytes"], 1536)
 
     def test_text_names_the_mla_terms(self):
         p = run("serve", self.config, *VLLM[:-1])
