@@ -207,7 +207,9 @@ StoredQuantization parse_quantization(const std::string& path, const json& q) {
     const auto block = q.find("weight_block_size");
     if (block != q.end() && !block->is_null())
       fail(path, "quantization_config key \"weight_block_size\" is " + block->dump() +
-                     ": block-wise fp8 scales are not modelled (per-tensor scales are)");
+                     ": block-wise fp8 is not modelled (per-tensor scales are): vLLM's weight_scale_inv per block, its "
+                     "fp8 experts (Fp8MoEMethod) and MLA's dequantized kv_b_proj copies; without quantization_config "
+                     "the config is the bfloat16 model");
   } else if (s.method == "gptq" || s.method == "awq") {
     const bool gptq = s.method == "gptq";
     s.bits = static_cast<int>(gptq ? first_int({"bits"}, 2, 8) : first_int({"w_bit", "bits"}, 4, 4));

@@ -140,6 +140,7 @@ struct VllmTable {
   uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;
   int64_t sliding_window = 0;  // the windowed layers' window (0: full attention)
   int64_t kv_layers = 0, sliding_layer_count = 0;  // a hybrid model's layers and windowed ones (else equal)
+  bool mla = false;  // deepseek_v3: each GPU's MLA backend sets its block size (block_size: --block-size)
   std::vector<VllmTableRow> rows;
 };
 

@@ -290,7 +290,11 @@ std::string vllm_table_to_text(const VllmTable& t) {
   std::string text = fmt::format(
       "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, KV {} B per token, blocks of {})\n"
       "  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n",
-      format_count(t.max_model_len), t.gpu_memory_utilization, format_count(t.kv_bytes_per_token), t.block_size, "GPU",
+      format_count(t.max_model_len), t.gpu_memory_utilization, format_count(t.kv_bytes_per_token),
+      t.mla ? fmt::format("the MLA backend's: FlashMLA 64 on compute capability 9.x, CUTLASS MLA 128 on 10.0, else {}",
+                          t.block_size)
+            : std::to_string(t.block_size),
+      "GPU",
       "memory", "requested", "KV memory", "KV tokens", "concurrency");
   for (const VllmTableRow& r : t.rows)
     text += fmt::format("  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n", r.gpu, format_bytes(r.memory_bytes),

@@ -156,6 +156,27 @@ class MlaByHand(unittest.TestCase):
         self.assertEqual(one["memory"]["weights_bytes"] - two["memory"]["weights_bytes"], 13928 - 7720)
         self.assertEqual(two["replaced"]["fused_moe"]["expert_weight_bytes"], 1536)
 
+    def test_the_catalog_table_answers_nvidia_gpus_with_their_backends_block(self):
+        p = run("serve", self.config, "--engine", "vllm", "--graph", "decode", "--reserve", "0", "--context", "64",
+                "--max-batched-tokens", "64", "--max-num-seqs", "64")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("blocks of the MLA backend's: FlashMLA 64 on compute capability 9.x, CUTLASS MLA 128 on 10.0, "
+                      "else 16", p.stdout)
+        mi300x = [line for line in p.stdout.splitlines() if line.strip().startswith("MI300X ")]
+        self.assertEqual(len(mi300x), 1)
+        self.assertIn("not modelled", mi300x[0])
+        self.assertIn("MI300X: vLLM's MLA backends on amd GPUs (MI300X): ROCm's AITER", p.stdout)
+        q = run("serve", self.config, *[a for a in VLLM if a not in ("--memory", "1GiB")], "--gpu", "MI300X")
+        self.assertEqual(q.returncode, 2, q.stderr)
+        self.assertIn("ROCm's AITER", q.stderr)
+        # The published fp8 checkpoint (weight_block_size [128, 128]) stays refused, naming what is not modelled.
+        r = run("serve", tiny_mla_config(self.dir.name, quantization_config={
+            "quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}),
+            *VLLM)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("Fp8MoEMethod", r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+
     def test_text_names_the_mla_terms(self):
         p = run("serve", self.config, *VLLM[:-1])
         self.assertEqual(p.returncode, 0, p.stderr)
