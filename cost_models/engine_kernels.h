@@ -63,6 +63,20 @@ struct MoeBlock {
   std::string result;                // the accumulator the block returns (kept: the kernel's output)
   std::vector<std::string> tensors;  // what the fused kernel replaces (held outside the step)
 };
+// DeepseekV3MoE's router (sigmoid scores plus e_score_correction_bias, the group mask, TopK: hf_deepseek.cc) is found
+// too: TopK(Where(mask, 0, Add(Sigmoid(MatMul(x, W_gate)), bias))); its ops before the top-k stay the graph's.
 std::vector<MoeBlock> find_moe_blocks(const Graph& g);
+
+// Multi-head latent attention's decompression (transformers' DeepseekV3Attention as onnx_import/hf_deepseek.cc
+// builds it): from each present output back along Concat, Split, Transpose, Reshape and Unsqueeze to the MatMul that
+// makes it (kv_b_proj's output) or an Expand (the one-head rope key expanded to every head: its output held, its
+// input, the rope key, kept), then forward from those tensors along Transpose, Reshape and Unsqueeze to the
+// attention's MatMuls. vLLM's MLA profile run computes none of it (cost_models/vllm_mla.h). `layers`: the presents
+// whose chain reached a MatMul (every present of a deepseek_v3 graph); tensors: every tensor of those chains.
+struct MlaDecompression {
+  int layers = 0;
+  std::vector<std::string> tensors;
+};
+MlaDecompression find_mla_decompression(const Graph& g, const std::vector<std::string>& present_outputs);
 
 }  // namespace memplan

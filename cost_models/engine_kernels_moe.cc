@@ -42,12 +42,23 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
     if (cast >= 0) probs = g.nodes[cast].inputs[0];
     const int32_t softmax = producer_of(g, probs, "Softmax");
     const int32_t biased = producer_of(g, topk.inputs[0], "Gemm");
-    if (softmax < 0 && biased < 0) continue;
-    const int32_t logits = softmax >= 0 ? g.nodes[softmax].inputs[0] : topk.inputs[0];
-    const int32_t gate = softmax >= 0 ? producer_of(g, logits, "MatMul") : biased;
+    // DeepseekV3TopkRouter (onnx_import/hf_deepseek.cc deepseek_router): TopK(Where(mask, 0, Add(Sigmoid(MatMul(x,
+    // W_gate)), bias))), the group-limited choice before the top-k; its ops stay the graph's.
+    int32_t sigmoid = -1;
+    if (const int32_t where = producer_of(g, topk.inputs[0], "Where");
+        softmax < 0 && where >= 0 && g.nodes[where].inputs.size() == 3)
+      if (const int32_t add = producer_of(g, g.nodes[where].inputs[2], "Add"); add >= 0)
+        for (int32_t in : g.nodes[add].inputs)
+          if (producer_of(g, in, "Sigmoid") >= 0) sigmoid = producer_of(g, in, "Sigmoid");
+    if (softmax < 0 && biased < 0 && sigmoid < 0) continue;
+    const int32_t logits = softmax >= 0   ? g.nodes[softmax].inputs[0]
+                           : sigmoid >= 0 ? g.nodes[sigmoid].inputs[0]
+                                          : topk.inputs[0];
+    const int32_t gate = softmax >= 0 || sigmoid >= 0 ? producer_of(g, logits, "MatMul") : biased;
     if (gate < 0 || g.nodes[gate].inputs.size() < 2) continue;
     const int32_t w = g.nodes[gate].inputs[1];
-    if (softmax >= 0 ? matmul_weight(g, w) < 0 : w < 0 || g.tensors[w].kind != TensorKind::Weight) continue;
+    if (softmax >= 0 || sigmoid >= 0 ? matmul_weight(g, w) < 0 : w < 0 || g.tensors[w].kind != TensorKind::Weight)
+      continue;
     const Tensor& l = g.tensors[logits];
     const Tensor& x = g.tensors[g.nodes[gate].inputs[0]];
     if (l.shape.size() != 2 || x.shape.empty() || g.tensors[topk.outputs[0]].shape.empty()) continue;

@@ -224,6 +224,50 @@ class Pass {
             if (g_.nodes[e].op_type == "TopK") return true;
       }
     }
+    // DeepseekV3TopkRouter (onnx_import/hf_deepseek.cc): the logits through Sigmoid, the bias Add and the group
+    // Reshape to the TopKs (vLLM's DeepSeekV2Gate, a ReplicatedLinear: deepseek_v2.py at b863fe5).
+    std::vector<int32_t> frontier{out};
+    for (int depth = 0; depth < 4 && !frontier.empty(); ++depth) {
+      std::vector<int32_t> next;
+      for (int32_t t : frontier)
+        for (int32_t c : g_.tensors[t].consumers) {
+          const Node& m = g_.nodes[c];
+          if (m.op_type == "TopK" && depth > 0) return true;
+          if ((depth == 0 ? m.op_type == "Sigmoid" : m.op_type == "Add" || m.op_type == "Reshape") &&
+              !m.outputs.empty() && m.outputs[0] >= 0)
+            next.push_back(m.outputs[0]);
+        }
+      frontier = std::move(next);
+    }
+    return false;
+  }
+
+  // Multi-head latent attention's down-projections, q_a_proj and kv_a_proj_with_mqa (DeepseekV3Attention,
+  // onnx_import/hf_deepseek.cc), on a replicated input: the latent they make is normalized over its features
+  // (q_a_layernorm, kv_a_layernorm: Pow then ReduceMean over the last axis, after kv_a_proj_with_mqa's Split), which
+  // a column split would cut; vLLM builds both as ReplicatedLinear (deepseek_v2.py at b863fe5,
+  // DeepseekV2MLAAttention), the up-projections q_b_proj and kv_b_proj column-parallel.
+  bool replicated_latent(const Node& n) const {
+    const int32_t out = n.outputs[0];
+    if (out < 0 || p_.sharded(n.inputs[0])) return false;
+    std::vector<int32_t> frontier{out};
+    for (int depth = 0; depth < 3 && !frontier.empty(); ++depth) {
+      std::vector<int32_t> next;
+      for (int32_t t : frontier)
+        for (int32_t c : g_.tensors[t].consumers) {
+          const Node& m = g_.nodes[c];
+          if (m.op_type == "ReduceMean" && depth > 0) {
+            const auto axes = m.attributes.find("axes");
+            if (axes != m.attributes.end() && axes->second.ints.size() == 1 &&
+                (axes->second.ints[0] == -1 || axes->second.ints[0] == rank_of(g_, t) - 1))
+              return true;
+          }
+          if ((m.op_type == "Split" || m.op_type == "Pow") && !m.outputs.empty())
+            for (int32_t o : m.outputs)
+              if (o >= 0) next.push_back(o);
+        }
+      frontier = std::move(next);
+    }
     return false;
   }
 
@@ -241,7 +285,7 @@ class Pass {
     }
     if (op == "MatMul" && n.inputs.size() == 2 && !n.outputs.empty()) {
       const int32_t w = weight_operand(input(1));
-      if (w >= 0 && replicated_gate(n)) return;  // weight and output whole on every GPU
+      if (w >= 0 && (replicated_gate(n) || replicated_latent(n))) return;  // weight and output whole on every GPU
       if (w >= 0) return linear(n, input(0), input(1), w, w == input(1) ? 1 : 0, -1, rank_of(g_, input(0)) - 1);
       // Two activations (attention): the contracted axes must not be the sharded ones.
       const int32_t a = input(0), b = input(1);

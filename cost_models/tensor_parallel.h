@@ -20,6 +20,8 @@
 //     sequence-sharded all-gathers it for the GEMM (a full-size transient) and saves only the local shard,
 //     gathering it again in backward for the weight grad (layers.py, LinearWithGradAccumulationAndAsync-
 //     Communication with sequence_parallel); the input grad is computed full-size and reduce-scattered.
+// As vLLM builds them (ReplicatedLinear), a mixture of experts' router and multi-head latent attention's
+// down-projections (q_a_proj, kv_a_proj_with_mqa: a latent normalized over its features) stay whole on every GPU.
 // The logits of a column-parallel head stay sharded by vocabulary: Megatron's vocab-parallel cross entropy
 // (megatron/core/tensor_parallel/cross_entropy.py) never gathers them. Every rank holds the same slice sizes
 // except for a vocabulary that N does not divide: rank 0 then holds ceil(V / N) rows, the busiest.

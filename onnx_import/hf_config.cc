@@ -207,7 +207,9 @@ StoredQuantization parse_quantization(const std::string& path, const json& q) {
     const auto block = q.find("weight_block_size");
     if (block != q.end() && !block->is_null())
       fail(path, "quantization_config key \"weight_block_size\" is " + block->dump() +
-                     ": block-wise fp8 scales are not modelled (per-tensor scales are)");
+                     ": block-wise fp8 is not modelled (per-tensor scales are): vLLM's weight_scale_inv per block, its "
+                     "fp8 experts (Fp8MoEMethod) and MLA's dequantized kv_b_proj copies; without quantization_config "
+                     "the config is the bfloat16 model");
   } else if (s.method == "gptq" || s.method == "awq") {
     const bool gptq = s.method == "gptq";
     s.bits = static_cast<int>(gptq ? first_int({"bits"}, 2, 8) : first_int({"w_bit", "bits"}, 4, 4));
@@ -391,7 +393,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
                      "\" has no experts");
     config.worst_routing = moe_routing == "worst";
   }
-  check_deepseek_read(path, config, vllm_serve);  // its routing rule and serve engine (hf_deepseek.h)
+  check_deepseek_read(path, config);  // its routing rule (hf_deepseek.h)
   const ConfigGraph kind = config_graph_from_name(path, graph);
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
   // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.
@@ -435,6 +437,22 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   model.stored_dtype = config.torch_dtype;
   model.model_type = config.model_type;
   model.quantization = config.quantization;
+  if (config.mla) {
+    MlaDims& m = model.mla;
+    m.kv_lora_rank = config.kv_lora_rank;
+    m.qk_rope_head_dim = config.qk_rope_head_dim;
+    m.qk_nope_head_dim = config.qk_nope_head_dim;
+    m.v_head_dim = config.v_head_dim;
+    m.heads = config.num_attention_heads;
+    m.layers = config.num_hidden_layers;
+    m.router_bias_elements =
+        config.num_experts * std::count(config.moe_layers.begin(), config.moe_layers.end(), true);
+    // vLLM's DeepseekScalingRotaryEmbedding._compute_cos_sin_cache: arange(original x factor) rows under yarn
+    // (rotary_embedding/deepseek_scaling_rope.py); get_rope's plain RotaryEmbedding: max_position rows.
+    m.rotary_rows = config.yarn_factor > 0
+                        ? int64_t(std::ceil(double(config.yarn_original) * config.yarn_factor))
+                        : config.max_position_embeddings;
+  }
   return model;
 }
 

@@ -38,6 +38,15 @@ struct StoredQuantization {
   bool desc_act = false, static_activations = false;
 };
 
+// Multi-head latent attention as a deepseek_v3 config.json states it: what vLLM's MLA cache and kernels read
+// (vllm/model_executor/layers/attention/mla_attention.py get_mla_dims at 90b0a26), with the sparse layers' router
+// bias and the rotary table's rows vLLM builds. kv_lora_rank 0: not MLA (every other source).
+struct MlaDims {
+  int64_t kv_lora_rank = 0, qk_rope_head_dim = 0, qk_nope_head_dim = 0, v_head_dim = 0;
+  int64_t heads = 0, layers = 0;
+  int64_t router_bias_elements = 0;  // e_score_correction_bias: n_routed_experts x the sparse layers
+  int64_t rotary_rows = 0;           // yarn: original_max_position_embeddings x factor (rounded up), else the limit
+};
 
 // The graph a config becomes (--graph).
 enum class ConfigGraph { Train, Decode, Prefill };

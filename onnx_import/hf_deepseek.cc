@@ -62,6 +62,8 @@ void parse_rope(const std::string& path, const json& j, DecoderConfig& c) {
   }
   const double base = c.rope_theta, fast = number(path, y, "beta_fast", 32), slow = number(path, y, "beta_slow", 1);
   const double original = number(path, y, "original_max_position_embeddings", double(c.max_position_embeddings));
+  c.yarn_factor = factor;  // vLLM's rotary table rows (ReadModel::mla)
+  c.yarn_original = int64_t(original);
   auto correction = [&](double rotations) {
     return (double(dim) * std::log(original / (rotations * 2 * M_PI))) / (2 * std::log(base));
   };
@@ -156,13 +158,8 @@ void parse_deepseek(const std::string& path, const json& j, DecoderConfig& c) {
         " layers are more expert blocks than memplan builds (" + std::to_string(kMaxExpertBlocks) + ")");
 }
 
-void check_deepseek_read(const std::string& path, const DecoderConfig& c, bool vllm_serve) {
+void check_deepseek_read(const std::string& path, const DecoderConfig& c) {
   if (!c.mla) return;
-  // DeepSeek-V3: 576 latent elements a token and layer in vLLM against 128 x 320 in the decoder's cache.
-  if (vllm_serve)
-    fail(path, "serve --engine vllm (and sglang, trtllm, all) on deepseek_v3 is not modelled: vLLM caches multi-head "
-               "latent attention's latent (kv_lora_rank + qk_rope_head_dim a token and layer), not per-head keys "
-               "and values; serve --engine eager sizes transformers' cache");
   if (c.worst_routing) return;  // worst: ceil(k / group) <= topk_group, checked in parse_deepseek
   const int64_t experts = c.num_experts, k = c.experts_per_token, group = experts / c.n_group;
   // Token t's experts are the arc start .. start + k - 1 (mod E), start = t·k mod E (E starts cover every token);

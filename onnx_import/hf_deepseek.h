@@ -31,10 +31,8 @@ const std::set<std::string>& deepseek_keys(const std::string& model_type);
 void parse_deepseek(const std::string& path, const nlohmann::json& j, DecoderConfig& c);
 
 // For a deepseek_v3 config about to be built: refuses --moe-routing balanced when the grouped router cannot make it
-// (above), and `vllm_serve` (serve --engine vllm, sglang, trtllm, all: vLLM caches multi-head latent attention's
-// latent, kv_lora_rank + qk_rope_head_dim elements a token and layer as one head, vllm/model_executor/models/
-// deepseek_v2.py DeepseekV2MLAAttention and MLAAttentionSpec, not this decoder's per-head keys and values, and runs
-// MLA's own kernels: not modelled). Nothing for another model type. Throws InputError.
-void check_deepseek_read(const std::string& path, const DecoderConfig& c, bool vllm_serve);
+// (above). Nothing for another model type. Throws InputError. (serve --engine vllm sizes vLLM's latent cache and MLA
+// kernels from ReadModel::mla: report/serve_vllm_mla.cc.)
+void check_deepseek_read(const std::string& path, const DecoderConfig& c);
 
 }  // namespace memplan

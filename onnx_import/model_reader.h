@@ -63,6 +63,7 @@ struct ReadModel {
   // linear rope_scaling stretches one (gemma3_text's factor); 0 and false: not stated.
   int64_t rotary_tables = 0;
   bool rotary_scaled = false;
+  MlaDims mla;
   std::vector<std::string> warnings;
 };
 

@@ -36,6 +36,7 @@ const std::vector<bool>& ModelSession::sliding_layers() { return model().sliding
 int64_t ModelSession::rotary_dim() { return model().rotary_dim; }
 
 int64_t ModelSession::rotary_tables() { return model().rotary_tables; }
+const MlaDims& ModelSession::mla() { return model().mla; }
 
 bool ModelSession::rotary_scaled() { return model().rotary_scaled; }
 

@@ -61,6 +61,8 @@ class ModelSession {
   // ReadModel::rotary_tables and rotary_scaled (a config.json's; 0 and false for an ONNX file).
   int64_t rotary_tables();
   bool rotary_scaled();
+  // ReadModel::mla: a deepseek_v3 config.json's latent attention (kv_lora_rank 0 for anything else).
+  const MlaDims& mla();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 

@@ -41,8 +41,8 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
       {.flag = "--graph", .kind = K::Choice, .commands = kAll,
        .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, "
-               "and the mixtures of experts mixtral, qwen2_moe, qwen3_moe, deepseek_v3; a decoder with a sliding window for serve "
-               "--engine vllm only): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
+               "and the mixtures of experts mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss; a decoder with a sliding window for "
+               "serve --engine vllm only; serve --engine vllm sizes deepseek_v3's latent cache as vLLM does): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
                "logits, a training export), decode (optimum's decoder with past: the KV cache's past inputs and "
                "present outputs, for serve) or prefill (optimum's decoder without past)",
        .field = FIELD(estimate.model.graph), .choices = config_graph_names()},

@@ -143,10 +143,17 @@ ServeOutcome serve_model(const ServeArgs& f) {
       }
       return out;
     }
+    // deepseek_v3's MLA backends and block sizes are CUDA's (cuda.py); ROCm's (AITER MLA) are not modelled.
+    auto mla_on = [&](const GpuSpec& g) {
+      if (probe.mla().kv_lora_rank > 0 && g.vendor != "nvidia")
+        throw VllmGpuRefused("vLLM's MLA backends on " + g.vendor + " GPUs (" + g.name + "): ROCm's AITER and Triton "
+                             "MLA and their block sizes are not modelled for " + probe.path() + " (deepseek_v3)", false);
+    };
     if (!f.memory.empty()) {
       out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve, arch);
     } else if (!gpu.empty()) {
       const GpuSpec& g = catalog.find(gpu);
+      mla_on(g);
       out.vllm = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name + " (" + format_bytes(g.memory_bytes) + ")",
                             reserve, g.cc_major * 10 + g.cc_minor);
     } else {
@@ -159,6 +166,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
         probe.use_gpu_architecture(g);
         VllmAnswer a;
         try {
+          mla_on(g);
           a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve, g.cc_major * 10 + g.cc_minor);
         } catch (const VllmGpuRefused& e) {  // this GPU's row only (a quantization method's capability)
           if (!refused) refused = e.what();
@@ -171,7 +179,8 @@ ServeOutcome serve_model(const ServeArgs& f) {
         }
         ++answered;
         t.max_model_len = a.settings.engine.max_model_len;
-        t.block_size = a.settings.engine.block_size;
+        t.block_size = a.mla.on ? a.mla.requested_block_size : a.settings.engine.block_size;
+        t.mla = a.mla.on;
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
         t.kv_bytes_per_token = a.kv_bytes_per_token;
         t.sliding_window = a.sliding_window;

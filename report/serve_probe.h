@@ -104,6 +104,8 @@ class ServeProbe {
   // stretches one; 0 and false for an ONNX file.
   int64_t rotary_tables() { return session_.rotary_tables(); }
   bool rotary_scaled() { return session_.rotary_scaled(); }
+  // A deepseek_v3 config.json's multi-head latent attention (ReadModel::mla; kv_lora_rank 0: none).
+  const MlaDims& mla() { return session_.mla(); }
 
  private:
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);

@@ -14,6 +14,7 @@
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "report/estimate.h"
+#include "report/option_choices.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -113,6 +114,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.gpu = gpu_name;
   a.budget_source = std::move(budget_source);
   a.settings = resolve(probe, s, tp, total_memory, gpu_name);
+  // deepseek_v3: vLLM's MLA backend for the GPU, and its block size (report/serve_vllm_mla.cc).
+  a.mla = vllm_mla_settings(probe, s, tp, capability, a.settings);
   // sglang, trtllm and all run this analysis too: a refusal names the engine the user asked for.
   const std::string who = "serve --engine " + s.engine;
   const VllmEngineSettings& e = a.settings.engine;
@@ -142,7 +145,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   }
 
   // One rank's KV heads (replicated when tp exceeds them), checked as vLLM checks them.
-  if (tp > 1) {
+  if (tp > 1 && !a.mla.on) {
     if (a.kv.kv_heads <= 0)
       throw InputError("--tp " + std::to_string(tp) + ": the KV heads of " + probe.path() +
                        " are not found (past inputs shaped [batch, kv_heads, tokens, head_dim])");
@@ -155,8 +158,13 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // One rank's cache: the share of the present outputs the step's tensor-parallel plan gives rank 0 (the plan that
   // shards the weights), which must be the heads' (an invariant, not an input error).
   const std::vector<std::string> presents = present_outputs(a.kv);
-  a.kv_bytes_per_token = vllm_kv_bytes_per_rank(*g, presents, a.kv.bytes_per_token, tp);
-  if (tp > 1 && a.kv_bytes_per_token * static_cast<uint64_t>(a.kv.kv_heads) !=
+  // MLA: vLLM's latent page (cost_models/vllm_mla.h), one byte an element under --kv-cache-dtype fp8.
+  const bool fp8_cache = kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");
+  a.kv_bytes_per_token =
+      a.mla.on ? vllm_mla_kv_bytes_per_token(a.mla.shape, fp8_cache ? 1 : dtype_bits(storage_dtype(
+                                                                              DType::Float32, probe.options().inference.float_dtype)) / 8)
+               : vllm_kv_bytes_per_rank(*g, presents, a.kv.bytes_per_token, tp);
+  if (!a.mla.on && tp > 1 && a.kv_bytes_per_token * static_cast<uint64_t>(a.kv.kv_heads) !=
                     a.kv.bytes_per_token * static_cast<uint64_t>(a.kv_heads_per_rank))
     throw std::logic_error("serve --engine vllm: the tensor-parallel plan's KV share of " + probe.path() +
                            " is not its KV heads per rank");
@@ -176,6 +184,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
   const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
+  vllm_mla_hold(*g, presents, a.mla, options.inference.held_outside, probe.path());
   // vLLM's MoE LoRA stacks and quantized MoE methods (Fp8MoEMethod, the Marlin MoE methods) are not sized.
   // gpt-oss's MXFP4 checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h).
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
@@ -184,8 +193,12 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     throw InputError(std::string(s.enable_lora ? "--enable-lora" : "--quantization") + " with " + probe.path() +
                      "'s experts: vLLM runs them as its fused MoE kernel, whose " +
                      (s.enable_lora ? "LoRA stacks" : "quantized expert weights") + " memplan does not size");
+  std::vector<std::string> attention_steps;
   for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
-    if (op.kind == OpKind::Attention) ++a.attention_kernels;
+    if (op.kind == OpKind::Attention) {
+      ++a.attention_kernels;
+      attention_steps.push_back(op.name);
+    }
   // A config.json's decoder has a head and one attention block a layer, which vLLM's kernels replace (a soft-capped
   // score too: Gemma 2's attn_logit_softcapping, the backends' logits_soft_cap; a soft-capped head's logits:
   // final_logit_softcapping, LogitsProcessor's soft_cap on the sampled rows); where memplan does not find them, the
@@ -202,6 +215,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      "memplan finds no sparse block");
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
                          mxfp4 ? capability : 0);
+  vllm_mla_place(a.mla, forward, attention_steps, e.max_model_len, e.max_num_seqs, e.block_size,
+                 storage_dtype(DType::Float32, options.inference.float_dtype));
   a.enable_lora = s.enable_lora;
   if (s.enable_lora) {
     a.max_loras = s.max_loras;
@@ -217,7 +232,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     throw InputError(who + ": " + probe.path() + "'s linear rope_scaling: the rows of vLLM's scaled "
                      "rotary cache (LinearScalingRotaryEmbedding) are not sized");
   const int64_t rotary_dim = probe.rotary_dim() > 0 ? probe.rotary_dim() : a.kv.head_dim;
-  if (const int64_t positions = probe.max_positions(); positions > 0 && rotary_dim > 0)
+  // deepseek_v3: vLLM's DeepseekScalingRotaryEmbedding rows under yarn (ReadModel::mla rotary_rows).
+  if (const int64_t positions = a.mla.on ? probe.mla().rotary_rows : probe.max_positions(); positions > 0 && rotary_dim > 0)
     a.rotary_cache_bytes = checked_mul(
         vllm_rotary_cache_bytes(positions, rotary_dim, storage_dtype(DType::Float32, options.inference.float_dtype)),
         static_cast<uint64_t>(std::max<int64_t>(1, probe.rotary_tables())), "rotary cache bytes");
@@ -243,11 +259,12 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   }
   // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
   // forward's allocated bytes; the quantized layers replace the graph's.
-  const uint64_t loaded = checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
-                                      checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"),
-                                      "weights bytes");
+  const uint64_t loaded = checked_add(
+      checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
+                  checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"), "weights bytes"),
+      a.mla.router_bias_bytes, "weights bytes");
   a.forward_peak_allocated =
-      checked_add(std::max(forward.allocated_bytes, a.moe.peak_allocated) - a.quantized.dense_bytes,
+      checked_add(std::max({forward.allocated_bytes, a.moe.peak_allocated, a.mla.peak_allocated}) - a.quantized.dense_bytes,
                   checked_add(loaded, a.quantized.dequantized_bytes, "profile bytes"),
                   "profile bytes");
   const uint64_t weights = checked_add(forward.breakdown.weights - a.quantized.dense_bytes, loaded, "weights bytes");

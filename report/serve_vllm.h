@@ -19,6 +19,7 @@
 #include "cost_models/vllm_engine.h"
 #include "cost_models/vllm_fused_moe.h"
 #include "cost_models/vllm_kv_groups.h"
+#include "cost_models/vllm_mla.h"
 #include "cost_models/vllm_mxfp4.h"
 #include "onnx_import/errors.h"
 #include "cost_models/vllm_weights.h"
@@ -52,6 +53,19 @@ struct VllmMoeAnswer {
   bool mxfp4 = false;
   VllmMxfp4Layer mxfp4_layer;
   uint64_t graph_expert_bytes = 0;   // the graph's experts (weights and biases, served type) the MXFP4 ones replace
+};
+
+// Multi-head latent attention (a deepseek_v3 config.json) as vLLM runs it (cost_models/vllm_mla.h;
+// report/serve_vllm_mla.cc): on false for any other model.
+struct VllmMlaAnswer {
+  bool on = false;
+  std::string backend;                // the MLA backend vLLM picks for the GPU (its block size's reason)
+  int64_t requested_block_size = 0, block_size = 0;  // --block-size, and the backend's
+  VllmMlaShape shape;
+  int decompression_layers = 0;       // layers whose decompressed keys and values the profile holds outside
+  VllmMlaProfile profile;
+  uint64_t peak_allocated = 0;        // the fullest attention step's allocated bytes plus the simulated tensor
+  uint64_t router_bias_bytes = 0;     // e_score_correction_bias in float32 beyond the graph's served type
 };
 
 struct VllmAnswer {
@@ -94,6 +108,7 @@ struct VllmAnswer {
   int attention_kernels = 0;        // attention blocks run as a kernel
   std::vector<std::string> repeat_kv;  // repeat_kv's Expand nodes, read in place
   VllmMoeAnswer moe;                   // the experts, run by vLLM's fused MoE kernel
+  VllmMlaAnswer mla;                   // deepseek_v3's latent attention
   bool fits() const { return capacity.starts; }
 };
 
@@ -125,6 +140,7 @@ struct VllmTable {
   uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;
   int64_t sliding_window = 0;  // the windowed layers' window (0: full attention)
   int64_t kv_layers = 0, sliding_layer_count = 0;  // a hybrid model's layers and windowed ones (else equal)
+  bool mla = false;  // deepseek_v3: each GPU's MLA backend sets its block size (block_size: --block-size)
   std::vector<VllmTableRow> rows;
 };
 
@@ -141,6 +157,19 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                              const std::string& model, int mxfp4_capability = 0);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
+
+// report/serve_vllm_mla.cc. vllm_mla_settings: for a deepseek_v3 config, refuses what is not modelled (another
+// engine than vllm, --engine-version 0.8, a --tp that does not divide the heads, an fp8 cache on Triton MLA) and sets the block size the MLA
+// backend runs with in `r`; m.on false for any other model. vllm_mla_hold: the decompression the profile run does not
+// compute, added to `held_outside`; refuses a graph whose presents do not all lead to it. vllm_mla_place: the
+// simulated tensor on the fullest attention step of the forward (`attention_steps`: the fused attentions' names).
+VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int tp, int capability, VllmResolved& r);
+void vllm_mla_hold(const Graph& g, const std::vector<std::string>& presents, VllmMlaAnswer& m,
+                   std::vector<std::string>& held_outside, const std::string& model);
+void vllm_mla_place(VllmMlaAnswer& m, const Estimate& forward, const std::vector<std::string>& attention_steps,
+                    int64_t max_model_len, int64_t max_num_seqs, int64_t block_size, DType served);
+nlohmann::ordered_json vllm_mla_to_json(const VllmMlaAnswer& m);
+std::string vllm_mla_to_text(const VllmMlaAnswer& m);
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a);
 std::string vllm_to_text(const VllmAnswer& a);

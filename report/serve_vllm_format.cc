@@ -149,6 +149,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
        a.capacity.starts ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.capacity.estimated_max_model_len)}};
   add_layer_groups(a, j["kv_cache"]);
   if (a.moe.blocks > 0) j["replaced"]["fused_moe"] = vllm_moe_to_json(a.moe);  // a mixture of experts only
+  if (a.mla.on) j["replaced"]["mla"] = vllm_mla_to_json(a.mla);  // deepseek_v3 only
   return j;
 }
 
@@ -243,6 +244,7 @@ std::string vllm_to_text(const VllmAnswer& a) {
   replaced += fmt::format("; attention as a kernel at {} places", a.attention_kernels);
   if (!a.repeat_kv.empty()) replaced += fmt::format("; repeat_kv's {} expansions read in place", a.repeat_kv.size());
   replaced += vllm_moe_to_text(a.moe);
+  replaced += vllm_mla_to_text(a.mla);
   t += "  replaced by vLLM's kernels: " + replaced + "\n\n";
   t += fmt::format("GPU KV cache size: {} tokens\n", format_count(a.capacity.tokens));
   t += fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x\n", format_count(e.max_model_len),
@@ -288,7 +290,11 @@ std::string vllm_table_to_text(const VllmTable& t) {
   std::string text = fmt::format(
       "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, KV {} B per token, blocks of {})\n"
       "  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n",
-      format_count(t.max_model_len), t.gpu_memory_utilization, format_count(t.kv_bytes_per_token), t.block_size, "GPU",
+      format_count(t.max_model_len), t.gpu_memory_utilization, format_count(t.kv_bytes_per_token),
+      t.mla ? fmt::format("the MLA backend's: FlashMLA 64 on compute capability 9.x, CUTLASS MLA 128 on 10.0, else {}",
+                          t.block_size)
+            : std::to_string(t.block_size),
+      "GPU",
       "memory", "requested", "KV memory", "KV tokens", "concurrency");
   for (const VllmTableRow& r : t.rows)
     text += fmt::format("  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n", r.gpu, format_bytes(r.memory_bytes),

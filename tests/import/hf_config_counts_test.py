@@ -652,10 +652,9 @@ def deepseek_hand_count(c: dict) -> int:
 def check_deepseek() -> list:
     """DeepSeek-V3: the parameter count (memplan's train graph of the config without its quantization_config, the
     fp8 checkpoint's parameters being the bf16 model's; the published file itself is refused there, its fp8 block
-    scales not modelled) against the hand count and the published 671B; serve --engine vllm refused, one line:
-    vLLM caches MLA's latent, 61 x (512 + 64) x 2 B = 70,272 B a token in bf16 (DeepseekV2MLAAttention,
-    MLAAttentionSpec), which memplan does not size, instead of transformers' per-head keys and values,
-    61 x 128 x (192 + 128) x 2 B = 4,997,120 B."""
+    scales not modelled) against the hand count and the published 671B. serve --engine vllm's latent cache,
+    61 x (512 + 64) x 2 B = 70,272 B a token in bf16 where transformers' cache holds 61 x 128 x (192 + 128) x 2 B =
+    4,997,120 B, is tests/cli/test_serve_mla.py's (DeepSeekV3)."""
     errors = []
     path = os.path.join(CONFIGS, "DeepSeek-V3.json")
     with open(path) as f:
@@ -678,9 +677,6 @@ def check_deepseek() -> list:
         print(f"DeepSeek-V3: memplan {count:,}, by hand {hand:,}, published {DEEPSEEK_V3_TOTAL}B", flush=True)
         if count != hand:
             errors.append(f"DeepSeek-V3: memplan counts {count:,} parameters, by hand {hand:,}")
-        out = memplan("serve", bf16, "--engine", "vllm", "--graph", "decode", "--memory", "1128GiB", "--context", "1024")
-        if out.returncode != 2 or "latent" not in out.stderr or out.stderr.count("\n") != 1:
-            errors.append(f"DeepSeek-V3: serve --engine vllm: exit {out.returncode}, {out.stderr!r}")
     return errors
 
 

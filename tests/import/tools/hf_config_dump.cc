@@ -19,11 +19,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    // deepseek_v3 is refused for serve --engine vllm (its latent cache is not modelled): read as estimate reads it.
-    std::ifstream in(argv[1], std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const bool mla = memplan::parse_decoder_config(argv[1], text).mla;
-    const memplan::ReadModel model = memplan::read_config_model(argv[1], argv[2], argc == 5 ? argv[4] : "", !mla);
+    const memplan::ReadModel model = memplan::read_config_model(argv[1], argv[2], argc == 5 ? argv[4] : "", true);
     std::ofstream out(argv[3], std::ios::binary);
     if (!out || !model.proto.SerializeToOstream(&out)) {
       std::cerr << "hf_config_dump: cannot write " << argv[3] << "\n";

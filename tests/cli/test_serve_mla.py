@@ -1,0 +1,211 @@
+"""`memplan serve --engine vllm` on deepseek_v3 (multi-head latent attention), numbers by hand.
+
+The tiny config: 2 layers (layer 0 dense, layer 1 sparse: first_k_dense_replace 1), hidden 16, 2 heads, q_lora_rank 8,
+kv_lora_rank 8, qk_nope_head_dim 4, qk_rope_head_dim 2, v_head_dim 4; 4 experts of width 8 in 2 groups, top-2, one
+shared expert; vocab 64 (a multiple of vLLM's padding), untied head, 256 positions, bfloat16, no rope_scaling.
+
+vLLM (cost_models/vllm_mla.h):
+  cache: MLAAttentionSpec, one head of kv_lora_rank + qk_rope_head_dim a token and layer:
+         2 layers x (8 + 2) x 2 B = 40 B a token (fp8: 20); transformers' cache would hold 2 x (2 x 6 + 2 x 4) x 2 = 80.
+  block size: FlashMLA on compute capability 9.0 (--memory's default --arch sm90): 16 is not a multiple of 64 -> 64;
+         2,560 B a block. CUTLASS MLA on sm100: 128. Triton MLA on sm80: --block-size stays 16.
+  profile: W = max(min(max(8 x 64, 4 x 64 x 64), 65,536), 64 x 64) = 16,384 tokens (--context 64, --max-num-seqs 64,
+         block 64); the simulated decompression W x 2 heads x (4 + 4) x 2 B = 524,288 B, on the attention's step;
+         the builder's workspace W x (8 + 2) x 2 = 327,680 B after the profile (in no term).
+         sm80 (block 16): W = max(min(max(512, 4,096), 65,536), 1,024) = 4,096: 131,072 B.
+  weights: the graph's parameters, by hand (elements): embedding 64 x 16 = 1,024, head 16 x 64 = 1,024, final norm 16;
+         a layer's attention q_a_proj 16 x 8 = 128, q_a_layernorm 8, q_b_proj 8 x 2 x 6 = 96, kv_a_proj_with_mqa
+         16 x 10 = 160, kv_a_layernorm 8, kv_b_proj 8 x 2 x 8 = 128, o_proj 8 x 16 = 128 (656) and two norms (32), x 2;
+         layer 0's MLP 3 x 16 x 32 = 1,536; layer 1's router 4 x 16 = 64 and e_score_correction_bias 4, experts
+         4 x 3 x 16 x 8 = 1,536, shared expert 3 x 16 x 8 = 384 (1,988): 6,964 elements.
+         vLLM adds its rotary cache [256, 2] in bf16 = 1,024 B and holds e_score_correction_bias in float32
+         (DeepseekV2MoE): 4 x (4 - 2) = 8 B more than the graph's bf16: 1,032 B over the eager engine's weights.
+At --tp 2 (cost_models/tensor_parallel.h; vLLM's DeepseekV2MLAAttention and DeepseekV2MoE): the latent is not split,
+  40 B a token on each rank; one head a rank: the simulated tensor 16,384 x 1 x 8 x 2 = 262,144 B. A rank's
+  parameters: embedding and head halves 512 each, final norm 16; a layer's q_a_proj 128 and kv_a_proj_with_mqa 160
+  whole (ReplicatedLinear), q_b_proj 48, kv_b_proj 64, o_proj 64 halves, the latent norms 8 + 8 and the two norms 32
+  whole (512), x 2; layer 0's MLP half 768; layer 1's router 64 and bias 4 whole, experts 768 and shared expert 192
+  halves (1,028): 3,860 elements = 7,720 B, 6,208 B less than tp 1's 13,928, every other weights term (vLLM's rotary
+  cache, the bias's float32 bytes, the graph's constants) whole on each rank. --tp 3 does not divide the 2 heads.
+DeepSeek-V3 (tests/models/hf_configs/DeepSeek-V3.json without its quantization_config), bf16 on an H200 (sm90):
+  61 x (512 + 64) x 2 = 70,272 B a token; W = min(max(8 x 163,840, 4 x 1,024 x 64), 65,536) = 65,536 tokens; the
+  simulated tensor 65,536 x 128 x (128 + 128) x 2 = 4,294,967,296 B; the workspace 65,536 x 576 x 2 = 75,497,472 B;
+  the rotary cache 4,096 x 40 = 163,840 rows x 64 x 2 = 20,971,520 B; the router biases 58 x 256 x 2 = 29,696 B more.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import jsonschema
+
+BIN = os.environ["MEMPLAN_BIN"]
+SRC = os.environ["MEMPLAN_SOURCE_DIR"]
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=900)
+
+
+def tiny_mla_config(directory, **overrides):
+    config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 16,
+              "intermediate_size": 32, "num_hidden_layers": 2, "first_k_dense_replace": 1, "num_attention_heads": 2,
+              "num_key_value_heads": 2, "q_lora_rank": 8, "kv_lora_rank": 8, "qk_nope_head_dim": 4,
+              "qk_rope_head_dim": 2, "v_head_dim": 4, "n_routed_experts": 4, "n_group": 2, "topk_group": 1,
+              "num_experts_per_tok": 2, "moe_intermediate_size": 8, "n_shared_experts": 1, "vocab_size": 64,
+              "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": False,
+              "torch_dtype": "bfloat16", "hidden_act": "silu", "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+              "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1, "ep_size": 1}
+    config.update(overrides)
+    path = os.path.join(directory, "config.json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return path
+
+
+VLLM = ["--engine", "vllm", "--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64",
+        "--max-batched-tokens", "64", "--max-num-seqs", "64", "--json"]
+
+
+class MlaByHand(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.config = tiny_mla_config(self.dir.name)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def vllm(self, *extra):
+        p = run("serve", self.config, *VLLM, *extra)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def test_the_cache_holds_the_latent_and_the_rope_key(self):
+        j = self.vllm()
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 40)
+        self.assertEqual(j["settings"]["block_size"], 64)
+        self.assertEqual(j["kv_cache"]["block_bytes"], 2560)
+        mla = j["replaced"]["mla"]
+        self.assertEqual((mla["backend"], mla["requested_block_size"]), ("FLASHMLA", 16))
+        self.assertEqual((mla["kv_lora_rank"], mla["qk_rope_head_dim"], mla["layers"]), (8, 2, 2))
+        fp8 = self.vllm("--kv-cache-dtype", "fp8")
+        self.assertEqual(fp8["kv_cache"]["bytes_per_token"], 20)
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            jsonschema.validate(j, json.load(f))
+
+    def test_every_budget_term_and_one_more_block_does_not_fit(self):
+        j = self.vllm()
+        mla, m, prof = j["replaced"]["mla"], j["memory"], j["profile_run"]
+        self.assertEqual(mla["workspace_tokens"], 16384)
+        self.assertEqual(mla["simulated_decompression_bytes"], 524288)
+        self.assertEqual(mla["workspace_after_profile_bytes"], 327680)
+        self.assertEqual(mla["decompression_layers_held"], 2)
+        self.assertEqual(mla["router_bias_float32_bytes"], 8)
+        self.assertEqual(m["rotary_cache_bytes"], 1024)
+        # The graph's parameters by hand; the eager engine in bf16 holds them and the graph's constants; vLLM 1,032 B more.
+        p = run("inspect", self.config, "--graph", "decode", "--batch", "1", "--dim", "sequence_length=1",
+                "--dim", "past_sequence_length=0", "--dim", "total_sequence_length=1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("6,964 elements", p.stdout)
+        e = run("serve", self.config, "--engine", "eager", "--graph", "decode", "--memory", "1GiB", "--context", "64",
+                "--max-batched-tokens", "64", "--dtype", "bf16", "--json")
+        self.assertEqual(e.returncode, 0, e.stderr)
+        eager_weights = json.loads(e.stdout)["weights_bytes"]
+        self.assertGreaterEqual(eager_weights, 6964 * 2)
+        self.assertEqual(m["weights_bytes"], eager_weights + 1024 + 8)
+        # The simulated tensor (512 KiB) outweighs the fused MoE kernel's 11,276 B: the profile's forward peak is the
+        # attention step's allocated bytes plus it, plus what vLLM loads beside the graph (rotary cache, float32 bias).
+        self.assertEqual(prof["forward_peak_allocated_bytes"], mla["peak_allocated_bytes"] + 1032)
+        self.assertGreater(mla["peak_allocated_bytes"] - 524288, eager_weights + (32 << 20))  # weights + cuBLAS
+        # available = int(1 GiB x 0.9) - weights - activation peak (--reserve 0); blocks of 2,560 B.
+        requested = int((1 << 30) * 0.9)
+        self.assertEqual(m["requested_bytes"], requested)
+        self.assertEqual(m["available_kv_cache_bytes"], requested - m["weights_bytes"] - m["activation_peak_bytes"])
+        blocks = j["num_gpu_blocks"]
+        self.assertLessEqual(blocks * 2560, m["available_kv_cache_bytes"])
+        self.assertGreater((blocks + 1) * 2560, m["available_kv_cache_bytes"])
+        self.assertEqual(j["gpu_kv_cache_tokens"], blocks * 64)
+
+    def test_the_backend_sets_the_block_size(self):
+        b = self.vllm("--arch", "sm100")
+        self.assertEqual((b["replaced"]["mla"]["backend"], b["settings"]["block_size"]), ("CUTLASS_MLA", 128))
+        a = self.vllm("--arch", "sm80")
+        self.assertEqual((a["replaced"]["mla"]["backend"], a["settings"]["block_size"]), ("TRITON_MLA", 16))
+        self.assertEqual(a["replaced"]["mla"]["workspace_tokens"], 4096)
+        self.assertEqual(a["replaced"]["mla"]["simulated_decompression_bytes"], 131072)
+        h = self.vllm("--block-size", "128")  # a multiple of 64: FlashMLA keeps it
+        self.assertEqual(h["settings"]["block_size"], 128)
+
+    def test_what_is_not_modelled_is_refused(self):
+        sglang = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--engine", "sglang"]
+        for args, words in ((sglang, "SGLang's and TensorRT-LLM's"),
+                            (VLLM + ["--tp", "3"], "num_heads % tp_size"),
+                            (VLLM + ["--kv-cache-dtype", "fp8", "--arch", "sm80"], "Triton MLA"),
+                            (VLLM + ["--engine-version", "0.8"], "0.8's MLA backends")):
+            p = run("serve", self.config, *args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(words, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_tensor_parallel_replicates_the_latent_and_splits_the_heads(self):
+        one, two = self.vllm(), self.vllm("--tp", "2")
+        self.assertEqual(two["kv_cache"]["bytes_per_token"], 40)
+        self.assertEqual(two["replaced"]["mla"]["heads_per_rank"], 1)
+        self.assertEqual(two["replaced"]["mla"]["simulated_decompression_bytes"], 262144)
+        self.assertEqual(one["memory"]["weights_bytes"] - two["memory"]["weights_bytes"], 13928 - 7720)
+        self.assertEqual(two["replaced"]["fused_moe"]["expert_weight_bytes"], 1536)
+
+    def test_the_catalog_table_answers_nvidia_gpus_with_their_backends_block(self):
+        p = run("serve", self.config, "--engine", "vllm", "--graph", "decode", "--reserve", "0", "--context", "64",
+                "--max-batched-tokens", "64", "--max-num-seqs", "64")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("blocks of the MLA backend's: FlashMLA 64 on compute capability 9.x, CUTLASS MLA 128 on 10.0, "
+                      "else 16", p.stdout)
+        mi300x = [line for line in p.stdout.splitlines() if line.strip().startswith("MI300X ")]
+        self.assertEqual(len(mi300x), 1)
+        self.assertIn("not modelled", mi300x[0])
+        self.assertIn("MI300X: vLLM's MLA backends on amd GPUs (MI300X): ROCm's AITER", p.stdout)
+        q = run("serve", self.config, *[a for a in VLLM if a not in ("--memory", "1GiB")], "--gpu", "MI300X")
+        self.assertEqual(q.returncode, 2, q.stderr)
+        self.assertIn("ROCm's AITER", q.stderr)
+        # The published fp8 checkpoint (weight_block_size [128, 128]) stays refused, naming what is not modelled.
+        r = run("serve", tiny_mla_config(self.dir.name, quantization_config={
+            "quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}),
+            *VLLM)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("Fp8MoEMethod", r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+
+    def test_text_names_the_mla_terms(self):
+        p = run("serve", self.config, *VLLM[:-1])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("multi-head latent attention by vLLM's FLASHMLA", p.stdout)
+        self.assertIn("KV cache: 40 B per token, blocks of 64 tokens = 2,560 B", p.stdout)
+
+
+class DeepSeekV3(unittest.TestCase):
+    def test_published_figures(self):
+        with open(os.path.join(SRC, "tests", "models", "hf_configs", "DeepSeek-V3.json")) as f:
+            config = json.load(f)
+        config.pop("quantization_config")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            p = run("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H200", "--json")
+        self.assertEqual(p.returncode in (0, 1), True, p.stderr)
+        j = json.loads(p.stdout)
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 61 * 576 * 2)
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 70272)
+        mla = j["replaced"]["mla"]
+        self.assertEqual(mla["workspace_tokens"], 65536)
+        self.assertEqual(mla["simulated_decompression_bytes"], 4294967296)
+        self.assertEqual(mla["workspace_after_profile_bytes"], 75497472)
+        self.assertEqual(mla["router_bias_float32_bytes"], 29696)
+        self.assertEqual(j["memory"]["rotary_cache_bytes"], 20971520)
+        self.assertEqual(j["settings"]["block_size"], 64)
+
+
+if __name__ == "__main__":
+    unittest.main()
