@@ -302,6 +302,7 @@ void TrainingStep::fsdp_new_grad_shard(int32_t u, Step& rs) {
 
 std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
   std::vector<UpdateTarget> out;
+  if (ds3()) return ds3_targets();  // the float32 sub-groups
   if (deepspeed()) {  // the float32 partition, on the GPU unless offload_optimizer
     if (ds_config_.offload_optimizer == DeepSpeedOffload::None) out.push_back(ds_target(-1));
     return out;
