@@ -271,7 +271,7 @@ void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const 
   const bool shard_given = shard_flag != "none";
   if (shard_given && !kShardChoices.is(shard_flag, Sharding::Zero1) && !kShardChoices.is(shard_flag, Sharding::Zero2) &&
       !kShardChoices.is(shard_flag, Sharding::Zero3))
-    throw InputError(where + "DeepSpeed's ZeRO is not --shard " + shard_flag + ": give --shard zero1/zero2/zero3 or none "
+    throw InputError(where + "DeepSpeed's ZeRO is not --shard " + shard_flag + ": give --shard zero1/zero2 or none "
                      "(the config's zero_optimization.stage)");
   const int flag_stage = !shard_given ? -1 : kShardChoices.is(shard_flag, Sharding::Zero1) ? 1
                                            : kShardChoices.is(shard_flag, Sharding::Zero2) ? 2 : 3;
@@ -279,7 +279,7 @@ void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const 
     throw InputError(where + "zero_optimization.stage " + std::to_string(s.stage) + " contradicts --shard " + shard_flag);
   const int stage = s.stage >= 0 ? s.stage : flag_stage;
   if (stage < 0)
-    throw InputError(where + "no zero_optimization.stage and no --shard zero1/zero2/zero3: say which ZeRO stage runs");
+    throw InputError(where + "no zero_optimization.stage and no --shard zero1/zero2: say which ZeRO stage runs");
   if (stage == 0)
     throw InputError(where + "zero_optimization.stage 0 is DeepSpeed without ZeRO: not modelled (give stage 1, 2 or 3)");
   if (stage == 3) check_stage3(s, where, t);
