@@ -75,7 +75,8 @@ void TrainingStep::ds3_find_modules() {
   for (size_t k = 1; k < order.size(); ++k)
     if (ds3_modules_[order[k]].first_op <= ds3_modules_[order[k - 1]].last_op)
       throw InputError(where + "the ops reading module '" + ds3_modules_[order[k - 1]].name + "' and module '" +
-                       ds3_modules_[order[k]].name + "' interleave: not modelled (one fetch per module call)");
+                       ds3_modules_[order[k]].name + "' interleave: not modelled (one fetch per module call; a module "
+                       "called twice, or a parameter another module reads too, such as an embedding the head reuses)");
   // The trace: forward fetches, then backward fetches in the backward's order (the latest last op first).
   std::vector<std::vector<int32_t>> trace;
   for (int32_t m : order) {
@@ -84,9 +85,8 @@ void TrainingStep::ds3_find_modules() {
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Ds3Module& m = ds3_modules_[*it];
-    bool output_grad = false, input_grad = false;
-    for (int32_t i = m.first_op; i <= m.last_op; ++i)
-      for (int32_t t : context_.ops[i].outputs) output_grad = output_grad || context_.requires_grad[t];
+    const bool output_grad = outputs_need_grad(m.first_op, m.last_op, [](int32_t) { return true; });
+    bool input_grad = false;
     for (int32_t t : context_.ops[m.first_op].inputs) input_grad = input_grad || (!ds3_param(t) && context_.requires_grad[t]);
     if (!output_grad) continue;
     m.backward_at = static_cast<int32_t>(trace.size());

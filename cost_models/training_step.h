@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -156,6 +157,7 @@ class TrainingStep {
   void init_fsdp_units();
   void add_fsdp_shard_buffer(int32_t u, const std::string& prefix, uint64_t bytes);
   bool fsdp_has_backward(int32_t v) const;
+  bool outputs_need_grad(int32_t first, int32_t last, const std::function<bool(int32_t)>& in) const;
   int32_t fsdp_next_in_backward(int32_t before_op) const;
   void fsdp_new_grad_shard(int32_t u, Step& rs);
 
