@@ -19,8 +19,8 @@ namespace memplan {
 uint64_t zero3_partition_numel(uint64_t numel, int gpus);
 
 // parameter_offload.py DeepSpeedZeRoOffload.mark_persistent_parameters, over named_parameters' order: a parameter
-// of at most `threshold` elements persists (kept whole on every rank, never released) unless adding it would pass
-// `model_threshold` elements in all (that one is skipped, later ones still tried).
+// of at most `threshold` elements persists (kept whole on every rank, never released once the trace is complete)
+// unless adding it would pass `model_threshold` elements in all (that one is skipped, later ones still tried).
 std::vector<bool> zero3_persistent(const std::vector<uint64_t>& numel, uint64_t threshold, uint64_t model_threshold);
 
 // stage3.py _create_fp16_sub_groups: the optimizer's parameter group cut into sub-groups, a parameter added until

@@ -128,10 +128,17 @@ void TrainingStep::ds3_add_resident() {
       grad_partition = checked_add(grad_partition, checked_mul(part, element, "DeepSpeed bytes"), "DeepSpeed bytes");
     }
   }
-  for (const Ds3Module& m : ds3_modules_) {  // the persistent parameters' whole copies, as their module's fetch made them
+  // The persistent parameters' whole copies. The first micro-batch has no complete trace: release_sub_module frees
+  // every parameter, persistent ones too. With one micro-batch per step, the first step's _post_step gathers them
+  // again (_allgather_params_coalesced / _sequential: a buffer of ceil(numel / N) x N elements the parameter views),
+  // and from the second forward on (trace complete) they are never released: that copy stays. With gradient
+  // accumulation the second micro-batch's fetch gathers them first, with its module's other parameters (zero3_gather).
+  for (const Ds3Module& m : ds3_modules_) {
     std::vector<uint64_t> numel;
     for (int32_t q : m.params) numel.push_back(ds3_numel_[q]);
-    const Zero3Gather g = zero3_gather(numel, gpus);
+    Zero3Gather g = zero3_gather(numel, gpus);
+    if (options_.grad_accum <= 1)
+      for (size_t k = 0; k < numel.size(); ++k) g.gathered[k] = zero3_gather({numel[k]}, gpus).gathered[0];
     for (size_t k = 0; k < m.params.size(); ++k) {
       const int32_t q = m.params[k];
       if (!ds3_persistent_[q] || m.first_op < 0) continue;

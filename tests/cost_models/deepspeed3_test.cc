@@ -123,9 +123,10 @@ TEST(DeepSpeedZero3, RulesByHand) {
 }
 
 // stage3_max_reuse_distance 0: every module released after its forward. Rank 0 of 3, float32 (4 bytes):
-// Resident 1388: the partitions 43 + 6 + 11 + 1 = 61 elements (244 bytes: 172 + 24 + 44 + 4); l2.bias (2 elements
-// <= the threshold 2) whole, as l2's first fetch left it: one of two parameters gathered, so torch.cat's 2 elements,
-// 8 bytes; the float32 sub-group 244 and Adam's exp_avg and exp_avg_sq 244 each; grad_partitions_flat_buffer 244;
+// Resident 1392: the partitions 43 + 6 + 11 + 1 = 61 elements (244 bytes: 172 + 24 + 44 + 4); l2.bias (2 elements
+// <= the threshold 2) whole, as the first step's _post_step gathered it: 1 x 3 elements, 12 bytes (with gradient
+// accumulation, as the second micro-batch's fetch of l2 gathers it: two parameters, so torch.cat's 2 elements, 8
+// bytes); the float32 sub-group 244 and Adam's exp_avg and exp_avg_sq 244 each; grad_partitions_flat_buffer 244;
 // the IPG bucket 40 x 4 = 160.
 // Forward: fetch l1 (both parameters missing): the flat 147 x 4 = 588 transient, l1.weight 512, l1.bias 64; fetch
 // l2 (l2.bias persists): l2.weight alone, 33 x 4 = 132.
@@ -143,11 +144,11 @@ TEST(DeepSpeedZero3, EveryBufferByHand) {
   EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l1.bias"), 24u);
   EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l2.weight"), 44u);
   EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l2.bias"), 4u);
-  EXPECT_EQ(bytes_named(p, "deepspeed:persistent:l2.bias"), 8u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:persistent:l2.bias"), 12u);
   EXPECT_EQ(bytes_named(p, "deepspeed:fp32_partitioned_groups_flat"), 244u);
   EXPECT_EQ(bytes_named(p, "deepspeed:grad_partitions_flat_buffer"), 244u);
   EXPECT_EQ(bytes_named(p, "deepspeed:ipg_bucket"), 160u);
-  EXPECT_EQ(resident_bytes(p), 1388u);
+  EXPECT_EQ(resident_bytes(p), 1392u);
   EXPECT_EQ(bytes_named(p, "deepspeed:all_gather_flat:l1"), 588u);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.weight"), 512u);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.bias"), 64u);
@@ -163,7 +164,10 @@ TEST(DeepSpeedZero3, EveryBufferByHand) {
   EXPECT_EQ(peak.bytes, 1704u);
   EXPECT_EQ(p.steps[peak.step].name, "deepspeed:grad_hook:l1.bias");
   EXPECT_EQ(r.grad_bytes, 244u);
-  EXPECT_EQ(r.param_bytes, 244u + 8u);
+  EXPECT_EQ(r.param_bytes, 244u + 12u);
+  TrainingRun accumulating = zero3(0);
+  accumulating.grad_accum = 2;
+  EXPECT_EQ(bytes_named(build_training_program(mlp(), accumulating).program, "deepspeed:persistent:l2.bias"), 8u);
 }
 
 // stage3_max_reuse_distance binding and not. At the loss (targets int64 [4], 32 bytes), with distance 0 nothing
@@ -201,7 +205,7 @@ TEST(DeepSpeedZero3, SubGroupsStepOneAtATime) {
   EXPECT_EQ(bytes_named(p, "deepspeed:fp32_grad:1"), 4u);
   EXPECT_EQ(bytes_named(p, "exp_avg:deepspeed:fp32_sub_group_0"), 240u);
   EXPECT_EQ(bytes_named(p, "exp_avg_sq:deepspeed:fp32_sub_group_1"), 4u);
-  EXPECT_EQ(resident_bytes(p), 1388u);  // the same total: 244 = 240 + 4 per float32 buffer
+  EXPECT_EQ(resident_bytes(p), 1392u);  // the same total: 244 = 240 + 4 per float32 buffer
 }
 
 // What the graph does not show one to one is refused, naming the module: a module that owns a parameter and
