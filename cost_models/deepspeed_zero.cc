@@ -61,14 +61,20 @@ int64_t graph_hidden_size(const Graph& g) {
 }
 
 void resolve_deepspeed_auto(DeepSpeedZero& z, const Graph& g) {
-  if (!z.reduce_bucket_size_auto) return;
+  if (!z.reduce_bucket_size_auto && !z.prefetch_bucket_size_auto && !z.param_persistence_threshold_auto) return;
+  const std::string key = z.reduce_bucket_size_auto ? "reduce_bucket_size"
+                          : z.prefetch_bucket_size_auto ? "stage3_prefetch_bucket_size" : "stage3_param_persistence_threshold";
   const int64_t hidden = graph_hidden_size(g);
   if (hidden <= 0)
-    throw InputError("--deepspeed: zero_optimization.reduce_bucket_size is \"auto\" (HF Trainer fills hidden_size^2) but "
+    throw InputError("--deepspeed: zero_optimization." + key + " is \"auto\" (HF Trainer fills it from hidden_size) but "
                      "model '" + g.model_path + "' shows no hidden size memplan can trust (embedding tables of one width "
                      "and a square weight of that width): give the key a number");
-  z.reduce_bucket_size = checked_mul(static_cast<uint64_t>(hidden), static_cast<uint64_t>(hidden), "reduce_bucket_size");
-  z.reduce_bucket_size_auto = false;
+  const uint64_t h = static_cast<uint64_t>(hidden);
+  const uint64_t square = checked_mul(h, h, "hidden_size^2");
+  if (z.reduce_bucket_size_auto) z.reduce_bucket_size = square;
+  if (z.prefetch_bucket_size_auto) z.prefetch_bucket_size = square / 10 * 9 + square % 10 * 9 / 10;  // int(0.9 * h^2)
+  if (z.param_persistence_threshold_auto) z.param_persistence_threshold = checked_mul(h, 10, "10 * hidden_size");
+  z.reduce_bucket_size_auto = z.prefetch_bucket_size_auto = z.param_persistence_threshold_auto = false;
 }
 
 // setup_buckets: buf_0 = torch.empty(reduce_bucket_size, dtype=self.dtype) when contiguous_gradients, and buf_1

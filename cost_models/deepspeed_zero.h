@@ -20,7 +20,7 @@ enum class DeepSpeedOffload { None, Cpu };
 // DeepSpeedZeroConfig's defaults (deepspeed/runtime/zero/config.py).
 struct DeepSpeedZero {
   bool enabled = false;
-  int stage = 0;                                 // 1 or 2 (3 is refused: not modelled)
+  int stage = 0;                                 // 1, 2 or 3 (stage 3: cost_models/deepspeed_zero3.h)
   uint64_t reduce_bucket_size = 500000000;       // elements (pp_int(5e8))
   bool reduce_bucket_size_auto = false;          // "auto": hidden_size^2 (resolve_deepspeed_auto)
   uint64_t allgather_bucket_size = 500000000;    // elements; no GPU buffer with all_gather_into_tensor
@@ -28,6 +28,16 @@ struct DeepSpeedZero {
   bool contiguous_gradients = true;
   bool round_robin_gradients = false;
   DeepSpeedOffload offload_optimizer = DeepSpeedOffload::None;
+  // Stage 3 only (DeepSpeedZeroConfig's fields and defaults; read at stages 1 and 2 but unused there).
+  uint64_t prefetch_bucket_size = 50000000;       // stage3_prefetch_bucket_size, pp_int(5e7)
+  bool prefetch_bucket_size_auto = false;         // "auto": int(0.9 * hidden_size^2)
+  uint64_t max_live_parameters = 1000000000;      // stage3_max_live_parameters, pp_int(1e9)
+  uint64_t max_reuse_distance = 1000000000;       // stage3_max_reuse_distance, pp_int(1e9)
+  uint64_t param_persistence_threshold = 100000;  // stage3_param_persistence_threshold, pp_int(1e5)
+  bool param_persistence_threshold_auto = false;  // "auto": 10 * hidden_size
+  uint64_t model_persistence_threshold = 9223372036854775807ULL;  // stage3_model_persistence_threshold, sys.maxsize
+  uint64_t sub_group_size = 1000000000;           // pp_int(1e9)
+  bool reduce_scatter = true;
 };
 
 // The model's hidden size as the graph shows it: the width every embedding table (a 2-D trainable initializer a Gather
@@ -36,8 +46,9 @@ struct DeepSpeedZero {
 int64_t graph_hidden_size(const Graph& g);
 
 // "auto" as HF Trainer's integration fills it (transformers integrations/deepspeed.py,
-// HfTrainerDeepSpeedConfig.trainer_config_finalize: reduce_bucket_size = hidden_size * hidden_size). Throws
-// InputError naming the key when the graph gives no hidden size.
+// HfTrainerDeepSpeedConfig.trainer_config_finalize: reduce_bucket_size = hidden_size * hidden_size; at stage 3
+// stage3_prefetch_bucket_size = int(0.9 * hidden_size * hidden_size) and stage3_param_persistence_threshold =
+// 10 * hidden_size). Throws InputError naming the key when the graph gives no hidden size.
 void resolve_deepspeed_auto(DeepSpeedZero& z, const Graph& g);
 
 // One rank's share of the flat group (rank 0's, the rank memplan reports), in elements.

@@ -72,15 +72,18 @@ TrainingResult TrainingStep::build() {
   add_optimizer_states_if_steady();
   if (options_.steady_state) forward_.hold_workspaces(context_.ops);  // a later iteration: kept from the last
   if (options_.loss == LossKind::FusedLinearCrossEntropy && context_.sent.empty()) fused_head_ = find_fused_head();
-  for (size_t i = 0; i < context_.ops.size(); ++i)
+  for (size_t i = 0; i < context_.ops.size(); ++i) {
     if (static_cast<int32_t>(i) != fused_head_)  // the fused loss runs the head (training_loss_fused.cc)
       emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
+    if (ds3()) ds3_after_forward(static_cast<int32_t>(i));
+  }
   if (flat_shards() && fsdp2()) fsdp2_root_post_forward();
   if (context_.sent.empty()) emit_loss();
   else emit_stage_send();
   if (deepspeed()) ds_begin_backward();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
     if (flat_shards()) fsdp2() ? fsdp2_pre_backward(i) : fsdp_pre_backward(i);
+    if (ds3()) ds3_pre_backward(i);
     if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     if (i == fused_head_) emit_fused_backward();
     else if (i == chunked_head_) emit_chunked_head_backward();
@@ -88,6 +91,7 @@ TrainingResult TrainingStep::build() {
     if (flat_shards()) fsdp2() ? fsdp2_post_backward(i) : fsdp_post_backward(i);
     if (options_.optimizer_in_backward) update_params_completed_at(i);
     if (deepspeed()) ds_after_backward(i);
+    if (ds3()) ds3_post_backward(i);
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
   if (deepspeed()) ds_end_backward();
@@ -189,7 +193,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   for (int32_t i : chosen) result.checkpoint_boundaries.push_back(graph.tensors[context.separators[i].tensor].name);
   if (options.checkpoint.mode != CheckpointMode::None && context.separators.empty())
     notes.push_back("The graph has no tensor that separates it: nothing can be checkpointed.");
-  if (options.shard == Sharding::Zero3)
+  if (options.shard == Sharding::Zero3 && !options.deepspeed.enabled)
     notes.push_back("ZeRO-3: each op gathers its full parameters in forward and again in backward (transient).");
   if (options.shard == Sharding::Fsdp) {
     const WrapUnits& w = context.units;

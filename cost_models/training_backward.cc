@@ -113,6 +113,8 @@ void TrainingStep::emit_backward(int32_t i) {
       add_unique(st.reads, kept_after_forward(context_.units, options_.fsdp_wrap, u) && unit_gathered_forward_[u] >= 0 ? unit_gathered_forward_[u]
                                                                                    : unit_gathered_backward_[u]);
     }
+  for (int32_t t : op.inputs)  // DeepSpeed ZeRO-3: the whole parameter its backward fetch gathered (or kept)
+    if (ds3_param(t) && ds3_buffer(t) >= 0) add_unique(st.reads, ds3_buffer(t));
   for (int32_t t : op.inputs)  // --frozen-dtype: dequantized again for the input grad
     if (packed_storage(t))
       packed_backward(i, t, st);

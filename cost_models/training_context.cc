@@ -109,7 +109,7 @@ void assign_parameter_shards(const Graph& g, const TrainingOptions& o, bool any_
   for (int32_t p : c.params) {
     l.states_sharded[p] = zero;
     l.grad_sharded[p] = zero && o.shard != Sharding::Zero1;
-    if (o.shard == Sharding::Zero3) l.shard[p] = ParameterShard::ZeroShard;
+    if (o.shard == Sharding::Zero3 && !o.deepspeed.enabled) l.shard[p] = ParameterShard::ZeroShard;
   }
   if (o.shard != Sharding::Fsdp && o.shard != Sharding::Fsdp2) return;
   c.units = find_wrap_units(g, c.ops, c.module_parameters, o.fsdp_wrap);

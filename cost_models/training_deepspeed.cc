@@ -37,6 +37,7 @@ void TrainingStep::ds_add_resident() {
   }
   ds_ = zero_partition(elements, options_.gpus, z.round_robin_gradients);
   ds_grad_element_bytes_ = context_.params.empty() ? 0 : dtype_bytes(layout().dtype[context_.params.front()], 1).value_or(0);
+  if (z.stage == 3) return ds3_add_resident();  // training_deepspeed3.cc
   auto resident = [&](const std::string& name, uint64_t bytes, Category category) {
     const int32_t b = writer_.new_buffer(name, bytes, category);
     program().buffers[b].resident = true;
@@ -67,6 +68,7 @@ void TrainingStep::ds_add_resident() {
 // setup_buckets, on the first grad hook of the backward: the contiguous gradient bucket(s) of reduce_bucket_size
 // elements of self.dtype, freed by _release_ipg_buffers at the backward's epilogue.
 void TrainingStep::ds_begin_backward() {
+  if (ds3()) return;  // stage 3 allocates its bucket at __init__ (training_deepspeed3.cc)
   const uint64_t bytes = checked_mul(ds_config_.reduce_bucket_size, ds_grad_element_bytes_, "DeepSpeed bytes");
   Step st{"deepspeed:setup_buckets", "empty", Phase::Backward, {}, {}, 0};
   for (int i = 0; i < ipg_buffer_count(ds_config_); ++i) {
@@ -82,6 +84,7 @@ void TrainingStep::ds_begin_backward() {
 // outside the partition until the step (free_grad_in_param_list). Under offload_optimizer cpu, copy_grads_in_partition
 // copies the partition's grads to the host instead (async_inplace_copy_grad_to_fp32_buffer_from_gpu).
 void TrainingStep::ds_reduce(Step& st) {
+  if (ds3()) return ds3_reduce(st);
   const bool offload = ds_config_.offload_optimizer == DeepSpeedOffload::Cpu;
   for (int32_t p : ds_bucket_params_) {
     const bool in = ds_.in_partition[ds_index_[p]];
@@ -126,8 +129,9 @@ void TrainingStep::ds_hook(int32_t p, Phase phase) {
   program().steps.push_back(std::move(st));
 }
 
-// After op i's backward: the hooks of the parameters whose grads it completed. ZeRO-2, and ZeRO-1 with overlap_comm,
-// reduce in the hooks (process_gradients); ZeRO-1 without it reduces after backward (reduce_gradients).
+// After op i's backward: the hooks of the parameters whose grads it completed. ZeRO-2 and 3, and ZeRO-1 with
+// overlap_comm, reduce in the hooks (process_gradients; stage3.py reduce_independent_p_g_buckets_and_remove_grads);
+// ZeRO-1 without it reduces after backward (reduce_gradients).
 void TrainingStep::ds_after_backward(int32_t i) {
   if (ds_config_.stage == 1 && !ds_config_.overlap_comm) return;
   for (int32_t p : params_completed_at_[i]) ds_hook(p, Phase::Backward);
@@ -138,6 +142,7 @@ void TrainingStep::ds_after_backward(int32_t i) {
 // holds, adds this micro-batch's grads into the earlier ones' (gradient accumulation: the new grads_in_partition
 // is released there) and releases the buckets.
 void TrainingStep::ds_end_backward() {
+  if (ds3()) return ds3_end_backward();
   if (ds_config_.stage == 1 && !ds_config_.overlap_comm)
     for (int32_t p : context_.params) ds_hook(p, Phase::Backward);
   Step st{"deepspeed:ipg_epilogue", "reduce", Phase::Backward, {}, {}, 0};
@@ -160,6 +165,7 @@ void TrainingStep::ds_end_backward() {
 // the float32 partition (its states the partition's size), the float32 grad dropped, and the partitions gathered
 // into the flat group in place (all_gather_into_tensor_dp_groups). Under offload the step runs on the host.
 void TrainingStep::ds_optimizer() {
+  if (ds3()) return ds3_optimizer();
   if (ds_config_.offload_optimizer == DeepSpeedOffload::Cpu) return;
   Step flat{"deepspeed:flatten_grad_partition", "cat", Phase::Optimizer, {}, {}, 0};
   if (ds_grads_ >= 0) flat.reads.push_back(ds_grads_);

@@ -19,8 +19,12 @@ namespace memplan {
 // FSDP keeps, instead of each parameter, trained or frozen, its unit's flat-parameter shard (training_fsdp.cc).
 void TrainingStep::add_parameters() {
   if (flat_shards()) fsdp2() ? add_fsdp2_shards() : add_fsdp_shards();
+  std::vector<bool> partitioned(graph_.tensors.size(), false);  // DeepSpeed ZeRO-3: training_deepspeed3.cc holds them
+  if (ds3())
+    for (int32_t p : context_.module_parameters) partitioned[p] = true;
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     const int32_t id = static_cast<int32_t>(t);
+    if (partitioned[t]) continue;
     if (context_.tied_to[t] >= 0 || !constant_on_device(graph_, id, context_.runtime.semantics, context_.shape)) continue;
     if (layout().shard[t] == ParameterShard::FlatShard) {
       forward_buffer_[t] = unit_shard_[layout().shard_group[t]];
@@ -146,8 +150,9 @@ void TrainingStep::emit_cached(int32_t i) {
 std::vector<int32_t> TrainingStep::rule_saved(int32_t i, const std::map<int32_t, int32_t>& effective) const {
   std::vector<int32_t> saved;
   for (int32_t t : context_.rules[i].saved_tensors) {
-    // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward.
-    if (layout().shard[t] == ParameterShard::ZeroShard) continue;
+    // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward; DeepSpeed's autograd keeps
+    // the parameter, whose gathered data its release swaps out.
+    if (layout().shard[t] == ParameterShard::ZeroShard || ds3_param(t)) continue;
     if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0) continue;
     // bitsandbytes and AutoAWQ keep the stored form; GPTQ's mm keeps the dequantized weight (training_packed.cc).
     auto it = layout().restored(t) && layout().storage[t] != FrozenStorage::GptqInt4 ? effective.end() : effective.find(t);
@@ -160,6 +165,7 @@ std::vector<int32_t> TrainingStep::rule_saved(int32_t i, const std::map<int32_t,
 // consumes in its place (its gathered, dequantized or autocast form).
 void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective) {
   const FusedOp& op = context_.ops[i];
+  if (ds3_param(t)) return ds3_prepare_input(t, st, effective);  // gathered per module (training_deepspeed3.cc)
   const bool fsdp_param = layout().shard[t] == ParameterShard::FlatShard;
   if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
     const int32_t u = layout().shard_group[t];

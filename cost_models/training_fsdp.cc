@@ -206,8 +206,14 @@ int32_t TrainingStep::fsdp_gathered(int32_t unit, bool backward, Step& st) {
 // unit none of whose outputs needs a grad (frozen, before anything that trains) is not gathered again.
 bool TrainingStep::fsdp_has_backward(int32_t v) const {
   const WrapUnits& w = context_.units;
-  for (int32_t i = w.first_op[v]; i >= 0 && i <= w.last_op[v]; ++i)
-    if (w.unit_of_op[i] == v)
+  return outputs_need_grad(w.first_op[v], w.last_op[v], [&](int32_t i) { return w.unit_of_op[i] == v; });
+}
+
+// Whether an op of [first, last] that `in` admits makes an output that requires grad: the rule a module's pre-backward
+// hook follows (FSDP's, above; DeepSpeed ZeRO-3's PreBackwardFunctionForModule, training_deepspeed3.cc).
+bool TrainingStep::outputs_need_grad(int32_t first, int32_t last, const std::function<bool(int32_t)>& in) const {
+  for (int32_t i = first; i >= 0 && i <= last; ++i)
+    if (in(i))
       for (int32_t t : context_.ops[i].outputs)
         if (context_.requires_grad[t]) return true;
   return false;
@@ -302,6 +308,7 @@ void TrainingStep::fsdp_new_grad_shard(int32_t u, Step& rs) {
 
 std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
   std::vector<UpdateTarget> out;
+  if (ds3()) return ds3_targets();  // the float32 sub-groups
   if (deepspeed()) {  // the float32 partition, on the GPU unless offload_optimizer
     if (ds_config_.offload_optimizer == DeepSpeedOffload::None) out.push_back(ds_target(-1));
     return out;

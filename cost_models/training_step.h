@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -156,6 +157,7 @@ class TrainingStep {
   void init_fsdp_units();
   void add_fsdp_shard_buffer(int32_t u, const std::string& prefix, uint64_t bytes);
   bool fsdp_has_backward(int32_t v) const;
+  bool outputs_need_grad(int32_t first, int32_t last, const std::function<bool(int32_t)>& in) const;
   int32_t fsdp_next_in_backward(int32_t before_op) const;
   void fsdp_new_grad_shard(int32_t u, Step& rs);
 
@@ -185,6 +187,23 @@ class TrainingStep {
   void ds_end_backward();
   void ds_optimizer();
   UpdateTarget ds_target(int32_t grad) const;
+
+  // ---- DeepSpeed ZeRO-3, --deepspeed at stage 3 (training_deepspeed3.cc; the rules: deepspeed_zero3.h) ----
+  bool ds3() const { return options_.deepspeed.enabled && options_.deepspeed.stage == 3; }
+  bool ds3_param(int32_t t) const { return ds3() && t >= 0 && static_cast<size_t>(t) < ds3_index_.size() && ds3_index_[t] >= 0; }
+  void ds3_find_modules();
+  void ds3_add_resident();
+  void ds3_fetch(int32_t m, Phase phase);
+  void ds3_release(const std::vector<int32_t>& params, const std::string& why, Phase phase);
+  int32_t ds3_buffer(int32_t t) const;  // the whole parameter an op reads: gathered, or persistent
+  void ds3_prepare_input(int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
+  void ds3_after_forward(int32_t i);
+  void ds3_pre_backward(int32_t i);
+  void ds3_post_backward(int32_t i);
+  void ds3_reduce(Step& st);
+  void ds3_end_backward();
+  void ds3_optimizer();
+  std::vector<UpdateTarget> ds3_targets() const;
 
   std::vector<UpdateTarget> update_targets() const;
   UpdateTarget param_target(int32_t p) const;
@@ -271,6 +290,24 @@ class TrainingStep {
   int32_t ds_fp32_ = -1, ds_grads_ = -1, ds_accumulated_ = -1;
   std::vector<int32_t> ds_bucket_params_;
   uint64_t ds_bucket_elements_ = 0;
+  // DeepSpeed ZeRO-3: per module parameter (ds3_index_: tensor -> index, -1 none) its elements, whether it persists,
+  // its resident partition and its whole copy (gathered or persistent, -1: not available); the modules (owners) with
+  // their parameters, first and last op reading them, whether their backward is fetched and whether their post-backward
+  // hook fires; the fetch trace's positions and what each releases; the gradient partitions; the sub-groups.
+  std::vector<int32_t> ds3_index_, ds3_tensor_;
+  std::vector<uint64_t> ds3_numel_;
+  std::vector<bool> ds3_persistent_;
+  std::vector<int32_t> ds3_whole_;
+  struct Ds3Module {
+    std::string name;
+    std::vector<int32_t> params;
+    int32_t first_op = -1, last_op = -1, forward_at = -1, backward_at = -1;
+    bool post_backward = false;
+  };
+  std::vector<Ds3Module> ds3_modules_;
+  std::vector<std::vector<int32_t>> ds3_releases_;
+  int32_t ds3_grad_partitions_ = -1;
+  std::vector<uint64_t> ds3_sub_groups_;
   std::vector<int32_t> ds_kept_grads_;                       // bitsandbytes' quantization maps exist
   std::vector<std::vector<int32_t>> params_completed_at_;  // --optimizer-in-backward: op -> parameters whose grad
                                                      // is complete after its backward (the earliest op reading them)

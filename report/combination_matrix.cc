@@ -215,11 +215,11 @@ const std::vector<Refusal>& refused_pairs() {
       {"frozen-awq", "tp", "not modelled: a tensor-parallel split of AWQ's packed layers"},
       {"frozen-awq", "pp", "not modelled"},
       // --deepspeed (report/deepspeed_config.h, cost_models/training_deepspeed.cc): DeepSpeedZeroOptimizer at stages 1
-      // and 2 over data parallelism alone, with a torch or DeepSpeed Adam on its float32 partition.
-      {"deepspeed", "ddp", "DeepSpeed's ZeRO replaces DDP: give --shard zero1/zero2 or none (the config's stage)"},
-      {"deepspeed", "zero3", "not modelled yet: stage3.py's buffers (drop --deepspeed for the idealised ZeRO-3)"},
-      {"deepspeed", "fsdp", "DeepSpeed's ZeRO is not FSDP: give --shard zero1/zero2 or none (the config's stage)"},
-      {"deepspeed", "fsdp2", "DeepSpeed's ZeRO is not FSDP: give --shard zero1/zero2 or none (the config's stage)"},
+      // and 2, DeepSpeedZeroOptimizer_Stage3 at stage 3 (cost_models/training_deepspeed3.cc), over data parallelism alone, with a torch or DeepSpeed Adam on its float32 partition.
+      {"deepspeed", "ddp", "DeepSpeed's ZeRO replaces DDP: give --shard zero1/zero2 or none (the config's stage, 1 to 3)"},
+      {"deepspeed", "fsdp", "DeepSpeed's ZeRO is not FSDP: give --shard zero1/zero2 or none (the config's stage, 1 to 3)"},
+      {"deepspeed", "fsdp2", "DeepSpeed's ZeRO is not FSDP: give --shard zero1/zero2 or none (the config's stage, 1 to 3)"},
+      {"deepspeed", "zero3", "say the stage once: zero_optimization.stage 3 in the config, without --shard zero3"},
       {"deepspeed", "amp", "not modelled: DeepSpeed's fp16/bf16 modes cast the model; give --precision fp16/bf16/fp32"},
       {"deepspeed", "tp", "not modelled"},
       {"deepspeed", "pp", "not modelled"},

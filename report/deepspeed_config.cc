@@ -27,13 +27,13 @@ const std::set<std::string> kIgnoredTop = {
 // zero_optimization keys that change no GPU memory at stages 1 and 2 (reduce_scatter and allgather_partitions
 // choose collectives that work in the buckets; the stage3_* keys and sub_group_size act at stage 3 only; the rest
 // are checkpoint or logging behaviour).
+// The stage-3 keys (and reduce_scatter, which chooses stage 3's gradient path) are read into DeepSpeedZero and
+// used at stage 3 only (cost_models/deepspeed_zero3.h).
 const std::set<std::string> kIgnoredZero = {
-    "reduce_scatter", "allgather_partitions", "load_from_fp32_weights", "elastic_checkpoint",
+    "allgather_partitions", "load_from_fp32_weights", "elastic_checkpoint",
     "ignore_unused_parameters", "use_multi_rank_bucket_allreduce", "stage3_gather_16bit_weights_on_model_save",
-    "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", "sub_group_size",
-    "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-    "stage3_param_persistence_threshold", "prefetch_bucket_size", "max_live_parameters", "max_reuse_distance",
-    "param_persistence_threshold", "log_trace_cache_warnings", "enable_sanity_checks"};
+    "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", "log_trace_cache_warnings",
+    "enable_sanity_checks"};
 // fp16 / bf16 keys besides "enabled": the loss scaler's settings (scalars).
 const std::set<std::string> kIgnoredPrecision = {"loss_scale", "loss_scale_window", "initial_scale_power", "hysteresis",
                                                  "consecutive_hysteresis", "min_loss_scale", "check_grad_overflow"};
@@ -103,7 +103,8 @@ class Reader {
         else if (d == "cpu" || d == "nvme")
           fail(full, "'" + d + "' is not modelled: " +
                          (optimizer ? std::string("NVMe offload is ZeRO-Infinity's, at stage 3")
-                                    : std::string("offload_param moves ZeRO-3's parameters, and stage 3 is not modelled")));
+                                    : std::string("offload_param keeps ZeRO-3's partitions on the host or NVMe "
+                                                  "(partitioned_param_swapper.py); memplan models them on the GPU")));
         else if (d != "none") fail(full, "must be \"none\", \"cpu\" or \"nvme\", got " + v.dump());
       } else if (key == "ratio") {
         if (!v.is_number() || v.get<double>() != 1.0) fail(full, "below 1 (partial offload) is stage 3's: not modelled");
@@ -136,16 +137,28 @@ class Reader {
         z.contiguous_gradients = boolean(v, full);
       } else if (key == "round_robin_gradients") {
         z.round_robin_gradients = boolean(v, full);
+      } else if (key == "stage3_prefetch_bucket_size" || key == "prefetch_bucket_size") {  // aliases (config.py)
+        if (is_auto(v)) z.prefetch_bucket_size_auto = true;
+        else z.prefetch_bucket_size = count(v, full);
+      } else if (key == "stage3_param_persistence_threshold" || key == "param_persistence_threshold") {
+        if (is_auto(v)) z.param_persistence_threshold_auto = true;
+        else z.param_persistence_threshold = count(v, full);
+      } else if (key == "stage3_model_persistence_threshold" || key == "model_persistence_threshold") {
+        z.model_persistence_threshold = count(v, full);
+      } else if (key == "stage3_max_live_parameters" || key == "max_live_parameters") {
+        z.max_live_parameters = count(v, full);
+      } else if (key == "stage3_max_reuse_distance" || key == "max_reuse_distance") {
+        z.max_reuse_distance = count(v, full);
+      } else if (key == "sub_group_size") {
+        z.sub_group_size = count(v, full);
+      } else if (key == "reduce_scatter") {
+        z.reduce_scatter = boolean(v, full);
       } else if (key == "offload_optimizer") {
         z.offload_optimizer = offload(v, full, /*optimizer=*/true);
       } else if (key == "offload_param") {
         offload(v, full, /*optimizer=*/false);
       } else if (kIgnoredZero.count(key)) {
-        if (key.rfind("stage3_", 0) == 0 && (key == "stage3_prefetch_bucket_size" || key == "stage3_param_persistence_threshold") && is_auto(v))
-          continue;  // HF Trainer fills these from the hidden size at stage 3 only
-        if (key.find("bucket") != std::string::npos || key.find("threshold") != std::string::npos ||
-            key.find("max_") != std::string::npos || key == "sub_group_size")
-          count(v, full);  // still checked: DeepSpeed would refuse a negative one
+        continue;
       } else {
         unknown(full);
       }
@@ -218,6 +231,39 @@ DeepSpeedSettings read_deepspeed_config(const std::string& path) {
   return s;
 }
 
+namespace {
+
+// What stage 3 as memplan models it (cost_models/deepspeed_zero3.h) cannot take; each refusal names its key or flag.
+void check_stage3(const DeepSpeedSettings& s, const std::string& where, const TrainingOptions& t) {
+  const DeepSpeedZero& z = s.zero;
+  const std::string key = "zero_optimization.stage3_prefetch_bucket_size ";
+  if (z.prefetch_bucket_size_auto)
+    throw InputError(where + key + "\"auto\" (HF Trainer fills int(0.9 * hidden_size^2) > 0): prefetch is not modelled "
+                     "at stage 3 (which parameters it gathers ahead depends on every module's forward hook, modules "
+                     "without parameters included, which an exported graph does not show); give 0");
+  if (z.prefetch_bucket_size > 0)
+    throw InputError(where + key + std::to_string(z.prefetch_bucket_size) + " (default 5e7): prefetch is not modelled "
+                     "at stage 3 (which parameters it gathers ahead depends on every module's forward hook, modules "
+                     "without parameters included, which an exported graph does not show); give 0");
+  if (z.offload_optimizer != DeepSpeedOffload::None)
+    throw InputError(where + "zero_optimization.offload_optimizer cpu at stage 3 is not modelled");
+  if (!z.reduce_scatter)
+    throw InputError(where + "zero_optimization.reduce_scatter false at stage 3 is not modelled "
+                     "(__avg_scatter_contiguous_grads); the default true is");
+  if (!z.contiguous_gradients)
+    throw InputError(where + "zero_optimization.contiguous_gradients false is not modelled");
+  if (s.precision == "fp16" || t.precision == Precision::Fp16)
+    throw InputError(where + "fp16 at stage 3 is not modelled (the step's overflow check over the gradient partitions); "
+                     "bf16 and fp32 are");
+  if (t.checkpoint.mode != CheckpointMode::None)
+    throw InputError(where + "stage 3 with --checkpoint is not modelled (the recomputation fetches parameters again, "
+                     "which changes the fetch trace max_reuse_distance reads)");
+  if (t.frozen_storage != FrozenStorage::Same)
+    throw InputError(where + "stage 3 with --frozen-dtype is not modelled (DeepSpeed partitions the stored form)");
+}
+
+}  // namespace
+
 void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const std::string& shard_flag,
                      const std::string& precision_flag, bool impl_given, TrainingOptions& t) {
   const std::string where = "--deepspeed " + path + ": ";
@@ -235,12 +281,9 @@ void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const 
   if (stage < 0)
     throw InputError(where + "no zero_optimization.stage and no --shard zero1/zero2: say which ZeRO stage runs");
   if (stage == 0)
-    throw InputError(where + "zero_optimization.stage 0 is DeepSpeed without ZeRO: not modelled (give stage 1 or 2)");
-  if (stage == 3)
-    throw InputError(where + "ZeRO stage 3 (" + (s.stage == 3 ? "zero_optimization.stage" : "--shard zero3") +
-                     ") is not modelled with --deepspeed yet: stage3.py's prefetch and persistence are not read; "
-                     "drop --deepspeed for the idealised --shard zero3");
-  t.shard = stage == 1 ? Sharding::Zero1 : Sharding::Zero2;
+    throw InputError(where + "zero_optimization.stage 0 is DeepSpeed without ZeRO: not modelled (give stage 1, 2 or 3)");
+  if (stage == 3) check_stage3(s, where, t);
+  t.shard = stage == 1 ? Sharding::Zero1 : stage == 2 ? Sharding::Zero2 : Sharding::Zero3;
   t.deepspeed = s.zero;
   t.deepspeed.stage = stage;
   // fp16/bf16: DeepSpeed casts the model (engine: the module in the enabled type) and keeps float32 partitions.

@@ -1072,6 +1072,27 @@ class DeepSpeedTest(unittest.TestCase):
         jsonschema.validate(j, schema("estimate"))
         self.assertIn("DeepSpeed offloaded optimizer", run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout)
 
+    def test_stage3_refusals_and_sizes(self):
+        # Stage 3 with DeepSpeed's default prefetch (5e7), or offload_param: refused, one line, exit 2.
+        for text, message in [
+            ('{"zero_optimization": {"stage": 3}}', "zero_optimization.stage3_prefetch_bucket_size 50000000"),
+            ('{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0, "offload_param": {"device": "cpu"}}}',
+             "zero_optimization.offload_param.device 'cpu' is not modelled"),
+        ]:
+            p = run(*self.BASE, "--deepspeed", self.config(text), check_rc=2)
+            self.assertIn(message, p.stderr, text)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # Without prefetch: the tiny Llama's 994,432 bf16 elements (every dimension even: 2 GPUs pad nothing) keep
+        # 497,216 per GPU: partitions 994,432 bytes, plus "auto" persistence (10 x 128 = 1280 elements) keeping its 9
+        # RMSNorm weights whole (9 x 128 x 2 = 2,304): 996,736; gradient partitions 994,432; the float32 partition
+        # 1,988,864 and Adam's two states on it: 5,966,592.
+        cfg = self.config('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, '
+                          '"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": "auto"}}')
+        t = run_json(*self.BASE, "--deepspeed", cfg)["training"]
+        self.assertEqual(t["param_bytes"], 996736)
+        self.assertEqual(t["grad_bytes"], 994432)
+        self.assertEqual(t["optimizer_state_bytes"], 5966592)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

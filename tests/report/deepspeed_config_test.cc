@@ -84,8 +84,9 @@ TEST(DeepSpeedConfig, BadInputIsOneMessageNamingTheKey) {
   EXPECT_TRUE(has(unknown, "activation_checkpointing") && has(unknown, "not modelled")) << unknown;
   const std::string quantized = refusal(R"({"zero_optimization": {"stage": 2, "zero_quantized_gradients": true}})");
   EXPECT_TRUE(has(quantized, "zero_optimization.zero_quantized_gradients")) << quantized;
+  // Stage 3 with DeepSpeedZeroConfig's default prefetch (5e7): prefetch is refused, naming the key.
   const std::string stage3 = refusal(R"({"zero_optimization": {"stage": 3}})");
-  EXPECT_TRUE(has(stage3, "stage 3") && has(stage3, "not modelled")) << stage3;
+  EXPECT_TRUE(has(stage3, "stage3_prefetch_bucket_size") && has(stage3, "not modelled")) << stage3;
   const std::string no_stage = refusal(R"({"zero_optimization": {"overlap_comm": true}})");
   EXPECT_TRUE(has(no_stage, "no zero_optimization.stage")) << no_stage;
   const std::string precision = refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}})");
@@ -98,6 +99,52 @@ TEST(DeepSpeedConfig, BadInputIsOneMessageNamingTheKey) {
   EXPECT_TRUE(has(param, "offload_param.device")) << param;
   const std::string ddp = refusal(R"({"zero_optimization": {"stage": 2}})", "ddp");
   EXPECT_TRUE(has(ddp, "--shard ddp")) << ddp;
+}
+
+// Stage 3: the stage-3 keys and their aliases are read; "auto" persistence waits for the graph (10 x hidden_size);
+// what the modelled subset cannot take is refused naming the key or the flag.
+TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
+  const std::string path = write_config(
+      "stage3.json",
+      R"({"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0,
+          "max_reuse_distance": 7, "stage3_max_live_parameters": 9, "stage3_param_persistence_threshold": "auto",
+          "model_persistence_threshold": 11, "sub_group_size": 1e6, "reduce_bucket_size": 300}})");
+  const DeepSpeedSettings s = read_deepspeed_config(path);
+  EXPECT_EQ(s.stage, 3);
+  EXPECT_EQ(s.zero.prefetch_bucket_size, 0u);
+  EXPECT_EQ(s.zero.max_reuse_distance, 7u);
+  EXPECT_EQ(s.zero.max_live_parameters, 9u);
+  EXPECT_TRUE(s.zero.param_persistence_threshold_auto);
+  EXPECT_EQ(s.zero.model_persistence_threshold, 11u);
+  EXPECT_EQ(s.zero.sub_group_size, 1000000u);
+  EXPECT_TRUE(s.zero.overlap_comm);  // overlap_comm_valid: absent at stage 3 is true
+  TrainingOptions t;
+  t.precision = Precision::Bf16;
+  apply_deepspeed(s, path, "none", "bf16", false, t);
+  EXPECT_EQ(t.shard, Sharding::Zero3);
+  EXPECT_EQ(t.deepspeed.stage, 3);
+  const std::string z3 = R"("stage": 3, "stage3_prefetch_bucket_size": 0)";
+  const std::string automatic = refusal(R"({"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": "auto"}})");
+  EXPECT_TRUE(has(automatic, "stage3_prefetch_bucket_size") && has(automatic, "auto")) << automatic;
+  const std::string param = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "cpu"}}})");
+  EXPECT_TRUE(has(param, "offload_param.device") && has(param, "not modelled")) << param;
+  const std::string nvme = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "nvme"}}})");
+  EXPECT_TRUE(has(nvme, "offload_param.device")) << nvme;
+  const std::string optimizer = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "cpu"}}})");
+  EXPECT_TRUE(has(optimizer, "offload_optimizer") && has(optimizer, "stage 3")) << optimizer;
+  const std::string scatter = refusal(R"({"zero_optimization": {)" + z3 + R"(, "reduce_scatter": false}})");
+  EXPECT_TRUE(has(scatter, "zero_optimization.reduce_scatter")) << scatter;
+  const std::string fp16 = refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {)" + z3 + "}}", "none", "fp16");
+  EXPECT_TRUE(has(fp16, "fp16")) << fp16;
+  try {
+    const std::string file = write_config("checkpointed.json", R"({"zero_optimization": {)" + z3 + "}}");
+    TrainingOptions c;
+    c.checkpoint.mode = CheckpointMode::Sqrt;
+    apply_deepspeed(read_deepspeed_config(file), file, "none", "bf16", false, c);
+    ADD_FAILURE() << "stage 3 with --checkpoint was accepted";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(has(e.what(), "--checkpoint")) << e.what();
+  }
 }
 
 // End to end on the tiny Llama: "auto" becomes hidden_size^2 = 128^2 = 16384 (tests/models/llama.py: llama_tiny's
@@ -115,6 +162,29 @@ TEST(DeepSpeedConfig, AutoRunsOnTheTinyLlama) {
   const ConfiguredEstimate c = estimate_model(a);
   bool noted = false;
   for (const std::string& n : c.estimate.notes) noted |= has(n, "DeepSpeed ZeRO-2") && has(n, "2 gradient bucket(s) of reduce_bucket_size 16384 elements");
+  EXPECT_TRUE(noted);
+  EXPECT_GT(c.estimate.total_bytes, 0u);
+}
+
+// Stage 3 end to end on the tiny Llama (hidden_size 128, 4 layers, untied head): "auto" persistence is
+// 10 x 128 = 1280 elements, so the 9 RMSNorm weights (128 each) persist and nothing else does; the fetch units are
+// the 39 modules owning parameters (embed_tokens, 4 x (2 norms + q/k/v/o + gate/up/down), norm, lm_head).
+TEST(DeepSpeedConfig, Stage3RunsOnTheTinyLlama) {
+  EstimateArgs a;
+  a.model.path = std::string(MEMPLAN_ZOO_DIR) + "/llama_tiny_train.onnx";
+  a.model.batch = 2;
+  a.model.dims = {"seq=16"};
+  a.top = 0;
+  a.mode = "train";
+  a.gpus = 2;
+  a.deepspeed = write_config("auto3.json", R"({"bf16": {"enabled": "auto"},
+      "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0, "reduce_bucket_size": "auto",
+                            "stage3_param_persistence_threshold": "auto"}})");
+  const ConfiguredEstimate c = estimate_model(a);
+  bool noted = false;
+  for (const std::string& n : c.estimate.notes)
+    noted |= has(n, "DeepSpeed ZeRO-3") && has(n, "9 parameters of at most stage3_param_persistence_threshold 1280") &&
+             has(n, "(39 modules)") && has(n, "bucket of reduce_bucket_size 16384 elements");
   EXPECT_TRUE(noted);
   EXPECT_GT(c.estimate.total_bytes, 0u);
 }

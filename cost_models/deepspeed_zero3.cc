@@ -1,0 +1,94 @@
+#include "cost_models/deepspeed_zero3.h"
+
+#include <set>
+
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+uint64_t zero3_partition_numel(uint64_t numel, int gpus) {
+  precondition(gpus >= 1, "ZeRO-3 over no GPU");
+  const uint64_t n = static_cast<uint64_t>(gpus);
+  return numel / n + (numel % n != 0);
+}
+
+std::vector<bool> zero3_persistent(const std::vector<uint64_t>& numel, uint64_t threshold, uint64_t model_threshold) {
+  std::vector<bool> out(numel.size(), false);
+  uint64_t total = 0;
+  for (size_t i = 0; i < numel.size(); ++i) {
+    // `if param.ds_numel + total_persistent_parameters > model_threshold: continue`
+    if (numel[i] > model_threshold || total > model_threshold - numel[i]) continue;
+    if (numel[i] <= threshold) {
+      out[i] = true;
+      total += numel[i];
+    }
+  }
+  return out;
+}
+
+std::vector<uint64_t> zero3_sub_groups(const std::vector<uint64_t>& partition_numel, uint64_t sub_group_size) {
+  uint64_t all = 0;
+  for (uint64_t e : partition_numel) all = checked_add(all, e, "ZeRO-3 parameter group");
+  if (partition_numel.empty()) return {};
+  if (sub_group_size >= all) return {all};
+  std::vector<uint64_t> out;
+  uint64_t local = 0;
+  for (size_t i = 0; i < partition_numel.size(); ++i) {
+    local += partition_numel[i];
+    if (local >= sub_group_size || i + 1 == partition_numel.size()) {
+      out.push_back(local);
+      local = 0;
+    }
+  }
+  return out;
+}
+
+Zero3Gather zero3_gather(const std::vector<uint64_t>& numel, int gpus) {
+  Zero3Gather g;
+  const uint64_t n = static_cast<uint64_t>(gpus);
+  if (numel.size() == 1) {
+    g.gathered.push_back(checked_mul(zero3_partition_numel(numel[0], gpus), n, "ZeRO-3 gather"));
+    return g;
+  }
+  uint64_t partition = 0;
+  for (uint64_t e : numel) {
+    partition = checked_add(partition, zero3_partition_numel(e, gpus), "ZeRO-3 gather");
+    g.gathered.push_back(e);
+  }
+  g.transient = checked_mul(partition, n, "ZeRO-3 gather");
+  return g;
+}
+
+uint64_t zero3_reduce_scatter_elements(const std::vector<uint64_t>& numel, int gpus) {
+  const uint64_t n = static_cast<uint64_t>(gpus);
+  if (numel.size() == 1 && numel[0] % n == 0) return 0;  // `tensors[0].view(-1)`
+  uint64_t partition = 0;
+  for (uint64_t e : numel) partition = checked_add(partition, zero3_partition_numel(e, gpus), "ZeRO-3 reduce-scatter");
+  return checked_mul(partition, n, "ZeRO-3 reduce-scatter");
+}
+
+std::vector<std::vector<int32_t>> zero3_releases(const std::vector<std::vector<int32_t>>& trace,
+                                                  const std::vector<uint64_t>& numel, const std::vector<bool>& persistent,
+                                                  uint64_t max_reuse_distance) {
+  std::vector<std::vector<int32_t>> out(trace.size());
+  for (size_t s = 0; s < trace.size(); ++s) {
+    std::set<int32_t> release;
+    for (int32_t p : trace[s])
+      if (!persistent[p]) release.insert(p);
+    // `for module in self.__submodule_order[step_id:]`, step_id = s + 1 when the module's post hook runs: the
+    // examined modules' parameters stay, until max_reuse_distance elements have been traversed.
+    uint64_t traversed = 0;
+    for (size_t t = s + 1; t < trace.size() && !release.empty(); ++t) {
+      if (traversed >= max_reuse_distance) break;
+      for (int32_t p : trace[t]) {
+        release.erase(p);
+        traversed = checked_add(traversed, numel[p], "ZeRO-3 reuse distance");
+      }
+    }
+    out[s].assign(release.begin(), release.end());
+  }
+  return out;
+}
+
+}  // namespace memplan

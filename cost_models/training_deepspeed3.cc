@@ -1,0 +1,331 @@
+// Training under DeepSpeed ZeRO-3 (--deepspeed, zero_optimization.stage 3): DeepSpeedZeroOptimizer_Stage3 and its
+// PartitionedParameterCoordinator around the step, rank 0's share. Sizes and release rules: deepspeed_zero3.h; the
+// order of allocations and frees: deepspeed/runtime/zero/ at DeepSpeed edaa7221267243c7be7fb49c5d5f5c4fb97b4641,
+// named per function. The gradient bucket's hooks are ZeRO-1/2's (training_deepspeed.cc ds_hook: the same
+// reduce_independent_p_g_buckets_and_remove_grads rule in stage3.py); what a bucket's reduce allocates is here.
+// The fetch unit is the module that owns parameters directly (iter_params(module, recurse=False)): on an exported
+// graph, the name of a parameter up to its last '.'. Its forward fetch runs before the first op reading its
+// parameters and its release after the last; its backward fetch before the backward of that last op
+// (PreBackwardFunctionForModule on its outputs, when one requires grad), its release after the backward of the first
+// (PostBackwardFunctionModule on its inputs, when one requires grad; otherwise release_backward_leftovers at the end
+// of backward).
+#include <algorithm>
+#include <map>
+
+#include "cost_models/deepspeed_zero3.h"
+#include "cost_models/training_step.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+namespace {
+
+std::string owner_of(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+}  // namespace
+
+// The modules, their op spans and the fetch trace. Refused (InputError) where the graph does not show DeepSpeed's
+// fetches one to one: a tied parameter (two modules own it), a module that owns parameters and contains another
+// (its fetch spans its children's), two modules whose ops interleave (a module called twice, or names that are not
+// module paths).
+void TrainingStep::ds3_find_modules() {
+  const std::string where = "--deepspeed at stage 3, model '" + graph_.model_path + "': ";
+  for (size_t t = 0; t < graph_.tensors.size(); ++t)
+    if (context_.tied_to[t] >= 0)
+      throw InputError(where + "'" + graph_.tensors[t].name + "' is tied to '" + graph_.tensors[context_.tied_to[t]].name +
+                       "': a parameter two modules own is not modelled at stage 3");
+  std::map<std::string, int32_t> by_name;
+  ds3_index_.assign(graph_.tensors.size(), -1);
+  for (int32_t p : context_.module_parameters) {
+    if (layout().restored(p)) throw InputError(where + "'" + graph_.tensors[p].name + "' is stored in another type: not modelled");
+    const std::string owner = owner_of(graph_.tensors[p].name);
+    auto it = by_name.find(owner);
+    if (it == by_name.end()) {
+      it = by_name.emplace(owner, static_cast<int32_t>(ds3_modules_.size())).first;
+      ds3_modules_.push_back({owner, {}, -1, -1, -1, -1, false});
+    }
+    ds3_index_[p] = static_cast<int32_t>(ds3_tensor_.size());
+    ds3_tensor_.push_back(p);
+    ds3_numel_.push_back(static_cast<uint64_t>(graph_.tensors[p].elements()));
+    ds3_modules_[it->second].params.push_back(ds3_index_[p]);
+  }
+  std::vector<int32_t> module_of(ds3_tensor_.size(), -1);
+  for (size_t m = 0; m < ds3_modules_.size(); ++m)
+    for (int32_t q : ds3_modules_[m].params) module_of[q] = static_cast<int32_t>(m);
+  for (const auto& [name, m] : by_name)
+    for (const auto& [other, n] : by_name)
+      if (m != n && (name.empty() || other.rfind(name + ".", 0) == 0))
+        throw InputError(where + "module '" + (name.empty() ? std::string("(the root)") : name) +
+                         "' owns parameters and contains module '" + other + "': not modelled (its fetch spans its children's)");
+  for (size_t i = 0; i < context_.ops.size(); ++i)
+    for (int32_t t : context_.ops[i].inputs) {
+      if (!ds3_param(t)) continue;
+      Ds3Module& m = ds3_modules_[module_of[ds3_index_[t]]];
+      if (m.first_op < 0) m.first_op = static_cast<int32_t>(i);
+      m.last_op = static_cast<int32_t>(i);
+    }
+  std::vector<int32_t> order;  // modules read by some op, in forward order
+  for (size_t m = 0; m < ds3_modules_.size(); ++m)
+    if (ds3_modules_[m].first_op >= 0) order.push_back(static_cast<int32_t>(m));
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return ds3_modules_[a].first_op < ds3_modules_[b].first_op; });
+  for (size_t k = 1; k < order.size(); ++k)
+    if (ds3_modules_[order[k]].first_op <= ds3_modules_[order[k - 1]].last_op)
+      throw InputError(where + "the ops reading module '" + ds3_modules_[order[k - 1]].name + "' and module '" +
+                       ds3_modules_[order[k]].name + "' interleave: not modelled (one fetch per module call; a module "
+                       "called twice, or a parameter another module reads too, such as an embedding the head reuses)");
+  // The trace: forward fetches, then backward fetches in the backward's order (the latest last op first).
+  std::vector<std::vector<int32_t>> trace;
+  for (int32_t m : order) {
+    ds3_modules_[m].forward_at = static_cast<int32_t>(trace.size());
+    trace.push_back(ds3_modules_[m].params);
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Ds3Module& m = ds3_modules_[*it];
+    const bool output_grad = outputs_need_grad(m.first_op, m.last_op, [](int32_t) { return true; });
+    bool input_grad = false;
+    for (int32_t t : context_.ops[m.first_op].inputs) input_grad = input_grad || (!ds3_param(t) && context_.requires_grad[t]);
+    if (!output_grad) continue;
+    m.backward_at = static_cast<int32_t>(trace.size());
+    m.post_backward = input_grad;
+    trace.push_back(m.params);
+  }
+  const DeepSpeedZero& z = ds_config_;
+  ds3_persistent_ = zero3_persistent(ds3_numel_, z.param_persistence_threshold, z.model_persistence_threshold);
+  ds3_releases_ = zero3_releases(trace, ds3_numel_, ds3_persistent_, z.max_reuse_distance);
+}
+
+// Init._partition_param: every module parameter's partition (ds_tensor), trained or frozen, in its type; the trainable
+// ones moved into one flat buffer (_create_fp16_partitions_with_defragmentation, lp_param_buffer: the same bytes).
+// A persistent parameter also stays whole from its first fetch on (the whole copy that fetch made: see
+// deepspeed_zero3.h zero3_gather). stage3.py __init__: the float32 partitions of the sub-groups
+// (_create_fp32_partitions), the IPG bucket (one per communication type, reduce_bucket_size elements) and
+// grad_partitions_flat_buffer, torch.zeros of every trainable partition in gradient_accumulation_dtype (the
+// parameters' type), all resident; the optimizer states are on the float32 sub-groups (update_targets).
+void TrainingStep::ds3_add_resident() {
+  ds3_find_modules();
+  const int gpus = options_.gpus;
+  auto resident = [&](const std::string& name, uint64_t bytes, Category category) {
+    const int32_t b = writer_.new_buffer(name, bytes, category);
+    program().buffers[b].resident = true;
+    return b;
+  };
+  ds3_whole_.assign(ds3_tensor_.size(), -1);
+  std::vector<uint64_t> trainable_partitions;
+  uint64_t grad_partition = 0;
+  for (size_t q = 0; q < ds3_tensor_.size(); ++q) {
+    const int32_t p = ds3_tensor_[q];
+    const uint64_t element = dtype_bytes(layout().dtype[p], 1).value_or(1);
+    const uint64_t part = zero3_partition_numel(ds3_numel_[q], gpus);
+    const uint64_t bytes = checked_mul(part, element, "DeepSpeed bytes");
+    forward_buffer_[p] = resident("deepspeed:ds_tensor:" + graph_.tensors[p].name, bytes, Category::Weight);
+    result_.param_bytes = checked_add(result_.param_bytes, bytes, "parameter bytes");
+    if (context_.is_param[p]) {
+      trainable_partitions.push_back(part);
+      grad_partition = checked_add(grad_partition, checked_mul(part, element, "DeepSpeed bytes"), "DeepSpeed bytes");
+    }
+  }
+  // The persistent parameters' whole copies. The first micro-batch has no complete trace: release_sub_module frees
+  // every parameter, persistent ones too. With one micro-batch per step, the first step's _post_step gathers them
+  // again (_allgather_params_coalesced / _sequential: a buffer of ceil(numel / N) x N elements the parameter views),
+  // and from the second forward on (trace complete) they are never released: that copy stays. With gradient
+  // accumulation the second micro-batch's fetch gathers them first, with its module's other parameters (zero3_gather).
+  for (const Ds3Module& m : ds3_modules_) {
+    std::vector<uint64_t> numel;
+    for (int32_t q : m.params) numel.push_back(ds3_numel_[q]);
+    Zero3Gather g = zero3_gather(numel, gpus);
+    if (options_.grad_accum <= 1)
+      for (size_t k = 0; k < numel.size(); ++k) g.gathered[k] = zero3_gather({numel[k]}, gpus).gathered[0];
+    for (size_t k = 0; k < m.params.size(); ++k) {
+      const int32_t q = m.params[k];
+      if (!ds3_persistent_[q] || m.first_op < 0) continue;
+      const int32_t p = ds3_tensor_[q];
+      const uint64_t bytes = checked_mul(g.gathered[k], dtype_bytes(layout().dtype[p], 1).value_or(1), "DeepSpeed bytes");
+      ds3_whole_[q] = resident("deepspeed:persistent:" + graph_.tensors[p].name, bytes, Category::Weight);
+      result_.param_bytes = checked_add(result_.param_bytes, bytes, "parameter bytes");
+    }
+  }
+  ds3_sub_groups_ = zero3_sub_groups(trainable_partitions, ds_config_.sub_group_size);
+  uint64_t fp32 = 0;
+  for (uint64_t e : ds3_sub_groups_) fp32 = checked_add(fp32, checked_mul(e, 4, "DeepSpeed bytes"), "DeepSpeed bytes");
+  if (fp32 > 0) {
+    ds_fp32_ = resident("deepspeed:fp32_partitioned_groups_flat", fp32, Category::OptimizerState);
+    result_.optimizer_state_bytes = checked_add(result_.optimizer_state_bytes, fp32, "optimizer state bytes");
+  }
+  if (grad_partition > 0) {
+    ds3_grad_partitions_ = resident("deepspeed:grad_partitions_flat_buffer", grad_partition, Category::Gradient);
+    result_.grad_bytes = checked_add(result_.grad_bytes, grad_partition, "gradient bytes");
+    ds_buckets_.push_back(resident("deepspeed:ipg_bucket",
+                                   checked_mul(ds_config_.reduce_bucket_size, ds_grad_element_bytes_, "DeepSpeed bytes"),
+                                   Category::Gradient));
+  }
+  result_.notes.push_back(
+      "DeepSpeed ZeRO-3 (--deepspeed, stage3.py): each parameter padded to a multiple of " + std::to_string(gpus) +
+      " and partitioned; " + std::to_string(std::count(ds3_persistent_.begin(), ds3_persistent_.end(), true)) +
+      " parameters of at most stage3_param_persistence_threshold " + std::to_string(ds_config_.param_persistence_threshold) +
+      " elements stay whole on every GPU; the others are gathered per module (" + std::to_string(ds3_modules_.size()) +
+      " modules) in forward and in backward, released after use unless reused within stage3_max_reuse_distance " +
+      std::to_string(ds_config_.max_reuse_distance) + " elements; no prefetch (stage3_prefetch_bucket_size 0, so "
+      "stage3_max_live_parameters bounds nothing); grads reduce-scattered through one bucket of reduce_bucket_size " +
+      std::to_string(ds_config_.reduce_bucket_size) + " elements into the gradient partitions; " +
+      std::to_string(ds3_sub_groups_.size()) + " float32 optimizer sub-group(s) of sub_group_size " +
+      std::to_string(ds_config_.sub_group_size) + ".");
+}
+
+int32_t TrainingStep::ds3_buffer(int32_t t) const { return ds3_whole_[ds3_index_[t]]; }
+
+// fetch_sub_module -> __all_gather_params: the module's parameters not available (neither persistent nor kept by an
+// earlier release's reuse rule), in one all_gather_coalesced (sorted by ds_id: the flat transient is order-free).
+void TrainingStep::ds3_fetch(int32_t m, Phase phase) {
+  const Ds3Module& mod = ds3_modules_[m];
+  std::vector<int32_t> missing;
+  std::vector<uint64_t> numel;
+  for (int32_t q : mod.params)
+    if (ds3_whole_[q] < 0) {
+      missing.push_back(q);
+      numel.push_back(ds3_numel_[q]);
+    }
+  if (missing.empty()) return;
+  const Zero3Gather g = zero3_gather(numel, options_.gpus);
+  Step st{std::string(phase == Phase::Forward ? "deepspeed:fetch:" : "deepspeed:fetch_backward:") + mod.name,
+          "all_gather_coalesced", phase, {}, {}, 0};
+  const uint64_t element = ds_grad_element_bytes_ > 0 ? ds_grad_element_bytes_
+                                                      : dtype_bytes(layout().dtype[ds3_tensor_[missing[0]]], 1).value_or(1);
+  if (g.transient > 0)
+    st.writes.push_back(writer_.new_buffer("deepspeed:all_gather_flat:" + mod.name, checked_mul(g.transient, element, "DeepSpeed bytes"),
+                                           Category::Weight));
+  for (size_t k = 0; k < missing.size(); ++k) {
+    const int32_t p = ds3_tensor_[missing[k]];
+    const uint64_t own = dtype_bytes(layout().dtype[p], 1).value_or(1);
+    ds3_whole_[missing[k]] = writer_.new_buffer("deepspeed:gathered:" + graph_.tensors[p].name,
+                                                checked_mul(g.gathered[k], own, "DeepSpeed bytes"), Category::Weight);
+    st.writes.push_back(ds3_whole_[missing[k]]);
+    add_unique(st.reads, forward_buffer_[p]);
+  }
+  program().steps.push_back(std::move(st));
+}
+
+// __release_param -> partition(free_data): the whole copy freed (a step reading it last).
+void TrainingStep::ds3_release(const std::vector<int32_t>& params, const std::string& why, Phase phase) {
+  Step st{why, "partition", phase, {}, {}, 0};
+  for (int32_t q : params)
+    if (ds3_whole_[q] >= 0 && !ds3_persistent_[q]) {
+      st.reads.push_back(ds3_whole_[q]);
+      ds3_whole_[q] = -1;
+    }
+  if (!st.reads.empty()) program().steps.push_back(std::move(st));
+}
+
+// The op reads the whole parameter; autograd saves the parameter itself, whose data the release swaps out: nothing
+// whole is held for the backward (rule_saved skips it).
+void TrainingStep::ds3_prepare_input(int32_t t, Step& st, std::map<int32_t, int32_t>& effective) {
+  const int32_t q = ds3_index_[t];
+  if (ds3_whole_[q] < 0) {
+    for (size_t m = 0; m < ds3_modules_.size(); ++m)
+      if (std::find(ds3_modules_[m].params.begin(), ds3_modules_[m].params.end(), q) != ds3_modules_[m].params.end())
+        ds3_fetch(static_cast<int32_t>(m), st.phase);
+  }
+  effective[t] = ds3_whole_[q];
+  add_unique(st.reads, ds3_whole_[q]);
+}
+
+// release_sub_module after a module's forward (the op that last reads its parameters).
+void TrainingStep::ds3_after_forward(int32_t i) {
+  for (const Ds3Module& m : ds3_modules_)
+    if (m.last_op == i && m.forward_at >= 0) ds3_release(ds3_releases_[m.forward_at], "deepspeed:release:" + m.name, Phase::Forward);
+}
+
+// pre_sub_module_backward_function: before the backward of the module's last op.
+void TrainingStep::ds3_pre_backward(int32_t i) {
+  for (size_t m = 0; m < ds3_modules_.size(); ++m)
+    if (ds3_modules_[m].last_op == i && ds3_modules_[m].backward_at >= 0) ds3_fetch(static_cast<int32_t>(m), Phase::Backward);
+}
+
+// post_sub_module_backward_function: after the backward of the module's first op (its grad hooks ran first:
+// AccumulateGrad nodes are scheduled before the PostBackwardFunctionModule node).
+void TrainingStep::ds3_post_backward(int32_t i) {
+  for (const Ds3Module& m : ds3_modules_)
+    if (m.first_op == i && m.backward_at >= 0 && m.post_backward)
+      ds3_release(ds3_releases_[m.backward_at], "deepspeed:release_backward:" + m.name, Phase::Backward);
+}
+
+// __reduce_and_partition_ipg_grads (reduce_scatter true): __avg_scatter_grads -> reduce_scatter_coalesced's flat
+// (transient), then partition_grads copies (or, accumulating, adds) each partition into grad_partitions_flat_buffer
+// and sets param.grad = None: the bucket's grads, views of the bucket or (too large for it) their own storage, die.
+void TrainingStep::ds3_reduce(Step& st) {
+  std::vector<uint64_t> numel;
+  for (int32_t p : ds_bucket_params_) {
+    numel.push_back(ds_elements(p));
+    const int32_t grad = param_grad_buffer_[p];
+    if (grad >= 0) {
+      add_unique(st.reads, grad);
+      program().buffers[grad].live_at_end = false;
+      param_grad_buffer_[p] = -1;
+    }
+  }
+  const uint64_t flat = zero3_reduce_scatter_elements(numel, options_.gpus);
+  if (flat > 0)
+    st.writes.push_back(writer_.new_buffer("deepspeed:reduce_scatter_flat", checked_mul(flat, ds_grad_element_bytes_, "DeepSpeed bytes"),
+                                           Category::Gradient));
+  if (ds3_grad_partitions_ >= 0 && !ds_bucket_params_.empty()) add_unique(st.reads, ds3_grad_partitions_);
+  for (int32_t b : ds_buckets_) add_unique(st.reads, b);
+  ds_bucket_params_.clear();
+  ds_bucket_elements_ = 0;
+}
+
+// The backward's end: independent_gradient_partition_epilogue reduces what the bucket holds; then backward_epilogue's
+// release_backward_leftovers releases the modules whose post-backward hook never fired.
+void TrainingStep::ds3_end_backward() {
+  Step st{"deepspeed:ipg_epilogue", "reduce", Phase::Backward, {}, {}, 0};
+  ds3_reduce(st);
+  program().steps.push_back(std::move(st));
+  // The grads the report counts: the gradient partitions (add_param_grad counted each whole grad on its way).
+  result_.grad_bytes = ds3_grad_partitions_ < 0 ? 0 : program().buffers[ds3_grad_partitions_].bytes;
+  std::vector<int32_t> left;
+  for (size_t q = 0; q < ds3_whole_.size(); ++q) left.push_back(static_cast<int32_t>(q));
+  ds3_release(left, "deepspeed:release_backward_leftovers", Phase::Backward);
+}
+
+// DeepSpeedZeroOptimizer_Stage3.step: _get_norm_groups (get_grad_norm_direct: `g.double().norm(2)` per gradient
+// partition, one at a time: the largest partition's float64 copy), then per sub-group _prepare_fp32_grad_for_sub_group
+// (flatten(averaged_gradients), a copy in the grads' type, `.to(float32)`: the float32 grad, the copy freed),
+// _optimizer_step on the float32 sub-group, _reassign_or_swap_out_partitioned_parameters (copy_ into the bit16
+// partitions, in place) and _release_sub_group (the float32 grad dropped).
+void TrainingStep::ds3_optimizer() {
+  uint64_t largest = 0;
+  for (size_t q = 0; q < ds3_tensor_.size(); ++q)
+    if (context_.is_param[ds3_tensor_[q]]) largest = std::max(largest, zero3_partition_numel(ds3_numel_[q], options_.gpus));
+  if (largest == 0) return;
+  Step norm{"deepspeed:get_grad_norm_direct", "norm", Phase::Optimizer, {ds3_grad_partitions_}, {}, 0};
+  norm.writes.push_back(writer_.new_buffer("deepspeed:grad_partition_double", checked_mul(largest, 8, "DeepSpeed bytes"), Category::Workspace));
+  program().steps.push_back(std::move(norm));
+  for (size_t s = 0; s < ds3_sub_groups_.size(); ++s) {
+    const std::string tag = std::to_string(s);
+    Step flat{"deepspeed:flatten_averaged_gradients:" + tag, "cat", Phase::Optimizer, {ds3_grad_partitions_}, {}, 0};
+    const int32_t copy = writer_.new_buffer("deepspeed:flat_grads:" + tag, checked_mul(ds3_sub_groups_[s], ds_grad_element_bytes_, "DeepSpeed bytes"),
+                                            Category::Workspace);
+    flat.writes.push_back(copy);
+    program().steps.push_back(std::move(flat));
+    const int32_t fp32_grad = writer_.new_buffer("deepspeed:fp32_grad:" + tag, checked_mul(ds3_sub_groups_[s], 4, "DeepSpeed bytes"),
+                                                 Category::Gradient);
+    program().steps.push_back(Step{"deepspeed:to_float32:" + tag, "to", Phase::Optimizer, {copy}, {fp32_grad}, 0});
+    UpdateTarget u = ds3_targets()[s];
+    u.grad = fp32_grad;
+    emit_update({u}, "optimizer:step:" + tag, "optimizer:init_state:" + tag);
+  }
+  program().steps.push_back(Step{"deepspeed:reassign_partitioned_parameters", "copy_", Phase::Optimizer, {ds_fp32_}, {}, 0});
+}
+
+// One update target per float32 sub-group (its states: exp_avg, exp_avg_sq of its size, initialize_optimizer_states).
+std::vector<TrainingStep::UpdateTarget> TrainingStep::ds3_targets() const {
+  std::vector<UpdateTarget> out;
+  for (size_t s = 0; s < ds3_sub_groups_.size(); ++s)
+    out.push_back({"deepspeed:fp32_sub_group_" + std::to_string(s), -1, checked_mul(ds3_sub_groups_[s], 4, "DeepSpeed bytes"),
+                   ds3_sub_groups_[s]});
+  return out;
+}
+
+}  // namespace memplan

@@ -1,0 +1,228 @@
+// DeepSpeed ZeRO-3 (--deepspeed, zero_optimization.stage 3): DeepSpeedZeroOptimizer_Stage3 and its parameter
+// coordinator on a tiny graph, every figure by hand from deepspeed/runtime/zero/ at DeepSpeed edaa722 (the rules:
+// cost_models/deepspeed_zero3.h).
+#include <gtest/gtest.h>
+
+#include "cost_models/cost_model.h"
+#include "cost_models/deepspeed_zero3.h"
+#include "onnx_import/errors.h"
+#include "tests/cost_models/graph_builder.h"
+#include "tests/cost_models/run_options.h"
+
+namespace memplan {
+namespace {
+
+using testing::buffer_named;
+using testing::GraphBuilder;
+using testing::int_attr;
+using testing::peak_live_bytes;
+using testing::resident_bytes;
+
+// x[4,8] -> Gemm(l1.weight[16,8], l1.bias[16]) -> h -> Relu -> r -> Gemm(l2.weight[2,16], l2.bias[2]) -> y[4,2],
+// float32: two modules, l1 (128 + 16 elements) and l2 (32 + 2).
+Graph mlp() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("Gemm", {x, b.weight("l1.weight", {16, 8}), b.weight("l1.bias", {16})}, "h", {4, 16},
+                            {{"transB", int_attr(1)}});
+  const int32_t r = b.node1("Relu", {h}, "r", {4, 16});
+  const int32_t y = b.node1("Gemm", {r, b.weight("l2.weight", {2, 16}), b.weight("l2.bias", {2})}, "y", {4, 2},
+                            {{"transB", int_attr(1)}});
+  b.output(y);
+  return b.graph();
+}
+
+// 3 GPUs, bucket 40 elements, persistence threshold 2 (l2.bias alone persists), no prefetch.
+TrainingRun zero3(uint64_t max_reuse_distance) {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Adam;
+  o.loss = LossKind::CrossEntropy;
+  o.gpus = 3;
+  o.shard = Sharding::Zero3;
+  o.deepspeed.enabled = true;
+  o.deepspeed.stage = 3;
+  o.deepspeed.reduce_bucket_size = 40;
+  o.deepspeed.overlap_comm = true;
+  o.deepspeed.prefetch_bucket_size = 0;
+  o.deepspeed.param_persistence_threshold = 2;
+  o.deepspeed.max_reuse_distance = max_reuse_distance;
+  return o;
+}
+
+uint64_t bytes_named(const Program& p, const std::string& name) {
+  const int32_t b = buffer_named(p, name);
+  return b < 0 ? 0 : p.buffers[b].bytes;
+}
+
+// The live (non-resident) bytes at the first step named `name`, as testing::peak_live_bytes counts them.
+uint64_t live_at(const Program& p, const std::string& name) {
+  const int32_t n = static_cast<int32_t>(p.steps.size());
+  int32_t at = -1;
+  for (int32_t s = 0; s < n && at < 0; ++s)
+    if (p.steps[s].name == name) at = s;
+  EXPECT_GE(at, 0) << name;
+  std::vector<int32_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+  for (int32_t s = 0; s < n; ++s) {
+    for (int32_t b : p.steps[s].writes) first[b] = last[b] = s;
+    for (int32_t b : p.steps[s].reads) last[b] = std::max(last[b], s);
+  }
+  uint64_t live = 0;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const Buffer& buf = p.buffers[b];
+    const int32_t lo = buf.live_at_start ? 0 : first[b];
+    const int32_t hi = buf.live_at_end ? n - 1 : std::max(last[b], lo);
+    if (!buf.resident && lo >= 0 && lo <= at && at <= hi) live += buf.bytes;
+  }
+  return live;
+}
+
+bool has_step(const Program& p, const std::string& name) {
+  for (const Step& s : p.steps)
+    if (s.name == name) return true;
+  return false;
+}
+
+// The rules alone (deepspeed_zero3.h), by hand.
+TEST(DeepSpeedZero3, RulesByHand) {
+  // _partition_param: 128 elements on 3 GPUs pad to 129, 43 per rank; 16 -> 18, 6; 32 -> 33, 11; 2 -> 3, 1.
+  EXPECT_EQ(zero3_partition_numel(128, 3), 43u);
+  EXPECT_EQ(zero3_partition_numel(16, 3), 6u);
+  EXPECT_EQ(zero3_partition_numel(2, 3), 1u);
+  EXPECT_EQ(zero3_partition_numel(32, 2), 16u);
+  // mark_persistent_parameters, threshold 20, model threshold 17: 128 too large; 16 persists (total 16); 32 too
+  // large; 2 would make 18 > 17: skipped.
+  EXPECT_EQ(zero3_persistent({128, 16, 32, 2}, 20, 17), (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(zero3_persistent({128, 16, 32, 2}, 20, 100), (std::vector<bool>{false, true, false, true}));
+  // _create_fp16_sub_groups over partitions 43, 6, 11, 1 with sub_group_size 50: 43, 49, then 60 >= 50 closes the
+  // first; the last parameter closes the second (1). 61 or more: one group.
+  EXPECT_EQ(zero3_sub_groups({43, 6, 11, 1}, 50), (std::vector<uint64_t>{60, 1}));
+  EXPECT_EQ(zero3_sub_groups({43, 6, 11, 1}, 61), (std::vector<uint64_t>{61}));
+  // all_gather_coalesced: one parameter, _all_gather_sequential's padded buffer 43 x 3 = 129; two, the flat
+  // (43 + 6) x 3 = 147 and each parameter's torch.cat, 128 and 16.
+  const Zero3Gather one = zero3_gather({128}, 3);
+  EXPECT_EQ(one.gathered, (std::vector<uint64_t>{129}));
+  EXPECT_EQ(one.transient, 0u);
+  const Zero3Gather two = zero3_gather({128, 16}, 3);
+  EXPECT_EQ(two.gathered, (std::vector<uint64_t>{128, 16}));
+  EXPECT_EQ(two.transient, 147u);
+  // reduce_scatter_coalesced: (11 + 1) x 3 = 36; one grad of 128: 43 x 3 = 129; one grad of 33 (3 divides): a view.
+  EXPECT_EQ(zero3_reduce_scatter_elements({32, 2}, 3), 36u);
+  EXPECT_EQ(zero3_reduce_scatter_elements({128}, 3), 129u);
+  EXPECT_EQ(zero3_reduce_scatter_elements({33}, 3), 0u);
+  // __params_to_release on the trace l1 forward {0, 1}, l2 forward {2, 3}, l2 backward, l1 backward; numel 128, 16,
+  // 32, 2; parameter 3 persists. After l1's forward the traversal sees l2 (34 elements), l2 again (68), then l1:
+  // l1 is kept when max_reuse_distance > 68. After l2's forward the very next fetch is l2's: kept unless 0.
+  const std::vector<std::vector<int32_t>> trace = {{0, 1}, {2, 3}, {2, 3}, {0, 1}};
+  const std::vector<uint64_t> numel = {128, 16, 32, 2};
+  const std::vector<bool> persistent = {false, false, false, true};
+  using R = std::vector<std::vector<int32_t>>;
+  EXPECT_EQ(zero3_releases(trace, numel, persistent, 0), (R{{0, 1}, {2}, {2}, {0, 1}}));
+  EXPECT_EQ(zero3_releases(trace, numel, persistent, 68), (R{{0, 1}, {}, {2}, {0, 1}}));
+  EXPECT_EQ(zero3_releases(trace, numel, persistent, 69), (R{{}, {}, {2}, {0, 1}}));
+}
+
+// stage3_max_reuse_distance 0: every module released after its forward. Rank 0 of 3, float32 (4 bytes):
+// Resident 1392: the partitions 43 + 6 + 11 + 1 = 61 elements (244 bytes: 172 + 24 + 44 + 4); l2.bias (2 elements
+// <= the threshold 2) whole, as the first step's _post_step gathered it: 1 x 3 elements, 12 bytes (with gradient
+// accumulation, as the second micro-batch's fetch of l2 gathers it: two parameters, so torch.cat's 2 elements, 8
+// bytes); the float32 sub-group 244 and Adam's exp_avg and exp_avg_sq 244 each; grad_partitions_flat_buffer 244;
+// the IPG bucket 40 x 4 = 160.
+// Forward: fetch l1 (both parameters missing): the flat 147 x 4 = 588 transient, l1.weight 512, l1.bias 64; fetch
+// l2 (l2.bias persists): l2.weight alone, 33 x 4 = 132.
+// Backward: l2 fetched again (132). Hooks: l2.weight (32) and l2.bias (2) go into the bucket; l1.weight (128): 34 +
+// 128 > 40 reduces [l2.weight, l2.bias] (flat 36 x 4 = 144), then stays as its own grad (128 > 40); l1.bias: 128 +
+// 16 > 40 reduces [l1.weight] (129 x 4 = 516); the epilogue reduces [l1.bias] (18 x 4 = 72). l1's input x needs no
+// grad: no post-backward hook, its gathered parameters (576) stay until release_backward_leftovers.
+// Peak at l1.bias's hook: gathered l1 576 + grad:l1.weight 512 + grad:l1.bias 64 + the reduce flat 516 + the model's
+// output y 32 and loss 4 (kept to the end) = 1704.
+// Step: the largest gradient partition in float64, 43 x 8 = 344; the flattened grads 244 and their float32 copy 244.
+TEST(DeepSpeedZero3, EveryBufferByHand) {
+  const TrainingResult r = build_training_program(mlp(), zero3(0));
+  const Program& p = r.program;
+  EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l1.weight"), 172u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l1.bias"), 24u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l2.weight"), 44u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l2.bias"), 4u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:persistent:l2.bias"), 12u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:fp32_partitioned_groups_flat"), 244u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:grad_partitions_flat_buffer"), 244u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:ipg_bucket"), 160u);
+  EXPECT_EQ(resident_bytes(p), 1392u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:all_gather_flat:l1"), 588u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.weight"), 512u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.bias"), 64u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l2.weight"), 132u);
+  EXPECT_LT(buffer_named(p, "deepspeed:gathered:l2.bias"), 0);
+  EXPECT_EQ(bytes_named(p, "deepspeed:reduce_scatter_flat"), 144u);  // the first reduce's
+  EXPECT_EQ(bytes_named(p, "deepspeed:grad_partition_double"), 344u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:flat_grads:0"), 244u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:fp32_grad:0"), 244u);
+  EXPECT_TRUE(has_step(p, "deepspeed:fetch_backward:l2"));
+  EXPECT_TRUE(has_step(p, "deepspeed:fetch_backward:l1"));
+  const auto peak = peak_live_bytes(p);
+  EXPECT_EQ(peak.bytes, 1704u);
+  EXPECT_EQ(p.steps[peak.step].name, "deepspeed:grad_hook:l1.bias");
+  EXPECT_EQ(r.grad_bytes, 244u);
+  EXPECT_EQ(r.param_bytes, 244u + 12u);
+  TrainingRun accumulating = zero3(0);
+  accumulating.grad_accum = 2;
+  EXPECT_EQ(bytes_named(build_training_program(mlp(), accumulating).program, "deepspeed:persistent:l2.bias"), 8u);
+}
+
+// stage3_max_reuse_distance binding and not. At the loss (targets int64 [4], 32 bytes), with distance 0 nothing
+// whole is live: x 128 + targets 32 + r 256 (Relu's and Gemm_2's saved output) + y 32 + log_softmax 32 +
+// total_weight 4 + loss 4 = 488. Distance 50 binds for l1 (68 elements before its reuse) and not for l2 (0): l2.weight
+// stays gathered, 488 + 132 = 620, and is not fetched again in backward. Distance 1e9 (the default) binds for
+// neither: l1 stays too, 620 + 576 = 1196, and only the persistent bias and these copies are read in backward.
+// The peak (1704, at l1.bias's hook) is the same in all three: l1 is gathered at its backward either way.
+TEST(DeepSpeedZero3, ReuseDistanceKeepsModulesFromForwardIntoBackward) {
+  const Program none = build_training_program(mlp(), zero3(0)).program;
+  const Program some = build_training_program(mlp(), zero3(50)).program;
+  const Program all = build_training_program(mlp(), zero3(1000000000)).program;
+  EXPECT_EQ(bytes_named(none, "targets"), 32u);
+  EXPECT_EQ(live_at(none, "loss:cross_entropy"), 488u);
+  EXPECT_EQ(live_at(some, "loss:cross_entropy"), 620u);
+  EXPECT_EQ(live_at(all, "loss:cross_entropy"), 1196u);
+  EXPECT_TRUE(has_step(some, "deepspeed:release:l1"));
+  EXPECT_FALSE(has_step(some, "deepspeed:release:l2"));
+  EXPECT_FALSE(has_step(some, "deepspeed:fetch_backward:l2"));
+  EXPECT_TRUE(has_step(some, "deepspeed:fetch_backward:l1"));
+  EXPECT_FALSE(has_step(all, "deepspeed:release:l1"));
+  EXPECT_FALSE(has_step(all, "deepspeed:fetch_backward:l1"));
+  for (const Program* p : {&none, &some, &all}) EXPECT_EQ(peak_live_bytes(*p).bytes, 1704u);
+}
+
+// sub_group_size 50: sub-groups of 60 and 1 partition elements; the step flattens and casts each in turn: 240 + 240
+// bytes for the first, 4 + 4 for the second; Adam's states per sub-group (240 and 4 bytes each).
+TEST(DeepSpeedZero3, SubGroupsStepOneAtATime) {
+  TrainingRun o = zero3(0);
+  o.deepspeed.sub_group_size = 50;
+  const Program p = build_training_program(mlp(), o).program;
+  EXPECT_EQ(bytes_named(p, "deepspeed:flat_grads:0"), 240u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:fp32_grad:0"), 240u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:flat_grads:1"), 4u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:fp32_grad:1"), 4u);
+  EXPECT_EQ(bytes_named(p, "exp_avg:deepspeed:fp32_sub_group_0"), 240u);
+  EXPECT_EQ(bytes_named(p, "exp_avg_sq:deepspeed:fp32_sub_group_1"), 4u);
+  EXPECT_EQ(resident_bytes(p), 1392u);  // the same total: 244 = 240 + 4 per float32 buffer
+}
+
+// What the graph does not show one to one is refused, naming the module: a module that owns a parameter and
+// contains another (a.weight and a.b.weight).
+TEST(DeepSpeedZero3, AContainerOwningParametersIsRefused) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t h = b.node1("MatMul", {x, b.weight("a.weight", {8, 8})}, "h", {4, 8});
+  const int32_t y = b.node1("MatMul", {h, b.weight("a.b.weight", {8, 2})}, "y", {4, 2});
+  b.output(y);
+  try {
+    build_training_program(b.graph(), zero3(0));
+    ADD_FAILURE() << "a container owning parameters was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("module 'a' owns parameters and contains module 'a.b'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace memplan
