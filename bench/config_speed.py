@@ -39,8 +39,11 @@ def commands(deepseek):
         ["serve", H + "Qwen3-30B-A3B.json", "--graph", "decode", "--gpu", "H100-80GB", "--engine", "eager",
          "--context", "4096"],
         ["serve", H + "Qwen3-30B-A3B.json", "--graph", "decode", "--gpu", "H100-80GB", "--engine", "vllm"],
-        ["fit", H + "Qwen3-30B-A3B.json", *PREFILL, "--gpu", "H100-80GB"],
-        ["fit", H + "Qwen3-30B-A3B.json", *TRAIN, "--gpu", "H200", "--tp", "8"],
+        # fit searches the batch itself (no --batch)
+        ["fit", H + "Qwen3-30B-A3B.json", "--graph", "prefill", "--dim", "sequence_length=2048", "--dim",
+         "total_sequence_length=2048", "--dtype", "bf16", "--gpu", "H100-80GB"],
+        ["fit", H + "Qwen1.5-MoE-A2.7B.json", "--graph", "train", "--dim", "seq=2048", "--mode", "train",
+         "--precision", "amp-bf16", "--gpu", "H100-80GB"],
         ["estimate", "tests/models/gpt_train.onnx", "--batch", "8", "--dim", "seq=128", "--mode", "train",
          "--precision", "amp-bf16"],
         ["plan", "tests/models/resnet50.onnx", "--batch", "8"],
