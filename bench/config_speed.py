@@ -2,8 +2,8 @@
 prove the answers did not move.
 
 Each command runs with --format json under both binaries, one after the other; their stdout and exit codes must
-be byte-identical (a difference is printed and the script exits 1). User seconds and peak RSS come from wait4's
-rusage of each child. The table (markdown) goes to stdout, or to --out.
+be byte-identical (a difference is printed and the script exits 1). User and system seconds and peak RSS come from
+wait4's rusage of each child. The table (markdown) goes to stdout, or to --out.
 
   /usr/bin/python3 bench/config_speed.py --base /work/main/build/memplan --new build/memplan --out bench/config_speed.md
   --only SUBSTR     run the commands whose line contains SUBSTR (repeatable)
@@ -32,7 +32,6 @@ def commands(deepseek):
         ["estimate", H + "Llama-3.1-70B.json", *TRAIN],
         ["estimate", H + "Qwen3-30B-A3B.json", *TRAIN],
         ["estimate", H + "Qwen3-235B-A22B.json", *TRAIN],
-        ["estimate", deepseek, *TRAIN],
         ["estimate", H + "Mixtral-8x7B-v0.1.json", *TRAIN],
         ["estimate", H + "Qwen3-30B-A3B.json", *PREFILL],
         ["plan", H + "Qwen3-30B-A3B.json", *PREFILL],
@@ -47,16 +46,17 @@ def commands(deepseek):
         ["estimate", "tests/models/gpt_train.onnx", "--batch", "8", "--dim", "seq=128", "--mode", "train",
          "--precision", "amp-bf16"],
         ["plan", "tests/models/resnet50.onnx", "--batch", "8"],
+        ["estimate", deepseek, *TRAIN],  # last: about four minutes a binary
     ]
 
 
 def run(binary, args):
-    """(stdout bytes, exit code, user seconds, peak RSS in MB) of one run."""
+    """(stdout bytes, exit code, user seconds, system seconds, peak RSS in MB) of one run."""
     proc = subprocess.Popen([binary, *args, "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return out, proc.returncode, usage.ru_utime, usage.ru_maxrss / 1024.0
+    return out, proc.returncode, usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def cached_run(binary, args, cache, key):
@@ -67,13 +67,13 @@ def cached_run(binary, args, cache, key):
         with open(path + ".json") as f:
             meta = json.load(f)
         with open(path + ".out", "rb") as f:
-            return f.read(), meta["rc"], meta["user"], meta["rss"]
-    out, rc, user, rss = run(binary, args)
+            return f.read(), meta["rc"], meta["user"], meta["sys"], meta["rss"]
+    out, rc, user, system, rss = run(binary, args)
     with open(path + ".out", "wb") as f:
         f.write(out)
     with open(path + ".json", "w") as f:
-        json.dump({"rc": rc, "user": user, "rss": rss, "args": args}, f)
-    return out, rc, user, rss
+        json.dump({"rc": rc, "user": user, "sys": system, "rss": rss, "args": args}, f)
+    return out, rc, user, system, rss
 
 
 def main():
@@ -104,15 +104,15 @@ def main():
         line = "memplan " + " ".join(args).replace(tmp + "/", "(no quantization_config) ")
         if a.only and not any(s in line for s in a.only):
             continue
-        bout, brc, bu, bm = cached_run(a.base, args, a.cache, "cmd%02d" % i)
-        nout, nrc, nu, nm = run(a.new, args)
+        bout, brc, bu, bs, bm = cached_run(a.base, args, a.cache, "cmd%02d" % i)
+        nout, nrc, nu, ns, nm = run(a.new, args)
         same = bout == nout and brc == nrc
         failed |= not same
         if not same:
             print("DIFFERENT: %s (exit %d vs %d, %d vs %d bytes)" % (line, brc, nrc, len(bout), len(nout)),
                   file=sys.stderr)
-        rows.append("| `%s` | %d | %.2f | %.0f | %.2f | %.0f | %s |" % (
-            line, brc, bu, bm, nu, nm, "yes" if same else "**NO**"))
+        rows.append("| `%s` | %d | %.2f | %.2f | %.0f | %.2f | %.2f | %.0f | %s |" % (
+            line, brc, bu, bs, bm, nu, ns, nm, "yes" if same else "**NO**"))
         print(rows[-1], file=sys.stderr)
 
     table = [
@@ -121,8 +121,8 @@ def main():
         "Baseline: `%s` (commit %s); new: `%s` (commit %s)." % (a.base, rev(a.base), a.new, rev(a.new)),
         "Every command also has `--format json`; *same* compares the two binaries' stdout and exit code byte for byte.",
         "",
-        "| command | exit | base user s | base peak RSS MB | new user s | new peak RSS MB | same |",
-        "|---|---|---|---|---|---|---|",
+        "| command | exit | base user s | base sys s | base peak RSS MB | new user s | new sys s | new peak RSS MB | same |",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
     text = "\n".join(table) + "\n"
