@@ -149,15 +149,21 @@ KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::stri
   if (total_free) bind_total(base, free);
   const std::shared_ptr<const Graph> shaped0 = model.shape(base);
   const Graph& g0 = *shaped0;
+  // Each dimension's probe is shaped once and kept: the search for the new tokens below probes the same
+  // dimensions again, and a 128-expert graph takes seconds to shape. Its peak is no higher (it held them too).
+  std::map<std::string, std::shared_ptr<const Graph>> probed;
   auto probe = [&](const std::string& s) -> std::shared_ptr<const Graph> {
+    if (const auto it = probed.find(s); it != probed.end()) return it->second;
     Bindings b = base;
     b.dims[s] = kBaseTokens + 1;
     if (total_free) bind_total(b, free);
+    std::shared_ptr<const Graph> g;
     try {
-      return model.shape(b);
+      g = model.shape(b);
     } catch (const InputError&) {
-      return nullptr;  // a dimension the model ties to another (it cannot grow alone): not the cache's
+      // a dimension the model ties to another (it cannot grow alone): not the cache's
     }
+    return probed[s] = g;
   };
 
   std::map<std::string, std::pair<std::shared_ptr<const Graph>, std::vector<Pair>>> cached;  // candidate -> (probe, its pairs)

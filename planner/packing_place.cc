@@ -256,16 +256,34 @@ PackingResult place_by_runs(const std::vector<UsageRecord>& records, const std::
   out.offsets.assign(records.size(), 0);
   Occupancy taken(steps);
   std::vector<const Runs*> sets;
-  using Cursor = std::pair<const Runs::Run*, const Runs::Run*>;
-  std::vector<Cursor> cursors;  // a min-heap by run start over the sets' runs
-  const auto later = [](const Cursor& a, const Cursor& b) { return a.first->first > b.first->first; };
+  // One set's walk: its current run [start, end) (the key, kept here so the heap reads no run), then the runs
+  // after it. A run absorbs the set's following runs while the gaps between them are smaller than the record:
+  // a gap of the union lies inside one gap of every set, so none of those could hold the record, and filling
+  // them leaves every gap that could, in order, and the top unchanged. The choice is the same; the heap sees a
+  // fraction of the runs (a training step's saved tensors leave thousands of holes too small for the record).
+  struct Cursor {
+    uint64_t start, end;
+    const Runs::Run *next, *last;
+  };
+  std::vector<Cursor> cursors;  // a min-heap by start
+  const auto later = [](const Cursor& a, const Cursor& b) { return a.start > b.start; };
+  // Sets c to the run at c.next merged with its followers across gaps below `size`; false when none is left.
+  const auto advance = [](Cursor& c, uint64_t size) {
+    if (c.next == c.last) return false;
+    c.start = c.next->first;
+    c.end = c.next->second;
+    for (++c.next; c.next != c.last && c.next->first - c.end < size; ++c.next) c.end = c.next->second;
+    return true;
+  };
   for (int32_t id : order) {
     const uint64_t size = sizes[id];
     if (size == 0) continue;  // takes no space, overlaps nothing
     taken.beside(records[id].first, records[id].last, sets);
     cursors.clear();
-    for (const Runs* s : sets)
-      if (s->begin() != s->end()) cursors.emplace_back(s->begin(), s->end());
+    for (const Runs* s : sets) {
+      Cursor c{0, 0, s->begin(), s->end()};
+      if (advance(c, size)) cursors.push_back(c);
+    }
     std::make_heap(cursors.begin(), cursors.end(), later);
     GapChoice choice(size);
     // The taken runs by start, merged across the sets. A set's runs are disjoint and sorted, so their ends rise
@@ -274,14 +292,13 @@ PackingResult place_by_runs(const std::vector<UsageRecord>& records, const std::
     while (!cursors.empty() && !choice.exact()) {
       std::pop_heap(cursors.begin(), cursors.end(), later);
       Cursor& c = cursors.back();
-      if (c.first->second <= choice.top()) {
-        c.first = std::upper_bound(c.first, c.second, choice.top(),
-                                   [](uint64_t top, const Runs::Run& r) { return top < r.second; });
+      if (c.end <= choice.top()) {
+        c.next = std::upper_bound(c.next, c.last, choice.top(),
+                                  [](uint64_t top, const Runs::Run& r) { return top < r.second; });
       } else {
-        choice.see(c.first->first, c.first->second);
-        ++c.first;
+        choice.see(c.start, c.end);
       }
-      if (c.first == c.second) {
+      if (!advance(c, size)) {
         cursors.pop_back();
       } else {
         std::push_heap(cursors.begin(), cursors.end(), later);
