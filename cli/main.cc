@@ -19,13 +19,6 @@ int main(int argc, char** argv) {
   // madvise(MADV_HUGEPAGE) that transparent huge pages honour in their default "madvise" mode): a 128-expert
   // config's half a gigabyte of graph otherwise costs 218,000 page faults, now 6,700 (bench/import/README.md).
   mi_option_enable(mi_option_large_os_pages);
-  // One arena of address space up front (mi_reserve_os_memory, include/mimalloc.h), from which mimalloc takes
-  // its segments and to which it returns them: a phase's freed graph is reused by the next phase instead of
-  // going back to the OS and being faulted in, zeroed, again (Qwen3-30B-A3B's training estimate: 7.0 s of system
-  // time, mostly clear_page, before; 0.9 s after: bench/config_speed.md). Pages are touched only when used, so
-  // the peak RSS stays the heap's; past 8 GiB mimalloc maps more as before, and where the reservation is
-  // refused (a strict overcommit policy) it silently maps as before.
-  mi_reserve_os_memory(size_t{8} << 30, true, true);
 #endif
   const memplan::cli::Utf8Output utf8_output;  // all output, help and errors included, is valid UTF-8
   CLI::App app{
