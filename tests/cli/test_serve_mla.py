@@ -34,18 +34,12 @@ DeepSeek-V3 (tests/models/hf_configs/DeepSeek-V3.json without its quantization_c
 """
 import json
 import os
-import subprocess
 import tempfile
 import unittest
 
 import jsonschema
 
-BIN = os.environ["MEMPLAN_BIN"]
-SRC = os.environ["MEMPLAN_SOURCE_DIR"]
-
-
-def run(*args):
-    return subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=900)
+from tiny_serve import SRC, VLLM, TinyConfigCase, run, write_config
 
 
 def tiny_mla_config(directory, **overrides):
@@ -57,29 +51,12 @@ def tiny_mla_config(directory, **overrides):
               "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": False,
               "torch_dtype": "bfloat16", "hidden_act": "silu", "norm_topk_prob": True, "routed_scaling_factor": 2.5,
               "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1, "ep_size": 1}
-    config.update(overrides)
-    path = os.path.join(directory, "config.json")
-    with open(path, "w") as f:
-        json.dump(config, f)
-    return path
+    return write_config(directory, config, **overrides)
 
 
-VLLM = ["--engine", "vllm", "--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64",
-        "--max-batched-tokens", "64", "--max-num-seqs", "64", "--json"]
 
-
-class MlaByHand(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.config = tiny_mla_config(self.dir.name)
-
-    def tearDown(self):
-        self.dir.cleanup()
-
-    def vllm(self, *extra):
-        p = run("serve", self.config, *VLLM, *extra)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        return json.loads(p.stdout)
+class MlaByHand(TinyConfigCase):
+    make_config = staticmethod(tiny_mla_config)
 
     def test_the_cache_holds_the_latent_and_the_rope_key(self):
         j = self.vllm()
@@ -190,9 +167,7 @@ class DeepSeekV3(unittest.TestCase):
             config = json.load(f)
         config.pop("quantization_config")
         with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "config.json")
-            with open(path, "w") as f:
-                json.dump(config, f)
+            path = write_config(d, config)
             p = run("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H200", "--json")
         self.assertEqual(p.returncode in (0, 1), True, p.stderr)
         j = json.loads(p.stdout)

@@ -27,18 +27,11 @@ as a column-parallel layer would give 2 x 32 x 2 = 128 B less).
 """
 import json
 import os
-import subprocess
-import tempfile
 import unittest
 
 import jsonschema
 
-BIN = os.environ["MEMPLAN_BIN"]
-SRC = os.environ["MEMPLAN_SOURCE_DIR"]
-
-
-def run(*args):
-    return subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=600)
+from tiny_serve import SRC, VLLM, TinyConfigCase, run, write_config
 
 
 def tiny_moe_config(directory, **overrides):
@@ -49,29 +42,12 @@ def tiny_moe_config(directory, **overrides):
               "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8, "norm_topk_prob": True,
               "decoder_sparse_step": 1, "mlp_only_layers": [], "output_router_logits": False,
               "router_aux_loss_coef": 0.001, "attention_bias": False}
-    config.update(overrides)
-    path = os.path.join(directory, "config.json")
-    with open(path, "w") as f:
-        json.dump(config, f)
-    return path
+    return write_config(directory, config, **overrides)
 
 
-VLLM = ["--engine", "vllm", "--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64",
-        "--max-batched-tokens", "64", "--max-num-seqs", "64", "--json"]
 
-
-class FusedMoeByHand(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.config = tiny_moe_config(self.dir.name)
-
-    def tearDown(self):
-        self.dir.cleanup()
-
-    def vllm(self, *extra):
-        p = run("serve", self.config, *VLLM, *extra)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        return json.loads(p.stdout)
+class FusedMoeByHand(TinyConfigCase):
+    make_config = staticmethod(tiny_moe_config)
 
     def test_kernel_buffers_and_expert_weights(self):
         j = self.vllm()
