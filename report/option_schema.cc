@@ -168,7 +168,9 @@ std::vector<OptionSpec> make_schema() {
        .help = "Data-parallel GPUs (the estimate is per GPU)", .field = FIELD(estimate.gpus), .min = 1,
        .show_default = true,
        .describe = [](const EstimateArgs& a) {
-         return if_set(a.gpus > 1, ", " + std::to_string(a.gpus) + " GPUs " + a.shard);
+         // --deepspeed's config names the stage (--deepspeed's own description follows); --shard is then none
+         const std::string shard = a.deepspeed.empty() ? " " + a.shard : "";
+         return if_set(a.gpus > 1, ", " + std::to_string(a.gpus) + " GPUs" + shard);
        }},
       {.flag = "--shard", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "With --gpus: none, ddp, zero1, zero2, zero3, fsdp or its other name fsdp1 (FullyShardedDataParallel, "
