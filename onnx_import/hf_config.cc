@@ -15,6 +15,7 @@
 #include "onnx_import/hf_deepseek.h"
 #include "onnx_import/hf_gpt_oss.h"
 #include "onnx_import/hf_moe.h"
+#include "onnx_import/hf_quantization.h"
 #include "onnx_import/llama_graph.h"
 #include "onnx_import/model_reader.h"
 
@@ -166,75 +167,6 @@ void parse_hf_arch(const std::string& path, const json& j, DecoderConfig& c) {
       c.sliding_layers[size_t(l)] = t == "sliding_attention";
     }
   }
-}
-
-// quantization_config as vLLM's QuantizationConfig.from_config reads it (vllm/model_executor/layers/quantization:
-// fp8.py Fp8Config.from_config at 1436674: quant_method, activation_scheme, ignored_layers / modules_to_not_convert,
-// weight_block_size; gptq.py GPTQConfig.from_config at e5dd90b: bits, group_size, desc_act, lm_head; awq.py
-// AWQConfig.from_config: w_bit or bits, q_group_size or group_size). Other keys are the quantizer's own
-// bookkeeping (damp_percent, sym, true_sequential, ...), which vLLM does not read either. What would change the
-// layout memplan sizes is refused: layers left unquantized, a quantized head, block-wise fp8 scales.
-StoredQuantization parse_quantization(const std::string& path, const json& q) {
-  if (!q.is_object()) fail(path, "config key \"quantization_config\" must be an object, not " + q.dump());
-  if (!q.contains("quant_method")) fail(path, "config key \"quantization_config\" has no \"quant_method\"");
-  const json& m = q["quant_method"];
-  StoredQuantization s;
-  s.method = m.is_string() ? m.get<std::string>() : "";
-  auto empty_list = [&](const char* key) {
-    const auto it = q.find(key);
-    if (it != q.end() && !it->is_null() && !(it->is_array() && it->empty()) && !(it->is_object() && it->empty()))
-      fail(path, std::string("quantization_config key \"") + key + "\" is " + it->dump() +
-                     ": layers left unquantized (or quantized otherwise) are not modelled");
-  };
-  auto first_int = [&](std::initializer_list<const char*> keys, int64_t min, int64_t max) -> int64_t {
-    for (const char* key : keys) {
-      const auto it = q.find(key);
-      if (it == q.end() || it->is_null()) continue;
-      if (!it->is_number_integer() || it->get<int64_t>() < min || it->get<int64_t>() > max || it->get<int64_t>() == 0)
-        fail(path, std::string("quantization_config key \"") + key + "\" is " + it->dump() + ": an integer in [" +
-                       std::to_string(min) + ", " + std::to_string(max) + "] (not 0) is expected");
-      return it->get<int64_t>();
-    }
-    fail(path, std::string("quantization_config has no \"") + *keys.begin() + "\"");
-  };
-  if (s.method == "fp8") {
-    const json& scheme = require(path, q, "activation_scheme");
-    if (scheme != "static" && scheme != "dynamic")
-      fail(path, "quantization_config key \"activation_scheme\" is " + scheme.dump() + "; vLLM reads static or dynamic");
-    s.static_activations = scheme == "static";
-    empty_list("ignored_layers");
-    empty_list("modules_to_not_convert");
-    const auto block = q.find("weight_block_size");
-    if (block != q.end() && !block->is_null())
-      fail(path, "quantization_config key \"weight_block_size\" is " + block->dump() +
-                     ": block-wise fp8 is not modelled (per-tensor scales are): vLLM's weight_scale_inv per block, its "
-                     "fp8 experts (Fp8MoEMethod) and MLA's dequantized kv_b_proj copies; without quantization_config "
-                     "the config is the bfloat16 model");
-  } else if (s.method == "gptq" || s.method == "awq") {
-    const bool gptq = s.method == "gptq";
-    s.bits = static_cast<int>(gptq ? first_int({"bits"}, 2, 8) : first_int({"w_bit", "bits"}, 4, 4));
-    if (gptq && s.bits != 2 && s.bits != 3 && s.bits != 4 && s.bits != 8)
-      fail(path, "quantization_config key \"bits\" is " + std::to_string(s.bits) + "; vLLM's GPTQ reads 2, 3, 4, 8");
-    s.group_size = gptq ? first_int({"group_size"}, -1, int64_t{1} << 24) : first_int({"q_group_size", "group_size"}, 1, int64_t{1} << 24);
-    if (gptq) {
-      s.desc_act = bool_key(path, q, "desc_act", false);
-      if (bool_key(path, q, "lm_head", false))
-        fail(path, "quantization_config key \"lm_head\" is true: a quantized LM head is not modelled");
-      empty_list("dynamic");
-    }
-    empty_list("modules_to_not_convert");
-  } else if (s.method == "mxfp4") {
-    // gpt-oss: vLLM's Mxfp4Config.from_config reads no key and quantizes the FusedMoE experts only
-    // (cost_models/vllm_mxfp4.h), so modules_to_not_convert (attention, router, embeddings, head) changes nothing it
-    // holds; it must be a list of module patterns.
-    const auto it = q.find("modules_to_not_convert");
-    if (it != q.end() && !it->is_null() && !it->is_array())
-      fail(path, "quantization_config key \"modules_to_not_convert\" must be a list of module names");
-  } else {
-    fail(path, "quantization_config quant_method " + m.dump() +
-                   " is not modelled (memplan sizes fp8, gptq, awq and gpt-oss's mxfp4)");
-  }
-  return s;
 }
 
 }  // namespace

@@ -1,0 +1,20 @@
+// Reads a config.json's quantization_config, what memplan sizes for serve --engine vllm. Internal to onnx_import.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "onnx_import/hf_config.h"
+
+namespace memplan::hf {
+
+// quantization_config as vLLM's QuantizationConfig.from_config reads it (vllm/model_executor/layers/quantization:
+// fp8.py Fp8Config.from_config at 1436674: quant_method, activation_scheme, ignored_layers / modules_to_not_convert,
+// weight_block_size; gptq.py GPTQConfig.from_config at e5dd90b: bits, group_size, desc_act, lm_head; awq.py
+// AWQConfig.from_config: w_bit or bits, q_group_size or group_size). Other keys are the quantizer's own
+// bookkeeping (damp_percent, sym, true_sequential, ...), which vLLM does not read either. What would change the
+// layout memplan sizes is refused: layers left unquantized, a quantized head, block-wise fp8 scales.
+StoredQuantization parse_quantization(const std::string& path, const nlohmann::json& q);
+
+}  // namespace memplan::hf
