@@ -147,9 +147,8 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
   }
 }
 
-// End to end on the tiny Llama: "auto" becomes hidden_size^2 = 128^2 = 16384 (tests/models/llama.py: llama_tiny's
-// hidden_size 128) from its embedding table, named in the note.
-TEST(DeepSpeedConfig, AutoRunsOnTheTinyLlama) {
+// The tiny Llama's training step at batch 2, seq 16, on 2 GPUs: the end-to-end tests' model.
+EstimateArgs tiny_llama_on_two_gpus() {
   EstimateArgs a;
   a.model.path = std::string(MEMPLAN_ZOO_DIR) + "/llama_tiny_train.onnx";
   a.model.batch = 2;
@@ -157,6 +156,13 @@ TEST(DeepSpeedConfig, AutoRunsOnTheTinyLlama) {
   a.top = 0;
   a.mode = "train";
   a.gpus = 2;
+  return a;
+}
+
+// End to end on the tiny Llama: "auto" becomes hidden_size^2 = 128^2 = 16384 (tests/models/llama.py: llama_tiny's
+// hidden_size 128) from its embedding table, named in the note.
+TEST(DeepSpeedConfig, AutoRunsOnTheTinyLlama) {
+  EstimateArgs a = tiny_llama_on_two_gpus();
   a.deepspeed = write_config("auto.json", R"({"bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
       "zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": "auto"}})");
   const ConfiguredEstimate c = estimate_model(a);
@@ -170,13 +176,7 @@ TEST(DeepSpeedConfig, AutoRunsOnTheTinyLlama) {
 // 10 x 128 = 1280 elements, so the 9 RMSNorm weights (128 each) persist and nothing else does; the fetch units are
 // the 39 modules owning parameters (embed_tokens, 4 x (2 norms + q/k/v/o + gate/up/down), norm, lm_head).
 TEST(DeepSpeedConfig, Stage3RunsOnTheTinyLlama) {
-  EstimateArgs a;
-  a.model.path = std::string(MEMPLAN_ZOO_DIR) + "/llama_tiny_train.onnx";
-  a.model.batch = 2;
-  a.model.dims = {"seq=16"};
-  a.top = 0;
-  a.mode = "train";
-  a.gpus = 2;
+  EstimateArgs a = tiny_llama_on_two_gpus();
   a.deepspeed = write_config("auto3.json", R"({"bf16": {"enabled": "auto"},
       "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0, "reduce_bucket_size": "auto",
                             "stage3_param_persistence_threshold": "auto"}})");
