@@ -23,6 +23,8 @@ ZeroPartition zero_partition(const std::vector<uint64_t>& elements, int gpus, bo
     for (size_t i = j; i < elements.size(); i += round_robin ? static_cast<size_t>(gpus) : 1) order.push_back(i);
   ZeroPartition p;
   p.in_partition.assign(elements.size(), false);
+  p.elements_in_partition.assign(elements.size(), 0);
+  p.flat_order.assign(order.begin(), order.end());
   for (uint64_t e : elements) {
     p.params = checked_add(p.params, e, "ZeRO flat group elements");
     p.largest_param = std::max(p.largest_param, e);
@@ -35,6 +37,7 @@ ZeroPartition zero_partition(const std::vector<uint64_t>& elements, int gpus, bo
     if (at < p.partition) {
       p.grads_in_partition += elements[i];
       p.in_partition[i] = true;
+      p.elements_in_partition[i] = std::min(at + elements[i], p.partition) - at;
     }
     at += elements[i];
   }
@@ -114,13 +117,29 @@ std::string deepspeed_note(const DeepSpeedZero& z, const ZeroPartition& p, int g
 // partition (weights_partition on self.device = 'cpu'), its grad (single_grad_partition, kept under cpu_offload), the
 // bit16 staging copy (param_buffer_of_bit16_for_cpu_offload_groups), temp_grad_buffer_for_cpu_offload (the largest
 // parameter), and the CPU optimizer's states over the float32 partition.
+// With gradient accumulation, async_accumulate_grad_in_cpu_via_gpu keeps each partition parameter's grads in
+// accumulated_grads_in_cpu (buffer_to_accumulate_to_in_cpu: torch.zeros(param.numel(), dtype=param.dtype) on the host),
+// the whole parameters overlapping the partition.
 uint64_t deepspeed_host_bytes(const DeepSpeedZero& z, const ZeroPartition& p, uint64_t grad_element_bytes,
-                              int optimizer_states) {
+                              int optimizer_states, int grad_accum) {
   if (z.offload_optimizer != DeepSpeedOffload::Cpu) return 0;
   const uint64_t fp32 = checked_mul(p.partition, 4, "DeepSpeed host bytes");
   uint64_t total = checked_mul(fp32, 2 + static_cast<uint64_t>(optimizer_states), "DeepSpeed host bytes");
   total = checked_add(total, checked_mul(p.partition, grad_element_bytes, "DeepSpeed host bytes"), "DeepSpeed host bytes");
-  return checked_add(total, checked_mul(p.largest_param, grad_element_bytes, "DeepSpeed host bytes"), "DeepSpeed host bytes");
+  total = checked_add(total, checked_mul(p.largest_param, grad_element_bytes, "DeepSpeed host bytes"), "DeepSpeed host bytes");
+  if (grad_accum > 1)
+    total = checked_add(total, checked_mul(p.grads_in_partition, grad_element_bytes, "DeepSpeed host bytes"),
+                        "DeepSpeed host bytes");
+  return total;
+}
+
+ZeroGradTransients zero_grad_transients(uint64_t numel, uint64_t slice, bool float32_grads, bool offload) {
+  ZeroGradTransients t;
+  t.norm_double = checked_mul(slice, 8, "DeepSpeed bytes");
+  if (!offload) return t;
+  t.overflow_check = checked_mul(numel, float32_grads ? 7 : 11, "DeepSpeed bytes");
+  t.fp32_cast = float32_grads ? 0 : checked_mul(slice, 4, "DeepSpeed bytes");
+  return t;
 }
 
 }  // namespace memplan

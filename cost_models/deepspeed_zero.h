@@ -59,6 +59,9 @@ struct ZeroPartition {
   uint64_t grads_in_partition = 0;  // whole elements of every parameter overlapping rank 0's partition
   uint64_t largest_param = 0;    // the largest parameter (offload's temp_grad_buffer_for_gpu_offload)
   std::vector<bool> in_partition;  // per parameter, in the given order: in rank 0's params_in_partition
+  // per parameter: its elements inside rank 0's partition (grad_position's num_elements), 0 when not in it
+  std::vector<uint64_t> elements_in_partition;
+  std::vector<size_t> flat_order;  // the parameters' indices in the flat group's order (round_robin_gradients)
 };
 
 // `elements`: the trainable parameters' element counts in model.parameters() order.
@@ -67,9 +70,27 @@ ZeroPartition zero_partition(const std::vector<uint64_t>& elements, int gpus, bo
 // The contiguous gradient buckets setup_buckets allocates: overlap_comm ? 2 : 1 (0 without contiguous_gradients).
 int ipg_buffer_count(const DeepSpeedZero& z);
 
-// The report's account of the buffers (a note), and what offload_optimizer keeps on the host, in bytes.
+// The report's account of the buffers (a note), and what offload_optimizer keeps on the host, in bytes
+// (`grad_accum` > 1: the micro-batches' grads accumulated on the host as well).
 std::string deepspeed_note(const DeepSpeedZero& z, const ZeroPartition& p, int gpus, uint64_t grad_element_bytes);
 uint64_t deepspeed_host_bytes(const DeepSpeedZero& z, const ZeroPartition& p, uint64_t grad_element_bytes,
-                              int optimizer_states);
+                              int optimizer_states, int grad_accum);
+
+// What the step's gradient bookkeeping allocates on the GPU for a moment, per parameter of rank 0's partition
+// (stage_1_and_2.py at edaa722), each freed before the next parameter's:
+//  - the norm: get_grad_norm_direct (DeepSpeedZeroOptimizer.step -> scaled_global_norm, without offload) and
+//    set_norm_for_param_grad_in_gpu (copy_grads_in_partition under offload_optimizer cpu) take
+//    vector_norm(g.data.double()) of the parameter's slice in the partition: slice x 8 bytes;
+//  - under offload_optimizer cpu, at the accumulation boundary, copy_grads_in_partition also runs
+//    update_offload_overflow_tracker_for_param_grad on the whole grad, _has_inf_or_nan(x): x.float() (a copy unless x
+//    is float32), isnan and isinf (bool), their logical_or (bool) and its .float(), all alive at once: numel x
+//    (4 unless float32 + 1 + 1 + 1 + 4) bytes; then async_inplace_copy_grad_to_fp32_buffer_from_gpu casts the slice
+//    to float32 before the copy to the host when the grads are not float32 (slice x 4 bytes).
+struct ZeroGradTransients {
+  uint64_t norm_double = 0;    // bytes
+  uint64_t overflow_check = 0;
+  uint64_t fp32_cast = 0;
+};
+ZeroGradTransients zero_grad_transients(uint64_t numel, uint64_t slice, bool float32_grads, bool offload);
 
 }  // namespace memplan

@@ -52,7 +52,8 @@ void TrainingStep::ds_add_resident() {
   if (z.offload_optimizer == DeepSpeedOffload::Cpu) {
     resident("deepspeed:temp_grad_buffer_for_gpu_offload", checked_mul(ds_.largest_param, ds_grad_element_bytes_, "DeepSpeed bytes"),
              Category::Workspace);
-    result_.deepspeed_host_bytes = deepspeed_host_bytes(z, ds_, ds_grad_element_bytes_, states_per_param());
+    result_.deepspeed_host_bytes =
+        deepspeed_host_bytes(z, ds_, ds_grad_element_bytes_, states_per_param(), options_.grad_accum);
     return;
   }
   const uint64_t fp32 = checked_mul(ds_.partition, 4, "DeepSpeed bytes");
@@ -82,12 +83,17 @@ void TrainingStep::ds_begin_backward() {
 // (copy_grads_in_partition allocates it whole on its first call); a parameter too large for the bucket was reduced
 // from its own grad, which ZeRO-2 then frees (clear_grad_attribute, or the copy's re-pointing), and ZeRO-1 keeps
 // outside the partition until the step (free_grad_in_param_list). Under offload_optimizer cpu, copy_grads_in_partition
-// copies the partition's grads to the host instead (async_inplace_copy_grad_to_fp32_buffer_from_gpu).
+// copies the partition's grads to the host instead (async_inplace_copy_grad_to_fp32_buffer_from_gpu), after its
+// norm and overflow check (zero_grad_transients): those steps wait in ds_after_reduce_ for the caller to place
+// right after the reduce. With gradient accumulation the earlier micro-batches' grads are on the host
+// (async_accumulate_grad_in_cpu_via_gpu adds them into this one's through temp_grad_buffer_for_gpu_offload, in
+// place): the GPU holds nothing more than without accumulation.
 void TrainingStep::ds_reduce(Step& st) {
   if (ds3()) return ds3_reduce(st);
   const bool offload = ds_config_.offload_optimizer == DeepSpeedOffload::Cpu;
   for (int32_t p : ds_bucket_params_) {
     const bool in = ds_.in_partition[ds_index_[p]];
+    if (in && offload) ds_offload_copy(p, param_grad_buffer_[p]);
     if (in && ds_grads_ < 0 && !offload) {
       ds_grads_ = writer_.new_buffer("deepspeed:grads_in_partition",
                                      checked_mul(ds_.grads_in_partition, ds_grad_element_bytes_, "DeepSpeed bytes"),
@@ -118,7 +124,20 @@ void TrainingStep::ds_hook(int32_t p, Phase phase) {
   if (grad < 0) return;  // no grad reached it
   const uint64_t n = ds_elements(p);
   Step st{"deepspeed:grad_hook:" + graph_.tensors[p].name, "copy_", phase, {grad}, {}, 0};
-  if (ds_bucket_elements_ + n > ds_config_.reduce_bucket_size && !ds_bucket_params_.empty()) ds_reduce(st);
+  if (ds_bucket_elements_ + n > ds_config_.reduce_bucket_size && !ds_bucket_params_.empty()) {
+    ds_reduce(st);
+    if (!ds_after_reduce_.empty()) {  // the reduce and its offload copies come before this grad's copy
+      st.name = "deepspeed:reduce_ipg_grads";
+      st.op = "reduce";
+      program().steps.push_back(std::move(st));
+      for (Step& copy : ds_after_reduce_) {
+        add_unique(copy.reads, grad);
+        program().steps.push_back(std::move(copy));
+      }
+      ds_after_reduce_.clear();
+      st = Step{"deepspeed:grad_hook:" + graph_.tensors[p].name, "copy_", phase, {grad}, {}, 0};
+    }
+  }
   for (int32_t b : ds_buckets_) add_unique(st.reads, b);
   if (n <= ds_config_.reduce_bucket_size) {
     program().buffers[grad].live_at_end = false;
@@ -158,6 +177,30 @@ void TrainingStep::ds_end_backward() {
     ds_grads_ = ds_accumulated_;
   }
   program().steps.push_back(std::move(st));
+  for (Step& copy : ds_after_reduce_) program().steps.push_back(std::move(copy));
+  ds_after_reduce_.clear();
+}
+
+// copy_grads_in_partition at the accumulation boundary under offload_optimizer cpu, for parameter p of rank 0's
+// partition (its grad a view of the bucket, or `grad` when it was reduced from its own storage): the norm's float64
+// copy of its slice, the overflow check over its whole grad, the float32 cast of its slice (zero_grad_transients),
+// one after the other while the buckets are alive.
+void TrainingStep::ds_offload_copy(int32_t p, int32_t grad) {
+  const int i = ds_index_[p];
+  const ZeroGradTransients t = zero_grad_transients(ds_elements(p), ds_.elements_in_partition[i],
+                                                    layout().dtype[p] == DType::Float32, /*offload=*/true);
+  const std::string& name = graph_.tensors[p].name;
+  auto transient = [&](const std::string& function, const char* op, uint64_t bytes) {
+    if (bytes == 0) return;
+    Step st{"deepspeed:" + function + ":" + name, op, Phase::Backward, {}, {}, 0};
+    for (int32_t b : ds_buckets_) st.reads.push_back(b);
+    if (grad >= 0) add_unique(st.reads, grad);
+    st.writes.push_back(writer_.new_buffer("deepspeed:" + function + ":" + name, bytes, Category::Workspace));
+    ds_after_reduce_.push_back(std::move(st));
+  };
+  transient("set_norm_for_param_grad_in_gpu", "norm", t.norm_double);
+  transient("_has_inf_or_nan", "isinf", t.overflow_check);
+  transient("async_inplace_copy_grad_to_fp32_buffer_from_gpu", "to", t.fp32_cast);
 }
 
 // DeepSpeedZeroOptimizer.step without offload: the partition's grads flattened (flatten(averaged_gradients[i])), that
@@ -167,6 +210,20 @@ void TrainingStep::ds_end_backward() {
 void TrainingStep::ds_optimizer() {
   if (ds3()) return ds3_optimizer();
   if (ds_config_.offload_optimizer == DeepSpeedOffload::Cpu) return;
+  // scaled_global_norm first (get_grad_norm_direct: each partition slice's float64 copy in turn), then
+  // free_grad_in_param_list drops ZeRO-1's grads outside the partition.
+  for (size_t i : ds_.flat_order) {
+    const int32_t p = context_.params[i];
+    const uint64_t bytes = zero_grad_transients(ds_elements(p), ds_.elements_in_partition[i], true, false).norm_double;
+    if (bytes == 0) continue;
+    Step norm{"deepspeed:get_grad_norm_direct:" + graph_.tensors[p].name, "norm", Phase::Optimizer, {}, {}, 0};
+    if (ds_grads_ >= 0) norm.reads.push_back(ds_grads_);
+    for (int32_t g : ds_kept_grads_) norm.reads.push_back(g);
+    norm.writes.push_back(writer_.new_buffer("deepspeed:get_grad_norm_direct:" + graph_.tensors[p].name, bytes,
+                                             Category::Workspace));
+    program().steps.push_back(std::move(norm));
+  }
+  for (int32_t g : ds_kept_grads_) program().buffers[g].live_at_end = false;
   Step flat{"deepspeed:flatten_grad_partition", "cat", Phase::Optimizer, {}, {}, 0};
   if (ds_grads_ >= 0) flat.reads.push_back(ds_grads_);
   const int32_t flat_grads = writer_.new_buffer("deepspeed:flat_grad_partition",
@@ -176,10 +233,6 @@ void TrainingStep::ds_optimizer() {
   program().steps.push_back(flat);
   Step cast{"deepspeed:single_grad_partition", "to", Phase::Optimizer, flat.reads, {}, 0};
   cast.reads.push_back(flat_grads);
-  for (int32_t g : ds_kept_grads_) {
-    add_unique(cast.reads, g);
-    program().buffers[g].live_at_end = false;
-  }
   const int32_t fp32_grad = writer_.new_buffer("deepspeed:single_grad_partition", checked_mul(ds_.partition, 4, "DeepSpeed bytes"),
                                                Category::Gradient);
   cast.writes.push_back(fp32_grad);

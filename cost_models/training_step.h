@@ -183,6 +183,7 @@ class TrainingStep {
   void ds_begin_backward();
   void ds_hook(int32_t p, Phase phase);
   void ds_reduce(Step& st);
+  void ds_offload_copy(int32_t p, int32_t grad);
   void ds_after_backward(int32_t i);
   void ds_end_backward();
   void ds_optimizer();
@@ -289,6 +290,7 @@ class TrainingStep {
   std::vector<int32_t> ds_buckets_;
   int32_t ds_fp32_ = -1, ds_grads_ = -1, ds_accumulated_ = -1;
   std::vector<int32_t> ds_bucket_params_;
+  std::vector<Step> ds_after_reduce_;  // offload: copy_grads_in_partition's steps, placed after their reduce
   uint64_t ds_bucket_elements_ = 0;
   // DeepSpeed ZeRO-3: per module parameter (ds3_index_: tensor -> index, -1 none) its elements, whether it persists,
   // its resident partition and its whole copy (gathered or persistent, -1: not available); the modules (owners) with

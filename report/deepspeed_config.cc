@@ -302,8 +302,6 @@ void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const 
   if (t.grad_accum > 1 && stage == 1)
     throw InputError(where + "ZeRO-1 with --grad-accum > 1 is not modelled (the grads accumulate whole in .grad "
                      "between boundaries, then move into the buckets)");
-  if (t.grad_accum > 1 && t.deepspeed.offload_optimizer == DeepSpeedOffload::Cpu)
-    throw InputError(where + "offload_optimizer cpu with --grad-accum > 1 is not modelled (the host accumulation)");
   if (!t.deepspeed.contiguous_gradients)
     throw InputError(where + "zero_optimization.contiguous_gradients false is not modelled (buffered_reduce_fallback "
                      "flattens each bucket's grads)");

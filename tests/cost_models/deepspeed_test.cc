@@ -101,6 +101,9 @@ TEST(DeepSpeedZero, Stage2BucketsMoveThePeakIntoBackward) {
   EXPECT_EQ(peak.bytes, 1924u);
   EXPECT_EQ(p.steps[peak.step].name, "deepspeed:grad_hook:b1");
   EXPECT_EQ(r.optimizer_state_bytes, 360u + 720u);
+  // step's scaled_global_norm: W1's 90-element slice in float64, 720, beside 36 + grads_in_partition 512: 1268.
+  EXPECT_EQ(bytes_named(p, "deepspeed:get_grad_norm_direct:W1"), 720u);
+  EXPECT_LT(buffer_named(p, "deepspeed:get_grad_norm_direct:b1"), 0);  // b1 starts at 128, outside [0, 90)
 }
 
 // reduce_bucket_size 1000, no overlap_comm: one bucket of 4000 bytes holds every grad, which each hook frees; the
@@ -137,6 +140,46 @@ TEST(DeepSpeedZero, OffloadKeepsTheStepOnTheHost) {
   EXPECT_EQ(bytes_named(r.program, "deepspeed:temp_grad_buffer_for_gpu_offload"), 512u);
   EXPECT_LT(buffer_named(r.program, "deepspeed:single_partition_of_fp32_groups"), 0);
   EXPECT_EQ(resident_bytes(r.program), 712u + 8u + 512u);
+}
+
+// zero_grad_transients by hand (stage_1_and_2.py at edaa722): a bfloat16 parameter of 128 elements, 90 of them in the
+// partition. The norm: 90 x 8 = 720. Under offload, _has_inf_or_nan over the whole grad: float() 128 x 4 + isnan,
+// isinf, logical_or 3 x 128 + float() 128 x 4 = 1408 (float32 grads: no first copy, 896); the float32 cast of the
+// slice 90 x 4 = 360 (float32 grads: none). Without offload only the norm.
+TEST(DeepSpeedZero, GradTransientsByHand) {
+  const ZeroGradTransients bf16 = zero_grad_transients(128, 90, false, true);
+  EXPECT_EQ(bf16.norm_double, 720u);
+  EXPECT_EQ(bf16.overflow_check, 1408u);
+  EXPECT_EQ(bf16.fp32_cast, 360u);
+  const ZeroGradTransients fp32 = zero_grad_transients(128, 90, true, true);
+  EXPECT_EQ(fp32.overflow_check, 896u);
+  EXPECT_EQ(fp32.fp32_cast, 0u);
+  const ZeroGradTransients plain = zero_grad_transients(128, 90, false, false);
+  EXPECT_EQ(plain.norm_double, 720u);
+  EXPECT_EQ(plain.overflow_check + plain.fp32_cast, 0u);
+}
+
+// offload_optimizer cpu on the GPU, at the accumulation boundary: b1's hook reduces [W1] (extra large, in the
+// partition) from W1's own grad; copy_grads_in_partition then takes W1's slice's norm in float64 (90 x 8 = 720) and
+// checks the whole grad for inf/nan (float32: 7 x 128 = 896) while W1's grad 512, b1's grad 64, the buckets 800 and
+// y 32 + loss 4 are alive: 1412 + 896 = 2308, the peak (the norm: 2132; Gemm1's backward 1796). With
+// gradient_accumulation_steps 2 the earlier micro-batch's grads are on the host (accumulated_grads_in_cpu: W1's
+// whole 128 x 4 = 512 more host bytes, 2824) and the GPU's peak is the same.
+TEST(DeepSpeedZero, OffloadChecksEachPartitionGradOnTheGpu) {
+  for (int accum : {1, 2}) {
+    TrainingRun o = zero(2, 100, true);
+    o.deepspeed.offload_optimizer = DeepSpeedOffload::Cpu;
+    o.grad_accum = accum;
+    const TrainingResult r = build_training_program(mlp(), o);
+    EXPECT_EQ(bytes_named(r.program, "deepspeed:set_norm_for_param_grad_in_gpu:W1"), 720u);
+    EXPECT_EQ(bytes_named(r.program, "deepspeed:_has_inf_or_nan:W1"), 896u);
+    EXPECT_LT(buffer_named(r.program, "deepspeed:async_inplace_copy_grad_to_fp32_buffer_from_gpu:W1"), 0);
+    EXPECT_LT(buffer_named(r.program, "deepspeed:_has_inf_or_nan:b1"), 0);
+    const auto peak = peak_live_bytes(r.program);
+    EXPECT_EQ(peak.bytes, 2308u) << accum;
+    EXPECT_EQ(r.program.steps[peak.step].name, "deepspeed:_has_inf_or_nan:W1");
+    EXPECT_EQ(r.deepspeed_host_bytes, accum == 1 ? 2312u : 2824u);
+  }
 }
 
 // "auto": hidden_size^2 from an embedding table [10, 8] that a Gather reads with int64 ids, confirmed by a square
