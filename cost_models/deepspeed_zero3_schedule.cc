@@ -98,15 +98,16 @@ Zero3Schedule zero3_schedule(const std::vector<Zero3Call>& calls, const std::vec
     if (limits.prefetch_bucket_size > 0 && available < limits.max_live_parameters) {
       const uint64_t most = std::min(limits.max_live_parameters - available, limits.prefetch_bucket_size);
       std::vector<int32_t> prefetch;
+      std::vector<bool> in_prefetch(n, false);
       uint64_t prefetching = 0;
       while (!queue.empty() && prefetching < most) {
         const InTrace e = queue.front();
         queue.pop_front();
-        const bool fresh = status[e.param] == Status::NotAvailable &&
-                           std::find(prefetch.begin(), prefetch.end(), e.param) == prefetch.end();
+        const bool fresh = status[e.param] == Status::NotAvailable && !in_prefetch[e.param];
         most_recent[e.param] = std::max(most_recent[e.param], e.step);
         if (fresh) {
           prefetch.push_back(e.param);
+          in_prefetch[e.param] = true;
           prefetching = checked_add(prefetching, numel[e.param], "ZeRO-3 prefetch");
         }
       }

@@ -96,26 +96,25 @@ void TrainingStep::ds3_scope_calls() {
     ds3_calls_.push_back({s->name, op, hook});
     calls.push_back({release, params_of(s)});
   };
+  // The modules starting and ending at each op, outer modules first (a stable sort by depth over the names' order).
   const int32_t ops = static_cast<int32_t>(context_.ops.size());
-  auto by = [&](auto key) {
-    std::vector<const ScopeModule*> v = all;
-    std::stable_sort(v.begin(), v.end(), [&](const ScopeModule* a, const ScopeModule* b) { return key(a) < key(b); });
-    return v;
-  };
-  const auto outer_first = by([](const ScopeModule* s) { return s->depth; });
-  const auto inner_first = by([](const ScopeModule* s) { return -s->depth; });
+  std::stable_sort(all.begin(), all.end(), [](const ScopeModule* a, const ScopeModule* b) { return a->depth < b->depth; });
+  std::vector<std::vector<const ScopeModule*>> starts(ops), ends(ops);
+  for (const ScopeModule* s : all) {
+    starts[s->first_op].push_back(s);
+    ends[s->last_op].push_back(s);
+  }
   for (int32_t i = 0; i < ops; ++i) {
-    for (const ScopeModule* s : outer_first)
-      if (s->first_op == i) add(s, i, kDs3BeforeForward, false);
-    for (const ScopeModule* s : inner_first)
-      if (s->last_op == i && s->param_module >= 0) add(s, i, kDs3AfterForward, true);
+    for (const ScopeModule* s : starts[i]) add(s, i, kDs3BeforeForward, false);
+    for (auto it = ends[i].rbegin(); it != ends[i].rend(); ++it)
+      if ((*it)->param_module >= 0) add(*it, i, kDs3AfterForward, true);
   }
   for (int32_t i = ops - 1; i >= 0; --i) {
-    for (const ScopeModule* s : outer_first)
-      if (s->last_op == i && grad(s)) add(s, i, kDs3BeforeBackward, false);
-    for (const ScopeModule* s : inner_first)
-      if (s->first_op == i && s->param_module >= 0 && grad(s) && ds3_modules_[s->param_module].post_backward)
-        add(s, i, kDs3AfterBackward, true);
+    for (const ScopeModule* s : ends[i])
+      if (grad(s)) add(s, i, kDs3BeforeBackward, false);
+    for (auto it = starts[i].rbegin(); it != starts[i].rend(); ++it)
+      if ((*it)->param_module >= 0 && grad(*it) && ds3_modules_[(*it)->param_module].post_backward)
+        add(*it, i, kDs3AfterBackward, true);
   }
   ds3_schedule_ = zero3_schedule(calls, ds3_numel_, ds3_persistent_,
                                  {ds_config_.prefetch_bucket_size, ds_config_.max_live_parameters, ds_config_.max_reuse_distance});
