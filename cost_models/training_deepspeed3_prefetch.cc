@@ -24,20 +24,25 @@ struct ScopeModule {
 };
 
 // The module paths a node ran in, outermost first ("" the root), from torch.onnx.export's name
-// /<scope>/<scope>/<Op>: one component per called module, a list element named <list>.<N> under its caller
-// (/layers.0/mlp/down_proj/MatMul: layers.0, layers.0.mlp, layers.0.mlp.down_proj), or by its whole path when a
-// called container holds it (torchvision's /layer1/layer1.0/conv1/Conv: layer1, layer1.0, layer1.0.conv1; the rule
-// cost_models/checkpoint_plan.cc's in_block reads too). Empty for a name without the leading '/'.
+// /<component>/<component>/<Op>: one component per called module, its name relative to the nearest enclosing module
+// that is not a container, so a component extending the one above it by '.' is relative to what that one is
+// relative to: /layers.0/mlp/down_proj/MatMul (a ModuleList is never called): layers.0, layers.0.mlp,
+// layers.0.mlp.down_proj; torchvision's /features/features.1/conv/conv.0/conv.0.0/Conv (called Sequentials):
+// features, features.1, features.1.conv, features.1.conv.0, features.1.conv.0.0. Empty for a name without the
+// leading '/'.
 std::vector<std::string> scope_paths(const std::string& name) {
-  std::vector<std::string> out;
+  std::vector<std::string> out, parts;
   if (name.empty() || name[0] != '/') return out;
   out.push_back("");
+  parts.push_back("");
   const size_t end = name.rfind('/');
   for (size_t pos = 1; pos < end;) {
     const size_t next = name.find('/', pos);
     const std::string part = name.substr(pos, next - pos);
-    const std::string& parent = out.back();
-    out.push_back(parent.empty() || part.rfind(parent + ".", 0) == 0 ? part : parent + "." + part);
+    size_t base = parts.size() - 1;
+    while (base > 0 && part.rfind(parts[base] + ".", 0) == 0) --base;
+    out.push_back(out[base].empty() ? part : out[base] + "." + part);
+    parts.push_back(part);
     pos = next + 1;
   }
   return out;

@@ -1121,6 +1121,23 @@ class DeepSpeedTest(unittest.TestCase):
         # (the model's own call pops embed_tokens.weight alone: 128,000 >= 14,745).
         self.assertIn("gathered 30 parameters (993280 elements) ahead of use", note[0])
 
+    def test_stage3_prefetch_reads_torchvision_scopes(self):
+        # torchvision's called Sequentials name their children relative to the enclosing non-container module
+        # (/features/features.1/conv/conv.0/conv.0.0/Conv is features.1.conv.0.0). MobileNetV2's module calls: the
+        # model, features, features.0 (conv, bn, ReLU6: 4), features.1 (the block, conv, conv.0 with its 3, conv.1,
+        # conv.2: 8), features.2-17 (the block, conv, conv.0 and conv.1 with 3 each, conv.2, conv.3: 12 each, 192),
+        # features.18 (4), classifier with Dropout and Linear (3): 213 in forward, each again in backward: 426.
+        # Persistence 1e5 leaves 8 parameters partitioned: classifier.1.weight 1,280,000, features.18.0.weight
+        # 409,600, features.17's 153,600 and 307,200, features.15's and 16's 153,600 twice each: 2,764,800 elements,
+        # all popped by the model's own call (bucket 5e7).
+        cfg = self.config('{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}')
+        out = run_json("estimate", "tests/models/mobilenet_v2_train.onnx", "--batch", "2", "--mode", "train",
+                       "--gpus", "2", "--precision", "bf16", "--deepspeed", cfg)
+        note = [n for n in out["notes"] if n.startswith("DeepSpeed ZeRO-3")]
+        self.assertEqual(len(note), 1, out["notes"])
+        self.assertIn("over 426 module calls", note[0])
+        self.assertIn("1 of them gathered 8 parameters (2764800 elements) ahead of use", note[0])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
