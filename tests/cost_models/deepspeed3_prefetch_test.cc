@@ -92,6 +92,15 @@ uint64_t live_at(const Program& p, const std::string& name) {
   return live;
 }
 
+// The coordinator's steps in program order: gathers, waits, prefetches and releases.
+std::vector<std::string> coordinator_steps(const Program& p) {
+  std::vector<std::string> out;
+  for (const Step& st : p.steps)
+    for (const char* kind : {"deepspeed:fetch", "deepspeed:wait", "deepspeed:prefetch", "deepspeed:release"})
+      if (st.name.rfind(kind, 0) == 0) out.push_back(st.name);
+  return out;
+}
+
 // The MLP's hook calls (parameters 0 l1.weight 128, 1 l1.bias 16, 2 l2.weight 32, 3 l2.bias 2, persistent):
 // forward: fetch root (step 0), fetch l1 (1), release l1, fetch act (2), fetch l2 (3), release l2; backward: fetch root
 // (4, its output y needs grad), fetch l2 (5), release l2 (its input r needs grad), fetch act (6), fetch l1 (7; x needs
@@ -188,6 +197,11 @@ TEST(DeepSpeedZero3Prefetch, OneLayerBucketKeepsTheModelGathered) {
   EXPECT_TRUE(has_step(p, "deepspeed:release_backward:l2"));
   EXPECT_FALSE(has_step(p, "deepspeed:fetch_backward:l1"));
   EXPECT_EQ(live_at(p, "loss:cross_entropy"), 1208u);
+  // In order: root's prefetch, l1's gather and prefetch (the wait on handle 0 is one parameter's: no step), no
+  // release until l2's backward one, then release_backward_leftovers (l1).
+  EXPECT_EQ(coordinator_steps(p), (std::vector<std::string>{"deepspeed:prefetch:(root)", "deepspeed:fetch:l1",
+                                                            "deepspeed:prefetch:l1", "deepspeed:release_backward:l2",
+                                                            "deepspeed:release_backward_leftovers"}));
   const auto peak = peak_live_bytes(p);
   EXPECT_EQ(peak.bytes, 1716u);
   EXPECT_EQ(p.steps[peak.step].name, "deepspeed:grad_hook:l1.bias");
@@ -203,6 +217,10 @@ TEST(DeepSpeedZero3Prefetch, MaxLiveParametersBoundsThePrefetch) {
   EXPECT_TRUE(has_step(p, "deepspeed:prefetch_backward:act"));
   EXPECT_FALSE(has_step(p, "deepspeed:fetch_backward:l1"));
   EXPECT_EQ(live_at(p, "loss:cross_entropy"), 1136u);
+  EXPECT_EQ(coordinator_steps(p),
+            (std::vector<std::string>{"deepspeed:prefetch:(root)", "deepspeed:fetch:l1", "deepspeed:prefetch:l1",
+                                      "deepspeed:release:l1", "deepspeed:prefetch:act", "deepspeed:release_backward:l2",
+                                      "deepspeed:prefetch_backward:act", "deepspeed:release_backward_leftovers"}));
   EXPECT_EQ(peak_live_bytes(p).bytes, 1716u);
 }
 
@@ -215,6 +233,29 @@ TEST(DeepSpeedZero3Prefetch, ACoalescedPrefetchHoldsItsFlatUntilTheWait) {
   EXPECT_TRUE(has_step(p, "deepspeed:wait:l1"));
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.weight"), 512u);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l2.weight"), 128u);
+}
+
+// Parents before children: the MLP inside a container blk (/blk/l1/Gemm, /blk/act/Relu, /blk/l2/Gemm; parameters
+// blk.l1.*, blk.l2.*), bucket 1 (each call pops one parameter not available). Calls: root (0), blk (1), blk.l1 (2),
+// blk.act (3), blk.l2 (4); queue (l1.weight,2) (l1.bias,2) (l2.weight,4) (l2.bias,4) (l2.weight,7) (l2.bias,7)
+// (l1.weight,9) (l1.bias,9) (backward: root 5, blk 6, blk.l2 7, blk.act 8, blk.l1 9). root prefetches l1.weight,
+// blk l1.bias; blk.l1 waits on both and prefetches l2.weight; release blk.l1 (step 3): their marks are 2, distance 0:
+// both released; blk.act pops l2.bias (persistent), l2.weight (in flight), l2.bias, then l1.weight: prefetched;
+// blk.l2 waits on l2.weight, prefetches l1.bias; release blk.l2 (5): l2.weight marked 7, kept; in backward released
+// after blk.l2's (step 8); blk.l1 waits on its two.
+TEST(DeepSpeedZero3Prefetch, ParentsCallBeforeTheirChildren) {
+  Graph g = mlp();
+  g.nodes[0].name = "/blk/l1/Gemm";
+  g.nodes[1].name = "/blk/act/Relu";
+  g.nodes[2].name = "/blk/l2/Gemm";
+  for (Tensor& t : g.tensors)
+    if (t.name.rfind("l1.", 0) == 0 || t.name.rfind("l2.", 0) == 0) t.name = "blk." + t.name;
+  const Program p = build_training_program(g, zero3(1, 1000000000)).program;
+  EXPECT_EQ(coordinator_steps(p),
+            (std::vector<std::string>{"deepspeed:prefetch:(root)", "deepspeed:prefetch:blk", "deepspeed:prefetch:blk.l1",
+                                      "deepspeed:release:blk.l1", "deepspeed:prefetch:blk.act",
+                                      "deepspeed:prefetch:blk.l2", "deepspeed:release_backward:blk.l2",
+                                      "deepspeed:release_backward_leftovers"}));
 }
 
 // A graph whose node names carry no module scope cannot show the module calls: refused, naming the key.
