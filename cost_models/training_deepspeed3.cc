@@ -169,7 +169,8 @@ void TrainingStep::ds3_add_resident() {
       " parameters of at most stage3_param_persistence_threshold " + std::to_string(ds_config_.param_persistence_threshold) +
       " elements stay whole on every GPU; the others are gathered per module (" + std::to_string(ds3_modules_.size()) +
       " modules) in forward and in backward, released after use unless reused within stage3_max_reuse_distance " +
-      std::to_string(ds_config_.max_reuse_distance) + " elements; " + ds3_prefetch_note() + "; grads reduce-scattered through one bucket of reduce_bucket_size " +
+      std::to_string(ds_config_.max_reuse_distance) + " elements; " + ds3_prefetch_note() +
+      "; grads reduce-scattered through one bucket of reduce_bucket_size " +
       std::to_string(ds_config_.reduce_bucket_size) + " elements into the gradient partitions; " +
       std::to_string(ds3_sub_groups_.size()) + " float32 optimizer sub-group(s) of sub_group_size " +
       std::to_string(ds_config_.sub_group_size) + ".");
