@@ -210,7 +210,8 @@ std::string TrainingStep::ds3_prefetch_note() const {
          std::to_string(fetches) + " module calls read from the graph's node scopes, forward and backward, "
          "parameter-less modules included: " + std::to_string(launches) + " of them gathered " + std::to_string(params) +
          " parameters (" + std::to_string(elements) + " elements) ahead of use; at most " +
-         std::to_string(ds3_schedule_.most_available) + " elements gathered at once";
+         std::to_string(ds3_schedule_.most_available) +
+         " elements gathered at once besides the persistent ones (__n_available_params)";
 }
 
 }  // namespace memplan
