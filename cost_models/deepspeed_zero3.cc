@@ -1,7 +1,6 @@
 #include "cost_models/deepspeed_zero3.h"
 
-#include <set>
-
+#include "cost_models/deepspeed_zero3_schedule.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 
@@ -71,23 +70,16 @@ uint64_t zero3_reduce_scatter_elements(const std::vector<uint64_t>& numel, int g
 std::vector<std::vector<int32_t>> zero3_releases(const std::vector<std::vector<int32_t>>& trace,
                                                   const std::vector<uint64_t>& numel, const std::vector<bool>& persistent,
                                                   uint64_t max_reuse_distance) {
-  std::vector<std::vector<int32_t>> out(trace.size());
-  for (size_t s = 0; s < trace.size(); ++s) {
-    std::set<int32_t> release;
-    for (int32_t p : trace[s])
-      if (!persistent[p]) release.insert(p);
-    // `for module in self.__submodule_order[step_id:]`, step_id = s + 1 when the module's post hook runs: the
-    // examined modules' parameters stay, until max_reuse_distance elements have been traversed.
-    uint64_t traversed = 0;
-    for (size_t t = s + 1; t < trace.size() && !release.empty(); ++t) {
-      if (traversed >= max_reuse_distance) break;
-      for (int32_t p : trace[t]) {
-        release.erase(p);
-        traversed = checked_add(traversed, numel[p], "ZeRO-3 reuse distance");
-      }
-    }
-    out[s].assign(release.begin(), release.end());
+  // Each fetch followed by its release, no prefetch: the coordinator's rules (deepspeed_zero3_schedule.h) reduce to
+  // the reuse-distance scan.
+  std::vector<Zero3Call> calls;
+  for (const std::vector<int32_t>& params : trace) {
+    calls.push_back({false, params});
+    calls.push_back({true, params});
   }
+  const Zero3Schedule s = zero3_schedule(calls, numel, persistent, {0, 0, max_reuse_distance});
+  std::vector<std::vector<int32_t>> out;
+  for (size_t c = 1; c < calls.size(); c += 2) out.push_back(s.actions[c].released);
   return out;
 }
 

@@ -3,9 +3,9 @@
 // edaa7221267243c7be7fb49c5d5f5c4fb97b4641, deepspeed/runtime/zero/: partition_parameters.py,
 // partitioned_param_coordinator.py, parameter_offload.py, stage3.py; each rule below names its function. The step's
 // use of them is cost_models/training_deepspeed3.cc; docs/cost-models.md, "DeepSpeed ZeRO-3".
-// The subset modelled: stage3_prefetch_bucket_size 0 (report/deepspeed_config.cc refuses the rest), so that what is
-// gathered at once is each module's own parameters plus what stage3_max_reuse_distance keeps; with no prefetch,
-// stage3_max_live_parameters bounds nothing (PartitionedParameterCoordinator reads it only to size a prefetch).
+// Without prefetch (stage3_prefetch_bucket_size 0) what is gathered at once is each module's own parameters plus what
+// stage3_max_reuse_distance keeps, and stage3_max_live_parameters bounds nothing (PartitionedParameterCoordinator
+// reads it only to size a prefetch); with prefetch, the coordinator's schedule is deepspeed_zero3_schedule.h.
 #pragma once
 
 #include <cstdint>
@@ -49,9 +49,9 @@ uint64_t zero3_reduce_scatter_elements(const std::vector<uint64_t>& numel, int g
 // that owns parameters, forward then backward, and the parameters it owns (indices into `numel`).
 // release_sub_module after the module at trace position s frees its non-persistent parameters except (
 // __params_to_release) those that some later fetch t > s uses, where the modules between s + 1 and t - 1 own fewer
-// than max_reuse_distance elements in all. Modules owning no parameter add no element to that sum, so leaving them
-// out of the trace (the graph does not show them) changes nothing. Returns, per trace position, the parameters
-// released there.
+// than max_reuse_distance elements in all. Modules owning no parameter add no element to that sum, so without
+// prefetch leaving them out of the trace changes nothing. Returns, per trace position, the parameters released there
+// (zero3_schedule's releases when each fetch is followed by its release and no prefetch).
 std::vector<std::vector<int32_t>> zero3_releases(const std::vector<std::vector<int32_t>>& trace,
                                                   const std::vector<uint64_t>& numel, const std::vector<bool>& persistent,
                                                   uint64_t max_reuse_distance);

@@ -73,6 +73,7 @@ TrainingResult TrainingStep::build() {
   if (options_.steady_state) forward_.hold_workspaces(context_.ops);  // a later iteration: kept from the last
   if (options_.loss == LossKind::FusedLinearCrossEntropy && context_.sent.empty()) fused_head_ = find_fused_head();
   for (size_t i = 0; i < context_.ops.size(); ++i) {
+    if (ds3_prefetch()) ds3_run_calls(kDs3BeforeForward, static_cast<int32_t>(i));  // module pre-forward hooks
     if (static_cast<int32_t>(i) != fused_head_)  // the fused loss runs the head (training_loss_fused.cc)
       emit_forward(static_cast<int32_t>(i), segment_of_op_[i] >= 0 ? ForwardMode::NoSave : ForwardMode::Save);
     if (ds3()) ds3_after_forward(static_cast<int32_t>(i));

@@ -96,6 +96,7 @@ void TrainingStep::ds3_find_modules() {
   const DeepSpeedZero& z = ds_config_;
   ds3_persistent_ = zero3_persistent(ds3_numel_, z.param_persistence_threshold, z.model_persistence_threshold);
   ds3_releases_ = zero3_releases(trace, ds3_numel_, ds3_persistent_, z.max_reuse_distance);
+  if (ds3_prefetch()) ds3_scope_calls();  // every module call, from the node scopes (training_deepspeed3_prefetch.cc)
 }
 
 // Init._partition_param: every module parameter's partition (ds_tensor), trained or frozen, in its type; the trainable
@@ -168,8 +169,8 @@ void TrainingStep::ds3_add_resident() {
       " parameters of at most stage3_param_persistence_threshold " + std::to_string(ds_config_.param_persistence_threshold) +
       " elements stay whole on every GPU; the others are gathered per module (" + std::to_string(ds3_modules_.size()) +
       " modules) in forward and in backward, released after use unless reused within stage3_max_reuse_distance " +
-      std::to_string(ds_config_.max_reuse_distance) + " elements; no prefetch (stage3_prefetch_bucket_size 0, so "
-      "stage3_max_live_parameters bounds nothing); grads reduce-scattered through one bucket of reduce_bucket_size " +
+      std::to_string(ds_config_.max_reuse_distance) + " elements; " + ds3_prefetch_note() +
+      "; grads reduce-scattered through one bucket of reduce_bucket_size " +
       std::to_string(ds_config_.reduce_bucket_size) + " elements into the gradient partitions; " +
       std::to_string(ds3_sub_groups_.size()) + " float32 optimizer sub-group(s) of sub_group_size " +
       std::to_string(ds_config_.sub_group_size) + ".");
@@ -180,22 +181,23 @@ int32_t TrainingStep::ds3_buffer(int32_t t) const { return ds3_whole_[ds3_index_
 // fetch_sub_module -> __all_gather_params: the module's parameters not available (neither persistent nor kept by an
 // earlier release's reuse rule), in one all_gather_coalesced (sorted by ds_id: the flat transient is order-free).
 void TrainingStep::ds3_fetch(int32_t m, Phase phase) {
-  const Ds3Module& mod = ds3_modules_[m];
   std::vector<int32_t> missing;
+  for (int32_t q : ds3_modules_[m].params)
+    if (ds3_whole_[q] < 0) missing.push_back(q);
+  if (!missing.empty()) ds3_gather(ds3_modules_[m].name, missing, phase);
+}
+
+// One all_gather_coalesced of `missing` (parameters of `module`), waited on at once.
+void TrainingStep::ds3_gather(const std::string& module, const std::vector<int32_t>& missing, Phase phase) {
   std::vector<uint64_t> numel;
-  for (int32_t q : mod.params)
-    if (ds3_whole_[q] < 0) {
-      missing.push_back(q);
-      numel.push_back(ds3_numel_[q]);
-    }
-  if (missing.empty()) return;
+  for (int32_t q : missing) numel.push_back(ds3_numel_[q]);
   const Zero3Gather g = zero3_gather(numel, options_.gpus);
-  Step st{std::string(phase == Phase::Forward ? "deepspeed:fetch:" : "deepspeed:fetch_backward:") + mod.name,
+  Step st{std::string(phase == Phase::Forward ? "deepspeed:fetch:" : "deepspeed:fetch_backward:") + module,
           "all_gather_coalesced", phase, {}, {}, 0};
   const uint64_t element = ds_grad_element_bytes_ > 0 ? ds_grad_element_bytes_
                                                       : dtype_bytes(layout().dtype[ds3_tensor_[missing[0]]], 1).value_or(1);
   if (g.transient > 0)
-    st.writes.push_back(writer_.new_buffer("deepspeed:all_gather_flat:" + mod.name, checked_mul(g.transient, element, "DeepSpeed bytes"),
+    st.writes.push_back(writer_.new_buffer("deepspeed:all_gather_flat:" + module, checked_mul(g.transient, element, "DeepSpeed bytes"),
                                            Category::Weight));
   for (size_t k = 0; k < missing.size(); ++k) {
     const int32_t p = ds3_tensor_[missing[k]];
@@ -234,12 +236,14 @@ void TrainingStep::ds3_prepare_input(int32_t t, Step& st, std::map<int32_t, int3
 
 // release_sub_module after a module's forward (the op that last reads its parameters).
 void TrainingStep::ds3_after_forward(int32_t i) {
+  if (ds3_prefetch()) return ds3_run_calls(kDs3AfterForward, i);
   for (const Ds3Module& m : ds3_modules_)
     if (m.last_op == i && m.forward_at >= 0) ds3_release(ds3_releases_[m.forward_at], "deepspeed:release:" + m.name, Phase::Forward);
 }
 
 // pre_sub_module_backward_function: before the backward of the module's last op.
 void TrainingStep::ds3_pre_backward(int32_t i) {
+  if (ds3_prefetch()) return ds3_run_calls(kDs3BeforeBackward, i);
   for (size_t m = 0; m < ds3_modules_.size(); ++m)
     if (ds3_modules_[m].last_op == i && ds3_modules_[m].backward_at >= 0) ds3_fetch(static_cast<int32_t>(m), Phase::Backward);
 }
@@ -247,6 +251,7 @@ void TrainingStep::ds3_pre_backward(int32_t i) {
 // post_sub_module_backward_function: after the backward of the module's first op (its grad hooks ran first:
 // AccumulateGrad nodes are scheduled before the PostBackwardFunctionModule node).
 void TrainingStep::ds3_post_backward(int32_t i) {
+  if (ds3_prefetch()) return ds3_run_calls(kDs3AfterBackward, i);
   for (const Ds3Module& m : ds3_modules_)
     if (m.first_op == i && m.backward_at >= 0 && m.post_backward)
       ds3_release(ds3_releases_[m.backward_at], "deepspeed:release_backward:" + m.name, Phase::Backward);
@@ -284,6 +289,7 @@ void TrainingStep::ds3_end_backward() {
   program().steps.push_back(std::move(st));
   // The grads the report counts: the gradient partitions (add_param_grad counted each whole grad on its way).
   result_.grad_bytes = ds3_grad_partitions_ < 0 ? 0 : program().buffers[ds3_grad_partitions_].bytes;
+  precondition(ds3_next_call_ == ds3_calls_.size(), "DeepSpeed ZeRO-3: a module call was not emitted at its op");
   std::vector<int32_t> left;
   for (size_t q = 0; q < ds3_whole_.size(); ++q) left.push_back(static_cast<int32_t>(q));
   ds3_release(left, "deepspeed:release_backward_leftovers", Phase::Backward);

@@ -24,6 +24,7 @@
 #include "cost_models/activation_offload.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/deepspeed_zero.h"
+#include "cost_models/deepspeed_zero3_schedule.h"
 #include "cost_models/eager_semantics.h"
 #include "cost_models/forward_emitter.h"
 #include "cost_models/graph_facts.h"
@@ -195,6 +196,7 @@ class TrainingStep {
   void ds3_find_modules();
   void ds3_add_resident();
   void ds3_fetch(int32_t m, Phase phase);
+  void ds3_gather(const std::string& module, const std::vector<int32_t>& missing, Phase phase);
   void ds3_release(const std::vector<int32_t>& params, const std::string& why, Phase phase);
   int32_t ds3_buffer(int32_t t) const;  // the whole parameter an op reads: gathered, or persistent
   void ds3_prepare_input(int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
@@ -205,6 +207,13 @@ class TrainingStep {
   void ds3_end_backward();
   void ds3_optimizer();
   std::vector<UpdateTarget> ds3_targets() const;
+  // Prefetch, stage3_prefetch_bucket_size > 0 (training_deepspeed3_prefetch.cc; the rules: deepspeed_zero3_schedule.h).
+  bool ds3_prefetch() const { return ds3() && ds_config_.prefetch_bucket_size > 0; }
+  void ds3_scope_calls();
+  enum Ds3Hook { kDs3BeforeForward, kDs3AfterForward, kDs3BeforeBackward, kDs3AfterBackward };
+  void ds3_run_calls(Ds3Hook hook, int32_t i);
+  void ds3_emit_call(size_t c);
+  std::string ds3_prefetch_note() const;
 
   std::vector<UpdateTarget> update_targets() const;
   UpdateTarget param_target(int32_t p) const;
@@ -308,6 +317,18 @@ class TrainingStep {
   };
   std::vector<Ds3Module> ds3_modules_;
   std::vector<std::vector<int32_t>> ds3_releases_;
+  // With prefetch: every module call the node scopes show, as hook calls in the order they run (ds3_calls_: which
+  // module, at which op, which hook), the coordinator's schedule over them, each prefetch
+  // handle's flat buffer (-1: one parameter, gathered into its own buffer), the next call to emit.
+  struct Ds3Call {
+    std::string module;
+    int32_t op = -1;
+    Ds3Hook hook = kDs3BeforeForward;
+  };
+  std::vector<Ds3Call> ds3_calls_;
+  Zero3Schedule ds3_schedule_;
+  std::vector<int32_t> ds3_handle_flat_;
+  size_t ds3_next_call_ = 0;
   int32_t ds3_grad_partitions_ = -1;
   std::vector<uint64_t> ds3_sub_groups_;
   std::vector<int32_t> ds_kept_grads_;                       // bitsandbytes' quantization maps exist

@@ -236,15 +236,8 @@ namespace {
 // What stage 3 as memplan models it (cost_models/deepspeed_zero3.h) cannot take; each refusal names its key or flag.
 void check_stage3(const DeepSpeedSettings& s, const std::string& where, const TrainingOptions& t) {
   const DeepSpeedZero& z = s.zero;
-  const std::string key = "zero_optimization.stage3_prefetch_bucket_size ";
-  if (z.prefetch_bucket_size_auto)
-    throw InputError(where + key + "\"auto\" (HF Trainer fills int(0.9 * hidden_size^2) > 0): prefetch is not modelled "
-                     "at stage 3 (which parameters it gathers ahead depends on every module's forward hook, modules "
-                     "without parameters included, which an exported graph does not show); give 0");
-  if (z.prefetch_bucket_size > 0)
-    throw InputError(where + key + std::to_string(z.prefetch_bucket_size) + " (default 5e7): prefetch is not modelled "
-                     "at stage 3 (which parameters it gathers ahead depends on every module's forward hook, modules "
-                     "without parameters included, which an exported graph does not show); give 0");
+  // stage3_prefetch_bucket_size (a number or "auto") is modelled from the graph's module scopes
+  // (cost_models/training_deepspeed3_prefetch.cc), which refuses a graph without them.
   if (z.offload_optimizer != DeepSpeedOffload::None)
     throw InputError(where + "zero_optimization.offload_optimizer cpu at stage 3 is not modelled");
   if (!z.reduce_scatter)

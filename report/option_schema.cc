@@ -181,8 +181,9 @@ std::vector<OptionSpec> make_schema() {
        .help = "With --gpus: a DeepSpeed config JSON; its zero_optimization stage (1 or 2, or --shard zero1/zero2) runs "
                "as DeepSpeedZeroOptimizer does, with its gradient buckets (reduce_bucket_size, overlap_comm, "
                "contiguous_gradients, round_robin_gradients), float32 partition and offload_optimizer; stage 3 as "
-               "DeepSpeedZeroOptimizer_Stage3 does without prefetch (stage3_prefetch_bucket_size 0): partitions, "
-               "persistent parameters, per-module gathers kept within stage3_max_reuse_distance, sub_group_size; "
+               "DeepSpeedZeroOptimizer_Stage3 does: partitions, persistent parameters, per-module gathers kept within "
+               "stage3_max_reuse_distance, the prefetch (stage3_prefetch_bucket_size, stage3_max_live_parameters) "
+               "over the module calls the graph's node scopes show, sub_group_size; "
                "\"auto\" as HF Trainer fills it. Keys that change memory and are not modelled are refused",
        .field = FIELD(estimate.deepspeed),
        .describe = [](const EstimateArgs& a) { return if_set(!a.deepspeed.empty(), ", deepspeed " + a.deepspeed); }},

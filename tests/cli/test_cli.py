@@ -1073,9 +1073,8 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertIn("DeepSpeed offloaded optimizer", run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout)
 
     def test_stage3_refusals_and_sizes(self):
-        # Stage 3 with DeepSpeed's default prefetch (5e7), or offload_param: refused, one line, exit 2.
+        # Stage 3 with offload_param: refused, one line, exit 2.
         for text, message in [
-            ('{"zero_optimization": {"stage": 3}}', "zero_optimization.stage3_prefetch_bucket_size 50000000"),
             ('{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0, "offload_param": {"device": "cpu"}}}',
              "zero_optimization.offload_param.device 'cpu' is not modelled"),
         ]:
@@ -1092,6 +1091,52 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertEqual(t["param_bytes"], 996736)
         self.assertEqual(t["grad_bytes"], 994432)
         self.assertEqual(t["optimizer_state_bytes"], 5966592)
+
+    def test_stage3_prefetch_defaults_and_auto(self):
+        # The tiny Llama's module calls, read from its node scopes: the model, embed_tokens, per layer (4) the layer,
+        # input_layernorm, self_attn, q/k/v/o_proj, post_attention_layernorm, mlp, gate/up/down_proj (12), norm and
+        # lm_head: 52 in forward, and each again in backward (every one's output needs grad): 104.
+        # DeepSpeed's defaults (no stage-3 key): stage3_prefetch_bucket_size 5e7 and persistence 1e5 elements keep
+        # every parameter but embed_tokens and lm_head (128,000 elements each) whole; the model's own pre-forward
+        # call pops the whole queue (256,000 < 5e7): one prefetch of those 2 parameters, 256,000 elements.
+        defaults = run_json(*self.BASE, "--deepspeed", self.config('{"bf16": {"enabled": true}, '
+                                                                  '"zero_optimization": {"stage": 3}}'))
+        note = [n for n in defaults["notes"] if n.startswith("DeepSpeed ZeRO-3")]
+        self.assertEqual(len(note), 1, defaults["notes"])
+        self.assertIn("prefetch (stage3_prefetch_bucket_size 50000000, stage3_max_live_parameters 1000000000 elements) "
+                      "over 104 module calls", note[0])
+        self.assertIn("1 of them gathered 2 parameters (256000 elements) ahead of use", note[0])
+        # HF Trainer's "auto": int(0.9 x 128^2) = 14,745 elements, persistence 10 x 128 = 1,280 (the 9 RMSNorm
+        # weights): the prefetch now runs a bucket at a time.
+        hf = run_json(*self.BASE, "--deepspeed", self.config(
+            '{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, "overlap_comm": true, '
+            '"reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto", '
+            '"stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9, '
+            '"stage3_max_reuse_distance": 1e9}}'))
+        note = [n for n in hf["notes"] if n.startswith("DeepSpeed ZeRO-3")]
+        self.assertEqual(len(note), 1, hf["notes"])
+        self.assertIn("prefetch (stage3_prefetch_bucket_size 14745, stage3_max_live_parameters 1000000000 elements) "
+                      "over 104 module calls", note[0])
+        # 9 weights persist, so the other 30 parameters (994,432 - 9 x 128 = 993,280 elements) are all gathered ahead
+        # (the model's own call pops embed_tokens.weight alone: 128,000 >= 14,745).
+        self.assertIn("gathered 30 parameters (993280 elements) ahead of use", note[0])
+
+    def test_stage3_prefetch_reads_torchvision_scopes(self):
+        # torchvision's called Sequentials name their children relative to the enclosing non-container module
+        # (/features/features.1/conv/conv.0/conv.0.0/Conv is features.1.conv.0.0). MobileNetV2's module calls: the
+        # model, features, features.0 (conv, bn, ReLU6: 4), features.1 (the block, conv, conv.0 with its 3, conv.1,
+        # conv.2: 8), features.2-17 (the block, conv, conv.0 and conv.1 with 3 each, conv.2, conv.3: 12 each, 192),
+        # features.18 (4), classifier with Dropout and Linear (3): 213 in forward, each again in backward: 426.
+        # Persistence 1e5 leaves 8 parameters partitioned: classifier.1.weight 1,280,000, features.18.0.weight
+        # 409,600, features.17's 153,600 and 307,200, features.15's and 16's 153,600 twice each: 2,764,800 elements,
+        # all popped by the model's own call (bucket 5e7).
+        cfg = self.config('{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}')
+        out = run_json("estimate", "tests/models/mobilenet_v2_train.onnx", "--batch", "2", "--mode", "train",
+                       "--gpus", "2", "--precision", "bf16", "--deepspeed", cfg)
+        note = [n for n in out["notes"] if n.startswith("DeepSpeed ZeRO-3")]
+        self.assertEqual(len(note), 1, out["notes"])
+        self.assertIn("over 426 module calls", note[0])
+        self.assertIn("1 of them gathered 8 parameters (2764800 elements) ahead of use", note[0])
 
 
 if __name__ == "__main__":
