@@ -36,6 +36,7 @@ struct StoredQuantization {
   int bits = 0;
   int64_t group_size = 0;
   bool desc_act = false, static_activations = false;
+  int64_t block_n = 0, block_k = 0;  // fp8's weight_block_size (0: per-tensor scales)
 };
 
 // Multi-head latent attention as a deepseek_v3 config.json states it: what vLLM's MLA cache and kernels read
