@@ -6,7 +6,9 @@
 // (model_executor/layers/attention/mla_attention.py):
 //  - Fp8Config.__init__ refuses block-wise scales with activation_scheme static; get_quant_method gives
 //    Fp8LinearMethod to every LinearBase, Fp8MoEMethod to every FusedMoE, and nothing to the embedding, the LM
-//    head (ParallelLMHead is no LinearBase), norms or the router DeepSeek and Qwen build with quant_config None.
+//    head (ParallelLMHead is no LinearBase) or norms. A router is a LinearBase: DeepSeek's DeepSeekV2Gate asserts
+//    quant_config None (deepseek_v2.py at b863fe5); qwen3_moe's gate takes the model's (qwen3_moe.py at 2e0831b),
+//    so it is fp8 unless ignored_layers / modules_to_not_convert lists it.
 //  - A linear module (Fp8LinearMethod.create_weights: create_fp8_weight_parameter, create_fp8_scale_parameter with
 //    BlockQuantScaleParameter): weight float8_e4m3fn [out_p, in_p] and weight_scale_inv float32
 //    [ceil(out_p / block_n), ceil(in_p / block_k)], out_p the module's logical shards summed (fused QKV, merged

@@ -9,7 +9,7 @@ namespace memplan::hf {
 
 using nlohmann::json;
 
-StoredQuantization parse_quantization(const std::string& path, const json& q) {
+StoredQuantization parse_quantization(const std::string& path, const json& q, const std::string& model_type) {
   if (!q.is_object()) fail(path, "config key \"quantization_config\" must be an object, not " + q.dump());
   if (!q.contains("quant_method")) fail(path, "config key \"quantization_config\" has no \"quant_method\"");
   const json& m = q["quant_method"];
@@ -38,14 +38,23 @@ StoredQuantization parse_quantization(const std::string& path, const json& q) {
       fail(path, "quantization_config key \"activation_scheme\" is " + scheme.dump() + "; vLLM reads static or dynamic");
     s.static_activations = scheme == "static";
     // Fp8Config.get_quant_method skips the layers is_layer_skipped names; the LM head is never quantized
-    // (ParallelLMHead is no LinearBase), so a list naming only it changes nothing vLLM holds.
+    // (ParallelLMHead is no LinearBase), so a list naming only it and the experts' routers ("model.layers.N.mlp.gate")
+    // is read; other layers left unquantized are refused.
     for (const char* key : {"ignored_layers", "modules_to_not_convert"}) {
       const auto it = q.find(key);
+      auto router = [](const json& x) {
+        const std::string suffix = ".mlp.gate";
+        return x.is_string() && x.get<std::string>().size() > suffix.size() &&
+               x.get<std::string>().compare(x.get<std::string>().size() - suffix.size(), suffix.size(), suffix) == 0;
+      };
       if (it != q.end() && it->is_array() && !it->empty() &&
-          std::all_of(it->begin(), it->end(), [](const json& x) { return x == "lm_head"; }))
+          std::all_of(it->begin(), it->end(), [&](const json& x) { return x == "lm_head" || router(x); })) {
+        if (s.ignored_routers == 0) s.ignored_routers = static_cast<int>(std::count_if(it->begin(), it->end(), router));
         continue;
+      }
       empty_list(key);
     }
+    s.moe_router = model_type == "deepseek_v3" ? "unquantized" : model_type == "qwen3_moe" ? "quantized" : "";
     const auto block = q.find("weight_block_size");
     if (block != q.end() && !block->is_null()) {
       // Fp8Config.__init__: two dimensions, dynamic activations only.

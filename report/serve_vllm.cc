@@ -200,9 +200,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     throw InputError(std::string(s.enable_lora ? "--enable-lora" : "--quantization") + " with " + probe.path() +
                      "'s experts: vLLM runs them as its fused MoE kernel, whose " +
                      (s.enable_lora ? "LoRA stacks" : "quantized expert weights") + " memplan does not size");
-  // The routers and experts are no LinearBase of vLLM's: left out of the quantized linear layers.
+  // The experts (FusedMoE's own weights) and unquantized routers: left out of the quantized linear layers.
   const std::set<std::string> left_out =
-      fp8_block ? vllm_fp8_block_left_out(*g, moe, a.fp8_block.routers) : std::set<std::string>{};
+      fp8_block ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers, probe.path())
+                : std::set<std::string>{};
   std::vector<std::string> attention_steps;
   for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
     if (op.kind == OpKind::Attention) {

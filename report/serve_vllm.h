@@ -192,12 +192,14 @@ std::string vllm_mla_to_text(const VllmMlaAnswer& m);
 
 // report/serve_vllm_fp8.cc, a block-wise fp8 checkpoint (a.quantization.block on). vllm_fp8_block_check_gpu: refuses
 // (VllmGpuRefused) a GPU whose kernels are not the sized ones (compute capability other than 8.9 and 9.0).
-// vllm_fp8_block_left_out: the MatMul nodes of `blocks` that are no LinearBase of vLLM's (each router: quant_config
-// None; every expert projection: FusedMoE's own). vllm_fp8_block_apply, on the forward's estimate: the experts as
+// vllm_fp8_block_left_out: the MatMul nodes of `blocks` that vLLM does not quantize as linear layers (every expert
+// projection: FusedMoE's own; each router where `stored.moe_router` says it is unquantized or the config lists it;
+// refuses a model_type whose router is not read, and a config listing some routers only). vllm_fp8_block_apply, on the forward's estimate: the experts as
 // Fp8MoEMethod holds them (a.moe's weights, kernel block size and peak), MLA's dequantized kv_b_proj, and the
 // fullest linear step with its quantized input (skipping the nodes whose output is in `held_outside`).
 void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability);
-std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks, int& routers);
+std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
+                                             const StoredQuantization& stored, int& routers, const std::string& model);
 void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward, const std::vector<MoeBlock>& blocks,
                           const std::vector<std::string>& held_outside, int capability, DType served);
 nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f);

@@ -26,9 +26,22 @@ void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability) {
       false);
 }
 
-std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks, int& routers) {
+std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
+                                             const StoredQuantization& stored, int& routers, const std::string& model) {
   std::set<std::string> out;
   routers = 0;
+  if (blocks.empty()) return out;
+  if (stored.moe_router.empty())
+    throw InputError("serve --engine vllm: the block-wise fp8 experts of " + model + ": whether vLLM quantizes this "
+                     "model's router is not read (memplan sizes deepseek_v3's and qwen3_moe's)");
+  const int sparse = static_cast<int>(blocks.size());
+  // Listing deepseek_v3's gates changes nothing (they are never quantized); some of qwen3_moe's is not modelled.
+  if (stored.moe_router == "quantized" && stored.ignored_routers != 0 && stored.ignored_routers != sparse)
+    throw InputError("serve --engine vllm: " + model + "'s quantization_config leaves " +
+                     std::to_string(stored.ignored_routers) + " routers (mlp.gate) of " + std::to_string(sparse) +
+                     " sparse layers unquantized: some but not all is not modelled");
+  // qwen3_moe's gate takes the quant_config unless the config lists it: then it is one more fp8 linear layer.
+  const bool routers_unquantized = stored.moe_router == "unquantized" || stored.ignored_routers == sparse;
   std::map<std::string, int32_t> by_name;
   for (size_t i = 0; i < g.nodes.size(); ++i) by_name.emplace(g.nodes[i].name, static_cast<int32_t>(i));
   auto is_linear = [&](const Node& n) {
@@ -51,7 +64,7 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
         if (in < 0 || g.tensors[in].producer < 0 || !seen.insert(g.tensors[in].producer).second) continue;
         const Node& p = g.nodes[g.tensors[in].producer];
         if (is_linear(p)) {
-          out.insert(p.name);
+          if (routers_unquantized) out.insert(p.name);
           found = true;
           break;
         }
@@ -59,7 +72,7 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
       }
     }
     if (!found) throw std::logic_error("serve --engine vllm: no router behind " + b.topk);
-    ++routers;
+    if (routers_unquantized) ++routers;
   }
   return out;
 }

@@ -152,6 +152,41 @@ class MlaMoeByHand(Fp8Case):
         self.refused("Fp8MoEMethod", moe_intermediate_size=192, n_shared_experts=2)
 
 
+def qwen3_moe_config(directory, **overrides):
+    config = {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 256,
+              "intermediate_size": 256, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+              "head_dim": 128, "vocab_size": 256, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
+              "rope_theta": 1000000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "hidden_act": "silu",
+              "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "norm_topk_prob": True,
+              "decoder_sparse_step": 1, "mlp_only_layers": [], "output_router_logits": False,
+              "router_aux_loss_coef": 0.001, "attention_bias": False}
+    return write_config(directory, config, **overrides)
+
+
+class Qwen3MoeRouterByHand(Fp8Case):
+    """qwen3_moe (hidden 256, 2 + 2 + 2 heads of 128, one sparse layer of 4 experts of 128), tp 1: qkv out 768, in
+    256: 196,608 + 6 x 2 x 4 = 48; o_proj 256 x 256: 65,536 + 16; the router, a ReplicatedLinear given the
+    quant_config (qwen3_moe.py at 2e0831b), out 4, in 256: 1,024 + 1 x 2 x 4 = 8; experts 4 x 3 x 128 x 256 =
+    393,216 + 4 x (2 x 1 x 2 + 2 x 1) x 4 = 96: 656,552 B quantized for the graph's 656,384 x 2 = 1,312,768: 656,216
+    less. With "model.layers.0.mlp.gate" in modules_to_not_convert the router stays bf16 (2,048 B): 655,520 quantized,
+    655,200 less."""
+    make_config = staticmethod(qwen3_moe_config)
+
+    def test_the_router_is_quantized_unless_listed(self):
+        bf16, fp8 = self.pair()
+        self.assertEqual(fp8["memory"]["quantized_linear_bytes"], 656552)
+        self.assertEqual(bf16["memory"]["weights_bytes"] - fp8["memory"]["weights_bytes"], 656216)
+        self.assertEqual(fp8["replaced"]["fp8_block"]["routers_unquantized"], 0)
+        with tempfile.TemporaryDirectory() as d:
+            p = run("serve", qwen3_moe_config(d, quantization_config={
+                **FP8, "modules_to_not_convert": ["lm_head", "model.layers.0.mlp.gate"]}), *VLLM)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        listed = json.loads(p.stdout)
+        self.assertEqual(listed["memory"]["quantized_linear_bytes"], 655520)
+        self.assertEqual(bf16["memory"]["weights_bytes"] - listed["memory"]["weights_bytes"], 655200)
+        self.assertEqual(listed["replaced"]["fp8_block"]["routers_unquantized"], 1)
+
+
 class Published(unittest.TestCase):
     """Full-size configs with the published block-wise fp8 quantization_config (DeepSeek-V3's own file; Qwen3's
     bf16 configs with the quantization_config of Qwen's *-FP8 releases, method fp8, e4m3, dynamic, [128, 128]): one
@@ -215,27 +250,35 @@ class Published(unittest.TestCase):
         """Qwen3-30B-A3B (48 layers, hidden 2048, 32 + 4 + 4 heads of 128, 128 experts of 768, top-8), tp 1, a layer:
         qkv 5120 x 2048 = 10,485,760 + 40 x 16 x 4 = 2,560; o_proj 2048 x 4096 = 8,388,608 + 16 x 32 x 4 = 2,048;
         experts 128 x 3 x 768 x 2048 = 603,979,776 + 128 x (2 x 6 x 16 + 16 x 6) x 4 = 147,456: 623,006,208, x 48 =
-        29,904,297,984 B. Beside them in bf16: embedding and head 2 x 151,936 x 2048 x 2 = 1,244,659,712, norms
-        (48 x (2 x 2048 + 128 + 128) + 2048) x 2 = 421,888, routers 48 x 128 x 2048 x 2 = 25,165,824, the rotary cache
-        40,960 x 128 x 2 = 10,485,760: 31,185,031,168 B, plus the graph's constants. The bf16 model's linear layers
-        and experts, 48 x 18,874,368 x 2 + 48 x 603,979,776 x 2 = 59,793,997,824 B, less the quantized:
-        29,889,699,840 B less. At --tp 4 each expert is 192 wide a rank, not a multiple of 128: Fp8MoEMethod refuses."""
+        29,904,297,984 B. vLLM's qwen3_moe gate is a ReplicatedLinear given the quant_config: without a list naming it,
+        fp8 too, 128 x 2048 = 262,144 + 1 x 16 x 4 = 64 a layer, 12,585,984 for 48: 29,916,883,968 B quantized.
+        Beside them in bf16: embedding and head 2 x 151,936 x 2048 x 2 = 1,244,659,712, norms (48 x (2 x 2048 + 128 +
+        128) + 2048) x 2 = 421,888, the rotary cache 40,960 x 128 x 2 = 10,485,760: 31,172,451,328 B, plus the graph's
+        constants; with every "model.layers.N.mlp.gate" in modules_to_not_convert the routers stay bf16 (48 x 128 x
+        2048 x 2 = 25,165,824): 29,904,297,984 quantized, 31,185,031,168 B. The bf16 model's linear layers, routers and
+        experts, 48 x (18,874,368 + 262,144 + 603,979,776) x 2 = 59,819,163,648 B, less the quantized: 29,902,279,680 B
+        less. At --tp 4 each expert is 192 wide a rank, not a multiple of 128: Fp8MoEMethod refuses."""
         with open(os.path.join(SRC, "tests", "models", "hf_configs", "Qwen3-30B-A3B.json")) as f:
             config = json.load(f)
         bf16 = self.serve(config, "--gpu", "H100-80GB")
         config["quantization_config"] = FP8
         j = self.serve(config, "--gpu", "H100-80GB")
-        self.assertEqual(j["memory"]["quantized_linear_bytes"], 29904297984)
-        self.assertGreaterEqual(j["memory"]["weights_bytes"], 31185031168)
-        self.assertLess(j["memory"]["weights_bytes"], 31185031168 + (64 << 10))
-        self.assertEqual(bf16["memory"]["weights_bytes"] - j["memory"]["weights_bytes"], 29889699840)
-        self.assertEqual(j["replaced"]["fp8_block"]["routers_unquantized"], 48)
+        self.assertEqual(j["memory"]["quantized_linear_bytes"], 29916883968)
+        self.assertGreaterEqual(j["memory"]["weights_bytes"], 31172451328)
+        self.assertLess(j["memory"]["weights_bytes"], 31172451328 + (64 << 10))
+        self.assertEqual(bf16["memory"]["weights_bytes"] - j["memory"]["weights_bytes"], 29902279680)
+        self.assertEqual(j["replaced"]["fp8_block"]["routers_unquantized"], 0)
+        gates = [f"model.layers.{i}.mlp.gate" for i in range(48)]
+        listed = self.serve({**config, "quantization_config": {**FP8, "modules_to_not_convert": ["lm_head"] + gates}},
+                            "--gpu", "H100-80GB")
+        self.assertEqual(listed["memory"]["quantized_linear_bytes"], 29904297984)
+        self.assertEqual(listed["memory"]["weights_bytes"] - j["memory"]["weights_bytes"], 31185031168 - 31172451328)
+        self.assertEqual(listed["replaced"]["fp8_block"]["routers_unquantized"], 48)
         with tempfile.TemporaryDirectory() as d:
             p = run("serve", write_config(d, config), "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB",
                     "--tp", "4")
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("output of 192 a rank is not a multiple of block_n 128", p.stderr)
-
 
 if __name__ == "__main__":
     unittest.main()
