@@ -24,7 +24,7 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   b.topk_bytes = checked_mul(pairs, 4 + 4 + 4, "fused MoE bytes");
   b.chunk_tokens = std::min(s.tokens, kVllmFusedMoeChunkSize);
   // get_default_config (fused_moe.py at 13cb3e4): BLOCK_SIZE_M 16 when M <= E, else 64.
-  b.block_size_m = b.chunk_tokens <= s.experts ? 16 : 64;
+  b.block_size_m = s.block_size_m > 0 ? s.block_size_m : b.chunk_tokens <= s.experts ? 16 : 64;
   const uint64_t block = static_cast<uint64_t>(b.block_size_m);
   const uint64_t padded = checked_add(pairs, checked_mul(e, block - 1, "fused MoE bytes"), "fused MoE bytes");
   const uint64_t m_blocks = (padded + block - 1) / block;

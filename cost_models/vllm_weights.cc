@@ -71,7 +71,7 @@ VllmVocabPadding vllm_vocab_padding(const Graph& g, const std::string& lm_head, 
 
 VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& lm_head, int tp, bool replicate_kv_heads,
                                             const VllmQuantization& q, int64_t step_tokens, DType dtype,
-                                            const std::string& model) {
+                                            const std::string& model, const std::set<std::string>& left_out) {
   VllmQuantizedLinears r;
   if (q.method.empty()) return r;
   TensorParallelPlan plan;
@@ -84,12 +84,15 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
   struct Module {
     std::string node;  // its first layer, named in messages
     int64_t in_p = 0, input_size = 0, out_p = 0;
+    int64_t output_size = 0;      // the whole module's outputs (every rank's)
+    std::vector<int64_t> shards;  // each logical shard's outputs on one rank (output_partition_sizes)
   };
   std::map<int32_t, Module> modules;  // by the activation they read, in the graph's order of first reads
   std::vector<int32_t> order;
   const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
   for (const Node& n : g.nodes) {
-    if ((n.op_type != "MatMul" && n.op_type != "Gemm") || n.name == lm_head || n.inputs.size() < 2 ||
+    if ((n.op_type != "MatMul" && n.op_type != "Gemm") || n.name == lm_head || left_out.count(n.name) ||
+        n.inputs.size() < 2 ||
         matmul_weight(g, n.inputs[1]) < 0 || n.outputs.empty() || n.outputs[0] < 0 || g.tensors[n.inputs[0]].shape.empty())
       continue;
     const int64_t in_p = last_local(n.inputs[0]), out_p = last_local(n.outputs[0]);
@@ -99,6 +102,9 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
     auto [it, fresh] = modules.try_emplace(n.inputs[0], Module{n.name, in_p, g.tensors[n.inputs[0]].shape.back(), 0});
     if (fresh) order.push_back(n.inputs[0]);
     it->second.out_p += out_p;
+    it->second.output_size += g.tensors[n.outputs[0]].shape.back();
+    it->second.shards.push_back(out_p);
+    if (q.block.on()) r.inputs.emplace_back(n.name, in_p);
   }
   r.modules = static_cast<int>(modules.size());
   auto refuse = [&](const Module& m, const std::string& what) {
@@ -112,7 +118,29 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
     const Module& m = modules.at(key);
     const uint64_t in_p = static_cast<uint64_t>(m.in_p), out_p = static_cast<uint64_t>(m.out_p);
     uint64_t b = 0;
-    if (q.method == "fp8") {
+    if (q.method == "fp8" && q.block.on()) {
+      // validate_fp8_block_shape (fp8_utils.py at 007d500); the input's group quantization asserts a multiple of
+      // block_n (per_token_group_quant_fp8 with GroupShape(1, weight_block_size[0])).
+      const int64_t bn = q.block.n, bk = q.block.k;
+      auto off_blocks = [&](const std::string& what) {
+        throw InputError("the checkpoint's block-wise fp8 (weight_block_size [" + std::to_string(bn) + ", " +
+                         std::to_string(bk) + "]) on " + model + " at --tp " + std::to_string(tp) + ": linear layer " +
+                         m.node + " (" + std::to_string(m.in_p) + " inputs, " + std::to_string(m.out_p) +
+                         " outputs on one rank) " + what);
+      };
+      if (tp > 1 && m.in_p != m.input_size && m.input_size / m.in_p == tp && m.in_p % bk != 0)
+        off_blocks("splits its input into " + std::to_string(m.in_p) + " a rank, not a multiple of block_k (vLLM's "
+                   "validate_fp8_block_shape refuses it)");
+      const bool tp_split = tp > 1 && m.output_size / m.out_p == tp;
+      for (size_t shard = 0; shard < m.shards.size(); ++shard)
+        if ((tp_split || shard + 1 < m.shards.size()) && m.shards[shard] % bn != 0)
+          off_blocks("has an output shard of " + std::to_string(m.shards[shard]) + " a rank, not a multiple of block_n "
+                     "(vLLM's validate_fp8_block_shape refuses it)");
+      if (m.in_p % bn != 0)
+        off_blocks("has an input not a multiple of block_n, the group per_token_group_quant_fp8 quantizes it by "
+                   "(its assertion fails)");
+      b = vllm_fp8_block_linear_bytes(m.out_p, m.in_p, q.block);
+    } else if (q.method == "fp8") {
       b = out_p * in_p + 4 + (q.static_activations ? 4 : 0);
     } else if (q.method == "gptq") {
       const int64_t pack = 32 / std::gcd(32, q.bits);  // Fraction(32, bits).numerator

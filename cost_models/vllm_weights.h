@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cost_models/vllm_fp8_block.h"
 #include "onnx_import/graph.h"
 
 namespace memplan {
@@ -44,7 +47,9 @@ VllmVocabPadding vllm_vocab_padding(const Graph& g, const std::string& lm_head, 
 //    process_weights_after_loading, the per-tensor path of compute capability 8.9 and up): weight float8_e4m3fn
 //    [out_p, in_p], 1 byte an element; one float32 weight_scale per vLLM module (the logical shards' scales are
 //    requantized to their max: process_fp8_weight_tensor_strategy), and with activation_scheme static one float32
-//    input_scale per module. A bfloat16 checkpoint quantized at load (scaled_fp8_quant) ends the same.
+//    input_scale per module. A bfloat16 checkpoint quantized at load (scaled_fp8_quant) ends the same. With the
+//    checkpoint's weight_block_size: the weight and a float32 weight_scale_inv grid per module
+//    (cost_models/vllm_fp8_block.h), refused where validate_fp8_block_shape refuses the shards.
 //  - gptq (gptq.py at e5dd90b, GPTQLinearMethod.create_weights and process_weights_after_loading): qweight int32
 //    [in_p x bits / 32, out_p]; scales in the model's type and qzeros int32 [S, out_p x bits / 32] with
 //    S = input_size / group_size, or in_p / group_size for a row-parallel layer without desc_act (group_size -1:
@@ -62,6 +67,7 @@ struct VllmQuantization {
   int64_t group_size = 128;  // gptq, awq; -1 (gptq): one group over the input
   bool desc_act = false;   // gptq's act-order
   bool static_activations = false;  // fp8's activation_scheme static
+  VllmFp8Block block;               // fp8's weight_block_size (the checkpoint's only; off: per-tensor)
 };
 
 struct VllmQuantizedLinears {
@@ -69,12 +75,17 @@ struct VllmQuantizedLinears {
   uint64_t dense_bytes = 0;           // what the graph counts for their weights (one rank's, in `dtype`)
   uint64_t quantized_bytes = 0;       // what vLLM holds for them instead
   uint64_t dequantized_bytes = 0;     // awq at 256 tokens or more: the largest layer's dequantized weight
+  // Block-wise fp8: each quantized layer's node and its module's input features on one rank (what
+  // per_token_group_quant_fp8 quantizes when the module runs).
+  std::vector<std::pair<std::string, int64_t>> inputs;
 };
 
 // Throws InputError naming the model and the layer when vLLM's create_weights would refuse the shape (an input
-// not a multiple of group_size, an output not a multiple of the packing).
+// not a multiple of group_size, an output not a multiple of the packing, a block-wise fp8 shard off the blocks).
+// `left_out`: MatMul nodes that are no LinearBase of vLLM's (a mixture of experts' routers and experts: FusedMoE's
+// own weights), neither counted nor quantized here.
 VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& lm_head, int tp, bool replicate_kv_heads,
                                             const VllmQuantization& q, int64_t step_tokens, DType dtype,
-                                            const std::string& model);
+                                            const std::string& model, const std::set<std::string>& left_out = {});
 
 }  // namespace memplan

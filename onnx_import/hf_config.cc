@@ -279,7 +279,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
     if (dense == "mistral") c.stated_window = w;
   }
   if (const auto q = j.find("quantization_config"); q != j.end() && !q->is_null())
-    c.quantization = parse_quantization(path, *q);
+    c.quantization = parse_quantization(path, *q, c.model_type);
   for (const char* key : {"torch_dtype", "dtype"}) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;

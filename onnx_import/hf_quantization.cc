@@ -1,5 +1,6 @@
 #include "onnx_import/hf_quantization.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "onnx_import/hf_config_keys.h"
@@ -8,7 +9,7 @@ namespace memplan::hf {
 
 using nlohmann::json;
 
-StoredQuantization parse_quantization(const std::string& path, const json& q) {
+StoredQuantization parse_quantization(const std::string& path, const json& q, const std::string& model_type) {
   if (!q.is_object()) fail(path, "config key \"quantization_config\" must be an object, not " + q.dump());
   if (!q.contains("quant_method")) fail(path, "config key \"quantization_config\" has no \"quant_method\"");
   const json& m = q["quant_method"];
@@ -36,14 +37,38 @@ StoredQuantization parse_quantization(const std::string& path, const json& q) {
     if (scheme != "static" && scheme != "dynamic")
       fail(path, "quantization_config key \"activation_scheme\" is " + scheme.dump() + "; vLLM reads static or dynamic");
     s.static_activations = scheme == "static";
-    empty_list("ignored_layers");
-    empty_list("modules_to_not_convert");
+    // Fp8Config.get_quant_method skips the layers is_layer_skipped names; the LM head is never quantized
+    // (ParallelLMHead is no LinearBase), so a list naming only it and the experts' routers ("model.layers.N.mlp.gate")
+    // is read; other layers left unquantized are refused.
+    for (const char* key : {"ignored_layers", "modules_to_not_convert"}) {
+      const auto it = q.find(key);
+      auto router = [](const json& x) {
+        const std::string suffix = ".mlp.gate";
+        return x.is_string() && x.get<std::string>().size() > suffix.size() &&
+               x.get<std::string>().compare(x.get<std::string>().size() - suffix.size(), suffix.size(), suffix) == 0;
+      };
+      if (it != q.end() && it->is_array() && !it->empty() &&
+          std::all_of(it->begin(), it->end(), [&](const json& x) { return x == "lm_head" || router(x); })) {
+        if (s.ignored_routers == 0) s.ignored_routers = static_cast<int>(std::count_if(it->begin(), it->end(), router));
+        continue;
+      }
+      empty_list(key);
+    }
+    s.moe_router = model_type == "deepseek_v3" ? "unquantized" : model_type == "qwen3_moe" ? "quantized" : "";
     const auto block = q.find("weight_block_size");
-    if (block != q.end() && !block->is_null())
-      fail(path, "quantization_config key \"weight_block_size\" is " + block->dump() +
-                     ": block-wise fp8 is not modelled (per-tensor scales are): vLLM's weight_scale_inv per block, its "
-                     "fp8 experts (Fp8MoEMethod) and MLA's dequantized kv_b_proj copies; without quantization_config "
-                     "the config is the bfloat16 model");
+    if (block != q.end() && !block->is_null()) {
+      // Fp8Config.__init__: two dimensions, dynamic activations only.
+      if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
+          !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0 ||
+          (*block)[0].get<int64_t>() > (int64_t{1} << 20) || (*block)[1].get<int64_t>() > (int64_t{1} << 20))
+        fail(path, "quantization_config key \"weight_block_size\" is " + block->dump() +
+                       ": two positive integers [block_n, block_k] are expected");
+      if (s.static_activations)
+        fail(path, "quantization_config has weight_block_size with activation_scheme static: vLLM's Fp8Config "
+                   "refuses it (block-wise quantization only supports dynamic activations)");
+      s.block_n = (*block)[0].get<int64_t>();
+      s.block_k = (*block)[1].get<int64_t>();
+    }
   } else if (s.method == "gptq" || s.method == "awq") {
     const bool gptq = s.method == "gptq";
     s.bits = static_cast<int>(gptq ? first_int({"bits"}, 2, 8) : first_int({"w_bit", "bits"}, 4, 4));

@@ -14,7 +14,9 @@ namespace memplan::hf {
 // weight_block_size; gptq.py GPTQConfig.from_config at e5dd90b: bits, group_size, desc_act, lm_head; awq.py
 // AWQConfig.from_config: w_bit or bits, q_group_size or group_size). Other keys are the quantizer's own
 // bookkeeping (damp_percent, sym, true_sequential, ...), which vLLM does not read either. What would change the
-// layout memplan sizes is refused: layers left unquantized, a quantized head, block-wise fp8 scales.
-StoredQuantization parse_quantization(const std::string& path, const nlohmann::json& q);
+// layout memplan sizes is refused: layers left unquantized (a list naming only lm_head, which vLLM never quantizes,
+// is read as none), a quantized head. weight_block_size is read as vLLM's block-wise fp8 (cost_models/
+// vllm_fp8_block.h).
+StoredQuantization parse_quantization(const std::string& path, const nlohmann::json& q, const std::string& model_type);
 
 }  // namespace memplan::hf

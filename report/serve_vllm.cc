@@ -78,6 +78,8 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
   q.group_size = s.quant_group_size ? s.quant_group_size : stored.group_size ? stored.group_size : 128;
   q.desc_act = stored.desc_act;
   q.static_activations = stored.static_activations;
+  // Block-wise fp8 comes from the checkpoint only (--quantization fp8 on a bfloat16 model is per-tensor).
+  if (q.method == "fp8" && stored.method == "fp8") q.block = VllmFp8Block{stored.block_n, stored.block_k};
   const std::string m = "--quantization " + q.method;
   if (q.method == "gptq" && q.bits != 2 && q.bits != 3 && q.bits != 4 && q.bits != 8)
     throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's GPTQ stores 2, 3, 4 or 8");
@@ -95,6 +97,7 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
                                      : fmt::format("vLLM needs {}.{} (get_min_capability)", min_capability / 10,
                                                    min_capability % 10)),
                          capability < min_capability);
+  vllm_fp8_block_check_gpu(q, capability);
   // GPTQ's and AWQ's own kernels run float16 only; gptq_marlin, which a config's gptq becomes without the flag,
   // runs bfloat16 too (GPTQMarlinConfig.get_supported_act_dtypes at 00161ce).
   const bool half_only = q.method == "awq" || (q.method == "gptq" && !s.quantization.empty());
@@ -185,14 +188,22 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
   const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
   vllm_mla_hold(*g, presents, a.mla, options.inference.held_outside, probe.path());
-  // vLLM's MoE LoRA stacks and quantized MoE methods (Fp8MoEMethod, the Marlin MoE methods) are not sized.
-  // gpt-oss's MXFP4 checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h).
+  // vLLM's MoE LoRA stacks and quantized MoE methods (the Marlin MoE methods, per-tensor Fp8MoEMethod) are not sized;
+  // gpt-oss's MXFP4 checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h); a
+  // block-wise fp8 checkpoint's: Fp8MoEMethod's (report/serve_vllm_fp8.cc).
+  const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
+  a.quantization = resolve_quantization(probe, s, capability, served, a.quantization_source);
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
-  const bool quantized = !mxfp4 && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
+  const bool fp8_block = a.quantization.method == "fp8" && a.quantization.block.on();
+  const bool quantized = !mxfp4 && !fp8_block && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
   if (!moe.empty() && (s.enable_lora || quantized))
     throw InputError(std::string(s.enable_lora ? "--enable-lora" : "--quantization") + " with " + probe.path() +
                      "'s experts: vLLM runs them as its fused MoE kernel, whose " +
                      (s.enable_lora ? "LoRA stacks" : "quantized expert weights") + " memplan does not size");
+  // The experts (FusedMoE's own weights) and unquantized routers: left out of the quantized linear layers.
+  const std::set<std::string> left_out =
+      fp8_block ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers, probe.path())
+                : std::set<std::string>{};
   std::vector<std::string> attention_steps;
   for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
     if (op.kind == OpKind::Attention) {
@@ -247,24 +258,24 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     a.vocab_padding_bytes = pad.bytes;
   }
   // The linear layers as vLLM's quantization method holds them, in place of the graph's.
-  const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
-  a.quantization = resolve_quantization(probe, s, capability, served, a.quantization_source);
   if (mxfp4) {  // Mxfp4Config: every linear layer unquantized, the experts MXFP4 in place of the graph's
     a.quantized.layers = a.quantized.modules = a.moe.blocks;
     a.quantized.dense_bytes = a.moe.graph_expert_bytes;
     a.quantized.quantized_bytes = a.moe.expert_weight_bytes;
   } else {
     a.quantized = vllm_quantized_linears(*g, head ? head->node : "", tp, true, a.quantization, e.max_num_batched_tokens,
-                                         served, probe.path());
+                                         served, probe.path(), left_out);
   }
+  if (fp8_block) vllm_fp8_block_apply(a, *g, forward, moe, options.inference.held_outside, capability, served);
   // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
   // forward's allocated bytes; the quantized layers replace the graph's.
   const uint64_t loaded = checked_add(
       checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
                   checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"), "weights bytes"),
-      a.mla.router_bias_bytes, "weights bytes");
+      checked_add(a.mla.router_bias_bytes, a.fp8_block.mla_absorbed_bytes, "weights bytes"), "weights bytes");
   a.forward_peak_allocated =
-      checked_add(std::max({forward.allocated_bytes, a.moe.peak_allocated, a.mla.peak_allocated}) - a.quantized.dense_bytes,
+      checked_add(std::max({forward.allocated_bytes, a.moe.peak_allocated, a.mla.peak_allocated,
+                            a.fp8_block.input_quant_peak}) - a.quantized.dense_bytes,
                   checked_add(loaded, a.quantized.dequantized_bytes, "profile bytes"),
                   "profile bytes");
   const uint64_t weights = checked_add(forward.breakdown.weights - a.quantized.dense_bytes, loaded, "weights bytes");

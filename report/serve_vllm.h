@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,23 @@ struct VllmMlaAnswer {
   uint64_t router_bias_bytes = 0;     // e_score_correction_bias in float32 beyond the graph's served type
 };
 
+// A block-wise fp8 checkpoint (quantization_config weight_block_size; cost_models/vllm_fp8_block.h,
+// report/serve_vllm_fp8.cc): on false for any other quantization.
+struct VllmFp8BlockAnswer {
+  bool on = false;
+  int64_t block_n = 0, block_k = 0;
+  int routers = 0;                    // the routers left in the model's type (no LinearBase)
+  uint64_t router_bytes = 0;          // their weights, one rank's
+  uint64_t expert_weight_bytes = 0;   // every sparse layer's fp8 w13 and w2, one rank's
+  uint64_t expert_scale_bytes = 0;    // their float32 weight_scale_inv
+  uint64_t graph_expert_bytes = 0;    // the graph's experts (served type) they replace
+  uint64_t moe_quant_bytes = 0;       // fused_experts_impl's quantized activations and scales a call
+  uint64_t mla_absorbed_bytes = 0;    // MLA's dequantized kv_b_proj (W_UV, W_UK_T), every layer's
+  std::string input_quant_node;       // the linear layer whose quantized input sets the dense peak
+  uint64_t input_quant_bytes = 0;     // per_token_group_quant_fp8's x_q and x_s there
+  uint64_t input_quant_peak = 0;      // that step's allocated bytes plus them (graph's weights)
+};
+
 struct VllmAnswer {
   std::string model, gpu;           // gpu: the catalog's name, or "" for --memory
   std::string budget_source;        // how the total was given
@@ -109,6 +127,7 @@ struct VllmAnswer {
   std::vector<std::string> repeat_kv;  // repeat_kv's Expand nodes, read in place
   VllmMoeAnswer moe;                   // the experts, run by vLLM's fused MoE kernel
   VllmMlaAnswer mla;                   // deepseek_v3's latent attention
+  VllmFp8BlockAnswer fp8_block;        // a block-wise fp8 checkpoint's experts, scales and quantized inputs
   bool fits() const { return capacity.starts; }
 };
 
@@ -170,6 +189,21 @@ void vllm_mla_place(VllmMlaAnswer& m, const Estimate& forward, const std::vector
                     int64_t max_model_len, int64_t max_num_seqs, int64_t block_size, DType served);
 nlohmann::ordered_json vllm_mla_to_json(const VllmMlaAnswer& m);
 std::string vllm_mla_to_text(const VllmMlaAnswer& m);
+
+// report/serve_vllm_fp8.cc, a block-wise fp8 checkpoint (a.quantization.block on). vllm_fp8_block_check_gpu: refuses
+// (VllmGpuRefused) a GPU whose kernels are not the sized ones (compute capability other than 8.9 and 9.0).
+// vllm_fp8_block_left_out: the MatMul nodes of `blocks` that vLLM does not quantize as linear layers (every expert
+// projection: FusedMoE's own; each router where `stored.moe_router` says it is unquantized or the config lists it;
+// refuses a model_type whose router is not read, and a config listing some routers only). vllm_fp8_block_apply, on the forward's estimate: the experts as
+// Fp8MoEMethod holds them (a.moe's weights, kernel block size and peak), MLA's dequantized kv_b_proj, and the
+// fullest linear step with its quantized input (skipping the nodes whose output is in `held_outside`).
+void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability);
+std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
+                                             const StoredQuantization& stored, int& routers, const std::string& model);
+void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward, const std::vector<MoeBlock>& blocks,
+                          const std::vector<std::string>& held_outside, int capability, DType served);
+nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f);
+std::string vllm_fp8_block_to_text(const VllmFp8BlockAnswer& f);
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a);
 std::string vllm_to_text(const VllmAnswer& a);

@@ -150,6 +150,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
   add_layer_groups(a, j["kv_cache"]);
   if (a.moe.blocks > 0) j["replaced"]["fused_moe"] = vllm_moe_to_json(a.moe);  // a mixture of experts only
   if (a.mla.on) j["replaced"]["mla"] = vllm_mla_to_json(a.mla);  // deepseek_v3 only
+  if (a.fp8_block.on) j["replaced"]["fp8_block"] = vllm_fp8_block_to_json(a.fp8_block);  // block-wise fp8 only
   return j;
 }
 
@@ -191,6 +192,7 @@ std::string vllm_to_text(const VllmAnswer& a) {
                          ? fmt::format("; the profile run dequantizes one layer at a time, {} at most",
                                        format_bytes(a.quantized.dequantized_bytes))
                          : "");
+    t += vllm_fp8_block_to_text(a.fp8_block);
   }
   if (a.vocab_padding_bytes > 0)
     t += fmt::format("                                   with the vocabulary padded from {} to {} rows, {}\n",

@@ -146,13 +146,7 @@ class MlaByHand(TinyConfigCase):
         q = run("serve", self.config, *[a for a in VLLM if a not in ("--memory", "1GiB")], "--gpu", "MI300X")
         self.assertEqual(q.returncode, 2, q.stderr)
         self.assertIn("ROCm's AITER", q.stderr)
-        # The published fp8 checkpoint (weight_block_size [128, 128]) stays refused, naming what is not modelled.
-        r = run("serve", tiny_mla_config(self.dir.name, quantization_config={
-            "quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}),
-            *VLLM)
-        self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("Fp8MoEMethod", r.stderr)
-        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        # The published fp8 checkpoint (weight_block_size [128, 128]) is tests/cli/test_serve_fp8_block.py's.
 
     def test_text_names_the_mla_terms(self):
         p = run("serve", self.config, *VLLM[:-1])

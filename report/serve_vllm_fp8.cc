@@ -1,0 +1,168 @@
+// serve --engine vllm on a block-wise fp8 checkpoint (report/serve_vllm.h VllmFp8BlockAnswer; the rules are
+// cost_models/vllm_fp8_block.h's): the linear layers are cost_models/vllm_weights.h's, with the routers left out;
+// this file sizes the experts as Fp8MoEMethod holds them and its Triton kernel's quantized activations, MLA's
+// dequantized kv_b_proj, and places each linear layer's quantized input on its step of the profile run.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "cost_models/graph_facts.h"
+#include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
+#include "report/serve_vllm.h"
+#include "report/sizes.h"
+
+namespace memplan {
+
+void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability) {
+  if (q.method != "fp8" || !q.block.on() || capability == 89 || capability == 90) return;
+  throw VllmGpuRefused(
+      fmt::format("the checkpoint's block-wise fp8 on compute capability {}.{}: vLLM runs it there with kernels "
+                  "whose layouts and buffers memplan does not size (FP8 Marlin below 8.9, ROCm's AITER and fnuz "
+                  "scales, DeepGEMM's E8M0 scales and CUTLASS grouped GEMM on 10.0); it sizes 8.9 and 9.0",
+                  capability / 10, capability % 10),
+      false);
+}
+
+std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
+                                             const StoredQuantization& stored, int& routers, const std::string& model) {
+  std::set<std::string> out;
+  routers = 0;
+  if (blocks.empty()) return out;
+  if (stored.moe_router.empty())
+    throw InputError("serve --engine vllm: the block-wise fp8 experts of " + model + ": whether vLLM quantizes this "
+                     "model's router is not read (memplan sizes deepseek_v3's and qwen3_moe's)");
+  const int sparse = static_cast<int>(blocks.size());
+  // Listing deepseek_v3's gates changes nothing (they are never quantized); some of qwen3_moe's is not modelled.
+  if (stored.moe_router == "quantized" && stored.ignored_routers != 0 && stored.ignored_routers != sparse)
+    throw InputError("serve --engine vllm: " + model + "'s quantization_config leaves " +
+                     std::to_string(stored.ignored_routers) + " routers (mlp.gate) of " + std::to_string(sparse) +
+                     " sparse layers unquantized: some but not all is not modelled");
+  // qwen3_moe's gate takes the quant_config unless the config lists it: then it is one more fp8 linear layer.
+  const bool routers_unquantized = stored.moe_router == "unquantized" || stored.ignored_routers == sparse;
+  std::map<std::string, int32_t> by_name;
+  for (size_t i = 0; i < g.nodes.size(); ++i) by_name.emplace(g.nodes[i].name, static_cast<int32_t>(i));
+  auto is_linear = [&](const Node& n) {
+    return (n.op_type == "MatMul" || n.op_type == "Gemm") && n.inputs.size() >= 2 && matmul_weight(g, n.inputs[1]) >= 0;
+  };
+  for (const MoeBlock& b : blocks) {
+    // Every expert projection: a MatMul on a weight whose output the fused kernel replaces.
+    const std::set<std::string> held(b.tensors.begin(), b.tensors.end());
+    for (const Node& n : g.nodes)
+      if (is_linear(n) && !n.outputs.empty() && n.outputs[0] >= 0 && held.count(g.tensors[n.outputs[0]].name))
+        out.insert(n.name);
+    // The router: the first linear layer behind the TopK (find_moe_blocks' gate).
+    std::vector<int32_t> stack{by_name.at(b.topk)};
+    std::set<int32_t> seen;
+    bool found = false;
+    while (!stack.empty() && !found) {
+      const Node& n = g.nodes[stack.back()];
+      stack.pop_back();
+      for (int32_t in : n.inputs) {
+        if (in < 0 || g.tensors[in].producer < 0 || !seen.insert(g.tensors[in].producer).second) continue;
+        const Node& p = g.nodes[g.tensors[in].producer];
+        if (is_linear(p)) {
+          if (routers_unquantized) out.insert(p.name);
+          found = true;
+          break;
+        }
+        stack.push_back(g.tensors[in].producer);
+      }
+    }
+    if (!found) throw std::logic_error("serve --engine vllm: no router behind " + b.topk);
+    if (routers_unquantized) ++routers;
+  }
+  return out;
+}
+
+void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward, const std::vector<MoeBlock>& blocks,
+                          const std::vector<std::string>& held_outside, int capability, DType served) {
+  VllmFp8BlockAnswer& f = a.fp8_block;
+  const VllmFp8Block& block = a.quantization.block;
+  f.on = true;
+  f.block_n = block.n;
+  f.block_k = block.k;
+  const uint64_t d = static_cast<uint64_t>(dtype_bits(served)) / 8;
+  if (VllmMoeAnswer& m = a.moe; m.blocks > 0) {
+    const VllmFp8BlockExperts e =
+        vllm_fp8_block_experts(m.experts, m.hidden, m.intermediate_per_rank, a.settings.tp, block, a.model);
+    const uint64_t layers = static_cast<uint64_t>(m.blocks);
+    f.graph_expert_bytes = m.expert_weight_bytes;  // UnquantizedFusedMoEMethod's w13 and w2: the graph's experts
+    f.expert_weight_bytes = checked_mul(e.weight_bytes, layers, "expert bytes");
+    f.expert_scale_bytes = checked_mul(e.scale_bytes, layers, "expert bytes");
+    m.expert_weight_bytes = checked_add(f.expert_weight_bytes, f.expert_scale_bytes, "expert bytes");
+    // The kernel with get_default_config's fp8 block config, plus the quantized activations: on the same router
+    // steps as the unquantized kernel (vllm_fused_moe placed it there: its peak less its buffers is that step's).
+    const uint64_t at_router = m.peak_allocated - m.kernel.total();
+    m.kernel = vllm_fused_moe_bytes(
+        {blocks.front().tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank, 64}, served);
+    f.moe_quant_bytes =
+        vllm_fp8_block_moe_quant_bytes(m.kernel.chunk_tokens, m.hidden, m.top_k, m.intermediate_per_rank, block);
+    m.peak_allocated = checked_add(at_router, checked_add(m.kernel.total(), f.moe_quant_bytes, "profile bytes"),
+                                   "profile bytes");
+    a.quantized.dense_bytes = checked_add(a.quantized.dense_bytes, f.graph_expert_bytes, "weights bytes");
+    a.quantized.quantized_bytes = checked_add(a.quantized.quantized_bytes, m.expert_weight_bytes, "weights bytes");
+  }
+  if (a.mla.on)
+    f.mla_absorbed_bytes = vllm_fp8_block_mla_absorbed_bytes(a.mla.shape.layers, a.mla.shape.kv_lora_rank,
+                                                             a.mla.shape.heads_per_rank, a.mla.shape.qk_nope_head_dim,
+                                                             a.mla.shape.v_head_dim, d);
+  // Each linear layer the profile runs quantizes its input while its output is allocated.
+  const std::set<std::string> held(held_outside.begin(), held_outside.end());
+  std::map<std::string, size_t> step_of;
+  for (size_t i = 0; i < forward.step_names.size() && i < forward.allocated_per_step.size(); ++i)
+    step_of.emplace(forward.step_names[i], i);
+  std::map<std::string, const Node*> node_of;
+  for (const Node& n : g.nodes) node_of.emplace(n.name, &n);
+  const int64_t tokens = a.settings.engine.max_num_batched_tokens;
+  for (const auto& [name, features] : a.quantized.inputs) {
+    const Node& n = *node_of.at(name);
+    if (n.outputs.empty() || n.outputs[0] < 0 || held.count(g.tensors[n.outputs[0]].name)) continue;
+    const auto it = step_of.find(name);
+    if (it == step_of.end()) continue;  // fused into another step: not placed
+    const uint64_t bytes = vllm_fp8_block_input_quant_bytes(tokens, features, block, capability);
+    const uint64_t peak = checked_add(forward.allocated_per_step[it->second], bytes, "profile bytes");
+    if (peak > f.input_quant_peak) {
+      f.input_quant_peak = peak;
+      f.input_quant_node = name;
+      f.input_quant_bytes = bytes;
+    }
+  }
+  if (!a.quantized.inputs.empty() && f.input_quant_node.empty())
+    throw std::logic_error("serve --engine vllm: no quantized linear layer of " + a.model + " is a step of the profile");
+}
+
+nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f) {
+  if (!f.on) return nullptr;
+  return {{"weight_block_size", {f.block_n, f.block_k}},
+          {"routers_unquantized", f.routers},
+          {"expert_fp8_bytes", f.expert_weight_bytes},
+          {"expert_scale_bytes", f.expert_scale_bytes},
+          {"graph_expert_bytes", f.graph_expert_bytes},
+          {"moe_quantized_activation_bytes", f.moe_quant_bytes},
+          {"mla_dequantized_kv_b_proj_bytes", f.mla_absorbed_bytes},
+          {"input_quant_layer", f.input_quant_node.empty() ? nlohmann::ordered_json(nullptr)
+                                                           : nlohmann::ordered_json(f.input_quant_node)},
+          {"input_quant_bytes", f.input_quant_bytes},
+          {"input_quant_peak_allocated_bytes", f.input_quant_peak}};
+}
+
+std::string vllm_fp8_block_to_text(const VllmFp8BlockAnswer& f) {
+  if (!f.on) return "";
+  std::string t = fmt::format("                                   block-wise fp8 [{}, {}]: float32 scales a block{}",
+                              f.block_n, f.block_k, f.routers > 0 ? fmt::format(", {} routers left in the model's "
+                                                                                "type", f.routers) : "");
+  if (f.graph_expert_bytes > 0)
+    t += fmt::format("; experts {} fp8 + {} scales for the graph's {} (Triton fused_experts, {} of quantized "
+                     "activations a call)", format_bytes(f.expert_weight_bytes), format_bytes(f.expert_scale_bytes),
+                     format_bytes(f.graph_expert_bytes), format_bytes(f.moe_quant_bytes));
+  if (f.mla_absorbed_bytes > 0)
+    t += fmt::format("; MLA's dequantized kv_b_proj (W_UV, W_UK_T) {}", format_bytes(f.mla_absorbed_bytes));
+  if (!f.input_quant_node.empty())
+    t += fmt::format("; quantized inputs, {} at most ({})", format_bytes(f.input_quant_bytes), f.input_quant_node);
+  return t + "\n";
+}
+
+}  // namespace memplan
