@@ -192,6 +192,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // gpt-oss's MXFP4 checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h).
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
   const bool quantized = !mxfp4 && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
+  // Expert parallelism is sized for the unquantized experts (report/serve_vllm_moe.cc): quantized ones are not.
+  if (s.enable_expert_parallel && tp > 1 && quantized)
+    throw InputError("--enable-expert-parallel with " + probe.path() + "'s quantized experts: memplan sizes vLLM's "
+                     "expert parallelism for unquantized experts (UnquantizedFusedMoEMethod) only");
   if (!moe.empty() && (s.enable_lora || quantized))
     throw InputError(std::string(s.enable_lora ? "--enable-lora" : "--quantization") + " with " + probe.path() +
                      "'s experts: vLLM runs them as its fused MoE kernel, whose " +

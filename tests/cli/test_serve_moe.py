@@ -260,6 +260,12 @@ class ExpertParallelByHand(TinyConfigCase):
                 "--enable-expert-parallel")
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--enable-expert-parallel", p.stderr)
+        # Quantized experts: expert parallelism is sized for UnquantizedFusedMoEMethod's only.
+        p = run("serve", self.config, *VLLM, "--tp", "2", "--enable-expert-parallel", "--quantization", "fp8")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--enable-expert-parallel with", p.stderr)
+        self.assertIn("quantized experts", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         # A dense model has no experts to split.
         from test_serve import tiny_llama_config
         dense = tiny_llama_config(self.dir.name)
