@@ -23,8 +23,10 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   // fused_topk: float32 weights, int32 ids, int32 token_expert_indices.
   b.topk_bytes = checked_mul(pairs, 4 + 4 + 4, "fused MoE bytes");
   b.chunk_tokens = std::min(s.tokens, kVllmFusedMoeChunkSize);
-  // get_default_config (fused_moe.py at 13cb3e4): BLOCK_SIZE_M 16 when M <= E, else 64.
-  b.block_size_m = s.block_size_m > 0 ? s.block_size_m : b.chunk_tokens <= s.experts ? 16 : 64;
+  // get_default_config (fused_moe.py at 13cb3e4): BLOCK_SIZE_M 16 when M <= E, else 64, with E = w2.size(0) (the
+  // rank's experts: try_get_optimal_moe_config's E, _, N = w2_shape); fp8_w8a8 with a block shape sets it.
+  const int64_t rank_experts = s.local_experts > 0 ? s.local_experts : s.experts;
+  b.block_size_m = s.block_size_m > 0 ? s.block_size_m : b.chunk_tokens <= rank_experts ? 16 : 64;
   const uint64_t block = static_cast<uint64_t>(b.block_size_m);
   const uint64_t padded = checked_add(pairs, checked_mul(e, block - 1, "fused MoE bytes"), "fused MoE bytes");
   const uint64_t m_blocks = (padded + block - 1) / block;

@@ -8,7 +8,8 @@
 //    token_expert_indices int32 [T, k];
 //  - moe_align_block_size (moe_align_block_size.py at 05be992): sorted_ids int32 [T·k + E·(B − 1)], expert_ids int32
 //    [cdiv(T·k + E·(B − 1), B)], num_tokens_post_pad int32 [1], with B the config's BLOCK_SIZE_M; without a tuned
-//    config file for the GPU (configs/E=..,N=..,device_name=...json), get_default_config's: 16 when M <= E, else 64;
+//    config file for the GPU (configs/E=..,N=..,device_name=...json), get_default_config's: 16 when M <= E, else 64
+//    (E there is w2.size(0), the rank's experts; the alignment's E is global_num_experts);
 //  - fused_experts_impl: M = min(T, VLLM_FUSED_MOE_CHUNK_SIZE) tokens per chunk; cache13 of M·k·max(N, H) elements
 //    (intermediate_cache1 [M, k, N] and intermediate_cache3 [M, k, H] share it) and intermediate_cache2
 //    [M·k, N / 2], in d, where N = 2·I_p (w13's rows: gate and up stacked); the output [T, H] in d
@@ -34,6 +35,9 @@ struct VllmFusedMoeShape {
   int64_t tokens = 0, hidden = 0, experts = 0, top_k = 0;
   int64_t intermediate_per_rank = 0;  // I_p
   int64_t block_size_m = 0;  // 0: get_default_config's rule above; fp8_w8a8 with a block shape: 64 (vllm_fp8_block.h)
+  // The experts one rank holds (w2.size(0), get_default_config's E): 0 for all of them; expert parallelism's
+  // E_local (cost_models/vllm_expert_parallel.h), while moe_align_block_size keeps the global E.
+  int64_t local_experts = 0;
 };
 
 struct VllmFusedMoeBytes {

@@ -47,6 +47,12 @@ std::vector<OptionSpec> serve_option_rows() {
       {.flag = "--max-lora-rank", .kind = K::Int, .commands = kServe,
        .help = "With --enable-lora: the rank the stacks are sized for (vLLM's --max-lora-rank)",
        .field = FIELD(serve.max_lora_rank), .engines = {"vllm"}, .min = 1, .show_default = true},
+      {.flag = "--enable-expert-parallel", .kind = K::Flag, .commands = kServe,
+       .help = "A mixture of experts' experts split whole across the --tp GPUs (vLLM's --enable-expert-parallel, one "
+               "data-parallel rank): ceil(E / tp) experts of full width on the first GPU, the fused MoE kernel's "
+               "buffers at the full width; attention, shared experts and the router as under --tp. Refused for a "
+               "dense model; EPLB and --data-parallel-size are not modelled",
+       .field = FIELD(serve.enable_expert_parallel), .engines = {"vllm"}},
       {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
        .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 (the V1 "
                "worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, off the "

@@ -45,6 +45,9 @@ struct ServeSettings {
   // vllm: --enable-lora with vLLM's --max-loras (1) and --max-lora-rank (16) defaults (vllm/config/lora.py).
   bool enable_lora = false;
   int64_t max_loras = 1, max_lora_rank = 16;
+  // vllm: --enable-expert-parallel (vLLM's; a mixture of experts' FusedMoE layers split by whole experts over the
+  // --tp GPUs, cost_models/vllm_expert_parallel.h).
+  bool enable_expert_parallel = false;
   // vllm: --quantization (vLLM's; "": the checkpoint's quantization_config, if any), with the layout's bits and
   // group size where the file does not state them (0: the config's, else 4 bits and groups of 128).
   std::string quantization;

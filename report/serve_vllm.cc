@@ -187,6 +187,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
   const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
+  if (s.enable_expert_parallel && moe.empty())
+    throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
+                     " (vLLM's flag splits the experts of its FusedMoE layers across the GPUs; a dense model has none)");
   vllm_mla_hold(*g, presents, a.mla, options.inference.held_outside, probe.path());
   // vLLM's MoE LoRA stacks and quantized MoE methods (the Marlin MoE methods, per-tensor Fp8MoEMethod) are not sized;
   // gpt-oss's MXFP4 checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h); a
@@ -196,6 +199,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
   const bool fp8_block = a.quantization.method == "fp8" && a.quantization.block.on();
   const bool quantized = !mxfp4 && !fp8_block && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
+  // Expert parallelism is sized for unquantized experts (report/serve_vllm_moe.cc): quantized ones, a block-wise fp8
+  // checkpoint's included, are not.
+  if (s.enable_expert_parallel && tp > 1 && (quantized || fp8_block))
+    throw InputError("--enable-expert-parallel with " + probe.path() + "'s quantized experts: memplan sizes vLLM's "
+                     "expert parallelism for unquantized experts (UnquantizedFusedMoEMethod) only");
   if (!moe.empty() && (s.enable_lora || quantized))
     throw InputError(std::string(s.enable_lora ? "--enable-lora" : "--quantization") + " with " + probe.path() +
                      "'s experts: vLLM runs them as its fused MoE kernel, whose " +
@@ -225,7 +233,13 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     throw InputError("serve --engine vllm: " + probe.path() + "'s quantization_config mxfp4 quantizes experts, and "
                      "memplan finds no sparse block");
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
-                         mxfp4 ? capability : 0);
+                         mxfp4 ? capability : 0, s.enable_expert_parallel);
+  // Before PR #21497 (0.10.1) determine_expert_map gave the last rank every remaining expert: not the rule sized.
+  if (a.moe.expert_parallel && a.settings.version == VllmVersion::V0_8 && a.moe.experts % tp != 0)
+    throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": " +
+                     std::to_string(tp) + " GPUs do not divide the " + std::to_string(a.moe.experts) + " experts of " +
+                     probe.path() + ", and that version's determine_expert_map gave the last rank every remaining "
+                     "expert, which memplan does not size (0.11 and later deal them one each to the first ranks)");
   vllm_mla_place(a.mla, forward, attention_steps, e.max_model_len, e.max_num_seqs, e.block_size,
                  storage_dtype(DType::Float32, options.inference.float_dtype));
   a.enable_lora = s.enable_lora;
@@ -269,16 +283,24 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   if (fp8_block) vllm_fp8_block_apply(a, *g, forward, moe, options.inference.held_outside, capability, served);
   // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
   // forward's allocated bytes; the quantized layers replace the graph's.
+  // --enable-expert-parallel: rank 0's whole experts and the expert maps in place of the graph's tensor-parallel
+  // share of the experts (report/serve_vllm_moe.cc; the same expert bytes when tp divides the experts).
+  const uint64_t replaced = checked_add(a.quantized.dense_bytes, a.moe.expert_parallel ? a.moe.graph_expert_bytes : 0,
+                                        "weights bytes");
+  const uint64_t expert_parallel_bytes =
+      a.moe.expert_parallel ? checked_add(a.moe.expert_weight_bytes, a.moe.expert_map_bytes, "weights bytes") : 0;
   const uint64_t loaded = checked_add(
       checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
                   checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"), "weights bytes"),
-      checked_add(a.mla.router_bias_bytes, a.fp8_block.mla_absorbed_bytes, "weights bytes"), "weights bytes");
+      checked_add(a.mla.router_bias_bytes,
+                  checked_add(a.fp8_block.mla_absorbed_bytes, expert_parallel_bytes, "weights bytes"), "weights bytes"),
+      "weights bytes");
   a.forward_peak_allocated =
       checked_add(std::max({forward.allocated_bytes, a.moe.peak_allocated, a.mla.peak_allocated,
-                            a.fp8_block.input_quant_peak}) - a.quantized.dense_bytes,
+                            a.fp8_block.input_quant_peak}) - replaced,
                   checked_add(loaded, a.quantized.dequantized_bytes, "profile bytes"),
                   "profile bytes");
-  const uint64_t weights = checked_add(forward.breakdown.weights - a.quantized.dense_bytes, loaded, "weights bytes");
+  const uint64_t weights = checked_add(forward.breakdown.weights - replaced, loaded, "weights bytes");
   if (head) {
     const Tensor& hidden = g->tensors[head->hidden];
     const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);

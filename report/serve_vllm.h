@@ -18,6 +18,7 @@
 
 #include "cost_models/engine_kernels.h"
 #include "cost_models/vllm_engine.h"
+#include "cost_models/vllm_expert_parallel.h"
 #include "cost_models/vllm_fused_moe.h"
 #include "cost_models/vllm_kv_groups.h"
 #include "cost_models/vllm_mla.h"
@@ -54,6 +55,11 @@ struct VllmMoeAnswer {
   bool mxfp4 = false;
   VllmMxfp4Layer mxfp4_layer;
   uint64_t graph_expert_bytes = 0;   // the graph's experts (weights and biases, served type) the MXFP4 ones replace
+  // --enable-expert-parallel (cost_models/vllm_expert_parallel.h): rank 0's whole experts (expert_weight_bytes) in
+  // place of the graph's tensor-parallel share of them (graph_expert_bytes), and every layer's expert_map.
+  bool expert_parallel = false;
+  VllmExpertParallel ep;
+  uint64_t expert_map_bytes = 0;
 };
 
 // Multi-head latent attention (a deepseek_v3 config.json) as vLLM runs it (cost_models/vllm_mla.h;
@@ -172,8 +178,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // (the fused kernel computes in its own buffers); then, on the forward's estimate, the kernel's terms.
 std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::string>& held_outside);
 // `mxfp4_capability` > 0: the experts are MXFP4 (a gpt-oss checkpoint) on a GPU of that compute capability.
+// `expert_parallel`: vLLM's --enable-expert-parallel over the `tp` GPUs (dp 1); refuses MXFP4 and gpt_oss experts.
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
-                             const std::string& model, int mxfp4_capability = 0);
+                             const std::string& model, int mxfp4_capability = 0, bool expert_parallel = false);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 

@@ -103,6 +103,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"max_loras", a.enable_lora ? nlohmann::ordered_json(a.max_loras) : nullptr},
         {"max_lora_rank", a.enable_lora ? nlohmann::ordered_json(a.max_lora_rank) : nullptr},
         {"tensor_parallel_size", a.settings.tp},
+        {"enable_expert_parallel", a.moe.expert_parallel},
         {"engine_version", a.settings.version_text},
         {"enforce_eager", a.settings.enforce_eager},
         {"cuda_graphs", vllm_cuda_graphs(a)}}},

@@ -21,7 +21,7 @@ std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::stri
 }
 
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
-                             const std::string& model, int mxfp4_capability) {
+                             const std::string& model, int mxfp4_capability, bool expert_parallel) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
   const MoeBlock& first = blocks.front();
@@ -41,15 +41,42 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   m.top_k = first.top_k;
   m.hidden = first.hidden;
   m.intermediate = first.expert_intermediate;
-  m.intermediate_per_rank = vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, model);
-  // UnquantizedFusedMoEMethod.create_weights: w13_weight [E, 2·I_p, H] and w2_weight [E, H, I_p] in the served type.
+  // --enable-expert-parallel (cost_models/vllm_expert_parallel.h): on only where tp x dp > 1 (FusedMoEParallelConfig.
+  // make's use_ep), as vLLM, which takes the flag on one GPU and runs without it.
+  m.expert_parallel = expert_parallel && tp > 1;
+  if (m.expert_parallel && (mxfp4_capability > 0 || first.expert_linears != 3 * first.experts))
+    throw InputError("--enable-expert-parallel with " + model + "'s " +
+                     (mxfp4_capability > 0 ? "MXFP4 experts" : "gpt_oss experts (gate_up_proj and biases)") +
+                     ": memplan sizes vLLM's expert parallelism for the unquantized fused_experts kernel of three "
+                     "projections an expert only (vLLM's Triton MXFP4 kernel, triton_kernel_moe_forward at 04bec4c, "
+                     "routes over every expert and does not read expert_map)");
+  m.ep = vllm_expert_parallel(first.experts, m.expert_parallel ? tp : 1);
+  // With expert parallelism FusedMoE's tp_size is 1: each expert whole (I_p = I), E_local of them.
+  m.intermediate_per_rank =
+      m.expert_parallel ? first.expert_intermediate : vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, model);
+  // UnquantizedFusedMoEMethod.create_weights: w13_weight [E_local, 2·I_p, H] and w2_weight [E_local, H, I_p] in the
+  // served type (E_local = E without expert parallelism).
   const uint64_t d = static_cast<uint64_t>(dtype_bits(served)) / 8;
-  const uint64_t per_layer = checked_mul(
-      checked_mul(checked_mul(static_cast<uint64_t>(m.experts), 3, "expert bytes"), static_cast<uint64_t>(m.hidden),
-                  "expert bytes"),
-      checked_mul(static_cast<uint64_t>(m.intermediate_per_rank), d, "expert bytes"), "expert bytes");
-  m.expert_weight_bytes = checked_mul(per_layer, static_cast<uint64_t>(m.blocks), "expert bytes");
-  m.kernel = vllm_fused_moe_bytes({first.tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank},
+  auto experts_bytes = [&](int64_t experts, int64_t width) {  // every sparse layer's w13 and w2
+    const uint64_t per_layer = checked_mul(
+        checked_mul(checked_mul(static_cast<uint64_t>(experts), 3, "expert bytes"), static_cast<uint64_t>(m.hidden),
+                    "expert bytes"),
+        checked_mul(static_cast<uint64_t>(width), d, "expert bytes"), "expert bytes");
+    return checked_mul(per_layer, static_cast<uint64_t>(m.blocks), "expert bytes");
+  };
+  m.expert_weight_bytes = experts_bytes(m.ep.local_experts, m.intermediate_per_rank);
+  if (m.expert_parallel) {
+    // What the estimate counted for them: the graph's tensor-parallel plan splits each expert's gate and up by
+    // columns and its down by rows (cost_models/tensor_parallel.h), which needs tp to divide I (the plan refuses
+    // the graph otherwise): E x 3 x H x I / tp on a rank.
+    if (first.expert_intermediate % tp != 0)
+      throw std::logic_error("serve --engine vllm: the tensor-parallel plan of " + model + " split experts " +
+                             std::to_string(first.expert_intermediate) + " wide over " + std::to_string(tp) + " GPUs");
+    m.graph_expert_bytes = experts_bytes(m.experts, first.expert_intermediate / tp);
+    m.expert_map_bytes = checked_mul(m.ep.expert_map_bytes, static_cast<uint64_t>(m.blocks), "expert map bytes");
+  }
+  m.kernel = vllm_fused_moe_bytes({first.tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank,
+                                   m.ep.local_experts},
                                   served);
   if (mxfp4_capability > 0) {  // gpt-oss's MXFP4 experts: Mxfp4MoEMethod's Triton backend (cost_models/vllm_mxfp4.h)
     if (tp != 1 || first.expert_linears != 2 * first.experts || served != DType::BFloat16)
@@ -94,6 +121,9 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
           {"expert_intermediate_size", m.intermediate},
           {"expert_intermediate_size_per_rank", m.intermediate_per_rank},
           {"expert_weight_bytes", m.expert_weight_bytes},
+          {"expert_parallel_size", m.ep.ep_size},
+          {"local_experts", m.ep.local_experts},
+          {"expert_map_bytes", m.expert_map_bytes},
           {"chunk_tokens", m.kernel.chunk_tokens},
           {"block_size_m", m.kernel.block_size_m},
           {"topk_bytes", m.kernel.topk_bytes},
@@ -118,11 +148,18 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
                        format_bytes(m.mxfp4_layer.bias_bytes * static_cast<uint64_t>(m.blocks)),
                        format_bytes(m.kernel.total()), format_bytes(m.kernel.cache2_bytes),
                        format_bytes(m.kernel.output_bytes));
+  const std::string ep =
+      m.expert_parallel
+          ? fmt::format(", expert-parallel over {} GPUs: {} of the {} experts whole on rank 0, where tensor "
+                        "parallelism holds {} of slices of all of them; expert maps {}",
+                        m.ep.ep_size, m.ep.local_experts, m.experts, format_bytes(m.graph_expert_bytes),
+                        format_bytes(m.expert_map_bytes))
+          : "";
   return fmt::format("; the experts of {} sparse layers by vLLM's fused MoE kernel (fused_experts: {} experts, "
-                     "top-{}, {} wide, {} a rank; {} of expert weights a rank; per call {}: cache13 {}, cache2 {}, "
+                     "top-{}, {} wide, {} a rank; {} of expert weights a rank{}; per call {}: cache13 {}, cache2 {}, "
                      "output {}, top-k and alignment {})",
                      m.blocks, m.experts, m.top_k, m.intermediate, m.intermediate_per_rank,
-                     format_bytes(m.expert_weight_bytes), format_bytes(m.kernel.total()),
+                     format_bytes(m.expert_weight_bytes), ep, format_bytes(m.kernel.total()),
                      format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
                      format_bytes(m.kernel.output_bytes),
                      format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes));

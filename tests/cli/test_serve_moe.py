@@ -138,5 +138,149 @@ class FusedMoeByHand(TinyConfigCase):
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
 
+class ExpertParallelByHand(TinyConfigCase):
+    """--enable-expert-parallel (cost_models/vllm_expert_parallel.h) on the tiny qwen3_moe, by hand.
+
+    At --tp 2 vLLM's FusedMoE gets tp_size 1 and ep_size 2: each rank holds E / 2 = 2 whole experts, I_p = I = 8
+    (determine_expert_map; rank 0 holds ceil(E / 2) when 2 does not divide E), and an int32 expert_map [E] a layer.
+      expert weights a rank   2 experts x 3 x 16 x 8 x 2 B = 1,536 a layer, 3,072 for both: tensor parallelism's
+                              halves of 4 experts are 3,072 too (4 x 3 x 16 x 4 x 2 x 2)
+      expert maps             2 layers x 4 x 4 B = 32
+      weights                 tensor parallelism's 9,156 (FusedMoeByHand) - 3,072 + 3,072 + 32 = 9,188
+    Attention, the norms, the router (replicated) and the vocabulary stay as under --tp 2. The kernel runs at the
+    full width with the global E in its alignment: N = 2 I = 16, M = 64 > E_local = 2 so B = 64;
+      fused_topk 1,536; alignment (over E = 4) 1,548; cache13 64 x 2 x max(16, 16) x 2 = 4,096;
+      cache2 64 x 2 x 8 x 2 = 2,048; output 2,048: 11,276 (--tp 1's), where --tp 2 without the flag has 10,252.
+    """
+    make_config = staticmethod(tiny_moe_config)
+
+    def test_whole_experts_a_rank_and_the_kernel_at_full_width(self):
+        j = self.vllm("--tp", "2", "--enable-expert-parallel")
+        moe = j["replaced"]["fused_moe"]
+        self.assertTrue(j["settings"]["enable_expert_parallel"])
+        self.assertEqual((moe["expert_parallel_size"], moe["local_experts"]), (2, 2))
+        self.assertEqual(moe["expert_intermediate_size_per_rank"], 8)
+        self.assertEqual(moe["expert_weight_bytes"], 3072)
+        self.assertEqual(moe["expert_map_bytes"], 32)
+        self.assertEqual(j["memory"]["weights_bytes"], 9188)
+        self.assertEqual((moe["block_size_m"], moe["align_bytes"]), (64, 1548))
+        self.assertEqual((moe["cache13_bytes"], moe["cache2_bytes"]), (4096, 2048))
+        self.assertEqual(moe["kernel_bytes"], 11276)
+        # The KV cache is attention's, split by --tp as before: one KV head a rank.
+        tp = self.vllm("--tp", "2")
+        self.assertFalse(tp["settings"]["enable_expert_parallel"])
+        self.assertEqual((tp["replaced"]["fused_moe"]["expert_parallel_size"], tp["replaced"]["fused_moe"]["local_experts"]), (1, 4))
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], tp["kv_cache"]["bytes_per_token"])
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            jsonschema.validate(j, json.load(f))
+
+    def test_the_wider_kernel_costs_kv_blocks(self):
+        # Experts 1,024 wide (the kernel sets the forward's peak, FusedMoeByHand): at --tp 2 tensor parallelism runs
+        # I_p = 512: cache13 64 x 2 x 1,024 x 2 = 262,144, cache2 64 x 2 x 512 x 2 = 131,072, kernel 398,348; expert
+        # parallelism I = 1,024: 524,288 + 262,144, kernel 791,564 (393,216 more). The expert weights are equal
+        # (4 x 3 x 16 x 512 x 2 x 2 = 2 x 3 x 16 x 1,024 x 2 x 2 = 393,216), the maps add 32: the profile's peak and
+        # the weights together take 393,216 + 32 = 393,248 B more of the same budget, so the KV cache has that much
+        # less: blocks of 16 tokens x 2 layers x (K, V) x 1 head x 4 x 2 B = 512 B.
+        wide = tiny_moe_config(self.dir.name, moe_intermediate_size=1024)
+        runs = {}
+        for extra in ((), ("--enable-expert-parallel",)):
+            p = run("serve", wide, *VLLM, "--tp", "2", *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            runs[extra] = json.loads(p.stdout)
+        tp, ep = runs[()], runs[("--enable-expert-parallel",)]
+        self.assertEqual(tp["replaced"]["fused_moe"]["kernel_bytes"], 398348)
+        self.assertEqual(ep["replaced"]["fused_moe"]["kernel_bytes"], 791564)
+        self.assertEqual(ep["memory"]["weights_bytes"] - tp["memory"]["weights_bytes"], 32)
+        self.assertEqual(ep["profile_run"]["forward_peak_allocated_bytes"] - tp["profile_run"]["forward_peak_allocated_bytes"],
+                         393248)
+        available = tp["memory"]["available_kv_cache_bytes"] - 393248
+        self.assertEqual(ep["memory"]["available_kv_cache_bytes"], available)
+        self.assertEqual(ep["kv_cache"]["block_bytes"], 512)
+        blocks = available // 512
+        self.assertEqual(ep["num_gpu_blocks"], blocks)
+        # One more block does not fit.
+        self.assertGreater((blocks + 1) * 512, available)
+        self.assertLess(ep["num_gpu_blocks"], tp["num_gpu_blocks"])
+
+    def test_an_expert_count_the_gpus_do_not_divide(self):
+        # E = 5 at --tp 2: base 2, remainder 1, so rank 0 holds 3 whole experts (rank 1: 2). Elements a layer on
+        # rank 0, the experts aside: q and o halves 128 each, k and v one head 64 each, norms 40, the router 5 x 16 =
+        # 80 (replicated): 504. Tensor parallelism: + 5 x 3 x 16 x 4 = 960; x 2 layers + embedding and head halves
+        # 1,024 + norm 16 = 3,968 elements = 7,936 B + rotary cache 2,048 + inverse frequencies 4 = 9,988.
+        # Expert parallelism: + 3 x 3 x 16 x 8 = 1,152: (504 + 1,152) x 2 + 1,040 = 4,352 elements = 8,704 B + 2,052
+        # + maps 2 x 5 x 4 = 40: 10,796, 808 more than tensor parallelism's.
+        five = tiny_moe_config(self.dir.name, num_experts=5)
+        answers = {}
+        for extra in ((), ("--enable-expert-parallel",)):
+            p = run("serve", five, *VLLM, "--tp", "2", *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            answers[extra] = json.loads(p.stdout)
+        self.assertEqual(answers[()]["memory"]["weights_bytes"], 9988)
+        ep = answers[("--enable-expert-parallel",)]
+        self.assertEqual(ep["replaced"]["fused_moe"]["local_experts"], 3)
+        self.assertEqual(ep["replaced"]["fused_moe"]["expert_weight_bytes"], 2 * 3 * 3 * 16 * 8 * 2)
+        self.assertEqual(ep["memory"]["weights_bytes"], 10796)
+        # 0.8's determine_expert_map gave the last rank every remaining expert: refused there, named.
+        p = run("serve", five, *VLLM, "--tp", "2", "--enable-expert-parallel", "--engine-version", "0.8")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--engine-version 0.8", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_one_gpu_runs_without_it_as_vllm_does(self):
+        # FusedMoEParallelConfig.make: use_ep needs tp x dp > 1; vLLM takes the flag and holds every expert.
+        self.assertEqual(self.vllm("--enable-expert-parallel"), self.vllm())
+
+    def test_qwen3_30b_weights_a_rank_at_tp_2(self):
+        # The published Qwen3-30B-A3B (48 layers, H 2048, 32 query heads and 4 KV heads of 128, E = 128 of I = 768,
+        # vocab 151,936, untied, bf16) at --tp 2 with expert parallelism, rank 0's elements a layer:
+        #   q and o halves 2 x 2048 x 2048 = 8,388,608; k and v halves 2 x 2048 x 256 = 1,048,576; q_norm, k_norm
+        #   2 x 128 and two norms 2 x 2048 = 4,352; the router 128 x 2048 = 262,144 (replicated);
+        #   64 whole experts 64 x 3 x 2048 x 768 = 301,989,888: 311,693,568 a layer, x 48 = 14,961,291,264;
+        #   embedding and head halves 2 x 151,936 x 1024 = 311,164,928 (151,936 is a multiple of 64: no padding),
+        #   final norm 2048: 15,272,458,240 elements = 30,544,916,480 B;
+        # + vLLM's rotary cache 40,960 x 128 x 2 = 10,485,760, the graph's inverse frequencies [1, 64] x 2 = 128 and
+        # the expert maps 48 x 128 x 4 = 24,576: 30,555,426,944 B. Tensor parallelism's halves of all 128 experts
+        # are the same expert bytes (128 x 3 x 2048 x 384): 24,576 B less, 30,555,402,368.
+        qwen3 = os.path.join(SRC, "tests", "models", "hf_configs", "Qwen3-30B-A3B.json")
+        common = ["--graph", "decode", "--engine", "vllm", "--gpu", "H100-80GB", "--context", "32768", "--tp", "2",
+                  "--json"]
+        weights = {}
+        for extra in ((), ("--enable-expert-parallel",)):
+            p = run("serve", qwen3, *common, *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            j = json.loads(p.stdout)
+            weights[extra] = j["memory"]["weights_bytes"]
+        self.assertEqual(weights[("--enable-expert-parallel",)], 30555426944)
+        self.assertEqual(weights[()], 30555402368)
+        self.assertEqual(j["replaced"]["fused_moe"]["local_experts"], 64)
+
+    def test_refusals(self):
+        # Another engine: the flag is vLLM's.
+        p = run("serve", self.config, "--engine", "sglang", "--memory", "1GiB", "--context", "64",
+                "--enable-expert-parallel")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--enable-expert-parallel", p.stderr)
+        # Quantized experts: expert parallelism is sized for UnquantizedFusedMoEMethod's only.
+        p = run("serve", self.config, *VLLM, "--tp", "2", "--enable-expert-parallel", "--quantization", "fp8")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--enable-expert-parallel with", p.stderr)
+        self.assertIn("quantized experts", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # A dense model has no experts to split.
+        from test_serve import tiny_llama_config
+        dense = tiny_llama_config(self.dir.name)
+        p = run("serve", dense, *VLLM, "--tp", "2", "--enable-expert-parallel")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("no mixture-of-experts layer", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # gpt-oss's MXFP4 experts: vLLM's Triton MXFP4 kernel is not sized under expert parallelism.
+        gpt_oss = os.path.join(SRC, "tests", "models", "hf_configs", "gpt-oss-20b.json")
+        p = run("serve", gpt_oss, "--graph", "decode", "--engine", "vllm", "--gpu", "H100-80GB", "--context", "8192", "--tp",
+                "2", "--enable-expert-parallel")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("MXFP4", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
