@@ -34,10 +34,10 @@ inline constexpr int64_t kVllmFusedMoeChunkSize = 32768;  // envs.py VLLM_FUSED_
 struct VllmFusedMoeShape {
   int64_t tokens = 0, hidden = 0, experts = 0, top_k = 0;
   int64_t intermediate_per_rank = 0;  // I_p
-  int64_t block_size_m = 0;  // 0: get_default_config's rule above; fp8_w8a8 with a block shape: 64 (vllm_fp8_block.h)
   // The experts one rank holds (w2.size(0), get_default_config's E): 0 for all of them; expert parallelism's
   // E_local (cost_models/vllm_expert_parallel.h), while moe_align_block_size keeps the global E.
   int64_t local_experts = 0;
+  int64_t block_size_m = 0;  // 0: get_default_config's rule above; fp8_w8a8 with a block shape: 64 (vllm_fp8_block.h)
 };
 
 struct VllmFusedMoeBytes {

@@ -96,8 +96,9 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
     // The kernel with get_default_config's fp8 block config, plus the quantized activations: on the same router
     // steps as the unquantized kernel (vllm_fused_moe placed it there: its peak less its buffers is that step's).
     const uint64_t at_router = m.peak_allocated - m.kernel.total();
-    m.kernel = vllm_fused_moe_bytes(
-        {blocks.front().tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank, 64}, served);
+    VllmFusedMoeShape shape{blocks.front().tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank};
+    shape.block_size_m = 64;
+    m.kernel = vllm_fused_moe_bytes(shape, served);
     f.moe_quant_bytes =
         vllm_fp8_block_moe_quant_bytes(m.kernel.chunk_tokens, m.hidden, m.top_k, m.intermediate_per_rank, block);
     m.peak_allocated = checked_add(at_router, checked_add(m.kernel.total(), f.moe_quant_bytes, "profile bytes"),
