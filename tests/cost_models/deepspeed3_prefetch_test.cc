@@ -14,6 +14,9 @@ namespace memplan {
 namespace {
 
 using testing::buffer_named;
+using testing::bytes_named;
+using testing::live_at_step;
+using testing::step_named;
 using testing::GraphBuilder;
 using testing::int_attr;
 using testing::peak_live_bytes;
@@ -57,39 +60,6 @@ TrainingRun zero3(uint64_t prefetch, uint64_t max_live) {
   o.deepspeed.param_persistence_threshold = 2;
   o.deepspeed.max_reuse_distance = 0;
   return o;
-}
-
-uint64_t bytes_named(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  return b < 0 ? 0 : p.buffers[b].bytes;
-}
-
-bool has_step(const Program& p, const std::string& name) {
-  for (const Step& s : p.steps)
-    if (s.name == name) return true;
-  return false;
-}
-
-// Live non-resident bytes at the first step named `name` (deepspeed3_test.cc's live_at).
-uint64_t live_at(const Program& p, const std::string& name) {
-  const int32_t n = static_cast<int32_t>(p.steps.size());
-  int32_t at = -1;
-  for (int32_t s = 0; s < n && at < 0; ++s)
-    if (p.steps[s].name == name) at = s;
-  EXPECT_GE(at, 0) << name;
-  std::vector<int32_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
-  for (int32_t s = 0; s < n; ++s) {
-    for (int32_t b : p.steps[s].writes) first[b] = last[b] = s;
-    for (int32_t b : p.steps[s].reads) last[b] = std::max(last[b], s);
-  }
-  uint64_t live = 0;
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    const Buffer& buf = p.buffers[b];
-    const int32_t lo = buf.live_at_start ? 0 : first[b];
-    const int32_t hi = buf.live_at_end ? n - 1 : std::max(last[b], lo);
-    if (!buf.resident && lo >= 0 && lo <= at && at <= hi) live += buf.bytes;
-  }
-  return live;
 }
 
 // The coordinator's steps in program order: gathers, waits, prefetches and releases.
@@ -188,15 +158,15 @@ TEST(DeepSpeedZero3Prefetch, ScheduleByHandOneCoalescedHandle) {
 // 516 + 72, 12 bytes more, and no coalesced flat: peak 1716 at the same hook.
 TEST(DeepSpeedZero3Prefetch, OneLayerBucketKeepsTheModelGathered) {
   const Program p = build_training_program(mlp(), zero3(34, 1000000000)).program;
-  EXPECT_TRUE(has_step(p, "deepspeed:prefetch:(root)"));
+  EXPECT_GE(step_named(p, "deepspeed:prefetch:(root)"), 0);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.weight"), 516u);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.bias"), 72u);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l2.weight"), 132u);
-  EXPECT_FALSE(has_step(p, "deepspeed:release:l1"));
-  EXPECT_FALSE(has_step(p, "deepspeed:release:l2"));
-  EXPECT_TRUE(has_step(p, "deepspeed:release_backward:l2"));
-  EXPECT_FALSE(has_step(p, "deepspeed:fetch_backward:l1"));
-  EXPECT_EQ(live_at(p, "loss:cross_entropy"), 1208u);
+  EXPECT_LT(step_named(p, "deepspeed:release:l1"), 0);
+  EXPECT_LT(step_named(p, "deepspeed:release:l2"), 0);
+  EXPECT_GE(step_named(p, "deepspeed:release_backward:l2"), 0);
+  EXPECT_LT(step_named(p, "deepspeed:fetch_backward:l1"), 0);
+  EXPECT_EQ(live_at_step(p, "loss:cross_entropy"), 1208u);
   // In order: root's prefetch, l1's gather and prefetch (the wait on handle 0 is one parameter's: no step), no
   // release until l2's backward one, then release_backward_leftovers (l1).
   EXPECT_EQ(coordinator_steps(p), (std::vector<std::string>{"deepspeed:prefetch:(root)", "deepspeed:fetch:l1",
@@ -212,11 +182,11 @@ TEST(DeepSpeedZero3Prefetch, OneLayerBucketKeepsTheModelGathered) {
 // l1.weight 516 + l2.weight 132 = 1136. In backward l1's copies are 516 + 72 as above: peak 1716 at l1.bias's hook.
 TEST(DeepSpeedZero3Prefetch, MaxLiveParametersBoundsThePrefetch) {
   const Program p = build_training_program(mlp(), zero3(34, 150)).program;
-  EXPECT_TRUE(has_step(p, "deepspeed:release:l1"));
-  EXPECT_TRUE(has_step(p, "deepspeed:prefetch:act"));
-  EXPECT_TRUE(has_step(p, "deepspeed:prefetch_backward:act"));
-  EXPECT_FALSE(has_step(p, "deepspeed:fetch_backward:l1"));
-  EXPECT_EQ(live_at(p, "loss:cross_entropy"), 1136u);
+  EXPECT_GE(step_named(p, "deepspeed:release:l1"), 0);
+  EXPECT_GE(step_named(p, "deepspeed:prefetch:act"), 0);
+  EXPECT_GE(step_named(p, "deepspeed:prefetch_backward:act"), 0);
+  EXPECT_LT(step_named(p, "deepspeed:fetch_backward:l1"), 0);
+  EXPECT_EQ(live_at_step(p, "loss:cross_entropy"), 1136u);
   EXPECT_EQ(coordinator_steps(p),
             (std::vector<std::string>{"deepspeed:prefetch:(root)", "deepspeed:fetch:l1", "deepspeed:prefetch:l1",
                                       "deepspeed:release:l1", "deepspeed:prefetch:act", "deepspeed:release_backward:l2",
@@ -230,7 +200,7 @@ TEST(DeepSpeedZero3Prefetch, MaxLiveParametersBoundsThePrefetch) {
 TEST(DeepSpeedZero3Prefetch, ACoalescedPrefetchHoldsItsFlatUntilTheWait) {
   const Program p = build_training_program(mlp(), zero3(200, 1000000000)).program;
   EXPECT_EQ(bytes_named(p, "deepspeed:prefetch_flat:(root)"), 720u);
-  EXPECT_TRUE(has_step(p, "deepspeed:wait:l1"));
+  EXPECT_GE(step_named(p, "deepspeed:wait:l1"), 0);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.weight"), 512u);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l2.weight"), 128u);
 }

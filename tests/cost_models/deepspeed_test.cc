@@ -12,6 +12,7 @@ namespace memplan {
 namespace {
 
 using testing::buffer_named;
+using testing::bytes_named;
 using testing::GraphBuilder;
 using testing::int_attr;
 using testing::peak_live_bytes;
@@ -41,11 +42,6 @@ TrainingRun zero(int stage, uint64_t bucket, bool overlap) {
   o.deepspeed.reduce_bucket_size = bucket;
   o.deepspeed.overlap_comm = overlap;
   return o;
-}
-
-uint64_t bytes_named(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  return b < 0 ? 0 : p.buffers[b].bytes;
 }
 
 // The flat group: 178 elements padded to a multiple of 2 x 2 = 180; partition 180 / 2 = 90. Rank 0's partition is

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <gtest/gtest.h>
+
 namespace memplan::testing {
 
 int32_t GraphBuilder::add_tensor(const std::string& name, std::vector<int64_t> shape, DType dtype, TensorKind kind) {
@@ -122,6 +124,30 @@ int32_t step_named(const Program& p, const std::string& name) {
   for (size_t i = 0; i < p.steps.size(); ++i)
     if (p.steps[i].name == name) return static_cast<int32_t>(i);
   return -1;
+}
+
+uint64_t bytes_named(const Program& p, const std::string& name) {
+  const int32_t b = buffer_named(p, name);
+  return b < 0 ? 0 : p.buffers[b].bytes;
+}
+
+uint64_t live_at_step(const Program& p, const std::string& name) {
+  const int32_t n = static_cast<int32_t>(p.steps.size());
+  const int32_t at = step_named(p, name);
+  EXPECT_GE(at, 0) << name;
+  std::vector<int32_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+  for (int32_t s = 0; s < n; ++s) {
+    for (int32_t b : p.steps[s].writes) first[b] = last[b] = s;
+    for (int32_t b : p.steps[s].reads) last[b] = std::max(last[b], s);
+  }
+  uint64_t live = 0;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const Buffer& buf = p.buffers[b];
+    const int32_t lo = buf.live_at_start ? 0 : first[b];
+    const int32_t hi = buf.live_at_end ? n - 1 : std::max(last[b], lo);
+    if (!buf.resident && lo >= 0 && lo <= at && at <= hi) live += buf.bytes;
+  }
+  return live;
 }
 
 int32_t buffer_ending(const Program& p, const std::string& suffix) {

@@ -51,6 +51,10 @@ uint64_t resident_bytes(const Program& p);
 // Buffer id by name (-1 when absent) and the step index by name (-1 when absent).
 int32_t buffer_named(const Program& p, const std::string& name);
 int32_t step_named(const Program& p, const std::string& name);
+// The bytes of the buffer named `name` (0 when absent); the live non-resident bytes at the first step named `name`,
+// by peak_live_bytes' rule (a failed expectation when no step has that name).
+uint64_t bytes_named(const Program& p, const std::string& name);
+uint64_t live_at_step(const Program& p, const std::string& name);
 // The buffer whose name ends with `suffix` (-1 when absent); whether step `s` reads buffer `b`; the last step
 // reading `b` (-1 when none).
 int32_t buffer_ending(const Program& p, const std::string& suffix);
