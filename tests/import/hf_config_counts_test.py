@@ -231,7 +231,7 @@ def check_gpt_oss() -> list:
 
 
 def memplan(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([MEMPLAN, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([MEMPLAN, *args], capture_output=True, text=True, timeout=600)
 
 
 def check_counts() -> list:
