@@ -199,9 +199,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
   const bool fp8_block = a.quantization.method == "fp8" && a.quantization.block.on();
   const bool quantized = !mxfp4 && !fp8_block && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
-  // Expert parallelism is sized for unquantized experts (report/serve_vllm_moe.cc): quantized ones, a block-wise fp8
-  // checkpoint's included, are not.
-  if (s.enable_expert_parallel && tp > 1 && (quantized || fp8_block))
+  // Expert parallelism is sized for unquantized experts (report/serve_vllm_moe.cc) and a block-wise fp8 checkpoint's
+  // (report/serve_vllm_fp8.cc); other quantized ones are not.
+  if (s.enable_expert_parallel && tp > 1 && quantized)
     throw InputError("--enable-expert-parallel with " + probe.path() + "'s quantized experts: memplan sizes vLLM's "
                      "expert parallelism for unquantized experts (UnquantizedFusedMoEMethod) only");
   if (!moe.empty() && (s.enable_lora || quantized))
@@ -285,10 +285,14 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // forward's allocated bytes; the quantized layers replace the graph's.
   // --enable-expert-parallel: rank 0's whole experts and the expert maps in place of the graph's tensor-parallel
   // share of the experts (report/serve_vllm_moe.cc; the same expert bytes when tp divides the experts).
-  const uint64_t replaced = checked_add(a.quantized.dense_bytes, a.moe.expert_parallel ? a.moe.graph_expert_bytes : 0,
+  // A block-wise fp8 checkpoint's experts are already in the quantized terms (vllm_fp8_block_apply): only the maps.
+  const bool swap_experts = a.moe.expert_parallel && !fp8_block;
+  const uint64_t replaced = checked_add(a.quantized.dense_bytes, swap_experts ? a.moe.graph_expert_bytes : 0,
                                         "weights bytes");
   const uint64_t expert_parallel_bytes =
-      a.moe.expert_parallel ? checked_add(a.moe.expert_weight_bytes, a.moe.expert_map_bytes, "weights bytes") : 0;
+      !a.moe.expert_parallel ? 0
+      : swap_experts         ? checked_add(a.moe.expert_weight_bytes, a.moe.expert_map_bytes, "weights bytes")
+                             : a.moe.expert_map_bytes;
   const uint64_t loaded = checked_add(
       checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
                   checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"), "weights bytes"),

@@ -86,17 +86,23 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
   f.block_k = block.k;
   const uint64_t d = static_cast<uint64_t>(dtype_bits(served)) / 8;
   if (VllmMoeAnswer& m = a.moe; m.blocks > 0) {
-    const VllmFp8BlockExperts e =
-        vllm_fp8_block_experts(m.experts, m.hidden, m.intermediate_per_rank, a.settings.tp, block, a.model);
+    // With --enable-expert-parallel (report/serve_vllm_moe.cc) the MoE layer's tp_size is 1: rank 0's E_local whole
+    // experts (I_p = I) in place of the graph's tensor-parallel share, which the unquantized sizing already counts
+    // as graph_expert_bytes; the expert maps stay expert parallelism's (serve_vllm.cc).
+    const VllmFp8BlockExperts e = vllm_fp8_block_experts(
+        m.ep.local_experts, m.hidden, m.intermediate_per_rank, m.expert_parallel ? 1 : a.settings.tp, block, a.model);
     const uint64_t layers = static_cast<uint64_t>(m.blocks);
-    f.graph_expert_bytes = m.expert_weight_bytes;  // UnquantizedFusedMoEMethod's w13 and w2: the graph's experts
+    // UnquantizedFusedMoEMethod's w13 and w2: the graph's experts (their tensor-parallel share under expert
+    // parallelism, where expert_weight_bytes is rank 0's whole experts).
+    f.graph_expert_bytes = m.expert_parallel ? m.graph_expert_bytes : m.expert_weight_bytes;
     f.expert_weight_bytes = checked_mul(e.weight_bytes, layers, "expert bytes");
     f.expert_scale_bytes = checked_mul(e.scale_bytes, layers, "expert bytes");
     m.expert_weight_bytes = checked_add(f.expert_weight_bytes, f.expert_scale_bytes, "expert bytes");
     // The kernel with get_default_config's fp8 block config, plus the quantized activations: on the same router
     // steps as the unquantized kernel (vllm_fused_moe placed it there: its peak less its buffers is that step's).
     const uint64_t at_router = m.peak_allocated - m.kernel.total();
-    VllmFusedMoeShape shape{blocks.front().tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank};
+    VllmFusedMoeShape shape{blocks.front().tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank,
+                            m.ep.local_experts};
     shape.block_size_m = 64;
     m.kernel = vllm_fused_moe_bytes(shape, served);
     f.moe_quant_bytes =

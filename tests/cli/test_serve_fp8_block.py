@@ -145,6 +145,24 @@ class MlaMoeByHand(Fp8Case):
         self.assertEqual(fp8["replaced"]["fused_moe"]["peak_allocated_bytes"],
                          bf16["replaced"]["fused_moe"]["peak_allocated_bytes"] + 50688)
 
+    def test_expert_parallel_holds_whole_fp8_experts(self):
+        # --enable-expert-parallel at tp 2: the MoE's tp_size is 1, rank 0 holds 2 of the 4 experts whole (I = 256):
+        # w13 [2, 512, 256] + w2 [2, 256, 256] fp8 = 2 x 3 x 256 x 256 = 393,216 B (tensor parallelism's 4 x 3 x 128 x
+        # 256 alike); scales w13 [2, 2 x 2, 2] + w2 [2, 2, 2] = 24 x 4 B = 96 (tensor parallelism's [4, 2, 2] + [4, 2,
+        # 1] alike); plus expert parallelism's map, int32 [4] for the one sparse layer: 16 B more weights. The graph's
+        # tensor-parallel share of the experts, 786,432 B in bf16, is what they replace. The kernel's quantized
+        # activations at the full width (64 tokens, k 2): 64 x 256 + 64 x 2 x 4 = 16,896 and [128, 256] + 128 x 2 x 4
+        # = 33,792: 50,688 B, where tensor parallelism's I_p 128 gives 16,896 + 128 x 128 + 128 x 1 x 4 = 33,792.
+        _, tp = self.pair("--tp", "2")
+        _, ep = self.pair("--tp", "2", "--enable-expert-parallel")
+        f = ep["replaced"]["fp8_block"]
+        self.assertEqual((f["expert_fp8_bytes"], f["expert_scale_bytes"], f["graph_expert_bytes"]), (393216, 96, 786432))
+        self.assertEqual(ep["replaced"]["fused_moe"]["local_experts"], 2)
+        self.assertEqual(ep["replaced"]["fused_moe"]["expert_map_bytes"], 16)
+        self.assertEqual(ep["memory"]["weights_bytes"] - tp["memory"]["weights_bytes"], 16)
+        self.assertEqual(tp["replaced"]["fp8_block"]["moe_quantized_activation_bytes"], 33792)
+        self.assertEqual(f["moe_quantized_activation_bytes"], 50688)
+
     def test_shapes_vllm_refuses(self):
         self.refused("q_b_proj", "--tp", "2", num_attention_heads=2, num_key_value_heads=2)
         # Experts of 192 (not a multiple of block_n 128; two shared experts make a shared MLP of 384, which passes):
