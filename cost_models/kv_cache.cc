@@ -109,6 +109,74 @@ std::vector<Pair> pairs_along(const Graph& g0, const Graph& g1) {
   return pairs;
 }
 
+// A past input of the cache at the base binding (one sequence, kBaseTokens cached) and one cached token more,
+// with its present output: what KvCache's facts are read from, whether the pair was probed or stated.
+struct PastInput {
+  std::string input, output;
+  int axis = 0;
+  Tensor base, grown;
+};
+
+KvCache describe_cache(const std::string& cached_dim, const std::string& new_dim, const std::vector<PastInput>& pairs,
+                       const Symbols& symbols, const std::set<std::string>& user_bound, DType float_dtype) {
+  KvCache kv;
+  kv.cached_dim = cached_dim;
+  kv.new_dim = new_dim;
+  for (const std::string& s : symbols.all)
+    if (!user_bound.count(s) && derived_here(s)) kv.derived.push_back(s);
+  for (const PastInput& p : pairs) {
+    kv.pairs.emplace_back(p.input, p.output);
+    // [batch, kv_heads, tokens, head_dim]: the heads are axis 1 when the tokens are axis 2 of a rank-4 cache.
+    const std::vector<int64_t>& past = p.base.shape;
+    const int64_t heads = past.size() == 4 && p.axis == 2 ? past[1] : 0;
+    kv.kv_heads = &p == &pairs.front() || kv.kv_heads == heads ? heads : 0;
+    const int64_t dim = heads > 0 ? past[3] : 0;
+    kv.head_dim = &p == &pairs.front() || kv.head_dim == dim ? dim : 0;
+    if (const auto lead = symbols.leading_of.find(p.input);
+        lead != symbols.leading_of.end() &&
+        std::find(kv.batch_dims.begin(), kv.batch_dims.end(), lead->second) == kv.batch_dims.end())
+      kv.batch_dims.push_back(lead->second);
+    const DType stored = storage_dtype(p.base.dtype, float_dtype);
+    kv.bytes_per_token = checked_add(kv.bytes_per_token, bytes_as(p.grown, stored) - bytes_as(p.base, stored));
+  }
+  return kv;
+}
+
+// The cache the model's source states (a config.json's decode graph: ModelSession::stated_kv_cache), read off the
+// declared inputs without shaping the graph, which for a mixture of experts takes seconds a binding. What the
+// probes of find_kv_cache find on such a graph (tests/cost_models/kv_cache_test.cc compares them), used only
+// where they would look: both of its dimensions free, --kv-dim naming it or nothing, every other axis a number.
+std::optional<KvCache> stated_cache(ModelSession& model, const std::vector<std::string>& free,
+                                    const std::string& cached_dim, const Symbols& symbols,
+                                    const std::set<std::string>& user_bound, DType float_dtype) {
+  const StatedKvCache& stated = model.stated_kv_cache();
+  const auto is_free = [&](const std::string& s) { return std::find(free.begin(), free.end(), s) != free.end(); };
+  if (stated.pairs.empty() || !is_free(stated.cached_dim) || !is_free(stated.new_dim) ||
+      (!cached_dim.empty() && cached_dim != stated.cached_dim))
+    return std::nullopt;
+  std::map<std::string, const DeclaredInput*> declared;
+  for (const DeclaredInput& in : model.declared_inputs()) declared[in.name] = &in;
+  std::vector<PastInput> pairs;
+  for (const auto& [input, output] : stated.pairs) {
+    const auto it = declared.find(input);
+    if (it == declared.end() || it->second->dtype == DType::Undefined) return std::nullopt;
+    const DeclaredInput& in = *it->second;
+    PastInput p{input, output, stated.axis, {}, {}};
+    p.base.name = input;
+    p.base.dtype = in.dtype;
+    for (size_t a = 0; a < in.values.size(); ++a) {
+      const int64_t v = a == 0 ? 1 : static_cast<int>(a) == stated.axis ? kBaseTokens : in.values[a];
+      if (v < 0) return std::nullopt;
+      p.base.shape.push_back(v);
+    }
+    if (static_cast<size_t>(stated.axis) >= p.base.shape.size() || stated.axis == 0) return std::nullopt;
+    p.grown = p.base;
+    ++p.grown.shape[static_cast<size_t>(stated.axis)];
+    pairs.push_back(std::move(p));
+  }
+  return describe_cache(stated.cached_dim, stated.new_dim, pairs, symbols, user_bound, float_dtype);
+}
+
 }  // namespace
 
 std::vector<std::string> KvCache::tensors() const {
@@ -142,6 +210,7 @@ KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::stri
     throw InputError("--kv-dim " + cached_dim + ": the inputs of " + path + " have no symbolic dimension " + cached_dim +
                      (symbols.all.empty() ? std::string(" (they have none)")
                                           : " (they have: " + join({symbols.all.begin(), symbols.all.end()}) + ")"));
+  if (std::optional<KvCache> kv = stated_cache(model, free, cached_dim, symbols, user_bound, float_dtype)) return *kv;
   Bindings base = user;
   base.batch = 1;
   for (const std::string& s : free) base.dims[s] = kBaseTokens;
@@ -212,29 +281,10 @@ KvCache find_kv_cache(ModelSession& model, const Bindings& user, const std::stri
                      "; serve needs one dimension that counts the step's new tokens" +
                      (user.dims.empty() ? std::string() : " (serve binds the cached and new tokens itself: --dim only the others)"));
 
-  KvCache kv;
-  kv.cached_dim = dim;
-  kv.new_dim = fresh.front();
-  for (const std::string& s : symbols.all)
-    if (!user_bound.count(s) && derived_here(s)) kv.derived.push_back(s);
-  for (const Pair& p : pairs) {
-    kv.pairs.emplace_back(p.input, p.output);
-    // [batch, kv_heads, tokens, head_dim]: the heads are axis 1 when the tokens are axis 2 of a rank-4 cache.
-    const Tensor& past = tensor(g0, p.input);
-    const int64_t heads = past.shape.size() == 4 && p.axis == 2 ? past.shape[1] : 0;
-    kv.kv_heads = &p == &pairs.front() || kv.kv_heads == heads ? heads : 0;
-    const int64_t dim = heads > 0 ? past.shape[3] : 0;
-    kv.head_dim = &p == &pairs.front() || kv.head_dim == dim ? dim : 0;
-    if (const auto lead = symbols.leading_of.find(p.input);
-        lead != symbols.leading_of.end() &&
-        std::find(kv.batch_dims.begin(), kv.batch_dims.end(), lead->second) == kv.batch_dims.end())
-      kv.batch_dims.push_back(lead->second);
-    const Tensor& x0 = tensor(g0, p.input);
-    const Tensor& x1 = tensor(*g1, p.input);
-    const DType stored = storage_dtype(x0.dtype, float_dtype);
-    kv.bytes_per_token = checked_add(kv.bytes_per_token, bytes_as(x1, stored) - bytes_as(x0, stored));
-  }
-  return kv;
+  std::vector<PastInput> past;
+  for (const Pair& p : pairs)
+    past.push_back({p.input, p.output, p.axis, tensor(g0, p.input), tensor(*g1, p.input)});
+  return describe_cache(dim, fresh.front(), past, symbols, user_bound, float_dtype);
 }
 
 bool may_have_kv_cache(const Graph& g) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memplan {
@@ -53,6 +54,14 @@ struct MlaDims {
   int64_t heads = 0, layers = 0;
   int64_t router_bias_elements = 0;  // e_score_correction_bias: n_routed_experts x the sparse layers
   int64_t rotary_rows = 0;           // yarn: original_max_position_embeddings x factor (rounded up), else the limit
+};
+
+// A KV cache as its builder states it: each past input holds its cached tokens at `axis`, counted by `cached_dim`,
+// and its present output is that input grown by `new_dim` tokens along the same axis.
+struct StatedKvCache {
+  std::string cached_dim, new_dim;
+  int axis = 0;
+  std::vector<std::pair<std::string, std::string>> pairs;  // (past input, present output), in input order
 };
 
 // The graph a config becomes (--graph).

@@ -387,6 +387,15 @@ void point_at_missing_data(onnx::GraphProto& g) {
 
 }  // namespace
 
+StatedKvCache config_kv_cache(const DecoderConfig& config) {
+  StatedKvCache cache{"past_sequence_length", "sequence_length", 2, {}};
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l)
+    for (const char* part : {"key", "value"})
+      cache.pairs.emplace_back("past_key_values." + std::to_string(l) + "." + part,
+                               "present." + std::to_string(l) + "." + part);
+  return cache;
+}
+
 void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model) {
   // torch.onnx.export's model header (torch/onnx/utils.py): IR version 8 and opset 17 for torch 1.13, graph
   // "torch_jit". The producer is memplan, which built it.
@@ -398,13 +407,14 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
   opset->set_version(17);
   onnx::GraphProto& g = *model.mutable_graph();
   g.set_name("torch_jit");
-  const int64_t kv = config.num_key_value_heads, hd = config.head_dim, layers = config.num_hidden_layers;
+  const int64_t kv = config.num_key_value_heads, hd = config.head_dim;
   // deepseek_v3's DynamicCache: decompressed keys (qk_nope + qk_rope) and values (v_head_dim) per head.
   const int64_t key_dim = config.mla ? config.qk_nope_head_dim + config.qk_rope_head_dim : hd;
   const int64_t value_dim = config.mla ? config.v_head_dim : hd;
   const bool train = kind == ConfigGraph::Train;
   // tests/models/export_llama.py's and export_llama_kv.py's names (optimum's for the cache).
-  const std::string batch = train ? "batch" : "batch_size", seq = train ? "seq" : "sequence_length";
+  const StatedKvCache cache = config_kv_cache(config);
+  const std::string batch = train ? "batch" : "batch_size", seq = train ? "seq" : cache.new_dim;
   const std::string total = kind == ConfigGraph::Decode ? "total_sequence_length" : seq;
   add_tensor_value(g.add_input(), "input_ids", TensorProto::INT64, {{batch}, {seq}});
   if (!train) {
@@ -412,10 +422,9 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
     add_tensor_value(g.add_input(), "position_ids", TensorProto::INT64, {{batch}, {seq}});
   }
   if (kind == ConfigGraph::Decode)
-    for (int64_t l = 0; l < layers; ++l)
-      for (const char* part : {"key", "value"})
-        add_tensor_value(g.add_input(), "past_key_values." + std::to_string(l) + "." + part, TensorProto::FLOAT,
-                         {{batch}, {"", kv}, {"past_sequence_length"}, {"", *part == 'k' ? key_dim : value_dim}});
+    for (size_t k = 0; k < cache.pairs.size(); ++k)  // key, value of each layer
+      add_tensor_value(g.add_input(), cache.pairs[k].first, TensorProto::FLOAT,
+                       {{batch}, {"", kv}, {cache.cached_dim}, {"", k % 2 == 0 ? key_dim : value_dim}});
   LlamaBuilder builder(config, kind, g);
   builder.build();
   builder.emitter().finish(g, g.input_size() + builder.initializers(), builder.outputs(), !train);
@@ -428,15 +437,16 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
   }
   add_tensor_value(g.add_output(), "logits", TensorProto::FLOAT, {{batch}, {seq}, {"", config.vocab_size}});
   if (!train)
-    for (int64_t l = 0; l < layers; ++l)
-      for (const char* part : {"key", "value"})
-        add_tensor_value(g.add_output(), "present." + std::to_string(l) + "." + part, TensorProto::FLOAT,
-                         {{batch}, {"", kv}, {total},
-                          // torch's shape inference leaves the prefill's key (cat of the nope keys and the
-                          // expanded rope key) a named last dim
-                          config.mla && *part == 'k' && kind == ConfigGraph::Prefill
-                              ? Dim{"Concatpresent." + std::to_string(l) + ".key_dim_3"}
-                              : Dim{"", *part == 'k' ? key_dim : value_dim}});
+    for (size_t k = 0; k < cache.pairs.size(); ++k) {
+      const std::string& present = cache.pairs[k].second;
+      const bool key = k % 2 == 0;
+      add_tensor_value(g.add_output(), present, TensorProto::FLOAT,
+                       {{batch}, {"", kv}, {total},
+                        // torch's shape inference leaves the prefill's key (cat of the nope keys and the
+                        // expanded rope key) a named last dim
+                        config.mla && key && kind == ConfigGraph::Prefill ? Dim{"Concat" + present + "_dim_3"}
+                                                                          : Dim{"", key ? key_dim : value_dim}});
+    }
   point_at_missing_data(g);
 }
 

@@ -23,4 +23,8 @@ namespace memplan {
 // Fills `model` (expected empty) with the `kind` graph. `config` has been checked by parse_decoder_config.
 void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::ModelProto& model);
 
+// The decode graph's KV cache as build_llama_graph names it: past_key_values.{i}.key/value, their tokens at axis 2
+// counted by past_sequence_length, and present.{i}.key/value, longer by sequence_length (optimum's names).
+StatedKvCache config_kv_cache(const DecoderConfig& config);
+
 }  // namespace memplan

@@ -64,6 +64,9 @@ struct ReadModel {
   int64_t rotary_tables = 0;
   bool rotary_scaled = false;
   MlaDims mla;
+  // The KV cache where the source states it (a config.json's decode graph: onnx_import/llama_graph.h
+  // config_kv_cache); no pairs: not stated (an ONNX file, whose cache cost_models/kv_cache.h finds by probing).
+  StatedKvCache kv_cache;
   std::vector<std::string> warnings;
 };
 

@@ -37,6 +37,7 @@ int64_t ModelSession::rotary_dim() { return model().rotary_dim; }
 
 int64_t ModelSession::rotary_tables() { return model().rotary_tables; }
 const MlaDims& ModelSession::mla() { return model().mla; }
+const StatedKvCache& ModelSession::stated_kv_cache() { return model().kv_cache; }
 
 bool ModelSession::rotary_scaled() { return model().rotary_scaled; }
 
@@ -73,8 +74,11 @@ const std::vector<DeclaredInput>& ModelSession::declared_inputs() {
     std::vector<DeclaredInput> inputs;
     for (const auto& vi : g.input()) {
       if (inits.count(vi.name()) || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
-      DeclaredInput in{vi.name(), {}};
-      for (const auto& d : vi.type().tensor_type().shape().dim()) in.dims.push_back(d.has_dim_param() ? d.dim_param() : "");
+      DeclaredInput in{vi.name(), {}, {}, dtype_from_onnx(vi.type().tensor_type().elem_type()).value_or(DType::Undefined)};
+      for (const auto& d : vi.type().tensor_type().shape().dim()) {
+        in.dims.push_back(d.has_dim_param() ? d.dim_param() : "");
+        in.values.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      }
       inputs.push_back(std::move(in));
     }
     declared_inputs_ = std::move(inputs);

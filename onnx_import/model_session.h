@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "onnx_import/graph.h"
-#include "onnx_import/hf_config.h"  // StoredQuantization
+#include "onnx_import/hf_config.h"  // StoredQuantization, MlaDims, StatedKvCache
 #include "onnx_import/import.h"
 
 namespace memplan {
@@ -20,11 +20,14 @@ namespace memplan {
 struct ReadModel;
 
 // A graph input as the file declares it, before any binding: its name and each axis's symbolic dimension
-// (dim_param), "" where the axis is a number or has neither. Initializers and inputs that declare no tensor shape
-// are left out. What an analysis needs to choose the bindings it probes (cost_models/kv_cache.h).
+// (dim_param), "" where the axis is a number or has neither; its numbers and element type. Initializers and
+// inputs that declare no tensor shape are left out. What an analysis needs to choose the bindings it probes, or
+// to read a stated cache's shapes (cost_models/kv_cache.h).
 struct DeclaredInput {
   std::string name;
   std::vector<std::string> dims;
+  std::vector<int64_t> values;  // each axis's dim_value where it states one, else -1
+  DType dtype = DType::Undefined;  // its elem_type (Undefined where memplan does not know it)
 };
 
 class ModelSession {
@@ -63,6 +66,8 @@ class ModelSession {
   bool rotary_scaled();
   // ReadModel::mla: a deepseek_v3 config.json's latent attention (kv_lora_rank 0 for anything else).
   const MlaDims& mla();
+  // ReadModel::kv_cache: the KV cache a config.json's decode graph states (no pairs for anything else).
+  const StatedKvCache& stated_kv_cache();
   // The graph inputs as declared, in the file's order (from model(): throws as it does).
   const std::vector<DeclaredInput>& declared_inputs();
 

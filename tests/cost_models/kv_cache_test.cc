@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "onnx_import/errors.h"
+#include "onnx_import/hf_config.h"
+#include "onnx_import/model_reader.h"
 #include "onnx_import/model_session.h"
 
 namespace memplan {
@@ -53,6 +56,56 @@ TEST(KvCacheAnalysis, ProbesOneSequenceWhateverTheUserBound) {
 TEST(KvCacheAnalysis, NoCacheIsAnInputError) {
   ModelSession session(model("no_kv_tiny.onnx"));
   EXPECT_THROW(find_kv_cache(session, {}, "", DType::Float32), InputError);
+}
+
+void expect_same(const KvCache& a, const KvCache& b, const std::string& what) {
+  EXPECT_EQ(a.cached_dim, b.cached_dim) << what;
+  EXPECT_EQ(a.new_dim, b.new_dim) << what;
+  EXPECT_EQ(a.pairs, b.pairs) << what;
+  EXPECT_EQ(a.bytes_per_token, b.bytes_per_token) << what;
+  EXPECT_EQ(a.kv_heads, b.kv_heads) << what;
+  EXPECT_EQ(a.head_dim, b.head_dim) << what;
+  EXPECT_EQ(a.derived, b.derived) << what;
+  EXPECT_EQ(a.batch_dims, b.batch_dims) << what;
+}
+
+// A config.json's decode graph states its cache (ModelSession::stated_kv_cache), which find_kv_cache reads without
+// shaping the graph. The same graph written out as an ONNX file states nothing and is probed: both must agree, on
+// every architecture's layout (dense, windowed, fused projections, experts, MLA's decompressed keys), in both
+// storage types, and the stated one must shape nothing.
+TEST(KvCacheAnalysis, AConfigsStatedCacheIsWhatTheProbesFind) {
+  const std::string configs = std::string(MEMPLAN_ZOO_DIR) + "/hf_configs/";
+  const std::string tiny_mla = ::testing::TempDir() + "/tiny_deepseek_v3.json";
+  std::ofstream(tiny_mla) << R"({"model_type": "deepseek_v3", "hidden_size": 64, "intermediate_size": 96,
+    "moe_intermediate_size": 32, "num_hidden_layers": 3, "first_k_dense_replace": 1, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
+    "n_group": 2, "topk_group": 1, "routed_scaling_factor": 2.5, "norm_topk_prob": true, "topk_method": "noaux_tc",
+    "scoring_func": "sigmoid", "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 16, "v_head_dim": 16, "vocab_size": 128, "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": false, "torch_dtype": "bfloat16"})";
+  for (const std::string& path :
+       {configs + "Llama-3.2-1B.json", configs + "Qwen2.5-0.5B.json", configs + "gemma-3-270m.json",
+        configs + "Phi-3-mini-4k-instruct.json", configs + "gpt-oss-20b.json", tiny_mla}) {
+    ModelSession stated(path, "decode", "", /*vllm_serve=*/true);
+    ASSERT_FALSE(stated.stated_kv_cache().pairs.empty()) << path;
+    const std::string onnx_path = ::testing::TempDir() + "/stated_kv.onnx";
+    {
+      const ReadModel read = read_config_model(path, "decode", "", /*vllm_serve=*/true);
+      std::ofstream out(onnx_path, std::ios::binary);
+      ASSERT_TRUE(read.proto.SerializeToOstream(&out)) << path;
+    }
+    ModelSession probed(onnx_path);
+    ASSERT_TRUE(probed.stated_kv_cache().pairs.empty()) << path;
+    for (DType dtype : {DType::Float32, DType::BFloat16}) {
+      expect_same(find_kv_cache(stated, {}, "", dtype), find_kv_cache(probed, {}, "", dtype), path);
+      EXPECT_EQ(find_kv_cache(stated, {}, "past_sequence_length", dtype).bytes_per_token,
+                find_kv_cache(probed, {}, "", dtype).bytes_per_token) << path;
+    }
+    EXPECT_EQ(stated.graphs_shaped(), 0) << path;
+    EXPECT_GT(probed.graphs_shaped(), 0) << path;
+    // --kv-dim naming another dimension is probed, and refused as a file's would be.
+    EXPECT_THROW(find_kv_cache(stated, {}, "sequence_length", DType::Float32), InputError) << path;
+  }
 }
 
 }  // namespace
