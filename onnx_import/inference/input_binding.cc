@@ -140,7 +140,7 @@ Value InputBinder::bind_shape(const onnx::ValueInfoProto& vi, std::map<std::stri
     return v;
   }
   if (!has_shape) {
-    unbound_.push_back("input '" + name + "' has no declared shape (bind it with --input " + name + "=DxDx...)");
+    add_unbound("", "input '" + name + "' has no declared shape", " (bind it with --input " + name + "=DxDx...)");
     return v;
   }
   for (int a = 0; a < dims.size(); ++a) {
@@ -162,20 +162,23 @@ Value InputBinder::bind_shape(const onnx::ValueInfoProto& vi, std::map<std::stri
         v.shape.push_back(symbols.emplace(d.dim_param(), *sum).first->second);
         continue;
       }
-      const std::string where = "input '" + name + "' axis " + std::to_string(a) + " ('" + d.dim_param() + "'";
       std::string terms;
       for (const std::string& t : free_terms) terms += (terms.empty() ? "" : ", ") + t;
-      unbound_.push_back(free_terms.empty()
-                             ? where + "): bind it with --dim " + d.dim_param() + "=N" + (a == 0 ? " or --batch N" : "") +
-                                   " or --input " + name + "=..."
-                             : where + ", the sum of its terms): bind " + terms + " with --dim NAME=N, or the sum with --dim " +
-                                   d.dim_param() + "=N or --input " + name + "=...");
+      add_unbound(d.dim_param(),
+                  "input '" + name + "' axis " + std::to_string(a) + " ('" + d.dim_param() + "'" +
+                      (free_terms.empty() ? "" : ", the sum of its terms"),
+                  free_terms.empty()
+                      ? "): bind it with --dim " + d.dim_param() + "=N" + (a == 0 ? " or --batch N" : "") +
+                            " or --input " + name + "=..."
+                      : "): bind " + terms + " with --dim NAME=N, or the sum with --dim " + d.dim_param() +
+                            "=N or --input " + name + "=...");
     } else if (a == 0 && b_.batch) {
       v.shape.push_back(*b_.batch);
       continue;
     } else {
-      unbound_.push_back("input '" + name + "' axis " + std::to_string(a) + " (unnamed): bind it with " +
-                         (a == 0 ? std::string("--batch N or ") : std::string()) + "--input " + name + "=...");
+      add_unbound("", "input '" + name + "' axis " + std::to_string(a) + " (unnamed)",
+                  ": bind it with " + (a == 0 ? std::string("--batch N or ") : std::string()) + "--input " + name +
+                      "=...");
     }
     v.shape.push_back(0);
   }
@@ -324,6 +327,16 @@ Value InputBinder::bind_value(const onnx::ValueInfoProto& vi, const Bindings::In
   return v;
 }
 
+void InputBinder::add_unbound(std::string symbol, std::string where, std::string fix) {
+  if (!symbol.empty())
+    for (Unbound& u : unbound_)
+      if (u.symbol == symbol) {
+        ++u.more;
+        return;
+      }
+  unbound_.push_back({std::move(symbol), std::move(where), std::move(fix), 0});
+}
+
 std::map<std::string, Value> InputBinder::bind(std::map<std::string, int64_t>& symbols) {
   std::set<std::string> initializers;
   for (const auto& i : graph_.initializer()) initializers.insert(i.name());
@@ -347,7 +360,12 @@ std::map<std::string, Value> InputBinder::bind(std::map<std::string, int64_t>& s
     if (!initializers.count(vi.name()) && !first(vi.name())) values[vi.name()] = bind_one(vi, symbols);
   if (!unbound_.empty()) {
     std::string msg = "unbound dimension" + std::string(unbound_.size() > 1 ? "s" : "") + ":";
-    for (const auto& u : unbound_) msg += "\n  " + u;
+    for (const Unbound& u : unbound_) {
+      msg += "\n  " + u.where;
+      if (u.more > 0)  // "input 'ids' axis 0 ('batch'; 95 more input axes share it): bind it with ..."
+        msg += "; " + std::to_string(u.more) + " more input ax" + (u.more == 1 ? "is shares" : "es share") + " it";
+      msg += u.fix;
+    }
     throw InputError(msg);
   }
   return values;

@@ -34,9 +34,18 @@ class InputBinder {
   void check_flags(const std::set<std::string>& initializers) const;
   void bind_symbol(const std::string& symbol, int64_t value, const std::string& input, std::map<std::string, int64_t>& symbols);
 
+  // One line of the unbound-dimension error: the first input axis a free dimension was met at, how to bind it,
+  // and how many more input axes share its symbol (a decoder's 2 x layers past inputs share the batch: one line).
+  struct Unbound {
+    std::string symbol;  // "": an input without a shape, or an unnamed axis (never merged)
+    std::string where, fix;
+    int more = 0;
+  };
+  void add_unbound(std::string symbol, std::string where, std::string fix);
+
   const onnx::GraphProto& graph_;
   const Bindings& b_;
-  std::vector<std::string> unbound_;
+  std::vector<Unbound> unbound_;
 };
 
 }  // namespace memplan::shape

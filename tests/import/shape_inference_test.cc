@@ -2,6 +2,7 @@
 // every expected shape is worked out by hand in the comment beside it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ctime>
 #include <string>
 
@@ -540,6 +541,20 @@ TEST(Bindings, UnboundDimsAreListedWithTheFlagThatBindsThem) {
   EXPECT_TRUE(contains(msg, "--dim seq=N")) << msg;
   EXPECT_TRUE(contains(msg, "input 'm' axis 0 (unnamed)")) << msg;
   EXPECT_TRUE(contains(msg, "--input m=")) << msg;
+}
+
+// A symbol free at many input axes is one line, at the first axis, counting the others: a decoder's 2 x layers past
+// inputs share batch and past (here 2 + 3 axes), and the line says how to bind it.
+TEST(Bindings, ASymbolFreeAtManyAxesIsOneLine) {
+  const std::string msg = error_of(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[batch, seq] ids, float[batch, 2, past, 4] k0, float[batch, 2, past, 4] v0) => (float[batch, seq] y) {
+      y = Relu(ids)
+    })");
+  EXPECT_TRUE(contains(msg, "input 'ids' axis 0 ('batch'; 2 more input axes share it): bind it with --dim batch=N or "
+                            "--batch N or --input ids=...")) << msg;
+  EXPECT_TRUE(contains(msg, "input 'k0' axis 2 ('past'; 1 more input axis shares it): bind it with --dim past=N")) << msg;
+  EXPECT_TRUE(contains(msg, "input 'ids' axis 1 ('seq'): bind it with --dim seq=N")) << msg;
+  EXPECT_EQ(std::count(msg.begin(), msg.end(), '\n'), 3) << msg;  // the heading and three lines
 }
 
 TEST(Bindings, BatchBindsLeadingDimsAndDimBindsByName) {
