@@ -38,6 +38,9 @@ def commands(deepseek):
         ["serve", H + "Qwen3-30B-A3B.json", "--graph", "decode", "--gpu", "H100-80GB", "--engine", "eager",
          "--context", "4096"],
         ["serve", H + "Qwen3-30B-A3B.json", "--graph", "decode", "--gpu", "H100-80GB", "--engine", "vllm"],
+        # a decoder's estimate: the KV cache's prefill and decode steps beside the bound one
+        ["estimate", H + "Qwen3-30B-A3B.json", "--graph", "decode", "--batch", "1", "--dim", "sequence_length=1",
+         "--dim", "past_sequence_length=2048", "--dim", "total_sequence_length=2049", "--dtype", "bf16"],
         # fit searches the batch itself (no --batch)
         ["fit", H + "Qwen3-30B-A3B.json", "--graph", "prefill", "--dim", "sequence_length=2048", "--dim",
          "total_sequence_length=2048", "--dtype", "bf16", "--gpu", "H100-80GB"],

@@ -40,7 +40,7 @@ import unittest
 
 import jsonschema
 
-from tiny_serve import SRC, VLLM, TinyConfigCase, run, write_config
+from tiny_serve import SRC, VLLM, TinyConfigCase, deepseek_v3_config, run, write_config
 
 FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 
@@ -54,15 +54,8 @@ def dense_config(directory, **overrides):
 
 
 def mla_config(directory, **overrides):
-    config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 256,
-              "intermediate_size": 256, "num_hidden_layers": 2, "first_k_dense_replace": 1, "num_attention_heads": 4,
-              "num_key_value_heads": 4, "q_lora_rank": 128, "kv_lora_rank": 128, "qk_nope_head_dim": 128,
-              "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 4, "n_group": 2, "topk_group": 1,
-              "num_experts_per_tok": 2, "moe_intermediate_size": 256, "n_shared_experts": 1, "vocab_size": 256,
-              "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": False,
-              "torch_dtype": "bfloat16", "hidden_act": "silu", "norm_topk_prob": True, "routed_scaling_factor": 2.5,
-              "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1, "ep_size": 1}
-    return write_config(directory, config, **overrides)
+    return deepseek_v3_config(directory, hidden=256, heads=4, q_lora=128, kv_lora=128, nope=128, rope=64, v=128,
+                              intermediate=256, moe_intermediate=256, vocab=256, **overrides)
 
 
 class Fp8Case(TinyConfigCase):

@@ -39,20 +39,12 @@ import unittest
 
 import jsonschema
 
-from tiny_serve import SRC, VLLM, TinyConfigCase, run, write_config
+from tiny_serve import SRC, VLLM, TinyConfigCase, deepseek_v3_config, run, write_config
 
 
 def tiny_mla_config(directory, **overrides):
-    config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 16,
-              "intermediate_size": 32, "num_hidden_layers": 2, "first_k_dense_replace": 1, "num_attention_heads": 2,
-              "num_key_value_heads": 2, "q_lora_rank": 8, "kv_lora_rank": 8, "qk_nope_head_dim": 4,
-              "qk_rope_head_dim": 2, "v_head_dim": 4, "n_routed_experts": 4, "n_group": 2, "topk_group": 1,
-              "num_experts_per_tok": 2, "moe_intermediate_size": 8, "n_shared_experts": 1, "vocab_size": 64,
-              "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": False,
-              "torch_dtype": "bfloat16", "hidden_act": "silu", "norm_topk_prob": True, "routed_scaling_factor": 2.5,
-              "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1, "ep_size": 1}
-    return write_config(directory, config, **overrides)
-
+    return deepseek_v3_config(directory, hidden=16, heads=2, q_lora=8, kv_lora=8, nope=4, rope=2, v=4,
+                              intermediate=32, moe_intermediate=8, vocab=64, **overrides)
 
 
 class MlaByHand(TinyConfigCase):
