@@ -359,6 +359,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   }
   build_llama_graph(config, kind, model.proto);
   if (kind == ConfigGraph::Decode) model.kv_cache = config_kv_cache(config);
+  model.dim_sums = config_dim_sums(kind);
   model.file_bytes = text.size();
   model.max_positions = config.max_position_embeddings;
   model.rotary_dim = config.rotary_dim;

@@ -17,6 +17,23 @@ bool names_model(const std::exception& e, const std::string& path) {
   return std::string_view(e.what()).substr(0, path.size()) == path;
 }
 
+// `bindings` with the sums the model's source states (ReadModel::dim_sums) bound from their terms, where every
+// term is bound and the sum is not.
+Bindings with_stated_sums(const ReadModel& model, const Bindings& bindings) {
+  Bindings b = bindings;
+  for (const auto& [sum, terms] : model.dim_sums) {
+    if (b.dims.count(sum)) continue;
+    int64_t total = 0;
+    bool bound = true;
+    for (const std::string& t : terms) {
+      const auto it = b.dims.find(t);
+      if (it == b.dims.end() || __builtin_add_overflow(total, it->second, &total)) bound = false;
+    }
+    if (bound && !terms.empty()) b.dims[sum] = total;
+  }
+  return b;
+}
+
 }  // namespace
 
 std::vector<std::string> summed_dim_terms(const std::string& dim_param) {
@@ -29,9 +46,10 @@ std::vector<std::string> summed_dim_terms(const std::string& dim_param) {
   return terms;
 }
 
-Graph import_model(const ReadModel& model, const std::string& path, const Bindings& bindings,
+Graph import_model(const ReadModel& model, const std::string& path, const Bindings& user_bindings,
                    ModelOverview& overview) {
   overview = describe_model(path, model);
+  const Bindings bindings = with_stated_sums(model, user_bindings);
   try {
     InferenceResult inferred = infer_shapes(model.proto, bindings);
     if (!inferred.if_branches.empty()) {

@@ -387,6 +387,18 @@ void point_at_missing_data(onnx::GraphProto& g) {
 
 }  // namespace
 
+namespace {
+// The attention mask's length: the cached and the new tokens (ORT GenAI's name, and export_llama_kv.py's).
+constexpr const char* kTotalTokensDim = "total_sequence_length";
+}  // namespace
+
+std::map<std::string, std::vector<std::string>> config_dim_sums(ConfigGraph kind) {
+  if (kind == ConfigGraph::Train) return {};
+  const StatedKvCache names = config_kv_cache(DecoderConfig{});
+  if (kind == ConfigGraph::Prefill) return {{kTotalTokensDim, {names.new_dim}}};
+  return {{kTotalTokensDim, {names.cached_dim, names.new_dim}}};
+}
+
 StatedKvCache config_kv_cache(const DecoderConfig& config) {
   StatedKvCache cache{"past_sequence_length", "sequence_length", 2, {}};
   for (int64_t l = 0; l < config.num_hidden_layers; ++l)
@@ -415,10 +427,10 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
   // tests/models/export_llama.py's and export_llama_kv.py's names (optimum's for the cache).
   const StatedKvCache cache = config_kv_cache(config);
   const std::string batch = train ? "batch" : "batch_size", seq = train ? "seq" : cache.new_dim;
-  const std::string total = kind == ConfigGraph::Decode ? "total_sequence_length" : seq;
+  const std::string total = kind == ConfigGraph::Decode ? kTotalTokensDim : seq;
   add_tensor_value(g.add_input(), "input_ids", TensorProto::INT64, {{batch}, {seq}});
   if (!train) {
-    add_tensor_value(g.add_input(), "attention_mask", TensorProto::INT64, {{batch}, {"total_sequence_length"}});
+    add_tensor_value(g.add_input(), "attention_mask", TensorProto::INT64, {{batch}, {kTotalTokensDim}});
     add_tensor_value(g.add_input(), "position_ids", TensorProto::INT64, {{batch}, {seq}});
   }
   if (kind == ConfigGraph::Decode)

@@ -15,6 +15,10 @@
 // tests/import/hf_config_test.py checks this against torch.onnx.export at test time.
 #pragma once
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "onnx/onnx_pb.h"
 #include "onnx_import/hf_config.h"
 
@@ -26,5 +30,9 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
 // The decode graph's KV cache as build_llama_graph names it: past_key_values.{i}.key/value, their tokens at axis 2
 // counted by past_sequence_length, and present.{i}.key/value, longer by sequence_length (optimum's names).
 StatedKvCache config_kv_cache(const DecoderConfig& config);
+
+// The dimensions of the `kind` graph that are sums of others: the attention mask's total_sequence_length, the cached
+// and new tokens of a decode step, the new tokens of a prefill (ReadModel::dim_sums).
+std::map<std::string, std::vector<std::string>> config_dim_sums(ConfigGraph kind);
 
 }  // namespace memplan

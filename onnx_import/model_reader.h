@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,10 @@ struct ReadModel {
   // The KV cache where the source states it (a config.json's decode graph: onnx_import/llama_graph.h
   // config_kv_cache); no pairs: not stated (an ONNX file, whose cache cost_models/kv_cache.h finds by probing).
   StatedKvCache kv_cache;
+  // Dimensions the source defines as sums of others (a config.json's attention mask: total_sequence_length =
+  // past_sequence_length + sequence_length in its decode graph), which import_model binds from their terms when
+  // every term is bound and the sum is not; empty for an ONNX file.
+  std::map<std::string, std::vector<std::string>> dim_sums;
   std::vector<std::string> warnings;
 };
 

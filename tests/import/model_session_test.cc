@@ -131,5 +131,31 @@ TEST(SummedDims, ASumPastSixtyFourBitsIsAShapeOverflow) {
   }
 }
 
+// A config.json's graphs state their attention mask's length as the tokens it covers (config_dim_sums): bound from
+// them when the user binds those and not the sum, and never over a sum the user binds.
+TEST(ModelSession, AConfigsMaskLengthIsBoundFromTheTokens) {
+  const std::string config = std::string(MEMPLAN_SOURCE_DIR) + "/tests/models/hf_configs/Llama-3.2-1B.json";
+  ModelSession decode(config, "decode");
+  const auto g = decode.shape(step(2, 7, 3));
+  EXPECT_EQ(shape_of(*g, "attention_mask"), (std::vector<int64_t>{2, 10}));  // 7 cached + 3 new
+  EXPECT_EQ(shape_of(*g, "present.15.value"), (std::vector<int64_t>{2, 8, 10, 64}));
+  Bindings prefill;
+  prefill.batch = 1;
+  prefill.dims = {{"sequence_length", 5}};
+  EXPECT_EQ(shape_of(*ModelSession(config, "prefill").shape(prefill), "attention_mask"), (std::vector<int64_t>{1, 5}));
+  Bindings given = step(1, 7, 3);
+  given.dims["total_sequence_length"] = 10;
+  EXPECT_EQ(shape_of(*decode.shape(given), "attention_mask"), (std::vector<int64_t>{1, 10}));
+  Bindings past_only;  // a term unbound: the mask stays unbound, and says so
+  past_only.batch = 1;
+  past_only.dims = {{"past_sequence_length", 7}};
+  try {
+    decode.shape(past_only);
+    ADD_FAILURE() << "shaped without sequence_length";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "('total_sequence_length')")) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace memplan
