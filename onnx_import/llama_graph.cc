@@ -3,6 +3,7 @@
 #include "onnx_import/decoder_builder.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/graph.h"
+#include "onnx_import/hf_param_order.h"
 
 #include <algorithm>
 #include <cmath>
@@ -439,6 +440,7 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
                        {{batch}, {"", kv}, {cache.cached_dim}, {"", k % 2 == 0 ? key_dim : value_dim}});
   LlamaBuilder builder(config, kind, g);
   builder.build();
+  order_as_registered(config, g);  // transformers' model.parameters() order (onnx_import/hf_param_order.h)
   builder.emitter().finish(g, g.input_size() + builder.initializers(), builder.outputs(), !train);
   // The tie the config states, which folding hides (the head reads a transposed copy of the embedding): recorded in
   // the model's metadata, so that the head is held once (Graph::recorded_tied_copies) here and in an exported file.

@@ -7,7 +7,8 @@ tests/models/export_llama.py exports the zoo's *_train.onnx (train mode, Trainin
 constant folding; Debian's torch 1.13), and memplan's in-memory graph (written by the hf_config_dump test tool)
 must equal torch's node for node, in order: op type, name, inputs, outputs, attributes and Constant values (the
 rotary inverse frequencies, which torch computes with its own float32 pow, within 1e-6 relative); initializer
-names, dtypes and dims; graph inputs and outputs with their shapes. Then memplan's JSON answers on the two files
+names, dtypes and dims, in order (the module's state-dict order: model.parameters()', which FSDP and DeepSpeed
+flatten in; tests/models' modules register their submodules as transformers' __init__ does); graph inputs and outputs with their shapes. Then memplan's JSON answers on the two files
 must be byte-identical but for the model's path (and, for inspect, the file's size and producer): estimate in
 inference and in a training step, and inspect, which lists every tensor's shape.
 
@@ -240,8 +241,11 @@ def compare_graphs(name: str, torch_model: onnx.ModelProto, ours: onnx.ModelProt
             break
     inits_a = [(t.name, t.data_type, tuple(t.dims)) for t in ga.initializer]
     inits_b = [(t.name, t.data_type, tuple(t.dims)) for t in gb.initializer]
-    if inits_a != inits_b:
-        errors.append(f"{name}: initializers differ: {set(inits_a) ^ set(inits_b) or 'order'}")
+    if set(inits_a) != set(inits_b):
+        errors.append(f"{name}: initializers differ: {set(inits_a) ^ set(inits_b)}")
+    elif inits_a != inits_b:  # the order is the module's state dict's, which FSDP and DeepSpeed flatten in
+        i = next(k for k, (a, b) in enumerate(zip(inits_a, inits_b)) if a != b)
+        errors.append(f"{name}: initializer {i} is {inits_a[i][0]} in torch's export, {inits_b[i][0]} in memplan's")
     for part in ("input", "output"):
         a, b = [value_info(v) for v in getattr(ga, part)], [value_info(v) for v in getattr(gb, part)]
         if a != b:

@@ -257,6 +257,14 @@ def stitch(model: onnx.ModelProto, layers: int) -> None:
         raise SystemExit("a node after layer 1 comes before its last node")
 
     clones = []
+    # The clones' parameters go where a full export has them: after layer k-1's, before norm and lm_head, each
+    # layer's in layer 1's order (the module's state-dict order, model.parameters()' order: FSDP and DeepSpeed
+    # flatten in it); the transposed copies folding made (inference exports) at the end, in layer 1's order too.
+    order1 = [t.name for t in graph.initializer if t.name in owned1]
+    params1 = [n for n in order1 if n.startswith("layers.1.")]
+    insert_at = max(i for i, t in enumerate(graph.initializer) if t.name in params1) + 1
+    cloned_params: List[TensorProto] = []
+    cloned_copies: List[TensorProto] = []
     previous_out = layer1_out
     for k in range(2, layers):
         def rename(name: str, k: int = k, previous_out: str = previous_out) -> str:
@@ -278,10 +286,10 @@ def stitch(model: onnx.ModelProto, layers: int) -> None:
             clone.input[:] = [rename(n) for n in clone.input]
             clone.output[:] = [rename(n) for n in clone.output]
             clones.append(clone)
-        for name in sorted(owned1):
+        for name in order1:
             tensor = copy.deepcopy(initializers[name])
             tensor.name = rename(name)
-            graph.initializer.append(tensor)
+            (cloned_params if name in params1 else cloned_copies).append(tensor)
         for value, where in [(v, graph.input) for v in cache_inputs] + [(v, graph.output) for v in cache_outputs]:
             clone = copy.deepcopy(value)
             clone.name = rename(value.name)
@@ -294,6 +302,9 @@ def stitch(model: onnx.ModelProto, layers: int) -> None:
             raise SystemExit("layer 1's output is a graph output")
     del graph.node[:]
     graph.node.extend(nodes[:last + 1] + clones + nodes[last + 1:])
+    existing = [copy.deepcopy(t) for t in graph.initializer]
+    del graph.initializer[:]
+    graph.initializer.extend(existing[:insert_at] + cloned_params + existing[insert_at:] + cloned_copies)
     del graph.value_info[:]
 
 
@@ -384,6 +395,12 @@ def check_pipeline(name: str, training: bool, direct: onnx.ModelProto) -> None:
             raise SystemExit(f"{name} ({'train' if training else 'eval'}): the stitched graph's {part} differ from "
                              f"torch.onnx's: {sum(only_a.values())} only in torch's, {sum(only_b.values())} only stitched"
                              f" ({len(direct.graph.node)} and {len(rebuilt.graph.node)} nodes)")
+    # The parameters' order too (the module's state-dict order, model.parameters()': FSDP, DeepSpeed and DDP's
+    # buckets follow it); folding's transposed copies are named differently in the two and left out.
+    params = lambda m: [t.name for t in m.graph.initializer if not t.name.startswith("onnx::") and "__" not in t.name]
+    if params(direct) != params(rebuilt):
+        raise SystemExit(f"{name} ({'train' if training else 'eval'}): the stitched graph's parameters are in another "
+                         f"order than torch.onnx's: {params(rebuilt)[:8]}... vs {params(direct)[:8]}...")
     print(f"{name} ({'train' if training else 'eval'}): stitched from {TRACED_LAYERS} layers = torch.onnx's "
           f"{len(direct.graph.node)} nodes", flush=True)
 

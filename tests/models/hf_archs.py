@@ -134,13 +134,14 @@ class Attention(nn.Module):
         self.cfg = cfg
         self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         h, q, kv = cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
-        if cfg.model_type == "phi3":
+        if cfg.model_type == "phi3":  # Phi3Attention.__init__ registers o_proj before qkv_proj
+            self.o_proj = nn.Linear(q, h, bias=cfg.attention_bias)
             self.qkv_proj = nn.Linear(h, q + 2 * kv, bias=False)
         else:
             self.q_proj = nn.Linear(h, q, bias=cfg.attention_bias)
             self.k_proj = nn.Linear(h, kv, bias=cfg.attention_bias)
             self.v_proj = nn.Linear(h, kv, bias=cfg.attention_bias)
-        self.o_proj = nn.Linear(q, h, bias=cfg.attention_bias)
+            self.o_proj = nn.Linear(q, h, bias=cfg.attention_bias)
         if cfg.model_type == "gemma3_text":  # after o_proj in Gemma3Attention: their parameters come after o_proj's
             self.q_norm = GemmaRMSNorm(cfg.head_dim, cfg.rms_norm_eps)
             self.k_norm = GemmaRMSNorm(cfg.head_dim, cfg.rms_norm_eps)
@@ -213,13 +214,15 @@ class DecoderLayer(nn.Module):
         self.cfg = cfg
         norm = (lambda: GemmaRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)) if cfg.gemma else \
             (lambda: llama.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps))
-        self.input_layernorm = norm()
+        # Gemma2DecoderLayer / Gemma3DecoderLayer / Phi3DecoderLayer.__init__'s order: self_attn, mlp,
+        # input_layernorm, post_attention_layernorm, then Gemma's pre_feedforward_layernorm and
+        # post_feedforward_layernorm (model.parameters()' order).
         self.self_attn = Attention(cfg)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = norm()
         self.post_attention_layernorm = norm()
         if cfg.gemma:
             self.pre_feedforward_layernorm = norm()
-        self.mlp = MLP(cfg)
-        if cfg.gemma:
             self.post_feedforward_layernorm = norm()
 
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):

@@ -246,9 +246,10 @@ class DeepseekMoE(nn.Module):
         self.cfg = cfg
         self.hidden_dim, self.num_experts, self.top_k = h, cfg.n_routed_experts, cfg.num_experts_per_tok
         self.worst = cfg.routing == "worst"
-        self.gate = TopkRouter(cfg)
+        # DeepseekV3MoE.__init__'s order: experts, gate (the router), shared_experts.
         self.experts = nn.ModuleList(hf_moe.Expert(h, cfg.moe_intermediate_size, False)
                                      for _ in range(cfg.n_routed_experts))
+        self.gate = TopkRouter(cfg)
         self.shared_experts = hf_moe.Expert(h, cfg.moe_intermediate_size * cfg.n_shared_experts, False)
 
     def forward(self, x):
@@ -262,10 +263,11 @@ class DeepseekDecoderLayer(nn.Module):
     def __init__(self, cfg: DeepseekConfig, layer: int):
         super().__init__()
         b = cfg.base
-        self.input_layernorm = llama.RMSNorm(b.hidden_size, b.rms_norm_eps)
+        # DeepseekV3DecoderLayer.__init__'s order: self_attn, mlp, input_layernorm, post_attention_layernorm.
         self.self_attn = MlaAttention(cfg)
-        self.post_attention_layernorm = llama.RMSNorm(b.hidden_size, b.rms_norm_eps)
         self.mlp = DeepseekMoE(cfg) if cfg.sparse(layer) else llama.MLP(b)
+        self.input_layernorm = llama.RMSNorm(b.hidden_size, b.rms_norm_eps)
+        self.post_attention_layernorm = llama.RMSNorm(b.hidden_size, b.rms_norm_eps)
 
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
         if not cache:

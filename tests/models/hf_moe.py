@@ -99,6 +99,8 @@ class SparseMoeBlock(nn.Module):
         h = cfg.base.hidden_size
         self.hidden_dim, self.num_experts, self.top_k = h, cfg.num_experts, cfg.num_experts_per_tok
         self.norm_topk_prob = cfg.model_type == "mixtral" or cfg.norm_topk_prob
+        # MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock.__init__'s order: the router (gate),
+        # the experts, then Qwen2-MoE's shared_expert and shared_expert_gate.
         self.gate = nn.Linear(h, cfg.num_experts, bias=False)
         mixtral = cfg.model_type == "mixtral"
         self.experts = nn.ModuleList(Expert(h, cfg.moe_intermediate_size, mixtral) for _ in range(cfg.num_experts))
@@ -149,11 +151,13 @@ class MoeDecoderLayer(nn.Module):
     def __init__(self, cfg: MoeConfig, layer: int):
         super().__init__()
         base = cfg.base
-        self.input_layernorm = llama.RMSNorm(base.hidden_size, base.rms_norm_eps)
+        # MixtralDecoderLayer / Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer.__init__'s order: self_attn, the MLP
+        # (block_sparse_moe or mlp), input_layernorm, post_attention_layernorm (model.parameters()' order).
         self.self_attn = llama.Attention(base)
-        self.post_attention_layernorm = llama.RMSNorm(base.hidden_size, base.rms_norm_eps)
         self.mlp_name = "block_sparse_moe" if cfg.model_type == "mixtral" else "mlp"
         setattr(self, self.mlp_name, SparseMoeBlock(cfg) if cfg.sparse(layer) else llama.MLP(base))
+        self.input_layernorm = llama.RMSNorm(base.hidden_size, base.rms_norm_eps)
+        self.post_attention_layernorm = llama.RMSNorm(base.hidden_size, base.rms_norm_eps)
 
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
         """llama.DecoderLayer.forward's two forms: without `cache` the output, with it (output, present)."""

@@ -296,10 +296,14 @@ class MLP(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: LlamaConfig, device=None, lora: Optional[LoraConfig] = None):
         super().__init__()
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
+        # LlamaDecoderLayer.__init__'s registration order (transformers models/llama/modeling_llama.py at
+        # 002272831f; Mistral's, Qwen2's and Qwen3's decoder layers the same): self_attn, mlp, then both norms. It is
+        # model.parameters()' order, which FSDP's flat parameter and DeepSpeed's flat groups follow, and torch.onnx's
+        # initializers (the state dict's order) with it.
         self.self_attn = Attention(cfg, device, lora)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
         self.mlp = MLP(cfg, device, lora)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
 
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
         if not cache:
