@@ -46,7 +46,7 @@ void TrainingStep::ds3_find_modules() {
     auto it = by_name.find(owner);
     if (it == by_name.end()) {
       it = by_name.emplace(owner, static_cast<int32_t>(ds3_modules_.size())).first;
-      ds3_modules_.push_back({owner, {}, -1, -1, -1, -1, false});
+      ds3_modules_.push_back({owner, {}, -1, -1, -1, -1, -1, false});
     }
     ds3_index_[p] = static_cast<int32_t>(ds3_tensor_.size());
     ds3_tensor_.push_back(p);
@@ -77,22 +77,14 @@ void TrainingStep::ds3_find_modules() {
       throw InputError(where + "the ops reading module '" + ds3_modules_[order[k - 1]].name + "' and module '" +
                        ds3_modules_[order[k]].name + "' interleave: not modelled (one fetch per module call; a module "
                        "called twice, or a parameter another module reads too, such as an embedding the head reuses)");
-  // The trace: forward fetches, then backward fetches in the backward's order (the latest last op first).
+  // The trace: forward fetches, then backward fetches in the backward's order (the latest last op first), with the
+  // checkpointed segments' recomputations (training_deepspeed3_recompute.cc).
   std::vector<std::vector<int32_t>> trace;
   for (int32_t m : order) {
     ds3_modules_[m].forward_at = static_cast<int32_t>(trace.size());
     trace.push_back(ds3_modules_[m].params);
   }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Ds3Module& m = ds3_modules_[*it];
-    const bool output_grad = outputs_need_grad(m.first_op, m.last_op, [](int32_t) { return true; });
-    bool input_grad = false;
-    for (int32_t t : context_.ops[m.first_op].inputs) input_grad = input_grad || (!ds3_param(t) && context_.requires_grad[t]);
-    if (!output_grad) continue;
-    m.backward_at = static_cast<int32_t>(trace.size());
-    m.post_backward = input_grad;
-    trace.push_back(m.params);
-  }
+  ds3_backward_trace(order, trace);
   const DeepSpeedZero& z = ds_config_;
   ds3_persistent_ = zero3_persistent(ds3_numel_, z.param_persistence_threshold, z.model_persistence_threshold);
   ds3_releases_ = zero3_releases(trace, ds3_numel_, ds3_persistent_, z.max_reuse_distance);
@@ -192,7 +184,8 @@ void TrainingStep::ds3_gather(const std::string& module, const std::vector<int32
   std::vector<uint64_t> numel;
   for (int32_t q : missing) numel.push_back(ds3_numel_[q]);
   const Zero3Gather g = zero3_gather(numel, options_.gpus);
-  Step st{std::string(phase == Phase::Forward ? "deepspeed:fetch:" : "deepspeed:fetch_backward:") + module,
+  const char* kind = recomputing_ ? "deepspeed:fetch_recompute:" : phase == Phase::Forward ? "deepspeed:fetch:" : "deepspeed:fetch_backward:";
+  Step st{std::string(kind) + module,
           "all_gather_coalesced", phase, {}, {}, 0};
   const uint64_t element = ds_grad_element_bytes_ > 0 ? ds_grad_element_bytes_
                                                       : dtype_bytes(layout().dtype[ds3_tensor_[missing[0]]], 1).value_or(1);

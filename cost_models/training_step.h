@@ -202,6 +202,10 @@ class TrainingStep {
   void ds3_prepare_input(int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void ds3_after_forward(int32_t i);
   void ds3_pre_backward(int32_t i);
+  // --checkpoint layers (training_deepspeed3_recompute.cc): the backward's trace with each checkpointed segment's
+  // recomputation, and the release after a recomputed module.
+  void ds3_backward_trace(const std::vector<int32_t>& order, std::vector<std::vector<int32_t>>& trace);
+  void ds3_after_recompute(int32_t i);
   void ds3_post_backward(int32_t i);
   void ds3_reduce(Step& st);
   void ds3_end_backward();
@@ -210,7 +214,8 @@ class TrainingStep {
   // Prefetch, stage3_prefetch_bucket_size > 0 (training_deepspeed3_prefetch.cc; the rules: deepspeed_zero3_schedule.h).
   bool ds3_prefetch() const { return ds3() && ds_config_.prefetch_bucket_size > 0; }
   void ds3_scope_calls();
-  enum Ds3Hook { kDs3BeforeForward, kDs3AfterForward, kDs3BeforeBackward, kDs3AfterBackward };
+  enum Ds3Hook { kDs3BeforeForward, kDs3AfterForward, kDs3BeforeBackward, kDs3AfterBackward, kDs3BeforeRecompute,
+                 kDs3AfterRecompute };
   void ds3_run_calls(Ds3Hook hook, int32_t i);
   void ds3_emit_call(size_t c);
   std::string ds3_prefetch_note() const;
@@ -313,6 +318,7 @@ class TrainingStep {
     std::string name;
     std::vector<int32_t> params;
     int32_t first_op = -1, last_op = -1, forward_at = -1, backward_at = -1;
+    int32_t recompute_at = -1;  // its fetch in its checkpointed segment's recomputation (-1: none)
     bool post_backward = false;
   };
   std::vector<Ds3Module> ds3_modules_;
