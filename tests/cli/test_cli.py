@@ -1121,6 +1121,23 @@ class DeepSpeedTest(unittest.TestCase):
         # (the model's own call pops embed_tokens.weight alone: 128,000 >= 14,745).
         self.assertIn("gathered 30 parameters (993280 elements) ahead of use", note[0])
 
+    def test_stage3_with_checkpoint_layers(self):
+        # HF Trainer's gradient_checkpointing: each of the tiny Llama's 4 decoder layers is recomputed in backward by
+        # re-running its __call__, so its 12 module calls (the layer, 2 norms, self_attn and 4 projections, mlp and 3
+        # projections) fetch again: 104 + 4 x 12 = 152 calls in the trace (test_stage3_prefetch_defaults_and_auto: 104).
+        cfg = self.config('{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}')
+        j = run_json(*self.BASE, "--deepspeed", cfg, "--checkpoint", "layers")
+        note = [n for n in j["notes"] if n.startswith("DeepSpeed ZeRO-3")]
+        self.assertEqual(len(note), 1, j["notes"])
+        self.assertIn("over 152 module calls", note[0])
+        self.assertGreater(j["training"]["recompute_percent_of_forward_flops"], 0)
+        # The modes that checkpoint op ranges, and torchtitan's non-reentrant selective ones, stay refused: one line.
+        for mode, message in [("sqrt", "stage 3 with --checkpoint sqrt, every:K, at: or auto is not modelled"),
+                              ("selective", "stage 3 with --checkpoint selective is not modelled")]:
+            p = run(*self.BASE, "--deepspeed", cfg, "--checkpoint", mode, check_rc=2)
+            self.assertIn(message, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
     def test_stage3_prefetch_reads_torchvision_scopes(self):
         # torchvision's called Sequentials name their children relative to the enclosing non-container module
         # (/features/features.1/conv/conv.0/conv.0.0/Conv is features.1.conv.0.0). MobileNetV2's module calls: the
