@@ -17,6 +17,10 @@
 //    differs from the recorded one at its step id. Every step checkpoints the same layers in the same order, so from
 //    the second step on the complete trace holds the recomputations and __params_to_release, max_reuse_distance and
 //    the prefetch queue read them like any other call. memplan models that steady state.
+//  - The IPG epilogue (independent_gradient_partition_epilogue) still runs once: the first gradient hook queues it on
+//    its own graph task (base_optimizer.py queue_post_backward_callback), the outer backward's when that parameter is
+//    outside the checkpointed layers (the head); one inside them would end its recomputation's nested backward with
+//    the epilogue: refused.
 //  - Refused: a frozen parameter in a checkpointed layer. _fetch_sub_module_impl attributes a frozen parameter
 //    gathered in a recomputation (in_checkpoint_recompute) to the latest backward module not yet released
 //    (update_recompute_parameters), whose release frees it; memplan does not track those modules.
@@ -49,6 +53,14 @@ void TrainingStep::ds3_backward_trace(const std::vector<int32_t>& order, std::ve
         throw InputError(where + "'" + graph_.tensors[ds3_tensor_[q]].name + "' is frozen in a checkpointed block: not "
                          "modelled (DeepSpeed's coordinator keeps a frozen parameter the recomputation gathers until the "
                          "latest backward module not yet released ends, update_recompute_parameters)");
+  }
+  for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
+    if (params_completed_at_[i].empty()) continue;  // the first gradient hook fires after op i's backward
+    if (segment_of_op_[i] >= 0)
+      throw InputError(where + "the first gradient hook ('" + graph_.tensors[params_completed_at_[i][0]].name +
+                       "') fires inside a checkpointed block: not modelled (DeepSpeed queues the IPG epilogue on that "
+                       "hook's graph task, the recomputation's nested backward)");
+    break;
   }
   std::vector<int32_t> ends;  // the checkpointed segments' last ops, latest first
   for (auto it = segment_end_ops_.rbegin(); it != segment_end_ops_.rend(); ++it)
