@@ -211,6 +211,9 @@ class TrainingStep {
   void ds3_end_backward();
   void ds3_optimizer();
   std::vector<UpdateTarget> ds3_targets() const;
+  // offload_optimizer cpu at stage 3 (training_deepspeed3_offload.cc; the rules: deepspeed_zero3.h).
+  bool ds3_offload() const { return ds3() && ds_config_.offload_optimizer == DeepSpeedOffload::Cpu; }
+  void ds3_offload_copy(int32_t p, int32_t flat, int32_t grad);
   // Prefetch, stage3_prefetch_bucket_size > 0 (training_deepspeed3_prefetch.cc; the rules: deepspeed_zero3_schedule.h).
   bool ds3_prefetch() const { return ds3() && ds_config_.prefetch_bucket_size > 0; }
   void ds3_scope_calls();

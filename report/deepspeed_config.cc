@@ -238,8 +238,8 @@ void check_stage3(const DeepSpeedSettings& s, const std::string& where, const Tr
   const DeepSpeedZero& z = s.zero;
   // stage3_prefetch_bucket_size (a number or "auto") is modelled from the graph's module scopes
   // (cost_models/training_deepspeed3_prefetch.cc), which refuses a graph without them.
-  if (z.offload_optimizer != DeepSpeedOffload::None)
-    throw InputError(where + "zero_optimization.offload_optimizer cpu at stage 3 is not modelled");
+  // offload_optimizer cpu is modelled (cost_models/training_deepspeed3_offload.cc); nvme and a partial ratio are
+  // refused where the key is read.
   if (!z.reduce_scatter)
     throw InputError(where + "zero_optimization.reduce_scatter false at stage 3 is not modelled "
                      "(__avg_scatter_contiguous_grads); the default true is");

@@ -1091,6 +1091,17 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertEqual(t["param_bytes"], 996736)
         self.assertEqual(t["grad_bytes"], 994432)
         self.assertEqual(t["optimizer_state_bytes"], 5966592)
+        # offload_optimizer cpu: the float32 partition (1,988,864), its float32 grad (1,988,864) and Adam's two states
+        # (2 x 1,988,864) go to the host with the bf16 gradient partitions (994,432): 8,949,888 on the host line; the
+        # GPU keeps the bit16 partitions and the persistent weights (996,736) and no grads or states after the step.
+        cfg = self.config('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, '
+                          '"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": "auto", '
+                          '"offload_optimizer": {"device": "cpu", "pin_memory": true}}}')
+        t = run_json(*self.BASE, "--deepspeed", cfg)["training"]
+        self.assertEqual(t["deepspeed_offload_host_bytes"], 8949888)
+        self.assertEqual(t["param_bytes"], 996736)
+        self.assertEqual(t["grad_bytes"], 0)
+        self.assertEqual(t["optimizer_state_bytes"], 0)
 
     def test_stage3_prefetch_defaults_and_auto(self):
         # The tiny Llama's module calls, read from its node scopes: the model, embed_tokens, per layer (4) the layer,
