@@ -147,7 +147,9 @@ void TrainingStep::ds3_add_resident() {
   // offload_optimizer cpu: the float32 sub-groups, their grads and states and the gradient partitions are the host's
   // (zero3_host_bytes; the report's host line), the step runs there (training_deepspeed3_offload.cc).
   if (ds3_offload()) result_.deepspeed_host_bytes = zero3_host_bytes(ds3_sub_groups_, grad_partition, states_per_param());
-  if (fp32 > 0 && !ds3_offload()) {
+  // Float32 parameters (no bf16/fp16): the partitions already are the float32 sub-groups (_create_fp32_partitions:
+  // the same dtype and device, "we don't need another copy of the weights"; DeepSpeed PR #7651).
+  if (fp32 > 0 && !ds3_offload() && !ds3_fp32_shared()) {
     ds_fp32_ = resident("deepspeed:fp32_partitioned_groups_flat", fp32, Category::OptimizerState);
     result_.optimizer_state_bytes = checked_add(result_.optimizer_state_bytes, fp32, "optimizer state bytes");
   }
@@ -307,9 +309,10 @@ void TrainingStep::ds3_end_backward() {
 
 // DeepSpeedZeroOptimizer_Stage3.step: _get_norm_groups (get_grad_norm_direct: `g.double().norm(2)` per gradient
 // partition, one at a time: the largest partition's float64 copy), then per sub-group _prepare_fp32_grad_for_sub_group
-// (flatten(averaged_gradients), a copy in the grads' type, `.to(float32)`: the float32 grad, the copy freed),
-// _optimizer_step on the float32 sub-group, _reassign_or_swap_out_partitioned_parameters (copy_ into the bit16
-// partitions, in place) and _release_sub_group (the float32 grad dropped).
+// (flatten(averaged_gradients), a copy in the grads' type, `.to(float32)`: the float32 grad, the copy freed; float32
+// grads: `.to` returns the copy itself), _optimizer_step on the float32 sub-group,
+// _reassign_or_swap_out_partitioned_parameters (copy_ into the bit16 partitions, in place; a no-op when they are the
+// float32 sub-groups) and _release_sub_group (the float32 grad dropped).
 void TrainingStep::ds3_optimizer() {
   if (ds3_offload()) return;  // the step runs on the host (_optimizer_step: DeepSpeedCPUAdam)
   uint64_t largest = 0;
@@ -326,14 +329,17 @@ void TrainingStep::ds3_optimizer() {
                                             Category::Workspace);
     flat.writes.push_back(copy);
     program().steps.push_back(std::move(flat));
-    const int32_t fp32_grad = writer_.new_buffer("deepspeed:fp32_grad:" + tag, checked_mul(ds3_sub_groups_[s], 4, "DeepSpeed bytes"),
-                                                 Category::Gradient);
-    program().steps.push_back(Step{"deepspeed:to_float32:" + tag, "to", Phase::Optimizer, {copy}, {fp32_grad}, 0});
     UpdateTarget u = ds3_targets()[s];
-    u.grad = fp32_grad;
+    u.grad = copy;
+    if (ds_grad_element_bytes_ != 4) {
+      u.grad = writer_.new_buffer("deepspeed:fp32_grad:" + tag, checked_mul(ds3_sub_groups_[s], 4, "DeepSpeed bytes"),
+                                  Category::Gradient);
+      program().steps.push_back(Step{"deepspeed:to_float32:" + tag, "to", Phase::Optimizer, {copy}, {u.grad}, 0});
+    }
     emit_update({u}, "optimizer:step:" + tag, "optimizer:init_state:" + tag);
   }
-  program().steps.push_back(Step{"deepspeed:reassign_partitioned_parameters", "copy_", Phase::Optimizer, {ds_fp32_}, {}, 0});
+  if (ds_fp32_ >= 0)
+    program().steps.push_back(Step{"deepspeed:reassign_partitioned_parameters", "copy_", Phase::Optimizer, {ds_fp32_}, {}, 0});
 }
 
 // One update target per float32 sub-group (its states: exp_avg, exp_avg_sq of its size, initialize_optimizer_states).

@@ -214,6 +214,10 @@ class TrainingStep {
   // offload_optimizer cpu at stage 3 (training_deepspeed3_offload.cc; the rules: deepspeed_zero3.h).
   bool ds3_offload() const { return ds3() && ds_config_.offload_optimizer == DeepSpeedOffload::Cpu; }
   void ds3_offload_copy(int32_t p, int32_t flat, int32_t grad);
+  // Float32 parameters on the GPU: _create_fp32_partitions reuses the partitions as the float32 sub-groups.
+  bool ds3_fp32_shared() const {
+    return ds3() && !ds3_offload() && !context_.params.empty() && layout().dtype[context_.params.front()] == DType::Float32;
+  }
   // Prefetch, stage3_prefetch_bucket_size > 0 (training_deepspeed3_prefetch.cc; the rules: deepspeed_zero3_schedule.h).
   bool ds3_prefetch() const { return ds3() && ds_config_.prefetch_bucket_size > 0; }
   void ds3_scope_calls();
