@@ -1,5 +1,7 @@
 #include "cost_models/deepspeed_zero3.h"
 
+#include <algorithm>
+
 #include "cost_models/deepspeed_zero3_schedule.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -65,6 +67,23 @@ uint64_t zero3_reduce_scatter_elements(const std::vector<uint64_t>& numel, int g
   uint64_t partition = 0;
   for (uint64_t e : numel) partition = checked_add(partition, zero3_partition_numel(e, gpus), "ZeRO-3 reduce-scatter");
   return checked_mul(partition, n, "ZeRO-3 reduce-scatter");
+}
+
+uint64_t zero3_host_bytes(const std::vector<uint64_t>& sub_groups, uint64_t grad_partition_bytes, int optimizer_states) {
+  uint64_t elements = 0;
+  for (uint64_t e : sub_groups) elements = checked_add(elements, e, "DeepSpeed host bytes");
+  const uint64_t fp32 = checked_mul(elements, 4, "DeepSpeed host bytes");
+  return checked_add(checked_mul(fp32, 2 + static_cast<uint64_t>(optimizer_states), "DeepSpeed host bytes"),
+                     grad_partition_bytes, "DeepSpeed host bytes");
+}
+
+Zero3OffloadTransients zero3_offload_transients(uint64_t partition, uint64_t grad_element_bytes) {
+  constexpr uint64_t kNormChunk = 250000000;  // _constant_buffered_norm2(input, buffer_size=250000000)
+  Zero3OffloadTransients t;
+  t.gpu_copy = checked_mul(partition, grad_element_bytes, "DeepSpeed bytes");
+  t.norm_double = checked_mul(std::min(partition, kNormChunk), 8, "DeepSpeed bytes");
+  t.fp32_cast = grad_element_bytes == 4 ? 0 : checked_mul(partition, 4, "DeepSpeed bytes");
+  return t;
 }
 
 std::vector<std::vector<int32_t>> zero3_releases(const std::vector<std::vector<int32_t>>& trace,

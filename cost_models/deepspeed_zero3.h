@@ -56,4 +56,24 @@ std::vector<std::vector<int32_t>> zero3_releases(const std::vector<std::vector<i
                                                   const std::vector<uint64_t>& numel, const std::vector<bool>& persistent,
                                                   uint64_t max_reuse_distance);
 
+// offload_optimizer cpu (stage3.py: self.device is the host): the bytes DeepSpeedZeroOptimizer_Stage3 keeps there,
+// for the report's host line: the float32 sub-groups (_create_fp32_partitions), each one's float32 grad
+// (initialize_optimizer_states: subgroup_gradient_buffer, the sub-group's elements in its type), the optimizer's
+// `optimizer_states` float32 states per sub-group element (DeepSpeedCPUAdam: exp_avg, exp_avg_sq), and
+// grad_partitions_flat_buffer (`grad_partition_bytes`: every trainable partition in the grads' type, on self.device).
+uint64_t zero3_host_bytes(const std::vector<uint64_t>& sub_groups, uint64_t grad_partition_bytes, int optimizer_states);
+
+// What partition_grads allocates on the GPU for one parameter of a reduced bucket under offload_optimizer cpu, at
+// the accumulation boundary, freed before the next parameter's: grad_buffer.to(grad_partition.device), the host
+// partition's copy back on the GPU (`partition` elements in the grads' type; with accumulation the same copy the
+// add_ runs on), alive for both of _offload_grad_partition_at_boundary's: _constant_buffered_norm2, part.double() of
+// one chunk of at most 250,000,000 elements at a time (buffer_size), and grad_buffer.to(float32) before the copy to
+// the float32 grad on the host (none when the grads are float32: .to returns the tensor itself). In bytes.
+struct Zero3OffloadTransients {
+  uint64_t gpu_copy = 0;
+  uint64_t norm_double = 0;
+  uint64_t fp32_cast = 0;
+};
+Zero3OffloadTransients zero3_offload_transients(uint64_t partition, uint64_t grad_element_bytes);
+
 }  // namespace memplan

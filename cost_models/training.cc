@@ -84,8 +84,11 @@ TrainingResult TrainingStep::build() {
   if (deepspeed()) ds_begin_backward();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
     if (flat_shards()) fsdp2() ? fsdp2_pre_backward(i) : fsdp_pre_backward(i);
+    // ZeRO-3: CheckpointFunction.backward recomputes the layer before its modules' pre-backward hooks can fire
+    // (they are on the recomputed outputs: training_deepspeed3_recompute.cc).
+    if (ds3() && segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     if (ds3()) ds3_pre_backward(i);
-    if (segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
+    if (!ds3() && segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     if (i == fused_head_) emit_fused_backward();
     else if (i == chunked_head_) emit_chunked_head_backward();
     else emit_backward(i);

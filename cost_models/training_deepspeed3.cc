@@ -46,7 +46,7 @@ void TrainingStep::ds3_find_modules() {
     auto it = by_name.find(owner);
     if (it == by_name.end()) {
       it = by_name.emplace(owner, static_cast<int32_t>(ds3_modules_.size())).first;
-      ds3_modules_.push_back({owner, {}, -1, -1, -1, -1, false});
+      ds3_modules_.push_back({owner, {}, -1, -1, -1, -1, -1, false});
     }
     ds3_index_[p] = static_cast<int32_t>(ds3_tensor_.size());
     ds3_tensor_.push_back(p);
@@ -77,22 +77,14 @@ void TrainingStep::ds3_find_modules() {
       throw InputError(where + "the ops reading module '" + ds3_modules_[order[k - 1]].name + "' and module '" +
                        ds3_modules_[order[k]].name + "' interleave: not modelled (one fetch per module call; a module "
                        "called twice, or a parameter another module reads too, such as an embedding the head reuses)");
-  // The trace: forward fetches, then backward fetches in the backward's order (the latest last op first).
+  // The trace: forward fetches, then backward fetches in the backward's order (the latest last op first), with the
+  // checkpointed segments' recomputations (training_deepspeed3_recompute.cc).
   std::vector<std::vector<int32_t>> trace;
   for (int32_t m : order) {
     ds3_modules_[m].forward_at = static_cast<int32_t>(trace.size());
     trace.push_back(ds3_modules_[m].params);
   }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Ds3Module& m = ds3_modules_[*it];
-    const bool output_grad = outputs_need_grad(m.first_op, m.last_op, [](int32_t) { return true; });
-    bool input_grad = false;
-    for (int32_t t : context_.ops[m.first_op].inputs) input_grad = input_grad || (!ds3_param(t) && context_.requires_grad[t]);
-    if (!output_grad) continue;
-    m.backward_at = static_cast<int32_t>(trace.size());
-    m.post_backward = input_grad;
-    trace.push_back(m.params);
-  }
+  ds3_backward_trace(order, trace);
   const DeepSpeedZero& z = ds_config_;
   ds3_persistent_ = zero3_persistent(ds3_numel_, z.param_persistence_threshold, z.model_persistence_threshold);
   ds3_releases_ = zero3_releases(trace, ds3_numel_, ds3_persistent_, z.max_reuse_distance);
@@ -152,13 +144,20 @@ void TrainingStep::ds3_add_resident() {
   ds3_sub_groups_ = zero3_sub_groups(trainable_partitions, ds_config_.sub_group_size);
   uint64_t fp32 = 0;
   for (uint64_t e : ds3_sub_groups_) fp32 = checked_add(fp32, checked_mul(e, 4, "DeepSpeed bytes"), "DeepSpeed bytes");
-  if (fp32 > 0) {
+  // offload_optimizer cpu: the float32 sub-groups, their grads and states and the gradient partitions are the host's
+  // (zero3_host_bytes; the report's host line), the step runs there (training_deepspeed3_offload.cc).
+  if (ds3_offload()) result_.deepspeed_host_bytes = zero3_host_bytes(ds3_sub_groups_, grad_partition, states_per_param());
+  // Float32 parameters (no bf16/fp16): the partitions already are the float32 sub-groups (_create_fp32_partitions:
+  // the same dtype and device, "we don't need another copy of the weights"; DeepSpeed PR #7651).
+  if (fp32 > 0 && !ds3_offload() && !ds3_fp32_shared()) {
     ds_fp32_ = resident("deepspeed:fp32_partitioned_groups_flat", fp32, Category::OptimizerState);
     result_.optimizer_state_bytes = checked_add(result_.optimizer_state_bytes, fp32, "optimizer state bytes");
   }
-  if (grad_partition > 0) {
+  if (grad_partition > 0 && !ds3_offload()) {
     ds3_grad_partitions_ = resident("deepspeed:grad_partitions_flat_buffer", grad_partition, Category::Gradient);
     result_.grad_bytes = checked_add(result_.grad_bytes, grad_partition, "gradient bytes");
+  }
+  if (grad_partition > 0) {
     ds_buckets_.push_back(resident("deepspeed:ipg_bucket",
                                    checked_mul(ds_config_.reduce_bucket_size, ds_grad_element_bytes_, "DeepSpeed bytes"),
                                    Category::Gradient));
@@ -173,7 +172,10 @@ void TrainingStep::ds3_add_resident() {
       "; grads reduce-scattered through one bucket of reduce_bucket_size " +
       std::to_string(ds_config_.reduce_bucket_size) + " elements into the gradient partitions; " +
       std::to_string(ds3_sub_groups_.size()) + " float32 optimizer sub-group(s) of sub_group_size " +
-      std::to_string(ds_config_.sub_group_size) + ".");
+      std::to_string(ds_config_.sub_group_size) +
+      (ds3_offload() ? " on the host (offload_optimizer cpu, with their grads, the optimizer states and the gradient "
+                       "partitions; the GPU copies each reduced grad partition back for its norm and float32 cast)."
+                     : "."));
 }
 
 int32_t TrainingStep::ds3_buffer(int32_t t) const { return ds3_whole_[ds3_index_[t]]; }
@@ -192,7 +194,8 @@ void TrainingStep::ds3_gather(const std::string& module, const std::vector<int32
   std::vector<uint64_t> numel;
   for (int32_t q : missing) numel.push_back(ds3_numel_[q]);
   const Zero3Gather g = zero3_gather(numel, options_.gpus);
-  Step st{std::string(phase == Phase::Forward ? "deepspeed:fetch:" : "deepspeed:fetch_backward:") + module,
+  const char* kind = recomputing_ ? "deepspeed:fetch_recompute:" : phase == Phase::Forward ? "deepspeed:fetch:" : "deepspeed:fetch_backward:";
+  Step st{std::string(kind) + module,
           "all_gather_coalesced", phase, {}, {}, 0};
   const uint64_t element = ds_grad_element_bytes_ > 0 ? ds_grad_element_bytes_
                                                       : dtype_bytes(layout().dtype[ds3_tensor_[missing[0]]], 1).value_or(1);
@@ -262,9 +265,11 @@ void TrainingStep::ds3_post_backward(int32_t i) {
 // and sets param.grad = None: the bucket's grads, views of the bucket or (too large for it) their own storage, die.
 void TrainingStep::ds3_reduce(Step& st) {
   std::vector<uint64_t> numel;
+  std::vector<int32_t> grads;  // each one's own grad (-1: a view of the bucket), held until partition_grads drops it
   for (int32_t p : ds_bucket_params_) {
     numel.push_back(ds_elements(p));
     const int32_t grad = param_grad_buffer_[p];
+    grads.push_back(grad);
     if (grad >= 0) {
       add_unique(st.reads, grad);
       program().buffers[grad].live_at_end = false;
@@ -272,9 +277,14 @@ void TrainingStep::ds3_reduce(Step& st) {
     }
   }
   const uint64_t flat = zero3_reduce_scatter_elements(numel, options_.gpus);
-  if (flat > 0)
-    st.writes.push_back(writer_.new_buffer("deepspeed:reduce_scatter_flat", checked_mul(flat, ds_grad_element_bytes_, "DeepSpeed bytes"),
-                                           Category::Gradient));
+  int32_t flat_buffer = -1;
+  if (flat > 0) {
+    flat_buffer = writer_.new_buffer("deepspeed:reduce_scatter_flat", checked_mul(flat, ds_grad_element_bytes_, "DeepSpeed bytes"),
+                                     Category::Gradient);
+    st.writes.push_back(flat_buffer);
+  }
+  if (ds3_offload())
+    for (size_t k = 0; k < ds_bucket_params_.size(); ++k) ds3_offload_copy(ds_bucket_params_[k], flat_buffer, grads[k]);
   if (ds3_grad_partitions_ >= 0 && !ds_bucket_params_.empty()) add_unique(st.reads, ds3_grad_partitions_);
   for (int32_t b : ds_buckets_) add_unique(st.reads, b);
   ds_bucket_params_.clear();
@@ -287,6 +297,8 @@ void TrainingStep::ds3_end_backward() {
   Step st{"deepspeed:ipg_epilogue", "reduce", Phase::Backward, {}, {}, 0};
   ds3_reduce(st);
   program().steps.push_back(std::move(st));
+  for (Step& copy : ds_after_reduce_) program().steps.push_back(std::move(copy));  // offload: partition_grads' copies
+  ds_after_reduce_.clear();
   // The grads the report counts: the gradient partitions (add_param_grad counted each whole grad on its way).
   result_.grad_bytes = ds3_grad_partitions_ < 0 ? 0 : program().buffers[ds3_grad_partitions_].bytes;
   precondition(ds3_next_call_ == ds3_calls_.size(), "DeepSpeed ZeRO-3: a module call was not emitted at its op");
@@ -297,10 +309,12 @@ void TrainingStep::ds3_end_backward() {
 
 // DeepSpeedZeroOptimizer_Stage3.step: _get_norm_groups (get_grad_norm_direct: `g.double().norm(2)` per gradient
 // partition, one at a time: the largest partition's float64 copy), then per sub-group _prepare_fp32_grad_for_sub_group
-// (flatten(averaged_gradients), a copy in the grads' type, `.to(float32)`: the float32 grad, the copy freed),
-// _optimizer_step on the float32 sub-group, _reassign_or_swap_out_partitioned_parameters (copy_ into the bit16
-// partitions, in place) and _release_sub_group (the float32 grad dropped).
+// (flatten(averaged_gradients), a copy in the grads' type, `.to(float32)`: the float32 grad, the copy freed; float32
+// grads: `.to` returns the copy itself), _optimizer_step on the float32 sub-group,
+// _reassign_or_swap_out_partitioned_parameters (copy_ into the bit16 partitions, in place; a no-op when they are the
+// float32 sub-groups) and _release_sub_group (the float32 grad dropped).
 void TrainingStep::ds3_optimizer() {
+  if (ds3_offload()) return;  // the step runs on the host (_optimizer_step: DeepSpeedCPUAdam)
   uint64_t largest = 0;
   for (size_t q = 0; q < ds3_tensor_.size(); ++q)
     if (context_.is_param[ds3_tensor_[q]]) largest = std::max(largest, zero3_partition_numel(ds3_numel_[q], options_.gpus));
@@ -315,19 +329,23 @@ void TrainingStep::ds3_optimizer() {
                                             Category::Workspace);
     flat.writes.push_back(copy);
     program().steps.push_back(std::move(flat));
-    const int32_t fp32_grad = writer_.new_buffer("deepspeed:fp32_grad:" + tag, checked_mul(ds3_sub_groups_[s], 4, "DeepSpeed bytes"),
-                                                 Category::Gradient);
-    program().steps.push_back(Step{"deepspeed:to_float32:" + tag, "to", Phase::Optimizer, {copy}, {fp32_grad}, 0});
     UpdateTarget u = ds3_targets()[s];
-    u.grad = fp32_grad;
+    u.grad = copy;
+    if (ds_grad_element_bytes_ != 4) {
+      u.grad = writer_.new_buffer("deepspeed:fp32_grad:" + tag, checked_mul(ds3_sub_groups_[s], 4, "DeepSpeed bytes"),
+                                  Category::Gradient);
+      program().steps.push_back(Step{"deepspeed:to_float32:" + tag, "to", Phase::Optimizer, {copy}, {u.grad}, 0});
+    }
     emit_update({u}, "optimizer:step:" + tag, "optimizer:init_state:" + tag);
   }
-  program().steps.push_back(Step{"deepspeed:reassign_partitioned_parameters", "copy_", Phase::Optimizer, {ds_fp32_}, {}, 0});
+  if (ds_fp32_ >= 0)
+    program().steps.push_back(Step{"deepspeed:reassign_partitioned_parameters", "copy_", Phase::Optimizer, {ds_fp32_}, {}, 0});
 }
 
 // One update target per float32 sub-group (its states: exp_avg, exp_avg_sq of its size, initialize_optimizer_states).
 std::vector<TrainingStep::UpdateTarget> TrainingStep::ds3_targets() const {
   std::vector<UpdateTarget> out;
+  if (ds3_offload()) return out;  // their states are on the host
   for (size_t s = 0; s < ds3_sub_groups_.size(); ++s)
     out.push_back({"deepspeed:fp32_sub_group_" + std::to_string(s), -1, checked_mul(ds3_sub_groups_[s], 4, "DeepSpeed bytes"),
                    ds3_sub_groups_[s]});

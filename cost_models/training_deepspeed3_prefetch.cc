@@ -114,7 +114,20 @@ void TrainingStep::ds3_scope_calls() {
     for (auto it = ends[i].rbegin(); it != ends[i].rend(); ++it)
       if ((*it)->param_module >= 0) add(*it, i, kDs3AfterForward, true);
   }
+  auto inside = [&](const ScopeModule* s, int32_t segment) {
+    return segment_of_op_[s->first_op] == segment && segment_of_op_[s->last_op] == segment;
+  };
   for (int32_t i = ops - 1; i >= 0; --i) {
+    // A checkpointed segment ending here is recomputed first (training_deepspeed3_recompute.cc): the module calls it
+    // contains whole, as in forward (a container it lies in, such as the model, is not called again).
+    if (segment_of_op_[i] >= 0 && is_segment_end(i))
+      for (int32_t j = 0; j <= i; ++j) {
+        if (segment_of_op_[j] != segment_of_op_[i]) continue;
+        for (const ScopeModule* s : starts[j])
+          if (inside(s, segment_of_op_[i])) add(s, j, kDs3BeforeRecompute, false);
+        for (auto it = ends[j].rbegin(); it != ends[j].rend(); ++it)
+          if ((*it)->param_module >= 0 && inside(*it, segment_of_op_[i])) add(*it, j, kDs3AfterRecompute, true);
+      }
     for (const ScopeModule* s : ends[i])
       if (grad(s)) add(s, i, kDs3BeforeBackward, false);
     for (auto it = starts[i].rbegin(); it != starts[i].rend(); ++it)
@@ -141,8 +154,9 @@ void TrainingStep::ds3_emit_call(size_t c) {
   const Zero3Action& a = ds3_schedule_.actions[c];
   const bool forward = call.hook == kDs3BeforeForward || call.hook == kDs3AfterForward;
   const Phase phase = forward ? Phase::Forward : Phase::Backward;
-  if (call.hook == kDs3AfterForward || call.hook == kDs3AfterBackward) {
-    ds3_release(a.released, std::string(forward ? "deepspeed:release:" : "deepspeed:release_backward:") + call.module, phase);
+  if (call.hook == kDs3AfterForward || call.hook == kDs3AfterBackward || call.hook == kDs3AfterRecompute) {
+    const char* kind = forward ? "deepspeed:release:" : recomputing_ ? "deepspeed:release_recompute:" : "deepspeed:release_backward:";
+    ds3_release(a.released, kind + call.module, phase);
     return;
   }
   if (!a.gathered.empty()) ds3_gather(call.module, a.gathered, phase);
@@ -172,8 +186,8 @@ void TrainingStep::ds3_emit_call(size_t c) {
   if (a.prefetched < 0) return;
   const std::vector<int32_t>& params = ds3_schedule_.handles[a.prefetched];
   const Zero3Gather g = zero3_gather(numel_of(params), options_.gpus);
-  Step st{std::string(forward ? "deepspeed:prefetch:" : "deepspeed:prefetch_backward:") + tag, "all_gather_coalesced",
-          phase, {}, {}, 0};
+  const char* kind = forward ? "deepspeed:prefetch:" : recomputing_ ? "deepspeed:prefetch_recompute:" : "deepspeed:prefetch_backward:";
+  Step st{kind + tag, "all_gather_coalesced", phase, {}, {}, 0};
   for (int32_t q : params) add_unique(st.reads, forward_buffer_[ds3_tensor_[q]]);
   if (g.transient > 0) {
     ds3_handle_flat_[a.prefetched] = writer_.new_buffer("deepspeed:prefetch_flat:" + tag,
@@ -198,7 +212,8 @@ std::string TrainingStep::ds3_prefetch_note() const {
   size_t fetches = 0, launches = 0, params = 0;
   uint64_t elements = 0;
   for (size_t c = 0; c < ds3_calls_.size(); ++c) {
-    if (ds3_calls_[c].hook == kDs3BeforeForward || ds3_calls_[c].hook == kDs3BeforeBackward) ++fetches;
+    const Ds3Hook hook = ds3_calls_[c].hook;
+    if (hook == kDs3BeforeForward || hook == kDs3BeforeBackward || hook == kDs3BeforeRecompute) ++fetches;
     const int32_t h = ds3_schedule_.actions[c].prefetched;
     if (h < 0) continue;
     ++launches;

@@ -232,8 +232,12 @@ void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
   recomputing_ = true;
   segment_first_step_ = static_cast<int32_t>(program().steps.size());
   recompute_autocast_weight_copy_.assign(graph_.tensors.size(), -1);
-  for (size_t i = 0; i < context_.ops.size(); ++i)
-    if (segment_of_op_[i] == segment) emit_forward(static_cast<int32_t>(i), ForwardMode::Recompute);
+  for (size_t i = 0; i < context_.ops.size(); ++i) {
+    if (segment_of_op_[i] != segment) continue;
+    if (ds3_prefetch()) ds3_run_calls(kDs3BeforeRecompute, static_cast<int32_t>(i));  // ZeRO-3's module hooks again
+    emit_forward(static_cast<int32_t>(i), ForwardMode::Recompute);
+    if (ds3()) ds3_after_recompute(static_cast<int32_t>(i));
+  }
   recomputing_ = false;
   held_by_checkpoint_.clear();
   if (!reentrant_) return;

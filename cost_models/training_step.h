@@ -202,15 +202,27 @@ class TrainingStep {
   void ds3_prepare_input(int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void ds3_after_forward(int32_t i);
   void ds3_pre_backward(int32_t i);
+  // --checkpoint layers (training_deepspeed3_recompute.cc): the backward's trace with each checkpointed segment's
+  // recomputation, and the release after a recomputed module.
+  void ds3_backward_trace(const std::vector<int32_t>& order, std::vector<std::vector<int32_t>>& trace);
+  void ds3_after_recompute(int32_t i);
   void ds3_post_backward(int32_t i);
   void ds3_reduce(Step& st);
   void ds3_end_backward();
   void ds3_optimizer();
   std::vector<UpdateTarget> ds3_targets() const;
+  // offload_optimizer cpu at stage 3 (training_deepspeed3_offload.cc; the rules: deepspeed_zero3.h).
+  bool ds3_offload() const { return ds3() && ds_config_.offload_optimizer == DeepSpeedOffload::Cpu; }
+  void ds3_offload_copy(int32_t p, int32_t flat, int32_t grad);
+  // Float32 parameters on the GPU: _create_fp32_partitions reuses the partitions as the float32 sub-groups.
+  bool ds3_fp32_shared() const {
+    return ds3() && !ds3_offload() && !context_.params.empty() && layout().dtype[context_.params.front()] == DType::Float32;
+  }
   // Prefetch, stage3_prefetch_bucket_size > 0 (training_deepspeed3_prefetch.cc; the rules: deepspeed_zero3_schedule.h).
   bool ds3_prefetch() const { return ds3() && ds_config_.prefetch_bucket_size > 0; }
   void ds3_scope_calls();
-  enum Ds3Hook { kDs3BeforeForward, kDs3AfterForward, kDs3BeforeBackward, kDs3AfterBackward };
+  enum Ds3Hook { kDs3BeforeForward, kDs3AfterForward, kDs3BeforeBackward, kDs3AfterBackward, kDs3BeforeRecompute,
+                 kDs3AfterRecompute };
   void ds3_run_calls(Ds3Hook hook, int32_t i);
   void ds3_emit_call(size_t c);
   std::string ds3_prefetch_note() const;
@@ -313,6 +325,7 @@ class TrainingStep {
     std::string name;
     std::vector<int32_t> params;
     int32_t first_op = -1, last_op = -1, forward_at = -1, backward_at = -1;
+    int32_t recompute_at = -1;  // its fetch in its checkpointed segment's recomputation (-1: none)
     bool post_backward = false;
   };
   std::vector<Ds3Module> ds3_modules_;

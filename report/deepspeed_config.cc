@@ -238,8 +238,8 @@ void check_stage3(const DeepSpeedSettings& s, const std::string& where, const Tr
   const DeepSpeedZero& z = s.zero;
   // stage3_prefetch_bucket_size (a number or "auto") is modelled from the graph's module scopes
   // (cost_models/training_deepspeed3_prefetch.cc), which refuses a graph without them.
-  if (z.offload_optimizer != DeepSpeedOffload::None)
-    throw InputError(where + "zero_optimization.offload_optimizer cpu at stage 3 is not modelled");
+  // offload_optimizer cpu is modelled (cost_models/training_deepspeed3_offload.cc); nvme and a partial ratio are
+  // refused where the key is read.
   if (!z.reduce_scatter)
     throw InputError(where + "zero_optimization.reduce_scatter false at stage 3 is not modelled "
                      "(__avg_scatter_contiguous_grads); the default true is");
@@ -248,9 +248,17 @@ void check_stage3(const DeepSpeedSettings& s, const std::string& where, const Tr
   if (s.precision == "fp16" || t.precision == Precision::Fp16)
     throw InputError(where + "fp16 at stage 3 is not modelled (the step's overflow check over the gradient partitions); "
                      "bf16 and fp32 are");
-  if (t.checkpoint.mode != CheckpointMode::None)
-    throw InputError(where + "stage 3 with --checkpoint is not modelled (the recomputation fetches parameters again, "
-                     "which changes the fetch trace max_reuse_distance reads)");
+  // --checkpoint layers is modelled (cost_models/training_deepspeed3_recompute.cc): transformers' reentrant
+  // checkpoint of each decoder layer's __call__, whose recomputation runs the modules' hooks again.
+  const CheckpointMode c = t.checkpoint.mode;
+  if (c == CheckpointMode::SelectiveOp || c == CheckpointMode::SelectiveLayers)
+    throw InputError(where + "stage 3 with --checkpoint selective is not modelled (torchtitan's non-reentrant "
+                     "checkpoint recomputes when backward first unpacks a saved tensor, after the block's pre-backward "
+                     "hook, which changes the fetch trace); --checkpoint layers (transformers' reentrant one) is");
+  if (c != CheckpointMode::None && c != CheckpointMode::Layers)
+    throw InputError(where + "stage 3 with --checkpoint sqrt, every:K, at: or auto is not modelled (DeepSpeed gathers "
+                     "per module call, and these checkpoint op ranges between separators, not module calls: what the "
+                     "recomputation fetches again is undefined); --checkpoint layers (each repeated block) is");
   if (t.frozen_storage != FrozenStorage::Same)
     throw InputError(where + "stage 3 with --frozen-dtype is not modelled (DeepSpeed partitions the stored form)");
 }

@@ -1091,6 +1091,17 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertEqual(t["param_bytes"], 996736)
         self.assertEqual(t["grad_bytes"], 994432)
         self.assertEqual(t["optimizer_state_bytes"], 5966592)
+        # offload_optimizer cpu: the float32 partition (1,988,864), its float32 grad (1,988,864) and Adam's two states
+        # (2 x 1,988,864) go to the host with the bf16 gradient partitions (994,432): 8,949,888 on the host line; the
+        # GPU keeps the bit16 partitions and the persistent weights (996,736) and no grads or states after the step.
+        cfg = self.config('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, '
+                          '"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": "auto", '
+                          '"offload_optimizer": {"device": "cpu", "pin_memory": true}}}')
+        t = run_json(*self.BASE, "--deepspeed", cfg)["training"]
+        self.assertEqual(t["deepspeed_offload_host_bytes"], 8949888)
+        self.assertEqual(t["param_bytes"], 996736)
+        self.assertEqual(t["grad_bytes"], 0)
+        self.assertEqual(t["optimizer_state_bytes"], 0)
 
     def test_stage3_prefetch_defaults_and_auto(self):
         # The tiny Llama's module calls, read from its node scopes: the model, embed_tokens, per layer (4) the layer,
@@ -1120,6 +1131,23 @@ class DeepSpeedTest(unittest.TestCase):
         # 9 weights persist, so the other 30 parameters (994,432 - 9 x 128 = 993,280 elements) are all gathered ahead
         # (the model's own call pops embed_tokens.weight alone: 128,000 >= 14,745).
         self.assertIn("gathered 30 parameters (993280 elements) ahead of use", note[0])
+
+    def test_stage3_with_checkpoint_layers(self):
+        # HF Trainer's gradient_checkpointing: each of the tiny Llama's 4 decoder layers is recomputed in backward by
+        # re-running its __call__, so its 12 module calls (the layer, 2 norms, self_attn and 4 projections, mlp and 3
+        # projections) fetch again: 104 + 4 x 12 = 152 calls in the trace (test_stage3_prefetch_defaults_and_auto: 104).
+        cfg = self.config('{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}')
+        j = run_json(*self.BASE, "--deepspeed", cfg, "--checkpoint", "layers")
+        note = [n for n in j["notes"] if n.startswith("DeepSpeed ZeRO-3")]
+        self.assertEqual(len(note), 1, j["notes"])
+        self.assertIn("over 152 module calls", note[0])
+        self.assertGreater(j["training"]["recompute_percent_of_forward_flops"], 0)
+        # The modes that checkpoint op ranges, and torchtitan's non-reentrant selective ones, stay refused: one line.
+        for mode, message in [("sqrt", "stage 3 with --checkpoint sqrt, every:K, at: or auto is not modelled"),
+                              ("selective", "stage 3 with --checkpoint selective is not modelled")]:
+            p = run(*self.BASE, "--deepspeed", cfg, "--checkpoint", mode, check_rc=2)
+            self.assertIn(message, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
     def test_stage3_prefetch_reads_torchvision_scopes(self):
         # torchvision's called Sequentials name their children relative to the enclosing non-container module

@@ -136,20 +136,40 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
   EXPECT_TRUE(has(param, "offload_param.device") && has(param, "not modelled")) << param;
   const std::string nvme = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "nvme"}}})");
   EXPECT_TRUE(has(nvme, "offload_param.device")) << nvme;
-  const std::string optimizer = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "cpu"}}})");
-  EXPECT_TRUE(has(optimizer, "offload_optimizer") && has(optimizer, "stage 3")) << optimizer;
+  // offload_optimizer cpu is modelled at stage 3 (training_deepspeed3_offload.cc); nvme is refused.
+  {
+    const std::string file = write_config("offload3.json", R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "cpu"}}})");
+    TrainingOptions o;
+    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, o));
+    EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Cpu);
+  }
+  const std::string nvme3 = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "nvme"}}})");
+  EXPECT_TRUE(has(nvme3, "offload_optimizer.device") && has(nvme3, "NVMe")) << nvme3;
   const std::string scatter = refusal(R"({"zero_optimization": {)" + z3 + R"(, "reduce_scatter": false}})");
   EXPECT_TRUE(has(scatter, "zero_optimization.reduce_scatter")) << scatter;
   const std::string fp16 = refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {)" + z3 + "}}", "none", "fp16");
   EXPECT_TRUE(has(fp16, "fp16")) << fp16;
-  try {
-    const std::string file = write_config("checkpointed.json", R"({"zero_optimization": {)" + z3 + "}}");
-    TrainingOptions c;
-    c.checkpoint.mode = CheckpointMode::Sqrt;
-    apply_deepspeed(read_deepspeed_config(file), file, "none", "bf16", false, c);
-    ADD_FAILURE() << "stage 3 with --checkpoint was accepted";
-  } catch (const InputError& e) {
-    EXPECT_TRUE(has(e.what(), "--checkpoint")) << e.what();
+  // --checkpoint layers is modelled at stage 3 (training_deepspeed3_recompute.cc); the op-range modes and torchtitan's
+  // non-reentrant selective ones are refused, naming the mode.
+  const std::string checkpointed = write_config("checkpointed.json", R"({"zero_optimization": {)" + z3 + "}}");
+  TrainingOptions layers;
+  layers.checkpoint.mode = CheckpointMode::Layers;
+  EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, layers));
+  const std::pair<CheckpointMode, const char*> refused[] = {{CheckpointMode::Sqrt, "--checkpoint sqrt"},
+                                                            {CheckpointMode::Every, "every:K"},
+                                                            {CheckpointMode::At, "at:"},
+                                                            {CheckpointMode::Auto, "auto"},
+                                                            {CheckpointMode::SelectiveOp, "--checkpoint selective"},
+                                                            {CheckpointMode::SelectiveLayers, "--checkpoint selective"}};
+  for (const auto& [mode, named] : refused) {
+    try {
+      TrainingOptions c;
+      c.checkpoint.mode = mode;
+      apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, c);
+      ADD_FAILURE() << "stage 3 with --checkpoint " << named << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_TRUE(has(e.what(), named) && has(e.what(), "--checkpoint layers")) << e.what();
+    }
   }
 }
 
