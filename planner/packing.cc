@@ -1,7 +1,10 @@
 // The packing registry: dispatch by name, choose the best, and the glue from a Program to records.
 #include "planner/packing.h"
 
+#include <future>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -20,6 +23,10 @@ const char* packing_algorithm_name(PackingAlgorithm a) {
 }
 
 namespace {
+
+// From how many records choose_best places the orders on threads: below, a placement takes milliseconds and a
+// thread's start would be a visible part of it (a speed choice, not a model of any runtime).
+constexpr size_t kParallelPackingRecords = 10000;
 
 std::vector<int32_t> order_of(PackingAlgorithm algorithm, const std::vector<UsageRecord>& records,
                               const std::vector<uint64_t>& sizes) {
@@ -66,13 +73,25 @@ BestPacking choose_best(const std::vector<UsageRecord>& records, uint64_t alignm
   const std::vector<uint64_t> sizes = detail::aligned_sizes(records, alignment);
   const detail::OverlapIndex index(records, detail::validate_records(records));
   const uint64_t bound = aligned_lower_bound(records, alignment);
+  auto place = [&](int a) {
+    return detail::place_in_order(records, sizes, order_of(static_cast<PackingAlgorithm>(a), records, sizes), index);
+  };
+  // The four orders are independent (the index and the sizes are only read): on a large program, where placing
+  // takes seconds (a mixture of experts' training step: hundreds of thousands of records), each runs on its own
+  // thread, and the early stop below picks from their results what the sequential run would have kept.
+  std::vector<std::optional<PackingResult>> results(kNumPackingAlgorithms);
+  if (records.size() >= kParallelPackingRecords && std::thread::hardware_concurrency() > 1) {
+    std::vector<std::future<PackingResult>> runs;
+    for (int a = 1; a < kNumPackingAlgorithms; ++a) runs.push_back(std::async(std::launch::async, place, a));
+    results[0] = place(0);
+    for (int a = 1; a < kNumPackingAlgorithms; ++a) results[a] = runs[a - 1].get();
+  }
   BestPacking best;
   for (int a = 0; a < kNumPackingAlgorithms; ++a) {
-    const auto algorithm = static_cast<PackingAlgorithm>(a);
-    PackingResult r = detail::place_in_order(records, sizes, order_of(algorithm, records, sizes), index);
+    PackingResult r = results[a] ? std::move(*results[a]) : place(a);
     best.arena_by_algorithm.push_back(r.arena_bytes);
     if (a == 0 || r.arena_bytes < best.result.arena_bytes) {  // strict: the earlier algorithm wins ties
-      best.algorithm = algorithm;
+      best.algorithm = static_cast<PackingAlgorithm>(a);
       best.result = std::move(r);
     }
     if (best.result.arena_bytes == bound) break;  // no arena is below the bound: the later ones cannot win

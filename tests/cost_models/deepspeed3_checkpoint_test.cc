@@ -6,6 +6,7 @@
 
 #include "cost_models/cost_model.h"
 #include "onnx_import/errors.h"
+#include "tests/cost_models/deepspeed3_fixture.h"
 #include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
 
@@ -58,13 +59,7 @@ TrainingRun zero3(CheckpointMode mode, uint64_t prefetch, uint64_t max_live, uin
   return o;
 }
 
-std::vector<std::string> coordinator_steps(const Program& p) {
-  std::vector<std::string> out;
-  for (const Step& st : p.steps)
-    for (const char* kind : {"deepspeed:fetch", "deepspeed:wait", "deepspeed:prefetch", "deepspeed:release"})
-      if (st.name.rfind(kind, 0) == 0) out.push_back(st.name);
-  return out;
-}
+using testing::coordinator_steps;
 
 // No prefetch, stage3_max_reuse_distance 64 elements. The trace (modules owning parameters), with checkpointing:
 //   0 L0.fc1, 1 L0.fc2, 2 L1.fc1, 3 L1.fc2, 4 head (forward); 5 head (backward); layers.1 recomputed before its

@@ -7,6 +7,7 @@
 #include "cost_models/cost_model.h"
 #include "cost_models/deepspeed_zero3_schedule.h"
 #include "onnx_import/errors.h"
+#include "tests/cost_models/deepspeed3_fixture.h"
 #include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
 
@@ -17,59 +18,22 @@ using testing::buffer_named;
 using testing::bytes_named;
 using testing::live_at_step;
 using testing::step_named;
-using testing::GraphBuilder;
-using testing::int_attr;
 using testing::peak_live_bytes;
 
-// deepspeed3_test.cc's MLP, x[4,8] -> l1 (Gemm, l1.weight[16,8] 128 elements, l1.bias 16) -> act (Relu) -> l2 (Gemm,
-// l2.weight[2,16] 32, l2.bias 2) -> y[4,2], float32, its nodes named as torch.onnx.export names them: /l1/Gemm,
-// /act/Relu, /l2/Gemm. `scoped` false: /Gemm_0 ... (the root's scope only).
-Graph mlp(bool scoped = true) {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {4, 8});
-  const int32_t h = b.node1("Gemm", {x, b.weight("l1.weight", {16, 8}), b.weight("l1.bias", {16})}, "h", {4, 16},
-                            {{"transB", int_attr(1)}});
-  const int32_t r = b.node1("Relu", {h}, "r", {4, 16});
-  const int32_t y = b.node1("Gemm", {r, b.weight("l2.weight", {2, 16}), b.weight("l2.bias", {2})}, "y", {4, 2},
-                            {{"transB", int_attr(1)}});
-  b.output(y);
-  Graph g = b.graph();
-  if (scoped) {
-    g.nodes[0].name = "/l1/Gemm";
-    g.nodes[1].name = "/act/Relu";
-    g.nodes[2].name = "/l2/Gemm";
-  }
-  return g;
-}
+// deepspeed3_fixture.h's MLP, x[4,8] -> l1 (Gemm, l1.weight[16,8] 128 elements, l1.bias 16) -> act (Relu) -> l2
+// (Gemm, l2.weight[2,16] 32, l2.bias 2) -> y[4,2]; `scoped` false: /Gemm_0 ... (the root's scope only).
+Graph mlp(bool scoped = true) { return testing::deepspeed3_mlp(scoped); }
 
-// deepspeed3_test.cc's zero3(): 3 GPUs, bucket 40, l2.bias (2 elements) persistent, max_reuse_distance 0 (a release
-// keeps nothing for reuse: only the prefetch's markers keep a parameter), with a prefetch bucket.
+// deepspeed3_mlp_run() (max_reuse_distance 0: a release keeps nothing for reuse, only the prefetch's markers keep a
+// parameter) with a prefetch bucket.
 TrainingRun zero3(uint64_t prefetch, uint64_t max_live) {
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.optimizer = Optimizer::Adam;
-  o.loss = LossKind::CrossEntropy;
-  o.gpus = 3;
-  o.shard = Sharding::Zero3;
-  o.deepspeed.enabled = true;
-  o.deepspeed.stage = 3;
-  o.deepspeed.reduce_bucket_size = 40;
-  o.deepspeed.overlap_comm = true;
+  TrainingRun o = testing::deepspeed3_mlp_run();
   o.deepspeed.prefetch_bucket_size = prefetch;
   o.deepspeed.max_live_parameters = max_live;
-  o.deepspeed.param_persistence_threshold = 2;
-  o.deepspeed.max_reuse_distance = 0;
   return o;
 }
 
-// The coordinator's steps in program order: gathers, waits, prefetches and releases.
-std::vector<std::string> coordinator_steps(const Program& p) {
-  std::vector<std::string> out;
-  for (const Step& st : p.steps)
-    for (const char* kind : {"deepspeed:fetch", "deepspeed:wait", "deepspeed:prefetch", "deepspeed:release"})
-      if (st.name.rfind(kind, 0) == 0) out.push_back(st.name);
-  return out;
-}
+using testing::coordinator_steps;
 
 // The MLP's hook calls (parameters 0 l1.weight 128, 1 l1.bias 16, 2 l2.weight 32, 3 l2.bias 2, persistent):
 // forward: fetch root (step 0), fetch l1 (1), release l1, fetch act (2), fetch l2 (3), release l2; backward: fetch root

@@ -6,6 +6,7 @@
 #include "cost_models/cost_model.h"
 #include "cost_models/deepspeed_zero3.h"
 #include "onnx_import/errors.h"
+#include "tests/cost_models/deepspeed3_fixture.h"
 #include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
 
@@ -17,38 +18,14 @@ using testing::bytes_named;
 using testing::live_at_step;
 using testing::step_named;
 using testing::GraphBuilder;
-using testing::int_attr;
 using testing::peak_live_bytes;
 using testing::resident_bytes;
 
-// x[4,8] -> Gemm(l1.weight[16,8], l1.bias[16]) -> h -> Relu -> r -> Gemm(l2.weight[2,16], l2.bias[2]) -> y[4,2],
-// float32: two modules, l1 (128 + 16 elements) and l2 (32 + 2).
-Graph mlp() {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {4, 8});
-  const int32_t h = b.node1("Gemm", {x, b.weight("l1.weight", {16, 8}), b.weight("l1.bias", {16})}, "h", {4, 16},
-                            {{"transB", int_attr(1)}});
-  const int32_t r = b.node1("Relu", {h}, "r", {4, 16});
-  const int32_t y = b.node1("Gemm", {r, b.weight("l2.weight", {2, 16}), b.weight("l2.bias", {2})}, "y", {4, 2},
-                            {{"transB", int_attr(1)}});
-  b.output(y);
-  return b.graph();
-}
+Graph mlp() { return testing::deepspeed3_mlp(); }
 
-// 3 GPUs, bucket 40 elements, persistence threshold 2 (l2.bias alone persists), no prefetch.
+// deepspeed3_mlp_run() with this max_reuse_distance.
 TrainingRun zero3(uint64_t max_reuse_distance) {
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.optimizer = Optimizer::Adam;
-  o.loss = LossKind::CrossEntropy;
-  o.gpus = 3;
-  o.shard = Sharding::Zero3;
-  o.deepspeed.enabled = true;
-  o.deepspeed.stage = 3;
-  o.deepspeed.reduce_bucket_size = 40;
-  o.deepspeed.overlap_comm = true;
-  o.deepspeed.prefetch_bucket_size = 0;
-  o.deepspeed.param_persistence_threshold = 2;
+  TrainingRun o = testing::deepspeed3_mlp_run();
   o.deepspeed.max_reuse_distance = max_reuse_distance;
   return o;
 }

@@ -247,6 +247,38 @@ TEST(Packing, ChooseBestStopsEarlyWithTheAnswerOfAllFour) {
   EXPECT_GT(stopped_early, 100);  // the early stop is exercised, not only the full run
 }
 
+// From 10,000 records choose_best places the orders on threads; its answer, arena_by_algorithm included, must be
+// the sequential one: every algorithm's arena up to the first that reaches the bound, and the winner's offsets.
+TEST(Packing, ChooseBestOnThreadsAnswersAsTheSequentialRun) {
+  std::mt19937_64 rng(20261205);
+  for (int round = 0; round < 4; ++round) {
+    const int32_t steps = 2000;
+    const bool few_sizes = round % 2 == 0;  // reaches the bound at some algorithm (an early stop), or never
+    std::vector<UsageRecord> records;
+    for (size_t i = 0; i < 12000; ++i) {
+      const int32_t first = static_cast<int32_t>(rng() % steps);
+      const int32_t last = std::min<int32_t>(steps - 1, first + static_cast<int32_t>(rng() % (few_sizes ? 3 : 40)));
+      records.push_back({few_sizes ? uint64_t{256} : 1 + rng() % 100000, first, last});
+    }
+    const std::vector<PackingResult> all = pack_all(records);
+    const uint64_t bound = aligned_lower_bound(records);
+    size_t winner = 0, ran = all.size();
+    for (size_t a = 0; a < all.size(); ++a) {
+      if (all[a].arena_bytes < all[winner].arena_bytes) winner = a;
+      if (all[winner].arena_bytes == bound) {
+        ran = a + 1;
+        break;
+      }
+    }
+    const BestPacking best = choose_best(records);
+    EXPECT_EQ(static_cast<size_t>(best.algorithm), winner) << "round " << round;
+    EXPECT_EQ(best.result.offsets, all[winner].offsets) << "round " << round;
+    ASSERT_EQ(best.arena_by_algorithm.size(), ran) << "round " << round;
+    for (size_t a = 0; a < ran; ++a) EXPECT_EQ(best.arena_by_algorithm[a], all[a].arena_bytes) << "round " << round;
+    if (few_sizes) EXPECT_LT(ran, all.size()) << "round " << round;  // the early stop is exercised
+  }
+}
+
 TEST(Packing, UsageRecordsSkipResidentBuffers) {
   Program p;
   p.buffers = {{"w", 10, Category::Weight, true}, {"a", 20}, {"b", 30}};
