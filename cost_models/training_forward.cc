@@ -109,8 +109,9 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   // bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose
   // input needs a grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt
   // keeps ctx.tensors = (CAt, subA, A) then (CAt None on a frozen weight, subA empty without outliers).
-  // AutoAWQ's WQLinearMMFunction keeps its (float16) input x the same way (training_packed.cc).
-  if (op.kind == OpKind::Linear && op.weight >= 0 &&
+  // AutoAWQ's WQLinearMMFunction keeps its (float16) input x the same way (training_packed.cc). torchao's LinearNF4
+  // (frozen_storage.h torchao_nf4) saves its weight alone: its backward needs no input.
+  if (op.kind == OpKind::Linear && op.weight >= 0 && !torchao_nf4(options_) &&
       (layout().storage[op.weight] == FrozenStorage::Nf4 || layout().storage[op.weight] == FrozenStorage::Int8 ||
        layout().storage[op.weight] == FrozenStorage::AwqInt4) &&
       op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)

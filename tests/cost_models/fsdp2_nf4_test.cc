@@ -1,0 +1,136 @@
+// FSDP2 over torchao's NF4 bases (--shard fsdp2 --frozen-dtype nf4 --lora-rank R: torchtune's distributed QLoRA),
+// on a tiny graph and 2 ranks; every expected number is worked out by hand below from torchao's NF4Tensor layout
+// (to_nf4, block 64, scaler block 256) and fully_shard's rules (cost_models/training_fsdp2.cc), never read back
+// from the code.
+#include <gtest/gtest.h>
+
+#include "cost_models/cost_model.h"
+#include "onnx_import/errors.h"
+#include "planner/liveness.h"
+#include "tests/cost_models/graph_builder.h"
+#include "tests/cost_models/run_options.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+using testing::buffer_named;
+using testing::int_attr;
+using testing::step_named;
+
+// x[4,256] -> MatMul(layers.0.fc.w [256,128]) -> Relu -> MatMul(layers.1.fc.w [128,256]) -> Relu
+//   -> Gemm(head.w [2,256] transposed, head.b [2]) -> y[4,2]; units root {head.w, head.b}, layers.0, layers.1.
+Graph qlora_blocks() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 256});
+  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.fc.w", {256, 128})}, "h0", {4, 128});
+  const int32_t r0 = b.node1("Relu", {h0}, "r0", {4, 128});
+  const int32_t h1 = b.node1("MatMul", {r0, b.weight("layers.1.fc.w", {128, 256})}, "h1", {4, 256});
+  const int32_t r1 = b.node1("Relu", {h1}, "r1", {4, 256});
+  const int32_t y = b.node1("Gemm", {r1, b.weight("head.w", {2, 256}), b.weight("head.b", {2})}, "y", {4, 2},
+                            {{"transB", int_attr(1)}});
+  b.output(y);
+  return b.graph();
+}
+
+// torchtune's run: the model in bf16 (no autocast, no MixedPrecisionPolicy), adapters in bf16, 2 ranks, Adam.
+TrainingRun qlora(int gpus) {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.precision = Precision::Bf16;
+  o.gpus = gpus;
+  o.shard = Sharding::Fsdp2;
+  o.frozen_storage = FrozenStorage::Nf4;
+  o.double_quant = true;
+  o.lora_rank = 2;
+  o.lora_targets = "fc";
+  o.lora_float32 = false;
+  return o;
+}
+
+uint64_t bytes_of(const Program& p, const std::string& name) {
+  const int32_t b = buffer_named(p, name);
+  EXPECT_GE(b, 0) << name;
+  return b < 0 ? 0 : p.buffers[b].bytes;
+}
+
+// Each fc.w: 32,768 values in bf16. torchao's NF4Tensor: quantized_data 32,768 / 2 = 16,384 B (uint8);
+// quantized_scalers 32,768 / 64 = 512 blocks, 512 B (int8); quantization_factor 512 / 256 = 2 values x 2 B = 4 B;
+// these three are sharded and all-gathered: 16,900 B, 8,450 B a rank. scaler_mean (1 value) and the nf4 table
+// (16 values), 17 x 2 = 34 B, every rank whole: the NF4 shard is 8,450 + 34 = 8,484 B a rank.
+// Adapters (bf16, rank 2; lora_A [2, in], lora_B [out, 2]), each sharded on dim 0 (ceil(dim0 / 2) rows):
+//  layers.0 (in 256, out 128): lora_A 1 row x 256 = 512 B, lora_B 64 rows x 2 = 256 B: 768 B;
+//  layers.1 (in 128, out 256): lora_A 1 row x 128 = 256 B, lora_B 128 rows x 2 = 512 B: 768 B.
+// A layer unit: resident 8,484 + 768 = 9,252 B; all-gathered 16,900 + 2 x 768 = 18,436 B (NF4-sized: the bf16
+// weight alone would be 65,536 B). The root (frozen head, not NF4: the layer writing the graph's output stays
+// nn.Linear): head.w 1 row x 256 x 2 = 512 B, head.b 1 x 2 = 2 B: 514 B, gathered 1,028 B.
+// Per rank: parameters 2 x 9,252 + 514 = 19,018 B, of which NF4 2 x 8,484 = 16,968 B; grads only the adapters'
+// shards 2 x 768 = 1,536 B (bf16); Adam's two states on them 3,072 B. The reduce-scatter input of a layer: its
+// adapters' grads padded on dim 0, 2 x 768 = 1,536 B. linear_nf4 dequantizes the weight to bf16 for each matmul,
+// 32,768 x 2 = 65,536 B, in forward and again in backward.
+TEST(Fsdp2Nf4, ShardGatherAndDequantizeByHand) {
+  const TrainingResult r = build_training_program(qlora_blocks(), qlora(2));
+  const Program& p = r.program;
+  EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:layers.0"), 9252u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:layers.1"), 9252u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:root"), 514u);
+  EXPECT_EQ(r.param_bytes, 19018u);
+  EXPECT_EQ(r.frozen_stored_bytes, 16968u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_all_gather_output:layers.0"), 18436u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_unsharded:layers.0"), 18436u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_unsharded:layers.1:backward"), 18436u);
+  EXPECT_EQ(r.grad_bytes, 1536u);
+  EXPECT_EQ(r.optimizer_state_bytes, 3072u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_reduce_scatter_input:layers.0"), 1536u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_grad_shard:layers.0"), 768u);
+  EXPECT_EQ(buffer_named(p, "grad:layers.0.fc.w:view"), -1);  // the NF4 base gets no grad
+  int dequantized = 0;
+  for (const Buffer& b : p.buffers)
+    if (b.name == "layers.1.fc.w:dequantized") {
+      EXPECT_EQ(b.bytes, 65536u);
+      ++dequantized;
+    }
+  // layers.1's: forward and the input grad's backward (r0 needs a grad: layers.0's adapters train). layers.0's
+  // input x needs none, so its backward dequantizes nothing.
+  EXPECT_EQ(dequantized, 2);
+}
+
+// The gathered weights alive at layers.1's forward matmul (/MatMul_2; the Weight category, resident shards apart):
+// the root's unsharded parameters 1,028 (the root is not resharded after forward; its all-gather output was freed
+// by layers.0's all-gather), layers.1's all-gather output, kept until the root's post-forward, and its unsharded
+// NF4 (18,436 + 18,436; layers.0's output was freed by this all-gather, layers.0 resharded after its forward), and
+// the bf16 dequantized weight 65,536: 1,028 + 36,872 + 65,536 = 103,436 B.
+TEST(Fsdp2Nf4, PeakWeightsAtTheNf4MatmulByHand) {
+  const Program p = build_training_program(qlora_blocks(), qlora(2)).program;
+  const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
+  const int32_t s = step_named(p, "/MatMul_2");
+  ASSERT_GE(s, 0);
+  EXPECT_EQ(live.per_step_by_category[s][static_cast<int>(Category::Weight)], 103436u);
+}
+
+// torchao's constraints, refused naming the weight: to_nf4 needs whole blocks of 64 x 256 values; nf4_split needs
+// dim 0 and the scaler blocks to divide by the ranks (32,768 values are 2 blocks: 4 ranks cannot split them).
+TEST(Fsdp2Nf4, TorchaosDivisibilityIsRefused) {
+  try {
+    build_training_program(qlora_blocks(), qlora(4));
+    ADD_FAILURE() << "4 ranks over 2 scaler blocks: not refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.0.fc.w"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nf4_split"), std::string::npos) << e.what();
+  }
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 64});
+  const int32_t h = b.node1("MatMul", {x, b.weight("layers.0.fc.w", {64, 64})}, "h", {4, 64});
+  const int32_t y = b.node1("Gemm", {h, b.weight("head.w", {2, 64}), b.weight("head.b", {2})}, "y", {4, 2},
+                            {{"transB", int_attr(1)}});
+  b.output(y);
+  try {
+    build_training_program(b.graph(), qlora(2));
+    ADD_FAILURE() << "4,096 values: not refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("16384"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace memplan
