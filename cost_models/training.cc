@@ -12,6 +12,7 @@
 #include "cost_models/kbit_prep.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/selective_checkpoint.h"
+#include "cost_models/frozen_storage.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -283,6 +284,10 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
             ? "each layer keeps its float16 input; its forward dequantizes the weight at 1024 tokens or more (else "
               "8 split-K partial products), and its backward dequantizes it again and repeats it once per sequence "
               "of the batch (AutoAWQ's WQLinearMMFunction)."
+        : torchao_nf4(options)
+            ? "torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers, sharded by fully_shard; the "
+              "bytes above are this GPU's shards), all-gathered in NF4 for each group, and dequantized into the "
+              "compute type by each linear_nf4, in forward and again in backward."
             : "each op dequantizes the ones it reads into the compute type as a transient, in forward and again in "
               "backward.";
     notes.push_back(std::string("--frozen-dtype ") + name[static_cast<int>(options.frozen_storage)] +
