@@ -90,6 +90,20 @@ TorchaoNf4 torchao_nf4_layout(uint64_t n, uint64_t element_bytes, const std::str
   return q;
 }
 
+// NF4Tensor.get_original_weight (same file and commit): first_elements = (quantized_data >> 4).to(torch.long) and
+// second_elements = (quantized_data & 0b1111).to(torch.long) (n / 2 int64 each; the uint8 shifts are freed by
+// then); dequantize(...) = nf4[value] for each (n / 2 values each); scalers = dequantize_scalers(...) (n / 64 values
+// after `+ self.scaler_mean`; the division's result freed); scaled_first and scaled_second = dequantized_x *
+// repeated.flatten() (n / 2 each; the flatten's copy of the expanded view is freed after each product); then
+// torch.stack([...], dim=-1) (n values: the result). Every local is held until the return, so at the stack all
+// of them are live: 8 n + (n / 2 + n / 2 + n / 64 + n / 2 + n / 2) elements of the weight's dtype, besides the result.
+uint64_t torchao_nf4_dequantize_scratch(uint64_t n, uint64_t e) {
+  const uint64_t indices = checked_mul(n, 8, "nf4 dequantize indices");  // two int64 tensors of n / 2
+  const uint64_t halves = checked_mul(checked_add(n / 2 * 4, n / kTorchaoNf4BlockSize, "nf4 dequantize"), e,
+                                      "nf4 dequantize halves");
+  return checked_add(indices, halves, "nf4 dequantize scratch");
+}
+
 uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t n, uint64_t rows) {
   switch (s) {
     case FrozenStorage::Fp16:

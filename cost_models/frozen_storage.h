@@ -31,6 +31,11 @@ struct TorchaoNf4 {
 // Throws InputError naming `weight` where to_nf4 asserts: n not a multiple of 64 x 256 (get_block_absmax and
 // NF4Tensor.double_quantize_scalers).
 TorchaoNf4 torchao_nf4_layout(uint64_t elements, uint64_t element_bytes, const std::string& weight);
+// NF4Tensor.get_original_weight's intermediates for a weight of n values in a dtype of `element_bytes` (freed when it
+// returns, beside its result of n x element_bytes): the two int64 index tensors (n / 2 each), the looked-up halves
+// and the scaled halves (n / 2 each, the weight's dtype) and the dequantized scalers (n / 64), all live at its
+// torch.stack.
+uint64_t torchao_nf4_dequantize_scratch(uint64_t elements, uint64_t element_bytes);
 // Whether --frozen-dtype nf4 is torchao's NF4Tensor: under --shard fsdp2, the runtime that fully_shards NF4 weights
 // is torchtune's (torchao's fsdp_pre_all_gather extension); bitsandbytes' Params4bit otherwise.
 inline bool torchao_nf4(const TrainingOptions& o) {

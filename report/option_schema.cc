@@ -286,7 +286,7 @@ std::vector<OptionSpec> make_schema() {
          return if_set(!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same), ", frozen weights " + a.frozen_dtype);
        }},
       {.flag = "--double-quant", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
-       .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales",
+       .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales (bitsandbytes' compress_statistics; torchao's NF4Tensor, --frozen-dtype nf4 under --shard fsdp2, always quantizes its scalers)",
        .field = FIELD(estimate.double_quant),
        .describe = [](const EstimateArgs& a) { return if_set(a.double_quant, " double-quantized"); }},
       {.flag = "--frozen-group-size", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,

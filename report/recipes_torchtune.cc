@@ -126,9 +126,9 @@ Recipe torchtune_recipe() {
           "(the Llama 3 full_finetune_distributed configs' tok_embeddings and output as units of their own: "
           "--fsdp-wrap '^(.*?\\.[0-9]+\\.|model\\.embed_tokens|lm_head)'); RoPE's float32 copies of q and k "
           "(Llama3ScaledRoPE.forward x.float(), transient) and its cache buffer; in a full fine-tune, RMSNorm keeps "
-          "its float32 normalized input for the scale's grad where memplan keeps it in bf16; torchao's NF4 "
+          "its float32 normalized input for the scale's grad where memplan keeps it in bf16; on one GPU, torchao's NF4 "
           "dequantization (NF4Tensor.get_original_weight: int64 indices, about 12 bytes a weight element while one "
-          "4-bit layer computes) is counted as bitsandbytes' bf16 copy (2 bytes); compile: True (1 config); DoRA",
+          "4-bit layer computes; modelled with --gpus N > 1) is counted as bitsandbytes' bf16 copy (2 bytes); compile: True (1 config); DoRA",
           {"sgd", "momentum", "adam", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
           "config.instantiate(cfg.optimizer, ...): any optimizer class the config's _component_ names, torch.optim "
           "or bitsandbytes.optim"};

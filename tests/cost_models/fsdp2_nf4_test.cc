@@ -108,6 +108,51 @@ TEST(Fsdp2Nf4, PeakWeightsAtTheNf4MatmulByHand) {
   EXPECT_EQ(live.per_step_by_category[s][static_cast<int>(Category::Weight)], 103436u);
 }
 
+// NF4Tensor.get_original_weight, the step before each linear_nf4 matmul, for a 32,768-value bf16 weight: two int64
+// index tensors 2 x 16,384 x 8 = 262,144 B, the looked-up and the scaled halves 4 x 16,384 x 2 = 131,072 B, the
+// dequantized scalers 512 x 2 = 1,024 B: 394,240 B of intermediates, all live at its torch.stack beside the
+// 65,536 B result, and freed when it returns (the matmul then sees the result alone). Forward and backward for
+// layers.1 (whose input needs a grad), forward only for layers.0.
+TEST(Fsdp2Nf4, GetOriginalWeightsIntermediatesByHand) {
+  const Program p = build_training_program(qlora_blocks(), qlora(2)).program;
+  const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
+  int steps = 0;
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    if (p.steps[i].name != "linear_nf4:get_original_weight:layers.1.fc.w") continue;
+    ++steps;
+    EXPECT_EQ(live.per_step_by_category[i][static_cast<int>(Category::Workspace)], 394240u) << i;
+  }
+  EXPECT_EQ(steps, 2);
+  int scratch = 0;
+  for (const Buffer& b : p.buffers)
+    if (b.name == "layers.0.fc.w:get_original_weight" || b.name == "layers.1.fc.w:get_original_weight") {
+      EXPECT_EQ(b.bytes, 394240u);
+      ++scratch;
+    }
+  EXPECT_EQ(scratch, 3);
+  const int32_t matmul = step_named(p, "/MatMul_2");
+  ASSERT_GE(matmul, 0);
+  EXPECT_EQ(live.per_step_by_category[matmul][static_cast<int>(Category::Workspace)], 0u);
+}
+
+// The step's peak (the planner's lower bound over non-resident buffers) is layers.1's get_original_weight in
+// backward, for the input grad of its base matmul. Live there, bf16 throughout:
+//  x [4,256] 2,048 (lora_A of layers.0 keeps it for its weight's grad); the root's unsharded parameters 1,028;
+//  layers.0's lora_A output [4,2] 16 (kept by lora_B); the [4,128] tensor layers.0's Relu keeps, 1,024; the
+//  output y [4,2] 16 (it seeds backward); layers.1's unsharded NF4 unit 18,436 and layers.0's all-gather output,
+//  prefetched by layers.1's pre-backward, 18,436; the grad of layers.1's output [4,256] 2,048; the unsharded
+//  adapter grads waiting for layers.1's reduce-scatter, lora_B [256,2] 1,024 and lora_A [2,128] 512; the grad of
+//  r0 [4,128] so far (lora_A's part) 1,024; the dequantized weight 65,536 and get_original_weight's intermediates
+//  394,240. Sum: 505,388 B. Resident beside it: the shards 19,018 and Adam's states 3,072 = 22,090 B.
+TEST(Fsdp2Nf4, PeakStepByHand) {
+  const Program p = build_training_program(qlora_blocks(), qlora(2)).program;
+  const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
+  EXPECT_EQ(live.peak_bytes, 505388u);
+  EXPECT_EQ(live.resident_bytes, 22090u);
+  EXPECT_EQ(p.steps[live.peak_step].name, "linear_nf4:get_original_weight:layers.1.fc.w");
+  EXPECT_EQ(p.steps[live.peak_step].phase, Phase::Backward);
+}
+
 // torchao's constraints, refused naming the weight: to_nf4 needs whole blocks of 64 x 256 values; nf4_split needs
 // dim 0 and the scaler blocks to divide by the ranks (32,768 values are 2 blocks: 4 ranks cannot split them).
 TEST(Fsdp2Nf4, TorchaosDivisibilityIsRefused) {
