@@ -230,7 +230,10 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     (options.fsdp2_mp ? "MixedPrecisionPolicy: shards, their grads and the optimizer states float32, "
                                         "gathered and computed in " + std::string(dtype_name(param_dtype(options.precision))) +
                                         ", reduced in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) + "."
-                                      : std::string("No MixedPrecisionPolicy: gathered and reduced in the parameters' type.")));
+                                      : std::string("No MixedPrecisionPolicy: gathered and reduced in the parameters' type.")) +
+                    (torchao_nf4(options) ? " NF4 weights (torchao's NF4Tensor): 1/" + std::to_string(options.gpus) +
+                                                " of each quantized tensor, gathered in NF4 through fsdp_pre_all_gather."
+                                          : std::string()));
   if (options.loss == LossKind::ChunkedCrossEntropy && !options.free_output)
     notes.push_back("chunked-ce: the output's chunks are held through backward; torchtune's recipes drop them after "
                     "the loss (del logits): add --free-output to model that.");
