@@ -153,6 +153,34 @@ TEST(Fsdp2Nf4, PeakStepByHand) {
   EXPECT_EQ(p.steps[live.peak_step].phase, Phase::Backward);
 }
 
+// What autograd keeps of an NF4 layer's input. x[4,256] -> MatMul(layers.0.up.w [256,256], LoRA) -> h0 [4,256] (the
+// adapter's Add) -> MatMul(layers.0.gate.w [256,128], NF4, no adapter) + gate.b (one Linear) -> Gemm(head) -> y.
+// h0 needs a grad (the up adapters train) but no op's backward needs h0 itself: the gate layer's input grad needs
+// only its weight.
+// torchao's LinearNF4 saves the NF4 weight alone, so h0 dies in forward at the gate matmul; bitsandbytes'
+// MatMul4Bit (the FSDP1 run: PEFT's Linear4bit) keeps ctx.tensors = (A, B), so h0 lives to the gate's backward.
+TEST(Fsdp2Nf4, Nf4LinearSavesItsWeightNotItsInput) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 256});
+  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.up.w", {256, 256})}, "h0", {4, 256});
+  const int32_t m = b.node1("MatMul", {h0, b.weight("layers.0.gate.w", {256, 128})}, "m", {4, 128});
+  const int32_t g = b.node1("Add", {m, b.weight("layers.0.gate.b", {128})}, "g", {4, 128});
+  const int32_t y = b.node1("Gemm", {g, b.weight("head.w", {2, 128}), b.weight("head.b", {2})}, "y", {4, 2},
+                            {{"transB", int_attr(1)}});
+  b.output(y);
+  TrainingRun o = qlora(2);
+  o.lora_targets = "up";
+  auto last_phase = [&](const TrainingRun& run) {
+    const Program p = build_training_program(b.graph(), run).program;
+    const int32_t h = buffer_named(p, "/layers.0.up.w/lora/Add_output_0");
+    EXPECT_GE(h, 0);
+    return h < 0 ? Phase::Forward : p.steps[compute_liveness(p)[h].last].phase;
+  };
+  EXPECT_EQ(last_phase(o), Phase::Forward);
+  o.shard = Sharding::Fsdp;
+  EXPECT_EQ(last_phase(o), Phase::Backward);
+}
+
 // torchao's constraints, refused naming the weight: to_nf4 needs whole blocks of 64 x 256 values; nf4_split needs
 // dim 0 and the scaler blocks to divide by the ranks (32,768 values are 2 blocks: 4 ranks cannot split them).
 TEST(Fsdp2Nf4, TorchaosDivisibilityIsRefused) {
