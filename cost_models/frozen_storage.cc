@@ -64,6 +64,46 @@ uint64_t packed_frozen_bytes(FrozenStorage s, uint64_t in, uint64_t out, int64_t
   return awq_packed(in, out, in / group, kPackedScaleBytes).total();
 }
 
+// torchao/dtypes/nf4tensor.py at pytorch/ao 36027d82d1ad9949597ea16002ff4940374b1b94 (there
+// torchao/quantization/quantize_/workflows/nf4/nf4_tensor.py; torchtune v0.6.1 imports it as torchao.dtypes.nf4tensor):
+// NF4Tensor.from_tensor asserts numel % block_size == 0; double_quantize_scalers: scalers_1 = get_block_absmax
+// (n / 64 values in the weight's dtype), asserts scalers_1.numel() % scaler_block_size == 0, returns the int8
+// quantized scalers (n / 64), quantization_factor (n / 64 / 256 values of 256 / (2 * absmax), the weight's dtype)
+// and scalers_1_mean (a 0-d tensor, the weight's dtype); convert_to_norm_float_weight packs two 4-bit indices a
+// byte (n / 2 uint8, n even); the nf4 look-up table is a 16-entry tensor in the weight's dtype, one per weight.
+constexpr uint64_t kTorchaoNf4BlockSize = 64;         // to_nf4(tensor, block_size: int = 64, ...)
+constexpr uint64_t kTorchaoNf4ScalerBlockSize = 256;  // to_nf4(..., scaler_block_size: int = 256)
+constexpr uint64_t kTorchaoNf4TableEntries = 16;      // NF4Tensor.from_tensor's nf4 = torch.tensor([-1.0, ..., 1.0])
+
+TorchaoNf4 torchao_nf4_layout(uint64_t n, uint64_t element_bytes, const std::string& weight) {
+  const uint64_t block = kTorchaoNf4BlockSize * kTorchaoNf4ScalerBlockSize;
+  if (n == 0 || n % block != 0)
+    throw InputError("--frozen-dtype nf4 under --shard fsdp2 is torchao's NF4Tensor: weight '" + weight + "' has " +
+                     std::to_string(n) + " values, not a multiple of 64 x 256 = 16384 (to_nf4 asserts it: "
+                     "NF4Tensor.double_quantize_scalers needs whole blocks of 64 values and of 256 scalers)");
+  TorchaoNf4 q;
+  q.data = n / 2;
+  q.scalers = n / kTorchaoNf4BlockSize;
+  q.scaler_blocks = q.scalers / kTorchaoNf4ScalerBlockSize;
+  q.factors = checked_mul(q.scaler_blocks, element_bytes, "nf4 quantization factors");
+  q.replicated = checked_mul(1 + kTorchaoNf4TableEntries, element_bytes, "nf4 scaler mean and table");
+  return q;
+}
+
+// NF4Tensor.get_original_weight (same file and commit): first_elements = (quantized_data >> 4).to(torch.long) and
+// second_elements = (quantized_data & 0b1111).to(torch.long) (n / 2 int64 each; the uint8 shifts are freed by
+// then); dequantize(...) = nf4[value] for each (n / 2 values each); scalers = dequantize_scalers(...) (n / 64 values
+// after `+ self.scaler_mean`; the division's result freed); scaled_first and scaled_second = dequantized_x *
+// repeated.flatten() (n / 2 each; the flatten's copy of the expanded view is freed after each product); then
+// torch.stack([...], dim=-1) (n values: the result). Every local is held until the return, so at the stack all
+// of them are live: 8 n + (n / 2 + n / 2 + n / 64 + n / 2 + n / 2) elements of the weight's dtype, besides the result.
+uint64_t torchao_nf4_dequantize_scratch(uint64_t n, uint64_t e) {
+  const uint64_t indices = checked_mul(n, 8, "nf4 dequantize indices");  // two int64 tensors of n / 2
+  const uint64_t halves = checked_mul(checked_add(n / 2 * 4, n / kTorchaoNf4BlockSize, "nf4 dequantize"), e,
+                                      "nf4 dequantize halves");
+  return checked_add(indices, halves, "nf4 dequantize scratch");
+}
+
 uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t n, uint64_t rows) {
   switch (s) {
     case FrozenStorage::Fp16:
@@ -129,6 +169,10 @@ std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<Fuse
       const uint64_t out = outputs[t];
       if (out == 0 || x.elements() % out != 0) continue;  // not a layer whose output axis the graph names
       bytes[t] = packed_frozen_bytes(o.frozen_storage, x.elements() / out, out, o.quant_group_size, x.name);
+      continue;
+    }
+    if (torchao_nf4(o)) {
+      bytes[t] = torchao_nf4_layout(x.elements(), static_cast<uint64_t>(std::max(1, dtype_bits(compute[t]) / 8)), x.name).total();
       continue;
     }
     const uint64_t rows = x.shape.empty() ? 1 : static_cast<uint64_t>(x.shape[0]);

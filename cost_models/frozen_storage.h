@@ -16,6 +16,32 @@ namespace memplan {
 // takes stored as `s` (FrozenStorage::Same: not called).
 uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t elements, uint64_t rows);
 
+// torchao's NF4Tensor (torchao/dtypes/nf4tensor.py, to_nf4 with torchtune's defaults block_size 64 and
+// scaler_block_size 256), the NF4 of --frozen-dtype nf4 under --shard fsdp2 (torchao_nf4: torchtune's distributed
+// QLoRA; elsewhere nf4 is bitsandbytes'). A weight of n values holds quantized_data (uint8, n / 2),
+// quantized_scalers (int8, one per 64-value block), quantization_factor (one per 256 scalers) and scaler_mean
+// (one value), both in the weight's dtype, and the 16-entry nf4 table in that dtype. `sharded` is what fully_shard
+// splits on dim 0 and all-gathers (NF4Tensor.fsdp_pre_all_gather's three tensors); `replicated` the scaler_mean
+// and the table, which every rank keeps whole (the metadata of fsdp_pre_all_gather, not gathered).
+struct TorchaoNf4 {
+  uint64_t data = 0, scalers = 0, factors = 0, replicated = 0, scaler_blocks = 0;
+  uint64_t sharded() const { return data + scalers + factors; }
+  uint64_t total() const { return sharded() + replicated; }
+};
+// Throws InputError naming `weight` where to_nf4 asserts: n not a multiple of 64 x 256 (get_block_absmax and
+// NF4Tensor.double_quantize_scalers).
+TorchaoNf4 torchao_nf4_layout(uint64_t elements, uint64_t element_bytes, const std::string& weight);
+// NF4Tensor.get_original_weight's intermediates for a weight of n values in a dtype of `element_bytes` (freed when it
+// returns, beside its result of n x element_bytes): the two int64 index tensors (n / 2 each), the looked-up halves
+// and the scaled halves (n / 2 each, the weight's dtype) and the dequantized scalers (n / 64), all live at its
+// torch.stack.
+uint64_t torchao_nf4_dequantize_scratch(uint64_t elements, uint64_t element_bytes);
+// Whether --frozen-dtype nf4 is torchao's NF4Tensor: under --shard fsdp2, the runtime that fully_shards NF4 weights
+// is torchtune's (torchao's fsdp_pre_all_gather extension); bitsandbytes' Params4bit otherwise.
+inline bool torchao_nf4(const TrainingOptions& o) {
+  return o.frozen_storage == FrozenStorage::Nf4 && o.shard == Sharding::Fsdp2;
+}
+
 // GPTQ or AWQ 4-bit (--frozen-dtype gptq-int4 / awq-int4): the bytes of a linear layer of `in` inputs and `out`
 // outputs as the training loaders register it (cost_models/packed_int_weights.h; GPTQ with its g_idx, which
 // gptqmodel's BaseQuantLinear and auto_gptq's QuantLinear register whether or not the checkpoint has act-order;

@@ -12,6 +12,7 @@
 #include "cost_models/kbit_prep.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/selective_checkpoint.h"
+#include "cost_models/frozen_storage.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -229,7 +230,10 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     (options.fsdp2_mp ? "MixedPrecisionPolicy: shards, their grads and the optimizer states float32, "
                                         "gathered and computed in " + std::string(dtype_name(param_dtype(options.precision))) +
                                         ", reduced in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) + "."
-                                      : std::string("No MixedPrecisionPolicy: gathered and reduced in the parameters' type.")));
+                                      : std::string("No MixedPrecisionPolicy: gathered and reduced in the parameters' type.")) +
+                    (torchao_nf4(options) ? " NF4 weights (torchao's NF4Tensor): 1/" + std::to_string(options.gpus) +
+                                                " of each quantized tensor, gathered in NF4 through fsdp_pre_all_gather."
+                                          : std::string()));
   if (options.loss == LossKind::ChunkedCrossEntropy && !options.free_output)
     notes.push_back("chunked-ce: the output's chunks are held through backward; torchtune's recipes drop them after "
                     "the loss (del logits): add --free-output to model that.");
@@ -283,6 +287,10 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
             ? "each layer keeps its float16 input; its forward dequantizes the weight at 1024 tokens or more (else "
               "8 split-K partial products), and its backward dequantizes it again and repeats it once per sequence "
               "of the batch (AutoAWQ's WQLinearMMFunction)."
+        : torchao_nf4(options)
+            ? "torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers, sharded by fully_shard; the "
+              "bytes above are this GPU's shards), all-gathered in NF4 for each group, and dequantized into the "
+              "compute type by each linear_nf4, in forward and again in backward."
             : "each op dequantizes the ones it reads into the compute type as a transient, in forward and again in "
               "backward.";
     notes.push_back(std::string("--frozen-dtype ") + name[static_cast<int>(options.frozen_storage)] +

@@ -74,6 +74,19 @@ int32_t TrainingStep::add_dequantized(int32_t t, DType autocast_type, Step& st) 
   const FrozenStorage s = layout().storage[t];
   if ((s == FrozenStorage::Fp16 && d == DType::Float16) || (s == FrozenStorage::Bf16 && d == DType::BFloat16)) return -1;
   const int32_t b = writer_.new_buffer(graph_.tensors[t].name + ":dequantized", bytes_in(t, d), Category::Weight);
+  if (torchao_nf4(options_) && s == FrozenStorage::Nf4) {
+    // torchao's LinearNF4 (forward: weight.to(input.dtype); backward: weight.to(grad_output.dtype)) calls
+    // NF4Tensor.get_original_weight before its matmul: a step of its own, whose intermediates are freed when it
+    // returns its result, which the matmul then reads (frozen_storage.h torchao_nf4_dequantize_scratch).
+    const uint64_t n = graph_.tensors[t].elements();
+    const uint64_t e = static_cast<uint64_t>(std::max(1, dtype_bits(d) / 8));
+    const int32_t scratch = writer_.new_buffer(graph_.tensors[t].name + ":get_original_weight", torchao_nf4_dequantize_scratch(n, e),
+                                               Category::Workspace);
+    program().steps.push_back({"linear_nf4:get_original_weight:" + graph_.tensors[t].name, "get_original_weight",
+                               st.phase, {}, {b, scratch}, 0});
+    st.reads.push_back(b);
+    return b;
+  }
   st.writes.push_back(b);
   return b;
 }
@@ -109,8 +122,9 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   // bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose
   // input needs a grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt
   // keeps ctx.tensors = (CAt, subA, A) then (CAt None on a frozen weight, subA empty without outliers).
-  // AutoAWQ's WQLinearMMFunction keeps its (float16) input x the same way (training_packed.cc).
-  if (op.kind == OpKind::Linear && op.weight >= 0 &&
+  // AutoAWQ's WQLinearMMFunction keeps its (float16) input x the same way (training_packed.cc). torchao's LinearNF4
+  // (frozen_storage.h torchao_nf4) saves its weight alone: its backward needs no input.
+  if (op.kind == OpKind::Linear && op.weight >= 0 && !torchao_nf4(options_) &&
       (layout().storage[op.weight] == FrozenStorage::Nf4 || layout().storage[op.weight] == FrozenStorage::Int8 ||
        layout().storage[op.weight] == FrozenStorage::AwqInt4) &&
       op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)

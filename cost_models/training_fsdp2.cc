@@ -56,15 +56,61 @@
 //  - cast_forward_inputs (default True) casts the root's floating inputs to param_dtype: a language model's
 //    inputs are token ids, which it leaves alone. Buffers are not the policy's: a float buffer the graph holds
 //    is counted in param_dtype as any other tensor (training_context.cc), a small error for rotary tables.
+// --frozen-dtype nf4 (torchtune's distributed QLoRA: a qlora_* model, LoRALinear(quantize_base=True) and
+// FrozenNF4Linear holding torchao NF4Tensors, frozen_storage.h torchao_nf4) goes through fully_shard's all-gather
+// extension. Read in torchao/dtypes/nf4tensor.py (pytorch/ao 36027d82, now under
+// torchao/quantization/quantize_/workflows/nf4/nf4_tensor.py) and torchtune v0.6.1 (a6290a5b):
+//  - Sharding: torchtune/training/_distributed.py load_from_full_model_state_dict quantizes the full weight (to_nf4)
+//    and keeps torch.chunk(full, N, dim=0)[rank] (FSDPParam._init_sharded_param does the same on the meta model);
+//    torch.chunk is aten.split, which nf4_split implements by splitting quantized_scalers, quantization_factor and
+//    quantized_data into num_chunks = dim0 // ceil(dim0 / N) pieces, asserting each divides: a rank holds 1/N of
+//    the three, and the scaler_mean and nf4 table whole (construct_nf4_args passes them on). A weight whose dim 0
+//    or scaler blocks (n / 16384) do not divide by N is refused, as nf4_split's assert fails.
+//  - NF4Tensor.fsdp_pre_all_gather returns (quantized_scalers, quantization_factor, quantized_data): int8, the
+//    weight's dtype and uint8. _fsdp_collectives.py foreach_all_gather (_get_all_gather_input_metadatas: mixed
+//    dtypes) views every input of the group as uint8: one all-gather output of N x the group's shard bytes;
+//    foreach_all_gather_copy_out allocates each input's unsharded tensor (FSDPParam.init_all_gather_outputs, N x
+//    its numel in its dtype) and fsdp_post_all_gather wraps them as the unsharded NF4Tensor without copying (with
+//    `out`, it asserts the data pointers are the all-gather outputs'): the gathered unit is NF4-sized, not bf16.
+//  - The weight is read by linear_nf4 (LinearNF4.forward: F.linear(input, weight.to(input.dtype)), a transient
+//    dequantized copy in the compute type; ctx.save_for_backward(weight): the NF4 weight, not the input, not the
+//    copy; backward: grad_output @ weight.to(grad_output.dtype), dequantized again): training_forward.cc's
+//    add_dequantized, in forward and backward, on the unit gathered for each.
+//  - The weight needs no grad: no reduce-scatter, no grad shard, no optimizer state for it; the LoRA adapters are
+//    plain parameters of the same group, sharded, gathered and reduce-scattered as above.
 // Shards follow dim 0 of the initializer as the graph stores it; an exporter that stores a Linear's weight
 // transposed for MatMul swaps the axes, which changes the padding only when a dimension is not a multiple of N.
 #include <algorithm>
+#include <string>
 
+#include "cost_models/frozen_storage.h"
 #include "cost_models/fsdp_groups.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
 
 namespace memplan {
+
+namespace {
+
+// A torchao NF4 weight's shard on one of `gpus` ranks (the header's "--frozen-dtype nf4"): 1/N of its three
+// all-gathered tensors (`gathered`: all N of them), and its scaler_mean and table whole.
+struct Nf4Shard {
+  uint64_t resident = 0, gathered = 0;
+};
+
+Nf4Shard nf4_shard(const Tensor& t, uint64_t rows, uint64_t element_bytes, uint64_t gpus) {
+  const TorchaoNf4 q = torchao_nf4_layout(t.elements(), element_bytes, t.name);
+  if (rows % gpus != 0 || q.scaler_blocks % gpus != 0)
+    throw InputError("--shard fsdp2 over --frozen-dtype nf4 (torchao's NF4Tensor): weight '" + t.name + "' (" +
+                     std::to_string(rows) + " rows, " + std::to_string(q.scaler_blocks) + " blocks of 16384 values) "
+                     "cannot be split into " + std::to_string(gpus) + " shards: torchao's nf4_split asserts that "
+                     "each of its quantized tensors divides by the number of chunks (dim 0 and the blocks must "
+                     "divide by --gpus)");
+  return {q.sharded() / gpus + q.replicated, q.sharded()};
+}
+
+}  // namespace
 
 // Each unit: its sharded parameters (resident), the all-gathered bytes (N x the padded shards, every parameter),
 // the reduce-scatter input (N x the trainable ones' padded shards), the grad shard and one optimizer state (the
@@ -91,6 +137,13 @@ void TrainingStep::add_fsdp2_shards() {
     const uint64_t reduced = mp ? element_of(options_.fsdp2_reduce_dtype) : computed;
     const uint64_t rows = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(0, t.shape[0]));
     const uint64_t rest = rows == 0 ? 0 : t.elements() / rows;
+    if (layout().storage[p] == FrozenStorage::Nf4) {  // torchao's NF4Tensor: frozen, gathered as NF4
+      const Nf4Shard q = nf4_shard(t, rows, computed, gpus);
+      shard[u] = checked_add(shard[u], q.resident, "FSDP2 shard");
+      unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], q.gathered, "FSDP2 all-gather");
+      result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, q.resident, "frozen weight bytes");
+      continue;
+    }
     const uint64_t rank_rows = rows / gpus + (rows % gpus != 0);  // chunks[0]: ceil(dim0 / N)
     const uint64_t numel = checked_mul(rank_rows, rest, "FSDP2 shard");
     const uint64_t bytes = checked_mul(numel, stored, "FSDP2 shard");

@@ -182,9 +182,9 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "
                               "weights stored in another float type than the trained ones cannot share it (use "
                               "--frozen-dtype nf4, or --precision in the type the frozen weights should have)"},
-      // FSDP2 (cost_models/training_fsdp2.cc) is modelled without a MixedPrecisionPolicy, on plain tensors: no
-      // DTensor tensor parallelism, no all-gather extension (torchao's NF4Tensor fsdp_pre_all_gather), no other
-      // storage; fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
+      // FSDP2 (cost_models/training_fsdp2.cc) is modelled without a MixedPrecisionPolicy, on plain tensors and on
+      // torchao's NF4Tensor (its fsdp_pre_all_gather extension: torchtune's distributed QLoRA, --frozen-dtype nf4):
+      // no DTensor tensor parallelism, no other storage; fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
       {"fsdp2", "amp", "not modelled: FSDP2's mixed precision is its MixedPrecisionPolicy (--fsdp2-mp bf16:fp32, "
                        "torchtitan's), not autocast; or the model in its own type (torchtune: --precision bf16)"},
       {"fsdp2", "tp", "not modelled: fully_shard over tensor-parallel DTensors"},
@@ -192,7 +192,12 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp2", "optimizer-in-backward", "not modelled"},
       {"fsdp2", "bitsandbytes", "not modelled"},
       {"fsdp2", "fused-linear-ce", "not modelled: the fused loss reads the gathered head weight"},
-      {"fsdp2", "frozen-nf4", "not modelled: torchao's NF4Tensor all-gathers through its own extension"},
+      // NF4 under fully_shard is torchao's NF4Tensor (torchtune); PEFT's k-bit preparation is for bitsandbytes' base,
+      // and torchao's fsdp_post_all_gather ignores param_dtype ("TODO: add param dtype for mixed precision").
+      {"fsdp2", "kbit-prep", "not modelled: NF4 under fully_shard is torchao's NF4Tensor (torchtune's QLoRA), and "
+                             "PEFT's prepare_model_for_kbit_training prepares a bitsandbytes base"},
+      {"fsdp2-mp", "frozen-nf4", "not modelled: torchao's NF4Tensor all-gathers in NF4 whatever the param_dtype "
+                                 "(fsdp_post_all_gather)"},
       {"fsdp2", "frozen-int8", "not modelled"},
       {"fsdp2", "frozen-half", "not modelled"},
       // MixedPrecisionPolicy casts a float32 model's parameters at the all-gather (training_fsdp2.cc); a model

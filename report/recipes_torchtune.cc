@@ -20,13 +20,8 @@ bool full_single_device_no_accumulation(const CommandArgs& a) {
   return full_single_device(a) && a.estimate.grad_accum == 1;
 }
 bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
-bool lora_distributed(const CommandArgs& a) { return lora(a) && distributed(a); }
 bool lora_half(const CommandArgs& a) { return lora(a) && half(a); }
 bool nf4(const CommandArgs& a) { return kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4); }
-// memplan's FSDP2 does not model torchao's NF4Tensor all-gather extension (report/option_checks.cc): a distributed
-// QLoRA keeps FSDP1's units, each adapter its own.
-bool fsdp2_distributed(const CommandArgs& a) { return distributed(a) && !nf4(a); }
-bool qlora_distributed(const CommandArgs& a) { return lora_distributed(a) && nf4(a); }
 
 std::string contradiction(const CommandArgs& args) {
   const EstimateArgs& a = args.estimate;
@@ -94,16 +89,7 @@ std::vector<RecipeSetting> settings() {
        "lora/full_finetune_distributed.py _setup_model: training.shard_model (torchtune/training/_distributed.py) "
        "calls fully_shard (reshard_after_forward=True, no mp_policy) on each layers.N module (get_shard_conditions) "
        "and then the root: memplan's default units",
-       fsdp2_distributed, "--gpus N > 1"},
-      {"--shard", "fsdp",
-       "qlora_* under shard_model: fully_shard all-gathers torchao's NF4Tensor through its own extension, which "
-       "memplan's fsdp2 does not model; FSDP1's units stand in for it",
-       qlora_distributed, "--lora-rank R, --gpus N > 1, --frozen-dtype nf4"},
-      {"--fsdp-wrap", kLoraUnitsWrap,
-       "FSDP2 shards each parameter on its own (fully_shard), so a frozen base weight gets no grad though its layer "
-       "holds adapters; memplan's FSDP1 units would give the frozen weights of a unit that trains grads "
-       "(use_orig_params), so each adapter weight is a unit of its own, beside its layer's frozen unit",
-       qlora_distributed, "--lora-rank R, --gpus N > 1, --frozen-dtype nf4"},
+       distributed, "--gpus N > 1"},
       {"--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj",
        "LoRA configs' lora_attn_modules: [q_proj, v_proj, output_proj] and apply_lora_to_mlp: True (all 77), "
        "apply_lora_to_output: False; as Hugging Face names the layers (torchtune/models/convert_weights.py "
@@ -133,15 +119,16 @@ Recipe torchtune_recipe() {
           "checkpointing stay yours.",
           settings(),
           contradiction,
-          "the configs' enable_activation_offloading (True in 5 of 121); a distributed QLoRA's FSDP2 over NF4 weights "
-          "is modelled as FSDP1's flat parameters over the same units (each adapter a unit of its own), whose "
-          "padding and all-gather buffers differ; custom_sharded_layers "
+          "the configs' enable_activation_offloading (True in 5 of 121); on one GPU, a qlora_* model's torchao "
+          "NF4Tensor is sized as bitsandbytes' double-quantized NF4 (float32 absmax per 256 blocks where torchao "
+          "keeps a bf16 factor; with --gpus N > 1 torchao's own layout is modelled, cost_models/training_fsdp2.cc); "
+          "custom_sharded_layers "
           "(the Llama 3 full_finetune_distributed configs' tok_embeddings and output as units of their own: "
           "--fsdp-wrap '^(.*?\\.[0-9]+\\.|model\\.embed_tokens|lm_head)'); RoPE's float32 copies of q and k "
           "(Llama3ScaledRoPE.forward x.float(), transient) and its cache buffer; in a full fine-tune, RMSNorm keeps "
-          "its float32 normalized input for the scale's grad where memplan keeps it in bf16; torchao's NF4 "
+          "its float32 normalized input for the scale's grad where memplan keeps it in bf16; on one GPU, torchao's NF4 "
           "dequantization (NF4Tensor.get_original_weight: int64 indices, about 12 bytes a weight element while one "
-          "4-bit layer computes) is counted as bitsandbytes' bf16 copy (2 bytes); compile: True (1 config); DoRA",
+          "4-bit layer computes; modelled with --gpus N > 1) is counted as bitsandbytes' bf16 copy (2 bytes); compile: True (1 config); DoRA",
           {"sgd", "momentum", "adam", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
           "config.instantiate(cfg.optimizer, ...): any optimizer class the config's _component_ names, torch.optim "
           "or bitsandbytes.optim"};

@@ -313,7 +313,11 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"fsdp2-mp", "lora"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --lora-rank: not modelled"},
       {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard fsdp2"},
       {{"fsdp2", "tp"}, "--tp with --shard fsdp2: not modelled"},
-      {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4: not modelled: torchao's NF4Tensor"},
+      {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA (torchao's "
+                                "NF4Tensor under fully_shard, a qlora_* model): give --lora-rank R"},
+      {{"fsdp2", "kbit-prep"}, "--shard fsdp2 with --kbit-prep: not modelled: NF4 under fully_shard is torchao's"},
+      {{"fsdp2-mp", "frozen-nf4"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --frozen-dtype nf4: not "
+                                   "modelled: torchao's NF4Tensor all-gathers in NF4"},
       {{"fsdp", "frozen-gptq"}, "--shard fsdp with --frozen-dtype gptq-int4: not modelled: GPTQ's packed"},
       {{"zero3", "frozen-awq"}, "--shard zero3 with --frozen-dtype awq-int4: not modelled: AWQ's packed"},
       {{"amp", "frozen-gptq"}, "--frozen-dtype gptq-int4 with --precision amp-bf16: gptqmodel's trainable"},
@@ -333,7 +337,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       validate_estimate_args(a);
       ADD_FAILURE() << c.message << ": not refused";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << c.message << ": " << e.what();
     }
   }
 }

@@ -179,17 +179,19 @@ TEST(Recipes, TorchtuneDistributedShardsWithFsdp2) {
   }
 }
 
-// A distributed QLoRA: memplan's FSDP2 does not model torchao's NF4 all-gather, so FSDP1 stands in with each adapter
-// weight its own unit, so the frozen base of a layer is a unit that gets no grad, as under FSDP2.
-TEST(Recipes, TorchtuneDistributedQloraKeepsFsdp1Units) {
+// A distributed QLoRA (a qlora_* model under lora_finetune_distributed.py): shard_model's fully_shard over torchao's
+// NF4Tensor bases (cost_models/training_fsdp2.cc), memplan's default units (each layer and the root), no adapter
+// units of FSDP1's.
+TEST(Recipes, TorchtuneDistributedQloraShardsWithFsdp2) {
   CommandArgs a = training("torchtune");
   a.estimate.gpus = 4;
   a.estimate.lora_rank = 8;
   a.estimate.frozen_dtype = "nf4";
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--lora-rank"),
                                 row_of("--frozen-dtype")});
-  EXPECT_EQ(a.estimate.shard, "fsdp");
-  EXPECT_EQ(a.estimate.fsdp_wrap, kLoraUnitsWrap);
+  EXPECT_EQ(a.estimate.shard, "fsdp2");
+  EXPECT_EQ(a.estimate.fsdp_wrap, "");
+  EXPECT_TRUE(a.estimate.double_quant);
 }
 
 // Flags given win: fp32 (torchtune's other dtype) leaves nothing to upcast and the adapters in the model's float32;
