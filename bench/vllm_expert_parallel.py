@@ -101,6 +101,18 @@ def data_parallel(binary):
                   f"{moe['dp_dispatch_bytes'] / 2**20:.1f} | {gib(m['activation_peak_bytes'])} | "
                   f"{j['gpu_kv_cache_tokens']:,} | {j['gpu_kv_cache_tokens_all_dp_ranks']:,} | "
                   f"{j['max_concurrency']:.2f}x |")
+    print()
+    print("DeepSeek-V3 (fp8 block checkpoint, H200, --context 32768): at dp 8 x tp 1 each GPU holds the same 32 of the")
+    print("256 experts as at tp 8, but the MLA attention, the dense layers and the vocabulary whole (16.3 GiB more")
+    print("weights), and the kernel runs on 8 x 8192 = 65,536 gathered tokens (cache13 and cache2 chunked at")
+    print("32,768; the output [65,536, 7168] whole), with 928 MiB of gathered hidden states and router logits")
+    print("(65,536 x (7168 + 256) x 2 B): about half tp 8's KV tokens a GPU, but 8 caches, 2.69 M tokens in all")
+    print("where one tp 8 engine has 0.64 M. Qwen3-30B-A3B (H100): at dp 2 x tp 1 every GPU keeps the 4 KV heads")
+    print("whole (98,304 B a token, twice tp 2's), so a rank holds fewer tokens than one tp 2 engine, and the two")
+    print("together slightly fewer than tp 2's (the kernel on 16,384 tokens is still below the sampler's warm-up,")
+    print("which sets the peak); dp 4 x tp 1 and dp 2 x tp 2 on 4 GPUs compare with the tp 4 rows above.")
+    print("No published vLLM start-up log of a DP + EP run of these configs was found to set beside them: the")
+    print("DP + EP logs in vLLM's issues found are of DeepSeek-V4 (a model memplan does not build).")
 
 
 if __name__ == "__main__":
