@@ -39,9 +39,10 @@
 //    AgRsAll2AllManager.dispatch (allgather_reducescatter, the later default and the only one after PR #33728:
 //    dist_group.all_gatherv with sizes = dp_metadata's per-rank tokens). Neither manager allocates a buffer at
 //    construction (no persistent non-torch memory beyond the DP/EP groups' NCCL communicators);
-//  - the profile run (gpu_model_runner.py _dummy_run(max_num_tokens, is_profile=True)): every DP rank profiles in
-//    lockstep (the dispatch's collectives need all of them), num_tokens_across_dp holding max_num_batched_tokens
-//    for each, so the fused MoE kernel runs on D x max_num_batched_tokens tokens (chunked at
+//  - the profile run (gpu_model_runner.py profile_run -> _dummy_run(max_num_tokens, is_profile=True), which pads
+//    its tokens to the largest across DP with get_dp_padding and passes num_tokens_across_dp to the forward
+//    context's DPMetadata): every DP rank profiles in lockstep (the dispatch's collectives need all of them), each
+//    with max_num_batched_tokens, so the fused MoE kernel runs on D x max_num_batched_tokens tokens (chunked at
 //    VLLM_FUSED_MOE_CHUNK_SIZE as before);
 //  - the combine after the kernel's intermediate caches are freed: naive all-reduces [sum(T_r), H] out of place and
 //    keeps a slice of it, allgather_reducescatter reduce-scatters to [T, H]: both below the kernel's peak whenever

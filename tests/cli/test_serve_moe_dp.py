@@ -27,6 +27,7 @@ import unittest
 
 import jsonschema
 
+from test_serve_fp8_block import Fp8Case, mla_config
 from test_serve_moe import tiny_moe_config
 from tiny_serve import SRC, VLLM, TinyConfigCase, run
 
@@ -166,6 +167,37 @@ class DataParallelByHand(TinyConfigCase):
             self.assertEqual(p.returncode, 2, (extra, p.stderr))
             self.assertIn(text, p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+
+class Fp8DataParallelByHand(Fp8Case):
+    """The tiny deepseek_v3 of test_serve_fp8_block.py (H 256, 4 experts of I 256, top-2, one sparse layer, MLA) with
+    its block-wise fp8 quantization_config at dp 2 x tp 1 with EP: rank 0 holds 2 experts whole, the kernel on
+    2 x 64 = 128 tokens (B 64, Fp8MoEMethod's block config), the served type bfloat16:
+      fp8 experts   2 x 3 x 256 x 256 = 393,216 B; scales w13 [2, 4, 2] + w2 [2, 2, 2] = 24 x 4 B = 96; map [4] x 4 = 16
+      kernel        top-k 128 x 2 x 12 = 3,072; alignment (508 + 8 + 1) x 4 = 2,068; cache13 128 x 2 x max(512,
+                    256) x 2 = 262,144; cache2 128 x 2 x 256 x 2 = 131,072; output 128 x 256 x 2 = 65,536: 463,892
+      quantized     the input 128 x 256 + 128 x 2 x 4 = 33,792; the intermediate (128 x 2) x 256 + 256 x 2 x 4 =
+                    67,584: 101,376
+      dispatch      128 x (256 + 4) x 2 = 66,560 (combine 65,536: the output and it, 131,072, below the kernel's)
+    At dp 1 x tp 1 (every expert, 64 tokens): top-k 1,536, alignment (380 + 6 + 1) x 4 = 1,548, cache13 64 x 2 x 512
+    x 2 = 131,072, cache2 65,536, output 32,768: 232,460, with quantized activations 50,688: 283,148. The router's
+    step is the same graph's: the MoE peak is 66,560 + 463,892 + 101,376 - 283,148 = 348,680 higher. The weights:
+    393,216 + 96 + 16 - (786,432 + 192) = 393,296 lower.
+    """
+    make_config = staticmethod(mla_config)
+
+    def test_dp2_fp8_experts_and_gathered_tokens(self):
+        _, one = self.pair()
+        _, dp = self.pair(*DP2)
+        f, moe = dp["replaced"]["fp8_block"], dp["replaced"]["fused_moe"]
+        self.assertEqual((f["expert_fp8_bytes"], f["expert_scale_bytes"]), (393216, 96))
+        self.assertEqual((moe["local_experts"], moe["expert_map_bytes"]), (2, 16))
+        self.assertEqual(moe["kernel_tokens"], 128)
+        self.assertEqual(moe["kernel_bytes"], 463892)
+        self.assertEqual(f["moe_quantized_activation_bytes"], 101376)
+        self.assertEqual((moe["dp_dispatch_bytes"], moe["dp_combine_bytes"]), (66560, 65536))
+        self.assertEqual(moe["peak_allocated_bytes"] - one["replaced"]["fused_moe"]["peak_allocated_bytes"], 348680)
+        self.assertEqual(one["memory"]["weights_bytes"] - dp["memory"]["weights_bytes"], 393296)
 
 
 if __name__ == "__main__":
