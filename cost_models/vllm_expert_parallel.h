@@ -35,15 +35,21 @@
 //    no modular all2all kernel, true for UnquantizedFusedMoEMethod and Fp8MoEMethod's Triton path) gathers every DP
 //    rank's tokens before the experts: both the default backends allocate the gathered hidden states [sum(T_r), H]
 //    and router logits [sum(T_r), E] in their input types: NaiveAll2AllManager.naive_multicast (all2all.py, the
-//    0.10 / 0.11 default VLLM_ALL2ALL_BACKEND "naive": torch.empty((cu_tokens_across_dp_cpu[-1], x.size(1)))) and
-//    AgRsAll2AllManager.dispatch (allgather_reducescatter, the later default and the only one after PR #33728:
-//    dist_group.all_gatherv with sizes = dp_metadata's per-rank tokens). Neither manager allocates a buffer at
+//    "naive" backend, envs.py's earlier default os.getenv("VLLM_ALL2ALL_BACKEND", "naive"):
+//    torch.empty((cu_tokens_across_dp_cpu[-1], x.size(1)))) and AgRsAll2AllManager.dispatch
+//    (allgather_reducescatter, all2all.py at 0014300: dist_group.all_gatherv with sizes = dp_metadata's per-rank
+//    tokens; the later default, "already the default" when PR #33728 removed naive in 2026-02). Which of the two a
+//    given 0.11 to 0.20 release defaults to does not change the answer (the combine below). Neither manager allocates a buffer at
 //    construction (no persistent non-torch memory beyond the DP/EP groups' NCCL communicators);
 //  - the profile run (gpu_model_runner.py profile_run -> _dummy_run(max_num_tokens, is_profile=True), which pads
 //    its tokens to the largest across DP with get_dp_padding and passes num_tokens_across_dp to the forward
 //    context's DPMetadata): every DP rank profiles in lockstep (the dispatch's collectives need all of them), each
 //    with max_num_batched_tokens, so the fused MoE kernel runs on D x max_num_batched_tokens tokens (chunked at
 //    VLLM_FUSED_MOE_CHUNK_SIZE as before);
+//  - the KV cache: each DP rank is its own engine core (vllm/v1/engine/core.py: DPEngineCoreProc, an EngineCoreProc
+//    whose EngineCore.__init__ runs _initialize_kv_caches over its own --tp workers; it asserts model_config.is_moe,
+//    a dense model's DP ranks being plain EngineCoreProc replicas), so every rank sizes its own cache by the per-GPU
+//    rule (vllm_engine.h) and the total is D x one rank's;
 //  - the combine after the kernel's intermediate caches are freed: naive all-reduces [sum(T_r), H] out of place and
 //    keeps a slice of it, allgather_reducescatter reduce-scatters to [T, H]: both below the kernel's peak whenever
 //    its caches exceed them (checked by the caller, which keeps the larger).
