@@ -48,11 +48,17 @@ std::vector<OptionSpec> serve_option_rows() {
        .help = "With --enable-lora: the rank the stacks are sized for (vLLM's --max-lora-rank)",
        .field = FIELD(serve.max_lora_rank), .engines = {"vllm"}, .min = 1, .show_default = true},
       {.flag = "--enable-expert-parallel", .kind = K::Flag, .commands = kServe,
-       .help = "A mixture of experts' experts split whole across the --tp GPUs (vLLM's --enable-expert-parallel, one "
-               "data-parallel rank): ceil(E / tp) experts of full width on the first GPU, the fused MoE kernel's "
-               "buffers at the full width; attention, shared experts and the router as under --tp. Refused for a "
-               "dense model; EPLB and --data-parallel-size are not modelled",
+       .help = "A mixture of experts' experts split whole across the --data-parallel-size x --tp GPUs (vLLM's "
+               "--enable-expert-parallel): ceil(E / (dp x tp)) experts of full width on the first GPU, the fused MoE "
+               "kernel's buffers at the full width; attention, shared experts and the router as under --tp. Refused "
+               "for a dense model; EPLB and the pplx / DeepEP all-to-all backends are not modelled",
        .field = FIELD(serve.enable_expert_parallel), .engines = {"vllm"}},
+      {.flag = "--data-parallel-size", .kind = K::Int, .commands = kServe,
+       .help = "vLLM's data-parallel engines of --tp GPUs each (vLLM's --data-parallel-size), every one with its own "
+               "KV cache (the answer is one rank's; the total is dp times). A mixture of experts needs "
+               "--enable-expert-parallel: its experts over dp x tp GPUs, the fused MoE kernel on every rank's "
+               "tokens (dp x --max-batched-tokens) gathered by the naive dispatch; a dense model's ranks are replicas",
+       .field = FIELD(serve.data_parallel_size), .engines = {"vllm"}, .min = 1, .show_default = true},
       {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
        .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 (the V1 "
                "worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, off the "

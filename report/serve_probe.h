@@ -48,6 +48,10 @@ struct ServeSettings {
   // vllm: --enable-expert-parallel (vLLM's; a mixture of experts' FusedMoE layers split by whole experts over the
   // --tp GPUs, cost_models/vllm_expert_parallel.h).
   bool enable_expert_parallel = false;
+  // vllm: --data-parallel-size (vLLM's, default 1): engines of --tp GPUs each, every one with its own KV cache; a
+  // mixture of experts' experts over all dp x tp GPUs with --enable-expert-parallel (cost_models/
+  // vllm_expert_parallel.h); a dense model's ranks are replicas of the one-rank answer.
+  int data_parallel_size = 1;
   // vllm: --quantization (vLLM's; "": the checkpoint's quantization_config, if any), with the layout's bits and
   // group size where the file does not state them (0: the config's, else 4 bits and groups of 128).
   std::string quantization;

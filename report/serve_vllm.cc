@@ -30,6 +30,7 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
                      const std::string& gpu_name) {
   VllmResolved r;
   r.tp = tp;
+  r.dp = s.data_parallel_size;
   r.version = vllm_version(s.engine_version, s.enforce_eager);
   r.version_text = s.engine_version;
   r.enforce_eager = s.enforce_eager;
@@ -121,6 +122,15 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.mla = vllm_mla_settings(probe, s, tp, capability, a.settings);
   // sglang, trtllm and all run this analysis too: a refusal names the engine the user asked for.
   const std::string who = "serve --engine " + s.engine;
+  const int dp = s.data_parallel_size;
+  if (dp < 1) throw std::logic_error("serve --engine vllm: --data-parallel-size below 1");
+  if (dp > 1 && s.engine != "vllm")
+    throw InputError("--data-parallel-size " + std::to_string(dp) + " with --engine " + s.engine +
+                     ": memplan models vLLM's data parallelism only (give --engine vllm)");
+  // 0.8's FusedMoE did its own multicast over the DP group (layer.py naive_multicast), not the version read.
+  if (dp > 1 && a.settings.version == VllmVersion::V0_8)
+    throw InputError("--data-parallel-size " + std::to_string(dp) + " with --engine-version " + s.engine_version +
+                     ": 0.8's data-parallel MoE is not modelled; give 0.11 or later");
   const VllmEngineSettings& e = a.settings.engine;
   if (e.max_model_len <= 0)
     throw InputError(who + " needs --context N (the longest request" +
@@ -201,7 +211,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const bool quantized = !mxfp4 && !fp8_block && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
   // Expert parallelism is sized for unquantized experts (report/serve_vllm_moe.cc) and a block-wise fp8 checkpoint's
   // (report/serve_vllm_fp8.cc); other quantized ones are not.
-  if (s.enable_expert_parallel && tp > 1 && quantized)
+  if (s.enable_expert_parallel && tp * dp > 1 && quantized)
     throw InputError("--enable-expert-parallel with " + probe.path() + "'s quantized experts: memplan sizes vLLM's "
                      "expert parallelism for unquantized experts (UnquantizedFusedMoEMethod) only");
   if (!moe.empty() && (s.enable_lora || quantized))
@@ -233,9 +243,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     throw InputError("serve --engine vllm: " + probe.path() + "'s quantization_config mxfp4 quantizes experts, and "
                      "memplan finds no sparse block");
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
-                         mxfp4 ? capability : 0, s.enable_expert_parallel);
+                         mxfp4 ? capability : 0, s.enable_expert_parallel, dp);
   // Before PR #21497 (0.10.1) determine_expert_map gave the last rank every remaining expert: not the rule sized.
-  if (a.moe.expert_parallel && a.settings.version == VllmVersion::V0_8 && a.moe.experts % tp != 0)
+  if (a.moe.expert_parallel && a.settings.version == VllmVersion::V0_8 && a.moe.experts % a.moe.ep.ep_size != 0)
     throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": " +
                      std::to_string(tp) + " GPUs do not divide the " + std::to_string(a.moe.experts) + " experts of " +
                      probe.path() + ", and that version's determine_expert_map gave the last rank every remaining "

@@ -41,6 +41,7 @@ struct VllmResolved {
   bool default_batched_tokens = false, default_num_seqs = false;  // vLLM's defaults for the GPU
   int64_t profile_requests = 0;
   int tp = 1;
+  int dp = 1;  // --data-parallel-size: the answer is one rank's (rank 0's experts), each DP rank its own engine
 };
 
 // A mixture of experts' sparse blocks run by vLLM's fused MoE kernel (cost_models/vllm_fused_moe.h;
@@ -60,7 +61,18 @@ struct VllmMoeAnswer {
   bool expert_parallel = false;
   VllmExpertParallel ep;
   uint64_t expert_map_bytes = 0;
+  // --data-parallel-size D (with expert parallelism; cost_models/vllm_expert_parallel.h): the kernel runs on the
+  // tokens of every DP rank (kernel_tokens = D x the step's), gathered by the naive dispatch (dispatch_bytes: hidden
+  // states and router logits), and the combine's output (combine_bytes: naive's out-of-place all-reduce over them).
+  int data_parallel = 1;
+  int64_t kernel_tokens = 0;
+  uint64_t dispatch_bytes = 0, combine_bytes = 0;
+  uint64_t at_router = 0;            // the forward's allocated bytes at the fullest router step
 };
+
+// The MoE's peak on the profile step: at the fullest router, the dispatch's gathered tensors and the larger of the
+// kernel's buffers (with `extra`: fp8's quantized activations) and the combine's (the kernel's output kept).
+uint64_t vllm_moe_peak(const VllmMoeAnswer& m, uint64_t extra);
 
 // Multi-head latent attention (a deepseek_v3 config.json) as vLLM runs it (cost_models/vllm_mla.h;
 // report/serve_vllm_mla.cc): on false for any other model.
@@ -178,9 +190,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // (the fused kernel computes in its own buffers); then, on the forward's estimate, the kernel's terms.
 std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::string>& held_outside);
 // `mxfp4_capability` > 0: the experts are MXFP4 (a gpt-oss checkpoint) on a GPU of that compute capability.
-// `expert_parallel`: vLLM's --enable-expert-parallel over the `tp` GPUs (dp 1); refuses MXFP4 and gpt_oss experts.
+// `expert_parallel`: vLLM's --enable-expert-parallel over the dp x tp GPUs; refuses MXFP4 and gpt_oss experts.
+// `dp`: --data-parallel-size (above 1 only with expert parallelism: refused otherwise).
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
-                             const std::string& model, int mxfp4_capability = 0, bool expert_parallel = false);
+                             const std::string& model, int mxfp4_capability = 0, bool expert_parallel = false,
+                             int dp = 1);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 

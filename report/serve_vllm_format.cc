@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "onnx_import/checked.h"
 #include "report/serve_vllm.h"
 #include "report/sizes.h"
 
@@ -26,6 +27,13 @@ std::string concurrency_cell(const VllmTableRow& r) {
 }
 
 bool hybrid(const VllmAnswer& a) { return a.grouping.group_size > 0; }
+
+// --data-parallel-size: every DP rank is an engine with its own cache of this rank's budget (gpu_worker.py's rule is
+// per GPU); D x rank 0's tokens, rank 0 holding the most experts (a rank with fewer holds more tokens).
+int64_t vllm_all_dp_ranks_tokens(const VllmAnswer& a) {
+  return static_cast<int64_t>(checked_mul(static_cast<uint64_t>(a.capacity.tokens), static_cast<uint64_t>(a.settings.dp),
+                                          "KV tokens"));
+}
 
 // A windowed model's KV cache by kind of layer (optional keys of kv_cache: a model that states no window has none):
 // the windowed layers and, in a hybrid model, the full ones, each kind's bytes per token and the vLLM groups it
@@ -103,6 +111,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"max_loras", a.enable_lora ? nlohmann::ordered_json(a.max_loras) : nullptr},
         {"max_lora_rank", a.enable_lora ? nlohmann::ordered_json(a.max_lora_rank) : nullptr},
         {"tensor_parallel_size", a.settings.tp},
+        {"data_parallel_size", a.settings.dp},
         {"enable_expert_parallel", a.moe.expert_parallel},
         {"engine_version", a.settings.version_text},
         {"enforce_eager", a.settings.enforce_eager},
@@ -142,6 +151,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"available_kv_cache_bytes", a.memory.available}}},
       {"num_gpu_blocks", a.capacity.num_blocks},
       {"gpu_kv_cache_tokens", a.capacity.tokens},
+      {"gpu_kv_cache_tokens_all_dp_ranks", vllm_all_dp_ranks_tokens(a)},
       {"max_concurrency", a.capacity.max_concurrency},
       {"max_concurrent_sequences", a.max_concurrent_sequences},
       {"starts", a.capacity.starts},
@@ -250,6 +260,12 @@ std::string vllm_to_text(const VllmAnswer& a) {
   replaced += vllm_mla_to_text(a.mla);
   t += "  replaced by vLLM's kernels: " + replaced + "\n\n";
   t += fmt::format("GPU KV cache size: {} tokens\n", format_count(a.capacity.tokens));
+  if (a.settings.dp > 1)
+    t += fmt::format("  (one data-parallel rank's engine, {}; each of the {} ranks sizes its own cache: {} tokens "
+                     "in all, at least)\n",
+                     a.moe.expert_parallel ? "rank 0's experts, the most of any rank"
+                                           : "a replica of the one-rank answer (a dense model: nothing is shared)",
+                     a.settings.dp, format_count(vllm_all_dp_ranks_tokens(a)));
   t += fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x\n", format_count(e.max_model_len),
                    a.capacity.max_concurrency);
   if (!a.capacity.starts) {

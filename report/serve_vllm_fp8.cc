@@ -100,15 +100,13 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
     m.expert_weight_bytes = checked_add(f.expert_weight_bytes, f.expert_scale_bytes, "expert bytes");
     // The kernel with get_default_config's fp8 block config, plus the quantized activations: on the same router
     // steps as the unquantized kernel (vllm_fused_moe placed it there: its peak less its buffers is that step's).
-    const uint64_t at_router = m.peak_allocated - m.kernel.total();
-    VllmFusedMoeShape shape{blocks.front().tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank,
+    VllmFusedMoeShape shape{m.kernel_tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank,
                             m.ep.local_experts};
     shape.block_size_m = 64;
     m.kernel = vllm_fused_moe_bytes(shape, served);
     f.moe_quant_bytes =
         vllm_fp8_block_moe_quant_bytes(m.kernel.chunk_tokens, m.hidden, m.top_k, m.intermediate_per_rank, block);
-    m.peak_allocated = checked_add(at_router, checked_add(m.kernel.total(), f.moe_quant_bytes, "profile bytes"),
-                                   "profile bytes");
+    m.peak_allocated = vllm_moe_peak(m, f.moe_quant_bytes);
     a.quantized.dense_bytes = checked_add(a.quantized.dense_bytes, f.graph_expert_bytes, "weights bytes");
     a.quantized.quantized_bytes = checked_add(a.quantized.quantized_bytes, m.expert_weight_bytes, "weights bytes");
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "onnx_import/checked.h"
@@ -21,9 +22,10 @@ std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::stri
 }
 
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
-                             const std::string& model, int mxfp4_capability, bool expert_parallel) {
+                             const std::string& model, int mxfp4_capability, bool expert_parallel, int dp) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
+  if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
   const MoeBlock& first = blocks.front();
   for (const MoeBlock& b : blocks)  // a config's sparse layers are alike (hf_moe.cc builds them from one config)
     if (b.experts != first.experts || b.top_k != first.top_k || b.hidden != first.hidden ||
@@ -43,14 +45,20 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   m.intermediate = first.expert_intermediate;
   // --enable-expert-parallel (cost_models/vllm_expert_parallel.h): on only where tp x dp > 1 (FusedMoEParallelConfig.
   // make's use_ep), as vLLM, which takes the flag on one GPU and runs without it.
-  m.expert_parallel = expert_parallel && tp > 1;
+  m.expert_parallel = expert_parallel && tp * dp > 1;
+  m.data_parallel = dp;
+  if (dp > 1 && !m.expert_parallel)
+    throw InputError("--data-parallel-size " + std::to_string(dp) + " on " + model + "'s experts without "
+                     "--enable-expert-parallel: vLLM then splits each expert's width over the " + std::to_string(dp * tp) +
+                     " GPUs of every data-parallel rank (FusedMoEParallelConfig.make's flattened tp), which memplan does "
+                     "not size; give --enable-expert-parallel");
   if (m.expert_parallel && (mxfp4_capability > 0 || first.expert_linears != 3 * first.experts))
     throw InputError("--enable-expert-parallel with " + model + "'s " +
                      (mxfp4_capability > 0 ? "MXFP4 experts" : "gpt_oss experts (gate_up_proj and biases)") +
                      ": memplan sizes vLLM's expert parallelism for the unquantized fused_experts kernel of three "
                      "projections an expert only (vLLM's Triton MXFP4 kernel, triton_kernel_moe_forward at 04bec4c, "
                      "routes over every expert and does not read expert_map)");
-  m.ep = vllm_expert_parallel(first.experts, m.expert_parallel ? tp : 1);
+  m.ep = vllm_expert_parallel(first.experts, m.expert_parallel ? tp * dp : 1);
   // With expert parallelism FusedMoE's tp_size is 1: each expert whole (I_p = I), E_local of them.
   m.intermediate_per_rank =
       m.expert_parallel ? first.expert_intermediate : vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, model);
@@ -75,9 +83,18 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     m.graph_expert_bytes = experts_bytes(m.experts, first.expert_intermediate / tp);
     m.expert_map_bytes = checked_mul(m.ep.expert_map_bytes, static_cast<uint64_t>(m.blocks), "expert map bytes");
   }
-  m.kernel = vllm_fused_moe_bytes({first.tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank,
+  // At dp > 1 every DP rank's step of tokens reaches the kernel (cost_models/vllm_expert_parallel.h): the gathered
+  // hidden states and router logits (both in the served type: the gate is a linear layer of the model's type).
+  if (first.tokens > std::numeric_limits<int64_t>::max() / dp)
+    throw InputError("--data-parallel-size " + std::to_string(dp) + ": the tokens every rank sends the experts overflow");
+  m.kernel_tokens = first.tokens * dp;
+  m.dispatch_bytes = vllm_dp_dispatch_bytes(first.tokens, dp, first.hidden, first.experts, d);
+  m.kernel = vllm_fused_moe_bytes({m.kernel_tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank,
                                    m.ep.local_experts},
                                   served);
+  // naive's combine: get_dp_group().all_reduce of the kernel's output [D·T, H], out of place (a new tensor of its
+  // size), while the output is held; allgather_reducescatter's reduce_scatterv output [T, H] is smaller.
+  m.combine_bytes = dp > 1 ? m.kernel.output_bytes : 0;
   if (mxfp4_capability > 0) {  // gpt-oss's MXFP4 experts: Mxfp4MoEMethod's Triton backend (cost_models/vllm_mxfp4.h)
     if (tp != 1 || first.expert_linears != 2 * first.experts || served != DType::BFloat16)
       throw InputError("serve --engine vllm: " + model + "'s MXFP4 experts are sized for gpt_oss in bfloat16 on one GPU "
@@ -104,12 +121,19 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     const size_t step = static_cast<size_t>(it - forward.step_names.begin());
     if (step >= forward.allocated_per_step.size())
       throw std::logic_error("serve --engine vllm: no allocated bytes at " + b.topk);
-    m.peak_allocated = std::max(m.peak_allocated,
-                                checked_add(forward.allocated_per_step[step], m.kernel.total(), "profile bytes"));
+    m.at_router = std::max(m.at_router, forward.allocated_per_step[step]);
+    m.peak_allocated = vllm_moe_peak(m, 0);
   }
   if (m.peak_allocated == 0)
     throw std::logic_error("serve --engine vllm: the routers of " + model + " are not steps of the profile run");
   return m;
+}
+
+uint64_t vllm_moe_peak(const VllmMoeAnswer& m, uint64_t extra) {
+  const uint64_t kernel = checked_add(m.kernel.total(), extra, "profile bytes");
+  const uint64_t combine = checked_add(m.kernel.output_bytes, m.combine_bytes, "profile bytes");
+  return checked_add(checked_add(m.at_router, m.dispatch_bytes, "profile bytes"), std::max(kernel, combine),
+                     "profile bytes");
 }
 
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
@@ -124,6 +148,10 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
           {"expert_parallel_size", m.ep.ep_size},
           {"local_experts", m.ep.local_experts},
           {"expert_map_bytes", m.expert_map_bytes},
+          {"data_parallel_size", m.data_parallel},
+          {"kernel_tokens", m.kernel_tokens},
+          {"dp_dispatch_bytes", m.dispatch_bytes},
+          {"dp_combine_bytes", m.combine_bytes},
           {"chunk_tokens", m.kernel.chunk_tokens},
           {"block_size_m", m.kernel.block_size_m},
           {"topk_bytes", m.kernel.topk_bytes},
@@ -153,7 +181,14 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
           ? fmt::format(", expert-parallel over {} GPUs: {} of the {} experts whole on rank 0, where tensor "
                         "parallelism holds {} of slices of all of them; expert maps {}",
                         m.ep.ep_size, m.ep.local_experts, m.experts, format_bytes(m.graph_expert_bytes),
-                        format_bytes(m.expert_map_bytes))
+                        format_bytes(m.expert_map_bytes)) +
+                (m.data_parallel > 1
+                     ? fmt::format(" ({} data-parallel ranks x --tp {}); the kernel runs on the {} tokens of every "
+                                   "data-parallel rank, gathered by the dispatch ({} of hidden states and router "
+                                   "logits; the combine's all-reduce {})",
+                                   m.data_parallel, m.ep.ep_size / m.data_parallel, m.kernel_tokens,
+                                   format_bytes(m.dispatch_bytes), format_bytes(m.combine_bytes))
+                     : std::string())
           : "";
   return fmt::format("; the experts of {} sparse layers by vLLM's fused MoE kernel (fused_experts: {} experts, "
                      "top-{}, {} wide, {} a rank; {} of expert weights a rank{}; per call {}: cache13 {}, cache2 {}, "

@@ -88,6 +88,9 @@ def cases():
     out.append(["serve", kv, "--gpu", "T4", "--context", "333", "--block-size", "32", "--dtype", "fp16",
                 "--kv-cache-dtype", "fp8", "--json"])
     out.append(["serve", kv, "--context", "512", "--json"])
+    # --data-parallel-size on a dense model: each rank a replica of the one-rank answer, the tokens twice in all.
+    out.append(["serve", kv, "--memory", "64MiB", "--reserve", "0", "--context", "64", "--max-batched-tokens", "64",
+                "--max-num-seqs", "64", "--data-parallel-size", "2", "--json"])
     out.append(["estimate", kv, "--batch", "3", "--dim", "past_sequence_length=99", "--dim", "sequence_length=16",
                 "--json"])
     return out

@@ -60,5 +60,48 @@ TEST(VllmExpertParallel, TheBlockSizeFollowsTheLocalExperts) {
   EXPECT_EQ(vllm_fused_moe_bytes({64, 2048, 128, 8, 768}, DType::Float16).block_size_m, 16);
 }
 
+// --data-parallel-size D with expert parallelism: FusedMoEParallelConfig.make's ep_size = D x T, the same balanced
+// rule over it. DeepSeek-V3, E = 256 at dp 8 x tp 1: 32 a rank; Qwen3-30B-A3B, E = 128 at dp 4 x tp 2: 16;
+// Qwen1.5-MoE-A2.7B, E = 60 at dp 2 x tp 4: base 7, remainder 4, rank 0 holds 8. The map stays int32 [E]: 1,024 B.
+TEST(VllmExpertParallel, DataParallelRanksJoinTheGroup) {
+  const VllmExpertParallel v3 = vllm_expert_parallel(256, 8 * 1);
+  EXPECT_EQ(v3.ep_size, 8);
+  EXPECT_EQ(v3.local_experts, 32);
+  EXPECT_EQ(v3.expert_map_bytes, 1024u);
+  EXPECT_EQ(vllm_expert_parallel(128, 4 * 2).local_experts, 16);
+  EXPECT_EQ(vllm_expert_parallel(60, 2 * 4).local_experts, 8);
+}
+
+// The naive dispatch at dp > 1 gathers [D x T, H] hidden states and [D x T, E] router logits, bf16:
+//   Qwen3-30B-A3B (H 2048, E 128), T 8192, dp 4: 32,768 x (2048 + 128) x 2 = 32,768 x 4,352 = 142,606,336
+//   DeepSeek-V3 (H 7168, E 256), T 8192, dp 8: 65,536 x (7168 + 256) x 2 = 65,536 x 14,848 = 973,078,528
+//   dp 1: no dispatch, 0.
+TEST(VllmExpertParallel, TheDispatchGathersEveryRanksTokens) {
+  EXPECT_EQ(vllm_dp_dispatch_bytes(8192, 4, 2048, 128, 2), 142606336u);
+  EXPECT_EQ(vllm_dp_dispatch_bytes(8192, 8, 7168, 256, 2), 973078528u);
+  EXPECT_EQ(vllm_dp_dispatch_bytes(8192, 1, 7168, 256, 2), 0u);
+}
+
+// The kernel on the gathered tokens: Qwen3-30B-A3B at dp 4 x tp 1 with EP, bf16, 8192 tokens a rank: T = 32,768
+// (M = min(32,768, VLLM_FUSED_MOE_CHUNK_SIZE 32,768) = 32,768), E_local 32, I 768 (N = 1,536), k 8, H 2048:
+//   fused_topk  32,768 x 8 x (4 + 4 + 4)                = 3,145,728
+//   B 64 (M > 32); sorted 32,768 x 8 + 128 x 63 = 270,208; expert_ids cdiv(270,208, 64) = 4,222; + 1:
+//               (270,208 + 4,222 + 1) x 4               = 1,097,724
+//   cache13     32,768 x 8 x max(1,536, 2,048) x 2      = 1,073,741,824
+//   cache2      32,768 x 8 x 768 x 2                    = 402,653,184
+//   output      32,768 x 2,048 x 2                      = 134,217,728
+//   total                                               = 1,614,856,188
+TEST(VllmExpertParallel, Qwen3KernelOnFourRanksOfTokens) {
+  const VllmFusedMoeBytes b = vllm_fused_moe_bytes({8192 * 4, 2048, 128, 8, 768, 32}, DType::BFloat16);
+  EXPECT_EQ(b.chunk_tokens, 32768);
+  EXPECT_EQ(b.block_size_m, 64);
+  EXPECT_EQ(b.topk_bytes, 3145728u);
+  EXPECT_EQ(b.align_bytes, 1097724u);
+  EXPECT_EQ(b.cache13_bytes, 1073741824u);
+  EXPECT_EQ(b.cache2_bytes, 402653184u);
+  EXPECT_EQ(b.output_bytes, 134217728u);
+  EXPECT_EQ(b.total(), 1614856188u);
+}
+
 }  // namespace
 }  // namespace memplan
