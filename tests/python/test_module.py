@@ -36,7 +36,8 @@ def _snapshot_cases():
 
 
 INT_FLAGS = {"batch", "grad_accum", "gpus", "top", "global_batch", "max", "alignment", "context", "max_batched_tokens",
-             "block_size", "pp", "micro_batches", "max_num_seqs", "tp"}
+             "block_size", "pp", "micro_batches", "max_num_seqs", "tp",
+             "data_parallel_size"}
 FLOAT_FLAGS = {"headroom", "max_increase", "weight_decay", "gpu_memory_utilization"}
 BOOL_FLAGS = {"gradient_as_bucket_view", "amsgrad", "maximize"}
 
