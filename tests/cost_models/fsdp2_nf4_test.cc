@@ -20,18 +20,7 @@ using testing::step_named;
 
 // x[4,256] -> MatMul(layers.0.fc.w [256,128]) -> Relu -> MatMul(layers.1.fc.w [128,256]) -> Relu
 //   -> Gemm(head.w [2,256] transposed, head.b [2]) -> y[4,2]; units root {head.w, head.b}, layers.0, layers.1.
-Graph qlora_blocks() {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {4, 256});
-  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.fc.w", {256, 128})}, "h0", {4, 128});
-  const int32_t r0 = b.node1("Relu", {h0}, "r0", {4, 128});
-  const int32_t h1 = b.node1("MatMul", {r0, b.weight("layers.1.fc.w", {128, 256})}, "h1", {4, 256});
-  const int32_t r1 = b.node1("Relu", {h1}, "r1", {4, 256});
-  const int32_t y = b.node1("Gemm", {r1, b.weight("head.w", {2, 256}), b.weight("head.b", {2})}, "y", {4, 2},
-                            {{"transB", int_attr(1)}});
-  b.output(y);
-  return b.graph();
-}
+Graph qlora_blocks() { return testing::two_fc_blocks(256, 128); }
 
 // torchtune's run: the model in bf16 (no autocast, no MixedPrecisionPolicy), adapters in bf16, 2 ranks, Adam.
 TrainingRun qlora(int gpus) {

@@ -13,24 +13,12 @@ namespace {
 
 using testing::GraphBuilder;
 using testing::buffer_named;
-using testing::int_attr;
 using testing::step_named;
 
 // x[4,8] -> MatMul(layers.0.fc.w[8,8]) -> Relu -> MatMul(layers.1.fc.w[8,8]) -> Relu -> Gemm(head.w[2,8], head.b[2]) -> y[4,2]
 // Units (default rule: prefix "layers" seen with indices 0 and 1, each block with a submodule fc): root
 // {head.w, head.b}, layers.0, layers.1.
-Graph two_blocks() {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {4, 8});
-  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.fc.w", {8, 8})}, "h0", {4, 8});
-  const int32_t r0 = b.node1("Relu", {h0}, "r0", {4, 8});
-  const int32_t h1 = b.node1("MatMul", {r0, b.weight("layers.1.fc.w", {8, 8})}, "h1", {4, 8});
-  const int32_t r1 = b.node1("Relu", {h1}, "r1", {4, 8});
-  const int32_t y = b.node1("Gemm", {r1, b.weight("head.w", {2, 8}), b.weight("head.b", {2})}, "y", {4, 2},
-                            {{"transB", int_attr(1)}});
-  b.output(y);
-  return b.graph();
-}
+Graph two_blocks() { return testing::two_fc_blocks(8, 8); }
 
 TrainingRun fsdp(int gpus) {
   TrainingRun o;

@@ -175,4 +175,17 @@ uint64_t bytes_of_category(const Program& p, Category c) {
   return sum;
 }
 
+Graph two_fc_blocks(int64_t width, int64_t inner) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, width});
+  const int32_t h0 = b.node1("MatMul", {x, b.weight("layers.0.fc.w", {width, inner})}, "h0", {4, inner});
+  const int32_t r0 = b.node1("Relu", {h0}, "r0", {4, inner});
+  const int32_t h1 = b.node1("MatMul", {r0, b.weight("layers.1.fc.w", {inner, width})}, "h1", {4, width});
+  const int32_t r1 = b.node1("Relu", {h1}, "r1", {4, width});
+  const int32_t y = b.node1("Gemm", {r1, b.weight("head.w", {2, width}), b.weight("head.b", {2})}, "y", {4, 2},
+                            {{"transB", int_attr(1)}});
+  b.output(y);
+  return b.graph();
+}
+
 }  // namespace memplan::testing

@@ -39,6 +39,12 @@ class GraphBuilder {
 Attribute int_attr(int64_t v);
 Attribute ints_attr(std::vector<int64_t> v);
 
+// The FSDP tests' model: x[4,width] -> MatMul(layers.0.fc.w [width,inner]) -> Relu -> MatMul(layers.1.fc.w
+// [inner,width]) -> Relu -> Gemm(head.w [2,width] transposed, head.b [2]) -> y[4,2], float32. Its wrapping units
+// (the default rule: prefix "layers" with indices 0 and 1, each block with a submodule fc): root {head.w, head.b},
+// layers.0, layers.1.
+Graph two_fc_blocks(int64_t width, int64_t inner);
+
 // Peak over steps of live bytes of non-resident buffers, with the planner's documented liveness rule:
 // a buffer lives from its writing step (0 if live_at_start) to its last reader (the end if
 // live_at_end); written and never read, at its own step only.
