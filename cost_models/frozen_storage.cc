@@ -30,12 +30,7 @@ constexpr uint64_t kFloat32Bytes = 4;
 constexpr uint64_t kGptqBits = 4;
 constexpr uint64_t kPackedScaleBytes = 2;
 
-bool is_linear_weight(const Graph& g, const FusedOp& op, int32_t t) {
-  if (op.kind == OpKind::Linear) return op.weight == t;
-  if (op.kind != OpKind::Node || (op.op != "MatMul" && op.op != "Gemm")) return false;
-  const Node& n = g.nodes[op.nodes.back()];
-  return n.inputs.size() > 1 && n.inputs[1] == t;
-}
+bool is_linear_weight(const Graph& g, const FusedOp& op, int32_t t) { return t >= 0 && linear_weight_of(g, op) == t; }
 
 bool packed(FrozenStorage s) { return s == FrozenStorage::GptqInt4 || s == FrozenStorage::AwqInt4; }
 

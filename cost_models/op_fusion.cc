@@ -224,6 +224,26 @@ std::optional<Match> match_index_add(const Graph& g, int32_t add) {
 
 }  // namespace fusion
 
+namespace {
+bool matmul_node(const FusedOp& op) {
+  return op.kind == OpKind::Node && (op.op == "MatMul" || op.op == "Gemm") && !op.nodes.empty();
+}
+int32_t operand(const Graph& g, const FusedOp& op, size_t i) {
+  const Node& n = g.nodes[op.nodes.back()];
+  return i < n.inputs.size() ? n.inputs[i] : -1;
+}
+}  // namespace
+
+int32_t linear_weight_of(const Graph& g, const FusedOp& op) {
+  if (op.kind == OpKind::Linear) return op.weight;
+  return matmul_node(op) ? operand(g, op, 1) : -1;
+}
+
+int32_t linear_input_of(const Graph& g, const FusedOp& op) {
+  if (op.kind == OpKind::Linear) return op.x;
+  return matmul_node(op) ? operand(g, op, 0) : -1;
+}
+
 const char* op_kind_name(OpKind k) {
   switch (k) {
     case OpKind::Node: return "node";

@@ -53,4 +53,10 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options);
 
 const char* op_kind_name(OpKind k);
 
+// A linear layer's weight and data input: a fused Linear's roles, or the right and left operands of a MatMul or
+// Gemm left as a Node (F.linear without a bias in an export that pre-transposed the weight into an initializer is
+// a plain MatMul on it); -1 for any other op. The weight may be an activation: callers ask about its storage.
+int32_t linear_weight_of(const Graph& g, const FusedOp& op);
+int32_t linear_input_of(const Graph& g, const FusedOp& op);
+
 }  // namespace memplan

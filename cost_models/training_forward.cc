@@ -123,12 +123,14 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   // input needs a grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt
   // keeps ctx.tensors = (CAt, subA, A) then (CAt None on a frozen weight, subA empty without outliers).
   // AutoAWQ's WQLinearMMFunction keeps its (float16) input x the same way (training_packed.cc). torchao's LinearNF4
-  // (frozen_storage.h torchao_nf4) saves its weight alone: its backward needs no input.
-  if (op.kind == OpKind::Linear && op.weight >= 0 && !torchao_nf4(options_) &&
-      (layout().storage[op.weight] == FrozenStorage::Nf4 || layout().storage[op.weight] == FrozenStorage::Int8 ||
-       layout().storage[op.weight] == FrozenStorage::AwqInt4) &&
-      op.x >= 0 && context_.requires_grad[op.x] && lookup(op.x) >= 0)
-    add_unique(saved, lookup(op.x));
+  // (frozen_storage.h torchao_nf4) saves its weight alone: its backward needs no input. The layer is the same
+  // whether the export kept F.linear's Transpose or pre-transposed the weight into a plain MatMul's initializer.
+  const int32_t w = linear_weight_of(graph_, op), x = linear_input_of(graph_, op);
+  if (w >= 0 && x >= 0 && !torchao_nf4(options_) &&
+      (layout().storage[w] == FrozenStorage::Nf4 || layout().storage[w] == FrozenStorage::Int8 ||
+       layout().storage[w] == FrozenStorage::AwqInt4) &&
+      context_.requires_grad[x] && lookup(x) >= 0)
+    add_unique(saved, lookup(x));
   saved.insert(saved.end(), closed.saved.begin(), closed.saved.end());
   if (options_.offload_activations && !recompute) record_packs(i, mode, saved, step_before);
   if (policy.save_extras) saved_by_op_[i] = std::move(saved);
@@ -199,7 +201,7 @@ void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_
   const DType target = autocast_target(graph_, op, t, options_.precision, layout().dtype);
   if (layout().storage[t] == FrozenStorage::Int8) {
     // LLM.int8: no dequantized weight in forward (frozen_storage.h int8_matmul_forward_bytes).
-    const int32_t x = op.kind == OpKind::Linear ? op.x : node_input(graph_.nodes[op.nodes.back()], 0);
+    const int32_t x = linear_input_of(graph_, op);
     const int32_t y = op.outputs.empty() ? -1 : op.outputs[0];
     if (x >= 0 && y >= 0 && x != t && !graph_.tensors[x].shape.empty() && !graph_.tensors[y].shape.empty()) {
       const uint64_t in = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[x].shape.back()));

@@ -64,7 +64,7 @@ void TrainingStep::packed_forward(int32_t i, int32_t t, Step& st, std::map<int32
     }
     return;
   }
-  const int32_t x = op.kind == OpKind::Linear ? op.x : node_input(graph_.nodes[op.nodes.back()], 0);
+  const int32_t x = linear_input_of(graph_, op);
   const int32_t y = op.outputs.empty() ? -1 : op.outputs[0];
   if (x < 0 || y < 0 || graph_.tensors[x].shape.empty() || graph_.tensors[y].shape.empty()) return;
   const std::vector<int64_t>& xs = graph_.tensors[x].shape;

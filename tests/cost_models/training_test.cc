@@ -640,6 +640,47 @@ TEST(TrainingFrozen, Int8ForwardQuantizesTheInputBackwardDequantizesTheWeight) {
   EXPECT_EQ(dequantizations, 1);  // backward only
 }
 
+// bitsandbytes' MatMul4Bit saves its input A whenever an input needs a grad (bitsandbytes/autograd/_functions.py,
+// MatMul4Bit.forward: ctx.tensors = (A, B) under any(ctx.needs_input_grad[:2])), whatever the export wrote for the
+// layer. x[4,8] -> Gemm Wa[8,8] (trains) -> a[4,8] -> the frozen NF4 layer W0 -> h[4,16] -> Gemm W1[2,16] (the
+// head, trains) -> y. Spelled as a training export writes F.linear (Transpose(W0 [16,8]) -> MatMul) or as a
+// constant-folded one (MatMul on W0t [8,16], the weight pre-transposed into an initializer, no bias), a must live
+// until W0's backward: nothing else keeps it (Wa's backward reads x, the head's reads h). Both spellings are the
+// same layer: the same peak.
+TEST(TrainingFrozen, Nf4LayerSavesItsInputHoweverTheExportSpelledIt) {
+  auto model = [](bool folded) {
+    GraphBuilder b;
+    const int32_t x = b.input("x", {4, 8});
+    const int32_t a = b.node1("Gemm", {x, b.weight("Wa", {8, 8})}, "a", {4, 8}, {{"transB", int_attr(1)}});
+    int32_t wt = -1;
+    if (folded) {
+      wt = b.weight("W0t", {8, 16});
+    } else {
+      wt = b.node1("Transpose", {b.weight("W0", {16, 8})}, "W0_t", {8, 16}, {{"perm", ints_attr({1, 0})}});
+    }
+    const int32_t h = b.node1("MatMul", {a, wt}, "h", {4, 16});
+    b.output(b.node1("Gemm", {h, b.weight("W1", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
+    return b.graph();
+  };
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.trainable = "Wa|W1";
+  o.frozen_storage = FrozenStorage::Nf4;
+  const Program folded = build_training_program(model(true), o).program;
+  const Program linear = build_training_program(model(false), o).program;
+  for (const Program* p : {&folded, &linear}) {
+    int32_t backward = -1;
+    for (size_t i = 0; i < p->steps.size(); ++i)
+      if (p->steps[i].name.rfind("backward:", 0) == 0 && p->steps[i].name.find("MatMul") != std::string::npos)
+        backward = static_cast<int32_t>(i);
+    ASSERT_GE(backward, 0);
+    EXPECT_TRUE(testing::step_reads(p->steps[backward], buffer_named(*p, "a")));
+  }
+  EXPECT_EQ(peak_live_bytes(folded).bytes, peak_live_bytes(linear).bytes);
+}
+
 TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   TrainingRun o = adam_ce();
   o.gpus = 2;
