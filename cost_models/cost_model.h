@@ -160,6 +160,10 @@ struct TrainingOptions {
   // AWQ checkpoint's packed layers, run as gptqmodel and AutoAWQ train them (cost_models/training_packed.cc).
   FrozenStorage frozen_storage = FrozenStorage::Same;
   bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales
+  // --nf4-impl: whose NF4 --frozen-dtype nf4 is. false: bitsandbytes' Params4bit and MatMul4Bit (PEFT's QLoRA);
+  // true: torchao's NF4Tensor and linear_nf4 (torchtune's qlora_* models, on one GPU or under fully_shard;
+  // frozen_storage.h torchao_nf4).
+  bool nf4_torchao = false;
   // --frozen-group-size: GPTQ's or AWQ's inputs per scale and zero point (-1, GPTQ only: one group over the input);
   // 128 is transformers' GPTQConfig and AwqConfig default group_size.
   int64_t quant_group_size = 128;

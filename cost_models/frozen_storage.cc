@@ -73,7 +73,8 @@ constexpr uint64_t kTorchaoNf4TableEntries = 16;      // NF4Tensor.from_tensor's
 TorchaoNf4 torchao_nf4_layout(uint64_t n, uint64_t element_bytes, const std::string& weight) {
   const uint64_t block = kTorchaoNf4BlockSize * kTorchaoNf4ScalerBlockSize;
   if (n == 0 || n % block != 0)
-    throw InputError("--frozen-dtype nf4 under --shard fsdp2 is torchao's NF4Tensor: weight '" + weight + "' has " +
+    throw InputError("--frozen-dtype nf4 as torchao's NF4Tensor (--nf4-impl torchao, torchtune's qlora_* models): weight '" +
+                     weight + "' has " +
                      std::to_string(n) + " values, not a multiple of 64 x 256 = 16384 (to_nf4 asserts it: "
                      "NF4Tensor.double_quantize_scalers needs whole blocks of 64 values and of 256 scalers)");
   TorchaoNf4 q;

@@ -18,7 +18,7 @@ uint64_t frozen_storage_bytes(FrozenStorage s, bool double_quant, uint64_t eleme
 
 // torchao's NF4Tensor (torchao/dtypes/nf4tensor.py, to_nf4 with torchtune's defaults block_size 64 and
 // scaler_block_size 256), the NF4 of --frozen-dtype nf4 under --shard fsdp2 (torchao_nf4: torchtune's distributed
-// QLoRA; elsewhere nf4 is bitsandbytes'). A weight of n values holds quantized_data (uint8, n / 2),
+// QLoRA, and its single-GPU recipes; elsewhere nf4 is bitsandbytes'). A weight of n values holds quantized_data (uint8, n / 2),
 // quantized_scalers (int8, one per 64-value block), quantization_factor (one per 256 scalers) and scaler_mean
 // (one value), both in the weight's dtype, and the 16-entry nf4 table in that dtype. `sharded` is what fully_shard
 // splits on dim 0 and all-gathers (NF4Tensor.fsdp_pre_all_gather's three tensors); `replicated` the scaler_mean
@@ -36,11 +36,9 @@ TorchaoNf4 torchao_nf4_layout(uint64_t elements, uint64_t element_bytes, const s
 // and the scaled halves (n / 2 each, the weight's dtype) and the dequantized scalers (n / 64), all live at its
 // torch.stack.
 uint64_t torchao_nf4_dequantize_scratch(uint64_t elements, uint64_t element_bytes);
-// Whether --frozen-dtype nf4 is torchao's NF4Tensor: under --shard fsdp2, the runtime that fully_shards NF4 weights
-// is torchtune's (torchao's fsdp_pre_all_gather extension); bitsandbytes' Params4bit otherwise.
-inline bool torchao_nf4(const TrainingOptions& o) {
-  return o.frozen_storage == FrozenStorage::Nf4 && o.shard == Sharding::Fsdp2;
-}
+// Whether --frozen-dtype nf4 is torchao's NF4Tensor (--nf4-impl torchao: torchtune's qlora_* models, on one GPU
+// or fully_sharded through torchao's fsdp_pre_all_gather extension); bitsandbytes' Params4bit otherwise.
+inline bool torchao_nf4(const TrainingOptions& o) { return o.frozen_storage == FrozenStorage::Nf4 && o.nf4_torchao; }
 
 // GPTQ or AWQ 4-bit (--frozen-dtype gptq-int4 / awq-int4): the bytes of a linear layer of `in` inputs and `out`
 // outputs as the training loaders register it (cost_models/packed_int_weights.h; GPTQ with its g_idx, which

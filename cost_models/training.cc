@@ -174,6 +174,8 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   precondition(!options.kbit_prep || (!is_amp(options.precision) && (options.frozen_storage == FrozenStorage::Nf4 ||
                                                                      options.frozen_storage == FrozenStorage::AwqInt4)),
                "--kbit-prep without an NF4 or AWQ base, or under autocast");
+  precondition(options.frozen_storage != FrozenStorage::Nf4 || options.shard != Sharding::Fsdp2 || options.nf4_torchao,
+               "bitsandbytes' NF4 under fully_shard (refused by report/option_checks.cc)");
   const int kbit_layers = options.kbit_prep ? prepare_kbit_training(rewritable(), float32, adapters) : 0;
   const Graph& graph = rewritten ? *rewritten : base;
   const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr, &float32);
@@ -287,10 +289,14 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
             ? "each layer keeps its float16 input; its forward dequantizes the weight at 1024 tokens or more (else "
               "8 split-K partial products), and its backward dequantizes it again and repeats it once per sequence "
               "of the batch (AutoAWQ's WQLinearMMFunction)."
-        : torchao_nf4(options)
+        : torchao_nf4(options) && options.shard == Sharding::Fsdp2
             ? "torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers, sharded by fully_shard; the "
               "bytes above are this GPU's shards), all-gathered in NF4 for each group, and dequantized into the "
               "compute type by each linear_nf4, in forward and again in backward."
+        : torchao_nf4(options)
+            ? "torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers), dequantized into the compute "
+              "type by each linear_nf4 (NF4Tensor.get_original_weight), in forward and again in backward; linear_nf4 "
+              "keeps the weight for backward, not the layer's input."
             : "each op dequantizes the ones it reads into the compute type as a transient, in forward and again in "
               "backward.";
     notes.push_back(std::string("--frozen-dtype ") + name[static_cast<int>(options.frozen_storage)] +

@@ -82,6 +82,9 @@ const std::vector<Feature>& features() {
       {"lora", "--lora-rank", "--lora-rank", S::Train, [](A a) { return a.lora_rank > 0; }},
       {"frozen-nf4", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Nf4), S::Train,
        [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4); }},
+      // --nf4-impl torchao as given (the torchtune recipe gives it); auto's torchao under --shard fsdp2 is fsdp2's rows.
+      {"torchao-nf4", "--nf4-impl", given_as("--nf4-impl", kNf4ImplChoices, Nf4Impl::Torchao), S::Train,
+       [](A a) { return kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Torchao); }},
       {"frozen-int8", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Int8), S::Train,
        [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Int8); }},
       {"frozen-gptq", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::GptqInt4), S::Train,
@@ -196,6 +199,20 @@ const std::vector<Refusal>& refused_pairs() {
       // and torchao's fsdp_post_all_gather ignores param_dtype ("TODO: add param dtype for mixed precision").
       {"fsdp2", "kbit-prep", "not modelled: NF4 under fully_shard is torchao's NF4Tensor (torchtune's QLoRA), and "
                              "PEFT's prepare_model_for_kbit_training prepares a bitsandbytes base"},
+      // torchao's NF4Tensor (--nf4-impl torchao) is modelled as torchtune's qlora_* recipes run it: the model in bf16 (or
+      // fp32) without autocast, on one GPU or under fully_shard (cost_models/training_fsdp2.cc).
+      {"torchao-nf4", "amp", "torchtune runs its qlora_* models in their own type without autocast (--precision bf16 "
+                             "or fp32); linear_nf4 under autocast is not modelled"},
+      {"torchao-nf4", "kbit-prep", "PEFT's prepare_model_for_kbit_training prepares a bitsandbytes base; torchtune's "
+                                   "qlora_* models have no such step"},
+      {"torchao-nf4", "ddp", "not modelled: torchtune shards its NF4 models with fully_shard (--shard fsdp2)"},
+      {"torchao-nf4", "zero12", "not modelled: torchtune shards its NF4 models with fully_shard (--shard fsdp2)"},
+      {"torchao-nf4", "zero3", "not modelled: torchtune shards its NF4 models with fully_shard (--shard fsdp2)"},
+      {"torchao-nf4", "fsdp", "not modelled: torchtune shards its NF4 models with fully_shard (--shard fsdp2)"},
+      {"torchao-nf4", "deepspeed", "not modelled: torchtune shards its NF4 models with fully_shard (--shard fsdp2)"},
+      {"torchao-nf4", "tp", "not modelled: a tensor-parallel split of torchao's NF4Tensor"},
+      {"torchao-nf4", "pp", "not modelled"},
+      {"torchao-nf4", "torch-1.13", "torchao's NF4Tensor needs PyTorch 2: use --torch 2"},
       {"fsdp2-mp", "frozen-nf4", "not modelled: torchao's NF4Tensor all-gathers in NF4 whatever the param_dtype "
                                  "(fsdp_post_all_gather)"},
       {"fsdp2", "frozen-int8", "not modelled"},

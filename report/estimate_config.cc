@@ -231,6 +231,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   }
   t.frozen_storage = kFrozenDtypeChoices.parse(a.frozen_dtype, "--frozen-dtype");
   t.double_quant = a.double_quant;
+  kNf4ImplChoices.parse(a.nf4_impl, "--nf4-impl");
+  t.nf4_torchao = is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard);
   t.quant_group_size = a.frozen_group_size;
   t.kbit_prep = a.kbit_prep;
   t.offload_activations = a.offload_activations;

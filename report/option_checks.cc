@@ -104,6 +104,15 @@ void check_requirements(const EstimateArgs& a) {
                      kShardChoices.name_of(Sharding::Fsdp2));
   if (a.double_quant && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
+  if (!kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Auto) && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
+    throw InputError("--nf4-impl applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
+  // torchao's to_nf4 always double-quantizes its scalers (NF4Tensor.double_quantize_scalers): nothing to choose.
+  if (a.double_quant && is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard))
+    throw InputError("--double-quant is bitsandbytes' compress_statistics; torchao's NF4Tensor (--nf4-impl torchao, "
+                     "or auto under --shard fsdp2) always quantizes its scalers: drop --double-quant");
+  if (kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::BitsAndBytes) && kShardChoices.is(a.shard, Sharding::Fsdp2))
+    throw InputError("--nf4-impl bitsandbytes with --shard fsdp2: not modelled: bitsandbytes' Params4bit under "
+                     "fully_shard (memplan models torchtune's torchao NF4Tensor there: --nf4-impl torchao)");
   const bool gptq = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::GptqInt4);
   const bool awq = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::AwqInt4);
   // PEFT's prepare_model_for_kbit_training skips its float32 cast for GPTQ (src/peft/utils/other.py:

@@ -114,6 +114,17 @@ inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage:
                                                          {"bf16", FrozenStorage::Bf16}, {"int8", FrozenStorage::Int8},
                                                          {"nf4", FrozenStorage::Nf4}, {"gptq-int4", FrozenStorage::GptqInt4},
                                                          {"awq-int4", FrozenStorage::AwqInt4}}};
+// --nf4-impl: whose NF4 --frozen-dtype nf4 is; auto: torchao's under --shard fsdp2 (torchtune's distributed QLoRA, the
+// only NF4 memplan models under fully_shard), else bitsandbytes'.
+enum class Nf4Impl { Auto, BitsAndBytes, Torchao };
+inline const Choices<Nf4Impl> kNf4ImplChoices{
+    {{"auto", Nf4Impl::Auto}, {"bitsandbytes", Nf4Impl::BitsAndBytes}, {"torchao", Nf4Impl::Torchao}}};
+// Whether --frozen-dtype, --nf4-impl and --shard make the frozen weights torchao's NF4Tensor.
+inline bool is_torchao_nf4(const std::string& frozen_dtype, const std::string& nf4_impl, const std::string& shard) {
+  return kFrozenDtypeChoices.is(frozen_dtype, FrozenStorage::Nf4) &&
+         (kNf4ImplChoices.is(nf4_impl, Nf4Impl::Torchao) ||
+          (kNf4ImplChoices.is(nf4_impl, Nf4Impl::Auto) && kShardChoices.is(shard, Sharding::Fsdp2)));
+}
 // serve's --kv-cache-dtype: true, one byte per element (vLLM stores every fp8 choice as torch.uint8,
 // vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
 inline const Choices<bool> kKvCacheDtypeChoices{{{"auto", false}, {"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true}}};

@@ -278,7 +278,7 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.lora_dtype), .choices = kLoraDtypeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.lora_dtype != "float32", " adapters in the base's type"); }},
       {.flag = "--frozen-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8), nf4 (QLoRA: bitsandbytes; under --shard fsdp2 torchao's NF4Tensor, torchtune's), gptq-int4 "
+       .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8), nf4 (QLoRA: bitsandbytes', or torchao's NF4Tensor, --nf4-impl), gptq-int4 "
                "(gptqmodel's packed int32, --precision fp16/bf16) or awq-int4 (AutoAWQ's WQLinear_GEMM, --precision "
                "fp16); the quantized ones: Linear weights but the head. Each op dequantizes what it reads",
        .field = FIELD(estimate.frozen_dtype), .choices = kFrozenDtypeChoices.names(), .show_default = true,
@@ -286,9 +286,19 @@ std::vector<OptionSpec> make_schema() {
          return if_set(!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same), ", frozen weights " + a.frozen_dtype);
        }},
       {.flag = "--double-quant", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
-       .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales (bitsandbytes' compress_statistics; torchao's NF4Tensor, --frozen-dtype nf4 under --shard fsdp2, always quantizes its scalers)",
+       .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales (bitsandbytes' compress_statistics; torchao's NF4Tensor, --nf4-impl torchao, always quantizes its scalers)",
        .field = FIELD(estimate.double_quant),
        .describe = [](const EstimateArgs& a) { return if_set(a.double_quant, " double-quantized"); }},
+      {.flag = "--nf4-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --frozen-dtype nf4, whose NF4 it is: bitsandbytes (Params4bit and MatMul4Bit, which keeps each "
+               "layer's input for backward: PEFT's QLoRA, --double-quant its compress_statistics), torchao (NF4Tensor "
+               "and linear_nf4, which keeps the weight alone and dequantizes through get_original_weight: torchtune's "
+               "qlora_* models, on one GPU or under --shard fsdp2) or auto (torchao under --shard fsdp2, else "
+               "bitsandbytes)",
+       .field = FIELD(estimate.nf4_impl), .choices = kNf4ImplChoices.names(), .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Torchao), " (torchao NF4)");
+       }},
       {.flag = "--frozen-group-size", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
        .help = "With --frozen-dtype gptq-int4 or awq-int4: inputs per scale and zero point (-1: one group over a "
                "layer's inputs), GPTQConfig's and AwqConfig's group_size",

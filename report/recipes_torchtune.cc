@@ -99,10 +99,10 @@ std::vector<RecipeSetting> settings() {
        "lora_finetune_*.py _setup_model: the LoRALinear adapters built under training.set_default_dtype(dtype), "
        "then training.validate_expected_param_dtype(adapter_params, dtype)",
        lora_half, "--lora-rank R, --precision bf16"},
-      {"--double-quant", "true",
+      {"--nf4-impl", "torchao",
        "qlora_* builders (torchtune/modules/peft/lora.py LoRALinear(quantize_base=True), "
-       "modules/low_precision/nf4_linear.py FrozenNF4Linear): torchao to_nf4, whose NF4Tensor.double_quantize_scalers "
-       "keeps an int8 scaler per 64 values and a factor per 256 scalers",
+       "modules/low_precision/nf4_linear.py FrozenNF4Linear): torchao's to_nf4 NF4Tensor (an int8 scaler per 64 values, "
+       "a factor per 256 scalers) run by linear_nf4, on one GPU as under fully_shard",
        nf4, "--frozen-dtype nf4"},
   };
 }
@@ -119,16 +119,12 @@ Recipe torchtune_recipe() {
           "checkpointing stay yours.",
           settings(),
           contradiction,
-          "the configs' enable_activation_offloading (True in 5 of 121); on one GPU, a qlora_* model's torchao "
-          "NF4Tensor is sized as bitsandbytes' double-quantized NF4 (float32 absmax per 256 blocks where torchao "
-          "keeps a bf16 factor; with --gpus N > 1 torchao's own layout is modelled, cost_models/training_fsdp2.cc); "
+          "the configs' enable_activation_offloading (True in 5 of 121); "
           "custom_sharded_layers "
           "(the Llama 3 full_finetune_distributed configs' tok_embeddings and output as units of their own: "
           "--fsdp-wrap '^(.*?\\.[0-9]+\\.|model\\.embed_tokens|lm_head)'); RoPE's float32 copies of q and k "
           "(Llama3ScaledRoPE.forward x.float(), transient) and its cache buffer; in a full fine-tune, RMSNorm keeps "
-          "its float32 normalized input for the scale's grad where memplan keeps it in bf16; on one GPU, torchao's NF4 "
-          "dequantization (NF4Tensor.get_original_weight: int64 indices, about 12 bytes a weight element while one "
-          "4-bit layer computes; modelled with --gpus N > 1) is counted as bitsandbytes' bf16 copy (2 bytes); compile: True (1 config); DoRA",
+          "its float32 normalized input for the scale's grad where memplan keeps it in bf16; compile: True (1 config); DoRA",
           {"sgd", "momentum", "adam", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
           "config.instantiate(cfg.optimizer, ...): any optimizer class the config's _component_ names, torch.optim "
           "or bitsandbytes.optim"};

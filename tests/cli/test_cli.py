@@ -764,22 +764,21 @@ class TorchtuneRecipeTest(unittest.TestCase):
              ["--gpus", "2", "--shard", "fsdp2", "--optimizer", "adamw", "--optimizer-impl", "fused"]),
             ("lora_finetune_single_device", ["--lora-rank", "8"], self.LORA),
             ("lora_finetune_distributed", ["--lora-rank", "8", "--gpus", "2"], [*self.LORA, "--gpus", "2", "--shard", "fsdp2"]),
-            ("qlora single device", ["--lora-rank", "8", "--frozen-dtype", "nf4"],
-             [*self.LORA, "--frozen-dtype", "nf4", "--double-quant"]),
         ]
         for name, given, flags in cases:
             recipe = run_json(*self.BASE, "--recipe", "torchtune", *given)
             written = run_json(*self.BASE, *self.COMMON, *flags)
             for key in ("allocated_bytes", "reserved_bytes", "resident_bytes"):
                 self.assertEqual(recipe[key], written[key], f"{name}: {key}")
-        # The distributed QLoRA (fully_shard over torchao's NF4Tensor) cannot run the tiny Llama: to_nf4 asserts on
-        # k_proj's 64 x 128 = 8,192 values (not whole blocks of 64 x 256); the recipe and its flags say so alike.
-        # test_fsdp2_qlora_torchao_nf4_by_hand runs it on a config whose weights divide.
-        qlora = ["--lora-rank", "8", "--frozen-dtype", "nf4", "--gpus", "2"]
-        refused = run(*self.BASE, "--recipe", "torchtune", *qlora, check_rc=2).stderr
-        self.assertIn("weight 'layers.0.self_attn.k_proj.weight' has 8192 values, not a multiple of 64 x 256", refused)
-        self.assertEqual(refused, run(*self.BASE, *self.COMMON, *self.LORA, "--frozen-dtype", "nf4", "--double-quant",
-                                      "--gpus", "2", "--shard", "fsdp2", check_rc=2).stderr)
+        # QLoRA, on one GPU or distributed (fully_shard), is torchao's NF4Tensor, which cannot hold the tiny Llama:
+        # to_nf4 asserts on k_proj's 64 x 128 = 8,192 values (not whole blocks of 64 x 256); the recipe and its flags
+        # say so alike. test_fsdp2_qlora_torchao_nf4_by_hand runs it on a config whose weights divide.
+        for given, flags in ((["--lora-rank", "8", "--frozen-dtype", "nf4"], []),
+                             (["--lora-rank", "8", "--frozen-dtype", "nf4", "--gpus", "2"], ["--gpus", "2", "--shard", "fsdp2"])):
+            refused = run(*self.BASE, "--recipe", "torchtune", *given, check_rc=2).stderr
+            self.assertIn("weight 'layers.0.self_attn.k_proj.weight' has 8192 values, not a multiple of 64 x 256", refused)
+            self.assertEqual(refused, run(*self.BASE, *self.COMMON, *self.LORA, "--frozen-dtype", "nf4", "--nf4-impl",
+                                          "torchao", *flags, check_rc=2).stderr)
         # The recipe's choices matter: plain PyTorch's defaults (fp32, eager attention, one cross-entropy, Adam
         # after backward) make another step.
         self.assertNotEqual(run_json(*self.BASE, "--recipe", "torchtune")["allocated_bytes"],

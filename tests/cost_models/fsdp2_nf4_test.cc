@@ -30,7 +30,7 @@ TrainingRun qlora(int gpus) {
   o.gpus = gpus;
   o.shard = Sharding::Fsdp2;
   o.frozen_storage = FrozenStorage::Nf4;
-  o.double_quant = true;
+  o.nf4_torchao = true;  // torchtune's qlora_* model
   o.lora_rank = 2;
   o.lora_targets = "fc";
   o.lora_float32 = false;
@@ -167,6 +167,7 @@ TEST(Fsdp2Nf4, Nf4LinearSavesItsWeightNotItsInput) {
   };
   EXPECT_EQ(last_phase(o), Phase::Forward);
   o.shard = Sharding::Fsdp;
+  o.nf4_torchao = false;  // PEFT's Linear4bit under FSDP1
   EXPECT_EQ(last_phase(o), Phase::Backward);
 }
 

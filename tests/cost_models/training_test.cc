@@ -681,6 +681,53 @@ TEST(TrainingFrozen, Nf4LayerSavesItsInputHoweverTheExportSpelledIt) {
   EXPECT_EQ(peak_live_bytes(folded).bytes, peak_live_bytes(linear).bytes);
 }
 
+// torchtune's single-GPU QLoRA (--nf4-impl torchao): the frozen layer is torchao's NF4Tensor run by linear_nf4, not
+// bitsandbytes'. x[4,128] -> Gemm Wa[128,128] (trains) -> a[4,128] -> F.linear(a, W0 [128,128], frozen NF4, as a
+// training export writes it: Transpose -> MatMul) -> h[4,128] -> Gemm W1[2,128] (the head, trains) -> y; float32.
+// By hand, W0's n = 16,384 values (torchao/dtypes/nf4tensor.py to_nf4, block 64, scaler block 256):
+//   stored: quantized_data n / 2 = 8,192 B + quantized_scalers n / 64 = 256 B (int8) + quantization_factor
+//   n / 64 / 256 = 1 value x 4 B + scaler_mean 1 x 4 B + the 16-entry nf4 table x 4 B = 8,520 B
+//   (bitsandbytes: 8,192 B packed + 256 float32 absmax = 9,216 B);
+//   get_original_weight's intermediates at its torch.stack: two int64 index tensors of n / 2 (8 n = 131,072 B) and
+//   n / 2 + n / 2 + n / 64 + n / 2 + n / 2 = 33,024 float32 values (132,096 B): 263,168 B, in forward and again in
+//   backward;
+//   LinearNF4 saves the weight alone (ctx.save_for_backward(weight)): a is not kept for W0's backward, where
+//   bitsandbytes' MatMul4Bit keeps it.
+TEST(TrainingFrozen, TorchaoNf4OnOneGpuKeepsTheWeightAndDequantizesThroughGetOriginalWeight) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 128});
+  const int32_t a = b.node1("Gemm", {x, b.weight("Wa", {128, 128})}, "a", {4, 128}, {{"transB", int_attr(1)}});
+  const int32_t wt = b.node1("Transpose", {b.weight("W0", {128, 128})}, "W0_t", {128, 128}, {{"perm", ints_attr({1, 0})}});
+  const int32_t h = b.node1("MatMul", {a, wt}, "h", {4, 128});
+  b.output(b.node1("Gemm", {h, b.weight("W1", {2, 128})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.trainable = "Wa|W1";
+  o.frozen_storage = FrozenStorage::Nf4;
+  const TrainingResult bnb = build_training_program(b.graph(), o);
+  o.nf4_torchao = true;
+  const TrainingResult torchao = build_training_program(b.graph(), o);
+  EXPECT_EQ(bnb.frozen_stored_bytes, 9216u);
+  EXPECT_EQ(torchao.frozen_stored_bytes, 8520u);
+  const Program& p = torchao.program;
+  int scratch = 0;
+  for (const Buffer& buf : p.buffers)
+    if (buf.name == "W0:get_original_weight") {
+      EXPECT_EQ(buf.bytes, 263168u);
+      ++scratch;
+    }
+  EXPECT_EQ(scratch, 2);  // forward and backward
+  auto backward_of_w0 = [](const Program& q) {
+    for (size_t i = 0; i < q.steps.size(); ++i)
+      if (q.steps[i].name.rfind("backward:", 0) == 0 && q.steps[i].name.find("MatMul") != std::string::npos) return q.steps[i];
+    return Step{};
+  };
+  EXPECT_FALSE(testing::step_reads(backward_of_w0(p), buffer_named(p, "a")));
+  EXPECT_TRUE(testing::step_reads(backward_of_w0(bnb.program), buffer_named(bnb.program, "a")));
+}
+
 TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   TrainingRun o = adam_ce();
   o.gpus = 2;

@@ -37,6 +37,24 @@ std::string deepspeed_config_file() {
   return path;
 }
 
+// torchao's NF4Tensor quantizes a weight only in whole blocks of 64 x 256 values (to_nf4 asserts it), which the tiny
+// Llama's k_proj (8,192 values) is not: a config.json Llama of the same shape whose linear weights are 16,384 (q, k,
+// v, o: 128 x 128) and 32,768 (the MLP: 256 x 128), built in memory (--graph train), written once.
+std::string torchao_llama_config_file() {
+  static const std::string path = [] {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_combinations_test";
+    std::filesystem::create_directories(dir);
+    const std::string file = (dir / "config.json").string();
+    std::ofstream(file) << R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128,
+                               "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "num_key_value_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256,
+                               "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false,
+                               "torch_dtype": "float32", "hidden_act": "silu"})";
+    return file;
+  }();
+  return path;
+}
+
 const std::map<std::string, Enable>& enables() {
   static const std::map<std::string, Enable> all = {
       {"train", {{"--mode"}, [](EstimateArgs& a) { a.mode = "train"; }}},
@@ -125,6 +143,14 @@ const std::map<std::string, Enable>& enables() {
                         a.frozen_dtype = "nf4";
                         if (a.lora_rank == 0) a.frozen = "mlp";
                       }}},
+      {"torchao-nf4", {{"--nf4-impl", "--frozen-dtype", "--mode"}, [](EstimateArgs& a) {
+                         a.mode = "train";
+                         a.frozen_dtype = "nf4";
+                         a.nf4_impl = "torchao";
+                         if (a.lora_rank == 0) a.frozen = "mlp";
+                         a.model.path = torchao_llama_config_file();
+                         a.model.graph = "train";
+                       }}},
       {"frozen-int8", {{"--frozen-dtype", "--mode"}, [](EstimateArgs& a) {
                          a.mode = "train";
                          a.frozen_dtype = "int8";

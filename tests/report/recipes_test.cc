@@ -151,12 +151,14 @@ TEST(Recipes, TorchtuneLoraOnOneGpu) {
   EXPECT_FALSE(a.estimate.optimizer_in_backward);
   EXPECT_FALSE(a.estimate.double_quant);
   EXPECT_EQ(a.estimate.loss, "chunked-ce:8");
-  // A qlora_* model: torchao's NF4 double-quantizes its scalers.
+  EXPECT_EQ(a.estimate.nf4_impl, "auto");
+  // A qlora_* model, on one GPU too: torchao's NF4Tensor (which double-quantizes its scalers itself).
   CommandArgs q = training("torchtune");
   q.estimate.lora_rank = 8;
   q.estimate.frozen_dtype = "nf4";
   settle_options(q, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--lora-rank"), row_of("--frozen-dtype")});
-  EXPECT_TRUE(q.estimate.double_quant);
+  EXPECT_EQ(q.estimate.nf4_impl, "torchao");
+  EXPECT_FALSE(q.estimate.double_quant);
   EXPECT_FALSE(q.estimate.kbit_prep);
 }
 
@@ -191,7 +193,8 @@ TEST(Recipes, TorchtuneDistributedQloraShardsWithFsdp2) {
                                 row_of("--frozen-dtype")});
   EXPECT_EQ(a.estimate.shard, "fsdp2");
   EXPECT_EQ(a.estimate.fsdp_wrap, "");
-  EXPECT_TRUE(a.estimate.double_quant);
+  EXPECT_EQ(a.estimate.nf4_impl, "torchao");
+  EXPECT_FALSE(a.estimate.double_quant);
 }
 
 // Flags given win: fp32 (torchtune's other dtype) leaves nothing to upcast and the adapters in the model's float32;
