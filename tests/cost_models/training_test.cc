@@ -604,6 +604,18 @@ TEST(TrainingLora, AutocastCopiesOnlyALowPrecisionInputIntoFloat32) {
   EXPECT_EQ(bytes(q, "h0:autocast"), -1);  // h0 is already bf16: lora_A reads it as it is
 }
 
+// The frozen-storage tests' step: SGD on a cross-entropy loss, the first layer (Wa) and the head (W1) trained, the
+// layer between them frozen and stored as `s`.
+TrainingRun frozen_middle_layer(FrozenStorage s) {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::CrossEntropy;
+  o.trainable = "Wa|W1";
+  o.frozen_storage = s;
+  return o;
+}
+
 // LLM.int8 (--frozen-dtype int8): x[4,8] -> Gemm Wa[8,8] (trains) -> a[4,8] -> Gemm W0[16,8] (frozen, int8)
 // -> h[4,16] -> Gemm W1[2,16] (the head, trains) -> y. MatMul8bitLt's forward on W0 with A = a (fp32,
 // M 4 x K 8, N 16), threshold 6.0 and no outlier columns, by hand:
@@ -618,12 +630,7 @@ TEST(TrainingFrozen, Int8ForwardQuantizesTheInputBackwardDequantizesTheWeight) {
   const int32_t h = b.node1("Gemm", {a, b.weight("W0", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
   const int32_t y = b.node1("Gemm", {h, b.weight("W1", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}});
   b.output(y);
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.optimizer = Optimizer::Sgd;
-  o.loss = LossKind::CrossEntropy;
-  o.trainable = "Wa|W1";
-  o.frozen_storage = FrozenStorage::Int8;
+  TrainingRun o = frozen_middle_layer(FrozenStorage::Int8);
   const Program p = build_training_program(b.graph(), o).program;
   const int32_t work = buffer_named(p, "/Gemm_1:int8_matmul");
   ASSERT_GE(work, 0);
@@ -662,12 +669,7 @@ TEST(TrainingFrozen, Nf4LayerSavesItsInputHoweverTheExportSpelledIt) {
     b.output(b.node1("Gemm", {h, b.weight("W1", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
     return b.graph();
   };
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.optimizer = Optimizer::Sgd;
-  o.loss = LossKind::CrossEntropy;
-  o.trainable = "Wa|W1";
-  o.frozen_storage = FrozenStorage::Nf4;
+  TrainingRun o = frozen_middle_layer(FrozenStorage::Nf4);
   const Program folded = build_training_program(model(true), o).program;
   const Program linear = build_training_program(model(false), o).program;
   for (const Program* p : {&folded, &linear}) {
@@ -700,12 +702,7 @@ TEST(TrainingFrozen, TorchaoNf4OnOneGpuKeepsTheWeightAndDequantizesThroughGetOri
   const int32_t wt = b.node1("Transpose", {b.weight("W0", {128, 128})}, "W0_t", {128, 128}, {{"perm", ints_attr({1, 0})}});
   const int32_t h = b.node1("MatMul", {a, wt}, "h", {4, 128});
   b.output(b.node1("Gemm", {h, b.weight("W1", {2, 128})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.optimizer = Optimizer::Sgd;
-  o.loss = LossKind::CrossEntropy;
-  o.trainable = "Wa|W1";
-  o.frozen_storage = FrozenStorage::Nf4;
+  TrainingRun o = frozen_middle_layer(FrozenStorage::Nf4);
   const TrainingResult bnb = build_training_program(b.graph(), o);
   o.nf4_torchao = true;
   const TrainingResult torchao = build_training_program(b.graph(), o);
