@@ -14,16 +14,25 @@
 
 namespace memplan {
 
+namespace {
+
+// The number after "0." and after "0.MINOR." ("0.6.4.post1": 6 and 4); -1 where there is none.
+int version_part(const std::string& text, size_t from) {
+  size_t end = from;
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+  if (end == from || end - from > 3 || (end < text.size() && text[end] != '.')) return -1;
+  return std::stoi(text.substr(from, end - from));
+}
+
+}  // namespace
+
 VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
-  // "MAJOR.MINOR" or "MAJOR.MINOR.PATCH", major 0.
-  int minor = -1;
-  if (text.size() > 2 && text.compare(0, 2, "0.") == 0) {
-    const std::string rest = text.substr(2, text.find('.', 2) == std::string::npos ? std::string::npos : text.find('.', 2) - 2);
-    if (!rest.empty() && rest.size() <= 3 && std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); }))
-      minor = std::stoi(rest);
-  }
-  const std::string accepted = "memplan models 0.8 (the V1 worker's absolute rule), 0.11 to 0.20 (the current rule) "
-                               "and 0.21 or later with --enforce-eager";
+  // "MAJOR.MINOR" or "MAJOR.MINOR.PATCH[...]", major 0.
+  const int minor = text.size() > 2 && text.compare(0, 2, "0.") == 0 ? version_part(text, 2) : -1;
+  const size_t patch_at = minor >= 0 ? text.find('.', 2) : std::string::npos;
+  const int patch = patch_at == std::string::npos ? -1 : version_part(text, patch_at + 1);
+  const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.8 (the V1 worker's "
+                               "absolute rule), 0.11 to 0.20 (the current rule) and 0.21 or later with --enforce-eager";
   if (minor == 8) return VllmVersion::V0_8;
   if (minor >= 11 && minor <= 20) return VllmVersion::V0_11;
   if (minor >= 21) {
@@ -34,22 +43,68 @@ VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
                        "subtracted: add --enforce-eager, or give --engine-version 0.20 or earlier");
     return VllmVersion::V0_21;
   }
+  if (minor == 6 && patch >= 0 && patch <= 4) return VllmVersion::V0_6;
+  if (minor == 6 && patch < 0)
+    throw InputError("--engine-version " + text + ": give the patch (0.6.0 to 0.6.4 are the V0 worker's absolute "
+                     "rule; PR #10511, from 0.6.5, changed it); " + accepted);
   if (minor == 9 || minor == 10)
     throw InputError("--engine-version " + text + ": not modelled (the baseline rule of PR #19312 came within the 0.9 "
                      "series, and when the profile run began holding the hidden states during the sampler's warm-up "
                      "is not placed); " + accepted);
-  if (minor >= 0 && minor < 8)
-    throw InputError("--engine-version " + text + ": not modelled (vLLM's V0 engine, whose sampler keeps float32 "
-                     "probabilities and log-probabilities beside its sort, is not sized); " + accepted);
+  if (minor == 6 || minor == 7)
+    throw InputError("--engine-version " + text + ": not modelled (from 0.6.5 vLLM's V0 worker sized the cache over a "
+                     "baseline snapshot, PR #10511's memory_profiling, whose place against the distributed "
+                     "set-up is not read); " + accepted);
+  if (minor >= 0 && minor < 6)
+    throw InputError("--engine-version " + text + ": not modelled (vLLM's V0 engine before 0.6: its sampler and "
+                     "profile run are read at 0.6-era commits only); " + accepted);
   throw InputError("--engine-version " + text + ": expected a vLLM version such as 0.11; " + accepted);
+}
+
+VllmRule vllm_rule(VllmVersion v) {
+  VllmRule r;
+  switch (v) {
+    case VllmVersion::V0_6:
+      r.v0_engine = r.absolute_budget = r.hidden_held_at_sampler = true;
+      break;
+    case VllmVersion::V0_8:
+      r.absolute_budget = true;
+      break;
+    case VllmVersion::V0_11:
+    case VllmVersion::V0_21:
+      r.hidden_held_at_sampler = r.sizes_sliding_window = r.sizes_mla = r.sizes_data_parallel = true;
+      break;
+  }
+  return r;
 }
 
 std::string vllm_rules_name(VllmVersion v) {
   switch (v) {
+    case VllmVersion::V0_6: return "vLLM 0.6 V0 (worker.py determine_num_available_blocks: absolute peak and all non-torch memory)";
     case VllmVersion::V0_8: return "vLLM 0.8 V1 (gpu_worker.py determine_available_memory: absolute peak and all non-torch memory)";
     case VllmVersion::V0_21: return "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
     default: return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)";
   }
+}
+
+VllmStepDefaults vllm_v0_step(int64_t max_model_len, int64_t max_batched_tokens, int64_t max_num_seqs,
+                              const std::string& version) {
+  const std::string v = "--engine-version " + version + ": ";
+  if (max_batched_tokens == 0 && max_model_len > kVllmV0LongContext)
+    throw InputError(v + "a max_model_len of " + std::to_string(max_model_len) + " is over 32,768 tokens, where vLLM's "
+                     "V0 may turn chunked prefill on by default with another default step, not modelled: give "
+                     "--max-batched-tokens (or --context 32768 or less)");
+  VllmStepDefaults d;
+  d.max_num_batched_tokens = max_batched_tokens > 0 ? max_batched_tokens : std::max<int64_t>(max_model_len, 2048);
+  d.max_num_seqs = max_num_seqs > 0 ? max_num_seqs : kVllmV0DefaultMaxNumSeqs;
+  if (d.max_num_batched_tokens < max_model_len)
+    throw InputError(v + "--max-batched-tokens " + std::to_string(d.max_num_batched_tokens) + " is under max_model_len " +
+                     std::to_string(max_model_len) + ": vLLM's V0 refuses that without chunked prefill "
+                     "(SchedulerConfig._verify_args), whose profile memplan does not model");
+  if (d.max_num_batched_tokens < d.max_num_seqs)
+    throw InputError(v + "--max-batched-tokens " + std::to_string(d.max_num_batched_tokens) + " is under max_num_seqs " +
+                     std::to_string(d.max_num_seqs) + " (vLLM's V0 SchedulerConfig._verify_args refuses it)");
+  return d;
 }
 
 VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name) {
@@ -119,6 +174,20 @@ uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits
   const uint64_t hidden_rows = checked_mul(checked_mul(rows, static_cast<uint64_t>(hidden), "sampler bytes"), 2 * d,
                                            "sampler bytes");
   return checked_add(checked_add(head, logits, "sampler bytes"), hidden_rows, "sampler bytes");
+}
+
+uint64_t vllm_v0_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, DType dtype) {
+  const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
+  const uint64_t rows = static_cast<uint64_t>(requests);
+  const uint64_t head = checked_mul(checked_mul(rows, static_cast<uint64_t>(logits_width), "sampler bytes"), d,
+                                    "sampler bytes");
+  // float32 copy (none when d is float32), sort values and indices, top-k mask, softmax, cumsum, top-p mask,
+  // scatter's output.
+  const uint64_t per_logit = (dtype == DType::Float32 ? 0 : 4) + 4 + 8 + 1 + 4 + 4 + 1 + 4;
+  return checked_add(head,
+                     checked_mul(checked_mul(rows, static_cast<uint64_t>(vocab), "sampler bytes"), per_logit,
+                                 "sampler bytes"),
+                     "sampler bytes");
 }
 
 uint64_t vllm_profile_peak_allocated(uint64_t forward_peak_allocated, uint64_t kept, uint64_t hidden_states_bytes,

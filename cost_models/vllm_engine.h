@@ -46,8 +46,28 @@ namespace memplan {
 //    notes section 6): the current rule less the graphs' estimate, which is taken only when graphs are captured
 //    (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only --enforce-eager (no
 //    graphs, no estimate) is modelled.
-enum class VllmVersion { V0_8, V0_11, V0_21 };
-// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.21" and later: the rule; anything else throws
+//  - V0_6 (vLLM's V0 engine, the default before 0.8.0, from 0.6.0 to 0.6.4, before PR #10511): the worker's
+//    absolute rule, as V0_8's (vllm/worker/worker.py at 6ae5229, Worker.determine_num_available_blocks:
+//    int(total x utilization - peak), peak the absolute allocated peak plus every non-torch byte), one block of
+//    every layer (CacheEngine.get_cache_block_size), num_gpu_blocks = int(available // block_bytes). Its profile run
+//    (vllm/worker/model_runner.py at 587909c, ModelRunner.profile_run and execute_model): max_num_seqs dummy prompts
+//    splitting max_num_batched_tokens (vLLM's SchedulerConfig makes that at least max_num_seqs), attention computed
+//    by the backend's kernel over the prompts with no KV cache, then compute_logits on each prompt's last token
+//    while execute_model still holds the forward's [tokens, hidden] states, then V0's sampler (vllm_v0_sampler_peak_
+//    bytes). CUDA graphs are captured after the cache is allocated (Worker._warm_up_model): not in the budget.
+enum class VllmVersion { V0_6, V0_8, V0_11, V0_21 };
+
+// What each rule does differently: the analysis (report/serve_vllm.cc) reads these, never the version.
+struct VllmRule {
+  bool v0_engine = false;               // V0's ModelRunner, sampler and SchedulerConfig defaults
+  bool absolute_budget = false;         // the absolute peak and every non-torch byte (V0_6, V0_8)
+  bool hidden_held_at_sampler = false;  // the forward's [tokens, hidden] alive while the sampler runs
+  bool sizes_sliding_window = false;    // the V1 KV cache manager's SlidingWindowSpec and hybrid groups
+  bool sizes_mla = false;               // the V1 MLA backends' profile run
+  bool sizes_data_parallel = false;     // --data-parallel-size
+};
+VllmRule vllm_rule(VllmVersion v);
+// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.6.0" to "0.6.4", "0.21" and later: the rule; anything else throws
 // InputError naming the versions modelled and why the others are not. `enforce_eager`: --enforce-eager (0.21 and
 // later refuse without it).
 VllmVersion vllm_version(const std::string& text, bool enforce_eager);
@@ -102,6 +122,18 @@ uint64_t vllm_lora_stacks_bytes(const Graph& g, const std::string& lm_head, int 
 // keeps max_position_embeddings rows.
 uint64_t vllm_rotary_cache_bytes(int64_t max_positions, int64_t rotary_dim, DType dtype);
 
+// vLLM V0's step (vllm/config.py at c0c2335, SchedulerConfig.__init__ and _verify_args; EngineArgs.max_num_seqs
+// 256): without chunked prefill, max_num_batched_tokens = max(max_model_len, 2048) unless given, and vLLM refuses
+// a step shorter than max_model_len or than max_num_seqs. vLLM's V0 could turn chunked prefill on by default for a
+// max_model_len over 32,768 tokens (EngineArgs' use_long_context), with another default step memplan has not read
+// at a named commit: then the default is refused (give --max-batched-tokens). Explicit values are checked as
+// SchedulerConfig checks them (a step shorter than max_model_len needs chunked prefill, not modelled). Throws
+// InputError naming the value.
+inline constexpr int64_t kVllmV0DefaultMaxNumSeqs = 256;
+inline constexpr int64_t kVllmV0LongContext = 32768;
+VllmStepDefaults vllm_v0_step(int64_t max_model_len, int64_t max_batched_tokens, int64_t max_num_seqs,
+                              const std::string& version);
+
 // The profile run's dummy requests: min(max_num_seqs, max_num_batched_tokens) (GPUModelRunner._dummy_run); the
 // sampler warms up on one row per request.
 int64_t vllm_profile_requests(const VllmEngineSettings& s);
@@ -119,6 +151,23 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s);
 //   d x requests x logits_width + (4 + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab + 2 x d x requests x hidden bytes.
 // The sort's own scratch inside PyTorch (cub's segmented radix sort) is not counted.
 uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype);
+
+// V0's sampler on the profile run's `requests` rows (vllm/model_executor/layers/sampler.py at 467f7b5,
+// Sampler.forward; sampling_metadata.py SamplingTensors.from_sampling_metadata), with profile_run's
+// SamplingParams(top_p=0.99, top_k=vocab - 1), temperature 1 (random sampling), no penalties, no logprobs. The
+// logits [requests, logits_width] in the model's type d stay referenced by execute_model (LogitsProcessor.forward
+// at 307e086 pruned the hidden states to those rows, index_select, and slices the padded width to the vocabulary
+// as a view; the pruned rows are freed on return). Then over [requests, vocab]: logits.to(torch.float) (a new
+// float32 tensor unless d is float32, when it is the same tensor), divided in place by the temperatures;
+// _apply_top_k_top_p: sort's values (float32) and indices (int64), the top-k mask (bool, the row's threshold
+// gathered [requests, 1]), probs_sort = softmax (float32), probs_sum = cumsum (float32, not in place), the top-p
+// mask (bool), and the scatter's output torch.empty_like (float32), all alive at the scatter:
+//   d x requests x logits_width + (4 [d not float32] + 4 + 8 + 1 + 4 + 4 + 1 + 4) x requests x vocab bytes.
+// After it the function's temporaries are freed: softmax and log_softmax (float32 each), _multinomial's
+// probs[sample_indices] copy and q = empty_like (float32 each) hold 20 x requests x vocab beside the logits, less.
+// get_logprobs computes nothing with no logprobs requested. The per-row sampling tensors ([requests] each) and the
+// sort's scratch inside PyTorch are not counted.
+uint64_t vllm_v0_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, DType dtype);
 
 // The profile run's peak allocated bytes: the larger of the forward's (weights included, the head's logits over
 // every token not: the engine computes none) and the sampler's warm-up on top of what the forward left allocated:

@@ -13,7 +13,8 @@ ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& set
       user_(std::move(user)), settings_(settings), options_(std::move(options)) {
   // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it. The
   // other engines answer over vLLM's analysis (report/serve_engines.h), in the same type.
-  if (uses_vllm_analysis(settings_.engine) && options_.inference.float_dtype == DType::Float32)
+  auto_dtype_ = uses_vllm_analysis(settings_.engine) && options_.inference.float_dtype == DType::Float32;
+  if (auto_dtype_)
     options_.inference.float_dtype =
         vllm_auto_dtype(session_.stored_float_dtype(), options_.execution.cuda_arch_major, session_.model_type());
   const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");

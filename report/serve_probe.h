@@ -96,6 +96,9 @@ class ServeProbe {
   }
   void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
   const EstimateOptions& options() const { return options_; }
+  // Whether the served type is vLLM's --dtype auto's (memplan's --dtype left as stored), and the stored type.
+  bool auto_dtype() const { return auto_dtype_; }
+  DType stored_float_dtype() { return session_.stored_float_dtype(); }
   const std::string& path() const { return session_.path(); }
   // A config.json's quantization_config (method "": none; an ONNX file states none).
   const StoredQuantization& stored_quantization() { return session_.quantization(); }
@@ -122,6 +125,7 @@ class ServeProbe {
   ServeSettings settings_;
   EstimateOptions options_;
   KvCache kv_;
+  bool auto_dtype_ = false;
   std::optional<uint64_t> weights_bytes_;
   // (arch, batch, cached, new) -> required bytes; nullopt: the shape overflows
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::optional<uint64_t>> memo_;

@@ -32,6 +32,7 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   r.tp = tp;
   r.dp = s.data_parallel_size;
   r.version = vllm_version(s.engine_version, s.enforce_eager);
+  r.rule = vllm_rule(r.version);
   r.version_text = s.engine_version;
   r.enforce_eager = s.enforce_eager;
   // 0.8's step defaults came from a device-name test the notes hold only from a fork's copy: not guessed.
@@ -43,7 +44,10 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   // max_model_len: --context, else the model's own limit (vllm/config ModelConfig._get_and_verify_max_len).
   r.engine.max_model_len = s.context > 0 ? s.context : probe.max_positions();
   r.max_model_len_source = s.context > 0 ? "--context" : "the model's max_position_embeddings";
-  const VllmStepDefaults d = vllm_step_defaults(total_memory, gpu_name);
+  // V0's defaults come from max_model_len, V1's from the GPU (cost_models/vllm_engine.h).
+  const VllmStepDefaults d = r.rule.v0_engine ? vllm_v0_step(r.engine.max_model_len, s.max_batched_tokens,
+                                                             s.max_num_seqs, s.engine_version)
+                                              : vllm_step_defaults(total_memory, gpu_name);
   r.default_batched_tokens = s.max_batched_tokens == 0;
   r.default_num_seqs = s.max_num_seqs == 0;
   r.engine.max_num_batched_tokens = r.default_batched_tokens ? d.max_num_batched_tokens : s.max_batched_tokens;
@@ -127,10 +131,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   if (dp > 1 && s.engine != "vllm")
     throw InputError("--data-parallel-size " + std::to_string(dp) + " with --engine " + s.engine +
                      ": memplan models vLLM's data parallelism only (give --engine vllm)");
-  // 0.8's FusedMoE did its own multicast over the DP group (layer.py naive_multicast), not the version read.
-  if (dp > 1 && a.settings.version == VllmVersion::V0_8)
+  // 0.8's FusedMoE did its own multicast over the DP group (layer.py naive_multicast), not the version read; V0's
+  // data parallelism is not read.
+  if (dp > 1 && !a.settings.rule.sizes_data_parallel)
     throw InputError("--data-parallel-size " + std::to_string(dp) + " with --engine-version " + s.engine_version +
-                     ": 0.8's data-parallel MoE is not modelled; give 0.11 or later");
+                     ": that version's data parallelism is not modelled; give 0.11 or later");
   const VllmEngineSettings& e = a.settings.engine;
   if (e.max_model_len <= 0)
     throw InputError(who + " needs --context N (the longest request" +
@@ -148,10 +153,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
       throw std::logic_error("serve --engine vllm: " + probe.path() + " windows " + std::to_string(layers.size()) +
                              " layers of a cache of " + std::to_string(a.kv_layers));
     a.sliding_layer_count = std::count(layers.begin(), layers.end(), true);
-    // 0.8's V1 sizing of a windowed cache is not placed in the notes (the hybrid allocator and its
-    // SlidingWindowSpec.max_memory_usage_bytes are later code): not guessed.
-    if (a.settings.version == VllmVersion::V0_8)
-      throw InputError("--engine-version " + s.engine_version + ": how 0.8 sized the cache of a model with a sliding "
+ // 0.8's V1 sizing of a windowed cache is not placed in the notes (the hybrid allocator and its
+    // SlidingWindowSpec.max_memory_usage_bytes are later code), nor V0's block manager's: not guessed.
+    if (!a.settings.rule.sizes_sliding_window)
+      throw InputError("--engine-version " + s.engine_version + ": how that version sized the cache of a model with a sliding "
                        "window (" + probe.path() + ": " + std::to_string(window) + " tokens) is not modelled; give "
                        "0.11 or later");
     a.sliding_window = window;
@@ -197,6 +202,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
   const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
+  if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty());
   if (s.enable_expert_parallel && moe.empty())
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
                      " (vLLM's flag splits the experts of its FusedMoE layers across the GPUs; a dense model has none)");
@@ -320,13 +326,15 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);
     a.hidden_states_bytes = bytes_as(hidden, d);
     a.dtype = std::string(dtype_name(d));
-    a.sampler_peak_bytes = vllm_sampler_peak_bytes(a.settings.profile_requests, head->vocab, a.padded_vocab,
-                                                   head->hidden_size, d);
+    a.sampler_peak_bytes =
+        a.settings.rule.v0_engine
+            ? vllm_v0_sampler_peak_bytes(a.settings.profile_requests, head->vocab, a.padded_vocab, d)
+            : vllm_sampler_peak_bytes(a.settings.profile_requests, head->vocab, a.padded_vocab, head->hidden_size, d);
   }
   // What the forward leaves allocated: the weights and, once a MatMul has run, PyTorch's cuBLAS workspace.
   a.kept_workspace_bytes = cublas_workspace_bytes(options.execution.cuda_arch_major);
   // 0.8's runner frees the forward's hidden states before the sampler runs (cost_models/vllm_engine.h V0_8).
-  const bool hidden_held = a.settings.version != VllmVersion::V0_8;
+  const bool hidden_held = a.settings.rule.hidden_held_at_sampler;
   const uint64_t peak = vllm_profile_peak_allocated(a.forward_peak_allocated,
                                                     checked_add(weights, a.kept_workspace_bytes, "profile bytes"),
                                                     hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);

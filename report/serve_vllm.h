@@ -35,6 +35,7 @@ inline constexpr const char* kServeVllmSchema = "memplan.serve.vllm/1";
 struct VllmResolved {
   VllmEngineSettings engine;
   VllmVersion version = VllmVersion::V0_11;
+  VllmRule rule = vllm_rule(VllmVersion::V0_11);  // what the version's rule does differently
   std::string version_text = "0.11";  // as given
   bool enforce_eager = false;
   std::string max_model_len_source;           // "--context", or the model's position limit
@@ -180,6 +181,11 @@ struct VllmTable {
   bool mla = false;  // deepseek_v3: each GPU's MLA backend sets its block size (block_size: --block-size)
   std::vector<VllmTableRow> rows;
 };
+
+// What memplan does not size under vLLM's V0 engine (cost_models/vllm_engine.h V0_6), each refused with its
+// reason (report/serve_vllm_v0.cc): --enable-lora (V0's profile run activates dummy LoRAs), quantization, a
+// mixture of experts (`moe`), and --dtype auto on a checkpoint whose type V0 would change.
+void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe);
 
 // vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve), its compute
 // capability `capability` (major x 10 + minor: what vLLM's quantization methods check).

@@ -15,9 +15,11 @@ namespace {
 // runs after initialize_from_config has allocated the cache, unless enforce_eager; notes section 6).
 std::string vllm_cuda_graphs(const VllmAnswer& a) {
   if (a.settings.enforce_eager) return "none (--enforce-eager): nothing captured, the KV cache the same";
+  // V0 (vllm/worker/worker.py at 6ae5229, Worker._warm_up_model): capture_model after initialize_cache.
   return fmt::format("captured after the cache is sized, outside this budget: in the {} that gpu_memory_utilization "
-                     "leaves (with the post-capture sampler warm-up)",
-                     format_bytes(a.memory.total - a.memory.requested));
+                     "leaves{}",
+                     format_bytes(a.memory.total - a.memory.requested),
+                     a.settings.rule.v0_engine ? "" : " (with the post-capture sampler warm-up)");
 }
 
 // A table row's concurrency: the answer, "no start" (vLLM refuses: no memory, or the GPU), "not modelled".
@@ -168,9 +170,9 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
 std::string vllm_to_text(const VllmAnswer& a) {
   const VllmEngineSettings& e = a.settings.engine;
   const VllmMemory& m = a.memory;
-  const bool absolute = a.settings.version == VllmVersion::V0_8;
+  const bool absolute = a.settings.rule.absolute_budget;
   const std::string version = a.settings.version_text == ServeSettings{}.engine_version ? "" : " " + a.settings.version_text;
-  std::string t = fmt::format("{} served by vLLM{} (V1 rules{}), {}\n", a.model, version,
+  std::string t = fmt::format("{} served by vLLM{} ({} rules{}), {}\n", a.model, version, a.settings.rule.v0_engine ? "V0" : "V1",
                               absolute ? ": the profile's whole peak and all non-torch memory" : "", a.budget_source);
   t += fmt::format("  dtype {}, kv_cache_dtype {}\n", a.dtype, a.kv_cache_dtype);
   t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
@@ -211,10 +213,10 @@ std::string vllm_to_text(const VllmAnswer& a) {
                      format_count(a.padded_vocab), format_bytes(a.vocab_padding_bytes));
   t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
                    format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
-                   a.sampler_sets_peak ? "the sampler's warm-up" : "the forward");
+                   a.sampler_sets_peak ? (a.settings.rule.v0_engine ? "the sampler" : "the sampler's warm-up") : "the forward");
   t += fmt::format("  - non-torch memory {:>12}  (--reserve{})\n", format_bytes(m.non_torch),
-                   absolute ? ": 0.8 charges every byte outside PyTorch on the GPU, the CUDA context, NCCL and other "
-                              "processes included"
+                   absolute ? fmt::format(": {} charges every byte outside PyTorch on the GPU, the CUDA context, NCCL "
+                                          "and other processes included", a.settings.version_text)
                             : "");
   t += fmt::format("  = available KV cache memory: {}\n",
                    m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
@@ -259,6 +261,8 @@ std::string vllm_to_text(const VllmAnswer& a) {
   replaced += vllm_moe_to_text(a.moe);
   replaced += vllm_mla_to_text(a.mla);
   t += "  replaced by vLLM's kernels: " + replaced + "\n\n";
+  // V0 answers in blocks (its executor logs the number of GPU blocks at initialize_cache), V1 in tokens.
+  if (a.settings.rule.v0_engine) t += fmt::format("# GPU blocks: {}\n", a.capacity.num_blocks);
   t += fmt::format("GPU KV cache size: {} tokens\n", format_count(a.capacity.tokens));
   if (a.settings.dp > 1)
     t += fmt::format("  (one data-parallel rank's engine, {}; each of the {} ranks sizes its own cache: {} tokens "

@@ -27,10 +27,10 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
     throw InputError("serve --engine " + s.engine + " on " + model + " (deepseek_v3) is not modelled: SGLang's and "
                      "TensorRT-LLM's multi-head latent attention pools and profile runs are not sized; --engine vllm "
                      "sizes vLLM's");
-  if (r.version == VllmVersion::V0_8)
-    throw InputError("--engine-version " + s.engine_version + " on " + model + ": how 0.8's MLA backends ran the "
-                     "profile (no simulated decompression) and when they allocated their workspace is not modelled; "
-                     "give 0.11 or later");
+  if (!r.rule.sizes_mla)
+    throw InputError("--engine-version " + s.engine_version + " on " + model + ": how that version's MLA backends ran "
+                     "the profile (no simulated decompression) and when they allocated their workspace is not "
+                     "modelled; give 0.11 or later");
   // DeepseekV2MLAAttention: assert num_heads % tp_size == 0; num_local_heads = num_heads // tp_size.
   if (d.heads % tp != 0)
     throw InputError("--tp " + std::to_string(tp) + " on " + model + ": vLLM's DeepseekV2MLAAttention splits the " +

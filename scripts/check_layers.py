@@ -45,8 +45,8 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("estimate_config",),                                  # command-line strings into estimate options
     ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe
-    ("serve_vllm_format", "serve_vllm_moe", "serve_vllm_mla", "serve_vllm_fp8"),  # that answer as text, JSON and Markdown; its
-    # fused MoE kernel; MLA; block-wise fp8 checkpoints
+    ("serve_vllm_format", "serve_vllm_moe", "serve_vllm_mla", "serve_vllm_fp8", "serve_vllm_v0"),
+    # that answer as text, JSON and Markdown; its fused MoE kernel; MLA; block-wise fp8 checkpoints; what V0 refuses
     ("serve_engines",),                                    # SGLang's and TensorRT-LLM's answers over vLLM's analysis
     ("serve_engines_format",),                             # those answers as text, JSON and Markdown
     ("check", "export", "inspect", "plan", "serve"),       # the commands

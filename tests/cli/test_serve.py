@@ -12,6 +12,7 @@ in context (N - 1 cached, 1 new) peaks at layer 0's scores MatMul with, live the
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 import jsonschema
@@ -583,7 +584,8 @@ class VllmByHand(unittest.TestCase):
         text = run("serve", KV, "--engine", "vllm", *self.ARGS, "--engine-version", "0.8").stdout
         self.assertIn("served by vLLM 0.8 (V1 rules: the profile's whole peak and all non-torch memory)", text)
         self.assertIn("GPU KV cache size: 418,800 tokens", text)
-        for args, phrase in ((["--engine-version", "0.6"], "vLLM's V0 engine"),
+        for args, phrase in ((["--engine-version", "0.6"], "give the patch"),
+                             (["--engine-version", "0.7.3"], "PR #10511"),
                              (["--engine-version", "0.9"], "PR #19312"),
                              (["--engine-version", "0.21"], "add --enforce-eager"),
                              (["--engine-version", "v1"], "expected a vLLM version such as 0.11")):
@@ -591,7 +593,8 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(phrase, p.stderr)
             if args[1] != "0.21":
-                self.assertIn("memplan models 0.8 (the V1 worker's absolute rule), 0.11 to 0.20", p.stderr)
+                self.assertIn("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.8 (the V1 worker's "
+                              "absolute rule), 0.11 to 0.20", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         p = run("serve", KV, "--engine", "vllm", "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")
         self.assertEqual(p.returncode, 2)
@@ -599,6 +602,64 @@ class VllmByHand(unittest.TestCase):
         p = run("serve", KV, "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")  # eager
         self.assertEqual(p.returncode, 2)
         self.assertIn("--engine-version applies to --engine vllm", p.stderr)
+
+    def test_engine_version_0_6_v0_by_hand(self):
+        # vLLM's V0 engine, 0.6.0 to 0.6.4 (cost_models/vllm_engine.h V0_6): Worker.determine_num_available_blocks
+        # (worker.py at 6ae5229) charges the absolute peak and every non-torch byte, as 0.8 does. Its profile run
+        # (model_runner.py at 587909c) is 64 prompts of one token each (64 // 64), attention by the kernel, then
+        # the logits at each prompt's last token while execute_model holds the [64, 8] hidden states (1,024 B in
+        # bfloat16, --dtype bf16: V0's auto type for a float32 checkpoint is not read at 0.6), then V0's sampler
+        # (sampler.py at 467f7b5) on 64 rows of 16 logits (the head 64 wide), all alive at _apply_top_k_top_p's
+        # scatter: the head's logits 2 x 64 x 64 = 8,192; per logit the float32 copy 4, sort values 4 and indices
+        # 8, the top-k mask 1, softmax 4, cumsum 4, the top-p mask 1, the scatter's output 4: 30 x 1,024 = 30,720;
+        # 38,912 in all. peak = 3,072 (weights) + 33,554,432 (cuBLAS workspace, sm90) + 1,024 + 38,912 =
+        # 33,597,440; available = int(67,108,864 x 0.9) - peak = 60,397,977 - 33,597,440 = 26,800,537 B:
+        # 26,800,537 // 1,024 = 26,172 blocks (409 B left), 418,752 tokens, 26,172 / 4 = 6,543 requests of 64.
+        v0 = [*self.ARGS, "--dtype", "bf16", "--engine-version", "0.6.3"]
+        j = self.vllm(*v0)
+        m, p = j["memory"], j["profile_run"]
+        self.assertIn("V0", j["engine_rules"])
+        self.assertEqual(p["requests"], 64)
+        self.assertEqual(p["hidden_states_bytes"], 1024)
+        self.assertEqual(p["sampler_peak_bytes"], 38912)
+        self.assertEqual(p["peak_set_by"], "sampler")
+        self.assertEqual(m["weights_bytes"] + m["activation_peak_bytes"], 33597440)
+        self.assertEqual(m["available_kv_cache_bytes"], 26800537)
+        self.assertEqual(j["num_gpu_blocks"], 26172)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 418752)
+        self.assertEqual(j["max_concurrency"], 6543.0)
+        # --reserve is every non-torch byte, as under 0.8: 1 MiB of it, 1,024 blocks fewer.
+        less = self.vllm(*[a if a != "0" else "1MiB" for a in v0])
+        self.assertEqual(less["num_gpu_blocks"], 26172 - 1024)
+        # V0's defaults (SchedulerConfig at c0c2335, EngineArgs): max(64, 2048) = 2,048 tokens over 256 prompts
+        # of 8; the sampler on 256 rows: 2 x 256 x 64 + 30 x 256 x 16 = 32,768 + 122,880 = 155,648; the hidden
+        # states [2,048, 8] in bfloat16: 32,768.
+        d = self.vllm("--memory", "64MiB", "--reserve", "0", "--context", "64", "--dtype", "bf16",
+                      "--engine-version", "0.6.4.post1")
+        self.assertEqual((d["settings"]["max_num_batched_tokens"], d["settings"]["max_num_seqs"]), (2048, 256))
+        self.assertTrue(d["settings"]["max_num_batched_tokens_default"] and d["settings"]["max_num_seqs_default"])
+        self.assertEqual((d["profile_run"]["requests"], d["profile_run"]["sampler_peak_bytes"]), (256, 155648))
+        self.assertEqual(d["profile_run"]["hidden_states_bytes"], 32768)
+        text = run("serve", KV, "--engine", "vllm", *v0).stdout
+        self.assertIn("served by vLLM 0.6.3 (V0 rules: the profile's whole peak and all non-torch memory)", text)
+        self.assertIn("# GPU blocks: 26172\nGPU KV cache size: 418,752 tokens", text)
+        with tempfile.TemporaryDirectory() as tmp:
+            llama = tiny_llama_config(tmp)
+            for args, phrase in (([*self.ARGS, "--engine-version", "0.6.3"], "give --dtype"),
+                                 ([*v0, "--enable-lora"], "activates max_loras dummy adapters"),
+                                 (["--memory", "64MiB", "--context", "40000", "--dtype", "bf16", "--engine-version",
+                                   "0.6.3"], "chunked prefill on by default"),
+                                 ([*self.ARGS[:6], "--max-batched-tokens", "32", "--max-num-seqs", "8", *v0[-4:]],
+                                  "is under max_model_len 64"),
+                                 ([*v0, "--tp", "2", "--data-parallel-size", "2"], "data parallelism is not modelled")):
+                p = run("serve", KV, "--engine", "vllm", *args)
+                self.assertEqual(p.returncode, 2, (args, p.stderr))
+                self.assertIn(phrase, p.stderr)
+                self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            p = run("serve", llama, "--engine", "vllm", "--graph", "decode", "--memory", "1GiB", "--context", "64",
+                    "--engine-version", "0.6.3", "--quantization", "fp8")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("quantization (fp8) is not modelled for V0", p.stderr)
 
     def test_enforce_eager_leaves_the_cache_as_it_is(self):
         # Before 0.21 vLLM captures its CUDA graphs after the cache is sized (compile_or_warm_up_model): the graphs

@@ -111,7 +111,7 @@ class MlaByHand(TinyConfigCase):
         for args, words in ((sglang, "SGLang's and TensorRT-LLM's"),
                             (VLLM + ["--tp", "3"], "num_heads % tp_size"),
                             (VLLM + ["--kv-cache-dtype", "fp8", "--arch", "sm80"], "Triton MLA"),
-                            (VLLM + ["--engine-version", "0.8"], "0.8's MLA backends")):
+                            (VLLM + ["--engine-version", "0.8"], "that version's MLA backends")):
             p = run("serve", self.config, *args)
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(words, p.stderr)

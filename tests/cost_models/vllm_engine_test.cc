@@ -159,14 +159,61 @@ TEST(VllmEngine, EngineVersionsModelledAndRefused) {
       EXPECT_NE(std::string(e.what()).find("add --enforce-eager"), std::string::npos) << e.what();
     }
   }
-  for (const char* refused : {"0.6", "0.6.6", "0.9", "0.10", "1.0", "x", "0.", "0.8x"}) {
+  // V0 from 0.6.0 to 0.6.4 (before PR #10511); a post suffix is the patch's.
+  EXPECT_EQ(vllm_version("0.6.0", false), VllmVersion::V0_6);
+  EXPECT_EQ(vllm_version("0.6.4.post1", false), VllmVersion::V0_6);
+  for (const char* refused : {"0.6", "0.6.5", "0.6.6.post1", "0.7.3", "0.5.4", "0.9", "0.10", "1.0", "x", "0.",
+                              "0.8x", "0.6.x"}) {
     try {
       vllm_version(refused, true);
       ADD_FAILURE() << refused;
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("memplan models 0.8"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.8"),
+                std::string::npos) << e.what();
     }
   }
+}
+
+TEST(VllmEngine, EachVersionIsARule) {
+  const VllmRule v0 = vllm_rule(VllmVersion::V0_6), v08 = vllm_rule(VllmVersion::V0_8),
+                 v11 = vllm_rule(VllmVersion::V0_11);
+  EXPECT_TRUE(v0.v0_engine && v0.absolute_budget && v0.hidden_held_at_sampler);
+  EXPECT_FALSE(v0.sizes_sliding_window || v0.sizes_mla || v0.sizes_data_parallel);
+  EXPECT_TRUE(v08.absolute_budget && !v08.hidden_held_at_sampler && !v08.v0_engine);
+  EXPECT_TRUE(!v11.absolute_budget && v11.hidden_held_at_sampler && v11.sizes_sliding_window);
+}
+
+TEST(VllmEngine, V0StepFromMaxModelLen) {
+  // SchedulerConfig (config.py at c0c2335): max(max_model_len, 2048) tokens, 256 sequences by default.
+  EXPECT_EQ(vllm_v0_step(64, 0, 0, "0.6.3").max_num_batched_tokens, 2048);
+  EXPECT_EQ(vllm_v0_step(4096, 0, 0, "0.6.3").max_num_batched_tokens, 4096);
+  EXPECT_EQ(vllm_v0_step(4096, 0, 0, "0.6.3").max_num_seqs, 256);
+  EXPECT_EQ(vllm_v0_step(32768, 0, 0, "0.6.3").max_num_batched_tokens, 32768);
+  EXPECT_EQ(vllm_v0_step(64, 64, 8, "0.6.3").max_num_batched_tokens, 64);
+  EXPECT_EQ(vllm_v0_step(40000, 40000, 8, "0.6.3").max_num_batched_tokens, 40000);  // given: no default refused
+  struct Case { int64_t len, tokens, seqs; const char* phrase; };
+  for (const Case& c : {Case{32769, 0, 0, "chunked prefill on by default"}, Case{128, 64, 8, "under max_model_len 128"},
+                        Case{64, 64, 128, "under max_num_seqs 128"}, Case{64, 0, 4096, "2048 is under max_num_seqs"}}) {
+    try {
+      vllm_v0_step(c.len, c.tokens, c.seqs, "0.6.3");
+      ADD_FAILURE() << c.phrase;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.phrase), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind("--engine-version 0.6.3: ", 0), 0u) << e.what();
+    }
+  }
+}
+
+TEST(VllmEngine, V0SamplerTensorByTensor) {
+  // 64 rows, vocab 16, head width 64, bfloat16 (d = 2): the head's logits 2 x 64 x 64 = 8,192; over 64 x 16 =
+  // 1,024 logits: float32 copy 4, sort values 4 and indices 8, top-k mask 1, softmax 4, cumsum 4, top-p mask 1,
+  // scatter output 4 = 30 B each, 30,720: 38,912.
+  EXPECT_EQ(vllm_v0_sampler_peak_bytes(64, 16, 64, DType::BFloat16), 38912u);
+  // float32 logits: .to(torch.float) is the same tensor, 26 B a logit: 4 x 64 x 64 + 26 x 1,024 = 16,384 + 26,624 = 43,008.
+  EXPECT_EQ(vllm_v0_sampler_peak_bytes(64, 16, 64, DType::Float32), 43008u);
+  // Llama-3-8B's vocabulary (128,256, a multiple of 64: no padding) on 256 rows in bfloat16:
+  // 2 x 256 x 128,256 + 30 x 256 x 128,256 = 32 x 32,833,536 = 1,050,673,152.
+  EXPECT_EQ(vllm_v0_sampler_peak_bytes(256, 128256, 128256, DType::BFloat16), 1050673152u);
 }
 
 }  // namespace
