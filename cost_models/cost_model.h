@@ -212,6 +212,8 @@ struct TrainingResult : CostModelResult {
   uint64_t frozen_stored_bytes = 0;       // --frozen-dtype: the frozen weights it re-stores, as stored
   uint64_t deepspeed_host_bytes = 0;      // --deepspeed with offload_optimizer cpu: the float32 partition, its grad,
                                           // the optimizer states and the staging buffers on the host: not in the program
+  uint64_t deepspeed_param_host_bytes = 0;  // --deepspeed with offload_param cpu: the parameters' partitions in pinned
+                                            // host memory (stage 3): not in the program
   uint64_t offloaded_host_bytes = 0;      // --offload-activations: pinned host memory the offloaded saved tensors
                                           // take (all alive at the forward's end): not in the program
   std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage; the program is the busiest one's

@@ -38,6 +38,9 @@ struct DeepSpeedZero {
   uint64_t model_persistence_threshold = 9223372036854775807ULL;  // stage3_model_persistence_threshold, sys.maxsize
   uint64_t sub_group_size = 1000000000;           // pp_int(1e9)
   bool reduce_scatter = true;
+  // offload_param (DeepSpeedZeroOffloadParamConfig, "valid only with stage 3"): cpu keeps the parameters' partitions
+  // (ds_tensor) on the host (cost_models/training_deepspeed3_offload.cc).
+  DeepSpeedOffload offload_param = DeepSpeedOffload::None;
 };
 
 // The model's hidden size as the graph shows it: the width every embedding table (a 2-D trainable initializer a Gather

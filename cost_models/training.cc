@@ -108,6 +108,7 @@ TrainingResult TrainingStep::build() {
 
 int32_t TrainingStep::lookup(int32_t t) const {
   if (recomputing_ && recompute_buffer_[t] >= 0) return recompute_buffer_[t];
+  if (forward_buffer_[t] < 0 && ds3_param(t)) return ds3_buffer(t);  // offload_param: its gathered copy, if any
   return forward_buffer_[t];
 }
 

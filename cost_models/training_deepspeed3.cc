@@ -108,14 +108,19 @@ void TrainingStep::ds3_add_resident() {
   };
   ds3_whole_.assign(ds3_tensor_.size(), -1);
   std::vector<uint64_t> trainable_partitions;
-  uint64_t grad_partition = 0;
+  uint64_t grad_partition = 0, host_partitions = 0;
   for (size_t q = 0; q < ds3_tensor_.size(); ++q) {
     const int32_t p = ds3_tensor_[q];
     const uint64_t element = dtype_bytes(layout().dtype[p], 1).value_or(1);
     const uint64_t part = zero3_partition_numel(ds3_numel_[q], gpus);
     const uint64_t bytes = checked_mul(part, element, "DeepSpeed bytes");
-    forward_buffer_[p] = resident("deepspeed:ds_tensor:" + graph_.tensors[p].name, bytes, Category::Weight);
-    result_.param_bytes = checked_add(result_.param_bytes, bytes, "parameter bytes");
+    if (ds3_offload_param()) {  // on the host (training_deepspeed3_offload.cc)
+      forward_buffer_[p] = -1;
+      host_partitions = checked_add(host_partitions, bytes, "DeepSpeed host bytes");
+    } else {
+      forward_buffer_[p] = resident("deepspeed:ds_tensor:" + graph_.tensors[p].name, bytes, Category::Weight);
+      result_.param_bytes = checked_add(result_.param_bytes, bytes, "parameter bytes");
+    }
     if (context_.is_param[p]) {
       trainable_partitions.push_back(part);
       grad_partition = checked_add(grad_partition, checked_mul(part, element, "DeepSpeed bytes"), "DeepSpeed bytes");
@@ -147,6 +152,7 @@ void TrainingStep::ds3_add_resident() {
   // offload_optimizer cpu: the float32 sub-groups, their grads and states and the gradient partitions are the host's
   // (zero3_host_bytes; the report's host line), the step runs there (training_deepspeed3_offload.cc).
   if (ds3_offload()) result_.deepspeed_host_bytes = zero3_host_bytes(ds3_sub_groups_, grad_partition, states_per_param());
+  result_.deepspeed_param_host_bytes = host_partitions;
   // Float32 parameters (no bf16/fp16): the partitions already are the float32 sub-groups (_create_fp32_partitions:
   // the same dtype and device, "we don't need another copy of the weights"; DeepSpeed PR #7651).
   if (fp32 > 0 && !ds3_offload() && !ds3_fp32_shared()) {
@@ -164,7 +170,11 @@ void TrainingStep::ds3_add_resident() {
   }
   result_.notes.push_back(
       "DeepSpeed ZeRO-3 (--deepspeed, stage3.py): each parameter padded to a multiple of " + std::to_string(gpus) +
-      " and partitioned; " + std::to_string(std::count(ds3_persistent_.begin(), ds3_persistent_.end(), true)) +
+      " and partitioned" +
+      (ds3_offload_param() ? std::string(", the partitions in pinned host memory (offload_param cpu: " +
+                                         std::to_string(host_partitions) + " bytes), copied to the GPU per gather")
+                           : std::string()) +
+      "; " + std::to_string(std::count(ds3_persistent_.begin(), ds3_persistent_.end(), true)) +
       " parameters of at most stage3_param_persistence_threshold " + std::to_string(ds_config_.param_persistence_threshold) +
       " elements stay whole on every GPU; the others are gathered per module (" + std::to_string(ds3_modules_.size()) +
       " modules) in forward and in backward, released after use unless reused within stage3_max_reuse_distance " +
@@ -208,8 +218,8 @@ void TrainingStep::ds3_gather(const std::string& module, const std::vector<int32
     ds3_whole_[missing[k]] = writer_.new_buffer("deepspeed:gathered:" + graph_.tensors[p].name,
                                                 checked_mul(g.gathered[k], own, "DeepSpeed bytes"), Category::Weight);
     st.writes.push_back(ds3_whole_[missing[k]]);
-    add_unique(st.reads, forward_buffer_[p]);
   }
+  ds3_stage_partitions(missing, st);  // the partitions it sends (their GPU copies under offload_param)
   program().steps.push_back(std::move(st));
 }
 

@@ -188,7 +188,7 @@ void TrainingStep::ds3_emit_call(size_t c) {
   const Zero3Gather g = zero3_gather(numel_of(params), options_.gpus);
   const char* kind = forward ? "deepspeed:prefetch:" : recomputing_ ? "deepspeed:prefetch_recompute:" : "deepspeed:prefetch_backward:";
   Step st{kind + tag, "all_gather_coalesced", phase, {}, {}, 0};
-  for (int32_t q : params) add_unique(st.reads, forward_buffer_[ds3_tensor_[q]]);
+  ds3_stage_partitions(params, st);  // the partitions it sends (their GPU copies under offload_param)
   if (g.transient > 0) {
     ds3_handle_flat_[a.prefetched] = writer_.new_buffer("deepspeed:prefetch_flat:" + tag,
                                                         checked_mul(g.transient, element_of(params[0]), "DeepSpeed bytes"),

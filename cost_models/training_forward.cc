@@ -113,6 +113,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
     program().steps.push_back(std::move(gather));
   }
   std::map<int32_t, int32_t> effective;  // tensor -> the buffer the op actually consumes
+  if (ds3_offload_param()) ds3_gather_inputs(op, st, effective);  // no GPU partition for read_inputs to find
   forward_.read_inputs(op, buffer_view(), st, [&](int32_t t) { prepare_input(i, t, st, effective); });
   const ClosedOp closed = forward_.close(op, buffer_view(), [this](int32_t t) { return bytes_of(t); },
                                          [this](int32_t t, int32_t b) { set_buffer(t, b); }, std::move(st), policy);

@@ -214,9 +214,15 @@ class TrainingStep {
   // offload_optimizer cpu at stage 3 (training_deepspeed3_offload.cc; the rules: deepspeed_zero3.h).
   bool ds3_offload() const { return ds3() && ds_config_.offload_optimizer == DeepSpeedOffload::Cpu; }
   void ds3_offload_copy(int32_t p, int32_t flat, int32_t grad);
-  // Float32 parameters on the GPU: _create_fp32_partitions reuses the partitions as the float32 sub-groups.
+  // offload_param cpu at stage 3: the partitions on the host, staged to the GPU per gather (the same file).
+  bool ds3_offload_param() const { return ds3() && ds_config_.offload_param == DeepSpeedOffload::Cpu; }
+  void ds3_stage_partitions(const std::vector<int32_t>& params, Step& st);
+  void ds3_gather_inputs(const FusedOp& op, Step& st, std::map<int32_t, int32_t>& effective);
+  // Float32 parameters on the GPU: _create_fp32_partitions reuses the partitions as the float32 sub-groups (not when
+  // they are on the host: `fp16_partitioned_groups_flat[i].device == self.device` fails, a GPU copy is made).
   bool ds3_fp32_shared() const {
-    return ds3() && !ds3_offload() && !context_.params.empty() && layout().dtype[context_.params.front()] == DType::Float32;
+    return ds3() && !ds3_offload() && !ds3_offload_param() && !context_.params.empty() &&
+           layout().dtype[context_.params.front()] == DType::Float32;
   }
   // Prefetch, stage3_prefetch_bucket_size > 0 (training_deepspeed3_prefetch.cc; the rules: deepspeed_zero3_schedule.h).
   bool ds3_prefetch() const { return ds3() && ds_config_.prefetch_bucket_size > 0; }

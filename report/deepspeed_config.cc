@@ -99,12 +99,13 @@ class Reader {
       const std::string full = name + "." + key;
       if (key == "device") {
         const std::string d = v.is_string() ? v.get<std::string>() : "";
-        if (d == "cpu" && optimizer) where = DeepSpeedOffload::Cpu;
-        else if (d == "cpu" || d == "nvme")
-          fail(full, "'" + d + "' is not modelled: " +
+        if (d == "cpu") where = DeepSpeedOffload::Cpu;
+        else if (d == "nvme")
+          fail(full, "'nvme' is not modelled: " +
                          (optimizer ? std::string("NVMe offload is ZeRO-Infinity's, at stage 3")
-                                    : std::string("offload_param keeps ZeRO-3's partitions on the host or NVMe "
-                                                  "(partitioned_param_swapper.py); memplan models them on the GPU")));
+                                    : std::string("ZeRO-Infinity swaps the partitions between NVMe and pinned host "
+                                                  "buffers (partitioned_param_swapper.py, max_in_cpu, buffer_count); "
+                                                  "\"cpu\" is modelled")));
         else if (d != "none") fail(full, "must be \"none\", \"cpu\" or \"nvme\", got " + v.dump());
       } else if (key == "ratio") {
         if (!v.is_number() || v.get<double>() != 1.0) fail(full, "below 1 (partial offload) is stage 3's: not modelled");
@@ -156,7 +157,7 @@ class Reader {
       } else if (key == "offload_optimizer") {
         z.offload_optimizer = offload(v, full, /*optimizer=*/true);
       } else if (key == "offload_param") {
-        offload(v, full, /*optimizer=*/false);
+        z.offload_param = offload(v, full, /*optimizer=*/false);
       } else if (kIgnoredZero.count(key)) {
         continue;
       } else {
@@ -238,8 +239,9 @@ void check_stage3(const DeepSpeedSettings& s, const std::string& where, const Tr
   const DeepSpeedZero& z = s.zero;
   // stage3_prefetch_bucket_size (a number or "auto") is modelled from the graph's module scopes
   // (cost_models/training_deepspeed3_prefetch.cc), which refuses a graph without them.
-  // offload_optimizer cpu is modelled (cost_models/training_deepspeed3_offload.cc); nvme and a partial ratio are
-  // refused where the key is read.
+  // offload_optimizer cpu and offload_param cpu are modelled (cost_models/training_deepspeed3_offload.cc), each with
+  // or without the other (stage3.py asserts neither against the other); nvme and a partial ratio are refused where the
+  // key is read.
   if (!z.reduce_scatter)
     throw InputError(where + "zero_optimization.reduce_scatter false at stage 3 is not modelled "
                      "(__avg_scatter_contiguous_grads); the default true is");
@@ -284,6 +286,10 @@ void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const 
   if (stage == 0)
     throw InputError(where + "zero_optimization.stage 0 is DeepSpeed without ZeRO: not modelled (give stage 1, 2 or 3)");
   if (stage == 3) check_stage3(s, where, t);
+  if (stage < 3 && s.zero.offload_param != DeepSpeedOffload::None)
+    throw InputError(where + "zero_optimization.offload_param at stage " + std::to_string(stage) +
+                     ": parameter offload is \"valid only with stage 3\" (offload_config.py "
+                     "DeepSpeedZeroOffloadParamConfig); stage 1 and 2 keep every parameter whole on the GPU");
   t.shard = stage == 1 ? Sharding::Zero1 : stage == 2 ? Sharding::Zero2 : Sharding::Zero3;
   t.deepspeed = s.zero;
   t.deepspeed.stage = stage;

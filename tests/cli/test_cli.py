@@ -1114,10 +1114,12 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertIn("DeepSpeed offloaded optimizer", run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout)
 
     def test_stage3_refusals_and_sizes(self):
-        # Stage 3 with offload_param: refused, one line, exit 2.
+        # offload_param nvme, and offload_param at stage 2: refused, one line, exit 2.
         for text, message in [
-            ('{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0, "offload_param": {"device": "cpu"}}}',
-             "zero_optimization.offload_param.device 'cpu' is not modelled"),
+            ('{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0, "offload_param": {"device": "nvme"}}}',
+             "zero_optimization.offload_param.device 'nvme' is not modelled"),
+            ('{"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}',
+             "zero_optimization.offload_param at stage 2"),
         ]:
             p = run(*self.BASE, "--deepspeed", self.config(text), check_rc=2)
             self.assertIn(message, p.stderr, text)
@@ -1143,6 +1145,20 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertEqual(t["param_bytes"], 996736)
         self.assertEqual(t["grad_bytes"], 0)
         self.assertEqual(t["optimizer_state_bytes"], 0)
+        # offload_param cpu as well (HF's ZeRO-3 offload config): the bf16 partitions (994,432 bytes, the persistent
+        # RMSNorm weights' too) go to pinned host memory, a second host line; the GPU keeps the 9 persistent weights
+        # whole (2,304); the optimizer's host line is unchanged.
+        cfg = self.config('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, '
+                          '"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": "auto", '
+                          '"offload_optimizer": {"device": "cpu", "pin_memory": true}, '
+                          '"offload_param": {"device": "cpu", "pin_memory": true}}}')
+        j = run_json(*self.BASE, "--deepspeed", cfg)
+        jsonschema.validate(j, schema("estimate"))
+        t = j["training"]
+        self.assertEqual(t["deepspeed_param_host_bytes"], 994432)
+        self.assertEqual(t["deepspeed_offload_host_bytes"], 8949888)
+        self.assertEqual(t["param_bytes"], 2304)
+        self.assertIn("DeepSpeed offloaded parameters", run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout)
 
     def test_stage3_prefetch_defaults_and_auto(self):
         # The tiny Llama's module calls, read from its node scopes: the model, embed_tokens, per layer (4) the layer,

@@ -93,7 +93,8 @@ TEST(DeepSpeedConfig, BadInputIsOneMessageNamingTheKey) {
   const std::string nvme = refusal(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}})");
   EXPECT_TRUE(has(nvme, "offload_optimizer.device")) << nvme;
   const std::string param = refusal(R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})");
-  EXPECT_TRUE(has(param, "offload_param.device")) << param;
+  // "Valid only with stage 3" (offload_config.py DeepSpeedZeroOffloadParamConfig).
+  EXPECT_TRUE(has(param, "offload_param at stage 2") && has(param, "valid only with stage 3")) << param;
   const std::string ddp = refusal(R"({"zero_optimization": {"stage": 2}})", "ddp");
   EXPECT_TRUE(has(ddp, "--shard ddp")) << ddp;
 }
@@ -132,10 +133,17 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     EXPECT_NO_THROW(apply_deepspeed(p, file, "none", "fp32", false, o)) << text;
     EXPECT_EQ(o.shard, Sharding::Zero3);
   }
-  const std::string param = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "cpu"}}})");
-  EXPECT_TRUE(has(param, "offload_param.device") && has(param, "not modelled")) << param;
+  // offload_param cpu is modelled at stage 3, with or without offload_optimizer (training_deepspeed3_offload.cc);
+  // nvme is refused, naming ZeRO-Infinity's swapper.
+  {
+    const std::string file = write_config("offload_param3.json", R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "cpu", "pin_memory": true}}})");
+    TrainingOptions o;
+    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, o));
+    EXPECT_EQ(o.deepspeed.offload_param, DeepSpeedOffload::Cpu);
+    EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::None);
+  }
   const std::string nvme = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "nvme"}}})");
-  EXPECT_TRUE(has(nvme, "offload_param.device")) << nvme;
+  EXPECT_TRUE(has(nvme, "offload_param.device 'nvme' is not modelled") && has(nvme, "partitioned_param_swapper")) << nvme;
   // offload_optimizer cpu is modelled at stage 3 (training_deepspeed3_offload.cc); nvme is refused.
   {
     const std::string file = write_config("offload3.json", R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "cpu"}}})");
