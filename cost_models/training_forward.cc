@@ -107,7 +107,7 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
                              recompute ? CublasHandle::Autograd : CublasHandle::Caller};
   const int32_t step_before = static_cast<int32_t>(program().steps.size()) - 1;
   Step st = forward_.open(op, context_.op_flops[i], policy);
-  if (flat_shards() && i == 0 && !recompute && unit_shard_[0] >= 0) {  // the root unshards first
+  if (flat_shards() && i == 0 && !recompute && fsdp_unit_sharded(0)) {  // the root unshards first
     Step gather{"fsdp_pre_forward:root", "all_gather", Phase::Forward, {}, {}, 0};
     fsdp_gathered(0, /*backward=*/false, gather);
     program().steps.push_back(std::move(gather));
