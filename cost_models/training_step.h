@@ -99,6 +99,7 @@ class TrainingStep {
   void packed_forward(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void packed_backward(int32_t i, int32_t t, Step& st);
   void emit_forward(int32_t i, ForwardMode mode);
+  void read_op_inputs(int32_t i, Step& st, std::map<int32_t, int32_t>& effective);
   void prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void recompute_segment(int32_t segment, int32_t end_op);
   void emit_cached(int32_t i);
