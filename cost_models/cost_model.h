@@ -180,6 +180,9 @@ struct TrainingOptions {
   // float32; fsdp2_reduce_dtype is the reduce-scatter's (Float32, or param_dtype's type).
   bool fsdp2_mp = false;
   DType fsdp2_reduce_dtype = DType::Float32;
+  // --fsdp-cpu-offload, with --shard fsdp2: fully_shard's CPUOffloadPolicy(pin_memory=True) (torchtune's
+  // fsdp_cpu_offload; cost_models/training_fsdp2.cc): the shards, their grads and the optimizer states on the host.
+  bool fsdp_cpu_offload = false;
   // --deepspeed CONFIG.json: DeepSpeed ZeRO-1/2's own buffers (cost_models/deepspeed_zero.h, training_deepspeed.cc),
   // with `shard` Zero1/Zero2; disabled: ZeRO is the idealised division by `gpus` (training_context.cc pass 6).
   DeepSpeedZero deepspeed;
@@ -216,6 +219,8 @@ struct TrainingResult : CostModelResult {
                                             // host memory (stage 3): not in the program
   uint64_t offloaded_host_bytes = 0;      // --offload-activations: pinned host memory the offloaded saved tensors
                                           // take (all alive at the forward's end): not in the program
+  uint64_t fsdp_offload_host_bytes = 0;   // --fsdp-cpu-offload: the sharded parameters (pinned), their grads and the
+                                          // optimizer states on the host: not in the program
   std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage; the program is the busiest one's
   int pipeline_busiest_stage = -1;
 };

@@ -236,7 +236,12 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                                       : std::string("No MixedPrecisionPolicy: gathered and reduced in the parameters' type.")) +
                     (torchao_nf4(options) ? " NF4 weights (torchao's NF4Tensor): 1/" + std::to_string(options.gpus) +
                                                 " of each quantized tensor, gathered in NF4 through fsdp_pre_all_gather."
-                                          : std::string()));
+                                          : std::string()) +
+                    (options.fsdp_cpu_offload ? " CPUOffloadPolicy: the shards, their grads and the optimizer states on "
+                                                "the host (the optimizer steps there); each group's shards copied to "
+                                                "the GPU for its all-gather, each grad shard copied back after its "
+                                                "reduce-scatter."
+                                              : std::string()));
   if (options.loss == LossKind::ChunkedCrossEntropy && !options.free_output)
     notes.push_back("chunked-ce: the output's chunks are held through backward; torchtune's recipes drop them after "
                     "the loss (del logits): add --free-output to model that.");
@@ -254,7 +259,8 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
         "foreach (PyTorch 2.x default on CUDA): one parameter-sized temporary per parameter during step()",
         "foreach as in torch 1.13: two parameter-sized temporaries per parameter during step()",
         "single-tensor: two temporaries of one parameter's size at a time", "fused: no temporaries"};
-    notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] + ".");
+    notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] +
+                    (options.shard == Sharding::Fsdp2 && options.fsdp_cpu_offload ? ", on the host (CPU offload)." : "."));
     if (options.optimizer_flags.amsgrad) notes.push_back("amsgrad: a third state per parameter, max_exp_avg_sq.");
   }
   if (options.optimizer_in_backward)

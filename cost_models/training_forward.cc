@@ -107,14 +107,13 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
                              recompute ? CublasHandle::Autograd : CublasHandle::Caller};
   const int32_t step_before = static_cast<int32_t>(program().steps.size()) - 1;
   Step st = forward_.open(op, context_.op_flops[i], policy);
-  if (flat_shards() && i == 0 && !recompute && unit_shard_[0] >= 0) {  // the root unshards first
+  if (flat_shards() && i == 0 && !recompute && fsdp_unit_sharded(0)) {  // the root unshards first
     Step gather{"fsdp_pre_forward:root", "all_gather", Phase::Forward, {}, {}, 0};
     fsdp_gathered(0, /*backward=*/false, gather);
     program().steps.push_back(std::move(gather));
   }
   std::map<int32_t, int32_t> effective;  // tensor -> the buffer the op actually consumes
-  if (ds3_offload_param()) ds3_gather_inputs(op, st, effective);  // no GPU partition for read_inputs to find
-  forward_.read_inputs(op, buffer_view(), st, [&](int32_t t) { prepare_input(i, t, st, effective); });
+  read_op_inputs(i, st, effective);
   const ClosedOp closed = forward_.close(op, buffer_view(), [this](int32_t t) { return bytes_of(t); },
                                          [this](int32_t t, int32_t b) { set_buffer(t, b); }, std::move(st), policy);
   // What autograd keeps (the rule's tensors, some the outputs just made, in the form the op consumed), then the
@@ -152,7 +151,7 @@ void TrainingStep::emit_cached(int32_t i) {
   const FusedOp& op = context_.ops[i];
   Step st{"recompute:cached:" + op.name, op.op, Phase::Backward, {}, {}, 0};
   std::map<int32_t, int32_t> effective;
-  forward_.read_inputs(op, buffer_view(), st, [&](int32_t t) { prepare_input(i, t, st, effective); });
+  read_op_inputs(i, st, effective);
   for (int32_t b : sac_cache_[i]) add_unique(st.reads, b);
   for (int32_t b : sac_extras_[i]) add_unique(st.reads, b);
   for (int32_t t : op.outputs)
@@ -176,6 +175,17 @@ std::vector<int32_t> TrainingStep::rule_saved(int32_t i, const std::map<int32_t,
     add_unique(saved, it != effective.end() ? it->second : lookup(t));
   }
   return saved;
+}
+
+// Op `i`'s inputs read by `st`, each prepared (prepare_input). A parameter kept on the host has no GPU buffer for
+// read_inputs to find, yet the op reads its gathered form: ZeRO-3's offload_param partitions (gathered per module
+// first, as DeepSpeed's pre-forward hook does) and --fsdp-cpu-offload's shards (the group's gathered parameters).
+void TrainingStep::read_op_inputs(int32_t i, Step& st, std::map<int32_t, int32_t>& effective) {
+  if (ds3_offload_param()) ds3_gather_inputs(context_.ops[i], st, effective);
+  forward_.read_inputs(context_.ops[i], buffer_view(), st, [&](int32_t t) { prepare_input(i, t, st, effective); });
+  if (!fsdp_cpu_offload()) return;
+  for (int32_t t : context_.ops[i].inputs)
+    if (layout().shard[t] == ParameterShard::FlatShard && lookup(t) < 0 && !effective.count(t)) prepare_input(i, t, st, effective);
 }
 
 // What input `t` of op `i` becomes before the op runs, in the step `st`; `effective` records the buffer the op

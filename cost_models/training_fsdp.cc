@@ -148,6 +148,7 @@ void TrainingStep::init_fsdp_units() {
   unit_grad_shard_bytes_.assign(n, 0);
   unit_trains_.assign(n, false);
   unit_shard_.assign(n, -1);
+  unit_has_shards_.assign(n, false);
   unit_gathered_forward_.assign(n, -1);
   unit_gathered_backward_.assign(n, -1);
   unit_grad_shard_.assign(n, -1);
@@ -166,15 +167,18 @@ void TrainingStep::add_fsdp_shard_buffer(int32_t u, const std::string& prefix, u
   const int32_t b = writer_.new_buffer(prefix + context_.units.names[u], bytes, Category::Weight);
   program().buffers[b].resident = true;
   unit_shard_[u] = b;
+  unit_has_shards_[u] = true;
   result_.param_bytes = checked_add(result_.param_bytes, bytes, "parameter bytes");
 }
 
 // Grads resident before the step (gradient accumulation, torch 1.x zero_grad): FSDP's _saved_grad_shard,
 // one shard per unit, into which each new reduce-scattered shard is added (FSDP2: the sharded parameters'
 // .grad, foreach_reduce's `sharded_param.grad._local_tensor += new_sharded_grad`).
+// Under --fsdp-cpu-offload they are on the host (training_fsdp2.cc).
 void TrainingStep::add_fsdp_resident_grads() {
+  if (fsdp_cpu_offload()) return;
   for (size_t u = 0; u < context_.units.count(); ++u) {
-    if (unit_shard_[u] < 0 || !unit_trains_[u]) continue;
+    if (!fsdp_unit_sharded(u) || !unit_trains_[u]) continue;
     const uint64_t bytes = unit_grad_shard_bytes_[u];
     unit_grad_shard_[u] = writer_.new_buffer("fsdp_grad_shard:" + context_.units.names[u], bytes, Category::Gradient);
     program().buffers[unit_grad_shard_[u]].resident = true;
@@ -185,7 +189,7 @@ void TrainingStep::add_fsdp_resident_grads() {
 // The unit's all-gathered (unsharded, padded) flat parameter, gathered in `st` if it is not yet. A kept unit's
 // forward copy (the root's; torchtitan's [norm, output]: fsdp_groups.h) is its backward's.
 int32_t TrainingStep::fsdp_gathered(int32_t unit, bool backward, Step& st) {
-  if (unit_shard_[unit] < 0) return -1;
+  if (!fsdp_unit_sharded(unit)) return -1;
   if (kept_after_forward(context_.units, options_.fsdp_wrap, unit) && backward) backward = unit_gathered_forward_[unit] < 0;
   int32_t& b = backward ? unit_gathered_backward_[unit] : unit_gathered_forward_[unit];
   if (b < 0 && fsdp2()) {
@@ -226,7 +230,7 @@ int32_t TrainingStep::fsdp_next_in_backward(int32_t before_op) const {
   int32_t next = -1;
   for (size_t vv = 1; vv < w.count(); ++vv) {
     const int32_t v = static_cast<int32_t>(vv);
-    if (unit_shard_[v] >= 0 && w.last_op[v] < before_op && (next < 0 || w.last_op[v] > w.last_op[next]) &&
+    if (fsdp_unit_sharded(v) && w.last_op[v] < before_op && (next < 0 || w.last_op[v] > w.last_op[next]) &&
         fsdp_has_backward(v))
       next = v;
   }
@@ -238,7 +242,7 @@ int32_t TrainingStep::fsdp_next_in_backward(int32_t before_op) const {
 void TrainingStep::fsdp_pre_backward(int32_t op) {
   const WrapUnits& w = context_.units;
   const int32_t u = w.unit_of_op[op];
-  if (u == 0 || w.last_op[u] != op || unit_shard_[u] < 0 || !fsdp_has_backward(u)) return;
+  if (u == 0 || w.last_op[u] != op || !fsdp_unit_sharded(u) || !fsdp_has_backward(u)) return;
   Step st{"fsdp_pre_backward:" + w.names[u], "all_gather", Phase::Backward, {}, {}, 0};
   fsdp_gathered(u, /*backward=*/true, st);
   const int32_t next = fsdp_next_in_backward(w.first_op[u]);
@@ -261,7 +265,7 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
   const WrapUnits& w = context_.units;
   for (size_t uu = 0; uu < w.count(); ++uu) {
     const int32_t u = static_cast<int32_t>(uu);
-    if (unit_first_param_op_[u] != op || unit_shard_[u] < 0) continue;
+    if (unit_first_param_op_[u] != op || !fsdp_unit_sharded(u)) continue;
     Step cat{"fsdp_post_backward:" + w.names[u], "split_with_sizes_backward", Phase::Backward, {}, {}, 0};
     bool any_grad = false;
     for (int32_t p : context_.module_parameters)
@@ -313,9 +317,10 @@ std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
     if (ds_config_.offload_optimizer == DeepSpeedOffload::None) out.push_back(ds_target(-1));
     return out;
   }
+  if (fsdp_cpu_offload()) return out;  // the optimizer steps the host shards (training_fsdp2.cc)
   if (flat_shards()) {
     for (size_t u = 0; u < context_.units.count(); ++u)
-      if (unit_shard_[u] >= 0 && unit_trains_[u])
+      if (fsdp_unit_sharded(u) && unit_trains_[u])
         out.push_back({"fsdp:" + context_.units.names[u], unit_grad_shard_[u], unit_state_bytes_[u], 0});
     return out;
   }

@@ -78,6 +78,27 @@
 //    add_dequantized, in forward and backward, on the unit gathered for each.
 //  - The weight needs no grad: no reduce-scatter, no grad shard, no optimizer state for it; the LoRA adapters are
 //    plain parameters of the same group, sharded, gathered and reduce-scattered as above.
+// --fsdp-cpu-offload is fully_shard(..., offload_policy=CPUOffloadPolicy()) (pin_memory defaults to True), as
+// torchtune's recipes turn it on (fsdp_cpu_offload: True -> torchtune/training/_distributed.py shard_model
+// (cpu_offload=True): fsdp_kwargs["offload_policy"] = CPUOffloadPolicy(); v0.6.1). Read at pytorch 010ae4a8:
+//  - _fsdp_param.py FSDPParam._init_sharded_param: with offload_to_cpu the padded sharded parameter is moved to the
+//    CPU and pinned: no shard is resident on the GPU. The optimizer steps these CPU parameters: its states are on
+//    the host, shard-sized as above; no optimizer step runs on the GPU.
+//  - FSDPParam.all_gather_inputs (SHARDED): `sharded_param_data.to(self.device, non_blocking=True)` then
+//    _to_dtype_if_needed(..., param_dtype): a GPU copy of each padded shard in its stored dtype, and with a policy a
+//    param_dtype copy of it, the stored-dtype copy dropped when the cast returns. An all-gather extension (torchao's
+//    NF4Tensor) is .to(device)'d whole (its shard, scaler_mean and table) before fsdp_pre_all_gather.
+//  - _fsdp_collectives.py _get_param_all_gather_inputs: use_foreach_copy is False under offload, so each
+//    parameter's inputs are made one by one and all held (param_all_gather_inputs) until foreach_all_gather's
+//    `del param_all_gather_inputs` after all_gather_copy_in into the all-gather output: the group's GPU copies
+//    (their sum) are a transient of the all-gather; while they are made, with a policy, the parameter being cast
+//    also holds its stored-dtype copy (the largest such moment, in the group's parameter order, is modelled).
+//  - foreach_reduce: the reduce-scatter input and output as above; then for offload_to_cpu
+//    `new_sharded_grad.to(torch.device("cpu"), non_blocking=...)`: the grad shards live on the host, and the GPU
+//    reduce output (and its orig_dtype copy) is dropped when foreach_reduce returns. With gradient accumulation the
+//    add runs on the host (`sharded_param.grad._local_tensor += new_sharded_grad`).
+//  - TrainingResult::fsdp_offload_host_bytes: the padded shards (every parameter, stored dtype; NF4 as sharded
+//    above) + the trainable ones' grad shards + the optimizer states, none of it in the program.
 // Shards follow dim 0 of the initializer as the graph stores it; an exporter that stores a Linear's weight
 // transposed for MatMul swaps the axes, which changes the padding only when a dimension is not a multiple of N.
 #include <algorithm>
@@ -121,11 +142,14 @@ void TrainingStep::add_fsdp2_shards() {
   init_fsdp_units();
   const size_t n = context_.units.count();
   const uint64_t gpus = static_cast<uint64_t>(options_.gpus);
-  const bool mp = options_.fsdp2_mp;
+  const bool mp = options_.fsdp2_mp, offload = fsdp_cpu_offload();
   fsdp2_all_gather_output_.assign(n, -1);
-  fsdp2_cast_input_bytes_.assign(n, 0);
+  fsdp2_gather_input_bytes_.assign(n, 0);
+  fsdp2_h2d_stored_bytes_.assign(n, 0);
   fsdp2_reduce_output_bytes_.assign(n, 0);
   std::vector<uint64_t> shard(n, 0);
+  // --fsdp-cpu-offload, per unit in parameter order: each parameter's GPU copy in its stored dtype and in param_dtype.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> copies(n);
   auto element_of = [](DType d) { return static_cast<uint64_t>(std::max(1, dtype_bits(d) / 8)); };
   for (int32_t p : context_.module_parameters) {
     const int32_t u = layout().shard_group[p];
@@ -142,6 +166,7 @@ void TrainingStep::add_fsdp2_shards() {
       shard[u] = checked_add(shard[u], q.resident, "FSDP2 shard");
       unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], q.gathered, "FSDP2 all-gather");
       result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, q.resident, "frozen weight bytes");
+      if (offload) copies[u].push_back({q.resident, q.resident});  // the NF4Tensor .to(device)'d whole
       continue;
     }
     const uint64_t rank_rows = rows / gpus + (rows % gpus != 0);  // chunks[0]: ceil(dim0 / N)
@@ -150,30 +175,64 @@ void TrainingStep::add_fsdp2_shards() {
     const uint64_t gathered = checked_mul(checked_mul(numel, gpus, "FSDP2 all-gather"), computed, "FSDP2 all-gather");
     shard[u] = checked_add(shard[u], bytes, "FSDP2 shard");
     unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], gathered, "FSDP2 all-gather");
-    if (computed != stored)  // _get_param_all_gather_inputs' flat_foreach_copy_input
-      fsdp2_cast_input_bytes_[u] = checked_add(fsdp2_cast_input_bytes_[u], numel * computed, "FSDP2 all-gather input");
+    if (offload) copies[u].push_back({bytes, numel * computed});  // all_gather_inputs' .to(device), cast
+    else if (computed != stored)  // _get_param_all_gather_inputs' flat_foreach_copy_input
+      fsdp2_gather_input_bytes_[u] = checked_add(fsdp2_gather_input_bytes_[u], numel * computed, "FSDP2 all-gather input");
     if (!context_.is_param[p]) continue;
     unit_trains_[u] = true;
     const uint64_t scattered = checked_mul(checked_mul(numel, gpus, "FSDP2 reduce-scatter"), reduced, "FSDP2 reduce-scatter");
     unit_bytes_[u] = checked_add(unit_bytes_[u], scattered, "FSDP2 reduce-scatter");
     unit_grad_shard_bytes_[u] = checked_add(unit_grad_shard_bytes_[u], bytes, "FSDP2 grad shard");
     unit_state_bytes_[u] = unit_grad_shard_bytes_[u];
-    if (reduced != stored)  // foreach_reduce's reduce_output, cast to orig_dtype
+    if (reduced != stored || offload)  // foreach_reduce's reduce_output, cast to orig_dtype or copied to the host
       fsdp2_reduce_output_bytes_[u] = checked_add(fsdp2_reduce_output_bytes_[u], numel * reduced, "FSDP2 reduce output");
   }
-  for (size_t u = 0; u < n; ++u)
-    if (shard[u] > 0) add_fsdp_shard_buffer(static_cast<int32_t>(u), "fsdp2_sharded_params:", shard[u]);
+  if (!offload) {
+    for (size_t u = 0; u < n; ++u)
+      if (shard[u] > 0) add_fsdp_shard_buffer(static_cast<int32_t>(u), "fsdp2_sharded_params:", shard[u]);
+    return;
+  }
+  uint64_t host = 0;
+  for (size_t u = 0; u < n; ++u) {
+    if (shard[u] == 0) continue;
+    unit_has_shards_[u] = true;
+    uint64_t later = 0;  // the param_dtype copies made after parameter i, all held with it at the copy-in
+    for (auto c = copies[u].rbegin(); c != copies[u].rend(); ++c) {
+      fsdp2_gather_input_bytes_[u] = checked_add(fsdp2_gather_input_bytes_[u], c->second, "FSDP2 all-gather input");
+      // While parameter i is cast: the copies before it, its stored copy and its cast copy, i.e. every copy plus
+      // (stored_i - the copies after it); without a cast the stored copy is the input itself.
+      if (c->first != c->second && c->first > later)
+        fsdp2_h2d_stored_bytes_[u] = std::max(fsdp2_h2d_stored_bytes_[u], c->first - later);
+      later = checked_add(later, c->second, "FSDP2 all-gather input");
+    }
+    const uint64_t states = checked_mul(unit_state_bytes_[u], static_cast<uint64_t>(states_per_param()), "optimizer states");
+    host = checked_add(host, checked_add(checked_add(shard[u], unit_grad_shard_bytes_[u], "FSDP2 host"), states, "FSDP2 host"),
+                       "FSDP2 host");
+  }
+  result_.fsdp_offload_host_bytes = host;
 }
 
 // FSDPParamGroup.unshard: the group's all-gather output, gathered from its shards. In forward it frees the previous
 // group's output, kept until now.
 int32_t TrainingStep::fsdp2_all_gather(int32_t u, bool backward) {
   const std::string suffix = context_.units.names[u] + (backward ? ":backward" : "");
-  Step st{"fsdp2_all_gather:" + suffix, "all_gather", backward ? Phase::Backward : Phase::Forward, {unit_shard_[u]}, {}, 0};
+  const Phase phase = backward ? Phase::Backward : Phase::Forward;
+  Step st{"fsdp2_all_gather:" + suffix, "all_gather", phase, {}, {}, 0};
+  if (fsdp_cpu_offload()) {  // the host shards copied (and cast) to the GPU one by one, held until the copy-in
+    Step h2d{"fsdp2_offload_h2d:" + suffix, "_to_copy", phase, {}, {}, 0};
+    const int32_t input = writer_.new_buffer("fsdp2_all_gather_input:" + suffix, fsdp2_gather_input_bytes_[u], Category::Weight);
+    h2d.writes.push_back(input);
+    if (fsdp2_h2d_stored_bytes_[u] > 0)
+      h2d.writes.push_back(writer_.new_buffer("fsdp2_offload_h2d_stored:" + suffix, fsdp2_h2d_stored_bytes_[u], Category::Weight));
+    program().steps.push_back(std::move(h2d));
+    st.reads.push_back(input);
+  } else {
+    st.reads.push_back(unit_shard_[u]);
+  }
   const int32_t out = writer_.new_buffer("fsdp2_all_gather_output:" + suffix, unit_padded_bytes_[u], Category::Weight);
   st.writes.push_back(out);
-  if (fsdp2_cast_input_bytes_[u] > 0)  // the shards cast to param_dtype, freed after the copy-in
-    st.writes.push_back(writer_.new_buffer("fsdp2_all_gather_input:" + suffix, fsdp2_cast_input_bytes_[u], Category::Weight));
+  if (fsdp2_gather_input_bytes_[u] > 0 && !fsdp_cpu_offload())  // the shards cast to param_dtype, freed after the copy-in
+    st.writes.push_back(writer_.new_buffer("fsdp2_all_gather_input:" + suffix, fsdp2_gather_input_bytes_[u], Category::Weight));
   if (!backward && fsdp2_forward_all_gather_ >= 0) {
     st.reads.push_back(fsdp2_forward_all_gather_);
     fsdp2_forward_all_gather_ = -1;
@@ -215,7 +274,7 @@ void TrainingStep::fsdp2_pre_backward(int32_t op) {
     if (last > 0) fsdp2_all_gather(last, /*backward=*/true);
   }
   const int32_t u = w.unit_of_op[op];
-  if (u == 0 || w.last_op[u] != op || unit_shard_[u] < 0 || !fsdp_has_backward(u)) return;
+  if (u == 0 || w.last_op[u] != op || !fsdp_unit_sharded(u) || !fsdp_has_backward(u)) return;
   Step st{"fsdp2_pre_backward:" + w.names[u], "all_gather_copy_out", Phase::Backward, {}, {}, 0};
   fsdp_gathered(u, /*backward=*/true, st);
   program().steps.push_back(std::move(st));
@@ -232,7 +291,7 @@ void TrainingStep::fsdp2_post_backward(int32_t op) {
 }
 
 void TrainingStep::fsdp2_reduce(int32_t u) {
-  if (unit_shard_[u] < 0) return;
+  if (!fsdp_unit_sharded(u)) return;
   const std::string& name = context_.units.names[u];
   const int32_t unsharded =
       kept_after_forward(context_.units, options_.fsdp_wrap, u) && unit_gathered_forward_[u] >= 0 ? unit_gathered_forward_[u] : unit_gathered_backward_[u];
@@ -249,6 +308,19 @@ void TrainingStep::fsdp2_reduce(int32_t u) {
   const int32_t input = writer_.new_buffer("fsdp2_reduce_scatter_input:" + name, unit_bytes_[u], Category::ActivationGrad);
   program().steps.push_back({"fsdp2_reduce_scatter_copy_in:" + name, "chunk_cat", Phase::Backward, grads, {input}, 0});
   Step rs{"fsdp2_reduce_scatter:" + name, "reduce_scatter", Phase::Backward, {input}, {}, 0};
+  fsdp2_reduce_scatter_input_ = input;
+  if (fsdp_cpu_offload()) {  // the reduce output (and its orig_dtype copy) copied to the host grad shards, freed
+    int32_t last = writer_.new_buffer("fsdp2_reduce_output:" + name, fsdp2_reduce_output_bytes_[u], Category::ActivationGrad);
+    rs.writes.push_back(last);
+    program().steps.push_back(std::move(rs));
+    if (fsdp2_reduce_output_bytes_[u] != unit_grad_shard_bytes_[u]) {
+      const int32_t cast = writer_.new_buffer("fsdp2_reduce_output_orig:" + name, unit_grad_shard_bytes_[u], Category::ActivationGrad);
+      program().steps.push_back({"fsdp2_reduce_output_cast:" + name, "_to_copy", Phase::Backward, {last}, {cast}, 0});
+      last = cast;
+    }
+    program().steps.push_back({"fsdp2_grad_offload:" + name, "_to_copy", Phase::Backward, {last}, {}, 0});
+    return;
+  }
   if (fsdp2_reduce_output_bytes_[u] > 0) {  // the reduce_dtype output, then its float32 copy: the grad shard
     const int32_t output = writer_.new_buffer("fsdp2_reduce_output:" + name, fsdp2_reduce_output_bytes_[u], Category::ActivationGrad);
     rs.writes.push_back(output);
@@ -257,7 +329,6 @@ void TrainingStep::fsdp2_reduce(int32_t u) {
   }
   fsdp_new_grad_shard(u, rs);
   program().steps.push_back(std::move(rs));
-  fsdp2_reduce_scatter_input_ = input;
 }
 
 }  // namespace memplan

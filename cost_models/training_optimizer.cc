@@ -130,7 +130,9 @@ void TrainingStep::add_optimizer_states_if_steady() {
 }
 
 // ---- optimizer ----
+// Under --fsdp-cpu-offload the optimizer steps the host shards with the host grads: nothing on the GPU.
 void TrainingStep::emit_optimizer() {
+  if (fsdp_cpu_offload()) return;
   if (deepspeed()) ds_optimizer();
   else if (!options_.optimizer_in_backward) emit_update(update_targets(), "optimizer:step", "optimizer:init_state");
 }

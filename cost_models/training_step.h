@@ -99,6 +99,7 @@ class TrainingStep {
   void packed_forward(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void packed_backward(int32_t i, int32_t t, Step& st);
   void emit_forward(int32_t i, ForwardMode mode);
+  void read_op_inputs(int32_t i, Step& st, std::map<int32_t, int32_t>& effective);
   void prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void recompute_segment(int32_t segment, int32_t end_op);
   void emit_cached(int32_t i);
@@ -164,6 +165,9 @@ class TrainingStep {
 
   // ---- FSDP2, fully_shard (training_fsdp2.cc) ----
   bool fsdp2() const { return options_.shard == Sharding::Fsdp2; }
+  bool fsdp_cpu_offload() const { return fsdp2() && options_.fsdp_cpu_offload; }
+  // Whether unit `u` holds any parameter shard (on the GPU, unit_shard_, or on the host under --fsdp-cpu-offload).
+  bool fsdp_unit_sharded(int32_t u) const { return unit_has_shards_[u]; }
   void add_fsdp2_shards();
   int32_t fsdp2_all_gather(int32_t u, bool backward);
   int32_t fsdp2_copy_out(int32_t u, bool backward, Step& st);
@@ -293,7 +297,7 @@ class TrainingStep {
   // forward and of the backward, the reduce-scattered grad shard; per parameter, the grad of its view
   // waiting for the unit's post-backward.
   std::vector<uint64_t> unit_bytes_, unit_padded_bytes_, unit_state_bytes_;
-  std::vector<bool> unit_trains_;
+  std::vector<bool> unit_trains_, unit_has_shards_;
   std::vector<int32_t> unit_shard_, unit_gathered_forward_, unit_gathered_backward_, unit_grad_shard_;
   std::vector<int32_t> unit_first_param_op_;
   std::vector<int32_t> fsdp_pending_grad_;
@@ -302,9 +306,11 @@ class TrainingStep {
   // held until the next unit's all-gather; the last reduce-scatter input, held until the next post-backward.
   std::vector<int32_t> fsdp2_all_gather_output_;
   int32_t fsdp2_forward_all_gather_ = -1, fsdp2_reduce_scatter_input_ = -1;
-  // FSDP2 with --fsdp2-mp, per unit: the param_dtype copy of its shards made for the all-gather's copy-in, and the
-  // reduce-scatter output when it is in another type than the sharded grads (0: none).
-  std::vector<uint64_t> fsdp2_cast_input_bytes_, fsdp2_reduce_output_bytes_;
+  // FSDP2, per unit: the GPU copy of its shards made for the all-gather's copy-in (--fsdp2-mp: cast to param_dtype;
+  // --fsdp-cpu-offload: copied from the host), the stored-dtype copies' transient above it while an offloaded group
+  // is cast (--fsdp-cpu-offload with --fsdp2-mp), and the reduce-scatter output when it is not the grad shard
+  // (another type than the sharded grads, or copied to the host) (0: none).
+  std::vector<uint64_t> fsdp2_gather_input_bytes_, fsdp2_h2d_stored_bytes_, fsdp2_reduce_output_bytes_;
   // Optimizer.
   bool bnb_maps_made_ = false;
   // DeepSpeed: rank 0's partition, each trainable parameter's index in it (-1: none), the grads' element size, the

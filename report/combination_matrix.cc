@@ -78,6 +78,7 @@ const std::vector<Feature>& features() {
       {"deepspeed", "--deepspeed", "--deepspeed", S::Train, [](A a) { return !a.deepspeed.empty(); }},
       {"fsdp2-mp", "--fsdp2-mp", "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16", S::Train,
        [](A a) { return !kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}); }},
+      {"fsdp-cpu-offload", "--fsdp-cpu-offload", "--fsdp-cpu-offload", S::Train, [](A a) { return a.fsdp_cpu_offload; }},
       {"pp", "--pp", "--pp", S::Train, [](A a) { return a.pp > 1; }},
       {"lora", "--lora-rank", "--lora-rank", S::Train, [](A a) { return a.lora_rank > 0; }},
       {"frozen-nf4", "--frozen-dtype", given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Nf4), S::Train,

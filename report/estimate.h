@@ -92,6 +92,7 @@ struct TrainingFacts {
   uint64_t deepspeed_host_bytes = 0;  // --deepspeed offload_optimizer cpu: host memory, not in the figures
   uint64_t deepspeed_param_host_bytes = 0;  // --deepspeed offload_param cpu: pinned host memory, not in the figures
   uint64_t offloaded_host_bytes = 0;  // --offload-activations: pinned host memory, not in the figures
+  uint64_t fsdp_offload_host_bytes = 0;  // --fsdp-cpu-offload: host memory, not in the figures
   std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage (the estimate is the busiest's)
   int pipeline_busiest_stage = -1;
 };

@@ -251,6 +251,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
     t.precision = mp.first;
     t.fsdp2_reduce_dtype = mp.second;
   }
+  t.fsdp_cpu_offload = a.fsdp_cpu_offload;
   t.pp = a.pp;
   t.micro_batches = a.micro_batches;
   if (!a.deepspeed.empty())  // the config's stage, buckets and offload (report/deepspeed_config.h)

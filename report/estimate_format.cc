@@ -143,6 +143,7 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
     if (e.offloaded_host_bytes > 0) j["training"]["offloaded_activation_host_bytes"] = e.offloaded_host_bytes;
     if (e.deepspeed_host_bytes > 0) j["training"]["deepspeed_offload_host_bytes"] = e.deepspeed_host_bytes;
     if (e.deepspeed_param_host_bytes > 0) j["training"]["deepspeed_param_host_bytes"] = e.deepspeed_param_host_bytes;
+    if (e.fsdp_offload_host_bytes > 0) j["training"]["fsdp_offload_host_bytes"] = e.fsdp_offload_host_bytes;
     if (!e.pipeline_stages.empty()) {
       nlohmann::ordered_json stages = nlohmann::ordered_json::array();
       for (size_t i = 0; i < e.pipeline_stages.size(); ++i) {
@@ -237,6 +238,9 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
     if (e.deepspeed_param_host_bytes > 0)
       out += fmt::format("  {:<44}{:>12}  pinned host memory (--deepspeed offload_param cpu): not in the figures above\n",
                          "DeepSpeed offloaded parameters", format_bytes(e.deepspeed_param_host_bytes));
+    if (e.fsdp_offload_host_bytes > 0)
+      out += fmt::format("  {:<44}{:>12}  host memory (--fsdp-cpu-offload: shards, grads, states): not in the figures above\n",
+                         "FSDP2 CPU offload", format_bytes(e.fsdp_offload_host_bytes));
     for (size_t i = 0; i < e.pipeline_stages.size(); ++i) {
       const PipelineStageFacts& s = e.pipeline_stages[i];
       out += fmt::format("  {:<44}{:>12}  {} to {}, {} micro-batch(es) in flight{}\n",
@@ -300,6 +304,9 @@ std::string estimate_to_markdown(const Estimate& e, const std::string& configura
   if (e.deepspeed_param_host_bytes > 0)
     out += fmt::format("| DeepSpeed offloaded parameters (pinned host memory, not in the figures above) | {} | {} B |\n",
                        format_bytes(e.deepspeed_param_host_bytes), format_count(e.deepspeed_param_host_bytes));
+  if (e.fsdp_offload_host_bytes > 0)
+    out += fmt::format("| FSDP2 CPU offload: shards, grads, optimizer states (host memory, not in the figures above) | {} | {} B |\n",
+                       format_bytes(e.fsdp_offload_host_bytes), format_count(e.fsdp_offload_host_bytes));
   if (const auto& kv = e.kv_phases)
     for (const auto* s : {&kv->prefill, &kv->decode})
       out += fmt::format("| {} ({} x {} new, {} cached; KV cache apart) | {} | activation peak {} |\n",

@@ -102,6 +102,12 @@ void check_requirements(const EstimateArgs& a) {
   if (!kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}) && !kShardChoices.is(a.shard, Sharding::Fsdp2))
     throw InputError("--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard " +
                      kShardChoices.name_of(Sharding::Fsdp2));
+  if (a.fsdp_cpu_offload && !kShardChoices.is(a.shard, Sharding::Fsdp2))
+    throw InputError("--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2): it needs --shard " +
+                     kShardChoices.name_of(Sharding::Fsdp2) +
+                     (kShardChoices.is(a.shard, Sharding::Fsdp)
+                          ? " (FSDP1's CPUOffload(offload_params=True) is another mechanism, not modelled)"
+                          : std::string()));
   if (a.double_quant && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
   if (!kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Auto) && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))

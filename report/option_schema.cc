@@ -233,6 +233,12 @@ std::vector<OptionSpec> make_schema() {
                "states stay float32. bf16:fp32 is torchtitan's. none: no policy",
        .field = FIELD(estimate.fsdp2_mp), .choices = kFsdp2MpChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.fsdp2_mp != "none", " mp " + a.fsdp2_mp); }},
+      {.flag = "--fsdp-cpu-offload", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --shard fsdp2: fully_shard's CPUOffloadPolicy (torchtune's fsdp_cpu_offload): the sharded "
+               "parameters (pinned), their grads and the optimizer states on the host, reported apart; each group's "
+               "shards copied to the GPU for its all-gather, each grad shard copied back after its reduce-scatter",
+       .field = FIELD(estimate.fsdp_cpu_offload),
+       .describe = [](const EstimateArgs& a) { return if_set(a.fsdp_cpu_offload, ", CPU offload"); }},
       {.flag = "--optimizer-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "
                "(torch 1.13's default), fused (no temporaries). Default: --torch's",

@@ -445,6 +445,28 @@ class FsdpTest(unittest.TestCase):
         fp32 = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2")
         self.assertLess(mp["total_bytes"], fp32["total_bytes"])
 
+    def test_fsdp2_cpu_offload_moves_shards_grads_states_to_the_host(self):
+        # --fsdp-cpu-offload (CPUOffloadPolicy, torchtune's fsdp_cpu_offload): the fp32 shards (1,335,308 bytes a GPU,
+        # test_fsdp2_shards_each_parameter_by_hand), their grads (the same) and AdamW's two states (twice) all on the
+        # host: 4 x 1,335,308 = 5,341,232 bytes on the host line; none on the GPU, whose step is smaller.
+        out = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp-cpu-offload")
+        jsonschema.validate(out, schema("estimate"))
+        t = out["training"]
+        per_gpu = 4 * 62070 * 4 + 85547 * 4
+        self.assertEqual(t["fsdp_offload_host_bytes"], 4 * per_gpu)
+        self.assertEqual((t["param_bytes"], t["grad_bytes"], t["optimizer_state_bytes"]), (0, 0, 0))
+        self.assertTrue(any("CPUOffloadPolicy" in n for n in out["notes"]), out["notes"])
+        plain = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2")
+        self.assertNotIn("fsdp_offload_host_bytes", plain["training"])
+        self.assertLess(out["total_bytes"], plain["total_bytes"])
+        table = run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp-cpu-offload", check_rc=0).stdout
+        self.assertIn("FSDP2 CPU offload", table)
+        self.assertIn("5,341,232 B", run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp-cpu-offload",
+                                          "--format", "markdown", check_rc=0).stdout)
+        # FSDP1's CPUOffload is another mechanism: refused, exit 2.
+        self.assertIn("FSDP1's CPUOffload(offload_params=True) is another mechanism, not modelled",
+                      run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-cpu-offload", check_rc=2).stderr)
+
     def test_fsdp2_qlora_torchao_nf4_by_hand(self):
         """torchtune's distributed QLoRA (--recipe torchtune --lora-rank 8 --frozen-dtype nf4 --gpus 2: fully_shard
         over torchao's NF4Tensor) on a tiny Llama config: hidden 256, 4 heads of 64 (2 KV heads), MLP 512, 2 layers,

@@ -129,6 +129,15 @@ const std::map<std::string, Enable>& enables() {
                         a.shard = "fsdp2";
                       }
                     }}},
+      // The same for --fsdp-cpu-offload: FSDP1 (and any other sharding) refuses it.
+      {"fsdp-cpu-offload", {{"--fsdp-cpu-offload", "--shard", "--mode"}, [](EstimateArgs& a) {
+                              a.mode = "train";
+                              a.fsdp_cpu_offload = true;
+                              if (a.shard == EstimateArgs{}.shard) {
+                                a.gpus = 2;
+                                a.shard = "fsdp2";
+                              }
+                            }}},
       {"pp", {{"--pp", "--mode"}, [](EstimateArgs& a) {
                 a.mode = "train";
                 a.pp = 2;
@@ -338,6 +347,9 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
        "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts a float32"},
       {{"fsdp2-mp", "lora"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --lora-rank: not modelled"},
       {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard fsdp2"},
+      {{"ddp", "fsdp-cpu-offload"}, "--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2): it needs --shard fsdp2"},
+      {{"fsdp", "fsdp-cpu-offload"}, "it needs --shard fsdp2 (FSDP1's CPUOffload(offload_params=True) is another "
+                                     "mechanism, not modelled)"},
       {{"fsdp2", "tp"}, "--tp with --shard fsdp2: not modelled"},
       {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA (torchao's "
                                 "NF4Tensor under fully_shard, a qlora_* model): give --lora-rank R"},
