@@ -120,6 +120,11 @@ struct DecoderConfig {
   std::vector<float> inv_freq;          // the rotary inv_freq (yarn's when rope_scaling is yarn)
   int64_t n_shared_experts = 0, n_group = 0, topk_group = 0;
   double routed_scaling_factor = 1.0;
+  // deepseek_v2 (models/deepseek_v2/modeling_deepseek_v2.py; hf_deepseek.h): the same attention with the complex
+  // rotary and no mscale in its scaling, DeepseekV2MoEGate's softmax router without a bias; greedy (false) or
+  // group_limited_greedy (true) top-k.
+  bool deepseek_v2 = false;
+  bool group_limited = false;
   // gpt_oss (transformers models/gpt_oss/modeling_gpt_oss.py; onnx_import/hf_gpt_oss.h): attention sinks, q/k/v/o
   // biases, layer_types' windows (sliding_layers / mask_window above), half-width rotary with yarn's inv_freq and
   // attention_factor, the router with a bias and softmax after top-k, the clamped SwiGLU experts with biases.
