@@ -12,7 +12,8 @@
 // modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
 // (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k
 // experts receiving every token), and deepseek_v3 (modeling_deepseek_v3.py: multi-head latent attention and
-// DeepseekV3MoE; onnx_import/hf_deepseek.h, which states how the routing rules meet its group-limited router);
+// DeepseekV3MoE; onnx_import/hf_deepseek.h, which states how the routing rules meet its group-limited router) and
+// deepseek_v2 (modeling_deepseek_v2.py: the same attention, its complex rotary, DeepseekV2MoEGate; hf_deepseek.h);
 // --graph train (the training export: input_ids -> logits, as
 // tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
 // past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
