@@ -32,6 +32,7 @@ class LlamaBuilder {
                      int64_t out, bool bias);
   std::string inverse_frequencies(double theta, int64_t dim, double factor);
   std::string scaled(const std::string& table);
+  std::string half_or_full(const std::string& freqs);
   void rotary_and_mask(const std::string& seq);
   void rotary_from_positions();
   void cache_mask();
@@ -65,6 +66,11 @@ class LlamaBuilder {
   std::string mla_attention(const std::string& layer, const std::string& x);
   std::string mla_rotary(const std::string& x, int64_t heads);
   std::string deepseek_router(const std::string& scope, const std::string& prefix, const std::string& hidden);
+  void topk(const std::string& x, int64_t n, bool sorted);
+  std::string group_masked(const std::string& group_scores, const std::string& scores);
+  // hf_deepseek_v2.cc: deepseek_v2's rotary (apply_rotary_emb in real arithmetic); hf_deepseek_router.cc the routers.
+  std::string mla_complex_rotary(const std::string& x, int64_t heads);
+  std::string deepseek_v2_router(const std::string& scope, const std::string& prefix, const std::string& hidden);
   std::string expand_to(const std::string& x, const std::vector<std::string>& sizes);
   // hf_gpt_oss.cc: gpt_oss's rotary, attention sinks, layer, router and experts.
   std::string gpt_oss_inv_freq();

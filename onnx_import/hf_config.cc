@@ -191,12 +191,12 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   // A mixture of experts shares its dense analogue's attention and keys (hf_moe.h): mixtral mistral's, qwen2_moe
   // qwen2's, qwen3_moe qwen3's.
   const std::string dense = moe_dense_type(c.model_type);
-  const bool deepseek = c.model_type == "deepseek_v3";
+  const bool deepseek = c.model_type == "deepseek_v3" || c.model_type == "deepseek_v2";
   if (dense != "llama" && dense != "mistral" && dense != "qwen2" && dense != "qwen3" && !c.hf_arch && !deepseek &&
       c.model_type != "gpt_oss")
     fail(path, "model_type \"" + c.model_type +
                    "\" is not supported (memplan builds llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, "
-                   "mixtral, qwen2_moe, qwen3_moe, deepseek_v3 and gpt_oss)");
+                   "mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3 and gpt_oss)");
   for (const auto& [key, value] : j.items())
     if (key != "quantization_config" && !harmless_keys().count(key) &&
         !(c.hf_arch && arch_keys().at(c.model_type).count(key)) && !moe_keys(c.model_type).count(key) &&
@@ -226,7 +226,8 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   if ((dense == "qwen3" || gemma) && (hd == j.end() || hd->is_null()))
     fail(path, "config key \"head_dim\" is missing");
   if (deepseek) {
-    if (hd != j.end()) fail(path, "config key \"head_dim\" is not a deepseek_v3 key (qk_rope_head_dim is its head_dim)");
+    if (hd != j.end())
+      fail(path, "config key \"head_dim\" is not a " + c.model_type + " key (qk_rope_head_dim is its head_dim)");
   } else if (hd == j.end() || hd->is_null()) {
     if (c.hidden_size % c.num_attention_heads != 0)
       fail(path, "hidden_size " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads " +
@@ -379,8 +380,10 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
     m.v_head_dim = config.v_head_dim;
     m.heads = config.num_attention_heads;
     m.layers = config.num_hidden_layers;
-    m.router_bias_elements =
-        config.num_experts * std::count(config.moe_layers.begin(), config.moe_layers.end(), true);
+    // vLLM's DeepseekV2MoE (deepseek_v2.py, serving both) gives the gate e_score_correction_bias only under
+    // topk_method noaux_tc: deepseek_v3's, not deepseek_v2's.
+    m.router_bias_elements = config.deepseek_v2 ? 0 : config.num_experts * std::count(config.moe_layers.begin(),
+                                                                                      config.moe_layers.end(), true);
     // vLLM's DeepseekScalingRotaryEmbedding._compute_cos_sin_cache: arange(original x factor) rows under yarn
     // (rotary_embedding/deepseek_scaling_rope.py); get_rope's plain RotaryEmbedding: max_position rows.
     m.rotary_rows = config.yarn_factor > 0

@@ -12,7 +12,8 @@
 // modeling_qwen3_moe.py; onnx_import/hf_moe.h, which states the two routing rules of --moe-routing: balanced, the
 // (token, slot) pairs dealt to the experts in turn, expert e receiving ceil((tokens·k − e) / experts), and worst, k
 // experts receiving every token), and deepseek_v3 (modeling_deepseek_v3.py: multi-head latent attention and
-// DeepseekV3MoE; onnx_import/hf_deepseek.h, which states how the routing rules meet its group-limited router);
+// DeepseekV3MoE; onnx_import/hf_deepseek.h, which states how the routing rules meet its group-limited router) and
+// deepseek_v2 (modeling_deepseek_v2.py: the same attention, its complex rotary, DeepseekV2MoEGate; hf_deepseek.h);
 // --graph train (the training export: input_ids -> logits, as
 // tests/models/export_llama.py writes *_train.onnx), decode and prefill (optimum's decoder with and without
 // past, as tests/models/export_llama_kv.py writes llama_tiny_kv.onnx and llama_tiny_kv_prefill.onnx). Anything
@@ -120,6 +121,11 @@ struct DecoderConfig {
   std::vector<float> inv_freq;          // the rotary inv_freq (yarn's when rope_scaling is yarn)
   int64_t n_shared_experts = 0, n_group = 0, topk_group = 0;
   double routed_scaling_factor = 1.0;
+  // deepseek_v2 (models/deepseek_v2/modeling_deepseek_v2.py; hf_deepseek.h): the same attention with the complex
+  // rotary and no mscale in its scaling, DeepseekV2MoEGate's softmax router without a bias; greedy (false) or
+  // group_limited_greedy (true) top-k.
+  bool deepseek_v2 = false;
+  bool group_limited = false;
   // gpt_oss (transformers models/gpt_oss/modeling_gpt_oss.py; onnx_import/hf_gpt_oss.h): attention sinks, q/k/v/o
   // biases, layer_types' windows (sliding_layers / mask_window above), half-width rotary with yarn's inv_freq and
   // attention_factor, the router with a bias and softmax after top-k, the clamped SwiGLU experts with biases.

@@ -1,5 +1,6 @@
-// deepseek_v3 (onnx_import/hf_deepseek.h): DeepseekV3Config's keys, DeepseekV3Attention (multi-head latent
-// attention) and DeepseekV3TopkRouter as torch.onnx.export (torch 1.13, opset 17) writes tests/models/hf_deepseek.py.
+// deepseek_v3 and deepseek_v2 (onnx_import/hf_deepseek.h): their config keys and DeepseekV3Attention (multi-head
+// latent attention, DeepseekV2Attention's too but for its rotary: hf_deepseek_v2.cc) as torch.onnx.export (torch 1.13,
+// opset 17) writes tests/models/hf_deepseek.py (the routers: hf_deepseek_router.cc).
 #include "onnx_import/hf_deepseek.h"
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 namespace memplan {
 
 using nlohmann::json;
-using onnx::TensorProto;
 using namespace hf;
 
 namespace {
@@ -88,24 +88,50 @@ const std::set<std::string>& deepseek_keys(const std::string& model_type) {
       "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq",
       "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor", "scoring_func", "topk_method", "ep_size",
       "num_nextn_predict_layers", "rope_interleave", "auto_map"};
+  // DeepseekV2Config's: no rope_interleave (its rotary is apply_rotary_emb's, below) and no multi-token prediction;
+  // aux_loss_alpha and seq_aux are the training loss's, which DeepseekV2MoEGate stores and its forward never computes.
+  static const std::set<std::string> v2 = {
+      "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts",
+      "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq",
+      "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor", "scoring_func", "topk_method", "ep_size",
+      "aux_loss_alpha", "seq_aux", "auto_map"};
   static const std::set<std::string> none;
-  return model_type == "deepseek_v3" ? keys : none;
+  return model_type == "deepseek_v3" ? keys : model_type == "deepseek_v2" ? v2 : none;
 }
 
 void parse_deepseek(const std::string& path, const json& j, DecoderConfig& c) {
   c.mla = true;
-  // DeepseekV3TopkRouter is sigmoid scores with e_score_correction_bias and the group-limited top-k, whatever these
-  // keys say; the remote code reads them (softmax, greedy): a config stating another routing is not this model.
-  require_value(path, j, "scoring_func", "sigmoid", "DeepseekV3TopkRouter scores by sigmoid");
-  require_value(path, j, "topk_method", "noaux_tc", "DeepseekV3TopkRouter's group-limited top-k with its bias");
-  require_value(path, j, "moe_layer_freq", 1, "DeepseekV3DecoderLayer makes every layer from first_k_dense_replace "
-                                              "sparse, ignoring the key");
+  const bool v2 = c.deepseek_v2 = c.model_type == "deepseek_v2";
+  const std::string type = c.model_type, version = v2 ? "V2" : "V3";
+  if (!v2) {
+    // DeepseekV3TopkRouter is sigmoid scores with e_score_correction_bias and the group-limited top-k, whatever
+    // these keys say; the remote code reads them (softmax, greedy): a config stating another routing is not this
+    // model.
+    require_value(path, j, "scoring_func", "sigmoid", "DeepseekV3TopkRouter scores by sigmoid");
+    require_value(path, j, "topk_method", "noaux_tc", "DeepseekV3TopkRouter's group-limited top-k with its bias");
+  } else {
+    // DeepseekV2MoEGate (transformers' modular_deepseek_v2.py, first release): softmax scores, then topk_method's
+    // greedy (DeepSeek-V2-Lite) or group_limited_greedy (DeepSeek-V2), no bias; anything else it leaves undefined.
+    require_value(path, j, "scoring_func", "softmax", "DeepseekV2MoEGate scores by softmax");
+    const auto method = j.find("topk_method");
+    const json m = method == j.end() || method->is_null() ? json("greedy") : *method;  // DeepseekV2Config's default
+    if (m != "greedy" && m != "group_limited_greedy")
+      fail(path, "config key \"topk_method\" is " + m.dump() +
+                     ": DeepseekV2MoEGate routes by greedy or group_limited_greedy (noaux_tc is deepseek_v3's)");
+    c.group_limited = m == "group_limited_greedy";
+    // DeepseekV2MoEGate stores norm_topk_prob and never reads it: its weights are the softmax scores times
+    // routed_scaling_factor. The remote code (deepseek-ai's modeling_deepseek.py) divides them by their sum when
+    // it is true, another graph: memplan builds transformers' and refuses the contradiction.
+    require_value(path, j, "norm_topk_prob", false, "transformers' DeepseekV2MoEGate never normalises the top-k weights");
+  }
+  require_value(path, j, "moe_layer_freq", 1, "Deepseek" + version + "DecoderLayer makes every layer from "
+                                              "first_k_dense_replace sparse, ignoring the key");
   require_value(path, j, "ep_size", 1, "the remote code's expert parallelism");
-  if (c.mlp_bias) fail(path, "config key \"mlp_bias\" is true: DeepseekV3MLP has no biases");
+  if (c.mlp_bias) fail(path, "config key \"mlp_bias\" is true: Deepseek" + version + "MLP has no biases");
   if (c.num_key_value_heads != c.num_attention_heads)
     fail(path, "num_key_value_heads " + std::to_string(c.num_key_value_heads) + " is not num_attention_heads " +
-                   std::to_string(c.num_attention_heads) + ": DeepseekV3Attention builds every head's keys");
-  if (c.num_attention_heads < 2) fail(path, "num_attention_heads 1: memplan builds deepseek_v3 with 2 heads or more");
+                   std::to_string(c.num_attention_heads) + ": Deepseek" + version + "Attention builds every head's keys");
+  if (c.num_attention_heads < 2) fail(path, "num_attention_heads 1: memplan builds " + type + " with 2 heads or more");
   if (const auto nextn = j.find("num_nextn_predict_layers"); nextn != j.end() && !nextn->is_null() &&
                                                              (!nextn->is_number_integer() || nextn->get<int64_t>() < 0))
     fail(path, "config key \"num_nextn_predict_layers\" is " + nextn->dump() + ": a count is expected");
@@ -120,24 +146,30 @@ void parse_deepseek(const std::string& path, const json& j, DecoderConfig& c) {
   if (c.num_attention_heads * (c.qk_nope_head_dim + std::max(c.qk_rope_head_dim, c.v_head_dim)) > kMaxDimension)
     fail(path, "num_attention_heads x the head dims is over " + std::to_string(kMaxDimension));
   c.head_dim = c.rotary_dim = c.qk_rope_head_dim;  // DeepseekV3Config.head_dim
-  c.rope_interleave = bool_key(path, j, "rope_interleave", true);
+  c.rope_interleave = !v2 && bool_key(path, j, "rope_interleave", true);
   parse_rope(path, j, c);
+  // DeepseekV2Attention.scaling is qk_head_dim^-0.5 whatever rope_scaling says (modeling_deepseek_v2.py at
+  // 0233e509); V3's multiplies yarn's mscale_all_dim in (parse_rope).
+  if (v2) c.attention_scale = std::pow(double(c.qk_nope_head_dim + c.qk_rope_head_dim), -0.5);
   const int64_t layers = c.num_hidden_layers;
   c.num_experts = int_key(path, j, "n_routed_experts", kMaxExperts);
   c.experts_per_token = int_key(path, j, "num_experts_per_tok", kMaxExperts);
   c.expert_intermediate_size = int_key(path, j, "moe_intermediate_size", kMaxDimension);
   c.n_shared_experts = int_key(path, j, "n_shared_experts", 64);
-  c.n_group = int_key(path, j, "n_group", kMaxExperts);
-  c.topk_group = int_key(path, j, "topk_group", kMaxExperts);
-  c.norm_topk_prob = bool_key(path, j, "norm_topk_prob", true);
+  // DeepseekV2Config: n_group and topk_group default to null, read by group_limited_greedy only (greedy is one
+  // group of every expert); norm_topk_prob false (never read, above), routed_scaling_factor 1.0.
+  const bool grouped = !v2 || c.group_limited;
+  c.n_group = grouped ? int_key(path, j, "n_group", kMaxExperts) : 1;
+  c.topk_group = grouped ? int_key(path, j, "topk_group", kMaxExperts) : 1;
+  c.norm_topk_prob = !v2 && bool_key(path, j, "norm_topk_prob", true);
   c.routed_scaling_factor = j.contains("routed_scaling_factor") && !j["routed_scaling_factor"].is_null()
-                                ? positive_number(path, j, "routed_scaling_factor") : 2.5;
+                                ? positive_number(path, j, "routed_scaling_factor") : v2 ? 1.0 : 2.5;
   const int64_t experts = c.num_experts, k = c.experts_per_token;
   auto bad = [&](const std::string& what) { fail(path, what); };
   if (experts % c.n_group != 0)
     bad("n_routed_experts " + std::to_string(experts) + " is not a multiple of n_group " + std::to_string(c.n_group));
   const int64_t group = experts / c.n_group;
-  if (group < 2)
+  if (!v2 && group < 2)
     bad("n_routed_experts / n_group is " + std::to_string(group) + ": DeepseekV3TopkRouter sums each group's two best");
   if (c.topk_group > c.n_group)
     bad("topk_group " + std::to_string(c.topk_group) + " is more than n_group " + std::to_string(c.n_group));
@@ -147,12 +179,14 @@ void parse_deepseek(const std::string& path, const json& j, DecoderConfig& c) {
     bad("num_experts_per_tok " + std::to_string(k) + " is more than the topk_group x " + std::to_string(group) +
         " experts the grouped router keeps");
   const auto dense = j.find("first_k_dense_replace");
-  const int64_t first = dense == j.end() || dense->is_null() ? 3 : dense->is_number_integer() ? dense->get<int64_t>() : -1;
+  const int64_t absent = v2 ? 0 : 3;  // DeepseekV2Config's default, DeepseekV3Config's
+  const int64_t first =
+      dense == j.end() || dense->is_null() ? absent : dense->is_number_integer() ? dense->get<int64_t>() : -1;
   if (first < 0 || first > layers)
     bad("config key \"first_k_dense_replace\" is " + (dense == j.end() ? std::string("?") : dense->dump()) +
         ": a layer count from 0 to " + std::to_string(layers) + " is expected");
   c.moe_layers.assign(size_t(layers), false);
-  for (int64_t l = first; l < layers; ++l) c.moe_layers[size_t(l)] = true;  // DeepseekV3DecoderLayer
+  for (int64_t l = first; l < layers; ++l) c.moe_layers[size_t(l)] = true;  // Deepseek{V2,V3}DecoderLayer
   if ((layers - first) * experts > kMaxExpertBlocks)
     bad(std::to_string(experts) + " experts in " + std::to_string(layers - first) +
         " layers are more expert blocks than memplan builds (" + std::to_string(kMaxExpertBlocks) + ")");
@@ -173,7 +207,8 @@ void check_deepseek_read(const std::string& path, const DecoderConfig& c) {
       fail(path, "--moe-routing balanced gives a token the experts " + std::to_string(start) + ".." +
                      std::to_string((start + k - 1) % experts) + ", in " + std::to_string(spanned) +
                      " groups, more than topk_group " + std::to_string(c.topk_group) +
-                     ": DeepseekV3TopkRouter cannot route so; use --moe-routing worst");
+                     ": " + (c.deepseek_v2 ? "DeepseekV2MoEGate" : "DeepseekV3TopkRouter") +
+                     " cannot route so; use --moe-routing worst");
   }
 }
 
@@ -238,12 +273,17 @@ std::string LlamaBuilder::mla_attention(const std::string& layer, const std::str
   // k_rot.view(b, 1, s, rope); with the interleave, its reshape's equal list is built here too.
   e_.note(1), e_.note(rope);
   const std::string view = e_.size_list({b_, e_.pooled(1), s_, e_.pooled(rope)});
-  if (c_.rope_interleave) rope_key_list_ = e_.size_list({b_, e_.pooled(1), s_, e_.pooled(rope)});
+  if (c_.rope_interleave || c_.deepseek_v2) rope_key_list_ = e_.size_list({b_, e_.pooled(1), s_, e_.pooled(rope)});
   k_rot = reshape(k_rot, view);
-  q_rot = mla_rotary(q_rot, heads);
-  k_rot = mla_rotary(k_rot, 1);
-  q_rot = rotary(q_rot, cos_, sin_, rope / 2);
-  k_rot = rotary(k_rot, cos_, sin_, rope / 2);
+  if (c_.deepseek_v2) {  // apply_rotary_emb (hf_deepseek_v2.cc)
+    q_rot = mla_complex_rotary(q_rot, heads);
+    k_rot = mla_complex_rotary(k_rot, 1);
+  } else {
+    q_rot = mla_rotary(q_rot, heads);
+    k_rot = mla_rotary(k_rot, 1);
+    q_rot = rotary(q_rot, cos_, sin_, rope / 2);
+    k_rot = rotary(k_rot, cos_, sin_, rope / 2);
+  }
   k_rot = expand_to(k_rot, {b_, e_.pooled(heads), s_, e_.pooled(rope)});  // k_rot.expand(b, heads, s, rope)
   const std::string query = e_.op("Concat", {q_pass, q_rot});
   e_.i("axis", -1);
@@ -261,6 +301,7 @@ std::string LlamaBuilder::mla_attention(const std::string& layer, const std::str
     outputs_[keys] = "present." + layer_index + ".key";
     outputs_[value] = "present." + layer_index + ".value";
   }
+  e_.note(2), e_.note(3);  // key.transpose(2, 3)'s ints (deepseek_v2's rotary reads no 3 before)
   const std::string scores = e_.op("MatMul", {query, transpose(keys, {0, 1, 3, 2})});
   const std::string scaled_scores = e_.op("Mul", {scores, e_.const_f32({float(c_.attention_scale)}, {})});
   const std::string probs = e_.op("Softmax", {e_.op("Add", {scaled_scores, mask_})});
@@ -269,65 +310,6 @@ std::string LlamaBuilder::mla_attention(const std::string& layer, const std::str
   e_.note(heads * vd);
   const std::string merged = reshape(context, e_.size_list({b_, s_, e_.pooled(heads * vd)}));
   return linear(a + "/o_proj", p + "o_proj", merged, heads * vd, h, c_.o_bias);
-}
-
-// DeepseekV3TopkRouter.forward on the (N, h) tokens: the top-k weights (hf_deepseek.py TopkRouter).
-std::string LlamaBuilder::deepseek_router(const std::string& g, const std::string& p, const std::string& hidden) {
-  const int64_t experts = c_.num_experts, groups = c_.n_group, per = experts / groups;
-  const std::string weight = param(p + ".weight", {experts, c_.hidden_size});
-  const std::string bias = param(p + ".e_score_correction_bias", {experts});
-  e_.scope = g;
-  const std::string scores = e_.op("Sigmoid", {weight_matmul(g, weight, hidden)});  // F.linear(...).sigmoid()
-  const std::string choice = e_.op("Add", {scores, e_.op("Unsqueeze", {bias, e_.const_i64({0}, false)})});
-  // torch.topk(x, n, dim=-1, sorted=...): n the pooled Python int reshaped to [1] (symbolic_opset11.py topk).
-  auto topk = [&](const std::string& x, int64_t n, bool sorted) {
-    const std::string n_list = reshape(e_.pooled(n), e_.const_i64({1}, false));
-    e_.op("TopK", {x, n_list}, 2);
-    e_.i("axis", -1).i("largest", 1).i("sorted", sorted ? 1 : 0);
-  };
-  topk(reshape(choice, e_.const_i64({-1, groups, per}, false)), 2, true);
-  const std::string best_two = e_.output(0);
-  const std::string group_scores = e_.op("ReduceSum", {best_two, e_.pooled_list(-1, "ReduceSum")});
-  e_.i("keepdims", 0);
-  topk(group_scores, c_.topk_group, false);
-  const std::string group_idx = e_.output(1);
-  // group_mask = zeros_like(group_scores).scatter_(1, group_idx, 1): the scalar src cast and expanded.
-  const std::string zeros = e_.op("ConstantOfShape", {e_.op("Shape", {group_scores})});
-  const float zero = 0.0f;
-  e_.tensor("value", TensorProto::FLOAT, {1}, &zero, 4);
-  std::string one = e_.op("Cast", {e_.const_i64({1}, true)});
-  e_.i("to", TensorProto::FLOAT);
-  one = e_.op("Expand", {one, e_.op("Shape", {group_idx})});
-  const std::string mask = e_.op("ScatterElements", {zeros, group_idx, one});
-  e_.i("axis", 1);
-  // .unsqueeze(-1).expand(-1, n_group, per).reshape(-1, E): a constant size list, with expand's -1 handling.
-  const std::string unsqueezed = e_.op("Unsqueeze", {mask, e_.const_i64({-1}, false)});
-  const std::string list = e_.const_i64({-1, groups, per}, false);
-  const std::string ones = e_.op("ConstantOfShape", {e_.op("Shape", {list})});
-  const int64_t one_i = 1;
-  e_.tensor("value", TensorProto::INT64, {1}, &one_i, 8);
-  const std::string minus = e_.op("Mul", {ones, e_.const_i64({-1}, true)});
-  const std::string equal = e_.op("Equal", {e_.const_i64({-1, groups, per}, false), minus});
-  const std::string expanded = e_.op("Expand", {unsqueezed, e_.op("Where", {equal, ones, list})});
-  const std::string score_mask = reshape(expanded, e_.const_i64({-1, experts}, false));
-  // choice.masked_fill(~score_mask.bool(), 0.0)
-  std::string blocked = e_.op("Cast", {score_mask});
-  e_.i("to", TensorProto::BOOL);
-  blocked = e_.op("Not", {blocked});
-  blocked = e_.op("Cast", {blocked});
-  e_.i("to", TensorProto::BOOL);
-  const std::string masked = e_.op("Where", {blocked, e_.const_f32({0.0f}, {}), choice});
-  topk(masked, c_.experts_per_token, false);
-  std::string weights = e_.op("GatherElements", {scores, e_.output(1)});  // scores.gather(1, topk_indices)
-  e_.i("axis", 1);
-  if (c_.norm_topk_prob) {  // / (sum(dim=-1, keepdim=True) + 1e-20)
-    const std::string sum = e_.op("ReduceSum", {weights, e_.pooled_list(-1, "ReduceSum")});
-    e_.i("keepdims", 1);
-    weights = e_.op("Div", {weights, e_.op("Add", {sum, e_.const_f32({1e-20f}, {})})});
-  }
-  const std::string routed = e_.op("Mul", {weights, e_.const_f32({float(c_.routed_scaling_factor)}, {})});
-  e_.scope = g.substr(0, g.size() - 5);  // back in the block
-  return routed;
 }
 
 }  // namespace memplan

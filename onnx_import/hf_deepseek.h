@@ -1,10 +1,18 @@
 // deepseek_v3 from its config.json (transformers models/deepseek_v3/modeling_deepseek_v3.py at 00b676f8,
 // configuration_deepseek_v3.py DeepseekV3Config): DeepseekV3Attention, multi-head latent attention, and DeepseekV3MoE,
 // built op for op as torch.onnx.export (torch 1.13, opset 17) writes tests/models/hf_deepseek.py's twin (the
-// attention and router in hf_deepseek.cc; the experts by hf_moe.cc's loop; tests/import/hf_moe_test.py checks it
-// node for node). Internal to onnx_import.
+// attention in hf_deepseek.cc, the router in hf_deepseek_router.cc; the experts by hf_moe.cc's loop;
+// tests/import/hf_deepseek_test.py checks it node for node). Internal to onnx_import.
 //
-// Routing (--moe-routing, hf_moe.h's two rules) under DeepseekV3TopkRouter's group-limited choice: a token's k experts
+// deepseek_v2 (DeepSeek-V2, DeepSeek-V2-Lite; transformers models/deepseek_v2/modeling_deepseek_v2.py at 0233e509,
+// configuration_deepseek_v2.py DeepseekV2Config) is the same model but for what tests/models/hf_deepseek_v2.py's
+// docstring names: apply_rotary_emb's complex rotary (hf_deepseek_v2.cc), the scaling without yarn's mscale,
+// DeepseekV2MoEGate (softmax scores, no bias, greedy or group_limited_greedy: hf_deepseek_router.cc), the defaults
+// (first_k_dense_replace 0, routed_scaling_factor 1.0) and the keys (no rope_interleave; aux_loss_alpha, seq_aux).
+// tests/import/hf_deepseek_v2_test.py checks it node for node.
+//
+// Routing (--moe-routing, hf_moe.h's two rules) under DeepseekV3TopkRouter's group-limited choice (and
+// DeepseekV2MoEGate's group_limited_greedy; its greedy is one group of every expert): a token's k experts
 // must lie in at most topk_group of the n_group groups of n_routed_experts / n_group consecutive experts.
 // worst (experts 0..k-1 for every token) spans ceil(k / group size) groups, which the router allows whenever it can
 // pick k experts at all (k <= topk_group x group size, checked on reading). balanced gives token t the k consecutive
@@ -23,14 +31,14 @@
 
 namespace memplan {
 
-// The config keys of deepseek_v3 beyond the decoders' shared ones (empty for any other type).
+// The config keys of deepseek_v3 or deepseek_v2 beyond the decoders' shared ones (empty for any other type).
 const std::set<std::string>& deepseek_keys(const std::string& model_type);
 
-// Reads deepseek_v3's attention, rope and experts keys into `c` (after the shared keys). Throws InputError naming
+// Reads deepseek_v3's or deepseek_v2's attention, rope and experts keys into `c` (after the shared keys). Throws InputError naming
 // the file and the key.
 void parse_deepseek(const std::string& path, const nlohmann::json& j, DecoderConfig& c);
 
-// For a deepseek_v3 config about to be built: refuses --moe-routing balanced when the grouped router cannot make it
+// For a deepseek_v3 or deepseek_v2 config about to be built: refuses --moe-routing balanced when the grouped router cannot make it
 // (above). Nothing for another model type. Throws InputError. (serve --engine vllm sizes vLLM's latent cache and MLA
 // kernels from ReadModel::mla: report/serve_vllm_mla.cc.)
 void check_deepseek_read(const std::string& path, const DecoderConfig& c);

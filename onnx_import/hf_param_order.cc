@@ -33,7 +33,8 @@ namespace {
 //  - MLP: gate_proj, up_proj, down_proj (LlamaMLP, Qwen2MoeMLP, DeepseekV3MLP); Phi3MLP gate_up_proj, down_proj.
 //  - Sparse blocks: MixtralSparseMoeBlock gate, experts (each MixtralBlockSparseTop2MLP w1, w2, w3);
 //    Qwen2MoeSparseMoeBlock gate, experts, shared_expert, shared_expert_gate; Qwen3MoeSparseMoeBlock gate, experts;
-//    DeepseekV3MoE experts, gate, shared_experts (DeepseekV3TopkRouter: weight, then the buffer
+//    DeepseekV3MoE (and DeepseekV2MoE, whose DeepseekV2MoEGate has its weight only) experts, gate, shared_experts
+//    (DeepseekV3TopkRouter: weight, then the buffer
 //    e_score_correction_bias, which the state dict holds after the parameters); GptOssMLP router (GptOssTopKRouter
 //    weight, bias), experts (GptOssExperts gate_up_proj, gate_up_proj_bias, down_proj, down_proj_bias).
 const std::vector<std::string>& registration_order() {
@@ -75,7 +76,9 @@ void order_as_registered(const DecoderConfig& c, onnx::GraphProto& g) {
   std::unordered_map<std::string, int64_t> rank;
   const auto& order = registration_order();
   for (size_t i = 0; i < order.size(); ++i) rank[order[i]] = 2 * int64_t(i);
-  if (c.mla) rank["gate"] = rank.at("experts") + 1;  // DeepseekV3MoE: experts, gate, shared_experts
+  // DeepseekV3MoE and DeepseekV2MoE (transformers' modular_deepseek_v2.py, first release): experts, gate,
+  // shared_experts.
+  if (c.mla) rank["gate"] = rank.at("experts") + 1;
   const int n = g.initializer_size();
   std::vector<std::vector<int64_t>> keys;
   keys.reserve(size_t(n));

@@ -54,7 +54,7 @@ StoredQuantization parse_quantization(const std::string& path, const json& q, co
       }
       empty_list(key);
     }
-    s.moe_router = model_type == "deepseek_v3" ? "unquantized" : model_type == "qwen3_moe" ? "quantized" : "";
+    s.moe_router = model_type == "deepseek_v3" || model_type == "deepseek_v2" ? "unquantized" : model_type == "qwen3_moe" ? "quantized" : "";
     const auto block = q.find("weight_block_size");
     if (block != q.end() && !block->is_null()) {
       // Fp8Config.__init__: two dimensions, dynamic activations only.

@@ -99,10 +99,19 @@ std::string LlamaBuilder::inverse_frequencies(double theta, int64_t dim, double 
 }
 
 // Llama.forward's rotary tables (rotary_cos_sin) and causal mask (causal_additive_mask).
-// DeepseekV3RotaryEmbedding.forward: emb.cos() * attention_scaling (and sin), traced even at 1.0.
+// DeepseekV3RotaryEmbedding.forward: emb.cos() * attention_scaling (and sin), traced even at 1.0 (DeepseekV2's
+// freqs_cis times attention_scaling likewise).
 std::string LlamaBuilder::scaled(const std::string& table) {
   if (!c_.mla) return table;
   return e_.op("Mul", {table, e_.const_f32({float(c_.rope_attention_scaling)}, {})});
+}
+
+// emb = torch.cat((freqs, freqs), dim=-1); deepseek_v2's freqs_cis is freqs itself (half width: hf_deepseek_v2.cc).
+std::string LlamaBuilder::half_or_full(const std::string& freqs) {
+  if (c_.deepseek_v2) return freqs;
+  const std::string emb = e_.op("Concat", {freqs, freqs});
+  e_.i("axis", -1);
+  return emb;
 }
 
 void LlamaBuilder::rotary_and_mask(const std::string& seq) {
@@ -117,8 +126,7 @@ void LlamaBuilder::rotary_and_mask(const std::string& seq) {
   auto table = [&](double theta, double factor, std::string& cos, std::string& sin) {
     if (c_.gpt_oss) return gpt_oss_table(e_.op("Mul", {column, gpt_oss_inv_freq()}), cos, sin);  // hf_gpt_oss.cc
     const std::string freqs = e_.op("Mul", {column, inverse_frequencies(theta, c_.rotary_dim, factor)});
-    const std::string emb = e_.op("Concat", {freqs, freqs});
-    e_.i("axis", -1);
+    const std::string emb = half_or_full(freqs);
     cos = scaled(e_.op("Cos", {emb}));
     sin = scaled(e_.op("Sin", {emb}));
   };
@@ -169,8 +177,7 @@ void LlamaBuilder::rotary_from_positions() {
       return;
     }
     const std::string freqs = e_.op("Mul", {positions, inverse_frequencies(theta, c_.rotary_dim, factor)});
-    const std::string emb = e_.op("Concat", {freqs, freqs});
-    e_.i("axis", -1);
+    const std::string emb = half_or_full(freqs);
     const std::string cos = scaled(e_.op("Cos", {emb}));
     e_.note(1);  // .unsqueeze(1)
     cos_out = e_.op("Unsqueeze", {cos, e_.const_i64({1}, false)});

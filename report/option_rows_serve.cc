@@ -14,14 +14,14 @@ std::vector<OptionSpec> serve_option_rows() {
       {.flag = "--engine", .kind = K::Choice, .commands = kServe,
        .help = "Who serves the decoder: vllm (vLLM's V1 engine: its KV cache size and maximum concurrency as it "
                "prints them at start-up, from its own budget rule and profile run, with attention, repeat_kv and "
-               "the LM head as its kernels run them; deepseek_v3's latent cache and MLA backend) or eager (PyTorch eager running the exported graph: prefill "
+               "the LM head as its kernels run them; deepseek_v2's and deepseek_v3's latent cache and MLA backend) or eager (PyTorch eager running the exported graph: prefill "
                "and decode steps as exported, the sequences and the longest sequence that fit), sglang (SGLang's token "
                "pool: mem_fraction_static of the free memory less the weights, no profile run), trtllm (TensorRT-LLM's "
                "PyTorch backend: free_gpu_memory_fraction of what its profiling run over --max-num-tokens leaves, in "
                "blocks of --tokens-per-block), ortgenai (ONNX Runtime GenAI running the exported graph: past and present "
                "one buffer at --context (search.max_length) per sequence, the largest batch whose buffers and prompt "
                "step fit) or all (a row an engine for one GPU). sglang, trtllm, ortgenai and all need --gpu or --memory; "
-               "sglang, trtllm and all refuse deepseek_v3",
+               "sglang, trtllm and all refuse deepseek_v2 and deepseek_v3",
        .field = FIELD(serve.engine), .choices = kServeEngineChoices.names(), .show_default = true},
       {.flag = "--context", .kind = K::Int, .commands = kServe,
        .help = "Tokens of one sequence, prompt and generated (vLLM's --max-model-len); vllm's default: the model's "
@@ -89,7 +89,7 @@ std::vector<OptionSpec> serve_option_rows() {
                "and the KV cache), as vLLM's --gpu-memory-utilization",
        .field = FIELD(serve.gpu_memory_utilization), .engines = {"vllm"}, .min = 0, .max = 1, .show_default = true},
       {.flag = "--block-size", .kind = K::Int, .commands = kServe,
-       .help = "Tokens per KV cache block (vLLM's --block-size; for deepseek_v3 vLLM's MLA backend raises it: FlashMLA "
+       .help = "Tokens per KV cache block (vLLM's --block-size; for deepseek_v2 and deepseek_v3 vLLM's MLA backend raises it: FlashMLA "
                "on compute capability 9.x to 64, CUTLASS MLA on 10.0 to 128, unless a multiple)", .field = FIELD(serve.block_size), .engines = {"vllm", "eager"}, .min = 1,
        .show_default = true},
       {.flag = "--kv-cache-dtype", .kind = K::Choice, .commands = kServe,

@@ -41,13 +41,13 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.model.values), .type_name = "NAME=V[,V...]"},
       {.flag = "--graph", .kind = K::Choice, .commands = kAll,
        .help = "With a Hugging Face config.json as MODEL (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, "
-               "and the mixtures of experts mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss; a decoder with a sliding window for "
-               "serve --engine vllm only; serve --engine vllm sizes deepseek_v3's latent cache as vLLM does): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
+               "and the mixtures of experts mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss; a decoder with a sliding window for "
+               "serve --engine vllm only; serve --engine vllm sizes deepseek_v2's and deepseek_v3's latent cache as vLLM does): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
                "logits, a training export), decode (optimum's decoder with past: the KV cache's past inputs and "
                "present outputs, for serve) or prefill (optimum's decoder without past)",
        .field = FIELD(estimate.model.graph), .choices = config_graph_names()},
       {.flag = "--moe-routing", .kind = K::Choice, .commands = kAll,
-       .help = "With a mixture-of-experts config.json (mixtral, qwen2_moe, qwen3_moe, deepseek_v3): which tokens each expert "
+       .help = "With a mixture-of-experts config.json (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3): which tokens each expert "
                "receives, a routing its router can choose. balanced (the default): the tokens' k slots dealt to the "
                "E experts in turn, expert e receiving ceil((tokens x k - e) / E); worst: every token picks the same "
                "k experts, each receiving every token (the most one expert can: transformers drops none), the "

@@ -143,11 +143,14 @@ ServeOutcome serve_model(const ServeArgs& f) {
       }
       return out;
     }
-    // deepseek_v3's MLA backends and block sizes are CUDA's (cuda.py); ROCm's (AITER MLA) are not modelled.
+    // deepseek_v2's and deepseek_v3's MLA backends and block sizes are CUDA's (cuda.py); ROCm's (AITER MLA) are not
+    // modelled.
     auto mla_on = [&](const GpuSpec& g) {
       if (probe.mla().kv_lora_rank > 0 && g.vendor != "nvidia")
         throw VllmGpuRefused("vLLM's MLA backends on " + g.vendor + " GPUs (" + g.name + "): ROCm's AITER and Triton "
-                             "MLA and their block sizes are not modelled for " + probe.path() + " (deepseek_v3)", false);
+                             "MLA and their block sizes are not modelled for " + probe.path() +
+                                 " (multi-head latent attention)",
+                             false);
     };
     if (!f.memory.empty()) {
       out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve, arch);

@@ -24,7 +24,7 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
   if (d.kv_lora_rank <= 0) return m;
   const std::string model = probe.path();
   if (s.engine != "vllm")
-    throw InputError("serve --engine " + s.engine + " on " + model + " (deepseek_v3) is not modelled: SGLang's and "
+    throw InputError("serve --engine " + s.engine + " on " + model + " (multi-head latent attention) is not modelled: SGLang's and "
                      "TensorRT-LLM's multi-head latent attention pools and profile runs are not sized; --engine vllm "
                      "sizes vLLM's");
   if (!r.rule.sizes_mla)

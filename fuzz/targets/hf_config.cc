@@ -1,7 +1,7 @@
 // Fuzz target: a Hugging Face config.json as a model (onnx_import/hf_config.h). The input is the config's text:
 // parse_decoder_config reads it, and when it is accepted, each graph (train, decode, prefill) is built (gemma2,
-// gemma3_text, phi3, mixtral, qwen2_moe, qwen3_moe, deepseek_v3: train, then build_llama_graph's InputError for
-// decode)
+// gemma3_text, phi3, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3: train, then build_llama_graph's
+// InputError for decode)
 // (onnx_import/llama_graph.h) and imported with every free dimension bound, as `memplan inspect CONFIG --graph G`
 // does. Seeds: the published configs of tests/models/hf_configs/ and small ones (fuzz/corpus/hf_config/).
 // Expected: a graph, or memplan::InputError; never a crash, an InternalError or a giant allocation.

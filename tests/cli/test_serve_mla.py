@@ -1,4 +1,4 @@
-"""`memplan serve --engine vllm` on deepseek_v3 (multi-head latent attention), numbers by hand.
+"""`memplan serve --engine vllm` on deepseek_v3 and deepseek_v2 (multi-head latent attention), numbers by hand.
 
 The tiny config: 2 layers (layer 0 dense, layer 1 sparse: first_k_dense_replace 1), hidden 16, 2 heads, q_lora_rank 8,
 kv_lora_rank 8, qk_nope_head_dim 4, qk_rope_head_dim 2, v_head_dim 4; 4 experts of width 8 in 2 groups, top-2, one
@@ -164,6 +164,30 @@ class DeepSeekV3(unittest.TestCase):
         self.assertEqual(mla["simulated_decompression_bytes"], 4294967296)
         self.assertEqual(mla["workspace_after_profile_bytes"], 75497472)
         self.assertEqual(mla["router_bias_float32_bytes"], 29696)
+        self.assertEqual(j["memory"]["rotary_cache_bytes"], 20971520)
+        self.assertEqual(j["settings"]["block_size"], 64)
+
+
+class DeepSeekV2Lite(unittest.TestCase):
+    """deepseek_v2 (tests/models/hf_configs/DeepSeek-V2-Lite.json, bf16, q_lora_rank null, 16 heads) on an H200:
+    vLLM's deepseek_v2.py serves it with the same DeepseekV2MLAAttention: 27 x (512 + 64) x 2 = 31,104 B a token;
+    W = min(max(8 x 163,840, 4 x 1,024 x 64), 65,536) = 65,536 tokens; the simulated tensor 65,536 x 16 x
+    (128 + 128) x 2 = 536,870,912 B; the workspace 65,536 x 576 x 2 = 75,497,472 B; yarn factor 40 on 4,096:
+    163,840 rotary rows x 64 x 2 = 20,971,520 B; no router bias (DeepseekV2MoE makes e_score_correction_bias for
+    topk_method noaux_tc only; this is greedy)."""
+
+    def test_published_figures(self):
+        path = os.path.join(SRC, "tests", "models", "hf_configs", "DeepSeek-V2-Lite.json")
+        p = run("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H200", "--json")
+        self.assertEqual(p.returncode in (0, 1), True, p.stderr)
+        j = json.loads(p.stdout)
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 27 * 576 * 2)
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 31104)
+        mla = j["replaced"]["mla"]
+        self.assertEqual(mla["workspace_tokens"], 65536)
+        self.assertEqual(mla["simulated_decompression_bytes"], 536870912)
+        self.assertEqual(mla["workspace_after_profile_bytes"], 75497472)
+        self.assertEqual(mla["router_bias_float32_bytes"], 0)
         self.assertEqual(j["memory"]["rotary_cache_bytes"], 20971520)
         self.assertEqual(j["settings"]["block_size"], 64)
 

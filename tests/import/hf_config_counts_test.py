@@ -635,16 +635,19 @@ DEEPSEEK_V3_TOTAL = 671
 
 
 def deepseek_hand_count(c: dict) -> int:
-    """Embedding and head 2·V·h; per layer the attention (q_a h·r_q, q_a_layernorm r_q, q_b r_q·H·(nope + rope),
-    kv_a_proj_with_mqa h·(r_kv + rope), kv_a_layernorm r_kv, kv_b r_kv·H·(nope + v), o H·v·h), two norms 2h, and
-    the MLP: the first first_k_dense_replace layers 3·h·I, the others the router E·h and its e_score_correction_bias
-    E (stored in the checkpoint), E experts of 3·h·I_e and the shared experts 3·h·I_e·n_shared; final norm h."""
+    """Embedding and head 2·V·h; per layer the attention (q_a h·r_q, q_a_layernorm r_q, q_b r_q·H·(nope + rope), or
+    q_proj h·H·(nope + rope) when q_lora_rank is null; kv_a_proj_with_mqa h·(r_kv + rope), kv_a_layernorm r_kv,
+    kv_b r_kv·H·(nope + v), o H·v·h), two norms 2h, and the MLP: the first first_k_dense_replace layers 3·h·I, the
+    others the router E·h and (deepseek_v3's DeepseekV3TopkRouter only) its e_score_correction_bias E (stored in the
+    checkpoint), E experts of 3·h·I_e and the shared experts 3·h·I_e·n_shared; final norm h."""
     h, heads, nope, rope, v = (c["hidden_size"], c["num_attention_heads"], c["qk_nope_head_dim"],
                                c["qk_rope_head_dim"], c["v_head_dim"])
     rq, rkv, e, ie = c["q_lora_rank"], c["kv_lora_rank"], c["n_routed_experts"], c["moe_intermediate_size"]
-    attention = h * rq + rq + rq * heads * (nope + rope) + h * (rkv + rope) + rkv + rkv * heads * (nope + v) + heads * v * h
+    q = h * heads * (nope + rope) if rq is None else h * rq + rq + rq * heads * (nope + rope)
+    attention = q + h * (rkv + rope) + rkv + rkv * heads * (nope + v) + heads * v * h
+    bias = e if c["model_type"] == "deepseek_v3" else 0
     dense = attention + 2 * h + 3 * h * c["intermediate_size"]
-    sparse = attention + 2 * h + e * h + e + e * 3 * h * ie + 3 * h * ie * c["n_shared_experts"]
+    sparse = attention + 2 * h + e * h + bias + e * 3 * h * ie + 3 * h * ie * c["n_shared_experts"]
     first, layers = c["first_k_dense_replace"], c["num_hidden_layers"]
     return 2 * c["vocab_size"] * h + first * dense + (layers - first) * sparse + h
 
@@ -680,12 +683,56 @@ def check_deepseek() -> list:
     return errors
 
 
+# deepseek-ai/DeepSeek-V2-Lite and DeepSeek-V2 (tests/models/hf_configs/DeepSeek-V2-Lite.json, DeepSeek-V2.json; the
+# Hub's config.json files, https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json and
+# .../DeepSeek-V2/blob/main/config.json): 15.7B parameters in total (2.4B activated a token) for DeepSeek-V2-Lite and
+# 236B (21B activated) for DeepSeek-V2, as their model cards (README.md) and arXiv 2405.04434 state them. By hand
+# (deepseek_hand_count):
+#   V2-Lite: h 2048, 16 heads, q_proj 2048 x 16 x 192 = 6,291,456, kv_a 2048 x 576 = 1,179,648, kv_a_layernorm 512,
+#     kv_b 512 x 16 x 256 = 2,097,152, o 2048 x 2048 = 4,194,304: attention 13,763,072, + norms 4,096 = 13,767,168
+#     a layer; layer 0 dense 3 x 2048 x 10944 = 67,239,936; layers 1..26 the router 64 x 2048 = 131,072, 64 experts
+#     x 3 x 2048 x 1408 = 553,648,128, shared 3 x 2048 x 2816 = 17,301,504 (571,080,704); embedding and head
+#     2 x 102400 x 2048 = 419,430,400, final norm 2,048: 419,432,448 + 27 x 13,767,168 + 67,239,936
+#     + 26 x 571,080,704 = 15,706,484,224 (15.7B).
+#   V2: h 5120, 128 heads, q_a 5120 x 1536 = 7,864,320, q_a_layernorm 1,536, q_b 1536 x 128 x 192 = 37,748,736,
+#     kv_a 5120 x 576 = 2,949,120, 512, kv_b 512 x 128 x 256 = 16,777,216, o 16,384 x 5120 = 83,886,080: attention
+#     149,227,520, + norms 10,240 = 149,237,760 a layer; layer 0 dense 3 x 5120 x 12288 = 188,743,680; layers 1..59
+#     the router 160 x 5120 = 819,200, 160 experts x 3 x 5120 x 1536 = 3,774,873,600, shared 3 x 5120 x 3072 =
+#     47,185,920 (3,822,878,720); embedding and head 2 x 102400 x 5120 = 1,048,576,000, final norm 5,120:
+#     1,048,581,120 + 60 x 149,237,760 + 188,743,680 + 59 x 3,822,878,720 = 235,741,434,880 (236B).
+DEEPSEEK_V2 = {"DeepSeek-V2-Lite.json": (15_706_484_224, 15.7), "DeepSeek-V2.json": (235_741_434_880, 236)}
+
+
+def check_deepseek_v2() -> list:
+    """DeepSeek-V2-Lite and DeepSeek-V2: memplan's train graph's parameter count against the hand count above and the
+    published totals. serve --engine vllm's latent cache is tests/cli/test_serve_mla.py's (DeepSeekV2Lite)."""
+    errors = []
+    for name, (by_hand, published) in DEEPSEEK_V2.items():
+        with open(os.path.join(CONFIGS, name)) as f:
+            c = json.load(f)
+        hand = deepseek_hand_count(c)
+        digits = 1 if published != int(published) else 0
+        if hand != by_hand or round(hand / 1e9, digits) != published:
+            errors.append(f"{name}: the hand count from the config is {hand:,}, published {published}B")
+        out = subprocess.run([MEMPLAN, "inspect", os.path.join(CONFIGS, name), "--graph", "train", "--batch", "1",
+                              "--dim", "seq=1", "--json"], capture_output=True, text=True, timeout=900)
+        if out.returncode != 0:
+            errors.append(f"{name}: memplan inspect exit {out.returncode}: {out.stderr}")
+            continue
+        count = json.loads(out.stdout)["parameters"]["count"]
+        print(f"{name}: memplan {count:,}, by hand {hand:,}, published {published}B", flush=True)
+        if count != hand:
+            errors.append(f"{name}: memplan counts {count:,} parameters, by hand {hand:,}")
+    return errors
+
+
 def main() -> int:
     # --published: every real config at full size (counts and KV bytes: 21 graphs, three of them 128-expert MoE of
     # 250,000 nodes); the rest: the reader's rules and refusals on small or single configs. ctest runs them as two
     # tests so that the sanitizer pass, where a full-size MoE graph takes minutes, runs only the second.
     if sys.argv[1:] == ["--published"]:
-        errors = check_counts() + check_moe_counts() + check_kv_bytes() + check_deepseek() + check_gpt_oss()
+        errors = (check_counts() + check_moe_counts() + check_kv_bytes() + check_deepseek() + check_deepseek_v2() +
+                  check_gpt_oss())
     elif sys.argv[1:]:
         print("usage: hf_config_counts_test.py [--published]", file=sys.stderr)
         return 2

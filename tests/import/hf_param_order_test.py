@@ -20,6 +20,8 @@ below, transcribed by hand from transformers' __init__ code (the independent sou
   gate, experts. DeepseekV3 (deepseek_v3, 00b676f): attention q_proj or q_a_proj, q_a_layernorm, q_b_proj, then
   kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj; DeepseekV3MoE experts, gate (its weight, then the buffer
   e_score_correction_bias: the state dict's, and so torch.onnx's initializers', order), shared_experts.
+  DeepseekV2 (deepseek_v2; transformers' modular_deepseek_v2.py, first release): DeepseekV2Attention registers as
+  DeepseekV3Attention; DeepseekV2MoE experts, gate (DeepseekV2MoEGate: weight only), shared_experts.
   GptOssAttention (gpt_oss, 00d4b3d): sinks (its own parameter, before its children's), q/k/v/o with biases;
   GptOssMLP router (weight, bias), experts (gate_up_proj, gate_up_proj_bias, down_proj, down_proj_bias).
 
@@ -41,6 +43,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
 import hf_config_test  # noqa: E402
 import hf_deepseek_test  # noqa: E402
+import hf_deepseek_v2_test  # noqa: E402
 import hf_gpt_oss_test  # noqa: E402
 import hf_moe_test  # noqa: E402
 
@@ -140,6 +143,18 @@ def expected() -> dict:
     c = hf_deepseek_test.CONFIGS["deepseek_qproj_yarn_bias_tied"]
     out["deepseek_qproj_yarn_bias_tied"] = (hf_deepseek_test.config_json(c), model(
         [mla(l, True, True) + moe(l, 6) + norms(l) for l in range(2)], tied=True))
+    # deepseek_v2, V2-Lite-like: q_proj, layer 0 dense, layer 1 with 8 experts, two shared; DeepseekV2MoEGate has
+    # its weight only.
+    moe2 = lambda l, experts: ([n for e in range(experts) for n in mlp(f"layers.{l}.mlp.experts.{e}")] +
+                               [f"layers.{l}.mlp.gate.weight"] + mlp(f"layers.{l}.mlp.shared_experts"))
+    c = hf_deepseek_v2_test.CONFIGS["deepseek_v2_lite_greedy"]
+    out["deepseek_v2_lite_greedy"] = (hf_deepseek_v2_test.config_json(c), model(
+        [mla(0, True, False) + mlp("layers.0.mlp") + norms(0), mla(1, True, False) + moe2(1, 8) + norms(1)],
+        tied=False))
+    # deepseek_v2, V2-like: q_lora_rank, attention biases, tied, every layer sparse (8 experts in 4 groups).
+    c = hf_deepseek_v2_test.CONFIGS["deepseek_v2_grouped_lora"]
+    out["deepseek_v2_grouped_lora"] = (hf_deepseek_v2_test.config_json(c), model(
+        [mla(l, False, True) + moe2(l, 8) + norms(l) for l in range(2)], tied=True))
     # gpt_oss: sinks first, q/k/v/o with biases, router, fused experts, 3 layers.
     c = hf_gpt_oss_test.CONFIGS["gpt_oss_mha_k3"]
     gpt = lambda l: ([f"layers.{l}.self_attn.sinks"] + attention(l, True, True) +

@@ -180,6 +180,15 @@ class MlaAttention(nn.Module):
         self.o_proj = nn.Linear(heads * cfg.v_head_dim, h, bias=bias)
         self.scaling = cfg.scaling()
 
+    def rotate(self, q_rot, k_rot, b, s, cos, sin):
+        """apply_rotary_pos_emb_interleave (rope_interleave) or apply_rotary_pos_emb on the rope parts."""
+        heads, rope = self.heads, self.cfg.qk_rope_head_dim
+        if self.cfg.rope_interleave:
+            q_rot, k_rot = interleaved(q_rot, b, heads, s, rope), interleaved(k_rot, b, 1, s, rope)
+        q_rot = q_rot * cos + llama.rotate_half(q_rot, rope) * sin
+        k_rot = k_rot * cos + llama.rotate_half(k_rot, rope) * sin
+        return q_rot, k_rot
+
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
         c, heads = self.cfg, self.heads
         nope, rope, v_dim = c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim
@@ -192,10 +201,7 @@ class MlaAttention(nn.Module):
         k_pass = self.kv_b_proj(self.kv_a_layernorm(k_pass)).view(b, s, heads, nope + v_dim).transpose(1, 2)
         k_pass, value = torch.split(k_pass, [nope, v_dim], dim=-1)
         k_rot = k_rot.view(b, 1, s, rope)
-        if c.rope_interleave:
-            q_rot, k_rot = interleaved(q_rot, b, heads, s, rope), interleaved(k_rot, b, 1, s, rope)
-        q_rot = q_rot * cos + llama.rotate_half(q_rot, rope) * sin
-        k_rot = k_rot * cos + llama.rotate_half(k_rot, rope) * sin
+        q_rot, k_rot = self.rotate(q_rot, k_rot, b, s, cos, sin)
         k_rot = k_rot.expand(b, heads, s, rope)
         query = torch.cat((q_pass, q_rot), dim=-1)
         key = torch.cat((k_pass, k_rot), dim=-1)
@@ -240,6 +246,8 @@ class TopkRouter(nn.Module):
 
 
 class DeepseekMoE(nn.Module):
+    Router = TopkRouter
+
     def __init__(self, cfg: DeepseekConfig):
         super().__init__()
         h = cfg.base.hidden_size
@@ -249,7 +257,7 @@ class DeepseekMoE(nn.Module):
         # DeepseekV3MoE.__init__'s order: experts, gate (the router), shared_experts.
         self.experts = nn.ModuleList(hf_moe.Expert(h, cfg.moe_intermediate_size, False)
                                      for _ in range(cfg.n_routed_experts))
-        self.gate = TopkRouter(cfg)
+        self.gate = self.Router(cfg)
         self.shared_experts = hf_moe.Expert(h, cfg.moe_intermediate_size * cfg.n_shared_experts, False)
 
     def forward(self, x):
@@ -260,12 +268,14 @@ class DeepseekMoE(nn.Module):
 
 
 class DeepseekDecoderLayer(nn.Module):
+    Attention, MoE = MlaAttention, DeepseekMoE
+
     def __init__(self, cfg: DeepseekConfig, layer: int):
         super().__init__()
         b = cfg.base
         # DeepseekV3DecoderLayer.__init__'s order: self_attn, mlp, input_layernorm, post_attention_layernorm.
-        self.self_attn = MlaAttention(cfg)
-        self.mlp = DeepseekMoE(cfg) if cfg.sparse(layer) else llama.MLP(b)
+        self.self_attn = self.Attention(cfg)
+        self.mlp = self.MoE(cfg) if cfg.sparse(layer) else llama.MLP(b)
         self.input_layernorm = llama.RMSNorm(b.hidden_size, b.rms_norm_eps)
         self.post_attention_layernorm = llama.RMSNorm(b.hidden_size, b.rms_norm_eps)
 
@@ -278,13 +288,25 @@ class DeepseekDecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x)), present
 
 
+def tables(freqs: torch.Tensor, scaling: float, cache: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """DeepseekV3RotaryEmbedding.forward's cos and sin: emb = cat(freqs, freqs), times attention_scaling; with the
+    cache (freqs (b, s, d/2)) each unsqueezed at 1 for the heads."""
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos = emb.cos() * scaling
+    cos = cos.unsqueeze(1) if cache else cos
+    sin = emb.sin() * scaling
+    return cos, sin.unsqueeze(1) if cache else sin
+
+
 class DeepseekV3(llama.Llama):
     """llama.Llama (embedding, mask, final norm, head) with DeepSeek-V3's layers and rotary tables."""
+    Layer = DeepseekDecoderLayer
+    tables = staticmethod(tables)
 
     def __init__(self, cfg: DeepseekConfig):
         super().__init__(cfg.base)
         self.dcfg = cfg
-        self.layers = nn.ModuleList(DeepseekDecoderLayer(cfg, l) for l in range(cfg.base.num_hidden_layers))
+        self.layers = nn.ModuleList(self.Layer(cfg, l) for l in range(cfg.base.num_hidden_layers))
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         seq = input_ids.shape[1]
@@ -292,8 +314,7 @@ class DeepseekV3(llama.Llama):
         inv_freq, scaling = rope_parameters(self.dcfg)
         positions = torch.arange(seq, device=input_ids.device).to(torch.float32)
         freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos() * scaling, emb.sin() * scaling
+        cos, sin = self.tables(freqs, scaling, False)
         mask = llama.causal_additive_mask(seq, input_ids.device)
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
@@ -303,18 +324,19 @@ class DeepseekV3(llama.Llama):
 class DeepseekV3WithCache(llama.LlamaWithCache):
     """llama.LlamaWithCache (optimum's inputs and outputs) with DeepSeek-V3's layers: past_key_values.{i}.key
     (b, heads, past, qk_nope + qk_rope) and .value (b, heads, past, v_head_dim)."""
+    Layer = DeepseekDecoderLayer
+    tables = staticmethod(tables)
 
     def __init__(self, cfg: DeepseekConfig, past: bool):
         super().__init__(cfg.base, past=past)
         self.dcfg = cfg
-        self.layers = nn.ModuleList(DeepseekDecoderLayer(cfg, l) for l in range(cfg.base.num_hidden_layers))
+        self.layers = nn.ModuleList(self.Layer(cfg, l) for l in range(cfg.base.num_hidden_layers))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, *past_kv):
         x = self.embed_tokens(input_ids)
         inv_freq, scaling = rope_parameters(self.dcfg)
         freqs = position_ids.unsqueeze(-1).to(torch.float32) * inv_freq.unsqueeze(0)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = (emb.cos() * scaling).unsqueeze(1), (emb.sin() * scaling).unsqueeze(1)
+        cos, sin = self.tables(freqs, scaling, True)
         mask = llama.cache_mask(attention_mask, input_ids.shape[1])
         presents = []
         for i, layer in enumerate(self.layers):
