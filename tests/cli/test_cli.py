@@ -778,6 +778,24 @@ class TorchtuneRecipeTest(unittest.TestCase):
     LORA = ["--lora-rank", "8", "--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj",
             "--lora-dtype", "base", "--optimizer", "adamw", "--optimizer-impl", "fused"]
 
+    def test_nf4_impl_refusals(self):
+        """--nf4-impl's own checks (report/option_checks.cc): each one line naming the flags, exit 2."""
+        lora = ["--lora-rank", "8", "--lora-targets", "q_proj"]
+        cases = [
+            (["--nf4-impl", "torchao"], "memplan: error: --nf4-impl applies to --frozen-dtype nf4\n"),
+            ([*lora, "--frozen-dtype", "nf4", "--nf4-impl", "torchao", "--double-quant"],
+             "memplan: error: --double-quant is bitsandbytes' compress_statistics; torchao's NF4Tensor (--nf4-impl "
+             "torchao, or auto under --shard fsdp2) always quantizes its scalers: drop --double-quant\n"),
+            ([*lora, "--frozen-dtype", "nf4", "--double-quant", "--gpus", "2", "--shard", "fsdp2"],
+             "memplan: error: --double-quant is bitsandbytes' compress_statistics; torchao's NF4Tensor (--nf4-impl "
+             "torchao, or auto under --shard fsdp2) always quantizes its scalers: drop --double-quant\n"),
+            ([*lora, "--frozen-dtype", "nf4", "--nf4-impl", "bitsandbytes", "--gpus", "2", "--shard", "fsdp2"],
+             "memplan: error: --nf4-impl bitsandbytes with --shard fsdp2: not modelled: bitsandbytes' Params4bit "
+             "under fully_shard (memplan models torchtune's torchao NF4Tensor there: --nf4-impl torchao)\n"),
+        ]
+        for flags, message in cases:
+            self.assertEqual(run(*self.BASE, *flags, check_rc=2).stderr, message, flags)
+
     def test_each_recipe_is_its_flags(self):
         cases = [
             ("full_finetune_single_device", [],
