@@ -153,12 +153,12 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
       throw std::logic_error("serve --engine vllm: " + probe.path() + " windows " + std::to_string(layers.size()) +
                              " layers of a cache of " + std::to_string(a.kv_layers));
     a.sliding_layer_count = std::count(layers.begin(), layers.end(), true);
- // 0.8's V1 sizing of a windowed cache is not placed in the notes (the hybrid allocator and its
+    // 0.8's V1 sizing of a windowed cache is not placed in the notes (the hybrid allocator and its
     // SlidingWindowSpec.max_memory_usage_bytes are later code), nor V0's block manager's: not guessed.
     if (!a.settings.rule.sizes_sliding_window)
-      throw InputError("--engine-version " + s.engine_version + ": how that version sized the cache of a model with a sliding "
-                       "window (" + probe.path() + ": " + std::to_string(window) + " tokens) is not modelled; give "
-                       "0.11 or later");
+      throw InputError("--engine-version " + s.engine_version + ": how that version sized the cache of a model with a "
+                       "sliding window (" + probe.path() + ": " + std::to_string(window) + " tokens) is not modelled; "
+                       "give 0.11 or later");
     a.sliding_window = window;
   }
 
