@@ -225,7 +225,9 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                                "from forward to backward) where the graph has them, and the root"
                          : std::to_string(context.units.count() - 1) + " blocks and the root") +
                     "); each GPU keeps ceil(dim0/" +
-                    std::to_string(options.gpus) + ") rows of every parameter, and the grads and optimizer states of "
+                    std::to_string(options.gpus) + ") rows of every parameter" +
+                    (context.execution.tp > 1 ? std::string(" (of its --tp slice: the group gathers the slice)") : "") +
+                    ", and the grads and optimizer states of "
                     "the trainable ones only. A group is all-gathered for its forward (the output kept until the next "
                     "group's all-gather) and freed after it (the root stays gathered), gathered again in backward with "
                     "the group before it prefetched, and its grads are reduce-scattered after its backward (the root's at "

@@ -159,8 +159,12 @@ void TrainingStep::add_fsdp2_shards() {
     const uint64_t stored = mp ? element_of(t.dtype) : computed;      // orig_dtype: the model's float32
     // reduce_dtype, clamped to None (the grads' type) when it is param_dtype: init_dtype_attrs
     const uint64_t reduced = mp ? element_of(options_.fsdp2_reduce_dtype) : computed;
-    const uint64_t rows = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(0, t.shape[0]));
-    const uint64_t rest = rows == 0 ? 0 : t.elements() / rows;
+    // Under --tp the parameter is a DTensor and fully_shard chunks its local tensor, the slice this rank holds
+    // (_init_sharding_spec_tp returns param._local_tensor): dim 0 of the tensor-parallel slice.
+    const TensorParallelPlan& tp = layout().tp;
+    const int64_t dim0 = t.shape.empty() ? 1 : tp.sharded(p) && tp.axis[p] == 0 ? tp.local_dim[p] : t.shape[0];
+    const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(0, dim0));
+    const uint64_t rest = rows == 0 ? 0 : tp.local_bytes(graph_, p, t.elements()) / rows;
     if (layout().storage[p] == FrozenStorage::Nf4) {  // torchao's NF4Tensor: frozen, gathered as NF4
       const Nf4Shard q = nf4_shard(t, rows, computed, gpus);
       shard[u] = checked_add(shard[u], q.resident, "FSDP2 shard");

@@ -186,12 +186,12 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "
                               "weights stored in another float type than the trained ones cannot share it (use "
                               "--frozen-dtype nf4, or --precision in the type the frozen weights should have)"},
-      // FSDP2 (cost_models/training_fsdp2.cc) is modelled without a MixedPrecisionPolicy, on plain tensors and on
-      // torchao's NF4Tensor (its fsdp_pre_all_gather extension: torchtune's distributed QLoRA, --frozen-dtype nf4):
-      // no DTensor tensor parallelism, no other storage; fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
+      // FSDP2 (cost_models/training_fsdp2.cc) is modelled on plain tensors, on torchao's NF4Tensor (its
+      // fsdp_pre_all_gather extension: torchtune's distributed QLoRA, --frozen-dtype nf4) and on --tp's DTensors (each
+      // rank's slice chunked on dim 0: torchtitan's 2-D parallelism), with or without a MixedPrecisionPolicy
+      // (--fsdp2-mp); no other storage. fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
       {"fsdp2", "amp", "not modelled: FSDP2's mixed precision is its MixedPrecisionPolicy (--fsdp2-mp bf16:fp32, "
                        "torchtitan's), not autocast; or the model in its own type (torchtune: --precision bf16)"},
-      {"fsdp2", "tp", "not modelled: fully_shard over tensor-parallel DTensors"},
       {"fsdp2", "pp", "not modelled: use --shard ddp or zero1/zero2/zero3 within a stage"},
       {"fsdp2", "optimizer-in-backward", "not modelled"},
       {"fsdp2", "bitsandbytes", "not modelled"},

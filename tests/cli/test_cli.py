@@ -429,6 +429,21 @@ class FsdpTest(unittest.TestCase):
         self.assertEqual(run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp1")["training"],
                          run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp")["training"])
 
+    def test_fsdp2_over_tensor_parallel_shards_each_slice_by_hand(self):
+        # --tp 2 --gpus 3 (torchtitan's 2-D parallelism): fully_shard chunks the tensor-parallel slice on dim 0
+        # (FSDPParam._init_sharding_spec_tp: param._local_tensor). Per layer: q [64,128] 22 * 128 = 2,816; k and v
+        # [32,128] 11 * 128 = 1,408 each; o [128,64] 43 * 64 = 2,752; gate and up [176,128] 59 * 128 = 7,552 each;
+        # down [128,176] 43 * 176 = 7,568; norms 43 each: 31,142 elements. Root: embed_tokens and lm_head [500,128]
+        # 167 * 128 = 21,376 each, norm 43: 42,795. Per GPU 4 * 31,142 + 42,795 = 167,363 elements, float32.
+        out = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--tp", "2")
+        jsonschema.validate(out, schema("estimate"))
+        t = out["training"]
+        per_gpu = (4 * 31142 + 42795) * 4
+        self.assertEqual(t["param_bytes"], per_gpu)
+        self.assertEqual(t["grad_bytes"], per_gpu)
+        self.assertEqual(t["optimizer_state_bytes"], 2 * per_gpu)
+        self.assertTrue(any("rows of every parameter (of its --tp slice" in n for n in out["notes"]), out["notes"])
+
     def test_fsdp2_mixed_precision_keeps_float32_shards(self):
         # --fsdp2-mp bf16:fp32 (MixedPrecisionPolicy, torchtitan's): the shards, grad shards and AdamW's states stay
         # float32, so per GPU they are the fp32 figures above (1,335,308 bytes each, states twice); the gathered

@@ -350,7 +350,6 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"ddp", "fsdp-cpu-offload"}, "--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2): it needs --shard fsdp2"},
       {{"fsdp", "fsdp-cpu-offload"}, "it needs --shard fsdp2 (FSDP1's CPUOffload(offload_params=True) is another "
                                      "mechanism, not modelled)"},
-      {{"fsdp2", "tp"}, "--tp with --shard fsdp2: not modelled"},
       {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA (torchao's "
                                 "NF4Tensor under fully_shard, a qlora_* model): give --lora-rank R"},
       {{"fsdp2", "kbit-prep"}, "--shard fsdp2 with --kbit-prep: not modelled: NF4 under fully_shard is torchao's"},
