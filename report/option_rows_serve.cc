@@ -23,11 +23,11 @@ std::vector<OptionSpec> serve_option_rows() {
                "step fit) or all (a row an engine for one GPU). sglang, trtllm, ortgenai and all need --gpu or --memory; "
                "sglang, trtllm and all refuse deepseek_v2 and deepseek_v3",
        .field = FIELD(serve.engine), .choices = kServeEngineChoices.names(), .show_default = true},
-      {.flag = "--context", .kind = K::Int, .commands = kServe,
+      {.flag = "--context,--max-model-len", .kind = K::Int, .commands = kServe,
        .help = "Tokens of one sequence, prompt and generated (vLLM's --max-model-len); vllm's default: the model's "
                "max_position_embeddings (a config.json); eager: required",
        .field = FIELD(serve.context), .min = 1},
-      {.flag = "--max-batched-tokens", .kind = K::Int, .commands = kServe,
+      {.flag = "--max-batched-tokens,--max-num-batched-tokens", .kind = K::Int, .commands = kServe,
        .help = "Tokens of one scheduler step (vLLM's --max-num-batched-tokens): vLLM's profile run (default: "
                "vLLM's, 8192 on a GPU of 70 GiB or more that is not an A100, else 2048); eager: the prefill step, "
                "one sequence (default: --context)",

@@ -201,7 +201,7 @@ std::vector<OptionSpec> make_schema() {
                     ? std::string(", tied by shape")
                     : if_set(c.is(a.tied_embeddings, TiedEmbeddings::No), ", untied embeddings");
        }},
-      {.flag = "--tp", .kind = K::Int, .commands = kTraining | kServe,
+      {.flag = "--tp,--tensor-parallel-size", .kind = K::Int, .commands = kTraining | kServe,
        .help = "Tensor-parallel GPUs (Megatron-style column/row parallel attention and MLP, vocab-parallel embedding "
                "and head; serve --engine vllm: vLLM's --tensor-parallel-size, KV heads replicated when --tp exceeds "
                "them); the estimate is one GPU's",

@@ -27,8 +27,11 @@ const std::vector<Command>& all_commands() {
 }
 
 std::string OptionSpec::long_name() const {
-  const size_t dashes = flag.rfind("--");
-  return dashes == std::string::npos ? flag : flag.substr(dashes + 2);
+  // The first long name: "-o,--output" -> output; "--context,--max-model-len" (an alias after it) -> context.
+  const size_t dashes = flag.find("--");
+  if (dashes == std::string::npos) return flag;
+  const size_t comma = flag.find(',', dashes);
+  return flag.substr(dashes + 2, comma == std::string::npos ? std::string::npos : comma - dashes - 2);
 }
 
 std::string OptionSpec::python_keyword() const {

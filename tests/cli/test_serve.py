@@ -388,6 +388,23 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
+    def test_vllm_option_names_are_aliases(self):
+        # A `vllm serve` command line's names: --max-model-len, --max-num-batched-tokens and --tensor-parallel-size
+        # are --context, --max-batched-tokens and --tp, the same answer byte for byte.
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            config = tiny_llama_config(d)
+            base = ["serve", config, "--engine", "vllm", "--graph", "decode", "--memory", "1GiB", "--reserve", "0",
+                    "--json"]
+            ours = run(*base, "--context", "64", "--max-batched-tokens", "128", "--tp", "2")
+            vllms = run(*base, "--max-model-len", "64", "--max-num-batched-tokens", "128", "--tensor-parallel-size", "2")
+            self.assertEqual(ours.returncode, 0, ours.stderr)
+            self.assertEqual(vllms.returncode, 0, vllms.stderr)
+            self.assertEqual(ours.stdout, vllms.stdout)
+            j = json.loads(vllms.stdout)
+            self.assertEqual(j["settings"]["max_model_len"], 64)
+            self.assertEqual(j["kv_cache"]["kv_heads_per_rank"], 1)
+
     def test_a_cache_without_kv_heads_refuses_tensor_parallelism(self):
         # kv_tiny_merged caches keys and values before the head split ([batch, tokens, hidden]): its bytes per token
         # are there by hand, 2 (K, V) x 2 layers x hidden 8 x 2 B (bf16, vLLM's dtype auto on the default sm90) =

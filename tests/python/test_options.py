@@ -56,8 +56,16 @@ def test_help_lists_exactly_the_documented_flags(command):
     p = run(command, "--help")
     assert p.returncode == 0
     shown = set(re.findall(r"^\s+(?:-\w,)?(--[a-z][a-z0-9-]*)", p.stdout, re.M)) - {"--help"}
-    documented = {f.split(",")[-1] for f, _, cmds in doc_rows() if command in cmds and f.startswith(("-", "--"))}
-    assert shown == documented
+    # A row's flag is CLI11's names: a short one first ("-o,--output"), aliases after the long one
+    # ("--context,--max-model-len"); --help lists them on one line, the long name first.
+    def long_name(flag):
+        return next(n for n in flag.split(",") if n.startswith("--"))
+    rows = [f for f, _, cmds in doc_rows() if command in cmds and f.startswith(("-", "--"))]
+    assert shown == {long_name(f) for f in rows}
+    for f in rows:
+        aliases = [n for n in f.split(",") if n.startswith("--")][1:]
+        for alias in aliases:
+            assert re.search(r"^\s+" + re.escape(long_name(f)) + r"," + re.escape(alias) + r"\b", p.stdout, re.M), alias
 
 
 @pytest.mark.parametrize("command", ["inspect", "estimate", "plan", "fit", "check", "serve", "export"])
