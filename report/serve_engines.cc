@@ -29,11 +29,17 @@ void check_modelled(const VllmAnswer& v, const std::string& engine) {
   if (!v.quantization.method.empty())
     throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
                      " lays out quantized weights is not modelled (serve --engine vllm models vLLM's)");
+  // TensorRT-LLM 1.0's MLA cache is one latent head of kv_lora_rank + qk_rope_head_dim, kv_factor 1, not split by
+  // tp (_torch/pyexecutor/_util.py KvCacheCreator._get_cache_size_per_token and _create_kv_cache_manager: SELFKONLY),
+  // the same bytes a token as the analysis's; but its profiling run's context attention
+  // (_torch/modules/attention.py MLA.forward_context_default: kv_b_proj over the context tokens, k from
+  // empty_like(q), q, k and v concatenated for a fused backend) is not the vLLM analysis's simulated decompression,
+  // and is not sized.
   if (v.mla.on && engine == "trtllm")
     throw InputError(who + v.model + " (multi-head latent attention) is not modelled: TensorRT-LLM's profiling "
-                     "run decompresses the latent of its context tokens through its own MLA kernels, which memplan "
-                     "does not size, so its cache (one latent head, kv_factor 1) is not answered; --engine sglang and "
-                     "--engine vllm size theirs");
+                     "run decompresses the latent of its context tokens through kv_b_proj "
+                     "(MLA.forward_context_default), which memplan does not size, so its cache (one latent head, "
+                     "kv_factor 1) is not answered; --engine sglang and --engine vllm size theirs");
 }
 
 EngineAnswer common(const VllmAnswer& v, const std::string& engine) {
