@@ -16,15 +16,17 @@
 //    (_handle_page_size: None becomes 1). DeepseekV3ForCausalLM on capability 10.x is set to trtllm_mla (page 64)
 //    and, with no quantization_config, to quantization "fp8": SGLang quantizes the bf16 weights itself there, which
 //    is not modelled (sglang_mla_backend's refusal).
-//  - The weights (models/deepseek_v2.py DeepseekV2ForCausalLM.post_load_weights, bf16 or fp16 kv_b_proj, no DeepGEMM
-//    bmm): w = kv_b_proj.weight [heads_per_rank x (nope + v), kv_lora_rank], unflattened to [heads, nope + v, rank]
-//    and split into w_kc [heads, nope, rank] and w_vc [heads, v, rank]; self_attn.w_kc is set (bind_or_assign onto
-//    None) to w_kc.transpose(1, 2).contiguous().transpose(1, 2), a copy, and self_attn.w_vc to
-//    w_vc.contiguous().transpose(1, 2), a copy unless w_vc is already contiguous, which a slice of dim 1 is only
-//    when the rank holds one head. kv_b_proj itself stays (forward_normal's prefill decompresses through it). So a
-//    layer holds heads x nope x rank more elements, and heads x v x rank more when heads > 1. vLLM's MLA
-//    (cost_models/vllm_mla.h) reads W_UK_T and W_UV as views of an unquantized kv_b_proj: nothing of this in its
-//    weights term.
+//  - The weights (models/deepseek_v2.py DeepseekV2ForCausalLM.post_load_weights at 00114ae, the same lines in the
+//    stored 0.5-series copies; bf16 or fp16 kv_b_proj, no DeepGEMM bmm): w = kv_b_proj.weight
+//    [heads_per_rank x (nope + v), kv_lora_rank], unflattened to [heads, nope + v, rank] and split into w_kc
+//    [heads, nope, rank] and w_vc [heads, v, rank]; self_attn.w_kc is set (bind_or_assign onto None) to
+//    w_kc.transpose(1, 2).contiguous().transpose(1, 2), a copy, and self_attn.w_vc to w_vc.contiguous()
+//    .transpose(1, 2), a copy unless w_vc is already contiguous, which a slice of dim 1 is only when the rank holds
+//    one head. kv_b_proj itself stays (forward_normal's prefill decompresses through it). So a layer holds
+//    heads x nope x rank more elements, and heads x v x rank more when heads > 1. vLLM's MLA (cost_models/vllm_mla.h)
+//    reads W_UK_T and W_UV as views of an unquantized kv_b_proj: nothing of this in its weights term. The sparse
+//    layers' MoEGate.e_score_correction_bias (topk_method noaux_tc) is float32 in the 0.5 copies
+//    (correction_bias_dtype), as vLLM's: the analysis's float32 bytes stay.
 #pragma once
 
 #include <cstdint>
