@@ -19,6 +19,7 @@
 //   reserved_mem = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024 MiB,
 //   at least 10 GiB on a GPU of more than 60 GiB, and mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3).
 // Speculative decoding, DP attention and multimodal adjustments (which add to the reserve) are not modelled.
+// Multi-head latent attention's pool, backend and weights: cost_models/sglang_mla.h.
 #pragma once
 
 #include <cstdint>

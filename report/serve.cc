@@ -126,8 +126,10 @@ ServeOutcome serve_model(const ServeArgs& f) {
       const std::string source = g ? g->name + " (" + format_bytes(g->memory_bytes) + ")" : budget->source;
       const uint64_t total = g ? g->memory_bytes : budget->bytes;
       const int capability = g ? g->cc_major * 10 + g->cc_minor : arch;
+      const bool cuda = !g || g->vendor == "nvidia";  // --memory: the --arch smXY GPU
       if (kServeEngineChoices.is(s.engine, ServeEngine::All)) {
-        out.engines = serve_engines_table(probe, settings, tp, total, g ? g->name : "", source, reserve, capability);
+        out.engines =
+            serve_engines_table(probe, settings, tp, total, g ? g->name : "", source, reserve, capability, cuda);
         add_ortgenai_row(*out.engines, [&] {  // on its own probe: the graph's types, ONNX Runtime
           EstimateOptions ort = to_estimate_options(f.estimate);
           ort.execution.runtime = Runtime::OnnxRuntime;
@@ -139,7 +141,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
         });
       } else {
         out.engine = serve_engine(probe, settings, kServeEngineChoices.parse(s.engine, "--engine"), tp, total,
-                                  g ? g->name : "", source, reserve, capability);
+                                  g ? g->name : "", source, reserve, capability, cuda);
       }
       return out;
     }

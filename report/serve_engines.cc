@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <stdexcept>
 
+#include "cost_models/sglang_mla.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "report/sizes.h"
@@ -26,6 +29,17 @@ void check_modelled(const VllmAnswer& v, const std::string& engine) {
   if (!v.quantization.method.empty())
     throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
                      " lays out quantized weights is not modelled (serve --engine vllm models vLLM's)");
+  // TensorRT-LLM 1.0's MLA cache is one latent head of kv_lora_rank + qk_rope_head_dim, kv_factor 1, not split by
+  // tp (_torch/pyexecutor/_util.py KvCacheCreator._get_cache_size_per_token and _create_kv_cache_manager: SELFKONLY),
+  // the same bytes a token as the analysis's; but its profiling run's context attention
+  // (_torch/modules/attention.py MLA.forward_context_default: kv_b_proj over the context tokens, k from
+  // empty_like(q), q, k and v concatenated for a fused backend) is not the vLLM analysis's simulated decompression,
+  // and is not sized.
+  if (v.mla.on && engine == "trtllm")
+    throw InputError(who + v.model + " (multi-head latent attention) is not modelled: TensorRT-LLM's profiling "
+                     "run decompresses the latent of its context tokens through kv_b_proj "
+                     "(MLA.forward_context_default), which memplan does not size, so its cache (one latent head, "
+                     "kv_factor 1) is not answered; --engine sglang and --engine vllm size theirs");
 }
 
 EngineAnswer common(const VllmAnswer& v, const std::string& engine) {
@@ -49,10 +63,31 @@ EngineAnswer common(const VllmAnswer& v, const std::string& engine) {
   return a;
 }
 
-EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s) {
+EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capability, bool cuda, bool deepseek_v3) {
   EngineAnswer a = common(v, "sglang");
   a.rules = kSglangRules;
   SglangAnswer g;
+  // RotaryEmbedding.__init__ (layers/rotary_embedding.py, the 0.5 series): "cache needs to be in FP32 for numerical
+  // stability", kept in float32 on CUDA (cast to the model's type elsewhere: ROCm): the rows and rotated dimensions
+  // of vLLM's cache (the same get_rope classes, DeepseekScalingRotaryEmbedding's original x factor rows included).
+  const std::optional<DType> type = dtype_from_name(a.dtype);  // the head's type as served ("" without a head)
+  const uint64_t served = type ? static_cast<uint64_t>(dtype_bits(*type)) / 8 : 0;
+  if (served == 0 && (v.rotary_cache_bytes > 0 || v.mla.on))
+    throw std::logic_error("serve --engine sglang: no served type for " + v.model + "'s rotary cache or MLA weights");
+  if (v.rotary_cache_bytes > 0) g.rotary_cache_bytes = cuda ? v.rotary_cache_bytes / served * 4 : v.rotary_cache_bytes;
+  a.weights_bytes = checked_add(a.weights_bytes, g.rotary_cache_bytes, "weights bytes");
+  if (v.mla.on) {  // cost_models/sglang_mla.h: the latent pool (v.kv_bytes_per_token), the backend, w_kc and w_vc
+    if (!cuda)
+      throw InputError("serve --engine sglang on " + v.model + ": SGLang's MLA backends on ROCm (aiter, which also "
+                       "scales mem_fraction_static by 0.85 past 8,192 tokens of context) are not modelled");
+    const SglangMlaBackend backend = sglang_mla_backend(capability, deepseek_v3);
+    if (!backend.refusal.empty()) throw InputError("serve --engine sglang on " + v.model + ": " + backend.refusal);
+    g.mla_backend = backend.name;
+    const VllmMlaShape& m = v.mla.shape;
+    g.mla_absorbed_bytes = sglang_mla_absorbed_bytes(m.layers, m.heads_per_rank, m.qk_nope_head_dim, m.v_head_dim,
+                                                     m.kv_lora_rank, served);
+    a.weights_bytes = checked_add(a.weights_bytes, g.mla_absorbed_bytes, "weights bytes");
+  }
   // get_device_memory_capacity: the GPU's total in whole MiB as nvidia-smi's memory.total prints it, which is a
   // little above the CUDA total the catalog holds (H100: 81,559 MiB against 81,106; report/gpu_catalog.json): the
   // catalog's total in whole MiB here, which can lower the default fraction by 0.001.
@@ -130,12 +165,14 @@ EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s) {
 
 EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine engine, int tp, uint64_t total_memory,
                           const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
-                          int capability) {
+                          int capability, bool cuda) {
   ServeSettings analysis = s;
   // TensorRT-LLM profiles max_num_tokens tokens; SGLang profiles nothing, the analysis's step is the default one.
   if (engine == ServeEngine::Trtllm) analysis.max_batched_tokens = s.max_num_tokens;
   const VllmAnswer v = serve_vllm(probe, analysis, tp, total_memory, gpu_name, budget_source, non_torch, capability);
-  EngineAnswer a = engine == ServeEngine::Sglang ? sglang_answer(v, s) : trtllm_answer(v, s);
+  EngineAnswer a = engine == ServeEngine::Sglang
+                       ? sglang_answer(v, s, capability, cuda, probe.model_type() == "deepseek_v3")
+                       : trtllm_answer(v, s);
   a.kv_cache_bytes = static_cast<uint64_t>(a.kv_tokens) * a.kv_bytes_per_token;
   return a;
 }
@@ -209,7 +246,7 @@ EngineAnswer serve_ortgenai(ServeProbe& probe, const ServeSettings& s, const Fit
 
 EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
                                 const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
-                                int capability) {
+                                int capability, bool cuda) {
   const VllmAnswer v = serve_vllm(probe, s, tp, total_memory, gpu_name, budget_source, non_torch, capability);
   EngineTable t;
   t.model = v.model;
@@ -222,16 +259,21 @@ EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int t
   t.kv_bytes_per_token = v.kv_bytes_per_token;
   t.non_torch_bytes = v.memory.non_torch;
   t.weights_bytes = v.memory.weights - v.lora_stacks_bytes - v.rotary_cache_bytes - v.vocab_padding_bytes;
-  EngineRow vllm{"vllm", vllm_rules_name(v.settings.version),
-                 uint64_t(std::max<int64_t>(v.capacity.num_blocks, 0)) * v.block_bytes, v.capacity.tokens,
-                 v.settings.engine.block_size, v.capacity.starts ? v.capacity.max_concurrency : 0, v.capacity.starts,
-                 fmt::format("GPU KV cache size: {} tokens", format_count(uint64_t(std::max<int64_t>(v.capacity.tokens, 0)))),
-                 ""};
-  t.rows.push_back(vllm);
+  if (v.mla.on && !cuda)  // as report/serve.cc refuses --engine vllm there
+    t.rows.push_back({"vllm", "", 0, 0, 0, 0, false, "",
+                      "vLLM's MLA backends on ROCm (AITER, Triton MLA) and their block sizes are not modelled"});
+  else
+    t.rows.push_back({"vllm", vllm_rules_name(v.settings.version),
+                      uint64_t(std::max<int64_t>(v.capacity.num_blocks, 0)) * v.block_bytes, v.capacity.tokens,
+                      v.settings.engine.block_size, v.capacity.starts ? v.capacity.max_concurrency : 0,
+                      v.capacity.starts,
+                      fmt::format("GPU KV cache size: {} tokens",
+                                  format_count(uint64_t(std::max<int64_t>(v.capacity.tokens, 0)))),
+                      ""});
   for (ServeEngine e : {ServeEngine::Sglang, ServeEngine::Trtllm}) {
     EngineAnswer a;
     try {
-      a = serve_engine(probe, s, e, tp, total_memory, gpu_name, budget_source, non_torch, capability);
+      a = serve_engine(probe, s, e, tp, total_memory, gpu_name, budget_source, non_torch, capability, cuda);
     } catch (const InputError& error) {  // this engine's row only: what its rule here does not model
       t.rows.push_back({e == ServeEngine::Sglang ? "sglang" : "trtllm", "", 0, 0, 0, 0, false, "", error.what()});
       continue;

@@ -3,7 +3,8 @@
 // (report/serve_vllm.h): one rank's KV bytes per token over the layers, the weights in the served type, the profile
 // forward's activation peak (attention as a kernel, the LM head on sampled rows only) and the memory outside
 // PyTorch (--reserve). The weights are the graph's in the served type, without vLLM's own additions (its padded
-// vocabulary rows, rotary cache and LoRA stacks), which the other engines' layers are not shown to make.
+// vocabulary rows, rotary cache and LoRA stacks), which the other engines' layers are not shown to make; SGLang's
+// own are added back (its float32 rotary cache; MLA's w_kc and w_vc: cost_models/sglang_mla.h).
 // "memplan.serve.engine/1" (one engine) and "memplan.serve.engines/1" (--engine all: one row an engine), docs/json.md;
 // the formats are report/serve_engines_format.cc.
 #pragma once
@@ -33,6 +34,11 @@ struct SglangAnswer {
   bool default_chunked_prefill_size = false;
   double mem_fraction_static = 0, reserved_mib = 0;  // reserved_mib 0: --mem-fraction-static given
   int64_t page_size = 1, max_total_tokens = 0;       // max_total_tokens 0: not given
+  uint64_t rotary_cache_bytes = 0;     // RotaryEmbedding's cos_sin_cache in float32 (0: the position limit unknown)
+  // Multi-head latent attention (cost_models/sglang_mla.h): the attention backend SGLang picks ("" for any other
+  // model) and the w_kc / w_vc copies post_load_weights adds to kv_b_proj, both in the weights.
+  std::string mla_backend;
+  uint64_t mla_absorbed_bytes = 0;
   SglangTokenPool pool;
 };
 
@@ -92,9 +98,10 @@ struct EngineAnswer {
 
 // One engine (ServeEngine::Sglang or Trtllm) on one GPU or a --memory total (`gpu_name` ""), from the vLLM analysis
 // of the same settings (for trtllm, shaped at --max-num-tokens). Throws InputError for what it does not model.
+// `cuda`: an NVIDIA GPU (false: AMD's, ROCm), which SGLang's rotary cache and MLA backends depend on.
 EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& settings, ServeEngine engine, int tp,
                           uint64_t total_memory, const std::string& gpu_name, const std::string& budget_source,
-                          uint64_t non_torch, int capability);
+                          uint64_t non_torch, int capability, bool cuda);
 
 // ONNX Runtime GenAI on one budget (`gpu_name` "" for --memory): the probe shaped on ONNX Runtime in the graph's
 // own types; its context (--context, else the model's position limit) is search.max_length.
@@ -121,7 +128,7 @@ struct EngineTable {
 };
 EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
                                 const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
-                                int capability);
+                                int capability, bool cuda);
 
 // --engine all's ONNX Runtime GenAI row, from `answer` (serve_ortgenai on its own probe: the graph's types, ONNX
 // Runtime); tp > 1 or what it does not model makes a row that says why.

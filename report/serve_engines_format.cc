@@ -51,6 +51,9 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
                    {"reserved_mib", g.reserved_mib > 0 ? nlohmann::ordered_json(g.reserved_mib) : nullptr},
                    {"page_size", g.page_size},
                    {"max_total_tokens", g.max_total_tokens > 0 ? nlohmann::ordered_json(g.max_total_tokens) : nullptr},
+                   {"rotary_cache_bytes", g.rotary_cache_bytes},
+                   {"mla_attention_backend", or_null(g.mla_backend)},
+                   {"mla_absorbed_bytes", g.mla_absorbed_bytes},
                    {"total_gpu_memory_gib", g.pool.total_gib},
                    {"available_gpu_memory_gib", g.pool.available_gib},
                    {"rest_memory_gib", g.pool.rest_gib},
@@ -109,6 +112,15 @@ std::string engine_to_text(const EngineAnswer& a) {
   t += "  - weights                  " + bytes_and_count(a.weights_bytes) + "\n";
   if (a.sglang) {
     const SglangAnswer& g = *a.sglang;
+    if (g.rotary_cache_bytes > 0 || !g.mla_backend.empty())
+      t += fmt::format("    (with SGLang's rotary cache {}{})\n", format_bytes(g.rotary_cache_bytes),
+                       g.mla_backend.empty() ? ""
+                                             : fmt::format(" and MLA's w_kc and w_vc copies of kv_b_proj {}",
+                                                           format_bytes(g.mla_absorbed_bytes)));
+    if (!g.mla_backend.empty())
+      t += fmt::format("  multi-head latent attention by SGLang's {} backend: a latent pool of one head of "
+                       "kv_lora_rank + qk_rope_head_dim a token and layer, whole on every rank; page size {}\n",
+                       g.mla_backend, g.page_size);
     t += fmt::format("  mem_fraction_static {:.3f} ({})\n", g.mem_fraction_static,
                      g.reserved_mib > 0 ? fmt::format("SGLang's default: ({:.0f} - {:.0f} MiB reserved) / {:.0f} MiB",
                                                       g.gpu_mem_mib, g.reserved_mib, g.gpu_mem_mib)

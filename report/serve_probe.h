@@ -116,6 +116,8 @@ class ServeProbe {
   bool rotary_scaled() { return session_.rotary_scaled(); }
   // A deepseek_v3 config.json's multi-head latent attention (ReadModel::mla; kv_lora_rank 0: none).
   const MlaDims& mla() { return session_.mla(); }
+  // A config.json's model_type ("" for an ONNX file).
+  const std::string& model_type() { return session_.model_type(); }
 
  private:
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);

@@ -23,23 +23,24 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
   const MlaDims& d = probe.mla();
   if (d.kv_lora_rank <= 0) return m;
   const std::string model = probe.path();
-  if (s.engine != "vllm")
-    throw InputError("serve --engine " + s.engine + " on " + model + " (multi-head latent attention) is not modelled: SGLang's and "
-                     "TensorRT-LLM's multi-head latent attention pools and profile runs are not sized; --engine vllm "
-                     "sizes vLLM's");
+  // --engine sglang and all run this analysis for its weights and its latent cache's bytes a token, which SGLang's
+  // pool holds alike (cost_models/sglang_mla.h); TensorRT-LLM's MLA is refused by report/serve_engines.cc.
   if (!r.rule.sizes_mla)
     throw InputError("--engine-version " + s.engine_version + " on " + model + ": how that version's MLA backends ran "
                      "the profile (no simulated decompression) and when they allocated their workspace is not "
                      "modelled; give 0.11 or later");
-  // DeepseekV2MLAAttention: assert num_heads % tp_size == 0; num_local_heads = num_heads // tp_size.
+  // DeepseekV2MLAAttention: assert num_heads % tp_size == 0; num_local_heads = num_heads // tp_size (SGLang's
+  // DeepseekV2AttentionMLA likewise over its attention tp size, models/deepseek_v2.py).
   if (d.heads % tp != 0)
-    throw InputError("--tp " + std::to_string(tp) + " on " + model + ": vLLM's DeepseekV2MLAAttention splits the " +
-                     std::to_string(d.heads) + " attention heads over the ranks (num_heads % tp_size == 0)");
+    throw InputError("--tp " + std::to_string(tp) + " on " + model + ": " +
+                     (s.engine == "sglang" ? "SGLang's DeepseekV2AttentionMLA" : "vLLM's DeepseekV2MLAAttention") +
+                     " splits the " + std::to_string(d.heads) +
+                     " attention heads over the ranks (num_heads % tp_size == 0)");
   m.on = true;
   m.backend = vllm_mla_backend(capability);
   const bool fp8 = kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");
   // TritonMLAImpl.__init__ raises NotImplementedError("TritonMLA V1 with FP8 KV cache not yet supported").
-  if (fp8 && m.backend == "TRITON_MLA")
+  if (fp8 && m.backend == "TRITON_MLA" && (s.engine == "vllm" || s.engine == "all"))
     throw InputError("--kv-cache-dtype " + s.kv_cache_dtype + " on " + model + " below compute capability 9.0: vLLM "
                      "runs Triton MLA there, which refuses an FP8 KV cache (TritonMLAImpl)");
   m.requested_block_size = r.engine.block_size;

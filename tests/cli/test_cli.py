@@ -1279,5 +1279,27 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertIn("1 of them gathered 8 parameters (2764800 elements) ahead of use", note[0])
 
 
+class ServeSglangMlaTest(unittest.TestCase):
+    """serve --engine sglang on DeepSeek-V2-Lite's published config (deepseek_v2, multi-head latent attention), which
+    memplan refused before: SGLang's latent pool is 27 layers x (512 + 64) x 2 B = 31,104 B a token on every rank,
+    FA3 on the H100 (pages of 1 token); TensorRT-LLM's stays refused with its reason. The pool's figures by hand are
+    tests/cli/test_serve_mla_sglang.py's."""
+
+    def test_deepseek_v2_lite_on_h100(self):
+        config = os.path.join(MODELS, "hf_configs", "DeepSeek-V2-Lite.json")
+        args = ("serve", config, "--graph", "decode", "--gpu", "H100-80GB")
+        out = run_json(*args, "--engine", "sglang")
+        jsonschema.validate(out, schema("serve.engine"))
+        self.assertEqual(out["kv_cache"]["bytes_per_token"], 31104)
+        self.assertEqual((out["sglang"]["mla_attention_backend"], out["sglang"]["page_size"]), ("fa3", 1))
+        self.assertTrue(out["starts"])
+        self.assertGreater(out["kv_cache_tokens"], 0)
+        two = run_json(*args, "--engine", "sglang", "--tp", "2")
+        self.assertEqual(two["kv_cache"]["bytes_per_token"], 31104)  # replicated, not split by heads
+        self.assertGreater(two["kv_cache_tokens"], out["kv_cache_tokens"])
+        trt = run(*args, "--engine", "trtllm", check_rc=2)
+        self.assertIn("TensorRT-LLM's profiling run decompresses the latent", trt.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

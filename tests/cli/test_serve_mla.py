@@ -107,8 +107,9 @@ class MlaByHand(TinyConfigCase):
         self.assertEqual(h["settings"]["block_size"], 128)
 
     def test_what_is_not_modelled_is_refused(self):
-        sglang = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--engine", "sglang"]
-        for args, words in ((sglang, "SGLang's and TensorRT-LLM's"),
+        # SGLang's latent pool is tests/cli/test_serve_mla_sglang.py's; TensorRT-LLM's stays refused.
+        trtllm = ["--graph", "decode", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--engine", "trtllm"]
+        for args, words in ((trtllm, "TensorRT-LLM's profiling run decompresses the latent"),
                             (VLLM + ["--tp", "3"], "num_heads % tp_size"),
                             (VLLM + ["--kv-cache-dtype", "fp8", "--arch", "sm80"], "Triton MLA"),
                             (VLLM + ["--engine-version", "0.8"], "that version's MLA backends")):

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cost_models/sglang_engine.h"
+#include "cost_models/sglang_mla.h"
 #include "cost_models/trtllm_engine.h"
 
 namespace memplan {
@@ -20,6 +21,22 @@ TEST(SglangEngine, GpuDefaultsByMemory) {
   EXPECT_EQ(sglang_gpu_defaults(81559, 1).chunked_prefill_size, 8192);
   EXPECT_EQ(sglang_gpu_defaults(81559, 8).cuda_graph_max_bs, 512);
   EXPECT_EQ(sglang_gpu_defaults(183359, 1).chunked_prefill_size, 16384);
+}
+
+TEST(SglangMla, AbsorbedWeightsAndBackend) {
+  // DeepSeek-V2-Lite, bf16: w_kc 16 heads x 128 x 512 and w_vc 16 x 128 x 512 a layer, x 27 layers x 2 B
+  // = 27 x 4,194,304 = 113,246,208 B (a second kv_b_proj); tp 2: 8 heads, 56,623,104 B; tp 16, one head a rank:
+  // w_kc only (w_vc is a contiguous slice, a view): 27 x 128 x 512 x 2 = 3,538,944 B.
+  EXPECT_EQ(sglang_mla_absorbed_bytes(27, 16, 128, 128, 512, 2), 113246208u);
+  EXPECT_EQ(sglang_mla_absorbed_bytes(27, 8, 128, 128, 512, 2), 56623104u);
+  EXPECT_EQ(sglang_mla_absorbed_bytes(27, 1, 128, 128, 512, 2), 3538944u);
+  // FA3 on Hopper, FlashInfer on 10.x for DeepseekV2ForCausalLM, Triton on Ampere; DeepseekV3ForCausalLM on 10.x:
+  // trtllm_mla with SGLang's own fp8 quantization, refused.
+  EXPECT_EQ(sglang_mla_backend(90, true).name, "fa3");
+  EXPECT_EQ(sglang_mla_backend(100, false).name, "flashinfer");
+  EXPECT_EQ(sglang_mla_backend(80, false).name, "triton");
+  EXPECT_TRUE(sglang_mla_backend(90, false).refusal.empty());
+  EXPECT_FALSE(sglang_mla_backend(100, true).refusal.empty());
 }
 
 TEST(SglangEngine, DefaultMemFraction) {
