@@ -130,7 +130,7 @@ class FusedMoeByHand(TinyConfigCase):
                             answers["balanced"]["prefill"]["required_bytes"])
 
     def test_lora_and_quantization_are_refused_with_experts(self):
-        # gptq's experts (the Marlin MoE methods) are not sized; fp8's are (test_serve_fp8_moe.py).
+        # gptq's experts (vLLM's gptq MoE methods) are not sized; fp8's are (test_serve_fp8_moe.py).
         for extra, flag in ((["--enable-lora"], "--enable-lora"), (["--quantization", "gptq"], "--quantization")):
             p = run("serve", self.config, *VLLM, *extra)
             self.assertEqual(p.returncode, 2, p.stderr)
