@@ -67,6 +67,25 @@ uint64_t vllm_fp8_block_moe_quant_bytes(int64_t chunk_tokens, int64_t hidden, in
   return checked_add(a1, a2, kWhat);
 }
 
+VllmFp8BlockExperts vllm_fp8_tensor_experts(int64_t experts, int64_t hidden, int64_t intermediate_per_rank,
+                                            bool static_activations) {
+  VllmFp8BlockExperts e;
+  const uint64_t ex = u(experts);
+  const uint64_t expert = checked_mul(3, checked_mul(u(intermediate_per_rank), u(hidden), kWhat), kWhat);
+  e.weight_bytes = checked_mul(ex, expert, kWhat);  // w13 2 I_p H + w2 H I_p, one byte each
+  // max_w13_scales [E] and w2_weight_scale [E], float32; static: w13_input_scale and w2_input_scale, one float each.
+  e.scale_bytes = checked_add(checked_mul(ex, 2 * 4, kWhat), static_activations ? 2 * 4 : 0, kWhat);
+  return e;
+}
+
+uint64_t vllm_fp8_tensor_moe_quant_bytes(int64_t chunk_tokens, int64_t hidden, int64_t top_k,
+                                         int64_t intermediate_per_rank, bool static_activations) {
+  const uint64_t m = u(chunk_tokens), pairs = checked_mul(m, u(top_k), kWhat);
+  const uint64_t quantized = checked_add(checked_mul(m, u(hidden), kWhat),
+                                         checked_mul(pairs, u(intermediate_per_rank), kWhat), kWhat);
+  return checked_add(quantized, static_activations ? 0 : 2 * 4, kWhat);  // dynamic: a1q_scale, a2q_scale [1]
+}
+
 uint64_t vllm_fp8_block_mla_absorbed_bytes(int64_t layers, int64_t kv_lora_rank, int64_t heads_per_rank,
                                            int64_t qk_nope_head_dim, int64_t v_head_dim, uint64_t element_bytes) {
   const uint64_t per_layer = checked_mul(checked_mul(u(kv_lora_rank), u(heads_per_rank), kWhat),

@@ -280,7 +280,8 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
     if (dense == "mistral") c.stated_window = w;
   }
   if (const auto q = j.find("quantization_config"); q != j.end() && !q->is_null())
-    c.quantization = parse_quantization(path, *q, c.model_type);
+    c.quantization = parse_quantization(path, *q);
+  c.quantization.moe_router = vllm_moe_router(c.model_type);  // also for --quantization fp8 on the bf16 config
   for (const char* key : {"torch_dtype", "dtype"}) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;

@@ -39,11 +39,13 @@ struct StoredQuantization {
   int64_t group_size = 0;
   bool desc_act = false, static_activations = false;
   int64_t block_n = 0, block_k = 0;  // fp8's weight_block_size (0: per-tensor scales)
-  int ignored_routers = 0;  // fp8: the "...mlp.gate" entries of ignored_layers / modules_to_not_convert
-  // fp8 on a mixture of experts: how vLLM builds this model_type's router. "unquantized": deepseek_v3's
-  // DeepSeekV2Gate asserts quant_config None (deepseek_v2.py at b863fe5); "quantized": qwen3_moe's gate is a
-  // ReplicatedLinear given the model's quant_config (qwen3_moe.py at 2e0831b, Qwen3MoeSparseMoeBlock), kept
-  // unquantized only where the config lists it; "": not read (refused with experts).
+  // fp8: the "...mlp.gate" and "...block_sparse_moe.gate" entries of ignored_layers / modules_to_not_convert
+  int ignored_routers = 0;
+  // fp8 on a mixture of experts: how vLLM builds this model_type's router (onnx_import/hf_quantization.cc
+  // vllm_moe_router, set for every config.json). "unquantized": mixtral's, qwen2_moe's (a ReplicatedLinear with
+  // quant_config None), deepseek_v3's and deepseek_v2's (DeepSeekV2Gate asserts quant_config None); "quantized":
+  // qwen3_moe's gate is a ReplicatedLinear given the model's quant_config, kept unquantized only where the config
+  // lists it; "": not read (refused with fp8 experts).
   std::string moe_router;
 };
 

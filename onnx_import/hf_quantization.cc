@@ -9,7 +9,21 @@ namespace memplan::hf {
 
 using nlohmann::json;
 
-StoredQuantization parse_quantization(const std::string& path, const json& q, const std::string& model_type) {
+// Whether vLLM gives the MoE router (a ReplicatedLinear, a LinearBase) the model's quant_config:
+//  - mixtral: MixtralMoE.__init__ builds self.gate with quant_config=None ("Gate always runs at half / full precision
+//    for now"; mixtral.py at f0e2695, lines 118-127);
+//  - qwen2_moe: Qwen2MoeSparseMoeBlock.__init__ builds self.gate with quant_config=None (qwen2_moe.py at 8bbabf0,
+//    lines 135-141); its shared_expert_gate is a torch.nn.Linear (line 143), never quantized either
+//    (report/serve_vllm_fp8.cc leaves it out);
+//  - deepseek_v3 and deepseek_v2: DeepSeekV2Gate asserts quant_config None (deepseek_v2.py at b863fe5);
+//  - qwen3_moe: Qwen3MoeSparseMoeBlock's gate is given the model's quant_config (qwen3_moe.py at 2e0831b).
+std::string vllm_moe_router(const std::string& model_type) {
+  for (const char* unquantized : {"mixtral", "qwen2_moe", "deepseek_v3", "deepseek_v2"})
+    if (model_type == unquantized) return "unquantized";
+  return model_type == "qwen3_moe" ? "quantized" : "";
+}
+
+StoredQuantization parse_quantization(const std::string& path, const json& q) {
   if (!q.is_object()) fail(path, "config key \"quantization_config\" must be an object, not " + q.dump());
   if (!q.contains("quant_method")) fail(path, "config key \"quantization_config\" has no \"quant_method\"");
   const json& m = q["quant_method"];
@@ -42,10 +56,13 @@ StoredQuantization parse_quantization(const std::string& path, const json& q, co
     // is read; other layers left unquantized are refused.
     for (const char* key : {"ignored_layers", "modules_to_not_convert"}) {
       const auto it = q.find(key);
-      auto router = [](const json& x) {
-        const std::string suffix = ".mlp.gate";
-        return x.is_string() && x.get<std::string>().size() > suffix.size() &&
-               x.get<std::string>().compare(x.get<std::string>().size() - suffix.size(), suffix.size(), suffix) == 0;
+      auto router = [](const json& x) {  // mixtral's router is block_sparse_moe.gate, the others' mlp.gate
+        if (!x.is_string()) return false;
+        const std::string& name = x.get_ref<const std::string&>();
+        for (const std::string suffix : {".mlp.gate", ".block_sparse_moe.gate"})
+          if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+            return true;
+        return false;
       };
       if (it != q.end() && it->is_array() && !it->empty() &&
           std::all_of(it->begin(), it->end(), [&](const json& x) { return x == "lm_head" || router(x); })) {
@@ -54,7 +71,6 @@ StoredQuantization parse_quantization(const std::string& path, const json& q, co
       }
       empty_list(key);
     }
-    s.moe_router = model_type == "deepseek_v3" || model_type == "deepseek_v2" ? "unquantized" : model_type == "qwen3_moe" ? "quantized" : "";
     const auto block = q.find("weight_block_size");
     if (block != q.end() && !block->is_null()) {
       // Fp8Config.__init__: two dimensions, dynamic activations only.

@@ -17,6 +17,10 @@ namespace memplan::hf {
 // layout memplan sizes is refused: layers left unquantized (a list naming only lm_head, which vLLM never quantizes,
 // is read as none), a quantized head. weight_block_size is read as vLLM's block-wise fp8 (cost_models/
 // vllm_fp8_block.h).
-StoredQuantization parse_quantization(const std::string& path, const nlohmann::json& q, const std::string& model_type);
+StoredQuantization parse_quantization(const std::string& path, const nlohmann::json& q);
+
+// How vLLM builds this model_type's MoE router, StoredQuantization::moe_router: "unquantized", "quantized", or ""
+// (not read).
+std::string vllm_moe_router(const std::string& model_type);
 
 }  // namespace memplan::hf

@@ -74,8 +74,9 @@ std::vector<OptionSpec> serve_option_rows() {
        .field = FIELD(serve.enforce_eager), .engines = {"vllm"}},
       {.flag = "--quantization", .kind = K::Choice, .commands = kServe,
        .help = "What the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "
-               "scale per layer), gptq or awq (packed int32, group scales and zeros); the embedding and the head stay "
-               "in the model's type. Default: a config.json's quantization_config, else none",
+               "scale per layer; a mixture of experts' experts too, as vLLM's Fp8MoEMethod holds them), gptq or awq "
+               "(packed int32, group scales and zeros); the embedding and the head stay in the model's type. Default: "
+               "a config.json's quantization_config, else none",
        .field = FIELD(serve.quantization), .engines = {"vllm"}, .choices = kQuantizationChoices.names()},
       {.flag = "--quant-bits", .kind = K::Int, .commands = kServe,
        .help = "With --quantization gptq: the bits of a weight, 2, 3, 4 or 8 (awq: 4). Default: the config's, else 4",

@@ -207,27 +207,30 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
                      " (vLLM's flag splits the experts of its FusedMoE layers across the GPUs; a dense model has none)");
   vllm_mla_hold(*g, presents, a.mla, options.inference.held_outside, probe.path());
-  // vLLM's MoE LoRA stacks and quantized MoE methods (the Marlin MoE methods, per-tensor Fp8MoEMethod) are not sized;
-  // gpt-oss's MXFP4 checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h); a
-  // block-wise fp8 checkpoint's: Fp8MoEMethod's (report/serve_vllm_fp8.cc).
+  // vLLM's MoE LoRA stacks and gptq's and awq's MoE methods are not sized; gpt-oss's MXFP4
+  // checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h); fp8's (block-wise, or
+  // per-tensor with experts): Fp8MoEMethod's (report/serve_vllm_fp8.cc).
   const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
   a.quantization = resolve_quantization(probe, s, capability, served, a.quantization_source);
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
-  const bool fp8_block = a.quantization.method == "fp8" && a.quantization.block.on();
-  const bool quantized = !mxfp4 && !fp8_block && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
-  // Expert parallelism is sized for unquantized experts (report/serve_vllm_moe.cc) and a block-wise fp8 checkpoint's
+  const bool fp8_moe_or_block = a.quantization.method == "fp8" && (a.quantization.block.on() || !moe.empty());
+  const bool quantized =
+      !mxfp4 && !fp8_moe_or_block && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
+  // Expert parallelism is sized for unquantized experts (report/serve_vllm_moe.cc) and fp8 ones
   // (report/serve_vllm_fp8.cc); other quantized ones are not.
   if (s.enable_expert_parallel && tp * dp > 1 && quantized)
     throw InputError("--enable-expert-parallel with " + probe.path() + "'s quantized experts: memplan sizes vLLM's "
-                     "expert parallelism for unquantized experts (UnquantizedFusedMoEMethod) only");
+                     "expert parallelism for unquantized and fp8 experts (UnquantizedFusedMoEMethod, "
+                     "Fp8MoEMethod) only");
   if (!moe.empty() && (s.enable_lora || quantized))
     throw InputError(std::string(s.enable_lora ? "--enable-lora" : "--quantization") + " with " + probe.path() +
                      "'s experts: vLLM runs them as its fused MoE kernel, whose " +
                      (s.enable_lora ? "LoRA stacks" : "quantized expert weights") + " memplan does not size");
   // The experts (FusedMoE's own weights) and unquantized routers: left out of the quantized linear layers.
   const std::set<std::string> left_out =
-      fp8_block ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers, probe.path())
-                : std::set<std::string>{};
+      fp8_moe_or_block
+          ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers, probe.path())
+          : std::set<std::string>{};
   std::vector<std::string> attention_steps;
   for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
     if (op.kind == OpKind::Attention) {
@@ -296,13 +299,13 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     a.quantized = vllm_quantized_linears(*g, head ? head->node : "", tp, true, a.quantization, e.max_num_batched_tokens,
                                          served, probe.path(), left_out);
   }
-  if (fp8_block) vllm_fp8_block_apply(a, *g, forward, moe, options.inference.held_outside, capability, served);
+  if (fp8_moe_or_block) vllm_fp8_block_apply(a, *g, forward, moe, options.inference.held_outside, capability, served);
   // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
   // forward's allocated bytes; the quantized layers replace the graph's.
   // --enable-expert-parallel: rank 0's whole experts and the expert maps in place of the graph's tensor-parallel
   // share of the experts (report/serve_vllm_moe.cc; the same expert bytes when tp divides the experts).
-  // A block-wise fp8 checkpoint's experts are already in the quantized terms (vllm_fp8_block_apply): only the maps.
-  const bool swap_experts = a.moe.expert_parallel && !fp8_block;
+  // fp8 experts are already in the quantized terms (vllm_fp8_block_apply): only the maps.
+  const bool swap_experts = a.moe.expert_parallel && !fp8_moe_or_block;
   const uint64_t replaced = checked_add(a.quantized.dense_bytes, swap_experts ? a.moe.graph_expert_bytes : 0,
                                         "weights bytes");
   const uint64_t expert_parallel_bytes =

@@ -88,11 +88,12 @@ struct VllmMlaAnswer {
   uint64_t router_bias_bytes = 0;     // e_score_correction_bias in float32 beyond the graph's served type
 };
 
-// A block-wise fp8 checkpoint (quantization_config weight_block_size; cost_models/vllm_fp8_block.h,
-// report/serve_vllm_fp8.cc): on false for any other quantization.
+// A block-wise fp8 checkpoint (quantization_config weight_block_size), or a per-tensor fp8 one with experts
+// (block_n 0; cost_models/vllm_fp8_block.h, report/serve_vllm_fp8.cc): on false for any other quantization.
 struct VllmFp8BlockAnswer {
   bool on = false;
-  int64_t block_n = 0, block_k = 0;
+  int64_t block_n = 0, block_k = 0;   // 0: per-tensor
+  bool static_activations = false;    // per-tensor's activation_scheme static
   int routers = 0;                    // the routers left in the model's type (no LinearBase)
   uint64_t router_bytes = 0;          // their weights, one rank's
   uint64_t expert_weight_bytes = 0;   // every sparse layer's fp8 w13 and w2, one rank's
@@ -217,13 +218,15 @@ void vllm_mla_place(VllmMlaAnswer& m, const Estimate& forward, const std::vector
 nlohmann::ordered_json vllm_mla_to_json(const VllmMlaAnswer& m);
 std::string vllm_mla_to_text(const VllmMlaAnswer& m);
 
-// report/serve_vllm_fp8.cc, a block-wise fp8 checkpoint (a.quantization.block on). vllm_fp8_block_check_gpu: refuses
-// (VllmGpuRefused) a GPU whose kernels are not the sized ones (compute capability other than 8.9 and 9.0).
-// vllm_fp8_block_left_out: the MatMul nodes of `blocks` that vLLM does not quantize as linear layers (every expert
-// projection: FusedMoE's own; each router where `stored.moe_router` says it is unquantized or the config lists it;
-// refuses a model_type whose router is not read, and a config listing some routers only). vllm_fp8_block_apply, on the forward's estimate: the experts as
-// Fp8MoEMethod holds them (a.moe's weights, kernel block size and peak), MLA's dequantized kv_b_proj, and the
-// fullest linear step with its quantized input (skipping the nodes whose output is in `held_outside`).
+// report/serve_vllm_fp8.cc, a block-wise fp8 checkpoint (a.quantization.block on) or per-tensor fp8 with experts.
+// vllm_fp8_block_check_gpu: refuses (VllmGpuRefused) a GPU whose block-wise kernels are not the sized ones (compute
+// capability other than 8.9 and 9.0). vllm_fp8_block_left_out: the MatMul nodes of `blocks` that vLLM does not
+// quantize as linear layers (every expert projection: FusedMoE's own; each router where `stored.moe_router` says it
+// is unquantized or the config lists it; qwen2_moe's shared_expert_gate; refuses a model_type whose router is not
+// read, and a config listing some routers only). vllm_fp8_block_apply, on the forward's estimate: the experts as
+// Fp8MoEMethod holds them (a.moe's weights, kernel block size and peak; per-tensor ones refused on ROCm's 9.4 and
+// 9.5, VllmGpuRefused), MLA's dequantized kv_b_proj, and the fullest block-quantized linear step with its quantized
+// input (skipping the nodes whose output is in `held_outside`).
 void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability);
 std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
                                              const StoredQuantization& stored, int& routers, const std::string& model);

@@ -163,7 +163,8 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
   add_layer_groups(a, j["kv_cache"]);
   if (a.moe.blocks > 0) j["replaced"]["fused_moe"] = vllm_moe_to_json(a.moe);  // a mixture of experts only
   if (a.mla.on) j["replaced"]["mla"] = vllm_mla_to_json(a.mla);  // deepseek_v3 only
-  if (a.fp8_block.on) j["replaced"]["fp8_block"] = vllm_fp8_block_to_json(a.fp8_block);  // block-wise fp8 only
+  if (a.fp8_block.on)  // block-wise fp8, or per-tensor fp8 experts
+    j["replaced"][a.fp8_block.block_n > 0 ? "fp8_block" : "fp8_per_tensor"] = vllm_fp8_block_to_json(a.fp8_block);
   return j;
 }
 

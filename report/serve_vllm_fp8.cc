@@ -1,7 +1,8 @@
-// serve --engine vllm on a block-wise fp8 checkpoint (report/serve_vllm.h VllmFp8BlockAnswer; the rules are
-// cost_models/vllm_fp8_block.h's): the linear layers are cost_models/vllm_weights.h's, with the routers left out;
-// this file sizes the experts as Fp8MoEMethod holds them and its Triton kernel's quantized activations, MLA's
-// dequantized kv_b_proj, and places each linear layer's quantized input on its step of the profile run.
+// serve --engine vllm on a block-wise fp8 checkpoint, or a per-tensor fp8 one with experts (report/serve_vllm.h
+// VllmFp8BlockAnswer; the rules are cost_models/vllm_fp8_block.h's): the linear layers are cost_models/
+// vllm_weights.h's, with the routers left out; this file sizes the experts as Fp8MoEMethod holds them and its Triton
+// kernel's quantized activations, MLA's dequantized kv_b_proj, and places each linear layer's block-quantized input
+// on its step of the profile run.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,8 +33,9 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
   routers = 0;
   if (blocks.empty()) return out;
   if (stored.moe_router.empty())
-    throw InputError("serve --engine vllm: the block-wise fp8 experts of " + model + ": whether vLLM quantizes this "
-                     "model's router is not read (memplan sizes deepseek_v3's and qwen3_moe's)");
+    throw InputError("serve --engine vllm: the fp8 experts of " + model + ": whether vLLM quantizes this model's "
+                     "router is not read (memplan reads mixtral's, qwen2_moe's, qwen3_moe's, deepseek_v2's and "
+                     "deepseek_v3's from a config.json)");
   const int sparse = static_cast<int>(blocks.size());
   // Listing deepseek_v3's gates changes nothing (they are never quantized); some of qwen3_moe's is not modelled.
   if (stored.moe_router == "quantized" && stored.ignored_routers != 0 && stored.ignored_routers != sparse)
@@ -46,6 +48,16 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
   for (size_t i = 0; i < g.nodes.size(); ++i) by_name.emplace(g.nodes[i].name, static_cast<int32_t>(i));
   auto is_linear = [&](const Node& n) {
     return (n.op_type == "MatMul" || n.op_type == "Gemm") && n.inputs.size() >= 2 && matmul_weight(g, n.inputs[1]) >= 0;
+  };
+  // qwen2_moe's shared_expert_gate, one output on the router's input through a Sigmoid, is a torch.nn.Linear
+  // (Qwen2MoeSparseMoeBlock.__init__, qwen2_moe.py at 8bbabf0 line 143), no LinearBase: never quantized.
+  std::set<int32_t> into_sigmoid;
+  for (const Node& n : g.nodes)
+    if (n.op_type == "Sigmoid" && !n.inputs.empty()) into_sigmoid.insert(n.inputs[0]);
+  auto shared_gate = [&](const Node& n, int32_t router_input) {
+    return is_linear(n) && n.inputs[0] == router_input && !n.outputs.empty() && n.outputs[0] >= 0 &&
+           !g.tensors[n.outputs[0]].shape.empty() && g.tensors[n.outputs[0]].shape.back() == 1 &&
+           into_sigmoid.count(n.outputs[0]);
   };
   for (const MoeBlock& b : blocks) {
     // Every expert projection: a MatMul on a weight whose output the fused kernel replaces.
@@ -65,6 +77,8 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
         const Node& p = g.nodes[g.tensors[in].producer];
         if (is_linear(p)) {
           if (routers_unquantized) out.insert(p.name);
+          for (const Node& n : g.nodes)
+            if (shared_gate(n, p.inputs[0])) out.insert(n.name);
           found = true;
           break;
         }
@@ -81,16 +95,27 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
                           const std::vector<std::string>& held_outside, int capability, DType served) {
   VllmFp8BlockAnswer& f = a.fp8_block;
   const VllmFp8Block& block = a.quantization.block;
+  const bool statics = a.quantization.static_activations;
+  // Per-tensor experts on ROCm (PyTorch reports gfx942 and gfx950 as 9.4 and 9.5): normalize_e4m3fn_to_e4m3fnuz's
+  // new weights and doubled scales, AITER's shuffled copies; not sized.
+  if (!block.on() && (capability == 94 || capability == 95))
+    throw VllmGpuRefused(fmt::format("the per-tensor fp8 experts of {} on compute capability {}.{} (ROCm): vLLM's "
+                                     "fnuz rescale and AITER MoE layouts are not sized (memplan sizes CUDA's Triton "
+                                     "fused_experts, 8.9 and above)", a.model, capability / 10, capability % 10),
+                         false);
   f.on = true;
   f.block_n = block.n;
   f.block_k = block.k;
+  f.static_activations = statics;
   const uint64_t d = static_cast<uint64_t>(dtype_bits(served)) / 8;
   if (VllmMoeAnswer& m = a.moe; m.blocks > 0) {
     // With --enable-expert-parallel (report/serve_vllm_moe.cc) the MoE layer's tp_size is 1: rank 0's E_local whole
     // experts (I_p = I) in place of the graph's tensor-parallel share, which the unquantized sizing already counts
     // as graph_expert_bytes; the expert maps stay expert parallelism's (serve_vllm.cc).
-    const VllmFp8BlockExperts e = vllm_fp8_block_experts(
-        m.ep.local_experts, m.hidden, m.intermediate_per_rank, m.expert_parallel ? 1 : a.settings.tp, block, a.model);
+    const VllmFp8BlockExperts e =
+        block.on() ? vllm_fp8_block_experts(m.ep.local_experts, m.hidden, m.intermediate_per_rank,
+                                            m.expert_parallel ? 1 : a.settings.tp, block, a.model)
+                   : vllm_fp8_tensor_experts(m.ep.local_experts, m.hidden, m.intermediate_per_rank, statics);
     const uint64_t layers = static_cast<uint64_t>(m.blocks);
     // UnquantizedFusedMoEMethod's w13 and w2: the graph's experts (their tensor-parallel share under expert
     // parallelism, where expert_weight_bytes is rank 0's whole experts).
@@ -98,14 +123,20 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
     f.expert_weight_bytes = checked_mul(e.weight_bytes, layers, "expert bytes");
     f.expert_scale_bytes = checked_mul(e.scale_bytes, layers, "expert bytes");
     m.expert_weight_bytes = checked_add(f.expert_weight_bytes, f.expert_scale_bytes, "expert bytes");
-    // The kernel with get_default_config's fp8 block config, plus the quantized activations: on the same router
-    // steps as the unquantized kernel (vllm_fused_moe placed it there: its peak less its buffers is that step's).
-    VllmFusedMoeShape shape{m.kernel_tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank,
-                            m.ep.local_experts};
-    shape.block_size_m = 64;
-    m.kernel = vllm_fused_moe_bytes(shape, served);
+    // The kernel with get_default_config's fp8 block config (per-tensor: the unquantized rule, the buffers already
+    // sized), plus the quantized activations: on the same router steps as the unquantized kernel (vllm_fused_moe
+    // placed it there: its peak less its buffers is that step's).
+    if (block.on()) {
+      VllmFusedMoeShape shape{m.kernel_tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank,
+                              m.ep.local_experts};
+      shape.block_size_m = 64;
+      m.kernel = vllm_fused_moe_bytes(shape, served);
+    }
     f.moe_quant_bytes =
-        vllm_fp8_block_moe_quant_bytes(m.kernel.chunk_tokens, m.hidden, m.top_k, m.intermediate_per_rank, block);
+        block.on()
+            ? vllm_fp8_block_moe_quant_bytes(m.kernel.chunk_tokens, m.hidden, m.top_k, m.intermediate_per_rank, block)
+            : vllm_fp8_tensor_moe_quant_bytes(m.kernel.chunk_tokens, m.hidden, m.top_k, m.intermediate_per_rank,
+                                              statics);
     m.peak_allocated = vllm_moe_peak(m, f.moe_quant_bytes);
     a.quantized.dense_bytes = checked_add(a.quantized.dense_bytes, f.graph_expert_bytes, "weights bytes");
     a.quantized.quantized_bytes = checked_add(a.quantized.quantized_bytes, m.expert_weight_bytes, "weights bytes");
@@ -141,6 +172,14 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
 
 nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f) {
   if (!f.on) return nullptr;
+  if (f.block_n == 0)  // per-tensor: no block grid, no quantized linear inputs sized
+    return {{"activation_scheme", f.static_activations ? "static" : "dynamic"},
+            {"routers_unquantized", f.routers},
+            {"expert_fp8_bytes", f.expert_weight_bytes},
+            {"expert_scale_bytes", f.expert_scale_bytes},
+            {"graph_expert_bytes", f.graph_expert_bytes},
+            {"moe_quantized_activation_bytes", f.moe_quant_bytes},
+            {"mla_dequantized_kv_b_proj_bytes", f.mla_absorbed_bytes}};
   return {{"weight_block_size", {f.block_n, f.block_k}},
           {"routers_unquantized", f.routers},
           {"expert_fp8_bytes", f.expert_weight_bytes},
@@ -156,9 +195,12 @@ nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f) {
 
 std::string vllm_fp8_block_to_text(const VllmFp8BlockAnswer& f) {
   if (!f.on) return "";
-  std::string t = fmt::format("                                   block-wise fp8 [{}, {}]: float32 scales a block{}",
-                              f.block_n, f.block_k, f.routers > 0 ? fmt::format(", {} routers left in the model's "
-                                                                                "type", f.routers) : "");
+  const std::string routers = f.routers > 0 ? fmt::format(", {} routers left in the model's type", f.routers) : "";
+  std::string t = f.block_n > 0 ? fmt::format("                                   block-wise fp8 [{}, {}]: float32 "
+                                              "scales a block{}", f.block_n, f.block_k, routers)
+                                : fmt::format("                                   per-tensor fp8 ({} activations): "
+                                              "float32 scales an expert{}", f.static_activations ? "static" : "dynamic",
+                                              routers);
   if (f.graph_expert_bytes > 0)
     t += fmt::format("; experts {} fp8 + {} scales for the graph's {} (Triton fused_experts, {} of quantized "
                      "activations a call)", format_bytes(f.expert_weight_bytes), format_bytes(f.expert_scale_bytes),

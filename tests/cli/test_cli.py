@@ -1301,5 +1301,53 @@ class ServeSglangMlaTest(unittest.TestCase):
         self.assertIn("TensorRT-LLM's profiling run decompresses the latent", trt.stderr)
 
 
+class ServeFp8MoeTest(unittest.TestCase):
+    """serve --engine vllm on a per-tensor fp8 Mixtral (quantization_config as AutoFP8 writes it: static activations,
+    the routers and lm_head in ignored_layers): once refused ("quantized expert weights memplan does not size"), now
+    sized as vLLM's Fp8MoEMethod holds it (docs/cost-models.md 3.19; by hand in test_serve_fp8_moe.py)."""
+
+    def config(self, quantization):
+        d = tempfile.mkdtemp(prefix="memplan_fp8_moe_")
+        self.addCleanup(shutil.rmtree, d)
+        path = os.path.join(d, "config.json")
+        with open(path, "w") as f:
+            json.dump({"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
+                       "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 256,
+                       "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 1e6,
+                       "tie_word_embeddings": False, "torch_dtype": "bfloat16", "num_local_experts": 4,
+                       "num_experts_per_tok": 2, "output_router_logits": False,
+                       "quantization_config": quantization}, f)
+        return path
+
+    def test_table_and_refusals(self):
+        fp8 = {"quant_method": "fp8", "activation_scheme": "static",
+               "ignored_layers": ["lm_head", "model.layers.0.block_sparse_moe.gate",
+                                  "model.layers.1.block_sparse_moe.gate"]}
+        # The catalog table: GPUs of 8.9 and up answered (Triton fused_experts), A100 "not modelled" (FP8 Marlin),
+        # MI300X "not modelled" (ROCm's fnuz and AITER layouts).
+        table = run_json("serve", self.config(fp8), "--graph", "decode", "--engine", "vllm", "--reserve", "0")
+        jsonschema.validate(table, schema("serve.vllm"))
+        rows = {r["gpu"]: r for r in table["gpus"]}
+        self.assertNotIn("not_answered", rows["H100-80GB"])
+        self.assertTrue(rows["H100-80GB"]["starts"])
+        self.assertIn("ROCm", rows["MI300X"]["not_answered"])
+        self.assertIn("FP8 Marlin", rows["A100-80GB"]["not_answered"])
+        one = run_json("serve", self.config(fp8), "--graph", "decode", "--engine", "vllm", "--gpu", "L40S")
+        # Two sparse layers of 4 experts of 256: 2 x 4 x 3 x 256 x 256 fp8 bytes; each layer's max_w13_scales [4],
+        # w2_weight_scale [4] and its two static input scalars: 2 x (4 + 4 + 2) float32.
+        self.assertEqual(one["replaced"]["fp8_per_tensor"]["expert_fp8_bytes"], 2 * 4 * 3 * 256 * 256)
+        self.assertEqual(one["replaced"]["fp8_per_tensor"]["expert_scale_bytes"], 2 * 10 * 4)
+        # Bad configs: one message, exit 2.
+        for quantization, message in (
+                ({**fp8, "activation_scheme": "per-token"}, "vLLM reads static or dynamic"),
+                ({**fp8, "ignored_layers": ["model.layers.0.block_sparse_moe.experts.0.w1"]},
+                 "layers left unquantized"),
+                ({**fp8, "weight_block_size": [128, 128]}, "block-wise quantization only supports dynamic")):
+            p = run("serve", self.config(quantization), "--graph", "decode", "--engine", "vllm", "--gpu", "H100-80GB",
+                    check_rc=2)
+            self.assertIn(message, p.stderr, quantization)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -130,7 +130,8 @@ class FusedMoeByHand(TinyConfigCase):
                             answers["balanced"]["prefill"]["required_bytes"])
 
     def test_lora_and_quantization_are_refused_with_experts(self):
-        for extra, flag in ((["--enable-lora"], "--enable-lora"), (["--quantization", "fp8"], "--quantization")):
+        # gptq's experts (vLLM's gptq MoE methods) are not sized; fp8's are (test_serve_fp8_moe.py).
+        for extra, flag in ((["--enable-lora"], "--enable-lora"), (["--quantization", "gptq"], "--quantization")):
             p = run("serve", self.config, *VLLM, *extra)
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn(flag, p.stderr)
@@ -260,8 +261,9 @@ class ExpertParallelByHand(TinyConfigCase):
                 "--enable-expert-parallel")
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--enable-expert-parallel", p.stderr)
-        # Quantized experts: expert parallelism is sized for UnquantizedFusedMoEMethod's only.
-        p = run("serve", self.config, *VLLM, "--tp", "2", "--enable-expert-parallel", "--quantization", "fp8")
+        # Quantized experts other than fp8's: expert parallelism is sized for UnquantizedFusedMoEMethod's and
+        # Fp8MoEMethod's only.
+        p = run("serve", self.config, *VLLM, "--tp", "2", "--enable-expert-parallel", "--quantization", "gptq")
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--enable-expert-parallel with", p.stderr)
         self.assertIn("quantized experts", p.stderr)

@@ -50,6 +50,28 @@ TEST(VllmFp8Block, MoeQuantizedActivationsByHand) {
   EXPECT_EQ(vllm_fp8_block_moe_quant_bytes(8192, 7168, 8, 256, k128), 77'856'768u);
 }
 
+// Per-tensor experts (Fp8MoEMethod without weight_block_size), Mixtral-8x7B's sparse layer at tp 1: E 8, H 4096,
+// I_p 14336. w13 8 x 28672 x 4096 = 939,524,096 + w2 8 x 4096 x 14336 = 469,762,048: 1,409,286,144 fp8 bytes;
+// max_w13_scales [8] and w2_weight_scale [8] float32: 64 B; static adds w13_input_scale and w2_input_scale reduced to
+// one float each: 72 B. Under expert parallelism over 4 GPUs (2 experts a rank, I_p 14336): 352,321,536 + 16 + 8.
+TEST(VllmFp8Block, PerTensorExpertsByHand) {
+  const VllmFp8BlockExperts dynamic = vllm_fp8_tensor_experts(8, 4096, 14336, false);
+  EXPECT_EQ(dynamic.weight_bytes, 1'409'286'144u);
+  EXPECT_EQ(dynamic.scale_bytes, 64u);
+  EXPECT_EQ(vllm_fp8_tensor_experts(8, 4096, 14336, true).scale_bytes, 72u);
+  const VllmFp8BlockExperts local = vllm_fp8_tensor_experts(2, 4096, 14336, true);
+  EXPECT_EQ(local.weight_bytes, 352'321'536u);
+  EXPECT_EQ(local.scale_bytes, 24u);
+}
+
+// fused_experts_impl with per-tensor fp8 at 8192 tokens, k 2, H 4096, I_p 14336: scaled_fp8_quant of the chunk,
+// fp8 [8192, 4096] = 33,554,432, and of intermediate_cache2, fp8 [16384, 14336] = 234,881,024: 268,435,456 with
+// static scales (the layer's); dynamic adds two float32 [1] scales: 268,435,464.
+TEST(VllmFp8Block, PerTensorMoeQuantizedActivationsByHand) {
+  EXPECT_EQ(vllm_fp8_tensor_moe_quant_bytes(8192, 4096, 2, 14336, true), 268'435'456u);
+  EXPECT_EQ(vllm_fp8_tensor_moe_quant_bytes(8192, 4096, 2, 14336, false), 268'435'464u);
+}
+
 // MLA's dequantized kv_b_proj, DeepSeek-V3 at tp 8 in bf16: 61 x 512 x 16 x (128 + 128) x 2 = 255,852,544.
 TEST(VllmFp8Block, MlaAbsorbedWeightsByHand) {
   EXPECT_EQ(vllm_fp8_block_mla_absorbed_bytes(61, 512, 16, 128, 128, 2), 255'852'544u);
