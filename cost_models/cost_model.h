@@ -181,7 +181,8 @@ struct TrainingOptions {
   bool fsdp2_mp = false;
   DType fsdp2_reduce_dtype = DType::Float32;
   // --fsdp-cpu-offload, with --shard fsdp2: fully_shard's CPUOffloadPolicy(pin_memory=True) (torchtune's
-  // fsdp_cpu_offload; cost_models/training_fsdp2.cc): the shards, their grads and the optimizer states on the host.
+  // fsdp_cpu_offload; cost_models/training_fsdp2.cc); with --shard fsdp: FSDP1's CPUOffload(offload_params=True)
+  // (cost_models/training_fsdp_offload.cc): the shards, their grads and the optimizer states on the host.
   bool fsdp_cpu_offload = false;
   // --deepspeed CONFIG.json: DeepSpeed ZeRO-1/2's own buffers (cost_models/deepspeed_zero.h, training_deepspeed.cc),
   // with `shard` Zero1/Zero2; disabled: ZeRO is the idealised division by `gpus` (training_context.cc pass 6).

@@ -100,6 +100,7 @@ TrainingResult TrainingStep::build() {
     if (segment_of_op_[i] >= 0 && (i == 0 || segment_of_op_[i - 1] != segment_of_op_[i])) end_segment_backward(i);
   }
   if (deepspeed()) ds_end_backward();
+  if (flat_shards() && !fsdp2()) fsdp_post_backward_final();
   emit_optimizer();
   if (options_.offload_activations) apply_offload();
   fill_result();
@@ -211,7 +212,13 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     std::to_string(options.gpus) + "), its grad and its optimizer states. A unit is all-gathered "
                     "for its forward and freed after it (the root stays gathered), gathered again in backward with "
                     "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
-                    "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type.");
+                    "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type." +
+                    (options.fsdp_cpu_offload ? " CPUOffload(offload_params=True): each shard (pinned), a shard-sized "
+                                                "_cpu_grad per unit and the optimizer states on the host (the "
+                                                "optimizer steps there); a unit's shard copied to the GPU for each "
+                                                "all-gather; each grad shard stays on the GPU (_saved_grad_shard) "
+                                                "from its reduce-scatter to the end of backward, copied to the host."
+                                              : std::string()));
   }
   if (options.shard == Sharding::Fsdp2)
     notes.push_back("FSDP2 (fully_shard): " + std::to_string(context.units.count()) + " parameter groups (" +
@@ -255,14 +262,18 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "and each backward contribution is added into them.");
   if (options.grad_accum > 1)
     notes.push_back("Gradient accumulation: this is one micro-batch of " + std::to_string(options.grad_accum) +
-                    " with the grads of earlier micro-batches resident, plus the optimizer step.");
+                    " with the grads of earlier micro-batches resident" +
+                    (options.fsdp_cpu_offload && options.shard == Sharding::Fsdp2 ? " (on the host: CPU offload)" : "") +
+                    ", plus the optimizer step.");
   if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW) {
     static const char* impl[] = {
         "foreach (PyTorch 2.x default on CUDA): one parameter-sized temporary per parameter during step()",
         "foreach as in torch 1.13: two parameter-sized temporaries per parameter during step()",
         "single-tensor: two temporaries of one parameter's size at a time", "fused: no temporaries"};
     notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] +
-                    (options.shard == Sharding::Fsdp2 && options.fsdp_cpu_offload ? ", on the host (CPU offload)." : "."));
+                    (options.fsdp_cpu_offload && (options.shard == Sharding::Fsdp2 || options.shard == Sharding::Fsdp)
+                         ? ", on the host (CPU offload)."
+                         : "."));
     if (options.optimizer_flags.amsgrad) notes.push_back("amsgrad: a third state per parameter, max_exp_avg_sq.");
   }
   if (options.optimizer_in_backward)
@@ -287,7 +298,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                                        : "First iteration: optimizer states are created inside the optimizer step.");
   if (options.frozen_storage != FrozenStorage::Same) {
     static const char* name[] = {"same", "fp16", "bf16", "int8", "nf4", "gptq-int4", "awq-int4"};
-    const char* how =
+    const std::string how =
         options.frozen_storage == FrozenStorage::Int8
             ? "each Linear's forward quantizes its input to int8 (transients), and its backward dequantizes the weight "
               "into the compute type for the input grad."
@@ -299,9 +310,11 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
               "8 split-K partial products), and its backward dequantizes it again and repeats it once per sequence "
               "of the batch (AutoAWQ's WQLinearMMFunction)."
         : torchao_nf4(options) && options.shard == Sharding::Fsdp2
-            ? "torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers, sharded by fully_shard; the "
-              "bytes above are this GPU's shards), all-gathered in NF4 for each group, and dequantized into the "
-              "compute type by each linear_nf4, in forward and again in backward."
+            ? std::string("torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers, sharded by "
+                          "fully_shard; the bytes above are this rank's shards") +
+                  (options.fsdp_cpu_offload ? ", on the host under CPU offload" : "") +
+                  "), all-gathered in NF4 for each group, and dequantized into the compute type by each linear_nf4, in "
+                  "forward and again in backward."
         : torchao_nf4(options)
             ? "torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers), dequantized into the compute "
               "type by each linear_nf4 (NF4Tensor.get_original_weight), in forward and again in backward; linear_nf4 "

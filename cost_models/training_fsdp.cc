@@ -135,7 +135,16 @@ void TrainingStep::add_fsdp_shards() {
     }
     unit_state_bytes_[u] = orig_params ? busiest * element[u] : per_rank * element[u];
     unit_grad_shard_bytes_[u] = per_rank * element[u];
-    add_fsdp_shard_buffer(u, "fsdp_flat_param_shard:", per_rank * element[u]);
+    if (!fsdp_cpu_offload()) {
+      add_fsdp_shard_buffer(u, "fsdp_flat_param_shard:", per_rank * element[u]);
+      continue;
+    }
+    // CPUOffload (training_fsdp_offload.cc): _local_shard and _cpu_grad (every unit) and the states on the host.
+    unit_has_shards_[u] = true;
+    result_.fsdp_offload_host_bytes = checked_add(
+        result_.fsdp_offload_host_bytes,
+        fsdp_offload_host_bytes(per_rank * element[u], per_rank * element[u], unit_trains_[u] ? unit_state_bytes_[u] : 0),
+        "FSDP CPU offload");
   }
 }
 
@@ -174,7 +183,7 @@ void TrainingStep::add_fsdp_shard_buffer(int32_t u, const std::string& prefix, u
 // Grads resident before the step (gradient accumulation, torch 1.x zero_grad): FSDP's _saved_grad_shard,
 // one shard per unit, into which each new reduce-scattered shard is added (FSDP2: the sharded parameters'
 // .grad, foreach_reduce's `sharded_param.grad._local_tensor += new_sharded_grad`).
-// Under --fsdp-cpu-offload they are on the host (training_fsdp2.cc).
+// Under --fsdp-cpu-offload they are on the host (training_fsdp2.cc; FSDP1 refuses accumulation there).
 void TrainingStep::add_fsdp_resident_grads() {
   if (fsdp_cpu_offload()) return;
   for (size_t u = 0; u < context_.units.count(); ++u) {
@@ -195,10 +204,14 @@ int32_t TrainingStep::fsdp_gathered(int32_t unit, bool backward, Step& st) {
   if (b < 0 && fsdp2()) {
     b = fsdp2_copy_out(unit, backward, st);
   } else if (b < 0) {
-    b = writer_.new_buffer("fsdp_unsharded:" + context_.units.names[unit] + (backward ? ":backward" : ""),
-                           unit_padded_bytes_[unit], Category::Weight);
+    const std::string suffix = context_.units.names[unit] + (backward ? ":backward" : "");
+    b = writer_.new_buffer("fsdp_unsharded:" + suffix, unit_padded_bytes_[unit], Category::Weight);
     st.writes.push_back(b);
-    add_unique(st.reads, unit_shard_[unit]);
+    // Under CPU offload the all-gather reads a GPU copy of the host shard (pre_unshard's flat_param_to).
+    const uint64_t shard = unit_padded_bytes_[unit] / static_cast<uint64_t>(options_.gpus);
+    add_unique(st.reads, fsdp_cpu_offload()
+                             ? fsdp_offload_h2d("fsdp_offload_h2d:" + suffix, "fsdp_shard_h2d:" + suffix, shard, st.phase)
+                             : unit_shard_[unit]);
   } else {
     add_unique(st.reads, b);
   }
@@ -246,6 +259,10 @@ void TrainingStep::fsdp_pre_backward(int32_t op) {
   Step st{"fsdp_pre_backward:" + w.names[u], "all_gather", Phase::Backward, {}, {}, 0};
   fsdp_gathered(u, /*backward=*/true, st);
   const int32_t next = fsdp_next_in_backward(w.first_op[u]);
+  if (next > 0 && fsdp_cpu_offload()) {  // _unshard copies and gathers one handle, then the prefetch the next
+    program().steps.push_back(std::move(st));
+    st = Step{"fsdp_backward_prefetch:" + w.names[next], "all_gather", Phase::Backward, {}, {}, 0};
+  }
   if (next > 0) fsdp_gathered(next, /*backward=*/true, st);
   program().steps.push_back(std::move(st));
 }
@@ -288,6 +305,10 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
     if (unit_padded_bytes_[u] > unit_bytes_[u])
       rs.writes.push_back(writer_.new_buffer("fsdp_unsharded_grad:" + w.names[u] + ":padded", unit_padded_bytes_[u],
                                              Category::ActivationGrad));
+    if (fsdp_cpu_offload()) {
+      fsdp_offload_grad(u, rs);
+      continue;
+    }
     fsdp_new_grad_shard(u, rs);
     program().steps.push_back(std::move(rs));
   }
@@ -317,7 +338,7 @@ std::vector<TrainingStep::UpdateTarget> TrainingStep::update_targets() const {
     if (ds_config_.offload_optimizer == DeepSpeedOffload::None) out.push_back(ds_target(-1));
     return out;
   }
-  if (fsdp_cpu_offload()) return out;  // the optimizer steps the host shards (training_fsdp2.cc)
+  if (fsdp_cpu_offload()) return out;  // the optimizer steps the host shards (training_fsdp_offload.cc)
   if (flat_shards()) {
     for (size_t u = 0; u < context_.units.count(); ++u)
       if (fsdp_unit_sharded(u) && unit_trains_[u])

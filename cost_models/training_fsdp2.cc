@@ -98,7 +98,8 @@
 //    reduce output (and its orig_dtype copy) is dropped when foreach_reduce returns. With gradient accumulation the
 //    add runs on the host (`sharded_param.grad._local_tensor += new_sharded_grad`).
 //  - TrainingResult::fsdp_offload_host_bytes: the padded shards (every parameter, stored dtype; NF4 as sharded
-//    above) + the trainable ones' grad shards + the optimizer states, none of it in the program.
+//    above) + the trainable ones' grad shards + the optimizer states, none of it in the program
+//    (training_fsdp_offload.cc, shared with FSDP1's CPUOffload).
 // Shards follow dim 0 of the initializer as the graph stores it; an exporter that stores a Linear's weight
 // transposed for MatMul swaps the axes, which changes the padding only when a dimension is not a multiple of N.
 #include <algorithm>
@@ -209,9 +210,7 @@ void TrainingStep::add_fsdp2_shards() {
         fsdp2_h2d_stored_bytes_[u] = std::max(fsdp2_h2d_stored_bytes_[u], c->first - later);
       later = checked_add(later, c->second, "FSDP2 all-gather input");
     }
-    const uint64_t states = checked_mul(unit_state_bytes_[u], static_cast<uint64_t>(states_per_param()), "optimizer states");
-    host = checked_add(host, checked_add(checked_add(shard[u], unit_grad_shard_bytes_[u], "FSDP2 host"), states, "FSDP2 host"),
-                       "FSDP2 host");
+    host = checked_add(host, fsdp_offload_host_bytes(shard[u], unit_grad_shard_bytes_[u], unit_state_bytes_[u]), "FSDP2 host");
   }
   result_.fsdp_offload_host_bytes = host;
 }
@@ -223,13 +222,9 @@ int32_t TrainingStep::fsdp2_all_gather(int32_t u, bool backward) {
   const Phase phase = backward ? Phase::Backward : Phase::Forward;
   Step st{"fsdp2_all_gather:" + suffix, "all_gather", phase, {}, {}, 0};
   if (fsdp_cpu_offload()) {  // the host shards copied (and cast) to the GPU one by one, held until the copy-in
-    Step h2d{"fsdp2_offload_h2d:" + suffix, "_to_copy", phase, {}, {}, 0};
-    const int32_t input = writer_.new_buffer("fsdp2_all_gather_input:" + suffix, fsdp2_gather_input_bytes_[u], Category::Weight);
-    h2d.writes.push_back(input);
-    if (fsdp2_h2d_stored_bytes_[u] > 0)
-      h2d.writes.push_back(writer_.new_buffer("fsdp2_offload_h2d_stored:" + suffix, fsdp2_h2d_stored_bytes_[u], Category::Weight));
-    program().steps.push_back(std::move(h2d));
-    st.reads.push_back(input);
+    st.reads.push_back(fsdp_offload_h2d("fsdp2_offload_h2d:" + suffix, "fsdp2_all_gather_input:" + suffix,
+                                        fsdp2_gather_input_bytes_[u], phase, "fsdp2_offload_h2d_stored:" + suffix,
+                                        fsdp2_h2d_stored_bytes_[u]));
   } else {
     st.reads.push_back(unit_shard_[u]);
   }

@@ -162,10 +162,17 @@ class TrainingStep {
   bool outputs_need_grad(int32_t first, int32_t last, const std::function<bool(int32_t)>& in) const;
   int32_t fsdp_next_in_backward(int32_t before_op) const;
   void fsdp_new_grad_shard(int32_t u, Step& rs);
+  // --fsdp-cpu-offload (FSDP1 and FSDP2, training_fsdp_offload.cc): the host line, the host-to-device copy step.
+  uint64_t fsdp_offload_host_bytes(uint64_t shards, uint64_t grads, uint64_t state) const;
+  int32_t fsdp_offload_h2d(const std::string& step, const std::string& copy, uint64_t bytes, Phase phase,
+                           const std::string& transient = {}, uint64_t transient_bytes = 0);
+  void fsdp_offload_grad(int32_t u, Step& rs);  // FSDP1: the grad shard on the GPU, copied to _cpu_grad
+  void fsdp_post_backward_final();              // FSDP1: _finalize_params frees those GPU grad shards
 
   // ---- FSDP2, fully_shard (training_fsdp2.cc) ----
   bool fsdp2() const { return options_.shard == Sharding::Fsdp2; }
-  bool fsdp_cpu_offload() const { return fsdp2() && options_.fsdp_cpu_offload; }
+  // --fsdp-cpu-offload: FSDP2's CPUOffloadPolicy or FSDP1's CPUOffload(offload_params=True).
+  bool fsdp_cpu_offload() const { return flat_shards() && options_.fsdp_cpu_offload; }
   // Whether unit `u` holds any parameter shard (on the GPU, unit_shard_, or on the host under --fsdp-cpu-offload).
   bool fsdp_unit_sharded(int32_t u) const { return unit_has_shards_[u]; }
   void add_fsdp2_shards();
@@ -302,6 +309,7 @@ class TrainingStep {
   std::vector<int32_t> unit_first_param_op_;
   std::vector<int32_t> fsdp_pending_grad_;
   std::vector<uint64_t> unit_grad_shard_bytes_;     // the reduce-scattered grad shard (FSDP2: trainable parameters' only)
+  std::vector<int32_t> fsdp_offload_grad_shards_;   // FSDP1 offload: GPU grad shards held to the end of backward
   // FSDP2: per unit, its all-gather output waiting for the copy-out (-1: none); the forward's last all-gather output,
   // held until the next unit's all-gather; the last reduce-scatter input, held until the next post-backward.
   std::vector<int32_t> fsdp2_all_gather_output_;

@@ -80,7 +80,7 @@ struct EstimateArgs {
   bool offload_activations = false;   // --offload-activations (needs --checkpoint)
   std::string deepspeed;            // --deepspeed CONFIG.json (report/deepspeed_config.h; needs --gpus)
   std::string fsdp2_mp = "none";      // --fsdp2-mp none | PARAM:REDUCE (bf16:fp32 ...; needs --shard fsdp2)
-  bool fsdp_cpu_offload = false;      // --fsdp-cpu-offload (needs --shard fsdp2)
+  bool fsdp_cpu_offload = false;      // --fsdp-cpu-offload (needs --shard fsdp2 or fsdp)
   bool free_output = false;
   std::string upcast = "none";       // --upcast none | a list of rmsnorm, softmax, loss
   std::string recipe;               // --recipe NAME (report/recipes.h): "" plain PyTorch

@@ -240,7 +240,7 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
                          "DeepSpeed offloaded parameters", format_bytes(e.deepspeed_param_host_bytes));
     if (e.fsdp_offload_host_bytes > 0)
       out += fmt::format("  {:<44}{:>12}  host memory (--fsdp-cpu-offload: shards, grads, states): not in the figures above\n",
-                         "FSDP2 CPU offload", format_bytes(e.fsdp_offload_host_bytes));
+                         "FSDP CPU offload", format_bytes(e.fsdp_offload_host_bytes));
     for (size_t i = 0; i < e.pipeline_stages.size(); ++i) {
       const PipelineStageFacts& s = e.pipeline_stages[i];
       out += fmt::format("  {:<44}{:>12}  {} to {}, {} micro-batch(es) in flight{}\n",
@@ -305,7 +305,7 @@ std::string estimate_to_markdown(const Estimate& e, const std::string& configura
     out += fmt::format("| DeepSpeed offloaded parameters (pinned host memory, not in the figures above) | {} | {} B |\n",
                        format_bytes(e.deepspeed_param_host_bytes), format_count(e.deepspeed_param_host_bytes));
   if (e.fsdp_offload_host_bytes > 0)
-    out += fmt::format("| FSDP2 CPU offload: shards, grads, optimizer states (host memory, not in the figures above) | {} | {} B |\n",
+    out += fmt::format("| FSDP CPU offload: shards, grads, optimizer states (host memory, not in the figures above) | {} | {} B |\n",
                        format_bytes(e.fsdp_offload_host_bytes), format_count(e.fsdp_offload_host_bytes));
   if (const auto& kv = e.kv_phases)
     for (const auto* s : {&kv->prefill, &kv->decode})

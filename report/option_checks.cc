@@ -102,12 +102,22 @@ void check_requirements(const EstimateArgs& a) {
   if (!kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}) && !kShardChoices.is(a.shard, Sharding::Fsdp2))
     throw InputError("--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard " +
                      kShardChoices.name_of(Sharding::Fsdp2));
-  if (a.fsdp_cpu_offload && !kShardChoices.is(a.shard, Sharding::Fsdp2))
-    throw InputError("--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2): it needs --shard " +
-                     kShardChoices.name_of(Sharding::Fsdp2) +
-                     (kShardChoices.is(a.shard, Sharding::Fsdp)
-                          ? " (FSDP1's CPUOffload(offload_params=True) is another mechanism, not modelled)"
-                          : std::string()));
+  const bool fsdp1 = kShardChoices.is(a.shard, Sharding::Fsdp);
+  if (a.fsdp_cpu_offload && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !fsdp1)
+    throw InputError("--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2) or FSDP1's "
+                     "CPUOffload(offload_params=True): it needs --shard " + kShardChoices.name_of(Sharding::Fsdp2) +
+                     " or " + kShardChoices.name_of(Sharding::Fsdp));
+  // FullyShardedDataParallel's docstring (torch/distributed/fsdp/fully_sharded_data_parallel.py): gradient
+  // accumulation outside no_sync() with CPU offloading "yields incorrect results since FSDP will use the
+  // newly-reduced gradient instead of accumulating" (cost_models/training_fsdp_offload.cc).
+  if (a.fsdp_cpu_offload && fsdp1 && a.grad_accum > 1)
+    throw InputError("--fsdp-cpu-offload with --shard " + kShardChoices.name_of(Sharding::Fsdp) +
+                     " and --grad-accum: FSDP1's CPU offload does not accumulate gradients outside no_sync() (its "
+                     "docstring: it uses the newly-reduced gradient instead); --shard " +
+                     kShardChoices.name_of(Sharding::Fsdp2) + " accumulates on the host");
+  if (a.fsdp_cpu_offload && fsdp1 && kTorchChoices.is(a.torch, true))
+    throw InputError("--fsdp-cpu-offload with --shard " + kShardChoices.name_of(Sharding::Fsdp) +
+                     " and --torch 1.13: FSDP1's CPU offload is modelled from PyTorch 2's _flat_param.py: use --torch 2");
   if (a.double_quant && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
   if (!kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Auto) && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))

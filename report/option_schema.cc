@@ -234,9 +234,11 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.fsdp2_mp), .choices = kFsdp2MpChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.fsdp2_mp != "none", " mp " + a.fsdp2_mp); }},
       {.flag = "--fsdp-cpu-offload", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
-       .help = "With --shard fsdp2: fully_shard's CPUOffloadPolicy (torchtune's fsdp_cpu_offload): the sharded "
-               "parameters (pinned), their grads and the optimizer states on the host, reported apart; each group's "
-               "shards copied to the GPU for its all-gather, each grad shard copied back after its reduce-scatter",
+       .help = "With --shard fsdp2: fully_shard's CPUOffloadPolicy (torchtune's fsdp_cpu_offload); with --shard "
+               "fsdp: FSDP1's CPUOffload(offload_params=True). The sharded parameters (pinned), their grads and the "
+               "optimizer states on the host, reported apart; each group's shards copied to the GPU for its "
+               "all-gather, each grad shard copied back after its reduce-scatter (FSDP1 keeps it on the GPU to the "
+               "end of backward; no --grad-accum there)",
        .field = FIELD(estimate.fsdp_cpu_offload),
        .describe = [](const EstimateArgs& a) { return if_set(a.fsdp_cpu_offload, ", CPU offload"); }},
       {.flag = "--optimizer-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,

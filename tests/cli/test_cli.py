@@ -475,12 +475,30 @@ class FsdpTest(unittest.TestCase):
         self.assertNotIn("fsdp_offload_host_bytes", plain["training"])
         self.assertLess(out["total_bytes"], plain["total_bytes"])
         table = run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp-cpu-offload", check_rc=0).stdout
-        self.assertIn("FSDP2 CPU offload", table)
+        self.assertIn("FSDP CPU offload", table)
         self.assertIn("5,341,232 B", run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp-cpu-offload",
                                           "--format", "markdown", check_rc=0).stdout)
-        # FSDP1's CPUOffload is another mechanism: refused, exit 2.
-        self.assertIn("FSDP1's CPUOffload(offload_params=True) is another mechanism, not modelled",
-                      run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-cpu-offload", check_rc=2).stderr)
+
+    def test_fsdp1_cpu_offload_moves_flat_shards_cpu_grads_states_to_the_host(self):
+        # --shard fsdp --fsdp-cpu-offload (FSDP1's CPUOffload(offload_params=True)): each unit's padded flat shard
+        # (PER_GPU = 1,325,920 bytes a GPU, test_shards_by_hand), its _cpu_grad (zeros_like the shard, pinned) and
+        # AdamW's two states, all on the host: 4 x 1,325,920 = 5,303,680 bytes on the host line; none on the GPU.
+        out = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-cpu-offload")
+        jsonschema.validate(out, schema("estimate"))
+        t = out["training"]
+        self.assertEqual(t["fsdp_offload_host_bytes"], 4 * self.PER_GPU)
+        self.assertEqual((t["param_bytes"], t["grad_bytes"], t["optimizer_state_bytes"]), (0, 0, 0))
+        self.assertTrue(any("CPUOffload(offload_params=True)" in n for n in out["notes"]), out["notes"])
+        plain = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp")
+        self.assertLess(out["total_bytes"], plain["total_bytes"])
+        self.assertIn("5,303,680 B", run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-cpu-offload",
+                                          "--format", "markdown", check_rc=0).stdout)
+        # Gradient accumulation outside no_sync() is wrong under FSDP1's CPU offload (its docstring): refused.
+        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-cpu-offload", "--grad-accum", "2",
+                  check_rc=2).stderr
+        self.assertIn("FSDP1's CPU offload does not accumulate gradients outside no_sync()", err)
+        self.assertIn("it needs --shard fsdp2 or fsdp",
+                      run(*self.BASE, "--gpus", "3", "--shard", "ddp", "--fsdp-cpu-offload", check_rc=2).stderr)
 
     def test_fsdp2_qlora_torchao_nf4_by_hand(self):
         """torchtune's distributed QLoRA (--recipe torchtune --lora-rank 8 --frozen-dtype nf4 --gpus 2: fully_shard

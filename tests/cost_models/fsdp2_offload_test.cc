@@ -131,5 +131,85 @@ TEST(Fsdp2Offload, ReduceInBf16CopiesToFloat32ThenToTheHostByHand) {
   EXPECT_EQ(last_reader(p, orig), step_named(p, "fsdp2_grad_offload:layers.0"));
 }
 
+// Gradient accumulation (--grad-accum 4: a later micro-batch and the step), bf16, no policy. foreach_reduce at
+// 010ae4a8: with a grad already there (to_accumulate_grad) the offloaded new_sharded_grad is copied to the host
+// blocking (non_blocking = pin_memory and not to_accumulate_grad) and added there
+// (`sharded_param.grad._local_tensor += new_sharded_grad`): the accumulated grads are the host grad shards already on
+// the host line, 296 B as above (the add's CPU copy of the new shard is a host transient, not on the line). On the
+// GPU nothing is resident and the program is one micro-batch's: peak 668 B at backward:/MatMul_2, the reduce output
+// (layers.0 24 B) still freed at its copy to the host. Without offload the accumulated grad shards are resident on
+// the GPU: 74 B beside the shards 74 and the states 148: 296 B.
+TEST(Fsdp2Offload, GradientAccumulationAddsOnTheHostByHand) {
+  TrainingRun o = run(true);
+  o.grad_accum = 4;
+  const TrainingResult r = build_training_program(blocks(), o);
+  const Program& p = r.program;
+  EXPECT_EQ(r.fsdp_offload_host_bytes, 296u);
+  EXPECT_EQ(r.param_bytes + r.grad_bytes + r.optimizer_state_bytes, 0u);
+  EXPECT_EQ(testing::resident_bytes(p), 0u);
+  EXPECT_EQ(buffer_named(p, "fsdp_grad_shard:layers.0"), -1);
+  EXPECT_EQ(bytes_named(p, "fsdp2_reduce_output:layers.0"), 24u);
+  EXPECT_EQ(last_reader(p, buffer_named(p, "fsdp2_reduce_output:layers.0")), step_named(p, "fsdp2_grad_offload:layers.0"));
+  const testing::Peak peak = testing::peak_live_bytes(p);
+  EXPECT_EQ(peak.bytes, 668u);
+  EXPECT_EQ(p.steps[peak.step].name, "backward:/MatMul_2");
+  TrainingRun plain = run(false);
+  plain.grad_accum = 4;
+  const TrainingResult q = build_training_program(blocks(), plain);
+  EXPECT_EQ(q.grad_bytes, 74u);
+  EXPECT_EQ(testing::resident_bytes(q.program), 296u);
+}
+
+// torchtune's distributed QLoRA with fsdp_cpu_offload (--frozen-dtype nf4 --nf4-impl torchao --lora-rank 2, bf16)
+// on two 32,768-value NF4 layers over 2 ranks: x[4,256] -> MatMul(layers.0.fc.w [256,128]) -> Relu ->
+// MatMul(layers.1.fc.w [128,256]) -> Relu -> Gemm(head.w [2,256], head.b [2]) -> y[4,2].
+// Shards (tests/cost_models/fsdp2_nf4_test.cc's arithmetic, torchao's nf4_split): a layer's NF4 weight 8,450 B of
+// sharded quantized tensors + 34 B scaler_mean and table = 8,484 B, its adapters 512 + 256 = 768 B: 9,252 B; the root
+// (frozen head) 512 + 2 = 514 B. All on the host: 2 x 9,252 + 514 = 19,018 B; the adapters' grad shards 2 x 768 =
+// 1,536 B and Adam's two states 3,072 B: host line 19,018 + 1,536 + 3,072 = 23,626 B, nothing resident (22,090 B
+// without offload). The NF4 bytes (2 x 8,484 = 16,968 B) are still the frozen weights' stored bytes, now on the host.
+// all_gather_inputs under offload: the NF4Tensor .to(device) whole (8,484 B) then fsdp_pre_all_gather's views of it,
+// the adapters .to(device) (no policy: no cast, no stored-dtype transient): a layer's GPU copy 9,252 B, the root's
+// 514 B, each freed at its all-gather. At the first step (the root's copy) x 4 x 256 x 2 = 2,048 + 514 = 2,562 B.
+// Reduce: the adapters' 1,536 B input, the 768 B output copied to the host and freed there.
+// The peak stays Fsdp2Nf4.PeakStepByHand's 505,388 B at layers.1's backward get_original_weight: no GPU copy lives
+// there (layers.0's, made for its prefetch, died at that all-gather; layers.1 is not reduced yet).
+TrainingRun qlora_offload() {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.precision = Precision::Bf16;
+  o.gpus = 2;
+  o.shard = Sharding::Fsdp2;
+  o.frozen_storage = FrozenStorage::Nf4;
+  o.nf4_torchao = true;
+  o.lora_rank = 2;
+  o.lora_targets = "fc";
+  o.lora_float32 = false;
+  o.fsdp_cpu_offload = true;
+  return o;
+}
+
+TEST(Fsdp2Offload, TorchaoNf4QloraShardsOnTheHostByHand) {
+  const TrainingResult r = build_training_program(testing::two_fc_blocks(256, 128), qlora_offload());
+  const Program& p = r.program;
+  EXPECT_EQ(r.fsdp_offload_host_bytes, 23626u);
+  EXPECT_EQ(r.param_bytes + r.grad_bytes + r.optimizer_state_bytes, 0u);
+  EXPECT_EQ(r.frozen_stored_bytes, 16968u);
+  EXPECT_EQ(testing::resident_bytes(p), 0u);
+  EXPECT_EQ(bytes_named(p, "fsdp2_all_gather_input:layers.0"), 9252u);
+  EXPECT_EQ(bytes_named(p, "fsdp2_all_gather_input:layers.1:backward"), 9252u);
+  EXPECT_EQ(bytes_named(p, "fsdp2_all_gather_input:root"), 514u);
+  EXPECT_EQ(buffer_named(p, "fsdp2_offload_h2d_stored:layers.0"), -1);
+  EXPECT_EQ(bytes_named(p, "fsdp2_all_gather_output:layers.0"), 18436u);
+  EXPECT_EQ(testing::live_at_step(p, "fsdp2_offload_h2d:root"), 2562u);
+  EXPECT_EQ(bytes_named(p, "fsdp2_reduce_scatter_input:layers.0"), 1536u);
+  EXPECT_EQ(bytes_named(p, "fsdp2_reduce_output:layers.0"), 768u);
+  EXPECT_EQ(last_reader(p, buffer_named(p, "fsdp2_reduce_output:layers.0")), step_named(p, "fsdp2_grad_offload:layers.0"));
+  const testing::Peak peak = testing::peak_live_bytes(p);
+  EXPECT_EQ(peak.bytes, 505388u);
+  EXPECT_EQ(p.steps[peak.step].name, "linear_nf4:get_original_weight:layers.1.fc.w");
+  EXPECT_EQ(p.steps[peak.step].phase, Phase::Backward);
+}
+
 }  // namespace
 }  // namespace memplan

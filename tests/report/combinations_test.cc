@@ -347,9 +347,14 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
        "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts a float32"},
       {{"fsdp2-mp", "lora"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --lora-rank: not modelled"},
       {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard fsdp2"},
-      {{"ddp", "fsdp-cpu-offload"}, "--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2): it needs --shard fsdp2"},
-      {{"fsdp", "fsdp-cpu-offload"}, "it needs --shard fsdp2 (FSDP1's CPUOffload(offload_params=True) is another "
-                                     "mechanism, not modelled)"},
+      {{"ddp", "fsdp-cpu-offload"}, "--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2) or FSDP1's "
+                                    "CPUOffload(offload_params=True): it needs --shard fsdp2 or fsdp"},
+      // Three features: FSDP1's CPU offload is modelled (Combinations.Fsdp1CpuOffloadIsModelled), but not with
+      // gradient accumulation (wrong in torch: FullyShardedDataParallel's docstring) nor torch 1.13 (not read).
+      {{"fsdp", "fsdp-cpu-offload", "grad-accum"}, "--fsdp-cpu-offload with --shard fsdp and --grad-accum: FSDP1's CPU "
+                                                  "offload does not accumulate gradients outside no_sync()"},
+      {{"fsdp", "fsdp-cpu-offload", "torch-1.13"}, "--fsdp-cpu-offload with --shard fsdp and --torch 1.13: FSDP1's CPU "
+                                                  "offload is modelled from PyTorch 2's"},
       {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA (torchao's "
                                 "NF4Tensor under fully_shard, a qlora_* model): give --lora-rank R"},
       {{"fsdp2", "kbit-prep"}, "--shard fsdp2 with --kbit-prep: not modelled: NF4 under fully_shard is torchao's"},
@@ -376,6 +381,22 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << c.message << ": " << e.what();
     }
+  }
+}
+
+// --shard fsdp with --fsdp-cpu-offload (FSDP1's CPUOffload(offload_params=True)): modelled, the host line filled and
+// nothing of the parameters, grads or states on the GPU; with --lora-rank too (use_orig_params=True).
+TEST(Combinations, Fsdp1CpuOffloadIsModelled) {
+  for (const bool lora : {false, true}) {
+    EstimateArgs a = base();
+    enables().at("fsdp").apply(a);
+    enables().at("fsdp-cpu-offload").apply(a);
+    if (lora) enables().at("lora").apply(a);
+    EXPECT_EQ(a.shard, "fsdp");
+    EXPECT_NO_THROW(validate_estimate_args(a)) << lora;
+    const ConfiguredEstimate c = estimate_model(a);
+    EXPECT_GT(c.estimate.fsdp_offload_host_bytes, 0u) << lora;
+    EXPECT_EQ(c.estimate.param_bytes + c.estimate.grad_bytes + c.estimate.optimizer_state_bytes, 0u) << lora;
   }
 }
 
