@@ -137,6 +137,7 @@ struct VllmAnswer {
   std::string quantization_source;    // "--quantization", or the config's quantization_config
   VllmQuantizedLinears quantized;     // the linear layers as vLLM holds them (with --quantization)
   bool sampler_sets_peak = false;
+  uint64_t custom_all_reduce_bytes = 0;  // in memory.non_torch beside --reserve (0.9.2 to 0.10 at tp >= 2)
   VllmMemory memory;
   VllmKvCapacity capacity;
   int64_t max_concurrent_sequences = 0;  // floor(max_concurrency)

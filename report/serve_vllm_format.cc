@@ -150,6 +150,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
                                                                   : nlohmann::ordered_json(a.quantized.quantized_bytes)},
         {"activation_peak_bytes", a.memory.activation_peak},
         {"non_torch_bytes", a.memory.non_torch},
+        {"custom_all_reduce_bytes", a.custom_all_reduce_bytes},
         {"available_kv_cache_bytes", a.memory.available}}},
       {"num_gpu_blocks", a.capacity.num_blocks},
       {"gpu_kv_cache_tokens", a.capacity.tokens},
@@ -217,7 +218,11 @@ std::string vllm_to_text(const VllmAnswer& a) {
   t += fmt::format("  - non-torch memory {:>12}  (--reserve{})\n", format_bytes(m.non_torch),
                    absolute ? fmt::format(": {} charges every byte outside PyTorch on the GPU, the CUDA context, NCCL "
                                           "and other processes included", a.settings.version_text)
-                            : "");
+                   : a.settings.rule.all_reduce_after_snapshot
+                       ? fmt::format(" with NCCL's communicators, and the custom all-reduce's IPC buffers, {} B: "
+                                     "{} sets both up after its snapshot", format_count(a.custom_all_reduce_bytes),
+                                     a.settings.version_text)
+                       : "");
   t += fmt::format("  = available KV cache memory: {}\n",
                    m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
   t += "  CUDA graphs: " + vllm_cuda_graphs(a) + "\n";

@@ -594,7 +594,8 @@ class VllmByHand(unittest.TestCase):
             self.assertIn(phrase, p.stderr)
             if args[1] != "0.21":
                 self.assertIn("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.8 (the V1 worker's "
-                              "absolute rule), 0.11 to 0.20", p.stderr)
+                              "absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), 0.11 to "
+                              "0.20", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         p = run("serve", KV, "--engine", "vllm", "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")
         self.assertEqual(p.returncode, 2)
