@@ -176,7 +176,9 @@ struct VllmTable {
   std::string model;
   int64_t max_model_len = 0, block_size = 0;
   double gpu_memory_utilization = 0;
-  uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;
+  uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;  // non_torch_bytes: --reserve
+  uint64_t custom_all_reduce_bytes = 0;  // beside --reserve on every GPU (0.9.2 to 0.10 at tp >= 2)
+  std::string engine_version;
   int64_t sliding_window = 0;  // the windowed layers' window (0: full attention)
   int64_t kv_layers = 0, sliding_layer_count = 0;  // a hybrid model's layers and windowed ones (else equal)
   bool mla = false;  // deepseek_v3: each GPU's MLA backend sets its block size (block_size: --block-size)

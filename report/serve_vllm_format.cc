@@ -311,6 +311,7 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
                               {"non_torch_bytes", t.non_torch_bytes},
                               {"gpus", rows}};
   if (t.sliding_window > 0) j["sliding_window"] = t.sliding_window;  // optional: every layer's window
+  if (t.custom_all_reduce_bytes > 0) j["custom_all_reduce_bytes"] = t.custom_all_reduce_bytes;  // optional: 0.9.2-0.10
   return j;
 }
 
@@ -332,7 +333,11 @@ std::string vllm_table_to_text(const VllmTable& t) {
   for (const VllmTableRow& r : t.rows)
     if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
   if (t.sliding_window > 0) text += "  " + window_note(t) + "\n";
-  text += fmt::format("  (non-torch memory {} each: --reserve; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes));
+  text += fmt::format("  (non-torch memory {} each: --reserve{}; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes),
+                      t.custom_all_reduce_bytes == 0
+                          ? ""
+                          : fmt::format(", and the custom all-reduce's IPC buffers, {} B, which {} sets up after its "
+                                        "snapshot", format_count(t.custom_all_reduce_bytes), t.engine_version));
   return text;
 }
 

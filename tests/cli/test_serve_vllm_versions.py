@@ -103,6 +103,27 @@ class V0_10ByHand(unittest.TestCase):
         one = vllm(*ARGS, "--engine-version", "0.10")
         self.assertEqual((one["memory"]["custom_all_reduce_bytes"], one["num_gpu_blocks"]), (0, 26174))
 
+    def test_catalog_table_charges_every_gpu(self):
+        # Without --gpu or --memory: one row a catalog GPU, each with the same 16,780,672 B beside --reserve.
+        import jsonschema
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            schema = json.load(f)
+        table = ARGS[2:]  # no --memory
+        rows = {}
+        for version in ("0.10.2", "0.11"):
+            j = vllm(*table, "--tp", "2", "--engine-version", version)
+            jsonschema.validate(j, schema)
+            rows[version] = {r["gpu"]: r for r in j["gpus"] if "not_answered" not in r}
+            self.assertEqual(j.get("custom_all_reduce_bytes"), CUSTOM_ALL_REDUCE if version == "0.10.2" else None)
+            self.assertEqual(j["non_torch_bytes"], 0)
+        self.assertEqual(rows["0.10.2"].keys(), rows["0.11"].keys())
+        for gpu, row in rows["0.10.2"].items():
+            self.assertEqual(rows["0.11"][gpu]["available_kv_cache_bytes"] - row["available_kv_cache_bytes"],
+                             CUSTOM_ALL_REDUCE, gpu)
+        text = run(*table, "--tp", "2", "--engine-version", "0.10.2").stdout
+        self.assertIn("(non-torch memory 0 B each: --reserve, and the custom all-reduce's IPC buffers, 16,780,672 B, "
+                      "which 0.10.2 sets up after its snapshot; GiB = 2^30 bytes)", text)
+
     def test_what_is_not_read_is_refused(self):
         for args, phrase in ((["--engine-version", "0.9.1"], "0.9.0 and 0.9.1's V1 worker is not read"),
                              (["--engine-version", "0.9"], "give the patch"),
