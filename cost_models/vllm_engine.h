@@ -65,7 +65,20 @@ namespace memplan {
 //    holds the forward's hidden states while the sampler warms up (profile_run's `del hidden_states, output` after
 //    _dummy_sampler_run in 0.10-era copies of gpu_model_runner.py, index ids 36090783594, 68835586706). Its step
 //    defaults, sliding-window and MLA sizing and data parallelism are not read at those versions (as 0.8's).
-enum class VllmVersion { V0_6, V0_8, V0_9, V0_11, V0_21 };
+//  - V0_7 (0.6.5 to 0.7.x, V0 on one GPU): PR #10511 (merged November 2024, first in 0.6.5) gave V0's
+//    Worker.determine_num_available_blocks the baseline rule: with memory_profiling(baseline = total - the free memory
+//    init_device measured, weights = model_runner.model_memory_usage): profile_run(); available = total x
+//    utilization - (weights + torch_peak_increase + non_torch_increase), num_gpu_blocks = int(available //
+//    cache_block_size) (a 0.6.5-era copy of worker.py, index id 1418536268; of vllm/utils.py memory_profiling, whose
+//    docstring gives non_torch_increase as the GPU's used memory less the baseline, the weights and the profile's
+//    change of allocated bytes, index id 1271025205). Later 0.7 text measures the baseline as a MemorySnapshot (the
+//    form V1 adopted in PR #19312). On one GPU both are V0_6's terms over an increase: the profile's peak above
+//    what was allocated when it began (the weights) and the non-torch memory since init_device (--reserve, the
+//    CUDA context before it); the profile run is V0_6's. At tensor parallel >= 2 NCCL's and the custom
+//    all-reduce's buffers are set up after that measurement (init_worker_distributed_environment follows it in
+//    init_device), and which of them each form counts (0.6.5's also counts PyTorch tensors allocated after init,
+//    the all-reduce's 8 MiB rank_data among them) is not read at a tag: refused.
+enum class VllmVersion { V0_6, V0_7, V0_8, V0_9, V0_11, V0_21 };
 
 // What each rule does differently: the analysis (report/serve_vllm.cc) reads these, never the version.
 struct VllmRule {
@@ -78,10 +91,11 @@ struct VllmRule {
   bool needs_step_flags = false;        // vLLM's default step for the GPU not read: --max-batched-tokens and
                                         // --max-num-seqs required
   bool all_reduce_after_snapshot = false;  // the custom all-reduce's buffers in non_torch_increase (V0_9)
+  bool one_gpu_only = false;            // --tp above 1 refused (V0_7)
 };
 VllmRule vllm_rule(VllmVersion v);
-// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4", "0.21" and
-// later: the rule; anything else throws
+// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4", "0.6.5" to
+// "0.7.x", "0.21" and later: the rule; anything else throws
 // InputError naming the versions modelled and why the others are not. `enforce_eager`: --enforce-eager (0.21 and
 // later refuse without it).
 VllmVersion vllm_version(const std::string& text, bool enforce_eager);

@@ -202,7 +202,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
   const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
-  if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty());
+  if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty(), tp, a.settings.rule);
   if (s.enable_expert_parallel && moe.empty())
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
                      " (vLLM's flag splits the experts of its FusedMoE layers across the GPUs; a dense model has none)");

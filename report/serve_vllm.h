@@ -187,8 +187,9 @@ struct VllmTable {
 
 // What memplan does not size under vLLM's V0 engine (cost_models/vllm_engine.h V0_6), each refused with its
 // reason (report/serve_vllm_v0.cc): --enable-lora (V0's profile run activates dummy LoRAs), quantization, a
-// mixture of experts (`moe`), and --dtype auto on a checkpoint whose type V0 would change.
-void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe);
+// mixture of experts (`moe`), --dtype auto on a checkpoint whose type V0 would change, and for 0.6.5 to 0.7.x
+// (VllmRule::one_gpu_only) a `tp` above 1.
+void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe, int tp, const VllmRule& rule);
 
 // vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve), its compute
 // capability `capability` (major x 10 + minor: what vLLM's quantization methods check).

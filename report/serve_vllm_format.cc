@@ -222,6 +222,9 @@ std::string vllm_to_text(const VllmAnswer& a) {
                        ? fmt::format(" with NCCL's communicators, and the custom all-reduce's IPC buffers, {} B: "
                                      "{} sets both up after its snapshot", format_count(a.custom_all_reduce_bytes),
                                      a.settings.version_text)
+                   : a.settings.rule.one_gpu_only
+                       ? fmt::format(": the non-torch memory since init_device measured the baseline, which {} "
+                                     "charges; the CUDA context is before it", a.settings.version_text)
                        : "");
   t += fmt::format("  = available KV cache memory: {}\n",
                    m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");

@@ -1,4 +1,5 @@
-"""`memplan serve --engine vllm --engine-version 0.9.2 to 0.10.x` on kv_tiny, every term of the budget by hand.
+"""`memplan serve --engine vllm --engine-version 0.9.2 to 0.10.x` (and 0.6.5 to 0.7.x: class V0_7ByHand) on
+kv_tiny, every term of the budget by hand.
 
 vLLM 0.9.2 to 0.10.x (cost_models/vllm_engine.h V0_9): Worker.determine_available_memory is PR #19312's baseline
 rule, available = int(total x utilization) - (weights + torch_peak_increase + non_torch_increase), as in 0.11; but
@@ -48,6 +49,70 @@ def vllm(*args):
     p = run(*args, "--json")
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
+
+
+class V0_7ByHand(unittest.TestCase):
+    """--engine-version 0.6.5 to 0.7.x: V0 over PR #10511's baseline (cost_models/vllm_engine.h V0_7), one GPU.
+
+    determine_num_available_blocks (a 0.6.5-era copy of worker.py): with memory_profiling(baseline = total - the
+    free memory init_device measured, weights = model_memory_usage): profile_run(); available = total x 0.9 -
+    (weights + torch_peak_increase + non_torch_increase); num_gpu_blocks = int(available // cache_block_size).
+    kv_tiny, --dtype bf16, the class ARGS: weights 3,072 B (as tests/cli/test_serve.py VllmByHand); the profile run
+    is V0's (test_serve.py test_engine_version_0_6_v0_by_hand): 64 prompts of one token, the [64, 8] hidden states
+    held (1,024 B), V0's sampler on 64 rows of 16 logits, the head 64 wide: 2 x 64 x 64 + 30 x 64 x 16 = 38,912 B,
+    beside the cuBLAS workspace (33,554,432 B, sm90);
+      torch_peak_increase = the peak less what was allocated when it began (the weights)
+                          = 33,554,432 + 1,024 + 38,912 = 33,594,368
+      non_torch_increase  = --reserve 0 (no NCCL and no custom all-reduce on one GPU)
+      available = int(67,108,864 x 0.9) - 3,072 - 33,594,368 - 0 = 60,397,977 - 33,597,440 = 26,800,537 B:
+                  26,800,537 // 1,024 = 26,172 blocks (409 B left), 418,752 tokens, 26,172 / 4 = 6,543 requests
+    On one GPU that is 0.6.4's absolute rule term for term (its peak is the same weights plus increase, its
+    non-torch all of --reserve); what differs is what --reserve stands for (the increase since init_device, the
+    CUDA context before it) and tensor parallelism, refused here.
+    """
+    V0 = [*ARGS, "--dtype", "bf16"]
+
+    def test_every_term_on_one_gpu(self):
+        j = vllm(*self.V0, "--engine-version", "0.6.5")
+        m, p = j["memory"], j["profile_run"]
+        self.assertIn("0.6.5 to 0.7 V0", j["engine_rules"])
+        self.assertEqual(m["requested_bytes"], 60397977)
+        self.assertEqual(m["weights_bytes"], 3072)
+        self.assertEqual((p["requests"], p["hidden_states_bytes"]), (64, 1024))
+        self.assertEqual(p["sampler_peak_bytes"], 2 * 64 * 64 + 30 * 64 * 16)
+        self.assertEqual(m["activation_peak_bytes"], 33554432 + 1024 + 38912)
+        self.assertEqual((m["non_torch_bytes"], m["custom_all_reduce_bytes"]), (0, 0))
+        self.assertEqual(m["available_kv_cache_bytes"], 60397977 - 3072 - 33594368)
+        self.assertEqual(j["num_gpu_blocks"], 26800537 // 1024)
+        self.assertEqual(j["num_gpu_blocks"], 26172)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 418752)
+        self.assertEqual(j["max_concurrency"], 6543.0)
+        text = run(*self.V0, "--engine-version", "0.7.3").stdout
+        self.assertIn("served by vLLM 0.7.3 (V0 rules), --memory 64MiB", text)
+        self.assertIn("(--reserve: the non-torch memory since init_device measured the baseline, which 0.7.3 "
+                      "charges; the CUDA context is before it)", text)
+        self.assertIn("# GPU blocks: 26172\nGPU KV cache size: 418,752 tokens", text)
+
+    def test_neighbours(self):
+        # 0.6.4 (absolute) gives the same blocks on one GPU, and says its --reserve is every non-torch byte.
+        old = vllm(*self.V0, "--engine-version", "0.6.4")
+        new = vllm(*self.V0, "--engine-version", "0.6.5")
+        self.assertEqual(old["memory"], new["memory"])
+        self.assertNotEqual(old["engine_rules"], new["engine_rules"])
+        self.assertIn("absolute", old["engine_rules"])
+        self.assertIn("the profile's whole peak and all non-torch memory",
+                      run(*self.V0, "--engine-version", "0.6.4").stdout)
+        # 0.6.4 answers --tp 2; 0.6.5 to 0.7 refuse it (the distributed set-up after the baseline, not read).
+        self.assertEqual(run(*self.V0, "--tp", "2", "--engine-version", "0.6.4").returncode, 0)
+        for version in ("0.6.5", "0.7.3"):
+            p = run(*self.V0, "--tp", "2", "--engine-version", version)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"--engine-version {version} (vLLM's V0 engine) with --tp 2: PR #10511's baseline", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # V0's refusals hold (LoRA: V0's profile run activates dummy adapters).
+        p = run(*self.V0, "--enable-lora", "--engine-version", "0.7.3")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("activates max_loras dummy adapters", p.stderr)
 
 
 class V0_10ByHand(unittest.TestCase):

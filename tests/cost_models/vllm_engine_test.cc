@@ -165,13 +165,15 @@ TEST(VllmEngine, EngineVersionsModelledAndRefused) {
   // 0.9.2 to 0.10.x: PR #19312's baseline rule with the distributed set-up after the snapshot (before PR #25359).
   for (const char* v : {"0.9.2", "0.10", "0.10.0", "0.10.1.1", "0.10.2"})
     EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_9) << v;
-  for (const char* refused : {"0.6", "0.6.5", "0.6.6.post1", "0.7.3", "0.5.4", "0.9", "0.9.1", "0.9.0", "1.0", "x",
-                              "0.", "0.8x", "0.6.x", "0.10x"}) {
+  // V0 from 0.6.5 (PR #10511's baseline) to 0.7.x.
+  for (const char* v : {"0.6.5", "0.6.6.post1", "0.7", "0.7.3"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_7) << v;
+  for (const char* refused : {"0.6", "0.5.4", "0.9", "0.9.1", "0.9.0", "1.0", "x", "0.", "0.8x", "0.6.x", "0.10x"}) {
     try {
       vllm_version(refused, true);
       ADD_FAILURE() << refused;
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.8"),
+      EXPECT_NE(std::string(e.what()).find("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to "
+                                           "0.7.x (V0 over PR #10511's baseline, one GPU), 0.8"),
                 std::string::npos) << e.what();
     }
   }
@@ -192,6 +194,10 @@ TEST(VllmEngine, EachVersionIsARule) {
   EXPECT_TRUE(!v09.absolute_budget && v09.hidden_held_at_sampler && !v09.v0_engine);
   EXPECT_TRUE(v09.needs_step_flags && v08.needs_step_flags && !v11.needs_step_flags);
   EXPECT_FALSE(v09.sizes_sliding_window || v09.sizes_mla || v09.sizes_data_parallel);
+  // 0.6.5 to 0.7: V0's profile run over PR #10511's baseline instead of 0.6.4's absolute peak; one GPU only.
+  const VllmRule v07 = vllm_rule(VllmVersion::V0_7);
+  EXPECT_TRUE(v07.v0_engine && v07.hidden_held_at_sampler && !v07.absolute_budget && v0.absolute_budget);
+  EXPECT_TRUE(v07.one_gpu_only && !v0.one_gpu_only && !v09.one_gpu_only && !v11.one_gpu_only);
 }
 
 TEST(VllmEngine, CustomAllReduceBuffersByHand) {
