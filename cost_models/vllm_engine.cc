@@ -31,9 +31,12 @@ VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
   const int minor = text.size() > 2 && text.compare(0, 2, "0.") == 0 ? version_part(text, 2) : -1;
   const size_t patch_at = minor >= 0 ? text.find('.', 2) : std::string::npos;
   const int patch = patch_at == std::string::npos ? -1 : version_part(text, patch_at + 1);
-  const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.8 (the V1 worker's "
-                               "absolute rule), 0.11 to 0.20 (the current rule) and 0.21 or later with --enforce-eager";
+  const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.7.x (V0 "
+                               "over PR #10511's baseline, one GPU), 0.8 (the V1 worker's "
+                               "absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), 0.11 to "
+                               "0.20 (the current rule) and 0.21 or later with --enforce-eager";
   if (minor == 8) return VllmVersion::V0_8;
+  if (minor == 10 || (minor == 9 && patch >= 2)) return VllmVersion::V0_9;
   if (minor >= 11 && minor <= 20) return VllmVersion::V0_11;
   if (minor >= 21) {
     if (!enforce_eager)
@@ -44,17 +47,14 @@ VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
     return VllmVersion::V0_21;
   }
   if (minor == 6 && patch >= 0 && patch <= 4) return VllmVersion::V0_6;
+  if ((minor == 6 && patch >= 5) || minor == 7) return VllmVersion::V0_7;
   if (minor == 6 && patch < 0)
     throw InputError("--engine-version " + text + ": give the patch (0.6.0 to 0.6.4 are the V0 worker's absolute "
-                     "rule; PR #10511, from 0.6.5, changed it); " + accepted);
-  if (minor == 9 || minor == 10)
-    throw InputError("--engine-version " + text + ": not modelled (the baseline rule of PR #19312 came within the 0.9 "
-                     "series, and when the profile run began holding the hidden states during the sampler's warm-up "
-                     "is not placed); " + accepted);
-  if (minor == 6 || minor == 7)
-    throw InputError("--engine-version " + text + ": not modelled (from 0.6.5 vLLM's V0 worker sized the cache over a "
-                     "baseline snapshot, PR #10511's memory_profiling, whose place against the distributed "
-                     "set-up is not read); " + accepted);
+                     "rule; PR #10511, from 0.6.5, made it a baseline's); " + accepted);
+  if (minor == 9)
+    throw InputError("--engine-version " + text + ": " + (patch < 0 ? "give the patch (" : "not modelled (") +
+                     "the baseline rule of PR #19312 came with 0.9.2; 0.9.0 and 0.9.1's V1 worker is not read); " +
+                     accepted);
   if (minor >= 0 && minor < 6)
     throw InputError("--engine-version " + text + ": not modelled (vLLM's V0 engine before 0.6: its sampler and "
                      "profile run are read at 0.6-era commits only); " + accepted);
@@ -67,8 +67,14 @@ VllmRule vllm_rule(VllmVersion v) {
     case VllmVersion::V0_6:
       r.v0_engine = r.absolute_budget = r.hidden_held_at_sampler = true;
       break;
+    case VllmVersion::V0_7:
+      r.v0_engine = r.hidden_held_at_sampler = r.one_gpu_only = true;
+      break;
     case VllmVersion::V0_8:
-      r.absolute_budget = true;
+      r.absolute_budget = r.needs_step_flags = true;
+      break;
+    case VllmVersion::V0_9:
+      r.hidden_held_at_sampler = r.needs_step_flags = r.all_reduce_after_snapshot = true;
       break;
     case VllmVersion::V0_11:
     case VllmVersion::V0_21:
@@ -82,9 +88,16 @@ std::string vllm_rules_name(VllmVersion v) {
   switch (v) {
     case VllmVersion::V0_6: return "vLLM 0.6 V0 (worker.py determine_num_available_blocks: absolute peak and all non-torch memory)";
     case VllmVersion::V0_8: return "vLLM 0.8 V1 (gpu_worker.py determine_available_memory: absolute peak and all non-torch memory)";
+    case VllmVersion::V0_7: return "vLLM 0.6.5 to 0.7 V0 (worker.py determine_num_available_blocks after PR #10511: the increase over a baseline)";
+    case VllmVersion::V0_9: return "vLLM 0.9.2 to 0.10 V1 (gpu_worker.py determine_available_memory after PR #19312: NCCL and the custom all-reduce after the snapshot)";
     case VllmVersion::V0_21: return "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
     default: return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)";
   }
+}
+
+uint64_t vllm_custom_all_reduce_bytes(int tp) {
+  if (tp != 2 && tp != 4 && tp != 6 && tp != 8) return 0;  // CustomAllreduce._SUPPORTED_WORLD_SIZES
+  return (kVllmCustomAllReduceMetaSize + kVllmCustomAllReduceMaxSize) + kVllmCustomAllReduceMaxSize;
 }
 
 VllmStepDefaults vllm_v0_step(int64_t max_model_len, int64_t max_batched_tokens, int64_t max_num_seqs,

@@ -55,7 +55,30 @@ namespace memplan {
 //    by the backend's kernel over the prompts with no KV cache, then compute_logits on each prompt's last token
 //    while execute_model still holds the forward's [tokens, hidden] states, then V0's sampler (vllm_v0_sampler_peak_
 //    bytes). CUDA graphs are captured after the cache is allocated (Worker._warm_up_model): not in the budget.
-enum class VllmVersion { V0_6, V0_8, V0_11, V0_21 };
+//  - V0_9 (0.9.2 to 0.10.x: PR #19312, merged in June 2025 after 0.9.1, gave the V1 worker V0's memory_profiling,
+//    the baseline rule above; PR #25359, merged in September 2025 after 0.10.2, moved the distributed set-up before
+//    the snapshot): Worker.init_device takes init_snapshot and only then calls init_worker_distributed_environment
+//    (the order PR #25359 reverses, by its description; a device plugin's copy of that init_device, index ids
+//    58612312667 and 58630295341), so NCCL's communicators and the custom all-reduce's IPC buffers, allocated outside PyTorch after
+//    the snapshot, are in non_torch_increase at tensor parallel >= 2 (vllm_custom_all_reduce_bytes; NCCL's own
+//    buffers are NCCL's, sized by its version and the topology, not by vLLM: --reserve carries them). The profile run
+//    holds the forward's hidden states while the sampler warms up (profile_run's `del hidden_states, output` after
+//    _dummy_sampler_run in 0.10-era copies of gpu_model_runner.py, index ids 36090783594, 68835586706). Its step
+//    defaults, sliding-window and MLA sizing and data parallelism are not read at those versions (as 0.8's).
+//  - V0_7 (0.6.5 to 0.7.x, V0 on one GPU): PR #10511 (merged November 2024, first in 0.6.5) gave V0's
+//    Worker.determine_num_available_blocks the baseline rule: with memory_profiling(baseline = total - the free memory
+//    init_device measured, weights = model_runner.model_memory_usage): profile_run(); available = total x
+//    utilization - (weights + torch_peak_increase + non_torch_increase), num_gpu_blocks = int(available //
+//    cache_block_size) (a 0.6.5-era copy of worker.py, index id 1418536268; of vllm/utils.py memory_profiling, whose
+//    docstring gives non_torch_increase as the GPU's used memory less the baseline, the weights and the profile's
+//    change of allocated bytes, index id 1271025205). Later 0.7 text measures the baseline as a MemorySnapshot (the
+//    form V1 adopted in PR #19312). On one GPU both are V0_6's terms over an increase: the profile's peak above
+//    what was allocated when it began (the weights) and the non-torch memory since init_device (--reserve, the
+//    CUDA context before it); the profile run is V0_6's. At tensor parallel >= 2 NCCL's and the custom
+//    all-reduce's buffers are set up after that measurement (init_worker_distributed_environment follows it in
+//    init_device), and which of them each form counts (0.6.5's also counts PyTorch tensors allocated after init,
+//    the all-reduce's 8 MiB rank_data among them) is not read at a tag: refused.
+enum class VllmVersion { V0_6, V0_7, V0_8, V0_9, V0_11, V0_21 };
 
 // What each rule does differently: the analysis (report/serve_vllm.cc) reads these, never the version.
 struct VllmRule {
@@ -65,14 +88,35 @@ struct VllmRule {
   bool sizes_sliding_window = false;    // the V1 KV cache manager's SlidingWindowSpec and hybrid groups
   bool sizes_mla = false;               // the V1 MLA backends' profile run
   bool sizes_data_parallel = false;     // --data-parallel-size
+  bool needs_step_flags = false;        // vLLM's default step for the GPU not read: --max-batched-tokens and
+                                        // --max-num-seqs required
+  bool all_reduce_after_snapshot = false;  // the custom all-reduce's buffers in non_torch_increase (V0_9)
+  bool one_gpu_only = false;            // --tp above 1 refused (V0_7)
 };
 VllmRule vllm_rule(VllmVersion v);
-// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.6.0" to "0.6.4", "0.21" and later: the rule; anything else throws
+// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4", "0.6.5" to
+// "0.7.x", "0.21" and later: the rule; anything else throws
 // InputError naming the versions modelled and why the others are not. `enforce_eager`: --enforce-eager (0.21 and
 // later refuse without it).
 VllmVersion vllm_version(const std::string& text, bool enforce_eager);
 // The rule's name as the answer prints it.
 std::string vllm_rules_name(VllmVersion v);
+
+// The custom all-reduce's buffers one tensor-parallel rank allocates outside PyTorch (vllm/distributed/
+// device_communicators/custom_all_reduce.py, CustomAllreduce.__init__ and create_shared_buffer, at 00d618a; the
+// 0.10-era copies, index ids 65889219201 and 40890771208, allocate the same two): meta_ptrs of meta_size() +
+// max_size bytes and buffer_ptrs of max_size, each by ops.allocate_shared_buffer_and_handle, a cudaMalloc
+// (csrc/custom_all_reduce.cu), with max_size = 8192 x 1024 (the constructor's default; CudaCommunicator passes
+// none) and meta_size() = sizeof(vllm::Signal) = self_counter[36][8] + peer_counter[2][36][8] uint32 flags =
+// 1,152 + 2,304 = 3,456 bytes (csrc/custom_all_reduce.cuh: kMaxBlocks 36, FlagType uint32_t, both 128-aligned).
+// Only where the all-reduce is enabled: tp in _SUPPORTED_WORLD_SIZES (2, 4, 6, 8), otherwise 0. The peers' buffers
+// opened by cudaIpcOpenMemHandle live on the peers' GPUs; rank_data (8 MiB) is a torch tensor, in PyTorch's
+// reserved memory, so not in the non-torch term. memplan assumes one node whose GPUs reach each other (NVLink for
+// more than two: otherwise vLLM disables it) and no --disable-custom-all-reduce; the driver's rounding of each
+// cudaMalloc is not counted.
+inline constexpr uint64_t kVllmCustomAllReduceMaxSize = 8192 * 1024;
+inline constexpr uint64_t kVllmCustomAllReduceMetaSize = 36 * 8 * 4 + 2 * 36 * 8 * 4;
+uint64_t vllm_custom_all_reduce_bytes(int tp);
 
 // vLLM's defaults for `vllm serve` on a GPU (vllm/engine/arg_utils.py, EngineArgs and _set_default_args).
 inline constexpr double kVllmDefaultGpuMemoryUtilization = 0.9;  // CacheConfig.gpu_memory_utilization

@@ -62,9 +62,13 @@ std::vector<OptionSpec> serve_option_rows() {
       {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
        .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 (the V1 "
                "worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, off the "
-               "budget; give --max-batched-tokens and --max-num-seqs), 0.6.0 to 0.6.4 (the V0 engine, the same "
+               "budget; give --max-batched-tokens and --max-num-seqs), 0.9.2 to 0.10.x (the current rule with NCCL "
+               "and the custom all-reduce's buffers allocated after the snapshot: both in the non-torch term, NCCL's "
+               "in --reserve; give --max-batched-tokens and --max-num-seqs), 0.6.0 to 0.6.4 (the V0 engine, the same "
                "absolute rule: max_num_seqs prompts splitting max(max_model_len, 2048) tokens by default, 256 "
-               "sequences, and V0's sampler; dense unquantized models without LoRA or a sliding window), 0.21 or "
+               "sequences, and V0's sampler; dense unquantized models without LoRA or a sliding window), 0.6.5 to "
+               "0.7.x (V0 as 0.6.4, over PR #10511's baseline: --reserve is the non-torch memory since the worker "
+               "started; one GPU), 0.21 or "
                "later with --enforce-eager",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,

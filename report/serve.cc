@@ -188,6 +188,8 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.mla = a.mla.on;
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
         t.kv_bytes_per_token = a.kv_bytes_per_token;
+        t.custom_all_reduce_bytes = a.custom_all_reduce_bytes;
+        t.engine_version = a.settings.version_text;
         t.sliding_window = a.sliding_window;
         t.kv_layers = a.kv_layers;
         t.sliding_layer_count = a.sliding_layer_count;

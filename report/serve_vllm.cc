@@ -35,8 +35,8 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   r.rule = vllm_rule(r.version);
   r.version_text = s.engine_version;
   r.enforce_eager = s.enforce_eager;
-  // 0.8's step defaults came from a device-name test the notes hold only from a fork's copy: not guessed.
-  if (r.version == VllmVersion::V0_8 && (s.max_batched_tokens == 0 || s.max_num_seqs == 0))
+  // 0.8's to 0.10's step defaults came from a device-name test the notes hold only from a fork's copy: not guessed.
+  if (r.rule.needs_step_flags && (s.max_batched_tokens == 0 || s.max_num_seqs == 0))
     throw InputError("--engine-version " + s.engine_version + " needs --max-batched-tokens and --max-num-seqs (the "
                      "values the vLLM log states: its defaults for the GPU are not modelled)");
   r.engine.gpu_memory_utilization = s.gpu_memory_utilization;
@@ -202,7 +202,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
   const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
-  if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty());
+  if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty(), tp, a.settings.rule);
   if (s.enable_expert_parallel && moe.empty())
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
                      " (vLLM's flag splits the experts of its FusedMoE layers across the GPUs; a dense model has none)");
@@ -254,7 +254,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
                          mxfp4 ? capability : 0, s.enable_expert_parallel, dp);
   // Before PR #21497 (0.10.1) determine_expert_map gave the last rank every remaining expert: not the rule sized.
-  if (a.moe.expert_parallel && a.settings.version == VllmVersion::V0_8 && a.moe.experts % a.moe.ep.ep_size != 0)
+  const std::string& v = s.engine_version;
+  const bool old_expert_map = a.settings.version == VllmVersion::V0_8 || v.rfind("0.9.", 0) == 0 || v == "0.10" ||
+                              v.rfind("0.10.0", 0) == 0;
+  if (a.moe.expert_parallel && old_expert_map && a.moe.experts % a.moe.ep.ep_size != 0)
     throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": " +
                      std::to_string(tp) + " GPUs do not divide the " + std::to_string(a.moe.experts) + " experts of " +
                      probe.path() + ", and that version's determine_expert_map gave the last rank every remaining "
@@ -342,7 +345,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                                     checked_add(weights, a.kept_workspace_bytes, "profile bytes"),
                                                     hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);
   a.sampler_sets_peak = peak > a.forward_peak_allocated;
-  a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak, non_torch);
+  // 0.9.2 to 0.10: the custom all-reduce's buffers, allocated after the snapshot, in the non-torch increase.
+  a.custom_all_reduce_bytes = a.settings.rule.all_reduce_after_snapshot ? vllm_custom_all_reduce_bytes(tp) : 0;
+  a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak,
+                                   checked_add(non_torch, a.custom_all_reduce_bytes, "non-torch bytes"));
   if (a.sliding_window > 0 && a.sliding_layer_count < a.kv_layers) {
     // Hybrid: vLLM's groups of layers of one kind, every layer's page the same (the config's layers share their
     // heads and head_dim: _get_kv_cache_groups_uniform_page_size's assumption).

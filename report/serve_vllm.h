@@ -138,6 +138,7 @@ struct VllmAnswer {
   std::string quantization_source;    // "--quantization", or the config's quantization_config
   VllmQuantizedLinears quantized;     // the linear layers as vLLM holds them (with --quantization)
   bool sampler_sets_peak = false;
+  uint64_t custom_all_reduce_bytes = 0;  // in memory.non_torch beside --reserve (0.9.2 to 0.10 at tp >= 2)
   VllmMemory memory;
   VllmKvCapacity capacity;
   int64_t max_concurrent_sequences = 0;  // floor(max_concurrency)
@@ -176,7 +177,9 @@ struct VllmTable {
   std::string model;
   int64_t max_model_len = 0, block_size = 0;
   double gpu_memory_utilization = 0;
-  uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;
+  uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;  // non_torch_bytes: --reserve
+  uint64_t custom_all_reduce_bytes = 0;  // beside --reserve on every GPU (0.9.2 to 0.10 at tp >= 2)
+  std::string engine_version;
   int64_t sliding_window = 0;  // the windowed layers' window (0: full attention)
   int64_t kv_layers = 0, sliding_layer_count = 0;  // a hybrid model's layers and windowed ones (else equal)
   bool mla = false;  // deepseek_v3: each GPU's MLA backend sets its block size (block_size: --block-size)
@@ -185,8 +188,9 @@ struct VllmTable {
 
 // What memplan does not size under vLLM's V0 engine (cost_models/vllm_engine.h V0_6), each refused with its
 // reason (report/serve_vllm_v0.cc): --enable-lora (V0's profile run activates dummy LoRAs), quantization, a
-// mixture of experts (`moe`), and --dtype auto on a checkpoint whose type V0 would change.
-void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe);
+// mixture of experts (`moe`), --dtype auto on a checkpoint whose type V0 would change, and for 0.6.5 to 0.7.x
+// (VllmRule::one_gpu_only) a `tp` above 1.
+void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe, int tp, const VllmRule& rule);
 
 // vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve), its compute
 // capability `capability` (major x 10 + minor: what vLLM's quantization methods check).

@@ -1126,6 +1126,39 @@ class GpuTest(unittest.TestCase):
             self.assertIn("lacks each GPU's compute capability", p.stderr)
 
 
+class ServeEngineVersionTest(unittest.TestCase):
+    """serve --engine vllm --engine-version 0.9.2 to 0.10.x: the custom all-reduce's buffers in the non-torch term."""
+    KV = os.path.join(MODELS, "serve", "kv_tiny.onnx")
+    ARGS = ["--engine", "vllm", "--memory", "1GiB", "--reserve", "0", "--context", "64", "--max-batched-tokens", "64",
+            "--max-num-seqs", "64"]
+
+    def test_the_custom_all_reduce_is_charged_from_tp_2(self):
+        with open(os.path.join(SCHEMAS, "serve.vllm.schema.json")) as f:
+            schema = json.load(f)
+        # custom_all_reduce.py CustomAllreduce.__init__: meta_size() + max_size and max_size, max_size 8 MiB,
+        # meta_size() = sizeof(vllm::Signal) = 36 x 8 x 4 + 2 x 36 x 8 x 4 = 3,456: 16,780,672 B a rank.
+        for tp, charged in (("1", 0), ("2", 3456 + 2 * 8 * 2**20)):
+            got = {}
+            for version in ("0.10.1", "0.11"):
+                j = json.loads(run("serve", self.KV, *self.ARGS, "--tp", tp, "--engine-version", version, "--json",
+                                   check_rc=0).stdout)
+                jsonschema.validate(j, schema)
+                got[version] = j["memory"]
+            self.assertEqual(got["0.10.1"]["custom_all_reduce_bytes"], charged)
+            self.assertEqual(got["0.11"]["custom_all_reduce_bytes"], 0)
+            self.assertEqual(got["0.10.1"]["non_torch_bytes"], charged)
+            self.assertEqual(got["0.11"]["available_kv_cache_bytes"] - got["0.10.1"]["available_kv_cache_bytes"],
+                             charged)
+
+    def test_versions_not_read_exit_2_with_one_message(self):
+        for version, phrase in (("0.9.1", "0.9.0 and 0.9.1's V1 worker is not read"), ("0.5.4", "V0 engine before 0.6")):
+            p = run("serve", self.KV, *self.ARGS, "--engine-version", version, check_rc=2)
+            self.assertIn(f"--engine-version {version}: ", p.stderr)
+            self.assertIn(phrase, p.stderr)
+            self.assertIn("0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot)", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+
 class HelpTest(unittest.TestCase):
     def test_every_document_the_help_names_exists(self):
         import re

@@ -602,7 +602,7 @@ class VllmByHand(unittest.TestCase):
         self.assertIn("served by vLLM 0.8 (V1 rules: the profile's whole peak and all non-torch memory)", text)
         self.assertIn("GPU KV cache size: 418,800 tokens", text)
         for args, phrase in ((["--engine-version", "0.6"], "give the patch"),
-                             (["--engine-version", "0.7.3"], "PR #10511"),
+                             (["--engine-version", "0.5.4"], "V0 engine before 0.6"),
                              (["--engine-version", "0.9"], "PR #19312"),
                              (["--engine-version", "0.21"], "add --enforce-eager"),
                              (["--engine-version", "v1"], "expected a vLLM version such as 0.11")):
@@ -610,8 +610,9 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(phrase, p.stderr)
             if args[1] != "0.21":
-                self.assertIn("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.8 (the V1 worker's "
-                              "absolute rule), 0.11 to 0.20", p.stderr)
+                self.assertIn("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.7.x (V0 "
+                              "over PR #10511's baseline, one GPU), 0.8 (the V1 worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), 0.11 to "
+                              "0.20", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         p = run("serve", KV, "--engine", "vllm", "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")
         self.assertEqual(p.returncode, 2)

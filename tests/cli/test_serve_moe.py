@@ -226,6 +226,16 @@ class ExpertParallelByHand(TinyConfigCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--engine-version 0.8", p.stderr)
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # 0.9.2 to 0.10.0 kept that map (PR #21497 changed it in 0.10.1): refused; 0.10.1 deals them as sized here,
+        # the same 10,796 B of weights (its custom all-reduce is in the non-torch term, not the weights).
+        for version in ("0.9.2", "0.10.0", "0.10"):
+            p = run("serve", five, *VLLM, "--tp", "2", "--enable-expert-parallel", "--engine-version", version)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"--engine-version {version}", p.stderr)
+            self.assertIn("determine_expert_map gave the last rank every remaining expert", p.stderr)
+        p = run("serve", five, *VLLM, "--tp", "2", "--enable-expert-parallel", "--engine-version", "0.10.1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["memory"]["weights_bytes"], 10796)
 
     def test_one_gpu_runs_without_it_as_vllm_does(self):
         # FusedMoEParallelConfig.make: use_ep needs tp x dp > 1; vLLM takes the flag and holds every expert.

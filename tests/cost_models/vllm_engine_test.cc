@@ -162,13 +162,18 @@ TEST(VllmEngine, EngineVersionsModelledAndRefused) {
   // V0 from 0.6.0 to 0.6.4 (before PR #10511); a post suffix is the patch's.
   EXPECT_EQ(vllm_version("0.6.0", false), VllmVersion::V0_6);
   EXPECT_EQ(vllm_version("0.6.4.post1", false), VllmVersion::V0_6);
-  for (const char* refused : {"0.6", "0.6.5", "0.6.6.post1", "0.7.3", "0.5.4", "0.9", "0.10", "1.0", "x", "0.",
-                              "0.8x", "0.6.x"}) {
+  // 0.9.2 to 0.10.x: PR #19312's baseline rule with the distributed set-up after the snapshot (before PR #25359).
+  for (const char* v : {"0.9.2", "0.10", "0.10.0", "0.10.1.1", "0.10.2"})
+    EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_9) << v;
+  // V0 from 0.6.5 (PR #10511's baseline) to 0.7.x.
+  for (const char* v : {"0.6.5", "0.6.6.post1", "0.7", "0.7.3"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_7) << v;
+  for (const char* refused : {"0.6", "0.5.4", "0.9", "0.9.1", "0.9.0", "1.0", "x", "0.", "0.8x", "0.6.x", "0.10x"}) {
     try {
       vllm_version(refused, true);
       ADD_FAILURE() << refused;
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.8"),
+      EXPECT_NE(std::string(e.what()).find("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to "
+                                           "0.7.x (V0 over PR #10511's baseline, one GPU), 0.8"),
                 std::string::npos) << e.what();
     }
   }
@@ -181,6 +186,27 @@ TEST(VllmEngine, EachVersionIsARule) {
   EXPECT_FALSE(v0.sizes_sliding_window || v0.sizes_mla || v0.sizes_data_parallel);
   EXPECT_TRUE(v08.absolute_budget && !v08.hidden_held_at_sampler && !v08.v0_engine);
   EXPECT_TRUE(!v11.absolute_budget && v11.hidden_held_at_sampler && v11.sizes_sliding_window);
+  // 0.9.2 to 0.10 differ from 0.11 where PR #25359 moved init_worker_distributed_environment before the snapshot:
+  // the custom all-reduce's buffers were in non_torch_increase; from 0.8 by PR #19312's baseline (not absolute)
+  // budget and the hidden states held through the sampler's warm-up.
+  const VllmRule v09 = vllm_rule(VllmVersion::V0_9);
+  EXPECT_TRUE(v09.all_reduce_after_snapshot && !v11.all_reduce_after_snapshot && !v08.all_reduce_after_snapshot);
+  EXPECT_TRUE(!v09.absolute_budget && v09.hidden_held_at_sampler && !v09.v0_engine);
+  EXPECT_TRUE(v09.needs_step_flags && v08.needs_step_flags && !v11.needs_step_flags);
+  EXPECT_FALSE(v09.sizes_sliding_window || v09.sizes_mla || v09.sizes_data_parallel);
+  // 0.6.5 to 0.7: V0's profile run over PR #10511's baseline instead of 0.6.4's absolute peak; one GPU only.
+  const VllmRule v07 = vllm_rule(VllmVersion::V0_7);
+  EXPECT_TRUE(v07.v0_engine && v07.hidden_held_at_sampler && !v07.absolute_budget && v0.absolute_budget);
+  EXPECT_TRUE(v07.one_gpu_only && !v0.one_gpu_only && !v09.one_gpu_only && !v11.one_gpu_only);
+}
+
+TEST(VllmEngine, CustomAllReduceBuffersByHand) {
+  // custom_all_reduce.py CustomAllreduce.__init__: create_shared_buffer(meta_size() + max_size) and
+  // create_shared_buffer(max_size), max_size = 8192 x 1024 = 8,388,608; meta_size() = sizeof(vllm::Signal) =
+  // 36 x 8 x 4 (self_counter) + 2 x 36 x 8 x 4 (peer_counter) = 1,152 + 2,304 = 3,456.
+  // 3,456 + 8,388,608 + 8,388,608 = 16,780,672 bytes on each rank, at world sizes 2, 4, 6 and 8 only.
+  for (int tp : {2, 4, 6, 8}) EXPECT_EQ(vllm_custom_all_reduce_bytes(tp), 16780672u) << tp;
+  for (int tp : {1, 3, 5, 16}) EXPECT_EQ(vllm_custom_all_reduce_bytes(tp), 0u) << tp;  // disabled there
 }
 
 TEST(VllmEngine, V0StepFromMaxModelLen) {

@@ -1,0 +1,206 @@
+"""`memplan serve --engine vllm --engine-version 0.9.2 to 0.10.x` (and 0.6.5 to 0.7.x: class V0_7ByHand) on
+kv_tiny, every term of the budget by hand.
+
+vLLM 0.9.2 to 0.10.x (cost_models/vllm_engine.h V0_9): Worker.determine_available_memory is PR #19312's baseline
+rule, available = int(total x utilization) - (weights + torch_peak_increase + non_torch_increase), as in 0.11; but
+Worker.init_device took its init_snapshot before init_worker_distributed_environment (PR #25359, after 0.10.2,
+reversed that), so at tensor parallel >= 2 the custom all-reduce's IPC buffers (and NCCL's communicators, which
+--reserve carries) are in non_torch_increase. The custom all-reduce (custom_all_reduce.py CustomAllreduce.__init__):
+create_shared_buffer(meta_size() + max_size) and create_shared_buffer(max_size), both cudaMalloc, max_size 8192 x
+1024 = 8,388,608, meta_size() = sizeof(vllm::Signal) = 36 x 8 x 4 + 2 x 36 x 8 x 4 = 3,456:
+    3,456 + 8,388,608 + 8,388,608 = 16,780,672 B a rank, at tp 2, 4, 6 or 8.
+
+kv_tiny (tests/models/serve/make_kv_tiny.py: 2 layers, 2 heads = 2 KV heads, head_dim 4, hidden 8, vocab 16,
+float32, served in bfloat16 by --dtype auto on sm90, d = 2) at --tp 2, --memory 64MiB --reserve 0 --context 64
+--max-batched-tokens 64 --max-num-seqs 64:
+  requested   = int(67,108,864 x 0.9) = 60,397,977
+  weights     = one rank's: the embedding's and the head's 8 of 16 rows x 8 (64 + 64), each layer's q, k, v
+                (8 x 4, column-parallel) and o (4 x 8, row-parallel): 2 x 4 x 32 = 256; 384 elements x 2 = 768 B,
+                and the vocabulary padded to 64 rows (pad_vocab_size) then split, 32 rows a rank: 24 rows x 8 x 2 B
+                in the embedding and the head = 768 B; 1,536 B
+  KV          = 2 (K, V) x 2 layers x 1 KV head a rank x 4 x 2 B = 32 B a token, 512 B a block of 16
+  profile run = the sampler's warm-up on min(64, 64) = 64 rows of 16 logits (the head 64 wide, gathered) while the
+                weights, the cuBLAS workspace (32 MiB on sm90) and the hidden states [64, 8] (1,024 B, held through
+                the warm-up) are allocated: 2 x 64 x 64 + 26 x 64 x 16 + 2 x 2 x 64 x 8 = 36,864 B
+  activation  = 33,554,432 + 1,024 + 36,864 = 33,592,320 (the peak 33,593,856 less the weights)
+  non-torch   = --reserve 0 + 16,780,672
+  available   = 60,397,977 - 1,536 - 33,592,320 - 16,780,672 = 10,023,449 B: 10,023,449 // 512 = 19,577 blocks
+                (25 B left), 313,232 tokens; a 64-token request takes 4 blocks: 19,577 / 4 = 4,894.25
+0.11 (its neighbour after PR #25359) charges no custom all-reduce: 26,804,121 B, 52,351 blocks.
+"""
+import json
+import os
+import subprocess
+import unittest
+
+BIN = os.environ["MEMPLAN_BIN"]
+SRC = os.environ["MEMPLAN_SOURCE_DIR"]
+KV = os.path.join(SRC, "tests", "models", "serve", "kv_tiny.onnx")
+ARGS = ["--memory", "64MiB", "--reserve", "0", "--context", "64", "--max-batched-tokens", "64", "--max-num-seqs", "64"]
+CUSTOM_ALL_REDUCE = (36 * 8 * 4 + 2 * 36 * 8 * 4) + 8192 * 1024 + 8192 * 1024  # 16,780,672
+
+
+def run(*args):
+    return subprocess.run([BIN, "serve", KV, "--engine", "vllm", *args], cwd=SRC, capture_output=True, text=True,
+                          timeout=600)
+
+
+def vllm(*args):
+    p = run(*args, "--json")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+class V0_7ByHand(unittest.TestCase):
+    """--engine-version 0.6.5 to 0.7.x: V0 over PR #10511's baseline (cost_models/vllm_engine.h V0_7), one GPU.
+
+    determine_num_available_blocks (a 0.6.5-era copy of worker.py): with memory_profiling(baseline = total - the
+    free memory init_device measured, weights = model_memory_usage): profile_run(); available = total x 0.9 -
+    (weights + torch_peak_increase + non_torch_increase); num_gpu_blocks = int(available // cache_block_size).
+    kv_tiny, --dtype bf16, the class ARGS: weights 3,072 B (as tests/cli/test_serve.py VllmByHand); the profile run
+    is V0's (test_serve.py test_engine_version_0_6_v0_by_hand): 64 prompts of one token, the [64, 8] hidden states
+    held (1,024 B), V0's sampler on 64 rows of 16 logits, the head 64 wide: 2 x 64 x 64 + 30 x 64 x 16 = 38,912 B,
+    beside the cuBLAS workspace (33,554,432 B, sm90);
+      torch_peak_increase = the peak less what was allocated when it began (the weights)
+                          = 33,554,432 + 1,024 + 38,912 = 33,594,368
+      non_torch_increase  = --reserve 0 (no NCCL and no custom all-reduce on one GPU)
+      available = int(67,108,864 x 0.9) - 3,072 - 33,594,368 - 0 = 60,397,977 - 33,597,440 = 26,800,537 B:
+                  26,800,537 // 1,024 = 26,172 blocks (409 B left), 418,752 tokens, 26,172 / 4 = 6,543 requests
+    On one GPU that is 0.6.4's absolute rule term for term (its peak is the same weights plus increase, its
+    non-torch all of --reserve); what differs is what --reserve stands for (the increase since init_device, the
+    CUDA context before it) and tensor parallelism, refused here.
+    """
+    V0 = [*ARGS, "--dtype", "bf16"]
+
+    def test_every_term_on_one_gpu(self):
+        j = vllm(*self.V0, "--engine-version", "0.6.5")
+        m, p = j["memory"], j["profile_run"]
+        self.assertIn("0.6.5 to 0.7 V0", j["engine_rules"])
+        self.assertEqual(m["requested_bytes"], 60397977)
+        self.assertEqual(m["weights_bytes"], 3072)
+        self.assertEqual((p["requests"], p["hidden_states_bytes"]), (64, 1024))
+        self.assertEqual(p["sampler_peak_bytes"], 2 * 64 * 64 + 30 * 64 * 16)
+        self.assertEqual(m["activation_peak_bytes"], 33554432 + 1024 + 38912)
+        self.assertEqual((m["non_torch_bytes"], m["custom_all_reduce_bytes"]), (0, 0))
+        self.assertEqual(m["available_kv_cache_bytes"], 60397977 - 3072 - 33594368)
+        self.assertEqual(j["num_gpu_blocks"], 26800537 // 1024)
+        self.assertEqual(j["num_gpu_blocks"], 26172)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 418752)
+        self.assertEqual(j["max_concurrency"], 6543.0)
+        text = run(*self.V0, "--engine-version", "0.7.3").stdout
+        self.assertIn("served by vLLM 0.7.3 (V0 rules), --memory 64MiB", text)
+        self.assertIn("(--reserve: the non-torch memory since init_device measured the baseline, which 0.7.3 "
+                      "charges; the CUDA context is before it)", text)
+        self.assertIn("# GPU blocks: 26172\nGPU KV cache size: 418,752 tokens", text)
+
+    def test_neighbours(self):
+        # 0.6.4 (absolute) gives the same blocks on one GPU, and says its --reserve is every non-torch byte.
+        old = vllm(*self.V0, "--engine-version", "0.6.4")
+        new = vllm(*self.V0, "--engine-version", "0.6.5")
+        self.assertEqual(old["memory"], new["memory"])
+        self.assertNotEqual(old["engine_rules"], new["engine_rules"])
+        self.assertIn("absolute", old["engine_rules"])
+        self.assertIn("the profile's whole peak and all non-torch memory",
+                      run(*self.V0, "--engine-version", "0.6.4").stdout)
+        # 0.6.4 answers --tp 2; 0.6.5 to 0.7 refuse it (the distributed set-up after the baseline, not read).
+        self.assertEqual(run(*self.V0, "--tp", "2", "--engine-version", "0.6.4").returncode, 0)
+        for version in ("0.6.5", "0.7.3"):
+            p = run(*self.V0, "--tp", "2", "--engine-version", version)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"--engine-version {version} (vLLM's V0 engine) with --tp 2: PR #10511's baseline", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # V0's refusals hold (LoRA: V0's profile run activates dummy adapters).
+        p = run(*self.V0, "--enable-lora", "--engine-version", "0.7.3")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("activates max_loras dummy adapters", p.stderr)
+
+
+class V0_10ByHand(unittest.TestCase):
+    def test_every_term_at_tp_2(self):
+        j = vllm(*ARGS, "--tp", "2", "--engine-version", "0.10.2")
+        m, p = j["memory"], j["profile_run"]
+        self.assertIn("0.9.2 to 0.10", j["engine_rules"])
+        self.assertEqual(m["requested_bytes"], 60397977)
+        self.assertEqual(m["weights_bytes"], (64 + 64 + 2 * 4 * 32) * 2 + 2 * 24 * 8 * 2)
+        self.assertEqual(m["vocab_padding_bytes"], 2 * 24 * 8 * 2)
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 32)
+        self.assertEqual(p["hidden_states_bytes"], 64 * 8 * 2)
+        self.assertEqual(p["sampler_peak_bytes"], 2 * 64 * 64 + 26 * 64 * 16 + 2 * 2 * 64 * 8)
+        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 1024 + 36864)
+        self.assertEqual(CUSTOM_ALL_REDUCE, 16780672)
+        self.assertEqual(m["custom_all_reduce_bytes"], CUSTOM_ALL_REDUCE)
+        self.assertEqual(m["non_torch_bytes"], CUSTOM_ALL_REDUCE)
+        self.assertEqual(m["available_kv_cache_bytes"], 60397977 - 1536 - 33592320 - 16780672)
+        self.assertEqual(m["available_kv_cache_bytes"], 10023449)
+        self.assertEqual(j["num_gpu_blocks"], 19577)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 313232)
+        self.assertEqual(j["max_concurrency"], 4894.25)
+        # --reserve (NCCL's communicators, the rest outside PyTorch) adds to it: 1 MiB, 2,048 blocks of 512 B fewer.
+        less = vllm(*[a if a != "0" else "1MiB" for a in ARGS], "--tp", "2", "--engine-version", "0.10.2")
+        self.assertEqual(less["memory"]["non_torch_bytes"], (1 << 20) + CUSTOM_ALL_REDUCE)
+        self.assertEqual(less["num_gpu_blocks"], (10023449 - (1 << 20)) // 512)
+        text = run(*ARGS, "--tp", "2", "--engine-version", "0.10.2").stdout
+        self.assertIn("served by vLLM 0.10.2 (V1 rules), --memory 64MiB", text)
+        self.assertIn("(--reserve with NCCL's communicators, and the custom all-reduce's IPC buffers, 16,780,672 B: "
+                      "0.10.2 sets both up after its snapshot)", text)
+        self.assertIn("GPU KV cache size: 313,232 tokens", text)
+
+    def test_neighbours_differ_where_the_source_says(self):
+        # 0.11 (PR #25359: the distributed set-up before the snapshot) charges no custom all-reduce at tp 2:
+        # 60,397,977 - 1,536 - 33,592,320 = 26,804,121 B, 52,351 blocks of 512 (409 B left).
+        new = vllm(*ARGS, "--tp", "2", "--engine-version", "0.11")
+        self.assertEqual(new["memory"]["custom_all_reduce_bytes"], 0)
+        self.assertEqual(new["memory"]["available_kv_cache_bytes"], 26804121)
+        self.assertEqual(new["num_gpu_blocks"], 52351)
+        old = vllm(*ARGS, "--tp", "2", "--engine-version", "0.10.2")
+        self.assertEqual(new["memory"]["available_kv_cache_bytes"] - old["memory"]["available_kv_cache_bytes"],
+                         CUSTOM_ALL_REDUCE)
+        for key in ("weights_bytes", "activation_peak_bytes"):
+            self.assertEqual(new["memory"][key], old["memory"][key], key)
+        # 0.9.2 is the same rule as 0.10.x.
+        self.assertEqual(vllm(*ARGS, "--tp", "2", "--engine-version", "0.9.2")["num_gpu_blocks"], 19577)
+        # 0.8 (before PR #19312: the absolute rule, the hidden states freed before the sampler) charges no custom
+        # all-reduce of its own (--reserve is every non-torch byte there): 1,024 B less activation than 0.10.
+        e08 = vllm(*ARGS, "--tp", "2", "--engine-version", "0.8")
+        self.assertEqual(e08["memory"]["custom_all_reduce_bytes"], 0)
+        self.assertEqual(e08["memory"]["activation_peak_bytes"], old["memory"]["activation_peak_bytes"] - 1024)
+        # At tp 1 there is no all-reduce: 0.10 is 0.11's answer (tests/cli/test_serve.py VllmByHand: 26,174 blocks).
+        one = vllm(*ARGS, "--engine-version", "0.10")
+        self.assertEqual((one["memory"]["custom_all_reduce_bytes"], one["num_gpu_blocks"]), (0, 26174))
+
+    def test_catalog_table_charges_every_gpu(self):
+        # Without --gpu or --memory: one row a catalog GPU, each with the same 16,780,672 B beside --reserve.
+        import jsonschema
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            schema = json.load(f)
+        table = ARGS[2:]  # no --memory
+        rows = {}
+        for version in ("0.10.2", "0.11"):
+            j = vllm(*table, "--tp", "2", "--engine-version", version)
+            jsonschema.validate(j, schema)
+            rows[version] = {r["gpu"]: r for r in j["gpus"] if "not_answered" not in r}
+            self.assertEqual(j.get("custom_all_reduce_bytes"), CUSTOM_ALL_REDUCE if version == "0.10.2" else None)
+            self.assertEqual(j["non_torch_bytes"], 0)
+        self.assertEqual(rows["0.10.2"].keys(), rows["0.11"].keys())
+        for gpu, row in rows["0.10.2"].items():
+            self.assertEqual(rows["0.11"][gpu]["available_kv_cache_bytes"] - row["available_kv_cache_bytes"],
+                             CUSTOM_ALL_REDUCE, gpu)
+        text = run(*table, "--tp", "2", "--engine-version", "0.10.2").stdout
+        self.assertIn("(non-torch memory 0 B each: --reserve, and the custom all-reduce's IPC buffers, 16,780,672 B, "
+                      "which 0.10.2 sets up after its snapshot; GiB = 2^30 bytes)", text)
+
+    def test_what_is_not_read_is_refused(self):
+        for args, phrase in ((["--engine-version", "0.9.1"], "0.9.0 and 0.9.1's V1 worker is not read"),
+                             (["--engine-version", "0.9"], "give the patch"),
+                             (["--memory", "64MiB", "--context", "64", "--engine-version", "0.10.1"],
+                              "needs --max-batched-tokens and --max-num-seqs"),
+                             ([*ARGS, "--tp", "2", "--data-parallel-size", "2", "--engine-version", "0.10.1"],
+                              "data parallelism is not modelled")):
+            p = run(*args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(phrase, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
