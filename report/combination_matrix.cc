@@ -219,11 +219,10 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp2", "frozen-int8", "not modelled"},
       {"fsdp2", "frozen-half", "not modelled"},
       // MixedPrecisionPolicy casts a float32 model's parameters at the all-gather (training_fsdp2.cc); a model
-      // already in a half type has nothing for param_dtype to cast. LoRA's float32 adapters on a half base are
-      // PEFT's rule, which fully_shard's cast of every parameter replaces: not modelled.
+      // already in a half type has nothing for param_dtype to cast. LoRA's adapters on the float32 base are cast
+      // with the other parameters (report/estimate_config.cc: PEFT's half-base upcast does not apply).
       {"fsdp2-mp", "half-precision", "--fsdp2-mp casts a float32 model's parameters at each all-gather: give "
                                      "--precision fp32 (the sharded parameters' type), or no --fsdp2-mp"},
-      {"fsdp2-mp", "lora", "not modelled: the adapters under fully_shard's MixedPrecisionPolicy"},
       // GPTQ's and AWQ's packed layers (cost_models/training_packed.cc) hold qweight, qzeros, scales (and g_idx) as
       // module buffers, not parameters: FSDP and ZeRO-3 shard parameters, and the tensor-parallel plan splits
       // weights, not packed int32 buffers. None is modelled; nor a pipeline stage of them.

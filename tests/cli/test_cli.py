@@ -460,6 +460,26 @@ class FsdpTest(unittest.TestCase):
         fp32 = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2")
         self.assertLess(mp["total_bytes"], fp32["total_bytes"])
 
+    def test_fsdp2_mixed_precision_with_lora_by_hand(self):
+        # --fsdp2-mp bf16:fp32 with LoRA r 8 on q/v (HF Trainer + PEFT over accelerate's FSDP2): the adapters are float32
+        # parameters sharded with the base (the base's shards as above, 1,335,308 bytes) and cast to bf16 at each
+        # all-gather. Adapters a layer, ceil(dim0 / 3) rows: q lora_A [8,128] 3 * 128 = 384, lora_B [128,8] 43 * 8 =
+        # 344; v lora_A 384, lora_B [64,8] 22 * 8 = 176: 1,288 elements, 4 layers 5,152 = 20,608 bytes, which are
+        # also the grads (float32 shards) and half the AdamW states. The base is float32, so --lora-dtype (PEFT's
+        # upcast of half adapters) changes nothing: the same answer with base.
+        args = (*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--lora-rank", "8",
+                "--lora-targets", "q_proj|v_proj")
+        out = run_json(*args)
+        jsonschema.validate(out, schema("estimate"))
+        t = out["training"]
+        adapters = 4 * 1288 * 4
+        self.assertEqual(t["param_bytes"], 4 * 62070 * 4 + 85547 * 4 + adapters)
+        self.assertEqual(t["grad_bytes"], adapters)
+        self.assertEqual(t["optimizer_state_bytes"], 2 * adapters)
+        base = run_json(*args, "--lora-dtype", "base")
+        self.assertEqual(base["total_bytes"], out["total_bytes"])
+        self.assertEqual(base["training"], out["training"])
+
     def test_fsdp2_cpu_offload_moves_shards_grads_states_to_the_host(self):
         # --fsdp-cpu-offload (CPUOffloadPolicy, torchtune's fsdp_cpu_offload): the fp32 shards (1,335,308 bytes a GPU,
         # test_fsdp2_shards_each_parameter_by_hand), their grads (the same) and AdamW's two states (twice) all on the

@@ -130,5 +130,33 @@ TEST(Fsdp2Mp, TinyLlamaByHand) {
   EXPECT_EQ(live_at(p, live, "fsdp_pre_forward:layers.1", Category::Weight), 1250560u);
 }
 
+// LoRA (rank 2 on fc) over two 8x8 blocks (two_fc_blocks(8, 8)), 3 GPUs, bf16:fp32. The base is float32, so PEFT's
+// upcast of half adapters does not apply (report/estimate_config.cc sets lora_float32 off under a policy): the
+// adapters are float32 parameters like the others, cast to bf16 at the all-gather.
+//  Shards (float32, ceil(dim0 / 3) rows): layers.N fc.w [8,8] 3 x 8 = 24, lora_A [2,8] 1 x 8 = 8, lora_B [8,2]
+//  3 x 2 = 6: 38 elements = 152 B; root head.w [2,8] 8 and head.b [2] 1: 36 B. Parameters 2 x 152 + 36 = 340 B.
+//  Grads for the adapters only, float32 shards: 2 x (8 + 6) x 4 = 112 B; Adam's states 224 B.
+//  All-gather input copy (bf16) 38 x 2 = 76 B; all-gather output and unsharded parameters 3 x 38 x 2 = 228 B
+//  (fp32 without a policy: 456 B, Fsdp2.FrozenParametersGetNoGrad).
+//  Reduce-scatter input: the adapters' padded grads in reduce_dtype fp32, 3 x 14 x 4 = 168 B.
+//  No float32 copy of an adapter's input (PEFT's lora/Cast): the adapter path runs in bf16.
+TEST(Fsdp2Mp, LoraAdaptersAreCastWithTheOtherParameters) {
+  TrainingRun o = mixed(3, Precision::Bf16, DType::Float32);
+  o.lora_rank = 2;
+  o.lora_targets = "fc";
+  o.lora_float32 = false;
+  const TrainingResult r = build_training_program(testing::two_fc_blocks(8, 8), o);
+  const Program& p = r.program;
+  EXPECT_EQ(r.param_bytes, 340u);
+  EXPECT_EQ(r.grad_bytes, 112u);
+  EXPECT_EQ(r.optimizer_state_bytes, 224u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:layers.0"), 152u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_all_gather_input:layers.0"), 76u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_unsharded:layers.0"), 228u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_reduce_scatter_input:layers.0"), 168u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_grad_shard:layers.0"), 56u);
+  for (const Buffer& b : p.buffers) EXPECT_EQ(b.name.find("lora/Cast"), std::string::npos) << b.name;
+}
+
 }  // namespace
 }  // namespace memplan

@@ -345,7 +345,6 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
                          "is its MixedPrecisionPolicy (--fsdp2-mp"},
       {{"fsdp2-mp", "half-precision"},
        "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts a float32"},
-      {{"fsdp2-mp", "lora"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --lora-rank: not modelled"},
       {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard fsdp2"},
       {{"ddp", "fsdp-cpu-offload"}, "--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2) or FSDP1's "
                                     "CPUOffload(offload_params=True): it needs --shard fsdp2 or fsdp"},
