@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "cost_models/graph_facts.h"
@@ -46,25 +47,18 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
                      " sparse layers unquantized: some but not all is not modelled");
   // qwen3_moe's gate takes the quant_config unless the config lists it: then it is one more fp8 linear layer.
   const bool routers_unquantized = stored.moe_router == "unquantized" || stored.ignored_routers == sparse;
-  std::map<std::string, int32_t> by_name;
-  for (size_t i = 0; i < g.nodes.size(); ++i) by_name.emplace(g.nodes[i].name, static_cast<int32_t>(i));
+  std::unordered_map<std::string_view, int32_t> topk_node;  // each block's TopK, found in one pass
+  for (const MoeBlock& b : blocks) topk_node.emplace(b.topk, -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (const auto it = topk_node.find(g.nodes[i].name); it != topk_node.end()) it->second = static_cast<int32_t>(i);
   auto is_linear = [&](const Node& n) {
     return (n.op_type == "MatMul" || n.op_type == "Gemm") && n.inputs.size() >= 2 && matmul_weight(g, n.inputs[1]) >= 0;
-  };
-  // qwen2_moe's shared_expert_gate, one output on the router's input through a Sigmoid, is a torch.nn.Linear
-  // (Qwen2MoeSparseMoeBlock.__init__, qwen2_moe.py at 8bbabf0 line 143), no LinearBase: never quantized.
-  std::set<int32_t> into_sigmoid;
-  for (const Node& n : g.nodes)
-    if (n.op_type == "Sigmoid" && !n.inputs.empty()) into_sigmoid.insert(n.inputs[0]);
-  auto shared_gate = [&](const Node& n, int32_t router_input) {
-    return is_linear(n) && n.inputs[0] == router_input && !n.outputs.empty() && n.outputs[0] >= 0 &&
-           !g.tensors[n.outputs[0]].shape.empty() && g.tensors[n.outputs[0]].shape.back() == 1 &&
-           into_sigmoid.count(n.outputs[0]);
   };
   // The router of each block: the first linear layer behind its TopK (find_moe_blocks' gate).
   std::set<int32_t> router_inputs;
   for (const MoeBlock& b : blocks) {
-    std::vector<int32_t> stack{by_name.at(b.topk)};
+    if (topk_node.at(b.topk) < 0) throw std::logic_error("serve --engine vllm: no node " + b.topk);
+    std::vector<int32_t> stack{topk_node.at(b.topk)};
     std::set<int32_t> seen;
     bool found = false;
     while (!stack.empty() && !found) {
@@ -87,12 +81,21 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
   }
   // One pass over the graph (not one per block: a 61-layer DeepSeek-V3 has 58 of them over ~400,000 nodes): every
   // expert projection, a MatMul on a weight whose output the fused kernel replaces, and the shared experts' gates.
+  // qwen2_moe's shared_expert_gate, a linear layer on a router's input with one output feature into a Sigmoid, is a
+  // torch.nn.Linear (Qwen2MoeSparseMoeBlock.__init__, qwen2_moe.py at 8bbabf0 line 143), no LinearBase: never
+  // quantized.
   std::unordered_set<std::string_view> held;
   for (const MoeBlock& b : blocks) held.insert(b.tensors.begin(), b.tensors.end());
+  std::set<int32_t> into_sigmoid;
+  for (const Node& n : g.nodes)
+    if (n.op_type == "Sigmoid" && !n.inputs.empty()) into_sigmoid.insert(n.inputs[0]);
   for (const Node& n : g.nodes) {
-    if (!is_linear(n)) continue;
-    if (!n.outputs.empty() && n.outputs[0] >= 0 && held.count(g.tensors[n.outputs[0]].name)) out.insert(n.name);
-    if (router_inputs.count(n.inputs[0]) && shared_gate(n, n.inputs[0])) out.insert(n.name);
+    if (!is_linear(n) || n.outputs.empty() || n.outputs[0] < 0) continue;
+    const Tensor& y = g.tensors[n.outputs[0]];
+    const bool expert = held.count(y.name) > 0;
+    const bool shared_gate = router_inputs.count(n.inputs[0]) && !y.shape.empty() && y.shape.back() == 1 &&
+                             into_sigmoid.count(n.outputs[0]);
+    if (expert || shared_gate) out.insert(n.name);
   }
   return out;
 }
@@ -178,25 +181,24 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
 
 nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f) {
   if (!f.on) return nullptr;
-  if (f.block_n == 0)  // per-tensor: no block grid, no quantized linear inputs sized
-    return {{"activation_scheme", f.static_activations ? "static" : "dynamic"},
-            {"routers_unquantized", f.routers},
-            {"expert_fp8_bytes", f.expert_weight_bytes},
-            {"expert_scale_bytes", f.expert_scale_bytes},
-            {"graph_expert_bytes", f.graph_expert_bytes},
-            {"moe_quantized_activation_bytes", f.moe_quant_bytes},
-            {"mla_dequantized_kv_b_proj_bytes", f.mla_absorbed_bytes}};
-  return {{"weight_block_size", {f.block_n, f.block_k}},
-          {"routers_unquantized", f.routers},
-          {"expert_fp8_bytes", f.expert_weight_bytes},
-          {"expert_scale_bytes", f.expert_scale_bytes},
-          {"graph_expert_bytes", f.graph_expert_bytes},
-          {"moe_quantized_activation_bytes", f.moe_quant_bytes},
-          {"mla_dequantized_kv_b_proj_bytes", f.mla_absorbed_bytes},
-          {"input_quant_layer", f.input_quant_node.empty() ? nlohmann::ordered_json(nullptr)
-                                                           : nlohmann::ordered_json(f.input_quant_node)},
-          {"input_quant_bytes", f.input_quant_bytes},
-          {"input_quant_peak_allocated_bytes", f.input_quant_peak}};
+  const bool block = f.block_n > 0;  // per-tensor: no block grid, no quantized linear inputs sized
+  nlohmann::ordered_json j;
+  if (block)
+    j["weight_block_size"] = {f.block_n, f.block_k};
+  else
+    j["activation_scheme"] = f.static_activations ? "static" : "dynamic";
+  j["routers_unquantized"] = f.routers;
+  j["expert_fp8_bytes"] = f.expert_weight_bytes;
+  j["expert_scale_bytes"] = f.expert_scale_bytes;
+  j["graph_expert_bytes"] = f.graph_expert_bytes;
+  j["moe_quantized_activation_bytes"] = f.moe_quant_bytes;
+  j["mla_dequantized_kv_b_proj_bytes"] = f.mla_absorbed_bytes;
+  if (!block) return j;
+  j["input_quant_layer"] =
+      f.input_quant_node.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.input_quant_node);
+  j["input_quant_bytes"] = f.input_quant_bytes;
+  j["input_quant_peak_allocated_bytes"] = f.input_quant_peak;
+  return j;
 }
 
 std::string vllm_fp8_block_to_text(const VllmFp8BlockAnswer& f) {
