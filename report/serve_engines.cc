@@ -19,7 +19,7 @@ const char* kSglangRules = "SGLang 0.5 (after PR #10975): server_args.py _handle
 const char* kTrtllmRules = "TensorRT-LLM 1.0, PyTorch backend: _torch/pyexecutor/_util.py KvCacheCreator";
 
 // What the vLLM analysis holds that the other engines' rules here do not model: refused rather than guessed.
-void check_modelled(const VllmAnswer& v, const std::string& engine) {
+void check_modelled(const VllmAnswer& v, const std::string& engine, const std::string& model_type) {
   const std::string who = "serve --engine " + engine + ": ";
   if (v.sliding_window > 0)
     throw InputError(who + v.model + "'s attention slides over a window of " + std::to_string(v.sliding_window) +
@@ -29,21 +29,31 @@ void check_modelled(const VllmAnswer& v, const std::string& engine) {
   if (!v.quantization.method.empty())
     throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
                      " lays out quantized weights is not modelled (serve --engine vllm models vLLM's)");
-  // TensorRT-LLM 1.0's MLA cache is one latent head of kv_lora_rank + qk_rope_head_dim, kv_factor 1, not split by
-  // tp (_torch/pyexecutor/_util.py KvCacheCreator._get_cache_size_per_token and _create_kv_cache_manager: SELFKONLY),
+  // TensorRT-LLM's PyTorch backend serves multi-head latent attention only as DeepseekV3ForCausalLM:
+  // _torch/models/modeling_deepseekv3.py registers DeepseekV3ForCausalLM (and DeepseekV32ForCausalLM), and no module
+  // of _torch/models registers DeepseekV2ForCausalLM (the 1.0-era and current copies, index ids 1539226111 and
+  // 227015512), so a deepseek_v2 checkpoint does not load there at all.
+  // Its deepseek_v3 cache is one latent head of kv_lora_rank + qk_rope_head_dim, kv_factor 1, not split by tp
+  // (_torch/pyexecutor/_util.py KvCacheCreator._get_cache_size_per_token and _create_kv_cache_manager: SELFKONLY),
   // the same bytes a token as the analysis's; but its profiling run's context attention
   // (_torch/modules/attention.py MLA.forward_context_default: kv_b_proj over the context tokens, k from
   // empty_like(q), q, k and v concatenated for a fused backend) is not the vLLM analysis's simulated decompression,
-  // and is not sized.
-  if (v.mla.on && engine == "trtllm")
+  // and its shared experts are split over gcd(shared intermediate / 128, tp) ranks only (modeling_deepseekv3.py
+  // Deepseekv3MoE.__init__), neither sized here.
+  if (v.mla.on && engine == "trtllm") {
+    if (model_type == "deepseek_v2")
+      throw InputError(who + v.model + " is a DeepseekV2ForCausalLM (deepseek_v2), which TensorRT-LLM's PyTorch "
+                       "backend does not load: its modeling_deepseekv3.py registers DeepseekV3ForCausalLM and "
+                       "DeepseekV32ForCausalLM only; --engine sglang and --engine vllm serve it");
     throw InputError(who + v.model + " (multi-head latent attention) is not modelled: TensorRT-LLM's profiling "
                      "run decompresses the latent of its context tokens through kv_b_proj "
                      "(MLA.forward_context_default), which memplan does not size, so its cache (one latent head, "
                      "kv_factor 1) is not answered; --engine sglang and --engine vllm size theirs");
+  }
 }
 
-EngineAnswer common(const VllmAnswer& v, const std::string& engine) {
-  check_modelled(v, engine);
+EngineAnswer common(const VllmAnswer& v, const std::string& engine, const std::string& model_type) {
+  check_modelled(v, engine, model_type);
   EngineAnswer a;
   a.engine = engine;
   a.model = v.model;
@@ -63,8 +73,10 @@ EngineAnswer common(const VllmAnswer& v, const std::string& engine) {
   return a;
 }
 
-EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capability, bool cuda, bool deepseek_v3) {
-  EngineAnswer a = common(v, "sglang");
+EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capability, bool cuda,
+                           const std::string& model_type) {
+  EngineAnswer a = common(v, "sglang", model_type);
+  const bool deepseek_v3 = model_type == "deepseek_v3";
   a.rules = kSglangRules;
   SglangAnswer g;
   // RotaryEmbedding.__init__ (layers/rotary_embedding.py, the 0.5 series): "cache needs to be in FP32 for numerical
@@ -130,8 +142,8 @@ EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capa
   return a;
 }
 
-EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s) {
-  EngineAnswer a = common(v, "trtllm");
+EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const std::string& model_type) {
+  EngineAnswer a = common(v, "trtllm", model_type);
   a.rules = kTrtllmRules;
   TrtllmAnswer t;
   t.free_gpu_memory_fraction = s.free_gpu_memory_fraction;
@@ -171,8 +183,8 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
   if (engine == ServeEngine::Trtllm) analysis.max_batched_tokens = s.max_num_tokens;
   const VllmAnswer v = serve_vllm(probe, analysis, tp, total_memory, gpu_name, budget_source, non_torch, capability);
   EngineAnswer a = engine == ServeEngine::Sglang
-                       ? sglang_answer(v, s, capability, cuda, probe.model_type() == "deepseek_v3")
-                       : trtllm_answer(v, s);
+                       ? sglang_answer(v, s, capability, cuda, probe.model_type())
+                       : trtllm_answer(v, s, probe.model_type());
   a.kv_cache_bytes = static_cast<uint64_t>(a.kv_tokens) * a.kv_bytes_per_token;
   return a;
 }

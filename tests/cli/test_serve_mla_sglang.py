@@ -163,6 +163,17 @@ class SglangDeepSeekV2Lite(unittest.TestCase):
         self.assertIn(p.returncode, (0, 1), p.stderr)
         return json.loads(p.stdout)
 
+    def test_tensorrt_llm_does_not_load_deepseek_v2(self):
+        # TensorRT-LLM's PyTorch backend registers DeepseekV3ForCausalLM and DeepseekV32ForCausalLM, no
+        # DeepseekV2ForCausalLM: refused for what it is, not for the MLA profiling run a deepseek_v3 is refused for.
+        t = run(*self.ARGS[:-1], "--engine", "trtllm")
+        self.assertEqual(t.returncode, 2, t.stderr)
+        self.assertIn("DeepseekV2ForCausalLM (deepseek_v2), which TensorRT-LLM's PyTorch backend does not load", t.stderr)
+        self.assertEqual(t.stderr.count("\n"), 1, t.stderr)
+        rows = {r["engine"]: r for r in self.answer("all")["engines"]}
+        self.assertIn("does not load", rows["trtllm"]["not_modelled"])
+        self.assertGreater(rows["sglang"]["kv_cache_tokens"], 0)
+
     def test_published_figures(self):
         v, s = self.answer("vllm"), self.answer("sglang")
         self.assertEqual(s["kv_cache"]["bytes_per_token"], 27 * 576 * 2)
