@@ -80,13 +80,23 @@ std::string qlora_contradiction(const CommandArgs& a) {
 
 }  // namespace
 
+// What the Hugging Face recipes follow but do not model: how transformers 5 runs a mixture of experts.
+const char* const kHfNotModelled =
+    "mixtures of experts as transformers 5 runs them by default: PreTrainedModel.get_correct_experts_implementation "
+    "(src/transformers/modeling_utils.py) makes experts_implementation grouped_mm when none is asked for, which runs "
+    "every expert at once (src/transformers/integrations/moe.py grouped_mm_experts_forward: the tokens x top-k "
+    "selected rows gathered, sorted by expert, one grouped GEMM for gate_up_proj and one for down_proj over all of "
+    "them, then un-sorted and summed); a config.json's mixture of experts is built as the per-expert loop of "
+    "experts_implementation=\"eager\" (transformers 4's only form), and answered as that loop";
+
 const std::vector<Recipe>& recipes() {
   static const std::vector<Recipe> all = {
       {"hf-trainer", "transformers Trainer (main, torch >= 2.8)",
        "A full fine-tune with the Hugging Face Trainer: the model's float32 islands, the logits freed before "
        "backward, SDPA attention, fused AdamW. Precision, batch and checkpointing (gradient_checkpointing=True: "
        "--checkpoint layers) stay yours.",
-       hf_trainer_settings(), nullptr, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
+       hf_trainer_settings(), nullptr, kHfNotModelled,
+       {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",
        "hf-trainer with a PEFT LoRA model: LoraConfig's defaults, float32 adapters on the base's layers (PEFT casts "
@@ -97,7 +107,7 @@ const std::vector<Recipe>& recipes() {
               "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (llama: q_proj, "
               "v_proj)"},
              peft_fsdp_wrap()}),
-       no_lora, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
+       no_lora, kHfNotModelled, {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft-qlora", "transformers Trainer + PEFT LoRA + bitsandbytes 4-bit (main)",
        "hf-peft over a base loaded with BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\") and "
@@ -117,7 +127,7 @@ const std::vector<Recipe>& recipes() {
               "prepare_model_for_kbit_training(use_gradient_checkpointing=True), its default: "
               "model.gradient_checkpointing_enable(), one checkpoint per decoder layer"},
              peft_fsdp_wrap()}),
-       qlora_contradiction, "", {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
+       qlora_contradiction, kHfNotModelled, {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       torchtune_recipe(),
       litgpt_recipe(),
