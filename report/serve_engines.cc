@@ -29,6 +29,13 @@ void check_modelled(const VllmAnswer& v, const std::string& engine, const std::s
   if (!v.quantization.method.empty())
     throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
                      " lays out quantized weights is not modelled (serve --engine vllm models vLLM's)");
+  // TensorRT-LLM's profiling run over a mixture of experts runs its own fused MoE module (_torch/modules/fused_moe,
+  // whose C++ runner sizes its permuted rows and GEMM buffers), not vLLM's Triton kernel whose buffers the analysis
+  // holds at the fullest router: answering with those would be another engine's peak.
+  if (v.moe.blocks > 0 && engine == "trtllm" && !v.mla.on)
+    throw InputError(who + v.model + " is a mixture of experts: TensorRT-LLM's profiling run runs its own fused MoE "
+                     "(_torch/modules/fused_moe), whose buffers memplan does not size (the vLLM analysis holds vLLM's "
+                     "Triton kernel's); --engine vllm and --engine sglang answer it");
   // TensorRT-LLM's PyTorch backend serves multi-head latent attention only as DeepseekV3ForCausalLM:
   // _torch/models/modeling_deepseekv3.py registers DeepseekV3ForCausalLM (and DeepseekV32ForCausalLM), and no module
   // of _torch/models registers DeepseekV2ForCausalLM (the 1.0-era and current copies, index ids 1539226111 and

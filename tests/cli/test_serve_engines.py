@@ -26,6 +26,7 @@ TensorRT-LLM (cost_models/trtllm_engine.h), --memory 64MiB --reserve 0 --context
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 import jsonschema
@@ -180,6 +181,34 @@ class OrtGenaiByHand(unittest.TestCase):
         p = run("--engine", "ortgenai", "--memory", "64MiB")
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("needs --context N (search.max_length)", p.stderr)
+
+
+class TrtllmMixtureOfExperts(unittest.TestCase):
+    """A mixture of experts under --engine trtllm: TensorRT-LLM's profiling run runs its own fused MoE
+    (_torch/modules/fused_moe), whose buffers are not the vLLM analysis's Triton kernel's: refused, not answered with
+    another engine's peak; --engine all keeps the other rows. A tiny mixtral config.json (hidden 64, 4 experts, top 2)."""
+
+    def test_refused_and_all_keeps_the_others(self):
+        config = {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_size": 64,
+                  "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+                  "vocab_size": 64, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+                  "tie_word_embeddings": False, "torch_dtype": "bfloat16", "hidden_act": "silu",
+                  "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": None}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            args = [BIN, "serve", path, "--graph", "decode", *TINY]
+            t = subprocess.run([*args, "--engine", "trtllm"], capture_output=True, text=True, timeout=600)
+            self.assertEqual(t.returncode, 2, t.stderr)
+            self.assertIn("is a mixture of experts: TensorRT-LLM's profiling run runs its own fused MoE", t.stderr)
+            self.assertEqual(t.stderr.count("\n"), 1, t.stderr)
+            a = subprocess.run([*args, "--engine", "all", "--json"], capture_output=True, text=True, timeout=600)
+            self.assertIn(a.returncode, (0, 1), a.stderr)
+            rows = {r["engine"]: r for r in json.loads(a.stdout)["engines"]}
+            self.assertIn("mixture of experts", rows["trtllm"]["not_modelled"])
+            self.assertEqual((rows["sglang"]["not_modelled"], rows["vllm"]["not_modelled"]), (None, None))
+            self.assertGreater(rows["vllm"]["kv_cache_tokens"], 0)
 
 
 class AllEngines(unittest.TestCase):
