@@ -130,6 +130,19 @@ class Pass {
     for (int i = 0; i < a; ++i) pre *= is[i];
     int64_t prefix = 1;
     for (size_t b = 0; b < os.size(); ++b) {
+      // Multi-query attention: k or v, one head's features, reshaped into [..., 1 head, head_dim] (after q made
+      // more heads of that size). No rank can hold a fraction of the one head: vLLM replicates it on every GPU
+      // (num_kv_head_replicas = tp); Megatron requires num_query_groups divisible by tp.
+      if (prefix == pre && os[b] == 1 && b + 1 < os.size() && os[b + 1] == is[a] && os.size() > is.size() &&
+          max_heads_ > 1 && is[a] == head_dim_) {
+        if (!replicate_kv_)
+          throw InputError(tp_text() + " does not divide the 1 key/value head (axis " + std::to_string(b) + " of '" +
+                           g_.tensors[out].name + "') " + where(n) + ": each tensor-parallel GPU computes whole heads");
+        replicate_kv_head(in, is[a]);
+        p_.axis[out] = static_cast<int>(b);
+        p_.local_dim[out] = 1;
+        return;
+      }
       if (prefix == pre && os[b] > 1) {
         if (os[b] == is[a]) {
           p_.axis[out] = static_cast<int>(b);
@@ -152,7 +165,10 @@ class Pass {
                            (kv ? " key/value heads" : " attention heads") + " (axis " + std::to_string(b) + " of '" +
                            g_.tensors[out].name + "') " + where(n) + ": each tensor-parallel GPU computes whole heads");
         } else {
-          if (os.size() > is.size()) max_heads_ = std::max(max_heads_, os[b]);
+          if (os.size() > is.size() && os[b] > max_heads_ && b + 1 < os.size()) {
+            max_heads_ = os[b];
+            head_dim_ = os[b + 1];
+          }
           set(out, static_cast<int>(b));
         }
         return;
@@ -347,6 +363,7 @@ class Pass {
   TensorParallelPlan p_;
   int64_t vocab_rows_ = 0;  // rows of the vocab-parallel embedding (0: none yet)
   int64_t max_heads_ = 0;   // the most heads a head reshape has split so far
+  int64_t head_dim_ = 0;    // the features of one of those heads
 };
 
 }  // namespace
