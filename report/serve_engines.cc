@@ -36,6 +36,18 @@ void check_modelled(const VllmAnswer& v, const std::string& engine, const std::s
     throw InputError(who + v.model + " is a mixture of experts: TensorRT-LLM's profiling run runs its own fused MoE "
                      "(_torch/modules/fused_moe), whose buffers memplan does not size (the vLLM analysis holds vLLM's "
                      "Triton kernel's); --engine vllm and --engine sglang answer it");
+  // TensorRT-LLM sizes its estimate with head_dim x num_key_value_heads // tp a layer (_torch/pyexecutor/_util.py
+  // KvCacheCreator._get_cache_size_per_token: a fraction of a head when tp exceeds the KV heads), while its cache
+  // manager gives each rank ceil(num_key_value_heads / tp) whole heads (resource_manager.py KVCacheManager.__init__
+  // num_kv_heads_per_layer) and caps the pool by the free memory after the profiling run (calculate_max_num_blocks:
+  // the smaller of the estimate and free_gpu_memory_fraction x the free memory over the real bytes a token), which is
+  // not sized here. Where tp divides the KV heads both sizes agree and the estimate is the smaller.
+  if (engine == "trtllm" && !v.mla.on && v.settings.tp > 1 && v.kv.kv_heads > 0 && v.kv.kv_heads % v.settings.tp != 0)
+    throw InputError(who + "--tp " + std::to_string(v.settings.tp) + " does not divide the " +
+                     std::to_string(v.kv.kv_heads) + " KV heads of " + v.model + ": TensorRT-LLM estimates its "
+                     "cache with a fraction of a head a rank (head_dim x KV heads // tp) but holds whole replicated "
+                     "heads, so its pool is then capped by the free memory after its profiling run, which memplan "
+                     "does not size");
   // TensorRT-LLM's PyTorch backend serves multi-head latent attention only as DeepseekV3ForCausalLM:
   // _torch/models/modeling_deepseekv3.py registers DeepseekV3ForCausalLM (and DeepseekV32ForCausalLM), and no module
   // of _torch/models registers DeepseekV2ForCausalLM (the 1.0-era and current copies, index ids 1539226111 and

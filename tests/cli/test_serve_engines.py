@@ -211,6 +211,31 @@ class TrtllmMixtureOfExperts(unittest.TestCase):
             self.assertGreater(rows["vllm"]["kv_cache_tokens"], 0)
 
 
+class TrtllmReplicatedKvHeads(unittest.TestCase):
+    """--tp above the KV heads under --engine trtllm: TensorRT-LLM's estimate counts head_dim x kv_heads // tp a layer
+    (KvCacheCreator._get_cache_size_per_token: here 16 x 1 // 2 = 8, half a head) while its cache manager holds
+    ceil(1 / 2) = 1 whole head a rank and caps the pool by the free memory after profiling: refused. A tiny llama
+    config.json (hidden 64, 4 heads of 16, one KV head)."""
+
+    def test_refused_where_tp_does_not_divide_the_kv_heads(self):
+        config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+                  "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 1,
+                  "vocab_size": 64, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+                  "tie_word_embeddings": False, "torch_dtype": "bfloat16", "hidden_act": "silu"}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            args = [BIN, "serve", path, "--graph", "decode", *TINY, "--engine", "trtllm"]
+            one = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=600)
+            self.assertIn(one.returncode, (0, 1), one.stderr)  # answered (1: the 64 MiB budget is broken), not refused
+            t = subprocess.run([*args, "--tp", "2"], capture_output=True, text=True, timeout=600)
+            self.assertEqual(t.returncode, 2, t.stderr)
+            self.assertIn("--tp 2 does not divide the 1 KV heads", t.stderr)
+            self.assertIn("head_dim x KV heads // tp", t.stderr)
+            self.assertEqual(t.stderr.count("\n"), 1, t.stderr)
+
+
 class AllEngines(unittest.TestCase):
     def test_one_row_an_engine(self):
         j = serve_json("--engine", "all", *TINY)
