@@ -31,11 +31,11 @@ VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
   const int minor = text.size() > 2 && text.compare(0, 2, "0.") == 0 ? version_part(text, 2) : -1;
   const size_t patch_at = minor >= 0 ? text.find('.', 2) : std::string::npos;
   const int patch = patch_at == std::string::npos ? -1 : version_part(text, patch_at + 1);
-  const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.7.x (V0 "
-                               "over PR #10511's baseline, one GPU), 0.8 (the V1 worker's "
-                               "absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), 0.11 to "
-                               "0.20 (the current rule) and 0.21 or later with --enforce-eager";
-  if (minor == 8) return VllmVersion::V0_8;
+  const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
+                               "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
+                               "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
+                               "0.11 to 0.20 (the current rule) and 0.21 or later with --enforce-eager";
+  if (minor == 8 || (minor == 9 && patch == 0)) return VllmVersion::V0_8;
   if (minor == 10 || (minor == 9 && patch >= 2)) return VllmVersion::V0_9;
   if (minor >= 11 && minor <= 20) return VllmVersion::V0_11;
   if (minor >= 21) {
@@ -47,14 +47,19 @@ VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
     return VllmVersion::V0_21;
   }
   if (minor == 6 && patch >= 0 && patch <= 4) return VllmVersion::V0_6;
-  if ((minor == 6 && patch >= 5) || minor == 7) return VllmVersion::V0_7;
+  if (minor == 6 && patch >= 5) return VllmVersion::V0_6_5;
+  if (minor == 7) return VllmVersion::V0_7;
   if (minor == 6 && patch < 0)
     throw InputError("--engine-version " + text + ": give the patch (0.6.0 to 0.6.4 are the V0 worker's absolute "
                      "rule; PR #10511, from 0.6.5, made it a baseline's); " + accepted);
-  if (minor == 9)
-    throw InputError("--engine-version " + text + ": " + (patch < 0 ? "give the patch (" : "not modelled (") +
-                     "the baseline rule of PR #19312 came with 0.9.2; 0.9.0 and 0.9.1's V1 worker is not read); " +
-                     accepted);
+  if (minor == 9 && patch < 0)
+    throw InputError("--engine-version " + text + ": give the patch (0.9.0 ran 0.8's absolute rule; PR #19312's "
+                     "baseline rule came with 0.9.2); " + accepted);
+  if (minor == 9)  // 0.9.1 (cost_models/vllm_engine.h V0_8)
+    throw InputError("--engine-version " + text + ": not modelled (0.9.1 came in June 2025 between PR #18974, which "
+                     "made the V1 worker's non-torch term the memory outside PyTorch since init_device, and PR "
+                     "#19312's baseline rule of 0.9.2; whether its tag carries #18974 is not read: its "
+                     "vllm/v1/worker/gpu_worker.py determine_available_memory would settle it); " + accepted);
   if (minor >= 0 && minor < 6)
     throw InputError("--engine-version " + text + ": not modelled (vLLM's V0 engine before 0.6: its sampler and "
                      "profile run are read at 0.6-era commits only); " + accepted);
@@ -67,8 +72,11 @@ VllmRule vllm_rule(VllmVersion v) {
     case VllmVersion::V0_6:
       r.v0_engine = r.absolute_budget = r.hidden_held_at_sampler = true;
       break;
+    case VllmVersion::V0_6_5:
+      r.v0_engine = r.hidden_held_at_sampler = r.all_reduce_after_snapshot = r.rank_data_after_baseline = true;
+      break;
     case VllmVersion::V0_7:
-      r.v0_engine = r.hidden_held_at_sampler = r.one_gpu_only = true;
+      r.v0_engine = r.hidden_held_at_sampler = r.all_reduce_after_snapshot = true;
       break;
     case VllmVersion::V0_8:
       r.absolute_budget = r.needs_step_flags = true;
@@ -87,17 +95,19 @@ VllmRule vllm_rule(VllmVersion v) {
 std::string vllm_rules_name(VllmVersion v) {
   switch (v) {
     case VllmVersion::V0_6: return "vLLM 0.6 V0 (worker.py determine_num_available_blocks: absolute peak and all non-torch memory)";
-    case VllmVersion::V0_8: return "vLLM 0.8 V1 (gpu_worker.py determine_available_memory: absolute peak and all non-torch memory)";
-    case VllmVersion::V0_7: return "vLLM 0.6.5 to 0.7 V0 (worker.py determine_num_available_blocks after PR #10511: the increase over a baseline)";
+    case VllmVersion::V0_8: return "vLLM 0.8 to 0.9.0 V1 (gpu_worker.py determine_available_memory: absolute peak and all non-torch memory)";
+    case VllmVersion::V0_6_5: return "vLLM 0.6.5 to 0.6.x V0 (worker.py determine_num_available_blocks after PR #10511: the increase over a baseline)";
+    case VllmVersion::V0_7: return "vLLM 0.7 V0 (worker.py determine_num_available_blocks after PR #12126: the increase over a baseline snapshot)";
     case VllmVersion::V0_9: return "vLLM 0.9.2 to 0.10 V1 (gpu_worker.py determine_available_memory after PR #19312: NCCL and the custom all-reduce after the snapshot)";
     case VllmVersion::V0_21: return "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
     default: return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)";
   }
 }
 
-uint64_t vllm_custom_all_reduce_bytes(int tp) {
+uint64_t vllm_custom_all_reduce_bytes(int tp, bool rank_data) {
   if (tp != 2 && tp != 4 && tp != 6 && tp != 8) return 0;  // CustomAllreduce._SUPPORTED_WORLD_SIZES
-  return (kVllmCustomAllReduceMetaSize + kVllmCustomAllReduceMaxSize) + kVllmCustomAllReduceMaxSize;
+  return (kVllmCustomAllReduceMetaSize + kVllmCustomAllReduceMaxSize) + kVllmCustomAllReduceMaxSize +
+         (rank_data ? kVllmCustomAllReduceRankData : 0);
 }
 
 VllmStepDefaults vllm_v0_step(int64_t max_model_len, int64_t max_batched_tokens, int64_t max_num_seqs,

@@ -34,14 +34,22 @@ namespace memplan {
 //    NCCL and custom all-reduce buffers are allocated before the snapshot, so they are in no term; the profile run
 //    holds the forward's hidden states [tokens, hidden] while the sampler warms up (gpu_model_runner.py at 4e17906,
 //    profile_run deletes them after _dummy_sampler_run). CUDA graphs are captured after the cache is sized.
-//  - V0_8 (gpu_worker.py at 0012cf6, Worker.determine_available_memory of the 0.8 series): available =
-//    int(total x utilization - peak) where peak = allocated_bytes.all.peak since reset_peak_memory_stats (absolute:
-//    the weights and everything PyTorch holds) plus, when positive, every byte on the GPU outside PyTorch's
+//  - V0_8 (0.8.x and 0.9.0; gpu_worker.py at 0012cf6, Worker.determine_available_memory of the 0.8 series):
+//    available = int(total x utilization - peak) where peak = allocated_bytes.all.peak since reset_peak_memory_stats
+//    (absolute: the weights and everything PyTorch holds) plus, when positive, every byte on the GPU outside PyTorch's
 //    allocator after the profile ((total - free) - allocated_bytes.all.current: the CUDA context, NCCL's buffers,
 //    other processes), so the non-torch term is all of it, not an increase over a snapshot. Its runner's
 //    _dummy_run returns the sampled rows only (the worker calls _dummy_sampler_run(hidden_states=_dummy_run(...));
 //    notes' Addendum A): the [tokens, hidden] states are freed before the sampler runs. The runner's persistent
 //    input buffers (token ids, positions, block tables), which this absolute peak holds too, are not modelled.
+//    0.9.0 (May 2025) and its 0.9.0.1 hot fix ran the same text (notes' Addendum I): main still computed
+//    non_torch_allocations = (total - free) - allocated and added it to the absolute peak on 12 May 2025 (the diff
+//    PR #17122 proposed against it) and on 28 May 2025 (PR #18858's printout, after 0.9.0 was out), and a 0.9.0.1
+//    traceback (ServerlessLLM PR #263) shows profile_run's `hidden_states = self._dummy_run(self.max_num_tokens)`,
+//    one value as in 0.8 (the pair hidden_states, last_hidden_states that holds the states came later). 0.9.1 is
+//    refused: PR #18974 (opened 30 May 2025, merged in early June before PR #19312 was rebased on it) replaced
+//    the non-torch term by max(0, (init_device's free memory - the free memory now) - allocated_bytes.all.current),
+//    the memory outside PyTorch since init_device, and whether the v0.9.1 tag (June 2025) carries it is not read.
 //  - V0_21 (the CUDA-graph estimate on by default from 0.21, PR #30515 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS,
 //    notes section 6): the current rule less the graphs' estimate, which is taken only when graphs are captured
 //    (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only --enforce-eager (no
@@ -65,20 +73,33 @@ namespace memplan {
 //    holds the forward's hidden states while the sampler warms up (profile_run's `del hidden_states, output` after
 //    _dummy_sampler_run in 0.10-era copies of gpu_model_runner.py, index ids 36090783594, 68835586706). Its step
 //    defaults, sliding-window and MLA sizing and data parallelism are not read at those versions (as 0.8's).
-//  - V0_7 (0.6.5 to 0.7.x, V0 on one GPU): PR #10511 (merged November 2024, first in 0.6.5) gave V0's
-//    Worker.determine_num_available_blocks the baseline rule: with memory_profiling(baseline = total - the free memory
-//    init_device measured, weights = model_runner.model_memory_usage): profile_run(); available = total x
+//  - V0_6_5 (0.6.5 to 0.6.x, V0; 0.6.6.post1 the last): PR #10511 (merged in December 2024, its review's "merging"
+//    of the 16th, first in 0.6.5) gave V0's Worker.determine_num_available_blocks the baseline rule: with memory_profiling(baseline = total - the free
+//    memory init_device measured, weights = model_runner.model_memory_usage): profile_run(); available = total x
 //    utilization - (weights + torch_peak_increase + non_torch_increase), num_gpu_blocks = int(available //
 //    cache_block_size) (a 0.6.5-era copy of worker.py, index id 1418536268; of vllm/utils.py memory_profiling, whose
 //    docstring gives non_torch_increase as the GPU's used memory less the baseline, the weights and the profile's
-//    change of allocated bytes, index id 1271025205). Later 0.7 text measures the baseline as a MemorySnapshot (the
-//    form V1 adopted in PR #19312). On one GPU both are V0_6's terms over an increase: the profile's peak above
-//    what was allocated when it began (the weights) and the non-torch memory since init_device (--reserve, the
-//    CUDA context before it); the profile run is V0_6's. At tensor parallel >= 2 NCCL's and the custom
-//    all-reduce's buffers are set up after that measurement (init_worker_distributed_environment follows it in
-//    init_device), and which of them each form counts (0.6.5's also counts PyTorch tensors allocated after init,
-//    the all-reduce's 8 MiB rank_data among them) is not read at a tag: refused.
-enum class VllmVersion { V0_6, V0_7, V0_8, V0_9, V0_11, V0_21 };
+//    change of allocated bytes, index id 1271025205). The profile run is V0_6's. init_device measures its free
+//    memory after set_device and empty_cache (the CUDA context before it) and before init_worker_distributed_
+//    environment (worker.py at 6ae5229; PR #10511 did not move it), so at tensor parallel >= 2 the increase holds
+//    what the distributed set-up leaves on the GPU: NCCL's communicators (--reserve), the custom all-reduce's two
+//    cudaMalloc'd IPC buffers (vllm_custom_all_reduce_bytes: CustomAllreduce allocates them with
+//    create_shared_buffer since PR #10030, merged in November 2024) and, since this form subtracts the
+//    weights and the profile's change of allocated bytes but not other tensors allocated after the baseline, the
+//    all-reduce's rank_data, a torch.empty of 8 MiB (kVllmCustomAllReduceRankData). What PyTorch's caching allocator
+//    holds reserved beyond the allocated bytes after empty_cache (the rounding of its segments) is in this increase
+//    too, on one GPU as at tp >= 2: not sized, --reserve carries it.
+//  - V0_7 (0.7.x, V0): PR #11809 (merged January 2025: non-torch memory is the used memory less
+//    torch.cuda.memory_reserved(), not less the allocated bytes) and PR #12126 (January 2025: init_device takes
+//    baseline_snapshot = MemorySnapshot(), memory_profiling(baseline_snapshot, weights_memory)), both after 0.6.6
+//    (December 2024) and before 0.7.0 (late January 2025), made non_torch_increase the increase of (used - reserved)
+//    from the baseline snapshot to after the profile (vllm/utils.py MemorySnapshot.measure and memory_profiling, a
+//    copy of that text, index id 107014039; V0's worker.py determine_num_available_blocks with
+//    memory_profiling(self.baseline_snapshot, ...), index id 70512571769). A 0.7.3 user's copy of init_device
+//    (index id 41703700143) takes the snapshot before init_worker_distributed_environment. So at tp >= 2 the
+//    increase holds NCCL's communicators (--reserve) and the custom all-reduce's IPC buffers, as V0_9's does; its
+//    rank_data is in PyTorch's reserved memory, not in the increase, nor is the allocator's rounding.
+enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_21 };
 
 // What each rule does differently: the analysis (report/serve_vllm.cc) reads these, never the version.
 struct VllmRule {
@@ -90,12 +111,13 @@ struct VllmRule {
   bool sizes_data_parallel = false;     // --data-parallel-size
   bool needs_step_flags = false;        // vLLM's default step for the GPU not read: --max-batched-tokens and
                                         // --max-num-seqs required
-  bool all_reduce_after_snapshot = false;  // the custom all-reduce's buffers in non_torch_increase (V0_9)
-  bool one_gpu_only = false;            // --tp above 1 refused (V0_7)
+  bool all_reduce_after_snapshot = false;  // the custom all-reduce's IPC buffers in non_torch_increase (V0_6_5,
+                                           // V0_7, V0_9)
+  bool rank_data_after_baseline = false;   // and its rank_data tensor (V0_6_5: allocated bytes since the baseline)
 };
 VllmRule vllm_rule(VllmVersion v);
-// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4", "0.6.5" to
-// "0.7.x", "0.21" and later: the rule; anything else throws
+// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4",
+// "0.6.5" to "0.6.x", "0.7.x", "0.21" and later: the rule; anything else (0.9.1 among them) throws
 // InputError naming the versions modelled and why the others are not. `enforce_eager`: --enforce-eager (0.21 and
 // later refuse without it).
 VllmVersion vllm_version(const std::string& text, bool enforce_eager);
@@ -111,12 +133,18 @@ std::string vllm_rules_name(VllmVersion v);
 // 1,152 + 2,304 = 3,456 bytes (csrc/custom_all_reduce.cuh: kMaxBlocks 36, FlagType uint32_t, both 128-aligned).
 // Only where the all-reduce is enabled: tp in _SUPPORTED_WORLD_SIZES (2, 4, 6, 8), otherwise 0. The peers' buffers
 // opened by cudaIpcOpenMemHandle live on the peers' GPUs; rank_data (8 MiB) is a torch tensor, in PyTorch's
-// reserved memory, so not in the non-torch term. memplan assumes one node whose GPUs reach each other (NVLink for
-// more than two: otherwise vLLM disables it) and no --disable-custom-all-reduce; the driver's rounding of each
-// cudaMalloc is not counted.
+// reserved memory, so not in the non-torch term of the MemorySnapshot form (V0_7, V0_9); `rank_data` adds it for
+// V0_6_5, whose increase counts tensors allocated after its baseline. memplan assumes one node whose GPUs reach each
+// other (NVLink for more than two: otherwise vLLM disables it) and no --disable-custom-all-reduce; the driver's
+// rounding of each cudaMalloc is not counted. The 0.6.5 to 0.7 releases allocated the same two buffers and
+// rank_data (PR #10030, November 2024, made CustomAllreduce.__init__ call create_shared_buffer, a cudaMalloc
+// through CudaRTLibrary, for meta and buffer; rank_data = torch.empty(8 x 1024 x 1024) beside them) with the
+// vllm::Signal of PR #8558 (September 2024: self_counter and two peer_counter arrays of uint32 flags; the
+// 36-block size and uint32 flags read in copies of that struct, index ids 16597117652 and 67336106968, not at a tag).
 inline constexpr uint64_t kVllmCustomAllReduceMaxSize = 8192 * 1024;
 inline constexpr uint64_t kVllmCustomAllReduceMetaSize = 36 * 8 * 4 + 2 * 36 * 8 * 4;
-uint64_t vllm_custom_all_reduce_bytes(int tp);
+inline constexpr uint64_t kVllmCustomAllReduceRankData = 8 * 1024 * 1024;
+uint64_t vllm_custom_all_reduce_bytes(int tp, bool rank_data = false);
 
 // vLLM's defaults for `vllm serve` on a GPU (vllm/engine/arg_utils.py, EngineArgs and _set_default_args).
 inline constexpr double kVllmDefaultGpuMemoryUtilization = 0.9;  // CacheConfig.gpu_memory_utilization

@@ -62,16 +62,17 @@ std::vector<OptionSpec> serve_option_rows() {
                "tokens (dp x --max-batched-tokens) gathered by the naive dispatch; a dense model's ranks are replicas",
        .field = FIELD(serve.data_parallel_size), .engines = {"vllm"}, .min = 1, .show_default = true},
       {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
-       .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 (the V1 "
-               "worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, off the "
-               "budget; give --max-batched-tokens and --max-num-seqs), 0.9.2 to 0.10.x (the current rule with NCCL "
-               "and the custom all-reduce's buffers allocated after the snapshot: both in the non-torch term, NCCL's "
-               "in --reserve; give --max-batched-tokens and --max-num-seqs), 0.6.0 to 0.6.4 (the V0 engine, the same "
-               "absolute rule: max_num_seqs prompts splitting max(max_model_len, 2048) tokens by default, 256 "
+       .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 and 0.9.0 "
+               "(the V1 worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, "
+               "off the budget; give --max-batched-tokens and --max-num-seqs), 0.9.2 to 0.10.x (the current rule with "
+               "NCCL and the custom all-reduce's buffers allocated after the snapshot: both in the non-torch term, "
+               "NCCL's in --reserve; give --max-batched-tokens and --max-num-seqs), 0.6.0 to 0.6.4 (the V0 engine, the "
+               "same absolute rule: max_num_seqs prompts splitting max(max_model_len, 2048) tokens by default, 256 "
                "sequences, and V0's sampler; dense unquantized models without LoRA or a sliding window), 0.6.5 to "
-               "0.7.x (V0 as 0.6.4, over PR #10511's baseline: --reserve is the non-torch memory since the worker "
-               "started; one GPU), 0.21 or "
-               "later with --enforce-eager",
+               "0.6.x and 0.7.x (V0 as 0.6.4, over a baseline taken before the distributed set-up: --reserve is the "
+               "non-torch memory since the worker started, and at --tp 2, 4, 6 or 8 the custom all-reduce's IPC "
+               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.21 or later with --enforce-eager. "
+               "0.9.1 is refused (its worker's non-torch term is not read at the tag)",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
        .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.21 the graphs are captured after the cache is "

@@ -189,6 +189,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
         t.kv_bytes_per_token = a.kv_bytes_per_token;
         t.custom_all_reduce_bytes = a.custom_all_reduce_bytes;
+        t.custom_all_reduce_rank_data = a.settings.rule.rank_data_after_baseline;
         t.engine_version = a.settings.version_text;
         t.sliding_window = a.sliding_window;
         t.kv_layers = a.kv_layers;

@@ -202,7 +202,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
   const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
-  if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty(), tp, a.settings.rule);
+  if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty());
   if (s.enable_expert_parallel && moe.empty())
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
                      " (vLLM's flag splits the experts of its FusedMoE layers across the GPUs; a dense model has none)");
@@ -345,8 +345,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                                     checked_add(weights, a.kept_workspace_bytes, "profile bytes"),
                                                     hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);
   a.sampler_sets_peak = peak > a.forward_peak_allocated;
-  // 0.9.2 to 0.10: the custom all-reduce's buffers, allocated after the snapshot, in the non-torch increase.
-  a.custom_all_reduce_bytes = a.settings.rule.all_reduce_after_snapshot ? vllm_custom_all_reduce_bytes(tp) : 0;
+  // 0.6.5 to 0.7, 0.9.2 to 0.10: the custom all-reduce's buffers (0.6.x: with rank_data) in the non-torch increase.
+  a.custom_all_reduce_bytes = a.settings.rule.all_reduce_after_snapshot
+                                  ? vllm_custom_all_reduce_bytes(tp, a.settings.rule.rank_data_after_baseline) : 0;
   a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak,
                                    checked_add(non_torch, a.custom_all_reduce_bytes, "non-torch bytes"));
   if (a.sliding_window > 0 && a.sliding_layer_count < a.kv_layers) {

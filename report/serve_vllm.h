@@ -138,7 +138,8 @@ struct VllmAnswer {
   std::string quantization_source;    // "--quantization", or the config's quantization_config
   VllmQuantizedLinears quantized;     // the linear layers as vLLM holds them (with --quantization)
   bool sampler_sets_peak = false;
-  uint64_t custom_all_reduce_bytes = 0;  // in memory.non_torch beside --reserve (0.9.2 to 0.10 at tp >= 2)
+  uint64_t custom_all_reduce_bytes = 0;  // in memory.non_torch beside --reserve (0.6.5 to 0.7, 0.9.2 to 0.10 at
+                                         // tp >= 2; with the rank_data tensor for 0.6.x: VllmRule)
   VllmMemory memory;
   VllmKvCapacity capacity;
   int64_t max_concurrent_sequences = 0;  // floor(max_concurrency)
@@ -178,7 +179,8 @@ struct VllmTable {
   int64_t max_model_len = 0, block_size = 0;
   double gpu_memory_utilization = 0;
   uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;  // non_torch_bytes: --reserve
-  uint64_t custom_all_reduce_bytes = 0;  // beside --reserve on every GPU (0.9.2 to 0.10 at tp >= 2)
+  uint64_t custom_all_reduce_bytes = 0;  // beside --reserve on every GPU (0.6.5 to 0.7, 0.9.2 to 0.10 at tp >= 2)
+  bool custom_all_reduce_rank_data = false;  // with its rank_data tensor (0.6.5 to 0.6.x)
   std::string engine_version;
   int64_t sliding_window = 0;  // the windowed layers' window (0: full attention)
   int64_t kv_layers = 0, sliding_layer_count = 0;  // a hybrid model's layers and windowed ones (else equal)
@@ -188,9 +190,8 @@ struct VllmTable {
 
 // What memplan does not size under vLLM's V0 engine (cost_models/vllm_engine.h V0_6), each refused with its
 // reason (report/serve_vllm_v0.cc): --enable-lora (V0's profile run activates dummy LoRAs), quantization, a
-// mixture of experts (`moe`), --dtype auto on a checkpoint whose type V0 would change, and for 0.6.5 to 0.7.x
-// (VllmRule::one_gpu_only) a `tp` above 1.
-void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe, int tp, const VllmRule& rule);
+// mixture of experts (`moe`) and --dtype auto on a checkpoint whose type V0 would change.
+void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe);
 
 // vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve), its compute
 // capability `capability` (major x 10 + minor: what vLLM's quantization methods check).

@@ -219,13 +219,18 @@ std::string vllm_to_text(const VllmAnswer& a) {
   t += fmt::format("  - non-torch memory {:>12}  (--reserve{})\n", format_bytes(m.non_torch),
                    absolute ? fmt::format(": {} charges every byte outside PyTorch on the GPU, the CUDA context, NCCL "
                                           "and other processes included", a.settings.version_text)
+                   : a.settings.rule.v0_engine && a.custom_all_reduce_bytes == 0
+                       ? fmt::format(": the non-torch memory since init_device measured the baseline, which {} "
+                                     "charges; the CUDA context is before it", a.settings.version_text)
+                   : a.settings.rule.v0_engine
+                       ? fmt::format(" with NCCL's communicators, and the custom all-reduce's IPC buffers{}, {} B: {} "
+                                     "sets them up after init_device measured its baseline",
+                                     a.settings.rule.rank_data_after_baseline ? " and its 8 MiB rank_data tensor" : "",
+                                     format_count(a.custom_all_reduce_bytes), a.settings.version_text)
                    : a.settings.rule.all_reduce_after_snapshot
                        ? fmt::format(" with NCCL's communicators, and the custom all-reduce's IPC buffers, {} B: "
                                      "{} sets both up after its snapshot", format_count(a.custom_all_reduce_bytes),
                                      a.settings.version_text)
-                   : a.settings.rule.one_gpu_only
-                       ? fmt::format(": the non-torch memory since init_device measured the baseline, which {} "
-                                     "charges; the CUDA context is before it", a.settings.version_text)
                        : "");
   t += fmt::format("  = available KV cache memory: {}\n",
                    m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
@@ -315,7 +320,7 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
                               {"non_torch_bytes", t.non_torch_bytes},
                               {"gpus", rows}};
   if (t.sliding_window > 0) j["sliding_window"] = t.sliding_window;  // optional: every layer's window
-  if (t.custom_all_reduce_bytes > 0) j["custom_all_reduce_bytes"] = t.custom_all_reduce_bytes;  // optional: 0.9.2-0.10
+  if (t.custom_all_reduce_bytes > 0) j["custom_all_reduce_bytes"] = t.custom_all_reduce_bytes;  // optional: tp >= 2
   return j;
 }
 
@@ -340,8 +345,9 @@ std::string vllm_table_to_text(const VllmTable& t) {
   text += fmt::format("  (non-torch memory {} each: --reserve{}; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes),
                       t.custom_all_reduce_bytes == 0
                           ? ""
-                          : fmt::format(", and the custom all-reduce's IPC buffers, {} B, which {} sets up after its "
-                                        "snapshot", format_count(t.custom_all_reduce_bytes), t.engine_version));
+                          : fmt::format(", and the custom all-reduce's IPC buffers{}, {} B, which {} sets up after its "
+                                        "snapshot", t.custom_all_reduce_rank_data ? " and its rank_data tensor" : "",
+                                        format_count(t.custom_all_reduce_bytes), t.engine_version));
   return text;
 }
 

@@ -5,15 +5,8 @@
 
 namespace memplan {
 
-void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe, int tp, const VllmRule& rule) {
+void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe) {
   const std::string v = "--engine-version " + s.engine_version + " (vLLM's V0 engine)";
-  // 0.6.5 to 0.7.x: NCCL's and the custom all-reduce's buffers come after init_device's measurement, and which of
-  // them (and of the PyTorch tensors allocated after it) the baseline rule counted is not read at a tag
-  // (cost_models/vllm_engine.h V0_7).
-  if (rule.one_gpu_only && tp > 1)
-    throw InputError(v + " with --tp " + std::to_string(tp) + ": PR #10511's baseline is measured before the "
-                     "distributed set-up, so NCCL's and the custom all-reduce's buffers are in its non-torch "
-                     "increase, and what that release counted of them is not read (memplan answers it on one GPU)");
   // V0's profile_run gives its dummy prompts max_loras dummy LoRAs round-robin (vllm/worker/model_runner.py at
   // 587909c, ModelRunner.profile_run), so the LoRA kernels' buffers are in its peak: not sized.
   if (s.enable_lora)

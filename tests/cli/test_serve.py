@@ -595,6 +595,16 @@ class VllmByHand(unittest.TestCase):
         # --reserve is every byte outside PyTorch under 0.8: 1 MiB of it, 1,024 blocks fewer.
         less = self.vllm(*[a if a != "0" else "1MiB" for a in self.ARGS], "--engine-version", "0.8")
         self.assertEqual(less["num_gpu_blocks"], 26175 - 1024)
+        # 0.9.0 and 0.9.0.1 ran 0.8's worker and runner (cost_models/vllm_engine.h V0_8: main still added
+        # (total - free) - allocated to the absolute peak in May 2025, and 0.9.0.1's profile_run took one value from
+        # _dummy_run): every term the same, and the rule's name says so.
+        for version in ("0.9.0", "0.9.0.1"):
+            j09 = self.vllm(*self.ARGS, "--engine-version", version)
+            self.assertEqual(j09["memory"], m, version)
+            self.assertEqual(j09["profile_run"], j["profile_run"], version)
+            self.assertEqual(j09["num_gpu_blocks"], 26175, version)
+            self.assertEqual(j09["engine_rules"], j["engine_rules"], version)
+            self.assertIn("vLLM 0.8 to 0.9.0 V1", j09["engine_rules"])
         # 0.11 to 0.20 are the current rule: the class docstring's 26,174 blocks.
         for version in ("0.11", "0.15.1", "0.20"):
             self.assertEqual(self.vllm(*self.ARGS, "--engine-version", version)["num_gpu_blocks"], 26174)
@@ -610,9 +620,10 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(phrase, p.stderr)
             if args[1] != "0.21":
-                self.assertIn("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.7.x (V0 "
-                              "over PR #10511's baseline, one GPU), 0.8 (the V1 worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), 0.11 to "
-                              "0.20", p.stderr)
+                self.assertIn("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
+                              "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
+                              "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
+                              "0.11 to 0.20", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         p = run("serve", KV, "--engine", "vllm", "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")
         self.assertEqual(p.returncode, 2)

@@ -1,5 +1,5 @@
 """`memplan serve --engine vllm --engine-version 0.9.2 to 0.10.x` (and 0.6.5 to 0.7.x: class V0_7ByHand) on
-kv_tiny, every term of the budget by hand.
+kv_tiny, every term of the budget by hand, and what stays refused (0.9.1).
 
 vLLM 0.9.2 to 0.10.x (cost_models/vllm_engine.h V0_9): Worker.determine_available_memory is PR #19312's baseline
 rule, available = int(total x utilization) - (weights + torch_peak_increase + non_torch_increase), as in 0.11; but
@@ -52,7 +52,7 @@ def vllm(*args):
 
 
 class V0_7ByHand(unittest.TestCase):
-    """--engine-version 0.6.5 to 0.7.x: V0 over PR #10511's baseline (cost_models/vllm_engine.h V0_7), one GPU.
+    """--engine-version 0.6.5 to 0.6.x and 0.7.x: V0 over a baseline (cost_models/vllm_engine.h V0_6_5, V0_7).
 
     determine_num_available_blocks (a 0.6.5-era copy of worker.py): with memory_profiling(baseline = total - the
     free memory init_device measured, weights = model_memory_usage): profile_run(); available = total x 0.9 -
@@ -68,14 +68,14 @@ class V0_7ByHand(unittest.TestCase):
                   26,800,537 // 1,024 = 26,172 blocks (409 B left), 418,752 tokens, 26,172 / 4 = 6,543 requests
     On one GPU that is 0.6.4's absolute rule term for term (its peak is the same weights plus increase, its
     non-torch all of --reserve); what differs is what --reserve stands for (the increase since init_device, the
-    CUDA context before it) and tensor parallelism, refused here.
+    CUDA context before it) and tensor parallelism (test_tp_2_by_hand).
     """
     V0 = [*ARGS, "--dtype", "bf16"]
 
     def test_every_term_on_one_gpu(self):
         j = vllm(*self.V0, "--engine-version", "0.6.5")
         m, p = j["memory"], j["profile_run"]
-        self.assertIn("0.6.5 to 0.7 V0", j["engine_rules"])
+        self.assertIn("0.6.5 to 0.6.x V0", j["engine_rules"])
         self.assertEqual(m["requested_bytes"], 60397977)
         self.assertEqual(m["weights_bytes"], 3072)
         self.assertEqual((p["requests"], p["hidden_states_bytes"]), (64, 1024))
@@ -87,11 +87,73 @@ class V0_7ByHand(unittest.TestCase):
         self.assertEqual(j["num_gpu_blocks"], 26172)
         self.assertEqual(j["gpu_kv_cache_tokens"], 418752)
         self.assertEqual(j["max_concurrency"], 6543.0)
+        # 0.7.x (PR #12126's snapshot) is the same answer on one GPU, under its own rule's name.
+        j07 = vllm(*self.V0, "--engine-version", "0.7.3")
+        self.assertEqual(j07["memory"], m)
+        self.assertIn("0.7 V0", j07["engine_rules"])
+        self.assertIn("PR #12126", j07["engine_rules"])
         text = run(*self.V0, "--engine-version", "0.7.3").stdout
         self.assertIn("served by vLLM 0.7.3 (V0 rules), --memory 64MiB", text)
         self.assertIn("(--reserve: the non-torch memory since init_device measured the baseline, which 0.7.3 "
                       "charges; the CUDA context is before it)", text)
         self.assertIn("# GPU blocks: 26172\nGPU KV cache size: 418,752 tokens", text)
+
+    def test_tp_2_by_hand(self):
+        """At --tp 2 init_device measured its baseline before init_worker_distributed_environment, so the custom
+        all-reduce (CustomAllreduce.__init__, at world size 2) is in the non-torch increase.
+
+        One rank of kv_tiny at tp 2 (as V0_10ByHand): weights 1,536 B (768 of q, k, v, o, the embedding's and the
+        head's 8 of 16 rows, and 768 of vocabulary padding, 24 of the 32 padded rows a rank), 32 KV bytes a token,
+        512 B a block. V0's profile: the [64, 8] hidden states whole after the row-parallel all-reduce (1,024 B)
+        and V0's sampler on the gathered 64-wide head, 38,912 B as on one GPU, beside the cuBLAS workspace:
+          torch_peak_increase = 33,554,432 + 1,024 + 38,912 = 33,594,368 (the sampler sets the peak)
+        0.7.x (MemorySnapshot: the increase of used - reserved): the two cudaMalloc'd IPC buffers,
+          3,456 + 8,388,608 + 8,388,608 = 16,780,672 B (rank_data is in PyTorch's reserved memory)
+          available = 60,397,977 - 1,536 - 33,594,368 - 16,780,672 = 10,021,401 B: 19,573 blocks (25 B left),
+                      313,168 tokens, 19,573 / 4 = 4,893.25 requests of 64
+        0.6.5 to 0.6.x (used - baseline - weights - the profile's change of allocated bytes): rank_data, torch.empty
+        of 8,388,608 B allocated after the baseline and not a weight, too:
+          16,780,672 + 8,388,608 = 25,169,280 B
+          available = 10,021,401 - 8,388,608 = 1,632,793 B: 3,189 blocks (25 B left), 51,024 tokens, 797.25
+        """
+        j07 = vllm(*self.V0, "--tp", "2", "--engine-version", "0.7.3")
+        m, p = j07["memory"], j07["profile_run"]
+        self.assertEqual(m["weights_bytes"], 768 + 768)
+        self.assertEqual(j07["kv_cache"]["bytes_per_token"], 32)
+        self.assertEqual((p["hidden_states_bytes"], p["sampler_peak_bytes"]), (1024, 38912))
+        self.assertEqual(p["peak_set_by"], "sampler")
+        self.assertEqual(m["activation_peak_bytes"], 33554432 + 1024 + 38912)
+        self.assertEqual(m["custom_all_reduce_bytes"], CUSTOM_ALL_REDUCE)
+        self.assertEqual(m["non_torch_bytes"], CUSTOM_ALL_REDUCE)
+        self.assertEqual(m["available_kv_cache_bytes"], 60397977 - 1536 - 33594368 - 16780672)
+        self.assertEqual(m["available_kv_cache_bytes"], 10021401)
+        self.assertEqual(j07["num_gpu_blocks"], 19573)
+        self.assertEqual(j07["num_gpu_blocks"] * 512 + 25, 10021401)  # one more block does not fit
+        self.assertEqual(j07["gpu_kv_cache_tokens"], 313168)
+        self.assertEqual(j07["max_concurrency"], 4893.25)
+        j065 = vllm(*self.V0, "--tp", "2", "--engine-version", "0.6.5")
+        m065 = j065["memory"]
+        self.assertEqual(m065["custom_all_reduce_bytes"], CUSTOM_ALL_REDUCE + 8388608)
+        self.assertEqual(m065["custom_all_reduce_bytes"], 25169280)
+        for key in ("weights_bytes", "activation_peak_bytes"):
+            self.assertEqual(m065[key], m[key], key)
+        self.assertEqual(m065["available_kv_cache_bytes"], 1632793)
+        self.assertEqual(j065["num_gpu_blocks"], 3189)
+        self.assertEqual(j065["num_gpu_blocks"] * 512 + 25, 1632793)
+        self.assertEqual(j065["gpu_kv_cache_tokens"], 51024)
+        self.assertEqual(j065["max_concurrency"], 797.25)
+        self.assertEqual(vllm(*self.V0, "--tp", "2", "--engine-version", "0.6.6.post1")["num_gpu_blocks"], 3189)
+        # --reserve (NCCL's communicators) adds to it: 1 MiB, 2,048 blocks of 512 B fewer under 0.7.
+        less = vllm(*[a if a != "0" else "1MiB" for a in self.V0], "--tp", "2", "--engine-version", "0.7.3")
+        self.assertEqual(less["num_gpu_blocks"], (10021401 - (1 << 20)) // 512)
+        text = run(*self.V0, "--tp", "2", "--engine-version", "0.6.5").stdout
+        self.assertIn("(--reserve with NCCL's communicators, and the custom all-reduce's IPC buffers and its 8 MiB "
+                      "rank_data tensor, 25,169,280 B: 0.6.5 sets them up after init_device measured its baseline)",
+                      text)
+        text = run(*self.V0, "--tp", "2", "--engine-version", "0.7.3").stdout
+        self.assertIn("(--reserve with NCCL's communicators, and the custom all-reduce's IPC buffers, 16,780,672 B: "
+                      "0.7.3 sets them up after init_device measured its baseline)", text)
+        self.assertIn("GPU KV cache size: 313,168 tokens", text)
 
     def test_neighbours(self):
         # 0.6.4 (absolute) gives the same blocks on one GPU, and says its --reserve is every non-torch byte.
@@ -102,13 +164,10 @@ class V0_7ByHand(unittest.TestCase):
         self.assertIn("absolute", old["engine_rules"])
         self.assertIn("the profile's whole peak and all non-torch memory",
                       run(*self.V0, "--engine-version", "0.6.4").stdout)
-        # 0.6.4 answers --tp 2; 0.6.5 to 0.7 refuse it (the distributed set-up after the baseline, not read).
-        self.assertEqual(run(*self.V0, "--tp", "2", "--engine-version", "0.6.4").returncode, 0)
-        for version in ("0.6.5", "0.7.3"):
-            p = run(*self.V0, "--tp", "2", "--engine-version", version)
-            self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertIn(f"--engine-version {version} (vLLM's V0 engine) with --tp 2: PR #10511's baseline", p.stderr)
-            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # At tp 2, 0.6.4's --reserve holds every non-torch byte (the all-reduce's among them): nothing added.
+        old2 = vllm(*self.V0, "--tp", "2", "--engine-version", "0.6.4")
+        self.assertEqual(old2["memory"]["custom_all_reduce_bytes"], 0)
+        self.assertEqual(old2["memory"]["available_kv_cache_bytes"], 10021401 + CUSTOM_ALL_REDUCE)
         # V0's refusals hold (LoRA: V0's profile run activates dummy adapters).
         p = run(*self.V0, "--enable-lora", "--engine-version", "0.7.3")
         self.assertEqual(p.returncode, 2, p.stderr)
@@ -190,8 +249,9 @@ class V0_10ByHand(unittest.TestCase):
                       "which 0.10.2 sets up after its snapshot; GiB = 2^30 bytes)", text)
 
     def test_what_is_not_read_is_refused(self):
-        for args, phrase in ((["--engine-version", "0.9.1"], "0.9.0 and 0.9.1's V1 worker is not read"),
-                             (["--engine-version", "0.9"], "give the patch"),
+        for args, phrase in ((["--engine-version", "0.9.1"], "whether its tag carries #18974 is not read: its "
+                              "vllm/v1/worker/gpu_worker.py determine_available_memory would settle it"),
+                             (["--engine-version", "0.9"], "give the patch (0.9.0 ran 0.8's absolute rule"),
                              (["--memory", "64MiB", "--context", "64", "--engine-version", "0.10.1"],
                               "needs --max-batched-tokens and --max-num-seqs"),
                              ([*ARGS, "--tp", "2", "--data-parallel-size", "2", "--engine-version", "0.10.1"],

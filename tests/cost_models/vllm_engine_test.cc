@@ -165,17 +165,30 @@ TEST(VllmEngine, EngineVersionsModelledAndRefused) {
   // 0.9.2 to 0.10.x: PR #19312's baseline rule with the distributed set-up after the snapshot (before PR #25359).
   for (const char* v : {"0.9.2", "0.10", "0.10.0", "0.10.1.1", "0.10.2"})
     EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_9) << v;
-  // V0 from 0.6.5 (PR #10511's baseline) to 0.7.x.
-  for (const char* v : {"0.6.5", "0.6.6.post1", "0.7", "0.7.3"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_7) << v;
-  for (const char* refused : {"0.6", "0.5.4", "0.9", "0.9.1", "0.9.0", "1.0", "x", "0.", "0.8x", "0.6.x", "0.10x"}) {
+  // V0 from 0.6.5 (PR #10511's baseline) to 0.6.x, and 0.7.x (PR #12126's baseline snapshot, after 0.6.6).
+  for (const char* v : {"0.6.5", "0.6.6", "0.6.6.post1"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_6_5) << v;
+  for (const char* v : {"0.7", "0.7.0", "0.7.3"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_7) << v;
+  // 0.9.0 and its 0.9.0.1 hot fix ran 0.8's worker and runner (before PR #18974 and PR #19312).
+  for (const char* v : {"0.9.0", "0.9.0.1"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_8) << v;
+  for (const char* refused : {"0.6", "0.5.4", "0.9", "0.9.1", "1.0", "x", "0.", "0.8x", "0.6.x", "0.10x"}) {
     try {
       vllm_version(refused, true);
       ADD_FAILURE() << refused;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to "
-                                           "0.7.x (V0 over PR #10511's baseline, one GPU), 0.8"),
+                                           "0.6.x and 0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), "
+                                           "0.8 and 0.9.0"),
                 std::string::npos) << e.what();
     }
+  }
+  // 0.9.1: between PR #18974 and PR #19312, its tag not read; the message says what would settle it.
+  try {
+    vllm_version("0.9.1", false);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("whether its tag carries #18974 is not read: its vllm/v1/worker/gpu_worker.py "
+                                         "determine_available_memory would settle it"),
+              std::string::npos) << e.what();
   }
 }
 
@@ -194,10 +207,15 @@ TEST(VllmEngine, EachVersionIsARule) {
   EXPECT_TRUE(!v09.absolute_budget && v09.hidden_held_at_sampler && !v09.v0_engine);
   EXPECT_TRUE(v09.needs_step_flags && v08.needs_step_flags && !v11.needs_step_flags);
   EXPECT_FALSE(v09.sizes_sliding_window || v09.sizes_mla || v09.sizes_data_parallel);
-  // 0.6.5 to 0.7: V0's profile run over PR #10511's baseline instead of 0.6.4's absolute peak; one GPU only.
-  const VllmRule v07 = vllm_rule(VllmVersion::V0_7);
-  EXPECT_TRUE(v07.v0_engine && v07.hidden_held_at_sampler && !v07.absolute_budget && v0.absolute_budget);
-  EXPECT_TRUE(v07.one_gpu_only && !v0.one_gpu_only && !v09.one_gpu_only && !v11.one_gpu_only);
+  // 0.6.5 to 0.7: V0's profile run over a baseline instead of 0.6.4's absolute peak; the custom all-reduce's IPC
+  // buffers, set up after the baseline, in the increase; 0.6.x's allocated-bytes form also counts its rank_data.
+  const VllmRule v065 = vllm_rule(VllmVersion::V0_6_5), v07 = vllm_rule(VllmVersion::V0_7);
+  for (const VllmRule& r : {v065, v07}) {
+    EXPECT_TRUE(r.v0_engine && r.hidden_held_at_sampler && !r.absolute_budget && r.all_reduce_after_snapshot);
+    EXPECT_FALSE(r.needs_step_flags || r.sizes_sliding_window || r.sizes_mla || r.sizes_data_parallel);
+  }
+  EXPECT_TRUE(v065.rank_data_after_baseline && !v07.rank_data_after_baseline && !v09.rank_data_after_baseline);
+  EXPECT_TRUE(!v0.all_reduce_after_snapshot && v0.absolute_budget);
 }
 
 TEST(VllmEngine, CustomAllReduceBuffersByHand) {
@@ -207,6 +225,9 @@ TEST(VllmEngine, CustomAllReduceBuffersByHand) {
   // 3,456 + 8,388,608 + 8,388,608 = 16,780,672 bytes on each rank, at world sizes 2, 4, 6 and 8 only.
   for (int tp : {2, 4, 6, 8}) EXPECT_EQ(vllm_custom_all_reduce_bytes(tp), 16780672u) << tp;
   for (int tp : {1, 3, 5, 16}) EXPECT_EQ(vllm_custom_all_reduce_bytes(tp), 0u) << tp;  // disabled there
+  // With rank_data (V0_6_5): torch.empty(8 x 1024 x 1024) beside them, 16,780,672 + 8,388,608 = 25,169,280.
+  for (int tp : {2, 4, 6, 8}) EXPECT_EQ(vllm_custom_all_reduce_bytes(tp, true), 25169280u) << tp;
+  for (int tp : {1, 3}) EXPECT_EQ(vllm_custom_all_reduce_bytes(tp, true), 0u) << tp;
 }
 
 TEST(VllmEngine, V0StepFromMaxModelLen) {
