@@ -155,8 +155,8 @@ void TrainingStep::ds3_add_resident() {
   if (ds3_offload()) result_.deepspeed_host_bytes = zero3_host_bytes(ds3_sub_groups_, grad_partition, states_per_param());
   result_.deepspeed_param_host_bytes = host_partitions;
   // nvme for either: the host and NVMe lines as ZeRO-Infinity lays them out (training_deepspeed3_nvme.cc).
-  if (ds_config_.offload_param == DeepSpeedOffload::Nvme || ds3_swap_optimizer())
-    ds3_nvme_resident(elements, trainable_partitions, grad_partition);
+  const bool param_nvme = ds_config_.offload_param == DeepSpeedOffload::Nvme;
+  if (param_nvme || ds3_swap_optimizer()) ds3_nvme_resident(elements, trainable_partitions, grad_partition);
   // Float32 parameters (no bf16/fp16): the partitions already are the float32 sub-groups (_create_fp32_partitions:
   // the same dtype and device, "we don't need another copy of the weights"; DeepSpeed PR #7651).
   if (fp32 > 0 && !ds3_offload() && !ds3_fp32_shared()) {
@@ -176,10 +176,9 @@ void TrainingStep::ds3_add_resident() {
       "DeepSpeed ZeRO-3 (--deepspeed, stage3.py): each parameter padded to a multiple of " + std::to_string(gpus) +
       " and partitioned" +
       (!ds3_offload_param() ? std::string()
-       : ds_config_.offload_param == DeepSpeedOffload::Nvme
-           ? std::string(", the partitions in host memory and on NVMe (offload_param nvme), copied to the GPU per gather")
-           : ", the partitions in pinned host memory (offload_param cpu: " + std::to_string(host_partitions) +
-                 " bytes), copied to the GPU per gather") +
+       : ", the partitions off the GPU (offload_param " +
+             (param_nvme ? std::string("nvme") : "cpu: " + std::to_string(host_partitions) + " bytes of pinned host memory") +
+             "), copied to the GPU per gather") +
       "; " + std::to_string(std::count(ds3_persistent_.begin(), ds3_persistent_.end(), true)) +
       " parameters of at most stage3_param_persistence_threshold " + std::to_string(ds_config_.param_persistence_threshold) +
       " elements stay whole on every GPU; the others are gathered per module (" + std::to_string(ds3_modules_.size()) +
@@ -189,11 +188,9 @@ void TrainingStep::ds3_add_resident() {
       std::to_string(ds_config_.reduce_bucket_size) + " elements into the gradient partitions; " +
       std::to_string(ds3_sub_groups_.size()) + " float32 optimizer sub-group(s) of sub_group_size " +
       std::to_string(ds_config_.sub_group_size) +
-      (ds3_swap_optimizer() ? " on the host and NVMe (offload_optimizer nvme: the step on the host, the GPU copies each "
-                              "reduced grad partition back for its norm and float32 cast, kept for the swap)."
-       : ds3_offload()      ? " on the host (offload_optimizer cpu, with their grads, the optimizer states and the gradient "
-                              "partitions; the GPU copies each reduced grad partition back for its norm and float32 cast)."
-                            : "."));
+      (!ds3_offload() ? "." : std::string(" off the GPU (offload_optimizer ") + (ds3_swap_optimizer() ? "nvme" : "cpu") +
+                                  ", with their grads, the optimizer states and the gradient partitions; the GPU copies "
+                                  "each reduced grad partition back for its norm and float32 cast)."));
 }
 
 int32_t TrainingStep::ds3_buffer(int32_t t) const { return ds3_whole_[ds3_index_[t]]; }
