@@ -122,6 +122,32 @@ TEST(DeepSpeedZero3Nvme, ParamOffloadRefusals) {
   EXPECT_EQ(refusal(big_mlp(), one), "");
 }
 
+// Two frozen swappable weights in one module (l1.a [768,1024], l1.b [1024,768]: partitions of 262,144 elements,
+// 1 MiB each, on NVMe) and a small trainable head: l1's gather swaps both in at once, two buffers
+// (_ensure_availability_of_partitioned_params -> swap_in); with buffer_count 1 DeepSpeed asserts 'Not enough swap in
+// buffers', and so does memplan; 2 is enough (l1's outputs need no grad: it is not fetched in backward).
+TEST(DeepSpeedZero3Nvme, AGatherNeedsASwapBufferPerPartitionOnNvme) {
+  testing::GraphBuilder b;
+  const int32_t x = b.input("x", {4, 768});
+  const int32_t h = b.node1("MatMul", {x, b.weight("l1.a", {768, 1024})}, "h", {4, 1024});
+  const int32_t g = b.node1("MatMul", {h, b.weight("l1.b", {1024, 768})}, "g", {4, 768});
+  const int32_t y = b.node1("Gemm", {g, b.weight("l2.weight", {2, 768}), b.weight("l2.bias", {2})}, "y", {4, 2},
+                            {{"transB", testing::int_attr(1)}});
+  b.output(y);
+  TrainingRun o = frozen_run(DeepSpeedOffload::Nvme);
+  o.frozen = "l1\\.";
+  o.deepspeed.param_swap.buffer_count = 1;
+  EXPECT_NE(refusal(b.graph(), o).find("a gather of 2 partition(s) on NVMe while 0 hold swap buffers needs more than "
+                                       "zero_optimization.offload_param.buffer_count 1"),
+            std::string::npos);
+  o.deepspeed.param_swap.buffer_count = 2;
+  const TrainingResult r = build_training_program(b.graph(), o);
+  // NVMe: both files, 2 x 1,048,576; host: the trainable partitions (l2.weight 512, l2.bias 1: 2,052 B) and the two
+  // swap buffers (2 x 1,048,576): 2,099,204.
+  EXPECT_EQ(r.deepspeed_nvme_bytes, 2097152u);
+  EXPECT_EQ(r.deepspeed_param_host_bytes, 2099204u);
+}
+
 // offload_optimizer nvme, everything trainable, one sub-group of 263,170 float32 elements (1,052,680 B >= 1 MiB:
 // it swaps). Host: the gradient partitions (float32 grads) 1,052,680 + SwapBufferManager's 4 buffers of
 // aligned(263,170) = 263,424 elements, 4 x 263,424 x 4 = 4,214,784 + initialize_optimizer_states' gradient_buffer
