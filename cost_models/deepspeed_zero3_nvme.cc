@@ -72,7 +72,6 @@ Zero3OptimizerSwap zero3_optimizer_swap(const std::vector<std::vector<uint64_t>>
   Zero3OptimizerSwap out;
   out.host_bytes = grad_partition_bytes;
   uint64_t largest = 0;
-  bool any = false;
   const uint64_t states = static_cast<uint64_t>(optimizer_states);
   for (const std::vector<uint64_t>& params : sub_groups) {
     uint64_t e = 0;
@@ -80,7 +79,6 @@ Zero3OptimizerSwap zero3_optimizer_swap(const std::vector<std::vector<uint64_t>>
     largest = std::max(largest, e);
     const bool swap = swappable(e, 4, z.aio);
     out.swappable.push_back(swap);
-    any = any || swap;
     if (!swap) {
       out.host_bytes = checked_add(out.host_bytes, zero3_host_bytes({e}, 0, optimizer_states), "DeepSpeed host bytes");
       continue;
@@ -94,7 +92,6 @@ Zero3OptimizerSwap zero3_optimizer_swap(const std::vector<std::vector<uint64_t>>
   if (sub_groups.empty()) return out;
   const uint64_t manager = checked_mul(zero3_io_aligned_numel(largest, 4, z.aio), z.optimizer_swap.buffer_count, "DeepSpeed host bytes");
   out.host_bytes = checked_add(out.host_bytes, checked_mul(manager, 4, "DeepSpeed host bytes"), "DeepSpeed host bytes");
-  if (any) out.host_bytes = checked_add(out.host_bytes, checked_mul(largest, 4, "DeepSpeed host bytes"), "DeepSpeed host bytes");
   return out;
 }
 

@@ -53,8 +53,9 @@ Zero3ParamSwap zero3_param_swap(const std::vector<uint64_t>& partition, const st
 //    grad buffer and states: zero3_host_bytes' rule).
 //  - OptimizerSwapper.__init__: SwapBufferManager of buffer_count pinned float32 buffers of the aligned largest
 //    sub-group (largest_numel = max(fp16_partitioned_groups_flat_numel)), whatever swaps.
-//  - initialize_optimizer_states: a swappable sub-group's grad is a view of gradient_buffer, torch.zeros of the largest
-//    sub-group in float32 on the host, kept by those views.
+//  - initialize_optimizer_states' gradient_buffer (the largest sub-group, float32, on the host) is gone by the first
+//    step: a swappable sub-group's grad, its view, is dropped by _optimizer_states_and_gradient_swap_out, and the step
+//    swaps the grad into a SwapBufferManager buffer (PartitionedOptimizerSwapper._swap_in_gradients).
 //  - NVMe: per swappable sub-group its float32 copy and each state (aligned: _initialize_parameters,
 //    swap_out_optimizer_state), and the float32 gradient pieces zero3_grad_swapped_elements sends.
 struct Zero3OptimizerSwap {

@@ -92,8 +92,8 @@ void TrainingStep::ds3_nvme_resident(const std::vector<uint64_t>& element, const
       std::to_string(swap.swappable.size()) + " float32 sub-group(s) swap (at least " +
       std::to_string(zero3_min_aio_bytes(z.aio)) + " bytes), their copies, states and gradients on NVMe; host memory " +
       std::to_string(swap.host_bytes) + " bytes (the gradient partitions, buffer_count " +
-      std::to_string(z.optimizer_swap.buffer_count) + " pinned float32 swap buffers of the largest sub-group, its "
-      "float32 gradient buffer, and any sub-group too small to swap whole); on the GPU each swapped sub-group's float32 "
+      std::to_string(z.optimizer_swap.buffer_count) + " pinned float32 swap buffers of the largest sub-group, and any "
+      "sub-group too small to swap whole); on the GPU each swapped sub-group's float32 "
       "gradients wait for the bucket's swap-out, the unaligned or small ones until its step.");
 }
 
