@@ -218,6 +218,8 @@ struct TrainingResult : CostModelResult {
                                           // the optimizer states and the staging buffers on the host: not in the program
   uint64_t deepspeed_param_host_bytes = 0;  // --deepspeed with offload_param cpu: the parameters' partitions in pinned
                                             // host memory (stage 3): not in the program
+  uint64_t deepspeed_nvme_bytes = 0;      // --deepspeed with offload_param / offload_optimizer nvme: the swap files
+                                          // (partitions, float32 sub-groups, states, gradients): not in the program
   uint64_t offloaded_host_bytes = 0;      // --offload-activations: pinned host memory the offloaded saved tensors
                                           // take (all alive at the forward's end): not in the program
   uint64_t fsdp_offload_host_bytes = 0;   // --fsdp-cpu-offload: the sharded parameters (pinned), their grads and the

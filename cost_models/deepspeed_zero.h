@@ -13,8 +13,28 @@
 
 namespace memplan {
 
-// Where offload_optimizer puts the fp32 partition, its grad and the optimizer states (OffloadDeviceEnum).
-enum class DeepSpeedOffload { None, Cpu };
+// Where offload_optimizer puts the fp32 partition, its grad and the optimizer states (OffloadDeviceEnum). Nvme is
+// stage 3's (ZeRO-Infinity: cost_models/deepspeed_zero3_nvme.h); report/deepspeed_config.cc turns it into Cpu at stage 2,
+// where stage_1_and_2.py takes any device but "none" as cpu_offload.
+enum class DeepSpeedOffload { None, Cpu, Nvme };
+
+// The NVMe keys of one offload section (deepspeed/runtime/zero/offload_config.py, defaults as there): read when its
+// device is "nvme".
+struct DeepSpeedSwap {
+  bool nvme_path = false;           // given (not null)
+  uint64_t buffer_count = 0;        // offload_param 5, offload_optimizer 4
+  uint64_t buffer_size = 100000000; // offload_param only: elements per swap buffer, pp_int(1e8)
+  uint64_t max_in_cpu = 1000000000; // offload_param only: elements kept in host memory, pp_int(1e9)
+  bool pipeline = false;            // offload_optimizer pipeline_read or pipeline_write (PipelinedOptimizerSwapper)
+  bool fast_init = false;           // offload_optimizer only
+};
+
+// The top-level "aio" section (deepspeed/runtime/swap_tensor/aio_config.py get_aio_config, constants.py defaults).
+struct DeepSpeedAio {
+  uint64_t block_size = 1048576;
+  uint64_t intra_op_parallelism = 1;
+  bool use_gds = false;
+};
 
 // The zero_optimization keys that size GPU memory, "auto" already resolved (report/deepspeed_config.cc), with
 // DeepSpeedZeroConfig's defaults (deepspeed/runtime/zero/config.py).
@@ -41,6 +61,9 @@ struct DeepSpeedZero {
   // offload_param (DeepSpeedZeroOffloadParamConfig, "valid only with stage 3"): cpu keeps the parameters' partitions
   // (ds_tensor) on the host (cost_models/training_deepspeed3_offload.cc).
   DeepSpeedOffload offload_param = DeepSpeedOffload::None;
+  DeepSpeedSwap param_swap{false, 5};          // offload_param's nvme keys
+  DeepSpeedSwap optimizer_swap{false, 4};      // offload_optimizer's nvme keys
+  DeepSpeedAio aio;
 };
 
 // The model's hidden size as the graph shows it: the width every embedding table (a 2-D trainable initializer a Gather

@@ -28,19 +28,30 @@ std::vector<bool> zero3_persistent(const std::vector<uint64_t>& numel, uint64_t 
   return out;
 }
 
-std::vector<uint64_t> zero3_sub_groups(const std::vector<uint64_t>& partition_numel, uint64_t sub_group_size) {
+std::vector<int32_t> zero3_sub_group_of(const std::vector<uint64_t>& partition_numel, uint64_t sub_group_size) {
   uint64_t all = 0;
   for (uint64_t e : partition_numel) all = checked_add(all, e, "ZeRO-3 parameter group");
-  if (partition_numel.empty()) return {};
-  if (sub_group_size >= all) return {all};
-  std::vector<uint64_t> out;
+  std::vector<int32_t> out(partition_numel.size(), 0);
+  if (sub_group_size >= all) return out;
   uint64_t local = 0;
+  int32_t group = 0;
   for (size_t i = 0; i < partition_numel.size(); ++i) {
+    out[i] = group;
     local += partition_numel[i];
-    if (local >= sub_group_size || i + 1 == partition_numel.size()) {
-      out.push_back(local);
+    if (local >= sub_group_size) {
+      ++group;
       local = 0;
     }
+  }
+  return out;
+}
+
+std::vector<uint64_t> zero3_sub_groups(const std::vector<uint64_t>& partition_numel, uint64_t sub_group_size) {
+  const std::vector<int32_t> of = zero3_sub_group_of(partition_numel, sub_group_size);
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < of.size(); ++i) {
+    if (static_cast<size_t>(of[i]) == out.size()) out.push_back(0);
+    out[of[i]] += partition_numel[i];
   }
   return out;
 }

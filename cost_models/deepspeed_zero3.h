@@ -27,6 +27,8 @@ std::vector<bool> zero3_persistent(const std::vector<uint64_t>& numel, uint64_t 
 // the sub-group reaches sub_group_size partition elements (>=), the last parameter closing the last one; one
 // sub-group when sub_group_size covers the group. Returns each sub-group's partition elements.
 std::vector<uint64_t> zero3_sub_groups(const std::vector<uint64_t>& partition_numel, uint64_t sub_group_size);
+// The same cut, per parameter: the index of the sub-group it falls in.
+std::vector<int32_t> zero3_sub_group_of(const std::vector<uint64_t>& partition_numel, uint64_t sub_group_size);
 
 // The elements one all_gather_coalesced of `numel` (the parameters of one fetch not yet available) allocates
 // (partition_parameters.py): one parameter goes through _all_gather_sequential, whose buffer of ceil(numel / N) x N

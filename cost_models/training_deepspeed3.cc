@@ -107,11 +107,12 @@ void TrainingStep::ds3_add_resident() {
     return b;
   };
   ds3_whole_.assign(ds3_tensor_.size(), -1);
-  std::vector<uint64_t> trainable_partitions;
+  std::vector<uint64_t> trainable_partitions, elements;
   uint64_t grad_partition = 0, host_partitions = 0;
   for (size_t q = 0; q < ds3_tensor_.size(); ++q) {
     const int32_t p = ds3_tensor_[q];
     const uint64_t element = dtype_bytes(layout().dtype[p], 1).value_or(1);
+    elements.push_back(element);
     const uint64_t part = zero3_partition_numel(ds3_numel_[q], gpus);
     const uint64_t bytes = checked_mul(part, element, "DeepSpeed bytes");
     if (ds3_offload_param()) {  // on the host (training_deepspeed3_offload.cc)
@@ -153,6 +154,9 @@ void TrainingStep::ds3_add_resident() {
   // (zero3_host_bytes; the report's host line), the step runs there (training_deepspeed3_offload.cc).
   if (ds3_offload()) result_.deepspeed_host_bytes = zero3_host_bytes(ds3_sub_groups_, grad_partition, states_per_param());
   result_.deepspeed_param_host_bytes = host_partitions;
+  // nvme for either: the host and NVMe lines as ZeRO-Infinity lays them out (training_deepspeed3_nvme.cc).
+  const bool param_nvme = ds_config_.offload_param == DeepSpeedOffload::Nvme;
+  if (param_nvme || ds3_swap_optimizer()) ds3_nvme_resident(elements, trainable_partitions, grad_partition);
   // Float32 parameters (no bf16/fp16): the partitions already are the float32 sub-groups (_create_fp32_partitions:
   // the same dtype and device, "we don't need another copy of the weights"; DeepSpeed PR #7651).
   if (fp32 > 0 && !ds3_offload() && !ds3_fp32_shared()) {
@@ -171,9 +175,10 @@ void TrainingStep::ds3_add_resident() {
   result_.notes.push_back(
       "DeepSpeed ZeRO-3 (--deepspeed, stage3.py): each parameter padded to a multiple of " + std::to_string(gpus) +
       " and partitioned" +
-      (ds3_offload_param() ? std::string(", the partitions in pinned host memory (offload_param cpu: " +
-                                         std::to_string(host_partitions) + " bytes), copied to the GPU per gather")
-                           : std::string()) +
+      (!ds3_offload_param() ? std::string()
+       : ", the partitions off the GPU (offload_param " +
+             (param_nvme ? std::string("nvme") : "cpu: " + std::to_string(host_partitions) + " bytes of pinned host memory") +
+             "), copied to the GPU per gather") +
       "; " + std::to_string(std::count(ds3_persistent_.begin(), ds3_persistent_.end(), true)) +
       " parameters of at most stage3_param_persistence_threshold " + std::to_string(ds_config_.param_persistence_threshold) +
       " elements stay whole on every GPU; the others are gathered per module (" + std::to_string(ds3_modules_.size()) +
@@ -183,9 +188,9 @@ void TrainingStep::ds3_add_resident() {
       std::to_string(ds_config_.reduce_bucket_size) + " elements into the gradient partitions; " +
       std::to_string(ds3_sub_groups_.size()) + " float32 optimizer sub-group(s) of sub_group_size " +
       std::to_string(ds_config_.sub_group_size) +
-      (ds3_offload() ? " on the host (offload_optimizer cpu, with their grads, the optimizer states and the gradient "
-                       "partitions; the GPU copies each reduced grad partition back for its norm and float32 cast)."
-                     : "."));
+      (!ds3_offload() ? "." : std::string(" off the GPU (offload_optimizer ") + (ds3_swap_optimizer() ? "nvme" : "cpu") +
+                                  ", with their grads, the optimizer states and the gradient partitions; the GPU copies "
+                                  "each reduced grad partition back for its norm and float32 cast)."));
 }
 
 int32_t TrainingStep::ds3_buffer(int32_t t) const { return ds3_whole_[ds3_index_[t]]; }
@@ -204,6 +209,7 @@ void TrainingStep::ds3_gather(const std::string& module, const std::vector<int32
   std::vector<uint64_t> numel;
   for (int32_t q : missing) numel.push_back(ds3_numel_[q]);
   const Zero3Gather g = zero3_gather(numel, options_.gpus);
+  ds3_nvme_swap_in(missing);  // offload_param nvme: the swap buffers the NVMe-resident ones take
   const char* kind = recomputing_ ? "deepspeed:fetch_recompute:" : phase == Phase::Forward ? "deepspeed:fetch:" : "deepspeed:fetch_backward:";
   Step st{std::string(kind) + module,
           "all_gather_coalesced", phase, {}, {}, 0};
@@ -295,6 +301,7 @@ void TrainingStep::ds3_reduce(Step& st) {
   }
   if (ds3_offload())
     for (size_t k = 0; k < ds_bucket_params_.size(); ++k) ds3_offload_copy(ds_bucket_params_[k], flat_buffer, grads[k]);
+  if (ds3_swap_optimizer()) ds3_nvme_swap_out_grads();
   if (ds3_grad_partitions_ >= 0 && !ds_bucket_params_.empty()) add_unique(st.reads, ds3_grad_partitions_);
   for (int32_t b : ds_buckets_) add_unique(st.reads, b);
   ds_bucket_params_.clear();
@@ -324,7 +331,10 @@ void TrainingStep::ds3_end_backward() {
 // _reassign_or_swap_out_partitioned_parameters (copy_ into the bit16 partitions, in place; a no-op when they are the
 // float32 sub-groups) and _release_sub_group (the float32 grad dropped).
 void TrainingStep::ds3_optimizer() {
-  if (ds3_offload()) return;  // the step runs on the host (_optimizer_step: DeepSpeedCPUAdam)
+  if (ds3_offload()) {  // the step runs on the host (_optimizer_step: DeepSpeedCPUAdam), sub-group by sub-group
+    for (size_t s = 0; s < ds3_sub_groups_.size(); ++s) ds3_nvme_step(s);
+    return;
+  }
   uint64_t largest = 0;
   for (size_t q = 0; q < ds3_tensor_.size(); ++q)
     if (context_.is_param[ds3_tensor_[q]]) largest = std::max(largest, zero3_partition_numel(ds3_numel_[q], options_.gpus));

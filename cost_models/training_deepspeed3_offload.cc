@@ -74,7 +74,10 @@ void TrainingStep::ds3_offload_copy(int32_t p, int32_t flat, int32_t grad) {
   };
   const int32_t copy = step("partition_grads_to_gpu", "to", t.gpu_copy, -1);
   step("_constant_buffered_norm2", "norm", t.norm_double, copy);
-  step("offload_fp32_grad", "to", t.fp32_cast, copy);
+  const int32_t fp32 = step("offload_fp32_grad", "to", t.fp32_cast, copy);
+  // offload_optimizer nvme: the float32 gradient (the cast, or the copy itself when already float32) is kept for the
+  // swap (training_deepspeed3_nvme.cc).
+  if (ds3_swap_optimizer()) ds3_nvme_keep_grad(p, fp32 >= 0 ? fp32 : copy);
 }
 
 }  // namespace memplan

@@ -223,10 +223,18 @@ class TrainingStep {
   void ds3_optimizer();
   std::vector<UpdateTarget> ds3_targets() const;
   // offload_optimizer cpu at stage 3 (training_deepspeed3_offload.cc; the rules: deepspeed_zero3.h).
-  bool ds3_offload() const { return ds3() && ds_config_.offload_optimizer == DeepSpeedOffload::Cpu; }
+  bool ds3_offload() const { return ds3() && ds_config_.offload_optimizer != DeepSpeedOffload::None; }
   void ds3_offload_copy(int32_t p, int32_t flat, int32_t grad);
+  // offload_optimizer / offload_param nvme (training_deepspeed3_nvme.cc; the rules: deepspeed_zero3_nvme.h).
+  bool ds3_swap_optimizer() const { return ds3() && ds_config_.offload_optimizer == DeepSpeedOffload::Nvme; }
+  void ds3_nvme_resident(const std::vector<uint64_t>& element, const std::vector<uint64_t>& trainable_partitions,
+                         uint64_t grad_partition);
+  void ds3_nvme_swap_in(const std::vector<int32_t>& missing);
+  void ds3_nvme_keep_grad(int32_t p, int32_t buffer);
+  void ds3_nvme_swap_out_grads();
+  void ds3_nvme_step(size_t sub_group);
   // offload_param cpu at stage 3: the partitions on the host, staged to the GPU per gather (the same file).
-  bool ds3_offload_param() const { return ds3() && ds_config_.offload_param == DeepSpeedOffload::Cpu; }
+  bool ds3_offload_param() const { return ds3() && ds_config_.offload_param != DeepSpeedOffload::None; }
   void ds3_stage_partitions(const std::vector<int32_t>& params, Step& st);
   void ds3_gather_inputs(const FusedOp& op, Step& st, std::map<int32_t, int32_t>& effective);
   // Float32 parameters on the GPU: _create_fp32_partitions reuses the partitions as the float32 sub-groups (not when
@@ -364,6 +372,14 @@ class TrainingStep {
   size_t ds3_next_call_ = 0;
   int32_t ds3_grad_partitions_ = -1;
   std::vector<uint64_t> ds3_sub_groups_;
+  // NVMe offload: per parameter whether its partition stays on NVMe (frozen and swappable), the swap buffers those
+  // hold; per trainable parameter its sub-group; per sub-group whether it swaps, and the float32 gradients partition_
+  // grads keeps on the GPU for it until its step; the ones the bucket's swap-out reads last.
+  std::vector<bool> ds3_on_nvme_;
+  std::vector<int32_t> ds3_sub_group_of_;
+  std::vector<bool> ds3_sub_group_swaps_;
+  std::vector<std::vector<int32_t>> ds3_grads_to_step_;
+  std::vector<int32_t> ds3_grads_to_swap_out_;
   std::vector<int32_t> ds_kept_grads_;                       // bitsandbytes' quantization maps exist
   std::vector<std::vector<int32_t>> params_completed_at_;  // --optimizer-in-backward: op -> parameters whose grad
                                                      // is complete after its backward (the earliest op reading them)

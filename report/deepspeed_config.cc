@@ -37,9 +37,9 @@ const std::set<std::string> kIgnoredZero = {
 // fp16 / bf16 keys besides "enabled": the loss scaler's settings (scalars).
 const std::set<std::string> kIgnoredPrecision = {"loss_scale", "loss_scale_window", "initial_scale_power", "hysteresis",
                                                  "consecutive_hysteresis", "min_loss_scale", "check_grad_overflow"};
-// offload_optimizer / offload_param keys besides "device": pinning and NVMe settings of host memory.
-const std::set<std::string> kIgnoredOffload = {"pin_memory", "nvme_path", "buffer_count", "buffer_size", "fast_init",
-                                               "max_in_cpu", "pipeline_read", "pipeline_write"};
+// offload_optimizer / offload_param keys that size nothing memplan reports (super_offload and cpuadam_cores_perc are
+// refused as unknown). pin_memory, the NVMe keys and ratio are read by Reader::offload.
+const std::set<std::string> kIgnoredOffload = {"pin_memory"};
 
 class Reader {
  public:
@@ -92,7 +92,9 @@ class Reader {
     }
   }
 
-  DeepSpeedOffload offload(const Json& section, const std::string& name, bool optimizer) const {
+  // offload_optimizer / offload_param (offload_config.py). "nvme" is ZeRO-Infinity's (cost_models/deepspeed_zero3_nvme.h):
+  // its keys are read into `swap` (nvme_path's absence is checked at stage 3, check_stage3).
+  DeepSpeedOffload offload(const Json& section, const std::string& name, bool optimizer, DeepSpeedSwap& swap) const {
     if (!section.is_object()) fail(name, "must be an object");
     DeepSpeedOffload where = DeepSpeedOffload::None;
     for (const auto& [key, v] : section.items()) {
@@ -100,20 +102,53 @@ class Reader {
       if (key == "device") {
         const std::string d = v.is_string() ? v.get<std::string>() : "";
         if (d == "cpu") where = DeepSpeedOffload::Cpu;
-        else if (d == "nvme")
-          fail(full, "'nvme' is not modelled: " +
-                         (optimizer ? std::string("NVMe offload is ZeRO-Infinity's, at stage 3")
-                                    : std::string("ZeRO-Infinity swaps the partitions between NVMe and pinned host "
-                                                  "buffers (partitioned_param_swapper.py, max_in_cpu, buffer_count); "
-                                                  "\"cpu\" is modelled")));
+        else if (d == "nvme") where = DeepSpeedOffload::Nvme;
         else if (d != "none") fail(full, "must be \"none\", \"cpu\" or \"nvme\", got " + v.dump());
       } else if (key == "ratio") {
         if (!v.is_number() || v.get<double>() != 1.0) fail(full, "below 1 (partial offload) is stage 3's: not modelled");
+      } else if (key == "nvme_path") {
+        if (!v.is_null() && !v.is_string()) fail(full, "must be a path (a string), got " + v.dump());
+        swap.nvme_path = v.is_string();
+      } else if (key == "buffer_count") {
+        swap.buffer_count = count(v, full);
+      } else if (!optimizer && key == "buffer_size") {
+        swap.buffer_size = count(v, full);
+      } else if (!optimizer && key == "max_in_cpu") {
+        swap.max_in_cpu = count(v, full);
+      } else if (optimizer && (key == "pipeline_read" || key == "pipeline_write")) {
+        swap.pipeline = boolean(v, full) || swap.pipeline;
+      } else if (optimizer && key == "fast_init") {
+        swap.fast_init = boolean(v, full);
+      } else if (key == "pin_memory") {
+        boolean(v, full);  // pinned or pageable, the same host bytes
       } else if (!kIgnoredOffload.count(key)) {
         unknown(full);
       }
     }
     return where;
+  }
+
+  // The top-level "aio" section (swap_tensor/aio_config.py get_aio_config): block_size and intra_op_parallelism size
+  // the swap buffers' alignment and what is swappable; use_gds puts the parameter swap buffers on the GPU.
+  void aio(const Json& section, DeepSpeedAio& a) const {
+    if (!section.is_object()) fail("aio", "must be an object");
+    for (const auto& [key, v] : section.items()) {
+      const std::string full = "aio." + key;
+      if (key == "block_size") {
+        a.block_size = count(v, full);
+      } else if (key == "intra_op_parallelism") {
+        a.intra_op_parallelism = count(v, full);
+        if (a.intra_op_parallelism < 1) fail(full, "must be at least 1, got " + v.dump());
+      } else if (key == "use_gds") {
+        a.use_gds = boolean(v, full);
+      } else if (key == "queue_depth") {
+        count(v, full);  // requests in flight: no memory
+      } else if (key == "single_submit" || key == "overlap_events") {
+        boolean(v, full);
+      } else {
+        unknown(full);
+      }
+    }
   }
 
   void zero(const Json& section, DeepSpeedSettings& s) const {
@@ -155,9 +190,9 @@ class Reader {
       } else if (key == "reduce_scatter") {
         z.reduce_scatter = boolean(v, full);
       } else if (key == "offload_optimizer") {
-        z.offload_optimizer = offload(v, full, /*optimizer=*/true);
+        z.offload_optimizer = offload(v, full, /*optimizer=*/true, z.optimizer_swap);
       } else if (key == "offload_param") {
-        z.offload_param = offload(v, full, /*optimizer=*/false);
+        z.offload_param = offload(v, full, /*optimizer=*/false, z.param_swap);
       } else if (kIgnoredZero.count(key)) {
         continue;
       } else {
@@ -214,6 +249,8 @@ DeepSpeedSettings read_deepspeed_config(const std::string& path) {
       r.zero(v, s);
     } else if (key == "fp16" || key == "bf16" || key == "bfloat16") {
       r.precision(v, key == "fp16" ? "fp16" : "bf16", s);
+    } else if (key == "aio") {
+      r.aio(v, s.zero.aio);
     } else if (key == "gradient_accumulation_steps") {
       if (!r.is_auto(v)) {
         const uint64_t n = r.count(v, key);
@@ -240,8 +277,29 @@ void check_stage3(const DeepSpeedSettings& s, const std::string& where, const Tr
   // stage3_prefetch_bucket_size (a number or "auto") is modelled from the graph's module scopes
   // (cost_models/training_deepspeed3_prefetch.cc), which refuses a graph without them.
   // offload_optimizer cpu and offload_param cpu are modelled (cost_models/training_deepspeed3_offload.cc), each with
-  // or without the other (stage3.py asserts neither against the other); nvme and a partial ratio are refused where the
-  // key is read.
+  // or without the other (stage3.py asserts neither against the other); so is nvme for each (below); a partial ratio is
+  // refused where the key is read.
+  // offload_param / offload_optimizer nvme (ZeRO-Infinity): modelled (cost_models/deepspeed_zero3_nvme.h), but for
+  // these, each refused with DeepSpeed's reason.
+  const bool param_nvme = z.offload_param == DeepSpeedOffload::Nvme, optimizer_nvme = z.offload_optimizer == DeepSpeedOffload::Nvme;
+  // Without nvme_path DeepSpeed fails: partition_parameters.py Init._validate_remote_device asserts it for
+  // offload_param; stage3.py _configure_tensor_swapping joins it into the swap folder's path for offload_optimizer.
+  if (param_nvme && !z.param_swap.nvme_path)
+    throw InputError(where + "zero_optimization.offload_param.nvme_path is missing with device \"nvme\": DeepSpeed stops "
+                     "there (partition_parameters.py Init._validate_remote_device: '\"nvme_path\" in DeepSpeed Config "
+                     "cannot be None if remote device is nvme')");
+  if (optimizer_nvme && !z.optimizer_swap.nvme_path)
+    throw InputError(where + "zero_optimization.offload_optimizer.nvme_path is missing with device \"nvme\": DeepSpeed "
+                     "stops there (stage3.py _configure_tensor_swapping joins it into the swap folder's path)");
+  if (param_nvme && z.aio.use_gds)
+    throw InputError(where + "aio.use_gds true with offload_param nvme is not modelled (AsyncPartitionedParameterSwapper "
+                     "then allocates its swap buffers on the GPU and pins them for GPUDirect Storage); false is");
+  if (optimizer_nvme && z.optimizer_swap.pipeline)
+    throw InputError(where + "zero_optimization.offload_optimizer.pipeline_read/pipeline_write true is not modelled "
+                     "(PipelinedOptimizerSwapper overlaps sub-groups' swaps); false, PartitionedOptimizerSwapper, is");
+  if (param_nvme && z.param_swap.buffer_count == 0)
+    throw InputError(where + "zero_optimization.offload_param.buffer_count 0 leaves AsyncPartitionedParameterSwapper no "
+                     "buffer to swap a partition through (get_buffer asserts 'No swap buffers to allocate')");
   if (!z.reduce_scatter)
     throw InputError(where + "zero_optimization.reduce_scatter false at stage 3 is not modelled "
                      "(__avg_scatter_contiguous_grads); the default true is");
@@ -286,12 +344,24 @@ void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const 
   if (stage == 0)
     throw InputError(where + "zero_optimization.stage 0 is DeepSpeed without ZeRO: not modelled (give stage 1, 2 or 3)");
   if (stage == 3) check_stage3(s, where, t);
+  DeepSpeedZero zero = s.zero;
+  // offload_optimizer nvme below stage 3: stage_1_and_2.py (DeepSpeedZeroOptimizer.__init__) sets cpu_offload for any
+  // device but "none", and the engine builds DeepSpeedCPUAdam for cpu and nvme alike (zero_use_cpu_optimizer): at stage
+  // 2 it is "cpu". At stage 1 the engine's _do_optimizer_sanity_check picks BF16_Optimizer over ZeRO when the model is
+  // bf16 and `not zero_cpu_offload()`, which nvme leaves true: refused.
+  if (stage < 3 && zero.offload_optimizer == DeepSpeedOffload::Nvme) {
+    if (stage == 1)
+      throw InputError(where + "zero_optimization.offload_optimizer.device 'nvme' at stage 1 is not modelled (the engine's "
+                       "_do_optimizer_sanity_check takes nvme as no cpu offload and may pick BF16_Optimizer); give "
+                       "\"cpu\", which stage 1 runs the same way as nvme otherwise");
+    zero.offload_optimizer = DeepSpeedOffload::Cpu;
+  }
   if (stage < 3 && s.zero.offload_param != DeepSpeedOffload::None)
     throw InputError(where + "zero_optimization.offload_param at stage " + std::to_string(stage) +
                      ": parameter offload is \"valid only with stage 3\" (offload_config.py "
                      "DeepSpeedZeroOffloadParamConfig); stage 1 and 2 keep every parameter whole on the GPU");
   t.shard = stage == 1 ? Sharding::Zero1 : stage == 2 ? Sharding::Zero2 : Sharding::Zero3;
-  t.deepspeed = s.zero;
+  t.deepspeed = zero;
   t.deepspeed.stage = stage;
   // fp16/bf16: DeepSpeed casts the model (engine: the module in the enabled type) and keeps float32 partitions.
   if (!s.precision.empty() && s.precision != precision_flag)

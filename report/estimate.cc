@@ -188,6 +188,7 @@ void take_training_facts(TrainingResult& from, TrainingFacts& to) {
   to.offloaded_host_bytes = from.offloaded_host_bytes;
   to.deepspeed_host_bytes = from.deepspeed_host_bytes;
   to.deepspeed_param_host_bytes = from.deepspeed_param_host_bytes;
+  to.deepspeed_nvme_bytes = from.deepspeed_nvme_bytes;
   to.fsdp_offload_host_bytes = from.fsdp_offload_host_bytes;
   to.pipeline_stages = from.pipeline_stages;
   to.pipeline_busiest_stage = from.pipeline_busiest_stage;

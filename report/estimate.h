@@ -90,7 +90,8 @@ struct TrainingFacts {
   uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
   uint64_t paged_state_bytes = 0;     // paged bitsandbytes optimizers: states in managed memory, not in the figures
   uint64_t deepspeed_host_bytes = 0;  // --deepspeed offload_optimizer cpu: host memory, not in the figures
-  uint64_t deepspeed_param_host_bytes = 0;  // --deepspeed offload_param cpu: pinned host memory, not in the figures
+  uint64_t deepspeed_param_host_bytes = 0;  // --deepspeed offload_param cpu/nvme: pinned host memory, not in the figures
+  uint64_t deepspeed_nvme_bytes = 0;  // --deepspeed offload_param/offload_optimizer nvme: swap files, not in the figures
   uint64_t offloaded_host_bytes = 0;  // --offload-activations: pinned host memory, not in the figures
   uint64_t fsdp_offload_host_bytes = 0;  // --fsdp-cpu-offload: host memory, not in the figures
   std::vector<PipelineStageFacts> pipeline_stages;  // --pp: every stage (the estimate is the busiest's)

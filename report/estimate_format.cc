@@ -143,6 +143,7 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
     if (e.offloaded_host_bytes > 0) j["training"]["offloaded_activation_host_bytes"] = e.offloaded_host_bytes;
     if (e.deepspeed_host_bytes > 0) j["training"]["deepspeed_offload_host_bytes"] = e.deepspeed_host_bytes;
     if (e.deepspeed_param_host_bytes > 0) j["training"]["deepspeed_param_host_bytes"] = e.deepspeed_param_host_bytes;
+    if (e.deepspeed_nvme_bytes > 0) j["training"]["deepspeed_nvme_bytes"] = e.deepspeed_nvme_bytes;
     if (e.fsdp_offload_host_bytes > 0) j["training"]["fsdp_offload_host_bytes"] = e.fsdp_offload_host_bytes;
     if (!e.pipeline_stages.empty()) {
       nlohmann::ordered_json stages = nlohmann::ordered_json::array();
@@ -233,11 +234,14 @@ std::string estimate_to_text(const Estimate& e, const std::string& configuration
       out += fmt::format("  {:<44}{:>12}  pinned host memory (--offload-activations): not in the figures above\n",
                          "offloaded activations", format_bytes(e.offloaded_host_bytes));
     if (e.deepspeed_host_bytes > 0)
-      out += fmt::format("  {:<44}{:>12}  host memory (--deepspeed offload_optimizer cpu): not in the figures above\n",
+      out += fmt::format("  {:<44}{:>12}  host memory (--deepspeed offload_optimizer): not in the figures above\n",
                          "DeepSpeed offloaded optimizer", format_bytes(e.deepspeed_host_bytes));
     if (e.deepspeed_param_host_bytes > 0)
-      out += fmt::format("  {:<44}{:>12}  pinned host memory (--deepspeed offload_param cpu): not in the figures above\n",
+      out += fmt::format("  {:<44}{:>12}  pinned host memory (--deepspeed offload_param): not in the figures above\n",
                          "DeepSpeed offloaded parameters", format_bytes(e.deepspeed_param_host_bytes));
+    if (e.deepspeed_nvme_bytes > 0)
+      out += fmt::format("  {:<44}{:>12}  NVMe swap files (--deepspeed ... nvme): not in the figures above\n",
+                         "DeepSpeed NVMe offload", format_bytes(e.deepspeed_nvme_bytes));
     if (e.fsdp_offload_host_bytes > 0)
       out += fmt::format("  {:<44}{:>12}  host memory (--fsdp-cpu-offload: shards, grads, states): not in the figures above\n",
                          "FSDP CPU offload", format_bytes(e.fsdp_offload_host_bytes));
@@ -304,6 +308,9 @@ std::string estimate_to_markdown(const Estimate& e, const std::string& configura
   if (e.deepspeed_param_host_bytes > 0)
     out += fmt::format("| DeepSpeed offloaded parameters (pinned host memory, not in the figures above) | {} | {} B |\n",
                        format_bytes(e.deepspeed_param_host_bytes), format_count(e.deepspeed_param_host_bytes));
+  if (e.deepspeed_nvme_bytes > 0)
+    out += fmt::format("| DeepSpeed NVMe offload (swap files, not in the figures above) | {} | {} B |\n",
+                       format_bytes(e.deepspeed_nvme_bytes), format_count(e.deepspeed_nvme_bytes));
   if (e.fsdp_offload_host_bytes > 0)
     out += fmt::format("| FSDP CPU offload: shards, grads, optimizer states (host memory, not in the figures above) | {} | {} B |\n",
                        format_bytes(e.fsdp_offload_host_bytes), format_count(e.fsdp_offload_host_bytes));

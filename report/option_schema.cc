@@ -183,7 +183,8 @@ std::vector<OptionSpec> make_schema() {
                "contiguous_gradients, round_robin_gradients), float32 partition and offload_optimizer; stage 3 as "
                "DeepSpeedZeroOptimizer_Stage3 does: partitions, persistent parameters, per-module gathers kept within "
                "stage3_max_reuse_distance, the prefetch (stage3_prefetch_bucket_size, stage3_max_live_parameters) "
-               "over the module calls the graph's node scopes show, sub_group_size, offload_optimizer cpu, and with "
+               "over the module calls the graph's node scopes show, sub_group_size, offload_optimizer and offload_param on "
+               "cpu or nvme (host and NVMe lines), and with "
                "--checkpoint layers each layer's recomputation gathering again; "
                "\"auto\" as HF Trainer fills it. Keys that change memory and are not modelled are refused",
        .field = FIELD(estimate.deepspeed),

@@ -1241,10 +1241,11 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertIn("DeepSpeed offloaded optimizer", run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout)
 
     def test_stage3_refusals_and_sizes(self):
-        # offload_param nvme, and offload_param at stage 2: refused, one line, exit 2.
+        # offload_param nvme without nvme_path (DeepSpeed's own assertion, Init._validate_remote_device), and
+        # offload_param at stage 2: refused, one line, exit 2.
         for text, message in [
             ('{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0, "offload_param": {"device": "nvme"}}}',
-             "zero_optimization.offload_param.device 'nvme' is not modelled"),
+             "zero_optimization.offload_param.nvme_path is missing"),
             ('{"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}',
              "zero_optimization.offload_param at stage 2"),
         ]:
@@ -1286,6 +1287,55 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertEqual(t["deepspeed_offload_host_bytes"], 8949888)
         self.assertEqual(t["param_bytes"], 2304)
         self.assertIn("DeepSpeed offloaded parameters", run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout)
+
+    def test_stage3_nvme_offload(self):
+        # ZeRO-Infinity's config (offload_param and offload_optimizer on NVMe, DeepSpeed's default buffers) on the tiny
+        # Llama, 2 GPUs, bf16: 497,216 elements a GPU, every partition at most 64,000 elements (128,000 B, under
+        # MIN_AIO_BYTES 1 MiB): no parameter is swappable, so every partition is host memory.
+        # Parameters' host line: the trainable partitions' pinned flat buffer 497,216 x 2 = 994,432 + the swap buffers,
+        # buffer_count 5 x aligned(buffer_size 1e8 to 1024 // 2 = 512 elements: 100,000,256) x 2 B = 1,000,002,560:
+        # 1,000,996,992.
+        # Optimizer: one float32 sub-group of 497,216 (1,988,864 B >= 1 MiB: it swaps). Host: the bf16 gradient
+        # partitions 994,432 + 4 pinned float32 buffers of aligned(497,216 to 256) = 497,408: 7,958,528; 8,952,960. NVMe: the float32 copy and Adam's 2 states, 3 x 497,408 x 4 =
+        # 5,968,896; no gradient piece reaches 1 MiB, so none goes to NVMe.
+        cfg = self.config('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, '
+                          '"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": "auto", '
+                          '"offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "pin_memory": true}, '
+                          '"offload_param": {"device": "nvme", "nvme_path": "/local_nvme", "pin_memory": true}}, '
+                          '"aio": {"block_size": 1048576, "queue_depth": 8, "single_submit": false, '
+                          '"overlap_events": true}}')
+        j = run_json(*self.BASE, "--deepspeed", cfg)
+        jsonschema.validate(j, schema("estimate"))
+        t = j["training"]
+        self.assertEqual(t["deepspeed_param_host_bytes"], 1000996992)
+        self.assertEqual(t["deepspeed_offload_host_bytes"], 8952960)
+        self.assertEqual(t["deepspeed_nvme_bytes"], 5968896)
+        # On the GPU offload_param nvme is offload_param cpu: the 9 persistent RMSNorm weights whole (2,304).
+        self.assertEqual(t["param_bytes"], 2304)
+        out = run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout
+        self.assertIn("DeepSpeed NVMe offload", out)
+        # Under offload_optimizer nvme every float32 gradient cast stays on the GPU to the step (each is under 1 MiB:
+        # unswapped_gradients): 497,216 x 4 = 1,988,864 B more than under cpu at the step; the peak cannot be lower.
+        cpu = json.loads(open(cfg).read())
+        cpu["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+        with open(cfg, "w") as f:
+            json.dump(cpu, f)
+        c = run_json(*self.BASE, "--deepspeed", cfg)
+        self.assertGreaterEqual(j["schedule"]["model_order_peak_bytes"], c["schedule"]["model_order_peak_bytes"])
+        self.assertNotIn("deepspeed_nvme_bytes", c["training"])
+        # A frozen-nothing model swaps nothing at the parameters: max_in_cpu below the 497,216 trainable elements is
+        # refused (sub-groups left on NVMe are not modelled), one line, exit 2.
+        cpu["zero_optimization"]["offload_param"]["max_in_cpu"] = 1000
+        with open(cfg, "w") as f:
+            json.dump(cpu, f)
+        p = run(*self.BASE, "--deepspeed", cfg, check_rc=2)
+        self.assertIn("offload_param.max_in_cpu 1000 is below the 497216 trainable", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # Stage 2 runs offload_optimizer nvme as cpu (stage_1_and_2.py: cpu_offload for any device but "none").
+        host = [run_json(*self.BASE, "--deepspeed", self.config(
+            '{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "%s"}}}'
+            % d))["training"]["deepspeed_offload_host_bytes"] for d in ("cpu", "nvme")]
+        self.assertEqual(host[0], host[1])
 
     def test_stage3_prefetch_defaults_and_auto(self):
         # The tiny Llama's module calls, read from its node scopes: the model, embed_tokens, per layer (4) the layer,

@@ -90,8 +90,18 @@ TEST(DeepSpeedConfig, BadInputIsOneMessageNamingTheKey) {
   EXPECT_TRUE(has(precision, "fp16.enabled") && has(precision, "--precision bf16")) << precision;
   const std::string accumulation = refusal(R"({"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}})");
   EXPECT_TRUE(has(accumulation, "gradient_accumulation_steps 4") && has(accumulation, "--grad-accum 1")) << accumulation;
-  const std::string nvme = refusal(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}})");
-  EXPECT_TRUE(has(nvme, "offload_optimizer.device")) << nvme;
+  // At stage 1 nvme is refused (the engine may pick BF16_Optimizer); at stage 2 it is cpu (stage_1_and_2.py
+  // cpu_offload for any device but none; nvme_path is never read there).
+  const std::string nvme1 =
+      refusal(R"({"zero_optimization": {"stage": 1, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}})");
+  EXPECT_TRUE(has(nvme1, "'nvme' at stage 1 is not modelled")) << nvme1;
+  {
+    const std::string file =
+        write_config("nvme2.json", R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}})");
+    TrainingOptions o;
+    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "bf16", false, o));
+    EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Cpu);
+  }
   const std::string param = refusal(R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})");
   // "Valid only with stage 3" (offload_config.py DeepSpeedZeroOffloadParamConfig).
   EXPECT_TRUE(has(param, "offload_param at stage 2") && has(param, "valid only with stage 3")) << param;
@@ -133,8 +143,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     EXPECT_NO_THROW(apply_deepspeed(p, file, "none", "fp32", false, o)) << text;
     EXPECT_EQ(o.shard, Sharding::Zero3);
   }
-  // offload_param cpu is modelled at stage 3, with or without offload_optimizer (training_deepspeed3_offload.cc);
-  // nvme is refused, naming ZeRO-Infinity's swapper.
+  // offload_param cpu is modelled at stage 3, with or without offload_optimizer (training_deepspeed3_offload.cc).
   {
     const std::string file = write_config("offload_param3.json", R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "cpu", "pin_memory": true}}})");
     TrainingOptions o;
@@ -142,9 +151,50 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     EXPECT_EQ(o.deepspeed.offload_param, DeepSpeedOffload::Cpu);
     EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::None);
   }
+  // nvme is read (cost_models/training_deepspeed3_nvme.cc) with its keys and the aio section; without nvme_path
+  // DeepSpeed stops (Init._validate_remote_device), and so does memplan.
   const std::string nvme = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "nvme"}}})");
-  EXPECT_TRUE(has(nvme, "offload_param.device 'nvme' is not modelled") && has(nvme, "partitioned_param_swapper")) << nvme;
-  // offload_optimizer cpu is modelled at stage 3 (training_deepspeed3_offload.cc); nvme is refused.
+  EXPECT_TRUE(has(nvme, "offload_param.nvme_path is missing") && has(nvme, "_validate_remote_device")) << nvme;
+  {
+    const std::string file = write_config(
+        "nvme3.json", R"({"aio": {"block_size": 2097152, "intra_op_parallelism": 2, "queue_depth": 16, "use_gds": false},
+        "zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "nvme", "nvme_path": "/local_nvme",
+        "buffer_count": 6, "buffer_size": 2e8, "max_in_cpu": 5e8, "pin_memory": true},
+        "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 5, "fast_init": false}}})");
+    TrainingOptions o;
+    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, o));
+    EXPECT_EQ(o.deepspeed.offload_param, DeepSpeedOffload::Nvme);
+    EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Nvme);
+    EXPECT_EQ(o.deepspeed.param_swap.buffer_count, 6u);
+    EXPECT_EQ(o.deepspeed.param_swap.buffer_size, 200000000u);
+    EXPECT_EQ(o.deepspeed.param_swap.max_in_cpu, 500000000u);
+    EXPECT_EQ(o.deepspeed.optimizer_swap.buffer_count, 5u);
+    EXPECT_EQ(o.deepspeed.aio.block_size, 2097152u);
+    EXPECT_EQ(o.deepspeed.aio.intra_op_parallelism, 2u);
+  }
+  // DeepSpeed's defaults (offload_config.py): 5 buffers of 1e8 elements, max_in_cpu 1e9; 4 optimizer buffers.
+  {
+    const std::string file = write_config("nvme_defaults.json", R"({"zero_optimization": {)" + z3 +
+        R"(, "offload_param": {"device": "nvme", "nvme_path": "/n"}, "offload_optimizer": {"device": "nvme", "nvme_path": "/n"}}})");
+    const DeepSpeedSettings d = read_deepspeed_config(file);
+    EXPECT_EQ(d.zero.param_swap.buffer_count, 5u);
+    EXPECT_EQ(d.zero.param_swap.buffer_size, 100000000u);
+    EXPECT_EQ(d.zero.param_swap.max_in_cpu, 1000000000u);
+    EXPECT_EQ(d.zero.optimizer_swap.buffer_count, 4u);
+    EXPECT_EQ(d.zero.aio.block_size, 1048576u);
+  }
+  const std::string gds = refusal(R"({"aio": {"use_gds": true}, "zero_optimization": {)" + z3 +
+                                  R"(, "offload_param": {"device": "nvme", "nvme_path": "/n"}}})");
+  EXPECT_TRUE(has(gds, "aio.use_gds true")) << gds;
+  const std::string pipeline = refusal(R"({"zero_optimization": {)" + z3 +
+                                       R"(, "offload_optimizer": {"device": "nvme", "nvme_path": "/n", "pipeline_read": true}}})");
+  EXPECT_TRUE(has(pipeline, "pipeline_read/pipeline_write true")) << pipeline;
+  const std::string no_buffer = refusal(R"({"zero_optimization": {)" + z3 +
+                                        R"(, "offload_param": {"device": "nvme", "nvme_path": "/n", "buffer_count": 0}}})");
+  EXPECT_TRUE(has(no_buffer, "offload_param.buffer_count 0")) << no_buffer;
+  const std::string aio_key = refusal(R"({"aio": {"thread_count": 2}, "zero_optimization": {)" + z3 + "}}");
+  EXPECT_TRUE(has(aio_key, "aio.thread_count")) << aio_key;
+  // offload_optimizer cpu is modelled at stage 3 (training_deepspeed3_offload.cc).
   {
     const std::string file = write_config("offload3.json", R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "cpu"}}})");
     TrainingOptions o;
@@ -152,7 +202,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Cpu);
   }
   const std::string nvme3 = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "nvme"}}})");
-  EXPECT_TRUE(has(nvme3, "offload_optimizer.device") && has(nvme3, "NVMe")) << nvme3;
+  EXPECT_TRUE(has(nvme3, "offload_optimizer.nvme_path is missing")) << nvme3;
   const std::string scatter = refusal(R"({"zero_optimization": {)" + z3 + R"(, "reduce_scatter": false}})");
   EXPECT_TRUE(has(scatter, "zero_optimization.reduce_scatter")) << scatter;
   const std::string fp16 = refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {)" + z3 + "}}", "none", "fp16");
