@@ -175,7 +175,8 @@ struct TrainingOptions {
   // --offload-activations: torchtune's OffloadActivations over the model's forward (cost_models/activation_offload.h).
   bool offload_activations = false;
   // --fsdp2-mp PARAM:REDUCE, with --shard fsdp2: FSDP2's MixedPrecisionPolicy(param_dtype, reduce_dtype)
-  // (cost_models/training_fsdp2.cc). `precision` is then param_dtype (fp16/bf16: the all-gathered parameters' and
+  // (cost_models/training_fsdp2.cc); with --shard fsdp: FSDP1's MixedPrecision(param_dtype, reduce_dtype)
+  // (cost_models/training_fsdp_mp.cc). `precision` is then param_dtype (fp16/bf16: the all-gathered parameters' and
   // the compute's type) while the sharded parameters, their grads and the optimizer states keep the model's
   // float32; fsdp2_reduce_dtype is the reduce-scatter's (Float32, or param_dtype's type).
   bool fsdp2_mp = false;

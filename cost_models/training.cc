@@ -212,7 +212,13 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     std::to_string(options.gpus) + "), its grad and its optimizer states. A unit is all-gathered "
                     "for its forward and freed after it (the root stays gathered), gathered again in backward with "
                     "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
-                    "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type." +
+                    "backward. " +
+                    (options.fsdp2_mp ? "MixedPrecision: the shards, their grads and the optimizer states float32; each "
+                                        "shard cast to a " + std::string(dtype_name(param_dtype(options.precision))) +
+                                        " _mp_shard for its all-gather, gathered and computed in it, the unsharded grad "
+                                        "reduce-scattered in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) +
+                                        " and the grad shard cast back to float32."
+                                      : std::string("No MixedPrecision: the flat parameter is in the parameters' type.")) +
                     (options.fsdp_cpu_offload ? " CPUOffload(offload_params=True): each shard (pinned), a shard-sized "
                                                 "_cpu_grad per unit and the optimizer states on the host (the "
                                                 "optimizer steps there); a unit's shard copied to the GPU for each "

@@ -252,7 +252,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
     t.fsdp2_reduce_dtype = mp.second;
     // LoRA: the base is float32, so PEFT's upcast of half adapters (--lora-dtype) has nothing to do; the adapters
     // are parameters like the others, sharded float32 and cast to param_dtype at each all-gather
-    // (FSDPParam.init_dtype_attrs), so they compute in param_dtype as the base does.
+    // (FSDPParam.init_dtype_attrs; FSDP1: the unit's _mp_shard), so they compute in param_dtype as the base does.
     t.lora_float32 = false;
   }
   t.fsdp_cpu_offload = a.fsdp_cpu_offload;

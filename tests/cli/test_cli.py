@@ -520,6 +520,29 @@ class FsdpTest(unittest.TestCase):
         self.assertIn("it needs --shard fsdp2 or fsdp",
                       run(*self.BASE, "--gpus", "3", "--shard", "ddp", "--fsdp-cpu-offload", check_rc=2).stderr)
 
+    def test_fsdp1_mixed_precision_keeps_float32_flat_shards(self):
+        # --shard fsdp --fsdp2-mp bf16:fp32 (FSDP1's MixedPrecision; --fsdp-mp is the same flag): _local_shard, the grad
+        # shards (cast back to float32) and AdamW's states stay float32, PER_GPU each (states twice) as without it;
+        # the gathered flat parameters, the activations and the unsharded grads are bf16: the step's total is lower.
+        for flag in ("--fsdp2-mp", "--fsdp-mp"):
+            mp = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", flag, "bf16:fp32")
+            jsonschema.validate(mp, schema("estimate"))
+            t = mp["training"]
+            self.assertEqual((t["param_bytes"], t["grad_bytes"], t["optimizer_state_bytes"]),
+                             (self.PER_GPU, self.PER_GPU, 2 * self.PER_GPU), flag)
+            self.assertTrue(any("MixedPrecision: the shards, their grads and the optimizer states float32; each shard "
+                                "cast to a bfloat16 _mp_shard" in n for n in mp["notes"]), mp["notes"])
+        fp32 = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp")
+        self.assertLess(mp["total_bytes"], fp32["total_bytes"])
+        # With CPUOffload the host holds what it holds without MixedPrecision: 4 x PER_GPU.
+        off = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-mp", "bf16:fp32", "--fsdp-cpu-offload")
+        self.assertEqual(off["training"]["fsdp_offload_host_bytes"], 4 * self.PER_GPU)
+        # accelerate's mixed_precision="bf16" is a bf16:bf16 policy under torch.autocast: not modelled, refused.
+        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-mp", "bf16:bf16", "--precision", "amp-bf16",
+                  check_rc=2).stderr
+        self.assertIn("--fsdp2-mp bf16:bf16 with --precision amp-bf16: not modelled", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
     def test_fsdp2_qlora_torchao_nf4_by_hand(self):
         """torchtune's distributed QLoRA (--recipe torchtune --lora-rank 8 --frozen-dtype nf4 --gpus 2: fully_shard
         over torchao's NF4Tensor) on a tiny Llama config: hidden 256, 4 heads of 64 (2 KV heads), MLP 512, 2 layers,
@@ -561,8 +584,12 @@ class FsdpTest(unittest.TestCase):
         cases = [
             (["--gpus", "2", "--shard", "fsdp2", "--precision", "amp-bf16"],
              "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled"),
-            (["--gpus", "2", "--shard", "fsdp", "--fsdp2-mp", "bf16:fp32"], "--fsdp2-mp is fully_shard's "
-             "MixedPrecisionPolicy: it needs --shard fsdp2"),
+            (["--gpus", "2", "--shard", "ddp", "--fsdp2-mp", "bf16:fp32"], "--fsdp2-mp is fully_shard's "
+             "MixedPrecisionPolicy (--shard fsdp2) or FSDP1's MixedPrecision (--shard fsdp): it needs one of them"),
+            (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "amp-bf16"],
+             "--fsdp2-mp bf16:fp32 with --precision amp-bf16: not modelled: FSDP's mixed precision under torch.autocast"),
+            (["--gpus", "2", "--shard", "fsdp", "--fsdp-mp", "bf16:fp32", "--torch", "1.13"],
+             "--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from PyTorch 2's"),
             (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "bf16"],
              "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts"),
             (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "fp32:bf16"], "--fsdp2-mp fp32:bf16: expected one of"),
