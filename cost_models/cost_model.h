@@ -185,6 +185,9 @@ struct TrainingOptions {
   // fsdp_cpu_offload; cost_models/training_fsdp2.cc); with --shard fsdp: FSDP1's CPUOffload(offload_params=True)
   // (cost_models/training_fsdp_offload.cc): the shards, their grads and the optimizer states on the host.
   bool fsdp_cpu_offload = false;
+  // --fsdp-no-sync, with --shard fsdp and grad_accum > 1: the micro-batches before the last run under FSDP1's
+  // no_sync(), each trained unit's unsharded flat grad kept across them (cost_models/training_fsdp_mp.cc).
+  bool fsdp_no_sync = false;
   // --deepspeed CONFIG.json: DeepSpeed ZeRO-1/2's own buffers (cost_models/deepspeed_zero.h, training_deepspeed.cc),
   // with `shard` Zero1/Zero2; disabled: ZeRO is the idealised division by `gpus` (training_context.cc pass 6).
   DeepSpeedZero deepspeed;

@@ -268,7 +268,10 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "and each backward contribution is added into them.");
   if (options.grad_accum > 1)
     notes.push_back("Gradient accumulation: this is one micro-batch of " + std::to_string(options.grad_accum) +
-                    " with the grads of earlier micro-batches resident" +
+                    (options.fsdp_no_sync && options.shard == Sharding::Fsdp
+                         ? " after the others ran inside FSDP1's no_sync(): each trained unit's unsharded flat grad "
+                           "from them on the GPU until its reduce-scatter"
+                         : " with the grads of earlier micro-batches resident") +
                     (options.fsdp_cpu_offload && options.shard == Sharding::Fsdp2 ? " (on the host: CPU offload)" : "") +
                     ", plus the optimizer step.");
   if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW) {

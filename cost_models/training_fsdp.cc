@@ -165,6 +165,7 @@ void TrainingStep::init_fsdp_units() {
   unit_grad_shard_bytes_.assign(n, 0);
   unit_element_.assign(n, 0);
   unit_mp_shard_bytes_.assign(n, 0);
+  unit_no_sync_grad_.assign(n, -1);
   unit_trains_.assign(n, false);
   unit_shard_.assign(n, -1);
   unit_has_shards_.assign(n, false);
@@ -308,7 +309,10 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
     const int32_t flat = writer_.new_buffer("fsdp_unsharded_grad:" + w.names[u], unit_bytes_[u], Category::ActivationGrad);
     cat.writes.push_back(flat);
     program().steps.push_back(std::move(cat));
-    fsdp_reduce_scatter(u, flat);
+    const int32_t kept = unit_no_sync_grad_[u];
+    if (kept >= 0)  // AccumulateGrad adds this micro-batch's grad into the one kept under no_sync() (in place)
+      program().steps.push_back({"fsdp_no_sync_accumulate:" + w.names[u], "add_", Phase::Backward, {flat, kept}, {}, 0});
+    fsdp_reduce_scatter(u, kept >= 0 ? kept : flat);
   }
 }
 

@@ -25,6 +25,24 @@
 //    when reduce_dtype is not float32 (a float32 copy, the reduce_dtype one freed on return); then it becomes (or is
 //    added into) _saved_grad_shard, and under offload is copied to _cpu_grad. Every local above lives until the hook
 //    returns, after the cast.
+// --fsdp-no-sync with --grad-accum N: the first N-1 micro-batches run inside FullyShardedDataParallel.no_sync()
+// (_sync_gradients False), as accelerate's Accelerator.accumulate does (the program is the last micro-batch, synced):
+//  - _post_backward_hook under no_sync: the unsharded parameter is resharded (FULL_SHARD frees it:
+//    _should_free_in_backward), then it returns before the reduce-scatter: flat_param.grad, the unsharded flat grad
+//    (the unit's whole flat parameter, frozen parts and use_orig_params padding included; param_dtype under
+//    MixedPrecision), stays on the GPU, one per trained unit. FullyShardedDataParallel.no_sync's docstring: FSDP
+//    "will accumulate the full model gradients (instead of gradient shards) until the eventual sync"; under CPU
+//    offload they are not offloaded until then.
+//  - FlatParamHandle.prepare_gradient_for_backward leaves a grad of the unpadded unsharded size alone (it only saves a
+//    shard-sized one as _saved_grad_shard), so the last micro-batch's backward finds every unit's unsharded grad, and
+//    AccumulateGrad adds the new one into it in place (torch/csrc/autograd/functions/accumulate_grad.h,
+//    `variable_grad += new_grad` when grad mode is off): the new one is a transient. The hook then reduce-scatters the
+//    sum as above and drops it (`flat_param.grad = None`; the local freed when the hook returns).
+//  - No grad shard exists before the step (the optimizer's zero_grad(set_to_none=True) dropped the last one); with
+//    zero_grad keeping them (--torch 1.13) the zeroed shard becomes _saved_grad_shard and stays.
+//  The synced micro-batch holds at its first post-backward every unit's kept grad, the activations and the transients
+//  of its reduce-scatter, more than an earlier micro-batch at the same point (which has no reduce-scatter): it is the
+//  one modelled.
 //  - keep_low_precision_grads (default False) is not modelled; buffer_dtype: a float buffer the graph holds is counted
 //    in param_dtype as any other tensor (training_context.cc), as accelerate's policy (buffer_dtype = param_dtype) does.
 #include "cost_models/training_step.h"
@@ -81,6 +99,17 @@ void TrainingStep::fsdp_reduce_scatter(int32_t u, int32_t flat) {
   }
   fsdp_new_grad_shard(u, rs);
   program().steps.push_back(std::move(rs));
+}
+
+// FSDP1 under no_sync(): each trained unit's unsharded flat grad from the earlier micro-batches, on the GPU from the
+// step's start until its reduce-scatter.
+void TrainingStep::add_fsdp_no_sync_grads() {
+  for (size_t u = 0; u < context_.units.count(); ++u) {
+    if (!fsdp_unit_sharded(u) || !unit_trains_[u]) continue;
+    unit_no_sync_grad_[u] = writer_.new_buffer("fsdp_no_sync_grad:" + context_.units.names[u], unit_bytes_[u], Category::Gradient);
+    program().buffers[unit_no_sync_grad_[u]].live_at_start = true;
+    result_.grad_bytes = checked_add(result_.grad_bytes, unit_bytes_[u], "gradient bytes");
+  }
 }
 
 }  // namespace memplan

@@ -256,6 +256,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
     t.lora_float32 = false;
   }
   t.fsdp_cpu_offload = a.fsdp_cpu_offload;
+  t.fsdp_no_sync = a.fsdp_no_sync;
   t.pp = a.pp;
   t.micro_batches = a.micro_batches;
   if (!a.deepspeed.empty())  // the config's stage, buckets and offload (report/deepspeed_config.h)

@@ -110,11 +110,14 @@ void check_requirements(const EstimateArgs& a) {
   // FullyShardedDataParallel's docstring (torch/distributed/fsdp/fully_sharded_data_parallel.py): gradient
   // accumulation outside no_sync() with CPU offloading "yields incorrect results since FSDP will use the
   // newly-reduced gradient instead of accumulating" (cost_models/training_fsdp_offload.cc).
-  if (a.fsdp_cpu_offload && fsdp1 && a.grad_accum > 1)
+  if (a.fsdp_no_sync && (!fsdp1 || a.grad_accum < 2))
+    throw InputError("--fsdp-no-sync is FSDP1's no_sync() over gradient accumulation: it needs --shard " +
+                     kShardChoices.name_of(Sharding::Fsdp) + " and --grad-accum N with N >= 2");
+  if (a.fsdp_cpu_offload && fsdp1 && a.grad_accum > 1 && !a.fsdp_no_sync)
     throw InputError("--fsdp-cpu-offload with --shard " + kShardChoices.name_of(Sharding::Fsdp) +
                      " and --grad-accum: FSDP1's CPU offload does not accumulate gradients outside no_sync() (its "
-                     "docstring: it uses the newly-reduced gradient instead); --shard " +
-                     kShardChoices.name_of(Sharding::Fsdp2) + " accumulates on the host");
+                     "docstring: it uses the newly-reduced gradient instead); inside no_sync() it does "
+                     "(--fsdp-no-sync), and --shard " + kShardChoices.name_of(Sharding::Fsdp2) + " accumulates on the host");
   // FSDP1's MixedPrecision and FSDP2's MixedPrecisionPolicy are read in PyTorch 2 (cost_models/training_fsdp_mp.cc,
   // training_fsdp2.cc), on a float32 model without autocast: accelerate's mixed_precision="bf16" wraps the forward in
   // torch.autocast on top of the policy (accelerator.py prepare_model, native_amp), which is not modelled.

@@ -243,6 +243,13 @@ std::vector<OptionSpec> make_schema() {
                "end of backward; no --grad-accum there)",
        .field = FIELD(estimate.fsdp_cpu_offload),
        .describe = [](const EstimateArgs& a) { return if_set(a.fsdp_cpu_offload, ", CPU offload"); }},
+      {.flag = "--fsdp-no-sync", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --shard fsdp and --grad-accum N: the first N-1 micro-batches run inside FSDP1's no_sync(), as "
+               "accelerate's accumulate (HF Trainer) runs them: each trained unit's unsharded flat grad (frozen parts "
+               "included) is kept on the GPU across them and reduce-scattered in the last. Without it each "
+               "micro-batch reduce-scatters into the kept grad shards",
+       .field = FIELD(estimate.fsdp_no_sync),
+       .describe = [](const EstimateArgs& a) { return if_set(a.fsdp_no_sync, ", no_sync"); }},
       {.flag = "--optimizer-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "
                "(torch 1.13's default), fused (no temporaries). Default: --torch's",

@@ -33,6 +33,9 @@ RecipeSetting peft_fsdp_wrap() {
           fsdp, "--shard fsdp"};
 }
 
+// FSDP1 with accumulation: the Trainer runs every batch sample of a step but the last inside accelerate's no_sync.
+bool fsdp_accumulating(const CommandArgs& a) { return fsdp(a) && a.estimate.grad_accum > 1; }
+
 // The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
 bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 
@@ -54,6 +57,11 @@ std::vector<RecipeSetting> hf_trainer_settings() {
       {"--optimizer-impl", "fused",
        "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adamw,
        "--optimizer adamw"},
+      {"--fsdp-no-sync", "true",
+       "src/transformers/trainer.py Trainer._inner_training_loop: each batch sample but the last under "
+       "accelerator.no_sync (unless sync_each_batch), which is FullyShardedDataParallel.no_sync (accelerate "
+       "accelerator.py Accelerator.no_sync)",
+       fsdp_accumulating, "--shard fsdp with --grad-accum N"},
   };
 }
 

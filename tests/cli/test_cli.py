@@ -543,6 +543,31 @@ class FsdpTest(unittest.TestCase):
         self.assertIn("--fsdp2-mp bf16:bf16 with --precision amp-bf16: not modelled", err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)
 
+    def test_fsdp1_no_sync_keeps_unsharded_grads_by_hand(self):
+        # --grad-accum 2 --fsdp-no-sync (accelerate's accumulate / HF Trainer: the first micro-batch inside FSDP1's
+        # no_sync()): each unit's unsharded flat grad, unpadded, kept from it: a layer 184,576 x 4 = 738,304 B, the root
+        # 256,128 x 4 = 1,024,512 B, 3,977,728 B in all, besides the grad shards the last micro-batch makes (PER_GPU).
+        # Outside no_sync() the shards alone (PER_GPU), kept between micro-batches.
+        args = (*self.BASE, "--gpus", "3", "--shard", "fsdp", "--grad-accum", "2")
+        no_sync = run_json(*args, "--fsdp-no-sync")
+        jsonschema.validate(no_sync, schema("estimate"))
+        self.assertEqual(no_sync["training"]["grad_bytes"], self.PER_GPU + 3977728)
+        self.assertTrue(any("inside FSDP1's no_sync()" in n for n in no_sync["notes"]), no_sync["notes"])
+        reduced = run_json(*args)
+        self.assertEqual(reduced["training"]["grad_bytes"], self.PER_GPU)
+        self.assertGreater(no_sync["total_bytes"], reduced["total_bytes"])
+        # bf16:fp32: the kept grads are bf16, 1,988,864 B.
+        mp = run_json(*args, "--fsdp-no-sync", "--fsdp-mp", "bf16:fp32")
+        self.assertEqual(mp["training"]["grad_bytes"], self.PER_GPU + 1988864)
+        # Under CPU offload no_sync() accumulates (on the GPU); outside it stays refused.
+        off = run_json(*args, "--fsdp-no-sync", "--fsdp-cpu-offload")
+        self.assertEqual(off["training"]["fsdp_offload_host_bytes"], 4 * self.PER_GPU)
+        self.assertEqual(off["training"]["grad_bytes"], 3977728)
+        for extra in (["--shard", "fsdp"], ["--shard", "fsdp2", "--grad-accum", "2"]):
+            err = run(*self.BASE, "--gpus", "3", "--fsdp-no-sync", *extra, check_rc=2).stderr
+            self.assertIn("--fsdp-no-sync is FSDP1's no_sync() over gradient accumulation: it needs --shard fsdp and "
+                          "--grad-accum N with N >= 2", err)
+
     def test_fsdp2_qlora_torchao_nf4_by_hand(self):
         """torchtune's distributed QLoRA (--recipe torchtune --lora-rank 8 --frozen-dtype nf4 --gpus 2: fully_shard
         over torchao's NF4Tensor) on a tiny Llama config: hidden 256, 4 heads of 64 (2 KV heads), MLP 512, 2 layers,
