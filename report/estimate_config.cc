@@ -253,6 +253,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
     // LoRA: the base is float32, so PEFT's upcast of half adapters (--lora-dtype) has nothing to do; the adapters
     // are parameters like the others, sharded float32 and cast to param_dtype at each all-gather
     // (FSDPParam.init_dtype_attrs; FSDP1: the unit's _mp_shard), so they compute in param_dtype as the base does.
+    // accelerate's FSDP2 differs (docs/cost-models.md: autocast on top of a bf16:bf16 policy, the frozen base left in
+    // its loaded type) and is not modelled.
     t.lora_float32 = false;
   }
   t.fsdp_cpu_offload = a.fsdp_cpu_offload;

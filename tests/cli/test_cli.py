@@ -461,7 +461,8 @@ class FsdpTest(unittest.TestCase):
         self.assertLess(mp["total_bytes"], fp32["total_bytes"])
 
     def test_fsdp2_mixed_precision_with_lora_by_hand(self):
-        # --fsdp2-mp bf16:fp32 with LoRA r 8 on q/v (HF Trainer + PEFT over accelerate's FSDP2): the adapters are float32
+        # --fsdp2-mp bf16:fp32 with LoRA r 8 on q/v over the float32 model (not accelerate's run, which adds autocast over
+        # a bf16:bf16 policy and keeps a bf16-loaded base in bf16: refused below): the adapters are float32
         # parameters sharded with the base (the base's shards as above, 1,335,308 bytes) and cast to bf16 at each
         # all-gather. Adapters a layer, ceil(dim0 / 3) rows: q lora_A [8,128] 3 * 128 = 384, lora_B [128,8] 43 * 8 =
         # 344; v lora_A 384, lora_B [64,8] 22 * 8 = 176: 1,288 elements, 4 layers 5,152 = 20,608 bytes, which are
@@ -479,6 +480,20 @@ class FsdpTest(unittest.TestCase):
         base = run_json(*args, "--lora-dtype", "base")
         self.assertEqual(base["total_bytes"], out["total_bytes"])
         self.assertEqual(base["training"], out["training"])
+        # HF Trainer + PEFT over accelerate's FSDP2 with bf16: MixedPrecisionPolicy(bf16, bf16) and torch.autocast
+        # (accelerate utils/dataclasses.py set_mixed_precision, accelerator.py prepare_model): one message, exit 2.
+        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:bf16", "--precision", "amp-bf16",
+                  "--lora-rank", "8", check_rc=2).stderr
+        self.assertIn("not modelled: FSDP's mixed precision under torch.autocast (as accelerate's mixed_precision runs "
+                      "it)", err)
+        # The same through the recipes: the Trainer's bf16 under FSDP1 or FSDP2 is accelerate's policy plus autocast.
+        for recipe in ("hf-trainer", "hf-peft"):
+            for shard in ("fsdp", "fsdp2"):
+                err = run(*self.BASE, "--recipe", recipe, "--gpus", "3", "--shard", shard, "--precision", "amp-bf16",
+                          check_rc=2).stderr
+                self.assertIn("--recipe " + recipe + " with --shard " + shard + " and --precision amp-bf16: not "
+                              "modelled: accelerate runs", err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
 
     def test_fsdp2_cpu_offload_moves_shards_grads_states_to_the_host(self):
         # --fsdp-cpu-offload (CPUOffloadPolicy, torchtune's fsdp_cpu_offload): the fp32 shards (1,335,308 bytes a GPU,
