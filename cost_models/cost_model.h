@@ -175,7 +175,8 @@ struct TrainingOptions {
   // --offload-activations: torchtune's OffloadActivations over the model's forward (cost_models/activation_offload.h).
   bool offload_activations = false;
   // --fsdp2-mp PARAM:REDUCE, with --shard fsdp2: FSDP2's MixedPrecisionPolicy(param_dtype, reduce_dtype)
-  // (cost_models/training_fsdp2.cc). `precision` is then param_dtype (fp16/bf16: the all-gathered parameters' and
+  // (cost_models/training_fsdp2.cc); with --shard fsdp: FSDP1's MixedPrecision(param_dtype, reduce_dtype)
+  // (cost_models/training_fsdp_mp.cc). `precision` is then param_dtype (fp16/bf16: the all-gathered parameters' and
   // the compute's type) while the sharded parameters, their grads and the optimizer states keep the model's
   // float32; fsdp2_reduce_dtype is the reduce-scatter's (Float32, or param_dtype's type).
   bool fsdp2_mp = false;
@@ -184,6 +185,9 @@ struct TrainingOptions {
   // fsdp_cpu_offload; cost_models/training_fsdp2.cc); with --shard fsdp: FSDP1's CPUOffload(offload_params=True)
   // (cost_models/training_fsdp_offload.cc): the shards, their grads and the optimizer states on the host.
   bool fsdp_cpu_offload = false;
+  // --fsdp-no-sync, with --shard fsdp and grad_accum > 1: the micro-batches before the last run under FSDP1's
+  // no_sync(), each trained unit's unsharded flat grad kept across them (cost_models/training_fsdp_mp.cc).
+  bool fsdp_no_sync = false;
   // --deepspeed CONFIG.json: DeepSpeed ZeRO-1/2's own buffers (cost_models/deepspeed_zero.h, training_deepspeed.cc),
   // with `shard` Zero1/Zero2; disabled: ZeRO is the idealised division by `gpus` (training_context.cc pass 6).
   DeepSpeedZero deepspeed;

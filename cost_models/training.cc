@@ -212,7 +212,13 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     std::to_string(options.gpus) + "), its grad and its optimizer states. A unit is all-gathered "
                     "for its forward and freed after it (the root stays gathered), gathered again in backward with "
                     "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
-                    "backward. FSDP MixedPrecision is not modelled: the flat parameter is in the parameters' type." +
+                    "backward. " +
+                    (options.fsdp2_mp ? "MixedPrecision: the shards, their grads and the optimizer states float32; each "
+                                        "shard cast to a " + std::string(dtype_name(param_dtype(options.precision))) +
+                                        " _mp_shard for its all-gather, gathered and computed in it, the unsharded grad "
+                                        "reduce-scattered in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) +
+                                        " and the grad shard cast back to float32."
+                                      : std::string("No MixedPrecision: the flat parameter is in the parameters' type.")) +
                     (options.fsdp_cpu_offload ? " CPUOffload(offload_params=True): each shard (pinned), a shard-sized "
                                                 "_cpu_grad per unit and the optimizer states on the host (the "
                                                 "optimizer steps there); a unit's shard copied to the GPU for each "
@@ -262,7 +268,10 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "and each backward contribution is added into them.");
   if (options.grad_accum > 1)
     notes.push_back("Gradient accumulation: this is one micro-batch of " + std::to_string(options.grad_accum) +
-                    " with the grads of earlier micro-batches resident" +
+                    (options.fsdp_no_sync && options.shard == Sharding::Fsdp
+                         ? " after the others ran inside FSDP1's no_sync(): each trained unit's unsharded flat grad "
+                           "from them on the GPU until its reduce-scatter"
+                         : " with the grads of earlier micro-batches resident") +
                     (options.fsdp_cpu_offload && options.shard == Sharding::Fsdp2 ? " (on the host: CPU offload)" : "") +
                     ", plus the optimizer step.");
   if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW) {

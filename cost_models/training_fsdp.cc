@@ -97,10 +97,15 @@ void TrainingStep::add_fsdp_shards() {
     bool trains;
   };
   std::vector<std::vector<Range>> ranges(n);
-  std::vector<uint64_t> element(n, 0), numel(n, 0);
+  // Per unit: the element bytes of the gathered flat parameter (MixedPrecision's param_dtype, the layout's) and of
+  // the sharded one (the model's type under MixedPrecision, training_fsdp_mp.cc).
+  std::vector<uint64_t> element(n, 0), stored(n, 0), numel(n, 0);
   for (int32_t p : flattening_order(graph_, context_.module_parameters)) {
     const int32_t u = layout().shard_group[p];
-    if (element[u] == 0) element[u] = std::max(1, dtype_bits(layout().dtype[p]) / 8);
+    if (element[u] == 0) {
+      element[u] = std::max(1, dtype_bits(layout().dtype[p]) / 8);
+      stored[u] = options_.fsdp2_mp ? std::max(1, dtype_bits(graph_.tensors[p].dtype) / 8) : element[u];
+    }
     const uint64_t e = element[u];
     uint64_t count = bytes_of(p) / e + (bytes_of(p) % e != 0);
     if (layout().storage[p] == FrozenStorage::Nf4) {
@@ -112,7 +117,8 @@ void TrainingStep::add_fsdp_shards() {
     } else if (layout().stored_bytes[p] > 0) {
       count = layout().stored_bytes[p] / e + (layout().stored_bytes[p] % e != 0);
     }
-    const uint64_t aligned = orig_params ? std::max<uint64_t>(1, 16 / e) : 1;  // _get_aligned_numel
+    // _get_aligned_numel(unsharded_dtype=_fwd_bwd_param_dtype): param_dtype's element under MixedPrecision
+    const uint64_t aligned = orig_params ? std::max<uint64_t>(1, 16 / e) : 1;
     const uint64_t start = numel[u] % aligned == 0 ? numel[u] : numel[u] + aligned - numel[u] % aligned;
     numel[u] = checked_add(start, count, "FSDP flat parameter");
     ranges[u].push_back({start, numel[u], context_.is_param[p]});
@@ -133,17 +139,19 @@ void TrainingStep::add_fsdp_shards() {
         if (m.trains && m.end > lo && m.start < hi) mine += std::min(m.end, hi) - std::max(m.start, lo);
       busiest = std::max(busiest, mine);
     }
-    unit_state_bytes_[u] = orig_params ? busiest * element[u] : per_rank * element[u];
-    unit_grad_shard_bytes_[u] = per_rank * element[u];
+    unit_state_bytes_[u] = orig_params ? busiest * stored[u] : per_rank * stored[u];
+    unit_grad_shard_bytes_[u] = per_rank * stored[u];
+    unit_element_[u] = element[u];
+    if (options_.fsdp2_mp) unit_mp_shard_bytes_[u] = per_rank * element[u];
     if (!fsdp_cpu_offload()) {
-      add_fsdp_shard_buffer(u, "fsdp_flat_param_shard:", per_rank * element[u]);
+      add_fsdp_shard_buffer(u, "fsdp_flat_param_shard:", per_rank * stored[u]);
       continue;
     }
     // CPUOffload (training_fsdp_offload.cc): _local_shard and _cpu_grad (every unit) and the states on the host.
     unit_has_shards_[u] = true;
     result_.fsdp_offload_host_bytes = checked_add(
         result_.fsdp_offload_host_bytes,
-        fsdp_offload_host_bytes(per_rank * element[u], per_rank * element[u], unit_trains_[u] ? unit_state_bytes_[u] : 0),
+        fsdp_offload_host_bytes(per_rank * stored[u], per_rank * stored[u], unit_trains_[u] ? unit_state_bytes_[u] : 0),
         "FSDP CPU offload");
   }
 }
@@ -155,6 +163,9 @@ void TrainingStep::init_fsdp_units() {
   unit_padded_bytes_.assign(n, 0);
   unit_state_bytes_.assign(n, 0);
   unit_grad_shard_bytes_.assign(n, 0);
+  unit_element_.assign(n, 0);
+  unit_mp_shard_bytes_.assign(n, 0);
+  unit_no_sync_grad_.assign(n, -1);
   unit_trains_.assign(n, false);
   unit_shard_.assign(n, -1);
   unit_has_shards_.assign(n, false);
@@ -207,11 +218,7 @@ int32_t TrainingStep::fsdp_gathered(int32_t unit, bool backward, Step& st) {
     const std::string suffix = context_.units.names[unit] + (backward ? ":backward" : "");
     b = writer_.new_buffer("fsdp_unsharded:" + suffix, unit_padded_bytes_[unit], Category::Weight);
     st.writes.push_back(b);
-    // Under CPU offload the all-gather reads a GPU copy of the host shard (pre_unshard's flat_param_to).
-    const uint64_t shard = unit_padded_bytes_[unit] / static_cast<uint64_t>(options_.gpus);
-    add_unique(st.reads, fsdp_cpu_offload()
-                             ? fsdp_offload_h2d("fsdp_offload_h2d:" + suffix, "fsdp_shard_h2d:" + suffix, shard, st.phase)
-                             : unit_shard_[unit]);
+    add_unique(st.reads, fsdp_all_gather_input(unit, suffix, st));
   } else {
     add_unique(st.reads, b);
   }
@@ -259,7 +266,8 @@ void TrainingStep::fsdp_pre_backward(int32_t op) {
   Step st{"fsdp_pre_backward:" + w.names[u], "all_gather", Phase::Backward, {}, {}, 0};
   fsdp_gathered(u, /*backward=*/true, st);
   const int32_t next = fsdp_next_in_backward(w.first_op[u]);
-  if (next > 0 && fsdp_cpu_offload()) {  // _unshard copies and gathers one handle, then the prefetch the next
+  // _unshard copies (casts) and gathers one handle, then the prefetch the next: their transients never overlap.
+  if (next > 0 && (fsdp_cpu_offload() || unit_mp_shard_bytes_[next] > 0)) {
     program().steps.push_back(std::move(st));
     st = Step{"fsdp_backward_prefetch:" + w.names[next], "all_gather", Phase::Backward, {}, {}, 0};
   }
@@ -301,16 +309,10 @@ void TrainingStep::fsdp_post_backward(int32_t op) {
     const int32_t flat = writer_.new_buffer("fsdp_unsharded_grad:" + w.names[u], unit_bytes_[u], Category::ActivationGrad);
     cat.writes.push_back(flat);
     program().steps.push_back(std::move(cat));
-    Step rs{"fsdp_reduce_scatter:" + w.names[u], "reduce_scatter", Phase::Backward, {flat}, {}, 0};
-    if (unit_padded_bytes_[u] > unit_bytes_[u])
-      rs.writes.push_back(writer_.new_buffer("fsdp_unsharded_grad:" + w.names[u] + ":padded", unit_padded_bytes_[u],
-                                             Category::ActivationGrad));
-    if (fsdp_cpu_offload()) {
-      fsdp_offload_grad(u, rs);
-      continue;
-    }
-    fsdp_new_grad_shard(u, rs);
-    program().steps.push_back(std::move(rs));
+    const int32_t kept = unit_no_sync_grad_[u];
+    if (kept >= 0)  // AccumulateGrad adds this micro-batch's grad into the one kept under no_sync() (in place)
+      program().steps.push_back({"fsdp_no_sync_accumulate:" + w.names[u], "add_", Phase::Backward, {flat, kept}, {}, 0});
+    fsdp_reduce_scatter(u, kept >= 0 ? kept : flat);
   }
 }
 

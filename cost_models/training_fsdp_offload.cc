@@ -22,8 +22,8 @@
 //    backward, none after it.
 //  - Gradient accumulation outside no_sync() is wrong under CPU offload (FullyShardedDataParallel's docstring:
 //    "FSDP will use the newly-reduced gradient instead of accumulating with any existing gradient";
-//    prepare_gradient_for_backward's TODO): refused (report/option_checks.cc), as is FSDP1 MixedPrecision, which is
-//    not modelled at all (training_fsdp.cc).
+//    prepare_gradient_for_backward's TODO): refused (report/option_checks.cc). With MixedPrecision the copy is the
+//    _mp_shard's source (training_fsdp_mp.cc).
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 

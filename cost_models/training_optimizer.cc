@@ -16,7 +16,9 @@ void TrainingStep::add_persistent_grads() {
   const bool resident_grads = options_.grad_accum > 1 || options_.grads_kept_between_steps ||
                               (options_.shard == Sharding::Ddp && options_.gradient_as_bucket_view);
   if (flat_shards()) {
-    if (resident_grads) add_fsdp_resident_grads();
+    // Under FSDP1's no_sync() the earlier micro-batches leave unsharded grads, not grad shards (training_fsdp_mp.cc).
+    if (fsdp_no_sync()) add_fsdp_no_sync_grads();
+    if (fsdp_no_sync() ? options_.grads_kept_between_steps : resident_grads) add_fsdp_resident_grads();
     return;
   }
   if (deepspeed()) return;  // training_deepspeed.cc: the accumulated grads are all_grad_tensors

@@ -162,6 +162,13 @@ class TrainingStep {
   bool outputs_need_grad(int32_t first, int32_t last, const std::function<bool(int32_t)>& in) const;
   int32_t fsdp_next_in_backward(int32_t before_op) const;
   void fsdp_new_grad_shard(int32_t u, Step& rs);
+  // FSDP1 (training_fsdp_mp.cc): what an all-gather reads (the shard, its host copy, MixedPrecision's _mp_shard), and
+  // the post-backward's reduce-scatter of the unsharded grad `flat` (cast to reduce_dtype, padded, cast back).
+  int32_t fsdp_all_gather_input(int32_t u, const std::string& suffix, Step& st);
+  void fsdp_reduce_scatter(int32_t u, int32_t flat);
+  // FSDP1 accumulating under no_sync(): each trained unit's unsharded grad from the earlier micro-batches.
+  bool fsdp_no_sync() const { return options_.fsdp_no_sync && options_.grad_accum > 1 && flat_shards() && !fsdp2(); }
+  void add_fsdp_no_sync_grads();
   // --fsdp-cpu-offload (FSDP1 and FSDP2, training_fsdp_offload.cc): the host line, the host-to-device copy step.
   uint64_t fsdp_offload_host_bytes(uint64_t shards, uint64_t grads, uint64_t state) const;
   int32_t fsdp_offload_h2d(const std::string& step, const std::string& copy, uint64_t bytes, Phase phase,
@@ -317,6 +324,10 @@ class TrainingStep {
   std::vector<int32_t> unit_first_param_op_;
   std::vector<int32_t> fsdp_pending_grad_;
   std::vector<uint64_t> unit_grad_shard_bytes_;     // the reduce-scattered grad shard (FSDP2: trainable parameters' only)
+  // FSDP1, per unit: the gathered flat parameter's element bytes (param_dtype under MixedPrecision) and the
+  // MixedPrecision _mp_shard's bytes (0: no MixedPrecision).
+  std::vector<uint64_t> unit_element_, unit_mp_shard_bytes_;
+  std::vector<int32_t> unit_no_sync_grad_;  // FSDP1 under no_sync(): the unsharded grad kept since the last sync (-1: none)
   std::vector<int32_t> fsdp_offload_grad_shards_;   // FSDP1 offload: GPU grad shards held to the end of backward
   // FSDP2: per unit, its all-gather output waiting for the copy-out (-1: none); the forward's last all-gather output,
   // held until the next unit's all-gather; the last reduce-scatter input, held until the next post-backward.

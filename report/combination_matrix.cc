@@ -214,8 +214,9 @@ const std::vector<Refusal>& refused_pairs() {
       {"torchao-nf4", "tp", "not modelled: a tensor-parallel split of torchao's NF4Tensor"},
       {"torchao-nf4", "pp", "not modelled"},
       {"torchao-nf4", "torch-1.13", "torchao's NF4Tensor needs PyTorch 2: use --torch 2"},
-      {"fsdp2-mp", "frozen-nf4", "not modelled: torchao's NF4Tensor all-gathers in NF4 whatever the param_dtype "
-                                 "(fsdp_post_all_gather)"},
+      {"fsdp2-mp", "frozen-nf4", "not modelled: NF4 weights under a mixed-precision policy (torchao's NF4Tensor "
+                                 "all-gathers in NF4 whatever the param_dtype, fsdp_post_all_gather; FSDP1 flattens "
+                                 "bitsandbytes' quant_storage with the model's other parameters, which are not float32)"},
       {"fsdp2", "frozen-int8", "not modelled"},
       {"fsdp2", "frozen-half", "not modelled"},
       // MixedPrecisionPolicy casts a float32 model's parameters at the all-gather (training_fsdp2.cc); a model

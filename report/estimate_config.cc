@@ -252,10 +252,13 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
     t.fsdp2_reduce_dtype = mp.second;
     // LoRA: the base is float32, so PEFT's upcast of half adapters (--lora-dtype) has nothing to do; the adapters
     // are parameters like the others, sharded float32 and cast to param_dtype at each all-gather
-    // (FSDPParam.init_dtype_attrs), so they compute in param_dtype as the base does.
+    // (FSDPParam.init_dtype_attrs; FSDP1: the unit's _mp_shard), so they compute in param_dtype as the base does.
+    // accelerate's FSDP2 differs (docs/cost-models.md: autocast on top of a bf16:bf16 policy, the frozen base left in
+    // its loaded type) and is not modelled.
     t.lora_float32 = false;
   }
   t.fsdp_cpu_offload = a.fsdp_cpu_offload;
+  t.fsdp_no_sync = a.fsdp_no_sync;
   t.pp = a.pp;
   t.micro_batches = a.micro_batches;
   if (!a.deepspeed.empty())  // the config's stage, buckets and offload (report/deepspeed_config.h)

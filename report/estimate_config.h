@@ -81,6 +81,7 @@ struct EstimateArgs {
   std::string deepspeed;            // --deepspeed CONFIG.json (report/deepspeed_config.h; needs --gpus)
   std::string fsdp2_mp = "none";      // --fsdp2-mp none | PARAM:REDUCE (bf16:fp32 ...; needs --shard fsdp2)
   bool fsdp_cpu_offload = false;      // --fsdp-cpu-offload (needs --shard fsdp2 or fsdp)
+  bool fsdp_no_sync = false;          // --fsdp-no-sync (needs --shard fsdp and --grad-accum N > 1)
   bool free_output = false;
   std::string upcast = "none";       // --upcast none | a list of rmsnorm, softmax, loss
   std::string recipe;               // --recipe NAME (report/recipes.h): "" plain PyTorch

@@ -99,10 +99,10 @@ void check_requirements(const EstimateArgs& a) {
   if (a.fsdp_wrap == "torchtitan" && !kShardChoices.is(a.shard, Sharding::Fsdp2))
     throw InputError("--fsdp-wrap torchtitan is torchtitan's fully_shard groups: it needs --shard " +
                      kShardChoices.name_of(Sharding::Fsdp2));
-  if (!kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}) && !kShardChoices.is(a.shard, Sharding::Fsdp2))
-    throw InputError("--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard " +
-                     kShardChoices.name_of(Sharding::Fsdp2));
   const bool fsdp1 = kShardChoices.is(a.shard, Sharding::Fsdp);
+  if (!kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}) && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !fsdp1)
+    throw InputError("--fsdp2-mp is fully_shard's MixedPrecisionPolicy (--shard " + kShardChoices.name_of(Sharding::Fsdp2) +
+                     ") or FSDP1's MixedPrecision (--shard " + kShardChoices.name_of(Sharding::Fsdp) + "): it needs one of them");
   if (a.fsdp_cpu_offload && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !fsdp1)
     throw InputError("--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2) or FSDP1's "
                      "CPUOffload(offload_params=True): it needs --shard " + kShardChoices.name_of(Sharding::Fsdp2) +
@@ -110,11 +110,25 @@ void check_requirements(const EstimateArgs& a) {
   // FullyShardedDataParallel's docstring (torch/distributed/fsdp/fully_sharded_data_parallel.py): gradient
   // accumulation outside no_sync() with CPU offloading "yields incorrect results since FSDP will use the
   // newly-reduced gradient instead of accumulating" (cost_models/training_fsdp_offload.cc).
-  if (a.fsdp_cpu_offload && fsdp1 && a.grad_accum > 1)
+  if (a.fsdp_no_sync && (!fsdp1 || a.grad_accum < 2))
+    throw InputError("--fsdp-no-sync is FSDP1's no_sync() over gradient accumulation: it needs --shard " +
+                     kShardChoices.name_of(Sharding::Fsdp) + " and --grad-accum N with N >= 2");
+  if (a.fsdp_cpu_offload && fsdp1 && a.grad_accum > 1 && !a.fsdp_no_sync)
     throw InputError("--fsdp-cpu-offload with --shard " + kShardChoices.name_of(Sharding::Fsdp) +
                      " and --grad-accum: FSDP1's CPU offload does not accumulate gradients outside no_sync() (its "
-                     "docstring: it uses the newly-reduced gradient instead); --shard " +
-                     kShardChoices.name_of(Sharding::Fsdp2) + " accumulates on the host");
+                     "docstring: it uses the newly-reduced gradient instead); inside no_sync() it does "
+                     "(--fsdp-no-sync), and --shard " + kShardChoices.name_of(Sharding::Fsdp2) + " accumulates on the host");
+  // FSDP1's MixedPrecision and FSDP2's MixedPrecisionPolicy are read in PyTorch 2 (cost_models/training_fsdp_mp.cc,
+  // training_fsdp2.cc), on a float32 model without autocast: accelerate's mixed_precision="bf16" wraps the forward in
+  // torch.autocast on top of the policy (accelerator.py prepare_model, native_amp), which is not modelled.
+  const bool mp = !kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32});
+  if (mp && (kPrecisionChoices.is(a.precision, Precision::AmpFp16) || kPrecisionChoices.is(a.precision, Precision::AmpBf16)))
+    throw InputError("--fsdp2-mp " + a.fsdp2_mp + " with --precision " + a.precision + ": not modelled: FSDP's mixed "
+                     "precision under torch.autocast (as accelerate's mixed_precision runs it); give --precision fp32 "
+                     "(the policy alone) or no --fsdp2-mp");
+  if (mp && kTorchChoices.is(a.torch, true))
+    throw InputError("--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from PyTorch 2's "
+                     "_flat_param.py (and fully_shard is PyTorch 2's): use --torch 2");
   if (a.fsdp_cpu_offload && fsdp1 && kTorchChoices.is(a.torch, true))
     throw InputError("--fsdp-cpu-offload with --shard " + kShardChoices.name_of(Sharding::Fsdp) +
                      " and --torch 1.13: FSDP1's CPU offload is modelled from PyTorch 2's _flat_param.py: use --torch 2");

@@ -227,11 +227,13 @@ std::vector<OptionSpec> make_schema() {
                "torchtitan: its apply_fsdp groups (the token embedding, each block, and the final norm with the head, "
                "kept unsharded from forward to backward)",
        .field = FIELD(estimate.fsdp_wrap)},
-      {.flag = "--fsdp2-mp", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "With --shard fsdp2 on a float32 model (--precision fp32): fully_shard's MixedPrecisionPolicy as "
+      {.flag = "--fsdp2-mp,--fsdp-mp", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "On a float32 model (--precision fp32), with --shard fsdp2: fully_shard's MixedPrecisionPolicy; with "
+               "--shard fsdp: FSDP1's MixedPrecision (a param_dtype _mp_shard cast for each all-gather). As "
                "PARAM:REDUCE, param_dtype (the all-gathered parameters', and so the forward's and backward's type) "
                "and reduce_dtype (the reduce-scatter's); the sharded parameters, their grads and the optimizer "
-               "states stay float32. bf16:fp32 is torchtitan's. none: no policy",
+               "states stay float32. bf16:fp32 is torchtitan's, bf16:bf16 accelerate's (which adds autocast: not "
+               "modelled). none: no policy",
        .field = FIELD(estimate.fsdp2_mp), .choices = kFsdp2MpChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.fsdp2_mp != "none", " mp " + a.fsdp2_mp); }},
       {.flag = "--fsdp-cpu-offload", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
@@ -242,6 +244,13 @@ std::vector<OptionSpec> make_schema() {
                "end of backward; no --grad-accum there)",
        .field = FIELD(estimate.fsdp_cpu_offload),
        .describe = [](const EstimateArgs& a) { return if_set(a.fsdp_cpu_offload, ", CPU offload"); }},
+      {.flag = "--fsdp-no-sync", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --shard fsdp and --grad-accum N: the first N-1 micro-batches run inside FSDP1's no_sync(), as "
+               "accelerate's accumulate (HF Trainer) runs them: each trained unit's unsharded flat grad (frozen parts "
+               "included) is kept on the GPU across them and reduce-scattered in the last. Without it each "
+               "micro-batch reduce-scatters into the kept grad shards",
+       .field = FIELD(estimate.fsdp_no_sync),
+       .describe = [](const EstimateArgs& a) { return if_set(a.fsdp_no_sync, ", no_sync"); }},
       {.flag = "--optimizer-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "Adam/AdamW implementation: foreach (torch 2.x default), foreach-torch1 (torch 1.13), single-tensor "
                "(torch 1.13's default), fused (no temporaries). Default: --torch's",

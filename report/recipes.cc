@@ -33,6 +33,9 @@ RecipeSetting peft_fsdp_wrap() {
           fsdp, "--shard fsdp"};
 }
 
+// FSDP1 with accumulation: the Trainer runs every batch sample of a step but the last inside accelerate's no_sync.
+bool fsdp_accumulating(const CommandArgs& a) { return fsdp(a) && a.estimate.grad_accum > 1; }
+
 // The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
 bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 
@@ -54,6 +57,11 @@ std::vector<RecipeSetting> hf_trainer_settings() {
       {"--optimizer-impl", "fused",
        "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adamw,
        "--optimizer adamw"},
+      {"--fsdp-no-sync", "true",
+       "src/transformers/trainer.py Trainer._inner_training_loop: each batch sample but the last under "
+       "accelerator.no_sync (unless sync_each_batch), which is FullyShardedDataParallel.no_sync (accelerate "
+       "accelerator.py Accelerator.no_sync)",
+       fsdp_accumulating, "--shard fsdp with --grad-accum N"},
   };
 }
 
@@ -62,13 +70,29 @@ std::vector<RecipeSetting> with(std::vector<RecipeSetting> base, const std::vect
   return base;
 }
 
+// The Trainer's bf16/fp16 under FSDP is accelerate's: a MixedPrecision(Policy) of param_dtype = reduce_dtype = the
+// half type (accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision, v1.14.0) and
+// torch.autocast around the forward (accelerator.py Accelerator.__init__ native_amp, prepare_model), which memplan
+// does not model together (docs/cost-models.md 3.9).
+std::string accelerate_fsdp_amp(const CommandArgs& a) {
+  const bool sharded = kShardChoices.is(a.estimate.shard, Sharding::Fsdp) || kShardChoices.is(a.estimate.shard, Sharding::Fsdp2);
+  const bool amp = kPrecisionChoices.is(a.estimate.precision, Precision::AmpFp16) ||
+                   kPrecisionChoices.is(a.estimate.precision, Precision::AmpBf16);
+  return sharded && amp ? "--recipe " + a.estimate.recipe + " with --shard " + a.estimate.shard + " and --precision " +
+                              a.estimate.precision + ": not modelled: accelerate runs the Trainer's mixed precision "
+                              "under FSDP as a policy of that type for parameters and reduction under torch.autocast"
+                        : "";
+}
+
 std::string no_lora(const CommandArgs& a) {
+  if (const std::string why = accelerate_fsdp_amp(a); !why.empty()) return why;
   return a.estimate.lora_rank == 0 ? "--recipe " + a.estimate.recipe + " trains LoRA adapters: --lora-rank 0 leaves "
                                      "none (use --recipe hf-trainer for a full fine-tune)"
                                    : "";
 }
 
 std::string qlora_contradiction(const CommandArgs& a) {
+  if (const std::string why = accelerate_fsdp_amp(a); !why.empty()) return why;
   if (!kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4))
     return "--recipe hf-peft-qlora quantizes the base to NF4: --frozen-dtype " + a.estimate.frozen_dtype +
            " makes it another recipe (hf-peft with --frozen-dtype; a GPTQ base: --frozen-dtype gptq-int4 --checkpoint "
@@ -95,7 +119,7 @@ const std::vector<Recipe>& recipes() {
        "A full fine-tune with the Hugging Face Trainer: the model's float32 islands, the logits freed before "
        "backward, SDPA attention, fused AdamW. Precision, batch and checkpointing (gradient_checkpointing=True: "
        "--checkpoint layers) stay yours.",
-       hf_trainer_settings(), nullptr, kHfNotModelled,
+       hf_trainer_settings(), accelerate_fsdp_amp, kHfNotModelled,
        {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",

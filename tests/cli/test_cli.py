@@ -461,7 +461,8 @@ class FsdpTest(unittest.TestCase):
         self.assertLess(mp["total_bytes"], fp32["total_bytes"])
 
     def test_fsdp2_mixed_precision_with_lora_by_hand(self):
-        # --fsdp2-mp bf16:fp32 with LoRA r 8 on q/v (HF Trainer + PEFT over accelerate's FSDP2): the adapters are float32
+        # --fsdp2-mp bf16:fp32 with LoRA r 8 on q/v over the float32 model (not accelerate's run, which adds autocast over
+        # a bf16:bf16 policy and keeps a bf16-loaded base in bf16: refused below): the adapters are float32
         # parameters sharded with the base (the base's shards as above, 1,335,308 bytes) and cast to bf16 at each
         # all-gather. Adapters a layer, ceil(dim0 / 3) rows: q lora_A [8,128] 3 * 128 = 384, lora_B [128,8] 43 * 8 =
         # 344; v lora_A 384, lora_B [64,8] 22 * 8 = 176: 1,288 elements, 4 layers 5,152 = 20,608 bytes, which are
@@ -479,6 +480,20 @@ class FsdpTest(unittest.TestCase):
         base = run_json(*args, "--lora-dtype", "base")
         self.assertEqual(base["total_bytes"], out["total_bytes"])
         self.assertEqual(base["training"], out["training"])
+        # HF Trainer + PEFT over accelerate's FSDP2 with bf16: MixedPrecisionPolicy(bf16, bf16) and torch.autocast
+        # (accelerate utils/dataclasses.py set_mixed_precision, accelerator.py prepare_model): one message, exit 2.
+        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:bf16", "--precision", "amp-bf16",
+                  "--lora-rank", "8", check_rc=2).stderr
+        self.assertIn("not modelled: FSDP's mixed precision under torch.autocast (as accelerate's mixed_precision runs "
+                      "it)", err)
+        # The same through the recipes: the Trainer's bf16 under FSDP1 or FSDP2 is accelerate's policy plus autocast.
+        for recipe in ("hf-trainer", "hf-peft"):
+            for shard in ("fsdp", "fsdp2"):
+                err = run(*self.BASE, "--recipe", recipe, "--gpus", "3", "--shard", shard, "--precision", "amp-bf16",
+                          check_rc=2).stderr
+                self.assertIn("--recipe " + recipe + " with --shard " + shard + " and --precision amp-bf16: not "
+                              "modelled: accelerate runs", err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
 
     def test_fsdp2_cpu_offload_moves_shards_grads_states_to_the_host(self):
         # --fsdp-cpu-offload (CPUOffloadPolicy, torchtune's fsdp_cpu_offload): the fp32 shards (1,335,308 bytes a GPU,
@@ -519,6 +534,54 @@ class FsdpTest(unittest.TestCase):
         self.assertIn("FSDP1's CPU offload does not accumulate gradients outside no_sync()", err)
         self.assertIn("it needs --shard fsdp2 or fsdp",
                       run(*self.BASE, "--gpus", "3", "--shard", "ddp", "--fsdp-cpu-offload", check_rc=2).stderr)
+
+    def test_fsdp1_mixed_precision_keeps_float32_flat_shards(self):
+        # --shard fsdp --fsdp2-mp bf16:fp32 (FSDP1's MixedPrecision; --fsdp-mp is the same flag): _local_shard, the grad
+        # shards (cast back to float32) and AdamW's states stay float32, PER_GPU each (states twice) as without it;
+        # the gathered flat parameters, the activations and the unsharded grads are bf16: the step's total is lower.
+        for flag in ("--fsdp2-mp", "--fsdp-mp"):
+            mp = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", flag, "bf16:fp32")
+            jsonschema.validate(mp, schema("estimate"))
+            t = mp["training"]
+            self.assertEqual((t["param_bytes"], t["grad_bytes"], t["optimizer_state_bytes"]),
+                             (self.PER_GPU, self.PER_GPU, 2 * self.PER_GPU), flag)
+            self.assertTrue(any("MixedPrecision: the shards, their grads and the optimizer states float32; each shard "
+                                "cast to a bfloat16 _mp_shard" in n for n in mp["notes"]), mp["notes"])
+        fp32 = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp")
+        self.assertLess(mp["total_bytes"], fp32["total_bytes"])
+        # With CPUOffload the host holds what it holds without MixedPrecision: 4 x PER_GPU.
+        off = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-mp", "bf16:fp32", "--fsdp-cpu-offload")
+        self.assertEqual(off["training"]["fsdp_offload_host_bytes"], 4 * self.PER_GPU)
+        # accelerate's mixed_precision="bf16" is a bf16:bf16 policy under torch.autocast: not modelled, refused.
+        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-mp", "bf16:bf16", "--precision", "amp-bf16",
+                  check_rc=2).stderr
+        self.assertIn("--fsdp2-mp bf16:bf16 with --precision amp-bf16: not modelled", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+    def test_fsdp1_no_sync_keeps_unsharded_grads_by_hand(self):
+        # --grad-accum 2 --fsdp-no-sync (accelerate's accumulate / HF Trainer: the first micro-batch inside FSDP1's
+        # no_sync()): each unit's unsharded flat grad, unpadded, kept from it: a layer 184,576 x 4 = 738,304 B, the root
+        # 256,128 x 4 = 1,024,512 B, 3,977,728 B in all, besides the grad shards the last micro-batch makes (PER_GPU).
+        # Outside no_sync() the shards alone (PER_GPU), kept between micro-batches.
+        args = (*self.BASE, "--gpus", "3", "--shard", "fsdp", "--grad-accum", "2")
+        no_sync = run_json(*args, "--fsdp-no-sync")
+        jsonschema.validate(no_sync, schema("estimate"))
+        self.assertEqual(no_sync["training"]["grad_bytes"], self.PER_GPU + 3977728)
+        self.assertTrue(any("inside FSDP1's no_sync()" in n for n in no_sync["notes"]), no_sync["notes"])
+        reduced = run_json(*args)
+        self.assertEqual(reduced["training"]["grad_bytes"], self.PER_GPU)
+        self.assertGreater(no_sync["total_bytes"], reduced["total_bytes"])
+        # bf16:fp32: the kept grads are bf16, 1,988,864 B.
+        mp = run_json(*args, "--fsdp-no-sync", "--fsdp-mp", "bf16:fp32")
+        self.assertEqual(mp["training"]["grad_bytes"], self.PER_GPU + 1988864)
+        # Under CPU offload no_sync() accumulates (on the GPU); outside it stays refused.
+        off = run_json(*args, "--fsdp-no-sync", "--fsdp-cpu-offload")
+        self.assertEqual(off["training"]["fsdp_offload_host_bytes"], 4 * self.PER_GPU)
+        self.assertEqual(off["training"]["grad_bytes"], 3977728)
+        for extra in (["--shard", "fsdp"], ["--shard", "fsdp2", "--grad-accum", "2"]):
+            err = run(*self.BASE, "--gpus", "3", "--fsdp-no-sync", *extra, check_rc=2).stderr
+            self.assertIn("--fsdp-no-sync is FSDP1's no_sync() over gradient accumulation: it needs --shard fsdp and "
+                          "--grad-accum N with N >= 2", err)
 
     def test_fsdp2_qlora_torchao_nf4_by_hand(self):
         """torchtune's distributed QLoRA (--recipe torchtune --lora-rank 8 --frozen-dtype nf4 --gpus 2: fully_shard
@@ -561,8 +624,12 @@ class FsdpTest(unittest.TestCase):
         cases = [
             (["--gpus", "2", "--shard", "fsdp2", "--precision", "amp-bf16"],
              "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled"),
-            (["--gpus", "2", "--shard", "fsdp", "--fsdp2-mp", "bf16:fp32"], "--fsdp2-mp is fully_shard's "
-             "MixedPrecisionPolicy: it needs --shard fsdp2"),
+            (["--gpus", "2", "--shard", "ddp", "--fsdp2-mp", "bf16:fp32"], "--fsdp2-mp is fully_shard's "
+             "MixedPrecisionPolicy (--shard fsdp2) or FSDP1's MixedPrecision (--shard fsdp): it needs one of them"),
+            (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "amp-bf16"],
+             "--fsdp2-mp bf16:fp32 with --precision amp-bf16: not modelled: FSDP's mixed precision under torch.autocast"),
+            (["--gpus", "2", "--shard", "fsdp", "--fsdp-mp", "bf16:fp32", "--torch", "1.13"],
+             "--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from PyTorch 2's"),
             (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "bf16"],
              "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts"),
             (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "fp32:bf16"], "--fsdp2-mp fp32:bf16: expected one of"),

@@ -345,7 +345,12 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
                          "is its MixedPrecisionPolicy (--fsdp2-mp"},
       {{"fsdp2-mp", "half-precision"},
        "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts a float32"},
-      {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy: it needs --shard fsdp2"},
+      {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy (--shard fsdp2) or FSDP1's "
+                            "MixedPrecision (--shard fsdp): it needs one of them"},
+      {{"fsdp", "fsdp2-mp", "amp"}, "--fsdp2-mp bf16:fp32 with --precision amp-bf16: not modelled: FSDP's mixed "
+                                    "precision under torch.autocast"},
+      {{"fsdp", "fsdp2-mp", "torch-1.13"}, "--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from "
+                                           "PyTorch 2's"},
       {{"ddp", "fsdp-cpu-offload"}, "--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2) or FSDP1's "
                                     "CPUOffload(offload_params=True): it needs --shard fsdp2 or fsdp"},
       // Three features: FSDP1's CPU offload is modelled (Combinations.Fsdp1CpuOffloadIsModelled), but not with
@@ -358,7 +363,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
                                 "NF4Tensor under fully_shard, a qlora_* model): give --lora-rank R"},
       {{"fsdp2", "kbit-prep"}, "--shard fsdp2 with --kbit-prep: not modelled: NF4 under fully_shard is torchao's"},
       {{"fsdp2-mp", "frozen-nf4"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --frozen-dtype nf4: not "
-                                   "modelled: torchao's NF4Tensor all-gathers in NF4"},
+                                   "modelled: NF4 weights under a mixed-precision policy"},
       {{"fsdp", "frozen-gptq"}, "--shard fsdp with --frozen-dtype gptq-int4: not modelled: GPTQ's packed"},
       {{"zero3", "frozen-awq"}, "--shard zero3 with --frozen-dtype awq-int4: not modelled: AWQ's packed"},
       {{"amp", "frozen-gptq"}, "--frozen-dtype gptq-int4 with --precision amp-bf16: gptqmodel's trainable"},
