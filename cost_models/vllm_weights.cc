@@ -81,13 +81,7 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
     const int last = static_cast<int>(x.shape.size()) - 1;
     return tp > 1 && plan.sharded(t) && plan.axis[t] == last ? plan.local_dim[t] : x.shape[last];
   };
-  struct Module {
-    std::string node;  // its first layer, named in messages
-    int64_t in_p = 0, input_size = 0, out_p = 0;
-    int64_t output_size = 0;      // the whole module's outputs (every rank's)
-    std::vector<int64_t> shards;  // each logical shard's outputs on one rank (output_partition_sizes)
-  };
-  std::map<int32_t, Module> modules;  // by the activation they read, in the graph's order of first reads
+  std::map<int32_t, VllmLinearModule> modules;  // by the activation they read, in the graph's order of first reads
   std::vector<int32_t> order;
   const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
   for (const Node& n : g.nodes) {
@@ -99,23 +93,29 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
     ++r.layers;
     r.dense_bytes = checked_add(r.dense_bytes, checked_mul(static_cast<uint64_t>(in_p * out_p), d, "weights bytes"),
                                 "weights bytes");
-    auto [it, fresh] = modules.try_emplace(n.inputs[0], Module{n.name, in_p, g.tensors[n.inputs[0]].shape.back(), 0});
-    if (fresh) order.push_back(n.inputs[0]);
+    auto [it, fresh] = modules.try_emplace(n.inputs[0]);
+    if (fresh) {
+      order.push_back(n.inputs[0]);
+      it->second.in_p = in_p;
+      it->second.input_size = g.tensors[n.inputs[0]].shape.back();
+    }
+    it->second.nodes.push_back(n.name);
     it->second.out_p += out_p;
     it->second.output_size += g.tensors[n.outputs[0]].shape.back();
     it->second.shards.push_back(out_p);
     if (q.block.on()) r.inputs.emplace_back(n.name, in_p);
   }
   r.modules = static_cast<int>(modules.size());
-  auto refuse = [&](const Module& m, const std::string& what) {
-    throw InputError("--quantization " + q.method + ": " + model + "'s linear layer " + m.node + " (" +
+  auto refuse = [&](const VllmLinearModule& m, const std::string& what) {
+    throw InputError("--quantization " + q.method + ": " + model + "'s linear layer " + m.nodes.front() + " (" +
                      std::to_string(m.in_p) + " inputs, " + std::to_string(m.out_p) + " outputs on one rank) " + what +
                      " (vLLM's create_weights refuses it: \"The input size is not aligned with the quantized weight "
                      "shape\", or the output size)");
   };
   uint64_t bytes = 0;
   for (int32_t key : order) {
-    const Module& m = modules.at(key);
+    const VllmLinearModule& m = modules.at(key);
+    r.module_shapes.push_back(m);
     const uint64_t in_p = static_cast<uint64_t>(m.in_p), out_p = static_cast<uint64_t>(m.out_p);
     uint64_t b = 0;
     if (q.method == "fp8" && q.block.on()) {
@@ -125,7 +125,7 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
       auto off_blocks = [&](const std::string& what) {
         throw InputError("the checkpoint's block-wise fp8 (weight_block_size [" + std::to_string(bn) + ", " +
                          std::to_string(bk) + "]) on " + model + " at --tp " + std::to_string(tp) + ": linear layer " +
-                         m.node + " (" + std::to_string(m.in_p) + " inputs, " + std::to_string(m.out_p) +
+                         m.nodes.front() + " (" + std::to_string(m.in_p) + " inputs, " + std::to_string(m.out_p) +
                          " outputs on one rank) " + what);
       };
       if (tp > 1 && m.in_p != m.input_size && m.input_size / m.in_p == tp && m.in_p % bk != 0)
@@ -161,7 +161,7 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
     }
     bytes = checked_add(bytes, b, "quantized weights bytes");
   }
-  r.quantized_bytes = bytes;
+  r.quantized_bytes = r.linear_bytes = bytes;
   return r;
 }
 

@@ -70,6 +70,15 @@ struct VllmQuantization {
   VllmFp8Block block;               // fp8's weight_block_size (the checkpoint's only; off: per-tensor)
 };
 
+// One vLLM linear module as vllm_quantized_linears groups them (the graph's linear layers that read one activation),
+// one rank's sizes: what another engine's layout of the same modules is sized from (cost_models/sglang_weights.h).
+struct VllmLinearModule {
+  std::vector<std::string> nodes;  // the graph's layers in it, in the graph's order
+  int64_t in_p = 0, input_size = 0;  // one rank's input features, and the whole layer's
+  int64_t out_p = 0, output_size = 0;  // one rank's output features (the shards summed), and every rank's
+  std::vector<int64_t> shards;     // each logical shard's outputs on one rank (output_partition_sizes)
+};
+
 struct VllmQuantizedLinears {
   int layers = 0, modules = 0;        // the graph's linear layers quantized, and the vLLM modules they form
   uint64_t dense_bytes = 0;           // what the graph counts for their weights (one rank's, in `dtype`)
@@ -78,6 +87,8 @@ struct VllmQuantizedLinears {
   // Block-wise fp8: each quantized layer's node and its module's input features on one rank (what
   // per_token_group_quant_fp8 quantizes when the module runs).
   std::vector<std::pair<std::string, int64_t>> inputs;
+  std::vector<VllmLinearModule> module_shapes;  // the modules, in the graph's order of first reads
+  uint64_t linear_bytes = 0;  // what vLLM holds for the modules alone (quantized_bytes before any experts are added)
 };
 
 // Throws InputError naming the model and the layer when vLLM's create_weights would refuse the shape (an input

@@ -314,7 +314,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   DecoderConfig config = parse_decoder_config(path, text);
   if (!config.quantization.method.empty() && !vllm_serve)
     fail(path, "config key \"quantization_config\" (" + config.quantization.method +
-                   ") is modelled by serve --engine vllm only: this command's graph would hold the unquantized weights" +
+                   ") is modelled by serve --engine vllm and sglang only: this command's graph would hold the unquantized weights" +
                    (config.quantization.method == "mxfp4"
                         ? " (transformers dequantizes MXFP4 experts to bfloat16 without triton kernels, "
                           "Mxfp4Config(dequantize=True): remove quantization_config to estimate that bfloat16 model)"

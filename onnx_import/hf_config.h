@@ -85,7 +85,7 @@ struct DecoderConfig {
   std::string torch_dtype;  // as the config says ("bfloat16", ...); the graph is float32 as the zoo's exports
   int64_t rotary_dim = 0;      // the rotated part of head_dim (phi3's partial_rotary_factor); head_dim otherwise
   double rope_factor = 1.0;    // linear rope_scaling's factor (gemma3_text's full-attention layers)
-  StoredQuantization quantization;  // quantization_config (read only where vllm_serve: serve --engine vllm)
+  StoredQuantization quantization;  // quantization_config (read only where vllm_serve: serve --engine vllm, sglang)
   // mistral's sliding_window as the config states it, below the position limit or not (vLLM's
   // ModelConfig.get_sliding_window reads the key as it is); 0: null or absent.
   int64_t stated_window = 0;
@@ -158,8 +158,9 @@ std::vector<std::string> moe_routing_names();
 
 // Reads the config at `path` and builds its graph, a mixture of experts' tokens routed by `moe_routing`. Throws
 // InputError (unreadable file, the above, a --moe-routing for a model without experts).
-// `vllm_serve`: read for serve --engine vllm, which (1) carries a quantization_config (it sizes vLLM's quantized
-// layers; elsewhere it is refused, since the graph holds the unquantized weights) and (2) builds a mistral
+// `vllm_serve`: read for serve --engine vllm (and sglang, the same analysis), which (1) carries a
+// quantization_config (it sizes vLLM's and SGLang's quantized layers; elsewhere it is refused, since the graph holds
+// the unquantized weights) and (2) builds a mistral
 // gemma2, gemma3_text or phi3 decoder whose sliding_window is below its position limit (elsewhere refused:
 // transformers' cache keeps the last sliding_window - 1 tokens of each windowed layer, cache_utils.py
 // DynamicSlidingWindowLayer.update, a cache memplan's decoder does not build). Mistral's decoder is built as without

@@ -82,16 +82,18 @@ std::vector<OptionSpec> serve_option_rows() {
       {.flag = "--quantization", .kind = K::Choice, .commands = kServe,
        .help = "What the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "
                "scale per layer; a mixture of experts' experts too, as vLLM's Fp8MoEMethod holds them), gptq or awq "
-               "(packed int32, group scales and zeros); the embedding and the head stay in the model's type. Default: "
-               "a config.json's quantization_config, else none",
-       .field = FIELD(serve.quantization), .engines = {"vllm"}, .choices = kQuantizationChoices.names()},
+               "(packed int32, group scales and zeros); the embedding and the head stay in the model's type. With "
+               "--engine sglang, SGLang's layout: fp8 scales per output row, gptq's g_idx kept, routers unquantized "
+               "(awq, gptq only as named here: a config's alone is served through Marlin). Default: a config.json's "
+               "quantization_config, else none",
+       .field = FIELD(serve.quantization), .engines = {"vllm", "sglang"}, .choices = kQuantizationChoices.names()},
       {.flag = "--quant-bits", .kind = K::Int, .commands = kServe,
        .help = "With --quantization gptq: the bits of a weight, 2, 3, 4 or 8 (awq: 4). Default: the config's, else 4",
-       .field = FIELD(serve.quant_bits), .engines = {"vllm"}, .min = 2},
+       .field = FIELD(serve.quant_bits), .engines = {"vllm", "sglang"}, .min = 2},
       {.flag = "--quant-group-size", .kind = K::Int, .commands = kServe,
        .help = "With --quantization gptq or awq: inputs per scale and zero (gptq: -1, one group). Default: the "
                "config's, else 128",
-       .field = FIELD(serve.quant_group_size), .engines = {"vllm"}, .min = -1},
+       .field = FIELD(serve.quant_group_size), .engines = {"vllm", "sglang"}, .min = -1},
       {.flag = "--gpu-memory-utilization", .kind = K::Real, .commands = kServe,
        .help = "The fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
                "and the KV cache), as vLLM's --gpu-memory-utilization",

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "cost_models/sglang_mla.h"
+#include "cost_models/sglang_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "report/sizes.h"
@@ -26,9 +27,11 @@ void check_modelled(const VllmAnswer& v, const std::string& engine, const std::s
                      " tokens; " + (engine == "sglang" ? "SGLang's sliding-window pools (SWAKVPool)" :
                                                          "TensorRT-LLM's variable-window cache (VSWA)") +
                      " are not modelled (serve --engine vllm models vLLM's)");
-  if (!v.quantization.method.empty())
+  // SGLang's quantized weights: cost_models/sglang_weights.h (sglang_answer).
+  if (!v.quantization.method.empty() && engine != "sglang")
     throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
-                     " lays out quantized weights is not modelled (serve --engine vllm models vLLM's)");
+                     " lays out quantized weights is not modelled (serve --engine vllm models vLLM's, --engine "
+                     "sglang SGLang's)");
   // TensorRT-LLM's profiling run over a mixture of experts runs its own fused MoE module (_torch/modules/fused_moe,
   // whose C++ runner sizes its permuted rows and GEMM buffers), not vLLM's Triton kernel whose buffers the analysis
   // holds at the fullest router: answering with those would be another engine's peak.
@@ -95,18 +98,32 @@ EngineAnswer common(const VllmAnswer& v, const std::string& engine, const std::s
 EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capability, bool cuda,
                            const std::string& model_type) {
   EngineAnswer a = common(v, "sglang", model_type);
-  const bool deepseek_v3 = model_type == "deepseek_v3";
   a.rules = kSglangRules;
   SglangAnswer g;
+  const bool deepseek_v3 = model_type == "deepseek_v3";
   // RotaryEmbedding.__init__ (layers/rotary_embedding.py, the 0.5 series): "cache needs to be in FP32 for numerical
   // stability", kept in float32 on CUDA (cast to the model's type elsewhere: ROCm): the rows and rotated dimensions
   // of vLLM's cache (the same get_rope classes, DeepseekScalingRotaryEmbedding's original x factor rows included).
   const std::optional<DType> type = dtype_from_name(a.dtype);  // the head's type as served ("" without a head)
   const uint64_t served = type ? static_cast<uint64_t>(dtype_bits(*type)) / 8 : 0;
-  if (served == 0 && (v.rotary_cache_bytes > 0 || v.mla.on))
-    throw std::logic_error("serve --engine sglang: no served type for " + v.model + "'s rotary cache or MLA weights");
+  if (served == 0 && (v.rotary_cache_bytes > 0 || v.mla.on || !v.quantization.method.empty()))
+    throw std::logic_error("serve --engine sglang: no served type for " + v.model + "'s rotary cache, MLA or "
+                           "quantized weights");
   if (v.rotary_cache_bytes > 0) g.rotary_cache_bytes = cuda ? v.rotary_cache_bytes / served * 4 : v.rotary_cache_bytes;
   a.weights_bytes = checked_add(a.weights_bytes, g.rotary_cache_bytes, "weights bytes");
+  if (!v.quantization.method.empty()) {  // cost_models/sglang_weights.h: the linear modules as SGLang holds them
+    sglang_quantized_model_check(v.quantization.method, v.moe.blocks > 0, model_type, v.mla.on, v.model);
+    const SglangQuantizedLinears q = sglang_quantized_linears(v.quantized.module_shapes, v.quantization,
+                                                              v.fp8_block.router_nodes, served);
+    if (a.weights_bytes < v.quantized.linear_bytes)
+      throw std::logic_error("serve --engine sglang: the analysis's quantized modules exceed its weights");
+    a.weights_bytes = checked_add(a.weights_bytes - v.quantized.linear_bytes, q.bytes, "weights bytes");
+    g.quantization = {v.quantization.method, v.quantization_source, q.layout, q.modules, q.routers, q.bytes,
+                      v.quantized.linear_bytes, q.router_bytes,
+                      v.fp8_block.on ? checked_add(v.fp8_block.expert_weight_bytes, v.fp8_block.expert_scale_bytes,
+                                                   "expert bytes")
+                                     : 0};
+  }
   if (v.mla.on) {  // cost_models/sglang_mla.h: the latent pool (v.kv_bytes_per_token), the backend, w_kc and w_vc
     if (!cuda)
       throw InputError("serve --engine sglang on " + v.model + ": SGLang's MLA backends on ROCm (aiter, which also "
@@ -197,6 +214,13 @@ EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const st
 EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine engine, int tp, uint64_t total_memory,
                           const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
                           int capability, bool cuda) {
+  if (engine == ServeEngine::Sglang) {  // before the analysis, whose refusals would name vLLM's layers
+    const StoredQuantization& stored = probe.stored_quantization();
+    const std::string method = s.quantization.empty() ? stored.method : s.quantization;
+    sglang_quantization_check(method, !s.quantization.empty(), stored.method == "fp8",
+                              stored.method == "fp8" && method == "fp8" && stored.block_n > 0, cuda, capability,
+                              probe.path());
+  }
   ServeSettings analysis = s;
   // TensorRT-LLM profiles max_num_tokens tokens; SGLang profiles nothing, the analysis's step is the default one.
   if (engine == ServeEngine::Trtllm) analysis.max_batched_tokens = s.max_num_tokens;

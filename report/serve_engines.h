@@ -4,7 +4,9 @@
 // forward's activation peak (attention as a kernel, the LM head on sampled rows only) and the memory outside
 // PyTorch (--reserve). The weights are the graph's in the served type, without vLLM's own additions (its padded
 // vocabulary rows, rotary cache and LoRA stacks), which the other engines' layers are not shown to make; SGLang's
-// own are added back (its float32 rotary cache; MLA's w_kc and w_vc: cost_models/sglang_mla.h).
+// own are added back (its float32 rotary cache; MLA's w_kc and w_vc: cost_models/sglang_mla.h). Quantized weights:
+// SGLang's layout of the analysis's linear modules in place of vLLM's (cost_models/sglang_weights.h); TensorRT-LLM's
+// are refused.
 // "memplan.serve.engine/1" (one engine) and "memplan.serve.engines/1" (--engine all: one row an engine), docs/json.md;
 // the formats are report/serve_engines_format.cc.
 #pragma once
@@ -39,6 +41,14 @@ struct SglangAnswer {
   // model) and the w_kc / w_vc copies post_load_weights adds to kv_b_proj, both in the weights.
   std::string mla_backend;
   uint64_t mla_absorbed_bytes = 0;
+  // Quantized weights (cost_models/sglang_weights.h; method "": none): the linear modules as SGLang holds them in
+  // place of the analysis's vLLM layout (vllm_linear_bytes), routers SGLang keeps in the model's type among them, and
+  // the fp8 experts, whose layout is vLLM's (in both weights terms).
+  struct Quantization {
+    std::string method, source, layout;
+    int modules = 0, routers = 0;
+    uint64_t linear_bytes = 0, vllm_linear_bytes = 0, router_bytes = 0, expert_bytes = 0;
+  } quantization;
   SglangTokenPool pool;
 };
 

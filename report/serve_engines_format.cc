@@ -19,6 +19,19 @@ std::string concurrency_cell(const EngineRow& r) {
   return r.starts ? fmt::format("{:.2f}x", r.max_concurrency) : "no start";
 }
 
+nlohmann::ordered_json quantization_json(const SglangAnswer::Quantization& q) {
+  if (q.method.empty()) return nullptr;
+  return {{"method", q.method},
+          {"source", q.source},
+          {"layout", q.layout},
+          {"quantized_modules", q.modules},
+          {"linear_bytes", q.linear_bytes},
+          {"vllm_linear_bytes", q.vllm_linear_bytes},
+          {"routers_unquantized", q.routers},
+          {"router_bytes", q.router_bytes},
+          {"expert_bytes", q.expert_bytes}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
@@ -54,6 +67,7 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
                    {"rotary_cache_bytes", g.rotary_cache_bytes},
                    {"mla_attention_backend", or_null(g.mla_backend)},
                    {"mla_absorbed_bytes", g.mla_absorbed_bytes},
+                   {"quantization", quantization_json(g.quantization)},
                    {"total_gpu_memory_gib", g.pool.total_gib},
                    {"available_gpu_memory_gib", g.pool.available_gib},
                    {"rest_memory_gib", g.pool.rest_gib},
@@ -117,6 +131,16 @@ std::string engine_to_text(const EngineAnswer& a) {
                        g.mla_backend.empty() ? ""
                                              : fmt::format(" and MLA's w_kc and w_vc copies of kv_b_proj {}",
                                                            format_bytes(g.mla_absorbed_bytes)));
+    if (const SglangAnswer::Quantization& q = g.quantization; !q.method.empty())
+      t += fmt::format("    ({} from {}: the linear modules hold {} as SGLang loads them ({} quantized: {}{}), {} in "
+                       "vLLM's layout{})\n",
+                       q.method, q.source, format_bytes(q.linear_bytes), q.modules, q.layout,
+                       q.routers > 0 ? fmt::format("; {} router{} kept in the model's type, {}", q.routers,
+                                                   q.routers > 1 ? "s" : "", format_bytes(q.router_bytes))
+                                     : "",
+                       format_bytes(q.vllm_linear_bytes),
+                       q.expert_bytes > 0 ? fmt::format("; fp8 experts {}, vLLM's layout", format_bytes(q.expert_bytes))
+                                          : "");
     if (!g.mla_backend.empty())
       t += fmt::format("  multi-head latent attention by SGLang's {} backend: a latent pool of one head of "
                        "kv_lora_rank + qk_rope_head_dim a token and layer, whole on every rank; page size {}\n",

@@ -229,7 +229,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // The experts (FusedMoE's own weights) and unquantized routers: left out of the quantized linear layers.
   const std::set<std::string> left_out =
       fp8_moe_or_block
-          ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers, probe.path())
+          ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers,
+                                    a.fp8_block.router_nodes, probe.path())
           : std::set<std::string>{};
   std::vector<std::string> attention_steps;
   for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))

@@ -95,6 +95,8 @@ struct VllmFp8BlockAnswer {
   int64_t block_n = 0, block_k = 0;   // 0: per-tensor
   bool static_activations = false;    // per-tensor's activation_scheme static
   int routers = 0;                    // the routers left in the model's type (no LinearBase)
+  std::set<std::string> router_nodes; // every router's linear layer, quantized by vLLM or not (another engine's
+                                      // rule may hold them otherwise: cost_models/sglang_weights.h)
   uint64_t router_bytes = 0;          // their weights, one rank's
   uint64_t expert_weight_bytes = 0;   // every sparse layer's fp8 w13 and w2, one rank's
   uint64_t expert_scale_bytes = 0;    // their float32 weight_scale_inv
@@ -228,13 +230,14 @@ std::string vllm_mla_to_text(const VllmMlaAnswer& m);
 // capability other than 8.9 and 9.0). vllm_fp8_block_left_out: the MatMul nodes of `blocks` that vLLM does not
 // quantize as linear layers (every expert projection: FusedMoE's own; each router where `stored.moe_router` says it
 // is unquantized or the config lists it; qwen2_moe's shared_expert_gate; refuses a model_type whose router is not
-// read, and a config listing some routers only). vllm_fp8_block_apply, on the forward's estimate: the experts as
+// read, and a config listing some routers only; `router_nodes`: every router's node). vllm_fp8_block_apply, on the forward's estimate: the experts as
 // Fp8MoEMethod holds them (a.moe's weights, kernel block size and peak; per-tensor ones refused on ROCm's 9.4 and
 // 9.5, VllmGpuRefused), MLA's dequantized kv_b_proj, and the fullest block-quantized linear step with its quantized
 // input (skipping the nodes whose output is in `held_outside`).
 void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability);
 std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
-                                             const StoredQuantization& stored, int& routers, const std::string& model);
+                                             const StoredQuantization& stored, int& routers,
+                                             std::set<std::string>& router_nodes, const std::string& model);
 void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward, const std::vector<MoeBlock>& blocks,
                           const std::vector<std::string>& held_outside, int capability, DType served);
 nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f);

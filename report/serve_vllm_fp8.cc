@@ -31,9 +31,11 @@ void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability) {
 }
 
 std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
-                                             const StoredQuantization& stored, int& routers, const std::string& model) {
+                                             const StoredQuantization& stored, int& routers,
+                                             std::set<std::string>& router_nodes, const std::string& model) {
   std::set<std::string> out;
   routers = 0;
+  router_nodes.clear();
   if (blocks.empty()) return out;
   if (stored.moe_router.empty())
     throw InputError("serve --engine vllm: the fp8 experts of " + model + ": whether vLLM quantizes this model's "
@@ -68,6 +70,7 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
         if (in < 0 || g.tensors[in].producer < 0 || !seen.insert(g.tensors[in].producer).second) continue;
         const Node& p = g.nodes[g.tensors[in].producer];
         if (is_linear(p)) {
+          router_nodes.insert(p.name);
           if (routers_unquantized) out.insert(p.name);
           router_inputs.insert(p.inputs[0]);
           found = true;

@@ -540,7 +540,7 @@ class VllmByHand(unittest.TestCase):
             for args, phrase in ((["--quantization", "awq"], "quantization_config is gptq"),
                                  (["--quant-group-size", "5"], "--quant-bits and --quant-group-size need"),
                                  (["--quantization", "gptq", "--dtype", "bf16"], "serves in float16"),
-                                 (["--engine", "eager"], "modelled by serve --engine vllm only")):
+                                 (["--engine", "eager"], "modelled by serve --engine vllm and sglang only")):
                 p = run("serve", gptq, *(args if args[0] == "--engine" else ["--engine", "vllm", *args]), *base)
                 self.assertEqual(p.returncode, 2, (args, p.stderr))
                 self.assertIn(phrase, p.stderr)
@@ -549,7 +549,7 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(self.vllm(*base, "--reserve", "0", "--dtype", "bf16", model=gptq)["settings"]["dtype"], "bfloat16")
             p = run("estimate", gptq, "--graph", "decode")
             self.assertEqual(p.returncode, 2)
-            self.assertIn("config key \"quantization_config\" (gptq) is modelled by serve --engine vllm only", p.stderr)
+            self.assertIn("config key \"quantization_config\" (gptq) is modelled by serve --engine vllm and sglang only", p.stderr)
             plain = tiny_llama_config(d)
             for args, phrase in ((["--quantization", "gptq", "--quant-group-size", "5"], "not a multiple of group_size 5"),
                                  (["--quantization", "gptq", "--dtype", "bf16"], "serves in float16"),
