@@ -1487,7 +1487,7 @@ class ServeSglangMlaTest(unittest.TestCase):
         self.assertEqual(two["kv_cache"]["bytes_per_token"], 31104)  # replicated, not split by heads
         self.assertGreater(two["kv_cache_tokens"], out["kv_cache_tokens"])
         trt = run(*args, "--engine", "trtllm", check_rc=2)
-        self.assertIn("TensorRT-LLM's profiling run decompresses the latent", trt.stderr)
+        self.assertIn("which TensorRT-LLM's PyTorch backend does not load", trt.stderr)  # no DeepseekV2ForCausalLM
 
 
 class ServeFp8MoeTest(unittest.TestCase):

@@ -666,7 +666,7 @@ def check_deepseek() -> list:
     if hand != 671_026_419_200 or round(hand / 1e9) != DEEPSEEK_V3_TOTAL:
         errors.append(f"DeepSeek-V3: the hand count from the config is {hand:,}, published {DEEPSEEK_V3_TOTAL}B")
     out = memplan("inspect", path, "--graph", "train", "--batch", "1", "--dim", "seq=1", "--json")
-    if out.returncode != 2 or "serve --engine vllm only" not in out.stderr or out.stderr.count("\n") != 1:
+    if out.returncode != 2 or "serve --engine vllm and sglang only" not in out.stderr or out.stderr.count("\n") != 1:
         errors.append(f"DeepSeek-V3 with its fp8 block quantization_config: exit {out.returncode}, {out.stderr!r}")
     with tempfile.TemporaryDirectory() as tmp:
         bf16 = os.path.join(tmp, "DeepSeek-V3-bf16.json")
