@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cost_models/graph_facts.h"
+#include "cost_models/tensor_parallel_patterns.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 
@@ -221,72 +222,6 @@ class Pass {
     }
   }
 
-  // A mixture of experts' router (its logits read by a Softmax, through a Cast, by a TopK) and a shared expert's
-  // one-feature gate (read by a Sigmoid) stay whole on every GPU: vLLM builds them as ReplicatedLinear and
-  // torch.nn.Linear (vllm/model_executor/models/qwen2_moe.py at 002fb90, Qwen2MoeSparseMoeBlock.gate and
-  // shared_expert_gate; qwen3_moe.py at 002456d and mixtral.py at 005df92, the gate), every rank routing every token.
-  bool replicated_gate(const Node& n) const {
-    const int32_t out = n.outputs[0];
-    if (out < 0 || g_.tensors[out].shape.empty()) return false;
-    for (int32_t c : g_.tensors[out].consumers) {
-      const Node& m = g_.nodes[c];
-      if (m.op_type == "Sigmoid" && g_.tensors[out].shape.back() == 1) return true;
-      if (m.op_type != "Softmax" || m.outputs.empty() || m.outputs[0] < 0) continue;
-      for (int32_t d : g_.tensors[m.outputs[0]].consumers) {
-        const Node& k = g_.nodes[d];
-        if (k.op_type == "TopK") return true;
-        if (k.op_type == "Cast" && !k.outputs.empty() && k.outputs[0] >= 0)
-          for (int32_t e : g_.tensors[k.outputs[0]].consumers)
-            if (g_.nodes[e].op_type == "TopK") return true;
-      }
-    }
-    // DeepseekV3TopkRouter (onnx_import/hf_deepseek.cc): the logits through Sigmoid, the bias Add and the group
-    // Reshape to the TopKs (vLLM's DeepSeekV2Gate, a ReplicatedLinear: deepseek_v2.py at b863fe5).
-    std::vector<int32_t> frontier{out};
-    for (int depth = 0; depth < 4 && !frontier.empty(); ++depth) {
-      std::vector<int32_t> next;
-      for (int32_t t : frontier)
-        for (int32_t c : g_.tensors[t].consumers) {
-          const Node& m = g_.nodes[c];
-          if (m.op_type == "TopK" && depth > 0) return true;
-          if ((depth == 0 ? m.op_type == "Sigmoid" : m.op_type == "Add" || m.op_type == "Reshape") &&
-              !m.outputs.empty() && m.outputs[0] >= 0)
-            next.push_back(m.outputs[0]);
-        }
-      frontier = std::move(next);
-    }
-    return false;
-  }
-
-  // Multi-head latent attention's down-projections, q_a_proj and kv_a_proj_with_mqa (DeepseekV3Attention,
-  // onnx_import/hf_deepseek.cc), on a replicated input: the latent they make is normalized over its features
-  // (q_a_layernorm, kv_a_layernorm: Pow then ReduceMean over the last axis, after kv_a_proj_with_mqa's Split), which
-  // a column split would cut; vLLM builds both as ReplicatedLinear (deepseek_v2.py at b863fe5,
-  // DeepseekV2MLAAttention), the up-projections q_b_proj and kv_b_proj column-parallel.
-  bool replicated_latent(const Node& n) const {
-    const int32_t out = n.outputs[0];
-    if (out < 0 || p_.sharded(n.inputs[0])) return false;
-    std::vector<int32_t> frontier{out};
-    for (int depth = 0; depth < 3 && !frontier.empty(); ++depth) {
-      std::vector<int32_t> next;
-      for (int32_t t : frontier)
-        for (int32_t c : g_.tensors[t].consumers) {
-          const Node& m = g_.nodes[c];
-          if (m.op_type == "ReduceMean" && depth > 0) {
-            const auto axes = m.attributes.find("axes");
-            if (axes != m.attributes.end() && axes->second.ints.size() == 1 &&
-                (axes->second.ints[0] == -1 || axes->second.ints[0] == rank_of(g_, t) - 1))
-              return true;
-          }
-          if ((m.op_type == "Split" || m.op_type == "Pow") && !m.outputs.empty())
-            for (int32_t o : m.outputs)
-              if (o >= 0) next.push_back(o);
-        }
-      frontier = std::move(next);
-    }
-    return false;
-  }
-
   void visit(int32_t index) {
     const Node& n = g_.nodes[index];
     const std::string& op = n.op_type;
@@ -301,7 +236,8 @@ class Pass {
     }
     if (op == "MatMul" && n.inputs.size() == 2 && !n.outputs.empty()) {
       const int32_t w = weight_operand(input(1));
-      if (w >= 0 && (replicated_gate(n) || replicated_latent(n))) return;  // weight and output whole on every GPU
+      if (w >= 0 && (is_replicated_gate(g_, n) || (!p_.sharded(n.inputs[0]) && is_replicated_latent(g_, n))))
+        return;  // weight and output whole on every GPU
       if (w >= 0) return linear(n, input(0), input(1), w, w == input(1) ? 1 : 0, -1, rank_of(g_, input(0)) - 1);
       // Two activations (attention): the contracted axes must not be the sharded ones.
       const int32_t a = input(0), b = input(1);
