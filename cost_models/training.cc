@@ -271,7 +271,12 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     (options.fsdp_no_sync && options.shard == Sharding::Fsdp
                          ? " after the others ran inside FSDP1's no_sync(): each trained unit's unsharded flat grad "
                            "from them on the GPU until its reduce-scatter"
-                         : " with the grads of earlier micro-batches resident") +
+                         : options.shard == Sharding::Fsdp
+                               ? " with the sharded grads of earlier micro-batches resident: each micro-batch's "
+                                 "backward reduce-scattered its grads (accumulation outside no_sync()); a loop under "
+                                 "model.no_sync() keeps every trained unit's unsharded flat grad until the last one "
+                                 "(--fsdp-no-sync, which the hf-* recipes set)"
+                               : " with the grads of earlier micro-batches resident") +
                     (options.fsdp_cpu_offload && options.shard == Sharding::Fsdp2 ? " (on the host: CPU offload)" : "") +
                     ", plus the optimizer step.");
   if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW) {

@@ -411,6 +411,19 @@ class FsdpTest(unittest.TestCase):
         one = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-wrap", r"^(layers)\.")["training"]
         self.assertEqual(one["param_bytes"], 246102 * 4 + 85376 * 4)
 
+    def test_accumulation_outside_no_sync_says_how_to_model_it(self):
+        # Plain --shard fsdp --grad-accum reduce-scatters every micro-batch (no no_sync()); the note names the flag for
+        # a loop under model.no_sync(), whose unsharded grads would otherwise go uncounted. ZeRO-2 has no no_sync.
+        notes = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--grad-accum", "2")["notes"]
+        acc = [n for n in notes if n.startswith("Gradient accumulation")]
+        self.assertEqual(len(acc), 1, notes)
+        self.assertIn("outside no_sync()", acc[0])
+        self.assertIn("--fsdp-no-sync", acc[0])
+        inside = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--grad-accum", "2", "--fsdp-no-sync")["notes"]
+        self.assertFalse(any("outside no_sync()" in n for n in inside), inside)
+        zero2 = run_json(*self.BASE, "--gpus", "3", "--shard", "zero2", "--grad-accum", "2")["notes"]
+        self.assertFalse(any("--fsdp-no-sync" in n for n in zero2), zero2)
+
     def test_fsdp2_shards_each_parameter_by_hand(self):
         # fully_shard keeps ceil(dim0 / 3) rows of each parameter (torch.chunk's chunks[0], padded). Per layer:
         # the two norms 43 + 43, q and o 43 * 128 = 5,504 each, k and v 22 * 128 = 2,816 each, gate and up
