@@ -199,7 +199,8 @@ void check_estimate_combinations(const EstimateArgs& a) {
     if (!(row.applies_to(kEstimate) || row.applies_to(kPlan)) || row.scope == Scope::Any) continue;
     if (field_text(row, args) == field_text(row, defaults)) continue;
     if (row.scope == Scope::Train && !training)
-      throw InputError(row.message_name() + " applies to --mode train");
+      throw InputError(row.message_name() + " applies to --mode train (the default --mode is inference: add --mode "
+                       "train)");
     if (row.scope == Scope::Inference && training)
       throw InputError(row.message_name() + " " + field_text(row, args) + " applies to --mode inference, not --mode train");
   }

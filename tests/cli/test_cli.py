@@ -856,7 +856,7 @@ class FrameworkOptionErrorsTest(unittest.TestCase):
         self.assertIn("--upcast logits shifts the logits along the sequence: output",
                       run("estimate", "tests/models/resnet18_train.onnx", "--batch", "2", "--mode", "train",
                           "--upcast", "logits", check_rc=2).stderr)
-        self.assertIn("--recipe applies to --mode train",
+        self.assertIn("--recipe applies to --mode train (the default --mode is inference: add --mode train)",
                       run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8",
                           "--recipe", "hf-trainer", check_rc=2).stderr)
 
