@@ -24,9 +24,9 @@ void check_modelled(const VllmAnswer& v, const std::string& engine, const std::s
   const std::string who = "serve --engine " + engine + ": ";
   if (v.sliding_window > 0)
     throw InputError(who + v.model + "'s attention slides over a window of " + std::to_string(v.sliding_window) +
-                     " tokens; " + (engine == "sglang" ? "SGLang's sliding-window pools (SWAKVPool)" :
-                                                         "TensorRT-LLM's variable-window cache (VSWA)") +
-                     " are not modelled (serve --engine vllm models vLLM's)");
+                     " tokens; " + (engine == "sglang" ? "SGLang's sliding-window pools (SWAKVPool) are" :
+                                                         "TensorRT-LLM's variable-window cache (VSWA) is") +
+                     " not modelled (serve --engine vllm models vLLM's)");
   // SGLang's quantized weights: cost_models/sglang_weights.h (sglang_answer).
   if (!v.quantization.method.empty() && engine != "sglang")
     throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +

@@ -156,6 +156,15 @@ class SlidingWindowByHand(unittest.TestCase):
             self.assertIn('"sliding_window" is 32', p.stderr)
             self.assertIn("transformers' cache keeps the last sliding_window - 1 tokens", p.stderr)
 
+    def test_sglang_and_trtllm_refuse_the_window(self):
+        # Neither engine's sliding-window cache is sized (SGLang's SWAKVPool, TensorRT-LLM's VSWA): one message each.
+        for engine, pool in (("sglang", "SGLang's sliding-window pools (SWAKVPool) are not modelled"),
+                             ("trtllm", "TensorRT-LLM's variable-window cache (VSWA) is not modelled")):
+            p = run("serve", self.path, "--graph", "decode", "--engine", engine, "--memory", "1GiB", "--context", "64")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            self.assertIn("attention slides over a window of 32 tokens; " + pool, p.stderr)
+
     def test_engine_version_08_is_refused(self):
         p = run("serve", self.path, *ARGS, "--memory", "1GiB", "--engine-version", "0.8")
         self.assertEqual(p.returncode, 2)
