@@ -171,6 +171,8 @@ void parse_hf_arch(const std::string& path, const json& j, DecoderConfig& c) {
 
 }  // namespace
 
+std::string config_torch_dtype(const std::string& path) { return parse_decoder_config(path, read_text(path)).torch_dtype; }
+
 bool is_config_path(const std::string& path) {
   return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
 }

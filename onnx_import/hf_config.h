@@ -146,6 +146,10 @@ bool is_config_path(const std::string& path);
 // mistyped key, an unknown model_type, an unsupported key or value, or sizes out of range.
 DecoderConfig parse_decoder_config(const std::string& path, const std::string& text);
 
+// The config at `path`'s torch_dtype (or dtype): "float32", "float16", "bfloat16", or "" when it states none. Reads
+// and checks the whole config as parse_decoder_config does, without building a graph. Throws InputError as it does.
+std::string config_torch_dtype(const std::string& path);
+
 // The names --graph takes, in ConfigGraph's order: train, decode, prefill.
 std::vector<std::string> config_graph_names();
 

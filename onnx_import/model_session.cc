@@ -41,13 +41,16 @@ const StatedKvCache& ModelSession::stated_kv_cache() { return model().kv_cache; 
 
 bool ModelSession::rotary_scaled() { return model().rotary_scaled; }
 
-DType ModelSession::stored_float_dtype() {
-  const ReadModel& m = model();
-  if (!m.stored_dtype.empty()) {
-    if (m.stored_dtype == "bfloat16") return DType::BFloat16;
-    if (m.stored_dtype == "float16") return DType::Float16;
-    return DType::Float32;
-  }
+namespace {
+
+DType torch_dtype_type(const std::string& torch_dtype) {
+  if (torch_dtype == "bfloat16") return DType::BFloat16;
+  if (torch_dtype == "float16") return DType::Float16;
+  return DType::Float32;
+}
+
+DType stored_float_dtype_of(const ReadModel& m) {
+  if (!m.stored_dtype.empty()) return torch_dtype_type(m.stored_dtype);
   std::map<int, uint64_t> bytes;  // TensorProto data type -> elements of the floating initializers
   for (const auto& init : m.proto.graph().initializer()) {
     const int t = init.data_type();
@@ -64,6 +67,15 @@ DType ModelSession::stored_float_dtype() {
     if (n > bytes[most]) most = t;
   return most == onnx::TensorProto::FLOAT16 ? DType::Float16 : most == onnx::TensorProto::BFLOAT16 ? DType::BFloat16
                                                                                                    : DType::Float32;
+}
+
+}  // namespace
+
+DType ModelSession::stored_float_dtype() { return stored_float_dtype_of(model()); }
+
+DType stored_float_dtype_at(const std::string& path) {
+  if (is_config_path(path)) return torch_dtype_type(config_torch_dtype(path));
+  return stored_float_dtype_of(read_model_file(path));
 }
 
 const std::vector<DeclaredInput>& ModelSession::declared_inputs() {

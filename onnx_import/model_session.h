@@ -86,4 +86,8 @@ class ModelSession {
   std::map<Bindings, std::weak_ptr<const Graph>> graphs_;
 };
 
+// ModelSession::stored_float_dtype for the model at `path` without a session: a config.json's torch_dtype read
+// without building its graph, an ONNX file's initializers. Throws InputError as read_model_source does.
+DType stored_float_dtype_at(const std::string& path);
+
 }  // namespace memplan

@@ -49,6 +49,7 @@ struct EstimateArgs {
   // Training.
   std::string optimizer = "adamw";
   std::string precision = "fp32";
+  bool precision_auto = false;      // precision was --precision auto, settled to the stored type (report/option_checks.h)
   std::string checkpoint = "none";
   std::string budget;               // --budget for --checkpoint auto
   int grad_accum = 1;

@@ -7,6 +7,7 @@
 
 #include "cost_models/eager_semantics.h"
 #include "onnx_import/errors.h"
+#include "onnx_import/model_session.h"
 #include "report/combination_matrix.h"
 #include "report/option_choices.h"
 #include "report/recipes.h"
@@ -334,8 +335,22 @@ void validate_options(const CommandArgs& args, Command command, const std::vecto
   if (command != kInspect && command != kExport) check_estimate_combinations(args.estimate);
 }
 
+// --precision auto: the weights' stored type, as transformers' from_pretrained(dtype="auto") loads them, its default
+// since transformers 5 (huggingface/transformers PR #42805; src/transformers/modeling_utils.py
+// PreTrainedModel.from_pretrained): a config.json's torch_dtype, an ONNX file's initializers
+// (onnx_import/model_session.h stored_float_dtype_at). Outside --mode train "auto" stays, for the mode check to name.
+void settle_auto_precision(EstimateArgs& a) {
+  if (a.precision != kAutoPrecision || !train(a)) return;
+  const DType stored = stored_float_dtype_at(a.model.path);
+  a.precision = kPrecisionChoices.name_of(stored == DType::BFloat16 ? Precision::Bf16
+                                          : stored == DType::Float16 ? Precision::Fp16
+                                                                     : Precision::Fp32);
+  a.precision_auto = true;
+}
+
 void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given) {
   apply_recipe(args, command, given);
+  settle_auto_precision(args.estimate);
   validate_options(args, command, given);
 }
 

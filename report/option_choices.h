@@ -84,6 +84,8 @@ inline const Choices<Optimizer> kOptimizerChoices{{{"sgd", Optimizer::Sgd}, {"mo
 inline const Choices<Precision> kPrecisionChoices{{{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16},
                                                    {"bf16", Precision::Bf16}, {"amp-fp16", Precision::AmpFp16},
                                                    {"amp-bf16", Precision::AmpBf16}}};
+// --precision auto: the stored type, settled before the estimate reads the option (report/option_checks.h).
+inline const std::string kAutoPrecision = "auto";
 // chunked-ce:N and chunked-ce-tokens:N carry a count (counted_choice).
 inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
                                              {"cross-entropy", LossKind::CrossEntropy},

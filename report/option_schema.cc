@@ -10,6 +10,10 @@
 namespace memplan {
 namespace {
 
+std::vector<std::string> with_auto(std::vector<std::string> names) {
+  names.push_back(kAutoPrecision);
+  return names;
+}
 
 // Rows are designated initializers that name only what differs from OptionSpec's defaults; GCC 12's -Wextra
 // would warn for every member left to its default member initializer.
@@ -86,9 +90,11 @@ std::vector<OptionSpec> make_schema() {
        }},
       {.flag = "--precision", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "fp32; fp16/bf16 (model.half(): everything in half); amp-fp16/amp-bf16 (torch.autocast: fp32 master "
-               "weights, grads and states)",
-       .field = FIELD(estimate.precision), .choices = kPrecisionChoices.names(), .show_default = true,
-       .describe = [](const EstimateArgs& a) { return ", " + a.precision; }},
+               "weights, grads and states); auto: the type the weights are stored in (a config.json's torch_dtype, "
+               "an ONNX file's initializers), as transformers 5 loads a checkpoint (from_pretrained's "
+               "dtype=\"auto\"), fp32 where none is stated",
+       .field = FIELD(estimate.precision), .choices = with_auto(kPrecisionChoices.names()), .show_default = true,
+       .describe = [](const EstimateArgs& a) { return ", " + a.precision + (a.precision_auto ? " (auto: as stored)" : ""); }},
       {.flag = "--optimizer", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "sgd, momentum (SGD with momentum), adam or adamw (torch.optim); adamw8bit, paged-adamw or "
                "paged-adamw8bit (bitsandbytes' AdamW8bit, PagedAdamW, PagedAdamW8bit: 8-bit states with a scale per "

@@ -39,8 +39,17 @@ bool fsdp_accumulating(const CommandArgs& a) { return fsdp(a) && a.estimate.grad
 // The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
 bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 
-// transformers' Trainer with a model loaded as it ships (torch_dtype from the config: --precision bf16 for a bf16
-// checkpoint). Sources read at huggingface/transformers main (loss_utils.py at 0114da0).
+// The model in the type its checkpoint is stored in: from_pretrained's dtype defaults to "auto" since transformers 5,
+// and the Trainer does not cast the model (bf16=True adds autocast around it). Not for hf-peft-qlora, whose
+// prepare_model_for_kbit_training casts every parameter it leaves unquantized to float32 and whose 4-bit layers
+// compute in bnb_4bit_compute_dtype (float32 by default).
+const RecipeSetting kStoredPrecision = {
+    "--precision", "auto",
+    "src/transformers/modeling_utils.py PreTrainedModel.from_pretrained: dtype defaults to \"auto\" (the config's "
+    "torch_dtype) since transformers 5 (PR #42805), float32 before"};
+
+// transformers' Trainer over a model as from_pretrained loads it. Sources read at huggingface/transformers main
+// (loss_utils.py at 0114da0).
 std::vector<RecipeSetting> hf_trainer_settings() {
   return {
       {"--upcast", "rmsnorm,softmax,loss",
@@ -116,16 +125,16 @@ const char* const kHfNotModelled =
 const std::vector<Recipe>& recipes() {
   static const std::vector<Recipe> all = {
       {"hf-trainer", "transformers Trainer (main, torch >= 2.8)",
-       "A full fine-tune with the Hugging Face Trainer: the model's float32 islands, the logits freed before "
-       "backward, SDPA attention, fused AdamW. Precision, batch and checkpointing (gradient_checkpointing=True: "
-       "--checkpoint layers) stay yours.",
-       hf_trainer_settings(), accelerate_fsdp_amp, kHfNotModelled,
+       "A full fine-tune with the Hugging Face Trainer: the model in the type it is stored in (transformers 5's "
+       "dtype=\"auto\"), its float32 islands, the logits freed before backward, SDPA attention, fused AdamW. Batch "
+       "and checkpointing (gradient_checkpointing=True: --checkpoint layers) stay yours.",
+       with({kStoredPrecision}, hf_trainer_settings()), accelerate_fsdp_amp, kHfNotModelled,
        {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",
        "hf-trainer with a PEFT LoRA model: LoraConfig's defaults, float32 adapters on the base's layers (PEFT casts "
        "each adapted layer's input to the adapter's type).",
-       with(hf_trainer_settings(),
+       with(with({kStoredPrecision}, hf_trainer_settings()),
             {{"--lora-rank", "8", "peft src/peft/tuners/lora/config.py LoraConfig.r (default 8)"},
              {"--lora-targets", "q_proj|v_proj",
               "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (llama: q_proj, "

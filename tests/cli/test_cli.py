@@ -901,6 +901,37 @@ class OffloadActivationsTest(unittest.TestCase):
                           "--offload-activations", check_rc=2).stderr)
 
 
+class StoredPrecisionTest(unittest.TestCase):
+    """--precision auto, which hf-trainer and hf-peft set: the model in the type its checkpoint is stored in, as
+    transformers 5's from_pretrained(dtype="auto") loads it. Llama-3.2-1B's config says bfloat16; its parameters by
+    hand: embedding 128,256 x 2,048 = 262,668,288 (tied head), per layer q and o 2,048^2 each, k and v 2,048 x 512
+    each, gate, up and down 2,048 x 8,192 each, two norms of 2,048: 60,821,504, x 16 = 973,144,064, final norm 2,048:
+    1,235,814,400 elements, 2,471,628,800 bytes in bfloat16 (4,943,257,600 in float32)."""
+    BASE = ["estimate", "tests/models/hf_configs/Llama-3.2-1B.json", "--graph", "train", "--batch", "1",
+            "--dim", "seq=64", "--mode", "train"]
+
+    def test_hf_trainer_trains_the_bf16_checkpoint_in_bf16(self):
+        auto = run_json(*self.BASE, "--recipe", "hf-trainer")
+        self.assertEqual(auto["training"]["param_bytes"], 2 * 1235814400)
+        given = run_json(*self.BASE, "--recipe", "hf-trainer", "--precision", "bf16")
+        self.assertEqual(auto["training"], given["training"])
+        self.assertEqual(auto["total_bytes"], given["total_bytes"])
+        table = run(*self.BASE, "--recipe", "hf-trainer", check_rc=0).stdout
+        self.assertIn("bf16 (auto: as stored)", table)
+        # A given --precision wins; hf-peft-qlora keeps float32 (k-bit preparation's upcast).
+        fp32 = run_json(*self.BASE, "--recipe", "hf-trainer", "--precision", "fp32")
+        self.assertEqual(fp32["training"]["param_bytes"], 4 * 1235814400)
+        # Without a recipe, --precision auto is the stored type and nothing else.
+        self.assertEqual(run_json(*self.BASE, "--precision", "auto")["training"],
+                         run_json(*self.BASE, "--precision", "bf16")["training"])
+
+    def test_auto_outside_training_is_refused(self):
+        err = run("estimate", "tests/models/hf_configs/Llama-3.2-1B.json", "--graph", "train", "--batch", "1",
+                  "--dim", "seq=64", "--precision", "auto", check_rc=2).stderr
+        self.assertIn("--precision applies to --mode train", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+
 class TorchtuneRecipeTest(unittest.TestCase):
     """--recipe torchtune (docs/recipes.md) is the flags it lists and nothing else: each of torchtune's four recipes
     estimates to the same bytes as those flags written out on the tiny Llama, and runs (no combination it makes is

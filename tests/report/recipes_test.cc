@@ -18,8 +18,10 @@ const OptionSpec* row_of(const std::string& flag) {
   return nullptr;
 }
 
-CommandArgs training(const std::string& recipe) {
+// On the tiny Llama export, whose initializers are float32: --precision auto (hf-trainer, hf-peft) is fp32 there.
+CommandArgs training(const std::string& recipe, const std::string& model = MEMPLAN_ZOO_DIR "/llama_tiny_train.onnx") {
   CommandArgs a;
+  a.estimate.model.path = model;
   a.estimate.mode = "train";
   a.estimate.recipe = recipe;
   return a;
@@ -361,6 +363,44 @@ TEST(Recipes, TorchtitanRefusesWhatItCannotRun) {
       EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
     }
   }
+}
+
+// transformers 5 loads a checkpoint in its stored type (from_pretrained's dtype="auto"): Llama-3.2-1B's config says
+// "torch_dtype": "bfloat16", gemma-2-2b's "float32", the tiny export's initializers are float32. hf-peft-qlora keeps
+// float32 (prepare_model_for_kbit_training's upcast; bnb_4bit_compute_dtype's default), and a given flag wins.
+TEST(Recipes, TheHuggingFaceRecipesLoadTheStoredType) {
+  const std::string configs = MEMPLAN_ZOO_DIR "/hf_configs/";
+  const std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode")};
+  for (const char* recipe : {"hf-trainer", "hf-peft"}) {
+    CommandArgs bf16 = training(recipe, configs + "Llama-3.2-1B.json");
+    settle_options(bf16, kEstimate, given);
+    EXPECT_EQ(bf16.estimate.precision, "bf16") << recipe;
+    EXPECT_TRUE(bf16.estimate.precision_auto) << recipe;
+    CommandArgs fp32 = training(recipe, configs + "gemma-2-2b.json");
+    settle_options(fp32, kEstimate, given);
+    EXPECT_EQ(fp32.estimate.precision, "fp32") << recipe;
+    CommandArgs onnx = training(recipe);
+    settle_options(onnx, kEstimate, given);
+    EXPECT_EQ(onnx.estimate.precision, "fp32") << recipe;
+    CommandArgs mine = training(recipe, configs + "Llama-3.2-1B.json");
+    mine.estimate.precision = "amp-bf16";
+    settle_options(mine, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision")});
+    EXPECT_EQ(mine.estimate.precision, "amp-bf16") << recipe;
+    EXPECT_FALSE(mine.estimate.precision_auto) << recipe;
+  }
+  CommandArgs qlora = training("hf-peft-qlora", configs + "Llama-3.2-1B.json");
+  settle_options(qlora, kEstimate, given);
+  EXPECT_EQ(qlora.estimate.precision, "fp32");
+  // --precision auto by hand, outside a recipe: the same rule; in inference it is refused as every training option.
+  CommandArgs plain;
+  plain.estimate.model.path = configs + "Llama-3.2-1B.json";
+  plain.estimate.mode = "train";
+  plain.estimate.precision = "auto";
+  settle_options(plain, kEstimate, {row_of("--mode"), row_of("--precision")});
+  EXPECT_EQ(plain.estimate.precision, "bf16");
+  plain.estimate.mode = "inference";
+  plain.estimate.precision = "auto";
+  EXPECT_THROW(settle_options(plain, kEstimate, {row_of("--precision")}), InputError);
 }
 
 TEST(Recipes, NeedTrainingAndAKnownName) {
