@@ -189,9 +189,8 @@ const std::vector<Refusal>& refused_pairs() {
       // FSDP2 (cost_models/training_fsdp2.cc) is modelled on plain tensors, on torchao's NF4Tensor (its
       // fsdp_pre_all_gather extension: torchtune's distributed QLoRA, --frozen-dtype nf4) and on --tp's DTensors (each
       // rank's slice chunked on dim 0: torchtitan's 2-D parallelism), with or without a MixedPrecisionPolicy
-      // (--fsdp2-mp); no other storage. fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
-      {"fsdp2", "amp", "not modelled: FSDP2's mixed precision is its MixedPrecisionPolicy (--fsdp2-mp bf16:fp32, "
-                       "torchtitan's), not autocast; or the model in its own type (torchtune: --precision bf16)"},
+      // (--fsdp2-mp); no other storage. fully_shard is PyTorch 2's (torch.distributed._composable.fsdp). Autocast
+      // under fully_shard is modelled with a policy only (accelerate's), which a pair cannot say: report/option_checks.cc.
       {"fsdp2", "pp", "not modelled: use --shard ddp or zero1/zero2/zero3 within a stage"},
       {"fsdp2", "optimizer-in-backward", "not modelled"},
       {"fsdp2", "bitsandbytes", "not modelled"},

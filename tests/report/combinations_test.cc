@@ -341,14 +341,13 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"tp", "fused-linear-ce"}, "--tp with --loss fused-linear-ce: not modelled"},
       {{"pp", "fused-linear-ce"}, "--pp with --loss fused-linear-ce: not modelled"},
       {{"fsdp", "fused-linear-ce"}, "--shard fsdp with --loss fused-linear-ce: not modelled"},
-      {{"fsdp2", "amp"}, "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled: FSDP2's mixed precision "
-                         "is its MixedPrecisionPolicy (--fsdp2-mp"},
+      // Not a matrix pair (report/option_checks.cc): with --fsdp2-mp the pair is accelerate's run, modelled.
+      {{"fsdp2", "amp"}, "--shard fsdp2 with --precision amp-bf16 and no --fsdp2-mp: not modelled: FSDP2's mixed "
+                         "precision is its MixedPrecisionPolicy"},
       {{"fsdp2-mp", "half-precision"},
        "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts a float32"},
       {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy (--shard fsdp2) or FSDP1's "
                             "MixedPrecision (--shard fsdp): it needs one of them"},
-      {{"fsdp", "fsdp2-mp", "amp"}, "--fsdp2-mp bf16:fp32 with --precision amp-bf16: not modelled: FSDP's mixed "
-                                    "precision under torch.autocast"},
       {{"fsdp", "fsdp2-mp", "torch-1.13"}, "--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from "
                                            "PyTorch 2's"},
       {{"ddp", "fsdp-cpu-offload"}, "--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2) or FSDP1's "
