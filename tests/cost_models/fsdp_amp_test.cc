@@ -142,5 +142,24 @@ TEST(FsdpAmp, Fsdp2LoraPolicyUnderAutocastByHand) {
   EXPECT_EQ(bytes_named(p, "fsdp2_grad_shard:layers.0"), 3584u);
 }
 
+// A bf16 parameter read by an fp32 op: GPT-2's LayerNorm (tests/models/gpt_tiny_train.onnx, hidden 128; layer_norm is
+// on autocast's fp32 list), FSDP2, bf16:bf16 under amp-bf16, batch 2, seq 16. cached_cast casts the gathered bf16
+// blocks.0.ln_1.weight [128] to float32 for the op, 128 x 4 = 512 B (a cast to float32 is never cached: the cache
+// holds lower-precision casts of float32 weights only); its input, the bf16 sum of the two embeddings [2,16,128], is
+// copied to float32 too, 16,384 B, and the op writes float32, 16,384 B. In backward the grad of the weight's float32
+// copy is float32, 512 B (ToCopyBackward then makes the parameter's bf16 grad), not bf16.
+TEST(FsdpAmp, HalfWeightReadByAFloat32OpIsCastUpAndSoIsItsGrad) {
+  Bindings b;
+  b.batch = 2;
+  b.dims["seq"] = 16;
+  const Graph g = import_model(std::string(MEMPLAN_ZOO_DIR) + "/gpt_tiny_train.onnx", b);
+  const TrainingResult r = build_training_program(g, accelerate(Sharding::Fsdp2));
+  const Program& p = r.program;
+  EXPECT_EQ(bytes_named(p, "blocks.0.ln_1.weight:autocast"), 512u);
+  EXPECT_EQ(bytes_named(p, "/Add_output_0:autocast"), 16384u);
+  EXPECT_EQ(bytes_named(p, "/blocks.0/ln_1/LayerNormalization_output_0"), 16384u);
+  EXPECT_EQ(bytes_named(p, "grad:blocks.0.ln_1.weight:autocast"), 512u);
+}
+
 }  // namespace
 }  // namespace memplan
