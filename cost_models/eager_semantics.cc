@@ -25,6 +25,13 @@ DType param_dtype(Precision p) {
   return DType::Float32;
 }
 
+// FSDP1's MixedPrecision and FSDP2's MixedPrecisionPolicy gather every floating parameter in param_dtype
+// (training_fsdp_mp.cc, training_fsdp2.cc); accelerate's mixed_precision="bf16"/"fp16" sets param_dtype to the
+// autocast type (utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision, v1.14.0).
+DType compute_param_dtype(const TrainingOptions& o) {
+  return o.fsdp2_mp && is_amp(o.precision) ? low_precision_dtype(o.precision) : param_dtype(o.precision);
+}
+
 int32_t node_input(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
 int32_t node_output(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
 

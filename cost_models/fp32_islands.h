@@ -19,8 +19,9 @@
 //            (training_loss.cc).
 // The logits' upcast inside today's loss (transformers' ForCausalLMLoss, src/transformers/loss/loss_utils.py: logits =
 // logits.float()) is not a graph op: TrainingOptions::upcast.loss, read by the loss (training_loss.cc).
-// Under fp32 or autocast the RMSNorm and softmax casts are no-ops (the residual stream is float32 already), so they
-// are added to a half-precision model only (`half`).
+// Under fp32 or autocast over float32 parameters the RMSNorm and softmax casts are no-ops (the residual stream is
+// float32 already), so they are added only where the ops read half parameters (`half`: a half-precision model, or
+// autocast over a mixed-precision policy's half gathered parameters, eager_semantics.h compute_param_dtype).
 #pragma once
 
 #include <cstdint>

@@ -99,6 +99,11 @@ class Builder {
     const bool bnb_layer = (o_.frozen_storage == FrozenStorage::Int8 || o_.frozen_storage == FrozenStorage::Nf4) &&
                            !is_graph_output(g(), y);
     const bool amp_cast = is_amp(o_.precision) && !bnb_layer;
+    // Under a mixed-precision policy (--fsdp2-mp with amp-*, accelerate's FSDP) the adapters are float32 shards but
+    // the forward reads them gathered in param_dtype, so lora_A.weight.dtype is the low type: x.to(dtype) copies x
+    // into it only where x is float32 (a Cast keeps the type it names, training_context.cc), and no autocast cast
+    // follows.
+    const bool float32_copy = half_base || (amp_cast && compute_param_dtype(o_) == DType::Float32);
     auto lead = [&](int64_t last) {
       std::vector<int64_t> s = x.shape;
       s.back() = last;
@@ -109,7 +114,7 @@ class Builder {
       const int32_t copy = tensor("/" + m + "/lora/Cast_output_0", adapter_type, x.shape, TensorKind::Activation);
       g().nodes.push_back(cast_node("/" + m + "/lora/Cast", cur, copy, adapter_type, opset));
       cur = copy;
-      out_.float32[cur] = true;  // under autocast: float32 whatever x's type (assign_amp_dtypes)
+      out_.float32[cur] = float32_copy;  // under autocast: float32 whatever x's type (assign_amp_dtypes)
     }
     // lora_dropout: nn.Dropout(p) when p > 0, else nn.Identity (LoraLayer.update_layer). A p = 0 Dropout
     // is what dropout_is_noop (eager_semantics) treats as the identity, so no node is needed for it.
@@ -124,7 +129,7 @@ class Builder {
         g().nodes.back().attributes["ratio"].f = static_cast<float>(o_.lora_dropout);
       }
       cur = y;
-      out_.float32[cur] = half_base || amp_cast;  // nn.Dropout keeps the float32 copy's type
+      out_.float32[cur] = float32_copy;  // nn.Dropout keeps the copy's type
     }
     auto linear = [&](const char* which, int64_t in_f, int64_t out_f, int32_t input) {
       const std::string p = m + "." + which;

@@ -132,7 +132,7 @@ namespace {
 
 // What --upcast did: the islands found, or why it changed nothing.
 std::string upcast_note(const TrainingOptions& o, const std::optional<IslandCounts>& islands) {
-  const bool half = is_half(o.precision);
+  const bool half = compute_param_dtype(o) != DType::Float32;
   if (!half && !o.upcast.logits)
     return "--upcast changes nothing under " + std::string(is_amp(o.precision) ? "autocast" : "fp32") +
            ": the float32 copies it names are no-ops when the model's tensors are float32 already.";
@@ -152,12 +152,20 @@ std::string upcast_note(const TrainingOptions& o, const std::optional<IslandCoun
   return text;
 }
 
+// Autocast over a policy's half parameters (accelerate's FSDP): what it casts then.
+std::string policy_autocast_note(const TrainingOptions& o) {
+  if (!o.fsdp2_mp || !is_amp(o.precision)) return "";
+  return " Under torch.autocast (accelerate's mixed_precision) on top: the low-precision ops read the half parameters "
+         "without a cast (none cached), the float32 ops copy their half inputs to float32.";
+}
+
 }  // namespace
 
 TrainingResult build_training_program(const Graph& base, const ExecutionOptions& execution,
                                       const TrainingOptions& options) {
-  // Pass 1: the graph rewrites. LoRA's adapters, then the framework's float32 islands, which change a
-  // half-precision model only (under fp32 or autocast every cast they add is a no-op: fp32_islands.h).
+  // Pass 1: the graph rewrites. LoRA's adapters, then the framework's float32 islands, which change a model whose
+  // ops read half-precision parameters only (under fp32 or autocast over float32 parameters every cast they add is a
+  // no-op: fp32_islands.h); autocast over a policy's half parameters reads them half, so the islands apply there.
   std::optional<LoraGraph> lora;
   if (lora_requested(options)) lora = add_lora_adapters(base, options);
   // Then PEFT's k-bit preparation, which pins what is left to float32 (kbit_prep.h).
@@ -167,7 +175,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   std::vector<bool> float32 = lora ? lora->float32 : std::vector<bool>(base.tensors.size(), false);
   std::vector<bool> no_adapters;
   std::vector<bool>& adapters = lora ? lora->adapter : no_adapters;
-  const bool half = is_half(options.precision);
+  const bool half = compute_param_dtype(options) != DType::Float32;
   std::optional<IslandCounts> islands;
   if ((half && (options.upcast.rms_norm || options.upcast.softmax)) || options.upcast.logits)
     islands = add_fp32_islands(rewritable(), options.upcast, half, execution.attention == AttentionImpl::Eager,
@@ -214,10 +222,10 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
                     "backward. " +
                     (options.fsdp2_mp ? "MixedPrecision: the shards, their grads and the optimizer states float32; each "
-                                        "shard cast to a " + std::string(dtype_name(param_dtype(options.precision))) +
+                                        "shard cast to a " + std::string(dtype_name(compute_param_dtype(options))) +
                                         " _mp_shard for its all-gather, gathered and computed in it, the unsharded grad "
                                         "reduce-scattered in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) +
-                                        " and the grad shard cast back to float32."
+                                        " and the grad shard cast back to float32." + policy_autocast_note(options)
                                       : std::string("No MixedPrecision: the flat parameter is in the parameters' type.")) +
                     (options.fsdp_cpu_offload ? " CPUOffload(offload_params=True): each shard (pinned), a shard-sized "
                                                 "_cpu_grad per unit and the optimizer states on the host (the "
@@ -246,8 +254,9 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "the group before it prefetched, and its grads are reduce-scattered after its backward (the root's at "
                     "the end). " +
                     (options.fsdp2_mp ? "MixedPrecisionPolicy: shards, their grads and the optimizer states float32, "
-                                        "gathered and computed in " + std::string(dtype_name(param_dtype(options.precision))) +
-                                        ", reduced in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) + "."
+                                        "gathered and computed in " + std::string(dtype_name(compute_param_dtype(options))) +
+                                        ", reduced in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) + "." +
+                                        policy_autocast_note(options)
                                       : std::string("No MixedPrecisionPolicy: gathered and reduced in the parameters' type.")) +
                     (torchao_nf4(options) ? " NF4 weights (torchao's NF4Tensor): 1/" + std::to_string(options.gpus) +
                                                 " of each quantized tensor, gathered in NF4 through fsdp_pre_all_gather."

@@ -47,10 +47,12 @@ bool TrainingStep::grad_shared_by_others(int32_t t, int32_t buffer) const {
 //    base keeps its storage shared, so `old + new` allocates the sum and frees the old one;
 //  - with grads already resident (accumulation across micro-batches) every contribution is added in
 //    place into .grad; ZeRO-2/3 first hold the full grad, then keep their shard.
-void TrainingStep::add_param_grad(int32_t p, bool was_cast, bool via_view, Step& st) {
+void TrainingStep::add_param_grad(int32_t p, DType cast_to, bool via_view, Step& st) {
   const std::string name = "grad:" + graph_.tensors[p].name;
-  if (was_cast)  // the low-precision grad of the autocast copy, before ToCopyBackward makes it float32
-    st.writes.push_back(writer_.new_buffer(name + ":autocast", bytes_in(p, low_precision_dtype(options_.precision)), Category::ActivationGrad));
+  // The grad of the autocast copy, in the copy's type (low-precision of a float32 parameter; float32 of a policy's
+  // half one read by a float32 op), before ToCopyBackward makes it the parameter's type.
+  if (cast_to != DType::Undefined)
+    st.writes.push_back(writer_.new_buffer(name + ":autocast", bytes_in(p, cast_to), Category::ActivationGrad));
   if (layout().shard[p] == ParameterShard::FlatShard) {
     fsdp_add_param_grad(p, st);
     return;
@@ -123,18 +125,18 @@ void TrainingStep::emit_backward(int32_t i) {
   for (int32_t t : op.inputs) {
     if (!context_.requires_grad[t] || !done.insert(t).second) continue;
     const bool was_cast = autocast_inputs_of_op_[i].count(t) > 0;
+    const DType cast_to = was_cast ? autocast_target(graph_, op, t, options_.precision, layout().dtype) : DType::Undefined;
     if (context_.tied_to[t] >= 0) {  // the grad of a transposed view of the embedding
-      add_param_grad(context_.tied_to[t], was_cast, /*via_view=*/true, st);
+      add_param_grad(context_.tied_to[t], cast_to, /*via_view=*/true, st);
       continue;
     }
     if (context_.is_param[t] || layout().shard[t] == ParameterShard::FlatShard) {  // FSDP: a frozen parameter's view may need a grad
       const bool via_view = std::find(rule.passthrough_inputs.begin(), rule.passthrough_inputs.end(), t) !=
                             rule.passthrough_inputs.end();
-      add_param_grad(t, was_cast, via_view, st);
+      add_param_grad(t, cast_to, via_view, st);
       continue;
     }
     if (was_cast) {
-      const DType cast_to = autocast_target(graph_, op, t, options_.precision, layout().dtype);
       st.writes.push_back(writer_.new_buffer("grad:" + graph_.tensors[t].name + ":autocast", bytes_in(t, cast_to),
                                              Category::ActivationGrad));
     }

@@ -21,8 +21,9 @@ bool is_floating(DType t) {
 
 // Storage types under torch.autocast: low-precision ops write the low type, float32 ops float32, the
 // rest follow their widest floating input (batch norm keeps its input's type; scalar constants are
-// Python numbers and never promote). `float32` (LoRA's, or null): tensors PEFT keeps in float32, set as
-// they are reached, so the ops after them see float32 inputs.
+// Python numbers and never promote). A Cast is Tensor.to(dtype), no autocast op: its result keeps the type
+// pass 2 gave it (the type it names, under the parameters' type). `float32` (LoRA's, or null): tensors PEFT keeps
+// in float32, set as they are reached, so the ops after them see float32 inputs.
 void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType low, const std::vector<bool>* float32,
                        std::vector<DType>& dtype) {
   for (const FusedOp& op : ops) {
@@ -33,6 +34,8 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
       promoted = low;
     } else if (cls == AutocastClass::Float32) {
       promoted = DType::Float32;
+    } else if (op.kind == OpKind::Node && n.op_type == "Cast") {
+      promoted = DType::Undefined;
     } else if (op.kind == OpKind::Node && (n.op_type == "BatchNormalization" || n.op_type == "Dropout") &&
                !n.inputs.empty() && n.inputs[0] >= 0) {
       promoted = dtype[n.inputs[0]];
@@ -50,12 +53,17 @@ void assign_amp_dtypes(const Graph& g, const std::vector<FusedOp>& ops, DType lo
 }
 
 // Pass 2: each tensor's storage type under the precision (fp16/bf16: model.half() / model.bfloat16()), autocast's
-// included, and float32 where pass 1 pinned it (PEFT's LoRA adapters, the framework's float32 islands).
-std::vector<DType> storage_dtypes(const Graph& g, const std::vector<FusedOp>& ops, Precision precision,
+// included, and float32 where pass 1 pinned it (PEFT's LoRA adapters, the framework's float32 islands). Under
+// autocast with a mixed-precision policy (accelerate's FSDP) the parameters the ops read are the policy's half
+// gathered ones (compute_param_dtype), and so are the float inputs (FSDP casts the root's floating forward inputs to
+// param_dtype: FSDP1 _runtime_utils.py _root_cast_forward_input, cast_root_forward_inputs=True; FSDP2
+// MixedPrecisionPolicy.cast_forward_inputs=True) and buffers (accelerate's FSDP1 buffer_dtype = param_dtype); then
+// autocast's rules run on those types as on any other.
+std::vector<DType> storage_dtypes(const Graph& g, const std::vector<FusedOp>& ops, const TrainingOptions& o,
                                   const std::vector<bool>* float32) {
   std::vector<DType> dtype(g.tensors.size());
-  for (size_t t = 0; t < g.tensors.size(); ++t) dtype[t] = storage_dtype(g.tensors[t].dtype, param_dtype(precision));
-  if (is_amp(precision)) assign_amp_dtypes(g, ops, low_precision_dtype(precision), float32, dtype);
+  for (size_t t = 0; t < g.tensors.size(); ++t) dtype[t] = storage_dtype(g.tensors[t].dtype, compute_param_dtype(o));
+  if (is_amp(o.precision)) assign_amp_dtypes(g, ops, low_precision_dtype(o.precision), float32, dtype);
   if (float32)
     for (size_t t = 0; t < g.tensors.size(); ++t)
       if ((*float32)[t]) dtype[t] = DType::Float32;
@@ -218,7 +226,7 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   for (const FusedOp& op : c.ops) c.op_flops.push_back(op_flops(g, op.nodes));
 
   // Pass 1, the LoRA rewrite, made `g` (training.cc). Pass 2, autocast: each tensor's storage type.
-  c.layout.dtype = storage_dtypes(g, c.ops, o.precision, float32 ? float32 : lora ? &lora->float32 : nullptr);
+  c.layout.dtype = storage_dtypes(g, c.ops, o, float32 ? float32 : lora ? &lora->float32 : nullptr);
   // Pass 3, tensor parallel: the slice of each tensor rank 0 holds, and the sequence-parallel gathers per node.
   precondition(e.tp == 1 || !lora, "LoRA under tensor parallelism");
   c.layout.tp = plan_tensor_parallel(g, e.tp, e.sequence_parallel);

@@ -212,7 +212,7 @@ void TrainingStep::emit_chunked_head_backward() {
       x_grads.push_back(writer_.new_buffer(gname + tag, checked_mul(bytes_of(x) / seq, positions, "bytes"), Category::ActivationGrad));
       st.writes.push_back(x_grads.back());
     }
-    if (w_grad && !own_sum) add_param_grad(p, /*was_cast=*/false, w_view, st);
+    if (w_grad && !own_sum) add_param_grad(p, /*cast_to=*/DType::Undefined, w_view, st);
     int32_t part = -1;
     if (own_sum) {
       part = writer_.new_buffer(wname + (sum < 0 ? "" : ":partial" + tag), part_bytes,
@@ -235,7 +235,7 @@ void TrainingStep::emit_chunked_head_backward() {
   }
   if (own_sum && w_cast) {  // _to_copy_backward: the float32 grad, as one op's would arrive
     Step cast{"backward:" + op.name + ":weight_cast", "to_copy_backward", Phase::Backward, {sum}, {}, 0};
-    add_param_grad(p, /*was_cast=*/false, /*via_view=*/false, cast);
+    add_param_grad(p, /*cast_to=*/DType::Undefined, /*via_view=*/false, cast);
     program().steps.push_back(std::move(cast));
   } else if (own_sum) {  // AccumulateGrad steals the sum as .grad
     param_grad_buffer_[p] = sum;

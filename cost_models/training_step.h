@@ -130,7 +130,7 @@ class TrainingStep {
   void accumulate(int32_t t, int32_t incoming, bool fresh, Step& st);
   void set_grad(int32_t t, int32_t buffer);
   bool grad_shared_by_others(int32_t t, int32_t buffer) const;
-  void add_param_grad(int32_t p, bool was_cast, bool via_view, Step& st);
+  void add_param_grad(int32_t p, DType cast_to, bool via_view, Step& st);
   void emit_backward(int32_t i);
 
   // ---- optimizer (training_optimizer.cc) ----

@@ -189,9 +189,8 @@ const std::vector<Refusal>& refused_pairs() {
       // FSDP2 (cost_models/training_fsdp2.cc) is modelled on plain tensors, on torchao's NF4Tensor (its
       // fsdp_pre_all_gather extension: torchtune's distributed QLoRA, --frozen-dtype nf4) and on --tp's DTensors (each
       // rank's slice chunked on dim 0: torchtitan's 2-D parallelism), with or without a MixedPrecisionPolicy
-      // (--fsdp2-mp); no other storage. fully_shard is PyTorch 2's (torch.distributed._composable.fsdp).
-      {"fsdp2", "amp", "not modelled: FSDP2's mixed precision is its MixedPrecisionPolicy (--fsdp2-mp bf16:fp32, "
-                       "torchtitan's), not autocast; or the model in its own type (torchtune: --precision bf16)"},
+      // (--fsdp2-mp); no other storage. fully_shard is PyTorch 2's (torch.distributed._composable.fsdp). Autocast
+      // under fully_shard is modelled with a policy only (accelerate's), which a pair cannot say: report/option_checks.cc.
       {"fsdp2", "pp", "not modelled: use --shard ddp or zero1/zero2/zero3 within a stage"},
       {"fsdp2", "optimizer-in-backward", "not modelled"},
       {"fsdp2", "bitsandbytes", "not modelled"},
@@ -218,7 +217,10 @@ const std::vector<Refusal>& refused_pairs() {
                                  "all-gathers in NF4 whatever the param_dtype, fsdp_post_all_gather; FSDP1 flattens "
                                  "bitsandbytes' quant_storage with the model's other parameters, which are not float32)"},
       {"fsdp2", "frozen-int8", "not modelled"},
-      {"fsdp2", "frozen-half", "not modelled"},
+      // accelerate's FSDP2 keeps a bf16-loaded frozen base in bf16 under its policy (utils/fsdp_utils.py
+      // fsdp2_prepare_model upcasts only what requires grad, v1.14.0): bf16 shards beside float32 ones, not modelled.
+      {"fsdp2", "frozen-half", "not modelled (nor accelerate's bf16-loaded frozen base under its bf16 policy: its "
+                               "shards stay bf16 beside the float32 ones that train)"},
       // MixedPrecisionPolicy casts a float32 model's parameters at the all-gather (training_fsdp2.cc); a model
       // already in a half type has nothing for param_dtype to cast. LoRA's adapters on the float32 base are cast
       // with the other parameters (report/estimate_config.cc: PEFT's half-base upcast does not apply).

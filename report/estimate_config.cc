@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "cost_models/eager_semantics.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/model_session.h"
 #include "report/deepspeed_config.h"
@@ -245,16 +246,19 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.shard = kShardChoices.parse(a.shard, "--shard");
   t.fsdp_wrap = a.fsdp_wrap;
   // --fsdp2-mp: the model stays float32 (--precision fp32, report/option_checks.cc); the step computes in param_dtype.
+  // Under --precision amp-* (accelerate's FSDP) the precision stays autocast's, whose type param_dtype is
+  // (cost_models/eager_semantics.h compute_param_dtype).
   const std::pair<Precision, DType> mp = kFsdp2MpChoices.parse(a.fsdp2_mp, "--fsdp2-mp");
   t.fsdp2_mp = mp.first != Precision::Fp32;  // none
   if (t.fsdp2_mp) {
-    t.precision = mp.first;
+    if (!is_amp(t.precision)) t.precision = mp.first;
     t.fsdp2_reduce_dtype = mp.second;
     // LoRA: the base is float32, so PEFT's upcast of half adapters (--lora-dtype) has nothing to do; the adapters
     // are parameters like the others, sharded float32 and cast to param_dtype at each all-gather
     // (FSDPParam.init_dtype_attrs; FSDP1: the unit's _mp_shard), so they compute in param_dtype as the base does.
-    // accelerate's FSDP2 differs (docs/cost-models.md: autocast on top of a bf16:bf16 policy, the frozen base left in
-    // its loaded type) and is not modelled.
+    // Under accelerate (autocast on a bf16:bf16 policy) the same: accelerate upcasts the parameters that train to
+    // float32 (utils/fsdp_utils.py fsdp2_prepare_model; FSDP1: Accelerator.prepare_model upcasts each flat parameter
+    // that requires grad, v1.14.0), and the policy gathers them in param_dtype.
     t.lora_float32 = false;
   }
   t.fsdp_cpu_offload = a.fsdp_cpu_offload;

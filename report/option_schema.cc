@@ -234,12 +234,13 @@ std::vector<OptionSpec> make_schema() {
                "kept unsharded from forward to backward)",
        .field = FIELD(estimate.fsdp_wrap)},
       {.flag = "--fsdp2-mp,--fsdp-mp", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "On a float32 model (--precision fp32), with --shard fsdp2: fully_shard's MixedPrecisionPolicy; with "
-               "--shard fsdp: FSDP1's MixedPrecision (a param_dtype _mp_shard cast for each all-gather). As "
-               "PARAM:REDUCE, param_dtype (the all-gathered parameters', and so the forward's and backward's type) "
-               "and reduce_dtype (the reduce-scatter's); the sharded parameters, their grads and the optimizer "
-               "states stay float32. bf16:fp32 is torchtitan's, bf16:bf16 accelerate's (which adds autocast: not "
-               "modelled). none: no policy",
+       .help = "On a float32 model (--precision fp32, or amp-* with param_dtype autocast's type), with --shard "
+               "fsdp2: fully_shard's MixedPrecisionPolicy; with --shard fsdp: FSDP1's MixedPrecision (a param_dtype "
+               "_mp_shard cast for each all-gather). As PARAM:REDUCE, param_dtype (the all-gathered parameters', and "
+               "so the forward's and backward's type; under amp-* autocast casts around it) and reduce_dtype (the "
+               "reduce-scatter's); the sharded parameters, their grads and the optimizer states stay float32. "
+               "bf16:fp32 is torchtitan's, bf16:bf16 with --precision amp-bf16 accelerate's (the HF Trainer's bf16 "
+               "under FSDP). none: no policy",
        .field = FIELD(estimate.fsdp2_mp), .choices = kFsdp2MpChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.fsdp2_mp != "none", " mp " + a.fsdp2_mp); }},
       {.flag = "--fsdp-cpu-offload", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,

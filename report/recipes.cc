@@ -36,6 +36,21 @@ RecipeSetting peft_fsdp_wrap() {
 // FSDP1 with accumulation: the Trainer runs every batch sample of a step but the last inside accelerate's no_sync.
 bool fsdp_accumulating(const CommandArgs& a) { return fsdp(a) && a.estimate.grad_accum > 1; }
 
+// The Trainer's bf16/fp16 under FSDP is accelerate's mixed_precision: a MixedPrecision (FSDP1) or MixedPrecisionPolicy
+// (FSDP2) of param_dtype = reduce_dtype = the half type (utils/dataclasses.py FullyShardedDataParallelPlugin.
+// set_mixed_precision, v1.14.0) under torch.autocast (accelerator.py Accelerator.__init__ native_amp, prepare_model).
+bool sharded_amp(const CommandArgs& a, Precision amp) {
+  return (fsdp(a) || kShardChoices.is(a.estimate.shard, Sharding::Fsdp2)) && kPrecisionChoices.is(a.estimate.precision, amp);
+}
+bool fsdp_amp_bf16(const CommandArgs& a) { return sharded_amp(a, Precision::AmpBf16); }
+bool fsdp_amp_fp16(const CommandArgs& a) { return sharded_amp(a, Precision::AmpFp16); }
+
+const char kAccelerateMixedPrecision[] =
+    "accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision (v1.14.0): param_dtype = "
+    "reduce_dtype = the Trainer's bf16/fp16, kept under torch.autocast (accelerator.py prepare_model, native_amp); "
+    "the parameters that train upcast to float32 shards (FSDP1: Accelerator.prepare_model, each flat parameter that "
+    "requires grad; FSDP2: utils/fsdp_utils.py fsdp2_prepare_model)";
+
 // The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
 bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 
@@ -66,6 +81,10 @@ std::vector<RecipeSetting> hf_trainer_settings() {
       {"--optimizer-impl", "fused",
        "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adamw,
        "--optimizer adamw"},
+      {"--fsdp2-mp", "bf16:bf16", kAccelerateMixedPrecision, fsdp_amp_bf16,
+       "--shard fsdp or fsdp2 with --precision amp-bf16"},
+      {"--fsdp2-mp", "fp16:fp16", kAccelerateMixedPrecision, fsdp_amp_fp16,
+       "--shard fsdp or fsdp2 with --precision amp-fp16"},
       {"--fsdp-no-sync", "true",
        "src/transformers/trainer.py Trainer._inner_training_loop: each batch sample but the last under "
        "accelerator.no_sync (unless sync_each_batch), which is FullyShardedDataParallel.no_sync (accelerate "
@@ -79,29 +98,13 @@ std::vector<RecipeSetting> with(std::vector<RecipeSetting> base, const std::vect
   return base;
 }
 
-// The Trainer's bf16/fp16 under FSDP is accelerate's: a MixedPrecision(Policy) of param_dtype = reduce_dtype = the
-// half type (accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision, v1.14.0) and
-// torch.autocast around the forward (accelerator.py Accelerator.__init__ native_amp, prepare_model), which memplan
-// does not model together (docs/cost-models.md 3.9).
-std::string accelerate_fsdp_amp(const CommandArgs& a) {
-  const bool sharded = kShardChoices.is(a.estimate.shard, Sharding::Fsdp) || kShardChoices.is(a.estimate.shard, Sharding::Fsdp2);
-  const bool amp = kPrecisionChoices.is(a.estimate.precision, Precision::AmpFp16) ||
-                   kPrecisionChoices.is(a.estimate.precision, Precision::AmpBf16);
-  return sharded && amp ? "--recipe " + a.estimate.recipe + " with --shard " + a.estimate.shard + " and --precision " +
-                              a.estimate.precision + ": not modelled: accelerate runs the Trainer's mixed precision "
-                              "under FSDP as a policy of that type for parameters and reduction under torch.autocast"
-                        : "";
-}
-
 std::string no_lora(const CommandArgs& a) {
-  if (const std::string why = accelerate_fsdp_amp(a); !why.empty()) return why;
   return a.estimate.lora_rank == 0 ? "--recipe " + a.estimate.recipe + " trains LoRA adapters: --lora-rank 0 leaves "
                                      "none (use --recipe hf-trainer for a full fine-tune)"
                                    : "";
 }
 
 std::string qlora_contradiction(const CommandArgs& a) {
-  if (const std::string why = accelerate_fsdp_amp(a); !why.empty()) return why;
   if (!kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4))
     return "--recipe hf-peft-qlora quantizes the base to NF4: --frozen-dtype " + a.estimate.frozen_dtype +
            " makes it another recipe (hf-peft with --frozen-dtype; a GPTQ base: --frozen-dtype gptq-int4 --checkpoint "
@@ -120,15 +123,21 @@ const char* const kHfNotModelled =
     "every expert at once (src/transformers/integrations/moe.py grouped_mm_experts_forward: the tokens x top-k "
     "selected rows gathered, sorted by expert, one grouped GEMM for gate_up_proj and one for down_proj over all of "
     "them, then un-sorted and summed); a config.json's mixture of experts is built as the per-expert loop of "
-    "experts_implementation=\"eager\" (transformers 4's only form), and answered as that loop";
+    "experts_implementation=\"eager\" (transformers 4's only form), and answered as that loop. Also not modelled: "
+    "accelerate's convert_outputs_to_fp32 around an autocast forward (utils/operations.py: a float32 copy of the half "
+    "logits the model returns; under FSDP2 the policy's output_dtype casts it back), and, under --shard fsdp2, "
+    "fsdp2_prepare_model's own units for the input embedding and for the final norm with the head (v1.14.0; memplan "
+    "wraps each decoder layer and the root)";
 
 const std::vector<Recipe>& recipes() {
   static const std::vector<Recipe> all = {
       {"hf-trainer", "transformers Trainer (main, torch >= 2.8)",
        "A full fine-tune with the Hugging Face Trainer: the model in the type it is stored in (transformers 5's "
-       "dtype=\"auto\"), its float32 islands, the logits freed before backward, SDPA attention, fused AdamW. Batch "
-       "and checkpointing (gradient_checkpointing=True: --checkpoint layers) stay yours.",
-       with({kStoredPrecision}, hf_trainer_settings()), accelerate_fsdp_amp, kHfNotModelled,
+       "dtype=\"auto\"), its float32 islands, the logits freed before backward, SDPA attention, fused AdamW; under "
+       "--shard fsdp or fsdp2 with --precision amp-*, accelerate's mixed precision (a policy in autocast's type under "
+       "torch.autocast, the shards that train float32). Batch and checkpointing (gradient_checkpointing=True: "
+       "--checkpoint layers) stay yours.",
+       with({kStoredPrecision}, hf_trainer_settings()), nullptr, kHfNotModelled,
        {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",

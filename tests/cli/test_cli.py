@@ -475,7 +475,7 @@ class FsdpTest(unittest.TestCase):
 
     def test_fsdp2_mixed_precision_with_lora_by_hand(self):
         # --fsdp2-mp bf16:fp32 with LoRA r 8 on q/v over the float32 model (not accelerate's run, which adds autocast over
-        # a bf16:bf16 policy and keeps a bf16-loaded base in bf16: refused below): the adapters are float32
+        # a bf16:bf16 policy: below): the adapters are float32
         # parameters sharded with the base (the base's shards as above, 1,335,308 bytes) and cast to bf16 at each
         # all-gather. Adapters a layer, ceil(dim0 / 3) rows: q lora_A [8,128] 3 * 128 = 384, lora_B [128,8] 43 * 8 =
         # 344; v lora_A 384, lora_B [64,8] 22 * 8 = 176: 1,288 elements, 4 layers 5,152 = 20,608 bytes, which are
@@ -493,20 +493,33 @@ class FsdpTest(unittest.TestCase):
         base = run_json(*args, "--lora-dtype", "base")
         self.assertEqual(base["total_bytes"], out["total_bytes"])
         self.assertEqual(base["training"], out["training"])
-        # HF Trainer + PEFT over accelerate's FSDP2 with bf16: MixedPrecisionPolicy(bf16, bf16) and torch.autocast
-        # (accelerate utils/dataclasses.py set_mixed_precision, accelerator.py prepare_model): one message, exit 2.
-        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:bf16", "--precision", "amp-bf16",
-                  "--lora-rank", "8", check_rc=2).stderr
-        self.assertIn("not modelled: FSDP's mixed precision under torch.autocast (as accelerate's mixed_precision runs "
-                      "it)", err)
-        # The same through the recipes: the Trainer's bf16 under FSDP1 or FSDP2 is accelerate's policy plus autocast.
+        # HF Trainer + PEFT over accelerate's FSDP2 with bf16: MixedPrecisionPolicy(bf16, bf16) under torch.autocast
+        # (accelerate utils/dataclasses.py set_mixed_precision, accelerator.py prepare_model; fsdp2_prepare_model keeps
+        # the adapters float32 shards): the same shards, grads and states as above, the step's activations bf16 and
+        # float32 as autocast makes them over the bf16 gathered parameters (tests/cost_models/fsdp_amp_test.cc).
+        acc = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:bf16", "--precision",
+                       "amp-bf16", "--lora-rank", "8", "--lora-targets", "q_proj|v_proj")
+        jsonschema.validate(acc, schema("estimate"))
+        self.assertEqual(acc["training"]["param_bytes"], t["param_bytes"])
+        self.assertEqual(acc["training"]["grad_bytes"], adapters)
+        self.assertEqual(acc["training"]["optimizer_state_bytes"], 2 * adapters)
+        self.assertTrue(any("Under torch.autocast (accelerate's mixed_precision) on top" in n for n in acc["notes"]),
+                        acc["notes"])
+        # The recipes set that policy under --shard fsdp/fsdp2 with --precision amp-*: the same answer as the flags.
         for recipe in ("hf-trainer", "hf-peft"):
             for shard in ("fsdp", "fsdp2"):
-                err = run(*self.BASE, "--recipe", recipe, "--gpus", "3", "--shard", shard, "--precision", "amp-bf16",
-                          check_rc=2).stderr
-                self.assertIn("--recipe " + recipe + " with --shard " + shard + " and --precision amp-bf16: not "
-                              "modelled: accelerate runs", err)
-                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                args = (*self.BASE, "--recipe", recipe, "--gpus", "3", "--shard", shard, "--precision", "amp-bf16")
+                by_recipe = run_json(*args)
+                by_flags = run_json(*args, "--fsdp2-mp", "bf16:bf16")
+                self.assertEqual(by_recipe["total_bytes"], by_flags["total_bytes"], (recipe, shard))
+                self.assertTrue(any("bfloat16" in n and "autocast" in n for n in by_recipe["notes"]), (recipe, shard))
+        # A policy whose param_dtype is not autocast's type is not accelerate's: one message, exit 2.
+        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:bf16", "--precision", "amp-fp16",
+                  check_rc=2).stderr
+        self.assertIn("--fsdp2-mp bf16:bf16 with --precision amp-fp16: not modelled: the policy's param_dtype is not "
+                      "autocast's type", err)
+        self.assertIn("give --fsdp2-mp fp16:fp16", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
 
     def test_fsdp2_cpu_offload_moves_shards_grads_states_to_the_host(self):
         # --fsdp-cpu-offload (CPUOffloadPolicy, torchtune's fsdp_cpu_offload): the fp32 shards (1,335,308 bytes a GPU,
@@ -565,10 +578,17 @@ class FsdpTest(unittest.TestCase):
         # With CPUOffload the host holds what it holds without MixedPrecision: 4 x PER_GPU.
         off = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-mp", "bf16:fp32", "--fsdp-cpu-offload")
         self.assertEqual(off["training"]["fsdp_offload_host_bytes"], 4 * self.PER_GPU)
-        # accelerate's mixed_precision="bf16" is a bf16:bf16 policy under torch.autocast: not modelled, refused.
-        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-mp", "bf16:bf16", "--precision", "amp-bf16",
+        # accelerate's mixed_precision="bf16" is a bf16:bf16 policy under torch.autocast: the shards, grads and states
+        # as above (float32, PER_GPU), the gathered units bf16; fp16 autocast over a bf16 policy is refused.
+        acc = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-mp", "bf16:bf16", "--precision", "amp-bf16")
+        t = acc["training"]
+        self.assertEqual((t["param_bytes"], t["grad_bytes"], t["optimizer_state_bytes"]),
+                         (self.PER_GPU, self.PER_GPU, 2 * self.PER_GPU))
+        self.assertLess(acc["total_bytes"], run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--precision",
+                                                     "amp-bf16")["total_bytes"])
+        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-mp", "fp16:fp32", "--precision", "amp-bf16",
                   check_rc=2).stderr
-        self.assertIn("--fsdp2-mp bf16:bf16 with --precision amp-bf16: not modelled", err)
+        self.assertIn("--fsdp2-mp fp16:fp32 with --precision amp-bf16: not modelled: the policy's param_dtype", err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)
 
     def test_fsdp1_no_sync_keeps_unsharded_grads_by_hand(self):
@@ -636,11 +656,14 @@ class FsdpTest(unittest.TestCase):
     def test_errors(self):
         cases = [
             (["--gpus", "2", "--shard", "fsdp2", "--precision", "amp-bf16"],
-             "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled"),
+             "--shard fsdp2 with --precision amp-bf16 and no --fsdp2-mp: not modelled: FSDP2's mixed precision is its "
+             "MixedPrecisionPolicy; under autocast give the policy accelerate builds (--fsdp2-mp bf16:bf16)"),
             (["--gpus", "2", "--shard", "ddp", "--fsdp2-mp", "bf16:fp32"], "--fsdp2-mp is fully_shard's "
              "MixedPrecisionPolicy (--shard fsdp2) or FSDP1's MixedPrecision (--shard fsdp): it needs one of them"),
-            (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "amp-bf16"],
-             "--fsdp2-mp bf16:fp32 with --precision amp-bf16: not modelled: FSDP's mixed precision under torch.autocast"),
+            (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "amp-fp16"],
+             "--fsdp2-mp bf16:fp32 with --precision amp-fp16: not modelled: the policy's param_dtype is not autocast's"),
+            (["--gpus", "2", "--shard", "fsdp", "--fsdp-mp", "bf16:bf16", "--precision", "amp-bf16", "--torch", "1.13"],
+             "--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from PyTorch 2's"),
             (["--gpus", "2", "--shard", "fsdp", "--fsdp-mp", "bf16:fp32", "--torch", "1.13"],
              "--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from PyTorch 2's"),
             (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "bf16"],

@@ -334,6 +334,8 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"selective", "torch-1.13"}, "--checkpoint selective[:op|:N] with --torch 1.13: torchtitan's checkpointing needs PyTorch 2"},
       {{"fsdp", "frozen-int8"}, "--shard fsdp with --frozen-dtype int8: FSDP flattens"},
       {{"fsdp", "frozen-half"}, "--shard fsdp with --frozen-dtype fp16/bf16: FSDP flattens"},
+      {{"fsdp2", "frozen-half"}, "--shard fsdp2 with --frozen-dtype fp16/bf16: not modelled (nor accelerate's "
+                                 "bf16-loaded frozen base"},
       {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
       {{"bitsandbytes", "zero3"}, "--shard zero3 with --optimizer adamw8bit/paged-adamw/paged-adamw8bit: not modelled"},
       {{"tp", "chunked-ce"}, "--tp with --loss chunked-ce:N: not modelled: torchtune gathers each chunk"},
@@ -341,14 +343,13 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"tp", "fused-linear-ce"}, "--tp with --loss fused-linear-ce: not modelled"},
       {{"pp", "fused-linear-ce"}, "--pp with --loss fused-linear-ce: not modelled"},
       {{"fsdp", "fused-linear-ce"}, "--shard fsdp with --loss fused-linear-ce: not modelled"},
-      {{"fsdp2", "amp"}, "--precision amp-fp16/amp-bf16 with --shard fsdp2: not modelled: FSDP2's mixed precision "
-                         "is its MixedPrecisionPolicy (--fsdp2-mp"},
+      // Not a matrix pair (report/option_checks.cc): with --fsdp2-mp the pair is accelerate's run, modelled.
+      {{"fsdp2", "amp"}, "--shard fsdp2 with --precision amp-bf16 and no --fsdp2-mp: not modelled: FSDP2's mixed "
+                         "precision is its MixedPrecisionPolicy"},
       {{"fsdp2-mp", "half-precision"},
        "--precision fp16/bf16 with --fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16: --fsdp2-mp casts a float32"},
       {{"ddp", "fsdp2-mp"}, "--fsdp2-mp is fully_shard's MixedPrecisionPolicy (--shard fsdp2) or FSDP1's "
                             "MixedPrecision (--shard fsdp): it needs one of them"},
-      {{"fsdp", "fsdp2-mp", "amp"}, "--fsdp2-mp bf16:fp32 with --precision amp-bf16: not modelled: FSDP's mixed "
-                                    "precision under torch.autocast"},
       {{"fsdp", "fsdp2-mp", "torch-1.13"}, "--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from "
                                            "PyTorch 2's"},
       {{"ddp", "fsdp-cpu-offload"}, "--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2) or FSDP1's "

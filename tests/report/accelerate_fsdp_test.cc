@@ -1,0 +1,115 @@
+// accelerate's mixed precision under FSDP (the HF Trainer's bf16/fp16 with --shard fsdp or fsdp2): a policy in
+// autocast's type under torch.autocast (accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.
+// set_mixed_precision and accelerator.py prepare_model, v1.14.0). The hf-* recipes set the policy; the flags are
+// modelled on both FSDPs with bf16 and fp16; what accelerate does not build is refused with one message naming both
+// flags. The hand figures of the step are tests/cost_models/fsdp_amp_test.cc's.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "onnx_import/errors.h"
+#include "report/estimate_config.h"
+#include "report/option_checks.h"
+#include "report/recipes.h"
+
+namespace memplan {
+namespace {
+
+const OptionSpec* row_of(const std::string& flag) {
+  for (const OptionSpec& r : option_schema())
+    if (r.applies_to(kEstimate) && r.message_name() == flag) return &r;
+  return nullptr;
+}
+
+EstimateArgs tiny_llama() {
+  EstimateArgs a;
+  a.model.path = std::string(MEMPLAN_ZOO_DIR) + "/llama_tiny_train.onnx";
+  a.model.batch = 2;
+  a.model.dims = {"seq=16"};
+  a.top = 0;
+  a.mode = "train";
+  a.gpus = 2;
+  return a;
+}
+
+std::string refusal_of(const EstimateArgs& a) {
+  try {
+    validate_estimate_args(a);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The Trainer's amp-bf16 (amp-fp16) under either FSDP gets accelerate's policy, bf16:bf16 (fp16:fp16); without FSDP,
+// or with a policy the user gave, the recipe leaves --fsdp2-mp alone.
+TEST(AccelerateFsdp, RecipesSetThePolicyOfAutocastsType) {
+  for (const char* recipe : {"hf-trainer", "hf-peft"})
+    for (const char* shard : {"fsdp", "fsdp2"})
+      for (const char* type : {"bf16", "fp16"}) {
+        CommandArgs a;
+        a.estimate = tiny_llama();
+        a.estimate.recipe = recipe;
+        a.estimate.shard = shard;
+        a.estimate.precision = std::string("amp-") + type;
+        settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--shard"),
+                                      row_of("--precision")});
+        EXPECT_EQ(a.estimate.fsdp2_mp, std::string(type) + ":" + type) << recipe << " " << shard;
+      }
+  CommandArgs ddp;
+  ddp.estimate = tiny_llama();
+  ddp.estimate.recipe = "hf-trainer";
+  ddp.estimate.shard = "ddp";
+  ddp.estimate.precision = "amp-bf16";
+  settle_options(ddp, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--shard"),
+                                  row_of("--precision")});
+  EXPECT_EQ(ddp.estimate.fsdp2_mp, EstimateArgs{}.fsdp2_mp);
+  CommandArgs given;
+  given.estimate = tiny_llama();
+  given.estimate.recipe = "hf-trainer";
+  given.estimate.shard = "fsdp2";
+  given.estimate.precision = "amp-bf16";
+  given.estimate.fsdp2_mp = "bf16:fp32";
+  settle_options(given, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--shard"),
+                                    row_of("--precision"), row_of("--fsdp2-mp")});
+  EXPECT_EQ(given.estimate.fsdp2_mp, "bf16:fp32");
+}
+
+// Every FSDP x {bf16, fp16} runs; a param_dtype that is not autocast's type is one message naming both flags.
+TEST(AccelerateFsdp, PolicyUnderAutocastIsModelledAndAMismatchRefused) {
+  for (const char* shard : {"fsdp", "fsdp2"})
+    for (const char* type : {"bf16", "fp16"}) {
+      EstimateArgs a = tiny_llama();
+      a.shard = shard;
+      a.precision = std::string("amp-") + type;
+      a.fsdp2_mp = std::string(type) + ":" + type;
+      EXPECT_EQ(refusal_of(a), "") << shard << " " << type;
+      EXPECT_GT(estimate_model(a).estimate.total_bytes, 0u) << shard << " " << type;
+      a.fsdp2_mp = std::string(type) == "bf16" ? "fp16:fp32" : "bf16:fp32";
+      EXPECT_NE(refusal_of(a).find("--fsdp2-mp " + a.fsdp2_mp + " with --precision amp-" + type +
+                                   ": not modelled: the policy's param_dtype is not autocast's type"),
+                std::string::npos)
+          << refusal_of(a);
+    }
+}
+
+// FSDP2 under autocast needs the policy (one message naming --shard, --precision and the policy to give); FSDP1 under
+// autocast without a policy stays modelled (autocast casting each weight view); --torch 1.13 is refused as before.
+TEST(AccelerateFsdp, WhatStaysRefused) {
+  EstimateArgs a = tiny_llama();
+  a.shard = "fsdp2";
+  a.precision = "amp-fp16";
+  EXPECT_NE(refusal_of(a).find("--shard fsdp2 with --precision amp-fp16 and no --fsdp2-mp: not modelled: FSDP2's "
+                               "mixed precision is its MixedPrecisionPolicy; under autocast give the policy accelerate "
+                               "builds (--fsdp2-mp fp16:fp16)"),
+            std::string::npos)
+      << refusal_of(a);
+  a.shard = "fsdp";
+  EXPECT_EQ(refusal_of(a), "");
+  a.fsdp2_mp = "fp16:fp16";
+  a.torch = "1.13";
+  EXPECT_NE(refusal_of(a).find("--fsdp2-mp with --torch 1.13"), std::string::npos) << refusal_of(a);
+}
+
+}  // namespace
+}  // namespace memplan
