@@ -159,7 +159,8 @@ class PublishedDeepSeekV3(unittest.TestCase):
       mem_fraction_static: H200 143,771 MiB, chunked prefill 8192, CUDA-graph batches 512 (tp >= 4): reserved
         512 + 12,288 + 1,024 + 1,024 = 14,848 MiB, round(128,923 / 143,771, 3) = round(0.89672, 3) = 0.897.
       Pool: free before the weights 143,771 x 2^20 - 2^30 = 149,681,078,272 B; cell 61 x 576 x 2 = 70,272 B (the
-        latent whole on every rank); tokens = int(rest x 2^30) // 70,272, about 694,000.
+        latent whole on every rank); tokens = int(rest x 2^30) // 70,272: 694,814 with the graph's 2,848 B of
+        constants (W = 85,437,930,256 B).
     H100-80GB: 85.4 GB of weights a rank do not fit its 85,045,477,376 B (SGLang's "Not enough memory")."""
 
     PATH = os.path.join(SRC, "tests", "models", "hf_configs", "DeepSeek-V3.json")
