@@ -16,9 +16,12 @@ SglangMlaBackend sglang_mla_backend(int capability, bool deepseek_v3) {
 }
 
 uint64_t sglang_mla_absorbed_bytes(int64_t layers, int64_t heads_per_rank, int64_t qk_nope_head_dim,
-                                   int64_t v_head_dim, int64_t kv_lora_rank, uint64_t element_bytes) {
-  // w_kc: always a copy (the transposed view is never contiguous); w_vc: a copy unless one head a rank.
-  const int64_t per_head = qk_nope_head_dim + (heads_per_rank > 1 ? v_head_dim : 0);
+                                   int64_t v_head_dim, int64_t kv_lora_rank, uint64_t element_bytes, bool dequantized) {
+  // w_kc: always a copy (the transposed view is never contiguous); w_vc: a copy unless one head a rank, when it is a
+  // view of w: kv_b_proj's own weight (nothing more), or the dequantized bf16 w, all of it (nope + v) kept.
+  const int64_t per_head = qk_nope_head_dim + (heads_per_rank > 1 ? v_head_dim
+                                               : dequantized       ? qk_nope_head_dim + v_head_dim
+                                                                   : 0);
   const char* what = "MLA w_kc/w_vc elements";
   const uint64_t elements =
       checked_mul(checked_mul(static_cast<uint64_t>(layers), static_cast<uint64_t>(heads_per_rank), what),

@@ -50,16 +50,27 @@ void sglang_quantization_check(const std::string& method, bool from_flag, bool c
                      "series (per channel, later one a module: fp8.py use_sm120_fp8_pertensor); not modelled");
 }
 
-void sglang_quantized_model_check(const std::string& method, bool moe, const std::string& model_type, bool mla,
+void sglang_quantized_model_check(const VllmQuantization& q, bool moe, const std::string& model_type, bool mla,
                                   const std::string& model) {
-  if (method.empty()) return;
-  const std::string who = "serve --engine sglang on " + model + " (" + method + "): ";
-  if (mla)
-    throw InputError(who + "what SGLang's DeepseekV2ForCausalLM.post_load_weights makes of a quantized kv_b_proj "
-                     "(w_kc, w_vc) is not read");
-  if (moe && model_type != "qwen2_moe" && model_type != "qwen3_moe")
+  if (q.method.empty()) return;
+  const std::string who = "serve --engine sglang on " + model + " (" + q.method + "): ";
+  // DeepseekV2ForCausalLM.post_load_weights: block_quant_dequant to bf16 only for CUDA's [128, 128] blocks.
+  if (mla && !(q.method == "fp8" && q.block.n == 128 && q.block.k == 128))
+    throw InputError(who + "what SGLang's DeepseekV2ForCausalLM.post_load_weights makes of this kv_b_proj is not "
+                     "sized (" + (q.method != "fp8" ? "a " + q.method + " kv_b_proj"
+                                  : q.block.on() ? fmt::format("block_quant_to_tensor_quant for blocks [{}, {}]",
+                                                               q.block.n, q.block.k)
+                                                 : std::string("channel_quant_to_tensor_quant for per-tensor fp8")) +
+                     "); memplan sizes block fp8 [128, 128], DeepSeek-V3's: bf16 w_kc and w_vc)");
+  const bool deepseek = model_type == "deepseek_v2" || model_type == "deepseek_v3";
+  if (moe && model_type != "qwen2_moe" && model_type != "qwen3_moe" && !deepseek)
     throw InputError(who + "whether SGLang quantizes " + (model_type.empty() ? std::string("this model") : model_type) +
-                     "'s router is not read (memplan reads qwen2_moe's and qwen3_moe's: kept in the model's type)");
+                     "'s router is not read (memplan reads qwen2_moe's, qwen3_moe's, deepseek_v2's and deepseek_v3's: "
+                     "kept in the model's type)");
+}
+
+uint64_t sglang_fp8_kv_scale_bytes(int64_t attentions) {
+  return checked_mul(checked_mul(static_cast<uint64_t>(attentions), 2, kWhat), 4, kWhat);  // k_scale, v_scale
 }
 
 SglangQuantizedLinears sglang_quantized_linears(const std::vector<VllmLinearModule>& modules, const VllmQuantization& q,

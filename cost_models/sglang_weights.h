@@ -44,9 +44,43 @@
 //    (cost_models/vllm_fp8_block.h) unchanged. The routers differ: qwen3_moe's gate is a ReplicatedLinear given
 //    quant_config only for ModelSlim checkpoints (Qwen3MoeSparseMoeBlock.__init__), so an fp8 checkpoint's stays in
 //    the model's type where vLLM quantizes it; qwen2_moe's gate has quant_config None and its shared_expert_gate is
-//    a torch.nn.Linear, as vLLM's. Other model types' routers under SGLang are not read: refused.
-//  - Not read, refused: MXFP4 (SGLang's Mxfp4MoEMethod), multi-head latent attention's quantized kv_b_proj (what
-//    DeepseekV2ForCausalLM.post_load_weights makes of w_kc and w_vc from it), ROCm (fnuz rescale, AITER shuffles).
+//    a torch.nn.Linear, as vLLM's. Other model types' routers under SGLang are not read (refused) but DeepSeek's:
+//  - DeepSeek-V2/V3 (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM its subclass; models/deepseek_v2.py at 3e4a39ee,
+//    a late 0.5-series copy, its weight loading the same in the 2026 deepseek_common/deepseek_weight_loader.py at
+//    0201c04e) under block fp8 [128, 128], DeepSeek-V3/R1's checkpoints:
+//    . DeepseekV2AttentionMLA.__init__: fused_qkv_a_proj_with_mqa, a ReplicatedLinear of hidden -> q_lora_rank +
+//      kv_lora_rank + qk_rope_head_dim given quant_config (load_weights concatenates q_a_proj's and
+//      kv_a_proj_with_mqa's weights and scale grids into it: ceil(2112 / 128) = 17 = 12 + 5 rows for DeepSeek-V3;
+//      the analysis's module on the same activation, whose q_lora_rank shard vLLM's block check already requires a
+//      multiple of block_n), q_b_proj (ColumnParallelLinear, _get_q_b_proj_quant_config: the quant_config),
+//      kv_b_proj (ColumnParallelLinear) and o_proj (RowParallelLinear): fp8 weights and float32 block scales kept
+//      as loaded on 8.9 and 9.0, vLLM's modules byte for byte. kv_b_proj also feeds w_kc and w_vc
+//      (post_load_weights: dequantized to bfloat16 copies, cost_models/sglang_mla.h).
+//    . The dense first layers' DeepseekV2MLP (gate_up_proj MergedColumnParallelLinear, down_proj RowParallelLinear,
+//      quant_config): fp8 modules as vLLM's.
+//    . MoEGate: weight nn.Parameter [n_routed_experts, hidden] in the model's type, no quant method (quant_config
+//      only picks e_score_correction_bias's type: float32 unless modelopt_fp4 with FlashInfer's TRT-LLM MoE),
+//      as vLLM's DeepSeekV2Gate: the analysis leaves it out of the quantized modules, its float32 bias beside it.
+//    . The routed experts: FusedMoE (get_moe_impl_class; Triton without DeepEP) with Fp8MoEMethod, above.
+//    . The shared experts: a DeepseekV2MLP with quant_config (fp8, vLLM's modules), or, with shared-experts
+//      fusion, one more expert of the FusedMoE (num_experts n_routed + 1, top_k + 1; load_weights renames
+//      mlp.shared_experts to mlp.experts.{n_routed}). DeepseekV2ForCausalLM.determine_num_fused_shared_experts turns
+//      fusion on for DeepseekV3ForCausalLM with 256 routed and 1 shared expert on CUDA of capability 8.0 and up,
+//      without expert parallelism, not for a w4afp8 config, unless --disable-shared-experts-fusion or a server
+//      argument sets it (FlashInfer TRT-LLM MoE, server_args.py): DeepSeek-V3 at --tp 8 on Hopper fuses. Fused, the
+//      expert holds w13 [2 I_p, H] with [2 ceil(I_p / block_n), ceil(H / block_k)] scales and w2 [H, I_p] with
+//      [ceil(H / block_n), ceil(I_p / block_k)]; unfused, gate_up [2 I_p, H] with [ceil(2 I_p / block_n),
+//      ceil(H / block_k)] and down the same as w2. Both need I_p a multiple of block_n (Fp8MoEMethod.create_weights;
+//      validate_block_quant_shapes on the merged gate_up) and at tp > 1 of block_k: the same bytes, the analysis's
+//      shared-expert modules either way.
+//    . Fp8Config.get_quant_method gives every RadixAttention (radix_attention.py: quant_config's method, then
+//      create_weights) an Fp8KVCacheMethod: BaseKVCacheMethod.create_weights registers k_scale and v_scale, 0-dim
+//      float32 parameters, kept by process_weights_after_loading (layers/quantization/kv_cache.py at 078e5e2): 8 B
+//      an attention, for every fp8 model (awq's and gptq's configs are not read for it); DeepseekV2AttentionMLA has
+//      two RadixAttention given quant_config (attn_mqa, attn_mha): 16 B a layer.
+//    Per-tensor fp8 (channel_quant_to_tensor_quant), other block sizes (block_quant_to_tensor_quant), awq and gptq
+//    under latent attention are refused, as is a mixture of experts other than these model types'.
+//  - Not read, refused: MXFP4 (SGLang's Mxfp4MoEMethod), ROCm (fnuz rescale, AITER shuffles).
 #pragma once
 
 #include <cstdint>
@@ -64,9 +98,13 @@ namespace memplan {
 void sglang_quantization_check(const std::string& method, bool from_flag, bool checkpoint_fp8, bool block, bool cuda,
                                int capability, const std::string& model);
 
-// After the analysis: its mixture of experts (`moe`, `model_type`) and latent attention (`mla`). Throws InputError.
-void sglang_quantized_model_check(const std::string& method, bool moe, const std::string& model_type, bool mla,
+// After the analysis: its mixture of experts (`moe`, `model_type`) and latent attention (`mla`) under `q`. Throws
+// InputError.
+void sglang_quantized_model_check(const VllmQuantization& q, bool moe, const std::string& model_type, bool mla,
                                   const std::string& model);
+
+// Fp8KVCacheMethod's k_scale and v_scale (float32 scalars) of `attentions` RadixAttention modules.
+uint64_t sglang_fp8_kv_scale_bytes(int64_t attentions);
 
 struct SglangQuantizedLinears {
   int modules = 0;            // the quantized modules (routers not counted)

@@ -112,7 +112,7 @@ EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capa
   if (v.rotary_cache_bytes > 0) g.rotary_cache_bytes = cuda ? v.rotary_cache_bytes / served * 4 : v.rotary_cache_bytes;
   a.weights_bytes = checked_add(a.weights_bytes, g.rotary_cache_bytes, "weights bytes");
   if (!v.quantization.method.empty()) {  // cost_models/sglang_weights.h: the linear modules as SGLang holds them
-    sglang_quantized_model_check(v.quantization.method, v.moe.blocks > 0, model_type, v.mla.on, v.model);
+    sglang_quantized_model_check(v.quantization, v.moe.blocks > 0, model_type, v.mla.on, v.model);
     const SglangQuantizedLinears q = sglang_quantized_linears(v.quantized.module_shapes, v.quantization,
                                                               v.fp8_block.router_nodes, served);
     if (a.weights_bytes < v.quantized.linear_bytes)
@@ -123,6 +123,10 @@ EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capa
                       v.fp8_block.on ? checked_add(v.fp8_block.expert_weight_bytes, v.fp8_block.expert_scale_bytes,
                                                    "expert bytes")
                                      : 0};
+    // Fp8KVCacheMethod's k_scale and v_scale on every RadixAttention: MLA's two a layer (attn_mqa, attn_mha).
+    if (v.quantization.method == "fp8")
+      g.quantization.kv_scale_bytes = sglang_fp8_kv_scale_bytes(a.kv_layers * (v.mla.on ? 2 : 1));
+    a.weights_bytes = checked_add(a.weights_bytes, g.quantization.kv_scale_bytes, "weights bytes");
   }
   if (v.mla.on) {  // cost_models/sglang_mla.h: the latent pool (v.kv_bytes_per_token), the backend, w_kc and w_vc
     if (!cuda)
@@ -132,9 +136,12 @@ EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capa
     if (!backend.refusal.empty()) throw InputError("serve --engine sglang on " + v.model + ": " + backend.refusal);
     g.mla_backend = backend.name;
     const VllmMlaShape& m = v.mla.shape;
+    // Block fp8 (sglang_quantized_model_check): w_kc and w_vc from the dequantized bf16 kv_b_proj, in place of vLLM's.
+    const bool fp8 = v.quantization.method == "fp8";
     g.mla_absorbed_bytes = sglang_mla_absorbed_bytes(m.layers, m.heads_per_rank, m.qk_nope_head_dim, m.v_head_dim,
-                                                     m.kv_lora_rank, served);
-    a.weights_bytes = checked_add(a.weights_bytes, g.mla_absorbed_bytes, "weights bytes");
+                                                     m.kv_lora_rank, fp8 ? 2 : served, fp8);
+    if (a.weights_bytes < v.fp8_block.mla_absorbed_bytes) throw std::logic_error("serve --engine sglang: MLA weights");
+    a.weights_bytes = checked_add(a.weights_bytes - v.fp8_block.mla_absorbed_bytes, g.mla_absorbed_bytes, "weights");
   }
   // get_device_memory_capacity: the GPU's total in whole MiB as nvidia-smi's memory.total prints it, which is a
   // little above the CUDA total the catalog holds (H100: 81,559 MiB against 81,106; report/gpu_catalog.json): the

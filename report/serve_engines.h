@@ -48,6 +48,7 @@ struct SglangAnswer {
     std::string method, source, layout;
     int modules = 0, routers = 0;
     uint64_t linear_bytes = 0, vllm_linear_bytes = 0, router_bytes = 0, expert_bytes = 0;
+    uint64_t kv_scale_bytes = 0;  // fp8: Fp8KVCacheMethod's k_scale and v_scale, in the weights
   } quantization;
   SglangTokenPool pool;
 };

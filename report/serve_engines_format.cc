@@ -29,7 +29,8 @@ nlohmann::ordered_json quantization_json(const SglangAnswer::Quantization& q) {
           {"vllm_linear_bytes", q.vllm_linear_bytes},
           {"routers_unquantized", q.routers},
           {"router_bytes", q.router_bytes},
-          {"expert_bytes", q.expert_bytes}};
+          {"expert_bytes", q.expert_bytes},
+          {"kv_scale_bytes", q.kv_scale_bytes}};
 }
 
 }  // namespace
@@ -129,7 +130,8 @@ std::string engine_to_text(const EngineAnswer& a) {
     if (g.rotary_cache_bytes > 0 || !g.mla_backend.empty())
       t += fmt::format("    (with SGLang's rotary cache {}{})\n", format_bytes(g.rotary_cache_bytes),
                        g.mla_backend.empty() ? ""
-                                             : fmt::format(" and MLA's w_kc and w_vc copies of kv_b_proj {}",
+                                             : fmt::format(" and MLA's w_kc and w_vc copies of kv_b_proj{} {}",
+                                                           g.quantization.method == "fp8" ? ", dequantized to bf16" : "",
                                                            format_bytes(g.mla_absorbed_bytes)));
     if (const SglangAnswer::Quantization& q = g.quantization; !q.method.empty())
       t += fmt::format("    ({} from {}: the linear modules hold {} as SGLang loads them ({} quantized: {}{}), {} in "
@@ -139,8 +141,10 @@ std::string engine_to_text(const EngineAnswer& a) {
                                                    q.routers > 1 ? "s" : "", format_bytes(q.router_bytes))
                                      : "",
                        format_bytes(q.vllm_linear_bytes),
-                       q.expert_bytes > 0 ? fmt::format("; fp8 experts {}, vLLM's layout", format_bytes(q.expert_bytes))
-                                          : "");
+                       (q.expert_bytes > 0 ? fmt::format("; fp8 experts {}, vLLM's layout", format_bytes(q.expert_bytes))
+                                           : std::string()) +
+                           (q.kv_scale_bytes > 0 ? fmt::format("; attention k_scale/v_scale {} B", q.kv_scale_bytes)
+                                                 : std::string()));
     if (!g.mla_backend.empty())
       t += fmt::format("  multi-head latent attention by SGLang's {} backend: a latent pool of one head of "
                        "kv_lora_rank + qk_rope_head_dim a token and layer, whole on every rank; page size {}\n",

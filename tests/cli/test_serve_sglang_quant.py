@@ -18,14 +18,17 @@ Tiny llama (hidden 256, intermediate 512, 1 layer, 2 heads and 2 KV heads of 128
       static: input_scale [shards] made its max, + 4 B a module: 664,592 B.
     vLLM's layout of the same modules: one float32 scale a module (requantize to the max): 655,360 + 4 x 4 = 655,376
       (dynamic), 655,392 (static).
-    SGLang's weights: 1,705,600 - 1,310,720 + 664,592 = 1,059,472 (static); 1,059,456 (dynamic, and --quantization
-      fp8 on the bf16 config: per_token_group_quant_fp8 over each row, a float32 [out, 1] scale, no input scale).
+    Fp8Config.get_quant_method gives the layer's RadixAttention an Fp8KVCacheMethod (layers/quantization/kv_cache.py
+      at 078e5e2): k_scale and v_scale, float32 scalars, 8 B (any fp8 config).
+    SGLang's weights: 1,705,600 - 1,310,720 + 664,592 + 8 = 1,059,480 (static); 1,059,464 (dynamic, and
+      --quantization fp8 on the bf16 config: per_token_group_quant_fp8 over each row, a float32 [out, 1] scale, no
+      input scale).
     Pool, --memory 16MiB --reserve 0 --mem-fraction-static 0.5, cell 1 layer x 2 KV heads x (128 + 128) x 2 B =
-      1,024 B: rest = (16,777,216 - 1,059,472 - 16,777,216 x 0.5) B = 7,329,136 B (every term a multiple of 2^-30
-      GiB: exact in doubles); 7,329,136 // 1,024 = 7,157 tokens (static).
+      1,024 B: rest = (16,777,216 - 1,059,480 - 16,777,216 x 0.5) B = 7,329,128 B (every term a multiple of 2^-30
+      GiB: exact in doubles); 7,329,128 // 1,024 = 7,157 tokens (static).
   fp8 block-wise [128, 128]: weight fp8 + weight_scale_inv float32 [ceil(out / 128), ceil(in / 128)]: qkv 196,608 +
     6 x 2 x 4 = 196,656; o 65,536 + 16; gate_up 262,144 + 8 x 2 x 4 = 262,208; down 131,072 + 2 x 4 x 4 = 131,104:
-    655,520 B, vLLM's layout byte for byte; weights 1,705,600 - 1,310,720 + 655,520 = 1,050,400.
+    655,520 B, vLLM's layout byte for byte; weights 1,705,600 - 1,310,720 + 655,520 + 8 = 1,050,408.
   awq (--quantization awq; bits 4, group 128; served fp16, AWQConfig's only type; same sizes as bf16):
     qweight int32 [in, out / 8], qzeros int32 [in / 128, out / 8], scales fp16 [in / 128, out]:
       qkv 256 x 96 x 4 = 98,304 + 2 x 96 x 4 = 768 + 2 x 768 x 2 = 3,072 -> 102,144;
@@ -50,7 +53,9 @@ Tiny qwen3_moe (tests/cli/test_serve_fp8_moe.py's: hidden 256, 2 + 2 heads of 12
     SGLang: the router stays bf16 (2,048; vLLM quantizes it: 1,024 + 4); qkv 196,608 + 3,072 = 199,680; o 65,536 +
       1,024 = 66,560: 268,288 B of linear modules (2 quantized, 1 router), vLLM's 1,028 + 196,612 + 65,540 = 263,180;
       experts Fp8MoEMethod's, vLLM's layout: 393,216 fp8 + [4] + [4] float32 = 393,248.
-    weights 1,708,160 - (2,048 + 393,216 + 131,072 + 786,432) + 268,288 + 393,248 = 1,056,928.
+    k_scale and v_scale 8 B.
+    weights 1,708,160 - (2,048 + 393,216 + 131,072 + 786,432) + 268,288 + 393,248 + 8 = 1,056,936.
+DeepSeek-V3's block fp8: test_serve_sglang_deepseek_fp8.py.
 """
 import json
 import os
@@ -130,15 +135,16 @@ class DenseByHand(SglangQuantCase):
         self.assertIsNone(j["sglang"]["quantization"])
 
     def test_fp8_per_tensor_scales_are_per_channel(self):
-        for quantization, linear, vllm, weights in ((STATIC, 664592, 655392, 1059472),
-                                                    (DYNAMIC, 664576, 655376, 1059456)):
+        for quantization, linear, vllm, weights in ((STATIC, 664592, 655392, 1059480),
+                                                    (DYNAMIC, 664576, 655376, 1059464)):
             j = self.serve(quantization)
             q = j["sglang"]["quantization"]
             scheme = quantization["activation_scheme"]
             self.assertEqual((q["method"], q["quantized_modules"], q["routers_unquantized"]), ("fp8", 4, 0), scheme)
             self.assertEqual((q["linear_bytes"], q["vllm_linear_bytes"], q["expert_bytes"]), (linear, vllm, 0), scheme)
+            self.assertEqual(q["kv_scale_bytes"], 8, scheme)
             self.assertEqual(j["memory"]["weights_bytes"], weights, scheme)
-        # The static checkpoint's pool: rest 7,329,136 B over 1,024 B a token.
+        # The static checkpoint's pool: rest 7,329,128 B over 1,024 B a token.
         j = self.serve(STATIC)
         self.assertEqual(j["kv_cache"]["bytes_per_token"], 1024)
         self.assertEqual(j["sglang"]["profiled_tokens"], 7157)
@@ -147,18 +153,18 @@ class DenseByHand(SglangQuantCase):
         j = self.serve(None, "--quantization", "fp8")
         self.assertEqual(j["sglang"]["quantization"]["linear_bytes"], 664576)
         self.assertEqual(j["sglang"]["quantization"]["source"], "--quantization")
-        self.assertEqual(j["memory"]["weights_bytes"], 1059456)
+        self.assertEqual(j["memory"]["weights_bytes"], 1059464)
 
     def test_fp8_block_is_vllms_layout(self):
         j = self.serve(BLOCK)
         q = j["sglang"]["quantization"]
         self.assertEqual((q["linear_bytes"], q["vllm_linear_bytes"]), (655520, 655520))
-        self.assertEqual(j["memory"]["weights_bytes"], 1050400)
+        self.assertEqual(j["memory"]["weights_bytes"], 1050408)
 
     def test_awq_is_vllms_layout(self):
         j = self.serve(AWQ, "--quantization", "awq", "--dtype", "fp16")
         q = j["sglang"]["quantization"]
-        self.assertEqual((q["method"], q["quantized_modules"]), ("awq", 4))
+        self.assertEqual((q["method"], q["quantized_modules"], q["kv_scale_bytes"]), ("awq", 4, 0))
         self.assertEqual((q["linear_bytes"], q["vllm_linear_bytes"]), (340480, 340480))
         self.assertEqual(j["memory"]["weights_bytes"], 735360)
 
@@ -212,7 +218,7 @@ class Qwen3MoeByHand(SglangQuantCase):
         q = j["sglang"]["quantization"]
         self.assertEqual((q["quantized_modules"], q["routers_unquantized"], q["router_bytes"]), (2, 1, 2048))
         self.assertEqual((q["linear_bytes"], q["vllm_linear_bytes"], q["expert_bytes"]), (268288, 263180, 393248))
-        self.assertEqual(j["memory"]["weights_bytes"], 1056928)
+        self.assertEqual(j["memory"]["weights_bytes"], 1056936)
 
     def test_another_models_router_is_refused(self):
         self.refused("router is not read", DYNAMIC, make_config=mixtral_config)

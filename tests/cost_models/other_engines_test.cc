@@ -4,6 +4,7 @@
 
 #include "cost_models/sglang_engine.h"
 #include "cost_models/sglang_mla.h"
+#include "cost_models/sglang_weights.h"
 #include "cost_models/trtllm_engine.h"
 
 namespace memplan {
@@ -30,6 +31,13 @@ TEST(SglangMla, AbsorbedWeightsAndBackend) {
   EXPECT_EQ(sglang_mla_absorbed_bytes(27, 16, 128, 128, 512, 2), 113246208u);
   EXPECT_EQ(sglang_mla_absorbed_bytes(27, 8, 128, 128, 512, 2), 56623104u);
   EXPECT_EQ(sglang_mla_absorbed_bytes(27, 1, 128, 128, 512, 2), 3538944u);
+  // DeepSeek-V3's block-fp8 kv_b_proj dequantized to a new bf16 w (post_load_weights' block_quant_dequant): tp 8,
+  // 16 heads a rank, copies of both halves, w freed: 61 x 16 x (128 + 128) x 512 x 2 B = 255,852,544; one head a
+  // rank, w_kc a copy and w_vc a view that keeps all of w: 61 x (128 + 128 + 128) x 512 x 2 = 23,986,176 (bf16's
+  // one head: 61 x 128 x 512 x 2 = 7,995,392).
+  EXPECT_EQ(sglang_mla_absorbed_bytes(61, 16, 128, 128, 512, 2, true), 255852544u);
+  EXPECT_EQ(sglang_mla_absorbed_bytes(61, 1, 128, 128, 512, 2, true), 23986176u);
+  EXPECT_EQ(sglang_mla_absorbed_bytes(61, 1, 128, 128, 512, 2), 7995392u);
   // FA3 on Hopper, FlashInfer on 10.x for DeepseekV2ForCausalLM, Triton on Ampere; DeepseekV3ForCausalLM on 10.x:
   // trtllm_mla with SGLang's own fp8 quantization, refused.
   EXPECT_EQ(sglang_mla_backend(90, true).name, "fa3");
@@ -37,6 +45,13 @@ TEST(SglangMla, AbsorbedWeightsAndBackend) {
   EXPECT_EQ(sglang_mla_backend(80, false).name, "triton");
   EXPECT_TRUE(sglang_mla_backend(90, false).refusal.empty());
   EXPECT_FALSE(sglang_mla_backend(100, true).refusal.empty());
+}
+
+TEST(SglangWeights, Fp8KvScales) {
+  // Fp8KVCacheMethod: k_scale and v_scale, float32 scalars, on each RadixAttention: DeepSeek-V3's 61 layers of two
+  // (attn_mqa, attn_mha): 122 x 8 = 976 B.
+  EXPECT_EQ(sglang_fp8_kv_scale_bytes(122), 976u);
+  EXPECT_EQ(sglang_fp8_kv_scale_bytes(0), 0u);
 }
 
 TEST(SglangEngine, DefaultMemFraction) {

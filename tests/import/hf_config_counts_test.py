@@ -655,7 +655,8 @@ def deepseek_hand_count(c: dict) -> int:
 def check_deepseek() -> list:
     """DeepSeek-V3: the parameter count (memplan's train graph of the config without its quantization_config, the
     fp8 checkpoint's parameters being the bf16 model's; the published file itself is refused there: its block-wise
-    fp8 is sized by serve --engine vllm only, tests/cli/test_serve_fp8_block.py) against the hand count and the
+    fp8 is sized by serve --engine vllm and sglang only, tests/cli/test_serve_fp8_block.py and
+    test_serve_sglang_deepseek_fp8.py) against the hand count and the
     published 671B. serve --engine vllm's latent cache, 61 x (512 + 64) x 2 B = 70,272 B a token in bf16 where
     transformers' cache holds 61 x 128 x (192 + 128) x 2 B = 4,997,120 B, is tests/cli/test_serve_mla.py's (DeepSeekV3)."""
     errors = []
