@@ -43,6 +43,20 @@ GraphEmitter& GraphEmitter::i(const std::string& name, int64_t value) {
   return *this;
 }
 
+GraphEmitter& GraphEmitter::s(const std::string& name, const std::string& value) {
+  AttributeProto* a = last().add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::STRING);
+  a->set_s(value);
+  return *this;
+}
+
+GraphEmitter& GraphEmitter::aten(const std::string& op) {
+  last().set_op_type("ATen");
+  last().set_domain("org.pytorch.aten");
+  return s("operator", op).s("overload_name", "");
+}
+
 void GraphEmitter::unused_value() {
   op("Constant", {});
   nodes_.back().removed = true;
