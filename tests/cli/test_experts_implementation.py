@@ -71,6 +71,12 @@ class ExpertsImplementation(unittest.TestCase):
         self.refused(["estimate", path, *TRAIN, *g], "not modelled for model_type \"gpt_oss\"")
         self.refused(["estimate", self.config, *TRAIN, *g, "--gpus", "2", "--tp", "2"],
                      "--experts-implementation grouped_mm with --tp 2: not modelled")
+        self.refused(["serve", self.config, "--graph", "decode", "--engine", "eager", "--context", "128", "--gpu",
+                      "H100-80GB", *g], "not modelled for --graph decode or prefill")
+        # The 3-D experts are parameters, not Linear layers: PEFT's target_modules name modules, so LoRA adapts no
+        # expert (peft's target_parameters would, not modelled); a pattern that only names them matches nothing.
+        self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "experts"],
+                     "--lora-targets 'experts' matches the weight of no MatMul/Gemm layer")
         self.refused(["serve", self.config, "--engine", "vllm", "--gpu", "H100-80GB", *g],
                      "--experts-implementation with --engine vllm: the engine replaces the experts")
 
