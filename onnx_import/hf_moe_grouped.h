@@ -1,8 +1,9 @@
 // --experts-implementation grouped_mm: a config.json mixture of experts (mixtral, qwen2_moe, qwen3_moe) whose experts
 // run as transformers 5 runs them by default. PreTrainedModel.get_correct_experts_implementation
 // (src/transformers/modeling_utils.py, huggingface/transformers main) returns "grouped_mm" when none is asked for;
-// MixtralExperts, Qwen2MoeExperts and Qwen3MoeExperts are decorated with use_experts_implementation
-// (src/transformers/integrations/moe.py at 0261a46), which then calls grouped_mm_experts_forward. Their experts are
+// MixtralExperts and Qwen3MoeExperts are decorated with use_experts_implementation (Qwen2MoeExperts subclasses
+// MixtralExperts, models/qwen2_moe/modular_qwen2_moe.py), which then calls grouped_mm_experts_forward
+// (src/transformers/integrations/moe.py at 0261a46). Their experts are
 // two 3-D parameters, gate_up_proj [E, 2I, H] and down_proj [E, H, I], in the block's `experts` module (mixtral's
 // block is `mlp` there, as the others'); the router (`gate`, a weight [E, H]) and qwen2_moe's dense shared expert
 // are unchanged.
