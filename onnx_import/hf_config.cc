@@ -330,7 +330,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   }
   check_deepseek_read(path, config);  // its routing rule (hf_deepseek.h)
   const ConfigGraph kind = config_graph_from_name(path, graph);
-  if (!experts.empty()) check_grouped_experts(path, experts, kind, config);  // hf_moe_grouped.h
+  if (!experts.empty()) check_grouped_experts(path, experts, config);  // hf_moe_grouped.h
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
   // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.
   const bool arch_window = config.hf_arch && config.mask_window < config.max_position_embeddings &&

@@ -180,7 +180,7 @@ std::string config_model_type(const std::string& path);
 // CacheConfig.sliding_window = ModelConfig.get_sliding_window()), gemma's windowed layers (vLLM's gemma2.py and
 // gemma3.py window the layers transformers windows).
 // `experts`: --experts-implementation, eager ("" too) or grouped_mm (onnx_import/hf_moe_grouped.h); grouped_mm is
-// refused (InputError) for a model without experts, for deepseek_v2/v3 and gpt_oss, and for --graph decode/prefill.
+// refused (InputError) for a model without experts and for deepseek_v2/v3 and gpt_oss.
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
                             bool vllm_serve = false, const std::string& experts = {});
 

@@ -22,8 +22,7 @@ std::string config_model_type(const std::string& path) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-void check_grouped_experts(const std::string& path, const std::string& experts, ConfigGraph kind,
-                           DecoderConfig& config) {
+void check_grouped_experts(const std::string& path, const std::string& experts, DecoderConfig& config) {
   auto refuse = [&](const std::string& why) {
     throw InputError(path + ": --experts-implementation " + experts + ": " + why);
   };
@@ -35,9 +34,6 @@ void check_grouped_experts(const std::string& path, const std::string& experts, 
   if (config.mla || config.gpt_oss)
     refuse("not modelled for model_type \"" + config.model_type + "\" (memplan builds grouped_mm for mixtral, "
            "qwen2_moe and qwen3_moe; use eager, the per-expert loop)");
-  if (kind != ConfigGraph::Train)
-    refuse("not modelled for --graph decode or prefill (the decoder graphs fold the 3-D experts' transposed copies, "
-           "which memplan does not build); use --graph train, or eager");
   config.grouped_experts = true;
 }
 

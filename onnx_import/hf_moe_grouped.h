@@ -29,12 +29,13 @@
 // ATen fallback writes them (onnx_import/rules/aten.cc: op type ATen, domain org.pytorch.aten, attribute
 // operator). This graph is not an export: torch 1.13 has no _grouped_mm (transformers asks for torch >= 2.9), so the
 // ops are the modeling code's, each tensor at the size the code allocates, not checked node for node against
-// torch.onnx as the eager block is (tests/import/hf_moe_test.py).
+// torch.onnx as the eager block is (tests/import/hf_moe_test.py). --graph decode and prefill build the same block on
+// the new tokens (N = batch x new tokens); their constant folding turns each 3-D expert parameter's transpose into
+// a transposed initializer of the same bytes, as it does a 2-D weight's (graph_emitter.h).
 //
 // Not modelled, refused with one message (check_grouped_experts): deepseek_v2/v3 (their transformers-5 experts
 // class and router are not read here) and gpt_oss (its experts have biases and a clamped gate: another _apply_gate
-// path), --graph decode and prefill (the decoder graphs fold each parameter's transposed copy, which the emitter
-// does for 2-D parameters only), and a model without experts.
+// path), and a model without experts.
 #pragma once
 
 #include <string>
@@ -43,9 +44,8 @@
 
 namespace memplan {
 
-// Checks --experts-implementation `experts` ("eager" or "grouped_mm") against the config and the graph, and sets
+// Checks --experts-implementation `experts` ("eager" or "grouped_mm") against the config, and sets
 // config.grouped_experts. Throws InputError naming the file, the value and why.
-void check_grouped_experts(const std::string& path, const std::string& experts, ConfigGraph kind,
-                           DecoderConfig& config);
+void check_grouped_experts(const std::string& path, const std::string& experts, DecoderConfig& config);
 
 }  // namespace memplan

@@ -59,8 +59,8 @@ std::vector<OptionSpec> make_schema() {
                "gathered, its MLP, index_add_ back (transformers 4's only form); grouped_mm (transformers 5's "
                "default, PreTrainedModel.get_correct_experts_implementation): the tokens x top-k rows sorted by "
                "expert and two torch._grouped_mm calls over all of them, every tensor tokens x top-k rows whatever "
-               "the routing (so --moe-routing changes nothing there). grouped_mm: --graph train only; not "
-               "deepseek_v2/v3 or gpt_oss; serve: --engine eager only (the engines run their own fused kernels)",
+               "the routing (so --moe-routing changes nothing there). grouped_mm: not deepseek_v2/v3 or gpt_oss, "
+               "no --tp; serve: --engine eager only (the engines run their own fused kernels)",
        .field = FIELD(estimate.model.experts), .choices = experts_implementation_names()},
       // What runs, and how. The rows' order is also the configuration line's.
       {.flag = "--mode", .kind = K::Choice, .commands = kTraining,

@@ -38,10 +38,10 @@ RecipeSetting peft_fsdp_wrap() {
 bool fsdp_accumulating(const CommandArgs& a) { return fsdp(a) && a.estimate.grad_accum > 1; }
 
 // transformers 5 runs a mixture of experts' experts with grouped_mm unless told otherwise; memplan models that for a
-// config.json mixtral, qwen2_moe or qwen3_moe training graph (onnx_import/hf_moe_grouped.h).
+// config.json mixtral, qwen2_moe or qwen3_moe (onnx_import/hf_moe_grouped.h).
 bool grouped_experts_modelled(const CommandArgs& a) {
   const ModelArgs& m = a.estimate.model;
-  if (!is_config_path(m.path) || m.graph != "train") return false;
+  if (!is_config_path(m.path)) return false;
   const std::string type = config_model_type(m.path);
   return type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
 }
@@ -70,7 +70,7 @@ std::vector<RecipeSetting> hf_trainer_settings() {
       {"--experts-implementation", "grouped_mm",
        "src/transformers/modeling_utils.py PreTrainedModel.get_correct_experts_implementation: grouped_mm when none "
        "is asked for (src/transformers/integrations/moe.py grouped_mm_experts_forward)",
-       grouped_experts_modelled, "a config.json mixtral, qwen2_moe or qwen3_moe with --graph train"},
+       grouped_experts_modelled, "a config.json mixtral, qwen2_moe or qwen3_moe"},
       {"--fsdp-no-sync", "true",
        "src/transformers/trainer.py Trainer._inner_training_loop: each batch sample but the last under "
        "accelerator.no_sync (unless sync_each_batch), which is FullyShardedDataParallel.no_sync (accelerate "
@@ -121,9 +121,9 @@ std::string qlora_contradiction(const CommandArgs& a) {
 // What the Hugging Face recipes follow but do not model: how transformers 5 runs the other mixtures of experts.
 const char* const kHfNotModelled =
     "transformers 5's grouped_mm experts (src/transformers/integrations/moe.py grouped_mm_experts_forward, its "
-    "default by PreTrainedModel.get_correct_experts_implementation) for deepseek_v2, deepseek_v3 and gpt_oss, and for "
-    "--graph decode and prefill: those are built as the per-expert loop of experts_implementation=\"eager\" "
-    "(transformers 4's only form), and answered as that loop";
+    "default by PreTrainedModel.get_correct_experts_implementation) for deepseek_v2, deepseek_v3 and gpt_oss: those "
+    "are built as the per-expert loop of experts_implementation=\"eager\" (transformers 4's only form), and "
+    "answered as that loop";
 
 const std::vector<Recipe>& recipes() {
   static const std::vector<Recipe> all = {

@@ -58,9 +58,6 @@ class ExpertsImplementation(unittest.TestCase):
         self.refused(["estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", *g],
                      "--experts-implementation chooses how a config.json's experts run")
         self.refused(["estimate", self.dense, *TRAIN, *g], "model_type \"qwen3\" has no experts")
-        self.refused(["estimate", self.config, "--graph", "decode", "--batch", "1", "--dim", "sequence_length=1",
-                      "--dim", "past_sequence_length=8", "--dim", "total_sequence_length=9", *g],
-                     "not modelled for --graph decode or prefill")
         self.refused(["estimate", os.path.join(CONFIGS, "DeepSeek-V2-Lite.json"), *TRAIN, *g],
                      "not modelled for model_type \"deepseek_v2\"")
         with open(os.path.join(CONFIGS, "gpt-oss-20b.json")) as f:  # without its mxfp4 quantization_config
@@ -71,14 +68,29 @@ class ExpertsImplementation(unittest.TestCase):
         self.refused(["estimate", path, *TRAIN, *g], "not modelled for model_type \"gpt_oss\"")
         self.refused(["estimate", self.config, *TRAIN, *g, "--gpus", "2", "--tp", "2"],
                      "--experts-implementation grouped_mm with --tp 2: not modelled")
-        self.refused(["serve", self.config, "--graph", "decode", "--engine", "eager", "--context", "128", "--gpu",
-                      "H100-80GB", *g], "not modelled for --graph decode or prefill")
         # The 3-D experts are parameters, not Linear layers: PEFT's target_modules name modules, so LoRA adapts no
         # expert (peft's target_parameters would, not modelled); a pattern that only names them matches nothing.
         self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "experts"],
                      "--lora-targets 'experts' matches the weight of no MatMul/Gemm layer")
         self.refused(["serve", self.config, "--engine", "vllm", "--gpu", "H100-80GB", *g],
                      "--experts-implementation with --engine vllm: the engine replaces the experts")
+
+    def test_decoder_graphs(self):
+        # serve --engine eager runs transformers' decoder: grouped_mm's block on the new tokens (N = batch x new).
+        g = ["--experts-implementation", "grouped_mm"]
+        p = run("serve", self.config, "--graph", "decode", "--engine", "eager", "--context", "128", "--gpu",
+                "H100-80GB", *g, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for graph, dims in (("decode", ["--dim", "sequence_length=1", "--dim", "past_sequence_length=8",
+                                        "--dim", "total_sequence_length=9"]),
+                            ("prefill", ["--dim", "sequence_length=128", "--dim", "total_sequence_length=128"])):
+            out = os.path.join(self.dir, f"grouped_{graph}.onnx")
+            p = run("export", self.config, "--graph", graph, *g, "-o", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            a = run("estimate", out, "--batch", "2", *dims, "--json")
+            b = run("estimate", self.config, "--graph", graph, "--batch", "2", *dims, *g, "--json")
+            self.assertEqual((a.returncode, b.returncode), (0, 0), a.stderr + b.stderr)
+            self.assertEqual(json.loads(a.stdout)["total_bytes"], json.loads(b.stdout)["total_bytes"], graph)
 
     def test_recipe_sets_grouped_mm_where_modelled(self):
         # hf-trainer on the MoE training graph answers as --experts-implementation grouped_mm; an explicit eager wins.
@@ -89,7 +101,7 @@ class ExpertsImplementation(unittest.TestCase):
         recipe = total("--recipe", "hf-trainer")
         self.assertEqual(recipe, total("--recipe", "hf-trainer", "--experts-implementation", "grouped_mm"))
         self.assertNotEqual(recipe, total("--recipe", "hf-trainer", "--experts-implementation", "eager"))
-        # Not set where it is not modelled: a dense config, the decoder graph (no refusal).
+        # Not set where there are no experts: a dense config answers (no refusal).
         self.assertEqual(run("estimate", self.dense, *TRAIN, "--recipe", "hf-trainer").returncode, 0)
 
     def test_export_is_read_back(self):
