@@ -172,6 +172,8 @@ AutocastClass autocast_class(const FusedOp& op) {
     default:
       break;
   }
+  // aten::_grouped_mm (an ATen node) is on no autocast list (aten/src/ATen/autocast_mode.h at d70fe7f,
+  // AT_FORALL_LOWER_PRECISION_FP / FP32 / PROMOTE): it falls through uncast, Promote here.
   static const std::set<std::string> low{"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"};
   static const std::set<std::string> fp32{"Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization",
                                           "Exp", "Log", "Pow", "ReduceSum", "ReduceL2", "ReduceLogSumExp",
