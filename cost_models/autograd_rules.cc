@@ -103,6 +103,15 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
   } else if (type == "MatMul" || type == "Gemm") {
     save_if(r, a, rg(requires_grad, b));
     save_if(r, b, rg(requires_grad, a));
+  } else if (is_aten(n, "_grouped_mm")) {
+    // derivatives.yaml _grouped_mm (pytorch/pytorch at d327a78): self's grad _grouped_mm_mat1_backward(grad, mat2,
+    // ..., offs), mat2's _grouped_mm_mat2_backward(grad, self, ..., offs): self kept when mat2 needs a grad, mat2
+    // when self does (as mm), offs for either (an int32 [G]). Each grad a fresh tensor of its input's size: [S, K]
+    // and [G, K, N] (the transposed parameter's grad, reaching the parameter through TransposeBackward, a view).
+    const int32_t offs = input_at(op, g, 2);
+    save_if(r, a, rg(requires_grad, b));
+    save_if(r, b, rg(requires_grad, a));
+    save_if(r, offs, rg(requires_grad, a) || rg(requires_grad, b));
   } else if (saves_output_ops().count(type)) {
     save_if(r, out, true);
   } else if (saves_input_ops().count(type)) {
@@ -163,6 +172,8 @@ AutocastClass autocast_class(const FusedOp& op) {
     default:
       break;
   }
+  // aten::_grouped_mm (an ATen node) is on no autocast list (aten/src/ATen/autocast_mode.h at d70fe7f,
+  // AT_FORALL_LOWER_PRECISION_FP / FP32 / PROMOTE): it falls through uncast, Promote here.
   static const std::set<std::string> low{"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"};
   static const std::set<std::string> fp32{"Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization",
                                           "Exp", "Log", "Pow", "ReduceSum", "ReduceL2", "ReduceLogSumExp",

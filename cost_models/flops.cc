@@ -1,5 +1,6 @@
 #include "cost_models/flops.h"
 
+#include "cost_models/graph_facts.h"
 #include "onnx_import/checked.h"
 
 namespace memplan {
@@ -37,6 +38,11 @@ uint64_t node_flops(const Graph& g, int32_t index) {
     if (a.empty()) return out_elems;
     uint64_t k = static_cast<uint64_t>(a.back());
     if (op == "Gemm" && attr_int(n, "transA", 0) != 0) k = static_cast<uint64_t>(a.front());
+    return checked_mul(2, checked_mul(out_elems, k, "FLOP count"), "FLOP count");
+  }
+  if (is_aten(n, "_grouped_mm")) {  // [S, K] x the groups' [K, N]: each row meets one group, 2·S·N·K
+    if (n.inputs.empty() || n.inputs[0] < 0 || g.tensors[n.inputs[0]].shape.empty()) return out_elems;
+    const uint64_t k = static_cast<uint64_t>(g.tensors[n.inputs[0]].shape.back());
     return checked_mul(2, checked_mul(out_elems, k, "FLOP count"), "FLOP count");
   }
   if (op == "Shape" || op == "Size" || op == "Constant" || op == "Reshape" || op == "Flatten" ||

@@ -7,6 +7,13 @@
 #include "onnx_import/checked.h"
 
 namespace memplan {
+
+bool is_aten(const Node& n, const std::string& op) {
+  if (n.op_type != "ATen" || n.domain != "org.pytorch.aten") return false;
+  const auto it = n.attributes.find("operator");
+  return it != n.attributes.end() && it->second.s == op;
+}
+
 namespace {
 
 bool is_initializer(const Graph& g, int32_t t) {

@@ -14,6 +14,10 @@ namespace memplan {
 // An initializer or Constant output with at most one element (the 0.5 of a GELU, a LayerNorm epsilon).
 bool is_scalar_constant(const Graph& g, int32_t tensor);
 
+// A torch.onnx ATen fallback node of aten::`op` (onnx_import/rules/aten.cc): op type ATen, domain org.pytorch.aten,
+// attribute operator = `op`.
+bool is_aten(const Node& n, const std::string& op);
+
 // A Constant-node output with at most one element: torch.onnx's spelling of a Python number in the
 // model code (`x * 0.5`), which eager PyTorch never stores on the GPU. (Module buffers are initializers.)
 bool is_python_scalar(const Graph& g, int32_t tensor);

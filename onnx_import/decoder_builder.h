@@ -61,6 +61,10 @@ class LlamaBuilder {
   std::string weight_matmul(const std::string& scope, const std::string& weight, const std::string& x);
   std::string index_add(const std::string& acc, const std::string& index, const std::string& source);
   std::string strided(const std::string& x, int64_t start, int64_t step, int64_t end);
+  std::string moe_router(const std::string& m, const std::string& p, const std::string& hidden,
+                         std::string* indices);
+  // hf_moe_grouped.cc: the same block under --experts-implementation grouped_mm.
+  std::string grouped_moe_block(int64_t l, const std::string& x);
 
   // hf_deepseek.cc: deepseek_v3's multi-head latent attention and router; x.expand(sizes) (decoder_ops.cc).
   std::string mla_attention(const std::string& layer, const std::string& x);

@@ -43,6 +43,20 @@ GraphEmitter& GraphEmitter::i(const std::string& name, int64_t value) {
   return *this;
 }
 
+GraphEmitter& GraphEmitter::s(const std::string& name, const std::string& value) {
+  AttributeProto* a = last().add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::STRING);
+  a->set_s(value);
+  return *this;
+}
+
+GraphEmitter& GraphEmitter::aten(const std::string& op) {
+  last().set_op_type("ATen");
+  last().set_domain("org.pytorch.aten");
+  return s("operator", op).s("overload_name", "");
+}
+
 void GraphEmitter::unused_value() {
   op("Constant", {});
   nodes_.back().removed = true;
@@ -147,10 +161,16 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       // A parameter's transposed copy becomes an initializer named after its reader (onnx::MatMul_<number>).
       TensorProto t = *params.at(n.input(0));
       t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
-      if (t.dims_size() != 2) throw InternalError("folding a Transpose of a parameter that is not 2-D");
-      const int64_t rows = t.dims(0);
-      t.set_dims(0, t.dims(1));
-      t.set_dims(1, rows);
+      // A 2-D weight's transpose, or a stack of them transposed per matrix (perm [0, 2, 1]: the grouped experts'
+      // gate_up_proj.transpose(-2, -1), onnx_import/hf_moe_grouped.h).
+      const int d = t.dims_size();
+      const bool stacked = d == 3 && n.attribute_size() == 1 && n.attribute(0).name() == "perm" &&
+                           n.attribute(0).ints_size() == 3 && n.attribute(0).ints(0) == 0 &&
+                           n.attribute(0).ints(1) == 2 && n.attribute(0).ints(2) == 1;
+      if (d != 2 && !stacked) throw InternalError("folding a Transpose of a parameter that is not 2-D");
+      const int64_t rows = t.dims(d - 2);
+      t.set_dims(d - 2, t.dims(d - 1));
+      t.set_dims(d - 1, rows);
       names[n.output(0)] = t.name();
       copies.emplace_back(t.name(), n.input(0));
       folded.push_back(std::move(t));

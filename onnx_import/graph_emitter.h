@@ -45,6 +45,12 @@ class GraphEmitter {
   GraphEmitter& ints(const std::string& name, const std::vector<int64_t>& values);
   GraphEmitter& i(const std::string& name, int64_t value);
   GraphEmitter& f(const std::string& name, float value);
+  GraphEmitter& s(const std::string& name, const std::string& value);
+  // Makes the node made last torch.onnx's ATen fallback (operator_export_type ONNX_ATEN_FALLBACK) of aten::`op`:
+  // op type "ATen" in domain "org.pytorch.aten", attributes operator = op and overload_name = "" (as
+  // torch/testing/_internal/common_utils.py assertAtenOp reads an exported graph's fallback nodes; ONNX's own
+  // schema, docs/Operators.md org.pytorch.aten ATen-1: variadic inputs and outputs, operator required).
+  GraphEmitter& aten(const std::string& op);
   // A value the JIT numbers but the ONNX graph never holds: symbolic_opset9.py unused(), an omitted optional input
   // (clamp_max's Clip min), written "" where read.
   void unused_value();

@@ -15,6 +15,7 @@
 #include "onnx_import/hf_deepseek.h"
 #include "onnx_import/hf_gpt_oss.h"
 #include "onnx_import/hf_moe.h"
+#include "onnx_import/hf_moe_grouped.h"
 #include "onnx_import/hf_quantization.h"
 #include "onnx_import/llama_graph.h"
 #include "onnx_import/model_reader.h"
@@ -311,12 +312,13 @@ ConfigGraph config_graph_from_name(const std::string& path, const std::string& n
 std::vector<std::string> moe_routing_names() { return {"balanced", "worst"}; }
 
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing,
-                            bool vllm_serve) {
+                            bool vllm_serve, const std::string& experts) {
   const std::string text = read_text(path);
   DecoderConfig config = parse_decoder_config(path, text);
   if (!config.quantization.method.empty() && !vllm_serve)
     fail(path, "config key \"quantization_config\" (" + config.quantization.method +
-                   ") is modelled by serve --engine vllm and sglang only: this command's graph would hold the unquantized weights" +
+                   ") is modelled by serve --engine vllm" + (config.quantization.method == "mxfp4" ? "" : " and sglang") +
+                   " only: this command's graph would hold the unquantized weights" +
                    (config.quantization.method == "mxfp4"
                         ? " (transformers dequantizes MXFP4 experts to bfloat16 without triton kernels, "
                           "Mxfp4Config(dequantize=True): remove quantization_config to estimate that bfloat16 model)"
@@ -331,6 +333,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   }
   check_deepseek_read(path, config);  // its routing rule (hf_deepseek.h)
   const ConfigGraph kind = config_graph_from_name(path, graph);
+  if (!experts.empty()) check_grouped_experts(path, experts, config);  // hf_moe_grouped.h
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
   // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.
   const bool arch_window = config.hf_arch && config.mask_window < config.max_position_embeddings &&
@@ -397,8 +400,11 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
 }
 
 ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing,
-                            bool vllm_serve) {
-  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, vllm_serve);
+                            bool vllm_serve, const std::string& experts) {
+  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, vllm_serve, experts);
+  if (!experts.empty())
+    fail(path, "--experts-implementation chooses how a config.json's experts run; an ONNX file's experts are its "
+               "graph's");
   if (!graph.empty()) fail(path, "--graph chooses a config.json's graph; an ONNX file is one graph already");
   if (!moe_routing.empty())
     fail(path, "--moe-routing chooses how a config.json's experts are routed; an ONNX file's routing is its graph's");

@@ -111,6 +111,7 @@ struct DecoderConfig {
   int64_t shared_expert_intermediate_size = 0;  // qwen2_moe's shared expert (0: none)
   bool norm_topk_prob = false;                  // the top-k weights divided by their sum (Mixtral: always)
   std::vector<bool> moe_layers;                 // per layer: a sparse block (else the dense MLP, intermediate_size)
+  bool grouped_experts = false;                 // --experts-implementation grouped_mm (hf_moe_grouped.h)
 
   // deepseek_v3 (transformers models/deepseek_v3/modeling_deepseek_v3.py; onnx_import/hf_deepseek.h): multi-head
   // latent attention and DeepseekV3MoE. head_dim and rotary_dim are qk_rope_head_dim, num_key_value_heads the heads.
@@ -160,6 +161,14 @@ ConfigGraph config_graph_from_name(const std::string& path, const std::string& n
 // The names --moe-routing takes: balanced (the default, also ""), worst (onnx_import/hf_moe.h states both rules).
 std::vector<std::string> moe_routing_names();
 
+// The names --experts-implementation takes: eager (the default, also ""), grouped_mm (transformers'
+// experts_implementation names, src/transformers/modeling_utils.py get_correct_experts_implementation).
+std::vector<std::string> experts_implementation_names();
+
+// A config.json's model_type, or "" when the file cannot be read or parsed (the reader then says why): what the
+// Hugging Face recipes read to set --experts-implementation only where memplan models it.
+std::string config_model_type(const std::string& path);
+
 // Reads the config at `path` and builds its graph, a mixture of experts' tokens routed by `moe_routing`. Throws
 // InputError (unreadable file, the above, a --moe-routing for a model without experts).
 // `vllm_serve`: read for serve --engine vllm (and sglang, the same analysis), which (1) carries a
@@ -174,12 +183,14 @@ std::vector<std::string> moe_routing_names();
 // serves both, gives no per-layer window without layer_types, so Attention takes the model's,
 // CacheConfig.sliding_window = ModelConfig.get_sliding_window()), gemma's windowed layers (vLLM's gemma2.py and
 // gemma3.py window the layers transformers windows).
+// `experts`: --experts-implementation, eager ("" too) or grouped_mm (onnx_import/hf_moe_grouped.h); grouped_mm is
+// refused (InputError) for a model without experts and for deepseek_v2/v3 and gpt_oss.
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
-                            bool vllm_serve = false);
+                            bool vllm_serve = false, const std::string& experts = {});
 
 // The one entry for a model path: a config (is_config_path) is built as read_config_model; anything else is read
 // as ONNX (read_model_file), where a --graph or --moe-routing is refused, since a file is one graph already.
 ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
-                            bool vllm_serve = false);
+                            bool vllm_serve = false, const std::string& experts = {});
 
 }  // namespace memplan

@@ -154,8 +154,36 @@ std::string LlamaBuilder::moe_expert(const std::string& s, const std::string& p,
   return weight_matmul(s + "/" + names[2], weight(2), product);
 }
 
+// The router of mixtral, qwen2_moe and qwen3_moe (the gate Linear, softmax in float32, top-k, divided by their sum
+// when the config normalizes, cast) on the (N, h) tokens: the top-k weights; `indices`, when given, gets top-k's
+// expert indices (its second output).
+std::string LlamaBuilder::moe_router(const std::string& m, const std::string& p, const std::string& hidden,
+                                     std::string* indices) {
+  const std::string logits = linear(m + "/gate", p + ".gate", hidden, c_.hidden_size, c_.num_experts, false);
+  // F.softmax(router_logits, dim=1, dtype=torch.float): Softmax, then the cast to float.
+  std::string probs = e_.op("Softmax", {logits});
+  e_.i("axis", 1);
+  probs = e_.op("Cast", {probs});
+  e_.i("to", TensorProto::FLOAT);
+  // torch.topk(routing_weights, k, dim=-1): k the pooled Python int, reshaped to [1] (symbolic_opset11.py topk).
+  const std::string pooled_k = e_.pooled(c_.experts_per_token);
+  const std::string k_list = reshape(pooled_k, e_.const_i64({1}, false));
+  std::string weights = e_.op("TopK", {probs, k_list}, 2);
+  e_.i("axis", -1).i("largest", 1).i("sorted", 1);
+  if (indices) *indices = e_.output(1);
+  if (c_.norm_topk_prob) {  // routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+    const std::string sum = e_.op("ReduceSum", {weights, e_.pooled_list(-1, "ReduceSum")});
+    e_.i("keepdims", 1);
+    weights = e_.op("Div", {weights, sum});
+  }
+  weights = e_.op("Cast", {weights});  // .to(hidden_states.dtype)
+  e_.i("to", TensorProto::FLOAT);
+  return weights;
+}
+
 // SparseMoeBlock.forward of tests/models/hf_moe.py (hf_moe.h), on the post-attention norm's (b, s, h) output.
 std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
+  if (c_.grouped_experts) return grouped_moe_block(l, x);  // hf_moe_grouped.cc
   const std::string m = "/layers." + std::to_string(l) + (mixtral(c_) ? "/block_sparse_moe" : "/mlp");
   const std::string p = "layers." + std::to_string(l) + (mixtral(c_) ? ".block_sparse_moe" : ".mlp");
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
@@ -169,24 +197,7 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
   } else if (c_.mla) {  // DeepseekV3MoE: DeepseekV3TopkRouter's weights (hf_deepseek.cc), no cast
     weights = deepseek_router(m + "/gate", p + ".gate", hidden);
   } else {
-    const std::string logits = linear(m + "/gate", p + ".gate", hidden, h, experts, false);
-    // F.softmax(router_logits, dim=1, dtype=torch.float): Softmax, then the cast to float.
-    std::string probs = e_.op("Softmax", {logits});
-    e_.i("axis", 1);
-    probs = e_.op("Cast", {probs});
-    e_.i("to", TensorProto::FLOAT);
-    // torch.topk(routing_weights, k, dim=-1): k the pooled Python int, reshaped to [1] (symbolic_opset11.py topk).
-    const std::string pooled_k = e_.pooled(k);
-    const std::string k_list = reshape(pooled_k, e_.const_i64({1}, false));
-    weights = e_.op("TopK", {probs, k_list}, 2);
-    e_.i("axis", -1).i("largest", 1).i("sorted", 1);
-    if (c_.norm_topk_prob) {  // routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
-      const std::string sum = e_.op("ReduceSum", {weights, e_.pooled_list(-1, "ReduceSum")});
-      e_.i("keepdims", 1);
-      weights = e_.op("Div", {weights, sum});
-    }
-    weights = e_.op("Cast", {weights});  // .to(hidden_states.dtype)
-    e_.i("to", TensorProto::FLOAT);
+    weights = moe_router(m, p, hidden, nullptr);
   }
   e_.scope = loop;
   // Balanced routing (hf_moe.h): pair_weights = weights.reshape(-1); the pairs' tokens arange(N·k) // k.

@@ -78,7 +78,9 @@ void order_as_registered(const DecoderConfig& c, onnx::GraphProto& g) {
   for (size_t i = 0; i < order.size(); ++i) rank[order[i]] = 2 * int64_t(i);
   // DeepseekV3MoE and DeepseekV2MoE (transformers' modular_deepseek_v2.py, first release): experts, gate,
   // shared_experts.
-  if (c.mla) rank["gate"] = rank.at("experts") + 1;
+  // Qwen3MoeSparseMoeBlock of transformers 5 (the experts class of hf_moe_grouped.h): experts, then gate
+  // (MixtralSparseMoeBlock keeps gate, experts).
+  if (c.mla || (c.grouped_experts && c.model_type == "qwen3_moe")) rank["gate"] = rank.at("experts") + 1;
   const int n = g.initializer_size();
   std::vector<std::vector<int64_t>> keys;
   keys.reserve(size_t(n));

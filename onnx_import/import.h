@@ -36,6 +36,9 @@ struct Bindings {
   std::string graph;
   // --moe-routing: a config.json mixture of experts' routing rule (onnx_import/hf_config.h); "" is balanced.
   std::string moe_routing;
+  // --experts-implementation: how a config.json mixture of experts runs its experts (onnx_import/hf_config.h); ""
+  // is eager.
+  std::string experts;
   // Ordered field by field (ModelSession keeps one shaped graph per binding).
   friend auto operator<=>(const Bindings&, const Bindings&) = default;
 };

@@ -82,6 +82,11 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
   auto* opset = model.add_opset_import();
   opset->set_domain("");
   opset->set_version(17);
+  if (config.grouped_experts) {  // the ATen fallback's domain (onnx_import/hf_moe_grouped.h), version 1
+    auto* aten = model.add_opset_import();
+    aten->set_domain("org.pytorch.aten");
+    aten->set_version(1);
+  }
   onnx::GraphProto& g = *model.mutable_graph();
   g.set_name("torch_jit");
   const int64_t kv = config.num_key_value_heads, hd = config.head_dim;

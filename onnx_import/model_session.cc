@@ -10,14 +10,16 @@
 
 namespace memplan {
 
-ModelSession::ModelSession(std::string path, std::string graph, std::string moe_routing, bool vllm_serve)
-    : path_(std::move(path)), graph_(std::move(graph)), moe_routing_(std::move(moe_routing)), vllm_serve_(vllm_serve) {}
+ModelSession::ModelSession(std::string path, std::string graph, std::string moe_routing, bool vllm_serve,
+                           std::string experts)
+    : path_(std::move(path)), graph_(std::move(graph)), moe_routing_(std::move(moe_routing)),
+      experts_(std::move(experts)), vllm_serve_(vllm_serve) {}
 
 ModelSession::~ModelSession() = default;
 
 const ReadModel& ModelSession::model() {
   if (!model_) {
-    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_, vllm_serve_));
+    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_, vllm_serve_, experts_));
     ++files_read_;
   }
   return *model_;

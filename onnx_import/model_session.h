@@ -34,7 +34,9 @@ class ModelSession {
  public:
   // Reads nothing yet. `graph`, `moe_routing`: --graph and --moe-routing, for a config.json (read_model_source,
   // onnx_import/hf_config.h). `vllm_serve`: read for serve --engine vllm (read_config_model's `vllm_serve`).
-  explicit ModelSession(std::string path, std::string graph = {}, std::string moe_routing = {}, bool vllm_serve = false);
+  // `experts`: --experts-implementation (read_config_model's).
+  explicit ModelSession(std::string path, std::string graph = {}, std::string moe_routing = {}, bool vllm_serve = false,
+                        std::string experts = {});
   ~ModelSession();
   ModelSession(const ModelSession&) = delete;
   ModelSession& operator=(const ModelSession&) = delete;
@@ -75,7 +77,7 @@ class ModelSession {
   int graphs_shaped() const { return graphs_shaped_; }  // import_model calls so far
 
  private:
-  std::string path_, graph_, moe_routing_;
+  std::string path_, graph_, moe_routing_, experts_;
   bool vllm_serve_ = false;
   std::unique_ptr<const ReadModel> model_;
   std::optional<std::vector<DeclaredInput>> declared_inputs_;

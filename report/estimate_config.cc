@@ -117,6 +117,7 @@ Bindings to_bindings(const ModelArgs& args) {
   if (args.batch >= 0) b.batch = args.batch;
   b.graph = args.graph;
   b.moe_routing = args.moe_routing;
+  b.experts = args.experts;
   for (const std::string& in : args.inputs) {
     const size_t eq = in.rfind('=');
     if (eq == std::string::npos || eq == 0)
@@ -288,7 +289,7 @@ ConfiguredEstimate estimate_model(const EstimateArgs& args) {
   c.options = to_estimate_options(args);  // a bad option is said before the model is read
   const EstimateOptions& options = c.options;
   const Bindings bindings = to_bindings(args.model);
-  ModelSession model(args.model.path, bindings.graph, bindings.moe_routing);  // read once: the estimate and, on a decoder with a KV cache, its phases
+  ModelSession model(args.model.path, bindings.graph, bindings.moe_routing, false, bindings.experts);  // read once: the estimate and, on a decoder with a KV cache, its phases
   c.graph = model.shape(bindings);
   c.estimate = estimate_graph(*c.graph, options);
   c.estimate.kv_phases = estimate_kv_phases(model, bindings, *c.graph, options, c.estimate.breakdown.weights);

@@ -24,6 +24,7 @@ struct ModelArgs {
   std::vector<std::string> values;  // NAME=V or NAME=V1,V2,... (--value)
   std::string graph;                // --graph train|decode|prefill: which graph of a config.json ("": an ONNX file)
   std::string moe_routing;          // --moe-routing balanced|worst: a mixture of experts' routing ("": balanced)
+  std::string experts;              // --experts-implementation eager|grouped_mm ("": eager)
 };
 
 // Turns the parsed strings into Bindings; throws InputError with the flag named on malformed values.

@@ -238,6 +238,15 @@ void check_estimate_combinations(const EstimateArgs& a) {
 const std::vector<CommandRule>& command_rules() {
   using A = const CommandArgs&;
   static const std::vector<CommandRule> all = {
+      {kEstimate | kTimeline | kFit | kCheck, "--experts-implementation grouped_mm is one GPU's experts: no --tp",
+       [](A a) -> std::string {
+         // Megatron-style splits of the 3-D experts (each expert's columns or rows across GPUs) are not how
+         // transformers' grouped_mm_experts_forward runs; memplan's tensor parallelism splits MatMul weights.
+         return a.estimate.model.experts == "grouped_mm" && a.estimate.tp > 1
+                    ? "--experts-implementation grouped_mm with --tp " + std::to_string(a.estimate.tp) + ": not "
+                      "modelled (the 3-D experts' split across tensor-parallel GPUs; use eager)"
+                    : "";
+       }},
       {kCheck, "--metric applies to --baseline and --write-baseline; the ideal runtime reports total only",
        [](A a) -> std::string {
          if (a.metric == CheckArgs{}.metric) return "";
@@ -313,6 +322,14 @@ const std::vector<CommandRule>& command_rules() {
          return vllm(a) && !a.estimate.model.moe_routing.empty()
                     ? "--moe-routing with --engine vllm: vLLM's fused MoE kernel sizes its buffers by tokens x top-k "
                       "whatever the routing (--moe-routing applies to --engine eager)"
+                    : "";
+       }},
+      {kServe, "--experts-implementation in serve applies to --engine eager",
+       [](A a) -> std::string {
+         return !eager(a) && !a.estimate.model.experts.empty()
+                    ? "--experts-implementation with --engine " + a.serve.engine + ": the engine replaces the "
+                      "experts with its own fused MoE kernel (--experts-implementation chooses transformers' "
+                      "experts, --engine eager)"
                     : "";
        }},
       {kServe, "--tp in serve applies to --engine vllm",

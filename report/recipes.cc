@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "onnx_import/errors.h"
+#include "onnx_import/hf_config.h"
 #include "report/option_choices.h"
 
 namespace memplan {
@@ -51,6 +52,15 @@ const char kAccelerateMixedPrecision[] =
     "the parameters that train upcast to float32 shards (FSDP1: Accelerator.prepare_model, each flat parameter that "
     "requires grad; FSDP2: utils/fsdp_utils.py fsdp2_prepare_model)";
 
+// transformers 5 runs a mixture of experts' experts with grouped_mm unless told otherwise; memplan models that for a
+// config.json mixtral, qwen2_moe or qwen3_moe (onnx_import/hf_moe_grouped.h).
+bool grouped_experts_modelled(const CommandArgs& a) {
+  const ModelArgs& m = a.estimate.model;
+  if (!is_config_path(m.path)) return false;
+  const std::string type = config_model_type(m.path);
+  return type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
+}
+
 // The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
 bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 
@@ -85,6 +95,10 @@ std::vector<RecipeSetting> hf_trainer_settings() {
        "--shard fsdp or fsdp2 with --precision amp-bf16"},
       {"--fsdp2-mp", "fp16:fp16", kAccelerateMixedPrecision, fsdp_amp_fp16,
        "--shard fsdp or fsdp2 with --precision amp-fp16"},
+      {"--experts-implementation", "grouped_mm",
+       "src/transformers/modeling_utils.py PreTrainedModel.get_correct_experts_implementation: grouped_mm when none "
+       "is asked for (src/transformers/integrations/moe.py grouped_mm_experts_forward)",
+       grouped_experts_modelled, "a config.json mixtral, qwen2_moe or qwen3_moe"},
       {"--fsdp-no-sync", "true",
        "src/transformers/trainer.py Trainer._inner_training_loop: each batch sample but the last under "
        "accelerator.no_sync (unless sync_each_batch), which is FullyShardedDataParallel.no_sync (accelerate "
@@ -116,14 +130,12 @@ std::string qlora_contradiction(const CommandArgs& a) {
 
 }  // namespace
 
-// What the Hugging Face recipes follow but do not model: how transformers 5 runs a mixture of experts.
+// What the Hugging Face recipes follow but do not model: how transformers 5 runs the other mixtures of experts.
 const char* const kHfNotModelled =
-    "mixtures of experts as transformers 5 runs them by default: PreTrainedModel.get_correct_experts_implementation "
-    "(src/transformers/modeling_utils.py) makes experts_implementation grouped_mm when none is asked for, which runs "
-    "every expert at once (src/transformers/integrations/moe.py grouped_mm_experts_forward: the tokens x top-k "
-    "selected rows gathered, sorted by expert, one grouped GEMM for gate_up_proj and one for down_proj over all of "
-    "them, then un-sorted and summed); a config.json's mixture of experts is built as the per-expert loop of "
-    "experts_implementation=\"eager\" (transformers 4's only form), and answered as that loop. Also not modelled: "
+    "transformers 5's grouped_mm experts (src/transformers/integrations/moe.py grouped_mm_experts_forward, its "
+    "default by PreTrainedModel.get_correct_experts_implementation) for deepseek_v2, deepseek_v3 and gpt_oss: those "
+    "are built as the per-expert loop of experts_implementation=\"eager\" (transformers 4's only form), and "
+    "answered as that loop. Also not modelled: "
     "accelerate's convert_outputs_to_fp32 around an autocast forward (utils/operations.py: a float32 copy of the half "
     "logits the model returns; under FSDP2 the policy's output_dtype casts it back), and, under --shard fsdp2, "
     "fsdp2_prepare_model's own units for the input embedding and for the final norm with the head (v1.14.0; memplan "

@@ -9,7 +9,7 @@
 namespace memplan {
 
 ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& settings, EstimateOptions options)
-    : session_(std::move(path), user.graph, user.moe_routing, uses_vllm_analysis(settings.engine)),
+    : session_(std::move(path), user.graph, user.moe_routing, uses_vllm_analysis(settings.engine), user.experts),
       user_(std::move(user)), settings_(settings), options_(std::move(options)) {
   // vLLM serves in its --dtype auto's type; memplan's --dtype fp32 (the default, "as stored") stands for it. The
   // other engines answer over vLLM's analysis (report/serve_engines.h), in the same type.

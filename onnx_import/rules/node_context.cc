@@ -146,6 +146,7 @@ const RuleTable& rule_table() {
     register_opset18_rules(t);
     register_new_op_rules(t);
     register_microsoft_rules(t);
+    register_aten_rules(t);
     register_quantized_rules(t);
     register_control_flow_rules(t);
     register_onnx_fix_rules(t);

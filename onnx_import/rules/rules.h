@@ -25,7 +25,8 @@ void register_microsoft_rules(RuleTable& table);    // rules/microsoft.cc: com.m
 void register_quantized_rules(RuleTable& table);    // rules/quantized.cc: Q/DQ, QLinear*, *Integer, MatMulNBits
 void register_control_flow_rules(RuleTable& table); // rules/control_flow.cc: If, Loop, Scan
 void register_onnx_fix_rules(RuleTable& table);     // rules/onnx_fixes.cc: ops ONNX 1.12 leaves unshaped
-void register_sequence_rules(RuleTable& table);     // rules/sequences.cc: Sequence*, Optional*, SplitToSequence, ...
+void register_sequence_rules(RuleTable& table);
+void register_aten_rules(RuleTable& table);         // rules/aten.cc: torch.onnx's ATen fallback (org.pytorch.aten)     // rules/sequences.cc: Sequence*, Optional*, SplitToSequence, ...
 
 // Ops whose inputs may be sequences or optionals (rules/sequences.cc, control_flow.cc); every other op is
 // refused one, naming the node, before its rule or ONNX's inference reads it as a tensor.

@@ -1,0 +1,122 @@
+// The sparse block under --experts-implementation grouped_mm (onnx_import/hf_moe_grouped.h).
+#include "onnx_import/hf_moe_grouped.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "onnx_import/decoder_builder.h"
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+using onnx::TensorProto;
+
+std::vector<std::string> experts_implementation_names() { return {"eager", "grouped_mm"}; }
+
+std::string config_model_type(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const auto it = j.is_object() ? j.find("model_type") : j.end();
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+void check_grouped_experts(const std::string& path, const std::string& experts, DecoderConfig& config) {
+  auto refuse = [&](const std::string& why) {
+    throw InputError(path + ": --experts-implementation " + experts + ": " + why);
+  };
+  if (experts != "eager" && experts != "grouped_mm") refuse("not eager or grouped_mm");
+  if (config.num_experts == 0)
+    refuse("it chooses how a mixture of experts runs its experts; model_type \"" + config.model_type +
+           "\" has no experts");
+  if (experts == "eager") return;
+  if (config.mla || config.gpt_oss)
+    refuse("not modelled for model_type \"" + config.model_type + "\" (memplan builds grouped_mm for mixtral, "
+           "qwen2_moe and qwen3_moe; use eager, the per-expert loop)");
+  config.grouped_experts = true;
+}
+
+// grouped_mm_experts_forward on the (N, h) tokens, after the router (hf_moe_grouped.h lists the tensors).
+std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
+  const std::string m = "/layers." + std::to_string(l) + "/mlp", p = "layers." + std::to_string(l) + ".mlp";
+  const std::string ex = m + "/experts", px = p + ".experts";
+  const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
+  const int64_t f = c_.expert_intermediate_size;
+  e_.scope = m;
+  const std::string hidden = reshape(x, e_.const_i64({-1, h}, false));  // hidden_states.view(-1, hidden_dim)
+  std::string indices;
+  const std::string weights = moe_router(m, p, hidden, &indices);
+  // Qwen3MoeExperts / MixtralExperts / Qwen2MoeExperts.__init__: gate_up_proj [E, 2I, H], down_proj [E, H, I].
+  param(px + ".gate_up_proj", {experts, 2 * f, h});
+  param(px + ".down_proj", {experts, h, f});
+  e_.scope = ex;
+  std::string acc = e_.op("ConstantOfShape", {e_.op("Shape", {hidden})});  // torch.zeros_like(hidden_states)
+  const float zero = 0.0f;
+  e_.tensor("value", TensorProto::FLOAT, {1}, &zero, 4);
+  const std::string expert_ids = reshape(indices, e_.const_i64({-1}, false));  // top_k_index.reshape(-1)
+  // torch.arange(num_tokens).unsqueeze(1).expand(-1, num_top_k).reshape(-1)
+  std::string tokens = e_.op("Gather", {e_.op("Shape", {hidden}), e_.const_i64({0}, true)});
+  e_.i("axis", 0);
+  const std::string range = e_.op("Range", {e_.const_i64({0}, true), tokens, e_.const_i64({1}, true)});
+  const std::string column = e_.op("Unsqueeze", {range, e_.const_i64({1}, false)});
+  const std::string expanded = e_.op("Expand", {column, e_.const_i64({1, k}, false)});
+  const std::string token_idx = reshape(expanded, e_.const_i64({-1}, false));
+  // torch.argsort(x, stable=True): a sort along the last axis, its indices (TopK largest=0 over all S entries).
+  auto argsort = [&](const std::string& v) {
+    e_.op("TopK", {v, e_.op("Shape", {v})}, 2);
+    e_.i("axis", -1).i("largest", 0).i("sorted", 1);
+    return e_.output(1);
+  };
+  const std::string perm = argsort(expert_ids);
+  const std::string inv_perm = argsort(perm);
+  const std::string sample_weights = reshape(weights, e_.const_i64({-1}, false));  // top_k_weights.reshape(-1)
+  auto take = [&](const std::string& v, const std::string& index) {  // v[index]
+    const std::string y = e_.op("Gather", {v, index});
+    e_.i("axis", 0);
+    return y;
+  };
+  const std::string current = take(hidden, token_idx);
+  const std::string expert_ids_g = take(expert_ids, perm);
+  const std::string sample_weights_g = take(sample_weights, perm);
+  const std::string current_g = take(current, perm);
+  // torch.histc(expert_ids_g.float(), bins=E, min=0, max=E - 1); torch.cumsum(..., dim=0, dtype=torch.int32) (the
+  // cumsum symbolic casts to the dtype, then CumSum: symbolic_opset11.py cumsum).
+  std::string hist = e_.op("Cast", {expert_ids_g});
+  e_.i("to", TensorProto::FLOAT);
+  hist = e_.op("ATen", {hist});
+  e_.aten("histc").i("bins", experts).f("min", 0.0f).f("max", float(experts - 1));
+  std::string offsets = e_.op("Cast", {hist});
+  e_.i("to", TensorProto::INT32);
+  offsets = e_.op("CumSum", {offsets, e_.const_i64({0}, true)});
+  // torch._grouped_mm(current_states_g, self.gate_up_proj.transpose(-2, -1), offs=offsets)
+  auto grouped_mm = [&](const std::string& a, const std::string& weight) {
+    const std::string y = e_.op("ATen", {a, transpose(weight, {0, 2, 1}), offsets});
+    e_.aten("_grouped_mm");
+    return y;
+  };
+  const std::string gate_up = grouped_mm(current_g, px + ".gate_up_proj");
+  const std::string gate = e_.op("Split", {gate_up, e_.const_i64({f, f}, false)}, 2);  // .chunk(2, dim=-1)
+  e_.i("axis", -1);
+  const std::string up = e_.output(1);
+  const std::string silu = e_.op("Mul", {gate, e_.op("Sigmoid", {gate})});  // act_fn (silu)
+  const std::string act = e_.op("Mul", {silu, up});
+  const std::string out = grouped_mm(act, px + ".down_proj");
+  const std::string w = e_.op("Unsqueeze", {sample_weights_g, e_.const_i64({1}, false)});
+  const std::string weighted = e_.op("Mul", {out, w});
+  std::string restored = take(weighted, inv_perm);  // out_per_sample_g[inv_perm]
+  restored = e_.op("Cast", {restored});  // .to(final_hidden_states.dtype)
+  e_.i("to", TensorProto::FLOAT);
+  acc = index_add(acc, token_idx, restored);
+  if (c_.shared_expert_intermediate_size > 0) {  // Qwen2MoeSparseMoeBlock's shared expert and its sigmoid gate
+    const std::string shared = moe_expert(m + "/shared_expert", p + ".shared_expert", hidden,
+                                          c_.shared_expert_intermediate_size, false);
+    const std::string sgate = linear(m + "/shared_expert_gate", p + ".shared_expert_gate", hidden, h, 1, false);
+    e_.scope = m;
+    acc = e_.op("Add", {acc, e_.op("Mul", {e_.op("Sigmoid", {sgate}), shared})});
+  }
+  e_.scope = m;
+  return reshape(acc, e_.op("Shape", {x}));  // .reshape(batch_size, sequence_length, hidden_dim)
+}
+
+}  // namespace memplan

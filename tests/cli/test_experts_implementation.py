@@ -1,0 +1,133 @@
+"""--experts-implementation eager|grouped_mm through the binary: where grouped_mm is refused (exit 2, one message),
+what the hf-* recipes set, and that `memplan export` of a grouped_mm graph is a file ONNX's checker and memplan read.
+
+The tensors of one grouped_mm block are counted by hand in tests/cost_models/grouped_mm_test.cc; here the tiny
+qwen3_moe of that test (2 layers, H = 16, E = 4 experts of I = 8, top-2) at batch 1 x seq 128.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+BIN = os.environ["MEMPLAN_BIN"]
+SRC = os.environ["MEMPLAN_SOURCE_DIR"]
+CONFIGS = os.path.join(SRC, "tests", "models", "hf_configs")
+
+TINY = {"model_type": "qwen3_moe", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+        "torch_dtype": "float32", "hidden_act": "silu", "num_experts": 4, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 8, "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "output_router_logits": False, "router_aux_loss_coef": 0.001, "attention_bias": False}
+TRAIN = ["--graph", "train", "--batch", "1", "--dim", "seq=128", "--mode", "train"]
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], cwd=SRC, capture_output=True, text=True, timeout=600)
+
+
+class ExpertsImplementation(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="memplan_experts_")
+        cls.config = os.path.join(cls.dir, "config.json")
+        with open(cls.config, "w") as f:
+            json.dump(TINY, f)
+        cls.dense = os.path.join(cls.dir, "dense.json")
+        with open(cls.dense, "w") as f:
+            json.dump({k: v for k, v in TINY.items() if k not in (
+                "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                "decoder_sparse_step", "mlp_only_layers", "output_router_logits", "router_aux_loss_coef")}
+                      | {"model_type": "qwen3"}, f)
+
+    def refused(self, args, message):
+        p = run(*args)
+        self.assertEqual(p.returncode, 2, (args, p.stdout[-500:], p.stderr))
+        self.assertIn(message, p.stderr, args)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def test_answers_both(self):
+        for experts in ("eager", "grouped_mm"):
+            p = run("estimate", self.config, *TRAIN, "--experts-implementation", experts, "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertGreater(json.loads(p.stdout)["total_bytes"], 0)
+
+    def test_refusals(self):
+        g = ["--experts-implementation", "grouped_mm"]
+        self.refused(["estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", *g],
+                     "--experts-implementation chooses how a config.json's experts run")
+        self.refused(["estimate", self.dense, *TRAIN, *g], "model_type \"qwen3\" has no experts")
+        self.refused(["estimate", os.path.join(CONFIGS, "DeepSeek-V2-Lite.json"), *TRAIN, *g],
+                     "not modelled for model_type \"deepseek_v2\"")
+        with open(os.path.join(CONFIGS, "gpt-oss-20b.json")) as f:  # without its mxfp4 quantization_config
+            gpt_oss = {k: v for k, v in json.load(f).items() if k != "quantization_config"}
+        path = os.path.join(self.dir, "gpt_oss.json")
+        with open(path, "w") as f:
+            json.dump(gpt_oss, f)
+        self.refused(["estimate", path, *TRAIN, *g], "not modelled for model_type \"gpt_oss\"")
+        self.refused(["estimate", self.config, *TRAIN, *g, "--gpus", "2", "--tp", "2"],
+                     "--experts-implementation grouped_mm with --tp 2: not modelled")
+        # The 3-D experts are parameters, not Linear layers: PEFT's target_modules name modules, so LoRA adapts no
+        # expert (peft's target_parameters would, not modelled); a pattern that only names them matches nothing.
+        self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "experts"],
+                     "--lora-targets 'experts' matches the weight of no MatMul/Gemm layer")
+        self.refused(["serve", self.config, "--engine", "vllm", "--gpu", "H100-80GB", *g],
+                     "--experts-implementation with --engine vllm: the engine replaces the experts")
+
+    def test_decoder_graphs(self):
+        # serve --engine eager runs transformers' decoder: grouped_mm's block on the new tokens (N = batch x new).
+        g = ["--experts-implementation", "grouped_mm"]
+        p = run("serve", self.config, "--graph", "decode", "--engine", "eager", "--context", "128", "--gpu",
+                "H100-80GB", *g, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for graph, dims in (("decode", ["--dim", "sequence_length=1", "--dim", "past_sequence_length=8",
+                                        "--dim", "total_sequence_length=9"]),
+                            ("prefill", ["--dim", "sequence_length=128", "--dim", "total_sequence_length=128"])):
+            out = os.path.join(self.dir, f"grouped_{graph}.onnx")
+            p = run("export", self.config, "--graph", graph, *g, "-o", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            a = run("estimate", out, "--batch", "2", *dims, "--json")
+            b = run("estimate", self.config, "--graph", graph, "--batch", "2", *dims, *g, "--json")
+            self.assertEqual((a.returncode, b.returncode), (0, 0), a.stderr + b.stderr)
+            self.assertEqual(json.loads(a.stdout)["total_bytes"], json.loads(b.stdout)["total_bytes"], graph)
+
+    def test_recipe_sets_grouped_mm_where_modelled(self):
+        # hf-trainer on the MoE training graph answers as --experts-implementation grouped_mm; an explicit eager wins.
+        def total(*extra):
+            p = run("estimate", self.config, *TRAIN, "--runtime", "ideal", "--json", *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)["total_bytes"]
+        recipe = total("--recipe", "hf-trainer")
+        self.assertEqual(recipe, total("--recipe", "hf-trainer", "--experts-implementation", "grouped_mm"))
+        self.assertNotEqual(recipe, total("--recipe", "hf-trainer", "--experts-implementation", "eager"))
+        # Not set where there are no experts: a dense config answers (no refusal).
+        self.assertEqual(run("estimate", self.dense, *TRAIN, "--recipe", "hf-trainer").returncode, 0)
+
+    def test_export_is_read_back(self):
+        out = os.path.join(self.dir, "grouped.onnx")
+        p = run("export", self.config, "--graph", "train", "--experts-implementation", "grouped_mm", "-o", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        import onnx  # Debian's python3-onnx
+        model = onnx.load(out, load_external_data=False)
+        # memplan writes no weights: the external-data file the initializers name, all zeros (sparse), as
+        # tests/import/hf_config_export_test.py makes it, so that check_model on the path finds it. ONNX's checker
+        # knows ATen as an experimental op (it warns "Checker does not support models with experimental ops: ATen")
+        # and checks the rest of the model.
+        size = max(int({e.key: e.value for e in t.external_data}["offset"]) +
+                   int({e.key: e.value for e in t.external_data}["length"]) for t in model.graph.initializer)
+        with open(out + ".data", "wb") as f:
+            f.truncate(size)
+        onnx.checker.check_model(out)
+        aten = [n for n in model.graph.node if n.op_type == "ATen"]
+        self.assertEqual(len(aten), 6)  # histc and two _grouped_mm in each of the 2 layers
+        self.assertEqual({n.domain for n in aten}, {"org.pytorch.aten"})
+        self.assertIn("org.pytorch.aten", {o.domain for o in model.opset_import})
+        a = run("estimate", out, "--batch", "1", "--dim", "seq=128", "--mode", "train", "--json")
+        b = run("estimate", self.config, *TRAIN, "--experts-implementation", "grouped_mm", "--json")
+        self.assertEqual(a.returncode, 0, a.stderr)
+        self.assertEqual(json.loads(a.stdout)["total_bytes"], json.loads(b.stdout)["total_bytes"])
+
+
+if __name__ == "__main__":
+    unittest.main()
