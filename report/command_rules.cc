@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "report/option_checks.h"
+#include "report/command_rules.h"
 #include "report/option_choices.h"
 
 namespace memplan {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "report/combination_matrix.h"
+#include "report/command_rules.h"
 #include "report/options.h"
 
 namespace memplan {
@@ -30,15 +31,5 @@ void settle_options(CommandArgs& args, Command command, std::vector<const Option
 // The estimate's rows (each value that differs from its default), each option's mode, the requirements and the
 // combination matrix: what a library caller that builds EstimateArgs runs before to_estimate_options.
 void validate_estimate_args(const EstimateArgs& args);
-
-// A rule of a command's own options (not of the estimate's features): two options that exclude each other, or
-// one the command needs. Each is written once here and reached by the CLI and Python alike (validate_options).
-struct CommandRule {
-  uint32_t commands = 0;  // Command bits
-  std::string rule;       // as docs/options.md states it
-  std::string (*broken)(const CommandArgs&) = nullptr;  // the message when `args` break it, else ""
-};
-const std::vector<CommandRule>& command_rules();
-
 
 }  // namespace memplan

@@ -56,7 +56,8 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("option_rows",),                                      # what the rows are written with
     ("option_rows_finetune", "option_rows_serve", "option_rows_output", "option_schema"),  # the rows: fine-tuning's, serve's, check's and output's, the schema
     ("combination_matrix",),                               # which pairs of features are modelled
-    ("command_rules", "option_checks"),                    # every check that needs no model, once (a command's own rules apart)
+    ("command_rules",),                                    # a command's own rules: options that exclude or need another
+    ("option_checks",),                                    # every check that needs no model, once
     ("options_doc",),                                      # docs/options.md, from the rows and the matrix
 ]
 SUBLAYERS: Dict[str, List[Tuple[str, ...]]] = {"report": REPORT_LAYERS}
