@@ -63,6 +63,9 @@ class LlamaBuilder {
   std::string strided(const std::string& x, int64_t start, int64_t step, int64_t end);
   std::string moe_router(const std::string& m, const std::string& p, const std::string& hidden,
                          std::string* indices);
+  // acc + sigmoid(shared_expert_gate(hidden)) * shared_expert(hidden): Qwen2MoeSparseMoeBlock's shared expert.
+  std::string add_shared_expert(const std::string& m, const std::string& p, const std::string& hidden, int64_t h,
+                                const std::string& acc);
   // hf_moe_grouped.cc: the same block under --experts-implementation grouped_mm.
   std::string grouped_moe_block(int64_t l, const std::string& x);
 

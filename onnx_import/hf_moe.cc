@@ -279,15 +279,18 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     e_.scope = m;
     return e_.op("Add", {routed, shared});
   }
-  if (c_.shared_expert_intermediate_size > 0) {  // Qwen2MoeSparseMoeBlock's shared expert and its sigmoid gate
-    const std::string shared = moe_expert(m + "/shared_expert", p + ".shared_expert", hidden,
-                                          c_.shared_expert_intermediate_size, false);
-    const std::string gate = linear(m + "/shared_expert_gate", p + ".shared_expert_gate", hidden, h, 1, false);
-    e_.scope = m;
-    acc = e_.op("Add", {acc, e_.op("Mul", {e_.op("Sigmoid", {gate}), shared})});
-  }
+  if (c_.shared_expert_intermediate_size > 0) acc = add_shared_expert(m, p, hidden, h, acc);
   e_.scope = m;
   return reshape(acc, e_.op("Shape", {x}));  // .view_as(x)
+}
+
+std::string LlamaBuilder::add_shared_expert(const std::string& m, const std::string& p, const std::string& hidden,
+                                            int64_t h, const std::string& acc) {
+  const std::string shared = moe_expert(m + "/shared_expert", p + ".shared_expert", hidden,
+                                        c_.shared_expert_intermediate_size, false);
+  const std::string gate = linear(m + "/shared_expert_gate", p + ".shared_expert_gate", hidden, h, 1, false);
+  e_.scope = m;
+  return e_.op("Add", {acc, e_.op("Mul", {e_.op("Sigmoid", {gate}), shared})});
 }
 
 }  // namespace memplan

@@ -108,13 +108,7 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   restored = e_.op("Cast", {restored});  // .to(final_hidden_states.dtype)
   e_.i("to", TensorProto::FLOAT);
   acc = index_add(acc, token_idx, restored);
-  if (c_.shared_expert_intermediate_size > 0) {  // Qwen2MoeSparseMoeBlock's shared expert and its sigmoid gate
-    const std::string shared = moe_expert(m + "/shared_expert", p + ".shared_expert", hidden,
-                                          c_.shared_expert_intermediate_size, false);
-    const std::string sgate = linear(m + "/shared_expert_gate", p + ".shared_expert_gate", hidden, h, 1, false);
-    e_.scope = m;
-    acc = e_.op("Add", {acc, e_.op("Mul", {e_.op("Sigmoid", {sgate}), shared})});
-  }
+  if (c_.shared_expert_intermediate_size > 0) acc = add_shared_expert(m, p, hidden, h, acc);
   e_.scope = m;
   return reshape(acc, e_.op("Shape", {x}));  // .reshape(batch_size, sequence_length, hidden_dim)
 }
