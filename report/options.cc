@@ -97,6 +97,8 @@ std::string describe_configuration(const EstimateArgs& a, const Graph& graph) {
     if (!row.describe || (row.scope == Scope::Train && !train) || (row.scope == Scope::Inference && train)) continue;
     s += row.describe(a);
   }
+  // The model's rows come before --mode, whose word opens the line: how the experts run is said after the options.
+  if (!a.model.experts.empty()) s += ", " + a.model.experts + " experts";
   for (const auto& [name, value] : graph.bound_dims) s += ", " + name + "=" + std::to_string(value);
   std::vector<std::string> values = a.model.values;
   std::sort(values.begin(), values.end());

@@ -103,6 +103,10 @@ class ExpertsImplementation(unittest.TestCase):
         self.assertNotEqual(recipe, total("--recipe", "hf-trainer", "--experts-implementation", "eager"))
         # Not set where there are no experts: a dense config answers (no refusal).
         self.assertEqual(run("estimate", self.dense, *TRAIN, "--recipe", "hf-trainer").returncode, 0)
+        # The configuration line says how the experts ran (the recipe's choice or the user's), and nothing without one.
+        self.assertIn(", grouped_mm experts, ", run("estimate", self.config, *TRAIN, "--recipe", "hf-trainer").stdout)
+        self.assertIn(", eager experts, ", run("estimate", self.config, *TRAIN, "--experts-implementation", "eager").stdout)
+        self.assertNotIn(" experts, ", run("estimate", self.config, *TRAIN).stdout.splitlines()[1])
 
     def test_export_is_read_back(self):
         out = os.path.join(self.dir, "grouped.onnx")
