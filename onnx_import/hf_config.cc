@@ -174,6 +174,14 @@ void parse_hf_arch(const std::string& path, const json& j, DecoderConfig& c) {
 
 std::string config_torch_dtype(const std::string& path) { return parse_decoder_config(path, read_text(path)).torch_dtype; }
 
+std::string config_model_type(const std::string& path) {
+  try {  // read_text's checks (a file, at most 16 MiB) apply here too; the model's reader names what is wrong
+    return parse_decoder_config(path, read_text(path)).model_type;
+  } catch (const InputError&) {
+    return "";
+  }
+}
+
 bool is_config_path(const std::string& path) {
   return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
 }

@@ -1,10 +1,6 @@
 // The sparse block under --experts-implementation grouped_mm (onnx_import/hf_moe_grouped.h).
 #include "onnx_import/hf_moe_grouped.h"
 
-#include <fstream>
-
-#include <nlohmann/json.hpp>
-
 #include "onnx_import/decoder_builder.h"
 #include "onnx_import/errors.h"
 
@@ -13,14 +9,6 @@ namespace memplan {
 using onnx::TensorProto;
 
 std::vector<std::string> experts_implementation_names() { return {"eager", "grouped_mm"}; }
-
-std::string config_model_type(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  const auto it = j.is_object() ? j.find("model_type") : j.end();
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 void check_grouped_experts(const std::string& path, const std::string& experts, DecoderConfig& config) {
   auto refuse = [&](const std::string& why) {
