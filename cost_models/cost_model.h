@@ -136,6 +136,10 @@ struct TrainingOptions {
   // Trainer.training_step does (compute_loss returns the loss alone; transformers/trainer.py): the output dies
   // at its last reader. false: `output = model(x)` holds it through backward and the step (a plain loop).
   bool free_output = false;
+  // --outputs-to-fp32: accelerate's convert_outputs_to_fp32 around the autocast forward (Accelerator.prepare_model
+  // under mixed precision): the half output comes back as a float32 copy taken after the loss, which takes the
+  // output's place (training_loss.cc emit_output_to_fp32).
+  bool outputs_to_fp32 = false;
   // torch 1.13's MeanBackward1 (mean.dim) keeps its whole input: derivatives.yaml's formula
   // `mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)` uses self.sym_numel(), which
   // the autograd codegen (tools/autograd/load_derivatives.py, saved_variables) had no replacement for, so

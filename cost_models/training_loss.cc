@@ -21,8 +21,10 @@ void TrainingStep::emit_loss() {
   const DType loss_dtype = loss_in_float32() ? DType::Float32 : layout().dtype[out];
   const uint64_t scalar = static_cast<uint64_t>(dtype_bits(loss_dtype) / 8);
   // The training loop's `output = model(x)` holds the output through backward and the optimizer step, unless
-  // the loop drops it with the loss (--free-output).
-  program().buffers[forward_buffer_[out]].live_at_end = !options_.free_output;
+  // the loop drops it with the loss (--free-output), or holds accelerate's float32 copy instead (--outputs-to-fp32).
+  const DType out_dtype = layout().dtype[out];
+  const bool converted = options_.outputs_to_fp32 && (out_dtype == DType::Float16 || out_dtype == DType::BFloat16);
+  program().buffers[forward_buffer_[out]].live_at_end = !options_.free_output && !converted;
   if (options_.loss == LossKind::ChunkedCrossEntropy) {  // its own steps and backward (training_loss_chunked.cc)
     emit_chunked_loss(out);
     return;
@@ -104,7 +106,23 @@ void TrainingStep::emit_loss() {
     }
   }
   program().steps.push_back(std::move(st));
+  if (converted) emit_output_to_fp32(out);
   seed_output_grad(out);
+}
+
+// accelerate's convert_outputs_to_fp32 (--outputs-to-fp32): under mixed precision Accelerator.prepare_model wraps the
+// model's forward in torch.autocast and then in ConvertOutputsToFp32, which returns every float16/bfloat16 tensor of
+// the output as tensor.float() (src/accelerate/accelerator.py prepare_model, utils/operations.py convert_to_fp32;
+// huggingface/accelerate v1.14.0, beb0672a). The model computed its loss inside that forward (transformers'
+// ForCausalLM with labels), so the copy comes after the loss step and after autocast has exited (its weight cache is
+// gone). The half output is then held by nothing and dies at this step; the copy takes its place: through backward
+// under a plain loop, dropped with the outputs by the Trainer's compute_loss (--free-output). Backward starts from
+// the loss and never passes through the copy. Only the last output (the logits) is modelled.
+void TrainingStep::emit_output_to_fp32(int32_t out) {
+  const int32_t copy = writer_.new_buffer(graph_.tensors[out].name + ":to_fp32", bytes_in(out, DType::Float32),
+                                          Category::Activation);
+  program().buffers[copy].live_at_end = !options_.free_output;
+  program().steps.push_back(Step{"convert_outputs_to_fp32", "to_copy", Phase::Forward, {forward_buffer_[out]}, {copy}, 0});
 }
 
 // A pipeline stage before the last: its outputs are sent to the next stage (isend reads the tensor itself),

@@ -109,6 +109,7 @@ class TrainingStep {
   // ---- loss (training_loss.cc) ----
   void emit_loss();
   void emit_stage_send();
+  void emit_output_to_fp32(int32_t out);  // --outputs-to-fp32
   void seed_output_grad(int32_t out);
   // --loss chunked-ce:N (training_loss_chunked.cc) and fused-linear-ce (training_loss_fused.cc).
   void emit_chunked_loss(int32_t out);

@@ -222,6 +222,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.optimizer_flags = {a.amsgrad, a.maximize, a.weight_decay > 0};
   t.optimizer_in_backward = a.optimizer_in_backward;
   t.free_output = a.free_output;
+  t.outputs_to_fp32 = a.outputs_to_fp32;
   t.upcast = parse_upcast(a.upcast);
   t.trainable = a.trainable;
   t.frozen = a.frozen;

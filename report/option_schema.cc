@@ -172,6 +172,13 @@ std::vector<OptionSpec> make_schema() {
                "through backward",
        .field = FIELD(estimate.free_output),
        .describe = [](const EstimateArgs& a) { return if_set(a.free_output, ", output freed after the loss"); }},
+      {.flag = "--outputs-to-fp32", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "accelerate's convert_outputs_to_fp32 (Accelerator.prepare_model under its mixed precision, as the "
+               "Hugging Face Trainer's bf16/fp16 runs it): after the loss the half logits come back as a float32 "
+               "copy, which replaces them (with --free-output it dies before backward). --precision amp-*; --loss "
+               "cross-entropy or mse",
+       .field = FIELD(estimate.outputs_to_fp32),
+       .describe = [](const EstimateArgs& a) { return if_set(a.outputs_to_fp32, ", outputs converted to float32"); }},
       {.flag = "--upcast", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
        .help = "What the framework computes in float32 inside a half-precision model (--precision fp16/bf16): none, "
                "or any of rmsnorm (transformers' LlamaRMSNorm normalises a float32 copy), softmax (eager attention's "

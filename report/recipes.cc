@@ -52,6 +52,19 @@ const char kAccelerateMixedPrecision[] =
     "the parameters that train upcast to float32 shards (FSDP1: Accelerator.prepare_model, each flat parameter that "
     "requires grad; FSDP2: utils/fsdp_utils.py fsdp2_prepare_model)";
 
+// The Trainer's bf16/fp16 is accelerate's mixed precision, which wraps the model's forward in torch.autocast and
+// convert_outputs_to_fp32 where it is native AMP: not under DeepSpeed (Accelerator.__init__ leaves native_amp False
+// for DistributedType.DEEPSPEED) nor under FSDP2 (Accelerator._prepare_fsdp2 prepares the model with
+// fsdp2_prepare_model, never prepare_model). The copy follows a loss the forward computed (report/command_rules.cc).
+bool accelerate_converts_outputs(const CommandArgs& a) {
+  const EstimateArgs& e = a.estimate;
+  const bool amp = kPrecisionChoices.is(e.precision, Precision::AmpBf16) || kPrecisionChoices.is(e.precision, Precision::AmpFp16);
+  const bool native = e.deepspeed.empty() && (kShardChoices.is(e.shard, Sharding::None) ||
+                                              kShardChoices.is(e.shard, Sharding::Ddp) || fsdp(a));
+  const bool whole_loss = kLossChoices.is(e.loss, LossKind::CrossEntropy) || kLossChoices.is(e.loss, LossKind::Mse);
+  return amp && native && whole_loss;
+}
+
 // transformers 5 runs a mixture of experts' experts with grouped_mm unless told otherwise; memplan models that for a
 // config.json mixtral, qwen2_moe or qwen3_moe (onnx_import/hf_moe_grouped.h).
 bool grouped_experts_modelled(const CommandArgs& a) {
@@ -91,6 +104,12 @@ std::vector<RecipeSetting> hf_trainer_settings() {
       {"--optimizer-impl", "fused",
        "src/transformers/training_args.py: default_optim = adamw_torch_fused with torch >= 2.8", torch_adamw,
        "--optimizer adamw"},
+      {"--outputs-to-fp32", "true",
+       "accelerate src/accelerate/accelerator.py Accelerator.prepare_model (v1.14.0): with native_amp, model.forward = "
+       "convert_outputs_to_fp32(autocast(forward)) (utils/operations.py convert_to_fp32: each float16/bfloat16 "
+       "tensor returned as .float())",
+       accelerate_converts_outputs,
+       "--precision amp-bf16 or amp-fp16, no DeepSpeed or --shard fsdp2, --loss cross-entropy or mse"},
       {"--fsdp2-mp", "bf16:bf16", kAccelerateMixedPrecision, fsdp_amp_bf16,
        "--shard fsdp or fsdp2 with --precision amp-bf16"},
       {"--fsdp2-mp", "fp16:fp16", kAccelerateMixedPrecision, fsdp_amp_fp16,
@@ -135,9 +154,7 @@ const char* const kHfNotModelled =
     "transformers 5's grouped_mm experts (src/transformers/integrations/moe.py grouped_mm_experts_forward, its "
     "default by PreTrainedModel.get_correct_experts_implementation) for deepseek_v2, deepseek_v3 and gpt_oss: those "
     "are built as the per-expert loop of experts_implementation=\"eager\" (transformers 4's only form), and "
-    "answered as that loop. Also not modelled: "
-    "accelerate's convert_outputs_to_fp32 around an autocast forward (utils/operations.py: a float32 copy of the half "
-    "logits the model returns; under FSDP2 the policy's output_dtype casts it back), and, under --shard fsdp2, "
+    "answered as that loop. Also not modelled: under --shard fsdp2, "
     "fsdp2_prepare_model's own units for the input embedding and for the final norm with the head (v1.14.0; memplan "
     "wraps each decoder layer and the root)";
 
