@@ -96,11 +96,12 @@ void check_requirements(const EstimateArgs& a) {
                      " and --grad-accum: FSDP1's CPU offload does not accumulate gradients outside no_sync() (its "
                      "docstring: it uses the newly-reduced gradient instead); inside no_sync() it does "
                      "(--fsdp-no-sync), and --shard " + kShardChoices.name_of(Sharding::Fsdp2) + " accumulates on the host");
-  // Autocast over FSDP's mixed precision is how accelerate runs mixed_precision="bf16"/"fp16" under FSDP: a policy
+  // Autocast over FSDP's mixed precision is how accelerate runs mixed_precision="bf16"/"fp16" under FSDP1: a policy
   // whose param_dtype (and reduce_dtype) is autocast's type (utils/dataclasses.py FullyShardedDataParallelPlugin.
   // set_mixed_precision, v1.14.0) and torch.autocast around the forward (accelerator.py prepare_model, native_amp):
-  // modelled (cost_models/eager_semantics.h compute_param_dtype). A param_dtype that is not autocast's type is
-  // neither what accelerate builds nor modelled; FSDP2 under autocast without a policy is not modelled either.
+  // modelled (cost_models/eager_semantics.h compute_param_dtype), under FSDP2 too (a loop's own autocast: accelerate's
+  // FSDP2 has the policy alone, --precision fp32). A param_dtype that is not autocast's type is not modelled; FSDP2
+  // under autocast without a policy is not modelled either.
   const bool mp = !kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32});
   const Precision precision = kPrecisionChoices.parse(a.precision, "--precision");
   const std::string accelerate_policy = kFsdp2MpChoices.name_of(
@@ -112,9 +113,10 @@ void check_requirements(const EstimateArgs& a) {
                      "type: give --fsdp2-mp " + accelerate_policy + ")");
   if (!mp && is_amp(precision) && kShardChoices.is(a.shard, Sharding::Fsdp2))
     throw InputError("--shard " + a.shard + " with --precision " + a.precision + " and no --fsdp2-mp: not modelled: "
-                     "FSDP2's mixed precision is its MixedPrecisionPolicy; under autocast give the policy accelerate "
-                     "builds (--fsdp2-mp " + accelerate_policy + "), or the policy alone (--fsdp2-mp bf16:fp32 --precision fp32, torchtitan's), or the model in "
-                     "its own type (--precision bf16, torchtune's)");
+                     "FSDP2's mixed precision is its MixedPrecisionPolicy; under autocast give a policy in autocast's "
+                     "type (--fsdp2-mp " + accelerate_policy + "), or the policy alone (--precision fp32 with --fsdp2-mp "
+                     "bf16:bf16, accelerate's, or bf16:fp32, torchtitan's), or the model in its own type (--precision "
+                     "bf16, torchtune's)");
   if (mp && kTorchChoices.is(a.torch, true))
     throw InputError("--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from PyTorch 2's "
                      "_flat_param.py (and fully_shard is PyTorch 2's): use --torch 2");

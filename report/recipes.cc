@@ -37,20 +37,35 @@ RecipeSetting peft_fsdp_wrap() {
 // FSDP1 with accumulation: the Trainer runs every batch sample of a step but the last inside accelerate's no_sync.
 bool fsdp_accumulating(const CommandArgs& a) { return fsdp(a) && a.estimate.grad_accum > 1; }
 
-// The Trainer's bf16/fp16 under FSDP is accelerate's mixed_precision: a MixedPrecision (FSDP1) or MixedPrecisionPolicy
-// (FSDP2) of param_dtype = reduce_dtype = the half type (utils/dataclasses.py FullyShardedDataParallelPlugin.
-// set_mixed_precision, v1.14.0) under torch.autocast (accelerator.py Accelerator.__init__ native_amp, prepare_model).
-bool sharded_amp(const CommandArgs& a, Precision amp) {
-  return (fsdp(a) || kShardChoices.is(a.estimate.shard, Sharding::Fsdp2)) && kPrecisionChoices.is(a.estimate.precision, amp);
-}
-bool fsdp_amp_bf16(const CommandArgs& a) { return sharded_amp(a, Precision::AmpBf16); }
-bool fsdp_amp_fp16(const CommandArgs& a) { return sharded_amp(a, Precision::AmpFp16); }
+// The Trainer's bf16/fp16 under FSDP1 is accelerate's mixed_precision: a MixedPrecision of param_dtype = reduce_dtype
+// = the half type (utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision, v1.14.0) under
+// torch.autocast (accelerator.py Accelerator.__init__ native_amp, prepare_model). Under FSDP2 there is no autocast
+// (fsdp2_autocast below).
+bool fsdp1_amp(const CommandArgs& a, Precision amp) { return fsdp(a) && kPrecisionChoices.is(a.estimate.precision, amp); }
+bool fsdp_amp_bf16(const CommandArgs& a) { return fsdp1_amp(a, Precision::AmpBf16); }
+bool fsdp_amp_fp16(const CommandArgs& a) { return fsdp1_amp(a, Precision::AmpFp16); }
 
 const char kAccelerateMixedPrecision[] =
     "accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision (v1.14.0): param_dtype = "
     "reduce_dtype = the Trainer's bf16/fp16, kept under torch.autocast (accelerator.py prepare_model, native_amp); "
-    "the parameters that train upcast to float32 shards (FSDP1: Accelerator.prepare_model, each flat parameter that "
-    "requires grad; FSDP2: utils/fsdp_utils.py fsdp2_prepare_model)";
+    "the flat parameters that train upcast to float32 shards (Accelerator.prepare_model)";
+
+// accelerate prepares an FSDP2 model with utils/fsdp_utils.py fsdp2_prepare_model (Accelerator._prepare_fsdp2,
+// v1.14.0), never prepare_model, so nothing wraps its forward in torch.autocast (nor the Trainer: its
+// autocast_smart_context_manager autocasts only on the CPU). The Trainer's bf16/fp16 there is the policy alone
+// (MixedPrecisionPolicy of param_dtype = reduce_dtype = output_dtype = the half type, set_mixed_precision) over the
+// trained parameters upcast to float32 (fsdp2_prepare_model): memplan's --precision fp32 --fsdp2-mp T:T, not amp-*.
+std::string fsdp2_autocast(const CommandArgs& a) {
+  const EstimateArgs& e = a.estimate;
+  const bool bf16 = kPrecisionChoices.is(e.precision, Precision::AmpBf16);
+  if (!kShardChoices.is(e.shard, Sharding::Fsdp2) || (!bf16 && !kPrecisionChoices.is(e.precision, Precision::AmpFp16)))
+    return "";
+  const std::string half = bf16 ? "bf16" : "fp16";
+  return "--recipe " + e.recipe + " with --shard " + e.shard + " and --precision " + e.precision + ": accelerate runs "
+         "no torch.autocast under FSDP2 (Accelerator._prepare_fsdp2 prepares the model with fsdp2_prepare_model, "
+         "never prepare_model's autocast wrapper; v1.14.0): the Trainer's " + half + "=True there is float32 shards "
+         "computing in the policy's type, --precision fp32 --fsdp2-mp " + half + ":" + half;
+}
 
 // The Trainer's bf16/fp16 is accelerate's mixed precision, which wraps the model's forward in torch.autocast and
 // convert_outputs_to_fp32 where it is native AMP: not under DeepSpeed (Accelerator.__init__ leaves native_amp False
@@ -111,9 +126,9 @@ std::vector<RecipeSetting> hf_trainer_settings() {
        accelerate_converts_outputs,
        "--precision amp-bf16 or amp-fp16, no DeepSpeed or --shard fsdp2, --loss cross-entropy or mse"},
       {"--fsdp2-mp", "bf16:bf16", kAccelerateMixedPrecision, fsdp_amp_bf16,
-       "--shard fsdp or fsdp2 with --precision amp-bf16"},
+       "--shard fsdp with --precision amp-bf16"},
       {"--fsdp2-mp", "fp16:fp16", kAccelerateMixedPrecision, fsdp_amp_fp16,
-       "--shard fsdp or fsdp2 with --precision amp-fp16"},
+       "--shard fsdp with --precision amp-fp16"},
       {"--experts-implementation", "grouped_mm",
        "src/transformers/modeling_utils.py PreTrainedModel.get_correct_experts_implementation: grouped_mm when none "
        "is asked for (src/transformers/integrations/moe.py grouped_mm_experts_forward)",
@@ -134,7 +149,7 @@ std::vector<RecipeSetting> with(std::vector<RecipeSetting> base, const std::vect
 std::string no_lora(const CommandArgs& a) {
   return a.estimate.lora_rank == 0 ? "--recipe " + a.estimate.recipe + " trains LoRA adapters: --lora-rank 0 leaves "
                                      "none (use --recipe hf-trainer for a full fine-tune)"
-                                   : "";
+                                   : fsdp2_autocast(a);
 }
 
 std::string qlora_contradiction(const CommandArgs& a) {
@@ -163,10 +178,11 @@ const std::vector<Recipe>& recipes() {
       {"hf-trainer", "transformers Trainer (main, torch >= 2.8)",
        "A full fine-tune with the Hugging Face Trainer: the model in the type it is stored in (transformers 5's "
        "dtype=\"auto\"), its float32 islands, the logits freed before backward, SDPA attention, fused AdamW; under "
-       "--shard fsdp or fsdp2 with --precision amp-*, accelerate's mixed precision (a policy in autocast's type under "
-       "torch.autocast, the shards that train float32). Batch and checkpointing (gradient_checkpointing=True: "
+       "--shard fsdp with --precision amp-*, accelerate's mixed precision (a policy in autocast's type under "
+       "torch.autocast, the shards that train float32; under fsdp2, which accelerate runs without autocast, "
+       "--precision fp32 --fsdp2-mp bf16:bf16). Batch and checkpointing (gradient_checkpointing=True: "
        "--checkpoint layers) stay yours.",
-       with({kStoredPrecision}, hf_trainer_settings()), nullptr, kHfNotModelled,
+       with({kStoredPrecision}, hf_trainer_settings()), fsdp2_autocast, kHfNotModelled,
        {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",

@@ -493,10 +493,10 @@ class FsdpTest(unittest.TestCase):
         base = run_json(*args, "--lora-dtype", "base")
         self.assertEqual(base["total_bytes"], out["total_bytes"])
         self.assertEqual(base["training"], out["training"])
-        # HF Trainer + PEFT over accelerate's FSDP2 with bf16: MixedPrecisionPolicy(bf16, bf16) under torch.autocast
-        # (accelerate utils/dataclasses.py set_mixed_precision, accelerator.py prepare_model; fsdp2_prepare_model keeps
-        # the adapters float32 shards): the same shards, grads and states as above, the step's activations bf16 and
-        # float32 as autocast makes them over the bf16 gathered parameters (tests/cost_models/fsdp_amp_test.cc).
+        # FSDP2 with MixedPrecisionPolicy(bf16, bf16) under a loop's own torch.autocast (the policy accelerate's
+        # set_mixed_precision builds; fsdp2_prepare_model keeps the adapters float32 shards): the same shards, grads
+        # and states as above, the step's activations bf16 and float32 as autocast makes them over the bf16 gathered
+        # parameters (tests/cost_models/fsdp_amp_test.cc).
         acc = run_json(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:bf16", "--precision",
                        "amp-bf16", "--lora-rank", "8", "--lora-targets", "q_proj|v_proj")
         jsonschema.validate(acc, schema("estimate"))
@@ -505,14 +505,23 @@ class FsdpTest(unittest.TestCase):
         self.assertEqual(acc["training"]["optimizer_state_bytes"], 2 * adapters)
         self.assertTrue(any("Under torch.autocast (accelerate's mixed_precision) on top" in n for n in acc["notes"]),
                         acc["notes"])
-        # The recipes set that policy under --shard fsdp/fsdp2 with --precision amp-*: the same answer as the flags.
+        # The recipes set that policy under --shard fsdp with --precision amp-*: the same answer as the flags (and
+        # accelerate's convert_outputs_to_fp32, --outputs-to-fp32). Under fsdp2 accelerate runs no autocast
+        # (Accelerator._prepare_fsdp2 never calls prepare_model): the recipes refuse amp-* there, naming the flags of
+        # what it builds, the float32 shards computing in the policy's type.
         for recipe in ("hf-trainer", "hf-peft"):
-            for shard in ("fsdp", "fsdp2"):
-                args = (*self.BASE, "--recipe", recipe, "--gpus", "3", "--shard", shard, "--precision", "amp-bf16")
-                by_recipe = run_json(*args)
-                by_flags = run_json(*args, "--fsdp2-mp", "bf16:bf16")
-                self.assertEqual(by_recipe["total_bytes"], by_flags["total_bytes"], (recipe, shard))
-                self.assertTrue(any("bfloat16" in n and "autocast" in n for n in by_recipe["notes"]), (recipe, shard))
+            args = (*self.BASE, "--recipe", recipe, "--gpus", "3", "--shard", "fsdp", "--precision", "amp-bf16")
+            by_recipe = run_json(*args)
+            by_flags = run_json(*args, "--fsdp2-mp", "bf16:bf16", "--outputs-to-fp32")
+            self.assertEqual(by_recipe["total_bytes"], by_flags["total_bytes"], recipe)
+            self.assertTrue(any("bfloat16" in n and "autocast" in n for n in by_recipe["notes"]), recipe)
+            err = run(*self.BASE, "--recipe", recipe, "--gpus", "3", "--shard", "fsdp2", "--precision", "amp-bf16",
+                      check_rc=2).stderr
+            self.assertIn("accelerate runs no torch.autocast under FSDP2", err)
+            self.assertIn("--precision fp32 --fsdp2-mp bf16:bf16", err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            run_json(*self.BASE, "--recipe", recipe, "--gpus", "3", "--shard", "fsdp2", "--precision", "fp32",
+                     "--fsdp2-mp", "bf16:bf16")
         # A policy whose param_dtype is not autocast's type is not accelerate's: one message, exit 2.
         err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp2", "--fsdp2-mp", "bf16:bf16", "--precision", "amp-fp16",
                   check_rc=2).stderr
@@ -657,7 +666,7 @@ class FsdpTest(unittest.TestCase):
         cases = [
             (["--gpus", "2", "--shard", "fsdp2", "--precision", "amp-bf16"],
              "--shard fsdp2 with --precision amp-bf16 and no --fsdp2-mp: not modelled: FSDP2's mixed precision is its "
-             "MixedPrecisionPolicy; under autocast give the policy accelerate builds (--fsdp2-mp bf16:bf16)"),
+             "MixedPrecisionPolicy; under autocast give a policy in autocast's type (--fsdp2-mp bf16:bf16)"),
             (["--gpus", "2", "--shard", "ddp", "--fsdp2-mp", "bf16:fp32"], "--fsdp2-mp is fully_shard's "
              "MixedPrecisionPolicy (--shard fsdp2) or FSDP1's MixedPrecision (--shard fsdp): it needs one of them"),
             (["--gpus", "2", "--shard", "fsdp2", "--fsdp2-mp", "bf16:fp32", "--precision", "amp-fp16"],

@@ -1,11 +1,14 @@
-// accelerate's mixed precision under FSDP (the HF Trainer's bf16/fp16 with --shard fsdp or fsdp2): a policy in
+// accelerate's mixed precision under FSDP (the HF Trainer's bf16/fp16 with --shard fsdp or fsdp2). FSDP1: a policy in
 // autocast's type under torch.autocast (accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.
-// set_mixed_precision and accelerator.py prepare_model, v1.14.0). The hf-* recipes set the policy; the flags are
-// modelled on both FSDPs with bf16 and fp16; what accelerate does not build is refused with one message naming both
-// flags. The hand figures of the step are tests/cost_models/fsdp_amp_test.cc's.
+// set_mixed_precision and accelerator.py prepare_model, v1.14.0), which the hf-* recipes set. FSDP2: accelerate
+// prepares the model with fsdp2_prepare_model, never prepare_model, so there is no autocast: the recipes refuse
+// amp-* there naming what accelerate builds (--precision fp32 --fsdp2-mp T:T). The flags themselves are modelled on
+// both FSDPs with bf16 and fp16 (a loop's own autocast); a policy that is not autocast's type is one message naming
+// both flags. The hand figures of the step are tests/cost_models/fsdp_amp_test.cc's.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "onnx_import/errors.h"
 #include "report/estimate_config.h"
@@ -41,21 +44,43 @@ std::string refusal_of(const EstimateArgs& a) {
   return "";
 }
 
-// The Trainer's amp-bf16 (amp-fp16) under either FSDP gets accelerate's policy, bf16:bf16 (fp16:fp16); without FSDP,
-// or with a policy the user gave, the recipe leaves --fsdp2-mp alone.
+// The Trainer's amp-bf16 (amp-fp16) under FSDP1 gets accelerate's policy, bf16:bf16 (fp16:fp16); under FSDP2 the
+// recipes refuse amp-* (no autocast there) and name the flags of what accelerate builds; without FSDP, or with a
+// policy the user gave, the recipe leaves --fsdp2-mp alone.
 TEST(AccelerateFsdp, RecipesSetThePolicyOfAutocastsType) {
   for (const char* recipe : {"hf-trainer", "hf-peft"})
-    for (const char* shard : {"fsdp", "fsdp2"})
-      for (const char* type : {"bf16", "fp16"}) {
-        CommandArgs a;
-        a.estimate = tiny_llama();
-        a.estimate.recipe = recipe;
-        a.estimate.shard = shard;
-        a.estimate.precision = std::string("amp-") + type;
-        settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--shard"),
-                                      row_of("--precision")});
-        EXPECT_EQ(a.estimate.fsdp2_mp, std::string(type) + ":" + type) << recipe << " " << shard;
+    for (const char* type : {"bf16", "fp16"}) {
+      CommandArgs a;
+      a.estimate = tiny_llama();
+      a.estimate.recipe = recipe;
+      a.estimate.shard = "fsdp";
+      a.estimate.precision = std::string("amp-") + type;
+      const std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode"), row_of("--gpus"),
+                                                    row_of("--shard"), row_of("--precision")};
+      CommandArgs two = a;
+      settle_options(a, kEstimate, given);
+      EXPECT_EQ(a.estimate.fsdp2_mp, std::string(type) + ":" + type) << recipe;
+      two.estimate.shard = "fsdp2";
+      try {
+        settle_options(two, kEstimate, given);
+        ADD_FAILURE() << recipe << " took --shard fsdp2 with amp-" << type;
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--recipe " + std::string(recipe) + " with --shard fsdp2 and --precision amp-" +
+                                             type + ": accelerate runs no torch.autocast under FSDP2"),
+                  std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find(std::string("--precision fp32 --fsdp2-mp ") + type + ":" + type),
+                  std::string::npos)
+            << e.what();
       }
+      // What the message names runs under the recipe.
+      two.estimate.precision = "fp32";
+      two.estimate.fsdp2_mp = std::string(type) + ":" + type;
+      settle_options(two, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--shard"),
+                                      row_of("--precision"), row_of("--fsdp2-mp")});
+      EXPECT_EQ(two.estimate.fsdp2_mp, std::string(type) + ":" + type);
+      EXPECT_FALSE(two.estimate.outputs_to_fp32);
+    }
   CommandArgs ddp;
   ddp.estimate = tiny_llama();
   ddp.estimate.recipe = "hf-trainer";
@@ -67,7 +92,7 @@ TEST(AccelerateFsdp, RecipesSetThePolicyOfAutocastsType) {
   CommandArgs given;
   given.estimate = tiny_llama();
   given.estimate.recipe = "hf-trainer";
-  given.estimate.shard = "fsdp2";
+  given.estimate.shard = "fsdp";
   given.estimate.precision = "amp-bf16";
   given.estimate.fsdp2_mp = "bf16:fp32";
   settle_options(given, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--shard"),
@@ -100,8 +125,8 @@ TEST(AccelerateFsdp, WhatStaysRefused) {
   a.shard = "fsdp2";
   a.precision = "amp-fp16";
   EXPECT_NE(refusal_of(a).find("--shard fsdp2 with --precision amp-fp16 and no --fsdp2-mp: not modelled: FSDP2's "
-                               "mixed precision is its MixedPrecisionPolicy; under autocast give the policy accelerate "
-                               "builds (--fsdp2-mp fp16:fp16)"),
+                               "mixed precision is its MixedPrecisionPolicy; under autocast give a policy in autocast's "
+                               "type (--fsdp2-mp fp16:fp16)"),
             std::string::npos)
       << refusal_of(a);
   a.shard = "fsdp";
