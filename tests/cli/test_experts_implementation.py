@@ -58,14 +58,6 @@ class ExpertsImplementation(unittest.TestCase):
         self.refused(["estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", *g],
                      "--experts-implementation chooses how a config.json's experts run")
         self.refused(["estimate", self.dense, *TRAIN, *g], "model_type \"qwen3\" has no experts")
-        self.refused(["estimate", os.path.join(CONFIGS, "DeepSeek-V2-Lite.json"), *TRAIN, *g],
-                     "not modelled for model_type \"deepseek_v2\"")
-        with open(os.path.join(CONFIGS, "gpt-oss-20b.json")) as f:  # without its mxfp4 quantization_config
-            gpt_oss = {k: v for k, v in json.load(f).items() if k != "quantization_config"}
-        path = os.path.join(self.dir, "gpt_oss.json")
-        with open(path, "w") as f:
-            json.dump(gpt_oss, f)
-        self.refused(["estimate", path, *TRAIN, *g], "not modelled for model_type \"gpt_oss\"")
         self.refused(["estimate", self.config, *TRAIN, *g, "--gpus", "2", "--tp", "2"],
                      "--experts-implementation grouped_mm with --tp 2: not modelled")
         # The 3-D experts are parameters, not Linear layers: PEFT's target_modules name modules, so LoRA adapts no
@@ -107,6 +99,35 @@ class ExpertsImplementation(unittest.TestCase):
         self.assertIn(", grouped_mm experts, ", run("estimate", self.config, *TRAIN, "--recipe", "hf-trainer").stdout)
         self.assertIn(", eager experts, ", run("estimate", self.config, *TRAIN, "--experts-implementation", "eager").stdout)
         self.assertNotIn(" experts, ", run("estimate", self.config, *TRAIN).stdout.splitlines()[1])
+
+    def test_deepseek_and_gpt_oss(self):
+        # DeepSeek-V2-Lite (deepseek_v2), DeepSeek-V3 (deepseek_v3) and gpt-oss-20b (gpt_oss, without its mxfp4
+        # quantization_config, the bfloat16 model) are built with the grouped block (their transformers 5 experts
+        # classes are use_experts_implementation's), and the hf-* recipes set it for them. DeepSeek-V3 carries FP8
+        # weights (quantization_config), refused off serve: written without it.
+        paths = []
+        for name in ("DeepSeek-V2-Lite", "DeepSeek-V3", "gpt-oss-20b"):
+            with open(os.path.join(CONFIGS, name + ".json")) as f:
+                config = {k: v for k, v in json.load(f).items() if k != "quantization_config"}
+            paths.append(os.path.join(self.dir, name + ".json"))
+            with open(paths[-1], "w") as f:
+                json.dump(config, f)
+        train = ["--graph", "train", "--batch", "1", "--dim", "seq=16", "--mode", "train"]
+        for path in paths:
+            p = run("export", path, "--graph", "train", "--experts-implementation", "grouped_mm", "-o",
+                    path + ".onnx")
+            self.assertEqual(p.returncode, 0, (path, p.stderr))
+            import onnx  # Debian's python3-onnx
+            model = onnx.load(path + ".onnx", load_external_data=False)
+            aten = [n for n in model.graph.node if n.op_type == "ATen"]
+            sparse = len([n for n in aten if {a.name: a.s for a in n.attribute}["operator"] == b"histc"])
+            # one histc and two _grouped_mm per sparse layer (DeepSeek's first_k_dense_replace layers are dense)
+            expected = {"DeepSeek-V2-Lite": 27 - 1, "DeepSeek-V3": 61 - 3, "gpt-oss-20b": 24}
+            self.assertEqual(sparse, expected[os.path.basename(path)[:-5]], path)
+            self.assertEqual(len(aten), 3 * sparse)
+            p = run("estimate", path, *train, "--recipe", "hf-trainer", "--precision", "bf16")
+            self.assertEqual(p.returncode, 0, (path, p.stderr))
+            self.assertIn(", grouped_mm experts, ", p.stdout, path)
 
     def test_export_is_read_back(self):
         out = os.path.join(self.dir, "grouped.onnx")
