@@ -129,6 +129,25 @@ class ExpertsImplementation(unittest.TestCase):
             self.assertEqual(p.returncode, 0, (path, p.stderr))
             self.assertIn(", grouped_mm experts, ", p.stdout, path)
 
+    def test_deepseek_balanced_routing(self):
+        # A deepseek_v3 whose router cannot make --moe-routing balanced (8 experts in 2 groups of 4, one group kept,
+        # top-3: token 1's experts 3, 4, 5 span both groups): the eager loop, whose expert sizes follow the rule, is
+        # refused naming worst; grouped_mm, whose tensors are S rows whatever the routing, answers.
+        config = {"model_type": "deepseek_v3", "num_hidden_layers": 2, "first_k_dense_replace": 1, "hidden_size": 16,
+                  "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 8, "kv_lora_rank": 8,
+                  "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4, "intermediate_size": 32,
+                  "moe_intermediate_size": 8, "vocab_size": 64, "n_routed_experts": 8, "n_group": 2,
+                  "topk_group": 1, "num_experts_per_tok": 3, "n_shared_experts": 1, "max_position_embeddings": 256,
+                  "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": False, "torch_dtype": "float32",
+                  "hidden_act": "silu", "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+                  "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1, "ep_size": 1}
+        path = os.path.join(self.dir, "deepseek_groups.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        self.refused(["estimate", path, *TRAIN, "--experts-implementation", "eager"], "use --moe-routing worst")
+        p = run("estimate", path, *TRAIN, "--experts-implementation", "grouped_mm", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_export_is_read_back(self):
         out = os.path.join(self.dir, "grouped.onnx")
         p = run("export", self.config, "--graph", "train", "--experts-implementation", "grouped_mm", "-o", out)
