@@ -147,6 +147,22 @@ class ExpertsImplementation(unittest.TestCase):
         self.refused(["estimate", path, *TRAIN, "--experts-implementation", "eager"], "use --moe-routing worst")
         p = run("estimate", path, *TRAIN, "--experts-implementation", "grouped_mm", "--json")
         self.assertEqual(p.returncode, 0, p.stderr)
+        # Its decoder graphs (eval, constant folding) on the new tokens: one grouped block (histc and two _grouped_mm)
+        # in the one sparse layer, the exported file estimated as the config.
+        for graph, dims in (("decode", ["--dim", "sequence_length=1", "--dim", "past_sequence_length=8",
+                                        "--dim", "total_sequence_length=9"]),
+                            ("prefill", ["--dim", "sequence_length=128", "--dim", "total_sequence_length=128"])):
+            out = os.path.join(self.dir, f"deepseek_{graph}.onnx")
+            p = run("export", path, "--graph", graph, "--experts-implementation", "grouped_mm", "-o", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            import onnx  # Debian's python3-onnx
+            model = onnx.load(out, load_external_data=False)
+            self.assertEqual(len([n for n in model.graph.node if n.op_type == "ATen"]), 3, graph)
+            a = run("estimate", out, "--batch", "2", *dims, "--json")
+            b = run("estimate", path, "--graph", graph, "--batch", "2", *dims, "--experts-implementation",
+                    "grouped_mm", "--json")
+            self.assertEqual((a.returncode, b.returncode), (0, 0), a.stderr + b.stderr)
+            self.assertEqual(json.loads(a.stdout)["total_bytes"], json.loads(b.stdout)["total_bytes"], graph)
 
     def test_export_is_read_back(self):
         out = os.path.join(self.dir, "grouped.onnx")
