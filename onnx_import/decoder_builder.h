@@ -63,6 +63,12 @@ class LlamaBuilder {
   std::string strided(const std::string& x, int64_t start, int64_t step, int64_t end);
   std::string moe_router(const std::string& m, const std::string& p, const std::string& hidden,
                          std::string* indices);
+  // The model's router on the (N, h) tokens (gpt_oss's, deepseek's, or moe_router): the top-k weights; `indices`,
+  // when given, gets the top-k expert indices.
+  std::string route(const std::string& m, const std::string& p, const std::string& hidden, std::string* indices);
+  // DeepseekV3MoE's tail: the routed output `acc` viewed as x, plus shared_experts(x).
+  std::string add_deepseek_shared(const std::string& m, const std::string& p, const std::string& x,
+                                  const std::string& acc);
   // acc + sigmoid(shared_expert_gate(hidden)) * shared_expert(hidden): Qwen2MoeSparseMoeBlock's shared expert.
   std::string add_shared_expert(const std::string& m, const std::string& p, const std::string& hidden, int64_t h,
                                 const std::string& acc);
@@ -72,12 +78,14 @@ class LlamaBuilder {
   // hf_deepseek.cc: deepseek_v3's multi-head latent attention and router; x.expand(sizes) (decoder_ops.cc).
   std::string mla_attention(const std::string& layer, const std::string& x);
   std::string mla_rotary(const std::string& x, int64_t heads);
-  std::string deepseek_router(const std::string& scope, const std::string& prefix, const std::string& hidden);
+  std::string deepseek_router(const std::string& scope, const std::string& prefix, const std::string& hidden,
+                              std::string* indices);
   void topk(const std::string& x, int64_t n, bool sorted);
   std::string group_masked(const std::string& group_scores, const std::string& scores);
   // hf_deepseek_v2.cc: deepseek_v2's rotary (apply_rotary_emb in real arithmetic); hf_deepseek_router.cc the routers.
   std::string mla_complex_rotary(const std::string& x, int64_t heads);
-  std::string deepseek_v2_router(const std::string& scope, const std::string& prefix, const std::string& hidden);
+  std::string deepseek_v2_router(const std::string& scope, const std::string& prefix, const std::string& hidden,
+                                 std::string* indices);
   std::string expand_to(const std::string& x, const std::vector<std::string>& sizes);
   // hf_gpt_oss.cc: gpt_oss's rotary, attention sinks, layer, router and experts.
   std::string gpt_oss_inv_freq();
@@ -85,8 +93,10 @@ class LlamaBuilder {
   std::string gpt_oss_rotary(const std::string& x, const std::string& cos, const std::string& sin);
   std::string sink_softmax(const std::string& sinks, const std::string& masked);
   std::string gpt_oss_layer(int64_t l, const std::string& x);
-  std::string gpt_oss_router(const std::string& m, const std::string& p, const std::string& hidden);
+  std::string gpt_oss_router(const std::string& m, const std::string& p, const std::string& hidden,
+                             std::string* indices);
   std::string gpt_oss_expert(const std::string& s, const std::string& p, int64_t e, const std::string& x);
+  std::string gpt_oss_gate(const std::string& gate_up);
   std::string pooled_double(double value);
   std::string clamp(const std::string& x, bool lower, double limit);
 

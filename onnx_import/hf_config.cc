@@ -339,7 +339,8 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
                      "\" has no experts");
     config.worst_routing = moe_routing == "worst";
   }
-  check_deepseek_read(path, config);  // its routing rule (hf_deepseek.h)
+  // Its routing rule (hf_deepseek.h), which grouped_mm's tensors do not depend on (S rows whatever the routing).
+  if (experts != "grouped_mm") check_deepseek_read(path, config);
   const ConfigGraph kind = config_graph_from_name(path, graph);
   if (!experts.empty()) check_grouped_experts(path, experts, config);  // hf_moe_grouped.h
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,

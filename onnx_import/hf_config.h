@@ -183,8 +183,9 @@ std::string config_model_type(const std::string& path);
 // serves both, gives no per-layer window without layer_types, so Attention takes the model's,
 // CacheConfig.sliding_window = ModelConfig.get_sliding_window()), gemma's windowed layers (vLLM's gemma2.py and
 // gemma3.py window the layers transformers windows).
-// `experts`: --experts-implementation, eager ("" too) or grouped_mm (onnx_import/hf_moe_grouped.h); grouped_mm is
-// refused (InputError) for a model without experts and for deepseek_v2/v3 and gpt_oss.
+// `experts`: --experts-implementation, eager ("" too) or grouped_mm (onnx_import/hf_moe_grouped.h); either is
+// refused (InputError) for a model without experts. Under grouped_mm the routing changes no tensor, so deepseek's
+// check of --moe-routing balanced against its group-limited router (check_deepseek_read) is not made.
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
                             bool vllm_serve = false, const std::string& experts = {});
 

@@ -1,7 +1,8 @@
 // deepseek_v3 from its config.json (transformers models/deepseek_v3/modeling_deepseek_v3.py at 00b676f8,
 // configuration_deepseek_v3.py DeepseekV3Config): DeepseekV3Attention, multi-head latent attention, and DeepseekV3MoE,
 // built op for op as torch.onnx.export (torch 1.13, opset 17) writes tests/models/hf_deepseek.py's twin (the
-// attention in hf_deepseek.cc, the router in hf_deepseek_router.cc; the experts by hf_moe.cc's loop;
+// attention in hf_deepseek.cc, the router in hf_deepseek_router.cc; the experts by hf_moe.cc's loop, or under
+// --experts-implementation grouped_mm by hf_moe_grouped.cc;
 // tests/import/hf_deepseek_test.py checks it node for node). Internal to onnx_import.
 //
 // deepseek_v2 (DeepSeek-V2, DeepSeek-V2-Lite; transformers models/deepseek_v2/modeling_deepseek_v2.py at 0233e509,
@@ -19,7 +20,8 @@
 // experts (t·k + j) mod E, j < k; check_deepseek_read walks every start t·k mod E and refuses balanced (naming
 // --moe-routing worst) when some token's k experts span more than topk_group groups: the rule would then be a routing
 // the model cannot make. DeepSeek-V3 (E 256, 8 groups of 32, k 8, topk_group 4): each token's 8 experts lie in one
-// group, so balanced is a choice its router can make.
+// group, so balanced is a choice its router can make. Under --experts-implementation grouped_mm no tensor depends on
+// the routing (hf_moe_grouped.h) and the check is not made.
 #pragma once
 
 #include <set>

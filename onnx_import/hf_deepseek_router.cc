@@ -53,9 +53,11 @@ std::string LlamaBuilder::group_masked(const std::string& group_scores, const st
   return e_.op("Where", {blocked, e_.const_f32({0.0f}, {}), scores});
 }
 
-// DeepseekV3TopkRouter.forward on the (N, h) tokens: the top-k weights (hf_deepseek.py TopkRouter).
-std::string LlamaBuilder::deepseek_router(const std::string& g, const std::string& p, const std::string& hidden) {
-  if (c_.deepseek_v2) return deepseek_v2_router(g, p, hidden);  // below
+// DeepseekV3TopkRouter.forward on the (N, h) tokens: the top-k weights (hf_deepseek.py TopkRouter); `indices`, when
+// given, gets the top-k expert indices (the grouped_mm block reads them, hf_moe_grouped.cc).
+std::string LlamaBuilder::deepseek_router(const std::string& g, const std::string& p, const std::string& hidden,
+                                          std::string* indices) {
+  if (c_.deepseek_v2) return deepseek_v2_router(g, p, hidden, indices);  // below
   const int64_t experts = c_.num_experts, groups = c_.n_group, per = experts / groups;
   const std::string weight = param(p + ".weight", {experts, c_.hidden_size});
   const std::string bias = param(p + ".e_score_correction_bias", {experts});
@@ -67,6 +69,7 @@ std::string LlamaBuilder::deepseek_router(const std::string& g, const std::strin
   const std::string group_scores = e_.op("ReduceSum", {best_two, e_.pooled_list(-1, "ReduceSum")});
   e_.i("keepdims", 0);
   topk(group_masked(group_scores, choice), c_.experts_per_token, false);
+  if (indices) *indices = e_.output(1);
   std::string weights = e_.op("GatherElements", {scores, e_.output(1)});  // scores.gather(1, topk_indices)
   e_.i("axis", 1);
   if (c_.norm_topk_prob) {  // / (sum(dim=-1, keepdim=True) + 1e-20)
@@ -84,7 +87,8 @@ std::string LlamaBuilder::deepseek_router(const std::string& g, const std::strin
 // no-ops in float32); greedy: the top-k scores; group_limited_greedy: each group's maximum
 // (view(N, n_group, E / n_group).max(dim=-1): ReduceMax), the group mask (group_masked), the top-k of the masked
 // scores; the weights (TopK's values, not gathered) times routed_scaling_factor, traced even at 1.0.
-std::string LlamaBuilder::deepseek_v2_router(const std::string& g, const std::string& p, const std::string& hidden) {
+std::string LlamaBuilder::deepseek_v2_router(const std::string& g, const std::string& p, const std::string& hidden,
+                                             std::string* indices) {
   const int64_t experts = c_.num_experts, groups = c_.n_group, per = experts / groups;
   const std::string weight = param(p + ".weight", {experts, c_.hidden_size});
   e_.scope = g;
@@ -98,6 +102,7 @@ std::string LlamaBuilder::deepseek_v2_router(const std::string& g, const std::st
     choice = group_masked(group_scores, scores);
   }
   topk(choice, c_.experts_per_token, false);
+  if (indices) *indices = e_.output(1);
   const std::string routed = e_.op("Mul", {e_.output(0), e_.const_f32({float(c_.routed_scaling_factor)}, {})});
   e_.scope = g.substr(0, g.size() - 5);  // back in the block
   return routed;

@@ -178,7 +178,8 @@ std::string LlamaBuilder::gpt_oss_layer(int64_t l, const std::string& x) {
 
 // GptOssTopKRouter on the (tokens, hidden) states: F.linear with bias on a 2-D input (addmm: a Gemm, symbolic_opset9
 // linear), torch.topk(logits, k), softmax over the k values with their dtype (a Cast to float).
-std::string LlamaBuilder::gpt_oss_router(const std::string& m, const std::string& p, const std::string& hidden) {
+std::string LlamaBuilder::gpt_oss_router(const std::string& m, const std::string& p, const std::string& hidden,
+                                        std::string* indices) {
   e_.scope = m + "/router";
   const std::string logits = e_.op("Gemm", {hidden, param(p + ".router.weight", {c_.num_experts, c_.hidden_size}),
                                             param(p + ".router.bias", {c_.num_experts})});
@@ -187,6 +188,7 @@ std::string LlamaBuilder::gpt_oss_router(const std::string& m, const std::string
   const std::string k_list = reshape(e_.pooled(c_.experts_per_token), e_.const_i64({1}, false));
   const std::string top = e_.op("TopK", {logits, k_list}, 2);
   e_.i("axis", -1).i("largest", 1).i("sorted", 1);
+  if (indices) *indices = e_.output(1);
   std::string weights = e_.op("Softmax", {top});
   e_.i("axis", 1);
   weights = e_.op("Cast", {weights});  // softmax(..., dtype=router_top_value.dtype)
@@ -235,6 +237,15 @@ std::string LlamaBuilder::gpt_oss_expert(const std::string& s, const std::string
   };
   std::string gate_up = e_.op("MatMul", {x, slice_of("gate_up_proj", {h, 2 * i})});
   gate_up = e_.op("Add", {gate_up, slice_of("gate_up_proj_bias", {2 * i})});
+  const std::string gated = gpt_oss_gate(gate_up);
+  const std::string down = e_.op("MatMul", {gated, slice_of("down_proj", {i, h})});
+  return e_.op("Add", {down, slice_of("down_proj_bias", {h})});
+}
+
+// GptOssExperts._apply_gate on the 2-D rows `gate_up` [rows, 2I], in the current scope: gate = [..., ::2] and up =
+// [..., 1::2] (strided views), gate clamped above at the limit, up to [-limit, limit], gate * sigmoid(1.702 gate),
+// (up + 1) * glu [rows, I]. The eager loop calls it per expert, the grouped_mm block once (hf_moe_grouped.cc).
+std::string LlamaBuilder::gpt_oss_gate(const std::string& gate_up) {
   auto strided_last = [&](int64_t start) {  // gate_up[..., start::2] on the 2-D rows
     e_.note(1), e_.note(start), e_.note(std::numeric_limits<int64_t>::max()), e_.note(2);
     const std::string axes = e_.const_i64({1}, false), starts = e_.const_i64({start}, false);
@@ -246,9 +257,7 @@ std::string LlamaBuilder::gpt_oss_expert(const std::string& s, const std::string
   const std::string up = clamp(up_half, true, c_.swiglu_limit);
   const std::string scaled = e_.op("Mul", {gate, e_.const_f32({1.702f}, {})});  // GptOssExperts.alpha
   const std::string glu = e_.op("Mul", {gate, e_.op("Sigmoid", {scaled})});
-  const std::string gated = e_.op("Mul", {e_.op("Add", {up, e_.const_f32({1.0f}, {})}), glu});
-  const std::string down = e_.op("MatMul", {gated, slice_of("down_proj", {i, h})});
-  return e_.op("Add", {down, slice_of("down_proj_bias", {h})});
+  return e_.op("Mul", {e_.op("Add", {up, e_.const_f32({1.0f}, {})}), glu});
 }
 
 }  // namespace memplan

@@ -191,14 +191,7 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
   const std::string hidden = reshape(x, e_.const_i64({-1, h}, false));  // x.view(-1, hidden_dim)
   // gpt_oss: GptOssTopKRouter, then GptOssExperts' loop in the experts' scope (hf_gpt_oss.cc).
   const std::string loop = c_.gpt_oss ? m + "/experts" : m;
-  std::string weights;
-  if (c_.gpt_oss) {
-    weights = gpt_oss_router(m, p, hidden);
-  } else if (c_.mla) {  // DeepseekV3MoE: DeepseekV3TopkRouter's weights (hf_deepseek.cc), no cast
-    weights = deepseek_router(m + "/gate", p + ".gate", hidden);
-  } else {
-    weights = moe_router(m, p, hidden, nullptr);
-  }
+  const std::string weights = route(m, p, hidden, nullptr);
   e_.scope = loop;
   // Balanced routing (hf_moe.h): pair_weights = weights.reshape(-1); the pairs' tokens arange(N·k) // k.
   const std::string pair_weights = reshape(weights, e_.const_i64({-1}, false));
@@ -272,16 +265,29 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     last_index = index, last_source = source;
   }
   acc = index_add(acc, last_index, last_source);
-  if (c_.mla) {  // DeepseekV3MoE: the routed output viewed back, plus shared_experts on the block's input
-    const std::string routed = reshape(acc, e_.op("Shape", {x}));
-    const std::string shared = moe_expert(m + "/shared_experts", p + ".shared_experts", x,
-                                          c_.expert_intermediate_size * c_.n_shared_experts, false);
-    e_.scope = m;
-    return e_.op("Add", {routed, shared});
-  }
+  if (c_.mla) return add_deepseek_shared(m, p, x, acc);
   if (c_.shared_expert_intermediate_size > 0) acc = add_shared_expert(m, p, hidden, h, acc);
   e_.scope = m;
   return reshape(acc, e_.op("Shape", {x}));  // .view_as(x)
+}
+
+std::string LlamaBuilder::route(const std::string& m, const std::string& p, const std::string& hidden,
+                                std::string* indices) {
+  if (c_.gpt_oss) return gpt_oss_router(m, p, hidden, indices);  // GptOssTopKRouter (hf_gpt_oss.cc)
+  // DeepseekV3MoE: DeepseekV3TopkRouter's weights (hf_deepseek_router.cc), float32, no cast
+  if (c_.mla) return deepseek_router(m + "/gate", p + ".gate", hidden, indices);
+  return moe_router(m, p, hidden, indices);
+}
+
+// DeepseekV3MoE.forward (and DeepseekV2MoE's): the routed output viewed back, plus shared_experts on the block's
+// input, in the current scope (the reshape) and the block's (the add).
+std::string LlamaBuilder::add_deepseek_shared(const std::string& m, const std::string& p, const std::string& x,
+                                              const std::string& acc) {
+  const std::string routed = reshape(acc, e_.op("Shape", {x}));
+  const std::string shared = moe_expert(m + "/shared_experts", p + ".shared_experts", x,
+                                        c_.expert_intermediate_size * c_.n_shared_experts, false);
+  e_.scope = m;
+  return e_.op("Add", {routed, shared});
 }
 
 std::string LlamaBuilder::add_shared_expert(const std::string& m, const std::string& p, const std::string& hidden,

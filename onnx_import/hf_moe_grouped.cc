@@ -18,26 +18,28 @@ void check_grouped_experts(const std::string& path, const std::string& experts, 
   if (config.num_experts == 0)
     refuse("it chooses how a mixture of experts runs its experts; model_type \"" + config.model_type +
            "\" has no experts");
-  if (experts == "eager") return;
-  if (config.mla || config.gpt_oss)
-    refuse("not modelled for model_type \"" + config.model_type + "\" (memplan builds grouped_mm for mixtral, "
-           "qwen2_moe and qwen3_moe; use eager, the per-expert loop)");
-  config.grouped_experts = true;
+  config.grouped_experts = experts == "grouped_mm";
 }
 
-// grouped_mm_experts_forward on the (N, h) tokens, after the router (hf_moe_grouped.h lists the tensors).
+// grouped_mm_experts_forward on the (N, h) tokens, after the model's router (hf_moe_grouped.h lists the tensors).
 std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   const std::string m = "/layers." + std::to_string(l) + "/mlp", p = "layers." + std::to_string(l) + ".mlp";
   const std::string ex = m + "/experts", px = p + ".experts";
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
   const int64_t f = c_.expert_intermediate_size;
+  // GptOssExperts: experts_are_transposed (its matrices stored [in, out]) and the two biases.
+  const bool transposed = c_.gpt_oss;
   e_.scope = m;
   const std::string hidden = reshape(x, e_.const_i64({-1, h}, false));  // hidden_states.view(-1, hidden_dim)
   std::string indices;
-  const std::string weights = moe_router(m, p, hidden, &indices);
-  // Qwen3MoeExperts / MixtralExperts / Qwen2MoeExperts.__init__: gate_up_proj [E, 2I, H], down_proj [E, H, I].
-  param(px + ".gate_up_proj", {experts, 2 * f, h});
-  param(px + ".down_proj", {experts, h, f});
+  const std::string weights = route(m, p, hidden, &indices);
+  if (transposed) {  // GptOssExperts.__init__: [E, H, 2I], [E, 2I], [E, I, H], [E, H]
+    param(px + ".gate_up_proj", {experts, h, 2 * f}), param(px + ".gate_up_proj_bias", {experts, 2 * f});
+    param(px + ".down_proj", {experts, f, h}), param(px + ".down_proj_bias", {experts, h});
+  } else {  // Qwen3MoeExperts / MixtralExperts / DeepseekV3NaiveMoe / DeepseekV2Experts: [E, 2I, H], [E, H, I]
+    param(px + ".gate_up_proj", {experts, 2 * f, h});
+    param(px + ".down_proj", {experts, h, f});
+  }
   e_.scope = ex;
   std::string acc = e_.op("ConstantOfShape", {e_.op("Shape", {hidden})});  // torch.zeros_like(hidden_states)
   const float zero = 0.0f;
@@ -77,25 +79,37 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   std::string offsets = e_.op("Cast", {hist});
   e_.i("to", TensorProto::INT32);
   offsets = e_.op("CumSum", {offsets, e_.const_i64({0}, true)});
-  // torch._grouped_mm(current_states_g, self.gate_up_proj.transpose(-2, -1), offs=offsets)
-  auto grouped_mm = [&](const std::string& a, const std::string& weight) {
-    const std::string y = e_.op("ATen", {a, transpose(weight, {0, 2, 1}), offsets});
+  // torch._grouped_mm(rows, self.<proj>, offs) when experts_are_transposed, else on self.<proj>.transpose(-2, -1);
+  // then, with biases, + self.<proj>_bias[expert_ids_g] ([S, out], a gather per row).
+  auto grouped_linear = [&](const std::string& a, const std::string& proj) {
+    const std::string weight = px + "." + proj;
+    std::string y = e_.op("ATen", {a, transposed ? weight : transpose(weight, {0, 2, 1}), offsets});
     e_.aten("_grouped_mm");
+    if (transposed) y = e_.op("Add", {y, take(weight + "_bias", expert_ids_g)});
     return y;
   };
-  const std::string gate_up = grouped_mm(current_g, px + ".gate_up_proj");
-  const std::string gate = e_.op("Split", {gate_up, e_.const_i64({f, f}, false)}, 2);  // .chunk(2, dim=-1)
-  e_.i("axis", -1);
-  const std::string up = e_.output(1);
-  const std::string silu = e_.op("Mul", {gate, e_.op("Sigmoid", {gate})});  // act_fn (silu)
-  const std::string act = e_.op("Mul", {silu, up});
-  const std::string out = grouped_mm(act, px + ".down_proj");
+  const std::string gate_up = grouped_linear(current_g, "gate_up_proj");
+  std::string act;
+  if (c_.gpt_oss) {
+    act = gpt_oss_gate(gate_up);  // GptOssExperts._apply_gate
+  } else {
+    const std::string gate = e_.op("Split", {gate_up, e_.const_i64({f, f}, false)}, 2);  // .chunk(2, dim=-1)
+    e_.i("axis", -1);
+    const std::string up = e_.output(1);
+    const std::string silu = e_.op("Mul", {gate, e_.op("Sigmoid", {gate})});  // act_fn (silu)
+    act = e_.op("Mul", {silu, up});
+  }
+  const std::string out = grouped_linear(act, "down_proj");
   const std::string w = e_.op("Unsqueeze", {sample_weights_g, e_.const_i64({1}, false)});
   const std::string weighted = e_.op("Mul", {out, w});
   std::string restored = take(weighted, inv_perm);  // out_per_sample_g[inv_perm]
   restored = e_.op("Cast", {restored});  // .to(final_hidden_states.dtype)
   e_.i("to", TensorProto::FLOAT);
   acc = index_add(acc, token_idx, restored);
+  if (c_.mla) {  // DeepseekV3MoE.forward: .view(*orig_shape) + shared_experts(residuals)
+    e_.scope = m;
+    return add_deepseek_shared(m, p, x, acc);
+  }
   if (c_.shared_expert_intermediate_size > 0) acc = add_shared_expert(m, p, hidden, h, acc);
   e_.scope = m;
   return reshape(acc, e_.op("Shape", {x}));  // .reshape(batch_size, sequence_length, hidden_dim)

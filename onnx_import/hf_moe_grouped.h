@@ -1,12 +1,30 @@
-// --experts-implementation grouped_mm: a config.json mixture of experts (mixtral, qwen2_moe, qwen3_moe) whose experts
-// run as transformers 5 runs them by default. PreTrainedModel.get_correct_experts_implementation
-// (src/transformers/modeling_utils.py, huggingface/transformers main) returns "grouped_mm" when none is asked for;
-// MixtralExperts and Qwen3MoeExperts are decorated with use_experts_implementation (Qwen2MoeExperts subclasses
-// MixtralExperts, models/qwen2_moe/modular_qwen2_moe.py), which then calls grouped_mm_experts_forward
-// (src/transformers/integrations/moe.py at 0261a46). Their experts are
-// two 3-D parameters, gate_up_proj [E, 2I, H] and down_proj [E, H, I], in the block's `experts` module (mixtral's
-// block is `mlp` there, as the others'); the router (`gate`, a weight [E, H]) and qwen2_moe's dense shared expert
-// are unchanged.
+// --experts-implementation grouped_mm: a config.json mixture of experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2,
+// deepseek_v3, gpt_oss) whose experts run as transformers 5 runs them by default.
+// PreTrainedModel.get_correct_experts_implementation (src/transformers/modeling_utils.py, huggingface/transformers
+// main) returns "grouped_mm" when none is asked for; each model's experts class is decorated with
+// use_experts_implementation, which then calls grouped_mm_experts_forward (src/transformers/integrations/moe.py at
+// 0261a46) in place of the class's own loop:
+//  - MixtralExperts, Qwen3MoeExperts (Qwen2MoeExperts subclasses MixtralExperts, models/qwen2_moe/
+//    modular_qwen2_moe.py): gate_up_proj [E, 2I, H] and down_proj [E, H, I] in the block's `experts` module
+//    (mixtral's block is `mlp` there, as the others'); the router (`gate`, a weight [E, H]) and qwen2_moe's dense
+//    shared expert are unchanged.
+//  - DeepseekV3NaiveMoe (models/deepseek_v3/modeling_deepseek_v3.py, read in the transformers 5 fork
+//    evalstate/transformers at 64bd3ce; named DeepseekV3Experts later, 8b-is/transformers at 6162a92) and
+//    DeepseekV2Experts (models/deepseek_v2/modular_deepseek_v2.py: class DeepseekV2Experts(Qwen2MoeExperts), the
+//    generated modeling_deepseek_v2.py decorated, yunkchen/transformers at f5136fd): the same two parameters
+//    (E = n_routed_experts, I = moe_intermediate_size), silu. DeepseekV3MoE / DeepseekV2Moe.forward: the router's
+//    top-k indices and float32 weights [N, k] (DeepseekV3MoE.route_tokens_to_experts: sigmoid, group-limited top-k,
+//    the gathered scores normalised and scaled; DeepseekV2Moe: softmax, greedy or group-limited top-k, scaled: the
+//    routers of hf_deepseek_router.cc), experts(hidden.view(-1, H), indices, weights).view(*orig_shape) +
+//    shared_experts(residuals); first_k_dense_replace's dense layers unchanged. (Transformers 5's V3 router masks
+//    the unkept groups with -inf where transformers 4's wrote 0.0: a value, not a size; the graph keeps 0.0.)
+//  - GptOssExperts (models/gpt_oss/modular_gpt_oss.py at 0261a46): experts_are_transposed, so the matrices are
+//    stored [in, out] and used untransposed: gate_up_proj [E, H, 2I], down_proj [E, I, H], and the biases
+//    gate_up_proj_bias [E, 2I], down_proj_bias [E, H], which grouped_mm_experts_forward adds as
+//    bias[expert_ids_g] ([S, 2I] and [S, H], a gather per row); its _apply_gate replaces chunk/silu: gate_up[...,
+//    ::2] and [..., 1::2] (views), gate clamped above at the limit, up to [-limit, limit], gate *
+//    sigmoid(1.702 gate), (up + 1) * glu [S, I] (LlamaBuilder::gpt_oss_gate, the eager loop's too). The router is
+//    GptOssTopKRouter (Linear with bias, top-k, softmax over the k values), unchanged.
 //
 // grouped_mm_experts_forward, per sparse block, N tokens, k = num_experts_per_tok, S = N·k (the (token, slot) pairs):
 //   final = zeros_like(hidden) [N, H]; expert_ids = top_k_index.reshape(-1) [S] (a view);
@@ -18,7 +36,7 @@
 //   histc(expert_ids_g.float(), bins=E) [E] float32 (after a [S] float32 cast); cumsum(dtype=int32) [E] int32
 //   (after its [E] int32 cast);
 //   gate_up = _grouped_mm(current_g, gate_up_proj.transpose(-2, -1), offs) [S, 2I]; gate, up = chunk(2) (views);
-//   act(gate) * up [S, I]; out = _grouped_mm(that, down_proj.transpose(-2, -1), offs) [S, H];
+//   act(gate) * up [S, I]; out = _grouped_mm(that, down_proj.transpose(-2, -1), offs) [S, H] (gpt_oss: as above);
 //   out * sample_weights_g.unsqueeze(-1) [S, H]; [inv_perm] [S, H]; .to(dtype); final.index_add_(0, token_idx, ...).
 // Every size is S rows whatever the routing: the router's choice changes only the offsets' values, so
 // --moe-routing (which decides the eager loop's per-expert rows) changes nothing here and is accepted unchanged.
@@ -33,9 +51,7 @@
 // the new tokens (N = batch x new tokens); their constant folding turns each 3-D expert parameter's transpose into
 // a transposed initializer of the same bytes, as it does a 2-D weight's (graph_emitter.h).
 //
-// Not modelled, refused with one message (check_grouped_experts): deepseek_v2/v3 (their transformers-5 experts
-// class and router are not read here) and gpt_oss (its experts have biases and a clamped gate: another _apply_gate
-// path), and a model without experts.
+// Refused with one message (check_grouped_experts): a model without experts.
 #pragma once
 
 #include <string>

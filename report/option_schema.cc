@@ -58,13 +58,14 @@ std::vector<OptionSpec> make_schema() {
                "others none. serve: --engine eager's graphs (vLLM's fused MoE kernel does not depend on it)",
        .field = FIELD(estimate.model.moe_routing), .choices = moe_routing_names()},
       {.flag = "--experts-implementation", .kind = K::Choice, .commands = kAll,
-       .help = "With a mixture-of-experts config.json (mixtral, qwen2_moe, qwen3_moe): how transformers runs the "
+       .help = "With a mixture-of-experts config.json (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, "
+               "gpt_oss): how transformers runs the "
                "experts (its experts_implementation). eager (the default): the per-expert loop, each expert's tokens "
                "gathered, its MLP, index_add_ back (transformers 4's only form); grouped_mm (transformers 5's "
                "default, PreTrainedModel.get_correct_experts_implementation): the tokens x top-k rows sorted by "
                "expert and two torch._grouped_mm calls over all of them, every tensor tokens x top-k rows whatever "
-               "the routing (so --moe-routing changes nothing there). grouped_mm: not deepseek_v2/v3 or gpt_oss, "
-               "no --tp; serve: --engine eager only (the engines run their own fused kernels)",
+               "the routing (so --moe-routing changes nothing there); gpt_oss adds its biases gathered per row. "
+               "grouped_mm: no --tp; serve: --engine eager only (the engines run their own fused kernels)",
        .field = FIELD(estimate.model.experts), .choices = experts_implementation_names()},
       // What runs, and how. The rows' order is also the configuration line's.
       {.flag = "--mode", .kind = K::Choice, .commands = kTraining,

@@ -81,12 +81,13 @@ bool accelerate_converts_outputs(const CommandArgs& a) {
 }
 
 // transformers 5 runs a mixture of experts' experts with grouped_mm unless told otherwise; memplan models that for a
-// config.json mixtral, qwen2_moe or qwen3_moe (onnx_import/hf_moe_grouped.h).
+// config.json mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3 or gpt_oss (onnx_import/hf_moe_grouped.h).
 bool grouped_experts_modelled(const CommandArgs& a) {
   const ModelArgs& m = a.estimate.model;
   if (!is_config_path(m.path)) return false;
   const std::string type = config_model_type(m.path);
-  return type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
+  return type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2" ||
+         type == "deepseek_v3" || type == "gpt_oss";
 }
 
 // The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
@@ -132,7 +133,7 @@ std::vector<RecipeSetting> hf_trainer_settings() {
       {"--experts-implementation", "grouped_mm",
        "src/transformers/modeling_utils.py PreTrainedModel.get_correct_experts_implementation: grouped_mm when none "
        "is asked for (src/transformers/integrations/moe.py grouped_mm_experts_forward)",
-       grouped_experts_modelled, "a config.json mixtral, qwen2_moe or qwen3_moe"},
+       grouped_experts_modelled, "a config.json mixture of experts"},
       {"--fsdp-no-sync", "true",
        "src/transformers/trainer.py Trainer._inner_training_loop: each batch sample but the last under "
        "accelerator.no_sync (unless sync_each_batch), which is FullyShardedDataParallel.no_sync (accelerate "
@@ -164,12 +165,11 @@ std::string qlora_contradiction(const CommandArgs& a) {
 
 }  // namespace
 
-// What the Hugging Face recipes follow but do not model: how transformers 5 runs the other mixtures of experts.
+// What the Hugging Face recipes follow but do not model.
 const char* const kHfNotModelled =
-    "transformers 5's grouped_mm experts (src/transformers/integrations/moe.py grouped_mm_experts_forward, its "
-    "default by PreTrainedModel.get_correct_experts_implementation) for deepseek_v2, deepseek_v3 and gpt_oss: those "
-    "are built as the per-expert loop of experts_implementation=\"eager\" (transformers 4's only form), and "
-    "answered as that loop. Also not modelled: under --shard fsdp2, "
+    "grouped_mm_experts_forward as rewritten after 0261a46 (src/transformers/integrations/moe.py at 8b584a6: the "
+    "rows summed by a view over the k slots in place of zeros_like + index_add_; memplan builds 0261a46's form); "
+    "under --shard fsdp2, "
     "fsdp2_prepare_model's own units for the input embedding and for the final norm with the head (v1.14.0; memplan "
     "wraps each decoder layer and the root)";
 

@@ -58,14 +58,6 @@ class ExpertsImplementation(unittest.TestCase):
         self.refused(["estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", *g],
                      "--experts-implementation chooses how a config.json's experts run")
         self.refused(["estimate", self.dense, *TRAIN, *g], "model_type \"qwen3\" has no experts")
-        self.refused(["estimate", os.path.join(CONFIGS, "DeepSeek-V2-Lite.json"), *TRAIN, *g],
-                     "not modelled for model_type \"deepseek_v2\"")
-        with open(os.path.join(CONFIGS, "gpt-oss-20b.json")) as f:  # without its mxfp4 quantization_config
-            gpt_oss = {k: v for k, v in json.load(f).items() if k != "quantization_config"}
-        path = os.path.join(self.dir, "gpt_oss.json")
-        with open(path, "w") as f:
-            json.dump(gpt_oss, f)
-        self.refused(["estimate", path, *TRAIN, *g], "not modelled for model_type \"gpt_oss\"")
         self.refused(["estimate", self.config, *TRAIN, *g, "--gpus", "2", "--tp", "2"],
                      "--experts-implementation grouped_mm with --tp 2: not modelled")
         # The 3-D experts are parameters, not Linear layers: PEFT's target_modules name modules, so LoRA adapts no
@@ -107,6 +99,70 @@ class ExpertsImplementation(unittest.TestCase):
         self.assertIn(", grouped_mm experts, ", run("estimate", self.config, *TRAIN, "--recipe", "hf-trainer").stdout)
         self.assertIn(", eager experts, ", run("estimate", self.config, *TRAIN, "--experts-implementation", "eager").stdout)
         self.assertNotIn(" experts, ", run("estimate", self.config, *TRAIN).stdout.splitlines()[1])
+
+    def test_deepseek_and_gpt_oss(self):
+        # DeepSeek-V2-Lite (deepseek_v2), DeepSeek-V3 (deepseek_v3) and gpt-oss-20b (gpt_oss, without its mxfp4
+        # quantization_config, the bfloat16 model) are built with the grouped block (their transformers 5 experts
+        # classes are use_experts_implementation's), and the hf-* recipes set it for them. DeepSeek-V3 carries FP8
+        # weights (quantization_config), refused off serve: written without it.
+        paths = []
+        for name in ("DeepSeek-V2-Lite", "DeepSeek-V3", "gpt-oss-20b"):
+            with open(os.path.join(CONFIGS, name + ".json")) as f:
+                config = {k: v for k, v in json.load(f).items() if k != "quantization_config"}
+            paths.append(os.path.join(self.dir, name + ".json"))
+            with open(paths[-1], "w") as f:
+                json.dump(config, f)
+        train = ["--graph", "train", "--batch", "1", "--dim", "seq=16", "--mode", "train"]
+        for path in paths:
+            p = run("export", path, "--graph", "train", "--experts-implementation", "grouped_mm", "-o",
+                    path + ".onnx")
+            self.assertEqual(p.returncode, 0, (path, p.stderr))
+            import onnx  # Debian's python3-onnx
+            model = onnx.load(path + ".onnx", load_external_data=False)
+            aten = [n for n in model.graph.node if n.op_type == "ATen"]
+            sparse = len([n for n in aten if {a.name: a.s for a in n.attribute}["operator"] == b"histc"])
+            # one histc and two _grouped_mm per sparse layer (DeepSeek's first_k_dense_replace layers are dense)
+            expected = {"DeepSeek-V2-Lite": 27 - 1, "DeepSeek-V3": 61 - 3, "gpt-oss-20b": 24}
+            self.assertEqual(sparse, expected[os.path.basename(path)[:-5]], path)
+            self.assertEqual(len(aten), 3 * sparse)
+            p = run("estimate", path, *train, "--recipe", "hf-trainer", "--precision", "bf16")
+            self.assertEqual(p.returncode, 0, (path, p.stderr))
+            self.assertIn(", grouped_mm experts, ", p.stdout, path)
+
+    def test_deepseek_balanced_routing(self):
+        # A deepseek_v3 whose router cannot make --moe-routing balanced (8 experts in 2 groups of 4, one group kept,
+        # top-3: token 1's experts 3, 4, 5 span both groups): the eager loop, whose expert sizes follow the rule, is
+        # refused naming worst; grouped_mm, whose tensors are S rows whatever the routing, answers.
+        config = {"model_type": "deepseek_v3", "num_hidden_layers": 2, "first_k_dense_replace": 1, "hidden_size": 16,
+                  "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 8, "kv_lora_rank": 8,
+                  "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4, "intermediate_size": 32,
+                  "moe_intermediate_size": 8, "vocab_size": 64, "n_routed_experts": 8, "n_group": 2,
+                  "topk_group": 1, "num_experts_per_tok": 3, "n_shared_experts": 1, "max_position_embeddings": 256,
+                  "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": False, "torch_dtype": "float32",
+                  "hidden_act": "silu", "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+                  "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1, "ep_size": 1}
+        path = os.path.join(self.dir, "deepseek_groups.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        self.refused(["estimate", path, *TRAIN, "--experts-implementation", "eager"], "use --moe-routing worst")
+        p = run("estimate", path, *TRAIN, "--experts-implementation", "grouped_mm", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # Its decoder graphs (eval, constant folding) on the new tokens: one grouped block (histc and two _grouped_mm)
+        # in the one sparse layer, the exported file estimated as the config.
+        for graph, dims in (("decode", ["--dim", "sequence_length=1", "--dim", "past_sequence_length=8",
+                                        "--dim", "total_sequence_length=9"]),
+                            ("prefill", ["--dim", "sequence_length=128", "--dim", "total_sequence_length=128"])):
+            out = os.path.join(self.dir, f"deepseek_{graph}.onnx")
+            p = run("export", path, "--graph", graph, "--experts-implementation", "grouped_mm", "-o", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            import onnx  # Debian's python3-onnx
+            model = onnx.load(out, load_external_data=False)
+            self.assertEqual(len([n for n in model.graph.node if n.op_type == "ATen"]), 3, graph)
+            a = run("estimate", out, "--batch", "2", *dims, "--json")
+            b = run("estimate", path, "--graph", graph, "--batch", "2", *dims, "--experts-implementation",
+                    "grouped_mm", "--json")
+            self.assertEqual((a.returncode, b.returncode), (0, 0), a.stderr + b.stderr)
+            self.assertEqual(json.loads(a.stdout)["total_bytes"], json.loads(b.stdout)["total_bytes"], graph)
 
     def test_export_is_read_back(self):
         out = os.path.join(self.dir, "grouped.onnx")
