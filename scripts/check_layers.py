@@ -44,6 +44,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("deepspeed_config",),                                 # --deepspeed: a DeepSpeed config file into ZeRO's settings
     ("estimate_config",),                                  # command-line strings into estimate options
     ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
+    ("fit_format",),                                       # fit's answers as text, JSON and Markdown
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe
     ("serve_vllm_format", "serve_vllm_moe", "serve_vllm_mla", "serve_vllm_fp8", "serve_vllm_v0"),
     # that answer as text, JSON and Markdown; its fused MoE kernel; MLA; block-wise fp8 checkpoints; what V0 refuses
