@@ -110,6 +110,12 @@ struct TrainingOptions {
   OptimizerImpl optimizer_impl = OptimizerImpl::Foreach;
   OptimizerFlags optimizer_flags;
   Precision precision = Precision::Fp32;
+  // --param-dtype, under --precision amp-* only: the type the parameters are stored in, and so their grads and the
+  // optimizer's states (torch.optim's AdamW makes exp_avg/exp_avg_sq with zeros_like(param)); torch.autocast runs over
+  // them. Float32: plain PyTorch AMP (float32 master weights). BFloat16/Float16: transformers 5's Trainer with bf16=True
+  // (fp16=True) over a checkpoint loaded in its stored half type (from_pretrained dtype="auto"): accelerate wraps the
+  // forward in autocast and upcasts nothing outside FSDP (eager_semantics.h stored_param_dtype).
+  DType amp_param_dtype = DType::Float32;
   LossKind loss = LossKind::CrossEntropy;
   int loss_chunks = 0;                    // --loss chunked-ce:N: N (>= 1) slices of the logits' sequence axis;
                                           // chunked-ce-tokens:K: slices of K positions

@@ -25,11 +25,20 @@ DType param_dtype(Precision p) {
   return DType::Float32;
 }
 
+// Under autocast the parameters keep the type they were made in: torch.autocast casts an op's inputs, never a module's
+// parameters. accelerate's Accelerator.prepare_model (native_amp, huggingface/accelerate 16cb6eb, 1.15.0.dev0) wraps
+// the forward in autocast and casts no parameter outside FSDP (its float32 upcast of the parameters that train is in
+// the FSDP branches only: Accelerator.prepare_model's flat parameters, utils/fsdp_utils.py fsdp2_prepare_model), so a
+// model transformers 5 loaded in bf16 trains in bf16 under the Trainer's bf16=True.
+DType stored_param_dtype(const TrainingOptions& o) {
+  return is_amp(o.precision) ? o.amp_param_dtype : param_dtype(o.precision);
+}
+
 // FSDP1's MixedPrecision and FSDP2's MixedPrecisionPolicy gather every floating parameter in param_dtype
 // (training_fsdp_mp.cc, training_fsdp2.cc); accelerate's mixed_precision="bf16"/"fp16" sets param_dtype to the
 // autocast type (utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision, v1.14.0).
 DType compute_param_dtype(const TrainingOptions& o) {
-  return o.fsdp2_mp && is_amp(o.precision) ? low_precision_dtype(o.precision) : param_dtype(o.precision);
+  return o.fsdp2_mp && is_amp(o.precision) ? low_precision_dtype(o.precision) : stored_param_dtype(o);
 }
 
 int32_t node_input(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }

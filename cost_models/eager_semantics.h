@@ -123,7 +123,11 @@ bool is_amp(Precision p);
 bool is_half(Precision p);  // fp16 or bf16 without autocast: model.half() / model.bfloat16()
 DType low_precision_dtype(Precision p);  // float16 or bfloat16 (amp and pure half)
 DType param_dtype(Precision p);          // float32 for fp32 and amp
-// The type the step reads its parameters in: param_dtype(precision), except under autocast with a mixed-precision
+// The type the parameters are stored in, and so their grads and optimizer states: param_dtype(precision), except
+// under autocast, where it is --param-dtype (TrainingOptions::amp_param_dtype: float32 for plain PyTorch AMP, the
+// checkpoint's half type for the Hugging Face Trainer's bf16=True over a model loaded as stored).
+DType stored_param_dtype(const TrainingOptions& o);
+// The type the step reads its parameters in: stored_param_dtype(o), except under autocast with a mixed-precision
 // policy (--fsdp2-mp with --precision amp-*, accelerate's mixed_precision over FSDP), where the all-gather hands
 // every op the policy's param_dtype, autocast's low type (report/option_checks.cc refuses any other pair).
 DType compute_param_dtype(const TrainingOptions& o);

@@ -102,8 +102,13 @@ class Builder {
     // Under a mixed-precision policy (--fsdp2-mp with amp-*, accelerate's FSDP) the adapters are float32 shards but
     // the forward reads them gathered in param_dtype, so lora_A.weight.dtype is the low type: x.to(dtype) copies x
     // into it only where x is float32 (a Cast keeps the type it names, training_context.cc), and no autocast cast
-    // follows.
-    const bool float32_copy = half_base || (amp_cast && compute_param_dtype(o_) == DType::Float32);
+    // follows. Autocast over a half base (--param-dtype bf16/fp16, the Trainer's bf16=True on a bf16 checkpoint):
+    // PEFT's cast_adapter_dtype (peft/tuners/tuners_utils.py, huggingface/peft 5d602fd) still upcasts the adapters to
+    // float32 (--lora-dtype float32), so x.to(float32) copies the half input and autocast casts it, and each adapter
+    // weight, back to the low type for lora_A and lora_B as over a float32 base; with --lora-dtype base the adapters
+    // are half like the base, x.to(dtype) returns x and autocast casts nothing.
+    const bool float32_copy =
+        half_base || (amp_cast && (compute_param_dtype(o_) == DType::Float32 || (o_.lora_float32 && !o_.fsdp2_mp)));
     auto lead = [&](int64_t last) {
       std::vector<int64_t> s = x.shape;
       s.back() = last;

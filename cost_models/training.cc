@@ -152,9 +152,9 @@ std::string upcast_note(const TrainingOptions& o, const std::optional<IslandCoun
   return text;
 }
 
-// Autocast over a policy's half parameters (accelerate's FSDP): what it casts then.
+// Autocast over half parameters (a policy's, accelerate's FSDP; or stored half, --param-dtype): what it casts then.
 std::string policy_autocast_note(const TrainingOptions& o) {
-  if (!o.fsdp2_mp || !is_amp(o.precision)) return "";
+  if (!is_amp(o.precision) || compute_param_dtype(o) == DType::Float32) return "";
   return " Under torch.autocast (accelerate's mixed_precision) on top: the low-precision ops read the half parameters "
          "without a cast (none cached), the float32 ops copy their half inputs to float32.";
 }
@@ -191,6 +191,11 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr, &float32);
   std::vector<std::string> notes = context.notes;
   if (options.upcast.any()) notes.push_back(upcast_note(options, islands));
+  if (is_amp(options.precision) && !options.fsdp2_mp && stored_param_dtype(options) != DType::Float32)
+    notes.push_back("Parameters stored in " + std::string(dtype_name(stored_param_dtype(options))) +
+                    " under torch.autocast (--param-dtype): their grads and the optimizer's states are " +
+                    std::string(dtype_name(stored_param_dtype(options))) + " too, with no float32 master copy." +
+                    policy_autocast_note(options));
   if (options.kbit_prep)
     notes.push_back("k-bit preparation (--kbit-prep, PEFT's prepare_model_for_kbit_training): the parameters "
                     "bitsandbytes left unquantized and every activation are float32; " + std::to_string(kbit_layers) +

@@ -61,6 +61,8 @@ const std::vector<Feature>& features() {
        [](A a) {
          return kPrecisionChoices.is(a.precision, Precision::AmpFp16) || kPrecisionChoices.is(a.precision, Precision::AmpBf16);
        }},
+      {"half-params", "--param-dtype", "--param-dtype fp16/bf16", S::Train,
+       [](A a) { return a.param_dtype == "fp16" || a.param_dtype == "bf16"; }},
       {"checkpoint", "--checkpoint", "--checkpoint", S::Train, [](A a) { return a.checkpoint != EstimateArgs{}.checkpoint; }},
       {"selective", "--checkpoint", "--checkpoint selective[:op|:N]", S::Train,
        [](A a) { return a.checkpoint.rfind("selective", 0) == 0; }},

@@ -210,6 +210,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   TrainingOptions& t = o.training;
   t.optimizer = kOptimizerChoices.parse(a.optimizer, "--optimizer");
   t.precision = kPrecisionChoices.parse(a.precision, "--precision");
+  // --param-dtype: the parameters' stored type under autocast (auto was settled to the stored type, option_checks.cc).
+  if (is_amp(t.precision)) t.amp_param_dtype = kDtypeChoices.parse(a.param_dtype, "--param-dtype");
   // --torch: the version semantics that change memory. torch 1.13 (torch/optim/optimizer.py, adam.py):
   // zero_grad(set_to_none=False) keeps the grads between steps, Adam defaults to foreach=False (single
   // tensor), and there is no scaled_dot_product_attention (new in 2.0).

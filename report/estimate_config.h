@@ -51,6 +51,10 @@ struct EstimateArgs {
   std::string optimizer = "adamw";
   std::string precision = "fp32";
   bool precision_auto = false;      // precision was --precision auto, settled to the stored type (report/option_checks.h)
+  // --param-dtype fp32|bf16|fp16|auto, under --precision amp-*: the parameters' stored type (TrainingOptions::
+  // amp_param_dtype); auto is settled to the stored type as --precision auto is (param_dtype_auto then says so).
+  std::string param_dtype = "fp32";
+  bool param_dtype_auto = false;
   std::string checkpoint = "none";
   std::string budget;               // --budget for --checkpoint auto
   int grad_accum = 1;

@@ -57,6 +57,42 @@ std::vector<const OptionSpec*> rows_of(const CommandArgs& args, uint32_t command
   return out;
 }
 
+// --param-dtype: the parameters' type under autocast. Outside autocast --precision is that type.
+void check_param_dtype(const EstimateArgs& a, Precision precision) {
+  if (a.param_dtype == EstimateArgs{}.param_dtype && !a.param_dtype_auto) return;
+  if (!is_amp(precision))
+    throw InputError("--param-dtype " + a.param_dtype + " applies to --precision amp-fp16/amp-bf16 (autocast over "
+                     "parameters of that type); without autocast --precision " + a.precision + " is the parameters' type");
+  const DType stored = kDtypeChoices.parse(a.param_dtype, "--param-dtype");
+  const DType low = low_precision_dtype(precision);
+  // Under FSDP accelerate's mixed precision upcasts the parameters that train to float32 whatever the checkpoint's
+  // type (accelerator.py Accelerator.prepare_model: each flat parameter that requires grad; utils/fsdp_utils.py
+  // fsdp2_prepare_model; huggingface/accelerate 16cb6eb), which --param-dtype fp32 with --fsdp2-mp models. Half flat
+  // parameters or shards under autocast (FSDP without that upcast) are not modelled.
+  if (stored != DType::Float32 && (kShardChoices.is(a.shard, Sharding::Fsdp) || kShardChoices.is(a.shard, Sharding::Fsdp2)))
+    throw InputError("--param-dtype " + a.param_dtype + " with --shard " + a.shard + ": under FSDP accelerate upcasts "
+                     "the parameters that train to float32 (Accelerator.prepare_model, fsdp2_prepare_model): give "
+                     "--param-dtype fp32 with --fsdp2-mp, as the hf-* recipes do; half parameters sharded under "
+                     "autocast are not modelled");
+  // Autocast to fp16 over bf16 parameters (or the reverse) casts every parameter each forward: not modelled
+  // (cost_models/eager_semantics.cc autocast_target casts float32 only).
+  if (stored != DType::Float32 && stored != low)
+    throw InputError("--param-dtype " + a.param_dtype + " with --precision " + a.precision + ": not modelled: autocast "
+                     "to another half type than the parameters' (give --param-dtype " + kDtypeChoices.name_of(low) +
+                     " or fp32)");
+  // torch's GradScaler, which the Trainer's fp16=True (accelerate's native_amp fp16) steps through, refuses fp16
+  // grads: GradScaler.unscale_ calls _unscale_grads_(..., allow_fp16=False), which raises "Attempting to unscale FP16
+  // gradients." (torch/amp/grad_scaler.py, pytorch 3f34c06). fp16 parameters that train have fp16 grads; PEFT's
+  // float32 adapters (--lora-dtype float32) over an fp16 base do not.
+  const bool fp16_trained = a.lora_rank == 0 || !kLoraDtypeChoices.parse(a.lora_dtype, "--lora-dtype") || !a.trainable.empty();
+  if (stored == DType::Float16 && fp16_trained)
+    throw InputError("--param-dtype " + a.param_dtype + (a.param_dtype_auto ? " (auto: as stored)" : "") +
+                     " with --precision " + a.precision + ": fp16 parameters that train have fp16 grads, and torch's "
+                     "GradScaler refuses them (GradScaler.unscale_: \"Attempting to unscale FP16 gradients.\"): train "
+                     "float32 LoRA adapters (--lora-rank R), give --param-dtype fp32, or --precision fp16 without "
+                     "autocast");
+}
+
 // Options that mean something only with another: each refused alone, naming both.
 void check_requirements(const EstimateArgs& a) {
   if (!a.gpu.empty() && !a.arch.empty())
@@ -104,6 +140,7 @@ void check_requirements(const EstimateArgs& a) {
   // under autocast without a policy is not modelled either.
   const bool mp = !kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32});
   const Precision precision = kPrecisionChoices.parse(a.precision, "--precision");
+  check_param_dtype(a, precision);
   const std::string accelerate_policy = kFsdp2MpChoices.name_of(
       precision == Precision::AmpBf16 ? std::pair{Precision::Bf16, DType::BFloat16} : std::pair{Precision::Fp16, DType::Float16});
   if (mp && is_amp(precision) &&
@@ -238,13 +275,21 @@ void validate_options(const CommandArgs& args, Command command, const std::vecto
 // since transformers 5 (huggingface/transformers PR #42805; src/transformers/modeling_utils.py
 // PreTrainedModel.from_pretrained): a config.json's torch_dtype, an ONNX file's initializers
 // (onnx_import/model_session.h stored_float_dtype_at). Outside --mode train "auto" stays, for the mode check to name.
+// --param-dtype auto (under autocast: the type the parameters stay in, as from_pretrained loaded them) is settled by
+// the same read.
 void settle_auto_precision(EstimateArgs& a) {
-  if (a.precision != kAutoPrecision || !train(a)) return;
+  if ((a.precision != kAutoPrecision && a.param_dtype != kAutoPrecision) || !train(a)) return;
   const DType stored = stored_float_dtype_at(a.model.path);
-  a.precision = kPrecisionChoices.name_of(stored == DType::BFloat16 ? Precision::Bf16
-                                          : stored == DType::Float16 ? Precision::Fp16
-                                                                     : Precision::Fp32);
-  a.precision_auto = true;
+  if (a.precision == kAutoPrecision) {
+    a.precision = kPrecisionChoices.name_of(stored == DType::BFloat16 ? Precision::Bf16
+                                            : stored == DType::Float16 ? Precision::Fp16
+                                                                       : Precision::Fp32);
+    a.precision_auto = true;
+  }
+  if (a.param_dtype == kAutoPrecision) {
+    a.param_dtype = kDtypeChoices.name_of(stored == DType::BFloat16 || stored == DType::Float16 ? stored : DType::Float32);
+    a.param_dtype_auto = true;
+  }
 }
 
 void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given) {

@@ -99,12 +99,23 @@ std::vector<OptionSpec> make_schema() {
          return if_set(a.cudnn_benchmark != EstimateArgs{}.cudnn_benchmark, ", cudnn.benchmark " + a.cudnn_benchmark);
        }},
       {.flag = "--precision", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "fp32; fp16/bf16 (model.half(): everything in half); amp-fp16/amp-bf16 (torch.autocast: fp32 master "
-               "weights, grads and states); auto: the type the weights are stored in (a config.json's torch_dtype, "
+       .help = "fp32; fp16/bf16 (model.half(): everything in half); amp-fp16/amp-bf16 (torch.autocast over fp32 "
+               "master weights, grads and states, or over the type --param-dtype says); auto: the type the weights are stored in (a config.json's torch_dtype, "
                "an ONNX file's initializers), as transformers 5 loads a checkpoint (from_pretrained's "
                "dtype=\"auto\"), fp32 where none is stated",
        .field = FIELD(estimate.precision), .choices = with_auto(kPrecisionChoices.names()), .show_default = true,
        .describe = [](const EstimateArgs& a) { return ", " + a.precision + (a.precision_auto ? " (auto: as stored)" : ""); }},
+      {.flag = "--param-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --precision amp-*: the type the parameters (and so their grads and optimizer states) are stored "
+               "in, autocast running over them. fp32: plain PyTorch AMP (float32 master weights); bf16/fp16: the "
+               "Hugging Face Trainer's bf16=True (fp16=True) over a checkpoint loaded in its half type, no float32 "
+               "copy; auto: the type the weights are stored in, as --precision auto reads it (the hf-trainer and "
+               "hf-peft recipes set it)",
+       .field = FIELD(estimate.param_dtype), .choices = with_auto(kDtypeChoices.names()), .show_default = true,
+       .describe = [](const EstimateArgs& a) {
+         return if_set(a.param_dtype != EstimateArgs{}.param_dtype || a.param_dtype_auto,
+                       ", parameters " + a.param_dtype + (a.param_dtype_auto ? " (auto: as stored)" : ""));
+       }},
       {.flag = "--optimizer", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "sgd, momentum (SGD with momentum), adam or adamw (torch.optim); adamw8bit, paged-adamw or "
                "paged-adamw8bit (bitsandbytes' AdamW8bit, PagedAdamW, PagedAdamW8bit: 8-bit states with a scale per "

@@ -102,6 +102,24 @@ const RecipeSetting kStoredPrecision = {
     "src/transformers/modeling_utils.py PreTrainedModel.from_pretrained: dtype defaults to \"auto\" (the config's "
     "torch_dtype) since transformers 5 (PR #42805), float32 before"};
 
+// The Trainer's bf16=True/fp16=True outside FSDP: accelerate wraps the forward in torch.autocast and keeps the
+// parameters in the type from_pretrained loaded them in (the checkpoint's, kStoredPrecision), so their grads and
+// AdamW's states are that type too (cost_models/eager_semantics.h stored_param_dtype). Under FSDP accelerate upcasts
+// the parameters that train to float32 (kAccelerateMixedPrecision), the default --param-dtype fp32.
+bool unsharded_amp(const CommandArgs& a) {
+  return (kPrecisionChoices.is(a.estimate.precision, Precision::AmpBf16) ||
+          kPrecisionChoices.is(a.estimate.precision, Precision::AmpFp16)) &&
+         !fsdp(a) && !kShardChoices.is(a.estimate.shard, Sharding::Fsdp2);
+}
+const RecipeSetting kStoredParamDtype = {
+    "--param-dtype", "auto",
+    "src/transformers/training_args.py TrainingArguments.__post_init__ (huggingface/transformers 00349ae: "
+    "mixed_precision = \"bf16\" for bf16=True) and trainer.py Trainer._build_accelerator_args (main: "
+    "Accelerator(mixed_precision=...)); accelerate accelerator.py "
+    "Accelerator.prepare_model (16cb6eb): native_amp wraps the forward in torch.autocast and upcasts no parameter "
+    "outside FSDP",
+    unsharded_amp, "--precision amp-* without --shard fsdp/fsdp2"};
+
 // transformers' Trainer over a model as from_pretrained loads it. Sources read at huggingface/transformers main
 // (loss_utils.py at 0114da0).
 std::vector<RecipeSetting> hf_trainer_settings() {
@@ -177,18 +195,20 @@ const std::vector<Recipe>& recipes() {
   static const std::vector<Recipe> all = {
       {"hf-trainer", "transformers Trainer (main, torch >= 2.8)",
        "A full fine-tune with the Hugging Face Trainer: the model in the type it is stored in (transformers 5's "
-       "dtype=\"auto\"), its float32 islands, the logits freed before backward, SDPA attention, fused AdamW; under "
-       "--shard fsdp with --precision amp-*, accelerate's mixed precision (a policy in autocast's type under "
-       "torch.autocast, the shards that train float32; under fsdp2, which accelerate runs without autocast, "
+       "dtype=\"auto\"), its float32 islands, the logits freed before backward, SDPA attention, fused AdamW; with "
+       "--precision amp-* (the Trainer's bf16=True/fp16=True), autocast over the parameters in that stored type, "
+       "their grads and AdamW's states in it too (no float32 master copy), and accelerate's float32 copy of the "
+       "logits; under --shard fsdp with --precision amp-*, accelerate's mixed precision (a policy in autocast's type "
+       "under torch.autocast, the shards that train float32; under fsdp2, which accelerate runs without autocast, "
        "--precision fp32 --fsdp2-mp bf16:bf16). Batch and checkpointing (gradient_checkpointing=True: "
        "--checkpoint layers) stay yours.",
-       with({kStoredPrecision}, hf_trainer_settings()), fsdp2_autocast, kHfNotModelled,
+       with({kStoredPrecision, kStoredParamDtype}, hf_trainer_settings()), fsdp2_autocast, kHfNotModelled,
        {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",
        "hf-trainer with a PEFT LoRA model: LoraConfig's defaults, float32 adapters on the base's layers (PEFT casts "
        "each adapted layer's input to the adapter's type).",
-       with(with({kStoredPrecision}, hf_trainer_settings()),
+       with(with({kStoredPrecision, kStoredParamDtype}, hf_trainer_settings()),
             {{"--lora-rank", "8", "peft src/peft/tuners/lora/config.py LoraConfig.r (default 8)"},
              {"--lora-targets", "q_proj|v_proj",
               "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (llama: q_proj, "

@@ -56,7 +56,8 @@ def cpu_measurements():
     # islands (bench/cpu_ground_truth/hf_islands.py), each row saying its --upcast and --free-output.
     # kbit_prep.json: a LoRA step over a 4-bit base after PEFT's k-bit preparation (bench/cpu_ground_truth/kbit_prep.py).
     # gptq_lora.json: a LoRA step over a GPTQ base in bfloat16 (bench/cpu_ground_truth/gptq_lora.py).
-    for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json"):
+    # amp_stored.json: the tiny Llama in bfloat16 stepped under torch.autocast (bench/cpu_ground_truth/amp_stored.py).
+    for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json", "amp_stored.json"):
         with open(os.path.join(SRC, "bench", "cpu_ground_truth", name)) as f:
             yield from json.load(f)["measurements"]
 
@@ -78,6 +79,8 @@ def cpu_rows():
             args += ["--trainable", m["trainable"]]
         if m.get("upcast"):
             args += ["--upcast", m["upcast"]]
+        if m.get("param_dtype"):  # autocast over parameters stored in this type
+            args += ["--param-dtype", m["param_dtype"]]
         # the step dropped the model's output after the loss (the Trainer's compute_loss, torchtune's `del logits`)
         if m.get("free_output") or m.get("output_freed"):
             args += ["--free-output"]
@@ -94,7 +97,8 @@ def cpu_rows():
         # live bytes at the peak, resident included, not with an arena.
         predicted = e["resident_bytes"] + e["lower_bound_bytes"]
         config = (f"{m['model']} b{m['batch']}" + (f" s{m['seq']}" if m.get("seq") else "") +
-                  f" {m['precision']} {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else "") +
+                  f" {m['precision']}" + (f" params {m['param_dtype']}" if m.get("param_dtype") else "") +
+                  f" {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else "") +
                   (f" upcast {m['upcast']}" if m.get("upcast") else "") + (" free-output" if m.get("free_output") else "") +
                   (f" LoRA r{m['lora']['rank']} on {m['lora']['targets'].replace('|', ',')}" if m.get("lora") else "") +
                   (f" {m['frozen_dtype']}" if m.get("frozen_dtype") else "") + (" kbit-prep" if m.get("kbit_prep") else "") +
@@ -194,6 +198,10 @@ def main():
                     "logits.float(); bench/cpu_ground_truth/hf_islands.py) against `--precision bf16 --upcast "
                     "rmsnorm,softmax,loss`; `free-output` drops the logits before backward, as the Trainer does. "
                     "Without `--upcast` memplan reads 24 to 31 % low on these rows.\n\n"
+                    "amp-bf16 params bf16 rows (gated at 3 %): the same bf16 model stepped under torch.autocast, as "
+                    "transformers 5's Trainer runs bf16=True over a bf16 checkpoint (bench/cpu_ground_truth/"
+                    "amp_stored.py), against `--precision amp-bf16 --param-dtype bf16`; with float32 master weights "
+                    "(`--param-dtype fp32`) memplan reads 21 to 46 % high on them.\n\n"
                     "kbit-prep rows (gated at 3 %): LoRA r 8 on q/v over a 4-bit base after PEFT's "
                     "prepare_model_for_kbit_training (bench/cpu_ground_truth/kbit_prep.py: a stand-in of bitsandbytes' "
                     "Linear4bit and MatMul4Bit), against `--precision bf16 --frozen-dtype nf4 --kbit-prep`; without "

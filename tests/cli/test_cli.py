@@ -957,6 +957,36 @@ class StoredPrecisionTest(unittest.TestCase):
         self.assertEqual(run_json(*self.BASE, "--precision", "auto")["training"],
                          run_json(*self.BASE, "--precision", "bf16")["training"])
 
+    def test_trainer_bf16_autocast_keeps_the_stored_type(self):
+        """The Trainer's bf16=True (--precision amp-bf16) over the bf16 checkpoint: accelerate's autocast runs over the
+        parameters as loaded (--param-dtype auto: bf16), so the parameters and their grads are 2 bytes an element and
+        fused AdamW's two states 4 (2,471,628,800 B, 2,471,628,800 B, 4,943,257,600 B); plain PyTorch AMP
+        (--param-dtype fp32) holds float32 master weights, twice each."""
+        auto = run_json(*self.BASE, "--recipe", "hf-trainer", "--precision", "amp-bf16")
+        self.assertEqual(auto["training"]["param_bytes"], 2 * 1235814400)
+        self.assertEqual(auto["training"]["grad_bytes"], 2 * 1235814400)
+        self.assertGreaterEqual(auto["training"]["optimizer_state_bytes"], 4 * 1235814400)
+        given = run_json(*self.BASE, "--recipe", "hf-trainer", "--precision", "amp-bf16", "--param-dtype", "bf16")
+        self.assertEqual(auto["total_bytes"], given["total_bytes"])
+        master = run_json(*self.BASE, "--recipe", "hf-trainer", "--precision", "amp-bf16", "--param-dtype", "fp32")
+        self.assertEqual(master["training"]["param_bytes"], 4 * 1235814400)
+        self.assertEqual(master["training"]["grad_bytes"], 4 * 1235814400)
+        self.assertEqual(master["training"]["optimizer_state_bytes"] - auto["training"]["optimizer_state_bytes"],
+                         4 * 1235814400)
+        table = run(*self.BASE, "--recipe", "hf-trainer", "--precision", "amp-bf16", check_rc=0).stdout
+        self.assertIn("amp-bf16, parameters bf16 (auto: as stored)", table)
+
+    def test_fp16_autocast_over_fp16_parameters_that_train_is_refused(self):
+        """Llama-2-7b-hf is stored in float16: the Trainer's fp16=True full fine-tune has fp16 grads, which torch's
+        GradScaler refuses; PEFT's float32 adapters over it are fine."""
+        base = ["estimate", "tests/models/hf_configs/Llama-2-7b-hf.json", "--graph", "train", "--batch", "1",
+                "--dim", "seq=64", "--mode", "train", "--precision", "amp-fp16"]
+        err = run(*base, "--recipe", "hf-trainer", check_rc=2).stderr
+        self.assertIn("Attempting to unscale FP16 gradients.", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("--param-dtype bf16 applies to --precision amp-fp16/amp-bf16",
+                      run(*self.BASE, "--param-dtype", "bf16", "--precision", "bf16", check_rc=2).stderr)
+
     def test_auto_outside_training_is_refused(self):
         err = run("estimate", "tests/models/hf_configs/Llama-3.2-1B.json", "--graph", "train", "--batch", "1",
                   "--dim", "seq=64", "--precision", "auto", check_rc=2).stderr

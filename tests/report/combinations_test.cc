@@ -78,6 +78,11 @@ const std::map<std::string, Enable>& enables() {
                  a.mode = "train";
                  a.precision = "amp-bf16";
                }}},
+      {"half-params", {{"--param-dtype", "--precision", "--mode"}, [](EstimateArgs& a) {
+                         a.mode = "train";
+                         a.precision = "amp-bf16";
+                         a.param_dtype = "bf16";
+                       }}},
       {"checkpoint", {{"--checkpoint", "--mode"}, [](EstimateArgs& a) {
                         a.mode = "train";
                         a.checkpoint = "sqrt";
