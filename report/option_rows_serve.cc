@@ -125,8 +125,10 @@ std::vector<OptionSpec> serve_option_rows() {
        .field = FIELD(serve.page_size), .engines = {"sglang"}, .min = 1, .show_default = true},
       {.flag = "--free-gpu-memory-fraction", .kind = K::Real, .commands = kServe,
        .help = "The fraction of the memory left after the profiling run that the KV cache takes "
-               "(TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction)",
-       .field = FIELD(serve.free_gpu_memory_fraction), .engines = {"trtllm"}, .min = 0, .max = 1, .show_default = true},
+               "(TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction). Default: not set (None), which the estimate "
+               "reads as 0.9 and after which the cache manager takes the estimate as it is; set, it also caps the "
+               "pool by that fraction of the memory free after profiling",
+       .field = FIELD(serve.free_gpu_memory_fraction), .engines = {"trtllm"}, .min = 0, .max = 1},
       {.flag = "--tokens-per-block", .kind = K::Int, .commands = kServe,
        .help = "Tokens per KV cache block (TensorRT-LLM's KvCacheConfig.tokens_per_block)",
        .field = FIELD(serve.tokens_per_block), .engines = {"trtllm"}, .min = 1, .show_default = true},

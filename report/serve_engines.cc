@@ -39,18 +39,8 @@ void check_modelled(const VllmAnswer& v, const std::string& engine, const std::s
     throw InputError(who + v.model + " is a mixture of experts: TensorRT-LLM's profiling run runs its own fused MoE "
                      "(_torch/modules/fused_moe), whose buffers memplan does not size (the vLLM analysis holds vLLM's "
                      "Triton kernel's); --engine vllm and --engine sglang answer it");
-  // TensorRT-LLM sizes its estimate with head_dim x num_key_value_heads // tp a layer (_torch/pyexecutor/_util.py
-  // KvCacheCreator._get_cache_size_per_token: a fraction of a head when tp exceeds the KV heads), while its cache
-  // manager gives each rank ceil(num_key_value_heads / tp) whole heads (resource_manager.py KVCacheManager.__init__
-  // num_kv_heads_per_layer) and caps the pool by the free memory after the profiling run (calculate_max_num_blocks:
-  // the smaller of the estimate and free_gpu_memory_fraction x the free memory over the real bytes a token), which is
-  // not sized here. Where tp divides the KV heads both sizes agree and the estimate is the smaller.
-  if (engine == "trtllm" && !v.mla.on && v.settings.tp > 1 && v.kv.kv_heads > 0 && v.kv.kv_heads % v.settings.tp != 0)
-    throw InputError(who + "--tp " + std::to_string(v.settings.tp) + " does not divide the " +
-                     std::to_string(v.kv.kv_heads) + " KV heads of " + v.model + ": TensorRT-LLM estimates its "
-                     "cache with a fraction of a head a rank (head_dim x KV heads // tp) but holds whole replicated "
-                     "heads, so its pool is then capped by the free memory after its profiling run, which memplan "
-                     "does not size");
+  // TensorRT-LLM's KV heads a rank where tp does not divide them: trtllm_kv_heads_per_rank (serve_engine, before the
+  // analysis) and trtllm_answer (the estimate's fraction of a head, the pool's whole replicated heads).
   // TensorRT-LLM's PyTorch backend serves multi-head latent attention only as DeepseekV3ForCausalLM:
   // _torch/models/modeling_deepseekv3.py registers DeepseekV3ForCausalLM (and DeepseekV32ForCausalLM), and no module
   // of _torch/models registers DeepseekV2ForCausalLM (the 1.0-era and current copies, index ids 1539226111 and
@@ -189,28 +179,56 @@ EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const st
   EngineAnswer a = common(v, "trtllm", model_type);
   a.rules = kTrtllmRules;
   TrtllmAnswer t;
-  t.free_gpu_memory_fraction = s.free_gpu_memory_fraction;
+  // KvCacheConfig.free_gpu_memory_fraction None (--free-gpu-memory-fraction not given): _util.py
+  // _get_free_gpu_memory_fraction reads it as 0.9.
+  t.free_gpu_memory_fraction_set = s.free_gpu_memory_fraction > 0;
+  t.free_gpu_memory_fraction = t.free_gpu_memory_fraction_set ? s.free_gpu_memory_fraction
+                                                               : kTrtllmDefaultFreeGpuMemoryFraction;
   t.tokens_per_block = s.tokens_per_block;
   t.max_num_tokens = s.max_num_tokens;
   // The profiling forward over max_num_tokens (the vLLM analysis shaped so): its peak above the weights; both sides
   // hold vLLM's additions alike, so they cancel.
   a.activation_peak_bytes = v.forward_peak_allocated > v.memory.weights ? v.forward_peak_allocated - v.memory.weights : 0;
+  // The estimate's bytes a token (_get_cache_size_per_token: 2 B an element, 1 with an fp8 cache, head_dim x
+  // num_key_value_heads // tp a layer) against the pool's, the analysis's (whole KV heads a rank, replicated where
+  // tp exceeds them: vllm_kv_heads_per_rank, which is TensorRT-LLM's (num_key_value_heads + tp - 1) // tp wherever
+  // trtllm_kv_heads_per_rank lets the checkpoint load).
+  const int64_t heads_per_rank = v.kv_heads_per_rank > 0 ? v.kv_heads_per_rank : v.kv.kv_heads;
+  const uint64_t elements = checked_mul(static_cast<uint64_t>(2 * std::max<int64_t>(a.kv_layers, 0)),
+                                        static_cast<uint64_t>(std::max<int64_t>(heads_per_rank * v.kv.head_dim, 0)),
+                                        "KV elements");
+  if (elements == 0 || a.kv_bytes_per_token % elements != 0)
+    throw std::logic_error("serve --engine trtllm: " + v.model + "'s KV bytes a token are not 2 x layers x heads x "
+                           "head_dim elements");
+  t.kv_heads_per_rank = heads_per_rank;
   t.cache = trtllm_kv_cache(a.total_bytes, a.weights_bytes, a.activation_peak_bytes, a.non_torch_bytes,
-                            t.free_gpu_memory_fraction, a.kv_bytes_per_token, t.tokens_per_block);
+                            t.free_gpu_memory_fraction, t.free_gpu_memory_fraction_set,
+                            trtllm_estimate_kv_per_token(a.kv_layers, v.kv.head_dim, v.kv.kv_heads, a.tp,
+                                                         a.kv_bytes_per_token / elements == 1),
+                            a.kv_bytes_per_token, t.tokens_per_block);
   a.starts = t.cache.starts;
   a.kv_tokens = t.cache.tokens;
   const int64_t blocks_per_request = (a.context + t.tokens_per_block - 1) / t.tokens_per_block;
   a.max_concurrency = static_cast<double>(t.cache.blocks) / static_cast<double>(blocks_per_request);
   a.max_concurrent_sequences = t.cache.blocks / blocks_per_request;
-  if (!a.starts)
+  if (t.cache.blocks <= 0)
     a.refusal = "no KV cache block fits: the weights, the profiling run's peak and the memory outside PyTorch leave "
                 "nothing (\"Impossible to fit in any sequence in kvCache\")";
+  else if (!t.cache.pool_fits)
+    a.refusal = fmt::format("the pool of {} tokens at {} B a token ({} B) is more than the {} B the weights and the "
+                            "memory outside PyTorch leave: the estimate counted {} B a token (2 B an element, 1 in "
+                            "fp8, head_dim x KV heads // tp a layer) where each rank holds {} whole KV head(s), and with free_gpu_memory_fraction "
+                            "not set the cache manager takes the estimate as it is (calculate_max_num_blocks); "
+                            "allocating the pool fails",
+                            format_count(uint64_t(t.cache.tokens)), a.kv_bytes_per_token,
+                            format_count(t.cache.pool_bytes), format_count(t.cache.free_after),
+                            t.cache.estimate_kv_per_token, heads_per_rank);
   const double gib = static_cast<double>(uint64_t{1} << 30);
   a.prints.push_back(fmt::format("Peak memory during memory usage profiling (torch + non-torch): {:.2f} GiB, available "
                                  "KV cache memory when calculating max tokens: {:.2f} GiB, fraction is set {}, kv size "
                                  "is {}",
                                  static_cast<double>(t.cache.peak_memory) / gib, t.cache.available_bytes / gib,
-                                 t.free_gpu_memory_fraction, a.kv_bytes_per_token));
+                                 t.free_gpu_memory_fraction, t.cache.estimate_kv_per_token));
   a.prints.push_back(fmt::format("Estimated max tokens in KV cache : {}", t.cache.max_tokens));
   a.trtllm = t;
   return a;
@@ -228,6 +246,8 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
                               stored.method == "fp8" && method == "fp8" && stored.block_n > 0, cuda, capability,
                               probe.path());
   }
+  if (engine == ServeEngine::Trtllm && tp > 1 && probe.kv().kv_heads > 0 && probe.mla().kv_lora_rank == 0)
+    trtllm_kv_heads_per_rank(probe.kv().kv_heads, tp, probe.path());  // before vLLM's own checks name vLLM
   ServeSettings analysis = s;
   // TensorRT-LLM profiles max_num_tokens tokens; SGLang profiles nothing, the analysis's step is the default one.
   if (engine == ServeEngine::Trtllm) analysis.max_batched_tokens = s.max_num_tokens;

@@ -54,7 +54,9 @@ struct SglangAnswer {
 };
 
 struct TrtllmAnswer {
-  double free_gpu_memory_fraction = 0;
+  double free_gpu_memory_fraction = 0;     // as the estimate reads it (0.9 when not set)
+  bool free_gpu_memory_fraction_set = false;
+  int64_t kv_heads_per_rank = 0;           // the pool's whole heads a rank
   int64_t tokens_per_block = 0, max_num_tokens = 0;
   TrtllmKvCache cache;
 };
