@@ -45,6 +45,38 @@ uint64_t trtllm_estimate_kv_per_token(int64_t layers, int64_t head_dim, int64_t 
   return checked_mul(checked_mul(fp8_cache ? 1u : 2u, static_cast<uint64_t>(layers), "KV bytes"), head * 2, "KV bytes");
 }
 
+void trtllm_quantization_check(const std::string& method, int64_t block_n, int64_t block_k, int capability,
+                               int64_t kv_heads, int64_t tp, const std::string& model) {
+  if (method.empty()) return;
+  const std::string who = "serve --engine trtllm: " + model;
+  if (method == "mxfp4")
+    throw InputError(who + " is quantized (mxfp4): TensorRT-LLM's MXFP4 experts are not modelled (serve --engine "
+                     "vllm models vLLM's)");
+  if (method != "fp8" || block_n <= 0)
+    throw InputError(who + " is quantized (" + method + (method == "fp8" ? " per tensor, no weight_block_size" : "") +
+                     "): TensorRT-LLM 1.0's PyTorch backend raises NotImplementedError(\"Unsupported "
+                     "quantization_config\") for it (llmapi/llm_utils.py ModelLoader._update_from_hf_quant_config "
+                     "takes fp8 with weight_block_size and mxfp4 from a config.json; ModelOpt's hf_quant_config.json "
+                     "is not read by memplan)");
+  if (block_n != 128 || block_k != 128)
+    throw InputError(who + "'s weight_block_size is [" + std::to_string(block_n) + ", " + std::to_string(block_k) +
+                     "]: TensorRT-LLM's FP8BlockScalesLinearMethod holds 128 x 128 blocks only (create_weights: "
+                     "weight_scale [ceil(out / 128), ceil(in / 128)])");
+  if (tp > 1 && kv_heads > 0 && kv_heads < tp)
+    throw InputError(who + ": --tp " + std::to_string(tp) + " exceeds its " + std::to_string(kv_heads) +
+                     " KV heads, and TensorRT-LLM 1.0 repeats k_proj's and v_proj's weight but not their block "
+                     "scales (_torch/models/modeling_utils.py _load_weights_impl: duplicate_kv_weight on \"weight\" "
+                     "and \"bias\" only)");
+  if (capability != 90)
+    throw InputError(who + " (block-wise fp8): TensorRT-LLM's block-fp8 GEMM on compute capability " +
+                     std::to_string(capability / 10) + "." + std::to_string(capability % 10) +
+                     " is not modelled (memplan follows 9.0's fp8_quantize_1x128 and fp8_block_scaling_gemm)");
+}
+
+uint64_t trtllm_fp8_block_scalar_bytes(int64_t modules) {
+  return checked_mul(static_cast<uint64_t>(std::max<int64_t>(modules, 0)), 2 * sizeof(float), "scale bytes");
+}
+
 TrtllmKvCache trtllm_kv_cache(uint64_t total, uint64_t weights, uint64_t activation_peak, uint64_t non_torch,
                               double free_gpu_memory_fraction, bool fraction_given, uint64_t estimate_kv_per_token,
                               uint64_t kv_per_token, int64_t tokens_per_block) {

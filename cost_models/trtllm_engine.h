@@ -45,6 +45,28 @@ int64_t trtllm_kv_heads_per_rank(int64_t kv_heads, int64_t tp, const std::string
 // 16 x 1 // 2 = 8); x layers x 2 (K and V). `fp8_cache`: the cache's elements are one byte.
 uint64_t trtllm_estimate_kv_per_token(int64_t layers, int64_t head_dim, int64_t kv_heads, int64_t tp, bool fp8_cache);
 
+// Quantized checkpoints under TensorRT-LLM 1.0's PyTorch backend (NVIDIA/TensorRT-LLM, 1.0 series as indexed):
+//  - llmapi/llm_utils.py ModelLoader._update_from_hf_quant_config (the 1.0-era copy, index id 781189894): without
+//    hf_quant_config.json (ModelOpt's, which memplan does not read), a config.json quantization_config is taken only
+//    as quant_method "fp8" with weight_block_size (QuantAlgo.FP8_BLOCK_SCALES, exclude_modules ["*eh_proj"]) or
+//    "mxfp4"; any other raises NotImplementedError("Unsupported quantization_config: ...").
+//  - _torch/modules/linear.py FP8BlockScalesLinearMethod.create_weights: weight float8_e4m3fn [out, in], weight_scale
+//    float32 [ceil(out / 128), ceil(in / 128)] (128 fixed, whatever the checkpoint's block), and two float32 scalars,
+//    input_scale and inv_input_scale ("only used to quantize output of FP8 attention"): 8 B a module more than vLLM's
+//    Fp8LinearMethod grid (cost_models/vllm_fp8_block.h), the same fused modules (qkv_proj, gate_up_proj), the same
+//    grid over the fused outputs. The LM head takes no quant config (_torch/models/modeling_utils.py
+//    DecoderModelForCausalLM: "lm_head Linear will not accept QuantConfig"), nor do the embedding and the norms.
+//  - _load_weights_impl (modeling_utils.py) duplicates k_proj's and v_proj's "weight" and "bias" where tp exceeds
+//    the KV heads, not their weight_scale: a replicated head's block scales are not loaded, refused here.
+//  - FP8BlockScalesLinearMethod.apply on compute capability 9.0: fp8_quantize_1x128 of the input, then
+//    fp8_block_scaling_gemm; other capabilities run other kernels (DeepGEMM's on 10.x), not modelled.
+// Throws InputError naming the model where TensorRT-LLM refuses the checkpoint or memplan does not model it.
+// `method`, `block_n`, `block_k`: the config's quantization_config ("" none); `kv_heads`, `tp`: the KV heads and ranks.
+void trtllm_quantization_check(const std::string& method, int64_t block_n, int64_t block_k, int capability,
+                               int64_t kv_heads, int64_t tp, const std::string& model);
+// The float32 input_scale and inv_input_scale of `modules` FP8BlockScalesLinearMethod modules.
+uint64_t trtllm_fp8_block_scalar_bytes(int64_t modules);
+
 struct TrtllmKvCache {
   uint64_t peak_memory = 0;     // weights + activation peak + non-torch
   double available_bytes = 0;   // (total - peak) x fraction; <= 0: no cache

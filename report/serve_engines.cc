@@ -27,8 +27,9 @@ void check_modelled(const VllmAnswer& v, const std::string& engine, const std::s
                      " tokens; " + (engine == "sglang" ? "SGLang's sliding-window pools (SWAKVPool) are" :
                                                          "TensorRT-LLM's variable-window cache (VSWA) is") +
                      " not modelled (serve --engine vllm models vLLM's)");
-  // SGLang's quantized weights: cost_models/sglang_weights.h (sglang_answer).
-  if (!v.quantization.method.empty() && engine != "sglang")
+  // SGLang's quantized weights: cost_models/sglang_weights.h (sglang_answer); TensorRT-LLM's: trtllm_quantization_check
+  // (serve_engine, before the analysis) and trtllm_answer.
+  if (!v.quantization.method.empty() && engine != "sglang" && engine != "trtllm")
     throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
                      " lays out quantized weights is not modelled (serve --engine vllm models vLLM's, --engine "
                      "sglang SGLang's)");
@@ -179,6 +180,14 @@ EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const st
   EngineAnswer a = common(v, "trtllm", model_type);
   a.rules = kTrtllmRules;
   TrtllmAnswer t;
+  if (!v.quantization.method.empty()) {  // block-wise fp8 (serve_engine ran trtllm_quantization_check): vLLM's
+    // grid and two float32 scalars a module
+    if (v.quantization.method != "fp8" || v.quantization.block.n != 128 || v.quantization.block.k != 128)
+      throw std::logic_error("serve --engine trtllm: " + v.model + "'s quantization passed unchecked");
+    t.quantization = {v.quantization.method, v.quantization_source, v.quantized.modules, v.quantized.linear_bytes,
+                      trtllm_fp8_block_scalar_bytes(v.quantized.modules)};
+    a.weights_bytes = checked_add(a.weights_bytes, t.quantization.scalar_bytes, "weights bytes");
+  }
   // KvCacheConfig.free_gpu_memory_fraction None (--free-gpu-memory-fraction not given): _util.py
   // _get_free_gpu_memory_fraction reads it as 0.9.
   t.free_gpu_memory_fraction_set = s.free_gpu_memory_fraction > 0;
@@ -246,8 +255,13 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
                               stored.method == "fp8" && method == "fp8" && stored.block_n > 0, cuda, capability,
                               probe.path());
   }
-  if (engine == ServeEngine::Trtllm && tp > 1 && probe.kv().kv_heads > 0 && probe.mla().kv_lora_rank == 0)
-    trtllm_kv_heads_per_rank(probe.kv().kv_heads, tp, probe.path());  // before vLLM's own checks name vLLM
+  if (engine == ServeEngine::Trtllm) {  // before vLLM's own checks name vLLM
+    const bool mla = probe.mla().kv_lora_rank > 0;
+    if (tp > 1 && probe.kv().kv_heads > 0 && !mla) trtllm_kv_heads_per_rank(probe.kv().kv_heads, tp, probe.path());
+    const StoredQuantization& stored = probe.stored_quantization();
+    trtllm_quantization_check(stored.method, stored.block_n, stored.block_k, capability, mla ? 0 : probe.kv().kv_heads,
+                              tp, probe.path());
+  }
   ServeSettings analysis = s;
   // TensorRT-LLM profiles max_num_tokens tokens; SGLang profiles nothing, the analysis's step is the default one.
   if (engine == ServeEngine::Trtllm) analysis.max_batched_tokens = s.max_num_tokens;

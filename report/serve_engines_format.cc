@@ -93,7 +93,15 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
                    {"free_after_profiling_bytes", t.cache.free_after},
                    {"cap_tokens", t.cache.cap_tokens >= 0 ? nlohmann::ordered_json(t.cache.cap_tokens) : nullptr},
                    {"blocks", t.cache.blocks},
-                   {"pool_bytes", t.cache.pool_bytes}};
+                   {"pool_bytes", t.cache.pool_bytes},
+                   {"quantization", t.quantization.method.empty()
+                                        ? nlohmann::ordered_json(nullptr)
+                                        : nlohmann::ordered_json{{"method", t.quantization.method},
+                                                                 {"source", t.quantization.source},
+                                                                 {"layout", "FP8BlockScalesLinearMethod"},
+                                                                 {"quantized_modules", t.quantization.modules},
+                                                                 {"linear_bytes", t.quantization.linear_bytes},
+                                                                 {"scalar_bytes", t.quantization.scalar_bytes}}}};
   } else {
     j["trtllm"] = nullptr;
   }
@@ -167,6 +175,13 @@ std::string engine_to_text(const EngineAnswer& a) {
     t += fmt::format("  (no profile forward: the activations ({} tokens a chunk) and CUDA graphs (batches up to {}) run "
                      "in the rest)\n",
                      g.chunked_prefill_size, g.cuda_graph_max_bs);
+  }
+  if (a.trtllm && !a.trtllm->quantization.method.empty()) {
+    const TrtllmAnswer::Quantization& q = a.trtllm->quantization;
+    t += fmt::format("  weights: {} block-wise fp8 modules ({}), {} B of fp8 weights and 128 x 128 float32 scale grids "
+                     "+ {} B of input_scale / inv_input_scale (FP8BlockScalesLinearMethod); the embedding, the LM head "
+                     "and the norms in the model's type\n",
+                     q.modules, q.source, format_count(q.linear_bytes), format_count(q.scalar_bytes));
   }
   if (a.trtllm) {
     const TrtllmAnswer& r = *a.trtllm;

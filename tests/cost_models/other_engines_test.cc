@@ -167,5 +167,22 @@ TEST(TrtllmEngine, ReplicatedKvHeads) {
   EXPECT_TRUE(c.starts);
 }
 
+TEST(TrtllmEngine, QuantizedCheckpoints) {
+  // FP8BlockScalesLinearMethod: input_scale and inv_input_scale, float32 scalars: 8 B a module; 8 modules 64 B.
+  EXPECT_EQ(trtllm_fp8_block_scalar_bytes(8), 64u);
+  EXPECT_EQ(trtllm_fp8_block_scalar_bytes(0), 0u);
+  // Block fp8 128 x 128 on 9.0 at tp 2 over 2 KV heads: loaded. Unquantized: nothing to check.
+  EXPECT_NO_THROW(trtllm_quantization_check("fp8", 128, 128, 90, 2, 2, "m"));
+  EXPECT_NO_THROW(trtllm_quantization_check("", 0, 0, 80, 1, 8, "m"));
+  // _update_from_hf_quant_config raises NotImplementedError for per-tensor fp8, gptq, awq; the block is 128 only;
+  // tp 4 over 2 KV heads repeats the weights, not the scales; 8.9 runs another GEMM.
+  EXPECT_THROW(trtllm_quantization_check("fp8", 0, 0, 90, 2, 1, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("gptq", 0, 0, 90, 2, 1, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("awq", 0, 0, 90, 2, 1, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("fp8", 64, 64, 90, 2, 1, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("fp8", 128, 128, 90, 2, 4, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("fp8", 128, 128, 89, 2, 1, "m"), InputError);
+}
+
 }  // namespace
 }  // namespace memplan
