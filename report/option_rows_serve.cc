@@ -22,8 +22,9 @@ std::vector<OptionSpec> serve_option_rows() {
                "one buffer at --context (search.max_length) per sequence, the largest batch whose buffers and prompt "
                "step fit) or all (a row an engine for one GPU). sglang, trtllm, ortgenai and all need --gpu or --memory; "
                "trtllm refuses deepseek_v2 (its PyTorch backend does not load DeepseekV2ForCausalLM), deepseek_v3 "
-               "(its MLA profiling run is not sized) and other mixtures of experts (its fused MoE's buffers are not "
-               "sized)",
+               "(its MLA profiling run is not sized), other mixtures of experts (its fused MoE's buffers are not "
+               "sized) and quantized checkpoints other than a config.json's 128 x 128 block fp8 on compute capability "
+               "9.0 (TensorRT-LLM 1.0 raises NotImplementedError for per-tensor fp8, gptq and awq)",
        .field = FIELD(serve.engine), .choices = kServeEngineChoices.names(), .show_default = true},
       {.flag = "--context,--max-model-len", .kind = K::Int, .commands = kServe,
        .help = "Tokens of one sequence, prompt and generated (vLLM's --max-model-len); vllm's default: the model's "
