@@ -10,6 +10,7 @@
 #include "cost_models/sglang_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
+#include "report/option_choices.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -203,17 +204,27 @@ EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const st
   // tp exceeds them: vllm_kv_heads_per_rank, which is TensorRT-LLM's (num_key_value_heads + tp - 1) // tp wherever
   // trtllm_kv_heads_per_rank lets the checkpoint load).
   const int64_t heads_per_rank = v.kv_heads_per_rank > 0 ? v.kv_heads_per_rank : v.kv.kv_heads;
-  const uint64_t elements = checked_mul(static_cast<uint64_t>(2 * std::max<int64_t>(a.kv_layers, 0)),
-                                        static_cast<uint64_t>(std::max<int64_t>(heads_per_rank * v.kv.head_dim, 0)),
-                                        "KV elements");
-  if (elements == 0 || a.kv_bytes_per_token % elements != 0)
-    throw std::logic_error("serve --engine trtllm: " + v.model + "'s KV bytes a token are not 2 x layers x heads x "
-                           "head_dim elements");
+  const bool fp8_cache = kKvCacheDtypeChoices.parse(a.kv_cache_dtype, "--kv-cache-dtype");
+  uint64_t estimate = 0;
+  if (heads_per_rank > 0 && v.kv.head_dim > 0) {
+    const uint64_t elements = checked_mul(static_cast<uint64_t>(2 * std::max<int64_t>(a.kv_layers, 0)),
+                                          static_cast<uint64_t>(heads_per_rank * v.kv.head_dim), "KV elements");
+    if (elements == 0 || a.kv_bytes_per_token % elements != 0)
+      throw std::logic_error("serve --engine trtllm: " + v.model + "'s KV bytes a token are not 2 x layers x heads x "
+                             "head_dim elements");
+    estimate = trtllm_estimate_kv_per_token(a.kv_layers, v.kv.head_dim, v.kv.kv_heads, a.tp,
+                                            a.kv_bytes_per_token / elements == 1);
+  } else {  // a cache laid out otherwise, on one rank (the analysis refuses --tp without the heads): its elements
+    const std::optional<DType> type = dtype_from_name(a.dtype);
+    const uint64_t element = fp8_cache ? 1 : type ? static_cast<uint64_t>(dtype_bits(*type)) / 8 : 0;
+    if (a.tp > 1 || element == 0 || a.kv_bytes_per_token % element != 0)
+      throw InputError("serve --engine trtllm: the KV heads and head_dim of " + v.model + " are not found (past "
+                       "inputs shaped [batch, kv_heads, tokens, head_dim]), which TensorRT-LLM's estimate counts");
+    estimate = a.kv_bytes_per_token / element * (fp8_cache ? 1 : 2);
+  }
   t.kv_heads_per_rank = heads_per_rank;
   t.cache = trtllm_kv_cache(a.total_bytes, a.weights_bytes, a.activation_peak_bytes, a.non_torch_bytes,
-                            t.free_gpu_memory_fraction, t.free_gpu_memory_fraction_set,
-                            trtllm_estimate_kv_per_token(a.kv_layers, v.kv.head_dim, v.kv.kv_heads, a.tp,
-                                                         a.kv_bytes_per_token / elements == 1),
+                            t.free_gpu_memory_fraction, t.free_gpu_memory_fraction_set, estimate,
                             a.kv_bytes_per_token, t.tokens_per_block);
   a.starts = t.cache.starts;
   a.kv_tokens = t.cache.tokens;

@@ -131,6 +131,18 @@ class TrtllmByHand(unittest.TestCase):
         text = run("--engine", "trtllm", *TINY, "--max-num-tokens", "64").stdout
         self.assertIn("Estimated max tokens in KV cache : %d" % t["estimated_max_tokens"], text)
 
+    def test_cache_laid_out_otherwise(self):
+        # kv_tiny_merged caches [batch, tokens, hidden] (no KV heads found): on one rank the estimate's divisor is
+        # the cache's elements x 2 B, 64 / 2 x 2 = 64 B, the same answer as kv_tiny's.
+        merged = os.path.join(SRC, "tests", "models", "serve", "kv_tiny_merged.onnx")
+        p = subprocess.run([BIN, "serve", merged, "--engine", "trtllm", *TINY, "--max-num-tokens", "64", "--json"],
+                           cwd=SRC, capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        j, k = json.loads(p.stdout), serve_json("--engine", "trtllm", *TINY, "--max-num-tokens", "64")
+        self.assertEqual(j["trtllm"]["kv_heads_per_rank"], 0)
+        self.assertEqual(j["trtllm"]["estimate_kv_bytes_per_token"], KV_PER_TOKEN)
+        self.assertEqual(j["kv_cache_tokens"], k["kv_cache_tokens"])
+
     def test_fraction_and_block(self):
         j = serve_json("--engine", "trtllm", *TINY, "--max-num-tokens", "64", "--free-gpu-memory-fraction", "0.5",
                        "--tokens-per-block", "64")
