@@ -323,9 +323,13 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
                             bool vllm_serve, const std::string& experts) {
   const std::string text = read_text(path);
   DecoderConfig config = parse_decoder_config(path, text);
-  if (!config.quantization.method.empty() && !vllm_serve)
-    fail(path, "config key \"quantization_config\" (" + config.quantization.method +
-                   ") is modelled by serve --engine vllm" + (config.quantization.method == "mxfp4" ? "" : " and sglang") +
+  // A dense decoder's 128 x 128 block fp8 is trtllm's too (cost_models/trtllm_engine.h trtllm_quantization_check).
+  const auto& q = config.quantization;
+  const bool trtllm =
+      q.method == "fp8" && q.block_n == 128 && q.block_k == 128 && config.num_experts == 0 && !config.mla;
+  if (!q.method.empty() && !vllm_serve)
+    fail(path, "config key \"quantization_config\" (" + q.method + ") is modelled by serve --engine vllm" +
+                   (q.method == "mxfp4" ? "" : trtllm ? ", sglang and trtllm" : " and sglang") +
                    " only: this command's graph would hold the unquantized weights" +
                    (config.quantization.method == "mxfp4"
                         ? " (transformers dequantizes MXFP4 experts to bfloat16 without triton kernels, "

@@ -112,8 +112,8 @@ const std::vector<CommandRule>& command_rules() {
        [](A a) -> std::string { return other_engines_option(a); }},
       {kServe, "--free-gpu-memory-fraction is more than 0 and below 1",
        [](A a) -> std::string {
-         const double f = a.serve.free_gpu_memory_fraction;
-         return f <= 0 || f >= 1 ? fmt::format("--free-gpu-memory-fraction {}: TensorRT-LLM needs more than 0 and less "
+         const double f = a.serve.free_gpu_memory_fraction;  // 0: not set (None)
+         return f < 0 || f >= 1 ? fmt::format("--free-gpu-memory-fraction {}: TensorRT-LLM needs more than 0 and less "
                                                "than 1 (KVCacheManager.calculate_max_num_blocks asserts it)", f)
                                   : "";
        }},

@@ -22,8 +22,9 @@ std::vector<OptionSpec> serve_option_rows() {
                "one buffer at --context (search.max_length) per sequence, the largest batch whose buffers and prompt "
                "step fit) or all (a row an engine for one GPU). sglang, trtllm, ortgenai and all need --gpu or --memory; "
                "trtllm refuses deepseek_v2 (its PyTorch backend does not load DeepseekV2ForCausalLM), deepseek_v3 "
-               "(its MLA profiling run is not sized) and other mixtures of experts (its fused MoE's buffers are not "
-               "sized)",
+               "(its MLA profiling run is not sized), other mixtures of experts (its fused MoE's buffers are not "
+               "sized) and quantized checkpoints other than a config.json's 128 x 128 block fp8 on compute capability "
+               "9.0 (TensorRT-LLM 1.0 raises NotImplementedError for per-tensor fp8, gptq and awq)",
        .field = FIELD(serve.engine), .choices = kServeEngineChoices.names(), .show_default = true},
       {.flag = "--context,--max-model-len", .kind = K::Int, .commands = kServe,
        .help = "Tokens of one sequence, prompt and generated (vLLM's --max-model-len); vllm's default: the model's "
@@ -125,8 +126,10 @@ std::vector<OptionSpec> serve_option_rows() {
        .field = FIELD(serve.page_size), .engines = {"sglang"}, .min = 1, .show_default = true},
       {.flag = "--free-gpu-memory-fraction", .kind = K::Real, .commands = kServe,
        .help = "The fraction of the memory left after the profiling run that the KV cache takes "
-               "(TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction)",
-       .field = FIELD(serve.free_gpu_memory_fraction), .engines = {"trtllm"}, .min = 0, .max = 1, .show_default = true},
+               "(TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction). Default: not set (None), which the estimate "
+               "reads as 0.9 and after which the cache manager takes the estimate as it is; set, it also caps the "
+               "pool by that fraction of the memory free after profiling",
+       .field = FIELD(serve.free_gpu_memory_fraction), .engines = {"trtllm"}, .min = 0, .max = 1},
       {.flag = "--tokens-per-block", .kind = K::Int, .commands = kServe,
        .help = "Tokens per KV cache block (TensorRT-LLM's KvCacheConfig.tokens_per_block)",
        .field = FIELD(serve.tokens_per_block), .engines = {"trtllm"}, .min = 1, .show_default = true},

@@ -10,6 +10,7 @@
 #include "cost_models/sglang_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
+#include "report/option_choices.h"
 #include "report/sizes.h"
 
 namespace memplan {
@@ -27,8 +28,9 @@ void check_modelled(const VllmAnswer& v, const std::string& engine, const std::s
                      " tokens; " + (engine == "sglang" ? "SGLang's sliding-window pools (SWAKVPool) are" :
                                                          "TensorRT-LLM's variable-window cache (VSWA) is") +
                      " not modelled (serve --engine vllm models vLLM's)");
-  // SGLang's quantized weights: cost_models/sglang_weights.h (sglang_answer).
-  if (!v.quantization.method.empty() && engine != "sglang")
+  // SGLang's quantized weights: cost_models/sglang_weights.h (sglang_answer); TensorRT-LLM's: trtllm_quantization_check
+  // (serve_engine, before the analysis) and trtllm_answer.
+  if (!v.quantization.method.empty() && engine != "sglang" && engine != "trtllm")
     throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
                      " lays out quantized weights is not modelled (serve --engine vllm models vLLM's, --engine "
                      "sglang SGLang's)");
@@ -39,18 +41,8 @@ void check_modelled(const VllmAnswer& v, const std::string& engine, const std::s
     throw InputError(who + v.model + " is a mixture of experts: TensorRT-LLM's profiling run runs its own fused MoE "
                      "(_torch/modules/fused_moe), whose buffers memplan does not size (the vLLM analysis holds vLLM's "
                      "Triton kernel's); --engine vllm and --engine sglang answer it");
-  // TensorRT-LLM sizes its estimate with head_dim x num_key_value_heads // tp a layer (_torch/pyexecutor/_util.py
-  // KvCacheCreator._get_cache_size_per_token: a fraction of a head when tp exceeds the KV heads), while its cache
-  // manager gives each rank ceil(num_key_value_heads / tp) whole heads (resource_manager.py KVCacheManager.__init__
-  // num_kv_heads_per_layer) and caps the pool by the free memory after the profiling run (calculate_max_num_blocks:
-  // the smaller of the estimate and free_gpu_memory_fraction x the free memory over the real bytes a token), which is
-  // not sized here. Where tp divides the KV heads both sizes agree and the estimate is the smaller.
-  if (engine == "trtllm" && !v.mla.on && v.settings.tp > 1 && v.kv.kv_heads > 0 && v.kv.kv_heads % v.settings.tp != 0)
-    throw InputError(who + "--tp " + std::to_string(v.settings.tp) + " does not divide the " +
-                     std::to_string(v.kv.kv_heads) + " KV heads of " + v.model + ": TensorRT-LLM estimates its "
-                     "cache with a fraction of a head a rank (head_dim x KV heads // tp) but holds whole replicated "
-                     "heads, so its pool is then capped by the free memory after its profiling run, which memplan "
-                     "does not size");
+  // TensorRT-LLM's KV heads a rank where tp does not divide them: trtllm_kv_heads_per_rank (serve_engine, before the
+  // analysis) and trtllm_answer (the estimate's fraction of a head, the pool's whole replicated heads).
   // TensorRT-LLM's PyTorch backend serves multi-head latent attention only as DeepseekV3ForCausalLM:
   // _torch/models/modeling_deepseekv3.py registers DeepseekV3ForCausalLM (and DeepseekV32ForCausalLM), and no module
   // of _torch/models registers DeepseekV2ForCausalLM (the 1.0-era and current copies, index ids 1539226111 and
@@ -189,28 +181,74 @@ EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const st
   EngineAnswer a = common(v, "trtllm", model_type);
   a.rules = kTrtllmRules;
   TrtllmAnswer t;
-  t.free_gpu_memory_fraction = s.free_gpu_memory_fraction;
+  if (!v.quantization.method.empty()) {  // block-wise fp8 (serve_engine ran trtllm_quantization_check): vLLM's
+    // grid and two float32 scalars a module
+    if (v.quantization.method != "fp8" || v.quantization.block.n != 128 || v.quantization.block.k != 128)
+      throw std::logic_error("serve --engine trtllm: " + v.model + "'s quantization passed unchecked");
+    t.quantization = {v.quantization.method, v.quantization_source, v.quantized.modules, v.quantized.linear_bytes,
+                      trtllm_fp8_block_scalar_bytes(v.quantized.modules)};
+    a.weights_bytes = checked_add(a.weights_bytes, t.quantization.scalar_bytes, "weights bytes");
+  }
+  // KvCacheConfig.free_gpu_memory_fraction None (--free-gpu-memory-fraction not given): _util.py
+  // _get_free_gpu_memory_fraction reads it as 0.9.
+  t.free_gpu_memory_fraction_set = s.free_gpu_memory_fraction > 0;
+  t.free_gpu_memory_fraction = t.free_gpu_memory_fraction_set ? s.free_gpu_memory_fraction
+                                                               : kTrtllmDefaultFreeGpuMemoryFraction;
   t.tokens_per_block = s.tokens_per_block;
   t.max_num_tokens = s.max_num_tokens;
   // The profiling forward over max_num_tokens (the vLLM analysis shaped so): its peak above the weights; both sides
   // hold vLLM's additions alike, so they cancel.
   a.activation_peak_bytes = v.forward_peak_allocated > v.memory.weights ? v.forward_peak_allocated - v.memory.weights : 0;
+  // The estimate's bytes a token (_get_cache_size_per_token: 2 B an element, 1 with an fp8 cache, head_dim x
+  // num_key_value_heads // tp a layer) against the pool's, the analysis's (whole KV heads a rank, replicated where
+  // tp exceeds them: vllm_kv_heads_per_rank, which is TensorRT-LLM's (num_key_value_heads + tp - 1) // tp wherever
+  // trtllm_kv_heads_per_rank lets the checkpoint load).
+  const int64_t heads_per_rank = v.kv_heads_per_rank > 0 ? v.kv_heads_per_rank : v.kv.kv_heads;
+  const bool fp8_cache = kKvCacheDtypeChoices.parse(a.kv_cache_dtype, "--kv-cache-dtype");
+  uint64_t estimate = 0;
+  if (heads_per_rank > 0 && v.kv.head_dim > 0) {
+    const uint64_t elements = checked_mul(static_cast<uint64_t>(2 * std::max<int64_t>(a.kv_layers, 0)),
+                                          static_cast<uint64_t>(heads_per_rank * v.kv.head_dim), "KV elements");
+    if (elements == 0 || a.kv_bytes_per_token % elements != 0)
+      throw std::logic_error("serve --engine trtllm: " + v.model + "'s KV bytes a token are not 2 x layers x heads x "
+                             "head_dim elements");
+    estimate = trtllm_estimate_kv_per_token(a.kv_layers, v.kv.head_dim, v.kv.kv_heads, a.tp,
+                                            a.kv_bytes_per_token / elements == 1);
+  } else {  // a cache laid out otherwise, on one rank (the analysis refuses --tp without the heads): its elements
+    const std::optional<DType> type = dtype_from_name(a.dtype);
+    const uint64_t element = fp8_cache ? 1 : type ? static_cast<uint64_t>(dtype_bits(*type)) / 8 : 0;
+    if (a.tp > 1 || element == 0 || a.kv_bytes_per_token % element != 0)
+      throw InputError("serve --engine trtllm: the KV heads and head_dim of " + v.model + " are not found (past "
+                       "inputs shaped [batch, kv_heads, tokens, head_dim]), which TensorRT-LLM's estimate counts");
+    estimate = a.kv_bytes_per_token / element * (fp8_cache ? 1 : 2);
+  }
+  t.kv_heads_per_rank = heads_per_rank;
   t.cache = trtllm_kv_cache(a.total_bytes, a.weights_bytes, a.activation_peak_bytes, a.non_torch_bytes,
-                            t.free_gpu_memory_fraction, a.kv_bytes_per_token, t.tokens_per_block);
+                            t.free_gpu_memory_fraction, t.free_gpu_memory_fraction_set, estimate,
+                            a.kv_bytes_per_token, t.tokens_per_block);
   a.starts = t.cache.starts;
   a.kv_tokens = t.cache.tokens;
   const int64_t blocks_per_request = (a.context + t.tokens_per_block - 1) / t.tokens_per_block;
   a.max_concurrency = static_cast<double>(t.cache.blocks) / static_cast<double>(blocks_per_request);
   a.max_concurrent_sequences = t.cache.blocks / blocks_per_request;
-  if (!a.starts)
+  if (t.cache.blocks <= 0)
     a.refusal = "no KV cache block fits: the weights, the profiling run's peak and the memory outside PyTorch leave "
                 "nothing (\"Impossible to fit in any sequence in kvCache\")";
+  else if (!t.cache.pool_fits)
+    a.refusal = fmt::format("the pool of {} tokens at {} B a token ({} B) is more than the {} B the weights and the "
+                            "memory outside PyTorch leave: the estimate counted {} B a token (2 B an element, 1 in "
+                            "fp8, head_dim x KV heads // tp a layer) where each rank holds {} whole KV head(s), and with free_gpu_memory_fraction "
+                            "not set the cache manager takes the estimate as it is (calculate_max_num_blocks); "
+                            "allocating the pool fails",
+                            format_count(uint64_t(t.cache.tokens)), a.kv_bytes_per_token,
+                            format_count(t.cache.pool_bytes), format_count(t.cache.free_after),
+                            t.cache.estimate_kv_per_token, heads_per_rank);
   const double gib = static_cast<double>(uint64_t{1} << 30);
   a.prints.push_back(fmt::format("Peak memory during memory usage profiling (torch + non-torch): {:.2f} GiB, available "
                                  "KV cache memory when calculating max tokens: {:.2f} GiB, fraction is set {}, kv size "
                                  "is {}",
                                  static_cast<double>(t.cache.peak_memory) / gib, t.cache.available_bytes / gib,
-                                 t.free_gpu_memory_fraction, a.kv_bytes_per_token));
+                                 t.free_gpu_memory_fraction, t.cache.estimate_kv_per_token));
   a.prints.push_back(fmt::format("Estimated max tokens in KV cache : {}", t.cache.max_tokens));
   a.trtllm = t;
   return a;
@@ -228,6 +266,13 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
                               stored.method == "fp8" && method == "fp8" && stored.block_n > 0, cuda, capability,
                               probe.path());
   }
+  if (engine == ServeEngine::Trtllm) {  // before vLLM's own checks name vLLM
+    const bool mla = probe.mla().kv_lora_rank > 0;
+    if (tp > 1 && probe.kv().kv_heads > 0 && !mla) trtllm_kv_heads_per_rank(probe.kv().kv_heads, tp, probe.path());
+    const StoredQuantization& stored = probe.stored_quantization();
+    trtllm_quantization_check(stored.method, stored.block_n, stored.block_k, capability, mla ? 0 : probe.kv().kv_heads,
+                              tp, probe.path());
+  }
   ServeSettings analysis = s;
   // TensorRT-LLM profiles max_num_tokens tokens; SGLang profiles nothing, the analysis's step is the default one.
   if (engine == ServeEngine::Trtllm) analysis.max_batched_tokens = s.max_num_tokens;
@@ -236,73 +281,6 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
                        ? sglang_answer(v, s, capability, cuda, probe.model_type())
                        : trtllm_answer(v, s, probe.model_type());
   a.kv_cache_bytes = static_cast<uint64_t>(a.kv_tokens) * a.kv_bytes_per_token;
-  return a;
-}
-
-EngineAnswer serve_ortgenai(ServeProbe& probe, const ServeSettings& s, const FitBudget& budget,
-                            const std::string& gpu_name) {
-  const std::string& path = probe.path();
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    throw InputError("serve --engine ortgenai: " + path + " is a config.json; ONNX Runtime GenAI runs an exported "
-                     "ONNX decoder (give the .onnx file)");
-  EngineAnswer a;
-  a.engine = "ortgenai";
-  a.rules = "ONNX Runtime GenAI 0.16 (a0c04eb): src/models/kv_cache.cpp DefaultKeyValueCache, past_present_share_buffer";
-  a.model = probe.path();
-  a.gpu = gpu_name;
-  a.budget_source = budget.source;
-  a.context = s.context > 0 ? s.context : probe.max_positions();
-  a.context_source = s.context > 0 ? "--context" : "the model's max_position_embeddings";
-  if (a.context <= 0)
-    throw InputError("serve --engine ortgenai needs --context N (search.max_length): " + probe.path() +
-                     " does not state its context length");
-  const KvCache& kv = probe.kv();
-  const DType d = probe.options().inference.float_dtype;  // Float32: the graph's own types, as ONNX Runtime runs it
-  a.dtype = d == DType::Float32 ? "as stored" : std::string(dtype_name(d));
-  a.kv_cache_dtype = s.kv_cache_dtype;
-  a.kv_bytes_per_token = kv.bytes_per_token;
-  a.kv_layers = static_cast<int64_t>(kv.pairs.size() / 2);
-  a.weights_bytes = probe.weights_bytes();
-  a.non_torch_bytes = 0;
-  a.total_bytes = budget.bytes;
-  OrtGenaiAnswer o;
-  o.budget_bytes = budget.bytes;
-  o.max_length = a.context;
-  o.kv_heads = kv.kv_heads;
-  o.head_dim = kv.head_dim;
-  const uint64_t per_sequence =
-      checked_mul(static_cast<uint64_t>(a.context), kv.bytes_per_token, "KV buffer bytes");
-  auto total = [&](int64_t batch) {
-    return checked_add(checked_mul(static_cast<uint64_t>(batch), per_sequence, "KV buffer bytes"),
-                       probe.prompt(batch, a.context).required_bytes, "ortgenai bytes");
-  };
-  const FitResult r = fit_search(total, budget.bytes, 1, int64_t{1} << 20);
-  if (r.any_fits) {
-    o.max_batch_size = r.value;
-    o.kv_buffer_bytes = static_cast<uint64_t>(r.value) * per_sequence;
-    const ServeStep step = probe.prompt(r.value, a.context);
-    o.step_required_bytes = step.required_bytes;
-    a.activation_peak_bytes = step.activation_peak_bytes;
-    o.total_bytes = r.bytes_at_value;
-    o.next_evaluated = r.next_evaluated;
-    o.total_bytes_next = r.bytes_at_next;
-  }
-  a.starts = r.any_fits;
-  a.kv_tokens = o.max_batch_size * a.context;
-  a.kv_cache_bytes = o.kv_buffer_bytes;
-  a.max_concurrency = static_cast<double>(o.max_batch_size);
-  a.max_concurrent_sequences = o.max_batch_size;
-  const int64_t shown = std::max<int64_t>(o.max_batch_size, 1);
-  a.prints.push_back(fmt::format("the key-value cache buffers: 2 x {} layers of [batch_size ({}), num_key_value_heads "
-                                 "({}), max_length ({}), head_size ({})]",
-                                 a.kv_layers, shown, o.kv_heads, o.max_length, o.head_dim));
-  if (!a.starts)
-    a.refusal = a.weights_bytes + per_sequence > budget.bytes
-                    ? "Could not allocate the key-value cache buffer: the weights and one sequence's buffers at "
-                      "max_length need more than the budget (\"Try reducing the max_length requested or reducing "
-                      "the batch size.\")"
-                    : "the prompt step of one sequence of max_length tokens needs more than the buffers leave";
-  a.ortgenai = o;
   return a;
 }
 
@@ -345,25 +323,6 @@ EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int t
                       a.starts, a.prints.back(), ""});
   }
   return t;
-}
-
-void add_ortgenai_row(EngineTable& t, const std::function<EngineAnswer()>& answer) {
-  if (t.tp > 1) {
-    t.rows.push_back({"ortgenai", "", 0, 0, 0, 0, false, "", "--tp: ONNX Runtime GenAI serves on one GPU"});
-    return;
-  }
-  EngineAnswer a;
-  try {
-    a = answer();
-  } catch (const InputError& error) {
-    t.rows.push_back({"ortgenai", "", 0, 0, 0, 0, false, "", error.what()});
-    return;
-  }
-  // One sequence a block of max_length tokens; the concurrency is the batch that fits, in the graph's own types.
-  t.rows.push_back({a.engine, a.rules, a.kv_cache_bytes, a.kv_tokens, a.context, a.max_concurrency, a.starts,
-                    fmt::format("search.batch_size {} at max_length {} ({} weights)", a.max_concurrent_sequences,
-                                a.context, a.dtype),
-                    ""});
 }
 
 }  // namespace memplan

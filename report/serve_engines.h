@@ -54,7 +54,16 @@ struct SglangAnswer {
 };
 
 struct TrtllmAnswer {
-  double free_gpu_memory_fraction = 0;
+  double free_gpu_memory_fraction = 0;     // as the estimate reads it (0.9 when not set)
+  bool free_gpu_memory_fraction_set = false;
+  int64_t kv_heads_per_rank = 0;           // the pool's whole heads a rank
+  // A block-wise fp8 checkpoint (cost_models/trtllm_engine.h trtllm_quantization_check): its modules, vLLM's
+  // fp8 weights and scale grids for them (the same bytes), and FP8BlockScalesLinearMethod's two float32 scalars each.
+  struct Quantization {
+    std::string method, source;  // "" none
+    int64_t modules = 0;
+    uint64_t linear_bytes = 0, scalar_bytes = 0;
+  } quantization;
   int64_t tokens_per_block = 0, max_num_tokens = 0;
   TrtllmKvCache cache;
 };

@@ -82,12 +82,26 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
   if (a.trtllm) {
     const TrtllmAnswer& t = *a.trtllm;
     j["trtllm"] = {{"free_gpu_memory_fraction", t.free_gpu_memory_fraction},
+                   {"free_gpu_memory_fraction_set", t.free_gpu_memory_fraction_set},
                    {"tokens_per_block", t.tokens_per_block},
                    {"max_num_tokens", t.max_num_tokens},
                    {"peak_memory_bytes", t.cache.peak_memory},
                    {"available_kv_cache_bytes", t.cache.available_bytes},
+                   {"estimate_kv_bytes_per_token", t.cache.estimate_kv_per_token},
                    {"estimated_max_tokens", t.cache.max_tokens},
-                   {"blocks", t.cache.blocks}};
+                   {"kv_heads_per_rank", t.kv_heads_per_rank},
+                   {"free_after_profiling_bytes", t.cache.free_after},
+                   {"cap_tokens", t.cache.cap_tokens >= 0 ? nlohmann::ordered_json(t.cache.cap_tokens) : nullptr},
+                   {"blocks", t.cache.blocks},
+                   {"pool_bytes", t.cache.pool_bytes},
+                   {"quantization", t.quantization.method.empty()
+                                        ? nlohmann::ordered_json(nullptr)
+                                        : nlohmann::ordered_json{{"method", t.quantization.method},
+                                                                 {"source", t.quantization.source},
+                                                                 {"layout", "FP8BlockScalesLinearMethod"},
+                                                                 {"quantized_modules", t.quantization.modules},
+                                                                 {"linear_bytes", t.quantization.linear_bytes},
+                                                                 {"scalar_bytes", t.quantization.scalar_bytes}}}};
   } else {
     j["trtllm"] = nullptr;
   }
@@ -162,6 +176,13 @@ std::string engine_to_text(const EngineAnswer& a) {
                      "in the rest)\n",
                      g.chunked_prefill_size, g.cuda_graph_max_bs);
   }
+  if (a.trtllm && !a.trtllm->quantization.method.empty()) {
+    const TrtllmAnswer::Quantization& q = a.trtllm->quantization;
+    t += fmt::format("  weights: {} block-wise fp8 modules ({}), {} B of fp8 weights and 128 x 128 float32 scale grids "
+                     "+ {} B of input_scale / inv_input_scale (FP8BlockScalesLinearMethod); the embedding, the LM head "
+                     "and the norms in the model's type\n",
+                     q.modules, q.source, format_count(q.linear_bytes), format_count(q.scalar_bytes));
+  }
   if (a.trtllm) {
     const TrtllmAnswer& r = *a.trtllm;
     t += "  - profiling run's peak     " + bytes_and_count(a.activation_peak_bytes) +
@@ -170,6 +191,11 @@ std::string engine_to_text(const EngineAnswer& a) {
                      format_bytes(r.cache.peak_memory), r.free_gpu_memory_fraction,
                      format_count(static_cast<uint64_t>(std::max(r.cache.available_bytes, 0.0))), r.tokens_per_block,
                      r.cache.blocks);
+    if (r.cache.estimate_kv_per_token != a.kv_bytes_per_token)
+      t += fmt::format("  the estimate divides by {} B a token (head_dim x KV heads // tp a layer) where the pool holds "
+                       "{} ({} whole KV head(s) a rank): {} B for {} free after profiling\n",
+                       r.cache.estimate_kv_per_token, a.kv_bytes_per_token, r.kv_heads_per_rank,
+                       format_count(r.cache.pool_bytes), format_count(r.cache.free_after));
   }
   if (a.ortgenai) {
     const OrtGenaiAnswer& o = *a.ortgenai;

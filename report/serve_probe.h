@@ -65,9 +65,10 @@ struct ServeSettings {
   // ServerArgs.page_size default 1).
   double mem_fraction_static = 0;
   int64_t max_total_tokens = 0, chunked_prefill_size = 0, page_size = 1;
-  // trtllm (cost_models/trtllm_engine.h): --free-gpu-memory-fraction, --tokens-per-block and --max-num-tokens (the
-  // profiling run's tokens), TensorRT-LLM's defaults.
-  double free_gpu_memory_fraction = kTrtllmDefaultFreeGpuMemoryFraction;
+  // trtllm (cost_models/trtllm_engine.h): --free-gpu-memory-fraction (0: not set, KvCacheConfig's None, which the
+  // estimate reads as 0.9), --tokens-per-block and --max-num-tokens (the profiling run's tokens), TensorRT-LLM's
+  // defaults.
+  double free_gpu_memory_fraction = 0;
   int64_t tokens_per_block = kTrtllmDefaultTokensPerBlock, max_num_tokens = kTrtllmDefaultMaxNumTokens;
 };
 

@@ -49,7 +49,7 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("serve_vllm_format", "serve_vllm_moe", "serve_vllm_mla", "serve_vllm_fp8", "serve_vllm_v0"),
     # that answer as text, JSON and Markdown; its fused MoE kernel; MLA; block-wise fp8 checkpoints; what V0 refuses
     ("serve_engines",),                                    # SGLang's and TensorRT-LLM's answers over vLLM's analysis
-    ("serve_engines_format",),                             # those answers as text, JSON and Markdown
+    ("serve_engines_format", "serve_engines_ortgenai"),    # those answers as text, JSON and Markdown; ORT GenAI's
     ("check", "export", "inspect", "plan", "serve"),       # the commands
     ("options",),                                          # the option schema's types: every command's arguments
     ("recipes",),                                          # --recipe: a framework's option values, set before the checks

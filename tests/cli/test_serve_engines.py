@@ -131,6 +131,18 @@ class TrtllmByHand(unittest.TestCase):
         text = run("--engine", "trtllm", *TINY, "--max-num-tokens", "64").stdout
         self.assertIn("Estimated max tokens in KV cache : %d" % t["estimated_max_tokens"], text)
 
+    def test_cache_laid_out_otherwise(self):
+        # kv_tiny_merged caches [batch, tokens, hidden] (no KV heads found): on one rank the estimate's divisor is
+        # the cache's elements x 2 B, 64 / 2 x 2 = 64 B, the same answer as kv_tiny's.
+        merged = os.path.join(SRC, "tests", "models", "serve", "kv_tiny_merged.onnx")
+        p = subprocess.run([BIN, "serve", merged, "--engine", "trtllm", *TINY, "--max-num-tokens", "64", "--json"],
+                           cwd=SRC, capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        j, k = json.loads(p.stdout), serve_json("--engine", "trtllm", *TINY, "--max-num-tokens", "64")
+        self.assertEqual(j["trtllm"]["kv_heads_per_rank"], 0)
+        self.assertEqual(j["trtllm"]["estimate_kv_bytes_per_token"], KV_PER_TOKEN)
+        self.assertEqual(j["kv_cache_tokens"], k["kv_cache_tokens"])
+
     def test_fraction_and_block(self):
         j = serve_json("--engine", "trtllm", *TINY, "--max-num-tokens", "64", "--free-gpu-memory-fraction", "0.5",
                        "--tokens-per-block", "64")
@@ -211,29 +223,99 @@ class TrtllmMixtureOfExperts(unittest.TestCase):
             self.assertGreater(rows["vllm"]["kv_cache_tokens"], 0)
 
 
-class TrtllmReplicatedKvHeads(unittest.TestCase):
-    """--tp above the KV heads under --engine trtllm: TensorRT-LLM's estimate counts head_dim x kv_heads // tp a layer
-    (KvCacheCreator._get_cache_size_per_token: here 16 x 1 // 2 = 8, half a head) while its cache manager holds
-    ceil(1 / 2) = 1 whole head a rank and caps the pool by the free memory after profiling: refused. A tiny llama
-    config.json (hidden 64, 4 heads of 16, one KV head)."""
+TINY_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+              "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 1,
+              "vocab_size": 64, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "torch_dtype": "bfloat16", "hidden_act": "silu"}
 
-    def test_refused_where_tp_does_not_divide_the_kv_heads(self):
-        config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-                  "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 1,
-                  "vocab_size": 64, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-                  "tie_word_embeddings": False, "torch_dtype": "bfloat16", "hidden_act": "silu"}
+
+class TrtllmReplicatedKvHeads(unittest.TestCase):
+    """--tp above the KV heads under --engine trtllm, on a tiny llama config.json (hidden 64, 4 heads of 16, one KV
+    head, one layer, bf16). TensorRT-LLM 1.0's PyTorch backend loads it: duplicate_kv_weight (_torch/models/
+    modeling_utils.py) repeats the one head tp / 1 times, each rank holding (1 + 2 - 1) // 2 = 1 whole head
+    (Attention.__init__, KVCacheManager.__init__ num_kv_heads_per_layer). Its estimate divides by
+    _get_cache_size_per_token: 2 B x 1 layer x (16 x 1 // 2 = 8) x 2 = 32 B, while the pool holds 2 x 1 x 1 x 16 x 2 =
+    64 B a token. --free-gpu-memory-fraction not set (None): calculate_max_num_blocks takes the estimate as it is,
+    blocks = estimate // 32 and the pool is blocks x 32 x 64 B, which must fit in the memory free after profiling
+    (total - weights - non-torch), else allocating it fails. Set: the pool is also capped by fraction x that free
+    memory / 64 B."""
+
+    def serve(self, d, *extra, rc=None):
+        path = os.path.join(d, "config.json")
+        with open(path, "w") as f:
+            json.dump(TINY_LLAMA, f)
+        p = subprocess.run([BIN, "serve", path, "--graph", "decode", "--reserve", "0", "--context", "64",
+                            "--engine", "trtllm", "--max-num-tokens", "64", "--tp", "2", *extra, "--json"],
+                           capture_output=True, text=True, timeout=600)
+        if rc is not None:
+            self.assertEqual(p.returncode, rc, p.stderr)
+        return json.loads(p.stdout)
+
+    def terms(self, j):
+        t = j["trtllm"]
+        m = j["memory"]
+        self.assertEqual(j["kv_cache"]["bytes_per_token"], 64)
+        self.assertEqual(t["estimate_kv_bytes_per_token"], 32)
+        self.assertEqual(t["kv_heads_per_rank"], 1)
+        peak = m["weights_bytes"] + m["activation_peak_bytes"] + m["non_torch_bytes"]
+        self.assertEqual(t["peak_memory_bytes"], peak)
+        available = (m["total_bytes"] - peak) * 0.9
+        self.assertEqual(t["estimated_max_tokens"], int(available // 32))
+        free_after = m["total_bytes"] - m["weights_bytes"] - m["non_torch_bytes"]
+        self.assertEqual(t["free_after_profiling_bytes"], free_after)
+        return t, available, free_after
+
+    def test_estimate_taken_as_it_is(self):
         with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "config.json")
-            with open(path, "w") as f:
-                json.dump(config, f)
-            args = [BIN, "serve", path, "--graph", "decode", *TINY, "--engine", "trtllm"]
-            one = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=600)
-            self.assertIn(one.returncode, (0, 1), one.stderr)  # answered (1: the 64 MiB budget is broken), not refused
-            t = subprocess.run([*args, "--tp", "2"], capture_output=True, text=True, timeout=600)
-            self.assertEqual(t.returncode, 2, t.stderr)
-            self.assertIn("--tp 2 does not divide the 1 KV heads", t.stderr)
-            self.assertIn("head_dim x KV heads // tp", t.stderr)
-            self.assertEqual(t.stderr.count("\n"), 1, t.stderr)
+            # 64 MiB: the profiling run's peak (over 32 MiB: cuBLAS's workspace) leaves available < 0.9 x 32 MiB,
+            # and the pool, estimate x 64 B ~ 2 x available < 58 MiB, fits in the ~64 MiB free after profiling.
+            j = self.serve(d, "--memory", "64MiB", rc=0)
+            jsonschema.validate(j, schema("serve.engine.schema.json"))
+            t, available, free_after = self.terms(j)
+            self.assertFalse(t["free_gpu_memory_fraction_set"])
+            self.assertIsNone(t["cap_tokens"])
+            self.assertEqual(t["blocks"], t["estimated_max_tokens"] // 32)
+            self.assertEqual(j["kv_cache_tokens"], t["blocks"] * 32)
+            self.assertEqual(t["pool_bytes"], t["blocks"] * 32 * 64)
+            self.assertGreater(t["pool_bytes"], available)   # twice what the estimate meant to hold
+            self.assertLessEqual(t["pool_bytes"], free_after)
+            self.assertTrue(j["starts"])
+            # 1 GiB: the activations are a small share, the pool of ~2 x 0.9 of the rest does not fit.
+            j = self.serve(d, "--memory", "1GiB", rc=1)
+            t, available, free_after = self.terms(j)
+            self.assertEqual(t["pool_bytes"], t["estimated_max_tokens"] // 32 * 32 * 64)
+            self.assertGreater(t["pool_bytes"], free_after)
+            self.assertFalse(j["starts"])
+            self.assertIn("allocating the pool fails", j["refusal"])
+
+    def test_fraction_set_caps_the_pool(self):
+        with tempfile.TemporaryDirectory() as d:
+            j = self.serve(d, "--memory", "1GiB", "--free-gpu-memory-fraction", "0.9", rc=0)
+            t, available, free_after = self.terms(j)
+            self.assertTrue(t["free_gpu_memory_fraction_set"])
+            cap = 0.9 * free_after / 64
+            self.assertEqual(t["cap_tokens"], cap)
+            self.assertLess(cap, t["estimated_max_tokens"])
+            self.assertEqual(t["blocks"], int(cap // 32))
+            self.assertLessEqual(t["pool_bytes"], free_after)
+            self.assertTrue(j["starts"])
+
+    def test_tensor_rt_llm_asserts(self):
+        # 12 heads of 16 (4 a rank at --tp 4). 3 KV heads over 4 ranks: duplicate_kv_weight asserts
+        # tensor_parallel_size % num_kv_heads == 0; 6 over 4: num_kv_heads % tensor_parallel_size == 0. Each refusal
+        # names the assertion, one line, exit 2.
+        for kv, says in ((3, "--tp 4 is not a multiple of the 3 KV heads"), (6, "--tp 4 does not divide the 6 KV heads")):
+            config = dict(TINY_LLAMA, num_attention_heads=12, num_key_value_heads=kv, hidden_size=192)
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "config.json")
+                with open(path, "w") as f:
+                    json.dump(config, f)
+                p = subprocess.run([BIN, "serve", path, "--graph", "decode", *TINY, "--engine", "trtllm", "--tp", "4"],
+                                   capture_output=True, text=True, timeout=600)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(says, p.stderr)
+                self.assertIn("duplicate_kv_weight", p.stderr)
+                self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
 
 class AllEngines(unittest.TestCase):

@@ -6,6 +6,7 @@
 #include "cost_models/sglang_mla.h"
 #include "cost_models/sglang_weights.h"
 #include "cost_models/trtllm_engine.h"
+#include "onnx_import/errors.h"
 
 namespace memplan {
 namespace {
@@ -105,7 +106,7 @@ TEST(TrtllmEngine, KvCache) {
   // (Llama-3.1-8B in bf16: 2 x 32 layers x 8 heads x 128 x 2): peak 19 GiB; (80 - 19) x 0.9 = 54.9 GiB =
   // 58,948,426,137.6 B; // 131,072 = 449,740 tokens (54.9 x 8,192 = 449,740.8); // 32 = 14,054 blocks = 449,728.
   const uint64_t gib = uint64_t{1} << 30;
-  TrtllmKvCache c = trtllm_kv_cache(80 * gib, 16 * gib, 2 * gib, gib, 0.9, 131072, 32);
+  TrtllmKvCache c = trtllm_kv_cache(80 * gib, 16 * gib, 2 * gib, gib, 0.9, false, 131072, 131072, 32);
   EXPECT_EQ(c.peak_memory, 19 * gib);
   EXPECT_DOUBLE_EQ(c.available_bytes, 61.0 * gib * 0.9);
   EXPECT_EQ(c.max_tokens, 449740);
@@ -113,9 +114,74 @@ TEST(TrtllmEngine, KvCache) {
   EXPECT_EQ(c.tokens, 14054 * 32);
   EXPECT_TRUE(c.starts);
   // Nothing left: the weights alone over the total.
-  c = trtllm_kv_cache(gib, 2 * gib, 0, 0, 0.9, 131072, 32);
+  c = trtllm_kv_cache(gib, 2 * gib, 0, 0, 0.9, false, 131072, 131072, 32);
   EXPECT_EQ(c.max_tokens, 0);
   EXPECT_FALSE(c.starts);
+  // The fraction given (0.9): the cap 0.9 x (80 - 16 - 1) GiB / 131,072 = 464,486.4 tokens is above the estimate,
+  // which stays.
+  c = trtllm_kv_cache(80 * gib, 16 * gib, 2 * gib, gib, 0.9, true, 131072, 131072, 32);
+  EXPECT_EQ(c.free_after, 63 * gib);
+  EXPECT_DOUBLE_EQ(c.cap_tokens, 0.9 * 63.0 * gib / 131072);
+  EXPECT_EQ(c.blocks, 14054);
+}
+
+TEST(TrtllmEngine, KvHeadsPerRank) {
+  // (kv + tp - 1) // tp where duplicate_kv_weight loads the checkpoint: 8 heads over 2 ranks 4; 1 head over 2 ranks
+  // 1 (replicated); 8 over 16: 1.
+  EXPECT_EQ(trtllm_kv_heads_per_rank(8, 2, "m"), 4);
+  EXPECT_EQ(trtllm_kv_heads_per_rank(1, 2, "m"), 1);
+  EXPECT_EQ(trtllm_kv_heads_per_rank(8, 16, "m"), 1);
+  EXPECT_EQ(trtllm_kv_heads_per_rank(3, 1, "m"), 3);
+  // 6 heads over 4 ranks: 6 % 4 != 0; 3 heads over 4 ranks: 4 % 3 != 0; both asserted by duplicate_kv_weight.
+  EXPECT_THROW(trtllm_kv_heads_per_rank(6, 4, "m"), InputError);
+  EXPECT_THROW(trtllm_kv_heads_per_rank(3, 4, "m"), InputError);
+}
+
+TEST(TrtllmEngine, ReplicatedKvHeads) {
+  // _get_cache_size_per_token: 2 B x 2 layers x (16 x 1 // 2 = 8) x 2 = 64 B (half of the one whole 16-wide head a
+  // rank holds: 2 x 2 x 16 x 2 = 128 B); 1 x 2 x 8 x 2 = 32 B with an fp8 cache; Llama-3.1-8B (32 layers, 8 heads
+  // of 128) at tp 2: 2 x 32 x (1024 // 2) x 2 = 65,536 B, the real bytes.
+  EXPECT_EQ(trtllm_estimate_kv_per_token(2, 16, 1, 2, false), 64u);
+  EXPECT_EQ(trtllm_estimate_kv_per_token(2, 16, 1, 2, true), 32u);
+  EXPECT_EQ(trtllm_estimate_kv_per_token(32, 128, 8, 2, false), 65536u);
+  // 1 GiB, 64 MiB of weights, 128 MiB of activations, 0 outside: available (1024 - 192) MiB x 0.9 = 785,173,708.8
+  // B; // 64 = 12,268,339 tokens (12,268,339.2); fraction None: taken as it is, // 32 = 383,385 blocks = 12,268,320
+  // tokens x 128 B = 1,570,344,960 B, over the 960 MiB = 1,006,632,960 B free after profiling: the pool does not fit.
+  const uint64_t mib = uint64_t{1} << 20;
+  TrtllmKvCache c = trtllm_kv_cache(1024 * mib, 64 * mib, 128 * mib, 0, 0.9, false, 64, 128, 32);
+  EXPECT_EQ(c.estimate_kv_per_token, 64u);
+  EXPECT_EQ(c.max_tokens, 12268339);
+  EXPECT_EQ(c.free_after, 960 * mib);
+  EXPECT_EQ(c.blocks, 383385);
+  EXPECT_EQ(c.pool_bytes, 1570344960u);
+  EXPECT_FALSE(c.pool_fits);
+  EXPECT_FALSE(c.starts);
+  // Fraction set (0.9): the cap 0.9 x 1,006,632,960 / 128 = 7,077,888 tokens (exactly) is the smaller:
+  // // 32 = 221,184 blocks = 7,077,888 tokens, 905,969,664 B, which fits.
+  c = trtllm_kv_cache(1024 * mib, 64 * mib, 128 * mib, 0, 0.9, true, 64, 128, 32);
+  EXPECT_EQ(c.max_tokens, 12268339);
+  EXPECT_DOUBLE_EQ(c.cap_tokens, 7077888.0);
+  EXPECT_EQ(c.blocks, 221184);
+  EXPECT_EQ(c.tokens, 7077888);
+  EXPECT_EQ(c.pool_bytes, 905969664u);
+  EXPECT_TRUE(c.starts);
+}
+
+TEST(TrtllmEngine, QuantizedCheckpoints) {
+  // FP8BlockScalesLinearMethod: input_scale and inv_input_scale, float32 scalars: 8 B a module; 8 modules 64 B.
+  EXPECT_EQ(trtllm_fp8_block_scalar_bytes(8), 64u);
+  EXPECT_EQ(trtllm_fp8_block_scalar_bytes(0), 0u);
+  // Block fp8 128 x 128 on 9.0 at tp 2 over 2 KV heads: loaded. Unquantized: nothing to check.
+  EXPECT_NO_THROW(trtllm_quantization_check("fp8", 128, 128, 90, 2, 2, "m"));
+  EXPECT_NO_THROW(trtllm_quantization_check("", 0, 0, 80, 1, 8, "m"));
+  // _update_from_hf_quant_config raises NotImplementedError for per-tensor fp8, gptq, awq; the block is 128 only;
+  // tp 4 over 2 KV heads repeats the weights, not the scales; 8.9 runs another GEMM.
+  EXPECT_THROW(trtllm_quantization_check("fp8", 0, 0, 90, 2, 1, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("gptq", 0, 0, 90, 2, 1, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("awq", 0, 0, 90, 2, 1, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("fp8", 64, 64, 90, 2, 1, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("fp8", 128, 128, 90, 2, 4, "m"), InputError);
+  EXPECT_THROW(trtllm_quantization_check("fp8", 128, 128, 89, 2, 1, "m"), InputError);
 }
 
 }  // namespace
