@@ -188,4 +188,13 @@ Graph two_fc_blocks(int64_t width, int64_t inner) {
   return b.graph();
 }
 
+Graph decoder_head() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {2, 4, 4});
+  const int32_t h = b.node1("MatMul", {x, b.weight("W1", {4, 4})}, "h", {2, 4, 4});
+  const int32_t wt = b.node1("Transpose", {b.weight("Wh", {8, 4})}, "WhT", {4, 8}, {{"perm", ints_attr({1, 0})}});
+  b.output(b.node1("MatMul", {h, wt}, "logits", {2, 4, 8}));
+  return b.graph();
+}
+
 }  // namespace memplan::testing

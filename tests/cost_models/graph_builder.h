@@ -44,6 +44,10 @@ Attribute ints_attr(std::vector<int64_t> v);
 // (the default rule: prefix "layers" with indices 0 and 1, each block with a submodule fc): root {head.w, head.b},
 // layers.0, layers.1.
 Graph two_fc_blocks(int64_t width, int64_t inner);
+// A decoder's tail for the losses: x[2,4,4] (batch 2, seq 4, hidden 4; needs no grad) -> MatMul(W1[4,4]) -> h[2,4,4]
+// -> F.linear's head: MatMul(h, Transpose(Wh[8,4])) -> logits[2,4,8] (vocab 8). fp32 bytes: x 128, W1 64, h 128,
+// Wh 128, logits 256; targets: 8 tokens of int64 = 64.
+Graph decoder_head();
 
 // Peak over steps of live bytes of non-resident buffers, with the planner's documented liveness rule:
 // a buffer lives from its writing step (0 if live_at_start) to its last reader (the end if

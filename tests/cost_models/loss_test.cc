@@ -14,22 +14,10 @@ namespace memplan {
 namespace {
 
 using testing::GraphBuilder;
+using testing::decoder_head;
 using testing::buffer_named;
-using testing::ints_attr;
 using testing::peak_live_bytes;
 using testing::resident_bytes;
-
-// x[2,4,4] (batch 2, seq 4, hidden 4; needs no grad) -> MatMul(W1[4,4]) -> h[2,4,4]
-//   -> F.linear's head: MatMul(h, Transpose(Wh[8,4])) -> logits[2,4,8] (vocab 8)
-// fp32 bytes: x 128, W1 64, h 128, Wh 128, logits 256; targets: 8 tokens of int64 = 64.
-Graph head() {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {2, 4, 4});
-  const int32_t h = b.node1("MatMul", {x, b.weight("W1", {4, 4})}, "h", {2, 4, 4});
-  const int32_t wt = b.node1("Transpose", {b.weight("Wh", {8, 4})}, "WhT", {4, 8}, {{"perm", ints_attr({1, 0})}});
-  b.output(b.node1("MatMul", {h, wt}, "logits", {2, 4, 8}));
-  return b.graph();
-}
 
 // SGD without momentum: no states, the update in place, so the figures below are the forward, loss and backward.
 TrainingRun sgd(LossKind loss, int chunks = 0) {
@@ -51,7 +39,7 @@ std::string peak_step(const Program& p) { return p.steps[peak_live_bytes(p).step
 //   head backward: x + h + logits + loss + grad:logits + grad:h 128 + grad:Wh 128 = 1028.
 // The peak is 1284, at the log_softmax backward.
 TEST(ChunkedCrossEntropy, OneChunkIsPlainCrossEntropy) {
-  const Program ce = build_training_program(head(), sgd(LossKind::CrossEntropy)).program;
+  const Program ce = build_training_program(decoder_head(), sgd(LossKind::CrossEntropy)).program;
   EXPECT_EQ(resident_bytes(ce), 192u);
   EXPECT_EQ(peak_live_bytes(ce).bytes, 1284u);
   EXPECT_EQ(peak_step(ce), "backward:log_softmax");
@@ -59,7 +47,7 @@ TEST(ChunkedCrossEntropy, OneChunkIsPlainCrossEntropy) {
   // logits .float() is the tensor itself and the one label chunk a view, so the chunk keeps its log_softmax (256)
   // and total_weight as cross_entropy does; the count (8) lives until the mean's backward. At the log_softmax
   // backward the count is gone: the same 1284.
-  const Program one = build_training_program(head(), sgd(LossKind::ChunkedCrossEntropy, 1)).program;
+  const Program one = build_training_program(decoder_head(), sgd(LossKind::ChunkedCrossEntropy, 1)).program;
   EXPECT_EQ(resident_bytes(one), 192u);
   EXPECT_EQ(peak_live_bytes(one).bytes, 1284u);
   EXPECT_EQ(peak_step(one), "backward:log_softmax:chunk0");
@@ -85,7 +73,7 @@ TEST(ChunkedCrossEntropy, OneChunkIsPlainCrossEntropy) {
 // The peak is 1092, at chunk 2's weight-grad sum, 192 under plain cross-entropy's (the full log_softmax and its
 // grad never coexist; the per-chunk head's weight-grad sums give back 64 of the 256).
 TEST(ChunkedCrossEntropy, FourChunksByHand) {
-  const TrainingResult r = build_training_program(head(), sgd(LossKind::ChunkedCrossEntropy, 4));
+  const TrainingResult r = build_training_program(decoder_head(), sgd(LossKind::ChunkedCrossEntropy, 4));
   const Program& p = r.program;
   EXPECT_EQ(peak_live_bytes(p).bytes, 1092u);
   EXPECT_EQ(peak_step(p), "backward:/MatMul_2:accumulate:chunk2");
@@ -107,7 +95,7 @@ TEST(ChunkedCrossEntropy, FourChunksByHand) {
 TEST(ChunkedCrossEntropy, AutocastSumsTheHeadWeightGradInTheLowTypeAndCastsItOnce) {
   TrainingRun o = sgd(LossKind::ChunkedCrossEntropy, 4);
   o.precision = Precision::AmpBf16;
-  const Program p = build_training_program(head(), o).program;
+  const Program p = build_training_program(decoder_head(), o).program;
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:Wh:autocast")].bytes, 64u);
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:Wh:autocast:partial:chunk2")].bytes, 64u);
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:Wh:autocast:sum:chunk0")].bytes, 64u);
@@ -127,7 +115,7 @@ TEST(ChunkedCrossEntropy, AutocastSumsTheHeadWeightGradInTheLowTypeAndCastsItOnc
 TEST(ChunkedCrossEntropy, HalfLogitsAreUpcastPerChunkAndTheirGradsCastBack) {
   TrainingRun o = sgd(LossKind::ChunkedCrossEntropy, 4);
   o.precision = Precision::Bf16;
-  const Program p = build_training_program(head(), o).program;
+  const Program p = build_training_program(decoder_head(), o).program;
   EXPECT_EQ(p.buffers[buffer_named(p, "logits")].bytes, 128u);
   EXPECT_EQ(p.buffers[buffer_named(p, "logits:float32:chunk1")].bytes, 64u);
   EXPECT_EQ(p.buffers[buffer_named(p, "logits:log_softmax:chunk1")].bytes, 64u);
@@ -139,13 +127,13 @@ TEST(ChunkedCrossEntropy, HalfLogitsAreUpcastPerChunkAndTheirGradsCastBack) {
     for (int32_t r : s.reads) EXPECT_NE(r, copy) << s.name;
   TrainingRun plain = sgd(LossKind::CrossEntropy);
   plain.precision = Precision::Bf16;
-  const Program ce = build_training_program(head(), plain).program;
+  const Program ce = build_training_program(decoder_head(), plain).program;
   EXPECT_EQ(ce.buffers[buffer_named(ce, "logits:log_softmax")].bytes, 128u);
 }
 
 TEST(ChunkedCrossEntropy, MoreChunksThanPositionsOrNoSequenceAxisIsAnInputError) {
   try {
-    build_training_program(head(), sgd(LossKind::ChunkedCrossEntropy, 5));
+    build_training_program(decoder_head(), sgd(LossKind::ChunkedCrossEntropy, 5));
     ADD_FAILURE() << "5 chunks of 4 positions accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("'logits'"), std::string::npos) << e.what();
@@ -168,7 +156,7 @@ TEST(ChunkedCrossEntropy, MoreChunksThanPositionsOrNoSequenceAxisIsAnInputError)
 //   backward: grad_input becomes h's grad, grad_weight is stolen as Wh's .grad: x + both + loss + grad:loss = 392.
 // The peak is 808, at the weight grad's accumulation; Wh's grad is the fused one, 128 bytes, kept to the end.
 TEST(FusedLinearCrossEntropy, Fp32ByHand) {
-  const TrainingResult r = build_training_program(head(), sgd(LossKind::FusedLinearCrossEntropy));
+  const TrainingResult r = build_training_program(decoder_head(), sgd(LossKind::FusedLinearCrossEntropy));
   const Program& p = r.program;
   EXPECT_EQ(resident_bytes(p), 192u);
   EXPECT_EQ(peak_live_bytes(p).bytes, 808u);
@@ -191,13 +179,13 @@ TEST(FusedLinearCrossEntropy, Fp32ByHand) {
 TEST(FusedLinearCrossEntropy, HalfOnSm90AccumulatesTheWeightGradInPlace) {
   TrainingRun o = sgd(LossKind::FusedLinearCrossEntropy);
   o.precision = Precision::Bf16;
-  const Program p = build_training_program(head(), o).program;
+  const Program p = build_training_program(decoder_head(), o).program;
   EXPECT_EQ(peak_live_bytes(p).bytes, 424u);
   EXPECT_EQ(peak_step(p), "loss:fused_linear_ce:chunk_logits");
   EXPECT_EQ(buffer_named(p, "Wh:fused_grad_chunk"), -1);
   // On sm75 the legacy path: a bf16 [V, H] product (64) and its fp32 copy (128) at the weight grad: 360 + 192 = 552.
   o.cuda_arch_major = 7;
-  const Program old = build_training_program(head(), o).program;
+  const Program old = build_training_program(decoder_head(), o).program;
   EXPECT_EQ(peak_live_bytes(old).bytes, 552u);
   EXPECT_EQ(peak_step(old), "loss:fused_linear_ce:weight_grad");
 }

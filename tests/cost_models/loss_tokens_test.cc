@@ -13,21 +13,9 @@ namespace memplan {
 namespace {
 
 using testing::GraphBuilder;
+using testing::decoder_head;
 using testing::buffer_named;
-using testing::ints_attr;
 using testing::peak_live_bytes;
-
-// x[2,4,4] (batch 2, seq 4, hidden 4; needs no grad) -> MatMul(W1[4,4]) -> h[2,4,4]
-//   -> F.linear's head: MatMul(h, Transpose(Wh[8,4])) -> logits[2,4,8] (vocab 8)
-// fp32 bytes: x 128, W1 64, h 128, Wh 128, logits 256; targets: 8 tokens of int64 = 64.
-Graph head() {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {2, 4, 4});
-  const int32_t h = b.node1("MatMul", {x, b.weight("W1", {4, 4})}, "h", {2, 4, 4});
-  const int32_t wt = b.node1("Transpose", {b.weight("Wh", {8, 4})}, "WhT", {4, 8}, {{"perm", ints_attr({1, 0})}});
-  b.output(b.node1("MatMul", {h, wt}, "logits", {2, 4, 8}));
-  return b.graph();
-}
 
 TrainingRun sgd(int tokens) {
   TrainingRun o;
@@ -61,7 +49,7 @@ uint64_t bytes(const Program& p, const std::string& name) {
 // The head once per chunk, last first: chunk 1 writes h's slice of grad (2 x 2 x 4 = 64) and Wh's first
 // contribution 128: 964, then 836; chunk 0: + 64 + 128 = 1028, the peak.
 TEST(ChunkedCrossEntropyTokens, TwoChunksByHand) {
-  const TrainingResult r = build_training_program(head(), sgd(2));
+  const TrainingResult r = build_training_program(decoder_head(), sgd(2));
   const Program& p = r.program;
   EXPECT_EQ(peak_live_bytes(p).bytes, 1028u);
   EXPECT_EQ(p.steps[peak_live_bytes(p).step].name, "backward:/MatMul_2:chunk0");
@@ -86,7 +74,7 @@ TEST(ChunkedCrossEntropyTokens, TwoChunksByHand) {
 TEST(ChunkedCrossEntropyTokens, Bf16KeepsTheLogitsTypeAndAutocastUpcastsEachChunk) {
   TrainingRun o = sgd(2);
   o.precision = Precision::Bf16;
-  const Program p = build_training_program(head(), o).program;
+  const Program p = build_training_program(decoder_head(), o).program;
   EXPECT_EQ(bytes(p, "logits"), 128u);
   EXPECT_EQ(bytes(p, "logits:log_softmax:chunk0"), 64u);
   EXPECT_EQ(bytes(p, "grad:logits:chunk0"), 64u);
@@ -98,7 +86,7 @@ TEST(ChunkedCrossEntropyTokens, Bf16KeepsTheLogitsTypeAndAutocastUpcastsEachChun
   EXPECT_EQ(buffer_named(p, "logits:autocast:chunk0"), -1);
   EXPECT_EQ(buffer_named(p, "grad:logits:float32:chunk0"), -1);
   o.precision = Precision::AmpBf16;
-  const Program amp = build_training_program(head(), o).program;
+  const Program amp = build_training_program(decoder_head(), o).program;
   EXPECT_EQ(bytes(amp, "logits"), 128u);
   EXPECT_EQ(bytes(amp, "logits:autocast:chunk0"), 128u);
   EXPECT_EQ(bytes(amp, "logits:log_softmax:chunk0"), 128u);
@@ -112,7 +100,7 @@ TEST(ChunkedCrossEntropyTokens, Bf16KeepsTheLogitsTypeAndAutocastUpcastsEachChun
 // 2 x 3 x 4 x 4 = 96; no slice backward (its chunk is not the last). With K >= 4, one chunk: the head is the graph's
 // one op, and the whole grad of the logits (256) is SliceBackward0's.
 TEST(ChunkedCrossEntropyTokens, ALastChunkLeftWithoutPositionsHasNoLossAndOneChunkIsTheWholeHead) {
-  const Program p = build_training_program(head(), sgd(3)).program;
+  const Program p = build_training_program(decoder_head(), sgd(3)).program;
   EXPECT_EQ(bytes(p, "logits:log_softmax:chunk0"), 192u);
   EXPECT_EQ(buffer_named(p, "logits:log_softmax:chunk1"), -1);
   EXPECT_EQ(bytes(p, "grad:h:chunk0"), 96u);
@@ -121,7 +109,7 @@ TEST(ChunkedCrossEntropyTokens, ALastChunkLeftWithoutPositionsHasNoLossAndOneChu
   int head_chunks = 0;
   for (const Step& s : p.steps) head_chunks += s.name.rfind("backward:/MatMul_2:chunk", 0) == 0;
   EXPECT_EQ(head_chunks, 1);
-  const Program one = build_training_program(head(), sgd(128)).program;
+  const Program one = build_training_program(decoder_head(), sgd(128)).program;
   EXPECT_EQ(bytes(one, "logits:log_softmax:chunk0"), 192u);  // 2 x 3 rows
   EXPECT_EQ(bytes(one, "grad:logits:chunk0:whole"), 256u);
   EXPECT_EQ(buffer_named(one, "grad:h:chunk0"), -1);

@@ -12,24 +12,14 @@
 namespace memplan {
 namespace {
 
-using testing::GraphBuilder;
+using testing::decoder_head;
 using testing::buffer_named;
-using testing::ints_attr;
 using testing::last_reader;
 using testing::live_at_step;
 using testing::step_named;
 
-// x[2,4,4] (needs no grad) -> MatMul(W1[4,4]) -> h[2,4,4] -> F.linear's head: MatMul(h, Transpose(Wh[8,4]))
-// -> logits[2,4,8]. Under amp-bf16 the logits are bfloat16: 64 elements, 128 bytes; their float32 copy 256.
-Graph head() {
-  GraphBuilder b;
-  const int32_t x = b.input("x", {2, 4, 4});
-  const int32_t h = b.node1("MatMul", {x, b.weight("W1", {4, 4})}, "h", {2, 4, 4});
-  const int32_t wt = b.node1("Transpose", {b.weight("Wh", {8, 4})}, "WhT", {4, 8}, {{"perm", ints_attr({1, 0})}});
-  b.output(b.node1("MatMul", {h, wt}, "logits", {2, 4, 8}));
-  return b.graph();
-}
-
+// decoder_head() (graph_builder.h) under amp-bf16: the logits [2,4,8] are bfloat16, 64 elements, 128 bytes; their
+// float32 copy 256.
 Program step(bool free_output, bool outputs_to_fp32) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;
@@ -38,7 +28,7 @@ Program step(bool free_output, bool outputs_to_fp32) {
   o.precision = Precision::AmpBf16;
   o.free_output = free_output;
   o.outputs_to_fp32 = outputs_to_fp32;
-  return build_training_program(head(), o).program;
+  return build_training_program(decoder_head(), o).program;
 }
 
 // A plain loop holds the output through backward. With the conversion the copy is taken in the step right after
@@ -87,7 +77,7 @@ TEST(OutputsToFp32, AFloat32OutputIsNotCopied) {
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
   o.outputs_to_fp32 = true;
-  const Program p = build_training_program(head(), o).program;
+  const Program p = build_training_program(decoder_head(), o).program;
   EXPECT_EQ(buffer_named(p, "logits:to_fp32"), -1);
   EXPECT_EQ(step_named(p, "convert_outputs_to_fp32"), -1);
 }
