@@ -133,7 +133,13 @@ Recipe litgpt_recipe() {
           "keeps the head as stored), and main() swaps wte for bitsandbytes' StableEmbedding, a fresh weight that "
           "requires grad outside the optimizer, with a LayerNorm; FSDP2's per-parameter shards as FSDP1's flat "
           "parameters over the same units; finetune/full.py (an unchunked head, the shifted logits copied and "
-          "chunked by 128 rows)",
+          "chunked by 128 rows); and Fabric's output conversion: _FabricModule.forward (lightning/fabric/wrappers.py) "
+          "returns precision.convert_output(output), which every precision plugin (HalfPrecision for bf16-true "
+          "included, plugins/precision/half.py) writes as a copy of each floating tensor in torch.get_default_dtype(), "
+          "float32 outside the forward: so the logits chunks fit() keeps and the loss reads are float32 copies, their "
+          "log_softmax float32 and each chunk's grad cast back to bf16, where memplan keeps and reads the bf16 chunks "
+          "(about twice the logits' and the loss's bytes; the copy after a loss computed inside the forward is "
+          "--outputs-to-fp32, accelerate's, not this)",
           {"sgd", "momentum", "adam", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
           "setup() optimizer: a torch.optim class name or any class_path (utils.py instantiate_torch_optimizer); "
           "quantized, bitsandbytes' PagedAdamW only (instantiate_bnb_optimizer)"};
