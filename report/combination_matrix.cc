@@ -58,9 +58,7 @@ const std::vector<Feature>& features() {
       {"amp", "--precision",
        given_as("--precision", kPrecisionChoices, Precision::AmpFp16) + "/" + kPrecisionChoices.name_of(Precision::AmpBf16),
        S::Train,
-       [](A a) {
-         return kPrecisionChoices.is(a.precision, Precision::AmpFp16) || kPrecisionChoices.is(a.precision, Precision::AmpBf16);
-       }},
+       [](A a) { return amp_precision(a.precision); }},
       {"half-params", "--param-dtype", "--param-dtype fp16/bf16", S::Train,
        [](A a) { return a.param_dtype == "fp16" || a.param_dtype == "bf16"; }},
       {"checkpoint", "--checkpoint", "--checkpoint", S::Train, [](A a) { return a.checkpoint != EstimateArgs{}.checkpoint; }},

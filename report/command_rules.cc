@@ -56,10 +56,10 @@ const std::vector<CommandRule>& command_rules() {
          // with --loss none the loop's backward would start from the copy.
          const EstimateArgs& e = a.estimate;
          if (!e.outputs_to_fp32) return "";
-         if (!kPrecisionChoices.is(e.precision, Precision::AmpBf16) && !kPrecisionChoices.is(e.precision, Precision::AmpFp16))
+         if (!amp_precision(e.precision))
            return "--outputs-to-fp32 with --precision " + e.precision + ": accelerate converts a forward's outputs only "
                   "under its mixed precision (--precision amp-bf16 or amp-fp16)";
-         if (!kLossChoices.is(e.loss, LossKind::CrossEntropy) && !kLossChoices.is(e.loss, LossKind::Mse))
+         if (!whole_output_loss(e.loss))
            return "--outputs-to-fp32 with --loss " + e.loss + ": not modelled (the copy is taken after a loss computed "
                   "inside the forward: --loss cross-entropy or mse)";
          return "";

@@ -86,6 +86,10 @@ inline const Choices<Precision> kPrecisionChoices{{{"fp32", Precision::Fp32}, {"
                                                    {"amp-bf16", Precision::AmpBf16}}};
 // --precision auto: the stored type, settled before the estimate reads the option (report/option_checks.h).
 inline const std::string kAutoPrecision = "auto";
+// --precision as given names torch.autocast: amp-bf16 or amp-fp16 (not "auto", settled later to a plain type).
+inline bool amp_precision(const std::string& precision) {
+  return kPrecisionChoices.is(precision, Precision::AmpBf16) || kPrecisionChoices.is(precision, Precision::AmpFp16);
+}
 // chunked-ce:N and chunked-ce-tokens:N carry a count (counted_choice).
 inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
                                              {"cross-entropy", LossKind::CrossEntropy},
@@ -93,6 +97,11 @@ inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
                                              {"chunked-ce:N", LossKind::ChunkedCrossEntropy},
                                              {"chunked-ce-tokens:N", LossKind::ChunkedCrossEntropyTokens},
                                              {"fused-linear-ce", LossKind::FusedLinearCrossEntropy}}};
+// A loss on the whole last output, which a forward can compute inside itself (transformers' ForCausalLM): what
+// --outputs-to-fp32's copy follows (cross-entropy or mse; the chunked and fused losses hold no whole logits).
+inline bool whole_output_loss(const std::string& loss) {
+  return kLossChoices.is(loss, LossKind::CrossEntropy) || kLossChoices.is(loss, LossKind::Mse);
+}
 inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
                                               {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3},
                                               {"fsdp", Sharding::Fsdp}, {"fsdp1", Sharding::Fsdp},

@@ -57,10 +57,8 @@ const char kAccelerateMixedPrecision[] =
 // trained parameters upcast to float32 (fsdp2_prepare_model): memplan's --precision fp32 --fsdp2-mp T:T, not amp-*.
 std::string fsdp2_autocast(const CommandArgs& a) {
   const EstimateArgs& e = a.estimate;
-  const bool bf16 = kPrecisionChoices.is(e.precision, Precision::AmpBf16);
-  if (!kShardChoices.is(e.shard, Sharding::Fsdp2) || (!bf16 && !kPrecisionChoices.is(e.precision, Precision::AmpFp16)))
-    return "";
-  const std::string half = bf16 ? "bf16" : "fp16";
+  if (!kShardChoices.is(e.shard, Sharding::Fsdp2) || !amp_precision(e.precision)) return "";
+  const std::string half = kPrecisionChoices.is(e.precision, Precision::AmpBf16) ? "bf16" : "fp16";
   return "--recipe " + e.recipe + " with --shard " + e.shard + " and --precision " + e.precision + ": accelerate runs "
          "no torch.autocast under FSDP2 (Accelerator._prepare_fsdp2 prepares the model with fsdp2_prepare_model, "
          "never prepare_model's autocast wrapper; v1.14.0): the Trainer's " + half + "=True there is float32 shards "
@@ -73,11 +71,9 @@ std::string fsdp2_autocast(const CommandArgs& a) {
 // fsdp2_prepare_model, never prepare_model). The copy follows a loss the forward computed (report/command_rules.cc).
 bool accelerate_converts_outputs(const CommandArgs& a) {
   const EstimateArgs& e = a.estimate;
-  const bool amp = kPrecisionChoices.is(e.precision, Precision::AmpBf16) || kPrecisionChoices.is(e.precision, Precision::AmpFp16);
   const bool native = e.deepspeed.empty() && (kShardChoices.is(e.shard, Sharding::None) ||
                                               kShardChoices.is(e.shard, Sharding::Ddp) || fsdp(a));
-  const bool whole_loss = kLossChoices.is(e.loss, LossKind::CrossEntropy) || kLossChoices.is(e.loss, LossKind::Mse);
-  return amp && native && whole_loss;
+  return amp_precision(e.precision) && native && whole_output_loss(e.loss);
 }
 
 // transformers 5 runs a mixture of experts' experts with grouped_mm unless told otherwise; memplan models that for a
@@ -107,9 +103,7 @@ const RecipeSetting kStoredPrecision = {
 // AdamW's states are that type too (cost_models/eager_semantics.h stored_param_dtype). Under FSDP accelerate upcasts
 // the parameters that train to float32 (kAccelerateMixedPrecision), the default --param-dtype fp32.
 bool unsharded_amp(const CommandArgs& a) {
-  return (kPrecisionChoices.is(a.estimate.precision, Precision::AmpBf16) ||
-          kPrecisionChoices.is(a.estimate.precision, Precision::AmpFp16)) &&
-         !fsdp(a) && !kShardChoices.is(a.estimate.shard, Sharding::Fsdp2);
+  return amp_precision(a.estimate.precision) && !fsdp(a) && !kShardChoices.is(a.estimate.shard, Sharding::Fsdp2);
 }
 const RecipeSetting kStoredParamDtype = {
     "--param-dtype", "auto",

@@ -13,10 +13,7 @@ bool half(const CommandArgs& a) {
   return kPrecisionChoices.is(a.estimate.precision, Precision::Bf16) ||
          kPrecisionChoices.is(a.estimate.precision, Precision::Fp16);
 }
-bool amp(const CommandArgs& a) {
-  return kPrecisionChoices.is(a.estimate.precision, Precision::AmpBf16) ||
-         kPrecisionChoices.is(a.estimate.precision, Precision::AmpFp16);
-}
+bool amp(const CommandArgs& a) { return amp_precision(a.estimate.precision); }
 bool distributed(const CommandArgs& a) { return a.estimate.gpus > 1; }
 // --quantize bnb.nf4 / bnb.nf4-dq (with --double-quant) / bnb.int8-training: BitsandbytesPrecision.
 bool quantized(const CommandArgs& a) {
