@@ -59,6 +59,7 @@ const std::vector<Feature>& features() {
        given_as("--precision", kPrecisionChoices, Precision::AmpFp16) + "/" + kPrecisionChoices.name_of(Precision::AmpBf16),
        S::Train,
        [](A a) { return amp_precision(a.precision); }},
+      {"outputs-fp32", "--outputs-to-fp32", "--outputs-to-fp32", S::Train, [](A a) { return a.outputs_to_fp32; }},
       {"half-params", "--param-dtype", "--param-dtype fp16/bf16", S::Train,
        [](A a) { return a.param_dtype == "fp16" || a.param_dtype == "bf16"; }},
       {"checkpoint", "--checkpoint", "--checkpoint", S::Train, [](A a) { return a.checkpoint != EstimateArgs{}.checkpoint; }},

@@ -49,21 +49,6 @@ const std::vector<CommandRule>& command_rules() {
                       "modelled (the 3-D experts' split across tensor-parallel GPUs; use eager)"
                     : "";
        }},
-      {kEstimate | kTimeline | kFit | kCheck, "--outputs-to-fp32 needs --precision amp-* and a cross-entropy or mse loss",
-       [](A a) -> std::string {
-         // accelerate converts outputs only where it runs torch.autocast (Accelerator.__init__ native_amp), and the
-         // copy follows the loss the forward computed: the chunked and fused losses return no whole logits, and
-         // with --loss none the loop's backward would start from the copy.
-         const EstimateArgs& e = a.estimate;
-         if (!e.outputs_to_fp32) return "";
-         if (!amp_precision(e.precision))
-           return "--outputs-to-fp32 with --precision " + e.precision + ": accelerate converts a forward's outputs only "
-                  "under its mixed precision (--precision amp-bf16 or amp-fp16)";
-         if (!whole_output_loss(e.loss))
-           return "--outputs-to-fp32 with --loss " + e.loss + ": not modelled (the copy is taken after a loss computed "
-                  "inside the forward: --loss cross-entropy or mse)";
-         return "";
-       }},
       {kCheck, "--metric applies to --baseline and --write-baseline; the ideal runtime reports total only",
        [](A a) -> std::string {
          if (a.metric == CheckArgs{}.metric) return "";

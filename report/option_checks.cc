@@ -106,6 +106,15 @@ void check_requirements(const EstimateArgs& a) {
   if (!a.deepspeed.empty() && kZeroGradChoices.is(a.zero_grad, true))
     throw InputError("--deepspeed with --zero-grad " + a.zero_grad + ": DeepSpeedZeroOptimizer.zero_grad sets the grads to None");
   if (a.micro_batches > 0 && a.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");
+  // accelerate converts outputs only where it runs torch.autocast (Accelerator.__init__ native_amp), and the copy
+  // follows the loss the forward computed: the chunked and fused losses hold no whole logits, and with --loss none the
+  // loop's backward would start from the copy.
+  if (a.outputs_to_fp32 && !amp_precision(a.precision))
+    throw InputError("--outputs-to-fp32 with --precision " + a.precision + ": accelerate converts a forward's outputs "
+                     "only under its mixed precision (--precision amp-bf16 or amp-fp16)");
+  if (a.outputs_to_fp32 && !whole_output_loss(a.loss))
+    throw InputError("--outputs-to-fp32 with --loss " + a.loss + ": not modelled (the copy is taken after a loss "
+                     "computed inside the forward: --loss cross-entropy or mse)");
   if (!a.fsdp_wrap.empty() && !kShardChoices.is(a.shard, Sharding::Fsdp) && !kShardChoices.is(a.shard, Sharding::Fsdp2) &&
       a.pp < 2)
     throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + ", " +

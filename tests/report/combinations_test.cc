@@ -78,6 +78,11 @@ const std::map<std::string, Enable>& enables() {
                  a.mode = "train";
                  a.precision = "amp-bf16";
                }}},
+      {"outputs-fp32", {{"--outputs-to-fp32", "--precision", "--mode"}, [](EstimateArgs& a) {
+                          a.mode = "train";
+                          a.precision = "amp-bf16";
+                          a.outputs_to_fp32 = true;
+                        }}},
       {"half-params", {{"--param-dtype", "--precision", "--mode"}, [](EstimateArgs& a) {
                          a.mode = "train";
                          a.precision = "amp-bf16";
