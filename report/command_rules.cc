@@ -40,15 +40,6 @@ std::string other_engines_option(const CommandArgs& a) {
 const std::vector<CommandRule>& command_rules() {
   using A = const CommandArgs&;
   static const std::vector<CommandRule> all = {
-      {kEstimate | kTimeline | kFit | kCheck, "--experts-implementation grouped_mm is one GPU's experts: no --tp",
-       [](A a) -> std::string {
-         // Megatron-style splits of the 3-D experts (each expert's columns or rows across GPUs) are not how
-         // transformers' grouped_mm_experts_forward runs; memplan's tensor parallelism splits MatMul weights.
-         return a.estimate.model.experts == "grouped_mm" && a.estimate.tp > 1
-                    ? "--experts-implementation grouped_mm with --tp " + std::to_string(a.estimate.tp) + ": not "
-                      "modelled (the 3-D experts' split across tensor-parallel GPUs; use eager)"
-                    : "";
-       }},
       {kCheck, "--metric applies to --baseline and --write-baseline; the ideal runtime reports total only",
        [](A a) -> std::string {
          if (a.metric == CheckArgs{}.metric) return "";

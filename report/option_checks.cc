@@ -105,6 +105,11 @@ void check_requirements(const EstimateArgs& a) {
   if (!a.deepspeed.empty() && a.gpus < 2) throw InputError("--deepspeed needs --gpus N with N >= 2 (the data-parallel ranks)");
   if (!a.deepspeed.empty() && kZeroGradChoices.is(a.zero_grad, true))
     throw InputError("--deepspeed with --zero-grad " + a.zero_grad + ": DeepSpeedZeroOptimizer.zero_grad sets the grads to None");
+  // Megatron-style splits of the 3-D experts (each expert's columns or rows across GPUs) are not how transformers'
+  // grouped_mm_experts_forward runs; memplan's tensor parallelism splits MatMul weights.
+  if (a.model.experts == "grouped_mm" && a.tp > 1)
+    throw InputError("--experts-implementation grouped_mm with --tp " + std::to_string(a.tp) + ": not modelled (the "
+                     "3-D experts' split across tensor-parallel GPUs; use eager)");
   if (a.micro_batches > 0 && a.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");
   // accelerate converts outputs only where it runs torch.autocast (Accelerator.__init__ native_amp), and the copy
   // follows the loss the forward computed: the chunked and fused losses hold no whole logits, and with --loss none the

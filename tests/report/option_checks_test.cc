@@ -181,5 +181,23 @@ TEST(OptionChecks, ACountedChoiceTakesAnIntegerOfAtLeastOne) {
   EXPECT_THROW(to_estimate_options(args), InputError);
 }
 
+// grouped_mm's experts are one GPU's (the rule in check_requirements): a library caller's validate_estimate_args
+// meets the same refusal the CLI does, and eager experts under --tp are not refused by it.
+TEST(OptionChecks, GroupedMmExpertsUnderTensorParallelismAreRefusedForEveryCaller) {
+  EstimateArgs a;
+  a.model.experts = "grouped_mm";
+  a.tp = 2;
+  try {
+    validate_estimate_args(a);
+    ADD_FAILURE() << "grouped_mm with --tp 2 was not refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--experts-implementation grouped_mm with --tp 2: not modelled"),
+              std::string::npos)
+        << e.what();
+  }
+  a.model.experts = "eager";
+  EXPECT_NO_THROW(validate_estimate_args(a));
+}
+
 }  // namespace
 }  // namespace memplan
