@@ -100,7 +100,8 @@ TrtllmKvCache trtllm_kv_cache(uint64_t total, uint64_t weights, uint64_t activat
     c.cap_tokens = free_gpu_memory_fraction * static_cast<double>(c.free_after) / static_cast<double>(kv_per_token);
     final_tokens = std::min(final_tokens, c.cap_tokens);
   }
-  c.blocks = static_cast<int64_t>(python_floor_div(final_tokens, static_cast<double>(tokens_per_block)));
+  // math.ceil(max_tokens / tokens_per_block) (calculate_max_num_blocks at d2a5560): a part block is a whole one.
+  c.blocks = static_cast<int64_t>(std::ceil(final_tokens / static_cast<double>(tokens_per_block)));
   c.tokens = c.blocks * tokens_per_block;
   c.pool_bytes = checked_mul(static_cast<uint64_t>(c.tokens), kv_per_token, "KV pool bytes");
   c.pool_fits = c.pool_bytes <= c.free_after;

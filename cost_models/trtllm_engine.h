@@ -9,7 +9,7 @@
 //   and (KvCacheCreator._cal_max_tokens; _cal_max_memory later)
 //     available_kv_mem = (total_gpu_memory - peak_memory + the temporary cache's bytes) x free_gpu_memory_fraction
 //     max_tokens       = int(available_kv_mem // kv_size_per_token)
-//   The cache manager then takes blocks_in_primary_pool = int(max_tokens // tokens_per_block)
+//   The cache manager then takes blocks_in_primary_pool = math.ceil(max_tokens / tokens_per_block)
 //   (_torch/pyexecutor/resource_manager.py, KVCacheManager.calculate_max_num_blocks, with kv_cache_config.max_tokens
 //   set to the estimate: trtllm_kv_cache below). Logged: "Peak memory during memory usage profiling (torch + non-torch): X GiB, available KV cache memory
 //   when calculating max tokens: Y GiB, fraction is set F, kv size is K" and "Estimated max tokens in KV cache : N".

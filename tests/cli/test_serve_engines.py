@@ -21,9 +21,11 @@ and CUDA-graph batches up to 256 (80 to 160 GiB, tp < 4), reserved = 512 + 8192 
 TensorRT-LLM (cost_models/trtllm_engine.h), --memory 64MiB --reserve 0 --context 64 --max-num-tokens 64:
   peak      = 1,536 weights + A (the profiling forward's peak above the weights: vLLM's profile forward over the same
               64 tokens, forward_peak_allocated_bytes - its weights, PyTorch's 32 MiB cuBLAS workspace and a few KiB)
-  available = (67,108,864 - peak) x 0.9;  max_tokens = available // 64;  blocks = max_tokens // 32.
+  available = (67,108,864 - peak) x 0.9;  max_tokens = available // 64;  blocks = ceil(max_tokens / 32)
+              (calculate_max_num_blocks' math.ceil: a part block is a whole one).
 """
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -124,9 +126,10 @@ class TrtllmByHand(unittest.TestCase):
         available = (64 * MIB - (WEIGHTS + a)) * 0.9
         self.assertEqual(t["available_kv_cache_bytes"], available)
         self.assertEqual(t["estimated_max_tokens"], int(available // 64))
-        self.assertEqual(t["blocks"], int(available // 64) // 32)
+        self.assertEqual(t["blocks"], math.ceil(int(available // 64) / 32))
         self.assertEqual(j["kv_cache_tokens"], t["blocks"] * 32)
-        self.assertGreater((t["blocks"] + 1) * 32 * 64, available)  # one more block does not fit
+        # the last block is the part one: one block fewer holds fewer tokens than the estimate
+        self.assertLess((t["blocks"] - 1) * 32, t["estimated_max_tokens"])
         self.assertEqual(j["max_concurrency"], t["blocks"] / 2)    # a 64-token request: 2 blocks of 32
         text = run("--engine", "trtllm", *TINY, "--max-num-tokens", "64").stdout
         self.assertIn("Estimated max tokens in KV cache : %d" % t["estimated_max_tokens"], text)
@@ -148,7 +151,7 @@ class TrtllmByHand(unittest.TestCase):
                        "--tokens-per-block", "64")
         a = j["memory"]["activation_peak_bytes"]
         available = (64 * MIB - (WEIGHTS + a)) * 0.5
-        self.assertEqual(j["trtllm"]["blocks"], int(available // 64) // 64)
+        self.assertEqual(j["trtllm"]["blocks"], math.ceil(int(available // 64) / 64))
 
 
 class OrtGenaiByHand(unittest.TestCase):
@@ -236,7 +239,7 @@ class TrtllmReplicatedKvHeads(unittest.TestCase):
     (Attention.__init__, KVCacheManager.__init__ num_kv_heads_per_layer). Its estimate divides by
     _get_cache_size_per_token: 2 B x 1 layer x (16 x 1 // 2 = 8) x 2 = 32 B, while the pool holds 2 x 1 x 1 x 16 x 2 =
     64 B a token. --free-gpu-memory-fraction not set (None): calculate_max_num_blocks takes the estimate as it is,
-    blocks = estimate // 32 and the pool is blocks x 32 x 64 B, which must fit in the memory free after profiling
+    blocks = ceil(estimate / 32) and the pool is blocks x 32 x 64 B, which must fit in the memory free after profiling
     (total - weights - non-torch), else allocating it fails. Set: the pool is also capped by fraction x that free
     memory / 64 B."""
 
@@ -274,7 +277,7 @@ class TrtllmReplicatedKvHeads(unittest.TestCase):
             t, available, free_after = self.terms(j)
             self.assertFalse(t["free_gpu_memory_fraction_set"])
             self.assertIsNone(t["cap_tokens"])
-            self.assertEqual(t["blocks"], t["estimated_max_tokens"] // 32)
+            self.assertEqual(t["blocks"], math.ceil(t["estimated_max_tokens"] / 32))
             self.assertEqual(j["kv_cache_tokens"], t["blocks"] * 32)
             self.assertEqual(t["pool_bytes"], t["blocks"] * 32 * 64)
             self.assertGreater(t["pool_bytes"], available)   # twice what the estimate meant to hold
@@ -283,7 +286,7 @@ class TrtllmReplicatedKvHeads(unittest.TestCase):
             # 1 GiB: the activations are a small share, the pool of ~2 x 0.9 of the rest does not fit.
             j = self.serve(d, "--memory", "1GiB", rc=1)
             t, available, free_after = self.terms(j)
-            self.assertEqual(t["pool_bytes"], t["estimated_max_tokens"] // 32 * 32 * 64)
+            self.assertEqual(t["pool_bytes"], math.ceil(t["estimated_max_tokens"] / 32) * 32 * 64)
             self.assertGreater(t["pool_bytes"], free_after)
             self.assertFalse(j["starts"])
             self.assertIn("allocating the pool fails", j["refusal"])
@@ -296,7 +299,7 @@ class TrtllmReplicatedKvHeads(unittest.TestCase):
             cap = 0.9 * free_after / 64
             self.assertEqual(t["cap_tokens"], cap)
             self.assertLess(cap, t["estimated_max_tokens"])
-            self.assertEqual(t["blocks"], int(cap // 32))
+            self.assertEqual(t["blocks"], math.ceil(cap / 32))
             self.assertLessEqual(t["pool_bytes"], free_after)
             self.assertTrue(j["starts"])
 

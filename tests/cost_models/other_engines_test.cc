@@ -104,14 +104,15 @@ TEST(SglangEngine, TokenPool) {
 TEST(TrtllmEngine, KvCache) {
   // 80 GiB, 16 GiB of weights, 2 GiB of activations, 1 GiB outside PyTorch, fraction 0.9, 131,072 B a token
   // (Llama-3.1-8B in bf16: 2 x 32 layers x 8 heads x 128 x 2): peak 19 GiB; (80 - 19) x 0.9 = 54.9 GiB =
-  // 58,948,426,137.6 B; // 131,072 = 449,740 tokens (54.9 x 8,192 = 449,740.8); // 32 = 14,054 blocks = 449,728.
+  // 58,948,426,137.6 B; // 131,072 = 449,740 tokens (54.9 x 8,192 = 449,740.8); ceil(/ 32) = 14,055 blocks (14,054.375: a part block is
+  // a whole one, calculate_max_num_blocks' math.ceil) = 449,760 tokens.
   const uint64_t gib = uint64_t{1} << 30;
   TrtllmKvCache c = trtllm_kv_cache(80 * gib, 16 * gib, 2 * gib, gib, 0.9, false, 131072, 131072, 32);
   EXPECT_EQ(c.peak_memory, 19 * gib);
   EXPECT_DOUBLE_EQ(c.available_bytes, 61.0 * gib * 0.9);
   EXPECT_EQ(c.max_tokens, 449740);
-  EXPECT_EQ(c.blocks, 14054);
-  EXPECT_EQ(c.tokens, 14054 * 32);
+  EXPECT_EQ(c.blocks, 14055);
+  EXPECT_EQ(c.tokens, 14055 * 32);
   EXPECT_TRUE(c.starts);
   // Nothing left: the weights alone over the total.
   c = trtllm_kv_cache(gib, 2 * gib, 0, 0, 0.9, false, 131072, 131072, 32);
@@ -122,7 +123,7 @@ TEST(TrtllmEngine, KvCache) {
   c = trtllm_kv_cache(80 * gib, 16 * gib, 2 * gib, gib, 0.9, true, 131072, 131072, 32);
   EXPECT_EQ(c.free_after, 63 * gib);
   EXPECT_DOUBLE_EQ(c.cap_tokens, 0.9 * 63.0 * gib / 131072);
-  EXPECT_EQ(c.blocks, 14054);
+  EXPECT_EQ(c.blocks, 14055);
 }
 
 TEST(TrtllmEngine, KvHeadsPerRank) {
@@ -145,19 +146,19 @@ TEST(TrtllmEngine, ReplicatedKvHeads) {
   EXPECT_EQ(trtllm_estimate_kv_per_token(2, 16, 1, 2, true), 32u);
   EXPECT_EQ(trtllm_estimate_kv_per_token(32, 128, 8, 2, false), 65536u);
   // 1 GiB, 64 MiB of weights, 128 MiB of activations, 0 outside: available (1024 - 192) MiB x 0.9 = 785,173,708.8
-  // B; // 64 = 12,268,339 tokens (12,268,339.2); fraction None: taken as it is, // 32 = 383,385 blocks = 12,268,320
-  // tokens x 128 B = 1,570,344,960 B, over the 960 MiB = 1,006,632,960 B free after profiling: the pool does not fit.
+  // B; // 64 = 12,268,339 tokens (12,268,339.2); fraction None: taken as it is, ceil(/ 32) = 383,386 blocks (383,385.59)
+  // = 12,268,352 tokens x 128 B = 1,570,349,056 B, over the 960 MiB = 1,006,632,960 B free after profiling: the pool does not fit.
   const uint64_t mib = uint64_t{1} << 20;
   TrtllmKvCache c = trtllm_kv_cache(1024 * mib, 64 * mib, 128 * mib, 0, 0.9, false, 64, 128, 32);
   EXPECT_EQ(c.estimate_kv_per_token, 64u);
   EXPECT_EQ(c.max_tokens, 12268339);
   EXPECT_EQ(c.free_after, 960 * mib);
-  EXPECT_EQ(c.blocks, 383385);
-  EXPECT_EQ(c.pool_bytes, 1570344960u);
+  EXPECT_EQ(c.blocks, 383386);
+  EXPECT_EQ(c.pool_bytes, 1570349056u);
   EXPECT_FALSE(c.pool_fits);
   EXPECT_FALSE(c.starts);
   // Fraction set (0.9): the cap 0.9 x 1,006,632,960 / 128 = 7,077,888 tokens (exactly) is the smaller:
-  // // 32 = 221,184 blocks = 7,077,888 tokens, 905,969,664 B, which fits.
+  // / 32 = 221,184 blocks exactly = 7,077,888 tokens, 905,969,664 B, which fits.
   c = trtllm_kv_cache(1024 * mib, 64 * mib, 128 * mib, 0, 0.9, true, 64, 128, 32);
   EXPECT_EQ(c.max_tokens, 12268339);
   EXPECT_DOUBLE_EQ(c.cap_tokens, 7077888.0);
