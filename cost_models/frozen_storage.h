@@ -40,6 +40,16 @@ uint64_t torchao_nf4_dequantize_scratch(uint64_t elements, uint64_t element_byte
 // or fully_sharded through torchao's fsdp_pre_all_gather extension); bitsandbytes' Params4bit otherwise.
 inline bool torchao_nf4(const TrainingOptions& o) { return o.frozen_storage == FrozenStorage::Nf4 && o.nf4_torchao; }
 
+// --frozen-dtype fp16/bf16 under FSDP with a mixed-precision policy in that type (--fsdp2-mp): the frozen parameters'
+// own type, that of the half checkpoint accelerate leaves them in (it upcasts only what requires grad: FSDP1's
+// Accelerator.prepare_model upcasts each flat parameter that requires grad, FSDP2's fsdp2_prepare_model each such
+// parameter, huggingface/accelerate v1.14.0). Float32 otherwise (no half frozen storage).
+inline DType frozen_half_dtype(const TrainingOptions& o) {
+  return o.frozen_storage == FrozenStorage::Fp16   ? DType::Float16
+         : o.frozen_storage == FrozenStorage::Bf16 ? DType::BFloat16
+                                                   : DType::Float32;
+}
+
 // GPTQ or AWQ 4-bit (--frozen-dtype gptq-int4 / awq-int4): the bytes of a linear layer of `in` inputs and `out`
 // outputs as the training loaders register it (cost_models/packed_int_weights.h; GPTQ with its g_idx, which
 // gptqmodel's BaseQuantLinear and auto_gptq's QuantLinear register whether or not the checkpoint has act-order;

@@ -230,7 +230,13 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                                         "shard cast to a " + std::string(dtype_name(compute_param_dtype(options))) +
                                         " _mp_shard for its all-gather, gathered and computed in it, the unsharded grad "
                                         "reduce-scattered in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) +
-                                        " and the grad shard cast back to float32." + policy_autocast_note(options)
+                                        " and the grad shard cast back to float32." +
+                                        (frozen_half_dtype(options) != DType::Float32
+                                             ? " A unit with nothing to train keeps its flat parameter " +
+                                                   std::string(dtype_name(frozen_half_dtype(options))) +
+                                                   " (accelerate upcasts only what requires grad), gathered uncast."
+                                             : std::string()) +
+                                        policy_autocast_note(options)
                                       : std::string("No MixedPrecision: the flat parameter is in the parameters' type.")) +
                     (options.fsdp_cpu_offload ? " CPUOffload(offload_params=True): each shard (pinned), a shard-sized "
                                                 "_cpu_grad per unit and the optimizer states on the host (the "

@@ -124,6 +124,14 @@ void TrainingStep::add_fsdp_shards() {
     ranges[u].push_back({start, numel[u], context_.is_param[p]});
     unit_trains_[u] = unit_trains_[u] || context_.is_param[p];
   }
+  // --frozen-dtype fp16/bf16 under MixedPrecision (accelerate over a half checkpoint): the flat parameters were made
+  // in the half type, and accelerate upcasts to float32 only those that require grad (Accelerator.prepare_model,
+  // v1.14.0: `param.requires_grad` of each module._flat_param, its parameters' OR). A unit with nothing to train
+  // keeps its half flat parameter, its fwd/bwd param_dtype its own (_uses_param_mixed_precision false: no _mp_shard).
+  const DType frozen_half = frozen_half_dtype(options_);
+  if (options_.fsdp2_mp && frozen_half != DType::Float32)
+    for (size_t u = 0; u < n; ++u)
+      if (numel[u] > 0 && !unit_trains_[u]) stored[u] = std::max(1, dtype_bits(frozen_half) / 8);
   const uint64_t gpus = static_cast<uint64_t>(options_.gpus);
   for (size_t u = 0; u < n; ++u) {
     if (numel[u] == 0) continue;
@@ -142,7 +150,7 @@ void TrainingStep::add_fsdp_shards() {
     unit_state_bytes_[u] = orig_params ? busiest * stored[u] : per_rank * stored[u];
     unit_grad_shard_bytes_[u] = per_rank * stored[u];
     unit_element_[u] = element[u];
-    if (options_.fsdp2_mp) unit_mp_shard_bytes_[u] = per_rank * element[u];
+    if (options_.fsdp2_mp && element[u] != stored[u]) unit_mp_shard_bytes_[u] = per_rank * element[u];
     if (!fsdp_cpu_offload()) {
       add_fsdp_shard_buffer(u, "fsdp_flat_param_shard:", per_rank * stored[u]);
       continue;

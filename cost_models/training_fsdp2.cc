@@ -157,7 +157,11 @@ void TrainingStep::add_fsdp2_shards() {
     if (u < 0) continue;
     const Tensor& t = graph_.tensors[p];
     const uint64_t computed = element_of(layout().dtype[p]);          // param_dtype under a policy
-    const uint64_t stored = mp ? element_of(t.dtype) : computed;      // orig_dtype: the model's float32
+    // orig_dtype: the model's float32; a frozen parameter's own half type under --frozen-dtype fp16/bf16 (accelerate
+    // upcasts only what requires grad: fsdp2_prepare_model, v1.14.0), which the policy's equal param_dtype leaves
+    // uncast (init_dtype_attrs clamps it to None: no all-gather input copy).
+    const bool half_frozen = mp && !context_.is_param[p] && frozen_half_dtype(options_) != DType::Float32;
+    const uint64_t stored = !mp ? computed : half_frozen ? element_of(frozen_half_dtype(options_)) : element_of(t.dtype);
     // reduce_dtype, clamped to None (the grads' type) when it is param_dtype: init_dtype_attrs
     const uint64_t reduced = mp ? element_of(options_.fsdp2_reduce_dtype) : computed;
     // Under --tp the parameter is a DTensor and fully_shard chunks its local tensor, the slice this rank holds

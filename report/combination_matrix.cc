@@ -14,14 +14,6 @@ bool bitsandbytes(const EstimateArgs& a) {
   return false;
 }
 
-// --frozen-dtype fp16/bf16 re-stores the frozen weights, except in the type --precision already stores every
-// floating parameter in (cost_models/frozen_storage.cc: a weight already in the type is kept as it is).
-bool frozen_half(const EstimateArgs& a) {
-  if (kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Fp16)) return !kPrecisionChoices.is(a.precision, Precision::Fp16);
-  if (kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Bf16)) return !kPrecisionChoices.is(a.precision, Precision::Bf16);
-  return false;
-}
-
 // "--shard fsdp": a choice's flag and name, as a feature's messages say it.
 template <typename T>
 std::string given_as(const char* flag, const Choices<T>& choices, const T& value) {
@@ -95,7 +87,7 @@ const std::vector<Feature>& features() {
        [](A a) { return kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::AwqInt4); }},
       {"frozen-half", "--frozen-dtype",
        given_as("--frozen-dtype", kFrozenDtypeChoices, FrozenStorage::Fp16) + "/" + kFrozenDtypeChoices.name_of(FrozenStorage::Bf16),
-       S::Train, [](A a) { return frozen_half(a); }},
+       S::Train, [](A a) { return frozen_half(a.frozen_dtype, a.precision); }},
       {"trainable", "--trainable", "--trainable/--frozen", S::Train,
        [](A a) { return !a.trainable.empty() || !a.frozen.empty(); }},
       {"torch-1.13", "--torch", given_as("--torch", kTorchChoices, true), S::Train,
@@ -157,8 +149,8 @@ const std::vector<Refusal>& refused_pairs() {
       {"bitsandbytes", "fsdp", "not modelled: bitsandbytes' per-parameter states over FSDP's flat shards"},
       // FSDP flattens a unit's parameters into one floating tensor (torch/distributed/fsdp/_flat_param.py,
       // FlatParamHandle._validate_tensors_to_flatten: "Cannot flatten integer dtype tensors", "Must flatten
-      // tensors with uniform dtype"); bitsandbytes' Int8Params are int8 tensors with their own scales, and frozen
-      // weights re-stored in another float type than the trained ones break the one dtype.
+      // tensors with uniform dtype"); bitsandbytes' Int8Params are int8 tensors with their own scales. Frozen weights
+      // in a half type under FSDP are a rule of report/option_checks.cc (check_requirements), not a pair.
       // torchtune's CEWithChunkedOutputLoss gathers each chunk of a tensor-parallel output whole
       // (compute_cross_entropy: logits.full_tensor() on a DTensor), which the vocabulary-sliced head is not.
       {"chunked-ce", "tp", "not modelled: torchtune gathers each chunk of a tensor-parallel output whole"},
@@ -184,9 +176,6 @@ const std::vector<Refusal>& refused_pairs() {
                                            "fused-linear-ce replaces: give one of them"},
       {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "
                               "weights cannot be flattened with the ones that train"},
-      {"fsdp", "frozen-half", "FSDP flattens a unit's parameters into one floating tensor of one dtype, so frozen "
-                              "weights stored in another float type than the trained ones cannot share it (use "
-                              "--frozen-dtype nf4, or --precision in the type the frozen weights should have)"},
       // FSDP2 (cost_models/training_fsdp2.cc) is modelled on plain tensors, on torchao's NF4Tensor (its
       // fsdp_pre_all_gather extension: torchtune's distributed QLoRA, --frozen-dtype nf4) and on --tp's DTensors (each
       // rank's slice chunked on dim 0: torchtitan's 2-D parallelism), with or without a MixedPrecisionPolicy
@@ -220,8 +209,6 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp2", "frozen-int8", "not modelled"},
       // accelerate's FSDP2 keeps a bf16-loaded frozen base in bf16 under its policy (utils/fsdp_utils.py
       // fsdp2_prepare_model upcasts only what requires grad, v1.14.0): bf16 shards beside float32 ones, not modelled.
-      {"fsdp2", "frozen-half", "not modelled (nor accelerate's bf16-loaded frozen base under its bf16 policy: its "
-                               "shards stay bf16 beside the float32 ones that train)"},
       // MixedPrecisionPolicy casts a float32 model's parameters at the all-gather (training_fsdp2.cc); a model
       // already in a half type has nothing for param_dtype to cast. LoRA's adapters on the float32 base are cast
       // with the other parameters (report/estimate_config.cc: PEFT's half-base upcast does not apply).

@@ -76,7 +76,8 @@ struct EstimateArgs {
   std::string lora_targets;
   double lora_dropout = 0;
   std::string lora_dtype = "float32";  // --lora-dtype float32 | base
-  std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4|gptq-int4|awq-int4
+  std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4|gptq-int4|awq-int4|auto
+  bool frozen_dtype_auto = false;     // frozen_dtype was auto, settled to the stored type (report/option_checks.h)
   bool double_quant = false;          // --double-quant (nf4)
   std::string nf4_impl = "auto";      // --nf4-impl auto|bitsandbytes|torchao (nf4)
   int64_t frozen_group_size = 128;    // --frozen-group-size (gptq-int4, awq-int4)

@@ -131,6 +131,19 @@ void check_requirements(const EstimateArgs& a) {
   if (!kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}) && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !fsdp1)
     throw InputError("--fsdp2-mp is fully_shard's MixedPrecisionPolicy (--shard " + kShardChoices.name_of(Sharding::Fsdp2) +
                      ") or FSDP1's MixedPrecision (--shard " + kShardChoices.name_of(Sharding::Fsdp) + "): it needs one of them");
+  // Frozen weights in a half type under FSDP: accelerate over a half checkpoint, which upcasts to float32 only what
+  // requires grad (FSDP1: Accelerator.prepare_model, each flat parameter that does; FSDP2: fsdp2_prepare_model, each
+  // parameter; v1.14.0), under its policy in the checkpoint's type (cost_models/training_fsdp.cc, training_fsdp2.cc).
+  // Without that policy a unit would gather half and float32 parameters alike: not modelled.
+  if (frozen_half(a.frozen_dtype, a.precision) && (fsdp1 || kShardChoices.is(a.shard, Sharding::Fsdp2))) {
+    const std::string half = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Fp16) ? "fp16" : "bf16";
+    if (a.fsdp2_mp.rfind(half + ":", 0) != 0)
+      throw InputError("--shard " + a.shard + " with --frozen-dtype " + a.frozen_dtype +
+                       (a.frozen_dtype_auto ? " (auto: as stored)" : "") + ": modelled under a mixed-precision "
+                       "policy in the frozen weights' type, as accelerate runs a " + half + " checkpoint (give "
+                       "--fsdp2-mp " + half + ":" + half + " with --precision amp-" + half + " (fsdp) or fp32 "
+                       "(fsdp2)); frozen " + half + " shards gathered beside float32 ones without it are not modelled");
+  }
   if (a.fsdp_cpu_offload && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !fsdp1)
     throw InputError("--fsdp-cpu-offload is fully_shard's CPUOffloadPolicy (FSDP2) or FSDP1's "
                      "CPUOffload(offload_params=True): it needs --shard " + kShardChoices.name_of(Sharding::Fsdp2) +
@@ -289,10 +302,11 @@ void validate_options(const CommandArgs& args, Command command, const std::vecto
 // since transformers 5 (huggingface/transformers PR #42805; src/transformers/modeling_utils.py
 // PreTrainedModel.from_pretrained): a config.json's torch_dtype, an ONNX file's initializers
 // (onnx_import/model_session.h stored_float_dtype_at). Outside --mode train "auto" stays, for the mode check to name.
-// --param-dtype auto (under autocast: the type the parameters stay in, as from_pretrained loaded them) is settled by
-// the same read.
+// --param-dtype auto (under autocast: the type the parameters stay in, as from_pretrained loaded them) and
+// --frozen-dtype auto (the frozen weights' type, as loaded) are settled by the same read.
 void settle_auto_precision(EstimateArgs& a) {
-  if ((a.precision != kAutoPrecision && a.param_dtype != kAutoPrecision) || !train(a)) return;
+  if ((a.precision != kAutoPrecision && a.param_dtype != kAutoPrecision && a.frozen_dtype != kAutoPrecision) || !train(a))
+    return;
   const DType stored = stored_float_dtype_at(a.model.path);
   if (a.precision == kAutoPrecision) {
     a.precision = kPrecisionChoices.name_of(stored == DType::BFloat16 ? Precision::Bf16
@@ -303,6 +317,10 @@ void settle_auto_precision(EstimateArgs& a) {
   if (a.param_dtype == kAutoPrecision) {
     a.param_dtype = kDtypeChoices.name_of(stored == DType::BFloat16 || stored == DType::Float16 ? stored : DType::Float32);
     a.param_dtype_auto = true;
+  }
+  if (a.frozen_dtype == kAutoPrecision) {  // a float32 checkpoint's frozen weights are the precision's: same
+    a.frozen_dtype = stored == DType::BFloat16 ? "bf16" : stored == DType::Float16 ? "fp16" : "same";
+    a.frozen_dtype_auto = true;
   }
 }
 

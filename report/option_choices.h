@@ -125,6 +125,13 @@ inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage:
                                                          {"bf16", FrozenStorage::Bf16}, {"int8", FrozenStorage::Int8},
                                                          {"nf4", FrozenStorage::Nf4}, {"gptq-int4", FrozenStorage::GptqInt4},
                                                          {"awq-int4", FrozenStorage::AwqInt4}}};
+// --frozen-dtype fp16/bf16 re-stores the frozen weights, except in the type --precision already stores every floating
+// parameter in (cost_models/frozen_storage.cc: a weight already in the type is kept as it is).
+inline bool frozen_half(const std::string& frozen_dtype, const std::string& precision) {
+  if (kFrozenDtypeChoices.is(frozen_dtype, FrozenStorage::Fp16)) return !kPrecisionChoices.is(precision, Precision::Fp16);
+  if (kFrozenDtypeChoices.is(frozen_dtype, FrozenStorage::Bf16)) return !kPrecisionChoices.is(precision, Precision::Bf16);
+  return false;
+}
 // --nf4-impl: whose NF4 --frozen-dtype nf4 is; auto: torchao's under --shard fsdp2 (torchtune's distributed QLoRA, the
 // only NF4 memplan models under fully_shard), else bitsandbytes'.
 enum class Nf4Impl { Auto, BitsAndBytes, Torchao };

@@ -46,10 +46,21 @@ std::vector<OptionSpec> finetune_option_rows() {
       {.flag = "--frozen-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "How frozen weights are stored: same, fp16, bf16, int8 (LLM.int8), nf4 (QLoRA: bitsandbytes', or torchao's NF4Tensor, --nf4-impl), gptq-int4 "
                "(gptqmodel's packed int32, --precision fp16/bf16) or awq-int4 (AutoAWQ's WQLinear_GEMM, --precision "
-               "fp16); the quantized ones: Linear weights but the head. Each op dequantizes what it reads",
-       .field = FIELD(estimate.frozen_dtype), .choices = kFrozenDtypeChoices.names(), .show_default = true,
+               "fp16); the quantized ones: Linear weights but the head. Each op dequantizes what it reads. auto: "
+               "the type the weights are stored in, as --precision auto reads it (same for a float32 checkpoint): "
+               "under --shard fsdp/fsdp2 with --fsdp2-mp in that type, a half checkpoint's frozen weights stay half "
+               "beside the float32 ones that train, as accelerate upcasts only what requires grad (the hf-peft "
+               "recipe sets it there)",
+       .field = FIELD(estimate.frozen_dtype),
+       .choices = [] {
+         std::vector<std::string> names = kFrozenDtypeChoices.names();
+         names.push_back(kAutoPrecision);
+         return names;
+       }(),
+       .show_default = true,
        .describe = [](const EstimateArgs& a) {
-         return if_set(!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same), ", frozen weights " + a.frozen_dtype);
+         return if_set(!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same),
+                       ", frozen weights " + a.frozen_dtype + (a.frozen_dtype_auto ? " (auto: as stored)" : ""));
        }},
       {.flag = "--double-quant", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
        .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales (bitsandbytes' compress_statistics; torchao's NF4Tensor, --nf4-impl torchao, always quantizes its scalers)",

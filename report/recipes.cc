@@ -50,6 +50,22 @@ const char kAccelerateMixedPrecision[] =
     "reduce_dtype = the Trainer's bf16/fp16, kept under torch.autocast (accelerator.py prepare_model, native_amp); "
     "the flat parameters that train upcast to float32 shards (Accelerator.prepare_model)";
 
+// accelerate's mixed precision under FSDP, a policy in the Trainer's half type: FSDP1 under amp-* (whose policy the
+// hf-* recipes set), FSDP2 with the --fsdp2-mp its refusal of amp-* asks for (fsdp2_autocast below). There accelerate
+// upcasts to float32 only what requires grad (Accelerator.prepare_model: each FSDP1 flat parameter that does;
+// utils/fsdp_utils.py fsdp2_prepare_model: each parameter; v1.14.0): the frozen base keeps the checkpoint's type.
+bool accelerate_fsdp_policy(const CommandArgs& a) {
+  const EstimateArgs& e = a.estimate;
+  return (fsdp(a) && amp_precision(e.precision)) ||
+         (kShardChoices.is(e.shard, Sharding::Fsdp2) && !kFsdp2MpChoices.is(e.fsdp2_mp, {Precision::Fp32, DType::Float32}));
+}
+const RecipeSetting kFrozenAsLoaded = {
+    "--frozen-dtype", "auto",
+    "accelerate accelerator.py Accelerator.prepare_model (FSDP1: `param.data = param.data.to(torch.float32)` for each "
+    "flat parameter that requires grad) and utils/fsdp_utils.py fsdp2_prepare_model (FSDP2: each parameter that "
+    "requires grad), v1.14.0: the frozen base stays in the type from_pretrained loaded it in",
+    accelerate_fsdp_policy, "--shard fsdp with --precision amp-*, or --shard fsdp2 with --fsdp2-mp"};
+
 // accelerate prepares an FSDP2 model with utils/fsdp_utils.py fsdp2_prepare_model (Accelerator._prepare_fsdp2,
 // v1.14.0), never prepare_model, so nothing wraps its forward in torch.autocast (nor the Trainer: its
 // autocast_smart_context_manager autocasts only on the CPU). The Trainer's bf16/fp16 there is the policy alone
@@ -201,13 +217,14 @@ const std::vector<Recipe>& recipes() {
        kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",
        "hf-trainer with a PEFT LoRA model: LoraConfig's defaults, float32 adapters on the base's layers (PEFT casts "
-       "each adapted layer's input to the adapter's type).",
+       "each adapted layer's input to the adapter's type); under --shard fsdp/fsdp2 with accelerate's policy the frozen base "
+       "stays in the checkpoint's type beside the float32 adapters.",
        with(with({kStoredPrecision, kStoredParamDtype}, hf_trainer_settings()),
             {{"--lora-rank", "8", "peft src/peft/tuners/lora/config.py LoraConfig.r (default 8)"},
              {"--lora-targets", "q_proj|v_proj",
               "peft src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (llama: q_proj, "
               "v_proj)"},
-             peft_fsdp_wrap()}),
+             peft_fsdp_wrap(), kFrozenAsLoaded}),
        no_lora, kHfNotModelled, {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft-qlora", "transformers Trainer + PEFT LoRA + bitsandbytes 4-bit (main)",

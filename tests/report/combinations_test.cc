@@ -343,9 +343,12 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"sdpa", "torch-1.13"}, "--attention sdpa with --torch 1.13"},
       {{"selective", "torch-1.13"}, "--checkpoint selective[:op|:N] with --torch 1.13: torchtitan's checkpointing needs PyTorch 2"},
       {{"fsdp", "frozen-int8"}, "--shard fsdp with --frozen-dtype int8: FSDP flattens"},
-      {{"fsdp", "frozen-half"}, "--shard fsdp with --frozen-dtype fp16/bf16: FSDP flattens"},
-      {{"fsdp2", "frozen-half"}, "--shard fsdp2 with --frozen-dtype fp16/bf16: not modelled (nor accelerate's "
-                                 "bf16-loaded frozen base"},
+      // Frozen half weights under FSDP are modelled under a policy in their type (accelerate over a half checkpoint),
+      // refused without one (report/option_checks.cc check_requirements).
+      {{"fsdp", "frozen-half"}, "--shard fsdp with --frozen-dtype fp16: modelled under a mixed-precision policy in the "
+                                "frozen weights' type"},
+      {{"fsdp2", "frozen-half"}, "--shard fsdp2 with --frozen-dtype fp16: modelled under a mixed-precision policy in "
+                                 "the frozen weights' type"},
       {{"schedule-memory", "checkpoint"}, "--schedule memory applies to --mode inference, not --mode train"},
       {{"bitsandbytes", "zero3"}, "--shard zero3 with --optimizer adamw8bit/paged-adamw/paged-adamw8bit: not modelled"},
       {{"tp", "chunked-ce"}, "--tp with --loss chunked-ce:N: not modelled: torchtune gathers each chunk"},
