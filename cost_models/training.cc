@@ -247,8 +247,9 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   }
   if (options.shard == Sharding::Fsdp2)
     notes.push_back("FSDP2 (fully_shard): " + std::to_string(context.units.count()) + " parameter groups (" +
-                    (options.fsdp_wrap == kTorchtitanWrap
-                         ? "torchtitan's apply_fsdp: " +
+                    (options.fsdp_wrap == kTorchtitanWrap || options.fsdp_wrap == kAccelerateWrap
+                         ? std::string(options.fsdp_wrap == kTorchtitanWrap ? "torchtitan's apply_fsdp: "
+                                                                             : "accelerate's fsdp2_prepare_model: ") +
                                std::to_string(std::count_if(context.units.names.begin() + 1, context.units.names.end(),
                                                             [](const std::string& n) {
                                                               return n != "tok_embeddings" && n != kTorchtitanKeptUnit;

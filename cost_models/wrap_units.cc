@@ -77,16 +77,18 @@ std::vector<std::string> regex_unit_names(const Graph& g, const std::vector<int3
 }  // namespace
 
 std::vector<std::string> torchtitan_unit_names(const Graph& g, const std::vector<FusedOp>& ops,
-                                               const std::vector<int32_t>& parameters, std::vector<std::string> unit) {
+                                               const std::vector<int32_t>& parameters, std::vector<std::string> unit,
+                                               bool tied_in_tail) {
   std::vector<int32_t> slot(g.tensors.size(), -1);
   for (size_t i = 0; i < parameters.size(); ++i) slot[parameters[i]] = static_cast<int32_t>(i);
   int32_t last_block_op = -1;
-  std::vector<int32_t> first_read(parameters.size(), -1);
+  std::vector<int32_t> first_read(parameters.size(), -1), last_read(parameters.size(), -1);
   for (size_t o = 0; o < ops.size(); ++o)
     for (int32_t t : ops[o].inputs) {
       const int32_t i = t >= 0 ? slot[t] : -1;
       if (i < 0) continue;
       if (first_read[i] < 0) first_read[i] = static_cast<int32_t>(o);
+      last_read[i] = static_cast<int32_t>(o);
       if (!unit[i].empty()) last_block_op = static_cast<int32_t>(o);
     }
   for (const Node& n : g.nodes) {  // the token embedding: Gather(table, ids), ids a graph input
@@ -94,8 +96,11 @@ std::vector<std::string> torchtitan_unit_names(const Graph& g, const std::vector
     const int32_t i = slot[n.inputs[0]];
     if (i >= 0 && unit[i].empty() && g.tensors[n.inputs[1]].kind == TensorKind::Input) unit[i] = "tok_embeddings";
   }
-  for (size_t i = 0; i < parameters.size(); ++i)
+  for (size_t i = 0; i < parameters.size(); ++i) {
     if (last_block_op >= 0 && unit[i].empty() && first_read[i] > last_block_op) unit[i] = kTorchtitanKeptUnit;
+    if (tied_in_tail && last_block_op >= 0 && unit[i] == "tok_embeddings" && last_read[i] > last_block_op)
+      unit[i] = kTorchtitanKeptUnit;  // the head reads the table too: a tied embedding
+  }
   return unit;
 }
 
@@ -104,6 +109,7 @@ WrapUnits find_wrap_units(const Graph& g, const std::vector<FusedOp>& ops, const
   const std::vector<std::string> unit_name =
       regex.empty()               ? default_unit_names(g, parameters)
       : regex == kTorchtitanWrap  ? torchtitan_unit_names(g, ops, parameters, default_unit_names(g, parameters))
+      : regex == kAccelerateWrap  ? torchtitan_unit_names(g, ops, parameters, default_unit_names(g, parameters), true)
                                   : regex_unit_names(g, parameters, regex);
   WrapUnits u;
   u.names.push_back("root");

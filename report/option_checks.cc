@@ -124,8 +124,8 @@ void check_requirements(const EstimateArgs& a) {
       a.pp < 2)
     throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + ", " +
                      kShardChoices.name_of(Sharding::Fsdp2) + " and --pp");
-  if (a.fsdp_wrap == "torchtitan" && !kShardChoices.is(a.shard, Sharding::Fsdp2))
-    throw InputError("--fsdp-wrap torchtitan is torchtitan's fully_shard groups: it needs --shard " +
+  if ((a.fsdp_wrap == "torchtitan" || a.fsdp_wrap == "accelerate") && !kShardChoices.is(a.shard, Sharding::Fsdp2))
+    throw InputError("--fsdp-wrap " + a.fsdp_wrap + " is " + a.fsdp_wrap + "'s fully_shard groups: it needs --shard " +
                      kShardChoices.name_of(Sharding::Fsdp2));
   const bool fsdp1 = kShardChoices.is(a.shard, Sharding::Fsdp);
   if (!kFsdp2MpChoices.is(a.fsdp2_mp, {Precision::Fp32, DType::Float32}) && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !fsdp1)

@@ -259,7 +259,8 @@ std::vector<OptionSpec> make_schema() {
        .help = "With --shard fsdp/fsdp2 or --pp: a regex searched in parameter names whose first group names the wrapping "
                "unit (default: one unit per repeated block <prefix>.<N>., the rest in the root); with fsdp2, "
                "torchtitan: its apply_fsdp groups (the token embedding, each block, and the final norm with the head, "
-               "kept unsharded from forward to backward)",
+               "kept unsharded from forward to backward); accelerate: fsdp2_prepare_model's (the same, a tied "
+               "embedding in the kept group; the hf-* recipes set it)",
        .field = FIELD(estimate.fsdp_wrap)},
       {.flag = "--fsdp2-mp,--fsdp-mp", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "On a float32 model (--precision fp32, or amp-* with param_dtype autocast's type), with --shard "

@@ -34,6 +34,8 @@ RecipeSetting peft_fsdp_wrap() {
           fsdp, "--shard fsdp"};
 }
 
+bool fsdp2(const CommandArgs& a) { return kShardChoices.is(a.estimate.shard, Sharding::Fsdp2); }
+
 // FSDP1 with accumulation: the Trainer runs every batch sample of a step but the last inside accelerate's no_sync.
 bool fsdp_accumulating(const CommandArgs& a) { return fsdp(a) && a.estimate.grad_accum > 1; }
 
@@ -162,6 +164,10 @@ std::vector<RecipeSetting> hf_trainer_settings() {
        "src/transformers/modeling_utils.py PreTrainedModel.get_correct_experts_implementation: grouped_mm when none "
        "is asked for (src/transformers/integrations/moe.py grouped_mm_experts_forward)",
        grouped_experts_modelled, "a config.json mixture of experts"},
+      {"--fsdp-wrap", "accelerate",
+       "accelerate utils/fsdp_utils.py fsdp2_prepare_model (v1.14.0): each decoder layer (the auto-wrap policy), the "
+       "input embedding when untied, [final norm, output embedding] with reshard_after_forward=False, the root",
+       fsdp2, "--shard fsdp2"},
       {"--fsdp-no-sync", "true",
        "src/transformers/trainer.py Trainer._inner_training_loop: each batch sample but the last under "
        "accelerator.no_sync (unless sync_each_batch), which is FullyShardedDataParallel.no_sync (accelerate "
@@ -196,10 +202,7 @@ std::string qlora_contradiction(const CommandArgs& a) {
 // What the Hugging Face recipes follow but do not model.
 const char* const kHfNotModelled =
     "grouped_mm_experts_forward as rewritten after 0261a46 (src/transformers/integrations/moe.py at 8b584a6: the "
-    "rows summed by a view over the k slots in place of zeros_like + index_add_; memplan builds 0261a46's form); "
-    "under --shard fsdp2, "
-    "fsdp2_prepare_model's own units for the input embedding and for the final norm with the head (v1.14.0; memplan "
-    "wraps each decoder layer and the root)";
+    "rows summed by a view over the k slots in place of zeros_like + index_add_; memplan builds 0261a46's form)";
 
 const std::vector<Recipe>& recipes() {
   static const std::vector<Recipe> all = {

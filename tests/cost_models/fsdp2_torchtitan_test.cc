@@ -87,5 +87,38 @@ TEST(Fsdp2Torchtitan, NormAndOutputStayGatheredBetweenForwardAndBackward) {
   }
 }
 
+// --fsdp-wrap accelerate (accelerate's fsdp2_prepare_model, v1.14.0): on the untied graph the same groups as
+// torchtitan's (the input embedding alone, each block, [norm, output] kept). Tied (the head reads the embedding's
+// table, ids -> Gather(embed [10,4]) ... -> MatMul(n, Transpose(embed))): accelerate shards no separate embedding unit
+// and puts the table in the tail with the norm ([final_norm, input_embed], reshard_after_forward=False): norm_output
+// holds norm 2 + embed 5 x 4 = 20 elements, 88 B, gathered from the forward's first op (the Gather) to its backward,
+// never gathered again; no tok_embeddings group. Parameters per GPU 88 + 32 + 32 = 152 B.
+TEST(Fsdp2Torchtitan, AccelerateKeepsATiedEmbeddingWithTheTail) {
+  const TrainingResult untied = build_training_program(tiny_llama(), run(kAccelerateWrap));
+  EXPECT_EQ(bytes_of(untied.program, "fsdp2_sharded_params:tok_embeddings"), 80u);
+  EXPECT_EQ(bytes_of(untied.program, "fsdp2_sharded_params:norm_output"), 88u);
+  EXPECT_EQ(untied.param_bytes, 232u);
+
+  GraphBuilder b;
+  const int32_t ids = b.input("ids", {2, 3}, DType::Int64);
+  const int32_t table = b.weight("model.embed_tokens.weight", {10, 4});
+  const int32_t e = b.node1("Gather", {table, ids}, "e", {2, 3, 4});
+  const int32_t h0 = b.node1("MatMul", {e, b.weight("model.layers.0.mlp.w", {4, 4})}, "h0", {2, 3, 4});
+  const int32_t r0 = b.node1("Relu", {h0}, "r0", {2, 3, 4});
+  const int32_t h1 = b.node1("MatMul", {r0, b.weight("model.layers.1.mlp.w", {4, 4})}, "h1", {2, 3, 4});
+  const int32_t n = b.node1("Mul", {h1, b.weight("model.norm.weight", {4})}, "n", {2, 3, 4});
+  const int32_t t = b.node1("Transpose", {table}, "embed_t", {4, 10}, {{"perm", testing::ints_attr({1, 0})}});
+  b.output(b.node1("MatMul", {n, t}, "y", {2, 3, 10}));
+  const TrainingResult tied = build_training_program(b.graph(), run(kAccelerateWrap));
+  const Program& p = tied.program;
+  EXPECT_EQ(buffer_named(p, "fsdp2_sharded_params:tok_embeddings"), -1);
+  EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:norm_output"), 88u);
+  EXPECT_EQ(tied.param_bytes, 152u);
+  const int32_t kept = buffer_named(p, "fsdp2_unsharded:norm_output");
+  ASSERT_GE(kept, 0);
+  EXPECT_EQ(p.steps[last_reader(p, kept)].phase, Phase::Backward);
+  EXPECT_EQ(buffer_named(p, "fsdp2_unsharded:norm_output:backward"), -1);
+}
+
 }  // namespace
 }  // namespace memplan
