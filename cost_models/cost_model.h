@@ -146,6 +146,11 @@ struct TrainingOptions {
   // under mixed precision): the half output comes back as a float32 copy taken after the loss, which takes the
   // output's place (training_loss.cc emit_output_to_fp32).
   bool outputs_to_fp32 = false;
+  // --outputs-to-default-dtype: Lightning Fabric's output conversion (_FabricModule.forward returns
+  // precision.convert_output(output)): the model's half outputs come back as float32 copies made before the loop's
+  // loss, which reads them; the copies replace the outputs, and backward casts each copy's grad back to the half
+  // type (training_loss.cc emit_convert_output). Modelled before --loss chunked-ce-tokens:K (litgpt's).
+  bool outputs_to_default_dtype = false;
   // torch 1.13's MeanBackward1 (mean.dim) keeps its whole input: derivatives.yaml's formula
   // `mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)` uses self.sym_numel(), which
   // the autograd codegen (tools/autograd/load_derivatives.py, saved_variables) had no replacement for, so

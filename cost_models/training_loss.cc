@@ -4,6 +4,12 @@
 #include "onnx_import/errors.h"
 
 namespace memplan {
+namespace {
+
+// A half type, whose outputs accelerate's and Fabric's wrappers return as float32 copies.
+bool half_type(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+}  // namespace
 
 // ---- loss ----
 void TrainingStep::emit_loss() {
@@ -21,10 +27,10 @@ void TrainingStep::emit_loss() {
   const DType loss_dtype = loss_in_float32() ? DType::Float32 : layout().dtype[out];
   const uint64_t scalar = static_cast<uint64_t>(dtype_bits(loss_dtype) / 8);
   // The training loop's `output = model(x)` holds the output through backward and the optimizer step, unless
-  // the loop drops it with the loss (--free-output), or holds accelerate's float32 copy instead (--outputs-to-fp32).
-  const DType out_dtype = layout().dtype[out];
-  const bool converted = options_.outputs_to_fp32 && (out_dtype == DType::Float16 || out_dtype == DType::BFloat16);
-  program().buffers[forward_buffer_[out]].live_at_end = !options_.free_output && !converted;
+  // the loop drops it with the loss (--free-output), or holds accelerate's float32 copy instead (--outputs-to-fp32),
+  // or Fabric's (--outputs-to-default-dtype).
+  const bool converted = options_.outputs_to_fp32 && half_type(layout().dtype[out]);
+  program().buffers[forward_buffer_[out]].live_at_end = !options_.free_output && !converted && !fabric_converts(out);
   if (options_.loss == LossKind::ChunkedCrossEntropy) {  // its own steps and backward (training_loss_chunked.cc)
     emit_chunked_loss(out);
     return;
@@ -123,6 +129,31 @@ void TrainingStep::emit_output_to_fp32(int32_t out) {
                                           Category::Activation);
   program().buffers[copy].live_at_end = !options_.free_output;
   program().steps.push_back(Step{"convert_outputs_to_fp32", "to_copy", Phase::Forward, {forward_buffer_[out]}, {copy}, 0});
+}
+
+// Lightning Fabric's output conversion (--outputs-to-default-dtype). _FabricModule.forward (src/lightning/fabric/
+// wrappers.py, Lightning 2.6.1, 655a3a91; litgpt v0.5.13 requires lightning>=2.6.1) runs the model inside
+// precision.forward_context() and then `output = precision.convert_output(output)`; HalfPrecision (bf16-true,
+// 16-true: plugins/precision/half.py), MixedPrecision (bf16-mixed, 16-mixed: amp.py) and BitsandbytesPrecision
+// (bitsandbytes.py) all write it as apply_to_collection(data, function=_convert_fp_tensor, dtype=Tensor,
+// dst_type=torch.get_default_dtype()): each floating tensor of the output, a list's included (a new list), becomes
+// tensor.to(dst_type) (plugins/precision/utils.py _convert_fp_tensor), float32 once forward_context (HalfPrecision's
+// _DtypeContextManager, autocast) has exited; 32-true's Precision returns the data as it is. So the copy follows the
+// forward, and autocast's weight cache is gone by then (it dies at its last reader in the forward), and precedes the
+// loop's loss, which reads the copy. The half output dies here: rebinding `output` drops the model's list once every
+// copy exists. The copy lives as the output would have: through backward under a loop that keeps `output`, else
+// until the loss has read it. _to_copy saves no tensor (tools/autograd/derivatives.yaml: _to_copy_backward(grad,
+// self.options())), so backward casts the copy's grad back to the half type; the loss emits that.
+bool TrainingStep::fabric_converts(int32_t out) const {
+  return options_.outputs_to_default_dtype && half_type(layout().dtype[out]);
+}
+
+int32_t TrainingStep::emit_convert_output(int32_t out) {
+  const int32_t copy = writer_.new_buffer(graph_.tensors[out].name + ":to_default_dtype", bytes_in(out, DType::Float32),
+                                          Category::Activation);
+  program().buffers[copy].live_at_end = !options_.free_output;
+  program().steps.push_back(Step{"fabric:convert_output", "to_copy", Phase::Forward, {forward_buffer_[out]}, {copy}, 0});
+  return copy;
 }
 
 // A pipeline stage before the last: its outputs are sent to the next stage (isend reads the tensor itself),

@@ -54,12 +54,16 @@ void TrainingStep::emit_token_chunked_loss(int32_t out) {
   const uint64_t seq = static_cast<uint64_t>(logits.shape[1]);
   const uint64_t vocab = static_cast<uint64_t>(logits.shape[2]);
   const uint64_t batch = logits.elements() / (seq * vocab);
-  const DType low = layout().dtype[out];
+  // Under Fabric (--outputs-to-default-dtype) the loss reads convert_output's float32 copies of the half chunks
+  // (training_loss.cc emit_convert_output), outside autocast: float32 throughout, no autocast copy; each copy's grad
+  // is cast back to the half type after the loss's backward.
+  const bool fabric = fabric_converts(out);
+  const DType low = fabric ? DType::Float32 : layout().dtype[out];  // the type the loss reads
   const bool upcast = low != DType::Float32 && loss_in_float32();  // autocast's float32 list
   const uint64_t ls_size = static_cast<uint64_t>(dtype_bits(upcast ? DType::Float32 : low) / 8);
   const uint64_t logits_size = static_cast<uint64_t>(dtype_bits(low) / 8);
   const bool copies = batch > 1;  // [B, k] slices of a [B, T] tensor are not contiguous
-  const int32_t logits_buffer = forward_buffer_[out];
+  const int32_t logits_buffer = fabric ? emit_convert_output(out) : forward_buffer_[out];
 
   // x.split(K, dim=1): ceil(T / K) chunks of K positions, the last T - K * (n - 1); the loss reads one position
   // fewer of the last (logits[-1][..., :-1, :]), and zip drops that chunk when it is left with none.
@@ -117,7 +121,8 @@ void TrainingStep::emit_token_chunked_loss(int32_t out) {
   Step div{"loss:chunked_ce_tokens:mean", "div", Phase::Forward, {sum, total_elements_buffer_, count}, {}, 1};
   // the locals non_masked_elems and loss_chunks (the list) live until the return
   div.reads.insert(div.reads.end(), chunk_losses.begin(), chunk_losses.end());
-  for (int32_t b : forward_autocast_copies_) add_unique(div.reads, b);  // the autocast cache lives through the forward
+  if (!fabric)  // the loss runs inside the autocast forward; Fabric's loop runs it after autocast has exited
+    for (int32_t b : forward_autocast_copies_) add_unique(div.reads, b);  // the autocast cache lives through the forward
   loss_buffer_ = writer_.new_buffer("loss", ls_size, Category::Activation);
   program().buffers[loss_buffer_].live_at_end = true;
   div.writes.push_back(loss_buffer_);
@@ -154,6 +159,22 @@ void TrainingStep::emit_token_chunked_loss(int32_t out) {
                                              Category::ActivationGrad);
     program().steps.push_back(Step{"backward:slice", "slice_backward", Phase::Backward, {grads[n - 1]}, {whole}, 0});
     grads[n - 1] = whole;
+  }
+  // convert_output's copies were made before the slice and the losses, so their ToCopyBackward0 nodes run after
+  // every loss node (highest sequence number first), last chunk first: each float32 chunk grad, the last one whole,
+  // cast back to the half type.
+  if (fabric) {
+    const DType half = layout().dtype[out];
+    for (int c = n - 1; c >= 0; --c) {
+      if (grads[c] < 0) continue;
+      const int32_t cast = writer_.new_buffer(gname + ":chunk" + std::to_string(c) + ":" + std::string(dtype_name(half)),
+                                              checked_mul(checked_mul(batch, chunk_positions_[c], "rows"),
+                                                          vocab * static_cast<uint64_t>(dtype_bits(half) / 8), "bytes"),
+                                              Category::ActivationGrad);
+      program().steps.push_back(Step{"backward:to_copy:chunk" + std::to_string(c), "to_copy_backward", Phase::Backward,
+                                     {grads[c]}, {cast}, 0});
+      grads[c] = cast;
+    }
   }
   set_chunk_grads(out, grads);
   mark_chunked_head(out);

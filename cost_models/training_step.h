@@ -110,6 +110,8 @@ class TrainingStep {
   void emit_loss();
   void emit_stage_send();
   void emit_output_to_fp32(int32_t out);  // --outputs-to-fp32
+  bool fabric_converts(int32_t out) const;  // --outputs-to-default-dtype on a half output
+  int32_t emit_convert_output(int32_t out);  // its float32 copy, returned
   void seed_output_grad(int32_t out);
   // --loss chunked-ce:N (training_loss_chunked.cc) and fused-linear-ce (training_loss_fused.cc).
   void emit_chunked_loss(int32_t out);

@@ -225,6 +225,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.optimizer_in_backward = a.optimizer_in_backward;
   t.free_output = a.free_output;
   t.outputs_to_fp32 = a.outputs_to_fp32;
+  t.outputs_to_default_dtype = a.outputs_to_default_dtype;
   t.upcast = parse_upcast(a.upcast);
   t.trainable = a.trainable;
   t.frozen = a.frozen;

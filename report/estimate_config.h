@@ -91,6 +91,7 @@ struct EstimateArgs {
   bool fsdp_no_sync = false;          // --fsdp-no-sync (needs --shard fsdp and --grad-accum N > 1)
   bool free_output = false;
   bool outputs_to_fp32 = false;     // --outputs-to-fp32 (accelerate's convert_outputs_to_fp32)
+  bool outputs_to_default_dtype = false;  // --outputs-to-default-dtype (Lightning Fabric's convert_output)
   std::string upcast = "none";       // --upcast none | a list of rmsnorm, softmax, loss
   std::string recipe;               // --recipe NAME (report/recipes.h): "" plain PyTorch
   double weight_decay = 0;

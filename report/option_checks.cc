@@ -120,6 +120,19 @@ void check_requirements(const EstimateArgs& a) {
   if (a.outputs_to_fp32 && !whole_output_loss(a.loss))
     throw InputError("--outputs-to-fp32 with --loss " + a.loss + ": not modelled (the copy is taken after a loss "
                      "computed inside the forward: --loss cross-entropy or mse)");
+  // Lightning Fabric converts a forward's outputs under its half and mixed precisions (report/option_rows_loss.cc);
+  // 32-true's Precision returns them as they are. Its copy precedes the loop's loss, which accelerate's follows: one
+  // wrapper or the other. Modelled before litgpt's chunked loss only (cost_models/training_loss.cc).
+  if (a.outputs_to_default_dtype && a.outputs_to_fp32)
+    throw InputError("--outputs-to-default-dtype with --outputs-to-fp32: Lightning Fabric's conversion (before the "
+                     "loss) and accelerate's (after it) are two frameworks' wrappers: give one");
+  if (a.outputs_to_default_dtype && kPrecisionChoices.is(a.precision, Precision::Fp32))
+    throw InputError("--outputs-to-default-dtype with --precision " + a.precision + ": Fabric's 32-true precision "
+                     "(plugins/precision/precision.py Precision.convert_output) returns float32 outputs as they are, "
+                     "no copy");
+  if (a.outputs_to_default_dtype && !token_chunked_loss(a.loss))
+    throw InputError("--outputs-to-default-dtype with --loss " + a.loss + ": not modelled (Fabric's float32 copies are "
+                     "modelled before litgpt's chunked loss, --loss chunked-ce-tokens:N)");
   if (!a.fsdp_wrap.empty() && !kShardChoices.is(a.shard, Sharding::Fsdp) && !kShardChoices.is(a.shard, Sharding::Fsdp2) &&
       a.pp < 2)
     throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + ", " +

@@ -102,6 +102,9 @@ inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
 inline bool whole_output_loss(const std::string& loss) {
   return kLossChoices.is(loss, LossKind::CrossEntropy) || kLossChoices.is(loss, LossKind::Mse);
 }
+// litgpt's chunked_cross_entropy on its head's chunks, chunked-ce-tokens:N: the loss --outputs-to-default-dtype's
+// copies (Lightning Fabric's) are modelled before, and the one --recipe litgpt runs.
+inline bool token_chunked_loss(const std::string& loss) { return loss.rfind("chunked-ce-tokens:", 0) == 0; }
 inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
                                               {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3},
                                               {"fsdp", Sharding::Fsdp}, {"fsdp1", Sharding::Fsdp},

@@ -23,6 +23,8 @@ inline constexpr uint32_t kTraining = kEstimate | kTimeline | kFit | kCheck;
 // A row's part of the configuration line: `text` when `set`, else "".
 inline std::string if_set(bool set, std::string text) { return set ? text : ""; }
 
+// The loss rows (report/option_rows_loss.cc): --loss to --upcast, after --grad-accum.
+std::vector<OptionSpec> loss_option_rows();
 // The fine-tuning rows (report/option_rows_finetune.cc): --trainable to --optimizer-in-backward, after --zero-grad.
 std::vector<OptionSpec> finetune_option_rows();
 // serve's rows: the engines' settings (report/option_rows_serve.cc), after fit's in the schema.

@@ -1,5 +1,5 @@
-// The option schema (report/options.h): one row per option, every command's; the fine-tuning rows are
-// report/option_rows_finetune.cc's, serve's report/option_rows_serve.cc's.
+// The option schema (report/options.h): one row per option, every command's; the loss rows are
+// report/option_rows_loss.cc's, the fine-tuning rows report/option_rows_finetune.cc's, serve's report/option_rows_serve.cc's.
 #include <fmt/format.h>
 
 #include "onnx_import/hf_config.h"
@@ -169,35 +169,10 @@ std::vector<OptionSpec> make_schema() {
        .help = "Gradient accumulation steps (the batch is one micro-batch)", .field = FIELD(estimate.grad_accum),
        .min = 1, .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.grad_accum > 1, ", grad-accum " + std::to_string(a.grad_accum)); }},
-      {.flag = "--loss", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
-       .help = "Loss on the last output: none, cross-entropy (int64 targets), mse, chunked-ce:N (torchtune's "
-               "CEWithChunkedOutputLoss: N slices of the sequence, each upcast to fp32), chunked-ce-tokens:N (litgpt's "
-               "chunked_cross_entropy on its head's chunks of N positions, in the logits' type: no upcast but autocast's) "
-               "or fused-linear-ce (Liger "
-               "Kernel's fused head and cross-entropy: the logits never exist whole; the last op must be the head's "
-               "MatMul)",
-       .field = FIELD(estimate.loss),
-       .choices = kLossChoices.names(), .show_default = true},
-      {.flag = "--free-output", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
-       .help = "The loop keeps no reference to the model's output past the loss, as Hugging Face's Trainer "
-               "(compute_loss returns the loss alone): the logits die at their last reader instead of living "
-               "through backward",
-       .field = FIELD(estimate.free_output),
-       .describe = [](const EstimateArgs& a) { return if_set(a.free_output, ", output freed after the loss"); }},
-      {.flag = "--outputs-to-fp32", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
-       .help = "accelerate's convert_outputs_to_fp32 (Accelerator.prepare_model under its mixed precision, as the "
-               "Hugging Face Trainer's bf16/fp16 runs it): after the loss the half logits come back as a float32 "
-               "copy, which replaces them (with --free-output it dies before backward). --precision amp-*; --loss "
-               "cross-entropy or mse",
-       .field = FIELD(estimate.outputs_to_fp32),
-       .describe = [](const EstimateArgs& a) { return if_set(a.outputs_to_fp32, ", outputs converted to float32"); }},
-      {.flag = "--upcast", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
-       .help = "What the framework computes in float32 inside a half-precision model (--precision fp16/bf16): none, "
-               "or any of rmsnorm (transformers' LlamaRMSNorm normalises a float32 copy), softmax (eager attention's "
-               "softmax(dtype=float32)), loss (ForCausalLMLoss's logits.float()), logits (transformers up to 4.45: the "
-               "forward returns logits.float() and the loss copies the shifted logits), comma-separated",
-       .field = FIELD(estimate.upcast), .show_default = true,
-       .describe = [](const EstimateArgs& a) { return if_set(a.upcast != "none", ", float32 " + a.upcast); }},
+  };
+  const std::vector<OptionSpec> loss = loss_option_rows();
+  rows.insert(rows.end(), loss.begin(), loss.end());
+  const std::vector<OptionSpec> parallel_and_torch = {
       {.flag = "--gpus", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
        .help = "Data-parallel GPUs (the estimate is per GPU)", .field = FIELD(estimate.gpus), .min = 1,
        .show_default = true,
@@ -302,6 +277,7 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.zero_grad), .choices = kZeroGradChoices.names(),
        .describe = [](const EstimateArgs& a) { return if_set(!a.zero_grad.empty(), ", zero_grad " + a.zero_grad); }},
   };
+  rows.insert(rows.end(), parallel_and_torch.begin(), parallel_and_torch.end());
   const std::vector<OptionSpec> finetune = finetune_option_rows();
   rows.insert(rows.end(), finetune.begin(), finetune.end());
   const std::vector<OptionSpec> optimizer_and_budgets = {
@@ -355,8 +331,6 @@ std::vector<OptionSpec> make_schema() {
   return rows;
 }
 #pragma GCC diagnostic pop
-
-
 
 }  // namespace
 

@@ -27,7 +27,7 @@ std::string contradiction(const CommandArgs& args) {
   if (a.lora_rank == 0)
     return lg + " is finetune/lora.py: --lora-rank 0 leaves no adapters (finetune/full.py's loss, on an unchunked "
                 "head, is not modelled)";
-  if (a.loss.rfind("chunked-ce-tokens:", 0) != 0)
+  if (!token_chunked_loss(a.loss))
     return lg + " computes litgpt.utils.chunked_cross_entropy on the head's chunks (fit(): model(input_ids, "
                 "lm_head_chunk_size=128)): --loss " + a.loss + " is not what it runs";
   if (a.free_output)
@@ -74,6 +74,13 @@ std::vector<RecipeSetting> settings() {
        "x.split(128, dim=1)), logits[-1] = logits[-1][..., :-1, :], litgpt/utils.py chunked_cross_entropy: "
        "F.cross_entropy per chunk in the logits' dtype, no .float(); fit() keeps `logits` through backward (no "
        "--free-output)"},
+      {"--outputs-to-default-dtype", "true",
+       "lightning/fabric/wrappers.py _FabricModule.forward (Lightning 2.6.1, which litgpt v0.5.13 requires at least): "
+       "output = precision.convert_output(output), in HalfPrecision, MixedPrecision and BitsandbytesPrecision each "
+       "floating tensor .to(torch.get_default_dtype()) (plugins/precision/utils.py _convert_fp_tensor): fit()'s "
+       "`logits` are float32 copies of the head's half chunks, which chunked_cross_entropy reads (32-true's Precision "
+       "returns them as they are)",
+       [](const CommandArgs& a) { return half(a) || amp(a); }, "--precision bf16/fp16/amp-bf16/amp-fp16"},
       {"--lora-rank", "8",
        "finetune/lora.py setup() lora_r: 8 (the configs: 32 in 20, 16 in 6, 8 in 6)"},
       {"--lora-targets", "q_proj|v_proj",
@@ -116,8 +123,9 @@ Recipe litgpt_recipe() {
   return {"litgpt", "litgpt v0.5.13 (Lightning-AI/litgpt tag v0.5.13, finetune/lora.py and config_hub/finetune)",
           "litgpt's LoRA fine-tune (finetune/lora.py, its setup() defaults); with --frozen-dtype nf4 its QLoRA "
           "(--quantize bnb.nf4; bnb.nf4-dq: add --double-quant), with --gpus N > 1 its FSDP2 run. The model in bf16 "
-          "(bf16-true) with RMSNorm in float32, SDPA, the head and the loss in chunks of 128 positions in bf16 whose "
-          "logits live through backward, LoRA r 8 on q and v in bf16 with dropout 0.05, AdamW (bitsandbytes' "
+          "(bf16-true) with RMSNorm in float32, SDPA, the head in chunks of 128 positions in bf16, which Fabric "
+          "returns as float32 copies (convert_output) that the loss reads and fit() keeps through backward, LoRA r 8 "
+          "on q and v in bf16 with dropout 0.05, AdamW (bitsandbytes' "
           "PagedAdamW when quantized). Batch (micro_batch_size 1), sequence, rank and targets stay yours.",
           settings(),
           contradiction,
@@ -129,14 +137,8 @@ Recipe litgpt_recipe() {
           "bf16); with --quantize bnb.*, BitsandbytesPrecision converts every nn.Linear, lm_head included (memplan "
           "keeps the head as stored), and main() swaps wte for bitsandbytes' StableEmbedding, a fresh weight that "
           "requires grad outside the optimizer, with a LayerNorm; FSDP2's per-parameter shards as FSDP1's flat "
-          "parameters over the same units; finetune/full.py (an unchunked head, the shifted logits copied and "
-          "chunked by 128 rows); and Fabric's output conversion: _FabricModule.forward (lightning/fabric/wrappers.py) "
-          "returns precision.convert_output(output), which every precision plugin (HalfPrecision for bf16-true "
-          "included, plugins/precision/half.py) writes as a copy of each floating tensor in torch.get_default_dtype(), "
-          "float32 outside the forward: so the logits chunks fit() keeps and the loss reads are float32 copies, their "
-          "log_softmax float32 and each chunk's grad cast back to bf16, where memplan keeps and reads the bf16 chunks "
-          "(about twice the logits' and the loss's bytes; the copy after a loss computed inside the forward is "
-          "--outputs-to-fp32, accelerate's, not this)",
+          "parameters over the same units; and finetune/full.py (an unchunked head, the shifted logits copied and "
+          "chunked by 128 rows)",
           {"sgd", "momentum", "adam", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
           "setup() optimizer: a torch.optim class name or any class_path (utils.py instantiate_torch_optimizer); "
           "quantized, bitsandbytes' PagedAdamW only (instantiate_bnb_optimizer)"};

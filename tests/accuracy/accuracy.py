@@ -57,7 +57,10 @@ def cpu_measurements():
     # kbit_prep.json: a LoRA step over a 4-bit base after PEFT's k-bit preparation (bench/cpu_ground_truth/kbit_prep.py).
     # gptq_lora.json: a LoRA step over a GPTQ base in bfloat16 (bench/cpu_ground_truth/gptq_lora.py).
     # amp_stored.json: the tiny Llama in bfloat16 stepped under torch.autocast (bench/cpu_ground_truth/amp_stored.py).
-    for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json", "amp_stored.json"):
+    # fabric_outputs.json: litgpt's chunked loss on the bf16 tiny Llama's head chunks, read directly or as Lightning
+    # Fabric's float32 copies (bench/cpu_ground_truth/fabric_outputs.py).
+    for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json", "amp_stored.json",
+                 "fabric_outputs.json"):
         with open(os.path.join(SRC, "bench", "cpu_ground_truth", name)) as f:
             yield from json.load(f)["measurements"]
 
@@ -92,6 +95,8 @@ def cpu_rows():
             args += ["--frozen-dtype", m["frozen_dtype"]]
         if m.get("kbit_prep"):
             args += ["--kbit-prep"]
+        if m.get("outputs_to_default_dtype"):  # Lightning Fabric's convert_output: float32 copies the loss reads
+            args += ["--outputs-to-default-dtype"]
         e = memplan(args)
         # The profiler counts live tensor bytes (the CPU allocator has no cache): compare with memplan's
         # live bytes at the peak, resident included, not with an arena.
@@ -102,6 +107,7 @@ def cpu_rows():
                   (f" upcast {m['upcast']}" if m.get("upcast") else "") + (" free-output" if m.get("free_output") else "") +
                   (f" LoRA r{m['lora']['rank']} on {m['lora']['targets'].replace('|', ',')}" if m.get("lora") else "") +
                   (f" {m['frozen_dtype']}" if m.get("frozen_dtype") else "") + (" kbit-prep" if m.get("kbit_prep") else "") +
+                  (" fabric-outputs" if m.get("outputs_to_default_dtype") else "") +
                   (f" train /{m['trainable']}/" if m.get("trainable") else "") +
                   (f" {m['loss']}" if m.get("loss", "cross-entropy") != "cross-entropy" else ""))
         yield {"source": "cpu", "config": config, "measured": m["peak_bytes"], "predicted": predicted,
@@ -210,7 +216,11 @@ def main():
                     "(bench/cpu_ground_truth/gptq_lora.py: gptqmodel's packed buffers and TorchQuantLinear's "
                     "dequantize, .to(x.dtype) and torch.matmul, the dequantization a stand-in allocating its one "
                     "output), against `--precision bf16 --upcast rmsnorm,softmax,loss --lora-dtype base "
-                    "--frozen-dtype gptq-int4`.\n\n")
+                    "--frozen-dtype gptq-int4`.\n\n"
+                    "chunked-ce-tokens:32 bf16 rows (gated at 3 %): litgpt's chunked loss on the bf16 tiny Llama's "
+                    "head chunks (bench/cpu_ground_truth/fabric_outputs.py), full fine-tune and LoRA r 8 on q/v in "
+                    "bf16; `fabric-outputs` reads them as Lightning Fabric's float32 copies (_FabricModule.forward's "
+                    "convert_output), against `--outputs-to-default-dtype`.\n\n")
             f.write("\n".join(md) + "\n\n" + summary + ".\n")
             f.write("\n" + published_gpu.section())
     print(f"{gated - failures} passed, {failures} failed")

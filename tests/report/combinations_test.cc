@@ -83,6 +83,14 @@ const std::map<std::string, Enable>& enables() {
                           a.precision = "amp-bf16";
                           a.outputs_to_fp32 = true;
                         }}},
+      // A precision or loss given by another feature is kept (and refused where the flag does not fit it, naming
+      // --precision or --loss).
+      {"outputs-default-dtype", {{"--outputs-to-default-dtype", "--precision", "--loss", "--mode"}, [](EstimateArgs& a) {
+                                   a.mode = "train";
+                                   if (a.precision == EstimateArgs{}.precision) a.precision = "bf16";
+                                   if (a.loss == EstimateArgs{}.loss) a.loss = "chunked-ce-tokens:3";
+                                   a.outputs_to_default_dtype = true;
+                                 }}},
       {"half-params", {{"--param-dtype", "--precision", "--mode"}, [](EstimateArgs& a) {
                          a.mode = "train";
                          a.precision = "amp-bf16";
@@ -354,6 +362,8 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"tp", "chunked-ce"}, "--tp with --loss chunked-ce:N: not modelled: torchtune gathers each chunk"},
       {{"tp", "chunked-ce-tokens"}, "--tp with --loss chunked-ce-tokens:N: not modelled: litgpt's chunked loss"},
       {{"tp", "fused-linear-ce"}, "--tp with --loss fused-linear-ce: not modelled"},
+      {{"outputs-default-dtype", "chunked-ce"}, "--outputs-to-default-dtype with --loss chunked-ce:4: not modelled"},
+      {{"outputs-default-dtype", "fused-linear-ce"}, "--outputs-to-default-dtype with --loss fused-linear-ce: not modelled"},
       {{"pp", "fused-linear-ce"}, "--pp with --loss fused-linear-ce: not modelled"},
       {{"fsdp", "fused-linear-ce"}, "--shard fsdp with --loss fused-linear-ce: not modelled"},
       // Not a matrix pair (report/option_checks.cc): with --fsdp2-mp the pair is accelerate's run, modelled.

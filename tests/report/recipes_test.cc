@@ -251,8 +251,9 @@ TEST(Recipes, TorchtuneRefusesWhatItCannotRun) {
 }
 
 // --recipe litgpt alone is finetune/lora.py with setup()'s defaults on one GPU: bf16-true, float32 RMSNorm, SDPA,
-// the head and loss in chunks of 128 positions whose logits are kept, LoRA r 8 on q and v (litgpt's fused qkv) in
-// bf16 with dropout 0.05, torch's AdamW with its default implementation, no checkpointing.
+// the head in chunks of 128 positions whose float32 copies (Fabric's convert_output) the loss reads and fit() keeps,
+// LoRA r 8 on q and v (litgpt's fused qkv) in bf16 with dropout 0.05, torch's AdamW with its default implementation,
+// no checkpointing.
 TEST(Recipes, LitgptLoraOnOneGpu) {
   CommandArgs a = training("litgpt");
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode")});
@@ -261,6 +262,7 @@ TEST(Recipes, LitgptLoraOnOneGpu) {
   EXPECT_EQ(a.estimate.attention, "sdpa");
   EXPECT_EQ(a.estimate.loss, "chunked-ce-tokens:128");
   EXPECT_FALSE(a.estimate.free_output);
+  EXPECT_TRUE(a.estimate.outputs_to_default_dtype);
   EXPECT_EQ(a.estimate.lora_rank, 8);
   EXPECT_EQ(a.estimate.lora_targets, "q_proj|v_proj");
   EXPECT_DOUBLE_EQ(a.estimate.lora_dropout, 0.05);
@@ -276,6 +278,7 @@ TEST(Recipes, LitgptLoraOnOneGpu) {
   EXPECT_EQ(q.estimate.optimizer, "paged-adamw");
   EXPECT_FALSE(q.estimate.double_quant);
   EXPECT_FALSE(q.estimate.kbit_prep);
+  EXPECT_TRUE(q.estimate.outputs_to_default_dtype);  // BitsandbytesPrecision(bf16).convert_output
   // --gpus 2: ModelParallelStrategy's FSDP2 with each Block checkpointed (parallelize_fn).
   CommandArgs d = training("litgpt");
   d.estimate.gpus = 2;
