@@ -44,7 +44,8 @@ const std::vector<CommandRule>& command_rules() {
        [](A a) -> std::string {
          // Megatron-style splits of the 3-D experts (each expert's columns or rows across GPUs) are not how
          // transformers' grouped_mm_experts_forward runs; memplan's tensor parallelism splits MatMul weights.
-         return a.estimate.model.experts == "grouped_mm" && a.estimate.tp > 1
+         // --ep's own rule (report/option_checks_ep.cc) says why --tp is refused with it.
+         return a.estimate.model.experts == "grouped_mm" && a.estimate.tp > 1 && a.estimate.model.ep == 1
                     ? "--experts-implementation grouped_mm with --tp " + std::to_string(a.estimate.tp) + ": not "
                       "modelled (the 3-D experts' split across tensor-parallel GPUs; use eager)"
                     : "";
