@@ -32,7 +32,8 @@ bool is_ort_may_inplace(const std::string& op);
 // mobilenetv2.py). In place, the output shares the input's storage; autograd saves `result` for them.
 // And Tensor.scatter_ / index_put_ into a fresh tensor (torch.zeros / new_empty, exported ConstantOfShape): the
 // exporter writes both as ScatterElements, which writes the new tensor's storage (torchtitan's _unpermute,
-// onnx_import/hf_moe_ep.cc; DeepseekV3TopkRouter's group mask, zeros_like(...).scatter_).
+// onnx_import/hf_moe_ep.cc; DeepseekV3TopkRouter's group mask, zeros_like(...).scatter_); not when an Add reads
+// the result, the exporter's scatter_add / index_add_ (ForwardAliasing::in_place).
 bool is_pytorch_in_place(const std::string& op, const std::string& input_producer_op);
 
 // Which decompositions each way of running ops (Semantics, cost_models/runtime.h) runs as one op:
