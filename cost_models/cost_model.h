@@ -122,6 +122,9 @@ struct TrainingOptions {
   CheckpointOptions checkpoint;
   int grad_accum = 1;                     // micro-batches per optimizer step (the graph's batch is one micro-batch)
   int gpus = 1;
+  // --ep N: expert-parallel GPUs among the gpus, the graph already rank 0's (onnx_import/hf_moe_grouped.h);
+  // FSDP2 shards an expert's slice over gpus / N (cost_models/training_ep.cc).
+  int expert_parallel = 1;
   Sharding shard = Sharding::None;
   bool gradient_as_bucket_view = false;   // DDP: buckets alias the grads instead of copying them
   std::string fsdp_wrap;                  // --fsdp-wrap: regex whose first group names a parameter's unit (empty: default rule)

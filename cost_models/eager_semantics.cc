@@ -183,6 +183,10 @@ bool ForwardAliasing::in_place(const FusedOp& op, const BufferView& view) const 
   const int32_t b = view.buffer_of(in);
   const Buffer& buffer = view.program->buffers[b];
   if (x.producer < 0 || sole_consumer(g_, in) != node || buffer.resident || buffer.live_at_start) return false;
+  // Add(acc, ScatterElements(zeros, ...)) is the exporter's scatter_add / index_add_, one op of its own in PyTorch.
+  if (n.op_type == "ScatterElements")
+    for (int32_t c : g_.tensors[out].consumers)
+      if (g_.nodes[c].op_type == "Add") return false;
   return is_pytorch_in_place(n.op_type, g_.nodes[x.producer].op_type) && g_.tensors[out].shape == x.shape;
 }
 

@@ -23,6 +23,7 @@ bool is_ort_may_inplace(const std::string& op) {
 bool is_pytorch_in_place(const std::string& op, const std::string& prod) {
   if (op == "Relu" || op == "Clip") return prod == "Conv" || prod == "BatchNormalization" || prod == "Add";
   if (op == "Add") return prod == "BatchNormalization";
+  if (op == "ScatterElements") return prod == "ConstantOfShape";
   return false;
 }
 

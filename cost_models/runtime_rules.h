@@ -30,6 +30,10 @@ bool is_ort_may_inplace(const std::string& op);
 // no other reader): ReLU(inplace=True) / ReLU6(inplace=True) (exported as Relu / Clip) after conv, batch
 // norm or the residual add, and `out += identity` on the batch-norm output (torchvision/models/resnet.py,
 // mobilenetv2.py). In place, the output shares the input's storage; autograd saves `result` for them.
+// And Tensor.scatter_ / index_put_ into a fresh tensor (torch.zeros / new_empty, exported ConstantOfShape): the
+// exporter writes both as ScatterElements, which writes the new tensor's storage (torchtitan's _unpermute,
+// onnx_import/hf_moe_ep.cc; DeepseekV3TopkRouter's group mask, zeros_like(...).scatter_); not when an Add reads
+// the result, the exporter's scatter_add / index_add_ (ForwardAliasing::in_place).
 bool is_pytorch_in_place(const std::string& op, const std::string& input_producer_op);
 
 // Which decompositions each way of running ops (Semantics, cost_models/runtime.h) runs as one op:

@@ -231,6 +231,7 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   precondition(e.tp == 1 || !lora, "LoRA under tensor parallelism");
   c.layout.tp = plan_tensor_parallel(g, e.tp, e.sequence_parallel);
   if (e.tp > 1) c.notes.push_back(tensor_parallel_note(c.layout.tp));
+  if (o.expert_parallel > 1) c.notes.push_back(expert_parallel_note(o));  // training_ep.cc
   // Pass 4, the pipeline partition, makes each stage a graph of its own (stage_graph.h): it reads no field of
   // passes 5 and 6 (--pp with FSDP is refused), so it runs per stage on the finished context (pipeline.cc).
 

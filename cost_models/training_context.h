@@ -51,4 +51,7 @@ struct TrainingContext {
 TrainingContext make_training_context(const Graph& g, const ExecutionOptions& execution, const TrainingOptions& options,
                                       const LoraGraph* lora = nullptr, const std::vector<bool>* float32 = nullptr);
 
+// --ep N's note (training_ep.cc): what rank 0's graph holds, what FSDP2 does with the experts, what is not counted.
+std::string expert_parallel_note(const TrainingOptions& options);
+
 }  // namespace memplan

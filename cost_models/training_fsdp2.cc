@@ -178,10 +178,11 @@ void TrainingStep::add_fsdp2_shards() {
       if (offload) copies[u].push_back({q.resident, q.resident});  // the NF4Tensor .to(device)'d whole
       continue;
     }
-    const uint64_t rank_rows = rows / gpus + (rows % gpus != 0);  // chunks[0]: ceil(dim0 / N)
+    const uint64_t ways = fsdp2_ways(p, rows);  // --ep: an expert's E/N slice over the GPUs / N (training_ep.cc)
+    const uint64_t rank_rows = rows / ways + (rows % ways != 0);  // chunks[0]: ceil(dim0 / N)
     const uint64_t numel = checked_mul(rank_rows, rest, "FSDP2 shard");
     const uint64_t bytes = checked_mul(numel, stored, "FSDP2 shard");
-    const uint64_t gathered = checked_mul(checked_mul(numel, gpus, "FSDP2 all-gather"), computed, "FSDP2 all-gather");
+    const uint64_t gathered = checked_mul(checked_mul(numel, ways, "FSDP2 all-gather"), computed, "FSDP2 all-gather");
     shard[u] = checked_add(shard[u], bytes, "FSDP2 shard");
     unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], gathered, "FSDP2 all-gather");
     if (offload) copies[u].push_back({bytes, numel * computed});  // all_gather_inputs' .to(device), cast
@@ -189,7 +190,7 @@ void TrainingStep::add_fsdp2_shards() {
       fsdp2_gather_input_bytes_[u] = checked_add(fsdp2_gather_input_bytes_[u], numel * computed, "FSDP2 all-gather input");
     if (!context_.is_param[p]) continue;
     unit_trains_[u] = true;
-    const uint64_t scattered = checked_mul(checked_mul(numel, gpus, "FSDP2 reduce-scatter"), reduced, "FSDP2 reduce-scatter");
+    const uint64_t scattered = checked_mul(checked_mul(numel, ways, "FSDP2 reduce-scatter"), reduced, "FSDP2 reduce-scatter");
     unit_bytes_[u] = checked_add(unit_bytes_[u], scattered, "FSDP2 reduce-scatter");
     unit_grad_shard_bytes_[u] = checked_add(unit_grad_shard_bytes_[u], bytes, "FSDP2 grad shard");
     unit_state_bytes_[u] = unit_grad_shard_bytes_[u];

@@ -73,8 +73,7 @@ class TrainingStep {
     uint64_t elements = 0;  // the elements this GPU updates (bitsandbytes sizes its states by them)
   };
 
-  // ---- sizes and sharding ----
-  // --tp: the slice rank 0 holds (TensorParallelPlan).
+  // ---- sizes and sharding ---- (--tp: the slice rank 0 holds, TensorParallelPlan)
   const TensorLayout& layout() const { return context_.layout; }
   uint64_t bytes_in(int32_t t, DType d) const { return layout().local_bytes(graph_, t, d); }
   uint64_t bytes_of(int32_t t) const { return bytes_in(t, layout().dtype[t]); }
@@ -137,6 +136,7 @@ class TrainingStep {
   void emit_backward(int32_t i);
 
   // ---- optimizer (training_optimizer.cc) ----
+  uint64_t fsdp2_ways(int32_t p, uint64_t rows) const;  // training_ep.cc: the GPUs FSDP2 shards p over (--ep)
   void add_persistent_grads();
   void add_ddp_buckets();
   int states_per_param() const;

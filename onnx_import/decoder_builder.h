@@ -74,6 +74,9 @@ class LlamaBuilder {
                                 const std::string& acc);
   // hf_moe_grouped.cc: the same block under --experts-implementation grouped_mm.
   std::string grouped_moe_block(int64_t l, const std::string& x);
+  std::string grouped_swiglu(const std::string& gate_up);
+  // hf_moe_ep.cc: --ep N, torchtitan's dispatch of the sorted rows, rank 0's experts, and the combine.
+  std::string expert_parallel_rows(const std::string& px, const std::string& rows, const std::string& counts);
 
   // hf_deepseek.cc: deepseek_v3's multi-head latent attention and router; x.expand(sizes) (decoder_ops.cc).
   std::string mla_attention(const std::string& layer, const std::string& x);

@@ -320,7 +320,7 @@ ConfigGraph config_graph_from_name(const std::string& path, const std::string& n
 std::vector<std::string> moe_routing_names() { return {"balanced", "worst"}; }
 
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing,
-                            bool vllm_serve, const std::string& experts) {
+                            bool vllm_serve, const std::string& experts, int expert_parallel) {
   const std::string text = read_text(path);
   DecoderConfig config = parse_decoder_config(path, text);
   // A dense decoder's 128 x 128 block fp8 is trtllm's too (cost_models/trtllm_engine.h trtllm_quantization_check).
@@ -343,10 +343,11 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
                      "\" has no experts");
     config.worst_routing = moe_routing == "worst";
   }
-  // Its routing rule (hf_deepseek.h), which grouped_mm's tensors do not depend on (S rows whatever the routing).
-  if (experts != "grouped_mm") check_deepseek_read(path, config);
+  // Its routing rule (hf_deepseek.h), which grouped_mm's tensors do not depend on (S rows) but under --ep.
+  if (experts != "grouped_mm" || expert_parallel > 1) check_deepseek_read(path, config);
   const ConfigGraph kind = config_graph_from_name(path, graph);
   if (!experts.empty()) check_grouped_experts(path, experts, config);  // hf_moe_grouped.h
+  if (expert_parallel > 1) check_expert_parallel(path, expert_parallel, kind, config);  // hf_moe_grouped.h
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
   // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.
   const bool arch_window = config.hf_arch && config.mask_window < config.max_position_embeddings &&
@@ -413,11 +414,10 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
 }
 
 ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing,
-                            bool vllm_serve, const std::string& experts) {
-  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, vllm_serve, experts);
-  if (!experts.empty())
-    fail(path, "--experts-implementation chooses how a config.json's experts run; an ONNX file's experts are its "
-               "graph's");
+                            bool vllm_serve, const std::string& experts, int expert_parallel) {
+  if (is_config_path(path)) return read_config_model(path, graph, moe_routing, vllm_serve, experts, expert_parallel);
+  if (!experts.empty() || expert_parallel > 1)
+    fail(path, "--experts-implementation and --ep choose how a config.json's experts run; an ONNX file's are its graph's");
   if (!graph.empty()) fail(path, "--graph chooses a config.json's graph; an ONNX file is one graph already");
   if (!moe_routing.empty())
     fail(path, "--moe-routing chooses how a config.json's experts are routed; an ONNX file's routing is its graph's");

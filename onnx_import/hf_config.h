@@ -112,6 +112,7 @@ struct DecoderConfig {
   bool norm_topk_prob = false;                  // the top-k weights divided by their sum (Mixtral: always)
   std::vector<bool> moe_layers;                 // per layer: a sparse block (else the dense MLP, intermediate_size)
   bool grouped_experts = false;                 // --experts-implementation grouped_mm (hf_moe_grouped.h)
+  int64_t expert_parallel = 1;                  // --ep N: rank 0's experts and rows (hf_moe_grouped.h)
 
   // deepseek_v3 (transformers models/deepseek_v3/modeling_deepseek_v3.py; onnx_import/hf_deepseek.h): multi-head
   // latent attention and DeepseekV3MoE. head_dim and rotary_dim are qk_rope_head_dim, num_key_value_heads the heads.
@@ -185,13 +186,15 @@ std::string config_model_type(const std::string& path);
 // gemma3.py window the layers transformers windows).
 // `experts`: --experts-implementation, eager ("" too) or grouped_mm (onnx_import/hf_moe_grouped.h); either is
 // refused (InputError) for a model without experts. Under grouped_mm the routing changes no tensor, so deepseek's
-// check of --moe-routing balanced against its group-limited router (check_deepseek_read) is not made.
+// check of --moe-routing balanced against its group-limited router (check_deepseek_read) is not made (but under --ep,
+// whose received rows follow the routing).
+// `expert_parallel`: --ep N (onnx_import/hf_moe_grouped.h), the graph of rank 0 of N expert-parallel GPUs; 1: none.
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
-                            bool vllm_serve = false, const std::string& experts = {});
+                            bool vllm_serve = false, const std::string& experts = {}, int expert_parallel = 1);
 
 // The one entry for a model path: a config (is_config_path) is built as read_config_model; anything else is read
 // as ONNX (read_model_file), where a --graph or --moe-routing is refused, since a file is one graph already.
 ReadModel read_model_source(const std::string& path, const std::string& graph, const std::string& moe_routing = {},
-                            bool vllm_serve = false, const std::string& experts = {});
+                            bool vllm_serve = false, const std::string& experts = {}, int expert_parallel = 1);
 
 }  // namespace memplan

@@ -26,6 +26,7 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   const std::string m = "/layers." + std::to_string(l) + "/mlp", p = "layers." + std::to_string(l) + ".mlp";
   const std::string ex = m + "/experts", px = p + ".experts";
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
+  const int64_t held = experts / c_.expert_parallel;  // --ep N: rank 0's E/N experts (hf_moe_ep.cc)
   const int64_t f = c_.expert_intermediate_size;
   // GptOssExperts: experts_are_transposed (its matrices stored [in, out]) and the two biases.
   const bool transposed = c_.gpt_oss;
@@ -34,11 +35,11 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   std::string indices;
   const std::string weights = route(m, p, hidden, &indices);
   if (transposed) {  // GptOssExperts.__init__: [E, H, 2I], [E, 2I], [E, I, H], [E, H]
-    param(px + ".gate_up_proj", {experts, h, 2 * f}), param(px + ".gate_up_proj_bias", {experts, 2 * f});
-    param(px + ".down_proj", {experts, f, h}), param(px + ".down_proj_bias", {experts, h});
+    param(px + ".gate_up_proj", {held, h, 2 * f}), param(px + ".gate_up_proj_bias", {held, 2 * f});
+    param(px + ".down_proj", {held, f, h}), param(px + ".down_proj_bias", {held, h});
   } else {  // Qwen3MoeExperts / MixtralExperts / DeepseekV3NaiveMoe / DeepseekV2Experts: [E, 2I, H], [E, H, I]
-    param(px + ".gate_up_proj", {experts, 2 * f, h});
-    param(px + ".down_proj", {experts, h, f});
+    param(px + ".gate_up_proj", {held, 2 * f, h});
+    param(px + ".down_proj", {held, h, f});
   }
   e_.scope = ex;
   std::string acc = e_.op("ConstantOfShape", {e_.op("Shape", {hidden})});  // torch.zeros_like(hidden_states)
@@ -76,9 +77,12 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   e_.i("to", TensorProto::FLOAT);
   hist = e_.op("ATen", {hist});
   e_.aten("histc").i("bins", experts).f("min", 0.0f).f("max", float(experts - 1));
-  std::string offsets = e_.op("Cast", {hist});
-  e_.i("to", TensorProto::INT32);
-  offsets = e_.op("CumSum", {offsets, e_.const_i64({0}, true)});
+  std::string offsets;
+  if (c_.expert_parallel == 1) {
+    offsets = e_.op("Cast", {hist});
+    e_.i("to", TensorProto::INT32);
+    offsets = e_.op("CumSum", {offsets, e_.const_i64({0}, true)});
+  }
   // torch._grouped_mm(rows, self.<proj>, offs) when experts_are_transposed, else on self.<proj>.transpose(-2, -1);
   // then, with biases, + self.<proj>_bias[expert_ids_g] ([S, out], a gather per row).
   auto grouped_linear = [&](const std::string& a, const std::string& proj) {
@@ -88,18 +92,14 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
     if (transposed) y = e_.op("Add", {y, take(weight + "_bias", expert_ids_g)});
     return y;
   };
-  const std::string gate_up = grouped_linear(current_g, "gate_up_proj");
-  std::string act;
-  if (c_.gpt_oss) {
-    act = gpt_oss_gate(gate_up);  // GptOssExperts._apply_gate
+  std::string out;
+  if (c_.expert_parallel > 1) {
+    out = expert_parallel_rows(px, current_g, hist);  // hf_moe_ep.cc: dispatch, the local experts, combine
   } else {
-    const std::string gate = e_.op("Split", {gate_up, e_.const_i64({f, f}, false)}, 2);  // .chunk(2, dim=-1)
-    e_.i("axis", -1);
-    const std::string up = e_.output(1);
-    const std::string silu = e_.op("Mul", {gate, e_.op("Sigmoid", {gate})});  // act_fn (silu)
-    act = e_.op("Mul", {silu, up});
+    const std::string gate_up = grouped_linear(current_g, "gate_up_proj");
+    // GptOssExperts._apply_gate, or gate, up = .chunk(2, dim=-1); act_fn(gate) * up
+    out = grouped_linear(c_.gpt_oss ? gpt_oss_gate(gate_up) : grouped_swiglu(gate_up), "down_proj");
   }
-  const std::string out = grouped_linear(act, "down_proj");
   const std::string w = e_.op("Unsqueeze", {sample_weights_g, e_.const_i64({1}, false)});
   const std::string weighted = e_.op("Mul", {out, w});
   std::string restored = take(weighted, inv_perm);  // out_per_sample_g[inv_perm]
@@ -113,6 +113,16 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   if (c_.shared_expert_intermediate_size > 0) acc = add_shared_expert(m, p, hidden, h, acc);
   e_.scope = m;
   return reshape(acc, e_.op("Shape", {x}));  // .reshape(batch_size, sequence_length, hidden_dim)
+}
+
+// act_fn(gate) * up over the grouped rows, gate and up the two halves of gate_up (.chunk(2, dim=-1), views).
+std::string LlamaBuilder::grouped_swiglu(const std::string& gate_up) {
+  const int64_t f = c_.expert_intermediate_size;
+  const std::string gate = e_.op("Split", {gate_up, e_.const_i64({f, f}, false)}, 2);
+  e_.i("axis", -1);
+  const std::string up = e_.output(1);
+  const std::string silu = e_.op("Mul", {gate, e_.op("Sigmoid", {gate})});  // act_fn (silu)
+  return e_.op("Mul", {silu, up});
 }
 
 }  // namespace memplan

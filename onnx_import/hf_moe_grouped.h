@@ -39,7 +39,8 @@
 //   act(gate) * up [S, I]; out = _grouped_mm(that, down_proj.transpose(-2, -1), offs) [S, H] (gpt_oss: as above);
 //   out * sample_weights_g.unsqueeze(-1) [S, H]; [inv_perm] [S, H]; .to(dtype); final.index_add_(0, token_idx, ...).
 // Every size is S rows whatever the routing: the router's choice changes only the offsets' values, so
-// --moe-routing (which decides the eager loop's per-expert rows) changes nothing here and is accepted unchanged.
+// --moe-routing (which decides the eager loop's per-expert rows) changes nothing here and is accepted unchanged
+// (under --ep it decides the rows each GPU receives, below).
 //
 // In the graph: torch.onnx (torch 1.13, opset 17) writes each op as it writes it elsewhere in these graphs (Range,
 // Unsqueeze, Expand, Reshape, Gather, TopK, Cast, CumSum, Split, Sigmoid, Mul, Transpose, index_add_'s
@@ -52,6 +53,10 @@
 // a transposed initializer of the same bytes, as it does a 2-D weight's (graph_emitter.h).
 //
 // Refused with one message (check_grouped_experts): a model without experts.
+//
+// --ep N (check_expert_parallel; the block in hf_moe_ep.cc, which states its rules and sources): torchtitan's
+// ExpertParallel around these grouped experts, the graph of rank 0 of the N expert-parallel GPUs: E/N experts'
+// parameters, its rows sent and received by all-to-all, permuted and padded, and combined back.
 #pragma once
 
 #include <string>
@@ -63,5 +68,9 @@ namespace memplan {
 // Checks --experts-implementation `experts` ("eager" or "grouped_mm") against the config, and sets
 // config.grouped_experts. Throws InputError naming the file, the value and why.
 void check_grouped_experts(const std::string& path, const std::string& experts, DecoderConfig& config);
+
+// Checks --ep `ep` (> 1) against the config and the graph `kind` and sets config.expert_parallel: the train graph of
+// a grouped_mm mixture of experts (not gpt_oss) whose experts N divides. Throws InputError naming both numbers.
+void check_expert_parallel(const std::string& path, int ep, ConfigGraph kind, DecoderConfig& config);
 
 }  // namespace memplan

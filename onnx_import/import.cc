@@ -76,7 +76,7 @@ Graph import_model(const ReadModel& model, const std::string& path, const Bindin
 }
 
 Graph import_model(const std::string& path, const Bindings& bindings, ModelOverview& overview) {
-  return import_model(read_model_source(path, bindings.graph, bindings.moe_routing, false, bindings.experts), path, bindings, overview);
+  return import_model(read_model_source(path, bindings.graph, bindings.moe_routing, false, bindings.experts, bindings.expert_parallel), path, bindings, overview);
 }
 
 Graph import_model(const ReadModel& model, const std::string& path, const Bindings& bindings) {

@@ -39,6 +39,8 @@ struct Bindings {
   // --experts-implementation: how a config.json mixture of experts runs its experts (onnx_import/hf_config.h); ""
   // is eager.
   std::string experts;
+  // --ep N: the graph of rank 0 of N expert-parallel GPUs (onnx_import/hf_moe_grouped.h); 1: none.
+  int expert_parallel = 1;
   // Ordered field by field (ModelSession keeps one shaped graph per binding).
   friend auto operator<=>(const Bindings&, const Bindings&) = default;
 };

@@ -11,15 +11,15 @@
 namespace memplan {
 
 ModelSession::ModelSession(std::string path, std::string graph, std::string moe_routing, bool vllm_serve,
-                           std::string experts)
+                           std::string experts, int expert_parallel)
     : path_(std::move(path)), graph_(std::move(graph)), moe_routing_(std::move(moe_routing)),
-      experts_(std::move(experts)), vllm_serve_(vllm_serve) {}
+      experts_(std::move(experts)), expert_parallel_(expert_parallel), vllm_serve_(vllm_serve) {}
 
 ModelSession::~ModelSession() = default;
 
 const ReadModel& ModelSession::model() {
   if (!model_) {
-    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_, vllm_serve_, experts_));
+    model_ = std::make_unique<const ReadModel>(read_model_source(path_, graph_, moe_routing_, vllm_serve_, experts_, expert_parallel_));
     ++files_read_;
   }
   return *model_;

@@ -35,8 +35,9 @@ class ModelSession {
   // Reads nothing yet. `graph`, `moe_routing`: --graph and --moe-routing, for a config.json (read_model_source,
   // onnx_import/hf_config.h). `vllm_serve`: read for serve --engine vllm (read_config_model's `vllm_serve`).
   // `experts`: --experts-implementation (read_config_model's).
+  // `expert_parallel`: --ep N (read_config_model's).
   explicit ModelSession(std::string path, std::string graph = {}, std::string moe_routing = {}, bool vllm_serve = false,
-                        std::string experts = {});
+                        std::string experts = {}, int expert_parallel = 1);
   ~ModelSession();
   ModelSession(const ModelSession&) = delete;
   ModelSession& operator=(const ModelSession&) = delete;
@@ -78,6 +79,7 @@ class ModelSession {
 
  private:
   std::string path_, graph_, moe_routing_, experts_;
+  int expert_parallel_ = 1;
   bool vllm_serve_ = false;
   std::unique_ptr<const ReadModel> model_;
   std::optional<std::vector<DeclaredInput>> declared_inputs_;

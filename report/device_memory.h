@@ -20,7 +20,8 @@ namespace memplan {
 //  - each side is one allocation rounded up to CUDA_IPC_MIN, 2 MiB (src/include/comm.h; ALIGN_SIZE in both).
 // Tree, NVLS, CollNet and send/recv (pipeline, expert all-to-all) connect their own buffers when used: not counted.
 struct NcclBuffers {
-  int communicators = 0;        // data-parallel group (--gpus > 1), tensor-parallel group (--tp > 1)
+  int communicators = 0;        // data-parallel group (--gpus > 1), tensor-parallel group (--tp > 1), and
+                                // --ep's experts' FSDP group (over --gpus / N > 1)
   int channels = 0;             // --nccl-channels
   uint64_t bytes_per_channel = 0;
   uint64_t bytes = 0;           // communicators × channels × bytes_per_channel

@@ -319,7 +319,12 @@ OutsideAllocator outside_allocator(const EstimateOptions& options) {
   o.context_bytes = options.context_bytes;
   o.context_source = options.context_source;
   const bool data_parallel = options.mode == Mode::Training && options.training.gpus > 1;
-  o.nccl = nccl_ring_buffers((data_parallel ? 1 : 0) + (options.execution.tp > 1 ? 1 : 0), options.nccl_channels);
+  // --ep N: the experts' FSDP2 group over gpus / N (torchtitan's efsdp mesh, cost_models/training_ep.cc) is a
+  // communicator of its own when it has several GPUs; the ep group's all-to-all is send/recv (not counted).
+  const int ep = options.training.expert_parallel;
+  const bool experts_group = data_parallel && ep > 1 && options.training.gpus / ep > 1;
+  o.nccl = nccl_ring_buffers((data_parallel ? 1 : 0) + (experts_group ? 1 : 0) + (options.execution.tp > 1 ? 1 : 0),
+                             options.nccl_channels);
   return o;
 }
 

@@ -118,6 +118,7 @@ Bindings to_bindings(const ModelArgs& args) {
   b.graph = args.graph;
   b.moe_routing = args.moe_routing;
   b.experts = args.experts;
+  b.expert_parallel = args.ep;
   for (const std::string& in : args.inputs) {
     const size_t eq = in.rfind('=');
     if (eq == std::string::npos || eq == 0)
@@ -248,6 +249,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;
+  t.expert_parallel = a.model.ep;
   t.shard = kShardChoices.parse(a.shard, "--shard");
   t.fsdp_wrap = a.fsdp_wrap;
   // --fsdp2-mp: the model stays float32 (--precision fp32, report/option_checks.cc); the step computes in param_dtype.
@@ -293,7 +295,8 @@ ConfiguredEstimate estimate_model(const EstimateArgs& args) {
   c.options = to_estimate_options(args);  // a bad option is said before the model is read
   const EstimateOptions& options = c.options;
   const Bindings bindings = to_bindings(args.model);
-  ModelSession model(args.model.path, bindings.graph, bindings.moe_routing, false, bindings.experts);  // read once: the estimate and, on a decoder with a KV cache, its phases
+  ModelSession model(args.model.path, bindings.graph, bindings.moe_routing, false, bindings.experts,
+                     bindings.expert_parallel);  // read once: the estimate and, on a decoder with a KV cache, its phases
   c.graph = model.shape(bindings);
   c.estimate = estimate_graph(*c.graph, options);
   c.estimate.kv_phases = estimate_kv_phases(model, bindings, *c.graph, options, c.estimate.breakdown.weights);

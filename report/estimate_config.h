@@ -25,6 +25,7 @@ struct ModelArgs {
   std::string graph;                // --graph train|decode|prefill: which graph of a config.json ("": an ONNX file)
   std::string moe_routing;          // --moe-routing balanced|worst: a mixture of experts' routing ("": balanced)
   std::string experts;              // --experts-implementation eager|grouped_mm ("": eager)
+  int ep = 1;                       // --ep N: expert-parallel GPUs (onnx_import/hf_moe_grouped.h)
 };
 
 // Turns the parsed strings into Bindings; throws InputError with the flag named on malformed values.

@@ -17,7 +17,7 @@ ExportResult export_config(const ModelArgs& model, const std::string& output) {
                      "into ONNX; an ONNX file is one graph already: give it to the other commands as it is");
   if (output == "-") throw InputError("-o -: export writes a binary ONNX file; give it a path");
   refuse_model_as_output(output, model.path, "-o");
-  const ReadModel read = read_config_model(model.path, model.graph, model.moe_routing, false, model.experts);
+  const ReadModel read = read_config_model(model.path, model.graph, model.moe_routing, false, model.experts, model.ep);
   // The weights' file that is not there is named after the output, <OUT>.data beside it, as onnx's
   // save_model(..., save_as_external_data=True) names it (tests/models/export_llama.py: <stem>.onnx.data), rather
   // than the in-memory graph's "config.onnx.data": the only difference between the file and the graph.

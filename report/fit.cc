@@ -103,7 +103,7 @@ FitResult fit_search(const std::function<uint64_t(int64_t)>& bytes, uint64_t bud
 // ---- probing one model ----
 
 FitProbe::FitProbe(std::string path, Bindings bindings, std::string search, EstimateOptions options)
-    : session_(std::move(path), bindings.graph, bindings.moe_routing, false, bindings.experts), bindings_(std::move(bindings)), search_(std::move(search)), options_(std::move(options)) {}
+    : session_(std::move(path), bindings.graph, bindings.moe_routing, false, bindings.experts, bindings.expert_parallel), bindings_(std::move(bindings)), search_(std::move(search)), options_(std::move(options)) {}
 
 FitProbe::~FitProbe() = default;
 

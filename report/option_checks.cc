@@ -9,6 +9,7 @@
 #include "onnx_import/errors.h"
 #include "onnx_import/model_session.h"
 #include "report/combination_matrix.h"
+#include "report/option_checks_ep.h"
 #include "report/option_choices.h"
 #include "report/recipes.h"
 
@@ -106,11 +107,13 @@ void check_requirements(const EstimateArgs& a) {
   if (!a.deepspeed.empty() && kZeroGradChoices.is(a.zero_grad, true))
     throw InputError("--deepspeed with --zero-grad " + a.zero_grad + ": DeepSpeedZeroOptimizer.zero_grad sets the grads to None");
   // Megatron-style splits of the 3-D experts (each expert's columns or rows across GPUs) are not how transformers'
-  // grouped_mm_experts_forward runs; memplan's tensor parallelism splits MatMul weights.
-  if (a.model.experts == "grouped_mm" && a.tp > 1)
+  // grouped_mm_experts_forward runs; memplan's tensor parallelism splits MatMul weights. --ep's own rule
+  // (report/option_checks_ep.cc) says why --tp is refused with it.
+  if (a.model.experts == "grouped_mm" && a.tp > 1 && a.model.ep == 1)
     throw InputError("--experts-implementation grouped_mm with --tp " + std::to_string(a.tp) + ": not modelled (the "
                      "3-D experts' split across tensor-parallel GPUs; use eager)");
   if (a.micro_batches > 0 && a.pp < 2) throw InputError("--micro-batches applies to --pp N with N >= 2");
+  check_expert_parallel_options(a);  // report/option_checks_ep.cc
   // accelerate converts outputs only where it runs torch.autocast (Accelerator.__init__ native_amp), and the copy
   // follows the loss the forward computed: the chunked and fused losses hold no whole logits, and with --loss none the
   // loop's backward would start from the copy.

@@ -27,6 +27,8 @@ inline std::string if_set(bool set, std::string text) { return set ? text : ""; 
 std::vector<OptionSpec> loss_option_rows();
 // The fine-tuning rows (report/option_rows_finetune.cc): --trainable to --optimizer-in-backward, after --zero-grad.
 std::vector<OptionSpec> finetune_option_rows();
+// --ep (report/option_rows_parallel.cc), after the fine-tuning rows.
+std::vector<OptionSpec> expert_parallel_option_rows();
 // serve's rows: the engines' settings (report/option_rows_serve.cc), after fit's in the schema.
 std::vector<OptionSpec> serve_option_rows();
 // check's rows and the output rows (report/option_rows_output.cc), last in the schema.

@@ -64,7 +64,8 @@ std::vector<OptionSpec> make_schema() {
                "gathered, its MLP, index_add_ back (transformers 4's only form); grouped_mm (transformers 5's "
                "default, PreTrainedModel.get_correct_experts_implementation): the tokens x top-k rows sorted by "
                "expert and two torch._grouped_mm calls over all of them, every tensor tokens x top-k rows whatever "
-               "the routing (so --moe-routing changes nothing there); gpt_oss adds its biases gathered per row. "
+               "the routing (so --moe-routing changes nothing there but under --ep); gpt_oss adds its biases "
+               "gathered per row. "
                "grouped_mm: no --tp; serve: --engine eager only (the engines run their own fused kernels)",
        .field = FIELD(estimate.model.experts), .choices = experts_implementation_names()},
       // What runs, and how. The rows' order is also the configuration line's.
@@ -280,6 +281,8 @@ std::vector<OptionSpec> make_schema() {
   rows.insert(rows.end(), parallel_and_torch.begin(), parallel_and_torch.end());
   const std::vector<OptionSpec> finetune = finetune_option_rows();
   rows.insert(rows.end(), finetune.begin(), finetune.end());
+  const std::vector<OptionSpec> parallel = expert_parallel_option_rows();
+  rows.insert(rows.end(), parallel.begin(), parallel.end());
   const std::vector<OptionSpec> optimizer_and_budgets = {
       {.flag = "--amsgrad", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
        .help = "Adam/AdamW amsgrad: a third state per parameter", .field = FIELD(estimate.amsgrad)},

@@ -55,9 +55,10 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("recipes",),                                          # --recipe: a framework's option values, set before the checks
     ("recipes_torchtune", "recipes_litgpt", "recipes_torchtitan"),  # one framework's recipes each, which recipes.cc lists
     ("option_rows",),                                      # what the rows are written with
-    ("option_rows_loss", "option_rows_finetune", "option_rows_serve", "option_rows_output", "option_schema"),  # the rows: the loss's, fine-tuning's, serve's, check's and output's, the schema
+    ("option_rows_loss", "option_rows_finetune", "option_rows_parallel", "option_rows_serve", "option_rows_output", "option_schema"),  # the rows: the loss's, fine-tuning's, --ep's, serve's, check's and output's, the schema
     ("combination_matrix",),                               # which pairs of features are modelled
     ("command_rules",),                                    # a command's own rules: options that exclude or need another
+    ("option_checks_ep",),                                 # --ep's requirements, which option_checks runs
     ("option_checks",),                                    # every check that needs no model, once
     ("options_doc",),                                      # docs/options.md, from the rows and the matrix
 ]

@@ -36,12 +36,50 @@ void histc(NodeContext& ctx) {
   ctx.set_output(0, x.dtype, {bins});
 }
 
+// all_to_all_single(input, output_split_sizes, ...) (torch/distributed/_functional_collectives.py, and its
+// _autograd form): a fresh output whose first dimension is the sum of the output splits, the rest the input's. In the
+// graphs of --ep (onnx_import/hf_moe_ep.cc) the splits are the second input, a 1-D int64 value; one element with no
+// split list is the equal split the call makes without one.
+void all_to_all_single(NodeContext& ctx) {
+  const Value& x = ctx.required(0);
+  const std::optional<std::vector<int64_t>> splits = ctx.input_ints(1);
+  if (x.shape.empty() || !splits || splits->empty())
+    ctx.fail("all_to_all_single needs a tensor and its output splits, a known 1-D int64 value");
+  int64_t rows = 0;
+  for (int64_t s : *splits) {
+    if (s < 0) ctx.fail("all_to_all_single: a negative split");
+    rows = ctx.add(rows, s);
+  }
+  std::vector<int64_t> shape = x.shape;
+  shape[0] = rows;
+  ctx.set_output(0, x.dtype, shape);
+}
+
+// torchtitan/models/moe/kernels.py generate_permute_indices(tokens_per_expert_group, experts_per_rank, num_ranks,
+// max_len, alignment) at 73a0e69: permuted_indices [max_len] int32 (fill_indices_wrapper's torch.full(..., -1,
+// dtype=torch.int32)), m_sizes [experts_per_rank] int32 and m_offsets [experts_per_rank] int32. max_len is the second
+// input, a known [1] value.
+void generate_permute_indices(NodeContext& ctx) {
+  ctx.required(0);
+  const std::optional<std::vector<int64_t>> max_len = ctx.input_ints(1);
+  const int64_t experts = ctx.attr_int("experts_per_rank", 0);
+  if (!max_len || max_len->size() != 1 || (*max_len)[0] < 0 || experts <= 0)
+    ctx.fail("generate_permute_indices needs a known max_len and experts_per_rank > 0");
+  ctx.set_output(0, DType::Int32, {(*max_len)[0]});
+  ctx.set_output(1, DType::Int32, {experts});
+  ctx.set_output(2, DType::Int32, {experts});
+}
+
 bool aten(NodeContext& ctx) {
   const std::string op = ctx.attr_string("operator", "");
   if (op == "_grouped_mm") {
     grouped_mm(ctx);
   } else if (op == "histc") {
     histc(ctx);
+  } else if (op == "all_to_all_single") {
+    all_to_all_single(ctx);
+  } else if (op == "generate_permute_indices") {
+    generate_permute_indices(ctx);
   } else {
     ctx.fail("ATen operator \"" + op + "\" (torch.onnx's ATen fallback): memplan has no shape rule for it");
   }

@@ -1648,3 +1648,49 @@ class ServeFp8MoeTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
+
+
+class ExpertParallelTest(unittest.TestCase):
+    """--ep N: torchtitan's ExpertParallel (onnx_import/hf_moe_ep.cc) and its refusals, each naming both flags."""
+    MOE = "fuzz/corpus/hf_config/tiny_qwen3_moe.json"
+    TRAIN = ["--graph", "train", "--mode", "train", "--batch", "1", "--dim", "seq=64", "--runtime", "ideal"]
+
+    def estimate(self, *extra, rc=0, experts="grouped_mm"):
+        return run("estimate", self.MOE, *self.TRAIN, "--experts-implementation", experts, *extra, check_rc=rc)
+
+    def test_estimate(self):
+        # tiny_qwen3_moe: 4 experts, layers 1 and 3 sparse. Under FSDP2 on 4 GPUs each rank's persistent shard of an
+        # expert parameter is one expert's rows either way: [4, ...] chunked over 4 ranks, or with --ep 2 the
+        # [2, ...] slice chunked over 4 / 2 = 2 (torchtitan's efsdp), so the resident shards and states are equal;
+        # what differs is the step (2 experts gathered instead of 4, the dispatch buffers, the received rows).
+        one = json.loads(self.estimate("--gpus", "4", "--shard", "fsdp2", "--json").stdout)
+        two = json.loads(self.estimate("--gpus", "4", "--shard", "fsdp2", "--ep", "2", "--json").stdout)
+        jsonschema.validate(two, schema("estimate"))
+        self.assertIn("ep 2", two["configuration"])
+        self.assertEqual(one["resident_bytes"], two["resident_bytes"])
+        self.assertNotEqual(one["total_bytes"], two["total_bytes"])
+        worst = json.loads(self.estimate("--gpus", "4", "--shard", "fsdp2", "--ep", "2", "--moe-routing", "worst",
+                                         "--json").stdout)
+        # worst: all 64 tokens of each of the 2 ranks go to expert 0 (k = 1), rank 0's: more rows than balanced.
+        self.assertGreater(worst["total_bytes"], two["total_bytes"])
+
+    def test_refusals(self):
+        fsdp = ["--gpus", "4", "--shard", "fsdp2"]
+        cases = [
+            (["--ep", "2", "--gpus", "3", "--shard", "fsdp2"], ["--ep 2", "--gpus 3"]),
+            (["--ep", "2", "--gpus", "4", "--shard", "ddp"], ["--ep 2", "--shard ddp"]),
+            (["--ep", "2", "--tp", "2", *fsdp], ["--ep 2", "--tp 2"]),
+            (["--ep", "2", "--pp", "2", *fsdp], ["--ep 2", "--pp 2"]),
+            (["--ep", "3", "--gpus", "3", "--shard", "fsdp2"], ["--ep 3", "4 experts"]),
+            (["--ep", "2", "--gpus", "8", "--shard", "fsdp2"], ["--gpus 8", "--ep 2"]),
+        ]
+        for extra, words in cases:
+            p = self.estimate(*extra, rc=2)
+            for w in words:
+                self.assertIn(w, p.stderr, extra)
+        eager = self.estimate("--ep", "2", *fsdp, rc=2, experts="eager")
+        self.assertIn("--ep 2 with --experts-implementation eager", eager.stderr)
+        dense = run("estimate", "fuzz/corpus/hf_config/tiny_qwen3.json", "--graph", "train", "--mode", "train",
+                    "--batch", "1", "--dim", "seq=64", "--ep", "2", *fsdp, check_rc=2)
+        self.assertIn("--ep 2", dense.stderr)
+        self.assertIn("no experts", dense.stderr)
