@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "cost_models/graph_facts.h"
+#include "cost_models/op_fusion.h"
+#include "cost_models/runtime_rules.h"
 
 namespace memplan {
 
@@ -70,6 +72,16 @@ RepeatKv find_repeat_kv(const Graph& g, const std::vector<std::string>& present_
     r.tensors.insert(r.tensors.end(), chain.begin(), chain.end());
   }
   return r;
+}
+
+EngineKernelSites find_engine_kernel_sites(const Graph& g, const std::vector<std::string>& present_outputs) {
+  EngineKernelSites s;
+  s.head = find_lm_head(g, present_outputs);
+  s.repeat = find_repeat_kv(g, present_outputs);
+  s.moe = find_moe_blocks(g);
+  for (const FusedOp& op : fuse_ops(g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
+    if (op.kind == OpKind::Attention) s.attention_steps.push_back(op.name);
+  return s;
 }
 
 }  // namespace memplan

@@ -67,6 +67,18 @@ struct MoeBlock {
 // too: TopK(Where(mask, 0, Add(Sigmoid(MatMul(x, W_gate)), bias))); its ops before the top-k stay the graph's.
 std::vector<MoeBlock> find_moe_blocks(const Graph& g);
 
+// What an engine's kernels replace in one graph, found once (serve asks for the same profile step on every GPU of
+// the catalog): find_lm_head, find_repeat_kv and find_moe_blocks on `present_outputs`, and the steps of the
+// attention blocks that the engine's attention kernel runs (fuse_ops' OpKind::Attention ops under
+// AttentionImpl::EngineKernel, in order).
+struct EngineKernelSites {
+  std::optional<LmHead> head;
+  RepeatKv repeat;
+  std::vector<MoeBlock> moe;
+  std::vector<std::string> attention_steps;
+};
+EngineKernelSites find_engine_kernel_sites(const Graph& g, const std::vector<std::string>& present_outputs);
+
 // Multi-head latent attention's decompression (transformers' DeepseekV3Attention as onnx_import/hf_deepseek.cc
 // builds it): from each present output back along Concat, Split, Transpose, Reshape and Unsqueeze to the MatMul that
 // makes it (kv_b_proj's output) or an Expand (the one-head rope key expanded to every head: its output held, its

@@ -1,7 +1,9 @@
 // ServeProbe (report/serve_probe.h): the model's serving steps, read once and remembered.
 #include "report/serve_probe.h"
 
+#include <algorithm>
 #include <optional>
+#include <stdexcept>
 
 #include "onnx_import/errors.h"
 #include "report/option_choices.h"
@@ -20,6 +22,24 @@ ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& set
   const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");
   kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
   options_.inference.held_outside = kv_.tensors();
+}
+
+std::shared_ptr<const Graph> ServeProbe::shape_step(int64_t batch, int64_t cached, int64_t fresh) {
+  std::shared_ptr<const Graph> g = session_.shape(kv_step_bindings(user_, kv_, batch, cached, fresh));
+  if (std::find(steps_shaped_.begin(), steps_shaped_.end(), g) == steps_shaped_.end()) steps_shaped_.push_back(g);
+  return g;
+}
+
+const EngineKernelSites& ServeProbe::kernel_sites(const std::shared_ptr<const Graph>& step) {
+  if (std::find(steps_shaped_.begin(), steps_shaped_.end(), step) == steps_shaped_.end())
+    throw std::logic_error("ServeProbe::kernel_sites: a graph shape_step did not return");
+  auto it = sites_.find(step.get());
+  if (it == sites_.end()) {
+    std::vector<std::string> presents;
+    for (const auto& [past, present] : kv_.pairs) presents.push_back(present);
+    it = sites_.emplace(step.get(), find_engine_kernel_sites(*step, presents)).first;
+  }
+  return it->second;
 }
 
 uint64_t ServeProbe::weights_bytes() {

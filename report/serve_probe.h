@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cost_models/engine_kernels.h"
 #include "cost_models/kv_cache.h"
 #include "cost_models/paged_kv.h"
 #include "cost_models/trtllm_engine.h"
@@ -91,10 +92,12 @@ class ServeProbe {
   // A prompt step: `batch` sequences of `tokens` new tokens each, nothing cached.
   ServeStep prompt(int64_t batch, int64_t tokens) { return step(batch, 0, tokens); }
   ServeStep decode(int64_t batch, int64_t cached_tokens);
-  // The model shaped for one step (the cache's dimensions bound as kv_step_bindings binds them).
-  std::shared_ptr<const Graph> shape_step(int64_t batch, int64_t cached, int64_t fresh) {
-    return session_.shape(kv_step_bindings(user_, kv_, batch, cached, fresh));
-  }
+  // The model shaped for one step (the cache's dimensions bound as kv_step_bindings binds them). The graphs of
+  // these steps are kept for the probe's life: vLLM's profile run of a catalog's GPUs asks for the same one or two
+  // steps (vllm_step_defaults' 8192 or 2048 tokens) once per GPU, each a full import of the model.
+  std::shared_ptr<const Graph> shape_step(int64_t batch, int64_t cached, int64_t fresh);
+  // find_engine_kernel_sites on a graph shape_step returned, with the cache's present outputs; found once a graph.
+  const EngineKernelSites& kernel_sites(const std::shared_ptr<const Graph>& step);
   void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
   const EstimateOptions& options() const { return options_; }
   // Whether the served type is vLLM's --dtype auto's (memplan's --dtype left as stored), and the stored type.
@@ -130,6 +133,8 @@ class ServeProbe {
   KvCache kv_;
   bool auto_dtype_ = false;
   std::optional<uint64_t> weights_bytes_;
+  std::vector<std::shared_ptr<const Graph>> steps_shaped_;  // shape_step's graphs, kept
+  std::map<const Graph*, EngineKernelSites> sites_;          // kernel_sites' answers, by graph of steps_shaped_
   // (arch, batch, cached, new) -> required bytes; nullopt: the shape overflows
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::optional<uint64_t>> memo_;
 };

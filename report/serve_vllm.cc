@@ -7,7 +7,6 @@
 
 #include "cost_models/engine_kernels.h"
 #include "cost_models/graph_facts.h"
-#include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/runtime_rules.h"
 #include "cost_models/vllm_weights.h"
@@ -192,8 +191,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   options.execution.runtime = Runtime::PyTorch;
   options.execution.attention = AttentionImpl::EngineKernel;
   options.execution.replicate_kv_heads = true;
-  const std::optional<LmHead> head = find_lm_head(*g, presents);
-  const RepeatKv repeat = find_repeat_kv(*g, presents);
+  // The head, repeat_kv, the sparse blocks and the attention blocks: found once a graph (the catalog's GPUs share
+  // their profile steps).
+  const EngineKernelSites& sites = probe.kernel_sites(g);
+  const std::optional<LmHead>& head = sites.head;
+  const RepeatKv& repeat = sites.repeat;
   if (head) {
     a.lm_head = head->node;
     options.inference.held_outside.insert(options.inference.held_outside.end(), head->logits.begin(), head->logits.end());
@@ -201,7 +203,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.repeat_kv = repeat.expands;
   options.inference.held_outside.insert(options.inference.held_outside.end(), repeat.tensors.begin(), repeat.tensors.end());
   // A mixture of experts: the sparse blocks' experts run as vLLM's fused MoE kernel (report/serve_vllm_moe.cc).
-  const std::vector<MoeBlock> moe = vllm_hold_moe_blocks(*g, options.inference.held_outside);
+  const std::vector<MoeBlock>& moe = sites.moe;
+  for (const MoeBlock& b : moe)
+    options.inference.held_outside.insert(options.inference.held_outside.end(), b.tensors.begin(), b.tensors.end());
   if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty());
   if (s.enable_expert_parallel && moe.empty())
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
@@ -232,12 +236,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
           ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers,
                                     a.fp8_block.router_nodes, probe.path())
           : std::set<std::string>{};
-  std::vector<std::string> attention_steps;
-  for (const FusedOp& op : fuse_ops(*g, fusion_for(Semantics::PyTorchEager, AttentionImpl::EngineKernel)))
-    if (op.kind == OpKind::Attention) {
-      ++a.attention_kernels;
-      attention_steps.push_back(op.name);
-    }
+  const std::vector<std::string>& attention_steps = sites.attention_steps;
+  a.attention_kernels = static_cast<int>(attention_steps.size());
   // A config.json's decoder has a head and one attention block a layer, which vLLM's kernels replace (a soft-capped
   // score too: Gemma 2's attn_logit_softcapping, the backends' logits_soft_cap; a soft-capped head's logits:
   // final_logit_softcapping, LogitsProcessor's soft_cap on the sampled rows); where memplan does not find them, the

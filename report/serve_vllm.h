@@ -200,9 +200,9 @@ void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe);
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
                       const std::string& gpu_name, std::string budget_source, uint64_t non_torch, int capability);
 
-// report/serve_vllm_moe.cc: the sparse blocks of the profile step's graph `g`, their tensors added to `held_outside`
-// (the fused kernel computes in its own buffers); then, on the forward's estimate, the kernel's terms.
-std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::string>& held_outside);
+// report/serve_vllm_moe.cc: on the forward's estimate of the profile step, whose sparse blocks' tensors
+// (find_moe_blocks: ServeProbe::kernel_sites) are held outside it (the fused kernel computes in its own buffers), the
+// kernel's terms.
 // `mxfp4_capability` > 0: the experts are MXFP4 (a gpt-oss checkpoint) on a GPU of that compute capability.
 // `expert_parallel`: vLLM's --enable-expert-parallel over the dp x tp GPUs; refuses MXFP4 and gpt_oss experts.
 // `dp`: --data-parallel-size (above 1 only with expert parallelism: refused otherwise).

@@ -15,12 +15,6 @@
 
 namespace memplan {
 
-std::vector<MoeBlock> vllm_hold_moe_blocks(const Graph& g, std::vector<std::string>& held_outside) {
-  std::vector<MoeBlock> blocks = find_moe_blocks(g);
-  for (const MoeBlock& b : blocks) held_outside.insert(held_outside.end(), b.tensors.begin(), b.tensors.end());
-  return blocks;
-}
-
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp) {
   VllmMoeAnswer m;
