@@ -56,7 +56,7 @@ class ExpertsImplementation(unittest.TestCase):
     def test_refusals(self):
         g = ["--experts-implementation", "grouped_mm"]
         self.refused(["estimate", "tests/models/gpt_tiny.onnx", "--dim", "seq=8", *g],
-                     "--experts-implementation chooses how a config.json's experts run")
+                     "--experts-implementation and --ep choose how a config.json's experts run")
         self.refused(["estimate", self.dense, *TRAIN, *g], "model_type \"qwen3\" has no experts")
         self.refused(["estimate", self.config, *TRAIN, *g, "--gpus", "2", "--tp", "2"],
                      "--experts-implementation grouped_mm with --tp 2: not modelled")
