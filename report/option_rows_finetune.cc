@@ -50,7 +50,7 @@ std::vector<OptionSpec> finetune_option_rows() {
                "the type the weights are stored in, as --precision auto reads it (same for a float32 checkpoint): "
                "under --shard fsdp/fsdp2 with --fsdp2-mp in that type, a half checkpoint's frozen weights stay half "
                "beside the float32 ones that train, as accelerate upcasts only what requires grad (the hf-peft "
-               "recipe sets it there)",
+               "recipe sets it there, hf-trainer too with --trainable/--frozen)",
        .field = FIELD(estimate.frozen_dtype),
        .choices = [] {
          std::vector<std::string> names = kFrozenDtypeChoices.names();

@@ -61,12 +61,22 @@ bool accelerate_fsdp_policy(const CommandArgs& a) {
   return (fsdp(a) && amp_precision(e.precision)) ||
          (kShardChoices.is(e.shard, Sharding::Fsdp2) && !kFsdp2MpChoices.is(e.fsdp2_mp, {Precision::Fp32, DType::Float32}));
 }
+// hf-trainer's frozen parameters are the ones --trainable/--frozen leave out (a full fine-tune has none).
+bool accelerate_fsdp_policy_over_frozen(const CommandArgs& a) {
+  return accelerate_fsdp_policy(a) && (!a.estimate.trainable.empty() || !a.estimate.frozen.empty());
+}
 const RecipeSetting kFrozenAsLoaded = {
     "--frozen-dtype", "auto",
     "accelerate accelerator.py Accelerator.prepare_model (FSDP1: `param.data = param.data.to(torch.float32)` for each "
     "flat parameter that requires grad) and utils/fsdp_utils.py fsdp2_prepare_model (FSDP2: each parameter that "
     "requires grad), v1.14.0: the frozen base stays in the type from_pretrained loaded it in",
     accelerate_fsdp_policy, "--shard fsdp with --precision amp-*, or --shard fsdp2 with --fsdp2-mp"};
+RecipeSetting frozen_as_loaded_with_trainable() {
+  RecipeSetting r = kFrozenAsLoaded;
+  r.applies = accelerate_fsdp_policy_over_frozen;
+  r.when += ", with --trainable or --frozen";
+  return r;
+}
 
 // accelerate prepares an FSDP2 model with utils/fsdp_utils.py fsdp2_prepare_model (Accelerator._prepare_fsdp2,
 // v1.14.0), never prepare_model, so nothing wraps its forward in torch.autocast (nor the Trainer: its
@@ -215,7 +225,8 @@ const std::vector<Recipe>& recipes() {
        "under torch.autocast, the shards that train float32; under fsdp2, which accelerate runs without autocast, "
        "--precision fp32 --fsdp2-mp bf16:bf16). Batch and checkpointing (gradient_checkpointing=True: "
        "--checkpoint layers) stay yours.",
-       with({kStoredPrecision, kStoredParamDtype}, hf_trainer_settings()), fsdp2_autocast, kHfNotModelled,
+       with({kStoredPrecision, kStoredParamDtype}, with(hf_trainer_settings(), {frozen_as_loaded_with_trainable()})),
+       fsdp2_autocast, kHfNotModelled,
        {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
       {"hf-peft", "transformers Trainer + PEFT LoRA (main)",

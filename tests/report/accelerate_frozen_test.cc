@@ -121,5 +121,23 @@ TEST(AccelerateFrozen, FrozenHalfWithoutItsPolicyIsOneMessage) {
   EXPECT_NE(refusal_of(b).find("--shard fsdp with --frozen-dtype bf16"), std::string::npos) << refusal_of(b);
 }
 
+// hf-trainer under FSDP1's amp-bf16: a full fine-tune has no frozen weights, and --frozen-dtype stays same; with
+// --frozen, the frozen ones stay bf16 (each decoder layer a unit that still trains its attention: upcast whole,
+// cost_models/training_fsdp.cc), and the step runs.
+TEST(AccelerateFrozen, HfTrainerKeepsWhatItFreezesAsStored) {
+  CommandArgs full = peft("bfloat16", "fsdp", "amp-bf16");
+  full.estimate.recipe = "hf-trainer";
+  settle_options(full, kEstimate, given(full));
+  EXPECT_EQ(full.estimate.frozen_dtype, "same");
+  CommandArgs part = peft("bfloat16", "fsdp", "amp-bf16");
+  part.estimate.recipe = "hf-trainer";
+  part.estimate.frozen = "mlp";
+  std::vector<const OptionSpec*> g = given(part);
+  g.push_back(row_of("--frozen"));
+  settle_options(part, kEstimate, g);
+  EXPECT_EQ(part.estimate.frozen_dtype, "bf16");
+  EXPECT_GT(estimate_model(part.estimate).estimate.total_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace memplan
