@@ -156,7 +156,7 @@ std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<Fuse
         }
     for (size_t t = 0; t < g.tensors.size(); ++t) candidate[t] = candidate[t] && !head[t];
   }
-  const DType half = o.frozen_storage == FrozenStorage::Fp16 ? DType::Float16 : DType::BFloat16;
+  const DType half = frozen_half_dtype(o);  // Float32 for the quantized storages, which do not read it
   for (size_t t = 0; t < g.tensors.size(); ++t) {
     const Tensor& x = g.tensors[t];
     if (!frozen[t] || !candidate[t] || (quantized && x.shape.size() != 2)) continue;

@@ -152,7 +152,7 @@ void check_requirements(const EstimateArgs& a) {
   // parameter; v1.14.0), under its policy in the checkpoint's type (cost_models/training_fsdp.cc, training_fsdp2.cc).
   // Without that policy a unit would gather half and float32 parameters alike: not modelled.
   if (frozen_half(a.frozen_dtype, a.precision) && (fsdp1 || kShardChoices.is(a.shard, Sharding::Fsdp2))) {
-    const std::string half = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Fp16) ? "fp16" : "bf16";
+    const std::string& half = a.frozen_dtype;  // fp16 or bf16: frozen_half holds only for those
     if (a.fsdp2_mp.rfind(half + ":", 0) != 0)
       throw InputError("--shard " + a.shard + " with --frozen-dtype " + a.frozen_dtype +
                        (a.frozen_dtype_auto ? " (auto: as stored)" : "") + ": modelled under a mixed-precision "

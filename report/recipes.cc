@@ -56,27 +56,22 @@ const char kAccelerateMixedPrecision[] =
 // hf-* recipes set), FSDP2 with the --fsdp2-mp its refusal of amp-* asks for (fsdp2_autocast below). There accelerate
 // upcasts to float32 only what requires grad (Accelerator.prepare_model: each FSDP1 flat parameter that does;
 // utils/fsdp_utils.py fsdp2_prepare_model: each parameter; v1.14.0): the frozen base keeps the checkpoint's type.
-bool accelerate_fsdp_policy(const CommandArgs& a) {
-  const EstimateArgs& e = a.estimate;
-  return (fsdp(a) && amp_precision(e.precision)) ||
-         (kShardChoices.is(e.shard, Sharding::Fsdp2) && !kFsdp2MpChoices.is(e.fsdp2_mp, {Precision::Fp32, DType::Float32}));
-}
-// hf-trainer's frozen parameters are the ones --trainable/--frozen leave out (a full fine-tune has none).
+// The setting applies where parameters are frozen: LoRA's base (hf-peft sets --lora-rank before it), or what
+// --trainable/--frozen leave out (a full fine-tune has none).
 bool accelerate_fsdp_policy_over_frozen(const CommandArgs& a) {
-  return accelerate_fsdp_policy(a) && (!a.estimate.trainable.empty() || !a.estimate.frozen.empty());
+  const EstimateArgs& e = a.estimate;
+  const bool policy = (fsdp(a) && amp_precision(e.precision)) ||
+                      (fsdp2(a) && !kFsdp2MpChoices.is(e.fsdp2_mp, {Precision::Fp32, DType::Float32}));
+  return policy && (e.lora_rank > 0 || !e.trainable.empty() || !e.frozen.empty());
 }
 const RecipeSetting kFrozenAsLoaded = {
     "--frozen-dtype", "auto",
     "accelerate accelerator.py Accelerator.prepare_model (FSDP1: `param.data = param.data.to(torch.float32)` for each "
     "flat parameter that requires grad) and utils/fsdp_utils.py fsdp2_prepare_model (FSDP2: each parameter that "
     "requires grad), v1.14.0: the frozen base stays in the type from_pretrained loaded it in",
-    accelerate_fsdp_policy, "--shard fsdp with --precision amp-*, or --shard fsdp2 with --fsdp2-mp"};
-RecipeSetting frozen_as_loaded_with_trainable() {
-  RecipeSetting r = kFrozenAsLoaded;
-  r.applies = accelerate_fsdp_policy_over_frozen;
-  r.when += ", with --trainable or --frozen";
-  return r;
-}
+    accelerate_fsdp_policy_over_frozen,
+    "--shard fsdp with --precision amp-*, or --shard fsdp2 with --fsdp2-mp, over frozen parameters (LoRA, "
+    "--trainable/--frozen)"};
 
 // accelerate prepares an FSDP2 model with utils/fsdp_utils.py fsdp2_prepare_model (Accelerator._prepare_fsdp2,
 // v1.14.0), never prepare_model, so nothing wraps its forward in torch.autocast (nor the Trainer: its
@@ -85,7 +80,7 @@ RecipeSetting frozen_as_loaded_with_trainable() {
 // trained parameters upcast to float32 (fsdp2_prepare_model): memplan's --precision fp32 --fsdp2-mp T:T, not amp-*.
 std::string fsdp2_autocast(const CommandArgs& a) {
   const EstimateArgs& e = a.estimate;
-  if (!kShardChoices.is(e.shard, Sharding::Fsdp2) || !amp_precision(e.precision)) return "";
+  if (!fsdp2(a) || !amp_precision(e.precision)) return "";
   const std::string half = kPrecisionChoices.is(e.precision, Precision::AmpBf16) ? "bf16" : "fp16";
   return "--recipe " + e.recipe + " with --shard " + e.shard + " and --precision " + e.precision + ": accelerate runs "
          "no torch.autocast under FSDP2 (Accelerator._prepare_fsdp2 prepares the model with fsdp2_prepare_model, "
@@ -131,7 +126,7 @@ const RecipeSetting kStoredPrecision = {
 // AdamW's states are that type too (cost_models/eager_semantics.h stored_param_dtype). Under FSDP accelerate upcasts
 // the parameters that train to float32 (kAccelerateMixedPrecision), the default --param-dtype fp32.
 bool unsharded_amp(const CommandArgs& a) {
-  return amp_precision(a.estimate.precision) && !fsdp(a) && !kShardChoices.is(a.estimate.shard, Sharding::Fsdp2);
+  return amp_precision(a.estimate.precision) && !fsdp(a) && !fsdp2(a);
 }
 const RecipeSetting kStoredParamDtype = {
     "--param-dtype", "auto",
@@ -225,7 +220,7 @@ const std::vector<Recipe>& recipes() {
        "under torch.autocast, the shards that train float32; under fsdp2, which accelerate runs without autocast, "
        "--precision fp32 --fsdp2-mp bf16:bf16). Batch and checkpointing (gradient_checkpointing=True: "
        "--checkpoint layers) stay yours.",
-       with({kStoredPrecision, kStoredParamDtype}, with(hf_trainer_settings(), {frozen_as_loaded_with_trainable()})),
+       with({kStoredPrecision, kStoredParamDtype}, with(hf_trainer_settings(), {kFrozenAsLoaded})),
        fsdp2_autocast, kHfNotModelled,
        {"sgd", "momentum", "adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"},
        kTrainerOptimizers},
