@@ -530,6 +530,23 @@ class FsdpTest(unittest.TestCase):
         self.assertIn("give --fsdp2-mp fp16:fp16", err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)
 
+    def test_frozen_half_under_fsdp_needs_its_policy_and_accelerate_units_need_fsdp2(self):
+        # Frozen bf16 weights under FSDP are modelled under a bf16 policy (accelerate over a bf16 checkpoint, which
+        # upcasts only what requires grad); without one, one message naming both flags and the policy, exit 2.
+        lora = ("--lora-rank", "8", "--lora-targets", "q_proj|v_proj", "--frozen-dtype", "bf16")
+        for shard, precision in (("fsdp", "amp-bf16"), ("fsdp2", "fp32")):
+            err = run(*self.BASE, "--gpus", "3", "--shard", shard, "--precision", precision, *lora, check_rc=2).stderr
+            self.assertIn("--shard %s with --frozen-dtype bf16: modelled under a mixed-precision policy in the frozen "
+                          "weights' type" % shard, err)
+            self.assertIn("--fsdp2-mp bf16:bf16", err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            run_json(*self.BASE, "--gpus", "3", "--shard", shard, "--precision", precision, *lora,
+                     "--fsdp2-mp", "bf16:bf16")
+        # accelerate's FSDP2 units are fully_shard's: under FSDP1 one message, exit 2.
+        err = run(*self.BASE, "--gpus", "3", "--shard", "fsdp", "--fsdp-wrap", "accelerate", check_rc=2).stderr
+        self.assertIn("--fsdp-wrap accelerate is accelerate's fully_shard groups: it needs --shard fsdp2", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
     def test_fsdp2_cpu_offload_moves_shards_grads_states_to_the_host(self):
         # --fsdp-cpu-offload (CPUOffloadPolicy, torchtune's fsdp_cpu_offload): the fp32 shards (1,335,308 bytes a GPU,
         # test_fsdp2_shards_each_parameter_by_hand), their grads (the same) and AdamW's two states (twice) all on the
