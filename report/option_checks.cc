@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cost_models/eager_semantics.h"
+#include "cost_models/fsdp_groups.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/model_session.h"
 #include "report/combination_matrix.h"
@@ -140,7 +141,7 @@ void check_requirements(const EstimateArgs& a) {
       a.pp < 2)
     throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + ", " +
                      kShardChoices.name_of(Sharding::Fsdp2) + " and --pp");
-  if ((a.fsdp_wrap == "torchtitan" || a.fsdp_wrap == "accelerate") && !kShardChoices.is(a.shard, Sharding::Fsdp2))
+  if ((a.fsdp_wrap == kTorchtitanWrap || a.fsdp_wrap == kAccelerateWrap) && !kShardChoices.is(a.shard, Sharding::Fsdp2))
     throw InputError("--fsdp-wrap " + a.fsdp_wrap + " is " + a.fsdp_wrap + "'s fully_shard groups: it needs --shard " +
                      kShardChoices.name_of(Sharding::Fsdp2));
   const bool fsdp1 = kShardChoices.is(a.shard, Sharding::Fsdp);
