@@ -9,6 +9,11 @@
 
 namespace memplan::hf {
 
+// Bounds that keep a hostile config from asking for a giant graph or an overflowing size: the largest published
+// dense configs stay far inside them (Llama-3.1-405B: hidden 16384, 126 layers, vocab 128256).
+inline constexpr int64_t kMaxDimension = int64_t{1} << 24;
+inline constexpr int64_t kMaxLayers = 1024;
+
 [[noreturn]] void fail(const std::string& path, const std::string& what);
 // The key's value; missing or null is an error.
 const nlohmann::json& require(const std::string& path, const nlohmann::json& j, const std::string& key);

@@ -17,7 +17,6 @@ using namespace hf;
 
 namespace {
 
-constexpr int64_t kMaxDimension = int64_t{1} << 24;
 constexpr int64_t kMaxExperts = 4096;
 constexpr int64_t kMaxExpertBlocks = int64_t{1} << 16;
 

@@ -63,9 +63,9 @@ void parse_moe(const std::string& path, const json& j, DecoderConfig& c) {
     c.moe_layers.assign(size_t(layers), true);
   } else {
     c.num_experts = int_key(path, j, "num_experts", kMaxExperts);
-    c.expert_intermediate_size = int_key(path, j, "moe_intermediate_size", int64_t{1} << 24);
+    c.expert_intermediate_size = int_key(path, j, "moe_intermediate_size", kMaxDimension);
     if (c.model_type == "qwen2_moe")
-      c.shared_expert_intermediate_size = int_key(path, j, "shared_expert_intermediate_size", int64_t{1} << 24);
+      c.shared_expert_intermediate_size = int_key(path, j, "shared_expert_intermediate_size", kMaxDimension);
     c.norm_topk_prob = bool_key(path, j, "norm_topk_prob", false);  // Qwen2MoeConfig / Qwen3MoeConfig: False
     // Qwen2MoeDecoderLayer: sparse when layer_idx not in mlp_only_layers and (layer_idx + 1) % decoder_sparse_step
     // == 0 (defaults 1 and []).
