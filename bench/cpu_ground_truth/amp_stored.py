@@ -20,11 +20,7 @@ baseline summed from the tensors, one profiled step, the peak of the CPU allocat
 """
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import platform
-import shlex
 import sys
 
 import torch
@@ -78,12 +74,7 @@ def measure_one(batch: int, seq: int, free_output: bool) -> dict:
 def main() -> int:
     torch.set_num_threads(2)
     rows = [measure_one(*c) for c in CONFIGS]
-    data = {"command": "/usr/bin/python3 " + shlex.join(["bench/cpu_ground_truth/amp_stored.py"]),
-            "date": datetime.date.today().isoformat(), "torch": torch.__version__, "python": platform.python_version(),
-            "measurements": rows}
-    with open(OUT, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
+    measure.write_measurements(OUT, "bench/cpu_ground_truth/amp_stored.py", rows)
     for r in rows:
         print(f"llama_tiny b{r['batch']} s{r['seq']} amp-bf16 over bf16 parameters, upcast {r['upcast']} "
               f"free_output={r['free_output']}: {r['peak_bytes']} bytes")

@@ -28,11 +28,7 @@ baseline summed from the tensors, one profiled step, the peak of the CPU allocat
 """
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import platform
-import shlex
 import sys
 
 import torch
@@ -117,12 +113,7 @@ def measure_one(lora: bool, batch: int, fabric: bool) -> dict:
 def main() -> int:
     torch.set_num_threads(2)
     rows = [measure_one(*c) for c in CONFIGS]
-    data = {"command": "/usr/bin/python3 " + shlex.join(["bench/cpu_ground_truth/fabric_outputs.py"]),
-            "date": datetime.date.today().isoformat(), "torch": torch.__version__, "python": platform.python_version(),
-            "measurements": rows}
-    with open(OUT, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
+    measure.write_measurements(OUT, "bench/cpu_ground_truth/fabric_outputs.py", rows)
     for r in rows:
         print(f"llama_tiny{' LoRA q/v' if r.get('lora') else ''} b{r['batch']} s{r['seq']} bf16 "
               f"chunked-ce-tokens:{CHUNK} fabric={r['outputs_to_default_dtype']}: {r['peak_bytes']} bytes "

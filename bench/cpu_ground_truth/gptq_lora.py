@@ -23,11 +23,8 @@ Adam foreach over the adapters, no checkpointing.
 """
 from __future__ import annotations
 
-import datetime
-import json
 import math
 import os
-import platform
 import sys
 
 import torch
@@ -114,11 +111,7 @@ def measure_one(batch: int, seq: int) -> dict:
 def main() -> int:
     torch.set_num_threads(2)
     rows = [measure_one(b, 128) for b in (2, 8)]
-    data = {"command": "/usr/bin/python3 bench/cpu_ground_truth/gptq_lora.py", "date": datetime.date.today().isoformat(),
-            "torch": torch.__version__, "python": platform.python_version(), "measurements": rows}
-    with open(OUT, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
+    measure.write_measurements(OUT, "bench/cpu_ground_truth/gptq_lora.py", rows)
     for r in rows:
         print(f"llama_tiny LoRA q/v over {r['gptq_layers']} GPTQ layers b{r['batch']} s{r['seq']}: {r['peak_bytes']} bytes")
     return 0

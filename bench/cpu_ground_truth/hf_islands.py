@@ -22,11 +22,7 @@ baseline summed from the tensors, one profiled step, the peak of the CPU allocat
 """
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import platform
-import shlex
 import sys
 
 import torch
@@ -116,12 +112,7 @@ def measure_one(batch: int, seq: int, free_output: bool, legacy: bool) -> dict:
 def main() -> int:
     torch.set_num_threads(2)
     rows = [measure_one(*c) for c in CONFIGS]
-    data = {"command": "/usr/bin/python3 " + shlex.join(["bench/cpu_ground_truth/hf_islands.py"]),
-            "date": datetime.date.today().isoformat(), "torch": torch.__version__, "python": platform.python_version(),
-            "measurements": rows}
-    with open(OUT, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
+    measure.write_measurements(OUT, "bench/cpu_ground_truth/hf_islands.py", rows)
     for r in rows:
         print(f"llama_tiny b{r['batch']} s{r['seq']} bf16 upcast {r['upcast']} free_output={r['free_output']}: "
               f"{r['peak_bytes']} bytes")

@@ -23,10 +23,7 @@ Adam foreach over the adapters, cross-entropy on the float32 logits, no checkpoi
 """
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import platform
 import sys
 
 import torch
@@ -126,11 +123,7 @@ def measure_one(batch: int, seq: int) -> dict:
 def main() -> int:
     torch.set_num_threads(2)
     rows = [measure_one(b, 128) for b in (2, 8)]
-    data = {"command": "/usr/bin/python3 bench/cpu_ground_truth/kbit_prep.py", "date": datetime.date.today().isoformat(),
-            "torch": torch.__version__, "python": platform.python_version(), "measurements": rows}
-    with open(OUT, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
+    measure.write_measurements(OUT, "bench/cpu_ground_truth/kbit_prep.py", rows)
     for r in rows:
         print(f"llama_tiny LoRA q/v over {r['four_bit_layers']} 4-bit layers b{r['batch']} s{r['seq']}: {r['peak_bytes']} bytes")
     return 0

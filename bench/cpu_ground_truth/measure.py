@@ -46,6 +46,16 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
 import hf_moe_test  # noqa: E402  (moe_config_json: the config.json transformers writes for a MoeConfig)
 
 
+def write_measurements(path: str, script: str, rows: List[Dict]) -> None:
+    """Writes a gated measurement file (tests/accuracy/accuracy.py reads its "measurements"): the command that
+    produced it (`/usr/bin/python3 <script>`), the date, torch's and Python's versions, then the rows."""
+    data = {"command": "/usr/bin/python3 " + script, "date": datetime.date.today().isoformat(),
+            "torch": torch.__version__, "python": platform.python_version(), "measurements": rows}
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+
+
 def _load_protocol():
     """The protocol's functions live once, in the memplan package's python/memplan/_torch_protocol.py
     (memplan.torch.measure runs the same protocol on a user's module); loaded by path, so that this script needs
