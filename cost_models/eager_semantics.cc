@@ -172,7 +172,7 @@ std::vector<ForwardExtra> ort_forward_extras(const Graph& g, const FusedOp& op, 
 }
 
 ForwardAliasing::ForwardAliasing(const Graph& g, Semantics semantics, bool training, const std::vector<DType>& dtype)
-    : g_(g), semantics_(semantics), training_(training), dtype_(dtype), contiguous_(g.tensors.size(), true) {}
+    : g_(g), semantics_(semantics), training_(training), dtype_(dtype), strides_(g.tensors.size()) {}
 
 // torchvision's in-place ReLU and residual add (runtime_rules.h): the input is an intermediate read only here.
 bool ForwardAliasing::in_place(const FusedOp& op, const BufferView& view) const {
@@ -216,7 +216,9 @@ int32_t ForwardAliasing::aliased_input(const FusedOp& op, const BufferView& view
   const bool pytorch = semantics_ == Semantics::PyTorchEager;
   if (is_alias_op(n.op_type)) {
     const bool reshape_like = n.op_type == "Reshape" || n.op_type == "Flatten";
-    if (pytorch && reshape_like && !contiguous_[in]) return -1;  // reshape of a strided view copies
+    // A reshape of a strided view is taken as a copy, not as computeStride's view where one exists: the export
+    // drops Tensor.contiguous(), and x.transpose(1, 2).contiguous().view(...) is the form modeling code writes.
+    if (pytorch && reshape_like && !is_contiguous_layout(g_.tensors[in].shape, strides_[in])) return -1;
     return in_buffer;
   }
   if (pytorch && (is_pytorch_strided_view(n.op_type) || in_place(op, view))) return in_buffer;
@@ -254,9 +256,24 @@ bool ForwardAliasing::output_absent(const FusedOp& op, int32_t t) const {
 }
 
 void ForwardAliasing::note_alias(const FusedOp& op, int32_t t) {
+  if (semantics_ != Semantics::PyTorchEager) return;
   const Node& n = g_.nodes[op.nodes.back()];
-  const bool strided = semantics_ == Semantics::PyTorchEager && is_pytorch_strided_view(n.op_type);
-  contiguous_[t] = !strided && contiguous_[n.inputs[0]];
+  const int32_t in = op.kind == OpKind::IndexAdd ? op.x : n.inputs[0];
+  // A layout-keeping view (reshape, squeeze, identity, a no-op cast, an in-place update) of a contiguous tensor is
+  // contiguous: decided without strides, as most views are.
+  if (strides_[in].empty() && (op.kind != OpKind::Node || !is_pytorch_strided_view(n.op_type))) return;
+  Strides s = op.kind == OpKind::Node ? view_output_strides(g_, n, t, strides_of(in)) : strides_of(in);
+  if (is_contiguous_layout(g_.tensors[t].shape, s)) s.clear();
+  strides_[t] = std::move(s);
+}
+
+Strides ForwardAliasing::strides_of(int32_t t) const {
+  return strides_[t].empty() ? contiguous_strides(g_.tensors[t].shape) : strides_[t];
+}
+
+std::vector<MatmulCopy> ForwardAliasing::matmul_copies(const FusedOp& op) const {
+  if (semantics_ != Semantics::PyTorchEager || op.kind != OpKind::Node) return {};
+  return matmul_operand_copies(g_, g_.nodes[op.nodes.back()], [this](int32_t t) { return strides_of(t); });
 }
 
 DType autocast_target(const Graph& g, const FusedOp& op, int32_t t, Precision precision, const std::vector<DType>& dtype) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cost_models/cost_model.h"
+#include "cost_models/tensor_strides.h"
 #include "cost_models/op_fusion.h"
 #include "cost_models/program_writer.h"
 #include "onnx_import/graph.h"
@@ -100,6 +101,10 @@ class ForwardAliasing {
   // Records the layout of an output that shares its input's buffer (strided views are not contiguous).
   void note_alias(const FusedOp& op, int32_t t);
 
+  // The operands a MatMul op copies before its GEMM (PyTorch: matmul_operand_copies, tensor_strides.h, on the
+  // layouts recorded so far); none in another runtime or for another op.
+  std::vector<MatmulCopy> matmul_copies(const FusedOp& op) const;
+
   // The one output loop of both cost models: each output of `op` the runtime creates (not a shape computation,
   // `shape`, nor absent) either shares the aliased input's buffer or gets a new activation buffer of `bytes(t)`
   // that step `st` writes; `set_buffer(t, b)` records where it lives.
@@ -115,7 +120,9 @@ class ForwardAliasing {
   Semantics semantics_;
   bool training_;
   const std::vector<DType>& dtype_;
-  std::vector<bool> contiguous_;  // per tensor (PyTorch): a contiguous tensor, so reshape is a view
+  Strides strides_of(int32_t t) const;
+  // Per tensor (PyTorch): the strides of a view's output; empty for a tensor written contiguous.
+  std::vector<Strides> strides_;
 };
 
 // Precision: the storage type of parameters and of torch.autocast's low-precision ops.

@@ -31,6 +31,18 @@ void ForwardEmitter::read_inputs(const FusedOp& op, const BufferView& view, Step
   }
 }
 
+int32_t ForwardEmitter::matmul_copy(const FusedOp& op, int32_t t, uint64_t t_bytes, Step& st) {
+  const uint64_t elements = g_.tensors[t].elements();
+  for (const MatmulCopy& c : aliasing_.matmul_copies(op)) {
+    if (c.tensor != t || elements == 0) continue;
+    const int32_t b = writer_.new_buffer(g_.tensors[t].name + ":matmul_copy", t_bytes / elements * c.elements,
+                                         Category::Activation);
+    st.writes.push_back(b);
+    return b;
+  }
+  return -1;
+}
+
 uint64_t ForwardEmitter::local_extra_bytes(const FusedOp& op, uint64_t bytes) const {
   return op.outputs.empty() ? bytes : layout_.tp.local_bytes(g_, op.outputs[0], bytes);
 }

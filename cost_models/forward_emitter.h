@@ -62,6 +62,11 @@ class ForwardEmitter {
   void read_inputs(const FusedOp& op, const BufferView& view, Step& st,
                    const std::function<void(int32_t)>& prepare = nullptr) const;
 
+  // Input `t` of `op` as PyTorch's matmul copies it before its GEMM (ForwardAliasing::matmul_copies): a fresh
+  // buffer of the copy's bytes (`t_bytes` per t's elements, times the broadcast), written by `st`, which the GEMM
+  // reads and autograd keeps in t's place; -1 when the op reads t as it is.
+  int32_t matmul_copy(const FusedOp& op, int32_t t, uint64_t t_bytes, Step& st);
+
   // Outputs, extras, gather, workspace, then `st` appended to the program.
   ClosedOp close(const FusedOp& op, const BufferView& view, const std::function<uint64_t(int32_t)>& bytes,
                  const std::function<void(int32_t, int32_t)>& set_buffer, Step st, const ForwardPolicy& policy);

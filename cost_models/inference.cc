@@ -168,7 +168,7 @@ class InferenceBuilder {
     const BufferView view{[this](int32_t t) { return buffer_of_[t]; }, &result_.program,
                           [this](int32_t b) { return buffer_last_use(b); }};
     Step step = forward_.open(op, op_flops(g_, op.nodes), policy);
-    forward_.read_inputs(op, view, step);
+    forward_.read_inputs(op, view, step, [&](int32_t t) { forward_.matmul_copy(op, t, tensor_bytes(t), step); });
     const ClosedOp closed = forward_.close(op, view, [this](int32_t t) { return tensor_bytes(t); },
                                            [this](int32_t t, int32_t b) { buffer_of_[t] = b; }, std::move(step), policy);
     for (const EmittedExtra& e : closed.extras) {

@@ -228,7 +228,11 @@ void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_
     if (b >= 0) effective[t] = b;
     return;
   }
-  if (target == DType::Undefined) return;
+  if (target == DType::Undefined) {  // read as it is, or as matmul's contiguous copy (an autocast cast is contiguous)
+    const int32_t copy = forward_.matmul_copy(op, t, bytes_of(t), st);
+    if (copy >= 0) effective[t] = copy;
+    return;
+  }
   autocast_inputs_of_op_[i].insert(t);
   // Autocast caches the cast of a leaf parameter only (aten/src/ATen/autocast_mode.cpp, cached_cast:
   // arg.is_leaf() && !arg.is_view()); FSDP's parameters are views of the flat parameter, so each op casts

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """A tiny deepseek_v3 with transformers 5's grouped_mm experts, one fp32 training step on the CPU, against memplan's
---experts-implementation grouped_mm (and the eager loop against --experts-implementation eager): not gated.
+--experts-implementation grouped_mm (and the eager loop against --experts-implementation eager); the measurements go
+to deepseek_truth.json, which tests/accuracy/accuracy.py gates.
 
     /usr/bin/python3 bench/cpu_ground_truth/grouped_mm_deepseek.py [--memplan build/memplan]
 
@@ -45,6 +46,7 @@ CFG = hf_deepseek.DeepseekConfig(
     num_experts_per_tok=2, moe_intermediate_size=64, n_shared_experts=1, first_k_dense_replace=1, n_group=4,
     topk_group=2, norm_topk_prob=True, routed_scaling_factor=2.5)
 CONFIG = os.path.join(HERE, "deepseek_tiny.json")
+OUT = os.path.join(HERE, "deepseek_truth.json")
 
 
 class GroupedDeepseekMoE(nn.Module):
@@ -98,7 +100,8 @@ def forward(m, inputs, use_checkpoint, **_):
     return m(inputs[0])
 
 
-def measured_peak(grouped: bool, batch: int, seq: int) -> int:
+def measured_peak(grouped: bool, batch: int, seq: int) -> dict:
+    """measure.py's protocol on the model: peak_bytes and its parts."""
     module = build(grouped)
     optimizer = measure.make_optimizer("momentum", list(module.parameters()))
     gen = torch.Generator().manual_seed(zoo.SEED + 2)
@@ -107,7 +110,9 @@ def measured_peak(grouped: bool, batch: int, seq: int) -> int:
     m = measure.profile_steady_step(
         module, optimizer, list(inputs) + [targets],
         lambda: measure.training_step(module, inputs, targets, optimizer, forward, False, "cross-entropy"))
-    return m["peak_bytes"]
+    return {"model": "deepseek_tiny", "onnx": os.path.relpath(CONFIG, ROOT), "batch": batch, "seq": seq,
+            "precision": "fp32", "experts_implementation": "grouped_mm" if grouped else "eager", "optimizer": "momentum",
+            "optimizer_settings": measure.describe_optimizer(optimizer), "loss": "cross-entropy", "checkpoint": [], **m}
 
 
 def memplan_peak(binary: str, experts: str, batch: int, seq: int) -> int:
@@ -128,12 +133,15 @@ def main():
         json.dump(hf_deepseek_test.config_json(CFG), f, indent=2)
         f.write("\n")
     print(f"{'experts':>10} {'batch':>5} {'seq':>4} {'measured B':>11} {'memplan B':>10} {'error %':>8}")
+    rows = []
     for batch in (2, 8):
         for experts in ("eager", "grouped_mm"):
-            measured = measured_peak(experts == "grouped_mm", batch, 64)
+            rows.append(measured_peak(experts == "grouped_mm", batch, 64))
+            measured = rows[-1]["peak_bytes"]
             predicted = memplan_peak(a.memplan, experts, batch, 64)
             print(f"{experts:>10} {batch:>5} {64:>4} {measured:>11,} {predicted:>10,} "
                   f"{100 * (predicted - measured) / measured:+8.2f}")
+    measure.write_measurements(OUT, "bench/cpu_ground_truth/grouped_mm_deepseek.py", rows)
 
 
 if __name__ == "__main__":
