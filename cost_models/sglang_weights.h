@@ -87,9 +87,12 @@
 //    process_weights_after_loading requantizes the shards to the max weight scale, converts it to float32 [out_p, 1]
 //    where cutlass_fp8_supported (convert_to_channelwise) and keeps input_scale's max: the per-tensor fp8 checkpoint's
 //    layout with a static input scale above, sized by that rule. Every RadixAttention gets ModelOptFp8KVCacheMethod
-//    (k_scale, v_scale: 8 B) only when kv_cache_quant_algo is set. The KV cache's type under --kv-cache-dtype auto
-//    stays the model's: ModelRunner.configure_kv_cache_dtype reads quant_config.kv_cache_quant_algo, an attribute
-//    ModelOptFp8Config does not have (it keeps kv_cache_quant_method), so only --kv-cache-dtype fp8 halves it.
+//    (k_scale, v_scale: 8 B) only when kv_cache_quant_algo is set. The KV cache's type under --kv-cache-dtype auto:
+//    ModelRunner.configure_kv_cache_dtype makes it fp8_e4m3 where quant_config.kv_cache_quant_algo is "FP8", an
+//    attribute faeb968's ModelOptFp8Config does not have (it keeps kv_cache_quant_method: the model's type) and later
+//    copies' does (their ModelOptQuantConfig base keeps kv_cache_quant_algo: fp8); which 0.5 releases do which is
+//    not read, so auto on a kv_cache_quant_algo FP8 checkpoint is refused (report/serve_engines.cc serve_engine):
+//    --kv-cache-dtype fp8 is sized.
 //  - Not read, refused: MXFP4 (SGLang's Mxfp4MoEMethod), ROCm (fnuz rescale, AITER shuffles).
 #pragma once
 

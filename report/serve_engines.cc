@@ -280,6 +280,14 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
     sglang_quantization_check(method, !s.quantization.empty(), stored.method == "fp8",
                               stored.method == "fp8" && method == "fp8" && stored.block_n > 0, cuda, capability,
                               probe.path(), stored.modelopt);
+    // ModelRunner.configure_kv_cache_dtype turns auto into fp8_e4m3 where the quant config holds kv_cache_quant_algo
+    // "FP8": later SGLang copies' ModelOptFp8Config does (its ModelOptQuantConfig base keeps it), faeb968's does not
+    // (it keeps kv_cache_quant_method): which 0.5 releases do which is not read (cost_models/sglang_weights.h).
+    if (stored.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype"))
+      throw InputError("serve --engine sglang on " + probe.path() + " with --kv-cache-dtype auto: " +
+                       stored.modelopt_path + " states kv_cache_quant_algo FP8, which SGLang's auto follows "
+                       "(configure_kv_cache_dtype) in the copies whose ModelOptFp8Config keeps kv_cache_quant_algo "
+                       "and not in earlier 0.5 copies: give --kv-cache-dtype fp8 (what the checkpoint asks for)");
   }
   if (engine == ServeEngine::Trtllm) {  // before vLLM's own checks name vLLM
     const bool mla = probe.mla().kv_lora_rank > 0;

@@ -19,9 +19,10 @@ and the norms are the same in both, so bf16 - ModelOpt is the linear modules' di
 exclude_modules ["lm_head", "model.layers.1.mlp.down_proj"]: that module stays bf16 (786,432 B) where it held
   vLLM 393,216 + 8 = 393,224 (3,538,888 less than bf16), SGLang 393,216 + 2,048 + 4 = 395,268 (3,903,440 -
   391,164 = 3,512,276 less, its k_scale / v_scale kept), TensorRT-LLM 393,216 + 36 = 393,252 (3,538,692 less).
-The KV cache: bf16 2 x 2 layers x 2 heads x 128 x 2 B = 2,048 B a token under vLLM 0.11 and SGLang whatever
+The KV cache: bf16 2 x 2 layers x 2 heads x 128 x 2 B = 2,048 B a token under vLLM 0.11 whatever
 kv_cache_quant_algo says (--kv-cache-dtype auto is the model's type there); TensorRT-LLM takes the file's
-kv_cache_quant_algo FP8 as an fp8 cache: 1,024 B a token.
+kv_cache_quant_algo FP8 as an fp8 cache: 1,024 B a token; SGLang is run with --kv-cache-dtype fp8 (1,024 B), its auto
+on kv_cache_quant_algo FP8 being refused (its copies differ on it).
 """
 import json
 import os
@@ -36,7 +37,8 @@ COMMON = ["--graph", "decode", "--reserve", "0", "--context", "64"]
 GPU_DTYPE = ["--gpu", "H100-80GB", "--dtype", "bf16"]
 ENGINES = {
     "vllm": ["--engine", "vllm", "--max-batched-tokens", "64", "--max-num-seqs", "64"],
-    "sglang": ["--engine", "sglang", "--mem-fraction-static", "0.5"],
+    # SGLang's --kv-cache-dtype auto on kv_cache_quant_algo FP8 is refused (which 0.5 copies follow it is not read).
+    "sglang": ["--engine", "sglang", "--mem-fraction-static", "0.5", "--kv-cache-dtype", "fp8"],
     "trtllm": ["--engine", "trtllm", "--max-num-tokens", "64"],
 }
 FILE = {"producer": {"name": "modelopt", "version": "0.19.0"},
@@ -79,7 +81,7 @@ class ModelOptByHand(unittest.TestCase):
 
     def test_weights_and_kv_of_each_engine(self):
         less = {"vllm": 3_932_096, "sglang": 3_903_440, "trtllm": 3_931_872}
-        kv = {"vllm": 2048, "sglang": 2048, "trtllm": 1024}
+        kv = {"vllm": 2048, "sglang": 1024, "trtllm": 1024}
         for engine, (bf16, q) in self.answers(FILE).items():
             self.assertEqual(bf16["memory"]["weights_bytes"] - q["memory"]["weights_bytes"], less[engine], engine)
             self.assertEqual(q["kv_cache"]["bytes_per_token"],
@@ -117,7 +119,7 @@ class ModelOptByHand(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = dense_config(d, FILE)
             self.assertEqual(serve("vllm", path, "--kv-cache-dtype", "fp8")["kv_cache"]["bytes_per_token"], 1024)
-            self.assertEqual(serve("sglang", path, "--kv-cache-dtype", "fp8")["kv_cache"]["bytes_per_token"], 1024)
+            self.assertEqual(serve("sglang", path)["kv_cache"]["bytes_per_token"], 1024)
 
 
 class ModelOptRefusals(unittest.TestCase):
@@ -157,6 +159,14 @@ class ModelOptRefusals(unittest.TestCase):
     def test_trtllm_reads_the_file_only(self):
         self.refused("trtllm", "TensorRT-LLM 1.0 reads ModelOpt's settings from that file only",
                      quantization_config=FLAT)
+
+    def test_sglang_auto_kv_cache_on_fp8_kv_checkpoint(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = run("serve", dense_config(d, FILE), "--engine", "sglang", *COMMON, *GPU_DTYPE)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("with --kv-cache-dtype auto: ", p.stderr)
+        self.assertIn("states kv_cache_quant_algo FP8, which SGLang's auto follows", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
     def test_quantization_flag_gpu_and_version(self):
         self.refused("vllm", "a ModelOpt FP8 checkpoint, which the engines serve as their modelopt method", FILE,

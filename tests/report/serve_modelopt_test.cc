@@ -51,7 +51,8 @@ EstimateOptions bf16() {
 }
 
 EngineAnswer answer(const std::string& path, ServeEngine engine, const std::string& name) {
-  const ServeSettings s = settings(name);
+  ServeSettings s = settings(name);
+  if (engine == ServeEngine::Sglang) s.kv_cache_dtype = "fp8";  // its auto on kv_cache_quant_algo FP8 is refused
   Bindings b;
   b.graph = "decode";
   ServeProbe probe(path, b, s, bf16());
@@ -80,13 +81,14 @@ TEST(ServeModelOpt, EachEngineByHand) {
   //  SGLang: + 4 x out_p + 4 a module (out_p 1,024, 512, 1,536, 512 and 1,024, 512, 1,536): 3,538,944 + 4 x 6,656
   //    + 28 = 3,565,596, + 786,432 = 4,352,028, + 16 B of k_scale / v_scale (kv_cache_quant_algo FP8): 3,512,276 less.
   //  TensorRT-LLM: + 36 B a module: 3,538,944 + 252 + 786,432 = 4,325,628: 3,538,692 less; its KV cache fp8, 1,024 B
-  //    a token (2 x 2 layers x 2 heads x 128), where vLLM 0.11's and SGLang's auto stays bf16 (2,048).
+  //    a token (2 x 2 layers x 2 heads x 128), where vLLM 0.11's auto stays bf16 (2,048); SGLang run with
+  //    --kv-cache-dtype fp8 (1,024).
   const struct {
     ServeEngine engine;
     const char* name;
     uint64_t less, kv;
   } cases[] = {{ServeEngine::Vllm, "vllm", 3538888, 2048},
-               {ServeEngine::Sglang, "sglang", 3512276, 2048},
+               {ServeEngine::Sglang, "sglang", 3512276, 1024},
                {ServeEngine::Trtllm, "trtllm", 3538692, 1024}};
   for (const auto& c : cases) {
     if (c.engine == ServeEngine::Vllm) {
@@ -104,6 +106,22 @@ TEST(ServeModelOpt, EachEngineByHand) {
     const EngineAnswer a = answer(plain, c.engine, c.name), q = answer(modelopt, c.engine, c.name);
     EXPECT_EQ(a.weights_bytes - q.weights_bytes, c.less) << c.name;
     EXPECT_EQ(q.kv_bytes_per_token, c.kv) << c.name;
+  }
+}
+
+TEST(ServeModelOpt, SglangRefusesAutoOnAnFp8KvCheckpoint) {
+  const std::string path = checkpoint("sglang_auto", kFile);
+  const ServeSettings s = settings("sglang");  // kv_cache_dtype auto
+  Bindings b;
+  b.graph = "decode";
+  ServeProbe probe(path, b, s, bf16());
+  try {
+    serve_engine(probe, s, ServeEngine::Sglang, 1, uint64_t{80} << 30, "H100-80GB", "test", 0, 90, true);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("states kv_cache_quant_algo FP8, which SGLang's auto follows"),
+              std::string::npos)
+        << e.what();
   }
 }
 
