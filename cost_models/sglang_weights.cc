@@ -19,12 +19,21 @@ constexpr const char* kWhat = "SGLang quantized weights";
 }  // namespace
 
 void sglang_quantization_check(const std::string& method, bool from_flag, bool checkpoint_fp8, bool block, bool cuda,
-                               int capability, const std::string& model) {
+                               int capability, const std::string& model, bool modelopt) {
   if (method.empty()) return;
-  const std::string who = "serve --engine sglang on " + model + " (" + method + "): ";
+  const std::string who = "serve --engine sglang on " + model + " (" + (modelopt ? "ModelOpt FP8" : method) + "): ";
   if (!cuda)
     throw InputError(who + "SGLang's quantized layers on ROCm (e4m3fnuz rescale, AITER's shuffled weights) are not "
                      "modelled");
+  if (modelopt) {
+    if (from_flag)
+      throw InputError(who + "--quantization " + method + " names another method than the checkpoint's modelopt; "
+                       "give no --quantization");
+    if (capability < 89)
+      throw InputError(who + fmt::format("ModelOptFp8Config needs compute capability 8.9 (get_min_capability), not "
+                                         "{}.{}", capability / 10, capability % 10));
+    return;  // per channel wherever cutlass_fp8_supported holds: 8.9 with CUDA 12.4 and up, 9.0 and up
+  }
   if (method != "fp8" && method != "awq" && method != "gptq")
     throw InputError(who + "how SGLang holds " + method + " weights (" +
                      (method == "mxfp4" ? std::string("its Mxfp4MoEMethod") : "its quantization method") +
@@ -78,7 +87,9 @@ SglangQuantizedLinears sglang_quantized_linears(const std::vector<VllmLinearModu
   SglangQuantizedLinears r;
   const bool block = q.method == "fp8" && q.block.on();
   r.layout = q.method == "fp8" ? block ? fmt::format("fp8 weights, float32 scales a [{}, {}] block", q.block.n, q.block.k)
-                                       : std::string("fp8 weights, one float32 scale an output row (per channel)")
+             : q.modelopt ? std::string("fp8 weights, one float32 scale an output row and a float32 input_scale "
+                                        "(ModelOptFp8LinearMethod)")
+                          : std::string("fp8 weights, one float32 scale an output row (per channel)")
              : q.method == "awq" ? fmt::format("awq int4, groups of {}", q.group_size)
                                  : fmt::format("gptq int{}, groups of {}, g_idx kept", q.bits, q.group_size);
   for (const VllmLinearModule& m : modules) {

@@ -80,6 +80,19 @@
 //      two RadixAttention given quant_config (attn_mqa, attn_mha): 16 B a layer.
 //    Per-tensor fp8 (channel_quant_to_tensor_quant), other block sizes (block_quant_to_tensor_quant), awq and gptq
 //    under latent attention are refused, as is a mixture of experts other than these model types'.
+//  - ModelOpt FP8 (quant_algo FP8: hf_quant_config.json or a config.json quantization_config "modelopt";
+//    modelopt_quant.py at faeb968): ModelOptFp8Config.get_quant_method gives every LinearBase not named by
+//    exclude_modules (a substring test on the module's prefix) a ModelOptFp8LinearMethod, whose create_weights makes
+//    weight float8_e4m3fn [out_p, in_p], weight_scale and input_scale float32 [shards], and whose
+//    process_weights_after_loading requantizes the shards to the max weight scale, converts it to float32 [out_p, 1]
+//    where cutlass_fp8_supported (convert_to_channelwise) and keeps input_scale's max: the per-tensor fp8 checkpoint's
+//    layout with a static input scale above, sized by that rule. Every RadixAttention gets ModelOptFp8KVCacheMethod
+//    (k_scale, v_scale: 8 B) only when kv_cache_quant_algo is set. The KV cache's type under --kv-cache-dtype auto:
+//    ModelRunner.configure_kv_cache_dtype makes it fp8_e4m3 where quant_config.kv_cache_quant_algo is "FP8", an
+//    attribute faeb968's ModelOptFp8Config does not have (it keeps kv_cache_quant_method: the model's type) and later
+//    copies' does (their ModelOptQuantConfig base keeps kv_cache_quant_algo: fp8); which 0.5 releases do which is
+//    not read, so auto on a kv_cache_quant_algo FP8 checkpoint is refused (report/serve_engines.cc serve_engine):
+//    --kv-cache-dtype fp8 is sized.
 //  - Not read, refused: MXFP4 (SGLang's Mxfp4MoEMethod), ROCm (fnuz rescale, AITER shuffles).
 #pragma once
 
@@ -95,8 +108,10 @@ namespace memplan {
 // What is known before the analysis runs: the method ("fp8", "awq", "gptq", "mxfp4", ...), whether --quantization
 // names it, whether the checkpoint is fp8 (its quantization_config's method) and block-wise, the GPU (`cuda` false:
 // ROCm; `capability` major x 10 + minor). Throws InputError naming `model` for what is not modelled above.
+// `modelopt`: a ModelOpt FP8 checkpoint (onnx_import/hf_modelopt.h), SGLang's ModelOptFp8Config
+// (layers/quantization/modelopt_quant.py at faeb968): get_min_capability 89, no --quantization memplan takes names it.
 void sglang_quantization_check(const std::string& method, bool from_flag, bool checkpoint_fp8, bool block, bool cuda,
-                               int capability, const std::string& model);
+                               int capability, const std::string& model, bool modelopt = false);
 
 // After the analysis: its mixture of experts (`moe`, `model_type`) and latent attention (`mla`) under `q`. Throws
 // InputError.

@@ -46,9 +46,19 @@ uint64_t trtllm_estimate_kv_per_token(int64_t layers, int64_t head_dim, int64_t 
 }
 
 void trtllm_quantization_check(const std::string& method, int64_t block_n, int64_t block_k, int capability,
-                               int64_t kv_heads, int64_t tp, const std::string& model) {
+                               int64_t kv_heads, int64_t tp, const std::string& model, bool modelopt,
+                               bool modelopt_file) {
   if (method.empty()) return;
   const std::string who = "serve --engine trtllm: " + model;
+  if (modelopt && !modelopt_file)
+    throw InputError(who + "'s quantization_config is ModelOpt's config.json form (quant_method modelopt) with no "
+                     "hf_quant_config.json beside it: TensorRT-LLM 1.0 reads ModelOpt's settings from that file only "
+                     "and raises NotImplementedError(\"Unsupported quantization_config\") for this one "
+                     "(llmapi/llm_utils.py ModelLoader._update_from_hf_quant_config)");
+  if (modelopt && capability < 89)
+    throw InputError(who + " (ModelOpt FP8): FP8QDQLinearMethod's fp8 GEMMs need compute capability 8.9, not " +
+                     std::to_string(capability / 10) + "." + std::to_string(capability % 10));
+  if (modelopt) return;
   if (method == "mxfp4")
     throw InputError(who + " is quantized (mxfp4): TensorRT-LLM's MXFP4 experts are not modelled (serve --engine "
                      "vllm models vLLM's)");
@@ -56,8 +66,8 @@ void trtllm_quantization_check(const std::string& method, int64_t block_n, int64
     throw InputError(who + " is quantized (" + method + (method == "fp8" ? " per tensor, no weight_block_size" : "") +
                      "): TensorRT-LLM 1.0's PyTorch backend raises NotImplementedError(\"Unsupported "
                      "quantization_config\") for it (llmapi/llm_utils.py ModelLoader._update_from_hf_quant_config "
-                     "takes fp8 with weight_block_size and mxfp4 from a config.json; ModelOpt's hf_quant_config.json "
-                     "is not read by memplan)");
+                     "takes fp8 with weight_block_size and mxfp4 from a config.json; a ModelOpt FP8 checkpoint's "
+                     "hf_quant_config.json beside the config is read)");
   if (block_n != 128 || block_k != 128)
     throw InputError(who + "'s weight_block_size is [" + std::to_string(block_n) + ", " + std::to_string(block_k) +
                      "]: TensorRT-LLM's FP8BlockScalesLinearMethod holds 128 x 128 blocks only (create_weights: "
@@ -75,6 +85,11 @@ void trtllm_quantization_check(const std::string& method, int64_t block_n, int64
 
 uint64_t trtllm_fp8_block_scalar_bytes(int64_t modules) {
   return checked_mul(static_cast<uint64_t>(std::max<int64_t>(modules, 0)), 2 * sizeof(float), "scale bytes");
+}
+
+// weight_scale, input_scale, inv_input_scale (4 B each) and kv_scales, inv_kv_scales (3 x 4 B each).
+uint64_t trtllm_fp8_qdq_scalar_bytes(int64_t modules) {
+  return checked_mul(static_cast<uint64_t>(std::max<int64_t>(modules, 0)), 9 * sizeof(float), "scale bytes");
 }
 
 TrtllmKvCache trtllm_kv_cache(uint64_t total, uint64_t weights, uint64_t activation_peak, uint64_t non_torch,

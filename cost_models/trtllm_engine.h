@@ -46,10 +46,21 @@ int64_t trtllm_kv_heads_per_rank(int64_t kv_heads, int64_t tp, const std::string
 uint64_t trtllm_estimate_kv_per_token(int64_t layers, int64_t head_dim, int64_t kv_heads, int64_t tp, bool fp8_cache);
 
 // Quantized checkpoints under TensorRT-LLM 1.0's PyTorch backend (NVIDIA/TensorRT-LLM, 1.0 series as indexed):
-//  - llmapi/llm_utils.py ModelLoader._update_from_hf_quant_config (the 1.0-era copy, index id 781189894): without
-//    hf_quant_config.json (ModelOpt's, which memplan does not read), a config.json quantization_config is taken only
-//    as quant_method "fp8" with weight_block_size (QuantAlgo.FP8_BLOCK_SCALES, exclude_modules ["*eh_proj"]) or
-//    "mxfp4"; any other raises NotImplementedError("Unsupported quantization_config: ...").
+//  - llmapi/llm_utils.py ModelLoader._update_from_hf_quant_config (the 1.0-era copy, index id 781189894): ModelOpt's
+//    hf_quant_config.json beside the config, when there, is read first: its quantization.quant_algo becomes
+//    quant_config.quant_algo (QuantAlgo("FP8"): FP8QDQLinearMethod below), kv_cache_quant_algo FP8 the fp8 KV cache
+//    (has_fp8_kv_cache: 1 B an element, in _get_cache_size_per_token and the pool), exclude_modules the modules left
+//    unquantized (onnx_import/hf_modelopt.h maps lm_head and whole o_proj / down_proj modules). Without it, a
+//    config.json quantization_config is taken only as quant_method "fp8" with weight_block_size
+//    (QuantAlgo.FP8_BLOCK_SCALES, exclude_modules ["*eh_proj"]) or "mxfp4"; any other, ModelOpt's config.json form
+//    "modelopt" among them, raises NotImplementedError("Unsupported quantization_config: ...").
+//  - _torch/modules/linear.py FP8QDQLinearMethod (ModelOpt FP8; the stored copy at ed53795, index id 421325918):
+//    create_weights makes weight float8_e4m3fn [out, in], weight_scale, input_scale and inv_input_scale float32
+//    scalars, kv_scales and inv_kv_scales float32 [3] ("K, V scales for NVFP4 KV cache"): 36 B a module beside the
+//    fp8 weight, every one kept when the checkpoint holds input scales (load_weights_fused_qkv_linear and
+//    _fused_gate_up_linear take the shards' max input_scale and weight_scale and requantize the shards to it); the
+//    same fused modules as vLLM's (qkv_proj, gate_up_proj, o_proj, down_proj), whose fp8 weights are vLLM's bytes.
+//    Its GEMMs (cublas_scaled_mm, cuda_scaled_mm) are fp8 tensor-core kernels: compute capability 8.9 and up.
 //  - _torch/modules/linear.py FP8BlockScalesLinearMethod.create_weights: weight float8_e4m3fn [out, in], weight_scale
 //    float32 [ceil(out / 128), ceil(in / 128)] (128 fixed, whatever the checkpoint's block), and two float32 scalars,
 //    input_scale and inv_input_scale ("only used to quantize output of FP8 attention"): 8 B a module more than vLLM's
@@ -62,10 +73,15 @@ uint64_t trtllm_estimate_kv_per_token(int64_t layers, int64_t head_dim, int64_t 
 //    fp8_block_scaling_gemm; other capabilities run other kernels (DeepGEMM's on 10.x), not modelled.
 // Throws InputError naming the model where TensorRT-LLM refuses the checkpoint or memplan does not model it.
 // `method`, `block_n`, `block_k`: the config's quantization_config ("" none); `kv_heads`, `tp`: the KV heads and ranks.
+// `modelopt`: a ModelOpt FP8 checkpoint (onnx_import/hf_modelopt.h), `modelopt_file` read from hf_quant_config.json
+// (what TensorRT-LLM reads; the config.json form alone is refused, as TensorRT-LLM 1.0 refuses it).
 void trtllm_quantization_check(const std::string& method, int64_t block_n, int64_t block_k, int capability,
-                               int64_t kv_heads, int64_t tp, const std::string& model);
+                               int64_t kv_heads, int64_t tp, const std::string& model, bool modelopt = false,
+                               bool modelopt_file = false);
 // The float32 input_scale and inv_input_scale of `modules` FP8BlockScalesLinearMethod modules.
 uint64_t trtllm_fp8_block_scalar_bytes(int64_t modules);
+// The float32 scalars and vectors of `modules` FP8QDQLinearMethod modules: 36 B each.
+uint64_t trtllm_fp8_qdq_scalar_bytes(int64_t modules);
 
 struct TrtllmKvCache {
   uint64_t peak_memory = 0;     // weights + activation peak + non-torch

@@ -69,6 +69,8 @@ VllmVocabPadding vllm_vocab_padding(const Graph& g, const std::string& lm_head, 
   return p;
 }
 
+uint64_t vllm_fp8_tensor_scale_bytes(bool static_activations) { return sizeof(float) * (static_activations ? 2 : 1); }
+
 VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& lm_head, int tp, bool replicate_kv_heads,
                                             const VllmQuantization& q, int64_t step_tokens, DType dtype,
                                             const std::string& model, const std::set<std::string>& left_out) {
@@ -141,7 +143,8 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
                    "(its assertion fails)");
       b = vllm_fp8_block_linear_bytes(m.out_p, m.in_p, q.block);
     } else if (q.method == "fp8") {
-      b = out_p * in_p + 4 + (q.static_activations ? 4 : 0);
+      b = checked_add(checked_mul(out_p, in_p, "weights bytes"), vllm_fp8_tensor_scale_bytes(q.static_activations),
+                      "weights bytes");
     } else if (q.method == "gptq") {
       const int64_t pack = 32 / std::gcd(32, q.bits);  // Fraction(32, bits).numerator
       if (q.group_size != -1 && m.in_p % q.group_size != 0)

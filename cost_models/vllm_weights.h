@@ -68,7 +68,18 @@ struct VllmQuantization {
   bool desc_act = false;   // gptq's act-order
   bool static_activations = false;  // fp8's activation_scheme static
   VllmFp8Block block;               // fp8's weight_block_size (the checkpoint's only; off: per-tensor)
+  // A ModelOpt FP8 checkpoint (onnx_import/hf_modelopt.h): vLLM's ModelOptFp8LinearMethod (quantization/modelopt.py
+  // at c9a5990, create_weights and process_weights_after_loading) makes weight float8_e4m3fn [out_p, in_p] and
+  // weight_scale and input_scale float32 [shards], then keeps weight_scale's max (the shards requantized to it:
+  // requantize_with_max_scale) and input_scale's max: one float each a module, fp8's static per-tensor layout above
+  // (method "fp8", static_activations), sized by the same rule.
+  bool modelopt = false;
+  bool modelopt_kv_fp8 = false;  // its kv_cache_quant_algo FP8
 };
+
+// Per-tensor fp8's float32 scales a module once loaded (Fp8LinearMethod, ModelOptFp8LinearMethod): weight_scale, and
+// input_scale with static activations.
+uint64_t vllm_fp8_tensor_scale_bytes(bool static_activations);
 
 // One vLLM linear module as vllm_quantized_linears groups them (the graph's linear layers that read one activation),
 // one rank's sizes: what another engine's layout of the same modules is sized from (cost_models/sglang_weights.h).

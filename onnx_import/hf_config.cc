@@ -18,6 +18,7 @@
 #include "onnx_import/hf_moe.h"
 #include "onnx_import/hf_moe_grouped.h"
 #include "onnx_import/hf_quantization.h"
+#include "onnx_import/hf_modelopt.h"
 #include "onnx_import/llama_graph.h"
 #include "onnx_import/model_reader.h"
 
@@ -198,6 +199,7 @@ DecoderConfig parse_decoder_config(const std::string& path, const std::string& t
   if (dense != c.model_type) parse_moe(path, j, c);
   if (deepseek) parse_deepseek(path, j, c);
   if (c.model_type == "gpt_oss") parse_gpt_oss(path, j, c);  // hf_gpt_oss.cc
+  read_modelopt(path, c);  // hf_quant_config.json beside the config, and ModelOpt's checks (hf_modelopt.h)
   return c;
 }
 
@@ -219,10 +221,14 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   DecoderConfig config = parse_decoder_config(path, text);
   // A dense decoder's 128 x 128 block fp8 is trtllm's too (cost_models/trtllm_engine.h trtllm_quantization_check).
   const auto& q = config.quantization;
-  const bool trtllm =
-      q.method == "fp8" && q.block_n == 128 && q.block_k == 128 && config.num_experts == 0 && !config.mla;
+  // A ModelOpt hf_quant_config.json's FP8 too (cost_models/trtllm_engine.h).
+  const bool trtllm = (q.method == "fp8" && q.block_n == 128 && q.block_k == 128 && config.num_experts == 0 &&
+                       !config.mla) || q.modelopt_file;
   if (!q.method.empty() && !vllm_serve)
-    fail(path, "config key \"quantization_config\" (" + q.method + ") is modelled by serve --engine vllm" +
+    fail(q.modelopt_file ? q.modelopt_path : path,
+         std::string(q.modelopt_file ? "ModelOpt FP8 quantization" : "config key \"quantization_config\" (" +
+                                                                                 q.method + ")") +
+             " is modelled by serve --engine vllm" +
                    (q.method == "mxfp4" ? "" : trtllm ? ", sglang and trtllm" : " and sglang") +
                    " only: this command's graph would hold the unquantized weights" +
                    (config.quantization.method == "mxfp4"

@@ -47,6 +47,17 @@ struct StoredQuantization {
   // qwen3_moe's gate is a ReplicatedLinear given the model's quant_config, kept unquantized only where the config
   // lists it; "": not read (refused with fp8 experts).
   std::string moe_router;
+  // A ModelOpt checkpoint (onnx_import/hf_modelopt.h): quant_algo FP8, read from hf_quant_config.json beside the
+  // config or from a config.json quantization_config whose quant_method is "modelopt". `method` is then "fp8" with
+  // static activations (the engines' ModelOpt linear methods hold vLLM's per-tensor fp8 layout, a float32
+  // input_scale kept: cost_models/vllm_weights.h, sglang_weights.h, trtllm_engine.h).
+  bool modelopt = false;
+  bool modelopt_file = false;      // read from hf_quant_config.json (what TensorRT-LLM 1.0 reads)
+  bool modelopt_kv_fp8 = false;    // kv_cache_quant_algo "FP8" (config.json: kv_cache_scheme float, 8 bits)
+  std::string modelopt_path;       // the file the ModelOpt settings were read from
+  // exclude_modules as the graph's modules: each "model.layers.N.self_attn.o_proj" or "model.layers.N.mlp.down_proj"
+  // entry (lm_head, never quantized by the engines' ModelOpt methods at the versions read, is dropped).
+  std::vector<std::string> excluded_modules;
 };
 
 // Multi-head latent attention as a deepseek_v3 config.json states it: what vLLM's MLA cache and kernels read

@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "onnx_import/hf_config_keys.h"
+#include "onnx_import/hf_modelopt.h"
 
 namespace memplan::hf {
 
@@ -105,9 +106,11 @@ StoredQuantization parse_quantization(const std::string& path, const json& q) {
     const auto it = q.find("modules_to_not_convert");
     if (it != q.end() && !it->is_null() && !it->is_array())
       fail(path, "quantization_config key \"modules_to_not_convert\" must be a list of module names");
+  } else if (s.method == "modelopt") {  // NVIDIA ModelOpt's config.json form (onnx_import/hf_modelopt.h)
+    return parse_modelopt_config(path, q);
   } else {
     fail(path, "quantization_config quant_method " + m.dump() +
-                   " is not modelled (memplan sizes fp8, gptq, awq and gpt-oss's mxfp4)");
+                   " is not modelled (memplan sizes fp8, gptq, awq, ModelOpt's FP8 (modelopt) and gpt-oss's mxfp4)");
   }
   return s;
 }

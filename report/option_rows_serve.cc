@@ -86,7 +86,10 @@ std::vector<OptionSpec> serve_option_rows() {
                "(packed int32, group scales and zeros); the embedding and the head stay in the model's type. With "
                "--engine sglang, SGLang's layout: fp8 scales per output row, gptq's g_idx kept, routers unquantized "
                "(awq, gptq only as named here: a config's alone is served through Marlin). Default: a config.json's "
-               "quantization_config, else none",
+               "quantization_config, else none. A ModelOpt FP8 checkpoint is read from the hf_quant_config.json "
+               "beside the config (memplan reads that sibling file when present, never downloads) or from a "
+               "quantization_config with quant_method modelopt, and served by vllm, sglang and trtllm as each holds "
+               "it; give no --quantization with it",
        .field = FIELD(serve.quantization), .engines = {"vllm", "sglang"}, .choices = kQuantizationChoices.names()},
       {.flag = "--quant-bits", .kind = K::Int, .commands = kServe,
        .help = "With --quantization gptq: the bits of a weight, 2, 3, 4 or 8 (awq: 4). Default: the config's, else 4",

@@ -116,7 +116,8 @@ EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capa
                                                    "expert bytes")
                                      : 0};
     // Fp8KVCacheMethod's k_scale and v_scale on every RadixAttention: MLA's two a layer (attn_mqa, attn_mha).
-    if (v.quantization.method == "fp8")
+    // ModelOpt's (ModelOptFp8KVCacheMethod) only where the checkpoint states kv_cache_quant_algo.
+    if (v.quantization.method == "fp8" && (!v.quantization.modelopt || v.quantization.modelopt_kv_fp8))
       g.quantization.kv_scale_bytes = sglang_fp8_kv_scale_bytes(a.kv_layers * (v.mla.on ? 2 : 1));
     a.weights_bytes = checked_add(a.weights_bytes, g.quantization.kv_scale_bytes, "weights bytes");
   }
@@ -181,12 +182,26 @@ EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const st
   EngineAnswer a = common(v, "trtllm", model_type);
   a.rules = kTrtllmRules;
   TrtllmAnswer t;
-  if (!v.quantization.method.empty()) {  // block-wise fp8 (serve_engine ran trtllm_quantization_check): vLLM's
-    // grid and two float32 scalars a module
+  if (v.quantization.modelopt) {  // ModelOpt FP8 (trtllm_quantization_check): vLLM's fp8 weights, other scalars
+    t.quantization = {v.quantization.method, v.quantization_source, v.quantized.modules, v.quantized.linear_bytes,
+                      trtllm_fp8_qdq_scalar_bytes(v.quantized.modules), "FP8QDQLinearMethod"};
+    const uint64_t vllm_scalars = checked_mul(static_cast<uint64_t>(v.quantized.modules),
+                                              vllm_fp8_tensor_scale_bytes(true), "weights bytes");
+    if (a.weights_bytes < vllm_scalars) throw std::logic_error("serve --engine trtllm: the analysis's fp8 scales");
+    a.weights_bytes = checked_add(a.weights_bytes - vllm_scalars, t.quantization.scalar_bytes, "weights bytes");
+    // kv_cache_quant_algo FP8 from hf_quant_config.json: an fp8 cache (has_fp8_kv_cache), whatever --kv-cache-dtype.
+    const std::optional<DType> type = dtype_from_name(a.dtype);
+    if (v.quantization.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(a.kv_cache_dtype, "--kv-cache-dtype") && type) {
+      a.kv_bytes_per_token /= static_cast<uint64_t>(dtype_bits(*type)) / 8;
+      a.kv_cache_dtype = "fp8";
+      t.quantization.checkpoint_fp8_cache = true;
+    }
+  } else if (!v.quantization.method.empty()) {  // block-wise fp8 (serve_engine ran trtllm_quantization_check):
+    // vLLM's grid and two float32 scalars a module
     if (v.quantization.method != "fp8" || v.quantization.block.n != 128 || v.quantization.block.k != 128)
       throw std::logic_error("serve --engine trtllm: " + v.model + "'s quantization passed unchecked");
     t.quantization = {v.quantization.method, v.quantization_source, v.quantized.modules, v.quantized.linear_bytes,
-                      trtllm_fp8_block_scalar_bytes(v.quantized.modules)};
+                      trtllm_fp8_block_scalar_bytes(v.quantized.modules), "FP8BlockScalesLinearMethod"};
     a.weights_bytes = checked_add(a.weights_bytes, t.quantization.scalar_bytes, "weights bytes");
   }
   // KvCacheConfig.free_gpu_memory_fraction None (--free-gpu-memory-fraction not given): _util.py
@@ -264,14 +279,22 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
     const std::string method = s.quantization.empty() ? stored.method : s.quantization;
     sglang_quantization_check(method, !s.quantization.empty(), stored.method == "fp8",
                               stored.method == "fp8" && method == "fp8" && stored.block_n > 0, cuda, capability,
-                              probe.path());
+                              probe.path(), stored.modelopt);
+    // ModelRunner.configure_kv_cache_dtype turns auto into fp8_e4m3 where the quant config holds kv_cache_quant_algo
+    // "FP8": later SGLang copies' ModelOptFp8Config does (its ModelOptQuantConfig base keeps it), faeb968's does not
+    // (it keeps kv_cache_quant_method): which 0.5 releases do which is not read (cost_models/sglang_weights.h).
+    if (stored.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype"))
+      throw InputError("serve --engine sglang on " + probe.path() + " with --kv-cache-dtype auto: " +
+                       stored.modelopt_path + " states kv_cache_quant_algo FP8, which SGLang's auto follows "
+                       "(configure_kv_cache_dtype) in the copies whose ModelOptFp8Config keeps kv_cache_quant_algo "
+                       "and not in earlier 0.5 copies: give --kv-cache-dtype fp8 (what the checkpoint asks for)");
   }
   if (engine == ServeEngine::Trtllm) {  // before vLLM's own checks name vLLM
     const bool mla = probe.mla().kv_lora_rank > 0;
     if (tp > 1 && probe.kv().kv_heads > 0 && !mla) trtllm_kv_heads_per_rank(probe.kv().kv_heads, tp, probe.path());
     const StoredQuantization& stored = probe.stored_quantization();
     trtllm_quantization_check(stored.method, stored.block_n, stored.block_k, capability, mla ? 0 : probe.kv().kv_heads,
-                              tp, probe.path());
+                              tp, probe.path(), stored.modelopt, stored.modelopt_file);
   }
   ServeSettings analysis = s;
   // TensorRT-LLM profiles max_num_tokens tokens; SGLang profiles nothing, the analysis's step is the default one.

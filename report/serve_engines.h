@@ -59,10 +59,14 @@ struct TrtllmAnswer {
   int64_t kv_heads_per_rank = 0;           // the pool's whole heads a rank
   // A block-wise fp8 checkpoint (cost_models/trtllm_engine.h trtllm_quantization_check): its modules, vLLM's
   // fp8 weights and scale grids for them (the same bytes), and FP8BlockScalesLinearMethod's two float32 scalars each.
+  // A ModelOpt FP8 checkpoint: the same modules' fp8 weights and FP8QDQLinearMethod's scalars instead of vLLM's two,
+  // and its kv_cache_quant_algo FP8 cache (checkpoint_fp8_cache) where --kv-cache-dtype did not ask for one.
   struct Quantization {
     std::string method, source;  // "" none
     int64_t modules = 0;
     uint64_t linear_bytes = 0, scalar_bytes = 0;
+    std::string layout;          // FP8BlockScalesLinearMethod, FP8QDQLinearMethod
+    bool checkpoint_fp8_cache = false;
   } quantization;
   int64_t tokens_per_block = 0, max_num_tokens = 0;
   TrtllmKvCache cache;

@@ -98,10 +98,12 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
                                         ? nlohmann::ordered_json(nullptr)
                                         : nlohmann::ordered_json{{"method", t.quantization.method},
                                                                  {"source", t.quantization.source},
-                                                                 {"layout", "FP8BlockScalesLinearMethod"},
+                                                                 {"layout", t.quantization.layout},
                                                                  {"quantized_modules", t.quantization.modules},
                                                                  {"linear_bytes", t.quantization.linear_bytes},
-                                                                 {"scalar_bytes", t.quantization.scalar_bytes}}}};
+                                                                 {"scalar_bytes", t.quantization.scalar_bytes},
+                                                                 {"checkpoint_fp8_kv_cache",
+                                                                  t.quantization.checkpoint_fp8_cache}}}};
   } else {
     j["trtllm"] = nullptr;
   }
@@ -178,7 +180,15 @@ std::string engine_to_text(const EngineAnswer& a) {
   }
   if (a.trtllm && !a.trtllm->quantization.method.empty()) {
     const TrtllmAnswer::Quantization& q = a.trtllm->quantization;
-    t += fmt::format("  weights: {} block-wise fp8 modules ({}), {} B of fp8 weights and 128 x 128 float32 scale grids "
+    if (q.layout == "FP8QDQLinearMethod")
+      t += fmt::format("  weights: {} per-tensor fp8 modules ({}), {} B of fp8 weights and scales in vLLM's layout, {} B "
+                       "of FP8QDQLinearMethod's scalars (weight_scale, input_scale, inv_input_scale, kv_scales, "
+                       "inv_kv_scales) in place of its two; the embedding, the LM head, the norms and the excluded "
+                       "modules in the model's type{}\n",
+                       q.modules, q.source, format_count(q.linear_bytes), format_count(q.scalar_bytes),
+                       q.checkpoint_fp8_cache ? "; the KV cache in fp8 (the checkpoint's kv_cache_quant_algo FP8)" : "");
+    else
+      t += fmt::format("  weights: {} block-wise fp8 modules ({}), {} B of fp8 weights and 128 x 128 float32 scale grids "
                      "+ {} B of input_scale / inv_input_scale (FP8BlockScalesLinearMethod); the embedding, the LM head "
                      "and the norms in the model's type\n",
                      q.modules, q.source, format_count(q.linear_bytes), format_count(q.scalar_bytes));

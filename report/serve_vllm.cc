@@ -65,6 +65,7 @@ VllmQuantization resolve_quantization(ServeProbe& probe, const ServeSettings& s,
                                       std::string& source) {
   const StoredQuantization& stored = probe.stored_quantization();
   VllmQuantization q;
+  if (stored.modelopt) return vllm_modelopt_quantization(stored, s, capability, served, probe.path(), source);
   if (!s.quantization.empty() && !stored.method.empty() && s.quantization != stored.method)
     throw InputError("--quantization " + s.quantization + ": " + probe.path() + "'s quantization_config is " +
                      stored.method + " (vLLM refuses a --quantization that differs from the checkpoint's)");
@@ -235,7 +236,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
       fp8_moe_or_block
           ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers,
                                     a.fp8_block.router_nodes, probe.path())
-          : std::set<std::string>{};
+          : modelopt_excluded_nodes(*g, probe.stored_quantization(), probe.path());
   const std::vector<std::string>& attention_steps = sites.attention_steps;
   a.attention_kernels = static_cast<int>(attention_steps.size());
   // A config.json's decoder has a head and one attention block a layer, which vLLM's kernels replace (a soft-capped

@@ -225,6 +225,31 @@ void vllm_mla_place(VllmMlaAnswer& m, const Estimate& forward, const std::vector
 nlohmann::ordered_json vllm_mla_to_json(const VllmMlaAnswer& m);
 std::string vllm_mla_to_text(const VllmMlaAnswer& m);
 
+// report/serve_vllm_modelopt.cc, a ModelOpt FP8 checkpoint (onnx_import/hf_modelopt.h reads it).
+// vLLM's quantization for the checkpoint: ModelOptFp8LinearMethod's layout (method "fp8", static activations,
+// `modelopt`), `source` naming the file. Throws InputError for a --quantization (vLLM's ModelConfig.
+// _verify_quantization refuses one that differs from the checkpoint's "modelopt"), a float32 --dtype
+// (ModelOptFp8Config.get_supported_act_dtypes: bfloat16, float16) and, for --engine vllm, --kv-cache-dtype auto on
+// a checkpoint whose kv_cache_quant_algo is FP8 at --engine-version 0.13 or later (below); VllmGpuRefused below
+// compute capability 8.9 (ModelOptFp8Config.get_min_capability 89; modelopt.py at c9a5990).
+//
+// The KV cache's type under --kv-cache-dtype auto: the model's up to 0.12 (CacheConfig.cache_dtype "auto" is the
+// model's dtype; the checkpoint's kv_cache_quant_algo only loads k_scale / v_scale through BaseKVCacheMethod, whose
+// process_weights_after_loading copies them into the Attention's own _k_scale / _v_scale and deletes the
+// parameters: quantization/kv_cache.py, index id 111208572). vLLM PR #30785 (merged 2025-12-16, after 0.12.0) resolves auto to fp8_e4m3 from the checkpoint's
+// kv_cache_quant_algo in EngineArgs.create_engine_config (vllm/utils/torch_utils.py resolve_kv_cache_dtype_string),
+// and issue #34752 (February 2026) reports auto still resolving to the model's type for some ModelOpt checkpoints:
+// which releases do what is not settled here, so 0.13 and later are refused without an explicit --kv-cache-dtype.
+VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s, int capability,
+                                            DType served, const std::string& model, std::string& source);
+
+// The graph's linear layers of the checkpoint's exclude_modules (each "model.layers.N.self_attn.o_proj" or
+// "model.layers.N.mlp.down_proj": the MatMul of the scope "/layers.N/mlp/down_proj/"), which every engine
+// keeps in the model's type (UnquantizedLinearMethod; SGLang's get_quant_method returns None; TensorRT-LLM's
+// exclude_modules). Throws std::logic_error if one is not in the graph (the config's layers are).
+std::set<std::string> modelopt_excluded_nodes(const Graph& g, const StoredQuantization& stored,
+                                              const std::string& model);
+
 // report/serve_vllm_fp8.cc, a block-wise fp8 checkpoint (a.quantization.block on) or per-tensor fp8 with experts.
 // vllm_fp8_block_check_gpu: refuses (VllmGpuRefused) a GPU whose block-wise kernels are not the sized ones (compute
 // capability other than 8.9 and 9.0). vllm_fp8_block_left_out: the MatMul nodes of `blocks` that vLLM does not

@@ -1,0 +1,83 @@
+// A ModelOpt FP8 checkpoint under serve (report/serve_vllm.h vllm_modelopt_quantization, modelopt_excluded_nodes):
+// what the engines' own rules add to the per-tensor fp8 sizing they share (cost_models/vllm_weights.h,
+// sglang_weights.h, trtllm_engine.h).
+#include "report/serve_vllm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "cost_models/graph_facts.h"
+#include "onnx_import/errors.h"
+#include "report/option_choices.h"
+
+namespace memplan {
+namespace {
+
+// The minor version of "0.M[.p]" (-1 when the text is not one).
+int vllm_minor(const std::string& version) {
+  if (version.rfind("0.", 0) != 0) return -1;
+  try {
+    return std::stoi(version.substr(2));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s, int capability,
+                                            DType served, const std::string& model, std::string& source) {
+  if (!s.quantization.empty())
+    throw InputError("--quantization " + s.quantization + ": " + stored.modelopt_path + " makes " + model +
+                     " a ModelOpt FP8 checkpoint, which the engines serve as their modelopt method (vLLM refuses a "
+                     "--quantization that differs from the checkpoint's): give no --quantization");
+  if (served == DType::Float32)
+    throw InputError("ModelOpt FP8 (" + stored.modelopt_path + ") serves in bfloat16 or float16 (vLLM's and SGLang's "
+                     "ModelOptFp8Config.get_supported_act_dtypes), not float32: give --dtype bf16 or fp16");
+  const bool vllm = s.engine == "vllm" || s.engine == "all";
+  if (vllm && stored.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype") &&
+      vllm_minor(s.engine_version) >= 13)
+    throw InputError("--engine-version " + s.engine_version + " with --kv-cache-dtype auto: " + stored.modelopt_path +
+                     " states kv_cache_quant_algo FP8, which vLLM's auto follows from PR #30785 (merged 2025-12-16, "
+                     "after 0.12) where its resolve_kv_cache_dtype_string finds it, and issue #34752 reports it "
+                     "missing for some checkpoints: give --kv-cache-dtype fp8 (what the checkpoint asks for), or "
+                     "--engine-version 0.12 or earlier, where auto is the model's type");
+  if (capability < 89)
+    throw VllmGpuRefused(fmt::format("ModelOpt FP8 on compute capability {}.{}: vLLM's ModelOptFp8Config needs 8.9 "
+                                     "(get_min_capability)", capability / 10, capability % 10),
+                         true);
+  VllmQuantization q;
+  q.method = "fp8";
+  q.static_activations = true;
+  q.modelopt = true;
+  q.modelopt_kv_fp8 = stored.modelopt_kv_fp8;
+  source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo FP8)"
+                                : "the config's quantization_config (modelopt, quant_algo FP8)";
+  return q;
+}
+
+std::set<std::string> modelopt_excluded_nodes(const Graph& g, const StoredQuantization& stored,
+                                              const std::string& model) {
+  std::set<std::string> out;
+  for (const std::string& module : stored.excluded_modules) {
+    // "model.layers.N.mlp.down_proj" -> the scope "/layers.N/mlp/down_proj/" (onnx_import/llama_graph.cc linear);
+    // the tracer's weights are named onnx::MatMul_*, so the node's scope is what names the module.
+    const std::string bare = module.substr(6);  // hf_modelopt.cc admits "model.layers.N.<two parts>" only
+    const size_t layer_end = bare.find('.', 7);
+    std::string scope = "/" + bare.substr(0, layer_end) + "/" + bare.substr(layer_end + 1) + "/";
+    std::replace(scope.begin() + static_cast<std::ptrdiff_t>(layer_end + 2), scope.end(), '.', '/');
+    bool found = false;
+    for (const Node& n : g.nodes)
+      if ((n.op_type == "MatMul" || n.op_type == "Gemm") && n.inputs.size() >= 2 && n.name.rfind(scope, 0) == 0 &&
+          matmul_weight(g, n.inputs[1]) >= 0) {
+        out.insert(n.name);
+        found = true;
+      }
+    if (!found) throw std::logic_error("serve: no linear layer of " + model + " in " + scope + " (" + module + ")");
+  }
+  return out;
+}
+
+}  // namespace memplan
