@@ -222,21 +222,22 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
   // expert's MLP on one gathered state, their outputs summed and scattered once.
   const bool fused = c_.engine_experts;
   std::vector<std::string> outs;
+  std::string gathered;  // the tokens every expert reads
   for (int64_t e = 0; e < experts && fused; ++e) {
     if (e == 0 || e == experts - 1) {  // the loop's first and last reads of the tokens
       if (c_.gpt_oss) {  // hidden_states[token_idx]
-        empty_state = e_.op("Gather", {hidden, tokens});
+        gathered = e_.op("Gather", {hidden, tokens});
         e_.i("axis", 0);
       } else {  // hidden_states[None]
         if (e == 0) expanded = e_.op("Unsqueeze", {hidden, e_.const_i64({0}, false)});
         const std::string picked = e_.op("Gather", {expanded, tokens});
         e_.i("axis", 1);
-        empty_state = reshape(picked, e_.const_i64({-1, h}, false));
+        gathered = reshape(picked, e_.const_i64({-1, h}, false));
       }
     }
     const std::string name = "experts." + std::to_string(e);
-    outs.push_back(c_.gpt_oss ? gpt_oss_expert(loop, p + ".experts", e, empty_state)
-                              : moe_expert(m + "/" + name, p + "." + name, empty_state, c_.expert_intermediate_size,
+    outs.push_back(c_.gpt_oss ? gpt_oss_expert(loop, p + ".experts", e, gathered)
+                              : moe_expert(m + "/" + name, p + "." + name, gathered, c_.expert_intermediate_size,
                                            mixtral(c_)));
     e_.scope = loop;
     if (e == 0) {  // torch.zeros_like, after the first expert's work as the loop writes it
