@@ -247,6 +247,13 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   if (experts != "grouped_mm" || expert_parallel > 1) check_deepseek_read(path, config);
   const ConfigGraph kind = config_graph_from_name(path, graph);
   if (!experts.empty()) check_grouped_experts(path, experts, config);  // hf_moe_grouped.h
+  // serve --engine vllm, sglang and trtllm (which refuse --experts-implementation) replace each sparse block's experts
+  // by their fused MoE kernel (hf_moe.h), where find_moe_blocks reads the block's router: not DeepseekV2MoEGate's
+  // group_limited_greedy (a Where over the softmax before the top-k), whose experts that analysis keeps in the step as
+  // the eager loop writes them. An explicit `experts` (eager: transformers' loop, as tests/import/tools/hf_config_dump
+  // asks for it to compare with torch.onnx.export) keeps the loop.
+  config.engine_experts =
+      vllm_serve && experts.empty() && config.num_experts > 0 && !(config.deepseek_v2 && config.group_limited);
   if (expert_parallel > 1) check_expert_parallel(path, expert_parallel, kind, config);  // hf_moe_grouped.h
   // The window in force: mistral's (and qwen2's with use_sliding_window) below the position limit; gemma2's,
   // gemma3_text's and phi3's on their windowed layers (parse_hf_arch), below the limit too.

@@ -123,6 +123,7 @@ struct DecoderConfig {
   bool norm_topk_prob = false;                  // the top-k weights divided by their sum (Mixtral: always)
   std::vector<bool> moe_layers;                 // per layer: a sparse block (else the dense MLP, intermediate_size)
   bool grouped_experts = false;                 // --experts-implementation grouped_mm (hf_moe_grouped.h)
+  bool engine_experts = false;                  // serve's fused-MoE engines: the experts as they read them (hf_moe.h)
   int64_t expert_parallel = 1;                  // --ep N: rank 0's experts and rows (hf_moe_grouped.h)
 
   // deepseek_v3 (transformers models/deepseek_v3/modeling_deepseek_v3.py; onnx_import/hf_deepseek.h): multi-head

@@ -218,7 +218,36 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     return start == 0 && step == 1 && end == kEnd ? x : strided(x, start, step, end);
   };
   std::string expanded, acc, last_index, last_source, empty_index, empty_state, empty_weights;
-  for (int64_t e = 0; e < experts; ++e) {
+  // For an engine that runs the experts as its fused MoE kernel (DecoderConfig::engine_experts, hf_moe.h): each
+  // expert's MLP on one gathered state, their outputs summed and scattered once.
+  const bool fused = c_.engine_experts;
+  std::vector<std::string> outs;
+  std::string gathered;  // the tokens every expert reads
+  for (int64_t e = 0; e < experts && fused; ++e) {
+    if (e == 0 || e == experts - 1) {  // the loop's first and last reads of the tokens
+      if (c_.gpt_oss) {  // hidden_states[token_idx]
+        gathered = e_.op("Gather", {hidden, tokens});
+        e_.i("axis", 0);
+      } else {  // hidden_states[None]
+        if (e == 0) expanded = e_.op("Unsqueeze", {hidden, e_.const_i64({0}, false)});
+        const std::string picked = e_.op("Gather", {expanded, tokens});
+        e_.i("axis", 1);
+        gathered = reshape(picked, e_.const_i64({-1, h}, false));
+      }
+    }
+    const std::string name = "experts." + std::to_string(e);
+    outs.push_back(c_.gpt_oss ? gpt_oss_expert(loop, p + ".experts", e, gathered)
+                              : moe_expert(m + "/" + name, p + "." + name, gathered, c_.expert_intermediate_size,
+                                           mixtral(c_)));
+    e_.scope = loop;
+    if (e == 0) {  // torch.zeros_like, after the first expert's work as the loop writes it
+      acc = e_.op("ConstantOfShape", {e_.op("Shape", {hidden})});
+      const float zero = 0.0f;
+      e_.tensor("value", TensorProto::FLOAT, {1}, &zero, 4);
+    }
+  }
+  if (fused) last_index = tokens, last_source = e_.op("Sum", outs);
+  for (int64_t e = 0; e < experts && !fused; ++e) {
     // The JIT's common-subexpression pass merges equal pure ops: the worst rule's empty experts share the first
     // one's top_x and gathered state, and their weights' slice unless it reads the top-k weights divided in place
     // (norm_topk_prob), which the pass leaves apart.

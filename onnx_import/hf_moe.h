@@ -23,6 +23,19 @@
 // token's k pairs go to k distinct experts when k <= E), so every tensor of the block has a size the modeling code
 // meets; the int64 bookkeeping differs (the modeling code's one-hot mask (E, k, N) and torch.where's index pair are
 // not in the graph; memplan holds the pair indices, N·k int64 per layer, instead).
+//
+// For serve's engines (--engine vllm, sglang, trtllm, all: DecoderConfig::engine_experts, set by read_config_model's
+// vllm_serve), which replace each sparse block's experts by their fused MoE kernel (cost_models/engine_kernels.h
+// find_moe_blocks: everything downstream of the router's top-k up to the block's result is held outside the profile
+// step), the loop is written without what only its held tensors need: every expert's MLP (its three projections, or
+// gpt_oss's two with their biases and clamped gate, the same weights in the same order) reads one gathered state of
+// the pairs' tokens, gathered again before the last expert (so the block's input is last read where the loop last
+// reads it), and the experts' outputs are summed (Sum) and index_add_'ed once, after the zeros accumulator the loop
+// makes after its first expert. What the engines read stays the loop's: the router and its steps, the block's input
+// and result, the expert weights each a MatMul's (the tensor-parallel plan splits them, the quantized-layer count
+// leaves them out), E, k, I, H and the tokens (tests/report/serve_fused_experts_test.cc). DeepSeek-V3's decode graph:
+// 105,672 nodes instead of 564,742 (bench/config_speed.md). DeepseekV2MoEGate's group_limited_greedy router, which
+// find_moe_blocks does not read (its experts stay in the step), keeps the loop.
 #pragma once
 
 #include <set>
