@@ -2,6 +2,7 @@
 #include "cost_models/forward_emitter.h"
 
 #include "cost_models/runtime_constants.h"
+#include "onnx_import/checked.h"
 
 namespace memplan {
 
@@ -35,8 +36,10 @@ int32_t ForwardEmitter::matmul_copy(const FusedOp& op, int32_t t, uint64_t t_byt
   const uint64_t elements = g_.tensors[t].elements();
   for (const MatmulCopy& c : aliasing_.matmul_copies(op)) {
     if (c.tensor != t || elements == 0) continue;
-    const int32_t b = writer_.new_buffer(g_.tensors[t].name + ":matmul_copy", t_bytes / elements * c.elements,
-                                         Category::Activation);
+    // t's bytes scaled by the broadcast: multiplied first, as t_bytes may be a tensor-parallel slice (below a byte
+    // an element at --tp 4 in 16-bit).
+    const uint64_t bytes = c.elements == elements ? t_bytes : checked_mul(t_bytes, c.elements, "matmul copy bytes") / elements;
+    const int32_t b = writer_.new_buffer(g_.tensors[t].name + ":matmul_copy", bytes, Category::Activation);
     st.writes.push_back(b);
     return b;
   }
