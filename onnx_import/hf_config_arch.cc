@@ -98,17 +98,7 @@ void parse_hf_arch(const std::string& path, const json& j, DecoderConfig& c) {
   } else {
     require_value(path, j, "rope_scaling", nullptr, "Gemma2RotaryEmbedding has no scaling");
   }
-  const auto types = j.find("layer_types");
-  if (types != j.end() && !types->is_null()) {  // the newer configs' per-layer list wins (Gemma2Config, Gemma3TextConfig)
-    if (!types->is_array() || int64_t(types->size()) != layers)
-      fail(path, "config key \"layer_types\" must list num_hidden_layers (" + std::to_string(layers) + ") layers");
-    for (int64_t l = 0; l < layers; ++l) {
-      const json& t = (*types)[size_t(l)];
-      if (t != "sliding_attention" && t != "full_attention")
-        fail(path, "config key \"layer_types\" holds " + t.dump() + "; memplan reads sliding_attention, full_attention");
-      c.sliding_layers[size_t(l)] = t == "sliding_attention";
-    }
-  }
+  read_layer_types(path, j, c.sliding_layers);  // the newer configs' per-layer list wins (Gemma2Config, Gemma3TextConfig)
 }
 
 }  // namespace memplan::hf

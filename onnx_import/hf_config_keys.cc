@@ -55,4 +55,18 @@ void require_value(const std::string& path, const json& j, const std::string& ke
                  ")");
 }
 
+void read_layer_types(const std::string& path, const json& j, std::vector<bool>& sliding) {
+  const auto types = j.find("layer_types");
+  if (types == j.end() || types->is_null()) return;
+  const size_t layers = sliding.size();
+  if (!types->is_array() || types->size() != layers)
+    fail(path, "config key \"layer_types\" must list num_hidden_layers (" + std::to_string(layers) + ") layers");
+  for (size_t l = 0; l < layers; ++l) {
+    const json& t = (*types)[l];
+    if (t != "sliding_attention" && t != "full_attention")
+      fail(path, "config key \"layer_types\" holds " + t.dump() + "; memplan reads sliding_attention, full_attention");
+    sliding[l] = t == "sliding_attention";
+  }
+}
+
 }  // namespace memplan::hf

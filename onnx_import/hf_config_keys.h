@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,9 @@ int64_t int_key(const std::string& path, const nlohmann::json& j, const std::str
 double positive_number(const std::string& path, const nlohmann::json& j, const std::string& key);
 // true or false; `absent` when missing or null.
 bool bool_key(const std::string& path, const nlohmann::json& j, const std::string& key, bool absent);
+// layer_types, when present and not null: one "sliding_attention" or "full_attention" per layer, written into
+// `sliding` (sized to the layers already); any other list is an error.
+void read_layer_types(const std::string& path, const nlohmann::json& j, std::vector<bool>& sliding);
 // A key whose only value memplan models; any other changes the graph (missing or null: the modelled default).
 void require_value(const std::string& path, const nlohmann::json& j, const std::string& key,
                    const nlohmann::json& modelled, const std::string& why);

@@ -73,17 +73,7 @@ void parse_gpt_oss(const std::string& path, const json& j, DecoderConfig& c) {
   c.mask_window = positive_int(path, require(path, j, "sliding_window"), "sliding_window", int64_t{1} << 40);
   c.sliding_layers.resize(size_t(layers));
   for (int64_t l = 0; l < layers; ++l) c.sliding_layers[size_t(l)] = (l + 1) % 2 != 0;
-  const auto types = j.find("layer_types");
-  if (types != j.end() && !types->is_null()) {
-    if (!types->is_array() || int64_t(types->size()) != layers)
-      fail(path, "config key \"layer_types\" must list num_hidden_layers (" + std::to_string(layers) + ") layers");
-    for (int64_t l = 0; l < layers; ++l) {
-      const json& t = (*types)[size_t(l)];
-      if (t != "sliding_attention" && t != "full_attention")
-        fail(path, "config key \"layer_types\" holds " + t.dump() + "; memplan reads sliding_attention, full_attention");
-      c.sliding_layers[size_t(l)] = t == "sliding_attention";
-    }
-  }
+  read_layer_types(path, j, c.sliding_layers);
   // GptOssExperts: num_local_experts experts of width intermediate_size on every layer.
   c.num_experts = int_key(path, j, "num_local_experts", kMaxExperts);
   c.experts_per_token = int_key(path, j, "num_experts_per_tok", kMaxExperts);
