@@ -25,7 +25,7 @@
 // not in the graph; memplan holds the pair indices, N·k int64 per layer, instead).
 //
 // For serve's engines (--engine vllm, sglang, trtllm, all: DecoderConfig::engine_experts, set by read_config_model's
-// vllm_serve), which replace each sparse block's experts by their fused MoE kernel (cost_models/engine_kernels.h
+// vllm_serve when no --experts-implementation is asked for, which they refuse), which replace each sparse block's experts by their fused MoE kernel (cost_models/engine_kernels.h
 // find_moe_blocks: everything downstream of the router's top-k up to the block's result is held outside the profile
 // step), the loop is written without what only its held tensors need: every expert's MLP (its three projections, or
 // gpt_oss's two with their biases and clamped gate, the same weights in the same order) reads one gathered state of
