@@ -23,6 +23,15 @@ uint64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
   return p;
 }
 
+// Tensor.expand of a tensor of `from` and `strides` to `to`: new leading and broadcast dimensions read one element
+// (stride 0), the others keep theirs.
+Strides expanded_strides(const std::vector<int64_t>& from, const Strides& strides, const std::vector<int64_t>& to) {
+  Strides s(to.size(), 0);
+  const size_t lead = to.size() >= from.size() ? to.size() - from.size() : 0;
+  for (size_t i = lead; i < to.size(); ++i) s[i] = from[i - lead] == 1 && to[i] != 1 ? 0 : strides[i - lead];
+  return s;
+}
+
 }  // namespace
 
 Strides contiguous_strides(const std::vector<int64_t>& shape) {
@@ -98,15 +107,7 @@ Strides view_output_strides(const Graph& g, const Node& n, int32_t out, const St
     }
     return s;
   }
-  if (n.op_type == "Expand") {  // Tensor.expand: new leading and broadcast dimensions read one element (stride 0)
-    Strides s(to.size(), 0);
-    const size_t lead = to.size() >= from.size() ? to.size() - from.size() : 0;
-    for (size_t i = lead; i < to.size(); ++i) {
-      const size_t j = i - lead;
-      s[i] = from[j] == 1 && to[i] != 1 ? 0 : src[j];
-    }
-    return s;
-  }
+  if (n.op_type == "Expand") return expanded_strides(from, src, to);
   if (n.op_type == "Gather" && to.size() + 1 == from.size()) {  // Tensor.select
     Strides s = src;
     s.erase(s.begin() + normalized_axis(attr_int(n, "axis", 0), from.size()));
@@ -150,11 +151,7 @@ std::vector<MatmulCopy> matmul_operand_copies(const Graph& g, const Node& n,
     if (own.size() != shape.size()) continue;
     std::vector<int64_t> expanded = batch;
     expanded.insert(expanded.end(), shape.end() - 2, shape.end());
-    Strides s(expanded.size(), 0);
-    const size_t lead = expanded.size() - shape.size();
-    for (size_t i = lead; i < expanded.size(); ++i)
-      s[i] = shape[i - lead] == 1 && expanded[i] != 1 ? 0 : own[i - lead];
-    needs_copy(t, expanded, s, {batch_elements, shape[shape.size() - 2], shape.back()});
+    needs_copy(t, expanded, expanded_strides(shape, own, expanded), {batch_elements, shape[shape.size() - 2], shape.back()});
   }
   return copies;
 }
