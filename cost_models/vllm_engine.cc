@@ -26,9 +26,13 @@ int version_part(const std::string& text, size_t from) {
 
 }  // namespace
 
-VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
+int vllm_minor_version(const std::string& text) {
   // "MAJOR.MINOR" or "MAJOR.MINOR.PATCH[...]", major 0.
-  const int minor = text.size() > 2 && text.compare(0, 2, "0.") == 0 ? version_part(text, 2) : -1;
+  return text.size() > 2 && text.compare(0, 2, "0.") == 0 ? version_part(text, 2) : -1;
+}
+
+VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
+  const int minor = vllm_minor_version(text);
   const size_t patch_at = minor >= 0 ? text.find('.', 2) : std::string::npos;
   const int patch = patch_at == std::string::npos ? -1 : version_part(text, patch_at + 1);
   const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "

@@ -121,6 +121,9 @@ VllmRule vllm_rule(VllmVersion v);
 // InputError naming the versions modelled and why the others are not. `enforce_eager`: --enforce-eager (0.21 and
 // later refuse without it).
 VllmVersion vllm_version(const std::string& text, bool enforce_eager);
+// The minor version of an --engine-version "0.MINOR[.PATCH...]" text (-1 where it is not one): what vllm_version
+// reads, for a rule that changed inside one VllmVersion's range.
+int vllm_minor_version(const std::string& text);
 // The rule's name as the answer prints it.
 std::string vllm_rules_name(VllmVersion v);
 

@@ -13,20 +13,6 @@
 #include "report/option_choices.h"
 
 namespace memplan {
-namespace {
-
-// The minor version of "0.M[.p]" (-1 when the text is not one).
-int vllm_minor(const std::string& version) {
-  if (version.rfind("0.", 0) != 0) return -1;
-  try {
-    return std::stoi(version.substr(2));
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
-}  // namespace
-
 VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s, int capability,
                                             DType served, const std::string& model, std::string& source) {
   if (!s.quantization.empty())
@@ -38,7 +24,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                      "ModelOptFp8Config.get_supported_act_dtypes), not float32: give --dtype bf16 or fp16");
   const bool vllm = s.engine == "vllm" || s.engine == "all";
   if (vllm && stored.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype") &&
-      vllm_minor(s.engine_version) >= 13)
+      vllm_minor_version(s.engine_version) >= 13)
     throw InputError("--engine-version " + s.engine_version + " with --kv-cache-dtype auto: " + stored.modelopt_path +
                      " states kv_cache_quant_algo FP8, which vLLM's auto follows from PR #30785 (merged 2025-12-16, "
                      "after 0.12) where its resolve_kv_cache_dtype_string finds it, and issue #34752 reports it "
