@@ -2,11 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -46,32 +43,15 @@ const std::set<std::string>& harmless_keys() {
   return keys;
 }
 
-// A config.json is a few kB; a larger file is not one, and is refused before it is read into memory.
-constexpr std::streamoff kMaxConfigBytes = std::streamoff{1} << 24;
-
-std::string read_text(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-    fail(path, "is not a file: a config.json model is the file itself");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(path, "cannot open the config file");
-  const std::streamoff size = in.tellg();
-  if (size > kMaxConfigBytes)
-    fail(path, "is " + std::to_string(size) + " bytes: a config.json is a few kB (memplan reads at most 16 MiB)");
-  in.seekg(0);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail(path, "cannot read the config file");
-  return text.str();
-}
-
 }  // namespace
 
-std::string config_torch_dtype(const std::string& path) { return parse_decoder_config(path, read_text(path)).torch_dtype; }
+std::string config_torch_dtype(const std::string& path) {
+  return parse_decoder_config(path, read_small_file(path, "a config.json")).torch_dtype;
+}
 
 std::string config_model_type(const std::string& path) {
-  try {  // read_text's checks (a file, at most 16 MiB) apply here too; the model's reader names what is wrong
-    return parse_decoder_config(path, read_text(path)).model_type;
+  try {  // read_small_file's checks (a file, at most 16 MiB) apply here too; the model's reader names what is wrong
+    return parse_decoder_config(path, read_small_file(path, "a config.json")).model_type;
   } catch (const InputError&) {
     return "";
   }
@@ -217,7 +197,7 @@ std::vector<std::string> moe_routing_names() { return {"balanced", "worst"}; }
 
 ReadModel read_config_model(const std::string& path, const std::string& graph, const std::string& moe_routing,
                             bool vllm_serve, const std::string& experts, int expert_parallel) {
-  const std::string text = read_text(path);
+  const std::string text = read_small_file(path, "a config.json");
   DecoderConfig config = parse_decoder_config(path, text);
   // A dense decoder's 128 x 128 block fp8 is trtllm's too (cost_models/trtllm_engine.h trtllm_quantization_check).
   const auto& q = config.quantization;

@@ -1,5 +1,9 @@
 #include "onnx_import/hf_config_keys.h"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "onnx_import/errors.h"
 
 namespace memplan::hf {
@@ -67,6 +71,23 @@ void read_layer_types(const std::string& path, const json& j, std::vector<bool>&
       fail(path, "config key \"layer_types\" holds " + t.dump() + "; memplan reads sliding_attention, full_attention");
     sliding[l] = t == "sliding_attention";
   }
+}
+
+std::string read_small_file(const std::string& path, const std::string& what) {
+  constexpr std::streamoff kMaxBytes = std::streamoff{1} << 24;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    fail(path, "is not a file: " + what + " model is the file itself");
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, "cannot open the file");
+  const std::streamoff size = in.tellg();
+  if (size > kMaxBytes)
+    fail(path, "is " + std::to_string(size) + " bytes: " + what + " is a few kB (memplan reads at most 16 MiB)");
+  in.seekg(0);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail(path, "cannot read the file");
+  return text.str();
 }
 
 }  // namespace memplan::hf

@@ -27,6 +27,9 @@ int64_t int_key(const std::string& path, const nlohmann::json& j, const std::str
 double positive_number(const std::string& path, const nlohmann::json& j, const std::string& key);
 // true or false; `absent` when missing or null.
 bool bool_key(const std::string& path, const nlohmann::json& j, const std::string& key, bool absent);
+// The text of a small JSON file beside or as the model (`what`: "a config.json", "a ModelOpt hf_quant_config.json"),
+// refused before it is read when it is not a file, cannot be opened, or is over 16 MiB (a few kB is what it holds).
+std::string read_small_file(const std::string& path, const std::string& what);
 // layer_types, when present and not null: one "sliding_attention" or "full_attention" per layer, written into
 // `sliding` (sized to the layers already); any other list is an error.
 void read_layer_types(const std::string& path, const nlohmann::json& j, std::vector<bool>& sliding);

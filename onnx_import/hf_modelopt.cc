@@ -1,10 +1,8 @@
 #include "onnx_import/hf_modelopt.h"
 
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "onnx_import/hf_config_keys.h"
 
@@ -76,15 +74,6 @@ StoredQuantization parse_modelopt_file(const std::string& path, const json& j) {
   return s;
 }
 
-std::string read_small(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(path, "cannot open it");
-  if (in.tellg() > (std::streamoff{1} << 24)) fail(path, "is over 16 MiB: a ModelOpt hf_quant_config.json is a few lines");
-  in.seekg(0);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 }  // namespace
 
@@ -120,7 +109,7 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
   if (std::filesystem::is_regular_file(file, ec)) {
     json j;
     try {
-      j = json::parse(read_small(file));
+      j = json::parse(read_small_file(file, "a ModelOpt hf_quant_config.json"));
     } catch (const json::exception& e) {
       fail(file, std::string("not valid JSON: ") + e.what());
     }
