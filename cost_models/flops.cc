@@ -8,11 +8,6 @@ namespace {
 
 uint64_t elements_of(const Graph& g, int32_t t) { return t < 0 ? 0 : g.tensors[t].elements(); }
 
-int64_t attr_int(const Node& n, const char* name, int64_t fallback) {
-  auto it = n.attributes.find(name);
-  return it == n.attributes.end() ? fallback : it->second.i;
-}
-
 }  // namespace
 
 uint64_t node_flops(const Graph& g, int32_t index) {
@@ -37,7 +32,7 @@ uint64_t node_flops(const Graph& g, int32_t index) {
     const auto& a = g.tensors[n.inputs[0]].shape;
     if (a.empty()) return out_elems;
     uint64_t k = static_cast<uint64_t>(a.back());
-    if (op == "Gemm" && attr_int(n, "transA", 0) != 0) k = static_cast<uint64_t>(a.front());
+    if (op == "Gemm" && n.int_attribute("transA", 0) != 0) k = static_cast<uint64_t>(a.front());
     return checked_mul(2, checked_mul(out_elems, k, "FLOP count"), "FLOP count");
   }
   if (is_aten(n, "_grouped_mm")) {  // [S, K] x the groups' [K, N]: each row meets one group, 2·S·N·K

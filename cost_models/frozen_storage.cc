@@ -11,8 +11,6 @@ namespace memplan {
 
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
-
 // bitsandbytes (bitsandbytes/functional.py):
 //  - quantize_4bit (NF4, blocksize = 64 by default, quant_storage uint8): the values packed two per byte,
 //    (n + 1) // 2 bytes, and one float32 absmax per 64-value block. With compress_statistics (QLoRA's

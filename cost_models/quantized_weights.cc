@@ -8,14 +8,7 @@
 namespace memplan {
 namespace {
 
-int64_t attr(const Node& n, const char* name, int64_t def) {
-  const auto it = n.attributes.find(name);
-  return it == n.attributes.end() ? def : it->second.i;
-}
-
 int32_t input(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
-
-uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 // The weight operand of each quantized op, then its scale, zero point (and g_idx) operands.
 struct Slots {
@@ -44,12 +37,13 @@ std::string format_of(const Graph& g, const Node& n, int32_t data) {
   const Tensor& w = g.tensors[data];
   const std::string type(dtype_name(w.dtype));
   if (n.op_type == "MatMulNBits")
-    return "MatMulNBits " + std::to_string(attr(n, "bits", 4)) + "-bit block " + std::to_string(attr(n, "block_size", 0)) +
-           (input(n, 3) >= 0 ? "" : " symmetric");
+    return "MatMulNBits " + std::to_string(n.int_attribute("bits", 4)) + "-bit block " +
+           std::to_string(n.int_attribute("block_size", 0)) + (input(n, 3) >= 0 ? "" : " symmetric");
   if (n.op_type != "DequantizeLinear") return n.op_type + " " + type;
   const int32_t scale = input(n, 1);
   const bool per_tensor = scale < 0 || g.tensors[scale].elements() <= 1;
-  if (attr(n, "block_size", 0) > 0 && n.opset >= 21) return "DequantizeLinear " + type + " blocked " + std::to_string(attr(n, "block_size", 0));
+  const int64_t block = n.int_attribute("block_size", 0);
+  if (block > 0 && n.opset >= 21) return "DequantizeLinear " + type + " blocked " + std::to_string(block);
   return "DequantizeLinear " + type + (per_tensor ? " per-tensor" : " per-axis");
 }
 
@@ -69,7 +63,8 @@ std::vector<QuantizedWeight> quantized_weights(const Graph& g) {
     q.format = format_of(g, n, data);
     q.values = g.tensors[data].elements();
     if (n.op_type == "MatMulNBits")
-      q.values = checked_mul(static_cast<uint64_t>(attr(n, "K", 0)), static_cast<uint64_t>(attr(n, "N", 0)), "MatMulNBits values");
+      q.values = checked_mul(static_cast<uint64_t>(n.int_attribute("K", 0)), static_cast<uint64_t>(n.int_attribute("N", 0)),
+                             "MatMulNBits values");
     std::vector<int32_t> tensors{data};
     for (size_t p : s.params)
       if (const int32_t t = input(n, p); t >= 0 && is_constant(g, t)) tensors.push_back(t);
@@ -99,7 +94,8 @@ uint64_t ort_matmul_nbits_scratch_bytes(const Graph& g, const Node& n, uint64_t 
   constexpr uint64_t kColsPerThreadBlock = 8;
   constexpr uint64_t kSharedMemPerBlock = 48 * 1024;
   const int32_t a = input(n, 0), zp = input(n, 3), g_idx = input(n, 4);
-  const int64_t k = attr(n, "K", 0), cols = attr(n, "N", 0), bits = attr(n, "bits", 4), block = attr(n, "block_size", 0);
+  const int64_t k = n.int_attribute("K", 0), cols = n.int_attribute("N", 0), bits = n.int_attribute("bits", 4);
+  const int64_t block = n.int_attribute("block_size", 0);
   if (a < 0 || k <= 0 || cols <= 0 || block <= 0) return 0;
   const Tensor& at = g.tensors[a];
   uint64_t m = 1;

@@ -13,8 +13,7 @@
 namespace memplan {
 namespace {
 
-uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
-constexpr const char* kWhat = "SGLang quantized weights";
+constexpr const char* kSglang = "SGLang quantized weights";
 
 }  // namespace
 
@@ -79,7 +78,7 @@ void sglang_quantized_model_check(const VllmQuantization& q, bool moe, const std
 }
 
 uint64_t sglang_fp8_kv_scale_bytes(int64_t attentions) {
-  return checked_mul(checked_mul(static_cast<uint64_t>(attentions), 2, kWhat), 4, kWhat);  // k_scale, v_scale
+  return checked_mul(checked_mul(static_cast<uint64_t>(attentions), 2, kSglang), 4, kSglang);  // k_scale, v_scale
 }
 
 SglangQuantizedLinears sglang_quantized_linears(const std::vector<VllmLinearModule>& modules, const VllmQuantization& q,
@@ -93,7 +92,7 @@ SglangQuantizedLinears sglang_quantized_linears(const std::vector<VllmLinearModu
              : q.method == "awq" ? fmt::format("awq int4, groups of {}", q.group_size)
                                  : fmt::format("gptq int{}, groups of {}, g_idx kept", q.bits, q.group_size);
   for (const VllmLinearModule& m : modules) {
-    const uint64_t in_p = u(m.in_p), out_p = u(m.out_p);
+    const uint64_t in_p = u64(m.in_p), out_p = u64(m.out_p);
     const auto is_router = [&](const std::string& n) { return routers.count(n) > 0; };
     const size_t router_layers = static_cast<size_t>(std::count_if(m.nodes.begin(), m.nodes.end(), is_router));
     if (router_layers > 0 && router_layers != m.nodes.size())
@@ -101,30 +100,30 @@ SglangQuantizedLinears sglang_quantized_linears(const std::vector<VllmLinearModu
                              m.nodes.front() + ")");
     uint64_t b = 0;
     if (router_layers > 0) {  // the gate in the model's type
-      b = checked_mul(checked_mul(in_p, out_p, kWhat), element_bytes, kWhat);
+      b = checked_mul(checked_mul(in_p, out_p, kSglang), element_bytes, kSglang);
       ++r.routers;
-      r.router_bytes = checked_add(r.router_bytes, b, kWhat);
+      r.router_bytes = checked_add(r.router_bytes, b, kSglang);
     } else if (block) {
       b = vllm_fp8_block_linear_bytes(m.out_p, m.in_p, q.block);
       ++r.modules;
     } else if (q.method == "fp8") {  // convert_to_channelwise: float32 [out_p, 1]; static: input_scale.max()
-      b = checked_add(checked_mul(out_p, in_p, kWhat), checked_mul(out_p, 4, kWhat), kWhat) +
+      b = checked_add(checked_mul(out_p, in_p, kSglang), checked_mul(out_p, 4, kSglang), kSglang) +
           (q.static_activations ? 4 : 0);
       ++r.modules;
     } else if (q.method == "awq") {
-      b = awq_packed(in_p, out_p, in_p / u(q.group_size), element_bytes).total();
+      b = awq_packed(in_p, out_p, in_p / u64(q.group_size), element_bytes).total();
       ++r.modules;
     } else if (q.method == "gptq") {
       const bool row_parallel = m.in_p != m.input_size;
       const uint64_t rows = q.group_size == -1 ? 1
-                            : row_parallel    ? in_p / u(q.group_size)
-                                              : u(m.input_size / q.group_size);
+                            : row_parallel    ? in_p / u64(q.group_size)
+                                              : u64(m.input_size / q.group_size);
       b = gptq_packed(in_p, out_p, static_cast<uint64_t>(q.bits), rows, element_bytes, true).total();
       ++r.modules;
     } else {
       throw std::logic_error("serve --engine sglang: no layout for " + q.method);
     }
-    r.bytes = checked_add(r.bytes, b, kWhat);
+    r.bytes = checked_add(r.bytes, b, kSglang);
   }
   return r;
 }

@@ -19,7 +19,7 @@ uint64_t TensorParallelPlan::local_bytes(const Graph& g, int32_t t, uint64_t ful
 
 namespace {
 
-int rank_of(const Graph& g, int32_t t) { return static_cast<int>(g.tensors[t].shape.size()); }
+int tp_rank_of(const Graph& g, int32_t t) { return static_cast<int>(g.tensors[t].shape.size()); }
 
 class Pass {
  public:
@@ -44,7 +44,7 @@ class Pass {
   std::string tp_text() const { return "--tp " + std::to_string(p_.tp); }
 
   void set(int32_t t, int axis) {
-    if (t < 0 || axis < 0 || axis >= rank_of(g_, t)) return;
+    if (t < 0 || axis < 0 || axis >= tp_rank_of(g_, t)) return;
     const int64_t dim = g_.tensors[t].shape[axis];
     p_.axis[t] = axis;
     p_.local_dim[t] = (dim + p_.tp - 1) / p_.tp;
@@ -56,7 +56,7 @@ class Pass {
 
   // A tensor sharded along the sequence (the axis before the last); N must divide it.
   void shard_sequence(int32_t t, const Node& n) {
-    const int r = rank_of(g_, t);
+    const int r = tp_rank_of(g_, t);
     if (r < 2) return;
     const int64_t s = g_.tensors[t].shape[r - 2];
     if (s % p_.tp != 0)
@@ -70,7 +70,7 @@ class Pass {
   void linear(const Node& n, int32_t x, int32_t w_operand, int32_t w, int w_out, int32_t bias, int x_contracted) {
     const int32_t out = n.outputs[0];
     if (out < 0) return;
-    const int ro = rank_of(g_, out);
+    const int ro = tp_rank_of(g_, out);
     if (p_.sharded(x) && p_.axis[x] == x_contracted) {  // row-parallel: the input is split on the contraction
       ++p_.row_parallel;
       set(w, w_operand == w ? 0 : 1);  // W^T [in, out] or the exported W [out, in]: the input dimension
@@ -89,8 +89,8 @@ class Pass {
     set(w, w_out);
     if (w_operand != w) set(w_operand, 1);
     set(out, ro - 1);
-    if (bias >= 0 && weight(bias) && rank_of(g_, bias) >= 1 && g_.tensors[bias].shape.back() == features)
-      set(bias, rank_of(g_, bias) - 1);
+    if (bias >= 0 && weight(bias) && tp_rank_of(g_, bias) >= 1 && g_.tensors[bias].shape.back() == features)
+      set(bias, tp_rank_of(g_, bias) - 1);
     if (p_.sharded(x)) p_.gathered_input[&n - g_.nodes.data()] = x;  // sequence-parallel input: all-gathered
   }
 
@@ -192,12 +192,12 @@ class Pass {
     const bool along = n.op_type == "Split" || n.op_type == "Slice" || n.op_type == "Concat";
     for (int32_t out : n.outputs) {
       if (out < 0 || !dtype_is_float(g_.tensors[out].dtype)) continue;
-      const int ro = rank_of(g_, out);
+      const int ro = tp_rank_of(g_, out);
       int chosen = -1;
       for (size_t i = 0; i < n.inputs.size() && chosen < 0; ++i) {
         const int32_t in = n.inputs[i];
         if (!p_.sharded(in)) continue;
-        const int ao = p_.axis[in] + ro - rank_of(g_, in);
+        const int ao = p_.axis[in] + ro - tp_rank_of(g_, in);
         if (ao < 0 || ao >= ro) continue;
         const int64_t od = g_.tensors[out].shape[ao], id = g_.tensors[in].shape[p_.axis[in]];
         if (od == id) {
@@ -216,7 +216,7 @@ class Pass {
       if (chosen < 0) continue;
       for (int32_t in : n.inputs) {  // a column-parallel bias (or any weight spanning the sharded axis) is split
         if (!weight(in) || p_.sharded(in)) continue;
-        const int aw = chosen - (ro - rank_of(g_, in));
+        const int aw = chosen - (ro - tp_rank_of(g_, in));
         if (aw >= 0 && g_.tensors[in].shape[aw] == g_.tensors[out].shape[chosen] && g_.tensors[in].shape[aw] > 1) set(in, aw);
       }
     }
@@ -226,7 +226,7 @@ class Pass {
     const Node& n = g_.nodes[index];
     const std::string& op = n.op_type;
     auto input = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
-    if (op == "Gather" && weight(input(0)) && rank_of(g_, input(0)) == 2 && input(1) >= 0 &&
+    if (op == "Gather" && weight(input(0)) && tp_rank_of(g_, input(0)) == 2 && input(1) >= 0 &&
         g_.tensors[input(1)].kind == TensorKind::Input) {  // the token embedding: vocab-parallel
       ++p_.vocab_parallel;
       vocab_rows_ = g_.tensors[input(0)].shape[0];
@@ -238,10 +238,12 @@ class Pass {
       const int32_t w = weight_operand(input(1));
       if (w >= 0 && (is_replicated_gate(g_, n) || (!p_.sharded(n.inputs[0]) && is_replicated_latent(g_, n))))
         return;  // weight and output whole on every GPU
-      if (w >= 0) return linear(n, input(0), input(1), w, w == input(1) ? 1 : 0, -1, rank_of(g_, input(0)) - 1);
+      if (w >= 0) return linear(n, input(0), input(1), w, w == input(1) ? 1 : 0, -1, tp_rank_of(g_, input(0)) - 1);
       // Two activations (attention): the contracted axes must not be the sharded ones.
       const int32_t a = input(0), b = input(1);
-      if ((p_.sharded(a) && p_.axis[a] == rank_of(g_, a) - 1) || (p_.sharded(b) && p_.axis[b] == rank_of(g_, b) - 2)) return;
+      if ((p_.sharded(a) && p_.axis[a] == tp_rank_of(g_, a) - 1) ||
+          (p_.sharded(b) && p_.axis[b] == tp_rank_of(g_, b) - 2))
+        return;
       return carry(n);
     }
     if (op == "Gemm" && n.inputs.size() >= 2) {
@@ -265,7 +267,7 @@ class Pass {
       const int32_t in = input(0);
       const auto it = n.attributes.find("perm");
       if (!p_.sharded(in) || n.outputs.empty() || n.outputs[0] < 0) return;
-      const int r = rank_of(g_, in);
+      const int r = tp_rank_of(g_, in);
       for (int j = 0; j < r; ++j) {
         const int src = it != n.attributes.end() ? static_cast<int>(it->second.ints[j]) : r - 1 - j;
         if (src == p_.axis[in]) {
@@ -280,14 +282,15 @@ class Pass {
       // A reduction over the sharded axis would be a partial sum (an all-reduce, then replicated).
       const int32_t in = input(0);
       if (!p_.sharded(in)) return;
-      const int r = rank_of(g_, in);
+      const int r = tp_rank_of(g_, in);
       if (op == "LayerNormalization") {
         const auto it = n.attributes.find("axis");
         int axis = it != n.attributes.end() ? static_cast<int>(it->second.i) : -1;
         if (axis < 0) axis += r;
         if (p_.axis[in] >= axis) return;
       } else if (!n.outputs.empty() && n.outputs[0] >= 0 &&
-                 (rank_of(g_, n.outputs[0]) != r || g_.tensors[n.outputs[0]].shape[p_.axis[in]] != g_.tensors[in].shape[p_.axis[in]])) {
+                 (tp_rank_of(g_, n.outputs[0]) != r ||
+                  g_.tensors[n.outputs[0]].shape[p_.axis[in]] != g_.tensors[in].shape[p_.axis[in]])) {
         return;
       }
     }

@@ -4,11 +4,6 @@
 namespace memplan {
 namespace {
 
-int64_t attr_int(const Node& n, const char* name, int64_t fallback) {
-  const auto it = n.attributes.find(name);
-  return it == n.attributes.end() ? fallback : it->second.i;
-}
-
 int64_t normalized_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
 
 const std::vector<int64_t>* known_ints(const Graph& g, const Node& n, size_t input) {
@@ -110,7 +105,7 @@ Strides view_output_strides(const Graph& g, const Node& n, int32_t out, const St
   if (n.op_type == "Expand") return expanded_strides(from, src, to);
   if (n.op_type == "Gather" && to.size() + 1 == from.size()) {  // Tensor.select
     Strides s = src;
-    s.erase(s.begin() + normalized_axis(attr_int(n, "axis", 0), from.size()));
+    s.erase(s.begin() + normalized_axis(n.int_attribute("axis", 0), from.size()));
     return s;
   }
   if (to == from) return src;

@@ -43,8 +43,6 @@ uint64_t next_power_of_2(uint64_t v) {  // triton.next_power_of_2
   return p;
 }
 
-uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }  // triton.cdiv
-
 }  // namespace
 
 bool TrainingStep::head_operands(int32_t i, int32_t& x, int32_t& w) const {
@@ -106,7 +104,7 @@ void TrainingStep::emit_fused_loss() {
   const uint64_t h = static_cast<uint64_t>(std::max<int64_t>(1, hidden.shape.empty() ? 1 : hidden.shape.back()));
   const uint64_t v = static_cast<uint64_t>(std::max<int64_t>(1, graph_.tensors[out].shape.back()));
   const uint64_t bt = hidden.elements() / h;
-  const uint64_t rows = std::min(next_power_of_2(cdiv(bt, cdiv(v, h))), bt);  // Liger's chunk_size
+  const uint64_t rows = std::min(next_power_of_2(ceil_div(bt, ceil_div(v, h))), bt);  // Liger's chunk_size
   const bool amp = is_amp(options_.precision);
   const DType compute = amp ? low_precision_dtype(options_.precision) : layout().dtype[x];
   const uint64_t cbytes = static_cast<uint64_t>(dtype_bits(compute) / 8);

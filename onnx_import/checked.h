@@ -20,6 +20,12 @@ inline uint64_t checked_mul(uint64_t a, uint64_t b, const char* what = "byte cou
   return r;
 }
 
+// ceil(a / b) for b > 0, which cannot overflow (triton.cdiv; torch's c10::ceil_div rounds the same way).
+inline uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+// A size the importer has checked is not negative, as an operand of the unsigned byte arithmetic above.
+inline uint64_t u64(int64_t v) { return static_cast<uint64_t>(v); }
+
 // Rounds n up to a multiple of m (m > 0), overflow-checked.
 inline uint64_t round_up(uint64_t n, uint64_t m) {
   uint64_t r = n % m;

@@ -114,6 +114,11 @@ uint64_t Tensor::elements() const {
   return n;
 }
 
+int64_t Node::int_attribute(const std::string& name, int64_t fallback) const {
+  const auto it = attributes.find(name);
+  return it == attributes.end() ? fallback : it->second.i;
+}
+
 uint64_t Tensor::bytes() const {
   const std::optional<uint64_t> b = dtype_bytes(dtype, elements());
   if (!b) throw ShapeOverflow("byte size of tensor '" + name + "' overflows 64 bits");

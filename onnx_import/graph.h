@@ -90,6 +90,8 @@ struct Node {
   std::vector<int32_t> inputs;     // tensor ids; -1 for an omitted optional input
   std::vector<int32_t> outputs;    // tensor ids; -1 for an omitted optional output
   std::map<std::string, Attribute> attributes;
+
+  int64_t int_attribute(const std::string& name, int64_t fallback) const;  // `fallback` when the node lacks it
 };
 
 struct Graph {

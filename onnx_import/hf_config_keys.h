@@ -14,6 +14,11 @@ namespace memplan::hf {
 // dense configs stay far inside them (Llama-3.1-405B: hidden 16384, 126 layers, vocab 128256).
 inline constexpr int64_t kMaxDimension = int64_t{1} << 24;
 inline constexpr int64_t kMaxLayers = 1024;
+// A graph of every expert of every layer (hf_moe.cc, hf_deepseek.cc, hf_gpt_oss.cc): the largest published
+// configs stay far inside (Qwen3-235B-A22B: 128 experts x 94 layers; DeepSeek-V3: 256 x 58), a hostile one is
+// refused before it is built.
+inline constexpr int64_t kMaxExperts = 4096;
+inline constexpr int64_t kMaxExpertBlocks = int64_t{1} << 16;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what);
 // The key's value; missing or null is an error.

@@ -17,9 +17,6 @@ using namespace hf;
 
 namespace {
 
-constexpr int64_t kMaxExperts = 4096;
-constexpr int64_t kMaxExpertBlocks = int64_t{1} << 16;
-
 // modeling_deepseek_v3.py yarn_get_mscale.
 double yarn_get_mscale(double scale, double mscale) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 

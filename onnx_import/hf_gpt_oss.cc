@@ -16,14 +16,6 @@ using nlohmann::json;
 using onnx::TensorProto;
 using namespace hf;
 
-namespace {
-
-// Bounds of a graph of every expert of every layer, as parse_moe keeps them (hf_moe.cc).
-constexpr int64_t kMaxExperts = 4096;
-constexpr int64_t kMaxExpertBlocks = int64_t{1} << 16;
-
-}  // namespace
-
 // GptOssConfig's keys beyond the shared ones (configuration_gpt_oss.py). experts_per_token and
 // initial_context_length are the Hub configs' copies of openai/gpt-oss's own names, read by neither transformers'
 // modeling code (num_experts_per_tok, max_position_embeddings) nor memplan beyond the check that they agree;

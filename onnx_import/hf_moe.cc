@@ -17,11 +17,6 @@ using namespace hf;
 
 namespace {
 
-// A graph of every expert of every layer: the largest published configs stay far inside (Qwen3-235B-A22B: 128
-// experts x 94 layers; DeepSeek-V3: 256 x 58), a hostile one is refused before it is built.
-constexpr int64_t kMaxExperts = 4096;
-constexpr int64_t kMaxExpertBlocks = int64_t{1} << 16;
-
 bool mixtral(const DecoderConfig& c) { return c.model_type == "mixtral"; }
 
 }  // namespace

@@ -104,7 +104,7 @@ std::string fit_to_markdown(const FitAnswer& a) { return "```\n" + fit_to_text(a
 
 namespace {
 
-std::string value_text(const FitResult& r) { return r.any_fits ? std::to_string(r.value) : "none"; }
+std::string answer_text(const FitResult& r) { return r.any_fits ? std::to_string(r.value) : "none"; }
 
 uint64_t row_margin(const FitTableRow& row) {
   return row.budget_bytes > row.result.bytes_at_value ? row.budget_bytes - row.result.bytes_at_value : 0;
@@ -135,7 +135,7 @@ std::string fit_table_to_text(const FitTable& t) {
                                  "GPU", "memory", "budget", t.search, "margin");
   for (const FitTableRow& row : t.rows)
     text += fmt::format("  {:<12}{:>12}{:>12}{:>10}{:>12}\n", row.gpu, format_bytes(row.memory_bytes),
-                        format_bytes(row.budget_bytes), value_text(row.result), margin_text(row));
+                        format_bytes(row.budget_bytes), answer_text(row.result), margin_text(row));
   std::string lowered;
   bool checked = false;
   for (const FitTableRow& row : t.rows) {
@@ -156,7 +156,7 @@ std::string fit_table_to_markdown(const FitTable& t) {
   std::string md = fmt::format("| GPU | memory | budget | largest {} | margin |\n|---|---:|---:|---:|---:|\n", t.search);
   for (const FitTableRow& row : t.rows)
     md += fmt::format("| {} | {} | {} | {} | {} |\n", row.gpu, format_bytes(row.memory_bytes),
-                      format_bytes(row.budget_bytes), value_text(row.result), margin_text(row));
+                      format_bytes(row.budget_bytes), answer_text(row.result), margin_text(row));
   return md;
 }
 

@@ -17,7 +17,7 @@
 namespace memplan {
 namespace {
 
-bool train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
+bool is_train(const EstimateArgs& a) { return kModeChoices.is(a.mode, Mode::Training); }
 // One row's value against its kind (a choice, an integer's minimum, a number's range).
 void check_value(const OptionSpec& row, const CommandArgs& args) {
   const std::string value = field_text(row, args);
@@ -266,7 +266,7 @@ void check_estimate_combinations(const EstimateArgs& a) {
   CommandArgs args;
   args.estimate = a;
   const CommandArgs defaults;
-  const bool training = train(a);
+  const bool training = is_train(a);
   for (const OptionSpec& row : option_schema()) {
     if (!(row.applies_to(kEstimate) || row.applies_to(kPlan)) || row.scope == Scope::Any) continue;
     if (field_text(row, args) == field_text(row, defaults)) continue;
@@ -322,7 +322,7 @@ void validate_options(const CommandArgs& args, Command command, const std::vecto
 // --param-dtype auto (under autocast: the type the parameters stay in, as from_pretrained loaded them) and
 // --frozen-dtype auto (the frozen weights' type, as loaded) are settled by the same read.
 void settle_auto_precision(EstimateArgs& a) {
-  if ((a.precision != kAutoPrecision && a.param_dtype != kAutoPrecision && a.frozen_dtype != kAutoPrecision) || !train(a))
+  if ((a.precision != kAutoPrecision && a.param_dtype != kAutoPrecision && a.frozen_dtype != kAutoPrecision) || !is_train(a))
     return;
   const DType stored = stored_float_dtype_at(a.model.path);
   if (a.precision == kAutoPrecision) {

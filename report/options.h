@@ -113,5 +113,7 @@ void set_field_text(const OptionSpec& row, CommandArgs& args, const std::string&
 // docs/options.md: every option of every command and the combination matrix's refusals, as Markdown
 // (`memplan options` prints it; report/options_doc.cc).
 std::string options_markdown();
+// `text` for a Markdown table cell: each | escaped (options_markdown, recipes_markdown).
+std::string markdown_cell(const std::string& text);
 
 }  // namespace memplan

@@ -8,12 +8,6 @@
 namespace memplan {
 namespace {
 
-std::string cell(std::string text) {
-  std::string out;
-  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
-  return out;
-}
-
 std::string value_text(const OptionSpec& row) {
   switch (row.kind) {
     case OptionKind::Model: return "path";
@@ -38,10 +32,18 @@ std::string commands_text(const OptionSpec& row) {
 
 // What a row does; an engine's own option (serve) says whose first.
 std::string what_it_does(const OptionSpec& row) {
-  return row.engines.empty() ? cell(row.help) : fmt::format("(--engine {}) {}", fmt::join(row.engines, ", "), cell(row.help));
+  return row.engines.empty()
+             ? markdown_cell(row.help)
+             : fmt::format("(--engine {}) {}", fmt::join(row.engines, ", "), markdown_cell(row.help));
 }
 
 }  // namespace
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
 
 std::string options_markdown() {
   std::string out =
@@ -58,8 +60,8 @@ std::string options_markdown() {
     const std::string keyword = row.python_keyword().empty() ? "-" : "`" + row.python_keyword() + "`";
     const std::string def = row.show_default ? "`" + field_text(row, defaults) + "`" : "";
     const char* mode = row.scope == Scope::Train ? "train" : row.scope == Scope::Inference ? "inference" : "";
-    out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", row.flag, keyword, value_text(row), cell(def), mode,
-                       commands_text(row), what_it_does(row));
+    out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", row.flag, keyword, value_text(row),
+                       markdown_cell(def), mode, commands_text(row), what_it_does(row));
   }
   out +=
       "\n## Combinations\n\n"
@@ -72,7 +74,8 @@ std::string options_markdown() {
     out += fmt::format("| {} | `{}` | {} |\n", f.name, f.value, mode);
   }
   out += "\n| refused pair | why |\n|---|---|\n";
-  for (const Refusal& r : refused_pairs()) out += fmt::format("| {} x {} | {} |\n", r.a, r.b, cell(r.reason));
+  for (const Refusal& r : refused_pairs())
+    out += fmt::format("| {} x {} | {} |\n", r.a, r.b, markdown_cell(r.reason));
   out +=
       "\n## Rules of a command's own options\n\n"
       "Refused (exit 2) by the CLI and the Python module alike, with one message.\n\n"
@@ -81,7 +84,7 @@ std::string options_markdown() {
     std::vector<std::string> names;
     for (Command c : all_commands())
       if ((r.commands & c) != 0) names.push_back(command_name(c));
-    out += fmt::format("| {} | {} |\n", fmt::join(names, ", "), cell(r.rule));
+    out += fmt::format("| {} | {} |\n", fmt::join(names, ", "), markdown_cell(r.rule));
   }
   return out;
 }

@@ -109,8 +109,6 @@ bool grouped_experts_modelled(const CommandArgs& a) {
          type == "deepseek_v3" || type == "gpt_oss";
 }
 
-// The Trainer's fused default is adamw_torch_fused: torch's AdamW, not a bitsandbytes optimizer or SGD.
-bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 
 // The model in the type its checkpoint is stored in: from_pretrained's dtype defaults to "auto" since transformers 5,
 // and the Trainer does not cast the model (bf16=True adds autocast around it). Not for hf-peft-qlora, whose
@@ -209,6 +207,9 @@ const char* const kHfNotModelled =
     "grouped_mm_experts_forward as rewritten after 0261a46 (src/transformers/integrations/moe.py at 8b584a6: the "
     "rows summed by a view over the k slots in place of zeros_like + index_add_; memplan builds 0261a46's form)";
 
+bool multi_gpu(const CommandArgs& a) { return a.estimate.gpus > 1; }
+bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
+
 const std::vector<Recipe>& recipes() {
   static const std::vector<Recipe> all = {
       {"hf-trainer", "transformers Trainer (main, torch >= 2.8)",
@@ -295,16 +296,6 @@ void apply_recipe(CommandArgs& args, Command command, std::vector<const OptionSp
   }
 }
 
-namespace {
-
-std::string cell(const std::string& text) {  // a | inside a table cell is escaped
-  std::string out;
-  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
-  return out;
-}
-
-}  // namespace
-
 std::string recipes_markdown() {
   std::string md =
       "# Recipes\n\n`--recipe NAME` fills the options a framework decides, each with the source it follows; a flag "
@@ -313,8 +304,8 @@ std::string recipes_markdown() {
     md += "\n## " + r.name + "\n\nFollows " + r.follows + ". " + r.summary +
           "\n\n| option | value | when | source |\n|---|---|---|---|\n";
     for (const RecipeSetting& s : r.settings)
-      md += "| `" + s.flag + "` | `" + cell(s.value) + "` | " + (s.when.empty() ? "always" : cell(s.when)) + " | " +
-            s.source + " |\n";
+      md += "| `" + s.flag + "` | `" + markdown_cell(s.value) + "` | " +
+            (s.when.empty() ? "always" : markdown_cell(s.when)) + " | " + s.source + " |\n";
     if (!r.optimizers.empty()) {
       md += "\nOptimizers: ";
       for (size_t i = 0; i < r.optimizers.size(); ++i) md += (i ? ", `" : "`") + r.optimizers[i] + "`";

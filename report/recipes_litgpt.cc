@@ -14,14 +14,13 @@ bool half(const CommandArgs& a) {
          kPrecisionChoices.is(a.estimate.precision, Precision::Fp16);
 }
 bool amp(const CommandArgs& a) { return amp_precision(a.estimate.precision); }
-bool distributed(const CommandArgs& a) { return a.estimate.gpus > 1; }
 // --quantize bnb.nf4 / bnb.nf4-dq (with --double-quant) / bnb.int8-training: BitsandbytesPrecision.
 bool quantized(const CommandArgs& a) {
   return kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4) ||
          kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Int8);
 }
 
-std::string contradiction(const CommandArgs& args) {
+std::string litgpt_contradiction(const CommandArgs& args) {
   const EstimateArgs& a = args.estimate;
   const std::string lg = "--recipe litgpt";
   if (a.lora_rank == 0)
@@ -41,13 +40,13 @@ std::string contradiction(const CommandArgs& args) {
   if (quantized(args) && amp(args))
     return lg + " --frozen-dtype " + a.frozen_dtype + " is --quantize bnb.*, which setup() refuses with mixed "
                 "precision (\"Quantization and mixed precision is not supported.\"): --precision " + a.precision;
-  if (quantized(args) && distributed(args))
+  if (quantized(args) && multi_gpu(args))
     return lg + " --frozen-dtype " + a.frozen_dtype + " is --quantize bnb.*, which setup() refuses on more than one "
                 "device (NotImplementedError): --gpus " + std::to_string(a.gpus);
   if (quantized(args) && !kOptimizerChoices.is(a.optimizer, Optimizer::PagedAdamW))
     return lg + " --frozen-dtype " + a.frozen_dtype + " is --quantize bnb.*, whose optimizer is bitsandbytes' "
                 "PagedAdamW whatever AdamW is named (utils.py instantiate_bnb_optimizer): --optimizer " + a.optimizer;
-  if (distributed(args) && !kShardChoices.is(a.shard, Sharding::Fsdp))
+  if (multi_gpu(args) && !kShardChoices.is(a.shard, Sharding::Fsdp))
     return lg + " --gpus " + std::to_string(a.gpus) + " shards with FSDP2 (ModelParallelStrategy, parallelize_fn's "
                 "fully_shard): --shard " + a.shard + " is not one of its choices";
   if (half(args) && kLoraDtypeChoices.is(a.lora_dtype, true))
@@ -57,7 +56,7 @@ std::string contradiction(const CommandArgs& args) {
   return "";
 }
 
-std::vector<RecipeSetting> settings() {
+std::vector<RecipeSetting> litgpt_settings() {
   return {
       {"--precision", "bf16",
        "config_hub/finetune configs' precision: bf16-true (all 42): Fabric builds the model in bf16 "
@@ -104,16 +103,16 @@ std::vector<RecipeSetting> settings() {
       {"--shard", "fsdp",
        "setup(): devices > 1 -> ModelParallelStrategy(parallelize_fn, data_parallel_size=devices * num_nodes): "
        "parallelize_fn's fully_shard on each checkpointed Block and then the root: memplan's default units",
-       distributed, "--gpus N > 1"},
+       multi_gpu, "--gpus N > 1"},
       {"--checkpoint", "layers",
        "finetune/lora.py parallelize_fn(activation_checkpointing=True): checkpoint_wrapper around each Block of "
        "model.transformer.h (one GPU: no checkpointing)",
-       distributed, "--gpus N > 1"},
+       multi_gpu, "--gpus N > 1"},
       {"--fsdp-wrap", kLoraUnitsWrap,
        "FSDP2 shards each parameter on its own (fully_shard), so a frozen base weight gets no grad though its Block "
        "holds adapters; memplan's FSDP1 units would give the frozen weights of a unit that trains grads "
        "(use_orig_params), so each adapter weight is a unit of its own, beside its layer's frozen unit",
-       distributed, "--gpus N > 1"},
+       multi_gpu, "--gpus N > 1"},
   };
 }
 
@@ -127,8 +126,8 @@ Recipe litgpt_recipe() {
           "returns as float32 copies (convert_output) that the loss reads and fit() keeps through backward, LoRA r 8 "
           "on q and v in bf16 with dropout 0.05, AdamW (bitsandbytes' "
           "PagedAdamW when quantized). Batch (micro_batch_size 1), sequence, rank and targets stay yours.",
-          settings(),
-          contradiction,
+          litgpt_settings(),
+          litgpt_contradiction,
           "litgpt's fused qkv adapter (LoRAQKVLinear: one lora_A [2r, C] and one lora_B [q + v, r] a layer, applied "
           "by a grouped conv1d and zero-padded to the whole qkv width, zero_pad, before the add; memplan adapts "
           "q_proj and v_proj apart: the same parameter bytes, but each adapter drops and keeps its own copy of the "

@@ -8,9 +8,8 @@
 namespace memplan {
 namespace {
 
-bool distributed(const CommandArgs& a) { return a.estimate.gpus > 1; }
 
-std::string contradiction(const CommandArgs& args) {
+std::string torchtitan_contradiction(const CommandArgs& args) {
   const EstimateArgs& a = args.estimate;
   const std::string tt = "--recipe torchtitan";
   if (a.lora_rank > 0) return tt + " trains every parameter (torchtitan has no LoRA): --lora-rank is another recipe";
@@ -19,13 +18,13 @@ std::string contradiction(const CommandArgs& args) {
   if (!kPrecisionChoices.is(a.precision, Precision::Fp32))
     return tt + " keeps the parameters in float32 (the model is built in float32; training.mixed_precision_param "
                 "is FSDP2's param_dtype): --precision " + a.precision + " is not one of its choices";
-  if (distributed(args) && !kShardChoices.is(a.shard, Sharding::Fsdp2))
+  if (multi_gpu(args) && !kShardChoices.is(a.shard, Sharding::Fsdp2))
     return tt + " --gpus " + std::to_string(a.gpus) + " shards with FSDP2 (parallelize_llama's apply_fsdp, "
                 "data_parallel_shard_degree -1): --shard " + a.shard + " is not one of its choices";
   return "";
 }
 
-std::vector<RecipeSetting> settings() {
+std::vector<RecipeSetting> torchtitan_settings() {
   return {
       {"--precision", "fp32",
        "torchtitan/train.py Trainer.__init__ builds the model on the meta device in float32 (the parameters' dtype; "
@@ -33,21 +32,21 @@ std::vector<RecipeSetting> settings() {
       {"--shard", "fsdp2",
        "torchtitan/models/llama3/infra/parallelize.py parallelize_llama: apply_fsdp when parallel_dims.fsdp_enabled "
        "(data_parallel_shard_degree -1 in the llama3 configs: every GPU)",
-       distributed, "--gpus N > 1"},
+       multi_gpu, "--gpus N > 1"},
       {"--fsdp2-mp", "bf16:fp32",
        "job_config.py Training.mixed_precision_param = \"bfloat16\", mixed_precision_reduce = \"float32\"; "
        "apply_fsdp: MixedPrecisionPolicy(param_dtype, reduce_dtype)",
-       distributed, "--gpus N > 1"},
+       multi_gpu, "--gpus N > 1"},
       {"--fsdp-wrap", "torchtitan",
        "parallelize.py apply_fsdp: fully_shard(model.tok_embeddings), fully_shard on each transformer block, "
        "fully_shard([model.norm, model.output], reshard_after_forward=False) (reshard_after_forward_policy "
        "\"default\"), then fully_shard(model), which holds nothing left",
-       distributed, "--gpus N > 1"},
+       multi_gpu, "--gpus N > 1"},
       {"--upcast", "rmsnorm,loss",
        "torchtitan/components/loss.py cross_entropy_loss: pred.flatten(0, 1).float(); the model's nn.RMSNorm is "
        "aten rms_norm (aten/src/ATen/native/layer_norm.cpp rms_norm_symint: input.to(opmath_t), the result "
        "type_as(input)), a float32 copy in a bfloat16 model",
-       distributed, "--gpus N > 1"},
+       multi_gpu, "--gpus N > 1"},
       {"--free-output", "true", "torchtitan/train.py Trainer.forward_backward_step: `del pred` before loss.backward()"},
       {"--attention", "sdpa", "torchtitan/models/llama3/model/args.py TransformerModelArgs.attn_type = \"sdpa\""},
       {"--checkpoint", "selective:op",
@@ -65,8 +64,8 @@ Recipe torchtitan_recipe() {
           "compute and float32 reduce-scatter, the token embedding, each block and [norm, output] each their own "
           "group ([norm, output] kept unsharded from forward to backward); per-op selective checkpointing, "
           "SDPA, fused AdamW, the loss on float32 logits dropped before backward. Batch and sequence stay yours.",
-          settings(),
-          contradiction,
+          torchtitan_settings(),
+          torchtitan_contradiction,
           "tensor, context and pipeline parallelism (the configs' degrees are 1 for llama3_8b); torch.compile "
           "(compile.enable false in llama3_8b.toml); float8 training; the loss's sum reduction is counted as the "
           "mean's (the same buffers); on one GPU torchtitan applies no MixedPrecisionPolicy, so the model trains in "

@@ -12,24 +12,22 @@ namespace memplan {
 namespace {
 
 bool lora(const CommandArgs& a) { return a.estimate.lora_rank > 0; }
-bool distributed(const CommandArgs& a) { return a.estimate.gpus > 1; }
-bool half(const CommandArgs& a) { return kPrecisionChoices.is(a.estimate.precision, Precision::Bf16); }
-bool full_single_device(const CommandArgs& a) { return !lora(a) && !distributed(a); }
+bool bf16(const CommandArgs& a) { return kPrecisionChoices.is(a.estimate.precision, Precision::Bf16); }
+bool full_single_device(const CommandArgs& a) { return !lora(a) && !multi_gpu(a); }
 // optimizer_in_bwd needs gradient_accumulation_steps 1 (full_finetune_single_device.py __init__ raises otherwise).
 bool full_single_device_no_accumulation(const CommandArgs& a) {
   return full_single_device(a) && a.estimate.grad_accum == 1;
 }
-bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
-bool lora_half(const CommandArgs& a) { return lora(a) && half(a); }
+bool lora_half(const CommandArgs& a) { return lora(a) && bf16(a); }
 bool nf4(const CommandArgs& a) { return kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4); }
 
-std::string contradiction(const CommandArgs& args) {
+std::string torchtune_contradiction(const CommandArgs& args) {
   const EstimateArgs& a = args.estimate;
   const std::string tt = "--recipe torchtune";
   if (!kPrecisionChoices.is(a.precision, Precision::Bf16) && !kPrecisionChoices.is(a.precision, Precision::Fp32))
     return tt + " trains in its config's dtype, bf16 or fp32, without autocast (training.get_dtype; the recipes' "
                 "__init__ refuse fp16): --precision " + a.precision + " is not one of its choices";
-  if (distributed(args) && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !kShardChoices.is(a.shard, Sharding::Fsdp))
+  if (multi_gpu(args) && !kShardChoices.is(a.shard, Sharding::Fsdp2) && !kShardChoices.is(a.shard, Sharding::Fsdp))
     return tt + " --gpus " + std::to_string(a.gpus) + " runs its distributed recipes, which shard with FSDP2 "
                 "(training.shard_model): --shard " + a.shard + " is not one of its choices";
   if (a.loss.rfind("chunked-ce:", 0) != 0)  // kLossChoices' chunked-ce:N, any N
@@ -40,7 +38,7 @@ std::string contradiction(const CommandArgs& args) {
   if (!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same) && !nf4(args))
     return tt + " stores a frozen base in its dtype, or as NF4 in its qlora_* models: --frozen-dtype " +
            a.frozen_dtype + " is not one of its choices";
-  if (lora(args) && half(args) && kLoraDtypeChoices.is(a.lora_dtype, true))
+  if (lora(args) && bf16(args) && kLoraDtypeChoices.is(a.lora_dtype, true))
     return tt + " builds the adapters in the model's dtype and checks it (training.validate_expected_param_dtype): "
                 "--lora-dtype " + a.lora_dtype + " is not one of its choices";
   if (lora(args) && a.optimizer_in_backward)
@@ -48,14 +46,14 @@ std::string contradiction(const CommandArgs& args) {
   return "";
 }
 
-std::vector<RecipeSetting> settings() {
+std::vector<RecipeSetting> torchtune_settings() {
   return {
       {"--precision", "bf16",
        "configs' dtype: bf16 (all 121); the recipes' __init__ self._dtype = training.get_dtype(cfg.dtype) and "
        "_setup_model's `with training.set_default_dtype(self._dtype)`: the model built in bf16, no autocast "
        "(torchtune/training/precision.py)"},
       {"--upcast", "rmsnorm",
-       "torchtune/modules/rms_norm.py RMSNorm.forward: F.rms_norm(x.float(), ...).to(x.dtype)", half, "--precision bf16"},
+       "torchtune/modules/rms_norm.py RMSNorm.forward: F.rms_norm(x.float(), ...).to(x.dtype)", bf16, "--precision bf16"},
       {"--attention", "sdpa",
        "torchtune/modules/attention.py MultiHeadAttention.forward calls _sdpa_or_flex_attention() "
        "(torchtune/modules/attention_utils.py): F.scaled_dot_product_attention, flex attention only for a packed "
@@ -89,7 +87,7 @@ std::vector<RecipeSetting> settings() {
        "lora/full_finetune_distributed.py _setup_model: training.shard_model (torchtune/training/_distributed.py) "
        "calls fully_shard (reshard_after_forward=True, no mp_policy) on each layers.N module (get_shard_conditions) "
        "and then the root: memplan's default units",
-       distributed, "--gpus N > 1"},
+       multi_gpu, "--gpus N > 1"},
       {"--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj",
        "LoRA configs' lora_attn_modules: [q_proj, v_proj, output_proj] and apply_lora_to_mlp: True (all 77), "
        "apply_lora_to_output: False; as Hugging Face names the layers (torchtune/models/convert_weights.py "
@@ -117,8 +115,8 @@ Recipe torchtune_recipe() {
           "checkpointed; fused AdamW, or on one GPU for a full fine-tune bitsandbytes' PagedAdamW stepped in "
           "backward; LoRA adapters in bf16 on q, v, the output projection and the MLP. Batch, sequence, rank and "
           "checkpointing stay yours.",
-          settings(),
-          contradiction,
+          torchtune_settings(),
+          torchtune_contradiction,
           "the configs' enable_activation_offloading (True in 5 of 121); "
           "custom_sharded_layers "
           "(the Llama 3 full_finetune_distributed configs' tok_embeddings and output as units of their own: "

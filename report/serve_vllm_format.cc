@@ -23,7 +23,7 @@ std::string vllm_cuda_graphs(const VllmAnswer& a) {
 }
 
 // A table row's concurrency: the answer, "no start" (vLLM refuses: no memory, or the GPU), "not modelled".
-std::string concurrency_cell(const VllmTableRow& r) {
+std::string vllm_concurrency_cell(const VllmTableRow& r) {
   if (r.starts) return fmt::format("{:.2f}x", r.max_concurrency);
   return r.not_answered.empty() || r.vllm_refuses ? "no start" : "not modelled";
 }
@@ -338,7 +338,7 @@ std::string vllm_table_to_text(const VllmTable& t) {
     text += fmt::format("  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n", r.gpu, format_bytes(r.memory_bytes),
                         format_bytes(r.requested_bytes),
                         r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
-                        format_count(r.kv_tokens), concurrency_cell(r));
+                        format_count(r.kv_tokens), vllm_concurrency_cell(r));
   for (const VllmTableRow& r : t.rows)
     if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
   if (t.sliding_window > 0) text += "  " + window_note(t) + "\n";
@@ -360,7 +360,7 @@ std::string vllm_table_to_markdown(const VllmTable& t) {
     md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.gpu, format_bytes(r.memory_bytes),
                       format_bytes(r.requested_bytes),
                       r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
-                      format_count(r.kv_tokens), concurrency_cell(r));
+                      format_count(r.kv_tokens), vllm_concurrency_cell(r));
   if (t.sliding_window > 0) md += "\n" + window_note(t) + "\n";
   return md;
 }

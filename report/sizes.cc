@@ -22,7 +22,7 @@ constexpr Unit kUnits[] = {
     {"b", 1.0},      {"", 1.0},
 };
 
-std::string lower(std::string_view s) {
+std::string lower_ascii(std::string_view s) {
   std::string r(s);
   for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return r;
@@ -39,7 +39,7 @@ uint64_t parse_size(std::string_view text, std::string_view what) {
   const std::string number(text.substr(0, i));
   std::string_view rest = text.substr(i);
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  const std::string suffix = lower(rest);
+  const std::string suffix = lower_ascii(rest);
   for (const Unit& u : kUnits) {
     if (suffix != u.suffix) continue;
     char* end = nullptr;

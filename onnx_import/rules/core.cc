@@ -66,6 +66,12 @@ bool cast_like(NodeContext& ctx) {
 
 }  // namespace
 
+bool same_as_first(NodeContext& ctx) {
+  const Value& x = ctx.required(0);
+  ctx.set_output(0, x.dtype, x.shape);
+  return true;
+}
+
 void register_core_rules(RuleTable& t) {
   t[""]["Constant"] = constant;
   t[""]["Cast"] = cast;

@@ -13,15 +13,6 @@
 namespace memplan::shape {
 namespace {
 
-constexpr const char* kMs = "com.microsoft";
-
-// FastGelu, BiasGelu, Gelu, QuickGelu, BiasAdd, RotaryEmbedding, QLinearSigmoid/LeakyRelu...: input 0's shape.
-bool same_as_first(NodeContext& ctx) {
-  const Value& x = ctx.required(0);
-  ctx.set_output(0, x.dtype, x.shape);
-  return true;
-}
-
 // LayerNormalization (axis, default -1) and SimplifiedLayerNormalization: Y like X; the optional
 // Mean / InvStdDev keep X's dims before `axis` and are 1 after it, in float32 (stash_type's default).
 bool layer_norm(NodeContext& ctx) {
@@ -251,27 +242,27 @@ bool ms_dequantize(NodeContext& ctx) {
 void register_microsoft_rules(RuleTable& t) {
   for (const char* op : {"FastGelu", "BiasGelu", "Gelu", "QuickGelu", "BiasAdd", "RotaryEmbedding", "QLinearSigmoid",
                          "QLinearLeakyRelu", "QLinearSoftmax"})
-    t[kMs][op] = same_as_first;
-  for (const char* domain : {"", kMs}) {
+    t[kMsDomain][op] = same_as_first;
+  for (const char* domain : {"", kMsDomain}) {
     t[domain]["SimplifiedLayerNormalization"] = layer_norm;
     t[domain]["LayerNormalization"] = layer_norm;
   }
-  t[kMs]["SkipLayerNormalization"] = skip_layer_norm;
-  t[kMs]["SkipSimplifiedLayerNormalization"] = skip_layer_norm;
-  t[kMs]["EmbedLayerNormalization"] = embed_layer_norm;
-  t[kMs]["BiasSplitGelu"] = bias_split_gelu;
-  t[kMs]["FusedMatMul"] = fused_matmul;
-  t[kMs]["MatMulIntegerToFloat"] = matmul_to_float;
-  t[kMs]["DynamicQuantizeMatMul"] = matmul_to_float;
-  t[kMs]["QLinearAdd"] = qlinear_binary;
-  t[kMs]["QLinearMul"] = qlinear_binary;
-  t[kMs]["QLinearGlobalAveragePool"] = qlinear_global_avg_pool;
-  t[kMs]["QLinearConcat"] = qlinear_concat;
-  t[kMs]["Attention"] = ms_attention;
-  t[kMs]["MultiHeadAttention"] = multi_head_attention;
-  t[kMs]["GroupQueryAttention"] = group_query_attention;
-  t[kMs]["QuantizeLinear"] = ms_quantize;
-  t[kMs]["DequantizeLinear"] = ms_dequantize;
+  t[kMsDomain]["SkipLayerNormalization"] = skip_layer_norm;
+  t[kMsDomain]["SkipSimplifiedLayerNormalization"] = skip_layer_norm;
+  t[kMsDomain]["EmbedLayerNormalization"] = embed_layer_norm;
+  t[kMsDomain]["BiasSplitGelu"] = bias_split_gelu;
+  t[kMsDomain]["FusedMatMul"] = fused_matmul;
+  t[kMsDomain]["MatMulIntegerToFloat"] = matmul_to_float;
+  t[kMsDomain]["DynamicQuantizeMatMul"] = matmul_to_float;
+  t[kMsDomain]["QLinearAdd"] = qlinear_binary;
+  t[kMsDomain]["QLinearMul"] = qlinear_binary;
+  t[kMsDomain]["QLinearGlobalAveragePool"] = qlinear_global_avg_pool;
+  t[kMsDomain]["QLinearConcat"] = qlinear_concat;
+  t[kMsDomain]["Attention"] = ms_attention;
+  t[kMsDomain]["MultiHeadAttention"] = multi_head_attention;
+  t[kMsDomain]["GroupQueryAttention"] = group_query_attention;
+  t[kMsDomain]["QuantizeLinear"] = ms_quantize;
+  t[kMsDomain]["DequantizeLinear"] = ms_dequantize;
 }
 
 }  // namespace memplan::shape

@@ -7,14 +7,6 @@
 namespace memplan::shape {
 namespace {
 
-// Output 0 has input 0's dtype and shape: Gelu-20, Mish-18, GroupNormalization-18/21,
-// RMSNormalization-23, RotaryEmbedding-23, BitwiseNot-18.
-bool same_as_first(NodeContext& ctx) {
-  const Value& x = ctx.required(0);
-  ctx.set_output(0, x.dtype, x.shape);
-  return true;
-}
-
 // BitwiseAnd/Or/Xor-18: numpy broadcasting, the inputs' dtype.
 bool bitwise_binary(NodeContext& ctx) {
   const Value& a = ctx.required(0);

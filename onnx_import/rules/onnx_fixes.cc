@@ -16,13 +16,6 @@ bool compare(NodeContext& ctx) {
   return true;
 }
 
-// MeanVarianceNormalization (function op without inference in 1.12): X's shape and dtype.
-bool same_as_first(NodeContext& ctx) {
-  const Value& x = ctx.required(0);
-  ctx.set_output(0, x.dtype, x.shape);
-  return true;
-}
-
 // Compress: the selected length is the number of true entries of the (known) condition; without an
 // axis the input is flattened first.
 bool compress(NodeContext& ctx) {
@@ -172,7 +165,7 @@ bool gradient(NodeContext& ctx) {
 void register_onnx_fix_rules(RuleTable& t) {
   t[""]["LessOrEqual"] = compare;
   t[""]["GreaterOrEqual"] = compare;
-  t[""]["MeanVarianceNormalization"] = same_as_first;
+  t[""]["MeanVarianceNormalization"] = same_as_first;  // a function op without inference in 1.12
   t[""]["Compress"] = compress;
   t[""]["OneHot"] = one_hot;
   t[""]["MaxUnpool"] = max_unpool;

@@ -14,15 +14,13 @@
 namespace memplan::shape {
 namespace {
 
-constexpr const char* kMs = "com.microsoft";
-
 std::string dims_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
 
-DType dtype_attr(const NodeContext& ctx, int64_t code) {
+DType quantized_dtype_attr(const NodeContext& ctx, int64_t code) {
   const auto t = dtype_from_onnx(static_cast<int32_t>(code));
   if (!t) ctx.fail("unknown data type " + std::to_string(code));
   return *t;
@@ -66,7 +64,7 @@ bool quantize_linear(NodeContext& ctx) {
   check_qdq_params(ctx, x);
   DType out = DType::UInt8;
   if (const Value* zp = ctx.input(2)) out = zp->dtype;
-  else if (const int64_t code = ctx.attr_int("output_dtype", 0); code != 0) out = dtype_attr(ctx, code);
+  else if (const int64_t code = ctx.attr_int("output_dtype", 0); code != 0) out = quantized_dtype_attr(ctx, code);
   ctx.set_output(0, out, x.shape);
   return true;
 }
@@ -77,7 +75,7 @@ bool dequantize_linear(NodeContext& ctx) {
   check_qdq_params(ctx, x);
   DType out = DType::Float32;
   if (ctx.opset() >= 19) out = ctx.required(1).dtype;
-  if (const int64_t code = ctx.attr_int("output_dtype", 0); code != 0) out = dtype_attr(ctx, code);
+  if (const int64_t code = ctx.attr_int("output_dtype", 0); code != 0) out = quantized_dtype_attr(ctx, code);
   ctx.set_output(0, out, x.shape);
   return true;
 }
@@ -220,8 +218,8 @@ void register_quantized_rules(RuleTable& t) {
   t[""]["QLinearConv"] = qlinear_conv;
   t[""]["MatMulInteger"] = matmul_integer;
   t[""]["ConvInteger"] = conv_integer;
-  t[kMs]["MatMulNBits"] = matmul_nbits;
-  t[kMs]["QGemm"] = qgemm;
+  t[kMsDomain]["MatMulNBits"] = matmul_nbits;
+  t[kMsDomain]["QGemm"] = qgemm;
 }
 
 }  // namespace memplan::shape

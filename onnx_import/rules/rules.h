@@ -18,6 +18,13 @@ using Rule = bool (*)(NodeContext&);
 // (std::less<> lets the walker look names up without copying them.)
 using RuleTable = std::map<std::string, std::map<std::string, Rule, std::less<>>, std::less<>>;
 
+// ONNX Runtime's contrib-op domain (onnxruntime/core/graph/constants.h kMSDomain).
+inline constexpr const char* kMsDomain = "com.microsoft";
+
+// The rule of every op whose output 0 has input 0's dtype and shape (rules/core.cc): Gelu-20, Mish-18,
+// MeanVarianceNormalization, com.microsoft's FastGelu, BiasGelu, RotaryEmbedding...
+bool same_as_first(NodeContext& ctx);
+
 void register_core_rules(RuleTable& table);         // rules/core.cc: Constant, Cast, Shape-like ops
 void register_opset18_rules(RuleTable& table);      // rules/opset18.cc: Reduce*, Split, Pad, Resize, pools
 void register_new_op_rules(RuleTable& table);       // rules/new_ops.cc: ops added after opset 17

@@ -66,7 +66,7 @@ size_t normalize_position(const NodeContext& ctx, int64_t p, size_t n, bool inse
   return static_cast<size_t>(p < 0 ? p + len : p);
 }
 
-DType dtype_attr(const NodeContext& ctx, const char* name, DType def) {
+DType sequence_dtype_attr(const NodeContext& ctx, const char* name, DType def) {
   const auto* a = ctx.attr(name);
   if (!a) return def;
   const auto t = dtype_from_onnx(static_cast<int32_t>(a->i()));
@@ -75,7 +75,7 @@ DType dtype_attr(const NodeContext& ctx, const char* name, DType def) {
 }
 
 bool sequence_empty(NodeContext& ctx) {
-  ctx.set_output(0, sequence_of(dtype_attr(ctx, "dtype", DType::Float32), {}));
+  ctx.set_output(0, sequence_of(sequence_dtype_attr(ctx, "dtype", DType::Float32), {}));
   return true;
 }
 

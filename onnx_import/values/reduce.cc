@@ -14,7 +14,7 @@ namespace {
 enum class Reduce { Sum, Prod, Max, Min, Mean };
 
 template <Reduce R>
-void reduce(const EvalContext& c) {
+void reduce_values(const EvalContext& c) {
   if (!c.known(0)) return;
   const Value& x = *c.in[0];
   Value& out = c.out;
@@ -77,11 +77,11 @@ void reduce(const EvalContext& c) {
 
 void register_reduce_values(EvalTable& table) {
   auto& t = table[""];
-  t["ReduceSum"] = reduce<Reduce::Sum>;
-  t["ReduceProd"] = reduce<Reduce::Prod>;
-  t["ReduceMax"] = reduce<Reduce::Max>;
-  t["ReduceMin"] = reduce<Reduce::Min>;
-  t["ReduceMean"] = reduce<Reduce::Mean>;
+  t["ReduceSum"] = reduce_values<Reduce::Sum>;
+  t["ReduceProd"] = reduce_values<Reduce::Prod>;
+  t["ReduceMax"] = reduce_values<Reduce::Max>;
+  t["ReduceMin"] = reduce_values<Reduce::Min>;
+  t["ReduceMean"] = reduce_values<Reduce::Mean>;
 }
 
 }  // namespace memplan::shape::values

@@ -34,7 +34,7 @@ void same_elements(const EvalContext& c) {
 }
 
 // Cast, CastLike: to bool is "nonzero"; otherwise the value converted (store_same rounds or truncates).
-void cast(const EvalContext& c) {
+void cast_values(const EvalContext& c) {
   if (!c.known(0)) return;
   const Value& x = *c.in[0];
   if (x.elements() != c.out.elements()) return;
@@ -208,8 +208,8 @@ void register_tensor_values(EvalTable& table) {
   t["Shape"] = shape_of;
   t["Size"] = size_of;
   for (const char* op : {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Dropout"}) t[op] = same_elements;
-  t["Cast"] = cast;
-  t["CastLike"] = cast;
+  t["Cast"] = cast_values;
+  t["CastLike"] = cast_values;
   t["Gather"] = gather;
   t["Concat"] = concat;
   t["Slice"] = slice;

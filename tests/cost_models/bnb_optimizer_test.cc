@@ -28,7 +28,7 @@ Graph linear() {
   return b.graph();
 }
 
-TrainingResult run(Optimizer o, Precision precision = Precision::Fp32) {
+TrainingResult run_bnb_optimizer(Optimizer o, Precision precision = Precision::Fp32) {
   TrainingRun r;
   r.runtime = Runtime::Ideal;
   r.optimizer = o;
@@ -57,7 +57,7 @@ TEST(BitsAndBytesStates, OneParameterByHand) {
 
 TEST(BitsAndBytesStates, AdamW8bitOnTheDevice) {
   // W: 131,072 x 2 + absmax 2,048 x 2 = 266,240; b: float32 2,048 x 2 = 4,096; maps 1,024 x 2 = 2,048.
-  const TrainingResult r = run(Optimizer::AdamW8bit);
+  const TrainingResult r = run_bnb_optimizer(Optimizer::AdamW8bit);
   EXPECT_EQ(r.optimizer_state_bytes, 266240u + 4096u + 2048u);
   EXPECT_EQ(r.paged_state_bytes, 0u);
   EXPECT_GE(buffer_named(r.program, "state1:W"), 0);
@@ -69,19 +69,19 @@ TEST(BitsAndBytesStates, AdamW8bitOnTheDevice) {
 
 TEST(BitsAndBytesStates, PagedStatesLeaveTheProgram) {
   // PagedAdamW8bit: W's uint8 states (262,144 B) paged; on the device its absmax 4,096, b's 4,096, maps 2,048.
-  const TrainingResult eight = run(Optimizer::PagedAdamW8bit);
+  const TrainingResult eight = run_bnb_optimizer(Optimizer::PagedAdamW8bit);
   EXPECT_EQ(eight.paged_state_bytes, 262144u);
   EXPECT_EQ(eight.optimizer_state_bytes, 4096u + 4096u + 2048u);
   EXPECT_EQ(buffer_named(eight.program, "state1:W"), -1);
   // PagedAdamW: W's float32 states (524,288 B each) paged; b's 2,048 x 2 on the device; no maps.
-  const TrainingResult full = run(Optimizer::PagedAdamW);
+  const TrainingResult full = run_bnb_optimizer(Optimizer::PagedAdamW);
   EXPECT_EQ(full.paged_state_bytes, 1048576u);
   EXPECT_EQ(full.optimizer_state_bytes, 4096u);
 }
 
 TEST(BitsAndBytesStates, ThirtyTwoBitStatesAreFloat32UnderBf16) {
   // --precision bf16: torch's AdamW keeps b's states in bf16 (zeros_like: 1,024 B each); bitsandbytes in float32.
-  EXPECT_EQ(run(Optimizer::AdamW8bit, Precision::Bf16).optimizer_state_bytes, 266240u + 4096u + 2048u);
+  EXPECT_EQ(run_bnb_optimizer(Optimizer::AdamW8bit, Precision::Bf16).optimizer_state_bytes, 266240u + 4096u + 2048u);
   TrainingRun torch_adamw;
   torch_adamw.runtime = Runtime::Ideal;
   torch_adamw.optimizer = Optimizer::AdamW;

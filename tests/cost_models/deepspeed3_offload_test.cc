@@ -18,8 +18,8 @@ using testing::bytes_named;
 using testing::peak_live_bytes;
 using testing::resident_bytes;
 using testing::step_named;
+using testing::deepspeed3_mlp;
 
-Graph mlp() { return testing::deepspeed3_mlp(); }
 
 // deepspeed3_mlp_run() (deepspeed3_test.cc's zero3(0)) with offload_optimizer cpu.
 TrainingRun zero3_offload() {
@@ -53,7 +53,7 @@ TEST(DeepSpeedZero3Offload, RulesByHand) {
 // l1.bias's grad 64 (its hook is running) + the reduce-scatter flat 516 + y 32 and loss 4 + the copy 172 + the
 // norm 344 = 2220 (without offload: 1704 at that reduce).
 TEST(DeepSpeedZero3Offload, EveryBufferByHand) {
-  const TrainingResult r = build_training_program(mlp(), zero3_offload());
+  const TrainingResult r = build_training_program(deepspeed3_mlp(), zero3_offload());
   const Program& p = r.program;
   EXPECT_EQ(resident_bytes(p), 416u);
   EXPECT_EQ(r.deepspeed_host_bytes, 1220u);

@@ -26,7 +26,7 @@ Graph mlp(bool scoped = true) { return testing::deepspeed3_mlp(scoped); }
 
 // deepspeed3_mlp_run() (max_reuse_distance 0: a release keeps nothing for reuse, only the prefetch's markers keep a
 // parameter) with a prefetch bucket.
-TrainingRun zero3(uint64_t prefetch, uint64_t max_live) {
+TrainingRun zero3_prefetch(uint64_t prefetch, uint64_t max_live) {
   TrainingRun o = testing::deepspeed3_mlp_run();
   o.deepspeed.prefetch_bucket_size = prefetch;
   o.deepspeed.max_live_parameters = max_live;
@@ -121,7 +121,7 @@ TEST(DeepSpeedZero3Prefetch, ScheduleByHandOneCoalescedHandle) {
 // after its backward, l1 at the end; peak 1704 at l1.bias's hook with l1's copies 512 + 64) with l1's copies
 // 516 + 72, 12 bytes more, and no coalesced flat: peak 1716 at the same hook.
 TEST(DeepSpeedZero3Prefetch, OneLayerBucketKeepsTheModelGathered) {
-  const Program p = build_training_program(mlp(), zero3(34, 1000000000)).program;
+  const Program p = build_training_program(mlp(), zero3_prefetch(34, 1000000000)).program;
   EXPECT_GE(step_named(p, "deepspeed:prefetch:(root)"), 0);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.weight"), 516u);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.bias"), 72u);
@@ -145,7 +145,7 @@ TEST(DeepSpeedZero3Prefetch, OneLayerBucketKeepsTheModelGathered) {
 // prefetched again at act's forward call (516 bytes), l1.bias at act's backward call (72). At the loss: 488 +
 // l1.weight 516 + l2.weight 132 = 1136. In backward l1's copies are 516 + 72 as above: peak 1716 at l1.bias's hook.
 TEST(DeepSpeedZero3Prefetch, MaxLiveParametersBoundsThePrefetch) {
-  const Program p = build_training_program(mlp(), zero3(34, 150)).program;
+  const Program p = build_training_program(mlp(), zero3_prefetch(34, 150)).program;
   EXPECT_GE(step_named(p, "deepspeed:release:l1"), 0);
   EXPECT_GE(step_named(p, "deepspeed:prefetch:act"), 0);
   EXPECT_GE(step_named(p, "deepspeed:prefetch_backward:act"), 0);
@@ -162,7 +162,7 @@ TEST(DeepSpeedZero3Prefetch, MaxLiveParametersBoundsThePrefetch) {
 // elements, 720 bytes, from the root's call until l1's fetch waits on it; then each parameter's torch.cat, 512, 64
 // and 128 bytes (numel, unpadded).
 TEST(DeepSpeedZero3Prefetch, ACoalescedPrefetchHoldsItsFlatUntilTheWait) {
-  const Program p = build_training_program(mlp(), zero3(200, 1000000000)).program;
+  const Program p = build_training_program(mlp(), zero3_prefetch(200, 1000000000)).program;
   EXPECT_EQ(bytes_named(p, "deepspeed:prefetch_flat:(root)"), 720u);
   EXPECT_GE(step_named(p, "deepspeed:wait:l1"), 0);
   EXPECT_EQ(bytes_named(p, "deepspeed:gathered:l1.weight"), 512u);
@@ -184,7 +184,7 @@ TEST(DeepSpeedZero3Prefetch, ParentsCallBeforeTheirChildren) {
   g.nodes[2].name = "/blk/l2/Gemm";
   for (Tensor& t : g.tensors)
     if (t.name.rfind("l1.", 0) == 0 || t.name.rfind("l2.", 0) == 0) t.name = "blk." + t.name;
-  const Program p = build_training_program(g, zero3(1, 1000000000)).program;
+  const Program p = build_training_program(g, zero3_prefetch(1, 1000000000)).program;
   EXPECT_EQ(coordinator_steps(p),
             (std::vector<std::string>{"deepspeed:prefetch:(root)", "deepspeed:prefetch:blk", "deepspeed:prefetch:blk.l1",
                                       "deepspeed:release:blk.l1", "deepspeed:prefetch:blk.act",
@@ -195,14 +195,14 @@ TEST(DeepSpeedZero3Prefetch, ParentsCallBeforeTheirChildren) {
 // A graph whose node names carry no module scope cannot show the module calls: refused, naming the key.
 TEST(DeepSpeedZero3Prefetch, AGraphWithoutScopesIsRefused) {
   try {
-    build_training_program(mlp(/*scoped=*/false), zero3(34, 1000000000));
+    build_training_program(mlp(/*scoped=*/false), zero3_prefetch(34, 1000000000));
     ADD_FAILURE() << "prefetch without scopes was accepted";
   } catch (const InputError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("module 'l1'"), std::string::npos) << what;
     EXPECT_NE(what.find("give stage3_prefetch_bucket_size 0"), std::string::npos) << what;
   }
-  EXPECT_NO_THROW(build_training_program(mlp(/*scoped=*/false), zero3(0, 1000000000)));
+  EXPECT_NO_THROW(build_training_program(mlp(/*scoped=*/false), zero3_prefetch(0, 1000000000)));
 }
 
 }  // namespace

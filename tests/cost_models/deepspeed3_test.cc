@@ -20,11 +20,11 @@ using testing::step_named;
 using testing::GraphBuilder;
 using testing::peak_live_bytes;
 using testing::resident_bytes;
+using testing::deepspeed3_mlp;
 
-Graph mlp() { return testing::deepspeed3_mlp(); }
 
 // deepspeed3_mlp_run() with this max_reuse_distance.
-TrainingRun zero3(uint64_t max_reuse_distance) {
+TrainingRun zero3_run(uint64_t max_reuse_distance) {
   TrainingRun o = testing::deepspeed3_mlp_run();
   o.deepspeed.max_reuse_distance = max_reuse_distance;
   return o;
@@ -87,7 +87,7 @@ TEST(DeepSpeedZero3, RulesByHand) {
 // Step: the largest gradient partition in float64, 43 x 8 = 344; the flattened grads 244, already float32 (`.to`
 // returns them: no second copy).
 TEST(DeepSpeedZero3, EveryBufferByHand) {
-  const TrainingResult r = build_training_program(mlp(), zero3(0));
+  const TrainingResult r = build_training_program(deepspeed3_mlp(), zero3_run(0));
   const Program& p = r.program;
   EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l1.weight"), 172u);
   EXPECT_EQ(bytes_named(p, "deepspeed:ds_tensor:l1.bias"), 24u);
@@ -114,9 +114,11 @@ TEST(DeepSpeedZero3, EveryBufferByHand) {
   EXPECT_EQ(p.steps[peak.step].name, "deepspeed:grad_hook:l1.bias");
   EXPECT_EQ(r.grad_bytes, 244u);
   EXPECT_EQ(r.param_bytes, 244u + 12u);
-  TrainingRun accumulating = zero3(0);
+  TrainingRun accumulating = zero3_run(0);
   accumulating.grad_accum = 2;
-  EXPECT_EQ(bytes_named(build_training_program(mlp(), accumulating).program, "deepspeed:persistent:l2.bias"), 8u);
+  EXPECT_EQ(bytes_named(build_training_program(deepspeed3_mlp(), accumulating).program,
+                        "deepspeed:persistent:l2.bias"),
+            8u);
 }
 
 // stage3_max_reuse_distance binding and not. At the loss (targets int64 [4], 32 bytes), with distance 0 nothing
@@ -126,9 +128,9 @@ TEST(DeepSpeedZero3, EveryBufferByHand) {
 // neither: l1 stays too, 620 + 576 = 1196, and only the persistent bias and these copies are read in backward.
 // The peak (1704, at l1.bias's hook) is the same in all three: l1 is gathered at its backward either way.
 TEST(DeepSpeedZero3, ReuseDistanceKeepsModulesFromForwardIntoBackward) {
-  const Program none = build_training_program(mlp(), zero3(0)).program;
-  const Program some = build_training_program(mlp(), zero3(50)).program;
-  const Program all = build_training_program(mlp(), zero3(1000000000)).program;
+  const Program none = build_training_program(deepspeed3_mlp(), zero3_run(0)).program;
+  const Program some = build_training_program(deepspeed3_mlp(), zero3_run(50)).program;
+  const Program all = build_training_program(deepspeed3_mlp(), zero3_run(1000000000)).program;
   EXPECT_EQ(bytes_named(none, "targets"), 32u);
   EXPECT_EQ(live_at_step(none, "loss:cross_entropy"), 488u);
   EXPECT_EQ(live_at_step(some, "loss:cross_entropy"), 620u);
@@ -145,9 +147,9 @@ TEST(DeepSpeedZero3, ReuseDistanceKeepsModulesFromForwardIntoBackward) {
 // sub_group_size 50: sub-groups of 60 and 1 partition elements; the step flattens each in turn (float32: no cast):
 // 240 bytes for the first, 4 for the second; Adam's states per sub-group (240 and 4 bytes each).
 TEST(DeepSpeedZero3, SubGroupsStepOneAtATime) {
-  TrainingRun o = zero3(0);
+  TrainingRun o = zero3_run(0);
   o.deepspeed.sub_group_size = 50;
-  const Program p = build_training_program(mlp(), o).program;
+  const Program p = build_training_program(deepspeed3_mlp(), o).program;
   EXPECT_EQ(bytes_named(p, "deepspeed:flat_grads:0"), 240u);
   EXPECT_LT(buffer_named(p, "deepspeed:fp32_grad:0"), 0);
   EXPECT_EQ(bytes_named(p, "deepspeed:flat_grads:1"), 4u);
@@ -166,7 +168,7 @@ TEST(DeepSpeedZero3, AContainerOwningParametersIsRefused) {
   const int32_t y = b.node1("MatMul", {h, b.weight("a.b.weight", {8, 2})}, "y", {4, 2});
   b.output(y);
   try {
-    build_training_program(b.graph(), zero3(0));
+    build_training_program(b.graph(), zero3_run(0));
     ADD_FAILURE() << "a container owning parameters was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("module 'a' owns parameters and contains module 'a.b'"), std::string::npos) << e.what();

@@ -20,7 +20,7 @@ using testing::resident_bytes;
 
 // x[4,8] -> Gemm(W1[16,8], b1[16]) -> h -> Relu -> r -> Gemm(W2[2,16], b2[2]) -> y[4,2], float32.
 // P = 128 + 16 + 32 + 2 = 178 elements (712 bytes).
-Graph mlp() {
+Graph zero_mlp() {
   GraphBuilder b;
   const int32_t x = b.input("x", {4, 8});
   const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8}), b.weight("b1", {16})}, "h", {4, 16}, {{"transB", int_attr(1)}});
@@ -82,7 +82,7 @@ TEST(DeepSpeedZero, PartitionOfTheFlatGroupByHand) {
 //   the Adam step (foreach): 36 + float32 grad 360 + sqrt temporaries 360 = 756
 // Without DeepSpeed (plain DDP-like grads) this step peaks at the optimizer: 1460 (training_test.cc).
 TEST(DeepSpeedZero, Stage2BucketsMoveThePeakIntoBackward) {
-  const TrainingResult r = build_training_program(mlp(), zero(2, 100, true));
+  const TrainingResult r = build_training_program(zero_mlp(), zero(2, 100, true));
   const Program& p = r.program;
   EXPECT_EQ(bytes_named(p, "deepspeed:ipg_buffer_0"), 400u);
   EXPECT_EQ(bytes_named(p, "deepspeed:ipg_buffer_1"), 400u);
@@ -107,7 +107,7 @@ TEST(DeepSpeedZero, Stage2BucketsMoveThePeakIntoBackward) {
 //   Gemm1's backward: 1796 - 800 + 4000 = 4996, the peak
 //   the epilogue: 36 + 512 + 4000 = 4548
 TEST(DeepSpeedZero, AnOversizedBucketDominates) {
-  const Program p = build_training_program(mlp(), zero(2, 1000, false)).program;
+  const Program p = build_training_program(zero_mlp(), zero(2, 1000, false)).program;
   EXPECT_EQ(bytes_named(p, "deepspeed:ipg_buffer_0"), 4000u);
   EXPECT_LT(buffer_named(p, "deepspeed:ipg_buffer_1"), 0);
   const auto peak = peak_live_bytes(p);
@@ -119,7 +119,7 @@ TEST(DeepSpeedZero, AnOversizedBucketDominates) {
 // bucket (400). reduce_gradients then runs the hooks in group order: W1 (extra large) waits; b1's hook reduces W1 into
 // grads_in_partition (512): y 32 + loss 4 + grads 712 + bucket 400 + 512 = 1660, the peak, at b1's hook.
 TEST(DeepSpeedZero, Stage1ReducesAfterBackward) {
-  const Program p = build_training_program(mlp(), zero(1, 100, false)).program;
+  const Program p = build_training_program(zero_mlp(), zero(1, 100, false)).program;
   const auto peak = peak_live_bytes(p);
   EXPECT_EQ(peak.bytes, 1660u);
   EXPECT_EQ(p.steps[peak.step].name, "deepspeed:grad_hook:b1");
@@ -131,7 +131,7 @@ TEST(DeepSpeedZero, Stage1ReducesAfterBackward) {
 TEST(DeepSpeedZero, OffloadKeepsTheStepOnTheHost) {
   TrainingRun o = zero(2, 100, true);
   o.deepspeed.offload_optimizer = DeepSpeedOffload::Cpu;
-  const TrainingResult r = build_training_program(mlp(), o);
+  const TrainingResult r = build_training_program(zero_mlp(), o);
   EXPECT_EQ(r.deepspeed_host_bytes, 2312u);
   EXPECT_EQ(bytes_named(r.program, "deepspeed:temp_grad_buffer_for_gpu_offload"), 512u);
   EXPECT_LT(buffer_named(r.program, "deepspeed:single_partition_of_fp32_groups"), 0);
@@ -166,7 +166,7 @@ TEST(DeepSpeedZero, OffloadChecksEachPartitionGradOnTheGpu) {
     TrainingRun o = zero(2, 100, true);
     o.deepspeed.offload_optimizer = DeepSpeedOffload::Cpu;
     o.grad_accum = accum;
-    const TrainingResult r = build_training_program(mlp(), o);
+    const TrainingResult r = build_training_program(zero_mlp(), o);
     EXPECT_EQ(bytes_named(r.program, "deepspeed:set_norm_for_param_grad_in_gpu:W1"), 720u);
     EXPECT_EQ(bytes_named(r.program, "deepspeed:_has_inf_or_nan:W1"), 896u);
     EXPECT_LT(buffer_named(r.program, "deepspeed:async_inplace_copy_grad_to_fp32_buffer_from_gpu:W1"), 0);

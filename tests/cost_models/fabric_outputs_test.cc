@@ -20,6 +20,7 @@ using testing::decoder_head;
 using testing::last_reader;
 using testing::peak_live_bytes;
 using testing::step_named;
+using testing::bytes_of;
 
 TrainingRun fabric_bf16(bool convert) {
   TrainingRun o;
@@ -30,12 +31,6 @@ TrainingRun fabric_bf16(bool convert) {
   o.loss_chunks = 2;
   o.outputs_to_default_dtype = convert;
   return o;
-}
-
-uint64_t bytes(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  EXPECT_GE(b, 0) << name;
-  return b < 0 ? 0 : p.buffers[b].bytes;
 }
 
 // bf16 sizes: x [2,4,4] 64, h 64, the bf16 logits [2,4,8] 128, targets 8 x int64 = 64; the float32 copy of the
@@ -65,16 +60,16 @@ TEST(FabricOutputs, FloatCopiesOfTheChunksByHand) {
   EXPECT_EQ(testing::live_at_step(p, "loss:chunked_ce_tokens:chunk1"), 800u);
   EXPECT_EQ(testing::live_at_step(p, "fabric:convert_output"), 576u);
   EXPECT_EQ(testing::live_at_step(p, "backward:to_copy:chunk1"), 708u);
-  EXPECT_EQ(bytes(p, "logits"), 128u);
-  EXPECT_EQ(bytes(p, "logits:to_default_dtype"), 256u);
-  EXPECT_EQ(bytes(p, "logits:log_softmax:chunk0"), 128u);
-  EXPECT_EQ(bytes(p, "logits:log_softmax:chunk1"), 64u);
-  EXPECT_EQ(bytes(p, "logits:reshape:chunk1"), 64u);
-  EXPECT_EQ(bytes(p, "loss:cat"), 24u);
-  EXPECT_EQ(bytes(p, "grad:logits:chunk0"), 128u);
-  EXPECT_EQ(bytes(p, "grad:logits:chunk1:whole"), 128u);
-  EXPECT_EQ(bytes(p, "grad:logits:chunk0:bfloat16"), 64u);
-  EXPECT_EQ(bytes(p, "grad:logits:chunk1:bfloat16"), 64u);
+  EXPECT_EQ(bytes_of(p, "logits"), 128u);
+  EXPECT_EQ(bytes_of(p, "logits:to_default_dtype"), 256u);
+  EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk0"), 128u);
+  EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk1"), 64u);
+  EXPECT_EQ(bytes_of(p, "logits:reshape:chunk1"), 64u);
+  EXPECT_EQ(bytes_of(p, "loss:cat"), 24u);
+  EXPECT_EQ(bytes_of(p, "grad:logits:chunk0"), 128u);
+  EXPECT_EQ(bytes_of(p, "grad:logits:chunk1:whole"), 128u);
+  EXPECT_EQ(bytes_of(p, "grad:logits:chunk0:bfloat16"), 64u);
+  EXPECT_EQ(bytes_of(p, "grad:logits:chunk1:bfloat16"), 64u);
   EXPECT_EQ(buffer_named(p, "logits:autocast:chunk0"), -1);
   // The copy directly after the head, and the bf16 logits' last reader; the copy lives to the end (fit() keeps it).
   const int32_t convert = step_named(p, "fabric:convert_output");
@@ -95,7 +90,7 @@ TEST(FabricOutputs, WithoutTheFlagTheLossReadsTheHalfChunks) {
   const Program p = build_training_program(decoder_head(), fabric_bf16(false)).program;
   EXPECT_EQ(buffer_named(p, "logits:to_default_dtype"), -1);
   EXPECT_EQ(step_named(p, "backward:to_copy:chunk0"), -1);
-  EXPECT_EQ(bytes(p, "logits:log_softmax:chunk0"), 64u);
+  EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk0"), 64u);
   EXPECT_TRUE(p.buffers[buffer_named(p, "logits")].live_at_end);
 }
 
@@ -119,10 +114,10 @@ TEST(FabricOutputs, AutocastOutputsAreCopiedAndFloatOnesAreNot) {
   TrainingRun o = fabric_bf16(true);
   o.precision = Precision::AmpBf16;
   const Program amp = build_training_program(decoder_head(), o).program;
-  EXPECT_EQ(bytes(amp, "logits:to_default_dtype"), 256u);
+  EXPECT_EQ(bytes_of(amp, "logits:to_default_dtype"), 256u);
   EXPECT_EQ(buffer_named(amp, "logits:autocast:chunk0"), -1);
-  EXPECT_EQ(bytes(amp, "logits:log_softmax:chunk0"), 128u);
-  EXPECT_EQ(bytes(amp, "grad:logits:chunk0:bfloat16"), 64u);
+  EXPECT_EQ(bytes_of(amp, "logits:log_softmax:chunk0"), 128u);
+  EXPECT_EQ(bytes_of(amp, "grad:logits:chunk0:bfloat16"), 64u);
   EXPECT_EQ(amp.steps[step_named(amp, "loss:chunked_ce_tokens:mean")].reads.size(), 5u);
   o.precision = Precision::Fp32;
   const Program fp32 = build_training_program(decoder_head(), o).program;

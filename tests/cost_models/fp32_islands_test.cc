@@ -121,7 +121,7 @@ TEST(Fp32Islands, SoftmaxRunsInFloat32AndKeepsItsFloat32Result) {
 // The mlp's logits y[4,2] under bf16 (16 bytes) with --upcast loss: the loss reads a float32 copy (32 bytes), its
 // log_softmax is float32 (32), and backward makes the float32 grad (32) at log_softmax's backward and the bf16 grad
 // (16) at a step of its own, after log_softmax's saved result is released.
-Graph mlp() {
+Graph islands_mlp() {
   GraphBuilder b;
   const int32_t x = b.input("x", {4, 8});
   const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
@@ -130,13 +130,13 @@ Graph mlp() {
 }
 
 TEST(Fp32Islands, LossReadsAFloat32CopyOfTheLogits) {
-  const Program p = build_training_program(mlp(), bf16_sgd({.loss = true})).program;
+  const Program p = build_training_program(islands_mlp(), bf16_sgd({.loss = true})).program;
   EXPECT_EQ(p.buffers[buffer_named(p, "y")].bytes, 16u);
   EXPECT_EQ(p.buffers[buffer_named(p, "y:float32")].bytes, 32u);
   EXPECT_EQ(p.buffers[buffer_named(p, "y:log_softmax")].bytes, 32u);
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:y:float32")].bytes, 32u);
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:y")].bytes, 16u);
-  const Program plain = build_training_program(mlp(), bf16_sgd({})).program;
+  const Program plain = build_training_program(islands_mlp(), bf16_sgd({})).program;
   EXPECT_EQ(buffer_named(plain, "y:float32"), -1);
   EXPECT_EQ(plain.buffers[buffer_named(plain, "y:log_softmax")].bytes, 16u);
 }
@@ -146,7 +146,7 @@ TEST(Fp32Islands, LossReadsAFloat32CopyOfTheLogits) {
 TEST(Fp32Islands, TheGradsCastBackIsANodeOfItsOwn) {
   TrainingRun o = bf16_sgd({});
   o.precision = Precision::AmpBf16;
-  const Program p = build_training_program(mlp(), o).program;
+  const Program p = build_training_program(islands_mlp(), o).program;
   const int32_t to_copy = step_named(p, "backward:to_copy");
   ASSERT_GE(to_copy, 0);
   EXPECT_TRUE(step_reads(p.steps[to_copy], buffer_named(p, "grad:y:float32")));

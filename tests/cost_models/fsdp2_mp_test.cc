@@ -18,6 +18,8 @@ namespace {
 using testing::buffer_named;
 using testing::fsdp2_odd_rows;
 using testing::step_named;
+using testing::two_fc_blocks;
+using testing::bytes_of;
 
 
 // What report/estimate_config.cc makes of --fsdp2-mp PARAM:REDUCE: the precision is param_dtype.
@@ -32,12 +34,6 @@ TrainingRun mixed(int gpus, Precision param, DType reduce) {
   o.precision = param;
   o.fsdp2_reduce_dtype = reduce;
   return o;
-}
-
-uint64_t bytes_of(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  EXPECT_GE(b, 0) << name;
-  return b < 0 ? 0 : p.buffers[b].bytes;
 }
 
 uint64_t live_at(const Program& p, const LiveBytes& live, const std::string& step, Category c) {
@@ -145,7 +141,7 @@ TEST(Fsdp2Mp, LoraAdaptersAreCastWithTheOtherParameters) {
   o.lora_rank = 2;
   o.lora_targets = "fc";
   o.lora_float32 = false;
-  const TrainingResult r = build_training_program(testing::two_fc_blocks(8, 8), o);
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 8), o);
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 340u);
   EXPECT_EQ(r.grad_bytes, 112u);

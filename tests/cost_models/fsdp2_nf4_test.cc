@@ -17,10 +17,12 @@ using testing::GraphBuilder;
 using testing::buffer_named;
 using testing::int_attr;
 using testing::step_named;
+using testing::two_fc_blocks;
+using testing::bytes_of;
 
 // x[4,256] -> MatMul(layers.0.fc.w [256,128]) -> Relu -> MatMul(layers.1.fc.w [128,256]) -> Relu
 //   -> Gemm(head.w [2,256] transposed, head.b [2]) -> y[4,2]; units root {head.w, head.b}, layers.0, layers.1.
-Graph qlora_blocks() { return testing::two_fc_blocks(256, 128); }
+Graph qlora_blocks() { return two_fc_blocks(256, 128); }
 
 // torchtune's run: the model in bf16 (no autocast, no MixedPrecisionPolicy), adapters in bf16, 2 ranks, Adam.
 TrainingRun qlora(int gpus) {
@@ -35,12 +37,6 @@ TrainingRun qlora(int gpus) {
   o.lora_targets = "fc";
   o.lora_float32 = false;
   return o;
-}
-
-uint64_t bytes_of(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  EXPECT_GE(b, 0) << name;
-  return b < 0 ? 0 : p.buffers[b].bytes;
 }
 
 // Each fc.w: 32,768 values in bf16. torchao's NF4Tensor: quantized_data 32,768 / 2 = 16,384 B (uint8);

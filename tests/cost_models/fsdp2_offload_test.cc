@@ -16,15 +16,15 @@ using testing::buffer_named;
 using testing::bytes_named;
 using testing::last_reader;
 using testing::step_named;
+using testing::two_fc_blocks;
 
 // x[4,8] -> MatMul(layers.0.fc.w [8,6]) -> Relu -> MatMul(layers.1.fc.w [6,8]) -> Relu -> Gemm(head.w [2,8]
 // transposed, head.b [2]) -> y[4,2]; groups layers.0, layers.1 and the root {head.w, head.b}. 4 ranks, each keeping
 // ceil(dim0 / 4) rows: layers.0.fc.w 2 x 6 = 12 elements, layers.1.fc.w 2 x 8 = 16 (6 rows padded to 8), head.w
 // 1 x 8 = 8, head.b 1: the root 9.
-Graph blocks() { return testing::two_fc_blocks(8, 6); }
 
 // torchtune's run: the model in bf16, no policy; or (mp) a float32 model with MixedPrecisionPolicy(param, reduce).
-TrainingRun run(bool offload, bool mp = false, DType reduce = DType::Float32) {
+TrainingRun run_fsdp2_offload(bool offload, bool mp = false, DType reduce = DType::Float32) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.gpus = 4;
@@ -43,7 +43,7 @@ TrainingRun run(bool offload, bool mp = false, DType reduce = DType::Float32) {
 // and unsharded parameters 4 x that: 96, 128, 72 B. Reduce-scatter inputs 4 x the padded shards: 96, 128, 72 B;
 // reduce outputs (the grad shards, on the GPU until copied to the host): 24, 32, 18 B.
 TEST(Fsdp2Offload, ShardsGradsStatesOnTheHostByHand) {
-  const TrainingResult r = build_training_program(blocks(), run(true));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), run_fsdp2_offload(true));
   const Program& p = r.program;
   EXPECT_EQ(r.fsdp_offload_host_bytes, 296u);
   EXPECT_EQ(r.param_bytes, 0u);
@@ -80,11 +80,11 @@ TEST(Fsdp2Offload, ShardsGradsStatesOnTheHostByHand) {
 // is made yet, so without offload the live bytes there are the same; only the resident part differs: 0 B here,
 // without offload the shards 74 B and (steady state, a later iteration) Adam's states 148 B: 222 B.
 TEST(Fsdp2Offload, PeakInBackwardByHand) {
-  const TrainingResult r = build_training_program(blocks(), run(true));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), run_fsdp2_offload(true));
   const testing::Peak peak = testing::peak_live_bytes(r.program);
   EXPECT_EQ(peak.bytes, 668u);
   EXPECT_EQ(r.program.steps[peak.step].name, "backward:/MatMul_2");
-  const TrainingResult plain = build_training_program(blocks(), run(false));
+  const TrainingResult plain = build_training_program(two_fc_blocks(8, 6), run_fsdp2_offload(false));
   EXPECT_EQ(testing::resident_bytes(plain.program), 222u);
   EXPECT_EQ(testing::live_at_step(plain.program, "backward:/MatMul_2"), 668u);
 }
@@ -100,7 +100,7 @@ TEST(Fsdp2Offload, PeakInBackwardByHand) {
 // 112 B live. The reduce-scatter in float32 (reduce_dtype = orig_dtype): the output is the grad shard, 48 B for
 // layers.0, copied to the host: no orig_dtype copy.
 TEST(Fsdp2Offload, MixedPrecisionCastsEachShardOnTheGpuByHand) {
-  const TrainingResult r = build_training_program(blocks(), run(true, true));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), run_fsdp2_offload(true, true));
   const Program& p = r.program;
   EXPECT_EQ(r.fsdp_offload_host_bytes, 592u);
   EXPECT_EQ(r.param_bytes + r.grad_bytes + r.optimizer_state_bytes, 0u);
@@ -121,7 +121,7 @@ TEST(Fsdp2Offload, MixedPrecisionCastsEachShardOnTheGpuByHand) {
 // bf16:bf16: the reduce output in bf16 (layers.0: 12 x 2 = 24 B), its float32 copy (48 B, the grad shard's type)
 // copied to the host; both freed there.
 TEST(Fsdp2Offload, ReduceInBf16CopiesToFloat32ThenToTheHostByHand) {
-  const TrainingResult r = build_training_program(blocks(), run(true, true, DType::BFloat16));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), run_fsdp2_offload(true, true, DType::BFloat16));
   const Program& p = r.program;
   EXPECT_EQ(r.fsdp_offload_host_bytes, 592u);
   EXPECT_EQ(bytes_named(p, "fsdp2_reduce_output:layers.0"), 24u);
@@ -140,9 +140,9 @@ TEST(Fsdp2Offload, ReduceInBf16CopiesToFloat32ThenToTheHostByHand) {
 // (layers.0 24 B) still freed at its copy to the host. Without offload the accumulated grad shards are resident on
 // the GPU: 74 B beside the shards 74 and the states 148: 296 B.
 TEST(Fsdp2Offload, GradientAccumulationAddsOnTheHostByHand) {
-  TrainingRun o = run(true);
+  TrainingRun o = run_fsdp2_offload(true);
   o.grad_accum = 4;
-  const TrainingResult r = build_training_program(blocks(), o);
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), o);
   const Program& p = r.program;
   EXPECT_EQ(r.fsdp_offload_host_bytes, 296u);
   EXPECT_EQ(r.param_bytes + r.grad_bytes + r.optimizer_state_bytes, 0u);
@@ -153,9 +153,9 @@ TEST(Fsdp2Offload, GradientAccumulationAddsOnTheHostByHand) {
   const testing::Peak peak = testing::peak_live_bytes(p);
   EXPECT_EQ(peak.bytes, 668u);
   EXPECT_EQ(p.steps[peak.step].name, "backward:/MatMul_2");
-  TrainingRun plain = run(false);
+  TrainingRun plain = run_fsdp2_offload(false);
   plain.grad_accum = 4;
-  const TrainingResult q = build_training_program(blocks(), plain);
+  const TrainingResult q = build_training_program(two_fc_blocks(8, 6), plain);
   EXPECT_EQ(q.grad_bytes, 74u);
   EXPECT_EQ(testing::resident_bytes(q.program), 296u);
 }
@@ -190,7 +190,7 @@ TrainingRun qlora_offload() {
 }
 
 TEST(Fsdp2Offload, TorchaoNf4QloraShardsOnTheHostByHand) {
-  const TrainingResult r = build_training_program(testing::two_fc_blocks(256, 128), qlora_offload());
+  const TrainingResult r = build_training_program(two_fc_blocks(256, 128), qlora_offload());
   const Program& p = r.program;
   EXPECT_EQ(r.fsdp_offload_host_bytes, 23626u);
   EXPECT_EQ(r.param_bytes + r.grad_bytes + r.optimizer_state_bytes, 0u);

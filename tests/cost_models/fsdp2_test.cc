@@ -18,6 +18,7 @@ using testing::buffer_named;
 using testing::int_attr;
 using testing::fsdp2_odd_rows;
 using testing::step_named;
+using testing::bytes_of;
 
 
 TrainingRun fsdp2(int gpus, Sharding s = Sharding::Fsdp2) {
@@ -30,16 +31,10 @@ TrainingRun fsdp2(int gpus, Sharding s = Sharding::Fsdp2) {
   return o;
 }
 
-uint64_t live_at(const Program& p, const LiveBytes& live, const std::string& step, Category c) {
+uint64_t live_at_fsdp2(const Program& p, const LiveBytes& live, const std::string& step, Category c) {
   const int32_t s = step_named(p, step);
   EXPECT_GE(s, 0) << step;
   return s < 0 ? 0 : live.per_step_by_category[s][static_cast<int>(c)];
-}
-
-uint64_t bytes_of(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  EXPECT_GE(b, 0) << name;
-  return b < 0 ? 0 : p.buffers[b].bytes;
 }
 
 // 4 GPUs, fp32. Each rank keeps ceil(dim0 / 4) rows of each parameter (torch.chunk's chunks[0], zero-padded):
@@ -86,17 +81,17 @@ TEST(Fsdp2, ForwardKeepsTheAllGatherOutputUntilTheNextGroup) {
   const Program p = build_training_program(fsdp2_odd_rows(), fsdp2(4)).program;
   const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
   const Category w = Category::Weight;
-  EXPECT_EQ(live_at(p, live, "fsdp2_all_gather:layers.0", w), 416u);
-  EXPECT_EQ(live_at(p, live, "/Add_1", w), 544u);
-  EXPECT_EQ(live_at(p, live, "fsdp2_all_gather:layers.1", w), 480u);
-  EXPECT_EQ(live_at(p, live, "/MatMul_3", w), 416u);
-  EXPECT_EQ(live_at(p, live, "/Gemm_5", w), 256u);
-  EXPECT_EQ(live_at(p, live, "backward:/Gemm_5", w), 256u);
-  EXPECT_EQ(live_at(p, live, "fsdp2_pre_backward:layers.1", w), 416u);
-  EXPECT_EQ(live_at(p, live, "backward:/Relu_4", w), 480u);
-  EXPECT_EQ(live_at(p, live, "backward:/Relu_2", w), 320u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "fsdp2_all_gather:layers.0", w), 416u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "/Add_1", w), 544u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "fsdp2_all_gather:layers.1", w), 480u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "/MatMul_3", w), 416u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "/Gemm_5", w), 256u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "backward:/Gemm_5", w), 256u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "fsdp2_pre_backward:layers.1", w), 416u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "backward:/Relu_4", w), 480u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "backward:/Relu_2", w), 320u);
   // The grad shards stay to the optimizer step: 120 B.
-  EXPECT_EQ(live_at(p, live, "optimizer:step", Category::Gradient), 120u);
+  EXPECT_EQ(live_at_fsdp2(p, live, "optimizer:step", Category::Gradient), 120u);
   // layers.1's reduce-scatter input (160) is held until layers.0's post-backward, through layers.0's backward.
   const int32_t input = buffer_named(p, "fsdp2_reduce_scatter_input:layers.1");
   ASSERT_GE(input, 0);
@@ -166,8 +161,8 @@ TEST(Fsdp2, TinyLlamaAgainstFsdp1) {
   }
   const LiveBytes live_two = compute_live_bytes(two.program, compute_liveness(two.program));
   const LiveBytes live_one = compute_live_bytes(one.program, compute_liveness(one.program));
-  EXPECT_EQ(live_at(two.program, live_two, "fsdp_pre_forward:layers.1", Category::Weight), 2501120u);
-  EXPECT_EQ(live_at(one.program, live_one, "fsdp_pre_forward:layers.1", Category::Weight), 1762816u);
+  EXPECT_EQ(live_at_fsdp2(two.program, live_two, "fsdp_pre_forward:layers.1", Category::Weight), 2501120u);
+  EXPECT_EQ(live_at_fsdp2(one.program, live_one, "fsdp_pre_forward:layers.1", Category::Weight), 1762816u);
 }
 
 }  // namespace

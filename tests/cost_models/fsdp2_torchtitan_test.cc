@@ -15,10 +15,11 @@ namespace {
 using testing::GraphBuilder;
 using testing::buffer_named;
 using testing::last_reader;
+using testing::bytes_of;
 
 // ids[2,3] -> Gather(model.embed_tokens.weight[10,4]) -> e -> MatMul(model.layers.0.mlp.w[4,4]) -> Relu
 // -> MatMul(model.layers.1.mlp.w[4,4]) -> Mul(model.norm.weight[4]) -> MatMul(lm_head.weight[4,10]) -> y[2,3,10].
-Graph tiny_llama() {
+Graph titan_blocks() {
   GraphBuilder b;
   const int32_t ids = b.input("ids", {2, 3}, DType::Int64);
   const int32_t e = b.node1("Gather", {b.weight("model.embed_tokens.weight", {10, 4}), ids}, "e", {2, 3, 4});
@@ -30,7 +31,7 @@ Graph tiny_llama() {
   return b.graph();
 }
 
-TrainingRun run(const std::string& wrap) {
+TrainingRun run_fsdp2_torchtitan(const std::string& wrap) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Adam;
@@ -41,12 +42,6 @@ TrainingRun run(const std::string& wrap) {
   return o;
 }
 
-uint64_t bytes_of(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  EXPECT_GE(b, 0) << name;
-  return b < 0 ? 0 : p.buffers[b].bytes;
-}
-
 // 2 GPUs, float32; each rank keeps ceil(dim0 / 2) rows of each parameter (training_fsdp2.cc):
 //   tok_embeddings: embed [10,4] 5 x 4 = 20 elements = 80 B, all-gathered 2 x 80 = 160 B;
 //   model.layers.0 / .1: [4,4] 2 x 4 = 8 elements = 32 B, gathered 64 B;
@@ -54,7 +49,7 @@ uint64_t bytes_of(const Program& p, const std::string& name) {
 //   root: nothing left (no shard). The default units put embed, norm and head in the root: 80 + 8 + 80 = 168 B.
 // Parameters per GPU either way: 80 + 32 + 32 + 88 = 232 B.
 TEST(Fsdp2Torchtitan, GroupsEmbeddingBlocksAndNormWithHead) {
-  const TrainingResult r = build_training_program(tiny_llama(), run(kTorchtitanWrap));
+  const TrainingResult r = build_training_program(titan_blocks(), run_fsdp2_torchtitan(kTorchtitanWrap));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 232u);
   EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:tok_embeddings"), 80u);
@@ -64,7 +59,7 @@ TEST(Fsdp2Torchtitan, GroupsEmbeddingBlocksAndNormWithHead) {
   EXPECT_EQ(bytes_of(p, "fsdp2_unsharded:tok_embeddings"), 160u);
   EXPECT_EQ(bytes_of(p, "fsdp2_unsharded:model.layers.1"), 64u);
   EXPECT_EQ(bytes_of(p, "fsdp2_unsharded:norm_output"), 176u);
-  const TrainingResult d = build_training_program(tiny_llama(), run(""));
+  const TrainingResult d = build_training_program(titan_blocks(), run_fsdp2_torchtitan(""));
   EXPECT_EQ(d.param_bytes, 232u);
   EXPECT_EQ(bytes_of(d.program, "fsdp2_sharded_params:root"), 168u);
 }
@@ -73,7 +68,7 @@ TEST(Fsdp2Torchtitan, GroupsEmbeddingBlocksAndNormWithHead) {
 // (176 B) is read by its backward and never gathered again; every block and the embedding are resharded after their
 // forward and gathered again for their backward (the embedding's output needs a grad: its pre-backward hook runs).
 TEST(Fsdp2Torchtitan, NormAndOutputStayGatheredBetweenForwardAndBackward) {
-  const Program p = build_training_program(tiny_llama(), run(kTorchtitanWrap)).program;
+  const Program p = build_training_program(titan_blocks(), run_fsdp2_torchtitan(kTorchtitanWrap)).program;
   const int32_t kept = buffer_named(p, "fsdp2_unsharded:norm_output");
   ASSERT_GE(kept, 0);
   ASSERT_GE(last_reader(p, kept), 0);
@@ -94,7 +89,7 @@ TEST(Fsdp2Torchtitan, NormAndOutputStayGatheredBetweenForwardAndBackward) {
 // holds norm 2 + embed 5 x 4 = 20 elements, 88 B, gathered from the forward's first op (the Gather) to its backward,
 // never gathered again; no tok_embeddings group. Parameters per GPU 88 + 32 + 32 = 152 B.
 TEST(Fsdp2Torchtitan, AccelerateKeepsATiedEmbeddingWithTheTail) {
-  const TrainingResult untied = build_training_program(tiny_llama(), run(kAccelerateWrap));
+  const TrainingResult untied = build_training_program(titan_blocks(), run_fsdp2_torchtitan(kAccelerateWrap));
   EXPECT_EQ(bytes_of(untied.program, "fsdp2_sharded_params:tok_embeddings"), 80u);
   EXPECT_EQ(bytes_of(untied.program, "fsdp2_sharded_params:norm_output"), 88u);
   EXPECT_EQ(untied.param_bytes, 232u);
@@ -109,7 +104,7 @@ TEST(Fsdp2Torchtitan, AccelerateKeepsATiedEmbeddingWithTheTail) {
   const int32_t n = b.node1("Mul", {h1, b.weight("model.norm.weight", {4})}, "n", {2, 3, 4});
   const int32_t t = b.node1("Transpose", {table}, "embed_t", {4, 10}, {{"perm", testing::ints_attr({1, 0})}});
   b.output(b.node1("MatMul", {n, t}, "y", {2, 3, 10}));
-  const TrainingResult tied = build_training_program(b.graph(), run(kAccelerateWrap));
+  const TrainingResult tied = build_training_program(b.graph(), run_fsdp2_torchtitan(kAccelerateWrap));
   const Program& p = tied.program;
   EXPECT_EQ(buffer_named(p, "fsdp2_sharded_params:tok_embeddings"), -1);
   EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:norm_output"), 88u);

@@ -16,12 +16,7 @@ namespace memplan {
 namespace {
 
 using testing::buffer_named;
-
-uint64_t bytes_of(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  EXPECT_GE(b, 0) << name;
-  return b < 0 ? 0 : p.buffers[b].bytes;
-}
+using testing::bytes_of;
 
 // The tiny Llama (tests/models/llama.py, CONFIGS["llama_tiny"]: hidden 128, kv 64, ffn 352, 4 layers, vocab 1000,
 // untied head; nn.Linear weights [out, in]), fp32, --tp 2 (Megatron's split: q, k, v, gate, up and the head split on

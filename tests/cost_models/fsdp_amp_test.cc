@@ -26,13 +26,7 @@ namespace {
 
 using testing::buffer_named;
 using testing::bytes_named;
-
-Graph tiny_llama() {
-  Bindings b;
-  b.batch = 2;
-  b.dims["seq"] = 16;
-  return import_model(std::string(MEMPLAN_ZOO_DIR) + "/llama_tiny_train.onnx", b);
-}
+using testing::zoo_graph;
 
 // --shard SHARD --gpus 4 --fsdp2-mp bf16:bf16 --precision amp-bf16 (policy = false: --precision amp-bf16 alone).
 TrainingRun accelerate(Sharding shard, bool policy = true) {
@@ -70,7 +64,7 @@ int count_named(const Program& p, const std::string& name) {
 //  Gradients: the unsharded flat grad is bf16 (184,576 x 2 = 369,152 B), reduce_dtype bf16 needs no cast before
 //  the reduce-scatter; its bf16 output 46,144 x 2 = 92,288 B is copied to the float32 grad shard (184,576 B).
 TEST(FsdpAmp, Fsdp1PolicyUnderAutocastByHand) {
-  const TrainingResult r = build_training_program(tiny_llama(), accelerate(Sharding::Fsdp));
+  const TrainingResult r = build_training_program(zoo_graph("llama_tiny_train", 2, 16), accelerate(Sharding::Fsdp));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 994432u);
   EXPECT_EQ(r.grad_bytes, 994432u);
@@ -98,7 +92,8 @@ TEST(FsdpAmp, Fsdp1PolicyUnderAutocastByHand) {
 // linear casts its float32 weight view itself, kept by its backward (q_proj: 128 x 128 x 2 = 32,768 B), and the
 // embedding's output is float32 (16,384 B): the Pow reads it with no copy.
 TEST(FsdpAmp, Fsdp1AutocastWithoutPolicyCastsEachWeight) {
-  const TrainingResult r = build_training_program(tiny_llama(), accelerate(Sharding::Fsdp, /*policy=*/false));
+  const TrainingResult r =
+      build_training_program(zoo_graph("llama_tiny_train", 2, 16), accelerate(Sharding::Fsdp, /*policy=*/false));
   const Program& p = r.program;
   EXPECT_EQ(bytes_named(p, "layers.0.self_attn.q_proj.weight:autocast"), 32768u);
   EXPECT_EQ(bytes_named(p, "/embed_tokens/Gather_output_0"), 16384u);
@@ -126,7 +121,7 @@ TEST(FsdpAmp, Fsdp2LoraPolicyUnderAutocastByHand) {
   o.lora_rank = 8;
   o.lora_targets = "q_proj|v_proj";
   o.lora_float32 = false;
-  const TrainingResult r = build_training_program(tiny_llama(), o);
+  const TrainingResult r = build_training_program(zoo_graph("llama_tiny_train", 2, 16), o);
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 1008768u);
   EXPECT_EQ(r.grad_bytes, 14336u);

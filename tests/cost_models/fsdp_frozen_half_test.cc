@@ -21,7 +21,7 @@ using testing::buffer_named;
 using testing::bytes_named;
 
 // layers.0 frozen, 4 GPUs, Adam, a bf16:bf16 policy; `frozen` the frozen weights' storage.
-TrainingRun accelerate(Sharding shard, FrozenStorage frozen) {
+TrainingRun accelerate_half(Sharding shard, FrozenStorage frozen) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.gpus = 4;
@@ -47,7 +47,7 @@ TrainingRun accelerate(Sharding shard, FrozenStorage frozen) {
 //  Float32 frozen (the same run without --frozen-dtype, memplan's answer before accelerate's rule): layers.0's shard
 //  48 B and its _mp_shard 24 B; parameters 116 B.
 TEST(FsdpFrozenHalf, Fsdp1FrozenUnitKeepsItsBf16FlatParameter) {
-  const TrainingResult r = build_training_program(testing::two_fc_blocks(8, 6), accelerate(Sharding::Fsdp, FrozenStorage::Bf16));
+  const TrainingResult r = build_training_program(testing::two_fc_blocks(8, 6), accelerate_half(Sharding::Fsdp, FrozenStorage::Bf16));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 92u);
   EXPECT_EQ(r.grad_bytes, 68u);
@@ -60,7 +60,7 @@ TEST(FsdpFrozenHalf, Fsdp1FrozenUnitKeepsItsBf16FlatParameter) {
   EXPECT_EQ(bytes_named(p, "fsdp_flat_param_shard:root"), 20u);
   EXPECT_EQ(bytes_named(p, "fsdp_mp_shard:root"), 10u);
 
-  const TrainingResult f = build_training_program(testing::two_fc_blocks(8, 6), accelerate(Sharding::Fsdp, FrozenStorage::Same));
+  const TrainingResult f = build_training_program(testing::two_fc_blocks(8, 6), accelerate_half(Sharding::Fsdp, FrozenStorage::Same));
   EXPECT_EQ(f.param_bytes, 116u);
   EXPECT_EQ(bytes_named(f.program, "fsdp_flat_param_shard:layers.0"), 48u);
   EXPECT_EQ(bytes_named(f.program, "fsdp_mp_shard:layers.0"), 24u);
@@ -70,7 +70,7 @@ TEST(FsdpFrozenHalf, Fsdp1FrozenUnitKeepsItsBf16FlatParameter) {
 // root's whole flat parameter, its requires_grad being the OR of its parameters', so it stays float32: 5 x 4 = 20 B,
 // with its 10 B _mp_shard; layers.0, frozen whole, keeps its 24 B of bf16.
 TEST(FsdpFrozenHalf, Fsdp1UnitThatTrainsIsUpcastWhole) {
-  TrainingRun o = accelerate(Sharding::Fsdp, FrozenStorage::Bf16);
+  TrainingRun o = accelerate_half(Sharding::Fsdp, FrozenStorage::Bf16);
   o.frozen = "layers\\.0\\.|head\\.b";
   const TrainingResult r = build_training_program(testing::two_fc_blocks(8, 6), o);
   EXPECT_EQ(bytes_named(r.program, "fsdp_flat_param_shard:root"), 20u);
@@ -86,7 +86,7 @@ TEST(FsdpFrozenHalf, Fsdp1UnitThatTrainsIsUpcastWhole) {
 //  layers.1 and the root train, float32: 10 x 4 = 40 B and 6 x 4 = 24 B, each with its bf16 input copy (20 B, 12 B).
 //  Parameters 28 + 40 + 24 = 92 B; grad shards 40 + 24 = 64 B; Adam 2 x 64 = 128 B.
 TEST(FsdpFrozenHalf, Fsdp2FrozenParametersStayBf16) {
-  const TrainingResult r = build_training_program(testing::fsdp2_odd_rows(), accelerate(Sharding::Fsdp2, FrozenStorage::Bf16));
+  const TrainingResult r = build_training_program(testing::fsdp2_odd_rows(), accelerate_half(Sharding::Fsdp2, FrozenStorage::Bf16));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 92u);
   EXPECT_EQ(r.grad_bytes, 64u);
@@ -98,7 +98,7 @@ TEST(FsdpFrozenHalf, Fsdp2FrozenParametersStayBf16) {
   EXPECT_EQ(bytes_named(p, "fsdp2_all_gather_input:layers.1"), 20u);
   EXPECT_EQ(bytes_named(p, "fsdp2_sharded_params:root"), 24u);
 
-  const TrainingResult f = build_training_program(testing::fsdp2_odd_rows(), accelerate(Sharding::Fsdp2, FrozenStorage::Same));
+  const TrainingResult f = build_training_program(testing::fsdp2_odd_rows(), accelerate_half(Sharding::Fsdp2, FrozenStorage::Same));
   EXPECT_EQ(f.param_bytes, 120u);
   EXPECT_EQ(bytes_named(f.program, "fsdp2_sharded_params:layers.0"), 56u);
   EXPECT_EQ(bytes_named(f.program, "fsdp2_all_gather_input:layers.0"), 28u);

@@ -18,15 +18,15 @@ using testing::bytes_named;
 using testing::last_reader;
 using testing::live_at_step;
 using testing::step_named;
+using testing::two_fc_blocks;
 
 // x[4,8] -> MatMul(layers.0.fc.w [8,6]) -> Relu -> MatMul(layers.1.fc.w [6,8]) -> Relu -> Gemm(head.w [2,8]
 // transposed, head.b [2]) -> y[4,2]; units layers.0, layers.1 and the root {head.w, head.b}.
 // Every parameter trains (use_orig_params=False, no alignment padding): layers.0 48 elements, 12 a rank; layers.1
 // the same; the root 16 + 2 = 18, padded to 20, 5 a rank.
-Graph blocks() { return testing::two_fc_blocks(8, 6); }
 
 // What report/estimate_config.cc makes of --fsdp2-mp PARAM:REDUCE: the precision is param_dtype.
-TrainingRun mixed(Precision param, DType reduce, bool offload = false) {
+TrainingRun mixed_fsdp_mp(Precision param, DType reduce, bool offload = false) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.gpus = 4;
@@ -45,7 +45,7 @@ TrainingRun mixed(Precision param, DType reduce, bool offload = false) {
 // .to(float32) copies it: 48 x 4 = 192 B (the root's 72 B, F.pad-ded to 20 x 4 = 80 B); the reduce output is float32,
 // 12 x 4 = 48 B (the root's 20 B): the grad shard itself, no cast after.
 TEST(FsdpMp, ShardsFloat32GatheredBf16ReducedFp32ByHand) {
-  const TrainingResult r = build_training_program(blocks(), mixed(Precision::Bf16, DType::Float32));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), mixed_fsdp_mp(Precision::Bf16, DType::Float32));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 116u);
   EXPECT_EQ(r.grad_bytes, 116u);
@@ -76,7 +76,7 @@ TEST(FsdpMp, ShardsFloat32GatheredBf16ReducedFp32ByHand) {
 // the reduce output bf16, 12 x 2 = 24 B (the root's 10 B), then _cast_grad_to_param_dtype's float32 copy: the grad
 // shard, 48 B (20 B).
 TEST(FsdpMp, ReducedBf16CastBackToFloat32ByHand) {
-  const TrainingResult r = build_training_program(blocks(), mixed(Precision::Bf16, DType::BFloat16));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), mixed_fsdp_mp(Precision::Bf16, DType::BFloat16));
   const Program& p = r.program;
   EXPECT_EQ(r.grad_bytes, 116u);
   EXPECT_EQ(buffer_named(p, "fsdp_unsharded_grad:layers.0:reduce_dtype"), -1);
@@ -97,7 +97,7 @@ TEST(FsdpMp, ReducedBf16CastBackToFloat32ByHand) {
 //  - fsdp_reduce_dtype_cast:layers.1: the bf16 grad 96 and its float32 copy 192: 292 + 288 = 580 B;
 //  - fsdp_reduce_scatter:layers.1: those 96 + 192 and the new float32 grad shard 48: 292 + 336 = 628 B.
 TEST(FsdpMp, ReduceDtypeCopyLiveWithTheBf16GradByHand) {
-  const TrainingResult r = build_training_program(blocks(), mixed(Precision::Bf16, DType::Float32));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), mixed_fsdp_mp(Precision::Bf16, DType::Float32));
   EXPECT_EQ(live_at_step(r.program, "fsdp_post_backward:layers.1"), 580u);
   EXPECT_EQ(live_at_step(r.program, "fsdp_reduce_dtype_cast:layers.1"), 580u);
   EXPECT_EQ(live_at_step(r.program, "fsdp_reduce_scatter:layers.1"), 628u);
@@ -108,7 +108,8 @@ TEST(FsdpMp, ReduceDtypeCopyLiveWithTheBf16GradByHand) {
 // pinned shard to the GPU (float32, 48 B; the root's 20 B) and casts it into the _mp_shard (24 B; 10 B) in one
 // statement: both are written by the copy step, the float32 copy dies there, the _mp_shard at the all-gather.
 TEST(FsdpMp, OffloadCastsTheGpuCopyOfTheHostShardByHand) {
-  const TrainingResult r = build_training_program(blocks(), mixed(Precision::Bf16, DType::Float32, /*offload=*/true));
+  const TrainingResult r =
+      build_training_program(two_fc_blocks(8, 6), mixed_fsdp_mp(Precision::Bf16, DType::Float32, /*offload=*/true));
   const Program& p = r.program;
   EXPECT_EQ(r.fsdp_offload_host_bytes, 464u);
   EXPECT_EQ(testing::resident_bytes(p), 0u);
@@ -136,11 +137,11 @@ TEST(FsdpMp, OffloadCastsTheGpuCopyOfTheHostShardByHand) {
 // busiest rank's trainable elements 2 x (19 + 16) x 4 = 280 B. layers.1's _mp_shard 20 x 2 = 40 B, gathered 80 x 2
 // = 160 B.
 TEST(FsdpMp, LoraAlignmentCountsParamDtypeElementsByHand) {
-  TrainingRun o = mixed(Precision::Bf16, DType::Float32);
+  TrainingRun o = mixed_fsdp_mp(Precision::Bf16, DType::Float32);
   o.lora_rank = 2;
   o.lora_targets = "fc";
   o.lora_float32 = false;  // report/estimate_config.cc under a policy: the adapters are float32 parameters like the base
-  const TrainingResult r = build_training_program(blocks(), o);
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), o);
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 176u);
   EXPECT_EQ(r.grad_bytes, 156u);

@@ -18,11 +18,11 @@ using testing::bytes_named;
 using testing::last_reader;
 using testing::live_at_step;
 using testing::step_named;
+using testing::two_fc_blocks;
 
 // x[4,8] -> MatMul(layers.0.fc.w [8,6]) -> Relu -> MatMul(layers.1.fc.w [6,8]) -> Relu -> Gemm(head.w [2,8]
 // transposed, head.b [2]) -> y[4,2]; units layers.0 (48 elements, 12 a rank), layers.1 (the same) and the root
 // (18 elements, padded to 20, 5 a rank); every parameter trains (use_orig_params=False).
-Graph blocks() { return testing::two_fc_blocks(8, 6); }
 
 TrainingRun accumulating(bool no_sync) {
   TrainingRun o;
@@ -40,7 +40,7 @@ TrainingRun accumulating(bool no_sync) {
 // grad_bytes: 192 + 192 + 72 + 116 = 572 B. Each kept grad lives from the step's start to its reduce-scatter;
 // AccumulateGrad adds the new unsharded grad into it.
 TEST(FsdpNoSync, KeepsEachUnitsUnshardedGradUntilItsReduceScatterByHand) {
-  const TrainingResult r = build_training_program(blocks(), accumulating(true));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), accumulating(true));
   const Program& p = r.program;
   EXPECT_EQ(r.grad_bytes, 572u);
   EXPECT_EQ(r.param_bytes, 116u);
@@ -57,7 +57,7 @@ TEST(FsdpNoSync, KeepsEachUnitsUnshardedGradUntilItsReduceScatterByHand) {
     EXPECT_FALSE(p.buffers[shard].resident) << unit;  // made by this reduce-scatter, kept to the optimizer
   }
   // Outside no_sync() the same accumulation keeps grad shards instead (_saved_grad_shard): 116 B, resident.
-  const TrainingResult reduced = build_training_program(blocks(), accumulating(false));
+  const TrainingResult reduced = build_training_program(two_fc_blocks(8, 6), accumulating(false));
   EXPECT_EQ(reduced.grad_bytes, 116u);
   EXPECT_EQ(buffer_named(reduced.program, "fsdp_no_sync_grad:layers.0"), -1);
   EXPECT_TRUE(reduced.program.buffers[buffer_named(reduced.program, "fsdp_grad_shard:layers.0")].resident);
@@ -72,7 +72,7 @@ TEST(FsdpNoSync, KeepsEachUnitsUnshardedGradUntilItsReduceScatterByHand) {
 // root shard 20 + layers.0 gathered 192 + grad:r0 96 = 564, the new grad 192 (freed after the add) and the two kept
 // 384: 1,140 B. fsdp_reduce_scatter:layers.1: 564 + the two kept 384 + layers.1's new grad shard 48 = 996 B.
 TEST(FsdpNoSync, KeptGradsAtLayerOnesPostBackwardByHand) {
-  const TrainingResult r = build_training_program(blocks(), accumulating(true));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), accumulating(true));
   EXPECT_EQ(live_at_step(r.program, "fsdp_post_backward:layers.1"), 1524u);
   EXPECT_EQ(live_at_step(r.program, "fsdp_no_sync_accumulate:layers.1"), 1140u);
   EXPECT_EQ(live_at_step(r.program, "fsdp_reduce_scatter:layers.1"), 996u);
@@ -88,7 +88,7 @@ TEST(FsdpNoSync, MixedPrecisionAndOffloadKeepParamDtypeGradsOnTheGpuByHand) {
   o.precision = Precision::Bf16;
   o.fsdp2_reduce_dtype = DType::Float32;
   o.fsdp_cpu_offload = true;
-  const TrainingResult r = build_training_program(blocks(), o);
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), o);
   const Program& p = r.program;
   EXPECT_EQ(r.fsdp_offload_host_bytes, 464u);
   EXPECT_EQ(bytes_named(p, "fsdp_no_sync_grad:layers.0"), 96u);

@@ -18,6 +18,7 @@ using testing::buffer_named;
 using testing::bytes_named;
 using testing::last_reader;
 using testing::step_named;
+using testing::two_fc_blocks;
 
 // x[4,8] -> MatMul(layers.0.fc.w [8,6]) -> Relu -> MatMul(layers.1.fc.w [6,8]) -> Relu -> Gemm(head.w [2,8]
 // transposed, head.b [2]) -> y[4,2]; units layers.0, layers.1 and the root {head.w, head.b}. Nodes /MatMul_0,
@@ -25,9 +26,8 @@ using testing::step_named;
 // Flat parameters (every parameter trains: use_orig_params=False, no alignment padding), padded to a multiple of 4:
 // layers.0 48 elements, 12 a rank: 48 B; layers.1 48, 12: 48 B; root 16 + 2 = 18, padded to 20, 5 a rank: 20 B.
 // Unsharded (padded): 192, 192, 80 B; the root's unsharded grad 72 B, F.pad-ded to 80 B.
-Graph blocks() { return testing::two_fc_blocks(8, 6); }
 
-TrainingRun run(bool offload) {
+TrainingRun run_fsdp_offload(bool offload) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.gpus = 4;
@@ -44,7 +44,7 @@ TrainingRun run(bool offload) {
 // GPU as _saved_grad_shard until _finalize_params at the end of backward, and is copied to _cpu_grad after its
 // reduce-scatter.
 TEST(FsdpOffload, ShardsCpuGradsAndStatesOnTheHostByHand) {
-  const TrainingResult r = build_training_program(blocks(), run(true));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), run_fsdp_offload(true));
   const Program& p = r.program;
   EXPECT_EQ(r.fsdp_offload_host_bytes, 464u);
   EXPECT_EQ(r.param_bytes + r.grad_bytes + r.optimizer_state_bytes, 0u);
@@ -82,12 +82,12 @@ TEST(FsdpOffload, ShardsCpuGradsAndStatesOnTheHostByHand) {
 // /Relu_3), y 32, grad:r1 128, the root's grad shard 20, layers.1 unsharded 192, layers.0's GPU copy 48 and its
 // unsharded 192: 964 B (layers.1's copy, 48 B, died at its own all-gather).
 TEST(FsdpOffload, PeakAtTheUnshardedGradByHand) {
-  const TrainingResult r = build_training_program(blocks(), run(true));
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), run_fsdp_offload(true));
   const testing::Peak peak = testing::peak_live_bytes(r.program);
   EXPECT_EQ(peak.bytes, 1140u);
   EXPECT_EQ(r.program.steps[peak.step].name, "fsdp_post_backward:layers.1");
   EXPECT_EQ(testing::live_at_step(r.program, "fsdp_backward_prefetch:layers.0"), 964u);
-  const TrainingResult plain = build_training_program(blocks(), run(false));
+  const TrainingResult plain = build_training_program(two_fc_blocks(8, 6), run_fsdp_offload(false));
   EXPECT_EQ(testing::resident_bytes(plain.program), 348u);
   EXPECT_EQ(testing::live_at_step(plain.program, "fsdp_post_backward:layers.1"), 1140u);
 }
@@ -99,10 +99,10 @@ TEST(FsdpOffload, PeakAtTheUnshardedGradByHand) {
 // frozen) 18 elements, 5 a rank: 20 B, no state. _cpu_grad is made for every handle, the frozen root's too:
 // host (76 + 76 + 2 x 76) x 2 + 20 + 20 = 648 B. The root gets no grad: no grad shard on the GPU.
 TEST(FsdpOffload, FrozenUnitStillGetsACpuGradByHand) {
-  TrainingRun o = run(true);
+  TrainingRun o = run_fsdp_offload(true);
   o.lora_rank = 2;
   o.lora_targets = "fc";
-  const TrainingResult r = build_training_program(blocks(), o);
+  const TrainingResult r = build_training_program(two_fc_blocks(8, 6), o);
   EXPECT_EQ(r.fsdp_offload_host_bytes, 648u);
   EXPECT_EQ(testing::resident_bytes(r.program), 0u);
   EXPECT_EQ(bytes_named(r.program, "fsdp_grad_shard:layers.1"), 76u);

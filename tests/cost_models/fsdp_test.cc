@@ -18,7 +18,7 @@ using testing::step_named;
 // x[4,8] -> MatMul(layers.0.fc.w[8,8]) -> Relu -> MatMul(layers.1.fc.w[8,8]) -> Relu -> Gemm(head.w[2,8], head.b[2]) -> y[4,2]
 // Units (default rule: prefix "layers" seen with indices 0 and 1, each block with a submodule fc): root
 // {head.w, head.b}, layers.0, layers.1.
-Graph two_blocks() { return testing::two_fc_blocks(8, 8); }
+Graph fsdp_blocks() { return testing::two_fc_blocks(8, 8); }
 
 TrainingRun fsdp(int gpus) {
   TrainingRun o;
@@ -40,7 +40,7 @@ uint64_t weights_live_at(const Program& p, const LiveBytes& live, const std::str
 // all-gathered flat parameter 66 * 4 = 264 bytes. root: 16 + 2 = 18 elements, no padding: shard 6 = 24
 // bytes, gathered 72 bytes. Per GPU: parameters 88 + 88 + 24 = 200 bytes, grads 200, Adam's two states 400.
 TEST(Fsdp, ShardsArePaddedFlatParameters) {
-  const TrainingResult r = build_training_program(two_blocks(), fsdp(3));
+  const TrainingResult r = build_training_program(fsdp_blocks(), fsdp(3));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 200u);
   EXPECT_EQ(r.grad_bytes, 200u);
@@ -68,7 +68,7 @@ TEST(Fsdp, ShardsArePaddedFlatParameters) {
 //    was freed in its post-backward, right after the head's backward;
 //  backward of h0: layers.0 264 alone (layers.1 freed after its post-backward).
 TEST(Fsdp, CurrentAndPrefetchedUnitsAreGathered) {
-  const Program p = build_training_program(two_blocks(), fsdp(3)).program;
+  const Program p = build_training_program(fsdp_blocks(), fsdp(3)).program;
   const LiveBytes live = compute_live_bytes(p, compute_liveness(p));
   EXPECT_EQ(weights_live_at(p, live, "/MatMul_0"), 336u);
   EXPECT_EQ(weights_live_at(p, live, "/MatMul_2"), 336u);
@@ -93,14 +93,14 @@ TEST(Fsdp, LeafLayersOfASequentialAreNoBlocks) {
 TEST(Fsdp, WrapRegexNamesUnits) {
   TrainingRun o = fsdp(3);
   o.fsdp_wrap = "^(layers)\\.";  // both blocks in one unit: 128 elements, padded to 129, shard 43 = 172 bytes
-  const TrainingResult r = build_training_program(two_blocks(), o);
+  const TrainingResult r = build_training_program(fsdp_blocks(), o);
   EXPECT_EQ(r.program.buffers[buffer_named(r.program, "fsdp_flat_param_shard:layers")].bytes, 172u);
   EXPECT_EQ(r.param_bytes, 172u + 24u);
 }
 
 std::string message_of(const TrainingRun& o) {
   try {
-    build_training_program(two_blocks(), o);
+    build_training_program(fsdp_blocks(), o);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -145,7 +145,7 @@ TrainingRun lora_fsdp(int gpus) {
 // grad), 128 + 128 = 256. Adam's states cover the trainable elements of the busiest rank's shard: rank 2
 // holds [64, 96), lora_A and lora_B, 32 elements = 128 bytes per unit, two states: 2 * (128 + 128) = 512.
 TEST(FsdpKeptFrozenBaseWhole, LoraShardsTheFrozenBaseWithItsUnit) {
-  const TrainingResult r = build_training_program(two_blocks(), lora_fsdp(3));
+  const TrainingResult r = build_training_program(fsdp_blocks(), lora_fsdp(3));
   const Program& p = r.program;
   EXPECT_EQ(resident_weight_bytes(p), 280u);
   EXPECT_EQ(r.param_bytes, 280u);
@@ -181,7 +181,7 @@ TEST(FsdpKeptFrozenBaseWhole, LoraShardsTheFrozenBaseWithItsUnit) {
 TEST(FsdpKeptFrozenBaseWhole, QloraShardsTheQuantizedStorage) {
   TrainingRun o = lora_fsdp(3);
   o.frozen_storage = FrozenStorage::Nf4;
-  const TrainingResult r = build_training_program(two_blocks(), o);
+  const TrainingResult r = build_training_program(fsdp_blocks(), o);
   const Program& p = r.program;
   EXPECT_EQ(resident_weight_bytes(p), 144u);
   EXPECT_EQ(r.param_bytes, 136u);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "onnx_import/import.h"
+
 namespace memplan::testing {
 
 int32_t GraphBuilder::add_tensor(const std::string& name, std::vector<int64_t> shape, DType dtype, TensorKind kind) {
@@ -131,6 +133,11 @@ uint64_t bytes_named(const Program& p, const std::string& name) {
   return b < 0 ? 0 : p.buffers[b].bytes;
 }
 
+uint64_t bytes_of(const Program& p, const std::string& name) {
+  EXPECT_GE(buffer_named(p, name), 0) << name;
+  return bytes_named(p, name);
+}
+
 uint64_t live_at_step(const Program& p, const std::string& name) {
   const int32_t n = static_cast<int32_t>(p.steps.size());
   const int32_t at = step_named(p, name);
@@ -195,6 +202,15 @@ Graph decoder_head() {
   const int32_t wt = b.node1("Transpose", {b.weight("Wh", {8, 4})}, "WhT", {4, 8}, {{"perm", ints_attr({1, 0})}});
   b.output(b.node1("MatMul", {h, wt}, "logits", {2, 4, 8}));
   return b.graph();
+}
+
+std::string zoo_path(const std::string& file) { return std::string(MEMPLAN_ZOO_DIR) + "/" + file; }
+
+Graph zoo_graph(const std::string& name, int64_t batch, std::optional<int64_t> seq) {
+  Bindings b;
+  b.batch = batch;
+  if (seq) b.dims["seq"] = *seq;
+  return import_model(zoo_path(name + ".onnx"), b);
 }
 
 }  // namespace memplan::testing

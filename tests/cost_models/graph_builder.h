@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,8 @@ int32_t step_named(const Program& p, const std::string& name);
 // The bytes of the buffer named `name` (0 when absent); the live non-resident bytes at the first step named `name`,
 // by peak_live_bytes' rule (a failed expectation when no step has that name).
 uint64_t bytes_named(const Program& p, const std::string& name);
+// bytes_named, and a failed expectation when no buffer has that name.
+uint64_t bytes_of(const Program& p, const std::string& name);
 uint64_t live_at_step(const Program& p, const std::string& name);
 // The buffer whose name ends with `suffix` (-1 when absent); whether step `s` reads buffer `b`; the last step
 // reading `b` (-1 when none).
@@ -71,5 +74,9 @@ int32_t buffer_ending(const Program& p, const std::string& suffix);
 bool step_reads(const Step& s, int32_t b);
 int32_t last_reader(const Program& p, int32_t b);
 uint64_t bytes_of_category(const Program& p, Category c);
+// A file of tests/models (MEMPLAN_ZOO_DIR): "llama_tiny_train.onnx", "hf_configs/Llama-3.2-1B.json".
+std::string zoo_path(const std::string& file);
+// A model of tests/models, "llama_tiny_train", imported at that batch and, when given, sequence length ("seq").
+Graph zoo_graph(const std::string& name, int64_t batch, std::optional<int64_t> seq = std::nullopt);
 
 }  // namespace memplan::testing

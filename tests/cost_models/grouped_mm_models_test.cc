@@ -22,14 +22,6 @@ namespace {
 
 using testing::buffer_named;
 
-TrainingRun sgd_ideal() {
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.optimizer = Optimizer::Sgd;
-  o.loss = LossKind::None;
-  return o;
-}
-
 // A config.json written to a fresh folder, and its graphs at batch 1 x seq 128 (N = 128 tokens, S = N·k = 256).
 class TinyConfig : public ::testing::Test {
  protected:

@@ -35,14 +35,6 @@ Attribute string_attr(const std::string& s) {
 
 bool reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads.end(), b) != s.reads.end(); }
 
-TrainingRun sgd_ideal() {
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.optimizer = Optimizer::Sgd;
-  o.loss = LossKind::None;
-  return o;
-}
-
 // a = x * wa [6, 4] (96 bytes), w [3, 5, 4] transposed to [3, 4, 5] (a view), offs [3] int32 (12):
 // y = _grouped_mm(a, w^T, offs) [6, 5] = 120 bytes. derivatives.yaml _grouped_mm (pytorch/pytorch at d327a78):
 // self's formula reads mat2 and offs, mat2's reads self and offs, so autograd keeps a (96), the parameter's

@@ -18,7 +18,7 @@ using testing::resident_bytes;
 using testing::step_named;
 
 // x[4,8] -> Gemm(W1[16,8], b1[16], transB) -> h[4,16] -> Relu -> r[4,16] -> Gemm(W2[2,16], b2[2]) -> y[4,2]
-Graph mlp() {
+Graph inference_mlp() {
   GraphBuilder b;
   const int32_t x = b.input("x", {4, 8});
   const int32_t w1 = b.weight("W1", {16, 8});
@@ -33,7 +33,7 @@ Graph mlp() {
 }
 
 TEST(InferenceIdeal, MlpBuffersAndPeakByHand) {
-  const CostModelResult r = build_inference_program(mlp(), {});
+  const CostModelResult r = build_inference_program(inference_mlp(), {});
   const Program& p = r.program;
   ASSERT_EQ(p.steps.size(), 3u);
   // Weights: W1 16*8*4 = 512, b1 64, W2 2*16*4 = 128, b2 8 -> 712 bytes resident.
@@ -52,17 +52,17 @@ TEST(InferenceIdeal, MlpBuffersAndPeakByHand) {
 TEST(InferenceDtype, Fp16HalvesWeightsAndActivations) {
   InferenceRun o;
   o.float_dtype = DType::Float16;
-  const Program p = build_inference_program(mlp(), o).program;
+  const Program p = build_inference_program(inference_mlp(), o).program;
   EXPECT_EQ(resident_bytes(p), 356u);           // 712 / 2
   EXPECT_EQ(peak_live_bytes(p).bytes, 256u);    // 512 / 2
   o.float_dtype = DType::BFloat16;
-  EXPECT_EQ(peak_live_bytes(build_inference_program(mlp(), o).program).bytes, 256u);
+  EXPECT_EQ(peak_live_bytes(build_inference_program(inference_mlp(), o).program).bytes, 256u);
 }
 
 TEST(InferencePyTorch, CublasWorkspaceAtFirstMatmulAndKept) {
   InferenceRun o;
   o.runtime = Runtime::PyTorch;
-  const Program p = build_inference_program(mlp(), o).program;
+  const Program p = build_inference_program(inference_mlp(), o).program;
   const int32_t ws = buffer_named(p, "cublas_workspace");
   ASSERT_GE(ws, 0);
   // CublasHandlePool.cpp: 4096 KiB * 8 = 33,554,432 bytes on sm90 (the default arch).
@@ -71,7 +71,7 @@ TEST(InferencePyTorch, CublasWorkspaceAtFirstMatmulAndKept) {
   EXPECT_EQ(p.steps[0].writes.back(), ws);  // allocated by the first Gemm, after its output
   EXPECT_EQ(peak_live_bytes(p).bytes, 512u + 33554432u);
   o.cuda_arch_major = 8;  // A100: 4096 KiB * 2 + 16 KiB * 8 = 8,519,680
-  const Program a100 = build_inference_program(mlp(), o).program;
+  const Program a100 = build_inference_program(inference_mlp(), o).program;
   EXPECT_EQ(a100.buffers[buffer_named(a100, "cublas_workspace")].bytes, 8519680u);
 }
 
@@ -399,7 +399,7 @@ TEST(InferencePyTorch, SdpaNeverMaterialisesTheScores) {
 TEST(InferenceErrors, RejectsNonFloatDtype) {
   InferenceRun o;
   o.float_dtype = DType::Int8;
-  EXPECT_THROW(build_inference_program(mlp(), o), InputError);
+  EXPECT_THROW(build_inference_program(inference_mlp(), o), InputError);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ Graph two_linears() {
   return b.graph();
 }
 
-TrainingRun qlora(bool kbit) {
+TrainingRun qlora_kbit_prep(bool kbit) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
@@ -47,12 +47,12 @@ TrainingRun qlora(bool kbit) {
 // copies x into bf16 (64, read by the GEMM, not kept: x needs no grad) and writes h in bf16 (128), which is
 // copied back into float32 (256) for every reader (LoRA's sum); the dequantized weight is bf16 (16x8x2 = 256).
 TEST(KbitPrep, EverythingButThe4BitGemmIsFloat32) {
-  const Program plain = build_training_program(two_linears(), qlora(false)).program;
+  const Program plain = build_training_program(two_linears(), qlora_kbit_prep(false)).program;
   EXPECT_EQ(plain.buffers[buffer_named(plain, "x")].bytes, 64u);
   EXPECT_EQ(plain.buffers[buffer_named(plain, "r")].bytes, 128u);
   EXPECT_EQ(plain.buffers[buffer_named(plain, "W2")].bytes, 64u);
 
-  const TrainingResult result = build_training_program(two_linears(), qlora(true));
+  const TrainingResult result = build_training_program(two_linears(), qlora_kbit_prep(true));
   const Program& p = result.program;
   EXPECT_EQ(p.buffers[buffer_named(p, "x")].bytes, 128u);
   EXPECT_EQ(p.buffers[buffer_named(p, "W2")].bytes, 128u);
@@ -78,7 +78,7 @@ TEST(KbitPrep, EverythingButThe4BitGemmIsFloat32) {
 // bnb_4bit_compute_dtype float32, BitsAndBytesConfig's default (--precision fp32): x.to(float32) and out.to(float32)
 // return their input, so no copy is made and the dequantized weight is float32 (16x8x4 = 512).
 TEST(KbitPrep, Float32ComputeCopiesNothing) {
-  TrainingRun o = qlora(true);
+  TrainingRun o = qlora_kbit_prep(true);
   o.precision = Precision::Fp32;
   const Program p = build_training_program(two_linears(), o).program;
   EXPECT_EQ(buffer_ending(p, "/to_compute_dtype_output_0"), -1);

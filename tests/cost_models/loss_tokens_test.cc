@@ -16,20 +16,15 @@ using testing::GraphBuilder;
 using testing::decoder_head;
 using testing::buffer_named;
 using testing::peak_live_bytes;
+using testing::bytes_of;
 
-TrainingRun sgd(int tokens) {
+TrainingRun sgd_loss_tokens(int tokens) {
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;  // no states: the figures are the forward, loss and backward
   o.loss = LossKind::ChunkedCrossEntropyTokens;
   o.loss_chunks = tokens;
   return o;
-}
-
-uint64_t bytes(const Program& p, const std::string& name) {
-  const int32_t b = buffer_named(p, name);
-  EXPECT_GE(b, 0) << name;
-  return b < 0 ? 0 : p.buffers[b].bytes;
 }
 
 // chunked-ce-tokens:2, fp32: the head's chunks hold positions [0, 2) and [2, 4); the loss reads 2 of the first and
@@ -49,20 +44,20 @@ uint64_t bytes(const Program& p, const std::string& name) {
 // The head once per chunk, last first: chunk 1 writes h's slice of grad (2 x 2 x 4 = 64) and Wh's first
 // contribution 128: 964, then 836; chunk 0: + 64 + 128 = 1028, the peak.
 TEST(ChunkedCrossEntropyTokens, TwoChunksByHand) {
-  const TrainingResult r = build_training_program(decoder_head(), sgd(2));
+  const TrainingResult r = build_training_program(decoder_head(), sgd_loss_tokens(2));
   const Program& p = r.program;
   EXPECT_EQ(peak_live_bytes(p).bytes, 1028u);
   EXPECT_EQ(p.steps[peak_live_bytes(p).step].name, "backward:/MatMul_2:chunk0");
-  EXPECT_EQ(bytes(p, "logits:log_softmax:chunk0"), 128u);
-  EXPECT_EQ(bytes(p, "logits:log_softmax:chunk1"), 64u);
-  EXPECT_EQ(bytes(p, "logits:reshape:chunk1"), 64u);
+  EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk0"), 128u);
+  EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk1"), 64u);
+  EXPECT_EQ(bytes_of(p, "logits:reshape:chunk1"), 64u);
   EXPECT_EQ(buffer_named(p, "logits:reshape:chunk0"), -1);
-  EXPECT_EQ(bytes(p, "targets:chunk1"), 16u);
-  EXPECT_EQ(bytes(p, "loss:cat"), 24u);
-  EXPECT_EQ(bytes(p, "labels:not_ignored"), 6u);
-  EXPECT_EQ(bytes(p, "grad:logits:chunk1"), 64u);
-  EXPECT_EQ(bytes(p, "grad:logits:chunk1:whole"), 128u);
-  EXPECT_EQ(bytes(p, "grad:h:chunk1"), 64u);
+  EXPECT_EQ(bytes_of(p, "targets:chunk1"), 16u);
+  EXPECT_EQ(bytes_of(p, "loss:cat"), 24u);
+  EXPECT_EQ(bytes_of(p, "labels:not_ignored"), 6u);
+  EXPECT_EQ(bytes_of(p, "grad:logits:chunk1"), 64u);
+  EXPECT_EQ(bytes_of(p, "grad:logits:chunk1:whole"), 128u);
+  EXPECT_EQ(bytes_of(p, "grad:h:chunk1"), 64u);
   EXPECT_EQ(r.grad_bytes, 64u + 128u);
 }
 
@@ -72,26 +67,26 @@ TEST(ChunkedCrossEntropyTokens, TwoChunksByHand) {
 // each chunk to float32 (cross_entropy on its float32 list): chunk 0's copy 4 x 8 x 4 = 128, log_softmax 128, its
 // float32 grad 128 cast back to bf16 (64).
 TEST(ChunkedCrossEntropyTokens, Bf16KeepsTheLogitsTypeAndAutocastUpcastsEachChunk) {
-  TrainingRun o = sgd(2);
+  TrainingRun o = sgd_loss_tokens(2);
   o.precision = Precision::Bf16;
   const Program p = build_training_program(decoder_head(), o).program;
-  EXPECT_EQ(bytes(p, "logits"), 128u);
-  EXPECT_EQ(bytes(p, "logits:log_softmax:chunk0"), 64u);
-  EXPECT_EQ(bytes(p, "grad:logits:chunk0"), 64u);
-  EXPECT_EQ(bytes(p, "logits:log_softmax:chunk1"), 32u);
-  EXPECT_EQ(bytes(p, "logits:reshape:chunk1"), 32u);
-  EXPECT_EQ(bytes(p, "grad:logits:chunk1:whole"), 64u);
-  EXPECT_EQ(bytes(p, "loss:chunk0"), 8u);
-  EXPECT_EQ(bytes(p, "loss:cat"), 12u);
+  EXPECT_EQ(bytes_of(p, "logits"), 128u);
+  EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk0"), 64u);
+  EXPECT_EQ(bytes_of(p, "grad:logits:chunk0"), 64u);
+  EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk1"), 32u);
+  EXPECT_EQ(bytes_of(p, "logits:reshape:chunk1"), 32u);
+  EXPECT_EQ(bytes_of(p, "grad:logits:chunk1:whole"), 64u);
+  EXPECT_EQ(bytes_of(p, "loss:chunk0"), 8u);
+  EXPECT_EQ(bytes_of(p, "loss:cat"), 12u);
   EXPECT_EQ(buffer_named(p, "logits:autocast:chunk0"), -1);
   EXPECT_EQ(buffer_named(p, "grad:logits:float32:chunk0"), -1);
   o.precision = Precision::AmpBf16;
   const Program amp = build_training_program(decoder_head(), o).program;
-  EXPECT_EQ(bytes(amp, "logits"), 128u);
-  EXPECT_EQ(bytes(amp, "logits:autocast:chunk0"), 128u);
-  EXPECT_EQ(bytes(amp, "logits:log_softmax:chunk0"), 128u);
-  EXPECT_EQ(bytes(amp, "grad:logits:float32:chunk0"), 128u);
-  EXPECT_EQ(bytes(amp, "grad:logits:chunk0"), 64u);
+  EXPECT_EQ(bytes_of(amp, "logits"), 128u);
+  EXPECT_EQ(bytes_of(amp, "logits:autocast:chunk0"), 128u);
+  EXPECT_EQ(bytes_of(amp, "logits:log_softmax:chunk0"), 128u);
+  EXPECT_EQ(bytes_of(amp, "grad:logits:float32:chunk0"), 128u);
+  EXPECT_EQ(bytes_of(amp, "grad:logits:chunk0"), 64u);
 }
 
 // chunked-ce-tokens:3 on 4 positions: the head's chunks hold 3 and 1; the loss drops the last chunk's one position,
@@ -100,18 +95,18 @@ TEST(ChunkedCrossEntropyTokens, Bf16KeepsTheLogitsTypeAndAutocastUpcastsEachChun
 // 2 x 3 x 4 x 4 = 96; no slice backward (its chunk is not the last). With K >= 4, one chunk: the head is the graph's
 // one op, and the whole grad of the logits (256) is SliceBackward0's.
 TEST(ChunkedCrossEntropyTokens, ALastChunkLeftWithoutPositionsHasNoLossAndOneChunkIsTheWholeHead) {
-  const Program p = build_training_program(decoder_head(), sgd(3)).program;
-  EXPECT_EQ(bytes(p, "logits:log_softmax:chunk0"), 192u);
+  const Program p = build_training_program(decoder_head(), sgd_loss_tokens(3)).program;
+  EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk0"), 192u);
   EXPECT_EQ(buffer_named(p, "logits:log_softmax:chunk1"), -1);
-  EXPECT_EQ(bytes(p, "grad:h:chunk0"), 96u);
+  EXPECT_EQ(bytes_of(p, "grad:h:chunk0"), 96u);
   EXPECT_EQ(buffer_named(p, "grad:h:chunk1"), -1);
   EXPECT_EQ(buffer_named(p, "grad:logits:chunk0:whole"), -1);
   int head_chunks = 0;
   for (const Step& s : p.steps) head_chunks += s.name.rfind("backward:/MatMul_2:chunk", 0) == 0;
   EXPECT_EQ(head_chunks, 1);
-  const Program one = build_training_program(decoder_head(), sgd(128)).program;
-  EXPECT_EQ(bytes(one, "logits:log_softmax:chunk0"), 192u);  // 2 x 3 rows
-  EXPECT_EQ(bytes(one, "grad:logits:chunk0:whole"), 256u);
+  const Program one = build_training_program(decoder_head(), sgd_loss_tokens(128)).program;
+  EXPECT_EQ(bytes_of(one, "logits:log_softmax:chunk0"), 192u);  // 2 x 3 rows
+  EXPECT_EQ(bytes_of(one, "grad:logits:chunk0:whole"), 256u);
   EXPECT_EQ(buffer_named(one, "grad:h:chunk0"), -1);
 }
 
@@ -120,7 +115,7 @@ TEST(ChunkedCrossEntropyTokens, AnOutputWithoutTwoPositionsIsAnInputError) {
   const int32_t x = b.input("x", {8, 4});
   b.output(b.node1("MatMul", {x, b.weight("W", {4, 8})}, "scores", {8, 8}));
   try {
-    build_training_program(b.graph(), sgd(128));
+    build_training_program(b.graph(), sgd_loss_tokens(128));
     ADD_FAILURE() << "a 2-D output accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("chunked-ce-tokens:128"), std::string::npos) << e.what();

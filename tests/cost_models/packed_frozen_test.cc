@@ -47,7 +47,7 @@ TrainingRun packed(FrozenStorage s, Precision p) {
   return o;
 }
 
-int count_named(const Program& p, const std::string& name) {
+int count_packed(const Program& p, const std::string& name) {
   int n = 0;
   for (const Buffer& b : p.buffers) n += b.name == name;
   return n;
@@ -116,7 +116,7 @@ TEST(PackedFrozen, GptqKeepsTheDequantizedWeightForTheInputGrad) {
   ASSERT_GE(bf16, 0);
   EXPECT_EQ(p.buffers[fp16].bytes, 4096u);
   EXPECT_EQ(p.buffers[bf16].bytes, 4096u);
-  EXPECT_EQ(count_named(p, "W1:dequantized"), 1);
+  EXPECT_EQ(count_packed(p, "W1:dequantized"), 1);
   EXPECT_EQ(last_reader(p, fp16), -1);  // written, never read again: freed at its own step
   const int32_t reader = last_reader(p, bf16);
   ASSERT_GE(reader, 0);
@@ -153,7 +153,7 @@ TEST(PackedFrozen, AwqSplitKForwardAndRepeatedWeightInBackward) {
   const int32_t split = buffer_named(p, "/MatMul_3:awq_split_k");
   ASSERT_GE(split, 0);
   EXPECT_EQ(p.buffers[split].bytes, 4096u);
-  EXPECT_EQ(count_named(p, "W1:dequantized"), 1);
+  EXPECT_EQ(count_packed(p, "W1:dequantized"), 1);
   const int32_t backward = testing::step_named(p, "backward:/MatMul_3");
   ASSERT_GE(backward, 0);
   const int32_t w = buffer_named(p, "W1:dequantized");
@@ -176,7 +176,7 @@ TEST(PackedFrozen, AwqDequantizesInForwardFrom1024Tokens) {
   o.quant_group_size = 32;
   const Program p = build_training_program(three_linears(4, 256), o).program;
   EXPECT_EQ(buffer_named(p, "/MatMul_3:awq_split_k"), -1);
-  EXPECT_EQ(count_named(p, "W1:dequantized"), 2);
+  EXPECT_EQ(count_packed(p, "W1:dequantized"), 2);
   EXPECT_EQ(p.buffers[buffer_named(p, "W1:dequantized:repeat")].bytes, 16384u);
 }
 

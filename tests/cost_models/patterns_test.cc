@@ -21,6 +21,7 @@ namespace {
 
 using testing::buffer_named;
 using testing::step_named;
+using testing::bytes_of;
 
 Graph pattern(const std::string& stem) {
   Bindings b;
@@ -37,12 +38,6 @@ Program train(const std::string& stem, Precision precision = Precision::AmpFp16)
   o.optimizer = Optimizer::Sgd;
   o.precision = precision;
   return build_training_program(pattern(stem), o).program;
-}
-
-uint64_t bytes(const Program& p, const std::string& buffer) {
-  const int32_t b = buffer_named(p, buffer);
-  EXPECT_GE(b, 0) << buffer;
-  return b < 0 ? 0 : p.buffers[b].bytes;
 }
 
 std::string op_at(const Program& p, const std::string& step) {
@@ -79,10 +74,10 @@ int count_steps_with_op(const Program& p, const std::string& op) {
 TEST(ExportedPatterns, LinearWithBiasOn2dIsGemmTransB) {
   const Program p = train("linear_train");
   EXPECT_EQ(op_at(p, "/Gemm"), "Gemm");
-  EXPECT_EQ(bytes(p, "y"), 64u);
-  EXPECT_EQ(bytes(p, "weight:autocast"), 256u);
+  EXPECT_EQ(bytes_of(p, "y"), 64u);
+  EXPECT_EQ(bytes_of(p, "weight:autocast"), 256u);
   EXPECT_EQ(p.buffers[buffer_named(p, "weight:autocast")].category, Category::Weight);
-  EXPECT_EQ(bytes(p, "bias:autocast"), 32u);
+  EXPECT_EQ(bytes_of(p, "bias:autocast"), 32u);
   EXPECT_EQ(saved_bytes(p, "/Gemm"), 32u);
 }
 
@@ -91,7 +86,7 @@ TEST(ExportedPatterns, LinearWithoutBiasIsTransposeMatMul) {
   const Program p = train("linear_nobias_train");
   ASSERT_EQ(count_steps_with_op(p, "linear"), 1);
   EXPECT_EQ(buffer_named(p, "/Transpose_output_0"), -1);
-  EXPECT_EQ(bytes(p, "y"), 64u);
+  EXPECT_EQ(bytes_of(p, "y"), 64u);
   EXPECT_EQ(saved_bytes(p, "/MatMul"), 32u);
 }
 
@@ -102,11 +97,11 @@ TEST(ExportedPatterns, Linear3dIsOneOpWithAndWithoutBias) {
   ASSERT_EQ(count_steps_with_op(with_bias, "linear"), 1);
   EXPECT_EQ(op_at(with_bias, "/Add"), "linear");
   EXPECT_EQ(buffer_named(with_bias, "/MatMul_output_0"), -1);
-  EXPECT_EQ(bytes(with_bias, "y"), 320u);
+  EXPECT_EQ(bytes_of(with_bias, "y"), 320u);
   EXPECT_EQ(saved_bytes(with_bias, "/Add"), 160u);
   const Program no_bias = train("linear3d_nobias_train");
   ASSERT_EQ(count_steps_with_op(no_bias, "linear"), 1);
-  EXPECT_EQ(bytes(no_bias, "y"), 320u);
+  EXPECT_EQ(bytes_of(no_bias, "y"), 320u);
   EXPECT_EQ(saved_bytes(no_bias, "/MatMul"), 160u);
 }
 
@@ -118,16 +113,16 @@ TEST(ExportedPatterns, LinearEvalExportsAreOneOpInInference) {
   const Program gemm = build_inference_program(pattern("linear_eval"), o).program;
   ASSERT_EQ(gemm.steps.size(), 1u);
   EXPECT_EQ(gemm.steps[0].op, "Gemm");
-  EXPECT_EQ(bytes(gemm, "y"), 128u);
+  EXPECT_EQ(bytes_of(gemm, "y"), 128u);
   const Program mm_add = build_inference_program(pattern("linear3d_eval"), o).program;
   ASSERT_EQ(mm_add.steps.size(), 1u);
   EXPECT_EQ(mm_add.steps[0].op, "linear");
-  EXPECT_EQ(bytes(mm_add, "y"), 640u);
+  EXPECT_EQ(bytes_of(mm_add, "y"), 640u);
   // Without a bias, a MatMul on the folded initializer is already the mm PyTorch runs: one MatMul step.
   const Program mm = build_inference_program(pattern("linear3d_nobias_eval"), o).program;
   ASSERT_EQ(mm.steps.size(), 1u);
   EXPECT_EQ(mm.steps[0].op, "MatMul");
-  EXPECT_EQ(bytes(mm, "y"), 640u);
+  EXPECT_EQ(bytes_of(mm, "y"), 640u);
 }
 
 // The same MatMul on an initializer in training under autocast: the weight is cast once into the autocast
@@ -140,7 +135,7 @@ TEST(ExportedPatterns, MatMulOnAnInitializerIsLowPrecisionWithACachedWeight) {
   o.precision = Precision::AmpFp16;
   const Program p = build_training_program(pattern("linear3d_nobias_eval"), o).program;
   EXPECT_EQ(op_at(p, "/MatMul"), "MatMul");
-  EXPECT_EQ(bytes(p, "y"), 320u);
+  EXPECT_EQ(bytes_of(p, "y"), 320u);
   const int32_t cached = buffer_named(p, "onnx::MatMul_4:autocast");
   ASSERT_GE(cached, 0);
   EXPECT_EQ(p.buffers[cached].bytes, 256u);
@@ -159,7 +154,7 @@ TEST(ExportedPatterns, LayerNormOpset13And17AreOneLayerNorm) {
     const std::string step = std::string(stem) == "layernorm_op17_train" ? "/1/LayerNormalization"
                              : std::string(stem) == "layernorm_op13_train" ? "/1/Add_1" : "/1/Div";
     EXPECT_EQ(op_at(p, step), std::string(stem) == "layernorm_op17_train" ? "LayerNormalization" : "layer_norm") << stem;
-    EXPECT_EQ(bytes(p, "y"), 320u) << stem;
+    EXPECT_EQ(bytes_of(p, "y"), 320u) << stem;
     EXPECT_EQ(saved_bytes(p, step), 400u) << stem;
     EXPECT_EQ(buffer_named(p, "/1/ReduceMean_output_0"), -1) << stem;
   }
@@ -175,7 +170,7 @@ TEST(ExportedPatterns, GeluErfAndTanhFormsAreOneGelu) {
     const Program p = train(stem);
     ASSERT_EQ(count_steps_with_op(p, "gelu"), 1) << stem;
     const std::string step = std::string(stem).find("tanh") != std::string::npos ? "/1/Mul_5" : "/1/Mul_1";
-    EXPECT_EQ(bytes(p, "y"), 160u) << stem;
+    EXPECT_EQ(bytes_of(p, "y"), 160u) << stem;
     EXPECT_EQ(saved_bytes(p, step), 160u) << stem;
     EXPECT_EQ(buffer_named(p, "/1/Erf_output_0"), -1) << stem;
     EXPECT_EQ(buffer_named(p, "/1/Tanh_output_0"), -1) << stem;
@@ -188,14 +183,14 @@ TEST(ExportedPatterns, NoLossCastsNothingUnderAutocast) {
   const Program p = train("gelu_op17_train");
   EXPECT_EQ(buffer_named(p, "y:autocast"), -1);
   EXPECT_TRUE(p.steps[step_named(p, "loss:none")].writes.empty());
-  EXPECT_EQ(bytes(p, "grad:y"), 160u);
+  EXPECT_EQ(bytes_of(p, "grad:y"), 160u);
 }
 
 // nn.SiLU exports as Sigmoid, Mul: one silu saving its input (160), output float16 (160).
 TEST(ExportedPatterns, SiluIsOneSilu) {
   const Program p = train("silu_train");
   ASSERT_EQ(count_steps_with_op(p, "silu"), 1);
-  EXPECT_EQ(bytes(p, "y"), 160u);
+  EXPECT_EQ(bytes_of(p, "y"), 160u);
   EXPECT_EQ(saved_bytes(p, "/1/Mul"), 160u);
   EXPECT_EQ(buffer_named(p, "/1/Sigmoid_output_0"), -1);
 }
@@ -208,8 +203,8 @@ TEST(ExportedPatterns, SoftmaxAndLogSoftmaxSaveTheirFloatOutput) {
   for (const char* stem : {"softmax_train", "log_softmax_train"}) {
     const Program p = train(stem);
     const std::string step = std::string(stem) == "softmax_train" ? "/1/Softmax" : "/1/LogSoftmax";
-    EXPECT_EQ(bytes(p, "/0/Add_output_0:autocast"), 320u) << stem;
-    EXPECT_EQ(bytes(p, "y"), 320u) << stem;
+    EXPECT_EQ(bytes_of(p, "/0/Add_output_0:autocast"), 320u) << stem;
+    EXPECT_EQ(bytes_of(p, "y"), 320u) << stem;
     EXPECT_EQ(saved_bytes(p, step), 320u) << stem;
   }
 }
@@ -222,7 +217,7 @@ TEST(ExportedPatterns, SoftmaxAndLogSoftmaxSaveTheirFloatOutput) {
 TEST(ExportedPatterns, AttentionWithoutMaskIsBmmSoftmaxBmm) {
   const Program p = train("mha_train");
   EXPECT_EQ(op_at(p, "/mha/MatMul_1"), "MatMul");
-  EXPECT_EQ(bytes(p, "/mha/MatMul_1_output_0"), 200u);
+  EXPECT_EQ(bytes_of(p, "/mha/MatMul_1_output_0"), 200u);
   EXPECT_EQ(saved_bytes(p, "/mha/Softmax"), 400u);
   EXPECT_EQ(saved_bytes(p, "/mha/MatMul_2"), 200u + 160u);
 }
@@ -235,16 +230,16 @@ TEST(ExportedPatterns, AttentionWithMaskIsOneBaddbmm) {
   for (const char* stem : {"mha_attn_mask_train", "mha_kpm_train"}) {
     const Program p = train(stem);
     EXPECT_EQ(op_at(p, "/mha/Add_2"), "baddbmm") << stem;
-    EXPECT_EQ(bytes(p, "/mha/Add_2_output_0"), 200u) << stem;
+    EXPECT_EQ(bytes_of(p, "/mha/Add_2_output_0"), 200u) << stem;
     EXPECT_EQ(buffer_named(p, "/mha/MatMul_1_output_0"), -1) << stem;
     EXPECT_EQ(saved_bytes(p, "/mha/Add_2"), 160u + 160u) << stem;
     EXPECT_EQ(saved_bytes(p, "/mha/Softmax"), 400u) << stem;
   }
   // The causal attn_mask [5, 5] as [1, 5, 5], cast to float16: 50 bytes.
-  EXPECT_EQ(bytes(train("mha_attn_mask_train"), "/mha/Unsqueeze_output_0:autocast"), 50u);
+  EXPECT_EQ(bytes_of(train("mha_attn_mask_train"), "/mha/Unsqueeze_output_0:autocast"), 50u);
   // In float32 the scores are 400 bytes and nothing is cast.
   const Program fp32 = train("mha_attn_mask_train", Precision::Fp32);
-  EXPECT_EQ(bytes(fp32, "/mha/Add_2_output_0"), 400u);
+  EXPECT_EQ(bytes_of(fp32, "/mha/Add_2_output_0"), 400u);
   EXPECT_EQ(buffer_named(fp32, "/mha/Mul_4_output_0"), -1);
   // With --attention sdpa the whole attention, mask included, is one scaled_dot_product_attention: the
   // attention matcher runs before baddbmm's, so the scores never exist.
@@ -261,7 +256,7 @@ TEST(ExportedPatterns, AttentionWithMaskIsOneBaddbmm) {
 TEST(ExportedPatterns, AttentionDropoutKeepsItsMask) {
   const Program p = train("mha_dropout_train");
   EXPECT_EQ(saved_bytes(p, "/mha/Dropout"), 100u);
-  EXPECT_EQ(bytes(p, "/mha/Dropout_output_0"), 400u);
+  EXPECT_EQ(bytes_of(p, "/mha/Dropout_output_0"), 400u);
 }
 
 // ---- BatchNorm (training mode), Embedding ----
@@ -272,10 +267,10 @@ TEST(ExportedPatterns, AttentionDropoutKeepsItsMask) {
 // each): 1,152 + 64 saved.
 TEST(ExportedPatterns, TrainingBatchNormSavesInputAndStatistics) {
   const Program p = train("conv_bn_train");
-  EXPECT_EQ(bytes(p, "/conv/Conv_output_0"), 1152u);
-  EXPECT_EQ(bytes(p, "/bn/BatchNormalization_output_0"), 1152u);
-  EXPECT_EQ(bytes(p, "/bn/BatchNormalization:save_mean"), 32u);
-  EXPECT_EQ(bytes(p, "/bn/BatchNormalization:save_invstd"), 32u);
+  EXPECT_EQ(bytes_of(p, "/conv/Conv_output_0"), 1152u);
+  EXPECT_EQ(bytes_of(p, "/bn/BatchNormalization_output_0"), 1152u);
+  EXPECT_EQ(bytes_of(p, "/bn/BatchNormalization:save_mean"), 32u);
+  EXPECT_EQ(bytes_of(p, "/bn/BatchNormalization:save_invstd"), 32u);
   EXPECT_EQ(saved_bytes(p, "/bn/BatchNormalization"), 1152u + 32u + 32u);
 }
 
@@ -283,9 +278,9 @@ TEST(ExportedPatterns, TrainingBatchNormSavesInputAndStatistics) {
 // indices (2*5*8 = 80 bytes); its backward writes a dense grad of the whole table (32*8*4 = 1,024).
 TEST(ExportedPatterns, EmbeddingIsGatherSavingIndices) {
   const Program p = train("embedding_train");
-  EXPECT_EQ(bytes(p, "y"), 320u);
+  EXPECT_EQ(bytes_of(p, "y"), 320u);
   EXPECT_EQ(saved_bytes(p, "/emb/Gather"), 80u);
-  EXPECT_EQ(bytes(p, "grad:emb.weight"), 1024u);
+  EXPECT_EQ(bytes_of(p, "grad:emb.weight"), 1024u);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ using testing::int_attr;
 
 // x[4,8] -> 4 x (MatMul(layers.i.fc.w[8,8]) -> Relu) -> Gemm(head.w[2,8], head.b[2]) -> y[4,2]; every
 // activation [4,8] fp32 = 128 bytes, each block weight 256 bytes.
-Graph four_blocks() {
+Graph pp_blocks() {
   GraphBuilder b;
   int32_t h = b.input("x", {4, 8});
   for (int i = 0; i < 4; ++i) {
@@ -53,7 +53,7 @@ TrainingRun pipeline(int pp, int micro_batches = 0) {
 // loss 4: 488. Resident: weights 256 + 256 + 72 = 584, states 1168. Live peak, the optimizer step: grads
 // 584 + temporaries 584 + y 32 + loss 4 = 1204. Lower bound 1752 + 1204 = 2956: the busiest stage.
 TEST(Pipeline, OneFOneBStagesByHand) {
-  const TrainingResult r = build_training_program(four_blocks(), pipeline(2));
+  const TrainingResult r = build_training_program(pp_blocks(), pipeline(2));
   ASSERT_EQ(r.pipeline_stages.size(), 2u);
   const PipelineStageFacts& s0 = r.pipeline_stages[0];
   const PipelineStageFacts& s1 = r.pipeline_stages[1];
@@ -75,14 +75,14 @@ TEST(Pipeline, OneFOneBStagesByHand) {
 
 // One micro-batch (--micro-batches 1): nothing else in flight on stage 0, 2944 - 384 = 2560.
 TEST(Pipeline, MicroBatchesBoundWhatIsInFlight) {
-  const TrainingResult r = build_training_program(four_blocks(), pipeline(2, 1));
+  const TrainingResult r = build_training_program(pp_blocks(), pipeline(2, 1));
   EXPECT_EQ(r.pipeline_stages[0].in_flight_micro_batches, 1);
   EXPECT_EQ(r.pipeline_stages[0].peak_bytes, 2560u);
 }
 
-std::string message_of(const TrainingRun& o) {
+std::string pp_message(const TrainingRun& o) {
   try {
-    build_training_program(four_blocks(), o);
+    build_training_program(pp_blocks(), o);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -90,14 +90,14 @@ std::string message_of(const TrainingRun& o) {
 }
 
 TEST(Pipeline, BadOptionsAreInputErrors) {
-  EXPECT_NE(message_of(pipeline(5)).find("--pp 5 needs at least 5 blocks"), std::string::npos) << message_of(pipeline(5));
+  EXPECT_NE(pp_message(pipeline(5)).find("--pp 5 needs at least 5 blocks"), std::string::npos) << pp_message(pipeline(5));
   TrainingRun o = pipeline(2);
   o.gpus = 2;
   o.shard = Sharding::Fsdp;
   // Combinations the option checks refuse (report/option_checks.cc) are preconditions here: a bug if they arrive.
-  EXPECT_THROW(message_of(o), InternalError);
+  EXPECT_THROW(pp_message(o), InternalError);
   o = pipeline(1, 2);
-  EXPECT_THROW(message_of(o), InternalError);
+  EXPECT_THROW(pp_message(o), InternalError);
 }
 
 }  // namespace

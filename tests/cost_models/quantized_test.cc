@@ -20,7 +20,7 @@ namespace {
 using testing::buffer_named;
 using testing::resident_bytes;
 
-Graph quant(const std::string& stem, int64_t batch, int64_t seq = 0) {
+Graph quant_quantized(const std::string& stem, int64_t batch, int64_t seq = 0) {
   Bindings b;
   b.batch = batch;
   if (seq > 0) b.dims["seq"] = seq;
@@ -47,7 +47,7 @@ const Tensor& output(const Graph& g) { return g.tensors[g.outputs.at(0)]; }
 //   zero points uint8, 4-bit packed: 32 * ceil(3 * 4 / 8) = 32 * 2 = 64 bytes
 //   total 1,536 + 192 + 64 = 1,792 bytes for 80 * 32 = 2,560 values.
 TEST(QuantizedWeights, MatMulNBitsWithZeroPointsIsPackedWithBlockPadding) {
-  const Graph g = quant("matmulnbits_4bit_zp", 2, 3);
+  const Graph g = quant_quantized("matmulnbits_4bit_zp", 2, 3);
   const auto q = quantized_weights(g);
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(q[0].format, "MatMulNBits 4-bit block 32");
@@ -62,7 +62,7 @@ TEST(QuantizedWeights, MatMulNBitsWithZeroPointsIsPackedWithBlockPadding) {
 // K = 64, N = 48, block 16, no zero points: n_blocks 4, blob 8. B [48, 4, 8] = 1,536 bytes (64 * 48 / 2, no
 // padding); scales float16 [192] = 384 bytes; total 1,920 bytes for 3,072 values.
 TEST(QuantizedWeights, SymmetricMatMulNBitsHasNoZeroPoints) {
-  const Graph g = quant("matmulnbits_4bit_nozp", 1, 5);
+  const Graph g = quant_quantized("matmulnbits_4bit_nozp", 1, 5);
   const auto q = quantized_weights(g);
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(q[0].format, "MatMulNBits 4-bit block 16 symmetric");
@@ -76,7 +76,7 @@ TEST(QuantizedWeights, SymmetricMatMulNBitsHasNoZeroPoints) {
 // scale float32 [2, 32] = 256 bytes, int4 zero point [2, 32] = 64 / 2 = 32 bytes; total 1,312. The
 // dequantized w is a float32 [64, 32] = 8,192-byte tensor, not resident: made and freed each run.
 TEST(QuantizedWeights, BlockedInt4DequantizeLinear) {
-  const Graph g = quant("qdq_blocked_int4", 2);
+  const Graph g = quant_quantized("qdq_blocked_int4", 2);
   EXPECT_EQ(quantized_bytes(g), 1312u);
   EXPECT_EQ(quantized_weights(g).at(0).format, "DequantizeLinear int4 blocked 32");
   const Program p = infer(g, Runtime::OnnxRuntime).program;
@@ -92,7 +92,7 @@ TEST(QuantizedWeights, BlockedInt4DequantizeLinear) {
 // of quantized weight. The activation's per-tensor scale (float32, 4 bytes) and zero point (uint8, 1 byte)
 // are resident too but belong to no weight: 2,213 bytes resident.
 TEST(QuantizedWeights, PerAxisInt8QdqCountsTheActivationParametersApart) {
-  const Graph g = quant("qdq_per_axis_int8", 2);
+  const Graph g = quant_quantized("qdq_per_axis_int8", 2);
   const auto q = quantized_weights(g);
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(q[0].format, "DequantizeLinear int8 per-axis");
@@ -104,7 +104,7 @@ TEST(QuantizedWeights, PerAxisInt8QdqCountsTheActivationParametersApart) {
 // QLinearMatMul: b uint8 [64, 32] = 2,048, b_scale float32 [32] = 128, b_zp uint8 [32] = 32 -> 2,208;
 // plus a's and y's scalar scale (4 + 4) and zero point (1 + 1): 2,218 resident. y uint8 [2, 32].
 TEST(QuantizedWeights, QLinearMatMul) {
-  const Graph g = quant("qlinear_matmul", 2);
+  const Graph g = quant_quantized("qlinear_matmul", 2);
   EXPECT_EQ(quantized_bytes(g), 2208u);
   EXPECT_EQ(resident_bytes(infer(g, Runtime::Ideal).program), 2218u);
   EXPECT_EQ(output(g).shape, (std::vector<int64_t>{2, 32}));
@@ -115,7 +115,7 @@ TEST(QuantizedWeights, QLinearMatMul) {
 // plus x's and y's scalars (5 + 5) and the int32 bias [16] = 64: 586 resident. 3x3 kernel, pads 1, stride 1:
 // y [2, 16, 8, 8].
 TEST(QuantizedWeights, QLinearConv) {
-  const Graph g = quant("qlinear_conv", 2);
+  const Graph g = quant_quantized("qlinear_conv", 2);
   EXPECT_EQ(quantized_bytes(g), 512u);
   EXPECT_EQ(resident_bytes(infer(g, Runtime::Ideal).program), 586u);
   EXPECT_EQ(output(g).shape, (std::vector<int64_t>{2, 16, 8, 8}));
@@ -125,7 +125,7 @@ TEST(QuantizedWeights, QLinearConv) {
 // accumulator [2, 32] = 256 bytes and DynamicQuantizeLinear's uint8 copy of x [2, 64] = 128 bytes are
 // ordinary activations.
 TEST(QuantizedWeights, MatMulInteger) {
-  const Graph g = quant("matmul_integer", 2);
+  const Graph g = quant_quantized("matmul_integer", 2);
   EXPECT_EQ(quantized_bytes(g), 2080u);
   const Program p = infer(g, Runtime::Ideal).program;
   EXPECT_EQ(resident_bytes(p), 2080u);
@@ -138,7 +138,7 @@ TEST(QuantizedWeights, MatMulInteger) {
 // Cast's output. ONNX Runtime folds the Cast when it creates the session (constant_folding.cc: every input a
 // constant): it holds the float32 result, 64 * 32 * 4 = 8,192 bytes, and drops the float16 initializer.
 TEST(QuantizedWeights, Fp16WeightWithFp32Compute) {
-  const Graph g = quant("fp16_weight_fp32", 2);
+  const Graph g = quant_quantized("fp16_weight_fp32", 2);
   EXPECT_TRUE(quantized_weights(g).empty());
   const Program ideal = infer(g, Runtime::Ideal).program;
   EXPECT_EQ(resident_bytes(ideal), 4096u);
@@ -159,9 +159,9 @@ TEST(QuantizedWeights, Fp16WeightWithFp32Compute) {
 // values = 6,144 bytes, a workspace written and freed at the op. The other runtimes add nothing.
 TEST(QuantizedWeights, OrtMatMulNBitsDequantizesOnlyWhenItCannotRunTheGemv) {
   const std::string scratch = "MatMulNBits_0:dequantized_b";
-  const Program decode = infer(quant("matmulnbits_4bit_zp", 1, 1), Runtime::OnnxRuntime).program;
+  const Program decode = infer(quant_quantized("matmulnbits_4bit_zp", 1, 1), Runtime::OnnxRuntime).program;
   EXPECT_LT(buffer_named(decode, scratch), 0);
-  const CostModelResult prefill = infer(quant("matmulnbits_4bit_zp", 2, 3), Runtime::OnnxRuntime);
+  const CostModelResult prefill = infer(quant_quantized("matmulnbits_4bit_zp", 2, 3), Runtime::OnnxRuntime);
   const int32_t b = buffer_named(prefill.program, scratch);
   ASSERT_GE(b, 0);
   EXPECT_EQ(prefill.program.buffers[b].bytes, 6144u);
@@ -169,9 +169,9 @@ TEST(QuantizedWeights, OrtMatMulNBitsDequantizesOnlyWhenItCannotRunTheGemv) {
   bool noted = false;
   for (const std::string& n : prefill.notes) noted = noted || n.find("6144 bytes") != std::string::npos;
   EXPECT_TRUE(noted);
-  EXPECT_LT(buffer_named(infer(quant("matmulnbits_4bit_zp", 2, 3), Runtime::Ideal).program, scratch), 0);
+  EXPECT_LT(buffer_named(infer(quant_quantized("matmulnbits_4bit_zp", 2, 3), Runtime::Ideal).program, scratch), 0);
   // No zero points, K = 64 (a multiple of the block: no padding), N = 48, M = 2: 48 × 64 × 2 = 6,144 bytes.
-  const Program nozp = infer(quant("matmulnbits_4bit_nozp", 2, 1), Runtime::OnnxRuntime).program;
+  const Program nozp = infer(quant_quantized("matmulnbits_4bit_nozp", 2, 1), Runtime::OnnxRuntime).program;
   ASSERT_GE(buffer_named(nozp, scratch), 0);
   EXPECT_EQ(nozp.buffers[buffer_named(nozp, scratch)].bytes, 6144u);
 }

@@ -23,6 +23,15 @@ struct TrainingRun : ExecutionOptions, TrainingOptions {
   }
 };
 
+// SGD on an exact allocator, the graph's output seeding backward: what a step saves, with the least else.
+inline TrainingRun sgd_ideal() {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.optimizer = Optimizer::Sgd;
+  o.loss = LossKind::None;
+  return o;
+}
+
 inline CostModelResult build_inference_program(const Graph& g, const InferenceRun& run) {
   return build_inference_program(g, run, run);
 }

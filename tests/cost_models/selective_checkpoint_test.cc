@@ -27,7 +27,7 @@ using testing::step_named;
 //   e = r2 @ fc3 [16,8]   -> [4,8]     128 B   (mm 3: saved)
 //   h = Relu(e)              [4,8]     128 B   (the block's output, read by the next block)
 // x [4,8] is the graph input, h of layers.1 its output (the output seeds backward: no loss).
-Graph two_blocks() {
+Graph sac_blocks() {
   GraphBuilder b;
   int32_t h = b.input("x", {4, 8});
   for (int layer = 0; layer < 2; ++layer) {
@@ -76,7 +76,7 @@ uint64_t activations_at_end_of_forward(const Program& p) {
 // normally, layers.1 keeps nothing but its input.  x 128 + r1_0 256 + r2_0 256 + h0 128 + e1 128 + h1 128 = 1024.
 // layers: both blocks whole.  x 128 + h0 128 + e1 128 + h1 128 = 512.
 TEST(SelectiveCheckpoint, WhatTheForwardKeepsForBackward) {
-  const Graph g = two_blocks();
+  const Graph g = sac_blocks();
   EXPECT_EQ(activations_at_end_of_forward(build_training_program(g, mode(CheckpointMode::None)).program), 1536u);
   EXPECT_EQ(activations_at_end_of_forward(build_training_program(g, mode(CheckpointMode::SelectiveOp)).program), 1152u);
   EXPECT_EQ(activations_at_end_of_forward(build_training_program(g, mode(CheckpointMode::SelectiveLayers, 2)).program),
@@ -89,7 +89,7 @@ TEST(SelectiveCheckpoint, WhatTheForwardKeepsForBackward) {
 
 // The cached outputs live into backward and are not recomputed; the second mm is recomputed.
 TEST(SelectiveCheckpoint, CachedOutputsAreReadByTheRecomputationNotRerun) {
-  const TrainingResult r = build_training_program(two_blocks(), mode(CheckpointMode::SelectiveOp));
+  const TrainingResult r = build_training_program(sac_blocks(), mode(CheckpointMode::SelectiveOp));
   const Program& p = r.program;
   for (const char* t : {"a0", "e0", "a1", "e1"}) {
     const int32_t b = buffer_named(p, t);
@@ -104,14 +104,14 @@ TEST(SelectiveCheckpoint, CachedOutputsAreReadByTheRecomputationNotRerun) {
   EXPECT_EQ(step_named(p, "recompute:/layers.1/fc3/MatMul"), -1);
   // Recomputed FLOPs: layers recomputes every op; selective skips mm 1 and mm 3 of both blocks,
   // 2 x (2*4*8*16 + 2*4*16*8) = 2 x 2048 = 4096 FLOPs fewer.
-  const TrainingResult whole = build_training_program(two_blocks(), mode(CheckpointMode::Layers));
+  const TrainingResult whole = build_training_program(sac_blocks(), mode(CheckpointMode::Layers));
   EXPECT_EQ(whole.recompute_flops - r.recompute_flops, 4096u);
 }
 
 // The counter restarts in each block (a new meta per context_fn call): with 3 mms a block, mm 1 and 3 are saved
 // in each block, not mm 1, 3 of block 0 and mm 2 of block 1 (which a count over the whole model would give).
 TEST(SelectiveCheckpoint, MmCounterIsPerBlock) {
-  const TrainingResult r = build_training_program(two_blocks(), mode(CheckpointMode::SelectiveOp));
+  const TrainingResult r = build_training_program(sac_blocks(), mode(CheckpointMode::SelectiveOp));
   EXPECT_GE(step_named(r.program, "recompute:cached:/layers.1/fc1/MatMul"), 0);
   EXPECT_GE(step_named(r.program, "recompute:/layers.1/fc2/MatMul"), 0);
   EXPECT_GE(step_named(r.program, "recompute:cached:/layers.1/fc3/MatMul"), 0);
@@ -125,7 +125,7 @@ TEST(SelectiveCheckpoint, LayerCounterCheckpointsEveryNthBlock) {
   EXPECT_TRUE(layer_sac_checkpoints(5, 3));
   EXPECT_TRUE(layer_sac_checkpoints(0, 1));
   // selective:2 on two blocks: only layers.1 recomputes.
-  const Program p = build_training_program(two_blocks(), mode(CheckpointMode::SelectiveLayers, 2)).program;
+  const Program p = build_training_program(sac_blocks(), mode(CheckpointMode::SelectiveLayers, 2)).program;
   EXPECT_EQ(step_named(p, "recompute:/layers.0/fc1/MatMul"), -1);
   EXPECT_GE(step_named(p, "recompute:/layers.1/fc1/MatMul"), 0);
 }

@@ -29,13 +29,7 @@ namespace {
 
 using testing::buffer_named;
 using testing::bytes_named;
-
-Graph tiny_llama() {
-  Bindings b;
-  b.batch = 2;
-  b.dims["seq"] = 16;
-  return import_model(std::string(MEMPLAN_ZOO_DIR) + "/llama_tiny_train.onnx", b);
-}
+using testing::zoo_graph;
 
 // --precision amp-bf16 --param-dtype PARAMS, one GPU.
 TrainingRun amp_over(DType params) {
@@ -47,7 +41,7 @@ TrainingRun amp_over(DType params) {
   return o;
 }
 
-int count_named(const Program& p, const std::string& name) {
+int count_stored(const Program& p, const std::string& name) {
   int n = 0;
   for (const Buffer& b : p.buffers) n += b.name == name;
   return n;
@@ -63,7 +57,7 @@ int count_named(const Program& p, const std::string& name) {
 //  attention scores are bf16 and the Softmax (fp32 op) writes float32: [2,4,16,16] = 2,048 elements, 8,192 B. The
 //  logits are bf16 ([2,16,1000]: 64,000 B) and the loss reads their float32 copy, 128,000 B.
 TEST(StoredParamAmp, FullFineTuneBf16ParametersUnderAutocastByHand) {
-  const TrainingResult r = build_training_program(tiny_llama(), amp_over(DType::BFloat16));
+  const TrainingResult r = build_training_program(zoo_graph("llama_tiny_train", 2, 16), amp_over(DType::BFloat16));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 1988864u);
   EXPECT_EQ(r.grad_bytes, 1988864u);
@@ -74,7 +68,7 @@ TEST(StoredParamAmp, FullFineTuneBf16ParametersUnderAutocastByHand) {
   EXPECT_EQ(bytes_named(p, "/embed_tokens/Gather_output_0:autocast"), 16384u);
   EXPECT_EQ(bytes_named(p, "/layers.0/input_layernorm/Pow_output_0"), 16384u);
   EXPECT_EQ(bytes_named(p, "/layers.0/input_layernorm/Mul_1_output_0"), 16384u);
-  EXPECT_EQ(count_named(p, "/layers.0/input_layernorm/Mul_1_output_0:autocast"), 3);
+  EXPECT_EQ(count_stored(p, "/layers.0/input_layernorm/Mul_1_output_0:autocast"), 3);
   EXPECT_EQ(bytes_named(p, "/layers.0/input_layernorm/Mul_1_output_0:autocast"), 8192u);
   EXPECT_EQ(bytes_named(p, "/layers.0/self_attn/q_proj/MatMul_output_0"), 8192u);
   EXPECT_EQ(bytes_named(p, "/layers.0/self_attn/Softmax_output_0"), 8192u);
@@ -86,7 +80,7 @@ TEST(StoredParamAmp, FullFineTuneBf16ParametersUnderAutocastByHand) {
 // the same, Adam's states 7,955,456 B (16 B a parameter, twice the bf16 model's 8), and linear casts q_proj's float32
 // weight into the autocast cache, 128 x 128 x 2 = 32,768 B. The embedding's output is float32 (16,384 B).
 TEST(StoredParamAmp, Float32MasterWeightsDoubleParametersGradsAndStates) {
-  const TrainingResult r = build_training_program(tiny_llama(), amp_over(DType::Float32));
+  const TrainingResult r = build_training_program(zoo_graph("llama_tiny_train", 2, 16), amp_over(DType::Float32));
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 3977728u);
   EXPECT_EQ(r.grad_bytes, 3977728u);
@@ -105,7 +99,7 @@ TEST(StoredParamAmp, LoraFloat32AdaptersOverBf16BaseByHand) {
   TrainingRun o = amp_over(DType::BFloat16);
   o.lora_rank = 8;
   o.lora_targets = "o_proj";
-  const TrainingResult r = build_training_program(tiny_llama(), o);
+  const TrainingResult r = build_training_program(zoo_graph("llama_tiny_train", 2, 16), o);
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 32768u);
   EXPECT_EQ(bytes_named(p, "layers.0.self_attn.o_proj.weight"), 32768u);
@@ -126,7 +120,7 @@ TEST(StoredParamAmp, LoraAdaptersInTheBaseTypeCastNothing) {
   o.lora_rank = 8;
   o.lora_targets = "o_proj";
   o.lora_float32 = false;
-  const TrainingResult r = build_training_program(tiny_llama(), o);
+  const TrainingResult r = build_training_program(zoo_graph("llama_tiny_train", 2, 16), o);
   const Program& p = r.program;
   EXPECT_EQ(r.param_bytes, 16384u);
   EXPECT_EQ(r.grad_bytes, 16384u);

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/tensor_parallel.h"
@@ -15,12 +16,7 @@
 namespace memplan {
 namespace {
 
-Graph zoo(const std::string& name, int64_t batch, int64_t seq) {
-  Bindings b;
-  b.batch = batch;
-  b.dims["seq"] = seq;
-  return import_model(std::string(MEMPLAN_ZOO_DIR) + "/" + name + ".onnx", b);
-}
+using testing::zoo_graph;
 
 int axis(const Graph& g, const TensorParallelPlan& p, const std::string& name) {
   const auto t = g.find_tensor(name);
@@ -29,7 +25,7 @@ int axis(const Graph& g, const TensorParallelPlan& p, const std::string& name) {
 }
 
 TEST(TensorParallel, LlamaIsSplitAsMegatronSplitsIt) {
-  const Graph g = zoo("llama_tiny_train", 2, 16);
+  const Graph g = zoo_graph("llama_tiny_train", 2, 16);
   const TensorParallelPlan p = plan_tensor_parallel(g, 2, false);
   for (const char* column : {"q_proj", "k_proj", "v_proj"})
     EXPECT_EQ(axis(g, p, std::string("layers.1.self_attn.") + column + ".weight"), 0) << column;
@@ -59,7 +55,7 @@ TEST(TensorParallel, LlamaIsSplitAsMegatronSplitsIt) {
 // in forward, and again in backward together with the full-size input grad it then reduce-scatters
 // (Megatron's LinearWithGradAccumulationAndAsyncCommunication); what autograd keeps is the shard.
 TEST(TensorParallel, SequenceParallelGathersAreFullSizeTransients) {
-  const Graph g = zoo("llama_tiny_train", 2, 16);
+  const Graph g = zoo_graph("llama_tiny_train", 2, 16);
   TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   o.tp = 2;
@@ -87,7 +83,7 @@ TEST(TensorParallel, SequenceParallelGathersAreFullSizeTransients) {
 }
 
 TEST(TensorParallel, GptFusedQkvIsAColumnSplit) {
-  const Graph g = zoo("gpt_train", 1, 32);
+  const Graph g = zoo_graph("gpt_train", 1, 32);
   const TensorParallelPlan p = plan_tensor_parallel(g, 4, false);
   EXPECT_EQ(axis(g, p, "blocks.0.attn.qkv.weight"), 0);
   EXPECT_EQ(axis(g, p, "blocks.0.attn.qkv.bias"), 0);
@@ -107,7 +103,7 @@ TEST(TensorParallel, GptFusedQkvIsAColumnSplit) {
 }
 
 TEST(TensorParallel, HeadsNotDivisibleIsAnInputErrorNamingTheNode) {
-  const Graph g = zoo("gpt_train", 1, 32);
+  const Graph g = zoo_graph("gpt_train", 1, 32);
   try {
     plan_tensor_parallel(g, 8, false);
     FAIL() << "expected an InputError";

@@ -21,7 +21,7 @@ using testing::step_named;
 
 // x[4,8] -> Gemm(W1[16,8], b1[16]) -> h[4,16] -> Relu -> r[4,16] -> Gemm(W2[2,16], b2[2]) -> y[4,2]
 // Parameters: W1 512 + b1 64 + W2 128 + b2 8 = 712 bytes (fp32).
-Graph mlp() {
+Graph training_mlp() {
   GraphBuilder b;
   const int32_t x = b.input("x", {4, 8});
   const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8}), b.weight("b1", {16})}, "h", {4, 16}, {{"transB", int_attr(1)}});
@@ -40,7 +40,7 @@ TrainingRun adam_ce() {
   return o;
 }
 
-bool reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads.end(), b) != s.reads.end(); }
+bool reads_training(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads.end(), b) != s.reads.end(); }
 
 // Steps: 0 Gemm1, 1 Relu, 2 Gemm2, 3 loss, 4 nll_loss backward, 5 log_softmax backward,
 // 6 Gemm2 backward, 7 Relu backward, 8 Gemm1 backward, 9 optimizer.
@@ -54,7 +54,7 @@ bool reads(const Step& s, int32_t b) { return std::find(s.reads.begin(), s.reads
 //  s9: y 32 + loss 4 + grads 712 + foreach sqrt temporaries 712 = 1460  <- the peak
 // Resident: parameters 712 + exp_avg 712 + exp_avg_sq 712 = 2136.
 TEST(TrainingMlp, AdamStepPeakByHand) {
-  const TrainingResult r = build_training_program(mlp(), adam_ce());
+  const TrainingResult r = build_training_program(training_mlp(), adam_ce());
   const Program& p = r.program;
   ASSERT_EQ(p.steps.size(), 10u);
   EXPECT_EQ(resident_bytes(p), 2136u);
@@ -66,8 +66,8 @@ TEST(TrainingMlp, AdamStepPeakByHand) {
   EXPECT_EQ(r.grad_bytes, 712u);
   EXPECT_EQ(r.optimizer_state_bytes, 1424u);
   // The saved activations are read by their op's backward: x by Gemm1's, r by Relu's.
-  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Gemm_0")], buffer_named(p, "x")));
-  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Relu_1")], buffer_named(p, "r")));
+  EXPECT_TRUE(reads_training(p.steps[step_named(p, "backward:/Gemm_0")], buffer_named(p, "x")));
+  EXPECT_TRUE(reads_training(p.steps[step_named(p, "backward:/Relu_1")], buffer_named(p, "r")));
 }
 
 // --free-output (Hugging Face's Trainer drops the model's output with compute_loss): y (32 bytes) dies after the
@@ -76,7 +76,7 @@ TEST(TrainingMlp, AdamStepPeakByHand) {
 TEST(TrainingMlp, FreeOutputDropsTheLogitsAfterTheLoss) {
   TrainingRun o = adam_ce();
   o.free_output = true;
-  const Program p = build_training_program(mlp(), o).program;
+  const Program p = build_training_program(training_mlp(), o).program;
   const auto peak = peak_live_bytes(p);
   EXPECT_EQ(peak.bytes, 1428u);
   EXPECT_EQ(peak.step, 9);
@@ -140,7 +140,7 @@ TEST(TrainingPrecision, AmpExportedLinearOutputIsHalfAndItsWeightCached) {
 TEST(TrainingFrozen, FrozenFirstLayerSavesNothingAndHasNoState) {
   TrainingRun o = adam_ce();
   o.frozen = "W1|b1";
-  const TrainingResult r = build_training_program(mlp(), o);
+  const TrainingResult r = build_training_program(training_mlp(), o);
   const Program& p = r.program;
   ASSERT_EQ(p.steps.size(), 8u);
   EXPECT_EQ(p.steps[7].phase, Phase::Optimizer);
@@ -157,28 +157,28 @@ TEST(TrainingFrozen, FrozenFirstLayerSavesNothingAndHasNoState) {
   // --trainable selects the same set.
   TrainingRun t = adam_ce();
   t.trainable = "2$";
-  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), t).program).bytes, 544u);
+  EXPECT_EQ(peak_live_bytes(build_training_program(training_mlp(), t).program).bytes, 544u);
 }
 
 TEST(TrainingFrozen, PatternsThatMatchNothingOrDoNotParseAreInputErrors) {
   TrainingRun o = adam_ce();
   o.trainable = "lora_";
   try {
-    build_training_program(mlp(), o);
+    build_training_program(training_mlp(), o);
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--trainable 'lora_' matches no parameter of model"), std::string::npos) << e.what();
   }
   o.trainable = "(";
   try {
-    build_training_program(mlp(), o);
+    build_training_program(training_mlp(), o);
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--trainable '(' is not a valid regular expression"), std::string::npos) << e.what();
   }
   o.trainable = "";
   o.frozen = ".";
-  EXPECT_THROW(build_training_program(mlp(), o), InputError);  // nothing left to train
+  EXPECT_THROW(build_training_program(training_mlp(), o), InputError);  // nothing left to train
 }
 
 // x[4,8] -> Gemm(W1[16,8]) -> h[4,16] -> Dropout(ratio 0.1) -> d -> Gemm(W2[2,16]) -> y[4,2]. Training dropout
@@ -222,7 +222,7 @@ TEST(TrainingDropout, MaskIsKeptOnceForBackward) {
     const int32_t kept = mask_output ? graph_mask : extra;
     ASSERT_GE(kept, 0);
     EXPECT_EQ(p.buffers[kept].bytes, 64u);
-    EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Dropout_1")], kept)) << mask_output;
+    EXPECT_TRUE(reads_training(p.steps[step_named(p, "backward:/Dropout_1")], kept)) << mask_output;
     EXPECT_EQ(p.buffers[buffer_named(p, "d")].bytes, 256u);  // a fresh output, not a view of h
   }
 }
@@ -230,19 +230,19 @@ TEST(TrainingDropout, MaskIsKeptOnceForBackward) {
 TEST(TrainingMlp, SgdPeakIsInBackward) {
   TrainingRun o = adam_ce();
   o.optimizer = Optimizer::Sgd;
-  const Program p = build_training_program(mlp(), o).program;
+  const Program p = build_training_program(training_mlp(), o).program;
   // No states, no temporaries: the peak is s8 = 1132 bytes (above); resident = parameters only.
   EXPECT_EQ(peak_live_bytes(p).bytes, 1132u);
   EXPECT_EQ(peak_live_bytes(p).step, 8);
   EXPECT_EQ(resident_bytes(p), 712u);
   o.optimizer = Optimizer::Momentum;  // one resident momentum buffer per parameter
-  EXPECT_EQ(resident_bytes(build_training_program(mlp(), o).program), 1424u);
+  EXPECT_EQ(resident_bytes(build_training_program(training_mlp(), o).program), 1424u);
 }
 
 TEST(TrainingMlp, FirstIterationCreatesStatesInsideTheStep) {
   TrainingRun o = adam_ce();
   o.steady_state = false;
-  const Program p = build_training_program(mlp(), o).program;
+  const Program p = build_training_program(training_mlp(), o).program;
   // States are no longer resident: they appear at optimizer:init_state (1424 bytes, kept), then the
   // step adds its 712 temporaries: y 32 + loss 4 + grads 712 + states 1424 + temporaries 712 = 2884.
   EXPECT_EQ(resident_bytes(p), 712u);
@@ -253,7 +253,7 @@ TEST(TrainingMlp, FirstIterationCreatesStatesInsideTheStep) {
 TEST(TrainingPrecision, PureFp16HalvesEverything) {
   TrainingRun o = adam_ce();
   o.precision = Precision::Fp16;
-  const TrainingResult r = build_training_program(mlp(), o);
+  const TrainingResult r = build_training_program(training_mlp(), o);
   // Every float buffer halves; targets stay int64 (32 bytes) and the loss scalars become 2 bytes.
   // s9: y 16 + loss 2 + grads 356 + temporaries 356 = 730; resident 2136 / 2 = 1068.
   EXPECT_EQ(resident_bytes(r.program), 1068u);
@@ -264,7 +264,7 @@ TEST(TrainingPrecision, PureFp16HalvesEverything) {
 TEST(TrainingPrecision, AmpKeepsFloat32MasterStateAndCachesHalfWeights) {
   TrainingRun o = adam_ce();
   o.precision = Precision::AmpFp16;
-  const TrainingResult r = build_training_program(mlp(), o);
+  const TrainingResult r = build_training_program(training_mlp(), o);
   const Program& p = r.program;
   // fp32 parameters, grads and states, as in fp32.
   EXPECT_EQ(resident_bytes(p), 2136u);
@@ -275,12 +275,12 @@ TEST(TrainingPrecision, AmpKeepsFloat32MasterStateAndCachesHalfWeights) {
   EXPECT_EQ(p.buffers[w1].bytes, 256u);
   EXPECT_EQ(p.buffers[buffer_named(p, "b2:autocast")].bytes, 4u);
   // W2's copy is saved by Gemm2 (its input r needs a grad) and read by Gemm2's backward.
-  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Gemm_2")], buffer_named(p, "W2:autocast")));
+  EXPECT_TRUE(reads_training(p.steps[step_named(p, "backward:/Gemm_2")], buffer_named(p, "W2:autocast")));
   // Gemm1 saves the float16 copy of x (64 bytes), not x itself.
   const int32_t xh = buffer_named(p, "x:autocast");
   ASSERT_GE(xh, 0);
   EXPECT_EQ(p.buffers[xh].bytes, 64u);
-  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/Gemm_0")], xh));
+  EXPECT_TRUE(reads_training(p.steps[step_named(p, "backward:/Gemm_0")], xh));
   // Gemm outputs are float16: h is 4*16*2 = 128 bytes.
   EXPECT_EQ(p.buffers[buffer_named(p, "h")].bytes, 128u);
 }
@@ -317,12 +317,12 @@ TEST(TrainingCnn, InPlaceReluMaxPoolIndicesAndBatchNormStatistics) {
   const int32_t idx = buffer_named(p, "/MaxPool_3:indices");
   ASSERT_GE(idx, 0);
   EXPECT_EQ(p.buffers[idx].bytes, 512u);
-  EXPECT_TRUE(reads(p.steps[step_named(p, "backward:/MaxPool_3")], idx));
+  EXPECT_TRUE(reads_training(p.steps[step_named(p, "backward:/MaxPool_3")], idx));
   // batch norm saves save_mean and save_invstd: 4 channels * 4 bytes each.
   EXPECT_EQ(p.buffers[buffer_named(p, "/BatchNormalization_1:save_invstd")].bytes, 16u);
   // The conv's input x does not need a grad: conv saves x (for W's grad) but not W.
   const Step& conv_bw = p.steps[step_named(p, "backward:/Conv_0")];
-  EXPECT_TRUE(reads(conv_bw, buffer_named(p, "x")));
+  EXPECT_TRUE(reads_training(conv_bw, buffer_named(p, "x")));
   // Flatten is a view of p: no buffer.
   EXPECT_EQ(buffer_named(p, "f"), -1);
   // Live at the start of backward (step backward:nll_loss), by hand: x 768 + c 1024 (saved by BN) +
@@ -490,7 +490,7 @@ TEST(TrainingAccumulation, GradsResidentAndEachContributionTransient) {
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
   o.grad_accum = 4;
-  const Program p = build_training_program(mlp(), o).program;
+  const Program p = build_training_program(training_mlp(), o).program;
   // Resident: parameters 712 + grads of earlier micro-batches 712.
   EXPECT_EQ(resident_bytes(p), 1424u);
   // Gemm1's backward writes W1's new contribution (512) and b1's (64) and adds them in place:
@@ -509,7 +509,7 @@ TEST(TrainingAccumulation, Torch1ZeroGradKeepsGradsResident) {
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
   o.grads_kept_between_steps = true;
-  const Program p = build_training_program(mlp(), o).program;
+  const Program p = build_training_program(training_mlp(), o).program;
   EXPECT_EQ(resident_bytes(p), 1424u);
   EXPECT_EQ(peak_live_bytes(p).bytes, 996u);
   EXPECT_GE(buffer_named(p, "grad:W1:partial"), 0);
@@ -526,7 +526,7 @@ TEST(TrainingAccumulation, Torch1ZeroGradKeepsGradsResident) {
 //  Gemm2's backward: x 128 + h 256 + s 16 + d 16 + n 256 + y 32 + loss 4 + grad:y 32 + grad:n 256
 //    + grad:W2 128 = 1124; torch 1.13 adds p: 1380, now the peak (Pow's backward stays 1316: p is freed
 //    by ReduceMean's backward just before it).
-Graph rms_norm_mlp() {
+Graph rms_norm_mlp_training() {
   GraphBuilder b;
   const int32_t x = b.input("x", {4, 8});
   const int32_t h = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "h", {4, 16}, {{"transB", int_attr(1)}});
@@ -546,14 +546,14 @@ TEST(TrainingTorchVersion, Torch113MeanKeepsItsInputForBackward) {
   o.runtime = Runtime::Ideal;
   o.optimizer = Optimizer::Sgd;
   o.loss = LossKind::CrossEntropy;
-  const Program torch2 = build_training_program(rms_norm_mlp(), o).program;
+  const Program torch2 = build_training_program(rms_norm_mlp_training(), o).program;
   o.mean_saves_input = true;
-  const TrainingResult r = build_training_program(rms_norm_mlp(), o);
+  const TrainingResult r = build_training_program(rms_norm_mlp_training(), o);
   const Program& torch1 = r.program;
   const int32_t mean_backward = step_named(torch1, "backward:/ReduceMean_2");
   ASSERT_GE(mean_backward, 0);
-  EXPECT_TRUE(reads(torch1.steps[mean_backward], buffer_named(torch1, "p")));
-  EXPECT_FALSE(reads(torch2.steps[step_named(torch2, "backward:/ReduceMean_2")], buffer_named(torch2, "p")));
+  EXPECT_TRUE(reads_training(torch1.steps[mean_backward], buffer_named(torch1, "p")));
+  EXPECT_FALSE(reads_training(torch2.steps[step_named(torch2, "backward:/ReduceMean_2")], buffer_named(torch2, "p")));
   const testing::Peak peak2 = peak_live_bytes(torch2), peak1 = peak_live_bytes(torch1);
   EXPECT_EQ(peak2.bytes, 1316u);
   EXPECT_EQ(peak2.step, step_named(torch2, "backward:/Pow_1"));
@@ -730,32 +730,32 @@ TEST(TrainingSharding, ZeroStagesShardStatesGradsAndParams) {
   o.gpus = 2;
   // Per-parameter halves: 256 + 32 + 64 + 4 = 356 bytes.
   o.shard = Sharding::Zero1;
-  TrainingResult r = build_training_program(mlp(), o);
+  TrainingResult r = build_training_program(training_mlp(), o);
   EXPECT_EQ(r.optimizer_state_bytes, 712u);  // exp_avg + exp_avg_sq, each 356
   EXPECT_EQ(r.grad_bytes, 712u);
   EXPECT_EQ(r.param_bytes, 712u);
   o.shard = Sharding::Zero2;
-  r = build_training_program(mlp(), o);
+  r = build_training_program(training_mlp(), o);
   EXPECT_EQ(r.grad_bytes, 356u);
   EXPECT_EQ(r.param_bytes, 712u);
   o.shard = Sharding::Zero3;
-  r = build_training_program(mlp(), o);
+  r = build_training_program(training_mlp(), o);
   EXPECT_EQ(r.param_bytes, 356u);
   EXPECT_GE(buffer_named(r.program, "W1:gathered"), 0);
   o.gpus = 1;  // refused by the option checks (report/option_checks.cc) first: a precondition here
-  EXPECT_THROW(build_training_program(mlp(), o), InternalError);
+  EXPECT_THROW(build_training_program(training_mlp(), o), InternalError);
 }
 
 TEST(TrainingSharding, DdpBucketsCopyTheGradsUnlessViews) {
   TrainingRun o = adam_ce();
   o.gpus = 4;
   o.shard = Sharding::Ddp;
-  const Program p = build_training_program(mlp(), o).program;
+  const Program p = build_training_program(training_mlp(), o).program;
   // One bucket (712 bytes < the 1 MiB first-bucket cap): resident params 712 + states 1424 + bucket 712.
   EXPECT_EQ(resident_bytes(p), 2848u);
   o.gradient_as_bucket_view = true;  // grads are the buckets: resident grads instead of a copy
-  EXPECT_EQ(resident_bytes(build_training_program(mlp(), o).program), 2848u);
-  EXPECT_EQ(buffer_named(build_training_program(mlp(), o).program, "ddp_bucket_0"), -1);
+  EXPECT_EQ(resident_bytes(build_training_program(training_mlp(), o).program), 2848u);
+  EXPECT_EQ(buffer_named(build_training_program(training_mlp(), o).program, "ddp_bucket_0"), -1);
 }
 
 // Attention on q = x Wq, k^T = (x Wk)^T, v = x Wv with x[1,2,16,8] (batch 1, 2 heads, seq 16, dim 8):
@@ -782,7 +782,7 @@ TEST(TrainingAttention, EagerSavesProbabilitiesSdpaSavesLogsumexp) {
   o.loss = LossKind::None;
   const Program eager = build_training_program(attention(), o).program;
   // Eager: softmax saves probs (2*16*16*4 = 2048 bytes), read by its backward.
-  EXPECT_TRUE(reads(eager.steps[step_named(eager, "backward:/Softmax_6")], buffer_named(eager, "probs")));
+  EXPECT_TRUE(reads_training(eager.steps[step_named(eager, "backward:/Softmax_6")], buffer_named(eager, "probs")));
   o.attention = AttentionImpl::Sdpa;
   const Program sdpa = build_training_program(attention(), o).program;
   // SDPA: no seq x seq tensor at all; logsumexp float [1, 2, 16] = 128 bytes saved.
@@ -799,15 +799,15 @@ TEST(TrainingOptimizer, AdamImplementationsByHand) {
   TrainingRun o = adam_ce();
   // torch 1.13 foreach: sqrt set and out-of-place denom set together: y 32 + loss 4 + grads 712 + 2 * 712 = 2172.
   o.optimizer_impl = OptimizerImpl::ForeachTorch1;
-  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 2172u);
+  EXPECT_EQ(peak_live_bytes(build_training_program(training_mlp(), o).program).bytes, 2172u);
   // Single tensor: two temporaries of one parameter at a time, the largest W1 (512): 36 + 712 + 1024 = 1772.
   o.optimizer_impl = OptimizerImpl::SingleTensor;
-  const Program single = build_training_program(mlp(), o).program;
+  const Program single = build_training_program(training_mlp(), o).program;
   EXPECT_EQ(peak_live_bytes(single).bytes, 1772u);
   EXPECT_GE(step_named(single, "optimizer:W1"), 0);
   // Fused: no temporaries; the peak falls back to backward's 1132 (step 8 above).
   o.optimizer_impl = OptimizerImpl::Fused;
-  EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1132u);
+  EXPECT_EQ(peak_live_bytes(build_training_program(training_mlp(), o).program).bytes, 1132u);
 }
 
 // Optimizer flags on the Adam MLP (AdamStepPeakByHand: y 32 + loss 4 + grads 712 live at the update).
@@ -815,7 +815,7 @@ TEST(TrainingOptimizer, FlagsThatChangeStatesAndTemporariesByHand) {
   {  // amsgrad: a third state, max_exp_avg_sq: resident 712 * 4 = 2848; the update's peak is unchanged.
     TrainingRun o = adam_ce();
     o.optimizer_flags.amsgrad = true;
-    const TrainingResult r = build_training_program(mlp(), o);
+    const TrainingResult r = build_training_program(training_mlp(), o);
     EXPECT_EQ(resident_bytes(r.program), 2848u);
     EXPECT_EQ(r.optimizer_state_bytes, 2136u);
     EXPECT_EQ(peak_live_bytes(r.program).bytes, 1460u);
@@ -824,7 +824,7 @@ TEST(TrainingOptimizer, FlagsThatChangeStatesAndTemporariesByHand) {
      // has its own step at y + loss + grads 748 + 712 = 1460: the peak does not grow.
     TrainingRun o = adam_ce();
     o.optimizer_flags.maximize = true;
-    const Program p = build_training_program(mlp(), o).program;
+    const Program p = build_training_program(training_mlp(), o).program;
     const int32_t copy_step = step_named(p, "optimizer:grad_copy");
     ASSERT_GE(copy_step, 0);
     EXPECT_EQ(p.buffers[buffer_named(p, "grad_copy:W1")].bytes, 512u);
@@ -835,22 +835,22 @@ TEST(TrainingOptimizer, FlagsThatChangeStatesAndTemporariesByHand) {
      // 748 + 1536 = 2284 (without the copy 1772).
     TrainingRun o = adam_ce();
     o.optimizer_impl = OptimizerImpl::SingleTensor;
-    EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1772u);
+    EXPECT_EQ(peak_live_bytes(build_training_program(training_mlp(), o).program).bytes, 1772u);
     o.optimizer_flags.weight_decay = true;
-    EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 2284u);
+    EXPECT_EQ(peak_live_bytes(build_training_program(training_mlp(), o).program).bytes, 2284u);
     o.optimizer = Optimizer::AdamW;  // decoupled: the parameters decay in place, no copy
-    EXPECT_EQ(peak_live_bytes(build_training_program(mlp(), o).program).bytes, 1772u);
+    EXPECT_EQ(peak_live_bytes(build_training_program(training_mlp(), o).program).bytes, 1772u);
   }
 }
 
 TEST(TrainingPyTorch, ForwardAndAutogradThreadsEachOwnACublasWorkspace) {
   TrainingRun o = adam_ce();
   o.runtime = Runtime::PyTorch;
-  const Program steady = build_training_program(mlp(), o).program;
+  const Program steady = build_training_program(training_mlp(), o).program;
   // Steady state: both 32 MiB workspaces (sm90) resident next to the 2136 bytes of parameters and states.
   EXPECT_EQ(resident_bytes(steady), 2136u + 2u * 33554432u);
   o.steady_state = false;
-  const Program first = build_training_program(mlp(), o).program;
+  const Program first = build_training_program(training_mlp(), o).program;
   // First iteration: written by the first Gemm (forward) and by the first backward Gemm, then kept.
   const int32_t fwd = buffer_named(first, "cublas_workspace");
   const int32_t bwd = buffer_named(first, "cublas_workspace:autograd");
@@ -861,7 +861,7 @@ TEST(TrainingPyTorch, ForwardAndAutogradThreadsEachOwnACublasWorkspace) {
   EXPECT_NE(std::find(w0.begin(), w0.end(), fwd), w0.end());
   EXPECT_NE(std::find(w6.begin(), w6.end(), bwd), w6.end());
   o.runtime = Runtime::OnnxRuntime;  // refused by the combination matrix first: a precondition here
-  EXPECT_THROW(build_training_program(mlp(), o), InternalError);
+  EXPECT_THROW(build_training_program(training_mlp(), o), InternalError);
 }
 
 // Tied embedding as torch.onnx writes it with constant folding: ids[4] -> Gather(E[10,8]) -> e[4,8] ->
@@ -933,7 +933,7 @@ TrainingRun adam_in_backward() {
 //  optimizer:b1  y + loss + grad:b1 + its sqrt 64 = 164
 // No grad outlives its update; resident: parameters 712 + two Adam states 1424 = 2136, as before.
 TEST(OptimizerInBackward, MlpPeakByHand) {
-  const TrainingResult r = build_training_program(mlp(), adam_in_backward());
+  const TrainingResult r = build_training_program(training_mlp(), adam_in_backward());
   const Program& p = r.program;
   EXPECT_EQ(resident_bytes(p), 2136u);
   const auto peak = peak_live_bytes(p);
@@ -950,7 +950,7 @@ TEST(OptimizerInBackward, MlpPeakByHand) {
 TEST(OptimizerInBackward, FirstIterationMakesStatesAtEachUpdate) {
   TrainingRun o = adam_in_backward();
   o.steady_state = false;
-  const TrainingResult r = build_training_program(mlp(), o);
+  const TrainingResult r = build_training_program(training_mlp(), o);
   const auto peak = peak_live_bytes(r.program);
   EXPECT_EQ(peak.bytes, 2420u);
   EXPECT_EQ(r.program.steps[peak.step].name, "optimizer:W1");
@@ -1002,7 +1002,7 @@ TEST(TrainingIndexAdd, RunsInPlaceAndSavesItsSourceAndIndex) {
   for (int32_t b : p.steps[backward].reads)
     if (!p.buffers[b].resident && p.buffers[b].name.rfind("grad:", 0) != 0) saved += p.buffers[b].bytes;
   EXPECT_EQ(saved, 80u);
-  EXPECT_TRUE(reads(p.steps[backward], buffer_named(p, "src")));
+  EXPECT_TRUE(reads_training(p.steps[backward], buffer_named(p, "src")));
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:src")].bytes, 64u);
   EXPECT_EQ(buffer_named(p, "grad:acc"), -1);
 }

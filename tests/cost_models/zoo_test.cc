@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
 #include "cost_models/cost_model.h"
 #include "onnx_import/import.h"
@@ -17,12 +18,7 @@
 namespace memplan {
 namespace {
 
-Graph zoo(const std::string& name, int64_t batch, std::optional<int64_t> seq = std::nullopt) {
-  Bindings b;
-  b.batch = batch;
-  if (seq) b.dims["seq"] = *seq;
-  return import_model(std::string(MEMPLAN_ZOO_DIR) + "/" + name + ".onnx", b);
-}
+using testing::zoo_graph;
 
 bool has_note(const std::vector<std::string>& notes, const std::string& text) {
   for (const std::string& n : notes)
@@ -34,11 +30,11 @@ TEST(ZooTraining, ParameterBytesMatchTorchvisionPublishedCounts) {
   // torchvision's model docs: resnet18 11,689,512 and resnet50 25,557,032 parameters, float32.
   TrainingRun o;
   o.loss = LossKind::CrossEntropy;
-  EXPECT_EQ(build_training_program(zoo("resnet18_train", 2), o).param_bytes, 11689512u * 4u);
-  EXPECT_EQ(build_training_program(zoo("resnet50_train", 2), o).param_bytes, 25557032u * 4u);
+  EXPECT_EQ(build_training_program(zoo_graph("resnet18_train", 2), o).param_bytes, 11689512u * 4u);
+  EXPECT_EQ(build_training_program(zoo_graph("resnet50_train", 2), o).param_bytes, 25557032u * 4u);
   // Adam keeps two states per parameter.
   o.optimizer = Optimizer::Adam;
-  EXPECT_EQ(build_training_program(zoo("resnet18_train", 2), o).optimizer_state_bytes, 2u * 11689512u * 4u);
+  EXPECT_EQ(build_training_program(zoo_graph("resnet18_train", 2), o).optimizer_state_bytes, 2u * 11689512u * 4u);
 }
 
 // PyTorch's own trainable-parameter counts (tests/models/expected_shapes.json, from module.parameters(),
@@ -54,15 +50,16 @@ TEST(ZooTraining, ParameterBytesMatchPyTorchCountsWithTiedEmbeddings) {
   for (const char* name : {"gpt_tiny", "gpt_tiny_op13", "gpt", "bert", "bert_op13", "vit_b_16", "resnet50_train"}) {
     const bool text = std::string(name).find("gpt") == 0 || std::string(name).find("bert") == 0;
     const uint64_t count = models.at(name).at("pytorch_trainable_parameters").get<uint64_t>();
-    EXPECT_EQ(build_training_program(text ? zoo(name, 1, 16) : zoo(name, 1), o).param_bytes, count * 4u) << name;
+    const Graph g = text ? zoo_graph(name, 1, 16) : zoo_graph(name, 1);
+    EXPECT_EQ(build_training_program(g, o).param_bytes, count * 4u) << name;
   }
 }
 
 TEST(ZooTraining, EvalExportIsFlaggedAndTrainingExportIsNot) {
   TrainingRun o;
   o.loss = LossKind::CrossEntropy;
-  EXPECT_TRUE(has_note(build_training_program(zoo("resnet18", 2), o).notes, "folded"));
-  EXPECT_FALSE(has_note(build_training_program(zoo("resnet18_train", 2), o).notes, "folded"));
+  EXPECT_TRUE(has_note(build_training_program(zoo_graph("resnet18", 2), o).notes, "folded"));
+  EXPECT_FALSE(has_note(build_training_program(zoo_graph("resnet18_train", 2), o).notes, "folded"));
 }
 
 // Every program the cost models build is consistent for the planner (each buffer written once, never
@@ -71,7 +68,7 @@ TEST(ZooPrograms, PlannerAcceptsEveryConfiguration) {
   for (const char* name : {"resnet18_train", "mobilenet_v2_train", "gpt_tiny", "gpt_tiny_op13", "bert_op13"}) {
     const bool transformer = std::string(name).find("resnet") == std::string::npos &&
                              std::string(name).find("mobilenet") == std::string::npos;
-    const Graph g = transformer ? zoo(name, 2, 64) : zoo(name, 2);
+    const Graph g = transformer ? zoo_graph(name, 2, 64) : zoo_graph(name, 2);
     for (Runtime rt : {Runtime::Ideal, Runtime::PyTorch, Runtime::OnnxRuntime}) {
       InferenceRun io;
       io.runtime = rt;
@@ -97,8 +94,8 @@ TEST(ZooPrograms, PlannerAcceptsEveryConfiguration) {
 // The opset-13 export spells LayerNorm out in nine ops; PyTorch ran one layer_norm either way, so the
 // two exports of the same module must cost the same.
 TEST(ZooTraining, Opset13AndOpset17ExportsAgree) {
-  const Graph a = zoo("gpt_tiny", 2, 64);
-  const Graph b = zoo("gpt_tiny_op13", 2, 64);
+  const Graph a = zoo_graph("gpt_tiny", 2, 64);
+  const Graph b = zoo_graph("gpt_tiny_op13", 2, 64);
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.loss = LossKind::CrossEntropy;
@@ -117,7 +114,7 @@ TEST(ZooTraining, Opset13AndOpset17ExportsAgree) {
 // its 37 Dropout nodes (the encoder's input, then per block after attention and twice in the MLP: 1 + 12 * 3)
 // return their input in PyTorch (ATen Dropout.cpp): no fresh output and no mask in the training step.
 TEST(ZooTraining, VitDropoutsWithPZeroAllocateNothing) {
-  const Graph g = zoo("vit_b_16_train", 2);
+  const Graph g = zoo_graph("vit_b_16_train", 2);
   int dropouts = 0;
   for (const Node& n : g.nodes) dropouts += n.op_type == "Dropout";
   EXPECT_EQ(dropouts, 37);
@@ -134,7 +131,7 @@ TEST(ZooTraining, VitDropoutsWithPZeroAllocateNothing) {
 TEST(ZooTraining, BertBlockOutputsAreBoundariesDespiteTheSharedMask) {
   TrainingRun o;
   o.loss = LossKind::CrossEntropy;
-  const TrainingResult r = build_training_program(zoo("bert", 2, 32), o);
+  const TrainingResult r = build_training_program(zoo_graph("bert", 2, 32), o);
   for (int k = 0; k < 12; ++k) {
     const std::string name = "/blocks." + std::to_string(k) + "/ln_2/LayerNormalization_output_0";
     EXPECT_NE(std::find(r.candidate_boundaries.begin(), r.candidate_boundaries.end(), name), r.candidate_boundaries.end())
@@ -149,7 +146,7 @@ TEST(ZooTraining, BertBlockOutputsAreBoundariesDespiteTheSharedMask) {
 // (2 * 2 * 4 * b*s bytes), which the paper leaves out.
 TEST(ZooTraining, GptLayerActivationsMatchKorthikanti) {
   const int64_t b = 2, s = 64, h = 128, a = 4;  // gpt_tiny: d_model 128, 4 heads
-  const Graph g = zoo("gpt_tiny", b, s);
+  const Graph g = zoo_graph("gpt_tiny", b, s);
   TrainingRun o;
   o.runtime = Runtime::Ideal;
   o.precision = Precision::Fp16;
@@ -178,7 +175,7 @@ TEST(ZooTraining, LlamaLayerOutputsAreBoundaries) {
   TrainingRun o;
   o.loss = LossKind::CrossEntropy;
   for (const auto& [name, layers] : {std::pair<const char*, int>{"llama_tiny_train", 4}, {"llama3_1_8b_train", 32}}) {
-    const TrainingResult r = build_training_program(zoo(name, 1, 16), o);
+    const TrainingResult r = build_training_program(zoo_graph(name, 1, 16), o);
     for (int k = 0; k + 1 < layers; ++k) {
       const std::string boundary = "/layers." + std::to_string(k) + "/Add_1_output_0";
       EXPECT_NE(std::find(r.candidate_boundaries.begin(), r.candidate_boundaries.end(), boundary),

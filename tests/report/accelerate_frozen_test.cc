@@ -15,15 +15,12 @@
 #include "onnx_import/errors.h"
 #include "report/estimate_config.h"
 #include "report/option_checks.h"
+#include "tests/report/option_rows.h"
 
 namespace memplan {
 namespace {
 
-const OptionSpec* row_of(const std::string& flag) {
-  for (const OptionSpec& r : option_schema())
-    if (r.applies_to(kEstimate) && r.message_name() == flag) return &r;
-  return nullptr;
-}
+using testing::row_of;
 
 // A tiny llama config.json stored in `dtype` (its torch_dtype), written once per dtype.
 std::string llama_config(const std::string& dtype) {

@@ -14,15 +14,12 @@
 #include "report/estimate_config.h"
 #include "report/option_checks.h"
 #include "report/recipes.h"
+#include "tests/report/option_rows.h"
 
 namespace memplan {
 namespace {
 
-const OptionSpec* row_of(const std::string& flag) {
-  for (const OptionSpec& r : option_schema())
-    if (r.applies_to(kEstimate) && r.message_name() == flag) return &r;
-  return nullptr;
-}
+using testing::row_of;
 
 EstimateArgs tiny_llama() {
   EstimateArgs a;
@@ -35,7 +32,7 @@ EstimateArgs tiny_llama() {
   return a;
 }
 
-std::string refusal_of(const EstimateArgs& a) {
+std::string fsdp_refusal(const EstimateArgs& a) {
   try {
     validate_estimate_args(a);
   } catch (const InputError& e) {
@@ -108,13 +105,13 @@ TEST(AccelerateFsdp, PolicyUnderAutocastIsModelledAndAMismatchRefused) {
       a.shard = shard;
       a.precision = std::string("amp-") + type;
       a.fsdp2_mp = std::string(type) + ":" + type;
-      EXPECT_EQ(refusal_of(a), "") << shard << " " << type;
+      EXPECT_EQ(fsdp_refusal(a), "") << shard << " " << type;
       EXPECT_GT(estimate_model(a).estimate.total_bytes, 0u) << shard << " " << type;
       a.fsdp2_mp = std::string(type) == "bf16" ? "fp16:fp32" : "bf16:fp32";
-      EXPECT_NE(refusal_of(a).find("--fsdp2-mp " + a.fsdp2_mp + " with --precision amp-" + type +
+      EXPECT_NE(fsdp_refusal(a).find("--fsdp2-mp " + a.fsdp2_mp + " with --precision amp-" + type +
                                    ": not modelled: the policy's param_dtype is not autocast's type"),
                 std::string::npos)
-          << refusal_of(a);
+          << fsdp_refusal(a);
     }
 }
 
@@ -124,16 +121,16 @@ TEST(AccelerateFsdp, WhatStaysRefused) {
   EstimateArgs a = tiny_llama();
   a.shard = "fsdp2";
   a.precision = "amp-fp16";
-  EXPECT_NE(refusal_of(a).find("--shard fsdp2 with --precision amp-fp16 and no --fsdp2-mp: not modelled: FSDP2's "
+  EXPECT_NE(fsdp_refusal(a).find("--shard fsdp2 with --precision amp-fp16 and no --fsdp2-mp: not modelled: FSDP2's "
                                "mixed precision is its MixedPrecisionPolicy; under autocast give a policy in autocast's "
                                "type (--fsdp2-mp fp16:fp16)"),
             std::string::npos)
-      << refusal_of(a);
+      << fsdp_refusal(a);
   a.shard = "fsdp";
-  EXPECT_EQ(refusal_of(a), "");
+  EXPECT_EQ(fsdp_refusal(a), "");
   a.fsdp2_mp = "fp16:fp16";
   a.torch = "1.13";
-  EXPECT_NE(refusal_of(a).find("--fsdp2-mp with --torch 1.13"), std::string::npos) << refusal_of(a);
+  EXPECT_NE(fsdp_refusal(a).find("--fsdp2-mp with --torch 1.13"), std::string::npos) << fsdp_refusal(a);
 }
 
 }  // namespace

@@ -11,15 +11,12 @@
 #include "onnx_import/errors.h"
 #include "report/option_checks.h"
 #include "report/recipes.h"
+#include "tests/report/option_rows.h"
 
 namespace memplan {
 namespace {
 
-const OptionSpec* row_of(const std::string& flag) {
-  for (const OptionSpec& r : option_schema())
-    if (r.applies_to(kEstimate) && r.message_name() == flag) return &r;
-  return nullptr;
-}
+using testing::row_of;
 
 CommandArgs training(const std::string& recipe, const std::string& precision, const std::string& shard) {
   CommandArgs a;

@@ -9,11 +9,12 @@
 
 #include "report/check.h"
 #include "report/fit.h"
+#include "tests/cost_models/graph_builder.h"
 
 namespace memplan {
 namespace {
 
-std::string zoo(const std::string& name) { return std::string(MEMPLAN_ZOO_DIR) + "/" + name; }
+using testing::zoo_path;
 
 const LimitResult& budget_limit(const CheckOutcome& out) {
   for (const LimitResult& l : out.result.limits)
@@ -26,7 +27,7 @@ TEST(CheckRun, AStepThatFitsAloneFailsWhenItsRunDoesNot) {
   // whose steady step alone fits (tests/report/fit_test.cc FitRun). check at that steady value passes the step
   // and must fail the budget; at fit's answer it passes, its run checked.
   EstimateArgs e;
-  e.model.path = zoo("vit_b_16_train.onnx");
+  e.model.path = zoo_path("vit_b_16_train.onnx");
   e.mode = "train";
   e.gpu = "A100-80GB";
   e.top = 0;
@@ -56,7 +57,7 @@ TEST(CheckRun, AStepThatFitsAloneFailsWhenItsRunDoesNot) {
 
 TEST(CheckRun, InferenceHasNoRunToCheck) {
   EstimateArgs e;
-  e.model.path = zoo("vit_b_16.onnx");
+  e.model.path = zoo_path("vit_b_16.onnx");
   e.gpu = "A100-80GB";
   e.model.batch = 8;
   const CheckOutcome out = check_model(CheckArgs{e, "", 1.0, ""});
@@ -80,7 +81,7 @@ std::string baseline_text(const std::string& configuration, const std::string& m
 
 TEST(CheckMetric, TheRegressionComparesTheChosenFigure) {
   EstimateArgs e;
-  e.model.path = zoo("gpt_tiny_train.onnx");
+  e.model.path = zoo_path("gpt_tiny_train.onnx");
   e.model.batch = 2;
   e.model.dims = {"seq=64"};
   e.mode = "train";

@@ -5,6 +5,7 @@
 #include "onnx_import/import.h"
 #include "report/cudnn_workspace.h"
 #include "report/estimate.h"
+#include "tests/cost_models/graph_builder.h"
 
 namespace memplan {
 namespace {
@@ -31,11 +32,9 @@ TEST(CudnnWorkspace, ConvolutionStepsAndTheLeastAllocatedAmongThem) {
   EXPECT_FALSE(cudnn_workspace_range(steps_with_ops({"MatMul", "Relu"}), {10, 20}));
 }
 
-Graph zoo(const std::string& name) {
-  Bindings b;
-  b.batch = 2;
-  if (name.rfind("gpt", 0) == 0) b.dims["seq"] = 16;
-  return import_model(std::string(MEMPLAN_ZOO_DIR) + "/" + name + ".onnx", b);
+// At batch 2 (and 16 positions for the GPT).
+Graph batch2(const std::string& name) {
+  return testing::zoo_graph(name, 2, name.rfind("gpt", 0) == 0 ? std::optional<int64_t>(16) : std::nullopt);
 }
 
 // torchvision's resnet18 has 20 Conv2d layers (conv1, 16 in the 8 basic blocks, 3 downsample 1x1): 20 cuDNN
@@ -43,20 +42,20 @@ Graph zoo(const std::string& name) {
 TEST(CudnnWorkspace, Resnet18CallsCudnnAtEachConvolution) {
   EstimateOptions o;
   o.execution.runtime = Runtime::PyTorch;
-  const Estimate inference = estimate_graph(zoo("resnet18"), o);
+  const Estimate inference = estimate_graph(batch2("resnet18"), o);
   ASSERT_TRUE(inference.cudnn_workspace);
   EXPECT_EQ(inference.cudnn_workspace->convolution_steps, 20);
   EXPECT_LE(inference.cudnn_workspace->least_allocated_at_convolution, inference.allocated_bytes);
   o.mode = Mode::Training;
   o.training.loss = LossKind::CrossEntropy;
-  const Estimate training = estimate_graph(zoo("resnet18_train"), o);
+  const Estimate training = estimate_graph(batch2("resnet18_train"), o);
   ASSERT_TRUE(training.cudnn_workspace);
   EXPECT_EQ(training.cudnn_workspace->convolution_steps, 40);
   // A model without convolutions, or a runtime without cuDNN modelled, has no range.
   o.mode = Mode::Inference;
-  EXPECT_FALSE(estimate_graph(zoo("gpt_tiny"), o).cudnn_workspace);
+  EXPECT_FALSE(estimate_graph(batch2("gpt_tiny"), o).cudnn_workspace);
   o.execution.runtime = Runtime::Ideal;
-  EXPECT_FALSE(estimate_graph(zoo("resnet18"), o).cudnn_workspace);
+  EXPECT_FALSE(estimate_graph(batch2("resnet18"), o).cudnn_workspace);
 }
 
 }  // namespace

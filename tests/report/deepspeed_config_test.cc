@@ -21,7 +21,7 @@ std::string write_config(const std::string& name, const std::string& text) {
   return path;
 }
 
-std::string refusal(const std::string& text, const std::string& shard = "none", const std::string& precision = "bf16",
+std::string ds_refusal(const std::string& text, const std::string& shard = "none", const std::string& precision = "bf16",
                     int grad_accum = 1) {
   try {
     const std::string path = write_config("refused.json", text);
@@ -70,30 +70,30 @@ TEST(DeepSpeedConfig, DeepSpeedsOwnAdamIsFused) {
 }
 
 TEST(DeepSpeedConfig, BadInputIsOneMessageNamingTheKey) {
-  EXPECT_TRUE(has(refusal(R"({"zero_optimization": {"stage": 2,)"), "not valid JSON")) << refusal("{");
-  EXPECT_TRUE(has(refusal("[1, 2]"), "JSON object"));
-  const std::string mismatch = refusal(R"({"zero_optimization": {"stage": 2}})", "zero1");
+  EXPECT_TRUE(has(ds_refusal(R"({"zero_optimization": {"stage": 2,)"), "not valid JSON")) << ds_refusal("{");
+  EXPECT_TRUE(has(ds_refusal("[1, 2]"), "JSON object"));
+  const std::string mismatch = ds_refusal(R"({"zero_optimization": {"stage": 2}})", "zero1");
   EXPECT_TRUE(has(mismatch, "zero_optimization.stage 2") && has(mismatch, "--shard zero1")) << mismatch;
-  const std::string negative = refusal(R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1}})");
+  const std::string negative = ds_refusal(R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1}})");
   EXPECT_TRUE(has(negative, "zero_optimization.reduce_bucket_size") && has(negative, ">= 0")) << negative;
-  const std::string fraction = refusal(R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": 1.5}})");
+  const std::string fraction = ds_refusal(R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": 1.5}})");
   EXPECT_TRUE(has(fraction, "whole number")) << fraction;
-  const std::string overlap_auto = refusal(R"({"zero_optimization": {"stage": 2, "overlap_comm": "auto"}})");
+  const std::string overlap_auto = ds_refusal(R"({"zero_optimization": {"stage": 2, "overlap_comm": "auto"}})");
   EXPECT_TRUE(has(overlap_auto, "zero_optimization.overlap_comm")) << overlap_auto;
-  const std::string unknown = refusal(R"({"activation_checkpointing": {}, "zero_optimization": {"stage": 2}})");
+  const std::string unknown = ds_refusal(R"({"activation_checkpointing": {}, "zero_optimization": {"stage": 2}})");
   EXPECT_TRUE(has(unknown, "activation_checkpointing") && has(unknown, "not modelled")) << unknown;
-  const std::string quantized = refusal(R"({"zero_optimization": {"stage": 2, "zero_quantized_gradients": true}})");
+  const std::string quantized = ds_refusal(R"({"zero_optimization": {"stage": 2, "zero_quantized_gradients": true}})");
   EXPECT_TRUE(has(quantized, "zero_optimization.zero_quantized_gradients")) << quantized;
-  const std::string no_stage = refusal(R"({"zero_optimization": {"overlap_comm": true}})");
+  const std::string no_stage = ds_refusal(R"({"zero_optimization": {"overlap_comm": true}})");
   EXPECT_TRUE(has(no_stage, "no zero_optimization.stage")) << no_stage;
-  const std::string precision = refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}})");
+  const std::string precision = ds_refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}})");
   EXPECT_TRUE(has(precision, "fp16.enabled") && has(precision, "--precision bf16")) << precision;
-  const std::string accumulation = refusal(R"({"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}})");
+  const std::string accumulation = ds_refusal(R"({"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}})");
   EXPECT_TRUE(has(accumulation, "gradient_accumulation_steps 4") && has(accumulation, "--grad-accum 1")) << accumulation;
   // At stage 1 nvme is refused (the engine may pick BF16_Optimizer); at stage 2 it is cpu (stage_1_and_2.py
   // cpu_offload for any device but none; nvme_path is never read there).
   const std::string nvme1 =
-      refusal(R"({"zero_optimization": {"stage": 1, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}})");
+      ds_refusal(R"({"zero_optimization": {"stage": 1, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}})");
   EXPECT_TRUE(has(nvme1, "'nvme' at stage 1 is not modelled")) << nvme1;
   {
     const std::string file =
@@ -102,10 +102,10 @@ TEST(DeepSpeedConfig, BadInputIsOneMessageNamingTheKey) {
     EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "bf16", false, o));
     EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Cpu);
   }
-  const std::string param = refusal(R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})");
+  const std::string param = ds_refusal(R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})");
   // "Valid only with stage 3" (offload_config.py DeepSpeedZeroOffloadParamConfig).
   EXPECT_TRUE(has(param, "offload_param at stage 2") && has(param, "valid only with stage 3")) << param;
-  const std::string ddp = refusal(R"({"zero_optimization": {"stage": 2}})", "ddp");
+  const std::string ddp = ds_refusal(R"({"zero_optimization": {"stage": 2}})", "ddp");
   EXPECT_TRUE(has(ddp, "--shard ddp")) << ddp;
 }
 
@@ -153,7 +153,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
   }
   // nvme is read (cost_models/training_deepspeed3_nvme.cc) with its keys and the aio section; without nvme_path
   // DeepSpeed stops (Init._validate_remote_device), and so does memplan.
-  const std::string nvme = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "nvme"}}})");
+  const std::string nvme = ds_refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "nvme"}}})");
   EXPECT_TRUE(has(nvme, "offload_param.nvme_path is missing") && has(nvme, "_validate_remote_device")) << nvme;
   {
     const std::string file = write_config(
@@ -183,16 +183,16 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     EXPECT_EQ(d.zero.optimizer_swap.buffer_count, 4u);
     EXPECT_EQ(d.zero.aio.block_size, 1048576u);
   }
-  const std::string gds = refusal(R"({"aio": {"use_gds": true}, "zero_optimization": {)" + z3 +
+  const std::string gds = ds_refusal(R"({"aio": {"use_gds": true}, "zero_optimization": {)" + z3 +
                                   R"(, "offload_param": {"device": "nvme", "nvme_path": "/n"}}})");
   EXPECT_TRUE(has(gds, "aio.use_gds true")) << gds;
-  const std::string pipeline = refusal(R"({"zero_optimization": {)" + z3 +
+  const std::string pipeline = ds_refusal(R"({"zero_optimization": {)" + z3 +
                                        R"(, "offload_optimizer": {"device": "nvme", "nvme_path": "/n", "pipeline_read": true}}})");
   EXPECT_TRUE(has(pipeline, "pipeline_read/pipeline_write true")) << pipeline;
-  const std::string no_buffer = refusal(R"({"zero_optimization": {)" + z3 +
+  const std::string no_buffer = ds_refusal(R"({"zero_optimization": {)" + z3 +
                                         R"(, "offload_param": {"device": "nvme", "nvme_path": "/n", "buffer_count": 0}}})");
   EXPECT_TRUE(has(no_buffer, "offload_param.buffer_count 0")) << no_buffer;
-  const std::string aio_key = refusal(R"({"aio": {"thread_count": 2}, "zero_optimization": {)" + z3 + "}}");
+  const std::string aio_key = ds_refusal(R"({"aio": {"thread_count": 2}, "zero_optimization": {)" + z3 + "}}");
   EXPECT_TRUE(has(aio_key, "aio.thread_count")) << aio_key;
   // offload_optimizer cpu is modelled at stage 3 (training_deepspeed3_offload.cc).
   {
@@ -201,11 +201,11 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, o));
     EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Cpu);
   }
-  const std::string nvme3 = refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "nvme"}}})");
+  const std::string nvme3 = ds_refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "nvme"}}})");
   EXPECT_TRUE(has(nvme3, "offload_optimizer.nvme_path is missing")) << nvme3;
-  const std::string scatter = refusal(R"({"zero_optimization": {)" + z3 + R"(, "reduce_scatter": false}})");
+  const std::string scatter = ds_refusal(R"({"zero_optimization": {)" + z3 + R"(, "reduce_scatter": false}})");
   EXPECT_TRUE(has(scatter, "zero_optimization.reduce_scatter")) << scatter;
-  const std::string fp16 = refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {)" + z3 + "}}", "none", "fp16");
+  const std::string fp16 = ds_refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {)" + z3 + "}}", "none", "fp16");
   EXPECT_TRUE(has(fp16, "fp16")) << fp16;
   // --checkpoint layers is modelled at stage 3 (training_deepspeed3_recompute.cc); the op-range modes and torchtitan's
   // non-reentrant selective ones are refused, naming the mode.

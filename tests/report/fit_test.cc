@@ -11,6 +11,7 @@
 #include "onnx_import/errors.h"
 #include "onnx_import/import.h"
 #include "planner/alloc_pytorch.h"
+#include "tests/cost_models/graph_builder.h"
 
 namespace memplan {
 namespace {
@@ -237,7 +238,7 @@ const ZooCase kZooCases[] = {
      }},
 };
 
-std::string zoo(const char* model) { return std::string(MEMPLAN_ZOO_DIR) + "/" + model; }
+using testing::zoo_path;
 
 EstimateOptions options_of(const ZooCase& c) {
   EstimateOptions o;
@@ -254,7 +255,7 @@ TEST(EstimateTotals, EqualTheFullEstimateByteForByte) {
       Bindings b;
       b.dims = c.dims;
       b.batch = batch;
-      const Graph g = import_model(zoo(c.model), b);
+      const Graph g = import_model(zoo_path(c.model), b);
       const EstimateOptions o = options_of(c);
       const EstimateTotals totals = estimate_totals(g, o);
       const Estimate full = estimate_graph(g, o);
@@ -286,7 +287,7 @@ TEST(RequiredBytes, SufficingIsMonotoneInTheCapacity) {
     EstimateOptions o;
     o.mode = c.mode;
     if (c.mode == Mode::Training) o.training.loss = LossKind::CrossEntropy;
-    const Program program = build_estimate_program(import_model(zoo(c.model), b), o).program;
+    const Program program = build_estimate_program(import_model(zoo_path(c.model), b), o).program;
     const ReplayOrder order = replay_order(program);
     const AllocatorReplay free_run = simulate_pytorch(program);
     const uint64_t need = pytorch_min_capacity(program, order, free_run);
@@ -309,7 +310,7 @@ TEST(AtBudget, TheStepRunsExactlyFromItsRequiredBytes) {
   // run on a budget of exactly its required bytes it runs, flushing at least once; a byte less, it does not.
   Bindings b;
   b.batch = 24;
-  const Graph g = import_model(zoo("resnet18_train.onnx"), b);
+  const Graph g = import_model(zoo_path("resnet18_train.onnx"), b);
   EstimateOptions o;
   o.mode = Mode::Training;
   o.training.loss = LossKind::CrossEntropy;
@@ -338,13 +339,13 @@ TEST(FitProbe, ReadsTheFileOnceAndAgreesWithAFreshImport) {
   for (const ZooCase& c : {kZooCases[1], kZooCases[7], kZooCases[9]}) {
     Bindings base;
     base.dims = c.dims;
-    FitProbe probe(zoo(c.model), base, "batch", options_of(c));
+    FitProbe probe(zoo_path(c.model), base, "batch", options_of(c));
     EXPECT_EQ(probe.files_read(), 0);
     for (int64_t batch : {1, 2, 7}) {
       Bindings b = base;
       b.batch = batch;
       // The reference reads and imports the file again, as every probe did before.
-      const uint64_t fresh = estimate_graph(import_model(zoo(c.model), b), options_of(c)).required_bytes;
+      const uint64_t fresh = estimate_graph(import_model(zoo_path(c.model), b), options_of(c)).required_bytes;
       EXPECT_EQ(probe.required_bytes(batch), fresh) << c.model << " batch " << batch;
       EXPECT_EQ(probe.estimate(batch).required_bytes, fresh) << c.model << " batch " << batch;
     }
@@ -356,14 +357,14 @@ TEST(FitProbe, SearchesAnotherDimension) {
   Bindings base;
   base.batch = 2;
   EstimateOptions o;
-  FitProbe probe(zoo("gpt_tiny.onnx"), base, "seq", o);
+  FitProbe probe(zoo_path("gpt_tiny.onnx"), base, "seq", o);
   Bindings b = base;
   b.dims["seq"] = 96;
-  EXPECT_EQ(probe.required_bytes(96), estimate_graph(import_model(zoo("gpt_tiny.onnx"), b), o).required_bytes);
+  EXPECT_EQ(probe.required_bytes(96), estimate_graph(import_model(zoo_path("gpt_tiny.onnx"), b), o).required_bytes);
 }
 
 TEST(FitProbe, EachArchitectureHasItsOwnMemo) {
-  FitProbe probe(zoo("gpt_tiny.onnx"), Bindings{}, "batch", EstimateOptions{});  // sm90 by default
+  FitProbe probe(zoo_path("gpt_tiny.onnx"), Bindings{}, "batch", EstimateOptions{});  // sm90 by default
   probe.memo()[3] = 123;
   const GpuCatalog catalog = builtin_gpu_catalog();
   probe.use_gpu_architecture(catalog.find("T4"));
@@ -383,7 +384,7 @@ TEST(FitCatalog, TableAnswersAreExactForEveryGpu) {
   EstimateOptions o;
   o.mode = Mode::Training;
   o.training.loss = LossKind::CrossEntropy;
-  FitProbe probe(zoo("gpt_tiny_train.onnx"), base, "batch", o);
+  FitProbe probe(zoo_path("gpt_tiny_train.onnx"), base, "batch", o);
   FitSettings settings;
   settings.max_value = 4096;
   const GpuCatalog catalog = builtin_gpu_catalog();
@@ -398,7 +399,7 @@ TEST(FitCatalog, TableAnswersAreExactForEveryGpu) {
     auto fresh = [&](int64_t batch) {
       Bindings b = base;
       b.batch = batch;
-      return estimate_graph(import_model(zoo("gpt_tiny_train.onnx"), b), at_gpu).required_bytes;
+      return estimate_graph(import_model(zoo_path("gpt_tiny_train.onnx"), b), at_gpu).required_bytes;
     };
     EXPECT_EQ(fresh(row.result.value), row.result.bytes_at_value) << row.gpu;
     EXPECT_LE(fresh(row.result.value), row.budget_bytes) << row.gpu;
@@ -420,7 +421,7 @@ TEST(FitRun, TheAnswersRunFitsAndTheNextOnesDoesNot) {
   // the run (the first iteration, then steady ones) does (bench/iterations: +2.33 % at batch 128). fit lowers its
   // answer to the run's boundary, and each side of it was run: the answer's run fits, the next one's does not.
   EstimateArgs e;
-  e.model.path = zoo("vit_b_16_train.onnx");
+  e.model.path = zoo_path("vit_b_16_train.onnx");
   e.mode = "train";
   e.gpu = "A100-80GB";
   e.top = 0;

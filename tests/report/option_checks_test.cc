@@ -22,7 +22,7 @@ const OptionSpec& row_of(const std::string& flag, Command command) {
   throw std::runtime_error("no row " + flag);
 }
 
-std::string refusal_of(const CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given = {}) {
+std::string refusal_for(const CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given = {}) {
   try {
     validate_options(args, command, given);
   } catch (const InputError& e) {
@@ -47,8 +47,8 @@ TEST(OptionChecks, EachGivenOrChangedValueIsCheckedOnce) {
   // Not given: the changed values only (what a library caller's CommandArgs shows).
   EXPECT_EQ(rows_to_check(a, kEstimate), (std::vector<const OptionSpec*>{&mode, &accum}));
 
-  EXPECT_EQ(refusal_of(a, kEstimate, {&rank}), "--lora-rank 0: must be at least 1");
-  EXPECT_EQ(refusal_of(a, kEstimate), "");
+  EXPECT_EQ(refusal_for(a, kEstimate, {&rank}), "--lora-rank 0: must be at least 1");
+  EXPECT_EQ(refusal_for(a, kEstimate), "");
 }
 
 // fit's and serve's ranges are their rows' (0 <= headroom <= 99, integers >= 1), said by the row's message.
@@ -88,7 +88,7 @@ TEST(OptionChecks, FitAndServeRangesAreTheRows) {
   for (const Case& c : cases) {
     CommandArgs a;
     c.set(a);
-    EXPECT_EQ(refusal_of(a, c.command), c.message);
+    EXPECT_EQ(refusal_for(a, c.command), c.message);
   }
 }
 
@@ -98,8 +98,8 @@ TEST(OptionChecks, GpuAndMemoryExcludeEachOtherInFitAndServe) {
   a.estimate.gpu = "T4";
   a.memory = "1GiB";
   a.serve.context = 8;
-  for (Command c : {kFit, kServe}) EXPECT_EQ(refusal_of(a, c), "--gpu and --memory exclude each other: give one budget");
-  EXPECT_EQ(refusal_of(a, kEstimate), "");  // estimate has no --memory: its rows never set it
+  for (Command c : {kFit, kServe}) EXPECT_EQ(refusal_for(a, c), "--gpu and --memory exclude each other: give one budget");
+  EXPECT_EQ(refusal_for(a, kEstimate), "");  // estimate has no --memory: its rows never set it
   int rules = 0;
   for (const CommandRule& r : command_rules())
     if (r.rule.find("--gpu and --memory") != std::string::npos) {
@@ -108,13 +108,13 @@ TEST(OptionChecks, GpuAndMemoryExcludeEachOtherInFitAndServe) {
     }
   EXPECT_EQ(rules, 1);
   a.memory.clear();
-  EXPECT_EQ(refusal_of(a, kFit), "");
+  EXPECT_EQ(refusal_for(a, kFit), "");
   a.estimate.gpu.clear();
   a.estimate.arch = "sm80";
   for (Command c : {kFit, kServe})
-    EXPECT_NE(refusal_of(a, c).find("--arch sm80: the catalog table uses each GPU's own architecture"), std::string::npos);
+    EXPECT_NE(refusal_for(a, c).find("--arch sm80: the catalog table uses each GPU's own architecture"), std::string::npos);
   a.memory = "1GiB";
-  EXPECT_EQ(refusal_of(a, kFit), "");
+  EXPECT_EQ(refusal_for(a, kFit), "");
 }
 
 // Every feature of a Choice option is turned on by some choice of its row and off by the default, and the value its
@@ -157,7 +157,7 @@ TEST(OptionChecks, ACountedChoiceTakesAnIntegerOfAtLeastOne) {
     CommandArgs a;
     a.estimate.mode = "train";
     a.estimate.loss = loss;
-    return refusal_of(a, kEstimate);
+    return refusal_for(a, kEstimate);
   };
   EXPECT_EQ(refusal("chunked-ce:8"), "");
   EXPECT_EQ(refusal("fused-linear-ce"), "");

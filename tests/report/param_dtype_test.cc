@@ -10,27 +10,17 @@
 #include "report/estimate_config.h"
 #include "report/option_checks.h"
 #include "report/recipes.h"
+#include "tests/report/option_rows.h"
 
 namespace memplan {
 namespace {
 
-const OptionSpec* row_of(const std::string& flag) {
-  for (const OptionSpec& r : option_schema())
-    if (r.applies_to(kEstimate) && r.message_name() == flag) return &r;
-  return nullptr;
-}
+using testing::row_of;
+using testing::recipe_training;
 
 const std::string kConfigs = MEMPLAN_ZOO_DIR "/hf_configs/";
 
-CommandArgs training(const std::string& recipe, const std::string& model) {
-  CommandArgs a;
-  a.estimate.model.path = model;
-  a.estimate.mode = "train";
-  a.estimate.recipe = recipe;
-  return a;
-}
-
-std::string refusal(CommandArgs a, const std::vector<const OptionSpec*>& given) {
+std::string dtype_refusal(CommandArgs a, const std::vector<const OptionSpec*>& given) {
   try {
     settle_options(a, kEstimate, given);
   } catch (const InputError& e) {
@@ -46,17 +36,17 @@ std::string refusal(CommandArgs a, const std::vector<const OptionSpec*>& given) 
 TEST(ParamDtype, TheTrainersAutocastRunsOverTheStoredType) {
   const std::vector<const OptionSpec*> amp = {row_of("--recipe"), row_of("--mode"), row_of("--precision")};
   for (const char* recipe : {"hf-trainer", "hf-peft"}) {
-    CommandArgs bf16 = training(recipe, kConfigs + "Llama-3.2-1B.json");
+    CommandArgs bf16 = recipe_training(recipe, kConfigs + "Llama-3.2-1B.json");
     bf16.estimate.precision = "amp-bf16";
     settle_options(bf16, kEstimate, amp);
     EXPECT_EQ(bf16.estimate.param_dtype, "bf16") << recipe;
     EXPECT_TRUE(bf16.estimate.param_dtype_auto) << recipe;
     EXPECT_EQ(to_estimate_options(bf16.estimate).training.amp_param_dtype, DType::BFloat16) << recipe;
-    CommandArgs fp32 = training(recipe, kConfigs + "gemma-2-2b.json");
+    CommandArgs fp32 = recipe_training(recipe, kConfigs + "gemma-2-2b.json");
     fp32.estimate.precision = "amp-bf16";
     settle_options(fp32, kEstimate, amp);
     EXPECT_EQ(fp32.estimate.param_dtype, "fp32") << recipe;
-    CommandArgs sharded = training(recipe, kConfigs + "Llama-3.2-1B.json");
+    CommandArgs sharded = recipe_training(recipe, kConfigs + "Llama-3.2-1B.json");
     sharded.estimate.precision = "amp-bf16";
     sharded.estimate.gpus = 2;
     sharded.estimate.shard = "fsdp";
@@ -65,12 +55,12 @@ TEST(ParamDtype, TheTrainersAutocastRunsOverTheStoredType) {
     EXPECT_EQ(sharded.estimate.param_dtype, "fp32") << recipe;
     EXPECT_FALSE(sharded.estimate.param_dtype_auto) << recipe;
     EXPECT_EQ(sharded.estimate.fsdp2_mp, "bf16:bf16") << recipe;
-    CommandArgs stored = training(recipe, kConfigs + "Llama-3.2-1B.json");
+    CommandArgs stored = recipe_training(recipe, kConfigs + "Llama-3.2-1B.json");
     settle_options(stored, kEstimate, {row_of("--recipe"), row_of("--mode")});
     EXPECT_EQ(stored.estimate.precision, "bf16") << recipe;
     EXPECT_EQ(stored.estimate.param_dtype, "fp32") << recipe;
     EXPECT_FALSE(stored.estimate.param_dtype_auto) << recipe;
-    CommandArgs mine = training(recipe, kConfigs + "Llama-3.2-1B.json");
+    CommandArgs mine = recipe_training(recipe, kConfigs + "Llama-3.2-1B.json");
     mine.estimate.precision = "amp-bf16";
     mine.estimate.param_dtype = "fp32";
     settle_options(mine, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision"), row_of("--param-dtype")});
@@ -85,19 +75,19 @@ TEST(ParamDtype, TheTrainersAutocastRunsOverTheStoredType) {
 TEST(ParamDtype, Fp16AutocastOverFp16ParametersThatTrainIsRefused) {
   const std::string model = kConfigs + "Llama-2-7b-hf.json";
   const std::vector<const OptionSpec*> amp = {row_of("--recipe"), row_of("--mode"), row_of("--precision")};
-  CommandArgs full = training("hf-trainer", model);
+  CommandArgs full = recipe_training("hf-trainer", model);
   full.estimate.precision = "amp-fp16";
-  const std::string why = refusal(full, amp);
+  const std::string why = dtype_refusal(full, amp);
   EXPECT_NE(why.find("Attempting to unscale FP16 gradients"), std::string::npos) << why;
   EXPECT_NE(why.find("--param-dtype fp16 (auto: as stored)"), std::string::npos) << why;
-  CommandArgs lora = training("hf-peft", model);
+  CommandArgs lora = recipe_training("hf-peft", model);
   lora.estimate.precision = "amp-fp16";
   settle_options(lora, kEstimate, amp);
   EXPECT_EQ(lora.estimate.param_dtype, "fp16");
-  CommandArgs base = training("hf-peft", model);
+  CommandArgs base = recipe_training("hf-peft", model);
   base.estimate.precision = "amp-fp16";
   base.estimate.lora_dtype = "base";
-  EXPECT_NE(refusal(base, {row_of("--recipe"), row_of("--mode"), row_of("--precision"), row_of("--lora-dtype")})
+  EXPECT_NE(dtype_refusal(base, {row_of("--recipe"), row_of("--mode"), row_of("--precision"), row_of("--lora-dtype")})
                 .find("Attempting to unscale FP16 gradients"),
             std::string::npos);
 }
@@ -111,17 +101,17 @@ TEST(ParamDtype, RefusedWhereItMeansNothingOrIsNotModelled) {
   a.estimate.param_dtype = "bf16";
   const std::vector<const OptionSpec*> given = {row_of("--mode"), row_of("--param-dtype"), row_of("--precision")};
   a.estimate.precision = "bf16";
-  EXPECT_NE(refusal(a, given).find("applies to --precision amp-fp16/amp-bf16"), std::string::npos) << refusal(a, given);
+  EXPECT_NE(dtype_refusal(a, given).find("applies to --precision amp-fp16/amp-bf16"), std::string::npos) << dtype_refusal(a, given);
   a.estimate.precision = "amp-fp16";
-  EXPECT_NE(refusal(a, given).find("not modelled"), std::string::npos) << refusal(a, given);
+  EXPECT_NE(dtype_refusal(a, given).find("not modelled"), std::string::npos) << dtype_refusal(a, given);
   a.estimate.precision = "amp-bf16";
-  EXPECT_EQ(refusal(a, given), "");
+  EXPECT_EQ(dtype_refusal(a, given), "");
   a.estimate.gpus = 2;
   a.estimate.shard = "fsdp";
   a.estimate.fsdp2_mp = "bf16:bf16";
   std::vector<const OptionSpec*> fsdp = given;
   for (const char* f : {"--gpus", "--shard", "--fsdp2-mp"}) fsdp.push_back(row_of(f));
-  EXPECT_NE(refusal(a, fsdp).find("give --param-dtype fp32 with --fsdp2-mp"), std::string::npos) << refusal(a, fsdp);
+  EXPECT_NE(dtype_refusal(a, fsdp).find("give --param-dtype fp32 with --fsdp2-mp"), std::string::npos) << dtype_refusal(a, fsdp);
   // auto on the float32 export: plain AMP.
   CommandArgs onnx;
   onnx.estimate.model.path = MEMPLAN_ZOO_DIR "/llama_tiny_train.onnx";

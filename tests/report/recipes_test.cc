@@ -8,27 +8,21 @@
 #include "onnx_import/errors.h"
 #include "report/option_checks.h"
 #include "report/recipes.h"
+#include "tests/report/option_rows.h"
 
 namespace memplan {
 namespace {
 
-const OptionSpec* row_of(const std::string& flag) {
-  for (const OptionSpec& r : option_schema())
-    if (r.applies_to(kEstimate) && r.message_name() == flag) return &r;
-  return nullptr;
-}
+using testing::row_of;
 
 // On the tiny Llama export, whose initializers are float32: --precision auto (hf-trainer, hf-peft) is fp32 there.
-CommandArgs training(const std::string& recipe, const std::string& model = MEMPLAN_ZOO_DIR "/llama_tiny_train.onnx") {
-  CommandArgs a;
-  a.estimate.model.path = model;
-  a.estimate.mode = "train";
-  a.estimate.recipe = recipe;
-  return a;
+CommandArgs llama_training(const std::string& recipe,
+                           const std::string& model = MEMPLAN_ZOO_DIR "/llama_tiny_train.onnx") {
+  return testing::recipe_training(recipe, model);
 }
 
 TEST(Recipes, FillOnlyWhatIsNotGiven) {
-  CommandArgs a = training("hf-peft");
+  CommandArgs a = llama_training("hf-peft");
   a.estimate.lora_rank = 16;  // the user's --lora-rank 16
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--lora-rank")});
   EXPECT_EQ(a.estimate.lora_rank, 16);
@@ -40,7 +34,7 @@ TEST(Recipes, FillOnlyWhatIsNotGiven) {
 }
 
 TEST(Recipes, AGivenFlagOverridesTheRecipesValue) {
-  CommandArgs a = training("hf-trainer");
+  CommandArgs a = llama_training("hf-trainer");
   a.estimate.upcast = "none";
   a.estimate.attention = "eager";
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--upcast"), row_of("--attention")});
@@ -50,7 +44,7 @@ TEST(Recipes, AGivenFlagOverridesTheRecipesValue) {
 }
 
 TEST(Recipes, AContradictingFlagIsRefusedNamingBoth) {
-  CommandArgs a = training("hf-peft");
+  CommandArgs a = llama_training("hf-peft");
   a.estimate.lora_rank = 0;
   try {
     settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--lora-rank")});
@@ -62,7 +56,7 @@ TEST(Recipes, AContradictingFlagIsRefusedNamingBoth) {
 }
 
 TEST(Recipes, QloraQuantizesPreparesAndCheckpoints) {
-  CommandArgs a = training("hf-peft-qlora");
+  CommandArgs a = llama_training("hf-peft-qlora");
   a.estimate.precision = "bf16";
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision")});
   EXPECT_EQ(a.estimate.frozen_dtype, "nf4");
@@ -70,13 +64,13 @@ TEST(Recipes, QloraQuantizesPreparesAndCheckpoints) {
   EXPECT_EQ(a.estimate.checkpoint, "layers");
   EXPECT_EQ(a.estimate.lora_rank, 8);
   // A bitsandbytes optimizer is one kernel: the recipe's fused torch AdamW does not apply to it.
-  CommandArgs bnb = training("hf-peft-qlora");
+  CommandArgs bnb = llama_training("hf-peft-qlora");
   bnb.estimate.precision = "bf16";
   bnb.estimate.optimizer = "paged-adamw8bit";
   settle_options(bnb, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision"), row_of("--optimizer")});
   EXPECT_EQ(bnb.estimate.optimizer_impl, "");
   // Another storage is another recipe.
-  CommandArgs int8 = training("hf-peft-qlora");
+  CommandArgs int8 = llama_training("hf-peft-qlora");
   int8.estimate.precision = "bf16";
   int8.estimate.frozen_dtype = "int8";
   EXPECT_THROW(settle_options(int8, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision"),
@@ -86,7 +80,7 @@ TEST(Recipes, QloraQuantizesPreparesAndCheckpoints) {
 
 // The Trainer offers AdamW, not Adam: an optimizer the framework has no name for is refused, naming both.
 TEST(Recipes, AnOptimizerTheFrameworkDoesNotOfferIsRefused) {
-  CommandArgs a = training("hf-trainer");
+  CommandArgs a = llama_training("hf-trainer");
   a.estimate.optimizer = "adam";
   try {
     settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--optimizer")});
@@ -94,7 +88,7 @@ TEST(Recipes, AnOptimizerTheFrameworkDoesNotOfferIsRefused) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--recipe hf-trainer --optimizer adam"), std::string::npos);
   }
-  CommandArgs sgd = training("hf-trainer");
+  CommandArgs sgd = llama_training("hf-trainer");
   sgd.estimate.optimizer = "momentum";
   EXPECT_NO_THROW(settle_options(sgd, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--optimizer")}));
 }
@@ -102,12 +96,12 @@ TEST(Recipes, AnOptimizerTheFrameworkDoesNotOfferIsRefused) {
 // Under FSDP the Trainer wraps a PEFT model with PEFT's policy: each adapter weight its own unit; without FSDP the
 // recipe leaves --fsdp-wrap alone (it would be refused there).
 TEST(Recipes, PeftWrapsEachAdapterUnderFsdpOnly) {
-  CommandArgs a = training("hf-peft");
+  CommandArgs a = llama_training("hf-peft");
   a.estimate.gpus = 2;
   a.estimate.shard = "fsdp";
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus"), row_of("--shard")});
   EXPECT_EQ(a.estimate.fsdp_wrap, R"(^(.*lora_[AB].*|.*?\.[0-9]+\.))");
-  CommandArgs one = training("hf-peft");
+  CommandArgs one = llama_training("hf-peft");
   settle_options(one, kEstimate, {row_of("--recipe"), row_of("--mode")});
   EXPECT_EQ(one.estimate.fsdp_wrap, "");
 }
@@ -116,7 +110,7 @@ TEST(Recipes, PeftWrapsEachAdapterUnderFsdpOnly) {
 // it: the model in bf16 (dtype: bf16), RMSNorm in float32, SDPA, CEWithChunkedOutputLoss's 8 chunks dropped before
 // backward (del logits), each layer checkpointed, bitsandbytes' PagedAdamW stepped in backward (optimizer_in_bwd).
 TEST(Recipes, TorchtuneFullFineTuneOnOneGpu) {
-  CommandArgs a = training("torchtune");
+  CommandArgs a = llama_training("torchtune");
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode")});
   EXPECT_EQ(a.estimate.precision, "bf16");
   EXPECT_EQ(a.estimate.upcast, "rmsnorm");
@@ -132,7 +126,7 @@ TEST(Recipes, TorchtuneFullFineTuneOnOneGpu) {
   EXPECT_EQ(a.estimate.lora_targets, "");
   // optimizer_in_bwd needs gradient_accumulation_steps 1 (the recipe raises otherwise): with --grad-accum the
   // optimizer steps after backward.
-  CommandArgs accum = training("torchtune");
+  CommandArgs accum = llama_training("torchtune");
   accum.estimate.grad_accum = 4;
   settle_options(accum, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--grad-accum")});
   EXPECT_FALSE(accum.estimate.optimizer_in_backward);
@@ -142,7 +136,7 @@ TEST(Recipes, TorchtuneFullFineTuneOnOneGpu) {
 // --lora-rank chooses lora_finetune_single_device: the adapters on q, v, o and the MLP in bf16, fused AdamW after
 // backward (the LoRA recipes have no optimizer_in_bwd).
 TEST(Recipes, TorchtuneLoraOnOneGpu) {
-  CommandArgs a = training("torchtune");
+  CommandArgs a = llama_training("torchtune");
   a.estimate.lora_rank = 16;
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--lora-rank")});
   EXPECT_EQ(a.estimate.lora_rank, 16);
@@ -155,7 +149,7 @@ TEST(Recipes, TorchtuneLoraOnOneGpu) {
   EXPECT_EQ(a.estimate.loss, "chunked-ce:8");
   EXPECT_EQ(a.estimate.nf4_impl, "auto");
   // A qlora_* model, on one GPU too: torchao's NF4Tensor (which double-quantizes its scalers itself).
-  CommandArgs q = training("torchtune");
+  CommandArgs q = llama_training("torchtune");
   q.estimate.lora_rank = 8;
   q.estimate.frozen_dtype = "nf4";
   settle_options(q, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--lora-rank"), row_of("--frozen-dtype")});
@@ -167,7 +161,7 @@ TEST(Recipes, TorchtuneLoraOnOneGpu) {
 // --gpus N > 1: the distributed recipes, FSDP2 over each layer and the root, fused AdamW after backward.
 TEST(Recipes, TorchtuneDistributedShardsWithFsdp2) {
   for (const int rank : {0, 8}) {
-    CommandArgs a = training("torchtune");
+    CommandArgs a = llama_training("torchtune");
     a.estimate.gpus = 4;
     a.estimate.lora_rank = rank;
     std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode"), row_of("--gpus")};
@@ -187,7 +181,7 @@ TEST(Recipes, TorchtuneDistributedShardsWithFsdp2) {
 // NF4Tensor bases (cost_models/training_fsdp2.cc), memplan's default units (each layer and the root), no adapter
 // units of FSDP1's.
 TEST(Recipes, TorchtuneDistributedQloraShardsWithFsdp2) {
-  CommandArgs a = training("torchtune");
+  CommandArgs a = llama_training("torchtune");
   a.estimate.gpus = 4;
   a.estimate.lora_rank = 8;
   a.estimate.frozen_dtype = "nf4";
@@ -202,7 +196,7 @@ TEST(Recipes, TorchtuneDistributedQloraShardsWithFsdp2) {
 // Flags given win: fp32 (torchtune's other dtype) leaves nothing to upcast and the adapters in the model's float32;
 // a config with enable_activation_checkpointing: False is --checkpoint none.
 TEST(Recipes, TorchtuneTakesTheFlagsGiven) {
-  CommandArgs a = training("torchtune");
+  CommandArgs a = llama_training("torchtune");
   a.estimate.precision = "fp32";
   a.estimate.checkpoint = "none";
   a.estimate.lora_rank = 8;
@@ -234,7 +228,7 @@ TEST(Recipes, TorchtuneRefusesWhatItCannotRun) {
       {{{"--lora-rank", "8"}, {"--optimizer-in-backward", "true"}}, "--optimizer-in-backward"},
   };
   for (const Case& c : cases) {
-    CommandArgs a = training("torchtune");
+    CommandArgs a = llama_training("torchtune");
     std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode")};
     for (const auto& [flag, value] : c.flags) {
       set_field_text(*row_of(flag), a, value);
@@ -255,7 +249,7 @@ TEST(Recipes, TorchtuneRefusesWhatItCannotRun) {
 // LoRA r 8 on q and v (litgpt's fused qkv) in bf16 with dropout 0.05, torch's AdamW with its default implementation,
 // no checkpointing.
 TEST(Recipes, LitgptLoraOnOneGpu) {
-  CommandArgs a = training("litgpt");
+  CommandArgs a = llama_training("litgpt");
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode")});
   EXPECT_EQ(a.estimate.precision, "bf16");
   EXPECT_EQ(a.estimate.upcast, "rmsnorm");
@@ -272,7 +266,7 @@ TEST(Recipes, LitgptLoraOnOneGpu) {
   EXPECT_EQ(a.estimate.checkpoint, CommandArgs{}.estimate.checkpoint);
   EXPECT_EQ(a.estimate.shard, CommandArgs{}.estimate.shard);
   // --quantize bnb.nf4: bitsandbytes' PagedAdamW (instantiate_bnb_optimizer), no double quantization (bnb.nf4-dq).
-  CommandArgs q = training("litgpt");
+  CommandArgs q = llama_training("litgpt");
   q.estimate.frozen_dtype = "nf4";
   settle_options(q, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--frozen-dtype")});
   EXPECT_EQ(q.estimate.optimizer, "paged-adamw");
@@ -280,7 +274,7 @@ TEST(Recipes, LitgptLoraOnOneGpu) {
   EXPECT_FALSE(q.estimate.kbit_prep);
   EXPECT_TRUE(q.estimate.outputs_to_default_dtype);  // BitsandbytesPrecision(bf16).convert_output
   // --gpus 2: ModelParallelStrategy's FSDP2 with each Block checkpointed (parallelize_fn).
-  CommandArgs d = training("litgpt");
+  CommandArgs d = llama_training("litgpt");
   d.estimate.gpus = 2;
   settle_options(d, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus")});
   EXPECT_EQ(d.estimate.shard, "fsdp");
@@ -309,7 +303,7 @@ TEST(Recipes, LitgptRefusesWhatItCannotRun) {
       {{{"--optimizer-in-backward", "true"}}, "--optimizer-in-backward"},
   };
   for (const Case& c : cases) {
-    CommandArgs a = training("litgpt");
+    CommandArgs a = llama_training("litgpt");
     std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode")};
     for (const auto& [flag, value] : c.flags) {
       set_field_text(*row_of(flag), a, value);
@@ -328,7 +322,7 @@ TEST(Recipes, LitgptRefusesWhatItCannotRun) {
 // torchtitan v0.2.2's llama3 training (report/recipes_torchtitan.cc): on N > 1 GPUs FSDP2 with its
 // MixedPrecisionPolicy(bfloat16, float32) and apply_fsdp's groups; on one GPU no FSDP, so no policy: float32.
 TEST(Recipes, TorchtitanShardsWithItsGroupsOnSeveralGpus) {
-  CommandArgs a = training("torchtitan");
+  CommandArgs a = llama_training("torchtitan");
   a.estimate.gpus = 8;
   settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--gpus")});
   EXPECT_EQ(a.estimate.precision, "fp32");
@@ -341,7 +335,7 @@ TEST(Recipes, TorchtitanShardsWithItsGroupsOnSeveralGpus) {
   EXPECT_EQ(a.estimate.optimizer_impl, "fused");
   EXPECT_EQ(a.estimate.attention, "sdpa");
   EXPECT_TRUE(a.estimate.free_output);
-  CommandArgs one = training("torchtitan");
+  CommandArgs one = llama_training("torchtitan");
   settle_options(one, kEstimate, {row_of("--recipe"), row_of("--mode")});
   EXPECT_EQ(one.estimate.shard, EstimateArgs{}.shard);
   EXPECT_EQ(one.estimate.fsdp2_mp, EstimateArgs{}.fsdp2_mp);
@@ -356,7 +350,7 @@ TEST(Recipes, TorchtitanRefusesWhatItCannotRun) {
       {{"--frozen-dtype", "nf4"}, "--frozen-dtype nf4"},
   };
   for (const auto& [flag, names] : cases) {
-    CommandArgs a = training("torchtitan");
+    CommandArgs a = llama_training("torchtitan");
     set_field_text(*row_of(flag.first), a, flag.second);
     try {
       settle_options(a, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of(flag.first)});
@@ -375,23 +369,23 @@ TEST(Recipes, TheHuggingFaceRecipesLoadTheStoredType) {
   const std::string configs = MEMPLAN_ZOO_DIR "/hf_configs/";
   const std::vector<const OptionSpec*> given = {row_of("--recipe"), row_of("--mode")};
   for (const char* recipe : {"hf-trainer", "hf-peft"}) {
-    CommandArgs bf16 = training(recipe, configs + "Llama-3.2-1B.json");
+    CommandArgs bf16 = llama_training(recipe, configs + "Llama-3.2-1B.json");
     settle_options(bf16, kEstimate, given);
     EXPECT_EQ(bf16.estimate.precision, "bf16") << recipe;
     EXPECT_TRUE(bf16.estimate.precision_auto) << recipe;
-    CommandArgs fp32 = training(recipe, configs + "gemma-2-2b.json");
+    CommandArgs fp32 = llama_training(recipe, configs + "gemma-2-2b.json");
     settle_options(fp32, kEstimate, given);
     EXPECT_EQ(fp32.estimate.precision, "fp32") << recipe;
-    CommandArgs onnx = training(recipe);
+    CommandArgs onnx = llama_training(recipe);
     settle_options(onnx, kEstimate, given);
     EXPECT_EQ(onnx.estimate.precision, "fp32") << recipe;
-    CommandArgs mine = training(recipe, configs + "Llama-3.2-1B.json");
+    CommandArgs mine = llama_training(recipe, configs + "Llama-3.2-1B.json");
     mine.estimate.precision = "amp-bf16";
     settle_options(mine, kEstimate, {row_of("--recipe"), row_of("--mode"), row_of("--precision")});
     EXPECT_EQ(mine.estimate.precision, "amp-bf16") << recipe;
     EXPECT_FALSE(mine.estimate.precision_auto) << recipe;
   }
-  CommandArgs qlora = training("hf-peft-qlora", configs + "Llama-3.2-1B.json");
+  CommandArgs qlora = llama_training("hf-peft-qlora", configs + "Llama-3.2-1B.json");
   settle_options(qlora, kEstimate, given);
   EXPECT_EQ(qlora.estimate.precision, "fp32");
   // --precision auto by hand, outside a recipe: the same rule; in inference it is refused as every training option.
@@ -407,10 +401,10 @@ TEST(Recipes, TheHuggingFaceRecipesLoadTheStoredType) {
 }
 
 TEST(Recipes, NeedTrainingAndAKnownName) {
-  CommandArgs inference = training("hf-trainer");
+  CommandArgs inference = llama_training("hf-trainer");
   inference.estimate.mode = "inference";
   EXPECT_THROW(settle_options(inference, kEstimate, {row_of("--recipe")}), InputError);
-  CommandArgs unknown = training("deepspeed-chat");
+  CommandArgs unknown = llama_training("deepspeed-chat");
   EXPECT_THROW(settle_options(unknown, kEstimate, {row_of("--recipe"), row_of("--mode")}), InputError);
 }
 
