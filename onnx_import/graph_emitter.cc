@@ -150,6 +150,7 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       for (const std::string& in : p.node->input()) reader.emplace(in, p.node->op_type());
   std::vector<TensorProto> folded;
   std::vector<std::pair<std::string, std::string>> copies;  // (folded copy, the parameter it transposes)
+  std::unordered_map<std::string, std::string> cast_params;  // a float parameter's Cast to float -> the parameter
   for (Pending& p : nodes_) {
     if (!p.used) continue;
     onnx::NodeProto& n = *p.node;
@@ -157,9 +158,21 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       constants[n.output(0)] = &p;
       continue;
     }
-    if (n.op_type() == "Transpose" && n.input_size() == 1 && params.count(n.input(0))) {
+    if (n.op_type() == "Cast" && n.input_size() == 1 && params.count(n.input(0)) &&
+        params.at(n.input(0))->data_type() == TensorProto::FLOAT && n.attribute_size() == 1 &&
+        n.attribute(0).i() == TensorProto::FLOAT && reader.count(n.output(0)) && reader.at(n.output(0)) == "Transpose") {
+      // DeepseekV3TopkRouter's self.weight.type(torch.float32), a no-op Cast of a float32 parameter: folded into the
+      // Transpose that reads it (below), its own folded value numbered and dropped, as torch.onnx's folding leaves it.
+      cast_params[n.output(0)] = n.input(0);
+      ++next_number;
+      p.removed = true;
+      continue;
+    }
+    if (n.op_type() == "Transpose" && n.input_size() == 1 &&
+        (params.count(n.input(0)) || cast_params.count(n.input(0)))) {
       // A parameter's transposed copy becomes an initializer named after its reader (onnx::MatMul_<number>).
-      TensorProto t = *params.at(n.input(0));
+      const std::string param = cast_params.count(n.input(0)) ? cast_params.at(n.input(0)) : n.input(0);
+      TensorProto t = *params.at(param);
       t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
       // A 2-D weight's transpose, or a stack of them transposed per matrix (perm [0, 2, 1]: the grouped experts'
       // gate_up_proj.transpose(-2, -1), onnx_import/hf_moe_grouped.h).
@@ -172,7 +185,7 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       t.set_dims(d - 2, t.dims(d - 1));
       t.set_dims(d - 1, rows);
       names[n.output(0)] = t.name();
-      copies.emplace_back(t.name(), n.input(0));
+      copies.emplace_back(t.name(), param);
       folded.push_back(std::move(t));
       p.removed = true;
     } else if (n.op_type() == "Add" && n.input_size() == 2 && params.count(n.input(0)) &&
