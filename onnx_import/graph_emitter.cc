@@ -1,6 +1,7 @@
 #include "onnx_import/graph_emitter.h"
 
 #include <cstring>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -10,6 +11,47 @@ namespace memplan {
 
 using onnx::AttributeProto;
 using onnx::TensorProto;
+
+// The final names of the placeholders op() makes ("$<n>", n below next_value_), by number: a graph of 10^5 nodes
+// looks each up several times. A name that is not a placeholder (a parameter, a graph input) is kept in others_.
+class GraphEmitter::Names {
+ public:
+  explicit Names(int64_t placeholders) : final_(size_t(placeholders)) {}
+  size_t size() const { return final_.size(); }
+  // The placeholder's number, or -1 for any other name.
+  int64_t index(std::string_view name) const {
+    if (name.size() < 2 || name[0] != '$') return -1;
+    int64_t v = 0;
+    for (size_t i = 1; i < name.size(); ++i) {
+      if (name[i] < '0' || name[i] > '9') return -1;
+      v = v * 10 + (name[i] - '0');
+    }
+    return v < int64_t(final_.size()) ? v : -1;
+  }
+  bool has(int64_t v) const { return !final_[size_t(v)].empty(); }
+  const std::string* find(const std::string& name) const {
+    if (const int64_t v = index(name); v >= 0) return has(v) ? &final_[size_t(v)] : nullptr;
+    if (others_.empty()) return nullptr;
+    const auto it = others_.find(name);
+    return it == others_.end() ? nullptr : &it->second;
+  }
+  void set(const std::string& name, std::string final_name) {  // names[name] = final_name
+    if (const int64_t v = index(name); v >= 0) final_[size_t(v)] = std::move(final_name);
+    else others_[name] = std::move(final_name);
+  }
+  void emplace(const std::string& name, std::string final_name) {  // names.emplace(name, final_name)
+    if (const int64_t v = index(name); v >= 0) {
+      if (!has(v)) final_[size_t(v)] = std::move(final_name);
+    } else {
+      others_.emplace(name, std::move(final_name));
+    }
+  }
+  const std::unordered_map<std::string, std::string>& others() const { return others_; }
+
+ private:
+  std::vector<std::string> final_;  // "" while unnamed (no final name is empty)
+  std::unordered_map<std::string, std::string> others_;
+};
 
 GraphEmitter::~GraphEmitter() {
   if (!arena_)
@@ -138,29 +180,42 @@ std::string GraphEmitter::size_list(const std::vector<std::string>& elements) {
   return out;
 }
 
-void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
-                                  Names& names) {
-  std::unordered_map<std::string, const TensorProto*> params;
+void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, Names& names) {
+  std::unordered_map<std::string_view, const TensorProto*> params;  // views into the initializers' names
+  params.reserve(size_t(graph.initializer_size()));
   for (const TensorProto& t : graph.initializer()) params[t.name()] = &t;
-  std::unordered_map<std::string, Pending*> constants;  // output -> its Constant node
-  std::unordered_map<std::string, std::string> reader;  // value -> the op type of its first reader
-  reader.reserve(nodes_.size() * 2);
+  auto param = [&](const std::string& name) -> const TensorProto* {
+    const auto it = params.find(name);
+    return it == params.end() ? nullptr : it->second;
+  };
+  std::vector<Pending*> constants(names.size(), nullptr);     // placeholder -> its Constant node
+  std::vector<const std::string*> reader(names.size(), nullptr);  // placeholder -> the op type of its first reader
   for (Pending& p : nodes_)
     if (p.used)
-      for (const std::string& in : p.node->input()) reader.emplace(in, p.node->op_type());
+      for (const std::string& in : p.node->input())
+        if (const int64_t v = names.index(in); v >= 0 && !reader[size_t(v)]) reader[size_t(v)] = &p.node->op_type();
+  auto reader_of = [&](const std::string& value) -> const std::string& {
+    const int64_t v = names.index(value);
+    if (v < 0 || !reader[size_t(v)]) throw InternalError("folding a node whose output nobody reads");
+    return *reader[size_t(v)];
+  };
+  auto constant = [&](const std::string& value) -> Pending* {
+    const int64_t v = names.index(value);
+    return v < 0 ? nullptr : constants[size_t(v)];
+  };
   std::vector<TensorProto> folded;
   std::vector<std::pair<std::string, std::string>> copies;  // (folded copy, the parameter it transposes)
   for (Pending& p : nodes_) {
     if (!p.used) continue;
     onnx::NodeProto& n = *p.node;
     if (n.op_type() == "Constant") {
-      constants[n.output(0)] = &p;
+      constants[size_t(names.index(n.output(0)))] = &p;
       continue;
     }
-    if (n.op_type() == "Transpose" && n.input_size() == 1 && params.count(n.input(0))) {
+    if (n.op_type() == "Transpose" && n.input_size() == 1 && param(n.input(0))) {
       // A parameter's transposed copy becomes an initializer named after its reader (onnx::MatMul_<number>).
-      TensorProto t = *params.at(n.input(0));
-      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
+      TensorProto t = *param(n.input(0));
+      t.set_name("onnx::" + reader_of(n.output(0)) + "_" + std::to_string(next_number++));
       // A 2-D weight's transpose, or a stack of them transposed per matrix (perm [0, 2, 1]: the grouped experts'
       // gate_up_proj.transpose(-2, -1), onnx_import/hf_moe_grouped.h).
       const int d = t.dims_size();
@@ -171,47 +226,47 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       const int64_t rows = t.dims(d - 2);
       t.set_dims(d - 2, t.dims(d - 1));
       t.set_dims(d - 1, rows);
-      names[n.output(0)] = t.name();
+      names.set(n.output(0), t.name());
       copies.emplace_back(t.name(), n.input(0));
       folded.push_back(std::move(t));
       p.removed = true;
-    } else if (n.op_type() == "Add" && n.input_size() == 2 && params.count(n.input(0)) &&
-               constants.count(n.input(1))) {
+    } else if (n.op_type() == "Add" && n.input_size() == 2 && param(n.input(0)) &&
+               constant(n.input(1))) {
       // A parameter plus a scalar constant (Gemma's RMSNorm, weight + 1.0) becomes an initializer of the
       // parameter's shape named after its reader (onnx::Mul_<number>), numbered as a transposed copy is.
-      if (constants.at(n.input(1))->node->attribute(0).t().dims_size() != 0)
+      if (constant(n.input(1))->node->attribute(0).t().dims_size() != 0)
         throw InternalError("folding an Add of a parameter and a constant that is not a scalar");
-      TensorProto t = *params.at(n.input(0));
-      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
-      names[n.output(0)] = t.name();
+      TensorProto t = *param(n.input(0));
+      t.set_name("onnx::" + reader_of(n.output(0)) + "_" + std::to_string(next_number++));
+      names.set(n.output(0), t.name());
       folded.push_back(std::move(t));
       p.removed = true;
-    } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && params.count(n.input(0)) &&
-               constants.count(n.input(1))) {
+    } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && param(n.input(0)) &&
+               constant(n.input(1))) {
       // A parameter unsqueezed (DeepSeek's e_score_correction_bias.unsqueeze(0)) becomes an initializer with the
       // new axis, named after its reader (onnx::Add_<number>), numbered as a transposed copy is.
-      const TensorProto& axes = constants.at(n.input(1))->node->attribute(0).t();
+      const TensorProto& axes = constant(n.input(1))->node->attribute(0).t();
       int64_t axis;
       if (axes.data_type() != TensorProto::INT64 || axes.raw_data().size() != sizeof axis)
         throw InternalError("folding an Unsqueeze of a parameter on more than one axis");
       std::memcpy(&axis, axes.raw_data().data(), sizeof axis);
-      TensorProto t = *params.at(n.input(0));
+      TensorProto t = *param(n.input(0));
       if (axis < 0 || axis > t.dims_size()) throw InternalError("folding an Unsqueeze of a parameter: bad axis");
       std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
       dims.insert(dims.begin() + axis, 1);
       t.clear_dims();
       for (int64_t d : dims) t.add_dims(d);
-      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
-      names[n.output(0)] = t.name();
+      t.set_name("onnx::" + reader_of(n.output(0)) + "_" + std::to_string(next_number++));
+      names.set(n.output(0), t.name());
       folded.push_back(std::move(t));
       p.removed = true;
     } else if ((n.op_type() == "Gather" || n.op_type() == "Reshape") && n.input_size() == 2 &&
-               params.count(n.input(0)) && constants.count(n.input(1))) {
+               param(n.input(0)) && constant(n.input(1))) {
       // gpt_oss: a stacked parameter's slice by a scalar index (GptOssExperts' gate_up_proj[e]) or a parameter
       // reshaped (sinks.reshape(1, -1, 1, 1)) becomes an initializer named after its reader, as a transposed copy.
-      const TensorProto& index = constants.at(n.input(1))->node->attribute(0).t();
-      TensorProto t = *params.at(n.input(0));
-      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
+      const TensorProto& index = constant(n.input(1))->node->attribute(0).t();
+      TensorProto t = *param(n.input(0));
+      t.set_name("onnx::" + reader_of(n.output(0)) + "_" + std::to_string(next_number++));
       if (index.data_type() != TensorProto::INT64) throw InternalError("folding a " + n.op_type() + " by a non-int64");
       std::vector<int64_t> values(size_t(index.raw_data().size() / sizeof(int64_t)));
       std::memcpy(values.data(), index.raw_data().data(), values.size() * sizeof(int64_t));
@@ -225,15 +280,15 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
         t.clear_dims();
         for (int64_t v : values) t.add_dims(v == -1 ? elements / known : v);
       }
-      names[n.output(0)] = t.name();
+      names.set(n.output(0), t.name());
       folded.push_back(std::move(t));
       p.removed = true;
-    } else if ((n.op_type() == "Cast" && n.input_size() == 1 && constants.count(n.input(0))) ||
-               (n.op_type() == "Shape" && n.input_size() == 1 && constants.count(n.input(0)))) {
+    } else if ((n.op_type() == "Cast" && n.input_size() == 1 && constant(n.input(0))) ||
+               (n.op_type() == "Shape" && n.input_size() == 1 && constant(n.input(0)))) {
       // Cast of a scalar to float: an int64 (scatter_'s scalar src, DeepSeek's router) or a Python float, double or
       // float (gpt_oss's clamp bounds); or Shape(1-D int64 constant) (expand's constant size list): a Constant of
       // the result, in the node's scope.
-      const TensorProto& in = constants.at(n.input(0))->node->attribute(0).t();
+      const TensorProto& in = constant(n.input(0))->node->attribute(0).t();
       const bool cast = n.op_type() == "Cast";
       const size_t width = in.data_type() == TensorProto::INT64 || in.data_type() == TensorProto::DOUBLE ? 8
                            : in.data_type() == TensorProto::FLOAT                                          ? 4
@@ -272,13 +327,13 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       a->mutable_t()->set_data_type(cast ? TensorProto::FLOAT : TensorProto::INT64);
       for (int64_t d : dims) a->mutable_t()->add_dims(d);
       a->mutable_t()->set_raw_data(raw);
-      constants[n.output(0)] = &p;
+      constants[size_t(names.index(n.output(0)))] = &p;
       ++next_number;
     } else if ((n.op_type() == "Unsqueeze" || n.op_type() == "Reshape") && n.input_size() == 2 &&
-               constants.count(n.input(0)) && constants.count(n.input(1))) {
+               constant(n.input(0)) && constant(n.input(1))) {
       // Unsqueeze(scalar, [0]), or Reshape(scalar, [1]) (torch.topk's k, symbolic_opset11.py topk: the mixtures
       // of experts' router, hf_moe.cc): a 1-D Constant of the scalar's value, in the node's scope.
-      const TensorProto& scalar = constants.at(n.input(0))->node->attribute(0).t();
+      const TensorProto& scalar = constant(n.input(0))->node->attribute(0).t();
       if (scalar.data_type() != TensorProto::INT64 || scalar.dims_size() != 0)
         throw InternalError("folding an " + n.op_type() + " of a constant that is not an int64 scalar");
       int64_t v;
@@ -293,38 +348,50 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
       a->mutable_t()->set_data_type(TensorProto::INT64);
       a->mutable_t()->add_dims(1);
       a->mutable_t()->set_raw_data(std::string(reinterpret_cast<const char*>(one.data()), sizeof(int64_t)));
-      constants[n.output(0)] = &p;
+      constants[size_t(names.index(n.output(0)))] = &p;
       ++next_number;
     }
   }
   // What nobody reads any more: the pooled ints and axes Constants of folded nodes, the folded parameters.
-  std::unordered_set<std::string> read;
-  read.reserve(nodes_.size() * 2);
-  for (const auto& [value, name] : names) read.insert(value);  // graph outputs
+  std::vector<bool> read_value(names.size(), false);  // placeholders read (and the graph outputs, folded copies)
+  std::unordered_set<std::string_view> read_other;    // parameters and graph inputs read: views into the nodes
+  for (size_t v = 0; v < names.size(); ++v) read_value[v] = names.has(int64_t(v));
   for (const Pending& p : nodes_)
     if (p.used && !p.removed)
-      for (const std::string& in : p.node->input()) read.insert(in);
+      for (const std::string& in : p.node->input()) {
+        if (const int64_t v = names.index(in); v >= 0) read_value[size_t(v)] = true;
+        else read_other.insert(in);
+      }
+  for (const auto& [value, name] : names.others()) read_other.insert(value);
+  auto read = [&](const std::string& name) {
+    const int64_t v = names.index(name);
+    return v >= 0 ? bool(read_value[size_t(v)]) : read_other.count(name) > 0;
+  };
   for (Pending& p : nodes_)
-    if (p.used && !p.removed && p.node->op_type() == "Constant" && !read.count(p.node->output(0))) p.removed = true;
+    if (p.used && !p.removed && p.node->op_type() == "Constant" && !read(p.node->output(0))) p.removed = true;
   google::protobuf::RepeatedPtrField<TensorProto> kept;
   for (TensorProto& t : *graph.mutable_initializer())
-    if (read.count(t.name())) kept.Add()->Swap(&t);
+    if (read(t.name())) kept.Add()->Swap(&t);
+  // Copies the views into read_other outlive: the parameters' names, before the initializers move.
+  std::vector<bool> copy_read;
+  for (const auto& [copy, param] : copies) copy_read.push_back(read(param));
   graph.mutable_initializer()->Swap(&kept);
   for (TensorProto& t : folded) graph.add_initializer()->Swap(&t);
-  for (const auto& [copy, param] : copies)
-    if (read.count(param)) tied_copies_.emplace_back(copy, param);
+  for (size_t c = 0; c < copies.size(); ++c)
+    if (copy_read[c]) tied_copies_.emplace_back(copies[c].first, copies[c].second);
 }
 
 void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
                           const std::map<std::string, std::string>& fixed, bool fold) {
-  Names names(fixed.begin(), fixed.end());
-  names.reserve(nodes_.size() * 2);
+  Names names(next_value_);
+  for (const auto& [value, name] : fixed) names.emplace(value, name);
   int64_t number = values_before_nodes;
   for (Pending& p : nodes_)  // the JIT numbers every output of a node (TopK has two)
     if (p.used) p.value_number = number, number += p.node->output_size();
   if (fold) fold_constants(graph, number, names);
   std::unordered_map<std::string, int> counters;
   int index = 0;
+  std::string key;
   for (Pending& p : nodes_) {
     if (!p.used || p.removed) continue;
     onnx::NodeProto& n = *p.node;
@@ -332,8 +399,9 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
       n.set_name("Constant_" + std::to_string(index));
       names.emplace(n.output(0), "onnx::" + p.reader + "_" + std::to_string(p.value_number));
     } else {
-      const int k = counters[p.scope + "/" + n.op_type()]++;
-      n.set_name(p.scope + "/" + n.op_type() + (k ? "_" + std::to_string(k) : ""));
+      key.assign(p.scope).append("/").append(n.op_type());
+      const int k = counters[key]++;
+      n.set_name(k ? key + "_" + std::to_string(k) : key);
       for (int o = 0; o < n.output_size(); ++o) names.emplace(n.output(o), n.name() + "_output_" + std::to_string(o));
     }
     ++index;
@@ -342,9 +410,9 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
   for (Pending& p : nodes_) {
     if (!p.used || p.removed) continue;
     for (auto& v : *p.node->mutable_input())
-      if (const auto it = names.find(v); it != names.end()) v = it->second;
+      if (const std::string* final_name = names.find(v)) v = *final_name;
     for (auto& v : *p.node->mutable_output())
-      if (const auto it = names.find(v); it != names.end()) v = it->second;
+      if (const std::string* final_name = names.find(v)) v = *final_name;
     // The graph's arena is the nodes' (the constructor's): AddAllocated takes the node itself, no copy.
     graph.mutable_node()->AddAllocated(p.node);
     p.node = nullptr;

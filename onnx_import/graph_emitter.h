@@ -98,7 +98,7 @@ class GraphEmitter {
     int64_t value_number = 0;
   };
   onnx::NodeProto& last() { return *nodes_.back().node; }
-  using Names = std::unordered_map<std::string, std::string>;  // placeholder -> final name
+  class Names;  // placeholder -> final name (graph_emitter.cc)
   void fold_constants(onnx::GraphProto& graph, int64_t next_number, Names& names);
   google::protobuf::Arena* arena_;
   std::vector<Pending> nodes_;
