@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "onnx_import/errors.h"
+#include "onnx_import/name_index.h"
 
 namespace memplan {
 
@@ -203,7 +204,14 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, 
     const int64_t v = names.index(value);
     return v < 0 ? nullptr : constants[size_t(v)];
   };
-  std::vector<TensorProto> folded;
+  // A folded initializer is appended to the graph's at once, on its arena (a copy from another arena would be a
+  // deep one); the parameters before `originals` are filtered below.
+  const int originals = graph.initializer_size();
+  auto fold_copy = [&](const TensorProto& from) -> TensorProto& {
+    TensorProto& t = *graph.add_initializer();
+    t.CopyFrom(from);
+    return t;
+  };
   std::vector<std::pair<std::string, std::string>> copies;  // (folded copy, the parameter it transposes)
   for (Pending& p : nodes_) {
     if (!p.used) continue;
@@ -214,7 +222,7 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, 
     }
     if (n.op_type() == "Transpose" && n.input_size() == 1 && param(n.input(0))) {
       // A parameter's transposed copy becomes an initializer named after its reader (onnx::MatMul_<number>).
-      TensorProto t = *param(n.input(0));
+      TensorProto& t = fold_copy(*param(n.input(0)));
       t.set_name("onnx::" + reader_of(n.output(0)) + "_" + std::to_string(next_number++));
       // A 2-D weight's transpose, or a stack of them transposed per matrix (perm [0, 2, 1]: the grouped experts'
       // gate_up_proj.transpose(-2, -1), onnx_import/hf_moe_grouped.h).
@@ -228,7 +236,6 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, 
       t.set_dims(d - 1, rows);
       names.set(n.output(0), t.name());
       copies.emplace_back(t.name(), n.input(0));
-      folded.push_back(std::move(t));
       p.removed = true;
     } else if (n.op_type() == "Add" && n.input_size() == 2 && param(n.input(0)) &&
                constant(n.input(1))) {
@@ -236,10 +243,9 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, 
       // parameter's shape named after its reader (onnx::Mul_<number>), numbered as a transposed copy is.
       if (constant(n.input(1))->node->attribute(0).t().dims_size() != 0)
         throw InternalError("folding an Add of a parameter and a constant that is not a scalar");
-      TensorProto t = *param(n.input(0));
+      TensorProto& t = fold_copy(*param(n.input(0)));
       t.set_name("onnx::" + reader_of(n.output(0)) + "_" + std::to_string(next_number++));
       names.set(n.output(0), t.name());
-      folded.push_back(std::move(t));
       p.removed = true;
     } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && param(n.input(0)) &&
                constant(n.input(1))) {
@@ -250,7 +256,7 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, 
       if (axes.data_type() != TensorProto::INT64 || axes.raw_data().size() != sizeof axis)
         throw InternalError("folding an Unsqueeze of a parameter on more than one axis");
       std::memcpy(&axis, axes.raw_data().data(), sizeof axis);
-      TensorProto t = *param(n.input(0));
+      TensorProto& t = fold_copy(*param(n.input(0)));
       if (axis < 0 || axis > t.dims_size()) throw InternalError("folding an Unsqueeze of a parameter: bad axis");
       std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
       dims.insert(dims.begin() + axis, 1);
@@ -258,14 +264,13 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, 
       for (int64_t d : dims) t.add_dims(d);
       t.set_name("onnx::" + reader_of(n.output(0)) + "_" + std::to_string(next_number++));
       names.set(n.output(0), t.name());
-      folded.push_back(std::move(t));
       p.removed = true;
     } else if ((n.op_type() == "Gather" || n.op_type() == "Reshape") && n.input_size() == 2 &&
                param(n.input(0)) && constant(n.input(1))) {
       // gpt_oss: a stacked parameter's slice by a scalar index (GptOssExperts' gate_up_proj[e]) or a parameter
       // reshaped (sinks.reshape(1, -1, 1, 1)) becomes an initializer named after its reader, as a transposed copy.
       const TensorProto& index = constant(n.input(1))->node->attribute(0).t();
-      TensorProto t = *param(n.input(0));
+      TensorProto& t = fold_copy(*param(n.input(0)));
       t.set_name("onnx::" + reader_of(n.output(0)) + "_" + std::to_string(next_number++));
       if (index.data_type() != TensorProto::INT64) throw InternalError("folding a " + n.op_type() + " by a non-int64");
       std::vector<int64_t> values(size_t(index.raw_data().size() / sizeof(int64_t)));
@@ -281,7 +286,6 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, 
         for (int64_t v : values) t.add_dims(v == -1 ? elements / known : v);
       }
       names.set(n.output(0), t.name());
-      folded.push_back(std::move(t));
       p.removed = true;
     } else if ((n.op_type() == "Cast" && n.input_size() == 1 && constant(n.input(0))) ||
                (n.op_type() == "Shape" && n.input_size() == 1 && constant(n.input(0)))) {
@@ -369,16 +373,18 @@ void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number, 
   };
   for (Pending& p : nodes_)
     if (p.used && !p.removed && p.node->op_type() == "Constant" && !read(p.node->output(0))) p.removed = true;
-  google::protobuf::RepeatedPtrField<TensorProto> kept;
-  for (TensorProto& t : *graph.mutable_initializer())
-    if (read(t.name())) kept.Add()->Swap(&t);
-  // Copies the views into read_other outlive: the parameters' names, before the initializers move.
-  std::vector<bool> copy_read;
-  for (const auto& [copy, param] : copies) copy_read.push_back(read(param));
-  graph.mutable_initializer()->Swap(&kept);
-  for (TensorProto& t : folded) graph.add_initializer()->Swap(&t);
-  for (size_t c = 0; c < copies.size(); ++c)
-    if (copy_read[c]) tied_copies_.emplace_back(copies[c].first, copies[c].second);
+  // The parameters still read, in their order, then every folded initializer in its: elements moved forward by
+  // pointer (SwapElements), the rest deleted.
+  google::protobuf::RepeatedPtrField<TensorProto>& inits = *graph.mutable_initializer();
+  int kept = 0;
+  for (int i = 0; i < inits.size(); ++i) {
+    if (i < originals && !read(inits.Get(i).name())) continue;
+    if (kept != i) inits.SwapElements(kept, i);
+    ++kept;
+  }
+  inits.DeleteSubrange(kept, inits.size() - kept);
+  for (const auto& [copy, param] : copies)
+    if (read(param)) tied_copies_.emplace_back(copy, param);
 }
 
 void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
@@ -389,7 +395,8 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
   for (Pending& p : nodes_)  // the JIT numbers every output of a node (TopK has two)
     if (p.used) p.value_number = number, number += p.node->output_size();
   if (fold) fold_constants(graph, number, names);
-  std::unordered_map<std::string, int> counters;
+  // "<scope>/<Op>" -> the nodes so named so far; the key a view into the first such node's name.
+  NameIndex counters(nodes_.size());
   int index = 0;
   std::string key;
   for (Pending& p : nodes_) {
@@ -400,8 +407,12 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
       names.emplace(n.output(0), "onnx::" + p.reader + "_" + std::to_string(p.value_number));
     } else {
       key.assign(p.scope).append("/").append(n.op_type());
-      const int k = counters[key]++;
-      n.set_name(k ? key + "_" + std::to_string(k) : key);
+      if (int32_t* k = counters.find(key)) {
+        n.set_name(key + "_" + std::to_string((*k)++));
+      } else {
+        n.set_name(key);
+        counters.emplace(n.name(), 1);
+      }
       for (int o = 0; o < n.output_size(); ++o) names.emplace(n.output(o), n.name() + "_output_" + std::to_string(o));
     }
     ++index;
