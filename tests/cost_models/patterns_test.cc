@@ -207,7 +207,7 @@ TEST(ExportedPatterns, RsqrtIsOneRsqrtSavingItsResult) {
   EXPECT_EQ(op_at(p, "/1/Div"), "rsqrt");
   EXPECT_EQ(count_steps_with_op(p, "Sqrt"), 0);
   EXPECT_EQ(buffer_named(p, "/1/Sqrt_output_0"), -1);
-  EXPECT_EQ(bytes(p, "/1/Div_output_0"), 40u);
+  EXPECT_EQ(bytes_of(p, "/1/Div_output_0"), 40u);
   EXPECT_EQ(saved_bytes(p, "/1/Div"), 40u);
   EXPECT_EQ(saved_bytes(p, "/1/Mul"), 320u + 40u);
 }
@@ -218,8 +218,8 @@ TEST(ExportedPatterns, RsqrtIsOneRsqrtSavingItsResult) {
 // indices (derivatives.yaml topk), [2, 5, 2] x 8 = 160 bytes; the values [2, 5, 2] float32 (80 bytes) are the output.
 TEST(ExportedPatterns, TopKSavesItsIndices) {
   const Program p = train("topk_weights_train", Precision::Fp32);
-  EXPECT_EQ(bytes(p, "y"), 80u);
-  EXPECT_EQ(bytes(p, "/1/TopK_output_1"), 160u);
+  EXPECT_EQ(bytes_of(p, "y"), 80u);
+  EXPECT_EQ(bytes_of(p, "/1/TopK_output_1"), 160u);
   EXPECT_EQ(saved_bytes(p, "/1/TopK"), 160u);
 }
 
@@ -228,7 +228,7 @@ TEST(ExportedPatterns, TopKSavesItsIndices) {
 // no loss, so its backward node (and a second hold on the indices) is freed with them: no backward step.
 TEST(ExportedPatterns, GatherElementsSavesSelfAndIndex) {
   const Program p = train("gather_weights_train", Precision::Fp32);
-  EXPECT_EQ(bytes(p, "y"), 80u);
+  EXPECT_EQ(bytes_of(p, "y"), 80u);
   EXPECT_EQ(saved_bytes(p, "/1/GatherElements"), 320u + 160u);
   EXPECT_EQ(step_named(p, "backward:/1/TopK"), -1);
 }
