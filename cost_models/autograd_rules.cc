@@ -69,6 +69,9 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
       save_if(r, op.index, true);
       r.passthrough_inputs.push_back(op.x);
       return r;
+    case OpKind::Rsqrt:  // derivatives.yaml rsqrt: `self: -0.5 * grad * result.pow(3).conj()`, the result only
+      save_if(r, out, true);
+      return r;
     case OpKind::LayerNorm: {
       save_if(r, op.x, true);
       save_if(r, op.weight, true);
@@ -142,6 +145,16 @@ AutogradRule autograd_rule(const Graph& g, const FusedOp& op, const std::vector<
     save_if(r, a, true);  // the condition
   } else if (type == "Gather") {
     save_if(r, b, rg(requires_grad, a));  // embedding / index_select keep the indices
+  } else if (type == "GatherElements") {
+    // torch.gather (derivatives.yaml gather: `self: gather_backward(grad, self, dim, index, sparse_grad)`): torch
+    // 1.13's GatherBackward0 holds _saved_self and _saved_index. DeepSeek's router: scores.gather(1, topk_indices).
+    save_if(r, a, rg(requires_grad, a));
+    save_if(r, b, rg(requires_grad, a));
+  } else if (type == "TopK") {
+    // derivatives.yaml topk: `self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(),
+    // true)`: TopkBackward0 holds _saved_indices (torch 1.13), the int64 indices the op returns. A mixture of
+    // experts' routing weights, torch.topk(softmax(router_logits), k) (Mixtral, Qwen-MoE).
+    save_if(r, node_output(n, 1), rg(requires_grad, a));
   } else if (type == "ReduceMean") {
     save_if(r, a, mean_saves_input);  // torch 1.13's MeanBackward1 keeps `self` (cost_model.h)
   }
@@ -168,6 +181,7 @@ AutocastClass autocast_class(const FusedOp& op) {
     case OpKind::Attention:
       return AutocastClass::LowPrecision;
     case OpKind::LayerNorm:
+    case OpKind::Rsqrt:  // rsqrt is on AT_FORALL_FP32 (aten/src/ATen/autocast_mode.h at d70fe7f)
       return AutocastClass::Float32;
     default:
       break;

@@ -22,6 +22,16 @@ int32_t accumulator_operand(const Graph& g, const Node& n) {
   return -1;
 }
 
+// The gate's weight a router's MatMul reads: matmul_weight's, or DeepseekV3TopkRouter's self.weight.type(torch.float32)
+// under F.linear's transpose, Transpose(Cast(W)) (onnx_import/hf_deepseek_router.cc).
+int32_t router_weight(const Graph& g, int32_t operand) {
+  if (const int32_t w = matmul_weight(g, operand); w >= 0) return w;
+  const int32_t t = producer_of(g, operand, "Transpose");
+  if (t < 0 || g.nodes[t].inputs.empty()) return -1;
+  const int32_t cast = producer_of(g, g.nodes[t].inputs[0], "Cast");
+  return cast < 0 || g.nodes[cast].inputs.empty() ? -1 : matmul_weight(g, g.nodes[cast].inputs[0]);
+}
+
 // An accumulator no further index_add_ reads: the block's result.
 bool last_accumulator(const Graph& g, int32_t t) {
   for (int32_t c : g.tensors[t].consumers)
@@ -57,7 +67,7 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
     const int32_t gate = softmax >= 0 || sigmoid >= 0 ? producer_of(g, logits, "MatMul") : biased;
     if (gate < 0 || g.nodes[gate].inputs.size() < 2) continue;
     const int32_t w = g.nodes[gate].inputs[1];
-    if (softmax >= 0 || sigmoid >= 0 ? matmul_weight(g, w) < 0 : w < 0 || g.tensors[w].kind != TensorKind::Weight)
+    if (softmax >= 0 || sigmoid >= 0 ? router_weight(g, w) < 0 : w < 0 || g.tensors[w].kind != TensorKind::Weight)
       continue;
     const Tensor& l = g.tensors[logits];
     const Tensor& x = g.tensors[g.nodes[gate].inputs[0]];

@@ -115,7 +115,52 @@ void cast_back(Graph& g, GraphRewriter& r, int32_t h, int32_t node, DType input_
     if (o == h) o = back;
 }
 
+// A Cast to float32 (Tensor.type(torch.float32) as torch.onnx writes it).
+bool float32_cast(const Graph& g, int32_t node) {
+  return float_cast(g, node) && g.tensors[out0(g, node)].dtype == DType::Float32;
+}
+
 }  // namespace
+
+int pin_float32_routers(const Graph& g, bool autocast, std::vector<bool>& float32) {
+  int routers = 0;
+  std::vector<bool> seen(g.tensors.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int32_t mm = static_cast<int32_t>(i);
+    if (!op_is(g, mm, "MatMul") || g.nodes[mm].inputs.size() != 2 || out0(g, mm) < 0) continue;
+    const int32_t cx = producer_of(g, in(g, mm, 0)), t = producer_of(g, in(g, mm, 1));
+    if (!float32_cast(g, cx) || !op_is(g, t, "Transpose")) continue;
+    const int32_t cw = producer_of(g, in(g, t, 0));
+    if (!float32_cast(g, cw) || !float_weight(g, in(g, cw, 0))) continue;
+    for (int32_t copy : {out0(g, cx), out0(g, cw), out0(g, t)}) float32[copy] = true;
+    ++routers;
+    if (autocast) continue;
+    std::vector<int32_t> stack{out0(g, mm)};
+    while (!stack.empty()) {
+      const int32_t v = stack.back();
+      stack.pop_back();
+      if (v < 0 || seen[v] || !dtype_is_float(g.tensors[v].dtype)) continue;
+      seen[v] = float32[v] = true;
+      for (int32_t c : g.tensors[v].consumers) {
+        if (float_cast(g, c)) continue;  // .type(hidden_states.dtype): the region ends
+        for (int32_t operand : g.nodes[c].inputs)
+          if (op_is(g, producer_of(g, operand), "ConstantOfShape") && dtype_is_float(g.tensors[operand].dtype))
+            float32[operand] = true;  // torch.zeros_like(..., dtype=topk_weights.dtype), zeros_like(group_scores)
+        for (int32_t o : g.nodes[c].outputs) stack.push_back(o);
+      }
+    }
+  }
+  return routers;
+}
+
+std::string float32_router_note(int routers, bool autocast) {
+  return std::to_string(routers) +
+         (autocast ? " routers cast the tokens and the gate's weight to float32 (DeepseekV3TopkRouter); autocast runs "
+                     "F.linear on half copies of both."
+                   : " routers run in float32 (DeepseekV3TopkRouter: the tokens and the gate's weight cast to float32, "
+                     "the scores and top-k weights float32) and their blocks accumulate the experts' weighted outputs "
+                     "in float32 (DeepseekV3MoE.moe).");
+}
 
 IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool eager_attention,
                               std::vector<bool>& float32, std::vector<bool>* grown) {

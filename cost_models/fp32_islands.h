@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cost_models/cost_model.h"
@@ -44,5 +45,20 @@ struct IslandCounts {
 // graph's own ops (AttentionImpl::Eager).
 IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool eager_attention,
                               std::vector<bool>& float32, std::vector<bool>* grown = nullptr);
+
+// DeepseekV3TopkRouter's float32 router (transformers models/deepseek_v3/modeling_deepseek_v3.py at f5a9ec5):
+// router_logits = F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)), the sigmoid scores,
+// the group-limited top-k and the top-k weights in float32, and DeepseekV3MoE.moe's accumulator
+// torch.zeros_like(hidden_states, dtype=topk_weights.dtype), each expert_output * expert_weights.unsqueeze(-1)
+// promoted to float32 and index_add_-ed into it, cast back once (final_hidden_states.type(hidden_states.dtype)). The
+// casts are in the graph (onnx_import/hf_deepseek_router.cc writes them as torch.onnx does, no-ops in float32), and
+// a MatMul of a cast activation by the transpose of a cast parameter says the code meant them: unlike the islands
+// above this needs no --upcast. For a model whose ops read half parameters (`half`), pins the casts' outputs to
+// float32 and, outside autocast, everything float that the logits reach up to the next float Cast, with the
+// float zeros (ConstantOfShape) the region's scatters and index_add_s start from. Under torch.autocast F.linear is
+// on the lower-precision list (aten/src/ATen/autocast_mode.h at d70fe7f, AT_FORALL_LOWER_PRECISION_FP: linear), so
+// only the two float32 copies are pinned and autocast casts them back for the product. Returns how many routers.
+int pin_float32_routers(const Graph& g, bool autocast, std::vector<bool>& float32);
+std::string float32_router_note(int routers, bool autocast);
 
 }  // namespace memplan

@@ -21,6 +21,7 @@
 #include "cost_models/program_writer.h"
 #include "cost_models/tensor_layout.h"
 #include "onnx_import/checked.h"
+#include "onnx_import/name_index.h"
 
 namespace memplan {
 namespace {
@@ -76,15 +77,15 @@ class InferenceBuilder {
     std::vector<bool> held(g.tensors.size(), false);
     // By name, once: a mixture of experts holds every expert's tensors (serve --engine vllm's fused kernel),
     // 10^5 names in a graph of 10^5 tensors, which a search per name makes quadratic.
-    std::unordered_map<std::string_view, int32_t> ids;
+    NameIndex ids;
     if (!names.empty()) {
       ids.reserve(g.tensors.size());
       for (size_t i = 0; i < g.tensors.size(); ++i) ids.emplace(g.tensors[i].name, static_cast<int32_t>(i));
     }
     for (const std::string& name : names) {
-      const auto found = ids.find(name);
+      const int32_t* found = ids.find(name);
       std::optional<int32_t> t;
-      if (found != ids.end()) t = found->second;
+      if (found) t = *found;
       if (t) held[*t] = true;
       while (t && g.tensors[*t].producer >= 0) {
         const Node& n = g.nodes[g.tensors[*t].producer];

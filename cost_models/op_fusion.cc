@@ -125,6 +125,28 @@ std::optional<Match> match_silu(const Graph& g, int32_t sig) {
   return m;
 }
 
+// ---- torch.rsqrt: Div(1, Sqrt(x)) ----
+
+// torch.onnx writes torch.rsqrt(x) as Div(1, Sqrt(x)) (torch 1.13 symbolic_opset9.rsqrt: g.op("Div",
+// _if_scalar_type_as(torch.ones(1), self), sqrt(g, self))); eager `1 / t` is t.reciprocal() * 1 (torch/_tensor.py
+// __rdiv__), written Reciprocal, Mul, so the Div of a constant one by a Sqrt read by nothing else is an rsqrt. Eager
+// PyTorch runs one kernel: its output is the only tensor, and autograd's RsqrtBackward0 saves only that result
+// (tools/autograd/derivatives.yaml, rsqrt: `self: -0.5 * grad * result.pow(3).conj()`), never the Sqrt's.
+std::optional<Match> match_rsqrt(const Graph& g, int32_t sqrt) {
+  if (!op_is(g, sqrt, "Sqrt") || g.nodes[sqrt].inputs.size() != 1) return std::nullopt;
+  const int32_t div = sole_consumer(g, out0(g, sqrt));
+  if (!op_is(g, div, "Div") || g.nodes[div].inputs.size() != 2 || in(g, div, 1) != out0(g, sqrt)) return std::nullopt;
+  const int32_t one = in(g, div, 0);
+  if (one < 0 || !is_scalar_constant(g, one)) return std::nullopt;
+  const auto& value = g.tensors[one].real_value;
+  if (!value || value->size() != 1 || (*value)[0] != 1.0) return std::nullopt;
+  Match m;
+  m.kind = OpKind::Rsqrt;
+  m.nodes = {sqrt, div};
+  m.roles.x = in(g, sqrt, 0);
+  return m;
+}
+
 // ---- LayerNorm before opset 17 (torch.onnx symbolic_opset9.layer_norm) ----
 
 std::optional<Match> match_layer_norm(const Graph& g, int32_t mean_node) {
@@ -254,6 +276,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::Baddbmm: return "baddbmm";
     case OpKind::Attention: return "attention";
     case OpKind::IndexAdd: return "index_add";
+    case OpKind::Rsqrt: return "rsqrt";
   }
   return "node";
 }
@@ -286,6 +309,7 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
   try_all(options.layer_norm, fusion::match_layer_norm);
   try_all(options.gelu, fusion::match_gelu);
   try_all(options.silu, fusion::match_silu);
+  try_all(options.rsqrt, fusion::match_rsqrt);
   if (!options.attention_soft_cap) attention();
   try_all(options.baddbmm, fusion::match_baddbmm);
   try_all(options.index_add, fusion::match_index_add);

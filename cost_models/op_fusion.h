@@ -1,7 +1,7 @@
 // Recognises the exporter's decompositions of fused framework ops and regroups the graph's nodes into
 // the ops a runtime actually executes: torch.onnx writes F.gelu as Div/Erf/Add/Mul/Mul (or the Tanh
 // form), F.layer_norm before opset 17 as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, F.silu as
-// Sigmoid/Mul, F.linear on 3-D inputs as MatMul/Add (and as Transpose(W)/MatMul/Add in training exports),
+// Sigmoid/Mul, torch.rsqrt as Div(1, Sqrt), F.linear on 3-D inputs as MatMul/Add (and as Transpose(W)/MatMul/Add in training exports),
 // torch.baddbmm as MatMul/Mul/Mul/Add, scaled-dot-product attention as MatMul, scale, mask, Softmax,
 // Dropout, MatMul, and Tensor.index_add_ (a mixture of experts' combine) as ConstantOfShape/ScatterElements/Add. PyTorch allocates (and autograd saves) for the fused op, so
 // the intermediates of the decomposition never exist there.
@@ -15,7 +15,7 @@
 
 namespace memplan {
 
-enum class OpKind : uint8_t { Node, Gelu, Silu, LayerNorm, Linear, Baddbmm, Attention, IndexAdd };
+enum class OpKind : uint8_t { Node, Gelu, Silu, LayerNorm, Linear, Baddbmm, Attention, IndexAdd, Rsqrt };
 
 struct FusedOp {
   OpKind kind = OpKind::Node;
@@ -25,7 +25,7 @@ struct FusedOp {
   std::vector<int32_t> inputs;    // tensors it reads from outside, in first-use order, without duplicates
   std::vector<int32_t> outputs;   // tensors it produces (for a fused op: the one read outside it)
   // Operands by role (tensor ids, -1 when absent).
-  int32_t x = -1;                 // Gelu/Silu/LayerNorm/Linear: the data input; Baddbmm: batch1
+  int32_t x = -1;                 // Gelu/Silu/LayerNorm/Linear/Rsqrt: the data input; Baddbmm: batch1
   int32_t weight = -1;            // LayerNorm gamma, Linear weight; Baddbmm: batch2
   int32_t bias = -1;              // LayerNorm beta, Linear bias; Baddbmm: self (the added term)
   int32_t q = -1, k = -1, v = -1, mask = -1;  // Attention (k as MatMul's right operand)
@@ -41,6 +41,7 @@ struct FusionOptions {
   bool baddbmm = false;
   bool attention = false;
   bool index_add = false;
+  bool rsqrt = false;
   // Attention whose scores pass a soft-cap, cap x tanh(scores / cap) (Gemma 2's attn_logit_softcapping), or meet
   // attention sinks (gpt_oss), for an engine whose kernels take the cap and the sinks (vLLM's attention backends:
   // logits_soft_cap; gpt_oss.py's Attention(sinks=self.sinks)); PyTorch's SDPA takes neither.

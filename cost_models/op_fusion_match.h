@@ -44,6 +44,7 @@ bool single_exit(const Graph& g, const std::set<int32_t>& nodes);
 std::optional<Match> match_gelu(const Graph& g, int32_t anchor);
 std::optional<Match> match_silu(const Graph& g, int32_t sigmoid);
 std::optional<Match> match_layer_norm(const Graph& g, int32_t mean_node);
+std::optional<Match> match_rsqrt(const Graph& g, int32_t sqrt);
 std::optional<Match> match_index_add(const Graph& g, int32_t add);
 
 // op_fusion_matmul.cc: the matrix products.

@@ -38,7 +38,7 @@ FusionOptions fusion_for(Semantics semantics, AttentionImpl attention) {
     case Semantics::AsWritten:
       break;
     case Semantics::PyTorchEager:
-      f.gelu = f.silu = f.layer_norm = f.linear_bias = f.baddbmm = f.index_add = true;
+      f.gelu = f.silu = f.layer_norm = f.linear_bias = f.baddbmm = f.index_add = f.rsqrt = true;
       f.attention = attention != AttentionImpl::Eager;
       f.attention_soft_cap = attention == AttentionImpl::EngineKernel;
       break;

@@ -188,8 +188,11 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                "bitsandbytes' NF4 under fully_shard (refused by report/option_checks.cc)");
   const int kbit_layers = options.kbit_prep ? prepare_kbit_training(rewritable(), float32, adapters) : 0;
   const Graph& graph = rewritten ? *rewritten : base;
+  // DeepSeek-V3's float32 router and accumulator, where the ops read half parameters (fp32_islands.h).
+  const int routers = half ? pin_float32_routers(graph, is_amp(options.precision), float32) : 0;
   const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr, &float32);
   std::vector<std::string> notes = context.notes;
+  if (routers > 0) notes.push_back(float32_router_note(routers, is_amp(options.precision)));
   if (options.upcast.any()) notes.push_back(upcast_note(options, islands));
   if (is_amp(options.precision) && !options.fsdp2_mp && stored_param_dtype(options) != DType::Float32)
     notes.push_back("Parameters stored in " + std::string(dtype_name(stored_param_dtype(options))) +

@@ -5,6 +5,7 @@
 
 #include "onnx_import/errors.h"
 #include "onnx_import/graph_builder.h"
+#include "onnx_import/name_index.h"
 
 #include <algorithm>
 
@@ -65,7 +66,7 @@ class GraphBuilder {
     graph_.warnings.insert(graph_.warnings.end(), inferred_.warnings.begin(), inferred_.warnings.end());
 
     for (const DeclaredValue& in : overview_.inputs) {
-      if (ids_.count(in.name)) throw InputError(path_ + ": graph input '" + in.name + "' is declared twice");
+      if (ids_.contains(in.name)) throw InputError(path_ + ": graph input '" + in.name + "' is declared twice");
       graph_.inputs.push_back(add_tensor(in.name, TensorKind::Input, -1));
     }
     for (const Tensor& init : overview_.initializers) {
@@ -178,12 +179,12 @@ class GraphBuilder {
         node.inputs.push_back(-1);
         continue;
       }
-      const auto it = ids_.find(in);
-      if (it == ids_.end())
+      const int32_t* it = ids_.find(in);
+      if (!it)
         throw InputError(path_ + ": " + describe(proto, proto_index) + " uses tensor '" + in +
                          "', which no node, initializer or graph input produces");
-      node.inputs.push_back(it->second);
-      graph_.tensors[static_cast<size_t>(it->second)].consumers.push_back(index);
+      node.inputs.push_back(*it);
+      graph_.tensors[static_cast<size_t>(*it)].consumers.push_back(index);
     }
     graph_.nodes.push_back(std::move(node));
 
@@ -193,9 +194,9 @@ class GraphBuilder {
         graph_.nodes.back().outputs.push_back(-1);
         continue;
       }
-      const auto it = ids_.find(out);
-      if (it != ids_.end())
-        throw InputError(path_ + ": tensor '" + out + "' is defined twice: by " + definer(it->second) + " and by " +
+      const int32_t* it = ids_.find(out);
+      if (it)
+        throw InputError(path_ + ": tensor '" + out + "' is defined twice: by " + definer(*it) + " and by " +
                          describe(proto, proto_index));
       const int32_t id = add_tensor(out, is_constant ? TensorKind::Constant : TensorKind::Activation, index);
       graph_.nodes.back().outputs.push_back(id);
@@ -203,12 +204,12 @@ class GraphBuilder {
   }
 
   void add_output(const std::string& name) {
-    const auto it = ids_.find(name);
-    if (it == ids_.end())
+    const int32_t* it = ids_.find(name);
+    if (!it)
       throw InputError(path_ + ": graph output '" + name + "' is produced by no node, initializer or graph input");
-    Tensor& t = graph_.tensors[static_cast<size_t>(it->second)];
+    Tensor& t = graph_.tensors[static_cast<size_t>(*it)];
     if (t.producer >= 0) t.kind = TensorKind::Output;  // a graph input or initializer passed through keeps its kind
-    graph_.outputs.push_back(it->second);
+    graph_.outputs.push_back(*it);
   }
 
   // The model's own names where it gives unique ones; "<op_type>_<index>" (index in schedule order) otherwise.
@@ -238,7 +239,7 @@ class GraphBuilder {
   const std::string& path_;
   Graph graph_;
   // Tensor name -> id. The names are views into `overview_` and `model_`, which outlive the builder.
-  std::unordered_map<std::string_view, int32_t> ids_;
+  NameIndex ids_;
 };
 
 }  // namespace

@@ -1,10 +1,9 @@
 #include "onnx_import/graph_emitter.h"
 
-#include <cstring>
-#include <unordered_map>
-#include <unordered_set>
+#include <string>
 
 #include "onnx_import/errors.h"
+#include "onnx_import/name_index.h"
 
 namespace memplan {
 
@@ -138,193 +137,18 @@ std::string GraphEmitter::size_list(const std::vector<std::string>& elements) {
   return out;
 }
 
-void GraphEmitter::fold_constants(onnx::GraphProto& graph, int64_t next_number,
-                                  Names& names) {
-  std::unordered_map<std::string, const TensorProto*> params;
-  for (const TensorProto& t : graph.initializer()) params[t.name()] = &t;
-  std::unordered_map<std::string, Pending*> constants;  // output -> its Constant node
-  std::unordered_map<std::string, std::string> reader;  // value -> the op type of its first reader
-  reader.reserve(nodes_.size() * 2);
-  for (Pending& p : nodes_)
-    if (p.used)
-      for (const std::string& in : p.node->input()) reader.emplace(in, p.node->op_type());
-  std::vector<TensorProto> folded;
-  std::vector<std::pair<std::string, std::string>> copies;  // (folded copy, the parameter it transposes)
-  for (Pending& p : nodes_) {
-    if (!p.used) continue;
-    onnx::NodeProto& n = *p.node;
-    if (n.op_type() == "Constant") {
-      constants[n.output(0)] = &p;
-      continue;
-    }
-    if (n.op_type() == "Transpose" && n.input_size() == 1 && params.count(n.input(0))) {
-      // A parameter's transposed copy becomes an initializer named after its reader (onnx::MatMul_<number>).
-      TensorProto t = *params.at(n.input(0));
-      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
-      // A 2-D weight's transpose, or a stack of them transposed per matrix (perm [0, 2, 1]: the grouped experts'
-      // gate_up_proj.transpose(-2, -1), onnx_import/hf_moe_grouped.h).
-      const int d = t.dims_size();
-      const bool stacked = d == 3 && n.attribute_size() == 1 && n.attribute(0).name() == "perm" &&
-                           n.attribute(0).ints_size() == 3 && n.attribute(0).ints(0) == 0 &&
-                           n.attribute(0).ints(1) == 2 && n.attribute(0).ints(2) == 1;
-      if (d != 2 && !stacked) throw InternalError("folding a Transpose of a parameter that is not 2-D");
-      const int64_t rows = t.dims(d - 2);
-      t.set_dims(d - 2, t.dims(d - 1));
-      t.set_dims(d - 1, rows);
-      names[n.output(0)] = t.name();
-      copies.emplace_back(t.name(), n.input(0));
-      folded.push_back(std::move(t));
-      p.removed = true;
-    } else if (n.op_type() == "Add" && n.input_size() == 2 && params.count(n.input(0)) &&
-               constants.count(n.input(1))) {
-      // A parameter plus a scalar constant (Gemma's RMSNorm, weight + 1.0) becomes an initializer of the
-      // parameter's shape named after its reader (onnx::Mul_<number>), numbered as a transposed copy is.
-      if (constants.at(n.input(1))->node->attribute(0).t().dims_size() != 0)
-        throw InternalError("folding an Add of a parameter and a constant that is not a scalar");
-      TensorProto t = *params.at(n.input(0));
-      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
-      names[n.output(0)] = t.name();
-      folded.push_back(std::move(t));
-      p.removed = true;
-    } else if (n.op_type() == "Unsqueeze" && n.input_size() == 2 && params.count(n.input(0)) &&
-               constants.count(n.input(1))) {
-      // A parameter unsqueezed (DeepSeek's e_score_correction_bias.unsqueeze(0)) becomes an initializer with the
-      // new axis, named after its reader (onnx::Add_<number>), numbered as a transposed copy is.
-      const TensorProto& axes = constants.at(n.input(1))->node->attribute(0).t();
-      int64_t axis;
-      if (axes.data_type() != TensorProto::INT64 || axes.raw_data().size() != sizeof axis)
-        throw InternalError("folding an Unsqueeze of a parameter on more than one axis");
-      std::memcpy(&axis, axes.raw_data().data(), sizeof axis);
-      TensorProto t = *params.at(n.input(0));
-      if (axis < 0 || axis > t.dims_size()) throw InternalError("folding an Unsqueeze of a parameter: bad axis");
-      std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
-      dims.insert(dims.begin() + axis, 1);
-      t.clear_dims();
-      for (int64_t d : dims) t.add_dims(d);
-      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
-      names[n.output(0)] = t.name();
-      folded.push_back(std::move(t));
-      p.removed = true;
-    } else if ((n.op_type() == "Gather" || n.op_type() == "Reshape") && n.input_size() == 2 &&
-               params.count(n.input(0)) && constants.count(n.input(1))) {
-      // gpt_oss: a stacked parameter's slice by a scalar index (GptOssExperts' gate_up_proj[e]) or a parameter
-      // reshaped (sinks.reshape(1, -1, 1, 1)) becomes an initializer named after its reader, as a transposed copy.
-      const TensorProto& index = constants.at(n.input(1))->node->attribute(0).t();
-      TensorProto t = *params.at(n.input(0));
-      t.set_name("onnx::" + reader.at(n.output(0)) + "_" + std::to_string(next_number++));
-      if (index.data_type() != TensorProto::INT64) throw InternalError("folding a " + n.op_type() + " by a non-int64");
-      std::vector<int64_t> values(size_t(index.raw_data().size() / sizeof(int64_t)));
-      std::memcpy(values.data(), index.raw_data().data(), values.size() * sizeof(int64_t));
-      if (n.op_type() == "Gather") {
-        if (index.dims_size() != 0 || t.dims_size() < 1) throw InternalError("folding a Gather that is not a select");
-        t.mutable_dims()->erase(t.mutable_dims()->begin());
-      } else {
-        int64_t elements = 1, known = 1;
-        for (int64_t d : t.dims()) elements *= d;
-        for (int64_t v : values) known *= v == -1 ? 1 : v;
-        t.clear_dims();
-        for (int64_t v : values) t.add_dims(v == -1 ? elements / known : v);
-      }
-      names[n.output(0)] = t.name();
-      folded.push_back(std::move(t));
-      p.removed = true;
-    } else if ((n.op_type() == "Cast" && n.input_size() == 1 && constants.count(n.input(0))) ||
-               (n.op_type() == "Shape" && n.input_size() == 1 && constants.count(n.input(0)))) {
-      // Cast of a scalar to float: an int64 (scatter_'s scalar src, DeepSeek's router) or a Python float, double or
-      // float (gpt_oss's clamp bounds); or Shape(1-D int64 constant) (expand's constant size list): a Constant of
-      // the result, in the node's scope.
-      const TensorProto& in = constants.at(n.input(0))->node->attribute(0).t();
-      const bool cast = n.op_type() == "Cast";
-      const size_t width = in.data_type() == TensorProto::INT64 || in.data_type() == TensorProto::DOUBLE ? 8
-                           : in.data_type() == TensorProto::FLOAT                                          ? 4
-                                                                                                           : 0;
-      if ((cast ? width == 0 : in.data_type() != TensorProto::INT64) || in.dims_size() != (cast ? 0 : 1) ||
-          (cast && (in.raw_data().size() != width || n.attribute_size() != 1 ||
-                    n.attribute(0).i() != TensorProto::FLOAT)))
-        throw InternalError("folding a " + n.op_type() + " of a constant memplan does not fold");
-      std::string raw;
-      std::vector<int64_t> dims;
-      if (cast) {
-        float f = 0;
-        if (in.data_type() == TensorProto::INT64) {
-          int64_t v;
-          std::memcpy(&v, in.raw_data().data(), sizeof v);
-          f = float(v);
-        } else if (in.data_type() == TensorProto::DOUBLE) {
-          double d;
-          std::memcpy(&d, in.raw_data().data(), sizeof d);
-          f = float(d);
-        } else {
-          std::memcpy(&f, in.raw_data().data(), sizeof f);
-        }
-        raw.assign(reinterpret_cast<const char*>(&f), sizeof f);
-      } else {
-        const int64_t rank = in.dims(0);
-        raw.assign(reinterpret_cast<const char*>(&rank), sizeof rank);
-        dims.push_back(1);
-      }
-      n.set_op_type("Constant");
-      n.clear_input();
-      n.clear_attribute();
-      AttributeProto* a = n.add_attribute();
-      a->set_name("value");
-      a->set_type(AttributeProto::TENSOR);
-      a->mutable_t()->set_data_type(cast ? TensorProto::FLOAT : TensorProto::INT64);
-      for (int64_t d : dims) a->mutable_t()->add_dims(d);
-      a->mutable_t()->set_raw_data(raw);
-      constants[n.output(0)] = &p;
-      ++next_number;
-    } else if ((n.op_type() == "Unsqueeze" || n.op_type() == "Reshape") && n.input_size() == 2 &&
-               constants.count(n.input(0)) && constants.count(n.input(1))) {
-      // Unsqueeze(scalar, [0]), or Reshape(scalar, [1]) (torch.topk's k, symbolic_opset11.py topk: the mixtures
-      // of experts' router, hf_moe.cc): a 1-D Constant of the scalar's value, in the node's scope.
-      const TensorProto& scalar = constants.at(n.input(0))->node->attribute(0).t();
-      if (scalar.data_type() != TensorProto::INT64 || scalar.dims_size() != 0)
-        throw InternalError("folding an " + n.op_type() + " of a constant that is not an int64 scalar");
-      int64_t v;
-      std::memcpy(&v, scalar.raw_data().data(), sizeof v);
-      n.set_op_type("Constant");
-      n.clear_input();
-      n.clear_attribute();
-      const std::vector<int64_t> one = {v};
-      AttributeProto* a = n.add_attribute();
-      a->set_name("value");
-      a->set_type(AttributeProto::TENSOR);
-      a->mutable_t()->set_data_type(TensorProto::INT64);
-      a->mutable_t()->add_dims(1);
-      a->mutable_t()->set_raw_data(std::string(reinterpret_cast<const char*>(one.data()), sizeof(int64_t)));
-      constants[n.output(0)] = &p;
-      ++next_number;
-    }
-  }
-  // What nobody reads any more: the pooled ints and axes Constants of folded nodes, the folded parameters.
-  std::unordered_set<std::string> read;
-  read.reserve(nodes_.size() * 2);
-  for (const auto& [value, name] : names) read.insert(value);  // graph outputs
-  for (const Pending& p : nodes_)
-    if (p.used && !p.removed)
-      for (const std::string& in : p.node->input()) read.insert(in);
-  for (Pending& p : nodes_)
-    if (p.used && !p.removed && p.node->op_type() == "Constant" && !read.count(p.node->output(0))) p.removed = true;
-  google::protobuf::RepeatedPtrField<TensorProto> kept;
-  for (TensorProto& t : *graph.mutable_initializer())
-    if (read.count(t.name())) kept.Add()->Swap(&t);
-  graph.mutable_initializer()->Swap(&kept);
-  for (TensorProto& t : folded) graph.add_initializer()->Swap(&t);
-  for (const auto& [copy, param] : copies)
-    if (read.count(param)) tied_copies_.emplace_back(copy, param);
-}
-
 void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
                           const std::map<std::string, std::string>& fixed, bool fold) {
-  Names names(fixed.begin(), fixed.end());
-  names.reserve(nodes_.size() * 2);
+  Names names(next_value_);
+  for (const auto& [value, name] : fixed) names.emplace(value, name);
   int64_t number = values_before_nodes;
   for (Pending& p : nodes_)  // the JIT numbers every output of a node (TopK has two)
     if (p.used) p.value_number = number, number += p.node->output_size();
   if (fold) fold_constants(graph, number, names);
-  std::unordered_map<std::string, int> counters;
+  // "<scope>/<Op>" -> the nodes so named so far; the key a view into the first such node's name.
+  NameIndex counters(nodes_.size());
   int index = 0;
+  std::string key;
   for (Pending& p : nodes_) {
     if (!p.used || p.removed) continue;
     onnx::NodeProto& n = *p.node;
@@ -332,8 +156,13 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
       n.set_name("Constant_" + std::to_string(index));
       names.emplace(n.output(0), "onnx::" + p.reader + "_" + std::to_string(p.value_number));
     } else {
-      const int k = counters[p.scope + "/" + n.op_type()]++;
-      n.set_name(p.scope + "/" + n.op_type() + (k ? "_" + std::to_string(k) : ""));
+      key.assign(p.scope).append("/").append(n.op_type());
+      if (int32_t* k = counters.find(key)) {
+        n.set_name(key + "_" + std::to_string((*k)++));
+      } else {
+        n.set_name(key);
+        counters.emplace(n.name(), 1);
+      }
       for (int o = 0; o < n.output_size(); ++o) names.emplace(n.output(o), n.name() + "_output_" + std::to_string(o));
     }
     ++index;
@@ -342,9 +171,9 @@ void GraphEmitter::finish(onnx::GraphProto& graph, int64_t values_before_nodes,
   for (Pending& p : nodes_) {
     if (!p.used || p.removed) continue;
     for (auto& v : *p.node->mutable_input())
-      if (const auto it = names.find(v); it != names.end()) v = it->second;
+      if (const std::string* final_name = names.find(v)) v = *final_name;
     for (auto& v : *p.node->mutable_output())
-      if (const auto it = names.find(v); it != names.end()) v = it->second;
+      if (const std::string* final_name = names.find(v)) v = *final_name;
     // The graph's arena is the nodes' (the constructor's): AddAllocated takes the node itself, no copy.
     graph.mutable_node()->AddAllocated(p.node);
     p.node = nullptr;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -98,8 +99,47 @@ class GraphEmitter {
     int64_t value_number = 0;
   };
   onnx::NodeProto& last() { return *nodes_.back().node; }
-  using Names = std::unordered_map<std::string, std::string>;  // placeholder -> final name
-  void fold_constants(onnx::GraphProto& graph, int64_t next_number, Names& names);
+  // The final names of the placeholders op() makes ("$<n>", n below next_value_), by number: a graph of 10^5 nodes
+  // looks each up several times. A name that is not a placeholder (a parameter, a graph input) is kept in others_.
+  class Names {
+   public:
+    explicit Names(int64_t placeholders) : final_(size_t(placeholders)) {}
+    size_t size() const { return final_.size(); }
+    // The placeholder's number, or -1 for any other name.
+    int64_t index(std::string_view name) const {
+      if (name.size() < 2 || name[0] != '$') return -1;
+      int64_t v = 0;
+      for (size_t i = 1; i < name.size(); ++i) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        v = v * 10 + (name[i] - '0');
+      }
+      return v < int64_t(final_.size()) ? v : -1;
+    }
+    bool has(int64_t v) const { return !final_[size_t(v)].empty(); }
+    const std::string* find(const std::string& name) const {
+      if (const int64_t v = index(name); v >= 0) return has(v) ? &final_[size_t(v)] : nullptr;
+      if (others_.empty()) return nullptr;
+      const auto it = others_.find(name);
+      return it == others_.end() ? nullptr : &it->second;
+    }
+    void set(const std::string& name, std::string final_name) {  // as map[name] = final_name
+      if (const int64_t v = index(name); v >= 0) final_[size_t(v)] = std::move(final_name);
+      else others_[name] = std::move(final_name);
+    }
+    void emplace(const std::string& name, std::string final_name) {  // as map.emplace(name, final_name)
+      if (const int64_t v = index(name); v >= 0) {
+        if (!has(v)) final_[size_t(v)] = std::move(final_name);
+      } else {
+        others_.emplace(name, std::move(final_name));
+      }
+    }
+    const std::unordered_map<std::string, std::string>& others() const { return others_; }
+
+   private:
+    std::vector<std::string> final_;  // "" while unnamed (no final name is empty)
+    std::unordered_map<std::string, std::string> others_;
+  };
+  void fold_constants(onnx::GraphProto& graph, int64_t next_number, Names& names);  // graph_emitter_fold.cc
   google::protobuf::Arena* arena_;
   std::vector<Pending> nodes_;
   std::vector<std::pair<std::string, std::string>> tied_copies_;

@@ -53,8 +53,10 @@ std::string LlamaBuilder::group_masked(const std::string& group_scores, const st
   return e_.op("Where", {blocked, e_.const_f32({0.0f}, {}), scores});
 }
 
-// DeepseekV3TopkRouter.forward on the (N, h) tokens: the top-k weights (hf_deepseek.py TopkRouter); `indices`, when
-// given, gets the top-k expert indices (the grouped_mm block reads them, hf_moe_grouped.cc).
+// DeepseekV3TopkRouter.forward on the (N, h) tokens (its view of the block's (b, s, h) input, which the JIT's
+// common-subexpression pass merges with DeepseekV3MoE's own view: moe_block writes it in the gate's scope): the top-k
+// weights (hf_deepseek.py TopkRouter), in float32 whatever the model's type; `indices`, when given, gets the top-k
+// expert indices (the grouped_mm block reads them, hf_moe_grouped.cc).
 std::string LlamaBuilder::deepseek_router(const std::string& g, const std::string& p, const std::string& hidden,
                                           std::string* indices) {
   if (c_.deepseek_v2) return deepseek_v2_router(g, p, hidden, indices);  // below
@@ -62,7 +64,15 @@ std::string LlamaBuilder::deepseek_router(const std::string& g, const std::strin
   const std::string weight = param(p + ".weight", {experts, c_.hidden_size});
   const std::string bias = param(p + ".e_score_correction_bias", {experts});
   e_.scope = g;
-  const std::string scores = e_.op("Sigmoid", {weight_matmul(g, weight, hidden)});  // F.linear(...).sigmoid()
+  // F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)).sigmoid() (transformers
+  // models/deepseek_v3/modeling_deepseek_v3.py at f5a9ec5, DeepseekV3TopkRouter.forward): Tensor.type is Tensor.to,
+  // which torch.onnx writes as a Cast even where it is a no-op (a float32 export); the weight's cast, then F.linear's
+  // Transpose and MatMul on it.
+  const std::string hidden32 = e_.op("Cast", {hidden});
+  e_.i("to", TensorProto::FLOAT);
+  const std::string weight32 = e_.op("Cast", {weight});
+  e_.i("to", TensorProto::FLOAT);
+  const std::string scores = e_.op("Sigmoid", {weight_matmul(g, weight32, hidden32)});
   const std::string choice = e_.op("Add", {scores, e_.op("Unsqueeze", {bias, e_.const_i64({0}, false)})});
   topk(reshape(choice, e_.const_i64({-1, groups, per}, false)), 2, true);
   const std::string best_two = e_.output(0);

@@ -182,8 +182,11 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
   const std::string m = "/layers." + std::to_string(l) + (mixtral(c_) ? "/block_sparse_moe" : "/mlp");
   const std::string p = "layers." + std::to_string(l) + (mixtral(c_) ? ".block_sparse_moe" : ".mlp");
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
-  e_.scope = m;
+  // DeepseekV3MoE: the float32 router (its gate's view, shared with the block's) and moe()'s float32 accumulator.
+  const bool float32_router = c_.mla && !c_.deepseek_v2;
+  e_.scope = float32_router ? m + "/gate" : m;
   const std::string hidden = reshape(x, e_.const_i64({-1, h}, false));  // x.view(-1, hidden_dim)
+  e_.scope = m;
   // gpt_oss: GptOssTopKRouter, then GptOssExperts' loop in the experts' scope (hf_gpt_oss.cc).
   const std::string loop = c_.gpt_oss ? m + "/experts" : m;
   const std::string weights = route(m, p, hidden, nullptr);
@@ -275,8 +278,12 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
       if (empty && (!c_.norm_topk_prob || c_.mla)) empty_weights = w;  // deepseek's: a Mul's output
     }
     std::string source = e_.op("Mul", {out, w});
-    source = e_.op("Cast", {source});  // .to(hidden_states.dtype)
-    e_.i("to", TensorProto::FLOAT);
+    // .to(hidden_states.dtype); DeepseekV3MoE.moe adds expert_output * expert_weights.unsqueeze(-1) as it is, into
+    // torch.zeros_like(hidden_states, dtype=topk_weights.dtype) (modeling_deepseek_v3.py at f5a9ec5).
+    if (!float32_router) {
+      source = e_.op("Cast", {source});
+      e_.i("to", TensorProto::FLOAT);
+    }
     // The exporter writes each index_add_ after the next expert's work, and the zeros accumulator
     // (torch.zeros_like) after the first expert's.
     if (e == 0) {
@@ -289,6 +296,10 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     last_index = index, last_source = source;
   }
   acc = index_add(acc, last_index, last_source);
+  if (float32_router) {  // final_hidden_states.type(hidden_states.dtype)
+    acc = e_.op("Cast", {acc});
+    e_.i("to", TensorProto::FLOAT);
+  }
   if (c_.mla) return add_deepseek_shared(m, p, x, acc);
   if (c_.shared_expert_intermediate_size > 0) acc = add_shared_expert(m, p, hidden, h, acc);
   e_.scope = m;

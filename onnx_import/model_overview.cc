@@ -7,6 +7,7 @@
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "onnx_import/graph_builder.h"
+#include "onnx_import/name_index.h"
 
 namespace memplan {
 namespace {
@@ -42,7 +43,7 @@ bool is_non_learnable_slot(std::string_view domain, std::string_view op, int slo
 // Counts, per tensor name, its uses and its uses in non-learnable slots, through subgraphs too (a branch
 // of an If may use an outer initializer by name).
 // Keys are views into the model's names.
-using UseCounts = std::unordered_map<std::string_view, int>;
+using UseCounts = NameIndex;
 void count_uses(const onnx::GraphProto& graph, UseCounts& uses, UseCounts& non_learnable_uses) {
   for (const onnx::NodeProto& node : graph.node()) {
     const std::string_view domain = normalize_domain(node.domain());
@@ -131,7 +132,7 @@ std::string qualified_op(const onnx::NodeProto& node) {
 }
 
 void add_initializers(const std::string& path, const onnx::GraphProto& graph, ModelOverview& o) {
-  UseCounts uses, non_learnable_uses;
+  UseCounts uses(size_t(graph.node_size()) * 2), non_learnable_uses;
   count_uses(graph, uses, non_learnable_uses);
   std::set<std::string> seen;
   auto add = [&](Tensor t) {
@@ -139,9 +140,9 @@ void add_initializers(const std::string& path, const onnx::GraphProto& graph, Mo
       throw InputError(path + ": initializer '" + t.name + "' is defined twice");
     const bool is_float = dtype_is_float(t.dtype);
     t.kind = is_float ? TensorKind::Weight : TensorKind::Constant;
-    const auto u = uses.find(t.name), f = non_learnable_uses.find(t.name);
-    const int n = u == uses.end() ? 0 : u->second;
-    const int fixed = f == non_learnable_uses.end() ? 0 : f->second;
+    const int32_t *u = uses.find(t.name), *f = non_learnable_uses.find(t.name);
+    const int n = u ? *u : 0;
+    const int fixed = f ? *f : 0;
     t.trainable = is_float && !(n > 0 && fixed == n);
     o.initializers.push_back(std::move(t));
   };

@@ -6,15 +6,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "cost_models/graph_facts.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
+#include "onnx_import/name_index.h"
 #include "report/serve_vllm.h"
 #include "report/sizes.h"
 
@@ -87,15 +86,16 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
   // qwen2_moe's shared_expert_gate, a linear layer on a router's input with one output feature into a Sigmoid, is a
   // torch.nn.Linear (Qwen2MoeSparseMoeBlock.__init__, qwen2_moe.py at 8bbabf0 line 143), no LinearBase: never
   // quantized.
-  std::unordered_set<std::string_view> held;
-  for (const MoeBlock& b : blocks) held.insert(b.tensors.begin(), b.tensors.end());
+  NameIndex held;
+  for (const MoeBlock& b : blocks)
+    for (const std::string& t : b.tensors) held.emplace(t, 0);
   std::set<int32_t> into_sigmoid;
   for (const Node& n : g.nodes)
     if (n.op_type == "Sigmoid" && !n.inputs.empty()) into_sigmoid.insert(n.inputs[0]);
   for (const Node& n : g.nodes) {
     if (!is_linear(n) || n.outputs.empty() || n.outputs[0] < 0) continue;
     const Tensor& y = g.tensors[n.outputs[0]];
-    const bool expert = held.count(y.name) > 0;
+    const bool expert = held.contains(y.name);
     const bool shared_gate = router_inputs.count(n.inputs[0]) && !y.shape.empty() && y.shape.back() == 1 &&
                              into_sigmoid.count(n.outputs[0]);
     if (expert || shared_gate) out.insert(n.name);
@@ -158,20 +158,22 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
                                                              a.mla.shape.heads_per_rank, a.mla.shape.qk_nope_head_dim,
                                                              a.mla.shape.v_head_dim, d);
   // Each linear layer the profile runs quantizes its input while its output is allocated.
-  const std::set<std::string> held(held_outside.begin(), held_outside.end());
-  std::map<std::string, size_t> step_of;
+  // By name, each once (10^5 held tensors, steps and nodes in DeepSeek-V3's step): views into the callers' names.
+  NameIndex held(held_outside.size()), step_of(forward.step_names.size()), node_of(g.nodes.size());
+  for (const std::string& name : held_outside) held.emplace(name, 0);
   for (size_t i = 0; i < forward.step_names.size() && i < forward.allocated_per_step.size(); ++i)
-    step_of.emplace(forward.step_names[i], i);
-  std::map<std::string, const Node*> node_of;
-  for (const Node& n : g.nodes) node_of.emplace(n.name, &n);
+    step_of.emplace(forward.step_names[i], static_cast<int32_t>(i));
+  for (size_t i = 0; i < g.nodes.size(); ++i) node_of.emplace(g.nodes[i].name, static_cast<int32_t>(i));
   const int64_t tokens = a.settings.engine.max_num_batched_tokens;
   for (const auto& [name, features] : a.quantized.inputs) {
-    const Node& n = *node_of.at(name);
-    if (n.outputs.empty() || n.outputs[0] < 0 || held.count(g.tensors[n.outputs[0]].name)) continue;
-    const auto it = step_of.find(name);
-    if (it == step_of.end()) continue;  // fused into another step: not placed
+    const int32_t* node = node_of.find(name);
+    if (!node) throw std::out_of_range("serve --engine vllm: no node " + name);
+    const Node& n = g.nodes[static_cast<size_t>(*node)];
+    if (n.outputs.empty() || n.outputs[0] < 0 || held.contains(g.tensors[n.outputs[0]].name)) continue;
+    const int32_t* step = step_of.find(name);
+    if (!step) continue;  // fused into another step: not placed
     const uint64_t bytes = vllm_fp8_block_input_quant_bytes(tokens, features, block, capability);
-    const uint64_t peak = checked_add(forward.allocated_per_step[it->second], bytes, "profile bytes");
+    const uint64_t peak = checked_add(forward.allocated_per_step[static_cast<size_t>(*step)], bytes, "profile bytes");
     if (peak > f.input_quant_peak) {
       f.input_quant_peak = peak;
       f.input_quant_node = name;

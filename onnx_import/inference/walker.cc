@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "onnx_import/errors.h"
+#include "onnx_import/name_index.h"
 
 namespace memplan::shape {
 namespace {
@@ -83,8 +84,7 @@ std::optional<Value> Walker::declared_value(const std::string& name, const Scope
 std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, const Scope& scope,
                                                 const std::string& where) {
   const int n = graph.node_size();
-  std::unordered_map<std::string_view, int32_t> producer;
-  producer.reserve(static_cast<size_t>(n) * 2);
+  NameIndex producer(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     const auto& node = graph.node(i);
     for (const auto& o : node.output()) {
@@ -92,7 +92,7 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
       auto [it, inserted] = producer.emplace(o, i);
       if (!inserted)
         throw InputError("tensor '" + o + "' is produced by two nodes: '" + where +
-                         node_display_name(graph.node(it->second), it->second) + "' and '" + where +
+                         node_display_name(graph.node(*it), *it) + "' and '" + where +
                          node_display_name(node, i) + "'");
       if (scope.values.count(o))
         throw InputError("node '" + where + node_display_name(node, i) + "' produces '" + o +
@@ -124,8 +124,8 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
   for (int i = 0; i < n && in_order; ++i) {
     const auto& node = graph.node(i);
     for (const std::string_view name : reads_of(node)) {
-      if (auto it = producer.find(name); it != producer.end()) {
-        if (it->second >= i) {
+      if (const int32_t* it = producer.find(name)) {
+        if (*it >= i) {
           in_order = false;
           break;
         }
@@ -145,9 +145,9 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
   for (int i = 0; i < n; ++i) {
     const auto& node = graph.node(i);
     for (const std::string_view name : reads_of(node)) {
-      if (auto it = producer.find(name); it != producer.end()) {
+      if (const int32_t* it = producer.find(name)) {
         // A node reading the same producer twice gets one edge (consumers' last entry dedups the common case).
-        auto& c = consumers[it->second];
+        auto& c = consumers[*it];
         if (c.empty() || c.back() != i) {
           c.push_back(i);
           ++indegree[i];
@@ -181,9 +181,9 @@ std::vector<int32_t> Walker::topological_order(const onnx::GraphProto& graph, co
     seen[at] = path.size();
     path.push_back(at);
     for (const std::string_view name : reads_of(graph.node(at))) {
-      auto it = producer.find(name);
-      if (it != producer.end() && indegree[it->second] > 0) {
-        at = it->second;
+      const int32_t* it = producer.find(name);
+      if (it && indegree[*it] > 0) {
+        at = *it;
         break;
       }
     }

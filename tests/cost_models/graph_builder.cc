@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "onnx_import/import.h"
@@ -202,6 +204,12 @@ Graph decoder_head() {
   const int32_t wt = b.node1("Transpose", {b.weight("Wh", {8, 4})}, "WhT", {4, 8}, {{"perm", ints_attr({1, 0})}});
   b.output(b.node1("MatMul", {h, wt}, "logits", {2, 4, 8}));
   return b.graph();
+}
+
+std::filesystem::path process_temp_dir(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 std::string zoo_path(const std::string& file) { return std::string(MEMPLAN_ZOO_DIR) + "/" + file; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -74,6 +75,10 @@ int32_t buffer_ending(const Program& p, const std::string& suffix);
 bool step_reads(const Step& s, int32_t b);
 int32_t last_reader(const Program& p, int32_t b);
 uint64_t bytes_of_category(const Program& p, Category c);
+// A folder of the system's temp directory for this test process alone ("<name>_<pid>", made if missing): ctest runs
+// a file's tests as parallel processes, and two writing one shared path raced (one read the other's half-written
+// config).
+std::filesystem::path process_temp_dir(const std::string& name);
 // A file of tests/models (MEMPLAN_ZOO_DIR): "llama_tiny_train.onnx", "hf_configs/Llama-3.2-1B.json".
 std::string zoo_path(const std::string& file);
 // A model of tests/models, "llama_tiny_train", imported at that batch and, when given, sequence length ("seq").

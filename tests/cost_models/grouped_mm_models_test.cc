@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -125,6 +126,67 @@ TEST_F(GroupedDeepseekV3, TheExpertsTensorsByHand) {
 // Kept: eager the pair tokens 2,048, the router's weights [128, 2] 1,024 (each expert's slice a view), per expert
 // 20,480 (as tests/cost_models/grouped_mm_test.cc counts) x 4: 84,992; grouped 89,104 (the weights kept as their
 // sorted copy instead): +4,112.
+// DeepSeek-V3's float32 router and accumulator (transformers models/deepseek_v3/modeling_deepseek_v3.py at f5a9ec5:
+// DeepseekV3TopkRouter.forward F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)), the
+// sigmoid and top-k weights in float32; DeepseekV3MoE.moe's zeros_like(hidden_states, dtype=topk_weights.dtype), each
+// expert_output * expert_weights.unsqueeze(-1) promoted to float32 and index_add_-ed, .type(hidden_states.dtype) at
+// the end), the eager loop on the same config's layer 1 (N = 128 tokens, H 16, E 4, k 2; each expert 64 pairs).
+// Under --precision bf16 (the model stored in bfloat16):
+//   the tokens' float32 copy [128, 16] x 4 = 8,192 and the gate weight's [4, 16] x 4 = 256; the logits and the
+//   sigmoid scores [128, 4] x 4 = 2,048 each; the routed weights [128, 2] x 4 = 1,024; an expert's down_proj [64, 16]
+//   in bfloat16, 2,048, times its float32 weights: [64, 16] x 4 = 4,096 (index_add_'s source, kept for backward:
+//   derivatives.yaml index_add saves source); the accumulator [128, 16] x 4 = 8,192 (index_add_ in place); the cast
+//   back [128, 16] x 2 = 4,096.
+// Per token, against the same block all in bfloat16 (where the casts are no-ops): the float32 copy 4H = 64 B, k
+// weighted rows at 2 more bytes each, k·2H = 64 B (also kept for backward), the accumulator 2H = 32 B and the cast
+// back 2H = 32 B: 192 B of forward tensors a token a sparse layer (DeepSeek-V3's H 7,168, k 8: 172,032 B, of which
+// the weighted rows, 114,688 B, are kept until backward), plus 2 B a logit and a routing weight.
+// Under fp32 the casts are no-ops that return their input (no buffer of their own); under amp-bf16 over bfloat16
+// parameters only the float32 copies are float32 (the weight's [4, 16] x 4 = 256): F.linear is on autocast's
+// lower-precision list, so the logits are bfloat16 ([128, 4] x 2 = 1,024) and so is everything after them.
+TEST_F(GroupedDeepseekV3, TheFloat32RouterAndAccumulatorByHand) {
+  const auto g = graph("eager");
+  const std::string gate = "/layers.1/mlp/gate/", block = "/layers.1/mlp/";
+  TrainingRun o = sgd_ideal();
+  o.precision = Precision::Bf16;
+  const TrainingResult bf16 = build_training_program(*g, o);
+  const Program& p = bf16.program;
+  auto bytes = [](const Program& q, const std::string& name) {
+    const int32_t b = buffer_named(q, name);
+    return b < 0 ? uint64_t{0} : q.buffers[b].bytes;
+  };
+  EXPECT_EQ(bytes(p, gate + "Cast_output_0"), 8192u);
+  EXPECT_EQ(bytes(p, gate + "Cast_1_output_0"), 256u);
+  EXPECT_EQ(bytes(p, gate + "MatMul_output_0"), 2048u);
+  EXPECT_EQ(bytes(p, gate + "Sigmoid_output_0"), 2048u);
+  EXPECT_EQ(bytes(p, gate + "Mul_1_output_0"), 1024u);
+  EXPECT_EQ(bytes(p, block + "experts.0/down_proj/MatMul_output_0"), 2048u);
+  EXPECT_EQ(bytes(p, block + "Mul_output_0"), 4096u);
+  EXPECT_EQ(bytes(p, block + "ConstantOfShape_output_0"), 8192u);
+  EXPECT_EQ(bytes(p, block + "Cast_3_output_0"), 4096u);
+  bool source_kept = false;
+  for (const Step& s : p.steps)
+    if (s.name.rfind("backward:", 0) == 0)
+      for (int32_t b : s.reads) source_kept |= b == buffer_named(p, block + "Mul_output_0");
+  EXPECT_TRUE(source_kept);
+  EXPECT_NE(std::find_if(bf16.notes.begin(), bf16.notes.end(),
+                         [](const std::string& n) { return n.rfind("1 routers run in float32", 0) == 0; }),
+            bf16.notes.end());
+  // fp32: the casts return their input.
+  const Program fp32 = build_training_program(*g, sgd_ideal()).program;
+  EXPECT_EQ(buffer_named(fp32, gate + "Cast_output_0"), -1);
+  EXPECT_EQ(buffer_named(fp32, block + "Cast_3_output_0"), -1);
+  EXPECT_EQ(bytes(fp32, block + "Mul_output_0"), 4096u);
+  // amp-bf16 over bfloat16 parameters: the weight's float32 copy, then autocast's bfloat16 product. (The tokens'
+  // copy is one only where the block's input is half: this graph's RMSNorm, without --upcast rmsnorm's cast back,
+  // hands autocast's float32 on, and .type(torch.float32) returns it.)
+  o.precision = Precision::AmpBf16;
+  o.amp_param_dtype = DType::BFloat16;
+  const Program amp = build_training_program(*g, o).program;
+  EXPECT_EQ(bytes(amp, gate + "Cast_1_output_0"), 256u);
+  EXPECT_EQ(bytes(amp, gate + "MatMul_output_0"), 1024u);
+}
+
 TEST_F(GroupedDeepseekV3, AgainstTheEagerLoopByHand) {
   const auto eager = graph("eager");
   const auto [eager_forward, eager_saved] = sums(*eager, "/layers.1/mlp/");

@@ -154,13 +154,14 @@ TEST_F(GroupedQwen3Moe, TheBlocksTensorsByHand) {
 //     gate and up [64, 8] 2,048 each, silu 2,048, silu * up 2,048, down [64, 16] 4,096, times the weights 4,096:
 //     20,480, x 4 = 81,920. Total 2,048 + 6,144 + 8,192 + 81,920 = 98,304; with the router 107,008.
 //   grouped_mm: 138,288 (above) + 8,704 = 146,992: +39,984 bytes of forward tensors in this block.
-// Kept for backward (as above; softmax its result, top-k's division both operands):
-//   router, both: softmax 2,048, the top-k values 1,024, the sum 512 = 3,584.
+// Kept for backward (as above; softmax its result, top-k's division both operands, top-k its indices: TopkBackward0's
+// _saved_indices, derivatives.yaml topk):
+//   router, both: softmax 2,048, the top-k values 1,024 and indices 2,048, the sum 512 = 5,632.
 //   eager: the pair tokens 2,048 (every expert's top_x is a view of them), the routing weights 1,024 (each
 //     expert's slice a view), per expert the gathered rows 4,096, gate 2,048, up 2,048, silu 2,048, silu * up
-//     2,048, down 4,096, the weighted rows 4,096 (index_add_'s source): 20,480, x 4 = 81,920: 85,024 + 3,584 =
-//     88,576.
-//   grouped_mm: 89,104 + 3,584 = 92,688 (the routing weights are kept as their sorted copy, counted above).
+//     2,048, down 4,096, the weighted rows 4,096 (index_add_'s source): 20,480, x 4 = 81,920: 84,992 + 5,632 =
+//     90,624.
+//   grouped_mm: 89,104 + 5,632 = 94,736 (the routing weights are kept as their sorted copy, counted above).
 TEST_F(GroupedQwen3Moe, AgainstTheEagerLoopByHand) {
   auto sums = [&](const std::string& experts) {
     const auto g = graph(experts);
@@ -178,8 +179,8 @@ TEST_F(GroupedQwen3Moe, AgainstTheEagerLoopByHand) {
     }
     return std::make_pair(forward, saved);
   };
-  EXPECT_EQ(sums("eager"), std::make_pair(uint64_t{107008}, uint64_t{88576}));
-  EXPECT_EQ(sums("grouped_mm"), std::make_pair(uint64_t{146992}, uint64_t{92688}));
+  EXPECT_EQ(sums("eager"), std::make_pair(uint64_t{107008}, uint64_t{90624}));
+  EXPECT_EQ(sums("grouped_mm"), std::make_pair(uint64_t{146992}, uint64_t{94736}));
 }
 
 // Every size is S rows whatever the routing: --moe-routing worst builds the same block.

@@ -195,6 +195,44 @@ TEST(ExportedPatterns, SiluIsOneSilu) {
   EXPECT_EQ(buffer_named(p, "/1/Sigmoid_output_0"), -1);
 }
 
+// ---- torch.rsqrt (LlamaRMSNorm) ----
+
+// weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)) on h = Linear(x) [2, 5, 8], float32. torch.onnx
+// writes rsqrt as Div(1, Sqrt(v)) (symbolic_opset9.rsqrt); eager runs one rsqrt, whose output [2, 5, 1] is
+// 2*5*1*4 = 40 bytes, and RsqrtBackward0 saves only that result (derivatives.yaml rsqrt: result.pow(3)). The
+// Sqrt's own 40 bytes never exist, so no second [2, 5, 1] tensor is kept for backward. h * rsqrt saves both
+// operands: h (2*5*8*4 = 320) and the same 40-byte result.
+TEST(ExportedPatterns, RsqrtIsOneRsqrtSavingItsResult) {
+  const Program p = train("rms_norm_train", Precision::Fp32);
+  EXPECT_EQ(op_at(p, "/1/Div"), "rsqrt");
+  EXPECT_EQ(count_steps_with_op(p, "Sqrt"), 0);
+  EXPECT_EQ(buffer_named(p, "/1/Sqrt_output_0"), -1);
+  EXPECT_EQ(bytes_of(p, "/1/Div_output_0"), 40u);
+  EXPECT_EQ(saved_bytes(p, "/1/Div"), 40u);
+  EXPECT_EQ(saved_bytes(p, "/1/Mul"), 320u + 40u);
+}
+
+// ---- A mixture of experts' top-k ----
+
+// torch.topk(softmax(h), 2) on h [2, 5, 8] (Mixtral's and Qwen-MoE's routing weights): TopkBackward0 keeps the int64
+// indices (derivatives.yaml topk), [2, 5, 2] x 8 = 160 bytes; the values [2, 5, 2] float32 (80 bytes) are the output.
+TEST(ExportedPatterns, TopKSavesItsIndices) {
+  const Program p = train("topk_weights_train", Precision::Fp32);
+  EXPECT_EQ(bytes_of(p, "y"), 80u);
+  EXPECT_EQ(bytes_of(p, "/1/TopK_output_1"), 160u);
+  EXPECT_EQ(saved_bytes(p, "/1/TopK"), 160u);
+}
+
+// DeepseekV3TopkRouter's scores.gather(-1, topk(scores, 2).indices) on sigmoid scores [2, 5, 8]: GatherBackward0 keeps
+// self (the scores, 320 bytes, the buffer the sigmoid saves too) and the int64 index (160). The top-k's values reach
+// no loss, so its backward node (and a second hold on the indices) is freed with them: no backward step.
+TEST(ExportedPatterns, GatherElementsSavesSelfAndIndex) {
+  const Program p = train("gather_weights_train", Precision::Fp32);
+  EXPECT_EQ(bytes_of(p, "y"), 80u);
+  EXPECT_EQ(saved_bytes(p, "/1/GatherElements"), 320u + 160u);
+  EXPECT_EQ(step_named(p, "backward:/1/TopK"), -1);
+}
+
 // ---- Softmax, LogSoftmax ----
 
 // Both are float32 under autocast: the float16 input is cast (320 bytes, not saved) and the float32 output

@@ -130,6 +130,32 @@ def cross_entropy():
     return Ce(), (torch.randn(BATCH, FEATURES), torch.randint(0, 10, (BATCH,)))
 
 
+class RmsNorm(nn.Module):
+    """LlamaRMSNorm's arithmetic (transformers modeling_llama.py): weight * (x * torch.rsqrt(mean(x^2) + eps))."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(FEATURES))
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+class TopkWeights(nn.Module):
+    """A mixture of experts' routing weights as Mixtral and Qwen-MoE take them: torch.topk(softmax(logits), 2)."""
+
+    def forward(self, x):
+        return torch.topk(F.softmax(x, dim=-1), 2, dim=-1)[0]
+
+
+class GatherWeights(nn.Module):
+    """DeepseekV3TopkRouter's: the top-2 indices of sigmoid scores, then scores.gather(-1, indices)."""
+
+    def forward(self, x):
+        scores = x.sigmoid()
+        return scores.gather(-1, torch.topk(scores, 2, dim=-1)[1])
+
+
 def patterns() -> List[Pattern]:
     p = [
         Pattern("linear_train", linear(True, False), 17, True),
@@ -156,6 +182,9 @@ def patterns() -> List[Pattern]:
         Pattern("mha_dropout_train", mha(False, False, 0.1), 17, True),
         Pattern("conv_bn_train", conv_bn, 17, True),
         Pattern("embedding_train", embedding, 17, True),
+        Pattern("rms_norm_train", after_linear(RmsNorm), 17, True),
+        Pattern("topk_weights_train", after_linear(TopkWeights), 17, True),
+        Pattern("gather_weights_train", after_linear(GatherWeights), 17, True),
     ]
     return p
 

@@ -15,13 +15,17 @@ Follows transformers models/deepseek_v3/modeling_deepseek_v3.py (commit 00b676f8
   - DeepseekV3RotaryEmbedding over qk_rope_head_dim (DeepseekV3Config.head_dim), cos and sin times its
     attention_scaling (1.0 but under yarn: modeling_rope_utils._compute_yarn_parameters), inv_freq yarn's when
     rope_scaling is yarn.
-  - DeepseekV3MoE: the router DeepseekV3TopkRouter (weight (E, h) and the e_score_correction_bias buffer):
-    sigmoid(x W^T); the group-limited choice (scores + bias viewed (N, n_group, E/n_group), each group's two best
+  - DeepseekV3MoE: the router DeepseekV3TopkRouter (weight (E, h) and the e_score_correction_bias buffer) on its
+    own view of the block's input, in float32 whatever the model's type (modeling_deepseek_v3.py at f5a9ec5:
+    F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)), written as two Casts, no-ops in a
+    float32 export; the JIT merges the block's own view with the router's): sigmoid(x W^T); the group-limited choice (scores + bias viewed (N, n_group, E/n_group), each group's two best
     summed, topk_group groups kept, the others' scores masked to 0, top-k); the top-k weights gathered from the
     sigmoid scores, divided by their sum + 1e-20 when norm_topk_prob, times routed_scaling_factor; the experts
     (DeepseekV3MLP at moe_intermediate_size) by hf_moe.dispatch, the same static routing rule as the other mixtures
-    of experts (hf_moe.py's docstring: which tokens an expert receives); plus shared_experts, one DeepseekV3MLP of
-    moe_intermediate_size x n_shared_experts on the block's input.
+    of experts (hf_moe.py's docstring: which tokens an expert receives), accumulated as DeepseekV3MoE.moe does (at
+    f5a9ec5): into torch.zeros_like(hidden_states, dtype=topk_weights.dtype), each weighted output added as it is
+    (float32 by promotion in a half model), cast back once (.type(hidden_states.dtype)); plus shared_experts, one
+    DeepseekV3MLP of moe_intermediate_size x n_shared_experts on the block's input.
   - Layers below first_k_dense_replace have the dense DeepseekV3MLP (intermediate_size).
 
 Differences that change no tensor's size: sizes come from the config (heads, dims) instead of -1 and tensor.shape;
@@ -229,7 +233,10 @@ class TopkRouter(nn.Module):
     def forward(self, hidden_states):
         c = self.cfg
         experts, groups = c.n_routed_experts, c.n_group
-        scores = F.linear(hidden_states, self.weight).sigmoid()
+        # DeepseekV3TopkRouter.forward: the (b, s, h) states viewed (N, h), the logits in float32 whatever the model's
+        # type: F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)).
+        hidden_states = hidden_states.view(-1, c.base.hidden_size)
+        scores = F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)).sigmoid()
         # get_topk_indices
         choice = scores + self.e_score_correction_bias.unsqueeze(0)
         group_scores = choice.view(-1, groups, experts // groups).topk(2, dim=-1)[0].sum(dim=-1)
@@ -260,7 +267,15 @@ class DeepseekMoE(nn.Module):
         self.gate = self.Router(cfg)
         self.shared_experts = hf_moe.Expert(h, cfg.moe_intermediate_size * cfg.n_shared_experts, False)
 
+    # DeepseekV3MoE (the float32 router and its float32 accumulator); DeepseekV2MoE's gate takes the (N, h) states.
+    float32_router = True
+
     def forward(self, x):
+        if self.float32_router:  # DeepseekV3MoE.forward: self.gate(hidden_states), then the view, then moe()
+            weights = self.gate(x)
+            hidden_states = x.view(-1, self.hidden_dim)
+            routed = hf_moe.dispatch(self, hidden_states, weights, weights_dtype_accumulator=True)
+            return routed.view_as(x) + self.shared_experts(x)
         hidden_states = x.view(-1, self.hidden_dim)
         weights = self.gate(hidden_states)
         routed = hf_moe.dispatch(self, hidden_states, weights)

@@ -95,6 +95,7 @@ class MoeGate(nn.Module):
 
 class DeepseekV2MoE(hf_deepseek.DeepseekMoE):
     Router = MoeGate
+    float32_router = False
 
 
 class DeepseekV2DecoderLayer(hf_deepseek.DeepseekDecoderLayer):

@@ -126,11 +126,17 @@ class SparseMoeBlock(nn.Module):
         return final_hidden_states.view_as(x)
 
 
-def dispatch(block: nn.Module, hidden_states: torch.Tensor, routing_weights: torch.Tensor) -> torch.Tensor:
+def dispatch(block: nn.Module, hidden_states: torch.Tensor, routing_weights: torch.Tensor,
+             weights_dtype_accumulator: bool = False) -> torch.Tensor:
     """The sparse block's expert loop on (N, hidden) tokens and their (N, k) routing weights, by the block's rule
     (module docstring: balanced or worst); `block` has experts, num_experts, top_k, hidden_dim and worst. Shared by
-    hf_deepseek.py's DeepseekV3MoE."""
-    final_hidden_states = torch.zeros_like(hidden_states)
+    hf_deepseek.py's DeepseekV3MoE, which passes `weights_dtype_accumulator`: DeepseekV3MoE.moe's accumulator
+    (torch.zeros_like(hidden_states, dtype=topk_weights.dtype)), each weighted output added without a cast, and the
+    sum cast back once (final_hidden_states.type(hidden_states.dtype))."""
+    if weights_dtype_accumulator:
+        final_hidden_states = torch.zeros_like(hidden_states, dtype=routing_weights.dtype)
+    else:
+        final_hidden_states = torch.zeros_like(hidden_states)
     # Balanced routing (module docstring): pair p = token·k + slot goes to expert p mod E.
     pair_weights = routing_weights.reshape(-1)
     pairs = torch.arange(pair_weights.shape[0], device=hidden_states.device)
@@ -143,7 +149,11 @@ def dispatch(block: nn.Module, hidden_states: torch.Tensor, routing_weights: tor
         top_x = pair_token[picked]
         current_state = hidden_states[None, top_x].reshape(-1, block.hidden_dim)
         current_hidden_states = expert_layer(current_state) * pair_weights[picked, None]
-        final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        if not weights_dtype_accumulator:
+            current_hidden_states = current_hidden_states.to(hidden_states.dtype)
+        final_hidden_states.index_add_(0, top_x, current_hidden_states)
+    if weights_dtype_accumulator:
+        return final_hidden_states.type(hidden_states.dtype)
     return final_hidden_states
 
 

@@ -16,6 +16,7 @@
 #include "report/estimate_config.h"
 #include "report/option_checks.h"
 #include "tests/report/option_rows.h"
+#include "tests/cost_models/graph_builder.h"
 
 namespace memplan {
 namespace {
@@ -24,8 +25,7 @@ using testing::row_of;
 
 // A tiny llama config.json stored in `dtype` (its torch_dtype), written once per dtype.
 std::string llama_config(const std::string& dtype) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_accelerate_frozen_test";
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = testing::process_temp_dir("memplan_accelerate_frozen_test");
   const std::string file = (dir / (dtype + ".json")).string();
   std::ofstream(file) << R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128,
                              "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,

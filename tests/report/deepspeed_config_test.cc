@@ -9,13 +9,13 @@
 #include "onnx_import/errors.h"
 #include "report/deepspeed_config.h"
 #include "report/estimate_config.h"
+#include "tests/cost_models/graph_builder.h"
 
 namespace memplan {
 namespace {
 
 std::string write_config(const std::string& name, const std::string& text) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_deepspeed_config_test";
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = testing::process_temp_dir("memplan_deepspeed_config_test");
   const std::string path = (dir / name).string();
   std::ofstream(path) << text;
   return path;

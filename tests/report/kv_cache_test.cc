@@ -9,6 +9,7 @@
 
 #include "onnx_import/model_session.h"
 #include "report/estimate.h"
+#include "tests/cost_models/graph_builder.h"
 
 namespace memplan {
 namespace {
@@ -16,8 +17,7 @@ namespace {
 TEST(EstimateKvPhases, ReadsTheModelOnceWithTheEstimate) {
   // Before, estimate_kv_phases read the file a second time and, when that read failed, the section was silently
   // left out. Here the file is gone after the estimate's graph is shaped: the phases still come.
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_kv_cache_test";
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = testing::process_temp_dir("memplan_kv_cache_test");
   const std::filesystem::path path = dir / "kv_tiny.onnx";
   std::filesystem::copy_file(std::string(MEMPLAN_ZOO_DIR) + "/serve/kv_tiny.onnx", path,
                              std::filesystem::copy_options::overwrite_existing);

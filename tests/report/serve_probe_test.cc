@@ -7,6 +7,7 @@
 
 #include "cost_models/engine_kernels.h"
 #include "report/serve_probe.h"
+#include "tests/cost_models/graph_builder.h"
 
 namespace memplan {
 namespace {
@@ -20,8 +21,7 @@ constexpr const char* kTinyQwen3Moe = R"({"model_type": "qwen3_moe", "hidden_siz
  "mlp_only_layers": [], "attention_bias": false})";
 
 TEST(ServeProbe, KeepsItsProfileStepsAndFindsTheirKernelSitesOnce) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_serve_probe_test";
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = testing::process_temp_dir("memplan_serve_probe_test");
   const std::string path = (dir / "config.json").string();
   std::ofstream(path) << kTinyQwen3Moe;
   ServeSettings s;
