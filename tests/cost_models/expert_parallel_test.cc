@@ -4,7 +4,6 @@
 // rows per rank. Every figure by hand from the torchtitan source at 73a0e6979dd10b6b1904098eb3c8f62c18ab87ce.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -25,8 +24,7 @@ using testing::bytes_named;
 class ExpertParallel : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("memplan_ep_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::process_temp_dir("memplan_ep");
     path_ = (dir_ / "config.json").string();
     std::ofstream(path_) << R"({"model_type": "qwen3_moe", "hidden_size": 16, "intermediate_size": 32,
       "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,

@@ -4,7 +4,6 @@
 // modeling_deepseek_v3.py; GptOssExperts, models/gpt_oss/modular_gpt_oss.py at 0261a46).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -27,8 +26,7 @@ using testing::buffer_named;
 class TinyConfig : public ::testing::Test {
  protected:
   void write(const std::string& name, const std::string& json) {
-    dir_ = std::filesystem::temp_directory_path() / ("memplan_" + name + "_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::process_temp_dir("memplan_" + name);
     path_ = (dir_ / "config.json").string();
     std::ofstream(path_) << json;
   }

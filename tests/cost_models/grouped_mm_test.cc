@@ -2,7 +2,6 @@
 // built in code, and one sparse block of a tiny qwen3_moe config.json, every tensor by hand.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -90,8 +89,7 @@ TEST(GroupedMm, SavesTheOperandsAndOffsetsAndAllocatesBothGrads) {
 class GroupedQwen3Moe : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("memplan_grouped_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::process_temp_dir("memplan_grouped");
     path_ = (dir_ / "config.json").string();
     std::ofstream(path_) << R"({"model_type": "qwen3_moe", "hidden_size": 16, "intermediate_size": 32,
       "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,

@@ -10,6 +10,7 @@
 
 #include "report/estimate_config.h"
 #include "report/option_checks.h"
+#include "tests/cost_models/graph_builder.h"
 
 namespace memplan::combinations {
 
@@ -23,8 +24,7 @@ struct Enable {
 // --deepspeed's config: ZeRO-2 with overlap_comm and HF Trainer's "auto" bucket, in a file written once.
 inline std::string deepspeed_config_file() {
   static const std::string path = [] {
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_combinations_test";
-    std::filesystem::create_directories(dir);
+    const std::filesystem::path dir = testing::process_temp_dir("memplan_combinations_test");
     const std::string file = (dir / "zero2.json").string();
     std::ofstream(file) << R"({"bf16": {"enabled": "auto"}, "gradient_accumulation_steps": "auto",
                                "zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": "auto"}})";
@@ -38,8 +38,7 @@ inline std::string deepspeed_config_file() {
 // v, o: 128 x 128) and 32,768 (the MLP: 256 x 128), built in memory (--graph train), written once.
 inline std::string torchao_llama_config_file() {
   static const std::string path = [] {
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_combinations_test";
-    std::filesystem::create_directories(dir);
+    const std::filesystem::path dir = testing::process_temp_dir("memplan_combinations_test");
     const std::string file = (dir / "config.json").string();
     std::ofstream(file) << R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128,
                                "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
