@@ -51,9 +51,12 @@ void TrainingStep::add_inputs() {
   for (int32_t t : graph_.inputs) {
     if (forward_buffer_[t] >= 0) continue;
     const bool received = std::find(context_.received.begin(), context_.received.end(), t) != context_.received.end();
-    const int32_t b = writer_.new_buffer((received ? "p2p_recv:" : "") + graph_.tensors[t].name, bytes_of(t),
-                                         Category::Activation);
-    program().buffers[b].live_at_start = true;
+    if (!received) {
+      forward_buffer_[t] = add_batch_tensor(graph_.tensors[t].name, bytes_of(t));
+      continue;
+    }
+    const int32_t b = writer_.new_buffer("p2p_recv:" + graph_.tensors[t].name, bytes_of(t), Category::Activation);
+    program().buffers[b].live_at_start = true;  // freed after its last reader, the stage's backward
     forward_buffer_[t] = b;
   }
   for (size_t j = 0; j < context_.in_flight_bytes.size(); ++j) {
@@ -61,6 +64,13 @@ void TrainingStep::add_inputs() {
                                          context_.in_flight_bytes[j], Category::Activation);
     program().buffers[b].resident = true;
   }
+}
+
+int32_t TrainingStep::add_batch_tensor(const std::string& name, uint64_t bytes) {
+  const int32_t b = writer_.new_buffer(name, bytes, Category::Activation);
+  program().buffers[b].live_at_start = true;
+  program().buffers[b].live_at_end = true;
+  return b;
 }
 
 // --frozen-dtype: a frozen weight stored in another type is dequantized into the compute type (the

@@ -57,8 +57,7 @@ void TrainingStep::emit_loss() {
       if (logits.shape.empty() || logits.shape.back() <= 0)
         throw InputError("cross-entropy needs class logits as the last output of model '" + graph_.model_path + "'");
       const uint64_t rows = logits.elements() / static_cast<uint64_t>(logits.shape.back());
-      const int32_t targets = writer_.new_buffer("targets", checked_mul(rows, 8, "targets"), Category::Activation);
-      program().buffers[targets].live_at_start = true;
+      const int32_t targets = add_batch_tensor("targets", checked_mul(rows, 8, "targets"));
       st.name = "loss:cross_entropy";
       st.op = "cross_entropy";
       st.flops = checked_mul(logits.elements(), 3, "FLOP count");
@@ -88,8 +87,7 @@ void TrainingStep::emit_loss() {
       break;
     }
     case LossKind::Mse: {
-      const int32_t target = writer_.new_buffer("targets", bytes_in(out, layout().dtype[out]), Category::Activation);
-      program().buffers[target].live_at_start = true;
+      const int32_t target = add_batch_tensor("targets", bytes_in(out, layout().dtype[out]));
       st.name = "loss:mse";
       st.op = "mse_loss";
       st.flops = checked_mul(logits.elements(), 3, "FLOP count");

@@ -63,8 +63,7 @@ void TrainingStep::emit_chunked_loss(int32_t out) {
   const bool label_copies = batch > 1 && n > 1;               // a [batch, seq / N] slice is not contiguous
   const int32_t logits_buffer = forward_buffer_[out];
 
-  const int32_t targets = writer_.new_buffer("targets", checked_mul(tokens, 8, "targets"), Category::Activation);
-  program().buffers[targets].live_at_start = true;
+  const int32_t targets = add_batch_tensor("targets", checked_mul(tokens, 8, "targets"));
   loss_target_buffer_ = targets;
   // (labels != ignore_index).sum(): a bool mask of the labels, then the int64 count the loss is divided by.
   Step mask{"loss:chunked_ce:ignore_mask", "ne_sum", Phase::Forward, {logits_buffer, targets}, {}, tokens};

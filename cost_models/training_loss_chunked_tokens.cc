@@ -74,8 +74,7 @@ void TrainingStep::emit_token_chunked_loss(int32_t out) {
   auto loss_positions = [&](int c) { return chunk_positions_[c] - (c == n - 1 ? 1 : 0); };
   const uint64_t loss_tokens = checked_mul(batch, seq - 1, "tokens");
 
-  const int32_t targets = writer_.new_buffer("targets", checked_mul(batch * seq, 8, "targets"), Category::Activation);
-  program().buffers[targets].live_at_start = true;
+  const int32_t targets = add_batch_tensor("targets", checked_mul(batch * seq, 8, "targets"));
   loss_target_buffer_ = targets;
   // (targets != ignore_index).sum(): a bool mask, its int64 count; .maximum(torch.ones_like(count)): the divisor.
   Step mask{"loss:chunked_ce_tokens:ignore_mask", "ne_sum", Phase::Forward, {logits_buffer, targets}, {}, loss_tokens};

@@ -116,8 +116,7 @@ void TrainingStep::emit_fused_loss() {
 
   const int32_t hidden_buffer = lookup(x);
   int32_t weight_buffer = forward_buffer_[w];
-  const int32_t targets = writer_.new_buffer("targets", checked_mul(bt, 8, "targets"), Category::Activation);
-  program().buffers[targets].live_at_start = true;
+  const int32_t targets = add_batch_tensor("targets", checked_mul(bt, 8, "targets"));
   Step init{"loss:fused_linear_ce:init", "zeros_like", Phase::Forward, {hidden_buffer, weight_buffer, targets}, {}, 0};
   if (amp && layout().dtype[w] != compute) {  // autocast's copy of the weight: the cache's for a trainable leaf
     if (autocast_weight_copy_[w] >= 0) {

@@ -91,6 +91,9 @@ class TrainingStep {
   // ---- forward (training_forward.cc) ----
   void add_parameters();
   void add_inputs();
+  // A tensor of the batch the training loop holds (`for input_ids, targets in loader`) from before the step to
+  // after optimizer.step(): the graph's inputs and the loss's targets.
+  int32_t add_batch_tensor(const std::string& name, uint64_t bytes);
   bool is_segment_end(int32_t op) const;
   int32_t add_dequantized(int32_t t, DType autocast_type, Step& st);
   // --frozen-dtype gptq-int4 / awq-int4 (training_packed.cc): what a packed layer's forward and backward allocate.

@@ -75,12 +75,13 @@ TEST(DeepSpeedZero, PartitionOfTheFlatGroupByHand) {
 // Hooks in backward order: W2 (32) and b2 (2) fit the bucket, their grads freed at the hook; W1 (128 > 100) is
 // extra large: 34 + 128 > 100 reduces [W2, b2] (not in rank 0's partition), and W1's own grad stays; b1's hook
 // reduces [W1], which is in the partition: grads_in_partition (128 x 4 = 512) is allocated while W1's grad (512),
-// b1's grad (64), both buckets (800) and the output y 32 + loss 4 are alive: 1924, the peak. Elsewhere:
-//   Gemm1's backward: x 128 + y 32 + loss 4 + grad:h 256 + grad:W1 512 + grad:b1 64 + buckets 800 = 1796
-//   the epilogue: 36 + grads_in_partition 512 + buckets 800 = 1348
-//   the cast: 36 + grads_in_partition 512 + flat bit16 copy 360 + float32 grad 360 = 1268
-//   the Adam step (foreach): 36 + float32 grad 360 + sqrt temporaries 360 = 756
-// Without DeepSpeed (plain DDP-like grads) this step peaks at the optimizer: 1460 (training_test.cc).
+// b1's grad (64), both buckets (800), the output y 32 + loss 4 and the batch the loop holds to the step's end (x 128
+// + targets 4 int64 = 32: 160) are alive: 2084, the peak. Elsewhere (36 + 160 = 196 is y, loss and the batch):
+//   Gemm1's backward: 196 + grad:h 256 + grad:W1 512 + grad:b1 64 + buckets 800 = 1828
+//   the epilogue: 196 + grads_in_partition 512 + buckets 800 = 1508
+//   the cast: 196 + grads_in_partition 512 + flat bit16 copy 360 + float32 grad 360 = 1428
+//   the Adam step (foreach): 196 + float32 grad 360 + sqrt temporaries 360 = 916
+// Without DeepSpeed (plain DDP-like grads) this step peaks at the optimizer: 1620 (training_test.cc).
 TEST(DeepSpeedZero, Stage2BucketsMoveThePeakIntoBackward) {
   const TrainingResult r = build_training_program(zero_mlp(), zero(2, 100, true));
   const Program& p = r.program;
@@ -94,34 +95,35 @@ TEST(DeepSpeedZero, Stage2BucketsMoveThePeakIntoBackward) {
   EXPECT_EQ(bytes_named(p, "exp_avg:deepspeed:fp32_partition"), 360u);
   EXPECT_EQ(resident_bytes(p), 1800u);
   const auto peak = peak_live_bytes(p);
-  EXPECT_EQ(peak.bytes, 1924u);
+  EXPECT_EQ(peak.bytes, 2084u);
   EXPECT_EQ(p.steps[peak.step].name, "deepspeed:grad_hook:b1");
   EXPECT_EQ(r.optimizer_state_bytes, 360u + 720u);
-  // step's scaled_global_norm: W1's 90-element slice in float64, 720, beside 36 + grads_in_partition 512: 1268.
+  // step's scaled_global_norm: W1's 90-element slice in float64, 720, beside 196 + grads_in_partition 512: 1428.
   EXPECT_EQ(bytes_named(p, "deepspeed:get_grad_norm_direct:W1"), 720u);
   EXPECT_LT(buffer_named(p, "deepspeed:get_grad_norm_direct:b1"), 0);  // b1 starts at 128, outside [0, 90)
 }
 
 // reduce_bucket_size 1000, no overlap_comm: one bucket of 4000 bytes holds every grad, which each hook frees; the
 // epilogue reduces them all and allocates grads_in_partition (512) after the buckets' last grads are freed:
-//   Gemm1's backward: 1796 - 800 + 4000 = 4996, the peak
-//   the epilogue: 36 + 512 + 4000 = 4548
+//   Gemm1's backward: 1828 - 800 + 4000 = 5028, the peak
+//   the epilogue: 196 + 512 + 4000 = 4708
 TEST(DeepSpeedZero, AnOversizedBucketDominates) {
   const Program p = build_training_program(zero_mlp(), zero(2, 1000, false)).program;
   EXPECT_EQ(bytes_named(p, "deepspeed:ipg_buffer_0"), 4000u);
   EXPECT_LT(buffer_named(p, "deepspeed:ipg_buffer_1"), 0);
   const auto peak = peak_live_bytes(p);
-  EXPECT_EQ(peak.bytes, 4996u);
+  EXPECT_EQ(peak.bytes, 5028u);
   EXPECT_EQ(p.steps[peak.step].name, "backward:/Gemm_0");
 }
 
 // ZeRO-1 without overlap_comm: no reduce in the hooks; every grad (712) is alive at backward's end beside the one
 // bucket (400). reduce_gradients then runs the hooks in group order: W1 (extra large) waits; b1's hook reduces W1 into
-// grads_in_partition (512): y 32 + loss 4 + grads 712 + bucket 400 + 512 = 1660, the peak, at b1's hook.
+// grads_in_partition (512): y 32 + loss 4 + the batch 160 + grads 712 + bucket 400 + 512 = 1820, the peak, at b1's
+// hook.
 TEST(DeepSpeedZero, Stage1ReducesAfterBackward) {
   const Program p = build_training_program(zero_mlp(), zero(1, 100, false)).program;
   const auto peak = peak_live_bytes(p);
-  EXPECT_EQ(peak.bytes, 1660u);
+  EXPECT_EQ(peak.bytes, 1820u);
   EXPECT_EQ(p.steps[peak.step].name, "deepspeed:grad_hook:b1");
 }
 
@@ -158,7 +160,7 @@ TEST(DeepSpeedZero, GradTransientsByHand) {
 // offload_optimizer cpu on the GPU, at the accumulation boundary: b1's hook reduces [W1] (extra large, in the
 // partition) from W1's own grad; copy_grads_in_partition then takes W1's slice's norm in float64 (90 x 8 = 720) and
 // checks the whole grad for inf/nan (float32: 7 x 128 = 896) while W1's grad 512, b1's grad 64, the buckets 800 and
-// y 32 + loss 4 are alive: 1412 + 896 = 2308, the peak (the norm: 2132; Gemm1's backward 1796). With
+// y 32 + loss 4 + the batch 160 are alive: 1572 + 896 = 2468, the peak (the norm: 2292; Gemm1's backward 1828). With
 // gradient_accumulation_steps 2 the earlier micro-batch's grads are on the host (accumulated_grads_in_cpu: W1's
 // whole 128 x 4 = 512 more host bytes, 2824) and the GPU's peak is the same.
 TEST(DeepSpeedZero, OffloadChecksEachPartitionGradOnTheGpu) {
@@ -172,7 +174,7 @@ TEST(DeepSpeedZero, OffloadChecksEachPartitionGradOnTheGpu) {
     EXPECT_LT(buffer_named(r.program, "deepspeed:async_inplace_copy_grad_to_fp32_buffer_from_gpu:W1"), 0);
     EXPECT_LT(buffer_named(r.program, "deepspeed:_has_inf_or_nan:b1"), 0);
     const auto peak = peak_live_bytes(r.program);
-    EXPECT_EQ(peak.bytes, 2308u) << accum;
+    EXPECT_EQ(peak.bytes, 2468u) << accum;
     EXPECT_EQ(r.program.steps[peak.step].name, "deepspeed:_has_inf_or_nan:W1");
     EXPECT_EQ(r.deepspeed_host_bytes, accum == 1 ? 2312u : 2824u);
   }

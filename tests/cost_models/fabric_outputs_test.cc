@@ -35,31 +35,33 @@ TrainingRun fabric_bf16(bool convert) {
 
 // bf16 sizes: x [2,4,4] 64, h 64, the bf16 logits [2,4,8] 128, targets 8 x int64 = 64; the float32 copy of the
 // logits 2 x 4 x 8 x 4 = 256. chunked-ce-tokens:2: chunk 0 holds positions [0, 2) (4 rows, 32 elements), chunk 1
-// positions [2, 4) of which the loss reads 1 (2 rows, 16 elements). Live bytes (x and targets from the start: 128):
+// positions [2, 4) of which the loss reads 1 (2 rows, 16 elements). Live bytes (x and targets, the batch, from the
+// start to the end: 128):
 //   h 192; the head's bf16 logits 320; convert_output: + the float32 copy 256 = 576, then 448 (the bf16 logits
 //   freed: the model's list is dropped once every copy exists);
 //   mask: + bools 6 + non_masked_elems 8 + ones_like 8 + divisor 8 = 478, then 464 (bools and ones_like freed);
 //   chunk 0, float32 (the copy is float32: no autocast, no cast): its [2, 2] targets copy 32 + log_softmax 4 x 8 x 4
 //   = 128 + total_weight 4 + losses 4 x 4 = 16: 644;
 //   chunk 1: + the sliced chunk's float32 reshape copy 16 x 4 = 64 + targets 16 + log_softmax 64 + total_weight 4 +
-//   losses 8 = 800; then 672 (the reshape copy and the [2, 4] targets freed);
-//   cat 6 x 4 = 24 and sum 4: 700, then 676; the mean: + loss 4 = 680, then 644 (sum, count and the losses freed).
-// Backward: the mean's grad 4 + the sum's 4: 652, then 640 (grad:loss and the divisor freed); chunk 1: nll's grad 64
-// (704, then 684), log_softmax's grad 64 (748, then 620); chunk 0: 128 (748, then 708: its targets, total_weight and
-// the sum's grad freed), 128 (836, the peak: x 64, h 64, the copy 256, loss 4, chunk 0's log_softmax 128, its grad 128
-// and its input grad 128, chunk 1's grad 64; then 580 = x, h, the copy, loss and the float32 chunk grads 128 + 64);
-// SliceBackward0: chunk 1's whole float32 grad [2, 2, 8] 128 (708, then 644); ToCopyBackward0, last chunk first:
-// chunk 1's bf16 grad 64 (708, then 580), chunk 0's 64 (644, then 516). The head per chunk then stays below: chunk 1
-// writes h's bf16 slice 32 and Wh's first part 64 (612, then 548), chunk 0 the same (644, then 580).
+//   losses 8 = 800; then 736 (the reshape copy freed);
+//   cat 6 x 4 = 24 and sum 4: 764, then 740; the mean: + loss 4 = 744, then 708 (sum, count and the losses freed).
+// Backward: the mean's grad 4 + the sum's 4: 716, then 704 (grad:loss and the divisor freed); chunk 1: nll's grad 64
+// (768, then 748), log_softmax's grad 64 (812, then 684); chunk 0: 128 (812, then 772: its targets, total_weight and
+// the sum's grad freed), 128 (900, the peak: x 64, targets 64, h 64, the copy 256, loss 4, chunk 0's log_softmax 128,
+// its grad 128 and its input grad 128, chunk 1's grad 64; then 644 = x, targets, h, the copy, loss and the float32
+// chunk grads 128 + 64); SliceBackward0: chunk 1's whole float32 grad [2, 2, 8] 128 (772, then 708); ToCopyBackward0,
+// last chunk first: chunk 1's bf16 grad 64 (772, then 644), chunk 0's 64 (708, then 580). The head per chunk then
+// stays below: chunk 1 writes h's bf16 slice 32 and Wh's first part 64 (676, then 612), chunk 0 the same (708, then
+// 644).
 // Without the flag (Bf16KeepsTheLogitsType... in loss_tokens_test.cc) the loss reads the bf16 logits, which live
 // through backward instead of the copy: log_softmax 64 and 32, grads in bf16, no cast back.
 TEST(FabricOutputs, FloatCopiesOfTheChunksByHand) {
   const Program p = build_training_program(decoder_head(), fabric_bf16(true)).program;
-  EXPECT_EQ(peak_live_bytes(p).bytes, 836u);
+  EXPECT_EQ(peak_live_bytes(p).bytes, 900u);
   EXPECT_EQ(p.steps[peak_live_bytes(p).step].name, "backward:log_softmax:chunk0");
   EXPECT_EQ(testing::live_at_step(p, "loss:chunked_ce_tokens:chunk1"), 800u);
   EXPECT_EQ(testing::live_at_step(p, "fabric:convert_output"), 576u);
-  EXPECT_EQ(testing::live_at_step(p, "backward:to_copy:chunk1"), 708u);
+  EXPECT_EQ(testing::live_at_step(p, "backward:to_copy:chunk1"), 772u);
   EXPECT_EQ(bytes_of(p, "logits"), 128u);
   EXPECT_EQ(bytes_of(p, "logits:to_default_dtype"), 256u);
   EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk0"), 128u);

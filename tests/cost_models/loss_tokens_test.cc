@@ -29,24 +29,24 @@ TrainingRun sgd_loss_tokens(int tokens) {
 
 // chunked-ce-tokens:2, fp32: the head's chunks hold positions [0, 2) and [2, 4); the loss reads 2 of the first and
 // 1 of the last (logits[-1][..., :-1, :]): rows 2 x 2 = 4 (32 elements) and 2 x 1 = 2 (16). Live bytes (x and
-// targets live from the start; the resident W1 + Wh apart):
+// targets, the batch, live from the start to the end; the resident W1 + Wh apart):
 //   MatMul h 320; head + logits 256 = 576;
 //   mask: + bools 6 (2 x 3 labels) + non_masked_elems 8 + ones_like 8 + divisor 8 = 606, then 592 (the count and
 //   the divisor kept: the count is a local until the return);
 //   chunk 0: + its label copy ([2, 2] slice, not contiguous: 32) + log_softmax 128 + total_weight 4 + losses 16 = 772;
 //   chunk 1: + the sliced chunk's reshape copy 64 + labels 16 + log_softmax 64 + total_weight 4 + losses 8 = 928,
-//   then 800 (the copy and the [2, 4] targets, read last here, freed);
-//   cat and sum: + 24 + 4 = 828; the mean: 804 + loss 4 = 808, then 772 (sum, count, the losses' list freed).
-// Backward: the mean's grad 4 + the sum's 4: 780, then 768; chunk 1 first: nll_loss's grad 64 (832, then 812:
-// its labels and total_weight freed), log_softmax's grad 64 (876, then 748); chunk 0: 128 (876, then 836),
-// 128 (964, then 708 = x, h, logits 512 + loss 4 + the chunk grads 64 + 128);
-// SliceBackward0: the last chunk's whole grad [2, 2, 8] = 128 (836, then 772).
+//   then 864 (the copy freed);
+//   cat and sum: + 24 + 4 = 892; the mean: 868 + loss 4 = 872, then 836 (sum, count, the losses' list freed).
+// Backward: the mean's grad 4 + the sum's 4: 844, then 832; chunk 1 first: nll_loss's grad 64 (896, then 876:
+// its labels and total_weight freed), log_softmax's grad 64 (940, then 812); chunk 0: 128 (940, then 900),
+// 128 (1028, then 772 = x, targets, h, logits 576 + loss 4 + the chunk grads 64 + 128);
+// SliceBackward0: the last chunk's whole grad [2, 2, 8] = 128 (900, then 836).
 // The head once per chunk, last first: chunk 1 writes h's slice of grad (2 x 2 x 4 = 64) and Wh's first
-// contribution 128: 964, then 836; chunk 0: + 64 + 128 = 1028, the peak.
+// contribution 128: 1028, then 900; chunk 0: + 64 + 128 = 1092, the peak.
 TEST(ChunkedCrossEntropyTokens, TwoChunksByHand) {
   const TrainingResult r = build_training_program(decoder_head(), sgd_loss_tokens(2));
   const Program& p = r.program;
-  EXPECT_EQ(peak_live_bytes(p).bytes, 1028u);
+  EXPECT_EQ(peak_live_bytes(p).bytes, 1092u);
   EXPECT_EQ(p.steps[peak_live_bytes(p).step].name, "backward:/MatMul_2:chunk0");
   EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk0"), 128u);
   EXPECT_EQ(bytes_of(p, "logits:log_softmax:chunk1"), 64u);

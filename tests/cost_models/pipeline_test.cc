@@ -46,12 +46,14 @@ TrainingRun pipeline(int pp, int micro_batches = 0) {
 // saves r0 (and W1, a parameter), Relu saves r1; r1 is sent. Live when its backward starts (the received
 // grad of r1): x + r0 + r1 = 384 bytes. 1F1B: min(2 - 0, 2) = 2 micro-batches in flight, one resident
 // block of 384 beside its own. Resident: weights 512 + Adam states 1024 + 384 = 1920. Live peak: the
-// optimizer step, grads 512 + foreach sqrt temporaries 512 = 1024 (the backward's largest is 768:
-// x + r0 + grad h1 + grad r0 + grad W1). Stage 0's lower bound: 2944.
+// optimizer step, x 128 (its micro-batch of the batch the training loop holds to the step's end) + grads 512
+// + foreach sqrt temporaries 512 = 1152 (the backward's largest is 768: x + r0 + grad h1 + grad r0 + grad W1).
+// Stage 0's lower bound: 3072: the busiest stage.
 // Stage 1: min(2 - 1, 2) = 1 in flight. When its backward starts (nll_loss's backward): the received r1
 // (MatMul_4 saves it for W2's grad), r2, r3 = 384, y 32, targets 32, log_softmax 32, total_weight 4,
 // loss 4: 488. Resident: weights 256 + 256 + 72 = 584, states 1168. Live peak, the optimizer step: grads
-// 584 + temporaries 584 + y 32 + loss 4 = 1204. Lower bound 1752 + 1204 = 2956: the busiest stage.
+// 584 + temporaries 584 + y 32 + loss 4 + targets 32 (held with the batch; the received r1 is freed by its last
+// reader, MatMul_4's backward) = 1236. Lower bound 1752 + 1236 = 2988.
 TEST(Pipeline, OneFOneBStagesByHand) {
   const TrainingResult r = build_training_program(pp_blocks(), pipeline(2));
   ASSERT_EQ(r.pipeline_stages.size(), 2u);
@@ -66,18 +68,24 @@ TEST(Pipeline, OneFOneBStagesByHand) {
   EXPECT_EQ(s1.saved_bytes_per_micro_batch, 488u);
   EXPECT_EQ(s0.param_bytes, 512u);
   EXPECT_EQ(s1.param_bytes, 584u);
-  EXPECT_EQ(s0.peak_bytes, 2944u);
-  EXPECT_EQ(s1.peak_bytes, 2956u);
-  EXPECT_EQ(r.pipeline_busiest_stage, 1);
-  EXPECT_EQ(r.param_bytes, 584u);  // the result is the busiest stage's program
-  EXPECT_GE(buffer_named(r.program, "p2p_recv:r1"), 0);
+  EXPECT_EQ(s0.peak_bytes, 3072u);
+  EXPECT_EQ(s1.peak_bytes, 2988u);
+  EXPECT_EQ(r.pipeline_busiest_stage, 0);
+  EXPECT_EQ(r.param_bytes, 512u);  // the result is the busiest stage's program
+  EXPECT_TRUE(r.program.buffers[buffer_named(r.program, "x")].live_at_end);
 }
 
-// One micro-batch (--micro-batches 1): nothing else in flight on stage 0, 2944 - 384 = 2560.
+// One micro-batch (--micro-batches 1): nothing else in flight on stage 0, 3072 - 384 = 2688; stage 1 (2988) is
+// now the busiest, and its program receives r1, freed after its last reader while the targets stay.
 TEST(Pipeline, MicroBatchesBoundWhatIsInFlight) {
   const TrainingResult r = build_training_program(pp_blocks(), pipeline(2, 1));
   EXPECT_EQ(r.pipeline_stages[0].in_flight_micro_batches, 1);
-  EXPECT_EQ(r.pipeline_stages[0].peak_bytes, 2560u);
+  EXPECT_EQ(r.pipeline_stages[0].peak_bytes, 2688u);
+  ASSERT_EQ(r.pipeline_busiest_stage, 1);
+  const int32_t received = buffer_named(r.program, "p2p_recv:r1");
+  ASSERT_GE(received, 0);
+  EXPECT_FALSE(r.program.buffers[received].live_at_end);
+  EXPECT_TRUE(r.program.buffers[buffer_named(r.program, "targets")].live_at_end);
 }
 
 std::string pp_message(const TrainingRun& o) {
