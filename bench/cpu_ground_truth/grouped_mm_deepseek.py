@@ -14,7 +14,7 @@ each sparse layer's DeepseekMoE by transformers 5's DeepseekV3MoE: the router's 
 grouped_mm_experts_forward (src/transformers/integrations/moe.py at 0261a46) with grouped_mm.py's stand-in for
 torch._grouped_mm (torch 1.13 has none), then shared_experts on the block's input. Protocol and memplan's flags:
 grouped_mm.py's (measure.py's warm-up step, set-to-none zero_grad, one profiled step with cross-entropy and SGD
-momentum foreach; memplan --runtime ideal --torch 1.13, resident + live bytes at the peak less the input ids).
+momentum foreach; memplan --runtime ideal --torch 1.13, resident + live bytes at the peak, the batch included).
 """
 import argparse
 import json
@@ -121,7 +121,7 @@ def memplan_peak(binary: str, experts: str, batch: int, seq: int) -> int:
          "--batch", str(batch), "--dim", f"seq={seq}", "--precision", "fp32", "--optimizer", "momentum",
          "--torch", "1.13", "--zero-grad", "set-to-none", "--experts-implementation", experts,
          "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
-    return e["resident_bytes"] + e["lower_bound_bytes"] - batch * seq * 8
+    return e["resident_bytes"] + e["lower_bound_bytes"]  # the batch included, as accuracy.py counts it
 
 
 def main():
