@@ -51,8 +51,8 @@ def gpt_activations(s, b, t, sp):
     counted the same way as published_gpu.py does for t = 1: final LayerNorm input and output 4sbh (split along the
     sequence with sp), logits and log-softmax 2sb(v/t) each (vocab-parallel, rank 0's ceil(v/t) columns), the
     LayerNorms' float32 mean and rstd (8 B per row each; rows split along the sequence with sp), and what every rank
-    holds whole: the int64 token ids 8sb (the embedding's backward reads them), the int64 position ids 8s and the
-    fp16 loss 2 B."""
+    holds whole: the int64 token ids and targets 8sb each (the batch, which the training loop holds to the step's
+    end), the int64 position ids 8s and the fp16 loss 2 B."""
     vt = -(-v // t)
     if sp:
         layer = s * b * h * 32 // t + 2 * a * s * s * b // t
@@ -60,7 +60,7 @@ def gpt_activations(s, b, t, sp):
     else:
         layer = s * b * h * (8 + 24 // t) + 2 * a * s * s * b // t
         outside = 4 * s * b * h + 4 * s * b * vt + 25 * 8 * s * b
-    return L * layer + outside + 8 * s * b + 8 * s + 2
+    return L * layer + outside + 2 * 8 * s * b + 8 * s + 2
 
 
 class TensorParallelTest(unittest.TestCase):
