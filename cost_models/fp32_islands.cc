@@ -120,6 +120,42 @@ bool float32_cast(const Graph& g, int32_t node) {
   return float_cast(g, node) && g.tensors[out0(g, node)].dtype == DType::Float32;
 }
 
+// Pins `start` and every float tensor it reaches up to the next float Cast (the router's `.type(hidden_states.dtype)`
+// or `.to(hidden_states.dtype)`: the region ends there), with the float zeros (ConstantOfShape) the region's scatters
+// and index_add_s start from. `seen` spans the graph's tensors, shared by the regions of one graph.
+void pin_float_region(const Graph& g, int32_t start, std::vector<bool>& float32, std::vector<bool>& seen) {
+  std::vector<int32_t> stack{start};
+  while (!stack.empty()) {
+    const int32_t v = stack.back();
+    stack.pop_back();
+    if (v < 0 || seen[v] || !dtype_is_float(g.tensors[v].dtype)) continue;
+    seen[v] = float32[v] = true;
+    for (int32_t c : g.tensors[v].consumers) {
+      if (float_cast(g, c)) continue;
+      for (int32_t operand : g.nodes[c].inputs)
+        if (op_is(g, producer_of(g, operand), "ConstantOfShape") && dtype_is_float(g.tensors[operand].dtype))
+          float32[operand] = true;  // torch.zeros_like(..., dtype=topk_weights.dtype), zeros_like(group_scores)
+      for (int32_t o : g.nodes[c].outputs) stack.push_back(o);
+    }
+  }
+}
+
+// The Softmax of F.softmax(router_logits, dim=1, dtype=torch.float) followed by torch.topk, as torch.onnx writes it
+// (symbolic_opset9.py softmax: the Softmax, then a Cast to the dtype): the logits a linear layer's (the gate), the
+// Softmax read only by the Cast, the Cast's result by a TopK. Returns the Cast node, or -1.
+int32_t softmax_router_cast(const Graph& g, int32_t softmax) {
+  if (!op_is(g, softmax, "Softmax") || out0(g, softmax) < 0) return -1;
+  const int32_t gate = producer_of(g, in(g, softmax, 0));
+  int32_t transpose = -1;
+  if (!op_is(g, gate, "MatMul") || g.nodes[gate].inputs.size() != 2 || !float_weight(g, fusion::linear_weight(g, gate, transpose)))
+    return -1;
+  const int32_t cast = sole_consumer(g, out0(g, softmax));
+  if (!float_cast(g, cast)) return -1;
+  for (int32_t c : g.tensors[out0(g, cast)].consumers)
+    if (op_is(g, c, "TopK")) return cast;
+  return -1;
+}
+
 }  // namespace
 
 int pin_float32_routers(const Graph& g, bool autocast, std::vector<bool>& float32) {
@@ -134,23 +170,41 @@ int pin_float32_routers(const Graph& g, bool autocast, std::vector<bool>& float3
     if (!float32_cast(g, cw) || !float_weight(g, in(g, cw, 0))) continue;
     for (int32_t copy : {out0(g, cx), out0(g, cw), out0(g, t)}) float32[copy] = true;
     ++routers;
-    if (autocast) continue;
-    std::vector<int32_t> stack{out0(g, mm)};
-    while (!stack.empty()) {
-      const int32_t v = stack.back();
-      stack.pop_back();
-      if (v < 0 || seen[v] || !dtype_is_float(g.tensors[v].dtype)) continue;
-      seen[v] = float32[v] = true;
-      for (int32_t c : g.tensors[v].consumers) {
-        if (float_cast(g, c)) continue;  // .type(hidden_states.dtype): the region ends
-        for (int32_t operand : g.nodes[c].inputs)
-          if (op_is(g, producer_of(g, operand), "ConstantOfShape") && dtype_is_float(g.tensors[operand].dtype))
-            float32[operand] = true;  // torch.zeros_like(..., dtype=topk_weights.dtype), zeros_like(group_scores)
-        for (int32_t o : g.nodes[c].outputs) stack.push_back(o);
-      }
-    }
+    if (!autocast) pin_float_region(g, out0(g, mm), float32, seen);
   }
   return routers;
+}
+
+bool has_softmax_router(const Graph& g) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (softmax_router_cast(g, static_cast<int32_t>(i)) >= 0) return true;
+  return false;
+}
+
+std::string softmax_router_note(int routers) {
+  return std::to_string(routers) + " routers run F.softmax(router_logits, dtype=torch.float) (Mixtral, Qwen-MoE): a "
+         "float32 copy of the logits, a float32 softmax kept for backward, float32 top-k weights cast back once.";
+}
+
+int add_float32_softmax_routers(Graph& g, std::vector<bool>& float32, std::vector<bool>* grown) {
+  std::vector<std::pair<int32_t, int32_t>> routers;  // (Softmax, its Cast)
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int32_t s = static_cast<int32_t>(i);
+    const int32_t cast = softmax_router_cast(g, s);
+    if (cast >= 0) routers.emplace_back(s, cast);
+  }
+  if (routers.empty()) return 0;
+  std::vector<int32_t> weights;  // the Casts' results (tensor ids outlive the rewrite; node indices do not)
+  GraphRewriter r(g, float32, grown);
+  for (const auto& [s, cast] : routers) {
+    float32_input(g, r, in(g, s, 0), s, {s});  // input.toType(dtype): read by the softmax only, freed after it
+    r.pin(out0(g, s));                         // _softmax's float32 result, which SoftmaxBackward keeps
+    weights.push_back(out0(g, cast));
+  }
+  r.finish();
+  std::vector<bool> seen(g.tensors.size(), false);
+  for (int32_t w : weights) pin_float_region(g, w, float32, seen);
+  return static_cast<int>(routers.size());
 }
 
 std::string float32_router_note(int routers, bool autocast) {

@@ -59,6 +59,22 @@ IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool ea
 // on the lower-precision list (aten/src/ATen/autocast_mode.h at d70fe7f, AT_FORALL_LOWER_PRECISION_FP: linear), so
 // only the two float32 copies are pinned and autocast casts them back for the product. Returns how many routers.
 int pin_float32_routers(const Graph& g, bool autocast, std::vector<bool>& float32);
+
+// The router of mixtral, qwen2_moe and qwen3_moe (transformers models/qwen3_moe/modeling_qwen3_moe.py
+// Qwen3MoeSparseMoeBlock.forward; MixtralSparseMoeBlock and Qwen2MoeSparseMoeBlock the same): routing_weights =
+// F.softmax(router_logits, dim=1, dtype=torch.float), torch.topk on them, `/=` their sum when the config normalizes,
+// then .to(hidden_states.dtype). softmax with a dtype converts its input first (aten/src/ATen/native/SoftMax.cpp:
+// input_.toType(dtype), then _softmax; only a CUDA Half input takes the half_to_float kernel, which a bf16 model's
+// never is) and SoftmaxBackward keeps the float32 result (derivatives.yaml _softmax: result). The export writes a
+// Softmax then a Cast to the dtype, which cannot tell `dtype=torch.float` from gpt_oss's `dtype=x.dtype` (its
+// attention sinks, its top-k softmax): what marks the router is the Softmax of a linear layer's output whose Cast
+// torch.topk reads. A rewrite for a model whose ops read half parameters outside autocast (autocast runs softmax on
+// float32 anyway, its fp32 list): the float32 copy of the logits inserted before each such Softmax, its result
+// pinned, and everything float the Cast's result reaches up to the next float Cast (the top-k weights, their sum and
+// quotient). Returns how many routers.
+bool has_softmax_router(const Graph& g);
+int add_float32_softmax_routers(Graph& g, std::vector<bool>& float32, std::vector<bool>* grown = nullptr);
+std::string softmax_router_note(int routers);
 std::string float32_router_note(int routers, bool autocast);
 
 }  // namespace memplan

@@ -48,6 +48,9 @@ std::optional<Match> match_rsqrt(const Graph& g, int32_t sqrt);
 std::optional<Match> match_index_add(const Graph& g, int32_t add);
 
 // op_fusion_matmul.cc: the matrix products.
+// The parameter a MatMul's right operand is: a 2-D initializer, or F.linear's Transpose (perm [1, 0]) of one read by
+// that MatMul only (-1 if neither). `transpose` is set to the Transpose node when there is one.
+int32_t linear_weight(const Graph& g, int32_t mm, int32_t& transpose);
 std::optional<Match> match_linear(const Graph& g, int32_t matmul);
 std::optional<Match> match_baddbmm(const Graph& g, int32_t add);
 // `soft_cap`: the scores may pass cap x tanh(scores / cap) before the mask (FusionOptions::attention_soft_cap).

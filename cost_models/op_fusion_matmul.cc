@@ -9,7 +9,6 @@
 #include "cost_models/graph_facts.h"
 
 namespace memplan::fusion {
-namespace {
 
 // ---- Linear: F.linear(x, W, b) as the exporter writes it ----
 // With constant folding (inference exports) the weight is pre-transposed into a new initializer:
@@ -33,8 +32,6 @@ int32_t linear_weight(const Graph& g, int32_t mm, int32_t& transpose) {
   transpose = t;
   return param;
 }
-
-}  // namespace
 
 std::optional<Match> match_linear(const Graph& g, int32_t mm) {
   if (!op_is(g, mm, "MatMul")) return std::nullopt;

@@ -187,12 +187,17 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   precondition(options.frozen_storage != FrozenStorage::Nf4 || options.shard != Sharding::Fsdp2 || options.nf4_torchao,
                "bitsandbytes' NF4 under fully_shard (refused by report/option_checks.cc)");
   const int kbit_layers = options.kbit_prep ? prepare_kbit_training(rewritable(), float32, adapters) : 0;
+  // Mixtral's and Qwen-MoE's float32 routing softmax, where the ops read half parameters outside autocast.
+  const int softmax_routers = half && !is_amp(options.precision) && has_softmax_router(rewritten ? *rewritten : base)
+                                  ? add_float32_softmax_routers(rewritable(), float32, &adapters)
+                                  : 0;
   const Graph& graph = rewritten ? *rewritten : base;
   // DeepSeek-V3's float32 router and accumulator, where the ops read half parameters (fp32_islands.h).
   const int routers = half ? pin_float32_routers(graph, is_amp(options.precision), float32) : 0;
   const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr, &float32);
   std::vector<std::string> notes = context.notes;
   if (routers > 0) notes.push_back(float32_router_note(routers, is_amp(options.precision)));
+  if (softmax_routers > 0) notes.push_back(softmax_router_note(softmax_routers));
   if (options.upcast.any()) notes.push_back(upcast_note(options, islands));
   if (is_amp(options.precision) && !options.fsdp2_mp && stored_param_dtype(options) != DType::Float32)
     notes.push_back("Parameters stored in " + std::string(dtype_name(stored_param_dtype(options))) +

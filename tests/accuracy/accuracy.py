@@ -37,11 +37,13 @@ CPU_EXCLUDED = {
                     "buffers that the CUDA kernels do not; memplan models the GPU, so it is under here",
 }
 CPU_TOLERANCE = 10.0
-# Issue 23 asks a training step of a tiny mixture of experts, balanced routing, within 3 %.
+# Issue 23 asks a training step of a tiny mixture of experts, balanced routing, within 3 %; moe_tiny is held to 1 %
+# (float32 within 0.01 %, bfloat16 with its float32 routing softmax within 0.03 %: -0.28 to -0.36 % before that was
+# modelled).
 # The tiny DeepSeek-V3 within 1 % (float32, and bfloat16 with its float32 router: -4.4 to -6.0 % before that was
 # modelled): before matmul's operand copies were modelled it read +1.4 to +2.0 % (its values,
 # a slice of kv_b_proj's output, copied by bmm), which this gate would have caught.
-CPU_TOLERANCE_BY_MODEL = {"moe_tiny": 3.0, "deepseek_tiny": 1.0}
+CPU_TOLERANCE_BY_MODEL = {"moe_tiny": 1.0, "deepseek_tiny": 1.0}
 # Issue 22: the float32 islands of a bfloat16 Hugging Face model (--upcast), on the tiny Llama, within 3 %.
 CPU_TOLERANCE_UPCAST = 3.0
 GPU_TOLERANCE = 15.0
@@ -65,8 +67,10 @@ def cpu_measurements():
     # deepseek_truth.json: the tiny DeepSeek-V3 config (latent attention, sigmoid router, eager loop or grouped_mm
     # experts) in float32 (bench/cpu_ground_truth/grouped_mm_deepseek.py); deepseek_bf16_truth.json: the same model
     # stored in bfloat16, its router and accumulator in float32 (bench/cpu_ground_truth/deepseek_bf16.py).
+    # moe_bf16_truth.json: moe_tiny (Qwen3-MoE) stored in bfloat16, its routing softmax in float32
+    # (bench/cpu_ground_truth/moe_bf16.py).
     for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json", "amp_stored.json",
-                 "fabric_outputs.json", "deepseek_truth.json", "deepseek_bf16_truth.json"):
+                 "fabric_outputs.json", "deepseek_truth.json", "deepseek_bf16_truth.json", "moe_bf16_truth.json"):
         with open(os.path.join(SRC, "bench", "cpu_ground_truth", name)) as f:
             yield from json.load(f)["measurements"]
 

@@ -181,5 +181,71 @@ TEST(Fp32Islands, LegacyLogitsAreAFloat32OutputAndTheLossCopiesTheShiftedOnes) {
   EXPECT_EQ(p.buffers[buffer_named(p, "grad:y")].bytes, 48u);
 }
 
+// A mixture of experts' router as torch.onnx writes Qwen3MoeSparseMoeBlock.forward's (tests/models/hf_moe.py):
+// x[4,8] -> MatMul(x, Transpose(gate[4,8])) = logits[4,4] -> Softmax = probs -> Cast(float) = pf
+// (F.softmax(router_logits, dim=1, dtype=torch.float)) -> TopK(k 2) = v[4,2], i (int64) -> ReduceSum(v) = sum[4,1]
+// -> Div(v, sum) = w -> Cast(float) = wc (.to(hidden_states.dtype)) -> MatMul(wc, W2[2,3]) = y[4,3].
+// `topk_first`: gpt_oss's router instead (TopK on the logits, then Softmax -> Cast: softmax(..., dtype=
+// router_top_value.dtype), the model's own type), which the export cannot tell from the float32 one by its casts.
+Graph router(bool topk_first = false) {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t gate_t = b.node1("Transpose", {b.weight("gate", {4, 8})}, "gate_t", {8, 4}, {{"perm", ints_attr({1, 0})}});
+  const int32_t logits = b.node1("MatMul", {x, gate_t}, "logits", {4, 4});
+  const int32_t k = b.int_constant("k", {2});
+  int32_t v = -1;
+  if (topk_first) {
+    const int32_t top = b.node("TopK", {logits, k}, {{"top", {4, 2}}, {"i", {4, 2}}}, {{"axis", int_attr(-1)}});
+    b.mutable_graph().tensors[top + 1].dtype = DType::Int64;
+    const int32_t probs = b.node1("Softmax", {top}, "probs", {4, 2}, {{"axis", int_attr(-1)}});
+    v = b.node1("Cast", {probs}, "pf", {4, 2}, {{"to", int_attr(1)}});
+  } else {
+    const int32_t probs = b.node1("Softmax", {logits}, "probs", {4, 4}, {{"axis", int_attr(1)}});
+    const int32_t pf = b.node1("Cast", {probs}, "pf", {4, 4}, {{"to", int_attr(1)}});
+    v = b.node("TopK", {pf, k}, {{"v", {4, 2}}, {"i", {4, 2}}}, {{"axis", int_attr(-1)}});
+    b.mutable_graph().tensors[v + 1].dtype = DType::Int64;
+  }
+  const int32_t sum = b.node1("ReduceSum", {v, b.int_constant("axes", {-1})}, "sum", {4, 1}, {{"keepdims", int_attr(1)}});
+  const int32_t w = b.node1("Div", {v, sum}, "w", {4, 2});
+  const int32_t wc = b.node1("Cast", {w}, "wc", {4, 2}, {{"to", int_attr(1)}});
+  b.output(b.node1("MatMul", {wc, b.weight("W2", {2, 3})}, "y", {4, 3}));
+  return b.graph();
+}
+
+// Under bf16 (no --upcast: the modeling code asks for float32 itself): the logits (bf16, 32 bytes) are copied into
+// float32 (64), the softmax writes float32 probs (64), which its backward keeps; top-k's values (32), their sum (16)
+// and the quotient (32) are float32, and the cast back `wc` is bf16 (16). fp32 and autocast insert nothing.
+TEST(Fp32Islands, MixtureOfExpertsRoutingSoftmaxRunsInFloat32) {
+  const TrainingResult r = build_training_program(router(), bf16_sgd({}));
+  const Program& p = r.program;
+  const int32_t up = buffer_ending(p, "/upcast_output_0");
+  ASSERT_GE(up, 0);
+  EXPECT_EQ(p.buffers[up].bytes, 64u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "logits")].bytes, 32u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "probs")].bytes, 64u);
+  EXPECT_TRUE(step_reads(p.steps[step_named(p, "backward:/Softmax_2")], buffer_named(p, "probs")));
+  EXPECT_EQ(last_reader(p, up), step_named(p, "/Softmax_2"));
+  EXPECT_EQ(p.buffers[buffer_named(p, "v")].bytes, 32u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "sum")].bytes, 16u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "w")].bytes, 32u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "wc")].bytes, 16u);
+  EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
+                         [](const std::string& n) { return n.rfind("1 routers run F.softmax(router_logits", 0) == 0; }),
+            r.notes.end());
+  for (Precision precision : {Precision::Fp32, Precision::AmpBf16}) {
+    TrainingRun o = bf16_sgd({});
+    o.precision = precision;
+    EXPECT_LT(buffer_ending(build_training_program(router(), o).program, "/upcast_output_0"), 0);
+  }
+}
+
+// gpt_oss's top-k softmax runs in the model's type: the same Softmax -> Cast, but on top-k's values, not read by a
+// TopK: nothing inserted, the probabilities bf16 (4 x 2 x 2 = 16 bytes).
+TEST(Fp32Islands, ASoftmaxAfterTheTopKStaysInTheModelsType) {
+  const Program p = build_training_program(router(/*topk_first=*/true), bf16_sgd({})).program;
+  EXPECT_LT(buffer_ending(p, "/upcast_output_0"), 0);
+  EXPECT_EQ(p.buffers[buffer_named(p, "probs")].bytes, 16u);
+}
+
 }  // namespace
 }  // namespace memplan
