@@ -17,9 +17,7 @@ without --upcast). Protocol and memplan's flags: grouped_mm_deepseek.py's, with 
 """
 import argparse
 import os
-import subprocess
 import sys
-import json
 
 import torch
 
@@ -54,12 +52,9 @@ def measured_peak(batch: int, seq: int) -> dict:
 
 
 def memplan_peak(binary: str, batch: int, seq: int) -> int:
-    e = json.loads(subprocess.run(
-        [binary, "estimate", base.CONFIG, "--graph", "train", "--mode", "train", "--runtime", "ideal",
-         "--batch", str(batch), "--dim", f"seq={seq}", "--precision", "bf16", "--optimizer", "momentum",
-         "--torch", "1.13", "--optimizer-impl", "foreach-torch1", "--zero-grad", "set-to-none",
-         "--experts-implementation", "eager", "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
-    return e["resident_bytes"] + e["lower_bound_bytes"]
+    return base.measure.memplan_training_peak(binary, base.CONFIG, batch, seq, "--precision", "bf16", "--optimizer",
+                                              "momentum", "--optimizer-impl", "foreach-torch1",
+                                              "--experts-implementation", "eager")
 
 
 def main():

@@ -17,9 +17,7 @@ the peak (the batch included, as the measured baseline includes it), as tests/ac
 loop (hf_moe.py as it is) and grouped_mm, against memplan's --runtime ideal estimate with the same settings.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 import torch
@@ -139,14 +137,8 @@ def measured_peak(grouped: bool, batch: int, seq: int) -> int:
 
 
 def memplan_peak(binary: str, experts: str, batch: int, seq: int) -> int:
-    e = json.loads(subprocess.run(
-        [binary, "estimate", measure.MOE_TINY_CONFIG, "--graph", "train", "--mode", "train", "--runtime", "ideal",
-         "--batch", str(batch), "--dim", f"seq={seq}", "--precision", "fp32", "--optimizer", "momentum",
-         "--torch", "1.13", "--zero-grad", "set-to-none", "--experts-implementation", experts,
-         "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
-    # As tests/accuracy/accuracy.py counts it: the resident parameters and states and the step's live bytes at the
-    # peak, the batch (input ids, targets) included, as the measured baseline includes it.
-    return e["resident_bytes"] + e["lower_bound_bytes"]
+    return measure.memplan_training_peak(binary, measure.MOE_TINY_CONFIG, batch, seq, "--precision", "fp32",
+                                         "--optimizer", "momentum", "--experts-implementation", experts)
 
 
 def main():

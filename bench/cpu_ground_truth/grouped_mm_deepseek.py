@@ -19,7 +19,6 @@ momentum foreach; memplan --runtime ideal --torch 1.13, resident + live bytes at
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import torch
@@ -116,12 +115,8 @@ def measured_peak(grouped: bool, batch: int, seq: int) -> dict:
 
 
 def memplan_peak(binary: str, experts: str, batch: int, seq: int) -> int:
-    e = json.loads(subprocess.run(
-        [binary, "estimate", CONFIG, "--graph", "train", "--mode", "train", "--runtime", "ideal",
-         "--batch", str(batch), "--dim", f"seq={seq}", "--precision", "fp32", "--optimizer", "momentum",
-         "--torch", "1.13", "--zero-grad", "set-to-none", "--experts-implementation", experts,
-         "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
-    return e["resident_bytes"] + e["lower_bound_bytes"]  # the batch included, as accuracy.py counts it
+    return measure.memplan_training_peak(binary, CONFIG, batch, seq, "--precision", "fp32", "--optimizer", "momentum",
+                                         "--experts-implementation", experts)
 
 
 def main():

@@ -26,6 +26,7 @@ import os
 import platform
 import re
 import shlex
+import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
@@ -44,6 +45,18 @@ import hf_moe  # noqa: E402  (the plain-PyTorch mixture-of-experts decoders the 
 import llama  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
 import hf_moe_test  # noqa: E402  (moe_config_json: the config.json transformers writes for a MoeConfig)
+
+
+def memplan_training_peak(binary: str, config: str, batch: int, seq: int, *flags: str) -> int:
+    """memplan's figure for a config.json's training step as tests/accuracy/accuracy.py counts it: `estimate CONFIG
+    --graph train --mode train --runtime ideal --torch 1.13 --zero-grad set-to-none` with `flags` (precision,
+    optimizer, ...), the resident parameters and states plus the step's live bytes at the peak, the batch (input
+    ids, targets) included as the measured baseline includes it."""
+    e = json.loads(subprocess.run(
+        [binary, "estimate", config, "--graph", "train", "--mode", "train", "--runtime", "ideal", "--batch",
+         str(batch), "--dim", f"seq={seq}", "--torch", "1.13", "--zero-grad", "set-to-none", *flags, "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    return e["resident_bytes"] + e["lower_bound_bytes"]
 
 
 def write_measurements(path: str, script: str, rows: List[Dict]) -> None:

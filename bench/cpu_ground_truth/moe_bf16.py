@@ -18,9 +18,7 @@ zero_grad(set_to_none=True), one profiled step: forward, cross-entropy, backward
 peak, as accuracy.py counts them.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 import torch
@@ -53,12 +51,8 @@ def measured_peak(batch: int) -> dict:
 
 
 def memplan_peak(binary: str, batch: int) -> int:
-    e = json.loads(subprocess.run(
-        [binary, "estimate", measure.MOE_TINY_CONFIG, "--graph", "train", "--mode", "train", "--runtime", "ideal",
-         "--batch", str(batch), "--dim", f"seq={SEQ}", "--precision", "bf16", "--optimizer", "momentum",
-         "--torch", "1.13", "--optimizer-impl", "foreach-torch1", "--zero-grad", "set-to-none", "--json"],
-        cwd=ROOT, capture_output=True, text=True, check=True).stdout)
-    return e["resident_bytes"] + e["lower_bound_bytes"]
+    return measure.memplan_training_peak(binary, measure.MOE_TINY_CONFIG, batch, SEQ, "--precision", "bf16",
+                                         "--optimizer", "momentum", "--optimizer-impl", "foreach-torch1")
 
 
 def main():
