@@ -60,6 +60,11 @@ struct MoeBlock {
   int64_t tokens = 0, hidden = 0, experts = 0, top_k = 0;
   int64_t expert_intermediate = 0;   // one expert's MLP width (its first projection's output features)
   int expert_linears = 0;            // MatMuls on weights inside the block (3 per expert)
+  // The experts' weights, in the order the block reads them: every expert's projection weights (the loop's
+  // MatMuls), or the stacked [E, in, out] weights aten::_grouped_mm reads (transformers 5's grouped experts,
+  // onnx_import/hf_moe_grouped.h: gate_up_proj and down_proj, the layout of vLLM's FusedMoE w13_weight and
+  // w2_weight), each standing for E projections (2E for gate_up, chunked into gate and up) in expert_linears.
+  std::vector<std::string> weights;
   std::string result;                // the accumulator the block returns (kept: the kernel's output)
   std::vector<std::string> tensors;  // what the fused kernel replaces (held outside the step)
 };

@@ -1,8 +1,11 @@
 // find_moe_blocks (cost_models/engine_kernels.h): a mixture of experts' sparse blocks, found by structure.
+#include <algorithm>
 #include <set>
+#include <utility>
 
 #include "cost_models/engine_kernels.h"
 #include "cost_models/graph_facts.h"
+#include "cost_models/tensor_parallel_patterns.h"
 
 namespace memplan {
 namespace {
@@ -30,6 +33,13 @@ int32_t router_weight(const Graph& g, int32_t operand) {
   if (t < 0 || g.nodes[t].inputs.empty()) return -1;
   const int32_t cast = producer_of(g, g.nodes[t].inputs[0], "Cast");
   return cast < 0 || g.nodes[cast].inputs.empty() ? -1 : matmul_weight(g, g.nodes[cast].inputs[0]);
+}
+
+// torch.argsort as torch.onnx writes it, a TopK with largest=0 (hf_moe_grouped.cc's expert order): no router's
+// top-k (a router picks its largest scores).
+bool argsort(const Node& n) {
+  const auto it = n.attributes.find("largest");
+  return n.op_type == "TopK" && it != n.attributes.end() && it->second.i == 0;
 }
 
 // An accumulator no further index_add_ reads: the block's result.
@@ -82,6 +92,7 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
     if (softmax >= 0) held.insert(probs);
     if (softmax >= 0 && cast >= 0) held.insert(g.nodes[cast].outputs[0]);
     std::set<int32_t> seen_nodes;
+    std::vector<std::pair<int32_t, int32_t>> reads, stacked;  // (node, weight): MatMuls, stacked projections
     std::vector<int32_t> stack;
     for (int32_t o : topk.outputs)
       if (o >= 0) stack.push_back(o);
@@ -95,12 +106,17 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
       for (int32_t c : g.tensors[t].consumers) {
         if (!seen_nodes.insert(c).second) continue;
         const Node& n = g.nodes[c];
-        if (n.op_type == "TopK") escaped = true;  // another block's router: no result found in between
+        if (n.op_type == "TopK" && !argsort(n)) escaped = true;  // another block's router: no result in between
         if (n.op_type == "MatMul" && n.inputs.size() == 2 && matmul_weight(g, n.inputs[1]) >= 0) {
+          reads.emplace_back(c, matmul_weight(g, n.inputs[1]));
           if (b.expert_linears++ == 0 && !n.outputs.empty() && n.outputs[0] >= 0 &&
               !g.tensors[n.outputs[0]].shape.empty())
             b.expert_intermediate = g.tensors[n.outputs[0]].shape.back();
         }
+        // The stacked experts' projections (counted below).
+        if (is_aten(n, "_grouped_mm") && n.inputs.size() >= 2 && stacked_expert_weight(g, n.inputs[1]) >= 0 &&
+            !n.outputs.empty() && n.outputs[0] >= 0 && !g.tensors[n.outputs[0]].shape.empty())
+          stacked.emplace_back(c, stacked_expert_weight(g, n.inputs[1]));
         const int32_t acc = accumulator_operand(g, n);
         if (acc >= 0 && g.tensors[acc].producer >= 0 &&
             g.nodes[g.tensors[acc].producer].op_type == "ConstantOfShape")
@@ -116,6 +132,18 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
         }
       }
     }
+    // A stacked projection (aten::_grouped_mm on [E, in, out]) stands for one linear an expert, two where its output
+    // is chunked into gate and up (a Split into two: MixtralExperts' gate_up_proj, vLLM's w13), so that both forms
+    // give the per-expert loop's count; the width from the first in the graph's order (gate and up).
+    std::sort(reads.begin(), reads.end());
+    std::sort(stacked.begin(), stacked.end());
+    for (const auto& [node, w] : stacked) {
+      const int32_t out = g.nodes[node].outputs[0];
+      const bool chunked = chunked_gate_up(g, out);
+      if (b.expert_linears == 0) b.expert_intermediate = g.tensors[out].shape.back() / (chunked ? 2 : 1);
+      b.expert_linears += static_cast<int>(g.tensors[w].shape[0]) * (chunked ? 2 : 1);
+    }
+    for (const auto& [node, w] : reads.empty() ? stacked : reads) b.weights.push_back(g.tensors[w].name);
     if (escaped || result < 0 || b.expert_linears == 0) continue;
     // Two projections an expert (GptOssExperts' gate_up_proj [E, H, 2I] and down_proj): the first one's output
     // features are gate and up together, 2I.

@@ -94,6 +94,41 @@ class Pass {
     if (p_.sharded(x)) p_.gathered_input[&n - g_.nodes.data()] = x;  // sequence-parallel input: all-gathered
   }
 
+  // aten::_grouped_mm(x, W, offs) on stacked experts (stacked_expert_weight: W [E, in, out], or the Transpose of
+  // [E, out, in]), split as vLLM's FusedMoE splits them (fused_moe/layer.py at c439a13, FusedMoE.__init__:
+  // intermediate_size_per_partition = intermediate_size // tp_size; UnquantizedFusedMoEMethod.create_weights:
+  // w13_weight [E, 2·I_p, H], w2_weight [E, H, I_p]; Fp8MoEMethod's the same, cost_models/vllm_fp8_block.h): every
+  // expert's gate and up by their I output features (column-parallel), its down by its I inputs (row-parallel, the
+  // output all-reduced). Counted as the per-expert loop's linear layers: E column-parallel a stacked gate and up
+  // chunked in two (2E), E for any other, E row-parallel.
+  void stacked_linear(const Node& n, int32_t x, int32_t w_operand, int32_t w) {
+    const int32_t out = n.outputs[0];
+    if (out < 0 || g_.tensors[out].shape.empty()) return;
+    const bool stored = w_operand == w;  // [E, in, out] as read; else the Transpose of [E, out, in]
+    const int64_t experts = g_.tensors[w].shape[0];
+    if (p_.sharded(x) && p_.axis[x] == tp_rank_of(g_, x) - 1) {
+      p_.row_parallel += static_cast<int>(experts);
+      set(w, stored ? 1 : 2);
+      if (!stored) set(w_operand, 1);
+      if (p_.sequence_parallel) shard_sequence(out, n);
+      return;
+    }
+    const bool chunked = chunked_gate_up(g_, out);
+    const int64_t features = g_.tensors[out].shape.back(), width = chunked ? features / 2 : features;
+    if (width % p_.tp != 0)
+      throw InputError(tp_text() + " does not divide the " + std::to_string(width) + " output features of each expert" +
+                       (chunked ? "'s gate and up" : "") + " in the stacked column-parallel weight '" +
+                       g_.tensors[w].name + "' " + where(n));
+    p_.column_parallel += static_cast<int>(experts * (chunked ? 2 : 1));
+    set(w, stored ? 2 : 1);
+    if (!stored) set(w_operand, 2);
+    set(out, tp_rank_of(g_, out) - 1);
+    if (p_.sharded(x)) p_.gathered_input[&n - g_.nodes.data()] = x;
+    // GptOssExperts' gate_up_proj_bias [E, 2I], added as bias[expert_ids]: split with the columns (vLLM's w13_bias
+    // [E, 2·I_p]).
+    for (const auto& [bias, rows] : stacked_biases(g_, out)) set(bias, 1), set(rows, tp_rank_of(g_, rows) - 1);
+  }
+
   // More GPUs than key/value heads, with replicate_kv_heads: each GPU holds one whole head of `features`
   // (head_dim) outputs, replicated on tp / heads GPUs (vLLM's QKVParallelLinear: num_kv_head_replicas). The
   // projection that made `t` (MatMul/Gemm, through its bias Add) keeps that head's columns of its weight.
@@ -246,6 +281,9 @@ class Pass {
         return;
       return carry(n);
     }
+    if (is_aten(n, "_grouped_mm") && n.inputs.size() >= 2 && !n.outputs.empty() &&
+        stacked_expert_weight(g_, input(1)) >= 0)
+      return stacked_linear(n, input(0), input(1), stacked_expert_weight(g_, input(1)));
     if (op == "Gemm" && n.inputs.size() >= 2) {
       const auto at = n.attributes.find("transA");
       const int32_t w = weight_operand(input(1));

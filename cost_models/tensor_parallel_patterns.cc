@@ -70,4 +70,44 @@ bool is_replicated_latent(const Graph& g, const Node& n) {
   return false;
 }
 
+int32_t stacked_expert_weight(const Graph& g, int32_t operand) {
+  auto stacked = [&](int32_t t) {
+    return t >= 0 && g.tensors[t].kind == TensorKind::Weight && g.tensors[t].producer < 0 &&
+           g.tensors[t].shape.size() == 3;
+  };
+  if (operand < 0) return -1;
+  if (stacked(operand)) return operand;
+  const int32_t p = g.tensors[operand].producer;
+  if (p < 0 || g.nodes[p].op_type != "Transpose" || g.nodes[p].inputs.empty()) return -1;
+  const auto perm = g.nodes[p].attributes.find("perm");
+  if (perm == g.nodes[p].attributes.end() || perm->second.ints != std::vector<int64_t>{0, 2, 1}) return -1;
+  return stacked(g.nodes[p].inputs[0]) ? g.nodes[p].inputs[0] : -1;
+}
+
+bool chunked_gate_up(const Graph& g, int32_t t) {
+  if (t < 0) return false;
+  for (int32_t c : g.tensors[t].consumers)
+    if (g.nodes[c].op_type == "Split" && g.nodes[c].outputs.size() == 2) return true;
+  return false;
+}
+
+std::vector<std::pair<int32_t, int32_t>> stacked_biases(const Graph& g, int32_t t) {
+  std::vector<std::pair<int32_t, int32_t>> found;
+  const Tensor& y = g.tensors[t];
+  for (int32_t c : y.consumers) {
+    const Node& add = g.nodes[c];
+    if (add.op_type != "Add" || add.inputs.size() != 2) continue;
+    const int32_t rows = add.inputs[add.inputs[0] == t ? 1 : 0];
+    const int32_t gather = rows >= 0 ? g.tensors[rows].producer : -1;
+    if (gather < 0 || g.nodes[gather].op_type != "Gather" || g.nodes[gather].inputs.empty()) continue;
+    const int32_t bias = g.nodes[gather].inputs[0];
+    if (bias < 0) continue;
+    const Tensor& b = g.tensors[bias];
+    if (b.kind == TensorKind::Weight && b.producer < 0 && b.shape.size() == 2 && b.shape[1] == y.shape.back() &&
+        g.tensors[rows].shape.size() == y.shape.size())
+      found.emplace_back(bias, rows);
+  }
+  return found;
+}
+
 }  // namespace memplan

@@ -178,7 +178,8 @@ std::string LlamaBuilder::moe_router(const std::string& m, const std::string& p,
 
 // SparseMoeBlock.forward of tests/models/hf_moe.py (hf_moe.h), on the post-attention norm's (b, s, h) output.
 std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
-  if (c_.grouped_experts) return grouped_moe_block(l, x);  // hf_moe_grouped.cc
+  // hf_moe_grouped.cc: transformers 5's grouped experts, and serve's engines' stacked ones (hf_moe.h)
+  if (c_.grouped_experts || c_.engine_experts) return grouped_moe_block(l, x);
   const std::string m = "/layers." + std::to_string(l) + (mixtral(c_) ? "/block_sparse_moe" : "/mlp");
   const std::string p = "layers." + std::to_string(l) + (mixtral(c_) ? ".block_sparse_moe" : ".mlp");
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
@@ -216,36 +217,7 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     return start == 0 && step == 1 && end == kEnd ? x : strided(x, start, step, end);
   };
   std::string expanded, acc, last_index, last_source, empty_index, empty_state, empty_weights;
-  // For an engine that runs the experts as its fused MoE kernel (DecoderConfig::engine_experts, hf_moe.h): each
-  // expert's MLP on one gathered state, their outputs summed and scattered once.
-  const bool fused = c_.engine_experts;
-  std::vector<std::string> outs;
-  std::string gathered;  // the tokens every expert reads
-  for (int64_t e = 0; e < experts && fused; ++e) {
-    if (e == 0 || e == experts - 1) {  // the loop's first and last reads of the tokens
-      if (c_.gpt_oss) {  // hidden_states[token_idx]
-        gathered = e_.op("Gather", {hidden, tokens});
-        e_.i("axis", 0);
-      } else {  // hidden_states[None]
-        if (e == 0) expanded = e_.op("Unsqueeze", {hidden, e_.const_i64({0}, false)});
-        const std::string picked = e_.op("Gather", {expanded, tokens});
-        e_.i("axis", 1);
-        gathered = reshape(picked, e_.const_i64({-1, h}, false));
-      }
-    }
-    const std::string name = "experts." + std::to_string(e);
-    outs.push_back(c_.gpt_oss ? gpt_oss_expert(loop, p + ".experts", e, gathered)
-                              : moe_expert(m + "/" + name, p + "." + name, gathered, c_.expert_intermediate_size,
-                                           mixtral(c_)));
-    e_.scope = loop;
-    if (e == 0) {  // torch.zeros_like, after the first expert's work as the loop writes it
-      acc = e_.op("ConstantOfShape", {e_.op("Shape", {hidden})});
-      const float zero = 0.0f;
-      e_.tensor("value", TensorProto::FLOAT, {1}, &zero, 4);
-    }
-  }
-  if (fused) last_index = tokens, last_source = e_.op("Sum", outs);
-  for (int64_t e = 0; e < experts && !fused; ++e) {
+  for (int64_t e = 0; e < experts; ++e) {
     // The JIT's common-subexpression pass merges equal pure ops: the worst rule's empty experts share the first
     // one's top_x and gathered state, and their weights' slice unless it reads the top-k weights divided in place
     // (norm_topk_prob), which the pass leaves apart.

@@ -25,17 +25,22 @@
 // not in the graph; memplan holds the pair indices, N·k int64 per layer, instead).
 //
 // For serve's engines (--engine vllm, sglang, trtllm, all: DecoderConfig::engine_experts, set by read_config_model's
-// vllm_serve when no --experts-implementation is asked for, which they refuse), which replace each sparse block's experts by their fused MoE kernel (cost_models/engine_kernels.h
-// find_moe_blocks: everything downstream of the router's top-k up to the block's result is held outside the profile
-// step), the loop is written without what only its held tensors need: every expert's MLP (its three projections, or
-// gpt_oss's two with their biases and clamped gate, the same weights in the same order) reads one gathered state of
-// the pairs' tokens, gathered again before the last expert (so the block's input is last read where the loop last
-// reads it), and the experts' outputs are summed (Sum) and index_add_'ed once, after the zeros accumulator the loop
-// makes after its first expert. What the engines read stays the loop's: the router and its steps, the block's input
-// and result, the expert weights each a MatMul's (the tensor-parallel plan splits them, the quantized-layer count
-// leaves them out), E, k, I, H and the tokens (tests/report/serve_fused_experts_test.cc). DeepSeek-V3's decode graph:
-// 105,672 nodes instead of 564,742 (bench/config_speed.md). DeepseekV2MoEGate's group_limited_greedy router, which
-// find_moe_blocks does not read (its experts stay in the step), keeps the loop.
+// vllm_serve when no --experts-implementation is asked for, which they refuse), which replace each sparse block's
+// experts by their fused MoE kernel (cost_models/engine_kernels.h find_moe_blocks: everything downstream of the
+// router's top-k up to the block's result is held outside the profile step), the experts are written as those engines
+// hold them: vLLM's FusedMoE allocates one w13_weight [E, 2I, H] (every expert's gate and up) and one w2_weight [E, H,
+// I] a layer (vllm/model_executor/layers/fused_moe/layer.py at c439a13, UnquantizedFusedMoEMethod.create_weights; its
+// fp8 and MXFP4 methods the same two stacked tensors, cost_models/vllm_fp8_block.h, vllm_mxfp4.h). The block is
+// hf_moe_grouped.h's grouped form (two aten::_grouped_mm over all experts, S = N·k rows) on the stacked weights stored
+// [E, H, 2I] and [E, I, H] under vLLM's names (layers.N.mlp.experts.w13_weight, .w2_weight; gpt_oss keeps
+// GptOssExperts' gate_up_proj, down_proj and their biases), its token indices taken from the router's pairs so that all
+// of it is downstream of the top-k, the checkpoint's module names kept (mixtral's block_sparse_moe), and
+// DeepseekV3MoE's float32 result cast back as the eager loop writes it. What the engines read is the loop's: the router
+// and its steps, the block's input and result, E, k, I, H, the tokens, the projections (find_moe_blocks counts a
+// stacked weight as E of them, 2E for w13) and the tensor-parallel split of each expert (tensor_parallel.cc,
+// stacked_linear); what changes is what PyTorch's caching allocator does with one large weight instead of E small ones
+// (tests/report/serve_fused_experts_test.cc, bench/config_speed.md). DeepseekV2MoEGate's group_limited_greedy router,
+// which find_moe_blocks does not read (its experts stay in the step), keeps the eager loop.
 #pragma once
 
 #include <set>

@@ -23,7 +23,11 @@ void check_grouped_experts(const std::string& path, const std::string& experts, 
 
 // grouped_mm_experts_forward on the (N, h) tokens, after the model's router (hf_moe_grouped.h lists the tensors).
 std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
-  const std::string m = "/layers." + std::to_string(l) + "/mlp", p = "layers." + std::to_string(l) + ".mlp";
+  // serve's engines (DecoderConfig::engine_experts, hf_moe.h): the block under the checkpoint's module names (mixtral's
+  // block_sparse_moe, as vLLM's MixtralMoE loads it).
+  const bool engine = c_.engine_experts && !c_.grouped_experts;
+  const std::string block = engine && c_.model_type == "mixtral" ? "block_sparse_moe" : "mlp";
+  const std::string m = "/layers." + std::to_string(l) + "/" + block, p = "layers." + std::to_string(l) + "." + block;
   const std::string ex = m + "/experts", px = p + ".experts";
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
   const int64_t held = experts / c_.expert_parallel;  // --ep N: rank 0's E/N experts (hf_moe_ep.cc)
@@ -37,6 +41,12 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   if (transposed) {  // GptOssExperts.__init__: [E, H, 2I], [E, 2I], [E, I, H], [E, H]
     param(px + ".gate_up_proj", {held, h, 2 * f}), param(px + ".gate_up_proj_bias", {held, 2 * f});
     param(px + ".down_proj", {held, f, h}), param(px + ".down_proj_bias", {held, h});
+  } else if (engine) {
+    // vLLM's FusedMoE (fused_moe/layer.py at c439a13, UnquantizedFusedMoEMethod.create_weights): w13_weight [E, 2I, H]
+    // (every expert's gate and up, stacked) and w2_weight [E, H, I], one tensor each a layer; stored here as the
+    // grouped GEMM reads them, [E, H, 2I] and [E, I, H] (the same bytes, no transposed copy), under vLLM's names.
+    param(px + ".w13_weight", {held, h, 2 * f});
+    param(px + ".w2_weight", {held, f, h});
   } else {  // Qwen3MoeExperts / MixtralExperts / DeepseekV3NaiveMoe / DeepseekV2Experts: [E, 2I, H], [E, H, I]
     param(px + ".gate_up_proj", {held, 2 * f, h});
     param(px + ".down_proj", {held, h, f});
@@ -47,12 +57,23 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   e_.tensor("value", TensorProto::FLOAT, {1}, &zero, 4);
   const std::string expert_ids = reshape(indices, e_.const_i64({-1}, false));  // top_k_index.reshape(-1)
   // torch.arange(num_tokens).unsqueeze(1).expand(-1, num_top_k).reshape(-1)
-  std::string tokens = e_.op("Gather", {e_.op("Shape", {hidden}), e_.const_i64({0}, true)});
-  e_.i("axis", 0);
-  const std::string range = e_.op("Range", {e_.const_i64({0}, true), tokens, e_.const_i64({1}, true)});
-  const std::string column = e_.op("Unsqueeze", {range, e_.const_i64({1}, false)});
-  const std::string expanded = e_.op("Expand", {column, e_.const_i64({1, k}, false)});
-  const std::string token_idx = reshape(expanded, e_.const_i64({-1}, false));
+  std::string token_idx;
+  if (engine) {
+    // The same indices from the router's S pairs, arange(S) // k (the eager loop's pair tokens, hf_moe.cc), so that
+    // every tensor of the block is downstream of the router's top-k: all of it is what the fused kernel replaces
+    // (find_moe_blocks holds it outside the profile step).
+    std::string pairs = e_.op("Gather", {e_.op("Shape", {expert_ids}), e_.const_i64({0}, true)});
+    e_.i("axis", 0);
+    const std::string range = e_.op("Range", {e_.const_i64({0}, true), pairs, e_.const_i64({1}, true)});
+    token_idx = e_.op("Div", {range, e_.const_i64({k}, true)});
+  } else {
+    std::string tokens = e_.op("Gather", {e_.op("Shape", {hidden}), e_.const_i64({0}, true)});
+    e_.i("axis", 0);
+    const std::string range = e_.op("Range", {e_.const_i64({0}, true), tokens, e_.const_i64({1}, true)});
+    const std::string column = e_.op("Unsqueeze", {range, e_.const_i64({1}, false)});
+    const std::string expanded = e_.op("Expand", {column, e_.const_i64({1, k}, false)});
+    token_idx = reshape(expanded, e_.const_i64({-1}, false));
+  }
   // torch.argsort(x, stable=True): a sort along the last axis, its indices (TopK largest=0 over all S entries).
   auto argsort = [&](const std::string& v) {
     e_.op("TopK", {v, e_.op("Shape", {v})}, 2);
@@ -86,8 +107,10 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   // torch._grouped_mm(rows, self.<proj>, offs) when experts_are_transposed, else on self.<proj>.transpose(-2, -1);
   // then, with biases, + self.<proj>_bias[expert_ids_g] ([S, out], a gather per row).
   auto grouped_linear = [&](const std::string& a, const std::string& proj) {
-    const std::string weight = px + "." + proj;
-    std::string y = e_.op("ATen", {a, transposed ? weight : transpose(weight, {0, 2, 1}), offsets});
+    const bool w13 = proj == "gate_up_proj";
+    const std::string weight = px + "." + (engine && !transposed ? (w13 ? "w13_weight" : "w2_weight") : proj);
+    const bool stored = transposed || engine;  // read as [E, in, out]
+    std::string y = e_.op("ATen", {a, stored ? weight : transpose(weight, {0, 2, 1}), offsets});
     e_.aten("_grouped_mm");
     if (transposed) y = e_.op("Add", {y, take(weight + "_bias", expert_ids_g)});
     return y;
@@ -106,6 +129,12 @@ std::string LlamaBuilder::grouped_moe_block(int64_t l, const std::string& x) {
   restored = e_.op("Cast", {restored});  // .to(final_hidden_states.dtype)
   e_.i("to", TensorProto::FLOAT);
   acc = index_add(acc, token_idx, restored);
+  if (engine && c_.mla && !c_.deepseek_v2) {
+    // DeepseekV3MoE.moe's float32 accumulator typed back, final_hidden_states.type(hidden_states.dtype), as the
+    // eager loop the engines read before writes it (hf_moe.cc): the block's result, then its cast.
+    acc = e_.op("Cast", {acc});
+    e_.i("to", TensorProto::FLOAT);
+  }
   if (c_.mla) {  // DeepseekV3MoE.forward: .view(*orig_shape) + shared_experts(residuals)
     e_.scope = m;
     return add_deepseek_shared(m, p, x, acc);

@@ -52,6 +52,9 @@
 // the new tokens (N = batch x new tokens); their constant folding turns each 3-D expert parameter's transpose into
 // a transposed initializer of the same bytes, as it does a 2-D weight's (graph_emitter.h).
 //
+// serve's engines read this block too (DecoderConfig::engine_experts, hf_moe.h): on vLLM's stacked w13_weight and
+// w2_weight, its token indices from the router's pairs.
+//
 // Refused with one message (check_grouped_experts): a model without experts.
 //
 // --ep N (check_expert_parallel; the block in hf_moe_ep.cc, which states its rules and sources): torchtitan's

@@ -46,6 +46,7 @@ const std::vector<std::string>& registration_order() {
       "kv_a_layernorm", "kv_b_proj", "o_proj", "qkv_proj", "q_norm", "k_norm",
       "router", "gate", "experts", "shared_expert", "shared_expert_gate", "shared_experts",
       "gate_proj", "up_proj", "gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias", "w1", "w2", "w3",
+      "w13_weight", "w2_weight",
       "weight", "bias", "e_score_correction_bias"};
   return order;
 }

@@ -138,6 +138,16 @@ class FusedMoeByHand(TinyConfigCase):
             self.assertIn("fused MoE kernel", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
+    def test_a_width_tp_does_not_divide_is_refused_naming_the_stacked_weight(self):
+        # Experts 6 wide at --tp 4: vLLM's FusedMoE gives each rank 6 // 4 of every expert's gate and up; the engines'
+        # graph holds them as its w13_weight [E, H, 2I] (2I = 12 splits, I = 6 does not): the plan names that weight.
+        config = tiny_moe_config(self.dir.name, moe_intermediate_size=6)
+        p = run("serve", config, *VLLM, "--tp", "4")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--tp 4 does not divide the 6 output features of each expert's gate and up in the stacked "
+                      "column-parallel weight 'layers.0.mlp.experts.w13_weight'", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
 
 class ExpertParallelByHand(TinyConfigCase):
     """--enable-expert-parallel (cost_models/vllm_expert_parallel.h) on the tiny qwen3_moe, by hand.
