@@ -175,7 +175,9 @@ ServeOutcome serve_model(const ServeArgs& f) {
           a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve, g.cc_major * 10 + g.cc_minor);
         } catch (const VllmGpuRefused& e) {  // this GPU's row only (a quantization method's capability)
           if (!refused) refused = e.what();
-          VllmTableRow row{g.name, g.memory_bytes};
+          VllmTableRow row;
+          row.gpu = g.name;
+          row.memory_bytes = g.memory_bytes;
           row.requested_bytes = vllm_available_memory(g.memory_bytes, settings.gpu_memory_utilization, 0, 0, 0).requested;
           row.not_answered = e.what();
           row.vllm_refuses = e.vllm_refuses;
