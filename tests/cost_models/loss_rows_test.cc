@@ -37,32 +37,32 @@ TrainingRun rows_bf16(bool fabric) {
 
 // bf16 sizes: x [2,4,4] 64, h 64, the bf16 logits [2,4,8] 128, targets [2,4] int64 64; Fabric's float32 copy of the
 // logits 2 x 4 x 8 x 4 = 256. The loss reads 2 x 3 = 6 rows of 8: chunked-ce-rows:4 makes chunks of 4 and 2 rows.
-// Live bytes (x and targets from the start: 128):
+// Live bytes (x and targets, the batch, from the start to the end: 128):
 //   h 192; the bf16 logits 320; convert_output: + the float32 copy 256 = 576, then 448 (the bf16 logits freed);
 //   mask: + bools 6 + non_masked_elems 8 + ones_like 8 + divisor 8 = 478, then 464;
 //   reshape (batch 2: the [2, 3, 8] slice is not contiguous): + the float32 rows 6 x 8 x 4 = 192 and the int64
-//   targets' rows 6 x 8 = 48: 704, then 640 (the targets' last reader: memplan's graph inputs die there);
-//   chunk 0 (4 rows, float32: no autocast): log_softmax 4 x 8 x 4 = 128 + total_weight 4 + losses 4 x 4 = 16: 788;
-//   chunk 1 (2 rows): 64 + 4 + 8: 864; cat 6 x 4 = 24 and sum 4: 892 (the peak), then 868 (cat freed);
-//   the mean: + loss 4 = 872, then 644 (sum 4, count 8, the losses 24 and the rows 192 freed: the function's
+//   targets' rows 6 x 8 = 48: 704;
+//   chunk 0 (4 rows, float32: no autocast): log_softmax 4 x 8 x 4 = 128 + total_weight 4 + losses 4 x 4 = 16: 852;
+//   chunk 1 (2 rows): 64 + 4 + 8: 928; cat 6 x 4 = 24 and sum 4: 956 (the peak), then 932 (cat freed);
+//   the mean: + loss 4 = 936, then 708 (sum 4, count 8, the losses 24 and the rows 192 freed: the function's
 //   locals, held until it returns).
-// Backward: the mean's grad 4 + the sum's 4: 652, then 640 (grad:loss and the divisor freed); chunk 1's nll grad 64
-// (704, then 700: its total_weight), log_softmax grad 64 (764, then 636); chunk 0's 128 (764, then 708: its
-// total_weight, the targets' rows and the sum's grad freed), 128 (836, then 580); SplitBackward0's cat of the chunk
-// grads, 6 x 8 x 4 = 192 (772, then 580); SliceBackward0's zeros [2, 4, 8] float32 256 (836, then 644);
-// ToCopyBackward0's bf16 grad 128 (772, then 516).
+// Backward: the mean's grad 4 + the sum's 4: 716, then 704 (grad:loss and the divisor freed); chunk 1's nll grad 64
+// (768, then 764: its total_weight), log_softmax grad 64 (828, then 700); chunk 0's 128 (828, then 772: its
+// total_weight, the targets' rows and the sum's grad freed), 128 (900, then 644); SplitBackward0's cat of the chunk
+// grads, 6 x 8 x 4 = 192 (836, then 644); SliceBackward0's zeros [2, 4, 8] float32 256 (900, then 708);
+// ToCopyBackward0's bf16 grad 128 (836, then 580).
 TEST(ChunkedCrossEntropyRows, FabricsWholeCopyInChunksOfRowsByHand) {
   const Program p = build_training_program(decoder_head(), rows_bf16(true)).program;
-  EXPECT_EQ(peak_live_bytes(p).bytes, 892u);
+  EXPECT_EQ(peak_live_bytes(p).bytes, 956u);
   EXPECT_EQ(p.steps[peak_live_bytes(p).step].name, "loss:chunked_ce_rows:cat_sum");
   EXPECT_EQ(live_at_step(p, "fabric:convert_output"), 576u);
   EXPECT_EQ(live_at_step(p, "loss:chunked_ce_rows:reshape"), 704u);
-  EXPECT_EQ(live_at_step(p, "loss:chunked_ce_rows:chunk1"), 864u);
-  EXPECT_EQ(live_at_step(p, "loss:chunked_ce_rows:mean"), 872u);
-  EXPECT_EQ(live_at_step(p, "backward:log_softmax:chunk0"), 836u);
-  EXPECT_EQ(live_at_step(p, "backward:split"), 772u);
-  EXPECT_EQ(live_at_step(p, "backward:slice"), 836u);
-  EXPECT_EQ(live_at_step(p, "backward:to_copy"), 772u);
+  EXPECT_EQ(live_at_step(p, "loss:chunked_ce_rows:chunk1"), 928u);
+  EXPECT_EQ(live_at_step(p, "loss:chunked_ce_rows:mean"), 936u);
+  EXPECT_EQ(live_at_step(p, "backward:log_softmax:chunk0"), 900u);
+  EXPECT_EQ(live_at_step(p, "backward:split"), 836u);
+  EXPECT_EQ(live_at_step(p, "backward:slice"), 900u);
+  EXPECT_EQ(live_at_step(p, "backward:to_copy"), 836u);
   EXPECT_EQ(bytes_of(p, "logits:to_default_dtype"), 256u);
   EXPECT_EQ(bytes_of(p, "logits:reshape"), 192u);
   EXPECT_EQ(bytes_of(p, "targets:reshape"), 48u);
@@ -86,18 +86,17 @@ TEST(ChunkedCrossEntropyRows, FabricsWholeCopyInChunksOfRowsByHand) {
 }
 
 // Without Fabric the loss reads the bf16 logits, which live through backward instead of the copy: rows 6 x 8 x 2 = 96
-// and targets' rows 48. Live bytes: h 192; logits 320; mask 350, then 336; reshape 480, then 416 (the targets
-// freed); chunk 0: log_softmax 64 + total_weight 2 + losses 8: 490; chunk 1: 32 + 2 + 4: 528; cat 12 + sum 2: 542
-// (the peak), then 530; the mean 532, then 414. Backward: 418, then 408; chunk 1 440 (then 438), 470 (then 406);
-// chunk 0 470 (then 418), 482 (then 354); the cat 96: 450 (then 354); the slice's bf16 zeros 128: 482 (then 386),
-// the head's grad: no cast back.
+// and targets' rows 48. Live bytes: h 192; logits 320; mask 350, then 336; reshape 480; chunk 0: log_softmax 64 +
+// total_weight 2 + losses 8: 554; chunk 1: 32 + 2 + 4: 592; cat 12 + sum 2: 606 (the peak), then 594; the mean 596,
+// then 478. Backward: 482, then 472; chunk 1 504 (then 502), 534 (then 470); chunk 0 534 (then 482), 546 (then 418);
+// the cat 96: 514 (then 418); the slice's bf16 zeros 128: 546 (then 450), the head's grad: no cast back.
 TEST(ChunkedCrossEntropyRows, WithoutFabricTheLossReadsTheBf16Logits) {
   const Program p = build_training_program(decoder_head(), rows_bf16(false)).program;
-  EXPECT_EQ(peak_live_bytes(p).bytes, 542u);
-  EXPECT_EQ(live_at_step(p, "loss:chunked_ce_rows:chunk1"), 528u);
-  EXPECT_EQ(live_at_step(p, "backward:log_softmax:chunk0"), 482u);
-  EXPECT_EQ(live_at_step(p, "backward:split"), 450u);
-  EXPECT_EQ(live_at_step(p, "backward:slice"), 482u);
+  EXPECT_EQ(peak_live_bytes(p).bytes, 606u);
+  EXPECT_EQ(live_at_step(p, "loss:chunked_ce_rows:chunk1"), 592u);
+  EXPECT_EQ(live_at_step(p, "backward:log_softmax:chunk0"), 546u);
+  EXPECT_EQ(live_at_step(p, "backward:split"), 514u);
+  EXPECT_EQ(live_at_step(p, "backward:slice"), 546u);
   EXPECT_EQ(bytes_of(p, "logits:reshape"), 96u);
   EXPECT_EQ(bytes_of(p, "grad:logits:whole"), 128u);
   EXPECT_EQ(buffer_named(p, "logits:to_default_dtype"), -1);
