@@ -45,9 +45,13 @@ enum class Optimizer { Sgd, Momentum, Adam, AdamW, AdamW8bit, PagedAdamW, PagedA
 enum class Precision { Fp32, Fp16, Bf16, AmpFp16, AmpBf16 };
 // ChunkedCrossEntropy: torchtune's CEWithChunkedOutputLoss over TrainingOptions::loss_chunks slices of the sequence;
 // ChunkedCrossEntropyTokens: litgpt's chunked_cross_entropy on the head's chunks of loss_chunks positions;
+// ChunkedCrossEntropyRows: the same on a whole head (litgpt's full fine-tune), in chunks of loss_chunks rows;
 // FusedLinearCrossEntropy: Liger Kernel's LigerFusedLinearCrossEntropyLoss in place of the head and the loss
-// (cost_models/training_loss_chunked.cc, training_loss_chunked_tokens.cc, training_loss_fused.cc).
-enum class LossKind { None, CrossEntropy, Mse, ChunkedCrossEntropy, ChunkedCrossEntropyTokens, FusedLinearCrossEntropy };
+// (cost_models/training_loss_chunked.cc, training_loss_chunked_tokens.cc, training_loss_chunked_rows.cc,
+// training_loss_fused.cc).
+enum class LossKind {
+  None, CrossEntropy, Mse, ChunkedCrossEntropy, ChunkedCrossEntropyTokens, ChunkedCrossEntropyRows, FusedLinearCrossEntropy
+};
 // Fsdp: PyTorch FullyShardedDataParallel (FSDP1), FULL_SHARD, one FlatParameter per wrapping unit (wrap_units.h).
 // Fsdp2: PyTorch's fully_shard (FSDP2), each parameter sharded on dim 0, one parameter group per unit
 // (cost_models/training_fsdp2.cc).
@@ -118,7 +122,8 @@ struct TrainingOptions {
   DType amp_param_dtype = DType::Float32;
   LossKind loss = LossKind::CrossEntropy;
   int loss_chunks = 0;                    // --loss chunked-ce:N: N (>= 1) slices of the logits' sequence axis;
-                                          // chunked-ce-tokens:K: slices of K positions
+                                          // chunked-ce-tokens:K: slices of K positions;
+                                          // chunked-ce-rows:N: chunks of N rows
   CheckpointOptions checkpoint;
   int grad_accum = 1;                     // micro-batches per optimizer step (the graph's batch is one micro-batch)
   int gpus = 1;

@@ -39,6 +39,10 @@ void TrainingStep::emit_loss() {
     emit_token_chunked_loss(out);
     return;
   }
+  if (options_.loss == LossKind::ChunkedCrossEntropyRows) {  // training_loss_chunked_rows.cc
+    emit_row_chunked_loss(out);
+    return;
+  }
   Step st;
   st.phase = Phase::Forward;
   st.reads = {forward_buffer_[out]};
@@ -101,6 +105,7 @@ void TrainingStep::emit_loss() {
     }
     case LossKind::ChunkedCrossEntropy:
     case LossKind::ChunkedCrossEntropyTokens:
+    case LossKind::ChunkedCrossEntropyRows:
     case LossKind::FusedLinearCrossEntropy:
       throw InternalError("the chunked and fused losses have their own steps");
     case LossKind::None: {

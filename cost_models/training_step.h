@@ -117,8 +117,23 @@ class TrainingStep {
   void seed_output_grad(int32_t out);
   // --loss chunked-ce:N (training_loss_chunked.cc) and fused-linear-ce (training_loss_fused.cc).
   void emit_chunked_loss(int32_t out);
-  // --loss chunked-ce-tokens:K, litgpt's chunked_cross_entropy (training_loss_chunked_tokens.cc).
+  // --loss chunked-ce-tokens:K, litgpt's chunked_cross_entropy on the head's chunks (training_loss_chunked_tokens.cc),
+  // and chunked-ce-rows:N, on a whole head (training_loss_chunked_rows.cc); what both share (training_loss_litgpt.cc):
+  // the targets and their ignore mask, each chunk's F.cross_entropy with the sum and the mean, and their backward.
   void emit_token_chunked_loss(int32_t out);
+  void emit_row_chunked_loss(int32_t out);
+  struct LitgptChunk {
+    uint64_t rows = 0;         // rows of the chunk the loss reads (0: none, no loss)
+    std::vector<int32_t> reads;  // what its cross_entropy step reads (the logits or a copy, the targets or a copy)
+    std::vector<int32_t> made;   // copies the step makes before the loss (a reshape's, a targets slice's)
+    int32_t target = -1;       // the targets nll_loss keeps
+  };
+  DType litgpt_loss_dtype(int32_t out, bool fabric) const;  // the type the loss reads the logits in
+  int32_t emit_litgpt_targets(const std::string& tag, int32_t logits_buffer, uint64_t positions, uint64_t loss_tokens,
+                              int32_t& count);
+  void emit_litgpt_chunk_losses(const std::string& tag, int32_t out, const std::vector<LitgptChunk>& chunks,
+                                uint64_t vocab, uint64_t loss_tokens, bool fabric, const std::vector<int32_t>& locals);
+  std::vector<int32_t> emit_litgpt_chunk_grads(const std::string& tag, int32_t out, bool fabric);
   // Shared by both chunked losses (training_loss_chunked.cc): the chunks' grads of the output, in chunk order (-1:
   // a chunk no loss reads); the head run per chunk (chunk_positions_) when the output is its; that backward.
   void set_chunk_grads(int32_t out, std::vector<int32_t> grads);

@@ -178,7 +178,7 @@ void apply(CommandArgs& args, const py::kwargs& kwargs, Command command, const s
       throw InputError(name + ": unknown option '" + k + "' (expected one of: " + list + ")");
     }
     set_field(*row, args, value);
-    given.push_back(row);  // checked as the CLI checks a flag it was given, a default value included (lora_rank=0)
+    given.push_back(row);  // checked as the CLI checks a flag it was given, a default value included (micro_batches=0)
   }
   settle_options(args, command, given);
 }

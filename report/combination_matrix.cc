@@ -102,6 +102,8 @@ const std::vector<Feature>& features() {
        [](A a) { return a.loss.rfind("chunked-ce:", 0) == 0; }},
       {"chunked-ce-tokens", "--loss", "--loss chunked-ce-tokens:N", S::Train,
        [](A a) { return token_chunked_loss(a.loss); }},
+      {"chunked-ce-rows", "--loss", "--loss chunked-ce-rows:N", S::Train,
+       [](A a) { return row_chunked_loss(a.loss); }},
       {"fused-linear-ce", "--loss", given_as("--loss", kLossChoices, LossKind::FusedLinearCrossEntropy), S::Train,
        [](A a) { return kLossChoices.is(a.loss, LossKind::FusedLinearCrossEntropy); }},
       {"upcast", "--upcast", "--upcast rmsnorm/softmax/loss", S::Train,
@@ -158,6 +160,8 @@ const std::vector<Refusal>& refused_pairs() {
       {"chunked-ce", "tp", "not modelled: torchtune gathers each chunk of a tensor-parallel output whole"},
       // litgpt's finetune/lora.py refuses tensor parallelism (ModelParallelStrategy(tensor_parallel_size=1)).
       {"chunked-ce-tokens", "tp", "not modelled: litgpt's chunked loss is on a whole (not vocabulary-sliced) head"},
+      // finetune/full.py shards with FSDPStrategy, no tensor parallelism either.
+      {"chunked-ce-rows", "tp", "not modelled: litgpt's chunked loss is on a whole (not vocabulary-sliced) head"},
       // Liger's fused loss takes the whole head weight and computes its grad in the forward
       // (liger_kernel/ops/fused_linear_cross_entropy.py); a sharded, gathered or vocabulary-parallel head, and a
       // pipeline stage's head, are not modelled. Liger needs PyTorch >= 2.1.2 (setup.py install_requires "torch>=2.1.2").
@@ -174,6 +178,8 @@ const std::vector<Refusal>& refused_pairs() {
                                       "chunked-ce replaces: give one of them"},
       {"upcast-logits", "chunked-ce-tokens", "--upcast logits is transformers' own loss (up to 4.45), which --loss "
                                              "chunked-ce-tokens replaces: give one of them"},
+      {"upcast-logits", "chunked-ce-rows", "--upcast logits is transformers' own loss (up to 4.45), which --loss "
+                                           "chunked-ce-rows replaces: give one of them"},
       {"upcast-logits", "fused-linear-ce", "--upcast logits is transformers' own loss (up to 4.45), which --loss "
                                            "fused-linear-ce replaces: give one of them"},
       {"fsdp", "frozen-int8", "FSDP flattens a unit's parameters into one floating tensor of one dtype; LLM.int8 "

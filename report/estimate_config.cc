@@ -87,7 +87,7 @@ Upcast parse_upcast(const std::string& text) {
   return u;
 }
 
-// --loss NAME, or chunked-ce:N / chunked-ce-tokens:N with its count.
+// --loss NAME, or chunked-ce:N / chunked-ce-tokens:N with its count (chunked-ce-rows:N's too).
 LossKind parse_loss(const std::string& text, int& chunks) {
   for (const auto& [name, kind] : kLossChoices.items)
     if (const int n = counted_choice(text, name, "--loss"); n > 0) {

@@ -134,9 +134,9 @@ void check_requirements(const EstimateArgs& a) {
     throw InputError("--outputs-to-default-dtype with --precision " + a.precision + ": Fabric's 32-true precision "
                      "(plugins/precision/precision.py Precision.convert_output) returns float32 outputs as they are, "
                      "no copy");
-  if (a.outputs_to_default_dtype && !token_chunked_loss(a.loss))
+  if (a.outputs_to_default_dtype && !litgpt_loss(a.loss))
     throw InputError("--outputs-to-default-dtype with --loss " + a.loss + ": not modelled (Fabric's float32 copies are "
-                     "modelled before litgpt's chunked loss, --loss chunked-ce-tokens:N)");
+                     "modelled before litgpt's chunked loss, --loss chunked-ce-tokens:N or chunked-ce-rows:N)");
   if (!a.fsdp_wrap.empty() && !kShardChoices.is(a.shard, Sharding::Fsdp) && !kShardChoices.is(a.shard, Sharding::Fsdp2) &&
       a.pp < 2)
     throw InputError("--fsdp-wrap applies to --shard " + kShardChoices.name_of(Sharding::Fsdp) + ", " +

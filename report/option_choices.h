@@ -90,21 +90,25 @@ inline const std::string kAutoPrecision = "auto";
 inline bool amp_precision(const std::string& precision) {
   return kPrecisionChoices.is(precision, Precision::AmpBf16) || kPrecisionChoices.is(precision, Precision::AmpFp16);
 }
-// chunked-ce:N and chunked-ce-tokens:N carry a count (counted_choice).
+// chunked-ce:N, chunked-ce-tokens:N and chunked-ce-rows:N carry a count (counted_choice).
 inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
                                              {"cross-entropy", LossKind::CrossEntropy},
                                              {"mse", LossKind::Mse},
                                              {"chunked-ce:N", LossKind::ChunkedCrossEntropy},
                                              {"chunked-ce-tokens:N", LossKind::ChunkedCrossEntropyTokens},
+                                             {"chunked-ce-rows:N", LossKind::ChunkedCrossEntropyRows},
                                              {"fused-linear-ce", LossKind::FusedLinearCrossEntropy}}};
 // A loss on the whole last output, which a forward can compute inside itself (transformers' ForCausalLM): what
 // --outputs-to-fp32's copy follows (cross-entropy or mse; the chunked and fused losses hold no whole logits).
 inline bool whole_output_loss(const std::string& loss) {
   return kLossChoices.is(loss, LossKind::CrossEntropy) || kLossChoices.is(loss, LossKind::Mse);
 }
-// litgpt's chunked_cross_entropy on its head's chunks, chunked-ce-tokens:N: the loss --outputs-to-default-dtype's
-// copies (Lightning Fabric's) are modelled before, and the one --recipe litgpt runs.
+// litgpt's chunked_cross_entropy on its head's chunks, chunked-ce-tokens:N (finetune/lora.py), or on a whole head,
+// chunked-ce-rows:N (finetune/full.py): the losses --outputs-to-default-dtype's copies (Lightning Fabric's) are
+// modelled before, and the ones --recipe litgpt runs.
 inline bool token_chunked_loss(const std::string& loss) { return loss.rfind("chunked-ce-tokens:", 0) == 0; }
+inline bool row_chunked_loss(const std::string& loss) { return loss.rfind("chunked-ce-rows:", 0) == 0; }
+inline bool litgpt_loss(const std::string& loss) { return token_chunked_loss(loss) || row_chunked_loss(loss); }
 inline const Choices<Sharding> kShardChoices{{{"none", Sharding::None}, {"ddp", Sharding::Ddp}, {"zero1", Sharding::Zero1},
                                               {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3},
                                               {"fsdp", Sharding::Fsdp}, {"fsdp1", Sharding::Fsdp},

@@ -23,8 +23,9 @@ std::vector<OptionSpec> finetune_option_rows() {
        .describe = [](const EstimateArgs& a) { return if_set(!a.frozen.empty(), ", frozen /" + a.frozen + "/"); }},
       {.flag = "--lora-rank", .kind = K::Int, .commands = kTraining, .scope = Scope::Train,
        .help = "LoRA what-if: rank-R adapters (PEFT lora.Linear, float32) on the layers --lora-targets names; the base "
-               "weights freeze (with --trainable, the base parameters it names train too)",
-       .field = FIELD(estimate.lora_rank), .min = 1,
+               "weights freeze (with --trainable, the base parameters it names train too); 0, the default: no adapters "
+               "(with --recipe litgpt, its full fine-tune)",
+       .field = FIELD(estimate.lora_rank), .min = 0,
        .describe = [](const EstimateArgs& a) {
          return if_set(a.lora_rank > 0, ", LoRA r=" + std::to_string(a.lora_rank) + " on /" + a.lora_targets + "/");
        }},

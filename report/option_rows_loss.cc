@@ -16,8 +16,10 @@ std::vector<OptionSpec> loss_option_rows() {
       {.flag = "--loss", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "Loss on the last output: none, cross-entropy (int64 targets), mse, chunked-ce:N (torchtune's "
                "CEWithChunkedOutputLoss: N slices of the sequence, each upcast to fp32), chunked-ce-tokens:N (litgpt's "
-               "chunked_cross_entropy on its head's chunks of N positions, in the logits' type: no upcast but autocast's) "
-               "or fused-linear-ce (Liger "
+               "chunked_cross_entropy on its head's chunks of N positions, in the logits' type: no upcast but autocast's), "
+               "chunked-ce-rows:N (the same on a whole head, as litgpt's full fine-tune: the shifted logits flattened "
+               "to batch x (seq - 1) rows, a copy at batch > 1, in chunks of N rows whose grads are concatenated in "
+               "backward) or fused-linear-ce (Liger "
                "Kernel's fused head and cross-entropy: the logits never exist whole; the last op must be the head's "
                "MatMul)",
        .field = FIELD(estimate.loss),
@@ -40,7 +42,7 @@ std::vector<OptionSpec> loss_option_rows() {
                "under bf16-true, 16-true, bf16-mixed, 16-mixed and bitsandbytes' precisions, as litgpt's finetune "
                "scripts run it): the model's half logits come back as float32 copies (torch.get_default_dtype()) "
                "that replace them, the loss reads and computes in float32, and backward casts each grad back. "
-               "--precision fp16/bf16/amp-*; --loss chunked-ce-tokens:N (litgpt's)",
+               "--precision fp16/bf16/amp-*; --loss chunked-ce-tokens:N or chunked-ce-rows:N (litgpt's)",
        .field = FIELD(estimate.outputs_to_default_dtype),
        .describe = [](const EstimateArgs& a) {
          return if_set(a.outputs_to_default_dtype, ", outputs copied to float32 before the loss");

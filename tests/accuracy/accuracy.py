@@ -63,14 +63,17 @@ def cpu_measurements():
     # gptq_lora.json: a LoRA step over a GPTQ base in bfloat16 (bench/cpu_ground_truth/gptq_lora.py).
     # amp_stored.json: the tiny Llama in bfloat16 stepped under torch.autocast (bench/cpu_ground_truth/amp_stored.py).
     # fabric_outputs.json: litgpt's chunked loss on the bf16 tiny Llama's head chunks, read directly or as Lightning
-    # Fabric's float32 copies (bench/cpu_ground_truth/fabric_outputs.py).
+    # Fabric's float32 copies (bench/cpu_ground_truth/fabric_outputs.py). litgpt_full.json: litgpt's full fine-tune,
+    # its loss in chunks of 128 rows on the whole head's logits or Fabric's float32 copy of them
+    # (bench/cpu_ground_truth/litgpt_full.py).
     # deepseek_truth.json: the tiny DeepSeek-V3 config (latent attention, sigmoid router, eager loop or grouped_mm
     # experts) in float32 (bench/cpu_ground_truth/grouped_mm_deepseek.py); deepseek_bf16_truth.json: the same model
     # stored in bfloat16, its router and accumulator in float32 (bench/cpu_ground_truth/deepseek_bf16.py).
     # moe_bf16_truth.json: moe_tiny (Qwen3-MoE) stored in bfloat16, its routing softmax in float32
     # (bench/cpu_ground_truth/moe_bf16.py).
     for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json", "amp_stored.json",
-                 "fabric_outputs.json", "deepseek_truth.json", "deepseek_bf16_truth.json", "moe_bf16_truth.json"):
+                 "fabric_outputs.json", "litgpt_full.json", "deepseek_truth.json", "deepseek_bf16_truth.json",
+                 "moe_bf16_truth.json"):
         with open(os.path.join(SRC, "bench", "cpu_ground_truth", name)) as f:
             yield from json.load(f)["measurements"]
 
@@ -233,7 +236,11 @@ def main():
                     "chunked-ce-tokens:32 bf16 rows (gated at 3 %): litgpt's chunked loss on the bf16 tiny Llama's "
                     "head chunks (bench/cpu_ground_truth/fabric_outputs.py), full fine-tune and LoRA r 8 on q/v in "
                     "bf16; `fabric-outputs` reads them as Lightning Fabric's float32 copies (_FabricModule.forward's "
-                    "convert_output), against `--outputs-to-default-dtype`.\n\n")
+                    "convert_output), against `--outputs-to-default-dtype`.\n\n"
+                    "chunked-ce-rows:128 bf16 rows (gated at 3 %): litgpt's full fine-tune (finetune/full.py) on the "
+                    "bf16 tiny Llama: the head whole, chunked_cross_entropy on the shifted logits in chunks of 128 rows "
+                    "(bench/cpu_ground_truth/litgpt_full.py), at batch 1, 2 and 8; `fabric-outputs` on Fabric's float32 "
+                    "copy of the whole logits, against `--loss chunked-ce-rows:128 --outputs-to-default-dtype`.\n\n")
             f.write("\n".join(md) + "\n\n" + summary + ".\n")
             f.write("\n" + published_gpu.section())
     print(f"{gated - failures} passed, {failures} failed")

@@ -856,8 +856,9 @@ class LoraWhatIfTest(unittest.TestCase):
              "'tests/models/llama_tiny_train.onnx'"),
             (["--lora-rank", "8"], "--lora-rank needs --lora-targets REGEX"),
             (["--lora-targets", "q_proj"], "--lora-targets, --lora-dropout and --lora-dtype need --lora-rank R"),
-            (["--lora-rank", "0", "--lora-targets", "q_proj"], "--lora-rank 0: must be at least 1"),
-            (["--lora-rank", "-4", "--lora-targets", "q_proj"], "--lora-rank -4: must be at least 1"),
+            (["--lora-rank", "0", "--lora-targets", "q_proj"], "--lora-targets, --lora-dropout and --lora-dtype need "
+                                                               "--lora-rank R"),
+            (["--lora-rank", "-4", "--lora-targets", "q_proj"], "--lora-rank -4: must be at least 0"),
             (["--lora-rank", "8", "--lora-targets", "("], "--lora-targets '(' is not a valid regular expression"),
             (["--lora-rank", "8", "--lora-targets", "q_proj", "--lora-dropout", "1"], "--lora-dropout 1: expected a number in [0, 1)"),
         ]
@@ -1097,6 +1098,43 @@ class LitgptRecipeTest(unittest.TestCase):
               if a != "--outputs-to-default-dtype"]
         self.assertNotEqual(run_json(*base, "--recipe", "litgpt")["allocated_bytes"],
                             run_json(*base, *tt, "--optimizer", "adamw")["allocated_bytes"])
+
+
+class LitgptFullRecipeTest(unittest.TestCase):
+    """--recipe litgpt --lora-rank 0 is litgpt v0.5.13's finetune/full.py: one GPU and its FSDPStrategy run estimate
+    to the same bytes as the flags docs/recipes.md lists for it, written out on the tiny Llama; what full.py cannot run
+    is exit 2 and one message naming the flag."""
+    BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=300", "--mode", "train"]
+    FULL = ["--precision", "bf16", "--upcast", "rmsnorm", "--attention", "sdpa", "--loss", "chunked-ce-rows:128",
+            "--outputs-to-default-dtype", "--optimizer", "adamw"]
+
+    def test_each_run_is_its_flags(self):
+        for name, given, flags in (("one gpu", [], []),
+                                   ("fsdp", ["--gpus", "4"], ["--gpus", "4", "--shard", "fsdp", "--checkpoint", "layers"])):
+            recipe = run_json(*self.BASE, "--recipe", "litgpt", "--lora-rank", "0", *given)
+            written = run_json(*self.BASE, *self.FULL, *flags)
+            for key in ("allocated_bytes", "reserved_bytes", "resident_bytes"):
+                self.assertEqual(recipe[key], written[key], f"{name}: {key}")
+        # The whole head's loss is not the LoRA recipe's chunked head: another step.
+        lora_loss = [a if a != "chunked-ce-rows:128" else "chunked-ce-tokens:128" for a in self.FULL]
+        self.assertNotEqual(run_json(*self.BASE, *self.FULL)["allocated_bytes"],
+                            run_json(*self.BASE, *lora_loss)["allocated_bytes"])
+
+    def test_what_full_py_cannot_run_is_one_message(self):
+        full = "--recipe litgpt --lora-rank 0 is finetune/full.py,"
+        for given, says in (
+                (["--loss", "chunked-ce-tokens:128"], full + " which computes litgpt.utils.chunked_cross_entropy("
+                                                      "logits[..., :-1, :], targets[..., 1:]) on the whole head's logits"),
+                (["--frozen-dtype", "nf4"], full + " whose setup() has no quantize and trains every parameter: "
+                                            "--frozen-dtype nf4 is not one of its choices"),
+                (["--trainable", "layers"], full + " which trains every parameter"),
+                (["--gpus", "2", "--shard", "fsdp2"], full + " whose --gpus 2 shards with FSDP1"),
+                (["--gpus", "2", "--precision", "amp-bf16"], full + " whose --gpus 2 runs Lightning's FSDPPrecision"),
+                (["--free-output"], "--recipe litgpt keeps the logits through backward"),
+                (["--optimizer-in-backward"], "--recipe litgpt: fit() steps the optimizer after backward")):
+            refused = run(*self.BASE, "--recipe", "litgpt", "--lora-rank", "0", *given, check_rc=2).stderr
+            self.assertIn(says, refused, given)
+            self.assertEqual(len(refused.strip().splitlines()), 1, refused)
 
 
 class FrozenDtypeTest(unittest.TestCase):

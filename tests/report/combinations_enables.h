@@ -223,6 +223,10 @@ inline const std::map<std::string, Enable>& enables() {
                                a.mode = "train";
                                a.loss = "chunked-ce-tokens:3";
                              }}},
+      {"chunked-ce-rows", {{"--loss", "--mode"}, [](EstimateArgs& a) {
+                             a.mode = "train";
+                             a.loss = "chunked-ce-rows:3";
+                           }}},
       {"fused-linear-ce", {{"--loss", "--mode"}, [](EstimateArgs& a) {
                              a.mode = "train";
                              a.loss = "fused-linear-ce";

@@ -41,6 +41,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"bitsandbytes", "zero3"}, "--shard zero3 with --optimizer adamw8bit/paged-adamw/paged-adamw8bit: not modelled"},
       {{"tp", "chunked-ce"}, "--tp with --loss chunked-ce:N: not modelled: torchtune gathers each chunk"},
       {{"tp", "chunked-ce-tokens"}, "--tp with --loss chunked-ce-tokens:N: not modelled: litgpt's chunked loss"},
+      {{"tp", "chunked-ce-rows"}, "--tp with --loss chunked-ce-rows:N: not modelled: litgpt's chunked loss"},
       {{"tp", "fused-linear-ce"}, "--tp with --loss fused-linear-ce: not modelled"},
       {{"outputs-default-dtype", "chunked-ce"}, "--outputs-to-default-dtype with --loss chunked-ce:4: not modelled"},
       {{"outputs-default-dtype", "fused-linear-ce"}, "--outputs-to-default-dtype with --loss fused-linear-ce: not modelled"},

@@ -31,13 +31,13 @@ std::string refusal_for(const CommandArgs& args, Command command, const std::vec
   return "";
 }
 
-// A value given at its default (--lora-rank 0) is checked; a changed one is checked whether given or not; an
+// A value given at its default (--micro-batches 0) is checked; a changed one is checked whether given or not; an
 // untouched default is not; and none twice, though the CLI names it as given and it differs from its default.
 TEST(OptionChecks, EachGivenOrChangedValueIsCheckedOnce) {
   CommandArgs a;
   a.estimate.mode = "train";
   a.estimate.grad_accum = 4;
-  const OptionSpec& rank = row_of("--lora-rank", kEstimate);
+  const OptionSpec& rank = row_of("--micro-batches", kEstimate);
   const OptionSpec& accum = row_of("--grad-accum", kEstimate);
   const OptionSpec& mode = row_of("--mode", kEstimate);
   const std::vector<const OptionSpec*> rows = rows_to_check(a, kEstimate, {&rank, &accum, &mode});
@@ -47,7 +47,7 @@ TEST(OptionChecks, EachGivenOrChangedValueIsCheckedOnce) {
   // Not given: the changed values only (what a library caller's CommandArgs shows).
   EXPECT_EQ(rows_to_check(a, kEstimate), (std::vector<const OptionSpec*>{&mode, &accum}));
 
-  EXPECT_EQ(refusal_for(a, kEstimate, {&rank}), "--lora-rank 0: must be at least 1");
+  EXPECT_EQ(refusal_for(a, kEstimate, {&rank}), "--micro-batches 0: must be at least 1");
   EXPECT_EQ(refusal_for(a, kEstimate), "");
 }
 
@@ -166,7 +166,8 @@ TEST(OptionChecks, ACountedChoiceTakesAnIntegerOfAtLeastOne) {
   EXPECT_EQ(refusal("chunked-ce-tokens:128"), "");
   EXPECT_EQ(refusal("chunked-ce-tokens:0"), "--loss chunked-ce-tokens:0: expected chunked-ce-tokens:N with N an integer >= 1");
   EXPECT_EQ(refusal("chunked"),
-            "--loss chunked: expected one of none|cross-entropy|mse|chunked-ce:N|chunked-ce-tokens:N|fused-linear-ce");
+            "--loss chunked: expected one of none|cross-entropy|mse|chunked-ce:N|chunked-ce-tokens:N|chunked-ce-rows:N|"
+            "fused-linear-ce");
   EstimateArgs args;
   args.mode = "train";
   args.loss = "chunked-ce:8";
@@ -179,6 +180,20 @@ TEST(OptionChecks, ACountedChoiceTakesAnIntegerOfAtLeastOne) {
   EXPECT_EQ(t.training.loss_chunks, 128);
   args.loss = "chunked-ce-tokens:N";
   EXPECT_THROW(to_estimate_options(args), InputError);
+  // litgpt's loss on a whole head (finetune/full.py): chunks of N rows.
+  EXPECT_EQ(refusal("chunked-ce-rows:128"), "");
+  EXPECT_EQ(refusal("chunked-ce-rows:0"), "--loss chunked-ce-rows:0: expected chunked-ce-rows:N with N an integer >= 1");
+  args.loss = "chunked-ce-rows:128";
+  const EstimateOptions r = to_estimate_options(args);
+  EXPECT_EQ(r.training.loss, LossKind::ChunkedCrossEntropyRows);
+  EXPECT_EQ(r.training.loss_chunks, 128);
+  args.loss = "chunked-ce-rows:N";
+  try {
+    to_estimate_options(args);
+    ADD_FAILURE() << "chunked-ce-rows:N was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "--loss chunked-ce-rows:N: expected chunked-ce-rows:N with N an integer >= 1");
+  }
 }
 
 // grouped_mm's experts are one GPU's (the rule in check_requirements): a library caller's validate_estimate_args

@@ -290,7 +290,6 @@ TEST(Recipes, LitgptRefusesWhatItCannotRun) {
     std::string names;
   };
   const std::vector<Case> cases = {
-      {{{"--lora-rank", "0"}}, "--lora-rank 0"},
       {{{"--loss", "chunked-ce:8"}}, "--loss chunked-ce:8"},
       {{{"--free-output", "true"}}, "--free-output"},
       {{{"--frozen-dtype", "bf16"}}, "--frozen-dtype bf16"},
