@@ -123,8 +123,11 @@ TEST(ZooTraining, VitDropoutsWithPZeroAllocateNothing) {
   const TrainingResult r = build_training_program(g, o);
   // The gradient arriving at a Dropout's output is a real buffer (the next op's backward writes it) and
   // passes through as its input's gradient; the forward output and the mask must not exist.
-  for (const Buffer& b : r.program.buffers)
-    if (b.name.rfind("grad:", 0) != 0) EXPECT_EQ(b.name.find("Dropout"), std::string::npos) << b.name;
+  for (const Buffer& b : r.program.buffers) {
+    if (b.name.rfind("grad:", 0) != 0) {
+      EXPECT_EQ(b.name.find("Dropout"), std::string::npos) << b.name;
+    }
+  }
   EXPECT_TRUE(has_note(r.notes, "37 Dropout nodes have p = 0")) << "the report says what was assumed";
 }
 
