@@ -208,6 +208,7 @@ const char* const kHfNotModelled =
     "rows summed by a view over the k slots in place of zeros_like + index_add_; memplan builds 0261a46's form)";
 
 bool multi_gpu(const CommandArgs& a) { return a.estimate.gpus > 1; }
+bool lora_adapters(const CommandArgs& a) { return a.estimate.lora_rank > 0; }
 bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 
 const std::vector<Recipe>& recipes() {

@@ -37,9 +37,11 @@ struct Recipe {
 // --fsdp-wrap with each LoRA weight (lora_A, lora_B) a unit of its own, besides each repeated block <prefix>.<N>.
 extern const char kLoraUnitsWrap[];
 
-// `applies` predicates more than one recipe's file reads: --gpus N > 1; --optimizer is torch's AdamW (the
-// Trainer's fused default adamw_torch_fused, torchtune's torch.optim.AdamW), not a bitsandbytes optimizer or SGD.
+// `applies` predicates more than one recipe's file reads: --gpus N > 1; --lora-rank above 0 (0, no adapters, picks
+// torchtune's and litgpt's full fine-tunes); --optimizer is torch's AdamW (the Trainer's fused default
+// adamw_torch_fused, torchtune's torch.optim.AdamW), not a bitsandbytes optimizer or SGD.
 bool multi_gpu(const CommandArgs& a);
+bool lora_adapters(const CommandArgs& a);
 bool torch_adamw(const CommandArgs& a);
 
 const std::vector<Recipe>& recipes();

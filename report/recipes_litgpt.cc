@@ -16,9 +16,8 @@ bool half(const CommandArgs& a) {
 }
 bool amp(const CommandArgs& a) { return amp_precision(a.estimate.precision); }
 // --lora-rank 0 (after the recipe's --lora-rank 8, which only a given --lora-rank overrides): finetune/full.py.
-bool lora(const CommandArgs& a) { return a.estimate.lora_rank > 0; }
 bool full(const CommandArgs& a) { return a.estimate.lora_rank == 0; }
-bool lora_multi_gpu(const CommandArgs& a) { return lora(a) && multi_gpu(a); }
+bool lora_multi_gpu(const CommandArgs& a) { return lora_adapters(a) && multi_gpu(a); }
 bool full_multi_gpu(const CommandArgs& a) { return full(a) && multi_gpu(a); }
 // --quantize bnb.nf4 / bnb.nf4-dq (with --double-quant) / bnb.int8-training: BitsandbytesPrecision.
 bool quantized(const CommandArgs& a) {
@@ -104,7 +103,7 @@ std::vector<RecipeSetting> litgpt_settings() {
        "x.split(128, dim=1)), logits[-1] = logits[-1][..., :-1, :], litgpt/utils.py chunked_cross_entropy: "
        "F.cross_entropy per chunk in the logits' dtype, no .float(); fit() keeps `logits` through backward (no "
        "--free-output)",
-       lora, "--lora-rank R > 0"},
+       lora_adapters, "--lora-rank R > 0"},
       {"--loss", "chunked-ce-rows:128",
        "finetune/full.py fit(): model(input_ids) (no lm_head_chunk_size: the whole logits), then "
        "chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:]) with its default chunk_size=128: litgpt/utils.py's "
@@ -123,14 +122,14 @@ std::vector<RecipeSetting> litgpt_settings() {
        "Llama 2 and 3, Mistral, Falcon and StableLM configs; the other 14 adapt every layer); litgpt adapts its fused "
        "transformer.h.N.attn.qkv (litgpt/lora.py LoRAQKVLinear, enable_lora [q, k, v] = [True, False, True]), "
        "which memplan's Hugging Face-named graphs hold as q_proj and v_proj",
-       lora, "--lora-rank R > 0"},
+       lora_adapters, "--lora-rank R > 0"},
       {"--lora-dropout", "0.05",
-       "setup() lora_dropout: 0.05 (24 of the 32 configs; 0.1 in 8): litgpt/lora.py LoRALayer's nn.Dropout", lora,
+       "setup() lora_dropout: 0.05 (24 of the 32 configs; 0.1 in 8): litgpt/lora.py LoRALayer's nn.Dropout", lora_adapters,
        "--lora-rank R > 0"},
       {"--lora-dtype", "base",
        "finetune/lora.py main(): GPT(config) under fabric.init_module(), so LoRALinear's lora_A and lora_B "
        "(torch.empty) are made in the precision's dtype",
-       [](const CommandArgs& a) { return half(a) && lora(a); }, "--lora-rank R > 0, --precision bf16/fp16"},
+       [](const CommandArgs& a) { return half(a) && lora_adapters(a); }, "--lora-rank R > 0, --precision bf16/fp16"},
       {"--optimizer", "adamw",
        "setup() optimizer: \"AdamW\" (all 32 LoRA configs; the 10 full.yaml: class_path torch.optim.AdamW): utils.py "
        "instantiate_torch_optimizer -> torch.optim.AdamW "

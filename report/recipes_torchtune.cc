@@ -11,14 +11,13 @@
 namespace memplan {
 namespace {
 
-bool lora(const CommandArgs& a) { return a.estimate.lora_rank > 0; }
 bool bf16(const CommandArgs& a) { return kPrecisionChoices.is(a.estimate.precision, Precision::Bf16); }
-bool full_single_device(const CommandArgs& a) { return !lora(a) && !multi_gpu(a); }
+bool full_single_device(const CommandArgs& a) { return !lora_adapters(a) && !multi_gpu(a); }
 // optimizer_in_bwd needs gradient_accumulation_steps 1 (full_finetune_single_device.py __init__ raises otherwise).
 bool full_single_device_no_accumulation(const CommandArgs& a) {
   return full_single_device(a) && a.estimate.grad_accum == 1;
 }
-bool lora_half(const CommandArgs& a) { return lora(a) && bf16(a); }
+bool lora_half(const CommandArgs& a) { return lora_adapters(a) && bf16(a); }
 bool nf4(const CommandArgs& a) { return kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4); }
 
 std::string torchtune_contradiction(const CommandArgs& args) {
@@ -38,10 +37,10 @@ std::string torchtune_contradiction(const CommandArgs& args) {
   if (!kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Same) && !nf4(args))
     return tt + " stores a frozen base in its dtype, or as NF4 in its qlora_* models: --frozen-dtype " +
            a.frozen_dtype + " is not one of its choices";
-  if (lora(args) && bf16(args) && kLoraDtypeChoices.is(a.lora_dtype, true))
+  if (lora_adapters(args) && bf16(args) && kLoraDtypeChoices.is(a.lora_dtype, true))
     return tt + " builds the adapters in the model's dtype and checks it (training.validate_expected_param_dtype): "
                 "--lora-dtype " + a.lora_dtype + " is not one of its choices";
-  if (lora(args) && a.optimizer_in_backward)
+  if (lora_adapters(args) && a.optimizer_in_backward)
     return tt + " --lora-rank: its LoRA recipes have no optimizer_in_bwd, which --optimizer-in-backward models";
   return "";
 }
@@ -92,7 +91,7 @@ std::vector<RecipeSetting> torchtune_settings() {
        "LoRA configs' lora_attn_modules: [q_proj, v_proj, output_proj] and apply_lora_to_mlp: True (all 77), "
        "apply_lora_to_output: False; as Hugging Face names the layers (torchtune/models/convert_weights.py "
        "_FROM_HF: o_proj is output_proj, gate_proj w1, down_proj w2, up_proj w3)",
-       lora, "--lora-rank R"},
+       lora_adapters, "--lora-rank R"},
       {"--lora-dtype", "base",
        "lora_finetune_*.py _setup_model: the LoRALinear adapters built under training.set_default_dtype(dtype), "
        "then training.validate_expected_param_dtype(adapter_params, dtype)",

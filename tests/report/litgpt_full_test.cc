@@ -23,7 +23,7 @@ CommandArgs full_py() {
   return a;
 }
 
-std::vector<const OptionSpec*> given(const std::vector<std::string>& more = {}) {
+std::vector<const OptionSpec*> given_flags(const std::vector<std::string>& more = {}) {
   std::vector<const OptionSpec*> rows = {row_of("--recipe"), row_of("--mode"), row_of("--lora-rank")};
   for (const std::string& f : more) rows.push_back(row_of(f));
   return rows;
@@ -33,7 +33,7 @@ std::vector<const OptionSpec*> given(const std::vector<std::string>& more = {}) 
 // rows, torch's AdamW, no adapters, no checkpointing, no sharding.
 TEST(LitgptFull, LoraRankZeroIsFullPyOnOneGpu) {
   CommandArgs a = full_py();
-  settle_options(a, kEstimate, given());
+  settle_options(a, kEstimate, given_flags());
   EXPECT_EQ(a.estimate.lora_rank, 0);
   EXPECT_EQ(a.estimate.precision, "bf16");
   EXPECT_EQ(a.estimate.upcast, "rmsnorm");
@@ -50,7 +50,7 @@ TEST(LitgptFull, LoraRankZeroIsFullPyOnOneGpu) {
   // 32-true: float32 logits, nothing to copy.
   CommandArgs fp32 = full_py();
   fp32.estimate.precision = "fp32";
-  settle_options(fp32, kEstimate, given({"--precision"}));
+  settle_options(fp32, kEstimate, given_flags({"--precision"}));
   EXPECT_FALSE(fp32.estimate.outputs_to_default_dtype);
   EXPECT_EQ(fp32.estimate.loss, "chunked-ce-rows:128");
 }
@@ -60,7 +60,7 @@ TEST(LitgptFull, LoraRankZeroIsFullPyOnOneGpu) {
 TEST(LitgptFull, SeveralGpusAreFsdp1WithEachBlockCheckpointed) {
   CommandArgs a = full_py();
   a.estimate.gpus = 4;
-  settle_options(a, kEstimate, given({"--gpus"}));
+  settle_options(a, kEstimate, given_flags({"--gpus"}));
   EXPECT_EQ(a.estimate.shard, "fsdp");
   EXPECT_EQ(a.estimate.checkpoint, "layers");
   EXPECT_EQ(a.estimate.fsdp_wrap, "");
@@ -100,7 +100,7 @@ TEST(LitgptFull, RefusesWhatFullPyCannotRun) {
   };
   for (const Case& c : cases) {
     CommandArgs a = full_py();
-    std::vector<const OptionSpec*> rows = given();
+    std::vector<const OptionSpec*> rows = given_flags();
     for (const auto& [flag, value] : c.flags) {
       set_field_text(*row_of(flag), a, value);
       rows.push_back(row_of(flag));
@@ -127,7 +127,7 @@ TEST(LitgptFull, TheLossOnTheWholeCopyByHand) {
   a.estimate.model.batch = 2;
   a.estimate.model.dims = {"seq=16"};
   a.estimate.runtime = "ideal";
-  settle_options(a, kEstimate, given({"--runtime"}));
+  settle_options(a, kEstimate, given_flags({"--runtime"}));
   const Estimate e = estimate_model(a.estimate).estimate;
   auto live = [&](const std::string& step) -> int64_t {
     for (size_t i = 0; i < e.step_names.size(); ++i)
