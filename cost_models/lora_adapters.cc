@@ -232,9 +232,17 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
     t.x = reads(t.x);  // the input may itself be an adapted linear's result
     renamed[y] = b.adapt(t, y, n.opset);
   }
-  if (out.adapted_layers == 0)
+  if (out.adapted_layers == 0) {
+    std::string stacked;  // a mixture of experts' 3-D parameter (transformers 5's grouped experts) the pattern names
+    for (const Tensor& t : base.tensors)
+      if (stacked.empty() && t.kind == TensorKind::Weight && t.shape.size() == 3 && std::regex_search(t.name, targets))
+        stacked = t.name;
     throw InputError("--lora-targets '" + o.lora_targets + "' matches the weight of no MatMul/Gemm layer of model '" +
-                     base.model_path + "'");
+                     base.model_path + "'" +
+                     (stacked.empty() ? ""
+                                      : ": '" + stacked + "' is an [experts, in, out] parameter, which PEFT adapts only "
+                                        "through LoraConfig(target_parameters=...) (its ParamWrapper), not modelled"));
+  }
   Graph& g = out.graph;
   for (int32_t& t : g.outputs) {
     if (renamed[t] < 0) continue;

@@ -64,6 +64,9 @@ class ExpertsImplementation(unittest.TestCase):
         # expert (peft's target_parameters would, not modelled); a pattern that only names them matches nothing.
         self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "experts"],
                      "--lora-targets 'experts' matches the weight of no MatMul/Gemm layer")
+        self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "gate_up_proj"],
+                     "is an [experts, in, out] parameter, which PEFT adapts only through "
+                     "LoraConfig(target_parameters=...)")
         self.refused(["serve", self.config, "--engine", "vllm", "--gpu", "H100-80GB", *g],
                      "--experts-implementation with --engine vllm: the engine replaces the experts")
 
