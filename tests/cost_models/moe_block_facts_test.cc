@@ -41,9 +41,7 @@ uint64_t elements(const Graph& g, const std::vector<std::string>& names) {
     const std::optional<int32_t> t = g.find_tensor(name);
     EXPECT_TRUE(t.has_value()) << name;
     if (!t) continue;
-    uint64_t e = 1;
-    for (int64_t d : g.tensors[*t].shape) e *= static_cast<uint64_t>(d);
-    n += e;
+    n += g.tensors[*t].elements();
   }
   return n;
 }
@@ -104,18 +102,23 @@ TEST(MoeBlockFacts, DeepseekV3StackedAsTheLoop) {
   check(kCorpus + "tiny_deepseek_v3.json", {2, 6, 3, 16, 48, 18, {6, 48, 32}, {6, 16, 48}});
 }
 
-// gpt_oss (grouped_mm_models_test's tiny config): E 4, top-2, I 8, H 16, two projections an expert (gate_up_proj
-// holds gate and up interleaved: no chunk), so the width is its output halved as in the loop; GptOssExperts stores
-// its matrices [in, out]: gate_up [4, 16, 16], down [4, 8, 16]; 4 x 3 x 16 x 8 = 1,536 elements.
-TEST(MoeBlockFacts, GptOssStackedAsTheLoop) {
-  const std::filesystem::path dir = testing::process_temp_dir("memplan_moe_block_facts");
-  const std::string path = (dir / "config.json").string();
+// grouped_mm_models_test's tiny gpt_oss config (E 4, top-2, I 8, H 16), written to `path`.
+void write_tiny_gpt_oss(const std::string& path) {
   std::ofstream(path) << R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 16,
       "intermediate_size": 8, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,
       "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "tie_word_embeddings": false,
       "torch_dtype": "float32", "hidden_act": "silu", "attention_bias": true, "num_local_experts": 4,
       "num_experts_per_tok": 2, "experts_per_token": 2, "sliding_window": 8,
       "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0})";
+}
+
+// gpt_oss (grouped_mm_models_test's tiny config): E 4, top-2, I 8, H 16, two projections an expert (gate_up_proj
+// holds gate and up interleaved: no chunk), so the width is its output halved as in the loop; GptOssExperts stores
+// its matrices [in, out]: gate_up [4, 16, 16], down [4, 8, 16]; 4 x 3 x 16 x 8 = 1,536 elements.
+TEST(MoeBlockFacts, GptOssStackedAsTheLoop) {
+  const std::filesystem::path dir = testing::process_temp_dir("memplan_moe_block_facts");
+  const std::string path = (dir / "config.json").string();
+  write_tiny_gpt_oss(path);
   check(path, {2, 4, 2, 8, 16, 8, {4, 16, 16}, {4, 8, 16}});
   std::filesystem::remove_all(dir);
 }
@@ -125,9 +128,7 @@ uint64_t local_elements(const Graph& g, const TensorParallelPlan& plan, const st
   uint64_t n = 0;
   for (const std::string& name : names) {
     const int32_t t = *g.find_tensor(name);
-    uint64_t e = 1;
-    for (int64_t d : g.tensors[t].shape) e *= static_cast<uint64_t>(d);
-    n += plan.local_bytes(g, t, e);
+    n += plan.local_bytes(g, t, g.tensors[t].elements());
   }
   return n;
 }
@@ -164,12 +165,7 @@ TEST(MoeBlockFacts, TensorParallelSplitsTheStackedExpertsAsFusedMoE) {
 TEST(MoeBlockFacts, TensorParallelSplitsGptOssStackedBiasWithItsColumns) {
   const std::filesystem::path dir = testing::process_temp_dir("memplan_moe_block_bias");
   const std::string path = (dir / "config.json").string();
-  std::ofstream(path) << R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 16,
-      "intermediate_size": 8, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,
-      "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "tie_word_embeddings": false,
-      "torch_dtype": "float32", "hidden_act": "silu", "attention_bias": true, "num_local_experts": 4,
-      "num_experts_per_tok": 2, "experts_per_token": 2, "sliding_window": 8,
-      "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0})";
+  write_tiny_gpt_oss(path);
   const Graph g = decode(path, "grouped_mm");
   const TensorParallelPlan p = plan_tensor_parallel(g, 2, false, true);
   EXPECT_EQ(local_elements(g, p, {"layers.0.mlp.experts.gate_up_proj_bias", "layers.0.mlp.experts.down_proj_bias"}),
