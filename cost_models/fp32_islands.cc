@@ -147,8 +147,8 @@ int32_t softmax_router_cast(const Graph& g, int32_t softmax) {
   if (!op_is(g, softmax, "Softmax") || out0(g, softmax) < 0) return -1;
   const int32_t gate = producer_of(g, in(g, softmax, 0));
   int32_t transpose = -1;
-  if (!op_is(g, gate, "MatMul") || g.nodes[gate].inputs.size() != 2 || !float_weight(g, fusion::linear_weight(g, gate, transpose)))
-    return -1;
+  if (!op_is(g, gate, "MatMul") || g.nodes[gate].inputs.size() != 2) return -1;
+  if (!float_weight(g, fusion::linear_weight(g, gate, transpose))) return -1;
   const int32_t cast = sole_consumer(g, out0(g, softmax));
   if (!float_cast(g, cast)) return -1;
   for (int32_t c : g.tensors[out0(g, cast)].consumers)
@@ -175,6 +175,7 @@ int pin_float32_routers(const Graph& g, bool autocast, std::vector<bool>& float3
   return routers;
 }
 
+// A scan of its own, so that training copies a graph for the rewrite only when it has such a router.
 bool has_softmax_router(const Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (softmax_router_cast(g, static_cast<int32_t>(i)) >= 0) return true;
