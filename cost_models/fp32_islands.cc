@@ -120,6 +120,28 @@ bool float32_cast(const Graph& g, int32_t node) {
   return float_cast(g, node) && g.tensors[out0(g, node)].dtype == DType::Float32;
 }
 
+// DeepSeek's gate: F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)) as torch.onnx writes
+// it, the tokens' Cast and the weight's Cast read by the MatMul (the weight's through F.linear's Transpose).
+bool float32_gate(const Graph& g, int32_t mm) {
+  if (!op_is(g, mm, "MatMul") || g.nodes[mm].inputs.size() != 2 || out0(g, mm) < 0) return false;
+  const int32_t cx = producer_of(g, in(g, mm, 0)), t = producer_of(g, in(g, mm, 1));
+  if (!float32_cast(g, cx) || !op_is(g, t, "Transpose")) return false;
+  const int32_t cw = producer_of(g, in(g, t, 0));
+  return float32_cast(g, cw) && float_weight(g, in(g, cw, 0));
+}
+
+// A linear layer's output on a float weight (a gate: Mixtral's, Qwen-MoE's).
+bool linear_logits(const Graph& g, int32_t t) {
+  const int32_t mm = producer_of(g, t);
+  int32_t transpose = -1;
+  return op_is(g, mm, "MatMul") && g.nodes[mm].inputs.size() == 2 &&
+         float_weight(g, fusion::linear_weight(g, mm, transpose));
+}
+
+// A router's logits: a gate's, or DeepSeek's float32 gate's. An attention's scores are neither (their MatMul reads
+// the keys).
+bool router_logits(const Graph& g, int32_t t) { return linear_logits(g, t) || float32_gate(g, producer_of(g, t)); }
+
 // Pins `start` and every float tensor it reaches up to the next float Cast (the router's `.type(hidden_states.dtype)`
 // or `.to(hidden_states.dtype)`: the region ends there), with the float zeros (ConstantOfShape) the region's scatters
 // and index_add_s start from. `seen` spans the graph's tensors, shared by the regions of one graph.
@@ -145,10 +167,7 @@ void pin_float_region(const Graph& g, int32_t start, std::vector<bool>& float32,
 // Softmax read only by the Cast, the Cast's result by a TopK. Returns the Cast node, or -1.
 int32_t softmax_router_cast(const Graph& g, int32_t softmax) {
   if (!op_is(g, softmax, "Softmax") || out0(g, softmax) < 0) return -1;
-  const int32_t gate = producer_of(g, in(g, softmax, 0));
-  int32_t transpose = -1;
-  if (!op_is(g, gate, "MatMul") || g.nodes[gate].inputs.size() != 2) return -1;
-  if (!float_weight(g, fusion::linear_weight(g, gate, transpose))) return -1;
+  if (!linear_logits(g, in(g, softmax, 0))) return -1;  // DeepSeek's gate's logits are float32 already
   const int32_t cast = sole_consumer(g, out0(g, softmax));
   if (!float_cast(g, cast)) return -1;
   for (int32_t c : g.tensors[out0(g, cast)].consumers)
@@ -163,14 +182,17 @@ int pin_float32_routers(const Graph& g, bool autocast, std::vector<bool>& float3
   std::vector<bool> seen(g.tensors.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const int32_t mm = static_cast<int32_t>(i);
-    if (!op_is(g, mm, "MatMul") || g.nodes[mm].inputs.size() != 2 || out0(g, mm) < 0) continue;
-    const int32_t cx = producer_of(g, in(g, mm, 0)), t = producer_of(g, in(g, mm, 1));
-    if (!float32_cast(g, cx) || !op_is(g, t, "Transpose")) continue;
-    const int32_t cw = producer_of(g, in(g, t, 0));
-    if (!float32_cast(g, cw) || !float_weight(g, in(g, cw, 0))) continue;
-    for (int32_t copy : {out0(g, cx), out0(g, cw), out0(g, t)}) float32[copy] = true;
+    if (!float32_gate(g, mm)) continue;
+    const int32_t t = producer_of(g, in(g, mm, 1));
+    for (int32_t copy : {in(g, mm, 0), in(g, t, 0), out0(g, t)}) float32[copy] = true;  // the casts, the transpose
     ++routers;
-    if (!autocast) pin_float_region(g, out0(g, mm), float32, seen);
+    if (autocast) continue;
+    pin_float_region(g, out0(g, mm), float32, seen);
+    // DeepseekV2MoEGate's .softmax(dim=-1, dtype=torch.float32): the Softmax's Cast is to float32, not the cast back
+    // that ends the region (in a float32 export both are Casts to float); the scores go on in float32 after it.
+    const int32_t softmax = sole_consumer(g, out0(g, mm));
+    const int32_t cast = op_is(g, softmax, "Softmax") ? sole_consumer(g, out0(g, softmax)) : -1;
+    if (float_cast(g, cast)) pin_float_region(g, out0(g, cast), float32, seen);
   }
   return routers;
 }
@@ -210,11 +232,12 @@ int add_float32_softmax_routers(Graph& g, std::vector<bool>& float32, std::vecto
 
 std::string float32_router_note(int routers, bool autocast) {
   return std::to_string(routers) +
-         (autocast ? " routers cast the tokens and the gate's weight to float32 (DeepseekV3TopkRouter); autocast runs "
-                     "F.linear on half copies of both."
-                   : " routers run in float32 (DeepseekV3TopkRouter: the tokens and the gate's weight cast to float32, "
-                     "the scores and top-k weights float32) and their blocks accumulate the experts' weighted outputs "
-                     "in float32 (DeepseekV3MoE.moe).");
+         (autocast ? " routers cast the tokens and the gate's weight to float32 (DeepseekV3TopkRouter, "
+                     "DeepseekV2MoEGate); autocast runs F.linear on half copies of both."
+                   : " routers run in float32 (DeepseekV3TopkRouter, DeepseekV2MoEGate: the tokens and the gate's "
+                     "weight cast to float32, the scores and top-k weights float32), the experts' weighted outputs "
+                     "float32 until cast back to the model's type (DeepseekV3MoE.moe after its float32 accumulator, "
+                     "DeepSeek-V2 each expert's).");
 }
 
 IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool eager_attention,
@@ -232,7 +255,8 @@ IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool ea
   }
   for (size_t i = 0; i < base_nodes && half && upcast.softmax && eager_attention; ++i) {
     const int32_t s = static_cast<int32_t>(i);
-    if (!op_is(g, s, "Softmax") || in(g, s, 0) < 0 || out0(g, s) < 0) continue;
+    // A router's softmax is not attention's: add_float32_softmax_routers and pin_float32_routers model those.
+    if (!op_is(g, s, "Softmax") || in(g, s, 0) < 0 || out0(g, s) < 0 || router_logits(g, in(g, s, 0))) continue;
     const int32_t probs = out0(g, s);
     const DType input_type = float32_input(g, r, in(g, s, 0), s, {s});
     r.pin(probs);

@@ -42,7 +42,7 @@ struct IslandCounts {
 // Rewrites `g` in place: the casts of each island inserted (node order kept topological), producers and consumers
 // relinked. `float32` (one flag per tensor, grown with the graph) gets the island's tensors; `grown` are other
 // per-tensor flags to grow with it (LoRA's adapter flags). `softmax` is read only where attention runs as the
-// graph's own ops (AttentionImpl::Eager).
+// graph's own ops (AttentionImpl::Eager), and never for a router's softmax (the rules below).
 IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool eager_attention,
                               std::vector<bool>& float32, std::vector<bool>* grown = nullptr);
 
@@ -53,7 +53,9 @@ IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool ea
 // promoted to float32 and index_add_-ed into it, cast back once (final_hidden_states.type(hidden_states.dtype)). The
 // casts are in the graph (onnx_import/hf_deepseek_router.cc writes them as torch.onnx does, no-ops in float32), and
 // a MatMul of a cast activation by the transpose of a cast parameter says the code meant them: unlike the islands
-// above this needs no --upcast. For a model whose ops read half parameters (`half`), pins the casts' outputs to
+// above this needs no --upcast. DeepseekV2MoEGate (transformers' modular_deepseek_v2.py, first release) casts the
+// same two and takes .softmax(dim=-1, dtype=torch.float32), whose Cast to float32 the region goes on through; its
+// block casts each expert's weighted output back (no float32 accumulator). For a model whose ops read half parameters (`half`), pins the casts' outputs to
 // float32 and, outside autocast, everything float that the logits reach up to the next float Cast, with the
 // float zeros (ConstantOfShape) the region's scatters and index_add_s start from. Under torch.autocast F.linear is
 // on the lower-precision list (aten/src/ATen/autocast_mode.h at d70fe7f, AT_FORALL_LOWER_PRECISION_FP: linear), so

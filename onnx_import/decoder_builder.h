@@ -83,6 +83,7 @@ class LlamaBuilder {
   std::string mla_rotary(const std::string& x, int64_t heads);
   std::string deepseek_router(const std::string& scope, const std::string& prefix, const std::string& hidden,
                               std::string* indices);
+  std::string float32_gate_logits(const std::string& scope, const std::string& weight, const std::string& hidden);
   void topk(const std::string& x, int64_t n, bool sorted);
   std::string group_masked(const std::string& group_scores, const std::string& scores);
   // hf_deepseek_v2.cc: deepseek_v2's rotary (apply_rotary_emb in real arithmetic); hf_deepseek_router.cc the routers.

@@ -53,6 +53,18 @@ std::string LlamaBuilder::group_masked(const std::string& group_scores, const st
   return e_.op("Where", {blocked, e_.const_f32({0.0f}, {}), scores});
 }
 
+// Both DeepSeek gates' logits, F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))
+// (DeepseekV3TopkRouter.forward; DeepseekV2MoEGate.forward): Tensor.type is Tensor.to, which torch.onnx writes as a
+// Cast even where it is a no-op (a float32 export); the weight's cast, then F.linear's Transpose and MatMul on it.
+std::string LlamaBuilder::float32_gate_logits(const std::string& g, const std::string& weight,
+                                              const std::string& hidden) {
+  const std::string hidden32 = e_.op("Cast", {hidden});
+  e_.i("to", TensorProto::FLOAT);
+  const std::string weight32 = e_.op("Cast", {weight});
+  e_.i("to", TensorProto::FLOAT);
+  return weight_matmul(g, weight32, hidden32);
+}
+
 // DeepseekV3TopkRouter.forward on the (N, h) tokens (its view of the block's (b, s, h) input, which the JIT's
 // common-subexpression pass merges with DeepseekV3MoE's own view: moe_block writes it in the gate's scope): the top-k
 // weights (hf_deepseek.py TopkRouter), in float32 whatever the model's type; `indices`, when given, gets the top-k
@@ -64,15 +76,8 @@ std::string LlamaBuilder::deepseek_router(const std::string& g, const std::strin
   const std::string weight = param(p + ".weight", {experts, c_.hidden_size});
   const std::string bias = param(p + ".e_score_correction_bias", {experts});
   e_.scope = g;
-  // F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)).sigmoid() (transformers
-  // models/deepseek_v3/modeling_deepseek_v3.py at f5a9ec5, DeepseekV3TopkRouter.forward): Tensor.type is Tensor.to,
-  // which torch.onnx writes as a Cast even where it is a no-op (a float32 export); the weight's cast, then F.linear's
-  // Transpose and MatMul on it.
-  const std::string hidden32 = e_.op("Cast", {hidden});
-  e_.i("to", TensorProto::FLOAT);
-  const std::string weight32 = e_.op("Cast", {weight});
-  e_.i("to", TensorProto::FLOAT);
-  const std::string scores = e_.op("Sigmoid", {weight_matmul(g, weight32, hidden32)});
+  // .sigmoid() (transformers models/deepseek_v3/modeling_deepseek_v3.py at f5a9ec5, DeepseekV3TopkRouter.forward).
+  const std::string scores = e_.op("Sigmoid", {float32_gate_logits(g, weight, hidden)});
   const std::string choice = e_.op("Add", {scores, e_.op("Unsqueeze", {bias, e_.const_i64({0}, false)})});
   topk(reshape(choice, e_.const_i64({-1, groups, per}, false)), 2, true);
   const std::string best_two = e_.output(0);
@@ -92,9 +97,11 @@ std::string LlamaBuilder::deepseek_router(const std::string& g, const std::strin
   return routed;
 }
 
-// DeepseekV2MoEGate.forward (transformers' modular_deepseek_v2.py, first release) on the (N, h) tokens, as
-// hf_deepseek_v2.py's MoeGate: weight (E, h) and no e_score_correction_bias; softmax(x W^T) (its float32 casts
-// no-ops in float32); greedy: the top-k scores; group_limited_greedy: each group's maximum
+// DeepseekV2MoEGate.forward (transformers' modular_deepseek_v2.py, first release) on the (N, h) tokens (its view of
+// the block's (b, s, h) input, as deepseek_router's), as hf_deepseek_v2.py's MoeGate: weight (E, h) and no
+// e_score_correction_bias; F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))
+// .softmax(dim=-1, dtype=torch.float32): float32_gate_logits, the Softmax and its Cast to the dtype
+// (symbolic_opset9.py softmax); greedy: the top-k scores; group_limited_greedy: each group's maximum
 // (view(N, n_group, E / n_group).max(dim=-1): ReduceMax), the group mask (group_masked), the top-k of the masked
 // scores; the weights (TopK's values, not gathered) times routed_scaling_factor, traced even at 1.0.
 std::string LlamaBuilder::deepseek_v2_router(const std::string& g, const std::string& p, const std::string& hidden,
@@ -102,8 +109,10 @@ std::string LlamaBuilder::deepseek_v2_router(const std::string& g, const std::st
   const int64_t experts = c_.num_experts, groups = c_.n_group, per = experts / groups;
   const std::string weight = param(p + ".weight", {experts, c_.hidden_size});
   e_.scope = g;
-  const std::string scores = e_.op("Softmax", {weight_matmul(g, weight, hidden)});
+  std::string scores = e_.op("Softmax", {float32_gate_logits(g, weight, hidden)});
   e_.i("axis", -1);
+  scores = e_.op("Cast", {scores});
+  e_.i("to", TensorProto::FLOAT);
   std::string choice = scores;
   if (c_.group_limited) {
     const std::string grouped = reshape(scores, e_.const_i64({-1, groups, per}, false));

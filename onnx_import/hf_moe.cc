@@ -183,9 +183,10 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
   const std::string m = "/layers." + std::to_string(l) + (mixtral(c_) ? "/block_sparse_moe" : "/mlp");
   const std::string p = "layers." + std::to_string(l) + (mixtral(c_) ? ".block_sparse_moe" : ".mlp");
   const int64_t h = c_.hidden_size, experts = c_.num_experts, k = c_.experts_per_token;
-  // DeepseekV3MoE: the float32 router (its gate's view, shared with the block's) and moe()'s float32 accumulator.
-  const bool float32_router = c_.mla && !c_.deepseek_v2;
-  e_.scope = float32_router ? m + "/gate" : m;
+  // DeepSeek's gates view the (b, s, h) states themselves (the view the block's own shares, written in the gate's
+  // scope); DeepseekV3MoE.moe also accumulates in the top-k weights' float32.
+  const bool float32_accumulator = c_.mla && !c_.deepseek_v2;
+  e_.scope = c_.mla ? m + "/gate" : m;
   const std::string hidden = reshape(x, e_.const_i64({-1, h}, false));  // x.view(-1, hidden_dim)
   e_.scope = m;
   // gpt_oss: GptOssTopKRouter, then GptOssExperts' loop in the experts' scope (hf_gpt_oss.cc).
@@ -252,7 +253,7 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     std::string source = e_.op("Mul", {out, w});
     // .to(hidden_states.dtype); DeepseekV3MoE.moe adds expert_output * expert_weights.unsqueeze(-1) as it is, into
     // torch.zeros_like(hidden_states, dtype=topk_weights.dtype) (modeling_deepseek_v3.py at f5a9ec5).
-    if (!float32_router) {
+    if (!float32_accumulator) {
       source = e_.op("Cast", {source});
       e_.i("to", TensorProto::FLOAT);
     }
@@ -268,7 +269,7 @@ std::string LlamaBuilder::moe_block(int64_t l, const std::string& x) {
     last_index = index, last_source = source;
   }
   acc = index_add(acc, last_index, last_source);
-  if (float32_router) {  // final_hidden_states.type(hidden_states.dtype)
+  if (float32_accumulator) {  // final_hidden_states.type(hidden_states.dtype)
     acc = e_.op("Cast", {acc});
     e_.i("to", TensorProto::FLOAT);
   }

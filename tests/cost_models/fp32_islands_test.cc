@@ -247,5 +247,66 @@ TEST(Fp32Islands, ASoftmaxAfterTheTopKStaysInTheModelsType) {
   EXPECT_EQ(p.buffers[buffer_named(p, "probs")].bytes, 16u);
 }
 
+// DeepseekV2MoEGate as torch.onnx writes it: x[4,8] -> Cast(float) = xf; gate[4,8] -> Cast(float) = gf ->
+// Transpose = gt; MatMul(xf, gt) = logits[4,4] -> Softmax = probs -> Cast(float) = pf (softmax(dtype=torch.float32))
+// -> TopK(k 2) = v[4,2], i -> Mul(v, 16) = w (routed_scaling_factor) -> Cast(float) = wc (each expert's weighted
+// output back in the model's type) -> MatMul(wc, W2[2,3]) = y[4,3].
+Graph deepseek_v2_gate() {
+  GraphBuilder b;
+  const int32_t x = b.input("x", {4, 8});
+  const int32_t xf = b.node1("Cast", {x}, "xf", {4, 8}, {{"to", int_attr(1)}});
+  const int32_t gf = b.node1("Cast", {b.weight("gate", {4, 8})}, "gf", {4, 8}, {{"to", int_attr(1)}});
+  const int32_t gt = b.node1("Transpose", {gf}, "gt", {8, 4}, {{"perm", ints_attr({1, 0})}});
+  const int32_t logits = b.node1("MatMul", {xf, gt}, "logits", {4, 4});
+  const int32_t probs = b.node1("Softmax", {logits}, "probs", {4, 4}, {{"axis", int_attr(-1)}});
+  const int32_t pf = b.node1("Cast", {probs}, "pf", {4, 4}, {{"to", int_attr(1)}});
+  const int32_t v = b.node("TopK", {pf, b.int_constant("k", {2})}, {{"v", {4, 2}}, {"i", {4, 2}}},
+                           {{"axis", int_attr(-1)}});
+  b.mutable_graph().tensors[v + 1].dtype = DType::Int64;
+  const int32_t w = b.node1("Mul", {v, b.scalar("scale", 16.0f)}, "w", {4, 2});
+  const int32_t wc = b.node1("Cast", {w}, "wc", {4, 2}, {{"to", int_attr(1)}});
+  b.output(b.node1("MatMul", {wc, b.weight("W2", {2, 3})}, "y", {4, 3}));
+  return b.graph();
+}
+
+// Under bf16 the gate runs in float32 and the region goes on through the softmax's own Cast to float32: the copies
+// xf (4 x 8 x 4 = 128 bytes) and gf (128), the logits (64), the scores (64), the top-k weights v and w (4 x 2 x 4 = 32
+// each); the cast back wc is bf16 (16). No copy is inserted: the logits are float32 already (the Mixtral rule's
+// upcast is not there), and --upcast softmax does not take the router's softmax for attention's (no copy either).
+TEST(Fp32Islands, DeepSeekV2GateRunsInFloat32ThroughItsSoftmaxCast) {
+  for (Upcast upcast : {Upcast{}, Upcast{.softmax = true}}) {
+    const TrainingResult r = build_training_program(deepseek_v2_gate(), bf16_sgd(upcast));
+    const Program& p = r.program;
+    EXPECT_LT(buffer_ending(p, "/upcast_output_0"), 0);
+    EXPECT_EQ(p.buffers[buffer_named(p, "xf")].bytes, 128u);
+    EXPECT_EQ(p.buffers[buffer_named(p, "gf")].bytes, 128u);
+    EXPECT_EQ(p.buffers[buffer_named(p, "logits")].bytes, 64u);
+    EXPECT_EQ(p.buffers[buffer_named(p, "probs")].bytes, 64u);
+    EXPECT_EQ(p.buffers[buffer_named(p, "v")].bytes, 32u);
+    EXPECT_EQ(p.buffers[buffer_named(p, "w")].bytes, 32u);
+    EXPECT_EQ(p.buffers[buffer_named(p, "wc")].bytes, 16u);
+    EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
+                           [](const std::string& n) { return n.rfind("1 routers run in float32", 0) == 0; }),
+              r.notes.end());
+  }
+}
+
+// --upcast softmax (eager attention's islands) leaves Mixtral's routing softmax to its own rule: the top-k weights
+// stay float32 (v and w 4 x 2 x 4 = 32 bytes, as MixtureOfExpertsRoutingSoftmaxRunsInFloat32; the islands would have
+// cast the probabilities back and left them bf16, 16), one float32 copy of the logits (64), and the islands' note
+// counts no attention softmax.
+TEST(Fp32Islands, UpcastSoftmaxLeavesARoutersSoftmaxToItsRule) {
+  const TrainingResult r = build_training_program(router(), bf16_sgd({.softmax = true}));
+  const Program& p = r.program;
+  EXPECT_EQ(p.buffers[buffer_named(p, "/Softmax_2/upcast_output_0")].bytes, 64u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "probs")].bytes, 64u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "v")].bytes, 32u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "w")].bytes, 32u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "wc")].bytes, 16u);
+  EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
+                         [](const std::string& n) { return n.find(": 0 softmaxes run in float32") != std::string::npos; }),
+            r.notes.end());
+}
+
 }  // namespace
 }  // namespace memplan

@@ -267,18 +267,15 @@ class DeepseekMoE(nn.Module):
         self.gate = self.Router(cfg)
         self.shared_experts = hf_moe.Expert(h, cfg.moe_intermediate_size * cfg.n_shared_experts, False)
 
-    # DeepseekV3MoE (the float32 router and its float32 accumulator); DeepseekV2MoE's gate takes the (N, h) states.
-    float32_router = True
+    # DeepseekV3MoE.moe's float32 accumulator; DeepseekV2MoE's first-release moe() casts each weighted output back.
+    float32_accumulator = True
 
     def forward(self, x):
-        if self.float32_router:  # DeepseekV3MoE.forward: self.gate(hidden_states), then the view, then moe()
-            weights = self.gate(x)
-            hidden_states = x.view(-1, self.hidden_dim)
-            routed = hf_moe.dispatch(self, hidden_states, weights, weights_dtype_accumulator=True)
-            return routed.view_as(x) + self.shared_experts(x)
+        # DeepseekV3MoE.forward and DeepseekV2MoE.forward: self.gate(hidden_states) on the (b, s, h) states (the gate
+        # views them itself), then the block's own view, then moe().
+        weights = self.gate(x)
         hidden_states = x.view(-1, self.hidden_dim)
-        weights = self.gate(hidden_states)
-        routed = hf_moe.dispatch(self, hidden_states, weights)
+        routed = hf_moe.dispatch(self, hidden_states, weights, weights_dtype_accumulator=self.float32_accumulator)
         return routed.view_as(x) + self.shared_experts(x)
 
 

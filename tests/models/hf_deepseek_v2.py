@@ -15,8 +15,9 @@ ModuleList this twin keeps, as hf_deepseek.py keeps DeepseekV3MoE's):
     (x.float(): x itself in float32, as llama.py's casts), the rotated float32 result (the stack, (b, h, s, d/2, 2)
     as view_as_real's), the cast back (type_as: a no-op in float32); its products and sums are the complex
     multiply's temporaries.
-  - DeepseekV2MoEGate: weight (E, h) only (no e_score_correction_bias), scores softmax(x W^T) (in float32: the
-    casts are no-ops here); topk_method greedy: the top-k scores; group_limited_greedy: each group's maximum
+  - DeepseekV2MoEGate: weight (E, h) only (no e_score_correction_bias); on the block's (b, s, h) states, viewed
+    (N, h) in the gate, scores F.linear(x.type(torch.float32), W.type(torch.float32)).softmax(dim=-1,
+    dtype=torch.float32) (no-ops in float32, but torch.onnx writes the casts); topk_method greedy: the top-k scores; group_limited_greedy: each group's maximum
     (view(N, n_group, E / n_group).max(-1)), topk_group groups kept, the others' scores masked to 0, top-k; the
     weights times routed_scaling_factor. norm_topk_prob is never read by transformers' gate (the remote code's is).
   - DeepseekV2DecoderLayer: layers below first_k_dense_replace dense (default 0), the others DeepseekV2MoE with
@@ -68,7 +69,7 @@ class MlaAttentionV2(hf_deepseek.MlaAttention):
 
 
 class MoeGate(nn.Module):
-    """DeepseekV2MoEGate: forward(hidden_states (N, h)) -> the (N, k) top-k weights (its indices unused, the dispatch
+    """DeepseekV2MoEGate: forward(hidden_states (b, s, h)) -> the (N, k) top-k weights (its indices unused, the dispatch
     being hf_moe.dispatch's static rule, as in hf_deepseek.py)."""
 
     def __init__(self, cfg: DeepseekV2Config):
@@ -79,7 +80,12 @@ class MoeGate(nn.Module):
     def forward(self, hidden_states):
         c = self.cfg
         experts, groups = c.n_routed_experts, c.n_group
-        scores = F.linear(hidden_states, self.weight).softmax(dim=-1)
+        # The (b, s, h) states viewed (N, h) here, the logits and scores in float32 whatever the model's type:
+        # F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32)).softmax(dim=-1,
+        # dtype=torch.float32), as TopkRouter (hf_deepseek.py) does for V3.
+        hidden_states = hidden_states.view(-1, c.base.hidden_size)
+        logits = F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))
+        scores = logits.softmax(dim=-1, dtype=torch.float32)
         if c.topk_method == "greedy":
             weights = torch.topk(scores, k=c.num_experts_per_tok, dim=-1, sorted=False)[0]
         else:  # group_limited_greedy
@@ -95,7 +101,7 @@ class MoeGate(nn.Module):
 
 class DeepseekV2MoE(hf_deepseek.DeepseekMoE):
     Router = MoeGate
-    float32_router = False
+    float32_accumulator = False
 
 
 class DeepseekV2DecoderLayer(hf_deepseek.DeepseekDecoderLayer):
