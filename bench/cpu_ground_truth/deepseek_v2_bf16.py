@@ -12,11 +12,13 @@ the block's tokens itself and computes F.linear(hidden_states.type(torch.float32
 .softmax(dim=-1, dtype=torch.float32): float32 copies of the tokens and of the gate's weight, float32 logits, scores,
 group mask and top-k weights; each expert's output times its float32 weight is float32 until the cast back. In float32
 those casts are no-ops. The causal mask is made in the model's type (transformers builds it in the inputs' dtype).
-Not transformers' here, so that the row measures the router alone: the rotary tables are cast to the model's type and
-the rotary runs in it. transformers' apply_rotary_emb rotates a float32 copy (xq.float(), freqs_cis float32 from
-DeepseekV2RotaryEmbedding.forward, .type_as(xq) back), a float32 island the twin leaves out (its x.float() would be a
-Cast in the export, its type_as none) and memplan does not model yet. The norms, the attention's softmax and the loss
-run in bfloat16 as the plain-PyTorch model writes them (memplan without --upcast). Protocol and memplan's flags: grouped_mm_deepseek.py's
+The rotary runs as transformers' apply_rotary_emb does in bfloat16 (modeling_deepseek_v2.py at 0233e509): a float32
+copy of q_pe and k_pe (xq.float()) rotated by float32 tables (DeepseekV2RotaryEmbedding.forward computes freqs_cis
+with autocast off and does not cast it to x's type) and cast back (.type_as(xq)); hf_deepseek_v2.py's complex_rotary
+leaves the two casts out (x.float() would be a Cast in its export, type_as none), so this script wraps it with them.
+memplan does not model that float32 island; measured, it moves this peak by about 2 KB (0.04 %). The norms, the
+attention's softmax and the loss run in bfloat16 as the plain-PyTorch model writes them (memplan without --upcast).
+Protocol and memplan's flags: grouped_mm_deepseek.py's
 (measure.py's warm-up step, set-to-none zero_grad, one profiled step with cross-entropy and SGD momentum foreach;
 memplan --runtime ideal --torch 1.13, resident + live bytes at the peak, the batch included), with --precision bf16.
 """
@@ -51,11 +53,12 @@ CONFIG = os.path.join(HERE, "deepseek_v2_tiny.json")
 OUT = os.path.join(HERE, "deepseek_v2_bf16_truth.json")
 
 
-def in_model_type(module_dtype):
-    """llama.causal_additive_mask and DeepseekV2.tables, each result cast to the model's type (module docstring)."""
-    mask, tables = llama.causal_additive_mask, hf_deepseek_v2.tables
+def as_transformers(module_dtype):
+    """llama.causal_additive_mask cast to the model's type, and complex_rotary on a float32 copy cast back
+    (module docstring)."""
+    mask, rotary = llama.causal_additive_mask, hf_deepseek_v2.complex_rotary
     llama.causal_additive_mask = lambda *a, **k: mask(*a, **k).to(module_dtype)
-    hf_deepseek_v2.DeepseekV2.tables = staticmethod(lambda *a: tuple(t.to(module_dtype) for t in tables(*a)))
+    hf_deepseek_v2.complex_rotary = lambda x, *a: rotary(x.float(), *a).type_as(x)
 
 
 def forward(m, inputs, use_checkpoint, **_):
@@ -92,7 +95,7 @@ def main():
     with open(CONFIG, "w") as f:  # the file memplan reads, written from the same config
         json.dump(hf_deepseek_v2_test.config_json(CFG), f, indent=2)
         f.write("\n")
-    in_model_type(torch.bfloat16)
+    as_transformers(torch.bfloat16)
     print(f"{'batch':>5} {'seq':>4} {'measured B':>11} {'memplan B':>10} {'error %':>8}")
     rows = []
     for batch in (2, 8):
