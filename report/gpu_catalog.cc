@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "onnx_import/errors.h"
 #include "report/estimate.h"
@@ -25,10 +26,22 @@ std::string normalize(const std::string& s) {
 
 }  // namespace
 
+// The name as written, case and punctuation aside ("h100-80gb", "H100 80GB"), or the start of exactly one name
+// ("H100" is the H100-80GB; "A100" names two sizes, and the message lists them).
 const GpuSpec& GpuCatalog::find(const std::string& name) const {
   const std::string want = normalize(name);
   for (const GpuSpec& g : gpus)
     if (normalize(g.name) == want) return g;
+  std::vector<const GpuSpec*> starting;
+  for (const GpuSpec& g : gpus)
+    if (!want.empty() && normalize(g.name).rfind(want, 0) == 0) starting.push_back(&g);
+  if (starting.size() == 1) return *starting.front();
+  if (starting.size() > 1) {
+    std::string names;
+    for (const GpuSpec* g : starting) names += (names.empty() ? "" : ", ") + g->name;
+    throw InputError("--gpu " + name + " names " + std::to_string(starting.size()) + " GPUs: " + names +
+                     "; say which (or give --memory SIZE)");
+  }
   std::string known;
   for (const GpuSpec& g : gpus) known += (known.empty() ? "" : ", ") + g.name;
   throw InputError("--gpu " + name + ": unknown GPU; known: " + known + " (or give --memory SIZE)");

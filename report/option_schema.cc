@@ -138,8 +138,9 @@ std::vector<OptionSpec> make_schema() {
        .help = "Target GPU architecture (decides cuBLAS workspace size). Default: the --gpu's, else sm90",
        .field = FIELD(estimate.arch), .choices = kArchChoices.names()},
       {.flag = "--gpu", .kind = K::Text, .commands = kEstimating,
-       .help = "A GPU from the catalog: sets its architecture, and its memory minus the catalog's context reserve is "
-               "the budget (fit, check, serve), on which estimate also runs the step",
+       .help = "A GPU from the catalog (case aside, or the start of one name: H100 is the H100-80GB): "
+               "sets its architecture, and its memory minus the catalog's context reserve is the budget (fit, "
+               "check, serve), on which estimate also runs the step",
        .field = FIELD(estimate.gpu)},
       {.flag = "--catalog", .kind = K::Text, .commands = kEstimating,
        .help = "A GPU catalog file replacing the built-in one (schema: report/gpu_catalog.json)",

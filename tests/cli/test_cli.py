@@ -211,6 +211,14 @@ class FitTest(unittest.TestCase):
         self.assertLessEqual(gb["micro_batch"], g["value"])
         self.assertGreaterEqual(gb["micro_batch"] * gb["grad_accum"], 1000)
 
+    def test_gpu_by_the_start_of_its_name(self):
+        # "h100" starts one catalog name (H100-80GB): the same answer as the full name; "A100" starts two sizes,
+        # refused with both named.
+        full = run("fit", "tests/models/resnet18.onnx", "--gpu", "H100-80GB", "--json").stdout
+        self.assertEqual(run("fit", "tests/models/resnet18.onnx", "--gpu", "h100", "--json").stdout, full)
+        err = run("fit", "tests/models/resnet18.onnx", "--gpu", "A100", check_rc=2).stderr
+        self.assertIn("--gpu A100 names 2 GPUs: A100-40GB, A100-80GB; say which", err)
+
     def test_nothing_fits_exits_1(self):
         p = run("fit", "tests/models/resnet50.onnx", "--memory", "1MiB", check_rc=1)
         self.assertIn("nothing fits", p.stdout)
