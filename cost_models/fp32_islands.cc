@@ -138,9 +138,42 @@ bool linear_logits(const Graph& g, int32_t t) {
          float_weight(g, fusion::linear_weight(g, mm, transpose));
 }
 
-// A router's logits: a gate's, or DeepSeek's float32 gate's. An attention's scores are neither (their MatMul reads
-// the keys).
-bool router_logits(const Graph& g, int32_t t) { return linear_logits(g, t) || float32_gate(g, producer_of(g, t)); }
+// A router's logits, or the top-k of them: a gate's (a linear layer's, MatMul or Gemm), DeepSeek's float32 gate's, or
+// torch.topk of a gate's (GptOssTopKRouter takes its softmax over the k values). An attention's scores are none of
+// these (their MatMul reads the keys).
+bool router_logits(const Graph& g, int32_t t) {
+  int32_t p = producer_of(g, t);
+  if (op_is(g, p, "TopK")) p = producer_of(g, in(g, p, 0));
+  if (p < 0) return false;
+  const int32_t logits = out0(g, p);
+  if (op_is(g, p, "Gemm")) return float_weight(g, in(g, p, 1));
+  return linear_logits(g, logits) || float32_gate(g, p);
+}
+
+// A tensor made from a float parameter by reshapes and broadcasts only (gpt_oss's sinks: sinks.reshape(1, -1, 1, 1)
+// .expand(...)).
+bool from_parameter(const Graph& g, int32_t t) {
+  for (int hops = 0; hops < 4 && t >= 0; ++hops) {
+    if (float_weight(g, t)) return true;
+    const int32_t p = producer_of(g, t);
+    if (!op_is(g, p, "Reshape") && !op_is(g, p, "Expand") && !op_is(g, p, "Unsqueeze")) return false;
+    t = in(g, p, 0);
+  }
+  return false;
+}
+
+// Attention with sinks as GptOss's eager_attention_forward writes it: softmax(combined_logits - max, dtype=
+// combined_logits.dtype) over the scores concatenated with a learned column, in the scores' own type (transformers
+// models/gpt_oss/modeling_gpt_oss.py, eager_attention_forward).
+bool sink_attention_logits(const Graph& g, int32_t t) {
+  const int32_t sub = producer_of(g, t);
+  if (!op_is(g, sub, "Sub")) return false;
+  const int32_t concat = producer_of(g, in(g, sub, 0));
+  if (!op_is(g, concat, "Concat")) return false;
+  for (int32_t operand : g.nodes[concat].inputs)
+    if (from_parameter(g, operand)) return true;
+  return false;
+}
 
 // Pins `start` and every float tensor it reaches up to the next float Cast (the router's `.type(hidden_states.dtype)`
 // or `.to(hidden_states.dtype)`: the region ends there), with the float zeros (ConstantOfShape) the region's scatters
@@ -255,8 +288,10 @@ IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool ea
   }
   for (size_t i = 0; i < base_nodes && half && upcast.softmax && eager_attention; ++i) {
     const int32_t s = static_cast<int32_t>(i);
-    // A router's softmax is not attention's: add_float32_softmax_routers and pin_float32_routers model those.
-    if (!op_is(g, s, "Softmax") || in(g, s, 0) < 0 || out0(g, s) < 0 || router_logits(g, in(g, s, 0))) continue;
+    // A router's softmax is not attention's (add_float32_softmax_routers and pin_float32_routers model the float32
+    // ones; gpt_oss's runs in the model's type), nor does an attention with sinks run in float32.
+    if (!op_is(g, s, "Softmax") || in(g, s, 0) < 0 || out0(g, s) < 0) continue;
+    if (router_logits(g, in(g, s, 0)) || sink_attention_logits(g, in(g, s, 0))) continue;
     const int32_t probs = out0(g, s);
     const DType input_type = float32_input(g, r, in(g, s, 0), s, {s});
     r.pin(probs);

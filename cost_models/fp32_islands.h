@@ -42,7 +42,8 @@ struct IslandCounts {
 // Rewrites `g` in place: the casts of each island inserted (node order kept topological), producers and consumers
 // relinked. `float32` (one flag per tensor, grown with the graph) gets the island's tensors; `grown` are other
 // per-tensor flags to grow with it (LoRA's adapter flags). `softmax` is read only where attention runs as the
-// graph's own ops (AttentionImpl::Eager), and never for a router's softmax (the rules below).
+// graph's own ops (AttentionImpl::Eager), and never for a router's softmax (the rules below) or an attention with
+// sinks (gpt_oss's eager_attention_forward: softmax(..., dtype=combined_logits.dtype), the model's type).
 IslandCounts add_fp32_islands(Graph& g, const Upcast& upcast, bool half, bool eager_attention,
                               std::vector<bool>& float32, std::vector<bool>* grown = nullptr);
 

@@ -100,12 +100,15 @@ TEST(Fp32Islands, NothingChangesUnlessTheModelIsHalf) {
   }
 }
 
-// x[4,8] -> Gemm -> s[4,16] -> Softmax -> q[4,16] -> Gemm -> y[4,2]. --upcast softmax: s (bf16, 128) is copied into
-// float32 (256), the softmax writes float32 (256), which its backward keeps, and a bf16 copy (128) goes on.
+// x[4,8] -> Gemm W1 -> h[4,8]; MatMul(h, k[8,16]) = s[4,16] (scores of two activations, as attention's: a softmax
+// on a linear layer's output would be a router's) -> Softmax -> q[4,16] -> Gemm -> y[4,2]. --upcast softmax: s
+// (bf16, 128) is copied into float32 (256), the softmax writes float32 (256), which its backward keeps, and a bf16
+// copy (128) goes on.
 TEST(Fp32Islands, SoftmaxRunsInFloat32AndKeepsItsFloat32Result) {
   GraphBuilder b;
   const int32_t x = b.input("x", {4, 8});
-  const int32_t s = b.node1("Gemm", {x, b.weight("W1", {16, 8})}, "s", {4, 16}, {{"transB", int_attr(1)}});
+  const int32_t h = b.node1("Gemm", {x, b.weight("W1", {8, 8})}, "h", {4, 8}, {{"transB", int_attr(1)}});
+  const int32_t s = b.node1("MatMul", {h, b.input("k", {8, 16})}, "s", {4, 16});
   const int32_t q = b.node1("Softmax", {s}, "q", {4, 16}, {{"axis", int_attr(-1)}});
   b.output(b.node1("Gemm", {q, b.weight("W2", {2, 16})}, "y", {4, 2}, {{"transB", int_attr(1)}}));
   const Program p = build_training_program(b.graph(), bf16_sgd({.softmax = true})).program;
@@ -115,7 +118,7 @@ TEST(Fp32Islands, SoftmaxRunsInFloat32AndKeepsItsFloat32Result) {
   EXPECT_EQ(p.buffers[up].bytes, 256u);
   EXPECT_EQ(p.buffers[buffer_named(p, "q")].bytes, 256u);
   EXPECT_EQ(p.buffers[down].bytes, 128u);
-  EXPECT_TRUE(step_reads(p.steps[step_named(p, "backward:/Softmax_1")], buffer_named(p, "q")));
+  EXPECT_TRUE(step_reads(p.steps[step_named(p, "backward:/Softmax_2")], buffer_named(p, "q")));
 }
 
 // The mlp's logits y[4,2] under bf16 (16 bytes) with --upcast loss: the loss reads a float32 copy (32 bytes), its
@@ -240,11 +243,37 @@ TEST(Fp32Islands, MixtureOfExpertsRoutingSoftmaxRunsInFloat32) {
 }
 
 // gpt_oss's top-k softmax runs in the model's type: the same Softmax -> Cast, but on top-k's values, not read by a
-// TopK: nothing inserted, the probabilities bf16 (4 x 2 x 2 = 16 bytes).
+// TopK: nothing inserted, the probabilities bf16 (4 x 2 x 2 = 16 bytes), with --upcast softmax too (a router's
+// softmax is not eager attention's).
 TEST(Fp32Islands, ASoftmaxAfterTheTopKStaysInTheModelsType) {
-  const Program p = build_training_program(router(/*topk_first=*/true), bf16_sgd({})).program;
+  for (Upcast upcast : {Upcast{}, Upcast{.softmax = true}}) {
+    const Program p = build_training_program(router(/*topk_first=*/true), bf16_sgd(upcast)).program;
+    EXPECT_LT(buffer_ending(p, "/upcast_output_0"), 0);
+    EXPECT_EQ(p.buffers[buffer_named(p, "probs")].bytes, 16u);
+  }
+}
+
+// GptOss's eager attention with sinks: scores = MatMul(q[1,2,4,3], kt[1,2,3,4]) [1,2,4,4]; sinks[2] -> Reshape
+// [1,2,1,1] -> Expand [1,2,4,1]; Concat(scores, that) = combined [1,2,4,5]; minus its ReduceMax; Softmax -> Cast
+// (softmax(..., dtype=combined_logits.dtype)) -> MatMul(., v[1,2,5,3]). --upcast softmax leaves it in the model's
+// type: no float32 copy, the probabilities bf16 (1 x 2 x 4 x 5 x 2 = 80 bytes).
+TEST(Fp32Islands, AnAttentionWithSinksSoftmaxesInTheModelsType) {
+  GraphBuilder b;
+  const int32_t scores = b.node1("MatMul", {b.input("q", {1, 2, 4, 3}), b.input("kt", {1, 2, 3, 4})}, "scores",
+                                 {1, 2, 4, 4});
+  const int32_t column = b.node1("Reshape", {b.weight("sinks", {2}), b.int_constant("shape", {1, 2, 1, 1})}, "column",
+                                 {1, 2, 1, 1});
+  const int32_t sinks = b.node1("Expand", {column, b.int_constant("to", {1, 2, 4, 1})}, "sinks_x", {1, 2, 4, 1});
+  const int32_t combined = b.node1("Concat", {scores, sinks}, "combined", {1, 2, 4, 5}, {{"axis", int_attr(-1)}});
+  const int32_t max = b.node1("ReduceMax", {combined}, "max", {1, 2, 4, 1}, {{"axes", ints_attr({-1})},
+                                                                           {"keepdims", int_attr(1)}});
+  const int32_t shifted = b.node1("Sub", {combined, max}, "shifted", {1, 2, 4, 5});
+  const int32_t probs = b.node1("Softmax", {shifted}, "probs", {1, 2, 4, 5}, {{"axis", int_attr(-1)}});
+  const int32_t cast = b.node1("Cast", {probs}, "probs_cast", {1, 2, 4, 5}, {{"to", int_attr(1)}});
+  b.output(b.node1("MatMul", {cast, b.input("v", {1, 2, 5, 3})}, "y", {1, 2, 4, 3}));
+  const Program p = build_training_program(b.graph(), bf16_sgd({.softmax = true})).program;
   EXPECT_LT(buffer_ending(p, "/upcast_output_0"), 0);
-  EXPECT_EQ(p.buffers[buffer_named(p, "probs")].bytes, 16u);
+  EXPECT_EQ(p.buffers[buffer_named(p, "probs")].bytes, 80u);
 }
 
 // DeepseekV2MoEGate as torch.onnx writes it: x[4,8] -> Cast(float) = xf; gate[4,8] -> Cast(float) = gf ->
