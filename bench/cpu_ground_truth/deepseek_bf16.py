@@ -63,13 +63,8 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(2)
     in_model_type(torch.bfloat16)
-    print(f"{'batch':>5} {'seq':>4} {'measured B':>11} {'memplan B':>10} {'error %':>8}")
-    rows = []
-    for batch in (2, 8):
-        rows.append(measured_peak(batch, 64))
-        measured, predicted = rows[-1]["peak_bytes"], memplan_peak(a.memplan, batch, 64)
-        print(f"{batch:>5} {64:>4} {measured:>11,} {predicted:>10,} {100 * (predicted - measured) / measured:+8.2f}")
-    base.measure.write_measurements(OUT, "bench/cpu_ground_truth/deepseek_bf16.py", rows)
+    base.measure.measure_batches(OUT, "bench/cpu_ground_truth/deepseek_bf16.py", 64,
+                                 lambda batch: measured_peak(batch, 64), lambda batch: memplan_peak(a.memplan, batch, 64))
 
 
 if __name__ == "__main__":

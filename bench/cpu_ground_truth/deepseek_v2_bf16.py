@@ -96,13 +96,8 @@ def main():
         json.dump(hf_deepseek_v2_test.config_json(CFG), f, indent=2)
         f.write("\n")
     as_transformers(torch.bfloat16)
-    print(f"{'batch':>5} {'seq':>4} {'measured B':>11} {'memplan B':>10} {'error %':>8}")
-    rows = []
-    for batch in (2, 8):
-        rows.append(measured_peak(batch, 64))
-        measured, predicted = rows[-1]["peak_bytes"], memplan_peak(a.memplan, batch, 64)
-        print(f"{batch:>5} {64:>4} {measured:>11,} {predicted:>10,} {100 * (predicted - measured) / measured:+8.2f}")
-    measure.write_measurements(OUT, "bench/cpu_ground_truth/deepseek_v2_bf16.py", rows)
+    measure.measure_batches(OUT, "bench/cpu_ground_truth/deepseek_v2_bf16.py", 64, lambda batch: measured_peak(batch, 64),
+                            lambda batch: memplan_peak(a.memplan, batch, 64))
 
 
 if __name__ == "__main__":

@@ -69,6 +69,18 @@ def write_measurements(path: str, script: str, rows: List[Dict]) -> None:
         f.write("\n")
 
 
+def measure_batches(path: str, script: str, seq: int, measured_peak, memplan_peak, batches=(2, 8)) -> None:
+    """The bf16 truth scripts' loop: for each batch, the measured row (measured_peak(batch)) beside memplan's answer
+    (memplan_peak(batch)), printed as a table, then the rows written to `path` (write_measurements)."""
+    print(f"{'batch':>5} {'seq':>4} {'measured B':>11} {'memplan B':>10} {'error %':>8}")
+    rows = []
+    for batch in batches:
+        rows.append(measured_peak(batch))
+        measured, predicted = rows[-1]["peak_bytes"], memplan_peak(batch)
+        print(f"{batch:>5} {seq:>4} {measured:>11,} {predicted:>10,} {100 * (predicted - measured) / measured:+8.2f}")
+    write_measurements(path, script, rows)
+
+
 def _load_protocol():
     """The protocol's functions live once, in the memplan package's python/memplan/_torch_protocol.py
     (memplan.torch.measure runs the same protocol on a user's module); loaded by path, so that this script needs

@@ -61,13 +61,8 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(2)
     hf_islands.DTYPE = torch.bfloat16
-    print(f"{'batch':>5} {'seq':>4} {'measured B':>11} {'memplan B':>10} {'error %':>8}")
-    rows = []
-    for batch in (2, 8):
-        rows.append(measured_peak(batch))
-        measured, predicted = rows[-1]["peak_bytes"], memplan_peak(a.memplan, batch)
-        print(f"{batch:>5} {SEQ:>4} {measured:>11,} {predicted:>10,} {100 * (predicted - measured) / measured:+8.2f}")
-    measure.write_measurements(OUT, "bench/cpu_ground_truth/moe_bf16.py", rows)
+    measure.measure_batches(OUT, "bench/cpu_ground_truth/moe_bf16.py", SEQ, measured_peak,
+                            lambda batch: memplan_peak(a.memplan, batch))
 
 
 if __name__ == "__main__":
