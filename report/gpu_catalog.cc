@@ -26,20 +26,20 @@ std::string normalize(const std::string& s) {
 
 }  // namespace
 
-// The name as written, case and punctuation aside ("h100-80gb", "H100 80GB"), or the start of exactly one name
-// ("H100" is the H100-80GB; "A100" names two sizes, and the message lists them).
+// The name as written, case and punctuation aside ("h100-80gb", "H100 80GB"), or a part of exactly one name
+// ("H100" is the H100-80GB, "4090" the RTX-4090; "A100" names two sizes, and the message lists them).
 const GpuSpec& GpuCatalog::find(const std::string& name) const {
   const std::string want = normalize(name);
   for (const GpuSpec& g : gpus)
     if (normalize(g.name) == want) return g;
-  std::vector<const GpuSpec*> starting;
+  std::vector<const GpuSpec*> naming;
   for (const GpuSpec& g : gpus)
-    if (!want.empty() && normalize(g.name).rfind(want, 0) == 0) starting.push_back(&g);
-  if (starting.size() == 1) return *starting.front();
-  if (starting.size() > 1) {
+    if (!want.empty() && normalize(g.name).find(want) != std::string::npos) naming.push_back(&g);
+  if (naming.size() == 1) return *naming.front();
+  if (naming.size() > 1) {
     std::string names;
-    for (const GpuSpec* g : starting) names += (names.empty() ? "" : ", ") + g->name;
-    throw InputError("--gpu " + name + " names " + std::to_string(starting.size()) + " GPUs: " + names +
+    for (const GpuSpec* g : naming) names += (names.empty() ? "" : ", ") + g->name;
+    throw InputError("--gpu " + name + " names " + std::to_string(naming.size()) + " GPUs: " + names +
                      "; say which (or give --memory SIZE)");
   }
   std::string known;

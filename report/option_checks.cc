@@ -271,8 +271,8 @@ void check_estimate_combinations(const EstimateArgs& a) {
     if (!(row.applies_to(kEstimate) || row.applies_to(kPlan)) || row.scope == Scope::Any) continue;
     if (field_text(row, args) == field_text(row, defaults)) continue;
     if (row.scope == Scope::Train && !training)
-      throw InputError(row.message_name() + " applies to --mode train (the default --mode is inference: add --mode "
-                       "train)");
+      throw InputError(row.message_name() + " applies to --mode train (the default --mode is inference unless "
+                       "--recipe or --graph train is given: add --mode train)");
     if (row.scope == Scope::Inference && training)
       throw InputError(row.message_name() + " " + field_text(row, args) + " applies to --mode inference, not --mode train");
   }
@@ -341,7 +341,19 @@ void settle_auto_precision(EstimateArgs& a) {
   }
 }
 
+// --mode, when not given: train where what was given can only mean a training step (a --recipe, a fine-tuning
+// framework; a config.json's --graph train), else the schema's default, inference.
+void settle_mode(CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given) {
+  EstimateArgs& a = args.estimate;
+  if (a.recipe.empty() && a.model.graph != "train") return;
+  for (const OptionSpec* row : given)
+    if (row->flag == "--mode") return;
+  for (const OptionSpec& row : option_schema())
+    if (row.flag == "--mode" && row.applies_to(command)) a.mode = kModeChoices.name_of(Mode::Training);
+}
+
 void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given) {
+  settle_mode(args, command, given);
   apply_recipe(args, command, given);
   settle_auto_precision(args.estimate);
   validate_options(args, command, given);

@@ -25,8 +25,9 @@ std::vector<const OptionSpec*> rows_to_check(const CommandArgs& args, Command co
 // matrix (validate_estimate_args without its rows). Throws InputError naming the flag. The CLI passes the rows
 // whose flags were given, Python the rows of its keywords.
 void validate_options(const CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given = {});
-// What the front ends run on what the user gave: the --recipe's values for the options not given
-// (report/recipes.h), then validate_options with those rows counted as given.
+// What the front ends run on what the user gave: --mode train when not given and --recipe or --graph train is,
+// the --recipe's values for the options not given (report/recipes.h), then validate_options with those rows counted
+// as given.
 void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given);
 // The estimate's rows (each value that differs from its default), each option's mode, the requirements and the
 // combination matrix: what a library caller that builds EstimateArgs runs before to_estimate_options.

@@ -70,7 +70,8 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.model.experts), .choices = experts_implementation_names()},
       // What runs, and how. The rows' order is also the configuration line's.
       {.flag = "--mode", .kind = K::Choice, .commands = kTraining,
-       .help = "inference, or train: one PyTorch training step (forward, backward, optimizer)",
+       .help = "inference, or train: one PyTorch training step (forward, backward, optimizer). Default: train where "
+               "--recipe or a config.json's --graph train is given, else inference",
        .field = FIELD(estimate.mode), .choices = kModeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return a.mode; }},
       {.flag = "--recipe", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
@@ -138,7 +139,7 @@ std::vector<OptionSpec> make_schema() {
        .help = "Target GPU architecture (decides cuBLAS workspace size). Default: the --gpu's, else sm90",
        .field = FIELD(estimate.arch), .choices = kArchChoices.names()},
       {.flag = "--gpu", .kind = K::Text, .commands = kEstimating,
-       .help = "A GPU from the catalog (case aside, or the start of one name: H100 is the H100-80GB): "
+       .help = "A GPU from the catalog (case aside, or a part of one name: H100 is the H100-80GB, 4090 the RTX-4090): "
                "sets its architecture, and its memory minus the catalog's context reserve is the budget (fit, "
                "check, serve), on which estimate also runs the step",
        .field = FIELD(estimate.gpu)},

@@ -211,11 +211,12 @@ class FitTest(unittest.TestCase):
         self.assertLessEqual(gb["micro_batch"], g["value"])
         self.assertGreaterEqual(gb["micro_batch"] * gb["grad_accum"], 1000)
 
-    def test_gpu_by_the_start_of_its_name(self):
-        # "h100" starts one catalog name (H100-80GB): the same answer as the full name; "A100" starts two sizes,
-        # refused with both named.
-        full = run("fit", "tests/models/resnet18.onnx", "--gpu", "H100-80GB", "--json").stdout
-        self.assertEqual(run("fit", "tests/models/resnet18.onnx", "--gpu", "h100", "--json").stdout, full)
+    def test_gpu_by_a_part_of_its_name(self):
+        # "h100" is a part of one catalog name (H100-80GB), "4090" of one (RTX-4090): the same answers as the full
+        # names; "A100" is a part of two sizes, refused with both named.
+        for part, name in (("h100", "H100-80GB"), ("4090", "RTX-4090")):
+            full = run("fit", "tests/models/resnet18.onnx", "--gpu", name, "--json").stdout
+            self.assertEqual(run("fit", "tests/models/resnet18.onnx", "--gpu", part, "--json").stdout, full)
         err = run("fit", "tests/models/resnet18.onnx", "--gpu", "A100", check_rc=2).stderr
         self.assertIn("--gpu A100 names 2 GPUs: A100-40GB, A100-80GB; say which", err)
 
@@ -914,9 +915,19 @@ class FrameworkOptionErrorsTest(unittest.TestCase):
         self.assertIn("--upcast logits shifts the logits along the sequence: output",
                       run("estimate", "tests/models/resnet18_train.onnx", "--batch", "2", "--mode", "train",
                           "--upcast", "logits", check_rc=2).stderr)
-        self.assertIn("--recipe applies to --mode train (the default --mode is inference: add --mode train)",
-                      run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8",
-                          "--recipe", "hf-trainer", check_rc=2).stderr)
+        self.assertIn("--recipe applies to --mode train (the default --mode is inference unless --recipe or --graph "
+                      "train is given: add --mode train)",
+                      run("estimate", "tests/models/llama_tiny.onnx", "--batch", "1", "--dim", "seq=8", "--mode",
+                          "inference", "--recipe", "hf-trainer", check_rc=2).stderr)
+        # Without --mode, a --recipe (and a config.json's --graph train) means the training step.
+        tiny = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "1", "--dim", "seq=8", "--json"]
+        self.assertEqual(run(*tiny, "--recipe", "hf-trainer").stdout,
+                         run(*tiny, "--recipe", "hf-trainer", "--mode", "train").stdout)
+        config = ["estimate", "tests/models/hf_configs/Llama-3.2-1B.json", "--graph", "train", "--batch", "1",
+                  "--dim", "seq=8", "--json"]
+        self.assertEqual(json.loads(run(*config).stdout)["mode"], "train")
+        self.assertEqual(run(*config).stdout, run(*config, "--mode", "train").stdout)
+        self.assertEqual(json.loads(run(*config, "--mode", "inference").stdout)["mode"], "inference")
 
 
 class OffloadActivationsTest(unittest.TestCase):
