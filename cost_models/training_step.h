@@ -6,7 +6,7 @@
 //                          training_loss_fused.cc: Liger's fused linear cross-entropy)
 //   training_backward.cc   backward ops in reverse order, activation and parameter grads
 //   training_optimizer.cc  grads and optimizer states that persist, the optimizer step
-//   training.cc            the order of the phases, notes
+//   training.cc            the order of the phases (training_notes.cc: the notes on the configuration)
 //   training_checkpoints.cc  the checkpointed segments --checkpoint asks for (boundaries, blocks, auto's search)
 // What an op does in the forward (views, in-place, extras, autocast, cuBLAS) is decided in
 // eager_semantics.h, and written by the one forward emitter (forward_emitter.h), both shared with inference.
