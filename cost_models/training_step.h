@@ -208,7 +208,8 @@ class TrainingStep : private DeepSpeedStepState {
   void ds_optimizer();
   UpdateTarget ds_target(int32_t grad) const;
 
-  // ---- DeepSpeed ZeRO-3, --deepspeed at stage 3 (training_deepspeed3.cc; the rules: deepspeed_zero3.h) ----
+  // ---- DeepSpeed ZeRO-3, --deepspeed at stage 3 (training_deepspeed3.cc; its grads and step:
+  // training_deepspeed3_optimizer.cc; the rules: deepspeed_zero3.h) ----
   bool ds3() const { return options_.deepspeed.enabled && options_.deepspeed.stage == 3; }
   bool ds3_param(int32_t t) const { return ds3() && t >= 0 && static_cast<size_t>(t) < ds3_index_.size() && ds3_index_[t] >= 0; }
   void ds3_find_modules();
