@@ -42,8 +42,8 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("estimate",),                                         # a graph through a cost model and the planner
     ("estimate_format", "gpu_catalog", "kv_cache", "option_choices", "timeline", "trace"),  # read an Estimate; choice names
     ("deepspeed_config",),                                 # --deepspeed: a DeepSpeed config file into ZeRO's settings
-    ("deepspeed_config_apply",),                           # those settings against the command line
-    ("estimate_config",),                                  # command-line strings into estimate options
+    ("estimate_config", "deepspeed_config_apply"),         # command-line strings into estimate options; --deepspeed's
+                                                           # settings against the command line
     ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
     ("fit_format",),                                       # fit's answers as text, JSON and Markdown
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe
