@@ -1,7 +1,7 @@
 """pip install --no-build-isolation .   (from the repository root, in a venv made with --system-site-packages)
 
-Installs the `memplan` Python module (python/memplan, with memplan._core built from python/bindings.cc) and the
-`memplan` command, the same C++ binary scripts/build.sh builds. Both are built by CMake in build/ (or
+Installs the `memplan` Python module (python/memplan, with memplan._core built from python/bindings.cc and
+keywords.cc) and the `memplan` command, the same C++ binary scripts/build.sh builds. Both are built by CMake in build/ (or
 $MEMPLAN_BUILD_DIR), the folder the README's build uses, so a tree already built is only linked, not rebuilt.
 Nothing is fetched: the build needs only the Debian packages of scripts/setup.sh (pybind11-dev, python3-dev)
 and the setuptools Debian ships.

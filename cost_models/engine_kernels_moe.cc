@@ -114,8 +114,7 @@ std::vector<MoeBlock> find_moe_blocks(const Graph& g) {
             b.expert_intermediate = g.tensors[n.outputs[0]].shape.back();
         }
         // The stacked experts' projections (counted below).
-        const int32_t experts =
-            is_aten(n, "_grouped_mm") && n.inputs.size() >= 2 ? stacked_expert_weight(g, n.inputs[1]) : -1;
+        const int32_t experts = grouped_mm_experts(g, n);
         if (experts >= 0 && !n.outputs.empty() && n.outputs[0] >= 0 && !g.tensors[n.outputs[0]].shape.empty())
           stacked.emplace_back(c, experts);
         const int32_t acc = accumulator_operand(g, n);

@@ -203,6 +203,24 @@ int32_t matmul_weight(const Graph& g, int32_t operand) {
   return rank2_weight(g.nodes[p].inputs[0]) ? g.nodes[p].inputs[0] : -1;
 }
 
+int32_t stacked_expert_weight(const Graph& g, int32_t operand) {
+  auto stacked = [&](int32_t t) {
+    return t >= 0 && g.tensors[t].kind == TensorKind::Weight && g.tensors[t].producer < 0 &&
+           g.tensors[t].shape.size() == 3;
+  };
+  if (operand < 0) return -1;
+  if (stacked(operand)) return operand;
+  const int32_t p = g.tensors[operand].producer;
+  if (p < 0 || g.nodes[p].op_type != "Transpose" || g.nodes[p].inputs.empty()) return -1;
+  const auto perm = g.nodes[p].attributes.find("perm");
+  if (perm == g.nodes[p].attributes.end() || perm->second.ints != std::vector<int64_t>{0, 2, 1}) return -1;
+  return stacked(g.nodes[p].inputs[0]) ? g.nodes[p].inputs[0] : -1;
+}
+
+int32_t grouped_mm_experts(const Graph& g, const Node& n) {
+  return is_aten(n, "_grouped_mm") && n.inputs.size() >= 2 ? stacked_expert_weight(g, n.inputs[1]) : -1;
+}
+
 std::vector<int32_t> held_tied_copies(const Graph& g, bool by_shape) {
   std::vector<int32_t> tied = by_shape ? tied_embedding_copies(g) : std::vector<int32_t>(g.tensors.size(), -1);
   for (const auto& [copy, param] : g.recorded_tied_copies) tied[copy] = param;

@@ -60,6 +60,15 @@ std::vector<int32_t> held_tied_copies(const Graph& g, bool by_shape);
 // Transpose node reads (nn.Linear exported without constant folding, a tied head). -1 for anything else.
 int32_t matmul_weight(const Graph& g, int32_t operand);
 
+// The stacked expert weight [E, in, out] an aten::_grouped_mm reads as its groups (transformers 5's grouped experts,
+// onnx_import/hf_moe_grouped.h; the layout of vLLM's FusedMoE w13_weight and w2_weight, one tensor a layer): a
+// rank-3 weight initializer, or the Transpose (perm [0, 2, 1]) of one [E, out, in]; -1 otherwise.
+int32_t stacked_expert_weight(const Graph& g, int32_t operand);
+
+// The stacked expert weight `n` reads as its groups when it is an aten::_grouped_mm (stacked_expert_weight of its
+// operand 1); -1 for any other node. The tensor-parallel plan, find_moe_blocks and --ep's FSDP2 sharding ask it.
+int32_t grouped_mm_experts(const Graph& g, const Node& n);
+
 // The number of distinct nodes that read `tensor`.
 int count_consumers(const Graph& g, int32_t tensor);
 

@@ -281,10 +281,8 @@ class Pass {
         return;
       return carry(n);
     }
-    if (is_aten(n, "_grouped_mm") && n.inputs.size() >= 2 && !n.outputs.empty()) {
-      const int32_t experts = stacked_expert_weight(g_, input(1));
-      if (experts >= 0) return stacked_linear(n, input(0), input(1), experts);
-    }
+    if (const int32_t experts = grouped_mm_experts(g_, n); experts >= 0 && !n.outputs.empty())
+      return stacked_linear(n, input(0), input(1), experts);
     if (op == "Gemm" && n.inputs.size() >= 2) {
       const auto at = n.attributes.find("transA");
       const int32_t w = weight_operand(input(1));

@@ -70,20 +70,6 @@ bool is_replicated_latent(const Graph& g, const Node& n) {
   return false;
 }
 
-int32_t stacked_expert_weight(const Graph& g, int32_t operand) {
-  auto stacked = [&](int32_t t) {
-    return t >= 0 && g.tensors[t].kind == TensorKind::Weight && g.tensors[t].producer < 0 &&
-           g.tensors[t].shape.size() == 3;
-  };
-  if (operand < 0) return -1;
-  if (stacked(operand)) return operand;
-  const int32_t p = g.tensors[operand].producer;
-  if (p < 0 || g.nodes[p].op_type != "Transpose" || g.nodes[p].inputs.empty()) return -1;
-  const auto perm = g.nodes[p].attributes.find("perm");
-  if (perm == g.nodes[p].attributes.end() || perm->second.ints != std::vector<int64_t>{0, 2, 1}) return -1;
-  return stacked(g.nodes[p].inputs[0]) ? g.nodes[p].inputs[0] : -1;
-}
-
 bool chunked_gate_up(const Graph& g, int32_t t) {
   if (t < 0) return false;
   for (int32_t c : g.tensors[t].consumers)

@@ -1,7 +1,8 @@
 // Which weight-reading MatMuls stay whole on every tensor-parallel GPU, recognised by what reads their output:
 // a mixture of experts' router and a shared expert's gate, multi-head latent attention's down-projections.
-// Internal to the tensor-parallel plan (cost_models/tensor_parallel.cc); the stacked experts' reading below is
-// find_moe_blocks' too (cost_models/engine_kernels_moe.cc).
+// Internal to the tensor-parallel plan (cost_models/tensor_parallel.cc); the stacked experts' chunked gate and up
+// below are find_moe_blocks' too (cost_models/engine_kernels_moe.cc). Which weight an aten::_grouped_mm reads as
+// its stacked experts is graph_facts.h's grouped_mm_experts, which --ep's FSDP2 sharding asks as well.
 #pragma once
 
 #include <utility>
@@ -19,11 +20,6 @@ bool is_replicated_gate(const Graph& g, const Node& n);
 // features (Pow then ReduceMean over the last axis, after kv_a_proj_with_mqa's Split). The caller checks that the
 // input is replicated.
 bool is_replicated_latent(const Graph& g, const Node& n);
-
-// The stacked expert weight [E, in, out] an aten::_grouped_mm reads as its groups (transformers 5's grouped experts,
-// onnx_import/hf_moe_grouped.h; the layout of vLLM's FusedMoE w13_weight and w2_weight, one tensor a layer): a
-// rank-3 weight initializer, or the Transpose (perm [0, 2, 1]) of one [E, out, in]; -1 otherwise.
-int32_t stacked_expert_weight(const Graph& g, int32_t operand);
 
 // True when `t` (a stacked projection's output [S, 2I]) is read by a Split into two: gate and up chunked
 // (MixtralExperts' gate_up_proj.chunk(2, dim=-1)), each expert's two projections in one weight.

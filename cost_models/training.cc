@@ -1,18 +1,17 @@
 // Training step (PyTorch eager): forward ops keeping what autograd saves, the loss, backward ops in
 // reverse order (recomputing checkpointed segments first), then the optimizer step. One Program per
 // GPU; the graph's batch is one micro-batch. The phases live in training_*.cc (training_step.h says
-// which); this file orders them (training_checkpoints.cc chooses the checkpointed segments). Rules and sources: docs/cost-models.md.
-#include <algorithm>
+// which); this file orders them (training_checkpoints.cc chooses the checkpointed segments; training_notes.cc writes
+// what the configuration's notes say). Rules and sources: docs/cost-models.md.
 #include <optional>
 #include <string>
+#include <utility>
 
-#include "cost_models/bnb_optimizer.h"
 #include "cost_models/fp32_islands.h"
-#include "cost_models/fsdp_groups.h"
 #include "cost_models/kbit_prep.h"
 #include "cost_models/pipeline.h"
 #include "cost_models/selective_checkpoint.h"
-#include "cost_models/frozen_storage.h"
+#include "cost_models/training_notes.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -128,39 +127,6 @@ void TrainingStep::fill_result() {
     result_.recompute_percent = 100.0 * static_cast<double>(result_.recompute_flops) / static_cast<double>(result_.forward_flops);
 }
 
-namespace {
-
-// What --upcast did: the islands found, or why it changed nothing.
-std::string upcast_note(const TrainingOptions& o, const std::optional<IslandCounts>& islands) {
-  const bool half = compute_param_dtype(o) != DType::Float32;
-  if (!half && !o.upcast.logits)
-    return "--upcast changes nothing under " + std::string(is_amp(o.precision) ? "autocast" : "fp32") +
-           ": the float32 copies it names are no-ops when the model's tensors are float32 already.";
-  std::string text = "Float32 islands in the model (--upcast):";
-  if (o.upcast.rms_norm)
-    text += " " + std::to_string(islands ? islands->rms_norms : 0) +
-            " RMSNorms normalise a float32 copy of their input (transformers' LlamaRMSNorm) and cast back;";
-  if (o.upcast.softmax)
-    text += " " + std::to_string(islands ? islands->softmaxes : 0) +
-            " softmaxes run in float32 (eager attention's softmax(dtype=torch.float32)) and keep that result;";
-  if (o.upcast.loss) text += " the loss reads a float32 copy of the logits (transformers' ForCausalLMLoss);";
-  if (o.upcast.logits)
-    text += std::string(" the model returns its logits as float32 (logits.float(), transformers up to 4.45") +
-            (islands && islands->logits ? "" : ": no float output found") +
-            ") and the loss copies the shifted logits (shift_logits.contiguous());";
-  text.back() = '.';
-  return text;
-}
-
-// Autocast over half parameters (a policy's, accelerate's FSDP; or stored half, --param-dtype): what it casts then.
-std::string policy_autocast_note(const TrainingOptions& o) {
-  if (!is_amp(o.precision) || compute_param_dtype(o) == DType::Float32) return "";
-  return " Under torch.autocast (accelerate's mixed_precision) on top: the low-precision ops read the half parameters "
-         "without a cast (none cached), the float32 ops copy their half inputs to float32.";
-}
-
-}  // namespace
-
 TrainingResult build_training_program(const Graph& base, const ExecutionOptions& execution,
                                       const TrainingOptions& options) {
   // Pass 1: the graph rewrites. LoRA's adapters, then the framework's float32 islands, which change a model whose
@@ -196,22 +162,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   const int routers = half ? pin_float32_routers(graph, is_amp(options.precision), float32) : 0;
   const TrainingContext context = make_training_context(graph, execution, options, lora ? &*lora : nullptr, &float32);
   std::vector<std::string> notes = context.notes;
-  if (routers > 0) notes.push_back(float32_router_note(routers, is_amp(options.precision)));
-  if (softmax_routers > 0) notes.push_back(softmax_router_note(softmax_routers));
-  if (options.upcast.any()) notes.push_back(upcast_note(options, islands));
-  if (is_amp(options.precision) && !options.fsdp2_mp && stored_param_dtype(options) != DType::Float32)
-    notes.push_back("Parameters stored in " + std::string(dtype_name(stored_param_dtype(options))) +
-                    " under torch.autocast (--param-dtype): their grads and the optimizer's states are " +
-                    std::string(dtype_name(stored_param_dtype(options))) + " too, with no float32 master copy." +
-                    policy_autocast_note(options));
-  if (options.kbit_prep)
-    notes.push_back("k-bit preparation (--kbit-prep, PEFT's prepare_model_for_kbit_training): the parameters "
-                    "bitsandbytes left unquantized and every activation are float32; " + std::to_string(kbit_layers) +
-                    " 4-bit layers each copy their input into " + std::string(dtype_name(low_precision_dtype(options.precision))) +
-                    (options.frozen_storage == FrozenStorage::AwqInt4
-                         ? " (WQLinear_GEMM's x.half(), kept by WQLinearMMFunction)"
-                         : " (Linear4bit's compute_dtype, kept by MatMul4Bit)") +
-                    " and their result back into float32.");
+  add_dtype_notes(options, islands, routers, softmax_routers, kbit_layers, notes);
   if (options.pp > 1) {
     TrainingResult result = build_pipeline_program(context, notes);
     result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
@@ -221,157 +172,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   TrainingResult result = TrainingStep(context, plan_segments(context, chosen, notes)).build();
   for (const Separator& s : context.separators) result.candidate_boundaries.push_back(graph.tensors[s.tensor].name);
   for (int32_t i : chosen) result.checkpoint_boundaries.push_back(graph.tensors[context.separators[i].tensor].name);
-  if (options.checkpoint.mode != CheckpointMode::None && context.separators.empty())
-    notes.push_back("The graph has no tensor that separates it: nothing can be checkpointed.");
-  if (options.shard == Sharding::Zero3 && !options.deepspeed.enabled)
-    notes.push_back("ZeRO-3: each op gathers its full parameters in forward and again in backward (transient).");
-  if (options.shard == Sharding::Fsdp) {
-    const WrapUnits& w = context.units;
-    notes.push_back("FSDP FULL_SHARD: " + std::to_string(w.count()) + " wrapping units (" +
-                    std::to_string(w.count() - 1) + " blocks and the root); each GPU keeps 1/" +
-                    std::to_string(options.gpus) + " of each unit's flat parameter (padded to a multiple of " +
-                    std::to_string(options.gpus) + "), its grad and its optimizer states. A unit is all-gathered "
-                    "for its forward and freed after it (the root stays gathered), gathered again in backward with "
-                    "the next unit prefetched (BACKWARD_PRE), and its unsharded grad is reduce-scattered after its "
-                    "backward. " +
-                    (options.fsdp2_mp ? "MixedPrecision: the shards, their grads and the optimizer states float32; each "
-                                        "shard cast to a " + std::string(dtype_name(compute_param_dtype(options))) +
-                                        " _mp_shard for its all-gather, gathered and computed in it, the unsharded grad "
-                                        "reduce-scattered in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) +
-                                        " and the grad shard cast back to float32." +
-                                        (frozen_half_dtype(options) != DType::Float32
-                                             ? " A unit with nothing to train keeps its flat parameter " +
-                                                   std::string(dtype_name(frozen_half_dtype(options))) +
-                                                   " (accelerate upcasts only what requires grad), gathered uncast."
-                                             : std::string()) +
-                                        policy_autocast_note(options)
-                                      : std::string("No MixedPrecision: the flat parameter is in the parameters' type.")) +
-                    (options.fsdp_cpu_offload ? " CPUOffload(offload_params=True): each shard (pinned), a shard-sized "
-                                                "_cpu_grad per unit and the optimizer states on the host (the "
-                                                "optimizer steps there); a unit's shard copied to the GPU for each "
-                                                "all-gather; each grad shard stays on the GPU (_saved_grad_shard) "
-                                                "from its reduce-scatter to the end of backward, copied to the host."
-                                              : std::string()));
-  }
-  if (options.shard == Sharding::Fsdp2)
-    notes.push_back("FSDP2 (fully_shard): " + std::to_string(context.units.count()) + " parameter groups (" +
-                    (options.fsdp_wrap == kTorchtitanWrap || options.fsdp_wrap == kAccelerateWrap
-                         ? std::string(options.fsdp_wrap == kTorchtitanWrap ? "torchtitan's apply_fsdp: "
-                                                                             : "accelerate's fsdp2_prepare_model: ") +
-                               std::to_string(std::count_if(context.units.names.begin() + 1, context.units.names.end(),
-                                                            [](const std::string& n) {
-                                                              return n != "tok_embeddings" && n != kTorchtitanKeptUnit;
-                                                            })) +
-                               " blocks, tok_embeddings and norm_output (the final norm and the head, kept gathered "
-                               "from forward to backward) where the graph has them, and the root"
-                         : std::to_string(context.units.count() - 1) + " blocks and the root") +
-                    "); each GPU keeps ceil(dim0/" +
-                    std::to_string(options.gpus) + ") rows of every parameter" +
-                    (context.execution.tp > 1 ? std::string(" (of its --tp slice: the group gathers the slice)") : "") +
-                    ", and the grads and optimizer states of "
-                    "the trainable ones only. A group is all-gathered for its forward (the output kept until the next "
-                    "group's all-gather) and freed after it (the root stays gathered), gathered again in backward with "
-                    "the group before it prefetched, and its grads are reduce-scattered after its backward (the root's at "
-                    "the end). " +
-                    (options.fsdp2_mp ? "MixedPrecisionPolicy: shards, their grads and the optimizer states float32, "
-                                        "gathered and computed in " + std::string(dtype_name(compute_param_dtype(options))) +
-                                        ", reduced in " + std::string(dtype_name(options.fsdp2_reduce_dtype)) + "." +
-                                        policy_autocast_note(options)
-                                      : std::string("No MixedPrecisionPolicy: gathered and reduced in the parameters' type.")) +
-                    (torchao_nf4(options) ? " NF4 weights (torchao's NF4Tensor): 1/" + std::to_string(options.gpus) +
-                                                " of each quantized tensor, gathered in NF4 through fsdp_pre_all_gather."
-                                          : std::string()) +
-                    (options.fsdp_cpu_offload ? " CPUOffloadPolicy: the shards, their grads and the optimizer states on "
-                                                "the host (the optimizer steps there); each group's shards copied to "
-                                                "the GPU for its all-gather, each grad shard copied back after its "
-                                                "reduce-scatter."
-                                              : std::string()));
-  if (options.loss == LossKind::ChunkedCrossEntropy && !options.free_output)
-    notes.push_back("chunked-ce: the output's chunks are held through backward; torchtune's recipes drop them after "
-                    "the loss (del logits): add --free-output to model that.");
-  if (options.loss == LossKind::FusedLinearCrossEntropy)
-    notes.push_back("fused-linear-ce: Liger's Function runs the head and the loss chunk by chunk and keeps the grads "
-                    "of the hidden states and of the head weight from its forward; no logits exist.");
-  if (options.grads_kept_between_steps)
-    notes.push_back("zero_grad() keeps the grads allocated between steps (torch 1.x): they exist before the step "
-                    "and each backward contribution is added into them.");
-  if (options.grad_accum > 1)
-    notes.push_back("Gradient accumulation: this is one micro-batch of " + std::to_string(options.grad_accum) +
-                    (options.fsdp_no_sync && options.shard == Sharding::Fsdp
-                         ? " after the others ran inside FSDP1's no_sync(): each trained unit's unsharded flat grad "
-                           "from them on the GPU until its reduce-scatter"
-                         : options.shard == Sharding::Fsdp
-                               ? " with the sharded grads of earlier micro-batches resident: each micro-batch's "
-                                 "backward reduce-scattered its grads (accumulation outside no_sync()); a loop under "
-                                 "model.no_sync() keeps every trained unit's unsharded flat grad until the last one "
-                                 "(--fsdp-no-sync, which the hf-* recipes set)"
-                               : " with the grads of earlier micro-batches resident") +
-                    (options.fsdp_cpu_offload && options.shard == Sharding::Fsdp2 ? " (on the host: CPU offload)" : "") +
-                    ", plus the optimizer step.");
-  if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW) {
-    static const char* impl[] = {
-        "foreach (PyTorch 2.x default on CUDA): one parameter-sized temporary per parameter during step()",
-        "foreach as in torch 1.13: two parameter-sized temporaries per parameter during step()",
-        "single-tensor: two temporaries of one parameter's size at a time", "fused: no temporaries"};
-    notes.push_back(std::string("Adam update: ") + impl[static_cast<int>(options.optimizer_impl)] +
-                    (options.fsdp_cpu_offload && (options.shard == Sharding::Fsdp2 || options.shard == Sharding::Fsdp)
-                         ? ", on the host (CPU offload)."
-                         : "."));
-    if (options.optimizer_flags.amsgrad) notes.push_back("amsgrad: a third state per parameter, max_exp_avg_sq.");
-  }
-  if (options.optimizer_in_backward)
-    notes.push_back("Optimizer in backward (torchtune's optimizer_in_bwd): each parameter is updated by its own "
-                    "optimizer as soon as its grad is complete and the grad is freed there; no step after backward.");
-  if (is_bitsandbytes(options.optimizer))
-    notes.push_back(std::string("bitsandbytes ") +
-                    (is_eight_bit(options.optimizer) ? "8-bit states (uint8, a float32 scale per 256 elements; float32 "
-                                                       "for parameters under 4096 elements)"
-                                                     : "32-bit states") +
-                    (options.optimizer == Optimizer::AdamW8bit
-                         ? ""
-                         : ", paged for parameters of 1e5 elements or more: CUDA managed memory outside the allocator, "
-                           "reported apart and not counted in what must fit (evicted to the host under pressure)") +
-                    "; the update runs in place, one kernel per parameter (bitsandbytes/optim/optimizer.py, >= 0.44).");
-  if (options.optimizer_flags.maximize || options.optimizer_flags.weight_decay)
-    notes.push_back("The update first copies the grads (maximize negates them; Adam's and SGD's L2 weight decay adds "
-                    "wd * param; AdamW decays the parameters in place), except where PyTorch does it in place.");
-  if (context.runtime.library_workspaces)
-    notes.push_back("Matmuls use two cuBLAS workspaces: the forward thread's and autograd's backward thread's (CublasHandlePool.cpp).");
-  notes.push_back(options.steady_state ? "Steady state: optimizer states exist from the start (a later iteration)."
-                                       : "First iteration: optimizer states are created inside the optimizer step.");
-  if (options.frozen_storage != FrozenStorage::Same) {
-    static const char* name[] = {"same", "fp16", "bf16", "int8", "nf4", "gptq-int4", "awq-int4"};
-    const std::string how =
-        options.frozen_storage == FrozenStorage::Int8
-            ? "each Linear's forward quantizes its input to int8 (transients), and its backward dequantizes the weight "
-              "into the compute type for the input grad."
-        : options.frozen_storage == FrozenStorage::GptqInt4
-            ? "each layer's forward dequantizes its weight (gptqmodel's TorchQuantLinear: float16, then the model's "
-              "type) and its matmul keeps that copy for the input grad until the layer's backward."
-        : options.frozen_storage == FrozenStorage::AwqInt4
-            ? "each layer keeps its float16 input; its forward dequantizes the weight at 1024 tokens or more (else "
-              "8 split-K partial products), and its backward dequantizes it again and repeats it once per sequence "
-              "of the batch (AutoAWQ's WQLinearMMFunction)."
-        : torchao_nf4(options) && options.shard == Sharding::Fsdp2
-            ? std::string("torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers, sharded by "
-                          "fully_shard; the bytes above are this rank's shards") +
-                  (options.fsdp_cpu_offload ? ", on the host under CPU offload" : "") +
-                  "), all-gathered in NF4 for each group, and dequantized into the compute type by each linear_nf4, in "
-                  "forward and again in backward."
-        : torchao_nf4(options)
-            ? "torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers), dequantized into the compute "
-              "type by each linear_nf4 (NF4Tensor.get_original_weight), in forward and again in backward; linear_nf4 "
-              "keeps the weight for backward, not the layer's input."
-            : "each op dequantizes the ones it reads into the compute type as a transient, in forward and again in "
-              "backward.";
-    notes.push_back(std::string("--frozen-dtype ") + name[static_cast<int>(options.frozen_storage)] +
-                    (options.double_quant ? " with double quantization" : "") + ": the re-stored frozen weights take " +
-                    std::to_string(result.frozen_stored_bytes) + " bytes" +
-                    (options.frozen_storage == FrozenStorage::GptqInt4 || options.frozen_storage == FrozenStorage::AwqInt4
-                         ? " (groups of " + std::to_string(options.quant_group_size) + ")"
-                         : std::string()) +
-                    "; " + how);
-  }
+  add_layout_notes(context, options, result, notes);
   if (lora) {
     result.lora_adapted_layers = lora->adapted_layers;
     result.lora_parameters = lora->adapter_parameters;

@@ -19,15 +19,15 @@
 namespace memplan {
 namespace {
 
-// A grouped experts' parameter: read by aten::_grouped_mm as its groups, directly or through a Transpose.
+// A grouped experts' parameter: the stacked weight an aten::_grouped_mm reads as its groups (grouped_mm_experts,
+// the rule the tensor-parallel plan and find_moe_blocks use), directly or through its Transpose.
 bool is_grouped_expert(const Graph& g, int32_t p) {
-  if (g.tensors[p].shape.size() != 3) return false;
   for (int32_t c : g.tensors[p].consumers) {
     const Node& n = g.nodes[c];
-    if (is_aten(n, "_grouped_mm") && n.inputs.size() > 1 && n.inputs[1] == p) return true;
+    if (grouped_mm_experts(g, n) == p) return true;
     if (n.op_type != "Transpose" || n.outputs.empty() || n.outputs[0] < 0) continue;
     for (int32_t r : g.tensors[n.outputs[0]].consumers)
-      if (is_aten(g.nodes[r], "_grouped_mm")) return true;
+      if (grouped_mm_experts(g, g.nodes[r]) == p) return true;
   }
   return false;
 }

@@ -6,11 +6,12 @@
 //                          training_loss_fused.cc: Liger's fused linear cross-entropy)
 //   training_backward.cc   backward ops in reverse order, activation and parameter grads
 //   training_optimizer.cc  grads and optimizer states that persist, the optimizer step
-//   training.cc            the order of the phases, notes
+//   training.cc            the order of the phases (training_notes.cc: the notes on the configuration)
 //   training_checkpoints.cc  the checkpointed segments --checkpoint asks for (boundaries, blocks, auto's search)
 // What an op does in the forward (views, in-place, extras, autocast, cuBLAS) is decided in
 // eager_semantics.h, and written by the one forward emitter (forward_emitter.h), both shared with inference.
-// training_optimizer.cc also runs the update in backward (--optimizer-in-backward). Rules and sources:
+// training_optimizer.cc also runs the update in backward (--optimizer-in-backward). The checkpointed segments the
+// step takes are training_segments.h's; its DeepSpeed state, training_deepspeed_state.h's. Rules and sources:
 // docs/cost-models.md.
 #pragma once
 
@@ -24,40 +25,17 @@
 #include "cost_models/activation_offload.h"
 #include "cost_models/cost_model.h"
 #include "cost_models/deepspeed_zero.h"
-#include "cost_models/deepspeed_zero3_schedule.h"
 #include "cost_models/eager_semantics.h"
 #include "cost_models/forward_emitter.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/program_writer.h"
 #include "cost_models/training_context.h"
+#include "cost_models/training_deepspeed_state.h"
+#include "cost_models/training_segments.h"
 
 namespace memplan {
 
-// Save: a normal forward op, autograd keeps what its backward needs. NoSave: inside a checkpointed segment,
-// nothing kept. Recompute: the segment run again in backward, keeping what its backward needs.
-enum class ForwardMode { Save, NoSave, Recompute };
-
-// The checkpointed segments of a step. `end_ops` (ascending op indices) end them. The first segment starts at the
-// first op (sqrt, every:K, auto: checkpoint_sequential; layers when the first block reads the model's input) or,
-// `from_first_boundary` (at:, layers), after the first boundary.
-struct SegmentPlan {
-  std::vector<int32_t> end_ops;
-  bool from_first_boundary = false;
-  // Per segment index: whether it is checkpointed (empty: all). selective:N leaves the other blocks alone.
-  std::vector<bool> checkpointed;
-  // selective:op: torchtitan's per-op policy saves some ops' outputs inside each segment (selective_checkpoint.h).
-  bool per_op = false;
-  // Reentrant checkpoint (torch 1.13's default, transformers'): CheckpointFunction.backward holds the recomputed
-  // outputs and their grads until the segment's backward ends. torchtitan's ptd_checkpoint_wrapper is non-reentrant
-  // (CheckpointImpl.NO_REENTRANT): the recomputation keeps only what the recomputed ops' backward saves.
-  bool reentrant = true;
-};
-
-// The segments --checkpoint asks for (training_checkpoints.cc); `chosen` gets the chosen separators' indices, `notes`
-// what auto could not fit.
-SegmentPlan plan_segments(const TrainingContext& context, std::vector<int32_t>& chosen, std::vector<std::string>& notes);
-
-class TrainingStep {
+class TrainingStep : private DeepSpeedStepState {
  public:
   TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops, bool from_first_boundary = false);
   TrainingStep(const TrainingContext& context, SegmentPlan plan);
@@ -216,7 +194,8 @@ class TrainingStep {
   void record_unpack_node(int32_t node, int32_t first_step);
   void apply_offload();
 
-  // ---- DeepSpeed ZeRO-1/2, --deepspeed (training_deepspeed.cc; the rules: deepspeed_zero.h) ----
+  // ---- DeepSpeed ZeRO-1/2, --deepspeed (training_deepspeed.cc; the rules: deepspeed_zero.h; the state, ZeRO-3's
+  // too: training_deepspeed_state.h) ----
   bool deepspeed() const { return options_.deepspeed.enabled; }
   uint64_t ds_elements(int32_t p) const;
   void ds_add_resident();
@@ -229,7 +208,8 @@ class TrainingStep {
   void ds_optimizer();
   UpdateTarget ds_target(int32_t grad) const;
 
-  // ---- DeepSpeed ZeRO-3, --deepspeed at stage 3 (training_deepspeed3.cc; the rules: deepspeed_zero3.h) ----
+  // ---- DeepSpeed ZeRO-3, --deepspeed at stage 3 (training_deepspeed3.cc; its grads and step:
+  // training_deepspeed3_optimizer.cc; the rules: deepspeed_zero3.h) ----
   bool ds3() const { return options_.deepspeed.enabled && options_.deepspeed.stage == 3; }
   bool ds3_param(int32_t t) const { return ds3() && t >= 0 && static_cast<size_t>(t) < ds3_index_.size() && ds3_index_[t] >= 0; }
   void ds3_find_modules();
@@ -274,8 +254,6 @@ class TrainingStep {
   // Prefetch, stage3_prefetch_bucket_size > 0 (training_deepspeed3_prefetch.cc; the rules: deepspeed_zero3_schedule.h).
   bool ds3_prefetch() const { return ds3() && ds_config_.prefetch_bucket_size > 0; }
   void ds3_scope_calls();
-  enum Ds3Hook { kDs3BeforeForward, kDs3AfterForward, kDs3BeforeBackward, kDs3AfterBackward, kDs3BeforeRecompute,
-                 kDs3AfterRecompute };
   void ds3_run_calls(Ds3Hook hook, int32_t i);
   void ds3_emit_call(size_t c);
   std::string ds3_prefetch_note() const;
@@ -360,59 +338,7 @@ class TrainingStep {
   // (another type than the sharded grads, or copied to the host) (0: none).
   std::vector<uint64_t> fsdp2_gather_input_bytes_, fsdp2_h2d_stored_bytes_, fsdp2_reduce_output_bytes_;
   // Optimizer.
-  bool bnb_maps_made_ = false;
-  // DeepSpeed: rank 0's partition, each trainable parameter's index in it (-1: none), the grads' element size, the
-  // gradient buckets, the float32 partition, grads_in_partition (this micro-batch's; with accumulation the earlier
-  // ones' all_grad_tensors), the parameters in the bucket and their elements, ZeRO-1's grads kept to the step.
-  DeepSpeedZero ds_config_;  // options_.deepspeed with "auto" resolved from the graph
-  ZeroPartition ds_;
-  std::vector<int32_t> ds_index_;
-  uint64_t ds_grad_element_bytes_ = 0;
-  std::vector<int32_t> ds_buckets_;
-  int32_t ds_fp32_ = -1, ds_grads_ = -1, ds_accumulated_ = -1;
-  std::vector<int32_t> ds_bucket_params_;
-  std::vector<Step> ds_after_reduce_;  // offload: copy_grads_in_partition's steps, placed after their reduce
-  uint64_t ds_bucket_elements_ = 0;
-  // DeepSpeed ZeRO-3: per module parameter (ds3_index_: tensor -> index, -1 none) its elements, whether it persists,
-  // its resident partition and its whole copy (gathered or persistent, -1: not available); the modules (owners) with
-  // their parameters, first and last op reading them, whether their backward is fetched and whether their post-backward
-  // hook fires; the fetch trace's positions and what each releases; the gradient partitions; the sub-groups.
-  std::vector<int32_t> ds3_index_, ds3_tensor_;
-  std::vector<uint64_t> ds3_numel_;
-  std::vector<bool> ds3_persistent_;
-  std::vector<int32_t> ds3_whole_;
-  struct Ds3Module {
-    std::string name;
-    std::vector<int32_t> params;
-    int32_t first_op = -1, last_op = -1, forward_at = -1, backward_at = -1;
-    int32_t recompute_at = -1;  // its fetch in its checkpointed segment's recomputation (-1: none)
-    bool post_backward = false;
-  };
-  std::vector<Ds3Module> ds3_modules_;
-  std::vector<std::vector<int32_t>> ds3_releases_;
-  // With prefetch: every module call the node scopes show, as hook calls in the order they run (ds3_calls_: which
-  // module, at which op, which hook), the coordinator's schedule over them, each prefetch
-  // handle's flat buffer (-1: one parameter, gathered into its own buffer), the next call to emit.
-  struct Ds3Call {
-    std::string module;
-    int32_t op = -1;
-    Ds3Hook hook = kDs3BeforeForward;
-  };
-  std::vector<Ds3Call> ds3_calls_;
-  Zero3Schedule ds3_schedule_;
-  std::vector<int32_t> ds3_handle_flat_;
-  size_t ds3_next_call_ = 0;
-  int32_t ds3_grad_partitions_ = -1;
-  std::vector<uint64_t> ds3_sub_groups_;
-  // NVMe offload: per parameter whether its partition stays on NVMe (frozen and swappable), the swap buffers those
-  // hold; per trainable parameter its sub-group; per sub-group whether it swaps, and the float32 gradients partition_
-  // grads keeps on the GPU for it until its step; the ones the bucket's swap-out reads last.
-  std::vector<bool> ds3_on_nvme_;
-  std::vector<int32_t> ds3_sub_group_of_;
-  std::vector<bool> ds3_sub_group_swaps_;
-  std::vector<std::vector<int32_t>> ds3_grads_to_step_;
-  std::vector<int32_t> ds3_grads_to_swap_out_;
-  std::vector<int32_t> ds_kept_grads_;                       // bitsandbytes' quantization maps exist
+  bool bnb_maps_made_ = false;                       // bitsandbytes' quantization maps exist
   std::vector<std::vector<int32_t>> params_completed_at_;  // --optimizer-in-backward: op -> parameters whose grad
                                                      // is complete after its backward (the earliest op reading them)
 };

@@ -27,7 +27,7 @@ const std::vector<std::string>& deepspeed_ignored_keys();
 // Reads and checks the file alone. Throws InputError (one message naming the file and the key).
 DeepSpeedSettings read_deepspeed_config(const std::string& path);
 
-// The settings against the command line: --shard (or the stage), --precision, --grad-accum, --optimizer and
+// The settings against the command line (deepspeed_config_apply.cc): --shard (or the stage), --precision, --grad-accum, --optimizer and
 // --optimizer-impl; fills `t` (shard, deepspeed, optimizer_impl). Throws InputError naming both sides of a contradiction.
 void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const std::string& shard_flag,
                      const std::string& precision_flag, bool impl_given, TrainingOptions& t);

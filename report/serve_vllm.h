@@ -225,6 +225,16 @@ void vllm_mla_place(VllmMlaAnswer& m, const Estimate& forward, const std::vector
 nlohmann::ordered_json vllm_mla_to_json(const VllmMlaAnswer& m);
 std::string vllm_mla_to_text(const VllmMlaAnswer& m);
 
+// report/serve_vllm_quantization.cc. The quantization vLLM serves with: --quantization, else the checkpoint's
+// (vllm/config ModelConfig._verify_quantization: a flag that names another method than the config's is refused), its
+// bits and group size from the flags, else the config, else 4 bits and groups of 128; checked against what the
+// method's config class accepts (GPTQConfig: 2, 3, 4, 8 bits; AWQConfig: 4), the GPU (get_min_capability: fp8 80,
+// gptq 60, awq 75; fp8 below 8.9 runs FP8 Marlin, whose repacked scales are not sized here) and the served type
+// (get_supported_act_dtypes: gptq and awq float16, fp8 bfloat16 and float16). `source` gets where the method came
+// from. Throws InputError, or VllmGpuRefused for the GPU.
+VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, int capability, DType served,
+                                   std::string& source);
+
 // report/serve_vllm_modelopt.cc, a ModelOpt FP8 checkpoint (onnx_import/hf_modelopt.h reads it).
 // vLLM's quantization for the checkpoint: ModelOptFp8LinearMethod's layout (method "fp8", static activations,
 // `modelopt`), `source` naming the file. Throws InputError for a --quantization (vLLM's ModelConfig.

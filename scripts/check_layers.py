@@ -42,12 +42,15 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
     ("estimate",),                                         # a graph through a cost model and the planner
     ("estimate_format", "gpu_catalog", "kv_cache", "option_choices", "timeline", "trace"),  # read an Estimate; choice names
     ("deepspeed_config",),                                 # --deepspeed: a DeepSpeed config file into ZeRO's settings
-    ("estimate_config",),                                  # command-line strings into estimate options
+    ("estimate_config", "deepspeed_config_apply"),         # command-line strings into estimate options; --deepspeed's
+                                                           # settings against the command line
     ("fit", "serve_probe"),                                # searches over estimates; a decoder's serving steps
     ("fit_format",),                                       # fit's answers as text, JSON and Markdown
     ("serve_vllm",),                                       # vLLM's start-up answer over the probe
-    ("serve_vllm_format", "serve_vllm_moe", "serve_vllm_mla", "serve_vllm_fp8", "serve_vllm_modelopt", "serve_vllm_v0"),
-    # that answer as text, JSON and Markdown; its fused MoE kernel; MLA; block-wise fp8 checkpoints; what V0 refuses
+    ("serve_vllm_format", "serve_vllm_moe", "serve_vllm_mla", "serve_vllm_fp8", "serve_vllm_modelopt", "serve_vllm_v0",
+     "serve_vllm_quantization"),
+    # that answer as text, JSON and Markdown; its fused MoE kernel; MLA; block-wise fp8 checkpoints; what V0 refuses;
+    # the quantization it serves with
     ("serve_engines",),                                    # SGLang's and TensorRT-LLM's answers over vLLM's analysis
     ("serve_engines_format", "serve_engines_ortgenai"),    # those answers as text, JSON and Markdown; ORT GenAI's
     ("check", "export", "inspect", "plan", "serve"),       # the commands

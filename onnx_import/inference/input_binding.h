@@ -1,6 +1,6 @@
 // Binding a graph's inputs to the user's dimensions (--batch, --dim, --input, --value; cli/ and import.h Bindings):
 // every graph input that is not an initializer gets a concrete shape, or one error lists every dimension
-// left unbound. Internal to onnx_import/.
+// left unbound (input_binding.cc; an input bound by --value, input_values.cc). Internal to onnx_import/.
 #pragma once
 
 #include <cstdint>
