@@ -90,6 +90,23 @@ class ExpertsImplementation(unittest.TestCase):
         both = estimate("--lora-rank", "2", "--lora-targets", "q_proj|v_proj|experts")
         self.assertEqual(both["training"]["lora"],
                          {"adapted_layers": 4, "adapter_parameters": 1120, "target_parameters": 4})
+        # gpt_oss's eager loop reads one expert at a time (self.gate_up_proj[expert_idx]): refused, one line, exit 2.
+        oss = os.path.join(self.dir, "gpt_oss.json")
+        with open(oss, "w") as f:
+            json.dump({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 16, "intermediate_size": 8,
+                       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,
+                       "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 150000.0,
+                       "tie_word_embeddings": False, "torch_dtype": "float32", "hidden_act": "silu",
+                       "attention_bias": True, "num_local_experts": 4, "num_experts_per_tok": 2,
+                       "experts_per_token": 2, "sliding_window": 8,
+                       "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0}, f)
+        self.refused(["estimate", oss, *TRAIN, "--experts-implementation", "eager", "--lora-rank", "2",
+                      "--lora-targets", "experts"],
+                     "LoRA through PEFT's target_parameters is modelled on transformers' grouped_mm experts only")
+        p = run("estimate", oss, *TRAIN, *g, "--lora-rank", "2", "--lora-targets", "experts\\.(gate_up|down)_proj",
+                "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["training"]["lora"]["adapter_parameters"], 896)
 
     def test_decoder_graphs(self):
         # serve --engine eager runs transformers' decoder: grouped_mm's block on the new tokens (N = batch x new).
