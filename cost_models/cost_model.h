@@ -239,6 +239,7 @@ struct TrainingResult : CostModelResult {
   uint64_t paged_state_bytes = 0;         // per GPU: bitsandbytes' paged states, CUDA managed memory outside the
                                           // allocator (evicted to the host under pressure): not in the program
   int lora_adapted_layers = 0;            // --lora-rank: the Linear layers given adapters
+  int lora_adapted_parameters = 0;        // --lora-rank: the stacked experts' parameters (target_parameters)
   uint64_t lora_parameters = 0;           // --lora-rank: elements of every lora_A and lora_B
   uint64_t frozen_stored_bytes = 0;       // --frozen-dtype: the frozen weights it re-stores, as stored
   uint64_t deepspeed_host_bytes = 0;      // --deepspeed with offload_optimizer cpu: the float32 partition, its grad,

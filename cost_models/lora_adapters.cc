@@ -1,5 +1,6 @@
 #include "cost_models/lora_adapters.h"
 
+#include <algorithm>
 #include <optional>
 #include <regex>
 #include <string>
@@ -7,6 +8,7 @@
 #include "cost_models/eager_semantics.h"
 #include "cost_models/graph_facts.h"
 #include "cost_models/graph_rewrite.h"
+#include "cost_models/lora_parameters.h"
 #include "cost_models/op_fusion_match.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -180,6 +182,81 @@ class Builder {
     return cur;
   }
 
+  // LoraConfig(target_parameters=[...]) on a stacked [E, d1, d2] parameter `w` (huggingface/peft 5d602fd,
+  // 0.20.1.dev0, src/peft/tuners/lora/layer.py class ParamWrapper): the ops that compute W + delta once a forward,
+  // before the parameter's first reader; returns the sum, which every reader of `w` then reads.
+  //  - update_layer: lora_A = nn.Linear(in_features, r * E), lora_B = nn.Linear(r * E, out_features), no bias;
+  //    in/out from _get_in_out_features (shape [E, in, out]), swapped when the base layer is not `is_transposed`
+  //    (transformers' [E, out, in] experts: Qwen3MoeExperts, MixtralExperts, DeepSeek's); gpt_oss's experts are
+  //    stored [E, in, out] and marked is_transposed (transformers' GptOssExperts). Either way A and B hold
+  //    r·E·(d1 + d2) values; scaling = lora_alpha / r (PEFT's default lora_alpha 8, as adapt's). The adapters are
+  //    float32 on a half base as lora.Linear's (cast_adapter_dtype, peft/tuners/tuners_utils.py).
+  //  - get_delta_weight: weight_A.reshape(E, -1, in), weight_B.reshape(out, -1, E) (views), then
+  //    torch.einsum("o r e, e r i -> e o i" (swapped) or "e i o", B, A) * scaling, .to(param.dtype). aten's einsum
+  //    (aten/src/ATen/native/Linear.cpp, sumproduct_pair, pytorch/pytorch 006b3e6) permutes B to [E, out, r] and
+  //    A to [E, r, in] (views), runs bmm -> [E, out, in] and permutes the result back (a view: [E, in, out] for
+  //    "e i o"); BmmBackward keeps the two operand views (views of the adapters: no new memory).
+  //  - _activate_lora: register_parametrization(base_layer, name, _LoraParameterProxy(delta)) inside
+  //    nn.utils.parametrize.cached(): the first read of the parameter runs _LoraParameterProxy.forward,
+  //    W + delta_weight (fp8 parameters upcast: not modelled, memplan has no fp8 training weights), and every later
+  //    read in that forward gets the cached sum. transformers' grouped_mm_experts_forward reads gate_up_proj first
+  //    (self.gate_up_proj.size(0), at its top) and down_proj at its grouped_mm: the graph's first readers.
+  //    The sum requires grad (delta does), so the reader keeps it for backward (_grouped_mm saves its mat2 when
+  //    the rows need a grad), and the rows too (mat2 now needs one): autograd_rules.cc's _grouped_mm rule.
+  // Not counted: the proxy holds delta (param dtype, E·d1·d2) until the experts' forward returns; the graph frees it
+  // after its Add (the end-of-forward and backward peaks do not hold it either way).
+  int32_t adapt_parameter(int32_t w, bool stored_in_out, int opset) {
+    const Tensor param = g().tensors[w];
+    const std::string p = param.name, m = "/" + p + "/lora";
+    const int64_t e = param.shape[0], d1 = param.shape[1], d2 = param.shape[2], r = o_.lora_rank;
+    // [E, out, in] (swapped) or [E, in, out] (is_transposed): PEFT's in/out features.
+    const int64_t in_f = stored_in_out ? d1 : d2, out_f = stored_in_out ? d2 : d1;
+    const bool half_base = is_half(o_.precision) && o_.lora_float32;
+    auto weight = [&](const char* which, std::vector<int64_t> shape) {
+      const int32_t t = tensor(p + "." + which + ".weight", DType::Float32, std::move(shape), TensorKind::Weight);
+      g().tensors[t].trainable = true;
+      g().initializers.push_back(t);
+      out_.adapter[t] = true;
+      out_.float32[t] = o_.lora_float32;
+      out_.adapter_parameters = checked_add(out_.adapter_parameters, g().tensors[t].elements(), "LoRA parameter count");
+      return t;
+    };
+    // Reshape (`perm` empty) or Transpose by `perm`: views, of their base's type.
+    auto view = [&](const std::string& name, int32_t from, std::vector<int64_t> shape, std::vector<int64_t> perm) {
+      const int32_t y = tensor(m + "/" + name + "_output_0", DType::Float32, shape, TensorKind::Activation);
+      out_.float32[y] = out_.float32[from];
+      if (!perm.empty()) {
+        node(m + "/" + name, "Transpose", {from}, y, opset);
+        g().nodes.back().attributes["perm"].type = Attribute::Type::Ints;
+        g().nodes.back().attributes["perm"].ints = std::move(perm);
+        return y;
+      }
+      const int32_t s = tensor(m + "/" + name + "/Constant_output_0", DType::Int64, {int64_t(shape.size())},
+                               TensorKind::Activation);
+      g().tensors[s].int_value = shape;
+      node(m + "/" + name + "/Constant", "Constant", {}, s, opset);
+      return node(m + "/" + name, "Reshape", {from, s}, y, opset);
+    };
+    const int32_t a = weight(kAdapterNames[0], {r * e, in_f}), b = weight(kAdapterNames[1], {out_f, r * e});
+    const int32_t a3 = view("Reshape", a, {e, r, in_f}, {});        // weight_A.reshape(E, -1, in)
+    const int32_t b3 = view("Reshape_1", b, {out_f, r, e}, {});     // weight_B.reshape(out, -1, E)
+    const int32_t left = view("Transpose", b3, {e, out_f, r}, {2, 0, 1});  // sumproduct_pair's left, [E, out, r]
+    int32_t cur = node(m + "/MatMul", "MatMul", {left, a3},
+                       tensor(m + "/MatMul_output_0", DType::Float32, {e, out_f, in_f}, TensorKind::Activation), opset);
+    out_.float32[cur] = half_base;
+    if (stored_in_out) cur = view("Transpose_1", cur, {e, in_f, out_f}, {0, 2, 1});  // "e i o": permuted back
+    const int32_t scaling = scalar(m + "/Constant_output_0", 8.0 / static_cast<double>(r), opset);
+    cur = node(m + "/Mul", "Mul", {cur, scaling},
+               tensor(m + "/Mul_output_0", DType::Float32, param.shape, TensorKind::Activation), opset);
+    out_.float32[cur] = half_base;
+    // .to(param.device, param.dtype): a copy where the types differ, self otherwise (ForwardAliasing).
+    const int32_t typed = tensor(m + "/Cast_output_0", param.dtype, param.shape, TensorKind::Activation);
+    g().nodes.push_back(cast_node(m + "/Cast", cur, typed, param.dtype, opset));
+    ++out_.adapted_parameters;
+    return node(m + "/Add", "Add", {w, typed},
+                tensor(m + "/Add_output_0", param.dtype, param.shape, TensorKind::Activation), opset);
+  }
+
  private:
   const TrainingOptions& o_;
   LoraGraph& out_;
@@ -218,12 +295,29 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
     target_of[i] = t;
     adapted_at[t->last_node] = static_cast<int32_t>(i);
   }
+  // A mixture of experts' stacked [E, d1, d2] parameters the pattern names: PEFT's target_parameters (Builder::
+  // adapt_parameter), adapted before their first reader.
+  std::vector<std::vector<int32_t>> stacked_at(base.nodes.size());
+  int stacked = 0;
+  for (int32_t w : base.initializers) {
+    const Tensor& t = base.tensors[w];
+    if (t.kind != TensorKind::Weight || t.shape.size() != 3 || !std::regex_search(t.name, targets)) continue;
+    check_lora_parameter_readers(base, w);
+    if (o.lora_dropout > 0)  // ParamWrapper.__init__ and update_layer: "does not work with lora_dropout != 0"
+      throw InputError("--lora-dropout above 0 with --lora-targets '" + o.lora_targets +
+                       "' naming the stacked experts' parameter '" + t.name + "': PEFT's ParamWrapper (LoraConfig("
+                       "target_parameters=...)) refuses lora_dropout != 0 (it cannot factor x out of "
+                       "lora_B(lora_A(dropout(x)))); give --lora-dropout 0");
+    stacked_at[size_t(*std::min_element(t.consumers.begin(), t.consumers.end()))].push_back(w);
+    ++stacked;
+  }
   LoraGraph out;
   Builder b(base, o, out);
-  std::vector<int32_t> renamed(base.tensors.size(), -1);  // a linear's result -> the adapted result
+  std::vector<int32_t> renamed(base.tensors.size(), -1);  // a linear's result or a stacked parameter -> the adapted one
   auto reads = [&](int32_t t) { return t >= 0 && renamed[t] >= 0 ? renamed[t] : t; };
   for (size_t i = 0; i < base.nodes.size(); ++i) {
     Node n = base.nodes[i];
+    for (int32_t w : stacked_at[i]) renamed[w] = b.adapt_parameter(w, lora_parameter_stored_in_out(base, w), n.opset);
     for (int32_t& t : n.inputs) t = reads(t);
     b.g().nodes.push_back(n);
     if (adapted_at[i] < 0) continue;
@@ -232,17 +326,9 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
     t.x = reads(t.x);  // the input may itself be an adapted linear's result
     renamed[y] = b.adapt(t, y, n.opset);
   }
-  if (out.adapted_layers == 0) {
-    std::string stacked;  // a mixture of experts' 3-D parameter (transformers 5's grouped experts) the pattern names
-    for (const Tensor& t : base.tensors)
-      if (stacked.empty() && t.kind == TensorKind::Weight && t.shape.size() == 3 && std::regex_search(t.name, targets))
-        stacked = t.name;
+  if (out.adapted_layers == 0 && stacked == 0)
     throw InputError("--lora-targets '" + o.lora_targets + "' matches the weight of no MatMul/Gemm layer of model '" +
-                     base.model_path + "'" +
-                     (stacked.empty() ? ""
-                                      : ": '" + stacked + "' is an [experts, in, out] parameter, which PEFT adapts only "
-                                        "through LoraConfig(target_parameters=...) (its ParamWrapper), not modelled"));
-  }
+                     base.model_path + "' and no mixture of experts' stacked [experts, in, out] parameter");
   Graph& g = out.graph;
   for (int32_t& t : g.outputs) {
     if (renamed[t] < 0) continue;

@@ -9,7 +9,9 @@
 // written as torch.onnx writes them (Transpose + MatMul per adapter Linear, a Constant scaling, Mul, Add),
 // so every later rule (what autograd saves, backward, grads and optimizer states) is the one the cost
 // model already applies to a PEFT export: nothing about adapters is costed twice. The base weights
-// freeze; the adapters train (make_training_context).
+// freeze; the adapters train (make_training_context). A mixture of experts' stacked [E, d1, d2] parameter the
+// regex names gets PEFT's target_parameters instead (ParamWrapper: W + delta before its first reader, which every
+// reader then reads; lora_adapters.cc Builder::adapt_parameter, lora_parameters.h).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,8 @@ struct LoraGraph {
   Graph graph;                 // the base graph with the adapter ops inserted after each targeted Linear
   std::vector<bool> adapter;   // per tensor: an adapter parameter (lora_A / lora_B weight)
   std::vector<bool> float32;   // per tensor: stored in float32 whatever --precision says (see .cc)
-  int adapted_layers = 0;
+  int adapted_layers = 0;      // Linear layers (lora.Linear)
+  int adapted_parameters = 0;  // stacked experts' parameters (target_parameters, ParamWrapper)
   uint64_t adapter_parameters = 0;  // elements of every lora_A and lora_B
 };
 
@@ -36,6 +39,9 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& options);
 // The module an adapter weight this file adds belongs to ("layers.0.q_proj" for
 // "layers.0.q_proj.lora_A.weight"), or "" for any other name.
 std::string lora_adapter_module(const std::string& name);
+
+// "" without stacked parameters; else what target_parameters ran, for the LoRA note (training.cc).
+std::string lora_parameters_note(const LoraGraph& lora);
 
 inline bool lora_requested(const TrainingOptions& o) {
   return o.lora_rank != 0 || !o.lora_targets.empty() || o.lora_dropout != 0;

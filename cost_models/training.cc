@@ -176,6 +176,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   if (lora) {
     result.lora_adapted_layers = lora->adapted_layers;
     result.lora_parameters = lora->adapter_parameters;
+    result.lora_adapted_parameters = lora->adapted_parameters;
     const bool half = is_half(options.precision) && options.lora_float32;  // float32 adapters on a half base
     notes.push_back("LoRA (--lora-rank " + std::to_string(options.lora_rank) + "): adapters on " +
                     std::to_string(lora->adapted_layers) + " Linear layer(s), " +
@@ -183,7 +184,7 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "(base output + lora_B(lora_A(dropout(x))) * scaling)" +
                     (half ? "; the float32 adapters copy each adapted layer's input into float32 and the sum back "
                             "into the half-precision base's type."
-                          : "."));
+                          : ".") + lora_parameters_note(*lora));
   }
   result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
   return result;

@@ -182,6 +182,7 @@ void take_training_facts(TrainingResult& from, TrainingFacts& to) {
   to.grad_bytes = from.grad_bytes;
   to.optimizer_state_bytes = from.optimizer_state_bytes;
   to.lora_adapted_layers = from.lora_adapted_layers;
+  to.lora_adapted_parameters = from.lora_adapted_parameters;
   to.lora_parameters = from.lora_parameters;
   to.frozen_stored_bytes = from.frozen_stored_bytes;
   to.paged_state_bytes = from.paged_state_bytes;

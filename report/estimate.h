@@ -85,7 +85,8 @@ struct TrainingFacts {
   double recompute_percent = 0;
   std::vector<std::string> checkpoint_boundaries;
   uint64_t param_bytes = 0, grad_bytes = 0, optimizer_state_bytes = 0;
-  int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters (0: no LoRA what-if)
+  int lora_adapted_layers = 0;        // --lora-rank: Linear layers given adapters
+  int lora_adapted_parameters = 0;    // --lora-rank: stacked experts' parameters (PEFT's target_parameters)
   uint64_t lora_parameters = 0;       // --lora-rank: adapter parameters (elements)
   uint64_t frozen_stored_bytes = 0;   // --frozen-dtype: the re-stored frozen weights' bytes (0: none)
   uint64_t paged_state_bytes = 0;     // paged bitsandbytes optimizers: states in managed memory, not in the figures

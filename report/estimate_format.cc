@@ -136,8 +136,10 @@ nlohmann::ordered_json estimate_to_json(const Estimate& e, const Graph& graph, c
                      {"optimizer_state_bytes", e.optimizer_state_bytes},
                      {"recompute_percent_of_forward_flops", e.recompute_percent},
                      {"checkpoint_boundaries", e.checkpoint_boundaries}};
-    if (e.lora_adapted_layers > 0)
+    if (e.lora_adapted_layers > 0 || e.lora_adapted_parameters > 0) {
       j["training"]["lora"] = {{"adapted_layers", e.lora_adapted_layers}, {"adapter_parameters", e.lora_parameters}};
+      if (e.lora_adapted_parameters > 0) j["training"]["lora"]["target_parameters"] = e.lora_adapted_parameters;
+    }
     if (e.frozen_stored_bytes > 0) j["training"]["frozen_stored_bytes"] = e.frozen_stored_bytes;
     if (e.paged_state_bytes > 0) j["training"]["paged_optimizer_state_bytes"] = e.paged_state_bytes;
     if (e.offloaded_host_bytes > 0) j["training"]["offloaded_activation_host_bytes"] = e.offloaded_host_bytes;

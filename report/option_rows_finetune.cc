@@ -31,7 +31,9 @@ std::vector<OptionSpec> finetune_option_rows() {
        }},
       {.flag = "--lora-targets", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
        .help = "With --lora-rank: regular expression searched in the weight names of the MatMul/Gemm layers to adapt, "
-               "e.g. 'q_proj|v_proj' (PEFT's default for Llama). Required: no default",
+               "e.g. 'q_proj|v_proj' (PEFT's default for Llama), and of a mixture of experts' stacked [experts, in, "
+               "out] parameters (grouped_mm experts: 'experts', as PEFT's target_parameters adapts them). Required: "
+               "no default",
        .field = FIELD(estimate.lora_targets)},
       {.flag = "--lora-dropout", .kind = K::Real, .commands = kTraining, .scope = Scope::Train,
        .help = "With --lora-rank: the adapters' dropout p, in [0, 1); > 0 copies each adapted layer's input and keeps a "

@@ -72,10 +72,11 @@ def cpu_measurements():
     # stored in bfloat16, its router and accumulator in float32 (bench/cpu_ground_truth/deepseek_bf16.py).
     # moe_bf16_truth.json: moe_tiny (Qwen3-MoE) stored in bfloat16, its routing softmax in float32
     # (bench/cpu_ground_truth/moe_bf16.py). deepseek_v2_bf16_truth.json: a tiny DeepSeek-V2 stored in bfloat16, its
-    # gate in float32 (bench/cpu_ground_truth/deepseek_v2_bf16.py).
+    # gate in float32 (bench/cpu_ground_truth/deepseek_v2_bf16.py). lora_parameters_truth.json: moe_tiny's grouped_mm
+    # experts with LoRA on their stacked parameters, PEFT's target_parameters (bench/cpu_ground_truth/lora_parameters.py).
     for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json", "amp_stored.json",
                  "fabric_outputs.json", "litgpt_full.json", "deepseek_truth.json", "deepseek_bf16_truth.json",
-                 "moe_bf16_truth.json", "deepseek_v2_bf16_truth.json"):
+                 "moe_bf16_truth.json", "deepseek_v2_bf16_truth.json", "lora_parameters_truth.json"):
         with open(os.path.join(SRC, "bench", "cpu_ground_truth", name)) as f:
             yield from json.load(f)["measurements"]
 

@@ -60,15 +60,53 @@ class ExpertsImplementation(unittest.TestCase):
         self.refused(["estimate", self.dense, *TRAIN, *g], "model_type \"qwen3\" has no experts")
         self.refused(["estimate", self.config, *TRAIN, *g, "--gpus", "2", "--tp", "2"],
                      "--experts-implementation grouped_mm with --tp 2: not modelled")
-        # The 3-D experts are parameters, not Linear layers: PEFT's target_modules name modules, so LoRA adapts no
-        # expert (peft's target_parameters would, not modelled); a pattern that only names them matches nothing.
-        self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "experts"],
-                     "--lora-targets 'experts' matches the weight of no MatMul/Gemm layer")
-        self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "gate_up_proj"],
-                     "is an [experts, in, out] parameter, which PEFT adapts only through "
-                     "LoraConfig(target_parameters=...)")
+        # LoRA on the 3-D experts (PEFT's target_parameters, its ParamWrapper): dropout is refused as PEFT refuses it.
+        self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "gate_up_proj",
+                      "--lora-dropout", "0.05"],
+                     "PEFT's ParamWrapper (LoraConfig(target_parameters=...)) refuses lora_dropout != 0")
+        self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "no_such_proj"],
+                     "matches the weight of no MatMul/Gemm layer of model")
         self.refused(["serve", self.config, "--engine", "vllm", "--gpu", "H100-80GB", *g],
                      "--experts-implementation with --engine vllm: the engine replaces the experts")
+
+    def test_lora_target_parameters(self):
+        # --lora-targets naming the stacked experts: PEFT's LoraConfig(target_parameters=[...]). Rank 2 on the tiny
+        # qwen3_moe: gate_up_proj [4, 16, 16] ([E, out, in], PEFT swaps in/out: in 16, out 16) gets lora_A [r·E, in]
+        # = [8, 16] and lora_B [out, r·E] = [16, 8], 256 values; down_proj [4, 16, 8] (in 8, out 16) [8, 8] and
+        # [16, 8], 192; two layers: 896 float32 values, 3,584 bytes, and as many of grads and of momentum.
+        g = ["--experts-implementation", "grouped_mm"]
+        def estimate(*extra):
+            p = run("estimate", self.config, *TRAIN, *g, "--runtime", "ideal", "--optimizer", "momentum", "--json",
+                    *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)
+        e = estimate("--lora-rank", "2", "--lora-targets", "experts")
+        self.assertEqual(e["training"]["lora"], {"adapted_layers": 0, "adapter_parameters": 896, "target_parameters": 4})
+        self.assertEqual(e["training"]["grad_bytes"], 3584)
+        self.assertEqual(e["training"]["optimizer_state_bytes"], 3584)
+        self.assertTrue(any("target_parameters" in n and "ParamWrapper" in n for n in e["notes"]), e["notes"])
+        # With the attention's Linear layers too (q_proj, v_proj: lora.Linear, [r, 16] + [out, r] each: q 2·16 + 16·2
+        # = 64, v 2·16 + 8·2 = 48, a layer 112, two 224): 896 + 224 = 1,120.
+        both = estimate("--lora-rank", "2", "--lora-targets", "q_proj|v_proj|experts")
+        self.assertEqual(both["training"]["lora"],
+                         {"adapted_layers": 4, "adapter_parameters": 1120, "target_parameters": 4})
+        # gpt_oss's eager loop reads one expert at a time (self.gate_up_proj[expert_idx]): refused, one line, exit 2.
+        oss = os.path.join(self.dir, "gpt_oss.json")
+        with open(oss, "w") as f:
+            json.dump({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 16, "intermediate_size": 8,
+                       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,
+                       "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 150000.0,
+                       "tie_word_embeddings": False, "torch_dtype": "float32", "hidden_act": "silu",
+                       "attention_bias": True, "num_local_experts": 4, "num_experts_per_tok": 2,
+                       "experts_per_token": 2, "sliding_window": 8,
+                       "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0}, f)
+        self.refused(["estimate", oss, *TRAIN, "--experts-implementation", "eager", "--lora-rank", "2",
+                      "--lora-targets", "experts"],
+                     "LoRA through PEFT's target_parameters is modelled on transformers' grouped_mm experts only")
+        p = run("estimate", oss, *TRAIN, *g, "--lora-rank", "2", "--lora-targets", "experts\\.(gate_up|down)_proj",
+                "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["training"]["lora"]["adapter_parameters"], 896)
 
     def test_decoder_graphs(self):
         # serve --engine eager runs transformers' decoder: grouped_mm's block on the new tokens (N = batch x new).

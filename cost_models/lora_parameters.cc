@@ -1,0 +1,58 @@
+// LoRA through PEFT's target_parameters on a mixture of experts' stacked parameters: the readers it is modelled on
+// and the note (cost_models/lora_parameters.h).
+#include "cost_models/lora_parameters.h"
+
+#include <algorithm>
+
+#include "cost_models/graph_facts.h"
+#include "onnx_import/errors.h"
+
+namespace memplan {
+
+// A stacked parameter adapted through target_parameters must be read as transformers' grouped experts read it:
+// by aten::_grouped_mm as its groups, directly ([E, in, out], gpt_oss) or through .transpose(-2, -1) ([E, out,
+// in]). The eager loops read an expert at a time (self.gate_up_proj[expert_idx]: a select of the cached sum, which
+// the graph's Gather by a Python int is as a view of a parameter only): refused.
+namespace {
+
+bool grouped_read(const Graph& g, int32_t w, int32_t node) {
+  const Node& n = g.nodes[node];
+  if (is_aten(n, "_grouped_mm")) return n.inputs.size() > 1 && n.inputs[1] == w;
+  if (n.op_type != "Transpose" || n.outputs.empty() || n.outputs[0] < 0) return false;
+  const auto& readers = g.tensors[n.outputs[0]].consumers;
+  return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](int32_t r) {
+    return is_aten(g.nodes[r], "_grouped_mm") && g.nodes[r].inputs.size() > 1 && g.nodes[r].inputs[1] == n.outputs[0];
+  });
+}
+
+}  // namespace
+
+void check_lora_parameter_readers(const Graph& g, int32_t w) {
+  const Tensor& t = g.tensors[w];
+  if (t.consumers.empty())
+    throw InputError("--lora-targets names the stacked parameter '" + t.name + "', which no op of model '" +
+                     g.model_path + "' reads");
+  for (int32_t c : t.consumers)
+    if (!grouped_read(g, w, c))
+      throw InputError("--lora-targets names the stacked parameter '" + t.name + "', read by a " +
+                       g.nodes[c].op_type + " node ('" + g.nodes[c].name + "'): LoRA through PEFT's target_parameters "
+                       "is modelled on transformers' grouped_mm experts only (--experts-implementation grouped_mm), "
+                       "not on an eager loop over the experts");
+}
+
+// gpt_oss's experts, read by _grouped_mm untransposed: stored [E, in, out] (PEFT's is_transposed).
+bool lora_parameter_stored_in_out(const Graph& g, int32_t w) {
+  for (int32_t c : g.tensors[w].consumers)
+    if (is_aten(g.nodes[c], "_grouped_mm")) return true;
+  return false;
+}
+
+std::string lora_parameters_note(const LoraGraph& lora) {
+  if (lora.adapted_parameters == 0) return "";
+  return " Of those, the adapters of " + std::to_string(lora.adapted_parameters) + " stacked experts' parameter(s) "
+         "are LoraConfig(target_parameters=...)'s, run as PEFT's ParamWrapper: delta = einsum(lora_B, lora_A) * "
+         "scaling, cast to the parameter's type, and W + delta at the parameter's first read each forward (a new "
+         "[experts, in, out] tensor per adapted parameter, which its _grouped_mm keeps for backward).";
+}
+
+}  // namespace memplan

@@ -1,0 +1,20 @@
+// LoRA through PEFT's target_parameters (LoraConfig(target_parameters=[...]), its ParamWrapper, huggingface/peft
+// 5d602fd src/peft/tuners/lora/layer.py) on a mixture of experts' stacked [E, d1, d2] parameters, which
+// add_lora_adapters adapts (lora_adapters.cc, Builder::adapt_parameter) where --lora-targets names one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cost_models/lora_adapters.h"
+#include "onnx_import/graph.h"
+
+namespace memplan {
+
+// Throws InputError unless every reader of the stacked parameter `w` is transformers' grouped experts' read.
+void check_lora_parameter_readers(const Graph& g, int32_t w);
+
+// Whether `w` is stored [E, in, out] (read by _grouped_mm untransposed: gpt_oss, PEFT's is_transposed).
+bool lora_parameter_stored_in_out(const Graph& g, int32_t w);
+
+}  // namespace memplan

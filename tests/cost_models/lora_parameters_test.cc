@@ -1,0 +1,184 @@
+// --lora-targets naming a mixture of experts' stacked parameters (cost_models/lora_parameters.h): PEFT's
+// LoraConfig(target_parameters=[...]), its ParamWrapper (huggingface/peft 5d602fd, src/peft/tuners/lora/layer.py),
+// on the tiny qwen3_moe of grouped_mm_test.cc (2 layers, both sparse, H = 16, E = 4 experts of I = 8, top-2, float32)
+// at batch 1 x seq 128 (N = 128 tokens, S = 256 pairs), --lora-rank 2. Every figure by hand from PEFT's shapes.
+//
+// Qwen3MoeExperts stores gate_up_proj [E, 2I, H] = [4, 16, 16] and down_proj [E, H, I] = [4, 16, 8], not
+// is_transposed, so ParamWrapper.update_layer swaps _get_in_out_features' (shape[1], shape[2]): in = shape[2],
+// out = shape[1]; lora_A = nn.Linear(in, r·E) and lora_B = nn.Linear(r·E, out):
+//   gate_up_proj: lora_A [8, 16] 128 values, lora_B [16, 8] 128: 256.
+//   down_proj:    lora_A [8, 8]   64 values, lora_B [16, 8] 128: 192.
+//   A layer 448, two layers 896 values, float32: 3,584 bytes (and as many of grads).
+// get_delta_weight per parameter, layer 1: the adapters' reshapes and einsum's permute are views; bmm [E, out, in]
+// (gate_up [4, 16, 16] 4,096 B, down [4, 16, 8] 2,048 B); * scaling the same; .to(float32) is the tensor itself;
+// W + delta the same: 3 x (4,096 + 2,048) = 18,432 B of forward tensors. (einsum's bmm reads B's permuted view
+// [E, out, r], strides (1, r·E, E), which CUDA's bmm copies contiguous inside the op, prepare_batch_matrix_for_cublas
+// in aten/src/ATen/native/cuda/Blas.cpp: [4, 16, 2] 512 B each, a kernel's transient memplan does not count.)
+// Kept for backward: each W + delta (the _grouped_mm's mat2, a view of it, kept because the rows need a grad in
+// layer 1): E·in·out·4 bytes for each of the two accesses of a forward, 4,096 + 2,048 = 6,144 B; nothing else of
+// the delta (bmm keeps its operands, views of the adapters; mul by a Python scalar keeps nothing).
+// The experts' own tensors are those of full training (grouped_mm_test.cc: forward 138,288, kept 89,104): in layer 1
+// the rows and the summed parameters both need grads, as every tensor does under full training.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+
+#include "cost_models/cost_model.h"
+#include "onnx_import/errors.h"
+#include "onnx_import/model_session.h"
+#include "tests/cost_models/graph_builder.h"
+#include "tests/cost_models/run_options.h"
+
+namespace memplan {
+namespace {
+
+using testing::buffer_named;
+
+class LoraTargetParameters : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::process_temp_dir("memplan_lora_parameters");
+    path_ = (dir_ / "config.json").string();
+    std::ofstream(path_) << R"({"model_type": "qwen3_moe", "hidden_size": 16, "intermediate_size": 32,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,
+      "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+      "torch_dtype": "float32", "hidden_act": "silu", "num_experts": 4, "num_experts_per_tok": 2,
+      "moe_intermediate_size": 8, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+      "output_router_logits": false, "router_aux_loss_coef": 0.001, "attention_bias": false})";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::shared_ptr<const Graph> graph(const std::string& experts) {
+    session_ = std::make_unique<ModelSession>(path_, "train", "", false, experts);
+    Bindings b;
+    b.dims = {{"batch", 1}, {"seq", 128}};
+    b.graph = "train", b.experts = experts;
+    return session_->shape(b);
+  }
+  static TrainingRun lora(const std::string& targets) {
+    TrainingRun o = sgd_ideal();
+    o.lora_rank = 2;
+    o.lora_targets = targets;
+    return o;
+  }
+  // The forward bytes of the non-resident buffers whose names start with `scope`, and those a backward step reads.
+  static std::pair<uint64_t, uint64_t> sums(const Program& p, const std::string& scope) {
+    std::set<int32_t> kept;
+    for (const Step& s : p.steps)
+      if (s.name.rfind("backward:", 0) == 0)
+        for (int32_t b : s.reads) kept.insert(b);
+    uint64_t forward = 0, saved = 0;
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const Buffer& buf = p.buffers[b];
+      if (buf.resident || buf.name.rfind(scope, 0) != 0) continue;
+      forward += buf.bytes;
+      if (kept.count(int32_t(b))) saved += buf.bytes;
+    }
+    return {forward, saved};
+  }
+  std::filesystem::path dir_;
+  std::string path_;
+  std::unique_ptr<ModelSession> session_;
+};
+
+constexpr const char* kBoth = "experts\\.(gate_up|down)_proj";
+
+TEST_F(LoraTargetParameters, AdapterShapesAndCountsByHand) {
+  const auto g = graph("grouped_mm");
+  const TrainingResult r = build_training_program(*g, lora(kBoth));
+  EXPECT_EQ(r.lora_adapted_layers, 0);
+  EXPECT_EQ(r.lora_adapted_parameters, 4);  // 2 layers x gate_up_proj, down_proj
+  EXPECT_EQ(r.lora_parameters, 896u);
+  EXPECT_EQ(r.param_bytes, 3584u);  // the trainable parameters: the adapters only
+  EXPECT_EQ(r.grad_bytes, 3584u);
+  const Program& p = r.program;
+  auto bytes = [&](const std::string& name) {
+    const int32_t b = buffer_named(p, name);
+    return b < 0 ? int64_t{-1} : int64_t(p.buffers[b].bytes);
+  };
+  EXPECT_EQ(bytes("layers.1.mlp.experts.gate_up_proj.lora_A.weight"), 8 * 16 * 4);
+  EXPECT_EQ(bytes("layers.1.mlp.experts.gate_up_proj.lora_B.weight"), 16 * 8 * 4);
+  EXPECT_EQ(bytes("layers.1.mlp.experts.down_proj.lora_A.weight"), 8 * 8 * 4);
+  EXPECT_EQ(bytes("layers.1.mlp.experts.down_proj.lora_B.weight"), 16 * 8 * 4);
+  bool said = false;
+  for (const std::string& n : r.notes) said = said || n.find("target_parameters") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST_F(LoraTargetParameters, TheSumIsKeptPerAccessByHand) {
+  const auto g = graph("grouped_mm");
+  const Program p = build_training_program(*g, lora(kBoth)).program;
+  // Layer 1's delta and sum tensors, 3 x (4,096 + 2,048); the two sums kept.
+  const auto [gate_up_forward, gate_up_kept] = sums(p, "/layers.1.mlp.experts.gate_up_proj/lora/");
+  const auto [down_forward, down_kept] = sums(p, "/layers.1.mlp.experts.down_proj/lora/");
+  EXPECT_EQ(gate_up_forward, 3u * 4096);
+  EXPECT_EQ(down_forward, 3u * 2048);
+  EXPECT_EQ(gate_up_kept, 4096u);  // W + delta, [4, 16, 16] float32
+  EXPECT_EQ(down_kept, 2048u);     // [4, 16, 8]
+  EXPECT_EQ(sums(p, "/layers.1/mlp/experts/"), std::make_pair(uint64_t{138288}, uint64_t{89104}));
+}
+
+// --precision bf16 (model.bfloat16()), PEFT's float32 adapters (cast_adapter_dtype): the bmm and * scaling run in
+// float32 (gate_up 4,096 B each, down 2,048), .to(param.dtype) copies the delta into bfloat16 (2,048 and 1,024) and
+// W + delta is bfloat16 (2,048 and 1,024, kept): layer 1 holds 12,288 + 6,144 B of these, 3,072 kept. --lora-dtype
+// base (autocast_adapter_dtype=False): all bfloat16, the cast is the delta itself: 3 x (2,048 + 1,024) = 9,216.
+TEST_F(LoraTargetParameters, HalfBaseCopiesTheDeltaIntoItsType) {
+  const auto g = graph("grouped_mm");
+  TrainingRun o = lora(kBoth);
+  o.precision = Precision::Bf16;
+  Program p = build_training_program(*g, o).program;
+  const std::string gate_up = "/layers.1.mlp.experts.gate_up_proj/lora/", down = "/layers.1.mlp.experts.down_proj/lora/";
+  EXPECT_EQ(sums(p, gate_up), std::make_pair(uint64_t{12288}, uint64_t{2048}));
+  EXPECT_EQ(sums(p, down), std::make_pair(uint64_t{6144}, uint64_t{1024}));
+  EXPECT_EQ(p.buffers[buffer_named(p, gate_up + "Cast_output_0")].bytes, 2048u);
+  o.lora_float32 = false;
+  p = build_training_program(*g, o).program;
+  EXPECT_EQ(sums(p, gate_up).first + sums(p, down).first, 9216u);
+}
+
+// PEFT's ParamWrapper refuses lora_dropout != 0 (ParamWrapper.__init__ and update_layer).
+TEST_F(LoraTargetParameters, Refusals) {
+  const auto g = graph("grouped_mm");
+  TrainingRun o = lora(kBoth);
+  o.lora_dropout = 0.1;
+  try {
+    build_training_program(*g, o);
+    FAIL() << "dropout accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("refuses lora_dropout != 0"), std::string::npos) << e.what();
+  }
+}
+
+// gpt_oss (GptOssExperts: gate_up_proj [E, H, 2I] = [4, 16, 16], down_proj [E, I, H] = [4, 8, 16], stored [E, in,
+// out], is_transposed: no swap): in = shape[1], out = shape[2]; gate_up lora_A [8, 16] and lora_B [16, 8] (256),
+// down lora_A [8, 8] and lora_B [16, 8] (192): 896 in two layers, as the qwen3_moe's. einsum "o r e, e r i -> e i o":
+// bmm [E, out, in] permuted back to [E, in, out], a view; the same 3 x (4,096 + 2,048) bytes a layer and the two sums
+// kept. The eager loop reads one expert at a time (self.gate_up_proj[expert_idx], a Gather by a Python int): refused.
+TEST_F(LoraTargetParameters, GptOssGroupedAndEager) {
+  std::ofstream(path_) << R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 16,
+      "intermediate_size": 8, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,
+      "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "tie_word_embeddings": false,
+      "torch_dtype": "float32", "hidden_act": "silu", "attention_bias": true, "num_local_experts": 4,
+      "num_experts_per_tok": 2, "experts_per_token": 2, "sliding_window": 8,
+      "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0})";
+  const TrainingResult r = build_training_program(*graph("grouped_mm"), lora(kBoth));
+  EXPECT_EQ(r.lora_adapted_parameters, 4);
+  EXPECT_EQ(r.lora_parameters, 896u);
+  const Program& p = r.program;
+  EXPECT_EQ(p.buffers[buffer_named(p, "layers.1.mlp.experts.down_proj.lora_A.weight")].bytes, 8u * 8 * 4);
+  EXPECT_EQ(p.buffers[buffer_named(p, "layers.1.mlp.experts.down_proj.lora_B.weight")].bytes, 16u * 8 * 4);
+  EXPECT_EQ(sums(p, "/layers.1.mlp.experts.gate_up_proj/lora/").second, 4096u);
+  EXPECT_EQ(sums(p, "/layers.1.mlp.experts.down_proj/lora/").second, 2048u);
+  try {
+    build_training_program(*graph("eager"), lora(kBoth));
+    FAIL() << "the eager loop accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("modelled on transformers' grouped_mm experts only"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace memplan
