@@ -399,10 +399,13 @@ TEST(Recipes, TheHuggingFaceRecipesLoadTheStoredType) {
   EXPECT_THROW(settle_options(plain, kEstimate, {row_of("--precision")}), InputError);
 }
 
+// A recipe under --mode inference given is refused; with --mode not given, a recipe means the training step.
 TEST(Recipes, NeedTrainingAndAKnownName) {
   CommandArgs inference = llama_training("hf-trainer");
   inference.estimate.mode = "inference";
-  EXPECT_THROW(settle_options(inference, kEstimate, {row_of("--recipe")}), InputError);
+  EXPECT_THROW(settle_options(inference, kEstimate, {row_of("--recipe"), row_of("--mode")}), InputError);
+  settle_options(inference, kEstimate, {row_of("--recipe")});
+  EXPECT_EQ(inference.estimate.mode, "train");
   CommandArgs unknown = llama_training("deepspeed-chat");
   EXPECT_THROW(settle_options(unknown, kEstimate, {row_of("--recipe"), row_of("--mode")}), InputError);
 }
