@@ -81,6 +81,15 @@ class GptOssHybridPool(unittest.TestCase):
         self.assertGreater(full, t)
         self.assertLessEqual(j["kv_cache_bytes"], t * 49152)
 
+    def test_a_context_within_the_window_is_bound_by_the_windowed_pool(self):
+        # --context 64 <= the window of 128: nothing falls behind the window, so a request holds its 64 tokens in
+        # both pools and the smaller (swa = int(full x 0.8)) binds: swa / 64 requests.
+        j = serve_json(self.bf16, "--engine", "sglang", "--context", "64")
+        w = j["sglang"]["sliding_window"]
+        self.assertEqual(w["swa_layer_tokens"], int(w["full_layer_tokens"] * 0.8))
+        self.assertAlmostEqual(j["max_concurrency"], w["swa_layer_tokens"] / 64)
+        self.assertEqual(j["max_concurrent_sequences"], w["swa_layer_tokens"] // 64)
+
     def test_ratio_and_disable(self):
         j = serve_json(self.bf16, "--engine", "sglang", "--swa-full-tokens-ratio", "0.5")
         t = j["sglang"]["profiled_tokens"]
