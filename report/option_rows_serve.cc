@@ -127,6 +127,16 @@ std::vector<OptionSpec> serve_option_rows() {
       {.flag = "--page-size", .kind = K::Int, .commands = kServe,
        .help = "Tokens per page of the pool (SGLang's --page-size); the pool is rounded down to whole pages",
        .field = FIELD(serve.page_size), .engines = {"sglang"}, .min = 1, .show_default = true},
+      {.flag = "--swa-full-tokens-ratio", .kind = K::Real, .commands = kServe,
+       .help = "For a model SGLang serves with its hybrid sliding-window pool (SWAKVPool: gpt_oss), the windowed "
+               "layers' tokens over the full layers' (SGLang's --swa-full-tokens-ratio): the budget is split so that "
+               "swa_layer_tokens = ratio x full_layer_tokens",
+       .field = FIELD(serve.swa_full_tokens_ratio), .engines = {"sglang"}, .min = 0, .max = 1e300,
+       .show_default = true},
+      {.flag = "--disable-hybrid-swa-memory", .kind = K::Flag, .commands = kServe,
+       .help = "One pool over every layer for a model SGLang would give its hybrid sliding-window pool (SGLang's "
+               "--disable-hybrid-swa-memory)",
+       .field = FIELD(serve.disable_hybrid_swa_memory), .engines = {"sglang"}},
       {.flag = "--free-gpu-memory-fraction", .kind = K::Real, .commands = kServe,
        .help = "The fraction of the memory left after the profiling run that the KV cache takes "
                "(TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction). Default: not set (None), which the estimate "

@@ -23,11 +23,10 @@ const char* kTrtllmRules = "TensorRT-LLM 1.0, PyTorch backend: _torch/pyexecutor
 // What the vLLM analysis holds that the other engines' rules here do not model: refused rather than guessed.
 void check_modelled(const VllmAnswer& v, const std::string& engine, const std::string& model_type) {
   const std::string who = "serve --engine " + engine + ": ";
-  if (v.sliding_window > 0)
+  if (v.sliding_window > 0 && engine != "sglang")  // SGLang's: cost_models/sglang_swa.h (sglang_answer)
     throw InputError(who + v.model + "'s attention slides over a window of " + std::to_string(v.sliding_window) +
-                     " tokens; " + (engine == "sglang" ? "SGLang's sliding-window pools (SWAKVPool) are" :
-                                                         "TensorRT-LLM's variable-window cache (VSWA) is") +
-                     " not modelled (serve --engine vllm models vLLM's)");
+                     " tokens; TensorRT-LLM's variable-window cache (VSWA) is not modelled (serve --engine vllm "
+                     "models vLLM's, --engine sglang SGLang's)");
   // SGLang's quantized weights: cost_models/sglang_weights.h (sglang_answer); TensorRT-LLM's: trtllm_quantization_check
   // (serve_engine, before the analysis) and trtllm_answer.
   if (!v.quantization.method.empty() && engine != "sglang" && engine != "trtllm")
@@ -156,6 +155,18 @@ EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capa
   const uint64_t free_before = a.total_bytes > a.non_torch_bytes ? a.total_bytes - a.non_torch_bytes : 0;
   g.pool = sglang_token_pool(free_before, a.weights_bytes, g.mem_fraction_static, a.kv_bytes_per_token,
                              g.max_total_tokens, g.page_size, a.context);
+  // A windowed model (cost_models/sglang_swa.h): SGLang's hybrid pool for gpt_oss, one pool over every layer for the
+  // others; the analysis's layers share one K and V shape, so F = S = the bytes a token / the layers.
+  g.sliding_window = v.sliding_window, g.swa_full_tokens_ratio = s.swa_full_tokens_ratio;
+  g.swa_layers = v.sliding_window > 0 ? v.sliding_layer_count : 0;
+  g.full_layers = v.sliding_window > 0 ? v.kv_layers - v.sliding_layer_count : 0;
+  g.hybrid_swa = v.sliding_window > 0 && sglang_hybrid_swa_model(model_type) && !s.disable_hybrid_swa_memory;
+  if (g.hybrid_swa) {
+    if (a.kv_layers <= 0 || a.kv_bytes_per_token % static_cast<uint64_t>(a.kv_layers) != 0)
+      throw std::logic_error("serve --engine sglang: " + v.model + "'s KV bytes a token are not alike over its layers");
+    g.swa = sglang_hybrid_swa_pool(g.pool, a.kv_bytes_per_token / static_cast<uint64_t>(a.kv_layers), g.full_layers,
+                                   g.swa_layers, g.swa_full_tokens_ratio, g.page_size);
+  }
   a.starts = g.pool.starts;
   a.refusal = g.pool.refusal;
   a.kv_tokens = std::max<int64_t>(g.pool.max_total_num_tokens, 0);
@@ -163,6 +174,12 @@ EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capa
   const int64_t pages_per_request = (a.context + g.page_size - 1) / g.page_size;
   a.max_concurrency = a.starts ? static_cast<double>(a.kv_tokens / g.page_size) / static_cast<double>(pages_per_request) : 0;
   a.max_concurrent_sequences = a.starts ? (a.kv_tokens / g.page_size) / pages_per_request : 0;
+  if (g.hybrid_swa && a.starts) {  // the two pools' bound (sglang_swa_concurrency) and SGLang's line for the split
+    const SglangSwaConcurrency c = sglang_swa_concurrency(g.swa, g.full_layers, a.context, g.sliding_window, g.page_size);
+    a.max_concurrency = c.requests;
+    a.max_concurrent_sequences = c.whole_requests;
+    a.prints.push_back(sglang_swa_print(g.swa, g.full_layers));
+  }
   if (a.starts)
     // The scheduler's start-up line (ServerArgs.max_prefill_tokens 16384); its available_gpu_mem, the memory free
     // after the CUDA graphs, is not modelled.
@@ -304,6 +321,9 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
                        ? sglang_answer(v, s, capability, cuda, probe.model_type())
                        : trtllm_answer(v, s, probe.model_type());
   a.kv_cache_bytes = static_cast<uint64_t>(a.kv_tokens) * a.kv_bytes_per_token;
+  if (a.sglang && a.sglang->hybrid_swa)  // SWAKVPool's two pools, each over its own layers
+    a.kv_cache_bytes = sglang_swa_pool_bytes(a.sglang->swa, a.kv_bytes_per_token / static_cast<uint64_t>(a.kv_layers),
+                                             a.sglang->full_layers, a.sglang->swa_layers);
   return a;
 }
 
@@ -342,8 +362,10 @@ EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int t
       continue;
     }
     const int64_t block = a.sglang ? a.sglang->page_size : a.trtllm->tokens_per_block;
+    const std::string prints = a.sglang && a.sglang->hybrid_swa && a.prints.size() >= 2  // the split's, the scheduler's
+                                   ? a.prints[a.prints.size() - 2] + "; " + a.prints.back() : a.prints.back();
     t.rows.push_back({a.engine, a.rules, a.kv_cache_bytes, a.kv_tokens, block, a.starts ? a.max_concurrency : 0,
-                      a.starts, a.prints.back(), ""});
+                      a.starts, prints, ""});
   }
   return t;
 }

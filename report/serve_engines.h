@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cost_models/sglang_engine.h"
+#include "cost_models/sglang_swa.h"
 #include "cost_models/trtllm_engine.h"
 #include "report/fit.h"
 #include "report/option_choices.h"
@@ -51,6 +52,12 @@ struct SglangAnswer {
     uint64_t kv_scale_bytes = 0;  // fp8: Fp8KVCacheMethod's k_scale and v_scale, in the weights
   } quantization;
   SglangTokenPool pool;
+  // A windowed model (sliding_window > 0): whether SGLang gives it its hybrid pool (cost_models/sglang_swa.h: gpt_oss
+  // without --disable-hybrid-swa-memory), its layers of each kind, and the split; otherwise one pool over every layer.
+  int64_t sliding_window = 0, swa_layers = 0, full_layers = 0;
+  bool hybrid_swa = false;
+  double swa_full_tokens_ratio = 0;
+  SglangSwaSplit swa;
 };
 
 struct TrtllmAnswer {

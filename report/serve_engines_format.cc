@@ -76,6 +76,16 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
                    {"max_total_num_tokens", g.pool.max_total_num_tokens},
                    {"req_to_token_pool_size", g.pool.req_to_token_pool_size},
                    {"max_running_requests", g.pool.max_running_requests}};
+    if (g.sliding_window > 0)  // optional: a windowed model (cost_models/sglang_swa.h)
+      j["sglang"]["sliding_window"] = {
+          {"window", g.sliding_window},
+          {"swa_layers", g.swa_layers},
+          {"full_layers", g.full_layers},
+          {"hybrid_swa_pool", g.hybrid_swa},
+          {"swa_full_tokens_ratio", g.hybrid_swa ? nlohmann::ordered_json(g.swa_full_tokens_ratio) : nullptr},
+          {"full_layer_tokens", g.hybrid_swa ? nlohmann::ordered_json(g.swa.full_layer_tokens) : nullptr},
+          {"swa_layer_tokens", g.hybrid_swa ? nlohmann::ordered_json(g.swa.swa_layer_tokens) : nullptr},
+          {"index_mapping_bytes", g.hybrid_swa ? nlohmann::ordered_json(g.swa.index_mapping_bytes) : nullptr}};
   } else {
     j["sglang"] = nullptr;
   }
@@ -174,6 +184,21 @@ std::string engine_to_text(const EngineAnswer& a) {
     t += fmt::format("  tokens = int(rest x 2^30) // {} B = {}{}\n", format_count(a.kv_bytes_per_token),
                      g.pool.profiled_tokens,
                      g.max_total_tokens > 0 ? fmt::format(", at most --max-total-tokens {}", g.max_total_tokens) : "");
+    if (g.sliding_window > 0 && g.hybrid_swa) {
+      const uint64_t per_layer = a.kv_bytes_per_token / uint64_t(std::max<int64_t>(a.kv_layers, 1));
+      t += fmt::format("  hybrid sliding-window pool (SWAKVPool): {} full layers, {} windowed over {} tokens; "
+                       "full_layer_tokens = int({} x {} B / ({} + {} x {})) = {}, swa_layer_tokens = int(full x {}) "
+                       "= {}, each in whole pages of {}\n",
+                       g.full_layers, g.swa_layers, g.sliding_window, a.kv_bytes_per_token ? g.swa.total_memory / a.kv_bytes_per_token : 0,
+                       format_count(a.kv_bytes_per_token), format_count(per_layer * uint64_t(g.full_layers)),
+                       g.swa_full_tokens_ratio, format_count(per_layer * uint64_t(g.swa_layers)),
+                       g.swa.full_layer_tokens, g.swa_full_tokens_ratio, g.swa.swa_layer_tokens, g.page_size);
+    }
+    else if (g.sliding_window > 0)
+      t += fmt::format("  {} of {} layers slide over a window of {} tokens: SGLang gives this architecture one pool over "
+                       "every layer (its hybrid pool is for gpt_oss among the models memplan reads{})\n",
+                       g.swa_layers, a.kv_layers, g.sliding_window,
+                       g.hybrid_swa ? "" : ", or is off: --disable-hybrid-swa-memory");
     t += fmt::format("  (no profile forward: the activations ({} tokens a chunk) and CUDA graphs (batches up to {}) run "
                      "in the rest)\n",
                      g.chunked_prefill_size, g.cuda_graph_max_bs);

@@ -66,6 +66,10 @@ struct ServeSettings {
   // ServerArgs.page_size default 1).
   double mem_fraction_static = 0;
   int64_t max_total_tokens = 0, chunked_prefill_size = 0, page_size = 1;
+  // sglang, a hybrid sliding-window model (cost_models/sglang_swa.h): --swa-full-tokens-ratio (ServerArgs'
+  // default 0.8) and --disable-hybrid-swa-memory (one pool over every layer).
+  double swa_full_tokens_ratio = 0.8;
+  bool disable_hybrid_swa_memory = false;
   // trtllm (cost_models/trtllm_engine.h): --free-gpu-memory-fraction (0: not set, KvCacheConfig's None, which the
   // estimate reads as 0.9), --tokens-per-block and --max-num-tokens (the profiling run's tokens), TensorRT-LLM's
   // defaults.

@@ -156,14 +156,27 @@ class SlidingWindowByHand(unittest.TestCase):
             self.assertIn('"sliding_window" is 32', p.stderr)
             self.assertIn("transformers' cache keeps the last sliding_window - 1 tokens", p.stderr)
 
-    def test_sglang_and_trtllm_refuse_the_window(self):
-        # Neither engine's sliding-window cache is sized (SGLang's SWAKVPool, TensorRT-LLM's VSWA): one message each.
-        for engine, pool in (("sglang", "SGLang's sliding-window pools (SWAKVPool) are not modelled"),
-                             ("trtllm", "TensorRT-LLM's variable-window cache (VSWA) is not modelled")):
-            p = run("serve", self.path, "--graph", "decode", "--engine", engine, "--memory", "1GiB", "--context", "64")
-            self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
-            self.assertIn("attention slides over a window of 32 tokens; " + pool, p.stderr)
+    def test_trtllm_refuses_the_window_and_sglang_serves_one_pool(self):
+        # TensorRT-LLM's variable-window cache (VSWA) is not sized: one message. SGLang serves MistralForCausalLM
+        # (not in model_config.py is_hybrid_swa_model) with one pool over both layers, 64 B a token
+        # (cost_models/sglang_swa.h). --memory 1GiB --reserve 0 --mem-fraction-static 0.8: SGLang's weights are the
+        # graph's 13,476 B (not vLLM's fp16 rotary cache) and its own in float32, 256 x 4 x 4 = 4,096 B: 17,572 B;
+        # rest = (2^30 - 17,572) - 2^30 x 0.2 = 858,975,887.2 B; tokens = 858,975,887 // 64 = 13,421,498.
+        p = run("serve", self.path, "--graph", "decode", "--engine", "trtllm", "--memory", "1GiB", "--context", "64")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn("attention slides over a window of 32 tokens; TensorRT-LLM's variable-window cache (VSWA) is "
+                      "not modelled", p.stderr)
+        p = run("serve", self.path, "--graph", "decode", "--engine", "sglang", "--memory", "1GiB", "--reserve", "0",
+                "--context", "64", "--mem-fraction-static", "0.8", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        j = json.loads(p.stdout)
+        self.assertEqual(j["memory"]["weights_bytes"], WEIGHTS + 256 * 4 * 4)
+        self.assertEqual(j["sglang"]["sliding_window"]["hybrid_swa_pool"], False)
+        self.assertEqual((j["sglang"]["sliding_window"]["swa_layers"], j["sglang"]["sliding_window"]["full_layers"]),
+                         (2, 0))
+        self.assertEqual(j["sglang"]["max_total_num_tokens"], 13421498)
+        self.assertEqual(j["kv_cache_bytes"], 13421498 * 64)
 
     def test_engine_version_08_is_refused(self):
         p = run("serve", self.path, *ARGS, "--memory", "1GiB", "--engine-version", "0.8")

@@ -4,6 +4,7 @@
 
 #include "cost_models/sglang_engine.h"
 #include "cost_models/sglang_mla.h"
+#include "cost_models/sglang_swa.h"
 #include "cost_models/sglang_weights.h"
 #include "cost_models/trtllm_engine.h"
 #include "onnx_import/errors.h"
@@ -183,6 +184,50 @@ TEST(TrtllmEngine, QuantizedCheckpoints) {
   EXPECT_THROW(trtllm_quantization_check("fp8", 64, 64, 90, 2, 1, "m"), InputError);
   EXPECT_THROW(trtllm_quantization_check("fp8", 128, 128, 90, 2, 4, "m"), InputError);
   EXPECT_THROW(trtllm_quantization_check("fp8", 128, 128, 89, 2, 1, "m"), InputError);
+}
+
+
+// SGLang's hybrid sliding-window split (cost_models/sglang_swa.h: model_runner_kv_cache_mixin.py
+// set_num_tokens_hybrid_swa), on gpt-oss-20b's shape: 24 layers, layer_types alternating sliding / full (12 each),
+// 8 KV heads, head_dim 64, bf16: F = S = 8 x (64 + 64) x 2 B = 2,048 B a token and layer.
+TEST(SglangSwa, GptOss20bSplitByHand) {
+  // max_total_num_tokens 1,000,000: total_memory = 1,000,000 x (2,048 x 12 + 2,048 x 12) = 49,152,000,000;
+  // denominator = 2,048 x 12 + 0.8 x 2,048 x 12 = 24,576 + 19,660.8 = 44,236.8;
+  // full = int(49,152,000,000 / 44,236.8) = int(1,111,111.11) = 1,111,111; swa = int(1,111,111 x 0.8) =
+  // int(888,888.8) = 888,888; page 1 keeps both. The index mapping: (1,111,111 + 1 + 1) x 8 B = 8,888,904 B.
+  const SglangSwaSplit s = sglang_swa_split(1000000, 2048, 12, 2048, 12, 0.8, 1);
+  EXPECT_EQ(s.total_memory, 49152000000u);
+  EXPECT_DOUBLE_EQ(s.denominator, 44236.8);
+  EXPECT_EQ(s.full_layer_tokens, 1111111);
+  EXPECT_EQ(s.swa_layer_tokens, 888888);
+  EXPECT_EQ(s.index_mapping_bytes, 8888904u);
+  // Pages of 16: 1,111,111 // 16 x 16 = 69,444 x 16 = 1,111,104; 888,888 // 16 x 16 = 55,555 x 16 = 888,880.
+  const SglangSwaSplit p = sglang_swa_split(1000000, 2048, 12, 2048, 12, 0.8, 16);
+  EXPECT_EQ(p.full_layer_tokens, 1111104);
+  EXPECT_EQ(p.swa_layer_tokens, 888880);
+  // Ratio 1: denominator 2,048 x 24 = 49,152, full = 1,000,000 = swa: one pool's worth in each.
+  const SglangSwaSplit one = sglang_swa_split(1000000, 2048, 12, 2048, 12, 1.0, 1);
+  EXPECT_EQ(one.full_layer_tokens, 1000000);
+  EXPECT_EQ(one.swa_layer_tokens, 1000000);
+  // Ratio 0.5: denominator 24,576 + 12,288 = 36,864; full = int(49,152,000,000 / 36,864) = int(1,333,333.33) =
+  // 1,333,333; swa = int(666,666.5) = 666,666.
+  const SglangSwaSplit half = sglang_swa_split(1000000, 2048, 12, 2048, 12, 0.5, 1);
+  EXPECT_EQ(half.full_layer_tokens, 1333333);
+  EXPECT_EQ(half.swa_layer_tokens, 666666);
+}
+
+TEST(SglangSwa, AllWindowedAndUnequalLayers) {
+  // No full layer ("all SWA"): swa = the page-rounded tokens, 1,001 // 16 x 16 = 992; full 0.
+  const SglangSwaSplit all = sglang_swa_split(1001, 2048, 0, 2048, 24, 0.8, 16);
+  EXPECT_EQ(all.full_layer_tokens, 0);
+  EXPECT_EQ(all.swa_layer_tokens, 992);
+  // F 4,096 over 1 full layer, S 1,024 over 3 windowed: cell = 4,096 + 3,072 = 7,168; 100 tokens: total 716,800;
+  // denominator = 4,096 + 0.8 x 3,072 = 6,553.6; full = int(716,800 / 6,553.6) = int(109.375) = 109;
+  // swa = int(87.2) = 87.
+  const SglangSwaSplit mixed = sglang_swa_split(100, 4096, 1, 1024, 3, 0.8, 1);
+  EXPECT_EQ(mixed.full_layer_tokens, 109);
+  EXPECT_EQ(mixed.swa_layer_tokens, 87);
+  EXPECT_THROW(sglang_swa_split(100, 2048, 12, 2048, 0, 0.8, 1), std::logic_error);
 }
 
 }  // namespace
