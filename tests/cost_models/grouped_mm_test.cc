@@ -16,6 +16,7 @@
 #include "onnx_import/model_session.h"
 #include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
+#include "tests/cost_models/tiny_qwen3_moe.h"
 
 namespace memplan {
 namespace {
@@ -91,12 +92,7 @@ class GroupedQwen3Moe : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::process_temp_dir("memplan_grouped");
     path_ = (dir_ / "config.json").string();
-    std::ofstream(path_) << R"({"model_type": "qwen3_moe", "hidden_size": 16, "intermediate_size": 32,
-      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "vocab_size": 64,
-      "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
-      "torch_dtype": "float32", "hidden_act": "silu", "num_experts": 4, "num_experts_per_tok": 2,
-      "moe_intermediate_size": 8, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
-      "output_router_logits": false, "router_aux_loss_coef": 0.001, "attention_bias": false})";
+    std::ofstream(path_) << testing::kTinyQwen3MoeConfig;
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::shared_ptr<const Graph> graph(const std::string& experts, const std::string& routing = "") {
