@@ -8,6 +8,7 @@
 #include "cost_models/eager_semantics.h"
 #include "cost_models/frozen_storage.h"
 #include "cost_models/fsdp_groups.h"
+#include "cost_models/graph_facts.h"
 
 namespace memplan {
 
@@ -40,6 +41,34 @@ std::string policy_autocast_note(const TrainingOptions& o) {
   if (!is_amp(o.precision) || compute_param_dtype(o) == DType::Float32) return "";
   return " Under torch.autocast (accelerate's mixed_precision) on top: the low-precision ops read the half parameters "
          "without a cast (none cached), the float32 ops copy their half inputs to float32.";
+}
+
+// --frozen-dtype int8/nf4/gptq/awq re-stores linear layers' weights; a mixture of experts' stacked [E, in, out]
+// parameters (transformers 5's grouped experts, read by aten::_grouped_mm) are no Linear module, so bitsandbytes'
+// conversion (replace_with_bnb_linear replaces nn.Linear) skips them and they keep their type, float32 after
+// prepare_model_for_kbit_training (bitsandbytes-foundation/bitsandbytes issue #1849, "Failed to quant MoE models
+// with fused expert weights in transformers v5"). Says how many and how many bytes, or nothing.
+std::string unquantized_experts_note(const TrainingContext& context, const TrainingOptions& options) {
+  if (options.frozen_storage == FrozenStorage::Same || options.frozen_storage == FrozenStorage::Fp16 ||
+      options.frozen_storage == FrozenStorage::Bf16 || context.graph == nullptr)
+    return "";
+  const Graph& g = *context.graph;
+  std::vector<bool> seen(g.tensors.size(), false);
+  int count = 0;
+  uint64_t bytes = 0;
+  for (const Node& n : g.nodes) {
+    const int32_t w = grouped_mm_experts(g, n);
+    if (w < 0 || seen[w] || context.is_param[w] || context.layout.restored(w)) continue;
+    seen[w] = true;
+    ++count;
+    bytes += context.layout.local_bytes(g, w);
+  }
+  if (count == 0) return "";
+  return std::to_string(count) + " stacked experts' parameters (" + std::to_string(bytes) +
+         " bytes) are not re-stored: they are no Linear layers (transformers 5's grouped experts), which "
+         "bitsandbytes' 4- and 8-bit conversion skips (bitsandbytes issue #1849)" +
+         (options.kbit_prep ? ", and k-bit preparation makes them float32" : "") +
+         "; --experts-implementation eager (transformers 4's per-expert Linear layers) quantizes them.";
 }
 
 }  // namespace
@@ -216,6 +245,8 @@ void add_layout_notes(const TrainingContext& context, const TrainingOptions& opt
                          ? " (groups of " + std::to_string(options.quant_group_size) + ")"
                          : std::string()) +
                     "; " + how);
+    if (const std::string experts = unquantized_experts_note(context, options); !experts.empty())
+      notes.push_back(experts);
   }
 }
 

@@ -141,6 +141,17 @@ class ExpertsImplementation(unittest.TestCase):
         self.assertIn(", eager experts, ", run("estimate", self.config, *TRAIN, "--experts-implementation", "eager").stdout)
         self.assertNotIn(" experts, ", run("estimate", self.config, *TRAIN).stdout.splitlines()[1])
 
+    def test_qlora_says_the_stacked_experts_stay_whole(self):
+        # hf-peft-qlora (grouped_mm experts): the note names the 4 stacked parameters and their 12,288 float32 bytes
+        # (2 layers x (4 x 16 x 16 + 4 x 16 x 8) values x 4 B, tests/cost_models/lora_parameters_test.cc); with the
+        # eager loop's per-expert Linear layers (quantized) it is not written.
+        lora = ["--recipe", "hf-peft-qlora", "--lora-rank", "2", "--lora-targets", "q_proj"]
+        p = run("estimate", self.config, *TRAIN, *lora)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("4 stacked experts' parameters (12288 bytes) are not re-stored", p.stdout)
+        self.assertNotIn("stacked experts' parameters", run("estimate", self.config, *TRAIN, *lora,
+                                                            "--experts-implementation", "eager").stdout)
+
     def test_deepseek_and_gpt_oss(self):
         # DeepSeek-V2-Lite (deepseek_v2), DeepSeek-V3 (deepseek_v3) and gpt-oss-20b (gpt_oss, without its mxfp4
         # quantization_config, the bfloat16 model) are built with the grouped block (their transformers 5 experts

@@ -103,6 +103,24 @@ TEST_F(LoraTargetParameters, AdapterShapesAndCountsByHand) {
   EXPECT_TRUE(said);
 }
 
+// QLoRA over transformers 5's grouped experts: --frozen-dtype nf4 re-stores the linear layers, and the note says the
+// stacked experts' parameters stay whole: 2 layers x (gate_up_proj [4, 16, 16] = 1,024 + down_proj [4, 16, 8] = 512
+// values) = 3,072 float32 values = 12,288 bytes in 4 parameters. The eager loop's per-expert Linear layers are
+// re-stored, and no note is written.
+TEST_F(LoraTargetParameters, AQuantizedBaseSaysItsStackedExpertsStayWhole) {
+  TrainingRun o = lora("q_proj");
+  o.frozen_storage = FrozenStorage::Nf4;
+  auto note = [](const TrainingResult& r) {
+    for (const std::string& n : r.notes)
+      if (n.find("stacked experts' parameters") != std::string::npos) return n;
+    return std::string();
+  };
+  const std::string said = note(build_training_program(*graph("grouped_mm"), o));
+  EXPECT_EQ(said.rfind("4 stacked experts' parameters (12288 bytes) are not re-stored", 0), 0u) << said;
+  EXPECT_NE(said.find("bitsandbytes issue #1849"), std::string::npos);
+  EXPECT_EQ(note(build_training_program(*graph("eager"), o)), "");
+}
+
 TEST_F(LoraTargetParameters, TheSumIsKeptPerAccessByHand) {
   const auto g = graph("grouped_mm");
   const Program p = build_training_program(*g, lora(kBoth)).program;
