@@ -15,14 +15,15 @@ namespace memplan {
 // the graph's Gather by a Python int is as a view of a parameter only): refused.
 namespace {
 
+// `node` reads `w` as grouped_mm_experts (graph_facts.h) says: the _grouped_mm itself, or a Transpose only such
+// _grouped_mms read.
 bool grouped_read(const Graph& g, int32_t w, int32_t node) {
   const Node& n = g.nodes[node];
-  if (is_aten(n, "_grouped_mm")) return n.inputs.size() > 1 && n.inputs[1] == w;
+  if (grouped_mm_experts(g, n) == w) return true;
   if (n.op_type != "Transpose" || n.outputs.empty() || n.outputs[0] < 0) return false;
   const auto& readers = g.tensors[n.outputs[0]].consumers;
-  return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](int32_t r) {
-    return is_aten(g.nodes[r], "_grouped_mm") && g.nodes[r].inputs.size() > 1 && g.nodes[r].inputs[1] == n.outputs[0];
-  });
+  return !readers.empty() && std::all_of(readers.begin(), readers.end(),
+                                         [&](int32_t r) { return grouped_mm_experts(g, g.nodes[r]) == w; });
 }
 
 }  // namespace
