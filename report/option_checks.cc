@@ -272,7 +272,7 @@ void check_estimate_combinations(const EstimateArgs& a) {
     if (field_text(row, args) == field_text(row, defaults)) continue;
     if (row.scope == Scope::Train && !training)
       throw InputError(row.message_name() + " applies to --mode train (the default --mode is inference unless "
-                       "--recipe or --graph train is given: add --mode train)");
+                       "--recipe is given: add --mode train)");
     if (row.scope == Scope::Inference && training)
       throw InputError(row.message_name() + " " + field_text(row, args) + " applies to --mode inference, not --mode train");
   }
@@ -341,11 +341,12 @@ void settle_auto_precision(EstimateArgs& a) {
   }
 }
 
-// --mode, when not given: train where what was given can only mean a training step (a --recipe, a fine-tuning
-// framework; a config.json's --graph train), else the schema's default, inference.
+// --mode, when not given: train where a --recipe (a fine-tuning framework) is, else the schema's default,
+// inference. A config.json's --graph train is not taken for it: its graph estimated in inference is the answer an
+// exported training graph gets without --mode, and the two stay the same.
 void settle_mode(CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given) {
   EstimateArgs& a = args.estimate;
-  if (a.recipe.empty() && a.model.graph != "train") return;
+  if (a.recipe.empty()) return;
   for (const OptionSpec* row : given)
     if (row->flag == "--mode") return;
   for (const OptionSpec& row : option_schema())

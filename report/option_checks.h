@@ -25,7 +25,7 @@ std::vector<const OptionSpec*> rows_to_check(const CommandArgs& args, Command co
 // matrix (validate_estimate_args without its rows). Throws InputError naming the flag. The CLI passes the rows
 // whose flags were given, Python the rows of its keywords.
 void validate_options(const CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given = {});
-// What the front ends run on what the user gave: --mode train when not given and --recipe or --graph train is,
+// What the front ends run on what the user gave: --mode train when not given and --recipe is,
 // the --recipe's values for the options not given (report/recipes.h), then validate_options with those rows counted
 // as given.
 void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given);

@@ -71,7 +71,7 @@ std::vector<OptionSpec> make_schema() {
       // What runs, and how. The rows' order is also the configuration line's.
       {.flag = "--mode", .kind = K::Choice, .commands = kTraining,
        .help = "inference, or train: one PyTorch training step (forward, backward, optimizer). Default: train where "
-               "--recipe or a config.json's --graph train is given, else inference",
+               "--recipe is given, else inference",
        .field = FIELD(estimate.mode), .choices = kModeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return a.mode; }},
       {.flag = "--recipe", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
