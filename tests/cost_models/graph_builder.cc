@@ -89,6 +89,21 @@ Attribute ints_attr(std::vector<int64_t> v) {
   return a;
 }
 
+std::pair<uint64_t, uint64_t> forward_and_kept_bytes(const Program& p, const std::string& scope) {
+  std::vector<bool> kept(p.buffers.size(), false);
+  for (const Step& s : p.steps)
+    if (s.name.rfind("backward:", 0) == 0)
+      for (int32_t b : s.reads) kept[b] = true;
+  uint64_t forward = 0, saved = 0;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const Buffer& buf = p.buffers[b];
+    if (buf.resident || buf.name.rfind(scope, 0) != 0) continue;
+    forward += buf.bytes;
+    if (kept[b]) saved += buf.bytes;
+  }
+  return {forward, saved};
+}
+
 Peak peak_live_bytes(const Program& p) {
   const int32_t n = static_cast<int32_t>(p.steps.size());
   std::vector<int32_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);

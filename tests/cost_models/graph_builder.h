@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "onnx_import/graph.h"
@@ -59,6 +60,9 @@ struct Peak {
   int32_t step = 0;
 };
 Peak peak_live_bytes(const Program& p);
+// The bytes of the non-resident buffers whose names start with `scope`, and those of them a backward step reads
+// (what autograd keeps), in one training step's program.
+std::pair<uint64_t, uint64_t> forward_and_kept_bytes(const Program& p, const std::string& scope);
 uint64_t resident_bytes(const Program& p);
 // Buffer id by name (-1 when absent) and the step index by name (-1 when absent).
 int32_t buffer_named(const Program& p, const std::string& name);

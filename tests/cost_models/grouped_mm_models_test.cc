@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <set>
 
 #include "cost_models/cost_model.h"
 #include "onnx_import/hf_config.h"
@@ -41,19 +40,7 @@ class TinyConfig : public ::testing::Test {
   // The forward bytes of the non-resident buffers whose names start with `scope`, and those of them a backward
   // step reads (what autograd keeps), in one training step.
   std::pair<uint64_t, uint64_t> sums(const Graph& g, const std::string& scope) {
-    const Program p = build_training_program(g, sgd_ideal()).program;
-    std::set<int32_t> kept;
-    for (const Step& s : p.steps)
-      if (s.name.rfind("backward:", 0) == 0)
-        for (int32_t b : s.reads) kept.insert(b);
-    uint64_t forward = 0, saved = 0;
-    for (size_t b = 0; b < p.buffers.size(); ++b) {
-      const Buffer& buf = p.buffers[b];
-      if (buf.resident || buf.name.rfind(scope, 0) != 0) continue;
-      forward += buf.bytes;
-      if (kept.count(int32_t(b))) saved += buf.bytes;
-    }
-    return {forward, saved};
+    return testing::forward_and_kept_bytes(build_training_program(g, sgd_ideal()).program, scope);
   }
   // The output shapes of the ATen nodes in `scope`, in order.
   static std::vector<std::vector<int64_t>> aten_shapes(const Graph& g, const std::string& scope) {

@@ -159,19 +159,7 @@ TEST_F(GroupedQwen3Moe, TheBlocksTensorsByHand) {
 TEST_F(GroupedQwen3Moe, AgainstTheEagerLoopByHand) {
   auto sums = [&](const std::string& experts) {
     const auto g = graph(experts);
-    const Program p = build_training_program(*g, sgd_ideal()).program;
-    std::set<int32_t> kept;
-    for (const Step& s : p.steps)
-      if (s.name.rfind("backward:", 0) == 0)
-        for (int32_t b : s.reads) kept.insert(b);
-    uint64_t forward = 0, saved = 0;
-    for (size_t b = 0; b < p.buffers.size(); ++b) {
-      const Buffer& buf = p.buffers[b];
-      if (buf.resident || buf.name.rfind("/layers.0/mlp/", 0) != 0) continue;
-      forward += buf.bytes;
-      if (kept.count(int32_t(b))) saved += buf.bytes;
-    }
-    return std::make_pair(forward, saved);
+    return testing::forward_and_kept_bytes(build_training_program(*g, sgd_ideal()).program, "/layers.0/mlp/");
   };
   EXPECT_EQ(sums("eager"), std::make_pair(uint64_t{107008}, uint64_t{90624}));
   EXPECT_EQ(sums("grouped_mm"), std::make_pair(uint64_t{146992}, uint64_t{94736}));

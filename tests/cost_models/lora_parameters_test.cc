@@ -24,7 +24,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <set>
 
 #include "cost_models/cost_model.h"
 #include "onnx_import/errors.h"
@@ -58,21 +57,6 @@ class LoraTargetParameters : public ::testing::Test {
     o.lora_rank = 2;
     o.lora_targets = targets;
     return o;
-  }
-  // The forward bytes of the non-resident buffers whose names start with `scope`, and those a backward step reads.
-  static std::pair<uint64_t, uint64_t> sums(const Program& p, const std::string& scope) {
-    std::set<int32_t> kept;
-    for (const Step& s : p.steps)
-      if (s.name.rfind("backward:", 0) == 0)
-        for (int32_t b : s.reads) kept.insert(b);
-    uint64_t forward = 0, saved = 0;
-    for (size_t b = 0; b < p.buffers.size(); ++b) {
-      const Buffer& buf = p.buffers[b];
-      if (buf.resident || buf.name.rfind(scope, 0) != 0) continue;
-      forward += buf.bytes;
-      if (kept.count(int32_t(b))) saved += buf.bytes;
-    }
-    return {forward, saved};
   }
   std::filesystem::path dir_;
   std::string path_;
@@ -125,13 +109,13 @@ TEST_F(LoraTargetParameters, TheSumIsKeptPerAccessByHand) {
   const auto g = graph("grouped_mm");
   const Program p = build_training_program(*g, lora(kBoth)).program;
   // Layer 1's delta and sum tensors, 3 x (4,096 + 2,048); the two sums kept.
-  const auto [gate_up_forward, gate_up_kept] = sums(p, "/layers.1.mlp.experts.gate_up_proj/lora/");
-  const auto [down_forward, down_kept] = sums(p, "/layers.1.mlp.experts.down_proj/lora/");
+  const auto [gate_up_forward, gate_up_kept] = testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.gate_up_proj/lora/");
+  const auto [down_forward, down_kept] = testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.down_proj/lora/");
   EXPECT_EQ(gate_up_forward, 3u * 4096);
   EXPECT_EQ(down_forward, 3u * 2048);
   EXPECT_EQ(gate_up_kept, 4096u);  // W + delta, [4, 16, 16] float32
   EXPECT_EQ(down_kept, 2048u);     // [4, 16, 8]
-  EXPECT_EQ(sums(p, "/layers.1/mlp/experts/"), std::make_pair(uint64_t{138288}, uint64_t{89104}));
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1/mlp/experts/"), std::make_pair(uint64_t{138288}, uint64_t{89104}));
 }
 
 // --precision bf16 (model.bfloat16()), PEFT's float32 adapters (cast_adapter_dtype): the bmm and * scaling run in
@@ -144,12 +128,12 @@ TEST_F(LoraTargetParameters, HalfBaseCopiesTheDeltaIntoItsType) {
   o.precision = Precision::Bf16;
   Program p = build_training_program(*g, o).program;
   const std::string gate_up = "/layers.1.mlp.experts.gate_up_proj/lora/", down = "/layers.1.mlp.experts.down_proj/lora/";
-  EXPECT_EQ(sums(p, gate_up), std::make_pair(uint64_t{12288}, uint64_t{2048}));
-  EXPECT_EQ(sums(p, down), std::make_pair(uint64_t{6144}, uint64_t{1024}));
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, gate_up), std::make_pair(uint64_t{12288}, uint64_t{2048}));
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, down), std::make_pair(uint64_t{6144}, uint64_t{1024}));
   EXPECT_EQ(p.buffers[buffer_named(p, gate_up + "Cast_output_0")].bytes, 2048u);
   o.lora_float32 = false;
   p = build_training_program(*g, o).program;
-  EXPECT_EQ(sums(p, gate_up).first + sums(p, down).first, 9216u);
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, gate_up).first + testing::forward_and_kept_bytes(p, down).first, 9216u);
 }
 
 // PEFT's ParamWrapper refuses lora_dropout != 0 (ParamWrapper.__init__ and update_layer).
@@ -183,8 +167,8 @@ TEST_F(LoraTargetParameters, GptOssGroupedAndEager) {
   const Program& p = r.program;
   EXPECT_EQ(p.buffers[buffer_named(p, "layers.1.mlp.experts.down_proj.lora_A.weight")].bytes, 8u * 8 * 4);
   EXPECT_EQ(p.buffers[buffer_named(p, "layers.1.mlp.experts.down_proj.lora_B.weight")].bytes, 16u * 8 * 4);
-  EXPECT_EQ(sums(p, "/layers.1.mlp.experts.gate_up_proj/lora/").second, 4096u);
-  EXPECT_EQ(sums(p, "/layers.1.mlp.experts.down_proj/lora/").second, 2048u);
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.gate_up_proj/lora/").second, 4096u);
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.down_proj/lora/").second, 2048u);
   try {
     build_training_program(*graph("eager"), lora(kBoth));
     FAIL() << "the eager loop accepted";
