@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "cost_models/mxfp4_experts.h"
 #include "cost_models/packed_int_weights.h"
 #include "cost_models/vllm_fp8_block.h"
 #include "onnx_import/checked.h"
@@ -17,8 +18,9 @@ constexpr const char* kSglang = "SGLang quantized weights";
 
 }  // namespace
 
-void sglang_quantization_check(const std::string& method, bool from_flag, bool checkpoint_fp8, bool block, bool cuda,
-                               int capability, const std::string& model, bool modelopt) {
+void sglang_quantization_check(const std::string& method, bool from_flag, const std::string& checkpoint, bool block,
+                               bool cuda, int capability, const std::string& model, bool modelopt) {
+  const bool checkpoint_fp8 = checkpoint == "fp8";
   if (method.empty()) return;
   const std::string who = "serve --engine sglang on " + model + " (" + (modelopt ? "ModelOpt FP8" : method) + "): ";
   if (!cuda)
@@ -33,10 +35,13 @@ void sglang_quantization_check(const std::string& method, bool from_flag, bool c
                                          "{}.{}", capability / 10, capability % 10));
     return;  // per channel wherever cutlass_fp8_supported holds: 8.9 with CUDA 12.4 and up, 9.0 and up
   }
+  if (method == "mxfp4") {  // a checkpoint's (--quantization does not take it): cost_models/mxfp4_experts.h
+    sglang_mxfp4_backend(capability, model);  // throws where it is not sized
+    return;
+  }
   if (method != "fp8" && method != "awq" && method != "gptq")
-    throw InputError(who + "how SGLang holds " + method + " weights (" +
-                     (method == "mxfp4" ? std::string("its Mxfp4MoEMethod") : "its quantization method") +
-                     ") is not read; memplan sizes SGLang's fp8, awq and gptq");
+    throw InputError(who + "how SGLang holds " + method + " weights (its quantization method) is not read; memplan "
+                     "sizes SGLang's fp8, awq, gptq and mxfp4");
   // Marlin needs compute capability 8.0 (marlin_utils.py check_marlin_supported): below it the checkpoint's own
   // method serves, the layout sized here.
   if ((method == "awq" || method == "gptq") && !from_flag && capability >= 80)

@@ -61,7 +61,7 @@ void trtllm_quantization_check(const std::string& method, int64_t block_n, int64
   if (modelopt) return;
   if (method == "mxfp4")
     throw InputError(who + " is quantized (mxfp4): TensorRT-LLM's MXFP4 experts are not modelled (serve --engine "
-                     "vllm models vLLM's)");
+                     "vllm models vLLM's, --engine sglang SGLang's)");
   if (method != "fp8" || block_n <= 0)
     throw InputError(who + " is quantized (" + method + (method == "fp8" ? " per tensor, no weight_block_size" : "") +
                      "): TensorRT-LLM 1.0's PyTorch backend raises NotImplementedError(\"Unsupported "

@@ -209,7 +209,7 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
          std::string(q.modelopt_file ? "ModelOpt FP8 quantization" : "config key \"quantization_config\" (" +
                                                                                  q.method + ")") +
              " is modelled by serve --engine vllm" +
-                   (q.method == "mxfp4" ? "" : trtllm ? ", sglang and trtllm" : " and sglang") +
+                   (trtllm ? ", sglang and trtllm" : " and sglang") +
                    " only: this command's graph would hold the unquantized weights" +
                    (config.quantization.method == "mxfp4"
                         ? " (transformers dequantizes MXFP4 experts to bfloat16 without triton kernels, "

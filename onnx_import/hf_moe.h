@@ -30,7 +30,7 @@
 // router's top-k up to the block's result is held outside the profile step), the experts are written as those engines
 // hold them: vLLM's FusedMoE allocates one w13_weight [E, 2I, H] (every expert's gate and up) and one w2_weight [E, H,
 // I] a layer (vllm/model_executor/layers/fused_moe/layer.py at c439a13, UnquantizedFusedMoEMethod.create_weights; its
-// fp8 and MXFP4 methods the same two stacked tensors, cost_models/vllm_fp8_block.h, vllm_mxfp4.h). The block is
+// fp8 and MXFP4 methods the same two stacked tensors, cost_models/vllm_fp8_block.h, mxfp4_experts.h). The block is
 // hf_moe_grouped.h's grouped form (two aten::_grouped_mm over all experts, S = N·k rows) on the stacked weights stored
 // [E, H, 2I] and [E, I, H] under vLLM's names (layers.N.mlp.experts.w13_weight, .w2_weight; gpt_oss keeps
 // GptOssExperts' gate_up_proj, down_proj and their biases), its token indices taken from the router's pairs so that all

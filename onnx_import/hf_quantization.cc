@@ -101,7 +101,7 @@ StoredQuantization parse_quantization(const std::string& path, const json& q) {
     empty_list("modules_to_not_convert");
   } else if (s.method == "mxfp4") {
     // gpt-oss: vLLM's Mxfp4Config.from_config reads no key and quantizes the FusedMoE experts only
-    // (cost_models/vllm_mxfp4.h), so modules_to_not_convert (attention, router, embeddings, head) changes nothing it
+    // (cost_models/mxfp4_experts.h), so modules_to_not_convert (attention, router, embeddings, head) changes nothing it
     // holds; it must be a list of module patterns.
     const auto it = q.find("modules_to_not_convert");
     if (it != q.end() && !it->is_null() && !it->is_array())

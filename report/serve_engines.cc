@@ -6,197 +6,20 @@
 #include <optional>
 #include <stdexcept>
 
-#include "cost_models/sglang_mla.h"
 #include "cost_models/sglang_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "report/option_choices.h"
+#include "report/serve_sglang.h"
 #include "report/sizes.h"
 
 namespace memplan {
 namespace {
 
-const char* kSglangRules = "SGLang 0.5 (after PR #10975): server_args.py _handle_gpu_memory_settings, "
-                           "model_runner_kv_cache_mixin.py profile_max_num_token";
 const char* kTrtllmRules = "TensorRT-LLM 1.0, PyTorch backend: _torch/pyexecutor/_util.py KvCacheCreator";
 
-// What the vLLM analysis holds that the other engines' rules here do not model: refused rather than guessed.
-void check_modelled(const VllmAnswer& v, const std::string& engine, const std::string& model_type) {
-  const std::string who = "serve --engine " + engine + ": ";
-  if (v.sliding_window > 0 && engine != "sglang")  // SGLang's: cost_models/sglang_swa.h (sglang_answer)
-    throw InputError(who + v.model + "'s attention slides over a window of " + std::to_string(v.sliding_window) +
-                     " tokens; TensorRT-LLM's variable-window cache (VSWA) is not modelled (serve --engine vllm "
-                     "models vLLM's, --engine sglang SGLang's)");
-  // SGLang's quantized weights: cost_models/sglang_weights.h (sglang_answer); TensorRT-LLM's: trtllm_quantization_check
-  // (serve_engine, before the analysis) and trtllm_answer.
-  if (!v.quantization.method.empty() && engine != "sglang" && engine != "trtllm")
-    throw InputError(who + v.model + " is quantized (" + v.quantization.method + "): how " + engine +
-                     " lays out quantized weights is not modelled (serve --engine vllm models vLLM's, --engine "
-                     "sglang SGLang's)");
-  // TensorRT-LLM's profiling run over a mixture of experts runs its own fused MoE module (_torch/modules/fused_moe,
-  // whose C++ runner sizes its permuted rows and GEMM buffers), not vLLM's Triton kernel whose buffers the analysis
-  // holds at the fullest router: answering with those would be another engine's peak.
-  if (v.moe.blocks > 0 && engine == "trtllm" && !v.mla.on)
-    throw InputError(who + v.model + " is a mixture of experts: TensorRT-LLM's profiling run runs its own fused MoE "
-                     "(_torch/modules/fused_moe), whose buffers memplan does not size (the vLLM analysis holds vLLM's "
-                     "Triton kernel's); --engine vllm and --engine sglang answer it");
-  // TensorRT-LLM's KV heads a rank where tp does not divide them: trtllm_kv_heads_per_rank (serve_engine, before the
-  // analysis) and trtllm_answer (the estimate's fraction of a head, the pool's whole replicated heads).
-  // TensorRT-LLM's PyTorch backend serves multi-head latent attention only as DeepseekV3ForCausalLM:
-  // _torch/models/modeling_deepseekv3.py registers DeepseekV3ForCausalLM (and DeepseekV32ForCausalLM), and no module
-  // of _torch/models registers DeepseekV2ForCausalLM (the 1.0-era and current copies, index ids 1539226111 and
-  // 227015512), so a deepseek_v2 checkpoint does not load there at all.
-  // Its deepseek_v3 cache is one latent head of kv_lora_rank + qk_rope_head_dim, kv_factor 1, not split by tp
-  // (_torch/pyexecutor/_util.py KvCacheCreator._get_cache_size_per_token and _create_kv_cache_manager: SELFKONLY),
-  // the same bytes a token as the analysis's; but its profiling run's context attention
-  // (_torch/modules/attention.py MLA.forward_context_default: kv_b_proj over the context tokens, k from
-  // empty_like(q), q, k and v concatenated for a fused backend) is not the vLLM analysis's simulated decompression,
-  // and its shared experts are split over gcd(shared intermediate / 128, tp) ranks only (modeling_deepseekv3.py
-  // Deepseekv3MoE.__init__), neither sized here.
-  if (v.mla.on && engine == "trtllm") {
-    if (model_type == "deepseek_v2")
-      throw InputError(who + v.model + " is a DeepseekV2ForCausalLM (deepseek_v2), which TensorRT-LLM's PyTorch "
-                       "backend does not load: its modeling_deepseekv3.py registers DeepseekV3ForCausalLM and "
-                       "DeepseekV32ForCausalLM only; --engine sglang and --engine vllm serve it");
-    throw InputError(who + v.model + " (multi-head latent attention) is not modelled: TensorRT-LLM's profiling "
-                     "run decompresses the latent of its context tokens through kv_b_proj "
-                     "(MLA.forward_context_default), which memplan does not size, so its cache (one latent head, "
-                     "kv_factor 1) is not answered; --engine sglang and --engine vllm size theirs");
-  }
-}
-
-EngineAnswer common(const VllmAnswer& v, const std::string& engine, const std::string& model_type) {
-  check_modelled(v, engine, model_type);
-  EngineAnswer a;
-  a.engine = engine;
-  a.model = v.model;
-  a.gpu = v.gpu;
-  a.budget_source = v.budget_source;
-  a.dtype = v.dtype;
-  a.kv_cache_dtype = v.kv_cache_dtype;
-  a.tp = v.settings.tp;
-  a.context = v.settings.engine.max_model_len;
-  a.context_source = v.settings.max_model_len_source;
-  a.total_bytes = v.memory.total;
-  // The graph's weights in the served type: vLLM's weights term less what vLLM's own layers add.
-  a.weights_bytes = v.memory.weights - v.lora_stacks_bytes - v.rotary_cache_bytes - v.vocab_padding_bytes;
-  a.non_torch_bytes = v.memory.non_torch;
-  a.kv_bytes_per_token = v.kv_bytes_per_token;
-  a.kv_layers = v.kv_layers;
-  return a;
-}
-
-EngineAnswer sglang_answer(const VllmAnswer& v, const ServeSettings& s, int capability, bool cuda,
-                           const std::string& model_type) {
-  EngineAnswer a = common(v, "sglang", model_type);
-  a.rules = kSglangRules;
-  SglangAnswer g;
-  const bool deepseek_v3 = model_type == "deepseek_v3";
-  // RotaryEmbedding.__init__ (layers/rotary_embedding.py, the 0.5 series): "cache needs to be in FP32 for numerical
-  // stability", kept in float32 on CUDA (cast to the model's type elsewhere: ROCm): the rows and rotated dimensions
-  // of vLLM's cache (the same get_rope classes, DeepseekScalingRotaryEmbedding's original x factor rows included).
-  const std::optional<DType> type = dtype_from_name(a.dtype);  // the head's type as served ("" without a head)
-  const uint64_t served = type ? static_cast<uint64_t>(dtype_bits(*type)) / 8 : 0;
-  if (served == 0 && (v.rotary_cache_bytes > 0 || v.mla.on || !v.quantization.method.empty()))
-    throw std::logic_error("serve --engine sglang: no served type for " + v.model + "'s rotary cache, MLA or "
-                           "quantized weights");
-  if (v.rotary_cache_bytes > 0) g.rotary_cache_bytes = cuda ? v.rotary_cache_bytes / served * 4 : v.rotary_cache_bytes;
-  a.weights_bytes = checked_add(a.weights_bytes, g.rotary_cache_bytes, "weights bytes");
-  if (!v.quantization.method.empty()) {  // cost_models/sglang_weights.h: the linear modules as SGLang holds them
-    sglang_quantized_model_check(v.quantization, v.moe.blocks > 0, model_type, v.mla.on, v.model);
-    const SglangQuantizedLinears q = sglang_quantized_linears(v.quantized.module_shapes, v.quantization,
-                                                              v.fp8_block.router_nodes, served);
-    if (a.weights_bytes < v.quantized.linear_bytes)
-      throw std::logic_error("serve --engine sglang: the analysis's quantized modules exceed its weights");
-    a.weights_bytes = checked_add(a.weights_bytes - v.quantized.linear_bytes, q.bytes, "weights bytes");
-    g.quantization = {v.quantization.method, v.quantization_source, q.layout, q.modules, q.routers, q.bytes,
-                      v.quantized.linear_bytes, q.router_bytes,
-                      v.fp8_block.on ? checked_add(v.fp8_block.expert_weight_bytes, v.fp8_block.expert_scale_bytes,
-                                                   "expert bytes")
-                                     : 0};
-    // Fp8KVCacheMethod's k_scale and v_scale on every RadixAttention: MLA's two a layer (attn_mqa, attn_mha).
-    // ModelOpt's (ModelOptFp8KVCacheMethod) only where the checkpoint states kv_cache_quant_algo.
-    if (v.quantization.method == "fp8" && (!v.quantization.modelopt || v.quantization.modelopt_kv_fp8))
-      g.quantization.kv_scale_bytes = sglang_fp8_kv_scale_bytes(a.kv_layers * (v.mla.on ? 2 : 1));
-    a.weights_bytes = checked_add(a.weights_bytes, g.quantization.kv_scale_bytes, "weights bytes");
-  }
-  if (v.mla.on) {  // cost_models/sglang_mla.h: the latent pool (v.kv_bytes_per_token), the backend, w_kc and w_vc
-    if (!cuda)
-      throw InputError("serve --engine sglang on " + v.model + ": SGLang's MLA backends on ROCm (aiter, which also "
-                       "scales mem_fraction_static by 0.85 past 8,192 tokens of context) are not modelled");
-    const SglangMlaBackend backend = sglang_mla_backend(capability, deepseek_v3);
-    if (!backend.refusal.empty()) throw InputError("serve --engine sglang on " + v.model + ": " + backend.refusal);
-    g.mla_backend = backend.name;
-    const VllmMlaShape& m = v.mla.shape;
-    // Block fp8 (sglang_quantized_model_check): w_kc and w_vc from the dequantized bf16 kv_b_proj, in place of vLLM's.
-    const bool fp8 = v.quantization.method == "fp8";
-    g.mla_absorbed_bytes = sglang_mla_absorbed_bytes(m.layers, m.heads_per_rank, m.qk_nope_head_dim, m.v_head_dim,
-                                                     m.kv_lora_rank, fp8 ? 2 : served, fp8);
-    if (a.weights_bytes < v.fp8_block.mla_absorbed_bytes) throw std::logic_error("serve --engine sglang: MLA weights");
-    a.weights_bytes = checked_add(a.weights_bytes - v.fp8_block.mla_absorbed_bytes, g.mla_absorbed_bytes, "weights");
-  }
-  // get_device_memory_capacity: the GPU's total in whole MiB as nvidia-smi's memory.total prints it, which is a
-  // little above the CUDA total the catalog holds (H100: 81,559 MiB against 81,106; report/gpu_catalog.json): the
-  // catalog's total in whole MiB here, which can lower the default fraction by 0.001.
-  g.gpu_mem_mib = static_cast<double>(a.total_bytes >> 20);
-  const SglangGpuDefaults d = sglang_gpu_defaults(g.gpu_mem_mib, a.tp);
-  g.default_chunked_prefill_size = s.chunked_prefill_size == 0;
-  g.chunked_prefill_size = g.default_chunked_prefill_size ? d.chunked_prefill_size : s.chunked_prefill_size;
-  g.cuda_graph_max_bs = d.cuda_graph_max_bs;
-  if (s.mem_fraction_static > 0) {
-    g.mem_fraction_static = s.mem_fraction_static;
-  } else {
-    const SglangMemFraction f = sglang_default_mem_fraction(g.gpu_mem_mib, g.chunked_prefill_size, g.cuda_graph_max_bs, a.tp);
-    g.mem_fraction_static = f.mem_fraction_static;
-    g.reserved_mib = f.reserved_mib;
-  }
-  g.page_size = s.page_size;
-  g.max_total_tokens = s.max_total_tokens;
-  const uint64_t free_before = a.total_bytes > a.non_torch_bytes ? a.total_bytes - a.non_torch_bytes : 0;
-  g.pool = sglang_token_pool(free_before, a.weights_bytes, g.mem_fraction_static, a.kv_bytes_per_token,
-                             g.max_total_tokens, g.page_size, a.context);
-  // A windowed model (cost_models/sglang_swa.h): SGLang's hybrid pool for gpt_oss, one pool over every layer for the
-  // others; the analysis's layers share one K and V shape, so F = S = the bytes a token / the layers.
-  g.sliding_window = v.sliding_window, g.swa_full_tokens_ratio = s.swa_full_tokens_ratio;
-  g.swa_layers = v.sliding_window > 0 ? v.sliding_layer_count : 0;
-  g.full_layers = v.sliding_window > 0 ? v.kv_layers - v.sliding_layer_count : 0;
-  g.hybrid_swa = v.sliding_window > 0 && sglang_hybrid_swa_model(model_type) && !s.disable_hybrid_swa_memory;
-  if (g.hybrid_swa) {
-    if (a.kv_layers <= 0 || a.kv_bytes_per_token % static_cast<uint64_t>(a.kv_layers) != 0)
-      throw std::logic_error("serve --engine sglang: " + v.model + "'s KV bytes a token are not alike over its layers");
-    g.swa = sglang_hybrid_swa_pool(g.pool, a.kv_bytes_per_token / static_cast<uint64_t>(a.kv_layers), g.full_layers,
-                                   g.swa_layers, g.swa_full_tokens_ratio, g.page_size);
-  }
-  a.starts = g.pool.starts;
-  a.refusal = g.pool.refusal;
-  a.kv_tokens = std::max<int64_t>(g.pool.max_total_num_tokens, 0);
-  // A request holds exactly its tokens in a pool of pages of page_size: cdiv(context, page_size) pages.
-  const int64_t pages_per_request = (a.context + g.page_size - 1) / g.page_size;
-  a.max_concurrency = a.starts ? static_cast<double>(a.kv_tokens / g.page_size) / static_cast<double>(pages_per_request) : 0;
-  a.max_concurrent_sequences = a.starts ? (a.kv_tokens / g.page_size) / pages_per_request : 0;
-  if (g.hybrid_swa && a.starts) {  // the two pools' bound (sglang_swa_concurrency) and SGLang's line for the split
-    const SglangSwaConcurrency c = sglang_swa_concurrency(g.swa, g.full_layers, a.context, g.sliding_window, g.page_size);
-    a.max_concurrency = c.requests;
-    a.max_concurrent_sequences = c.whole_requests;
-    a.prints.push_back(sglang_swa_print(g.swa, g.full_layers));
-  }
-  if (a.starts)
-    // The scheduler's start-up line (ServerArgs.max_prefill_tokens 16384); its available_gpu_mem, the memory free
-    // after the CUDA graphs, is not modelled.
-    a.prints.push_back(fmt::format("max_total_num_tokens={}, chunked_prefill_size={}, max_prefill_tokens=16384, "
-                                   "max_running_requests={}, context_len={}",
-                                   g.pool.max_total_num_tokens, g.chunked_prefill_size, g.pool.max_running_requests,
-                                   a.context));
-  else
-    a.prints.push_back(fmt::format("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-                                   "Current value: server_args.mem_fraction_static={}",
-                                   g.mem_fraction_static));
-  a.sglang = g;
-  return a;
-}
-
 EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const std::string& model_type) {
-  EngineAnswer a = common(v, "trtllm", model_type);
+  EngineAnswer a = engine_answer_common(v, "trtllm", model_type);
   a.rules = kTrtllmRules;
   TrtllmAnswer t;
   if (v.quantization.modelopt) {  // ModelOpt FP8 (trtllm_quantization_check): vLLM's fp8 weights, other scalars
@@ -294,7 +117,7 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
   if (engine == ServeEngine::Sglang) {  // before the analysis, whose refusals would name vLLM's layers
     const StoredQuantization& stored = probe.stored_quantization();
     const std::string method = s.quantization.empty() ? stored.method : s.quantization;
-    sglang_quantization_check(method, !s.quantization.empty(), stored.method == "fp8",
+    sglang_quantization_check(method, !s.quantization.empty(), stored.method,
                               stored.method == "fp8" && method == "fp8" && stored.block_n > 0, cuda, capability,
                               probe.path(), stored.modelopt);
     // ModelRunner.configure_kv_cache_dtype turns auto into fp8_e4m3 where the quant config holds kv_cache_quant_algo

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "onnx_import/checked.h"
 #include "report/serve_engines.h"
 #include "report/sizes.h"
 
@@ -76,6 +77,22 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
                    {"max_total_num_tokens", g.pool.max_total_num_tokens},
                    {"req_to_token_pool_size", g.pool.req_to_token_pool_size},
                    {"max_running_requests", g.pool.max_running_requests}};
+    if (!g.mxfp4.backend.empty()) {  // optional: MXFP4 experts (cost_models/mxfp4_experts.h)
+      const Mxfp4ExpertsLayer& l = g.mxfp4.layer;
+      const auto all = [&](uint64_t bytes) { return checked_mul(bytes, uint64_t(g.mxfp4.layers), "expert bytes"); };
+      j["sglang"]["mxfp4"] = {{"backend", g.mxfp4.backend},
+                              {"sparse_layers", g.mxfp4.layers},
+                              {"intermediate_size_padded", l.intermediate_padded},
+                              {"hidden_size_padded", l.hidden_padded},
+                              {"blocks_bytes", all(l.blocks_bytes)},
+                              {"scales_bytes", all(l.scales_bytes)},
+                              {"retained_scales_bytes", all(l.retained_scales_bytes)},
+                              {"bias_bytes", all(l.bias_bytes)},
+                              {"constants_bytes", all(l.constants_bytes)},
+                              {"layer_bytes", l.total()},
+                              {"expert_bytes", g.mxfp4.bytes},
+                              {"vllm_expert_bytes", g.mxfp4.vllm_bytes}};
+    }
     if (g.sliding_window > 0)  // optional: a windowed model (cost_models/sglang_swa.h)
       j["sglang"]["sliding_window"] = {
           {"window", g.sliding_window},
@@ -171,6 +188,20 @@ std::string engine_to_text(const EngineAnswer& a) {
                                            : std::string()) +
                            (q.kv_scale_bytes > 0 ? fmt::format("; attention k_scale/v_scale {} B", q.kv_scale_bytes)
                                                  : std::string()));
+    if (!g.mxfp4.backend.empty()) {
+      const Mxfp4ExpertsLayer& l = g.mxfp4.layer;
+      const uint64_t n = uint64_t(g.mxfp4.layers);
+      t += fmt::format("    (the MXFP4 experts of {} sparse layers as SGLang's {} holds them, padded to width {} and "
+                       "hidden {}: {}; blocks {}, scales {}{}, float32 biases {}{}; vLLM's layout {})\n",
+                       g.mxfp4.layers, g.mxfp4.backend, l.intermediate_padded, l.hidden_padded,
+                       format_bytes(g.mxfp4.bytes), format_bytes(l.blocks_bytes * n), format_bytes(l.scales_bytes * n),
+                       l.retained_scales_bytes > 0
+                           ? fmt::format(" swizzled and {} as loaded", format_bytes(l.retained_scales_bytes * n))
+                           : "",
+                       format_bytes(l.bias_bytes * n),
+                       l.constants_bytes > 0 ? fmt::format(", gemm1 constants {} B", l.constants_bytes * n) : "",
+                       format_bytes(g.mxfp4.vllm_bytes));
+    }
     if (!g.mla_backend.empty())
       t += fmt::format("  multi-head latent attention by SGLang's {} backend: a latent pool of one head of "
                        "kv_lora_rank + qk_rope_head_dim a token and layer, whole on every rank; page size {}\n",

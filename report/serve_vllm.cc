@@ -153,7 +153,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      " (vLLM's flag splits the experts of its FusedMoE layers across the GPUs; a dense model has none)");
   vllm_mla_hold(*g, presents, a.mla, options.inference.held_outside, probe.path());
   // vLLM's MoE LoRA stacks and gptq's and awq's MoE methods are not sized; gpt-oss's MXFP4
-  // checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/vllm_mxfp4.h); fp8's (block-wise, or
+  // checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/mxfp4_experts.h); fp8's (block-wise, or
   // per-tensor with experts): Fp8MoEMethod's (report/serve_vllm_fp8.cc).
   const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
   a.quantization = vllm_quantization(probe, s, capability, served, a.quantization_source);

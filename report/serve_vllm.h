@@ -22,7 +22,7 @@
 #include "cost_models/vllm_fused_moe.h"
 #include "cost_models/vllm_kv_groups.h"
 #include "cost_models/vllm_mla.h"
-#include "cost_models/vllm_mxfp4.h"
+#include "cost_models/mxfp4_experts.h"
 #include "onnx_import/errors.h"
 #include "cost_models/vllm_weights.h"
 #include "report/serve_probe.h"
@@ -53,9 +53,9 @@ struct VllmMoeAnswer {
   uint64_t expert_weight_bytes = 0;  // one rank's w13 and w2 of every sparse layer (in the weights term)
   VllmFusedMoeBytes kernel;          // one call's buffers at the profile step
   uint64_t peak_allocated = 0;       // the forward's allocated bytes at the fullest router plus the kernel's buffers
-  // MXFP4 experts (gpt-oss; cost_models/vllm_mxfp4.h): the Triton backend's layer and graph bytes they replace.
+  // MXFP4 experts (gpt-oss; cost_models/mxfp4_experts.h): the Triton backend's layer and graph bytes they replace.
   bool mxfp4 = false;
-  VllmMxfp4Layer mxfp4_layer;
+  Mxfp4ExpertsLayer mxfp4_layer;
   uint64_t graph_expert_bytes = 0;   // the graph's experts (weights and biases, served type) the MXFP4 ones replace
   // --enable-expert-parallel (cost_models/vllm_expert_parallel.h): rank 0's whole experts (expert_weight_bytes) in
   // place of the graph's tensor-parallel share of them (graph_expert_bytes), and every layer's expert_map.

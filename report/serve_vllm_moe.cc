@@ -89,7 +89,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   // naive's combine: get_dp_group().all_reduce of the kernel's output [D·T, H], out of place (a new tensor of its
   // size), while the output is held; allgather_reducescatter's reduce_scatterv output [T, H] is smaller.
   m.combine_bytes = dp > 1 ? m.kernel.output_bytes : 0;
-  if (mxfp4_capability > 0) {  // gpt-oss's MXFP4 experts: Mxfp4MoEMethod's Triton backend (cost_models/vllm_mxfp4.h)
+  if (mxfp4_capability > 0) {  // gpt-oss's MXFP4 experts: Mxfp4MoEMethod's Triton backend (cost_models/mxfp4_experts.h)
     if (tp != 1 || first.expert_linears != 2 * first.experts || served != DType::BFloat16)
       throw InputError("serve --engine vllm: " + model + "'s MXFP4 experts are sized for gpt_oss in bfloat16 on one GPU "
                        "(Mxfp4Config's only activation type; --tp with MXFP4 is not modelled)");

@@ -51,6 +51,8 @@ REPORT_LAYERS: List[Tuple[str, ...]] = [
      "serve_vllm_quantization"),
     # that answer as text, JSON and Markdown; its fused MoE kernel; MLA; block-wise fp8 checkpoints; what V0 refuses;
     # the quantization it serves with
+    ("serve_engine_answer",),                              # what every engine answers, its vLLM-analysis terms
+    ("serve_sglang",),                                     # SGLang's answer over vLLM's analysis
     ("serve_engines",),                                    # SGLang's and TensorRT-LLM's answers over vLLM's analysis
     ("serve_engines_format", "serve_engines_ortgenai"),    # those answers as text, JSON and Markdown; ORT GenAI's
     ("check", "export", "inspect", "plan", "serve"),       # the commands

@@ -550,10 +550,11 @@ class VllmByHand(unittest.TestCase):
             p = run("estimate", gptq, "--graph", "decode")
             self.assertEqual(p.returncode, 2)
             self.assertIn("config key \"quantization_config\" (gptq) is modelled by serve --engine vllm and sglang only", p.stderr)
-            # SGLang's MXFP4 is not sized (serve --engine sglang refuses it): gpt-oss's message names vLLM alone.
+            # gpt-oss's MXFP4: vLLM's and SGLang's layouts are sized (TensorRT-LLM's are not).
             p = run("estimate", os.path.join(SRC, "tests", "models", "hf_configs", "gpt-oss-20b.json"), "--graph", "decode")
             self.assertEqual(p.returncode, 2)
-            self.assertIn("config key \"quantization_config\" (mxfp4) is modelled by serve --engine vllm only", p.stderr)
+            self.assertIn("config key \"quantization_config\" (mxfp4) is modelled by serve --engine vllm and sglang only",
+                          p.stderr)
             plain = tiny_llama_config(d)
             for args, phrase in ((["--quantization", "gptq", "--quant-group-size", "5"], "not a multiple of group_size 5"),
                                  (["--quantization", "gptq", "--dtype", "bf16"], "serves in float16"),

@@ -1,0 +1,74 @@
+// MXFP4 experts (gpt-oss checkpoints: quantization_config {quant_method: mxfp4}) as the serving engines hold them:
+// what one sparse layer's FusedMoE holds and what its kernel allocates a call, in place of the graph's bf16 experts
+// and of the unquantized fused_experts kernel (cost_models/vllm_fused_moe.h). SGLang's Mxfp4MoEMethod is vLLM's
+// ("Adapted from" vLLM's mxfp4.py); the engines differ in the padding and in the post-load relayout.
+//
+// vLLM, read at 007d500 (vllm/model_executor/layers/quantization/mxfp4.py) and 04bec4c
+// (fused_moe/gpt_oss_triton_kernels_moe.py):
+//  - Mxfp4Config.from_config ignores modules_to_not_convert and get_quant_method quantizes FusedMoE layers only
+//    (every LinearBase, attention and router included, gets UnquantizedLinearMethod): only the experts change;
+//  - get_mxfp4_backend on CUDA: without VLLM_USE_FLASHINFER_MOE_MXFP4_BF16, a compute capability in [9.0, 11.0)
+//    with triton_kernels runs the Triton backend (triton_kernel_moe_forward); Marlin (before 9.0, or
+//    VLLM_MXFP4_USE_MARLIN) and FlashInfer (SM100 with flashinfer) pad and repack otherwise and are not sized here;
+//  - Mxfp4MoEMethod.create_weights (Triton): I_pad = round_up(I_p, 64), w13_weight uint8 [E, 2·I_pad, H / 2] (two
+//    E2M1 values a byte), w13_weight_scale uint8 [E, 2·I_pad, H / 32] (one E8M0 scale a block of 32), w13_bias bf16
+//    [E, 2·I_pad], w2_weight uint8 [E, H, I_pad / 2], w2_weight_scale uint8 [E, H, I_pad / 32], w2_bias bf16 [E, H];
+//  - process_weights_after_loading (Triton) replaces both biases by float32 copies and hands _swizzle_mxfp4's
+//    relayout of the blocks and of the scales to triton_kernels (self.w13_weight / w13_precision_config); it deletes
+//    layer.w13_weight and layer.w2_weight but not the scale parameters, so the scales are held twice: as loaded
+//    (retained_scales_bytes) and swizzled (the swizzle's copy: HopperMXScaleLayout.swizzle_data transposes and
+//    copies). Each swizzled copy is sized at the bytes it relays out (its alignment padding is not sized);
+//  - triton_kernel_moe_forward a call on T tokens: output empty_like(hidden_states) [T, H] and intermediate_cache
+//    [T·k, I_pad] (N / 2, N = w13's 2·I_pad) in the activation type (bfloat16, Mxfp4Config's only one); the routing
+//    metadata triton_kernels' routing() builds (gather/scatter indices and gate scales, a few bytes a (token, slot))
+//    is not sized.
+//
+// SGLang (python/sglang/srt/layers/quantization/mxfp4.py at bafa16e; server_args.py _handle_gpt_oss_family at
+// 469c63e): for gpt-oss with an MXFP4 checkpoint and --moe-runner-backend auto, flashinfer_mxfp4 on SM100 (compute
+// capability 10.x), else triton_kernel (expert parallel size 1, triton_kernels installed):
+//  - triton_kernel: create_weights pads I_p to round_up(I_p, 32) off SM100 (its "hack" to match the loader's per-rank
+//    size) and to round_up(I_p, 64) on it; the same six parameters; process_weights_after_loading as vLLM's Triton
+//    backend (float32 biases, the swizzled copies, the loaded scales kept, the blocks deleted);
+//  - flashinfer_mxfp4: I_pad = round_up(I_p, 256) and H_pad = round_up(H, 256) (the parameters shaped by H_pad);
+//    process_weights_after_loading replaces every parameter by its shuffled copy of the same shape (the biases
+//    float32) and adds gemm1_alpha, gemm1_beta and gemm1_clamp_limit, float32 [E] each.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace memplan {
+
+struct Mxfp4ExpertsLayer {
+  int64_t intermediate_padded = 0;    // I_pad
+  int64_t hidden_padded = 0;          // H, or H_pad (SGLang's flashinfer_mxfp4)
+  uint64_t blocks_bytes = 0;          // w13_weight + w2_weight
+  uint64_t scales_bytes = 0;          // w13_weight_scale + w2_weight_scale
+  uint64_t retained_scales_bytes = 0; // the loaded scales the Triton backends keep beside their swizzled copies
+  uint64_t bias_bytes = 0;            // w13_bias + w2_bias, float32 after loading
+  uint64_t constants_bytes = 0;       // flashinfer_mxfp4's gemm1_alpha, gemm1_beta, gemm1_clamp_limit
+  uint64_t total() const;
+};
+
+// One sparse layer's experts on one GPU of compute capability `capability` (major x 10 + minor) under vLLM's Triton
+// backend. Throws InputError naming `model` where vLLM would run another backend (capability below 90 or from 110).
+Mxfp4ExpertsLayer vllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t intermediate, int capability,
+                                   const std::string& model);
+
+// SGLang's MoE runner backend for gpt-oss's MXFP4 experts on a CUDA GPU of `capability`: "flashinfer_mxfp4" (10.x)
+// or "triton_kernel" (9.x). Throws InputError naming `model` elsewhere: below 9.0 and from 11.0 triton_kernels lays
+// the weights out for Ampere or consumer Blackwell (make_default_matmul_mxfp4_w_layout), which is not read.
+std::string sglang_mxfp4_backend(int capability, const std::string& model);
+
+// One sparse layer's experts as SGLang holds them under sglang_mxfp4_backend(capability, model), which throws.
+Mxfp4ExpertsLayer sglang_mxfp4_layer(int64_t experts, int64_t hidden, int64_t intermediate, int capability,
+                                     const std::string& model);
+
+// triton_kernel_moe_forward's output and intermediate_cache on `tokens` tokens, bfloat16.
+uint64_t vllm_mxfp4_kernel_bytes(int64_t tokens, int64_t hidden, int64_t top_k, int64_t intermediate_padded);
+
+// The checkpoint's own bytes of one layer's experts (gpt-oss's safetensors: *_blocks uint8 [E, rows, cols / 32, 16],
+// *_scales uint8 [E, rows, cols / 32], biases bf16), as transformers' integrations/mxfp4.py loads them.
+uint64_t mxfp4_checkpoint_layer_bytes(int64_t experts, int64_t hidden, int64_t intermediate);
+
+}  // namespace memplan

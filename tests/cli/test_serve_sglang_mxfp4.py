@@ -1,0 +1,118 @@
+"""serve --engine sglang on gpt-oss's MXFP4 checkpoint (cost_models/mxfp4_experts.h), every term by hand.
+
+gpt-oss-20b (tests/models/hf_configs/gpt-oss-20b.json): H = 2,880, 24 layers, 64 query heads and 8 KV heads of 64,
+32 experts of width I = 2,880, vocabulary 201,088, untied head, attention and router biases, attention sinks.
+SGLang's Mxfp4Config quantizes the FusedMoE experts only; everything else stays bfloat16:
+  embed_tokens and lm_head   2 x 201,088 x 2,880                                        = 1,158,266,880
+  a layer: q_proj 2,880 x 4,096 + 4,096 = 11,800,576; k_proj, v_proj 2,880 x 512 + 512 = 1,475,072 each;
+           o_proj 4,096 x 2,880 + 2,880 = 11,799,360; sinks 64; two norms 5,760; router 2,880 x 32 + 32 = 92,192
+           = 26,648,096, x 24                                                            =   639,554,304
+  final norm                                                                             =         2,880
+  1,797,824,064 parameters x 2 B                                                         = 3,595,648,128 B
+plus the graph's rotary inverse frequencies (a [1, 32] constant, 64 B in bfloat16, counted among every config
+decoder's weights) and SGLang's float32 rotary cache [131,072, 64] x 4 B = 33,554,432 B.
+The experts (mxfp4.py at bafa16e, Mxfp4MoEMethod):
+  H100 (9.0), triton_kernel: I_pad = round_up(2,880, 32) = 2,880; blocks 32 x (5,760 + 2,880) x 2,880 / 2 =
+    398,131,200, scales / 32 = 24,883,200, held twice (the swizzled copy and the loaded parameter, which
+    process_weights_after_loading does not delete), float32 biases 32 x (5,760 + 2,880) x 4 = 1,105,920:
+    449,003,520 a layer, 10,776,084,480 over 24;
+  B200 (10.0), flashinfer_mxfp4: I_pad = H_pad = round_up(2,880, 256) = 3,072; blocks 32 x (6,144 + 3,072) x
+    3,072 / 2 = 452,984,832, scales / 32 = 28,311,552 (once: the shuffled copies replace the parameters), float32
+    biases 32 x 9,216 x 4 = 1,179,648, gemm1_alpha/beta/clamp_limit 3 x 32 x 4 = 384: 482,476,416 a layer,
+    11,579,433,984 over 24.
+The pool on the H100 (cost_models/sglang_engine.h): total 85,045,477,376 B less --reserve's 1 GiB free before the
+weights; mem_fraction_static = round((81,105 - 13,440) / 81,105, 3) = 0.834 (reserve 512 + 8,192 x 1.5 + 256 x 2 +
+1/8 x 1,024 MiB); rest = free after the weights - free before x (1 - 0.834); tokens = int(rest x 2^30) // 49,152
+(8 KV heads x (64 + 64) x 2 B x 24 layers).
+"""
+import json
+import os
+import subprocess
+import unittest
+
+import jsonschema
+
+BIN = os.environ["MEMPLAN_BIN"]
+SRC = os.environ["MEMPLAN_SOURCE_DIR"]
+GPT_OSS = os.path.join(SRC, "tests", "models", "hf_configs", "gpt-oss-20b.json")
+
+NON_EXPERT = 3_595_648_128
+INV_FREQ = 64
+ROTARY = 33_554_432
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], capture_output=True, text=True)
+
+
+def sglang(*args):
+    p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "sglang", "--json", *args)
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    with open(os.path.join(SRC, "docs", "schemas", "serve.engine.schema.json")) as f:
+        jsonschema.validate(j, json.load(f))
+    return j
+
+
+class GptOssMxfp4(unittest.TestCase):
+    def test_h100_triton_kernel_by_hand(self):
+        j = sglang("--gpu", "H100")
+        m = j["sglang"]["mxfp4"]
+        self.assertEqual(m["backend"], "triton_kernel")
+        self.assertEqual((m["intermediate_size_padded"], m["hidden_size_padded"], m["sparse_layers"]), (2880, 2880, 24))
+        self.assertEqual(m["blocks_bytes"], 24 * 398_131_200)
+        self.assertEqual(m["scales_bytes"], 24 * 24_883_200)
+        self.assertEqual(m["retained_scales_bytes"], 24 * 24_883_200)
+        self.assertEqual(m["bias_bytes"], 24 * 1_105_920)
+        self.assertEqual(m["layer_bytes"], 449_003_520)
+        self.assertEqual(m["expert_bytes"], 10_776_084_480)
+        self.assertEqual(j["sglang"]["rotary_cache_bytes"], ROTARY)
+        weights = NON_EXPERT + INV_FREQ + ROTARY + 10_776_084_480
+        self.assertEqual(j["memory"]["weights_bytes"], weights)
+        free_before = 85_045_477_376 - (1 << 30)
+        gib = float(1 << 30)
+        self.assertEqual(j["sglang"]["mem_fraction_static"], 0.834)
+        rest = (free_before - weights) / gib - free_before / gib * (1 - 0.834)
+        self.assertEqual(j["sglang"]["profiled_tokens"], int(rest * (1 << 30)) // 49_152)
+        # The hybrid pool splits those tokens (test_serve_sglang_swa.py); requests of the whole context fit in it.
+        self.assertTrue(j["sglang"]["sliding_window"]["hybrid_swa_pool"])
+        self.assertTrue(j["starts"])
+
+    def test_b200_flashinfer_by_hand(self):
+        j = sglang("--gpu", "B200")
+        m = j["sglang"]["mxfp4"]
+        self.assertEqual(m["backend"], "flashinfer_mxfp4")
+        self.assertEqual((m["intermediate_size_padded"], m["hidden_size_padded"]), (3072, 3072))
+        self.assertEqual(m["blocks_bytes"], 24 * 452_984_832)
+        self.assertEqual(m["scales_bytes"], 24 * 28_311_552)
+        self.assertEqual(m["retained_scales_bytes"], 0)
+        self.assertEqual(m["constants_bytes"], 24 * 384)
+        self.assertEqual(m["expert_bytes"], 11_579_433_984)
+        self.assertEqual(j["memory"]["weights_bytes"], NON_EXPERT + INV_FREQ + ROTARY + 11_579_433_984)
+
+    def test_text_names_the_backend_and_the_copies(self):
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "sglang", "--gpu", "H100")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("the MXFP4 experts of 24 sparse layers as SGLang's triton_kernel holds them", p.stdout)
+        self.assertIn("swizzled and", p.stdout)
+        # --engine all: SGLang's row answers where it was refused.
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "all", "--gpu", "H100", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = {r["engine"]: r for r in json.loads(p.stdout)["engines"]}
+        self.assertTrue(rows["sglang"]["starts"], rows["sglang"])
+        self.assertIsNone(rows["sglang"]["not_modelled"])
+
+    def test_refusals(self):
+        for gpu in ("A100-80GB", "RTX-5090"):
+            p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "sglang", "--gpu", gpu)
+            self.assertEqual(p.returncode, 2, (gpu, p.stderr))
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            self.assertIn("SGLang's MXFP4 experts on compute capability", p.stderr)
+            self.assertIn("triton_kernels", p.stderr)
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "trtllm", "--gpu", "H100")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--engine sglang SGLang's", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
