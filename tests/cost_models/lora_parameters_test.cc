@@ -136,6 +136,38 @@ TEST_F(LoraTargetParameters, HalfBaseCopiesTheDeltaIntoItsType) {
   EXPECT_EQ(testing::forward_and_kept_bytes(p, gate_up).first + testing::forward_and_kept_bytes(p, down).first, 9216u);
 }
 
+// torch.autocast (--precision amp-bf16, amp-fp16) over the float32 parameters and adapters. get_delta_weight runs in
+// the forward, inside autocast: torch.einsum is a lower_precision_fp op (AT_FORALL_LOWER_PRECISION_FP, aten/src/ATen/
+// autocast_mode.h at d70fe7f: einsum and bmm), so its two operands, weight_B.reshape(out, -1, E) and
+// weight_A.reshape(E, -1, in), are cast to the low type first (autocast_mode.cpp cached_cast: views, arg.is_view(), so
+// not the weight cache; one cast a forward anyway, under parametrize.cached()), and einsum's permutes and bmm run on
+// those copies. `* scaling` (a Python float, no autocast op) keeps the low type; .to(param.dtype) copies the delta back
+// into float32; W + delta (add, no autocast op) is float32; aten::_grouped_mm is on no autocast list (the same
+// autocast_mode.h; still so on main, pytorch/pytorch issue #174763), so it reads the float32 sum as is. Layer 1:
+//   gate_up_proj: B's view [16, 2, 4] and A's [4, 2, 16], 128 values each, 2 bytes: 256 + 256; bmm [E, out, in]
+//                 [4, 16, 16] 2 bytes 2,048; * scaling 2,048; .to(float32) 4,096; W + delta 4,096: 12,800 B.
+//   down_proj:    B's view [16, 2, 4] 256, A's [4, 2, 8] 64 values 128; bmm [4, 16, 8] 1,024; * scaling 1,024;
+//                 .to 2,048; sum 2,048: 6,528 B.
+// Kept: BmmBackward0 saves both operands (both need a grad: the two low-type copies, 256 + 256 and 256 + 128),
+// _grouped_mm the float32 sum (4,096 and 2,048: the rows need a grad in layer 1); ToCopyBackward0, the scalar
+// MulBackward0 and AddBackward0 save nothing: 4,608 and 2,432 (fp32's 4,096 and 2,048 plus the two copies). The
+// adapters themselves are never cast whole (no lora_A.weight:autocast).
+TEST_F(LoraTargetParameters, AutocastCastsTheDeltaOperandsNotTheSum) {
+  const auto g = graph("grouped_mm");
+  const std::string gate_up = "/layers.1.mlp.experts.gate_up_proj/lora/", down = "/layers.1.mlp.experts.down_proj/lora/";
+  for (Precision amp : {Precision::AmpBf16, Precision::AmpFp16}) {
+    TrainingRun o = lora(kBoth);
+    o.precision = amp;
+    const Program p = build_training_program(*g, o).program;
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, gate_up), std::make_pair(uint64_t{12800}, uint64_t{4608}));
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, down), std::make_pair(uint64_t{6528}, uint64_t{2432}));
+    EXPECT_EQ(testing::bytes_of(p, gate_up + "MatMul_output_0"), 2048u);
+    EXPECT_EQ(testing::bytes_of(p, gate_up + "Add_output_0"), 4096u);  // the sum _grouped_mm reads, float32
+    EXPECT_EQ(testing::bytes_of(p, down + "Reshape_output_0:autocast"), 128u);  // A's view, [4, 2, 8] low type
+    EXPECT_EQ(buffer_named(p, "layers.1.mlp.experts.gate_up_proj.lora_A.weight:autocast"), -1);
+  }
+}
+
 // PEFT's ParamWrapper refuses lora_dropout != 0 (ParamWrapper.__init__ and update_layer).
 TEST_F(LoraTargetParameters, Refusals) {
   const auto g = graph("grouped_mm");
