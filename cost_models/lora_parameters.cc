@@ -48,6 +48,20 @@ bool lora_parameter_stored_in_out(const Graph& g, int32_t w) {
   return false;
 }
 
+int32_t grouped_mm_stacked_parameter(const Graph& g, const Node& n) {
+  const int32_t w = grouped_mm_experts(g, n);
+  if (w >= 0 || !is_aten(n, "_grouped_mm") || n.inputs.size() < 2 || n.inputs[1] < 0) return w;
+  // Builder::adapt_parameter's sum W + delta (an Add of the stacked parameter), read directly or through the
+  // .transpose(-2, -1) of transformers' [E, out, in] experts.
+  int32_t operand = n.inputs[1];
+  auto producer = [&](int32_t t) { return t < 0 ? -1 : g.tensors[t].producer; };
+  if (const int32_t p = producer(operand); p >= 0 && g.nodes[p].op_type == "Transpose" && !g.nodes[p].inputs.empty())
+    operand = g.nodes[p].inputs[0];
+  const int32_t add = producer(operand);
+  if (add < 0 || g.nodes[add].op_type != "Add" || g.nodes[add].inputs.empty()) return -1;
+  return stacked_expert_weight(g, g.nodes[add].inputs[0]);
+}
+
 std::string lora_parameters_note(const LoraGraph& lora) {
   if (lora.adapted_parameters == 0) return "";
   return " Of those, the adapters of " + std::to_string(lora.adapted_parameters) + " stacked experts' parameter(s) "

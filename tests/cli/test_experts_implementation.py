@@ -152,6 +152,13 @@ class ExpertsImplementation(unittest.TestCase):
         self.assertNotIn("stacked experts' parameters", run("estimate", self.config, *TRAIN, *lora,
                                                             "--experts-implementation", "eager").stdout)
 
+        # The same 4 parameters when --lora-targets adapts them (PEFT's target_parameters: the _grouped_mm reads their
+        # W + delta): still not re-stored, still said.
+        p = run("estimate", self.config, *TRAIN, "--recipe", "hf-peft-qlora", "--lora-rank", "2", "--lora-targets",
+                "q_proj|experts")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("4 stacked experts' parameters (12288 bytes) are not re-stored", p.stdout)
+
     def test_deepseek_and_gpt_oss(self):
         # DeepSeek-V2-Lite (deepseek_v2), DeepSeek-V3 (deepseek_v3) and gpt-oss-20b (gpt_oss, without its mxfp4
         # quantization_config, the bfloat16 model) are built with the grouped block (their transformers 5 experts

@@ -168,6 +168,30 @@ TEST_F(LoraTargetParameters, AutocastCastsTheDeltaOperandsNotTheSum) {
   }
 }
 
+// --frozen-dtype nf4 / int8 (bitsandbytes): replace_with_bnb_linear re-stores nn.Linear layers only, and the stacked
+// experts are none (bitsandbytes issue #1849), so an adapted stacked parameter keeps its float32 (gate_up 4,096 B,
+// down 2,048 B in layer 1) and its delta and sum are fp32's (TheSumIsKeptPerAccessByHand: 12,288 / 4,096 and 6,144 /
+// 2,048), while the attention's Linear layers are re-stored. The note counts the adapted parameters as well: 2 layers
+// x (1,024 + 512) values x 4 B = 12,288 bytes in 4 parameters.
+TEST_F(LoraTargetParameters, AQuantizedBaseLeavesAdaptedExpertsWhole) {
+  const auto g = graph("grouped_mm");
+  for (FrozenStorage s : {FrozenStorage::Nf4, FrozenStorage::Int8}) {
+    TrainingRun o = lora(kBoth);
+    o.frozen_storage = s;
+    const TrainingResult r = build_training_program(*g, o);
+    const Program& p = r.program;
+    EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.gate_up_proj"), 4096u);
+    EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.down_proj"), 2048u);
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.gate_up_proj/lora/"),
+              std::make_pair(uint64_t{12288}, uint64_t{4096}));
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.down_proj/lora/"),
+              std::make_pair(uint64_t{6144}, uint64_t{2048}));
+    bool said = false;
+    for (const std::string& n : r.notes) said = said || n.rfind("4 stacked experts' parameters (12288 bytes) are not re-stored", 0) == 0;
+    EXPECT_TRUE(said);
+  }
+}
+
 // PEFT's ParamWrapper refuses lora_dropout != 0 (ParamWrapper.__init__ and update_layer).
 TEST_F(LoraTargetParameters, Refusals) {
   const auto g = graph("grouped_mm");
