@@ -199,6 +199,44 @@ TEST_F(LoraTargetParameters, AQuantizedBaseLeavesAdaptedExpertsWhole) {
   }
 }
 
+// GPTQ and AWQ (--frozen-dtype gptq-int4 / awq-int4) re-store the decoder's Linear layers (optimum's
+// GPTQQuantizer.convert_model, AutoAWQ: frozen_storage.h), not the stacked experts, which keep the model's type and are
+// adapted as on a half base (HalfBaseCopiesTheDeltaIntoItsType). A qwen3_moe whose Linear layers pack (every in and
+// out a multiple of 32: hidden 32, 4 heads and 4 KV heads of 8, 32 experts of 32, the router [32, 32]), --precision
+// bf16 (GPTQ) / fp16 (AWQ, group 32): gate_up_proj [32, 64, 32] = 65,536 values, 131,072 B; down_proj [32, 32, 32]
+// = 32,768 values, 65,536 B, both half, not re-stored (2 layers: 393,216 B, the note's). Layer 1's gate_up delta:
+// bmm [E, out, in] float32 (PEFT's float32 adapters) 262,144 B, * scaling 262,144, .to(half) 131,072, W + delta
+// 131,072 (kept): 786,432 B.
+TEST_F(LoraTargetParameters, PackedBaseLeavesAdaptedExpertsWhole) {
+  std::ofstream(path_) << R"({"model_type": "qwen3_moe", "hidden_size": 32, "intermediate_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8, "vocab_size": 64,
+      "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+      "torch_dtype": "float32", "hidden_act": "silu", "num_experts": 32, "num_experts_per_tok": 2,
+      "moe_intermediate_size": 32, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+      "output_router_logits": false, "router_aux_loss_coef": 0.001, "attention_bias": false})";
+  const auto g = graph("grouped_mm");
+  for (FrozenStorage s : {FrozenStorage::GptqInt4, FrozenStorage::AwqInt4}) {
+    TrainingRun o = lora(kBoth);
+    o.frozen_storage = s;
+    o.precision = s == FrozenStorage::GptqInt4 ? Precision::Bf16 : Precision::Fp16;
+    o.quant_group_size = 32;
+    const TrainingResult r = build_training_program(*g, o);
+    const Program& p = r.program;
+    EXPECT_EQ(r.lora_adapted_parameters, 4);
+    EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.gate_up_proj"), 131072u);
+    EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.down_proj"), 65536u);
+    EXPECT_LT(testing::bytes_of(p, "layers.1.self_attn.q_proj.weight"), 32u * 32 * 2);  // packed
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.gate_up_proj/lora/"),
+              std::make_pair(uint64_t{786432}, uint64_t{131072}));
+    bool said = false;
+    for (const std::string& n : r.notes)
+      said = said || (n.rfind("4 stacked experts' parameters (393216 bytes) are not re-stored", 0) == 0 &&
+                      n.find(s == FrozenStorage::GptqInt4 ? "GPTQ's conversion" : "AutoAWQ's conversion") !=
+                          std::string::npos);
+    EXPECT_TRUE(said);
+  }
+}
+
 // PEFT's ParamWrapper refuses lora_dropout != 0 (ParamWrapper.__init__ and update_layer). --frozen-dtype bf16 / fp16
 // over float32 parameters: PEFT adds delta.to(param.dtype) to the half parameter, and _grouped_mm cannot take float32
 // rows with that half sum (check_lora_parameter_storage); a base stored in bf16 that computes in it (--precision bf16:
