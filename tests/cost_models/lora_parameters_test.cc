@@ -199,6 +199,26 @@ TEST_F(LoraTargetParameters, AQuantizedBaseLeavesAdaptedExpertsWhole) {
   }
 }
 
+// Autocast over a bf16 base (--precision amp-bf16 --param-dtype bf16: the Trainer's bf16=True on a bf16 checkpoint, the
+// hf-peft recipes on one): the stacked parameters are bf16 and PEFT's adapters float32 (ParamWrapper's
+// _move_adapter_to_device_of_base_layer makes them in param.dtype, then cast_adapter_dtype upcasts them,
+// autocast_adapter_dtype=True). einsum casts the two views as above (256 + 256; 256 + 128), bmm and * scaling are
+// bf16 (2,048 each; 1,024), .to(param.dtype) is bf16 to bf16, the delta itself (Tensor.to returns self: no copy), and
+// W + delta is bf16 (2,048; 1,024, kept): gate_up 6,656 B, 2,560 kept; down 3,456, 1,408 kept.
+TEST_F(LoraTargetParameters, AutocastOverABf16Base) {
+  const auto g = graph("grouped_mm");
+  TrainingRun o = lora(kBoth);
+  o.precision = Precision::AmpBf16;
+  o.amp_param_dtype = DType::BFloat16;
+  const Program p = build_training_program(*g, o).program;
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.gate_up_proj/lora/"),
+            std::make_pair(uint64_t{6656}, uint64_t{2560}));
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.down_proj/lora/"),
+            std::make_pair(uint64_t{3456}, uint64_t{1408}));
+  EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.gate_up_proj"), 2048u);          // the parameter, bf16
+  EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.gate_up_proj.lora_A.weight"), 512u);  // float32
+}
+
 // GPTQ and AWQ (--frozen-dtype gptq-int4 / awq-int4) re-store the decoder's Linear layers (optimum's
 // GPTQQuantizer.convert_model, AutoAWQ: frozen_storage.h), not the stacked experts, which keep the model's type and are
 // adapted as on a half base (HalfBaseCopiesTheDeltaIntoItsType). A qwen3_moe whose Linear layers pack (every in and
