@@ -303,6 +303,7 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
     const Tensor& t = base.tensors[w];
     if (t.kind != TensorKind::Weight || t.shape.size() != 3 || !std::regex_search(t.name, targets)) continue;
     check_lora_parameter_readers(base, w);
+    check_lora_parameter_storage(base, w, o);
     if (o.lora_dropout > 0)  // ParamWrapper.__init__ and update_layer: "does not work with lora_dropout != 0"
       throw InputError("--lora-dropout above 0 with --lora-targets '" + o.lora_targets +
                        "' naming the stacked experts' parameter '" + t.name + "': PEFT's ParamWrapper (LoraConfig("

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "cost_models/eager_semantics.h"
+#include "cost_models/frozen_storage.h"
 #include "cost_models/graph_facts.h"
 #include "onnx_import/errors.h"
 
@@ -46,6 +48,45 @@ bool lora_parameter_stored_in_out(const Graph& g, int32_t w) {
   for (int32_t c : g.tensors[w].consumers)
     if (is_aten(g.nodes[c], "_grouped_mm")) return true;
   return false;
+}
+
+// --frozen-dtype fp16/bf16 stores the frozen parameters in the half type while the step computes its parameters in
+// another (frozen_storage.h: elsewhere each op reads such a weight through a per-op cast, the what-if's assumption).
+// A stacked parameter that PEFT adapts is not read so: ParamWrapper.get_delta_weight casts the delta to the parameter's
+// own type (`delta_weight.to(param.device, param.dtype)`, huggingface/peft 5d602fd src/peft/tuners/lora/layer.py) and
+// _LoraParameterProxy.forward returns `W + self.delta_weight` (upcasting fp8 parameters only: UPCAST_DTYPES,
+// src/peft/utils/constants.py), so the sum is half, and aten::_grouped_mm, on no autocast list (aten/src/ATen/
+// autocast_mode.h at d70fe7f; still so on main: pytorch/pytorch issue #174763, open, "torch._grouped_mm is not
+// autocast-compatible"), would multiply rows of the compute type by it: torch raises "expected mat1 and mat2 to have
+// the same dtype". A base really stored in the half type runs in it (embeddings, norms and residual stream too),
+// which --precision bf16/fp16 (PEFT's float32 adapters) or amp-* with --param-dtype describe: refused, naming those.
+// int8/nf4/gptq-int4/awq-int4 re-store Linear layers only, so the stacked parameters keep their type and are adapted
+// as without --frozen-dtype (unquantized_experts_note, training_notes.cc, says so).
+void check_lora_parameter_storage(const Graph& g, int32_t w, const TrainingOptions& o) {
+  const DType half = frozen_half_dtype(o);
+  if (half == DType::Float32 || half == compute_param_dtype(o)) return;  // no half storage, or stored so already
+  const std::string type = half == DType::BFloat16 ? "bf16" : "fp16", name(dtype_name(half)),
+                    rows(dtype_name(compute_param_dtype(o)));
+  throw InputError("--frozen-dtype " + type + " with --lora-targets naming the stacked experts' parameter '" +
+                   g.tensors[w].name + "': PEFT's ParamWrapper adds its delta, cast to the parameter's type, to it in "
+                   "the type it is stored in, and aten::_grouped_mm (on no autocast list, pytorch issue #174763) "
+                   "cannot multiply " + rows + " rows by that " + name + " sum; a base stored in " + name +
+                   " runs in " + name + ": give --precision " + type + " (PEFT's adapters stay float32), or "
+                   "--precision amp-" + type + " --param-dtype " + type + ", and no --frozen-dtype");
+}
+
+int32_t grouped_mm_stacked_parameter(const Graph& g, const Node& n) {
+  const int32_t w = grouped_mm_experts(g, n);
+  if (w >= 0 || !is_aten(n, "_grouped_mm") || n.inputs.size() < 2 || n.inputs[1] < 0) return w;
+  // Builder::adapt_parameter's sum W + delta (an Add of the stacked parameter), read directly or through the
+  // .transpose(-2, -1) of transformers' [E, out, in] experts.
+  int32_t operand = n.inputs[1];
+  auto producer = [&](int32_t t) { return t < 0 ? -1 : g.tensors[t].producer; };
+  if (const int32_t p = producer(operand); p >= 0 && g.nodes[p].op_type == "Transpose" && !g.nodes[p].inputs.empty())
+    operand = g.nodes[p].inputs[0];
+  const int32_t add = producer(operand);
+  if (add < 0 || g.nodes[add].op_type != "Add" || g.nodes[add].inputs.empty()) return -1;
+  return stacked_expert_weight(g, g.nodes[add].inputs[0]);
 }
 
 std::string lora_parameters_note(const LoraGraph& lora) {

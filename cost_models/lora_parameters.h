@@ -17,4 +17,13 @@ void check_lora_parameter_readers(const Graph& g, int32_t w);
 // Whether `w` is stored [E, in, out] (read by _grouped_mm untransposed: gpt_oss, PEFT's is_transposed).
 bool lora_parameter_stored_in_out(const Graph& g, int32_t w);
 
+// Throws InputError where --frozen-dtype stores the stacked parameter `w` in a half type the step does not compute its
+// parameters in (fp16/bf16 over float32 parameters): PEFT adds delta.to(param.dtype) to it in that type, and the
+// half sum meets _grouped_mm, which no autocast rule casts (lora_parameters.cc).
+void check_lora_parameter_storage(const Graph& g, int32_t w, const TrainingOptions& o);
+
+// The stacked parameter the aten::_grouped_mm `n` reads as its groups: graph_facts' grouped_mm_experts, or, where
+// add_lora_adapters adapted it, the parameter of the W + delta sum it reads in its place; -1 for any other node.
+int32_t grouped_mm_stacked_parameter(const Graph& g, const Node& n);
+
 }  // namespace memplan

@@ -9,6 +9,7 @@
 #include "cost_models/frozen_storage.h"
 #include "cost_models/fsdp_groups.h"
 #include "cost_models/graph_facts.h"
+#include "cost_models/lora_parameters.h"
 
 namespace memplan {
 
@@ -47,7 +48,10 @@ std::string policy_autocast_note(const TrainingOptions& o) {
 // parameters (transformers 5's grouped experts, read by aten::_grouped_mm) are no Linear module, so bitsandbytes'
 // conversion (replace_with_bnb_linear replaces nn.Linear) skips them and they keep their type, float32 after
 // prepare_model_for_kbit_training (bitsandbytes-foundation/bitsandbytes issue #1849, "Failed to quant MoE models
-// with fused expert weights in transformers v5"). Says how many and how many bytes, or nothing.
+// with fused expert weights in transformers v5"); GPTQ's and AWQ's conversions replace Linear layers only as well
+// (frozen_storage.h: optimum's GPTQQuantizer.convert_model, AutoAWQ's decoder linears). Whether --lora-targets adapts
+// them through PEFT's target_parameters (the _grouped_mm then reads their W + delta: lora_parameters.h) or not. Says
+// how many and how many bytes, or nothing.
 std::string unquantized_experts_note(const TrainingContext& context, const TrainingOptions& options) {
   if (options.frozen_storage == FrozenStorage::Same || options.frozen_storage == FrozenStorage::Fp16 ||
       options.frozen_storage == FrozenStorage::Bf16 || context.graph == nullptr)
@@ -57,7 +61,7 @@ std::string unquantized_experts_note(const TrainingContext& context, const Train
   int count = 0;
   uint64_t bytes = 0;
   for (const Node& n : g.nodes) {
-    const int32_t w = grouped_mm_experts(g, n);
+    const int32_t w = grouped_mm_stacked_parameter(g, n);  // adapted through --lora-targets or not
     if (w < 0 || seen[w] || context.is_param[w] || context.layout.restored(w)) continue;
     seen[w] = true;
     ++count;
@@ -65,8 +69,12 @@ std::string unquantized_experts_note(const TrainingContext& context, const Train
   }
   if (count == 0) return "";
   return std::to_string(count) + " stacked experts' parameters (" + std::to_string(bytes) +
-         " bytes) are not re-stored: they are no Linear layers (transformers 5's grouped experts), which "
-         "bitsandbytes' 4- and 8-bit conversion skips (bitsandbytes issue #1849)" +
+         " bytes) are not re-stored: they are no Linear layers (transformers 5's grouped experts), which " +
+         (options.frozen_storage == FrozenStorage::GptqInt4 ? "GPTQ's conversion (optimum's GPTQQuantizer, Linear "
+                                                               "layers only) skips"
+          : options.frozen_storage == FrozenStorage::AwqInt4 ? "AutoAWQ's conversion (Linear layers only) skips"
+                                                              : "bitsandbytes' 4- and 8-bit conversion skips "
+                                                                "(bitsandbytes issue #1849)") +
          (options.kbit_prep ? ", and k-bit preparation makes them float32" : "") +
          "; --experts-implementation eager (transformers 4's per-expert Linear layers) quantizes them.";
 }

@@ -64,6 +64,22 @@ class ExpertsImplementation(unittest.TestCase):
         self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "gate_up_proj",
                       "--lora-dropout", "0.05"],
                      "PEFT's ParamWrapper (LoraConfig(target_parameters=...)) refuses lora_dropout != 0")
+        # --frozen-dtype bf16 over float32 parameters: PEFT adds delta.to(param.dtype) to the bf16 parameter and
+        # aten::_grouped_mm (no autocast rule) cannot take float32 rows with that sum; the message names the options
+        # that describe a bf16 base.
+        for precision in ("fp32", "amp-bf16"):
+            self.refused(["estimate", self.config, *TRAIN, *g, "--precision", precision, "--lora-rank", "8",
+                          "--lora-targets", "experts", "--frozen-dtype", "bf16"],
+                         "--frozen-dtype bf16 with --lora-targets naming the stacked experts' parameter "
+                         "'layers.0.mlp.experts.gate_up_proj': PEFT's ParamWrapper adds its delta, cast to the "
+                         "parameter's type, to it in the type it is stored in, and aten::_grouped_mm (on no autocast "
+                         "list, pytorch issue #174763) cannot multiply float32 rows by that bfloat16 sum; a base "
+                         "stored in bfloat16 runs in bfloat16: give --precision bf16 (PEFT's adapters stay float32), "
+                         "or --precision amp-bf16 --param-dtype bf16, and no --frozen-dtype")
+        for accepted in (["--precision", "bf16", "--frozen-dtype", "bf16"],
+                         ["--precision", "amp-bf16", "--param-dtype", "bf16", "--frozen-dtype", "bf16"]):
+            p = run("estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "experts", *accepted)
+            self.assertEqual(p.returncode, 0, (accepted, p.stderr))
         self.refused(["estimate", self.config, *TRAIN, *g, "--lora-rank", "8", "--lora-targets", "no_such_proj"],
                      "matches the weight of no MatMul/Gemm layer of model")
         self.refused(["serve", self.config, "--engine", "vllm", "--gpu", "H100-80GB", *g],
@@ -151,6 +167,12 @@ class ExpertsImplementation(unittest.TestCase):
         self.assertIn("4 stacked experts' parameters (12288 bytes) are not re-stored", p.stdout)
         self.assertNotIn("stacked experts' parameters", run("estimate", self.config, *TRAIN, *lora,
                                                             "--experts-implementation", "eager").stdout)
+        # The same 4 parameters when --lora-targets adapts them (PEFT's target_parameters: the _grouped_mm reads their
+        # W + delta): still not re-stored, still said.
+        p = run("estimate", self.config, *TRAIN, "--recipe", "hf-peft-qlora", "--lora-rank", "2", "--lora-targets",
+                "q_proj|experts")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("4 stacked experts' parameters (12288 bytes) are not re-stored", p.stdout)
 
     def test_deepseek_and_gpt_oss(self):
         # DeepSeek-V2-Lite (deepseek_v2), DeepSeek-V3 (deepseek_v3) and gpt-oss-20b (gpt_oss, without its mxfp4

@@ -136,17 +136,160 @@ TEST_F(LoraTargetParameters, HalfBaseCopiesTheDeltaIntoItsType) {
   EXPECT_EQ(testing::forward_and_kept_bytes(p, gate_up).first + testing::forward_and_kept_bytes(p, down).first, 9216u);
 }
 
-// PEFT's ParamWrapper refuses lora_dropout != 0 (ParamWrapper.__init__ and update_layer).
-TEST_F(LoraTargetParameters, Refusals) {
+// torch.autocast (--precision amp-bf16, amp-fp16) over the float32 parameters and adapters. get_delta_weight runs in
+// the forward, inside autocast: torch.einsum is a lower_precision_fp op (AT_FORALL_LOWER_PRECISION_FP, aten/src/ATen/
+// autocast_mode.h at d70fe7f: einsum and bmm), so its two operands, weight_B.reshape(out, -1, E) and
+// weight_A.reshape(E, -1, in), are cast to the low type first (autocast_mode.cpp cached_cast: views, arg.is_view(), so
+// not the weight cache; one cast a forward anyway, under parametrize.cached()), and einsum's permutes and bmm run on
+// those copies. `* scaling` (a Python float, no autocast op) keeps the low type; .to(param.dtype) copies the delta back
+// into float32; W + delta (add, no autocast op) is float32; aten::_grouped_mm is on no autocast list (the same
+// autocast_mode.h; still so on main, pytorch/pytorch issue #174763), so it reads the float32 sum as is. Layer 1:
+//   gate_up_proj: B's view [16, 2, 4] and A's [4, 2, 16], 128 values each, 2 bytes: 256 + 256; bmm [E, out, in]
+//                 [4, 16, 16] 2 bytes 2,048; * scaling 2,048; .to(float32) 4,096; W + delta 4,096: 12,800 B.
+//   down_proj:    B's view [16, 2, 4] 256, A's [4, 2, 8] 64 values 128; bmm [4, 16, 8] 1,024; * scaling 1,024;
+//                 .to 2,048; sum 2,048: 6,528 B.
+// Kept: BmmBackward0 saves both operands (both need a grad: the two low-type copies, 256 + 256 and 256 + 128),
+// _grouped_mm the float32 sum (4,096 and 2,048: the rows need a grad in layer 1); ToCopyBackward0, the scalar
+// MulBackward0 and AddBackward0 save nothing: 4,608 and 2,432 (fp32's 4,096 and 2,048 plus the two copies). The
+// adapters themselves are never cast whole (no lora_A.weight:autocast). The experts' own tensors are fp32's
+// (grouped_mm_test.cc: 138,288 B forward, 89,104 kept): their rows are the post-attention RMSNorm's output, float32
+// (Qwen3MoeRMSNorm returns weight * x.to(input_dtype), the float32 residual's type), and none of their ops (the
+// gathers, histc, _grouped_mm, silu, the products, index_add) is on an autocast list.
+TEST_F(LoraTargetParameters, AutocastCastsTheDeltaOperandsNotTheSum) {
+  const auto g = graph("grouped_mm");
+  const std::string gate_up = "/layers.1.mlp.experts.gate_up_proj/lora/";
+  const std::string down = "/layers.1.mlp.experts.down_proj/lora/";
+  for (Precision amp : {Precision::AmpBf16, Precision::AmpFp16}) {
+    TrainingRun o = lora(kBoth);
+    o.precision = amp;
+    const Program p = build_training_program(*g, o).program;
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, gate_up), std::make_pair(uint64_t{12800}, uint64_t{4608}));
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, down), std::make_pair(uint64_t{6528}, uint64_t{2432}));
+    EXPECT_EQ(testing::bytes_of(p, gate_up + "MatMul_output_0"), 2048u);
+    EXPECT_EQ(testing::bytes_of(p, gate_up + "Add_output_0"), 4096u);  // the sum _grouped_mm reads, float32
+    EXPECT_EQ(testing::bytes_of(p, down + "Reshape_output_0:autocast"), 128u);  // A's view, [4, 2, 8] low type
+    EXPECT_EQ(buffer_named(p, "layers.1.mlp.experts.gate_up_proj.lora_A.weight:autocast"), -1);
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1/mlp/experts/"),
+              std::make_pair(uint64_t{138288}, uint64_t{89104}));  // fp32's (TheSumIsKeptPerAccessByHand)
+  }
+}
+
+// --frozen-dtype nf4 / int8 (bitsandbytes): replace_with_bnb_linear re-stores nn.Linear layers only, and the stacked
+// experts are none (bitsandbytes issue #1849), so an adapted stacked parameter keeps its float32 (gate_up 4,096 B,
+// down 2,048 B in layer 1) and its delta and sum are fp32's (TheSumIsKeptPerAccessByHand: 12,288 / 4,096 and 6,144 /
+// 2,048), while the attention's Linear layers are re-stored. The note counts the adapted parameters as well: 2 layers
+// x (1,024 + 512) values x 4 B = 12,288 bytes in 4 parameters.
+TEST_F(LoraTargetParameters, AQuantizedBaseLeavesAdaptedExpertsWhole) {
+  const auto g = graph("grouped_mm");
+  for (FrozenStorage s : {FrozenStorage::Nf4, FrozenStorage::Int8}) {
+    TrainingRun o = lora(kBoth);
+    o.frozen_storage = s;
+    const TrainingResult r = build_training_program(*g, o);
+    const Program& p = r.program;
+    EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.gate_up_proj"), 4096u);
+    EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.down_proj"), 2048u);
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.gate_up_proj/lora/"),
+              std::make_pair(uint64_t{12288}, uint64_t{4096}));
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.down_proj/lora/"),
+              std::make_pair(uint64_t{6144}, uint64_t{2048}));
+    bool said = false;
+    for (const std::string& n : r.notes)
+      said = said || n.rfind("4 stacked experts' parameters (12288 bytes) are not re-stored", 0) == 0;
+    EXPECT_TRUE(said);
+  }
+}
+
+// Autocast over a bf16 base (--precision amp-bf16 --param-dtype bf16: the Trainer's bf16=True on a bf16 checkpoint, the
+// hf-peft recipes on one): the stacked parameters are bf16 and PEFT's adapters float32 (ParamWrapper's
+// _move_adapter_to_device_of_base_layer makes them in param.dtype, then cast_adapter_dtype upcasts them,
+// autocast_adapter_dtype=True). einsum casts the two views as above (256 + 256; 256 + 128), bmm and * scaling are
+// bf16 (2,048 each; 1,024), .to(param.dtype) is bf16 to bf16, the delta itself (Tensor.to returns self: no copy), and
+// W + delta is bf16 (2,048; 1,024, kept): gate_up 6,656 B, 2,560 kept; down 3,456, 1,408 kept.
+TEST_F(LoraTargetParameters, AutocastOverABf16Base) {
   const auto g = graph("grouped_mm");
   TrainingRun o = lora(kBoth);
-  o.lora_dropout = 0.1;
-  try {
-    build_training_program(*g, o);
-    FAIL() << "dropout accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("refuses lora_dropout != 0"), std::string::npos) << e.what();
+  o.precision = Precision::AmpBf16;
+  o.amp_param_dtype = DType::BFloat16;
+  const Program p = build_training_program(*g, o).program;
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.gate_up_proj/lora/"),
+            std::make_pair(uint64_t{6656}, uint64_t{2560}));
+  EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.down_proj/lora/"),
+            std::make_pair(uint64_t{3456}, uint64_t{1408}));
+  EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.gate_up_proj"), 2048u);          // the parameter, bf16
+  EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.gate_up_proj.lora_A.weight"), 512u);  // float32
+}
+
+// GPTQ and AWQ (--frozen-dtype gptq-int4 / awq-int4) re-store the decoder's Linear layers (optimum's
+// GPTQQuantizer.convert_model, AutoAWQ: frozen_storage.h), not the stacked experts, which keep the model's type and are
+// adapted as on a half base (HalfBaseCopiesTheDeltaIntoItsType). A qwen3_moe whose Linear layers pack (every in and
+// out a multiple of 32: hidden 32, 4 heads and 4 KV heads of 8, 32 experts of 32, the router [32, 32]), --precision
+// bf16 (GPTQ) / fp16 (AWQ, group 32): gate_up_proj [32, 64, 32] = 65,536 values, 131,072 B; down_proj [32, 32, 32]
+// = 32,768 values, 65,536 B, both half, not re-stored (2 layers: 393,216 B, the note's). Layer 1's gate_up delta:
+// bmm [E, out, in] float32 (PEFT's float32 adapters) 262,144 B, * scaling 262,144, .to(half) 131,072, W + delta
+// 131,072 (kept): 786,432 B.
+TEST_F(LoraTargetParameters, PackedBaseLeavesAdaptedExpertsWhole) {
+  std::ofstream(path_) << R"({"model_type": "qwen3_moe", "hidden_size": 32, "intermediate_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8, "vocab_size": 64,
+      "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+      "torch_dtype": "float32", "hidden_act": "silu", "num_experts": 32, "num_experts_per_tok": 2,
+      "moe_intermediate_size": 32, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+      "output_router_logits": false, "router_aux_loss_coef": 0.001, "attention_bias": false})";
+  const auto g = graph("grouped_mm");
+  for (FrozenStorage s : {FrozenStorage::GptqInt4, FrozenStorage::AwqInt4}) {
+    TrainingRun o = lora(kBoth);
+    o.frozen_storage = s;
+    o.precision = s == FrozenStorage::GptqInt4 ? Precision::Bf16 : Precision::Fp16;
+    o.quant_group_size = 32;
+    const TrainingResult r = build_training_program(*g, o);
+    const Program& p = r.program;
+    EXPECT_EQ(r.lora_adapted_parameters, 4);
+    EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.gate_up_proj"), 131072u);
+    EXPECT_EQ(testing::bytes_of(p, "layers.1.mlp.experts.down_proj"), 65536u);
+    EXPECT_LT(testing::bytes_of(p, "layers.1.self_attn.q_proj.weight"), 32u * 32 * 2);  // packed
+    EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1.mlp.experts.gate_up_proj/lora/"),
+              std::make_pair(uint64_t{786432}, uint64_t{131072}));
+    bool said = false;
+    for (const std::string& n : r.notes)
+      said = said || (n.rfind("4 stacked experts' parameters (393216 bytes) are not re-stored", 0) == 0 &&
+                      n.find(s == FrozenStorage::GptqInt4 ? "GPTQ's conversion" : "AutoAWQ's conversion") !=
+                          std::string::npos);
+    EXPECT_TRUE(said);
   }
+}
+
+// PEFT's ParamWrapper refuses lora_dropout != 0 (ParamWrapper.__init__ and update_layer). --frozen-dtype bf16 / fp16
+// over float32 parameters: PEFT adds delta.to(param.dtype) to the half parameter, and _grouped_mm cannot take float32
+// rows with that half sum (check_lora_parameter_storage); a base stored in bf16 that computes in it (--precision bf16:
+// nothing re-stored) is modelled (HalfBaseCopiesTheDeltaIntoItsType).
+TEST_F(LoraTargetParameters, Refusals) {
+  const auto g = graph("grouped_mm");
+  auto refused = [&](const TrainingRun& o, const std::string& message) {
+    try {
+      build_training_program(*g, o);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  TrainingRun o = lora(kBoth);
+  o.lora_dropout = 0.1;
+  refused(o, "refuses lora_dropout != 0");
+  for (Precision p : {Precision::Fp32, Precision::AmpBf16}) {
+    o = lora(kBoth);
+    o.precision = p;
+    o.frozen_storage = FrozenStorage::Bf16;
+    refused(o, "--frozen-dtype bf16 with --lora-targets naming the stacked experts' parameter "
+               "'layers.0.mlp.experts.gate_up_proj': PEFT's ParamWrapper adds its delta");
+  }
+  o.frozen_storage = FrozenStorage::Fp16;
+  refused(o, "cannot multiply float32 rows by that float16 sum");
+  o = lora(kBoth);
+  o.precision = Precision::Bf16;
+  o.frozen_storage = FrozenStorage::Bf16;
+  EXPECT_EQ(build_training_program(*g, o).lora_adapted_parameters, 4);
+  o = lora("q_proj");  // the experts not adapted: the per-op cast of --frozen-dtype, as before
+  o.frozen_storage = FrozenStorage::Bf16;
+  EXPECT_EQ(build_training_program(*g, o).lora_adapted_layers, 2);
 }
 
 // gpt_oss (GptOssExperts: gate_up_proj [E, H, 2I] = [4, 16, 16], down_proj [E, I, H] = [4, 8, 16], stored [E, in,
