@@ -90,16 +90,19 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   // size), while the output is held; allgather_reducescatter's reduce_scatterv output [T, H] is smaller.
   m.combine_bytes = dp > 1 ? m.kernel.output_bytes : 0;
   if (mxfp4_capability > 0) {  // gpt-oss's MXFP4 experts: Mxfp4MoEMethod's Triton backend (cost_models/mxfp4_experts.h)
-    if (tp != 1 || first.expert_linears != 2 * first.experts || served != DType::BFloat16)
-      throw InputError("serve --engine vllm: " + model + "'s MXFP4 experts are sized for gpt_oss in bfloat16 on one GPU "
-                       "(Mxfp4Config's only activation type; --tp with MXFP4 is not modelled)");
+    if (first.expert_linears != 2 * first.experts || served != DType::BFloat16)
+      throw InputError("serve --engine vllm: " + model + "'s MXFP4 experts are sized for gpt_oss in bfloat16 "
+                       "(Mxfp4Config's only activation type)");
     m.mxfp4 = true;
+    // Each rank's FusedMoE at I_p = I / tp, padded (vllm_mxfp4_layer), its w2_bias whole.
     m.mxfp4_layer = vllm_mxfp4_layer(m.experts, m.hidden, m.intermediate_per_rank, mxfp4_capability, model);
     m.expert_weight_bytes = checked_mul(m.mxfp4_layer.total(), static_cast<uint64_t>(m.blocks), "expert bytes");
-    // The graph's GptOssExperts (hf_gpt_oss.cc): E x (H x 2I + 2I + I x H + H) a layer in the served type.
+    // What they replace: the graph's GptOssExperts (hf_gpt_oss.cc) on one rank of its tensor-parallel plan
+    // (cost_models/tensor_parallel.h): gate_up_proj [E, H, 2I] and its bias split by columns, down_proj [E, I, H] by
+    // rows and down_proj_bias [E, H] with them: E x (3 x H x I_p + 2 x I_p + ceil(H / tp)) a layer in the served type.
     const uint64_t e = static_cast<uint64_t>(m.experts), h = static_cast<uint64_t>(m.hidden);
-    const uint64_t i = static_cast<uint64_t>(m.intermediate);
-    m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * i + 2 * i + h), d, "expert bytes"),
+    const uint64_t ip = static_cast<uint64_t>(m.intermediate_per_rank), ranks = static_cast<uint64_t>(tp);
+    m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * ip + 2 * ip + (h + ranks - 1) / ranks), d, "expert bytes"),
                                        static_cast<uint64_t>(m.blocks), "expert bytes");
     m.kernel = VllmFusedMoeBytes{};
     m.kernel.chunk_tokens = first.tokens;
@@ -161,12 +164,15 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return "";
   if (m.mxfp4)
     return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's Triton MXFP4 MoE (triton_kernel_moe_forward: "
-                       "{} experts, top-{}, {} wide, padded to {}; {} of expert weights for the graph's {}: blocks {}, "
-                       "scales {}, float32 biases {}; per call {}: intermediate {}, output {})",
-                       m.blocks, m.experts, m.top_k, m.intermediate, m.mxfp4_layer.intermediate_padded,
+                       "{} experts, top-{}, {} wide{}, padded to {}; {} of expert weights for the graph's {}: blocks {}, "
+                       "scales {} swizzled and {} as loaded, float32 biases {}; per call {}: intermediate {}, output {})",
+                       m.blocks, m.experts, m.top_k, m.intermediate,
+                       m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
+                       m.mxfp4_layer.intermediate_padded,
                        format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
                        format_bytes(m.mxfp4_layer.blocks_bytes * static_cast<uint64_t>(m.blocks)),
                        format_bytes(m.mxfp4_layer.scales_bytes * static_cast<uint64_t>(m.blocks)),
+                       format_bytes(m.mxfp4_layer.retained_scales_bytes * static_cast<uint64_t>(m.blocks)),
                        format_bytes(m.mxfp4_layer.bias_bytes * static_cast<uint64_t>(m.blocks)),
                        format_bytes(m.kernel.total()), format_bytes(m.kernel.cache2_bytes),
                        format_bytes(m.kernel.output_bytes));

@@ -4,7 +4,7 @@ SGLang gives its hybrid pool (SWAKVPool) to the architectures of configs/model_c
 of those memplan reads, GptOssForCausalLM. gpt-oss-20b: 24 layers, layer_types alternating sliding_attention /
 full_attention (12 each), window 128, 8 KV heads, head_dim 64; in bf16 one token and layer holds
 F = S = 8 x (64 + 64) x 2 B = 2,048 B, 49,152 B over the 24 layers (the pool's cell_size). As shipped its experts
-are MXFP4 (their SGLang layout: tests/cli/test_serve_sglang_mxfp4.py); here the bf16 checkpoint (the same config.json
+are MXFP4 (their SGLang layout: tests/cli/test_serve_mxfp4.py); here the bf16 checkpoint (the same config.json
 without quantization_config) is served. model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa, from the
 profiled max_total_num_tokens T (page 1, no --max-total-tokens; its terms are the existing pool's,
 tests/cli/test_serve_engines.py):

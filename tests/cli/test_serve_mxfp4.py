@@ -1,4 +1,5 @@
-"""serve --engine sglang on gpt-oss's MXFP4 checkpoint (cost_models/mxfp4_experts.h), every term by hand.
+"""serve on gpt-oss's MXFP4 checkpoint (cost_models/mxfp4_experts.h), every term by hand: SGLang's layouts on one
+GPU (gpt-oss-20b), then both engines over tensor-parallel ranks (a tiny gpt_oss, below TinyTensorParallel).
 
 gpt-oss-20b (tests/models/hf_configs/gpt-oss-20b.json): H = 2,880, 24 layers, 64 query heads and 8 KV heads of 64,
 32 experts of width I = 2,880, vocabulary 201,088, untied head, attention and router biases, attention sinks.
@@ -28,6 +29,7 @@ weights; mem_fraction_static = round((81,105 - 13,440) / 81,105, 3) = 0.834 (res
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 import jsonschema
@@ -112,6 +114,57 @@ class GptOssMxfp4(unittest.TestCase):
         p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "trtllm", "--gpu", "H100")
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--engine sglang SGLang's", p.stderr)
+
+
+TINY = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 64,
+        "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 128,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "experts_per_token": 2, "attention_bias": True,
+        "max_position_embeddings": 4096, "rope_theta": 150000, "rms_norm_eps": 1e-05, "swiglu_limit": 7.0,
+        "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 128,
+                         "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False},
+        "tie_word_embeddings": False, "hidden_act": "silu", "torch_dtype": "bfloat16", "attention_dropout": 0.0,
+        "router_aux_loss_coef": 0.9, "output_router_logits": False, "initial_context_length": 4096,
+        "quantization_config": {"quant_method": "mxfp4"}}
+
+
+class TinyTensorParallel(unittest.TestCase):
+    """A tiny gpt_oss (H = 64, I = 64, E = 8, 2 layers) at --tp 2 on an H100, I_p = 64 / 2 = 32 a rank:
+      vLLM (Triton, round_up(32, 64) = 64): w13 8 x 128 x 64 / 2 = 32,768, w2 8 x 64 x 64 / 2 = 16,384, scales
+        8 x 128 x 2 + 8 x 64 x 2 = 3,072 twice, float32 biases 8 x (128 + 64) x 4 = 6,144 (w2_bias whole on every
+        rank): 61,440 a layer, 122,880 for two: the padding gives each rank the whole width back;
+      SGLang (triton_kernel, round_up(32, 32) = 32): w13 8 x 64 x 32 = 16,384, w2 8 x 64 x 16 = 8,192, scales
+        1,024 + 512 = 1,536 twice, biases 8 x (64 + 64) x 4 = 4,096: 31,744 a layer, 63,488 for two;
+      what they replace: the graph's bf16 experts on a rank of its tensor-parallel plan, gate_up_proj and its bias
+        split by columns, down_proj and down_proj_bias by rows: 8 x (3 x 64 x 32 + 2 x 32 + 64 / 2) x 2 B = 99,840 a
+        layer, 199,680 for two. The same config without quantization_config gives the bf16 weights that plan holds."""
+
+    def serve(self, d, engine, quantized=True, tp=2):
+        config = dict(TINY)
+        if not quantized:
+            del config["quantization_config"]
+        path = os.path.join(d, f"{engine}_{quantized}_{tp}.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        p = run("serve", path, "--graph", "decode", "--engine", engine, "--gpu", "H100", "--tp", str(tp), "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def test_both_engines_at_tp2_by_hand(self):
+        with tempfile.TemporaryDirectory() as d:
+            vllm, bf16 = self.serve(d, "vllm"), self.serve(d, "vllm", quantized=False)
+            moe = vllm["replaced"]["fused_moe"]
+            self.assertEqual(moe["expert_intermediate_size_per_rank"], 32)
+            self.assertEqual(moe["expert_weight_bytes"], 122_880)
+            self.assertEqual(vllm["memory"]["weights_bytes"], bf16["memory"]["weights_bytes"] - 199_680 + 122_880)
+            sglang = self.serve(d, "sglang")
+            m = sglang["sglang"]["mxfp4"]
+            self.assertEqual((m["intermediate_size_padded"], m["layer_bytes"], m["expert_bytes"]), (32, 31_744, 63_488))
+            self.assertEqual(m["vllm_expert_bytes"], 122_880)
+            # SGLang's weights: vLLM's less its rotary cache (bf16) and experts, plus SGLang's float32 cache and experts.
+            rotary = vllm["memory"]["rotary_cache_bytes"]
+            self.assertEqual(sglang["memory"]["weights_bytes"],
+                             vllm["memory"]["weights_bytes"] - rotary + 2 * rotary - 122_880 + 63_488)
 
 
 if __name__ == "__main__":
