@@ -286,6 +286,7 @@ class Pass {
     if (op == "Gemm" && n.inputs.size() >= 2) {
       const auto at = n.attributes.find("transA");
       const int32_t w = weight_operand(input(1));
+      if (w >= 0 && is_replicated_gate(g_, n)) return;  // a router: weight, bias and output whole on every GPU
       if (w >= 0) {
         const bool trans_a = at != n.attributes.end() && at->second.i != 0;
         const auto bt = n.attributes.find("transB");

@@ -13,6 +13,9 @@ bool is_replicated_gate(const Graph& g, const Node& n) {
   if (out < 0 || g.tensors[out].shape.empty()) return false;
   for (int32_t c : g.tensors[out].consumers) {
     const Node& m = g.nodes[c];
+    // GptOssTopKRouter: the biased logits straight into torch.topk (onnx_import/hf_gpt_oss.cc; vLLM's gpt_oss.py
+    // MLPBlock.router is a torch.nn.Linear, whole on every rank).
+    if (m.op_type == "TopK") return true;
     if (m.op_type == "Sigmoid" && g.tensors[out].shape.back() == 1) return true;
     if (m.op_type != "Softmax" || m.outputs.empty() || m.outputs[0] < 0) continue;
     for (int32_t d : g.tensors[m.outputs[0]].consumers) {

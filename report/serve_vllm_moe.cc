@@ -99,10 +99,11 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     m.expert_weight_bytes = checked_mul(m.mxfp4_layer.total(), static_cast<uint64_t>(m.blocks), "expert bytes");
     // What they replace: the graph's GptOssExperts (hf_gpt_oss.cc) on one rank of its tensor-parallel plan
     // (cost_models/tensor_parallel.h): gate_up_proj [E, H, 2I] and its bias split by columns, down_proj [E, I, H] by
-    // rows and down_proj_bias [E, H] with them: E x (3 x H x I_p + 2 x I_p + ceil(H / tp)) a layer in the served type.
+    // rows, down_proj_bias [E, H] whole (added after the reduction): E x (3 x H x I_p + 2 x I_p + H) a layer in the
+    // served type.
     const uint64_t e = static_cast<uint64_t>(m.experts), h = static_cast<uint64_t>(m.hidden);
-    const uint64_t ip = static_cast<uint64_t>(m.intermediate_per_rank), ranks = static_cast<uint64_t>(tp);
-    m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * ip + 2 * ip + (h + ranks - 1) / ranks), d, "expert bytes"),
+    const uint64_t ip = static_cast<uint64_t>(m.intermediate_per_rank);
+    m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * ip + 2 * ip + h), d, "expert bytes"),
                                        static_cast<uint64_t>(m.blocks), "expert bytes");
     m.kernel = VllmFusedMoeBytes{};
     m.kernel.chunk_tokens = first.tokens;

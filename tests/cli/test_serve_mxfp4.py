@@ -129,15 +129,23 @@ TINY = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden
 
 
 class TinyTensorParallel(unittest.TestCase):
-    """A tiny gpt_oss (H = 64, I = 64, E = 8, 2 layers) at --tp 2 on an H100, I_p = 64 / 2 = 32 a rank:
+    """A tiny gpt_oss (H = 64, I = 64, E = 8, 2 layers, 4 query heads and 2 KV heads of 16, vocabulary 256) at --tp 2
+    on an H100, I_p = 64 / 2 = 32 a rank.
+
+    The bf16 model (no quantization_config) on rank 0, by hand, in elements: embedding and LM head 2 x 128 x 64
+    (vocabulary-parallel) = 16,384; a layer: q_proj 64 x 32 + 32 = 2,080, k_proj and v_proj 64 x 16 + 16 = 1,040
+    each, o_proj 32 x 64 + 64 = 2,112 (its bias whole, added after the reduction), sinks 4 (whole in the graph's
+    plan; vLLM splits them, 4 B a layer not counted), two norms 128, the router 8 x 64 + 8 = 520 (whole: vLLM's
+    MLPBlock.router is an nn.Linear), the experts 50,176 (gate_up_proj 8 x 64 x 64 and its bias 8 x 64 split by
+    columns, down_proj 8 x 32 x 64 by rows, down_proj_bias 8 x 64 whole) = 57,100 a layer; the final norm 64:
+    130,648 elements, 261,296 B, and the graph's rotary inverse frequencies (8 values, 16 B): 261,312 B beside the
+    rotary cache. The experts' share: 2 x 50,176 x 2 B = 200,704 B.
+    MXFP4 in their place:
       vLLM (Triton, round_up(32, 64) = 64): w13 8 x 128 x 64 / 2 = 32,768, w2 8 x 64 x 64 / 2 = 16,384, scales
         8 x 128 x 2 + 8 x 64 x 2 = 3,072 twice, float32 biases 8 x (128 + 64) x 4 = 6,144 (w2_bias whole on every
         rank): 61,440 a layer, 122,880 for two: the padding gives each rank the whole width back;
       SGLang (triton_kernel, round_up(32, 32) = 32): w13 8 x 64 x 32 = 16,384, w2 8 x 64 x 16 = 8,192, scales
-        1,024 + 512 = 1,536 twice, biases 8 x (64 + 64) x 4 = 4,096: 31,744 a layer, 63,488 for two;
-      what they replace: the graph's bf16 experts on a rank of its tensor-parallel plan, gate_up_proj and its bias
-        split by columns, down_proj and down_proj_bias by rows: 8 x (3 x 64 x 32 + 2 x 32 + 64 / 2) x 2 B = 99,840 a
-        layer, 199,680 for two. The same config without quantization_config gives the bf16 weights that plan holds."""
+        1,024 + 512 = 1,536 twice, biases 8 x (64 + 64) x 4 = 4,096: 31,744 a layer, 63,488 for two."""
 
     def serve(self, d, engine, quantized=True, tp=2):
         config = dict(TINY)
@@ -152,19 +160,21 @@ class TinyTensorParallel(unittest.TestCase):
 
     def test_both_engines_at_tp2_by_hand(self):
         with tempfile.TemporaryDirectory() as d:
-            vllm, bf16 = self.serve(d, "vllm"), self.serve(d, "vllm", quantized=False)
+            bf16 = self.serve(d, "vllm", quantized=False)
+            self.assertEqual(bf16["memory"]["weights_bytes"] - bf16["memory"]["rotary_cache_bytes"], 261_312)
+            vllm = self.serve(d, "vllm")
             moe = vllm["replaced"]["fused_moe"]
             self.assertEqual(moe["expert_intermediate_size_per_rank"], 32)
             self.assertEqual(moe["expert_weight_bytes"], 122_880)
-            self.assertEqual(vllm["memory"]["weights_bytes"], bf16["memory"]["weights_bytes"] - 199_680 + 122_880)
+            self.assertEqual(vllm["memory"]["weights_bytes"] - vllm["memory"]["rotary_cache_bytes"],
+                             261_312 - 200_704 + 122_880)
             sglang = self.serve(d, "sglang")
             m = sglang["sglang"]["mxfp4"]
             self.assertEqual((m["intermediate_size_padded"], m["layer_bytes"], m["expert_bytes"]), (32, 31_744, 63_488))
             self.assertEqual(m["vllm_expert_bytes"], 122_880)
-            # SGLang's weights: vLLM's less its rotary cache (bf16) and experts, plus SGLang's float32 cache and experts.
-            rotary = vllm["memory"]["rotary_cache_bytes"]
-            self.assertEqual(sglang["memory"]["weights_bytes"],
-                             vllm["memory"]["weights_bytes"] - rotary + 2 * rotary - 122_880 + 63_488)
+            # SGLang's rotary cache is vLLM's in float32 (twice the bf16 bytes).
+            self.assertEqual(sglang["memory"]["weights_bytes"] - 2 * vllm["memory"]["rotary_cache_bytes"],
+                             261_312 - 200_704 + 63_488)
 
 
 if __name__ == "__main__":
