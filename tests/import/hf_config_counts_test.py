@@ -210,7 +210,9 @@ def check_gpt_oss() -> list:
         count = json.loads(out.stdout)["parameters"]["count"]
         out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--context", "32768",
                       "--json")
-        if out.returncode != 0:
+        # Exit 1 is an answer (docs/exit-codes.md): gpt-oss-120b's 32,768-token request does not fit beside its 64 GiB
+        # of weights at gpu_memory_utilization 0.9; the JSON is printed either way.
+        if out.returncode not in (0, 1):
             errors.append(f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}")
             continue
         j = json.loads(out.stdout)
