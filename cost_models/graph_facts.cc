@@ -203,6 +203,14 @@ int32_t matmul_weight(const Graph& g, int32_t operand) {
   return rank2_weight(g.nodes[p].inputs[0]) ? g.nodes[p].inputs[0] : -1;
 }
 
+int32_t untransposed_experts_operand(const Graph& g, int32_t operand) {
+  const int32_t p = operand < 0 ? -1 : g.tensors[operand].producer;
+  if (p < 0 || g.nodes[p].op_type != "Transpose" || g.nodes[p].inputs.empty()) return operand;
+  const auto perm = g.nodes[p].attributes.find("perm");
+  if (perm == g.nodes[p].attributes.end() || perm->second.ints != std::vector<int64_t>{0, 2, 1}) return operand;
+  return g.nodes[p].inputs[0];
+}
+
 int32_t stacked_expert_weight(const Graph& g, int32_t operand) {
   auto stacked = [&](int32_t t) {
     return t >= 0 && g.tensors[t].kind == TensorKind::Weight && g.tensors[t].producer < 0 &&
@@ -210,11 +218,8 @@ int32_t stacked_expert_weight(const Graph& g, int32_t operand) {
   };
   if (operand < 0) return -1;
   if (stacked(operand)) return operand;
-  const int32_t p = g.tensors[operand].producer;
-  if (p < 0 || g.nodes[p].op_type != "Transpose" || g.nodes[p].inputs.empty()) return -1;
-  const auto perm = g.nodes[p].attributes.find("perm");
-  if (perm == g.nodes[p].attributes.end() || perm->second.ints != std::vector<int64_t>{0, 2, 1}) return -1;
-  return stacked(g.nodes[p].inputs[0]) ? g.nodes[p].inputs[0] : -1;
+  const int32_t source = untransposed_experts_operand(g, operand);
+  return source != operand && stacked(source) ? source : -1;
 }
 
 int32_t grouped_mm_experts(const Graph& g, const Node& n) {

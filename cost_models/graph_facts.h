@@ -60,6 +60,10 @@ std::vector<int32_t> held_tied_copies(const Graph& g, bool by_shape);
 // Transpose node reads (nn.Linear exported without constant folding, a tied head). -1 for anything else.
 int32_t matmul_weight(const Graph& g, int32_t operand);
 
+// What a stacked experts' operand is the .transpose(-2, -1) of (the input of a Transpose with perm [0, 2, 1]), or the
+// operand itself.
+int32_t untransposed_experts_operand(const Graph& g, int32_t operand);
+
 // The stacked expert weight [E, in, out] an aten::_grouped_mm reads as its groups (transformers 5's grouped experts,
 // onnx_import/hf_moe_grouped.h; the layout of vLLM's FusedMoE w13_weight and w2_weight, one tensor a layer): a
 // rank-3 weight initializer, or the Transpose (perm [0, 2, 1]) of one [E, out, in]; -1 otherwise.

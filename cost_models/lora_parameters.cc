@@ -80,11 +80,8 @@ int32_t grouped_mm_stacked_parameter(const Graph& g, const Node& n) {
   if (w >= 0 || !is_aten(n, "_grouped_mm") || n.inputs.size() < 2 || n.inputs[1] < 0) return w;
   // Builder::adapt_parameter's sum W + delta (an Add of the stacked parameter), read directly or through the
   // .transpose(-2, -1) of transformers' [E, out, in] experts.
-  int32_t operand = n.inputs[1];
-  auto producer = [&](int32_t t) { return t < 0 ? -1 : g.tensors[t].producer; };
-  if (const int32_t p = producer(operand); p >= 0 && g.nodes[p].op_type == "Transpose" && !g.nodes[p].inputs.empty())
-    operand = g.nodes[p].inputs[0];
-  const int32_t add = producer(operand);
+  const int32_t sum = untransposed_experts_operand(g, n.inputs[1]);
+  const int32_t add = g.tensors[sum].producer;
   if (add < 0 || g.nodes[add].op_type != "Add" || g.nodes[add].inputs.empty()) return -1;
   return stacked_expert_weight(g, g.nodes[add].inputs[0]);
 }

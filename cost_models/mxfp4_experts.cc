@@ -10,8 +10,6 @@ namespace {
 
 constexpr int64_t kMxfp4Block = 32;  // mxfp4.py create_weights: mxfp4_block
 
-int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
 // E·rows·cols / 2 bytes of E2M1 pairs plus E·rows·cols / 32 E8M0 scales.
 void add_matrix(Mxfp4ExpertsLayer& l, int64_t experts, int64_t rows, int64_t cols) {
   const uint64_t elements = checked_mul(checked_mul(u64(experts), u64(rows), "mxfp4 bytes"), u64(cols), "mxfp4 bytes");
@@ -22,15 +20,15 @@ void add_matrix(Mxfp4ExpertsLayer& l, int64_t experts, int64_t rows, int64_t col
 // create_weights' six parameters at I_pad and H_pad (mxfp4.py, vLLM's and SGLang's alike), the biases float32 as
 // process_weights_after_loading leaves them; `retained_scales`: the Triton backends' loaded scales kept beside the
 // swizzled copies (mxfp4_experts.h).
-Mxfp4ExpertsLayer layer_at(int64_t experts, int64_t hidden_padded, int64_t intermediate_padded, bool retained_scales) {
+Mxfp4ExpertsLayer layer_at(int64_t experts, uint64_t hidden_padded, uint64_t intermediate_padded, bool retained_scales) {
   Mxfp4ExpertsLayer l;
-  l.intermediate_padded = intermediate_padded;
-  l.hidden_padded = hidden_padded;
-  add_matrix(l, experts, 2 * intermediate_padded, hidden_padded);  // w13
-  add_matrix(l, experts, hidden_padded, intermediate_padded);      // w2
+  l.intermediate_padded = static_cast<int64_t>(intermediate_padded);
+  l.hidden_padded = static_cast<int64_t>(hidden_padded);
+  add_matrix(l, experts, 2 * l.intermediate_padded, l.hidden_padded);  // w13
+  add_matrix(l, experts, l.hidden_padded, l.intermediate_padded);      // w2
   if (retained_scales) l.retained_scales_bytes = l.scales_bytes;
   // w13_bias [E, 2·I_pad] and w2_bias [E, H_pad], float32 after process_weights_after_loading.
-  l.bias_bytes = checked_mul(checked_mul(u64(experts), u64(2 * intermediate_padded + hidden_padded), "mxfp4 bytes"), 4,
+  l.bias_bytes = checked_mul(checked_mul(u64(experts), 2 * intermediate_padded + hidden_padded, "mxfp4 bytes"), 4,
                              "mxfp4 bytes");
   return l;
 }
@@ -59,7 +57,7 @@ Mxfp4ExpertsLayer vllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t inte
         "(it sizes the Triton backend of 9.0 to 10.x: quantization/mxfp4.py get_mxfp4_backend)",
         model, capability / 10, capability % 10));
   check_hidden(hidden, "vllm", model);
-  return layer_at(experts, hidden, round_up(intermediate, 64), /*retained_scales=*/true);
+  return layer_at(experts, u64(hidden), round_up(u64(intermediate), 64), /*retained_scales=*/true);
 }
 
 std::string sglang_mxfp4_backend(int capability, const std::string& model) {
@@ -76,8 +74,8 @@ Mxfp4ExpertsLayer sglang_mxfp4_layer(int64_t experts, int64_t hidden, int64_t in
                                      const std::string& model) {
   const std::string backend = sglang_mxfp4_backend(capability, model);
   check_hidden(hidden, "sglang", model);
-  if (backend == "triton_kernel") return layer_at(experts, hidden, round_up(intermediate, kMxfp4Block), true);
-  Mxfp4ExpertsLayer l = layer_at(experts, round_up(hidden, 256), round_up(intermediate, 256), false);
+  if (backend == "triton_kernel") return layer_at(experts, u64(hidden), round_up(u64(intermediate), kMxfp4Block), true);
+  Mxfp4ExpertsLayer l = layer_at(experts, round_up(u64(hidden), 256), round_up(u64(intermediate), 256), false);
   l.constants_bytes = checked_mul(u64(experts), 3 * 4, "mxfp4 bytes");  // gemm1_alpha, _beta, _clamp_limit [E] float32
   return l;
 }

@@ -18,9 +18,8 @@ constexpr const char* kSglang = "SGLang quantized weights";
 
 }  // namespace
 
-void sglang_quantization_check(const std::string& method, bool from_flag, const std::string& checkpoint, bool block,
-                               bool cuda, int capability, const std::string& model, bool modelopt) {
-  const bool checkpoint_fp8 = checkpoint == "fp8";
+void sglang_quantization_check(const std::string& method, bool from_flag, bool checkpoint_fp8, bool block, bool cuda,
+                               int capability, const std::string& model, bool modelopt) {
   if (method.empty()) return;
   const std::string who = "serve --engine sglang on " + model + " (" + (modelopt ? "ModelOpt FP8" : method) + "): ";
   if (!cuda)

@@ -106,13 +106,13 @@
 namespace memplan {
 
 // What is known before the analysis runs: the method ("fp8", "awq", "gptq", "mxfp4", ...), whether --quantization
-// names it, the checkpoint's own method (its quantization_config's; "" none) and whether it is block-wise, the GPU
-// (`cuda` false: ROCm; `capability` major x 10 + minor). Throws InputError naming `model` for what is not modelled
+// names it, whether the checkpoint is fp8 (its quantization_config's method) and block-wise, the GPU (`cuda` false:
+// ROCm; `capability` major x 10 + minor). Throws InputError naming `model` for what is not modelled
 // above and, for mxfp4, where SGLang's MoE runner backend is not sized (cost_models/mxfp4_experts.h).
 // `modelopt`: a ModelOpt FP8 checkpoint (onnx_import/hf_modelopt.h), SGLang's ModelOptFp8Config
 // (layers/quantization/modelopt_quant.py at faeb968): get_min_capability 89, no --quantization memplan takes names it.
-void sglang_quantization_check(const std::string& method, bool from_flag, const std::string& checkpoint, bool block,
-                               bool cuda, int capability, const std::string& model, bool modelopt = false);
+void sglang_quantization_check(const std::string& method, bool from_flag, bool checkpoint_fp8, bool block, bool cuda,
+                               int capability, const std::string& model, bool modelopt = false);
 
 // After the analysis: its mixture of experts (`moe`, `model_type`) and latent attention (`mla`) under `q`. Throws
 // InputError.

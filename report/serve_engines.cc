@@ -117,7 +117,7 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
   if (engine == ServeEngine::Sglang) {  // before the analysis, whose refusals would name vLLM's layers
     const StoredQuantization& stored = probe.stored_quantization();
     const std::string method = s.quantization.empty() ? stored.method : s.quantization;
-    sglang_quantization_check(method, !s.quantization.empty(), stored.method,
+    sglang_quantization_check(method, !s.quantization.empty(), stored.method == "fp8",
                               stored.method == "fp8" && method == "fp8" && stored.block_n > 0, cuda, capability,
                               probe.path(), stored.modelopt);
     // ModelRunner.configure_kv_cache_dtype turns auto into fp8_e4m3 where the quant config holds kv_cache_quant_algo

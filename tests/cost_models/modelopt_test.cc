@@ -119,10 +119,10 @@ TEST(ModelOpt, EngineChecks) {
   EXPECT_NO_THROW(trtllm_quantization_check("fp8", 0, 0, 89, 8, 16, "m", true, true));  // scalar scales: any tp
   EXPECT_THROW(trtllm_quantization_check("fp8", 0, 0, 90, 8, 1, "m", true, false), InputError);  // config.json only
   EXPECT_THROW(trtllm_quantization_check("fp8", 0, 0, 80, 8, 1, "m", true, true), InputError);
-  EXPECT_NO_THROW(sglang_quantization_check("fp8", false, "fp8", false, true, 90, "m", true));
-  EXPECT_NO_THROW(sglang_quantization_check("fp8", false, "fp8", false, true, 120, "m", true));
-  EXPECT_THROW(sglang_quantization_check("fp8", true, "fp8", false, true, 90, "m", true), InputError);
-  EXPECT_THROW(sglang_quantization_check("fp8", false, "fp8", false, true, 86, "m", true), InputError);
+  EXPECT_NO_THROW(sglang_quantization_check("fp8", false, true, false, true, 90, "m", true));
+  EXPECT_NO_THROW(sglang_quantization_check("fp8", false, true, false, true, 120, "m", true));
+  EXPECT_THROW(sglang_quantization_check("fp8", true, true, false, true, 90, "m", true), InputError);
+  EXPECT_THROW(sglang_quantization_check("fp8", false, true, false, true, 86, "m", true), InputError);
 }
 
 }  // namespace
