@@ -33,10 +33,11 @@ Mxfp4ExpertsLayer layer_at(int64_t experts, uint64_t hidden_padded, uint64_t int
   return l;
 }
 
-void check_hidden(int64_t hidden, const std::string& engine, const std::string& model) {
+// The checkpoint's blocks of 32 run along the hidden size, whichever engine loads it.
+void check_hidden(int64_t hidden, const std::string& model) {
   if (hidden % kMxfp4Block != 0)
-    throw InputError(fmt::format("serve --engine {}: {}'s hidden size {} is not a multiple of MXFP4's blocks of 32",
-                                 engine, model, hidden));
+    throw InputError(fmt::format("serve: {}'s MXFP4 experts have a hidden size of {}, not a multiple of MXFP4's blocks "
+                                 "of 32", model, hidden));
 }
 
 }  // namespace
@@ -56,7 +57,7 @@ Mxfp4ExpertsLayer vllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t inte
         "9.0) or FlashInfer (SM100) MXFP4 backend, whose padded, repacked weights and buffers memplan does not size "
         "(it sizes the Triton backend of 9.0 to 10.x: quantization/mxfp4.py get_mxfp4_backend)",
         model, capability / 10, capability % 10));
-  check_hidden(hidden, "vllm", model);
+  check_hidden(hidden, model);
   return layer_at(experts, u64(hidden), round_up(u64(intermediate), 64), /*retained_scales=*/true);
 }
 
@@ -73,7 +74,7 @@ std::string sglang_mxfp4_backend(int capability, const std::string& model) {
 Mxfp4ExpertsLayer sglang_mxfp4_layer(int64_t experts, int64_t hidden, int64_t intermediate, int capability,
                                      const std::string& model) {
   const std::string backend = sglang_mxfp4_backend(capability, model);
-  check_hidden(hidden, "sglang", model);
+  check_hidden(hidden, model);
   if (backend == "triton_kernel") return layer_at(experts, u64(hidden), round_up(u64(intermediate), kMxfp4Block), true);
   Mxfp4ExpertsLayer l = layer_at(experts, round_up(u64(hidden), 256), round_up(u64(intermediate), 256), false);
   l.constants_bytes = checked_mul(u64(experts), 3 * 4, "mxfp4 bytes");  // gemm1_alpha, _beta, _clamp_limit [E] float32

@@ -142,6 +142,19 @@ TINY = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden
         "quantization_config": {"quant_method": "mxfp4"}}
 
 
+class TinyRefusals(unittest.TestCase):
+    def test_hidden_size_not_a_multiple_of_32(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump(dict(TINY, hidden_size=48, intermediate_size=48), f)
+            for engine in ("vllm", "sglang"):
+                p = run("serve", path, "--graph", "decode", "--engine", engine, "--gpu", "H100")
+                self.assertEqual(p.returncode, 2, (engine, p.stderr))
+                self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+                self.assertIn("MXFP4 experts have a hidden size of 48, not a multiple of MXFP4's blocks of 32", p.stderr)
+
+
 class TinyTensorParallel(unittest.TestCase):
     """A tiny gpt_oss (H = 64, I = 64, E = 8, 2 layers, 4 query heads and 2 KV heads of 16, vocabulary 256) at --tp 2
     on an H100, I_p = 64 / 2 = 32 a rank.

@@ -106,5 +106,21 @@ TEST(SglangMxfp4, OtherGpusAreRefused) {
   }
 }
 
+// A hidden size that MXFP4's blocks of 32 do not divide is refused by both engines, naming the model and the size
+// (SGLang's flashinfer_mxfp4 would pad it to 256, but the checkpoint's blocks cannot exist).
+TEST(Mxfp4, HiddenNotAMultipleOf32IsRefused) {
+  for (int engine = 0; engine < 3; ++engine) {
+    try {
+      if (engine == 0) vllm_mxfp4_layer(8, 48, 64, 90, "m48");
+      if (engine == 1) sglang_mxfp4_layer(8, 48, 64, 90, "m48");
+      if (engine == 2) sglang_mxfp4_layer(8, 48, 64, 100, "m48");
+      ADD_FAILURE() << engine;
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "serve: m48's MXFP4 experts have a hidden size of 48, not a multiple of MXFP4's blocks of 32");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace memplan
