@@ -124,8 +124,29 @@ for t in "${targets[@]}"; do
 done
 echo "| total | | $total | | | | | $found |" >>"$summary"
 cat "$summary"
-rm -f "$stamp"
 if [ "$found" -gt 0 ]; then
+  # A clean clone's CI keeps nothing but its output: print each finding's input (base64) and then its report, last
+  # so that a log's tail shows it. Reproduce with `base64 -d > input && BUILD/fuzz/fuzz_<target> input`.
+  for t in "${targets[@]}"; do
+    for a in $(find "$build/artifacts/$t" -type f -newer "$stamp" | sort); do
+      if [ "$(stat -c %s "$a")" -le 49152 ]; then
+        echo "--- $t: input $(basename "$a"), base64 ---"
+        base64 -w 160 "$a"
+      else
+        echo "--- $t: input $(basename "$a"): $(stat -c %s "$a") bytes, not printed ---"
+      fi
+    done
+  done
+  for t in "${targets[@]}"; do
+    log="$build/logs/$t.log"
+    first=$(grep -nE '^==[0-9]+==|memplan fuzz finding|deadly signal|-- timeout|out-of-memory' "$log" | head -1 | cut -d: -f1 || true)
+    if [ -n "$first" ]; then
+      echo "--- $t: report (from $log line $first) ---"
+      sed -n "${first},$((first + 60))p" "$log"
+    fi
+  done
   echo "findings: see $build/logs/ and $build/artifacts/"
+  rm -f "$stamp"
   exit 1
 fi
+rm -f "$stamp"
