@@ -19,7 +19,7 @@ ROWS=(
 "D|Llama-3.1-8B.json|--gpu A100-40GB --context 131072 --dtype bf16 --max-batched-tokens 8192 --max-num-seqs 256|14.99|-|-|19.28|157936|1.20"
 "E|Qwen2.5-7B.json|--gpu V100-32GB --context 32768 --dtype fp16 --max-batched-tokens 8192 --max-num-seqs 256|14.25|-|-|13.1|245360|7.49"
 "F|Qwen3-8B.json|--gpu RTX-5090 --gpu-memory-utilization 0.92 --context 32768 --dtype bf16|15.27|-|-|-|89040|-"
-"G|Qwen2.5-0.5B.json|--memory 23.99GiB --gpu-memory-utilization 0.92 --context 32768 --dtype bf16 --max-batched-tokens 8192 --max-num-seqs 256|0.93|0.30|0.31|20.52|1793232|-"
+"G|Qwen2.5-0.5B.json|--memory 23.99GiB --gpu-memory-utilization 0.92 --context 32768 --dtype bf16 --max-batched-tokens 8192 --max-num-seqs 256 --engine-version 0.27.1|0.93|0.30|0.31|20.52|1793232|-"
 )
 
 echo "## Commands"

@@ -31,25 +31,20 @@ int vllm_minor_version(const std::string& text) {
   return text.size() > 2 && text.compare(0, 2, "0.") == 0 ? version_part(text, 2) : -1;
 }
 
-VllmVersion vllm_version(const std::string& text, bool enforce_eager) {
+VllmVersion vllm_version(const std::string& text) {
   const int minor = vllm_minor_version(text);
   const size_t patch_at = minor >= 0 ? text.find('.', 2) : std::string::npos;
   const int patch = patch_at == std::string::npos ? -1 : version_part(text, patch_at + 1);
   const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
                                "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
                                "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
-                               "0.11 to 0.20 (the current rule) and 0.21 or later with --enforce-eager";
+                               "0.11 to 0.20 (the current rule), 0.21 to 0.24 with --enforce-eager and 0.25 or later "
+                               "(Model Runner V2 for a model without experts; V1 with --enforce-eager)";
   if (minor == 8 || (minor == 9 && patch == 0)) return VllmVersion::V0_8;
   if (minor == 10 || (minor == 9 && patch >= 2)) return VllmVersion::V0_9;
   if (minor >= 11 && minor <= 20) return VllmVersion::V0_11;
-  if (minor >= 21) {
-    if (!enforce_eager)
-      throw InputError("--engine-version " + text + ": from 0.21 vLLM subtracts its CUDA graphs' estimate from the KV "
-                       "cache (profile_cudagraph_memory: the first two captures of each mode, measured on the GPU), "
-                       "which memplan does not size; with --enforce-eager no graph is captured and nothing is "
-                       "subtracted: add --enforce-eager, or give --engine-version 0.20 or earlier");
-    return VllmVersion::V0_21;
-  }
+  if (minor >= 21 && minor <= 24) return VllmVersion::V0_21;
+  if (minor >= 25) return VllmVersion::V0_25;
   if (minor == 6 && patch >= 0 && patch <= 4) return VllmVersion::V0_6;
   if (minor == 6 && patch >= 5) return VllmVersion::V0_6_5;
   if (minor == 7) return VllmVersion::V0_7;
@@ -90,13 +85,43 @@ VllmRule vllm_rule(VllmVersion v) {
       break;
     case VllmVersion::V0_11:
     case VllmVersion::V0_21:
+    case VllmVersion::V0_25:
       r.hidden_held_at_sampler = r.sizes_sliding_window = r.sizes_mla = r.sizes_data_parallel = true;
       break;
   }
   return r;
 }
 
-std::string vllm_rules_name(VllmVersion v) {
+VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text,
+                                  std::optional<VllmModelRunner> forced, bool has_experts, bool enforce_eager,
+                                  bool enable_lora, const std::string& model) {
+  const VllmModelRunner runner =
+      forced ? *forced : v == VllmVersion::V0_25 && !has_experts ? VllmModelRunner::V2 : VllmModelRunner::V1;
+  const std::string at = "--engine-version " + version_text;
+  if (runner == VllmModelRunner::V2) {
+    if (v != VllmVersion::V0_25)
+      throw InputError("--model-runner v2 with " + at + ": Model Runner V2's profile run is read from 0.25 only (the "
+                       "release that made it the default for dense models); give --engine-version 0.25 or later, or "
+                       "--model-runner v1");
+    if (enable_lora)
+      throw InputError("--enable-lora with Model Runner V2 (" + at + ", " + model + "): whether that runner serves "
+                       "LoRA or vLLM falls back to V1 is not read at 0.25; give --model-runner v1 (with "
+                       "--enforce-eager) if vLLM's log says it runs V1");
+    return runner;
+  }
+  if ((v == VllmVersion::V0_21 || v == VllmVersion::V0_25) && !enforce_eager) {
+    std::string which = at;
+    if (v == VllmVersion::V0_25)
+      which += " with Model Runner V1 (" + (forced ? std::string("--model-runner v1") : model + " has experts") + ")";
+    throw InputError(which + ": from 0.21 vLLM's V1 runner subtracts its CUDA graphs' estimate from the KV cache "
+                     "(profile_cudagraph_memory: the first two captures of each mode, measured on the GPU), which "
+                     "memplan does not size; with --enforce-eager no graph is captured and nothing is subtracted: add "
+                     "--enforce-eager, or give --engine-version 0.20 or earlier");
+  }
+  return runner;
+}
+
+std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner) {
   switch (v) {
     case VllmVersion::V0_6: return "vLLM 0.6 V0 (worker.py determine_num_available_blocks: absolute peak and all non-torch memory)";
     case VllmVersion::V0_8: return "vLLM 0.8 to 0.9.0 V1 (gpu_worker.py determine_available_memory: absolute peak and all non-torch memory)";
@@ -104,6 +129,10 @@ std::string vllm_rules_name(VllmVersion v) {
     case VllmVersion::V0_7: return "vLLM 0.7 V0 (worker.py determine_num_available_blocks after PR #12126: the increase over a baseline snapshot)";
     case VllmVersion::V0_9: return "vLLM 0.9.2 to 0.10 V1 (gpu_worker.py determine_available_memory after PR #19312: NCCL and the custom all-reduce after the snapshot)";
     case VllmVersion::V0_21: return "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
+    case VllmVersion::V0_25:
+      return runner == VllmModelRunner::V2
+                 ? "vLLM 0.25 V1 engine, Model Runner V2 (gpu/model_runner.py: no CUDA-graph estimate, the Gumbel sampler)"
+                 : "vLLM 0.25 V1 engine, Model Runner V1 with --enforce-eager (no CUDA-graph estimate)";
     default: return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)";
   }
 }
@@ -201,6 +230,22 @@ uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits
   const uint64_t hidden_rows = checked_mul(checked_mul(rows, static_cast<uint64_t>(hidden), "sampler bytes"), 2 * d,
                                            "sampler bytes");
   return checked_add(checked_add(head, logits, "sampler bytes"), hidden_rows, "sampler bytes");
+}
+
+uint64_t vllm_v2_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype) {
+  const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
+  const uint64_t rows = static_cast<uint64_t>(requests);
+  // gumbel_sample's BLOCK_SIZE: one local argmax (int64) and maximum (float32) per 1,024 logits of a row.
+  constexpr int64_t kGumbelBlock = 1024;
+  const uint64_t blocks = static_cast<uint64_t>((vocab + kGumbelBlock - 1) / kGumbelBlock);
+  const uint64_t in_d = checked_mul(checked_mul(rows, static_cast<uint64_t>(hidden) + static_cast<uint64_t>(logits_width),
+                                                "sampler bytes"),
+                                    d, "sampler bytes");
+  const uint64_t fp32_logits = checked_mul(checked_mul(rows, static_cast<uint64_t>(vocab), "sampler bytes"), 4,
+                                           "sampler bytes");
+  const uint64_t gumbel = checked_add(checked_mul(checked_mul(rows, blocks, "sampler bytes"), 8 + 4, "sampler bytes"),
+                                      checked_mul(rows, 8 + 8, "sampler bytes"), "sampler bytes");
+  return checked_add(checked_add(in_d, fp32_logits, "sampler bytes"), gumbel, "sampler bytes");
 }
 
 uint64_t vllm_v0_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, DType dtype) {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,10 @@ namespace memplan {
 //    (index id 41703700143) takes the snapshot before init_worker_distributed_environment. So at tp >= 2 the
 //    increase holds NCCL's communicators (--reserve) and the custom all-reduce's IPC buffers, as V0_9's does; its
 //    rank_data is in PyTorch's reserved memory, not in the increase, nor is the allocator's rounding.
-enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_21 };
+//  - V0_25 (0.25 and later): V0_21's worker, and Model Runner V2 for the models vLLM gives it by default (the
+//    v0.25.0 release notes: "Model Runner V2 is now the default for all dense models", PR #44443), which
+//    VllmModelRunner below resolves with the model.
+enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_21, V0_25 };
 
 // What each rule does differently: the analysis (report/serve_vllm.cc) reads these, never the version.
 struct VllmRule {
@@ -117,15 +121,34 @@ struct VllmRule {
 };
 VllmRule vllm_rule(VllmVersion v);
 // "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4",
-// "0.6.5" to "0.6.x", "0.7.x", "0.21" and later: the rule; anything else (0.9.1 among them) throws
-// InputError naming the versions modelled and why the others are not. `enforce_eager`: --enforce-eager (0.21 and
-// later refuse without it).
-VllmVersion vllm_version(const std::string& text, bool enforce_eager);
+// "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" and later: the rule; anything else (0.9.1 among them)
+// throws InputError naming the versions modelled and why the others are not.
+VllmVersion vllm_version(const std::string& text);
+
+// Which GPU model runner profiles the engine (vLLM's VLLM_USE_V2_MODEL_RUNNER; memplan's --model-runner).
+//  - V1: vllm/v1/worker/gpu_model_runner.py, whose profile run the rules above follow. From 0.21 its worker
+//    subtracts the CUDA graphs' estimate (profile_cudagraph_memory: captures measured on the GPU), which memplan
+//    does not size: only --enforce-eager (no graphs, no estimate) is modelled there.
+//  - V2: vllm/v1/worker/gpu/model_runner.py (read at main's 0036d38, the tags' text not being in the store; vLLM's
+//    log of a 0.27.1 run, bench/serving.md log G, prints the same zero graph term): its profile_cudagraph_memory returns 0 ("TBD whether we keep this API"), so
+//    no estimate is subtracted, graphs or not; profile_run holds hidden_states and sample_hidden_states (the rows
+//    hidden_states[logits_indices], a copy) through _dummy_sampler_run, which computes the logits and runs its
+//    Sampler on a dummy InputBatch: no top-k, top-p, min-p, penalties or logprobs (the dummy requests' default
+//    sampling states; "the sampler may skip top_k, top_p, and logprobs"), so its peak is vllm_v2_sampler_peak_bytes.
+// `forced`: --model-runner v1 or v2; none: vLLM's default (V2 from 0.25 for a model without experts, VllmConfig.
+// _is_default_v2_model_runner_model's `not model_config.is_moe`, read in a verbatim copy, index id 65857686268; V1
+// for a mixture of experts, whose V2 allow-list of architectures is not read at the tags). Throws InputError
+// naming `model`: V2 before 0.25 (its profile run is not read there), V2 with --enable-lora (whether 0.25's V2 runs
+// LoRA or falls back to V1 is not read), V1 from 0.21 without --enforce-eager.
+enum class VllmModelRunner { V1, V2 };
+VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text,
+                                  std::optional<VllmModelRunner> forced, bool has_experts, bool enforce_eager,
+                                  bool enable_lora, const std::string& model);
 // The minor version of an --engine-version "0.MINOR[.PATCH...]" text (-1 where it is not one): what vllm_version
 // reads, for a rule that changed inside one VllmVersion's range.
 int vllm_minor_version(const std::string& text);
 // The rule's name as the answer prints it.
-std::string vllm_rules_name(VllmVersion v);
+std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner);
 
 // The custom all-reduce's buffers one tensor-parallel rank allocates outside PyTorch (vllm/distributed/
 // device_communicators/custom_all_reduce.py, CustomAllreduce.__init__ and create_shared_buffer, at 00d618a; the
@@ -226,6 +249,16 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s);
 //   d x requests x logits_width + (4 + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab + 2 x d x requests x hidden bytes.
 // The sort's own scratch inside PyTorch (cub's segmented radix sort) is not counted.
 uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype);
+
+// Model Runner V2's sampler warm-up (VllmModelRunner V2; vllm/v1/worker/gpu/sample/sampler.py at 0120ce5,
+// Sampler.sample, and gumbel.py at 03f97cc, gumbel_sample) on `requests` rows: alive at its peak, after
+// gumbel_sample's kernel, are the sampled hidden rows [requests, hidden] in d (profile_run's sample_hidden_states),
+// the logits [requests, logits_width] in d (compute_logits; the vocabulary a view of the padded width), their
+// float32 copy torch.empty_like(logits, dtype=torch.float32) [requests, vocab] (empty_like of the sliced view is
+// dense), temperature applied in place, and gumbel_sample's local_argmax (int64) and local_max (float32)
+// [requests, cdiv(vocab, 1024)], then local_max.argmax [requests, 1] and the gathered tokens [requests] (int64):
+//   d x requests x (hidden + logits_width) + 4 x requests x vocab + 12 x requests x cdiv(vocab, 1024) + 16 x requests.
+uint64_t vllm_v2_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype);
 
 // V0's sampler on the profile run's `requests` rows (vllm/model_executor/layers/sampler.py at 467f7b5,
 // Sampler.forward; sampling_metadata.py SamplingTensors.from_sampling_metadata), with profile_run's

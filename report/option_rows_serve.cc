@@ -72,14 +72,22 @@ std::vector<OptionSpec> serve_option_rows() {
                "sequences, and V0's sampler; dense unquantized models without LoRA or a sliding window), 0.6.5 to "
                "0.6.x and 0.7.x (V0 as 0.6.4, over a baseline taken before the distributed set-up: --reserve is the "
                "non-torch memory since the worker started, and at --tp 2, 4, 6 or 8 the custom all-reduce's IPC "
-               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.21 or later with --enforce-eager. "
+               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.21 to 0.24 with --enforce-eager, 0.25 or "
+               "later (--model-runner). "
                "0.9.1 is refused (its worker's non-torch term is not read at the tag)",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
        .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.21 the graphs are captured after the cache is "
-               "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; 0.21 and later subtract "
-               "their estimate, which memplan models only as none (this flag)",
+               "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; from 0.21 Model Runner V1 "
+               "subtracts their estimate, which memplan models only as none (this flag); V2 subtracts none",
        .field = FIELD(serve.enforce_eager), .engines = {"vllm"}},
+      {.flag = "--model-runner", .kind = K::Choice, .commands = kServe,
+       .help = "vLLM's GPU model runner (its VLLM_USE_V2_MODEL_RUNNER): auto (vLLM's default: from 0.25 Model Runner "
+               "V2 for a model without experts, V1 otherwise), v1 or v2. V2 (--engine-version 0.25 or later) "
+               "subtracts no CUDA-graph estimate and warms its Gumbel sampler up without top-k/top-p; V1 from 0.21 "
+               "needs --enforce-eager. The log line 'Using V2 Model Runner' says which ran",
+       .field = FIELD(serve.model_runner), .engines = {"vllm"}, .choices = kModelRunnerChoices.names(),
+       .show_default = true},
       {.flag = "--quantization", .kind = K::Choice, .commands = kServe,
        .help = "What the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "
                "scale per layer; a mixture of experts' experts too, as vLLM's Fp8MoEMethod holds them), gptq or awq "

@@ -169,7 +169,7 @@ EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int t
     t.rows.push_back({"vllm", "", 0, 0, 0, 0, false, "",
                       "vLLM's MLA backends on ROCm (AITER, Triton MLA) and their block sizes are not modelled"});
   else
-    t.rows.push_back({"vllm", vllm_rules_name(v.settings.version),
+    t.rows.push_back({"vllm", vllm_rules_name(v.settings.version, v.settings.runner),
                       uint64_t(std::max<int64_t>(v.capacity.num_blocks, 0)) * v.block_bytes, v.capacity.tokens,
                       v.settings.engine.block_size, v.capacity.starts ? v.capacity.max_concurrency : 0,
                       v.capacity.starts,

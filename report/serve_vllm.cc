@@ -28,7 +28,7 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   VllmResolved r;
   r.tp = tp;
   r.dp = s.data_parallel_size;
-  r.version = vllm_version(s.engine_version, s.enforce_eager);
+  r.version = vllm_version(s.engine_version);
   r.rule = vllm_rule(r.version);
   r.version_text = s.engine_version;
   r.enforce_eager = s.enforce_eager;
@@ -147,6 +147,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const std::vector<MoeBlock>& moe = sites.moe;
   for (const MoeBlock& b : moe)
     options.inference.held_outside.insert(options.inference.held_outside.end(), b.tensors.begin(), b.tensors.end());
+  // Which runner profiles (cost_models/vllm_engine.h VllmModelRunner): vLLM's default depends on the experts.
+  a.settings.runner = vllm_model_runner(a.settings.version, s.engine_version,
+                                        kModelRunnerChoices.parse(s.model_runner, "--model-runner"), !moe.empty(),
+                                        s.enforce_eager, s.enable_lora, probe.path());
   if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty());
   if (s.enable_expert_parallel && moe.empty())
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
@@ -274,10 +278,12 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     const DType d = storage_dtype(hidden.dtype, options.inference.float_dtype);
     a.hidden_states_bytes = bytes_as(hidden, d);
     a.dtype = std::string(dtype_name(d));
+    const int64_t rows = a.settings.profile_requests;
     a.sampler_peak_bytes =
-        a.settings.rule.v0_engine
-            ? vllm_v0_sampler_peak_bytes(a.settings.profile_requests, head->vocab, a.padded_vocab, d)
-            : vllm_sampler_peak_bytes(a.settings.profile_requests, head->vocab, a.padded_vocab, head->hidden_size, d);
+        a.settings.rule.v0_engine ? vllm_v0_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, d)
+        : a.settings.runner == VllmModelRunner::V2
+            ? vllm_v2_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d)
+            : vllm_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d);
   }
   // What the forward leaves allocated: the weights and, once a MatMul has run, PyTorch's cuBLAS workspace.
   a.kept_workspace_bytes = cublas_workspace_bytes(options.execution.cuda_arch_major);

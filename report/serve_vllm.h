@@ -38,6 +38,7 @@ struct VllmResolved {
   VllmRule rule = vllm_rule(VllmVersion::V0_11);  // what the version's rule does differently
   std::string version_text = "0.11";  // as given
   bool enforce_eager = false;
+  VllmModelRunner runner = VllmModelRunner::V1;  // resolved with the model (its experts): serve_vllm
   std::string max_model_len_source;           // "--context", or the model's position limit
   bool default_batched_tokens = false, default_num_seqs = false;  // vLLM's defaults for the GPU
   int64_t profile_requests = 0;

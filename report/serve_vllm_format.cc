@@ -15,6 +15,11 @@ namespace {
 // runs after initialize_from_config has allocated the cache, unless enforce_eager; notes section 6).
 std::string vllm_cuda_graphs(const VllmAnswer& a) {
   if (a.settings.enforce_eager) return "none (--enforce-eager): nothing captured, the KV cache the same";
+  // Model Runner V2's profile_cudagraph_memory returns 0 (cost_models/vllm_engine.h VllmModelRunner).
+  if (a.settings.runner == VllmModelRunner::V2)
+    return fmt::format("captured after the cache is sized, outside this budget (Model Runner V2 subtracts no "
+                       "estimate): in the {} that gpu_memory_utilization leaves",
+                       format_bytes(a.memory.total - a.memory.requested));
   // V0 (vllm/worker/worker.py at 6ae5229, Worker._warm_up_model): capture_model after initialize_cache.
   return fmt::format("captured after the cache is sized, outside this budget: in the {} that gpu_memory_utilization "
                      "leaves{}",
@@ -94,7 +99,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
       {"schema", kServeVllmSchema},
       {"model", a.model},
       {"engine", "vllm"},
-      {"engine_rules", vllm_rules_name(a.settings.version)},
+      {"engine_rules", vllm_rules_name(a.settings.version, a.settings.runner)},
       {"gpu", a.gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.gpu)},
       {"budget_source", a.budget_source},
       {"settings",
@@ -117,6 +122,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"enable_expert_parallel", a.moe.expert_parallel},
         {"engine_version", a.settings.version_text},
         {"enforce_eager", a.settings.enforce_eager},
+        {"model_runner", a.settings.runner == VllmModelRunner::V2 ? "v2" : "v1"},
         {"cuda_graphs", vllm_cuda_graphs(a)}}},
       {"kv_cache",
        {{"cached_dim", a.kv.cached_dim},

@@ -264,3 +264,61 @@ class V0_10ByHand(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ModelRunnerV2ByHand(unittest.TestCase):
+    """--engine-version 0.25 and later: Model Runner V2 for a model without experts (cost_models/vllm_engine.h
+    VllmModelRunner; v0.25.0's release notes: "Model Runner V2 is now the default for all dense models").
+
+    V2's profile_cudagraph_memory returns 0: no CUDA-graph estimate, so no --enforce-eager is needed. Its
+    _dummy_sampler_run computes the logits of the sampled rows and runs the Gumbel sampler with the dummy requests'
+    default states (no top-k/top-p sort). kv_tiny as tests/cli/test_serve.py VllmByHand (bf16, d = 2; weights
+    3,072 B; 64 dummy requests; hidden 8; 16 logits in a head 64 wide), at its peak:
+      sampled rows [64, 8] 2 x 64 x 8 = 1,024; the logits [64, 64] 2 x 64 x 64 = 8,192; their float32 copy of the
+      vocabulary [64, 16] 4,096; gumbel_sample's per-block argmax (int64) and maximum (float32), cdiv(16, 1024) = 1
+      block: 64 x 12 = 768; the block argmax and the tokens 64 x 16 = 1,024: 15,104 B (V1's sort path: 36,864)
+      peak        = 3,072 + 33,554,432 + 1,024 (hidden states [64, 8]) + 15,104 = 33,573,632
+      available   = 60,397,977 - 33,573,632 = 26,824,345 B: 26,195 blocks of 1,024 (665 B left), 419,120 tokens,
+                    26,195 / 4 = 6,548.75 requests of 64 tokens.
+    """
+
+    def test_every_term_on_one_gpu(self):
+        j = vllm(*ARGS, "--engine-version", "0.27.1")
+        m, p = j["memory"], j["profile_run"]
+        self.assertEqual(j["settings"]["model_runner"], "v2")
+        self.assertIn("Model Runner V2", j["engine_rules"])
+        self.assertIn("subtracts no estimate", j["settings"]["cuda_graphs"])
+        self.assertEqual(p["sampler_peak_bytes"], 1024 + 8192 + 4096 + 768 + 1024)
+        self.assertEqual(p["peak_set_by"], "sampler")
+        self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 1024 + 15104)
+        self.assertEqual(m["available_kv_cache_bytes"], 26824345)
+        self.assertEqual(j["num_gpu_blocks"], 26195)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 419120)
+        self.assertEqual(j["max_concurrency"], 6548.75)
+        # --model-runner v1 (VLLM_USE_V2_MODEL_RUNNER=0) with --enforce-eager: V1's sampler, the 0.21 rule's figure
+        # (tests/cli/test_serve.py VllmByHand: 26,174 blocks).
+        v1 = vllm(*ARGS, "--engine-version", "0.27.1", "--model-runner", "v1", "--enforce-eager")
+        self.assertEqual(v1["settings"]["model_runner"], "v1")
+        self.assertEqual(v1["num_gpu_blocks"], 26174)
+        # Before 0.25 the default is V1: 0.24 needs --enforce-eager, as 0.21 did.
+        self.assertEqual(vllm(*ARGS, "--engine-version", "0.24.0", "--enforce-eager")["settings"]["model_runner"], "v1")
+
+    def test_what_is_not_read_is_refused(self):
+        qwen3_moe = os.path.join(SRC, "tests", "models", "hf_configs", "Qwen3-30B-A3B.json")
+        cases = [
+            ([KV, *ARGS, "--engine-version", "0.24.0"], "--engine-version 0.24.0: from 0.21 vLLM's V1 runner"),
+            ([KV, *ARGS, "--engine-version", "0.25", "--model-runner", "v1"], "(--model-runner v1): from 0.21"),
+            ([KV, *ARGS, "--engine-version", "0.24", "--model-runner", "v2", "--enforce-eager"],
+             "--model-runner v2 with --engine-version 0.24: Model Runner V2's profile run is read from 0.25 only"),
+            ([KV, *ARGS, "--engine-version", "0.25", "--enable-lora"], "--enable-lora with Model Runner V2"),
+            ([qwen3_moe, "--graph", "decode", "--gpu", "H100-80GB", "--context", "4096", "--engine-version", "0.25"],
+             "with Model Runner V1 (" + qwen3_moe + " has experts): from 0.21"),
+            ([KV, *ARGS, "--model-runner", "v3"], "--model-runner"),
+        ]
+        for args, says in cases:
+            p = subprocess.run([BIN, "serve", *args, "--engine", "vllm"], cwd=SRC, capture_output=True, text=True,
+                               timeout=600)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(says, p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)

@@ -145,34 +145,29 @@ TEST(VllmEngine, DtypeAutoDowncastsFloat32ToThePlatformsFirstType) {
 }
 
 TEST(VllmEngine, EngineVersionsModelledAndRefused) {
-  EXPECT_EQ(vllm_version("0.11", false), VllmVersion::V0_11);
-  EXPECT_EQ(vllm_version("0.11.2", false), VllmVersion::V0_11);
-  EXPECT_EQ(vllm_version("0.20.1", false), VllmVersion::V0_11);
-  EXPECT_EQ(vllm_version("0.8", false), VllmVersion::V0_8);
-  EXPECT_EQ(vllm_version("0.8.5", false), VllmVersion::V0_8);
-  EXPECT_EQ(vllm_version("0.21", true), VllmVersion::V0_21);
-  for (const char* refused : {"0.21", "0.27.1"}) {  // without --enforce-eager: the CUDA-graph estimate
-    try {
-      vllm_version(refused, false);
-      ADD_FAILURE() << refused;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("add --enforce-eager"), std::string::npos) << e.what();
-    }
-  }
+  EXPECT_EQ(vllm_version("0.11"), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.11.2"), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.20.1"), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.8"), VllmVersion::V0_8);
+  EXPECT_EQ(vllm_version("0.8.5"), VllmVersion::V0_8);
+  EXPECT_EQ(vllm_version("0.21"), VllmVersion::V0_21);
+  EXPECT_EQ(vllm_version("0.24.0"), VllmVersion::V0_21);
+  EXPECT_EQ(vllm_version("0.25"), VllmVersion::V0_25);
+  EXPECT_EQ(vllm_version("0.27.1"), VllmVersion::V0_25);
   // V0 from 0.6.0 to 0.6.4 (before PR #10511); a post suffix is the patch's.
-  EXPECT_EQ(vllm_version("0.6.0", false), VllmVersion::V0_6);
-  EXPECT_EQ(vllm_version("0.6.4.post1", false), VllmVersion::V0_6);
+  EXPECT_EQ(vllm_version("0.6.0"), VllmVersion::V0_6);
+  EXPECT_EQ(vllm_version("0.6.4.post1"), VllmVersion::V0_6);
   // 0.9.2 to 0.10.x: PR #19312's baseline rule with the distributed set-up after the snapshot (before PR #25359).
   for (const char* v : {"0.9.2", "0.10", "0.10.0", "0.10.1.1", "0.10.2"})
-    EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_9) << v;
+    EXPECT_EQ(vllm_version(v), VllmVersion::V0_9) << v;
   // V0 from 0.6.5 (PR #10511's baseline) to 0.6.x, and 0.7.x (PR #12126's baseline snapshot, after 0.6.6).
-  for (const char* v : {"0.6.5", "0.6.6", "0.6.6.post1"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_6_5) << v;
-  for (const char* v : {"0.7", "0.7.0", "0.7.3"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_7) << v;
+  for (const char* v : {"0.6.5", "0.6.6", "0.6.6.post1"}) EXPECT_EQ(vllm_version(v), VllmVersion::V0_6_5) << v;
+  for (const char* v : {"0.7", "0.7.0", "0.7.3"}) EXPECT_EQ(vllm_version(v), VllmVersion::V0_7) << v;
   // 0.9.0 and its 0.9.0.1 hot fix ran 0.8's worker and runner (before PR #18974 and PR #19312).
-  for (const char* v : {"0.9.0", "0.9.0.1"}) EXPECT_EQ(vllm_version(v, false), VllmVersion::V0_8) << v;
+  for (const char* v : {"0.9.0", "0.9.0.1"}) EXPECT_EQ(vllm_version(v), VllmVersion::V0_8) << v;
   for (const char* refused : {"0.6", "0.5.4", "0.9", "0.9.1", "1.0", "x", "0.", "0.8x", "0.6.x", "0.10x"}) {
     try {
-      vllm_version(refused, true);
+      vllm_version(refused);
       ADD_FAILURE() << refused;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to "
@@ -183,13 +178,61 @@ TEST(VllmEngine, EngineVersionsModelledAndRefused) {
   }
   // 0.9.1: between PR #18974 and PR #19312, its tag not read; the message says what would settle it.
   try {
-    vllm_version("0.9.1", false);
+    vllm_version("0.9.1");
     ADD_FAILURE();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("whether its tag carries #18974 is not read: its vllm/v1/worker/gpu_worker.py "
                                          "determine_available_memory would settle it"),
               std::string::npos) << e.what();
   }
+}
+
+// The runner that profiles: vLLM's default from 0.25 is V2 for a model without experts (v0.25.0's release notes,
+// PR #44443; VllmConfig._is_default_v2_model_runner_model's `not model_config.is_moe`), V1 for one with experts and
+// before 0.25. V1 from 0.21 subtracts its CUDA graphs' estimate (not sized): --enforce-eager required; V2 subtracts
+// none. V2 before 0.25 and V2 with LoRA are not read.
+TEST(VllmEngine, ModelRunnerByVersionAndModel) {
+  const auto runner = [](const char* version, std::optional<VllmModelRunner> forced, bool experts, bool eager,
+                         bool lora = false) {
+    return vllm_model_runner(vllm_version(version), version, forced, experts, eager, lora, "m.json");
+  };
+  EXPECT_EQ(runner("0.27.1", std::nullopt, false, false), VllmModelRunner::V2);  // dense: V2, graphs or not
+  EXPECT_EQ(runner("0.25", std::nullopt, false, true), VllmModelRunner::V2);
+  EXPECT_EQ(runner("0.25", std::nullopt, true, true), VllmModelRunner::V1);      // experts: V1 (eager)
+  EXPECT_EQ(runner("0.24.0", std::nullopt, false, true), VllmModelRunner::V1);   // before 0.25: V1
+  EXPECT_EQ(runner("0.11", std::nullopt, false, false), VllmModelRunner::V1);    // V1 before 0.21: no estimate
+  EXPECT_EQ(runner("0.25", VllmModelRunner::V2, true, false), VllmModelRunner::V2);
+  EXPECT_EQ(runner("0.25", VllmModelRunner::V1, false, true), VllmModelRunner::V1);
+  const auto refused = [&](const char* version, std::optional<VllmModelRunner> forced, bool experts, bool eager,
+                           bool lora, const std::string& says) {
+    try {
+      runner(version, forced, experts, eager, lora);
+      ADD_FAILURE() << version;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused("0.21", std::nullopt, false, false, false, "--engine-version 0.21: from 0.21 vLLM's V1 runner subtracts");
+  refused("0.27.1", std::nullopt, true, false, false,
+          "--engine-version 0.27.1 with Model Runner V1 (m.json has experts): from 0.21");
+  refused("0.25", VllmModelRunner::V1, false, false, false, "(--model-runner v1): from 0.21");
+  refused("0.25", VllmModelRunner::V1, false, false, false, "add --enforce-eager");
+  refused("0.24", VllmModelRunner::V2, false, true, false, "--model-runner v2 with --engine-version 0.24: Model Runner "
+                                                           "V2's profile run is read from 0.25 only");
+  refused("0.25", std::nullopt, false, false, true, "--enable-lora with Model Runner V2 (--engine-version 0.25, m.json)");
+}
+
+// Model Runner V2's sampler warm-up by hand, Qwen2.5-0.5B's head (vocabulary 151,936, a multiple of 64: no padding;
+// hidden 896) on 256 dummy requests in bfloat16: the sampled hidden rows 256 x 896 x 2 = 458,752; the logits
+// 256 x 151,936 x 2 = 77,791,232; their float32 copy 155,582,464; gumbel_sample's per-block argmax and maximum,
+// cdiv(151,936, 1024) = 149 blocks, 256 x 149 x (8 + 4) = 457,728; the block argmax and the tokens 256 x 16 = 4,096.
+TEST(VllmEngine, ModelRunnerV2SamplerByHand) {
+  EXPECT_EQ(vllm_v2_sampler_peak_bytes(256, 151936, 151936, 896, DType::BFloat16),
+            458752u + 77791232u + 155582464u + 457728u + 4096u);
+  // A padded head (vocabulary 1,000 in a width of 1,024), float32, 3 rows of hidden 8: the head's logits are the
+  // padded width's, 3 x 1,024 x 4 = 12,288; the float32 copy the vocabulary's, 3 x 1,000 x 4 = 12,000; one block
+  // each, 3 x 12 = 36; 3 x 16 = 48; the rows 3 x 8 x 4 = 96.
+  EXPECT_EQ(vllm_v2_sampler_peak_bytes(3, 1000, 1024, 8, DType::Float32), 12288u + 12000u + 36u + 48u + 96u);
 }
 
 TEST(VllmEngine, EachVersionIsARule) {
