@@ -17,16 +17,55 @@ void add_matrix(Mxfp4ExpertsLayer& l, int64_t experts, int64_t rows, int64_t col
   l.scales_bytes = checked_add(l.scales_bytes, elements / u64(kMxfp4Block), "mxfp4 bytes");
 }
 
+// The Hopper (9.x) relayout of one [E, rows, cols] weight (rows the output dimension, cols the reduced one, along
+// which MXFP4's blocks run) that _swizzle_mxfp4 hands triton_kernels; mxfp4_experts.h derives each step.
+// triton_kernels v3.5.x (python/triton_kernels/triton_kernels/tensor_details/layout_details; both files unchanged on
+// triton-lang/triton's main from 19ca20fda4cf, 2025-08-23, to 30ede52aa2ae, 2025-10-07, and release/3.5.x was cut
+// from main on 2025-08-29, triton#8012):
+//  - hopper_value.py HopperMXValueLayout.swizzle_data, mma_version 3 (the default: make_default_matmul_mxfp4_w_layout
+//    passes mx_axis only): u8_kwidth 1, so the rows pad to k_tile[0]·warp_tile[0]·threads[0]·scott_trick[0]·
+//    contig[0] = 1·2·4·2·1 = 16 and the packed bytes (cols / 2) to k_tile[1]·warp_tile[1]·threads[1]·
+//    scott_trick[1]·contig[1] = 4·2·4·1·1 = 32;
+//  - hopper_scale.py HopperMXScaleLayout.swizzle_data: SWIZZLE_ALIGN_M = 2·num_warps·2·8 rows, num_warps = 8
+//    (vLLM's mxfp4.py at 007d500 and SGLang's at bafa16e, process_weights_after_loading), so 256 rows, and
+//    SWIZZLE_ALIGN_K = 2 scales (cols / 32).
+constexpr uint64_t kHopperValueRowAlign = 16;
+constexpr uint64_t kHopperValueByteAlign = 32;
+constexpr uint64_t kHopperScaleRowAlign = 2 * 8 * 2 * 8;  // 2·num_warps·2·8, num_warps = 8
+constexpr uint64_t kHopperScaleColAlign = 2;
+
+void add_hopper_swizzled_matrix(Mxfp4ExpertsLayer& l, int64_t experts, int64_t rows, int64_t cols) {
+  const auto bytes = [&](uint64_t padded_rows, uint64_t padded_cols) {
+    return checked_mul(checked_mul(u64(experts), padded_rows, "mxfp4 bytes"), padded_cols, "mxfp4 bytes");
+  };
+  const uint64_t values =
+      bytes(round_up(u64(rows), kHopperValueRowAlign), round_up(u64(cols) / 2, kHopperValueByteAlign));
+  const uint64_t scales =
+      bytes(round_up(u64(rows), kHopperScaleRowAlign), round_up(u64(cols) / u64(kMxfp4Block), kHopperScaleColAlign));
+  l.blocks_bytes = checked_add(l.blocks_bytes, values, "mxfp4 bytes");
+  l.scales_bytes = checked_add(l.scales_bytes, scales, "mxfp4 bytes");
+}
+
 // create_weights' six parameters at I_pad and H_pad (mxfp4.py, vLLM's and SGLang's alike), the biases float32 as
-// process_weights_after_loading leaves them; `retained_scales`: the Triton backends' loaded scales kept beside the
-// swizzled copies (mxfp4_experts.h).
-Mxfp4ExpertsLayer layer_at(int64_t experts, uint64_t hidden_padded, uint64_t intermediate_padded, bool retained_scales) {
+// process_weights_after_loading leaves them. `triton_backend`: the blocks and scales held are _swizzle_mxfp4's
+// copies, the loaded scales kept beside them (mxfp4_experts.h); `hopper`: those copies in triton_kernels' Hopper
+// layouts, padded (add_hopper_swizzled_matrix); off Hopper (vLLM's Triton backend on 10.x: Blackwell layouts, not
+// read) they are sized at the bytes they relay out.
+Mxfp4ExpertsLayer layer_at(int64_t experts, uint64_t hidden_padded, uint64_t intermediate_padded, bool triton_backend,
+                           bool hopper) {
   Mxfp4ExpertsLayer l;
   l.intermediate_padded = static_cast<int64_t>(intermediate_padded);
   l.hidden_padded = static_cast<int64_t>(hidden_padded);
   add_matrix(l, experts, 2 * l.intermediate_padded, l.hidden_padded);  // w13
   add_matrix(l, experts, l.hidden_padded, l.intermediate_padded);      // w2
-  if (retained_scales) l.retained_scales_bytes = l.scales_bytes;
+  if (triton_backend) l.retained_scales_bytes = l.scales_bytes;
+  if (triton_backend && hopper) {
+    const uint64_t unpadded = checked_add(l.blocks_bytes, l.scales_bytes, "mxfp4 bytes");
+    l.blocks_bytes = l.scales_bytes = 0;
+    add_hopper_swizzled_matrix(l, experts, 2 * l.intermediate_padded, l.hidden_padded);  // w13
+    add_hopper_swizzled_matrix(l, experts, l.hidden_padded, l.intermediate_padded);      // w2
+    l.swizzle_padding_bytes = checked_add(l.blocks_bytes, l.scales_bytes, "mxfp4 bytes") - unpadded;
+  }
   // w13_bias [E, 2·I_pad] and w2_bias [E, H_pad], float32 after process_weights_after_loading.
   l.bias_bytes = checked_mul(checked_mul(u64(experts), 2 * intermediate_padded + hidden_padded, "mxfp4 bytes"), 4,
                              "mxfp4 bytes");
@@ -58,7 +97,8 @@ Mxfp4ExpertsLayer vllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t inte
         "(it sizes the Triton backend of 9.0 to 10.x: quantization/mxfp4.py get_mxfp4_backend)",
         model, capability / 10, capability % 10));
   check_hidden(hidden, model);
-  return layer_at(experts, u64(hidden), round_up(u64(intermediate), 64), /*retained_scales=*/true);
+  return layer_at(experts, u64(hidden), round_up(u64(intermediate), 64), /*triton_backend=*/true,
+                  /*hopper=*/capability / 10 == 9);
 }
 
 std::string sglang_mxfp4_backend(int capability, const std::string& model) {
@@ -75,8 +115,9 @@ Mxfp4ExpertsLayer sglang_mxfp4_layer(int64_t experts, int64_t hidden, int64_t in
                                      const std::string& model) {
   const std::string backend = sglang_mxfp4_backend(capability, model);
   check_hidden(hidden, model);
-  if (backend == "triton_kernel") return layer_at(experts, u64(hidden), round_up(u64(intermediate), kMxfp4Block), true);
-  Mxfp4ExpertsLayer l = layer_at(experts, round_up(u64(hidden), 256), round_up(u64(intermediate), 256), false);
+  if (backend == "triton_kernel")  // 9.x only (sglang_mxfp4_backend)
+    return layer_at(experts, u64(hidden), round_up(u64(intermediate), kMxfp4Block), true, /*hopper=*/true);
+  Mxfp4ExpertsLayer l = layer_at(experts, round_up(u64(hidden), 256), round_up(u64(intermediate), 256), false, false);
   l.constants_bytes = checked_mul(u64(experts), 3 * 4, "mxfp4 bytes");  // gemm1_alpha, _beta, _clamp_limit [E] float32
   return l;
 }

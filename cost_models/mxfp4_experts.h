@@ -17,7 +17,25 @@
 //    relayout of the blocks and of the scales to triton_kernels (self.w13_weight / w13_precision_config); it deletes
 //    layer.w13_weight and layer.w2_weight but not the scale parameters, so the scales are held twice: as loaded
 //    (retained_scales_bytes) and swizzled (the swizzle's copy: HopperMXScaleLayout.swizzle_data transposes and
-//    copies). Each swizzled copy is sized at the bytes it relays out (its alignment padding is not sized);
+//    copies);
+//  - the swizzled copies on Hopper (9.x), padded (blocks_bytes and scales_bytes are the copies held;
+//    swizzle_padding_bytes their padding). _swizzle_mxfp4 (quantization/utils/mxfp4_utils.py at 01b817dbbd2e; with
+//    vLLM's torch >= 2.8.1 the swizzle is on) takes make_default_matmul_mxfp4_w_layout(mx_axis=1) =
+//    HopperMXValueLayout {mx_axis: 1} and make_default_matmul_mxfp4_w_scale_layout(mx_axis=1, num_warps=8) =
+//    HopperMXScaleLayout {mx_axis: 1, num_warps: 8} (num_warps 8 unless pplx or DeepEP low-latency all-to-all, which
+//    memplan does not run), and hands each the weight transposed, [E, cols, rows] for a [E, rows, cols] parameter;
+//    convert_layout builds the layout on that shape, whose _maybe_mT (mx_axis 1 = the leading dims' count) turns it
+//    back to [E, rows, cols]. The triton_kernels is the one vLLM's cmake/external_projects/triton_kernels.cmake
+//    fetches, tag v3.5.0 or v3.5.1 (release/3.5.x, cut on 2025-08-29 from a main whose two layout files did not
+//    change from 19ca20fda4cf, 2025-08-23, to 30ede52aa2ae, 2025-10-07; the release branch takes fixes only). Its
+//    HopperMXValueLayout.swizzle_data (mma_version 3) pads the rows to 16 and the packed bytes (cols / 2) to 32;
+//    HopperMXScaleLayout.swizzle_data pads the rows to SWIZZLE_ALIGN_M = 2·num_warps·2·8 = 256 and the scales
+//    (cols / 32) to SWIZZLE_ALIGN_K = 2. w13 (rows 2·I_pad, cols H): values E·r16(2·I_pad)·r32(H / 2), scales
+//    E·r256(2·I_pad)·r2(H / 32); w2 (rows H, cols I_pad): values E·r16(H)·r32(I_pad / 2), scales
+//    E·r256(H)·r2(I_pad / 32) (rN: round up to a multiple of N). gpt-oss's H = I_pad = 2,880 pads no value and
+//    the scales' rows 5,760 to 5,888 and 2,880 to 3,072. On 10.x triton_kernels lays them out for Blackwell
+//    (BlackwellMXValueLayout / BlackwellMXScaleLayout), not read: those copies are sized at the bytes they relay
+//    out;
 //  - triton_kernel_moe_forward a call on T tokens: output empty_like(hidden_states) [T, H] and intermediate_cache
 //    [T·k, I_pad] (N / 2, N = w13's 2·I_pad) in the activation type (bfloat16, Mxfp4Config's only one); the routing
 //    metadata triton_kernels' routing() builds (gather/scatter indices and gate scales, a few bytes a (token, slot))
@@ -28,7 +46,12 @@
 // capability 10.x), else triton_kernel (expert parallel size 1, triton_kernels installed):
 //  - triton_kernel: create_weights pads I_p to round_up(I_p, 32) off SM100 (its "hack" to match the loader's per-rank
 //    size) and to round_up(I_p, 64) on it; the same six parameters; process_weights_after_loading as vLLM's Triton
-//    backend (float32 biases, the swizzled copies, the loaded scales kept, the blocks deleted);
+//    backend (float32 biases, the swizzled copies, the loaded scales kept, the blocks deleted). Its own
+//    _swizzle_mxfp4 makes the same two layout calls (mx_axis 1, num_warps = 8), so the copies pad as vLLM's on
+//    Hopper. SGLang pins no triton_kernels: the layout-class-and-kwargs API it unpacks is triton main's from
+//    2025-07-21 to 2025-11-23 (#8765), in which HopperMXScaleLayout's padding is one code and HopperMXValueLayout's
+//    is v3.5's until #8677 (2025-11-08), then to multiples of 64 on both dims: the values are sized by v3.5's rule, a
+//    lower bound where a later build is installed;
 //  - flashinfer_mxfp4: I_pad = round_up(I_p, 256) and H_pad = round_up(H, 256) (the parameters shaped by H_pad);
 //    process_weights_after_loading replaces every parameter by its shuffled copy of the same shape (the biases
 //    float32) and adds gemm1_alpha, gemm1_beta and gemm1_clamp_limit, float32 [E] each.
@@ -42,8 +65,9 @@ namespace memplan {
 struct Mxfp4ExpertsLayer {
   int64_t intermediate_padded = 0;    // I_pad
   int64_t hidden_padded = 0;          // H, or H_pad (SGLang's flashinfer_mxfp4)
-  uint64_t blocks_bytes = 0;          // w13_weight + w2_weight
-  uint64_t scales_bytes = 0;          // w13_weight_scale + w2_weight_scale
+  uint64_t blocks_bytes = 0;          // w13_weight + w2_weight (the Triton backends' swizzled copies, padded on 9.x)
+  uint64_t scales_bytes = 0;          // w13_weight_scale + w2_weight_scale (likewise)
+  uint64_t swizzle_padding_bytes = 0; // of blocks_bytes + scales_bytes, the Hopper layouts' alignment padding
   uint64_t retained_scales_bytes = 0; // the loaded scales the Triton backends keep beside their swizzled copies
   uint64_t bias_bytes = 0;            // w13_bias + w2_bias, float32 after loading
   uint64_t constants_bytes = 0;       // flashinfer_mxfp4's gemm1_alpha, gemm1_beta, gemm1_clamp_limit

@@ -87,6 +87,7 @@ nlohmann::ordered_json engine_to_json(const EngineAnswer& a) {
                               {"blocks_bytes", all(l.blocks_bytes)},
                               {"scales_bytes", all(l.scales_bytes)},
                               {"retained_scales_bytes", all(l.retained_scales_bytes)},
+                              {"swizzle_padding_bytes", all(l.swizzle_padding_bytes)},
                               {"bias_bytes", all(l.bias_bytes)},
                               {"constants_bytes", all(l.constants_bytes)},
                               {"layer_bytes", l.total()},
@@ -196,8 +197,12 @@ std::string engine_to_text(const EngineAnswer& a) {
                        g.mxfp4.layers, g.mxfp4.backend, l.intermediate_padded, l.hidden_padded,
                        format_bytes(g.mxfp4.bytes), format_bytes(l.blocks_bytes * n), format_bytes(l.scales_bytes * n),
                        l.retained_scales_bytes > 0
-                           ? fmt::format(" swizzled and {} as loaded", format_bytes(l.retained_scales_bytes * n))
-                           : "",
+                           ? fmt::format(" swizzled and {} as loaded{}", format_bytes(l.retained_scales_bytes * n),
+                                         l.swizzle_padding_bytes > 0
+                                             ? fmt::format(" (the swizzled copies' Hopper padding {})",
+                                                           format_bytes(l.swizzle_padding_bytes * n))
+                                             : std::string())
+                           : std::string(),
                        format_bytes(l.bias_bytes * n),
                        l.constants_bytes > 0 ? fmt::format(", gemm1 constants {} B", l.constants_bytes * n) : "",
                        format_bytes(g.mxfp4.vllm_bytes));

@@ -166,7 +166,7 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.mxfp4)
     return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's Triton MXFP4 MoE (triton_kernel_moe_forward: "
                        "{} experts, top-{}, {} wide{}, padded to {}; {} of expert weights for the graph's {}: blocks {}, "
-                       "scales {} swizzled and {} as loaded, float32 biases {}; per call {}: intermediate {}, output {})",
+                       "scales {} swizzled and {} as loaded{}, float32 biases {}; per call {}: intermediate {}, output {})",
                        m.blocks, m.experts, m.top_k, m.intermediate,
                        m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
                        m.mxfp4_layer.intermediate_padded,
@@ -174,6 +174,11 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
                        format_bytes(m.mxfp4_layer.blocks_bytes * static_cast<uint64_t>(m.blocks)),
                        format_bytes(m.mxfp4_layer.scales_bytes * static_cast<uint64_t>(m.blocks)),
                        format_bytes(m.mxfp4_layer.retained_scales_bytes * static_cast<uint64_t>(m.blocks)),
+                       m.mxfp4_layer.swizzle_padding_bytes > 0
+                           ? fmt::format(" (the swizzled copies' Hopper padding {})",
+                                         format_bytes(m.mxfp4_layer.swizzle_padding_bytes *
+                                                      static_cast<uint64_t>(m.blocks)))
+                           : std::string(),
                        format_bytes(m.mxfp4_layer.bias_bytes * static_cast<uint64_t>(m.blocks)),
                        format_bytes(m.kernel.total()), format_bytes(m.kernel.cache2_bytes),
                        format_bytes(m.kernel.output_bytes));

@@ -10,22 +10,66 @@ namespace {
 
 // gpt-oss-20b's sparse layer (E = 32, H = 2880, I = 2880) on an H100 (compute capability 9.0: the Triton backend):
 //   I_pad = round_up(2880, 64) = 2880 (45 x 64)
-//   w13_weight       32 x 5760 x 2880 / 2  = 265,420,800     w2_weight       32 x 2880 x 2880 / 2 = 132,710,400
-//   w13_weight_scale 32 x 5760 x 2880 / 32 =  16,588,800     w2_weight_scale 32 x 2880 x 2880 / 32 =  8,294,400
-//   w13_bias float32 32 x 5760 x 4         =     737,280     w2_bias float32 32 x 2880 x 4         =    368,640
-//   blocks 398,131,200, scales 24,883,200 swizzled and 24,883,200 as loaded (process_weights_after_loading deletes
-//   w13_weight and w2_weight only), biases 1,105,920: 449,003,520 a layer
+//   as created: w13_weight 32 x 5760 x 2880 / 2 = 265,420,800, w13_weight_scale 32 x 5760 x 2880 / 32 = 16,588,800,
+//   w2_weight 32 x 2880 x 2880 / 2 = 132,710,400, w2_weight_scale 32 x 2880 x 2880 / 32 = 8,294,400;
+//   w13_bias float32 32 x 5760 x 4 = 737,280, w2_bias float32 32 x 2880 x 4 = 368,640.
+//   _swizzle_mxfp4's copies in triton_kernels v3.5's Hopper layouts (mxfp4_experts.h):
+//     HopperMXValueLayout (rows to 16, packed bytes to 32): w13 rows 5,760 = 360 x 16, bytes 1,440 = 45 x 32, and
+//     w2 rows 2,880 = 180 x 16, bytes 1,440: no padding, 265,420,800 + 132,710,400 = 398,131,200;
+//     HopperMXScaleLayout, num_warps 8 (rows to 2 x 8 x 2 x 8 = 256, scales to 2): w13 rows 5,760 -> 5,888 (23 x 256),
+//     90 scales (even): 32 x 5,888 x 90 = 16,957,440; w2 rows 2,880 -> 3,072 (12 x 256): 32 x 3,072 x 90 =
+//     8,847,360; 25,804,800, of which padding 25,804,800 - 24,883,200 = 921,600.
+//   blocks 398,131,200, scales 25,804,800 swizzled and 24,883,200 as loaded (process_weights_after_loading deletes
+//   w13_weight and w2_weight only), biases 1,105,920: 449,925,120 a layer
 TEST(VllmMxfp4, GptOss20bLayerOnHopperByHand) {
   const Mxfp4ExpertsLayer l = vllm_mxfp4_layer(32, 2880, 2880, 90, "gpt-oss-20b");
   EXPECT_EQ(l.intermediate_padded, 2880);
   EXPECT_EQ(l.blocks_bytes, 398'131'200u);
-  EXPECT_EQ(l.scales_bytes, 24'883'200u);
+  EXPECT_EQ(l.scales_bytes, 25'804'800u);
+  EXPECT_EQ(l.swizzle_padding_bytes, 921'600u);
   EXPECT_EQ(l.retained_scales_bytes, 24'883'200u);
   EXPECT_EQ(l.bias_bytes, 1'105'920u);
-  EXPECT_EQ(l.total(), 449'003'520u);
+  EXPECT_EQ(l.total(), 449'925'120u);
+  // On 10.x the copies are in triton_kernels' Blackwell layouts, not read: sized at the bytes they relay out,
+  // 398,131,200 + 24,883,200 twice + 1,105,920 = 449,003,520.
+  const Mxfp4ExpertsLayer b = vllm_mxfp4_layer(32, 2880, 2880, 100, "gpt-oss-20b");
+  EXPECT_EQ(b.swizzle_padding_bytes, 0u);
+  EXPECT_EQ(b.total(), 449'003'520u);
 }
 
-// A width that is not a multiple of 64 is padded: I = 100 -> 128; E = 2, H = 64:
+// gpt-oss-120b (E = 128, H = I = 2,880, 36 layers) on an H100: the same rows, so the scales' padding is
+// 128 x (128 + 192) x 90 = 3,686,400 a layer, 132,710,400 over 36 (vllm#33155's "Model loading took 64.38 GiB" against
+// memplan's 64.19 GiB without it, bench/serving.md).
+TEST(VllmMxfp4, GptOss120bScalePaddingByHand) {
+  EXPECT_EQ(vllm_mxfp4_layer(128, 2880, 2880, 90, "gpt-oss-120b").swizzle_padding_bytes, 3'686'400u);
+}
+
+// The tiny gpt_oss of tests/cli/test_serve_mxfp4.py at --tp 2 (E = 8, H = 64, I_p = 32 a rank) on an H100:
+//   vLLM, I_pad = round_up(32, 64) = 64: values w13 [8, 128 rows (8 x 16), 32 bytes (1 x 32)] 32,768, w2 [8, 64
+//     rows, 32 bytes] 16,384, no padding; scales w13 rows 128 -> 256, 64 / 32 = 2 scales: 8 x 256 x 2 = 4,096 (as
+//     loaded 2,048), w2 rows 64 -> 256, 2 scales: 4,096 (as loaded 1,024); the loaded scales 3,072; biases 8 x (128 +
+//     64) x 4 = 6,144: 32,768 + 16,384 + 8,192 + 3,072 + 6,144 = 66,560, padding 8,192 - 3,072 = 5,120;
+//   SGLang (triton_kernel), I_pad = round_up(32, 32) = 32: values w13 [8, 64 rows, 32 bytes] 16,384, w2 [8, 64 rows,
+//     32 / 2 = 16 bytes -> 32] 16,384 (as loaded 8,192); scales w13 rows 64 -> 256, 2 scales: 4,096 (as loaded
+//     1,024), w2 rows 64 -> 256, 32 / 32 = 1 scale -> 2: 4,096 (as loaded 512); the loaded scales 1,536; biases
+//     8 x (64 + 64) x 4 = 4,096: 32,768 + 8,192 + 1,536 + 4,096 = 46,592, padding 8,192 + 8,192 - 1,536 = 14,848.
+TEST(Mxfp4, TinyLayerAtTp2OnHopperByHand) {
+  const Mxfp4ExpertsLayer v = vllm_mxfp4_layer(8, 64, 32, 90, "tiny");
+  EXPECT_EQ(v.blocks_bytes, 49'152u);
+  EXPECT_EQ(v.scales_bytes, 8'192u);
+  EXPECT_EQ(v.retained_scales_bytes, 3'072u);
+  EXPECT_EQ(v.swizzle_padding_bytes, 5'120u);
+  EXPECT_EQ(v.total(), 66'560u);
+  const Mxfp4ExpertsLayer s = sglang_mxfp4_layer(8, 64, 32, 90, "tiny");
+  EXPECT_EQ(s.blocks_bytes, 32'768u);
+  EXPECT_EQ(s.scales_bytes, 8'192u);
+  EXPECT_EQ(s.retained_scales_bytes, 1'536u);
+  EXPECT_EQ(s.swizzle_padding_bytes, 14'848u);
+  EXPECT_EQ(s.total(), 46'592u);
+}
+
+// A width that is not a multiple of 64 is padded: I = 100 -> 128; E = 2, H = 64, on compute capability 10.0 (the
+// Triton backend's Blackwell layouts, whose copies are sized unpadded):
 //   w13 2 x 256 x 64 / 2 = 16,384 and / 32 = 1,024; w2 2 x 64 x 128 / 2 = 8,192 and / 32 = 512;
 //   biases 2 x (256 + 64) x 4 = 2,560; the scales again as loaded, 1,536: total 30,208.
 TEST(VllmMxfp4, PadsTheWidthTo64) {
@@ -61,21 +105,26 @@ TEST(VllmMxfp4, CheckpointLayerByHand) {
 }
 
 // SGLang's triton_kernel (compute capability 9.x) pads to 32, not 64: I = 100 -> 128 as well, but I = 1,440 (gpt-oss at
-// tp 2) stays 1,440 (45 x 32) where vLLM's round_up(1440, 64) is 1,472. E = 32, H = 2880, I = 1,440:
-//   w13 32 x 2,880 x 2,880 / 2 = 132,710,400 and / 32 = 8,294,400;  w2 32 x 2,880 x 1,440 / 2 = 66,355,200 and / 32 =
-//   4,147,200; the scales again as loaded 12,441,600; biases 32 x (2,880 + 2,880) x 4 = 737,280: total 224,686,080.
+// tp 2) stays 1,440 (45 x 32) where vLLM's round_up(1440, 64) is 1,472. E = 32, H = 2880, I = 1,440, the copies in
+// the Hopper layouts:
+//   w13 values rows 2,880 (180 x 16), 1,440 bytes (45 x 32): 32 x 2,880 x 1,440 = 132,710,400; its scales rows 2,880
+//   -> 3,072, 90 scales: 32 x 3,072 x 90 = 8,847,360;
+//   w2 values rows 2,880, 1,440 / 2 = 720 bytes -> 736 (23 x 32): 32 x 2,880 x 736 = 67,829,760 (unpadded
+//   66,355,200); its scales rows 2,880 -> 3,072, 1,440 / 32 = 45 scales -> 46: 32 x 3,072 x 46 = 4,521,984;
+//   the scales as loaded 32 x 2,880 x (90 + 45) = 12,441,600; biases 32 x (2,880 + 2,880) x 4 = 737,280:
+//   200,540,160 + 13,369,344 + 12,441,600 + 737,280 = 227,088,384.
 TEST(SglangMxfp4, TritonKernelPadsTo32ByHand) {
   EXPECT_EQ(sglang_mxfp4_backend(90, "m"), "triton_kernel");
   const Mxfp4ExpertsLayer l = sglang_mxfp4_layer(32, 2880, 1440, 90, "m");
   EXPECT_EQ(l.intermediate_padded, 1440);
   EXPECT_EQ(l.hidden_padded, 2880);
-  EXPECT_EQ(l.blocks_bytes, 132'710'400u + 66'355'200u);
-  EXPECT_EQ(l.scales_bytes, 8'294'400u + 4'147'200u);
+  EXPECT_EQ(l.blocks_bytes, 132'710'400u + 67'829'760u);
+  EXPECT_EQ(l.scales_bytes, 8'847'360u + 4'521'984u);
   EXPECT_EQ(l.retained_scales_bytes, 12'441'600u);
-  EXPECT_EQ(l.total(), 224'686'080u);
+  EXPECT_EQ(l.total(), 227'088'384u);
   EXPECT_EQ(vllm_mxfp4_layer(32, 2880, 1440, 90, "m").intermediate_padded, 1472);
-  // At gpt-oss-20b's whole width both engines hold the same layer (2,880 is a multiple of 64).
-  EXPECT_EQ(sglang_mxfp4_layer(32, 2880, 2880, 90, "m").total(), 449'003'520u);
+  // At gpt-oss-20b's whole width both engines hold the same layer (2,880 is a multiple of 64; the test above).
+  EXPECT_EQ(sglang_mxfp4_layer(32, 2880, 2880, 90, "m").total(), 449'925'120u);
 }
 
 // SGLang's flashinfer_mxfp4 (SM100): I and H to multiples of 256, the shuffled copies replacing every parameter (no

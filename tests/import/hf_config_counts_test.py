@@ -188,9 +188,11 @@ def check_gpt_oss() -> list:
     transformers' Mxfp4Config(dequantize=True) loads) against the hand count and the model card; serve --engine vllm on
     an H100 at 32k: KV bytes per token layers x 2 x 8 kv heads x 64 x 2 B (20b 49,152, 120b 73,728), half the layers
     windowed at 128 tokens (vLLM's hybrid groups), and the MXFP4 experts as vLLM's Triton backend holds them, a layer:
-    E·2I·H / 2 + E·H·I / 2 blocks, E·2I·H / 32 + E·H·I / 32 scales twice (swizzled, and as loaded: vLLM keeps the
-    scale parameters), E·(2I + H)·4 float32 biases (I a multiple of 64: no padding) — 20b 24 x 449,003,520 =
-    10,776,084,480 B, 120b 36 x 1,796,014,080 = 64,656,506,880 B."""
+    E·2I·H / 2 + E·H·I / 2 blocks (I a multiple of 64: I_pad = I; triton_kernels' HopperMXValueLayout pads the rows to
+    16 and the packed bytes to 32, which 2I, H, H / 2 and I / 2 are), E·2I·H / 32 + E·H·I / 32 scales as loaded (vLLM
+    keeps the scale parameters) and again swizzled in HopperMXScaleLayout, num_warps 8, the rows padded to 256 and the
+    scales to 2: E·r256(2I)·(H / 32) + E·r256(H)·(I / 32) (H / 32, I / 32 = 90, even), E·(2I + H)·4 float32 biases —
+    20b 24 x 449,925,120 = 10,798,202,880 B, 120b 36 x 1,799,700,480 = 64,789,217,280 B."""
     errors = []
     for name, (total, active) in PUBLISHED_GPT_OSS.items():
         path = os.path.join(CONFIGS, f"{name}.json")
@@ -218,8 +220,9 @@ def check_gpt_oss() -> list:
         j = json.loads(out.stdout)
         layers, e, h, i = c["num_hidden_layers"], c["num_local_experts"], c["hidden_size"], c["intermediate_size"]
         kv = layers * 2 * c["num_key_value_heads"] * c["head_dim"] * 2
-        mxfp4 = layers * (e * 2 * i * h // 2 + e * h * i // 2 + 2 * (e * 2 * i * h // 32 + e * h * i // 32)
-                          + e * (2 * i + h) * 4)
+        r256 = lambda n: -(-n // 256) * 256  # noqa: E731
+        mxfp4 = layers * (e * 2 * i * h // 2 + e * h * i // 2 + (e * 2 * i * h // 32 + e * h * i // 32)
+                          + (e * r256(2 * i) * (h // 32) + e * r256(h) * (i // 32)) + e * (2 * i + h) * 4)
         groups = [{"attention": "sliding_window", "sliding_window": 128, "layers": layers // 2, "bytes_per_token": kv // 2,
                    "vllm_groups": 1},
                   {"attention": "full", "sliding_window": None, "layers": layers // 2, "bytes_per_token": kv // 2,
