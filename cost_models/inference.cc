@@ -56,7 +56,7 @@ class InferenceBuilder {
       if (folded_op(ops[i])) continue;
       add_op(ops[i]);
       const int32_t next_op = i + 1 < ops.size() ? ops[i + 1].nodes.back() : INT32_MAX;
-      for (; next_hold < holds.size() && holds[next_hold].until_node < next_op; ++next_hold) hold(holds[next_hold].tensor);
+      for (; next_hold < holds.size() && holds[next_hold].until_node < next_op; ++next_hold) hold(holds[next_hold].tensor, ops[i].nodes.back());
     }
     for (int32_t t : g_.outputs)
       if (buffer_of_[t] >= 0) result_.program.buffers[buffer_of_[t]].live_at_end = true;
@@ -192,13 +192,23 @@ class InferenceBuilder {
   }
 
   // The tensor's buffer read by the last step, kept live through it (a hold on an absent or resident one is moot).
-  void hold(int32_t t) {
+  void hold(int32_t t, int32_t node) {
     const int32_t b = buffer_of_[t];
     if (b < 0 || result_.program.buffers[b].resident || result_.program.steps.empty()) return;
     std::vector<int32_t>& reads = result_.program.steps.back().reads;
     if (std::find(reads.begin(), reads.end(), b) != reads.end()) return;
     reads.push_back(b);
-    held_buffers_.insert(b);
+    held_at_[b] = std::max(held_at_[b], node);
+  }
+
+  // The held buffers whose hold outlasts every graph reader of their tensors (one pass over the tensors).
+  size_t held_past_last_use() const {
+    std::map<int32_t, int32_t> last;
+    for (size_t t = 0; t < g_.tensors.size(); ++t)
+      if (held_at_.count(buffer_of_[t])) last[buffer_of_[t]] = std::max(last[buffer_of_[t]], last_use_[t]);
+    size_t n = 0;
+    for (const auto& [b, node] : held_at_) n += node > last[b];
+    return n;
   }
 
   bool has_op(std::initializer_list<const char*> types) const {
@@ -243,8 +253,8 @@ class InferenceBuilder {
         notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(exec_.cuda_arch_major)) +
                         " bytes for compute capability " + std::to_string(exec_.cuda_arch_major) +
                         ".x, allocated at the first matmul and kept (CublasHandlePool.cpp).");
-      if (!held_buffers_.empty())
-        notes.push_back(std::to_string(held_buffers_.size()) + " buffers of eager attention under a self_attn module are "
+      if (const size_t held = held_past_last_use(); held > 0)
+        notes.push_back(std::to_string(held) + " buffers of eager attention under a self_attn module are "
                         "held past their last use while transformers' Python still references them (the layer's "
                         "input, q, k, v, repeat_kv's copies, the attention weights; modeling_llama.py).");
       if (maxpool_indices_ > 0)
@@ -279,7 +289,7 @@ class InferenceBuilder {
   const std::vector<bool> held_outside_;  // tensor -> held outside the step: 0 bytes
   ForwardEmitter forward_;
   int maxpool_indices_ = 0;
-  std::set<int32_t> held_buffers_;  // buffers held past their last reader (hold)
+  std::map<int32_t, int32_t> held_at_;  // buffer -> the last node whose op holds it (hold)
   int tied_copies_ = 0;
   int untied_lookalikes_ = 0;  // suspected copies counted as their own weight (--tied-embeddings auto, no)
   int folded_count_ = 0;
