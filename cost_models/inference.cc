@@ -19,6 +19,7 @@
 #include "cost_models/op_fusion.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/program_writer.h"
+#include "cost_models/python_references.h"
 #include "cost_models/tensor_layout.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/name_index.h"
@@ -45,8 +46,18 @@ class InferenceBuilder {
     add_constants();
     add_inputs();
     const std::vector<FusedOp> ops = executed_ops(g_, semantics_, exec_.attention, shape_);
-    for (const FusedOp& op : ops)
-      if (!folded_op(op)) add_op(op);
+    // PyTorch: what Python still references is freed when it returns (python_references.h); each hold reads the
+    // tensor's buffer at the last op running at or before its node.
+    std::vector<PythonHold> holds;
+    if (pytorch()) holds = transformers_attention_holds(g_, exec_.attention == AttentionImpl::Eager);
+    std::sort(holds.begin(), holds.end(), [](const PythonHold& a, const PythonHold& b) { return a.until_node < b.until_node; });
+    size_t next_hold = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (folded_op(ops[i])) continue;
+      add_op(ops[i]);
+      const int32_t next_op = i + 1 < ops.size() ? ops[i + 1].nodes.back() : INT32_MAX;
+      for (; next_hold < holds.size() && holds[next_hold].until_node < next_op; ++next_hold) hold(holds[next_hold].tensor, ops[i].nodes.back());
+    }
     for (int32_t t : g_.outputs)
       if (buffer_of_[t] >= 0) result_.program.buffers[buffer_of_[t]].live_at_end = true;
     add_notes(ops);
@@ -180,6 +191,26 @@ class InferenceBuilder {
     }
   }
 
+  // The tensor's buffer read by the last step, kept live through it (a hold on an absent or resident one is moot).
+  void hold(int32_t t, int32_t node) {
+    const int32_t b = buffer_of_[t];
+    if (b < 0 || result_.program.buffers[b].resident || result_.program.steps.empty()) return;
+    std::vector<int32_t>& reads = result_.program.steps.back().reads;
+    if (std::find(reads.begin(), reads.end(), b) != reads.end()) return;
+    reads.push_back(b);
+    held_at_[b] = std::max(held_at_[b], node);
+  }
+
+  // The held buffers whose hold outlasts every graph reader of their tensors (one pass over the tensors).
+  size_t held_past_last_use() const {
+    std::map<int32_t, int32_t> last;
+    for (size_t t = 0; t < g_.tensors.size(); ++t)
+      if (held_at_.count(buffer_of_[t])) last[buffer_of_[t]] = std::max(last[buffer_of_[t]], last_use_[t]);
+    size_t n = 0;
+    for (const auto& [b, node] : held_at_) n += node > last[b];
+    return n;
+  }
+
   bool has_op(std::initializer_list<const char*> types) const {
     for (const Node& n : g_.nodes)
       for (const char* t : types)
@@ -222,6 +253,10 @@ class InferenceBuilder {
         notes.push_back("cuBLAS workspace of " + std::to_string(cublas_workspace_bytes(exec_.cuda_arch_major)) +
                         " bytes for compute capability " + std::to_string(exec_.cuda_arch_major) +
                         ".x, allocated at the first matmul and kept (CublasHandlePool.cpp).");
+      if (const size_t held = held_past_last_use(); held > 0)
+        notes.push_back(std::to_string(held) + " buffers of eager attention under a self_attn module are "
+                        "held past their last use while transformers' Python still references them (the layer's "
+                        "input, q, k, v, repeat_kv's copies, the attention weights; modeling_llama.py).");
       if (maxpool_indices_ > 0)
         notes.push_back("CUDA max_pool2d writes int64 indices even in inference (" + std::to_string(maxpool_indices_) + " ops).");
     }
@@ -254,6 +289,7 @@ class InferenceBuilder {
   const std::vector<bool> held_outside_;  // tensor -> held outside the step: 0 bytes
   ForwardEmitter forward_;
   int maxpool_indices_ = 0;
+  std::map<int32_t, int32_t> held_at_;  // buffer -> the last node whose op holds it (hold)
   int tied_copies_ = 0;
   int untied_lookalikes_ = 0;  // suspected copies counted as their own weight (--tied-embeddings auto, no)
   int folded_count_ = 0;

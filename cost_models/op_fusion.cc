@@ -344,4 +344,13 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options) {
   return ops;
 }
 
+std::vector<FusedOp> attention_blocks(const Graph& g) {
+  FusionOptions only;
+  only.attention = true;
+  std::vector<FusedOp> out;
+  for (FusedOp& op : fuse_ops(g, only))
+    if (op.kind == OpKind::Attention) out.push_back(std::move(op));
+  return out;
+}
+
 }  // namespace memplan

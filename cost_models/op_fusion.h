@@ -54,6 +54,11 @@ std::vector<FusedOp> fuse_ops(const Graph& g, const FusionOptions& options);
 
 const char* op_kind_name(OpKind k);
 
+// The attention blocks fuse_ops fuses under FusionOptions::attention (without soft-caps), with their roles, found
+// whether or not the runtime fuses them: a rule about eager attention's tensors (python_references.h) reads the
+// block that the fused kernel's rule reads. nodes.back() is the block's MatMul with v.
+std::vector<FusedOp> attention_blocks(const Graph& g);
+
 // A linear layer's weight and data input: a fused Linear's roles, or the right and left operands of a MatMul or
 // Gemm left as a Node (F.linear without a bias in an export that pre-transposed the weight into an initializer is
 // a plain MatMul on it); -1 for any other op. The weight may be an activation: callers ask about its storage.

@@ -273,8 +273,13 @@ class Attention(nn.Module):
         n_rep = self.heads // self.kv_heads
         k = repeat_kv(k, n_rep, b, self.kv_heads, total, self.head_dim)
         v = repeat_kv(v, n_rep, b, self.kv_heads, total, self.head_dim)
-        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
-        probs = torch.softmax(scores + mask, dim=-1)
+        # One name rebound at each step, as transformers' eager_attention_forward rebinds attn_weights
+        # (src/transformers/models/llama/modeling_llama.py at 5dd4a63548857797727ae73eeb6a6e886ea02a3e): each
+        # step's input is freed once the next exists, not held by a local until the forward returns. The ops, and
+        # so the exported graph, are the same as with separate names.
+        probs = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        probs = probs + mask
+        probs = torch.softmax(probs, dim=-1)
         context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
         if cache:
             return self.o_proj(context), present
