@@ -50,13 +50,15 @@ class InferenceBuilder {
     // tensor's buffer at the last op running at or before its node.
     std::vector<PythonHold> holds;
     if (pytorch()) holds = transformers_attention_holds(g_, exec_.attention == AttentionImpl::Eager);
-    std::sort(holds.begin(), holds.end(), [](const PythonHold& a, const PythonHold& b) { return a.until_node < b.until_node; });
+    std::sort(holds.begin(), holds.end(),
+              [](const PythonHold& a, const PythonHold& b) { return a.until_node < b.until_node; });
     size_t next_hold = 0;
     for (size_t i = 0; i < ops.size(); ++i) {
       if (folded_op(ops[i])) continue;
       add_op(ops[i]);
       const int32_t next_op = i + 1 < ops.size() ? ops[i + 1].nodes.back() : INT32_MAX;
-      for (; next_hold < holds.size() && holds[next_hold].until_node < next_op; ++next_hold) hold(holds[next_hold].tensor, ops[i].nodes.back());
+      for (; next_hold < holds.size() && holds[next_hold].until_node < next_op; ++next_hold)
+        hold(holds[next_hold].tensor, ops[i].nodes.back());
     }
     for (int32_t t : g_.outputs)
       if (buffer_of_[t] >= 0) result_.program.buffers[buffer_of_[t]].live_at_end = true;
