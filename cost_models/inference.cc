@@ -256,9 +256,10 @@ class InferenceBuilder {
                         " bytes for compute capability " + std::to_string(exec_.cuda_arch_major) +
                         ".x, allocated at the first matmul and kept (CublasHandlePool.cpp).");
       if (const size_t held = held_past_last_use(); held > 0)
-        notes.push_back(std::to_string(held) + " buffers of eager attention under a self_attn module are "
-                        "held past their last use while transformers' Python still references them (the layer's "
-                        "input, q, k, v, repeat_kv's copies, the attention weights; modeling_llama.py).");
+        notes.push_back(std::to_string(held) + " buffers of decoder layers with eager attention under a self_attn "
+                        "module are held past their last use while transformers' Python still references them (the "
+                        "layer's and the attention's inputs, q, k, v, repeat_kv's copies, the attention weights, the "
+                        "MLP's input; modeling_llama.py).");
       if (maxpool_indices_ > 0)
         notes.push_back("CUDA max_pool2d writes int64 indices even in inference (" + std::to_string(maxpool_indices_) + " ops).");
     }

@@ -11,6 +11,9 @@ namespace memplan {
 namespace {
 
 constexpr const char* kAttentionScope = "/self_attn/";
+// The decoder layer's feed-forward module: LlamaDecoderLayer's (and Qwen's, Mistral's) `mlp`, Mixtral's
+// `block_sparse_moe`.
+constexpr const char* kMlpScopes[] = {"mlp/", "block_sparse_moe/"};
 
 int32_t producer_op(const Graph& g, int32_t t, const char* op) {
   const int32_t p = t < 0 ? -1 : g.tensors[t].producer;
@@ -54,7 +57,7 @@ std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_
   if (!eager_attention) return holds;
   // Each block whose every node is under one `<layer>/self_attn/` scope, by its layer.
   std::vector<std::pair<FusedOp, std::string>> blocks;
-  std::unordered_map<std::string, int32_t> scope_last, layer_last;
+  std::unordered_map<std::string, int32_t> scope_last;  // the held scopes' last nodes
   for (FusedOp& block : attention_blocks(g)) {
     const std::string& name = g.nodes[block.nodes.back()].name;
     const size_t at = name.find(kAttentionScope);
@@ -63,18 +66,18 @@ std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_
     bool inside = true;
     for (int32_t n : block.nodes) inside = inside && g.nodes[n].name.compare(0, scope.size(), scope) == 0;
     if (!inside) continue;
-    scope_last[scope] = -1;
-    layer_last[name.substr(0, at + 1)] = -1;  // "<layer>/"
+    const std::string layer = name.substr(0, at + 1);  // "<layer>/"
+    // (1), (5) and (6): the attention's, the layer's and the feed-forward module's inputs from outside them.
+    for (const std::string& held : {scope, layer, layer + kMlpScopes[0], layer + kMlpScopes[1]}) scope_last[held] = -1;
     blocks.emplace_back(std::move(block), scope);
   }
   if (blocks.empty()) return holds;
-  // One pass: each scope's and layer's last node, and (1) the scopes' inputs from outside them.
+  // One pass: each held scope's last node and its inputs from outside it.
   std::unordered_map<std::string, std::vector<int32_t>> outside_inputs;
   for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
     const std::string& name = g.nodes[i].name;
     for (size_t slash = name.find('/', 1); slash != std::string::npos; slash = name.find('/', slash + 1)) {
       const std::string prefix = name.substr(0, slash + 1);
-      if (auto it = layer_last.find(prefix); it != layer_last.end()) it->second = i;
       auto scope = scope_last.find(prefix);
       if (scope == scope_last.end()) continue;
       scope->second = i;
@@ -87,7 +90,7 @@ std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_
     }
   }
   for (const auto& [scope, inputs] : outside_inputs)
-    for (int32_t t : inputs) holds.push_back({t, scope_last.at(scope)});
+    for (int32_t t : inputs) holds.push_back({t, scope_last.at(scope)});  // a scope without nodes has no inputs
   for (const auto& [block, scope] : blocks) {
     const int32_t end = scope_last.at(scope), matmul = block.nodes.back();
     // (2) and (3): k as the scores' MatMul reads it is the transpose of the keys, repeat_kv's copy under GQA.
@@ -105,7 +108,7 @@ std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_
     holds.push_back({block.q, end});
     // (4) the probabilities as the MatMul with v reads them, until the decoder layer's last node.
     const std::string layer = scope.substr(0, scope.size() - std::string(kAttentionScope).size() + 1);
-    holds.push_back({first_input(g, matmul), layer_last.at(layer)});
+    holds.push_back({first_input(g, matmul), scope_last.at(layer)});
   }
   return holds;
 }

@@ -18,6 +18,13 @@
 //   (4) eager_attention_forward returns attn_weights (the probabilities after softmax, .to(dtype) and dropout,
 //       rebound at each step so only the last is held) and LlamaDecoderLayer.forward keeps it as
 //       self_attn_weights until it returns: held until the decoder layer scope's (`<layer>/`) last node.
+//   (5) LlamaModel.forward calls each layer with its `hidden_states` and rebinds the name only when the layer
+//       returns: the layer scope's (`<layer>/`) inputs from outside it (its input, and the rotary tables and mask
+//       the model's frame holds longer still) until the layer's last node;
+//   (6) LlamaDecoderLayer.forward's `hidden_states = self.mlp(hidden_states)`: the normed input referenced until the
+//       MLP returns: the `<layer>/mlp/` (Mixtral: `<layer>/block_sparse_moe/`) scope's inputs from outside it until
+//       its last node.
+// Not held: the embedding's output, which LlamaModel.forward keeps as `inputs_embeds` for the whole forward.
 // Eager attention only (AttentionImpl::Eager): with SDPA no probabilities exist and the kernel's own rule applies;
 // (1) to (3) are not modelled there.
 #pragma once
@@ -35,8 +42,8 @@ struct PythonHold {
   int32_t until_node = -1;
 };
 
-// The holds (1) to (4) of every attention block under a `<layer>/self_attn/` scope, in no particular order; none
-// unless `eager_attention`.
+// The holds (1) to (6) of every attention block under a `<layer>/self_attn/` scope and of its layer, in no
+// particular order; none unless `eager_attention`.
 std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_attention);
 
 }  // namespace memplan

@@ -5,6 +5,7 @@ memplan; the measurements are written to inference_truth.json, which tests/accur
 
     /usr/bin/python3 bench/cpu_ground_truth/moe_inference.py [--memplan build/memplan] [--out FILE]
 
+The twin's decoder layers keep the attention weights as transformers' do (DecoderLayer.keeps_attention_weights).
 The same protocol as measure.py's training step, for one forward: a warm-up forward, then one forward under
 torch.profiler(profile_memory=True); measured = parameters + inputs + the peak of the allocation events.
 memplan: estimate MODEL --mode inference --runtime pytorch (the config with --graph train), live bytes at the peak
@@ -24,6 +25,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import measure  # noqa: E402
+
+# Bind the attention's weights as transformers' decoder layer does (`hidden_states, _ = self.self_attn(...)`: held
+# until the layer returns; tests/models/llama.py DecoderLayer.keeps_attention_weights). The forward's ops are the
+# same; only how long Python references the probabilities changes.
+measure.llama.DecoderLayer.keeps_attention_weights = True
+measure.hf_moe.MoeDecoderLayer.keeps_attention_weights = True
 
 
 # model -> what memplan is given, and the extra arguments it takes.

@@ -268,9 +268,9 @@ def main():
                     "inference rows (gated at 3 %): one forward under torch.no_grad of moe_tiny (its config.json) and "
                     "llama_tiny (its inference export), eager attention (bench/cpu_ground_truth/moe_inference.py), "
                     "against `--mode inference --runtime pytorch`, less the cuBLAS workspace the CPU does not hold; "
-                    "before transformers' Python references in the attention were modelled memplan read 2.8 to "
-                    "14.0 % low on them; the llama_tiny rows agree by a cancellation in the "
-                    "MLP (bench/cpu_ground_truth/README.md).\n\n")
+                    "the twin's decoder layers keep the attention weights as transformers' do; before transformers' "
+                    "Python references in the decoder layer were modelled memplan read 2.8 to 14.0 % low on them "
+                    "(bench/cpu_ground_truth/README.md).\n\n")
             f.write("\n".join(md) + "\n\n" + summary + ".\n")
             f.write("\n" + published_gpu.section())
     print(f"{gated - failures} passed, {failures} failed")

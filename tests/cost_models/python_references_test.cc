@@ -71,7 +71,7 @@ Graph tiny_decoder_layer(const std::string& attn) {
 
 bool has_hold_note(const CostModelResult& r) {
   return std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
-    return n.rfind("7 buffers of eager attention under a self_attn module are held", 0) == 0;
+    return n.rfind("8 buffers of decoder layers with eager attention under a self_attn module are held", 0) == 0;
   });
 }
 
@@ -89,15 +89,18 @@ TEST(PythonReferences, TransformersAttentionHoldsByHand) {
   EXPECT_EQ(peak_live_bytes(plain.program).bytes, 640u + kWorkspace);
   EXPECT_FALSE(has_hold_note(plain));
   // transformers' references: (1) h, the scope's input, to the scope's last node 16; (2) q, k, v to 16; (3) kr,
-  // vr to the first copy past the context's transposes, 15; (4) p to the layer's last node 19. So x 0-17, h 0-16,
+  // vr to the first copy past the context's transposes, 15; (4) p to the layer's last node 19; (5) x, the layer's
+  // input, to 19 (the caller's reference); (6) y, the mlp scope's input, to its last node 18 (read at 19 anyway).
+  // So x 0-19, h 0-16,
   // q 1-16, k 2-16, v 3-16, kr 6-15, vr 9-15, s 10-11, sc 11-12, p 12-19, c 13-15, cm 15-16, o 16-17, y 17-19,
   // m 18-19, z 19. Step 10: x h q kr vr s 6 F + k v 2 K = 896; 11: + sc = 1024; 12 and 13: s out, p or c in,
-  // 1024; 15: x h q kr vr p c cm 8 F + 2 K = 1152, the peak; 16: x h q p cm o 6 F + 2 K = 896; 17: x p o y 512.
+  // 1024; 15: x h q kr vr p c cm 8 F + 2 K = 1152, the peak; 16: x h q p cm o 6 F + 2 K = 896; 17: x p o y 512;
+  // 19: x p y m z 640.
   const CostModelResult held = build_inference_program(tiny_decoder_layer("self_attn"), opt);
   const testing::Peak peak = peak_live_bytes(held.program);
   EXPECT_EQ(peak.bytes, 1152u + kWorkspace);
   EXPECT_EQ(held.program.steps[peak.step].name, "/layers.0/self_attn/Reshape_3");
-  EXPECT_TRUE(has_hold_note(held));  // h, q, k, v, kr, vr, p
+  EXPECT_TRUE(has_hold_note(held));  // x, h, q, k, v, kr, vr, p (y's hold ends before its last reader)
   // The scaled scores stay freed at graph liveness: transformers rebinds attn_weights (the step-12 figure above).
   // With SDPA nothing is held: no probabilities exist, and (1) to (3) are eager-only (python_references.h).
   opt.attention = AttentionImpl::Sdpa;

@@ -158,6 +158,8 @@ def dispatch(block: nn.Module, hidden_states: torch.Tensor, routing_weights: tor
 
 
 class MoeDecoderLayer(nn.Module):
+    keeps_attention_weights = False  # llama.DecoderLayer's: the weights held until the layer returns when True
+
     def __init__(self, cfg: MoeConfig, layer: int):
         super().__init__()
         base = cfg.base
@@ -172,8 +174,7 @@ class MoeDecoderLayer(nn.Module):
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
         """llama.DecoderLayer.forward's two forms: without `cache` the output, with it (output, present)."""
         if not cache:
-            x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
-            return x + getattr(self, self.mlp_name)(self.post_attention_layernorm(x))
+            return llama.DecoderLayer.forward_no_cache(self, x, cos, sin, mask, getattr(self, self.mlp_name))
         attended, present = self.self_attn(self.input_layernorm(x), cos, sin, mask, past, cache=True)
         x = x + attended
         return x + getattr(self, self.mlp_name)(self.post_attention_layernorm(x)), present

@@ -254,9 +254,10 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, device)
             self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, device)
 
-    def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
+    def forward(self, x, cos, sin, mask, past=None, cache: bool = False, weights: bool = False):
         """With `cache`, also returns the (key, value) this call leaves in the cache: `past`'s, if given,
-        with the new tokens' concatenated after them on the sequence axis (HF DynamicCache.update)."""
+        with the new tokens' concatenated after them on the sequence axis (HF DynamicCache.update). With
+        `weights`, also returns the probabilities, as transformers' eager attention returns attn_weights."""
         b, s = x.shape[0], x.shape[1]
         q = self.q_proj(x).view(b, s, self.heads, self.head_dim)
         q = (self.q_norm(q) if self.qk_norm else q).transpose(1, 2)
@@ -283,6 +284,8 @@ class Attention(nn.Module):
         context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
         if cache:
             return self.o_proj(context), present
+        if weights:
+            return self.o_proj(context), probs
         return self.o_proj(context)
 
 
@@ -310,13 +313,27 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
 
+    # LlamaDecoderLayer.forward (modeling_llama.py at 5dd4a63548857797727ae73eeb6a6e886ea02a3e) binds
+    # `hidden_states, _ = self.self_attn(...)`: the eager attention's weights stay referenced by `_` until the layer
+    # returns, through the MLP. True only where a truth measures that binding (bench/cpu_ground_truth/
+    # moe_inference.py); the training truths were measured without it. The exported graph is the same either way.
+    keeps_attention_weights = False
+
     def forward(self, x, cos, sin, mask, past=None, cache: bool = False):
         if not cache:
-            x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
-            return x + self.mlp(self.post_attention_layernorm(x))
+            return self.forward_no_cache(x, cos, sin, mask, self.mlp)
         attended, present = self.self_attn(self.input_layernorm(x), cos, sin, mask, past, cache=True)
         x = x + attended
         return x + self.mlp(self.post_attention_layernorm(x)), present
+
+    def forward_no_cache(self, x, cos, sin, mask, mlp):
+        if not self.keeps_attention_weights:
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+            return x + mlp(self.post_attention_layernorm(x))
+        attended, _weights = self.self_attn(self.input_layernorm(x), cos, sin, mask, weights=True)
+        x = x + attended
+        del attended  # transformers rebinds hidden_states to the residual sum
+        return x + mlp(self.post_attention_layernorm(x))
 
 
 class Llama(nn.Module):
