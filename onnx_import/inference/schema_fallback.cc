@@ -206,6 +206,11 @@ void check_ranks(const NodeContext& ctx) {
     if (op == f.op && rank(f.input) >= 0 && rank(f.input) != f.rank)
       ctx.fail("input " + std::to_string(f.input) + " (" + f.name + ") has rank " + std::to_string(rank(f.input)) +
                "; " + op + " takes a " + std::to_string(f.rank) + "-D " + f.name);
+  // MaxUnpool's indices I have X's shape (the spec); ONNX 1.12's maxUnpoolShapeInference dereferenced a null
+  // pointer on a scalar I (fuzz/regressions/import_bytes/onnx-maxunpool11-inference-segv-rank0-indices.onnx).
+  if (op == "MaxUnpool" && rank(0) >= 0 && rank(1) >= 0 && rank(1) != rank(0))
+    ctx.fail("input 1 (I) has rank " + std::to_string(rank(1)) + " but input 0 (X) has rank " +
+             std::to_string(rank(0)) + "; MaxUnpool's indices have X's shape");
   // A 1-D shape input whose values are unknown gives ONNX's inference the output rank from its length alone:
   // a [2^31] shape input made ConstantOfShape-9 and Expand build a 2^31-dimension shape, 20 GB
   // (fuzz/regressions/analysis_mutate/onnx-constantofshape-inference-oom-2e31-element-shape.onnx).
