@@ -1768,3 +1768,13 @@ class ExpertParallelTest(unittest.TestCase):
                     "--batch", "1", "--dim", "seq=64", "--ep", "2", *fsdp, check_rc=2)
         self.assertIn("--ep 2", dense.stderr)
         self.assertIn("no experts", dense.stderr)
+
+
+class OnnxInferenceGuardsTest(unittest.TestCase):
+    def test_maxunpool_indices_of_another_rank_are_refused(self):
+        # ONNX 1.12's maxUnpoolShapeInference segfaulted on a scalar I beside a 4-D X (a fuzz finding, kept as a
+        # regression input); the spec gives I X's shape, so memplan refuses the node before ONNX's inference.
+        p = run("inspect", "fuzz/regressions/import_bytes/onnx-maxunpool11-inference-segv-rank0-indices.onnx",
+                check_rc=2)
+        self.assertIn("node 'MaxUnpool_0' (MaxUnpool): input 1 (I) has rank 0 but input 0 (X) has rank 4; "
+                      "MaxUnpool's indices have X's shape", p.stderr)
