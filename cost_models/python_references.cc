@@ -56,7 +56,11 @@ std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_
   std::vector<PythonHold> holds;
   if (!eager_attention) return holds;
   // Each block whose every node is under one `<layer>/self_attn/` scope, by its layer.
-  std::vector<std::pair<FusedOp, std::string>> blocks;
+  struct Block {
+    FusedOp op;
+    std::string scope, layer;  // "<layer>/self_attn/", "<layer>/"
+  };
+  std::vector<Block> blocks;
   std::unordered_map<std::string, int32_t> scope_last;  // the held scopes' last nodes
   for (FusedOp& block : attention_blocks(g)) {
     const std::string& name = g.nodes[block.nodes.back()].name;
@@ -69,7 +73,7 @@ std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_
     const std::string layer = name.substr(0, at + 1);  // "<layer>/"
     // (1), (5) and (6): the attention's, the layer's and the feed-forward module's inputs from outside them.
     for (const std::string& held : {scope, layer, layer + kMlpScopes[0], layer + kMlpScopes[1]}) scope_last[held] = -1;
-    blocks.emplace_back(std::move(block), scope);
+    blocks.push_back({std::move(block), scope, layer});
   }
   if (blocks.empty()) return holds;
   // One pass: each held scope's last node and its inputs from outside it.
@@ -91,7 +95,7 @@ std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_
   }
   for (const auto& [scope, inputs] : outside_inputs)
     for (int32_t t : inputs) holds.push_back({t, scope_last.at(scope)});  // a scope without nodes has no inputs
-  for (const auto& [block, scope] : blocks) {
+  for (const auto& [block, scope, layer] : blocks) {
     const int32_t end = scope_last.at(scope), matmul = block.nodes.back();
     // (2) and (3): k as the scores' MatMul reads it is the transpose of the keys, repeat_kv's copy under GQA.
     const int32_t transpose = producer_op(g, block.k, "Transpose");
@@ -107,7 +111,6 @@ std::vector<PythonHold> transformers_attention_holds(const Graph& g, bool eager_
     }
     holds.push_back({block.q, end});
     // (4) the probabilities as the MatMul with v reads them, until the decoder layer's last node.
-    const std::string layer = scope.substr(0, scope.size() - std::string(kAttentionScope).size() + 1);
     holds.push_back({first_input(g, matmul), scope_last.at(layer)});
   }
   return holds;

@@ -152,11 +152,11 @@ inline bool is_torchao_nf4(const std::string& frozen_dtype, const std::string& n
          (kNf4ImplChoices.is(nf4_impl, Nf4Impl::Torchao) ||
           (kNf4ImplChoices.is(nf4_impl, Nf4Impl::Auto) && kShardChoices.is(shard, Sharding::Fsdp2)));
 }
-// serve's --kv-cache-dtype: true, one byte per element (vLLM stores every fp8 choice as torch.uint8,
-// vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
 // --model-runner: vLLM's default for the model and version (none), or the runner VLLM_USE_V2_MODEL_RUNNER forces.
 inline const Choices<std::optional<VllmModelRunner>> kModelRunnerChoices{
     {{"auto", std::nullopt}, {"v1", VllmModelRunner::V1}, {"v2", VllmModelRunner::V2}}};
+// serve's --kv-cache-dtype: true, one byte per element (vLLM stores every fp8 choice as torch.uint8,
+// vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
 inline const Choices<bool> kKvCacheDtypeChoices{{{"auto", false}, {"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true}}};
 // serve --engine: who serves the decoder (report/serve_vllm.h: vLLM's V1 rules; report/serve.h: PyTorch eager).
 enum class ServeEngine { Vllm, Eager, Sglang, Trtllm, Ortgenai, All };
