@@ -12,6 +12,11 @@
 namespace memplan::shape {
 namespace {
 
+// memplan follows a sequence tensor by tensor (Value::items), so a sequence's length is memory: SplitToSequence
+// with `split` omitted turns each element along its axis into a tensor, 2^31 of them (over 2 GiB resident) for a
+// [2^31] input. Sequences in exported models hold per-step or per-chunk tensors, far fewer than this.
+constexpr int64_t kMaxSequenceItems = int64_t{1} << 16;
+
 Value sequence_of(DType t, std::vector<Value> items) {
   Value s;
   s.kind = ValueType::Sequence;
@@ -140,6 +145,12 @@ bool split_to_sequence(NodeContext& ctx) {
   const int64_t dim = x.shape[axis];
   std::vector<int64_t> lengths;
   bool squeeze = false;
+  auto check_count = [&](int64_t pieces) {
+    if (pieces > kMaxSequenceItems)
+      ctx.fail("would make a sequence of " + std::to_string(pieces) + " tensors (axis " + std::to_string(axis) +
+               " has " + std::to_string(dim) + "); memplan follows sequences of up to " +
+               std::to_string(kMaxSequenceItems) + " tensors");
+  };
   if (const Value* split = ctx.input(1)) {
     if (!split->is_tensor() || !dtype_is_integer(split->dtype) || split->shape.size() > 1)
       ctx.fail("input 1 (split) must be an integer scalar or 1-D tensor");
@@ -148,7 +159,8 @@ bool split_to_sequence(NodeContext& ctx) {
     if (split->shape.empty()) {
       const int64_t k = v->front();
       if (k <= 0) ctx.fail("split is " + std::to_string(k) + "; it must be positive");
-      for (int64_t done = 0; done < dim; done += k) lengths.push_back(std::min(k, dim - done));
+      check_count(dim / k + (dim % k != 0));
+      for (int64_t left = dim; left > 0; left -= lengths.back()) lengths.push_back(std::min(k, left));
     } else {
       int64_t sum = 0;
       for (int64_t l : *v) {
@@ -161,6 +173,7 @@ bool split_to_sequence(NodeContext& ctx) {
       lengths = *v;
     }
   } else {
+    check_count(dim);
     lengths.assign(static_cast<size_t>(dim), 1);
     squeeze = ctx.attr_int("keepdims", 1) == 0;
   }

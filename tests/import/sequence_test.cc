@@ -175,6 +175,34 @@ TEST(Sequences, WrongKindsAndPositionsAreErrorsNamingTheNode) {
   EXPECT_TRUE(contains(msg, "the split lengths sum to 4, but axis 0 has 7")) << msg;
 }
 
+TEST(Sequences, SplitToSequenceIsBoundedAtTwoToTheSixteenTensors) {
+  // Without `split`, one tensor per element along the axis: 65,536 elements make 65,536 tensors (the bound),
+  // 65,537 are refused; a scalar split of 2 over 131,073 makes ceil(131,073 / 2) = 65,537 (refused).
+  const auto ones = infer(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[65536] x) => (int64 n) { s = SplitToSequence<keepdims = 0>(x)
+                                      n = SequenceLength(s) })");
+  EXPECT_EQ(ones.values.at("n").int_value, std::vector<int64_t>{65536});
+  std::string msg = error_of(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[65537] x) => (int64 n) { s = SplitToSequence(x)
+                                      n = SequenceLength(s) })");
+  EXPECT_TRUE(contains(msg, "node 'SplitToSequence_0' (SplitToSequence): would make a sequence of 65537 tensors "
+                            "(axis 0 has 65537); memplan follows sequences of up to 65536 tensors")) << msg;
+  msg = error_of(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[131073] x) => (int64 n) { two = Constant<value = int64 {2}>()
+                                       s = SplitToSequence(x, two)
+                                       n = SequenceLength(s) })");
+  EXPECT_TRUE(contains(msg, "would make a sequence of 65537 tensors (axis 0 has 131073)")) << msg;
+  // The sweep's case (tests/reliability/schema_rank_sweep_test.cc): a [2^31] input, split omitted, took over
+  // 2 GiB before the bound. From the command line: exit 2 and the message.
+  TempDir dir;
+  const std::string path = dir.write("split.onnx", parse_text_model(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2147483648] x) => (int64 n) { s = SplitToSequence(x)
+                                           n = SequenceLength(s) })"));
+  const RunResult r = run_memplan({"inspect", path});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "would make a sequence of 2147483648 tensors")) << r.err;
+}
+
 TEST(Optionals, AnEmptyOptionalReadIsAnErrorAndBindingsGiveContainerInputs) {
   onnx::ModelProto m = parse_text_model(R"(<ir_version: 8, opset_import: ["" : 15]>
     g (float[2] x) => (float[A] y, bool h) { y = OptionalGetElement(x)
