@@ -193,17 +193,9 @@ std::string engine_to_text(const EngineAnswer& a) {
       const Mxfp4ExpertsLayer& l = g.mxfp4.layer;
       const uint64_t n = uint64_t(g.mxfp4.layers);
       t += fmt::format("    (the MXFP4 experts of {} sparse layers as SGLang's {} holds them, padded to width {} and "
-                       "hidden {}: {}; blocks {}, scales {}{}, float32 biases {}{}; vLLM's layout {})\n",
+                       "hidden {}: {}; {}{}; vLLM's layout {})\n",
                        g.mxfp4.layers, g.mxfp4.backend, l.intermediate_padded, l.hidden_padded,
-                       format_bytes(g.mxfp4.bytes), format_bytes(l.blocks_bytes * n), format_bytes(l.scales_bytes * n),
-                       l.retained_scales_bytes > 0
-                           ? fmt::format(" swizzled and {} as loaded{}", format_bytes(l.retained_scales_bytes * n),
-                                         l.swizzle_padding_bytes > 0
-                                             ? fmt::format(" (the swizzled copies' Hopper padding {})",
-                                                           format_bytes(l.swizzle_padding_bytes * n))
-                                             : std::string())
-                           : std::string(),
-                       format_bytes(l.bias_bytes * n),
+                       format_bytes(g.mxfp4.bytes), mxfp4_layer_parts_text(l, n),
                        l.constants_bytes > 0 ? fmt::format(", gemm1 constants {} B", l.constants_bytes * n) : "",
                        format_bytes(g.mxfp4.vllm_bytes));
     }

@@ -212,6 +212,9 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                              int dp = 1);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
+// "blocks B, scales S[ swizzled and R as loaded[ (the swizzled copies' Hopper padding P)]], float32 biases F" for
+// `layers` sparse layers of `l`: the parts vLLM's and SGLang's MXFP4 lines share.
+std::string mxfp4_layer_parts_text(const Mxfp4ExpertsLayer& l, uint64_t layers);
 
 // report/serve_vllm_mla.cc. vllm_mla_settings: for a deepseek_v3 config, refuses what is not modelled (another
 // engine than vllm, --engine-version 0.8, a --tp that does not divide the heads, an fp8 cache on Triton MLA) and sets the block size the MLA

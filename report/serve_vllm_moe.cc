@@ -161,25 +161,29 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
           {"peak_allocated_bytes", m.peak_allocated}};
 }
 
+std::string mxfp4_layer_parts_text(const Mxfp4ExpertsLayer& l, uint64_t layers) {
+  std::string scales = format_bytes(l.scales_bytes * layers);
+  if (l.retained_scales_bytes > 0)
+    scales += fmt::format(" swizzled and {} as loaded{}", format_bytes(l.retained_scales_bytes * layers),
+                          l.swizzle_padding_bytes > 0
+                              ? fmt::format(" (the swizzled copies' Hopper padding {})",
+                                            format_bytes(l.swizzle_padding_bytes * layers))
+                              : std::string());
+  return fmt::format("blocks {}, scales {}, float32 biases {}", format_bytes(l.blocks_bytes * layers), scales,
+                     format_bytes(l.bias_bytes * layers));
+}
+
 std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return "";
   if (m.mxfp4)
     return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's Triton MXFP4 MoE (triton_kernel_moe_forward: "
-                       "{} experts, top-{}, {} wide{}, padded to {}; {} of expert weights for the graph's {}: blocks {}, "
-                       "scales {} swizzled and {} as loaded{}, float32 biases {}; per call {}: intermediate {}, output {})",
+                       "{} experts, top-{}, {} wide{}, padded to {}; {} of expert weights for the graph's {}: {}; per "
+                       "call {}: intermediate {}, output {})",
                        m.blocks, m.experts, m.top_k, m.intermediate,
                        m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
                        m.mxfp4_layer.intermediate_padded,
                        format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
-                       format_bytes(m.mxfp4_layer.blocks_bytes * static_cast<uint64_t>(m.blocks)),
-                       format_bytes(m.mxfp4_layer.scales_bytes * static_cast<uint64_t>(m.blocks)),
-                       format_bytes(m.mxfp4_layer.retained_scales_bytes * static_cast<uint64_t>(m.blocks)),
-                       m.mxfp4_layer.swizzle_padding_bytes > 0
-                           ? fmt::format(" (the swizzled copies' Hopper padding {})",
-                                         format_bytes(m.mxfp4_layer.swizzle_padding_bytes *
-                                                      static_cast<uint64_t>(m.blocks)))
-                           : std::string(),
-                       format_bytes(m.mxfp4_layer.bias_bytes * static_cast<uint64_t>(m.blocks)),
+                       mxfp4_layer_parts_text(m.mxfp4_layer, static_cast<uint64_t>(m.blocks)),
                        format_bytes(m.kernel.total()), format_bytes(m.kernel.cache2_bytes),
                        format_bytes(m.kernel.output_bytes));
   const std::string ep =
