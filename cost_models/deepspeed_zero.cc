@@ -137,9 +137,13 @@ ZeroGradTransients zero_grad_transients(uint64_t numel, uint64_t slice, bool flo
   ZeroGradTransients t;
   t.norm_double = checked_mul(slice, 8, "DeepSpeed bytes");
   if (!offload) return t;
-  t.overflow_check = checked_mul(numel, float32_grads ? 7 : 11, "DeepSpeed bytes");
+  t.overflow_check = zero_overflow_check_bytes(numel, float32_grads);
   t.fp32_cast = float32_grads ? 0 : checked_mul(slice, 4, "DeepSpeed bytes");
   return t;
+}
+
+uint64_t zero_overflow_check_bytes(uint64_t elements, bool float32_grads) {
+  return checked_mul(elements, float32_grads ? 7 : 11, "DeepSpeed bytes");
 }
 
 }  // namespace memplan

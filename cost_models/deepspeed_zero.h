@@ -48,6 +48,11 @@ struct DeepSpeedZero {
   bool contiguous_gradients = true;
   bool round_robin_gradients = false;
   DeepSpeedOffload offload_optimizer = DeepSpeedOffload::None;
+  // Stages 1 and 2: whether step() first checks the partition's grads for overflow (stage_1_and_2.py
+  // check_grad_overflow, set by engine.py _configure_zero_optimizer: fp16 always; bf16 its section's
+  // check_grad_overflow, true by default since DeepSpeed PR #8035 (v0.19.3); float32 never). Stage 3 checks when the
+  // parameters are float16 (stage3.py _overflow_check_and_loss_scale_update), whatever this says.
+  bool check_grad_overflow = false;
   // Stage 3 only (DeepSpeedZeroConfig's fields and defaults; read at stages 1 and 2 but unused there).
   uint64_t prefetch_bucket_size = 50000000;       // stage3_prefetch_bucket_size, pp_int(5e7)
   bool prefetch_bucket_size_auto = false;         // "auto": int(0.9 * hidden_size^2)
@@ -108,15 +113,20 @@ uint64_t deepspeed_host_bytes(const DeepSpeedZero& z, const ZeroPartition& p, ui
 //    set_norm_for_param_grad_in_gpu (copy_grads_in_partition under offload_optimizer cpu) take
 //    vector_norm(g.data.double()) of the parameter's slice in the partition: slice x 8 bytes;
 //  - under offload_optimizer cpu, at the accumulation boundary, copy_grads_in_partition also runs
-//    update_offload_overflow_tracker_for_param_grad on the whole grad, _has_inf_or_nan(x): x.float() (a copy unless x
-//    is float32), isnan and isinf (bool), their logical_or (bool) and its .float(), all alive at once: numel x
-//    (4 unless float32 + 1 + 1 + 1 + 4) bytes; then async_inplace_copy_grad_to_fp32_buffer_from_gpu casts the slice
-//    to float32 before the copy to the host when the grads are not float32 (slice x 4 bytes).
+//    update_offload_overflow_tracker_for_param_grad on the whole grad (zero_overflow_check_bytes of numel); then
+//    async_inplace_copy_grad_to_fp32_buffer_from_gpu casts the slice to float32 before the copy to the host when the
+//    grads are not float32 (slice x 4 bytes).
 struct ZeroGradTransients {
   uint64_t norm_double = 0;    // bytes
   uint64_t overflow_check = 0;
   uint64_t fp32_cast = 0;
 };
 ZeroGradTransients zero_grad_transients(uint64_t numel, uint64_t slice, bool float32_grads, bool offload);
+
+// What _has_inf_or_nan(x) holds at once over `elements` grad elements (stage_1_and_2.py): x.float() (a copy unless x
+// is float32), isnan and isinf (bool), their logical_or (bool) and its .float() before max(): elements x (4 unless
+// float32 + 1 + 1 + 1 + 4) bytes. Under offload it runs on each whole grad (above); without, step() runs it on each
+// slice of the partition (has_overflow_partitioned_grads_serial, when check_grad_overflow), one at a time.
+uint64_t zero_overflow_check_bytes(uint64_t elements, bool float32_grads);
 
 }  // namespace memplan

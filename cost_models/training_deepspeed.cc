@@ -210,7 +210,25 @@ void TrainingStep::ds_offload_copy(int32_t p, int32_t grad) {
 void TrainingStep::ds_optimizer() {
   if (ds3()) return ds3_optimizer();
   if (ds_config_.offload_optimizer == DeepSpeedOffload::Cpu) return;
-  // scaled_global_norm first (get_grad_norm_direct: each partition slice's float64 copy in turn), then
+  // check_overflow first when the engine asks for it (DeepSpeedZero::check_grad_overflow):
+  // has_overflow_partitioned_grads_serial runs _has_inf_or_nan on each slice of the partition in turn, adding each
+  // answer into invalid_grad_count (torch.zeros([1]) float32, alive through the loop).
+  int32_t count = -1;
+  if (ds_config_.check_grad_overflow)
+    for (size_t i : ds_.flat_order) {
+      const int32_t p = context_.params[i];
+      const uint64_t bytes =
+          zero_overflow_check_bytes(ds_.elements_in_partition[i], layout().dtype[p] == DType::Float32);
+      if (bytes == 0) continue;
+      Step check{"deepspeed:_has_inf_or_nan:" + graph_.tensors[p].name, "isinf", Phase::Optimizer, {}, {}, 0};
+      if (ds_grads_ >= 0) check.reads.push_back(ds_grads_);
+      for (int32_t g : ds_kept_grads_) check.reads.push_back(g);
+      check.writes.push_back(writer_.new_buffer(check.name, bytes, Category::Workspace));
+      if (count < 0) check.writes.push_back(count = writer_.new_buffer("deepspeed:invalid_grad_count", 4, Category::Workspace));
+      else check.reads.push_back(count);
+      program().steps.push_back(std::move(check));
+    }
+  // scaled_global_norm (get_grad_norm_direct: each partition slice's float64 copy in turn), then
   // free_grad_in_param_list drops ZeRO-1's grads outside the partition.
   for (size_t i : ds_.flat_order) {
     const int32_t p = context_.params[i];

@@ -63,7 +63,10 @@ void TrainingStep::ds3_end_backward() {
   ds3_release(left, "deepspeed:release_backward_leftovers", Phase::Backward);
 }
 
-// DeepSpeedZeroOptimizer_Stage3.step: _get_norm_groups (get_grad_norm_direct: `g.double().norm(2)` per gradient
+// DeepSpeedZeroOptimizer_Stage3.step: with float16 parameters (self.dtype), first _overflow_check_and_loss_scale_update
+// -> has_overflow(partition_gradients=True): torch.isinf(grad_partitions_flat_buffer).any(), then the same with isnan,
+// each a bool of every partition element and its one-element any(), the first freed before the second (the dynamic
+// loss scale's skipped step allocates nothing more: memplan counts the step that runs); then _get_norm_groups (get_grad_norm_direct: `g.double().norm(2)` per gradient
 // partition, one at a time: the largest partition's float64 copy), then per sub-group _prepare_fp32_grad_for_sub_group
 // (flatten(averaged_gradients), a copy in the grads' type, `.to(float32)`: the float32 grad, the copy freed; float32
 // grads: `.to` returns the copy itself), _optimizer_step on the float32 sub-group,
@@ -78,6 +81,14 @@ void TrainingStep::ds3_optimizer() {
   for (size_t q = 0; q < ds3_tensor_.size(); ++q)
     if (context_.is_param[ds3_tensor_[q]]) largest = std::max(largest, zero3_partition_numel(ds3_numel_[q], options_.gpus));
   if (largest == 0) return;
+  if (layout().dtype[context_.params.front()] == DType::Float16 && ds3_grad_partitions_ >= 0) {
+    uint64_t elements = 0;  // every trainable partition: the sub-groups cut them
+    for (uint64_t e : ds3_sub_groups_) elements = checked_add(elements, e, "DeepSpeed bytes");
+    Step check{"deepspeed:has_overflow", "isinf", Phase::Optimizer, {ds3_grad_partitions_}, {}, 0};
+    check.writes.push_back(writer_.new_buffer("deepspeed:isinf", elements, Category::Workspace));
+    check.writes.push_back(writer_.new_buffer("deepspeed:isinf_any", 1, Category::Workspace));
+    program().steps.push_back(std::move(check));
+  }
   Step norm{"deepspeed:get_grad_norm_direct", "norm", Phase::Optimizer, {ds3_grad_partitions_}, {}, 0};
   norm.writes.push_back(writer_.new_buffer("deepspeed:grad_partition_double", checked_mul(largest, 8, "DeepSpeed bytes"), Category::Workspace));
   program().steps.push_back(std::move(norm));

@@ -35,9 +35,9 @@ const std::set<std::string> kIgnoredZero = {
     "ignore_unused_parameters", "use_multi_rank_bucket_allreduce", "stage3_gather_16bit_weights_on_model_save",
     "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", "log_trace_cache_warnings",
     "enable_sanity_checks"};
-// fp16 / bf16 keys besides "enabled": the loss scaler's settings (scalars).
+// fp16 / bf16 keys besides "enabled" and bf16's check_grad_overflow (read): the loss scaler's settings (scalars).
 const std::set<std::string> kIgnoredPrecision = {"loss_scale", "loss_scale_window", "initial_scale_power", "hysteresis",
-                                                 "consecutive_hysteresis", "min_loss_scale", "check_grad_overflow"};
+                                                 "consecutive_hysteresis", "min_loss_scale"};
 // offload_optimizer / offload_param keys that size nothing memplan reports (super_offload and cpuadam_cores_perc are
 // refused as unknown). pin_memory, the NVMe keys and ratio are read by Reader::offload.
 const std::set<std::string> kIgnoredOffload = {"pin_memory"};
@@ -87,6 +87,8 @@ class Reader {
         } else if (s.precision.empty()) {
           s.precision = "fp32";
         }
+      } else if (key == "check_grad_overflow" && name == "bf16") {
+        s.bf16_check_grad_overflow = boolean(v, full);  // the step's overflow check (DeepSpeedZero::check_grad_overflow)
       } else if (!kIgnoredPrecision.count(key)) {
         unknown(full);
       }

@@ -6,6 +6,7 @@
 // at edaa7221267243c7be7fb49c5d5f5c4fb97b4641).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct DeepSpeedSettings {
   std::string precision;          // "fp16" / "bf16" (that section enabled), "fp32" (both disabled), "" (auto/absent)
   int grad_accum = 0;             // gradient_accumulation_steps as a number; 0: "auto" or absent
   std::string optimizer;          // optimizer.type, lower case; "": none (the client's optimizer, e.g. HF Trainer's)
+  std::optional<bool> bf16_check_grad_overflow;  // bf16.check_grad_overflow; absent: DeepSpeedBF16Config's default
 };
 
 // The keys ignored, as the docs list them: no GPU memory effect, or the graph/options decide it.

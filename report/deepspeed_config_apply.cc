@@ -44,9 +44,8 @@ void check_stage3(const DeepSpeedSettings& s, const std::string& where, const Tr
                      "(__avg_scatter_contiguous_grads); the default true is");
   if (!z.contiguous_gradients)
     throw InputError(where + "zero_optimization.contiguous_gradients false is not modelled");
-  if (s.precision == "fp16" || t.precision == Precision::Fp16)
-    throw InputError(where + "fp16 at stage 3 is not modelled (the step's overflow check over the gradient partitions); "
-                     "bf16 and fp32 are");
+  // fp16 (DeepSpeed's fp16 section, the model cast to float16): the step's overflow check over the gradient partitions
+  // is modelled (cost_models/training_deepspeed3_optimizer.cc, ds3_optimizer).
   // --checkpoint layers is modelled (cost_models/training_deepspeed3_recompute.cc): transformers' reentrant
   // checkpoint of each decoder layer's __call__, whose recomputation runs the modules' hooks again.
   const CheckpointMode c = t.checkpoint.mode;
@@ -134,6 +133,8 @@ void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const 
                        "--optimizer-impl " + kOptimizerImplChoices.name_of(t.optimizer_impl) + " (give fused, or none)");
     t.optimizer_impl = OptimizerImpl::Fused;
   }
+  t.deepspeed.check_grad_overflow = t.precision == Precision::Fp16 ||
+                                    (t.precision == Precision::Bf16 && s.bf16_check_grad_overflow.value_or(true));
   // DeepSpeedZeroOptimizer.zero_grad(set_to_none=True): no grads are kept between steps.
   t.grads_kept_between_steps = false;
 }

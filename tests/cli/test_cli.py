@@ -1463,11 +1463,18 @@ class DeepSpeedTest(unittest.TestCase):
              "zero_optimization.reduce_bucket_size must be >= 0"),
             ('{"zero_optimization": {"stage": 2}, "activation_checkpointing": {}}', [], "activation_checkpointing is not modelled"),
             ('{"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}', [], "fp16.enabled contradicts --precision bf16"),
+            # bf16.check_grad_overflow is read (the step's overflow check); DeepSpeedFP16Config has no such key.
+            ('{"bf16": {"check_grad_overflow": "auto"}, "zero_optimization": {"stage": 2}}', [],
+             "bf16.check_grad_overflow must be true or false"),
+            ('{"fp16": {"check_grad_overflow": true}, "zero_optimization": {"stage": 2}}', [],
+             "fp16.check_grad_overflow is not modelled"),
         ]
         for text, extra, message in cases:
             p = run(*self.BASE, "--deepspeed", self.config(text), *extra, check_rc=2)
             self.assertIn(message, p.stderr, text)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        run(*self.BASE, "--deepspeed", self.config('{"bf16": {"check_grad_overflow": false}, "zero_optimization": '
+                                                   '{"stage": 2}}'), check_rc=0)
         # "auto" needs the hidden size: resnet18 has no embedding table to read it from.
         p = run("estimate", "tests/models/resnet18_train.onnx", "--batch", "2", "--mode", "train", "--gpus", "2",
                 "--deepspeed", self.config('{"zero_optimization": {"stage": 2, "reduce_bucket_size": "auto"}}'), check_rc=2)
@@ -1511,6 +1518,13 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertEqual(t["param_bytes"], 996736)
         self.assertEqual(t["grad_bytes"], 994432)
         self.assertEqual(t["optimizer_state_bytes"], 5966592)
+        # fp16 (HF Trainer's --fp16 with a ZeRO-3 config): the same sizes in float16; the step's overflow check over
+        # the gradient partitions (tests/cost_models/deepspeed3_test.cc) is modelled, not refused.
+        fp16 = ["fp16" if a == "bf16" else a for a in self.BASE]
+        cfg = self.config('{"fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, '
+                          '"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": "auto"}}')
+        t = run_json(*fp16, "--deepspeed", cfg)["training"]
+        self.assertEqual((t["param_bytes"], t["grad_bytes"], t["optimizer_state_bytes"]), (996736, 994432, 5966592))
         # offload_optimizer cpu: the float32 partition (1,988,864), its float32 grad (1,988,864) and Adam's two states
         # (2 x 1,988,864) go to the host with the bf16 gradient partitions (994,432): 8,949,888 on the host line; the
         # GPU keeps the bit16 partitions and the persistent weights (996,736) and no grads or states after the step.

@@ -159,6 +159,27 @@ TEST(DeepSpeedZero3, SubGroupsStepOneAtATime) {
   EXPECT_EQ(resident_bytes(p), 1148u);  // the same total: 244 = 240 + 4 per state
 }
 
+// fp16 (DeepSpeed's fp16 section: the model cast to float16): step() first checks the gradient partitions for
+// overflow (has_overflow: torch.isinf of grad_partitions_flat_buffer, a bool per element, and its one-byte any()),
+// before the norm. The partitions are 43 + 6 + 11 + 1 = 61 elements: the buffer 122 B in float16, the check 61 + 1 B.
+// The step's float32 cast of the flattened grads follows as under bf16 (61 x 4 = 244 B). bf16 checks nothing.
+TEST(DeepSpeedZero3, Fp16ChecksTheGradientPartitionsForOverflowFirst) {
+  TrainingRun o = zero3_run(0);
+  o.precision = Precision::Fp16;
+  const Program p = build_training_program(deepspeed3_mlp(), o).program;
+  EXPECT_EQ(bytes_named(p, "deepspeed:grad_partitions_flat_buffer"), 122u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:isinf"), 61u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:isinf_any"), 1u);
+  EXPECT_EQ(bytes_named(p, "deepspeed:fp32_grad:0"), 244u);
+  const int check = step_named(p, "deepspeed:has_overflow"), norm = step_named(p, "deepspeed:get_grad_norm_direct");
+  EXPECT_GE(check, 0);
+  EXPECT_EQ(check + 1, norm);
+  o.precision = Precision::Bf16;
+  const Program bf16 = build_training_program(deepspeed3_mlp(), o).program;
+  EXPECT_LT(buffer_named(bf16, "deepspeed:isinf"), 0);
+  EXPECT_LT(step_named(bf16, "deepspeed:has_overflow"), 0);
+}
+
 // What the graph does not show one to one is refused, naming the module: a module that owns a parameter and
 // contains another (a.weight and a.b.weight).
 TEST(DeepSpeedZero3, AContainerOwningParametersIsRefused) {

@@ -180,6 +180,26 @@ TEST(DeepSpeedZero, OffloadChecksEachPartitionGradOnTheGpu) {
   }
 }
 
+// check_grad_overflow (fp16 always; bf16 by default since DeepSpeed #8035): step() first runs _has_inf_or_nan on each
+// slice of the partition, before the norms: W1's 90 elements alone here. float32: 90 x 7 = 630 B (no float() copy);
+// bfloat16: 90 x 11 = 990 B; with invalid_grad_count (float32 [1], 4 B) from the first check on. Beside
+// grads_in_partition and y, loss and the batch (196 + 512 + 634 = 1342) it stays under the backward's peak, 2084.
+TEST(DeepSpeedZero, CheckGradOverflowChecksEachSliceBeforeTheNorm) {
+  TrainingRun o = zero(2, 100, true);
+  o.deepspeed.check_grad_overflow = true;
+  const Program p = build_training_program(zero_mlp(), o).program;
+  EXPECT_EQ(bytes_named(p, "deepspeed:_has_inf_or_nan:W1"), 630u);
+  EXPECT_LT(buffer_named(p, "deepspeed:_has_inf_or_nan:b1"), 0);  // outside rank 0's partition
+  EXPECT_EQ(bytes_named(p, "deepspeed:invalid_grad_count"), 4u);
+  EXPECT_EQ(testing::step_named(p, "deepspeed:_has_inf_or_nan:W1") + 1,
+            testing::step_named(p, "deepspeed:get_grad_norm_direct:W1"));
+  EXPECT_EQ(peak_live_bytes(p).bytes, 2084u);
+  o.precision = Precision::Bf16;
+  EXPECT_EQ(bytes_named(build_training_program(zero_mlp(), o).program, "deepspeed:_has_inf_or_nan:W1"), 990u);
+  o.deepspeed.check_grad_overflow = false;
+  EXPECT_LT(buffer_named(build_training_program(zero_mlp(), o).program, "deepspeed:_has_inf_or_nan:W1"), 0);
+}
+
 // "auto": hidden_size^2 from an embedding table [10, 8] that a Gather reads with int64 ids, confirmed by a square
 // [8, 8] weight: 64. Without the square weight the width is not trusted and "auto" is refused naming the key.
 TEST(DeepSpeedZero, AutoBucketFromTheEmbeddingWidth) {

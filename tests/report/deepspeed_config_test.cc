@@ -205,8 +205,23 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
   EXPECT_TRUE(has(nvme3, "offload_optimizer.nvme_path is missing")) << nvme3;
   const std::string scatter = ds_refusal(R"({"zero_optimization": {)" + z3 + R"(, "reduce_scatter": false}})");
   EXPECT_TRUE(has(scatter, "zero_optimization.reduce_scatter")) << scatter;
-  const std::string fp16 = ds_refusal(R"({"fp16": {"enabled": true}, "zero_optimization": {)" + z3 + "}}", "none", "fp16");
-  EXPECT_TRUE(has(fp16, "fp16")) << fp16;
+  // fp16 is modelled at stage 3 (the step's overflow check, training_deepspeed3_optimizer.cc). check_grad_overflow, the
+  // engine's choice for stages 1 and 2 (engine.py _configure_zero_optimizer): fp16 always, bf16 unless its section
+  // says false (DeepSpeedBF16Config's default true, #8035), float32 never.
+  const auto check_grad_overflow = [&](const std::string& text, const char* precision, Precision p) {
+    const std::string file = write_config("precision.json", text);
+    TrainingOptions o;
+    o.precision = p;
+    apply_deepspeed(read_deepspeed_config(file), file, "none", precision, false, o);
+    return o.deepspeed.check_grad_overflow;
+  };
+  EXPECT_TRUE(check_grad_overflow(R"({"fp16": {"enabled": true}, "zero_optimization": {)" + z3 + "}}", "fp16",
+                                  Precision::Fp16));
+  EXPECT_TRUE(check_grad_overflow(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})", "bf16",
+                                  Precision::Bf16));
+  EXPECT_FALSE(check_grad_overflow(R"({"bf16": {"enabled": true, "check_grad_overflow": false}, "zero_optimization": )"
+                                   R"({"stage": 2}})", "bf16", Precision::Bf16));
+  EXPECT_FALSE(check_grad_overflow(R"({"zero_optimization": {"stage": 2}})", "fp32", Precision::Fp32));
   // --checkpoint layers is modelled at stage 3 (training_deepspeed3_recompute.cc); the op-range modes and torchtitan's
   // non-reentrant selective ones are refused, naming the mode.
   const std::string checkpointed = write_config("checkpointed.json", R"({"zero_optimization": {)" + z3 + "}}");
