@@ -91,6 +91,15 @@ struct CheckpointOptions {
   // auto: the boundaries (tensor names) a search over the same graph already chose, taken without searching again:
   // the first iteration runs with the steady-state step's checkpoints, the ones the estimate reports.
   std::optional<std::vector<std::string>> auto_chosen;
+  // --checkpoint-impl: torch.utils.checkpoint's reentrant implementation (use_reentrant=True: torch 1.13's default,
+  // transformers' gradient_checkpointing_enable default) or the non-reentrant one (use_reentrant=False; torch 2's
+  // checkpoint_wrapper default, CheckpointImpl.NO_REENTRANT, so torchtune's and litgpt's checkpointing, and
+  // torchtitan's selective modes, which are always non-reentrant).
+  bool reentrant = true;
+  // Non-reentrant only: the recomputation stops at its last saved tensor (torch/utils/checkpoint.py,
+  // _recomputation_hook raising _StopRecomputationError once every forward pack is recomputed; early stop is on by
+  // default from torch 2.1). torch 1.13 recomputes the whole segment.
+  bool early_stop = true;
 };
 
 // --upcast: the float32 islands a framework runs inside a half-precision model (cost_models/fp32_islands.h):

@@ -20,11 +20,12 @@ namespace memplan {
 
 TrainingStep::TrainingStep(const TrainingContext& context, std::vector<int32_t> segment_end_ops,
                            bool from_first_boundary)
-    : TrainingStep(context, SegmentPlan{std::move(segment_end_ops), from_first_boundary, {}, false, true}) {}
+    : TrainingStep(context, SegmentPlan{std::move(segment_end_ops), from_first_boundary, {}, false, true, false}) {}
 
 TrainingStep::TrainingStep(const TrainingContext& context, SegmentPlan plan)
     : context_(context), graph_(*context.graph), options_(context.options), segment_end_ops_(std::move(plan.end_ops)),
-      segment_of_op_(context.ops.size(), -1), reentrant_(plan.reentrant), writer_(result_.program),
+      segment_of_op_(context.ops.size(), -1), reentrant_(plan.reentrant), early_stop_(plan.early_stop),
+      writer_(result_.program),
       forward_(graph_, context.layout, context.runtime, context.shape, /*training=*/true, context.options.precision,
                context.execution.cuda_arch_major, writer_) {
   const size_t ops = context_.ops.size();
@@ -32,6 +33,8 @@ TrainingStep::TrainingStep(const TrainingContext& context, SegmentPlan plan)
     throw InternalError("the training context's per-op facts do not match its " + std::to_string(ops) +
                         " ops (a filter of the ops that did not renumber them)");
   const size_t nt = graph_.tensors.size();
+  saves_.assign(ops, false);
+  saves_result_.assign(ops, false);
   forward_buffer_.assign(nt, -1);
   recompute_buffer_.assign(nt, -1);
   autocast_weight_copy_.assign(nt, -1);

@@ -144,10 +144,13 @@ SegmentPlan plan_segments(const TrainingContext& context, std::vector<int32_t>& 
       for (size_t b = 0; b < names.size(); ++b) plan.checkpointed[b + first] = layer_sac_checkpoints(b, o.every);
     }
     plan.per_op = o.mode == CheckpointMode::SelectiveOp;
-    plan.reentrant = !selective;  // torchtitan's ptd_checkpoint_wrapper: CheckpointImpl.NO_REENTRANT
   } else {
     chosen = choose_boundaries(graph, context.separators, o);
   }
+  plan.reentrant = !selective && o.reentrant;  // torchtitan's ptd_checkpoint_wrapper: CheckpointImpl.NO_REENTRANT
+  // selective:op keeps its recomputation whole: an early stop inside a cached op (down_proj, the last to pack) would
+  // leave its cached output in the frame's storage, unread, which memplan does not follow.
+  plan.early_stop = !plan.reentrant && o.early_stop && !plan.per_op;
   plan.end_ops = boundary_ops(context, chosen);
   if (!plan.checkpointed.empty()) {  // report the boundaries of the checkpointed segments only
     std::vector<int32_t> kept;

@@ -129,19 +129,15 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   // What autograd keeps (the rule's tensors, some the outputs just made, in the form the op consumed), then the
   // extras under the save policy.
   std::vector<int32_t> saved = rule_saved(i, effective);
-  // bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose
-  // input needs a grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt
-  // keeps ctx.tensors = (CAt, subA, A) then (CAt None on a frozen weight, subA empty without outliers).
-  // AutoAWQ's WQLinearMMFunction keeps its (float16) input x the same way (training_packed.cc). torchao's LinearNF4
-  // (frozen_storage.h torchao_nf4) saves its weight alone: its backward needs no input. The layer is the same
-  // whether the export kept F.linear's Transpose or pre-transposed the weight into a plain MatMul's initializer.
-  const int32_t w = linear_weight_of(graph_, op), x = linear_input_of(graph_, op);
-  if (w >= 0 && x >= 0 && !torchao_nf4(options_) &&
-      (layout().storage[w] == FrozenStorage::Nf4 || layout().storage[w] == FrozenStorage::Int8 ||
-       layout().storage[w] == FrozenStorage::AwqInt4) &&
-      context_.requires_grad[x] && lookup(x) >= 0)
-    add_unique(saved, lookup(x));
+  if (const int32_t x = packed_layer_input(i); x >= 0) add_unique(saved, x);
   saved.insert(saved.end(), closed.saved.begin(), closed.saved.end());
+  if (mode == ForwardMode::NoSave) {  // what the recomputation will pack (recompute_segment's early stop)
+    const std::vector<int32_t>& rule = context_.rules[i].saved_tensors;
+    saves_result_[i] = !closed.extras.empty() || std::any_of(rule.begin(), rule.end(), [&](int32_t t) {
+      return std::find(op.outputs.begin(), op.outputs.end(), t) != op.outputs.end();
+    });
+    saves_[i] = saves_result_[i] || !rule.empty() || !saved.empty();
+  }
   if (options_.offload_activations && !recompute) record_packs(i, mode, saved, step_before);
   if (policy.save_extras) saved_by_op_[i] = std::move(saved);
   if (mode == ForwardMode::NoSave && sac_saved_[i]) {  // the policy's cache: every output, extras included
@@ -170,6 +166,22 @@ void TrainingStep::emit_cached(int32_t i) {
   std::vector<int32_t> saved = rule_saved(i, effective);
   for (int32_t b : sac_extras_[i]) add_unique(saved, b);
   saved_by_op_[i] = std::move(saved);
+}
+
+// bitsandbytes' MatMul4Bit keeps ctx.tensors = (A, B) when any input needs a grad: an NF4 Linear whose input needs a
+// grad saves that input, where a frozen nn.Linear saves only its weight. MatMul8bitLt keeps ctx.tensors = (CAt, subA,
+// A) then (CAt None on a frozen weight, subA empty without outliers). AutoAWQ's WQLinearMMFunction keeps its
+// (float16) input x the same way (training_packed.cc). torchao's LinearNF4 (frozen_storage.h torchao_nf4) saves its
+// weight alone: its backward needs no input. The layer is the same whether the export kept F.linear's Transpose or
+// pre-transposed the weight into a plain MatMul's initializer. Returns the input's buffer, or -1.
+int32_t TrainingStep::packed_layer_input(int32_t i) const {
+  const int32_t w = linear_weight_of(graph_, context_.ops[i]), x = linear_input_of(graph_, context_.ops[i]);
+  if (w >= 0 && x >= 0 && !torchao_nf4(options_) &&
+      (layout().storage[w] == FrozenStorage::Nf4 || layout().storage[w] == FrozenStorage::Int8 ||
+       layout().storage[w] == FrozenStorage::AwqInt4) &&
+      context_.requires_grad[x])
+    return lookup(x);
+  return -1;
 }
 
 // The buffers of the tensors op `i`'s autograd rule keeps, in the form the op consumed (`effective`).
@@ -269,14 +281,23 @@ void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_
 // Reentrant checkpoint (torch 1.13's default; HuggingFace's gradient_checkpointing default):
 // CheckpointFunction.backward recomputes the segment, then runs torch.autograd.backward on the
 // recomputed outputs with the incoming grads, holding both until the segment's backward is done.
+// Non-reentrant (torch/utils/checkpoint.py, _checkpoint_without_reentrant_generator): the recomputation keeps what
+// its ops pack (_recomputation_hook) and nothing else; with early stop it ends at the segment's last pack, so the ops
+// after the last op that saves a tensor do not run, nor does that op's kernel when it saves its inputs alone (they
+// are packed before the kernel is called: early_stop_at).
 void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
   recomputing_ = true;
   segment_first_step_ = static_cast<int32_t>(program().steps.size());
   recompute_autocast_weight_copy_.assign(graph_.tensors.size(), -1);
+  int32_t last_pack = -1;
+  for (size_t i = 0; i < context_.ops.size(); ++i)
+    if (segment_of_op_[i] == segment && saves_[i]) last_pack = static_cast<int32_t>(i);
   for (size_t i = 0; i < context_.ops.size(); ++i) {
     if (segment_of_op_[i] != segment) continue;
+    if (early_stop_ && static_cast<int32_t>(i) > last_pack) break;
     if (ds3_prefetch()) ds3_run_calls(kDs3BeforeRecompute, static_cast<int32_t>(i));  // ZeRO-3's module hooks again
-    emit_forward(static_cast<int32_t>(i), ForwardMode::Recompute);
+    if (early_stop_ && static_cast<int32_t>(i) == last_pack && !saves_result_[i]) early_stop_at(last_pack);
+    else emit_forward(static_cast<int32_t>(i), ForwardMode::Recompute);
     if (ds3()) ds3_after_recompute(static_cast<int32_t>(i));
   }
   recomputing_ = false;
@@ -286,6 +307,18 @@ void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
     add_unique(held_by_checkpoint_, recompute_buffer_[t]);
     add_unique(held_by_checkpoint_, grad_buffer_[t]);
   }
+}
+
+// The early stop inside op `i`, the last to pack, which saves its inputs only: they are prepared (an autocast copy is
+// an op of its own, run before) and packed, then _StopRecomputationError leaves the kernel uncalled: no output.
+void TrainingStep::early_stop_at(int32_t i) {
+  Step st{"recompute:early_stop:" + context_.ops[i].name, context_.ops[i].op, Phase::Backward, {}, {}, 0};
+  std::map<int32_t, int32_t> effective;
+  read_op_inputs(i, st, effective);
+  program().steps.push_back(std::move(st));
+  std::vector<int32_t> saved = rule_saved(i, effective);
+  if (const int32_t x = packed_layer_input(i); x >= 0) add_unique(saved, x);
+  saved_by_op_[i] = std::move(saved);
 }
 
 void TrainingStep::end_segment_backward(int32_t first_op) {

@@ -29,6 +29,8 @@ struct SegmentPlan {
   // outputs and their grads until the segment's backward ends. torchtitan's ptd_checkpoint_wrapper is non-reentrant
   // (CheckpointImpl.NO_REENTRANT): the recomputation keeps only what the recomputed ops' backward saves.
   bool reentrant = true;
+  // Non-reentrant: the recomputation ends at the segment's last op that saves a tensor (CheckpointOptions::early_stop).
+  bool early_stop = false;
 };
 
 // The segments --checkpoint asks for (training_checkpoints.cc); `chosen` gets the chosen separators' indices, `notes`

@@ -82,6 +82,8 @@ class TrainingStep : private DeepSpeedStepState {
   void read_op_inputs(int32_t i, Step& st, std::map<int32_t, int32_t>& effective);
   void prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void recompute_segment(int32_t segment, int32_t end_op);
+  void early_stop_at(int32_t op);
+  int32_t packed_layer_input(int32_t op) const;
   void emit_cached(int32_t i);
   std::vector<int32_t> rule_saved(int32_t i, const std::map<int32_t, int32_t>& effective) const;  // selective:op: an op whose output the policy saved, in the recomputation
   void end_segment_backward(int32_t first_op);
@@ -270,6 +272,11 @@ class TrainingStep : private DeepSpeedStepState {
   std::vector<int32_t> segment_end_ops_;             // op indices ending checkpointed segments, ascending
   std::vector<int32_t> segment_of_op_;               // op -> checkpointed segment (-1: none)
   bool reentrant_ = true;                            // SegmentPlan::reentrant
+  bool early_stop_ = false;                          // SegmentPlan::early_stop
+  // Per op of a checkpointed segment, from its first (no-save) pass: whether autograd packs a tensor for its backward
+  // (`saves_`), and whether one of them is an output or extra the op computes (`saves_result_`), which a pack of its
+  // inputs alone precedes (the generated autograd code saves inputs before calling the kernel).
+  std::vector<bool> saves_, saves_result_;
   std::vector<bool> sac_saved_;                      // op -> selective:op saves its outputs (selective_checkpoint.h)
   std::vector<std::vector<int32_t>> sac_cache_;      // op -> the buffers of its outputs the policy cached in forward
   std::vector<std::vector<int32_t>> sac_extras_;     // op -> the extra buffers it cached with them (logsumexp)

@@ -53,6 +53,11 @@ void check_stage3(const DeepSpeedSettings& s, const std::string& where, const Tr
     throw InputError(where + "stage 3 with --checkpoint selective is not modelled (torchtitan's non-reentrant "
                      "checkpoint recomputes when backward first unpacks a saved tensor, after the block's pre-backward "
                      "hook, which changes the fetch trace); --checkpoint layers (transformers' reentrant one) is");
+  if (c == CheckpointMode::Layers && !t.checkpoint.reentrant)
+    throw InputError(where + "stage 3 with --checkpoint-impl non-reentrant is not modelled (the recomputation starts "
+                     "when backward first unpacks a saved tensor, after the modules' pre-backward hooks, and a "
+                     "recomputed Linear's saved weight aliases its gathered storage past its release: "
+                     "docs/cost-models.md, \"DeepSpeed ZeRO-3\", Checkpointing); reentrant, transformers' default, is");
   if (c != CheckpointMode::None && c != CheckpointMode::Layers)
     throw InputError(where + "stage 3 with --checkpoint sqrt, every:K, at: or auto is not modelled (DeepSpeed gathers "
                      "per module call, and these checkpoint op ranges between separators, not module calls: what the "

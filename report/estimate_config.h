@@ -71,6 +71,7 @@ struct EstimateArgs {
   bool gradient_as_bucket_view = false;
   std::string torch = "2";          // --torch 2 | 1.13: the PyTorch whose defaults apply
   std::string zero_grad;            // --zero-grad "" (the --torch version's default) | set-to-none | zeros
+  std::string checkpoint_impl;      // --checkpoint-impl "" (the mode's default) | reentrant | non-reentrant
   std::string trainable, frozen;    // --trainable / --frozen REGEX
   // --lora-rank R (0: not given), --lora-targets REGEX, --lora-dropout P (TrainingOptions::lora_*)
   int lora_rank = 0;

@@ -129,6 +129,9 @@ inline const Choices<std::pair<Precision, DType>> kFsdp2MpChoices{
 // --lora-dtype: true, the adapters in float32 (PEFT's autocast_adapter_dtype); false, in the base's type.
 inline const Choices<bool> kLoraDtypeChoices{{{"float32", true}, {"base", false}}};
 inline const Choices<bool> kTorchChoices{{{"2", false}, {"2.x", false}, {"1.13", true}}};  // true: torch 1.13
+// --checkpoint-impl: true, torch.utils.checkpoint's reentrant implementation (use_reentrant=True); false, the
+// non-reentrant one (CheckpointOptions::reentrant).
+inline const Choices<bool> kCheckpointImplChoices{{{"reentrant", true}, {"non-reentrant", false}}};
 inline const Choices<bool> kZeroGradChoices{{{"set-to-none", false}, {"zeros", true}}};  // true: grads kept
 inline const Choices<FrozenStorage> kFrozenDtypeChoices{{{"same", FrozenStorage::Same}, {"fp16", FrozenStorage::Fp16},
                                                          {"bf16", FrozenStorage::Bf16}, {"int8", FrozenStorage::Int8},

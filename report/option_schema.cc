@@ -152,7 +152,8 @@ std::vector<OptionSpec> make_schema() {
        .field = FIELD(estimate.attention), .choices = kAttentionChoices.names(), .show_default = true},
       {.flag = "--checkpoint", .kind = K::Text, .commands = kTraining, .scope = Scope::Train,
        .help = "Activation checkpointing: none, sqrt (about sqrt(n) segments), layers (each repeated block, e.g. each "
-               "decoder layer, one segment: what transformers' gradient_checkpointing_enable and torchtune do), "
+               "decoder layer, one segment: what transformers' gradient_checkpointing_enable, torchtune and litgpt "
+               "do), "
                "selective or selective:op (torchtitan's per-op SAC in each block: outputs of mm and SDPA saved except "
                "every second mm, the rest recomputed), selective:N (torchtitan: every N-th block checkpointed), "
                "every:K, at:T1,T2,... (boundary tensor names), auto (fewest recomputed FLOPs that fit --budget)",
@@ -160,6 +161,16 @@ std::vector<OptionSpec> make_schema() {
        .describe = [](const EstimateArgs& a) {
          return if_set(a.checkpoint != EstimateArgs{}.checkpoint, ", checkpoint " + a.checkpoint);
        }},
+      {.flag = "--checkpoint-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
+       .help = "torch.utils.checkpoint's implementation: reentrant (use_reentrant=True: torch 1.13's default and "
+               "transformers' gradient_checkpointing_enable default; holds each segment's recomputed output and its "
+               "grad to the segment's backward end) or non-reentrant (use_reentrant=False, as "
+               "gradient_checkpointing_kwargs={\"use_reentrant\": False}; torch 2's checkpoint_wrapper default, so "
+               "torchtune's and litgpt's; keeps only what the recomputed ops save, and from torch 2.1 stops "
+               "recomputing at the segment's last saved tensor). Default: reentrant, non-reentrant for "
+               "--checkpoint selective (always)",
+       .field = FIELD(estimate.checkpoint_impl), .choices = kCheckpointImplChoices.names(),
+       .describe = [](const EstimateArgs& a) { return if_set(!a.checkpoint_impl.empty(), ", " + a.checkpoint_impl); }},
       {.flag = "--budget", .kind = K::Text, .commands = kEstimate | kTimeline | kFit,
        .help = "A device memory budget, e.g. 24GiB (GiB = 2^30, GB = 10^9): the step is also run on it, and "
                "--checkpoint auto chooses the boundaries that fit in it",

@@ -39,10 +39,12 @@ extern const char kLoraUnitsWrap[];
 
 // `applies` predicates more than one recipe's file reads: --gpus N > 1; --lora-rank above 0 (0, no adapters, picks
 // torchtune's and litgpt's full fine-tunes); --optimizer is torch's AdamW (the Trainer's fused default
-// adamw_torch_fused, torchtune's torch.optim.AdamW), not a bitsandbytes optimizer or SGD.
+// adamw_torch_fused, torchtune's torch.optim.AdamW), not a bitsandbytes optimizer or SGD; a checkpoint is taken.
 bool multi_gpu(const CommandArgs& a);
 bool lora_adapters(const CommandArgs& a);
 bool torch_adamw(const CommandArgs& a);
+// --checkpoint other than none and torchtitan's selective modes (which are always non-reentrant).
+bool checkpointed(const CommandArgs& a);
 
 const std::vector<Recipe>& recipes();
 // One framework's recipes, each in its own file (recipes.cc lists them all).

@@ -19,6 +19,7 @@ bool amp(const CommandArgs& a) { return amp_precision(a.estimate.precision); }
 bool full(const CommandArgs& a) { return a.estimate.lora_rank == 0; }
 bool lora_multi_gpu(const CommandArgs& a) { return lora_adapters(a) && multi_gpu(a); }
 bool full_multi_gpu(const CommandArgs& a) { return full(a) && multi_gpu(a); }
+bool multi_gpu_checkpointed(const CommandArgs& a) { return multi_gpu(a) && checkpointed(a); }
 // --quantize bnb.nf4 / bnb.nf4-dq (with --double-quant) / bnb.int8-training: BitsandbytesPrecision.
 bool quantized(const CommandArgs& a) {
   return kFrozenDtypeChoices.is(a.estimate.frozen_dtype, FrozenStorage::Nf4) ||
@@ -158,6 +159,11 @@ std::vector<RecipeSetting> litgpt_settings() {
        "_setup_activation_checkpointing, checkpoint_wrapper(checkpoint_impl=CheckpointImpl.NO_REENTRANT) around each "
        "Block (one GPU: no checkpointing)",
        full_multi_gpu, "--lora-rank 0, --gpus N > 1"},
+      {"--checkpoint-impl", "non-reentrant",
+       "both checkpoint_wrappers are non-reentrant: finetune/lora.py's is torch's checkpoint_wrapper, whose "
+       "checkpoint_impl defaults to CheckpointImpl.NO_REENTRANT in torch 2 "
+       "(torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py); Lightning's passes NO_REENTRANT",
+       multi_gpu_checkpointed, "--gpus N > 1, --checkpoint other than none"},
       {"--fsdp-wrap", kLoraUnitsWrap,
        "FSDP2 shards each parameter on its own (fully_shard), so a frozen base weight gets no grad though its Block "
        "holds adapters; memplan's FSDP1 units would give the frozen weights of a unit that trains grads "

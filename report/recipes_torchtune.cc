@@ -68,6 +68,11 @@ std::vector<RecipeSetting> torchtune_settings() {
        "configs' enable_activation_checkpointing: True (96 of 121; False: --checkpoint none) -> "
        "training.set_activation_checkpointing(model, auto_wrap_policy={modules.TransformerSelfAttentionLayer}) "
        "(torchtune/training/memory.py): each decoder layer one checkpoint"},
+      {"--checkpoint-impl", "non-reentrant",
+       "set_activation_checkpointing calls torch's apply_activation_checkpointing with its default checkpoint_wrapper, "
+       "whose checkpoint_impl defaults to CheckpointImpl.NO_REENTRANT in torch 2 "
+       "(torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py): use_reentrant=False",
+       checkpointed, "--checkpoint other than none"},
       {"--optimizer", "paged-adamw",
        "full_finetune_single_device configs' optimizer: bitsandbytes.optim.PagedAdamW (10 of 17; the Llama 3 "
        "family's PagedAdamW8bit, 5: --optimizer paged-adamw8bit)",

@@ -114,6 +114,10 @@ class Config(NamedTuple):
     # "cross-entropy" (F.cross_entropy on the logits) or "chunked-ce:N" (torchtune's CEWithChunkedOutputLoss over
     # the decoder's N output chunks; Llama models only), memplan's --loss.
     loss: str = "cross-entropy"
+    # torch.utils.checkpoint's implementation: "reentrant" (use_reentrant=True, torch 1.13's default and
+    # transformers') or "non-reentrant" (use_reentrant=False: saved-tensor hooks, recomputed on the first unpack;
+    # what torch 2's checkpoint_wrapper, so torchtune and litgpt, run). Llama models only.
+    checkpoint_impl: str = "reentrant"
 
 
 SIZES = {"resnet18": [(2, None), (8, None)], "mobilenet_v2": [(2, None), (8, None)],
@@ -238,16 +242,18 @@ def llama_build(model: str):
     return export_llama.tiny_module(*LLAMA[model])
 
 
-def llama_forward(m, inputs, use_checkpoint: bool, output_chunks: int = 0, chunk_tokens: int = 0):
+def llama_forward(m, inputs, use_checkpoint: bool, output_chunks: int = 0, chunk_tokens: int = 0,
+                  reentrant: bool = True):
     """llama.Llama.forward, each decoder layer checkpointed when asked. output_chunks N > 0: the output projection
     applied to each of N chunks of the last hidden state, returned as a list, as torchtune's
     TransformerDecoder.chunked_output does (torchtune/modules/transformer.py: `[self.output(chunk) for chunk in
     last_hidden_state.chunk(self.num_output_chunks, dim=1)]`). chunk_tokens K > 0: the output projection applied to
-    each split of K positions, as litgpt's GPT.forward with lm_head_chunk_size=K (litgpt/model.py, v0.5.13)."""
+    each split of K positions, as litgpt's GPT.forward with lm_head_chunk_size=K (litgpt/model.py, v0.5.13).
+    reentrant False: checkpoint(..., use_reentrant=False)."""
     input_ids = inputs[0]
     seq = input_ids.size(1)
     x = m.embed_tokens(input_ids)
-    if use_checkpoint and not x.requires_grad:
+    if use_checkpoint and reentrant and not x.requires_grad:
         # A frozen embedding (LoRA): the reentrant checkpoint gives no grads to the adapters inside a segment
         # whose inputs do not require grad. Hugging Face's answer, which PEFT training uses with reentrant
         # checkpointing: PreTrainedModel.enable_input_require_grads (transformers/modeling_utils.py), a
@@ -256,7 +262,8 @@ def llama_forward(m, inputs, use_checkpoint: bool, output_chunks: int = 0, chunk
     cos, sin = llama.rotary_cos_sin(seq, m.cfg.head_dim, m.cfg.rope_theta, input_ids.device)
     mask = llama.causal_additive_mask(seq, input_ids.device)
     for layer in m.layers:
-        x = checkpoint(layer, x, cos, sin, mask) if use_checkpoint else layer(x, cos, sin, mask)
+        x = (checkpoint(layer, x, cos, sin, mask, use_reentrant=reentrant) if use_checkpoint
+             else layer(x, cos, sin, mask))
     if output_chunks > 0:
         return [m.lm_head(chunk) for chunk in m.norm(x).chunk(output_chunks, dim=1)]
     if chunk_tokens > 0:
@@ -361,7 +368,8 @@ def litgpt_chunked_ce(logits: List[torch.Tensor], targets: torch.Tensor, ignore_
     return torch.cat(per_row).sum() / count.maximum(torch.ones_like(count))
 
 
-def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: bool, loss_name: str) -> None:
+def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: bool, loss_name: str,
+                  reentrant: bool = True) -> None:
     if loss_name.startswith("chunked-ce-tokens:"):
         # litgpt's finetune/lora.py fit(): model(input_ids, lm_head_chunk_size=K), the last chunk's last position
         # dropped (a view), the loss on targets[..., 1:]; `logits` stays referenced through backward and the step.
@@ -376,7 +384,7 @@ def training_step(module, inputs, targets, optimizer, forward, use_checkpoint: b
         loss = chunked_ce_loss(logits, targets)
         del logits
     else:
-        logits = forward(module, inputs, use_checkpoint)
+        logits = forward(module, inputs, use_checkpoint, **({} if reentrant else {"reentrant": False}))
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
     loss.backward()
     optimizer.step()
@@ -416,7 +424,8 @@ def measure(cfg: Config) -> Dict:
 
     measured = profile_steady_step(
         module, optimizer, list(inputs) + [targets],
-        lambda: training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint, cfg.loss))
+        lambda: training_step(module, inputs, targets, optimizer, steps.forward, cfg.checkpoint, cfg.loss,
+                              cfg.checkpoint_impl == "reentrant"))
     extra = {}
     if cfg.trainable is not None:
         extra = {"trainable": cfg.trainable,
@@ -433,6 +442,7 @@ def measure(cfg: Config) -> Dict:
         # torchtune's chunked loss drops the output before backward (--free-output); litgpt's keeps it.
         **({"output_freed": True} if cfg.loss.startswith("chunked-ce:") else {}),
         "checkpoint": steps.boundaries() if cfg.checkpoint else [],
+        **({"checkpoint_impl": cfg.checkpoint_impl} if cfg.checkpoint and cfg.checkpoint_impl != "reentrant" else {}),
         **extra,
         **measured,
     }
@@ -447,7 +457,7 @@ def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
 
 def config_key(entry: Dict) -> tuple:
     return (entry["model"], entry["batch"], entry["seq"] or 0, entry["optimizer"], len(entry["checkpoint"]) > 0,
-            entry.get("trainable") or "", entry.get("loss", "cross-entropy"))
+            entry.get("trainable") or "", entry.get("loss", "cross-entropy"), entry.get("checkpoint_impl", "reentrant"))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -459,6 +469,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="cross-entropy, chunked-ce:N or chunked-ce-tokens:K (Llama models: torchtune's or litgpt's "
                              "chunked loss, full fine-tune "
                              "without checkpointing only)")
+    parser.add_argument("--checkpoint-impl", default="reentrant", choices=["reentrant", "non-reentrant"],
+                        help="non-reentrant: the checkpointed full fine-tunes of Llama models only, each decoder layer "
+                             "under checkpoint(use_reentrant=False)")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
 
@@ -466,6 +479,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                                              all(m in LLAMA for m in args.models)):
         raise SystemExit("--loss chunked-ce:N / chunked-ce-tokens:K needs --models with Llama models only")
     configs = default_configs(args.models or DEFAULT_MODELS, args.loss)
+    if args.checkpoint_impl != "reentrant":
+        if not (args.models and all(m in LLAMA for m in args.models)) or args.loss != "cross-entropy":
+            raise SystemExit("--checkpoint-impl non-reentrant needs --models with Llama models only, cross-entropy")
+        configs = [c._replace(checkpoint_impl=args.checkpoint_impl) for c in configs if c.checkpoint]
     existing = {"measurements": []}
     if os.path.exists(args.out):
         with open(args.out) as f:
@@ -486,7 +503,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         entry["run"] = run_info
         results[config_key(entry)] = entry
         print(f"{cfg.model:13s} batch {cfg.batch} seq {cfg.seq or '-':>4} {cfg.optimizer:8s} "
-              f"ckpt {'yes' if cfg.checkpoint else 'no ':3s} {cfg.trainable or 'all':12s} {cfg.loss:13s} peak {entry['peak_bytes'] / 2**20:9.2f} MiB "
+              f"ckpt {('yes' if cfg.checkpoint_impl == 'reentrant' else 'nre') if cfg.checkpoint else 'no ':3s} "
+              f"{cfg.trainable or 'all':12s} {cfg.loss:13s} peak {entry['peak_bytes'] / 2**20:9.2f} MiB "
               f"(baseline {entry['baseline_bytes'] / 2**20:8.2f} + {entry['peak_increment_bytes'] / 2**20:8.2f}) "
               f"[{entry['profiled_step_seconds']} s]", flush=True)
     existing["measurements"] = [results[k] for k in sorted(results)]

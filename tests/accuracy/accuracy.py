@@ -98,6 +98,8 @@ def cpu_rows():
             args += ["--graph", "train"]
         if m["checkpoint"]:
             args += ["--checkpoint", "at:" + ",".join(m["checkpoint"])]
+        if m.get("checkpoint_impl"):  # use_reentrant=False (the measurements' default is the reentrant one)
+            args += ["--checkpoint-impl", m["checkpoint_impl"]]
         if m.get("trainable"):
             args += ["--trainable", m["trainable"]]
         if m.get("upcast"):
@@ -126,6 +128,7 @@ def cpu_rows():
         config = (f"{m['model']} b{m['batch']}" + (f" s{m['seq']}" if m.get("seq") else "") +
                   f" {m['precision']}" + (f" params {m['param_dtype']}" if m.get("param_dtype") else "") +
                   f" {m['optimizer']}" + (f" ckpt{len(m['checkpoint'])}" if m["checkpoint"] else "") +
+                  (f" {m['checkpoint_impl']}" if m.get("checkpoint_impl") else "") +
                   (f" upcast {m['upcast']}" if m.get("upcast") else "") + (" free-output" if m.get("free_output") else "") +
                   (f" LoRA r{m['lora']['rank']} on {m['lora']['targets'].replace('|', ',')}" if m.get("lora") else "") +
                   (f" {m['frozen_dtype']}" if m.get("frozen_dtype") else "") + (" kbit-prep" if m.get("kbit_prep") else "") +
@@ -232,7 +235,8 @@ def main():
                     "Llama rows (tests/models/llama.py; `llama_tiny_lora` has LoRA r 8 on q/v, `llama_tiny_lora_all` on "
                     "all seven projections): `train /REGEX/` is memplan's `--trainable REGEX`, applied identically to "
                     "the PyTorch parameters; `/lora_/` trains the adapters only, `/^layers\\.3\\./` only the last "
-                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant). `chunked-ce:8`: torchtune's "
+                    "decoder layer. `ckpt5`: each decoder layer checkpointed (reentrant; `ckpt5 non-reentrant`: under "
+                    "`checkpoint(..., use_reentrant=False)`, memplan `--checkpoint-impl non-reentrant`). `chunked-ce:8`: torchtune's "
                     "CEWithChunkedOutputLoss over the decoder's 8 output chunks, the output dropped after the loss as "
                     "torchtune's recipes do (memplan `--loss chunked-ce:8 --free-output`; "
                     "bench/cpu_ground_truth/README.md).\n\n"

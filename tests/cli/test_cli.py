@@ -339,6 +339,30 @@ class CheckpointLayersTest(unittest.TestCase):
             self.assertEqual(layers["total_bytes"], at["total_bytes"], m["onnx"])
         self.assertGreaterEqual(len(seen), 3)
 
+    def test_checkpoint_impl(self):
+        # --checkpoint-impl non-reentrant (use_reentrant=False): the recomputed output and its grad are not held to
+        # each layer's backward end (bench/cpu_ground_truth/README.md measures both on the CPU), so the step needs no
+        # more than the reentrant one; under --torch 2 its early stop recomputes less still.
+        args = ["estimate", "tests/models/llama_tiny_train.onnx", "--mode", "train", "--runtime", "ideal", "--batch", "8",
+                "--dim", "seq=128"]
+        def peak(*extra):
+            j = run_json(*args, "--checkpoint", "layers", *extra)
+            return j["resident_bytes"] + j["lower_bound_bytes"]
+        reentrant, whole = peak("--torch", "1.13"), peak("--torch", "1.13", "--checkpoint-impl", "non-reentrant")
+        self.assertLess(whole, reentrant)
+        self.assertLessEqual(peak("--checkpoint-impl", "non-reentrant"), peak("--torch", "2", "--checkpoint-impl",
+                                                                              "non-reentrant"))
+        for extra, message in [
+            (["--checkpoint", "none", "--checkpoint-impl", "reentrant"], "--checkpoint-impl reentrant needs --checkpoint"),
+            (["--checkpoint", "selective", "--checkpoint-impl", "reentrant"],
+             "always non-reentrant (ptd_checkpoint_wrapper, CheckpointImpl.NO_REENTRANT): --checkpoint-impl reentrant "
+             "contradicts it"),
+            (["--checkpoint", "layers", "--checkpoint-impl", "both"], "--checkpoint-impl"),
+        ]:
+            p = run(*args, *extra, check_rc=2)
+            self.assertIn(message, p.stderr, extra)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
     def test_a_block_whose_output_does_not_separate_the_graph_is_refused(self):
         # blocks.0's one output h0 is added to the block's own input outside it (x + h0, a residual around the
         # whole block): x bypasses h0, so no tensor leaving blocks.0 separates the graph.
@@ -1037,7 +1061,7 @@ class TorchtuneRecipeTest(unittest.TestCase):
     refused)."""
     BASE = ["estimate", "tests/models/llama_tiny_train.onnx", "--batch", "2", "--dim", "seq=64", "--mode", "train"]
     COMMON = ["--precision", "bf16", "--upcast", "rmsnorm", "--attention", "sdpa", "--loss", "chunked-ce:8",
-              "--free-output", "--checkpoint", "layers"]
+              "--free-output", "--checkpoint", "layers", "--checkpoint-impl", "non-reentrant"]
     LORA = ["--lora-rank", "8", "--lora-targets", "q_proj|v_proj|o_proj|gate_proj|up_proj|down_proj",
             "--lora-dtype", "base", "--optimizer", "adamw", "--optimizer-impl", "fused"]
 
@@ -1101,6 +1125,7 @@ class LitgptRecipeTest(unittest.TestCase):
             ("lora single device", [], ["--optimizer", "adamw"]),
             ("qlora", ["--frozen-dtype", "nf4"], ["--frozen-dtype", "nf4", "--optimizer", "paged-adamw"]),
             ("fsdp", ["--gpus", "2"], ["--optimizer", "adamw", "--gpus", "2", "--shard", "fsdp", "--checkpoint", "layers",
+                                       "--checkpoint-impl", "non-reentrant",
                                        "--fsdp-wrap", r"^(.*lora_[AB].*|.*?\.[0-9]+\.)"]),
         ]
         for seq in ("64", "300"):
@@ -1129,7 +1154,8 @@ class LitgptFullRecipeTest(unittest.TestCase):
 
     def test_each_run_is_its_flags(self):
         for name, given, flags in (("one gpu", [], []),
-                                   ("fsdp", ["--gpus", "4"], ["--gpus", "4", "--shard", "fsdp", "--checkpoint", "layers"])):
+                                   ("fsdp", ["--gpus", "4"], ["--gpus", "4", "--shard", "fsdp", "--checkpoint", "layers",
+                                                              "--checkpoint-impl", "non-reentrant"])):
             recipe = run_json(*self.BASE, "--recipe", "litgpt", "--lora-rank", "0", *given)
             written = run_json(*self.BASE, *self.FULL, *flags)
             for key in ("allocated_bytes", "reserved_bytes", "resident_bytes"):

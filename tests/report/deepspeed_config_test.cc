@@ -244,6 +244,16 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
       EXPECT_TRUE(has(e.what(), named) && has(e.what(), "--checkpoint layers")) << e.what();
     }
   }
+  // transformers' use_reentrant=False (--checkpoint-impl non-reentrant): the recomputation's order and aliases differ
+  // under DeepSpeed's hooks (docs/cost-models.md, DeepSpeed ZeRO-3, Checkpointing): refused.
+  TrainingOptions non_reentrant = layers;
+  non_reentrant.checkpoint.reentrant = false;
+  try {
+    apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, non_reentrant);
+    ADD_FAILURE() << "stage 3 with a non-reentrant checkpoint was accepted";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(has(e.what(), "stage 3 with --checkpoint-impl non-reentrant is not modelled")) << e.what();
+  }
 }
 
 // The tiny Llama's training step at batch 2, seq 16, on 2 GPUs: the end-to-end tests' model.
