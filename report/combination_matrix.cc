@@ -59,6 +59,10 @@ const std::vector<Feature>& features() {
       {"checkpoint", "--checkpoint", "--checkpoint", S::Train, [](A a) { return a.checkpoint != EstimateArgs{}.checkpoint; }},
       {"selective", "--checkpoint", "--checkpoint selective[:op|:N]", S::Train,
        [](A a) { return a.checkpoint.rfind("selective", 0) == 0; }},
+      {"reentrant", "--checkpoint-impl", given_as("--checkpoint-impl", kCheckpointImplChoices, true), S::Train,
+       [](A a) { return kCheckpointImplChoices.is(a.checkpoint_impl, true); }},
+      {"non-reentrant", "--checkpoint-impl", given_as("--checkpoint-impl", kCheckpointImplChoices, false), S::Train,
+       [](A a) { return kCheckpointImplChoices.is(a.checkpoint_impl, false); }},
       {"grad-accum", "--grad-accum", "--grad-accum", S::Train, [](A a) { return a.grad_accum > 1; }},
       {"ddp", "--shard", given_as("--shard", kShardChoices, Sharding::Ddp), S::Train,
        [](A a) { return kShardChoices.is(a.shard, Sharding::Ddp); }},
@@ -128,6 +132,8 @@ const std::vector<Refusal>& refused_pairs() {
       {"onnxruntime", "expandable-segments", "--expandable-segments configures PyTorch's caching allocator: use --runtime pytorch"},
       {"ideal", "expandable-segments", "--expandable-segments configures PyTorch's caching allocator: use --runtime pytorch"},
       {"sdpa", "torch-1.13", "scaled_dot_product_attention is new in PyTorch 2.0: use --torch 2"},
+      {"selective", "reentrant", "torchtitan's selective checkpointing is always non-reentrant (ptd_checkpoint_wrapper, "
+                                 "CheckpointImpl.NO_REENTRANT): drop --checkpoint-impl"},
       {"selective", "torch-1.13", "torchtitan's checkpointing needs PyTorch 2 (torch.utils.checkpoint's context_fn and "
                                   "create_selective_checkpoint_contexts are not in 1.13): use --torch 2"},
       {"pp", "fsdp", "not modelled: use --shard ddp or zero1/zero2/zero3 within a stage"},

@@ -247,16 +247,10 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.gradient_as_bucket_view = a.gradient_as_bucket_view;
   t.loss = parse_loss(a.loss, t.loss_chunks);
   t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
+  // --checkpoint-impl (its pairs: report/option_checks.cc and the combination matrix); selective is non-reentrant.
   const bool selective = t.checkpoint.mode == CheckpointMode::SelectiveOp || t.checkpoint.mode == CheckpointMode::SelectiveLayers;
-  if (!a.checkpoint_impl.empty()) {
-    t.checkpoint.reentrant = kCheckpointImplChoices.parse(a.checkpoint_impl, "--checkpoint-impl");
-    if (t.checkpoint.mode == CheckpointMode::None)
-      throw InputError("--checkpoint-impl " + a.checkpoint_impl + " needs --checkpoint: nothing is checkpointed");
-    if (selective && t.checkpoint.reentrant)
-      throw InputError("--checkpoint " + a.checkpoint + " is torchtitan's selective checkpointing, always non-reentrant "
-                       "(ptd_checkpoint_wrapper, CheckpointImpl.NO_REENTRANT): --checkpoint-impl reentrant contradicts it");
-  }
-  if (selective) t.checkpoint.reentrant = false;
+  t.checkpoint.reentrant = !selective && (a.checkpoint_impl.empty() ||
+                                          kCheckpointImplChoices.parse(a.checkpoint_impl, "--checkpoint-impl"));
   t.checkpoint.early_stop = !torch1;  // torch >= 2.1's default (--torch 2 is any 2.x)
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;

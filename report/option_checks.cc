@@ -251,6 +251,8 @@ void check_requirements(const EstimateArgs& a) {
   if (a.offload_activations && a.checkpoint == EstimateArgs{}.checkpoint)
     throw InputError("--offload-activations needs --checkpoint (torchtune's recipes refuse activation offloading "
                      "without activation checkpointing); --checkpoint layers is theirs");
+  if (!a.checkpoint_impl.empty() && a.checkpoint == EstimateArgs{}.checkpoint)
+    throw InputError("--checkpoint-impl " + a.checkpoint_impl + " applies to --checkpoint: nothing is checkpointed");
   if (a.amsgrad && !kOptimizerChoices.is(a.optimizer, Optimizer::Adam) && !kOptimizerChoices.is(a.optimizer, Optimizer::AdamW))
     throw InputError("--amsgrad applies to --optimizer " + kOptimizerChoices.name_of(Optimizer::Adam) + " or " +
                      kOptimizerChoices.name_of(Optimizer::AdamW));

@@ -353,10 +353,11 @@ class CheckpointLayersTest(unittest.TestCase):
         self.assertLessEqual(peak("--checkpoint-impl", "non-reentrant"), peak("--torch", "2", "--checkpoint-impl",
                                                                               "non-reentrant"))
         for extra, message in [
-            (["--checkpoint", "none", "--checkpoint-impl", "reentrant"], "--checkpoint-impl reentrant needs --checkpoint"),
+            (["--checkpoint", "none", "--checkpoint-impl", "reentrant"],
+             "--checkpoint-impl reentrant applies to --checkpoint: nothing is checkpointed"),
             (["--checkpoint", "selective", "--checkpoint-impl", "reentrant"],
-             "always non-reentrant (ptd_checkpoint_wrapper, CheckpointImpl.NO_REENTRANT): --checkpoint-impl reentrant "
-             "contradicts it"),
+             "--checkpoint selective[:op|:N] with --checkpoint-impl reentrant: torchtitan's selective checkpointing is "
+             "always non-reentrant (ptd_checkpoint_wrapper, CheckpointImpl.NO_REENTRANT): drop --checkpoint-impl"),
             (["--checkpoint", "layers", "--checkpoint-impl", "both"], "--checkpoint-impl"),
         ]:
             p = run(*args, *extra, check_rc=2)

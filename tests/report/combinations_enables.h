@@ -99,6 +99,16 @@ inline const std::map<std::string, Enable>& enables() {
                        a.mode = "train";
                        a.checkpoint = "selective";
                      }}},
+      {"reentrant", {{"--checkpoint-impl", "--checkpoint", "--mode"}, [](EstimateArgs& a) {
+                       a.mode = "train";
+                       if (a.checkpoint == EstimateArgs{}.checkpoint) a.checkpoint = "layers";  // or another's
+                       a.checkpoint_impl = "reentrant";
+                     }}},
+      {"non-reentrant", {{"--checkpoint-impl", "--checkpoint", "--mode"}, [](EstimateArgs& a) {
+                           a.mode = "train";
+                           if (a.checkpoint == EstimateArgs{}.checkpoint) a.checkpoint = "layers";  // or another's
+                           a.checkpoint_impl = "non-reentrant";
+                         }}},
       {"grad-accum", {{"--grad-accum", "--mode"}, [](EstimateArgs& a) {
                         a.mode = "train";
                         a.grad_accum = 2;

@@ -30,6 +30,8 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"onnxruntime", "checkpoint"}, "--mode train with --runtime onnxruntime"},
       {{"sdpa", "torch-1.13"}, "--attention sdpa with --torch 1.13"},
       {{"selective", "torch-1.13"}, "--checkpoint selective[:op|:N] with --torch 1.13: torchtitan's checkpointing needs PyTorch 2"},
+      {{"reentrant", "selective"}, "--checkpoint selective[:op|:N] with --checkpoint-impl reentrant: torchtitan's "
+                                   "selective checkpointing is always non-reentrant"},
       {{"fsdp", "frozen-int8"}, "--shard fsdp with --frozen-dtype int8: FSDP flattens"},
       // Frozen half weights under FSDP are modelled under a policy in their type (accelerate over a half checkpoint),
       // refused without one (report/option_checks.cc check_requirements).
