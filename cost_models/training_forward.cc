@@ -310,7 +310,9 @@ void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
 }
 
 // The early stop inside op `i`, the last to pack, which saves its inputs only: they are prepared (an autocast copy is
-// an op of its own, run before) and packed, then _StopRecomputationError leaves the kernel uncalled: no output.
+// an op of its own, run before) and packed, then _StopRecomputationError leaves the kernel uncalled: no output. The
+// generated autograd wrappers save the inputs before the call and the outputs after (tools/autograd/
+// gen_variable_type.py emit_body: setup_derivative, then emit_call, then emit_save_outputs).
 void TrainingStep::early_stop_at(int32_t i) {
   Step st{"recompute:early_stop:" + context_.ops[i].name, context_.ops[i].op, Phase::Backward, {}, {}, 0};
   std::map<int32_t, int32_t> effective;
