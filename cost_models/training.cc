@@ -84,6 +84,7 @@ TrainingResult TrainingStep::build() {
   if (flat_shards() && fsdp2()) fsdp2_root_post_forward();
   if (context_.sent.empty()) emit_loss();
   else emit_stage_send();
+  find_last_packs();
   if (deepspeed()) ds_begin_backward();
   for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
     if (flat_shards()) fsdp2() ? fsdp2_pre_backward(i) : fsdp_pre_backward(i);
@@ -91,7 +92,7 @@ TrainingResult TrainingStep::build() {
     // (they are on the recomputed outputs: training_deepspeed3_recompute.cc).
     if (ds3() && segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
     if (ds3()) ds3_pre_backward(i);
-    if (!ds3() && segment_of_op_[i] >= 0 && is_segment_end(i)) recompute_segment(segment_of_op_[i], i);
+    if (!ds3() && recomputes_before(i)) recompute_segment(segment_of_op_[i], i);
     if (i == fused_head_) emit_fused_backward();
     else if (i == chunked_head_) emit_chunked_head_backward();
     else emit_backward(i);

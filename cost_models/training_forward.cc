@@ -105,6 +105,24 @@ bool TrainingStep::is_segment_end(int32_t op) const {
   return std::find(segment_end_ops_.begin(), segment_end_ops_.end(), op) != segment_end_ops_.end();
 }
 
+// Each segment's last op that packs a tensor for its backward (-1: none), from the forward's first pass (saves_):
+// filled once the forward is emitted.
+void TrainingStep::find_last_packs() {
+  last_pack_.assign(segment_end_ops_.size(), -1);
+  for (size_t i = 0; i < context_.ops.size(); ++i)
+    if (segment_of_op_[i] >= 0 && saves_[i]) last_pack_[segment_of_op_[i]] = static_cast<int32_t>(i);
+}
+
+// Whether backward recomputes op `op`'s segment just before op `op`'s backward. Reentrant: CheckpointFunction's
+// backward, before the segment's last op's. Non-reentrant: the first unpack of a saved tensor, before the backward of
+// the segment's last op that packs one (_checkpoint_hook's unpack_hook); the ops after it pack nothing, so their
+// backward runs first, and a segment that packs nothing is never recomputed.
+bool TrainingStep::recomputes_before(int32_t op) const {
+  const int32_t s = segment_of_op_[op];
+  if (s < 0) return false;
+  return reentrant_ ? is_segment_end(op) : op == last_pack_[s];
+}
+
 // The one forward emitter (forward_emitter.h) writes the step; what is training's own is how each input is
 // prepared (prepare_input) and what autograd keeps. Save policy: the extras are kept unless the op runs in a
 // checkpointed segment's first pass; workspace policy: a recomputation runs on autograd's cuBLAS handle.
@@ -289,9 +307,7 @@ void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
   recomputing_ = true;
   segment_first_step_ = static_cast<int32_t>(program().steps.size());
   recompute_autocast_weight_copy_.assign(graph_.tensors.size(), -1);
-  int32_t last_pack = -1;
-  for (size_t i = 0; i < context_.ops.size(); ++i)
-    if (segment_of_op_[i] == segment && saves_[i]) last_pack = static_cast<int32_t>(i);
+  const int32_t last_pack = last_pack_[segment];
   for (size_t i = 0; i < context_.ops.size(); ++i) {
     if (segment_of_op_[i] != segment) continue;
     if (early_stop_ && static_cast<int32_t>(i) > last_pack) break;

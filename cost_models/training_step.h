@@ -73,6 +73,8 @@ class TrainingStep : private DeepSpeedStepState {
   // after optimizer.step(): the graph's inputs and the loss's targets.
   int32_t add_batch_tensor(const std::string& name, uint64_t bytes);
   bool is_segment_end(int32_t op) const;
+  void find_last_packs();
+  bool recomputes_before(int32_t op) const;
   int32_t add_dequantized(int32_t t, DType autocast_type, Step& st);
   // --frozen-dtype gptq-int4 / awq-int4 (training_packed.cc): what a packed layer's forward and backward allocate.
   bool packed_storage(int32_t t) const;
@@ -277,6 +279,7 @@ class TrainingStep : private DeepSpeedStepState {
   // (`saves_`), and whether one of them is an output or extra the op computes (`saves_result_`), which a pack of its
   // inputs alone precedes (the generated autograd code saves inputs before calling the kernel).
   std::vector<bool> saves_, saves_result_;
+  std::vector<int32_t> last_pack_;                   // per segment: find_last_packs
   std::vector<bool> sac_saved_;                      // op -> selective:op saves its outputs (selective_checkpoint.h)
   std::vector<std::vector<int32_t>> sac_cache_;      // op -> the buffers of its outputs the policy cached in forward
   std::vector<std::vector<int32_t>> sac_extras_;     // op -> the extra buffers it cached with them (logsumexp)

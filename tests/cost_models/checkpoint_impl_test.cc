@@ -55,7 +55,8 @@ TrainingRun layers(bool reentrant, bool early_stop) {
 // recomputed h'1, packed by nobody, dies at once, and nothing is held to the block's end.
 // Non-reentrant with early stop (torch >= 2.1): the recomputation stops at the last pack, fc2's inputs, which are
 // packed before its kernel is called: e1 (128 B) is never made and the Add never runs. fc2's backward still reads
-// the recomputed r1.
+// the recomputed r1. Non-reentrant, with or without early stop, recomputes at the first unpack, fc2's backward: the
+// Add, which packs nothing, runs its backward before; reentrant recomputes before the block's last op, the Add.
 TEST(CheckpointImpl, ReentrantHoldsNonReentrantStopsAtTheLastPack) {
   const Graph g = residual_blocks();
   const Program reentrant = build_training_program(g, layers(true, false)).program;
@@ -78,6 +79,15 @@ TEST(CheckpointImpl, ReentrantHoldsNonReentrantStopsAtTheLastPack) {
   const int32_t stop = step_named(early, "recompute:early_stop:/layers.1/fc2/MatMul");
   ASSERT_GE(stop, 0);
   EXPECT_TRUE(early.steps[stop].writes.empty());
+  const auto before = [](const Program& p, const std::string& a, const std::string& b) {
+    const int32_t i = step_named(p, a), j = step_named(p, b);
+    EXPECT_GE(i, 0) << a;
+    EXPECT_GE(j, 0) << b;
+    return i < j;
+  };
+  EXPECT_TRUE(before(reentrant, "recompute:/layers.1/fc1/MatMul", "backward:/layers.1/add/Add"));
+  EXPECT_TRUE(before(whole, "backward:/layers.1/add/Add", "recompute:/layers.1/fc1/MatMul"));
+  EXPECT_TRUE(before(early, "backward:/layers.1/add/Add", "recompute:/layers.1/fc1/MatMul"));
   // Up to the relu the three recompute the same; at fc2 the whole recomputation also makes e1.
   EXPECT_EQ(live_at_step(whole, "recompute:/layers.1/act/Relu"), live_at_step(early, "recompute:/layers.1/act/Relu"));
   EXPECT_EQ(live_at_step(whole, "recompute:/layers.1/fc2/MatMul") -
