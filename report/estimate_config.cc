@@ -247,10 +247,9 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.gradient_as_bucket_view = a.gradient_as_bucket_view;
   t.loss = parse_loss(a.loss, t.loss_chunks);
   t.checkpoint = parse_checkpoint(a.checkpoint, a.budget);
-  // --checkpoint-impl (its pairs: report/option_checks.cc and the combination matrix); selective is non-reentrant.
-  const bool selective = t.checkpoint.mode == CheckpointMode::SelectiveOp || t.checkpoint.mode == CheckpointMode::SelectiveLayers;
-  t.checkpoint.reentrant = !selective && (a.checkpoint_impl.empty() ||
-                                          kCheckpointImplChoices.parse(a.checkpoint_impl, "--checkpoint-impl"));
+  // --checkpoint-impl (its pairs: report/option_checks.cc and the combination matrix; selective is non-reentrant
+  // whatever this says: cost_models/training_checkpoints.cc plan_segments).
+  t.checkpoint.reentrant = a.checkpoint_impl.empty() || kCheckpointImplChoices.parse(a.checkpoint_impl, "--checkpoint-impl");
   t.checkpoint.early_stop = !torch1;  // torch >= 2.1's default (--torch 2 is any 2.x)
   t.grad_accum = a.grad_accum;
   t.gpus = a.gpus;
