@@ -60,7 +60,8 @@ DRY_MODELS = ["resnet18", "gpt_tiny"]
 
 
 def memplan_args(model: str, mode: str, precision: str, batch: int, seq: Optional[int], optimizer: str = "",
-                 boundaries: Optional[List[str]] = None, attention: str = "none") -> List[str]:
+                 boundaries: Optional[List[str]] = None, attention: str = "none",
+                 checkpoint_impl: str = "reentrant") -> List[str]:
     """The memplan invocation for the same configuration (docs/validate.md: how results are compared)."""
     onnx_file = f"tests/models/{model}_train.onnx" if mode == "train" else f"tests/models/{model}.onnx"
     args = ["estimate", onnx_file, "--batch", str(batch), "--runtime", "pytorch"]
@@ -75,6 +76,8 @@ def memplan_args(model: str, mode: str, precision: str, batch: int, seq: Optiona
     args += ["--mode", "train", "--precision", precision, "--optimizer", optimizer, "--loss", "cross-entropy"]
     if boundaries:
         args += ["--checkpoint", "at:" + ",".join(boundaries)]
+        if checkpoint_impl != "reentrant":
+            args += ["--checkpoint-impl", checkpoint_impl]
     return args
 
 
@@ -95,8 +98,12 @@ def run_matrix(models: List[str], device: torch.device, mem: Memory, iterations:
         base = zoo.build_model(model).module  # CPU, fp32, eval mode, seeded distinct values
         boundaries = onnx_boundaries(model, CHECKPOINT_BLOCKS[model])
         batches, seq = sizes_for(model, dry_run)
-        configs: List[Tuple[str, str, str, bool]] = [("inference", p, "", False) for p in INFERENCE_PRECISIONS]
-        configs += [("train", p, o, c) for p, o in TRAIN_CONFIGS for c in (False, True)]
+        # checkpoint: "" none, else torch.utils.checkpoint's implementation; the text models also run their
+        # autocast-bf16 step non-reentrant (torch 2's checkpoint_wrapper default, with the early stop of torch >= 2.1).
+        configs: List[Tuple[str, str, str, str]] = [("inference", p, "", "") for p in INFERENCE_PRECISIONS]
+        configs += [("train", p, o, c) for p, o in TRAIN_CONFIGS for c in ("", "reentrant")]
+        if zoo.is_text(model):
+            configs += [("train", "amp-bf16", "adamw", "non-reentrant")]
         for mode, precision, optimizer, checkpoint in configs:
             for batch in batches:
                 if deadline.left() < reserve_s:
@@ -105,8 +112,8 @@ def run_matrix(models: List[str], device: torch.device, mem: Memory, iterations:
                                          "seq": seq if zoo.is_text(model) else None, "iterations": iterations}
                 if mode == "train":
                     entry.update({"optimizer": optimizer, "loss": "cross-entropy",
-                                  "checkpoint": {"blocks": CHECKPOINT_BLOCKS[model], **boundaries} if checkpoint
-                                  else None})
+                                  "checkpoint": {"blocks": CHECKPOINT_BLOCKS[model], "impl": checkpoint,
+                                                 **boundaries} if checkpoint else None})
                 try:
                     if mode == "inference":
                         entry.update(run_inference(base, model, precision, batch, entry["seq"], device, mem, iterations))
@@ -120,9 +127,9 @@ def run_matrix(models: List[str], device: torch.device, mem: Memory, iterations:
                 entry["memplan_args"] = memplan_args(
                     model, mode, precision, batch, entry["seq"], optimizer,
                     boundaries["names"] if checkpoint and all(boundaries["names"]) else None,
-                    entry.get("attention", "none"))
+                    entry.get("attention", "none"), checkpoint or "reentrant")
                 steady = entry.get("steady", {})
-                log(f"  {model} {mode} {precision} {optimizer} ckpt={checkpoint} b={batch}: "
+                log(f"  {model} {mode} {precision} {optimizer} ckpt={checkpoint or 'no'} b={batch}: "
                     f"allocated {fmt(steady.get('max_allocated_bytes'))} reserved {fmt(steady.get('max_reserved_bytes'))}"
                     + (f" ERROR {entry['error'][:80]}" if "error" in entry else ""))
                 results.append(entry)

@@ -75,20 +75,22 @@ def onnx_boundaries(model: str, blocks: Sequence[str]) -> Dict[str, Any]:
 
 class Checkpointed(nn.Module):
     """Runs a block under torch.utils.checkpoint: only its inputs are kept, its activations are recomputed in
-    backward. Reentrant (use_reentrant=True, torch 1.13's default), as bench/cpu_ground_truth measures and
-    memplan's cost model assumes; every block input here comes from parameters, so it requires grad."""
+    backward. Reentrant (use_reentrant=True, torch 1.13's default, memplan's default) or not (use_reentrant=False,
+    memplan's --checkpoint-impl non-reentrant; with torch >= 2.1's early stop); every block input here comes from
+    parameters, so it requires grad."""
 
-    def __init__(self, block: nn.Module):
+    def __init__(self, block: nn.Module, reentrant: bool = True):
         super().__init__()
         self.block = block
+        self.reentrant = reentrant
 
     def forward(self, *args):
         from torch.utils.checkpoint import checkpoint
-        return checkpoint(self.block, *args, use_reentrant=True)
+        return checkpoint(self.block, *args, use_reentrant=self.reentrant)
 
 
-def apply_checkpointing(module: nn.Module, blocks: Sequence[str]) -> None:
+def apply_checkpointing(module: nn.Module, blocks: Sequence[str], reentrant: bool = True) -> None:
     for qualified in blocks:
         parent_name, _, leaf = qualified.rpartition(".")
         parent = module.get_submodule(parent_name) if parent_name else module
-        setattr(parent, leaf, Checkpointed(getattr(parent, leaf)))
+        setattr(parent, leaf, Checkpointed(getattr(parent, leaf), reentrant))

@@ -177,13 +177,14 @@ def run_inference(base: nn.Module, model: str, precision: str, batch: int, seq: 
     return result
 
 
-def run_training(base: nn.Module, model: str, precision: str, optimizer: str, checkpoint: bool, batch: int,
+def run_training(base: nn.Module, model: str, precision: str, optimizer: str, checkpoint: str, batch: int,
                  seq: Optional[int], device: torch.device, mem: Memory, iterations: int) -> Dict[str, Any]:
+    """checkpoint: "" (none), "reentrant" or "non-reentrant" (torch.utils.checkpoint's use_reentrant)."""
     mem.clean()
     start = mem.now()
     module = copy.deepcopy(base).to(device).train()
     if checkpoint:
-        apply_checkpointing(module, CHECKPOINT_BLOCKS[model])
+        apply_checkpointing(module, CHECKPOINT_BLOCKS[model], reentrant=checkpoint == "reentrant")
     opt = make_optimizer(optimizer, module.parameters())
     scaler = make_scaler(precision, device)
     inputs = model_inputs(model, batch, seq, device)
