@@ -210,6 +210,15 @@ void TrainingStep::ds_offload_copy(int32_t p, int32_t grad) {
 void TrainingStep::ds_optimizer() {
   if (ds3()) return ds3_optimizer();
   if (ds_config_.offload_optimizer == DeepSpeedOffload::Cpu) return;
+  // A transient over parameter p's slice of the partition, one at a time: a step reading the grads (the partition's,
+  // ZeRO-1's kept ones) that makes a buffer of `bytes` named after it.
+  auto slice_step = [&](const std::string& function, const char* op, int32_t p, uint64_t bytes) {
+    Step st{"deepspeed:" + function + ":" + graph_.tensors[p].name, op, Phase::Optimizer, {}, {}, 0};
+    if (ds_grads_ >= 0) st.reads.push_back(ds_grads_);
+    for (int32_t g : ds_kept_grads_) st.reads.push_back(g);
+    st.writes.push_back(writer_.new_buffer(st.name, bytes, Category::Workspace));
+    return st;
+  };
   // check_overflow first when the engine asks for it (DeepSpeedZero::check_grad_overflow):
   // has_overflow_partitioned_grads_serial runs _has_inf_or_nan on each slice of the partition in turn, adding each
   // answer into invalid_grad_count (torch.zeros([1]) float32, alive through the loop).
@@ -220,10 +229,7 @@ void TrainingStep::ds_optimizer() {
       const uint64_t bytes =
           zero_overflow_check_bytes(ds_.elements_in_partition[i], layout().dtype[p] == DType::Float32);
       if (bytes == 0) continue;
-      Step check{"deepspeed:_has_inf_or_nan:" + graph_.tensors[p].name, "isinf", Phase::Optimizer, {}, {}, 0};
-      if (ds_grads_ >= 0) check.reads.push_back(ds_grads_);
-      for (int32_t g : ds_kept_grads_) check.reads.push_back(g);
-      check.writes.push_back(writer_.new_buffer(check.name, bytes, Category::Workspace));
+      Step check = slice_step("_has_inf_or_nan", "isinf", p, bytes);
       if (count < 0) check.writes.push_back(count = writer_.new_buffer("deepspeed:invalid_grad_count", 4, Category::Workspace));
       else check.reads.push_back(count);
       program().steps.push_back(std::move(check));
@@ -233,13 +239,7 @@ void TrainingStep::ds_optimizer() {
   for (size_t i : ds_.flat_order) {
     const int32_t p = context_.params[i];
     const uint64_t bytes = zero_grad_transients(ds_elements(p), ds_.elements_in_partition[i], true, false).norm_double;
-    if (bytes == 0) continue;
-    Step norm{"deepspeed:get_grad_norm_direct:" + graph_.tensors[p].name, "norm", Phase::Optimizer, {}, {}, 0};
-    if (ds_grads_ >= 0) norm.reads.push_back(ds_grads_);
-    for (int32_t g : ds_kept_grads_) norm.reads.push_back(g);
-    norm.writes.push_back(writer_.new_buffer("deepspeed:get_grad_norm_direct:" + graph_.tensors[p].name, bytes,
-                                             Category::Workspace));
-    program().steps.push_back(std::move(norm));
+    if (bytes > 0) program().steps.push_back(slice_step("get_grad_norm_direct", "norm", p, bytes));
   }
   for (int32_t g : ds_kept_grads_) program().buffers[g].live_at_end = false;
   Step flat{"deepspeed:flatten_grad_partition", "cat", Phase::Optimizer, {}, {}, 0};
