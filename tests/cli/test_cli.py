@@ -1535,6 +1535,11 @@ class DeepSpeedTest(unittest.TestCase):
             p = run(*self.BASE, "--deepspeed", self.config(text), check_rc=2)
             self.assertIn(message, p.stderr, text)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        # transformers' use_reentrant=False under ZeRO-3: refused (docs/cost-models.md, DeepSpeed ZeRO-3, Checkpointing).
+        p = run(*self.BASE, "--deepspeed", self.config('{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0}}'),
+                "--checkpoint", "layers", "--checkpoint-impl", "non-reentrant", check_rc=2)
+        self.assertIn("stage 3 with --checkpoint-impl non-reentrant is not modelled", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         # Without prefetch: the tiny Llama's 994,432 bf16 elements (every dimension even: 2 GPUs pad nothing) keep
         # 497,216 per GPU: partitions 994,432 bytes, plus "auto" persistence (10 x 128 = 1280 elements) keeping its 9
         # RMSNorm weights whole (9 x 128 x 2 = 2,304): 996,736; gradient partitions 994,432; the float32 partition
