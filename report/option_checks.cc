@@ -8,6 +8,7 @@
 #include "cost_models/eager_semantics.h"
 #include "cost_models/fsdp_groups.h"
 #include "onnx_import/errors.h"
+#include "onnx_import/hf_config.h"
 #include "onnx_import/model_session.h"
 #include "report/combination_matrix.h"
 #include "report/option_checks_ep.h"
@@ -355,9 +356,22 @@ void settle_mode(CommandArgs& args, Command command, const std::vector<const Opt
     if (row.flag == "--mode" && row.applies_to(command)) a.mode = kModeChoices.name_of(Mode::Training);
 }
 
+// --graph, when not given for a config.json: the one graph the command can mean. serve sizes a KV cache, which only
+// the decoder with past has (decode); a training step (--mode train, given or a --recipe's) runs the training export
+// (train). An inference estimate, and export, keep asking: prefill and decode are both inference graphs.
+void settle_graph(CommandArgs& args, Command command) {
+  ModelArgs& m = args.estimate.model;
+  if (!m.graph.empty() || !is_config_path(m.path) || command == kExport) return;
+  if (command == kServe)
+    m.graph = config_graph_names()[size_t(ConfigGraph::Decode)];
+  else if (is_train(args.estimate))
+    m.graph = config_graph_names()[size_t(ConfigGraph::Train)];
+}
+
 void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given) {
   settle_mode(args, command, given);
   apply_recipe(args, command, given);
+  settle_graph(args, command);
   settle_auto_precision(args.estimate);
   validate_options(args, command, given);
 }

@@ -26,8 +26,9 @@ std::vector<const OptionSpec*> rows_to_check(const CommandArgs& args, Command co
 // whose flags were given, Python the rows of its keywords.
 void validate_options(const CommandArgs& args, Command command, const std::vector<const OptionSpec*>& given = {});
 // What the front ends run on what the user gave: --mode train when not given and --recipe is,
-// the --recipe's values for the options not given (report/recipes.h), then validate_options with those rows counted
-// as given.
+// the --recipe's values for the options not given (report/recipes.h), a config.json's --graph where the command
+// can mean one graph only (decode for serve, train for a training step), then validate_options with those rows
+// counted as given.
 void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given);
 // The estimate's rows (each value that differs from its default), each option's mode, the requirements and the
 // combination matrix: what a library caller that builds EstimateArgs runs before to_estimate_options.

@@ -48,7 +48,8 @@ std::vector<OptionSpec> make_schema() {
                "and the mixtures of experts mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss; a decoder with a sliding window for "
                "serve --engine vllm only; serve --engine vllm sizes deepseek_v2's and deepseek_v3's latent cache as vLLM does): the graph memplan builds from it, as torch.onnx.export writes it: train (input_ids -> "
                "logits, a training export), decode (optimum's decoder with past: the KV cache's past inputs and "
-               "present outputs, for serve) or prefill (optimum's decoder without past)",
+               "present outputs, for serve) or prefill (optimum's decoder without past). Default: decode for serve, train for a training step (--mode train, "
+               "or a --recipe); an inference estimate, plan, fit or export must say which",
        .field = FIELD(estimate.model.graph), .choices = config_graph_names()},
       {.flag = "--moe-routing", .kind = K::Choice, .commands = kAll,
        .help = "With a mixture-of-experts config.json (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3): which tokens each expert "

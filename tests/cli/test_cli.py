@@ -1456,6 +1456,30 @@ class ServeEngineVersionTest(unittest.TestCase):
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
 
+class ConfigGraphDefaultTest(unittest.TestCase):
+    """A config.json without --graph: serve takes the decoder with past, a training step the training export; an
+    inference estimate must still say which (prefill and decode are both inference graphs)."""
+    CONFIG = "tests/models/hf_configs/Llama-3.2-1B.json"
+
+    def test_serve_defaults_to_decode(self):
+        args = ["serve", self.CONFIG, "--gpu", "H100-80GB", "--context", "4096"]
+        self.assertEqual(run_json(*args), run_json(*args, "--graph", "decode"))
+        p = run(*args, "--graph", "prefill", check_rc=2)  # the other graphs have no KV cache to size
+        self.assertIn("has no past/present key-value inputs", p.stderr)
+
+    def test_a_training_step_defaults_to_train(self):
+        for how in (["--mode", "train"], ["--recipe", "hf-peft"]):
+            args = ["estimate", self.CONFIG, "--batch", "1", "--dim", "seq=128", *how]
+            self.assertEqual(run_json(*args), run_json(*args, "--graph", "train"), how)
+
+    def test_inference_and_export_still_ask(self):
+        for args in (["estimate", self.CONFIG, "--batch", "1", "--dim", "seq=128"],
+                     ["export", self.CONFIG, "-o", os.path.join(tempfile.gettempdir(), "memplan-unused.onnx")]):
+            p = run(*args, check_rc=2)
+            self.assertEqual(p.stderr, f"memplan: error: {self.CONFIG}: a config.json is several graphs: say which "
+                                       "with --graph train|decode|prefill\n")
+
+
 class HelpTest(unittest.TestCase):
     def test_every_document_the_help_names_exists(self):
         import re

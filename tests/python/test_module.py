@@ -148,6 +148,19 @@ def test_serve_vllm_that_would_not_start_is_a_limit_error():
     assert e.value.result["schema"] == "memplan.serve.vllm/1"
 
 
+def test_a_config_json_graph_defaults_as_the_cli_does():
+    # serve reads a config.json's decoder with past, a training step its training export, without graph=...
+    config = os.path.join(MODELS, "hf_configs", "Llama-3.2-1B.json")
+    p = cli("serve", config, "--graph", "decode", "--gpu", "H100-80GB", "--context", "4096", "--json")
+    assert p.returncode == 0, p.stderr
+    assert memplan.serve(config, gpu="H100-80GB", context=4096) == json.loads(p.stdout)
+    p = cli("estimate", config, "--graph", "train", "--mode", "train", "--batch", "1", "--dim", "seq=128", "--json")
+    assert p.returncode == 0, p.stderr
+    assert memplan.estimate(config, mode="train", batch=1, dims={"seq": 128}) == json.loads(p.stdout)
+    with pytest.raises(memplan.InputError, match="say which with --graph"):
+        memplan.estimate(config, batch=1, dims={"seq": 128})
+
+
 def test_serve_other_engines_return_the_cli_json():
     # SGLang's and TensorRT-LLM's answers and --engine all's table: the CLI's JSON, key for key.
     kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
