@@ -92,6 +92,10 @@ inline const std::string kAutoPrecision = "auto";
 inline bool amp_precision(const std::string& precision) {
   return kPrecisionChoices.is(precision, Precision::AmpBf16) || kPrecisionChoices.is(precision, Precision::AmpFp16);
 }
+// --checkpoint as given: any checkpointing (not the default none), and torchtitan's selective[:op|:N] among it
+// (report/estimate_config.cc parses the modes). The combination matrix's features and the recipes read these.
+inline bool checkpoint_given(const std::string& checkpoint) { return checkpoint != "none"; }
+inline bool selective_checkpoint(const std::string& checkpoint) { return checkpoint.rfind("selective", 0) == 0; }
 // chunked-ce:N, chunked-ce-tokens:N and chunked-ce-rows:N carry a count (counted_choice).
 inline const Choices<LossKind> kLossChoices{{{"none", LossKind::None},
                                              {"cross-entropy", LossKind::CrossEntropy},

@@ -211,7 +211,7 @@ bool multi_gpu(const CommandArgs& a) { return a.estimate.gpus > 1; }
 bool lora_adapters(const CommandArgs& a) { return a.estimate.lora_rank > 0; }
 bool torch_adamw(const CommandArgs& a) { return kOptimizerChoices.is(a.estimate.optimizer, Optimizer::AdamW); }
 bool checkpointed(const CommandArgs& a) {
-  return a.estimate.checkpoint != "none" && a.estimate.checkpoint.rfind("selective", 0) != 0;
+  return checkpoint_given(a.estimate.checkpoint) && !selective_checkpoint(a.estimate.checkpoint);
 }
 
 const std::vector<Recipe>& recipes() {
