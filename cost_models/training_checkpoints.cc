@@ -148,9 +148,9 @@ SegmentPlan plan_segments(const TrainingContext& context, std::vector<int32_t>& 
     chosen = choose_boundaries(graph, context.separators, o);
   }
   plan.reentrant = !selective && o.reentrant;  // torchtitan's ptd_checkpoint_wrapper: CheckpointImpl.NO_REENTRANT
-  // selective:op keeps its recomputation whole: an early stop inside a cached op (down_proj, the last to pack) would
-  // leave its cached output in the frame's storage, unread, which memplan does not follow.
-  plan.early_stop = !plan.reentrant && o.early_stop && !plan.per_op;
+  // selective:op stops early too: the cached outputs the stopped recomputation never pops stay in the policy's
+  // storage to the segment's backward end (training_forward.cc recompute_segment).
+  plan.early_stop = !plan.reentrant && o.early_stop;
   plan.end_ops = boundary_ops(context, chosen);
   if (!plan.checkpointed.empty()) {  // report the boundaries of the checkpointed segments only
     std::vector<int32_t> kept;

@@ -308,16 +308,25 @@ void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
   segment_first_step_ = static_cast<int32_t>(program().steps.size());
   recompute_autocast_weight_copy_.assign(graph_.tensors.size(), -1);
   const int32_t last_pack = last_pack_[segment];
+  held_by_checkpoint_.clear();
   for (size_t i = 0; i < context_.ops.size(); ++i) {
     if (segment_of_op_[i] != segment) continue;
-    if (early_stop_ && static_cast<int32_t>(i) > last_pack) break;
-    if (ds3_prefetch()) ds3_run_calls(kDs3BeforeRecompute, static_cast<int32_t>(i));  // ZeRO-3's module hooks again
-    if (early_stop_ && static_cast<int32_t>(i) == last_pack && !saves_result_[i]) early_stop_at(last_pack);
-    else emit_forward(static_cast<int32_t>(i), ForwardMode::Recompute);
-    if (ds3()) ds3_after_recompute(static_cast<int32_t>(i));
+    const int32_t op = static_cast<int32_t>(i);
+    // selective:op: an op the policy cached whose output the stopped recomputation never asks for (after the last
+    // pack, or the last pack itself when it packs its inputs alone, before the dispatch mode pops its cache) leaves
+    // that output in the policy's storage (_CachedTorchDispatchMode's storage[func], never popped), which the
+    // checkpoint's frame keeps until the segment's saved tensors are all released: the segment's backward end.
+    if (early_stop_ && sac_saved_[i] && (op > last_pack || (op == last_pack && !saves_result_[i]))) {
+      for (int32_t b : sac_cache_[i]) add_unique(held_by_checkpoint_, b);
+      for (int32_t b : sac_extras_[i]) add_unique(held_by_checkpoint_, b);
+    }
+    if (early_stop_ && op > last_pack) continue;
+    if (ds3_prefetch()) ds3_run_calls(kDs3BeforeRecompute, op);  // ZeRO-3's module hooks again
+    if (early_stop_ && op == last_pack && !saves_result_[i]) early_stop_at(last_pack);
+    else emit_forward(op, ForwardMode::Recompute);
+    if (ds3()) ds3_after_recompute(op);
   }
   recomputing_ = false;
-  held_by_checkpoint_.clear();
   if (!reentrant_) return;
   for (int32_t t : context_.ops[end_op].outputs) {
     add_unique(held_by_checkpoint_, recompute_buffer_[t]);

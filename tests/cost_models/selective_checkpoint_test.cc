@@ -117,6 +117,62 @@ TEST(SelectiveCheckpoint, MmCounterIsPerBlock) {
   EXPECT_GE(step_named(r.program, "recompute:cached:/layers.1/fc3/MatMul"), 0);
 }
 
+// sac_blocks with a residual sum closing each block, as a decoder layer's: h = e + h_in (Add keeps nothing for
+// backward). The last op of the block to pack is then fc3 (mm 3, cached), which packs its input r2 and its weight
+// only; Relu and MatMul pack before the kernel runs. Under torch >= 2.1 (early stop) the recomputation of a block is
+// fc1 (cached: no FLOPs), act1, fc2, act2, then stops inside fc3 having packed r2: e is never popped from the
+// policy's storage, which the checkpoint's frame keeps until the block's saved tensors are all unpacked, the
+// block's backward end; the Add is not recomputed. Under torch 1.13 (no early stop; the mechanism alone, selective
+// itself needing torch 2) the recomputation pops e at fc3 and runs the Add, whose recomputed sum nothing keeps.
+Graph sac_residual_blocks() {
+  GraphBuilder b;
+  int32_t h = b.input("x", {4, 8});
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string p = "layers." + std::to_string(layer);
+    const std::string s = std::to_string(layer);
+    const int32_t a = b.node1("MatMul", {h, b.weight(p + ".fc1.weight", {8, 16})}, "a" + s, {4, 16});
+    const int32_t r1 = b.node1("Relu", {a}, "r1_" + s, {4, 16});
+    const int32_t c = b.node1("MatMul", {r1, b.weight(p + ".fc2.weight", {16, 16})}, "c" + s, {4, 16});
+    const int32_t r2 = b.node1("Relu", {c}, "r2_" + s, {4, 16});
+    const int32_t e = b.node1("MatMul", {r2, b.weight(p + ".fc3.weight", {16, 8})}, "e" + s, {4, 8});
+    h = b.node1("Add", {e, h}, "h" + s, {4, 8});
+  }
+  b.output(b.node1("MatMul", {h, b.weight("head.weight", {8, 2})}, "y", {4, 2}));
+  Graph g = b.graph();
+  const char* scopes[] = {"fc1/MatMul", "act1/Relu", "fc2/MatMul", "act2/Relu", "fc3/MatMul", "Add"};
+  for (size_t i = 0; i < 12; ++i) g.nodes[i].name = "/layers." + std::to_string(i / 6) + "/" + scopes[i % 6];
+  g.nodes[12].name = "/head/MatMul";
+  return g;
+}
+
+TEST(SelectiveCheckpoint, EarlyStopLeavesTheLastCachedOutputToTheBlocksEnd) {
+  TrainingRun o = mode(CheckpointMode::SelectiveOp);
+  const Program p = build_training_program(sac_residual_blocks(), o).program;
+  for (const char* layer : {"0", "1"}) {
+    const std::string l = layer;
+    EXPECT_GE(step_named(p, "recompute:cached:/layers." + l + "/fc1/MatMul"), 0) << l;
+    EXPECT_GE(step_named(p, "recompute:/layers." + l + "/fc2/MatMul"), 0) << l;
+    EXPECT_GE(step_named(p, "recompute:early_stop:/layers." + l + "/fc3/MatMul"), 0) << l;
+    EXPECT_EQ(step_named(p, "recompute:cached:/layers." + l + "/fc3/MatMul"), -1) << l;
+    EXPECT_EQ(step_named(p, "recompute:/layers." + l + "/Add"), -1) << l;
+    // e (128 B, cached in forward) is last read at the block's checkpoint end, after fc1's backward (the block's
+    // first op), not by the recomputation.
+    const int32_t e = buffer_named(p, "e" + l);
+    ASSERT_GE(e, 0) << l;
+    EXPECT_EQ(last_reader(p, e), step_named(p, "checkpoint_end:/layers." + l + "/fc1/MatMul")) << l;
+    EXPECT_EQ(p.buffers[e].bytes, 128u) << l;
+  }
+  o.checkpoint.early_stop = false;
+  const Program whole = build_training_program(sac_residual_blocks(), o).program;
+  for (const char* layer : {"0", "1"}) {
+    const std::string l = layer;
+    EXPECT_GE(step_named(whole, "recompute:cached:/layers." + l + "/fc3/MatMul"), 0) << l;
+    const int32_t add = step_named(whole, "recompute:/layers." + l + "/Add");
+    ASSERT_GE(add, 0) << l;
+    EXPECT_EQ(last_reader(whole, buffer_named(whole, "e" + l)), add) << l;  // popped, summed, dropped
+  }
+}
+
 TEST(SelectiveCheckpoint, LayerCounterCheckpointsEveryNthBlock) {
   // _apply_layer_sac: _layer_sac_count is incremented first, so block b (0-based) is wrapped when (b + 1) % N == 0.
   EXPECT_FALSE(layer_sac_checkpoints(0, 2));
@@ -151,12 +207,20 @@ TEST(SelectiveCheckpoint, TinyLlamaSavesTheOddMmsAndAttention) {
     if (s.name.rfind("recompute:cached:/layers.1/", 0) == 0) cached.push_back(s.name.substr(27));
     if (s.name.rfind("recompute:/layers.1/", 0) == 0 && s.op == "linear") recomputed_mms.push_back(s.name.substr(20));
   }
-  ASSERT_EQ(cached.size(), 5u);
+  // down_proj (mm 7, cached) is the layer's last op to pack and packs its inputs alone: the early stop (torch >= 2.1,
+  // the default here) ends the recomputation inside it, before its cache is popped; the residual sum after it is
+  // not recomputed, and its cached output stays in the policy's storage to the layer's backward end.
+  ASSERT_EQ(cached.size(), 4u);
   EXPECT_NE(cached[0].find("q_proj"), std::string::npos) << cached[0];
   EXPECT_NE(cached[1].find("v_proj"), std::string::npos) << cached[1];
   EXPECT_NE(cached[2].find("self_attn"), std::string::npos) << cached[2];  // the fused attention
   EXPECT_NE(cached[3].find("gate_proj"), std::string::npos) << cached[3];
-  EXPECT_NE(cached[4].find("down_proj"), std::string::npos) << cached[4];
+  EXPECT_GE(step_named(p, "recompute:early_stop:/layers.1/mlp/down_proj/MatMul"), 0);
+  EXPECT_EQ(step_named(p, "recompute:/layers.1/Add_1"), -1);
+  const int32_t down = buffer_named(p, "/layers.1/mlp/down_proj/MatMul_output_0");
+  ASSERT_GE(down, 0);
+  EXPECT_EQ(p.steps[last_reader(p, down)].name.rfind("checkpoint_end:/layers.1/", 0), 0u)
+      << p.steps[last_reader(p, down)].name;
   ASSERT_EQ(recomputed_mms.size(), 3u);
   EXPECT_NE(recomputed_mms[0].find("k_proj"), std::string::npos) << recomputed_mms[0];
   EXPECT_NE(recomputed_mms[1].find("o_proj"), std::string::npos) << recomputed_mms[1];
