@@ -27,7 +27,9 @@ using testing::step_named;
 //   e = r2 @ fc3 [16,8]   -> [4,8]     128 B   (mm 3: saved)
 //   h = Relu(e)              [4,8]     128 B   (the block's output, read by the next block)
 // x [4,8] is the graph input, h of layers.1 its output (the output seeds backward: no loss).
-Graph sac_blocks() {
+// With `residual`, each block ends h = e + h_in (an Add keeping nothing for backward, as a decoder layer's) instead
+// of h = Relu(e).
+Graph sac_blocks(bool residual = false) {
   GraphBuilder b;
   int32_t h = b.input("x", {4, 8});
   for (int layer = 0; layer < 2; ++layer) {
@@ -38,11 +40,12 @@ Graph sac_blocks() {
     const int32_t c = b.node1("MatMul", {r1, b.weight(p + ".fc2.weight", {16, 16})}, "c" + s, {4, 16});
     const int32_t r2 = b.node1("Relu", {c}, "r2_" + s, {4, 16});
     const int32_t e = b.node1("MatMul", {r2, b.weight(p + ".fc3.weight", {16, 8})}, "e" + s, {4, 8});
-    h = b.node1("Relu", {e}, "h" + s, {4, 8});
+    h = residual ? b.node1("Add", {e, h}, "h" + s, {4, 8}) : b.node1("Relu", {e}, "h" + s, {4, 8});
   }
   b.output(b.node1("MatMul", {h, b.weight("head.weight", {8, 2})}, "y", {4, 2}));
   Graph g = b.graph();
-  const char* scopes[] = {"fc1/MatMul", "act1/Relu", "fc2/MatMul", "act2/Relu", "fc3/MatMul", "act3/Relu"};
+  const char* scopes[] = {"fc1/MatMul", "act1/Relu", "fc2/MatMul", "act2/Relu", "fc3/MatMul",
+                          residual ? "Add" : "act3/Relu"};
   for (size_t i = 0; i < 12; ++i) g.nodes[i].name = "/layers." + std::to_string(i / 6) + "/" + scopes[i % 6];
   g.nodes[12].name = "/head/MatMul";
   return g;
@@ -117,37 +120,16 @@ TEST(SelectiveCheckpoint, MmCounterIsPerBlock) {
   EXPECT_GE(step_named(r.program, "recompute:cached:/layers.1/fc3/MatMul"), 0);
 }
 
-// sac_blocks with a residual sum closing each block, as a decoder layer's: h = e + h_in (Add keeps nothing for
-// backward). The last op of the block to pack is then fc3 (mm 3, cached), which packs its input r2 and its weight
-// only; Relu and MatMul pack before the kernel runs. Under torch >= 2.1 (early stop) the recomputation of a block is
+// sac_blocks(/*residual=*/true): each block closed by a residual sum, h = e + h_in, which keeps nothing for backward.
+// The last op of the block to pack is then fc3 (mm 3, cached), which packs its input r2 and its weight only; Relu
+// and MatMul pack before the kernel runs. Under torch >= 2.1 (early stop) the recomputation of a block is
 // fc1 (cached: no FLOPs), act1, fc2, act2, then stops inside fc3 having packed r2: e is never popped from the
 // policy's storage, which the checkpoint's frame keeps until the block's saved tensors are all unpacked, the
 // block's backward end; the Add is not recomputed. Under torch 1.13 (no early stop; the mechanism alone, selective
 // itself needing torch 2) the recomputation pops e at fc3 and runs the Add, whose recomputed sum nothing keeps.
-Graph sac_residual_blocks() {
-  GraphBuilder b;
-  int32_t h = b.input("x", {4, 8});
-  for (int layer = 0; layer < 2; ++layer) {
-    const std::string p = "layers." + std::to_string(layer);
-    const std::string s = std::to_string(layer);
-    const int32_t a = b.node1("MatMul", {h, b.weight(p + ".fc1.weight", {8, 16})}, "a" + s, {4, 16});
-    const int32_t r1 = b.node1("Relu", {a}, "r1_" + s, {4, 16});
-    const int32_t c = b.node1("MatMul", {r1, b.weight(p + ".fc2.weight", {16, 16})}, "c" + s, {4, 16});
-    const int32_t r2 = b.node1("Relu", {c}, "r2_" + s, {4, 16});
-    const int32_t e = b.node1("MatMul", {r2, b.weight(p + ".fc3.weight", {16, 8})}, "e" + s, {4, 8});
-    h = b.node1("Add", {e, h}, "h" + s, {4, 8});
-  }
-  b.output(b.node1("MatMul", {h, b.weight("head.weight", {8, 2})}, "y", {4, 2}));
-  Graph g = b.graph();
-  const char* scopes[] = {"fc1/MatMul", "act1/Relu", "fc2/MatMul", "act2/Relu", "fc3/MatMul", "Add"};
-  for (size_t i = 0; i < 12; ++i) g.nodes[i].name = "/layers." + std::to_string(i / 6) + "/" + scopes[i % 6];
-  g.nodes[12].name = "/head/MatMul";
-  return g;
-}
-
 TEST(SelectiveCheckpoint, EarlyStopLeavesTheLastCachedOutputToTheBlocksEnd) {
   TrainingRun o = mode(CheckpointMode::SelectiveOp);
-  const Program p = build_training_program(sac_residual_blocks(), o).program;
+  const Program p = build_training_program(sac_blocks(/*residual=*/true), o).program;
   for (const char* layer : {"0", "1"}) {
     const std::string l = layer;
     EXPECT_GE(step_named(p, "recompute:cached:/layers." + l + "/fc1/MatMul"), 0) << l;
@@ -163,7 +145,7 @@ TEST(SelectiveCheckpoint, EarlyStopLeavesTheLastCachedOutputToTheBlocksEnd) {
     EXPECT_EQ(p.buffers[e].bytes, 128u) << l;
   }
   o.checkpoint.early_stop = false;
-  const Program whole = build_training_program(sac_residual_blocks(), o).program;
+  const Program whole = build_training_program(sac_blocks(/*residual=*/true), o).program;
   for (const char* layer : {"0", "1"}) {
     const std::string l = layer;
     EXPECT_GE(step_named(whole, "recompute:cached:/layers." + l + "/fc3/MatMul"), 0) << l;
