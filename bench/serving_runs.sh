@@ -20,21 +20,30 @@ ROWS=(
 "E|Qwen2.5-7B.json|--gpu V100-32GB --context 32768 --dtype fp16 --max-batched-tokens 8192 --max-num-seqs 256|14.25|-|-|13.1|245360|7.49"
 "F|Qwen3-8B.json|--gpu RTX-5090 --gpu-memory-utilization 0.92 --context 32768 --dtype bf16|15.27|-|-|-|89040|-"
 "G|Qwen2.5-0.5B.json|--memory 23.99GiB --gpu-memory-utilization 0.92 --context 32768 --dtype bf16 --max-batched-tokens 8192 --max-num-seqs 256 --engine-version 0.27.1|0.93|0.30|0.31|20.52|1793232|-"
+"H|Qwen3-8B.json|--gpu A100-40GB --context 40960 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.19.1|15.27|-|-|19.36|140960|3.44"
+"I|Qwen3-8B.json|--gpu A100-40GB --context 40960 --max-batched-tokens 8192 --max-num-seqs 256 --engine-version 0.19.1|15.27|-|-|19.2|139792|3.41"
+"J|Llama-3.1-8B.json|--gpu RTX-3090 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.17.1|14.99|-|-|5.68|46544|-"
+"K|Llama-3.1-8B.json|--gpu RTX-3090 --gpu-memory-utilization 0.75 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.17.1|14.99|-|-|2.13|17424|-"
+"L|Qwen2.5-7B.json|--gpu RTX-3090 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.17.1|14.25|-|-|6.32|118304|-"
+"M|Qwen2.5-7B.json|--gpu RTX-3090 --gpu-memory-utilization 0.65 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.17.1|14.25|-|-|0.49|9088|-"
+"N|Qwen2.5-72B-Instruct.json|--gpu L40S --tp 4 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.19.0|33.98|-|-|5.11|67024|8.18"
+"O|bench/serving_configs/Meta-Llama-3-70B-Instruct-AWQ.json|--gpu L40S --tp 2 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.16.0|18.55|-|-|20.16|132128|16.13"
 )
 
 echo "## Commands"
 echo
 for row in "${ROWS[@]}"; do
   IFS='|' read -r id cfg opts _ nt _ <<<"$row"
-  cmd="$MEMPLAN serve $CFG/$cfg --graph decode $opts --json"
+  [[ "$cfg" == */* ]] || cfg="$CFG/$cfg"  # a config of tests/models/hf_configs/, or a path from the source root
+  cmd="$MEMPLAN serve $cfg --graph decode $opts --json"
   echo "    [$id] $cmd"
   # shellcheck disable=SC2086
   # exit 1 = vLLM would refuse to start (as the logged run did in row B); the JSON still holds the figures
-  $MEMPLAN serve "$CFG/$cfg" --graph decode $opts --json >"$TMP/$id.default.json" || [[ $? -eq 1 ]]
+  $MEMPLAN serve "$cfg" --graph decode $opts --json >"$TMP/$id.default.json" || [[ $? -eq 1 ]]
   if [[ "$nt" != "-" ]]; then
     echo "    [$id, --reserve as logged] ${cmd% --json} --reserve ${nt}GiB --json"
     # shellcheck disable=SC2086
-    $MEMPLAN serve "$CFG/$cfg" --graph decode $opts --reserve "${nt}GiB" --json >"$TMP/$id.reserve.json" || [[ $? -eq 1 ]]
+    $MEMPLAN serve "$cfg" --graph decode $opts --reserve "${nt}GiB" --json >"$TMP/$id.reserve.json" || [[ $? -eq 1 ]]
   fi
 done
 echo
@@ -77,7 +86,7 @@ for line in open(os.path.join(tmp, "rows")).read().splitlines():
 
 head = ("| log | weights GiB | non-torch GiB | activation peak GiB | available KV GiB | KV tokens | concurrency |\n"
         "|---|---|---|---|---|---|---|")
-print("## memplan's defaults (non-torch memory: the catalog's 1 GiB)")
+print("## memplan's defaults (non-torch memory: none under the baseline rules, cost_models/vllm_engine.h)")
 print()
 print("memplan / logged (error); `–`: the log does not print it.")
 print()

@@ -318,9 +318,11 @@ std::vector<OptionSpec> make_schema() {
       {.flag = "--reserve", .kind = K::Text, .commands = kEstimating,
        .help = "The CUDA context's memory per GPU, outside any allocator (its kernels included); default: the "
                "catalog's. estimate, check: part of the device figure (what nvidia-smi shows); fit, check --gpu, "
-               "serve --engine eager: taken off the GPU's memory with NCCL's buffers; serve --engine vllm: the "
-               "non-torch memory vLLM's profile run finds (kernels loaded on first use, NCCL's lazily connected "
-               "buffers), taken off its KV cache memory",
+               "serve --engine eager, sglang, trtllm: taken off the GPU's memory (with NCCL's buffers for eager); serve "
+               "--engine vllm: the non-torch memory vLLM's profile run finds (kernels loaded on first use, NCCL's "
+               "lazily connected buffers), taken off its KV cache memory, by default the catalog's under the "
+               "absolute rules (--engine-version 0.6.0 to 0.6.4, 0.8 to 0.9.0) and 0 under the others, whose "
+               "snapshot is taken after the CUDA context exists",
        .field = FIELD(estimate.reserve)},
       {.flag = "--nccl-channels", .kind = K::Int, .commands = kEstimate | kTimeline | kFit | kCheck,
        .help = "NCCL's ring channels per communicator (NCCL_DEBUG=INFO prints 'N coll channels'): with --gpus or "

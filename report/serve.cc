@@ -86,8 +86,10 @@ ServeOutcome serve_model(const ServeArgs& f) {
   if (f.estimate.mode != "inference") throw InputError("serve estimates inference steps: drop --mode " + f.estimate.mode);
   EstimateOptions options = to_estimate_options(f.estimate);
   const GpuCatalog catalog = gpu_catalog_from(f.estimate.catalog);
-  const uint64_t reserve =
-      f.estimate.reserve.empty() ? catalog.context_reserve_bytes : parse_size(f.estimate.reserve, "--reserve");
+  const std::optional<uint64_t> reserve_given =
+      f.estimate.reserve.empty() ? std::nullopt : std::optional<uint64_t>(parse_size(f.estimate.reserve, "--reserve"));
+  const uint64_t reserve = reserve_given.value_or(catalog.context_reserve_bytes);
+  const VllmNonTorch vllm_non_torch(reserve_given, catalog.context_reserve_bytes);  // report/serve_vllm.h
   std::optional<FitBudget> budget;
   if (!f.memory.empty()) budget = FitBudget{parse_size(f.memory, "--memory"), "--memory " + f.memory};
   else if (!gpu.empty()) budget = gpu_budget(catalog.find(gpu), reserve);
@@ -115,7 +117,8 @@ ServeOutcome serve_model(const ServeArgs& f) {
   ServeOutcome out;
   if (vllm) {
     // vLLM's budget is a fraction of the GPU's whole memory (the CUDA context lives in the rest); --reserve is
-    // the memory its profile finds outside PyTorch's allocator (cost_models/vllm_engine.h).
+    // the memory its profile finds outside PyTorch's allocator (cost_models/vllm_engine.h), by default what the
+    // version's rule charges of it that memplan models (VllmNonTorch).
     const int tp = f.estimate.tp;
     // The compute capability (major x 10 + minor) vLLM's quantization methods check: --arch smXY with --memory.
     const int arch = f.estimate.arch.size() > 2 ? std::stoi(f.estimate.arch.substr(2)) : 90;
@@ -129,7 +132,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
       const bool cuda = !g || g->vendor == "nvidia";  // --memory: the --arch smXY GPU
       if (kServeEngineChoices.is(s.engine, ServeEngine::All)) {
         out.engines =
-            serve_engines_table(probe, settings, tp, total, g ? g->name : "", source, reserve, capability, cuda);
+            serve_engines_table(probe, settings, tp, total, g ? g->name : "", source, vllm_non_torch, capability, cuda);
         add_ortgenai_row(*out.engines, [&] {  // on its own probe: the graph's types, ONNX Runtime
           EstimateOptions ort = to_estimate_options(f.estimate);
           ort.execution.runtime = Runtime::OnnxRuntime;
@@ -155,16 +158,16 @@ ServeOutcome serve_model(const ServeArgs& f) {
                              false);
     };
     if (!f.memory.empty()) {
-      out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, reserve, arch);
+      out.vllm = serve_vllm(probe, settings, tp, budget->bytes, "", budget->source, vllm_non_torch, arch);
     } else if (!gpu.empty()) {
       const GpuSpec& g = catalog.find(gpu);
       mla_on(g);
       out.vllm = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name + " (" + format_bytes(g.memory_bytes) + ")",
-                            reserve, g.cc_major * 10 + g.cc_minor);
+                            vllm_non_torch, g.cc_major * 10 + g.cc_minor);
     } else {
       VllmTable t;
       t.model = probe.path();
-      t.non_torch_bytes = reserve;
+      t.non_torch_given = reserve_given.has_value();
       std::optional<std::string> refused;  // the first GPU's refusal, said when no GPU is answered
       int answered = 0;
       for (const GpuSpec& g : catalog.gpus) {
@@ -172,7 +175,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
         VllmAnswer a;
         try {
           mla_on(g);
-          a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, reserve, g.cc_major * 10 + g.cc_minor);
+          a = serve_vllm(probe, settings, tp, g.memory_bytes, g.name, g.name, vllm_non_torch, g.cc_major * 10 + g.cc_minor);
         } catch (const VllmGpuRefused& e) {  // this GPU's row only (a quantization method's capability)
           if (!refused) refused = e.what();
           VllmTableRow row;
@@ -190,6 +193,8 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.mla = a.mla.on;
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
         t.kv_bytes_per_token = a.kv_bytes_per_token;
+        t.non_torch_bytes = a.memory.non_torch - a.custom_all_reduce_bytes;
+        t.non_torch_absolute = a.settings.rule.absolute_budget;
         t.custom_all_reduce_bytes = a.custom_all_reduce_bytes;
         t.custom_all_reduce_rank_data = a.settings.rule.rank_data_after_baseline;
         t.engine_version = a.settings.version_text;

@@ -151,9 +151,12 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
 }
 
 EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
-                                const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
-                                int capability, bool cuda) {
+                                const std::string& gpu_name, const std::string& budget_source,
+                                const VllmNonTorch& non_torch, int capability, bool cuda) {
   const VllmAnswer v = serve_vllm(probe, s, tp, total_memory, gpu_name, budget_source, non_torch, capability);
+  // SGLang and TensorRT-LLM size from the free memory, which the CUDA context has already taken: --reserve, else the
+  // catalog's reserve.
+  const uint64_t outside = non_torch.given.value_or(non_torch.context_reserve);
   EngineTable t;
   t.model = v.model;
   t.gpu = gpu_name;
@@ -163,7 +166,7 @@ EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int t
   t.tp = tp;
   t.total_bytes = v.memory.total;
   t.kv_bytes_per_token = v.kv_bytes_per_token;
-  t.non_torch_bytes = v.memory.non_torch;
+  t.non_torch_bytes = outside;
   t.weights_bytes = v.memory.weights - v.lora_stacks_bytes - v.rotary_cache_bytes - v.vocab_padding_bytes;
   if (v.mla.on && !cuda)  // as report/serve.cc refuses --engine vllm there
     t.rows.push_back({"vllm", "", 0, 0, 0, 0, false, "",
@@ -179,7 +182,7 @@ EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int t
   for (ServeEngine e : {ServeEngine::Sglang, ServeEngine::Trtllm}) {
     EngineAnswer a;
     try {
-      a = serve_engine(probe, s, e, tp, total_memory, gpu_name, budget_source, non_torch, capability, cuda);
+      a = serve_engine(probe, s, e, tp, total_memory, gpu_name, budget_source, outside, capability, cuda);
     } catch (const InputError& error) {  // this engine's row only: what its rule here does not model
       t.rows.push_back({e == ServeEngine::Sglang ? "sglang" : "trtllm", "", 0, 0, 0, 0, false, "", error.what()});
       continue;

@@ -60,8 +60,8 @@ struct EngineTable {
   std::vector<EngineRow> rows;
 };
 EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
-                                const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
-                                int capability, bool cuda);
+                                const std::string& gpu_name, const std::string& budget_source,
+                                const VllmNonTorch& non_torch, int capability, bool cuda);
 
 // --engine all's ONNX Runtime GenAI row, from `answer` (serve_ortgenai on its own probe: the graph's types, ONNX
 // Runtime); tp > 1 or what it does not model makes a row that says why.

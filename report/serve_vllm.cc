@@ -56,8 +56,10 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
 }  // namespace
 
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
-                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch, int capability) {
+                      const std::string& gpu_name, std::string budget_source, const VllmNonTorch& non_torch,
+                      int capability) {
   VllmAnswer a;
+  a.non_torch_given = non_torch.given.has_value();
   a.model = probe.path();
   a.gpu = gpu_name;
   a.budget_source = std::move(budget_source);
@@ -297,7 +299,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.custom_all_reduce_bytes = a.settings.rule.all_reduce_after_snapshot
                                   ? vllm_custom_all_reduce_bytes(tp, a.settings.rule.rank_data_after_baseline) : 0;
   a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak,
-                                   checked_add(non_torch, a.custom_all_reduce_bytes, "non-torch bytes"));
+                                   checked_add(non_torch.bytes(a.settings.rule), a.custom_all_reduce_bytes,
+                                               "non-torch bytes"));
   if (a.sliding_window > 0 && a.sliding_layer_count < a.kv_layers) {
     // Hybrid: vLLM's groups of layers of one kind, every layer's page the same (the config's layers share their
     // heads and head_dim: _get_kv_cache_groups_uniform_page_size's assumption).

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -111,6 +112,7 @@ struct VllmFp8BlockAnswer {
 
 struct VllmAnswer {
   std::string model, gpu;           // gpu: the catalog's name, or "" for --memory
+  bool non_torch_given = false;     // --reserve given (else VllmNonTorch's default for the rule)
   std::string budget_source;        // how the total was given
   VllmResolved settings;
   std::string kv_cache_dtype;
@@ -181,7 +183,9 @@ struct VllmTable {
   std::string model;
   int64_t max_model_len = 0, block_size = 0;
   double gpu_memory_utilization = 0;
-  uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;  // non_torch_bytes: --reserve
+  uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;  // non_torch_bytes: VllmNonTorch's
+  bool non_torch_given = false;                          // --reserve given
+  bool non_torch_absolute = false;                       // the version's rule charges every byte outside PyTorch
   uint64_t custom_all_reduce_bytes = 0;  // beside --reserve on every GPU (0.6.5 to 0.7, 0.9.2 to 0.10 at tp >= 2)
   bool custom_all_reduce_rank_data = false;  // with its rank_data tensor (0.6.5 to 0.6.x)
   std::string engine_version;
@@ -196,10 +200,27 @@ struct VllmTable {
 // mixture of experts (`moe`) and --dtype auto on a checkpoint whose type V0 would change.
 void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe);
 
-// vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (--reserve), its compute
+// The memory outside PyTorch that vLLM's rule charges (VllmMemory::non_torch, beside the custom all-reduce's buffers
+// serve_vllm adds): `given` (--reserve) when given. Otherwise what vLLM's rule takes of it that memplan models: the
+// absolute rules (0.6.0 to 0.6.4, 0.8 to 0.9.0: VllmRule::absolute_budget) charge every byte outside PyTorch on the
+// GPU, the CUDA context first, so the catalog's context reserve (`context_reserve`); the others charge only what
+// appears after the snapshot Worker.init_device takes once the context exists (cost_models/vllm_engine.h), so
+// nothing: the kernels loaded on first use during the profile run are not modelled (vLLM logs the increase as its
+// "non-torch memory"; --reserve charges it). A plain byte count converts to a given one (the other engines' analysis).
+struct VllmNonTorch {
+  VllmNonTorch(uint64_t given_bytes) : given(given_bytes) {}  // NOLINT(google-explicit-constructor)
+  VllmNonTorch(std::optional<uint64_t> given_bytes, uint64_t context_reserve_bytes)
+      : given(given_bytes), context_reserve(context_reserve_bytes) {}
+  std::optional<uint64_t> given;
+  uint64_t context_reserve = 0;
+  uint64_t bytes(const VllmRule& rule) const { return given ? *given : rule.absolute_budget ? context_reserve : 0; }
+};
+
+// vLLM on one GPU (or a --memory total, `gpu_name` ""), its non-torch memory `non_torch` (above), its compute
 // capability `capability` (major x 10 + minor: what vLLM's quantization methods check).
 VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, uint64_t total_memory,
-                      const std::string& gpu_name, std::string budget_source, uint64_t non_torch, int capability);
+                      const std::string& gpu_name, std::string budget_source, const VllmNonTorch& non_torch,
+                      int capability);
 
 // report/serve_vllm_moe.cc: on the forward's estimate of the profile step, whose sparse blocks' tensors
 // (find_moe_blocks: ServeProbe::kernel_sites) are held outside it (the fused kernel computes in its own buffers), the

@@ -11,6 +11,12 @@
 namespace memplan {
 namespace {
 
+// The non-torch term's default under a baseline rule (report/serve_vllm.h VllmNonTorch), as the text says it.
+std::string vllm_non_torch_not_modelled() {
+  return "not modelled: the CUDA context is in vLLM's start-up snapshot; what appears outside PyTorch after it, "
+         "kernels loaded on first use, vLLM logs as non-torch memory: --reserve SIZE adds it";
+}
+
 // Where vLLM's CUDA graphs take their memory (Worker.compile_or_warm_up_model, gpu_worker.py at 35d5cda: capture_model
 // runs after initialize_from_config has allocated the cache, unless enforce_eager; notes section 6).
 std::string vllm_cuda_graphs(const VllmAnswer& a) {
@@ -222,7 +228,11 @@ std::string vllm_to_text(const VllmAnswer& a) {
   t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
                    format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
                    a.sampler_sets_peak ? (a.settings.rule.v0_engine ? "the sampler" : "the sampler's warm-up") : "the forward");
-  t += fmt::format("  - non-torch memory {:>12}  (--reserve{})\n", format_bytes(m.non_torch),
+  // Where the figure comes from: --reserve, or the rule's default (report/serve_vllm.h VllmNonTorch).
+  const std::string source = a.non_torch_given ? "--reserve"
+                             : absolute        ? "the catalog's CUDA context reserve; --reserve to change"
+                                               : vllm_non_torch_not_modelled();
+  t += fmt::format("  - non-torch memory {:>12}  ({}{})\n", format_bytes(m.non_torch), source,
                    absolute ? fmt::format(": {} charges every byte outside PyTorch on the GPU, the CUDA context, NCCL "
                                           "and other processes included", a.settings.version_text)
                    : a.settings.rule.v0_engine && a.custom_all_reduce_bytes == 0
@@ -348,7 +358,10 @@ std::string vllm_table_to_text(const VllmTable& t) {
   for (const VllmTableRow& r : t.rows)
     if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
   if (t.sliding_window > 0) text += "  " + window_note(t) + "\n";
-  text += fmt::format("  (non-torch memory {} each: --reserve{}; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes),
+  const std::string source = t.non_torch_given      ? "--reserve"
+                             : t.non_torch_absolute ? "the catalog's CUDA context reserve, which this rule charges"
+                                                    : vllm_non_torch_not_modelled();
+  text += fmt::format("  (non-torch memory {} each: {}{}; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes), source,
                       t.custom_all_reduce_bytes == 0
                           ? ""
                           : fmt::format(", and the custom all-reduce's IPC buffers{}, {} B, which {} sets up after its "

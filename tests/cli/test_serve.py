@@ -727,9 +727,29 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(p.stderr, f"memplan: error: serve --engine {engine} needs --context N (the longest "
                                        f"request): {KV} does not state its maximum position\n")
 
+    def test_the_non_torch_term_by_default(self):
+        # Without --reserve: 0 under the rules whose snapshot follows the CUDA context (0.11, 0.9.2 to 0.10, 0.7),
+        # the catalog's reserve (1024 MiB, report/gpu_catalog.json context_reserve_mib) under the absolute rules that
+        # charge every byte outside PyTorch (0.8, 0.6.0 to 0.6.4); --reserve wins in both. The available memory moves
+        # by exactly that term.
+        base = ["--memory", "2GiB", "--context", "64", "--max-batched-tokens", "64", "--max-num-seqs", "64", "--dtype", "bf16"]
+        for version, default in (("0.11", 0), ("0.10.1", 0), ("0.7", 0), ("0.8", 1 << 30), ("0.6.3", 1 << 30)):
+            m = self.vllm(*base, "--engine-version", version)["memory"]
+            self.assertEqual(m["non_torch_bytes"], default, version)
+            given = self.vllm(*base, "--engine-version", version, "--reserve", "100MiB")["memory"]
+            self.assertEqual(given["non_torch_bytes"], 100 << 20, version)
+            self.assertEqual(m["available_kv_cache_bytes"] - given["available_kv_cache_bytes"],
+                             (100 << 20) - default, version)
+        p = run("serve", KV, "--engine", "vllm", *base)
+        self.assertIn("non-torch memory          0 B  (not modelled: the CUDA context is in vLLM's start-up snapshot",
+                      p.stdout)
+        # SGLang sizes from the free memory, which the context has taken: the catalog's reserve, --reserve or not given.
+        j = serve_json("--engine", "sglang", "--memory", "16GiB", "--context", "64", "--dtype", "bf16")
+        self.assertEqual(j["memory"]["non_torch_bytes"], 1 << 30)
+
     def test_vllm_that_would_not_start(self):
-        # The default --reserve (the catalog's 1 GiB) is more than 0.9 x 1 GiB: nothing for the cache.
-        p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64")
+        # A non-torch term of 1 GiB is more than 0.9 x 1 GiB: nothing for the cache.
+        p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB", "--context", "64", "--reserve", "1GiB")
         self.assertEqual(p.returncode, 1)
         self.assertIn("vLLM would not start: No available memory for the cache blocks", p.stdout)
         # 26,802,585 B hold 26,174 blocks: a request of 26,174 x 16 + 1 tokens does not fit; vLLM names the longest

@@ -49,6 +49,9 @@ PUBLISHED = {
     "Qwen2.5-1.5B": 1_543_714_304,
     # https://huggingface.co/Qwen/Qwen2.5-7B (index total_size 15,231,233,024 B; model card: 7.61B)
     "Qwen2.5-7B": 7_615_616_512,
+    # https://huggingface.co/Qwen/Qwen2.5-72B-Instruct (model card: 72.7B, 70.0B non-embedding; 80 layers, 64 query and
+    # 8 kv heads, q/k/v biases, an untied head)
+    "Qwen2.5-72B-Instruct": 72_706_203_648,
     # https://huggingface.co/Qwen/Qwen3-8B (safetensors total; model card: 8.2B, 6.95B non-embedding, 36 layers,
     # 32 query and 8 kv heads): q_norm and k_norm add 2 x 128 per layer, no biases
     "Qwen3-8B": 8_190_735_360,

@@ -138,12 +138,12 @@ def test_serve_nothing_fits_is_a_limit_error():
 
 
 def test_serve_vllm_that_would_not_start_is_a_limit_error():
-    # vLLM's default engine: 0.9 x 1 GiB less the catalog's 1 GiB of non-torch memory leaves nothing for the cache.
+    # vLLM's default engine: 0.9 x 1 GiB less 1 GiB of non-torch memory leaves nothing for the cache.
     kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
-    p = cli("serve", kv, "--context", "64", "--memory", "1GiB", "--json")
+    p = cli("serve", kv, "--context", "64", "--memory", "1GiB", "--reserve", "1GiB", "--json")
     assert p.returncode == 1, p.stderr
     with pytest.raises(memplan.LimitError, match="vLLM would not start: No available memory") as e:
-        memplan.serve(kv, context=64, memory="1GiB")
+        memplan.serve(kv, context=64, memory="1GiB", reserve="1GiB")
     assert e.value.result == json.loads(p.stdout)
     assert e.value.result["schema"] == "memplan.serve.vllm/1"
 
