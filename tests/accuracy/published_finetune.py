@@ -168,5 +168,52 @@ def hf_rows(memplan_fit):
     return rows
 
 
+# bharathbattu/LoRA-vs-Full-Fine-Tuning, LoRA_vs_Full_Fine_Tuning.ipynb and README.md at 87b196a (2026-03-03; Colab,
+# one T4, sm75; transformers recent enough for from_pretrained's dtype=, not pinned). run_experiment(): reset_peak_
+# memory_stats() before loading, then Qwen/Qwen2-0.5B (the notebook prints 494,032,768 parameters: the shapes of
+# tests/models/hf_configs/Qwen2.5-0.5B.json, whose Hub count is the same) loaded with dtype=float32 for the full
+# fine-tune (Trainer fp16=True: autocast fp16 over float32 parameters) or dtype=float16 for LoRA (fp16=False: the
+# model trains in float16, PEFT's adapters float32) and QLoRA (BitsAndBytesConfig nf4, double quant, compute float16,
+# then prepare_model_for_kbit_training: float32 non-quantized parameters, per-layer reentrant checkpointing);
+# LoraConfig r 8 (alpha 16) or 64 (alpha 128) on q_proj and v_proj, dropout 0.05; TrainingArguments batch 2,
+# gradient_accumulation_steps 8, default optimizer; every sample padded to max_length 256. The figure:
+# torch.cuda.max_memory_allocated() / 1024**3 after trainer.train(), the README's "Peak Memory (GB)" column, given
+# to about 0.1 ("~10.2", "~2.6", "~2.7", "~1.6").
+QWEN_T4 = ("bharathbattu/LoRA-vs-Full-Fine-Tuning LoRA_vs_Full_Fine_Tuning.ipynb, README.md @87b196a (T4), "
+           "https://github.com/bharathbattu/LoRA-vs-Full-Fine-Tuning")
+
+
+def qwen_t4_rows(memplan):
+    rows = []
+    base = ["estimate", "tests/models/hf_configs/Qwen2.5-0.5B.json", "--graph", "train", "--batch", "2",
+            "--dim", "seq=256", "--grad-accum", "8", "--arch", "sm75"]
+    lora = ["--lora-targets", "q_proj|v_proj", "--lora-dropout", "0.05"]
+    for config, published, recipe, extra in (
+            ("full fine-tune, float32 under fp16 autocast", 10.2, "hf-trainer",
+             ["--precision", "amp-fp16", "--param-dtype", "fp32"]),
+            ("LoRA r8 q,v, the model in float16", 2.6, "hf-peft", ["--precision", "fp16", "--lora-rank", "8", *lora]),
+            ("LoRA r64 q,v, the model in float16", 2.7, "hf-peft", ["--precision", "fp16", "--lora-rank", "64", *lora]),
+            ("QLoRA r8 q,v, nf4 double quant, compute float16", 1.6, "hf-peft-qlora",
+             ["--precision", "fp16", "--lora-rank", "8", *lora])):
+        args = [*base, "--recipe", recipe, *extra]
+        j = memplan(args)
+        rows.append(dict(
+            framework="Hugging Face Trainer + PEFT + bitsandbytes (recipes hf-trainer, hf-peft, hf-peft-qlora)",
+            source=QWEN_T4, model="Qwen2-0.5B", config=f"{config}, b2 s256 (padded), grad accum 8, T4",
+            measured=f"peak allocated (max_memory_allocated) ~{published} GiB", published=round(published * GIB),
+            memplan=j["allocated_bytes"],
+            command="memplan " + " ".join(a if "|" not in a else f"'{a}'" for a in args),
+            what="allocated_bytes",
+            setup="the published figure is given to about 0.1 GiB (a bar chart beside it agrees); the peak covers "
+                  "the whole run from before loading (the steady step's, grads accumulating over 8 micro-batches, "
+                  "sets it in memplan); the optimizer is the Trainer's default for the transformers installed (the "
+                  "recipes' fused AdamW; the full fine-tune's peak is in the backward, not the step, so foreach "
+                  "gives the same); attention is the recipes' sdpa rule (a T4 has no flash attention; which SDPA "
+                  "kernel ran with the padding mask is not printed); the two LoRA rows' 0.17-0.21 GiB under is not "
+                  "explained"))
+    return rows
+
+
 def rows(memplan, memplan_fit=None):
-    return answerai_rows(memplan) + torchtune_rows(memplan) + hf_rows(memplan_fit or memplan)
+    return (answerai_rows(memplan) + torchtune_rows(memplan) + hf_rows(memplan_fit or memplan)
+            + qwen_t4_rows(memplan))
