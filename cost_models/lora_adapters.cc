@@ -31,6 +31,22 @@ std::string module_of(const std::string& weight) {
 
 constexpr const char* kAdapterNames[] = {"lora_A", "lora_B"};
 
+// The module scope torch.onnx.export names a node by ("/layers.0/self_attn/q_proj" for
+// "/layers.0/self_attn/q_proj/MatMul"), or `fallback` for a name without one.
+std::string node_scope(const std::string& node, const std::string& fallback) {
+  const size_t slash = node.rfind('/');
+  return slash == std::string::npos || slash == 0 ? fallback : node.substr(0, slash);
+}
+
+// PEFT's lora.Linear holds the Linear it adapts as `base_layer` (peft/tuners/lora/layer.py LoraLayer.__init__), so a
+// PEFT model's export names the Linear's nodes under <module>/base_layer/: "/layers.0/self_attn/q_proj/MatMul"
+// becomes "/layers.0/self_attn/q_proj/base_layer/MatMul". Module-scoped rules (DeepSpeed ZeRO-3's hooks) read it.
+std::string in_base_layer(const std::string& node) {
+  const size_t slash = node.rfind('/');
+  if (slash == std::string::npos || slash == 0) return node;
+  return node.substr(0, slash) + "/base_layer" + node.substr(slash);
+}
+
 class Builder {
  public:
   Builder(const Graph& base, const TrainingOptions& o, LoraGraph& out) : o_(o), out_(out) {
@@ -65,14 +81,17 @@ class Builder {
     return output;
   }
 
-  int32_t scalar(const std::string& name, double value, int opset) {
+  // A Constant scalar tensor `name`, its node `node_name` (the tensor's name when empty).
+  int32_t scalar(const std::string& name, double value, int opset, const std::string& node_name = "") {
     const int32_t t = tensor(name, DType::Float32, {}, TensorKind::Activation);
     g().tensors[t].real_value = std::vector<double>{value};
-    return node(name, "Constant", {}, t, opset);
+    return node(node_name.empty() ? name : node_name, "Constant", {}, t, opset);
   }
 
-  // The adapter ops after the Linear `t` whose result is `y`; returns the tensor that replaces y.
-  int32_t adapt(const LinearSite& t, int32_t y, int opset) {
+  // The adapter ops after the Linear `t` whose result is `y`, their nodes named under the adapted module's scope `scope`
+  // as a PEFT model's export names them (<scope>/lora_A/MatMul, <scope>/Mul, <scope>/Add; the tensors keep memplan's
+  // names, /<module>/lora/...); returns the tensor that replaces y.
+  int32_t adapt(const LinearSite& t, int32_t y, const std::string& scope, int opset) {
     const std::string m = module_of(g().tensors[t.weight].name);
     const Tensor x = g().tensors[t.x];
     const int64_t r = o_.lora_rank;
@@ -119,19 +138,19 @@ class Builder {
     int32_t cur = t.x;
     if (half_base || amp_cast) {
       const int32_t copy = tensor("/" + m + "/lora/Cast_output_0", adapter_type, x.shape, TensorKind::Activation);
-      g().nodes.push_back(cast_node("/" + m + "/lora/Cast", cur, copy, adapter_type, opset));
+      g().nodes.push_back(cast_node(scope + "/Cast", cur, copy, adapter_type, opset));
       cur = copy;
       out_.float32[cur] = float32_copy;  // under autocast: float32 whatever x's type (assign_amp_dtypes)
     }
     // lora_dropout: nn.Dropout(p) when p > 0, else nn.Identity (LoraLayer.update_layer). A p = 0 Dropout
     // is what dropout_is_noop (eager_semantics) treats as the identity, so no node is needed for it.
     if (o_.lora_dropout > 0) {
-      const std::string d = "/" + m + "/lora_dropout/Dropout";
+      const std::string d = "/" + m + "/lora_dropout/Dropout", dn = scope + "/lora_dropout/Dropout";
       const int32_t y = tensor(d + "_output_0", adapter_type, x.shape, TensorKind::Activation);
       if (opset >= 12) {  // the ratio is an input from opset 12 on, an attribute before
-        node(d, "Dropout", {cur, scalar(d + "/Constant_output_0", o_.lora_dropout, opset)}, y, opset);
+        node(dn, "Dropout", {cur, scalar(d + "/Constant_output_0", o_.lora_dropout, opset, dn + "/Constant")}, y, opset);
       } else {
-        node(d, "Dropout", {cur}, y, opset);
+        node(dn, "Dropout", {cur}, y, opset);
         g().nodes.back().attributes["ratio"].type = Attribute::Type::Float;
         g().nodes.back().attributes["ratio"].f = static_cast<float>(o_.lora_dropout);
       }
@@ -148,14 +167,14 @@ class Builder {
       out_.adapter_parameters = checked_add(out_.adapter_parameters, checked_mul(static_cast<uint64_t>(in_f),
                                                                                 static_cast<uint64_t>(out_f)),
                                             "LoRA parameter count");
-      const std::string node_prefix = "/" + m + "/" + which;
+      const std::string tensor_prefix = "/" + m + "/" + which, node_prefix = scope + "/" + which;
       const int32_t wt = node(node_prefix + "/Transpose", "Transpose", {w},
-                              tensor(node_prefix + "/Transpose_output_0", adapter_type, {in_f, out_f},
+                              tensor(tensor_prefix + "/Transpose_output_0", adapter_type, {in_f, out_f},
                                      TensorKind::Activation), opset);
       g().nodes.back().attributes["perm"].type = Attribute::Type::Ints;
       g().nodes.back().attributes["perm"].ints = {1, 0};
       const int32_t o = node(node_prefix + "/MatMul", "MatMul", {input, wt},
-                             tensor(node_prefix + "/MatMul_output_0", adapter_type, lead(out_f), TensorKind::Activation),
+                             tensor(tensor_prefix + "/MatMul_output_0", adapter_type, lead(out_f), TensorKind::Activation),
                              opset);
       out_.float32[wt] = out_.float32[o] = half_base;
       return o;
@@ -163,19 +182,20 @@ class Builder {
     cur = linear(kAdapterNames[0], t.in_features, r, cur);
     cur = linear(kAdapterNames[1], r, t.out_features, cur);
     // scaling = lora_alpha / r; its value changes no memory. PEFT's default lora_alpha is 8 (LoraConfig).
-    const int32_t scaling = scalar("/" + m + "/lora/Constant_output_0", 8.0 / static_cast<double>(r), opset);
+    const int32_t scaling =
+        scalar("/" + m + "/lora/Constant_output_0", 8.0 / static_cast<double>(r), opset, scope + "/Constant");
     const std::vector<int64_t> y_shape = g().tensors[y].shape;
-    cur = node("/" + m + "/lora/Mul", "Mul", {cur, scaling},
+    cur = node(scope + "/Mul", "Mul", {cur, scaling},
                tensor("/" + m + "/lora/Mul_output_0", adapter_type, y_shape, TensorKind::Activation), opset);
     out_.float32[cur] = half_base;
     const DType y_type = g().tensors[y].dtype;
-    cur = node("/" + m + "/lora/Add", "Add", {y, cur},
+    cur = node(scope + "/Add", "Add", {y, cur},
                tensor("/" + m + "/lora/Add_output_0", half_base ? adapter_type : y_type, y_shape, TensorKind::Activation),
                opset);
     out_.float32[cur] = half_base;
     if (half_base) {
       const int32_t back = tensor("/" + m + "/lora/Cast_1_output_0", y_type, y_shape, TensorKind::Activation);
-      g().nodes.push_back(cast_node("/" + m + "/lora/Cast_1", cur, back, y_type, opset));
+      g().nodes.push_back(cast_node(scope + "/Cast_1", cur, back, y_type, opset));
       cur = back;
     }
     ++out_.adapted_layers;
@@ -289,11 +309,16 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
   }
   std::vector<std::optional<LinearSite>> target_of(base.nodes.size());
   std::vector<int32_t> adapted_at(base.nodes.size(), -1);  // node ending a targeted linear -> its first node
+  std::vector<bool> base_layer(base.nodes.size(), false);    // a targeted Linear's own nodes (in_base_layer)
   for (size_t i = 0; i < base.nodes.size(); ++i) {
     auto t = linear_site(base, static_cast<int32_t>(i));
     if (!t || !std::regex_search(base.tensors[t->weight].name, targets)) continue;
     target_of[i] = t;
     adapted_at[t->last_node] = static_cast<int32_t>(i);
+    base_layer[i] = base_layer[size_t(t->last_node)] = true;
+    const int32_t w = in(base, static_cast<int32_t>(i), 1);  // F.linear's Transpose of the weight, when exported
+    if (w >= 0 && w != t->weight && base.tensors[w].producer >= 0 && op_is(base, base.tensors[w].producer, "Transpose"))
+      base_layer[size_t(base.tensors[w].producer)] = true;
   }
   // A mixture of experts' stacked [E, d1, d2] parameters the pattern names: PEFT's target_parameters (Builder::
   // adapt_parameter), adapted before their first reader.
@@ -320,12 +345,14 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
     Node n = base.nodes[i];
     for (int32_t w : stacked_at[i]) renamed[w] = b.adapt_parameter(w, lora_parameter_stored_in_out(base, w), n.opset);
     for (int32_t& t : n.inputs) t = reads(t);
+    if (base_layer[i]) n.name = in_base_layer(n.name);
     b.g().nodes.push_back(n);
     if (adapted_at[i] < 0) continue;
     const int32_t y = out0(base, static_cast<int32_t>(i));
     LinearSite t = *target_of[adapted_at[i]];
     t.x = reads(t.x);  // the input may itself be an adapted linear's result
-    renamed[y] = b.adapt(t, y, n.opset);
+    const std::string& first = base.nodes[size_t(adapted_at[i])].name;
+    renamed[y] = b.adapt(t, y, node_scope(first, "/" + module_of(base.tensors[t.weight].name)), n.opset);
   }
   if (out.adapted_layers == 0 && stacked == 0)
     throw InputError("--lora-targets '" + o.lora_targets + "' matches the weight of no MatMul/Gemm layer of model '" +

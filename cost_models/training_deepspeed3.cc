@@ -12,8 +12,10 @@
 // of backward).
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "cost_models/deepspeed_zero3.h"
+#include "cost_models/lora_adapters.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -41,9 +43,16 @@ void TrainingStep::ds3_find_modules() {
                        "': a parameter two modules own is not modelled at stage 3");
   std::map<std::string, int32_t> by_name;
   ds3_index_.assign(graph_.tensors.size(), -1);
+  // --lora-rank's adapted Linears: PEFT's lora.Linear holds the base Linear as its child `base_layer`, beside lora_A
+  // and lora_B (peft/tuners/lora/layer.py), so the base weight is base_layer's parameter, fetched by that module's
+  // hooks; the what-if keeps the base weight's name (lora_adapters.h), its nodes under <module>/base_layer/.
+  std::set<std::string> adapted;
+  for (int32_t p : context_.module_parameters)
+    if (const std::string m = lora_adapter_module(graph_.tensors[p].name); !m.empty()) adapted.insert(m);
   for (int32_t p : context_.module_parameters) {
     if (layout().restored(p)) throw InputError(where + "'" + graph_.tensors[p].name + "' is stored in another type: not modelled");
-    const std::string owner = owner_of(graph_.tensors[p].name);
+    std::string owner = owner_of(graph_.tensors[p].name);
+    if (adapted.count(owner) && lora_adapter_module(graph_.tensors[p].name).empty()) owner += ".base_layer";
     auto it = by_name.find(owner);
     if (it == by_name.end()) {
       it = by_name.emplace(owner, static_cast<int32_t>(ds3_modules_.size())).first;

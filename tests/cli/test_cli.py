@@ -837,6 +837,21 @@ class LoraWhatIfTest(unittest.TestCase):
         for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
             self.assertEqual(what_if[key], peft[key], key)
 
+    def test_deepspeed_zero3_agrees_with_the_peft_export(self):
+        # Under ZeRO-3 every module's hooks fetch and release its own parameters: PEFT's lora.Linear holds the base
+        # Linear as `base_layer` beside lora_A and lora_B, which the export's names show (q_proj.base_layer.weight,
+        # /layers.0/self_attn/q_proj/base_layer/MatMul). The what-if names its nodes so and fetches the base weight as
+        # base_layer's: the same gathers, releases and prefetches, so the same figures, with and without prefetch.
+        for config in ("hf_zero3_auto.json", "hf_zero3_auto_no_prefetch.json"):
+            ds = ["--deepspeed", f"bench/deepspeed/{config}", "--gpus", "2", "--precision", "fp32"]
+            what_if = run_json(*self.BASE, *self.LORA, *ds)
+            peft = run_json("estimate", "tests/models/llama_tiny_lora_train.onnx", *self.BASE[2:], "--trainable",
+                            "lora_", *ds)
+            for key in ["total_bytes", "lower_bound_bytes", "resident_bytes"]:
+                self.assertEqual(what_if[key], peft[key], (config, key))
+            for key in ["param_bytes", "grad_bytes", "optimizer_state_bytes"]:
+                self.assertEqual(what_if["training"][key], peft["training"][key], (config, key))
+
     def test_autocast_agrees_with_the_peft_export(self):
         # Under amp-bf16 q_proj's and v_proj's input (the RMSNorm's float32 output) is float32 already, so
         # PEFT's _cast_input_dtype returns it (the fp32-traced PEFT export has no Cast there): the what-if's
