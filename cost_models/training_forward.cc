@@ -2,6 +2,7 @@
 // backward; the recomputation of checkpointed segments in backward runs the same ops again.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "cost_models/eager_semantics.h"
 #include "cost_models/frozen_storage.h"
@@ -309,6 +310,19 @@ void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
   recompute_autocast_weight_copy_.assign(graph_.tensors.size(), -1);
   const int32_t last_pack = last_pack_[segment];
   held_by_checkpoint_.clear();
+  // The segment's inputs from before it: CheckpointFunction.backward keeps ctx.saved_tensors (the checkpointed call's
+  // tensor arguments) and their detached copies in its locals until its inner backward returns, and the
+  // non-reentrant frame's recompute_fn closes over the arguments until the frame is freed: both to the segment's
+  // backward end (torch/utils/checkpoint.py), whatever the recomputed ops keep of them.
+  std::set<int32_t> made_inside;
+  for (size_t i = 0; i < context_.ops.size(); ++i)
+    if (segment_of_op_[i] == segment) made_inside.insert(context_.ops[i].outputs.begin(), context_.ops[i].outputs.end());
+  for (size_t i = 0; i < context_.ops.size(); ++i) {
+    if (segment_of_op_[i] != segment) continue;
+    for (int32_t t : context_.ops[i].inputs)
+      if (t >= 0 && !made_inside.count(t) && graph_.tensors[t].kind == TensorKind::Activation && forward_buffer_[t] >= 0)
+        add_unique(held_by_checkpoint_, forward_buffer_[t]);
+  }
   for (size_t i = 0; i < context_.ops.size(); ++i) {
     if (segment_of_op_[i] != segment) continue;
     const int32_t op = static_cast<int32_t>(i);

@@ -50,9 +50,11 @@ TrainingRun layers(bool reentrant, bool early_stop) {
 }
 
 // Reentrant: CheckpointFunction.backward recomputes the whole block, then holds its recomputed output h'1 and the
-// incoming grad until the block's backward ends (the checkpoint_end step reads both).
+// incoming grad until the block's backward ends (the checkpoint_end step reads both), and its input h0 (its
+// ctx.saved_tensors and their detached copies are locals of that backward).
 // Non-reentrant, torch 1.13 (no early stop): the whole block is recomputed, but only what its ops pack is kept; the
-// recomputed h'1, packed by nobody, dies at once, and nothing is held to the block's end.
+// recomputed h'1, packed by nobody, dies at once; the block's input h0 alone is held to its end (the frame's
+// recompute_fn closes over the call's arguments).
 // Non-reentrant with early stop (torch >= 2.1): the recomputation stops at the last pack, fc2's inputs, which are
 // packed before its kernel is called: e1 (128 B) is never made and the Add never runs. fc2's backward still reads
 // the recomputed r1. Non-reentrant, with or without early stop, recomputes at the first unpack, fc2's backward: the
@@ -67,8 +69,10 @@ TEST(CheckpointImpl, ReentrantHoldsNonReentrantStopsAtTheLastPack) {
   const int32_t end_w = step_named(whole, "checkpoint_end:/layers.1/fc1/MatMul");
   ASSERT_GE(end_r, 0);
   ASSERT_GE(end_w, 0);
-  EXPECT_EQ(reentrant.steps[end_r].reads.size(), 2u);
-  EXPECT_TRUE(whole.steps[end_w].reads.empty());
+  EXPECT_EQ(reentrant.steps[end_r].reads.size(), 3u);
+  ASSERT_EQ(whole.steps[end_w].reads.size(), 1u);
+  EXPECT_EQ(whole.steps[end_w].reads[0], buffer_named(whole, "h0"));
+  for (const Program* p : {&reentrant, &whole}) EXPECT_EQ(last_reader(*p, buffer_named(*p, "h0")), p == &whole ? end_w : end_r);
 
   for (const Program* p : {&reentrant, &whole}) {
     EXPECT_GE(step_named(*p, "recompute:/layers.1/fc2/MatMul"), 0);
