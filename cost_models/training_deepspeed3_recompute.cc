@@ -17,13 +17,19 @@
 //    differs from the recorded one at its step id. Every step checkpoints the same layers in the same order, so from
 //    the second step on the complete trace holds the recomputations and __params_to_release, max_reuse_distance and
 //    the prefetch queue read them like any other call. memplan models that steady state.
-//  - The IPG epilogue (independent_gradient_partition_epilogue) still runs once: the first gradient hook queues it on
-//    its own graph task (base_optimizer.py queue_post_backward_callback), the outer backward's when that parameter is
-//    outside the checkpointed layers (the head); one inside them would end its recomputation's nested backward with
-//    the epilogue: refused.
-//  - Refused: a frozen parameter in a checkpointed layer. _fetch_sub_module_impl attributes a frozen parameter
-//    gathered in a recomputation (in_checkpoint_recompute) to the latest backward module not yet released
-//    (update_recompute_parameters), whose release frees it; memplan does not track those modules.
+//  - The IPG epilogue (independent_gradient_partition_epilogue) still runs once, at the end of the outer backward:
+//    the engine registers a hook on the forward's outputs (runtime/utils.py register_output_backward_hooks) whose
+//    first call, at the start of the outer backward, runs engine._backward_prologue, which queues the post-backward
+//    callback on that graph task (base_optimizer.py queue_post_backward_callback); later gradient hooks, inside a
+//    recomputation's nested backward too, find it queued. So a frozen head (the first hook inside the last layer)
+//    changes nothing.
+//  - A frozen parameter in a checkpointed layer: _fetch_sub_module_impl also attributes a frozen parameter gathered
+//    in a recomputation (in_checkpoint_recompute) to the latest backward module not yet released
+//    (update_recompute_parameters), whose backward release then releases it too. Under the reentrant checkpoint that
+//    module is one enclosing the layers (the layer's own modules ran their forward under no_grad, so none of them
+//    has a pre-backward hook in the outer graph): it is released at the backward's end, and the attribution adds
+//    nothing to param.ds_active_sub_modules, so the parameter's own module releases it as it releases a trainable
+//    one (__params_to_release reads the trace, not requires_grad), before that. The fetch trace is the same.
 #include <algorithm>
 
 #include "cost_models/training_step.h"
@@ -47,20 +53,6 @@ void TrainingStep::ds3_backward_trace(const std::vector<int32_t>& order, std::ve
       if (segment_of_op_[i] != s)
         throw InputError(where + "module '" + mod.name + "'s ops are partly inside a checkpointed block: not modelled "
                          "(a checkpoint wraps whole module calls)");
-    if (s < 0) continue;
-    for (int32_t q : mod.params)
-      if (!context_.is_param[ds3_tensor_[q]])
-        throw InputError(where + "'" + graph_.tensors[ds3_tensor_[q]].name + "' is frozen in a checkpointed block: not "
-                         "modelled (DeepSpeed's coordinator keeps a frozen parameter the recomputation gathers until the "
-                         "latest backward module not yet released ends, update_recompute_parameters)");
-  }
-  for (int32_t i = static_cast<int32_t>(context_.ops.size()) - 1; i >= 0; --i) {
-    if (params_completed_at_[i].empty()) continue;  // the first gradient hook fires after op i's backward
-    if (segment_of_op_[i] >= 0)
-      throw InputError(where + "the first gradient hook ('" + graph_.tensors[params_completed_at_[i][0]].name +
-                       "') fires inside a checkpointed block: not modelled (DeepSpeed queues the IPG epilogue on that "
-                       "hook's graph task, the recomputation's nested backward)");
-    break;
   }
   std::vector<int32_t> ends;  // the checkpointed segments' last ops, latest first
   for (auto it = segment_end_ops_.rbegin(); it != segment_end_ops_.rend(); ++it)

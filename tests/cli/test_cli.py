@@ -841,9 +841,11 @@ class LoraWhatIfTest(unittest.TestCase):
         # Under ZeRO-3 every module's hooks fetch and release its own parameters: PEFT's lora.Linear holds the base
         # Linear as `base_layer` beside lora_A and lora_B, which the export's names show (q_proj.base_layer.weight,
         # /layers.0/self_attn/q_proj/base_layer/MatMul). The what-if names its nodes so and fetches the base weight as
-        # base_layer's: the same gathers, releases and prefetches, so the same figures, with and without prefetch.
-        for config in ("hf_zero3_auto.json", "hf_zero3_auto_no_prefetch.json"):
-            ds = ["--deepspeed", f"bench/deepspeed/{config}", "--gpus", "2", "--precision", "fp32"]
+        # base_layer's: the same gathers, releases and prefetches, so the same figures, with and without prefetch, and
+        # with each decoder layer checkpointed (its frozen base weights and frozen head: deepspeed3_checkpoint_test).
+        for config, extra in (("hf_zero3_auto.json", []), ("hf_zero3_auto_no_prefetch.json", []),
+                              ("hf_zero3_auto.json", ["--checkpoint", "layers"])):
+            ds = ["--deepspeed", f"bench/deepspeed/{config}", "--gpus", "2", "--precision", "fp32", *extra]
             what_if = run_json(*self.BASE, *self.LORA, *ds)
             peft = run_json("estimate", "tests/models/llama_tiny_lora_train.onnx", *self.BASE[2:], "--trainable",
                             "lora_", *ds)
