@@ -78,9 +78,11 @@ def cpu_measurements():
     # (bench/cpu_ground_truth/moe_bf16.py). deepseek_v2_bf16_truth.json: a tiny DeepSeek-V2 stored in bfloat16, its
     # gate in float32 (bench/cpu_ground_truth/deepseek_v2_bf16.py). lora_parameters_truth.json: moe_tiny's grouped_mm
     # experts with LoRA on their stacked parameters, PEFT's target_parameters (bench/cpu_ground_truth/lora_parameters.py).
+    # lora_half.json: LoRA with float32 adapters over the tiny Llama in bfloat16, PEFT's default on a half model
+    # (bench/cpu_ground_truth/lora_half.py).
     for name in ("measurements.json", "hf_islands.json", "kbit_prep.json", "gptq_lora.json", "amp_stored.json",
                  "fabric_outputs.json", "litgpt_full.json", "deepseek_truth.json", "deepseek_bf16_truth.json",
-                 "moe_bf16_truth.json", "deepseek_v2_bf16_truth.json", "lora_parameters_truth.json"):
+                 "moe_bf16_truth.json", "deepseek_v2_bf16_truth.json", "lora_parameters_truth.json", "lora_half.json"):
         with open(os.path.join(SRC, "bench", "cpu_ground_truth", name)) as f:
             yield from json.load(f)["measurements"]
 
@@ -252,6 +254,11 @@ def main():
                     "transformers 5's Trainer runs bf16=True over a bf16 checkpoint (bench/cpu_ground_truth/"
                     "amp_stored.py), against `--precision amp-bf16 --param-dtype bf16`; with float32 master weights "
                     "(`--param-dtype fp32`) memplan reads 21 to 46 % high on them.\n\n"
+                    "bf16 LoRA rows (gated at 3 %): LoRA r 8 on q/v with float32 adapters over the tiny Llama in "
+                    "bfloat16, PEFT's lora.Linear casting the input to float32 and the sum back (bench/cpu_ground_truth/"
+                    "lora_half.py), against `--precision bf16 --lora-rank 8 --lora-targets 'q_proj|v_proj'`; "
+                    "lora_dropout 0 (the CPU's dropout saves a float noise tensor where the GPU's fused kernel saves a "
+                    "one-byte mask).\n\n"
                     "kbit-prep rows (gated at 3 %): LoRA r 8 on q/v over a 4-bit base after PEFT's "
                     "prepare_model_for_kbit_training (bench/cpu_ground_truth/kbit_prep.py: a stand-in of bitsandbytes' "
                     "Linear4bit and MatMul4Bit), against `--precision bf16 --frozen-dtype nf4 --kbit-prep`; without "
