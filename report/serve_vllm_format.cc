@@ -11,10 +11,12 @@
 namespace memplan {
 namespace {
 
-// The non-torch term's default under a baseline rule (report/serve_vllm.h VllmNonTorch), as the text says it.
-std::string vllm_non_torch_not_modelled() {
-  return "not modelled: the CUDA context is in vLLM's start-up snapshot; what appears outside PyTorch after it, "
-         "kernels loaded on first use, vLLM logs as non-torch memory: --reserve SIZE adds it";
+// The non-torch term's default under a baseline rule (report/serve_vllm.h VllmNonTorch), as the text says it; `rest`
+// when a modelled part was said before it.
+std::string vllm_non_torch_not_modelled(bool rest = false) {
+  return std::string(rest ? "the rest " : "") +
+         "not modelled: the CUDA context is in vLLM's start-up snapshot; what appears outside PyTorch after it "
+         "(kernels loaded on first use, NCCL's buffers) vLLM logs as non-torch memory: --reserve SIZE adds it";
 }
 
 // Where vLLM's CUDA graphs take their memory (Worker.compile_or_warm_up_model, gpu_worker.py at 35d5cda: capture_model
@@ -228,26 +230,34 @@ std::string vllm_to_text(const VllmAnswer& a) {
   t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
                    format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
                    a.sampler_sets_peak ? (a.settings.rule.v0_engine ? "the sampler" : "the sampler's warm-up") : "the forward");
-  // Where the figure comes from: --reserve, or the rule's default (report/serve_vllm.h VllmNonTorch).
-  const std::string source = a.non_torch_given ? "--reserve"
-                             : absolute        ? "the catalog's CUDA context reserve; --reserve to change"
-                                               : vllm_non_torch_not_modelled();
-  t += fmt::format("  - non-torch memory {:>12}  ({}{})\n", format_bytes(m.non_torch), source,
-                   absolute ? fmt::format(": {} charges every byte outside PyTorch on the GPU, the CUDA context, NCCL "
-                                          "and other processes included", a.settings.version_text)
-                   : a.settings.rule.v0_engine && a.custom_all_reduce_bytes == 0
-                       ? fmt::format(": the non-torch memory since init_device measured the baseline, which {} "
-                                     "charges; the CUDA context is before it", a.settings.version_text)
-                   : a.settings.rule.v0_engine
-                       ? fmt::format(" with NCCL's communicators, and the custom all-reduce's IPC buffers{}, {} B: {} "
-                                     "sets them up after init_device measured its baseline",
-                                     a.settings.rule.rank_data_after_baseline ? " and its 8 MiB rank_data tensor" : "",
-                                     format_count(a.custom_all_reduce_bytes), a.settings.version_text)
-                   : a.settings.rule.all_reduce_after_snapshot
-                       ? fmt::format(" with NCCL's communicators, and the custom all-reduce's IPC buffers, {} B: "
-                                     "{} sets both up after its snapshot", format_count(a.custom_all_reduce_bytes),
-                                     a.settings.version_text)
-                       : "");
+  // Where the figure comes from: --reserve, or the rule's default (report/serve_vllm.h VllmNonTorch), and what of it
+  // the rule takes.
+  const std::string& rule_version = a.settings.version_text;
+  const bool v0 = a.settings.rule.v0_engine;
+  const std::string rank_data = a.settings.rule.rank_data_after_baseline ? " and its 8 MiB rank_data tensor" : "";
+  std::string why;
+  if (absolute)
+    why = fmt::format("{}: {} charges every byte outside PyTorch on the GPU, the CUDA context, NCCL and other "
+                      "processes included", a.non_torch_given ? "--reserve" : "the catalog's CUDA context reserve",
+                      rule_version);
+  else if (a.non_torch_given && v0 && a.custom_all_reduce_bytes == 0)
+    why = fmt::format("--reserve: the non-torch memory since init_device measured the baseline, which {} charges; the "
+                      "CUDA context is before it", rule_version);
+  else if (a.non_torch_given && a.custom_all_reduce_bytes > 0)
+    why = v0 ? fmt::format("--reserve with NCCL's communicators, and the custom all-reduce's IPC buffers{}, {} B: {} "
+                           "sets them up after init_device measured its baseline",
+                           rank_data, format_count(a.custom_all_reduce_bytes), rule_version)
+             : fmt::format("--reserve with NCCL's communicators, and the custom all-reduce's IPC buffers, {} B: {} "
+                           "sets both up after its snapshot", format_count(a.custom_all_reduce_bytes), rule_version);
+  else if (a.non_torch_given)
+    why = "--reserve";
+  else if (a.custom_all_reduce_bytes > 0)
+    why = fmt::format("the custom all-reduce's IPC buffers{}, {} B, which {} sets up after its {}; ", rank_data,
+                      format_count(a.custom_all_reduce_bytes), rule_version, v0 ? "baseline" : "snapshot") +
+          vllm_non_torch_not_modelled(true);
+  else
+    why = vllm_non_torch_not_modelled();
+  t += fmt::format("  - non-torch memory {:>12}  ({})\n", format_bytes(m.non_torch), why);
   t += fmt::format("  = available KV cache memory: {}\n",
                    m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
   t += "  CUDA graphs: " + vllm_cuda_graphs(a) + "\n";
@@ -358,15 +368,17 @@ std::string vllm_table_to_text(const VllmTable& t) {
   for (const VllmTableRow& r : t.rows)
     if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
   if (t.sliding_window > 0) text += "  " + window_note(t) + "\n";
-  const std::string source = t.non_torch_given      ? "--reserve"
-                             : t.non_torch_absolute ? "the catalog's CUDA context reserve, which this rule charges"
-                                                    : vllm_non_torch_not_modelled();
-  text += fmt::format("  (non-torch memory {} each: {}{}; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes), source,
-                      t.custom_all_reduce_bytes == 0
-                          ? ""
-                          : fmt::format(", and the custom all-reduce's IPC buffers{}, {} B, which {} sets up after its "
-                                        "snapshot", t.custom_all_reduce_rank_data ? " and its rank_data tensor" : "",
-                                        format_count(t.custom_all_reduce_bytes), t.engine_version));
+  const std::string all_reduce =
+      t.custom_all_reduce_bytes == 0
+          ? ""
+          : fmt::format("the custom all-reduce's IPC buffers{}, {} B, which {} sets up after its snapshot",
+                        t.custom_all_reduce_rank_data ? " and its rank_data tensor" : "",
+                        format_count(t.custom_all_reduce_bytes), t.engine_version);
+  const std::string source =
+      t.non_torch_given      ? "--reserve" + (all_reduce.empty() ? "" : ", and " + all_reduce)
+      : t.non_torch_absolute ? "the catalog's CUDA context reserve, which this rule charges"
+                             : (all_reduce.empty() ? "" : all_reduce + "; ") + vllm_non_torch_not_modelled(!all_reduce.empty());
+  text += fmt::format("  (non-torch memory {} each: {}; GiB = 2^30 bytes)\n", format_bytes(t.non_torch_bytes), source);
   return text;
 }
 
