@@ -42,9 +42,8 @@ std::string node_scope(const std::string& node, const std::string& fallback) {
 // PEFT model's export names the Linear's nodes under <module>/base_layer/: "/layers.0/self_attn/q_proj/MatMul"
 // becomes "/layers.0/self_attn/q_proj/base_layer/MatMul". Module-scoped rules (DeepSpeed ZeRO-3's hooks) read it.
 std::string in_base_layer(const std::string& node) {
-  const size_t slash = node.rfind('/');
-  if (slash == std::string::npos || slash == 0) return node;
-  return node.substr(0, slash) + "/base_layer" + node.substr(slash);
+  const std::string scope = node_scope(node, "");
+  return scope.empty() ? node : scope + "/base_layer" + node.substr(scope.size());
 }
 
 class Builder {

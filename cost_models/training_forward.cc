@@ -313,15 +313,15 @@ void TrainingStep::recompute_segment(int32_t segment, int32_t end_op) {
   // The segment's inputs from before it: CheckpointFunction.backward keeps ctx.saved_tensors (the checkpointed call's
   // tensor arguments) and their detached copies in its locals until its inner backward returns, and the
   // non-reentrant frame's recompute_fn closes over the arguments until the frame is freed: both to the segment's
-  // backward end (torch/utils/checkpoint.py), whatever the recomputed ops keep of them.
+  // backward end (torch/utils/checkpoint.py), whatever the recomputed ops keep of them. The ops run in graph order, so
+  // an input no earlier op of the segment made comes from before it.
   std::set<int32_t> made_inside;
-  for (size_t i = 0; i < context_.ops.size(); ++i)
-    if (segment_of_op_[i] == segment) made_inside.insert(context_.ops[i].outputs.begin(), context_.ops[i].outputs.end());
   for (size_t i = 0; i < context_.ops.size(); ++i) {
     if (segment_of_op_[i] != segment) continue;
     for (int32_t t : context_.ops[i].inputs)
       if (t >= 0 && !made_inside.count(t) && graph_.tensors[t].kind == TensorKind::Activation && forward_buffer_[t] >= 0)
         add_unique(held_by_checkpoint_, forward_buffer_[t]);
+    made_inside.insert(context_.ops[i].outputs.begin(), context_.ops[i].outputs.end());
   }
   for (size_t i = 0; i < context_.ops.size(); ++i) {
     if (segment_of_op_[i] != segment) continue;

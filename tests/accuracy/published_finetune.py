@@ -11,6 +11,12 @@ bench/published_gpu_sources.md.
 """
 GIB = 2**30
 
+
+def shown(args):
+    """A row's memplan command as a shell takes it: the arguments holding a space, `|` or `\\` single-quoted."""
+    return "memplan " + " ".join(a if " " not in a and "|" not in a and "\\" not in a else f"'{a}'" for a in args)
+
+
 # Llama-2-7b-hf's config.json as on the Hub (tests/models/hf_configs/Llama-2-7b-hf.json; memplan inspect counts
 # 6,738,415,616 parameters, the model's published total).
 LLAMA2_7B = "tests/models/hf_configs/Llama-2-7b-hf.json"
@@ -64,8 +70,7 @@ def answerai_rows(memplan):
             framework="plain PyTorch + PEFT + bitsandbytes (Answer.AI fsdp_qlora train.py)",
             source=AA_SOURCE, model="Llama-2-7b-hf", config=config,
             measured=f"{metric} {published} GiB", published=round(published * GIB), memplan=j[key],
-            command="memplan " + " ".join(a if " " not in a and "|" not in a and "\\" not in a else f"'{a}'"
-                                          for a in args),
+            command=shown(args),
             what=key, setup=note + "; " + AA_SETUP))
     # FSDP FULL_SHARD over the two GPUs, batch 1 ("Starting at 7B": QLoRA 4.98 / 5.21 GiB; LoRA: "the peak allocated
     # memory is 8.28 GiB vs 9.16 GiB" at 512 and 2048 tokens).
@@ -122,7 +127,7 @@ def torchtune_rows(memplan):
         config="LoRA r64 on q, v, output_proj and the MLP, bf16, after model init (no step)",
         measured="Memory stats after model init: peak allocated 6.21 GiB", published=round(6.21 * GIB),
         memplan=j["breakdown"]["weights"],
-        command="memplan " + " ".join(a if "|" not in a else f"'{a}'" for a in args),
+        command=shown(args),
         what="breakdown.weights (the frozen bf16 base, tied embedding once, and the adapters)",
         setup="a check of the model's bytes, not of a step: torchtune's adapters are bfloat16 (the recipe's "
               "--lora-dtype base), "
@@ -154,7 +159,7 @@ def hf_rows(memplan_fit):
             model="Llama-3.1-8B", unit="tokens",
             config=f"QLoRA r32 all linear layers, b1, padded, {gpu.replace('-', ' ')} (assumed)",
             measured=f"Hugging Face + FA2: longest context that fits, {published:,} tokens", published=published,
-            memplan=j["value"], command="memplan " + " ".join(a if "|" not in a else f"'{a}'" for a in args),
+            memplan=j["value"], command=shown(args),
             what="fit's value: the largest seq that fits the GPU's budget (tokens, not bytes)",
             setup="the error is in tokens, and the weights and states do not grow with the context, so it is about "
                   "4x the error in bytes near the boundary: memplan puts the published lengths inside the budget with "
@@ -202,7 +207,7 @@ def qwen_t4_rows(memplan):
             source=QWEN_T4, model="Qwen2-0.5B", config=f"{config}, b2 s256 (padded), grad accum 8, T4",
             measured=f"peak allocated (max_memory_allocated) ~{published} GiB", published=round(published * GIB),
             memplan=j["allocated_bytes"],
-            command="memplan " + " ".join(a if "|" not in a else f"'{a}'" for a in args),
+            command=shown(args),
             what="allocated_bytes",
             setup="the published figure is given to about 0.1 GiB (a bar chart beside it agrees); the peak covers "
                   "the whole run from before loading (the steady step's, grads accumulating over 8 micro-batches, "
