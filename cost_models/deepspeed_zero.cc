@@ -56,6 +56,7 @@ int64_t graph_hidden_size(const Graph& g) {
     width = table.shape[1];
   }
   if (width <= 0) return 0;
+  if (g.recorded_hidden_size == width) return width;  // the config's hidden_size, recorded (Graph)
   for (int32_t t : g.initializers) {
     const Tensor& w = g.tensors[t];
     if (w.kind == TensorKind::Weight && w.shape.size() == 2 && w.shape[0] == width && w.shape[1] == width) return width;

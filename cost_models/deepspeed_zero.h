@@ -72,7 +72,8 @@ struct DeepSpeedZero {
 };
 
 // The model's hidden size as the graph shows it: the width every embedding table (a 2-D trainable initializer a Gather
-// reads with integer indices) shares, confirmed by a square trainable weight of that width (an attention projection).
+// reads with integer indices) shares, confirmed by a square trainable weight of that width (an attention projection)
+// or by the hidden size the file records (memplan's config graphs: Gemma's projections are not square).
 // 0 when not found that way (no embedding, tables of different widths, a factorised embedding such as ALBERT's).
 int64_t graph_hidden_size(const Graph& g);
 

@@ -232,4 +232,22 @@ std::vector<int32_t> held_tied_copies(const Graph& g, bool by_shape) {
   return tied;
 }
 
+std::vector<std::string> scope_paths(const std::string& name) {
+  std::vector<std::string> out, parts;
+  if (name.empty() || name[0] != '/') return out;
+  out.push_back("");
+  parts.push_back("");
+  const size_t end = name.rfind('/');
+  for (size_t pos = 1; pos < end;) {
+    const size_t next = name.find('/', pos);
+    const std::string part = name.substr(pos, next - pos);
+    size_t base = parts.size() - 1;
+    while (base > 0 && part.rfind(parts[base] + ".", 0) == 0) --base;
+    out.push_back(out[base].empty() ? part : out[base] + "." + part);
+    parts.push_back(part);
+    pos = next + 1;
+  }
+  return out;
+}
+
 }  // namespace memplan

@@ -11,6 +11,15 @@
 
 namespace memplan {
 
+// The module paths a node ran in, outermost first ("" the root), from torch.onnx.export's name
+// /<component>/<component>/<Op>: one component per called module, its name relative to the nearest enclosing module
+// that is not a container, so a component extending the one above it by '.' is relative to what that one is
+// relative to: /layers.0/mlp/down_proj/MatMul (a ModuleList is never called): layers.0, layers.0.mlp,
+// layers.0.mlp.down_proj; torchvision's /features/features.1/conv/conv.0/conv.0.0/Conv (called Sequentials):
+// features, features.1, features.1.conv, features.1.conv.0, features.1.conv.0.0. Empty for a name without the
+// leading '/'.
+std::vector<std::string> scope_paths(const std::string& node_name);
+
 // An initializer or Constant output with at most one element (the 0.5 of a GELU, a LayerNorm epsilon).
 bool is_scalar_constant(const Graph& g, int32_t tensor);
 

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "cost_models/deepspeed_zero3.h"
+#include "cost_models/graph_facts.h"
 #include "cost_models/lora_adapters.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
@@ -31,10 +32,12 @@ std::string owner_of(const std::string& name) {
 
 }  // namespace
 
-// The modules, their op spans and the fetch trace. Refused (InputError) where the graph does not show DeepSpeed's
-// fetches one to one: a tied parameter (two modules own it), a module that owns parameters and contains another
-// (its fetch spans its children's), two modules whose ops interleave (a module called twice, or names that are not
-// module paths).
+// The modules, their op spans and the fetch trace. A parameter read in a module apart from its owner's (a tied head)
+// is that module's too. Refused (InputError) where the graph does not show DeepSpeed's fetches one to one: a folded
+// copy of a tied parameter (the export hides which module reads it), a module that owns parameters and contains
+// another (its fetch spans its children's), a parameter read in a module around its owner (F.linear on the embedding
+// in the model's own forward: that module's whole call holds it), two modules whose ops interleave (a module called
+// twice, or names that are not module paths).
 void TrainingStep::ds3_find_modules() {
   const std::string where = "--deepspeed at stage 3, model '" + graph_.model_path + "': ";
   for (size_t t = 0; t < graph_.tensors.size(); ++t)
@@ -66,18 +69,55 @@ void TrainingStep::ds3_find_modules() {
   std::vector<int32_t> module_of(ds3_tensor_.size(), -1);
   for (size_t m = 0; m < ds3_modules_.size(); ++m)
     for (int32_t q : ds3_modules_[m].params) module_of[q] = static_cast<int32_t>(m);
+  // Each op's reads of parameters, by the module whose call makes them: the owner's, unless the node reading it runs
+  // in a module apart from the owner (neither inside nor around it). That module holds the parameter too: a tied one
+  // (transformers' tie_weights: lm_head.weight is embed_tokens.weight, so iter_params(lm_head) yields it) or an
+  // external one (ZeROOrderedDict.__getitem__ registers a parameter another module reads in its forward,
+  // register_external_parameter, and iter_params yields ds_external_parameters() too). Either way its hooks fetch and
+  // release it with that module's call.
+  // Module scopes are read only where the graph has them (torch.onnx.export's /<module>/<Op> names, some node below
+  // the root); elsewhere each parameter is its owner's alone.
+  const bool scoped = std::any_of(graph_.nodes.begin(), graph_.nodes.end(),
+                                  [](const Node& n) { return scope_paths(n.name).size() > 1; });
+  const auto reading_node = [&](const FusedOp& op, int32_t t) {  // the node of op reading t
+    for (int32_t n : op.nodes)
+      if (std::find(graph_.nodes[n].inputs.begin(), graph_.nodes[n].inputs.end(), t) != graph_.nodes[n].inputs.end()) return n;
+    return op.nodes.back();
+  };
+  for (size_t i = 0; i < context_.ops.size(); ++i)
+    for (int32_t t : context_.ops[i].inputs) {
+      if (!ds3_param(t)) continue;
+      const int32_t q = ds3_index_[t];
+      int32_t m = module_of[q];
+      const Node& node = graph_.nodes[reading_node(context_.ops[i], t)];
+      const std::vector<std::string> scopes = scoped ? scope_paths(node.name) : std::vector<std::string>{};
+      const std::string& owner = ds3_modules_[m].name;
+      const auto inside = [](const std::string& a, const std::string& b) { return b.empty() || a.rfind(b + ".", 0) == 0; };
+      const std::string reader = scopes.empty() ? owner : scopes.back();
+      if (reader != owner && inside(owner, reader))
+        throw InputError(where + "'" + graph_.tensors[t].name + "' is read by node '" + node.name + "' in module '" +
+                         (reader.empty() ? std::string("(the root)") : reader) + "', around its own module '" + owner +
+                         "': not modelled (DeepSpeed fetches such a parameter for the whole call of the module reading "
+                         "it, register_external_parameter; transformers' tied head is a module of its own, lm_head)");
+      if (reader != owner && !inside(reader, owner)) {
+        auto it = by_name.find(reader);
+        if (it == by_name.end()) {
+          it = by_name.emplace(reader, static_cast<int32_t>(ds3_modules_.size())).first;
+          ds3_modules_.push_back({reader, {}, -1, -1, -1, -1, -1, false});
+        }
+        m = it->second;
+        if (std::find(ds3_modules_[m].params.begin(), ds3_modules_[m].params.end(), q) == ds3_modules_[m].params.end())
+          ds3_modules_[m].params.push_back(q);
+      }
+      ds3_read_module_[{static_cast<int32_t>(i), q}] = m;
+      if (ds3_modules_[m].first_op < 0) ds3_modules_[m].first_op = static_cast<int32_t>(i);
+      ds3_modules_[m].last_op = static_cast<int32_t>(i);
+    }
   for (const auto& [name, m] : by_name)
     for (const auto& [other, n] : by_name)
       if (m != n && (name.empty() || other.rfind(name + ".", 0) == 0))
         throw InputError(where + "module '" + (name.empty() ? std::string("(the root)") : name) +
                          "' owns parameters and contains module '" + other + "': not modelled (its fetch spans its children's)");
-  for (size_t i = 0; i < context_.ops.size(); ++i)
-    for (int32_t t : context_.ops[i].inputs) {
-      if (!ds3_param(t)) continue;
-      Ds3Module& m = ds3_modules_[module_of[ds3_index_[t]]];
-      if (m.first_op < 0) m.first_op = static_cast<int32_t>(i);
-      m.last_op = static_cast<int32_t>(i);
-    }
   std::vector<int32_t> order;  // modules read by some op, in forward order
   for (size_t m = 0; m < ds3_modules_.size(); ++m)
     if (ds3_modules_[m].first_op >= 0) order.push_back(static_cast<int32_t>(m));
@@ -150,7 +190,7 @@ void TrainingStep::ds3_add_resident() {
       for (size_t k = 0; k < numel.size(); ++k) g.gathered[k] = zero3_gather({numel[k]}, gpus).gathered[0];
     for (size_t k = 0; k < m.params.size(); ++k) {
       const int32_t q = m.params[k];
-      if (!ds3_persistent_[q] || m.first_op < 0) continue;
+      if (!ds3_persistent_[q] || m.first_op < 0 || ds3_whole_[q] >= 0) continue;  // a tied one: one copy
       const int32_t p = ds3_tensor_[q];
       const uint64_t bytes = checked_mul(g.gathered[k], dtype_bytes(layout().dtype[p], 1).value_or(1), "DeepSpeed bytes");
       ds3_whole_[q] = resident("deepspeed:persistent:" + graph_.tensors[p].name, bytes, Category::Weight);
@@ -250,15 +290,12 @@ void TrainingStep::ds3_release(const std::vector<int32_t>& params, const std::st
   if (!st.reads.empty()) program().steps.push_back(std::move(st));
 }
 
-// The op reads the whole parameter; autograd saves the parameter itself, whose data the release swaps out: nothing
-// whole is held for the backward (rule_saved skips it).
-void TrainingStep::ds3_prepare_input(int32_t t, Step& st, std::map<int32_t, int32_t>& effective) {
+// Op i reads the whole parameter (fetched with the module whose call reads it, where no earlier fetch left it
+// whole); autograd saves the parameter itself, whose data the release swaps out: nothing whole is held for the
+// backward (rule_saved skips it).
+void TrainingStep::ds3_prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective) {
   const int32_t q = ds3_index_[t];
-  if (ds3_whole_[q] < 0) {
-    for (size_t m = 0; m < ds3_modules_.size(); ++m)
-      if (std::find(ds3_modules_[m].params.begin(), ds3_modules_[m].params.end(), q) != ds3_modules_[m].params.end())
-        ds3_fetch(static_cast<int32_t>(m), st.phase);
-  }
+  if (ds3_whole_[q] < 0) ds3_fetch(ds3_read_module_.at({i, q}), st.phase);
   effective[t] = ds3_whole_[q];
   add_unique(st.reads, ds3_whole_[q]);
 }

@@ -23,9 +23,9 @@ namespace memplan {
 // Under offload_param a parameter has no GPU buffer until gathered, and the forward's read_inputs skips a tensor
 // without one: the op's parameters are fetched here first (ds3_prepare_input, as read_inputs would have), then found
 // by lookup as their gathered copies.
-void TrainingStep::ds3_gather_inputs(const FusedOp& op, Step& st, std::map<int32_t, int32_t>& effective) {
-  for (int32_t t : op.inputs)
-    if (ds3_param(t) && ds3_buffer(t) < 0) ds3_prepare_input(t, st, effective);
+void TrainingStep::ds3_gather_inputs(int32_t i, Step& st, std::map<int32_t, int32_t>& effective) {
+  for (int32_t t : context_.ops[i].inputs)
+    if (ds3_param(t) && ds3_buffer(t) < 0) ds3_prepare_input(i, t, st, effective);
 }
 
 // The GPU copies of the host partitions one all_gather_coalesced makes (partition_parameters.py at the commit above):

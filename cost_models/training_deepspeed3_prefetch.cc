@@ -8,6 +8,7 @@
 #include <map>
 
 #include "cost_models/deepspeed_zero3.h"
+#include "cost_models/graph_facts.h"
 #include "cost_models/training_step.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -22,31 +23,6 @@ struct ScopeModule {
   int32_t first_op = -1, last_op = -1;  // the ops with a node in its scope
   int32_t param_module = -1;            // its index among ds3_modules_ when it owns parameters
 };
-
-// The module paths a node ran in, outermost first ("" the root), from torch.onnx.export's name
-// /<component>/<component>/<Op>: one component per called module, its name relative to the nearest enclosing module
-// that is not a container, so a component extending the one above it by '.' is relative to what that one is
-// relative to: /layers.0/mlp/down_proj/MatMul (a ModuleList is never called): layers.0, layers.0.mlp,
-// layers.0.mlp.down_proj; torchvision's /features/features.1/conv/conv.0/conv.0.0/Conv (called Sequentials):
-// features, features.1, features.1.conv, features.1.conv.0, features.1.conv.0.0. Empty for a name without the
-// leading '/'.
-std::vector<std::string> scope_paths(const std::string& name) {
-  std::vector<std::string> out, parts;
-  if (name.empty() || name[0] != '/') return out;
-  out.push_back("");
-  parts.push_back("");
-  const size_t end = name.rfind('/');
-  for (size_t pos = 1; pos < end;) {
-    const size_t next = name.find('/', pos);
-    const std::string part = name.substr(pos, next - pos);
-    size_t base = parts.size() - 1;
-    while (base > 0 && part.rfind(parts[base] + ".", 0) == 0) --base;
-    out.push_back(out[base].empty() ? part : out[base] + "." + part);
-    parts.push_back(part);
-    pos = next + 1;
-  }
-  return out;
-}
 
 }  // namespace
 

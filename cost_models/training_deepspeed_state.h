@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cost_models/deepspeed_zero.h"
@@ -47,6 +49,7 @@ struct DeepSpeedStepState {
     bool post_backward = false;
   };
   std::vector<Ds3Module> ds3_modules_;
+  std::map<std::pair<int32_t, int32_t>, int32_t> ds3_read_module_;  // (op, parameter) -> the module whose call reads it
   std::vector<std::vector<int32_t>> ds3_releases_;
   // With prefetch: every module call the node scopes show, as hook calls in the order they run (ds3_calls_: which
   // module, at which op, which hook), the coordinator's schedule over them, each prefetch

@@ -222,7 +222,7 @@ std::vector<int32_t> TrainingStep::rule_saved(int32_t i, const std::map<int32_t,
 // read_inputs to find, yet the op reads its gathered form: ZeRO-3's offload_param partitions (gathered per module
 // first, as DeepSpeed's pre-forward hook does) and --fsdp-cpu-offload's shards (the group's gathered parameters).
 void TrainingStep::read_op_inputs(int32_t i, Step& st, std::map<int32_t, int32_t>& effective) {
-  if (ds3_offload_param()) ds3_gather_inputs(context_.ops[i], st, effective);
+  if (ds3_offload_param()) ds3_gather_inputs(i, st, effective);
   forward_.read_inputs(context_.ops[i], buffer_view(), st, [&](int32_t t) { prepare_input(i, t, st, effective); });
   if (!fsdp_cpu_offload()) return;
   for (int32_t t : context_.ops[i].inputs)
@@ -233,7 +233,7 @@ void TrainingStep::read_op_inputs(int32_t i, Step& st, std::map<int32_t, int32_t
 // consumes in its place (its gathered, dequantized or autocast form).
 void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective) {
   const FusedOp& op = context_.ops[i];
-  if (ds3_param(t)) return ds3_prepare_input(t, st, effective);  // gathered per module (training_deepspeed3.cc)
+  if (ds3_param(t)) return ds3_prepare_input(i, t, st, effective);  // gathered per module (training_deepspeed3.cc)
   const bool fsdp_param = layout().shard[t] == ParameterShard::FlatShard;
   if (fsdp_param) {  // the op reads its view of the unit's all-gathered flat parameter
     const int32_t u = layout().shard_group[t];

@@ -222,7 +222,7 @@ class TrainingStep : private DeepSpeedStepState {
   void ds3_gather(const std::string& module, const std::vector<int32_t>& missing, Phase phase);
   void ds3_release(const std::vector<int32_t>& params, const std::string& why, Phase phase);
   int32_t ds3_buffer(int32_t t) const;  // the whole parameter an op reads: gathered, or persistent
-  void ds3_prepare_input(int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
+  void ds3_prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_t, int32_t>& effective);
   void ds3_after_forward(int32_t i);
   void ds3_pre_backward(int32_t i);
   // --checkpoint layers (training_deepspeed3_recompute.cc): the backward's trace with each checkpointed segment's
@@ -248,7 +248,7 @@ class TrainingStep : private DeepSpeedStepState {
   // offload_param cpu at stage 3: the partitions on the host, staged to the GPU per gather (the same file).
   bool ds3_offload_param() const { return ds3() && ds_config_.offload_param != DeepSpeedOffload::None; }
   void ds3_stage_partitions(const std::vector<int32_t>& params, Step& st);
-  void ds3_gather_inputs(const FusedOp& op, Step& st, std::map<int32_t, int32_t>& effective);
+  void ds3_gather_inputs(int32_t i, Step& st, std::map<int32_t, int32_t>& effective);
   // Float32 parameters on the GPU: _create_fp32_partitions reuses the partitions as the float32 sub-groups (not when
   // they are on the host: `fp16_partitioned_groups_flat[i].device == self.device` fails, a GPU copy is made).
   bool ds3_fp32_shared() const {

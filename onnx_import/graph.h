@@ -111,11 +111,16 @@ struct Graph {
   // memplan's config graphs: the tie a config states, which constant folding hides): (copy, parameter) ids. The
   // cost models hold such a copy in its parameter's buffer, as PyTorch holds one tied parameter.
   std::vector<std::pair<int32_t, int32_t>> recorded_tied_copies;
+  // The hidden size the file records (metadata kHiddenSizeMetadataKey, written by memplan's config graphs: the
+  // config's hidden_size, which HF Trainer's DeepSpeed "auto" keys read); 0 when none.
+  int64_t recorded_hidden_size = 0;
 
   std::optional<int32_t> find_tensor(std::string_view name) const;
 };
 
 // The ModelProto metadata_props key of a recorded tie; its value is "COPY=PARAMETER" (initializer names).
 inline constexpr const char* kTiedCopyMetadataKey = "memplan.tied_copy";
+// The ModelProto metadata_props key of the config's hidden_size; its value a positive decimal integer.
+inline constexpr const char* kHiddenSizeMetadataKey = "memplan.hidden_size";
 
 }  // namespace memplan

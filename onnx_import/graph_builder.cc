@@ -84,6 +84,7 @@ class GraphBuilder {
     for (const onnx::ValueInfoProto& out : g.output()) add_output(out.name());
     name_nodes(g);
     record_tied_copies();
+    record_hidden_size();
     return std::move(graph_);
   }
 
@@ -110,6 +111,20 @@ class GraphBuilder {
       if (ok) graph_.recorded_tied_copies.emplace_back(*copy, *param);
       else graph_.warnings.push_back("metadata " + std::string(kTiedCopyMetadataKey) + " '" + e.value() +
                                      "' names no initializer transposing another: ignored");
+    }
+  }
+
+  // The hidden size the file records (kHiddenSizeMetadataKey): a positive decimal integer, else a warning.
+  void record_hidden_size() {
+    for (const onnx::StringStringEntryProto& e : model_.metadata_props()) {
+      if (e.key() != kHiddenSizeMetadataKey) continue;
+      const std::string& v = e.value();
+      int64_t value = 0;
+      const bool digits = !v.empty() && v.size() <= 18 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (digits) value = std::stoll(v);
+      if (value > 0) graph_.recorded_hidden_size = value;
+      else graph_.warnings.push_back("metadata " + std::string(kHiddenSizeMetadataKey) + " '" + v +
+                                     "' is not a positive integer: ignored");
     }
   }
 

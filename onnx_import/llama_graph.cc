@@ -47,14 +47,12 @@ void LlamaBuilder::build() {
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l)
     x = c_.gpt_oss ? gpt_oss_layer(l, x) : c_.hf_arch ? arch_layer(l, x) : layer(l, x);
   x = rms_norm("/norm", "norm.weight", x);
-  std::string logits;
-  if (c_.tie_word_embeddings) {  // F.linear(x, embed_tokens.weight) in the top module
-    e_.scope = "";
-    logits = e_.op("MatMul", {x, transpose_weight("embed_tokens.weight")});
-  } else {
-    e_.scope = "/lm_head";
-    logits = e_.op("MatMul", {x, transpose_weight(param("lm_head.weight", {c_.vocab_size, c_.hidden_size}))});
-  }
+  // lm_head, an nn.Linear; tied, its weight is embed_tokens' Parameter (transformers' tie_weights), which torch.onnx
+  // writes once, under its first name.
+  e_.scope = "/lm_head";
+  const std::string head = c_.tie_word_embeddings ? std::string("embed_tokens.weight")
+                                                  : param("lm_head.weight", {c_.vocab_size, c_.hidden_size});
+  const std::string logits = e_.op("MatMul", {x, transpose_weight(head)});
   e_.scope = "";
   logits_ = c_.final_softcap > 0 ? soft_cap(logits, c_.final_softcap) : logits;  // Gemma2ForCausalLM.forward
 }

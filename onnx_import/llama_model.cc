@@ -118,6 +118,11 @@ void build_llama_graph(const DecoderConfig& config, ConfigGraph kind, onnx::Mode
     e->set_key(kTiedCopyMetadataKey);
     e->set_value(copy + "=" + param);
   }
+  // The config's hidden_size, which HF Trainer's DeepSpeed "auto" keys read (model.config.hidden_size) and the graph
+  // does not always show (Gemma's projections are not square): Graph::recorded_hidden_size.
+  onnx::StringStringEntryProto* hidden = model.add_metadata_props();
+  hidden->set_key(kHiddenSizeMetadataKey);
+  hidden->set_value(std::to_string(config.hidden_size));
   add_tensor_value(g.add_output(), "logits", TensorProto::FLOAT, {{batch}, {seq}, {"", config.vocab_size}});
   if (!train)
     for (size_t k = 0; k < cache.pairs.size(); ++k) {

@@ -1624,6 +1624,61 @@ class DeepSpeedTest(unittest.TestCase):
         self.assertEqual(t["param_bytes"], 2304)
         self.assertIn("DeepSpeed offloaded parameters", run(*self.BASE, "--deepspeed", cfg, check_rc=0).stdout)
 
+    def test_stage3_tied_head(self):
+        # Qwen2.5-0.5B ties its head to the embedding (transformers' tie_weights: lm_head.weight is
+        # embed_tokens.weight): one parameter two modules fetch, partitioned once. The Hub's count, 494,032,768
+        # elements, every dimension even: 2 GPUs keep 247,016,384 each, 494,032,768 bytes in bf16; "auto" persistence
+        # (10 x 896 = 8,960 elements) keeps whole, per layer, two RMSNorm weights (896 each) and the q, k, v biases
+        # (896, 128, 128), and the final norm: 24 x 2,944 + 896 = 71,552 elements, 143,104 bytes: 494,175,872.
+        # Gradient partitions 494,032,768; the float32 partition and Adam's two states 3 x 988,065,536 = 2,964,196,608.
+        cfg = self.config('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, '
+                          '"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": "auto"}}')
+        qwen = ["estimate", "tests/models/hf_configs/Qwen2.5-0.5B.json", "--mode", "train", "--dim", "batch=1", "--dim",
+                "seq=256", "--gpus", "2", "--precision", "bf16"]
+        t = run_json(*qwen, "--deepspeed", cfg)["training"]
+        self.assertEqual((t["param_bytes"], t["grad_bytes"], t["optimizer_state_bytes"]),
+                         (494175872, 494032768, 2964196608))
+        # F.linear(x, wte.weight) in the model's own forward (the zoo's GPT): the root module reads the embedding,
+        # which DeepSpeed would fetch for the root's whole call: refused, naming the parameter, node and modules.
+        p = run("estimate", "tests/models/gpt_tiny_train.onnx", "--mode", "train", "--dim", "batch=2", "--dim",
+                "seq=64", "--gpus", "2", "--deepspeed", cfg, check_rc=2)
+        self.assertIn("'wte.weight' is read by node '/Transpose' in module '(the root)', around its own module 'wte'",
+                      p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_auto_reads_the_configs_hidden_size(self):
+        # Gemma-2-2B: hidden_size 2304, but q_proj is 2304 -> 8 x 256 = 2048 and no weight is square, so the graph alone
+        # shows no hidden size; the config's is recorded (metadata memplan.hidden_size) and HF's "auto" reads it:
+        # reduce_bucket_size 2304^2 = 5,308,416, stage3_prefetch_bucket_size int(0.9 x 5,308,416) = 4,777,574,
+        # stage3_param_persistence_threshold 10 x 2304 = 23,040 (transformers integrations/deepspeed.py).
+        import onnx
+        cfg = self.config('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", '
+                          '"stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"}}')
+        gemma = ["estimate", "tests/models/hf_configs/gemma-2-2b.json", "--mode", "train", "--dim", "batch=1", "--dim",
+                 "seq=128", "--gpus", "2", "--precision", "bf16", "--deepspeed", cfg]
+        notes = " ".join(run_json(*gemma)["notes"])
+        for text in ["stage3_param_persistence_threshold 23040 elements", "stage3_prefetch_bucket_size 4777574",
+                     "one bucket of reduce_bucket_size 5308416 elements"]:
+            self.assertIn(text, notes)
+        # memplan export keeps it; a value that is not a positive integer is ignored with a warning, and "auto" refused.
+        with tempfile.TemporaryDirectory() as d:
+            good = os.path.join(d, "gemma.onnx")
+            run("export", "tests/models/hf_configs/gemma-2-2b.json", "--graph", "train", "-o", good, check_rc=0)
+            model = onnx.load(good, load_external_data=False)
+            entry = [e for e in model.metadata_props if e.key == "memplan.hidden_size"]
+            self.assertEqual([e.value for e in entry], ["2304"])
+            entry[0].value = "-2304"
+            bad = os.path.join(d, "bad.onnx")
+            onnx.save(model, bad)
+            args = ["--mode", "train", "--dim", "batch=1", "--dim", "seq=128", "--gpus", "2", "--precision", "bf16",
+                    "--deepspeed", cfg]
+            self.assertIn("stage3_prefetch_bucket_size 4777574", " ".join(run_json("estimate", good, *args)["notes"]))
+            p = run("estimate", bad, *args, check_rc=2)
+            self.assertIn('zero_optimization.reduce_bucket_size is "auto"', p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            inspect = run_json("inspect", bad, "--dim", "batch=1", "--dim", "seq=128")
+            self.assertIn("metadata memplan.hidden_size '-2304' is not a positive integer: ignored", inspect["warnings"])
+
     def test_stage3_nvme_offload(self):
         # ZeRO-Infinity's config (offload_param and offload_optimizer on NVMe, DeepSpeed's default buffers) on the tiny
         # Llama, 2 GPUs, bf16: 497,216 elements a GPU, every partition at most 64,000 elements (128,000 B, under

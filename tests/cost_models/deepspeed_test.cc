@@ -223,6 +223,16 @@ TEST(DeepSpeedZero, AutoBucketFromTheEmbeddingWidth) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("reduce_bucket_size"), std::string::npos) << e.what();
   }
+  // The file's recorded hidden size (a config's, Graph::recorded_hidden_size) confirms the width in place of the square
+  // weight: 8 -> 64; a recorded size the embedding does not have (6) confirms nothing.
+  Graph recorded = graph(false);
+  recorded.recorded_hidden_size = 8;
+  DeepSpeedZero from_config;
+  from_config.reduce_bucket_size_auto = true;
+  resolve_deepspeed_auto(from_config, recorded);
+  EXPECT_EQ(from_config.reduce_bucket_size, 64u);
+  recorded.recorded_hidden_size = 6;
+  EXPECT_EQ(graph_hidden_size(recorded), 0);
 }
 
 }  // namespace

@@ -249,7 +249,7 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg, l) for l in range(cfg.num_hidden_layers))
         self.norm = GemmaRMSNorm(cfg.hidden_size, cfg.rms_norm_eps) if cfg.gemma else \
             llama.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = llama.lm_head(cfg.hidden_size, cfg.vocab_size, self.embed_tokens, cfg.tie_word_embeddings)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         cfg, device = self.cfg, input_ids.device
@@ -268,7 +268,7 @@ class Decoder(nn.Module):
         for layer, slides in zip(self.layers, sliding):
             x = layer(x, *local, window) if slides else layer(x, cos, sin, mask)
         x = self.norm(x)
-        logits = F.linear(x, self.embed_tokens.weight) if self.lm_head is None else self.lm_head(x)
+        logits = self.lm_head(x)
         cap = cfg.final_logit_softcapping
         if cap is not None:  # Gemma2ForCausalLM.forward
             logits = torch.tanh(logits / cap) * cap
@@ -336,7 +336,7 @@ class DecoderWithCache(Decoder):
             x, present = layer(x, *(local if slides else (cos, sin)), window if slides else mask, past, cache=True)
             presents.extend(present)
         x = self.norm(x)
-        logits = F.linear(x, self.embed_tokens.weight) if self.lm_head is None else self.lm_head(x)
+        logits = self.lm_head(x)
         cap = cfg.final_logit_softcapping
         if cap is not None:
             logits = torch.tanh(logits / cap) * cap

@@ -231,7 +231,7 @@ class Decoder(nn.Module):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = llama.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = llama.lm_head(cfg.hidden_size, cfg.vocab_size, self.embed_tokens, cfg.tie_word_embeddings)
         self.inv_freq, self.attention_scaling = yarn_inverse_frequencies(cfg)
 
     def sliding(self):
@@ -239,7 +239,7 @@ class Decoder(nn.Module):
 
     def head(self, x):
         x = self.norm(x)
-        return F.linear(x, self.embed_tokens.weight) if self.lm_head is None else self.lm_head(x)
+        return self.lm_head(x)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         cfg, device = self.cfg, input_ids.device

@@ -131,6 +131,17 @@ CONFIGS: Dict[str, LlamaConfig] = {c.name: c for c in [
                 tie_word_embeddings=False, attention_bias=True),
 ]}
 
+def lm_head(hidden: int, vocab: int, embedding: nn.Embedding, tied: bool, device=None) -> nn.Linear:
+    """The causal LM's output layer, nn.Linear(hidden, vocab, bias=False); tied, its weight is the embedding's
+    Parameter (transformers' PreTrainedModel.tie_weights: output_embeddings.weight = input_embeddings.weight), so
+    the export names its nodes /lm_head/... and reads the one initializer, embed_tokens.weight (torch.onnx keeps a
+    shared parameter under its first name)."""
+    head = nn.Linear(hidden, vocab, bias=False, device=device)
+    if tied:
+        head.weight = embedding.weight
+    return head
+
+
 @dataclasses.dataclass(frozen=True)
 class LoraConfig:
     """The fields of PEFT's LoraConfig that shape the graph (peft/tuners/lora/config.py), with PEFT's
@@ -348,16 +359,13 @@ class Llama(nn.Module):
         count = cfg.num_hidden_layers if layers is None else layers
         self.layers = nn.ModuleList(DecoderLayer(cfg, device, lora) for _ in range(count))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
-        self.lm_head = (None if cfg.tie_word_embeddings
-                        else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device=device))
+        self.lm_head = lm_head(cfg.hidden_size, cfg.vocab_size, self.embed_tokens, cfg.tie_word_embeddings, device)
         if lora is not None:  # PEFT's mark_only_lora_as_trainable: everything but the adapters is frozen
             for name, parameter in self.named_parameters():
                 parameter.requires_grad_(".lora_A." in name or ".lora_B." in name)
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
         x = self.norm(x)
-        if self.lm_head is None:
-            return F.linear(x, self.embed_tokens.weight)  # tied: logits through the input embedding
         return self.lm_head(x)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -368,8 +376,6 @@ class Llama(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
         x = self.norm(x)
-        if self.lm_head is None:
-            return F.linear(x, self.embed_tokens.weight)  # tied: logits through the input embedding
         return self.lm_head(x)
 
 
