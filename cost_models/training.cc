@@ -188,7 +188,9 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
                     "(base output + lora_B(lora_A(dropout(x))) * scaling)" +
                     (half ? "; the float32 adapters copy each adapted layer's input into float32 and the sum back "
                             "into the half-precision base's type."
-                          : ".") + lora_parameters_note(*lora));
+                     : is_half(options.precision) ? "; the adapters in the base's half type (--lora-dtype base, or "
+                                                    "DeepSpeed's cast at stage 1 or 2)."
+                                                  : ".") + lora_parameters_note(*lora));
   }
   result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
   return result;

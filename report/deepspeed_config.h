@@ -29,9 +29,10 @@ const std::vector<std::string>& deepspeed_ignored_keys();
 // Reads and checks the file alone. Throws InputError (one message naming the file and the key).
 DeepSpeedSettings read_deepspeed_config(const std::string& path);
 
-// The settings against the command line (deepspeed_config_apply.cc): --shard (or the stage), --precision, --grad-accum, --optimizer and
-// --optimizer-impl; fills `t` (shard, deepspeed, optimizer_impl). Throws InputError naming both sides of a contradiction.
+// The settings against the command line (deepspeed_config_apply.cc): --shard (or the stage), --precision, --grad-accum, --optimizer,
+// --optimizer-impl and --lora-dtype (`impl_given`, `lora_dtype_given`: whether the user or a recipe gave them); fills
+// `t` (shard, deepspeed, optimizer_impl, lora_float32). Throws InputError naming both sides of a contradiction.
 void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const std::string& shard_flag,
-                     const std::string& precision_flag, bool impl_given, TrainingOptions& t);
+                     const std::string& precision_flag, bool impl_given, bool lora_dtype_given, TrainingOptions& t);
 
 }  // namespace memplan

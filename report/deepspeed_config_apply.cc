@@ -69,7 +69,7 @@ void check_stage3(const DeepSpeedSettings& s, const std::string& where, const Tr
 }  // namespace
 
 void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const std::string& shard_flag,
-                     const std::string& precision_flag, bool impl_given, TrainingOptions& t) {
+                     const std::string& precision_flag, bool impl_given, bool lora_dtype_given, TrainingOptions& t) {
   const std::string where = "--deepspeed " + path + ": ";
   // The stage: the config's, else --shard's; both given, they must agree.
   const bool shard_given = shard_flag != "none";
@@ -111,11 +111,19 @@ void apply_deepspeed(const DeepSpeedSettings& s, const std::string& path, const 
     throw InputError(where + (s.precision == "fp32" ? std::string("fp16 and bf16 disabled (a float32 model)")
                                                     : s.precision + ".enabled") +
                      " contradicts --precision " + precision_flag);
+  // PEFT's float32 adapters (get_peft_model's autocast_adapter_dtype) under a half config. Stages 1 and 2:
   // DeepSpeedEngine._configure_distributed_model casts every parameter to the enabled type
-  // (_cast_module_mixed_precision): PEFT's float32 adapters become bf16/fp16 too.
-  if (t.lora_rank > 0 && t.lora_float32 && (t.precision == Precision::Fp16 || t.precision == Precision::Bf16))
-    throw InputError(where + "DeepSpeed casts every parameter to " + precision_flag +
-                     ", PEFT's float32 adapters too: give --lora-dtype base with --precision " + precision_flag);
+  // (_cast_module_mixed_precision), the adapters too, so without --lora-dtype they are the base's type and float32
+  // given contradicts it. Stage 3: HF Trainer builds the model under zero.Init (from_pretrained when
+  // is_deepspeed_zero3_enabled), and that cast skips a zero-init model ("ZeRO-Init params are already at the
+  // configured dtype", DeepSpeed PR #8066, from v0.19.2; before it module.bfloat16() cast the adapters too): the
+  // adapters PEFT adds after loading keep their type, float32 by default.
+  if (t.lora_rank > 0 && t.lora_float32 && stage < 3 && (t.precision == Precision::Fp16 || t.precision == Precision::Bf16)) {
+    if (lora_dtype_given)
+      throw InputError(where + "DeepSpeed at stage " + std::to_string(stage) + " casts every parameter to " +
+                       precision_flag + ", PEFT's float32 adapters too: --lora-dtype float32 contradicts it (give base)");
+    t.lora_float32 = false;
+  }
   if (s.grad_accum > 0 && s.grad_accum != t.grad_accum)
     throw InputError(where + "gradient_accumulation_steps " + std::to_string(s.grad_accum) + " contradicts --grad-accum " +
                      std::to_string(t.grad_accum));

@@ -277,7 +277,8 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.pp = a.pp;
   t.micro_batches = a.micro_batches;
   if (!a.deepspeed.empty())  // the config's stage, buckets and offload (report/deepspeed_config.h)
-    apply_deepspeed(read_deepspeed_config(a.deepspeed), a.deepspeed, a.shard, a.precision, !a.optimizer_impl.empty(), t);
+    apply_deepspeed(read_deepspeed_config(a.deepspeed), a.deepspeed, a.shard, a.precision, !a.optimizer_impl.empty(),
+                    a.lora_dtype_given, t);
   // Memory outside the allocator: the CUDA context (--reserve, else the catalog's reserve) and NCCL's channels.
   const GpuCatalog catalog = gpu_catalog_from(a.catalog);
   o.context_bytes = a.reserve.empty() ? catalog.context_reserve_bytes : parse_size(a.reserve, "--reserve");

@@ -78,6 +78,7 @@ struct EstimateArgs {
   std::string lora_targets;
   double lora_dropout = 0;
   std::string lora_dtype = "float32";  // --lora-dtype float32 | base
+  bool lora_dtype_given = false;       // --lora-dtype given, by the user or a recipe (report/option_checks.cc)
   std::string frozen_dtype = "same";  // --frozen-dtype same|fp16|bf16|int8|nf4|gptq-int4|awq-int4|auto
   bool frozen_dtype_auto = false;     // frozen_dtype was auto, settled to the stored type (report/option_checks.h)
   bool double_quant = false;          // --double-quant (nf4)

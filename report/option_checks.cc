@@ -371,6 +371,10 @@ void settle_graph(CommandArgs& args, Command command) {
 void settle_options(CommandArgs& args, Command command, std::vector<const OptionSpec*> given) {
   settle_mode(args, command, given);
   apply_recipe(args, command, given);
+  // --deepspeed at stage 1 or 2 casts PEFT's float32 adapters unless --lora-dtype says otherwise
+  // (report/deepspeed_config_apply.cc).
+  args.estimate.lora_dtype_given =
+      std::any_of(given.begin(), given.end(), [](const OptionSpec* row) { return row->flag == "--lora-dtype"; });
   settle_graph(args, command);
   settle_auto_precision(args.estimate);
   validate_options(args, command, given);

@@ -43,7 +43,9 @@ std::vector<OptionSpec> finetune_option_rows() {
       {.flag = "--lora-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "With --lora-rank on a half base (--precision fp16/bf16): float32, the adapters upcast as PEFT does "
                "(get_peft_model's autocast_adapter_dtype=True), each adapted layer's input copied into float32; base, "
-               "the adapters in the base's type (autocast_adapter_dtype=False, or PEFT before it)",
+               "the adapters in the base's type (autocast_adapter_dtype=False, or PEFT before it). Not given, --deepspeed "
+               "at stage 1 or 2 makes it base (DeepSpeed casts every parameter to the enabled type); stage 3 keeps "
+               "float32 (a zero.Init model is not cast, DeepSpeed >= 0.19.2)",
        .field = FIELD(estimate.lora_dtype), .choices = kLoraDtypeChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) { return if_set(a.lora_dtype != "float32", " adapters in the base's type"); }},
       {.flag = "--frozen-dtype", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,

@@ -854,6 +854,31 @@ class LoraWhatIfTest(unittest.TestCase):
             for key in ["param_bytes", "grad_bytes", "optimizer_state_bytes"]:
                 self.assertEqual(what_if["training"][key], peft["training"][key], (config, key))
 
+    def test_deepspeed_half_config_and_the_adapters_type(self):
+        # bf16 under DeepSpeed. Stage 2: the engine casts every parameter to bf16 (_cast_module_mixed_precision), PEFT's
+        # float32 adapters too: without --lora-dtype the answer is --lora-dtype base's; given float32, refused.
+        # Stage 3: the model is built under zero.Init, which that cast skips (DeepSpeed >= 0.19.2), so the adapters
+        # stay float32: 14,336 elements, 7,168 a GPU on 2, gradient partitions 7,168 x 4 = 28,672 bytes, and the
+        # partitions are the float32 sub-group (no copy): Adam's two states 2 x 28,672 = 57,344.
+        def ds(stage):
+            d = tempfile.mkdtemp(prefix="memplan_ds_lora_")
+            self.addCleanup(shutil.rmtree, d)
+            path = os.path.join(d, "ds.json")
+            with open(path, "w") as f:
+                f.write('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": %d, '
+                        '"stage3_prefetch_bucket_size": 0}}' % stage)
+            return ["--deepspeed", path, "--gpus", "2", "--precision", "bf16"]
+        plain = run_json(*self.BASE, *self.LORA, *ds(2))
+        base = run_json(*self.BASE, *self.LORA, *ds(2), "--lora-dtype", "base")
+        self.assertEqual(plain["total_bytes"], base["total_bytes"])
+        self.assertIn("the adapters in the base's half type", " ".join(plain["notes"]))
+        p = run(*self.BASE, *self.LORA, *ds(2), "--lora-dtype", "float32", check_rc=2)
+        self.assertIn("DeepSpeed at stage 2 casts every parameter to bf16, PEFT's float32 adapters too: --lora-dtype "
+                      "float32 contradicts it", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        t = run_json(*self.BASE, *self.LORA, *ds(3))["training"]
+        self.assertEqual((t["grad_bytes"], t["optimizer_state_bytes"]), (28672, 57344))
+
     def test_autocast_agrees_with_the_peft_export(self):
         # Under amp-bf16 q_proj's and v_proj's input (the RMSNorm's float32 output) is float32 already, so
         # PEFT's _cast_input_dtype returns it (the fp32-traced PEFT export has no Cast there): the what-if's

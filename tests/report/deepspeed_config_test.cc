@@ -27,7 +27,7 @@ std::string ds_refusal(const std::string& text, const std::string& shard = "none
     const std::string path = write_config("refused.json", text);
     TrainingOptions t;
     t.grad_accum = grad_accum;
-    apply_deepspeed(read_deepspeed_config(path), path, shard, precision, false, t);
+    apply_deepspeed(read_deepspeed_config(path), path, shard, precision, false, false, t);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -55,7 +55,7 @@ TEST(DeepSpeedConfig, ReadsTheKeysAndDeepSpeedsDefaults) {
   EXPECT_EQ(s.zero.offload_optimizer, DeepSpeedOffload::Cpu);
   TrainingOptions t;
   t.precision = Precision::Bf16;
-  apply_deepspeed(s, path, "none", "bf16", false, t);  // the stage from the config
+  apply_deepspeed(s, path, "none", "bf16", false, false, t);  // the stage from the config
   EXPECT_EQ(t.shard, Sharding::Zero2);
   EXPECT_EQ(t.deepspeed.stage, 2);
 }
@@ -64,7 +64,7 @@ TEST(DeepSpeedConfig, DeepSpeedsOwnAdamIsFused) {
   const std::string path = write_config("adam.json", R"({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
                                                          "zero_optimization": {"stage": 1}})");
   TrainingOptions t;
-  apply_deepspeed(read_deepspeed_config(path), path, "zero1", "fp32", false, t);
+  apply_deepspeed(read_deepspeed_config(path), path, "zero1", "fp32", false, false, t);
   EXPECT_EQ(t.optimizer_impl, OptimizerImpl::Fused);
   EXPECT_EQ(t.shard, Sharding::Zero1);
 }
@@ -99,7 +99,7 @@ TEST(DeepSpeedConfig, BadInputIsOneMessageNamingTheKey) {
     const std::string file =
         write_config("nvme2.json", R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}})");
     TrainingOptions o;
-    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "bf16", false, o));
+    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "bf16", false, false, o));
     EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Cpu);
   }
   const std::string param = ds_refusal(R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})");
@@ -128,7 +128,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
   EXPECT_TRUE(s.zero.overlap_comm);  // overlap_comm_valid: absent at stage 3 is true
   TrainingOptions t;
   t.precision = Precision::Bf16;
-  apply_deepspeed(s, path, "none", "bf16", false, t);
+  apply_deepspeed(s, path, "none", "bf16", false, false, t);
   EXPECT_EQ(t.shard, Sharding::Zero3);
   EXPECT_EQ(t.deepspeed.stage, 3);
   const std::string z3 = R"("stage": 3, "stage3_prefetch_bucket_size": 0)";
@@ -140,14 +140,14 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     const DeepSpeedSettings p = read_deepspeed_config(file);
     EXPECT_TRUE(p.zero.prefetch_bucket_size_auto || p.zero.prefetch_bucket_size == 50000000u) << text;
     TrainingOptions o;
-    EXPECT_NO_THROW(apply_deepspeed(p, file, "none", "fp32", false, o)) << text;
+    EXPECT_NO_THROW(apply_deepspeed(p, file, "none", "fp32", false, false, o)) << text;
     EXPECT_EQ(o.shard, Sharding::Zero3);
   }
   // offload_param cpu is modelled at stage 3, with or without offload_optimizer (training_deepspeed3_offload.cc).
   {
     const std::string file = write_config("offload_param3.json", R"({"zero_optimization": {)" + z3 + R"(, "offload_param": {"device": "cpu", "pin_memory": true}}})");
     TrainingOptions o;
-    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, o));
+    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, false, o));
     EXPECT_EQ(o.deepspeed.offload_param, DeepSpeedOffload::Cpu);
     EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::None);
   }
@@ -162,7 +162,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
         "buffer_count": 6, "buffer_size": 2e8, "max_in_cpu": 5e8, "pin_memory": true},
         "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 5, "fast_init": false}}})");
     TrainingOptions o;
-    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, o));
+    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, false, o));
     EXPECT_EQ(o.deepspeed.offload_param, DeepSpeedOffload::Nvme);
     EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Nvme);
     EXPECT_EQ(o.deepspeed.param_swap.buffer_count, 6u);
@@ -198,7 +198,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
   {
     const std::string file = write_config("offload3.json", R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "cpu"}}})");
     TrainingOptions o;
-    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, o));
+    EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(file), file, "none", "fp32", false, false, o));
     EXPECT_EQ(o.deepspeed.offload_optimizer, DeepSpeedOffload::Cpu);
   }
   const std::string nvme3 = ds_refusal(R"({"zero_optimization": {)" + z3 + R"(, "offload_optimizer": {"device": "nvme"}}})");
@@ -212,7 +212,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     const std::string file = write_config("precision.json", text);
     TrainingOptions o;
     o.precision = p;
-    apply_deepspeed(read_deepspeed_config(file), file, "none", precision, false, o);
+    apply_deepspeed(read_deepspeed_config(file), file, "none", precision, false, false, o);
     return o.deepspeed.check_grad_overflow;
   };
   EXPECT_TRUE(check_grad_overflow(R"({"fp16": {"enabled": true}, "zero_optimization": {)" + z3 + "}}", "fp16",
@@ -227,7 +227,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
   const std::string checkpointed = write_config("checkpointed.json", R"({"zero_optimization": {)" + z3 + "}}");
   TrainingOptions layers;
   layers.checkpoint.mode = CheckpointMode::Layers;
-  EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, layers));
+  EXPECT_NO_THROW(apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, false, layers));
   const std::pair<CheckpointMode, const char*> refused[] = {{CheckpointMode::Sqrt, "--checkpoint sqrt"},
                                                             {CheckpointMode::Every, "every:K"},
                                                             {CheckpointMode::At, "at:"},
@@ -238,7 +238,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
     try {
       TrainingOptions c;
       c.checkpoint.mode = mode;
-      apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, c);
+      apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, false, c);
       ADD_FAILURE() << "stage 3 with --checkpoint " << named << " was accepted";
     } catch (const InputError& e) {
       EXPECT_TRUE(has(e.what(), named) && has(e.what(), "--checkpoint layers")) << e.what();
@@ -249,7 +249,7 @@ TEST(DeepSpeedConfig, Stage3KeysAndItsRefusals) {
   TrainingOptions non_reentrant = layers;
   non_reentrant.checkpoint.reentrant = false;
   try {
-    apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, non_reentrant);
+    apply_deepspeed(read_deepspeed_config(checkpointed), checkpointed, "none", "bf16", false, false, non_reentrant);
     ADD_FAILURE() << "stage 3 with a non-reentrant checkpoint was accepted";
   } catch (const InputError& e) {
     EXPECT_TRUE(has(e.what(), "stage 3 with --checkpoint-impl non-reentrant is not modelled")) << e.what();
