@@ -126,7 +126,8 @@ void TrainingStep::ds3_find_modules() {
     if (ds3_modules_[order[k]].first_op <= ds3_modules_[order[k - 1]].last_op)
       throw InputError(where + "the ops reading module '" + ds3_modules_[order[k - 1]].name + "' and module '" +
                        ds3_modules_[order[k]].name + "' interleave: not modelled (one fetch per module call; a module "
-                       "called twice, or a parameter another module reads too, such as an embedding the head reuses)");
+                       "called twice, or, in a graph without torch.onnx's /<module>/<Op> node names, a parameter "
+                       "another module reads too, such as an embedding the head reuses)");
   // The trace: forward fetches, then backward fetches in the backward's order (the latest last op first), with the
   // checkpointed segments' recomputations (training_deepspeed3_recompute.cc).
   std::vector<std::vector<int32_t>> trace;
