@@ -16,6 +16,7 @@ namespace {
 using testing::bytes_named;
 using testing::coordinator_steps;
 using testing::GraphBuilder;
+using testing::step_named;
 
 // ids[4] -> /embed/Gather(embed.weight [10,8]) -> e[4,8] -> /fc/MatMul(fc.weight [8,8]) -> h[4,8]
 //        -> /head/Transpose(embed.weight) -> /head/MatMul -> y[4,10], float32, as torch.onnx.export writes a tied
@@ -75,6 +76,23 @@ TEST(DeepSpeedZero3Tied, EachModuleFetchesTheSharedParameter) {
                                          "deepspeed:fetch_backward:fc", "deepspeed:release_backward:fc",
                                          "deepspeed:release_backward_leftovers"};
   EXPECT_EQ(coordinator_steps(reuse), kept);
+}
+
+// The peak, stage3_max_reuse_distance 0, by hand (non-resident bytes; float32): the tied parameter's grad comes in
+// twice and autograd sums it before its one AccumulateGrad, whose hook (ZeRO-3's grad hook) then fires once.
+// head's backward: grad of Transpose's output, h^T grad:y [8,10], whose TransposeBackward is a view of it: the
+// embedding's first contribution, 320 B, held in AccumulateGrad's input buffer. embed's backward (its fetch gathers E
+// again, 320) writes embedding_dense_backward's [10,8] (320) and, the held one being a view, the out-of-place sum
+// (320). Live there: ids 32 + y 160 (the model's output, kept through the step) + grad:e 128 + gathered E 320 + the
+// held contribution 320 + the dense one 320 + the sum 320 = 1600, the step's peak; the hook then moves the sum into
+// the bucket and frees it.
+TEST(DeepSpeedZero3Tied, TheSharedGradientIsSummedBeforeItsOneHook) {
+  const Program p = build_training_program(tied("/head"), tied_zero3(0)).program;
+  const auto peak = testing::peak_live_bytes(p);
+  EXPECT_EQ(peak.bytes, 1600u);
+  EXPECT_EQ(p.steps[peak.step].name, "backward:/embed/Gather");
+  EXPECT_GE(step_named(p, "deepspeed:grad_hook:embed.weight"), 0);
+  EXPECT_GT(step_named(p, "deepspeed:grad_hook:embed.weight"), peak.step);
 }
 
 // stage3_prefetch_bucket_size 80, stage3_max_live_parameters 1000, reuse distance 0. Module calls (step ids): root
