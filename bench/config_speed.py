@@ -49,6 +49,15 @@ def commands(deepseek):
         ["estimate", "tests/models/gpt_train.onnx", "--batch", "8", "--dim", "seq=128", "--mode", "train",
          "--precision", "amp-bf16"],
         ["plan", "tests/models/resnet50.onnx", "--batch", "8"],
+        # DeepSpeed ZeRO-3 over a mixture of experts (48 x 128 experts: about 18,000 fetch modules), with and
+        # without prefetch, and with LoRA on every projection (bench/deepspeed_zero3_speed.md)
+        ["estimate", H + "Qwen3-30B-A3B.json", "--graph", "train", "--dim", "batch=1", "--dim", "seq=512", "--mode",
+         "train", "--gpus", "8", "--precision", "bf16", "--checkpoint", "layers", "--deepspeed",
+         "bench/deepspeed/hf_zero3_auto_no_prefetch.json"],
+        ["estimate", H + "Qwen3-30B-A3B.json", "--graph", "train", "--dim", "batch=1", "--dim", "seq=512", "--mode",
+         "train", "--gpus", "8", "--precision", "bf16", "--checkpoint", "layers", "--deepspeed",
+         "bench/deepspeed/hf_zero3_auto.json", "--lora-rank", "16", "--lora-targets",
+         "q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj"],
         ["estimate", deepseek, *TRAIN],  # last: about four minutes a binary
     ]
 

@@ -113,11 +113,23 @@ void TrainingStep::ds3_find_modules() {
       if (ds3_modules_[m].first_op < 0) ds3_modules_[m].first_op = static_cast<int32_t>(i);
       ds3_modules_[m].last_op = static_cast<int32_t>(i);
     }
-  for (const auto& [name, m] : by_name)
-    for (const auto& [other, n] : by_name)
-      if (m != n && (name.empty() || other.rfind(name + ".", 0) == 0))
-        throw InputError(where + "module '" + (name.empty() ? std::string("(the root)") : name) +
-                         "' owns parameters and contains module '" + other + "': not modelled (its fetch spans its children's)");
+  // A module's children sort right after it ("a" < "a.b" < "a.c"): the first name past "a." tells.
+  for (const auto& [name, m] : by_name) {
+    const std::string prefix = name.empty() ? name : name + ".";
+    auto inner = by_name.lower_bound(prefix);
+    if (inner != by_name.end() && inner->first == name) ++inner;
+    if (inner != by_name.end() && inner->first.rfind(prefix, 0) == 0)
+      throw InputError(where + "module '" + (name.empty() ? std::string("(the root)") : name) +
+                       "' owns parameters and contains module '" + inner->first +
+                       "': not modelled (its fetch spans its children's)");
+  }
+  ds3_ending_at_.assign(context_.ops.size(), {});
+  ds3_starting_at_.assign(context_.ops.size(), {});
+  for (size_t m = 0; m < ds3_modules_.size(); ++m)
+    if (ds3_modules_[m].first_op >= 0) {
+      ds3_starting_at_[ds3_modules_[m].first_op].push_back(static_cast<int32_t>(m));
+      ds3_ending_at_[ds3_modules_[m].last_op].push_back(static_cast<int32_t>(m));
+    }
   std::vector<int32_t> order;  // modules read by some op, in forward order
   for (size_t m = 0; m < ds3_modules_.size(); ++m)
     if (ds3_modules_[m].first_op >= 0) order.push_back(static_cast<int32_t>(m));
@@ -304,24 +316,28 @@ void TrainingStep::ds3_prepare_input(int32_t i, int32_t t, Step& st, std::map<in
 // release_sub_module after a module's forward (the op that last reads its parameters).
 void TrainingStep::ds3_after_forward(int32_t i) {
   if (ds3_prefetch()) return ds3_run_calls(kDs3AfterForward, i);
-  for (const Ds3Module& m : ds3_modules_)
-    if (m.last_op == i && m.forward_at >= 0) ds3_release(ds3_releases_[m.forward_at], "deepspeed:release:" + m.name, Phase::Forward);
+  for (int32_t k : ds3_ending_at_[i]) {
+    const Ds3Module& m = ds3_modules_[k];
+    if (m.forward_at >= 0) ds3_release(ds3_releases_[m.forward_at], "deepspeed:release:" + m.name, Phase::Forward);
+  }
 }
 
 // pre_sub_module_backward_function: before the backward of the module's last op.
 void TrainingStep::ds3_pre_backward(int32_t i) {
   if (ds3_prefetch()) return ds3_run_calls(kDs3BeforeBackward, i);
-  for (size_t m = 0; m < ds3_modules_.size(); ++m)
-    if (ds3_modules_[m].last_op == i && ds3_modules_[m].backward_at >= 0) ds3_fetch(static_cast<int32_t>(m), Phase::Backward);
+  for (int32_t m : ds3_ending_at_[i])
+    if (ds3_modules_[m].backward_at >= 0) ds3_fetch(m, Phase::Backward);
 }
 
 // post_sub_module_backward_function: after the backward of the module's first op (its grad hooks ran first:
 // AccumulateGrad nodes are scheduled before the PostBackwardFunctionModule node).
 void TrainingStep::ds3_post_backward(int32_t i) {
   if (ds3_prefetch()) return ds3_run_calls(kDs3AfterBackward, i);
-  for (const Ds3Module& m : ds3_modules_)
-    if (m.first_op == i && m.backward_at >= 0 && m.post_backward)
+  for (int32_t k : ds3_starting_at_[i]) {
+    const Ds3Module& m = ds3_modules_[k];
+    if (m.backward_at >= 0 && m.post_backward)
       ds3_release(ds3_releases_[m.backward_at], "deepspeed:release_backward:" + m.name, Phase::Backward);
+  }
 }
 
 }  // namespace memplan

@@ -83,9 +83,11 @@ void TrainingStep::ds3_backward_trace(const std::vector<int32_t>& order, std::ve
 // release_sub_module(forward=True) after a recomputed module's last op.
 void TrainingStep::ds3_after_recompute(int32_t i) {
   if (ds3_prefetch()) return ds3_run_calls(kDs3AfterRecompute, i);
-  for (const Ds3Module& m : ds3_modules_)
-    if (m.last_op == i && m.recompute_at >= 0)
+  for (int32_t k : ds3_ending_at_[i]) {
+    const Ds3Module& m = ds3_modules_[k];
+    if (m.recompute_at >= 0)
       ds3_release(ds3_releases_[m.recompute_at], "deepspeed:release_recompute:" + m.name, Phase::Backward);
+  }
 }
 
 }  // namespace memplan

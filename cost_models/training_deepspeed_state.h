@@ -50,6 +50,7 @@ struct DeepSpeedStepState {
   };
   std::vector<Ds3Module> ds3_modules_;
   std::map<std::pair<int32_t, int32_t>, int32_t> ds3_read_module_;  // (op, parameter) -> the module whose call reads it
+  std::vector<std::vector<int32_t>> ds3_starting_at_, ds3_ending_at_;  // per op: the modules whose first / last op it is
   std::vector<std::vector<int32_t>> ds3_releases_;
   // With prefetch: every module call the node scopes show, as hook calls in the order they run (ds3_calls_: which
   // module, at which op, which hook), the coordinator's schedule over them, each prefetch
