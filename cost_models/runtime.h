@@ -35,6 +35,9 @@ struct ExecutionOptions {
   // CUDA compute capability major of the target GPU (9 = H100/H200). Decides PyTorch's cuBLAS
   // workspace size (aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on majors 9, 10 and 12).
   int cuda_arch_major = 9;
+  // The target GPU's multiprocessor count (the catalog's; 0: not known). vLLM's Triton sampler sizes its scratch
+  // buffer by it (cost_models/vllm_engine.h vllm_triton_sampler_buffer_rows).
+  int multiprocessors = 0;
   // --tied-embeddings shape: a head weight shaped as the embedding's transpose is taken for its tied copy
   // (graph_facts.h tied_embedding_copies). False (auto, no): only a tie the file proves is held once, a
   // head that reads the embedding's own initializer; a head with its own initializer is counted.

@@ -38,11 +38,13 @@ VllmVersion vllm_version(const std::string& text) {
   const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
                                "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
                                "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
-                               "0.11 to 0.20 (the current rule), 0.21 to 0.24 with --enforce-eager and 0.25 or later "
-                               "(Model Runner V2 for a model without experts; V1 with --enforce-eager)";
+                               "0.11 to 0.20 (the current rule; from 0.17 with the Triton top-k/top-p sampler), 0.21 "
+                               "to 0.24 with --enforce-eager and 0.25 or later (Model Runner V2 for a model without "
+                               "experts; V1 with --enforce-eager)";
   if (minor == 8 || (minor == 9 && patch == 0)) return VllmVersion::V0_8;
   if (minor == 10 || (minor == 9 && patch >= 2)) return VllmVersion::V0_9;
-  if (minor >= 11 && minor <= 20) return VllmVersion::V0_11;
+  if (minor >= 11 && minor <= 16) return VllmVersion::V0_11;
+  if (minor >= 17 && minor <= 20) return VllmVersion::V0_17;
   if (minor >= 21 && minor <= 24) return VllmVersion::V0_21;
   if (minor >= 25) return VllmVersion::V0_25;
   if (minor == 6 && patch >= 0 && patch <= 4) return VllmVersion::V0_6;
@@ -84,9 +86,13 @@ VllmRule vllm_rule(VllmVersion v) {
       r.hidden_held_at_sampler = r.needs_step_flags = r.all_reduce_after_snapshot = true;
       break;
     case VllmVersion::V0_11:
+      r.hidden_held_at_sampler = r.sizes_sliding_window = r.sizes_mla = r.sizes_data_parallel = true;
+      break;
+    case VllmVersion::V0_17:
     case VllmVersion::V0_21:
     case VllmVersion::V0_25:
       r.hidden_held_at_sampler = r.sizes_sliding_window = r.sizes_mla = r.sizes_data_parallel = true;
+      r.triton_top_k_top_p = true;
       break;
   }
   return r;
@@ -128,6 +134,8 @@ std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner) {
     case VllmVersion::V0_6_5: return "vLLM 0.6.5 to 0.6.x V0 (worker.py determine_num_available_blocks after PR #10511: the increase over a baseline)";
     case VllmVersion::V0_7: return "vLLM 0.7 V0 (worker.py determine_num_available_blocks after PR #12126: the increase over a baseline snapshot)";
     case VllmVersion::V0_9: return "vLLM 0.9.2 to 0.10 V1 (gpu_worker.py determine_available_memory after PR #19312: NCCL and the custom all-reduce after the snapshot)";
+    case VllmVersion::V0_17:
+      return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359; the Triton top-k/top-p sampler)";
     case VllmVersion::V0_21: return "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
     case VllmVersion::V0_25:
       return runner == VllmModelRunner::V2
@@ -216,20 +224,53 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s) {
   return std::min(s.max_num_seqs, s.max_num_batched_tokens);
 }
 
-uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype) {
+namespace {
+
+// What the V1 runner's sampler warm-up holds in the model's type d: the sampled hidden rows and their rand_like
+// [requests, hidden] and the head's logits [requests, logits_width]; plus `per_logit` bytes over [requests, vocab].
+uint64_t v1_sampler_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype,
+                          uint64_t per_logit) {
   const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
   const uint64_t rows = static_cast<uint64_t>(requests);
-  // The logits as the head computes them (d, padded width); over [requests, vocab]: the float32 logits (4), sort
-  // values (4) and int64 indices (8), the top-k mask (1), the sorted softmax (4), the top-p mask (1), the
-  // scatter's output (4).
-  const uint64_t head = checked_mul(checked_mul(rows, static_cast<uint64_t>(logits_width), "sampler bytes"), d,
-                                    "sampler bytes");
-  const uint64_t per_logit = 4 + 4 + 8 + 1 + 4 + 1 + 4;
+  const uint64_t in_d = checked_mul(
+      checked_mul(rows, static_cast<uint64_t>(logits_width) + 2 * static_cast<uint64_t>(hidden), "sampler bytes"), d,
+      "sampler bytes");
   const uint64_t logits = checked_mul(checked_mul(rows, static_cast<uint64_t>(vocab), "sampler bytes"), per_logit,
                                       "sampler bytes");
-  const uint64_t hidden_rows = checked_mul(checked_mul(rows, static_cast<uint64_t>(hidden), "sampler bytes"), 2 * d,
-                                           "sampler bytes");
-  return checked_add(checked_add(head, logits, "sampler bytes"), hidden_rows, "sampler bytes");
+  return checked_add(in_d, logits, "sampler bytes");
+}
+
+}  // namespace
+
+uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype) {
+  // Over [requests, vocab]: the float32 logits (4, none when the head's are float32), sort values (4) and int64
+  // indices (8), the top-k mask (1), the sorted softmax (4), the top-p mask (1), the scatter's output (4).
+  return v1_sampler_bytes(requests, vocab, logits_width, hidden, dtype,
+                          (dtype == DType::Float32 ? 0 : 4) + 4 + 8 + 1 + 4 + 1 + 4);
+}
+
+int64_t vllm_triton_sampler_buffer_rows(int64_t requests, int multiprocessors) {
+  auto next_power_of_2 = [](int64_t n) {
+    int64_t p = 1;
+    while (p < n) p *= 2;
+    return p;
+  };
+  if (multiprocessors <= 0) return next_power_of_2(requests);
+  const int64_t programs = std::min<int64_t>(multiprocessors, requests);
+  return std::min<int64_t>(next_power_of_2(programs), multiprocessors);
+}
+
+uint64_t vllm_triton_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden,
+                                        DType dtype, int multiprocessors) {
+  // Over [requests, vocab]: the float32 logits (4, none when the head's are float32), the softmax (4) and the
+  // exponential noise (4); and the kernel's float32 buffer.
+  const uint64_t per_logit = (dtype == DType::Float32 ? 0 : 4) + 4 + 4;
+  const uint64_t buffer =
+      checked_mul(checked_mul(static_cast<uint64_t>(vllm_triton_sampler_buffer_rows(requests, multiprocessors)),
+                              static_cast<uint64_t>(vocab), "sampler bytes"),
+                  4, "sampler bytes");
+  return checked_add(v1_sampler_bytes(requests, vocab, logits_width, hidden, dtype, per_logit), buffer,
+                     "sampler bytes");
 }
 
 uint64_t vllm_v2_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype) {

@@ -54,7 +54,7 @@ namespace memplan {
 //  - V0_21 (the CUDA-graph estimate on by default from 0.21, PR #30515 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS,
 //    notes section 6): the current rule less the graphs' estimate, which is taken only when graphs are captured
 //    (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only --enforce-eager (no
-//    graphs, no estimate) is modelled.
+//    graphs, no estimate) is modelled. Its V1 sampler is V0_17's (vllm_triton_sampler_peak_bytes).
 //  - V0_6 (vLLM's V0 engine, the default before 0.8.0, from 0.6.0 to 0.6.4, before PR #10511): the worker's
 //    absolute rule, as V0_8's (vllm/worker/worker.py at 6ae5229, Worker.determine_num_available_blocks:
 //    int(total x utilization - peak), peak the absolute allocated peak plus every non-torch byte), one block of
@@ -100,10 +100,13 @@ namespace memplan {
 //    (index id 41703700143) takes the snapshot before init_worker_distributed_environment. So at tp >= 2 the
 //    increase holds NCCL's communicators (--reserve) and the custom all-reduce's IPC buffers, as V0_9's does; its
 //    rank_data is in PyTorch's reserved memory, not in the increase, nor is the allocator's rounding.
+//  - V0_17 (0.17 to 0.20): V0_11's worker; its V1 runner's sampler masks top-k and top-p with vLLM's Triton kernel
+//    (PR #33538, "Triton-based top-k and top-p sampler kernels", listed under Kernel in the v0.17.0 release notes
+//    of 7 March 2026 and not in v0.16.0's, whose branch was cut on 8 February): vllm_triton_sampler_peak_bytes.
 //  - V0_25 (0.25 and later): V0_21's worker, and Model Runner V2 for the models vLLM gives it by default (the
 //    v0.25.0 release notes: "Model Runner V2 is now the default for all dense models", PR #44443), which
 //    VllmModelRunner below resolves with the model.
-enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_21, V0_25 };
+enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_17, V0_21, V0_25 };
 
 // What each rule does differently: the analysis (report/serve_vllm.cc) reads these, never the version.
 struct VllmRule {
@@ -118,9 +121,10 @@ struct VllmRule {
   bool all_reduce_after_snapshot = false;  // the custom all-reduce's IPC buffers in non_torch_increase (V0_6_5,
                                            // V0_7, V0_9)
   bool rank_data_after_baseline = false;   // and its rank_data tensor (V0_6_5: allocated bytes since the baseline)
+  bool triton_top_k_top_p = false;  // V1's sampler masks top-k/top-p with the Triton kernel (V0_17 on)
 };
 VllmRule vllm_rule(VllmVersion v);
-// "0.11" (and the 0.12 to 0.20 series, the same rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4",
+// "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4",
 // "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" and later: the rule; anything else (0.9.1 among them)
 // throws InputError naming the versions modelled and why the others are not.
 VllmVersion vllm_version(const std::string& text);
@@ -243,12 +247,39 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s);
 // last positions (hidden_states[logit_indices], a copy) and their rand_like, [requests, hidden], and the logits
 // [requests, logits_width] in the model's type d (the head computes the padded vocabulary, cost_models/
 // vllm_weights.h, and LogitsProcessor._get_logits slices it to the vocabulary as a view: logits_processor.py at
-// 00db1f1), and over [requests, vocab] the float32 logits (Sampler.forward), the sort's values (float32) and
-// indices (int64), the top-k and top-p masks (bool), the softmax of the sorted values (float32, cumsum in place)
-// and the scatter's output (float32):
-//   d x requests x logits_width + (4 + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab + 2 x d x requests x hidden bytes.
+// 00db1f1), and over [requests, vocab] the float32 logits (Sampler.forward's logits.to(torch.float32): none when d
+// is float32, the head's slice itself), the sort's values (float32) and indices (int64), the top-k and top-p masks
+// (bool), the softmax of the sorted values (float32, cumsum in place) and the scatter's output (float32):
+//   d x requests x logits_width + (4 [d not float32] + 4 + 8 + 1 + 4 + 1 + 4) x requests x vocab
+//     + 2 x d x requests x hidden bytes.
 // The sort's own scratch inside PyTorch (cub's segmented radix sort) is not counted.
 uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype);
+
+// The same warm-up from 0.17 (VllmRule::triton_top_k_top_p): apply_top_k_top_p (vllm/v1/sample/ops/
+// topk_topp_sampler.py) sends `HAS_TRITON and logits.shape[0] >= 8` rows to apply_top_k_top_p_triton
+// (topk_topp_triton.py, PR #33538), which masks the float32 logits in place with min(multiprocessors, requests)
+// programs over a float32 scratch buffer [buffer rows, vocab] (vllm_triton_sampler_buffer_rows) that it keeps in
+// _TRITON_BUFFER_CACHE for good, and a copy of top-k as int32 [requests]. forward_native then takes their softmax
+// (float32) and random_sample's exponential noise q = torch.empty_like(probs), divided in place and reduced by
+// argmax. Alive at the argmax: the hidden rows and their rand_like [requests, hidden] and the logits [requests,
+// logits_width] in d, and over [requests, vocab] the float32 logits (none when d is float32: Sampler.forward's
+// logits.to(torch.float32) returns the head's slice), the softmax and the noise, with the buffer:
+//   d x requests x (logits_width + 2 x hidden) + (4 [d not float32] + 4 + 4) x requests x vocab
+//     + 4 x buffer rows x vocab bytes.
+// From 0.21 vLLM's default is FlashInfer's sampler (PR #40376) on CUDA; its top_k_top_p_sampling_from_logits holds
+// top_k_mask_logits' output and its softmax beside the float32 logits, the same three float32 tensors (the top-k
+// kernel's own workspace is not counted), and PR #41375 then warms forward_native up with a seeded generator: the
+// Triton path, buffer included. Fewer than 8 rows take the sort (vllm_sampler_peak_bytes); PR #54651 (September
+// 2026) sends them to Triton too, in a release not placed here: the sort counted is the larger. The lookup tables
+// the kernel caches (two float32 vectors of a few hundred entries) are not counted.
+inline constexpr int64_t kVllmTritonTopKTopPMinRows = 8;
+uint64_t vllm_triton_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden,
+                                        DType dtype, int multiprocessors);
+// The rows of apply_top_k_top_p_triton's cached buffer: min(next_power_of_2(programs), multiprocessors) with
+// programs = min(multiprocessors, requests) (num_compute_units of the device: its multiprocessor count). With
+// `multiprocessors` 0 (not known: serve --memory, or a --catalog GPU without it) the largest it can be for
+// `requests` rows on any GPU, next_power_of_2(requests).
+int64_t vllm_triton_sampler_buffer_rows(int64_t requests, int multiprocessors);
 
 // Model Runner V2's sampler warm-up (VllmModelRunner V2; vllm/v1/worker/gpu/sample/sampler.py at 0120ce5,
 // Sampler.sample, and gumbel.py at 03f97cc, gumbel_sample) on `requests` rows: alive at its peak, after

@@ -96,6 +96,13 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& origin)
         throw InputError(where + " has no compute_capability (MAJOR.MINOR, e.g. \"8.6\"; it decides the cuBLAS workspace)");
       parse_compute_capability(g.at("compute_capability").get<std::string>(), where, s);
       s.compute_capability_source = g.value("compute_capability_source", "");
+      if (g.contains("multiprocessors")) {
+        const int64_t sms = g.at("multiprocessors").get<int64_t>();
+        if (sms < 1 || sms > 100000)
+          throw InputError(where + " has multiprocessors " + std::to_string(sms) + ": expected the GPU's count, 1 or more");
+        s.multiprocessors = static_cast<int>(sms);
+      }
+      s.multiprocessors_source = g.value("multiprocessors_source", "");
       c.gpus.push_back(std::move(s));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -146,6 +153,7 @@ uint64_t apply_headroom(uint64_t budget, double headroom_percent) {
 
 void apply_gpu_architecture(const GpuSpec& gpu, EstimateOptions& options) {
   options.execution.cuda_arch_major = gpu.cc_major;
+  options.execution.multiprocessors = gpu.multiprocessors;
 }
 
 }  // namespace memplan

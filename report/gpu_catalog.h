@@ -19,6 +19,8 @@ struct GpuSpec {
   std::string memory_source;
   int cc_major = 0, cc_minor = 0;  // compute capability, as torch.cuda.get_device_capability reports it
   std::string compute_capability_source;
+  int multiprocessors = 0;  // what cudaDeviceProp.multiProcessorCount reports (ROCm: compute units); 0: not given
+  std::string multiprocessors_source;
 };
 
 struct GpuCatalog {

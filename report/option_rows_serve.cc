@@ -63,7 +63,9 @@ std::vector<OptionSpec> serve_option_rows() {
                "tokens (dp x --max-batched-tokens) gathered by the naive dispatch; a dense model's ranks are replicas",
        .field = FIELD(serve.data_parallel_size), .engines = {"vllm"}, .min = 1, .show_default = true},
       {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
-       .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule), 0.8 and 0.9.0 "
+       .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule; from 0.17 its "
+               "sampler warms up on the Triton top-k/top-p kernel, whose buffer the GPU's multiprocessors size), "
+               "0.8 and 0.9.0 "
                "(the V1 worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, "
                "off the budget; give --max-batched-tokens and --max-num-seqs), 0.9.2 to 0.10.x (the current rule with "
                "NCCL and the custom all-reduce's buffers allocated after the snapshot: both in the non-torch term, "

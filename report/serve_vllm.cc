@@ -281,11 +281,29 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     a.hidden_states_bytes = bytes_as(hidden, d);
     a.dtype = std::string(dtype_name(d));
     const int64_t rows = a.settings.profile_requests;
-    a.sampler_peak_bytes =
-        a.settings.rule.v0_engine ? vllm_v0_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, d)
-        : a.settings.runner == VllmModelRunner::V2
-            ? vllm_v2_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d)
-            : vllm_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d);
+    a.sampler = a.settings.rule.v0_engine                    ? VllmSamplerPath::V0Sort
+                : a.settings.runner == VllmModelRunner::V2 ? VllmSamplerPath::Gumbel
+                : a.settings.rule.triton_top_k_top_p && rows >= kVllmTritonTopKTopPMinRows
+                    ? VllmSamplerPath::Triton
+                    : VllmSamplerPath::Sort;
+    const int sms = options.execution.multiprocessors;
+    switch (a.sampler) {
+      case VllmSamplerPath::V0Sort:
+        a.sampler_peak_bytes = vllm_v0_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, d);
+        break;
+      case VllmSamplerPath::Gumbel:
+        a.sampler_peak_bytes = vllm_v2_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d);
+        break;
+      case VllmSamplerPath::Triton:
+        a.sampler_buffer_rows = vllm_triton_sampler_buffer_rows(rows, sms);
+        a.sampler_multiprocessors = sms;
+        a.sampler_peak_bytes =
+            vllm_triton_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d, sms);
+        break;
+      case VllmSamplerPath::Sort:
+        a.sampler_peak_bytes = vllm_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d);
+        break;
+    }
   }
   // What the forward leaves allocated: the weights and, once a MatMul has run, PyTorch's cuBLAS workspace.
   a.kept_workspace_bytes = cublas_workspace_bytes(options.execution.cuda_arch_major);

@@ -110,6 +110,10 @@ struct VllmFp8BlockAnswer {
   uint64_t input_quant_peak = 0;      // that step's allocated bytes plus them (graph's weights)
 };
 
+// Which sampler the profile run's warm-up runs (cost_models/vllm_engine.h): V0's, V1's PyTorch sort, V1's Triton
+// top-k/top-p kernel (0.17 on, 8 rows or more), Model Runner V2's Gumbel sampler.
+enum class VllmSamplerPath { V0Sort, Sort, Triton, Gumbel };
+
 struct VllmAnswer {
   std::string model, gpu;           // gpu: the catalog's name, or "" for --memory
   bool non_torch_given = false;     // --reserve given (else VllmNonTorch's default for the rule)
@@ -134,6 +138,9 @@ struct VllmAnswer {
   uint64_t layer_bytes_per_token = 0;
   // The profile run.
   uint64_t forward_peak_allocated = 0, hidden_states_bytes = 0, sampler_peak_bytes = 0;
+  VllmSamplerPath sampler = VllmSamplerPath::Sort;
+  int64_t sampler_buffer_rows = 0;  // Triton: its cached buffer's rows
+  int sampler_multiprocessors = 0;  // Triton: the GPU's multiprocessors that set them (0: not known, the largest)
   uint64_t kept_workspace_bytes = 0;  // PyTorch's cuBLAS workspace, still allocated while the sampler runs
   uint64_t lora_stacks_bytes = 0;     // --enable-lora: in the weights term, as vLLM counts them
   uint64_t rotary_cache_bytes = 0;    // vLLM's cos_sin_cache, in the weights term (0: the position limit unknown)

@@ -21,6 +21,17 @@ std::string vllm_non_torch_not_modelled(bool rest = false) {
 
 // Where vLLM's CUDA graphs take their memory (Worker.compile_or_warm_up_model, gpu_worker.py at 35d5cda: capture_model
 // runs after initialize_from_config has allocated the cache, unless enforce_eager; notes section 6).
+// JSON's profile_run.sampler (docs/json.md).
+const char* vllm_sampler_path_name(VllmSamplerPath p) {
+  switch (p) {
+    case VllmSamplerPath::V0Sort: return "v0-sort";
+    case VllmSamplerPath::Sort: return "sort";
+    case VllmSamplerPath::Triton: return "triton";
+    case VllmSamplerPath::Gumbel: return "gumbel";
+  }
+  return "sort";
+}
+
 std::string vllm_cuda_graphs(const VllmAnswer& a) {
   if (a.settings.enforce_eager) return "none (--enforce-eager): nothing captured, the KV cache the same";
   // Model Runner V2's profile_cudagraph_memory returns 0 (cost_models/vllm_engine.h VllmModelRunner).
@@ -147,6 +158,12 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"hidden_states_bytes", a.hidden_states_bytes},
         {"cublas_workspace_bytes", a.kept_workspace_bytes},
         {"logits_width", a.padded_vocab > 0 ? nlohmann::ordered_json(a.padded_vocab) : nullptr},
+        {"sampler", vllm_sampler_path_name(a.sampler)},
+        {"sampler_buffer_rows",
+         a.sampler == VllmSamplerPath::Triton ? nlohmann::ordered_json(a.sampler_buffer_rows) : nullptr},
+        {"sampler_multiprocessors", a.sampler == VllmSamplerPath::Triton && a.sampler_multiprocessors > 0
+                                        ? nlohmann::ordered_json(a.sampler_multiprocessors)
+                                        : nullptr},
         {"sampler_peak_bytes", a.sampler_peak_bytes},
         {"peak_set_by", a.sampler_sets_peak ? "sampler" : "forward"}}},
       {"replaced",
@@ -227,9 +244,15 @@ std::string vllm_to_text(const VllmAnswer& a) {
     t += fmt::format("                                   with the vocabulary padded from {} to {} rows, {}\n",
                      format_count(a.vocab),
                      format_count(a.padded_vocab), format_bytes(a.vocab_padding_bytes));
+  std::string sampler = a.settings.rule.v0_engine ? "the sampler" : "the sampler's warm-up";
+  if (a.sampler == VllmSamplerPath::Triton)
+    sampler += fmt::format(" (Triton top-k/top-p, its buffer {} x the vocabulary{})", a.sampler_buffer_rows,
+                           a.sampler_multiprocessors > 0
+                               ? ""
+                               : ": the GPU's multiprocessors not known, the largest it can be");
   t += fmt::format("  - activation peak  {:>12}  profile run: {} tokens over {} dummy requests; {} sets the peak\n",
                    format_bytes(m.activation_peak), format_count(e.max_num_batched_tokens), a.settings.profile_requests,
-                   a.sampler_sets_peak ? (a.settings.rule.v0_engine ? "the sampler" : "the sampler's warm-up") : "the forward");
+                   a.sampler_sets_peak ? sampler : "the forward");
   // Where the figure comes from: --reserve, or the rule's default (report/serve_vllm.h VllmNonTorch), and what of it
   // the rule takes.
   const std::string& rule_version = a.settings.version_text;

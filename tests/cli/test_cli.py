@@ -1488,6 +1488,40 @@ class ServeEngineVersionTest(unittest.TestCase):
             self.assertEqual(got["0.11"]["available_kv_cache_bytes"] - got["0.10.1"]["available_kv_cache_bytes"],
                              charged)
 
+    def test_the_triton_sampler_from_0_17(self):
+        # kv_tiny served in bfloat16 (d = 2): vocabulary 16 in a head 64 wide, hidden 8, 64 dummy requests.
+        # The rows in d: 2 x 64 x (64 + 2 x 8) = 10,240 in every case.
+        with open(os.path.join(SCHEMAS, "serve.vllm.schema.json")) as f:
+            schema = json.load(f)
+        def profile(version, *extra):
+            j = json.loads(run("serve", self.KV, *self.ARGS, "--engine-version", version, *extra, "--json",
+                               check_rc=0).stdout)
+            jsonschema.validate(j, schema)
+            return j["profile_run"]
+        # 0.16: the sort, 26 bytes a logit over [64, 16].
+        p = profile("0.16")
+        self.assertEqual((p["sampler"], p["sampler_buffer_rows"]), ("sort", None))
+        self.assertEqual(p["sampler_peak_bytes"], 10240 + 26 * 64 * 16)
+        # 0.17.1 with --memory: the float32 logits, softmax and noise (12 bytes a logit) and the kernel's buffer at its
+        # largest, next_power_of_2(64) = 64 rows of 16 float32.
+        p = profile("0.17.1")
+        self.assertEqual((p["sampler"], p["sampler_buffer_rows"], p["sampler_multiprocessors"]), ("triton", 64, None))
+        self.assertEqual(p["sampler_peak_bytes"], 10240 + 12 * 64 * 16 + 4 * 64 * 16)
+        # On a T4 (40 multiprocessors): min(next_power_of_2(min(40, 64)), 40) = 40 rows.
+        args = list(self.ARGS)
+        args[args.index("--memory"):args.index("--memory") + 2] = ["--gpu", "T4"]
+        j = json.loads(run("serve", self.KV, *args, "--engine-version", "0.20", "--json", check_rc=0).stdout)
+        p = j["profile_run"]
+        self.assertEqual((p["sampler"], p["sampler_buffer_rows"], p["sampler_multiprocessors"]), ("triton", 40, 40))
+        self.assertEqual(p["sampler_peak_bytes"], 10240 + 12 * 64 * 16 + 4 * 40 * 16)
+        text = run("serve", self.KV, *args, "--engine-version", "0.20", check_rc=0).stdout
+        self.assertIn("Triton top-k/top-p, its buffer 40 x the vocabulary", text)
+        # Fewer than 8 rows keep the sort (apply_top_k_top_p's `logits.shape[0] >= 8`).
+        args = list(self.ARGS)
+        args[args.index("--max-num-seqs") + 1] = "4"
+        j = json.loads(run("serve", self.KV, *args, "--engine-version", "0.17.1", "--json", check_rc=0).stdout)
+        self.assertEqual((j["profile_run"]["requests"], j["profile_run"]["sampler"]), (4, "sort"))
+
     def test_versions_not_read_exit_2_with_one_message(self):
         for version, phrase in (("0.9.1", "whether its tag carries #18974 is not read"),
                                 ("0.5.4", "V0 engine before 0.6")):

@@ -610,9 +610,14 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(j09["num_gpu_blocks"], 26175, version)
             self.assertEqual(j09["engine_rules"], j["engine_rules"], version)
             self.assertIn("vLLM 0.8 to 0.9.0 V1", j09["engine_rules"])
-        # 0.11 to 0.20 are the current rule: the class docstring's 26,174 blocks.
-        for version in ("0.11", "0.15.1", "0.20"):
+        # 0.11 to 0.20 are the current rule: the class docstring's 26,174 blocks to 0.16. From 0.17 the sampler's
+        # warm-up is the Triton kernel's: 12 bytes a logit and a 64-row buffer (--memory: next_power_of_2(64) rows)
+        # of the 16-token vocabulary in place of the sort's 26, 64 x 16 x (26 - 12 - 4) = 10,240 B less at the peak
+        # the sampler sets: 10 blocks of 1,024 B more.
+        for version in ("0.11", "0.15.1", "0.16.1"):
             self.assertEqual(self.vllm(*self.ARGS, "--engine-version", version)["num_gpu_blocks"], 26174)
+        for version in ("0.17.1", "0.20"):
+            self.assertEqual(self.vllm(*self.ARGS, "--engine-version", version)["num_gpu_blocks"], 26174 + 10)
         text = run("serve", KV, "--engine", "vllm", *self.ARGS, "--engine-version", "0.8").stdout
         self.assertIn("served by vLLM 0.8 (V1 rules: the profile's whole peak and all non-torch memory)", text)
         self.assertIn("GPU KV cache size: 418,800 tokens", text)
@@ -698,12 +703,14 @@ class VllmByHand(unittest.TestCase):
     def test_enforce_eager_leaves_the_cache_as_it_is(self):
         # Before 0.21 vLLM captures its CUDA graphs after the cache is sized (compile_or_warm_up_model): the graphs
         # live in what the utilization leaves, 64 MiB - 60,397,977 B = 6,710,887 B (6.40 MiB), and --enforce-eager
-        # (no graphs) gives the same 26,174 blocks. 0.21 with --enforce-eager subtracts no estimate: the same again.
+        # (no graphs) gives the same 26,174 blocks. 0.21 with --enforce-eager subtracts no estimate: the same again
+        # but for 0.17's sampler (test_engine_version_0_8_by_hand: 10 blocks more).
         graphs = self.vllm(*self.ARGS)
         eager = self.vllm(*self.ARGS, "--enforce-eager")
         late = self.vllm(*self.ARGS, "--enforce-eager", "--engine-version", "0.21")
-        for j in (graphs, eager, late):
+        for j in (graphs, eager):
             self.assertEqual(j["num_gpu_blocks"], 26174)
+        self.assertEqual(late["num_gpu_blocks"], 26174 + 10)
         self.assertTrue(eager["settings"]["enforce_eager"])
         self.assertIn("outside this budget: in the 6.40 MiB", graphs["settings"]["cuda_graphs"])
         self.assertIn("none (--enforce-eager)", eager["settings"]["cuda_graphs"])

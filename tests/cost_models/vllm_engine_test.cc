@@ -78,10 +78,39 @@ TEST(VllmEngine, ASlidingWindowBoundsTheBlocksOfARequest) {
 TEST(VllmEngine, SamplerWarmUpByHand) {
   // bf16 (d = 2), 4 rows, vocab 10 (logits 10 wide), hidden 3: (2 + 26) x 4 x 10 + 2 x 2 x 4 x 3 = 1120 + 48.
   EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 10, 3, DType::BFloat16), 1168u);
-  // float32 (d = 4): (4 + 26) x 4 x 10 + 2 x 4 x 4 x 3 = 1200 + 96.
-  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 10, 3, DType::Float32), 1296u);
+  // float32 (d = 4): Sampler.forward's logits.to(torch.float32) is the head's tensor itself, so no copy:
+  // (4 + 22) x 4 x 10 + 2 x 4 x 4 x 3 = 1040 + 96.
+  EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 10, 3, DType::Float32), 1136u);
   // The head's logits 64 wide (vocab 10 padded), the sampler's copies 10: 2 x 4 x 64 + 26 x 4 x 10 + 48.
   EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 64, 3, DType::BFloat16), 512u + 1040u + 48u);
+}
+
+TEST(VllmEngine, TritonSamplerBufferRows) {
+  // min(next_power_of_2(min(multiprocessors, rows)), multiprocessors): 256 rows on an RTX 3090 (82) and an H100
+  // (132) take every multiprocessor; 100 rows on an H100 round 100 programs up to 128; 3 rows to 4; 256 rows on an
+  // MI300X (304 compute units) 256.
+  EXPECT_EQ(vllm_triton_sampler_buffer_rows(256, 82), 82);
+  EXPECT_EQ(vllm_triton_sampler_buffer_rows(256, 132), 132);
+  EXPECT_EQ(vllm_triton_sampler_buffer_rows(100, 132), 128);
+  EXPECT_EQ(vllm_triton_sampler_buffer_rows(3, 82), 4);
+  EXPECT_EQ(vllm_triton_sampler_buffer_rows(256, 304), 256);
+  // Not known: the largest any GPU could give, next_power_of_2(rows).
+  EXPECT_EQ(vllm_triton_sampler_buffer_rows(256, 0), 256);
+  EXPECT_EQ(vllm_triton_sampler_buffer_rows(100, 0), 128);
+}
+
+TEST(VllmEngine, TritonSamplerWarmUpByHand) {
+  // Qwen2.5-7B's warm-up on an RTX 3090: 256 rows, vocabulary 152,064 (already a multiple of 64), hidden 3,584,
+  // bfloat16. In d: 2 x 256 x (152,064 + 2 x 3,584) = 81,526,784; over [256, 152,064] the float32 logits, softmax
+  // and noise, 12 x 38,928,384 = 467,140,608; the buffer 82 x 152,064 x 4 = 49,876,992.
+  EXPECT_EQ(vllm_triton_sampler_peak_bytes(256, 152064, 152064, 3584, DType::BFloat16, 82),
+            81526784u + 467140608u + 49876992u);
+  // Against the sort's 26 bytes a logit: 1,093,664,768 bytes, where the profile run's 0.17 logs on that card leave
+  // room for 0.65 to 0.76 GiB (bench/serving.md, finding 8).
+  EXPECT_EQ(vllm_sampler_peak_bytes(256, 152064, 152064, 3584, DType::BFloat16), 81526784u + 26u * 38928384u);
+  // float32, 8 rows of vocabulary 1,000 padded to 1,024, hidden 8, 0 multiprocessors (8 rows of buffer): the head's
+  // 8 x (1,024 + 16) x 4 = 33,280; no float32 copy, softmax and noise 8 x 8,000 = 64,000; buffer 8 x 1,000 x 4.
+  EXPECT_EQ(vllm_triton_sampler_peak_bytes(8, 1000, 1024, 8, DType::Float32, 0), 33280u + 64000u + 32000u);
 }
 
 TEST(VllmEngine, VocabularyPaddedToAMultipleOf64) {
@@ -147,7 +176,11 @@ TEST(VllmEngine, DtypeAutoDowncastsFloat32ToThePlatformsFirstType) {
 TEST(VllmEngine, EngineVersionsModelledAndRefused) {
   EXPECT_EQ(vllm_version("0.11"), VllmVersion::V0_11);
   EXPECT_EQ(vllm_version("0.11.2"), VllmVersion::V0_11);
-  EXPECT_EQ(vllm_version("0.20.1"), VllmVersion::V0_11);
+  EXPECT_EQ(vllm_version("0.16.1"), VllmVersion::V0_11);
+  // 0.17 (PR #33538 in its release notes) to 0.20: the same budget, the Triton top-k/top-p sampler.
+  EXPECT_EQ(vllm_version("0.17"), VllmVersion::V0_17);
+  EXPECT_EQ(vllm_version("0.17.1"), VllmVersion::V0_17);
+  EXPECT_EQ(vllm_version("0.20.1"), VllmVersion::V0_17);
   EXPECT_EQ(vllm_version("0.8"), VllmVersion::V0_8);
   EXPECT_EQ(vllm_version("0.8.5"), VllmVersion::V0_8);
   EXPECT_EQ(vllm_version("0.21"), VllmVersion::V0_21);
@@ -259,6 +292,13 @@ TEST(VllmEngine, EachVersionIsARule) {
   }
   EXPECT_TRUE(v065.rank_data_after_baseline && !v07.rank_data_after_baseline && !v09.rank_data_after_baseline);
   EXPECT_TRUE(!v0.all_reduce_after_snapshot && v0.absolute_budget);
+  // 0.17 on: 0.11's worker, the Triton sampler; nothing before it has that sampler.
+  const VllmRule v17 = vllm_rule(VllmVersion::V0_17);
+  EXPECT_TRUE(v17.triton_top_k_top_p && vllm_rule(VllmVersion::V0_21).triton_top_k_top_p &&
+              vllm_rule(VllmVersion::V0_25).triton_top_k_top_p);
+  EXPECT_TRUE(v17.hidden_held_at_sampler && v17.sizes_sliding_window && v17.sizes_mla && v17.sizes_data_parallel &&
+              !v17.absolute_budget && !v17.all_reduce_after_snapshot && !v17.needs_step_flags);
+  for (const VllmRule& r : {v0, v08, v09, v11, v065, v07}) EXPECT_FALSE(r.triton_top_k_top_p);
 }
 
 TEST(VllmEngine, CustomAllReduceBuffersByHand) {
