@@ -39,14 +39,15 @@ VllmVersion vllm_version(const std::string& text) {
                                "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
                                "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
                                "0.11 to 0.20 (the current rule; from 0.17 with the Triton top-k/top-p sampler), 0.21 "
-                               "to 0.24 with --enforce-eager and 0.25 or later (Model Runner V2 for a model without "
-                               "experts; V1 with --enforce-eager)";
+                               "to 0.24 with --enforce-eager, 0.25 to 0.28 (Model Runner V2 for a model without "
+                               "experts; V1 with --enforce-eager) and 0.29 or later with --enforce-eager";
   if (minor == 8 || (minor == 9 && patch == 0)) return VllmVersion::V0_8;
   if (minor == 10 || (minor == 9 && patch >= 2)) return VllmVersion::V0_9;
   if (minor >= 11 && minor <= 16) return VllmVersion::V0_11;
   if (minor >= 17 && minor <= 20) return VllmVersion::V0_17;
   if (minor >= 21 && minor <= 24) return VllmVersion::V0_21;
-  if (minor >= 25) return VllmVersion::V0_25;
+  if (minor >= 25 && minor <= 28) return VllmVersion::V0_25;
+  if (minor >= 29) return VllmVersion::V0_29;
   if (minor == 6 && patch >= 0 && patch <= 4) return VllmVersion::V0_6;
   if (minor == 6 && patch >= 5) return VllmVersion::V0_6_5;
   if (minor == 7) return VllmVersion::V0_7;
@@ -91,6 +92,7 @@ VllmRule vllm_rule(VllmVersion v) {
     case VllmVersion::V0_17:
     case VllmVersion::V0_21:
     case VllmVersion::V0_25:
+    case VllmVersion::V0_29:
       r.hidden_held_at_sampler = r.sizes_sliding_window = r.sizes_mla = r.sizes_data_parallel = true;
       r.triton_top_k_top_p = true;
       break;
@@ -101,11 +103,11 @@ VllmRule vllm_rule(VllmVersion v) {
 VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text,
                                   std::optional<VllmModelRunner> forced, bool has_experts, bool enforce_eager,
                                   bool enable_lora, const std::string& model) {
-  const VllmModelRunner runner =
-      forced ? *forced : v == VllmVersion::V0_25 && !has_experts ? VllmModelRunner::V2 : VllmModelRunner::V1;
+  const bool v2_default = (v == VllmVersion::V0_25 && !has_experts) || v == VllmVersion::V0_29;
+  const VllmModelRunner runner = forced ? *forced : v2_default ? VllmModelRunner::V2 : VllmModelRunner::V1;
   const std::string at = "--engine-version " + version_text;
   if (runner == VllmModelRunner::V2) {
-    if (v != VllmVersion::V0_25)
+    if (v != VllmVersion::V0_25 && v != VllmVersion::V0_29)
       throw InputError("--model-runner v2 with " + at + ": Model Runner V2's profile run is read from 0.25 only (the "
                        "release that made it the default for dense models); give --engine-version 0.25 or later, or "
                        "--model-runner v1");
@@ -113,11 +115,18 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
       throw InputError("--enable-lora with Model Runner V2 (" + at + ", " + model + "): whether that runner serves "
                        "LoRA or vLLM falls back to V1 is not read at 0.25; give --model-runner v1 (with "
                        "--enforce-eager) if vLLM's log says it runs V1");
+    if (v == VllmVersion::V0_29 && !enforce_eager)
+      throw InputError(at + " with Model Runner V2" + (forced ? std::string(" (--model-runner v2)") : std::string()) +
+                       ": from 0.29 that runner subtracts its CUDA graphs' memory from the KV cache too (PR #53306, "
+                       "\"[Model Runner V2] Reserve CUDA graph memory\": graphs captured against a minimal cache in a "
+                       "throwaway pool, measured on the GPU), which memplan does not size; with --enforce-eager no "
+                       "graph is captured and nothing is subtracted: add --enforce-eager, or give --engine-version "
+                       "0.28 or earlier");
     return runner;
   }
-  if ((v == VllmVersion::V0_21 || v == VllmVersion::V0_25) && !enforce_eager) {
+  if ((v == VllmVersion::V0_21 || v == VllmVersion::V0_25 || v == VllmVersion::V0_29) && !enforce_eager) {
     std::string which = at;
-    if (v == VllmVersion::V0_25)
+    if (v == VllmVersion::V0_25 || v == VllmVersion::V0_29)
       which += " with Model Runner V1 (" + (forced ? std::string("--model-runner v1") : model + " has experts") + ")";
     throw InputError(which + ": from 0.21 vLLM's V1 runner subtracts its CUDA graphs' estimate from the KV cache "
                      "(profile_cudagraph_memory: the first two captures of each mode, measured on the GPU), which "
@@ -141,6 +150,10 @@ std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner) {
       return runner == VllmModelRunner::V2
                  ? "vLLM 0.25 V1 engine, Model Runner V2 (gpu/model_runner.py: no CUDA-graph estimate, the Gumbel sampler)"
                  : "vLLM 0.25 V1 engine, Model Runner V1 with --enforce-eager (no CUDA-graph estimate)";
+    case VllmVersion::V0_29:
+      return runner == VllmModelRunner::V2
+                 ? "vLLM 0.29 V1 engine, Model Runner V2 with --enforce-eager (no CUDA-graph estimate, the Gumbel sampler)"
+                 : "vLLM 0.29 V1 engine, Model Runner V1 with --enforce-eager (no CUDA-graph estimate)";
     default: return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)";
   }
 }

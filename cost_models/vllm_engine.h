@@ -105,8 +105,14 @@ namespace memplan {
 //    of 7 March 2026 and not in v0.16.0's, whose branch was cut on 8 February): vllm_triton_sampler_peak_bytes.
 //  - V0_25 (0.25 and later): V0_21's worker, and Model Runner V2 for the models vLLM gives it by default (the
 //    v0.25.0 release notes: "Model Runner V2 is now the default for all dense models", PR #44443), which
-//    VllmModelRunner below resolves with the model.
-enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_17, V0_21, V0_25 };
+//    VllmModelRunner below resolves with the model. To 0.28.
+//  - V0_29 (0.29 and later): V0_25's worker with Model Runner V2 the default for every model (the v0.29.0 release
+//    notes of 9 September 2026: "Model Runner V2 is now the default for all models (#53183)"), and V2 now
+//    subtracts its CUDA graphs' memory before sizing the cache ("MRV2 also gained CUDA graph memory profiling for
+//    KV cache auto-sizing (#53306)": captures against a minimal cache in a throwaway pool, measured on the GPU),
+//    which memplan does not size: answered with --enforce-eager only, as V1 from 0.21. V2's profile run is otherwise
+//    the one read for 0.25 (not read at 0.29).
+enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_17, V0_21, V0_25, V0_29 };
 
 // What each rule does differently: the analysis (report/serve_vllm.cc) reads these, never the version.
 struct VllmRule {
@@ -124,8 +130,8 @@ struct VllmRule {
   bool triton_top_k_top_p = false;  // V1's sampler masks top-k/top-p with the Triton kernel (V0_17 on)
 };
 VllmRule vllm_rule(VllmVersion v);
-// "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0" to "0.6.4",
-// "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" and later: the rule; anything else (0.9.1 among them)
+// "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0"
+// to "0.6.4", "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" to "0.28.x", "0.29" and later: the rule; anything else (0.9.1 among them)
 // throws InputError naming the versions modelled and why the others are not.
 VllmVersion vllm_version(const std::string& text);
 
@@ -141,9 +147,10 @@ VllmVersion vllm_version(const std::string& text);
 //    sampling states; "the sampler may skip top_k, top_p, and logprobs"), so its peak is vllm_v2_sampler_peak_bytes.
 // `forced`: --model-runner v1 or v2; none: vLLM's default (V2 from 0.25 for a model without experts, VllmConfig.
 // _is_default_v2_model_runner_model's `not model_config.is_moe`, read in a verbatim copy, index id 65857686268; V1
-// for a mixture of experts, whose V2 allow-list of architectures is not read at the tags). Throws InputError
-// naming `model`: V2 before 0.25 (its profile run is not read there), V2 with --enable-lora (whether 0.25's V2 runs
-// LoRA or falls back to V1 is not read), V1 from 0.21 without --enforce-eager.
+// for a mixture of experts, whose V2 allow-list of architectures is not read at the tags; from 0.29 V2 for every
+// model). Throws InputError naming `model`: V2 before 0.25 (its profile run is not read there), V2 with
+// --enable-lora (whether 0.25's V2 runs LoRA or falls back to V1 is not read), V1 from 0.21 and V2 from 0.29
+// without --enforce-eager.
 enum class VllmModelRunner { V1, V2 };
 VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text,
                                   std::optional<VllmModelRunner> forced, bool has_experts, bool enforce_eager,

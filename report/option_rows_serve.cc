@@ -74,8 +74,9 @@ std::vector<OptionSpec> serve_option_rows() {
                "sequences, and V0's sampler; dense unquantized models without LoRA or a sliding window), 0.6.5 to "
                "0.6.x and 0.7.x (V0 as 0.6.4, over a baseline taken before the distributed set-up: --reserve is the "
                "non-torch memory since the worker started, and at --tp 2, 4, 6 or 8 the custom all-reduce's IPC "
-               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.21 to 0.24 with --enforce-eager, 0.25 or "
-               "later (--model-runner). "
+               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.21 to 0.24 with --enforce-eager, 0.25 to "
+               "0.28 (--model-runner), 0.29 or later with --enforce-eager (Model Runner V2 for every model, measuring its "
+               "CUDA graphs). "
                "0.9.1 is refused (its worker's non-torch term is not read at the tag)",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
@@ -85,9 +86,9 @@ std::vector<OptionSpec> serve_option_rows() {
        .field = FIELD(serve.enforce_eager), .engines = {"vllm"}},
       {.flag = "--model-runner", .kind = K::Choice, .commands = kServe,
        .help = "vLLM's GPU model runner (its VLLM_USE_V2_MODEL_RUNNER): auto (vLLM's default: from 0.25 Model Runner "
-               "V2 for a model without experts, V1 otherwise), v1 or v2. V2 (--engine-version 0.25 or later) "
-               "subtracts no CUDA-graph estimate and warms its Gumbel sampler up without top-k/top-p; V1 from 0.21 "
-               "needs --enforce-eager. The log line 'Using V2 Model Runner' says which ran",
+               "V2 for a model without experts, V1 otherwise; from 0.29 V2 for every model), v1 or v2. V2 "
+               "(--engine-version 0.25 or later) warms its Gumbel sampler up without top-k/top-p and to 0.28 "
+               "subtracts no CUDA-graph estimate; V1 from 0.21 and V2 from 0.29 need --enforce-eager. The log line 'Using V2 Model Runner' says which ran",
        .field = FIELD(serve.model_runner), .engines = {"vllm"}, .choices = kModelRunnerChoices.names(),
        .show_default = true},
       {.flag = "--quantization", .kind = K::Choice, .commands = kServe,

@@ -1921,9 +1921,6 @@ class ServeFp8MoeTest(unittest.TestCase):
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main(verbosity=2)
-
 
 class ExpertParallelTest(unittest.TestCase):
     """--ep N: torchtitan's ExpertParallel (onnx_import/hf_moe_ep.cc) and its refusals, each naming both flags."""
@@ -1979,3 +1976,7 @@ class OnnxInferenceGuardsTest(unittest.TestCase):
                 check_rc=2)
         self.assertIn("node 'MaxUnpool_0' (MaxUnpool): input 1 (I) has rank 0 but input 0 (X) has rank 4; "
                       "MaxUnpool's indices have X's shape", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

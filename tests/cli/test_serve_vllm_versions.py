@@ -262,9 +262,6 @@ class V0_10ByHand(unittest.TestCase):
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class ModelRunnerV2ByHand(unittest.TestCase):
     """--engine-version 0.25 and later: Model Runner V2 for a model without experts (cost_models/vllm_engine.h
@@ -296,12 +293,18 @@ class ModelRunnerV2ByHand(unittest.TestCase):
         self.assertEqual(j["gpu_kv_cache_tokens"], 419120)
         self.assertEqual(j["max_concurrency"], 6548.75)
         # --model-runner v1 (VLLM_USE_V2_MODEL_RUNNER=0) with --enforce-eager: V1's sampler, the 0.21 rule's figure
-        # (tests/cli/test_serve.py VllmByHand: 26,174 blocks).
+        # (tests/cli/test_serve.py VllmByHand: 26,174 blocks with the sort, 10 more with 0.17's Triton sampler).
         v1 = vllm(*ARGS, "--engine-version", "0.27.1", "--model-runner", "v1", "--enforce-eager")
         self.assertEqual(v1["settings"]["model_runner"], "v1")
-        self.assertEqual(v1["num_gpu_blocks"], 26174)
+        self.assertEqual(v1["profile_run"]["sampler"], "triton")
+        self.assertEqual(v1["num_gpu_blocks"], 26174 + 10)
         # Before 0.25 the default is V1: 0.24 needs --enforce-eager, as 0.21 did.
         self.assertEqual(vllm(*ARGS, "--engine-version", "0.24.0", "--enforce-eager")["settings"]["model_runner"], "v1")
+        # 0.29 with --enforce-eager: the same V2 figures (no graphs, no estimate).
+        late = vllm(*ARGS, "--engine-version", "0.29.0", "--enforce-eager")
+        self.assertEqual(late["settings"]["model_runner"], "v2")
+        self.assertEqual(late["num_gpu_blocks"], 26195)
+        self.assertIn("0.29", late["engine_rules"])
 
     def test_what_is_not_read_is_refused(self):
         qwen3_moe = os.path.join(SRC, "tests", "models", "hf_configs", "Qwen3-30B-A3B.json")
@@ -314,6 +317,11 @@ class ModelRunnerV2ByHand(unittest.TestCase):
             ([qwen3_moe, "--graph", "decode", "--gpu", "H100-80GB", "--context", "4096", "--engine-version", "0.25"],
              "with Model Runner V1 (" + qwen3_moe + " has experts): from 0.21"),
             ([KV, *ARGS, "--model-runner", "v3"], "--model-runner"),
+            # 0.29: V2 for every model, subtracting its CUDA graphs' estimate (PR #53306).
+            ([KV, *ARGS, "--engine-version", "0.29.0"],
+             "--engine-version 0.29.0 with Model Runner V2: from 0.29 that runner subtracts its CUDA graphs' memory"),
+            ([qwen3_moe, "--graph", "decode", "--gpu", "H100-80GB", "--context", "4096", "--engine-version", "0.29.0"],
+             "with Model Runner V2: from 0.29"),
         ]
         for args, says in cases:
             p = subprocess.run([BIN, "serve", *args, "--engine", "vllm"], cwd=SRC, capture_output=True, text=True,
@@ -322,3 +330,7 @@ class ModelRunnerV2ByHand(unittest.TestCase):
             self.assertIn(says, p.stderr)
             self.assertNotIn("Traceback", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -187,6 +187,9 @@ TEST(VllmEngine, EngineVersionsModelledAndRefused) {
   EXPECT_EQ(vllm_version("0.24.0"), VllmVersion::V0_21);
   EXPECT_EQ(vllm_version("0.25"), VllmVersion::V0_25);
   EXPECT_EQ(vllm_version("0.27.1"), VllmVersion::V0_25);
+  EXPECT_EQ(vllm_version("0.28.2"), VllmVersion::V0_25);
+  EXPECT_EQ(vllm_version("0.29"), VllmVersion::V0_29);
+  EXPECT_EQ(vllm_version("0.31.0"), VllmVersion::V0_29);
   // V0 from 0.6.0 to 0.6.4 (before PR #10511); a post suffix is the patch's.
   EXPECT_EQ(vllm_version("0.6.0"), VllmVersion::V0_6);
   EXPECT_EQ(vllm_version("0.6.4.post1"), VllmVersion::V0_6);
@@ -253,6 +256,17 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
   refused("0.24", VllmModelRunner::V2, false, true, false, "--model-runner v2 with --engine-version 0.24: Model Runner "
                                                            "V2's profile run is read from 0.25 only");
   refused("0.25", std::nullopt, false, false, true, "--enable-lora with Model Runner V2 (--engine-version 0.25, m.json)");
+  // 0.29 (the v0.29.0 release notes, #53183 and #53306): V2 for every model, a mixture of experts too, and V2 now
+  // subtracts its CUDA graphs' estimate: --enforce-eager, as V1's from 0.21.
+  EXPECT_EQ(runner("0.28.1", std::nullopt, true, true), VllmModelRunner::V1);
+  EXPECT_EQ(runner("0.28.1", std::nullopt, false, false), VllmModelRunner::V2);
+  EXPECT_EQ(runner("0.29.0", std::nullopt, true, true), VllmModelRunner::V2);
+  EXPECT_EQ(runner("0.29.0", std::nullopt, false, true), VllmModelRunner::V2);
+  EXPECT_EQ(runner("0.30", VllmModelRunner::V1, true, true), VllmModelRunner::V1);
+  refused("0.29.0", std::nullopt, false, false, false,
+          "--engine-version 0.29.0 with Model Runner V2: from 0.29 that runner subtracts its CUDA graphs' memory");
+  refused("0.29.0", VllmModelRunner::V2, true, false, false, "(--model-runner v2): from 0.29");
+  refused("0.29.0", VllmModelRunner::V1, false, false, false, "(--model-runner v1): from 0.21");
 }
 
 // Model Runner V2's sampler warm-up by hand, Qwen2.5-0.5B's head (vocabulary 151,936, a multiple of 64: no padding;
@@ -295,7 +309,7 @@ TEST(VllmEngine, EachVersionIsARule) {
   // 0.17 on: 0.11's worker, the Triton sampler; nothing before it has that sampler.
   const VllmRule v17 = vllm_rule(VllmVersion::V0_17);
   EXPECT_TRUE(v17.triton_top_k_top_p && vllm_rule(VllmVersion::V0_21).triton_top_k_top_p &&
-              vllm_rule(VllmVersion::V0_25).triton_top_k_top_p);
+              vllm_rule(VllmVersion::V0_25).triton_top_k_top_p && vllm_rule(VllmVersion::V0_29).triton_top_k_top_p);
   EXPECT_TRUE(v17.hidden_held_at_sampler && v17.sizes_sliding_window && v17.sizes_mla && v17.sizes_data_parallel &&
               !v17.absolute_budget && !v17.all_reduce_after_snapshot && !v17.needs_step_flags);
   for (const VllmRule& r : {v0, v08, v09, v11, v065, v07}) EXPECT_FALSE(r.triton_top_k_top_p);
