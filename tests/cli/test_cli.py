@@ -1454,6 +1454,22 @@ class GpuTest(unittest.TestCase):
         budget = [lim for lim in c["limits"] if lim["kind"] == "budget"]
         self.assertEqual(budget[0]["limit_bytes"], 15094 * 2**20 - 1024 * 2**20)  # catalog T4 - context reserve
 
+    def test_catalog_multiprocessors_checked_and_optional(self):
+        # A --catalog GPU's multiprocessors (vLLM's Triton sampler buffer): optional, checked when given.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sms.json")
+            for sms, rc, says in ((0, 2, "GPU X has multiprocessors 0: expected the GPU's count, 1 or more"),
+                                  ("many", 2, "not a GPU catalog"), (82, 0, None)):
+                with open(path, "w") as f:
+                    json.dump({"schema": "memplan.gpus/2", "context_reserve_mib": 1024,
+                               "gpus": [{"name": "X", "memory_mib": 24000, "compute_capability": "8.6",
+                                         "multiprocessors": sms}]}, f)
+                p = run("fit", "tests/models/resnet18.onnx", "--catalog", path, check_rc=rc)
+                if says:
+                    self.assertIn(says, p.stderr)
+                    self.assertIn(path, p.stderr)
+                    self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
     def test_old_catalog_schema_exits_2(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "old.json")
