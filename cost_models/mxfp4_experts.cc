@@ -85,20 +85,71 @@ uint64_t Mxfp4ExpertsLayer::total() const {
   uint64_t t = checked_add(blocks_bytes, scales_bytes, "mxfp4 bytes");
   t = checked_add(t, retained_scales_bytes, "mxfp4 bytes");
   t = checked_add(t, bias_bytes, "mxfp4 bytes");
+  t = checked_add(t, workspace_bytes, "mxfp4 bytes");
   return checked_add(t, constants_bytes, "mxfp4 bytes");
+}
+
+VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested,
+                                    const std::string& model) {
+  if (requested == VllmMxfp4Backend::Marlin) return VllmMxfp4Backend::Marlin;
+  if (!requested && capability < 90) return VllmMxfp4Backend::Marlin;
+  if (capability < 90 || capability >= 110)
+    throw InputError(fmt::format(
+        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{}{}: {}", model, capability / 10,
+        capability % 10, requested ? " with --mxfp4-backend triton" : "",
+        capability < 90 ? "vLLM runs its Marlin backend below 9.0 whatever is installed (get_mxfp4_backend); give "
+                          "--mxfp4-backend auto or marlin"
+                        : "vLLM's Triton backend there lays the weights out with triton_kernels' layouts for that GPU, "
+                          "which memplan does not read (it sizes the Triton backend of 9.0 to 10.x); give "
+                          "--mxfp4-backend marlin if vLLM's log says \"Using Marlin backend\""));
+  return VllmMxfp4Backend::Triton;
 }
 
 Mxfp4ExpertsLayer vllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t intermediate, int capability,
                                    const std::string& model) {
-  if (capability < 90 || capability >= 110)
-    throw InputError(fmt::format(
-        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{}: vLLM runs them with its Marlin (before "
-        "9.0) or FlashInfer (SM100) MXFP4 backend, whose padded, repacked weights and buffers memplan does not size "
-        "(it sizes the Triton backend of 9.0 to 10.x: quantization/mxfp4.py get_mxfp4_backend)",
-        model, capability / 10, capability % 10));
+  vllm_mxfp4_backend(capability, VllmMxfp4Backend::Triton, model);  // throws off 9.0 to 10.x
   check_hidden(hidden, model);
   return layer_at(experts, u64(hidden), round_up(u64(intermediate), 64), /*triton_backend=*/true,
                   /*hopper=*/capability / 10 == 9);
+}
+
+Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64_t intermediate, int multiprocessors,
+                                          const std::string& model) {
+  check_hidden(hidden, model);
+  // create_weights' Marlin padding; the repacked blocks and the float8_e8m0fnu scales are the bytes loaded.
+  Mxfp4ExpertsLayer l = layer_at(experts, round_up(u64(hidden), 256), round_up(u64(intermediate), 128),
+                                 /*triton_backend=*/false, /*hopper=*/false);
+  // w13_bias [E, 2·I_pad] and w2_bias [E, H_pad] in params_dtype (bfloat16), not layer_at's float32.
+  l.bias_bytes = checked_mul(checked_mul(u64(experts), u64(2 * l.intermediate_padded + l.hidden_padded), "mxfp4 bytes"),
+                             2, "mxfp4 bytes");
+  l.bias_float32 = false;
+  // marlin_make_workspace_new(device, 4): torch.zeros(sms * 4, dtype=torch.int).
+  l.workspace_bytes = checked_mul(u64(multiprocessors > 0 ? multiprocessors : 0), 4 * 4, "mxfp4 bytes");
+  return l;
+}
+
+int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts) {
+  // fused_marlin_moe: `for block_size_m in [8, 16, 32, 48, 64]: if M * topk / E / block_size_m < 0.9: break`.
+  for (int64_t block : {8, 16, 32, 48, 64})
+    if (static_cast<double>(tokens) * static_cast<double>(top_k) / static_cast<double>(experts) /
+            static_cast<double>(block) < 0.9)
+      return block;
+  return 64;
+}
+
+VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
+                                                 const Mxfp4ExpertsLayer& layer) {
+  VllmFusedMoeShape shape;
+  shape.tokens = tokens;
+  shape.hidden = layer.hidden_padded;
+  shape.experts = experts;
+  shape.top_k = top_k;
+  shape.intermediate_per_rank = layer.intermediate_padded;
+  shape.block_size_m = vllm_marlin_moe_block_size(tokens, top_k, experts);
+  VllmFusedMoeBytes b = vllm_fused_moe_bytes(shape, DType::BFloat16);
+  b.padded_input_bytes = checked_mul(checked_mul(u64(tokens), u64(layer.hidden_padded), "mxfp4 kernel"), 2,
+                                     "mxfp4 kernel");
+  return b;
 }
 
 std::string sglang_mxfp4_backend(int capability, const std::string& model) {

@@ -8,8 +8,10 @@
 //  - Mxfp4Config.from_config ignores modules_to_not_convert and get_quant_method quantizes FusedMoE layers only
 //    (every LinearBase, attention and router included, gets UnquantizedLinearMethod): only the experts change;
 //  - get_mxfp4_backend on CUDA: without VLLM_USE_FLASHINFER_MOE_MXFP4_BF16, a compute capability in [9.0, 11.0)
-//    with triton_kernels runs the Triton backend (triton_kernel_moe_forward); Marlin (before 9.0, or
-//    VLLM_MXFP4_USE_MARLIN) and FlashInfer (SM100 with flashinfer) pad and repack otherwise and are not sized here;
+//    with triton_kernels runs the Triton backend (triton_kernel_moe_forward); Marlin before 9.0, or with
+//    VLLM_MXFP4_USE_MARLIN, without triton_kernels or with torch older than 2.8 ("Using Marlin backend"; a 0.11-series
+//    copy of mxfp4.py, index id 33692451, and LoRA's get_mxfp4_backend_with_lora), sized below
+//    (vllm_mxfp4_marlin_layer); FlashInfer (SM100 with flashinfer) pads and shuffles otherwise and is not sized here;
 //  - Mxfp4MoEMethod.create_weights (Triton): I_pad = round_up(I_p, 64), w13_weight uint8 [E, 2·I_pad, H / 2] (two
 //    E2M1 values a byte), w13_weight_scale uint8 [E, 2·I_pad, H / 32] (one E8M0 scale a block of 32), w13_bias bf16
 //    [E, 2·I_pad], w2_weight uint8 [E, H, I_pad / 2], w2_weight_scale uint8 [E, H, I_pad / 32], w2_bias bf16 [E, H];
@@ -36,6 +38,19 @@
 //    the scales' rows 5,760 to 5,888 and 2,880 to 3,072. On 10.x triton_kernels lays them out for Blackwell
 //    (BlackwellMXValueLayout / BlackwellMXScaleLayout), not read: those copies are sized at the bytes they relay
 //    out;
+//  - Marlin (the same copy's create_weights and process_weights_after_loading; marlin_utils_fp4.py
+//    prepare_moe_fp4_layer_for_marlin and mxfp4_marlin_process_scales; marlin_utils.py marlin_make_workspace_new):
+//    create_weights pads I_p to I_pad = round_up(I_p, 128) and H to H_pad = round_up(H, 256) ("the moe marlin kernel
+//    requires that for each linear n % 256 == 0 and k % 128 == 0") and sets the layer's hidden_size to H_pad, so
+//    FusedMoE.forward pads its input with F.pad to [T, H_pad] (a new tensor) and slices the output back;
+//    prepare_moe_fp4_layer_for_marlin replaces each parameter by its repacked copy of the same bytes:
+//    gptq_marlin_repack's 4-bit tiles for w13 [E, 2·I_pad, H_pad / 2] and w2 [E, H_pad, I_pad / 2], the scales
+//    permuted and made float8_e8m0fnu (one byte each, as loaded), the biases in params_dtype (bfloat16), and a
+//    workspace of multiprocessors x 4 int32 a layer (marlin_make_workspace_new(device, 4)); nothing loaded is kept.
+//    Its kernel, fused_marlin_moe (fused_moe/fused_marlin_moe.py), allocates what fused_experts does
+//    (cost_models/vllm_fused_moe.h: cache13 of T·k·max(2·I_pad, H_pad), cache2 [T·k, I_pad], the output [T, H_pad],
+//    moe_align_block_size at its own block_size_m, vllm_marlin_moe_block_size) beside the padded input and the
+//    router's fused_topk tensors (FusedMoE.select_experts);
 //  - triton_kernel_moe_forward a call on T tokens: output empty_like(hidden_states) [T, H] and intermediate_cache
 //    [T·k, I_pad] (N / 2, N = w13's 2·I_pad) in the activation type (bfloat16, Mxfp4Config's only one); the routing
 //    metadata triton_kernels' routing() builds (gather/scatter indices and gate scales, a few bytes a (token, slot))
@@ -58,9 +73,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "cost_models/vllm_fused_moe.h"
+
 namespace memplan {
+
+// Which of vLLM's MXFP4 MoE backends holds the experts (get_mxfp4_backend, above).
+enum class VllmMxfp4Backend { Triton, Marlin };
 
 struct Mxfp4ExpertsLayer {
   int64_t intermediate_padded = 0;    // I_pad
@@ -71,8 +92,31 @@ struct Mxfp4ExpertsLayer {
   uint64_t retained_scales_bytes = 0; // the loaded scales the Triton backends keep beside their swizzled copies
   uint64_t bias_bytes = 0;            // w13_bias + w2_bias, float32 after loading
   uint64_t constants_bytes = 0;       // flashinfer_mxfp4's gemm1_alpha, gemm1_beta, gemm1_clamp_limit
+  uint64_t workspace_bytes = 0;       // Marlin's int32 workspace (multiprocessors x 4)
+  bool bias_float32 = true;           // the biases' type held: float32, or Marlin's bfloat16
   uint64_t total() const;
 };
+
+// vLLM's backend for gpt-oss's MXFP4 experts on a CUDA GPU of compute capability `capability` (major x 10 + minor):
+// `requested` none (vLLM's choice: Marlin below 9.0, Triton from 9.0 to 10.x, which assumes triton_kernels and
+// torch >= 2.8 are installed and SM100's FlashInfer is not; from 11.0 refused: triton_kernels' layouts for that GPU
+// are not read), Marlin (VLLM_MXFP4_USE_MARLIN=1, or an install without triton_kernels: any capability) or Triton
+// (refused below 9.0, where vLLM runs Marlin whatever is installed, and from 11.0). Throws InputError naming `model`.
+VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested,
+                                    const std::string& model);
+
+// One sparse layer's experts under vLLM's Marlin backend (above); `multiprocessors` sizes the workspace (0: not known,
+// not counted).
+Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64_t intermediate, int multiprocessors,
+                                          const std::string& model);
+
+// fused_marlin_moe's block_size_m: the first of 8, 16, 32, 48, 64 with tokens·top_k / experts / block < 0.9, else 64.
+int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts);
+
+// The Marlin backend's kernel on `tokens` tokens in bfloat16, the layer padded as `layer`: fused_experts' buffers at
+// H_pad and I_pad (vllm_fused_moe_bytes with Marlin's block size) and the padded input [T, H_pad].
+VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
+                                                 const Mxfp4ExpertsLayer& layer);
 
 // One sparse layer's experts on one GPU of compute capability `capability` (major x 10 + minor) under vLLM's Triton
 // backend. Throws InputError naming `model` where vLLM would run another backend (capability below 90 or from 110).

@@ -11,7 +11,7 @@ namespace memplan {
 uint64_t VllmFusedMoeBytes::total() const {
   return checked_add(checked_add(checked_add(topk_bytes, align_bytes, "fused MoE bytes"),
                                  checked_add(cache13_bytes, cache2_bytes, "fused MoE bytes"), "fused MoE bytes"),
-                     output_bytes, "fused MoE bytes");
+                     checked_add(output_bytes, padded_input_bytes, "fused MoE bytes"), "fused MoE bytes");
 }
 
 VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) {

@@ -48,6 +48,7 @@ struct VllmFusedMoeBytes {
   uint64_t cache13_bytes = 0;
   uint64_t cache2_bytes = 0;
   uint64_t output_bytes = 0;
+  uint64_t padded_input_bytes = 0;  // FusedMoE.forward's F.pad of the input to a padded hidden size (MXFP4 Marlin)
   uint64_t total() const;
 };
 

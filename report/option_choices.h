@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cost_models/cost_model.h"
+#include "cost_models/mxfp4_experts.h"
 #include "cost_models/vllm_engine.h"
 #include "onnx_import/errors.h"
 #include "report/estimate.h"
@@ -162,6 +163,10 @@ inline bool is_torchao_nf4(const std::string& frozen_dtype, const std::string& n
 // --model-runner: vLLM's default for the model and version (none), or the runner VLLM_USE_V2_MODEL_RUNNER forces.
 inline const Choices<std::optional<VllmModelRunner>> kModelRunnerChoices{
     {{"auto", std::nullopt}, {"v1", VllmModelRunner::V1}, {"v2", VllmModelRunner::V2}}};
+// --mxfp4-backend: vLLM's choice for the GPU (none), or the MXFP4 MoE backend the install forces
+// (cost_models/mxfp4_experts.h vllm_mxfp4_backend).
+inline const Choices<std::optional<VllmMxfp4Backend>> kMxfp4BackendChoices{
+    {{"auto", std::nullopt}, {"triton", VllmMxfp4Backend::Triton}, {"marlin", VllmMxfp4Backend::Marlin}}};
 // serve's --kv-cache-dtype: true, one byte per element (vLLM stores every fp8 choice as torch.uint8,
 // vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
 inline const Choices<bool> kKvCacheDtypeChoices{{{"auto", false}, {"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true}}};

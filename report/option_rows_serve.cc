@@ -88,8 +88,17 @@ std::vector<OptionSpec> serve_option_rows() {
        .help = "vLLM's GPU model runner (its VLLM_USE_V2_MODEL_RUNNER): auto (vLLM's default: from 0.25 Model Runner "
                "V2 for a model without experts, V1 otherwise; from 0.29 V2 for every model), v1 or v2. V2 "
                "(--engine-version 0.25 or later) warms its Gumbel sampler up without top-k/top-p and to 0.28 "
-               "subtracts no CUDA-graph estimate; V1 from 0.21 and V2 from 0.29 need --enforce-eager. The log line 'Using V2 Model Runner' says which ran",
+               "subtracts no CUDA-graph estimate; V1 from 0.21 and V2 from 0.29 need --enforce-eager. The log line "
+               "'Using V2 Model Runner' says which ran",
        .field = FIELD(serve.model_runner), .engines = {"vllm"}, .choices = kModelRunnerChoices.names(),
+       .show_default = true},
+      {.flag = "--mxfp4-backend", .kind = K::Choice, .commands = kServe,
+       .help = "vLLM's MoE backend for gpt-oss's MXFP4 experts: auto (vLLM's choice for the GPU: Marlin below compute "
+               "capability 9.0, Triton from 9.0 to 10.x with triton_kernels installed), triton or marlin (what "
+               "VLLM_MXFP4_USE_MARLIN=1 or an install without triton_kernels runs on any GPU: the experts padded to "
+               "multiples of 128 wide and 256 deep, bfloat16 biases, and fused_marlin_moe's buffers). vLLM's log line "
+               "'Using Marlin backend' or 'Using Triton backend' says which ran",
+       .field = FIELD(serve.mxfp4_backend), .engines = {"vllm"}, .choices = kMxfp4BackendChoices.names(),
        .show_default = true},
       {.flag = "--quantization", .kind = K::Choice, .commands = kServe,
        .help = "What the decoder's linear layers are stored as, vLLM's --quantization: fp8 (float8 e4m3 and a "

@@ -55,8 +55,9 @@ struct VllmMoeAnswer {
   uint64_t expert_weight_bytes = 0;  // one rank's w13 and w2 of every sparse layer (in the weights term)
   VllmFusedMoeBytes kernel;          // one call's buffers at the profile step
   uint64_t peak_allocated = 0;       // the forward's allocated bytes at the fullest router plus the kernel's buffers
-  // MXFP4 experts (gpt-oss; cost_models/mxfp4_experts.h): the Triton backend's layer and graph bytes they replace.
+  // MXFP4 experts (gpt-oss; cost_models/mxfp4_experts.h): the backend's layer and graph bytes they replace.
   bool mxfp4 = false;
+  VllmMxfp4Backend mxfp4_backend = VllmMxfp4Backend::Triton;
   Mxfp4ExpertsLayer mxfp4_layer;
   uint64_t graph_expert_bytes = 0;   // the graph's experts (weights and biases, served type) the MXFP4 ones replace
   // --enable-expert-parallel (cost_models/vllm_expert_parallel.h): rank 0's whole experts (expert_weight_bytes) in
@@ -232,12 +233,15 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // report/serve_vllm_moe.cc: on the forward's estimate of the profile step, whose sparse blocks' tensors
 // (find_moe_blocks: ServeProbe::kernel_sites) are held outside it (the fused kernel computes in its own buffers), the
 // kernel's terms.
-// `mxfp4_capability` > 0: the experts are MXFP4 (a gpt-oss checkpoint) on a GPU of that compute capability.
+// `mxfp4_capability` > 0: the experts are MXFP4 (a gpt-oss checkpoint) on a GPU of that compute capability, held by
+// the backend vllm_mxfp4_backend(capability, `mxfp4_backend`) resolves (--mxfp4-backend), Marlin's workspace sized
+// by the GPU's `multiprocessors` (0: not known).
 // `expert_parallel`: vLLM's --enable-expert-parallel over the dp x tp GPUs; refuses MXFP4 and gpt_oss experts.
 // `dp`: --data-parallel-size (above 1 only with expert parallelism: refused otherwise).
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability = 0, bool expert_parallel = false,
-                             int dp = 1);
+                             int dp = 1, std::optional<VllmMxfp4Backend> mxfp4_backend = std::nullopt,
+                             int multiprocessors = 0);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 // "blocks B, scales S[ swizzled and R as loaded[ (the swizzled copies' Hopper padding P)]], float32 biases F" for

@@ -16,7 +16,8 @@
 namespace memplan {
 
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
-                             const std::string& model, int mxfp4_capability, bool expert_parallel, int dp) {
+                             const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
+                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
   if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
@@ -89,13 +90,17 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   // naive's combine: get_dp_group().all_reduce of the kernel's output [D·T, H], out of place (a new tensor of its
   // size), while the output is held; allgather_reducescatter's reduce_scatterv output [T, H] is smaller.
   m.combine_bytes = dp > 1 ? m.kernel.output_bytes : 0;
-  if (mxfp4_capability > 0) {  // gpt-oss's MXFP4 experts: Mxfp4MoEMethod's Triton backend (cost_models/mxfp4_experts.h)
+  if (mxfp4_capability > 0) {  // gpt-oss's MXFP4 experts: Mxfp4MoEMethod (cost_models/mxfp4_experts.h)
     if (first.expert_linears != 2 * first.experts || served != DType::BFloat16)
       throw InputError("serve --engine vllm: " + model + "'s MXFP4 experts are sized for gpt_oss in bfloat16 "
                        "(Mxfp4Config's only activation type)");
     m.mxfp4 = true;
-    // Each rank's FusedMoE at I_p = I / tp, padded (vllm_mxfp4_layer), its w2_bias whole.
-    m.mxfp4_layer = vllm_mxfp4_layer(m.experts, m.hidden, m.intermediate_per_rank, mxfp4_capability, model);
+    m.mxfp4_backend = vllm_mxfp4_backend(mxfp4_capability, mxfp4_backend, model);
+    const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
+    // Each rank's FusedMoE at I_p = I / tp, padded by the backend, its w2_bias whole.
+    m.mxfp4_layer =
+        marlin ? vllm_mxfp4_marlin_layer(m.experts, m.hidden, m.intermediate_per_rank, multiprocessors, model)
+               : vllm_mxfp4_layer(m.experts, m.hidden, m.intermediate_per_rank, mxfp4_capability, model);
     m.expert_weight_bytes = checked_mul(m.mxfp4_layer.total(), static_cast<uint64_t>(m.blocks), "expert bytes");
     // What they replace: the graph's GptOssExperts (hf_gpt_oss.cc) on one rank of its tensor-parallel plan
     // (cost_models/tensor_parallel.h): gate_up_proj [E, H, 2I] and its bias split by columns, down_proj [E, I, H] by
@@ -105,12 +110,16 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     const uint64_t ip = static_cast<uint64_t>(m.intermediate_per_rank);
     m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * ip + 2 * ip + h), d, "expert bytes"),
                                        static_cast<uint64_t>(m.blocks), "expert bytes");
-    m.kernel = VllmFusedMoeBytes{};
-    m.kernel.chunk_tokens = first.tokens;
-    m.kernel.output_bytes = checked_mul(checked_mul(static_cast<uint64_t>(first.tokens), h, "kernel"), d, "kernel");
-    m.kernel.cache2_bytes =  // intermediate_cache [T·k, I_pad]
-        vllm_mxfp4_kernel_bytes(first.tokens, first.hidden, first.top_k, m.mxfp4_layer.intermediate_padded) -
-        m.kernel.output_bytes;
+    if (marlin) {
+      m.kernel = vllm_mxfp4_marlin_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer);
+    } else {
+      m.kernel = VllmFusedMoeBytes{};
+      m.kernel.chunk_tokens = first.tokens;
+      m.kernel.output_bytes = checked_mul(checked_mul(static_cast<uint64_t>(first.tokens), h, "kernel"), d, "kernel");
+      m.kernel.cache2_bytes =  // intermediate_cache [T·k, I_pad]
+          vllm_mxfp4_kernel_bytes(first.tokens, first.hidden, first.top_k, m.mxfp4_layer.intermediate_padded) -
+          m.kernel.output_bytes;
+    }
   }
   // The kernel runs once the router's logits exist: its buffers on top of what is allocated at the router's step.
   for (const MoeBlock& b : blocks) {
@@ -136,7 +145,9 @@ uint64_t vllm_moe_peak(const VllmMoeAnswer& m, uint64_t extra) {
 
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return nullptr;
-  return {{"kernel", m.mxfp4 ? "vllm triton_kernel_moe_forward (mxfp4)" : "vllm fused_experts"},
+  return {{"kernel", !m.mxfp4                                      ? "vllm fused_experts"
+                     : m.mxfp4_backend == VllmMxfp4Backend::Marlin ? "vllm fused_marlin_moe (mxfp4)"
+                                                                   : "vllm triton_kernel_moe_forward (mxfp4)"},
           {"sparse_layers", m.blocks},
           {"experts", m.experts},
           {"top_k", m.top_k},
@@ -157,6 +168,7 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
           {"cache13_bytes", m.kernel.cache13_bytes},
           {"cache2_bytes", m.kernel.cache2_bytes},
           {"output_bytes", m.kernel.output_bytes},
+          {"padded_input_bytes", m.kernel.padded_input_bytes},
           {"kernel_bytes", m.kernel.total()},
           {"peak_allocated_bytes", m.peak_allocated}};
 }
@@ -169,12 +181,26 @@ std::string mxfp4_layer_parts_text(const Mxfp4ExpertsLayer& l, uint64_t layers) 
                               ? fmt::format(" (the swizzled copies' Hopper padding {})",
                                             format_bytes(l.swizzle_padding_bytes * layers))
                               : std::string());
-  return fmt::format("blocks {}, scales {}, float32 biases {}", format_bytes(l.blocks_bytes * layers), scales,
-                     format_bytes(l.bias_bytes * layers));
+  return fmt::format("blocks {}, scales {}, {} biases {}{}", format_bytes(l.blocks_bytes * layers), scales,
+                     l.bias_float32 ? "float32" : "bfloat16", format_bytes(l.bias_bytes * layers),
+                     l.workspace_bytes > 0 ? fmt::format(", workspaces {}", format_bytes(l.workspace_bytes * layers))
+                                           : std::string());
 }
 
 std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return "";
+  if (m.mxfp4 && m.mxfp4_backend == VllmMxfp4Backend::Marlin)
+    return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's Marlin MXFP4 MoE (fused_marlin_moe: {} "
+                       "experts, top-{}, {} wide{}, padded to {} and the hidden size to {}; {} of expert weights for "
+                       "the graph's {}: {}; per call {}: cache13 {}, cache2 {}, output {}, padded input {})",
+                       m.blocks, m.experts, m.top_k, m.intermediate,
+                       m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
+                       m.mxfp4_layer.intermediate_padded, m.mxfp4_layer.hidden_padded,
+                       format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
+                       mxfp4_layer_parts_text(m.mxfp4_layer, static_cast<uint64_t>(m.blocks)),
+                       format_bytes(m.kernel.total()), format_bytes(m.kernel.cache13_bytes),
+                       format_bytes(m.kernel.cache2_bytes), format_bytes(m.kernel.output_bytes),
+                       format_bytes(m.kernel.padded_input_bytes));
   if (m.mxfp4)
     return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's Triton MXFP4 MoE (triton_kernel_moe_forward: "
                        "{} experts, top-{}, {} wide{}, padded to {}; {} of expert weights for the graph's {}: {}; per "

@@ -121,7 +121,66 @@ class GptOssMxfp4(unittest.TestCase):
         self.assertIn("--engine sglang SGLang's", p.stderr)
 
 
+class VllmMarlin(unittest.TestCase):
+    """vLLM's Marlin MXFP4 backend (cost_models/mxfp4_experts.h): what vLLM runs below compute capability 9.0 (an
+    A100: 8.0, 108 SMs) and wherever VLLM_MXFP4_USE_MARLIN=1 or triton_kernels is missing (--mxfp4-backend marlin).
+    gpt-oss-20b's layer: I_pad = round_up(2,880, 128) = 2,944, H_pad = round_up(2,880, 256) = 3,072; blocks
+    32 x 5,888 x 1,536 = 289,406,976 and 32 x 3,072 x 1,472 = 144,703,488; scales 32 x 5,888 x 96 = 18,087,936 and
+    32 x 3,072 x 92 = 9,043,968; bfloat16 biases 32 x (5,888 + 3,072) x 2 = 573,440; workspace 108 x 4 x 4 = 1,728:
+    461,817,536 a layer, 11,083,620,864 over 24. Its kernel at the A100's default step (2,048 tokens, k = 4):
+    fused_topk 2,048 x 4 x 12 = 98,304; moe_align_block_size at block 64 (2,048 x 4 / 32 / 64 = 4): 8,192 + 32 x 63 =
+    10,208 ids, 160 blocks and 1: 41,476; cache13 8,192 x 5,888 x 2 = 96,468,992; cache2 8,192 x 2,944 x 2 =
+    48,234,496; output and padded input 2,048 x 3,072 x 2 = 12,582,912 each: 170,009,092."""
+
+    def test_a100_runs_marlin_by_hand(self):
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "A100-80GB", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        j = json.loads(p.stdout)
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            jsonschema.validate(j, json.load(f))
+        moe = j["replaced"]["fused_moe"]
+        self.assertEqual(moe["kernel"], "vllm fused_marlin_moe (mxfp4)")
+        self.assertEqual(moe["expert_weight_bytes"], 24 * 461_817_536)
+        self.assertEqual((moe["block_size_m"], moe["topk_bytes"], moe["align_bytes"]), (64, 98_304, 41_476))
+        self.assertEqual((moe["cache13_bytes"], moe["cache2_bytes"]), (96_468_992, 48_234_496))
+        self.assertEqual((moe["output_bytes"], moe["padded_input_bytes"]), (12_582_912, 12_582_912))
+        self.assertEqual(moe["kernel_bytes"], 170_009_092)
+        text = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "A100-80GB").stdout
+        self.assertIn("by vLLM's Marlin MXFP4 MoE (fused_marlin_moe: 32 experts, top-4, 2880 wide, padded to 2944 and "
+                      "the hidden size to 3072", text)
+        # On the H100 --mxfp4-backend marlin gives the same layer but for the workspace (132 SMs: 2,112 B a layer).
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "H100", "--mxfp4-backend", "marlin",
+                "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        h100 = json.loads(p.stdout)["replaced"]["fused_moe"]
+        self.assertEqual(h100["expert_weight_bytes"], 24 * (461_817_536 - 1_728 + 2_112))
+
+    def test_refusals(self):
+        for args, says in ((["--gpu", "A100-80GB", "--mxfp4-backend", "triton"],
+                            "on compute capability 8.0 with --mxfp4-backend triton: vLLM runs its Marlin backend below "
+                            "9.0 whatever is installed"),
+                           (["--gpu", "RTX-5090"], "give --mxfp4-backend marlin if vLLM's log says"),
+                           (["--engine", "sglang", "--gpu", "H100", "--mxfp4-backend", "marlin"],
+                            "--mxfp4-backend applies to --engine vllm (this is --engine sglang)")):
+            engine = [] if "--engine" in args else ["--engine", "vllm"]
+            p = run("serve", GPT_OSS, "--graph", "decode", *engine, *args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(says, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+
 class PublishedLoad(unittest.TestCase):
+    def test_gpt_oss_120b_marlin_weights_against_vllms_log(self):
+        # A 0.11.2 log of gpt-oss-120b on one H100 (tonghuikang/blog, _posts/2025-12-28-vllm-logs.md; the GPU inferred)
+        # prints "[mxfp4.py:141] Using Marlin backend" and "Model loading took 65.9651 GiB". memplan with
+        # --mxfp4-backend marlin: 70,773,445,568 B = 65.91 GiB (-0.08 %); the Triton layout's 64.32 GiB was -2.5 %.
+        p = run("serve", os.path.join(SRC, "tests", "models", "hf_configs", "gpt-oss-120b.json"), "--graph", "decode",
+                "--engine", "vllm", "--gpu", "H100", "--mxfp4-backend", "marlin", "--json")
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        weights = json.loads(p.stdout)["memory"]["weights_bytes"]
+        logged = 65.9651 * (1 << 30)
+        self.assertLess(abs(weights - logged) / logged, 0.005, weights)
+
     def test_gpt_oss_120b_weights_against_vllms_log(self):
         # vllm-project/vllm#33155 (vLLM 0.14.1 on one H100, "[mxfp4.py:165] Using Triton backend"): "Model loading
         # took 64.38 GiB memory", the allocator's bytes after loading. memplan's vLLM weights term for the same

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+#include <tuple>
+
 #include "onnx_import/errors.h"
 
 namespace memplan {
@@ -87,6 +91,79 @@ TEST(VllmMxfp4, OtherBackendsAreRefused) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("gpt-oss-20b"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("Marlin"), std::string::npos);
+  }
+}
+
+// vLLM's Marlin backend (mxfp4.py create_weights: I_pad = round_up(I, 128), H_pad = round_up(H, 256); the repacked
+// blocks and float8_e8m0fnu scales the bytes loaded, bfloat16 biases, an int32 workspace of SMs x 4), gpt-oss-120b's
+// layer on an H100 (132 SMs): I_pad 2,944, H_pad 3,072;
+//   w13 blocks 128 x 5,888 x 1,536 = 1,157,627,904, w2 blocks 128 x 3,072 x 1,472 = 578,813,952;
+//   w13 scales 128 x 5,888 x 96 = 72,351,744, w2 scales 128 x 3,072 x 92 = 36,175,872;
+//   biases 128 x (5,888 + 3,072) x 2 = 2,293,760; workspace 132 x 4 x 4 = 2,112.
+// Over 36 layers 66,501,552,384 B, 1,712,335,104 more than the Triton layout's 64,789,217,280: what a 0.11.2 log that
+// prints "Using Marlin backend" shows over a Triton one (bench/serving.md, finding 9).
+TEST(VllmMxfp4, MarlinLayerByHand) {
+  const Mxfp4ExpertsLayer l = vllm_mxfp4_marlin_layer(128, 2880, 2880, 132, "gpt-oss-120b");
+  EXPECT_EQ(l.intermediate_padded, 2944);
+  EXPECT_EQ(l.hidden_padded, 3072);
+  EXPECT_EQ(l.blocks_bytes, 1'157'627'904u + 578'813'952u);
+  EXPECT_EQ(l.scales_bytes, 72'351'744u + 36'175'872u);
+  EXPECT_EQ(l.retained_scales_bytes, 0u);
+  EXPECT_EQ(l.bias_bytes, 2'293'760u);
+  EXPECT_FALSE(l.bias_float32);
+  EXPECT_EQ(l.workspace_bytes, 2'112u);
+  EXPECT_EQ(36 * l.total(), 66'501'552'384u);
+  EXPECT_EQ(36 * (l.total() - vllm_mxfp4_layer(128, 2880, 2880, 90, "gpt-oss-120b").total()), 1'712'335'104u);
+  // The GPU's multiprocessors not known: no workspace counted.
+  EXPECT_EQ(vllm_mxfp4_marlin_layer(128, 2880, 2880, 0, "m").workspace_bytes, 0u);
+}
+
+// fused_marlin_moe's block_size_m: 8192 x 4 / 128 = 256 tokens an expert, 256 / 64 = 4 >= 0.9 for every block: 64;
+// 16 x 4 / 128 = 0.5, 0.5 / 8 < 0.9: 8; 300 x 4 / 128 = 9.375: / 8 = 1.17, / 16 = 0.59: 16.
+TEST(VllmMxfp4, MarlinBlockSize) {
+  EXPECT_EQ(vllm_marlin_moe_block_size(8192, 4, 128), 64);
+  EXPECT_EQ(vllm_marlin_moe_block_size(16, 4, 128), 8);
+  EXPECT_EQ(vllm_marlin_moe_block_size(300, 4, 128), 16);
+}
+
+// The Marlin kernel at vLLM's 8,192-token step on gpt-oss-120b (k = 4, 128 experts, I_pad 2,944, H_pad 3,072):
+// fused_topk 8,192 x 4 x 12 = 393,216; moe_align_block_size at 64: 32,768 + 128 x 63 = 40,832 sorted ids,
+// cdiv(40,832, 64) = 638 expert ids and 1: 41,471 x 4 = 165,884; cache13 32,768 x max(5,888, 3,072) x 2 =
+// 385,875,968; cache2 32,768 x 2,944 x 2 = 192,937,984; the output and the padded input 8,192 x 3,072 x 2 =
+// 50,331,648 each.
+TEST(VllmMxfp4, MarlinKernelAt8192TokensByHand) {
+  const VllmFusedMoeBytes b =
+      vllm_mxfp4_marlin_kernel_bytes(8192, 4, 128, vllm_mxfp4_marlin_layer(128, 2880, 2880, 132, "gpt-oss-120b"));
+  EXPECT_EQ(b.block_size_m, 64);
+  EXPECT_EQ(b.topk_bytes, 393'216u);
+  EXPECT_EQ(b.align_bytes, 165'884u);
+  EXPECT_EQ(b.cache13_bytes, 385'875'968u);
+  EXPECT_EQ(b.cache2_bytes, 192'937'984u);
+  EXPECT_EQ(b.output_bytes, 50'331'648u);
+  EXPECT_EQ(b.padded_input_bytes, 50'331'648u);
+  EXPECT_EQ(b.total(), 680'036'348u);
+}
+
+// get_mxfp4_backend: Marlin below 9.0 whatever is asked but Triton (refused), Triton from 9.0 to 10.x by default,
+// Marlin anywhere when asked (VLLM_MXFP4_USE_MARLIN, or no triton_kernels); 11.0 on refused but for Marlin.
+TEST(VllmMxfp4, BackendByCapability) {
+  EXPECT_EQ(vllm_mxfp4_backend(80, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(89, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Marlin, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(120, VllmMxfp4Backend::Marlin, "m"), VllmMxfp4Backend::Marlin);
+  for (const auto& [capability, requested, says] :
+       {std::tuple<int, std::optional<VllmMxfp4Backend>, const char*>{80, VllmMxfp4Backend::Triton,
+                                                                       "with --mxfp4-backend triton: vLLM runs its Marlin"},
+        {120, std::nullopt, "give --mxfp4-backend marlin if vLLM's log says"}}) {
+    try {
+      vllm_mxfp4_backend(capability, requested, "gpt-oss-20b");
+      ADD_FAILURE() << capability;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("gpt-oss-20b"), std::string::npos) << e.what();
+    }
   }
 }
 
