@@ -18,7 +18,7 @@ ROWS=(
 "C|Qwen2.5-32B-Instruct.json|--memory 44.42GiB --tp 2 --context 10000 --dtype bf16 --max-batched-tokens 10000 --max-num-seqs 256|30.71|0.30|1.26|7.71|63152|-"
 "D|Llama-3.1-8B.json|--gpu A100-40GB --context 131072 --dtype bf16 --max-batched-tokens 8192 --max-num-seqs 256 --engine-version 0.15.1|14.99|-|-|19.28|157936|1.20"
 "E|Qwen2.5-7B.json|--gpu V100-32GB --context 32768 --dtype fp16 --max-batched-tokens 8192 --max-num-seqs 256 --engine-version 0.18.0|14.25|-|-|13.1|245360|7.49"
-"F|Qwen3-8B.json|--gpu RTX-5090 --gpu-memory-utilization 0.92 --context 32768 --dtype bf16|15.27|-|-|-|89040|-"
+"F|Qwen3-8B.json|--gpu RTX-5090 --gpu-memory-utilization 0.92 --context 32768 --dtype bf16 --engine-version 0.24.0|15.27|-|-|-|89040|-"
 "G|Qwen2.5-0.5B.json|--memory 23.99GiB --gpu-memory-utilization 0.92 --context 32768 --dtype bf16 --max-batched-tokens 8192 --max-num-seqs 256 --engine-version 0.27.1|0.93|0.30|0.31|20.52|1793232|-"
 "H|Qwen3-8B.json|--gpu A100-40GB --context 40960 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.19.1|15.27|-|-|19.36|140960|3.44"
 "I|Qwen3-8B.json|--gpu A100-40GB --context 40960 --max-batched-tokens 8192 --max-num-seqs 256 --engine-version 0.19.1|15.27|-|-|19.2|139792|3.41"

@@ -100,21 +100,31 @@ VllmRule vllm_rule(VllmVersion v) {
   return r;
 }
 
+bool vllm_v2_default_before_0_25(int minor, bool has_experts, const std::string& model_type, bool quantized) {
+  if (minor < 22 || minor > 24 || has_experts) return false;
+  // DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES by the architecture a config.json's model_type names.
+  const bool listed = model_type == "qwen3" || (minor >= 23 && (model_type == "llama" || model_type == "mistral"));
+  return listed && (!quantized || minor >= 24);
+}
+
 VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text,
                                   std::optional<VllmModelRunner> forced, bool has_experts, bool enforce_eager,
-                                  bool enable_lora, const std::string& model) {
-  const bool v2_default = (v == VllmVersion::V0_25 && !has_experts) || v == VllmVersion::V0_29;
+                                  bool enable_lora, const std::string& model, const std::string& model_type,
+                                  bool quantized) {
+  const int minor = vllm_minor_version(version_text);
+  const bool v2_default = (v == VllmVersion::V0_25 && !has_experts) || v == VllmVersion::V0_29 ||
+                          (v == VllmVersion::V0_21 && vllm_v2_default_before_0_25(minor, has_experts, model_type,
+                                                                                  quantized));
   const VllmModelRunner runner = forced ? *forced : v2_default ? VllmModelRunner::V2 : VllmModelRunner::V1;
   const std::string at = "--engine-version " + version_text;
   if (runner == VllmModelRunner::V2) {
-    if (v != VllmVersion::V0_25 && v != VllmVersion::V0_29)
-      throw InputError("--model-runner v2 with " + at + ": Model Runner V2's profile run is read from 0.25 only (the "
-                       "release that made it the default for dense models); give --engine-version 0.25 or later, or "
-                       "--model-runner v1");
+    if (v != VllmVersion::V0_25 && v != VllmVersion::V0_29 && !(v == VllmVersion::V0_21 && minor >= 22))
+      throw InputError("--model-runner v2 with " + at + ": Model Runner V2's profile run is read from 0.22 only (the "
+                       "release that made it the default for dense Qwen3 models); give --engine-version 0.22 or later, "
+                       "or --model-runner v1");
     if (enable_lora)
-      throw InputError("--enable-lora with Model Runner V2 (" + at + ", " + model + "): whether that runner serves "
-                       "LoRA or vLLM falls back to V1 is not read at 0.25; give --model-runner v1 (with "
-                       "--enforce-eager) if vLLM's log says it runs V1");
+      throw InputError("--enable-lora with Model Runner V2 (" + at + ", " + model + "): V2's LoRA layers are not "
+                       "read; give --model-runner v1 (with --enforce-eager) if vLLM's log says it runs V1");
     if (v == VllmVersion::V0_29 && !enforce_eager)
       throw InputError(at + " with Model Runner V2" + (forced ? std::string(" (--model-runner v2)") : std::string()) +
                        ": from 0.29 that runner subtracts its CUDA graphs' memory from the KV cache too (PR #53306, "
@@ -128,6 +138,12 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
     std::string which = at;
     if (v == VllmVersion::V0_25 || v == VllmVersion::V0_29)
       which += " with Model Runner V1 (" + (forced ? std::string("--model-runner v1") : model + " has experts") + ")";
+    else if (v == VllmVersion::V0_21 && minor >= 22)
+      which += " with Model Runner V1 (" +
+               (forced ? std::string("--model-runner v1")
+                       : model + " is not one that 0.22 to 0.24 run on V2 by default: a dense Qwen3 from 0.22, "
+                                 "Llama or Mistral from 0.23, quantized from 0.24") +
+               ")";
     throw InputError(which + ": from 0.21 vLLM's V1 runner subtracts its CUDA graphs' estimate from the KV cache "
                      "(profile_cudagraph_memory: the first two captures of each mode, measured on the GPU), which "
                      "memplan does not size; with --enforce-eager no graph is captured and nothing is subtracted: add "
@@ -145,7 +161,10 @@ std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner) {
     case VllmVersion::V0_9: return "vLLM 0.9.2 to 0.10 V1 (gpu_worker.py determine_available_memory after PR #19312: NCCL and the custom all-reduce after the snapshot)";
     case VllmVersion::V0_17:
       return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359; the Triton top-k/top-p sampler)";
-    case VllmVersion::V0_21: return "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
+    case VllmVersion::V0_21:
+      return runner == VllmModelRunner::V2
+                 ? "vLLM 0.22 V1 engine, Model Runner V2 (gpu/model_runner.py: no CUDA-graph estimate, the Gumbel sampler)"
+                 : "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
     case VllmVersion::V0_25:
       return runner == VllmModelRunner::V2
                  ? "vLLM 0.25 V1 engine, Model Runner V2 (gpu/model_runner.py: no CUDA-graph estimate, the Gumbel sampler)"

@@ -152,7 +152,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // Which runner profiles (cost_models/vllm_engine.h VllmModelRunner): vLLM's default depends on the experts.
   a.settings.runner = vllm_model_runner(a.settings.version, s.engine_version,
                                         kModelRunnerChoices.parse(s.model_runner, "--model-runner"), !moe.empty(),
-                                        s.enforce_eager, s.enable_lora, probe.path());
+                                        s.enforce_eager, s.enable_lora, probe.path(), probe.model_type(),
+                                        !s.quantization.empty() || !probe.stored_quantization().method.empty());
   if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty());
   if (s.enable_expert_parallel && moe.empty())
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +

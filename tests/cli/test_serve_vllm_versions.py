@@ -300,6 +300,20 @@ class ModelRunnerV2ByHand(unittest.TestCase):
         self.assertEqual(v1["num_gpu_blocks"], 26174 + 10)
         # Before 0.25 the default is V1: 0.24 needs --enforce-eager, as 0.21 did.
         self.assertEqual(vllm(*ARGS, "--engine-version", "0.24.0", "--enforce-eager")["settings"]["model_runner"], "v1")
+        # 0.22 to 0.24: V2 by default for a dense Qwen3 (0.22 on) and Llama or Mistral (0.23 on), V1 otherwise
+        # (v0.22.0's and v0.23.0's release notes, #39337 and #43458).
+        configs = os.path.join(SRC, "tests", "models", "hf_configs")
+        gpu = ["--graph", "decode", "--gpu", "A100-40GB", "--context", "8192"]
+        for config, version, runner in (("Qwen3-8B.json", "0.22.0", "v2"), ("Llama-3.1-8B.json", "0.23.0", "v2"),
+                                        ("Llama-3.1-8B.json", "0.22.1", None)):
+            p = subprocess.run([BIN, "serve", os.path.join(configs, config), *gpu, "--engine-version", version,
+                                "--json"], cwd=SRC, capture_output=True, text=True, timeout=600)
+            if runner:
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(json.loads(p.stdout)["settings"]["model_runner"], runner)
+            else:
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("is not one that 0.22 to 0.24 run on V2 by default", p.stderr)
         # 0.29 with --enforce-eager: the same V2 figures (no graphs, no estimate).
         late = vllm(*ARGS, "--engine-version", "0.29.0", "--enforce-eager")
         self.assertEqual(late["settings"]["model_runner"], "v2")
@@ -309,10 +323,13 @@ class ModelRunnerV2ByHand(unittest.TestCase):
     def test_what_is_not_read_is_refused(self):
         qwen3_moe = os.path.join(SRC, "tests", "models", "hf_configs", "Qwen3-30B-A3B.json")
         cases = [
-            ([KV, *ARGS, "--engine-version", "0.24.0"], "--engine-version 0.24.0: from 0.21 vLLM's V1 runner"),
+            ([KV, *ARGS, "--engine-version", "0.24.0"],
+             "--engine-version 0.24.0 with Model Runner V1 (" + KV + " is not one that 0.22 to 0.24 run on V2 by "
+             "default"),
+            ([KV, *ARGS, "--engine-version", "0.21.0"], "--engine-version 0.21.0: from 0.21 vLLM's V1 runner"),
             ([KV, *ARGS, "--engine-version", "0.25", "--model-runner", "v1"], "(--model-runner v1): from 0.21"),
-            ([KV, *ARGS, "--engine-version", "0.24", "--model-runner", "v2", "--enforce-eager"],
-             "--model-runner v2 with --engine-version 0.24: Model Runner V2's profile run is read from 0.25 only"),
+            ([KV, *ARGS, "--engine-version", "0.21", "--model-runner", "v2", "--enforce-eager"],
+             "--model-runner v2 with --engine-version 0.21: Model Runner V2's profile run is read from 0.22 only"),
             ([KV, *ARGS, "--engine-version", "0.25", "--enable-lora"], "--enable-lora with Model Runner V2"),
             ([qwen3_moe, "--graph", "decode", "--gpu", "H100-80GB", "--context", "4096", "--engine-version", "0.25"],
              "with Model Runner V1 (" + qwen3_moe + " has experts): from 0.21"),

@@ -253,9 +253,19 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
           "--engine-version 0.27.1 with Model Runner V1 (m.json has experts): from 0.21");
   refused("0.25", VllmModelRunner::V1, false, false, false, "(--model-runner v1): from 0.21");
   refused("0.25", VllmModelRunner::V1, false, false, false, "add --enforce-eager");
-  refused("0.24", VllmModelRunner::V2, false, true, false, "--model-runner v2 with --engine-version 0.24: Model Runner "
-                                                           "V2's profile run is read from 0.25 only");
+  refused("0.21", VllmModelRunner::V2, false, true, false, "--model-runner v2 with --engine-version 0.21: Model Runner "
+                                                           "V2's profile run is read from 0.22 only");
   refused("0.25", std::nullopt, false, false, true, "--enable-lora with Model Runner V2 (--engine-version 0.25, m.json)");
+  // 0.22 to 0.24: V2 by default for the listed dense architectures (vllm_v2_default_before_0_25), V1 otherwise.
+  const auto by_type = [](const char* version, const char* model_type, bool experts = false, bool quantized = false) {
+    return vllm_model_runner(vllm_version(version), version, std::nullopt, experts, false, false, "m.json", model_type,
+                             quantized);
+  };
+  EXPECT_EQ(by_type("0.22.0", "qwen3"), VllmModelRunner::V2);
+  EXPECT_EQ(by_type("0.24.1", "llama"), VllmModelRunner::V2);
+  EXPECT_EQ(by_type("0.24.1", "mistral", false, true), VllmModelRunner::V2);
+  refused("0.22.0", std::nullopt, false, false, false, "with Model Runner V1 (m.json is not one that 0.22 to 0.24 run");
+  EXPECT_EQ(runner("0.22.0", VllmModelRunner::V2, false, false), VllmModelRunner::V2);
   // 0.29 (the v0.29.0 release notes, #53183 and #53306): V2 for every model, a mixture of experts too, and V2 now
   // subtracts its CUDA graphs' estimate: --enforce-eager, as V1's from 0.21.
   EXPECT_EQ(runner("0.28.1", std::nullopt, true, true), VllmModelRunner::V1);
@@ -273,6 +283,23 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
 // hidden 896) on 256 dummy requests in bfloat16: the sampled hidden rows 256 x 896 x 2 = 458,752; the logits
 // 256 x 151,936 x 2 = 77,791,232; their float32 copy 155,582,464; gumbel_sample's per-block argmax and maximum,
 // cdiv(151,936, 1024) = 149 blocks, 256 x 149 x (8 + 4) = 457,728; the block argmax and the tokens 256 x 16 = 4,096.
+// v0.22.0 (#39337): Qwen3; v0.23.0 (#43458): Llama and Mistral too, not quantized; v0.24.0 (#44446): quantized too;
+// never a mixture of experts here, nor outside 0.22 to 0.24 (0.25's rule is every dense model).
+TEST(VllmEngine, ModelRunnerV2DefaultBefore025) {
+  EXPECT_TRUE(vllm_v2_default_before_0_25(22, false, "qwen3", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_25(22, false, "llama", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_25(22, false, "qwen3", true));
+  EXPECT_TRUE(vllm_v2_default_before_0_25(23, false, "llama", false));
+  EXPECT_TRUE(vllm_v2_default_before_0_25(23, false, "mistral", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_25(23, false, "mistral", true));
+  EXPECT_TRUE(vllm_v2_default_before_0_25(24, false, "llama", true));
+  EXPECT_FALSE(vllm_v2_default_before_0_25(24, true, "qwen3", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_25(24, false, "qwen2", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_25(24, false, "", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_25(21, false, "qwen3", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_25(25, false, "qwen3", false));
+}
+
 TEST(VllmEngine, ModelRunnerV2SamplerByHand) {
   EXPECT_EQ(vllm_v2_sampler_peak_bytes(256, 151936, 151936, 896, DType::BFloat16),
             458752u + 77791232u + 155582464u + 457728u + 4096u);
