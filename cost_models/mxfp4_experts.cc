@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cost_models/vllm_engine.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 
@@ -91,6 +92,11 @@ uint64_t Mxfp4ExpertsLayer::total() const {
 
 VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested,
                                     const std::string& model) {
+  if (rocm_compute_capability(capability))
+    throw InputError(fmt::format(
+        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{} (ROCm): vLLM's mxfp4.py pads them to "
+        "get_padding_alignment() there and runs ROCm's kernels, which memplan does not size (it sizes CUDA's Triton "
+        "and Marlin backends)", model, capability / 10, capability % 10));
   if (requested == VllmMxfp4Backend::Marlin) return VllmMxfp4Backend::Marlin;
   if (!requested && capability < 90) return VllmMxfp4Backend::Marlin;
   if (capability < 90 || capability >= 110)

@@ -101,7 +101,8 @@ struct Mxfp4ExpertsLayer {
 // `requested` none (vLLM's choice: Marlin below 9.0, Triton from 9.0 to 10.x, which assumes triton_kernels and
 // torch >= 2.8 are installed and SM100's FlashInfer is not; from 11.0 refused: triton_kernels' layouts for that GPU
 // are not read), Marlin (VLLM_MXFP4_USE_MARLIN=1, or an install without triton_kernels: any capability) or Triton
-// (refused below 9.0, where vLLM runs Marlin whatever is installed, and from 11.0). Throws InputError naming `model`.
+// (refused below 9.0, where vLLM runs Marlin whatever is installed, and from 11.0); on ROCm (rocm_compute_capability)
+// refused whatever is asked. Throws InputError naming `model`.
 VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested,
                                     const std::string& model);
 

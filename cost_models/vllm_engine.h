@@ -197,6 +197,11 @@ inline constexpr uint64_t kVllmCustomAllReduceMetaSize = 36 * 8 * 4 + 2 * 36 * 8
 inline constexpr uint64_t kVllmCustomAllReduceRankData = 8 * 1024 * 1024;
 uint64_t vllm_custom_all_reduce_bytes(int tp, bool rank_data = false);
 
+// An AMD GPU by the compute capability PyTorch reports for it on ROCm (gcnArchName gfx942 as 9.4, gfx950 as 9.5: the
+// MI300X's torch.cuda.get_device_capability is (9, 4), report/gpu_catalog.json), where vLLM's quantized MoE methods
+// take ROCm's paths (AITER, fnuz scales, other padding).
+inline bool rocm_compute_capability(int capability) { return capability == 94 || capability == 95; }
+
 // vLLM's defaults for `vllm serve` on a GPU (vllm/engine/arg_utils.py, EngineArgs and _set_default_args).
 inline constexpr double kVllmDefaultGpuMemoryUtilization = 0.9;  // CacheConfig.gpu_memory_utilization
 

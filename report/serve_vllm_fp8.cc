@@ -110,7 +110,7 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
   const bool statics = a.quantization.static_activations;
   // Per-tensor experts on ROCm (PyTorch reports gfx942 and gfx950 as 9.4 and 9.5): normalize_e4m3fn_to_e4m3fnuz's
   // new weights and doubled scales, AITER's shuffled copies; not sized.
-  if (!block.on() && (capability == 94 || capability == 95))
+  if (!block.on() && rocm_compute_capability(capability))
     throw VllmGpuRefused(fmt::format("the per-tensor fp8 experts of {} on compute capability {}.{} (ROCm): vLLM's "
                                      "fnuz rescale and AITER MoE layouts are not sized (memplan sizes CUDA's Triton "
                                      "fused_experts, 8.9 and above)", a.model, capability / 10, capability % 10),

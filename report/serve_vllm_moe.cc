@@ -95,7 +95,11 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
       throw InputError("serve --engine vllm: " + model + "'s MXFP4 experts are sized for gpt_oss in bfloat16 "
                        "(Mxfp4Config's only activation type)");
     m.mxfp4 = true;
-    m.mxfp4_backend = vllm_mxfp4_backend(mxfp4_capability, mxfp4_backend, model);
+    try {  // a GPU whose backend memplan does not size: that GPU's refusal (the catalog table's row), exit 2 alone
+      m.mxfp4_backend = vllm_mxfp4_backend(mxfp4_capability, mxfp4_backend, model);
+    } catch (const InputError& e) {
+      throw VllmGpuRefused(e.what(), false);
+    }
     const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
     // Each rank's FusedMoE at I_p = I / tp, padded by the backend, its w2_bias whole.
     m.mxfp4_layer =

@@ -155,11 +155,23 @@ class VllmMarlin(unittest.TestCase):
         h100 = json.loads(p.stdout)["replaced"]["fused_moe"]
         self.assertEqual(h100["expert_weight_bytes"], 24 * (461_817_536 - 1_728 + 2_112))
 
+    def test_catalog_table_refuses_per_gpu(self):
+        # A GPU whose backend memplan does not size is its own row (11.0's Triton layouts, ROCm), not the table's end.
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--context", "8192", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = {r["gpu"]: r for r in json.loads(p.stdout)["gpus"]}
+        self.assertIn("give --mxfp4-backend marlin", rows["RTX-5090"]["not_answered"])
+        self.assertIn("(ROCm)", rows["MI300X"]["not_answered"])
+        self.assertIsNone(rows["A100-80GB"].get("not_answered"))
+        self.assertGreater(rows["A100-80GB"]["gpu_kv_cache_tokens"], 0)
+
     def test_refusals(self):
         for args, says in ((["--gpu", "A100-80GB", "--mxfp4-backend", "triton"],
                             "on compute capability 8.0 with --mxfp4-backend triton: vLLM runs its Marlin backend below "
                             "9.0 whatever is installed"),
                            (["--gpu", "RTX-5090"], "give --mxfp4-backend marlin if vLLM's log says"),
+                           (["--gpu", "MI300X"], "on compute capability 9.4 (ROCm): vLLM's mxfp4.py pads them"),
+                           (["--engine", "sglang", "--gpu", "MI300X"], "SGLang's quantized layers on ROCm"),
                            (["--engine", "sglang", "--gpu", "H100", "--mxfp4-backend", "marlin"],
                             "--mxfp4-backend applies to --engine vllm (this is --engine sglang)")):
             engine = [] if "--engine" in args else ["--engine", "vllm"]

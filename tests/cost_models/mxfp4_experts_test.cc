@@ -156,7 +156,8 @@ TEST(VllmMxfp4, BackendByCapability) {
   for (const auto& [capability, requested, says] :
        {std::tuple<int, std::optional<VllmMxfp4Backend>, const char*>{80, VllmMxfp4Backend::Triton,
                                                                        "with --mxfp4-backend triton: vLLM runs its Marlin"},
-        {120, std::nullopt, "give --mxfp4-backend marlin if vLLM's log says"}}) {
+        {120, std::nullopt, "give --mxfp4-backend marlin if vLLM's log says"},
+        {94, VllmMxfp4Backend::Marlin, "on compute capability 9.4 (ROCm): vLLM's mxfp4.py pads them"}}) {
     try {
       vllm_mxfp4_backend(capability, requested, "gpt-oss-20b");
       ADD_FAILURE() << capability;
