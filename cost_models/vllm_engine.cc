@@ -39,8 +39,9 @@ VllmVersion vllm_version(const std::string& text) {
                                "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
                                "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
                                "0.11 to 0.20 (the current rule; from 0.17 with the Triton top-k/top-p sampler), 0.21 "
-                               "to 0.24 with --enforce-eager, 0.25 to 0.28 (Model Runner V2 for a model without "
-                               "experts; V1 with --enforce-eager) and 0.29 or later with --enforce-eager";
+                               "to 0.24 (Model Runner V1 with --enforce-eager; V2 for a dense Qwen3 from 0.22, Llama "
+                               "or Mistral from 0.23), 0.25 to 0.28 (Model Runner V2 for a model without experts; V1 "
+                               "with --enforce-eager) and 0.29 or later with --enforce-eager";
   if (minor == 8 || (minor == 9 && patch == 0)) return VllmVersion::V0_8;
   if (minor == 10 || (minor == 9 && patch >= 2)) return VllmVersion::V0_9;
   if (minor >= 11 && minor <= 16) return VllmVersion::V0_11;

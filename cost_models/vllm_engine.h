@@ -131,8 +131,8 @@ struct VllmRule {
 };
 VllmRule vllm_rule(VllmVersion v);
 // "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0"
-// to "0.6.4", "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" to "0.28.x", "0.29" and later: the rule; anything else (0.9.1 among them)
-// throws InputError naming the versions modelled and why the others are not.
+// to "0.6.4", "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" to "0.28.x", "0.29" and later: the rule;
+// anything else (0.9.1 among them) throws InputError naming the versions modelled and why the others are not.
 VllmVersion vllm_version(const std::string& text);
 
 // Which GPU model runner profiles the engine (vLLM's VLLM_USE_V2_MODEL_RUNNER; memplan's --model-runner).

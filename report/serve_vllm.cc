@@ -202,7 +202,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      "memplan finds no sparse block");
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
                          mxfp4 ? capability : 0, s.enable_expert_parallel, dp,
-                         kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"), options.execution.multiprocessors);
+                         kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"),
+                         options.execution.multiprocessors);
   // Before PR #21497 (0.10.1) determine_expert_map gave the last rank every remaining expert: not the rule sized.
   const std::string& v = s.engine_version;
   const bool old_expert_map = a.settings.version == VllmVersion::V0_8 || v.rfind("0.9.", 0) == 0 || v == "0.10" ||
