@@ -35,16 +35,6 @@
 #include "onnx_import/errors.h"
 
 namespace memplan {
-namespace {
-
-uint64_t next_power_of_2(uint64_t v) {  // triton.next_power_of_2
-  uint64_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
-}  // namespace
-
 bool TrainingStep::head_operands(int32_t i, int32_t& x, int32_t& w) const {
   const FusedOp& op = context_.ops[i];
   if (i != static_cast<int32_t>(context_.ops.size()) - 1) return false;

@@ -259,6 +259,10 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s) {
 
 namespace {
 
+// Sampler.forward's logits.to(torch.float32) (V0's logits.to(torch.float)): a new float32 tensor, 4 bytes a logit,
+// unless the head's logits are float32 already, when it returns them.
+uint64_t float32_logits_copy_bytes(DType dtype) { return dtype == DType::Float32 ? 0 : 4; }
+
 // What the V1 runner's sampler warm-up holds in the model's type d: the sampled hidden rows and their rand_like
 // [requests, hidden] and the head's logits [requests, logits_width]; plus `per_logit` bytes over [requests, vocab].
 uint64_t v1_sampler_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype,
@@ -279,25 +283,20 @@ uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits
   // Over [requests, vocab]: the float32 logits (4, none when the head's are float32), sort values (4) and int64
   // indices (8), the top-k mask (1), the sorted softmax (4), the top-p mask (1), the scatter's output (4).
   return v1_sampler_bytes(requests, vocab, logits_width, hidden, dtype,
-                          (dtype == DType::Float32 ? 0 : 4) + 4 + 8 + 1 + 4 + 1 + 4);
+                          float32_logits_copy_bytes(dtype) + 4 + 8 + 1 + 4 + 1 + 4);
 }
 
 int64_t vllm_triton_sampler_buffer_rows(int64_t requests, int multiprocessors) {
-  auto next_power_of_2 = [](int64_t n) {
-    int64_t p = 1;
-    while (p < n) p *= 2;
-    return p;
-  };
-  if (multiprocessors <= 0) return next_power_of_2(requests);
+  if (multiprocessors <= 0) return static_cast<int64_t>(next_power_of_2(u64(requests)));
   const int64_t programs = std::min<int64_t>(multiprocessors, requests);
-  return std::min<int64_t>(next_power_of_2(programs), multiprocessors);
+  return std::min<int64_t>(static_cast<int64_t>(next_power_of_2(u64(programs))), multiprocessors);
 }
 
 uint64_t vllm_triton_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden,
                                         DType dtype, int multiprocessors) {
   // Over [requests, vocab]: the float32 logits (4, none when the head's are float32), the softmax (4) and the
   // exponential noise (4); and the kernel's float32 buffer.
-  const uint64_t per_logit = (dtype == DType::Float32 ? 0 : 4) + 4 + 4;
+  const uint64_t per_logit = float32_logits_copy_bytes(dtype) + 4 + 4;
   const uint64_t buffer =
       checked_mul(checked_mul(static_cast<uint64_t>(vllm_triton_sampler_buffer_rows(requests, multiprocessors)),
                               static_cast<uint64_t>(vocab), "sampler bytes"),
@@ -329,7 +328,7 @@ uint64_t vllm_v0_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t log
                                     "sampler bytes");
   // float32 copy (none when d is float32), sort values and indices, top-k mask, softmax, cumsum, top-p mask,
   // scatter's output.
-  const uint64_t per_logit = (dtype == DType::Float32 ? 0 : 4) + 4 + 8 + 1 + 4 + 4 + 1 + 4;
+  const uint64_t per_logit = float32_logits_copy_bytes(dtype) + 4 + 8 + 1 + 4 + 4 + 1 + 4;
   return checked_add(head,
                      checked_mul(checked_mul(rows, static_cast<uint64_t>(vocab), "sampler bytes"), per_logit,
                                  "sampler bytes"),

@@ -193,29 +193,27 @@ std::string mxfp4_layer_parts_text(const Mxfp4ExpertsLayer& l, uint64_t layers) 
 
 std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return "";
-  if (m.mxfp4 && m.mxfp4_backend == VllmMxfp4Backend::Marlin)
-    return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's Marlin MXFP4 MoE (fused_marlin_moe: {} "
-                       "experts, top-{}, {} wide{}, padded to {} and the hidden size to {}; {} of expert weights for "
-                       "the graph's {}: {}; per call {}: cache13 {}, cache2 {}, output {}, padded input {})",
-                       m.blocks, m.experts, m.top_k, m.intermediate,
+  if (m.mxfp4) {
+    const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
+    const std::string padded =
+        marlin ? fmt::format("{} and the hidden size to {}", m.mxfp4_layer.intermediate_padded,
+                             m.mxfp4_layer.hidden_padded)
+               : fmt::format("{}", m.mxfp4_layer.intermediate_padded);
+    const std::string per_call =
+        marlin ? fmt::format("cache13 {}, cache2 {}, output {}, padded input {}", format_bytes(m.kernel.cache13_bytes),
+                             format_bytes(m.kernel.cache2_bytes), format_bytes(m.kernel.output_bytes),
+                             format_bytes(m.kernel.padded_input_bytes))
+               : fmt::format("intermediate {}, output {}", format_bytes(m.kernel.cache2_bytes),
+                             format_bytes(m.kernel.output_bytes));
+    return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's {} MXFP4 MoE ({}: {} experts, top-{}, {} "
+                       "wide{}, padded to {}; {} of expert weights for the graph's {}: {}; per call {}: {})",
+                       m.blocks, marlin ? "Marlin" : "Triton",
+                       marlin ? "fused_marlin_moe" : "triton_kernel_moe_forward", m.experts, m.top_k, m.intermediate,
                        m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
-                       m.mxfp4_layer.intermediate_padded, m.mxfp4_layer.hidden_padded,
-                       format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
+                       padded, format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
                        mxfp4_layer_parts_text(m.mxfp4_layer, static_cast<uint64_t>(m.blocks)),
-                       format_bytes(m.kernel.total()), format_bytes(m.kernel.cache13_bytes),
-                       format_bytes(m.kernel.cache2_bytes), format_bytes(m.kernel.output_bytes),
-                       format_bytes(m.kernel.padded_input_bytes));
-  if (m.mxfp4)
-    return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's Triton MXFP4 MoE (triton_kernel_moe_forward: "
-                       "{} experts, top-{}, {} wide{}, padded to {}; {} of expert weights for the graph's {}: {}; per "
-                       "call {}: intermediate {}, output {})",
-                       m.blocks, m.experts, m.top_k, m.intermediate,
-                       m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
-                       m.mxfp4_layer.intermediate_padded,
-                       format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
-                       mxfp4_layer_parts_text(m.mxfp4_layer, static_cast<uint64_t>(m.blocks)),
-                       format_bytes(m.kernel.total()), format_bytes(m.kernel.cache2_bytes),
-                       format_bytes(m.kernel.output_bytes));
+                       format_bytes(m.kernel.total()), per_call);
+  }
   const std::string ep =
       m.expert_parallel
           ? fmt::format(", expert-parallel over {} GPUs: {} of the {} experts whole on rank 0, where tensor "
