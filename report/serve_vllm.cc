@@ -165,6 +165,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
   a.quantization = vllm_quantization(probe, s, capability, served, a.quantization_source);
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
+  // --mxfp4-backend picks the MoE backend of MXFP4 experts (cost_models/mxfp4_experts.h); elsewhere it would not apply.
+  if (!mxfp4 && kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"))
+    throw InputError("--mxfp4-backend " + s.mxfp4_backend + ": " + probe.path() + " has no MXFP4 experts (a "
+                     "quantization_config with quant_method mxfp4, gpt-oss's checkpoints): the option picks vLLM's "
+                     "backend for those; drop it");
   const bool fp8_moe_or_block = a.quantization.method == "fp8" && (a.quantization.block.on() || !moe.empty());
   const bool quantized =
       !mxfp4 && !fp8_moe_or_block && (!s.quantization.empty() || !probe.stored_quantization().method.empty());

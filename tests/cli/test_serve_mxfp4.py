@@ -155,6 +155,23 @@ class VllmMarlin(unittest.TestCase):
         h100 = json.loads(p.stdout)["replaced"]["fused_moe"]
         self.assertEqual(h100["expert_weight_bytes"], 24 * (461_817_536 - 1_728 + 2_112))
 
+    def test_backend_without_mxfp4_experts_is_refused(self):
+        # A bf16 gpt-oss (no quantization_config) has no MXFP4 experts: --mxfp4-backend would pick nothing.
+        with tempfile.TemporaryDirectory() as d:
+            with open(GPT_OSS) as f:
+                config = json.load(f)
+            config.pop("quantization_config")
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            p = run("serve", path, "--graph", "decode", "--engine", "vllm", "--gpu", "H100", "--mxfp4-backend", "marlin")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--mxfp4-backend marlin: " + path + " has no MXFP4 experts", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            # auto (the default) stays silent.
+            p = run("serve", path, "--graph", "decode", "--engine", "vllm", "--gpu", "H100", "--mxfp4-backend", "auto")
+            self.assertIn(p.returncode, (0, 1), p.stderr)
+
     def test_catalog_table_refuses_per_gpu(self):
         # A GPU whose backend memplan does not size is its own row (11.0's Triton layouts, ROCm), not the table's end.
         p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--context", "8192", "--json")
