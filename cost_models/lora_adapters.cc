@@ -1,6 +1,8 @@
 #include "cost_models/lora_adapters.h"
 
 #include <algorithm>
+#include <climits>
+#include <map>
 #include <optional>
 #include <regex>
 #include <string>
@@ -215,16 +217,20 @@ class Builder {
   //    (aten/src/ATen/native/Linear.cpp, sumproduct_pair, pytorch/pytorch 006b3e6) permutes B to [E, out, r] and
   //    A to [E, r, in] (views), runs bmm -> [E, out, in] and permutes the result back (a view: [E, in, out] for
   //    "e i o"); BmmBackward keeps the two operand views (views of the adapters: no new memory).
-  //  - _activate_lora: register_parametrization(base_layer, name, _LoraParameterProxy(delta)) inside
-  //    nn.utils.parametrize.cached(): the first read of the parameter runs _LoraParameterProxy.forward,
-  //    W + delta_weight (fp8 parameters upcast: not modelled, memplan has no fp8 training weights), and every later
-  //    read in that forward gets the cached sum. transformers' grouped_mm_experts_forward reads gate_up_proj first
-  //    (self.gate_up_proj.size(0), at its top) and down_proj at its grouped_mm: the graph's first readers.
+  //  - _activate_lora: the delta is computed when the wrapper's forward begins, then
+  //    register_parametrization(base_layer, name, _LoraParameterProxy(delta)) and the base layer's forward inside
+  //    nn.utils.parametrize.cached(); remove_parametrizations when it returns. Two parameters of one module nest
+  //    (_inject_parameters wraps them in the module's named_parameters order, each new ParamWrapper around the
+  //    last), so the outer wrapper's delta, the last parameter's, is computed first, and every delta is held by its
+  //    proxy (self.delta_weight) until the experts' forward returns: parameter_delta, then held_to_module_end.
+  //  - The first read of the parameter inside that forward runs _LoraParameterProxy.forward, W + delta_weight (fp8
+  //    parameters upcast: not modelled, memplan has no fp8 training weights), and every later read gets the cached
+  //    sum. transformers' grouped_mm_experts_forward reads gate_up_proj first (self.gate_up_proj.size(0), at its
+  //    top) and down_proj at its grouped_mm: the graph's first readers (parameter_sum).
   //    The sum requires grad (delta does), so the reader keeps it for backward (_grouped_mm saves its mat2 when
   //    the rows need a grad), and the rows too (mat2 now needs one): autograd_rules.cc's _grouped_mm rule.
-  // Not counted: the proxy holds delta (param dtype, E·d1·d2) until the experts' forward returns; the graph frees it
-  // after its Add (the end-of-forward and backward peaks do not hold it either way).
-  int32_t adapt_parameter(int32_t w, bool stored_in_out, int opset) {
+  // The delta of stacked parameter `w`, in its type: the ops of get_delta_weight.
+  int32_t parameter_delta(int32_t w, bool stored_in_out, int opset) {
     const Tensor param = g().tensors[w];
     const std::string p = param.name, m = "/" + p + "/lora";
     const int64_t e = param.shape[0], d1 = param.shape[1], d2 = param.shape[2], r = o_.lora_rank;
@@ -272,8 +278,15 @@ class Builder {
     const int32_t typed = tensor(m + "/Cast_output_0", param.dtype, param.shape, TensorKind::Activation);
     g().nodes.push_back(cast_node(m + "/Cast", cur, typed, param.dtype, opset));
     ++out_.adapted_parameters;
-    return node(m + "/Add", "Add", {w, typed},
-                tensor(m + "/Add_output_0", param.dtype, param.shape, TensorKind::Activation), opset);
+    return typed;
+  }
+
+  // _LoraParameterProxy.forward: W + delta, which every reader of `w` then reads.
+  int32_t parameter_sum(int32_t w, int32_t delta, int opset) {
+    const Tensor param = g().tensors[w];
+    const std::string m = "/" + param.name + "/lora";
+    return node(m + "/Add", "Add", {w, delta}, tensor(m + "/Add_output_0", param.dtype, param.shape, TensorKind::Activation),
+                opset);
   }
 
  private:
@@ -319,9 +332,13 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
     if (w >= 0 && w != t->weight && base.tensors[w].producer >= 0 && op_is(base, base.tensors[w].producer, "Transpose"))
       base_layer[size_t(base.tensors[w].producer)] = true;
   }
-  // A mixture of experts' stacked [E, d1, d2] parameters the pattern names: PEFT's target_parameters (Builder::
-  // adapt_parameter), adapted before their first reader.
-  std::vector<std::vector<int32_t>> stacked_at(base.nodes.size());
+  // A mixture of experts' stacked [E, d1, d2] parameters the pattern names: PEFT's target_parameters. Each module's
+  // deltas are made before its forward's first node, the last parameter's first (the outermost ParamWrapper's), and
+  // held until its last node; each sum before the parameter's first reader (Builder::parameter_delta).
+  std::vector<std::vector<int32_t>> sum_at(base.nodes.size());    // node -> the parameters first read there
+  std::vector<std::vector<int32_t>> delta_at(base.nodes.size());  // node -> the deltas made before it, in order
+  std::vector<std::string> delta_scope(base.tensors.size());       // parameter -> its module's node scope
+  std::vector<std::pair<std::string, std::vector<int32_t>>> modules;  // module name -> its parameters, in order
   int stacked = 0;
   for (int32_t w : base.initializers) {
     const Tensor& t = base.tensors[w];
@@ -333,16 +350,37 @@ LoraGraph add_lora_adapters(const Graph& base, const TrainingOptions& o) {
                        "' naming the stacked experts' parameter '" + t.name + "': PEFT's ParamWrapper (LoraConfig("
                        "target_parameters=...)) refuses lora_dropout != 0 (it cannot factor x out of "
                        "lora_B(lora_A(dropout(x)))); give --lora-dropout 0");
-    stacked_at[size_t(*std::min_element(t.consumers.begin(), t.consumers.end()))].push_back(w);
+    sum_at[size_t(*std::min_element(t.consumers.begin(), t.consumers.end()))].push_back(w);
+    const std::string module = t.name.substr(0, t.name.rfind('.'));  // "layers.0.mlp.experts"
+    auto m = std::find_if(modules.begin(), modules.end(), [&](const auto& e) { return e.first == module; });
+    (m == modules.end() ? modules.emplace_back(module, std::vector<int32_t>{}).second : m->second).push_back(w);
     ++stacked;
+  }
+  for (const auto& [module, params] : modules) {
+    // The module's forward: the nodes named under its scope (its parameters' first reader's), else its readers.
+    int32_t first = INT32_MAX;
+    for (int32_t w : params) first = std::min(first, *std::min_element(base.tensors[w].consumers.begin(),
+                                                                        base.tensors[w].consumers.end()));
+    const std::string scope = node_scope(base.nodes[size_t(first)].name, "");
+    for (size_t i = 0; i < size_t(first) && !scope.empty(); ++i)
+      if (base.nodes[i].name.compare(0, scope.size() + 1, scope + "/") == 0) first = static_cast<int32_t>(i);
+    for (auto w = params.rbegin(); w != params.rend(); ++w) {
+      delta_at[size_t(first)].push_back(*w);
+      if (!scope.empty()) delta_scope[size_t(*w)] = scope + "/";  // without one, held to its last reader only
+    }
   }
   LoraGraph out;
   Builder b(base, o, out);
   std::vector<int32_t> renamed(base.tensors.size(), -1);  // a linear's result or a stacked parameter -> the adapted one
+  std::map<int32_t, int32_t> delta;                        // a stacked parameter -> its delta
   auto reads = [&](int32_t t) { return t >= 0 && renamed[t] >= 0 ? renamed[t] : t; };
   for (size_t i = 0; i < base.nodes.size(); ++i) {
     Node n = base.nodes[i];
-    for (int32_t w : stacked_at[i]) renamed[w] = b.adapt_parameter(w, lora_parameter_stored_in_out(base, w), n.opset);
+    for (int32_t w : delta_at[i]) {
+      delta[w] = b.parameter_delta(w, lora_parameter_stored_in_out(base, w), n.opset);
+      if (!delta_scope[size_t(w)].empty()) out.held_to_module_end.push_back({delta[w], delta_scope[size_t(w)]});
+    }
+    for (int32_t w : sum_at[i]) renamed[w] = b.parameter_sum(w, delta[w], n.opset);
     for (int32_t& t : n.inputs) t = reads(t);
     if (base_layer[i]) n.name = in_base_layer(n.name);
     b.g().nodes.push_back(n);

@@ -10,8 +10,9 @@
 // so every later rule (what autograd saves, backward, grads and optimizer states) is the one the cost
 // model already applies to a PEFT export: nothing about adapters is costed twice. The base weights
 // freeze; the adapters train (make_training_context). A mixture of experts' stacked [E, d1, d2] parameter the
-// regex names gets PEFT's target_parameters instead (ParamWrapper: W + delta before its first reader, which every
-// reader then reads; lora_adapters.cc Builder::adapt_parameter, lora_parameters.h).
+// regex names gets PEFT's target_parameters instead (ParamWrapper: the module's deltas before its forward, held until
+// it returns, and W + delta before the parameter's first reader, which every reader then reads; lora_adapters.cc
+// Builder::parameter_delta, lora_parameters.h).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,13 @@
 
 namespace memplan {
 
+// A tensor a Python frame still references after its graph readers: held until the last node named under `scope`
+// (a module's forward, "/layers.0/mlp/experts/") returns.
+struct ModuleHold {
+  int32_t tensor = -1;
+  std::string scope;
+};
+
 struct LoraGraph {
   Graph graph;                 // the base graph with the adapter ops inserted after each targeted Linear
   std::vector<bool> adapter;   // per tensor: an adapter parameter (lora_A / lora_B weight)
@@ -30,6 +38,8 @@ struct LoraGraph {
   int adapted_layers = 0;      // Linear layers (lora.Linear)
   int adapted_parameters = 0;  // stacked experts' parameters (target_parameters, ParamWrapper)
   uint64_t adapter_parameters = 0;  // elements of every lora_A and lora_B
+  // ParamWrapper's deltas, each referenced by its _LoraParameterProxy until the experts' forward returns.
+  std::vector<ModuleHold> held_to_module_end;
 };
 
 // Validates the --lora-* options (InputError on a bad rank, a missing or unmatched regex) and builds

@@ -78,7 +78,7 @@ void check_lora_parameter_storage(const Graph& g, int32_t w, const TrainingOptio
 int32_t grouped_mm_stacked_parameter(const Graph& g, const Node& n) {
   const int32_t w = grouped_mm_experts(g, n);
   if (w >= 0 || !is_aten(n, "_grouped_mm") || n.inputs.size() < 2 || n.inputs[1] < 0) return w;
-  // Builder::adapt_parameter's sum W + delta (an Add of the stacked parameter), read directly or through the
+  // Builder::parameter_sum's W + delta (an Add of the stacked parameter), read directly or through the
   // .transpose(-2, -1) of transformers' [E, out, in] experts.
   const int32_t sum = untransposed_experts_operand(g, n.inputs[1]);
   const int32_t add = g.tensors[sum].producer;

@@ -1,6 +1,7 @@
 // LoRA through PEFT's target_parameters (LoraConfig(target_parameters=[...]), its ParamWrapper, huggingface/peft
 // 5d602fd src/peft/tuners/lora/layer.py) on a mixture of experts' stacked [E, d1, d2] parameters, which
-// add_lora_adapters adapts (lora_adapters.cc, Builder::adapt_parameter) where --lora-targets names one.
+// add_lora_adapters adapts (lora_adapters.cc, Builder::parameter_delta and parameter_sum) where --lora-targets names
+// one.
 #pragma once
 
 #include <cstdint>

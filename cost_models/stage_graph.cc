@@ -184,6 +184,7 @@ TrainingContext stage_context(const TrainingContext& c, const StageGraph& s) {
   for (int32_t i : s.original_op) out.ops.push_back(remap.op(c.ops[i]));
   out.op_flops = remap.per_op(c.op_flops);
   for (int32_t i : s.original_op) out.rules.push_back(remap.rule(c.rules[i]));
+  for (int32_t i : s.original_op) out.held_through.push_back(remap.present(c.held_through[i]));
   out.shape = remap.per_tensor(c.shape);
   TensorLayout& l = out.layout;
   l.dtype = remap.per_tensor(c.layout.dtype);

@@ -205,6 +205,17 @@ void add_eval_export_notes(const Graph& g, std::vector<std::string>& notes) {
                     "masks are counted.");
 }
 
+// Each hold's tensor read again at the last op with a node under its module scope (one pass over the ops).
+void hold_to_module_end(const Graph& g, const std::vector<ModuleHold>& holds, TrainingContext& c) {
+  for (const ModuleHold& h : holds) {
+    int32_t last = -1;
+    for (size_t i = 0; i < c.ops.size(); ++i)
+      for (int32_t n : c.ops[i].nodes)
+        if (g.nodes[n].name.compare(0, h.scope.size(), h.scope) == 0) last = static_cast<int32_t>(i);
+    if (last >= 0) c.held_through[last].push_back(h.tensor);
+  }
+}
+
 }  // namespace
 
 TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e, const TrainingOptions& o,
@@ -318,6 +329,8 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
                       "MeanBackward1 does (from torch 2.2 only its sizes).");
   c.separators = find_separators(g, c.ops, main_path_ops(g, c.ops));
   add_eval_export_notes(g, c.notes);
+  c.held_through.resize(c.ops.size());
+  if (lora) hold_to_module_end(g, lora->held_to_module_end, c);
   return c;
 }
 

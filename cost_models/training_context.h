@@ -36,6 +36,9 @@ struct TrainingContext {
   std::vector<int32_t> tied_to;         // per tensor: the parameter a folded tied-embedding copy is (-1: none)
   std::vector<AutogradRule> rules;      // per op
   std::vector<Separator> separators;    // checkpoint boundary candidates
+  // Per op: tensors a Python frame still references through it, past their graph readers (PEFT's ParamWrapper
+  // deltas until the experts' forward returns: lora_adapters.h), read again at its end.
+  std::vector<std::vector<int32_t>> held_through;
   WrapUnits units;                      // --shard fsdp: FSDP's wrapping units (empty otherwise)
   // A pipeline stage's context (stage_graph.h: `graph` is the stage's own): the graph inputs it receives from
   // earlier stages and the graph outputs it sends to later ones, and the activations of earlier in-flight

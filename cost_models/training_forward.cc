@@ -130,7 +130,10 @@ bool TrainingStep::recomputes_before(int32_t op) const {
 void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   const FusedOp& op = context_.ops[i];
   const bool recompute = mode == ForwardMode::Recompute;
-  if (recompute && sac_saved_[i]) return emit_cached(i);
+  if (recompute && sac_saved_[i]) {
+    emit_cached(i);
+    return hold_frame_references(i);
+  }
   const ForwardPolicy policy{recompute ? Phase::Backward : Phase::Forward, recompute ? "recompute:" : "",
                              /*save_extras=*/mode != ForwardMode::NoSave,
                              recompute ? CublasHandle::Autograd : CublasHandle::Caller};
@@ -163,6 +166,14 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
     for (int32_t t : op.outputs)
       if (lookup(t) >= 0) add_unique(sac_cache_[i], lookup(t));
     for (const EmittedExtra& e : closed.extras) add_unique(sac_extras_[i], e.buffer);
+  }
+  hold_frame_references(i);
+}
+
+void TrainingStep::hold_frame_references(int32_t i) {
+  for (int32_t t : context_.held_through[i]) {
+    const int32_t b = lookup(t);
+    if (b >= 0 && !program().buffers[b].resident) add_unique(program().steps.back().reads, b);
   }
 }
 

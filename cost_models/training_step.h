@@ -87,6 +87,9 @@ class TrainingStep : private DeepSpeedStepState {
   void early_stop_at(int32_t op);
   int32_t packed_layer_input(int32_t op) const;
   void emit_cached(int32_t i);
+  // The tensors a Python frame still references through op `i` (TrainingContext::held_through), read by the last
+  // step so far.
+  void hold_frame_references(int32_t i);
   std::vector<int32_t> rule_saved(int32_t i, const std::map<int32_t, int32_t>& effective) const;  // selective:op: an op whose output the policy saved, in the recomputation
   void end_segment_backward(int32_t first_op);
 

@@ -45,7 +45,10 @@ import measure  # noqa: E402
 import zoo  # noqa: E402
 
 OUT = os.path.join(HERE, "lora_parameters_truth.json")
-SEQ = 64
+# (batch, seq): at batch 1 and 8 tokens the deltas are a larger share of the peak than the activations, so when and
+# for how long each is held (made before the experts' forward, the outer wrapper's first, held until it returns)
+# shows in the peak.
+ROWS = ((1, 8), (2, 64), (8, 64))
 RANK = 2
 TARGETS = "experts\\.(gate_up|down)_proj"
 
@@ -173,26 +176,26 @@ def build():
     return module.train()
 
 
-def measured_peak(batch: int) -> dict:
+def measured_peak(batch: int, seq: int) -> dict:
     steps = measure.STEPS["moe_tiny"]
     module = build()
     trainable = [p for p in module.parameters() if p.requires_grad]
     optimizer = measure.make_optimizer("momentum", trainable)
     gen = torch.Generator().manual_seed(zoo.SEED + 2)
-    inputs = steps.inputs("moe_tiny", batch, SEQ)
-    targets = torch.randint(0, steps.vocab("moe_tiny"), (batch, SEQ), generator=gen)
+    inputs = steps.inputs("moe_tiny", batch, seq)
+    targets = torch.randint(0, steps.vocab("moe_tiny"), (batch, seq), generator=gen)
     m = measure.profile_steady_step(
         module, optimizer, list(inputs) + [targets],
         lambda: measure.training_step(module, inputs, targets, optimizer, steps.forward, False, "cross-entropy"))
-    return {"model": "moe_tiny", "onnx": measure.MOE_TINY_CONFIG, "batch": batch, "seq": SEQ, "precision": "fp32",
+    return {"model": "moe_tiny", "onnx": measure.MOE_TINY_CONFIG, "batch": batch, "seq": seq, "precision": "fp32",
             "optimizer": "momentum", "optimizer_settings": measure.describe_optimizer(optimizer),
             "loss": "cross-entropy", "checkpoint": [], "experts_implementation": "grouped_mm",
             "lora": {"rank": RANK, "targets": TARGETS},
             "trainable_parameter_bytes": sum(p.numel() * p.element_size() for p in trainable), **m}
 
 
-def memplan_peak(binary: str, batch: int) -> int:
-    return measure.memplan_training_peak(binary, measure.MOE_TINY_CONFIG, batch, SEQ, "--precision", "fp32",
+def memplan_peak(binary: str, batch: int, seq: int) -> int:
+    return measure.memplan_training_peak(binary, measure.MOE_TINY_CONFIG, batch, seq, "--precision", "fp32",
                                          "--optimizer", "momentum", "--optimizer-impl", "foreach-torch1",
                                          "--experts-implementation", "grouped_mm", "--lora-rank", str(RANK),
                                          "--lora-targets", TARGETS)
@@ -205,10 +208,10 @@ def main():
     torch.set_num_threads(2)
     print(f"{'batch':>5} {'seq':>4} {'measured B':>11} {'memplan B':>10} {'error %':>8}")
     rows = []
-    for batch in (2, 8):
-        rows.append(measured_peak(batch))
-        measured, predicted = rows[-1]["peak_bytes"], memplan_peak(a.memplan, batch)
-        print(f"{batch:>5} {SEQ:>4} {measured:>11,} {predicted:>10,} {100 * (predicted - measured) / measured:+8.2f}")
+    for batch, seq in ROWS:
+        rows.append(measured_peak(batch, seq))
+        measured, predicted = rows[-1]["peak_bytes"], memplan_peak(a.memplan, batch, seq)
+        print(f"{batch:>5} {seq:>4} {measured:>11,} {predicted:>10,} {100 * (predicted - measured) / measured:+8.2f}")
     measure.write_measurements(OUT, "bench/cpu_ground_truth/lora_parameters.py", rows)
 
 

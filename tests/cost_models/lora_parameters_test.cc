@@ -118,6 +118,38 @@ TEST_F(LoraTargetParameters, TheSumIsKeptPerAccessByHand) {
   EXPECT_EQ(testing::forward_and_kept_bytes(p, "/layers.1/mlp/experts/"), std::make_pair(uint64_t{138288}, uint64_t{89104}));
 }
 
+// When each delta exists (ParamWrapper._activate_lora, _inject_parameters' nesting): the wrappers nest in
+// named_parameters order, gate_up_proj's inside down_proj's, so the outer one's delta (down_proj's) is made first,
+// both before the experts' forward, and each proxy holds its delta until that forward returns. Layer 1 (fp32: the
+// Cast to the parameter's type is the delta itself): while gate_up's delta is made, down's [4, 16, 8] 2,048 B is
+// live beside gate_up's bmm and * scaling, [4, 16, 16] 4,096 B each; both deltas are freed at the experts' last
+// node, none kept for backward.
+TEST_F(LoraTargetParameters, TheDeltasAreMadeBeforeTheExpertsAndHeldUntilTheyReturn) {
+  const Program p = build_training_program(*graph("grouped_mm"), lora(kBoth)).program;
+  const int32_t down_made = testing::step_named(p, "/layers.1.mlp.experts.down_proj/lora/Mul");
+  const int32_t gate_up_made = testing::step_named(p, "/layers.1.mlp.experts.gate_up_proj/lora/Mul");
+  int32_t experts_first = -1, experts_last = -1;
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    if (p.steps[s].phase != Phase::Forward || p.steps[s].name.rfind("/layers.1/mlp/experts/", 0) != 0) continue;
+    if (experts_first < 0) experts_first = static_cast<int32_t>(s);
+    experts_last = static_cast<int32_t>(s);
+  }
+  ASSERT_GE(down_made, 0);
+  ASSERT_GE(experts_first, 0);
+  EXPECT_LT(down_made, gate_up_made);
+  EXPECT_LT(gate_up_made, experts_first);
+  const int32_t down = testing::buffer_named(p, "/layers.1.mlp.experts.down_proj/lora/Mul_output_0");
+  const int32_t gate_up = testing::buffer_named(p, "/layers.1.mlp.experts.gate_up_proj/lora/Mul_output_0");
+  ASSERT_GE(down, 0);
+  ASSERT_GE(gate_up, 0);
+  EXPECT_EQ(p.buffers[down].bytes, 2048u);
+  EXPECT_EQ(testing::last_reader(p, down), experts_last);
+  EXPECT_EQ(testing::last_reader(p, gate_up), experts_last);
+  const Step& made = p.steps[size_t(gate_up_made)];
+  EXPECT_TRUE(testing::step_reads(made, testing::buffer_named(p, "/layers.1.mlp.experts.gate_up_proj/lora/MatMul_output_0")));
+  EXPECT_EQ(p.buffers[size_t(testing::buffer_named(p, "/layers.1.mlp.experts.gate_up_proj/lora/MatMul_output_0"))].bytes, 4096u);
+}
+
 // --precision bf16 (model.bfloat16()), PEFT's float32 adapters (cast_adapter_dtype): the bmm and * scaling run in
 // float32 (gate_up 4,096 B each, down 2,048), .to(param.dtype) copies the delta into bfloat16 (2,048 and 1,024) and
 // W + delta is bfloat16 (2,048 and 1,024, kept): layer 1 holds 12,288 + 6,144 B of these, 3,072 kept. --lora-dtype
