@@ -101,9 +101,13 @@ VllmRule vllm_rule(VllmVersion v) {
   return r;
 }
 
-bool vllm_v2_default_before_0_25(int minor, bool has_experts, const std::string& model_type, bool quantized) {
-  if (minor < 22 || minor > 24 || has_experts) return false;
-  // DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES by the architecture a config.json's model_type names.
+bool vllm_v2_default_before_0_29(int minor, bool has_experts, const std::string& model_type, bool quantized) {
+  if (minor < 22 || minor > 28) return false;
+  // DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES by the architecture a config.json's model_type names: from 0.24 the
+  // mixtures of experts Qwen2MoeForCausalLM and DeepseekV2ForCausalLM (GraniteMoeForCausalLM is not memplan's).
+  const bool listed_experts = minor >= 24 && (model_type == "qwen2_moe" || model_type == "deepseek_v2");
+  if (minor >= 25) return !has_experts || listed_experts;  // `is_default_v2_architecture or not is_moe`
+  if (has_experts) return listed_experts;
   const bool listed = model_type == "qwen3" || (minor >= 23 && (model_type == "llama" || model_type == "mistral"));
   return listed && (!quantized || minor >= 24);
 }
@@ -113,9 +117,9 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
                                   bool enable_lora, const std::string& model, const std::string& model_type,
                                   bool quantized) {
   const int minor = vllm_minor_version(version_text);
-  const bool v2_default = (v == VllmVersion::V0_25 && !has_experts) || v == VllmVersion::V0_29 ||
-                          (v == VllmVersion::V0_21 && vllm_v2_default_before_0_25(minor, has_experts, model_type,
-                                                                                  quantized));
+  const bool v2_default = v == VllmVersion::V0_29 ||
+                          ((v == VllmVersion::V0_21 || v == VllmVersion::V0_25) &&
+                           vllm_v2_default_before_0_29(minor, has_experts, model_type, quantized));
   const VllmModelRunner runner = forced ? *forced : v2_default ? VllmModelRunner::V2 : VllmModelRunner::V1;
   const std::string at = "--engine-version " + version_text;
   if (runner == VllmModelRunner::V2) {
@@ -138,12 +142,15 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
   if ((v == VllmVersion::V0_21 || v == VllmVersion::V0_25 || v == VllmVersion::V0_29) && !enforce_eager) {
     std::string which = at;
     if (v == VllmVersion::V0_25 || v == VllmVersion::V0_29)
-      which += " with Model Runner V1 (" + (forced ? std::string("--model-runner v1") : model + " has experts") + ")";
+      which += " with Model Runner V1 (" +
+               (forced ? std::string("--model-runner v1")
+                       : model + " has experts, and 0.25 to 0.28 run only Qwen2-MoE and DeepSeek-V2 of those on V2") +
+               ")";
     else if (v == VllmVersion::V0_21 && minor >= 22)
       which += " with Model Runner V1 (" +
                (forced ? std::string("--model-runner v1")
                        : model + " is not one that 0.22 to 0.24 run on V2 by default: a dense Qwen3 from 0.22, "
-                                 "Llama or Mistral from 0.23, quantized from 0.24") +
+                                 "Llama or Mistral from 0.23, quantized ones and Qwen2-MoE or DeepSeek-V2 from 0.24") +
                ")";
     throw InputError(which + ": from 0.21 vLLM's V1 runner subtracts its CUDA graphs' estimate from the KV cache "
                      "(profile_cudagraph_memory: the first two captures of each mode, measured on the GPU), which "

@@ -146,12 +146,11 @@ VllmVersion vllm_version(const std::string& text);
 //    Sampler on a dummy InputBatch: no top-k, top-p, min-p, penalties or logprobs (the dummy requests' default
 //    sampling states; "the sampler may skip top_k, top_p, and logprobs"), so its peak is vllm_v2_sampler_peak_bytes.
 // `forced`: --model-runner v1 or v2; none: vLLM's default (from 0.22 to 0.24 V2 for the models
-// vllm_v2_default_before_0_25 lists, its profile run taken to be the one read at 0.25: profile_cudagraph_memory a
+// vllm_v2_default_before_0_29 lists, its profile run taken to be the one read at 0.25: profile_cudagraph_memory a
 // placeholder returning 0 since PR #36520, "[Model Runner V2] Add dummy profile_cudagraph_memory API", until 0.29's
-// PR #53306, and the dummy sampler run without top-k/top-p; V2 from 0.25 for a model without experts, VllmConfig.
-// _is_default_v2_model_runner_model's `not model_config.is_moe`, read in a verbatim copy, index id 65857686268; V1
-// for a mixture of experts, whose V2 allow-list of architectures is not read at the tags; from 0.29 V2 for every
-// model). Throws InputError naming `model`: V2 before 0.22 (its profile run is not read there), V2 with
+// PR #53306, and the dummy sampler run without top-k/top-p; from 0.25 to 0.28 V2 for a model without experts and the
+// listed mixtures of experts, VllmConfig._is_default_v2_model_runner_model's `is_default_v2_architecture or not
+// model_config.is_moe`, read in a verbatim copy, index id 65857686268; from 0.29 V2 for every model). Throws InputError naming `model`: V2 before 0.22 (its profile run is not read there), V2 with
 // --enable-lora (whether 0.25's V2 runs LoRA or falls back to V1 is not read), V1 from 0.21 and V2 from 0.29
 // without --enforce-eager.
 enum class VllmModelRunner { V1, V2 };
@@ -159,16 +158,23 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
                                   std::optional<VllmModelRunner> forced, bool has_experts, bool enforce_eager,
                                   bool enable_lora, const std::string& model, const std::string& model_type = "",
                                   bool quantized = false);
-// 0.22 to 0.24 (`minor`): Model Runner V2 the default before 0.25 for the architectures vLLM lists
-// (VllmConfig._is_default_v2_model_runner_model with DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; v0.22.0's release notes,
-// PR #39337: Qwen3 dense; v0.23.0's, PR #43458: "MRv2 is now selected by default for Llama and Mistral dense models
-// in addition to Qwen3", the list {LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM} and `not is_moe and not
-// is_quantized` read in a fork's copy of 0.23's vllm/config/vllm.py, index id 69127399661; v0.24.0's, PR #44446:
-// "MRv2 now supports quantized models by default"), by the config.json's `model_type` (qwen3, llama, mistral; a graph
-// without one: none). V2's features that fall back to V1 (speculative decoding but eagle/eagle3/mtp, prompt embeds,
-// custom logits processors, context or sequence parallelism...) are not memplan's. The MoE architectures 0.24 added
-// (Qwen2-MoE, DeepSeek-V2, GraniteMoE, by its notes) are not read: V1.
-bool vllm_v2_default_before_0_25(int minor, bool has_experts, const std::string& model_type, bool quantized);
+// 0.22 to 0.28 (`minor`): Model Runner V2 the default before 0.29 for the architectures vLLM lists
+// (VllmConfig._is_default_v2_model_runner_model with DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES), by the config.json's
+// `model_type` (a graph without one: none):
+//  - 0.22, PR #39337 (its release notes): Qwen3, dense, not quantized;
+//  - 0.23, PR #43458: "MRv2 is now selected by default for Llama and Mistral dense models in addition to Qwen3", the
+//    list {LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM} and `not is_moe and not is_quantized` read in a
+//    fork's copy of 0.23's vllm/config/vllm.py, index id 69127399661;
+//  - 0.24: PR #44446, "MRv2 now supports quantized models by default"; PR #42667 (merged 12 June 2026, after 0.23's
+//    branch: a source reading of main that day, index id 61968908712) adds DeepseekV2ForCausalLM and
+//    Qwen2MoeForCausalLM and drops the `is_moe` exclusion for listed architectures; a plugin's rebase notes onto 0.24
+//    (index id 59841362446) list the six architectures, GraniteMoeForCausalLM too (not memplan's);
+//  - 0.25 to 0.28: every dense model and the listed mixtures of experts (`is_default_v2_architecture or not
+//    model_config.is_moe`, index id 65857686268, whose list holds DeepseekV2ForCausalLM, GraniteMoeForCausalLM and
+//    Qwen2MoeForCausalLM among architectures memplan does not import).
+// V2's features that fall back to V1 (speculative decoding but eagle/eagle3/mtp, prompt embeds, custom logits
+// processors, context or sequence parallelism...) are not memplan's.
+bool vllm_v2_default_before_0_29(int minor, bool has_experts, const std::string& model_type, bool quantized);
 // The minor version of an --engine-version "0.MINOR[.PATCH...]" text (-1 where it is not one): what vllm_version
 // reads, for a rule that changed inside one VllmVersion's range.
 int vllm_minor_version(const std::string& text);

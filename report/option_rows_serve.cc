@@ -86,8 +86,9 @@ std::vector<OptionSpec> serve_option_rows() {
        .field = FIELD(serve.enforce_eager), .engines = {"vllm"}},
       {.flag = "--model-runner", .kind = K::Choice, .commands = kServe,
        .help = "vLLM's GPU model runner (its VLLM_USE_V2_MODEL_RUNNER): auto (vLLM's default: Model Runner V2 for a "
-               "dense Qwen3 from 0.22, Llama or Mistral from 0.23 (quantized from 0.24), every model without experts "
-               "from 0.25 and every model from 0.29; V1 otherwise), v1 or v2. V2 (--engine-version 0.22 or later) "
+               "dense Qwen3 from 0.22, Llama or Mistral from 0.23, quantized ones and Qwen2-MoE or DeepSeek-V2 from "
+               "0.24, every model without experts from 0.25 and every model from 0.29; V1 otherwise), v1 or v2. V2 "
+               "(--engine-version 0.22 or later) "
                "warms its Gumbel sampler up without top-k/top-p and to 0.28 "
                "subtracts no CUDA-graph estimate; V1 from 0.21 and V2 from 0.29 need --enforce-eager. The log line "
                "'Using V2 Model Runner' says which ran",

@@ -298,6 +298,20 @@ class ModelRunnerV2ByHand(unittest.TestCase):
         self.assertEqual(v1["settings"]["model_runner"], "v1")
         self.assertEqual(v1["profile_run"]["sampler"], "triton")
         self.assertEqual(v1["num_gpu_blocks"], 26174 + 10)
+
+    def test_the_listed_mixtures_of_experts_run_v2(self):
+        # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES from 0.24 (PR #42667): Qwen2MoeForCausalLM and DeepseekV2ForCausalLM,
+        # MoE or not; another mixture of experts stays on V1 (cost_models/vllm_engine.h vllm_v2_default_before_0_29).
+        def runner(config, version):
+            p = subprocess.run([BIN, "serve", os.path.join(SRC, "tests/models/hf_configs", config), "--graph", "decode",
+                                "--gpu", "H100-80GB", "--context", "4096", "--engine-version", version,
+                                "--enforce-eager", "--json"], cwd=SRC, capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)["settings"]["model_runner"]
+        self.assertEqual(runner("Qwen1.5-MoE-A2.7B.json", "0.23.0"), "v1")
+        self.assertEqual(runner("Qwen1.5-MoE-A2.7B.json", "0.24.0"), "v2")
+        self.assertEqual(runner("DeepSeek-V2-Lite.json", "0.27.1"), "v2")
+        self.assertEqual(runner("Qwen3-30B-A3B.json", "0.27.1"), "v1")
         # Before 0.25 the default is V1: 0.24 needs --enforce-eager, as 0.21 did.
         self.assertEqual(vllm(*ARGS, "--engine-version", "0.24.0", "--enforce-eager")["settings"]["model_runner"], "v1")
         # 0.22 to 0.24: V2 by default for a dense Qwen3 (0.22 on) and Llama or Mistral (0.23 on), V1 otherwise
@@ -332,7 +346,8 @@ class ModelRunnerV2ByHand(unittest.TestCase):
              "--model-runner v2 with --engine-version 0.21: Model Runner V2's profile run is read from 0.22 only"),
             ([KV, *ARGS, "--engine-version", "0.25", "--enable-lora"], "--enable-lora with Model Runner V2"),
             ([qwen3_moe, "--graph", "decode", "--gpu", "H100-80GB", "--context", "4096", "--engine-version", "0.25"],
-             "with Model Runner V1 (" + qwen3_moe + " has experts): from 0.21"),
+             "with Model Runner V1 (" + qwen3_moe + " has experts, and 0.25 to 0.28 run only Qwen2-MoE and "
+             "DeepSeek-V2 of those on V2): from 0.21"),
             ([KV, *ARGS, "--model-runner", "v3"], "--model-runner"),
             # 0.29: V2 for every model, subtracting its CUDA graphs' estimate (PR #53306).
             ([KV, *ARGS, "--engine-version", "0.29.0"],

@@ -224,8 +224,8 @@ TEST(VllmEngine, EngineVersionsModelledAndRefused) {
 }
 
 // The runner that profiles: vLLM's default from 0.25 is V2 for a model without experts (v0.25.0's release notes,
-// PR #44443; VllmConfig._is_default_v2_model_runner_model's `not model_config.is_moe`), V1 for one with experts and
-// before 0.25. V1 from 0.21 subtracts its CUDA graphs' estimate (not sized): --enforce-eager required; V2 subtracts
+// PR #44443; VllmConfig._is_default_v2_model_runner_model's `not model_config.is_moe`), V1 for one with experts (but
+// the listed ones: ModelRunnerV2DefaultBefore029) and before 0.25 (but the listed models). V1 from 0.21 subtracts its CUDA graphs' estimate (not sized): --enforce-eager required; V2 subtracts
 // none. V2 before 0.25 and V2 with LoRA are not read.
 TEST(VllmEngine, ModelRunnerByVersionAndModel) {
   const auto runner = [](const char* version, std::optional<VllmModelRunner> forced, bool experts, bool eager,
@@ -250,13 +250,14 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
   };
   refused("0.21", std::nullopt, false, false, false, "--engine-version 0.21: from 0.21 vLLM's V1 runner subtracts");
   refused("0.27.1", std::nullopt, true, false, false,
-          "--engine-version 0.27.1 with Model Runner V1 (m.json has experts): from 0.21");
+          "--engine-version 0.27.1 with Model Runner V1 (m.json has experts, and 0.25 to 0.28 run only Qwen2-MoE and "
+          "DeepSeek-V2 of those on V2): from 0.21");
   refused("0.25", VllmModelRunner::V1, false, false, false, "(--model-runner v1): from 0.21");
   refused("0.25", VllmModelRunner::V1, false, false, false, "add --enforce-eager");
   refused("0.21", VllmModelRunner::V2, false, true, false, "--model-runner v2 with --engine-version 0.21: Model Runner "
                                                            "V2's profile run is read from 0.22 only");
   refused("0.25", std::nullopt, false, false, true, "--enable-lora with Model Runner V2 (--engine-version 0.25, m.json)");
-  // 0.22 to 0.24: V2 by default for the listed dense architectures (vllm_v2_default_before_0_25), V1 otherwise.
+  // 0.22 to 0.28: V2 by default for the listed architectures (vllm_v2_default_before_0_29), V1 otherwise.
   const auto by_type = [](const char* version, const char* model_type, bool experts = false, bool quantized = false) {
     return vllm_model_runner(vllm_version(version), version, std::nullopt, experts, false, false, "m.json", model_type,
                              quantized);
@@ -283,21 +284,30 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
 // hidden 896) on 256 dummy requests in bfloat16: the sampled hidden rows 256 x 896 x 2 = 458,752; the logits
 // 256 x 151,936 x 2 = 77,791,232; their float32 copy 155,582,464; gumbel_sample's per-block argmax and maximum,
 // cdiv(151,936, 1024) = 149 blocks, 256 x 149 x (8 + 4) = 457,728; the block argmax and the tokens 256 x 16 = 4,096.
-// v0.22.0 (#39337): Qwen3; v0.23.0 (#43458): Llama and Mistral too, not quantized; v0.24.0 (#44446): quantized too;
-// never a mixture of experts here, nor outside 0.22 to 0.24 (0.25's rule is every dense model).
-TEST(VllmEngine, ModelRunnerV2DefaultBefore025) {
-  EXPECT_TRUE(vllm_v2_default_before_0_25(22, false, "qwen3", false));
-  EXPECT_FALSE(vllm_v2_default_before_0_25(22, false, "llama", false));
-  EXPECT_FALSE(vllm_v2_default_before_0_25(22, false, "qwen3", true));
-  EXPECT_TRUE(vllm_v2_default_before_0_25(23, false, "llama", false));
-  EXPECT_TRUE(vllm_v2_default_before_0_25(23, false, "mistral", false));
-  EXPECT_FALSE(vllm_v2_default_before_0_25(23, false, "mistral", true));
-  EXPECT_TRUE(vllm_v2_default_before_0_25(24, false, "llama", true));
-  EXPECT_FALSE(vllm_v2_default_before_0_25(24, true, "qwen3", false));
-  EXPECT_FALSE(vllm_v2_default_before_0_25(24, false, "qwen2", false));
-  EXPECT_FALSE(vllm_v2_default_before_0_25(24, false, "", false));
-  EXPECT_FALSE(vllm_v2_default_before_0_25(21, false, "qwen3", false));
-  EXPECT_FALSE(vllm_v2_default_before_0_25(25, false, "qwen3", false));
+// v0.22.0 (#39337): Qwen3; v0.23.0 (#43458): Llama and Mistral too, not quantized; v0.24.0 (#44446): quantized too,
+// and (#42667) Qwen2-MoE and DeepSeek-V2; 0.25 to 0.28 every dense model and those two.
+TEST(VllmEngine, ModelRunnerV2DefaultBefore029) {
+  EXPECT_TRUE(vllm_v2_default_before_0_29(22, false, "qwen3", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(22, false, "llama", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(22, false, "qwen3", true));
+  EXPECT_TRUE(vllm_v2_default_before_0_29(23, false, "llama", false));
+  EXPECT_TRUE(vllm_v2_default_before_0_29(23, false, "mistral", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(23, false, "mistral", true));
+  EXPECT_TRUE(vllm_v2_default_before_0_29(24, false, "llama", true));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(24, true, "qwen3_moe", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(24, false, "qwen2", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(24, false, "", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(21, false, "qwen3", false));
+  // 0.24 (PR #42667): the listed mixtures of experts, Qwen2-MoE and DeepSeek-V2, quantized or not; not before.
+  EXPECT_FALSE(vllm_v2_default_before_0_29(23, true, "qwen2_moe", false));
+  EXPECT_TRUE(vllm_v2_default_before_0_29(24, true, "qwen2_moe", false));
+  EXPECT_TRUE(vllm_v2_default_before_0_29(24, true, "deepseek_v2", true));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(24, true, "mixtral", false));
+  // 0.25 to 0.28: every dense model, quantized or not, and the listed mixtures of experts.
+  EXPECT_TRUE(vllm_v2_default_before_0_29(25, false, "qwen2", true));
+  EXPECT_TRUE(vllm_v2_default_before_0_29(28, true, "deepseek_v2", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(28, true, "qwen3_moe", false));
+  EXPECT_FALSE(vllm_v2_default_before_0_29(29, false, "qwen3", false));  // 0.29: vllm_model_runner's every model
 }
 
 TEST(VllmEngine, ModelRunnerV2SamplerByHand) {
