@@ -78,15 +78,19 @@ std::string fit_to_text(const FitAnswer& a) {
   text += at.required_bytes == at.total_bytes
               ? "\n"
               : fmt::format("; {} unconstrained, where the allocator keeps its cache\n", format_bytes(at.total_bytes));
+  // Lowered by the run check: value + 1's step fits alone; what does not fit is its run (run_check_text says why).
+  const bool run_limits = a.run && a.run->steady_value != r.value;
   if (r.next_evaluated)
-    text += fmt::format("  {} = {} needs {} ({} B)\n", a.search, r.value + 1, format_bytes(r.bytes_at_next),
-                        format_count(r.bytes_at_next));
+    text += fmt::format("  {} = {}{} {} ({} B){}\n", a.search, r.value + 1, run_limits ? "'s steady step needs" : " needs",
+                        format_bytes(r.bytes_at_next), format_count(r.bytes_at_next),
+                        run_limits ? ", but its run does not fit (below)" : "");
   else
     text += fmt::format("  (the search stopped at --max {})\n", a.max_value);
   text += fmt::format("  budget {} ({} B): {}\n", format_bytes(a.budget_bytes), format_count(a.budget_bytes),
                       a.budget_source);
-  text += fmt::format("  margin: {} ({} B) of the budget left at {} = {}\n", format_bytes(fit_margin(a)),
-                      format_count(fit_margin(a)), a.search, r.value);
+  text += fmt::format("  margin: {} ({} B) of the budget left at {} = {}{}\n", format_bytes(fit_margin(a)),
+                      format_count(fit_margin(a)), a.search, r.value,
+                      run_limits ? "'s steady step (the run, not the step, sets this answer)" : "");
   if (a.run) text += run_check_text(*a.run, a.search, r.value);
   if (at.cudnn_workspace) text += cudnn_decision_text(*at.cudnn_workspace, a.budget_bytes, at.breakdown.fixed);
   if (const int64_t retries = at.at_budget->alloc_retries; retries > 0)

@@ -196,6 +196,21 @@ class FitTest(unittest.TestCase):
             with self.subTest(model=model):
                 self.assert_fit_consistent(model, extra + ["--mode", "train", "--optimizer", "adamw"], "12GiB")
 
+    def test_an_answer_the_run_lowered_says_so(self):
+        # Llama-3.1-8B QLoRA on an A100: the steady step fits at 17, the run (first iteration's cache) at 14 only.
+        # The next value's line must not read as if it fitted: it is its steady step that needs less than the budget.
+        args = ["fit", "tests/models/hf_configs/Llama-3.1-8B.json", "--gpu", "A100-80GB", "--mode", "train",
+                "--recipe", "hf-peft-qlora", "--lora-rank", "16", "--lora-targets", "proj", "--dim", "seq=2048"]
+        f = run_json(*args)
+        v = f["value"]
+        self.assertGreater(f["run"]["steady_step_value"], v)
+        self.assertLess(f["estimate_at_next"]["required_bytes"], f["budget_bytes"])
+        r = run(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"batch = {v + 1}'s steady step needs", r.stdout)
+        self.assertIn("but its run does not fit", r.stdout)
+        self.assertIn(f"left at batch = {v}'s steady step (the run, not the step, sets this answer)", r.stdout)
+
     def test_gpu_budget_is_memory_minus_reserve(self):
         f = run_json("fit", "tests/models/resnet18.onnx", "--gpu", "A100-80GB")
         # catalog: 81034 MiB (the lower end of PyTorch's "79.14 GiB" total capacity), reserve 1024 MiB
