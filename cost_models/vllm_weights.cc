@@ -7,6 +7,7 @@
 #include "cost_models/graph_facts.h"
 #include "cost_models/packed_int_weights.h"
 #include "cost_models/tensor_parallel.h"
+#include "cost_models/vllm_nvfp4.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 
@@ -145,6 +146,12 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
     } else if (q.method == "fp8") {
       b = checked_add(checked_mul(out_p, in_p, "weights bytes"), vllm_fp8_tensor_scale_bytes(q.static_activations),
                       "weights bytes");
+    } else if (q.method == "nvfp4") {
+      if (m.in_p % 16 != 0) refuse(m, "has an input not a multiple of 16, NVFP4's block");
+      b = vllm_nvfp4_linear_bytes(m.out_p, m.in_p, q.nvfp4_marlin, q.multiprocessors);
+      const uint64_t call = vllm_nvfp4_call_bytes(step_tokens, m.out_p, m.in_p, q.nvfp4_marlin, q.multiprocessors, dtype);
+      for (const std::string& node : m.nodes) r.call_bytes.emplace_back(node, call);
+      if (!q.nvfp4_marlin) r.workspace_bytes = kFlashInferGemmWorkspaceBytes;
     } else if (q.method == "gptq") {
       const int64_t pack = 32 / std::gcd(32, q.bits);  // Fraction(32, bits).numerator
       if (q.group_size != -1 && m.in_p % q.group_size != 0)

@@ -75,6 +75,10 @@ struct VllmQuantization {
   // (method "fp8", static_activations), sized by the same rule.
   bool modelopt = false;
   bool modelopt_kv_fp8 = false;  // its kv_cache_quant_algo FP8
+  // method "nvfp4" (a ModelOpt NVFP4 checkpoint, cost_models/vllm_nvfp4.h): Marlin's layout (below compute capability
+  // 10.0) or the FP4 GEMM's, and the GPU's multiprocessors (Marlin's workspace and c_tmp).
+  bool nvfp4_marlin = false;
+  int multiprocessors = 0;
 };
 
 // Per-tensor fp8's float32 scales a module once loaded (Fp8LinearMethod, ModelOptFp8LinearMethod): weight_scale, and
@@ -95,6 +99,9 @@ struct VllmQuantizedLinears {
   uint64_t dense_bytes = 0;           // what the graph counts for their weights (one rank's, in `dtype`)
   uint64_t quantized_bytes = 0;       // what vLLM holds for them instead
   uint64_t dequantized_bytes = 0;     // awq at 256 tokens or more: the largest layer's dequantized weight
+  uint64_t workspace_bytes = 0;       // nvfp4's FP4 GEMM: FlashInfer's mm_fp4 workspace, cached by the first call
+  // nvfp4: each quantized layer's node and what its call allocates beside its output at the step's tokens.
+  std::vector<std::pair<std::string, uint64_t>> call_bytes;
   // Block-wise fp8: each quantized layer's node and its module's input features on one rank (what
   // per_token_group_quant_fp8 quantizes when the module runs).
   std::vector<std::pair<std::string, int64_t>> inputs;

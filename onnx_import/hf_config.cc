@@ -202,14 +202,15 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
   // A dense decoder's 128 x 128 block fp8 is trtllm's too (cost_models/trtllm_engine.h trtllm_quantization_check).
   const auto& q = config.quantization;
   // A ModelOpt hf_quant_config.json's FP8 too (cost_models/trtllm_engine.h).
+  const bool nvfp4 = q.method == "nvfp4";  // vLLM's only (report/serve_engines.cc)
   const bool trtllm = (q.method == "fp8" && q.block_n == 128 && q.block_k == 128 && config.num_experts == 0 &&
-                       !config.mla) || q.modelopt_file;
+                       !config.mla) || (q.modelopt_file && !nvfp4);
   if (!q.method.empty() && !vllm_serve)
     fail(q.modelopt_file ? q.modelopt_path : path,
-         std::string(q.modelopt_file ? "ModelOpt FP8 quantization" : "config key \"quantization_config\" (" +
-                                                                                 q.method + ")") +
+         std::string(q.modelopt_file ? nvfp4 ? "ModelOpt NVFP4 quantization" : "ModelOpt FP8 quantization"
+                                     : "config key \"quantization_config\" (" + q.method + ")") +
              " is modelled by serve --engine vllm" +
-                   (trtllm ? ", sglang and trtllm" : " and sglang") +
+                   (nvfp4 ? "" : trtllm ? ", sglang and trtllm" : " and sglang") +
                    " only: this command's graph would hold the unquantized weights" +
                    (config.quantization.method == "mxfp4"
                         ? " (transformers dequantizes MXFP4 experts to bfloat16 without triton kernels, "

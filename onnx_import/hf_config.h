@@ -47,8 +47,9 @@ struct StoredQuantization {
   // qwen3_moe's gate is a ReplicatedLinear given the model's quant_config, kept unquantized only where the config
   // lists it; "": not read (refused with fp8 experts).
   std::string moe_router;
-  // A ModelOpt checkpoint (onnx_import/hf_modelopt.h): quant_algo FP8, read from hf_quant_config.json beside the
-  // config or from a config.json quantization_config whose quant_method is "modelopt". `method` is then "fp8" with
+  // A ModelOpt checkpoint (onnx_import/hf_modelopt.h): quant_algo FP8 or NVFP4, read from hf_quant_config.json
+  // beside the config or from a config.json quantization_config whose quant_method is "modelopt". NVFP4: `method`
+  // "nvfp4", group_size 16 (cost_models/vllm_nvfp4.h). FP8: `method` is then "fp8" with
   // static activations (the engines' ModelOpt linear methods hold vLLM's per-tensor fp8 layout, a float32
   // input_scale kept: cost_models/vllm_weights.h, sglang_weights.h, trtllm_engine.h).
   bool modelopt = false;

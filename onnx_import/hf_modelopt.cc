@@ -14,15 +14,25 @@ using nlohmann::json;
 constexpr const char* kFile = "hf_quant_config.json";
 
 // The settings both forms carry, read into `s` (`where`: how the message names the key's place).
-void read_settings(const std::string& path, const std::string& where, const json& algo, bool kv_fp8,
-                   const char* exclude_key, const json* exclude, StoredQuantization& s) {
+void read_settings(const std::string& path, const std::string& where, const json& algo, const json& group_size,
+                   bool kv_fp8, const char* exclude_key, const json* exclude, StoredQuantization& s) {
   if (!algo.is_string())
     fail(path, where + "key \"quant_algo\" is " + algo.dump() + ": a ModelOpt checkpoint names its algorithm");
-  if (algo != "FP8")
-    fail(path, where + "key \"quant_algo\" is " + algo.dump() + ": memplan sizes ModelOpt's FP8 (per-tensor) only; NVFP4, "
-               "W4A8_AWQ, W4A16_AWQ (INT4_AWQ), FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO and MIXED_PRECISION hold other "
-               "layouts, which are not sized");
-  s.method = "fp8";
+  if (algo != "FP8" && algo != "NVFP4")
+    fail(path, where + "key \"quant_algo\" is " + algo.dump() + ": memplan sizes ModelOpt's FP8 (per-tensor) and "
+               "NVFP4 only; W4A16_NVFP4, W4A8_AWQ, W4A16_AWQ (INT4_AWQ), FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, MXFP8 "
+               "and MIXED_PRECISION hold other layouts, which are not sized");
+  s.method = algo == "NVFP4" ? "nvfp4" : "fp8";
+  // NVFP4: 16 FP4 values share an fp8 scale (ModelOptNvFp4Config._from_config's group_size, default 16; the kernels
+  // are built for 16 only).
+  if (s.method == "nvfp4") {
+    if (!group_size.is_null() && group_size != 16)
+      fail(path, where + "key \"group_size\" is " + group_size.dump() + ": NVFP4 scales blocks of 16 values");
+    s.group_size = 16;
+  } else if (!group_size.is_null()) {
+    fail(path, where + "key \"group_size\" is " + group_size.dump() + " with quant_algo FP8, whose scales are "
+               "per tensor: not modelled");
+  }
   s.static_activations = true;  // ModelOptFp8LinearMethod: a float32 input_scale a module, kept (its max)
   s.modelopt = true;
   s.modelopt_kv_fp8 = kv_fp8;
@@ -44,7 +54,7 @@ void read_settings(const std::string& path, const std::string& where, const json
 void only_keys(const std::string& path, const std::string& where, const json& j, const std::set<std::string>& keys) {
   for (const auto& [key, value] : j.items())
     if (!keys.count(key) && !value.is_null())
-      fail(path, where + "key \"" + key + "\" is not read: memplan does not know what it does to a ModelOpt FP8 "
+      fail(path, where + "key \"" + key + "\" is not read: memplan does not know what it does to a ModelOpt "
                  "checkpoint's memory");
 }
 
@@ -62,14 +72,14 @@ StoredQuantization parse_modelopt_file(const std::string& path, const json& j) {
   only_keys(path, "", j, {"producer", "quantization"});
   check_producer(path, "", j);
   const json& q = j["quantization"];
-  only_keys(path, "quantization ", q, {"quant_algo", "kv_cache_quant_algo", "exclude_modules"});
+  only_keys(path, "quantization ", q, {"quant_algo", "kv_cache_quant_algo", "exclude_modules", "group_size"});
   const json kv = q.value("kv_cache_quant_algo", json());
   if (!kv.is_null() && kv != "FP8")
     fail(path, "quantization key \"kv_cache_quant_algo\" is " + kv.dump() + ": memplan sizes an FP8 KV cache or none");
   const auto ex = q.find("exclude_modules");
   StoredQuantization s;
-  read_settings(path, "quantization ", q.value("quant_algo", json()), kv == "FP8", "exclude_modules",
-                ex == q.end() ? nullptr : &*ex, s);
+  read_settings(path, "quantization ", q.value("quant_algo", json()), q.value("group_size", json()), kv == "FP8",
+                "exclude_modules", ex == q.end() ? nullptr : &*ex, s);
   s.modelopt_file = true;
   return s;
 }
@@ -80,7 +90,7 @@ StoredQuantization parse_modelopt_file(const std::string& path, const json& j) {
 StoredQuantization parse_modelopt_config(const std::string& path, const json& q) {
   const std::string where = "quantization_config (quant_method modelopt) ";
   only_keys(path, where, q, {"quant_method", "quant_algo", "kv_cache_scheme", "kv_cache_quant_algo", "ignore",
-                             "producer", "config_groups"});
+                             "producer", "config_groups", "group_size"});
   check_producer(path, where, q);
   // kv_cache_scheme {"type": "float", "num_bits": 8, ...} is the FP8 cache (SGLang's and vLLM's reading); vLLM 0.11's
   // flat form also took kv_cache_quant_algo.
@@ -98,7 +108,8 @@ StoredQuantization parse_modelopt_config(const std::string& path, const json& q)
   }
   const auto ignore = q.find("ignore");
   StoredQuantization s;
-  read_settings(path, where, q.value("quant_algo", json()), kv, "ignore", ignore == q.end() ? nullptr : &*ignore, s);
+  read_settings(path, where, q.value("quant_algo", json()), q.value("group_size", json()), kv, "ignore",
+                ignore == q.end() ? nullptr : &*ignore, s);
   return s;
 }
 
@@ -117,8 +128,10 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
     const StoredQuantization& stated = c.quantization;
     if (!stated.method.empty()) {
       // Both forms: what config.json states must be what the file states (the engines read one or the other).
-      if (!stated.modelopt)
-        fail(file, "states ModelOpt FP8 while " + config_path + "'s quantization_config is " + stated.method +
+      if (!stated.modelopt || stated.method != s.method)
+        fail(file, "states ModelOpt " + std::string(s.method == "nvfp4" ? "NVFP4" : "FP8") + " while " + config_path +
+                       "'s quantization_config is " + (stated.modelopt ? "ModelOpt " : "") +
+                       (stated.method == "nvfp4" ? "NVFP4" : stated.method) +
                        ": contradictory quantization settings are not modelled");
       if (stated.modelopt_kv_fp8 != s.modelopt_kv_fp8 || stated.excluded_modules != s.excluded_modules)
         fail(file, std::string("quantization key \"") +
@@ -134,9 +147,10 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
   if (!q.modelopt) return;
   const std::string what = q.modelopt_file ? "hf_quant_config.json" : "quantization_config";
   if (c.num_experts > 0 || c.mla || c.model_type == "gpt_oss")
-    fail(q.modelopt_path, what + " (ModelOpt FP8) on model_type \"" + c.model_type + "\": the engines' ModelOpt MoE "
-                          "and latent-attention paths (ModelOptFp8MoEMethod) are not sized; memplan sizes ModelOpt FP8 "
-                          "on dense decoders");
+    fail(q.modelopt_path, what + " (ModelOpt " + (q.method == "nvfp4" ? "NVFP4" : "FP8") + ") on model_type \"" +
+                              c.model_type + "\": the engines' ModelOpt MoE and latent-attention paths "
+                              "(ModelOptFp8MoEMethod, ModelOptNvFp4FusedMoE) are not sized; memplan sizes ModelOpt "
+                              "on dense decoders");
   for (const std::string& m : q.excluded_modules)
     if (std::stoll(m.substr(13, m.find('.', 13) - 13)) >= c.num_hidden_layers)
       fail(q.modelopt_path, what + " excludes " + m + ", a layer the model (num_hidden_layers " +

@@ -1,4 +1,4 @@
-// NVIDIA ModelOpt checkpoints (quant_algo FP8: nvidia/Llama-3.1-8B-Instruct-FP8 and the like) as the serving
+// NVIDIA ModelOpt checkpoints (quant_algo FP8: nvidia/Llama-3.1-8B-Instruct-FP8 and the like; NVFP4) as the serving
 // engines read them. Internal to onnx_import.
 //
 // ModelOpt writes its settings in two forms (NVIDIA/Model-Optimizer modelopt/torch/export/convert_hf_config.py at
@@ -16,7 +16,9 @@
 // copy, index id 781189894: hf_quant_config.json only; a config.json quantization_config "modelopt" raises
 // NotImplementedError there).
 //
-// Modelled: quant_algo "FP8" (per-tensor weights, static per-tensor activation scales); kv_cache_quant_algo "FP8" or
+// Modelled: quant_algo "FP8" (per-tensor weights, static per-tensor activation scales) and "NVFP4" (group_size 16:
+// vLLM's ModelOptNvFp4Config reads group_size, default 16; its layouts in cost_models/vllm_nvfp4.h, served by vLLM
+// only); kv_cache_quant_algo "FP8" or
 // none; exclude_modules entries "lm_head" (no engine quantizes the LM head under ModelOpt FP8 at the versions read:
 // vLLM 0.11's and SGLang's get_quant_method give a method to LinearBase only, TensorRT-LLM's head takes no quant
 // config) and whole unfused modules "model.layers.N.self_attn.o_proj" / "model.layers.N.mlp.down_proj" (matched the

@@ -114,6 +114,12 @@ EngineAnswer trtllm_answer(const VllmAnswer& v, const ServeSettings& s, const st
 EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine engine, int tp, uint64_t total_memory,
                           const std::string& gpu_name, const std::string& budget_source, uint64_t non_torch,
                           int capability, bool cuda) {
+  if (const StoredQuantization& stored = probe.stored_quantization(); engine != ServeEngine::Vllm &&
+                                                                       stored.method == "nvfp4")
+    throw InputError("serve --engine " + std::string(engine == ServeEngine::Sglang ? "sglang" : "trtllm") + " on " +
+                     probe.path() + ": " + stored.modelopt_path + " is a ModelOpt NVFP4 checkpoint, which memplan sizes "
+                     "under --engine vllm only (its ModelOptNvFp4LinearMethod's layouts); this engine's NVFP4 "
+                     "layouts are not read");
   if (engine == ServeEngine::Sglang) {  // before the analysis, whose refusals would name vLLM's layers
     const StoredQuantization& stored = probe.stored_quantization();
     const std::string method = s.quantization.empty() ? stored.method : s.quantization;

@@ -163,7 +163,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/mxfp4_experts.h); fp8's (block-wise, or
   // per-tensor with experts): Fp8MoEMethod's (report/serve_vllm_fp8.cc).
   const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
-  a.quantization = vllm_quantization(probe, s, capability, served, a.quantization_source);
+  a.quantization = vllm_quantization(probe, s, capability, options.execution.multiprocessors, served,
+                                     a.quantization_source);
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
   // --mxfp4-backend picks the MoE backend of MXFP4 experts (cost_models/mxfp4_experts.h); elsewhere it would not apply.
   if (!mxfp4 && kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"))
@@ -259,6 +260,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                          served, probe.path(), left_out);
   }
   if (fp8_moe_or_block) vllm_fp8_block_apply(a, *g, forward, moe, options.inference.held_outside, capability, served);
+  // NVFP4: each layer's call (its quantized input, or Marlin's reduction buffer) at its step (cost_models/vllm_nvfp4.h).
+  if (a.quantization.method == "nvfp4")
+    a.nvfp4_call = vllm_largest_call_peak(*g, forward, options.inference.held_outside, a.quantized.call_bytes, probe.path());
   // The stacks, the rotary cache and the padding rows are allocated with the weights: in both the weights and the
   // forward's allocated bytes; the quantized layers replace the graph's.
   // --enable-expert-parallel: rank 0's whole experts and the expert maps in place of the graph's tensor-parallel
@@ -279,8 +283,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
       "weights bytes");
   a.forward_peak_allocated =
       checked_add(std::max({forward.allocated_bytes, a.moe.peak_allocated, a.mla.peak_allocated,
-                            a.fp8_block.input_quant_peak}) - replaced,
-                  checked_add(loaded, a.quantized.dequantized_bytes, "profile bytes"),
+                            a.fp8_block.input_quant_peak, a.nvfp4_call.peak}) - replaced,
+                  checked_add(loaded, a.quantized.dequantized_bytes + a.quantized.workspace_bytes, "profile bytes"),
                   "profile bytes");
   const uint64_t weights = checked_add(forward.breakdown.weights - replaced, loaded, "weights bytes");
   if (head) {
@@ -317,8 +321,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.kept_workspace_bytes = cublas_workspace_bytes(options.execution.cuda_arch_major);
   // 0.8's runner frees the forward's hidden states before the sampler runs (cost_models/vllm_engine.h V0_8).
   const bool hidden_held = a.settings.rule.hidden_held_at_sampler;
-  const uint64_t peak = vllm_profile_peak_allocated(a.forward_peak_allocated,
-                                                    checked_add(weights, a.kept_workspace_bytes, "profile bytes"),
+  // NVFP4's FP4 GEMM: FlashInfer's cached mm_fp4 workspace too (cost_models/vllm_nvfp4.h).
+  const uint64_t kept = checked_add(weights, a.kept_workspace_bytes + a.quantized.workspace_bytes, "profile bytes");
+  const uint64_t peak = vllm_profile_peak_allocated(a.forward_peak_allocated, kept,
                                                     hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);
   a.sampler_sets_peak = peak > a.forward_peak_allocated;
   // 0.6.5 to 0.7, 0.9.2 to 0.10: the custom all-reduce's buffers (0.6.x: with rank_data) in the non-torch increase.

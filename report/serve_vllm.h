@@ -115,6 +115,14 @@ struct VllmFp8BlockAnswer {
 // top-k/top-p kernel (0.17 on, 8 rows or more), Model Runner V2's Gumbel sampler.
 enum class VllmSamplerPath { V0Sort, Sort, Triton, Gumbel };
 
+// A quantized linear layer's call at the profile run's step (vllm_largest_call_peak): that step's allocated bytes (the
+// graph's weights) plus the call's, the layer, and the call's bytes.
+struct VllmCallPeak {
+  uint64_t peak = 0;
+  std::string node;
+  uint64_t bytes = 0;
+};
+
 struct VllmAnswer {
   std::string model, gpu;           // gpu: the catalog's name, or "" for --memory
   bool non_torch_given = false;     // --reserve given (else VllmNonTorch's default for the rule)
@@ -163,6 +171,7 @@ struct VllmAnswer {
   VllmMoeAnswer moe;                   // the experts, run by vLLM's fused MoE kernel
   VllmMlaAnswer mla;                   // deepseek_v3's latent attention
   VllmFp8BlockAnswer fp8_block;        // a block-wise fp8 checkpoint's experts, scales and quantized inputs
+  VllmCallPeak nvfp4_call;  // NVFP4 (cost_models/vllm_nvfp4.h): the layer whose call sets the dense peak, and its bytes
   bool fits() const { return capacity.starts; }
 };
 
@@ -268,8 +277,8 @@ std::string vllm_mla_to_text(const VllmMlaAnswer& m);
 // gptq 60, awq 75; fp8 below 8.9 runs FP8 Marlin, whose repacked scales are not sized here) and the served type
 // (get_supported_act_dtypes: gptq and awq float16, fp8 bfloat16 and float16). `source` gets where the method came
 // from. Throws InputError, or VllmGpuRefused for the GPU.
-VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, int capability, DType served,
-                                   std::string& source);
+VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, int capability, int multiprocessors,
+                                   DType served, std::string& source);
 
 // report/serve_vllm_modelopt.cc, a ModelOpt FP8 checkpoint (onnx_import/hf_modelopt.h reads it).
 // vLLM's quantization for the checkpoint: ModelOptFp8LinearMethod's layout (method "fp8", static activations,
@@ -287,7 +296,8 @@ VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, in
 // and issue #34752 (February 2026) reports auto still resolving to the model's type for some ModelOpt checkpoints:
 // which releases do what is not settled here, so 0.13 and later are refused without an explicit --kv-cache-dtype.
 VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s, int capability,
-                                            DType served, const std::string& model, std::string& source);
+                                            int multiprocessors, DType served, const std::string& model,
+                                            std::string& source);
 
 // The graph's linear layers of the checkpoint's exclude_modules (each "model.layers.N.self_attn.o_proj" or
 // "model.layers.N.mlp.down_proj": the MatMul of the scope "/layers.N/mlp/down_proj/"), which every engine
@@ -295,6 +305,12 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
 // exclude_modules). Throws std::logic_error if one is not in the graph (the config's layers are).
 std::set<std::string> modelopt_excluded_nodes(const Graph& g, const StoredQuantization& stored,
                                               const std::string& model);
+
+// The largest of the profile's steps at each quantized linear layer (`calls`: its node and what its call allocates
+// beside its output), with what that call adds: the steps' allocated bytes (the graph's weights) plus the call's.
+// Layers whose output is held outside the profile step, or fused into another step, are not placed.
+VllmCallPeak vllm_largest_call_peak(const Graph& g, const Estimate& forward, const std::vector<std::string>& held_outside,
+                                    const std::vector<std::pair<std::string, uint64_t>>& calls, const std::string& model);
 
 // report/serve_vllm_fp8.cc, a block-wise fp8 checkpoint (a.quantization.block on) or per-tensor fp8 with experts.
 // vllm_fp8_block_check_gpu: refuses (VllmGpuRefused) a GPU whose block-wise kernels are not the sized ones (compute

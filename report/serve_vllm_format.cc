@@ -197,6 +197,13 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
   if (a.mla.on) j["replaced"]["mla"] = vllm_mla_to_json(a.mla);  // deepseek_v3 only
   if (a.fp8_block.on)  // block-wise fp8, or per-tensor fp8 experts
     j["replaced"][a.fp8_block.block_n > 0 ? "fp8_block" : "fp8_per_tensor"] = vllm_fp8_block_to_json(a.fp8_block);
+  if (a.quantization.method == "nvfp4")  // ModelOpt NVFP4 (cost_models/vllm_nvfp4.h)
+    j["replaced"]["nvfp4"] = {
+        {"kernel", a.quantization.nvfp4_marlin ? "marlin" : "fp4_gemm"},
+        {"gemm_workspace_bytes", a.quantized.workspace_bytes},
+        {"call_layer", a.nvfp4_call.node.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.nvfp4_call.node)},
+        {"call_bytes", a.nvfp4_call.bytes},
+        {"call_peak_allocated_bytes", a.nvfp4_call.peak}};
   return j;
 }
 
@@ -231,14 +238,25 @@ std::string vllm_to_text(const VllmAnswer& a) {
     t += fmt::format("                                   with {} linear layers ({} vLLM modules) in {}{} ({}): {} "
                      "where the model's type takes {}{}\n",
                      a.quantized.layers, a.quantized.modules, q.method,
-                     q.method == "fp8" ? (q.static_activations ? ", static activation scales" : "")
-                                       : fmt::format(" {}-bit, groups of {}{}", q.bits, q.group_size, q.desc_act ? ", act-order" : ""),
+                     q.method == "fp8"     ? (q.static_activations ? ", static activation scales" : "")
+                     : q.method == "nvfp4" ? (q.nvfp4_marlin ? ", Marlin's repacked layout (weight-only below compute "
+                                                               "capability 10.0)"
+                                                             : ", the FP4 GEMM's padded layout")
+                                           : fmt::format(" {}-bit, groups of {}{}", q.bits, q.group_size,
+                                                         q.desc_act ? ", act-order" : ""),
                      a.quantization_source, format_bytes(a.quantized.quantized_bytes), format_bytes(a.quantized.dense_bytes),
                      a.quantized.dequantized_bytes > 0
                          ? fmt::format("; the profile run dequantizes one layer at a time, {} at most",
                                        format_bytes(a.quantized.dequantized_bytes))
                          : "");
     t += vllm_fp8_block_to_text(a.fp8_block);
+    if (q.method == "nvfp4" && !a.nvfp4_call.node.empty())
+      t += fmt::format("                                   each call {}: {} at most ({}){}\n",
+                       q.nvfp4_marlin ? "takes Marlin's float32 reduction buffer" : "quantizes its input to FP4",
+                       format_bytes(a.nvfp4_call.bytes), a.nvfp4_call.node,
+                       a.quantized.workspace_bytes > 0
+                           ? fmt::format("; FlashInfer's GEMM workspace {}", format_bytes(a.quantized.workspace_bytes))
+                           : "");
   }
   if (a.vocab_padding_bytes > 0)
     t += fmt::format("                                   with the vocabulary padded from {} to {} rows, {}\n",

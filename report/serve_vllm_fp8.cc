@@ -158,30 +158,38 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
                                                              a.mla.shape.heads_per_rank, a.mla.shape.qk_nope_head_dim,
                                                              a.mla.shape.v_head_dim, d);
   // Each linear layer the profile runs quantizes its input while its output is allocated.
+  const int64_t tokens = a.settings.engine.max_num_batched_tokens;
+  std::vector<std::pair<std::string, uint64_t>> calls;
+  for (const auto& [name, features] : a.quantized.inputs)
+    calls.emplace_back(name, vllm_fp8_block_input_quant_bytes(tokens, features, block, capability));
+  const VllmCallPeak peak = vllm_largest_call_peak(g, forward, held_outside, calls, a.model);
+  f.input_quant_peak = peak.peak;
+  f.input_quant_node = peak.node;
+  f.input_quant_bytes = peak.bytes;
+}
+
+VllmCallPeak vllm_largest_call_peak(const Graph& g, const Estimate& forward, const std::vector<std::string>& held_outside,
+                                    const std::vector<std::pair<std::string, uint64_t>>& calls, const std::string& model) {
+  VllmCallPeak out;
   // By name, each once (10^5 held tensors, steps and nodes in DeepSeek-V3's step): views into the callers' names.
   NameIndex held(held_outside.size()), step_of(forward.step_names.size()), node_of(g.nodes.size());
   for (const std::string& name : held_outside) held.emplace(name, 0);
   for (size_t i = 0; i < forward.step_names.size() && i < forward.allocated_per_step.size(); ++i)
     step_of.emplace(forward.step_names[i], static_cast<int32_t>(i));
   for (size_t i = 0; i < g.nodes.size(); ++i) node_of.emplace(g.nodes[i].name, static_cast<int32_t>(i));
-  const int64_t tokens = a.settings.engine.max_num_batched_tokens;
-  for (const auto& [name, features] : a.quantized.inputs) {
+  for (const auto& [name, bytes] : calls) {
     const int32_t* node = node_of.find(name);
     if (!node) throw std::out_of_range("serve --engine vllm: no node " + name);
     const Node& n = g.nodes[static_cast<size_t>(*node)];
     if (n.outputs.empty() || n.outputs[0] < 0 || held.contains(g.tensors[n.outputs[0]].name)) continue;
     const int32_t* step = step_of.find(name);
     if (!step) continue;  // fused into another step: not placed
-    const uint64_t bytes = vllm_fp8_block_input_quant_bytes(tokens, features, block, capability);
     const uint64_t peak = checked_add(forward.allocated_per_step[static_cast<size_t>(*step)], bytes, "profile bytes");
-    if (peak > f.input_quant_peak) {
-      f.input_quant_peak = peak;
-      f.input_quant_node = name;
-      f.input_quant_bytes = bytes;
-    }
+    if (peak > out.peak) out = {peak, name, bytes};
   }
-  if (!a.quantized.inputs.empty() && f.input_quant_node.empty())
-    throw std::logic_error("serve --engine vllm: no quantized linear layer of " + a.model + " is a step of the profile");
+  if (!calls.empty() && out.node.empty())
+    throw std::logic_error("serve --engine vllm: no quantized linear layer of " + model + " is a step of the profile");
+  return out;
 }
 
 nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f) {

@@ -9,19 +9,23 @@
 #include <stdexcept>
 
 #include "cost_models/graph_facts.h"
+#include "cost_models/vllm_nvfp4.h"
 #include "onnx_import/errors.h"
 #include "report/option_choices.h"
 
 namespace memplan {
 VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s, int capability,
-                                            DType served, const std::string& model, std::string& source) {
+                                            int multiprocessors, DType served, const std::string& model,
+                                            std::string& source) {
+  const bool nvfp4 = stored.method == "nvfp4";
+  const std::string algo = nvfp4 ? "NVFP4" : "FP8";
   if (!s.quantization.empty())
     throw InputError("--quantization " + s.quantization + ": " + stored.modelopt_path + " makes " + model +
-                     " a ModelOpt FP8 checkpoint, which the engines serve as their modelopt method (vLLM refuses a "
-                     "--quantization that differs from the checkpoint's): give no --quantization");
+                     " a ModelOpt " + algo + " checkpoint, which the engines serve as their modelopt method (vLLM "
+                     "refuses a --quantization that differs from the checkpoint's): give no --quantization");
   if (served == DType::Float32)
-    throw InputError("ModelOpt FP8 (" + stored.modelopt_path + ") serves in bfloat16 or float16 (vLLM's and SGLang's "
-                     "ModelOptFp8Config.get_supported_act_dtypes), not float32: give --dtype bf16 or fp16");
+    throw InputError("ModelOpt " + algo + " (" + stored.modelopt_path + ") serves in bfloat16 or float16 (vLLM's "
+                     "ModelOpt configs' get_supported_act_dtypes), not float32: give --dtype bf16 or fp16");
   const bool vllm = s.engine == "vllm" || s.engine == "all";
   if (vllm && stored.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype") &&
       vllm_minor_version(s.engine_version) >= 13)
@@ -30,6 +34,33 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                      "after 0.12) where its resolve_kv_cache_dtype_string finds it, and issue #34752 reports it "
                      "missing for some checkpoints: give --kv-cache-dtype fp8 (what the checkpoint asks for), or "
                      "--engine-version 0.12 or earlier, where auto is the model's type");
+  if (nvfp4) {
+    // ModelOptNvFp4Config.get_min_capability 75; below 10.0 the Marlin kernel (cost_models/vllm_nvfp4.h), whose
+    // workspace and reduction buffer are one a multiprocessor.
+    if (capability < 75)
+      throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{}: vLLM's ModelOptNvFp4Config needs "
+                                       "7.5 (get_min_capability)", capability / 10, capability % 10),
+                           true);
+    if (rocm_compute_capability(capability))  // ROCm reports 9.4 and 9.5: neither kernel family is CUDA's there
+      throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on ROCm (compute capability {}.{}): vLLM's CUDA FP4 GEMMs and "
+                                       "Marlin do not run there, and its ROCm path is not read",
+                                       capability / 10, capability % 10),
+                           false);
+    if (vllm_nvfp4_marlin(capability) && multiprocessors <= 0)
+      throw InputError("ModelOpt NVFP4 (" + stored.modelopt_path + ") on compute capability " +
+                       fmt::format("{}.{}", capability / 10, capability % 10) + ": vLLM runs it on Marlin, whose "
+                       "workspace and float32 reduction buffer are sized by the GPU's multiprocessors, which --memory "
+                       "does not say: give --gpu NAME");
+    VllmQuantization q;
+    q.method = "nvfp4";
+    q.modelopt = true;
+    q.modelopt_kv_fp8 = stored.modelopt_kv_fp8;
+    q.nvfp4_marlin = vllm_nvfp4_marlin(capability);
+    q.multiprocessors = multiprocessors;
+    source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo NVFP4)"
+                                  : "the config's quantization_config (modelopt, quant_algo NVFP4)";
+    return q;
+  }
   if (capability < 89)
     throw VllmGpuRefused(fmt::format("ModelOpt FP8 on compute capability {}.{}: vLLM's ModelOptFp8Config needs 8.9 "
                                      "(get_min_capability)", capability / 10, capability % 10),

@@ -132,8 +132,8 @@ class ModelOptRefusals(unittest.TestCase):
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
     def test_other_algorithms(self):
-        for algo in ("NVFP4", "W4A8_AWQ", "INT4_AWQ", "FP8_PB_WO"):
-            self.refused("vllm", f"key \"quant_algo\" is \"{algo}\": memplan sizes ModelOpt's FP8",
+        for algo in ("W4A16_NVFP4", "W4A8_AWQ", "INT4_AWQ", "FP8_PB_WO"):
+            self.refused("vllm", f"key \"quant_algo\" is \"{algo}\": memplan sizes ModelOpt's FP8 (per-tensor) and NVFP4",
                          with_quantization(quant_algo=algo))
 
     def test_other_kv_cache_quant_algo(self):

@@ -64,8 +64,12 @@ TEST(ModelOpt, ReadsBothForms) {
 }
 
 TEST(ModelOpt, Refusals) {
-  refused(write("nvfp4", "", quant(R"("quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": null)")),
-          "quantization key \"quant_algo\" is \"NVFP4\": memplan sizes ModelOpt's FP8");
+  refused(write("nvfp4g32", "", quant(R"("quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 32)")),
+          "quantization key \"group_size\" is 32: NVFP4 scales blocks of 16 values");
+  refused(write("fp8group", "", quant(R"("quant_algo": "FP8", "group_size": 16)")),
+          "quantization key \"group_size\" is 16 with quant_algo FP8");
+  refused(write("w4a16nvfp4", "", quant(R"("quant_algo": "W4A16_NVFP4")")),
+          "quantization key \"quant_algo\" is \"W4A16_NVFP4\": memplan sizes ModelOpt's FP8 (per-tensor) and NVFP4");
   refused(write("w4a8", "", quant(R"("quant_algo": "W4A8_AWQ")")), "\"W4A8_AWQ\"");
   refused(write("kvint8", "", quant(R"("quant_algo": "FP8", "kv_cache_quant_algo": "INT8")")),
           "quantization key \"kv_cache_quant_algo\" is \"INT8\"");
@@ -84,8 +88,14 @@ TEST(ModelOpt, Refusals) {
   refused(write("contrakv", R"(, "quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"})",
                 quant(R"("quant_algo": "FP8", "kv_cache_quant_algo": "FP8")")),
           "quantization key \"kv_cache_quant_algo\" contradicts");
-  refused(write("flatnvfp4", R"(, "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"})", ""),
-          "quantization_config (quant_method modelopt) key \"quant_algo\" is \"NVFP4\"");
+  refused(write("flatmxfp8", R"(, "quantization_config": {"quant_method": "modelopt", "quant_algo": "MXFP8"})", ""),
+          "quantization_config (quant_method modelopt) key \"quant_algo\" is \"MXFP8\"");
+  refused(write("contraalgo", R"(, "quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"})",
+                quant(R"("quant_algo": "NVFP4", "group_size": 16)")),
+          "states ModelOpt NVFP4 while");
+  refused(write("mixtralfp4", R"(, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2)",
+                quant(R"("quant_algo": "NVFP4", "group_size": 16)")),
+          "(ModelOpt NVFP4) on model_type \"mixtral\"");
   refused(write("mixtral", R"(, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2)",
                 quant(R"("quant_algo": "FP8")")),
           "(ModelOpt FP8) on model_type \"mixtral\"");

@@ -132,11 +132,11 @@ TEST(ServeModelOpt, VllmRefusals) {
   q.modelopt_path = "d/hf_quant_config.json";
   std::string source;
   ServeSettings s = settings("vllm");
-  EXPECT_NO_THROW(vllm_modelopt_quantization(q, s, 90, DType::BFloat16, "m", source));
+  EXPECT_NO_THROW(vllm_modelopt_quantization(q, s, 90, 132, DType::BFloat16, "m", source));
   EXPECT_EQ(source, "ModelOpt's hf_quant_config.json (quant_algo FP8)");
   auto refused = [&](const ServeSettings& t, int capability, DType served, const std::string& says) {
     try {
-      vllm_modelopt_quantization(q, t, capability, served, "m", source);
+      vllm_modelopt_quantization(q, t, capability, 132, served, "m", source);
       ADD_FAILURE() << says;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
@@ -151,7 +151,7 @@ TEST(ServeModelOpt, VllmRefusals) {
   later.engine_version = "0.13";
   refused(later, 90, DType::BFloat16, "--engine-version 0.13 with --kv-cache-dtype auto");
   later.kv_cache_dtype = "fp8";  // stated: no question of what auto becomes
-  EXPECT_NO_THROW(vllm_modelopt_quantization(q, later, 90, DType::BFloat16, "m", source));
+  EXPECT_NO_THROW(vllm_modelopt_quantization(q, later, 90, 132, DType::BFloat16, "m", source));
 }
 
 }  // namespace
