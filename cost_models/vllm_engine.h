@@ -145,12 +145,11 @@ VllmVersion vllm_version(const std::string& text);
 //    hidden_states[logits_indices], a copy) through _dummy_sampler_run, which computes the logits and runs its
 //    Sampler on a dummy InputBatch: no top-k, top-p, min-p, penalties or logprobs (the dummy requests' default
 //    sampling states; "the sampler may skip top_k, top_p, and logprobs"), so its peak is vllm_v2_sampler_peak_bytes.
-// `forced`: --model-runner v1 or v2; none: vLLM's default (from 0.22 to 0.24 V2 for the models
-// vllm_v2_default_before_0_29 lists, its profile run taken to be the one read at 0.25: profile_cudagraph_memory a
-// placeholder returning 0 since PR #36520, "[Model Runner V2] Add dummy profile_cudagraph_memory API", until 0.29's
-// PR #53306, and the dummy sampler run without top-k/top-p; from 0.25 to 0.28 V2 for a model without experts and the
-// listed mixtures of experts, VllmConfig._is_default_v2_model_runner_model's `is_default_v2_architecture or not
-// model_config.is_moe`, read in a verbatim copy, index id 65857686268; from 0.29 V2 for every model). Throws InputError naming `model`: V2 before 0.22 (its profile run is not read there), V2 with
+// `forced`: --model-runner v1 or v2; none: vLLM's default (from 0.22 to 0.28 V2 for the models
+// vllm_v2_default_before_0_29 lists, its profile run before 0.25 taken to be the one read at 0.25:
+// profile_cudagraph_memory a placeholder returning 0 since PR #36520, "[Model Runner V2] Add dummy
+// profile_cudagraph_memory API", until 0.29's PR #53306, and the dummy sampler run without top-k/top-p; from 0.29 V2
+// for every model). Throws InputError naming `model`: V2 before 0.22 (its profile run is not read there), V2 with
 // --enable-lora (whether 0.25's V2 runs LoRA or falls back to V1 is not read), V1 from 0.21 and V2 from 0.29
 // without --enforce-eager.
 enum class VllmModelRunner { V1, V2 };

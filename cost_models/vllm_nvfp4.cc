@@ -5,41 +5,35 @@
 #include "onnx_import/checked.h"
 
 namespace memplan {
-namespace {
-
-uint64_t as_count(int64_t v) { return static_cast<uint64_t>(v); }
-
-}  // namespace
-
 uint64_t vllm_nvfp4_linear_bytes(int64_t n, int64_t k, bool marlin, int multiprocessors) {
   constexpr uint64_t kScalars = 4 * sizeof(float);  // alpha, input_global_scale(_inv), weight_global_scale
   if (marlin) {
-    const uint64_t nm = round_up(as_count(n), 64);
-    const uint64_t weight = checked_mul(as_count(k), nm, "nvfp4 bytes") / 2;  // int32 [K/16, 2 N_m]
-    const uint64_t scales = checked_mul(as_count(k) / 16, nm, "nvfp4 bytes");  // fp8 [K/16, N_m]
-    const uint64_t workspace = checked_mul(as_count(std::max(multiprocessors, 0)), sizeof(int32_t), "nvfp4 bytes");
+    const uint64_t nm = round_up(u64(n), 64);
+    const uint64_t weight = checked_mul(u64(k), nm, "nvfp4 bytes") / 2;  // int32 [K/16, 2 N_m]
+    const uint64_t scales = checked_mul(u64(k) / 16, nm, "nvfp4 bytes");  // fp8 [K/16, N_m]
+    const uint64_t workspace = checked_mul(u64(std::max(multiprocessors, 0)), sizeof(int32_t), "nvfp4 bytes");
     return checked_add(checked_add(weight, scales, "nvfp4 bytes"), workspace + kScalars, "nvfp4 bytes");
   }
-  const uint64_t weight = checked_mul(round_up(as_count(n), 32), round_up(as_count(k), 32) / 2, "nvfp4 bytes");
-  const uint64_t scales = checked_mul(round_up(as_count(n), 128), round_up(as_count(k) / 16, 4), "nvfp4 bytes");
+  const uint64_t weight = checked_mul(round_up(u64(n), 32), round_up(u64(k), 32) / 2, "nvfp4 bytes");
+  const uint64_t scales = checked_mul(round_up(u64(n), 128), round_up(u64(k) / 16, 4), "nvfp4 bytes");
   return checked_add(checked_add(weight, scales, "nvfp4 bytes"), kScalars, "nvfp4 bytes");
 }
 
 uint64_t vllm_nvfp4_call_bytes(int64_t tokens, int64_t n, int64_t k, bool marlin, int multiprocessors, DType d) {
-  const uint64_t m = as_count(tokens), e = as_count(dtype_bits(d) / 8);
+  const uint64_t m = u64(tokens), e = u64(dtype_bits(d) / 8);
   if (marlin) {
     const uint64_t rows = std::min<uint64_t>(round_up(m, 16), 64);
-    const uint64_t c_tmp = checked_mul(checked_mul(as_count(std::max(multiprocessors, 0)), rows, "nvfp4 bytes"), 256 * 4,
+    const uint64_t c_tmp = checked_mul(checked_mul(u64(std::max(multiprocessors, 0)), rows, "nvfp4 bytes"), 256 * 4,
                                        "nvfp4 bytes");
-    const uint64_t nm = round_up(as_count(n), 64);
-    return checked_add(c_tmp, nm == as_count(n) ? 0 : checked_mul(checked_mul(m, nm, "nvfp4 bytes"), e, "nvfp4 bytes"),
+    const uint64_t nm = round_up(u64(n), 64);
+    return checked_add(c_tmp, nm == u64(n) ? 0 : checked_mul(checked_mul(m, nm, "nvfp4 bytes"), e, "nvfp4 bytes"),
                        "nvfp4 bytes");
   }
-  const uint64_t kp = round_up(as_count(k), 32);
+  const uint64_t kp = round_up(u64(k), 32);
   const uint64_t input = checked_mul(m, kp / 2, "nvfp4 bytes");
   const uint64_t scales = checked_mul(round_up(m, 128), round_up(kp / 16, 4), "nvfp4 bytes");
-  const uint64_t np = round_up(as_count(n), 32);
-  const uint64_t padded = np == as_count(n) ? 0 : checked_mul(checked_mul(m, np, "nvfp4 bytes"), e, "nvfp4 bytes");
+  const uint64_t np = round_up(u64(n), 32);
+  const uint64_t padded = np == u64(n) ? 0 : checked_mul(checked_mul(m, np, "nvfp4 bytes"), e, "nvfp4 bytes");
   return checked_add(checked_add(input, scales, "nvfp4 bytes"), padded, "nvfp4 bytes");
 }
 

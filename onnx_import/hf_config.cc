@@ -207,8 +207,8 @@ ReadModel read_config_model(const std::string& path, const std::string& graph, c
                        !config.mla) || (q.modelopt_file && !nvfp4);
   if (!q.method.empty() && !vllm_serve)
     fail(q.modelopt_file ? q.modelopt_path : path,
-         std::string(q.modelopt_file ? nvfp4 ? "ModelOpt NVFP4 quantization" : "ModelOpt FP8 quantization"
-                                     : "config key \"quantization_config\" (" + q.method + ")") +
+         (q.modelopt_file ? "ModelOpt " + std::string(q.modelopt_algo()) + " quantization"
+                          : "config key \"quantization_config\" (" + q.method + ")") +
              " is modelled by serve --engine vllm" +
                    (nvfp4 ? "" : trtllm ? ", sglang and trtllm" : " and sglang") +
                    " only: this command's graph would hold the unquantized weights" +

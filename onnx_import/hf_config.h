@@ -53,6 +53,8 @@ struct StoredQuantization {
   // static activations (the engines' ModelOpt linear methods hold vLLM's per-tensor fp8 layout, a float32
   // input_scale kept: cost_models/vllm_weights.h, sglang_weights.h, trtllm_engine.h).
   bool modelopt = false;
+  // quant_algo as the checkpoint names it: "NVFP4" for method "nvfp4", else "FP8".
+  const char* modelopt_algo() const { return method == "nvfp4" ? "NVFP4" : "FP8"; }
   bool modelopt_file = false;      // read from hf_quant_config.json (what TensorRT-LLM 1.0 reads)
   bool modelopt_kv_fp8 = false;    // kv_cache_quant_algo "FP8" (config.json: kv_cache_scheme float, 8 bits)
   std::string modelopt_path;       // the file the ModelOpt settings were read from

@@ -129,9 +129,9 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
     if (!stated.method.empty()) {
       // Both forms: what config.json states must be what the file states (the engines read one or the other).
       if (!stated.modelopt || stated.method != s.method)
-        fail(file, "states ModelOpt " + std::string(s.method == "nvfp4" ? "NVFP4" : "FP8") + " while " + config_path +
-                       "'s quantization_config is " + (stated.modelopt ? "ModelOpt " : "") +
-                       (stated.method == "nvfp4" ? "NVFP4" : stated.method) +
+        fail(file, "states ModelOpt " + std::string(s.modelopt_algo()) + " while " + config_path +
+                       "'s quantization_config is " +
+                       (stated.modelopt ? "ModelOpt " + std::string(stated.modelopt_algo()) : stated.method) +
                        ": contradictory quantization settings are not modelled");
       if (stated.modelopt_kv_fp8 != s.modelopt_kv_fp8 || stated.excluded_modules != s.excluded_modules)
         fail(file, std::string("quantization key \"") +
@@ -147,7 +147,7 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
   if (!q.modelopt) return;
   const std::string what = q.modelopt_file ? "hf_quant_config.json" : "quantization_config";
   if (c.num_experts > 0 || c.mla || c.model_type == "gpt_oss")
-    fail(q.modelopt_path, what + " (ModelOpt " + (q.method == "nvfp4" ? "NVFP4" : "FP8") + ") on model_type \"" +
+    fail(q.modelopt_path, what + " (ModelOpt " + q.modelopt_algo() + ") on model_type \"" +
                               c.model_type + "\": the engines' ModelOpt MoE and latent-attention paths "
                               "(ModelOptFp8MoEMethod, ModelOptNvFp4FusedMoE) are not sized; memplan sizes ModelOpt "
                               "on dense decoders");

@@ -116,7 +116,7 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
                           int capability, bool cuda) {
   if (const StoredQuantization& stored = probe.stored_quantization(); engine != ServeEngine::Vllm &&
                                                                        stored.method == "nvfp4")
-    throw InputError("serve --engine " + std::string(engine == ServeEngine::Sglang ? "sglang" : "trtllm") + " on " +
+    throw InputError("serve --engine " + kServeEngineChoices.name_of(engine) + " on " +
                      probe.path() + ": " + stored.modelopt_path + " is a ModelOpt NVFP4 checkpoint, which memplan sizes "
                      "under --engine vllm only (its ModelOptNvFp4LinearMethod's layouts); this engine's NVFP4 "
                      "layouts are not read");

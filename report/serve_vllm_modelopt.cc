@@ -18,7 +18,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                                             int multiprocessors, DType served, const std::string& model,
                                             std::string& source) {
   const bool nvfp4 = stored.method == "nvfp4";
-  const std::string algo = nvfp4 ? "NVFP4" : "FP8";
+  const std::string algo = stored.modelopt_algo();
   if (!s.quantization.empty())
     throw InputError("--quantization " + s.quantization + ": " + stored.modelopt_path + " makes " + model +
                      " a ModelOpt " + algo + " checkpoint, which the engines serve as their modelopt method (vLLM "
@@ -57,8 +57,8 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
     q.modelopt_kv_fp8 = stored.modelopt_kv_fp8;
     q.nvfp4_marlin = vllm_nvfp4_marlin(capability);
     q.multiprocessors = multiprocessors;
-    source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo NVFP4)"
-                                  : "the config's quantization_config (modelopt, quant_algo NVFP4)";
+    source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo " + algo + ")"
+                                  : "the config's quantization_config (modelopt, quant_algo " + algo + ")";
     return q;
   }
   if (capability < 89)
