@@ -86,6 +86,7 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
   };
   std::map<int32_t, VllmLinearModule> modules;  // by the activation they read, in the graph's order of first reads
   std::vector<int32_t> order;
+  std::vector<std::pair<std::string, int32_t>> node_modules;  // each layer and its module's key, in the graph's order
   const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
   for (const Node& n : g.nodes) {
     if ((n.op_type != "MatMul" && n.op_type != "Gemm") || n.name == lm_head || left_out.count(n.name) ||
@@ -103,10 +104,12 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
       it->second.input_size = g.tensors[n.inputs[0]].shape.back();
     }
     it->second.nodes.push_back(n.name);
+    node_modules.emplace_back(n.name, n.inputs[0]);
     it->second.out_p += out_p;
     it->second.output_size += g.tensors[n.outputs[0]].shape.back();
     it->second.shards.push_back(out_p);
-    if (q.block.on()) r.inputs.emplace_back(n.name, in_p);
+    if (q.method == "fp8" && q.block.on())
+      r.call_bytes.emplace_back(n.name, vllm_fp8_block_input_quant_bytes(step_tokens, in_p, q.block, q.capability));
   }
   r.modules = static_cast<int>(modules.size());
   auto refuse = [&](const VllmLinearModule& m, const std::string& what) {
@@ -116,6 +119,7 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
                      "shape\", or the output size)");
   };
   uint64_t bytes = 0;
+  std::map<int32_t, uint64_t> nvfp4_calls;  // by module key: what each of its layers' calls allocates
   for (int32_t key : order) {
     const VllmLinearModule& m = modules.at(key);
     r.module_shapes.push_back(m);
@@ -148,10 +152,10 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
                       "weights bytes");
     } else if (q.method == "nvfp4") {
       if (m.in_p % 16 != 0) refuse(m, "has an input not a multiple of 16, NVFP4's block");
-      b = vllm_nvfp4_linear_bytes(m.out_p, m.in_p, q.nvfp4_marlin, q.multiprocessors);
-      const uint64_t call = vllm_nvfp4_call_bytes(step_tokens, m.out_p, m.in_p, q.nvfp4_marlin, q.multiprocessors, dtype);
-      for (const std::string& node : m.nodes) r.call_bytes.emplace_back(node, call);
-      if (!q.nvfp4_marlin) r.workspace_bytes = kFlashInferGemmWorkspaceBytes;
+      b = vllm_nvfp4_linear_bytes(m.out_p, m.in_p, q.nvfp4_marlin(), q.multiprocessors);
+      nvfp4_calls[key] =
+          vllm_nvfp4_call_bytes(step_tokens, m.out_p, m.in_p, q.nvfp4_marlin(), q.multiprocessors, dtype);
+      if (!q.nvfp4_marlin()) r.workspace_bytes = kFlashInferGemmWorkspaceBytes;
     } else if (q.method == "gptq") {
       const int64_t pack = 32 / std::gcd(32, q.bits);  // Fraction(32, bits).numerator
       if (q.group_size != -1 && m.in_p % q.group_size != 0)
@@ -171,6 +175,8 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
     }
     bytes = checked_add(bytes, b, "quantized weights bytes");
   }
+  for (const auto& [node, key] : node_modules)
+    if (auto call = nvfp4_calls.find(key); call != nvfp4_calls.end()) r.call_bytes.emplace_back(node, call->second);
   r.quantized_bytes = r.linear_bytes = bytes;
   return r;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cost_models/vllm_fp8_block.h"
+#include "cost_models/vllm_nvfp4.h"
 #include "onnx_import/graph.h"
 
 namespace memplan {
@@ -75,10 +76,12 @@ struct VllmQuantization {
   // (method "fp8", static_activations), sized by the same rule.
   bool modelopt = false;
   bool modelopt_kv_fp8 = false;  // its kv_cache_quant_algo FP8
-  // method "nvfp4" (a ModelOpt NVFP4 checkpoint, cost_models/vllm_nvfp4.h): Marlin's layout (below compute capability
-  // 10.0) or the FP4 GEMM's, and the GPU's multiprocessors (Marlin's workspace and c_tmp).
-  bool nvfp4_marlin = false;
+  // The GPU's compute capability (major x 10 + minor), on which the kernels' layouts and scratch depend: block-wise
+  // fp8's input padding on 9.0, nvfp4's kernel (cost_models/vllm_nvfp4.h: Marlin's layout below 10.0, the FP4
+  // GEMM's from it); and its multiprocessors (nvfp4 Marlin's workspace and c_tmp).
+  int capability = 0;
   int multiprocessors = 0;
+  bool nvfp4_marlin() const { return vllm_nvfp4_marlin(capability); }
 };
 
 // Per-tensor fp8's float32 scales a module once loaded (Fp8LinearMethod, ModelOptFp8LinearMethod): weight_scale, and
@@ -100,11 +103,9 @@ struct VllmQuantizedLinears {
   uint64_t quantized_bytes = 0;       // what vLLM holds for them instead
   uint64_t dequantized_bytes = 0;     // awq at 256 tokens or more: the largest layer's dequantized weight
   uint64_t workspace_bytes = 0;       // nvfp4's FP4 GEMM: FlashInfer's mm_fp4 workspace, cached by the first call
-  // nvfp4: each quantized layer's node and what its call allocates beside its output at the step's tokens.
+  // Block-wise fp8 and nvfp4: each quantized layer's node, in the graph's order, and what its call allocates beside
+  // its output at the step's tokens (fp8: per_token_group_quant_fp8's quantized input; nvfp4: vllm_nvfp4_call_bytes).
   std::vector<std::pair<std::string, uint64_t>> call_bytes;
-  // Block-wise fp8: each quantized layer's node and its module's input features on one rank (what
-  // per_token_group_quant_fp8 quantizes when the module runs).
-  std::vector<std::pair<std::string, int64_t>> inputs;
   std::vector<VllmLinearModule> module_shapes;  // the modules, in the graph's order of first reads
   uint64_t linear_bytes = 0;  // what vLLM holds for the modules alone (quantized_bytes before any experts are added)
 };

@@ -199,7 +199,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
     j["replaced"][a.fp8_block.block_n > 0 ? "fp8_block" : "fp8_per_tensor"] = vllm_fp8_block_to_json(a.fp8_block);
   if (a.quantization.method == "nvfp4")  // ModelOpt NVFP4 (cost_models/vllm_nvfp4.h)
     j["replaced"]["nvfp4"] = {
-        {"kernel", a.quantization.nvfp4_marlin ? "marlin" : "fp4_gemm"},
+        {"kernel", a.quantization.nvfp4_marlin() ? "marlin" : "fp4_gemm"},
         {"gemm_workspace_bytes", a.quantized.workspace_bytes},
         {"call_layer", a.nvfp4_call.node.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.nvfp4_call.node)},
         {"call_bytes", a.nvfp4_call.bytes},
@@ -239,7 +239,7 @@ std::string vllm_to_text(const VllmAnswer& a) {
                      "where the model's type takes {}{}\n",
                      a.quantized.layers, a.quantized.modules, q.method,
                      q.method == "fp8"     ? (q.static_activations ? ", static activation scales" : "")
-                     : q.method == "nvfp4" ? (q.nvfp4_marlin ? ", Marlin's repacked layout (weight-only below compute "
+                     : q.method == "nvfp4" ? (q.nvfp4_marlin() ? ", Marlin's repacked layout (weight-only below compute "
                                                                "capability 10.0)"
                                                              : ", the FP4 GEMM's padded layout")
                                            : fmt::format(" {}-bit, groups of {}{}", q.bits, q.group_size,
@@ -252,7 +252,7 @@ std::string vllm_to_text(const VllmAnswer& a) {
     t += vllm_fp8_block_to_text(a.fp8_block);
     if (q.method == "nvfp4" && !a.nvfp4_call.node.empty())
       t += fmt::format("                                   each call {}: {} at most ({}){}\n",
-                       q.nvfp4_marlin ? "takes Marlin's float32 reduction buffer" : "quantizes its input to FP4",
+                       q.nvfp4_marlin() ? "takes Marlin's float32 reduction buffer" : "quantizes its input to FP4",
                        format_bytes(a.nvfp4_call.bytes), a.nvfp4_call.node,
                        a.quantized.workspace_bytes > 0
                            ? fmt::format("; FlashInfer's GEMM workspace {}", format_bytes(a.quantized.workspace_bytes))

@@ -158,11 +158,7 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
                                                              a.mla.shape.heads_per_rank, a.mla.shape.qk_nope_head_dim,
                                                              a.mla.shape.v_head_dim, d);
   // Each linear layer the profile runs quantizes its input while its output is allocated.
-  const int64_t tokens = a.settings.engine.max_num_batched_tokens;
-  std::vector<std::pair<std::string, uint64_t>> calls;
-  for (const auto& [name, features] : a.quantized.inputs)
-    calls.emplace_back(name, vllm_fp8_block_input_quant_bytes(tokens, features, block, capability));
-  const VllmCallPeak peak = vllm_largest_call_peak(g, forward, held_outside, calls, a.model);
+  const VllmCallPeak peak = vllm_largest_call_peak(g, forward, held_outside, a.quantized.call_bytes, a.model);
   f.input_quant_peak = peak.peak;
   f.input_quant_node = peak.node;
   f.input_quant_bytes = peak.bytes;

@@ -55,7 +55,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
     q.method = "nvfp4";
     q.modelopt = true;
     q.modelopt_kv_fp8 = stored.modelopt_kv_fp8;
-    q.nvfp4_marlin = vllm_nvfp4_marlin(capability);
+    q.capability = capability;
     q.multiprocessors = multiprocessors;
     source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo " + algo + ")"
                                   : "the config's quantization_config (modelopt, quant_algo " + algo + ")";
@@ -70,6 +70,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
   q.static_activations = true;
   q.modelopt = true;
   q.modelopt_kv_fp8 = stored.modelopt_kv_fp8;
+  q.capability = capability;
   source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo FP8)"
                                 : "the config's quantization_config (modelopt, quant_algo FP8)";
   return q;

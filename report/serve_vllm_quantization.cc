@@ -22,6 +22,8 @@ VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, in
                      stored.method + " (vLLM refuses a --quantization that differs from the checkpoint's)");
   q.method = s.quantization.empty() ? stored.method : s.quantization;
   if (q.method.empty()) return q;
+  q.capability = capability;
+  q.multiprocessors = multiprocessors;
   source = s.quantization.empty() ? "the config's quantization_config" : "--quantization";
   // Without --quantization naming it, vLLM takes a compatible gptq checkpoint as gptq_marlin
   // (GPTQMarlinConfig.override_quantization_method, gptq_marlin.py at 00161ce: user_quant None, marlin or gptq_marlin,
