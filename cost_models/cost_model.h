@@ -192,6 +192,10 @@ struct TrainingOptions {
   // AWQ checkpoint's packed layers, run as gptqmodel and AutoAWQ train them (cost_models/training_packed.cc).
   FrozenStorage frozen_storage = FrozenStorage::Same;
   bool double_quant = false;              // NF4: QLoRA's double quantization of the block scales
+  // --quantize-experts: with bitsandbytes' NF4, a mixture of experts' stacked parameters (transformers 5's grouped
+  // experts, no Linear layers) re-stored too, by bitsandbytes' replace_parameter_4bit as axolotl's
+  // quantize_moe_experts applies it (frozen_storage.h parametrized_experts).
+  bool quantize_experts = false;
   // --nf4-impl: whose NF4 --frozen-dtype nf4 is. false: bitsandbytes' Params4bit and MatMul4Bit (PEFT's QLoRA);
   // true: torchao's NF4Tensor and linear_nf4 (torchtune's qlora_* models, on one GPU or under fully_shard;
   // frozen_storage.h torchao_nf4).

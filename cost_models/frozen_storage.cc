@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cost_models/graph_facts.h"
+#include "cost_models/lora_parameters.h"
 #include "cost_models/packed_int_weights.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -134,10 +135,41 @@ uint64_t int8_matmul_forward_bytes(uint64_t rows, uint64_t in, uint64_t out, DTy
   return std::max(quantize, matmul);
 }
 
+std::vector<bool> parametrized_experts(const Graph& g, const TrainingOptions& o, const std::vector<bool>& frozen) {
+  std::vector<bool> out(g.tensors.size(), false);
+  if (!o.quantize_experts) return out;
+  precondition(o.frozen_storage == FrozenStorage::Nf4 && !o.nf4_torchao, "--quantize-experts without bitsandbytes' NF4");
+  bool any = false;
+  for (const Node& n : g.nodes) {
+    const int32_t w = grouped_mm_experts(g, n);
+    if (w < 0) {
+      const int32_t adapted = grouped_mm_stacked_parameter(g, n);
+      if (adapted >= 0)
+        throw InputError("--quantize-experts with --lora-targets naming the stacked experts' parameter '" +
+                         g.tensors[adapted].name + "': PEFT's ParamWrapper over bitsandbytes' parametrization (its "
+                         "delta added to each dequantized read) is not modelled; target the Linear layers only");
+      continue;
+    }
+    if (!frozen[w])
+      throw InputError("--quantize-experts: the stacked experts' parameter '" + g.tensors[w].name + "' trains "
+                       "(--trainable), and a 4-bit parametrized parameter cannot (replace_parameter_4bit makes it "
+                       "requires_grad=False)");
+    out[w] = true;
+    any = true;
+  }
+  if (!any)
+    throw InputError("--quantize-experts: model '" + g.model_path + "' has no stacked experts' parameters (a mixture "
+                     "of experts' config.json run with --experts-implementation grouped_mm holds them)");
+  return out;
+}
+
 std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<FusedOp>& ops, const TrainingOptions& o,
-                                          const std::vector<bool>& frozen, const std::vector<DType>& compute) {
+                                          const std::vector<bool>& frozen, const std::vector<DType>& compute,
+                                          const std::vector<bool>& parametrized) {
   std::vector<uint64_t> bytes(g.tensors.size(), 0);
   if (o.frozen_storage == FrozenStorage::Same) return bytes;
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    if (parametrized[t]) bytes[t] = frozen_storage_bytes(FrozenStorage::Nf4, o.double_quant, g.tensors[t].elements(), 1);
   const bool quantized = o.frozen_storage == FrozenStorage::Int8 || o.frozen_storage == FrozenStorage::Nf4 ||
                          packed(o.frozen_storage);
   std::vector<bool> candidate(g.tensors.size(), !quantized);
@@ -157,7 +189,7 @@ std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<Fuse
   const DType half = frozen_half_dtype(o);  // Float32 for the quantized storages, which do not read it
   for (size_t t = 0; t < g.tensors.size(); ++t) {
     const Tensor& x = g.tensors[t];
-    if (!frozen[t] || !candidate[t] || (quantized && x.shape.size() != 2)) continue;
+    if (parametrized[t] || !frozen[t] || !candidate[t] || (quantized && x.shape.size() != 2)) continue;
     if (!quantized && compute[t] == half) continue;  // already stored so
     if (packed(o.frozen_storage)) {
       const uint64_t out = outputs[t];

@@ -83,7 +83,30 @@ uint64_t packed_frozen_bytes(FrozenStorage s, uint64_t in, uint64_t out, int64_t
 uint64_t int8_matmul_forward_bytes(uint64_t rows, uint64_t in, uint64_t out, DType a);
 inline constexpr double kInt8OutlierThreshold = 6.0;  // transformers BitsAndBytesConfig.llm_int8_threshold
 
+// --quantize-experts: the stacked experts' parameters bitsandbytes re-stores as a parametrization, as axolotl's
+// quantize_moe_experts applies it (axolotl-ai-cloud/axolotl 067b021, src/axolotl/monkeypatch/moe_quant.py
+// patch_moe_quantization_on_load: each CUDA parameter of 3 or more dimensions whose name holds "expert", as it loads).
+// bitsandbytes 0.48+ (bitsandbytes/nn/parametrize.py at 95f9af3):
+//  - replace_parameter_4bit(module, name, compress_statistics, quant_type) runs F.quantize_4bit on the whole
+//    parameter, flattened (blocks of 64 over all its experts: NF4's bytes as for a Linear4bit weight of as many
+//    values, frozen_storage_bytes), keeps the packed bytes as the parameter and registers Bnb4bitParametrization;
+//  - every read of the parameter runs Bnb4bitParametrization.forward (under no_grad): dequantize_4bit of the whole
+//    tensor into quant_state.dtype, the type it was quantized from (the model's); _register_parametrization_hooks
+//    turns torch's parametrization cache on for the owning module's forward, so each experts forward dequantizes each
+//    parameter once;
+//  - no autograd.Function stands between: the dequantized tensor is an ordinary input of transformers'
+//    _grouped_mm, whose backward (derivatives.yaml: _grouped_mm_mat1_backward(grad, mat2, ...)) keeps it while the
+//    rows need a grad. Unlike Linear4bit's MatMul4Bit (training_forward.cc add_dequantized), nothing is dequantized
+//    again in backward, and the copy lives from the forward to the op's backward (a recomputation's, under
+//    checkpointing).
+// Per tensor: true for each stacked parameter a grouped experts' _grouped_mm reads (graph_facts grouped_mm_experts),
+// all false without the option. Throws InputError naming the model when there is none, or the parameter when PEFT's
+// target_parameters adapts it (its ParamWrapper over the parametrization, not modelled) or it trains.
+std::vector<bool> parametrized_experts(const Graph& g, const TrainingOptions& o, const std::vector<bool>& frozen);
+
+// `parametrized`: parametrized_experts' flags, re-stored as NF4 whatever their shape.
 std::vector<uint64_t> frozen_stored_bytes(const Graph& g, const std::vector<FusedOp>& ops, const TrainingOptions& o,
-                                          const std::vector<bool>& frozen, const std::vector<DType>& compute);
+                                          const std::vector<bool>& frozen, const std::vector<DType>& compute,
+                                          const std::vector<bool>& parametrized);
 
 }  // namespace memplan

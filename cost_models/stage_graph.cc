@@ -191,6 +191,7 @@ TrainingContext stage_context(const TrainingContext& c, const StageGraph& s) {
   l.tp = remap.tp(c.layout.tp);
   l.storage = remap.per_tensor(c.layout.storage);
   l.stored_bytes = remap.per_tensor(c.layout.stored_bytes);
+  l.parametrized = remap.per_tensor(c.layout.parametrized);
   l.shard = remap.per_tensor(c.layout.shard);
   l.shard_group = remap.per_tensor(c.layout.shard_group);
   l.grad_sharded = remap.per_tensor(c.layout.grad_sharded);

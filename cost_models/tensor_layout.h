@@ -8,7 +8,8 @@
 //   3. tensor parallel (tensor_parallel.h) tp: the slice of each tensor rank 0 holds (local bytes)
 //   4. pipeline partition (stage_graph.h) the graph itself: one stage's ops and tensors as a graph of their own,
 //                                          renumbered, every field above and below carried to its ids
-//   5. frozen storage (frozen_storage.h) storage and stored_bytes: frozen weights re-stored as fp16/bf16/int8/nf4
+//   5. frozen storage (frozen_storage.h) storage and stored_bytes: frozen weights re-stored as fp16/bf16/int8/nf4;
+//                                          parametrized: which of them are read through a parametrization
 //   6. ZeRO/FSDP (assign_parameter_shards) shard and shard_group: parameters held as a ZeRO-3 shard, or as part
 //                                          of their FSDP unit's flat parameter (frozen ones too, as FSDP flattens
 //                                          every parameter of a wrapped unit)
@@ -39,6 +40,7 @@ struct TensorLayout {
   TensorParallelPlan tp;                  // 3. rank 0's slice
   std::vector<FrozenStorage> storage;     // 5. Same: stored in its compute type
   std::vector<uint64_t> stored_bytes;     // 5. the re-stored bytes (0: Same)
+  std::vector<bool> parametrized;         // 5. of those, stacked experts bitsandbytes parametrized (--quantize-experts)
   std::vector<ParameterShard> shard;      // 6.
   std::vector<int32_t> shard_group;       // 6. FlatShard: its FSDP unit (-1: none)
   std::vector<bool> grad_sharded;         // 6. ZeRO-2/3: a trainable parameter's grad is kept as a 1/N shard

@@ -120,7 +120,7 @@ void TrainingStep::emit_backward(int32_t i) {
   for (int32_t t : op.inputs)  // --frozen-dtype: dequantized again for the input grad
     if (packed_storage(t))
       packed_backward(i, t, st);
-    else if (layout().restored(t))
+    else if (layout().restored(t) && !layout().parametrized[t])  // a parametrized one: the forward's copy, kept
       add_dequantized(t, autocast_target(graph_, op, t, options_.precision, layout().dtype), st);
   for (int32_t t : op.inputs) {
     if (!context_.requires_grad[t] || !done.insert(t).second) continue;

@@ -284,7 +284,8 @@ TrainingContext make_training_context(const Graph& g, const ExecutionOptions& e,
   // Pass 5, frozen storage: frozen weights re-stored as --frozen-dtype says.
   std::vector<bool> frozen_parameter(g.tensors.size(), false);
   for (size_t t = 0; t < g.tensors.size(); ++t) frozen_parameter[t] = module_parameter[t] && !c.is_param[t];
-  c.layout.stored_bytes = frozen_stored_bytes(g, c.ops, o, frozen_parameter, c.layout.dtype);
+  c.layout.parametrized = parametrized_experts(g, o, frozen_parameter);
+  c.layout.stored_bytes = frozen_stored_bytes(g, c.ops, o, frozen_parameter, c.layout.dtype, c.layout.parametrized);
   c.layout.storage.assign(g.tensors.size(), FrozenStorage::Same);
   for (size_t t = 0; t < g.tensors.size(); ++t)
     if (c.layout.stored_bytes[t] > 0) c.layout.storage[t] = o.frozen_storage;

@@ -148,6 +148,12 @@ void TrainingStep::emit_forward(int32_t i, ForwardMode mode) {
   read_op_inputs(i, st, effective);
   const ClosedOp closed = forward_.close(op, buffer_view(), [this](int32_t t) { return bytes_of(t); },
                                          [this](int32_t t, int32_t b) { set_buffer(t, b); }, std::move(st), policy);
+  // A parametrized parameter's value is its dequantized copy, so a view of it (transformers' .transpose(-2, -1) of
+  // the stacked experts) views that copy, which the _grouped_mm reading the view keeps (parametrized_experts).
+  for (const auto& [t, b] : effective)
+    if (layout().parametrized[t])
+      for (int32_t y : op.outputs)
+        if (y >= 0 && lookup(y) >= 0 && lookup(y) == lookup(t)) set_buffer(y, b);
   // What autograd keeps (the rule's tensors, some the outputs just made, in the form the op consumed), then the
   // extras under the save policy.
   std::vector<int32_t> saved = rule_saved(i, effective);
@@ -222,8 +228,10 @@ std::vector<int32_t> TrainingStep::rule_saved(int32_t i, const std::map<int32_t,
     // the parameter, whose gathered data its release swaps out.
     if (layout().shard[t] == ParameterShard::ZeroShard || ds3_param(t)) continue;
     if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0) continue;
-    // bitsandbytes and AutoAWQ keep the stored form; GPTQ's mm keeps the dequantized weight (training_packed.cc).
-    auto it = layout().restored(t) && layout().storage[t] != FrozenStorage::GptqInt4 ? effective.end() : effective.find(t);
+    // bitsandbytes' Linear4bit and AutoAWQ keep the stored form; GPTQ's mm keeps the dequantized weight
+    // (training_packed.cc), and _grouped_mm a parametrized stacked parameter's (frozen_storage.h parametrized_experts).
+    const bool keeps_stored = layout().restored(t) && layout().storage[t] != FrozenStorage::GptqInt4 && !layout().parametrized[t];
+    auto it = keeps_stored ? effective.end() : effective.find(t);
     add_unique(saved, it != effective.end() ? it->second : lookup(t));
   }
   return saved;
@@ -275,6 +283,10 @@ void TrainingStep::prepare_input(int32_t i, int32_t t, Step& st, std::map<int32_
     }
   }
   if (packed_storage(t)) return packed_forward(i, t, st, effective);
+  if (layout().parametrized[t]) {  // dequantized whole into its own type, which the op keeps (parametrized_experts)
+    effective[t] = add_dequantized(t, DType::Undefined, st);
+    return;
+  }
   if (layout().restored(t)) {  // dequantized into the compute type for this op, then freed
     const int32_t b = add_dequantized(t, target, st);
     if (b >= 0) effective[t] = b;

@@ -79,6 +79,28 @@ std::string unquantized_experts_note(const TrainingContext& context, const Train
          "; --experts-implementation eager (transformers 4's per-expert Linear layers) quantizes them.";
 }
 
+// --quantize-experts (frozen_storage.h parametrized_experts): how many stacked parameters, their stored bytes, and
+// what each forward makes of them.
+std::string parametrized_experts_note(const TrainingContext& context) {
+  if (context.graph == nullptr) return "";
+  int count = 0;
+  uint64_t stored = 0, largest = 0;
+  DType type = DType::Undefined;
+  for (size_t t = 0; t < context.layout.parametrized.size(); ++t) {
+    if (!context.layout.parametrized[t]) continue;
+    ++count;
+    stored += context.layout.stored_bytes[t];
+    largest = std::max(largest, context.layout.local_bytes(*context.graph, static_cast<int32_t>(t)));
+    type = context.layout.dtype[t];
+  }
+  if (count == 0) return "";
+  return std::to_string(count) + " stacked experts' parameters (" + std::to_string(stored) + " of those bytes) are "
+         "bitsandbytes' replace_parameter_4bit parametrizations (--quantize-experts, axolotl's quantize_moe_experts): "
+         "each experts forward dequantizes each whole into " + std::string(dtype_name(type)) + " (the largest " +
+         std::to_string(largest) + " bytes), which _grouped_mm keeps until its backward; backward dequantizes "
+         "nothing, but a checkpointed layer's recomputation makes its copies again.";
+}
+
 }  // namespace
 
 void add_dtype_notes(const TrainingOptions& options, const std::optional<IslandCounts>& islands, int routers,
@@ -255,6 +277,7 @@ void add_layout_notes(const TrainingContext& context, const TrainingOptions& opt
                     "; " + how);
     if (const std::string experts = unquantized_experts_note(context, options); !experts.empty())
       notes.push_back(experts);
+    if (const std::string experts = parametrized_experts_note(context); !experts.empty()) notes.push_back(experts);
   }
 }
 

@@ -115,6 +115,7 @@ const std::vector<Feature>& features() {
       {"upcast-logits", "--upcast", "--upcast logits", S::Train,
        [](A a) { return a.upcast.find("logits") != std::string::npos; }},
       {"kbit-prep", "--kbit-prep", "--kbit-prep", S::Train, [](A a) { return a.kbit_prep; }},
+      {"quantize-experts", "--quantize-experts", "--quantize-experts", S::Train, [](A a) { return a.quantize_experts; }},
       {"offload-activations", "--offload-activations", "--offload-activations", S::Train,
        [](A a) { return a.offload_activations; }},
       {"lora-base-dtype", "--lora-dtype", given_as("--lora-dtype", kLoraDtypeChoices, false), S::Train,
@@ -221,6 +222,19 @@ const std::vector<Refusal>& refused_pairs() {
                                  "all-gathers in NF4 whatever the param_dtype, fsdp_post_all_gather; FSDP1 flattens "
                                  "bitsandbytes' quant_storage with the model's other parameters, which are not float32)"},
       {"fsdp2", "frozen-int8", "not modelled"},
+      // --quantize-experts follows axolotl's quantize_moe_experts (src/axolotl/loaders/model.py at 067b021,
+      // _prepare_model_for_quantization): once the experts are parametrized it skips prepare_model_for_kbit_training
+      // ("Parametrized expert tensors dequantize on access — would OOM"), and it does so under FSDP and ZeRO-3 as well.
+      {"quantize-experts", "kbit-prep", "axolotl skips prepare_model_for_kbit_training once it has parametrized the "
+                                        "experts (loaders/model.py _prepare_model_for_quantization): drop --kbit-prep "
+                                        "(with --recipe hf-peft-qlora, use --recipe hf-peft --frozen-dtype nf4)"},
+      {"quantize-experts", "torchao-nf4", "bitsandbytes' replace_parameter_4bit quantizes the experts, not torchao's "
+                                          "NF4Tensor: give --nf4-impl bitsandbytes"},
+      {"quantize-experts", "fsdp", "not modelled: parametrized 4-bit experts inside FSDP's flat parameters"},
+      {"quantize-experts", "fsdp2", "not modelled: parametrized 4-bit experts under fully_shard"},
+      {"quantize-experts", "zero3", "not modelled: parametrized 4-bit experts partitioned by ZeRO-3"},
+      {"quantize-experts", "deepspeed", "not modelled: parametrized 4-bit experts under DeepSpeed"},
+      {"quantize-experts", "pp", "not modelled"},
       // accelerate's FSDP2 keeps a bf16-loaded frozen base in bf16 under its policy (utils/fsdp_utils.py
       // fsdp2_prepare_model upcasts only what requires grad, v1.14.0): bf16 shards beside float32 ones, not modelled.
       // MixedPrecisionPolicy casts a float32 model's parameters at the all-gather (training_fsdp2.cc); a model

@@ -242,6 +242,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.nf4_torchao = is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard);
   t.quant_group_size = a.frozen_group_size;
   t.kbit_prep = a.kbit_prep;
+  t.quantize_experts = a.quantize_experts;
   t.offload_activations = a.offload_activations;
   t.optimizer_impl = kOptimizerImplChoices.parse(impl, "--optimizer-impl");
   t.gradient_as_bucket_view = a.gradient_as_bucket_view;

@@ -85,6 +85,7 @@ struct EstimateArgs {
   std::string nf4_impl = "auto";      // --nf4-impl auto|bitsandbytes|torchao (nf4)
   int64_t frozen_group_size = 128;    // --frozen-group-size (gptq-int4, awq-int4)
   bool kbit_prep = false;             // --kbit-prep (nf4, awq-int4)
+  bool quantize_experts = false;      // --quantize-experts (nf4, grouped experts)
   bool amsgrad = false, maximize = false;
   bool optimizer_in_backward = false;
   bool offload_activations = false;   // --offload-activations (needs --checkpoint)

@@ -207,6 +207,9 @@ void check_requirements(const EstimateArgs& a) {
                      " and --torch 1.13: FSDP1's CPU offload is modelled from PyTorch 2's _flat_param.py: use --torch 2");
   if (a.double_quant && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
+  if (a.quantize_experts && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
+    throw InputError("--quantize-experts applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4) +
+                     " (bitsandbytes' replace_parameter_4bit quantizes to NF4 or FP4; memplan's is NF4)");
   if (!kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Auto) && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--nf4-impl applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
   // torchao's to_nf4 always double-quantizes its scalers (NF4Tensor.double_quantize_scalers): nothing to choose.

@@ -71,6 +71,17 @@ std::vector<OptionSpec> finetune_option_rows() {
        .help = "With --frozen-dtype nf4: QLoRA's double quantization of the block scales (bitsandbytes' compress_statistics; torchao's NF4Tensor, --nf4-impl torchao, always quantizes its scalers)",
        .field = FIELD(estimate.double_quant),
        .describe = [](const EstimateArgs& a) { return if_set(a.double_quant, " double-quantized"); }},
+      {.flag = "--quantize-experts", .kind = K::Flag, .commands = kTraining, .scope = Scope::Train,
+       .help = "With --frozen-dtype nf4 (bitsandbytes) on a mixture of experts run as --experts-implementation "
+               "grouped_mm: quantize the stacked experts' parameters too, as axolotl's quantize_moe_experts does "
+               "(bitsandbytes' replace_parameter_4bit: NF4 in blocks of 64, --double-quant its compress_statistics). "
+               "Each experts forward dequantizes each parameter whole into the model's type, and _grouped_mm keeps "
+               "that copy for backward (one layer's under --checkpoint layers, every layer's without). Without it "
+               "the experts stay unquantized, as transformers' own bitsandbytes loading leaves them (bitsandbytes "
+               "issue #1849). No --kbit-prep: axolotl skips it for such a model. axolotl's kernels plugin "
+               "(ScatterMoE, SonicMoE) is not modelled",
+       .field = FIELD(estimate.quantize_experts),
+       .describe = [](const EstimateArgs& a) { return if_set(a.quantize_experts, ", experts quantized (parametrized)"); }},
       {.flag = "--nf4-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "With --frozen-dtype nf4, whose NF4 it is: bitsandbytes (Params4bit and MatMul4Bit, which keeps each "
                "layer's input for backward: PEFT's QLoRA, --double-quant its compress_statistics), torchao (NF4Tensor "

@@ -993,6 +993,23 @@ class FrameworkOptionErrorsTest(unittest.TestCase):
         ]
         for extra, message in cases:
             self.assertIn(message, run(*self.BASE, *extra, check_rc=2).stderr, extra)
+        # --quantize-experts: bitsandbytes' NF4 over a mixture of experts' stacked parameters (axolotl's
+        # quantize_moe_experts); a dense model has none, and axolotl skips k-bit preparation for it.
+        moe = ["estimate", "tests/models/hf_configs/Qwen3-30B-A3B.json", "--graph", "train", "--batch", "1", "--dim",
+               "seq=64", "--experts-implementation", "grouped_mm", "--lora-rank", "8"]
+        self.assertIn("--quantize-experts applies to --frozen-dtype nf4",
+                      run(*moe, "--lora-targets", "q_proj", "--mode", "train", "--quantize-experts",
+                          check_rc=2).stderr)
+        self.assertIn("--kbit-prep with --quantize-experts: axolotl skips prepare_model_for_kbit_training",
+                      run(*moe, "--lora-targets", "q_proj", "--recipe", "hf-peft-qlora", "--quantize-experts",
+                          check_rc=2).stderr)
+        self.assertIn("--quantize-experts with --lora-targets naming the stacked experts' parameter "
+                      "'layers.0.mlp.experts.gate_up_proj'",
+                      run(*moe, "--lora-targets", "q_proj|experts\\.gate_up_proj", "--mode", "train",
+                          "--frozen-dtype", "nf4", "--quantize-experts", check_rc=2).stderr)
+        self.assertIn("--quantize-experts: model 'tests/models/llama_tiny_train.onnx' has no stacked experts' "
+                      "parameters", run(*self.BASE, *self.LORA, "--frozen-dtype", "nf4", "--quantize-experts",
+                                        check_rc=2).stderr)
         # --upcast logits shifts along the sequence: a classifier's [batch, classes] output has none.
         self.assertIn("--upcast logits shifts the logits along the sequence: output",
                       run("estimate", "tests/models/resnet18_train.onnx", "--batch", "2", "--mode", "train",

@@ -15,28 +15,19 @@
 #include "onnx_import/model_session.h"
 #include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
-#include "tests/cost_models/tiny_qwen3_moe.h"
+#include "tests/cost_models/tiny_qwen3_moe_test_base.h"
 
 namespace memplan {
 namespace {
 
 using testing::bytes_named;
 
-class ExpertParallel : public ::testing::Test {
+class ExpertParallel : public testing::TinyQwen3MoeTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::process_temp_dir("memplan_ep");
-    path_ = (dir_ / "config.json").string();
-    std::ofstream(path_) << testing::kTinyQwen3MoeConfig;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  ExpertParallel() : TinyQwen3MoeTest("memplan_ep") {}
   std::shared_ptr<const Graph> graph(int ep, const std::string& routing = "", int64_t seq = 128,
                                      const std::string& experts = "grouped_mm") {
-    session_ = std::make_unique<ModelSession>(path_, "train", routing, false, experts, ep);
-    Bindings b;
-    b.dims = {{"batch", 1}, {"seq", seq}};
-    b.graph = "train", b.experts = experts, b.moe_routing = routing, b.expert_parallel = ep;
-    return session_->shape(b);
+    return moe_graph(experts, routing, seq, ep);
   }
   static std::vector<std::vector<int64_t>> aten_shapes(const Graph& g, const std::string& scope) {
     std::vector<std::vector<int64_t>> shapes;
@@ -54,9 +45,6 @@ class ExpertParallel : public ::testing::Test {
     for (int32_t t : g.initializers) bytes += g.tensors[t].bytes();
     return bytes;
   }
-  std::filesystem::path dir_;
-  std::string path_;
-  std::unique_ptr<ModelSession> session_;
 };
 
 // ExpertParallel._partition_fn, Shard(0) over 2 ranks: rank 0 holds experts 0 and 1, gate_up_proj [2, 16, 16]

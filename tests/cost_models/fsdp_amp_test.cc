@@ -25,6 +25,7 @@ namespace memplan {
 namespace {
 
 using testing::buffer_named;
+using testing::count_named;
 using testing::bytes_named;
 using testing::zoo_graph;
 
@@ -39,12 +40,6 @@ TrainingRun accelerate(Sharding shard, bool policy = true) {
   o.fsdp2_mp = policy;
   o.fsdp2_reduce_dtype = DType::BFloat16;
   return o;
-}
-
-int count_named(const Program& p, const std::string& name) {
-  int n = 0;
-  for (const Buffer& b : p.buffers) n += b.name == name;
-  return n;
 }
 
 // FSDP1, every parameter trains (use_orig_params=False: no alignment padding). A layer's flat parameter is 184,576

@@ -133,6 +133,12 @@ uint64_t resident_bytes(const Program& p) {
   return sum;
 }
 
+int count_named(const Program& p, const std::string& name) {
+  int n = 0;
+  for (const Buffer& b : p.buffers) n += b.name == name;
+  return n;
+}
+
 int32_t buffer_named(const Program& p, const std::string& name) {
   for (size_t i = 0; i < p.buffers.size(); ++i)
     if (p.buffers[i].name == name) return static_cast<int32_t>(i);

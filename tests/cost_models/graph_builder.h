@@ -66,6 +66,8 @@ std::pair<uint64_t, uint64_t> forward_and_kept_bytes(const Program& p, const std
 uint64_t resident_bytes(const Program& p);
 // Buffer id by name (-1 when absent) and the step index by name (-1 when absent).
 int32_t buffer_named(const Program& p, const std::string& name);
+// How many buffers are named `name` (one a recomputation or an access makes each).
+int count_named(const Program& p, const std::string& name);
 int32_t step_named(const Program& p, const std::string& name);
 // The bytes of the buffer named `name` (0 when absent); the live non-resident bytes at the first step named `name`,
 // by peak_live_bytes' rule (a failed expectation when no step has that name).

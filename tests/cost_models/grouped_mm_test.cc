@@ -16,7 +16,7 @@
 #include "onnx_import/model_session.h"
 #include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
-#include "tests/cost_models/tiny_qwen3_moe.h"
+#include "tests/cost_models/tiny_qwen3_moe_test_base.h"
 
 namespace memplan {
 namespace {
@@ -87,24 +87,12 @@ TEST(GroupedMm, SavesTheOperandsAndOffsetsAndAllocatesBothGrads) {
 // output 16,384, sample_weights[perm] 1,024 (its unsqueeze a view), the un-sorted rows 16,384: 89,104.
 // Backward's grads of the grouped GEMMs: current[perm] 16,384 and gate_up_proj^T [4, 16, 16] 4,096; silu * up 8,192
 // and down_proj^T [4, 8, 16] 2,048.
-class GroupedQwen3Moe : public ::testing::Test {
+class GroupedQwen3Moe : public testing::TinyQwen3MoeTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::process_temp_dir("memplan_grouped");
-    path_ = (dir_ / "config.json").string();
-    std::ofstream(path_) << testing::kTinyQwen3MoeConfig;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  GroupedQwen3Moe() : TinyQwen3MoeTest("memplan_grouped") {}
   std::shared_ptr<const Graph> graph(const std::string& experts, const std::string& routing = "") {
-    session_ = std::make_unique<ModelSession>(path_, "train", routing, false, experts);
-    Bindings b;
-    b.dims = {{"batch", 1}, {"seq", 128}};
-    b.graph = "train", b.moe_routing = routing, b.experts = experts;
-    return session_->shape(b);
+    return moe_graph(experts, routing);
   }
-  std::filesystem::path dir_;
-  std::string path_;
-  std::unique_ptr<ModelSession> session_;
 };
 
 constexpr const char* kScope = "/layers.0/mlp/experts/";

@@ -30,37 +30,23 @@
 #include "onnx_import/model_session.h"
 #include "tests/cost_models/graph_builder.h"
 #include "tests/cost_models/run_options.h"
-#include "tests/cost_models/tiny_qwen3_moe.h"
+#include "tests/cost_models/tiny_qwen3_moe_test_base.h"
 
 namespace memplan {
 namespace {
 
 using testing::buffer_named;
 
-class LoraTargetParameters : public ::testing::Test {
+class LoraTargetParameters : public testing::TinyQwen3MoeTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::process_temp_dir("memplan_lora_parameters");
-    path_ = (dir_ / "config.json").string();
-    std::ofstream(path_) << testing::kTinyQwen3MoeConfig;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::shared_ptr<const Graph> graph(const std::string& experts) {
-    session_ = std::make_unique<ModelSession>(path_, "train", "", false, experts);
-    Bindings b;
-    b.dims = {{"batch", 1}, {"seq", 128}};
-    b.graph = "train", b.experts = experts;
-    return session_->shape(b);
-  }
+  LoraTargetParameters() : TinyQwen3MoeTest("memplan_lora_parameters") {}
+  std::shared_ptr<const Graph> graph(const std::string& experts) { return moe_graph(experts); }
   static TrainingRun lora(const std::string& targets) {
     TrainingRun o = sgd_ideal();
     o.lora_rank = 2;
     o.lora_targets = targets;
     return o;
   }
-  std::filesystem::path dir_;
-  std::string path_;
-  std::unique_ptr<ModelSession> session_;
 };
 
 constexpr const char* kBoth = "experts\\.(gate_up|down)_proj";

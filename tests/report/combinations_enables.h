@@ -11,6 +11,7 @@
 #include "report/estimate_config.h"
 #include "report/option_checks.h"
 #include "tests/cost_models/graph_builder.h"
+#include "tests/cost_models/tiny_qwen3_moe.h"
 
 namespace memplan::combinations {
 
@@ -45,6 +46,18 @@ inline std::string torchao_llama_config_file() {
                                "num_key_value_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256,
                                "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false,
                                "torch_dtype": "float32", "hidden_act": "silu"})";
+    return file;
+  }();
+  return path;
+}
+
+// A tiny qwen3_moe config.json (tests/cost_models/tiny_qwen3_moe.h), whose grouped experts --quantize-experts
+// quantizes, written once.
+inline std::string moe_config_file() {
+  static const std::string path = [] {
+    const std::filesystem::path dir = testing::process_temp_dir("memplan_combinations_test");
+    const std::string file = (dir / "qwen3_moe.json").string();
+    std::ofstream(file) << testing::kTinyQwen3MoeConfig;
     return file;
   }();
   return path;
@@ -249,6 +262,19 @@ inline const std::map<std::string, Enable>& enables() {
                            a.mode = "train";
                            a.upcast = "logits";
                          }}},
+      {"quantize-experts", {{"--quantize-experts", "--frozen-dtype", "--experts-implementation", "--mode"},
+                            [](EstimateArgs& a) {
+                              a.mode = "train";
+                              a.frozen_dtype = "nf4";
+                              a.quantize_experts = true;
+                              if (a.lora_rank == 0) {
+                                a.lora_rank = 4;
+                                a.lora_targets = "q_proj|v_proj";
+                              }
+                              a.model.path = moe_config_file();
+                              a.model.graph = "train";
+                              a.model.experts = "grouped_mm";
+                            }}},
       {"kbit-prep", {{"--kbit-prep", "--frozen-dtype", "--lora-rank", "--mode"}, [](EstimateArgs& a) {
                        a.mode = "train";
                        a.frozen_dtype = "nf4";

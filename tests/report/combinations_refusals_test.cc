@@ -69,6 +69,11 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA (torchao's "
                                 "NF4Tensor under fully_shard, a qlora_* model): give --lora-rank R"},
       {{"fsdp2", "kbit-prep"}, "--shard fsdp2 with --kbit-prep: not modelled: NF4 under fully_shard is torchao's"},
+      {{"quantize-experts", "kbit-prep"}, "--kbit-prep with --quantize-experts: axolotl skips "
+                                          "prepare_model_for_kbit_training once it has parametrized the experts"},
+      {{"quantize-experts", "torchao-nf4"}, "--nf4-impl torchao with --quantize-experts: bitsandbytes' "
+                                            "replace_parameter_4bit quantizes the experts"},
+      {{"quantize-experts", "fsdp"}, "--shard fsdp with --quantize-experts: not modelled"},
       {{"fsdp2-mp", "frozen-nf4"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --frozen-dtype nf4: not "
                                    "modelled: NF4 weights under a mixed-precision policy"},
       {{"fsdp", "frozen-gptq"}, "--shard fsdp with --frozen-dtype gptq-int4: not modelled: GPTQ's packed"},
