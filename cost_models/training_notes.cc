@@ -76,7 +76,10 @@ std::string unquantized_experts_note(const TrainingContext& context, const Train
                                                               : "bitsandbytes' 4- and 8-bit conversion skips "
                                                                 "(bitsandbytes issue #1849)") +
          (options.kbit_prep ? ", and k-bit preparation makes them float32" : "") +
-         "; --experts-implementation eager (transformers 4's per-expert Linear layers) quantizes them.";
+         "; --experts-implementation eager (transformers 4's per-expert Linear layers) quantizes them" +
+         (options.frozen_storage == FrozenStorage::Nf4 && !options.nf4_torchao
+              ? ", and so does --quantize-experts (axolotl's quantize_moe_experts: bitsandbytes' parametrization)."
+              : ".");
 }
 
 // --quantize-experts (frozen_storage.h parametrized_experts): how many stacked parameters, their stored bytes, and
