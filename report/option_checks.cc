@@ -209,7 +209,8 @@ void check_requirements(const EstimateArgs& a) {
     throw InputError("--double-quant applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
   if (a.quantize_experts && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--quantize-experts applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4) +
-                     " (bitsandbytes' replace_parameter_4bit quantizes to NF4 or FP4; memplan's is NF4)");
+                     " (bitsandbytes' replace_parameter_4bit; axolotl's 8-bit mode, a row-wise int8 parametrization "
+                     "that dequantizes to float32 through int8_vectorwise_dequant, is not modelled)");
   if (!kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Auto) && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--nf4-impl applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
   // torchao's to_nf4 always double-quantizes its scalers (NF4Tensor.double_quantize_scalers): nothing to choose.
