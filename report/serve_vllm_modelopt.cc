@@ -51,28 +51,20 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                        fmt::format("{}.{}", capability / 10, capability % 10) + ": vLLM runs it on Marlin, whose "
                        "workspace and float32 reduction buffer are sized by the GPU's multiprocessors, which --memory "
                        "does not say: give --gpu NAME");
-    VllmQuantization q;
-    q.method = "nvfp4";
-    q.modelopt = true;
-    q.modelopt_kv_fp8 = stored.modelopt_kv_fp8;
-    q.capability = capability;
-    q.multiprocessors = multiprocessors;
-    source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo " + algo + ")"
-                                  : "the config's quantization_config (modelopt, quant_algo " + algo + ")";
-    return q;
-  }
-  if (capability < 89)
+  } else if (capability < 89) {
     throw VllmGpuRefused(fmt::format("ModelOpt FP8 on compute capability {}.{}: vLLM's ModelOptFp8Config needs 8.9 "
                                      "(get_min_capability)", capability / 10, capability % 10),
                          true);
+  }
   VllmQuantization q;
-  q.method = "fp8";
-  q.static_activations = true;
+  q.method = stored.method;        // "nvfp4" or "fp8"
+  q.static_activations = !nvfp4;  // ModelOpt FP8's per-tensor input_scale
   q.modelopt = true;
   q.modelopt_kv_fp8 = stored.modelopt_kv_fp8;
   q.capability = capability;
-  source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo FP8)"
-                                : "the config's quantization_config (modelopt, quant_algo FP8)";
+  q.multiprocessors = multiprocessors;
+  source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo " + algo + ")"
+                                : "the config's quantization_config (modelopt, quant_algo " + algo + ")";
   return q;
 }
 
