@@ -63,6 +63,14 @@ inline std::string moe_config_file() {
   return path;
 }
 
+// The features that need a LoRA base (frozen weights, PEFT's adapters) turn on the "lora" feature's adapters when no
+// other feature has.
+inline void lora_unless_on(EstimateArgs& a) {
+  if (a.lora_rank != 0) return;
+  a.lora_rank = 4;
+  a.lora_targets = "q_proj|v_proj";
+}
+
 inline const std::map<std::string, Enable>& enables() {
   static const std::map<std::string, Enable> all = {
       {"train", {{"--mode"}, [](EstimateArgs& a) { a.mode = "train"; }}},
@@ -267,10 +275,7 @@ inline const std::map<std::string, Enable>& enables() {
                               a.mode = "train";
                               a.frozen_dtype = "nf4";
                               a.quantize_experts = true;
-                              if (a.lora_rank == 0) {
-                                a.lora_rank = 4;
-                                a.lora_targets = "q_proj|v_proj";
-                              }
+                              lora_unless_on(a);
                               a.model.path = moe_config_file();
                               a.model.graph = "train";
                               a.model.experts = "grouped_mm";
@@ -279,10 +284,7 @@ inline const std::map<std::string, Enable>& enables() {
                        a.mode = "train";
                        a.frozen_dtype = "nf4";
                        a.kbit_prep = true;
-                       if (a.lora_rank == 0) {
-                         a.lora_rank = 4;
-                         a.lora_targets = "q_proj|v_proj";
-                       }
+                       lora_unless_on(a);
                      }}},
       {"offload-activations", {{"--offload-activations", "--checkpoint", "--mode"}, [](EstimateArgs& a) {
                                  a.mode = "train";
@@ -292,10 +294,7 @@ inline const std::map<std::string, Enable>& enables() {
       {"lora-base-dtype", {{"--lora-dtype", "--lora-rank", "--mode"}, [](EstimateArgs& a) {
                              a.mode = "train";
                              a.lora_dtype = "base";
-                             if (a.lora_rank == 0) {
-                               a.lora_rank = 4;
-                               a.lora_targets = "q_proj|v_proj";
-                             }
+                             lora_unless_on(a);
                            }}},
   };
   return all;
