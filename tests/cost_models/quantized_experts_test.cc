@@ -104,6 +104,20 @@ TEST_F(QuantizedExperts, RefusesWhatItDoesNotModel) {
     EXPECT_NE(std::string(e.what()).find("ParamWrapper"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("layers.0.mlp.experts.gate_up_proj"), std::string::npos) << e.what();
   }
+  // Experts that train (--trainable): replace_parameter_4bit leaves a parameter that cannot.
+  try {
+    TrainingRun o = run();
+    o.lora_rank = 0;
+    o.lora_targets.clear();
+    o.trainable = "experts";
+    build_training_program(*graph(), o);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--quantize-experts: the stacked experts' parameter "
+                                         "'layers.0.mlp.experts.gate_up_proj' trains (--trainable)"),
+              std::string::npos)
+        << e.what();
+  }
   // The eager loop: no stacked parameters to quantize.
   try {
     build_training_program(*graph("eager"), run());
