@@ -84,7 +84,7 @@ std::string unquantized_experts_note(const TrainingContext& context, const Train
 
 // --quantize-experts (frozen_storage.h parametrized_experts): how many stacked parameters, their stored bytes, and
 // what each forward makes of them.
-std::string parametrized_experts_note(const TrainingContext& context) {
+std::string parametrized_experts_note(const TrainingContext& context, const TrainingOptions& options) {
   if (context.graph == nullptr) return "";
   int count = 0;
   uint64_t stored = 0, largest = 0;
@@ -101,7 +101,17 @@ std::string parametrized_experts_note(const TrainingContext& context) {
          "bitsandbytes' replace_parameter_4bit parametrizations (--quantize-experts, axolotl's quantize_moe_experts): "
          "each experts forward dequantizes each whole into " + std::string(dtype_name(type)) + " (the largest " +
          std::to_string(largest) + " bytes), which _grouped_mm keeps until its backward; backward dequantizes "
-         "nothing, but a checkpointed layer's recomputation makes its copies again.";
+         "nothing, but a checkpointed layer's recomputation makes its copies again." +
+         // bitsandbytes PR #1999 (in 0.50) made the parametrization's cache hook run even when the non-reentrant
+         // checkpoint stops its recomputation early; before it, issue #2005: the cache stays on and keeps every copy.
+         (options.checkpoint.mode != CheckpointMode::None && !options.checkpoint.reentrant &&
+                  options.checkpoint.early_stop
+              ? std::string(" This follows bitsandbytes 0.50 on: with 0.49 (axolotl's pin) a non-reentrant "
+                            "checkpoint's early-stopped recomputation can leave the parametrization cache on "
+                            "(bitsandbytes issue #2005, fixed by PR #1999), every layer's dequantized copies then "
+                            "stay resident and the peak is above this answer; use bitsandbytes 0.50 or "
+                            "--checkpoint-impl reentrant.")
+              : std::string());
 }
 
 }  // namespace
@@ -280,7 +290,7 @@ void add_layout_notes(const TrainingContext& context, const TrainingOptions& opt
                     "; " + how);
     if (const std::string experts = unquantized_experts_note(context, options); !experts.empty())
       notes.push_back(experts);
-    if (const std::string experts = parametrized_experts_note(context); !experts.empty()) notes.push_back(experts);
+    if (const std::string experts = parametrized_experts_note(context, options); !experts.empty()) notes.push_back(experts);
   }
 }
 

@@ -10,6 +10,7 @@
 // Each experts forward dequantizes each whole into the parameter's own type (quant_state.dtype): float32 here,
 // 4,096 and 2,048 B; bfloat16 under --precision bf16, 2,048 and 1,024 B; _grouped_mm keeps the copy (through the
 // transpose it reads) for its backward, which dequantizes nothing.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -93,6 +94,24 @@ TEST_F(QuantizedExperts, ACheckpointedLayerDequantizesAgainWhenRecomputed) {
   for (size_t b = 0; b < p.buffers.size(); ++b)
     if (p.buffers[b].name == name) last_phase.push_back(p.steps[size_t(testing::last_reader(p, int32_t(b)))].phase);
   EXPECT_EQ(last_phase, (std::vector<Phase>{Phase::Forward, Phase::Backward}));
+}
+
+// bitsandbytes 0.49's cache leak (issue #2005) needs a non-reentrant checkpoint that stops its recomputation early:
+// the note warns then, and only then.
+TEST_F(QuantizedExperts, WarnsOfTheOlderCacheLeakUnderANonReentrantCheckpoint) {
+  const auto warns = [&](bool reentrant, bool early_stop, CheckpointMode mode) {
+    TrainingRun o = run();
+    o.checkpoint.mode = mode;
+    o.checkpoint.reentrant = reentrant;
+    o.checkpoint.early_stop = early_stop;
+    const TrainingResult r = build_training_program(*graph(), o);
+    return std::any_of(r.notes.begin(), r.notes.end(),
+                       [](const std::string& s) { return s.find("bitsandbytes issue #2005") != std::string::npos; });
+  };
+  EXPECT_TRUE(warns(false, true, CheckpointMode::Layers));
+  EXPECT_FALSE(warns(true, true, CheckpointMode::Layers));
+  EXPECT_FALSE(warns(false, false, CheckpointMode::Layers));  // torch 1.13 recomputes the whole segment
+  EXPECT_FALSE(warns(false, true, CheckpointMode::None));
 }
 
 TEST_F(QuantizedExperts, RefusesWhatItDoesNotModel) {
