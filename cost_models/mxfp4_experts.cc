@@ -134,25 +134,10 @@ Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64
   return l;
 }
 
-int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts) {
-  // fused_marlin_moe: `for block_size_m in [8, 16, 32, 48, 64]: if M * topk / E / block_size_m < 0.9: break`.
-  for (int64_t block : {8, 16, 32, 48, 64})
-    if (static_cast<double>(tokens) * static_cast<double>(top_k) / static_cast<double>(experts) /
-            static_cast<double>(block) < 0.9)
-      return block;
-  return 64;
-}
-
 VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
-                                                 const Mxfp4ExpertsLayer& layer) {
-  VllmFusedMoeShape shape;
-  shape.tokens = tokens;
-  shape.hidden = layer.hidden_padded;
-  shape.experts = experts;
-  shape.top_k = top_k;
-  shape.intermediate_per_rank = layer.intermediate_padded;
-  shape.block_size_m = vllm_marlin_moe_block_size(tokens, top_k, experts);
-  VllmFusedMoeBytes b = vllm_fused_moe_bytes(shape, DType::BFloat16);
+                                                 const Mxfp4ExpertsLayer& layer, int capability, int multiprocessors) {
+  VllmFusedMoeBytes b = vllm_marlin_moe_bytes(tokens, top_k, experts, layer.hidden_padded, layer.intermediate_padded,
+                                              capability, multiprocessors, DType::BFloat16);
   b.padded_input_bytes = checked_mul(checked_mul(u64(tokens), u64(layer.hidden_padded), "mxfp4 kernel"), 2,
                                      "mxfp4 kernel");
   return b;

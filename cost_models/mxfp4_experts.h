@@ -47,10 +47,10 @@
 //    gptq_marlin_repack's 4-bit tiles for w13 [E, 2·I_pad, H_pad / 2] and w2 [E, H_pad, I_pad / 2], the scales
 //    permuted and made float8_e8m0fnu (one byte each, as loaded), the biases in params_dtype (bfloat16), and a
 //    workspace of multiprocessors x 4 int32 a layer (marlin_make_workspace_new(device, 4)); nothing loaded is kept.
-//    Its kernel, fused_marlin_moe (fused_moe/fused_marlin_moe.py), allocates what fused_experts does
-//    (cost_models/vllm_fused_moe.h: cache13 of T·k·max(2·I_pad, H_pad), cache2 [T·k, I_pad], the output [T, H_pad],
-//    moe_align_block_size at its own block_size_m, vllm_marlin_moe_block_size) beside the padded input and the
-//    router's fused_topk tensors (FusedMoE.select_experts);
+//    Its kernel, fused_marlin_moe (cost_models/vllm_fused_moe.h vllm_marlin_moe_bytes: cache13 of
+//    T·k·max(2·I_pad, H_pad), cache2 [T·k, I_pad], the output [T, H_pad], moe_align_block_size at its own
+//    block_size_m, and below compute capability 9.0 the float32 reduction buffer), runs beside the padded input and
+//    the router's fused_topk tensors (FusedMoE.select_experts);
 //  - triton_kernel_moe_forward a call on T tokens: output empty_like(hidden_states) [T, H] and intermediate_cache
 //    [T·k, I_pad] (N / 2, N = w13's 2·I_pad) in the activation type (bfloat16, Mxfp4Config's only one); the routing
 //    metadata triton_kernels' routing() builds (gather/scatter indices and gate scales, a few bytes a (token, slot))
@@ -111,13 +111,11 @@ VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backe
 Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64_t intermediate, int multiprocessors,
                                           const std::string& model);
 
-// fused_marlin_moe's block_size_m: the first of 8, 16, 32, 48, 64 with tokens·top_k / experts / block < 0.9, else 64.
-int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts);
-
-// The Marlin backend's kernel on `tokens` tokens in bfloat16, the layer padded as `layer`: fused_experts' buffers at
-// H_pad and I_pad (vllm_fused_moe_bytes with Marlin's block size) and the padded input [T, H_pad].
+// The Marlin backend's kernel on `tokens` tokens in bfloat16, the layer padded as `layer`, on a GPU of `capability`
+// with `multiprocessors` SMs: fused_marlin_moe's buffers at H_pad and I_pad (vllm_marlin_moe_bytes) and the padded
+// input [T, H_pad].
 VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
-                                                 const Mxfp4ExpertsLayer& layer);
+                                                 const Mxfp4ExpertsLayer& layer, int capability, int multiprocessors);
 
 // One sparse layer's experts on one GPU of compute capability `capability` (major x 10 + minor) under vLLM's Triton
 // backend. Throws InputError naming `model` where vLLM would run another backend (capability below 90 or from 110).

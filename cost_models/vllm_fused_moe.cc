@@ -11,7 +11,9 @@ namespace memplan {
 uint64_t VllmFusedMoeBytes::total() const {
   return checked_add(checked_add(checked_add(topk_bytes, align_bytes, "fused MoE bytes"),
                                  checked_add(cache13_bytes, cache2_bytes, "fused MoE bytes"), "fused MoE bytes"),
-                     checked_add(output_bytes, padded_input_bytes, "fused MoE bytes"), "fused MoE bytes");
+                     checked_add(checked_add(output_bytes, padded_input_bytes, "fused MoE bytes"), reduce_bytes,
+                                 "fused MoE bytes"),
+                     "fused MoE bytes");
 }
 
 VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) {
@@ -22,7 +24,7 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   const uint64_t pairs = checked_mul(t, k, "fused MoE bytes");
   // fused_topk: float32 weights, int32 ids, int32 token_expert_indices.
   b.topk_bytes = checked_mul(pairs, 4 + 4 + 4, "fused MoE bytes");
-  b.chunk_tokens = std::min(s.tokens, kVllmFusedMoeChunkSize);
+  b.chunk_tokens = s.chunked ? std::min(s.tokens, kVllmFusedMoeChunkSize) : s.tokens;
   // get_default_config (fused_moe.py at 13cb3e4): BLOCK_SIZE_M 16 when M <= E, else 64, with E = w2.size(0) (the
   // rank's experts: try_get_optimal_moe_config's E, _, N = w2_shape); fp8_w8a8 with a block shape sets it.
   const int64_t rank_experts = s.local_experts > 0 ? s.local_experts : s.experts;
@@ -38,6 +40,41 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   b.cache13_bytes = checked_mul(checked_mul(mk, std::max(n, h), "fused MoE bytes"), d, "fused MoE bytes");
   b.cache2_bytes = checked_mul(checked_mul(mk, n / 2, "fused MoE bytes"), d, "fused MoE bytes");
   b.output_bytes = checked_mul(checked_mul(t, h, "fused MoE bytes"), d, "fused MoE bytes");
+  return b;
+}
+
+int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts) {
+  // fused_marlin_moe: `for block_size_m in [8, 16, 32, 48, 64]: if M * topk / E / block_size_m < 0.9: break`.
+  for (int64_t block : {8, 16, 32, 48, 64})
+    if (static_cast<double>(tokens) * static_cast<double>(top_k) / static_cast<double>(experts) /
+            static_cast<double>(block) < 0.9)
+      return block;
+  return 64;
+}
+
+VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t width,
+                                        int capability, int multiprocessors, DType d) {
+  VllmFusedMoeShape shape;
+  shape.tokens = tokens;
+  shape.hidden = hidden;
+  shape.experts = experts;
+  shape.top_k = top_k;
+  shape.intermediate_per_rank = width;
+  shape.block_size_m = vllm_marlin_moe_block_size(tokens, top_k, experts);
+  shape.chunked = false;
+  VllmFusedMoeBytes b = vllm_fused_moe_bytes(shape, d);
+  if (d == DType::Float16 || capability >= 90) return b;  // atomic add: no c_tmp
+  constexpr uint64_t kMaxThreadN = 256;  // marlin.cuh max_thread_n
+  const uint64_t block = static_cast<uint64_t>(b.block_size_m);
+  const uint64_t sorted = checked_add(checked_mul(static_cast<uint64_t>(tokens), static_cast<uint64_t>(top_k),
+                                                  "fused MoE bytes"),
+                                      checked_mul(static_cast<uint64_t>(experts), block - 1, "fused MoE bytes"),
+                                      "fused MoE bytes");
+  const uint64_t cap = checked_mul(static_cast<uint64_t>(std::max(multiprocessors, 0)) * 4, block * kMaxThreadN,
+                                   "fused MoE bytes");
+  const uint64_t widest = std::max(2 * static_cast<uint64_t>(width), static_cast<uint64_t>(hidden));
+  const uint64_t elements = std::min(checked_mul(widest, sorted, "fused MoE bytes"), cap) * (block == 8 ? 2 : 1);
+  b.reduce_bytes = checked_mul(elements, sizeof(float), "fused MoE bytes");
   return b;
 }
 

@@ -29,6 +29,18 @@
 
 namespace memplan {
 
+// vLLM's Marlin MoE kernel (fused_moe/fused_marlin_moe.py fused_marlin_moe, the 0.11 series': an index copy, id
+// 2122422579), which the MXFP4 and ModelOpt NVFP4 experts run on Marlin (cost_models/mxfp4_experts.h,
+// vllm_nvfp4.h), allocates fused_experts' buffers without chunking: block_size_m the first of 8, 16, 32, 48, 64 with
+// T·k / E / block < 0.9 (else 64; E the layer's experts, w1.size(0)), moe_align_block_size at it over the global E
+// (moe_align_block_size.py of the series, id 1115867164: T·k + E·(B − 1) sorted ids, no smaller bound), cache13 of
+// T·k·max(2·N, H) and cache2 [T·k, N] in the activation type, N the layer's (padded) width, and the output
+// empty_like(hidden_states) [T, H]; the layer's own workspace is passed in. Both moe_wna16_marlin_gemm calls take
+// use_fp32_reduce and use_atomic_add = (activations float16 or compute capability 9.0 and up); without atomic add
+// the op allocates a float32 c_tmp of min(n · len(sorted ids), SMs · 4 · B · max_thread_n 256) elements, doubled at
+// B = 8 (csrc/moe/marlin_moe_wna16/ops.cu of the series, index id 24530491262), n the GEMM's output width (2·N, then
+// H): a temporary of each call, the larger one counted (reduce_bytes). Later vLLM passes use_atomic_add=False
+// always (fused_marlin_moe.py at 00a130a), not modelled here.
 inline constexpr int64_t kVllmFusedMoeChunkSize = 32768;  // envs.py VLLM_FUSED_MOE_CHUNK_SIZE (at 001f69f)
 
 struct VllmFusedMoeShape {
@@ -38,6 +50,7 @@ struct VllmFusedMoeShape {
   // E_local (cost_models/vllm_expert_parallel.h), while moe_align_block_size keeps the global E.
   int64_t local_experts = 0;
   int64_t block_size_m = 0;  // 0: get_default_config's rule above; fp8_w8a8 with a block shape: 64 (vllm_fp8_block.h)
+  bool chunked = true;       // fused_experts_impl's chunks of VLLM_FUSED_MOE_CHUNK_SIZE; Marlin takes every token
 };
 
 struct VllmFusedMoeBytes {
@@ -49,10 +62,20 @@ struct VllmFusedMoeBytes {
   uint64_t cache2_bytes = 0;
   uint64_t output_bytes = 0;
   uint64_t padded_input_bytes = 0;  // FusedMoE.forward's F.pad of the input to a padded hidden size (MXFP4 Marlin)
+  uint64_t reduce_bytes = 0;        // Marlin's float32 c_tmp, the larger GEMM's (without atomic add)
   uint64_t total() const;
 };
 
 VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype);
+
+// fused_marlin_moe's block_size_m (above).
+int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts);
+
+// fused_marlin_moe on `tokens` tokens of `hidden` (the layer's, padded where the layer pads it), `width` N, in `d`,
+// on a GPU of compute capability `capability` (major x 10 + minor) with `multiprocessors` SMs (0: not known, c_tmp
+// not counted).
+VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t width,
+                                        int capability, int multiprocessors, DType d);
 
 // I_p for a tensor-parallel group of `tp`: I / tp; throws InputError naming `model` when tp does not divide I
 // (FusedMoE's assert intermediate_size % tp_size == 0).

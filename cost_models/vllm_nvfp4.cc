@@ -1,8 +1,10 @@
 #include "cost_models/vllm_nvfp4.h"
 
 #include <algorithm>
+#include <string>
 
 #include "onnx_import/checked.h"
+#include "onnx_import/errors.h"
 
 namespace memplan {
 uint64_t vllm_nvfp4_linear_bytes(int64_t n, int64_t k, bool marlin, int multiprocessors) {
@@ -35,6 +37,31 @@ uint64_t vllm_nvfp4_call_bytes(int64_t tokens, int64_t n, int64_t k, bool marlin
   const uint64_t np = round_up(u64(n), 32);
   const uint64_t padded = np == u64(n) ? 0 : checked_mul(checked_mul(m, np, "nvfp4 bytes"), e, "nvfp4 bytes");
   return checked_add(checked_add(input, scales, "nvfp4 bytes"), padded, "nvfp4 bytes");
+}
+
+uint64_t VllmNvfp4Experts::total() const {
+  return checked_add(checked_add(checked_add(weight_bytes, scale_bytes, "nvfp4 experts"),
+                                 checked_add(global_scale_bytes, input_scale_bytes, "nvfp4 experts"), "nvfp4 experts"),
+                     workspace_bytes, "nvfp4 experts");
+}
+
+VllmNvfp4Experts vllm_nvfp4_marlin_experts(int64_t experts, int64_t hidden, int64_t intermediate_per_rank,
+                                           int multiprocessors, DType d, const std::string& model) {
+  if (hidden % 64 != 0 || (2 * intermediate_per_rank) % 64 != 0 || intermediate_per_rank % 16 != 0)
+    throw InputError("serve --engine vllm: " + model + "'s NVFP4 experts (hidden size " + std::to_string(hidden) +
+                     ", " + std::to_string(intermediate_per_rank) + " wide a rank): vLLM's Marlin repacks each expert "
+                     "unpadded (prepare_moe_fp4_layer_for_marlin), and gptq_marlin_repack needs size_n a multiple of "
+                     "64 and size_k of 16 (the hidden size and twice the width by 64, the width by 16)");
+  VllmNvfp4Experts l;
+  const uint64_t e = u64(experts);
+  const uint64_t values = checked_mul(checked_mul(e, u64(hidden), "nvfp4 experts"), 3 * u64(intermediate_per_rank),
+                                      "nvfp4 experts");  // E (2 I_p H + H I_p)
+  l.weight_bytes = values / 2;  // two FP4 values a byte
+  l.scale_bytes = values / 16;  // an fp8 scale a group of 16
+  l.global_scale_bytes = checked_mul(2 * e, u64(dtype_bits(d) / 8), "nvfp4 experts");
+  l.input_scale_bytes = checked_mul(3 * e, sizeof(float), "nvfp4 experts");
+  l.workspace_bytes = checked_mul(u64(std::max(multiprocessors, 0)), 4 * sizeof(int32_t), "nvfp4 experts");
+  return l;
 }
 
 }  // namespace memplan

@@ -27,8 +27,23 @@
 //    allocated from the profile run's first NVFP4 layer). Marlin does not quantize the input: marlin_gemm allocates
 //    its output [M, N_m] (sliced into a copy when N_m > N) and, with use_fp32_reduce (USE_FP32_REDUCE_DEFAULT),
 //    a float32 c_tmp of SMs x min(round_up(M, 16), 64) x 256 elements (csrc/quantization/marlin/marlin.cu).
-// Not modelled: W4A16_NVFP4, NVFP4 experts (ModelOptNvFp4FusedMoE) and the NVFP4 KV cache (refused when read), and
-// FlashInfer's TRT-LLM backend (shuffled in place, no padding), chosen only by --linear-backend.
+//
+// NVFP4 experts (ModelOptNvFp4FusedMoE) on Marlin, as the 0.11 series holds them (an index copy of that series'
+// modelopt.py, id 205573878; marlin_utils_fp4.py, id 96066638: prepare_moe_fp4_layer_for_marlin): below compute
+// capability 10.0 detect_nvfp4_moe_support finds no CUTLASS FP4 and takes Marlin (8.0 at least: the series'
+// is_fp4_marlin_supported). create_weights holds per layer, E experts of hidden size H and I_p = I / tp a rank:
+// w13_weight uint8 [E, 2 I_p, H/2], w2_weight uint8 [E, H, I_p/2], w13_weight_scale fp8 [E, 2 I_p, H/16],
+// w2_weight_scale fp8 [E, H, I_p/16], w13_weight_scale_2 float32 [E, 2], w2_weight_scale_2 [E], w13_input_scale
+// float32 [E, 2] and w2_input_scale [E].
+// process_weights_after_loading's Marlin branch: prepare_moe_fp4_layer_for_marlin repacks every expert with no
+// padding (gptq_marlin_repack of size_n 2 I_p or H, size_k H or I_p: the same bytes, int32), permutes the scales
+// into fp8 of the same count (nvfp4_marlin_process_scales keeps every other byte of the model type's), makes each
+// global scale the model type's [E] (.to(param_dtype), nvfp4_marlin_process_global_scale), and adds a workspace of
+// multiprocessors x 4 int32 (marlin_make_workspace_new(device, 4)); the alphas and input-scale inverses it made
+// first are deleted, the loaded input scales stay registered. Its apply calls fused_marlin_moe with that workspace.
+// Not modelled: W4A16_NVFP4, NVFP4 experts from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE) and
+// in other vLLM versions, and the NVFP4 KV cache (refused when read), and FlashInfer's TRT-LLM backend (shuffled in
+// place, no padding), chosen only by --linear-backend.
 #pragma once
 
 #include <cstdint>
@@ -50,5 +65,21 @@ uint64_t vllm_nvfp4_linear_bytes(int64_t n, int64_t k, bool marlin, int multipro
 // What one call allocates at `tokens` rows beyond the graph's output [tokens, n] in `d` (the quantized input and
 // its scales, the padded output; Marlin's c_tmp and padded output).
 uint64_t vllm_nvfp4_call_bytes(int64_t tokens, int64_t n, int64_t k, bool marlin, int multiprocessors, DType d);
+
+// One sparse layer's NVFP4 experts on Marlin (above), one rank's.
+struct VllmNvfp4Experts {
+  uint64_t weight_bytes = 0;        // w13_weight and w2_weight, repacked
+  uint64_t scale_bytes = 0;         // w13_weight_scale and w2_weight_scale, permuted fp8
+  uint64_t global_scale_bytes = 0;  // w13_weight_scale_2 and w2_weight_scale_2, [E] each in the model's type
+  uint64_t input_scale_bytes = 0;   // w13_input_scale [E, 2] and w2_input_scale [E], float32, left registered
+  uint64_t workspace_bytes = 0;     // multiprocessors x 4 int32
+  uint64_t total() const;
+};
+
+// `experts` E, `hidden` H, `intermediate_per_rank` I_p, served in `d`. Throws InputError naming `model` where
+// gptq_marlin_repack cannot take the shapes unpadded (size_n a multiple of 64, size_k of 16: 2 I_p and H by 64,
+// I_p by 16).
+VllmNvfp4Experts vllm_nvfp4_marlin_experts(int64_t experts, int64_t hidden, int64_t intermediate_per_rank,
+                                           int multiprocessors, DType d, const std::string& model);
 
 }  // namespace memplan

@@ -39,7 +39,8 @@ struct StoredQuantization {
   int64_t group_size = 0;
   bool desc_act = false, static_activations = false;
   int64_t block_n = 0, block_k = 0;  // fp8's weight_block_size (0: per-tensor scales)
-  // fp8: the "...mlp.gate" and "...block_sparse_moe.gate" entries of ignored_layers / modules_to_not_convert
+  // fp8: the "...mlp.gate" and "...block_sparse_moe.gate" entries of ignored_layers / modules_to_not_convert;
+  // ModelOpt: those of exclude_modules (ignore)
   int ignored_routers = 0;
   // fp8 on a mixture of experts: how vLLM builds this model_type's router (onnx_import/hf_quantization.cc
   // vllm_moe_router, set for every config.json). "unquantized": mixtral's, qwen2_moe's (a ReplicatedLinear with

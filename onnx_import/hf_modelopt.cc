@@ -41,12 +41,20 @@ void read_settings(const std::string& path, const std::string& where, const json
   const std::string key = where + "key \"" + exclude_key + "\" ";
   if (!exclude->is_array()) fail(path, key + "must be a list of module names, not " + exclude->dump());
   static const std::regex unfused(R"(model\.layers\.(0|[1-9][0-9]{0,5})\.(self_attn\.o_proj|mlp\.down_proj))");
+  // A mixture of experts' router (mixtral's block_sparse_moe.gate, the others' mlp.gate): counted, as fp8's
+  // ignored_layers are (StoredQuantization::ignored_routers), and checked against the model in read_modelopt.
+  static const std::regex router(R"(model\.layers\.(0|[1-9][0-9]{0,5})\.(mlp|block_sparse_moe)\.gate)");
   for (const json& e : *exclude) {
     if (e == "lm_head") continue;
+    if (e.is_string() && std::regex_match(e.get_ref<const std::string&>(), router)) {
+      ++s.ignored_routers;
+      continue;
+    }
     if (!e.is_string() || !std::regex_match(e.get_ref<const std::string&>(), unfused))
       fail(path, key + "entry " + e.dump() + ": which of the graph's layers it leaves unquantized is not mapped "
-                 "(memplan maps lm_head and a layer's model.layers.N.self_attn.o_proj or model.layers.N.mlp.down_proj; "
-                 "q/k/v and gate/up are fused modules, and the engines match wildcards differently)");
+                 "(memplan maps lm_head, a layer's model.layers.N.self_attn.o_proj or model.layers.N.mlp.down_proj, "
+                 "and a router's model.layers.N.mlp.gate; q/k/v and gate/up are fused modules, and the engines match "
+                 "wildcards differently)");
     s.excluded_modules.push_back(e.get<std::string>());
   }
 }
@@ -133,7 +141,8 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
                        "'s quantization_config is " +
                        (stated.modelopt ? "ModelOpt " + std::string(stated.modelopt_algo()) : stated.method) +
                        ": contradictory quantization settings are not modelled");
-      if (stated.modelopt_kv_fp8 != s.modelopt_kv_fp8 || stated.excluded_modules != s.excluded_modules)
+      if (stated.modelopt_kv_fp8 != s.modelopt_kv_fp8 || stated.excluded_modules != s.excluded_modules ||
+          stated.ignored_routers != s.ignored_routers)
         fail(file, std::string("quantization key \"") +
                        (stated.modelopt_kv_fp8 != s.modelopt_kv_fp8 ? "kv_cache_quant_algo" : "exclude_modules") +
                        "\" contradicts " + config_path + "'s quantization_config (" +
@@ -146,11 +155,20 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
   const StoredQuantization& q = c.quantization;
   if (!q.modelopt) return;
   const std::string what = q.modelopt_file ? "hf_quant_config.json" : "quantization_config";
-  if (c.num_experts > 0 || c.mla || c.model_type == "gpt_oss")
+  // NVFP4 experts: vLLM's ModelOptNvFp4FusedMoE (cost_models/vllm_nvfp4.h); FP8 ones (ModelOptFp8MoEMethod) and
+  // latent attention are not sized.
+  if ((c.num_experts > 0 && q.method != "nvfp4") || c.mla || c.model_type == "gpt_oss")
     fail(q.modelopt_path, what + " (ModelOpt " + q.modelopt_algo() + ") on model_type \"" +
-                              c.model_type + "\": the engines' ModelOpt MoE and latent-attention paths "
-                              "(ModelOptFp8MoEMethod, ModelOptNvFp4FusedMoE) are not sized; memplan sizes ModelOpt "
-                              "on dense decoders");
+                              c.model_type + "\": the engines' " +
+                              (c.num_experts > 0 && !c.mla && c.model_type != "gpt_oss"
+                                   ? "ModelOpt FP8 MoE path (ModelOptFp8MoEMethod) is not sized; memplan sizes "
+                                     "ModelOpt FP8 on dense decoders and NVFP4 on dense decoders and mixtures of "
+                                     "experts"
+                                   : "ModelOpt latent-attention and gpt-oss paths are not sized; memplan sizes "
+                                     "ModelOpt on dense decoders and NVFP4 on mixtures of experts"));
+  if (q.ignored_routers > 0 && c.num_experts == 0)
+    fail(q.modelopt_path, what + " excludes " + std::to_string(q.ignored_routers) + " routers (mlp.gate), and " +
+                              config_path + " has no experts");
   for (const std::string& m : q.excluded_modules)
     if (std::stoll(m.substr(13, m.find('.', 13) - 13)) >= c.num_hidden_layers)
       fail(q.modelopt_path, what + " excludes " + m + ", a layer the model (num_hidden_layers " +

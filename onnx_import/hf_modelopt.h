@@ -22,12 +22,16 @@
 // none; exclude_modules entries "lm_head" (no engine quantizes the LM head under ModelOpt FP8 at the versions read:
 // vLLM 0.11's and SGLang's get_quant_method give a method to LinearBase only, TensorRT-LLM's head takes no quant
 // config) and whole unfused modules "model.layers.N.self_attn.o_proj" / "model.layers.N.mlp.down_proj" (matched the
-// same by vLLM's is_layer_skipped, SGLang's substring test and TensorRT-LLM's fnmatch: kept in the model's type).
-// Refused, one message naming the file and the key: another quant_algo (NVFP4, W4A8_AWQ, W4A16_AWQ, INT4_AWQ,
+// same by vLLM's is_layer_skipped, SGLang's substring test and TensorRT-LLM's fnmatch: kept in the model's type), and
+// on a mixture of experts a router's "model.layers.N.mlp.gate" (counted as StoredQuantization::ignored_routers: a
+// router vLLM builds with the quant_config, qwen3_moe's, stays in the model's type when every one is listed).
+// Refused, one message naming the file and the key: another quant_algo (W4A8_AWQ, W4A16_AWQ, INT4_AWQ,
 // FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, MIXED_PRECISION...), another kv_cache_quant_algo, an exclude_modules entry
 // not mapped above (q/k/v and gate/up are fused modules, whose partial exclusion the engines treat differently;
-// wildcards match differently in each), a key not read, a mixture of experts or latent attention (the engines'
-// ModelOpt MoE methods are not sized), and a config.json quantization_config that contradicts hf_quant_config.json.
+// wildcards match differently in each), a key not read, FP8 on a mixture of experts, latent attention or gpt-oss
+// (the engines' ModelOpt FP8 MoE and MLA methods are not sized; NVFP4 experts are vLLM's ModelOptNvFp4FusedMoE,
+// cost_models/vllm_nvfp4.h), routers listed on a model without experts, and a config.json quantization_config that
+// contradicts hf_quant_config.json.
 #pragma once
 
 #include <string>
@@ -43,7 +47,8 @@ StoredQuantization parse_modelopt_config(const std::string& path, const nlohmann
 
 // `config_path`'s sibling hf_quant_config.json, when it exists: read and merged into `c.quantization` (refusing a
 // config.json quantization_config it contradicts). Then, for any ModelOpt checkpoint, the checks that need the
-// whole config: exclude_modules' layers within num_hidden_layers, no experts, no latent attention. Throws InputError.
+// whole config: exclude_modules' layers within num_hidden_layers, experts only under NVFP4, no latent attention.
+// Throws InputError.
 void read_modelopt(const std::string& config_path, DecoderConfig& c);
 
 }  // namespace memplan::hf

@@ -172,11 +172,14 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      "quantization_config with quant_method mxfp4, gpt-oss's checkpoints): the option picks vLLM's "
                      "backend for those; drop it");
   const bool fp8_moe_or_block = a.quantization.method == "fp8" && (a.quantization.block.on() || !moe.empty());
-  const bool quantized =
-      !mxfp4 && !fp8_moe_or_block && (!s.quantization.empty() || !probe.stored_quantization().method.empty());
+  // ModelOpt NVFP4 experts: ModelOptNvFp4FusedMoE on Marlin (report/serve_vllm_modelopt.cc).
+  const bool nvfp4_experts = a.quantization.method == "nvfp4" && !moe.empty();
+  if (nvfp4_experts) vllm_nvfp4_experts_check(a.settings.version_text, capability, probe.path());
+  const bool quantized = !mxfp4 && !fp8_moe_or_block && !nvfp4_experts &&
+                         (!s.quantization.empty() || !probe.stored_quantization().method.empty());
   // Expert parallelism is sized for unquantized experts (report/serve_vllm_moe.cc) and fp8 ones
   // (report/serve_vllm_fp8.cc); other quantized ones are not.
-  if (s.enable_expert_parallel && tp * dp > 1 && quantized)
+  if (s.enable_expert_parallel && tp * dp > 1 && (quantized || nvfp4_experts))
     throw InputError("--enable-expert-parallel with " + probe.path() + "'s quantized experts: memplan sizes vLLM's "
                      "expert parallelism for unquantized and fp8 experts (UnquantizedFusedMoEMethod, "
                      "Fp8MoEMethod) only");
@@ -185,11 +188,15 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      "'s experts: vLLM runs them as its fused MoE kernel, whose " +
                      (s.enable_lora ? "LoRA stacks" : "quantized expert weights") + " memplan does not size");
   // The experts (FusedMoE's own weights) and unquantized routers: left out of the quantized linear layers.
-  const std::set<std::string> left_out =
-      fp8_moe_or_block
-          ? vllm_fp8_block_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers,
-                                    a.fp8_block.router_nodes, probe.path())
-          : modelopt_excluded_nodes(*g, probe.stored_quantization(), probe.path());
+  std::set<std::string> left_out =
+      fp8_moe_or_block ? vllm_moe_left_out(*g, moe, probe.stored_quantization(), a.fp8_block.routers,
+                                           a.fp8_block.router_nodes, probe.path())
+                       : modelopt_excluded_nodes(*g, probe.stored_quantization(), probe.path());
+  if (nvfp4_experts) {
+    std::set<std::string> routers;
+    left_out.merge(vllm_moe_left_out(*g, moe, probe.stored_quantization(), a.nvfp4_unquantized_routers, routers,
+                                     probe.path()));
+  }
   const std::vector<std::string>& attention_steps = sites.attention_steps;
   a.attention_kernels = static_cast<int>(attention_steps.size());
   // A config.json's decoder has a head and one attention block a layer, which vLLM's kernels replace (a soft-capped
@@ -260,6 +267,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                          served, probe.path(), left_out);
   }
   if (fp8_moe_or_block) vllm_fp8_block_apply(a, *g, forward, moe, options.inference.held_outside, capability, served);
+  if (nvfp4_experts) vllm_nvfp4_experts_apply(a, options.execution.multiprocessors, served);
   // NVFP4: each layer's call (its quantized input, or Marlin's reduction buffer) at its step (cost_models/vllm_nvfp4.h).
   if (a.quantization.method == "nvfp4")
     a.nvfp4_call = vllm_largest_call_peak(*g, forward, options.inference.held_outside, a.quantized.call_bytes, probe.path());

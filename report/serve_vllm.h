@@ -23,6 +23,7 @@
 #include "cost_models/vllm_fused_moe.h"
 #include "cost_models/vllm_kv_groups.h"
 #include "cost_models/vllm_mla.h"
+#include "cost_models/vllm_nvfp4.h"
 #include "cost_models/mxfp4_experts.h"
 #include "onnx_import/errors.h"
 #include "cost_models/vllm_weights.h"
@@ -59,7 +60,11 @@ struct VllmMoeAnswer {
   bool mxfp4 = false;
   VllmMxfp4Backend mxfp4_backend = VllmMxfp4Backend::Triton;
   Mxfp4ExpertsLayer mxfp4_layer;
-  uint64_t graph_expert_bytes = 0;   // the graph's experts (weights and biases, served type) the MXFP4 ones replace
+  uint64_t graph_expert_bytes = 0;   // the graph's experts (weights and biases, served type) the MXFP4 or NVFP4
+                                     // ones replace
+  // ModelOpt NVFP4 experts (cost_models/vllm_nvfp4.h; report/serve_vllm_modelopt.cc): Marlin's layer, one rank's.
+  bool nvfp4 = false;
+  VllmNvfp4Experts nvfp4_layer;
   // --enable-expert-parallel (cost_models/vllm_expert_parallel.h): rank 0's whole experts (expert_weight_bytes) in
   // place of the graph's tensor-parallel share of them (graph_expert_bytes), and every layer's expert_map.
   bool expert_parallel = false;
@@ -172,6 +177,7 @@ struct VllmAnswer {
   VllmMlaAnswer mla;                   // deepseek_v3's latent attention
   VllmFp8BlockAnswer fp8_block;        // a block-wise fp8 checkpoint's experts, scales and quantized inputs
   VllmCallPeak nvfp4_call;  // NVFP4 (cost_models/vllm_nvfp4.h): the layer whose call sets the dense peak, and its bytes
+  int nvfp4_unquantized_routers = 0;  // NVFP4 experts: the routers vLLM keeps in the model's type (vllm_moe_left_out)
   bool fits() const { return capacity.starts; }
 };
 
@@ -299,6 +305,14 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                                             int multiprocessors, DType served, const std::string& model,
                                             std::string& source);
 
+// ModelOpt NVFP4 experts (cost_models/vllm_nvfp4.h). vllm_nvfp4_experts_check, before the profile: throws
+// InputError for an --engine-version whose path is not the 0.11 series' (fused_marlin_moe called from apply with
+// per-call buffers), VllmGpuRefused from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not sized).
+// vllm_nvfp4_experts_apply, after vllm_fused_moe and the linear layers: Marlin's layer in place of the graph's
+// experts (a.moe's weights; a.quantized's replaced and quantized bytes), its kernel's buffers and the MoE peak.
+void vllm_nvfp4_experts_check(const std::string& version, int capability, const std::string& model);
+void vllm_nvfp4_experts_apply(VllmAnswer& a, int multiprocessors, DType served);
+
 // The graph's linear layers of the checkpoint's exclude_modules (each "model.layers.N.self_attn.o_proj" or
 // "model.layers.N.mlp.down_proj": the MatMul of the scope "/layers.N/mlp/down_proj/"), which every engine
 // keeps in the model's type (UnquantizedLinearMethod; SGLang's get_quant_method returns None; TensorRT-LLM's
@@ -314,15 +328,16 @@ VllmCallPeak vllm_largest_call_peak(const Graph& g, const Estimate& forward, con
 
 // report/serve_vllm_fp8.cc, a block-wise fp8 checkpoint (a.quantization.block on) or per-tensor fp8 with experts.
 // vllm_fp8_block_check_gpu: refuses (VllmGpuRefused) a GPU whose block-wise kernels are not the sized ones (compute
-// capability other than 8.9 and 9.0). vllm_fp8_block_left_out: the MatMul nodes of `blocks` that vLLM does not
-// quantize as linear layers (every expert projection: FusedMoE's own; each router where `stored.moe_router` says it
-// is unquantized or the config lists it; qwen2_moe's shared_expert_gate; refuses a model_type whose router is not
-// read, and a config listing some routers only; `router_nodes`: every router's node). vllm_fp8_block_apply, on the forward's estimate: the experts as
+// capability other than 8.9 and 9.0). vllm_moe_left_out (fp8 and ModelOpt NVFP4 experts): the MatMul nodes of
+// `blocks` that vLLM does not quantize as linear layers (every expert projection: FusedMoE's own; each router where
+// `stored.moe_router` says it is unquantized or the config lists it; qwen2_moe's shared_expert_gate; refuses a
+// model_type whose router is not read, and a config listing some routers only; `router_nodes`: every router's
+// node). vllm_fp8_block_apply, on the forward's estimate: the experts as
 // Fp8MoEMethod holds them (a.moe's weights, kernel block size and peak; per-tensor ones refused on ROCm's 9.4 and
 // 9.5, VllmGpuRefused), MLA's dequantized kv_b_proj, and the fullest block-quantized linear step with its quantized
 // input (skipping the nodes whose output is in `held_outside`).
 void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability);
-std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
+std::set<std::string> vllm_moe_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
                                              const StoredQuantization& stored, int& routers,
                                              std::set<std::string>& router_nodes, const std::string& model);
 void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward, const std::vector<MoeBlock>& blocks,

@@ -203,7 +203,18 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"gemm_workspace_bytes", a.quantized.workspace_bytes},
         {"call_layer", a.nvfp4_call.node.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.nvfp4_call.node)},
         {"call_bytes", a.nvfp4_call.bytes},
-        {"call_peak_allocated_bytes", a.nvfp4_call.peak}};
+        {"call_peak_allocated_bytes", a.nvfp4_call.peak},
+        {"experts", a.moe.nvfp4 ? nlohmann::ordered_json{
+                                      {"kernel", "marlin"},
+                                      {"sparse_layers", a.moe.blocks},
+                                      {"unquantized_routers", a.nvfp4_unquantized_routers},
+                                      {"layer_bytes", a.moe.nvfp4_layer.total()},
+                                      {"weight_bytes", a.moe.nvfp4_layer.weight_bytes},
+                                      {"scale_bytes", a.moe.nvfp4_layer.scale_bytes},
+                                      {"global_scale_bytes", a.moe.nvfp4_layer.global_scale_bytes},
+                                      {"input_scale_bytes", a.moe.nvfp4_layer.input_scale_bytes},
+                                      {"workspace_bytes", a.moe.nvfp4_layer.workspace_bytes}}
+                                : nlohmann::ordered_json(nullptr)}};
   return j;
 }
 
@@ -250,6 +261,20 @@ std::string vllm_to_text(const VllmAnswer& a) {
                                        format_bytes(a.quantized.dequantized_bytes))
                          : "");
     t += vllm_fp8_block_to_text(a.fp8_block);
+    if (a.moe.nvfp4) {
+      const VllmNvfp4Experts& l = a.moe.nvfp4_layer;
+      const uint64_t n = static_cast<uint64_t>(a.moe.blocks);
+      t += fmt::format("                                   of which the experts of {} sparse layers, repacked for "
+                       "Marlin: {} (weights {}, fp8 scales {}, global scales {}, input scales {}, workspaces {}) where "
+                       "the model's type takes {}{}\n",
+                       a.moe.blocks, format_bytes(a.moe.expert_weight_bytes), format_bytes(l.weight_bytes * n),
+                       format_bytes(l.scale_bytes * n), format_bytes(l.global_scale_bytes * n),
+                       format_bytes(l.input_scale_bytes * n), format_bytes(l.workspace_bytes * n),
+                       format_bytes(a.moe.graph_expert_bytes),
+                       a.nvfp4_unquantized_routers > 0
+                           ? fmt::format("; {} routers stay in the model's type", a.nvfp4_unquantized_routers)
+                           : "");
+    }
     if (q.method == "nvfp4" && !a.nvfp4_call.node.empty())
       t += fmt::format("                                   each call {}: {} at most ({}){}\n",
                        q.nvfp4_marlin() ? "takes Marlin's float32 reduction buffer" : "quantizes its input to FP4",

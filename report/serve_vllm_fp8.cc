@@ -29,7 +29,7 @@ void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability) {
       false);
 }
 
-std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
+std::set<std::string> vllm_moe_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
                                              const StoredQuantization& stored, int& routers,
                                              std::set<std::string>& router_nodes, const std::string& model) {
   std::set<std::string> out;
@@ -37,7 +37,8 @@ std::set<std::string> vllm_fp8_block_left_out(const Graph& g, const std::vector<
   router_nodes.clear();
   if (blocks.empty()) return out;
   if (stored.moe_router.empty())
-    throw InputError("serve --engine vllm: the fp8 experts of " + model + ": whether vLLM quantizes this model's "
+    throw InputError("serve --engine vllm: the " + stored.method + " experts of " + model +
+                     ": whether vLLM quantizes this model's "
                      "router is not read (memplan reads mixtral's, qwen2_moe's, qwen3_moe's, deepseek_v2's and "
                      "deepseek_v3's from a config.json)");
   const int sparse = static_cast<int>(blocks.size());

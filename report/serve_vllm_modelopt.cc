@@ -1,6 +1,6 @@
-// A ModelOpt FP8 checkpoint under serve (report/serve_vllm.h vllm_modelopt_quantization, modelopt_excluded_nodes):
+// A ModelOpt checkpoint under serve (report/serve_vllm.h vllm_modelopt_quantization, modelopt_excluded_nodes):
 // what the engines' own rules add to the per-tensor fp8 sizing they share (cost_models/vllm_weights.h,
-// sglang_weights.h, trtllm_engine.h).
+// sglang_weights.h, trtllm_engine.h), and vLLM's NVFP4 experts (vllm_nvfp4_experts_check and _apply).
 #include "report/serve_vllm.h"
 
 #include <fmt/format.h>
@@ -9,7 +9,9 @@
 #include <stdexcept>
 
 #include "cost_models/graph_facts.h"
+#include "cost_models/vllm_fused_moe.h"
 #include "cost_models/vllm_nvfp4.h"
+#include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
 #include "report/option_choices.h"
 
@@ -66,6 +68,47 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
   source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo " + algo + ")"
                                 : "the config's quantization_config (modelopt, quant_algo " + algo + ")";
   return q;
+}
+
+void vllm_nvfp4_experts_check(const std::string& version, int capability, const std::string& model) {
+  if (!vllm_nvfp4_marlin(capability))
+    throw VllmGpuRefused(fmt::format("the ModelOpt NVFP4 experts of {} on compute capability {}.{}: vLLM runs them "
+                                     "there with its CUTLASS FP4 MoE or FlashInfer's (cutlass_moe_fp4, "
+                                     "trtllm_fp4_block_scale_moe), whose buffers memplan does not size; it sizes "
+                                     "Marlin's, below 10.0",
+                                     model, capability / 10, capability % 10),
+                         false);
+  // The series' detect_nvfp4_moe_support takes Marlin where is_fp4_marlin_supported (8.0 then; 7.5 from PR #29901,
+  // December 2025) and raises otherwise.
+  if (capability < 80)
+    throw VllmGpuRefused(fmt::format("the ModelOpt NVFP4 experts of {} on compute capability {}.{}: vLLM's "
+                                     "detect_nvfp4_moe_support needs Marlin's FP4 (8.0) there",
+                                     model, capability / 10, capability % 10),
+                         true);
+  const int minor = vllm_minor_version(version);
+  if (minor != 11 && minor != 12)
+    throw InputError("--engine-version " + version + " with " + model + "'s ModelOpt NVFP4 experts: memplan sizes "
+                     "the 0.11 and 0.12 series' Marlin path (ModelOptNvFp4FusedMoE.apply calling fused_marlin_moe, "
+                     "whose buffers each call allocates); from PR #31692 (January 2026) the experts run in vLLM's "
+                     "modular kernel with workspaces shared by every layer, which is not sized, and earlier releases' "
+                     "path is not read: give --engine-version 0.11 or 0.12");
+}
+
+void vllm_nvfp4_experts_apply(VllmAnswer& a, int multiprocessors, DType served) {
+  VllmMoeAnswer& m = a.moe;
+  if (m.blocks == 0 || m.expert_parallel) throw std::logic_error("vllm_nvfp4_experts_apply: no experts, or EP");
+  m.nvfp4 = true;
+  m.nvfp4_layer = vllm_nvfp4_marlin_experts(m.experts, m.hidden, m.intermediate_per_rank, multiprocessors, served,
+                                            a.model);
+  const uint64_t layers = static_cast<uint64_t>(m.blocks);
+  // UnquantizedFusedMoEMethod's w13 and w2 (vllm_fused_moe's, the graph's experts on this rank) give way.
+  m.graph_expert_bytes = m.expert_weight_bytes;
+  m.expert_weight_bytes = checked_mul(m.nvfp4_layer.total(), layers, "expert bytes");
+  m.kernel = vllm_marlin_moe_bytes(m.kernel_tokens, m.top_k, m.experts, m.hidden, m.intermediate_per_rank,
+                                   a.quantization.capability, multiprocessors, served);
+  m.peak_allocated = vllm_moe_peak(m, 0);
+  a.quantized.dense_bytes = checked_add(a.quantized.dense_bytes, m.graph_expert_bytes, "weights bytes");
+  a.quantized.quantized_bytes = checked_add(a.quantized.quantized_bytes, m.expert_weight_bytes, "weights bytes");
 }
 
 std::set<std::string> modelopt_excluded_nodes(const Graph& g, const StoredQuantization& stored,

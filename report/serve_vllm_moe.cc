@@ -115,7 +115,8 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * ip + 2 * ip + h), d, "expert bytes"),
                                        static_cast<uint64_t>(m.blocks), "expert bytes");
     if (marlin) {
-      m.kernel = vllm_mxfp4_marlin_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer);
+      m.kernel = vllm_mxfp4_marlin_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer, mxfp4_capability,
+                                                multiprocessors);
     } else {
       m.kernel = VllmFusedMoeBytes{};
       m.kernel.chunk_tokens = first.tokens;
@@ -149,7 +150,8 @@ uint64_t vllm_moe_peak(const VllmMoeAnswer& m, uint64_t extra) {
 
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return nullptr;
-  return {{"kernel", !m.mxfp4                                      ? "vllm fused_experts"
+  return {{"kernel", m.nvfp4                                       ? "vllm fused_marlin_moe (nvfp4)"
+                     : !m.mxfp4                                    ? "vllm fused_experts"
                      : m.mxfp4_backend == VllmMxfp4Backend::Marlin ? "vllm fused_marlin_moe (mxfp4)"
                                                                    : "vllm triton_kernel_moe_forward (mxfp4)"},
           {"sparse_layers", m.blocks},
@@ -173,9 +175,21 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
           {"cache2_bytes", m.kernel.cache2_bytes},
           {"output_bytes", m.kernel.output_bytes},
           {"padded_input_bytes", m.kernel.padded_input_bytes},
+          {"reduce_bytes", m.kernel.reduce_bytes},
           {"kernel_bytes", m.kernel.total()},
           {"peak_allocated_bytes", m.peak_allocated}};
 }
+
+namespace {
+
+// Marlin's float32 reduction buffer, where the GEMMs run without atomic add (cost_models/vllm_fused_moe.h).
+std::string marlin_reduce_text(const VllmFusedMoeBytes& k) {
+  return k.reduce_bytes > 0 ? fmt::format(", float32 reduction buffer {} (no atomic add below compute capability 9.0)",
+                                          format_bytes(k.reduce_bytes))
+                            : std::string();
+}
+
+}  // namespace
 
 std::string mxfp4_layer_parts_text(const Mxfp4ExpertsLayer& l, uint64_t layers) {
   std::string scales = format_bytes(l.scales_bytes * layers);
@@ -193,6 +207,17 @@ std::string mxfp4_layer_parts_text(const Mxfp4ExpertsLayer& l, uint64_t layers) 
 
 std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return "";
+  if (m.nvfp4)
+    return fmt::format("; the NVFP4 experts of {} sparse layers by vLLM's Marlin MoE (fused_marlin_moe: {} experts, "
+                       "top-{}, {} wide{}; {} of expert weights for the graph's {}; per call {}: cache13 {}, "
+                       "cache2 {}, output {}, top-k and alignment {}{})",
+                       m.blocks, m.experts, m.top_k, m.intermediate,
+                       m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank)
+                                                                 : "",
+                       format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
+                       format_bytes(m.kernel.total()), format_bytes(m.kernel.cache13_bytes),
+                       format_bytes(m.kernel.cache2_bytes), format_bytes(m.kernel.output_bytes),
+                       format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes), marlin_reduce_text(m.kernel));
   if (m.mxfp4) {
     const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
     const std::string padded =
@@ -200,9 +225,10 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
                              m.mxfp4_layer.hidden_padded)
                : fmt::format("{}", m.mxfp4_layer.intermediate_padded);
     const std::string per_call =
-        marlin ? fmt::format("cache13 {}, cache2 {}, output {}, padded input {}", format_bytes(m.kernel.cache13_bytes),
-                             format_bytes(m.kernel.cache2_bytes), format_bytes(m.kernel.output_bytes),
-                             format_bytes(m.kernel.padded_input_bytes))
+        marlin ? fmt::format("cache13 {}, cache2 {}, output {}, padded input {}{}",
+                             format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
+                             format_bytes(m.kernel.output_bytes),
+                             format_bytes(m.kernel.padded_input_bytes), marlin_reduce_text(m.kernel))
                : fmt::format("intermediate {}, output {}", format_bytes(m.kernel.cache2_bytes),
                              format_bytes(m.kernel.output_bytes));
     return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's {} MXFP4 MoE ({}: {} experts, top-{}, {} "

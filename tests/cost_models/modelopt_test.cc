@@ -93,12 +93,24 @@ TEST(ModelOpt, Refusals) {
   refused(write("contraalgo", R"(, "quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"})",
                 quant(R"("quant_algo": "NVFP4", "group_size": 16)")),
           "states ModelOpt NVFP4 while");
-  refused(write("mixtralfp4", R"(, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2)",
-                quant(R"("quant_algo": "NVFP4", "group_size": 16)")),
-          "(ModelOpt NVFP4) on model_type \"mixtral\"");
   refused(write("mixtral", R"(, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2)",
                 quant(R"("quant_algo": "FP8")")),
-          "(ModelOpt FP8) on model_type \"mixtral\"");
+          "(ModelOpt FP8) on model_type \"mixtral\": the engines' ModelOpt FP8 MoE path (ModelOptFp8MoEMethod) is not "
+          "sized");
+  refused(write("densegate", "", quant(R"("quant_algo": "NVFP4", "group_size": 16,
+      "exclude_modules": ["lm_head", "model.layers.0.mlp.gate"])")),
+          "excludes 1 routers (mlp.gate), and");
+}
+
+// NVFP4 experts are read (vLLM's ModelOptNvFp4FusedMoE, cost_models/vllm_nvfp4.h), each router entry counted.
+TEST(ModelOpt, ReadsNvfp4ExpertsAndTheirRouters) {
+  const StoredQuantization q =
+      read(write("mixtralfp4", R"(, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2)",
+                 quant(R"("quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head",
+                     "model.layers.0.block_sparse_moe.gate", "model.layers.1.block_sparse_moe.gate"])")));
+  EXPECT_EQ(q.method, "nvfp4");
+  EXPECT_EQ(q.ignored_routers, 2);
+  EXPECT_TRUE(q.excluded_modules.empty());
 }
 
 TEST(ModelOpt, PerModuleBytesByHand) {

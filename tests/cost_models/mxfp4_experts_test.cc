@@ -130,10 +130,12 @@ TEST(VllmMxfp4, MarlinBlockSize) {
 // fused_topk 8,192 x 4 x 12 = 393,216; moe_align_block_size at 64: 32,768 + 128 x 63 = 40,832 sorted ids,
 // cdiv(40,832, 64) = 638 expert ids and 1: 41,471 x 4 = 165,884; cache13 32,768 x max(5,888, 3,072) x 2 =
 // 385,875,968; cache2 32,768 x 2,944 x 2 = 192,937,984; the output and the padded input 8,192 x 3,072 x 2 =
-// 50,331,648 each.
+// 50,331,648 each. On an H100 (9.0, 132 SMs) the GEMMs add atomically: no reduction buffer. On an A100 (8.0, 108 SMs)
+// each takes a float32 c_tmp of min(n x 40,832, 108 x 4 x 64 x 256 = 7,077,888) elements: 7,077,888 for both
+// (n = 5,888 and 3,072), 28,311,552 B.
 TEST(VllmMxfp4, MarlinKernelAt8192TokensByHand) {
-  const VllmFusedMoeBytes b =
-      vllm_mxfp4_marlin_kernel_bytes(8192, 4, 128, vllm_mxfp4_marlin_layer(128, 2880, 2880, 132, "gpt-oss-120b"));
+  const Mxfp4ExpertsLayer layer = vllm_mxfp4_marlin_layer(128, 2880, 2880, 132, "gpt-oss-120b");
+  const VllmFusedMoeBytes b = vllm_mxfp4_marlin_kernel_bytes(8192, 4, 128, layer, 90, 132);
   EXPECT_EQ(b.block_size_m, 64);
   EXPECT_EQ(b.topk_bytes, 393'216u);
   EXPECT_EQ(b.align_bytes, 165'884u);
@@ -141,7 +143,11 @@ TEST(VllmMxfp4, MarlinKernelAt8192TokensByHand) {
   EXPECT_EQ(b.cache2_bytes, 192'937'984u);
   EXPECT_EQ(b.output_bytes, 50'331'648u);
   EXPECT_EQ(b.padded_input_bytes, 50'331'648u);
+  EXPECT_EQ(b.reduce_bytes, 0u);
   EXPECT_EQ(b.total(), 680'036'348u);
+  const VllmFusedMoeBytes a100 = vllm_mxfp4_marlin_kernel_bytes(8192, 4, 128, layer, 80, 108);
+  EXPECT_EQ(a100.reduce_bytes, 28'311'552u);
+  EXPECT_EQ(a100.total(), 680'036'348u + 28'311'552u);
 }
 
 // get_mxfp4_backend: Marlin below 9.0 whatever is asked but Triton (refused), Triton from 9.0 to 10.x by default,

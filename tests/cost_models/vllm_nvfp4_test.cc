@@ -10,7 +10,11 @@
 //    [100, 128] 25,600 B before its slice: 680,960.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 #include "cost_models/vllm_nvfp4.h"
+#include "onnx_import/errors.h"
 
 namespace memplan {
 namespace {
@@ -27,6 +31,31 @@ TEST(VllmNvfp4, CallsByHand) {
   EXPECT_EQ(vllm_nvfp4_call_bytes(100, 100, 48, /*marlin=*/true, 10, DType::BFloat16), 680960u);
   // Marlin's c_tmp stops growing at 64 rows: 8,192 rows of an aligned module, 132 multiprocessors: 132 x 64 x 1,024.
   EXPECT_EQ(vllm_nvfp4_call_bytes(8192, 4096, 4096, true, 132, DType::BFloat16), 8650752u);
+}
+
+// NVFP4 experts on Marlin, one layer: E 4, H 256, I_p 128, bfloat16, 132 multiprocessors. E x (2 I_p H + H I_p) =
+// 4 x 98,304 = 393,216 values: weights 196,608 B (two a byte), fp8 scales 24,576 (one a 16); the global scales [E]
+// twice in bfloat16, 16 B; the loaded input scales float32 [E, 2] and [E], 48 B; the workspace 132 x 4 int32,
+// 2,112 B: 223,360. Qwen3-30B-A3B's layer (E 128, H 2,048, I 768, tp 1): 603,979,776 values, 301,989,888 +
+// 37,748,736 + 512 + 1,536 + 2,112 = 339,742,784.
+TEST(VllmNvfp4, MarlinExpertsByHand) {
+  const VllmNvfp4Experts l = vllm_nvfp4_marlin_experts(4, 256, 128, 132, DType::BFloat16, "m");
+  EXPECT_EQ(l.weight_bytes, 196608u);
+  EXPECT_EQ(l.scale_bytes, 24576u);
+  EXPECT_EQ(l.global_scale_bytes, 16u);
+  EXPECT_EQ(l.input_scale_bytes, 48u);
+  EXPECT_EQ(l.workspace_bytes, 2112u);
+  EXPECT_EQ(l.total(), 223360u);
+  EXPECT_EQ(vllm_nvfp4_marlin_experts(128, 2048, 768, 132, DType::BFloat16, "m").total(), 339742784u);
+  // gptq_marlin_repack's tiles, unpadded: a width whose double is off 64 (I_p 48), a hidden size off 64.
+  for (const auto& [h, ip] : {std::pair{256, 48}, std::pair{200, 128}}) {
+    try {
+      vllm_nvfp4_marlin_experts(4, h, ip, 132, DType::BFloat16, "tiny");
+      ADD_FAILURE() << h << " " << ip;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("tiny's NVFP4 experts"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(VllmNvfp4, KernelByCapability) {
