@@ -24,7 +24,7 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   const uint64_t pairs = checked_mul(t, k, "fused MoE bytes");
   // fused_topk: float32 weights, int32 ids, int32 token_expert_indices.
   b.topk_bytes = checked_mul(pairs, 4 + 4 + 4, "fused MoE bytes");
-  b.chunk_tokens = s.chunked ? std::min(s.tokens, kVllmFusedMoeChunkSize) : s.tokens;
+  b.chunk_tokens = s.chunked && !s.modular ? std::min(s.tokens, kVllmFusedMoeChunkSize) : s.tokens;
   // get_default_config (fused_moe.py at 13cb3e4): BLOCK_SIZE_M 16 when M <= E, else 64, with E = w2.size(0) (the
   // rank's experts: try_get_optimal_moe_config's E, _, N = w2_shape); fp8_w8a8 with a block shape sets it.
   const int64_t rank_experts = s.local_experts > 0 ? s.local_experts : s.experts;
@@ -37,10 +37,25 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   const uint64_t m = static_cast<uint64_t>(b.chunk_tokens);
   const uint64_t n = 2 * static_cast<uint64_t>(s.intermediate_per_rank);
   const uint64_t mk = checked_mul(m, k, "fused MoE bytes");
+  b.output_bytes = checked_mul(checked_mul(t, h, "fused MoE bytes"), d, "fused MoE bytes");
+  if (s.modular) {
+    b.workspace_bytes = vllm_modular_moe_workspace_bytes(b.chunk_tokens, s.top_k, s.hidden, s.intermediate_per_rank,
+                                                         dtype);
+    return b;
+  }
   b.cache13_bytes = checked_mul(checked_mul(mk, std::max(n, h), "fused MoE bytes"), d, "fused MoE bytes");
   b.cache2_bytes = checked_mul(checked_mul(mk, n / 2, "fused MoE bytes"), d, "fused MoE bytes");
-  b.output_bytes = checked_mul(checked_mul(t, h, "fused MoE bytes"), d, "fused MoE bytes");
   return b;
+}
+
+uint64_t vllm_modular_moe_workspace_bytes(int64_t tokens, int64_t top_k, int64_t hidden, int64_t width, DType d) {
+  const uint64_t mk = checked_mul(static_cast<uint64_t>(tokens), static_cast<uint64_t>(top_k), "fused MoE bytes");
+  const uint64_t e = static_cast<uint64_t>(dtype_bits(d)) / 8, h = static_cast<uint64_t>(hidden);
+  const uint64_t i = static_cast<uint64_t>(width);
+  // workspace13 (M·k·max(I, H), the output (M, H) beside it in the same request) and workspace2 (M·k·max(2I, H)).
+  const uint64_t ws13 = checked_mul(checked_mul(mk, std::max(i, h), "fused MoE bytes"), e, "fused MoE bytes");
+  const uint64_t ws2 = checked_mul(checked_mul(mk, std::max(2 * i, h), "fused MoE bytes"), e, "fused MoE bytes");
+  return checked_add(round_up(ws13, 256), round_up(ws2, 256), "fused MoE bytes");  // get_simultaneous's alignment
 }
 
 int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts) {

@@ -41,7 +41,21 @@ namespace memplan {
 // B = 8 (csrc/moe/marlin_moe_wna16/ops.cu of the series, index id 24530491262), n the GEMM's output width (2·N, then
 // H): a temporary of each call, the larger one counted (reduce_bytes). Later vLLM passes use_atomic_add=False
 // always (fused_marlin_moe.py at 00a130a), not modelled here.
+//
+// From 0.14 (PR #31052, merged the week of 2025-12-26, after 0.13.0; fp8's Triton path from PR #30825, the same
+// release) UnquantizedFusedMoEMethod runs its experts in FusedMoEModularKernel(MoEPrepareAndFinalizeNoEP,
+// TritonExperts) (a helper's reading, docs/research/vllm-modular-moe-versions.md). The kernel's workspaces come from
+// the process's WorkspaceManager (vllm/v1/worker/workspace.py, created in Worker.init_device): one uint8 buffer,
+// grown on first need and never freed, every request rounded up to 256 B (get_simultaneous), shared by all MoE layers
+// (modular_kernel.py _allocate_buffers). TritonExperts.workspace_shapes: workspace13 (M, k, max(N/2, K)) and
+// workspace2 (M, k, max(N, K)) in the activation type (N = 2·I_p, K = H), the output (M, K) sharing workspace13's
+// buffer (max of the two, workspace13's for k >= 1). The profile run's first MoE layer allocates them at its
+// tokens: held from there to the process's end, through the sampler's warm-up (workspace_bytes). Each call still
+// allocates the router's fused_topk tensors, moe_align_block_size's and its output [T, H] (empty_like or
+// zeros_like: the same bytes); kernel-level chunking (VLLM_FUSED_MOE_CHUNK_SIZE, 16384 then) is gone from 0.18
+// (PR #34086).
 inline constexpr int64_t kVllmFusedMoeChunkSize = 32768;  // envs.py VLLM_FUSED_MOE_CHUNK_SIZE (at 001f69f)
+inline constexpr int64_t kVllmModularMoeChunkSize = 16384;  // the same variable's default at 0.14 to 0.17
 
 struct VllmFusedMoeShape {
   int64_t tokens = 0, hidden = 0, experts = 0, top_k = 0;
@@ -51,6 +65,7 @@ struct VllmFusedMoeShape {
   int64_t local_experts = 0;
   int64_t block_size_m = 0;  // 0: get_default_config's rule above; fp8_w8a8 with a block shape: 64 (vllm_fp8_block.h)
   bool chunked = true;       // fused_experts_impl's chunks of VLLM_FUSED_MOE_CHUNK_SIZE; Marlin takes every token
+  bool modular = false;      // 0.14 on: TritonExperts in the modular kernel, its workspaces the WorkspaceManager's
 };
 
 struct VllmFusedMoeBytes {
@@ -63,8 +78,14 @@ struct VllmFusedMoeBytes {
   uint64_t output_bytes = 0;
   uint64_t padded_input_bytes = 0;  // FusedMoE.forward's F.pad of the input to a padded hidden size (MXFP4 Marlin)
   uint64_t reduce_bytes = 0;        // Marlin's float32 c_tmp, the larger GEMM's (without atomic add)
-  uint64_t total() const;
+  // The modular kernel's WorkspaceManager buffer (cache13 and cache2 then 0): held from the first MoE layer on, not
+  // a call's; not in total().
+  uint64_t workspace_bytes = 0;
+  uint64_t total() const;  // what one call allocates and frees
 };
+
+// The WorkspaceManager buffer TritonExperts asks for at `tokens` tokens (above), in `d`.
+uint64_t vllm_modular_moe_workspace_bytes(int64_t tokens, int64_t top_k, int64_t hidden, int64_t width, DType d);
 
 VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype);
 

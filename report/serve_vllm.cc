@@ -1,5 +1,7 @@
 #include "report/serve_vllm.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -209,14 +211,34 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      (head ? "its LM head" : "no LM head") + " and " + std::to_string(a.attention_kernels) + " of " +
                      std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace "
                      "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
-  const Estimate forward = estimate_graph(*g, options);
+  // From 0.14 the unquantized and fp8 experts run in vLLM's modular kernel, whose workspace is held from the first
+  // MoE layer on (cost_models/vllm_fused_moe.h); MXFP4's and NVFP4's paths are their own.
+  const int minor = vllm_minor_version(s.engine_version);
+  const bool modular_moe = !moe.empty() && !mxfp4 && !nvfp4_experts && minor >= 14;
+  if (modular_moe && s.enable_expert_parallel && tp * dp > 1)
+    throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": from 0.14 vLLM runs " +
+                     probe.path() + "'s experts in its modular kernel, whose expert-parallel prepare and finalize "
+                     "(all-to-all) memplan does not size; it sizes expert parallelism up to 0.13");
+  if (modular_moe && minor <= 17 && moe.front().tokens > kVllmModularMoeChunkSize)
+    throw InputError(fmt::format("--engine-version {} at {} batched tokens: vLLM's modular MoE kernel chunks above "
+                                 "VLLM_FUSED_MOE_CHUNK_SIZE ({}) up to 0.17, into workspaces memplan does not size; give "
+                                 "--max-batched-tokens {} or less, or 0.18 or later",
+                                 s.engine_version, moe.front().tokens, kVllmModularMoeChunkSize,
+                                 kVllmModularMoeChunkSize));
+  Estimate forward = estimate_graph(*g, options);
+  if (modular_moe) vllm_hold_moe_workspace(forward, moe, tp, served, probe.path());
   if (mxfp4 && moe.empty())
     throw InputError("serve --engine vllm: " + probe.path() + "'s quantization_config mxfp4 quantizes experts, and "
                      "memplan finds no sparse block");
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
                          mxfp4 ? capability : 0, s.enable_expert_parallel, dp,
                          kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"),
-                         options.execution.multiprocessors);
+                         options.execution.multiprocessors, modular_moe);
+  if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && minor >= 17)  // the GPU's backend: its row
+    throw VllmGpuRefused("--engine-version " + s.engine_version + " with " + probe.path() + "'s MXFP4 experts on "
+                         "Marlin: from 0.17 (PR #34588) they run in vLLM's modular kernel (MarlinExperts, the "
+                         "WorkspaceManager's shared buffer), which memplan does not size; it sizes that path up to 0.16",
+                         false);
   // Before PR #21497 (0.10.1) determine_expert_map gave the last rank every remaining expert: not the rule sized.
   const std::string& v = s.engine_version;
   const bool old_expert_map = a.settings.version == VllmVersion::V0_8 || v.rfind("0.9.", 0) == 0 || v == "0.10" ||
@@ -330,7 +352,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // 0.8's runner frees the forward's hidden states before the sampler runs (cost_models/vllm_engine.h V0_8).
   const bool hidden_held = a.settings.rule.hidden_held_at_sampler;
   // NVFP4's FP4 GEMM: FlashInfer's cached mm_fp4 workspace too (cost_models/vllm_nvfp4.h).
-  const uint64_t kept = checked_add(weights, a.kept_workspace_bytes + a.quantized.workspace_bytes, "profile bytes");
+  // The modular MoE kernel's workspace too (cost_models/vllm_fused_moe.h), held from the first MoE layer.
+  const uint64_t kept = checked_add(
+      weights, a.kept_workspace_bytes + a.quantized.workspace_bytes + a.moe.kernel.workspace_bytes, "profile bytes");
   const uint64_t peak = vllm_profile_peak_allocated(a.forward_peak_allocated, kept,
                                                     hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);
   a.sampler_sets_peak = peak > a.forward_peak_allocated;

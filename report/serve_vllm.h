@@ -54,7 +54,8 @@ struct VllmMoeAnswer {
   int blocks = 0;
   int64_t experts = 0, top_k = 0, intermediate = 0, intermediate_per_rank = 0, hidden = 0;
   uint64_t expert_weight_bytes = 0;  // one rank's w13 and w2 of every sparse layer (in the weights term)
-  VllmFusedMoeBytes kernel;          // one call's buffers at the profile step
+  VllmFusedMoeBytes kernel;          // one call's buffers at the profile step (and the modular kernel's workspace)
+  bool modular = false;              // 0.14 on: the modular kernel, its workspace held from the first MoE layer
   uint64_t peak_allocated = 0;       // the forward's allocated bytes at the fullest router plus the kernel's buffers
   // MXFP4 experts (gpt-oss; cost_models/mxfp4_experts.h): the backend's layer and graph bytes they replace.
   bool mxfp4 = false;
@@ -253,10 +254,19 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // by the GPU's `multiprocessors` (0: not known).
 // `expert_parallel`: vLLM's --enable-expert-parallel over the dp x tp GPUs; refuses MXFP4 and gpt_oss experts.
 // `dp`: --data-parallel-size (above 1 only with expert parallelism: refused otherwise).
+// `modular`: vLLM 0.14 on, the unquantized kernel in the modular kernel (cost_models/vllm_fused_moe.h): cache13 and
+// cache2 are the WorkspaceManager's buffer, which `forward` already holds from the first router on
+// (vllm_hold_moe_workspace); refuses expert parallelism.
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability = 0, bool expert_parallel = false,
                              int dp = 1, std::optional<VllmMxfp4Backend> mxfp4_backend = std::nullopt,
-                             int multiprocessors = 0);
+                             int multiprocessors = 0, bool modular = false);
+
+// vLLM 0.14 on: the modular kernel's WorkspaceManager buffer (cost_models/vllm_fused_moe.h) for `blocks` at one
+// rank's expert width over `tp`, added to `forward`'s allocated bytes from the first router's step on (its
+// allocated_bytes the larger of the steps before and those after with it); the bytes added.
+uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int tp, DType served,
+                                 const std::string& model);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 // "blocks B, scales S[ swizzled and R as loaded[ (the swizzled copies' Hopper padding P)]], float32 biases F" for
@@ -306,7 +316,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                                             std::string& source);
 
 // ModelOpt NVFP4 experts (cost_models/vllm_nvfp4.h). vllm_nvfp4_experts_check, before the profile: throws
-// InputError for an --engine-version whose path is not the 0.11 series' (fused_marlin_moe called from apply with
+// InputError for an --engine-version whose path is not the 0.11 to 0.13 series' (fused_marlin_moe called from apply with
 // per-call buffers), VllmGpuRefused from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not sized).
 // vllm_nvfp4_experts_apply, after vllm_fused_moe and the linear layers: Marlin's layer in place of the graph's
 // experts (a.moe's weights; a.quantized's replaced and quantized bytes), its kernel's buffers and the MoE peak.

@@ -143,6 +143,7 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
       VllmFusedMoeShape shape{m.kernel_tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank,
                               m.ep.local_experts};
       shape.block_size_m = 64;
+      shape.modular = m.modular;
       m.kernel = vllm_fused_moe_bytes(shape, served);
     }
     f.moe_quant_bytes =

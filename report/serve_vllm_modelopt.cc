@@ -86,12 +86,12 @@ void vllm_nvfp4_experts_check(const std::string& version, int capability, const 
                                      model, capability / 10, capability % 10),
                          true);
   const int minor = vllm_minor_version(version);
-  if (minor != 11 && minor != 12)
+  if (minor < 11 || minor > 13)
     throw InputError("--engine-version " + version + " with " + model + "'s ModelOpt NVFP4 experts: memplan sizes "
-                     "the 0.11 and 0.12 series' Marlin path (ModelOptNvFp4FusedMoE.apply calling fused_marlin_moe, "
-                     "whose buffers each call allocates); from PR #31692 (January 2026) the experts run in vLLM's "
-                     "modular kernel with workspaces shared by every layer, which is not sized, and earlier releases' "
-                     "path is not read: give --engine-version 0.11 or 0.12");
+                     "the 0.11 to 0.13 series' Marlin path (ModelOptNvFp4FusedMoE.apply calling fused_marlin_moe, "
+                     "whose buffers each call allocates); from PR #31692 (merged the week of 2026-01-09, in 0.14) the "
+                     "experts run in vLLM's modular kernel with workspaces shared by every layer, which is not sized, "
+                     "and earlier releases' path is not read: give --engine-version 0.11, 0.12 or 0.13");
 }
 
 void vllm_nvfp4_experts_apply(VllmAnswer& a, int multiprocessors, DType served) {

@@ -17,9 +17,12 @@ namespace memplan {
 
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
-                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors) {
+                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
+  if (modular && (expert_parallel || mxfp4_capability > 0))
+    throw std::logic_error("vllm_fused_moe: the modular kernel is sized for unquantized experts without EP");
+  m.modular = modular;
   if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
   const MoeBlock& first = blocks.front();
   for (const MoeBlock& b : blocks)  // a config's sparse layers are alike (hf_moe.cc builds them from one config)
@@ -84,9 +87,10 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     throw InputError("--data-parallel-size " + std::to_string(dp) + ": the tokens every rank sends the experts overflow");
   m.kernel_tokens = first.tokens * dp;
   m.dispatch_bytes = vllm_dp_dispatch_bytes(first.tokens, dp, first.hidden, first.experts, d);
-  m.kernel = vllm_fused_moe_bytes({m.kernel_tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank,
-                                   m.ep.local_experts},
-                                  served);
+  VllmFusedMoeShape shape{m.kernel_tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank,
+                          m.ep.local_experts};
+  shape.modular = modular;
+  m.kernel = vllm_fused_moe_bytes(shape, served);
   // naive's combine: get_dp_group().all_reduce of the kernel's output [D·T, H], out of place (a new tensor of its
   // size), while the output is held; allgather_reducescatter's reduce_scatterv output [T, H] is smaller.
   m.combine_bytes = dp > 1 ? m.kernel.output_bytes : 0;
@@ -141,6 +145,39 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   return m;
 }
 
+uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int tp, DType served,
+                                 const std::string& model) {
+  if (blocks.empty()) return 0;
+  const MoeBlock& first = blocks.front();
+  const uint64_t bytes =
+      vllm_modular_moe_workspace_bytes(first.tokens, first.top_k, first.hidden,
+                                       vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, model), served);
+  size_t from = forward.allocated_per_step.size();
+  for (const MoeBlock& b : blocks) {
+    const auto it = std::find(forward.step_names.begin(), forward.step_names.end(), b.topk);
+    if (it != forward.step_names.end()) from = std::min(from, static_cast<size_t>(it - forward.step_names.begin()));
+  }
+  if (from == forward.allocated_per_step.size())
+    throw std::logic_error("serve --engine vllm: the routers of " + model + " are not steps of the profile run");
+  uint64_t before = 0, after = 0;
+  for (size_t i = 0; i < forward.allocated_per_step.size(); ++i) {
+    uint64_t& step = forward.allocated_per_step[i];
+    if (i < from) {
+      before = std::max(before, step);
+      continue;
+    }
+    step = checked_add(step, bytes, "profile bytes");
+    after = std::max(after, step);
+  }
+  // The estimate's peak is its steps' largest (the allocator replay's): where it came after the first router, the
+  // workspace is on it.
+  // workspace is on it; a peak inside a step the steps do not show is taken to be after it (most of the run is).
+  forward.allocated_bytes = forward.allocated_bytes > std::max(before, after - bytes)
+                                ? checked_add(forward.allocated_bytes, bytes, "profile bytes")
+                                : std::max(before, after);
+  return bytes;
+}
+
 uint64_t vllm_moe_peak(const VllmMoeAnswer& m, uint64_t extra) {
   const uint64_t kernel = checked_add(m.kernel.total(), extra, "profile bytes");
   const uint64_t combine = checked_add(m.kernel.output_bytes, m.combine_bytes, "profile bytes");
@@ -151,6 +188,7 @@ uint64_t vllm_moe_peak(const VllmMoeAnswer& m, uint64_t extra) {
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return nullptr;
   return {{"kernel", m.nvfp4                                       ? "vllm fused_marlin_moe (nvfp4)"
+                     : m.modular                                   ? "vllm modular TritonExperts"
                      : !m.mxfp4                                    ? "vllm fused_experts"
                      : m.mxfp4_backend == VllmMxfp4Backend::Marlin ? "vllm fused_marlin_moe (mxfp4)"
                                                                    : "vllm triton_kernel_moe_forward (mxfp4)"},
@@ -176,6 +214,7 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
           {"output_bytes", m.kernel.output_bytes},
           {"padded_input_bytes", m.kernel.padded_input_bytes},
           {"reduce_bytes", m.kernel.reduce_bytes},
+          {"workspace_bytes", m.kernel.workspace_bytes},
           {"kernel_bytes", m.kernel.total()},
           {"peak_allocated_bytes", m.peak_allocated}};
 }
@@ -254,6 +293,14 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
                                    format_bytes(m.dispatch_bytes), format_bytes(m.combine_bytes))
                      : std::string())
           : "";
+  if (m.modular)
+    return fmt::format("; the experts of {} sparse layers by vLLM's modular MoE kernel (TritonExperts: {} experts, "
+                       "top-{}, {} wide, {} a rank; {} of expert weights a rank; its WorkspaceManager buffer {}, one "
+                       "for every layer, held from the first; per call {}: output {}, top-k and alignment {})",
+                       m.blocks, m.experts, m.top_k, m.intermediate, m.intermediate_per_rank,
+                       format_bytes(m.expert_weight_bytes), format_bytes(m.kernel.workspace_bytes),
+                       format_bytes(m.kernel.total()), format_bytes(m.kernel.output_bytes),
+                       format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes));
   return fmt::format("; the experts of {} sparse layers by vLLM's fused MoE kernel (fused_experts: {} experts, "
                      "top-{}, {} wide, {} a rank; {} of expert weights a rank{}; per call {}: cache13 {}, cache2 {}, "
                      "output {}, top-k and alignment {})",

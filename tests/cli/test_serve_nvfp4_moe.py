@@ -121,7 +121,7 @@ class Nvfp4ExpertsRefusals(unittest.TestCase):
 
     def test_versions_whose_path_is_not_sized(self):
         for version in ("0.14", "0.10"):
-            self.refused("memplan sizes the 0.11 and 0.12 series' Marlin path", "--gpu", "H100-80GB",
+            self.refused("memplan sizes the 0.11 to 0.13 series' Marlin path", "--gpu", "H100-80GB",
                          "--engine-version", version)
 
     def test_expert_parallel_and_lora(self):

@@ -1,0 +1,97 @@
+"""`memplan serve --engine vllm --engine-version 0.14` and later on a mixture of experts: the unquantized and fp8
+experts in vLLM's modular kernel (TritonExperts), whose workspaces are one WorkspaceManager buffer held from the
+first MoE layer to the end of the profile run (cost_models/vllm_fused_moe.h; a helper's reading,
+docs/research/vllm-modular-moe-versions.md), against 0.11's per-call buffers. Numbers by hand.
+
+Tiny qwen3_moe of test_serve_fp8_moe.py (hidden 256, 4 experts of 128, top-2), bf16, 64 tokens a profile step
+(M·k = 128 pairs):
+  0.11 fused_experts a call: fused_topk 128 x 12 = 1,536; moe_align_block_size at 64 (64 tokens > 4 experts):
+    128 + 4 x 63 = 380 ids, 6 blocks and 1: 1,548; cache13 128 x max(256, 256) x 2 = 65,536; cache2 128 x 128 x 2 =
+    32,768; output 64 x 256 x 2 = 32,768: 134,156.
+  0.14 TritonExperts: the workspace, workspace13 128 x max(128, 256) x 2 = 65,536 and workspace2 128 x max(256, 256)
+    x 2 = 65,536 (each a multiple of 256 B): 131,072, held; a call 1,536 + 1,548 + 32,768 = 35,852. At the router
+    the MoE's peak is 35,852 + 131,072 - 134,156 = 32,768 B above 0.11's; the sampler's warm-up, which sets both
+    answers' activation peak, runs with the workspace held: 131,072 B more.
+Tiny mixtral (hidden 256, 4 experts of 256, top-2), per-tensor static fp8: 0.11's call 1,536 + 1,548 + 128 x 512 x 2
+  + 128 x 256 x 2 + 32,768 = 232,460; 0.14's workspace 128 x 256 x 2 + 128 x 512 x 2 = 196,608 and call 35,852: the
+  same bytes at the router (I >= H: nothing grows), the workspace held through the sampler (+196,608).
+"""
+import json
+import tempfile
+import unittest
+
+from test_serve_fp8_moe import STATIC, mixtral_config, qwen3_moe_config
+from tiny_serve import VLLM, run
+
+GPT_OSS_ARGS = ["--graph", "decode", "--engine", "vllm", "--gpu", "A100-80GB"]
+
+
+def step(tokens):
+    """VLLM with --max-batched-tokens TOKENS."""
+    at = VLLM.index("--max-batched-tokens") + 1
+    return [*VLLM[:at], str(tokens), *VLLM[at + 1:]]
+
+
+def serve(config, version, *extra, quantization=None):
+    with tempfile.TemporaryDirectory() as d:
+        path = config(d) if quantization is None else config(d, quantization_config=quantization)
+        p = run("serve", path, *VLLM, "--engine-version", version, *extra)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+class ModularKernelByHand(unittest.TestCase):
+    def test_qwen3_moe_workspace_held(self):
+        old, new = serve(qwen3_moe_config, "0.11"), serve(qwen3_moe_config, "0.14")
+        o, n = old["replaced"]["fused_moe"], new["replaced"]["fused_moe"]
+        self.assertEqual((o["kernel"], o["kernel_bytes"], o["workspace_bytes"]), ("vllm fused_experts", 134_156, 0))
+        self.assertEqual((n["kernel"], n["kernel_bytes"], n["workspace_bytes"]),
+                         ("vllm modular TritonExperts", 35_852, 131_072))
+        self.assertEqual((n["cache13_bytes"], n["cache2_bytes"], n["output_bytes"]), (0, 0, 32_768))
+        self.assertEqual(n["peak_allocated_bytes"] - o["peak_allocated_bytes"], 32_768)
+        self.assertEqual((old["profile_run"]["peak_set_by"], new["profile_run"]["peak_set_by"]), ("sampler", "sampler"))
+        self.assertEqual(new["memory"]["activation_peak_bytes"] - old["memory"]["activation_peak_bytes"], 131_072)
+        # 0.13 is still 0.11's path (PR #31052 came after 0.13.0).
+        self.assertEqual(serve(qwen3_moe_config, "0.13")["replaced"]["fused_moe"]["kernel_bytes"], 134_156)
+
+    def test_fp8_experts_too(self):
+        old = serve(mixtral_config, "0.11", quantization=STATIC)
+        new = serve(mixtral_config, "0.14", quantization=STATIC)
+        o, n = old["replaced"]["fused_moe"], new["replaced"]["fused_moe"]
+        self.assertEqual((o["kernel_bytes"], n["kernel_bytes"], n["workspace_bytes"]), (232_460, 35_852, 196_608))
+        self.assertEqual(n["peak_allocated_bytes"], o["peak_allocated_bytes"])
+        self.assertEqual(new["replaced"]["fp8_per_tensor"]["moe_quantized_activation_bytes"], 49_152)
+        self.assertEqual(new["memory"]["activation_peak_bytes"] - old["memory"]["activation_peak_bytes"], 196_608)
+
+    def test_text_output(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = run("serve", qwen3_moe_config(d), *[a for a in VLLM if a != "--json"], "--engine-version", "0.14")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("by vLLM's modular MoE kernel (TritonExperts: 4 experts, top-2, 128 wide, 128 a rank", p.stdout)
+        self.assertIn("its WorkspaceManager buffer 128 KiB, one for every layer, held from the first", p.stdout)
+
+
+class ModularKernelRefusals(unittest.TestCase):
+    def refused(self, says, config, *extra, args=VLLM):
+        with tempfile.TemporaryDirectory() as d:
+            p = run("serve", config(d) if callable(config) else config, *args, *extra)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(says, p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_expert_parallel_from_0_14(self):
+        self.refused("whose expert-parallel prepare and finalize (all-to-all) memplan does not size", qwen3_moe_config,
+                     "--engine-version", "0.14", "--tp", "2", "--enable-expert-parallel")
+
+    def test_chunked_steps_up_to_0_17(self):
+        self.refused("vLLM's modular MoE kernel chunks above VLLM_FUSED_MOE_CHUNK_SIZE (16384) up to 0.17",
+                     qwen3_moe_config, "--engine-version", "0.17", args=step(20000))
+
+    def test_mxfp4_marlin_from_0_17(self):
+        from test_serve_mxfp4 import GPT_OSS
+        self.refused("MXFP4 experts on Marlin: from 0.17 (PR #34588) they run in vLLM's modular kernel", GPT_OSS,
+                     "--engine-version", "0.17", args=GPT_OSS_ARGS)
+
+
+if __name__ == "__main__":
+    unittest.main()
