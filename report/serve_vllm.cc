@@ -221,8 +221,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      "(all-to-all) memplan does not size; it sizes expert parallelism up to 0.13");
   if (modular_moe && minor <= 17 && moe.front().tokens > kVllmModularMoeChunkSize)
     throw InputError(fmt::format("--engine-version {} at {} batched tokens: vLLM's modular MoE kernel chunks above "
-                                 "VLLM_FUSED_MOE_CHUNK_SIZE ({}) up to 0.17, into workspaces memplan does not size; give "
-                                 "--max-batched-tokens {} or less, or 0.18 or later",
+                                 "VLLM_FUSED_MOE_CHUNK_SIZE ({}) up to 0.17, into workspaces memplan does not size; "
+                                 "give --max-batched-tokens {} or less, or 0.18 or later",
                                  s.engine_version, moe.front().tokens, kVllmModularMoeChunkSize,
                                  kVllmModularMoeChunkSize));
   Estimate forward = estimate_graph(*g, options);
@@ -237,7 +237,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && minor >= 17)  // the GPU's backend: its row
     throw VllmGpuRefused("--engine-version " + s.engine_version + " with " + probe.path() + "'s MXFP4 experts on "
                          "Marlin: from 0.17 (PR #34588) they run in vLLM's modular kernel (MarlinExperts, the "
-                         "WorkspaceManager's shared buffer), which memplan does not size; it sizes that path up to 0.16",
+                         "WorkspaceManager's shared buffer), which memplan does not size; it sizes that path up to "
+                         "0.16",
                          false);
   // Before PR #21497 (0.10.1) determine_expert_map gave the last rank every remaining expert: not the rule sized.
   const std::string& v = s.engine_version;

@@ -316,8 +316,9 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                                             std::string& source);
 
 // ModelOpt NVFP4 experts (cost_models/vllm_nvfp4.h). vllm_nvfp4_experts_check, before the profile: throws
-// InputError for an --engine-version whose path is not the 0.11 to 0.13 series' (fused_marlin_moe called from apply with
-// per-call buffers), VllmGpuRefused from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not sized).
+// InputError for an --engine-version whose path is not the 0.11 to 0.13 series' (fused_marlin_moe called from apply
+// with per-call buffers), VllmGpuRefused from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not
+// sized) and below 8.0.
 // vllm_nvfp4_experts_apply, after vllm_fused_moe and the linear layers: Marlin's layer in place of the graph's
 // experts (a.moe's weights; a.quantized's replaced and quantized bytes), its kernel's buffers and the MoE peak.
 void vllm_nvfp4_experts_check(const std::string& version, int capability, const std::string& model);
