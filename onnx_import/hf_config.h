@@ -42,6 +42,9 @@ struct StoredQuantization {
   // fp8: the "...mlp.gate" and "...block_sparse_moe.gate" entries of ignored_layers / modules_to_not_convert;
   // ModelOpt: those of exclude_modules (ignore)
   int ignored_routers = 0;
+  // ModelOpt: exclude_modules (ignore) lists "model.layers.*.mlp.gate" (or block_sparse_moe.gate): every router, as
+  // vLLM's fnmatch reads it (ModelOptQuantConfigBase.is_layer_excluded).
+  bool all_routers_ignored = false;
   // fp8 on a mixture of experts: how vLLM builds this model_type's router (onnx_import/hf_quantization.cc
   // vllm_moe_router, set for every config.json). "unquantized": mixtral's, qwen2_moe's (a ReplicatedLinear with
   // quant_config None), deepseek_v3's and deepseek_v2's (DeepSeekV2Gate asserts quant_config None); "quantized":

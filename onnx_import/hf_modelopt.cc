@@ -42,10 +42,15 @@ void read_settings(const std::string& path, const std::string& where, const json
   if (!exclude->is_array()) fail(path, key + "must be a list of module names, not " + exclude->dump());
   static const std::regex unfused(R"(model\.layers\.(0|[1-9][0-9]{0,5})\.(self_attn\.o_proj|mlp\.down_proj))");
   // A mixture of experts' router (mixtral's block_sparse_moe.gate, the others' mlp.gate): counted, as fp8's
-  // ignored_layers are (StoredQuantization::ignored_routers), and checked against the model in read_modelopt.
+  // ignored_layers are (StoredQuantization::ignored_routers), and checked against the model in read_modelopt; the
+  // wildcard over every layer's, which vLLM matches with fnmatch, is every router.
   static const std::regex router(R"(model\.layers\.(0|[1-9][0-9]{0,5})\.(mlp|block_sparse_moe)\.gate)");
   for (const json& e : *exclude) {
     if (e == "lm_head") continue;
+    if (e == "model.layers.*.mlp.gate" || e == "model.layers.*.block_sparse_moe.gate") {  // fnmatch: every router
+      s.all_routers_ignored = true;
+      continue;
+    }
     if (e.is_string() && std::regex_match(e.get_ref<const std::string&>(), router)) {
       ++s.ignored_routers;
       continue;
@@ -142,7 +147,7 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
                        (stated.modelopt ? "ModelOpt " + std::string(stated.modelopt_algo()) : stated.method) +
                        ": contradictory quantization settings are not modelled");
       if (stated.modelopt_kv_fp8 != s.modelopt_kv_fp8 || stated.excluded_modules != s.excluded_modules ||
-          stated.ignored_routers != s.ignored_routers)
+          stated.ignored_routers != s.ignored_routers || stated.all_routers_ignored != s.all_routers_ignored)
         fail(file, std::string("quantization key \"") +
                        (stated.modelopt_kv_fp8 != s.modelopt_kv_fp8 ? "kv_cache_quant_algo" : "exclude_modules") +
                        "\" contradicts " + config_path + "'s quantization_config (" +
@@ -166,9 +171,11 @@ void read_modelopt(const std::string& config_path, DecoderConfig& c) {
                                      "experts"
                                    : "ModelOpt latent-attention and gpt-oss paths are not sized; memplan sizes "
                                      "ModelOpt on dense decoders and NVFP4 on mixtures of experts"));
-  if (q.ignored_routers > 0 && c.num_experts == 0)
-    fail(q.modelopt_path, what + " excludes " + std::to_string(q.ignored_routers) + " routers (mlp.gate), and " +
-                              config_path + " has no experts");
+  if ((q.ignored_routers > 0 || q.all_routers_ignored) && c.num_experts == 0)
+    fail(q.modelopt_path, what + " excludes " +
+                              (q.all_routers_ignored ? std::string("every router (model.layers.*.mlp.gate)")
+                                                     : std::to_string(q.ignored_routers) + " routers (mlp.gate)") +
+                              ", and " + config_path + " has no experts");
   for (const std::string& m : q.excluded_modules)
     if (std::stoll(m.substr(13, m.find('.', 13) - 13)) >= c.num_hidden_layers)
       fail(q.modelopt_path, what + " excludes " + m + ", a layer the model (num_hidden_layers " +

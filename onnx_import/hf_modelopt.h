@@ -24,7 +24,8 @@
 // config) and whole unfused modules "model.layers.N.self_attn.o_proj" / "model.layers.N.mlp.down_proj" (matched the
 // same by vLLM's is_layer_skipped, SGLang's substring test and TensorRT-LLM's fnmatch: kept in the model's type), and
 // on a mixture of experts a router's "model.layers.N.mlp.gate" (counted as StoredQuantization::ignored_routers: a
-// router vLLM builds with the quant_config, qwen3_moe's, stays in the model's type when every one is listed).
+// router vLLM builds with the quant_config, qwen3_moe's, stays in the model's type when every one is listed), or
+// "model.layers.*.mlp.gate", every router (all_routers_ignored; vLLM's fnmatch).
 // Refused, one message naming the file and the key: another quant_algo (W4A8_AWQ, W4A16_AWQ, INT4_AWQ,
 // FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, MIXED_PRECISION...), another kv_cache_quant_algo, an exclude_modules entry
 // not mapped above (q/k/v and gate/up are fused modules, whose partial exclusion the engines treat differently;

@@ -48,7 +48,8 @@ std::set<std::string> vllm_moe_left_out(const Graph& g, const std::vector<MoeBlo
                      std::to_string(stored.ignored_routers) + " routers (mlp.gate) of " + std::to_string(sparse) +
                      " sparse layers unquantized: some but not all is not modelled");
   // qwen3_moe's gate takes the quant_config unless the config lists it: then it is one more fp8 linear layer.
-  const bool routers_unquantized = stored.moe_router == "unquantized" || stored.ignored_routers == sparse;
+  const bool routers_unquantized =
+      stored.moe_router == "unquantized" || stored.ignored_routers == sparse || stored.all_routers_ignored;
   std::unordered_map<std::string_view, int32_t> topk_node;  // each block's TopK, found in one pass
   for (const MoeBlock& b : blocks) topk_node.emplace(b.topk, -1);
   for (size_t i = 0; i < g.nodes.size(); ++i)

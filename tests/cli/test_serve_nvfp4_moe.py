@@ -86,6 +86,14 @@ class Nvfp4ExpertsByHand(unittest.TestCase):
         self.assertEqual(bf16["memory"]["weights_bytes"] - q["memory"]["weights_bytes"], 931_104)
         self.assertEqual(q["replaced"]["nvfp4"]["experts"]["unquantized_routers"], 0)
 
+    def test_every_router_by_wildcard(self):
+        # "model.layers.*.mlp.gate", which vLLM's fnmatch matches to every router: the listed answer.
+        quant = {**NVFP4, "quantization": {**NVFP4["quantization"],
+                                           "exclude_modules": ["lm_head", "model.layers.*.mlp.gate"]}}
+        _, q = self.answers("--gpu", "H100-80GB", quant=quant)
+        self.assertEqual(q["memory"]["quantized_linear_bytes"], 371_904)
+        self.assertEqual(q["replaced"]["nvfp4"]["experts"]["unquantized_routers"], 1)
+
     def test_a100_reduces_in_float32(self):
         _, q = self.answers("--gpu", "A100-80GB")
         self.assertEqual(q["replaced"]["nvfp4"]["experts"]["layer_bytes"], 222_976)

@@ -110,7 +110,16 @@ TEST(ModelOpt, ReadsNvfp4ExpertsAndTheirRouters) {
                      "model.layers.0.block_sparse_moe.gate", "model.layers.1.block_sparse_moe.gate"])")));
   EXPECT_EQ(q.method, "nvfp4");
   EXPECT_EQ(q.ignored_routers, 2);
-  EXPECT_TRUE(q.excluded_modules.empty());
+  EXPECT_TRUE(q.excluded_modules.empty() && !q.all_routers_ignored);
+  // config.json's form with vLLM's fnmatch wildcard over every layer's router.
+  const StoredQuantization w = read(write("mixtralwild", R"(, "model_type": "mixtral", "num_local_experts": 4,
+      "num_experts_per_tok": 2, "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
+      "group_size": 16, "ignore": ["lm_head", "model.layers.*.block_sparse_moe.gate"]})", ""));
+  EXPECT_TRUE(w.all_routers_ignored);
+  EXPECT_EQ(w.ignored_routers, 0);
+  refused(write("densewild", "", quant(R"("quant_algo": "NVFP4", "group_size": 16,
+      "exclude_modules": ["model.layers.*.mlp.gate"])")),
+          "excludes every router (model.layers.*.mlp.gate), and");
 }
 
 TEST(ModelOpt, PerModuleBytesByHand) {
