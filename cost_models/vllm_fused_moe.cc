@@ -16,11 +16,17 @@ uint64_t VllmFusedMoeBytes::total() const {
                      "fused MoE bytes");
 }
 
+uint64_t vllm_moe_align_sorted_ids(int64_t tokens, int64_t top_k, int64_t experts, int64_t block) {
+  return checked_add(checked_mul(static_cast<uint64_t>(tokens), static_cast<uint64_t>(top_k), "fused MoE bytes"),
+                     checked_mul(static_cast<uint64_t>(experts), static_cast<uint64_t>(block) - 1, "fused MoE bytes"),
+                     "fused MoE bytes");
+}
+
 VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) {
   VllmFusedMoeBytes b;
   const uint64_t d = static_cast<uint64_t>(dtype_bits(dtype)) / 8;
   const uint64_t t = static_cast<uint64_t>(s.tokens), k = static_cast<uint64_t>(s.top_k);
-  const uint64_t h = static_cast<uint64_t>(s.hidden), e = static_cast<uint64_t>(s.experts);
+  const uint64_t h = static_cast<uint64_t>(s.hidden);
   const uint64_t pairs = checked_mul(t, k, "fused MoE bytes");
   // fused_topk: float32 weights, int32 ids, int32 token_expert_indices.
   b.topk_bytes = checked_mul(pairs, 4 + 4 + 4, "fused MoE bytes");
@@ -30,7 +36,7 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   const int64_t rank_experts = s.local_experts > 0 ? s.local_experts : s.experts;
   b.block_size_m = s.block_size_m > 0 ? s.block_size_m : b.chunk_tokens <= rank_experts ? 16 : 64;
   const uint64_t block = static_cast<uint64_t>(b.block_size_m);
-  const uint64_t padded = checked_add(pairs, checked_mul(e, block - 1, "fused MoE bytes"), "fused MoE bytes");
+  const uint64_t padded = vllm_moe_align_sorted_ids(s.tokens, s.top_k, s.experts, b.block_size_m);
   const uint64_t m_blocks = (padded + block - 1) / block;
   b.align_bytes = checked_mul(checked_add(checked_add(padded, m_blocks, "fused MoE bytes"), 1, "fused MoE bytes"), 4,
                               "fused MoE bytes");
@@ -81,10 +87,7 @@ VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t e
   if (d == DType::Float16 || capability >= 90) return b;  // atomic add: no c_tmp
   constexpr uint64_t kMaxThreadN = 256;  // marlin.cuh max_thread_n
   const uint64_t block = static_cast<uint64_t>(b.block_size_m);
-  const uint64_t sorted = checked_add(checked_mul(static_cast<uint64_t>(tokens), static_cast<uint64_t>(top_k),
-                                                  "fused MoE bytes"),
-                                      checked_mul(static_cast<uint64_t>(experts), block - 1, "fused MoE bytes"),
-                                      "fused MoE bytes");
+  const uint64_t sorted = vllm_moe_align_sorted_ids(tokens, top_k, experts, b.block_size_m);
   const uint64_t cap = checked_mul(static_cast<uint64_t>(std::max(multiprocessors, 0)) * 4, block * kMaxThreadN,
                                    "fused MoE bytes");
   const uint64_t widest = std::max(2 * static_cast<uint64_t>(width), static_cast<uint64_t>(hidden));

@@ -89,6 +89,10 @@ uint64_t vllm_modular_moe_workspace_bytes(int64_t tokens, int64_t top_k, int64_t
 
 VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype);
 
+// moe_align_block_size's sorted token ids at block `block`: T·k + E·(block − 1), E the global experts (the buffer's
+// length; fused_marlin_moe's c_tmp is sized by it too).
+uint64_t vllm_moe_align_sorted_ids(int64_t tokens, int64_t top_k, int64_t experts, int64_t block);
+
 // fused_marlin_moe's block_size_m (above).
 int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts);
 

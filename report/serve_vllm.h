@@ -349,8 +349,8 @@ VllmCallPeak vllm_largest_call_peak(const Graph& g, const Estimate& forward, con
 // input (skipping the nodes whose output is in `held_outside`).
 void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability);
 std::set<std::string> vllm_moe_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
-                                             const StoredQuantization& stored, int& routers,
-                                             std::set<std::string>& router_nodes, const std::string& model);
+                                        const StoredQuantization& stored, int& routers,
+                                        std::set<std::string>& router_nodes, const std::string& model);
 void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward, const std::vector<MoeBlock>& blocks,
                           const std::vector<std::string>& held_outside, int capability, DType served);
 nlohmann::ordered_json vllm_fp8_block_to_json(const VllmFp8BlockAnswer& f);

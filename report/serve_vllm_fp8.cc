@@ -30,17 +30,16 @@ void vllm_fp8_block_check_gpu(const VllmQuantization& q, int capability) {
 }
 
 std::set<std::string> vllm_moe_left_out(const Graph& g, const std::vector<MoeBlock>& blocks,
-                                             const StoredQuantization& stored, int& routers,
-                                             std::set<std::string>& router_nodes, const std::string& model) {
+                                        const StoredQuantization& stored, int& routers,
+                                        std::set<std::string>& router_nodes, const std::string& model) {
   std::set<std::string> out;
   routers = 0;
   router_nodes.clear();
   if (blocks.empty()) return out;
   if (stored.moe_router.empty())
     throw InputError("serve --engine vllm: the " + stored.method + " experts of " + model +
-                     ": whether vLLM quantizes this model's "
-                     "router is not read (memplan reads mixtral's, qwen2_moe's, qwen3_moe's, deepseek_v2's and "
-                     "deepseek_v3's from a config.json)");
+                     ": whether vLLM quantizes this model's router is not read (memplan reads mixtral's, "
+                     "qwen2_moe's, qwen3_moe's, deepseek_v2's and deepseek_v3's from a config.json)");
   const int sparse = static_cast<int>(blocks.size());
   // Listing deepseek_v3's gates changes nothing (they are never quantized); some of qwen3_moe's is not modelled.
   if (stored.moe_router == "quantized" && stored.ignored_routers != 0 && stored.ignored_routers != sparse)

@@ -21,7 +21,8 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
   if (modular && (expert_parallel || mxfp4_capability > 0))
-    throw std::logic_error("vllm_fused_moe: the modular kernel is sized for unquantized experts without EP");
+    throw std::logic_error("vllm_fused_moe: the modular kernel is sized for Triton experts (unquantized, fp8) "
+                           "without expert parallelism");
   m.modular = modular;
   if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
   const MoeBlock& first = blocks.front();
