@@ -1,6 +1,7 @@
 #include "cost_models/vllm_fused_moe.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
 #include "onnx_import/checked.h"
@@ -84,11 +85,12 @@ VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t e
   shape.block_size_m = vllm_marlin_moe_block_size(tokens, top_k, experts);
   shape.chunked = false;
   VllmFusedMoeBytes b = vllm_fused_moe_bytes(shape, d);
-  if (d == DType::Float16 || capability >= 90) return b;  // atomic add: no c_tmp
+  if (!vllm_marlin_moe_reduces(capability, d)) return b;  // atomic add: no c_tmp
+  if (multiprocessors <= 0) throw std::logic_error("vllm_marlin_moe_bytes: c_tmp's cap needs the multiprocessors");
   constexpr uint64_t kMaxThreadN = 256;  // marlin.cuh max_thread_n
   const uint64_t block = static_cast<uint64_t>(b.block_size_m);
   const uint64_t sorted = vllm_moe_align_sorted_ids(tokens, top_k, experts, b.block_size_m);
-  const uint64_t cap = checked_mul(static_cast<uint64_t>(std::max(multiprocessors, 0)) * 4, block * kMaxThreadN,
+  const uint64_t cap = checked_mul(static_cast<uint64_t>(multiprocessors) * 4, block * kMaxThreadN,
                                    "fused MoE bytes");
   const uint64_t widest = std::max(2 * static_cast<uint64_t>(width), static_cast<uint64_t>(hidden));
   const uint64_t elements = std::min(checked_mul(widest, sorted, "fused MoE bytes"), cap) * (block == 8 ? 2 : 1);

@@ -96,9 +96,13 @@ uint64_t vllm_moe_align_sorted_ids(int64_t tokens, int64_t top_k, int64_t expert
 // fused_marlin_moe's block_size_m (above).
 int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts);
 
+// Whether fused_marlin_moe's GEMMs reduce in a float32 c_tmp (above): without atomic add, activations other than
+// float16 below compute capability 9.0 (major x 10 + minor).
+inline bool vllm_marlin_moe_reduces(int capability, DType d) { return d != DType::Float16 && capability < 90; }
+
 // fused_marlin_moe on `tokens` tokens of `hidden` (the layer's, padded where the layer pads it), `width` N, in `d`,
-// on a GPU of compute capability `capability` (major x 10 + minor) with `multiprocessors` SMs (0: not known, c_tmp
-// not counted).
+// on a GPU of compute capability `capability` (major x 10 + minor) with `multiprocessors` SMs (c_tmp's cap: the
+// caller refuses an unknown count where vllm_marlin_moe_reduces; std::logic_error here).
 VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t width,
                                         int capability, int multiprocessors, DType d);
 

@@ -120,6 +120,11 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * ip + 2 * ip + h), d, "expert bytes"),
                                        static_cast<uint64_t>(m.blocks), "expert bytes");
     if (marlin) {
+      if (multiprocessors <= 0 && vllm_marlin_moe_reduces(mxfp4_capability, served))
+        throw InputError(fmt::format("serve --engine vllm: {}'s MXFP4 experts on Marlin at compute capability {}.{}: "
+                                     "its GEMMs reduce in a float32 buffer sized by the GPU's multiprocessors, which "
+                                     "--memory does not say: give --gpu NAME",
+                                     model, mxfp4_capability / 10, mxfp4_capability % 10));
       m.kernel = vllm_mxfp4_marlin_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer, mxfp4_capability,
                                                 multiprocessors);
     } else {

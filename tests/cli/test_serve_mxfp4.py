@@ -158,6 +158,14 @@ class VllmMarlin(unittest.TestCase):
         h100 = json.loads(p.stdout)["replaced"]["fused_moe"]
         self.assertEqual(h100["expert_weight_bytes"], 24 * (461_817_536 - 1_728 + 2_112))
 
+    def test_reduction_buffer_needs_the_gpus_multiprocessors(self):
+        # Below 9.0 the GEMMs reduce in a float32 buffer capped by the SM count, which --memory does not give.
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--memory", "80GiB", "--arch", "sm80")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("MXFP4 experts on Marlin at compute capability 8.0: its GEMMs reduce in a float32 buffer sized "
+                      "by the GPU's multiprocessors, which --memory does not say: give --gpu NAME", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
     def test_backend_without_mxfp4_experts_is_refused(self):
         # A bf16 gpt-oss (no quantization_config) has no MXFP4 experts: --mxfp4-backend would pick nothing.
         with tempfile.TemporaryDirectory() as d:
