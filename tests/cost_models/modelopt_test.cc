@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_models/sglang_weights.h"
 #include "cost_models/trtllm_engine.h"
 #include "cost_models/vllm_weights.h"
@@ -100,6 +102,22 @@ TEST(ModelOpt, Refusals) {
   refused(write("densegate", "", quant(R"("quant_algo": "NVFP4", "group_size": 16,
       "exclude_modules": ["lm_head", "model.layers.0.mlp.gate"])")),
           "excludes 1 routers (mlp.gate), and");
+}
+
+// gpt-oss under ModelOpt (its own MXFP4 quantization_config taken out): refused whatever the algorithm, its experts
+// and sinks being no ModelOpt path memplan sizes.
+TEST(ModelOpt, RefusesGptOss) {
+  nlohmann::json config;
+  std::ifstream(std::string(MEMPLAN_SOURCE_DIR) + "/tests/models/hf_configs/gpt-oss-20b.json") >> config;
+  config.erase("quantization_config");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memplan_modelopt_read_gptoss";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump();
+  std::ofstream(dir / "hf_quant_config.json") << quant(R"("quant_algo": "NVFP4", "group_size": 16)");
+  refused((dir / "config.json").string(),
+          "(ModelOpt NVFP4) on model_type \"gpt_oss\": the engines' ModelOpt latent-attention and gpt-oss paths are "
+          "not sized");
 }
 
 // NVFP4 experts are read (vLLM's ModelOptNvFp4FusedMoE, cost_models/vllm_nvfp4.h), each router entry counted.
