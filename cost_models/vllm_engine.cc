@@ -24,6 +24,12 @@ int version_part(const std::string& text, size_t from) {
   return std::stoi(text.substr(from, end - from));
 }
 
+// The PATCH of "0.MINOR.PATCH[...]"; -1 where there is none.
+int patch_version(const std::string& text) {
+  const size_t at = vllm_minor_version(text) >= 0 ? text.find('.', 2) : std::string::npos;
+  return at == std::string::npos ? -1 : version_part(text, at + 1);
+}
+
 }  // namespace
 
 int vllm_minor_version(const std::string& text) {
@@ -33,8 +39,7 @@ int vllm_minor_version(const std::string& text) {
 
 VllmVersion vllm_version(const std::string& text) {
   const int minor = vllm_minor_version(text);
-  const size_t patch_at = minor >= 0 ? text.find('.', 2) : std::string::npos;
-  const int patch = patch_at == std::string::npos ? -1 : version_part(text, patch_at + 1);
+  const int patch = patch_version(text);
   const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
                                "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
                                "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
@@ -69,7 +74,10 @@ VllmVersion vllm_version(const std::string& text) {
   throw InputError("--engine-version " + text + ": expected a vLLM version such as 0.11; " + accepted);
 }
 
-VllmRule vllm_rule(VllmVersion v) {
+namespace {
+
+// The budget rule's flags: what every release of `v`'s range does.
+VllmRule budget_rule(VllmVersion v) {
   VllmRule r;
   switch (v) {
     case VllmVersion::V0_6:
@@ -98,6 +106,23 @@ VllmRule vllm_rule(VllmVersion v) {
       r.triton_top_k_top_p = true;
       break;
   }
+  return r;
+}
+
+}  // namespace
+
+VllmRule vllm_rule(const std::string& version_text) {
+  const VllmVersion v = vllm_version(version_text);
+  VllmRule r = budget_rule(v);
+  if (r.v0_engine) return r;  // V0's quantized layers and experts are refused (report/serve_vllm_v0.cc)
+  const int minor = vllm_minor_version(version_text);
+  const int patch = patch_version(version_text);
+  r.even_expert_map = minor > 10 || (minor == 10 && patch >= 1);
+  r.modelopt_kv_auto_fp8 = minor >= 13;
+  r.nvfp4_marlin_moe = minor >= 11 && minor <= 13;
+  r.modular_moe = minor >= 14;
+  r.modular_moe_chunked = minor >= 14 && minor <= 17;
+  r.mxfp4_marlin_modular = minor >= 17;
   return r;
 }
 

@@ -128,8 +128,22 @@ struct VllmRule {
                                            // V0_7, V0_9)
   bool rank_data_after_baseline = false;   // and its rank_data tensor (V0_6_5: allocated bytes since the baseline)
   bool triton_top_k_top_p = false;  // V1's sampler masks top-k/top-p with the Triton kernel (V0_17 on)
+  // Paths that changed inside one budget rule's range, by release (the series each names):
+  bool even_expert_map = false;       // 0.10.1 on: determine_expert_map deals the experts left over one each to the
+                                      // first ranks (PR #21497); before it the last rank took them all
+  bool modelopt_kv_auto_fp8 = false;  // 0.13 on: --kv-cache-dtype auto follows a ModelOpt checkpoint's
+                                      // kv_cache_quant_algo FP8 (PR #30785, resolve_kv_cache_dtype_string)
+  bool nvfp4_marlin_moe = false;      // 0.11 to 0.13: ModelOptNvFp4FusedMoE.apply calls fused_marlin_moe, its
+                                      // buffers each call's (from 0.14, PR #31692, MarlinExperts in the modular kernel)
+  bool modular_moe = false;           // 0.14 on: unquantized and fp8 Triton experts in FusedMoEModularKernel, its
+                                      // workspace the WorkspaceManager's (PR #31052, PR #30825)
+  bool modular_moe_chunked = false;   // 0.14 to 0.17: that kernel chunks steps above VLLM_FUSED_MOE_CHUNK_SIZE (PR
+                                      // #34086 removed it in 0.18)
+  bool mxfp4_marlin_modular = false;  // 0.17 on: MXFP4 experts on Marlin in the modular kernel (PR #34588)
 };
-VllmRule vllm_rule(VllmVersion v);
+// What the release `version_text` (an --engine-version, vllm_version's forms) does: its budget rule's flags and the
+// paths of its series. Throws vllm_version's InputError.
+VllmRule vllm_rule(const std::string& version_text);
 // "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0"
 // to "0.6.4", "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" to "0.28.x", "0.29" and later: the rule;
 // anything else (0.9.1 among them) throws InputError naming the versions modelled and why the others are not.
@@ -175,7 +189,7 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
 // processors, context or sequence parallelism...) are not memplan's.
 bool vllm_v2_default_before_0_29(int minor, bool has_experts, const std::string& model_type, bool quantized);
 // The minor version of an --engine-version "0.MINOR[.PATCH...]" text (-1 where it is not one): what vllm_version
-// reads, for a rule that changed inside one VllmVersion's range.
+// and vllm_rule read, for a rule that changed inside one VllmVersion's range.
 int vllm_minor_version(const std::string& text);
 // The rule's name as the answer prints it.
 std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner);

@@ -31,7 +31,7 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   r.tp = tp;
   r.dp = s.data_parallel_size;
   r.version = vllm_version(s.engine_version);
-  r.rule = vllm_rule(r.version);
+  r.rule = vllm_rule(s.engine_version);
   r.version_text = s.engine_version;
   r.enforce_eager = s.enforce_eager;
   // 0.8's to 0.10's step defaults came from a device-name test the notes hold only from a fork's copy: not guessed.
@@ -176,7 +176,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const bool fp8_moe_or_block = a.quantization.method == "fp8" && (a.quantization.block.on() || !moe.empty());
   // ModelOpt NVFP4 experts: ModelOptNvFp4FusedMoE on Marlin (report/serve_vllm_modelopt.cc).
   const bool nvfp4_experts = a.quantization.method == "nvfp4" && !moe.empty();
-  if (nvfp4_experts) vllm_nvfp4_experts_check(a.settings.version_text, capability, probe.path());
+  if (nvfp4_experts) vllm_nvfp4_experts_check(a.settings, capability, probe.path());
   const bool quantized = !mxfp4 && !fp8_moe_or_block && !nvfp4_experts &&
                          (!s.quantization.empty() || !probe.stored_quantization().method.empty());
   // Expert parallelism is sized for unquantized experts (report/serve_vllm_moe.cc) and fp8 ones
@@ -213,13 +213,13 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
   // From 0.14 the unquantized and fp8 experts run in vLLM's modular kernel, whose workspace is held from the first
   // MoE layer on (cost_models/vllm_fused_moe.h); MXFP4's and NVFP4's paths are their own.
-  const int minor = vllm_minor_version(s.engine_version);
-  const bool modular_moe = !moe.empty() && !mxfp4 && !nvfp4_experts && minor >= 14;
+  const VllmRule& rule = a.settings.rule;
+  const bool modular_moe = !moe.empty() && !mxfp4 && !nvfp4_experts && rule.modular_moe;
   if (modular_moe && s.enable_expert_parallel && tp * dp > 1)
     throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": from 0.14 vLLM runs " +
                      probe.path() + "'s experts in its modular kernel, whose expert-parallel prepare and finalize "
                      "(all-to-all) memplan does not size; it sizes expert parallelism up to 0.13");
-  if (modular_moe && minor <= 17 && moe.front().tokens > kVllmModularMoeChunkSize)
+  if (modular_moe && rule.modular_moe_chunked && moe.front().tokens > kVllmModularMoeChunkSize)
     throw InputError(fmt::format("--engine-version {} at {} batched tokens: vLLM's modular MoE kernel chunks above "
                                  "VLLM_FUSED_MOE_CHUNK_SIZE ({}) up to 0.17, into workspaces memplan does not size; "
                                  "give --max-batched-tokens {} or less, or 0.18 or later",
@@ -234,17 +234,14 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                          mxfp4 ? capability : 0, s.enable_expert_parallel, dp,
                          kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"),
                          options.execution.multiprocessors, modular_moe);
-  if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && minor >= 17)  // the GPU's backend: its row
+  if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && rule.mxfp4_marlin_modular)  // the GPU's backend: its row
     throw VllmGpuRefused("--engine-version " + s.engine_version + " with " + probe.path() + "'s MXFP4 experts on "
                          "Marlin: from 0.17 (PR #34588) they run in vLLM's modular kernel (MarlinExperts, the "
                          "WorkspaceManager's shared buffer), which memplan does not size; it sizes that path up to "
                          "0.16",
                          false);
   // Before PR #21497 (0.10.1) determine_expert_map gave the last rank every remaining expert: not the rule sized.
-  const std::string& v = s.engine_version;
-  const bool old_expert_map = a.settings.version == VllmVersion::V0_8 || v.rfind("0.9.", 0) == 0 || v == "0.10" ||
-                              v.rfind("0.10.0", 0) == 0;
-  if (a.moe.expert_parallel && old_expert_map && a.moe.experts % a.moe.ep.ep_size != 0)
+  if (a.moe.expert_parallel && !rule.even_expert_map && a.moe.experts % a.moe.ep.ep_size != 0)
     throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": " +
                      std::to_string(tp) + " GPUs do not divide the " + std::to_string(a.moe.experts) + " experts of " +
                      probe.path() + ", and that version's determine_expert_map gave the last rank every remaining "

@@ -37,7 +37,7 @@ inline constexpr const char* kServeVllmSchema = "memplan.serve.vllm/1";
 struct VllmResolved {
   VllmEngineSettings engine;
   VllmVersion version = VllmVersion::V0_11;
-  VllmRule rule = vllm_rule(VllmVersion::V0_11);  // what the version's rule does differently
+  VllmRule rule = vllm_rule("0.11");  // what the version's rule does differently
   std::string version_text = "0.11";  // as given
   bool enforce_eager = false;
   VllmModelRunner runner = VllmModelRunner::V1;  // resolved with the model (its experts): serve_vllm
@@ -316,12 +316,12 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                                             std::string& source);
 
 // ModelOpt NVFP4 experts (cost_models/vllm_nvfp4.h). vllm_nvfp4_experts_check, before the profile: throws
-// InputError for an --engine-version whose path is not the 0.11 to 0.13 series' (fused_marlin_moe called from apply
-// with per-call buffers), VllmGpuRefused from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not
+// InputError for an --engine-version whose path is not the 0.11 to 0.13 series' (VllmRule.nvfp4_marlin_moe:
+// fused_marlin_moe called from apply with per-call buffers), VllmGpuRefused from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not
 // sized) and below 8.0.
 // vllm_nvfp4_experts_apply, after vllm_fused_moe and the linear layers: Marlin's layer in place of the graph's
 // experts (a.moe's weights; a.quantized's replaced and quantized bytes), its kernel's buffers and the MoE peak.
-void vllm_nvfp4_experts_check(const std::string& version, int capability, const std::string& model);
+void vllm_nvfp4_experts_check(const VllmResolved& settings, int capability, const std::string& model);
 void vllm_nvfp4_experts_apply(VllmAnswer& a, int multiprocessors, DType served);
 
 // The graph's linear layers of the checkpoint's exclude_modules (each "model.layers.N.self_attn.o_proj" or

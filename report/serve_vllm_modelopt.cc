@@ -30,7 +30,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                      "ModelOpt configs' get_supported_act_dtypes), not float32: give --dtype bf16 or fp16");
   const bool vllm = s.engine == "vllm" || s.engine == "all";
   if (vllm && stored.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype") &&
-      vllm_minor_version(s.engine_version) >= 13)
+      vllm_rule(s.engine_version).modelopt_kv_auto_fp8)
     throw InputError("--engine-version " + s.engine_version + " with --kv-cache-dtype auto: " + stored.modelopt_path +
                      " states kv_cache_quant_algo FP8, which vLLM's auto follows from PR #30785 (merged 2025-12-16, "
                      "after 0.12) where its resolve_kv_cache_dtype_string finds it, and issue #34752 reports it "
@@ -70,7 +70,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
   return q;
 }
 
-void vllm_nvfp4_experts_check(const std::string& version, int capability, const std::string& model) {
+void vllm_nvfp4_experts_check(const VllmResolved& settings, int capability, const std::string& model) {
   if (!vllm_nvfp4_marlin(capability))
     throw VllmGpuRefused(fmt::format("the ModelOpt NVFP4 experts of {} on compute capability {}.{}: vLLM runs them "
                                      "there with its CUTLASS FP4 MoE or FlashInfer's (cutlass_moe_fp4, "
@@ -85,9 +85,8 @@ void vllm_nvfp4_experts_check(const std::string& version, int capability, const 
                                      "detect_nvfp4_moe_support needs Marlin's FP4 (8.0) there",
                                      model, capability / 10, capability % 10),
                          true);
-  const int minor = vllm_minor_version(version);
-  if (minor < 11 || minor > 13)
-    throw InputError("--engine-version " + version + " with " + model + "'s ModelOpt NVFP4 experts: memplan sizes "
+  if (!settings.rule.nvfp4_marlin_moe)
+    throw InputError("--engine-version " + settings.version_text + " with " + model + "'s ModelOpt NVFP4 experts: memplan sizes "
                      "the 0.11 to 0.13 series' Marlin path (ModelOptNvFp4FusedMoE.apply calling fused_marlin_moe, "
                      "whose buffers each call allocates); from PR #31692 (merged the week of 2026-01-09, in 0.14) the "
                      "experts run in vLLM's modular kernel with workspaces shared by every layer, which is not sized, "

@@ -320,8 +320,8 @@ TEST(VllmEngine, ModelRunnerV2SamplerByHand) {
 }
 
 TEST(VllmEngine, EachVersionIsARule) {
-  const VllmRule v0 = vllm_rule(VllmVersion::V0_6), v08 = vllm_rule(VllmVersion::V0_8),
-                 v11 = vllm_rule(VllmVersion::V0_11);
+  const VllmRule v0 = vllm_rule("0.6.3"), v08 = vllm_rule("0.8.5"),
+                 v11 = vllm_rule("0.11");
   EXPECT_TRUE(v0.v0_engine && v0.absolute_budget && v0.hidden_held_at_sampler);
   EXPECT_FALSE(v0.sizes_sliding_window || v0.sizes_mla || v0.sizes_data_parallel);
   EXPECT_TRUE(v08.absolute_budget && !v08.hidden_held_at_sampler && !v08.v0_engine);
@@ -329,14 +329,14 @@ TEST(VllmEngine, EachVersionIsARule) {
   // 0.9.2 to 0.10 differ from 0.11 where PR #25359 moved init_worker_distributed_environment before the snapshot:
   // the custom all-reduce's buffers were in non_torch_increase; from 0.8 by PR #19312's baseline (not absolute)
   // budget and the hidden states held through the sampler's warm-up.
-  const VllmRule v09 = vllm_rule(VllmVersion::V0_9);
+  const VllmRule v09 = vllm_rule("0.10.2");
   EXPECT_TRUE(v09.all_reduce_after_snapshot && !v11.all_reduce_after_snapshot && !v08.all_reduce_after_snapshot);
   EXPECT_TRUE(!v09.absolute_budget && v09.hidden_held_at_sampler && !v09.v0_engine);
   EXPECT_TRUE(v09.needs_step_flags && v08.needs_step_flags && !v11.needs_step_flags);
   EXPECT_FALSE(v09.sizes_sliding_window || v09.sizes_mla || v09.sizes_data_parallel);
   // 0.6.5 to 0.7: V0's profile run over a baseline instead of 0.6.4's absolute peak; the custom all-reduce's IPC
   // buffers, set up after the baseline, in the increase; 0.6.x's allocated-bytes form also counts its rank_data.
-  const VllmRule v065 = vllm_rule(VllmVersion::V0_6_5), v07 = vllm_rule(VllmVersion::V0_7);
+  const VllmRule v065 = vllm_rule("0.6.6.post1"), v07 = vllm_rule("0.7.3");
   for (const VllmRule& r : {v065, v07}) {
     EXPECT_TRUE(r.v0_engine && r.hidden_held_at_sampler && !r.absolute_budget && r.all_reduce_after_snapshot);
     EXPECT_FALSE(r.needs_step_flags || r.sizes_sliding_window || r.sizes_mla || r.sizes_data_parallel);
@@ -344,12 +344,42 @@ TEST(VllmEngine, EachVersionIsARule) {
   EXPECT_TRUE(v065.rank_data_after_baseline && !v07.rank_data_after_baseline && !v09.rank_data_after_baseline);
   EXPECT_TRUE(!v0.all_reduce_after_snapshot && v0.absolute_budget);
   // 0.17 on: 0.11's worker, the Triton sampler; nothing before it has that sampler.
-  const VllmRule v17 = vllm_rule(VllmVersion::V0_17);
-  EXPECT_TRUE(v17.triton_top_k_top_p && vllm_rule(VllmVersion::V0_21).triton_top_k_top_p &&
-              vllm_rule(VllmVersion::V0_25).triton_top_k_top_p && vllm_rule(VllmVersion::V0_29).triton_top_k_top_p);
+  const VllmRule v17 = vllm_rule("0.17.1");
+  EXPECT_TRUE(v17.triton_top_k_top_p && vllm_rule("0.22").triton_top_k_top_p &&
+              vllm_rule("0.27.1").triton_top_k_top_p && vllm_rule("0.29").triton_top_k_top_p);
   EXPECT_TRUE(v17.hidden_held_at_sampler && v17.sizes_sliding_window && v17.sizes_mla && v17.sizes_data_parallel &&
               !v17.absolute_budget && !v17.all_reduce_after_snapshot && !v17.needs_step_flags);
   for (const VllmRule& r : {v0, v08, v09, v11, v065, v07}) EXPECT_FALSE(r.triton_top_k_top_p);
+}
+
+// The paths that changed inside one budget rule's range, each at the release its pull request reached (the flags'
+// comments in cost_models/vllm_engine.h): a release either side of each edge.
+TEST(VllmEngine, SeriesPathsChangeAtTheirReleases) {
+  // PR #21497, in 0.10.1: experts left over dealt one each.
+  EXPECT_FALSE(vllm_rule("0.8.5").even_expert_map);
+  EXPECT_FALSE(vllm_rule("0.9.2").even_expert_map);
+  EXPECT_FALSE(vllm_rule("0.10").even_expert_map);
+  EXPECT_FALSE(vllm_rule("0.10.0").even_expert_map);
+  EXPECT_TRUE(vllm_rule("0.10.1.post1").even_expert_map);
+  EXPECT_TRUE(vllm_rule("0.11").even_expert_map);
+  // PR #30785, after 0.12: auto follows ModelOpt's FP8 KV cache.
+  EXPECT_FALSE(vllm_rule("0.12.0").modelopt_kv_auto_fp8);
+  EXPECT_TRUE(vllm_rule("0.13.0").modelopt_kv_auto_fp8);
+  // PR #31692 (NVFP4 experts) and PR #31052 (the modular kernel), both in 0.14: one path gives way to the other.
+  for (const char* v : {"0.10.2", "0.14.0", "0.20"}) EXPECT_FALSE(vllm_rule(v).nvfp4_marlin_moe) << v;
+  for (const char* v : {"0.11", "0.12.0", "0.13.0"}) {
+    EXPECT_TRUE(vllm_rule(v).nvfp4_marlin_moe) << v;
+    EXPECT_FALSE(vllm_rule(v).modular_moe) << v;
+  }
+  // Chunking to 0.17 (PR #34086 in 0.18); MXFP4's Marlin in the modular kernel from 0.17 (PR #34588).
+  EXPECT_TRUE(vllm_rule("0.14.0").modular_moe && vllm_rule("0.14.0").modular_moe_chunked);
+  EXPECT_TRUE(vllm_rule("0.17.1").modular_moe_chunked && vllm_rule("0.17.1").mxfp4_marlin_modular);
+  EXPECT_FALSE(vllm_rule("0.16.0").mxfp4_marlin_modular);
+  EXPECT_TRUE(vllm_rule("0.18").modular_moe && !vllm_rule("0.18").modular_moe_chunked);
+  EXPECT_TRUE(vllm_rule("0.29").modular_moe && vllm_rule("0.29").mxfp4_marlin_modular);
+  // V0 runs none of these paths (its experts and quantized layers are refused).
+  const VllmRule v0 = vllm_rule("0.7.3");
+  EXPECT_FALSE(v0.even_expert_map || v0.modelopt_kv_auto_fp8 || v0.nvfp4_marlin_moe || v0.modular_moe);
 }
 
 TEST(VllmEngine, CustomAllReduceBuffersByHand) {
