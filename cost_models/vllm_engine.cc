@@ -123,6 +123,7 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.modular_moe = minor >= 14;
   r.modular_moe_chunked = minor >= 14 && minor <= 17;
   r.mxfp4_marlin_modular = minor >= 17;
+  r.fp4_marlin_sm75 = minor >= 14;
   return r;
 }
 

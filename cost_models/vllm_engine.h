@@ -140,6 +140,8 @@ struct VllmRule {
   bool modular_moe_chunked = false;   // 0.14 to 0.17: that kernel chunks steps above VLLM_FUSED_MOE_CHUNK_SIZE (PR
                                       // #34086 removed it in 0.18)
   bool mxfp4_marlin_modular = false;  // 0.17 on: MXFP4 experts on Marlin in the modular kernel (PR #34588)
+  bool fp4_marlin_sm75 = false;       // 0.14 on: Marlin's FP4 GEMMs on compute capability 7.5 (PR #29901, merged the
+                                      // week of 2025-12-19 after 0.13's cut; is_fp4_marlin_supported needed 8.0 before)
 };
 // What the release `version_text` (an --engine-version, vllm_version's forms) does: its budget rule's flags and the
 // paths of its series. Throws vllm_version's InputError.

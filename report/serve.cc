@@ -192,7 +192,6 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.block_size = a.mla.on ? a.mla.requested_block_size : a.settings.engine.block_size;
         t.mla = a.mla.on;
         t.gpu_memory_utilization = a.settings.engine.gpu_memory_utilization;
-        t.kv_bytes_per_token = a.kv_bytes_per_token;
         t.non_torch_bytes = a.memory.non_torch - a.custom_all_reduce_bytes;
         t.non_torch_absolute = a.settings.rule.absolute_budget;
         t.custom_all_reduce_bytes = a.custom_all_reduce_bytes;
@@ -203,9 +202,11 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.sliding_layer_count = a.sliding_layer_count;
         t.rows.push_back({g.name, g.memory_bytes, a.memory.requested, a.memory.available, a.capacity.tokens,
                           a.capacity.max_concurrency, a.capacity.starts, "", false,
-                          a.settings.engine.max_num_batched_tokens, a.capacity.blocks_per_request});
+                          a.settings.engine.max_num_batched_tokens, a.capacity.blocks_per_request, a.dtype,
+                          a.kv_bytes_per_token});
       }
       if (answered == 0 && refused) throw InputError(*refused);
+      vllm_table_common_type(t);
       out.vllm_table = std::move(t);
     }
     return out;

@@ -104,7 +104,9 @@ class ServeProbe {
   std::shared_ptr<const Graph> shape_step(int64_t batch, int64_t cached, int64_t fresh);
   // find_engine_kernel_sites on a graph shape_step returned, with the cache's present outputs; found once a graph.
   const EngineKernelSites& kernel_sites(const std::shared_ptr<const Graph>& step);
-  void use_gpu_architecture(const GpuSpec& gpu) { apply_gpu_architecture(gpu, options_); }
+  // The GPU a catalog table's row answers for: its architecture and, under vLLM's --dtype auto, the type auto serves
+  // on it (bfloat16 from 8.0, float16 below), with the cache's bytes in that type.
+  void use_gpu_architecture(const GpuSpec& gpu);
   const EstimateOptions& options() const { return options_; }
   // Whether the served type is vLLM's --dtype auto's (memplan's --dtype left as stored), and the stored type.
   bool auto_dtype() const { return auto_dtype_; }
@@ -131,6 +133,8 @@ class ServeProbe {
 
  private:
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);
+  // The served type (vLLM's --dtype auto's on options_'s architecture, when auto_dtype_) and the cache in it.
+  void serve_in_type();
 
   ModelSession session_;
   Bindings user_;

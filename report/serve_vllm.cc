@@ -70,6 +70,17 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.mla = vllm_mla_settings(probe, s, tp, capability, a.settings);
   // sglang, trtllm and all run this analysis too: a refusal names the engine the user asked for.
   const std::string who = "serve --engine " + s.engine;
+  // vLLM refuses bfloat16 below compute capability 8.0 as its worker starts (gpu_worker.py
+  // _check_if_gpu_supports_dtype; current_platform.check_if_supports_dtype later): "Bfloat16 is only supported on GPUs
+  // with compute capability of at least 8.0". --dtype auto serves float16 there (vllm_auto_dtype); a --dtype bf16 does
+  // not start. The other engines' own checks are not read.
+  const DType served = storage_dtype(DType::Float32, probe.options().inference.float_dtype);
+  if (s.engine == "vllm" && served == DType::BFloat16 && capability > 0 && capability < 80)
+    throw VllmGpuRefused(fmt::format("--dtype bf16 on compute capability {}.{}: vLLM's worker refuses bfloat16 below "
+                                     "8.0 (\"Bfloat16 is only supported on GPUs with compute capability of at least "
+                                     "8.0\"); give --dtype fp16, or --dtype auto, which serves float16 there",
+                                     capability / 10, capability % 10),
+                         true);
   const int dp = s.data_parallel_size;
   if (dp < 1) throw std::logic_error("serve --engine vllm: --data-parallel-size below 1");
   if (dp > 1 && s.engine != "vllm")
@@ -164,7 +175,6 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // vLLM's MoE LoRA stacks and gptq's and awq's MoE methods are not sized; gpt-oss's MXFP4
   // checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/mxfp4_experts.h); fp8's (block-wise, or
   // per-tensor with experts): Fp8MoEMethod's (report/serve_vllm_fp8.cc).
-  const DType served = storage_dtype(DType::Float32, options.inference.float_dtype);
   a.quantization = vllm_quantization(probe, s, capability, options.execution.multiprocessors, served,
                                      a.quantization_source);
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");

@@ -202,11 +202,16 @@ struct VllmTableRow {
   bool vllm_refuses = false;
   // A windowed model: the blocks one request holds at most, which the GPU's max_num_batched_tokens sets.
   int64_t max_num_batched_tokens = 0, blocks_per_request = 0;
+  // The type vLLM's --dtype auto serves on this GPU (bfloat16 from 8.0) and the cache's bytes in it: said for a row
+  // only where they differ from the table's (a float32 checkpoint, or gemma2's float32 below 8.0).
+  std::string dtype;
+  uint64_t kv_bytes_per_token = 0;
 };
 struct VllmTable {
   std::string model;
   int64_t max_model_len = 0, block_size = 0;
   double gpu_memory_utilization = 0;
+  std::string dtype;  // the answered rows' commonest type (catalog order breaks a tie), and its bytes per token
   uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;  // non_torch_bytes: VllmNonTorch's
   bool non_torch_given = false;                          // --reserve given
   bool non_torch_absolute = false;                       // the version's rule charges every byte outside PyTorch
@@ -318,7 +323,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
 // ModelOpt NVFP4 experts (cost_models/vllm_nvfp4.h). vllm_nvfp4_experts_check, before the profile: throws
 // InputError for an --engine-version whose path is not the 0.11 to 0.13 series' (VllmRule.nvfp4_marlin_moe:
 // fused_marlin_moe called from apply with per-call buffers), VllmGpuRefused from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not
-// sized) and below 8.0.
+// sized); below 8.0 vllm_modelopt_quantization refuses the series.
 // vllm_nvfp4_experts_apply, after vllm_fused_moe and the linear layers: Marlin's layer in place of the graph's
 // experts (a.moe's weights; a.quantized's replaced and quantized bytes), its kernel's buffers and the MoE peak.
 void vllm_nvfp4_experts_check(const VllmResolved& settings, int capability, const std::string& model);
@@ -358,6 +363,9 @@ std::string vllm_fp8_block_to_text(const VllmFp8BlockAnswer& f);
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a);
 std::string vllm_to_text(const VllmAnswer& a);
+// The table's type and bytes per token: the answered rows' commonest (catalog order breaks a tie); the rows that
+// differ say theirs.
+void vllm_table_common_type(VllmTable& t);
 nlohmann::ordered_json vllm_table_to_json(const VllmTable& t);
 std::string vllm_table_to_text(const VllmTable& t);
 std::string vllm_table_to_markdown(const VllmTable& t);

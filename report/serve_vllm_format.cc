@@ -108,7 +108,33 @@ std::string window_note(const VllmTable& t) {
                      format_count(t.sliding_window), t.sliding_window, t.max_model_len, t.block_size, each);
 }
 
+// An answered row served in another type than the table's (vLLM's --dtype auto follows the GPU).
+bool differs(const VllmTable& t, const VllmTableRow& r) {
+  return r.not_answered.empty() && (r.dtype != t.dtype || r.kv_bytes_per_token != t.kv_bytes_per_token);
+}
+
+std::string type_note(const VllmTableRow& r) {
+  return fmt::format("{}: served in {} (--dtype auto's type there), KV {} B per token", r.gpu, r.dtype,
+                     format_count(r.kv_bytes_per_token));
+}
+
 }  // namespace
+
+void vllm_table_common_type(VllmTable& t) {
+  std::vector<std::pair<std::pair<std::string, uint64_t>, int>> seen;  // (type, bytes) -> rows, in catalog order
+  for (const VllmTableRow& r : t.rows) {
+    if (!r.not_answered.empty()) continue;
+    const std::pair<std::string, uint64_t> key{r.dtype, r.kv_bytes_per_token};
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == key; });
+    if (it == seen.end()) seen.push_back({key, 1});
+    else ++it->second;
+  }
+  if (seen.empty()) return;
+  const auto most = std::max_element(seen.begin(), seen.end(),  // the first of the commonest
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  t.dtype = most->first.first;
+  t.kv_bytes_per_token = most->first.second;
+}
 
 nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
   const VllmEngineSettings& e = a.settings.engine;
@@ -401,6 +427,10 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
     if (!t.rows[i].not_answered.empty()) rows[i]["not_answered"] = t.rows[i].not_answered;
     if (t.sliding_window > 0 && t.rows[i].blocks_per_request > 0)  // a windowed model's bound (optional key)
       rows[i]["blocks_per_request"] = t.rows[i].blocks_per_request;
+    if (differs(t, t.rows[i])) {  // --dtype auto's type on this GPU is not the table's (optional keys)
+      rows[i]["dtype"] = t.rows[i].dtype;
+      rows[i]["kv_cache_bytes_per_token"] = t.rows[i].kv_bytes_per_token;
+    }
   }
   nlohmann::ordered_json j = {{"schema", kServeVllmSchema},
                               {"model", t.model},
@@ -408,6 +438,7 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
                               {"max_model_len", t.max_model_len},
                               {"block_size", t.block_size},
                               {"gpu_memory_utilization", t.gpu_memory_utilization},
+                              {"dtype", t.dtype},
                               {"kv_cache_bytes_per_token", t.kv_bytes_per_token},
                               {"non_torch_bytes", t.non_torch_bytes},
                               {"gpus", rows}};
@@ -418,9 +449,9 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
 
 std::string vllm_table_to_text(const VllmTable& t) {
   std::string text = fmt::format(
-      "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, KV {} B per token, blocks of {})\n"
+      "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, {}, KV {} B per token, blocks of {})\n"
       "  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n",
-      format_count(t.max_model_len), t.gpu_memory_utilization, format_count(t.kv_bytes_per_token),
+      format_count(t.max_model_len), t.gpu_memory_utilization, t.dtype, format_count(t.kv_bytes_per_token),
       t.mla ? fmt::format("the MLA backend's: FlashMLA 64 on compute capability 9.x, CUTLASS MLA 128 on 10.0, else {}",
                           t.block_size)
             : std::to_string(t.block_size),
@@ -433,6 +464,8 @@ std::string vllm_table_to_text(const VllmTable& t) {
                         format_count(r.kv_tokens), vllm_concurrency_cell(r));
   for (const VllmTableRow& r : t.rows)
     if (!r.not_answered.empty()) text += "  " + r.gpu + ": " + r.not_answered + "\n";
+  for (const VllmTableRow& r : t.rows)
+    if (differs(t, r)) text += "  " + type_note(r) + "\n";
   if (t.sliding_window > 0) text += "  " + window_note(t) + "\n";
   const std::string all_reduce =
       t.custom_all_reduce_bytes == 0
@@ -458,6 +491,10 @@ std::string vllm_table_to_markdown(const VllmTable& t) {
                       format_bytes(r.requested_bytes),
                       r.available_bytes > 0 ? format_bytes(static_cast<uint64_t>(r.available_bytes)) : "none",
                       format_count(r.kv_tokens), vllm_concurrency_cell(r));
+  std::string notes;
+  for (const VllmTableRow& r : t.rows)
+    if (differs(t, r)) notes += type_note(r) + "\n";
+  if (!notes.empty()) md += "\n" + notes;
   if (t.sliding_window > 0) md += "\n" + window_note(t) + "\n";
   return md;
 }

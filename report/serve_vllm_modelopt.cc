@@ -43,6 +43,15 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
       throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{}: vLLM's ModelOptNvFp4Config needs "
                                        "7.5 (get_min_capability)", capability / 10, capability % 10),
                            true);
+    // Below 10.0 only Marlin runs FP4 (cost_models/vllm_nvfp4.h), on 7.5 from 0.14 (VllmRule.fp4_marlin_sm75).
+    // docs/research/vllm-turing-marlin.md: at 0.14 the dense layers on 7.5 still take FlashInfer's GEMM where it is
+    // installed, which fails; Marlin is what runs with VLLM_NVFP4_GEMM_BACKEND=marlin, and by default from PR #33076.
+    if (capability < 80 && !vllm_rule(s.engine_version).fp4_marlin_sm75)
+      throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{} with --engine-version {}: "
+                                       "vLLM's Marlin FP4 kernels, its only FP4 path below 10.0, need 8.0 before "
+                                       "0.14 (is_fp4_marlin_supported; PR #29901 brought 7.5 in 0.14.0)",
+                                       capability / 10, capability % 10, s.engine_version),
+                           true);
     if (rocm_compute_capability(capability))  // ROCm reports 9.4 and 9.5: neither kernel family is CUDA's there
       throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on ROCm (compute capability {}.{}): vLLM's CUDA FP4 GEMMs and "
                                        "Marlin do not run there, and its ROCm path is not read",
@@ -78,13 +87,8 @@ void vllm_nvfp4_experts_check(const VllmResolved& settings, int capability, cons
                                      "Marlin's, below 10.0",
                                      model, capability / 10, capability % 10),
                          false);
-  // The series' detect_nvfp4_moe_support takes Marlin where is_fp4_marlin_supported (8.0 then; 7.5 from PR #29901,
-  // December 2025) and raises otherwise.
-  if (capability < 80)
-    throw VllmGpuRefused(fmt::format("the ModelOpt NVFP4 experts of {} on compute capability {}.{}: vLLM's "
-                                     "detect_nvfp4_moe_support needs Marlin's FP4 (8.0) there",
-                                     model, capability / 10, capability % 10),
-                         true);
+  // The series' detect_nvfp4_moe_support takes Marlin where is_fp4_marlin_supported, 8.0 in 0.11 to 0.13: below
+  // it vllm_modelopt_quantization has refused the checkpoint already (VllmRule.fp4_marlin_sm75).
   if (!settings.rule.nvfp4_marlin_moe)
     throw InputError("--engine-version " + settings.version_text + " with " + model + "'s ModelOpt NVFP4 experts: memplan sizes "
                      "the 0.11 to 0.13 series' Marlin path (ModelOptNvFp4FusedMoE.apply calling fused_marlin_moe, "

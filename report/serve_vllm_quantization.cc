@@ -43,10 +43,8 @@ VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, in
     throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's GPTQ stores 2, 3, 4 or 8");
   if (q.method == "awq" && q.bits != 4)
     throw InputError(m + ": " + std::to_string(q.bits) + " bits; vLLM's AWQ stores 4");
-  // Mxfp4Config: get_min_capability 80, get_supported_act_dtypes bfloat16 (quantization/mxfp4.py at 007d500).
-  if (q.method == "mxfp4" && served != DType::BFloat16)
-    throw InputError(m + " serves in bfloat16 (vLLM's Mxfp4Config.get_supported_act_dtypes), not " +
-                     std::string(dtype_name(served)) + ": give --dtype bf16");
+  // VllmConfig._get_quantization_config checks the GPU's capability against get_min_capability, then the served
+  // type against get_supported_act_dtypes: a GPU's refusal first (a catalog table's row), then the type's.
   const int min_capability = q.method == "fp8" || q.method == "mxfp4" ? 80 : q.method == "awq" ? 75 : 60;
   if (capability < min_capability || (q.method == "fp8" && capability < 89))
     throw VllmGpuRefused(fmt::format("{} on compute capability {}.{}: {}", m, capability / 10, capability % 10,
@@ -56,6 +54,10 @@ VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, in
                                                    min_capability % 10)),
                          capability < min_capability);
   vllm_fp8_block_check_gpu(q, capability);
+  // Mxfp4Config: get_min_capability 80, get_supported_act_dtypes bfloat16 (quantization/mxfp4.py at 007d500).
+  if (q.method == "mxfp4" && served != DType::BFloat16)
+    throw InputError(m + " serves in bfloat16 (vLLM's Mxfp4Config.get_supported_act_dtypes), not " +
+                     std::string(dtype_name(served)) + ": give --dtype bf16");
   // GPTQ's and AWQ's own kernels run float16 only; gptq_marlin, which a config's gptq becomes without the flag,
   // runs bfloat16 too (GPTQMarlinConfig.get_supported_act_dtypes at 00161ce).
   const bool half_only = q.method == "awq" || (q.method == "gptq" && !s.quantization.empty());

@@ -766,6 +766,42 @@ class VllmByHand(unittest.TestCase):
         self.assertFalse(j["starts"])
         self.assertEqual(j["estimated_max_model_len"], 418784)
 
+    def test_bfloat16_below_8_0_does_not_start(self):
+        # vLLM's worker raises "Bfloat16 is only supported on GPUs with compute capability of at least 8.0": a T4
+        # (7.5) or an --arch below sm80 with --dtype bf16 does not start; auto serves float16 there and answers.
+        for where in (["--gpu", "T4"], ["--memory", "1GiB", "--arch", "sm75"]):
+            p = run("serve", KV, "--engine", "vllm", "--context", "64", "--dtype", "bf16", *where)
+            self.assertEqual(p.returncode, 2, (where, p.stderr))
+            self.assertIn("--dtype bf16 on compute capability 7.5: vLLM's worker refuses bfloat16 below 8.0", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertEqual(self.vllm("--gpu", "T4", "--context", "64", "--reserve", "0")["settings"]["dtype"], "float16")
+        self.assertEqual(self.vllm("--gpu", "A10G", "--context", "64", "--reserve", "0", "--dtype", "bf16")
+                         ["settings"]["dtype"], "bfloat16")
+        # The catalog table: the GPUs below 8.0 do not start, each saying why; the others answer.
+        rows = {r["gpu"]: r for r in self.vllm("--context", "64", "--reserve", "0", "--dtype", "bf16")["gpus"]}
+        for gpu in ("T4", "V100-16GB"):
+            self.assertIn("vLLM's worker refuses bfloat16 below 8.0", rows[gpu]["not_answered"])
+            self.assertFalse(rows[gpu]["starts"])
+        self.assertTrue(rows["A100-80GB"]["starts"])
+
+    def test_catalog_rows_serve_each_gpus_auto_type(self):
+        # vLLM's --dtype auto keeps gemma2 out of float16 (_FLOAT16_NOT_SUPPORTED_MODELS) and has no bfloat16 below
+        # 8.0: on a T4 gemma-2-2b serves in float32, its cache twice bfloat16's 2 x 26 x 4 x 256 x 2 = 106,496 B a
+        # token. The table's T4 row is the --gpu T4 answer, and says its type.
+        gemma = os.path.join(SRC, "tests", "models", "hf_configs", "gemma-2-2b.json")
+        table = self.vllm("--context", "4096", model=gemma)
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            jsonschema.validate(table, json.load(f))
+        self.assertEqual((table["dtype"], table["kv_cache_bytes_per_token"]), ("bfloat16", 106_496))
+        rows = {r["gpu"]: r for r in table["gpus"]}
+        t4 = self.vllm("--context", "4096", "--gpu", "T4", model=gemma)
+        self.assertEqual(t4["settings"]["dtype"], "float32")
+        self.assertEqual((rows["T4"]["dtype"], rows["T4"]["kv_cache_bytes_per_token"]), ("float32", 2 * 106_496))
+        self.assertEqual(rows["T4"]["gpu_kv_cache_tokens"], t4["gpu_kv_cache_tokens"])
+        self.assertNotIn("dtype", rows["A100-80GB"])
+        text = run("serve", gemma, "--engine", "vllm", "--context", "4096").stdout
+        self.assertIn("T4: served in float32 (--dtype auto's type there), KV 212,992 B per token", text)
+
     def test_options_of_the_other_engine_are_refused(self):
         for args, phrase in ((["--headroom", "10"], "--headroom applies to --engine eager"),
                              (["--runtime", "ideal"], "--runtime ideal with --engine vllm"),

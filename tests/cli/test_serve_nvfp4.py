@@ -33,6 +33,7 @@ from tiny_serve import SRC, run
 NVFP4 = with_quantization(quant_algo="NVFP4", kv_cache_quant_algo=None, group_size=16)
 ARGS = ["--engine", "vllm", "--max-batched-tokens", "64", "--max-num-seqs", "64", "--graph", "decode",
         "--reserve", "0", "--context", "64", "--dtype", "bf16"]
+FP16 = [*ARGS[:-1], "fp16"]  # below 8.0, where vLLM has no bfloat16
 
 
 def serve(path, *extra, rc=0):
@@ -89,8 +90,20 @@ class Nvfp4Refusals(unittest.TestCase):
 
     def test_below_7_5_and_rocm(self):
         self.refused("ModelOpt NVFP4 on compute capability 7.0: vLLM's ModelOptNvFp4Config needs 7.5", "--gpu",
-                     "V100-32GB")
+                     "V100-32GB", args=FP16)
         self.refused("ModelOpt NVFP4 on ROCm (compute capability 9.4)", "--gpu", "MI300X")
+
+    def test_turing_from_0_14(self):
+        # is_fp4_marlin_supported needed 8.0 before PR #29901 (in 0.14.0): a T4 does not start ModelOpt NVFP4 at
+        # 0.13 and does at 0.14, in float16 (a T4 has no bfloat16).
+        self.refused("ModelOpt NVFP4 on compute capability 7.5 with --engine-version 0.13: vLLM's Marlin FP4 kernels, "
+                     "its only FP4 path below 10.0, need 8.0 before 0.14", "--gpu", "T4", "--engine-version", "0.13",
+                     args=FP16)
+        with tempfile.TemporaryDirectory() as d:
+            p = run("serve", dense_config(d, NVFP4), *FP16, "--gpu", "T4", "--engine-version", "0.14", "--format",
+                    "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["replaced"]["nvfp4"]["kernel"], "marlin")
 
     def test_group_size(self):
         self.refused("key \"group_size\" is 32: NVFP4 scales blocks of 16 values", "--gpu", "B200",

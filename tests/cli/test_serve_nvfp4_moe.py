@@ -115,17 +115,18 @@ class Nvfp4ExpertsByHand(unittest.TestCase):
 
 
 class Nvfp4ExpertsRefusals(unittest.TestCase):
-    def refused(self, says, *extra, quant=NVFP4, **overrides):
+    def refused(self, says, *extra, quant=NVFP4, args=ARGS, **overrides):
         with tempfile.TemporaryDirectory() as d:
-            p = run("serve", checkpoint(d, quant, **overrides), *ARGS, *extra)
+            p = run("serve", checkpoint(d, quant, **overrides), *args, *extra)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn(says, p.stderr)
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
     def test_gpus_vllm_runs_otherwise(self):
         self.refused("on compute capability 10.0: vLLM runs them there with its CUTLASS FP4 MoE", "--gpu", "B200")
-        self.refused("on compute capability 7.5: vLLM's detect_nvfp4_moe_support needs Marlin's FP4 (8.0)",
-                     "--gpu", "T4")
+        self.refused("ModelOpt NVFP4 on compute capability 7.5 with --engine-version 0.11: vLLM's Marlin FP4 "
+                     "kernels, its only FP4 path below 10.0, need 8.0 before 0.14", "--gpu", "T4",
+                     args=[*ARGS[:-1], "fp16"])
 
     def test_versions_whose_path_is_not_sized(self):
         for version in ("0.14", "0.10"):
