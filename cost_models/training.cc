@@ -154,8 +154,6 @@ TrainingResult build_training_program(const Graph& base, const ExecutionOptions&
   precondition(!options.kbit_prep || (!is_amp(options.precision) && (options.frozen_storage == FrozenStorage::Nf4 ||
                                                                      options.frozen_storage == FrozenStorage::AwqInt4)),
                "--kbit-prep without an NF4 or AWQ base, or under autocast");
-  precondition(options.frozen_storage != FrozenStorage::Nf4 || options.shard != Sharding::Fsdp2 || options.nf4_torchao,
-               "bitsandbytes' NF4 under fully_shard (refused by report/option_checks.cc)");
   const int kbit_layers = options.kbit_prep ? prepare_kbit_training(rewritable(), float32, adapters) : 0;
   // Mixtral's and Qwen-MoE's float32 routing softmax, where the ops read half parameters outside autocast.
   const int softmax_routers = half && !is_amp(options.precision) && has_softmax_router(rewritten ? *rewritten : base)

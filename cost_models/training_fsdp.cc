@@ -86,6 +86,15 @@ std::vector<int32_t> flattening_order(const Graph& g, const std::vector<int32_t>
 
 }  // namespace
 
+uint64_t TrainingStep::params4bit_packed(int32_t p, uint64_t element) {
+  const uint64_t count = (graph_.tensors[p].elements() + 1) / (2 * element);  // the packed values in quant_storage
+  const uint64_t state = layout().stored_bytes[p] - std::min(layout().stored_bytes[p], count * element);
+  const int32_t b = writer_.new_buffer(graph_.tensors[p].name + ":quant_state", state, Category::Weight);
+  program().buffers[b].resident = true;
+  result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, state, "frozen weight bytes");
+  return count;
+}
+
 void TrainingStep::add_fsdp_shards() {
   const WrapUnits& w = context_.units;
   const size_t n = w.count();
@@ -109,11 +118,7 @@ void TrainingStep::add_fsdp_shards() {
     const uint64_t e = element[u];
     uint64_t count = bytes_of(p) / e + (bytes_of(p) % e != 0);
     if (layout().storage[p] == FrozenStorage::Nf4) {
-      count = (graph_.tensors[p].elements() + 1) / (2 * e);  // the packed values in quant_storage
-      const uint64_t state = layout().stored_bytes[p] - std::min(layout().stored_bytes[p], count * e);
-      const int32_t b = writer_.new_buffer(graph_.tensors[p].name + ":quant_state", state, Category::Weight);
-      program().buffers[b].resident = true;
-      result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, state, "frozen weight bytes");
+      count = params4bit_packed(p, e);
     } else if (layout().stored_bytes[p] > 0) {
       count = layout().stored_bytes[p] / e + (layout().stored_bytes[p] % e != 0);
     }

@@ -78,6 +78,22 @@
 //    add_dequantized, in forward and backward, on the unit gathered for each.
 //  - The weight needs no grad: no reduce-scatter, no grad shard, no optimizer state for it; the LoRA adapters are
 //    plain parameters of the same group, sharded, gathered and reduce-scattered as above.
+// --frozen-dtype nf4 --nf4-impl bitsandbytes (QLoRA under accelerate's fsdp2_prepare_model, bitsandbytes'
+// Params4bit with bnb_4bit_quant_storage the model's type) is sharded as any parameter: no all-gather extension
+// (bitsandbytes defines no fsdp_pre_all_gather, tags 0.45.0 to 0.50.1). A helper's reading, docs/research/
+// bnb-params4bit-fsdp2.md sections 1 to 4, of the same _fsdp_param.py and bitsandbytes' functional.py quantize_4bit:
+//  - the parameter is the packed values, [(n + 1) // (2 x the storage's element size), 1] in quant_storage;
+//    _init_sharded_param chunks its dim 0 (ceil(P / N) rows, every rank padded to chunk 0's size) and the all-gather
+//    and copy-out are a plain parameter's, in that type: the gathered unit holds the packed weights, not bf16 ones;
+//  - its QuantState (absmax, and with double quantization the nested absmax, code and offset) is an attribute, not a
+//    parameter: never sharded nor gathered, whole on every rank's GPU (the same as under FSDP1), and on the GPU under
+//    CPU offload too (CPUOffloadPolicy moves the parameter's data only);
+//  - frozen: no grad, no reduce-scatter; MatMul4Bit dequantizes the gathered weight for each op, in forward and
+//    again in backward (training_forward.cc add_dequantized), as on one GPU.
+// A MixedPrecisionPolicy whose param_dtype differed from quant_storage would cast the packed bits (nothing prevents
+// it); with param_dtype equal to the storage it is clamped to None: --fsdp2-mp with nf4 is refused
+// (report/combination_matrix.cc). The wrapping units are memplan's (each decoder layer and the root: accelerate
+// v1.13's); axolotl's gives each LoRA Linear its own unit, and accelerate v1.14 the embedding and the head theirs.
 // --fsdp-cpu-offload is fully_shard(..., offload_policy=CPUOffloadPolicy()) (pin_memory defaults to True), as
 // torchtune's recipes turn it on (fsdp_cpu_offload: True -> torchtune/training/_distributed.py shard_model
 // (cpu_offload=True): fsdp_kwargs["offload_policy"] = CPUOffloadPolicy(); v0.6.1). Read at pytorch 010ae4a8:
@@ -168,9 +184,18 @@ void TrainingStep::add_fsdp2_shards() {
     // (_init_sharding_spec_tp returns param._local_tensor): dim 0 of the tensor-parallel slice.
     const TensorParallelPlan& tp = layout().tp;
     const int64_t dim0 = t.shape.empty() ? 1 : tp.sharded(p) && tp.axis[p] == 0 ? tp.local_dim[p] : t.shape[0];
-    const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(0, dim0));
-    const uint64_t rest = rows == 0 ? 0 : tp.local_bytes(graph_, p, t.elements()) / rows;
-    if (layout().storage[p] == FrozenStorage::Nf4) {  // torchao's NF4Tensor: frozen, gathered as NF4
+    uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(0, dim0));
+    uint64_t rest = rows == 0 ? 0 : tp.local_bytes(graph_, p, t.elements()) / rows;
+    const bool params4bit = layout().storage[p] == FrozenStorage::Nf4 && !options_.nf4_torchao;
+    if (params4bit) {  // bitsandbytes' Params4bit: the packed [P, 1] tensor chunked on dim 0, its QuantState whole
+      if (tp.sharded(p))
+        throw InputError("--shard fsdp2 with --tp over --frozen-dtype nf4 (bitsandbytes' Params4bit): weight '" +
+                         t.name + "' would be a tensor-parallel DTensor of packed 4-bit values, which memplan does not "
+                         "model");
+      rows = params4bit_packed(p, computed);
+      rest = 1;
+    }
+    if (layout().storage[p] == FrozenStorage::Nf4 && !params4bit) {  // torchao's NF4Tensor: frozen, gathered as NF4
       const Nf4Shard q = nf4_shard(t, rows, computed, gpus);
       shard[u] = checked_add(shard[u], q.resident, "FSDP2 shard");
       unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], q.gathered, "FSDP2 all-gather");
@@ -185,6 +210,7 @@ void TrainingStep::add_fsdp2_shards() {
     const uint64_t gathered = checked_mul(checked_mul(numel, ways, "FSDP2 all-gather"), computed, "FSDP2 all-gather");
     shard[u] = checked_add(shard[u], bytes, "FSDP2 shard");
     unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], gathered, "FSDP2 all-gather");
+    if (params4bit) result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, bytes, "frozen weight bytes");
     if (offload) copies[u].push_back({bytes, numel * computed});  // all_gather_inputs' .to(device), cast
     else if (computed != stored)  // _get_param_all_gather_inputs' flat_foreach_copy_input
       fsdp2_gather_input_bytes_[u] = checked_add(fsdp2_gather_input_bytes_[u], numel * computed, "FSDP2 all-gather input");

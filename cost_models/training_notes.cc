@@ -275,6 +275,12 @@ void add_layout_notes(const TrainingContext& context, const TrainingOptions& opt
                   (options.fsdp_cpu_offload ? ", on the host under CPU offload" : "") +
                   "), all-gathered in NF4 for each group, and dequantized into the compute type by each linear_nf4, in "
                   "forward and again in backward."
+        : options.frozen_storage == FrozenStorage::Nf4 && options.shard == Sharding::Fsdp2
+            ? std::string("bitsandbytes' Params4bit (the packed values in the compute type's storage, sharded by "
+                          "fully_shard as a plain parameter; the bytes above are this rank's shards") +
+                  (options.fsdp_cpu_offload ? ", on the host under CPU offload," : "") +
+                  " plus every weight's QuantState, whole on each GPU), all-gathered packed for each group, and "
+                  "dequantized into the compute type by each op that reads them, in forward and again in backward."
         : torchao_nf4(options)
             ? "torchao's NF4Tensor (uint8 data, int8 scalers, a factor per 256 scalers), dequantized into the compute "
               "type by each linear_nf4 (NF4Tensor.get_original_weight), in forward and again in backward; linear_nf4 "

@@ -164,6 +164,9 @@ class TrainingStep : private DeepSpeedStepState {
   // Shared by FSDP1 and FSDP2.
   void init_fsdp_units();
   void add_fsdp_shard_buffer(int32_t u, const std::string& prefix, uint64_t bytes);
+  // bitsandbytes' Params4bit p sharded in a quant_storage of `element` bytes: its packed elements, which FSDP
+  // flattens (FSDP1) or chunks on dim 0 (FSDP2); its QuantState, which it never shards, made a resident buffer.
+  uint64_t params4bit_packed(int32_t p, uint64_t element);
   bool fsdp_has_backward(int32_t v) const;
   bool outputs_need_grad(int32_t first, int32_t last, const std::function<bool(int32_t)>& in) const;
   int32_t fsdp_next_in_backward(int32_t before_op) const;

@@ -200,10 +200,12 @@ const std::vector<Refusal>& refused_pairs() {
       {"fsdp2", "optimizer-in-backward", "not modelled"},
       {"fsdp2", "bitsandbytes", "not modelled"},
       {"fsdp2", "fused-linear-ce", "not modelled: the fused loss reads the gathered head weight"},
-      // NF4 under fully_shard is torchao's NF4Tensor (torchtune); PEFT's k-bit preparation is for bitsandbytes' base,
-      // and torchao's fsdp_post_all_gather ignores param_dtype ("TODO: add param dtype for mixed precision").
-      {"fsdp2", "kbit-prep", "not modelled: NF4 under fully_shard is torchao's NF4Tensor (torchtune's QLoRA), and "
-                             "PEFT's prepare_model_for_kbit_training prepares a bitsandbytes base"},
+      // NF4 under fully_shard is torchao's NF4Tensor (torchtune, no k-bit preparation) or bitsandbytes' Params4bit
+      // sharded as a plain bf16 parameter (accelerate's FSDP-QLoRA, training_fsdp2.cc); PEFT's preparation, which
+      // casts every other parameter to float32 beside the packed bf16 storage, is not modelled under it.
+      {"fsdp2", "kbit-prep", "not modelled: PEFT's prepare_model_for_kbit_training under fully_shard (its float32 "
+                             "casts beside bitsandbytes' packed bf16 quant_storage); drop --kbit-prep (with --recipe "
+                             "hf-peft-qlora, use --recipe hf-peft --frozen-dtype nf4 --nf4-impl bitsandbytes)"},
       // torchao's NF4Tensor (--nf4-impl torchao) is modelled as torchtune's qlora_* recipes run it: the model in bf16 (or
       // fp32) without autocast, on one GPU or under fully_shard (cost_models/training_fsdp2.cc).
       {"torchao-nf4", "amp", "torchtune runs its qlora_* models in their own type without autocast (--precision bf16 "

@@ -217,9 +217,6 @@ void check_requirements(const EstimateArgs& a) {
   if (a.double_quant && is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard))
     throw InputError("--double-quant is bitsandbytes' compress_statistics; torchao's NF4Tensor (--nf4-impl torchao, "
                      "or auto under --shard fsdp2) always quantizes its scalers: drop --double-quant");
-  if (kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::BitsAndBytes) && kShardChoices.is(a.shard, Sharding::Fsdp2))
-    throw InputError("--nf4-impl bitsandbytes with --shard fsdp2: not modelled: bitsandbytes' Params4bit under "
-                     "fully_shard (memplan models torchtune's torchao NF4Tensor there: --nf4-impl torchao)");
   const bool gptq = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::GptqInt4);
   const bool awq = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::AwqInt4);
   // PEFT's prepare_model_for_kbit_training skips its float32 cast for GPTQ (src/peft/utils/other.py:

@@ -84,7 +84,9 @@ std::vector<OptionSpec> finetune_option_rows() {
        .describe = [](const EstimateArgs& a) { return if_set(a.quantize_experts, ", experts quantized (parametrized)"); }},
       {.flag = "--nf4-impl", .kind = K::Choice, .commands = kTraining, .scope = Scope::Train,
        .help = "With --frozen-dtype nf4, whose NF4 it is: bitsandbytes (Params4bit and MatMul4Bit, which keeps each "
-               "layer's input for backward: PEFT's QLoRA, --double-quant its compress_statistics), torchao (NF4Tensor "
+               "layer's input for backward: PEFT's QLoRA, --double-quant its compress_statistics; under --shard fsdp2 "
+               "the packed weight sharded as a plain parameter, its QuantState on every rank: accelerate's FSDP-QLoRA), "
+               "torchao (NF4Tensor "
                "and linear_nf4, which keeps the weight alone and dequantizes through get_original_weight: torchtune's "
                "qlora_* models, on one GPU or under --shard fsdp2) or auto (torchao under --shard fsdp2, else "
                "bitsandbytes)",

@@ -68,7 +68,7 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
                                                   "offload is modelled from PyTorch 2's"},
       {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA (torchao's "
                                 "NF4Tensor under fully_shard, a qlora_* model): give --lora-rank R"},
-      {{"fsdp2", "kbit-prep"}, "--shard fsdp2 with --kbit-prep: not modelled: NF4 under fully_shard is torchao's"},
+      {{"fsdp2", "kbit-prep"}, "--shard fsdp2 with --kbit-prep: not modelled: PEFT's prepare_model_for_kbit_training under fully_shard"},
       {{"quantize-experts", "kbit-prep"}, "--kbit-prep with --quantize-experts: axolotl skips "
                                           "prepare_model_for_kbit_training once it has parametrized the experts"},
       {{"quantize-experts", "torchao-nf4"}, "--nf4-impl torchao with --quantize-experts: bitsandbytes' "
