@@ -227,7 +227,10 @@ std::vector<int32_t> TrainingStep::rule_saved(int32_t i, const std::map<int32_t,
     // ZeRO-3 and FSDP free the gathered copy after forward and gather again in backward; DeepSpeed's autograd keeps
     // the parameter, whose gathered data its release swaps out.
     if (layout().shard[t] == ParameterShard::ZeroShard || ds3_param(t)) continue;
-    if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0) continue;
+    // A parametrized parameter's dequantized copy is the op's own input, kept as on one GPU (parametrized_experts).
+    if (layout().shard[t] == ParameterShard::FlatShard && autocast_inputs_of_op_[i].count(t) == 0 &&
+        !layout().parametrized[t])
+      continue;
     // bitsandbytes' Linear4bit and AutoAWQ keep the stored form; GPTQ's mm keeps the dequantized weight
     // (training_packed.cc), and _grouped_mm a parametrized stacked parameter's (frozen_storage.h parametrized_experts).
     const bool keeps_stored = layout().restored(t) && layout().storage[t] != FrozenStorage::GptqInt4 && !layout().parametrized[t];

@@ -90,6 +90,12 @@
 //    CPU offload too (CPUOffloadPolicy moves the parameter's data only);
 //  - frozen: no grad, no reduce-scatter; MatMul4Bit dequantizes the gathered weight for each op, in forward and
 //    again in backward (training_forward.cc add_dequantized), as on one GPU.
+// --quantize-experts (axolotl's quantize_moe_experts; docs/research/axolotl-fsdp2-moe-quant.md F6 to F17): each
+// stacked experts' parameter is replace_parameter_4bit's packed uint8 [(n + 1) // 2, 1], a parameter of the
+// decoder layer's group sharded the same way (a non-float parameter: no policy casts it), its QuantState the
+// parametrization's attribute, whole on every rank. The experts forward dequantizes the gathered tensor whole, and
+// _grouped_mm keeps that copy to its backward (frozen_storage.h parametrized_experts) as on one GPU, while the
+// gathered packed bytes are resharded after the forward and gathered again for the backward.
 // A MixedPrecisionPolicy whose param_dtype differed from quant_storage would cast the packed bits (nothing prevents
 // it); with param_dtype equal to the storage it is clamped to None: --fsdp2-mp with nf4 is refused
 // (report/combination_matrix.cc). The wrapping units are memplan's (each decoder layer and the root: accelerate
@@ -192,7 +198,9 @@ void TrainingStep::add_fsdp2_shards() {
         throw InputError("--shard fsdp2 with --tp over --frozen-dtype nf4 (bitsandbytes' Params4bit): weight '" +
                          t.name + "' would be a tensor-parallel DTensor of packed 4-bit values, which memplan does not "
                          "model");
-      rows = params4bit_packed(p, computed);
+      // --quantize-experts' parametrized stacked experts: replace_parameter_4bit's default quant_storage, uint8
+      // (axolotl passes none), a non-float parameter no policy casts; the Linear4bit weights: the model's type.
+      rows = params4bit_packed(p, layout().parametrized[p] ? 1 : computed);
       rest = 1;
     }
     if (layout().storage[p] == FrozenStorage::Nf4 && !params4bit) {  // torchao's NF4Tensor: frozen, gathered as NF4
@@ -206,8 +214,9 @@ void TrainingStep::add_fsdp2_shards() {
     const uint64_t ways = fsdp2_ways(p, rows);  // --ep: an expert's E/N slice over the GPUs / N (training_ep.cc)
     const uint64_t rank_rows = rows / ways + (rows % ways != 0);  // chunks[0]: ceil(dim0 / N)
     const uint64_t numel = checked_mul(rank_rows, rest, "FSDP2 shard");
-    const uint64_t bytes = checked_mul(numel, stored, "FSDP2 shard");
-    const uint64_t gathered = checked_mul(checked_mul(numel, ways, "FSDP2 all-gather"), computed, "FSDP2 all-gather");
+    const uint64_t element = params4bit && layout().parametrized[p] ? 1 : computed;  // the uint8 experts' bytes
+    const uint64_t bytes = checked_mul(numel, params4bit && layout().parametrized[p] ? 1 : stored, "FSDP2 shard");
+    const uint64_t gathered = checked_mul(checked_mul(numel, ways, "FSDP2 all-gather"), element, "FSDP2 all-gather");
     shard[u] = checked_add(shard[u], bytes, "FSDP2 shard");
     unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], gathered, "FSDP2 all-gather");
     if (params4bit) result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, bytes, "frozen weight bytes");

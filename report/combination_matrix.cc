@@ -233,7 +233,6 @@ const std::vector<Refusal>& refused_pairs() {
       {"quantize-experts", "torchao-nf4", "bitsandbytes' replace_parameter_4bit quantizes the experts, not torchao's "
                                           "NF4Tensor: give --nf4-impl bitsandbytes"},
       {"quantize-experts", "fsdp", "not modelled: parametrized 4-bit experts inside FSDP's flat parameters"},
-      {"quantize-experts", "fsdp2", "not modelled: parametrized 4-bit experts under fully_shard"},
       {"quantize-experts", "zero3", "not modelled: parametrized 4-bit experts partitioned by ZeRO-3"},
       {"quantize-experts", "deepspeed", "not modelled: parametrized 4-bit experts under DeepSpeed"},
       {"quantize-experts", "pp", "not modelled"},

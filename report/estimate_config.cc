@@ -239,7 +239,7 @@ EstimateOptions to_estimate_options(const EstimateArgs& a) {
   t.frozen_storage = kFrozenDtypeChoices.parse(a.frozen_dtype, "--frozen-dtype");
   t.double_quant = a.double_quant;
   kNf4ImplChoices.parse(a.nf4_impl, "--nf4-impl");
-  t.nf4_torchao = is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard);
+  t.nf4_torchao = is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard, a.quantize_experts);
   t.quant_group_size = a.frozen_group_size;
   t.kbit_prep = a.kbit_prep;
   t.quantize_experts = a.quantize_experts;

@@ -214,7 +214,7 @@ void check_requirements(const EstimateArgs& a) {
   if (!kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Auto) && !kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4))
     throw InputError("--nf4-impl applies to --frozen-dtype " + kFrozenDtypeChoices.name_of(FrozenStorage::Nf4));
   // torchao's to_nf4 always double-quantizes its scalers (NF4Tensor.double_quantize_scalers): nothing to choose.
-  if (a.double_quant && is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard))
+  if (a.double_quant && is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard, a.quantize_experts))
     throw InputError("--double-quant is bitsandbytes' compress_statistics; torchao's NF4Tensor (--nf4-impl torchao, "
                      "or auto under --shard fsdp2) always quantizes its scalers: drop --double-quant");
   const bool gptq = kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::GptqInt4);

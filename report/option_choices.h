@@ -149,16 +149,17 @@ inline bool frozen_half(const std::string& frozen_dtype, const std::string& prec
   if (kFrozenDtypeChoices.is(frozen_dtype, FrozenStorage::Bf16)) return !kPrecisionChoices.is(precision, Precision::Bf16);
   return false;
 }
-// --nf4-impl: whose NF4 --frozen-dtype nf4 is; auto: torchao's under --shard fsdp2 (torchtune's distributed QLoRA, the
-// only NF4 memplan models under fully_shard), else bitsandbytes'.
+// --nf4-impl: whose NF4 --frozen-dtype nf4 is; auto: torchao's under --shard fsdp2 (torchtune's distributed QLoRA)
+// unless --quantize-experts (bitsandbytes' replace_parameter_4bit, axolotl's), else bitsandbytes'.
 enum class Nf4Impl { Auto, BitsAndBytes, Torchao };
 inline const Choices<Nf4Impl> kNf4ImplChoices{
     {{"auto", Nf4Impl::Auto}, {"bitsandbytes", Nf4Impl::BitsAndBytes}, {"torchao", Nf4Impl::Torchao}}};
-// Whether --frozen-dtype, --nf4-impl and --shard make the frozen weights torchao's NF4Tensor.
-inline bool is_torchao_nf4(const std::string& frozen_dtype, const std::string& nf4_impl, const std::string& shard) {
+// Whether --frozen-dtype, --nf4-impl, --shard and --quantize-experts make the frozen weights torchao's NF4Tensor.
+inline bool is_torchao_nf4(const std::string& frozen_dtype, const std::string& nf4_impl, const std::string& shard,
+                           bool quantize_experts) {
   return kFrozenDtypeChoices.is(frozen_dtype, FrozenStorage::Nf4) &&
          (kNf4ImplChoices.is(nf4_impl, Nf4Impl::Torchao) ||
-          (kNf4ImplChoices.is(nf4_impl, Nf4Impl::Auto) && kShardChoices.is(shard, Sharding::Fsdp2)));
+          (kNf4ImplChoices.is(nf4_impl, Nf4Impl::Auto) && kShardChoices.is(shard, Sharding::Fsdp2) && !quantize_experts));
 }
 // --model-runner: vLLM's default for the model and version (none), or the runner VLLM_USE_V2_MODEL_RUNNER forces.
 inline const Choices<std::optional<VllmModelRunner>> kModelRunnerChoices{

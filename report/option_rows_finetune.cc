@@ -88,8 +88,8 @@ std::vector<OptionSpec> finetune_option_rows() {
                "the packed weight sharded as a plain parameter, its QuantState on every rank: accelerate's FSDP-QLoRA), "
                "torchao (NF4Tensor "
                "and linear_nf4, which keeps the weight alone and dequantizes through get_original_weight: torchtune's "
-               "qlora_* models, on one GPU or under --shard fsdp2) or auto (torchao under --shard fsdp2, else "
-               "bitsandbytes)",
+               "qlora_* models, on one GPU or under --shard fsdp2) or auto (torchao under --shard fsdp2 without "
+               "--quantize-experts, else bitsandbytes)",
        .field = FIELD(estimate.nf4_impl), .choices = kNf4ImplChoices.names(), .show_default = true,
        .describe = [](const EstimateArgs& a) {
          return if_set(kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Torchao), " (torchao NF4)");

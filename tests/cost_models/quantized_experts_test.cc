@@ -114,6 +114,42 @@ TEST_F(QuantizedExperts, WarnsOfTheOlderCacheLeakUnderANonReentrantCheckpoint) {
   EXPECT_FALSE(warns(false, true, CheckpointMode::None));
 }
 
+// Under fully_shard (axolotl's FSDP-QLoRA over parametrized experts, docs/research/axolotl-fsdp2-moe-quant.md), 2
+// ranks: each stacked parameter is its packed uint8 [(n + 1) // 2, 1], chunked on dim 0 in a decoder layer's group.
+//   gate_up_proj: 512 bytes, ceil(512 / 2) = 256 a rank, 512 gathered; down_proj: 256, 128 a rank, 256 gathered.
+// Unquantized (float32 [4, 16, 16] and [4, 16, 8], chunked on the experts' dim 0, 2 of 4 a rank): 2 x 256 x 4 =
+// 2,048 and 2 x 128 x 4 = 1,024 a rank, 4,096 and 2,048 gathered. So a layer's shard is 3,072 - 384 = 2,688 B
+// smaller and its gathered group 6,144 - 768 = 5,376 B. The QuantState (absmax, 16 and 8 float32 blocks: 64 and
+// 32 B) stays whole on every rank; each forward dequantizes the gathered tensor (4,096 B, float32) once, and
+// _grouped_mm keeps that copy to its backward, as on one GPU.
+TEST_F(QuantizedExperts, UnderFullyShardTheExpertsShardPackedByHand) {
+  const auto g = graph();
+  TrainingRun o = run();
+  o.gpus = 2;
+  o.shard = Sharding::Fsdp2;
+  o.nf4_torchao = false;
+  const Program q = build_training_program(*g, o).program;
+  o.quantize_experts = false;
+  const Program plain = build_training_program(*g, o).program;
+  EXPECT_EQ(testing::bytes_of(plain, "fsdp2_sharded_params:layers.1") - testing::bytes_of(q, "fsdp2_sharded_params:layers.1"),
+            2688u);
+  EXPECT_EQ(testing::bytes_of(plain, "fsdp2_all_gather_output:layers.1") -
+                testing::bytes_of(q, "fsdp2_all_gather_output:layers.1"),
+            5376u);
+  for (const auto& [name, bytes] : {std::pair{std::string("layers.1.mlp.experts.gate_up_proj:quant_state"), 64u},
+                                    std::pair{std::string("layers.1.mlp.experts.down_proj:quant_state"), 32u}}) {
+    const int32_t b = buffer_named(q, name);
+    ASSERT_GE(b, 0) << name;
+    EXPECT_EQ(q.buffers[b].bytes, bytes) << name;
+    EXPECT_TRUE(q.buffers[b].resident) << name;
+  }
+  const std::string copy = "layers.1.mlp.experts.gate_up_proj:dequantized";
+  ASSERT_EQ(count_named(q, copy), 1);
+  const int32_t b = buffer_named(q, copy);
+  EXPECT_EQ(q.buffers[b].bytes, 4096u);
+  EXPECT_EQ(q.steps[size_t(testing::last_reader(q, b))].phase, Phase::Backward);
+}
+
 TEST_F(QuantizedExperts, RefusesWhatItDoesNotModel) {
   // PEFT's ParamWrapper over the parametrization.
   try {
