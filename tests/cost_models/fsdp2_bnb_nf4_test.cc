@@ -23,19 +23,7 @@ using testing::two_fc_blocks;
 Graph bnb_blocks() { return two_fc_blocks(256, 128); }  // fsdp2_nf4_test.cc's graph
 
 // The model in bf16 without a policy, adapters in bf16 (rank 2), Adam, bitsandbytes' NF4.
-TrainingRun bnb_qlora(int gpus) {
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.precision = Precision::Bf16;
-  o.gpus = gpus;
-  o.shard = Sharding::Fsdp2;
-  o.frozen_storage = FrozenStorage::Nf4;
-  o.nf4_torchao = false;
-  o.lora_rank = 2;
-  o.lora_targets = "fc";
-  o.lora_float32 = false;
-  return o;
-}
+TrainingRun bnb_qlora(int gpus) { return fsdp2_qlora(gpus, /*torchao=*/false); }
 
 // Each fc.w: n = 32,768 values. Params4bit in bf16 storage: (32,768 + 1) // 4 = 8,192 elements [8192, 1], 16,384 B;
 // its QuantState's absmax 32,768 / 64 = 512 float32, 2,048 B (the packed uint8 form plus it: 16,384 + 2,048).

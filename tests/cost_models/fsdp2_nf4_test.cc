@@ -24,20 +24,8 @@ using testing::bytes_of;
 //   -> Gemm(head.w [2,256] transposed, head.b [2]) -> y[4,2]; units root {head.w, head.b}, layers.0, layers.1.
 Graph qlora_blocks() { return two_fc_blocks(256, 128); }
 
-// torchtune's run: the model in bf16 (no autocast, no MixedPrecisionPolicy), adapters in bf16, 2 ranks, Adam.
-TrainingRun qlora(int gpus) {
-  TrainingRun o;
-  o.runtime = Runtime::Ideal;
-  o.precision = Precision::Bf16;
-  o.gpus = gpus;
-  o.shard = Sharding::Fsdp2;
-  o.frozen_storage = FrozenStorage::Nf4;
-  o.nf4_torchao = true;  // torchtune's qlora_* model
-  o.lora_rank = 2;
-  o.lora_targets = "fc";
-  o.lora_float32 = false;
-  return o;
-}
+// torchtune's run: the model in bf16 (no autocast, no MixedPrecisionPolicy), adapters in bf16, Adam; a qlora_* model.
+TrainingRun qlora(int gpus) { return fsdp2_qlora(gpus, /*torchao=*/true); }
 
 // Each fc.w: 32,768 values in bf16. torchao's NF4Tensor: quantized_data 32,768 / 2 = 16,384 B (uint8);
 // quantized_scalers 32,768 / 64 = 512 blocks, 512 B (int8); quantization_factor 512 / 256 = 2 values x 2 B = 4 B;

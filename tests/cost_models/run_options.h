@@ -32,6 +32,23 @@ inline TrainingRun sgd_ideal() {
   return o;
 }
 
+// QLoRA under fully_shard on `gpus` ranks (fsdp2_nf4_test.cc, fsdp2_bnb_nf4_test.cc): the model in bf16 without a
+// policy, rank-2 bf16 adapters on the "fc" layers, Adam on an exact allocator; torchao's NF4Tensor (torchtune) or
+// bitsandbytes' Params4bit (accelerate).
+inline TrainingRun fsdp2_qlora(int gpus, bool torchao) {
+  TrainingRun o;
+  o.runtime = Runtime::Ideal;
+  o.precision = Precision::Bf16;
+  o.gpus = gpus;
+  o.shard = Sharding::Fsdp2;
+  o.frozen_storage = FrozenStorage::Nf4;
+  o.nf4_torchao = torchao;
+  o.lora_rank = 2;
+  o.lora_targets = "fc";
+  o.lora_float32 = false;
+  return o;
+}
+
 inline CostModelResult build_inference_program(const Graph& g, const InferenceRun& run) {
   return build_inference_program(g, run, run);
 }
