@@ -219,7 +219,8 @@ void TrainingStep::add_fsdp2_shards() {
     const uint64_t gathered = checked_mul(checked_mul(numel, ways, "FSDP2 all-gather"), element, "FSDP2 all-gather");
     shard[u] = checked_add(shard[u], bytes, "FSDP2 shard");
     unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], gathered, "FSDP2 all-gather");
-    if (params4bit) result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, bytes, "frozen weight bytes");
+    if (params4bit)
+      result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, bytes, "frozen weight bytes");
     if (offload) copies[u].push_back({bytes, numel * computed});  // all_gather_inputs' .to(device), cast
     else if (computed != stored)  // _get_param_all_gather_inputs' flat_foreach_copy_input
       fsdp2_gather_input_bytes_[u] = checked_add(fsdp2_gather_input_bytes_[u], numel * computed, "FSDP2 all-gather input");

@@ -244,7 +244,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                          mxfp4 ? capability : 0, s.enable_expert_parallel, dp,
                          kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"),
                          options.execution.multiprocessors, modular_moe);
-  if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && rule.mxfp4_marlin_modular)  // the GPU's backend: its row
+  // The GPU's backend: its row.
+  if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && rule.mxfp4_marlin_modular)
     throw VllmGpuRefused("--engine-version " + s.engine_version + " with " + probe.path() + "'s MXFP4 experts on "
                          "Marlin: from 0.17 (PR #34588) they run in vLLM's modular kernel (MarlinExperts, the "
                          "WorkspaceManager's shared buffer), which memplan does not size; it sizes that path up to "
