@@ -101,5 +101,22 @@ TEST(Fsdp2BnbNf4, QuantStateStaysOnTheGpuUnderCpuOffload) {
   EXPECT_EQ(r.program.buffers[b].bytes, 2048u);
 }
 
+// Under --tp the packed weight would be a tensor-parallel DTensor of 4-bit pairs: refused naming the weight (the
+// options refuse --tp with LoRA before this; a library caller reaches it).
+TEST(Fsdp2BnbNf4, TensorParallelIsRefused) {
+  TrainingRun o = bnb_qlora(4);
+  o.tp = 2;
+  o.lora_rank = 0;
+  o.lora_targets.clear();
+  o.trainable = "head";
+  try {
+    build_training_program(bnb_blocks(), o);
+    ADD_FAILURE() << "not refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("weight 'layers.0.fc.w' would be a tensor-parallel DTensor"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace memplan
