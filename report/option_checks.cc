@@ -289,12 +289,14 @@ void check_estimate_combinations(const EstimateArgs& a) {
     for (size_t j = i + 1; j < on.size(); ++j)
       if (const Refusal* r = refusal(on[i]->name, on[j]->name))
         throw InputError(on[i]->value + " with " + on[j]->value + ": " + r->reason);
-  // NF4 under fully_shard is torchao's NF4Tensor as torchtune's qlora_* models hold it (cost_models/training_fsdp2.cc),
-  // every one the base of a LoRA model; NF4 bases whose other parameters train in full are not modelled.
+  // NF4 under fully_shard is QLoRA's base (cost_models/training_fsdp2.cc): torchao's NF4Tensor as torchtune's qlora_*
+  // models hold it, or bitsandbytes' Params4bit under accelerate; NF4 bases whose other parameters train in full are
+  // not modelled.
   if (kShardChoices.is(a.shard, Sharding::Fsdp2) && kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4) &&
       a.lora_rank == 0)
-    throw InputError("--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA (torchao's NF4Tensor "
-                     "under fully_shard, a qlora_* model): give --lora-rank R; NF4 without adapters is not modelled");
+    throw InputError("--shard fsdp2 with --frozen-dtype nf4 is distributed QLoRA (torchtune's torchao NF4Tensor, or "
+                     "accelerate's bitsandbytes Params4bit, under fully_shard): give --lora-rank R; NF4 without "
+                     "adapters is not modelled");
 }
 
 }  // namespace

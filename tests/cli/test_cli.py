@@ -724,7 +724,8 @@ class FsdpTest(unittest.TestCase):
             # 4 ranks cannot split k_proj's 2 blocks of 16,384 values (torchao's nf4_split asserts).
             self.assertIn("k_proj", run(*args, "--gpus", "4", check_rc=2).stderr)
             self.assertIn("nf4_split", run(*args, "--gpus", "4", check_rc=2).stderr)
-        self.assertIn("--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA",
+        self.assertIn("--shard fsdp2 with --frozen-dtype nf4 is distributed QLoRA (torchtune's torchao NF4Tensor, or "
+                      "accelerate's bitsandbytes Params4bit, under fully_shard): give --lora-rank R",
                       run(*self.BASE, "--gpus", "2", "--shard", "fsdp2", "--frozen-dtype", "nf4", "--frozen", "mlp",
                           check_rc=2).stderr)
 

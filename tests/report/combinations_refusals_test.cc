@@ -66,8 +66,9 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
                                                   "offload does not accumulate gradients outside no_sync()"},
       {{"fsdp", "fsdp-cpu-offload", "torch-1.13"}, "--fsdp-cpu-offload with --shard fsdp and --torch 1.13: FSDP1's CPU "
                                                   "offload is modelled from PyTorch 2's"},
-      {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4 is torchtune's distributed QLoRA (torchao's "
-                                "NF4Tensor under fully_shard, a qlora_* model): give --lora-rank R"},
+      {{"fsdp2", "frozen-nf4"}, "--shard fsdp2 with --frozen-dtype nf4 is distributed QLoRA (torchtune's torchao "
+                                "NF4Tensor, or accelerate's bitsandbytes Params4bit, under fully_shard): give "
+                                "--lora-rank R"},
       {{"fsdp2", "kbit-prep"}, "--shard fsdp2 with --kbit-prep: not modelled: PEFT's prepare_model_for_kbit_training under fully_shard"},
       {{"quantize-experts", "kbit-prep"}, "--kbit-prep with --quantize-experts: axolotl skips "
                                           "prepare_model_for_kbit_training once it has parametrized the experts"},
