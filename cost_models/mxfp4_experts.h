@@ -111,11 +111,11 @@ VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backe
 Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64_t intermediate, int multiprocessors,
                                           const std::string& model);
 
-// The Marlin backend's kernel on `tokens` tokens in bfloat16, the layer padded as `layer`, on a GPU of `capability`
-// with `multiprocessors` SMs: fused_marlin_moe's buffers at H_pad and I_pad (vllm_marlin_moe_bytes) and the padded
-// input [T, H_pad].
+// The Marlin backend's kernel on `tokens` tokens in bfloat16, the layer padded as `layer`, with `multiprocessors`
+// SMs, `reduces` as vllm_marlin_moe_reduces says: fused_marlin_moe's buffers at H_pad and I_pad
+// (vllm_marlin_moe_bytes) and the padded input [T, H_pad].
 VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
-                                                 const Mxfp4ExpertsLayer& layer, int capability, int multiprocessors);
+                                                 const Mxfp4ExpertsLayer& layer, bool reduces, int multiprocessors);
 
 // One sparse layer's experts on one GPU of compute capability `capability` (major x 10 + minor) under vLLM's Triton
 // backend. Throws InputError naming `model` where vLLM would run another backend (capability below 90 or from 110).

@@ -118,12 +118,13 @@ VllmRule vllm_rule(const std::string& version_text) {
   const int minor = vllm_minor_version(version_text);
   const int patch = patch_version(version_text);
   r.even_expert_map = minor > 10 || (minor == 10 && patch >= 1);
-  r.modelopt_kv_auto_fp8 = minor >= 13;
+  r.modelopt_kv_auto_fp8 = minor >= 14;
   r.nvfp4_marlin_moe = minor >= 11 && minor <= 13;
   r.modular_moe = minor >= 14;
   r.modular_moe_chunked = minor >= 14 && minor <= 17;
   r.mxfp4_marlin_modular = minor >= 17;
   r.fp4_marlin_sm75 = minor >= 14;
+  r.marlin_moe_atomic_add = minor <= 11;
   return r;
 }
 

@@ -131,8 +131,9 @@ struct VllmRule {
   // Paths that changed inside one budget rule's range, by release (the series each names):
   bool even_expert_map = false;       // 0.10.1 on: determine_expert_map deals the experts left over one each to the
                                       // first ranks (PR #21497); before it the last rank took them all
-  bool modelopt_kv_auto_fp8 = false;  // 0.13 on: --kv-cache-dtype auto follows a ModelOpt checkpoint's
-                                      // kv_cache_quant_algo FP8 (PR #30785, resolve_kv_cache_dtype_string)
+  bool modelopt_kv_auto_fp8 = false;  // 0.14 on: --kv-cache-dtype auto follows a ModelOpt checkpoint's
+                                      // kv_cache_quant_algo FP8 (PR #30785, resolve_kv_cache_dtype_string, merged
+                                      // 2025-12-17 after 0.13's branch; v0.13.0 has the reverted #29980 reverted)
   bool nvfp4_marlin_moe = false;      // 0.11 to 0.13: ModelOptNvFp4FusedMoE.apply calls fused_marlin_moe, its
                                       // buffers each call's (from 0.14, PR #31692, MarlinExperts in the modular kernel)
   bool modular_moe = false;           // 0.14 on: unquantized and fp8 Triton experts in FusedMoEModularKernel, its
@@ -140,6 +141,9 @@ struct VllmRule {
   bool modular_moe_chunked = false;   // 0.14 to 0.17: that kernel chunks steps above VLLM_FUSED_MOE_CHUNK_SIZE (PR
                                       // #34086 removed it in 0.18)
   bool mxfp4_marlin_modular = false;  // 0.17 on: MXFP4 experts on Marlin in the modular kernel (PR #34588)
+  bool marlin_moe_atomic_add = false;  // up to 0.11: fused_marlin_moe computes use_atomic_add (float16, or 9.0 and up);
+                                       // from 0.12 (PR #24722, merged 2025-11-29) False always: every GPU reduces in
+                                       // a float32 c_tmp (vllm_fused_moe.h vllm_marlin_moe_reduces)
   bool fp4_marlin_sm75 = false;       // 0.14 on: Marlin's FP4 GEMMs on compute capability 7.5 (PR #29901, merged the
                                       // week of 2025-12-19 after 0.13's cut; is_fp4_marlin_supported needed 8.0 before)
 };

@@ -75,7 +75,7 @@ int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t expert
 }
 
 VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t width,
-                                        int capability, int multiprocessors, DType d) {
+                                        bool reduces, int multiprocessors, DType d) {
   VllmFusedMoeShape shape;
   shape.tokens = tokens;
   shape.hidden = hidden;
@@ -85,7 +85,7 @@ VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t e
   shape.block_size_m = vllm_marlin_moe_block_size(tokens, top_k, experts);
   shape.chunked = false;
   VllmFusedMoeBytes b = vllm_fused_moe_bytes(shape, d);
-  if (!vllm_marlin_moe_reduces(capability, d)) return b;  // atomic add: no c_tmp
+  if (!reduces) return b;  // atomic add: no c_tmp
   if (multiprocessors <= 0) throw std::logic_error("vllm_marlin_moe_bytes: c_tmp's cap needs the multiprocessors");
   constexpr uint64_t kMaxThreadN = 256;  // marlin.cuh max_thread_n
   const uint64_t block = static_cast<uint64_t>(b.block_size_m);

@@ -96,15 +96,20 @@ uint64_t vllm_moe_align_sorted_ids(int64_t tokens, int64_t top_k, int64_t expert
 // fused_marlin_moe's block_size_m (above).
 int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t experts);
 
-// Whether fused_marlin_moe's GEMMs reduce in a float32 c_tmp (above): without atomic add, activations other than
-// float16 below compute capability 9.0 (major x 10 + minor).
-inline bool vllm_marlin_moe_reduces(int capability, DType d) { return d != DType::Float16 && capability < 90; }
+// Whether fused_marlin_moe's GEMMs reduce in a float32 c_tmp (above). `computes_atomic_add` (VllmRule
+// marlin_moe_atomic_add, up to 0.11): use_atomic_add for float16 activations or compute capability 9.0 and up (major
+// x 10 + minor), no c_tmp then. From 0.12 the calls pass use_atomic_add=False (PR #24722, merged 2025-11-29, read at
+// the v0.12.0 and v0.13.0 tags of a fork that keeps them: docs/research/vllm-013-marlin-atomic-add.md): every GPU
+// reduces.
+inline bool vllm_marlin_moe_reduces(int capability, DType d, bool computes_atomic_add) {
+  return !computes_atomic_add || (d != DType::Float16 && capability < 90);
+}
 
 // fused_marlin_moe on `tokens` tokens of `hidden` (the layer's, padded where the layer pads it), `width` N, in `d`,
-// on a GPU of compute capability `capability` (major x 10 + minor) with `multiprocessors` SMs (c_tmp's cap: the
-// caller refuses an unknown count where vllm_marlin_moe_reduces; std::logic_error here).
+// with `multiprocessors` SMs; `reduces`: vllm_marlin_moe_reduces (c_tmp's cap needs the SMs: the caller refuses an
+// unknown count where it reduces; std::logic_error here).
 VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t width,
-                                        int capability, int multiprocessors, DType d);
+                                        bool reduces, int multiprocessors, DType d);
 
 // I_p for a tensor-parallel group of `tp`: I / tp; throws InputError naming `model` when tp does not divide I
 // (FusedMoE's assert intermediate_size % tp_size == 0).

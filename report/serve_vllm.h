@@ -262,10 +262,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // `modular`: vLLM 0.14 on, the unquantized kernel in the modular kernel (cost_models/vllm_fused_moe.h): cache13 and
 // cache2 are the WorkspaceManager's buffer, which `forward` already holds from the first router on
 // (vllm_hold_moe_workspace); refuses expert parallelism.
+// `marlin_atomic_add`: VllmRule.marlin_moe_atomic_add (the MXFP4 Marlin kernel's float32 reduction buffer).
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability = 0, bool expert_parallel = false,
                              int dp = 1, std::optional<VllmMxfp4Backend> mxfp4_backend = std::nullopt,
-                             int multiprocessors = 0, bool modular = false);
+                             int multiprocessors = 0, bool modular = false, bool marlin_atomic_add = true);
 
 // vLLM 0.14 on: the modular kernel's WorkspaceManager buffer (cost_models/vllm_fused_moe.h) for `blocks` at one
 // rank's expert width over `tp`, added to `forward`'s allocated bytes from the first router's step on (its
@@ -309,13 +310,15 @@ VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, in
 // a checkpoint whose kv_cache_quant_algo is FP8 at --engine-version 0.13 or later (below); VllmGpuRefused below
 // compute capability 8.9 (ModelOptFp8Config.get_min_capability 89; modelopt.py at c9a5990).
 //
-// The KV cache's type under --kv-cache-dtype auto: the model's up to 0.12 (CacheConfig.cache_dtype "auto" is the
+// The KV cache's type under --kv-cache-dtype auto: the model's up to 0.13 (CacheConfig.cache_dtype "auto" is the
 // model's dtype; the checkpoint's kv_cache_quant_algo only loads k_scale / v_scale through BaseKVCacheMethod, whose
 // process_weights_after_loading copies them into the Attention's own _k_scale / _v_scale and deletes the
-// parameters: quantization/kv_cache.py, index id 111208572). vLLM PR #30785 (merged 2025-12-16, after 0.12.0) resolves auto to fp8_e4m3 from the checkpoint's
+// parameters: quantization/kv_cache.py, index id 111208572). vLLM PR #30785 (merged 2025-12-17, after the v0.13.0
+// branch of 2025-12-15, which carries PR #29980's same change reverted by #30653: a fork's tags,
+// docs/research/vllm-013-marlin-atomic-add.md) resolves auto to fp8_e4m3 from the checkpoint's
 // kv_cache_quant_algo in EngineArgs.create_engine_config (vllm/utils/torch_utils.py resolve_kv_cache_dtype_string),
 // and issue #34752 (February 2026) reports auto still resolving to the model's type for some ModelOpt checkpoints:
-// which releases do what is not settled here, so 0.13 and later are refused without an explicit --kv-cache-dtype.
+// which releases do what is not settled here, so 0.14 and later are refused without an explicit --kv-cache-dtype.
 VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s, int capability,
                                             int multiprocessors, DType served, const std::string& model,
                                             std::string& source);

@@ -32,10 +32,10 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
   if (vllm && stored.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype") &&
       vllm_rule(s.engine_version).modelopt_kv_auto_fp8)
     throw InputError("--engine-version " + s.engine_version + " with --kv-cache-dtype auto: " + stored.modelopt_path +
-                     " states kv_cache_quant_algo FP8, which vLLM's auto follows from PR #30785 (merged 2025-12-16, "
-                     "after 0.12) where its resolve_kv_cache_dtype_string finds it, and issue #34752 reports it "
-                     "missing for some checkpoints: give --kv-cache-dtype fp8 (what the checkpoint asks for), or "
-                     "--engine-version 0.12 or earlier, where auto is the model's type");
+                     " states kv_cache_quant_algo FP8, which vLLM's auto follows from PR #30785 (merged 2025-12-17, "
+                     "after 0.13's branch) where its resolve_kv_cache_dtype_string finds it, and issue #34752 reports "
+                     "it missing for some checkpoints: give --kv-cache-dtype fp8 (what the checkpoint asks for), or "
+                     "--engine-version 0.13 or earlier, where auto is the model's type");
   if (nvfp4) {
     // ModelOptNvFp4Config.get_min_capability 75; below 10.0 the Marlin kernel (cost_models/vllm_nvfp4.h), whose
     // workspace and reduction buffer are one a multiprocessor.
@@ -108,7 +108,9 @@ void vllm_nvfp4_experts_apply(VllmAnswer& a, int multiprocessors, DType served) 
   m.graph_expert_bytes = m.expert_weight_bytes;
   m.expert_weight_bytes = checked_mul(m.nvfp4_layer.total(), layers, "expert bytes");
   m.kernel = vllm_marlin_moe_bytes(m.kernel_tokens, m.top_k, m.experts, m.hidden, m.intermediate_per_rank,
-                                   a.quantization.capability, multiprocessors, served);
+                                   vllm_marlin_moe_reduces(a.quantization.capability, served,
+                                                           a.settings.rule.marlin_moe_atomic_add),
+                                   multiprocessors, served);
   m.peak_allocated = vllm_moe_peak(m, 0);
   a.quantized.dense_bytes = checked_add(a.quantized.dense_bytes, m.graph_expert_bytes, "weights bytes");
   a.quantized.quantized_bytes = checked_add(a.quantized.quantized_bytes, m.expert_weight_bytes, "weights bytes");

@@ -17,7 +17,8 @@ namespace memplan {
 
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
-                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular) {
+                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
+                             bool marlin_atomic_add) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
   if (modular && (expert_parallel || mxfp4_capability > 0))
@@ -120,12 +121,13 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * ip + 2 * ip + h), d, "expert bytes"),
                                        static_cast<uint64_t>(m.blocks), "expert bytes");
     if (marlin) {
-      if (multiprocessors <= 0 && vllm_marlin_moe_reduces(mxfp4_capability, served))
+      const bool reduces = vllm_marlin_moe_reduces(mxfp4_capability, served, marlin_atomic_add);
+      if (multiprocessors <= 0 && reduces)
         throw InputError(fmt::format("serve --engine vllm: {}'s MXFP4 experts on Marlin at compute capability {}.{}: "
                                      "its GEMMs reduce in a float32 buffer sized by the GPU's multiprocessors, which "
                                      "--memory does not say: give --gpu NAME",
                                      model, mxfp4_capability / 10, mxfp4_capability % 10));
-      m.kernel = vllm_mxfp4_marlin_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer, mxfp4_capability,
+      m.kernel = vllm_mxfp4_marlin_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer, reduces,
                                                 multiprocessors);
     } else {
       m.kernel = VllmFusedMoeBytes{};

@@ -173,7 +173,18 @@ class ModelOptRefusals(unittest.TestCase):
                      "--quantization", "fp8")
         self.refused("sglang", "ModelOptFp8Config needs compute capability 8.9", FILE, gpu="A100-80GB")
         self.refused("trtllm", "FP8QDQLinearMethod's fp8 GEMMs need compute capability 8.9", FILE, gpu="A100-80GB")
-        self.refused("vllm", "--engine-version 0.13 with --kv-cache-dtype auto", FILE, "--engine-version", "0.13")
+        self.refused("vllm", "--engine-version 0.14 with --kv-cache-dtype auto", FILE, "--engine-version", "0.14")
+        # 0.13.0 carries PR #29980's change reverted (#30653): auto is the model's type there, 2 layers x 2 (K, V) x
+        # 2 KV heads x head_dim 128 x 2 B = 2,048 B a token, and --kv-cache-dtype fp8 half of it.
+        with tempfile.TemporaryDirectory() as d:
+            model = dense_config(d, FILE)
+            kv = {}
+            for cache in ("auto", "fp8"):
+                p = run("serve", model, *ENGINES["vllm"], *COMMON, *GPU_DTYPE, "--engine-version", "0.13",
+                        "--kv-cache-dtype", cache, "--json")
+                self.assertEqual(p.returncode, 0, p.stderr)
+                kv[cache] = json.loads(p.stdout)["kv_cache"]["bytes_per_token"]
+        self.assertEqual(kv, {"auto": 2048, "fp8": 1024})
 
     def test_estimate_refuses_it(self):
         with tempfile.TemporaryDirectory() as d:

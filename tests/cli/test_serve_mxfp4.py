@@ -157,6 +157,21 @@ class VllmMarlin(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         h100 = json.loads(p.stdout)["replaced"]["fused_moe"]
         self.assertEqual(h100["expert_weight_bytes"], 24 * (461_817_536 - 1_728 + 2_112))
+        self.assertEqual(h100["reduce_bytes"], 0)  # 0.11: atomic add from 9.0
+
+    def test_from_0_12_every_gpu_reduces_in_float32(self):
+        # PR #24722 (in 0.12.0) passes use_atomic_add=False to both GEMMs: the H100 allocates c_tmp too, at its cap
+        # (the 8,192-token step's 2 x 2,944 x 34,784 sorted ids is over it): 132 SMs x 4 x block 64 x 256 = 8,650,752
+        # float32, 34,603,008 B, and the kernel's bytes grow by as much.
+        def moe(version):
+            p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "H100", "--mxfp4-backend",
+                    "marlin", "--engine-version", version, "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)["replaced"]["fused_moe"]
+        old, new = moe("0.11"), moe("0.12")
+        self.assertEqual((old["reduce_bytes"], new["reduce_bytes"]), (0, 34_603_008))
+        self.assertEqual(new["kernel_bytes"] - old["kernel_bytes"], 34_603_008)
+        self.assertEqual(moe("0.13")["reduce_bytes"], 34_603_008)
 
     def test_reduction_buffer_needs_the_gpus_multiprocessors(self):
         # Below 9.0 the GEMMs reduce in a float32 buffer capped by the SM count, which --memory does not give.

@@ -362,9 +362,9 @@ TEST(VllmEngine, SeriesPathsChangeAtTheirReleases) {
   EXPECT_FALSE(vllm_rule("0.10.0").even_expert_map);
   EXPECT_TRUE(vllm_rule("0.10.1.post1").even_expert_map);
   EXPECT_TRUE(vllm_rule("0.11").even_expert_map);
-  // PR #30785, after 0.12: auto follows ModelOpt's FP8 KV cache.
-  EXPECT_FALSE(vllm_rule("0.12.0").modelopt_kv_auto_fp8);
-  EXPECT_TRUE(vllm_rule("0.13.0").modelopt_kv_auto_fp8);
+  // PR #30785, after 0.13's branch (v0.13.0 has #29980 reverted): auto follows ModelOpt's FP8 KV cache from 0.14.
+  EXPECT_FALSE(vllm_rule("0.13.0").modelopt_kv_auto_fp8);
+  EXPECT_TRUE(vllm_rule("0.14.0").modelopt_kv_auto_fp8);
   // PR #31692 (NVFP4 experts) and PR #31052 (the modular kernel), both in 0.14: one path gives way to the other.
   for (const char* v : {"0.10.2", "0.14.0", "0.20"}) EXPECT_FALSE(vllm_rule(v).nvfp4_marlin_moe) << v;
   for (const char* v : {"0.11", "0.12.0", "0.13.0"}) {
@@ -377,6 +377,10 @@ TEST(VllmEngine, SeriesPathsChangeAtTheirReleases) {
   EXPECT_FALSE(vllm_rule("0.16.0").mxfp4_marlin_modular);
   EXPECT_TRUE(vllm_rule("0.18").modular_moe && !vllm_rule("0.18").modular_moe_chunked);
   EXPECT_TRUE(vllm_rule("0.29").modular_moe && vllm_rule("0.29").mxfp4_marlin_modular);
+  // PR #24722, in 0.12.0: fused_marlin_moe's use_atomic_add=False from then on.
+  EXPECT_TRUE(vllm_rule("0.11.2").marlin_moe_atomic_add);
+  EXPECT_FALSE(vllm_rule("0.12.0").marlin_moe_atomic_add);
+  EXPECT_FALSE(vllm_rule("0.13.0").marlin_moe_atomic_add);
   // V0 runs none of these paths (its experts and quantized layers are refused).
   const VllmRule v0 = vllm_rule("0.7.3");
   EXPECT_FALSE(v0.even_expert_map || v0.modelopt_kv_auto_fp8 || v0.nvfp4_marlin_moe || v0.modular_moe);

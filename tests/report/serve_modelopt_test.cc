@@ -148,8 +148,10 @@ TEST(ServeModelOpt, VllmRefusals) {
   refused(s, 90, DType::Float32, "serves in bfloat16 or float16");
   refused(s, 89 - 9, DType::BFloat16, "ModelOptFp8Config needs 8.9");
   ServeSettings later = s;
-  later.engine_version = "0.13";
-  refused(later, 90, DType::BFloat16, "--engine-version 0.13 with --kv-cache-dtype auto");
+  later.engine_version = "0.13";  // v0.13.0: auto is the model's type (PR #30785 came after its branch)
+  EXPECT_NO_THROW(vllm_modelopt_quantization(q, later, 90, 132, DType::BFloat16, "m", source));
+  later.engine_version = "0.14";
+  refused(later, 90, DType::BFloat16, "--engine-version 0.14 with --kv-cache-dtype auto");
   later.kv_cache_dtype = "fp8";  // stated: no question of what auto becomes
   EXPECT_NO_THROW(vllm_modelopt_quantization(q, later, 90, 132, DType::BFloat16, "m", source));
 }
