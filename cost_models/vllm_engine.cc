@@ -125,6 +125,7 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.mxfp4_marlin_modular = minor >= 17;
   r.fp4_marlin_sm75 = minor >= 14;
   r.marlin_moe_atomic_add = minor <= 11;
+  r.fused_moe_chunk_16k = minor >= 12;
   return r;
 }
 

@@ -31,7 +31,7 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   const uint64_t pairs = checked_mul(t, k, "fused MoE bytes");
   // fused_topk: float32 weights, int32 ids, int32 token_expert_indices.
   b.topk_bytes = checked_mul(pairs, 4 + 4 + 4, "fused MoE bytes");
-  b.chunk_tokens = s.chunked && !s.modular ? std::min(s.tokens, kVllmFusedMoeChunkSize) : s.tokens;
+  b.chunk_tokens = s.chunked && !s.modular ? std::min(s.tokens, s.chunk_size) : s.tokens;
   // get_default_config (fused_moe.py at 13cb3e4): BLOCK_SIZE_M 16 when M <= E, else 64, with E = w2.size(0) (the
   // rank's experts: try_get_optimal_moe_config's E, _, N = w2_shape); fp8_w8a8 with a block shape sets it.
   const int64_t rank_experts = s.local_experts > 0 ? s.local_experts : s.experts;

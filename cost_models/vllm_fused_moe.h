@@ -14,8 +14,9 @@
 //    (intermediate_cache1 [M, k, N] and intermediate_cache3 [M, k, H] share it) and intermediate_cache2
 //    [M·k, N / 2], in d, where N = 2·I_p (w13's rows: gate and up stacked); the output [T, H] in d
 //    (out_hidden_states, empty_like(hidden_states) out of place; the in-place path writes over its input).
-// VLLM_FUSED_MOE_CHUNK_SIZE defaults to 32768 (vllm/envs.py at 001f69f; later envs.py writes 16 * 1024): both
-// give M = T up to 16384 tokens a step, vLLM's default step on any GPU being 8192 or 2048.
+// VLLM_FUSED_MOE_CHUNK_SIZE defaults to 32768 up to 0.11 (vllm/envs.py at 001f69f and the v0.11.2 tag) and to
+// 16 x 1024 from 0.12 (the v0.12.0 and v0.13.0 tags: VllmRule.fused_moe_chunk_16k, VllmFusedMoeShape.chunk_size):
+// both give M = T up to 16384 tokens a step, vLLM's default step on any GPU being 8192 or 2048.
 // The experts' weights (FusedMoE.__init__: intermediate_size_per_partition = intermediate_size // tp_size;
 // UnquantizedFusedMoEMethod.create_weights: w13_weight [E, 2·I_p, H], w2_weight [E, H, I_p]) are the graph's
 // expert weights as its tensor-parallel plan shards them (each expert's gate and up column-parallel, down
@@ -54,8 +55,8 @@ namespace memplan {
 // allocates the router's fused_topk tensors, moe_align_block_size's and its output [T, H] (empty_like or
 // zeros_like: the same bytes); kernel-level chunking (VLLM_FUSED_MOE_CHUNK_SIZE, 16384 then) is gone from 0.18
 // (PR #34086).
-inline constexpr int64_t kVllmFusedMoeChunkSize = 32768;  // envs.py VLLM_FUSED_MOE_CHUNK_SIZE (at 001f69f)
-inline constexpr int64_t kVllmModularMoeChunkSize = 16384;  // the same variable's default at 0.14 to 0.17
+inline constexpr int64_t kVllmFusedMoeChunkSize = 32768;  // envs.py VLLM_FUSED_MOE_CHUNK_SIZE (at 001f69f, v0.11.2)
+inline constexpr int64_t kVllmModularMoeChunkSize = 16384;  // the same variable's default from 0.12 (v0.12.0 tag)
 
 struct VllmFusedMoeShape {
   int64_t tokens = 0, hidden = 0, experts = 0, top_k = 0;
@@ -65,6 +66,8 @@ struct VllmFusedMoeShape {
   int64_t local_experts = 0;
   int64_t block_size_m = 0;  // 0: get_default_config's rule above; fp8_w8a8 with a block shape: 64 (vllm_fp8_block.h)
   bool chunked = true;       // fused_experts_impl's chunks of VLLM_FUSED_MOE_CHUNK_SIZE; Marlin takes every token
+  int64_t chunk_size = kVllmFusedMoeChunkSize;  // that variable's default for the version (kVllmModularMoeChunkSize
+                                                // from 0.12)
   bool modular = false;      // 0.14 on: TritonExperts in the modular kernel, its workspaces the WorkspaceManager's
 };
 

@@ -243,7 +243,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
                          mxfp4 ? capability : 0, s.enable_expert_parallel, dp,
                          kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"),
-                         options.execution.multiprocessors, modular_moe, rule.marlin_moe_atomic_add);
+                         options.execution.multiprocessors, modular_moe, rule);
   // The GPU's backend: its row.
   if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && rule.mxfp4_marlin_modular)
     throw VllmGpuRefused("--engine-version " + s.engine_version + " with " + probe.path() + "'s MXFP4 experts on "

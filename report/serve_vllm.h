@@ -56,6 +56,7 @@ struct VllmMoeAnswer {
   uint64_t expert_weight_bytes = 0;  // one rank's w13 and w2 of every sparse layer (in the weights term)
   VllmFusedMoeBytes kernel;          // one call's buffers at the profile step (and the modular kernel's workspace)
   bool modular = false;              // 0.14 on: the modular kernel, its workspace held from the first MoE layer
+  int64_t chunk_size = kVllmFusedMoeChunkSize;  // fused_experts_impl's chunk at the version (VllmFusedMoeShape)
   uint64_t peak_allocated = 0;       // the forward's allocated bytes at the fullest router plus the kernel's buffers
   // MXFP4 experts (gpt-oss; cost_models/mxfp4_experts.h): the backend's layer and graph bytes they replace.
   bool mxfp4 = false;
@@ -262,11 +263,11 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // `modular`: vLLM 0.14 on, the unquantized kernel in the modular kernel (cost_models/vllm_fused_moe.h): cache13 and
 // cache2 are the WorkspaceManager's buffer, which `forward` already holds from the first router on
 // (vllm_hold_moe_workspace); refuses expert parallelism.
-// `marlin_atomic_add`: VllmRule.marlin_moe_atomic_add (the MXFP4 Marlin kernel's float32 reduction buffer).
+// `rule`: the version's (VllmRule: fused_experts_impl's chunk, the MXFP4 Marlin kernel's atomic add).
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
-                             const std::string& model, int mxfp4_capability = 0, bool expert_parallel = false,
-                             int dp = 1, std::optional<VllmMxfp4Backend> mxfp4_backend = std::nullopt,
-                             int multiprocessors = 0, bool modular = false, bool marlin_atomic_add = true);
+                             const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
+                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
+                             const VllmRule& rule);
 
 // vLLM 0.14 on: the modular kernel's WorkspaceManager buffer (cost_models/vllm_fused_moe.h) for `blocks` at one
 // rank's expert width over `tp`, added to `forward`'s allocated bytes from the first router's step on (its

@@ -18,13 +18,14 @@ namespace memplan {
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
                              std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
-                             bool marlin_atomic_add) {
+                             const VllmRule& rule) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
   if (modular && (expert_parallel || mxfp4_capability > 0))
     throw std::logic_error("vllm_fused_moe: the modular kernel is sized for Triton experts (unquantized, fp8) "
                            "without expert parallelism");
   m.modular = modular;
+  m.chunk_size = rule.fused_moe_chunk_16k ? kVllmModularMoeChunkSize : kVllmFusedMoeChunkSize;
   if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
   const MoeBlock& first = blocks.front();
   for (const MoeBlock& b : blocks)  // a config's sparse layers are alike (hf_moe.cc builds them from one config)
@@ -92,6 +93,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   VllmFusedMoeShape shape{m.kernel_tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank,
                           m.ep.local_experts};
   shape.modular = modular;
+  shape.chunk_size = m.chunk_size;
   m.kernel = vllm_fused_moe_bytes(shape, served);
   // naive's combine: get_dp_group().all_reduce of the kernel's output [D·T, H], out of place (a new tensor of its
   // size), while the output is held; allgather_reducescatter's reduce_scatterv output [T, H] is smaller.
@@ -121,7 +123,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     m.graph_expert_bytes = checked_mul(checked_mul(e * (3 * h * ip + 2 * ip + h), d, "expert bytes"),
                                        static_cast<uint64_t>(m.blocks), "expert bytes");
     if (marlin) {
-      const bool reduces = vllm_marlin_moe_reduces(mxfp4_capability, served, marlin_atomic_add);
+      const bool reduces = vllm_marlin_moe_reduces(mxfp4_capability, served, rule.marlin_moe_atomic_add);
       if (multiprocessors <= 0 && reduces)
         throw InputError(fmt::format("serve --engine vllm: {}'s MXFP4 experts on Marlin at compute capability {}.{}: "
                                      "its GEMMs reduce in a float32 buffer sized by the GPU's multiprocessors, which "

@@ -54,6 +54,24 @@ class ModularKernelByHand(unittest.TestCase):
         # 0.13 is still 0.11's path (PR #31052 came after 0.13.0).
         self.assertEqual(serve(qwen3_moe_config, "0.13")["replaced"]["fused_moe"]["kernel_bytes"], 134_156)
 
+    def test_0_12_and_0_13_chunk_at_16384(self):
+        # VLLM_FUSED_MOE_CHUNK_SIZE: 32768 at v0.11.2, 16 x 1024 at v0.12.0 and v0.13.0 (vllm/envs.py at the tags).
+        # A 20,000-token step (the tiny qwen3_moe, bf16, top-2): 0.11's caches hold every token, cache13 20,000 x 2 x
+        # 256 x 2 = 20,480,000 B; 0.12's one chunk, 16,384 x 2 x 256 x 2 = 16,777,216 B and cache2 16,384 x 2 x 128 x
+        # 2 = 8,388,608 B.
+        def moe(version):
+            with tempfile.TemporaryDirectory() as d:
+                args = step(20000)
+                args[args.index("--memory") + 1] = "8GiB"  # room for a 20,000-token step's activations
+                p = run("serve", qwen3_moe_config(d), *args, "--engine-version", version)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)["replaced"]["fused_moe"]
+        old, new = moe("0.11"), moe("0.12")
+        self.assertEqual((old["chunk_tokens"], old["cache13_bytes"]), (20_000, 20_480_000))
+        self.assertEqual((new["chunk_tokens"], new["cache13_bytes"], new["cache2_bytes"]),
+                         (16_384, 16_777_216, 8_388_608))
+        self.assertEqual(moe("0.13")["chunk_tokens"], 16_384)
+
     def test_fp8_experts_too(self):
         old = serve(mixtral_config, "0.11", quantization=STATIC)
         new = serve(mixtral_config, "0.14", quantization=STATIC)

@@ -377,6 +377,9 @@ TEST(VllmEngine, SeriesPathsChangeAtTheirReleases) {
   EXPECT_FALSE(vllm_rule("0.16.0").mxfp4_marlin_modular);
   EXPECT_TRUE(vllm_rule("0.18").modular_moe && !vllm_rule("0.18").modular_moe_chunked);
   EXPECT_TRUE(vllm_rule("0.29").modular_moe && vllm_rule("0.29").mxfp4_marlin_modular);
+  // VLLM_FUSED_MOE_CHUNK_SIZE: 32768 at v0.11.2, 16 x 1024 at v0.12.0.
+  EXPECT_FALSE(vllm_rule("0.11.2").fused_moe_chunk_16k);
+  EXPECT_TRUE(vllm_rule("0.12.0").fused_moe_chunk_16k);
   // PR #24722, in 0.12.0: fused_marlin_moe's use_atomic_add=False from then on.
   EXPECT_TRUE(vllm_rule("0.11.2").marlin_moe_atomic_add);
   EXPECT_FALSE(vllm_rule("0.12.0").marlin_moe_atomic_add);

@@ -56,6 +56,18 @@ TEST(VllmFusedMoe, ChunkBoundsTheCaches) {
   EXPECT_EQ(b.topk_bytes, 40000u * 2 * 12);
 }
 
+// From 0.12 the variable's default is 16 x 1024 (vllm/envs.py at the v0.12.0 tag): the same step's caches hold 16,384
+// tokens, half the above: cache13 16,384 x 2 x 16 x 2 = 1,048,576, cache2 524,288; the output still every token.
+TEST(VllmFusedMoe, FromVersion0_12TheChunkIsHalved) {
+  VllmFusedMoeShape s{40000, 16, 8, 2, 8};
+  s.chunk_size = kVllmModularMoeChunkSize;
+  const VllmFusedMoeBytes b = vllm_fused_moe_bytes(s, DType::Float16);
+  EXPECT_EQ(b.chunk_tokens, 16384);
+  EXPECT_EQ(b.cache13_bytes, 1048576u);
+  EXPECT_EQ(b.cache2_bytes, 524288u);
+  EXPECT_EQ(b.output_bytes, 1280000u);
+}
+
 TEST(VllmFusedMoe, TensorParallelMustDivideTheExpertWidth) {
   EXPECT_EQ(vllm_moe_intermediate_per_rank(768, 4, "m"), 192);
   EXPECT_THROW(vllm_moe_intermediate_per_rank(768, 5, "m"), InputError);
