@@ -193,14 +193,15 @@ void TrainingStep::add_fsdp2_shards() {
     uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(0, dim0));
     uint64_t rest = rows == 0 ? 0 : tp.local_bytes(graph_, p, t.elements()) / rows;
     const bool params4bit = layout().storage[p] == FrozenStorage::Nf4 && !options_.nf4_torchao;
+    // --quantize-experts' parametrized stacked experts: replace_parameter_4bit's default quant_storage, uint8
+    // (axolotl passes none), a non-float parameter no policy casts; the Linear4bit weights: the model's type.
+    const bool uint8_packed = params4bit && layout().parametrized[p];
     if (params4bit) {  // bitsandbytes' Params4bit: the packed [P, 1] tensor chunked on dim 0, its QuantState whole
       if (tp.sharded(p))
         throw InputError("--shard fsdp2 with --tp over --frozen-dtype nf4 (bitsandbytes' Params4bit): weight '" +
                          t.name + "' would be a tensor-parallel DTensor of packed 4-bit values, which memplan does not "
                          "model");
-      // --quantize-experts' parametrized stacked experts: replace_parameter_4bit's default quant_storage, uint8
-      // (axolotl passes none), a non-float parameter no policy casts; the Linear4bit weights: the model's type.
-      rows = params4bit_packed(p, layout().parametrized[p] ? 1 : computed);
+      rows = params4bit_packed(p, uint8_packed ? 1 : computed);
       rest = 1;
     }
     if (layout().storage[p] == FrozenStorage::Nf4 && !params4bit) {  // torchao's NF4Tensor: frozen, gathered as NF4
@@ -214,16 +215,17 @@ void TrainingStep::add_fsdp2_shards() {
     const uint64_t ways = fsdp2_ways(p, rows);  // --ep: an expert's E/N slice over the GPUs / N (training_ep.cc)
     const uint64_t rank_rows = rows / ways + (rows % ways != 0);  // chunks[0]: ceil(dim0 / N)
     const uint64_t numel = checked_mul(rank_rows, rest, "FSDP2 shard");
-    const uint64_t element = params4bit && layout().parametrized[p] ? 1 : computed;  // the uint8 experts' bytes
-    const uint64_t bytes = checked_mul(numel, params4bit && layout().parametrized[p] ? 1 : stored, "FSDP2 shard");
+    // The element gathered and the one kept: the uint8 experts are bytes in both, never cast.
+    const uint64_t element = uint8_packed ? 1 : computed, kept = uint8_packed ? 1 : stored;
+    const uint64_t bytes = checked_mul(numel, kept, "FSDP2 shard");
     const uint64_t gathered = checked_mul(checked_mul(numel, ways, "FSDP2 all-gather"), element, "FSDP2 all-gather");
     shard[u] = checked_add(shard[u], bytes, "FSDP2 shard");
     unit_padded_bytes_[u] = checked_add(unit_padded_bytes_[u], gathered, "FSDP2 all-gather");
     if (params4bit)
       result_.frozen_stored_bytes = checked_add(result_.frozen_stored_bytes, bytes, "frozen weight bytes");
-    if (offload) copies[u].push_back({bytes, numel * computed});  // all_gather_inputs' .to(device), cast
-    else if (computed != stored)  // _get_param_all_gather_inputs' flat_foreach_copy_input
-      fsdp2_gather_input_bytes_[u] = checked_add(fsdp2_gather_input_bytes_[u], numel * computed, "FSDP2 all-gather input");
+    if (offload) copies[u].push_back({bytes, numel * element});  // all_gather_inputs' .to(device), cast
+    else if (element != kept)  // _get_param_all_gather_inputs' flat_foreach_copy_input
+      fsdp2_gather_input_bytes_[u] = checked_add(fsdp2_gather_input_bytes_[u], numel * element, "FSDP2 all-gather input");
     if (!context_.is_param[p]) continue;
     unit_trains_[u] = true;
     const uint64_t scattered = checked_mul(checked_mul(numel, ways, "FSDP2 reduce-scatter"), reduced, "FSDP2 reduce-scatter");

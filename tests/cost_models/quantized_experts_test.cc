@@ -150,6 +150,26 @@ TEST_F(QuantizedExperts, UnderFullyShardTheExpertsShardPackedByHand) {
   EXPECT_EQ(q.steps[size_t(testing::last_reader(q, b))].phase, Phase::Backward);
 }
 
+// Under CPUOffloadPolicy each group's shards are copied to the GPU for the all-gather, cast only where a parameter's
+// type differs from the gathered one: the packed uint8 experts are copied as they are (256 + 128 B a rank), so the
+// layer's host-to-device input is 2,688 B below the unquantized float32 experts' (2,048 + 1,024 B), as its shard is,
+// and nothing of the layer is held in a stored type beside a cast copy.
+TEST_F(QuantizedExperts, UnderCpuOffloadThePackedExpertsAreCopiedUncast) {
+  const auto g = graph();
+  TrainingRun o = run();
+  o.gpus = 2;
+  o.shard = Sharding::Fsdp2;
+  o.nf4_torchao = false;
+  o.fsdp_cpu_offload = true;
+  const Program q = build_training_program(*g, o).program;
+  o.quantize_experts = false;
+  const Program plain = build_training_program(*g, o).program;
+  EXPECT_EQ(testing::bytes_of(plain, "fsdp2_all_gather_input:layers.1") -
+                testing::bytes_of(q, "fsdp2_all_gather_input:layers.1"),
+            2688u);
+  EXPECT_EQ(buffer_named(q, "fsdp2_offload_h2d_stored:layers.1"), -1);
+}
+
 TEST_F(QuantizedExperts, RefusesWhatItDoesNotModel) {
   // PEFT's ParamWrapper over the parametrization.
   try {
