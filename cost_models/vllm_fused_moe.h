@@ -92,6 +92,11 @@ uint64_t vllm_modular_moe_workspace_bytes(int64_t tokens, int64_t top_k, int64_t
 
 VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype);
 
+// VLLM_FUSED_MOE_CHUNK_SIZE's default at a release: `from_0_12`, VllmRule.fused_moe_chunk_16k.
+inline int64_t vllm_fused_moe_chunk_size(bool from_0_12) {
+  return from_0_12 ? kVllmModularMoeChunkSize : kVllmFusedMoeChunkSize;
+}
+
 // moe_align_block_size's sorted token ids at block `block`: T·k + E·(block − 1), E the global experts (the buffer's
 // length; fused_marlin_moe's c_tmp is sized by it too).
 uint64_t vllm_moe_align_sorted_ids(int64_t tokens, int64_t top_k, int64_t experts, int64_t block);

@@ -19,10 +19,12 @@ ServeProbe::ServeProbe(std::string path, Bindings user, const ServeSettings& set
   serve_in_type();
 }
 
+DType ServeProbe::auto_served_dtype() {
+  return vllm_auto_dtype(session_.stored_float_dtype(), options_.execution.cuda_arch_major, session_.model_type());
+}
+
 void ServeProbe::serve_in_type() {
-  if (auto_dtype_)
-    options_.inference.float_dtype =
-        vllm_auto_dtype(session_.stored_float_dtype(), options_.execution.cuda_arch_major, session_.model_type());
+  if (auto_dtype_) options_.inference.float_dtype = auto_served_dtype();
   const bool fp8 = kKvCacheDtypeChoices.parse(settings_.kv_cache_dtype, "--kv-cache-dtype");
   kv_ = find_kv_cache(session_, user_, settings_.kv_dim, fp8 ? DType::Float8E4M3FN : options_.inference.float_dtype);
   options_.inference.held_outside = kv_.tensors();
@@ -30,11 +32,8 @@ void ServeProbe::serve_in_type() {
 }
 
 void ServeProbe::use_gpu_architecture(const GpuSpec& gpu) {
-  const DType before = options_.inference.float_dtype;
   apply_gpu_architecture(gpu, options_);
-  if (auto_dtype_ && vllm_auto_dtype(session_.stored_float_dtype(), options_.execution.cuda_arch_major,
-                                     session_.model_type()) != before)
-    serve_in_type();
+  if (auto_dtype_ && auto_served_dtype() != options_.inference.float_dtype) serve_in_type();
 }
 
 std::shared_ptr<const Graph> ServeProbe::shape_step(int64_t batch, int64_t cached, int64_t fresh) {

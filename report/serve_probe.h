@@ -135,6 +135,7 @@ class ServeProbe {
   ServeStep step(int64_t batch, int64_t cached, int64_t fresh);
   // The served type (vLLM's --dtype auto's on options_'s architecture, when auto_dtype_) and the cache in it.
   void serve_in_type();
+  DType auto_served_dtype();  // vLLM's --dtype auto's type on options_'s architecture (vllm_auto_dtype)
 
   ModelSession session_;
   Bindings user_;

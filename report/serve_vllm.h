@@ -56,7 +56,6 @@ struct VllmMoeAnswer {
   uint64_t expert_weight_bytes = 0;  // one rank's w13 and w2 of every sparse layer (in the weights term)
   VllmFusedMoeBytes kernel;          // one call's buffers at the profile step (and the modular kernel's workspace)
   bool modular = false;              // 0.14 on: the modular kernel, its workspace held from the first MoE layer
-  int64_t chunk_size = kVllmFusedMoeChunkSize;  // fused_experts_impl's chunk at the version (VllmFusedMoeShape)
   uint64_t peak_allocated = 0;       // the forward's allocated bytes at the fullest router plus the kernel's buffers
   // MXFP4 experts (gpt-oss; cost_models/mxfp4_experts.h): the backend's layer and graph bytes they replace.
   bool mxfp4 = false;

@@ -144,7 +144,7 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
                               m.ep.local_experts};
       shape.block_size_m = 64;
       shape.modular = m.modular;
-      shape.chunk_size = m.chunk_size;
+      shape.chunk_size = vllm_fused_moe_chunk_size(a.settings.rule.fused_moe_chunk_16k);
       m.kernel = vllm_fused_moe_bytes(shape, served);
     }
     f.moe_quant_bytes =

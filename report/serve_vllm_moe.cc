@@ -25,7 +25,6 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     throw std::logic_error("vllm_fused_moe: the modular kernel is sized for Triton experts (unquantized, fp8) "
                            "without expert parallelism");
   m.modular = modular;
-  m.chunk_size = rule.fused_moe_chunk_16k ? kVllmModularMoeChunkSize : kVllmFusedMoeChunkSize;
   if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
   const MoeBlock& first = blocks.front();
   for (const MoeBlock& b : blocks)  // a config's sparse layers are alike (hf_moe.cc builds them from one config)
@@ -93,7 +92,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   VllmFusedMoeShape shape{m.kernel_tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank,
                           m.ep.local_experts};
   shape.modular = modular;
-  shape.chunk_size = m.chunk_size;
+  shape.chunk_size = vllm_fused_moe_chunk_size(rule.fused_moe_chunk_16k);
   m.kernel = vllm_fused_moe_bytes(shape, served);
   // naive's combine: get_dp_group().all_reduce of the kernel's output [D·T, H], out of place (a new tensor of its
   // size), while the output is held; allgather_reducescatter's reduce_scatterv output [T, H] is smaller.
