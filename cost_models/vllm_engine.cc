@@ -126,6 +126,11 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.fp4_marlin_sm75 = minor >= 14;
   r.marlin_moe_atomic_add = minor <= 11;
   r.fused_moe_chunk_16k = minor >= 12;
+  const bool from_0_17_2 = minor > 17 || (minor == 17 && patch >= 2);
+  r.kv_group_pad_quarters = from_0_17_2 ? 6 : minor >= 12 ? 5 : 0;
+  r.kv_start_check = minor <= 13                                 ? VllmKvStartCheck::EveryLayer
+                     : minor > 18 || (minor == 18 && patch >= 1) ? VllmKvStartCheck::EveryGroup
+                                                                 : VllmKvStartCheck::FirstGroup;
   return r;
 }
 
@@ -404,8 +409,9 @@ VllmKvCapacity vllm_kv_capacity(int64_t available, const PagedKvCache& cache, in
   VllmKvGrouping one;
   one.group_size = 1;
   one.groups.push_back({sliding.window, 1});
+  // Every start check asks the same of one group of every layer.
   return vllm_grouped_kv_capacity(available, one, cache.block_size, cache.bytes_per_token, max_model_len,
-                                  sliding.max_num_batched_tokens);
+                                  sliding.max_num_batched_tokens, VllmKvStartCheck::EveryGroup);
 }
 
 uint64_t vllm_kv_bytes_per_rank(const Graph& g, const std::vector<std::string>& presents, uint64_t bytes_per_token,

@@ -114,6 +114,14 @@ namespace memplan {
 //    the one read for 0.25 (not read at 0.29).
 enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_17, V0_21, V0_25, V0_29 };
 
+// What vLLM's start check asks of a hybrid model's cache for one request of max_model_len tokens (vllm/v1/core/
+// kv_cache_utils.py at the release tags; cost_models/vllm_kv_groups.h): 0.11 to 0.13 check_enough_kv_cache_memory
+// sums every layer's own max_memory_usage_bytes, unpadded; PR #29431 (merged 2025-12-24, after #30785 of 0.14)
+// checks the groups, _max_memory_usage_bytes_from_groups: group_size x page x the blocks of kv_cache_groups[0]
+// only (v0.16.0 and v0.18.0 alike) until PR #36030 ("Correct max memory usage for multiple KV-cache groups",
+// 2026-03-17, in v0.18.1rc0, not in v0.18.0) sums every group's blocks.
+enum class VllmKvStartCheck { EveryLayer, FirstGroup, EveryGroup };
+
 // What each rule does differently: the analysis (report/serve_vllm.cc) reads these, never the version.
 struct VllmRule {
   bool v0_engine = false;               // V0's ModelRunner, sampler and SchedulerConfig defaults
@@ -148,6 +156,11 @@ struct VllmRule {
                                        // a float32 c_tmp (vllm_fused_moe.h vllm_marlin_moe_reduces)
   bool fp4_marlin_sm75 = false;       // 0.14 on: Marlin's FP4 GEMMs on compute capability 7.5 (PR #29901, merged the
                                       // week of 2025-12-19 after 0.13's cut; is_fp4_marlin_supported needed 8.0 before)
+  // A hybrid model's groups (_get_kv_cache_groups_uniform_page_size): group_size the most layers of one kind when
+  // most x 4 < fewest x kv_group_pad_quarters, else the fewest: 0 (never; to 0.11.x), 5 (x 1.25: 0.12 to 0.17.1,
+  // PR #29303), 6 (x 1.5: 0.17.2 on, PR #36684, first in v0.17.2rc0).
+  int kv_group_pad_quarters = 0;
+  VllmKvStartCheck kv_start_check = VllmKvStartCheck::EveryLayer;
 };
 // What the release `version_text` (an --engine-version, vllm_version's forms) does: its budget rule's flags and the
 // paths of its series. Throws vllm_version's InputError.
@@ -411,6 +424,7 @@ struct VllmKvCapacity {
   int64_t blocks_per_request = 0;     // vllm_blocks_per_request: cdiv(max_model_len, block_size) for full attention
   double max_concurrency = 0;         // "Maximum concurrency for L tokens per request: X"
   bool starts = false;
+  uint64_t start_check_bytes = 0;     // what vLLM's start check asks for one request of max_model_len
   int64_t estimated_max_model_len = 0;  // when it does not start: the longest request that fits (0: none)
   std::string refusal;                // vLLM's reason, when it does not start
 };

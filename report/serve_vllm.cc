@@ -378,14 +378,14 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
     // heads and head_dim: _get_kv_cache_groups_uniform_page_size's assumption).
     std::vector<int64_t> windows;
     for (bool slides : probe.sliding_layers()) windows.push_back(slides ? a.sliding_window : 0);
-    a.grouping = vllm_kv_groups(windows);
+    a.grouping = vllm_kv_groups(windows, a.settings.rule.kv_group_pad_quarters);
     if (a.kv_bytes_per_token % static_cast<uint64_t>(a.kv_layers) != 0)
       throw std::logic_error("serve --engine vllm: the layers of " + probe.path() + " differ in KV bytes");
     a.layer_bytes_per_token = a.kv_bytes_per_token / static_cast<uint64_t>(a.kv_layers);
     a.block_bytes = checked_mul(checked_mul(static_cast<uint64_t>(e.block_size), a.layer_bytes_per_token, "KV bytes"),
                                 static_cast<uint64_t>(a.grouping.group_size), "KV bytes");
     a.capacity = vllm_grouped_kv_capacity(a.memory.available, a.grouping, e.block_size, a.layer_bytes_per_token,
-                                          e.max_model_len, e.max_num_batched_tokens);
+                                          e.max_model_len, e.max_num_batched_tokens, a.settings.rule.kv_start_check);
   } else {
     a.capacity = vllm_kv_capacity(a.memory.available, cache, e.max_model_len,
                                   VllmSlidingWindow{a.sliding_window, e.max_num_batched_tokens});

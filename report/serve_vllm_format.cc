@@ -86,7 +86,18 @@ void add_layer_groups(const VllmAnswer& a, nlohmann::ordered_json& kv) {
   if (hybrid(a)) {
     kv["group_size"] = a.grouping.group_size;
     kv["padding_layers"] = a.grouping.padding_layers;
+    kv["start_check_bytes"] = a.capacity.start_check_bytes;
   }
+}
+
+// What a release's start check counts (cost_models/vllm_engine.h VllmKvStartCheck).
+const char* start_check_text(VllmKvStartCheck check) {
+  switch (check) {
+    case VllmKvStartCheck::EveryLayer: return "every layer's blocks, no padding slot: 0.11 to 0.13";
+    case VllmKvStartCheck::FirstGroup: return "group_size x the first group's blocks: 0.14 to 0.18.0";
+    case VllmKvStartCheck::EveryGroup: return "group_size x every group's blocks: 0.18.1 on";
+  }
+  return "";
 }
 
 // A windowed model's table: the bound on a request's blocks, which depends on each GPU's max_num_batched_tokens
@@ -385,6 +396,8 @@ std::string vllm_to_text(const VllmAnswer& a) {
                      sliding_groups, a.sliding_window, e.max_num_batched_tokens, e.max_model_len, e.block_size,
                      full_groups, e.max_model_len, e.block_size, sliding_groups, window_blocks, full_groups,
                      full_blocks, a.capacity.blocks_per_request);
+    t += fmt::format("  vLLM's start check asks {} B for one request ({})\n", format_count(a.capacity.start_check_bytes),
+                     start_check_text(a.settings.rule.kv_start_check));
   }
   std::string replaced = a.lm_head.empty() ? "no LM head found (logits counted as the graph has them)"
                                            : "the LM head (" + a.lm_head + ") computed at the sampled rows only";
@@ -404,6 +417,11 @@ std::string vllm_to_text(const VllmAnswer& a) {
                      a.settings.dp, format_count(vllm_all_dp_ranks_tokens(a)));
   t += fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x\n", format_count(e.max_model_len),
                    a.capacity.max_concurrency);
+  if (a.capacity.starts && a.capacity.blocks_per_request > a.capacity.num_blocks)
+    t += fmt::format("vLLM starts, though one request of {} tokens takes {} blocks of the {}: its start check counts "
+                     "{}\n",
+                     format_count(e.max_model_len), format_count(a.capacity.blocks_per_request),
+                     format_count(a.capacity.num_blocks), start_check_text(a.settings.rule.kv_start_check));
   if (!a.capacity.starts) {
     t += "vLLM would not start: " + a.capacity.refusal;
     if (a.capacity.estimated_max_model_len > 0)

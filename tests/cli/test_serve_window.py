@@ -298,6 +298,48 @@ class GemmaHybrid(unittest.TestCase):
             self.assertEqual(eager.returncode, 2)
             self.assertIn('"sliding_window" is 24', eager.stderr)
 
+    def test_the_start_check_by_release(self):
+        # Seven layers (sliding_window_pattern 3: 2 and 5 full, 5 sliding): group_size 2 (5 is not below 1.5 x 2),
+        # the sliding kind in cdiv(5, 2) = 3 groups (1 padding slot), a page 16 x 64 = 1,024 B, a request of 256
+        # tokens 7 blocks a sliding group and 16 the full one. vLLM's check (kv_cache_utils.py at the tags) asks:
+        #   0.11 to 0.13, every layer unpadded:     (5 x 7 + 2 x 16) x 1,024 = 68,608 B
+        #   0.14 to 0.18.0, the first group only:  2 x 7 x 1,024 = 14,336 B (layer 0 slides)
+        #   0.18.1 on, every group:                2 x (3 x 7 + 16) x 1,024 = 75,776 B
+        # With --gpu-memory-utilization 1.0 the available bytes are --memory less the weights and profile peak.
+        need = {"0.13": 68608, "0.16": 14336, "0.18.1": 75776}
+        with tempfile.TemporaryDirectory() as d:
+            path = self.config(d, num_hidden_layers=7)
+
+            def serve(version, available=None, json_out=True):
+                args = ["serve", path, *ARGS, "--gpu-memory-utilization", "1.0", "--engine-version", version]
+                if available is None:
+                    p = run(*args, "--memory", "1GiB", "--json")
+                    j = json.loads(p.stdout)
+                    return j["memory"]["total_bytes"] - j["memory"]["available_kv_cache_bytes"]
+                return run(*args, "--memory", str(serve(version) + available), *(["--json"] if json_out else []))
+
+            for version, bytes_ in need.items():
+                p = serve(version, 10 ** 6)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                kv = json.loads(p.stdout)["kv_cache"]
+                self.assertEqual((kv["group_size"], kv["padding_layers"], kv["blocks_per_request"]), (2, 1, 37))
+                self.assertEqual(kv["start_check_bytes"], bytes_, version)
+            # At exactly 0.13's need it starts and 0.18.1 does not; a byte less and 0.13 does not either.
+            self.assertTrue(json.loads(serve("0.13", 68608).stdout)["starts"])
+            self.assertEqual(serve("0.13", 68607).returncode, 1)
+            self.assertEqual(serve("0.18.1", 68608).returncode, 1)
+            # 20,000 B: 0.13 names the longest request whose pages fit, 5 x (cdiv(m, 16) + 1) + 2 x cdiv(m, 16)
+            # <= 19.5: m = 32; 0.16 starts with 9 blocks where a request of 256 tokens takes 37.
+            self.assertEqual(json.loads(serve("0.13", 20000).stdout)["estimated_max_model_len"], 32)
+            p = serve("0.16", 20000)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            j = json.loads(p.stdout)
+            self.assertEqual((j["starts"], j["num_gpu_blocks"], j["max_concurrent_sequences"]), (True, 9, 0))
+            self.assertAlmostEqual(j["max_concurrency"], 9 / 37)
+            self.assertIn("vLLM starts, though one request of 256 tokens takes 37 blocks of the 9: its start check "
+                          "counts group_size x the first group's blocks: 0.14 to 0.18.0",
+                          serve("0.16", 20000, json_out=False).stdout)
+
     def test_gemma2_soft_caps_run_in_the_kernels(self):
         # Gemma 2: even layers slide (0, 2, 4), odd ones are full (1, 3, 5): 3 + 3, group_size 3, 1 + 1 groups; a
         # request of 256 tokens holds cdiv(min(24 - 1 + 64, 256), 16) + 1 + cdiv(256, 16) = 7 + 16 = 23 blocks, a
