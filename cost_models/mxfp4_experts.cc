@@ -90,7 +90,24 @@ uint64_t Mxfp4ExpertsLayer::total() const {
   return checked_add(t, constants_bytes, "mxfp4 bytes");
 }
 
-VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested,
+namespace {
+
+// Where vLLM's Triton backend runs and memplan reads its layouts: 9.0 to 10.x.
+void check_triton_capability(int capability, bool requested, const std::string& model) {
+  if (capability >= 90 && capability < 110) return;
+  throw InputError(fmt::format(
+      "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{}{}: {}", model, capability / 10,
+      capability % 10, requested ? " with --mxfp4-backend triton" : "",
+      capability < 90 ? "vLLM runs its Marlin backend below 9.0 whatever is installed (get_mxfp4_backend); give "
+                        "--mxfp4-backend auto or marlin"
+                      : "vLLM's Triton backend there lays the weights out with triton_kernels' layouts for that GPU, "
+                        "which memplan does not read (it sizes the Triton backend of 9.0 to 10.x); give "
+                        "--mxfp4-backend marlin if vLLM's log says \"Using Marlin backend\""));
+}
+
+}  // namespace
+
+VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested, const VllmRule& rule,
                                     const std::string& model) {
   if (rocm_compute_capability(capability))
     throw InputError(fmt::format(
@@ -99,21 +116,30 @@ VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backe
         "and Marlin backends)", model, capability / 10, capability % 10));
   if (requested == VllmMxfp4Backend::Marlin) return VllmMxfp4Backend::Marlin;
   if (!requested && capability < 90) return VllmMxfp4Backend::Marlin;
-  if (capability < 90 || capability >= 110)
+  if (!requested && !rule.bundles_triton_kernels) {
+    // get_mxfp4_backend before 0.12: `cap[0] < 9 or not has_triton_kernels() or torch < 2.8.0` -> Marlin; only
+    // 10.0 asks first whether FlashInfer is usable (SM100_FI_MXFP4_BF16, a layout not sized here).
+    if (capability != 100) return VllmMxfp4Backend::Marlin;
     throw InputError(fmt::format(
-        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{}{}: {}", model, capability / 10,
-        capability % 10, requested ? " with --mxfp4-backend triton" : "",
-        capability < 90 ? "vLLM runs its Marlin backend below 9.0 whatever is installed (get_mxfp4_backend); give "
-                          "--mxfp4-backend auto or marlin"
-                        : "vLLM's Triton backend there lays the weights out with triton_kernels' layouts for that GPU, "
-                          "which memplan does not read (it sizes the Triton backend of 9.0 to 10.x); give "
-                          "--mxfp4-backend marlin if vLLM's log says \"Using Marlin backend\""));
+        "serve --engine vllm: {}'s MXFP4 experts on compute capability 10.0 before vLLM 0.12: vLLM takes FlashInfer's "
+        "MXFP4 layout there when FlashInfer is usable (the Docker image; pip's flashinfer-python from 0.11.1 with its "
+        "cubins or nvcc), which memplan does not size, and Marlin otherwise (no triton_kernels before 0.12); give "
+        "--mxfp4-backend marlin if vLLM's log says \"Using Marlin backend\"", model));
+  }
+  check_triton_capability(capability, requested.has_value(), model);
+  if (requested && capability / 10 == 9 && !rule.mxfp4_hopper_swizzle)
+    throw InputError(fmt::format(
+        "serve --engine vllm: {}'s MXFP4 experts with --mxfp4-backend triton on compute capability {}.{} before vLLM "
+        "0.11.1: its pinned torch 2.8.0 is older than the 2.8.1 _swizzle_mxfp4 asks for Hopper's layouts, so "
+        "triton_kernels' StridedLayout holds the weights, which memplan does not size (no vLLM install of those "
+        "releases ships triton_kernels: give --mxfp4-backend auto for the Marlin backend they run)",
+        model, capability / 10, capability % 10));
   return VllmMxfp4Backend::Triton;
 }
 
 Mxfp4ExpertsLayer vllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t intermediate, int capability,
                                    const std::string& model) {
-  vllm_mxfp4_backend(capability, VllmMxfp4Backend::Triton, model);  // throws off 9.0 to 10.x
+  check_triton_capability(capability, true, model);
   check_hidden(hidden, model);
   return layer_at(experts, u64(hidden), round_up(u64(intermediate), 64), /*triton_backend=*/true,
                   /*hopper=*/capability / 10 == 9);

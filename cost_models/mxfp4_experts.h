@@ -76,6 +76,7 @@
 #include <optional>
 #include <string>
 
+#include "cost_models/vllm_engine.h"
 #include "cost_models/vllm_fused_moe.h"
 
 namespace memplan {
@@ -97,13 +98,16 @@ struct Mxfp4ExpertsLayer {
   uint64_t total() const;
 };
 
-// vLLM's backend for gpt-oss's MXFP4 experts on a CUDA GPU of compute capability `capability` (major x 10 + minor):
-// `requested` none (vLLM's choice: Marlin below 9.0, Triton from 9.0 to 10.x, which assumes triton_kernels and
-// torch >= 2.8 are installed and SM100's FlashInfer is not; from 11.0 refused: triton_kernels' layouts for that GPU
-// are not read), Marlin (VLLM_MXFP4_USE_MARLIN=1, or an install without triton_kernels: any capability) or Triton
-// (refused below 9.0, where vLLM runs Marlin whatever is installed, and from 11.0); on ROCm (rocm_compute_capability)
+// vLLM's backend for gpt-oss's MXFP4 experts on a CUDA GPU of compute capability `capability` (major x 10 + minor)
+// at the release `rule` names: `requested` none (vLLM's choice: Marlin below 9.0; from 0.12, which bundles
+// triton_kernels, Triton from 9.0 to 10.x, assuming SM100's FlashInfer is not usable, and from 11.0 refused:
+// triton_kernels' layouts for that GPU are not read; before 0.12 no install vLLM ships has triton_kernels, pip's or
+// the Docker image's, so get_mxfp4_backend takes Marlin on every GPU but 10.0, refused, whose choice rests on whether
+// FlashInfer is usable), Marlin (VLLM_MXFP4_USE_MARLIN=1, or an install without triton_kernels: any capability) or
+// Triton (refused below 9.0, where vLLM runs Marlin whatever is installed, from 11.0, and on 9.x before 0.11.1,
+// whose pinned torch 2.8.0 keeps triton_kernels' StridedLayout, not sized); on ROCm (rocm_compute_capability)
 // refused whatever is asked. Throws InputError naming `model`.
-VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested,
+VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested, const VllmRule& rule,
                                     const std::string& model);
 
 // One sparse layer's experts under vLLM's Marlin backend (above); `multiprocessors` sizes the workspace (0: not known,

@@ -126,6 +126,8 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.fp4_marlin_sm75 = minor >= 14;
   r.marlin_moe_atomic_add = minor <= 11;
   r.fused_moe_chunk_16k = minor >= 12;
+  r.bundles_triton_kernels = minor >= 12;
+  r.mxfp4_hopper_swizzle = minor > 11 || (minor == 11 && patch >= 1);
   const bool from_0_17_2 = minor > 17 || (minor == 17 && patch >= 2);
   r.kv_group_pad_quarters = from_0_17_2 ? 6 : minor >= 12 ? 5 : 0;
   r.kv_start_check = minor <= 13                                 ? VllmKvStartCheck::EveryLayer

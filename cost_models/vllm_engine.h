@@ -156,6 +156,11 @@ struct VllmRule {
                                        // a float32 c_tmp (vllm_fused_moe.h vllm_marlin_moe_reduces)
   bool fp4_marlin_sm75 = false;       // 0.14 on: Marlin's FP4 GEMMs on compute capability 7.5 (PR #29901, merged the
                                       // week of 2025-12-19 after 0.13's cut; is_fp4_marlin_supported needed 8.0 before)
+  bool bundles_triton_kernels = false;  // 0.12 on: the build fetches triton_kernels (PR #28788,
+                                        // cmake/external_projects/triton_kernels.cmake first at v0.12.0; neither
+                                        // requirements/cuda.txt nor the Dockerfile has it before)
+  bool mxfp4_hopper_swizzle = false;    // 0.11.1 on: torch 2.9.0 pinned (PR #24994; v0.10.2 and v0.11.0 pin 2.8.0,
+                                        // below the 2.8.1 mxfp4_utils.py _swizzle_mxfp4 asks for Hopper's layouts)
   // A hybrid model's groups (_get_kv_cache_groups_uniform_page_size): group_size the most layers of one kind when
   // most x 4 < fewest x kv_group_pad_quarters, else the fewest: 0 (never; to 0.11.x), 5 (x 1.25: 0.12 to 0.17.1,
   // PR #29303), 6 (x 1.5: 0.17.2 on, PR #36684, first in v0.17.2rc0).

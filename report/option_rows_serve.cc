@@ -95,8 +95,9 @@ std::vector<OptionSpec> serve_option_rows() {
        .field = FIELD(serve.model_runner), .engines = {"vllm"}, .choices = kModelRunnerChoices.names(),
        .show_default = true},
       {.flag = "--mxfp4-backend", .kind = K::Choice, .commands = kServe,
-       .help = "vLLM's MoE backend for gpt-oss's MXFP4 experts: auto (vLLM's choice for the GPU: Marlin below compute "
-               "capability 9.0, Triton from 9.0 to 10.x with triton_kernels installed), triton or marlin (what "
+       .help = "vLLM's MoE backend for gpt-oss's MXFP4 experts: auto (vLLM's choice for the GPU and release: Marlin "
+               "below compute capability 9.0; from 0.12, which bundles triton_kernels, Triton from 9.0 to 10.x; before "
+               "0.12 Marlin, 10.0 refused: FlashInfer's layout where usable), triton or marlin (what "
                "VLLM_MXFP4_USE_MARLIN=1 or an install without triton_kernels runs on any GPU: the experts padded to "
                "multiples of 128 wide and 256 deep, bfloat16 biases, and fused_marlin_moe's buffers). vLLM's log line "
                "'Using Marlin backend' or 'Using Triton backend' says which ran",

@@ -145,6 +145,10 @@ EngineAnswer serve_engine(ServeProbe& probe, const ServeSettings& s, ServeEngine
   ServeSettings analysis = s;
   // TensorRT-LLM profiles max_num_tokens tokens; SGLang profiles nothing, the analysis's step is the default one.
   if (engine == ServeEngine::Trtllm) analysis.max_batched_tokens = s.max_num_tokens;
+  // gpt-oss's MXFP4 experts: SGLang puts its own layout in place of the analysis's (sglang_answer), so the analysis
+  // takes vLLM's Marlin layout, which every CUDA GPU and release runs, rather than the release's choice, which vLLM
+  // refuses to size on some (cost_models/mxfp4_experts.h vllm_mxfp4_backend).
+  if (probe.stored_quantization().method == "mxfp4") analysis.mxfp4_backend = "marlin";
   const VllmAnswer v = serve_vllm(probe, analysis, tp, total_memory, gpu_name, budget_source, non_torch, capability);
   EngineAnswer a = engine == ServeEngine::Sglang
                        ? sglang_answer(v, s, capability, cuda, probe.model_type())

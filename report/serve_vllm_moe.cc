@@ -103,7 +103,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                        "(Mxfp4Config's only activation type)");
     m.mxfp4 = true;
     try {  // a GPU whose backend memplan does not size: that GPU's refusal (the catalog table's row), exit 2 alone
-      m.mxfp4_backend = vllm_mxfp4_backend(mxfp4_capability, mxfp4_backend, model);
+      m.mxfp4_backend = vllm_mxfp4_backend(mxfp4_capability, mxfp4_backend, rule, model);
     } catch (const InputError& e) {
       throw VllmGpuRefused(e.what(), false);
     }

@@ -200,19 +200,33 @@ class VllmMarlin(unittest.TestCase):
 
     def test_catalog_table_refuses_per_gpu(self):
         # A GPU whose backend memplan does not size is its own row (11.0's Triton layouts, ROCm), not the table's end.
-        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--context", "8192", "--json")
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--context", "8192", "--engine-version",
+                "0.12", "--json")
         self.assertEqual(p.returncode, 0, p.stderr)
         rows = {r["gpu"]: r for r in json.loads(p.stdout)["gpus"]}
         self.assertIn("give --mxfp4-backend marlin", rows["RTX-5090"]["not_answered"])
         self.assertIn("(ROCm)", rows["MI300X"]["not_answered"])
         self.assertIsNone(rows["A100-80GB"].get("not_answered"))
         self.assertGreater(rows["A100-80GB"]["gpu_kv_cache_tokens"], 0)
+        # Before 0.12 no install has triton_kernels: Marlin on 12.0 too (get_mxfp4_backend had no upper bound), and
+        # 10.0 refused (FlashInfer's layout where it is usable).
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--context", "8192", "--engine-version",
+                "0.11.2", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = {r["gpu"]: r for r in json.loads(p.stdout)["gpus"]}
+        self.assertIsNone(rows["RTX-5090"].get("not_answered"))
+        self.assertIn("before vLLM 0.12: vLLM takes FlashInfer's MXFP4 layout", rows["B200"]["not_answered"])
 
     def test_refusals(self):
         for args, says in ((["--gpu", "A100-80GB", "--mxfp4-backend", "triton"],
                             "on compute capability 8.0 with --mxfp4-backend triton: vLLM runs its Marlin backend below "
                             "9.0 whatever is installed"),
-                           (["--gpu", "RTX-5090"], "give --mxfp4-backend marlin if vLLM's log says"),
+                           (["--gpu", "RTX-5090", "--engine-version", "0.12"],
+                            "give --mxfp4-backend marlin if vLLM's log says"),
+                           (["--gpu", "B200", "--engine-version", "0.11.2"],
+                            "on compute capability 10.0 before vLLM 0.12"),
+                           (["--gpu", "H100", "--mxfp4-backend", "triton", "--engine-version", "0.11.0"],
+                            "before vLLM 0.11.1: its pinned torch 2.8.0"),
                            (["--gpu", "MI300X"], "on compute capability 9.4 (ROCm): vLLM's mxfp4.py pads them"),
                            (["--engine", "sglang", "--gpu", "MI300X"], "SGLang's quantized layers on ROCm"),
                            (["--engine", "sglang", "--gpu", "H100", "--mxfp4-backend", "marlin"],
@@ -229,8 +243,9 @@ class PublishedLoad(unittest.TestCase):
         # A 0.11.2 log of gpt-oss-120b on one H100 (tonghuikang/blog, _posts/2025-12-28-vllm-logs.md; the GPU inferred)
         # prints "[mxfp4.py:141] Using Marlin backend" and "Model loading took 65.9651 GiB". memplan with
         # --mxfp4-backend marlin: 70,773,445,568 B = 65.91 GiB (-0.08 %); the Triton layout's 64.32 GiB was -2.5 %.
+        # At --engine-version 0.11.2 Marlin is vLLM's own choice (no triton_kernels before 0.12), as the log says.
         p = run("serve", os.path.join(SRC, "tests", "models", "hf_configs", "gpt-oss-120b.json"), "--graph", "decode",
-                "--engine", "vllm", "--gpu", "H100", "--mxfp4-backend", "marlin", "--json")
+                "--engine", "vllm", "--gpu", "H100", "--engine-version", "0.11.2", "--json")
         self.assertIn(p.returncode, (0, 1), p.stderr)
         weights = json.loads(p.stdout)["memory"]["weights_bytes"]
         logged = 65.9651 * (1 << 30)
@@ -243,7 +258,7 @@ class PublishedLoad(unittest.TestCase):
         # scales; 60.85 GiB, -5.5 %, with the loaded scales not counted twice). bench/serving.md.
         p = run("serve", os.path.join(SRC, "tests", "models", "hf_configs", "gpt-oss-120b.json"), "--graph", "decode",
                 "--engine", "vllm", "--gpu", "H100", "--gpu-memory-utilization", "0.95", "--max-num-batched-tokens",
-                "1024", "--json")
+                "1024", "--engine-version", "0.14.1", "--json")
         # Exit 0 or 1, an answer either way (docs/exit-codes.md): whether a 131,072-token request fits at 0.95 rests
         # on the non-torch memory, which memplan does not model under this rule (vllm#27508's start at these settings
         # failed with 1.71 GiB for the cache, its breakdown not printed: bench/serving.md).
@@ -310,7 +325,9 @@ class TinyTensorParallel(unittest.TestCase):
         path = os.path.join(d, f"{engine}_{quantized}_{tp}.json")
         with open(path, "w") as f:
             json.dump(config, f)
-        p = run("serve", path, "--graph", "decode", "--engine", engine, "--gpu", "H100", "--tp", str(tp), "--json")
+        version = ["--engine-version", "0.12"] if engine == "vllm" else []  # vLLM's Triton backend from 0.12
+        p = run("serve", path, "--graph", "decode", "--engine", engine, "--gpu", "H100", "--tp", str(tp), *version,
+                "--json")
         self.assertEqual(p.returncode, 0, p.stderr)
         return json.loads(p.stdout)
 
@@ -327,7 +344,11 @@ class TinyTensorParallel(unittest.TestCase):
             sglang = self.serve(d, "sglang")
             m = sglang["sglang"]["mxfp4"]
             self.assertEqual((m["intermediate_size_padded"], m["layer_bytes"], m["expert_bytes"]), (32, 46_592, 93_184))
-            self.assertEqual(m["vllm_expert_bytes"], 133_120)
+            # What it replaced: the shared analysis's vLLM experts, Marlin's layout (report/serve_engines.cc): I_pad
+            # round_up(32, 128) = 128, H_pad round_up(64, 256) = 256; blocks 8 x 256 x 128 + 8 x 256 x 64 = 393,216,
+            # scales 8 x 256 x 8 + 8 x 256 x 4 = 24,576, bf16 biases 8 x (256 + 256) x 2 = 8,192, the H100's workspace
+            # 132 x 4 x 4 = 2,112: 428,096 a layer.
+            self.assertEqual(m["vllm_expert_bytes"], 2 * 428_096)
             # SGLang's rotary cache is vLLM's in float32 (twice the bf16 bytes).
             self.assertEqual(sglang["memory"]["weights_bytes"] - 2 * vllm["memory"]["rotary_cache_bytes"],
                              261_312 - 200_704 + 93_184)

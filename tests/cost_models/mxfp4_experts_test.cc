@@ -152,26 +152,55 @@ TEST(VllmMxfp4, MarlinKernelAt8192TokensByHand) {
   EXPECT_EQ(a100.total(), 680'036'348u + 28'311'552u);
 }
 
-// get_mxfp4_backend: Marlin below 9.0 whatever is asked but Triton (refused), Triton from 9.0 to 10.x by default,
-// Marlin anywhere when asked (VLLM_MXFP4_USE_MARLIN, or no triton_kernels); 11.0 on refused but for Marlin.
+// get_mxfp4_backend from 0.12: Marlin below 9.0 whatever is asked but Triton (refused), Triton from 9.0 to 10.x by
+// default, Marlin anywhere when asked (VLLM_MXFP4_USE_MARLIN, or no triton_kernels); 11.0 on refused but for Marlin.
 TEST(VllmMxfp4, BackendByCapability) {
-  EXPECT_EQ(vllm_mxfp4_backend(80, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
-  EXPECT_EQ(vllm_mxfp4_backend(89, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
-  EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, "m"), VllmMxfp4Backend::Triton);
-  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, "m"), VllmMxfp4Backend::Triton);
-  EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Marlin, "m"), VllmMxfp4Backend::Marlin);
-  EXPECT_EQ(vllm_mxfp4_backend(120, VllmMxfp4Backend::Marlin, "m"), VllmMxfp4Backend::Marlin);
+  const VllmRule r = vllm_rule("0.12");
+  EXPECT_EQ(vllm_mxfp4_backend(80, std::nullopt, r, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(89, std::nullopt, r, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, r, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, r, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Marlin, r, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(120, VllmMxfp4Backend::Marlin, r, "m"), VllmMxfp4Backend::Marlin);
   for (const auto& [capability, requested, says] :
        {std::tuple<int, std::optional<VllmMxfp4Backend>, const char*>{80, VllmMxfp4Backend::Triton,
                                                                        "with --mxfp4-backend triton: vLLM runs its Marlin"},
         {120, std::nullopt, "give --mxfp4-backend marlin if vLLM's log says"},
         {94, VllmMxfp4Backend::Marlin, "on compute capability 9.4 (ROCm): vLLM's mxfp4.py pads them"}}) {
     try {
-      vllm_mxfp4_backend(capability, requested, "gpt-oss-20b");
+      vllm_mxfp4_backend(capability, requested, r, "gpt-oss-20b");
       ADD_FAILURE() << capability;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("gpt-oss-20b"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Before 0.12 no vLLM install ships triton_kernels (v0.11.2's requirements/cuda.txt and Dockerfile have none; the
+// build fetches it from v0.12.0), so get_mxfp4_backend's `not has_triton_kernels()` takes Marlin on Hopper, and on
+// 11.0 and 12.0 too (no upper bound before 0.12); 10.0 asks for FlashInfer first (refused). Asked for Triton (a
+// triton_kernels installed by hand): sized from 0.11.1, whose torch 2.9.0 gives Hopper's swizzled layouts.
+TEST(VllmMxfp4, BackendBefore012) {
+  const VllmRule v110 = vllm_rule("0.11.0"), v112 = vllm_rule("0.11.2");
+  EXPECT_FALSE(v112.bundles_triton_kernels);
+  EXPECT_TRUE(vllm_rule("0.12.0").bundles_triton_kernels);
+  EXPECT_FALSE(v110.mxfp4_hopper_swizzle);
+  EXPECT_TRUE(v112.mxfp4_hopper_swizzle);
+  for (int capability : {90, 103, 120}) {
+    EXPECT_EQ(vllm_mxfp4_backend(capability, std::nullopt, v110, "m"), VllmMxfp4Backend::Marlin) << capability;
+    EXPECT_EQ(vllm_mxfp4_backend(capability, std::nullopt, v112, "m"), VllmMxfp4Backend::Marlin) << capability;
+  }
+  EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Triton, v112, "m"), VllmMxfp4Backend::Triton);
+  for (const auto& [capability, requested, says] :
+       {std::tuple<int, std::optional<VllmMxfp4Backend>, const char*>{
+            100, std::nullopt, "compute capability 10.0 before vLLM 0.12: vLLM takes FlashInfer's MXFP4 layout"},
+        {90, VllmMxfp4Backend::Triton, "before vLLM 0.11.1: its pinned torch 2.8.0"}}) {
+    try {
+      vllm_mxfp4_backend(capability, requested, v110, "gpt-oss-20b");
+      ADD_FAILURE() << capability;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   }
 }
