@@ -37,20 +37,17 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                      "it missing for some checkpoints: give --kv-cache-dtype fp8 (what the checkpoint asks for), or "
                      "--engine-version 0.13 or earlier, where auto is the model's type");
   if (nvfp4) {
-    // ModelOptNvFp4Config.get_min_capability 75; below 10.0 the Marlin kernel (cost_models/vllm_nvfp4.h), whose
-    // workspace and reduction buffer are one a multiprocessor.
-    if (capability < 75)
-      throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{}: vLLM's ModelOptNvFp4Config needs "
-                                       "7.5 (get_min_capability)", capability / 10, capability % 10),
-                           true);
-    // Below 10.0 only Marlin runs FP4 (cost_models/vllm_nvfp4.h), on 7.5 from 0.14 (VllmRule.fp4_marlin_sm75).
+    // ModelOptNvFp4Config.get_min_capability: 80 at the v0.11.0 to v0.13.0 tags, 75 from PR #29901 (0.14.0), which
+    // brought Marlin's FP4 kernels, vLLM's only FP4 path below 10.0 (cost_models/vllm_nvfp4.h), to 7.5
+    // (VllmRule.fp4_marlin_sm75). Its workspace and reduction buffer are one a multiprocessor.
     // docs/research/vllm-turing-marlin.md: at 0.14 the dense layers on 7.5 still take FlashInfer's GEMM where it is
     // installed, which fails; Marlin is what runs with VLLM_NVFP4_GEMM_BACKEND=marlin, and by default from PR #33076.
-    if (capability < 80 && !vllm_rule(s.engine_version).fp4_marlin_sm75)
-      throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{} with --engine-version {}: "
-                                       "vLLM's Marlin FP4 kernels, its only FP4 path below 10.0, need 8.0 before "
-                                       "0.14 (is_fp4_marlin_supported; PR #29901 brought 7.5 in 0.14.0)",
-                                       capability / 10, capability % 10, s.engine_version),
+    const bool sm75 = vllm_rule(s.engine_version).fp4_marlin_sm75;
+    if (capability < (sm75 ? 75 : 80))
+      throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{} with --engine-version {}: vLLM's "
+                                       "ModelOptNvFp4Config needs {} (get_min_capability; 8.0 before 0.14, 7.5 from "
+                                       "PR #29901 in 0.14.0, which brought Marlin's FP4 kernels to Turing)",
+                                       capability / 10, capability % 10, s.engine_version, sm75 ? "7.5" : "8.0"),
                            true);
     if (rocm_compute_capability(capability))  // ROCm reports 9.4 and 9.5: neither kernel family is CUDA's there
       throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on ROCm (compute capability {}.{}): vLLM's CUDA FP4 GEMMs and "

@@ -89,15 +89,18 @@ class Nvfp4Refusals(unittest.TestCase):
                      "multiprocessors, which --memory does not say: give --gpu NAME", "--memory", "80GiB")
 
     def test_below_7_5_and_rocm(self):
-        self.refused("ModelOpt NVFP4 on compute capability 7.0: vLLM's ModelOptNvFp4Config needs 7.5", "--gpu",
-                     "V100-32GB", args=FP16)
+        # ModelOptNvFp4Config.get_min_capability: 80 at the v0.11.0 to v0.13.0 tags, 75 from PR #29901 (0.14).
+        self.refused("ModelOpt NVFP4 on compute capability 7.0 with --engine-version 0.14: vLLM's ModelOptNvFp4Config "
+                     "needs 7.5 (get_min_capability", "--gpu", "V100-32GB", "--engine-version", "0.14", args=FP16)
+        self.refused("ModelOpt NVFP4 on compute capability 7.0 with --engine-version 0.11: vLLM's ModelOptNvFp4Config "
+                     "needs 8.0 (get_min_capability", "--gpu", "V100-32GB", args=FP16)
         self.refused("ModelOpt NVFP4 on ROCm (compute capability 9.4)", "--gpu", "MI300X")
 
     def test_turing_from_0_14(self):
-        # is_fp4_marlin_supported needed 8.0 before PR #29901 (in 0.14.0): a T4 does not start ModelOpt NVFP4 at
-        # 0.13 and does at 0.14, in float16 (a T4 has no bfloat16).
-        self.refused("ModelOpt NVFP4 on compute capability 7.5 with --engine-version 0.13: vLLM's Marlin FP4 kernels, "
-                     "its only FP4 path below 10.0, need 8.0 before 0.14", "--gpu", "T4", "--engine-version", "0.13",
+        # ModelOptNvFp4Config and is_fp4_marlin_supported needed 8.0 before PR #29901 (in 0.14.0): a T4 does not
+        # start ModelOpt NVFP4 at 0.13 and does at 0.14, in float16 (a T4 has no bfloat16).
+        self.refused("ModelOpt NVFP4 on compute capability 7.5 with --engine-version 0.13: vLLM's ModelOptNvFp4Config "
+                     "needs 8.0 (get_min_capability; 8.0 before 0.14", "--gpu", "T4", "--engine-version", "0.13",
                      args=FP16)
         with tempfile.TemporaryDirectory() as d:
             p = run("serve", dense_config(d, NVFP4), *FP16, "--gpu", "T4", "--engine-version", "0.14", "--format",

@@ -129,8 +129,8 @@ class Nvfp4ExpertsRefusals(unittest.TestCase):
 
     def test_gpus_vllm_runs_otherwise(self):
         self.refused("on compute capability 10.0: vLLM runs them there with its CUTLASS FP4 MoE", "--gpu", "B200")
-        self.refused("ModelOpt NVFP4 on compute capability 7.5 with --engine-version 0.11: vLLM's Marlin FP4 "
-                     "kernels, its only FP4 path below 10.0, need 8.0 before 0.14", "--gpu", "T4",
+        self.refused("ModelOpt NVFP4 on compute capability 7.5 with --engine-version 0.11: vLLM's "
+                     "ModelOptNvFp4Config needs 8.0 (get_min_capability", "--gpu", "T4",
                      args=[*ARGS[:-1], "fp16"])
 
     def test_versions_whose_path_is_not_sized(self):
