@@ -42,13 +42,13 @@ VllmVersion vllm_version(const std::string& text) {
   const int patch = patch_version(text);
   const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
                                "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
-                               "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
+                               "worker's absolute rule), 0.9.1 to 0.10.x (the baseline rule, NCCL after the snapshot), "
                                "0.11 to 0.20 (the current rule; from 0.17 with the Triton top-k/top-p sampler), 0.21 "
                                "to 0.24 (Model Runner V1 with --enforce-eager; V2 for a dense Qwen3 from 0.22, Llama "
                                "or Mistral from 0.23), 0.25 to 0.28 (Model Runner V2 for a model without experts; V1 "
                                "with --enforce-eager) and 0.29 or later with --enforce-eager";
   if (minor == 8 || (minor == 9 && patch == 0)) return VllmVersion::V0_8;
-  if (minor == 10 || (minor == 9 && patch >= 2)) return VllmVersion::V0_9;
+  if (minor == 10 || (minor == 9 && patch >= 1)) return VllmVersion::V0_9;
   if (minor >= 11 && minor <= 16) return VllmVersion::V0_11;
   if (minor >= 17 && minor <= 20) return VllmVersion::V0_17;
   if (minor >= 21 && minor <= 24) return VllmVersion::V0_21;
@@ -62,12 +62,7 @@ VllmVersion vllm_version(const std::string& text) {
                      "rule; PR #10511, from 0.6.5, made it a baseline's); " + accepted);
   if (minor == 9 && patch < 0)
     throw InputError("--engine-version " + text + ": give the patch (0.9.0 ran 0.8's absolute rule; PR #19312's "
-                     "baseline rule came with 0.9.2); " + accepted);
-  if (minor == 9)  // 0.9.1 (cost_models/vllm_engine.h V0_8)
-    throw InputError("--engine-version " + text + ": not modelled (0.9.1 came in June 2025 between PR #18974, which "
-                     "made the V1 worker's non-torch term the memory outside PyTorch since init_device, and PR "
-                     "#19312's baseline rule of 0.9.2; whether its tag carries #18974 is not read: its "
-                     "vllm/v1/worker/gpu_worker.py determine_available_memory would settle it); " + accepted);
+                     "baseline rule came with 0.9.1); " + accepted);
   if (minor >= 0 && minor < 6)
     throw InputError("--engine-version " + text + ": not modelled (vLLM's V0 engine before 0.6: its sampler and "
                      "profile run are read at 0.6-era commits only); " + accepted);
@@ -117,6 +112,8 @@ VllmRule vllm_rule(const std::string& version_text) {
   if (r.v0_engine) return r;  // V0's quantized layers and experts are refused (report/serve_vllm_v0.cc)
   const int minor = vllm_minor_version(version_text);
   const int patch = patch_version(version_text);
+  // 0.9.1: PR #19312's worker with 0.8's profile run, whose _dummy_run returns hidden_states[logit_indices].
+  if (minor == 9 && patch == 1) r.hidden_held_at_sampler = false;
   r.even_expert_map = minor > 10 || (minor == 10 && patch >= 1);
   r.modelopt_kv_auto_fp8 = minor >= 14;
   r.nvfp4_marlin_moe = minor >= 11 && minor <= 13;
@@ -201,7 +198,7 @@ std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner) {
     case VllmVersion::V0_8: return "vLLM 0.8 to 0.9.0 V1 (gpu_worker.py determine_available_memory: absolute peak and all non-torch memory)";
     case VllmVersion::V0_6_5: return "vLLM 0.6.5 to 0.6.x V0 (worker.py determine_num_available_blocks after PR #10511: the increase over a baseline)";
     case VllmVersion::V0_7: return "vLLM 0.7 V0 (worker.py determine_num_available_blocks after PR #12126: the increase over a baseline snapshot)";
-    case VllmVersion::V0_9: return "vLLM 0.9.2 to 0.10 V1 (gpu_worker.py determine_available_memory after PR #19312: NCCL and the custom all-reduce after the snapshot)";
+    case VllmVersion::V0_9: return "vLLM 0.9.1 to 0.10 V1 (gpu_worker.py determine_available_memory after PR #19312: NCCL and the custom all-reduce after the snapshot)";
     case VllmVersion::V0_17:
       return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359; the Triton top-k/top-p sampler)";
     case VllmVersion::V0_21:

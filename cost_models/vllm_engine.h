@@ -48,9 +48,7 @@ namespace memplan {
 //    PR #17122 proposed against it) and on 28 May 2025 (PR #18858's printout, after 0.9.0 was out), and a 0.9.0.1
 //    traceback (ServerlessLLM PR #263) shows profile_run's `hidden_states = self._dummy_run(self.max_num_tokens)`,
 //    one value as in 0.8 (the pair hidden_states, last_hidden_states that holds the states came later). 0.9.1 is
-//    refused: PR #18974 (opened 30 May 2025, merged in early June before PR #19312 was rebased on it) replaced
-//    the non-torch term by max(0, (init_device's free memory - the free memory now) - allocated_bytes.all.current),
-//    the memory outside PyTorch since init_device, and whether the v0.9.1 tag (June 2025) carries it is not read.
+//    V0_9's (below), with this profile run.
 //  - V0_21 (the CUDA-graph estimate on by default from 0.21, PR #30515 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS,
 //    notes section 6): the current rule less the graphs' estimate, which is taken only when graphs are captured
 //    (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only --enforce-eager (no
@@ -64,7 +62,7 @@ namespace memplan {
 //    by the backend's kernel over the prompts with no KV cache, then compute_logits on each prompt's last token
 //    while execute_model still holds the forward's [tokens, hidden] states, then V0's sampler (vllm_v0_sampler_peak_
 //    bytes). CUDA graphs are captured after the cache is allocated (Worker._warm_up_model): not in the budget.
-//  - V0_9 (0.9.2 to 0.10.x: PR #19312, merged in June 2025 after 0.9.1, gave the V1 worker V0's memory_profiling,
+//  - V0_9 (0.9.1 to 0.10.x: PR #19312, merged on 9 June 2025, gave the V1 worker V0's memory_profiling,
 //    the baseline rule above; PR #25359, merged in September 2025 after 0.10.2, moved the distributed set-up before
 //    the snapshot): Worker.init_device takes init_snapshot and only then calls init_worker_distributed_environment
 //    (the order PR #25359 reverses, by its description; a device plugin's copy of that init_device, index ids
@@ -72,7 +70,11 @@ namespace memplan {
 //    the snapshot, are in non_torch_increase at tensor parallel >= 2 (vllm_custom_all_reduce_bytes; NCCL's own
 //    buffers are NCCL's, sized by its version and the topology, not by vLLM: --reserve carries them). The profile run
 //    holds the forward's hidden states while the sampler warms up (profile_run's `del hidden_states, output` after
-//    _dummy_sampler_run in 0.10-era copies of gpu_model_runner.py, index ids 36090783594, 68835586706). Its step
+//    _dummy_sampler_run in 0.10-era copies of gpu_model_runner.py, index ids 36090783594, 68835586706; the v0.9.2
+//    tag's `hidden_states, last_hidden_states = self._dummy_run(...)`). The v0.9.1 tag (b6553be, 10 June 2025)
+//    carries PR #19312 (and #18974 before it): init_snapshot at gpu_worker.py:135, the distributed set-up at :153,
+//    memory_profiling (vllm/utils.py, the text of v0.9.2's) at :201; but its profile run is 0.8's, _dummy_run
+//    returning hidden_states[logit_indices], the forward's states freed before the sampler. Its step
 //    defaults, sliding-window and MLA sizing and data parallelism are not read at those versions (as 0.8's).
 //  - V0_6_5 (0.6.5 to 0.6.x, V0; 0.6.6.post1 the last): PR #10511 (merged in December 2024, its review's "merging"
 //    of the 16th, first in 0.6.5) gave V0's Worker.determine_num_available_blocks the baseline rule: with memory_profiling(baseline = total - the free
@@ -170,9 +172,9 @@ struct VllmRule {
 // What the release `version_text` (an --engine-version, vllm_version's forms) does: its budget rule's flags and the
 // paths of its series. Throws vllm_version's InputError.
 VllmRule vllm_rule(const std::string& version_text);
-// "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.2" to "0.10.x", "0.6.0"
+// "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.1" to "0.10.x", "0.6.0"
 // to "0.6.4", "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" to "0.28.x", "0.29" and later: the rule;
-// anything else (0.9.1 among them) throws InputError naming the versions modelled and why the others are not.
+// anything else throws InputError naming the versions modelled and why the others are not.
 VllmVersion vllm_version(const std::string& text);
 
 // Which GPU model runner profiles the engine (vLLM's VLLM_USE_V2_MODEL_RUNNER; memplan's --model-runner).

@@ -67,7 +67,7 @@ std::vector<OptionSpec> serve_option_rows() {
                "sampler warms up on the Triton top-k/top-p kernel, whose buffer the GPU's multiprocessors size), "
                "0.8 and 0.9.0 "
                "(the V1 worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, "
-               "off the budget; give --max-batched-tokens and --max-num-seqs), 0.9.2 to 0.10.x (the current rule with "
+               "off the budget; give --max-batched-tokens and --max-num-seqs), 0.9.1 to 0.10.x (the current rule with "
                "NCCL and the custom all-reduce's buffers allocated after the snapshot: both in the non-torch term, "
                "NCCL's in --reserve; give --max-batched-tokens and --max-num-seqs), 0.6.0 to 0.6.4 (the V0 engine, the "
                "same absolute rule: max_num_seqs prompts splitting max(max_model_len, 2048) tokens by default, 256 "
@@ -76,8 +76,7 @@ std::vector<OptionSpec> serve_option_rows() {
                "non-torch memory since the worker started, and at --tp 2, 4, 6 or 8 the custom all-reduce's IPC "
                "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.21 to 0.24 with --enforce-eager, 0.25 to "
                "0.28 (--model-runner), 0.29 or later with --enforce-eager (Model Runner V2 for every model, measuring its "
-               "CUDA graphs). "
-               "0.9.1 is refused (its worker's non-torch term is not read at the tag)",
+               "CUDA graphs); 0.9.1 frees the forward's hidden states before the sampler warms up, as 0.8",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
        .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.21 the graphs are captured after the cache is "

@@ -367,7 +367,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const uint64_t peak = vllm_profile_peak_allocated(a.forward_peak_allocated, kept,
                                                     hidden_held ? a.hidden_states_bytes : 0, a.sampler_peak_bytes);
   a.sampler_sets_peak = peak > a.forward_peak_allocated;
-  // 0.6.5 to 0.7, 0.9.2 to 0.10: the custom all-reduce's buffers (0.6.x: with rank_data) in the non-torch increase.
+  // 0.6.5 to 0.7, 0.9.1 to 0.10: the custom all-reduce's buffers (0.6.x: with rank_data) in the non-torch increase.
   a.custom_all_reduce_bytes = a.settings.rule.all_reduce_after_snapshot
                                   ? vllm_custom_all_reduce_bytes(tp, a.settings.rule.rank_data_after_baseline) : 0;
   a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak,

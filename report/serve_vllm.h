@@ -165,7 +165,7 @@ struct VllmAnswer {
   std::string quantization_source;    // "--quantization", or the config's quantization_config
   VllmQuantizedLinears quantized;     // the linear layers as vLLM holds them (with --quantization)
   bool sampler_sets_peak = false;
-  uint64_t custom_all_reduce_bytes = 0;  // in memory.non_torch beside --reserve (0.6.5 to 0.7, 0.9.2 to 0.10 at
+  uint64_t custom_all_reduce_bytes = 0;  // in memory.non_torch beside --reserve (0.6.5 to 0.7, 0.9.1 to 0.10 at
                                          // tp >= 2; with the rank_data tensor for 0.6.x: VllmRule)
   VllmMemory memory;
   VllmKvCapacity capacity;
@@ -215,7 +215,7 @@ struct VllmTable {
   uint64_t kv_bytes_per_token = 0, non_torch_bytes = 0;  // non_torch_bytes: VllmNonTorch's
   bool non_torch_given = false;                          // --reserve given
   bool non_torch_absolute = false;                       // the version's rule charges every byte outside PyTorch
-  uint64_t custom_all_reduce_bytes = 0;  // beside --reserve on every GPU (0.6.5 to 0.7, 0.9.2 to 0.10 at tp >= 2)
+  uint64_t custom_all_reduce_bytes = 0;  // beside --reserve on every GPU (0.6.5 to 0.7, 0.9.1 to 0.10 at tp >= 2)
   bool custom_all_reduce_rank_data = false;  // with its rank_data tensor (0.6.5 to 0.6.x)
   std::string engine_version;
   int64_t sliding_window = 0;  // the windowed layers' window (0: full attention)
