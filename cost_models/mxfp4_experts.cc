@@ -108,23 +108,30 @@ void check_triton_capability(int capability, bool requested, const std::string& 
 }  // namespace
 
 VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested, const VllmRule& rule,
-                                    const std::string& model) {
+                                    std::optional<bool> flashinfer, const std::string& model) {
   if (rocm_compute_capability(capability))
     throw InputError(fmt::format(
         "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{} (ROCm): vLLM's mxfp4.py pads them to "
         "get_padding_alignment() there and runs ROCm's kernels, which memplan does not size (it sizes CUDA's Triton "
         "and Marlin backends)", model, capability / 10, capability % 10));
+  // get_mxfp4_backend asks whether FlashInfer is usable on SM100 first (v0.11.0 to v0.13.0 tags).
+  const bool sm100 = capability == 100 || (capability / 10 == 10 && rule.sm100_family);
+  if (sm100 && flashinfer == true)
+    throw InputError(fmt::format(
+        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{} with --flashinfer yes: vLLM takes "
+        "FlashInfer's SM100_FI_MXFP4_BF16 layout there before any other backend (get_mxfp4_backend), which memplan "
+        "does not size", model, capability / 10, capability % 10));
   if (requested == VllmMxfp4Backend::Marlin) return VllmMxfp4Backend::Marlin;
   if (!requested && capability < 90) return VllmMxfp4Backend::Marlin;
   if (!requested && !rule.bundles_triton_kernels) {
     // get_mxfp4_backend before 0.12: `cap[0] < 9 or not has_triton_kernels() or torch < 2.8.0` -> Marlin; only
     // 10.0 asks first whether FlashInfer is usable (SM100_FI_MXFP4_BF16, a layout not sized here).
-    if (capability != 100) return VllmMxfp4Backend::Marlin;
+    if (capability != 100 || flashinfer == false) return VllmMxfp4Backend::Marlin;
     throw InputError(fmt::format(
         "serve --engine vllm: {}'s MXFP4 experts on compute capability 10.0 before vLLM 0.12: vLLM takes FlashInfer's "
         "MXFP4 layout there when FlashInfer is usable (the Docker image; pip's flashinfer-python from 0.11.1 with its "
         "cubins or nvcc), which memplan does not size, and Marlin otherwise (no triton_kernels before 0.12); give "
-        "--mxfp4-backend marlin if vLLM's log says \"Using Marlin backend\"", model));
+        "--flashinfer no (or --mxfp4-backend marlin) if vLLM's log says \"Using Marlin backend\"", model));
   }
   check_triton_capability(capability, requested.has_value(), model);
   if (requested && capability / 10 == 9 && !rule.mxfp4_hopper_swizzle)

@@ -106,9 +106,11 @@ struct Mxfp4ExpertsLayer {
 // FlashInfer is usable), Marlin (VLLM_MXFP4_USE_MARLIN=1, or an install without triton_kernels: any capability) or
 // Triton (refused below 9.0, where vLLM runs Marlin whatever is installed, from 11.0, and on 9.x before 0.11.1,
 // whose pinned torch 2.8.0 keeps triton_kernels' StridedLayout, not sized); on ROCm (rocm_compute_capability)
-// refused whatever is asked. Throws InputError naming `model`.
+// refused whatever is asked. `flashinfer` (--flashinfer; none: not stated): where FlashInfer is usable vLLM takes its
+// SM100_FI_MXFP4_BF16 layout before any other on 10.0 (10.x from 0.13, is_device_capability_family), whatever is
+// asked: refused, not sized; stated absent, 10.0 before 0.12 is Marlin's. Throws InputError naming `model`.
 VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested, const VllmRule& rule,
-                                    const std::string& model);
+                                    std::optional<bool> flashinfer, const std::string& model);
 
 // One sparse layer's experts under vLLM's Marlin backend (above); `multiprocessors` sizes the workspace (0: not known,
 // not counted).

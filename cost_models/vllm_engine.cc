@@ -123,6 +123,9 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.fp4_marlin_sm75 = minor >= 14;
   r.marlin_moe_atomic_add = minor <= 11;
   r.fused_moe_chunk_16k = minor >= 12;
+  r.flashinfer_sampler = minor == 9 || minor == 10 || (minor == 11 && patch < 1);
+  r.nvfp4_gemm_needs_sm100 = minor >= 16;
+  r.sm100_family = minor >= 13;
   r.bundles_triton_kernels = minor >= 12;
   r.mxfp4_hopper_swizzle = minor > 11 || (minor == 11 && patch >= 1);
   const bool from_0_17_2 = minor > 17 || (minor == 17 && patch >= 2);
@@ -323,6 +326,12 @@ uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits
   // indices (8), the top-k mask (1), the sorted softmax (4), the top-p mask (1), the scatter's output (4).
   return v1_sampler_bytes(requests, vocab, logits_width, hidden, dtype,
                           float32_logits_copy_bytes(dtype) + 4 + 8 + 1 + 4 + 1 + 4);
+}
+
+uint64_t vllm_flashinfer_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden,
+                                            DType dtype) {
+  // Over [requests, vocab]: the float32 logits (4, none when the head's are float32), masked_logits (4), probs (4).
+  return v1_sampler_bytes(requests, vocab, logits_width, hidden, dtype, float32_logits_copy_bytes(dtype) + 4 + 4);
 }
 
 int64_t vllm_triton_sampler_buffer_rows(int64_t requests, int multiprocessors) {

@@ -158,6 +158,14 @@ struct VllmRule {
                                        // a float32 c_tmp (vllm_fused_moe.h vllm_marlin_moe_reduces)
   bool fp4_marlin_sm75 = false;       // 0.14 on: Marlin's FP4 GEMMs on compute capability 7.5 (PR #29901, merged the
                                       // week of 2025-12-19 after 0.13's cut; is_fp4_marlin_supported needed 8.0 before)
+  bool flashinfer_sampler = false;  // 0.9.0 to 0.11.0: V1's TopKTopPSampler runs FlashInfer's sampling wherever
+                                    // flashinfer.sampling imports (VLLM_USE_FLASHINFER_SAMPLER None counts as on:
+                                    // topk_topp_sampler.py at v0.9.0, v0.10.2, v0.11.0); opt-in from 0.11.1 (PR #26859)
+  bool nvfp4_gemm_needs_sm100 = false;  // 0.16 on: ModelOptNvFp4LinearMethod takes flashinfer-cutlass only from 10.0
+                                        // (PR #33076, in the v0.16.0 branch); before, whenever has_flashinfer()
+  bool sm100_family = false;  // 0.13 on: SM100 paths test is_device_capability_family(100) (10.x), not 10.0 alone
+                              // (get_mxfp4_backend and CudaPlatform.check_and_update_config at v0.13.0; v0.12.0
+                              // tests is_device_capability(100))
   bool bundles_triton_kernels = false;  // 0.12 on: the build fetches triton_kernels (PR #28788,
                                         // cmake/external_projects/triton_kernels.cmake first at v0.12.0; neither
                                         // requirements/cuda.txt nor the Dockerfile has it before)
@@ -327,6 +335,18 @@ int64_t vllm_profile_requests(const VllmEngineSettings& s);
 //     + 2 x d x requests x hidden bytes.
 // The sort's own scratch inside PyTorch (cub's segmented radix sort) is not counted.
 uint64_t vllm_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden, DType dtype);
+
+// The same warm-up through FlashInfer (VllmRule.flashinfer_sampler with FlashInfer importable): forward_cuda calls
+// flashinfer_sample, whose top-k and top-p branch is flashinfer.sampling.top_k_top_p_sampling_from_logits
+// (topk_topp_sampler.py at v0.11.0; the dummy run passes no generators, which would send it to forward_native).
+// FlashInfer's filter_apply_order "top_k_first" makes masked_logits = top_k_mask_logits(logits, top_k) and
+// probs = torch.softmax(masked_logits) (flashinfer/sampling.py), then samples int32 [requests] from probs. At the
+// softmax are alive, beside the sort path's hidden rows, their rand_like and the logits in d, the float32 logits
+// (none when d is float32), masked_logits and probs over [requests, vocab]:
+//   d x requests x (logits_width + 2 x hidden) + (4 [d not float32] + 4 + 4) x requests x vocab bytes.
+// Top-k's own scratch inside FlashInfer's kernel is not counted.
+uint64_t vllm_flashinfer_sampler_peak_bytes(int64_t requests, int64_t vocab, int64_t logits_width, int64_t hidden,
+                                            DType dtype);
 
 // The same warm-up from 0.17 (VllmRule::triton_top_k_top_p): apply_top_k_top_p (vllm/v1/sample/ops/
 // topk_topp_sampler.py) sends `HAS_TRITON and logits.shape[0] >= 8` rows to apply_top_k_top_p_triton

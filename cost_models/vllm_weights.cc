@@ -155,7 +155,7 @@ VllmQuantizedLinears vllm_quantized_linears(const Graph& g, const std::string& l
       b = vllm_nvfp4_linear_bytes(m.out_p, m.in_p, q.nvfp4_marlin(), q.multiprocessors);
       nvfp4_calls[key] =
           vllm_nvfp4_call_bytes(step_tokens, m.out_p, m.in_p, q.nvfp4_marlin(), q.multiprocessors, dtype);
-      if (!q.nvfp4_marlin()) r.workspace_bytes = kFlashInferGemmWorkspaceBytes;
+      if (!q.nvfp4_marlin() && q.flashinfer_gemm) r.workspace_bytes = kFlashInferGemmWorkspaceBytes;
     } else if (q.method == "gptq") {
       const int64_t pack = 32 / std::gcd(32, q.bits);  // Fraction(32, bits).numerator
       if (q.group_size != -1 && m.in_p % q.group_size != 0)

@@ -81,6 +81,10 @@ struct VllmQuantization {
   // GEMM's from it); and its multiprocessors (nvfp4 Marlin's workspace and c_tmp).
   int capability = 0;
   int multiprocessors = 0;
+  // nvfp4 from 10.0: FlashInfer usable, so ModelOptNvFp4LinearMethod's backend is flashinfer-cutlass (FlashInfer's
+  // mm_fp4 and its cached workspace, kFlashInferGemmWorkspaceBytes); else "cutlass" (cutlass_scaled_fp4_mm, no
+  // workspace of its own).
+  bool flashinfer_gemm = true;
   bool nvfp4_marlin() const { return vllm_nvfp4_marlin(capability); }
 };
 

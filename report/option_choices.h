@@ -168,6 +168,9 @@ inline const Choices<std::optional<VllmModelRunner>> kModelRunnerChoices{
 // (cost_models/mxfp4_experts.h vllm_mxfp4_backend).
 inline const Choices<std::optional<VllmMxfp4Backend>> kMxfp4BackendChoices{
     {{"auto", std::nullopt}, {"triton", VllmMxfp4Backend::Triton}, {"marlin", VllmMxfp4Backend::Marlin}}};
+// --flashinfer: whether FlashInfer is usable where vLLM runs (none: auto, memplan's assumption for each path;
+// report/serve_vllm.h VllmResolved::flashinfer).
+inline const Choices<std::optional<bool>> kFlashInferChoices{{{"auto", std::nullopt}, {"yes", true}, {"no", false}}};
 // serve's --kv-cache-dtype: true, one byte per element (vLLM stores every fp8 choice as torch.uint8,
 // vllm/utils STR_DTYPE_TO_TORCH_DTYPE; report/serve.h).
 inline const Choices<bool> kKvCacheDtypeChoices{{{"auto", false}, {"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true}}};

@@ -83,6 +83,17 @@ std::vector<OptionSpec> serve_option_rows() {
                "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; from 0.21 Model Runner V1 "
                "subtracts their estimate, which memplan models only as none (this flag); V2 subtracts none",
        .field = FIELD(serve.enforce_eager), .engines = {"vllm"}},
+      {.flag = "--flashinfer", .kind = K::Choice, .commands = kServe,
+       .help = "Whether FlashInfer is usable where vLLM runs: yes (vLLM's Docker image; pip's flashinfer-python, a "
+               "dependency from 0.11.1, with its cubins or nvcc from 0.12), no, or auto (memplan's assumption on each "
+               "path: absent for the sampler and MXFP4, present for NVFP4's FP4 GEMM). It decides the V1 sampler's "
+               "warm-up at 0.9.0 to 0.11.0 (yes: FlashInfer's top_k_top_p_sampling_from_logits, three float32 [rows, "
+               "vocab] tensors, not the sort's 26 B an element), ModelOpt NVFP4's dense GEMM (from 10.0 yes: "
+               "flashinfer-cutlass with its 32 MiB workspace, no: CUTLASS without; below 10.0 before 0.16 yes: vLLM "
+               "picks FlashInfer's GEMM, which needs 10.0, and does not start) and gpt-oss's MXFP4 experts on 10.0 "
+               "(yes: FlashInfer's layout, not sized)",
+       .field = FIELD(serve.flashinfer), .engines = {"vllm"}, .choices = kFlashInferChoices.names(),
+       .show_default = true},
       {.flag = "--model-runner", .kind = K::Choice, .commands = kServe,
        .help = "vLLM's GPU model runner (its VLLM_USE_V2_MODEL_RUNNER): auto (vLLM's default: Model Runner V2 for a "
                "dense Qwen3 from 0.22, Llama or Mistral from 0.23, quantized ones and Qwen2-MoE or DeepSeek-V2 from "

@@ -63,6 +63,7 @@ struct ServeSettings {
   bool enforce_eager = false;
   std::string model_runner = "auto";  // vllm: --model-runner (cost_models/vllm_engine.h VllmModelRunner)
   std::string mxfp4_backend = "auto";  // vllm: --mxfp4-backend (cost_models/mxfp4_experts.h vllm_mxfp4_backend)
+  std::string flashinfer = "auto";     // vllm: --flashinfer (report/serve_vllm.h VllmResolved::flashinfer)
   // sglang (cost_models/sglang_engine.h): --mem-fraction-static (0: SGLang's default for the GPU),
   // --max-total-tokens (0: none), --chunked-prefill-size (0: SGLang's default for the GPU) and --page-size (SGLang's
   // ServerArgs.page_size default 1).

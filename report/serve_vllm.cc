@@ -34,6 +34,13 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   r.rule = vllm_rule(s.engine_version);
   r.version_text = s.engine_version;
   r.enforce_eager = s.enforce_eager;
+  r.flashinfer = kFlashInferChoices.parse(s.flashinfer, "--flashinfer");
+  // 0.8.x's V1 sampler took FlashInfer only below its 0.2.3 (topk_topp_sampler.py at v0.8.0 to v0.8.5: "disabled
+  // because FlashInfer>=v0.2.3 is not" supported), which release of it ran there is not read.
+  if (r.flashinfer == true && vllm_minor_version(s.engine_version) == 8)
+    throw InputError("--flashinfer yes with --engine-version " + s.engine_version + ": 0.8's V1 sampler ran "
+                     "FlashInfer's kernels only below FlashInfer 0.2.3 (its TopKTopPSampler), and which FlashInfer "
+                     "ran there is not read; give --flashinfer no (the PyTorch sort) or a later --engine-version");
   // 0.8's to 0.10's step defaults came from a device-name test the notes hold only from a fork's copy: not guessed.
   if (r.rule.needs_step_flags && (s.max_batched_tokens == 0 || s.max_num_seqs == 0))
     throw InputError("--engine-version " + s.engine_version + " needs --max-batched-tokens and --max-num-seqs (the "
@@ -242,7 +249,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      "memplan finds no sparse block");
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
                          mxfp4 ? capability : 0, s.enable_expert_parallel, dp,
-                         kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"),
+                         kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"), a.settings.flashinfer,
                          options.execution.multiprocessors, modular_moe, rule);
   // The GPU's backend: its row.
   if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && rule.mxfp4_marlin_modular)
@@ -336,7 +343,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                 : a.settings.runner == VllmModelRunner::V2 ? VllmSamplerPath::Gumbel
                 : a.settings.rule.triton_top_k_top_p && rows >= kVllmTritonTopKTopPMinRows
                     ? VllmSamplerPath::Triton
-                    : VllmSamplerPath::Sort;
+                : a.settings.rule.flashinfer_sampler && a.settings.flashinfer == true ? VllmSamplerPath::FlashInfer
+                                                                                      : VllmSamplerPath::Sort;
     const int sms = options.execution.multiprocessors;
     switch (a.sampler) {
       case VllmSamplerPath::V0Sort:
@@ -353,6 +361,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
         break;
       case VllmSamplerPath::Sort:
         a.sampler_peak_bytes = vllm_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d);
+        break;
+      case VllmSamplerPath::FlashInfer:
+        a.sampler_peak_bytes =
+            vllm_flashinfer_sampler_peak_bytes(rows, head->vocab, a.padded_vocab, head->hidden_size, d);
         break;
     }
   }

@@ -40,6 +40,9 @@ struct VllmResolved {
   VllmRule rule = vllm_rule("0.11");  // what the version's rule does differently
   std::string version_text = "0.11";  // as given
   bool enforce_eager = false;
+  // --flashinfer: FlashInfer usable (vLLM's has_flashinfer, or flashinfer.sampling importable for the sampler);
+  // none: auto, memplan's assumption on each path (absent for the sampler and MXFP4, present for NVFP4's GEMM).
+  std::optional<bool> flashinfer;
   VllmModelRunner runner = VllmModelRunner::V1;  // resolved with the model (its experts): serve_vllm
   std::string max_model_len_source;           // "--context", or the model's position limit
   bool default_batched_tokens = false, default_num_seqs = false;  // vLLM's defaults for the GPU
@@ -118,8 +121,9 @@ struct VllmFp8BlockAnswer {
 };
 
 // Which sampler the profile run's warm-up runs (cost_models/vllm_engine.h): V0's, V1's PyTorch sort, V1's Triton
-// top-k/top-p kernel (0.17 on, 8 rows or more), Model Runner V2's Gumbel sampler.
-enum class VllmSamplerPath { V0Sort, Sort, Triton, Gumbel };
+// top-k/top-p kernel (0.17 on, 8 rows or more), FlashInfer's (0.9.0 to 0.11.0 with --flashinfer yes), Model Runner
+// V2's Gumbel sampler.
+enum class VllmSamplerPath { V0Sort, Sort, Triton, FlashInfer, Gumbel };
 
 // A quantized linear layer's call at the profile run's step (vllm_largest_call_peak): that step's allocated bytes (the
 // graph's weights) plus the call's, the layer, and the call's bytes.
@@ -255,7 +259,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // (find_moe_blocks: ServeProbe::kernel_sites) are held outside it (the fused kernel computes in its own buffers), the
 // kernel's terms.
 // `mxfp4_capability` > 0: the experts are MXFP4 (a gpt-oss checkpoint) on a GPU of that compute capability, held by
-// the backend vllm_mxfp4_backend(capability, `mxfp4_backend`) resolves (--mxfp4-backend), Marlin's workspace sized
+// the backend vllm_mxfp4_backend(capability, `mxfp4_backend`, `flashinfer`) resolves (--mxfp4-backend,
+// --flashinfer), Marlin's workspace sized
 // by the GPU's `multiprocessors` (0: not known).
 // `expert_parallel`: vLLM's --enable-expert-parallel over the dp x tp GPUs; refuses MXFP4 and gpt_oss experts.
 // `dp`: --data-parallel-size (above 1 only with expert parallelism: refused otherwise).
@@ -265,8 +270,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // `rule`: the version's (VllmRule: fused_experts_impl's chunk, the MXFP4 Marlin kernel's atomic add).
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
-                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
-                             const VllmRule& rule);
+                             std::optional<VllmMxfp4Backend> mxfp4_backend, std::optional<bool> flashinfer,
+                             int multiprocessors, bool modular, const VllmRule& rule);
 
 // vLLM 0.14 on: the modular kernel's WorkspaceManager buffer (cost_models/vllm_fused_moe.h) for `blocks` at one
 // rank's expert width over `tp`, added to `forward`'s allocated bytes from the first router's step on (its

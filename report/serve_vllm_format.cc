@@ -27,6 +27,7 @@ const char* vllm_sampler_path_name(VllmSamplerPath p) {
     case VllmSamplerPath::V0Sort: return "v0-sort";
     case VllmSamplerPath::Sort: return "sort";
     case VllmSamplerPath::Triton: return "triton";
+    case VllmSamplerPath::FlashInfer: return "flashinfer";
     case VllmSamplerPath::Gumbel: return "gumbel";
   }
   return "sort";
@@ -179,6 +180,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"engine_version", a.settings.version_text},
         {"enforce_eager", a.settings.enforce_eager},
         {"model_runner", a.settings.runner == VllmModelRunner::V2 ? "v2" : "v1"},
+        {"flashinfer", !a.settings.flashinfer ? "auto" : *a.settings.flashinfer ? "yes" : "no"},
         {"cuda_graphs", vllm_cuda_graphs(a)}}},
       {"kv_cache",
        {{"cached_dim", a.kv.cached_dim},
@@ -325,6 +327,7 @@ std::string vllm_to_text(const VllmAnswer& a) {
                      format_count(a.vocab),
                      format_count(a.padded_vocab), format_bytes(a.vocab_padding_bytes));
   std::string sampler = a.settings.rule.v0_engine ? "the sampler" : "the sampler's warm-up";
+  if (a.sampler == VllmSamplerPath::FlashInfer) sampler += " (FlashInfer's top_k_top_p_sampling_from_logits)";
   if (a.sampler == VllmSamplerPath::Triton)
     sampler += fmt::format(" (Triton top-k/top-p, its buffer {} x the vocabulary{})", a.sampler_buffer_rows,
                            a.sampler_multiprocessors > 0

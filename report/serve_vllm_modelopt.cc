@@ -54,6 +54,18 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                                        "Marlin do not run there, and its ROCm path is not read",
                                        capability / 10, capability % 10),
                            false);
+    // ModelOptNvFp4LinearMethod.__init__ (v0.11.0 to v0.13.0 tags): `if has_flashinfer(): backend =
+    // "flashinfer-cutlass"` with no capability test until PR #33076 (in the v0.16.0 branch); FlashInfer's mm_fp4
+    // needs 10.0 (the failure #33076 quotes at 7.5).
+    if (vllm_nvfp4_marlin(capability) && kFlashInferChoices.parse(s.flashinfer, "--flashinfer") == true &&
+        !vllm_rule(s.engine_version).nvfp4_gemm_needs_sm100)
+      throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{} with --flashinfer yes and "
+                                       "--engine-version {}: vLLM's ModelOptNvFp4LinearMethod takes FlashInfer's FP4 "
+                                       "GEMM wherever FlashInfer is usable, before PR #33076 (0.16) whatever the "
+                                       "GPU, and FlashInfer's mm_fp4 needs 10.0: vLLM does not start (give "
+                                       "--flashinfer no if it runs Marlin there)",
+                                       capability / 10, capability % 10, s.engine_version),
+                           true);
     if (vllm_nvfp4_marlin(capability) && multiprocessors <= 0)
       throw InputError("ModelOpt NVFP4 (" + stored.modelopt_path + ") on compute capability " +
                        fmt::format("{}.{}", capability / 10, capability % 10) + ": vLLM runs it on Marlin, whose "
@@ -71,6 +83,8 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
   q.modelopt_kv_fp8 = stored.modelopt_kv_fp8;
   q.capability = capability;
   q.multiprocessors = multiprocessors;
+  // From 10.0, flashinfer-cutlass with FlashInfer (its cached mm_fp4 workspace), else vLLM's CUTLASS FP4 GEMM.
+  q.flashinfer_gemm = kFlashInferChoices.parse(s.flashinfer, "--flashinfer") != false;
   source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo " + algo + ")"
                                 : "the config's quantization_config (modelopt, quant_algo " + algo + ")";
   return q;

@@ -17,8 +17,8 @@ namespace memplan {
 
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
-                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
-                             const VllmRule& rule) {
+                             std::optional<VllmMxfp4Backend> mxfp4_backend, std::optional<bool> flashinfer,
+                             int multiprocessors, bool modular, const VllmRule& rule) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
   if (modular && (expert_parallel || mxfp4_capability > 0))
@@ -103,7 +103,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                        "(Mxfp4Config's only activation type)");
     m.mxfp4 = true;
     try {  // a GPU whose backend memplan does not size: that GPU's refusal (the catalog table's row), exit 2 alone
-      m.mxfp4_backend = vllm_mxfp4_backend(mxfp4_capability, mxfp4_backend, rule, model);
+      m.mxfp4_backend = vllm_mxfp4_backend(mxfp4_capability, mxfp4_backend, rule, flashinfer, model);
     } catch (const InputError& e) {
       throw VllmGpuRefused(e.what(), false);
     }

@@ -216,6 +216,11 @@ class VllmMarlin(unittest.TestCase):
         rows = {r["gpu"]: r for r in json.loads(p.stdout)["gpus"]}
         self.assertIsNone(rows["RTX-5090"].get("not_answered"))
         self.assertIn("before vLLM 0.12: vLLM takes FlashInfer's MXFP4 layout", rows["B200"]["not_answered"])
+        # --flashinfer no: no FlashInfer and no triton_kernels, Marlin on the B200 too.
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "B200", "--engine-version",
+                "0.11.2", "--flashinfer", "no", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["replaced"]["fused_moe"]["kernel"], "vllm fused_marlin_moe (mxfp4)")
 
     def test_refusals(self):
         for args, says in ((["--gpu", "A100-80GB", "--mxfp4-backend", "triton"],
@@ -225,6 +230,9 @@ class VllmMarlin(unittest.TestCase):
                             "give --mxfp4-backend marlin if vLLM's log says"),
                            (["--gpu", "B200", "--engine-version", "0.11.2"],
                             "on compute capability 10.0 before vLLM 0.12"),
+                           (["--gpu", "B200", "--flashinfer", "yes", "--mxfp4-backend", "marlin"],
+                            "with --flashinfer yes: vLLM takes FlashInfer's SM100_FI_MXFP4_BF16 layout there before "
+                            "any other backend"),
                            (["--gpu", "H100", "--mxfp4-backend", "triton", "--engine-version", "0.11.0"],
                             "before vLLM 0.11.1: its pinned torch 2.8.0"),
                            (["--gpu", "MI300X"], "on compute capability 9.4 (ROCm): vLLM's mxfp4.py pads them"),

@@ -69,6 +69,39 @@ class Nvfp4ByHand(unittest.TestCase):
                              8_650_752)
 
 
+class Nvfp4FlashInfer(unittest.TestCase):
+    """--flashinfer: ModelOptNvFp4LinearMethod.__init__ takes flashinfer-cutlass whenever has_flashinfer() (v0.11.0 to
+    v0.13.0 tags; from 10.0 only after PR #33076, in 0.16), "cutlass" from 10.0 without it."""
+
+    def test_blackwell_without_flashinfer_has_no_gemm_workspace(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = dense_config(d, NVFP4)
+            # At 0.12, whose sampler FlashInfer does not change (opt-in from 0.11.1).
+            auto, yes, no = (serve(path, "--gpu", "B200", "--engine-version", "0.12", *extra) for extra in
+                             ((), ("--flashinfer", "yes"), ("--flashinfer", "no")))
+        self.assertEqual(auto["replaced"]["nvfp4"]["gemm_workspace_bytes"], 32 << 20)  # auto: present, as before
+        self.assertEqual(yes["replaced"]["nvfp4"]["gemm_workspace_bytes"], 32 << 20)
+        self.assertEqual(no["replaced"]["nvfp4"]["gemm_workspace_bytes"], 0)
+        self.assertEqual((auto["settings"]["flashinfer"], no["settings"]["flashinfer"]), ("auto", "no"))
+        # The workspace is held through the profile run: 32 MiB more available without it.
+        self.assertEqual(no["memory"]["available_kv_cache_bytes"] - yes["memory"]["available_kv_cache_bytes"],
+                         32 << 20)
+
+    def test_hopper_with_flashinfer_does_not_start_before_0_16(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = dense_config(d, NVFP4)
+            for version in ("0.11", "0.13", "0.15"):
+                p = run("serve", path, *ARGS, "--gpu", "H100-80GB", "--flashinfer", "yes", "--engine-version", version)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("with --flashinfer yes and --engine-version " + version + ": vLLM's "
+                              "ModelOptNvFp4LinearMethod takes FlashInfer's FP4 GEMM", p.stderr)
+                self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            self.assertEqual(serve(path, "--gpu", "H100-80GB", "--flashinfer", "no")["replaced"]["nvfp4"]["kernel"],
+                             "marlin")
+            j = serve(path, "--gpu", "H100-80GB", "--flashinfer", "yes", "--engine-version", "0.16")
+            self.assertEqual(j["replaced"]["nvfp4"]["kernel"], "marlin")
+
+
 class Nvfp4Refusals(unittest.TestCase):
     def refused(self, says, *extra, quant=NVFP4, args=ARGS):
         with tempfile.TemporaryDirectory() as d:

@@ -255,6 +255,34 @@ class V0_10ByHand(unittest.TestCase):
         self.assertIn("(non-torch memory 0 B each: --reserve, and the custom all-reduce's IPC buffers, 16,780,672 B, "
                       "which 0.10.2 sets up after its snapshot; GiB = 2^30 bytes)", text)
 
+    def test_flashinfer_sampler_at_0_9_to_0_11_0(self):
+        # With FlashInfer importable the V1 sampler of 0.9.0 to 0.11.0 runs top_k_top_p_sampling_from_logits
+        # (topk_topp_sampler.py: VLLM_USE_FLASHINFER_SAMPLER unset counts as on): the float32 logits, masked_logits
+        # and probs, 12 B an element, where the sort holds 26: 2 x 64 x 64 + 12 x 64 x 16 + 2 x 2 x 64 x 8 = 22,528 B,
+        # 14 x 64 x 16 = 14,336 B less peak, 14 more blocks of 1,024 (64 B a token at tp 1).
+        for version in ("0.10.2", "0.11.0"):
+            no = vllm(*ARGS, "--engine-version", version, "--flashinfer", "no")
+            yes = vllm(*ARGS, "--engine-version", version, "--flashinfer", "yes")
+            self.assertEqual((no["profile_run"]["sampler"], yes["profile_run"]["sampler"]), ("sort", "flashinfer"))
+            self.assertEqual(yes["profile_run"]["sampler_peak_bytes"], 2 * 64 * 64 + 12 * 64 * 16 + 2 * 2 * 64 * 8)
+            self.assertEqual(yes["memory"]["available_kv_cache_bytes"] - no["memory"]["available_kv_cache_bytes"],
+                             14 * 64 * 16)
+            self.assertEqual(yes["num_gpu_blocks"] - no["num_gpu_blocks"], 14)
+            self.assertEqual(vllm(*ARGS, "--engine-version", version)["memory"], no["memory"])  # auto: the sort
+        self.assertIn("the sampler's warm-up (FlashInfer's top_k_top_p_sampling_from_logits) sets the peak",
+                      run(*ARGS, "--engine-version", "0.11.0", "--flashinfer", "yes").stdout)
+        # 0.11.1 made it opt-in (PR #26859): FlashInfer installed changes nothing.
+        self.assertEqual(vllm(*ARGS, "--engine-version", "0.11.1", "--flashinfer", "yes")["profile_run"]["sampler"],
+                         "sort")
+        p = run(*ARGS, "--engine-version", "0.8", "--flashinfer", "yes")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--flashinfer yes with --engine-version 0.8: 0.8's V1 sampler ran FlashInfer's kernels only "
+                      "below FlashInfer 0.2.3", p.stderr)
+        p = subprocess.run([BIN, "serve", KV, "--engine", "sglang", "--memory", "64MiB", "--flashinfer", "yes"],
+                           cwd=SRC, capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--flashinfer applies to --engine vllm", p.stderr)
+
     def test_what_is_not_read_is_refused(self):
         for args, phrase in ((["--engine-version", "0.9"], "give the patch (0.9.0 ran 0.8's absolute rule; PR "
                               "#19312's baseline rule came with 0.9.1)"),

@@ -156,19 +156,19 @@ TEST(VllmMxfp4, MarlinKernelAt8192TokensByHand) {
 // default, Marlin anywhere when asked (VLLM_MXFP4_USE_MARLIN, or no triton_kernels); 11.0 on refused but for Marlin.
 TEST(VllmMxfp4, BackendByCapability) {
   const VllmRule r = vllm_rule("0.12");
-  EXPECT_EQ(vllm_mxfp4_backend(80, std::nullopt, r, "m"), VllmMxfp4Backend::Marlin);
-  EXPECT_EQ(vllm_mxfp4_backend(89, std::nullopt, r, "m"), VllmMxfp4Backend::Marlin);
-  EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, r, "m"), VllmMxfp4Backend::Triton);
-  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, r, "m"), VllmMxfp4Backend::Triton);
-  EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Marlin, r, "m"), VllmMxfp4Backend::Marlin);
-  EXPECT_EQ(vllm_mxfp4_backend(120, VllmMxfp4Backend::Marlin, r, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(80, std::nullopt, r, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(89, std::nullopt, r, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, r, std::nullopt, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, r, std::nullopt, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Marlin, r, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
+  EXPECT_EQ(vllm_mxfp4_backend(120, VllmMxfp4Backend::Marlin, r, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
   for (const auto& [capability, requested, says] :
        {std::tuple<int, std::optional<VllmMxfp4Backend>, const char*>{80, VllmMxfp4Backend::Triton,
                                                                        "with --mxfp4-backend triton: vLLM runs its Marlin"},
         {120, std::nullopt, "give --mxfp4-backend marlin if vLLM's log says"},
         {94, VllmMxfp4Backend::Marlin, "on compute capability 9.4 (ROCm): vLLM's mxfp4.py pads them"}}) {
     try {
-      vllm_mxfp4_backend(capability, requested, r, "gpt-oss-20b");
+      vllm_mxfp4_backend(capability, requested, r, std::nullopt, "gpt-oss-20b");
       ADD_FAILURE() << capability;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
@@ -188,21 +188,41 @@ TEST(VllmMxfp4, BackendBefore012) {
   EXPECT_FALSE(v110.mxfp4_hopper_swizzle);
   EXPECT_TRUE(v112.mxfp4_hopper_swizzle);
   for (int capability : {90, 103, 120}) {
-    EXPECT_EQ(vllm_mxfp4_backend(capability, std::nullopt, v110, "m"), VllmMxfp4Backend::Marlin) << capability;
-    EXPECT_EQ(vllm_mxfp4_backend(capability, std::nullopt, v112, "m"), VllmMxfp4Backend::Marlin) << capability;
+    EXPECT_EQ(vllm_mxfp4_backend(capability, std::nullopt, v110, std::nullopt, "m"), VllmMxfp4Backend::Marlin)
+        << capability;
+    EXPECT_EQ(vllm_mxfp4_backend(capability, std::nullopt, v112, std::nullopt, "m"), VllmMxfp4Backend::Marlin)
+        << capability;
   }
-  EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Triton, v112, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Triton, v112, std::nullopt, "m"), VllmMxfp4Backend::Triton);
+  // --flashinfer no on 10.0: no FlashInfer, no triton_kernels: Marlin.
+  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, v110, false, "m"), VllmMxfp4Backend::Marlin);
   for (const auto& [capability, requested, says] :
        {std::tuple<int, std::optional<VllmMxfp4Backend>, const char*>{
             100, std::nullopt, "compute capability 10.0 before vLLM 0.12: vLLM takes FlashInfer's MXFP4 layout"},
         {90, VllmMxfp4Backend::Triton, "before vLLM 0.11.1: its pinned torch 2.8.0"}}) {
     try {
-      vllm_mxfp4_backend(capability, requested, v110, "gpt-oss-20b");
+      vllm_mxfp4_backend(capability, requested, v110, std::nullopt, "gpt-oss-20b");
       ADD_FAILURE() << capability;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   }
+}
+
+// --flashinfer yes: get_mxfp4_backend's SM100 FlashInfer branch comes before every other (v0.11.0 to v0.13.0), on
+// 10.0, and from 0.13 on the 10.x family (is_device_capability_family(100)); Hopper's FlashInfer backend needs an
+// opt-in environment variable, so 9.0 keeps its backend.
+TEST(VllmMxfp4, FlashInferTakesSm100First) {
+  for (const char* version : {"0.11.0", "0.12", "0.18"}) {
+    const VllmRule r = vllm_rule(version);
+    EXPECT_THROW(vllm_mxfp4_backend(100, std::nullopt, r, true, "m"), InputError) << version;
+    EXPECT_THROW(vllm_mxfp4_backend(100, VllmMxfp4Backend::Marlin, r, true, "m"), InputError) << version;
+    EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, r, true, "m"),
+              r.bundles_triton_kernels ? VllmMxfp4Backend::Triton : VllmMxfp4Backend::Marlin) << version;
+  }
+  EXPECT_EQ(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.12"), true, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_THROW(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.13"), true, "m"), InputError);
+  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, vllm_rule("0.12"), false, "m"), VllmMxfp4Backend::Triton);
 }
 
 // triton_kernel_moe_forward at vLLM's default step of 8192 tokens on gpt-oss-20b (k = 4): output 8192 x 2880 x 2 =

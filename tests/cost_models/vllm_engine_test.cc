@@ -85,6 +85,24 @@ TEST(VllmEngine, SamplerWarmUpByHand) {
   EXPECT_EQ(vllm_sampler_peak_bytes(4, 10, 64, 3, DType::BFloat16), 512u + 1040u + 48u);
 }
 
+TEST(VllmEngine, FlashInferSamplerWarmUpByHand) {
+  // 0.9.0 to 0.11.0 with FlashInfer importable: the float32 logits, masked_logits and probs over [rows, vocab].
+  // bf16, 4 rows, vocab 10, hidden 3: 2 x 4 x 10 + 12 x 4 x 10 + 2 x 2 x 4 x 3 = 80 + 480 + 48.
+  EXPECT_EQ(vllm_flashinfer_sampler_peak_bytes(4, 10, 10, 3, DType::BFloat16), 608u);
+  // float32: no copy, 4 x 4 x 10 + 8 x 4 x 10 + 2 x 4 x 4 x 3 = 160 + 320 + 96.
+  EXPECT_EQ(vllm_flashinfer_sampler_peak_bytes(4, 10, 10, 3, DType::Float32), 576u);
+  // Llama-3.1-8B's default step on an H100 (1,024 rows, vocab 128,256, hidden 4,096, bf16): 14 B an element less
+  // than the sort, 14 x 1,024 x 128,256 = 1,838,678,016 B (1.71 GiB).
+  EXPECT_EQ(vllm_sampler_peak_bytes(1024, 128256, 128256, 4096, DType::BFloat16) -
+                vllm_flashinfer_sampler_peak_bytes(1024, 128256, 128256, 4096, DType::BFloat16),
+            1'838'678'016u);
+  EXPECT_TRUE(vllm_rule("0.9.0").flashinfer_sampler);
+  EXPECT_TRUE(vllm_rule("0.11.0").flashinfer_sampler);
+  EXPECT_FALSE(vllm_rule("0.11.1").flashinfer_sampler);  // PR #26859: opt-in
+  EXPECT_FALSE(vllm_rule("0.8.5").flashinfer_sampler);
+  EXPECT_FALSE(vllm_rule("0.7.3").flashinfer_sampler);   // V0's sampler
+}
+
 TEST(VllmEngine, TritonSamplerBufferRows) {
   // min(next_power_of_2(min(multiprocessors, rows)), multiprocessors): 256 rows on an RTX 3090 (82) and an H100
   // (132) take every multiprocessor; 100 rows on an H100 round 100 programs up to 128; 3 rows to 4; 256 rows on an
