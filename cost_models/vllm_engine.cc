@@ -126,6 +126,8 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.flashinfer_sampler = minor == 9 || minor == 10 || (minor == 11 && patch < 1);
   r.nvfp4_gemm_needs_sm100 = minor >= 16;
   r.sm100_family = minor >= 13;
+  r.mla_block_multiples = minor >= 12;
+  r.flashinfer_mla_blackwell = minor >= 15;
   r.bundles_triton_kernels = minor >= 12;
   r.mxfp4_hopper_swizzle = minor > 11 || (minor == 11 && patch >= 1);
   const bool from_0_17_2 = minor > 17 || (minor == 17 && patch >= 2);

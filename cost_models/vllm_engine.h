@@ -166,6 +166,8 @@ struct VllmRule {
   bool sm100_family = false;  // 0.13 on: SM100 paths test is_device_capability_family(100) (10.x), not 10.0 alone
                               // (get_mxfp4_backend and CudaPlatform.check_and_update_config at v0.13.0; v0.12.0
                               // tests is_device_capability(100))
+  bool flashinfer_mla_blackwell = false;  // 0.15 on: FlashInfer MLA the default on 10.x (PR #32615, 2026-01-19)
+  bool mla_block_multiples = false;  // 0.12 on: the MLA backends keep a --block-size that is a multiple of theirs
   bool bundles_triton_kernels = false;  // 0.12 on: the build fetches triton_kernels (PR #28788,
                                         // cmake/external_projects/triton_kernels.cmake first at v0.12.0; neither
                                         // requirements/cuda.txt nor the Dockerfile has it before)

@@ -12,17 +12,18 @@ uint64_t vllm_mla_kv_bytes_per_token(const VllmMlaShape& s, uint64_t element_byt
                      element_bytes, "MLA KV bytes");
 }
 
-std::string vllm_mla_backend(int capability) {
-  if (capability == 100) return "CUTLASS_MLA";
+std::string vllm_mla_backend(int capability, const VllmRule& rule) {
+  if (capability == 100 || (capability / 10 == 10 && rule.sm100_family)) return "CUTLASS_MLA";
   if (capability / 10 == 9) return "FLASHMLA";
   return "TRITON_MLA";
 }
 
-int64_t vllm_mla_block_size(int64_t requested, int capability) {
-  const std::string backend = vllm_mla_backend(capability);
-  if (backend == "CUTLASS_MLA" && requested % 128 != 0) return 128;
-  if (backend == "FLASHMLA" && requested % 64 != 0) return 64;
-  return requested;
+int64_t vllm_mla_block_size(int64_t requested, int capability, const VllmRule& rule) {
+  const std::string backend = vllm_mla_backend(capability, rule);
+  const int64_t block = backend == "CUTLASS_MLA" ? 128 : backend == "FLASHMLA" ? 64 : 0;
+  if (block == 0) return requested;
+  const bool kept = rule.mla_block_multiples ? requested % block == 0 : requested == block;
+  return kept ? requested : block;
 }
 
 int64_t vllm_mla_workspace_tokens(int64_t max_model_len, int64_t max_num_seqs, int64_t block_size) {

@@ -11,7 +11,11 @@
 //    VLLM_ATTENTION_BACKEND): compute capability 10.0 runs CUTLASS MLA, the block size raised to 128 unless a
 //    multiple of it; other GPUs FlashMLA, which is_flashmla_dense_supported accepts on Hopper only
 //    (vllm/attention/ops/flashmla.py: capability major 9), the block size then 64 unless a multiple of 64; below
-//    Hopper the backend selector falls to Triton MLA and the block size stays --block-size.
+//    Hopper the backend selector falls to Triton MLA and the block size stays --block-size. The v0.11.0 tag forces
+//    the block whenever it is not the backend's own (64 or 128 exactly); from 0.13 the 10.x family runs CUTLASS
+//    MLA (VllmRule.mla_block_multiples, sm100_family). Not modelled: FlashInfer MLA, the default on Blackwell for
+//    qk_nope_head_dim 128 from PR #32615 (merged 2026-01-19; in the v0.16.0 branch), block 64: refused there from
+//    0.15 (report/serve_vllm_mla.cc).
 //  - The profile run: with no attention metadata, MLACommonImpl.forward allocates and drops
 //    torch.empty((chunked_prefill_workspace_size, num_heads, qk_nope_head_dim + v_head_dim)) in the latent's type,
 //    "to simulate the worst case output size of kv_b_proj(kv_c_normed)" of a chunked prefill's context, then
@@ -28,6 +32,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cost_models/vllm_engine.h"
 #include "onnx_import/graph.h"
 
 namespace memplan {
@@ -41,11 +46,13 @@ struct VllmMlaShape {
 uint64_t vllm_mla_kv_bytes_per_token(const VllmMlaShape& s, uint64_t element_bytes);
 
 // The block size vLLM runs MLA with on a GPU of compute capability `capability` (major x 10 + minor) for
-// --block-size `requested`.
-int64_t vllm_mla_block_size(int64_t requested, int capability);
+// --block-size `requested` at the release `rule` names: from 0.12 a multiple of the backend's block is kept; at 0.11
+// (cuda.py check_and_update_config at the v0.11.0 tag: `block_size != 64`, `!= 128`) only the block itself.
+int64_t vllm_mla_block_size(int64_t requested, int capability, const VllmRule& rule);
 
-// The MLA backend that block size goes with ("CUTLASS_MLA", "FLASHMLA", "TRITON_MLA").
-std::string vllm_mla_backend(int capability);
+// The MLA backend that block size goes with ("CUTLASS_MLA", "FLASHMLA", "TRITON_MLA"): CUTLASS on 10.0, and from
+// 0.13 on the 10.x family (is_device_capability_family(100) at the v0.13.0 tag; v0.12.0 tests 10.0 only).
+std::string vllm_mla_backend(int capability, const VllmRule& rule);
 
 // determine_chunked_prefill_workspace_size, in tokens.
 int64_t vllm_mla_workspace_tokens(int64_t max_model_len, int64_t max_num_seqs, int64_t block_size);

@@ -36,15 +36,27 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
                      (s.engine == "sglang" ? "SGLang's DeepseekV2AttentionMLA" : "vLLM's DeepseekV2MLAAttention") +
                      " splits the " + std::to_string(d.heads) +
                      " attention heads over the ranks (num_heads % tp_size == 0)");
+  // PR #32615 (merged 2026-01-19; the v0.16.0 branch's cuda.py): on the 10.x family vLLM's default MLA backend is
+  // FlashInfer MLA where qk_nope_head_dim is 128 (its kernel's constraint), its block 64, its prefill TRT-LLM's:
+  // not read. 0.15 is taken with it (released at the end of January 2026): refused either way, never answered as
+  // CUTLASS's.
+  if (r.rule.flashinfer_mla_blackwell && capability / 10 == 10 && d.qk_nope_head_dim == 128)
+    throw VllmGpuRefused(fmt::format("--engine-version {} on {} at compute capability {}.{}: from PR #32615 (0.15 or "
+                                     "0.16) vLLM's default MLA backend there is FlashInfer MLA with TRT-LLM's "
+                                     "prefill, whose block size and profile memplan does not size (it sizes CUTLASS "
+                                     "MLA, the default to 0.14); give --engine-version 0.14 or earlier if vLLM's log "
+                                     "says CUTLASS_MLA",
+                                     s.engine_version, model, capability / 10, capability % 10),
+                         false);
   m.on = true;
-  m.backend = vllm_mla_backend(capability);
+  m.backend = vllm_mla_backend(capability, r.rule);
   const bool fp8 = kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");
   // TritonMLAImpl.__init__ raises NotImplementedError("TritonMLA V1 with FP8 KV cache not yet supported").
   if (fp8 && m.backend == "TRITON_MLA" && (s.engine == "vllm" || s.engine == "all"))
     throw InputError("--kv-cache-dtype " + s.kv_cache_dtype + " on " + model + " below compute capability 9.0: vLLM "
                      "runs Triton MLA there, which refuses an FP8 KV cache (TritonMLAImpl)");
   m.requested_block_size = r.engine.block_size;
-  r.engine.block_size = m.block_size = vllm_mla_block_size(r.engine.block_size, capability);
+  r.engine.block_size = m.block_size = vllm_mla_block_size(r.engine.block_size, capability, r.rule);
   m.shape.kv_lora_rank = d.kv_lora_rank;
   m.shape.qk_rope_head_dim = d.qk_rope_head_dim;
   m.shape.qk_nope_head_dim = d.qk_nope_head_dim;

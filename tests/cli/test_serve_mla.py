@@ -103,8 +103,25 @@ class MlaByHand(TinyConfigCase):
         self.assertEqual((a["replaced"]["mla"]["backend"], a["settings"]["block_size"]), ("TRITON_MLA", 16))
         self.assertEqual(a["replaced"]["mla"]["workspace_tokens"], 4096)
         self.assertEqual(a["replaced"]["mla"]["simulated_decompression_bytes"], 131072)
-        h = self.vllm("--block-size", "128")  # a multiple of 64: FlashMLA keeps it
+        h = self.vllm("--block-size", "128", "--engine-version", "0.12")  # a multiple of 64: FlashMLA keeps it
         self.assertEqual(h["settings"]["block_size"], 128)
+        # At 0.11 (cuda.py at the v0.11.0 tag: `block_size != 64`) FlashMLA forces its own.
+        self.assertEqual(self.vllm("--block-size", "128", "--engine-version", "0.11")["settings"]["block_size"], 64)
+
+    def test_blackwell_from_0_15_runs_flashinfer_mla(self):
+        # PR #32615 (merged 2026-01-19): on 10.x vLLM's default MLA backend is FlashInfer MLA where qk_nope_head_dim is
+        # 128, not sized: refused from 0.15; this tiny config's 4 keeps CUTLASS MLA.
+        self.assertEqual(self.vllm("--arch", "sm100", "--engine-version", "0.16")["replaced"]["mla"]["backend"],
+                         "CUTLASS_MLA")
+        with tempfile.TemporaryDirectory() as d:
+            path = tiny_mla_config(d, qk_nope_head_dim=128)
+            p = run("serve", path, *VLLM, "--arch", "sm100", "--engine-version", "0.15")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("from PR #32615 (0.15 or 0.16) vLLM's default MLA backend there is FlashInfer MLA", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            p = run("serve", path, *VLLM, "--arch", "sm100", "--engine-version", "0.14", "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(json.loads(p.stdout)["replaced"]["mla"]["backend"], "CUTLASS_MLA")
 
     def test_what_is_not_modelled_is_refused(self):
         # SGLang's latent pool is tests/cli/test_serve_mla_sglang.py's; TensorRT-LLM's stays refused.

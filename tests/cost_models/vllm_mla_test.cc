@@ -36,14 +36,28 @@ TEST(VllmMla, WorkspaceTokensEachTerm) {
 // cuda.py check_and_update_config: CUTLASS MLA on 10.0 (multiples of 128 kept), FlashMLA on 9.x (multiples of 64
 // kept), Triton MLA below (unchanged).
 TEST(VllmMla, BlockSizeByBackend) {
-  EXPECT_EQ(vllm_mla_block_size(16, 90), 64);
-  EXPECT_EQ(vllm_mla_block_size(128, 90), 128);
-  EXPECT_EQ(vllm_mla_block_size(16, 100), 128);
-  EXPECT_EQ(vllm_mla_block_size(256, 100), 256);
-  EXPECT_EQ(vllm_mla_block_size(16, 80), 16);
-  EXPECT_EQ(vllm_mla_backend(90), "FLASHMLA");
-  EXPECT_EQ(vllm_mla_backend(100), "CUTLASS_MLA");
-  EXPECT_EQ(vllm_mla_backend(89), "TRITON_MLA");
+  const VllmRule r = vllm_rule("0.12");
+  EXPECT_EQ(vllm_mla_block_size(16, 90, r), 64);
+  EXPECT_EQ(vllm_mla_block_size(128, 90, r), 128);
+  EXPECT_EQ(vllm_mla_block_size(16, 100, r), 128);
+  EXPECT_EQ(vllm_mla_block_size(256, 100, r), 256);
+  EXPECT_EQ(vllm_mla_block_size(16, 80, r), 16);
+  EXPECT_EQ(vllm_mla_backend(90, r), "FLASHMLA");
+  EXPECT_EQ(vllm_mla_backend(100, r), "CUTLASS_MLA");
+  EXPECT_EQ(vllm_mla_backend(89, r), "TRITON_MLA");
+}
+
+// By release: v0.11.0 forces the block when it is not the backend's own (`!= 64`, `!= 128`); v0.12.0 keeps
+// multiples; v0.13.0 sends the 10.x family (10.3, B300) to CUTLASS MLA, v0.12.0 10.0 alone.
+TEST(VllmMla, BlockAndBackendByRelease) {
+  const VllmRule v11 = vllm_rule("0.11"), v12 = vllm_rule("0.12"), v13 = vllm_rule("0.13");
+  EXPECT_EQ(vllm_mla_block_size(128, 90, v11), 64);
+  EXPECT_EQ(vllm_mla_block_size(256, 100, v11), 128);
+  EXPECT_EQ(vllm_mla_block_size(64, 90, v11), 64);
+  EXPECT_EQ(vllm_mla_block_size(128, 90, v12), 128);
+  EXPECT_EQ(vllm_mla_backend(103, v12), "TRITON_MLA");
+  EXPECT_EQ(vllm_mla_backend(103, v13), "CUTLASS_MLA");
+  EXPECT_EQ(vllm_mla_block_size(16, 103, v13), 128);
 }
 
 }  // namespace
