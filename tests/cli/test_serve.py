@@ -632,7 +632,7 @@ class VllmByHand(unittest.TestCase):
             if args[1] != "0.21":
                 self.assertIn("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
                               "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
-                              "worker's absolute rule), 0.9.2 to 0.10.x (the baseline rule, NCCL after the snapshot), "
+                              "worker's absolute rule), 0.9.1 to 0.10.x (the baseline rule, NCCL after the snapshot), "
                               "0.11 to 0.20", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         p = run("serve", KV, "--engine", "vllm", "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")

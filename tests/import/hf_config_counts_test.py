@@ -190,8 +190,8 @@ def check_gpt_oss() -> list:
     """gpt-oss: the parameter counts (memplan's on the config without its quantization_config, the bf16 model
     transformers' Mxfp4Config(dequantize=True) loads) against the hand count and the model card; serve --engine vllm on
     an H100 at 32k: KV bytes per token layers x 2 x 8 kv heads x 64 x 2 B (20b 49,152, 120b 73,728), half the layers
-    windowed at 128 tokens (vLLM's hybrid groups), and the MXFP4 experts as vLLM's Triton backend holds them, a layer:
-    E·2I·H / 2 + E·H·I / 2 blocks (I a multiple of 64: I_pad = I; triton_kernels' HopperMXValueLayout pads the rows to
+    windowed at 128 tokens (vLLM's hybrid groups), and the MXFP4 experts as vLLM 0.12's Triton backend holds them, a
+    layer: E·2I·H / 2 + E·H·I / 2 blocks (I a multiple of 64: I_pad = I; triton_kernels' HopperMXValueLayout pads the rows to
     16 and the packed bytes to 32, which 2I, H, H / 2 and I / 2 are), E·2I·H / 32 + E·H·I / 32 scales as loaded (vLLM
     keeps the scale parameters) and again swizzled in HopperMXScaleLayout, num_warps 8, the rows padded to 256 and the
     scales to 2: E·r256(2I)·(H / 32) + E·r256(H)·(I / 32) (H / 32, I / 32 = 90, even), E·(2I + H)·4 float32 biases —
@@ -213,8 +213,10 @@ def check_gpt_oss() -> list:
             errors.append(f"{name}: memplan inspect exit {out.returncode}: {out.stderr}")
             continue
         count = json.loads(out.stdout)["parameters"]["count"]
+        # --engine-version 0.12: the first release that ships triton_kernels, so the Triton backend is vLLM's own
+        # choice on the H100 (Marlin before it: cost_models/mxfp4_experts.h).
         out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--context", "32768",
-                      "--json")
+                      "--engine-version", "0.12", "--json")
         # Exit 1 is an answer (docs/exit-codes.md): gpt-oss-120b's 32,768-token request does not fit beside its 64 GiB
         # of weights at gpu_memory_utilization 0.9; the JSON is printed either way.
         if out.returncode not in (0, 1):
@@ -346,15 +348,16 @@ def check_kv_bytes() -> list:
 
 def check_hybrid(name: str, path: str, c: dict, eager, expected: int) -> list:
     """Gemma: eager decode refused for its window; vLLM's hybrid groups by hand (kv_cache_utils.py
-    _get_kv_cache_groups_uniform_page_size: group_size the fewest layers of a kind, or the most when below 1.5
-    times the fewest; cdiv(n, group_size) groups a kind): Gemma 2's even layers slide (Gemma2DecoderLayer),
+    _get_kv_cache_groups_uniform_page_size at 0.18.1: group_size the fewest layers of a kind, or the most when
+    below 1.5 times the fewest; cdiv(n, group_size) groups a kind): Gemma 2's even layers slide (Gemma2DecoderLayer),
     Gemma 3's by layer_types or the pattern; every attention block and the head replaced by vLLM's kernels."""
     errors = []
     w, positions, layers = c["sliding_window"], c["max_position_embeddings"], c["num_hidden_layers"]
     if eager.returncode != 2 or f'"sliding_window" is {w}' not in eager.stderr or "serve --engine vllm sizes it" \
             not in eager.stderr:
         errors.append(f"{name}: eager decode with a sliding window: exit {eager.returncode}, {eager.stderr!r}")
-    out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--json")
+    out = memplan("serve", path, "--engine", "vllm", "--graph", "decode", "--gpu", "H100-80GB", "--engine-version",
+                  "0.18.1", "--json")
     if out.returncode != 0:
         return errors + [f"{name}: serve --engine vllm exit {out.returncode}: {out.stderr}"]
     j = json.loads(out.stdout)
