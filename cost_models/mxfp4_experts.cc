@@ -115,8 +115,7 @@ VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backe
         "get_padding_alignment() there and runs ROCm's kernels, which memplan does not size (it sizes CUDA's Triton "
         "and Marlin backends)", model, capability / 10, capability % 10));
   // get_mxfp4_backend asks whether FlashInfer is usable on SM100 first (v0.11.0 to v0.13.0 tags).
-  const bool sm100 = capability == 100 || (capability / 10 == 10 && rule.sm100_family);
-  if (sm100 && flashinfer == true)
+  if (vllm_sm100(capability, rule) && flashinfer == true)
     throw InputError(fmt::format(
         "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{} with --flashinfer yes: vLLM takes "
         "FlashInfer's SM100_FI_MXFP4_BF16 layout there before any other backend (get_mxfp4_backend), which memplan "

@@ -123,6 +123,7 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.fp4_marlin_sm75 = minor >= 14;
   r.marlin_moe_atomic_add = minor <= 11;
   r.fused_moe_chunk_16k = minor >= 12;
+  r.flashinfer_sampler_unread = minor == 8;
   r.flashinfer_sampler = minor == 9 || minor == 10 || (minor == 11 && patch < 1);
   r.nvfp4_gemm_needs_sm100 = minor >= 16;
   r.sm100_family = minor >= 13;

@@ -158,6 +158,8 @@ struct VllmRule {
                                        // a float32 c_tmp (vllm_fused_moe.h vllm_marlin_moe_reduces)
   bool fp4_marlin_sm75 = false;       // 0.14 on: Marlin's FP4 GEMMs on compute capability 7.5 (PR #29901, merged the
                                       // week of 2025-12-19 after 0.13's cut; is_fp4_marlin_supported needed 8.0 before)
+  bool flashinfer_sampler_unread = false;  // 0.8.x: the V1 sampler took FlashInfer only below its 0.2.3
+                                          // (topk_topp_sampler.py at v0.8.0 to v0.8.5), which one ran not read
   bool flashinfer_sampler = false;  // 0.9.0 to 0.11.0: V1's TopKTopPSampler runs FlashInfer's sampling wherever
                                     // flashinfer.sampling imports (VLLM_USE_FLASHINFER_SAMPLER None counts as on:
                                     // topk_topp_sampler.py at v0.9.0, v0.10.2, v0.11.0); opt-in from 0.11.1 (PR #26859)
@@ -182,6 +184,11 @@ struct VllmRule {
 // What the release `version_text` (an --engine-version, vllm_version's forms) does: its budget rule's flags and the
 // paths of its series. Throws vllm_version's InputError.
 VllmRule vllm_rule(const std::string& version_text);
+// Whether vLLM's SM100 paths (get_mxfp4_backend's FlashInfer branch, CUTLASS MLA) take a GPU of compute capability
+// `capability` (major x 10 + minor) at the release `rule` names: 10.0, and from 0.13 the 10.x family.
+inline bool vllm_sm100(int capability, const VllmRule& rule) {
+  return capability == 100 || (capability / 10 == 10 && rule.sm100_family);
+}
 // "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.1" to "0.10.x", "0.6.0"
 // to "0.6.4", "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" to "0.28.x", "0.29" and later: the rule;
 // anything else throws InputError naming the versions modelled and why the others are not.

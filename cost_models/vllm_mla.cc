@@ -13,7 +13,7 @@ uint64_t vllm_mla_kv_bytes_per_token(const VllmMlaShape& s, uint64_t element_byt
 }
 
 std::string vllm_mla_backend(int capability, const VllmRule& rule) {
-  if (capability == 100 || (capability / 10 == 10 && rule.sm100_family)) return "CUTLASS_MLA";
+  if (vllm_sm100(capability, rule)) return "CUTLASS_MLA";
   if (capability / 10 == 9) return "FLASHMLA";
   return "TRITON_MLA";
 }

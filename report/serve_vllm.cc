@@ -35,9 +35,7 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   r.version_text = s.engine_version;
   r.enforce_eager = s.enforce_eager;
   r.flashinfer = kFlashInferChoices.parse(s.flashinfer, "--flashinfer");
-  // 0.8.x's V1 sampler took FlashInfer only below its 0.2.3 (topk_topp_sampler.py at v0.8.0 to v0.8.5: "disabled
-  // because FlashInfer>=v0.2.3 is not" supported), which release of it ran there is not read.
-  if (r.flashinfer == true && vllm_minor_version(s.engine_version) == 8)
+  if (r.flashinfer == true && r.rule.flashinfer_sampler_unread)
     throw InputError("--flashinfer yes with --engine-version " + s.engine_version + ": 0.8's V1 sampler ran "
                      "FlashInfer's kernels only below FlashInfer 0.2.3 (its TopKTopPSampler), and which FlashInfer "
                      "ran there is not read; give --flashinfer no (the PyTorch sort) or a later --engine-version");
@@ -182,7 +180,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   // vLLM's MoE LoRA stacks and gptq's and awq's MoE methods are not sized; gpt-oss's MXFP4
   // checkpoint: its experts as vLLM's Mxfp4MoEMethod holds them (cost_models/mxfp4_experts.h); fp8's (block-wise, or
   // per-tensor with experts): Fp8MoEMethod's (report/serve_vllm_fp8.cc).
-  a.quantization = vllm_quantization(probe, s, capability, options.execution.multiprocessors, served,
+  a.quantization = vllm_quantization(probe, s, a.settings, capability, options.execution.multiprocessors, served,
                                      a.quantization_source);
   const bool mxfp4 = probe.stored_quantization().method == "mxfp4" && (s.quantization.empty() || s.quantization == "mxfp4");
   // --mxfp4-backend picks the MoE backend of MXFP4 experts (cost_models/mxfp4_experts.h); elsewhere it would not apply.

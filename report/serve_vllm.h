@@ -304,8 +304,8 @@ std::string vllm_mla_to_text(const VllmMlaAnswer& m);
 // gptq 60, awq 75; fp8 below 8.9 runs FP8 Marlin, whose repacked scales are not sized here) and the served type
 // (get_supported_act_dtypes: gptq and awq float16, fp8 bfloat16 and float16). `source` gets where the method came
 // from. Throws InputError, or VllmGpuRefused for the GPU.
-VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, int capability, int multiprocessors,
-                                   DType served, std::string& source);
+VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, const VllmResolved& r, int capability,
+                                   int multiprocessors, DType served, std::string& source);
 
 // report/serve_vllm_modelopt.cc, a ModelOpt FP8 checkpoint (onnx_import/hf_modelopt.h reads it).
 // vLLM's quantization for the checkpoint: ModelOptFp8LinearMethod's layout (method "fp8", static activations,
@@ -324,9 +324,10 @@ VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, in
 // kv_cache_quant_algo in EngineArgs.create_engine_config (vllm/utils/torch_utils.py resolve_kv_cache_dtype_string),
 // and issue #34752 (February 2026) reports auto still resolving to the model's type for some ModelOpt checkpoints:
 // which releases do what is not settled here, so 0.14 and later are refused without an explicit --kv-cache-dtype.
-VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s, int capability,
-                                            int multiprocessors, DType served, const std::string& model,
-                                            std::string& source);
+// `r`: the release's rule and --flashinfer as resolved.
+VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s,
+                                            const VllmResolved& r, int capability, int multiprocessors, DType served,
+                                            const std::string& model, std::string& source);
 
 // ModelOpt NVFP4 experts (cost_models/vllm_nvfp4.h). vllm_nvfp4_experts_check, before the profile: throws
 // InputError for an --engine-version whose path is not the 0.11 to 0.13 series' (VllmRule.nvfp4_marlin_moe:

@@ -16,9 +16,9 @@
 #include "report/option_choices.h"
 
 namespace memplan {
-VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s, int capability,
-                                            int multiprocessors, DType served, const std::string& model,
-                                            std::string& source) {
+VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, const ServeSettings& s,
+                                            const VllmResolved& r, int capability, int multiprocessors, DType served,
+                                            const std::string& model, std::string& source) {
   const bool nvfp4 = stored.method == "nvfp4";
   const std::string algo = stored.modelopt_algo();
   if (!s.quantization.empty())
@@ -30,7 +30,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                      "ModelOpt configs' get_supported_act_dtypes), not float32: give --dtype bf16 or fp16");
   const bool vllm = s.engine == "vllm" || s.engine == "all";
   if (vllm && stored.modelopt_kv_fp8 && !kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype") &&
-      vllm_rule(s.engine_version).modelopt_kv_auto_fp8)
+      r.rule.modelopt_kv_auto_fp8)
     throw InputError("--engine-version " + s.engine_version + " with --kv-cache-dtype auto: " + stored.modelopt_path +
                      " states kv_cache_quant_algo FP8, which vLLM's auto follows from PR #30785 (merged 2025-12-17, "
                      "after 0.13's branch) where its resolve_kv_cache_dtype_string finds it, and issue #34752 reports "
@@ -42,7 +42,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
     // (VllmRule.fp4_marlin_sm75). Its workspace and reduction buffer are one a multiprocessor.
     // docs/research/vllm-turing-marlin.md: at 0.14 the dense layers on 7.5 still take FlashInfer's GEMM where it is
     // installed, which fails; Marlin is what runs with VLLM_NVFP4_GEMM_BACKEND=marlin, and by default from PR #33076.
-    const bool sm75 = vllm_rule(s.engine_version).fp4_marlin_sm75;
+    const bool sm75 = r.rule.fp4_marlin_sm75;
     if (capability < (sm75 ? 75 : 80))
       throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{} with --engine-version {}: vLLM's "
                                        "ModelOptNvFp4Config needs {} (get_min_capability; 8.0 before 0.14, 7.5 from "
@@ -57,8 +57,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
     // ModelOptNvFp4LinearMethod.__init__ (v0.11.0 to v0.13.0 tags): `if has_flashinfer(): backend =
     // "flashinfer-cutlass"` with no capability test until PR #33076 (in the v0.16.0 branch); FlashInfer's mm_fp4
     // needs 10.0 (the failure #33076 quotes at 7.5).
-    if (vllm_nvfp4_marlin(capability) && kFlashInferChoices.parse(s.flashinfer, "--flashinfer") == true &&
-        !vllm_rule(s.engine_version).nvfp4_gemm_needs_sm100)
+    if (vllm_nvfp4_marlin(capability) && r.flashinfer == true && !r.rule.nvfp4_gemm_needs_sm100)
       throw VllmGpuRefused(fmt::format("ModelOpt NVFP4 on compute capability {}.{} with --flashinfer yes and "
                                        "--engine-version {}: vLLM's ModelOptNvFp4LinearMethod takes FlashInfer's FP4 "
                                        "GEMM wherever FlashInfer is usable, before PR #33076 (0.16) whatever the "
@@ -84,7 +83,7 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
   q.capability = capability;
   q.multiprocessors = multiprocessors;
   // From 10.0, flashinfer-cutlass with FlashInfer (its cached mm_fp4 workspace), else vLLM's CUTLASS FP4 GEMM.
-  q.flashinfer_gemm = kFlashInferChoices.parse(s.flashinfer, "--flashinfer") != false;
+  q.flashinfer_gemm = r.flashinfer != false;
   source = stored.modelopt_file ? "ModelOpt's hf_quant_config.json (quant_algo " + algo + ")"
                                 : "the config's quantization_config (modelopt, quant_algo " + algo + ")";
   return q;

@@ -11,12 +11,12 @@
 
 namespace memplan {
 
-VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, int capability, int multiprocessors,
-                                   DType served, std::string& source) {
+VllmQuantization vllm_quantization(ServeProbe& probe, const ServeSettings& s, const VllmResolved& r, int capability,
+                                   int multiprocessors, DType served, std::string& source) {
   const StoredQuantization& stored = probe.stored_quantization();
   VllmQuantization q;
   if (stored.modelopt)
-    return vllm_modelopt_quantization(stored, s, capability, multiprocessors, served, probe.path(), source);
+    return vllm_modelopt_quantization(stored, s, r, capability, multiprocessors, served, probe.path(), source);
   if (!s.quantization.empty() && !stored.method.empty() && s.quantization != stored.method)
     throw InputError("--quantization " + s.quantization + ": " + probe.path() + "'s quantization_config is " +
                      stored.method + " (vLLM refuses a --quantization that differs from the checkpoint's)");

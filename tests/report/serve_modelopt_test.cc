@@ -132,11 +132,17 @@ TEST(ServeModelOpt, VllmRefusals) {
   q.modelopt_path = "d/hf_quant_config.json";
   std::string source;
   ServeSettings s = settings("vllm");
-  EXPECT_NO_THROW(vllm_modelopt_quantization(q, s, 90, 132, DType::BFloat16, "m", source));
+  // The settings as serve_vllm resolves them: the release's rule (--flashinfer left auto).
+  auto quantization = [&](const ServeSettings& t, int capability, DType served) {
+    VllmResolved r;
+    r.rule = vllm_rule(t.engine_version);
+    return vllm_modelopt_quantization(q, t, r, capability, 132, served, "m", source);
+  };
+  EXPECT_NO_THROW(quantization(s, 90, DType::BFloat16));
   EXPECT_EQ(source, "ModelOpt's hf_quant_config.json (quant_algo FP8)");
   auto refused = [&](const ServeSettings& t, int capability, DType served, const std::string& says) {
     try {
-      vllm_modelopt_quantization(q, t, capability, 132, served, "m", source);
+      quantization(t, capability, served);
       ADD_FAILURE() << says;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
@@ -149,11 +155,11 @@ TEST(ServeModelOpt, VllmRefusals) {
   refused(s, 89 - 9, DType::BFloat16, "ModelOptFp8Config needs 8.9");
   ServeSettings later = s;
   later.engine_version = "0.13";  // v0.13.0: auto is the model's type (PR #30785 came after its branch)
-  EXPECT_NO_THROW(vllm_modelopt_quantization(q, later, 90, 132, DType::BFloat16, "m", source));
+  EXPECT_NO_THROW(quantization(later, 90, DType::BFloat16));
   later.engine_version = "0.14";
   refused(later, 90, DType::BFloat16, "--engine-version 0.14 with --kv-cache-dtype auto");
   later.kv_cache_dtype = "fp8";  // stated: no question of what auto becomes
-  EXPECT_NO_THROW(vllm_modelopt_quantization(q, later, 90, 132, DType::BFloat16, "m", source));
+  EXPECT_NO_THROW(quantization(later, 90, DType::BFloat16));
 }
 
 }  // namespace
