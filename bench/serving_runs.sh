@@ -28,7 +28,7 @@ ROWS=(
 "M|Qwen2.5-7B.json|--gpu RTX-3090 --gpu-memory-utilization 0.65 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.17.1|14.25|-|-|0.49|9088|-"
 "N|Qwen2.5-72B-Instruct.json|--gpu L40S --tp 4 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.19.0|33.98|-|-|5.11|67024|8.18"
 "O|bench/serving_configs/Meta-Llama-3-70B-Instruct-AWQ.json|--gpu L40S --tp 2 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.16.0|18.55|-|-|20.16|132128|16.13"
-"P|Qwen3-8B.json|--gpu RTX-4090 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.27.1|15.27|-|0.19|-|43040|-"
+"P|Qwen3-8B.json|--gpu RTX-4090 --gpu-memory-utilization 0.9 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.27.1|15.27|-|0.19|-|43040|-"
 )
 
 echo "## Commands"

@@ -132,6 +132,17 @@ VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backe
         "cubins or nvcc), which memplan does not size, and Marlin otherwise (no triton_kernels before 0.12); give "
         "--flashinfer no (or --mxfp4-backend marlin) if vLLM's log says \"Using Marlin backend\"", model));
   }
+  // From 0.12 get_mxfp4_backend still asks first whether FlashInfer is usable on SM100 (v0.12.0's
+  // is_device_capability(100), 10.x from 0.13): under --flashinfer auto, where vLLM's Docker image (which has it) and
+  // a pip install (flashinfer-python a dependency from 0.11.1; usable with its cubins or nvcc) differ, the layout
+  // memplan does not size may be the one that runs (its experts padded to 256, larger than Triton's): refused rather
+  // than answered low.
+  if (!requested && vllm_sm100(capability, rule) && !flashinfer.has_value())
+    throw InputError(fmt::format(
+        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{}: vLLM takes FlashInfer's "
+        "SM100_FI_MXFP4_BF16 layout there when FlashInfer is usable (the Docker image; pip's flashinfer-python with "
+        "its cubins or nvcc), which memplan does not size, and Triton's otherwise; give --flashinfer no (or "
+        "--mxfp4-backend triton) if vLLM's log says \"Using Triton backend\"", model, capability / 10, capability % 10));
   check_triton_capability(capability, requested.has_value(), model);
   if (requested && capability / 10 == 9 && !rule.mxfp4_hopper_swizzle)
     throw InputError(fmt::format(

@@ -43,15 +43,15 @@ VllmVersion vllm_version(const std::string& text) {
   const std::string accepted = "memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
                                "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
                                "worker's absolute rule), 0.9.1 to 0.10.x (the baseline rule, NCCL after the snapshot), "
-                               "0.11 to 0.20 (the current rule; from 0.17 with the Triton top-k/top-p sampler), 0.21 "
+                               "0.11 to 0.19 (the current rule; from 0.17 with the Triton top-k/top-p sampler), 0.20 "
                                "to 0.24 (Model Runner V1 with --enforce-eager; V2 for a dense Qwen3 from 0.22, Llama "
                                "or Mistral from 0.23), 0.25 to 0.28 (Model Runner V2 for a model without experts; V1 "
                                "with --enforce-eager) and 0.29 or later with --enforce-eager";
   if (minor == 8 || (minor == 9 && patch == 0)) return VllmVersion::V0_8;
   if (minor == 10 || (minor == 9 && patch >= 1)) return VllmVersion::V0_9;
   if (minor >= 11 && minor <= 16) return VllmVersion::V0_11;
-  if (minor >= 17 && minor <= 20) return VllmVersion::V0_17;
-  if (minor >= 21 && minor <= 24) return VllmVersion::V0_21;
+  if (minor >= 17 && minor <= 19) return VllmVersion::V0_17;
+  if (minor >= 20 && minor <= 24) return VllmVersion::V0_20;
   if (minor >= 25 && minor <= 28) return VllmVersion::V0_25;
   if (minor >= 29) return VllmVersion::V0_29;
   if (minor == 6 && patch >= 0 && patch <= 4) return VllmVersion::V0_6;
@@ -94,11 +94,15 @@ VllmRule budget_rule(VllmVersion v) {
       r.hidden_held_at_sampler = r.sizes_sliding_window = r.sizes_mla = r.sizes_data_parallel = true;
       break;
     case VllmVersion::V0_17:
-    case VllmVersion::V0_21:
+      r.hidden_held_at_sampler = r.sizes_sliding_window = r.sizes_mla = r.sizes_data_parallel = true;
+      r.triton_top_k_top_p = true;
+      break;
+    case VllmVersion::V0_20:
     case VllmVersion::V0_25:
     case VllmVersion::V0_29:
       r.hidden_held_at_sampler = r.sizes_sliding_window = r.sizes_mla = r.sizes_data_parallel = true;
-      r.triton_top_k_top_p = true;
+      r.triton_top_k_top_p = r.cudagraph_estimate = true;
+      r.default_gpu_memory_utilization = 0.92;
       break;
   }
   return r;
@@ -128,10 +132,13 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.nvfp4_gemm_needs_sm100 = minor >= 16;
   r.sm100_family = minor >= 13;
   r.mla_block_multiples = minor >= 12;
+  r.mla_backend_priorities = minor > 11 || (minor == 11 && patch >= 1);
+  r.mla_preferred_block = minor > 17 || (minor == 17 && patch >= 1);
   r.flashinfer_mla_blackwell = minor >= 15;
   r.bundles_triton_kernels = minor >= 12;
   r.mxfp4_hopper_swizzle = minor > 11 || (minor == 11 && patch >= 1);
   const bool from_0_17_2 = minor > 17 || (minor == 17 && patch >= 2);
+  r.triton_mla_fp8 = from_0_17_2;
   r.kv_group_pad_quarters = from_0_17_2 ? 6 : minor >= 12 ? 5 : 0;
   r.kv_start_check = minor <= 13                                 ? VllmKvStartCheck::EveryLayer
                      : minor > 18 || (minor == 18 && patch >= 1) ? VllmKvStartCheck::EveryGroup
@@ -156,12 +163,12 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
                                   bool quantized) {
   const int minor = vllm_minor_version(version_text);
   const bool v2_default = v == VllmVersion::V0_29 ||
-                          ((v == VllmVersion::V0_21 || v == VllmVersion::V0_25) &&
+                          ((v == VllmVersion::V0_20 || v == VllmVersion::V0_25) &&
                            vllm_v2_default_before_0_29(minor, has_experts, model_type, quantized));
   const VllmModelRunner runner = forced ? *forced : v2_default ? VllmModelRunner::V2 : VllmModelRunner::V1;
   const std::string at = "--engine-version " + version_text;
   if (runner == VllmModelRunner::V2) {
-    if (v != VllmVersion::V0_25 && v != VllmVersion::V0_29 && !(v == VllmVersion::V0_21 && minor >= 22))
+    if (v != VllmVersion::V0_25 && v != VllmVersion::V0_29 && !(v == VllmVersion::V0_20 && minor >= 22))
       throw InputError("--model-runner v2 with " + at + ": Model Runner V2's profile run is read from 0.22 only (the "
                        "release that made it the default for dense Qwen3 models); give --engine-version 0.22 or later, "
                        "or --model-runner v1");
@@ -177,23 +184,24 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
                        "0.28 or earlier");
     return runner;
   }
-  if ((v == VllmVersion::V0_21 || v == VllmVersion::V0_25 || v == VllmVersion::V0_29) && !enforce_eager) {
+  if (budget_rule(v).cudagraph_estimate && !enforce_eager) {
     std::string which = at;
     if (v == VllmVersion::V0_25 || v == VllmVersion::V0_29)
       which += " with Model Runner V1 (" +
                (forced ? std::string("--model-runner v1")
                        : model + " has experts, and 0.25 to 0.28 run only Qwen2-MoE and DeepSeek-V2 of those on V2") +
                ")";
-    else if (v == VllmVersion::V0_21 && minor >= 22)
+    else if (v == VllmVersion::V0_20 && minor >= 22)
       which += " with Model Runner V1 (" +
                (forced ? std::string("--model-runner v1")
                        : model + " is not one that 0.22 to 0.24 run on V2 by default: a dense Qwen3 from 0.22, "
                                  "Llama or Mistral from 0.23, quantized ones and Qwen2-MoE or DeepSeek-V2 from 0.24") +
                ")";
-    throw InputError(which + ": from 0.21 vLLM's V1 runner subtracts its CUDA graphs' estimate from the KV cache "
-                     "(profile_cudagraph_memory: the first two captures of each mode, measured on the GPU), which "
-                     "memplan does not size; with --enforce-eager no graph is captured and nothing is subtracted: add "
-                     "--enforce-eager, or give --engine-version 0.20 or earlier");
+    throw InputError(which + ": from 0.20 vLLM's V1 runner subtracts its CUDA graphs' estimate from the KV cache "
+                     "(PR #38284 turned VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on; profile_cudagraph_memory: the "
+                     "first two captures of each mode, measured on the GPU), which memplan does not size; with "
+                     "--enforce-eager no graph is captured and nothing is subtracted: add --enforce-eager, or give "
+                     "--engine-version 0.19 or earlier");
   }
   return runner;
 }
@@ -207,10 +215,10 @@ std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner) {
     case VllmVersion::V0_9: return "vLLM 0.9.1 to 0.10 V1 (gpu_worker.py determine_available_memory after PR #19312: NCCL and the custom all-reduce after the snapshot)";
     case VllmVersion::V0_17:
       return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359; the Triton top-k/top-p sampler)";
-    case VllmVersion::V0_21:
+    case VllmVersion::V0_20:
       return runner == VllmModelRunner::V2
                  ? "vLLM 0.22 V1 engine, Model Runner V2 (gpu/model_runner.py: no CUDA-graph estimate, the Gumbel sampler)"
-                 : "vLLM 0.21 V1 with --enforce-eager (no CUDA-graph estimate)";
+                 : "vLLM 0.20 to 0.24 V1 engine, Model Runner V1 with --enforce-eager (no CUDA-graph estimate)";
     case VllmVersion::V0_25:
       return runner == VllmModelRunner::V2
                  ? "vLLM 0.25 V1 engine, Model Runner V2 (gpu/model_runner.py: no CUDA-graph estimate, the Gumbel sampler)"

@@ -49,10 +49,12 @@ namespace memplan {
 //    traceback (ServerlessLLM PR #263) shows profile_run's `hidden_states = self._dummy_run(self.max_num_tokens)`,
 //    one value as in 0.8 (the pair hidden_states, last_hidden_states that holds the states came later). 0.9.1 is
 //    V0_9's (below), with this profile run.
-//  - V0_21 (the CUDA-graph estimate on by default from 0.21, PR #30515 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS,
-//    notes section 6): the current rule less the graphs' estimate, which is taken only when graphs are captured
-//    (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only --enforce-eager (no
-//    graphs, no estimate) is modelled. Its V1 sampler is V0_17's (vllm_triton_sampler_peak_bytes).
+//  - V0_20 (0.20 to 0.24: the CUDA-graph estimate on by default, PR #38284, merged 2026-04-21 before the 0.20
+//    branch was cut on 2026-04-26; it turned on VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, which PR #30515 had added
+//    off on 2026-03-07; docs/research/vllm-020-defaults.md): the current rule less the graphs' estimate, which is taken only
+//    when graphs are captured (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only
+//    --enforce-eager (no graphs, no estimate) is modelled. Its V1 sampler is V0_17's (vllm_triton_sampler_peak_bytes).
+//    The same PR made 0.92 the default gpu_memory_utilization (VllmRule.default_gpu_memory_utilization).
 //  - V0_6 (vLLM's V0 engine, the default before 0.8.0, from 0.6.0 to 0.6.4, before PR #10511): the worker's
 //    absolute rule, as V0_8's (vllm/worker/worker.py at 6ae5229, Worker.determine_num_available_blocks:
 //    int(total x utilization - peak), peak the absolute allocated peak plus every non-torch byte), one block of
@@ -102,19 +104,19 @@ namespace memplan {
 //    (index id 41703700143) takes the snapshot before init_worker_distributed_environment. So at tp >= 2 the
 //    increase holds NCCL's communicators (--reserve) and the custom all-reduce's IPC buffers, as V0_9's does; its
 //    rank_data is in PyTorch's reserved memory, not in the increase, nor is the allocator's rounding.
-//  - V0_17 (0.17 to 0.20): V0_11's worker; its V1 runner's sampler masks top-k and top-p with vLLM's Triton kernel
+//  - V0_17 (0.17 to 0.19): V0_11's worker; its V1 runner's sampler masks top-k and top-p with vLLM's Triton kernel
 //    (PR #33538, "Triton-based top-k and top-p sampler kernels", listed under Kernel in the v0.17.0 release notes
 //    of 7 March 2026 and not in v0.16.0's, whose branch was cut on 8 February): vllm_triton_sampler_peak_bytes.
-//  - V0_25 (0.25 and later): V0_21's worker, and Model Runner V2 for the models vLLM gives it by default (the
+//  - V0_25 (0.25 and later): V0_20's worker, and Model Runner V2 for the models vLLM gives it by default (the
 //    v0.25.0 release notes: "Model Runner V2 is now the default for all dense models", PR #44443), which
 //    VllmModelRunner below resolves with the model. To 0.28.
 //  - V0_29 (0.29 and later): V0_25's worker with Model Runner V2 the default for every model (the v0.29.0 release
 //    notes of 9 September 2026: "Model Runner V2 is now the default for all models (#53183)"), and V2 now
 //    subtracts its CUDA graphs' memory before sizing the cache ("MRV2 also gained CUDA graph memory profiling for
 //    KV cache auto-sizing (#53306)": captures against a minimal cache in a throwaway pool, measured on the GPU),
-//    which memplan does not size: answered with --enforce-eager only, as V1 from 0.21. V2's profile run is otherwise
+//    which memplan does not size: answered with --enforce-eager only, as V1 from 0.20. V2's profile run is otherwise
 //    the one read for 0.25 (not read at 0.29).
-enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_17, V0_21, V0_25, V0_29 };
+enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_17, V0_20, V0_25, V0_29 };
 
 // What vLLM's start check asks of a hybrid model's cache for one request of max_model_len tokens (vllm/v1/core/
 // kv_cache_utils.py at the release tags; cost_models/vllm_kv_groups.h): 0.11 to 0.13 check_enough_kv_cache_memory
@@ -138,6 +140,11 @@ struct VllmRule {
                                            // V0_7, V0_9)
   bool rank_data_after_baseline = false;   // and its rank_data tensor (V0_6_5: allocated bytes since the baseline)
   bool triton_top_k_top_p = false;  // V1's sampler masks top-k/top-p with the Triton kernel (V0_17 on)
+  bool cudagraph_estimate = false;  // V1's worker subtracts its CUDA graphs' estimate unless eager (V0_20 on)
+  // CacheConfig.gpu_memory_utilization's default (vllm/config/cache.py; the LLM class's keyword and `vllm serve`'s
+  // EngineArgs take it from there): 0.9, and 0.92 from 0.20 (PR #38284, which turned the estimate on and raised the
+  // default "to offset" it: 0.92 at the 0.20 branch's 132765e35, vllm/config/cache.py:66).
+  double default_gpu_memory_utilization = 0.9;
   // Paths that changed inside one budget rule's range, by release (the series each names):
   bool even_expert_map = false;       // 0.10.1 on: determine_expert_map deals the experts left over one each to the
                                       // first ranks (PR #21497); before it the last rank took them all
@@ -170,6 +177,10 @@ struct VllmRule {
                               // tests is_device_capability(100))
   bool flashinfer_mla_blackwell = false;  // 0.15 on: FlashInfer MLA the default on 10.x (PR #32615, 2026-01-19)
   bool mla_block_multiples = false;  // 0.12 on: the MLA backends keep a --block-size that is a multiple of theirs
+  bool mla_backend_priorities = false;  // 0.11.1 on: MLA backends from _get_backend_priorities, FLASH_ATTN_MLA first
+                                        // on 9.x (PR #27363), every listed module imported (vllm_mla_choice)
+  bool mla_preferred_block = false;  // 0.17.1 on: no block forced; the backend's preferred one (PR #35122)
+  bool triton_mla_fp8 = false;       // 0.17.2 on: Triton MLA takes an fp8 KV cache (PR #34597)
   bool bundles_triton_kernels = false;  // 0.12 on: the build fetches triton_kernels (PR #28788,
                                         // cmake/external_projects/triton_kernels.cmake first at v0.12.0; neither
                                         // requirements/cuda.txt nor the Dockerfile has it before)
@@ -189,13 +200,13 @@ VllmRule vllm_rule(const std::string& version_text);
 inline bool vllm_sm100(int capability, const VllmRule& rule) {
   return capability == 100 || (capability / 10 == 10 && rule.sm100_family);
 }
-// "0.11" to "0.16.x" and "0.17" to "0.20.x" (the same budget rule), "0.8" and "0.9.0", "0.9.1" to "0.10.x", "0.6.0"
-// to "0.6.4", "0.6.5" to "0.6.x", "0.7.x", "0.21" to "0.24.x", "0.25" to "0.28.x", "0.29" and later: the rule;
+// "0.11" to "0.16.x" and "0.17" to "0.19.x" (the same budget rule), "0.8" and "0.9.0", "0.9.1" to "0.10.x", "0.6.0"
+// to "0.6.4", "0.6.5" to "0.6.x", "0.7.x", "0.20" to "0.24.x", "0.25" to "0.28.x", "0.29" and later: the rule;
 // anything else throws InputError naming the versions modelled and why the others are not.
 VllmVersion vllm_version(const std::string& text);
 
 // Which GPU model runner profiles the engine (vLLM's VLLM_USE_V2_MODEL_RUNNER; memplan's --model-runner).
-//  - V1: vllm/v1/worker/gpu_model_runner.py, whose profile run the rules above follow. From 0.21 its worker
+//  - V1: vllm/v1/worker/gpu_model_runner.py, whose profile run the rules above follow. From 0.20 its worker
 //    subtracts the CUDA graphs' estimate (profile_cudagraph_memory: captures measured on the GPU), which memplan
 //    does not size: only --enforce-eager (no graphs, no estimate) is modelled there.
 //  - V2: vllm/v1/worker/gpu/model_runner.py (read at main's 0036d38, the tags' text not being in the store; vLLM's
@@ -209,7 +220,7 @@ VllmVersion vllm_version(const std::string& text);
 // profile_cudagraph_memory a placeholder returning 0 since PR #36520, "[Model Runner V2] Add dummy
 // profile_cudagraph_memory API", until 0.29's PR #53306, and the dummy sampler run without top-k/top-p; from 0.29 V2
 // for every model). Throws InputError naming `model`: V2 before 0.22 (its profile run is not read there), V2 with
-// --enable-lora (whether 0.25's V2 runs LoRA or falls back to V1 is not read), V1 from 0.21 and V2 from 0.29
+// --enable-lora (whether 0.25's V2 runs LoRA or falls back to V1 is not read), V1 from 0.20 and V2 from 0.29
 // without --enforce-eager.
 enum class VllmModelRunner { V1, V2 };
 VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text,
@@ -266,11 +277,10 @@ uint64_t vllm_custom_all_reduce_bytes(int tp, bool rank_data = false);
 // take ROCm's paths (AITER, fnuz scales, other padding).
 inline bool rocm_compute_capability(int capability) { return capability == 94 || capability == 95; }
 
-// vLLM's defaults for `vllm serve` on a GPU (vllm/engine/arg_utils.py, EngineArgs and _set_default_args).
-inline constexpr double kVllmDefaultGpuMemoryUtilization = 0.9;  // CacheConfig.gpu_memory_utilization
-
+// vLLM's settings for `vllm serve` on a GPU (vllm/engine/arg_utils.py, EngineArgs and _set_default_args): the
+// defaults of the release's rule (VllmRule.default_gpu_memory_utilization, vllm_step_defaults) or what was given.
 struct VllmEngineSettings {
-  double gpu_memory_utilization = kVllmDefaultGpuMemoryUtilization;
+  double gpu_memory_utilization = 0;
   int64_t max_model_len = 0;           // tokens of one request (prompt and generated)
   int64_t max_num_batched_tokens = 0;  // tokens of one scheduler step: the profile run's
   int64_t max_num_seqs = 0;            // requests of one step

@@ -7,15 +7,7 @@
 //    layer, the latent and the rope key, in the cache's type (--kv-cache-dtype fp8: one byte), no separate values.
 //    The latent is not split by heads: every tensor-parallel rank holds all of it. DeepSeek-V3 in bf16:
 //    61 x 576 x 2 = 70,272 B a token.
-//  - The block size (CudaPlatformBase.check_and_update_config, vllm/platforms/cuda.py at 1c0d9ec, without
-//    VLLM_ATTENTION_BACKEND): compute capability 10.0 runs CUTLASS MLA, the block size raised to 128 unless a
-//    multiple of it; other GPUs FlashMLA, which is_flashmla_dense_supported accepts on Hopper only
-//    (vllm/attention/ops/flashmla.py: capability major 9), the block size then 64 unless a multiple of 64; below
-//    Hopper the backend selector falls to Triton MLA and the block size stays --block-size. The v0.11.0 tag forces
-//    the block whenever it is not the backend's own (64 or 128 exactly); from 0.13 the 10.x family runs CUTLASS
-//    MLA (VllmRule.mla_block_multiples, sm100_family). Not modelled: FlashInfer MLA, the default on Blackwell for
-//    qk_nope_head_dim 128 from PR #32615 (merged 2026-01-19; in the v0.16.0 branch), block 64: refused there from
-//    0.15 (report/serve_vllm_mla.cc).
+//  - The backend and block size (vllm_mla_choice; docs/research/vllm-mla-hopper-ampere.md reads the tags):
 //  - The profile run: with no attention metadata, MLACommonImpl.forward allocates and drops
 //    torch.empty((chunked_prefill_workspace_size, num_heads, qk_nope_head_dim + v_head_dim)) in the latent's type,
 //    "to simulate the worst case output size of kv_b_proj(kv_c_normed)" of a chunked prefill's context, then
@@ -45,14 +37,43 @@ struct VllmMlaShape {
 // Every layer's page for one token: layers x (kv_lora_rank + qk_rope_head_dim) x element_bytes.
 uint64_t vllm_mla_kv_bytes_per_token(const VllmMlaShape& s, uint64_t element_bytes);
 
-// The block size vLLM runs MLA with on a GPU of compute capability `capability` (major x 10 + minor) for
-// --block-size `requested` at the release `rule` names: from 0.12 a multiple of the backend's block is kept; at 0.11
-// (cuda.py check_and_update_config at the v0.11.0 tag: `block_size != 64`, `!= 128`) only the block itself.
-int64_t vllm_mla_block_size(int64_t requested, int capability, const VllmRule& rule);
-
-// The MLA backend that block size goes with ("CUTLASS_MLA", "FLASHMLA", "TRITON_MLA"): CUTLASS on 10.0, and from
-// 0.13 on the 10.x family (is_device_capability_family(100) at the v0.13.0 tag; v0.12.0 tests 10.0 only).
-std::string vllm_mla_backend(int capability, const VllmRule& rule);
+// The MLA backend vLLM runs on a GPU of compute capability `capability` (major x 10 + minor), the block size it
+// runs it with for --block-size `requested` (`given`: the user's, else vLLM's default 16), and what importing the
+// backends allocates at load (without VLLM_ATTENTION_BACKEND; vllm/platforms/cuda.py):
+//  - 10.0, and from 0.13 the 10.x family (is_device_capability_family(100) at the v0.13.0 tag): CUTLASS MLA, which
+//    check_and_update_config sets as the backend, the block raised to 128 (to 0.16: unless a multiple from 0.12,
+//    unless 128 itself at v0.11.0's `!= 128`; from 0.17.1 CUTLASS's own preferred 128 by the same arithmetic for the
+//    default, a given block that is not a multiple of 128 not read). Not modelled: FlashInfer MLA, the default there
+//    for qk_nope_head_dim 128 from PR #32615 (merged 2026-01-19; in the v0.16.0 branch), refused from 0.15
+//    (report/serve_vllm_mla.cc). Importing cutlass_mla.py allocates its module-level g_sm100_workspace,
+//    SM100Workspace(128 MiB) (torch.empty on "cuda"; cutlass_mla.py at v0.11.0 to v0.13.0), during the model's
+//    construction (MLAAttention.__init__ asks for its backend inside load_model): in the weights' term.
+//  - 9.x: v0.11.0 runs FlashMLA, the block forced to 64 when it is not 64. From PR #27363 (merged 2025-11-11, in
+//    v0.11.2; the 0.11.1 release, cut from main a week later, is taken to carry it) _get_backend_priorities puts
+//    FLASH_ATTN_MLA first and get_valid_backends walks the list; to 0.16 check_and_update_config still forces a block
+//    that is not a multiple of 64 to 64 for FlashMLA whenever dense FlashMLA is built, whichever backend then wins.
+//    From PR #35122 (merged 2026-03-09, first in v0.17.1rc0) nothing is forced: a block not given is the chosen
+//    backend's preferred size (update_block_size_for_backend: FLASH_ATTN_MLA takes any multiple of 16, so 16),
+//    and a given one is kept by the first backend that supports it. FLASH_ATTN_MLA refuses an fp8 cache at every
+//    release: FlashMLA then, whose block is 64 (to 0.16 forced; from 0.17.1 its preferred 64, a given multiple of
+//    64 kept); a given block that is not a multiple of 64 has no backend at 0.17.1 and Triton MLA from 0.17.2 (PR
+//    #34597 gave it fp8).
+//  - below 9.0: Triton MLA with the block as given (a multiple of 16 from 0.17.1, PR #36292); an fp8 cache has no
+//    backend before 0.17.2 (TritonMLAImpl refuses it).
+// From 0.11.1 on 9.x and below, get_valid_backends imports every backend of the list, FLASHINFER_MLA's module with it
+// (a hard dependency of the CUDA wheel from 0.11.1), whose module-level g_fi_workspace is torch.zeros(128 MiB) on
+// "cuda" (flashinfer_mla.py FLASHINFER_MLA_WORKSPACE_BUFFER_SIZE at v0.11.2 to v0.18.0), during the model's
+// construction: in the weights' term, unless FlashInfer does not import (`flashinfer_importable` false).
+inline constexpr uint64_t kVllmMlaModuleWorkspace = 128ull << 20;
+struct VllmMlaChoice {
+  std::string backend;              // "FLASH_ATTN_MLA", "FLASHMLA", "CUTLASS_MLA", "TRITON_MLA"
+  int64_t block_size = 0;
+  uint64_t module_workspace_bytes = 0;  // the backend modules' workspaces allocated at import
+  std::string module_workspace;         // whose ("cutlass_mla.py g_sm100_workspace", ...; "" for none)
+  std::string refused;                  // why vLLM finds no backend ("" when one runs)
+};
+VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, bool fp8_kv, int capability, const VllmRule& rule,
+                              bool flashinfer_importable);
 
 // determine_chunked_prefill_workspace_size, in tokens.
 int64_t vllm_mla_workspace_tokens(int64_t max_model_len, int64_t max_num_seqs, int64_t block_size);

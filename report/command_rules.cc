@@ -95,7 +95,8 @@ const std::vector<CommandRule>& command_rules() {
        }},
       {kServe, "--gpu-memory-utilization is more than 0",
        [](A a) -> std::string {
-         return a.serve.gpu_memory_utilization <= 0 ? "--gpu-memory-utilization 0: vLLM needs more than 0 (at most 1)"
+         // -1 (below the row's range, which a given value is checked against) is "not given".
+         return a.serve.gpu_memory_utilization == 0 ? "--gpu-memory-utilization 0: vLLM needs more than 0 (at most 1)"
                                                     : "";
        }},
       {kServe, "--engine vllm runs on PyTorch: --runtime applies to --engine eager",

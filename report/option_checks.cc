@@ -376,8 +376,11 @@ void settle_options(CommandArgs& args, Command command, std::vector<const Option
   apply_recipe(args, command, given);
   // --deepspeed at stage 1 or 2 casts PEFT's float32 adapters unless --lora-dtype says otherwise
   // (report/deepspeed_config_apply.cc).
-  args.estimate.lora_dtype_given =
-      std::any_of(given.begin(), given.end(), [](const OptionSpec* row) { return row->flag == "--lora-dtype"; });
+  const auto is_given = [&](const char* flag) {
+    return std::any_of(given.begin(), given.end(), [&](const OptionSpec* row) { return row->flag == flag; });
+  };
+  args.estimate.lora_dtype_given = is_given("--lora-dtype");
+  args.serve.block_size_given = is_given("--block-size");
   settle_graph(args, command);
   settle_auto_precision(args.estimate);
   validate_options(args, command, given);

@@ -63,7 +63,7 @@ std::vector<OptionSpec> serve_option_rows() {
                "tokens (dp x --max-batched-tokens) gathered by the naive dispatch; a dense model's ranks are replicas",
        .field = FIELD(serve.data_parallel_size), .engines = {"vllm"}, .min = 1, .show_default = true},
       {.flag = "--engine-version", .kind = K::Text, .commands = kServe,
-       .help = "The vLLM version whose start-up rule applies: 0.11 to 0.20 (the current V1 rule; from 0.17 its "
+       .help = "The vLLM version whose start-up rule applies: 0.11 to 0.19 (the current V1 rule; from 0.17 its "
                "sampler warms up on the Triton top-k/top-p kernel, whose buffer the GPU's multiprocessors size), "
                "0.8 and 0.9.0 "
                "(the V1 worker's absolute rule: the profile's whole peak and every byte outside PyTorch, --reserve, "
@@ -74,19 +74,20 @@ std::vector<OptionSpec> serve_option_rows() {
                "sequences, and V0's sampler; dense unquantized models without LoRA or a sliding window), 0.6.5 to "
                "0.6.x and 0.7.x (V0 as 0.6.4, over a baseline taken before the distributed set-up: --reserve is the "
                "non-torch memory since the worker started, and at --tp 2, 4, 6 or 8 the custom all-reduce's IPC "
-               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.21 to 0.24 with --enforce-eager, 0.25 to "
+               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.20 to 0.24 with --enforce-eager, 0.25 to "
                "0.28 (--model-runner), 0.29 or later with --enforce-eager (Model Runner V2 for every model, measuring its "
                "CUDA graphs); 0.9.1 frees the forward's hidden states before the sampler warms up, as 0.8",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
-       .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.21 the graphs are captured after the cache is "
-               "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; from 0.21 Model Runner V1 "
+       .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.20 the graphs are captured after the cache is "
+               "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; from 0.20 Model Runner V1 "
                "subtracts their estimate, which memplan models only as none (this flag); V2 subtracts none",
        .field = FIELD(serve.enforce_eager), .engines = {"vllm"}},
       {.flag = "--flashinfer", .kind = K::Choice, .commands = kServe,
        .help = "Whether FlashInfer is usable where vLLM runs: yes (vLLM's Docker image; pip's flashinfer-python, a "
                "dependency from 0.11.1, with its cubins or nvcc from 0.12), no, or auto (memplan's assumption on each "
-               "path: absent for the sampler and MXFP4, present for NVFP4's FP4 GEMM). It decides the V1 sampler's "
+               "path: absent for the sampler, present for NVFP4's FP4 GEMM and MLA's module import, and for gpt-oss's "
+               "MXFP4 experts on 10.x from 0.12 not assumed: refused unless no). It decides the V1 sampler's "
                "warm-up at 0.9.0 to 0.11.0 (yes: FlashInfer's top_k_top_p_sampling_from_logits, three float32 [rows, "
                "vocab] tensors, not the sort's 26 B an element), ModelOpt NVFP4's dense GEMM (from 10.0 yes: "
                "flashinfer-cutlass with its 32 MiB workspace, no: CUTLASS without; below 10.0 before 0.16 yes: vLLM "
@@ -100,7 +101,7 @@ std::vector<OptionSpec> serve_option_rows() {
                "0.24, every model without experts from 0.25 and every model from 0.29; V1 otherwise), v1 or v2. V2 "
                "(--engine-version 0.22 or later) "
                "warms its Gumbel sampler up without top-k/top-p and to 0.28 "
-               "subtracts no CUDA-graph estimate; V1 from 0.21 and V2 from 0.29 need --enforce-eager. The log line "
+               "subtracts no CUDA-graph estimate; V1 from 0.20 and V2 from 0.29 need --enforce-eager. The log line "
                "'Using V2 Model Runner' says which ran",
        .field = FIELD(serve.model_runner), .engines = {"vllm"}, .choices = kModelRunnerChoices.names(),
        .show_default = true},
@@ -133,11 +134,14 @@ std::vector<OptionSpec> serve_option_rows() {
        .field = FIELD(serve.quant_group_size), .engines = {"vllm", "sglang"}, .min = -1},
       {.flag = "--gpu-memory-utilization", .kind = K::Real, .commands = kServe,
        .help = "The fraction of the GPU's memory vLLM may use (weights, activation peak, non-torch memory "
-               "and the KV cache), as vLLM's --gpu-memory-utilization",
-       .field = FIELD(serve.gpu_memory_utilization), .engines = {"vllm"}, .min = 0, .max = 1, .show_default = true},
+               "and the KV cache), as vLLM's --gpu-memory-utilization. Default: the release's (--engine-version), 0.9, "
+               "and 0.92 from 0.20 (PR #38284, which also began subtracting the CUDA graphs' estimate)",
+       .field = FIELD(serve.gpu_memory_utilization), .engines = {"vllm"}, .min = 0, .max = 1},
       {.flag = "--block-size", .kind = K::Int, .commands = kServe,
-       .help = "Tokens per KV cache block (vLLM's --block-size; for deepseek_v2 and deepseek_v3 vLLM's MLA backend raises it: FlashMLA "
-               "on compute capability 9.x to 64, CUTLASS MLA on 10.0 to 128, unless a multiple)", .field = FIELD(serve.block_size), .engines = {"vllm", "eager"}, .min = 1,
+       .help = "Tokens per KV cache block (vLLM's --block-size). For deepseek_v2 and deepseek_v3 vLLM's MLA backend "
+               "sets it: to 0.16 raised to 64 on compute capability 9.x and to 128 on 10.0 (10.x from 0.13) unless a "
+               "multiple; from 0.17.1 kept on 9.x by FlashAttention MLA (with an fp8 cache FlashMLA's 64 unless given); "
+               "below 9.0 Triton MLA keeps it", .field = FIELD(serve.block_size), .engines = {"vllm", "eager"}, .min = 1,
        .show_default = true},
       {.flag = "--kv-cache-dtype", .kind = K::Choice, .commands = kServe,
        .help = "What the paged KV cache stores, as vLLM's --kv-cache-dtype: auto (the model's type, after --dtype) or "

@@ -181,7 +181,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
           VllmTableRow row;
           row.gpu = g.name;
           row.memory_bytes = g.memory_bytes;
-          row.requested_bytes = vllm_available_memory(g.memory_bytes, settings.gpu_memory_utilization, 0, 0, 0).requested;
+          row.requested_bytes = vllm_available_memory(g.memory_bytes, vllm_gpu_memory_utilization(settings), 0, 0, 0).requested;
           row.not_answered = e.what();
           row.vllm_refuses = e.vllm_refuses;
           t.rows.push_back(std::move(row));
@@ -203,7 +203,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.rows.push_back({g.name, g.memory_bytes, a.memory.requested, a.memory.available, a.capacity.tokens,
                           a.capacity.max_concurrency, a.capacity.starts, "", false,
                           a.settings.engine.max_num_batched_tokens, a.capacity.blocks_per_request, a.dtype,
-                          a.kv_bytes_per_token});
+                          a.kv_bytes_per_token, a.mla.backend, a.mla.on ? a.mla.block_size : 0});
       }
       if (answered == 0 && refused) throw InputError(*refused);
       vllm_table_common_type(t);

@@ -67,8 +67,7 @@ EngineAnswer engine_answer_common(const VllmAnswer& v, const std::string& engine
   a.context = v.settings.engine.max_model_len;
   a.context_source = v.settings.max_model_len_source;
   a.total_bytes = v.memory.total;
-  // The graph's weights in the served type: vLLM's weights term less what vLLM's own layers add.
-  a.weights_bytes = v.memory.weights - v.lora_stacks_bytes - v.rotary_cache_bytes - v.vocab_padding_bytes;
+  a.weights_bytes = vllm_shared_weights(v);
   a.non_torch_bytes = v.memory.non_torch;
   a.kv_bytes_per_token = v.kv_bytes_per_token;
   a.kv_layers = v.kv_layers;

@@ -177,7 +177,7 @@ EngineTable serve_engines_table(ServeProbe& probe, const ServeSettings& s, int t
   t.total_bytes = v.memory.total;
   t.kv_bytes_per_token = v.kv_bytes_per_token;
   t.non_torch_bytes = outside;
-  t.weights_bytes = v.memory.weights - v.lora_stacks_bytes - v.rotary_cache_bytes - v.vocab_padding_bytes;
+  t.weights_bytes = vllm_shared_weights(v);
   if (v.mla.on && !cuda)  // as report/serve.cc refuses --engine vllm there
     t.rows.push_back({"vllm", "", 0, 0, 0, 0, false, "",
                       "vLLM's MLA backends on ROCm (AITER, Triton MLA) and their block sizes are not modelled"});

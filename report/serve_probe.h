@@ -34,14 +34,17 @@ struct ServeSettings {
   int64_t context = 0;             // --context N: tokens per sequence (prompt and generated); 0: the model's limit
   int64_t max_batched_tokens = 0;  // --max-batched-tokens T: the prefill step's tokens; 0: the context
   int64_t block_size = kDefaultBlockSize;
+  bool block_size_given = false;   // --block-size given (report/option_checks.cc settle_options): vLLM's MLA backends
+                                   // from 0.17.1 take their own preferred block when it is not (vllm_mla_choice)
   std::string kv_dim;              // --kv-dim NAME: the dimension of cached tokens, when several qualify
   // --kv-cache-dtype: auto (the cache in the model's storage type) or an fp8 type. vLLM stores every fp8 choice
   // as one byte per element (vllm/utils STR_DTYPE_TO_TORCH_DTYPE: "fp8", "fp8_e4m3", "fp8_e5m2" -> torch.uint8)
   // with one scalar scale per layer's keys and values (Attention's _k_scale/_v_scale), which is not counted.
   std::string kv_cache_dtype = "auto";
   double headroom_percent = 0;     // eager: keep this percent of the budget free
-  // vllm: --gpu-memory-utilization (vLLM's default) and --max-num-seqs (0: vLLM's default for the GPU).
-  double gpu_memory_utilization = kVllmDefaultGpuMemoryUtilization;
+  // vllm: --gpu-memory-utilization (-1, below its range: not given, the release's default, vllm_gpu_memory_utilization)
+  // and --max-num-seqs (0: vLLM's default for the GPU).
+  double gpu_memory_utilization = -1;
   int64_t max_num_seqs = 0;
   // vllm: --enable-lora with vLLM's --max-loras (1) and --max-lora-rank (16) defaults (vllm/config/lora.py).
   bool enable_lora = false;

@@ -25,6 +25,20 @@ std::vector<std::string> present_outputs(const KvCache& kv) {
   return out;
 }
 
+}  // namespace
+
+uint64_t vllm_shared_weights(const VllmAnswer& v) {
+  return v.memory.weights - v.lora_stacks_bytes - v.rotary_cache_bytes - v.vocab_padding_bytes -
+         v.mla.module_workspace_bytes;
+}
+
+double vllm_gpu_memory_utilization(const ServeSettings& s) {
+  return s.gpu_memory_utilization >= 0 ? s.gpu_memory_utilization
+                                       : vllm_rule(s.engine_version).default_gpu_memory_utilization;
+}
+
+namespace {
+
 VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t total_memory,
                      const std::string& gpu_name) {
   VllmResolved r;
@@ -43,7 +57,7 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   if (r.rule.needs_step_flags && (s.max_batched_tokens == 0 || s.max_num_seqs == 0))
     throw InputError("--engine-version " + s.engine_version + " needs --max-batched-tokens and --max-num-seqs (the "
                      "values the vLLM log states: its defaults for the GPU are not modelled)");
-  r.engine.gpu_memory_utilization = s.gpu_memory_utilization;
+  r.engine.gpu_memory_utilization = vllm_gpu_memory_utilization(s);
   r.engine.block_size = s.block_size;
   // max_model_len: --context, else the model's own limit (vllm/config ModelConfig._get_and_verify_max_len).
   r.engine.max_model_len = s.context > 0 ? s.context : probe.max_positions();
@@ -322,7 +336,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const uint64_t loaded = checked_add(
       checked_add(checked_add(a.lora_stacks_bytes, a.rotary_cache_bytes, "weights bytes"),
                   checked_add(a.vocab_padding_bytes, a.quantized.quantized_bytes, "weights bytes"), "weights bytes"),
-      checked_add(a.mla.router_bias_bytes,
+      checked_add(checked_add(a.mla.router_bias_bytes, a.mla.module_workspace_bytes, "weights bytes"),
                   checked_add(a.fp8_block.mla_absorbed_bytes, expert_parallel_bytes, "weights bytes"), "weights bytes"),
       "weights bytes");
   a.forward_peak_allocated =

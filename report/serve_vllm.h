@@ -98,6 +98,8 @@ struct VllmMlaAnswer {
   VllmMlaProfile profile;
   uint64_t peak_allocated = 0;        // the fullest attention step's allocated bytes plus the simulated tensor
   uint64_t router_bias_bytes = 0;     // e_score_correction_bias in float32 beyond the graph's served type
+  uint64_t module_workspace_bytes = 0;  // what importing the MLA backends allocates at load (VllmMlaChoice)
+  std::string module_workspace;         // whose
 };
 
 // A block-wise fp8 checkpoint (quantization_config weight_block_size), or a per-tensor fp8 one with experts
@@ -189,6 +191,10 @@ struct VllmAnswer {
 // A GPU the quantization method does not run on as memplan models it (the single-GPU answer's InputError; a
 // catalog table's row). `vllm_refuses`: vLLM itself refuses the GPU (below the method's get_min_capability), else
 // vLLM runs a kernel whose layout memplan does not size (FP8 Marlin).
+// The checkpoint's weights as the engines that share this analysis load them: vLLM's weights term less what vLLM's
+// own layers and modules add (LoRA stacks, rotary cache, vocabulary padding, MLA's module workspaces).
+uint64_t vllm_shared_weights(const VllmAnswer& v);
+
 class VllmGpuRefused : public InputError {
  public:
   VllmGpuRefused(const std::string& message, bool vllm_refuses) : InputError(message), vllm_refuses(vllm_refuses) {}
@@ -210,6 +216,9 @@ struct VllmTableRow {
   // only where they differ from the table's (a float32 checkpoint, or gemma2's float32 below 8.0).
   std::string dtype;
   uint64_t kv_bytes_per_token = 0;
+  // deepseek_v3: the MLA backend this GPU runs at the release, and its block size.
+  std::string mla_backend;
+  int64_t block_size = 0;
 };
 struct VllmTable {
   std::string model;
@@ -232,6 +241,8 @@ struct VllmTable {
 // reason (report/serve_vllm_v0.cc): --enable-lora (V0's profile run activates dummy LoRAs), quantization, a
 // mixture of experts (`moe`) and --dtype auto on a checkpoint whose type V0 would change.
 void vllm_v0_refusals(ServeProbe& probe, const ServeSettings& s, bool moe);
+// --gpu-memory-utilization as given, else the default of --engine-version's release (VllmRule).
+double vllm_gpu_memory_utilization(const ServeSettings& s);
 
 // The memory outside PyTorch that vLLM's rule charges (VllmMemory::non_torch, beside the custom all-reduce's buffers
 // serve_vllm adds): `given` (--reserve) when given. Otherwise what vLLM's rule takes of it that memplan models: the

@@ -448,6 +448,10 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
     if (!t.rows[i].not_answered.empty()) rows[i]["not_answered"] = t.rows[i].not_answered;
     if (t.sliding_window > 0 && t.rows[i].blocks_per_request > 0)  // a windowed model's bound (optional key)
       rows[i]["blocks_per_request"] = t.rows[i].blocks_per_request;
+    if (!t.rows[i].mla_backend.empty()) {  // deepseek_v3: this GPU's MLA backend and block (optional keys)
+      rows[i]["mla_backend"] = t.rows[i].mla_backend;
+      rows[i]["block_size"] = t.rows[i].block_size;
+    }
     if (differs(t, t.rows[i])) {  // --dtype auto's type on this GPU is not the table's (optional keys)
       rows[i]["dtype"] = t.rows[i].dtype;
       rows[i]["kv_cache_bytes_per_token"] = t.rows[i].kv_bytes_per_token;
@@ -473,8 +477,8 @@ std::string vllm_table_to_text(const VllmTable& t) {
       "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, {}, KV {} B per token, blocks of {})\n"
       "  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n",
       format_count(t.max_model_len), t.gpu_memory_utilization, t.dtype, format_count(t.kv_bytes_per_token),
-      t.mla ? fmt::format("the MLA backend's: FlashMLA 64 on compute capability 9.x, CUTLASS MLA 128 on 10.0, else {}",
-                          t.block_size)
+      t.mla ? fmt::format("each GPU's MLA backend's at this release, from --block-size {} (the JSON's rows give "
+                          "each backend and block)", t.block_size)
             : std::to_string(t.block_size),
       "GPU",
       "memory", "requested", "KV memory", "KV tokens", "concurrency");

@@ -49,14 +49,19 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
                                      s.engine_version, model, capability / 10, capability % 10),
                          false);
   m.on = true;
-  m.backend = vllm_mla_backend(capability, r.rule);
   const bool fp8 = kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");
-  // TritonMLAImpl.__init__ raises NotImplementedError("TritonMLA V1 with FP8 KV cache not yet supported").
-  if (fp8 && m.backend == "TRITON_MLA" && (s.engine == "vllm" || s.engine == "all"))
-    throw InputError("--kv-cache-dtype " + s.kv_cache_dtype + " on " + model + " below compute capability 9.0: vLLM "
-                     "runs Triton MLA there, which refuses an FP8 KV cache (TritonMLAImpl)");
+  // FlashInfer imports unless --flashinfer no (a dependency of the CUDA wheel wherever its module is imported).
+  const VllmMlaChoice c = vllm_mla_choice(r.engine.block_size, s.block_size_given, fp8, capability, r.rule,
+                                          r.flashinfer != false);
+  if (!c.refused.empty() && (s.engine == "vllm" || s.engine == "all"))
+    throw VllmGpuRefused(fmt::format("--engine-version {} on {} at compute capability {}.{}: {}", s.engine_version,
+                                     model, capability / 10, capability % 10, c.refused),
+                         true);
+  m.backend = c.backend;
+  m.module_workspace_bytes = c.module_workspace_bytes;
+  m.module_workspace = c.module_workspace;
   m.requested_block_size = r.engine.block_size;
-  r.engine.block_size = m.block_size = vllm_mla_block_size(r.engine.block_size, capability, r.rule);
+  r.engine.block_size = m.block_size = c.block_size;
   m.shape.kv_lora_rank = d.kv_lora_rank;
   m.shape.qk_rope_head_dim = d.qk_rope_head_dim;
   m.shape.qk_nope_head_dim = d.qk_nope_head_dim;
@@ -117,7 +122,9 @@ nlohmann::ordered_json vllm_mla_to_json(const VllmMlaAnswer& m) {
           {"simulated_decompression_bytes", m.profile.simulated_bytes},
           {"peak_allocated_bytes", m.peak_allocated},
           {"workspace_after_profile_bytes", m.profile.workspace_bytes},
-          {"router_bias_float32_bytes", m.router_bias_bytes}};
+          {"router_bias_float32_bytes", m.router_bias_bytes},
+          {"module_workspace_bytes", m.module_workspace_bytes},
+          {"module_workspace", m.module_workspace.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(m.module_workspace)}};
 }
 
 std::string vllm_mla_to_text(const VllmMlaAnswer& m) {
@@ -126,9 +133,12 @@ std::string vllm_mla_to_text(const VllmMlaAnswer& m) {
       "; multi-head latent attention by vLLM's {} (the cache one head of {} + {} a token and layer; blocks of {} "
       "tokens (--block-size {}); the profile run's simulated decompression [{} tokens, {} heads, {} + {}] = {} on the fullest "
       "attention step; transformers' decompressed keys and values of {} layers not computed; the builder's "
-      "workspace of {}, allocated after the profile, is in no term)",
+      "workspace of {}, allocated after the profile, is in no term{})",
       m.backend, m.shape.kv_lora_rank, m.shape.qk_rope_head_dim, m.block_size, m.requested_block_size, m.profile.workspace_tokens, m.shape.heads_per_rank, m.shape.qk_nope_head_dim, m.shape.v_head_dim,
-      format_bytes(m.profile.simulated_bytes), m.decompression_layers, format_bytes(m.profile.workspace_bytes));
+      format_bytes(m.profile.simulated_bytes), m.decompression_layers, format_bytes(m.profile.workspace_bytes),
+      m.module_workspace.empty() ? std::string()
+                                 : fmt::format("; {} of {} allocated at import, with the weights", format_bytes(m.module_workspace_bytes),
+                                               m.module_workspace));
 }
 
 }  // namespace memplan

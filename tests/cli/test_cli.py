@@ -1561,11 +1561,11 @@ class ServeEngineVersionTest(unittest.TestCase):
         # On a T4 (40 multiprocessors): min(next_power_of_2(min(40, 64)), 40) = 40 rows.
         args = list(self.ARGS)
         args[args.index("--memory"):args.index("--memory") + 2] = ["--gpu", "T4"]
-        j = json.loads(run("serve", self.KV, *args, "--engine-version", "0.20", "--json", check_rc=0).stdout)
+        j = json.loads(run("serve", self.KV, *args, "--engine-version", "0.19.1", "--json", check_rc=0).stdout)
         p = j["profile_run"]
         self.assertEqual((p["sampler"], p["sampler_buffer_rows"], p["sampler_multiprocessors"]), ("triton", 40, 40))
         self.assertEqual(p["sampler_peak_bytes"], 10240 + 12 * 64 * 16 + 4 * 40 * 16)
-        text = run("serve", self.KV, *args, "--engine-version", "0.20", check_rc=0).stdout
+        text = run("serve", self.KV, *args, "--engine-version", "0.19.1", check_rc=0).stdout
         self.assertIn("Triton top-k/top-p, its buffer 40 x the vocabulary", text)
         # Fewer than 8 rows keep the sort (apply_top_k_top_p's `logits.shape[0] >= 8`).
         args = list(self.ARGS)

@@ -610,13 +610,13 @@ class VllmByHand(unittest.TestCase):
             self.assertEqual(j09["num_gpu_blocks"], 26175, version)
             self.assertEqual(j09["engine_rules"], j["engine_rules"], version)
             self.assertIn("vLLM 0.8 to 0.9.0 V1", j09["engine_rules"])
-        # 0.11 to 0.20 are the current rule: the class docstring's 26,174 blocks to 0.16. From 0.17 the sampler's
+        # 0.11 to 0.19 are the current rule: the class docstring's 26,174 blocks to 0.16. From 0.17 the sampler's
         # warm-up is the Triton kernel's: 12 bytes a logit and a 64-row buffer (--memory: next_power_of_2(64) rows)
         # of the 16-token vocabulary in place of the sort's 26, 64 x 16 x (26 - 12 - 4) = 10,240 B less at the peak
         # the sampler sets: 10 blocks of 1,024 B more.
         for version in ("0.11", "0.15.1", "0.16.1"):
             self.assertEqual(self.vllm(*self.ARGS, "--engine-version", version)["num_gpu_blocks"], 26174)
-        for version in ("0.17.1", "0.20"):
+        for version in ("0.17.1", "0.19.1"):
             self.assertEqual(self.vllm(*self.ARGS, "--engine-version", version)["num_gpu_blocks"], 26174 + 10)
         text = run("serve", KV, "--engine", "vllm", *self.ARGS, "--engine-version", "0.8").stdout
         self.assertIn("served by vLLM 0.8 (V1 rules: the profile's whole peak and all non-torch memory)", text)
@@ -625,15 +625,16 @@ class VllmByHand(unittest.TestCase):
                              (["--engine-version", "0.5.4"], "V0 engine before 0.6"),
                              (["--engine-version", "0.9"], "PR #19312"),
                              (["--engine-version", "0.21"], "add --enforce-eager"),
+                             (["--engine-version", "0.20.0"], "from 0.20 vLLM's V1 runner subtracts"),
                              (["--engine-version", "v1"], "expected a vLLM version such as 0.11")):
             p = run("serve", KV, "--engine", "vllm", *self.ARGS, *args)
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(phrase, p.stderr)
-            if args[1] != "0.21":
+            if args[1] not in ("0.21", "0.20.0"):
                 self.assertIn("memplan models 0.6.0 to 0.6.4 (the V0 engine's absolute rule), 0.6.5 to 0.6.x and "
                               "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
                               "worker's absolute rule), 0.9.1 to 0.10.x (the baseline rule, NCCL after the snapshot), "
-                              "0.11 to 0.20", p.stderr)
+                              "0.11 to 0.19", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         p = run("serve", KV, "--engine", "vllm", "--memory", "64MiB", "--context", "64", "--engine-version", "0.8")
         self.assertEqual(p.returncode, 2)
@@ -701,16 +702,25 @@ class VllmByHand(unittest.TestCase):
             self.assertIn("quantization (fp8) is not modelled for V0", p.stderr)
 
     def test_enforce_eager_leaves_the_cache_as_it_is(self):
-        # Before 0.21 vLLM captures its CUDA graphs after the cache is sized (compile_or_warm_up_model): the graphs
+        # Before 0.20 vLLM captures its CUDA graphs after the cache is sized (compile_or_warm_up_model): the graphs
         # live in what the utilization leaves, 64 MiB - 60,397,977 B = 6,710,887 B (6.40 MiB), and --enforce-eager
-        # (no graphs) gives the same 26,174 blocks. 0.21 with --enforce-eager subtracts no estimate: the same again
-        # but for 0.17's sampler (test_engine_version_0_8_by_hand: 10 blocks more).
+        # (no graphs) gives the same 26,174 blocks. 0.19 the same but for 0.17's sampler (test_engine_version_0_8_by_
+        # hand: 10 blocks more, 26,812,825 B available). 0.20 and 0.21 with --enforce-eager subtract no estimate, but
+        # PR #38284 made 0.92 the default utilization: floor(67,108,864 x 0.92) = 61,740,154 B requested, 1,342,177 B
+        # more, 28,155,002 B available: 27,495 blocks of 1,024 B.
         graphs = self.vllm(*self.ARGS)
         eager = self.vllm(*self.ARGS, "--enforce-eager")
-        late = self.vllm(*self.ARGS, "--enforce-eager", "--engine-version", "0.21")
         for j in (graphs, eager):
             self.assertEqual(j["num_gpu_blocks"], 26174)
-        self.assertEqual(late["num_gpu_blocks"], 26174 + 10)
+        self.assertEqual(self.vllm(*self.ARGS, "--engine-version", "0.19.1")["num_gpu_blocks"], 26174 + 10)
+        for version in ("0.20.0", "0.21"):
+            late = self.vllm(*self.ARGS, "--enforce-eager", "--engine-version", version)
+            self.assertEqual(late["memory"]["requested_bytes"], 61740154, version)
+            self.assertEqual(late["settings"]["gpu_memory_utilization"], 0.92, version)
+            self.assertEqual(late["num_gpu_blocks"], 27495, version)
+        # Given, it is vLLM's: 0.9 at 0.21 is 0.19's budget again.
+        given = self.vllm(*self.ARGS, "--enforce-eager", "--engine-version", "0.21", "--gpu-memory-utilization", "0.9")
+        self.assertEqual(given["num_gpu_blocks"], 26174 + 10)
         self.assertTrue(eager["settings"]["enforce_eager"])
         self.assertIn("outside this budget: in the 6.40 MiB", graphs["settings"]["cuda_graphs"])
         self.assertIn("none (--enforce-eager)", eager["settings"]["cuda_graphs"])

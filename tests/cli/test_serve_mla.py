@@ -108,6 +108,51 @@ class MlaByHand(TinyConfigCase):
         # At 0.11 (cuda.py at the v0.11.0 tag: `block_size != 64`) FlashMLA forces its own.
         self.assertEqual(self.vllm("--block-size", "128", "--engine-version", "0.11")["settings"]["block_size"], 64)
 
+    def test_hopper_from_0_17_1_keeps_the_block(self):
+        # PR #35122 (v0.17.1rc0): no block forced; FlashAttention MLA, the 9.x default from PR #27363, prefers 16.
+        # W = max(min(max(8 x 64, 4 x 64 x 16), 65,536), 64 x 16) = 4,096: 4,096 x 2 heads x (4 + 4) x 2 B = 131,072 B
+        # simulated; blocks of 16 x 40 = 640 B. 0.17.0 still forces 64 (docs/research/vllm-mla-hopper-ampere.md).
+        old, new = self.vllm("--engine-version", "0.17.0"), self.vllm("--engine-version", "0.17.1")
+        self.assertEqual((old["replaced"]["mla"]["backend"], old["settings"]["block_size"]), ("FLASH_ATTN_MLA", 64))
+        self.assertEqual((new["replaced"]["mla"]["backend"], new["settings"]["block_size"]), ("FLASH_ATTN_MLA", 16))
+        self.assertEqual(new["kv_cache"]["block_bytes"], 640)
+        self.assertEqual(new["replaced"]["mla"]["workspace_tokens"], 4096)
+        self.assertEqual(new["replaced"]["mla"]["simulated_decompression_bytes"], 131072)
+        self.assertEqual(self.vllm("--engine-version", "0.17.1", "--block-size", "32")["settings"]["block_size"], 32)
+        # An fp8 cache: FlashAttention MLA refuses it, FlashMLA's preferred 64; a given 16 runs Triton MLA from 0.17.2
+        # (PR #34597) and has no backend at 0.17.1.
+        fp8 = self.vllm("--engine-version", "0.17.1", "--kv-cache-dtype", "fp8")
+        self.assertEqual((fp8["replaced"]["mla"]["backend"], fp8["settings"]["block_size"]), ("FLASHMLA", 64))
+        triton = self.vllm("--engine-version", "0.17.2", "--kv-cache-dtype", "fp8", "--block-size", "16")
+        self.assertEqual((triton["replaced"]["mla"]["backend"], triton["settings"]["block_size"]), ("TRITON_MLA", 16))
+        ampere = self.vllm("--engine-version", "0.17.2", "--kv-cache-dtype", "fp8", "--arch", "sm80")
+        self.assertEqual(ampere["replaced"]["mla"]["backend"], "TRITON_MLA")
+        for extra, words in ((["--engine-version", "0.17.1", "--kv-cache-dtype", "fp8", "--block-size", "16"],
+                              "--block-size 16 with an fp8 KV cache: FlashMLA takes multiples of 64"),
+                             (["--engine-version", "0.17.1", "--block-size", "8"],
+                              "--block-size 8: no MLA backend takes it"),
+                             (["--engine-version", "0.17.1", "--kv-cache-dtype", "fp8", "--arch", "sm80"],
+                              "from 0.17.2 (PR #34597")):
+            p = run("serve", self.config, *VLLM, *extra)
+            self.assertEqual(p.returncode, 2, (extra, p.stderr))
+            self.assertIn(words, p.stderr)
+            self.assertIn("at compute capability", p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
+    def test_flashinfer_mla_module_workspace_from_0_11_1(self):
+        # From 0.11.1 get_valid_backends imports every listed MLA backend on 9.x, FlashInfer MLA's module with its
+        # torch.zeros(128 MiB) at import, inside load_model: 134,217,728 B more weights than v0.11.0's FlashMLA
+        # chain; none with --flashinfer no. On 10.x CUTLASS MLA's module allocates its own 128 MiB at every release.
+        base, late = self.vllm("--engine-version", "0.11"), self.vllm("--engine-version", "0.11.2")
+        self.assertEqual(late["memory"]["weights_bytes"] - base["memory"]["weights_bytes"], 128 << 20)
+        self.assertEqual(late["replaced"]["mla"]["module_workspace"], "flashinfer_mla.py g_fi_workspace")
+        self.assertIsNone(base["replaced"]["mla"]["module_workspace"])
+        off = self.vllm("--engine-version", "0.11.2", "--flashinfer", "no")
+        self.assertEqual(off["memory"]["weights_bytes"], base["memory"]["weights_bytes"])
+        sm100 = self.vllm("--arch", "sm100")
+        self.assertEqual(sm100["replaced"]["mla"]["module_workspace_bytes"], 128 << 20)
+        self.assertEqual(sm100["memory"]["weights_bytes"], base["memory"]["weights_bytes"] + (128 << 20))
+
     def test_blackwell_from_0_15_runs_flashinfer_mla(self):
         # PR #32615 (merged 2026-01-19): on 10.x vLLM's default MLA backend is FlashInfer MLA where qk_nope_head_dim is
         # 128, not sized: refused from 0.15; this tiny config's 4 keeps CUTLASS MLA.
@@ -147,8 +192,18 @@ class MlaByHand(TinyConfigCase):
         p = run("serve", self.config, "--engine", "vllm", "--graph", "decode", "--reserve", "0", "--context", "64",
                 "--max-batched-tokens", "64", "--max-num-seqs", "64")
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("blocks of the MLA backend's: FlashMLA 64 on compute capability 9.x, CUTLASS MLA 128 on 10.0, "
-                      "else 16", p.stdout)
+        self.assertIn("blocks of each GPU's MLA backend's at this release, from --block-size 16", p.stdout)
+        # The JSON's rows name each GPU's backend and block: at 0.11 FlashMLA's 64 on 9.x, at 0.17.1 FlashAttention
+        # MLA's 16 (PR #35122); CUTLASS MLA's 128 on the B200 at both; Triton MLA's 16 below 9.0.
+        for version, hopper in (("0.11", ("FLASHMLA", 64)), ("0.17.1", ("FLASH_ATTN_MLA", 16))):
+            q = run("serve", self.config, "--engine", "vllm", "--graph", "decode", "--reserve", "0", "--context", "64",
+                    "--max-batched-tokens", "64", "--max-num-seqs", "64", "--engine-version", version, "--json")
+            self.assertEqual(q.returncode, 0, q.stderr)
+            rows = {r["gpu"]: r for r in json.loads(q.stdout)["gpus"]}
+            self.assertEqual((rows["H100-80GB"]["mla_backend"], rows["H100-80GB"]["block_size"]), hopper, version)
+            self.assertEqual((rows["B200"]["mla_backend"], rows["B200"]["block_size"]), ("CUTLASS_MLA", 128), version)
+            self.assertEqual((rows["A100-80GB"]["mla_backend"], rows["A100-80GB"]["block_size"]), ("TRITON_MLA", 16))
+            self.assertNotIn("mla_backend", rows["MI300X"])
         mi300x = [line for line in p.stdout.splitlines() if line.strip().startswith("MI300X ")]
         self.assertEqual(len(mi300x), 1)
         self.assertIn("not modelled", mi300x[0])

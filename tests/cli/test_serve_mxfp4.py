@@ -208,6 +208,7 @@ class VllmMarlin(unittest.TestCase):
         self.assertIn("(ROCm)", rows["MI300X"]["not_answered"])
         self.assertIsNone(rows["A100-80GB"].get("not_answered"))
         self.assertGreater(rows["A100-80GB"]["gpu_kv_cache_tokens"], 0)
+        self.assertIn("give --flashinfer no (or --mxfp4-backend triton)", rows["B200"]["not_answered"])
         # Before 0.12 no install has triton_kernels: Marlin on 12.0 too (get_mxfp4_backend had no upper bound), and
         # 10.0 refused (FlashInfer's layout where it is usable).
         p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--context", "8192", "--engine-version",
@@ -230,6 +231,10 @@ class VllmMarlin(unittest.TestCase):
                             "give --mxfp4-backend marlin if vLLM's log says"),
                            (["--gpu", "B200", "--engine-version", "0.11.2"],
                             "on compute capability 10.0 before vLLM 0.12"),
+                           # From 0.12 too, under --flashinfer auto: FlashInfer's layout where it is usable.
+                           (["--gpu", "B200", "--engine-version", "0.12"],
+                            "on compute capability 10.0: vLLM takes FlashInfer's SM100_FI_MXFP4_BF16 layout there when "
+                            "FlashInfer is usable"),
                            (["--gpu", "B200", "--flashinfer", "yes", "--mxfp4-backend", "marlin"],
                             "with --flashinfer yes: vLLM takes FlashInfer's SM100_FI_MXFP4_BF16 layout there before "
                             "any other backend"),

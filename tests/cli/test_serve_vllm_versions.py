@@ -309,8 +309,9 @@ class ModelRunnerV2ByHand(unittest.TestCase):
       vocabulary [64, 16] 4,096; gumbel_sample's per-block argmax (int64) and maximum (float32), cdiv(16, 1024) = 1
       block: 64 x 12 = 768; the block argmax and the tokens 64 x 16 = 1,024: 15,104 B (V1's sort path: 36,864)
       peak        = 3,072 + 33,554,432 + 1,024 (hidden states [64, 8]) + 15,104 = 33,573,632
-      available   = 60,397,977 - 33,573,632 = 26,824,345 B: 26,195 blocks of 1,024 (665 B left), 419,120 tokens,
-                    26,195 / 4 = 6,548.75 requests of 64 tokens.
+      requested   = floor(67,108,864 x 0.92) = 61,740,154 (0.92: the default from 0.20, PR #38284)
+      available   = 61,740,154 - 33,573,632 = 28,166,522 B: 27,506 blocks of 1,024 (378 B left), 440,096 tokens,
+                    27,506 / 4 = 6,876.5 requests of 64 tokens.
     """
 
     def test_every_term_on_one_gpu(self):
@@ -322,16 +323,17 @@ class ModelRunnerV2ByHand(unittest.TestCase):
         self.assertEqual(p["sampler_peak_bytes"], 1024 + 8192 + 4096 + 768 + 1024)
         self.assertEqual(p["peak_set_by"], "sampler")
         self.assertEqual(m["activation_peak_bytes"], (32 << 20) + 1024 + 15104)
-        self.assertEqual(m["available_kv_cache_bytes"], 26824345)
-        self.assertEqual(j["num_gpu_blocks"], 26195)
-        self.assertEqual(j["gpu_kv_cache_tokens"], 419120)
-        self.assertEqual(j["max_concurrency"], 6548.75)
-        # --model-runner v1 (VLLM_USE_V2_MODEL_RUNNER=0) with --enforce-eager: V1's sampler, the 0.21 rule's figure
-        # (tests/cli/test_serve.py VllmByHand: 26,174 blocks with the sort, 10 more with 0.17's Triton sampler).
+        self.assertEqual(m["requested_bytes"], 61740154)
+        self.assertEqual(m["available_kv_cache_bytes"], 28166522)
+        self.assertEqual(j["num_gpu_blocks"], 27506)
+        self.assertEqual(j["gpu_kv_cache_tokens"], 440096)
+        self.assertEqual(j["max_concurrency"], 6876.5)
+        # --model-runner v1 (VLLM_USE_V2_MODEL_RUNNER=0) with --enforce-eager: V1's sampler, the 0.20 rule's figure
+        # (tests/cli/test_serve.py VllmByHand: 27,495 blocks at 0.92 with 0.17's Triton sampler).
         v1 = vllm(*ARGS, "--engine-version", "0.27.1", "--model-runner", "v1", "--enforce-eager")
         self.assertEqual(v1["settings"]["model_runner"], "v1")
         self.assertEqual(v1["profile_run"]["sampler"], "triton")
-        self.assertEqual(v1["num_gpu_blocks"], 26174 + 10)
+        self.assertEqual(v1["num_gpu_blocks"], 27495)
 
     def test_the_listed_mixtures_of_experts_run_v2(self):
         # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES from 0.24 (PR #42667): Qwen2MoeForCausalLM and DeepseekV2ForCausalLM,
@@ -365,7 +367,7 @@ class ModelRunnerV2ByHand(unittest.TestCase):
         # 0.29 with --enforce-eager: the same V2 figures (no graphs, no estimate).
         late = vllm(*ARGS, "--engine-version", "0.29.0", "--enforce-eager")
         self.assertEqual(late["settings"]["model_runner"], "v2")
-        self.assertEqual(late["num_gpu_blocks"], 26195)
+        self.assertEqual(late["num_gpu_blocks"], 27506)
         self.assertIn("0.29", late["engine_rules"])
 
     def test_what_is_not_read_is_refused(self):
@@ -374,14 +376,14 @@ class ModelRunnerV2ByHand(unittest.TestCase):
             ([KV, *ARGS, "--engine-version", "0.24.0"],
              "--engine-version 0.24.0 with Model Runner V1 (" + KV + " is not one that 0.22 to 0.24 run on V2 by "
              "default"),
-            ([KV, *ARGS, "--engine-version", "0.21.0"], "--engine-version 0.21.0: from 0.21 vLLM's V1 runner"),
-            ([KV, *ARGS, "--engine-version", "0.25", "--model-runner", "v1"], "(--model-runner v1): from 0.21"),
+            ([KV, *ARGS, "--engine-version", "0.21.0"], "--engine-version 0.21.0: from 0.20 vLLM's V1 runner"),
+            ([KV, *ARGS, "--engine-version", "0.25", "--model-runner", "v1"], "(--model-runner v1): from 0.20"),
             ([KV, *ARGS, "--engine-version", "0.21", "--model-runner", "v2", "--enforce-eager"],
              "--model-runner v2 with --engine-version 0.21: Model Runner V2's profile run is read from 0.22 only"),
             ([KV, *ARGS, "--engine-version", "0.25", "--enable-lora"], "--enable-lora with Model Runner V2"),
             ([qwen3_moe, "--graph", "decode", "--gpu", "H100-80GB", "--context", "4096", "--engine-version", "0.25"],
              "with Model Runner V1 (" + qwen3_moe + " has experts, and 0.25 to 0.28 run only Qwen2-MoE and "
-             "DeepSeek-V2 of those on V2): from 0.21"),
+             "DeepSeek-V2 of those on V2): from 0.20"),
             ([KV, *ARGS, "--model-runner", "v3"], "--model-runner"),
             # 0.29: V2 for every model, subtracting its CUDA graphs' estimate (PR #53306).
             ([KV, *ARGS, "--engine-version", "0.29.0"],

@@ -159,7 +159,8 @@ TEST(VllmMxfp4, BackendByCapability) {
   EXPECT_EQ(vllm_mxfp4_backend(80, std::nullopt, r, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
   EXPECT_EQ(vllm_mxfp4_backend(89, std::nullopt, r, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
   EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, r, std::nullopt, "m"), VllmMxfp4Backend::Triton);
-  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, r, std::nullopt, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, r, false, "m"), VllmMxfp4Backend::Triton);  // --flashinfer no
+  EXPECT_EQ(vllm_mxfp4_backend(100, VllmMxfp4Backend::Triton, r, std::nullopt, "m"), VllmMxfp4Backend::Triton);
   EXPECT_EQ(vllm_mxfp4_backend(90, VllmMxfp4Backend::Marlin, r, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
   EXPECT_EQ(vllm_mxfp4_backend(120, VllmMxfp4Backend::Marlin, r, std::nullopt, "m"), VllmMxfp4Backend::Marlin);
   for (const auto& [capability, requested, says] :
@@ -223,6 +224,19 @@ TEST(VllmMxfp4, FlashInferTakesSm100First) {
   EXPECT_EQ(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.12"), true, "m"), VllmMxfp4Backend::Triton);
   EXPECT_THROW(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.13"), true, "m"), InputError);
   EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, vllm_rule("0.12"), false, "m"), VllmMxfp4Backend::Triton);
+  // --flashinfer auto on SM100 from 0.12: FlashInfer's layout if it is usable, Triton's if not: refused, not answered
+  // in Triton's smaller layout; 10.3 only from 0.13 (v0.12.0 tests 10.0 alone).
+  for (const char* version : {"0.12", "0.14.0", "0.18"}) {
+    try {
+      vllm_mxfp4_backend(100, std::nullopt, vllm_rule(version), std::nullopt, "gpt-oss-20b");
+      ADD_FAILURE() << version;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("give --flashinfer no (or --mxfp4-backend triton) if vLLM's log says "
+                                           "\"Using Triton backend\""), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.12"), std::nullopt, "m"), VllmMxfp4Backend::Triton);
+  EXPECT_THROW(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.13"), std::nullopt, "m"), InputError);
 }
 
 // triton_kernel_moe_forward at vLLM's default step of 8192 tokens on gpt-oss-20b (k = 4): output 8192 x 2880 x 2 =

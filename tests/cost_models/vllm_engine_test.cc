@@ -191,18 +191,34 @@ TEST(VllmEngine, DtypeAutoDowncastsFloat32ToThePlatformsFirstType) {
   EXPECT_EQ(vllm_auto_dtype(DType::Float32, 9, "gemma3_text"), DType::BFloat16);
 }
 
+// PR #38284 (merged 2026-04-21, an ancestor of the 0.20 branch's 132765e35) turned the CUDA-graph estimate on and
+// raised CacheConfig.gpu_memory_utilization from 0.9 to 0.92 (vllm/config/cache.py at 132765e35 and at v0.19.1's
+// branch; docs/research/vllm-020-defaults.md section 2).
+TEST(VllmEngine, UtilizationDefaultAndGraphEstimateFrom020) {
+  for (const char* v : {"0.11.2", "0.17.1", "0.18.0", "0.19.1"}) {
+    EXPECT_EQ(vllm_rule(v).default_gpu_memory_utilization, 0.9) << v;
+    EXPECT_FALSE(vllm_rule(v).cudagraph_estimate) << v;
+  }
+  for (const char* v : {"0.20.0", "0.20.1", "0.21", "0.27.1", "0.29.0"}) {
+    EXPECT_EQ(vllm_rule(v).default_gpu_memory_utilization, 0.92) << v;
+    EXPECT_TRUE(vllm_rule(v).cudagraph_estimate) << v;
+  }
+}
+
 TEST(VllmEngine, EngineVersionsModelledAndRefused) {
   EXPECT_EQ(vllm_version("0.11"), VllmVersion::V0_11);
   EXPECT_EQ(vllm_version("0.11.2"), VllmVersion::V0_11);
   EXPECT_EQ(vllm_version("0.16.1"), VllmVersion::V0_11);
-  // 0.17 (PR #33538 in its release notes) to 0.20: the same budget, the Triton top-k/top-p sampler.
+  // 0.17 (PR #33538 in its release notes) to 0.19: the same budget, the Triton top-k/top-p sampler.
   EXPECT_EQ(vllm_version("0.17"), VllmVersion::V0_17);
   EXPECT_EQ(vllm_version("0.17.1"), VllmVersion::V0_17);
-  EXPECT_EQ(vllm_version("0.20.1"), VllmVersion::V0_17);
+  EXPECT_EQ(vllm_version("0.19.1"), VllmVersion::V0_17);
   EXPECT_EQ(vllm_version("0.8"), VllmVersion::V0_8);
   EXPECT_EQ(vllm_version("0.8.5"), VllmVersion::V0_8);
-  EXPECT_EQ(vllm_version("0.21"), VllmVersion::V0_21);
-  EXPECT_EQ(vllm_version("0.24.0"), VllmVersion::V0_21);
+  // From 0.20 (PR #38284 in the 0.20 branch, docs/research/vllm-020-defaults.md) the CUDA-graph estimate.
+  EXPECT_EQ(vllm_version("0.20.1"), VllmVersion::V0_20);
+  EXPECT_EQ(vllm_version("0.21"), VllmVersion::V0_20);
+  EXPECT_EQ(vllm_version("0.24.0"), VllmVersion::V0_20);
   EXPECT_EQ(vllm_version("0.25"), VllmVersion::V0_25);
   EXPECT_EQ(vllm_version("0.27.1"), VllmVersion::V0_25);
   EXPECT_EQ(vllm_version("0.28.2"), VllmVersion::V0_25);
@@ -239,7 +255,7 @@ TEST(VllmEngine, EngineVersionsModelledAndRefused) {
 
 // The runner that profiles: vLLM's default from 0.25 is V2 for a model without experts (v0.25.0's release notes,
 // PR #44443; VllmConfig._is_default_v2_model_runner_model's `not model_config.is_moe`), V1 for one with experts (but
-// the listed ones: ModelRunnerV2DefaultBefore029) and before 0.25 (but the listed models). V1 from 0.21 subtracts its CUDA graphs' estimate (not sized): --enforce-eager required; V2 subtracts
+// the listed ones: ModelRunnerV2DefaultBefore029) and before 0.25 (but the listed models). V1 from 0.20 subtracts its CUDA graphs' estimate (not sized): --enforce-eager required; V2 subtracts
 // none. V2 before 0.25 and V2 with LoRA are not read.
 TEST(VllmEngine, ModelRunnerByVersionAndModel) {
   const auto runner = [](const char* version, std::optional<VllmModelRunner> forced, bool experts, bool eager,
@@ -250,7 +266,7 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
   EXPECT_EQ(runner("0.25", std::nullopt, false, true), VllmModelRunner::V2);
   EXPECT_EQ(runner("0.25", std::nullopt, true, true), VllmModelRunner::V1);      // experts: V1 (eager)
   EXPECT_EQ(runner("0.24.0", std::nullopt, false, true), VllmModelRunner::V1);   // before 0.25: V1
-  EXPECT_EQ(runner("0.11", std::nullopt, false, false), VllmModelRunner::V1);    // V1 before 0.21: no estimate
+  EXPECT_EQ(runner("0.11", std::nullopt, false, false), VllmModelRunner::V1);    // V1 before 0.20: no estimate
   EXPECT_EQ(runner("0.25", VllmModelRunner::V2, true, false), VllmModelRunner::V2);
   EXPECT_EQ(runner("0.25", VllmModelRunner::V1, false, true), VllmModelRunner::V1);
   const auto refused = [&](const char* version, std::optional<VllmModelRunner> forced, bool experts, bool eager,
@@ -262,11 +278,13 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   };
-  refused("0.21", std::nullopt, false, false, false, "--engine-version 0.21: from 0.21 vLLM's V1 runner subtracts");
+  refused("0.21", std::nullopt, false, false, false, "--engine-version 0.21: from 0.20 vLLM's V1 runner subtracts");
+  refused("0.20.0", std::nullopt, false, false, false, "--engine-version 0.20.0: from 0.20 vLLM's V1 runner subtracts");
+  EXPECT_EQ(runner("0.19.1", std::nullopt, false, false), VllmModelRunner::V1);  // 0.19: no estimate, graphs allowed
   refused("0.27.1", std::nullopt, true, false, false,
           "--engine-version 0.27.1 with Model Runner V1 (m.json has experts, and 0.25 to 0.28 run only Qwen2-MoE and "
-          "DeepSeek-V2 of those on V2): from 0.21");
-  refused("0.25", VllmModelRunner::V1, false, false, false, "(--model-runner v1): from 0.21");
+          "DeepSeek-V2 of those on V2): from 0.20");
+  refused("0.25", VllmModelRunner::V1, false, false, false, "(--model-runner v1): from 0.20");
   refused("0.25", VllmModelRunner::V1, false, false, false, "add --enforce-eager");
   refused("0.21", VllmModelRunner::V2, false, true, false, "--model-runner v2 with --engine-version 0.21: Model Runner "
                                                            "V2's profile run is read from 0.22 only");
@@ -282,7 +300,7 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
   refused("0.22.0", std::nullopt, false, false, false, "with Model Runner V1 (m.json is not one that 0.22 to 0.24 run");
   EXPECT_EQ(runner("0.22.0", VllmModelRunner::V2, false, false), VllmModelRunner::V2);
   // 0.29 (the v0.29.0 release notes, #53183 and #53306): V2 for every model, a mixture of experts too, and V2 now
-  // subtracts its CUDA graphs' estimate: --enforce-eager, as V1's from 0.21.
+  // subtracts its CUDA graphs' estimate: --enforce-eager, as V1's from 0.20.
   EXPECT_EQ(runner("0.28.1", std::nullopt, true, true), VllmModelRunner::V1);
   EXPECT_EQ(runner("0.28.1", std::nullopt, false, false), VllmModelRunner::V2);
   EXPECT_EQ(runner("0.29.0", std::nullopt, true, true), VllmModelRunner::V2);
@@ -291,7 +309,7 @@ TEST(VllmEngine, ModelRunnerByVersionAndModel) {
   refused("0.29.0", std::nullopt, false, false, false,
           "--engine-version 0.29.0 with Model Runner V2: from 0.29 that runner subtracts its CUDA graphs' memory");
   refused("0.29.0", VllmModelRunner::V2, true, false, false, "(--model-runner v2): from 0.29");
-  refused("0.29.0", VllmModelRunner::V1, false, false, false, "(--model-runner v1): from 0.21");
+  refused("0.29.0", VllmModelRunner::V1, false, false, false, "(--model-runner v1): from 0.20");
 }
 
 // Model Runner V2's sampler warm-up by hand, Qwen2.5-0.5B's head (vocabulary 151,936, a multiple of 64: no padding;

@@ -33,31 +33,80 @@ TEST(VllmMla, WorkspaceTokensEachTerm) {
   EXPECT_EQ(vllm_mla_workspace_tokens(1000, 2048, 64), 131072);
 }
 
-// cuda.py check_and_update_config: CUTLASS MLA on 10.0 (multiples of 128 kept), FlashMLA on 9.x (multiples of 64
-// kept), Triton MLA below (unchanged).
-TEST(VllmMla, BlockSizeByBackend) {
-  const VllmRule r = vllm_rule("0.12");
-  EXPECT_EQ(vllm_mla_block_size(16, 90, r), 64);
-  EXPECT_EQ(vllm_mla_block_size(128, 90, r), 128);
-  EXPECT_EQ(vllm_mla_block_size(16, 100, r), 128);
-  EXPECT_EQ(vllm_mla_block_size(256, 100, r), 256);
-  EXPECT_EQ(vllm_mla_block_size(16, 80, r), 16);
-  EXPECT_EQ(vllm_mla_backend(90, r), "FLASHMLA");
-  EXPECT_EQ(vllm_mla_backend(100, r), "CUTLASS_MLA");
-  EXPECT_EQ(vllm_mla_backend(89, r), "TRITON_MLA");
+// The backend, its block and the modules' workspaces for --block-size `block` (given or vLLM's default 16).
+VllmMlaChoice choice(const char* version, int capability, int64_t block = 16, bool given = false, bool fp8 = false,
+                     bool flashinfer = true) {
+  return vllm_mla_choice(block, given, fp8, capability, vllm_rule(version), flashinfer);
 }
 
-// By release: v0.11.0 forces the block when it is not the backend's own (`!= 64`, `!= 128`); v0.12.0 keeps
-// multiples; v0.13.0 sends the 10.x family (10.3, B300) to CUTLASS MLA, v0.12.0 10.0 alone.
+// cuda.py check_and_update_config at v0.12.0: CUTLASS MLA on 10.0 (multiples of 128 kept), FlashMLA's block on 9.x
+// (multiples of 64 kept), Triton MLA below (unchanged).
+TEST(VllmMla, BlockSizeByBackend) {
+  EXPECT_EQ(choice("0.12", 90).block_size, 64);
+  EXPECT_EQ(choice("0.12", 90, 128, true).block_size, 128);
+  EXPECT_EQ(choice("0.12", 100).block_size, 128);
+  EXPECT_EQ(choice("0.12", 100, 256, true).block_size, 256);
+  EXPECT_EQ(choice("0.12", 80).block_size, 16);
+  EXPECT_EQ(choice("0.12", 100).backend, "CUTLASS_MLA");
+  EXPECT_EQ(choice("0.12", 89).backend, "TRITON_MLA");
+}
+
+// By release: v0.11.0 forces the block when it is not the backend's own (`!= 64`, `!= 128`) and runs FlashMLA on
+// 9.x; from 0.11.1 FlashAttention MLA comes first (PR #27363, in v0.11.2), the block still FlashMLA's to 0.16;
+// v0.12.0 keeps multiples; v0.13.0 sends the 10.x family (10.3, B300) to CUTLASS MLA, v0.12.0 10.0 alone.
 TEST(VllmMla, BlockAndBackendByRelease) {
-  const VllmRule v11 = vllm_rule("0.11"), v12 = vllm_rule("0.12"), v13 = vllm_rule("0.13");
-  EXPECT_EQ(vllm_mla_block_size(128, 90, v11), 64);
-  EXPECT_EQ(vllm_mla_block_size(256, 100, v11), 128);
-  EXPECT_EQ(vllm_mla_block_size(64, 90, v11), 64);
-  EXPECT_EQ(vllm_mla_block_size(128, 90, v12), 128);
-  EXPECT_EQ(vllm_mla_backend(103, v12), "TRITON_MLA");
-  EXPECT_EQ(vllm_mla_backend(103, v13), "CUTLASS_MLA");
-  EXPECT_EQ(vllm_mla_block_size(16, 103, v13), 128);
+  EXPECT_EQ(choice("0.11", 90, 128, true).block_size, 64);
+  EXPECT_EQ(choice("0.11", 100, 256, true).block_size, 128);
+  EXPECT_EQ(choice("0.11", 90, 64, true).block_size, 64);
+  EXPECT_EQ(choice("0.11", 90).backend, "FLASHMLA");
+  EXPECT_EQ(choice("0.11.2", 90).backend, "FLASH_ATTN_MLA");
+  EXPECT_EQ(choice("0.11.2", 90).block_size, 64);
+  EXPECT_EQ(choice("0.16.0", 90, 16, false, true).backend, "FLASHMLA");  // FlashAttention MLA refuses fp8
+  EXPECT_EQ(choice("0.12", 103).backend, "TRITON_MLA");
+  EXPECT_EQ(choice("0.13", 103).backend, "CUTLASS_MLA");
+  EXPECT_EQ(choice("0.13", 103).block_size, 128);
+}
+
+// From PR #35122 (v0.17.1rc0) nothing forces the block: FlashAttention MLA on 9.x takes any multiple of 16, its
+// preferred 16 when none is given; an fp8 cache runs FlashMLA at its preferred 64, and a given block that is not a
+// multiple of 64 has no backend at 0.17.1 and runs Triton MLA from 0.17.2 (PR #34597); below 9.0 Triton MLA takes
+// multiples of 16, fp8 from 0.17.2 (docs/research/vllm-mla-hopper-ampere.md section 2).
+TEST(VllmMla, HopperBlockFrom0171) {
+  EXPECT_EQ(choice("0.17.0", 90).block_size, 64);
+  EXPECT_EQ(choice("0.17.1", 90).block_size, 16);
+  EXPECT_EQ(choice("0.17.1", 90).backend, "FLASH_ATTN_MLA");
+  EXPECT_EQ(choice("0.18.0", 90, 32, true).block_size, 32);
+  EXPECT_NE(choice("0.18.0", 90, 8, true).refused, "");
+  const VllmMlaChoice fp8 = choice("0.17.1", 90, 16, false, true);
+  EXPECT_EQ(fp8.backend, "FLASHMLA");
+  EXPECT_EQ(fp8.block_size, 64);
+  EXPECT_EQ(fp8.refused, "");
+  EXPECT_NE(choice("0.17.1", 90, 16, true, true).refused, "");
+  const VllmMlaChoice triton = choice("0.17.2", 90, 16, true, true);
+  EXPECT_EQ(triton.backend, "TRITON_MLA");
+  EXPECT_EQ(triton.block_size, 16);
+  EXPECT_EQ(triton.refused, "");
+  EXPECT_EQ(choice("0.18.0", 90, 128, true, true).backend, "FLASHMLA");
+  EXPECT_EQ(choice("0.18.0", 90, 128, true, true).block_size, 128);
+  EXPECT_NE(choice("0.17.1", 80, 16, false, true).refused, "");
+  EXPECT_EQ(choice("0.17.2", 80, 16, false, true).refused, "");
+  EXPECT_NE(choice("0.12", 80, 16, false, true).refused, "");
+  EXPECT_NE(choice("0.17.1", 80, 24, true).refused, "");
+  EXPECT_EQ(choice("0.16.0", 80, 24, true).refused, "");
+}
+
+// Module-level workspaces allocated when a backend's module is imported during the model's construction: CUTLASS
+// MLA's SM100Workspace(128 MiB) on 10.x at every release; from 0.11.1 on 9.x and below FlashInfer MLA's
+// torch.zeros(128 MiB), get_valid_backends importing every listed backend, none where FlashInfer does not import;
+// v0.11.0's if/else chain returns before FlashInfer MLA on 9.x and 8.x.
+TEST(VllmMla, ModuleWorkspacesAtImport) {
+  EXPECT_EQ(choice("0.11", 100).module_workspace_bytes, 134217728u);
+  EXPECT_EQ(choice("0.14.0", 100).module_workspace_bytes, 134217728u);
+  EXPECT_EQ(choice("0.11", 90).module_workspace_bytes, 0u);
+  EXPECT_EQ(choice("0.11", 80).module_workspace_bytes, 0u);
+  EXPECT_EQ(choice("0.11.2", 90).module_workspace_bytes, 134217728u);
+  EXPECT_EQ(choice("0.18.0", 80).module_workspace_bytes, 134217728u);
+  EXPECT_EQ(choice("0.18.0", 90, 16, false, false, false).module_workspace_bytes, 0u);
 }
 
 }  // namespace
