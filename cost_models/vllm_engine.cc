@@ -135,6 +135,7 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.mla_backend_priorities = minor > 11 || (minor == 11 && patch >= 1);
   r.mla_preferred_block = minor > 17 || (minor == 17 && patch >= 1);
   r.flashinfer_mla_blackwell = minor >= 15;
+  r.flashinfer_mla_shapes_018 = minor >= 18;
   r.bundles_triton_kernels = minor >= 12;
   r.mxfp4_hopper_swizzle = minor > 11 || (minor == 11 && patch >= 1);
   const bool from_0_17_2 = minor > 17 || (minor == 17 && patch >= 2);
@@ -157,10 +158,14 @@ bool vllm_v2_default_before_0_29(int minor, bool has_experts, const std::string&
   return listed && (!quantized || minor >= 24);
 }
 
+bool vllm_subtracts_graph_estimate(VllmVersion v, VllmModelRunner runner) {
+  return runner == VllmModelRunner::V2 ? v == VllmVersion::V0_29 : budget_rule(v).cudagraph_estimate;
+}
+
 VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text,
                                   std::optional<VllmModelRunner> forced, bool has_experts, bool enforce_eager,
                                   bool enable_lora, const std::string& model, const std::string& model_type,
-                                  bool quantized) {
+                                  bool quantized, bool estimate_given) {
   const int minor = vllm_minor_version(version_text);
   const bool v2_default = v == VllmVersion::V0_29 ||
                           ((v == VllmVersion::V0_20 || v == VllmVersion::V0_25) &&
@@ -175,16 +180,16 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
     if (enable_lora)
       throw InputError("--enable-lora with Model Runner V2 (" + at + ", " + model + "): V2's LoRA layers are not "
                        "read; give --model-runner v1 (with --enforce-eager) if vLLM's log says it runs V1");
-    if (v == VllmVersion::V0_29 && !enforce_eager)
+    if (v == VllmVersion::V0_29 && !enforce_eager && !estimate_given)
       throw InputError(at + " with Model Runner V2" + (forced ? std::string(" (--model-runner v2)") : std::string()) +
                        ": from 0.29 that runner subtracts its CUDA graphs' memory from the KV cache too (PR #53306, "
                        "\"[Model Runner V2] Reserve CUDA graph memory\": graphs captured against a minimal cache in a "
-                       "throwaway pool, measured on the GPU), which memplan does not size; with --enforce-eager no "
-                       "graph is captured and nothing is subtracted: add --enforce-eager, or give --engine-version "
-                       "0.28 or earlier");
+                       "throwaway pool, measured on the GPU), which memplan does not size; give it as vLLM logs it "
+                       "(--cuda-graph-memory SIZE), or add --enforce-eager (no graph is captured and nothing is "
+                       "subtracted), or give --engine-version 0.28 or earlier");
     return runner;
   }
-  if (budget_rule(v).cudagraph_estimate && !enforce_eager) {
+  if (budget_rule(v).cudagraph_estimate && !enforce_eager && !estimate_given) {
     std::string which = at;
     if (v == VllmVersion::V0_25 || v == VllmVersion::V0_29)
       which += " with Model Runner V1 (" +
@@ -199,9 +204,10 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
                ")";
     throw InputError(which + ": from 0.20 vLLM's V1 runner subtracts its CUDA graphs' estimate from the KV cache "
                      "(PR #38284 turned VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on; profile_cudagraph_memory: the "
-                     "first two captures of each mode, measured on the GPU), which memplan does not size; with "
-                     "--enforce-eager no graph is captured and nothing is subtracted: add --enforce-eager, or give "
-                     "--engine-version 0.19 or earlier");
+                     "first two captures of each mode, measured on the GPU), which memplan does not size; give it as "
+                     "vLLM logs it (\"Estimated CUDA graph memory: X GiB total\": --cuda-graph-memory XGiB), or add "
+                     "--enforce-eager (no graph is captured and nothing is subtracted), or give --engine-version 0.19 "
+                     "or earlier");
   }
   return runner;
 }
@@ -218,15 +224,19 @@ std::string vllm_rules_name(VllmVersion v, VllmModelRunner runner) {
     case VllmVersion::V0_20:
       return runner == VllmModelRunner::V2
                  ? "vLLM 0.22 V1 engine, Model Runner V2 (gpu/model_runner.py: no CUDA-graph estimate, the Gumbel sampler)"
-                 : "vLLM 0.20 to 0.24 V1 engine, Model Runner V1 with --enforce-eager (no CUDA-graph estimate)";
+                 : "vLLM 0.20 to 0.24 V1 engine, Model Runner V1 (its CUDA-graph estimate: none with --enforce-eager, "
+                   "else --cuda-graph-memory)";
     case VllmVersion::V0_25:
       return runner == VllmModelRunner::V2
                  ? "vLLM 0.25 V1 engine, Model Runner V2 (gpu/model_runner.py: no CUDA-graph estimate, the Gumbel sampler)"
-                 : "vLLM 0.25 V1 engine, Model Runner V1 with --enforce-eager (no CUDA-graph estimate)";
+                 : "vLLM 0.25 V1 engine, Model Runner V1 (its CUDA-graph estimate: none with --enforce-eager, else "
+                   "--cuda-graph-memory)";
     case VllmVersion::V0_29:
       return runner == VllmModelRunner::V2
-                 ? "vLLM 0.29 V1 engine, Model Runner V2 with --enforce-eager (no CUDA-graph estimate, the Gumbel sampler)"
-                 : "vLLM 0.29 V1 engine, Model Runner V1 with --enforce-eager (no CUDA-graph estimate)";
+                 ? "vLLM 0.29 V1 engine, Model Runner V2 (its CUDA-graph estimate: none with --enforce-eager, else "
+                   "--cuda-graph-memory; the Gumbel sampler)"
+                 : "vLLM 0.29 V1 engine, Model Runner V1 (its CUDA-graph estimate: none with --enforce-eager, else "
+                   "--cuda-graph-memory)";
     default: return "vLLM V1 (gpu_worker.py determine_available_memory after PR #25359)";
   }
 }
@@ -402,7 +412,7 @@ uint64_t vllm_profile_peak_allocated(uint64_t forward_peak_allocated, uint64_t k
 }
 
 VllmMemory vllm_available_memory(uint64_t total, double gpu_memory_utilization, uint64_t weights,
-                                 uint64_t profile_peak_allocated, uint64_t non_torch) {
+                                 uint64_t profile_peak_allocated, uint64_t non_torch, uint64_t cuda_graphs) {
   VllmMemory m;
   m.total = total;
   // requested_memory is a float; available = int(requested - non_kv), and non_kv is a whole number of bytes.
@@ -410,7 +420,8 @@ VllmMemory vllm_available_memory(uint64_t total, double gpu_memory_utilization, 
   m.weights = weights;
   m.activation_peak = profile_peak_allocated > weights ? profile_peak_allocated - weights : 0;
   m.non_torch = non_torch;
-  const long double non_kv = static_cast<long double>(weights) + m.activation_peak + non_torch;
+  m.cuda_graphs = cuda_graphs;
+  const long double non_kv = static_cast<long double>(weights) + m.activation_peak + non_torch + cuda_graphs;
   m.available = static_cast<int64_t>(static_cast<long double>(m.requested) - non_kv);
   return m;
 }

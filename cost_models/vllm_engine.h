@@ -176,6 +176,7 @@ struct VllmRule {
                               // (get_mxfp4_backend and CudaPlatform.check_and_update_config at v0.13.0; v0.12.0
                               // tests is_device_capability(100))
   bool flashinfer_mla_blackwell = false;  // 0.15 on: FlashInfer MLA the default on 10.x (PR #32615, 2026-01-19)
+  bool flashinfer_mla_shapes_018 = false;  // 0.18 on: FlashInfer MLA takes qk_nope_head_dim 64 and head size 320 too
   bool mla_block_multiples = false;  // 0.12 on: the MLA backends keep a --block-size that is a multiple of theirs
   bool mla_backend_priorities = false;  // 0.11.1 on: MLA backends from _get_backend_priorities, FLASH_ATTN_MLA first
                                         // on 9.x (PR #27363), every listed module imported (vllm_mla_choice)
@@ -221,12 +222,15 @@ VllmVersion vllm_version(const std::string& text);
 // profile_cudagraph_memory API", until 0.29's PR #53306, and the dummy sampler run without top-k/top-p; from 0.29 V2
 // for every model). Throws InputError naming `model`: V2 before 0.22 (its profile run is not read there), V2 with
 // --enable-lora (whether 0.25's V2 runs LoRA or falls back to V1 is not read), V1 from 0.20 and V2 from 0.29
-// without --enforce-eager.
+// without --enforce-eager or the estimate as vLLM logs it (`estimate_given`: --cuda-graph-memory).
 enum class VllmModelRunner { V1, V2 };
 VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text,
                                   std::optional<VllmModelRunner> forced, bool has_experts, bool enforce_eager,
                                   bool enable_lora, const std::string& model, const std::string& model_type = "",
-                                  bool quantized = false);
+                                  bool quantized = false, bool estimate_given = false);
+// Whether the runner `runner` subtracts a CUDA-graph estimate at the release `v`: V1 from 0.20, V2 from 0.29
+// (PR #53306), when graphs are captured.
+bool vllm_subtracts_graph_estimate(VllmVersion v, VllmModelRunner runner);
 // 0.22 to 0.28 (`minor`): Model Runner V2 the default before 0.29 for the architectures vLLM lists
 // (VllmConfig._is_default_v2_model_runner_model with DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES), by the config.json's
 // `model_type` (a graph without one: none):
@@ -435,10 +439,14 @@ struct VllmMemory {
   uint64_t weights = 0;           // model_memory_usage: what loading the weights allocated
   uint64_t activation_peak = 0;   // torch_peak_increase: the profile run's peak above the weights
   uint64_t non_torch = 0;         // non_torch_increase: memory outside PyTorch's allocator since the snapshot
-  int64_t available = 0;          // requested - the three; <= 0: vLLM refuses to start
+  uint64_t cuda_graphs = 0;       // the CUDA graphs' estimate taken off (0.20 on; --cuda-graph-memory)
+  int64_t available = 0;          // requested - the four; <= 0: vLLM refuses to start
 };
+// From 0.20 (VllmRule.cudagraph_estimate) Worker.determine_available_memory subtracts `cuda_graphs`, the estimate
+// profile_cudagraph_memory measures, after the non-KV memory (gpu_worker.py at the 0.20 branch's 132765e35:
+// requested_memory - non_kv_cache_memory - cudagraph_memory_estimate_applied).
 VllmMemory vllm_available_memory(uint64_t total, double gpu_memory_utilization, uint64_t weights,
-                                 uint64_t profile_peak_allocated, uint64_t non_torch);
+                                 uint64_t profile_peak_allocated, uint64_t non_torch, uint64_t cuda_graphs = 0);
 
 // The window of a model whose attention layers all slide over the same window (Mistral-7B-v0.1: 4096 on 32 layers):
 // every layer's KVCacheSpec is a SlidingWindowSpec (vllm/model_executor/layers/attention Attention.get_kv_cache_spec:

@@ -22,21 +22,61 @@ int64_t forced_block(int64_t requested, int64_t block, const VllmRule& rule) {
 
 }  // namespace
 
-VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, bool fp8_kv, int capability, const VllmRule& rule,
-                              bool flashinfer_importable) {
+VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& kv_cache_dtype, int capability,
+                              const VllmRule& rule, bool flashinfer_importable, const VllmMlaShape& shape) {
   VllmMlaChoice c;
+  const bool fp8_kv = kv_cache_dtype != "auto";
   const std::string block_text = "--block-size " + std::to_string(requested);
+  const auto add_workspace = [&c](const char* whose) {
+    c.module_workspace_bytes += kVllmMlaModuleWorkspace;
+    c.module_workspace += (c.module_workspace.empty() ? "" : " and ") + std::string(whose);
+  };
   if (vllm_sm100(capability, rule)) {
+    const int64_t head = shape.kv_lora_rank + shape.qk_rope_head_dim;
+    const bool nope_ok = shape.qk_nope_head_dim == 128 || (rule.flashinfer_mla_shapes_018 && shape.qk_nope_head_dim == 64);
+    const bool head_ok = head == 576 || (rule.flashinfer_mla_shapes_018 && head == 320);
+    if (rule.flashinfer_mla_blackwell && !rule.mla_preferred_block && shape.qk_nope_head_dim == 128) {
+      // 0.15 and 0.16: FlashInfer MLA preselected, validated alone (no fallback).
+      c.backend = "FLASHINFER_MLA";
+      c.block_size = requested == 32 || requested % 64 == 0 ? requested : 64;
+      if (flashinfer_importable) add_workspace("flashinfer_mla.py g_fi_workspace");
+      if (!flashinfer_importable)
+        c.refused = "FlashInfer MLA, which check_and_update_config selects there, does not import without FlashInfer";
+      else if (!head_ok)
+        c.refused = "FlashInfer MLA, which check_and_update_config selects there, takes a latent and rope key of 576 "
+                    "(this model's: " + std::to_string(head) + ")";
+      else if (kv_cache_dtype == "fp8_e5m2")
+        c.refused = "FlashInfer MLA, which check_and_update_config selects there, takes fp8 and fp8_e4m3 caches only";
+      return c;
+    }
+    add_workspace("cutlass_mla.py g_sm100_workspace");
+    if (rule.mla_preferred_block && flashinfer_importable) add_workspace("flashinfer_mla.py g_fi_workspace");
+    const bool flashinfer = rule.flashinfer_mla_blackwell && rule.mla_preferred_block && flashinfer_importable &&
+                            nope_ok && head_ok;
+    if (flashinfer && (!given || requested % 32 == 0) && kv_cache_dtype != "fp8_e5m2") {
+      c.backend = "FLASHINFER_MLA";
+      c.block_size = given ? requested : 32;
+      return c;
+    }
+    if (flashinfer && kv_cache_dtype == "fp8_e5m2") {
+      c.backend = "FLASHINFER_MLA";
+      c.block_size = given ? requested : 32;
+      c.refused = "an fp8_e5m2 cache: FlashInfer MLA takes fp8 and fp8_e4m3 only, and which backend vLLM falls to "
+                  "is not read";
+      return c;
+    }
+    if (flashinfer || (rule.mla_preferred_block && given && requested % 128 != 0)) {
+      // A given block neither FlashInfer MLA (32, 64) nor CUTLASS MLA (128) takes: Triton MLA's multiples of 16.
+      c.backend = "TRITON_MLA";
+      c.block_size = requested;
+      if (requested % 16 != 0) c.refused = block_text + ": no MLA backend takes it (multiples of 16 from 0.17.1)";
+      return c;
+    }
     c.backend = "CUTLASS_MLA";
     c.block_size = forced_block(requested, 128, rule);
-    c.module_workspace_bytes = kVllmMlaModuleWorkspace;
-    c.module_workspace = "cutlass_mla.py g_sm100_workspace";
     return c;
   }
-  if (rule.mla_backend_priorities && flashinfer_importable) {
-    c.module_workspace_bytes = kVllmMlaModuleWorkspace;
-    c.module_workspace = "flashinfer_mla.py g_fi_workspace";
-  }
+  if (rule.mla_backend_priorities && flashinfer_importable) add_workspace("flashinfer_mla.py g_fi_workspace");
   if (capability / 10 == 9) {
     const bool flash_attn = rule.mla_backend_priorities && !fp8_kv;
     if (!rule.mla_preferred_block) {

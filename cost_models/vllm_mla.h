@@ -43,11 +43,19 @@ uint64_t vllm_mla_kv_bytes_per_token(const VllmMlaShape& s, uint64_t element_byt
 //  - 10.0, and from 0.13 the 10.x family (is_device_capability_family(100) at the v0.13.0 tag): CUTLASS MLA, which
 //    check_and_update_config sets as the backend, the block raised to 128 (to 0.16: unless a multiple from 0.12,
 //    unless 128 itself at v0.11.0's `!= 128`; from 0.17.1 CUTLASS's own preferred 128 by the same arithmetic for the
-//    default, a given block that is not a multiple of 128 not read). Not modelled: FlashInfer MLA, the default there
-//    for qk_nope_head_dim 128 from PR #32615 (merged 2026-01-19; in the v0.16.0 branch), refused from 0.15
-//    (report/serve_vllm_mla.cc). Importing cutlass_mla.py allocates its module-level g_sm100_workspace,
-//    SM100Workspace(128 MiB) (torch.empty on "cuda"; cutlass_mla.py at v0.11.0 to v0.13.0), during the model's
-//    construction (MLAAttention.__init__ asks for its backend inside load_model): in the weights' term.
+//    default, a given block that is not a multiple of 128 not read). From PR #32615 (merged 2026-01-19; in the
+//    v0.16.0 branch; 0.15 taken to carry it) FlashInfer MLA where qk_nope_head_dim is 128 (docs/research/
+//    vllm-flashinfer-mla-blackwell.md): to 0.16 preselected (check_and_update_config writes the backend, its
+//    validation then refuses a head size other than 576 or an fp8_e5m2 cache: no start), the block forced to 64
+//    unless 32 or a multiple of 64; from 0.17.1 first in the 10.x list, valid for qk_nope_head_dim 128 (64 too from
+//    0.18) and head size 576 (320 too from 0.18), its preferred block 32 (it takes multiples of 32 or 64: 16 is not
+//    one), a given block it does not take falling to Triton MLA (multiples of 16). Its prefill workspaces (0.16's two
+//    394 MiB buffers) and 0.18's per-layer decode outputs come after the cache is sized: in no term.
+//    Importing cutlass_mla.py allocates its module-level g_sm100_workspace, SM100Workspace(128 MiB) (torch.empty on
+//    "cuda"; cutlass_mla.py at v0.11.0 to v0.18.0), and flashinfer_mla.py its g_fi_workspace, torch.zeros(128 MiB),
+//    during the model's construction (MLAAttention.__init__ asks for its backend inside load_model): in the weights'
+//    term. To 0.16 only the preselected backend's module is imported; from 0.17.1 get_valid_backends imports every
+//    backend of the list, both modules.
 //  - 9.x: v0.11.0 runs FlashMLA, the block forced to 64 when it is not 64. From PR #27363 (merged 2025-11-11, in
 //    v0.11.2; the 0.11.1 release, cut from main a week later, is taken to carry it) _get_backend_priorities puts
 //    FLASH_ATTN_MLA first and get_valid_backends walks the list; to 0.16 check_and_update_config still forces a block
@@ -72,8 +80,9 @@ struct VllmMlaChoice {
   std::string module_workspace;         // whose ("cutlass_mla.py g_sm100_workspace", ...; "" for none)
   std::string refused;                  // why vLLM finds no backend ("" when one runs)
 };
-VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, bool fp8_kv, int capability, const VllmRule& rule,
-                              bool flashinfer_importable);
+// `kv_cache_dtype`: --kv-cache-dtype (auto, fp8, fp8_e4m3, fp8_e5m2); `shape`: the model's MLA dimensions.
+VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& kv_cache_dtype, int capability,
+                              const VllmRule& rule, bool flashinfer_importable, const VllmMlaShape& shape);
 
 // determine_chunked_prefill_workspace_size, in tokens.
 int64_t vllm_mla_workspace_tokens(int64_t max_model_len, int64_t max_num_seqs, int64_t block_size);

@@ -74,15 +74,23 @@ std::vector<OptionSpec> serve_option_rows() {
                "sequences, and V0's sampler; dense unquantized models without LoRA or a sliding window), 0.6.5 to "
                "0.6.x and 0.7.x (V0 as 0.6.4, over a baseline taken before the distributed set-up: --reserve is the "
                "non-torch memory since the worker started, and at --tp 2, 4, 6 or 8 the custom all-reduce's IPC "
-               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.20 to 0.24 with --enforce-eager, 0.25 to "
-               "0.28 (--model-runner), 0.29 or later with --enforce-eager (Model Runner V2 for every model, measuring its "
+               "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.20 to 0.24 with --enforce-eager or "
+               "--cuda-graph-memory, 0.25 to 0.28 (--model-runner), 0.29 or later with --enforce-eager or "
+               "--cuda-graph-memory (Model Runner V2 for every model, measuring its "
                "CUDA graphs); 0.9.1 frees the forward's hidden states before the sampler warms up, as 0.8",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
        .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.20 the graphs are captured after the cache is "
                "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; from 0.20 Model Runner V1 "
-               "subtracts their estimate, which memplan models only as none (this flag); V2 subtracts none",
+               "subtracts their estimate, which memplan takes as none (this flag) or as logged (--cuda-graph-memory); V2 "
+               "subtracts none to 0.28",
        .field = FIELD(serve.enforce_eager), .engines = {"vllm"}},
+      {.flag = "--cuda-graph-memory", .kind = K::Text, .commands = kServe,
+       .help = "The CUDA graphs' estimate vLLM subtracts from the KV cache before sizing it (Model Runner V1 from "
+               "0.20, V2 from 0.29), as its log prints it: \"Estimated CUDA graph memory: X GiB total\" (e.g. 0.43GiB). "
+               "vLLM measures it on the GPU and memplan does not size it: without this flag those releases are "
+               "answered only with --enforce-eager",
+       .field = FIELD(serve.cuda_graph_memory), .engines = {"vllm"}},
       {.flag = "--flashinfer", .kind = K::Choice, .commands = kServe,
        .help = "Whether FlashInfer is usable where vLLM runs: yes (vLLM's Docker image; pip's flashinfer-python, a "
                "dependency from 0.11.1, with its cubins or nvcc from 0.12), no, or auto (memplan's assumption on each "
@@ -101,7 +109,7 @@ std::vector<OptionSpec> serve_option_rows() {
                "0.24, every model without experts from 0.25 and every model from 0.29; V1 otherwise), v1 or v2. V2 "
                "(--engine-version 0.22 or later) "
                "warms its Gumbel sampler up without top-k/top-p and to 0.28 "
-               "subtracts no CUDA-graph estimate; V1 from 0.20 and V2 from 0.29 need --enforce-eager. The log line "
+               "subtracts no CUDA-graph estimate; V1 from 0.20 and V2 from 0.29 need --enforce-eager or --cuda-graph-memory. The log line "
                "'Using V2 Model Runner' says which ran",
        .field = FIELD(serve.model_runner), .engines = {"vllm"}, .choices = kModelRunnerChoices.names(),
        .show_default = true},
@@ -140,8 +148,9 @@ std::vector<OptionSpec> serve_option_rows() {
       {.flag = "--block-size", .kind = K::Int, .commands = kServe,
        .help = "Tokens per KV cache block (vLLM's --block-size). For deepseek_v2 and deepseek_v3 vLLM's MLA backend "
                "sets it: to 0.16 raised to 64 on compute capability 9.x and to 128 on 10.0 (10.x from 0.13) unless a "
-               "multiple; from 0.17.1 kept on 9.x by FlashAttention MLA (with an fp8 cache FlashMLA's 64 unless given); "
-               "below 9.0 Triton MLA keeps it", .field = FIELD(serve.block_size), .engines = {"vllm", "eager"}, .min = 1,
+               "multiple, and on 10.x from 0.15 (FlashInfer MLA, qk_nope_head_dim 128) to 64 unless 32 or a multiple "
+               "of 64; from 0.17.1 the backend's preferred one unless given (9.x: FlashAttention MLA's 16, FlashMLA's "
+               "64 with an fp8 cache; 10.x: FlashInfer MLA's 32); below 9.0 Triton MLA keeps it", .field = FIELD(serve.block_size), .engines = {"vllm", "eager"}, .min = 1,
        .show_default = true},
       {.flag = "--kv-cache-dtype", .kind = K::Choice, .commands = kServe,
        .help = "What the paged KV cache stores, as vLLM's --kv-cache-dtype: auto (the model's type, after --dtype) or "

@@ -64,6 +64,8 @@ struct ServeSettings {
   // (vLLM's: no CUDA graphs captured).
   std::string engine_version = "0.11";
   bool enforce_eager = false;
+  // vllm: --cuda-graph-memory SIZE, the CUDA graphs' estimate vLLM logs and subtracts from 0.20 ("": not given).
+  std::string cuda_graph_memory;
   std::string model_runner = "auto";  // vllm: --model-runner (cost_models/vllm_engine.h VllmModelRunner)
   std::string mxfp4_backend = "auto";  // vllm: --mxfp4-backend (cost_models/mxfp4_experts.h vllm_mxfp4_backend)
   std::string flashinfer = "auto";     // vllm: --flashinfer (report/serve_vllm.h VllmResolved::flashinfer)

@@ -185,7 +185,18 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   a.settings.runner = vllm_model_runner(a.settings.version, s.engine_version,
                                         kModelRunnerChoices.parse(s.model_runner, "--model-runner"), !moe.empty(),
                                         s.enforce_eager, s.enable_lora, probe.path(), probe.model_type(),
-                                        !s.quantization.empty() || !probe.stored_quantization().method.empty());
+                                        !s.quantization.empty() || !probe.stored_quantization().method.empty(),
+                                        !s.cuda_graph_memory.empty());
+  if (!s.cuda_graph_memory.empty()) {  // the estimate vLLM logs, where its runner subtracts one
+    if (s.enforce_eager)
+      throw InputError("--cuda-graph-memory with --enforce-eager: no CUDA graph is captured, so vLLM subtracts no "
+                       "estimate; give one or the other");
+    if (!vllm_subtracts_graph_estimate(a.settings.version, a.settings.runner))
+      throw InputError("--cuda-graph-memory with --engine-version " + s.engine_version + " (Model Runner " +
+                       (a.settings.runner == VllmModelRunner::V2 ? "V2" : "V1") + "): that runner captures its CUDA "
+                       "graphs after the cache is sized and subtracts no estimate (V1 does from 0.20, V2 from 0.29)");
+    a.settings.cuda_graph_estimate = parse_size(s.cuda_graph_memory, "--cuda-graph-memory");
+  }
   if (a.settings.rule.v0_engine) vllm_v0_refusals(probe, s, !moe.empty());
   if (s.enable_expert_parallel && moe.empty())
     throw InputError("--enable-expert-parallel: memplan finds no mixture-of-experts layer in " + probe.path() +
@@ -396,7 +407,8 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                   ? vllm_custom_all_reduce_bytes(tp, a.settings.rule.rank_data_after_baseline) : 0;
   a.memory = vllm_available_memory(total_memory, e.gpu_memory_utilization, weights, peak,
                                    checked_add(non_torch.bytes(a.settings.rule), a.custom_all_reduce_bytes,
-                                               "non-torch bytes"));
+                                               "non-torch bytes"),
+                                   a.settings.cuda_graph_estimate);
   if (a.sliding_window > 0 && a.sliding_layer_count < a.kv_layers) {
     // Hybrid: vLLM's groups of layers of one kind, every layer's page the same (the config's layers share their
     // heads and head_dim: _get_kv_cache_groups_uniform_page_size's assumption).

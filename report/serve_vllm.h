@@ -40,6 +40,7 @@ struct VllmResolved {
   VllmRule rule = vllm_rule("0.11");  // what the version's rule does differently
   std::string version_text = "0.11";  // as given
   bool enforce_eager = false;
+  uint64_t cuda_graph_estimate = 0;  // --cuda-graph-memory: vLLM's estimate, subtracted (0.20 on; 0: not given)
   // --flashinfer: FlashInfer usable (vLLM's has_flashinfer, or flashinfer.sampling importable for the sampler);
   // none: auto, memplan's assumption on each path (absent for the sampler and MXFP4, present for NVFP4's GEMM).
   std::optional<bool> flashinfer;

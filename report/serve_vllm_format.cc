@@ -35,6 +35,9 @@ const char* vllm_sampler_path_name(VllmSamplerPath p) {
 
 std::string vllm_cuda_graphs(const VllmAnswer& a) {
   if (a.settings.enforce_eager) return "none (--enforce-eager): nothing captured, the KV cache the same";
+  if (a.settings.cuda_graph_estimate > 0)
+    return fmt::format("estimated before the cache is sized and taken off it: {} (--cuda-graph-memory, vLLM's "
+                       "profile_cudagraph_memory as its log states it)", format_bytes(a.settings.cuda_graph_estimate));
   // Model Runner V2's profile_cudagraph_memory returns 0 (cost_models/vllm_engine.h VllmModelRunner).
   if (a.settings.runner == VllmModelRunner::V2)
     return fmt::format("captured after the cache is sized, outside this budget (Model Runner V2 subtracts no "
@@ -221,6 +224,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"activation_peak_bytes", a.memory.activation_peak},
         {"non_torch_bytes", a.memory.non_torch},
         {"custom_all_reduce_bytes", a.custom_all_reduce_bytes},
+        {"cuda_graph_estimate_bytes", a.memory.cuda_graphs},
         {"available_kv_cache_bytes", a.memory.available}}},
       {"num_gpu_blocks", a.capacity.num_blocks},
       {"gpu_kv_cache_tokens", a.capacity.tokens},
@@ -364,6 +368,9 @@ std::string vllm_to_text(const VllmAnswer& a) {
   else
     why = vllm_non_torch_not_modelled();
   t += fmt::format("  - non-torch memory {:>12}  ({})\n", format_bytes(m.non_torch), why);
+  if (m.cuda_graphs > 0)
+    t += fmt::format("  - CUDA graphs      {:>12}  (--cuda-graph-memory: vLLM's estimate, subtracted from 0.20)\n",
+                     format_bytes(m.cuda_graphs));
   t += fmt::format("  = available KV cache memory: {}\n",
                    m.available > 0 ? format_bytes(static_cast<uint64_t>(m.available)) : "none");
   t += "  CUDA graphs: " + vllm_cuda_graphs(a) + "\n";

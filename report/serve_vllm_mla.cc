@@ -36,23 +36,17 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
                      (s.engine == "sglang" ? "SGLang's DeepseekV2AttentionMLA" : "vLLM's DeepseekV2MLAAttention") +
                      " splits the " + std::to_string(d.heads) +
                      " attention heads over the ranks (num_heads % tp_size == 0)");
-  // PR #32615 (merged 2026-01-19; the v0.16.0 branch's cuda.py): on the 10.x family vLLM's default MLA backend is
-  // FlashInfer MLA where qk_nope_head_dim is 128 (its kernel's constraint), its block 64, its prefill TRT-LLM's:
-  // not read. 0.15 is taken with it (released at the end of January 2026): refused either way, never answered as
-  // CUTLASS's.
-  if (r.rule.flashinfer_mla_blackwell && capability / 10 == 10 && d.qk_nope_head_dim == 128)
-    throw VllmGpuRefused(fmt::format("--engine-version {} on {} at compute capability {}.{}: from PR #32615 (0.15 or "
-                                     "0.16) vLLM's default MLA backend there is FlashInfer MLA with TRT-LLM's "
-                                     "prefill, whose block size and profile memplan does not size (it sizes CUTLASS "
-                                     "MLA, the default to 0.14); give --engine-version 0.14 or earlier if vLLM's log "
-                                     "says CUTLASS_MLA",
-                                     s.engine_version, model, capability / 10, capability % 10),
-                         false);
   m.on = true;
-  const bool fp8 = kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");
+  m.shape.kv_lora_rank = d.kv_lora_rank;
+  m.shape.qk_rope_head_dim = d.qk_rope_head_dim;
+  m.shape.qk_nope_head_dim = d.qk_nope_head_dim;
+  m.shape.v_head_dim = d.v_head_dim;
+  m.shape.heads_per_rank = d.heads / tp;
+  m.shape.layers = d.layers;
+  kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");
   // FlashInfer imports unless --flashinfer no (a dependency of the CUDA wheel wherever its module is imported).
-  const VllmMlaChoice c = vllm_mla_choice(r.engine.block_size, s.block_size_given, fp8, capability, r.rule,
-                                          r.flashinfer != false);
+  const VllmMlaChoice c = vllm_mla_choice(r.engine.block_size, s.block_size_given, s.kv_cache_dtype, capability,
+                                          r.rule, r.flashinfer != false, m.shape);
   if (!c.refused.empty() && (s.engine == "vllm" || s.engine == "all"))
     throw VllmGpuRefused(fmt::format("--engine-version {} on {} at compute capability {}.{}: {}", s.engine_version,
                                      model, capability / 10, capability % 10, c.refused),
@@ -62,12 +56,6 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
   m.module_workspace = c.module_workspace;
   m.requested_block_size = r.engine.block_size;
   r.engine.block_size = m.block_size = c.block_size;
-  m.shape.kv_lora_rank = d.kv_lora_rank;
-  m.shape.qk_rope_head_dim = d.qk_rope_head_dim;
-  m.shape.qk_nope_head_dim = d.qk_nope_head_dim;
-  m.shape.v_head_dim = d.v_head_dim;
-  m.shape.heads_per_rank = d.heads / tp;
-  m.shape.layers = d.layers;
   // DeepseekV2MoE: e_score_correction_bias = nn.Parameter(torch.empty(n_routed_experts, dtype=torch.float32)) for
   // topk_method noaux_tc (deepseek_v2.py at b863fe5), where the graph holds it in the served type.
   const uint64_t served = static_cast<uint64_t>(dtype_bits(probe.options().inference.float_dtype)) / 8;

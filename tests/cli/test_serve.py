@@ -731,6 +731,33 @@ class VllmByHand(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--enforce-eager applies to --engine vllm", p.stderr)
 
+    def test_cuda_graph_estimate_as_logged(self):
+        # From 0.20 V1 subtracts the estimate its log prints ("Estimated CUDA graph memory: X GiB total"); given as
+        # --cuda-graph-memory 1MiB: 28,155,002 - 1,048,576 = 27,106,426 B available, 26,471 blocks of 1,024 B. V2
+        # from 0.29 likewise (tests/cli/test_serve_vllm_versions.py: 28,166,522 B at 0.92): 27,117,946 B, 26,482.
+        j = self.vllm(*self.ARGS, "--engine-version", "0.21", "--cuda-graph-memory", "1MiB")
+        self.assertEqual(j["memory"]["cuda_graph_estimate_bytes"], 1 << 20)
+        self.assertEqual(j["memory"]["available_kv_cache_bytes"], 27106426)
+        self.assertEqual(j["num_gpu_blocks"], 26471)
+        self.assertIn("taken off it: 1.00 MiB (--cuda-graph-memory", j["settings"]["cuda_graphs"])
+        v2 = self.vllm(*self.ARGS, "--engine-version", "0.29.0", "--cuda-graph-memory", "1MiB")
+        self.assertEqual((v2["settings"]["model_runner"], v2["num_gpu_blocks"]), ("v2", 26482))
+        self.assertEqual(self.vllm(*self.ARGS, "--engine-version", "0.21", "--enforce-eager")["memory"]
+                         ["cuda_graph_estimate_bytes"], 0)
+        text = run("serve", KV, "--engine", "vllm", *self.ARGS, "--engine-version", "0.21", "--cuda-graph-memory",
+                   "1MiB").stdout
+        self.assertIn("- CUDA graphs          1.00 MiB  (--cuda-graph-memory", text)
+        for args, words in ((["--engine-version", "0.21", "--cuda-graph-memory", "1MiB", "--enforce-eager"],
+                             "--cuda-graph-memory with --enforce-eager: no CUDA graph is captured"),
+                            (["--engine-version", "0.19.1", "--cuda-graph-memory", "1MiB"],
+                             "captures its CUDA graphs after the cache is sized and subtracts no estimate"),
+                            (["--engine-version", "0.27.1", "--cuda-graph-memory", "1MiB"], "(Model Runner V2)"),
+                            (["--engine-version", "0.21", "--cuda-graph-memory", "lots"], "--cuda-graph-memory")):
+            p = run("serve", KV, "--engine", "vllm", *self.ARGS, *args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(words, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
     def test_an_onnx_file_without_context(self):
         # vLLM's max_model_len defaults to the model's position limit, which an ONNX file does not state.
         p = run("serve", KV, "--engine", "vllm", "--memory", "1GiB")

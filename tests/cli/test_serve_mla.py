@@ -155,18 +155,21 @@ class MlaByHand(TinyConfigCase):
 
     def test_blackwell_from_0_15_runs_flashinfer_mla(self):
         # PR #32615 (merged 2026-01-19): on 10.x vLLM's default MLA backend is FlashInfer MLA where qk_nope_head_dim is
-        # 128, not sized: refused from 0.15; this tiny config's 4 keeps CUTLASS MLA.
+        # 128; this tiny config's 4 keeps CUTLASS MLA. With 128 but a latent and rope key of 8 + 2, not 576, the
+        # preselected FlashInfer MLA refuses it at 0.15 and 0.16 (no start); from 0.17.1 vLLM walks on to CUTLASS.
         self.assertEqual(self.vllm("--arch", "sm100", "--engine-version", "0.16")["replaced"]["mla"]["backend"],
                          "CUTLASS_MLA")
         with tempfile.TemporaryDirectory() as d:
             path = tiny_mla_config(d, qk_nope_head_dim=128)
             p = run("serve", path, *VLLM, "--arch", "sm100", "--engine-version", "0.15")
             self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertIn("from PR #32615 (0.15 or 0.16) vLLM's default MLA backend there is FlashInfer MLA", p.stderr)
+            self.assertIn("FlashInfer MLA, which check_and_update_config selects there, takes a latent and rope key of "
+                          "576 (this model's: 10)", p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
-            p = run("serve", path, *VLLM, "--arch", "sm100", "--engine-version", "0.14", "--json")
-            self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertEqual(json.loads(p.stdout)["replaced"]["mla"]["backend"], "CUTLASS_MLA")
+            for version in ("0.14", "0.18"):
+                p = run("serve", path, *VLLM, "--arch", "sm100", "--engine-version", version)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(json.loads(p.stdout)["replaced"]["mla"]["backend"], "CUTLASS_MLA")
 
     def test_what_is_not_modelled_is_refused(self):
         # SGLang's latent pool is tests/cli/test_serve_mla_sglang.py's; TensorRT-LLM's stays refused.
@@ -218,6 +221,46 @@ class MlaByHand(TinyConfigCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("multi-head latent attention by vLLM's FLASHMLA", p.stdout)
         self.assertIn("KV cache: 40 B per token, blocks of 64 tokens = 2,560 B", p.stdout)
+
+
+class FlashInferMlaOnB200(unittest.TestCase):
+    """DeepSeek-V2-Lite (tests/models/hf_configs; 27 layers, 16 heads, kv_lora_rank 512, qk_rope 64, qk_nope 128,
+    v 128: a latent and rope key of 576) on a B200 at vLLM's defaults there (max_model_len 163,840, 1,024 sequences),
+    --enforce-eager (from 0.20 graphs need it; here it only keeps the runs alike):
+      0.14: CUTLASS MLA, block 128: W = max(min(max(8 x 163,840, 4 x 1,024 x 128), 65,536), 1,024 x 128) = 131,072;
+            simulated 131,072 x 16 x 256 x 2 = 1,073,741,824 B; cutlass_mla.py's 128 MiB module workspace.
+      0.16: FlashInfer MLA preselected, the default 16 forced to 64: W = max(65,536, 1,024 x 64) = 65,536; simulated
+            536,870,912 B; flashinfer_mla.py's 128 MiB alone (only the preselected module is imported).
+      0.18: FlashInfer MLA's preferred 32 (it takes multiples of 32 and 64): W = 65,536; both modules imported by
+            get_valid_backends, 256 MiB: 134,217,728 B more weights than 0.16. A given 16 runs Triton MLA.
+    (docs/research/vllm-flashinfer-mla-blackwell.md sections 1 and 2.)
+    """
+
+    def serve(self, *extra):
+        p = run("serve", os.path.join(SRC, "tests", "models", "hf_configs", "DeepSeek-V2-Lite.json"), "--engine", "vllm",
+                "--graph", "decode", "--gpu", "B200", "--enforce-eager", "--json", *extra)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def test_backend_block_and_workspaces_by_release(self):
+        expected = {"0.14.0": ("CUTLASS_MLA", 128, 131072, 1073741824, 128 << 20),
+                    "0.16.0": ("FLASHINFER_MLA", 64, 65536, 536870912, 128 << 20),
+                    "0.18.0": ("FLASHINFER_MLA", 32, 65536, 536870912, 256 << 20)}
+        weights = {}
+        for version, (backend, block, w, simulated, workspace) in expected.items():
+            j = self.serve("--engine-version", version)
+            m = j["replaced"]["mla"]
+            self.assertEqual((m["backend"], j["settings"]["block_size"], m["workspace_tokens"],
+                              m["simulated_decompression_bytes"], m["module_workspace_bytes"]),
+                             (backend, block, w, simulated, workspace), version)
+            self.assertEqual(j["kv_cache"]["block_bytes"], block * 27 * 576 * 2, version)
+            weights[version] = j["memory"]["weights_bytes"]
+        self.assertEqual(weights["0.18.0"] - weights["0.16.0"], 128 << 20)
+        self.assertEqual(weights["0.16.0"], weights["0.14.0"])
+        j = self.serve("--engine-version", "0.18.0", "--block-size", "16")
+        self.assertEqual((j["replaced"]["mla"]["backend"], j["settings"]["block_size"]), ("TRITON_MLA", 16))
+        j = self.serve("--engine-version", "0.16.0", "--block-size", "32")
+        self.assertEqual((j["replaced"]["mla"]["backend"], j["settings"]["block_size"]), ("FLASHINFER_MLA", 32))
 
 
 class DeepSeekV3(unittest.TestCase):

@@ -33,10 +33,11 @@ TEST(VllmMla, WorkspaceTokensEachTerm) {
   EXPECT_EQ(vllm_mla_workspace_tokens(1000, 2048, 64), 131072);
 }
 
-// The backend, its block and the modules' workspaces for --block-size `block` (given or vLLM's default 16).
+// The backend, its block and the modules' workspaces for DeepSeek-V3's dimensions at --block-size `block` (given or
+// vLLM's default 16).
 VllmMlaChoice choice(const char* version, int capability, int64_t block = 16, bool given = false, bool fp8 = false,
-                     bool flashinfer = true) {
-  return vllm_mla_choice(block, given, fp8, capability, vllm_rule(version), flashinfer);
+                     bool flashinfer = true, VllmMlaShape shape = {512, 64, 128, 128, 128, 61}) {
+  return vllm_mla_choice(block, given, fp8 ? "fp8" : "auto", capability, vllm_rule(version), flashinfer, shape);
 }
 
 // cuda.py check_and_update_config at v0.12.0: CUTLASS MLA on 10.0 (multiples of 128 kept), FlashMLA's block on 9.x
@@ -102,11 +103,46 @@ TEST(VllmMla, HopperBlockFrom0171) {
 TEST(VllmMla, ModuleWorkspacesAtImport) {
   EXPECT_EQ(choice("0.11", 100).module_workspace_bytes, 134217728u);
   EXPECT_EQ(choice("0.14.0", 100).module_workspace_bytes, 134217728u);
+  EXPECT_EQ(choice("0.16.0", 100).module_workspace, "flashinfer_mla.py g_fi_workspace");  // preselected alone
+  EXPECT_EQ(choice("0.16.0", 100).module_workspace_bytes, 134217728u);
+  EXPECT_EQ(choice("0.18.0", 100).module_workspace_bytes, 2 * 134217728u);  // every listed module imported
+  EXPECT_EQ(choice("0.18.0", 100, 16, false, false, false).module_workspace_bytes, 134217728u);
   EXPECT_EQ(choice("0.11", 90).module_workspace_bytes, 0u);
   EXPECT_EQ(choice("0.11", 80).module_workspace_bytes, 0u);
   EXPECT_EQ(choice("0.11.2", 90).module_workspace_bytes, 134217728u);
   EXPECT_EQ(choice("0.18.0", 80).module_workspace_bytes, 134217728u);
   EXPECT_EQ(choice("0.18.0", 90, 16, false, false, false).module_workspace_bytes, 0u);
+}
+
+// FlashInfer MLA on 10.x for qk_nope_head_dim 128 (PR #32615, 0.15 on; docs/research/vllm-flashinfer-mla-blackwell.md
+// section 1): at 0.16 preselected, the block forced to 64 unless 32 or a multiple of 64; from 0.17.1 its preferred 32,
+// a given multiple of 32 kept, a given 16 to Triton MLA. Another qk_nope_head_dim keeps CUTLASS MLA (64 too from 0.18
+// takes FlashInfer); the preselected backend refuses another head size and an fp8_e5m2 cache.
+TEST(VllmMla, FlashInferOnBlackwell) {
+  EXPECT_EQ(choice("0.14.0", 100).backend, "CUTLASS_MLA");
+  for (const char* v : {"0.15.0", "0.16.0"}) {
+    EXPECT_EQ(choice(v, 100).backend, "FLASHINFER_MLA") << v;
+    EXPECT_EQ(choice(v, 100).block_size, 64) << v;
+    EXPECT_EQ(choice(v, 103, 32, true).block_size, 32) << v;
+    EXPECT_EQ(choice(v, 100, 16, true).block_size, 64) << v;
+    EXPECT_EQ(choice(v, 100, 128, true).block_size, 128) << v;
+    EXPECT_EQ(choice(v, 100, 16, false, true).refused, "") << v;  // fp8 (e4m3) taken
+  }
+  EXPECT_EQ(choice("0.18.0", 100).backend, "FLASHINFER_MLA");
+  EXPECT_EQ(choice("0.18.0", 100).block_size, 32);
+  EXPECT_EQ(choice("0.18.0", 100, 64, true).block_size, 64);
+  EXPECT_EQ(choice("0.18.0", 100, 96, true).block_size, 96);
+  const VllmMlaChoice triton = choice("0.18.0", 100, 16, true);
+  EXPECT_EQ(triton.backend, "TRITON_MLA");
+  EXPECT_EQ(triton.block_size, 16);
+  EXPECT_EQ(choice("0.18.0", 100, 16, false, false, false).backend, "CUTLASS_MLA");  // FlashInfer does not import
+  const VllmMlaShape nope64{512, 64, 64, 128, 128, 61}, small{8, 2, 128, 4, 2, 2};
+  EXPECT_EQ(choice("0.16.0", 100, 16, false, false, true, nope64).backend, "CUTLASS_MLA");
+  EXPECT_EQ(choice("0.18.0", 100, 16, false, false, true, nope64).backend, "FLASHINFER_MLA");
+  EXPECT_NE(choice("0.16.0", 100, 16, false, false, true, small).refused, "");
+  EXPECT_EQ(choice("0.18.0", 100, 16, false, false, true, small).backend, "CUTLASS_MLA");
+  EXPECT_NE(vllm_mla_choice(16, false, "fp8_e5m2", 100, vllm_rule("0.16.0"), true, VllmMlaShape{512, 64, 128, 128, 128, 61})
+                .refused, "");
 }
 
 }  // namespace
