@@ -183,7 +183,14 @@ void TrainingStep::add_fsdp2_shards() {
     // upcasts only what requires grad: fsdp2_prepare_model, v1.14.0), which the policy's equal param_dtype leaves
     // uncast (init_dtype_attrs clamps it to None: no all-gather input copy).
     const bool half_frozen = mp && !context_.is_param[p] && frozen_half_dtype(options_) != DType::Float32;
-    const uint64_t stored = !mp ? computed : half_frozen ? element_of(frozen_half_dtype(options_)) : element_of(t.dtype);
+    const bool params4bit = layout().storage[p] == FrozenStorage::Nf4 && !options_.nf4_torchao;
+    // bitsandbytes' Params4bit under a policy: its quant_storage is taken to be param_dtype, the one type
+    // init_dtype_attrs leaves uncast (param_dtype clamped to None where it equals orig_dtype): any other would cast
+    // the packed bits at each all-gather (_get_param_all_gather_inputs' foreach copy), which corrupts them
+    // (docs/research/fsdp2-mp-params4bit.md section 1). So the packed shards are gathered as stored, no copy-in.
+    const uint64_t stored = !mp || params4bit ? computed
+                            : half_frozen     ? element_of(frozen_half_dtype(options_))
+                                              : element_of(t.dtype);
     // reduce_dtype, clamped to None (the grads' type) when it is param_dtype: init_dtype_attrs
     const uint64_t reduced = mp ? element_of(options_.fsdp2_reduce_dtype) : computed;
     // Under --tp the parameter is a DTensor and fully_shard chunks its local tensor, the slice this rank holds
@@ -192,7 +199,6 @@ void TrainingStep::add_fsdp2_shards() {
     const int64_t dim0 = t.shape.empty() ? 1 : tp.sharded(p) && tp.axis[p] == 0 ? tp.local_dim[p] : t.shape[0];
     uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(0, dim0));
     uint64_t rest = rows == 0 ? 0 : tp.local_bytes(graph_, p, t.elements()) / rows;
-    const bool params4bit = layout().storage[p] == FrozenStorage::Nf4 && !options_.nf4_torchao;
     // --quantize-experts' parametrized stacked experts: replace_parameter_4bit's default quant_storage, uint8
     // (axolotl passes none), a non-float parameter no policy casts; the Linear4bit weights: the model's type.
     const bool uint8_packed = params4bit && layout().parametrized[p];

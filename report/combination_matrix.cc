@@ -220,9 +220,11 @@ const std::vector<Refusal>& refused_pairs() {
       {"torchao-nf4", "tp", "not modelled: a tensor-parallel split of torchao's NF4Tensor"},
       {"torchao-nf4", "pp", "not modelled"},
       {"torchao-nf4", "torch-1.13", "torchao's NF4Tensor needs PyTorch 2: use --torch 2"},
-      {"fsdp2-mp", "frozen-nf4", "not modelled: NF4 weights under a mixed-precision policy (torchao's NF4Tensor "
-                                 "all-gathers in NF4 whatever the param_dtype, fsdp_post_all_gather; FSDP1 flattens "
-                                 "bitsandbytes' quant_storage with the model's other parameters, which are not float32)"},
+      {"fsdp2-mp", "torchao-nf4", "not modelled: torchao's NF4Tensor under a mixed-precision policy (it all-gathers "
+                                  "in NF4 whatever the param_dtype, fsdp_post_all_gather; torchtune runs its qlora_* "
+                                  "models in their own type without one)"},
+      {"fsdp2-mp", "quantize-experts", "not modelled: parametrized 4-bit experts (uint8 quant_storage) under a "
+                                       "mixed-precision policy"},
       {"fsdp2", "frozen-int8", "not modelled"},
       // --quantize-experts follows axolotl's quantize_moe_experts (src/axolotl/loaders/model.py at 067b021,
       // _prepare_model_for_quantization): once the experts are parametrized it skips prepare_model_for_kbit_training

@@ -199,6 +199,21 @@ void check_requirements(const EstimateArgs& a) {
                      "type (--fsdp2-mp " + accelerate_policy + "), or the policy alone (--precision fp32 with --fsdp2-mp "
                      "bf16:bf16, accelerate's, or bf16:fp32, torchtitan's), or the model in its own type (--precision "
                      "bf16, torchtune's)");
+  // NF4 under a policy: bitsandbytes' Params4bit under fully_shard, its quant_storage taken to be param_dtype
+  // (cost_models/training_fsdp2.cc). FSDP1 flattens it with the model's other parameters into one flat parameter of
+  // one type, and torchao's NF4Tensor (auto's under --shard fsdp2) all-gathers in NF4: not modelled.
+  if (mp && kFrozenDtypeChoices.is(a.frozen_dtype, FrozenStorage::Nf4)) {
+    if (fsdp1)
+      throw InputError("--fsdp2-mp " + a.fsdp2_mp + " with --shard " + a.shard + " and --frozen-dtype nf4: not "
+                       "modelled: FSDP1 flattens bitsandbytes' quant_storage with the model's other parameters into "
+                       "flat parameters of one type under its MixedPrecision (--shard fsdp2 with --nf4-impl "
+                       "bitsandbytes is accelerate's FSDP2-QLoRA)");
+    // --nf4-impl torchao as given is the combination matrix's (fsdp2-mp x torchao-nf4); auto's here.
+    if (kNf4ImplChoices.is(a.nf4_impl, Nf4Impl::Auto) && is_torchao_nf4(a.frozen_dtype, a.nf4_impl, a.shard, a.quantize_experts))
+      throw InputError("--fsdp2-mp " + a.fsdp2_mp + " with --frozen-dtype nf4 under --shard " + a.shard + " (--nf4-impl "
+                       "auto: torchao's NF4Tensor): not modelled: torchtune runs its qlora_* models in their own type "
+                       "without a policy; accelerate's FSDP2-QLoRA over bitsandbytes is --nf4-impl bitsandbytes");
+  }
   if (mp && kTorchChoices.is(a.torch, true))
     throw InputError("--fsdp2-mp with --torch 1.13: FSDP's MixedPrecision is modelled from PyTorch 2's "
                      "_flat_param.py (and fully_shard is PyTorch 2's): use --torch 2");

@@ -1160,6 +1160,22 @@ class TorchtuneRecipeTest(unittest.TestCase):
         bnb = run_json(*self.BASE, *lora, "--precision", "bf16", "--frozen-dtype", "nf4", "--nf4-impl", "bitsandbytes",
                        "--gpus", "2", "--shard", "fsdp2")
         self.assertTrue(any("bitsandbytes' Params4bit (the packed values" in n for n in bnb["notes"]), bnb["notes"])
+        # Under accelerate's FSDP2 policy the Params4bit's quant_storage is param_dtype (the type FSDP2 leaves uncast;
+        # Fsdp2BnbNf4.PolicyLeavesThePackedWeightsUncast by hand): the same NF4 bytes as the bf16 run's, and a run.
+        mp = run_json(*self.BASE, *lora, "--precision", "fp32", "--fsdp2-mp", "bf16:bf16", "--frozen-dtype", "nf4",
+                      "--nf4-impl", "bitsandbytes", "--gpus", "2", "--shard", "fsdp2")
+        self.assertGreater(mp["total_bytes"], 0)
+        for flags, message in (
+                (["--shard", "fsdp", "--nf4-impl", "bitsandbytes"],
+                 "memplan: error: --fsdp2-mp bf16:bf16 with --shard fsdp and --frozen-dtype nf4: not modelled: FSDP1 "
+                 "flattens bitsandbytes' quant_storage"),
+                (["--shard", "fsdp2"],
+                 "memplan: error: --fsdp2-mp bf16:bf16 with --frozen-dtype nf4 under --shard fsdp2 (--nf4-impl auto: "
+                 "torchao's NF4Tensor): not modelled")):
+            p = run(*self.BASE, *lora, "--precision", "fp32", "--fsdp2-mp", "bf16:bf16", "--frozen-dtype", "nf4",
+                    "--gpus", "2", *flags, check_rc=2)
+            self.assertTrue(p.stderr.startswith(message), p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
     def test_each_recipe_is_its_flags(self):
         cases = [

@@ -62,6 +62,30 @@ TEST(Fsdp2BnbNf4, ShardGatherAndQuantStateByHand) {
   EXPECT_EQ(dequantized, 3);
 }
 
+// Under accelerate's FSDP2 policy (--precision fp32 --fsdp2-mp bf16:fp32: the graph's float32 model, param_dtype
+// bf16; its adapters float32 like it, lora_float32 false as report/estimate_config.cc sets it): the Params4bit's quant_storage is param_dtype (bf16), which init_dtype_attrs
+// clamps to None: no copy-in, gathered as stored, the same 8,192 B a rank and 16,384 gathered as without a policy.
+// The adapters keep float32 shards, 384 elements a rank a layer: 1,536 B, gathered in bf16 (2 x 384 x 2 = 1,536)
+// through a bf16 copy-in of 768 B. A layer unit: shard 8,192 + 1,536 = 9,728 B, gathered 16,384 + 1,536 = 17,920.
+// The frozen head (not an fc) stays float32: 257 elements a rank, 1,028 B, gathered in bf16, 2 x 257 x 2 = 1,028.
+// Parameters 2 x 9,728 + 1,028 = 20,484 B; grads the adapters' float32 shards 2 x 1,536 = 3,072; Adam 6,144;
+// re-stored frozen 2 x (8,192 + 2,048) = 20,480 as without a policy.
+TEST(Fsdp2BnbNf4, PolicyLeavesThePackedWeightsUncast) {
+  TrainingRun o = bnb_qlora(2);
+  o.fsdp2_mp = true;
+  o.fsdp2_reduce_dtype = DType::Float32;
+  const TrainingResult r = build_training_program(bnb_blocks(), o);
+  const Program& p = r.program;
+  EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:layers.0"), 9728u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_sharded_params:root"), 1028u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_all_gather_output:layers.0"), 17920u);
+  EXPECT_EQ(bytes_of(p, "fsdp2_all_gather_output:root"), 1028u);
+  EXPECT_EQ(r.frozen_stored_bytes, 20480u);
+  EXPECT_EQ(r.param_bytes, 20484u);
+  EXPECT_EQ(r.grad_bytes, 3072u);
+  EXPECT_EQ(r.optimizer_state_bytes, 6144u);
+}
+
 // 3 ranks pad each parameter to chunk 0: the packed weight ceil(8,192 / 3) = 2,731 rows, 5,462 B a rank, gathered
 // 3 x 5,462 = 16,386 B. Adapters: layers.0 lora_A [2,256] 1 row x 256 x 2 = 512, lora_B [128,2] 43 rows x 2 x 2 =
 // 172: 684 B, gathered 2,052; layers.1 lora_A [2,128] 256, lora_B [256,2] 86 rows x 4 = 344: 600 B, gathered 1,800.

@@ -75,8 +75,8 @@ TEST(Combinations, KnownRefusalsSayBothFlags) {
       {{"quantize-experts", "torchao-nf4"}, "--nf4-impl torchao with --quantize-experts: bitsandbytes' "
                                             "replace_parameter_4bit quantizes the experts"},
       {{"quantize-experts", "fsdp"}, "--shard fsdp with --quantize-experts: not modelled"},
-      {{"fsdp2-mp", "frozen-nf4"}, "--fsdp2-mp bf16:fp32/bf16:bf16/fp16:fp32/fp16:fp16 with --frozen-dtype nf4: not "
-                                   "modelled: NF4 weights under a mixed-precision policy"},
+      {{"fsdp2-mp", "torchao-nf4"}, "with --nf4-impl torchao: not modelled: torchao's NF4Tensor under a "
+                                    "mixed-precision policy"},
       {{"fsdp", "frozen-gptq"}, "--shard fsdp with --frozen-dtype gptq-int4: not modelled: GPTQ's packed"},
       {{"zero3", "frozen-awq"}, "--shard zero3 with --frozen-dtype awq-int4: not modelled: AWQ's packed"},
       {{"amp", "frozen-gptq"}, "--frozen-dtype gptq-int4 with --precision amp-bf16: gptqmodel's trainable"},
