@@ -51,10 +51,11 @@ namespace memplan {
 //    V0_9's (below), with this profile run.
 //  - V0_20 (0.20 to 0.24: the CUDA-graph estimate on by default, PR #38284, merged 2026-04-21 before the 0.20
 //    branch was cut on 2026-04-26; it turned on VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, which PR #30515 had added
-//    off on 2026-03-07; docs/research/vllm-020-defaults.md): the current rule less the graphs' estimate, which is taken only
-//    when graphs are captured (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here, so only
-//    --enforce-eager (no graphs, no estimate) is modelled. Its V1 sampler is V0_17's (vllm_triton_sampler_peak_bytes).
-//    The same PR made 0.92 the default gpu_memory_utilization (VllmRule.default_gpu_memory_utilization).
+//    off on 2026-03-07; docs/research/vllm-020-defaults.md): the current rule less the graphs' estimate, which is
+//    taken only when graphs are captured (cudagraph_mode not NONE). Its per-graph capture sizes are not sized here:
+//    answered with --enforce-eager (no graphs, no estimate) or with the estimate as vLLM logs it
+//    (--cuda-graph-memory). Its V1 sampler is V0_17's (vllm_triton_sampler_peak_bytes). The same PR made 0.92 the
+//    default gpu_memory_utilization (VllmRule.default_gpu_memory_utilization).
 //  - V0_6 (vLLM's V0 engine, the default before 0.8.0, from 0.6.0 to 0.6.4, before PR #10511): the worker's
 //    absolute rule, as V0_8's (vllm/worker/worker.py at 6ae5229, Worker.determine_num_available_blocks:
 //    int(total x utilization - peak), peak the absolute allocated peak plus every non-torch byte), one block of
@@ -114,8 +115,8 @@ namespace memplan {
 //    notes of 9 September 2026: "Model Runner V2 is now the default for all models (#53183)"), and V2 now
 //    subtracts its CUDA graphs' memory before sizing the cache ("MRV2 also gained CUDA graph memory profiling for
 //    KV cache auto-sizing (#53306)": captures against a minimal cache in a throwaway pool, measured on the GPU),
-//    which memplan does not size: answered with --enforce-eager only, as V1 from 0.20. V2's profile run is otherwise
-//    the one read for 0.25 (not read at 0.29).
+//    which memplan does not size: answered with --enforce-eager or --cuda-graph-memory, as V1 from 0.20. V2's
+//    profile run is otherwise the one read for 0.25 (not read at 0.29).
 enum class VllmVersion { V0_6, V0_6_5, V0_7, V0_8, V0_9, V0_11, V0_17, V0_20, V0_25, V0_29 };
 
 // What vLLM's start check asks of a hybrid model's cache for one request of max_model_len tokens (vllm/v1/core/
@@ -209,7 +210,7 @@ VllmVersion vllm_version(const std::string& text);
 // Which GPU model runner profiles the engine (vLLM's VLLM_USE_V2_MODEL_RUNNER; memplan's --model-runner).
 //  - V1: vllm/v1/worker/gpu_model_runner.py, whose profile run the rules above follow. From 0.20 its worker
 //    subtracts the CUDA graphs' estimate (profile_cudagraph_memory: captures measured on the GPU), which memplan
-//    does not size: only --enforce-eager (no graphs, no estimate) is modelled there.
+//    does not size: --enforce-eager (no graphs, no estimate) or the estimate as logged (--cuda-graph-memory).
 //  - V2: vllm/v1/worker/gpu/model_runner.py (read at main's 0036d38, the tags' text not being in the store; vLLM's
 //    log of a 0.27.1 run, bench/serving.md log G, prints the same zero graph term): its profile_cudagraph_memory returns 0 ("TBD whether we keep this API"), so
 //    no estimate is subtracted, graphs or not; profile_run holds hidden_states and sample_hidden_states (the rows

@@ -27,6 +27,7 @@ VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& 
   VllmMlaChoice c;
   const bool fp8_kv = kv_cache_dtype != "auto";
   const std::string block_text = "--block-size " + std::to_string(requested);
+  const std::string kv_text = "--kv-cache-dtype " + kv_cache_dtype;
   const auto add_workspace = [&c](const char* whose) {
     c.module_workspace_bytes += kVllmMlaModuleWorkspace;
     c.module_workspace += (c.module_workspace.empty() ? "" : " and ") + std::string(whose);
@@ -46,7 +47,8 @@ VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& 
         c.refused = "FlashInfer MLA, which check_and_update_config selects there, takes a latent and rope key of 576 "
                     "(this model's: " + std::to_string(head) + ")";
       else if (kv_cache_dtype == "fp8_e5m2")
-        c.refused = "FlashInfer MLA, which check_and_update_config selects there, takes fp8 and fp8_e4m3 caches only";
+        c.refused = kv_text + ": FlashInfer MLA, which check_and_update_config selects there, takes fp8 and fp8_e4m3 "
+                    "caches only";
       return c;
     }
     add_workspace("cutlass_mla.py g_sm100_workspace");
@@ -61,8 +63,8 @@ VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& 
     if (flashinfer && kv_cache_dtype == "fp8_e5m2") {
       c.backend = "FLASHINFER_MLA";
       c.block_size = given ? requested : 32;
-      c.refused = "an fp8_e5m2 cache: FlashInfer MLA takes fp8 and fp8_e4m3 only, and which backend vLLM falls to "
-                  "is not read";
+      c.refused = kv_text + ": FlashInfer MLA takes fp8 and fp8_e4m3 only, and which backend vLLM falls to is "
+                  "not read";
       return c;
     }
     if (flashinfer || (rule.mla_preferred_block && given && requested % 128 != 0)) {
@@ -90,7 +92,7 @@ VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& 
       c.backend = "FLASHMLA";
       c.block_size = given ? requested : 64;
       if (requested % 64 != 0 && given)
-        c.refused = block_text + " with an fp8 KV cache: FlashMLA takes multiples of 64 and " +
+        c.refused = block_text + " with " + kv_text + ": FlashMLA takes multiples of 64 and " +
                     (rule.triton_mla_fp8 ? "Triton MLA multiples of 16" : "Triton MLA no fp8 cache before 0.17.2");
     }
     return c;
@@ -98,8 +100,8 @@ VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& 
   c.backend = "TRITON_MLA";
   c.block_size = requested;
   if (fp8_kv && !rule.triton_mla_fp8)
-    c.refused = "an fp8 KV cache below compute capability 9.0: vLLM runs Triton MLA there, which takes an fp8 cache "
-                "from 0.17.2 (PR #34597; TritonMLAImpl refuses it before)";
+    c.refused = kv_text + " below compute capability 9.0: vLLM runs Triton MLA there, which takes an fp8 cache from "
+                "0.17.2 (PR #34597; TritonMLAImpl refuses it before)";
   else if (rule.mla_preferred_block && requested % 16 != 0)
     c.refused = block_text + ": Triton MLA takes multiples of 16 from 0.17.1 (PR #36292)";
   return c;

@@ -42,7 +42,8 @@ struct VllmResolved {
   bool enforce_eager = false;
   uint64_t cuda_graph_estimate = 0;  // --cuda-graph-memory: vLLM's estimate, subtracted (0.20 on; 0: not given)
   // --flashinfer: FlashInfer usable (vLLM's has_flashinfer, or flashinfer.sampling importable for the sampler);
-  // none: auto, memplan's assumption on each path (absent for the sampler and MXFP4, present for NVFP4's GEMM).
+  // none: auto, memplan's assumption on each path (absent for the sampler, present for NVFP4's GEMM and the MLA
+  // backends' import; gpt-oss's MXFP4 on SM100 from 0.12 refused, either layout possible).
   std::optional<bool> flashinfer;
   VllmModelRunner runner = VllmModelRunner::V1;  // resolved with the model (its experts): serve_vllm
   std::string max_model_len_source;           // "--context", or the model's position limit

@@ -43,8 +43,10 @@ VllmMlaAnswer vllm_mla_settings(ServeProbe& probe, const ServeSettings& s, int t
   m.shape.v_head_dim = d.v_head_dim;
   m.shape.heads_per_rank = d.heads / tp;
   m.shape.layers = d.layers;
-  kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");
+  kKvCacheDtypeChoices.parse(s.kv_cache_dtype, "--kv-cache-dtype");  // one of its names: vllm_mla_choice reads it
   // FlashInfer imports unless --flashinfer no (a dependency of the CUDA wheel wherever its module is imported).
+  // vLLM's refusals are --engine vllm's (and all's); SGLang runs this analysis for its weights and latent cache only,
+  // with its own backends (cost_models/sglang_mla.h).
   const VllmMlaChoice c = vllm_mla_choice(r.engine.block_size, s.block_size_given, s.kv_cache_dtype, capability,
                                           r.rule, r.flashinfer != false, m.shape);
   if (!c.refused.empty() && (s.engine == "vllm" || s.engine == "all"))

@@ -128,7 +128,7 @@ class MlaByHand(TinyConfigCase):
         ampere = self.vllm("--engine-version", "0.17.2", "--kv-cache-dtype", "fp8", "--arch", "sm80")
         self.assertEqual(ampere["replaced"]["mla"]["backend"], "TRITON_MLA")
         for extra, words in ((["--engine-version", "0.17.1", "--kv-cache-dtype", "fp8", "--block-size", "16"],
-                              "--block-size 16 with an fp8 KV cache: FlashMLA takes multiples of 64"),
+                              "--block-size 16 with --kv-cache-dtype fp8: FlashMLA takes multiples of 64"),
                              (["--engine-version", "0.17.1", "--block-size", "8"],
                               "--block-size 8: no MLA backend takes it"),
                              (["--engine-version", "0.17.1", "--kv-cache-dtype", "fp8", "--arch", "sm80"],
