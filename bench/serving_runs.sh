@@ -29,6 +29,7 @@ ROWS=(
 "N|Qwen2.5-72B-Instruct.json|--gpu L40S --tp 4 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.19.0|33.98|-|-|5.11|67024|8.18"
 "O|bench/serving_configs/Meta-Llama-3-70B-Instruct-AWQ.json|--gpu L40S --tp 2 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.16.0|18.55|-|-|20.16|132128|16.13"
 "P|Qwen3-8B.json|--gpu RTX-4090 --gpu-memory-utilization 0.9 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.27.1|15.27|-|0.19|-|43040|-"
+"Q|Qwen2.5-7B.json|--gpu L40S --gpu-memory-utilization 0.95 --context 4096 --dtype bf16 --max-batched-tokens 2048 --max-num-seqs 128 --engine-version 0.22.0 --cuda-graph-memory 0.37GiB|14.29|-|-|26.32|492912|120.34"
 )
 
 echo "## Commands"
