@@ -44,9 +44,10 @@ VllmVersion vllm_version(const std::string& text) {
                                "0.7.x (V0 over PR #10511's baseline and PR #12126's snapshot), 0.8 and 0.9.0 (the V1 "
                                "worker's absolute rule), 0.9.1 to 0.10.x (the baseline rule, NCCL after the snapshot), "
                                "0.11 to 0.19 (the current rule; from 0.17 with the Triton top-k/top-p sampler), 0.20 "
-                               "to 0.24 (Model Runner V1 with --enforce-eager; V2 for a dense Qwen3 from 0.22, Llama "
-                               "or Mistral from 0.23), 0.25 to 0.28 (Model Runner V2 for a model without experts; V1 "
-                               "with --enforce-eager) and 0.29 or later with --enforce-eager";
+                               "to 0.24 (Model Runner V1 with --enforce-eager or --cuda-graph-memory; V2 for a dense "
+                               "Qwen3 from 0.22, Llama or Mistral from 0.23), 0.25 to 0.28 (Model Runner V2 for a model "
+                               "without experts; V1 with --enforce-eager or --cuda-graph-memory) and 0.29 or later with "
+                               "--enforce-eager or --cuda-graph-memory";
   if (minor == 8 || (minor == 9 && patch == 0)) return VllmVersion::V0_8;
   if (minor == 10 || (minor == 9 && patch >= 1)) return VllmVersion::V0_9;
   if (minor >= 11 && minor <= 16) return VllmVersion::V0_11;
@@ -172,6 +173,8 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
                            vllm_v2_default_before_0_29(minor, has_experts, model_type, quantized));
   const VllmModelRunner runner = forced ? *forced : v2_default ? VllmModelRunner::V2 : VllmModelRunner::V1;
   const std::string at = "--engine-version " + version_text;
+  // An estimate vLLM measures and memplan is not given: no answer.
+  const bool estimate_unknown = vllm_subtracts_graph_estimate(v, runner) && !enforce_eager && !estimate_given;
   if (runner == VllmModelRunner::V2) {
     if (v != VllmVersion::V0_25 && v != VllmVersion::V0_29 && !(v == VllmVersion::V0_20 && minor >= 22))
       throw InputError("--model-runner v2 with " + at + ": Model Runner V2's profile run is read from 0.22 only (the "
@@ -180,7 +183,7 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
     if (enable_lora)
       throw InputError("--enable-lora with Model Runner V2 (" + at + ", " + model + "): V2's LoRA layers are not "
                        "read; give --model-runner v1 (with --enforce-eager) if vLLM's log says it runs V1");
-    if (v == VllmVersion::V0_29 && !enforce_eager && !estimate_given)
+    if (estimate_unknown)
       throw InputError(at + " with Model Runner V2" + (forced ? std::string(" (--model-runner v2)") : std::string()) +
                        ": from 0.29 that runner subtracts its CUDA graphs' memory from the KV cache too (PR #53306, "
                        "\"[Model Runner V2] Reserve CUDA graph memory\": graphs captured against a minimal cache in a "
@@ -189,7 +192,7 @@ VllmModelRunner vllm_model_runner(VllmVersion v, const std::string& version_text
                        "subtracted), or give --engine-version 0.28 or earlier");
     return runner;
   }
-  if (budget_rule(v).cudagraph_estimate && !enforce_eager && !estimate_given) {
+  if (estimate_unknown) {
     std::string which = at;
     if (v == VllmVersion::V0_25 || v == VllmVersion::V0_29)
       which += " with Model Runner V1 (" +

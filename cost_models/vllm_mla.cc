@@ -40,10 +40,12 @@ VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& 
       // 0.15 and 0.16: FlashInfer MLA preselected, validated alone (no fallback).
       c.backend = "FLASHINFER_MLA";
       c.block_size = requested == 32 || requested % 64 == 0 ? requested : 64;
-      if (flashinfer_importable) add_workspace("flashinfer_mla.py g_fi_workspace");
-      if (!flashinfer_importable)
+      if (!flashinfer_importable) {
         c.refused = "FlashInfer MLA, which check_and_update_config selects there, does not import without FlashInfer";
-      else if (!head_ok)
+        return c;
+      }
+      add_workspace("flashinfer_mla.py g_fi_workspace");
+      if (!head_ok)
         c.refused = "FlashInfer MLA, which check_and_update_config selects there, takes a latent and rope key of 576 "
                     "(this model's: " + std::to_string(head) + ")";
       else if (kv_cache_dtype == "fp8_e5m2")
@@ -55,16 +57,13 @@ VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& 
     if (rule.mla_preferred_block && flashinfer_importable) add_workspace("flashinfer_mla.py g_fi_workspace");
     const bool flashinfer = rule.flashinfer_mla_blackwell && rule.mla_preferred_block && flashinfer_importable &&
                             nope_ok && head_ok;
-    if (flashinfer && (!given || requested % 32 == 0) && kv_cache_dtype != "fp8_e5m2") {
+    const bool e5m2 = kv_cache_dtype == "fp8_e5m2";
+    if (flashinfer && (!given || requested % 32 == 0 || e5m2)) {
       c.backend = "FLASHINFER_MLA";
       c.block_size = given ? requested : 32;
-      return c;
-    }
-    if (flashinfer && kv_cache_dtype == "fp8_e5m2") {
-      c.backend = "FLASHINFER_MLA";
-      c.block_size = given ? requested : 32;
-      c.refused = kv_text + ": FlashInfer MLA takes fp8 and fp8_e4m3 only, and which backend vLLM falls to is "
-                  "not read";
+      if (e5m2)
+        c.refused = kv_text + ": FlashInfer MLA takes fp8 and fp8_e4m3 only, and which backend vLLM falls to is "
+                    "not read";
       return c;
     }
     if (flashinfer || (rule.mla_preferred_block && given && requested % 128 != 0)) {
