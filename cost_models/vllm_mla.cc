@@ -41,7 +41,8 @@ VllmMlaChoice vllm_mla_choice(int64_t requested, bool given, const std::string& 
       c.backend = "FLASHINFER_MLA";
       c.block_size = requested == 32 || requested % 64 == 0 ? requested : 64;
       if (!flashinfer_importable) {
-        c.refused = "FlashInfer MLA, which check_and_update_config selects there, does not import without FlashInfer";
+        c.refused = "--flashinfer no: FlashInfer MLA, which check_and_update_config selects there, does not import "
+                    "without FlashInfer";
         return c;
       }
       add_workspace("flashinfer_mla.py g_fi_workspace");

@@ -262,6 +262,26 @@ class FlashInferMlaOnB200(unittest.TestCase):
         j = self.serve("--engine-version", "0.16.0", "--block-size", "32")
         self.assertEqual((j["replaced"]["mla"]["backend"], j["settings"]["block_size"]), ("FLASHINFER_MLA", 32))
 
+    def test_what_vllm_refuses_there(self):
+        # 0.16 preselects FlashInfer MLA and validates it alone (no fallback); 0.18 walks on past it for fp8_e5m2, to a
+        # backend not read. Triton MLA takes multiples of 16 from 0.17.1 (PR #36292). Each: exit 2, one line.
+        model = os.path.join(SRC, "tests", "models", "hf_configs", "DeepSeek-V2-Lite.json")
+        for gpu, extra, words in (
+                ("B200", ["--engine-version", "0.16.0", "--flashinfer", "no"],
+                 "at compute capability 10.0: --flashinfer no: FlashInfer MLA, which check_and_update_config selects "
+                 "there, does not import without FlashInfer"),
+                ("B200", ["--engine-version", "0.16.0", "--kv-cache-dtype", "fp8_e5m2"],
+                 "--kv-cache-dtype fp8_e5m2: FlashInfer MLA, which check_and_update_config selects there, takes fp8 "
+                 "and fp8_e4m3 caches only"),
+                ("B200", ["--engine-version", "0.18.0", "--kv-cache-dtype", "fp8_e5m2"],
+                 "--kv-cache-dtype fp8_e5m2: FlashInfer MLA takes fp8 and fp8_e4m3 only"),
+                ("A100-80GB", ["--engine-version", "0.17.1", "--block-size", "24"],
+                 "at compute capability 8.0: --block-size 24: Triton MLA takes multiples of 16 from 0.17.1")):
+            p = run("serve", model, "--engine", "vllm", "--graph", "decode", "--gpu", gpu, "--enforce-eager", *extra)
+            self.assertEqual(p.returncode, 2, (extra, p.stderr))
+            self.assertIn(words, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+
 
 class DeepSeekV3(unittest.TestCase):
     def test_published_figures(self):
