@@ -141,6 +141,8 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.mxfp4_hopper_swizzle = minor > 11 || (minor == 11 && patch >= 1);
   const bool from_0_17_2 = minor > 17 || (minor == 17 && patch >= 2);
   r.triton_mla_fp8 = from_0_17_2;
+  r.clamps_default_step = minor > 11 || (minor == 11 && patch >= 1);
+  r.largest_step_tier = minor >= 28;
   r.kv_group_pad_quarters = from_0_17_2 ? 6 : minor >= 12 ? 5 : 0;
   r.kv_start_check = minor <= 13                                 ? VllmKvStartCheck::EveryLayer
                      : minor > 18 || (minor == 18 && patch >= 1) ? VllmKvStartCheck::EveryGroup
@@ -270,11 +272,16 @@ VllmStepDefaults vllm_v0_step(int64_t max_model_len, int64_t max_batched_tokens,
   return d;
 }
 
-VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name) {
+VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name, VllmUsageContext context,
+                                    bool largest_tier) {
+  if (context == VllmUsageContext::Engine) return {2048, 128};
+  const bool llm = context == VllmUsageContext::LlmClass;
+  if (largest_tier && device_memory >= (uint64_t{160} << 30)) return {16384, 1024};
   std::string name = device_name;
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
   const bool large = device_memory >= (uint64_t{70} << 30) && name.find("a100") == std::string::npos;
-  return large ? VllmStepDefaults{8192, 1024} : VllmStepDefaults{2048, 256};
+  if (large) return {llm ? 16384 : 8192, 1024};
+  return {llm ? 8192 : 2048, 256};
 }
 
 DType vllm_auto_dtype(DType stored, int cuda_arch_major, const std::string& model_type) {

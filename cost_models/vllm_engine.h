@@ -142,6 +142,12 @@ struct VllmRule {
   bool rank_data_after_baseline = false;   // and its rank_data tensor (V0_6_5: allocated bytes since the baseline)
   bool triton_top_k_top_p = false;  // V1's sampler masks top-k/top-p with the Triton kernel (V0_17 on)
   bool cudagraph_estimate = false;  // V1's worker subtracts its CUDA graphs' estimate unless eager (V0_20 on)
+  // The default step (vllm_step_defaults): from 0.11.1 a default max_num_batched_tokens is at most max_num_seqs x
+  // max_model_len (PR #28665, merged 2025-11-14: in v0.11.2, whose tree is main's of 2025-11-19; 0.11.1, not in the
+  // store, taken with it as this file's other 0.11.1 paths are; at v0.11.0 only the ENGINE_CONTEXT path, through
+  // SchedulerConfig.__post_init__, clamps); from 0.28 the at-least-160-GiB tier (PR #51726).
+  bool clamps_default_step = false;
+  bool largest_step_tier = false;
   // CacheConfig.gpu_memory_utilization's default (vllm/config/cache.py; the LLM class's keyword and `vllm serve`'s
   // EngineArgs take it from there): 0.9, and 0.92 from 0.20 (PR #38284, which turned the estimate on and raised the
   // default "to offset" it: 0.92 at the 0.20 branch's 132765e35, vllm/config/cache.py:66).
@@ -292,14 +298,32 @@ struct VllmEngineSettings {
   int64_t block_size = kDefaultBlockSize;
 };
 
-// `vllm serve`'s defaults for one scheduler step (vllm/engine/arg_utils.py, EngineArgs._set_default_args, usage
-// context OPENAI_API_SERVER; 0.11): on a GPU of at least 70 GiB that is not an A100, 8192 tokens and 1024
-// requests, else 2048 tokens and 256 requests; then max_num_seqs = min(that, max_num_batched_tokens).
-// `device_memory`: torch's total_memory; `device_name`: the GPU's name ("" when not known).
+// How vLLM was started, which picks EngineArgs' default step (vllm/usage/usage_lib.py UsageContext, passed to
+// create_engine_config): Serve, `vllm serve` (OPENAI_API_SERVER: vllm/entrypoints/cli/serve.py); LlmClass, the Python
+// `LLM(...)` class (LLM_CLASS: vllm/entrypoints/llm.py); Engine, AsyncLLM or LLMEngine.from_engine_args
+// (ENGINE_CONTEXT, their default; `vllm run-batch`'s OPENAI_BATCH_RUNNER alike).
+enum class VllmUsageContext { Serve, LlmClass, Engine };
+
+// The default step for one scheduler step where neither value is given (vllm/engine/arg_utils.py: EngineArgs.
+// _set_default_args at v0.11.0, get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args from
+// v0.11.2; the same tables read at v0.11.0 to v0.13.0 and in the 0.16, 0.17, 0.18, 0.20, 0.23, 0.24 and 0.25.1
+// trees). Tokens / requests:
+//                                            Serve          LlmClass       Engine
+//   at least 160 GiB (from 0.28, PR #51726)  16384 / 1024   16384 / 1024   2048 / 128
+//   at least 70 GiB and not an A100          8192 / 1024    16384 / 1024   2048 / 128
+//   any other GPU                            2048 / 256     8192 / 256     2048 / 128
+// Engine's are SchedulerConfig's DEFAULT_MAX_NUM_BATCHED_TOKENS and DEFAULT_MAX_NUM_SEQS (vllm/config/scheduler.py):
+// the tables hold no other context's entry. PR #51726 ("Update default max_num_batched_tokens from 8192 to 16384",
+// merged 2026-08-11, read in a tree of main after it; its release 0.28.0 second-hand: tagged 2026-08-24, 0.27.0
+// before the merge) tests no device name. vLLM compares NVML's total (NvmlCudaPlatform.get_device_total_memory);
+// `device_memory` is torch's, a few hundred MiB under it, and no catalog GPU lies that near either line.
+// `device_name`: the GPU's name ("" when not known). vllm_engine_settings (report/serve_vllm.cc) clamps them.
 struct VllmStepDefaults {
   int64_t max_num_batched_tokens = 0, max_num_seqs = 0;
 };
-VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name);
+VllmStepDefaults vllm_step_defaults(uint64_t device_memory, const std::string& device_name,
+                                    VllmUsageContext context = VllmUsageContext::Serve,
+                                    bool largest_tier = false);
 
 // vLLM's --dtype auto (vllm/config/model.py _get_and_verify_dtype and _resolve_auto_dtype at 0052a5b, with
 // CudaPlatformBase.supported_dtypes in vllm/platforms/cuda.py at 002db49: bfloat16, float16, float32 on compute

@@ -396,6 +396,7 @@ void settle_options(CommandArgs& args, Command command, std::vector<const Option
   };
   args.estimate.lora_dtype_given = is_given("--lora-dtype");
   args.serve.block_size_given = is_given("--block-size");
+  args.serve.engine_version_given = is_given("--engine-version");
   settle_graph(args, command);
   settle_auto_precision(args.estimate);
   validate_options(args, command, given);

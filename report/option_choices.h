@@ -168,6 +168,9 @@ inline const Choices<std::optional<VllmModelRunner>> kModelRunnerChoices{
 // (cost_models/mxfp4_experts.h vllm_mxfp4_backend).
 inline const Choices<std::optional<VllmMxfp4Backend>> kMxfp4BackendChoices{
     {{"auto", std::nullopt}, {"triton", VllmMxfp4Backend::Triton}, {"marlin", VllmMxfp4Backend::Marlin}}};
+// --usage-context: how vLLM is started, which picks its default step (cost_models/vllm_engine.h VllmUsageContext).
+inline const Choices<VllmUsageContext> kUsageContextChoices{
+    {{"serve", VllmUsageContext::Serve}, {"llm", VllmUsageContext::LlmClass}, {"engine", VllmUsageContext::Engine}}};
 // --flashinfer: whether FlashInfer is usable where vLLM runs (none: auto, memplan's assumption for each path;
 // report/serve_vllm.h VllmResolved::flashinfer).
 inline const Choices<std::optional<bool>> kFlashInferChoices{{{"auto", std::nullopt}, {"yes", true}, {"no", false}}};

@@ -77,8 +77,19 @@ std::vector<OptionSpec> serve_option_rows() {
                "buffers are added, with its 8 MiB rank_data tensor for 0.6.x), 0.20 to 0.24 with --enforce-eager or "
                "--cuda-graph-memory, 0.25 to 0.28 (--model-runner), 0.29 or later with --enforce-eager or "
                "--cuda-graph-memory (Model Runner V2 for every model, measuring its "
-               "CUDA graphs); 0.9.1 frees the forward's hidden states before the sampler warms up, as 0.8",
+               "CUDA graphs); 0.9.1 frees the forward's hidden states before the sampler warms up, as 0.8. The "
+               "default, 0.11, is the newest release memplan answers without a figure measured on the GPU for every "
+               "model it serves (from 0.14 NVFP4 experts and expert parallelism run kernels it does not size; from "
+               "0.20 vLLM subtracts its CUDA graphs' measured estimate); the answer names the release it followed",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
+      {.flag = "--usage-context", .kind = K::Choice, .commands = kServe,
+       .help = "How vLLM is started, which sets its default --max-batched-tokens and --max-num-seqs: serve (`vllm "
+               "serve`: 8192 tokens and 1024 requests on a GPU of 70 GiB or more that is not an A100, 16384 from "
+               "0.28 at 160 GiB or more, else 2048 and 256), llm (Python's LLM(...) class: 16384 and 1024 from 70 "
+               "GiB, not an A100, else 8192 and 256) or engine (AsyncLLM or LLMEngine.from_engine_args: 2048 and "
+               "128 on any GPU). From 0.11.1 a default token budget is at most max_num_seqs x max_model_len",
+       .field = FIELD(serve.usage_context), .engines = {"vllm"}, .choices = kUsageContextChoices.names(),
+       .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
        .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.20 the graphs are captured after the cache is "
                "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; from 0.20 Model Runner V1 "

@@ -197,6 +197,7 @@ ServeOutcome serve_model(const ServeArgs& f) {
         t.custom_all_reduce_bytes = a.custom_all_reduce_bytes;
         t.custom_all_reduce_rank_data = a.settings.rule.rank_data_after_baseline;
         t.engine_version = a.settings.version_text;
+        t.engine_version_given = a.settings.version_given;
         t.sliding_window = a.sliding_window;
         t.kv_layers = a.kv_layers;
         t.sliding_layer_count = a.sliding_layer_count;

@@ -63,7 +63,10 @@ struct ServeSettings {
   // vllm: --engine-version (whose start-up rule: cost_models/vllm_engine.h VllmVersion) and --enforce-eager
   // (vLLM's: no CUDA graphs captured).
   std::string engine_version = "0.11";
+  bool engine_version_given = false;  // --engine-version given (settle_options): the answer says when the default ran
   bool enforce_eager = false;
+  // vllm: --usage-context serve|llm|engine, how vLLM is started (cost_models/vllm_engine.h VllmUsageContext).
+  std::string usage_context = "serve";
   // vllm: --cuda-graph-memory SIZE, the CUDA graphs' estimate vLLM logs and subtracts from 0.20 ("": not given).
   std::string cuda_graph_memory;
   std::string model_runner = "auto";  // vllm: --model-runner (cost_models/vllm_engine.h VllmModelRunner)

@@ -47,6 +47,7 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   r.version = vllm_version(s.engine_version);
   r.rule = vllm_rule(s.engine_version);
   r.version_text = s.engine_version;
+  r.version_given = s.engine_version_given;
   r.enforce_eager = s.enforce_eager;
   r.flashinfer = kFlashInferChoices.parse(s.flashinfer, "--flashinfer");
   if (r.flashinfer == true && r.rule.flashinfer_sampler_unread)
@@ -62,14 +63,35 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   // max_model_len: --context, else the model's own limit (vllm/config ModelConfig._get_and_verify_max_len).
   r.engine.max_model_len = s.context > 0 ? s.context : probe.max_positions();
   r.max_model_len_source = s.context > 0 ? "--context" : "the model's max_position_embeddings";
-  // V0's defaults come from max_model_len, V1's from the GPU (cost_models/vllm_engine.h).
-  const VllmStepDefaults d = r.rule.v0_engine ? vllm_v0_step(r.engine.max_model_len, s.max_batched_tokens,
-                                                             s.max_num_seqs, s.engine_version)
-                                              : vllm_step_defaults(total_memory, gpu_name);
+  r.usage_context = kUsageContextChoices.parse(s.usage_context, "--usage-context");
+  if (r.rule.v0_engine && r.usage_context != VllmUsageContext::Serve && (s.max_batched_tokens == 0 || s.max_num_seqs == 0))
+    throw InputError("--usage-context " + s.usage_context + " with --engine-version " + s.engine_version +
+                     ": V0's default step is read for `vllm serve` only; give --usage-context serve, or "
+                     "--max-batched-tokens and --max-num-seqs with it");
+  // V0's defaults come from max_model_len, V1's from the GPU and how vLLM was started (cost_models/vllm_engine.h).
+  const VllmStepDefaults d =
+      r.rule.v0_engine ? vllm_v0_step(r.engine.max_model_len, s.max_batched_tokens, s.max_num_seqs, s.engine_version)
+                       : vllm_step_defaults(total_memory, gpu_name, r.usage_context, r.rule.largest_step_tier);
   r.default_batched_tokens = s.max_batched_tokens == 0;
   r.default_num_seqs = s.max_num_seqs == 0;
-  r.engine.max_num_batched_tokens = r.default_batched_tokens ? d.max_num_batched_tokens : s.max_batched_tokens;
-  r.engine.max_num_seqs = std::min(r.default_num_seqs ? d.max_num_seqs : s.max_num_seqs, r.engine.max_num_batched_tokens);
+  // EngineArgs: each value not given takes the table's, the tokens then at most max_num_seqs x max_model_len (from
+  // 0.11.1, and for ENGINE_CONTEXT through SchedulerConfig.__post_init__ at 0.11.0), the requests at most the tokens.
+  const int64_t seqs = r.default_num_seqs ? d.max_num_seqs : s.max_num_seqs;
+  r.engine.max_num_batched_tokens = s.max_batched_tokens;
+  if (r.default_batched_tokens) {
+    r.engine.max_num_batched_tokens = d.max_num_batched_tokens;
+    if (!r.rule.v0_engine && (r.rule.clamps_default_step || r.usage_context == VllmUsageContext::Engine))
+      r.engine.max_num_batched_tokens = std::min(r.engine.max_num_batched_tokens, seqs * r.engine.max_model_len);
+  }
+  r.engine.max_num_seqs = r.default_num_seqs ? std::min(seqs, r.engine.max_num_batched_tokens) : seqs;
+  // vllm/config/scheduler.py SchedulerConfig._verify_args (v0.11.0 to the 0.25.1 tree alike).
+  if (r.engine.max_num_batched_tokens < r.engine.max_num_seqs)
+    throw InputError(fmt::format("max_num_batched_tokens ({}{}) is under max_num_seqs ({}, --max-num-seqs): vLLM "
+                                 "refuses to start (SchedulerConfig._verify_args); give --max-batched-tokens of at "
+                                 "least {} or fewer --max-num-seqs",
+                                 r.engine.max_num_batched_tokens,
+                                 r.default_batched_tokens ? ", vLLM's default" : ", --max-batched-tokens",
+                                 r.engine.max_num_seqs, r.engine.max_num_seqs));
   r.profile_requests = vllm_profile_requests(r.engine);
   return r;
 }

@@ -39,6 +39,8 @@ struct VllmResolved {
   VllmVersion version = VllmVersion::V0_11;
   VllmRule rule = vllm_rule("0.11");  // what the version's rule does differently
   std::string version_text = "0.11";  // as given
+  bool version_given = false;         // --engine-version given, else memplan's default release
+  VllmUsageContext usage_context = VllmUsageContext::Serve;  // --usage-context: which default step table applies
   bool enforce_eager = false;
   uint64_t cuda_graph_estimate = 0;  // --cuda-graph-memory: vLLM's estimate, subtracted (0.20 on; 0: not given)
   // --flashinfer: FlashInfer usable (vLLM's has_flashinfer, or flashinfer.sampling importable for the sampler);
@@ -233,6 +235,7 @@ struct VllmTable {
   uint64_t custom_all_reduce_bytes = 0;  // beside --reserve on every GPU (0.6.5 to 0.7, 0.9.1 to 0.10 at tp >= 2)
   bool custom_all_reduce_rank_data = false;  // with its rank_data tensor (0.6.5 to 0.6.x)
   std::string engine_version;
+  bool engine_version_given = false;  // else memplan's default release
   int64_t sliding_window = 0;  // the windowed layers' window (0: full attention)
   int64_t kv_layers = 0, sliding_layer_count = 0;  // a hybrid model's layers and windowed ones (else equal)
   bool mla = false;  // deepseek_v3: each GPU's MLA backend sets its block size (block_size: --block-size)

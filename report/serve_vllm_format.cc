@@ -5,11 +5,16 @@
 #include <map>
 
 #include "onnx_import/checked.h"
+#include "report/option_choices.h"
 #include "report/serve_vllm.h"
 #include "report/sizes.h"
 
 namespace memplan {
 namespace {
+
+// Said where --engine-version was not given: the release the answer follows may not be the one that will run
+// (later releases size differently: README, "Serving").
+constexpr const char* kDefaultVersionNote = "memplan's default release; --engine-version names yours";
 
 // The non-torch term's default under a baseline rule (report/serve_vllm.h VllmNonTorch), as the text says it; `rest`
 // when a modelled part was said before it.
@@ -181,6 +186,8 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"data_parallel_size", a.settings.dp},
         {"enable_expert_parallel", a.moe.expert_parallel},
         {"engine_version", a.settings.version_text},
+        {"engine_version_default", !a.settings.version_given},
+        {"usage_context", kUsageContextChoices.name_of(a.settings.usage_context)},
         {"enforce_eager", a.settings.enforce_eager},
         {"model_runner", a.settings.runner == VllmModelRunner::V2 ? "v2" : "v1"},
         {"flashinfer", !a.settings.flashinfer ? "auto" : *a.settings.flashinfer ? "yes" : "no"},
@@ -265,14 +272,20 @@ std::string vllm_to_text(const VllmAnswer& a) {
   const VllmEngineSettings& e = a.settings.engine;
   const VllmMemory& m = a.memory;
   const bool absolute = a.settings.rule.absolute_budget;
-  const std::string version = a.settings.version_text == ServeSettings{}.engine_version ? "" : " " + a.settings.version_text;
-  std::string t = fmt::format("{} served by vLLM{} ({} rules{}), {}\n", a.model, version, a.settings.rule.v0_engine ? "V0" : "V1",
-                              absolute ? ": the profile's whole peak and all non-torch memory" : "", a.budget_source);
+  std::string t = fmt::format("{} served by vLLM {} ({} rules{}{}), {}\n", a.model, a.settings.version_text,
+                              a.settings.rule.v0_engine ? "V0" : "V1",
+                              absolute ? ": the profile's whole peak and all non-torch memory" : "",
+                              a.settings.version_given ? "" : fmt::format("; {}", kDefaultVersionNote), a.budget_source);
   t += fmt::format("  dtype {}, kv_cache_dtype {}\n", a.dtype, a.kv_cache_dtype);
+  const std::string default_step =
+      a.settings.usage_context == VllmUsageContext::Serve
+          ? " (vLLM's default)"
+          : fmt::format(" (vLLM's default for {})",
+                        a.settings.usage_context == VllmUsageContext::LlmClass ? "LLM(...)" : "the engine's context");
   t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
                    format_count(e.max_model_len), a.settings.max_model_len_source,
-                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? " (vLLM's default)" : "",
-                   e.max_num_seqs, a.settings.default_num_seqs ? " (vLLM's default)" : "", e.block_size,
+                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? default_step : "",
+                   e.max_num_seqs, a.settings.default_num_seqs ? default_step : "", e.block_size,
                    a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
   t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
                    format_bytes(m.total), e.gpu_memory_utilization);
@@ -467,6 +480,8 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
   nlohmann::ordered_json j = {{"schema", kServeVllmSchema},
                               {"model", t.model},
                               {"engine", "vllm"},
+                              {"engine_version", t.engine_version},
+                              {"engine_version_default", !t.engine_version_given},
                               {"max_model_len", t.max_model_len},
                               {"block_size", t.block_size},
                               {"gpu_memory_utilization", t.gpu_memory_utilization},
@@ -481,8 +496,9 @@ nlohmann::ordered_json vllm_table_to_json(const VllmTable& t) {
 
 std::string vllm_table_to_text(const VllmTable& t) {
   std::string text = fmt::format(
-      "vLLM's KV cache at max_model_len {} (gpu_memory_utilization {}, {}, KV {} B per token, blocks of {})\n"
+      "vLLM {}'s KV cache{} at max_model_len {} (gpu_memory_utilization {}, {}, KV {} B per token, blocks of {})\n"
       "  {:<12}{:>12}{:>12}{:>14}{:>16}{:>14}\n",
+      t.engine_version, t.engine_version_given ? "" : fmt::format(" ({})", kDefaultVersionNote),
       format_count(t.max_model_len), t.gpu_memory_utilization, t.dtype, format_count(t.kv_bytes_per_token),
       t.mla ? fmt::format("each GPU's MLA backend's at this release, from --block-size {} (the JSON's rows give "
                           "each backend and block)", t.block_size)
@@ -528,6 +544,8 @@ std::string vllm_table_to_markdown(const VllmTable& t) {
     if (differs(t, r)) notes += type_note(r) + "\n";
   if (!notes.empty()) md += "\n" + notes;
   if (t.sliding_window > 0) md += "\n" + window_note(t) + "\n";
+  md += fmt::format("\nvLLM {}'s rule{}.\n", t.engine_version,
+                    t.engine_version_given ? "" : fmt::format(" ({})", kDefaultVersionNote));
   return md;
 }
 

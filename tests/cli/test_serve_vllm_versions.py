@@ -400,5 +400,98 @@ class ModelRunnerV2ByHand(unittest.TestCase):
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
 
+
+class DefaultReleaseNamed(unittest.TestCase):
+    """Without --engine-version the answer follows memplan's default release (0.11, report/serve_probe.h) and says
+    so, in its first line, the table's title and the JSON (engine_version_default); given, it names that release
+    alone. Releases size differently (README, "Serving"), so a user must see which one answered."""
+
+    NOTE = "memplan's default release; --engine-version names yours"
+
+    def test_default_named_in_the_answer(self):
+        p = run(*ARGS)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("served by vLLM 0.11 (V1 rules; " + self.NOTE + "), --memory 64MiB", p.stdout.splitlines()[0])
+        s = vllm(*ARGS)["settings"]
+        self.assertEqual((s["engine_version"], s["engine_version_default"]), ("0.11", True))
+
+    def test_given_release_named_without_the_note(self):
+        p = run(*ARGS, "--engine-version", "0.11")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("served by vLLM 0.11 (V1 rules), --memory 64MiB", p.stdout)
+        self.assertNotIn(self.NOTE, p.stdout)
+        s = vllm(*ARGS, "--engine-version", "0.19")["settings"]
+        self.assertEqual((s["engine_version"], s["engine_version_default"]), ("0.19", False))
+
+    def test_catalog_table_names_the_release(self):
+        args = ["--reserve", "0", "--context", "64"]
+        p = run(*args)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith("vLLM 0.11's KV cache (" + self.NOTE + ") at max_model_len 64"), p.stdout)
+        md = run(*args, "--format", "markdown")
+        self.assertIn("vLLM 0.11's rule (" + self.NOTE + ").", md.stdout)
+        j = json.loads(run(*args, "--engine-version", "0.19", "--json").stdout)
+        self.assertEqual((j["engine_version"], j["engine_version_default"]), ("0.19", False))
+        self.assertNotIn(self.NOTE, run(*args, "--engine-version", "0.19").stdout)
+
+
+class StepDefaultsByUsageContext(unittest.TestCase):
+    """--usage-context: vLLM's default step by how it is started (vllm/engine/arg_utils.py, read at v0.11.0, v0.11.2
+    and v0.18.0: the tables in cost_models/vllm_engine.h vllm_step_defaults). --memory 64MiB is under 70 GiB: `vllm
+    serve` 2048 tokens and 256 requests, LLM(...) 8192 and 256, ENGINE_CONTEXT SchedulerConfig's 2048 and 128. From
+    0.11.1 (PR #28665) a default token budget is at most max_num_seqs x max_model_len; at 0.11.0 only
+    ENGINE_CONTEXT's, through SchedulerConfig.__post_init__. vLLM refuses max_num_batched_tokens < max_num_seqs."""
+
+    BASE = ["--memory", "64MiB", "--reserve", "0"]
+
+    def step(self, *args):
+        j = vllm(*self.BASE, *args)
+        self.assertEqual(j["profile_run"]["tokens"], j["settings"]["max_num_batched_tokens"])
+        return j["settings"]["max_num_batched_tokens"], j["settings"]["max_num_seqs"], j["settings"]["usage_context"]
+
+    def test_tables(self):
+        self.assertEqual(self.step("--context", "64"), (2048, 256, "serve"))
+        self.assertEqual(self.step("--context", "64", "--usage-context", "llm"), (8192, 256, "llm"))
+        self.assertEqual(self.step("--context", "64", "--usage-context", "engine"), (2048, 128, "engine"))
+
+    def test_clamp_to_the_model_from_0_11_1(self):
+        # LLM(...) at 16 tokens a request: 256 x 16 = 4,096 < 8,192 from 0.11.1; 0.11.0 keeps 8,192.
+        self.assertEqual(self.step("--context", "16", "--usage-context", "llm")[0], 8192)
+        self.assertEqual(self.step("--context", "16", "--usage-context", "llm", "--engine-version", "0.11.2")[0], 4096)
+        # --max-num-seqs 4 at 64 tokens: 4 x 64 = 256 from 0.11.1.
+        self.assertEqual(self.step("--context", "64", "--max-num-seqs", "4")[:2], (2048, 4))
+        self.assertEqual(self.step("--context", "64", "--max-num-seqs", "4", "--engine-version", "0.18")[:2], (256, 4))
+        # ENGINE_CONTEXT clamps at 0.11.0 too: 128 x 8 = 1,024.
+        self.assertEqual(self.step("--context", "8", "--usage-context", "engine")[:2], (1024, 128))
+
+    def test_text_names_the_context(self):
+        p = run(*self.BASE, "--context", "64", "--usage-context", "llm")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("max_num_batched_tokens 8,192 (vLLM's default for LLM(...)), max_num_seqs 256 (vLLM's default "
+                      "for LLM(...))", p.stdout)
+
+    def test_refusals(self):
+        p = run(*self.BASE, "--context", "64", "--max-num-seqs", "4096")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr.strip(), "memplan: error: max_num_batched_tokens (2048, vLLM's default) is under "
+                         "max_num_seqs (4096, --max-num-seqs): vLLM refuses to start (SchedulerConfig._verify_args); "
+                         "give --max-batched-tokens of at least 4096 or fewer --max-num-seqs")
+        p = run(*self.BASE, "--context", "64", "--max-num-seqs", "300", "--max-batched-tokens", "256")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("max_num_batched_tokens (256, --max-batched-tokens) is under max_num_seqs (300", p.stderr)
+        p = run(*self.BASE, "--context", "64", "--usage-context", "llm", "--engine-version", "0.7.3")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1)
+        self.assertIn("--usage-context llm with --engine-version 0.7.3: V0's default step is read for `vllm serve` "
+                      "only", p.stderr)
+        p = run(*self.BASE, "--context", "64", "--usage-context", "cli")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--usage-context", p.stderr)
+        p = subprocess.run([BIN, "serve", KV, "--engine", "sglang", "--memory", "1GiB", "--usage-context", "llm"],
+                           cwd=SRC, capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--usage-context", p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

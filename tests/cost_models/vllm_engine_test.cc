@@ -159,6 +159,30 @@ TEST(VllmEngine, ProfileRequestsAndStepDefaults) {
   EXPECT_EQ(vllm_profile_requests(s), 100);  // at most one request per token
 }
 
+TEST(VllmEngine, StepDefaultsByUsageContextAndTier) {
+  // arg_utils.py's tables (read at v0.11.0 and v0.18.0; the 160 GiB tier in main after PR #51726): tokens, requests.
+  using C = VllmUsageContext;
+  const uint64_t h100 = 85045477376u, b200 = uint64_t{182625} << 20, a100 = uint64_t{81034} << 20;
+  auto step = [](uint64_t m, const char* name, C c, bool tier) {
+    const VllmStepDefaults d = vllm_step_defaults(m, name, c, tier);
+    return std::make_pair(d.max_num_batched_tokens, d.max_num_seqs);
+  };
+  EXPECT_EQ(step(h100, "H100-80GB", C::LlmClass, false), std::make_pair(int64_t{16384}, int64_t{1024}));
+  EXPECT_EQ(step(a100, "A100-80GB", C::LlmClass, false), std::make_pair(int64_t{8192}, int64_t{256}));
+  EXPECT_EQ(step(h100, "H100-80GB", C::Engine, false), std::make_pair(int64_t{2048}, int64_t{128}));
+  EXPECT_EQ(step(b200, "B200", C::Engine, true), std::make_pair(int64_t{2048}, int64_t{128}));
+  // B200 (178.3 GiB): `vllm serve` 8192 to 0.27, 16384 from 0.28; LLM(...) 16384 either way.
+  EXPECT_EQ(step(b200, "B200", C::Serve, false), std::make_pair(int64_t{8192}, int64_t{1024}));
+  EXPECT_EQ(step(b200, "B200", C::Serve, true), std::make_pair(int64_t{16384}, int64_t{1024}));
+  EXPECT_EQ(step(b200, "B200", C::LlmClass, true), std::make_pair(int64_t{16384}, int64_t{1024}));
+  // The H200 (140.4 GiB) stays under the new tier.
+  EXPECT_EQ(step(uint64_t{143771} << 20, "H200", C::Serve, true), std::make_pair(int64_t{8192}, int64_t{1024}));
+  EXPECT_FALSE(vllm_rule("0.11").clamps_default_step);
+  EXPECT_TRUE(vllm_rule("0.11.1").clamps_default_step);
+  EXPECT_FALSE(vllm_rule("0.27.1").largest_step_tier);
+  EXPECT_TRUE(vllm_rule("0.28").largest_step_tier);
+}
+
 TEST(VllmEngine, KvHeadsPerRankShardOrReplicate) {
   EXPECT_EQ(vllm_kv_heads_per_rank(8, 1, "m"), 8);
   EXPECT_EQ(vllm_kv_heads_per_rank(8, 2, "m"), 4);
