@@ -143,6 +143,7 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.triton_mla_fp8 = from_0_17_2;
   r.clamps_default_step = minor > 11 || (minor == 11 && patch >= 1);
   r.largest_step_tier = minor >= 28;
+  r.performance_mode = minor >= 17;
   r.kv_group_pad_quarters = from_0_17_2 ? 6 : minor >= 12 ? 5 : 0;
   r.kv_start_check = minor <= 13                                 ? VllmKvStartCheck::EveryLayer
                      : minor > 18 || (minor == 18 && patch >= 1) ? VllmKvStartCheck::EveryGroup

@@ -148,6 +148,7 @@ struct VllmRule {
   // SchedulerConfig.__post_init__, clamps); from 0.28 the at-least-160-GiB tier (PR #51726).
   bool clamps_default_step = false;
   bool largest_step_tier = false;
+  bool performance_mode = false;  // 0.17 on: --performance-mode (VllmPerformanceMode)
   // CacheConfig.gpu_memory_utilization's default (vllm/config/cache.py; the LLM class's keyword and `vllm serve`'s
   // EngineArgs take it from there): 0.9, and 0.92 from 0.20 (PR #38284, which turned the estimate on and raised the
   // default "to offset" it: 0.92 at the 0.20 branch's 132765e35, vllm/config/cache.py:66).
@@ -303,6 +304,12 @@ struct VllmEngineSettings {
 // `LLM(...)` class (LLM_CLASS: vllm/entrypoints/llm.py); Engine, AsyncLLM or LLMEngine.from_engine_args
 // (ENGINE_CONTEXT, their default; `vllm run-batch`'s OPENAI_BATCH_RUNNER alike).
 enum class VllmUsageContext { Serve, LlmClass, Engine };
+
+// vLLM's --performance-mode (vllm/config/vllm.py PerformanceMode; PR #34936, merged 2026-02-25, before 0.17.0's
+// release of 2026-03-07, read at v0.17.1rc0, v0.18.0 and main of 2026-08-20): Throughput doubles each default step
+// value not given, before the clamp (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args); Interactivity
+// changes only the CUDA-graph capture sizes (captured after sizing, or measured: --cuda-graph-memory).
+enum class VllmPerformanceMode { Balanced, Interactivity, Throughput };
 
 // The default step for one scheduler step where neither value is given (vllm/engine/arg_utils.py: EngineArgs.
 // _set_default_args at v0.11.0, get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args from

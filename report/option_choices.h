@@ -171,6 +171,10 @@ inline const Choices<std::optional<VllmMxfp4Backend>> kMxfp4BackendChoices{
 // --usage-context: how vLLM is started, which picks its default step (cost_models/vllm_engine.h VllmUsageContext).
 inline const Choices<VllmUsageContext> kUsageContextChoices{
     {{"serve", VllmUsageContext::Serve}, {"llm", VllmUsageContext::LlmClass}, {"engine", VllmUsageContext::Engine}}};
+// --performance-mode: vLLM's (cost_models/vllm_engine.h VllmPerformanceMode).
+inline const Choices<VllmPerformanceMode> kPerformanceModeChoices{{{"balanced", VllmPerformanceMode::Balanced},
+                                                                   {"interactivity", VllmPerformanceMode::Interactivity},
+                                                                   {"throughput", VllmPerformanceMode::Throughput}}};
 // --flashinfer: whether FlashInfer is usable where vLLM runs (none: auto, memplan's assumption for each path;
 // report/serve_vllm.h VllmResolved::flashinfer).
 inline const Choices<std::optional<bool>> kFlashInferChoices{{{"auto", std::nullopt}, {"yes", true}, {"no", false}}};

@@ -90,6 +90,12 @@ std::vector<OptionSpec> serve_option_rows() {
                "128 on any GPU). From 0.11.1 a default token budget is at most max_num_seqs x max_model_len",
        .field = FIELD(serve.usage_context), .engines = {"vllm"}, .choices = kUsageContextChoices.names(),
        .show_default = true},
+      {.flag = "--performance-mode", .kind = K::Choice, .commands = kServe,
+       .help = "vLLM's --performance-mode (0.17 and later): balanced, interactivity (other CUDA-graph sizes only: "
+               "the KV cache as balanced's) or throughput (the default --max-batched-tokens and --max-num-seqs "
+               "doubled, each where not given)",
+       .field = FIELD(serve.performance_mode), .engines = {"vllm"}, .choices = kPerformanceModeChoices.names(),
+       .show_default = true},
       {.flag = "--enforce-eager", .kind = K::Flag, .commands = kServe,
        .help = "No CUDA graphs (vLLM's --enforce-eager). Before 0.20 the graphs are captured after the cache is "
                "sized, in what --gpu-memory-utilization leaves, so the KV cache is the same; from 0.20 Model Runner V1 "

@@ -67,6 +67,7 @@ struct ServeSettings {
   bool enforce_eager = false;
   // vllm: --usage-context serve|llm|engine, how vLLM is started (cost_models/vllm_engine.h VllmUsageContext).
   std::string usage_context = "serve";
+  std::string performance_mode = "balanced";  // vllm: --performance-mode (cost_models/vllm_engine.h)
   // vllm: --cuda-graph-memory SIZE, the CUDA graphs' estimate vLLM logs and subtracts from 0.20 ("": not given).
   std::string cuda_graph_memory;
   std::string model_runner = "auto";  // vllm: --model-runner (cost_models/vllm_engine.h VllmModelRunner)

@@ -76,10 +76,15 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   r.default_num_seqs = s.max_num_seqs == 0;
   // EngineArgs: each value not given takes the table's, the tokens then at most max_num_seqs x max_model_len (from
   // 0.11.1, and for ENGINE_CONTEXT through SchedulerConfig.__post_init__ at 0.11.0), the requests at most the tokens.
-  const int64_t seqs = r.default_num_seqs ? d.max_num_seqs : s.max_num_seqs;
+  r.performance_mode = kPerformanceModeChoices.parse(s.performance_mode, "--performance-mode");
+  if (r.performance_mode != VllmPerformanceMode::Balanced && !r.rule.performance_mode)
+    throw InputError("--performance-mode " + s.performance_mode + " with --engine-version " + s.engine_version +
+                     ": vLLM has the option from 0.17");
+  const int64_t doubled = r.performance_mode == VllmPerformanceMode::Throughput ? 2 : 1;
+  const int64_t seqs = r.default_num_seqs ? d.max_num_seqs * doubled : s.max_num_seqs;
   r.engine.max_num_batched_tokens = s.max_batched_tokens;
   if (r.default_batched_tokens) {
-    r.engine.max_num_batched_tokens = d.max_num_batched_tokens;
+    r.engine.max_num_batched_tokens = d.max_num_batched_tokens * doubled;
     if (!r.rule.v0_engine && (r.rule.clamps_default_step || r.usage_context == VllmUsageContext::Engine))
       r.engine.max_num_batched_tokens = std::min(r.engine.max_num_batched_tokens, seqs * r.engine.max_model_len);
   }

@@ -41,6 +41,7 @@ struct VllmResolved {
   std::string version_text = "0.11";  // as given
   bool version_given = false;         // --engine-version given, else memplan's default release
   VllmUsageContext usage_context = VllmUsageContext::Serve;  // --usage-context: which default step table applies
+  VllmPerformanceMode performance_mode = VllmPerformanceMode::Balanced;  // --performance-mode
   bool enforce_eager = false;
   uint64_t cuda_graph_estimate = 0;  // --cuda-graph-memory: vLLM's estimate, subtracted (0.20 on; 0: not given)
   // --flashinfer: FlashInfer usable (vLLM's has_flashinfer, or flashinfer.sampling importable for the sampler);

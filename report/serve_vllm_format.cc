@@ -188,6 +188,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
         {"engine_version", a.settings.version_text},
         {"engine_version_default", !a.settings.version_given},
         {"usage_context", kUsageContextChoices.name_of(a.settings.usage_context)},
+        {"performance_mode", kPerformanceModeChoices.name_of(a.settings.performance_mode)},
         {"enforce_eager", a.settings.enforce_eager},
         {"model_runner", a.settings.runner == VllmModelRunner::V2 ? "v2" : "v1"},
         {"flashinfer", !a.settings.flashinfer ? "auto" : *a.settings.flashinfer ? "yes" : "no"},
@@ -282,10 +283,14 @@ std::string vllm_to_text(const VllmAnswer& a) {
           ? " (vLLM's default)"
           : fmt::format(" (vLLM's default for {})",
                         a.settings.usage_context == VllmUsageContext::LlmClass ? "LLM(...)" : "the engine's context");
+  const std::string default_step_shown =
+      a.settings.performance_mode == VllmPerformanceMode::Throughput
+          ? default_step.substr(0, default_step.size() - 1) + ", doubled by --performance-mode throughput)"
+          : default_step;
   t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
                    format_count(e.max_model_len), a.settings.max_model_len_source,
-                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? default_step : "",
-                   e.max_num_seqs, a.settings.default_num_seqs ? default_step : "", e.block_size,
+                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? default_step_shown : "",
+                   e.max_num_seqs, a.settings.default_num_seqs ? default_step_shown : "", e.block_size,
                    a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
   t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
                    format_bytes(m.total), e.gpu_memory_utilization);

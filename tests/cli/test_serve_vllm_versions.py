@@ -464,6 +464,19 @@ class StepDefaultsByUsageContext(unittest.TestCase):
         # ENGINE_CONTEXT clamps at 0.11.0 too: 128 x 8 = 1,024.
         self.assertEqual(self.step("--context", "8", "--usage-context", "engine")[:2], (1024, 128))
 
+    def test_throughput_mode_doubles_what_is_not_given(self):
+        # --performance-mode throughput (0.17 on): 2 x 2048 tokens and 2 x 256 requests before the clamp
+        # (512 x 64 = 32,768 does not bind); a given --max-num-seqs 4 stays, the tokens then 4 x 64 = 256.
+        v = ["--engine-version", "0.18", "--performance-mode", "throughput"]
+        self.assertEqual(self.step("--context", "64", *v)[:2], (4096, 512))
+        self.assertEqual(self.step("--context", "64", "--max-num-seqs", "4", *v)[:2], (256, 4))
+        self.assertEqual(self.step("--context", "64", "--engine-version", "0.18", "--performance-mode",
+                                   "interactivity")[:2], (2048, 256))
+        p = run(*self.BASE, "--context", "64", "--performance-mode", "throughput")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr.strip(), "memplan: error: --performance-mode throughput with --engine-version 0.11: "
+                         "vLLM has the option from 0.17")
+
     def test_text_names_the_context(self):
         p = run(*self.BASE, "--context", "64", "--usage-context", "llm")
         self.assertEqual(p.returncode, 0, p.stderr)
