@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cost_models/vllm_engine.h"
 #include "onnx_import/checked.h"
 #include "onnx_import/errors.h"
@@ -87,6 +89,7 @@ uint64_t Mxfp4ExpertsLayer::total() const {
   t = checked_add(t, retained_scales_bytes, "mxfp4 bytes");
   t = checked_add(t, bias_bytes, "mxfp4 bytes");
   t = checked_add(t, workspace_bytes, "mxfp4 bytes");
+  t = checked_add(t, index_cache_bytes, "mxfp4 bytes");
   return checked_add(t, constants_bytes, "mxfp4 bytes");
 }
 
@@ -114,35 +117,34 @@ VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backe
         "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{} (ROCm): vLLM's mxfp4.py pads them to "
         "get_padding_alignment() there and runs ROCm's kernels, which memplan does not size (it sizes CUDA's Triton "
         "and Marlin backends)", model, capability / 10, capability % 10));
-  // get_mxfp4_backend asks whether FlashInfer is usable on SM100 first (v0.11.0 to v0.13.0 tags).
-  if (vllm_sm100(capability, rule) && flashinfer == true)
+  const bool sm100 = vllm_sm100(capability, rule);
+  if (requested == VllmMxfp4Backend::FlashInfer && (!sm100 || flashinfer == false || !rule.bundles_triton_kernels))
     throw InputError(fmt::format(
-        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{} with --flashinfer yes: vLLM takes "
-        "FlashInfer's SM100_FI_MXFP4_BF16 layout there before any other backend (get_mxfp4_backend), which memplan "
-        "does not size", model, capability / 10, capability % 10));
+        "serve --engine vllm: {}'s MXFP4 experts with --mxfp4-backend flashinfer on compute capability {}.{}: {}",
+        model, capability / 10, capability % 10,
+        !sm100                          ? "vLLM's SM100_FI_MXFP4_BF16 runs on 10.0 (10.x from 0.13) only"
+        : flashinfer == false           ? "--flashinfer no says FlashInfer is not usable"
+                                        : "its layout is read from vLLM 0.12 (give --engine-version 0.12 or later)"));
+  // get_mxfp4_backend asks whether FlashInfer is usable on SM100 first (v0.11.0 to v0.18.0).
+  if (sm100 && flashinfer == true && requested && requested != VllmMxfp4Backend::FlashInfer)
+    throw InputError(fmt::format(
+        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{} with --flashinfer yes and "
+        "--mxfp4-backend {}: vLLM takes FlashInfer's SM100_FI_MXFP4_BF16 layout there before any other backend "
+        "(get_mxfp4_backend); give --mxfp4-backend auto, or --flashinfer no if vLLM's log names another backend",
+        model, capability / 10, capability % 10, requested == VllmMxfp4Backend::Marlin ? "marlin" : "triton"));
+  if (sm100 && flashinfer != false && (!requested || requested == VllmMxfp4Backend::FlashInfer)) {
+    if (rule.bundles_triton_kernels) return VllmMxfp4Backend::FlashInfer;
+    throw InputError(fmt::format(
+        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{} before vLLM 0.12: vLLM takes "
+        "FlashInfer's MXFP4 layout there when FlashInfer is usable (the Docker image; pip's flashinfer-python from "
+        "0.11.1), which memplan reads from 0.12, and Marlin otherwise (no triton_kernels before 0.12); give "
+        "--flashinfer no (or --mxfp4-backend marlin) if vLLM's log says \"Using Marlin backend\"",
+        model, capability / 10, capability % 10));
+  }
   if (requested == VllmMxfp4Backend::Marlin) return VllmMxfp4Backend::Marlin;
   if (!requested && capability < 90) return VllmMxfp4Backend::Marlin;
-  if (!requested && !rule.bundles_triton_kernels) {
-    // get_mxfp4_backend before 0.12: `cap[0] < 9 or not has_triton_kernels() or torch < 2.8.0` -> Marlin; only
-    // 10.0 asks first whether FlashInfer is usable (SM100_FI_MXFP4_BF16, a layout not sized here).
-    if (capability != 100 || flashinfer == false) return VllmMxfp4Backend::Marlin;
-    throw InputError(fmt::format(
-        "serve --engine vllm: {}'s MXFP4 experts on compute capability 10.0 before vLLM 0.12: vLLM takes FlashInfer's "
-        "MXFP4 layout there when FlashInfer is usable (the Docker image; pip's flashinfer-python from 0.11.1 with its "
-        "cubins or nvcc), which memplan does not size, and Marlin otherwise (no triton_kernels before 0.12); give "
-        "--flashinfer no (or --mxfp4-backend marlin) if vLLM's log says \"Using Marlin backend\"", model));
-  }
-  // From 0.12 get_mxfp4_backend still asks first whether FlashInfer is usable on SM100 (v0.12.0's
-  // is_device_capability(100), 10.x from 0.13): under --flashinfer auto, where vLLM's Docker image (which has it) and
-  // a pip install (flashinfer-python a dependency from 0.11.1; usable with its cubins or nvcc) differ, the layout
-  // memplan does not size may be the one that runs (its experts padded to 256, larger than Triton's): refused rather
-  // than answered low.
-  if (!requested && vllm_sm100(capability, rule) && !flashinfer.has_value())
-    throw InputError(fmt::format(
-        "serve --engine vllm: {}'s MXFP4 experts on compute capability {}.{}: vLLM takes FlashInfer's "
-        "SM100_FI_MXFP4_BF16 layout there when FlashInfer is usable (the Docker image; pip's flashinfer-python with "
-        "its cubins or nvcc), which memplan does not size, and Triton's otherwise; give --flashinfer no (or "
-        "--mxfp4-backend triton) if vLLM's log says \"Using Triton backend\"", model, capability / 10, capability % 10));
+  // get_mxfp4_backend before 0.12: `cap[0] < 9 or not has_triton_kernels() or torch < 2.8.0` -> Marlin.
+  if (!requested && !rule.bundles_triton_kernels) return VllmMxfp4Backend::Marlin;
   check_triton_capability(capability, requested.has_value(), model);
   if (requested && capability / 10 == 9 && !rule.mxfp4_hopper_swizzle)
     throw InputError(fmt::format(
@@ -186,6 +188,52 @@ VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, 
   return b;
 }
 
+Mxfp4ExpertsLayer flashinfer_trtllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t intermediate,
+                                                const std::string& model) {
+  check_hidden(hidden, model);
+  Mxfp4ExpertsLayer l = layer_at(experts, round_up(u64(hidden), 256), round_up(u64(intermediate), 256), false, false);
+  l.constants_bytes = checked_mul(u64(experts), 3 * 4, "mxfp4 bytes");  // gemm1_alpha, _beta, _clamp_limit [E] float32
+  return l;
+}
+
+Mxfp4ExpertsLayer vllm_mxfp4_flashinfer_layer(int64_t experts, int64_t hidden, int64_t intermediate,
+                                              const std::string& model) {
+  Mxfp4ExpertsLayer l = flashinfer_trtllm_mxfp4_layer(experts, hidden, intermediate, model);
+  // One int64 index a row: w13's weight, scale and bias [2·I_pad, ...] and w2's [H_pad, ...].
+  l.index_cache_bytes = checked_mul(u64(3 * 2 * l.intermediate_padded + 3 * l.hidden_padded), 8, "mxfp4 bytes");
+  return l;
+}
+
+VllmFusedMoeBytes vllm_mxfp4_flashinfer_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
+                                                     const Mxfp4ExpertsLayer& layer) {
+  const uint64_t t = u64(tokens), k = u64(top_k), e = u64(experts);
+  const uint64_t h = u64(layer.hidden_padded), i = u64(layer.intermediate_padded);
+  const uint64_t slots = checked_mul(t, k, "mxfp4 kernel");
+  // The launcher's fallback tile (mxfp4_experts.h): clamp(next power of two of ceil(T·k / E), 8, 64), halved, >= 8.
+  uint64_t t0 = 8;
+  while (t0 < 64 && t0 < (slots + e - 1) / e) t0 *= 2;
+  const uint64_t tile = std::max<uint64_t>(8, t0 / 2);
+  const uint64_t first = std::min(e, slots);
+  const uint64_t ctas = first + (slots - first) / tile;  // C
+  const uint64_t permuted = ctas * tile;                 // P
+  VllmFusedMoeBytes b;
+  b.chunk_tokens = tokens;
+  b.block_size_m = static_cast<int64_t>(tile);
+  b.padded_input_bytes = checked_mul(checked_mul(t, h, "mxfp4 kernel"), 2, "mxfp4 kernel");
+  b.output_bytes = b.padded_input_bytes;                 // [T, H_pad] bfloat16
+  b.topk_bytes = checked_mul(slots, 4 + 2, "mxfp4 kernel");  // topk_ids int32, expert_weights bfloat16
+  // num_tokens_per_expert [E], total_num_padded_tokens [1], expanded_idx_to_permuted_idx [T·k],
+  // permuted_idx_to_token_idx [P], expert_count_histogram [max(2E, 512)], cta_idx_xy_to_batch_idx and _mn_limit [C],
+  // num_non_exiting_ctas [1]: int32.
+  b.align_bytes = checked_mul(e + 1 + slots + permuted + std::max<uint64_t>(2 * e, 512) + 2 * ctas + 1, 4,
+                              "mxfp4 kernel");
+  // gemm1_output [M1, I_pad] and gemm2_output [M2, H_pad], bfloat16, M at least 128·1024·8 bits a row's worth.
+  const auto rows = [&](uint64_t width) { return std::max(permuted, (uint64_t{65536} + width - 1) / width); };
+  b.cache13_bytes = checked_mul(checked_mul(rows(i), i, "mxfp4 kernel"), 2, "mxfp4 kernel");
+  b.cache2_bytes = checked_mul(checked_mul(rows(h), h, "mxfp4 kernel"), 2, "mxfp4 kernel");
+  return b;
+}
+
 std::string sglang_mxfp4_backend(int capability, const std::string& model) {
   if (capability / 10 == 10) return "flashinfer_mxfp4";  // is_sm100_supported
   if (capability >= 90 && capability < 100) return "triton_kernel";
@@ -202,9 +250,7 @@ Mxfp4ExpertsLayer sglang_mxfp4_layer(int64_t experts, int64_t hidden, int64_t in
   check_hidden(hidden, model);
   if (backend == "triton_kernel")  // 9.x only (sglang_mxfp4_backend)
     return layer_at(experts, u64(hidden), round_up(u64(intermediate), kMxfp4Block), true, /*hopper=*/true);
-  Mxfp4ExpertsLayer l = layer_at(experts, round_up(u64(hidden), 256), round_up(u64(intermediate), 256), false, false);
-  l.constants_bytes = checked_mul(u64(experts), 3 * 4, "mxfp4 bytes");  // gemm1_alpha, _beta, _clamp_limit [E] float32
-  return l;
+  return flashinfer_trtllm_mxfp4_layer(experts, hidden, intermediate, model);
 }
 
 uint64_t vllm_mxfp4_kernel_bytes(int64_t tokens, int64_t hidden, int64_t top_k, int64_t intermediate_padded) {

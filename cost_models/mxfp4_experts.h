@@ -11,7 +11,8 @@
 //    with triton_kernels runs the Triton backend (triton_kernel_moe_forward); Marlin before 9.0, or with
 //    VLLM_MXFP4_USE_MARLIN, without triton_kernels or with torch older than 2.8 ("Using Marlin backend"; a 0.11-series
 //    copy of mxfp4.py, index id 33692451, and LoRA's get_mxfp4_backend_with_lora), sized below
-//    (vllm_mxfp4_marlin_layer); FlashInfer (SM100 with flashinfer) pads and shuffles otherwise and is not sized here;
+//    (vllm_mxfp4_marlin_layer); FlashInfer's SM100_FI_MXFP4_BF16 on SM100 wherever FlashInfer is usable, before any
+//    other (vllm_mxfp4_flashinfer_layer below, from 0.12);
 //  - Mxfp4MoEMethod.create_weights (Triton): I_pad = round_up(I_p, 64), w13_weight uint8 [E, 2·I_pad, H / 2] (two
 //    E2M1 values a byte), w13_weight_scale uint8 [E, 2·I_pad, H / 32] (one E8M0 scale a block of 32), w13_bias bf16
 //    [E, 2·I_pad], w2_weight uint8 [E, H, I_pad / 2], w2_weight_scale uint8 [E, H, I_pad / 32], w2_bias bf16 [E, H];
@@ -69,7 +70,27 @@
 //    lower bound where a later build is installed;
 //  - flashinfer_mxfp4: I_pad = round_up(I_p, 256) and H_pad = round_up(H, 256) (the parameters shaped by H_pad);
 //    process_weights_after_loading replaces every parameter by its shuffled copy of the same shape (the biases
-//    float32) and adds gemm1_alpha, gemm1_beta and gemm1_clamp_limit, float32 [E] each.
+//    float32) and adds gemm1_alpha, gemm1_beta and gemm1_clamp_limit, float32 [E] each (flashinfer_trtllm_mxfp4_layer:
+//    vLLM's SM100_FI_MXFP4_BF16 holds the same, read at v0.12.0 to v0.18.0 in mxfp4.py's create_weights and
+//    process_weights_after_loading).
+//
+// vLLM's SM100_FI_MXFP4_BF16 (docs/research/vllm-flashinfer-mxfp4-sm100.md and flashinfer-trtllm-mxfp4-buffers.md):
+//  - FusedMoE.__init__ rounds the layer's hidden size to 256 (maybe_roundup_hidden_size), so each call pads its input
+//    with F.pad to [T, H_pad] (a new tensor) and slices FlashInfer's output [T, H_pad] back to H (a view);
+//  - the weights as SGLang's flashinfer_mxfp4 (above) and one permute-index cache a layer (Mxfp4MoEMethod.
+//    _cache_permute_indices, FlashInfer's get_w2_permute_indices_with_cache: one int64 index a row of each of the six
+//    shapes it shuffles, kept on the GPU: 3 x 2·I_pad + 3 x H_pad indices);
+//  - a call is FlashInfer's trtllm_fp4_block_scale_moe (FlashInfer 0.5.3, 0.6.3 and 0.6.6, the releases vLLM 0.12,
+//    0.16 and 0.18 pin; every buffer through PyTorch's allocator, freed at return but the output): topk_ids int32 and
+//    expert_weights bfloat16 [T, k] and the output bfloat16 [T, H_pad] (flashinfer/fused_moe/core.py
+//    trtllm_fp4_block_scale_moe_op), then the launcher's (csrc/trtllm_fused_moe_kernel_launcher.cu, FP4BlockScale
+//    Launcher): routing metadata, int32: [E], [1], [T·k], [P], [max(2E, 512)], [C] twice and [1]; gemm1_output
+//    bfloat16 [max(P, ceil(65536 / I_pad)), I_pad] (SwiGLU fused: no activation buffer) and gemm2_output bfloat16
+//    [max(P, ceil(65536 / H_pad)), H_pad] (runner.h maybeGetMinTokenCount); its batched GEMMs' workspace is 0 bytes
+//    without DeepSeek's fp8. C = min(E, T·k) + floor((T·k - min(E, T·k)) / tile) and P = C·tile (runner.h
+//    getMaxNumCtasInBatchDim, getMaxPermutedPaddedCount). The tile: vLLM sizes its cache before FlashInfer's
+//    autotuner runs (compile_or_warm_up_model follows determine_available_memory), so the launcher's fallback tactic,
+//    the smallest of its candidates: t0 = clamp(next power of two of ceil(T·k / E), 8, 64), tile = max(8, t0 / 2).
 #pragma once
 
 #include <cstdint>
@@ -82,7 +103,7 @@
 namespace memplan {
 
 // Which of vLLM's MXFP4 MoE backends holds the experts (get_mxfp4_backend, above).
-enum class VllmMxfp4Backend { Triton, Marlin };
+enum class VllmMxfp4Backend { Triton, Marlin, FlashInfer };
 
 struct Mxfp4ExpertsLayer {
   int64_t intermediate_padded = 0;    // I_pad
@@ -94,21 +115,24 @@ struct Mxfp4ExpertsLayer {
   uint64_t bias_bytes = 0;            // w13_bias + w2_bias, float32 after loading
   uint64_t constants_bytes = 0;       // flashinfer_mxfp4's gemm1_alpha, gemm1_beta, gemm1_clamp_limit
   uint64_t workspace_bytes = 0;       // Marlin's int32 workspace (multiprocessors x 4)
+  uint64_t index_cache_bytes = 0;     // vLLM's FlashInfer permute indices (int64, one a row of each shuffled shape)
   bool bias_float32 = true;           // the biases' type held: float32, or Marlin's bfloat16
   uint64_t total() const;
 };
 
 // vLLM's backend for gpt-oss's MXFP4 experts on a CUDA GPU of compute capability `capability` (major x 10 + minor)
 // at the release `rule` names: `requested` none (vLLM's choice: Marlin below 9.0; from 0.12, which bundles
-// triton_kernels, Triton from 9.0 to 10.x, assuming SM100's FlashInfer is not usable, and from 11.0 refused:
-// triton_kernels' layouts for that GPU are not read; before 0.12 no install vLLM ships has triton_kernels, pip's or
-// the Docker image's, so get_mxfp4_backend takes Marlin on every GPU but 10.0, refused, whose choice rests on whether
-// FlashInfer is usable), Marlin (VLLM_MXFP4_USE_MARLIN=1, or an install without triton_kernels: any capability) or
-// Triton (refused below 9.0, where vLLM runs Marlin whatever is installed, from 11.0, and on 9.x before 0.11.1,
-// whose pinned torch 2.8.0 keeps triton_kernels' StridedLayout, not sized); on ROCm (rocm_compute_capability)
+// triton_kernels, Triton from 9.0 to 10.x, and from 11.0 refused: triton_kernels' layouts for that GPU are not read;
+// before 0.12 no install vLLM ships has triton_kernels, pip's or the Docker image's, so get_mxfp4_backend takes Marlin
+// on every GPU but 10.0, refused, whose choice rests on whether FlashInfer is usable: its layout there is not read),
+// Marlin (VLLM_MXFP4_USE_MARLIN=1, or an install without triton_kernels: any capability), Triton (refused below 9.0,
+// where vLLM runs Marlin whatever is installed, from 11.0, and on 9.x before 0.11.1, whose pinned torch 2.8.0 keeps
+// triton_kernels' StridedLayout, not sized) or FlashInfer (SM100 from 0.12 only); on ROCm (rocm_compute_capability)
 // refused whatever is asked. `flashinfer` (--flashinfer; none: not stated): where FlashInfer is usable vLLM takes its
-// SM100_FI_MXFP4_BF16 layout before any other on 10.0 (10.x from 0.13, is_device_capability_family), whatever is
-// asked: refused, not sized; stated absent, 10.0 before 0.12 is Marlin's. Throws InputError naming `model`.
+// SM100_FI_MXFP4_BF16 layout before any other on 10.0 (10.x from 0.13, is_device_capability_family): FlashInfer from
+// 0.12 when stated usable or not stated (vLLM's Docker image has it and pip's vllm depends on flashinfer-python: the
+// larger layout, so the cache is not overstated), Triton or Marlin asked with it stated usable refused; stated
+// absent, 10.0 before 0.12 is Marlin's. Throws InputError naming `model`.
 VllmMxfp4Backend vllm_mxfp4_backend(int capability, std::optional<VllmMxfp4Backend> requested, const VllmRule& rule,
                                     std::optional<bool> flashinfer, const std::string& model);
 
@@ -127,6 +151,21 @@ VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, 
 // backend. Throws InputError naming `model` where vLLM would run another backend (capability below 90 or from 110).
 Mxfp4ExpertsLayer vllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t intermediate, int capability,
                                    const std::string& model);
+
+// FlashInfer's trtllm-gen MXFP4 layout of one sparse layer's experts, I_p and H padded to 256 (SGLang's
+// flashinfer_mxfp4 and vLLM's SM100_FI_MXFP4_BF16, above; without vLLM's index cache).
+Mxfp4ExpertsLayer flashinfer_trtllm_mxfp4_layer(int64_t experts, int64_t hidden, int64_t intermediate,
+                                                const std::string& model);
+
+// One sparse layer's experts under vLLM's SM100_FI_MXFP4_BF16: FlashInfer's layout and the permute-index cache.
+Mxfp4ExpertsLayer vllm_mxfp4_flashinfer_layer(int64_t experts, int64_t hidden, int64_t intermediate,
+                                              const std::string& model);
+
+// One call of vLLM's SM100_FI_MXFP4_BF16 on `tokens` tokens over `experts` experts (all on the rank), the layer
+// padded as `layer`: the padded input, FlashInfer's output, top-k and routing buffers and its two GEMM outputs
+// (above; chunk_tokens the call's tokens, block_size_m the tile).
+VllmFusedMoeBytes vllm_mxfp4_flashinfer_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
+                                                     const Mxfp4ExpertsLayer& layer);
 
 // SGLang's MoE runner backend for gpt-oss's MXFP4 experts on a CUDA GPU of `capability`: "flashinfer_mxfp4" (10.x)
 // or "triton_kernel" (9.x). Throws InputError naming `model` elsewhere: below 9.0 and from 11.0 triton_kernels lays

@@ -167,7 +167,10 @@ inline const Choices<std::optional<VllmModelRunner>> kModelRunnerChoices{
 // --mxfp4-backend: vLLM's choice for the GPU (none), or the MXFP4 MoE backend the install forces
 // (cost_models/mxfp4_experts.h vllm_mxfp4_backend).
 inline const Choices<std::optional<VllmMxfp4Backend>> kMxfp4BackendChoices{
-    {{"auto", std::nullopt}, {"triton", VllmMxfp4Backend::Triton}, {"marlin", VllmMxfp4Backend::Marlin}}};
+    {{"auto", std::nullopt},
+     {"triton", VllmMxfp4Backend::Triton},
+     {"marlin", VllmMxfp4Backend::Marlin},
+     {"flashinfer", VllmMxfp4Backend::FlashInfer}}};
 // --usage-context: how vLLM is started, which picks its default step (cost_models/vllm_engine.h VllmUsageContext).
 inline const Choices<VllmUsageContext> kUsageContextChoices{
     {{"serve", VllmUsageContext::Serve}, {"llm", VllmUsageContext::LlmClass}, {"engine", VllmUsageContext::Engine}}};

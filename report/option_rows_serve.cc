@@ -132,11 +132,13 @@ std::vector<OptionSpec> serve_option_rows() {
        .show_default = true},
       {.flag = "--mxfp4-backend", .kind = K::Choice, .commands = kServe,
        .help = "vLLM's MoE backend for gpt-oss's MXFP4 experts: auto (vLLM's choice for the GPU and release: Marlin "
-               "below compute capability 9.0; from 0.12, which bundles triton_kernels, Triton from 9.0 to 10.x; before "
-               "0.12 Marlin, 10.0 refused: FlashInfer's layout where usable), triton or marlin (what "
-               "VLLM_MXFP4_USE_MARLIN=1 or an install without triton_kernels runs on any GPU: the experts padded to "
-               "multiples of 128 wide and 256 deep, bfloat16 biases, and fused_marlin_moe's buffers). vLLM's log line "
-               "'Using Marlin backend' or 'Using Triton backend' says which ran",
+               "below compute capability 9.0; from 0.12, which bundles triton_kernels, Triton from 9.0 to 10.x but "
+               "FlashInfer's on SM100 unless --flashinfer no; before 0.12 Marlin, 10.0 refused: FlashInfer's layout "
+               "where usable), triton, marlin (what VLLM_MXFP4_USE_MARLIN=1 or an install without triton_kernels runs "
+               "on any GPU: the experts padded to multiples of 128 wide and 256 deep, bfloat16 biases, and "
+               "fused_marlin_moe's buffers) or flashinfer (SM100_FI_MXFP4_BF16 on 10.0, 10.x from 0.13: both sizes "
+               "padded to 256, float32 biases, trtllm_fp4_block_scale_moe's buffers). vLLM's log line 'Using Marlin "
+               "backend', 'Using Triton backend' or 'Using FlashInfer MXFP4 BF16 backend for SM100' says which ran",
        .field = FIELD(serve.mxfp4_backend), .engines = {"vllm"}, .choices = kMxfp4BackendChoices.names(),
        .show_default = true},
       {.flag = "--quantization", .kind = K::Choice, .commands = kServe,

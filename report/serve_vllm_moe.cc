@@ -108,10 +108,12 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
       throw VllmGpuRefused(e.what(), false);
     }
     const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
+    const bool flashinfer_backend = m.mxfp4_backend == VllmMxfp4Backend::FlashInfer;
     // Each rank's FusedMoE at I_p = I / tp, padded by the backend, its w2_bias whole.
     m.mxfp4_layer =
         marlin ? vllm_mxfp4_marlin_layer(m.experts, m.hidden, m.intermediate_per_rank, multiprocessors, model)
-               : vllm_mxfp4_layer(m.experts, m.hidden, m.intermediate_per_rank, mxfp4_capability, model);
+        : flashinfer_backend ? vllm_mxfp4_flashinfer_layer(m.experts, m.hidden, m.intermediate_per_rank, model)
+                             : vllm_mxfp4_layer(m.experts, m.hidden, m.intermediate_per_rank, mxfp4_capability, model);
     m.expert_weight_bytes = checked_mul(m.mxfp4_layer.total(), static_cast<uint64_t>(m.blocks), "expert bytes");
     // What they replace: the graph's GptOssExperts (hf_gpt_oss.cc) on one rank of its tensor-parallel plan
     // (cost_models/tensor_parallel.h): gate_up_proj [E, H, 2I] and its bias split by columns, down_proj [E, I, H] by
@@ -130,6 +132,8 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                                      model, mxfp4_capability / 10, mxfp4_capability % 10));
       m.kernel = vllm_mxfp4_marlin_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer, reduces,
                                                 multiprocessors);
+    } else if (flashinfer_backend) {
+      m.kernel = vllm_mxfp4_flashinfer_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer);
     } else {
       m.kernel = VllmFusedMoeBytes{};
       m.kernel.chunk_tokens = first.tokens;
@@ -200,7 +204,9 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
                      : m.modular                                   ? "vllm modular TritonExperts"
                      : !m.mxfp4                                    ? "vllm fused_experts"
                      : m.mxfp4_backend == VllmMxfp4Backend::Marlin ? "vllm fused_marlin_moe (mxfp4)"
-                                                                   : "vllm triton_kernel_moe_forward (mxfp4)"},
+                     : m.mxfp4_backend == VllmMxfp4Backend::FlashInfer
+                         ? "flashinfer trtllm_fp4_block_scale_moe (mxfp4)"
+                         : "vllm triton_kernel_moe_forward (mxfp4)"},
           {"sparse_layers", m.blocks},
           {"experts", m.experts},
           {"top_k", m.top_k},
@@ -247,10 +253,14 @@ std::string mxfp4_layer_parts_text(const Mxfp4ExpertsLayer& l, uint64_t layers) 
                               ? fmt::format(" (the swizzled copies' Hopper padding {})",
                                             format_bytes(l.swizzle_padding_bytes * layers))
                               : std::string());
-  return fmt::format("blocks {}, scales {}, {} biases {}{}", format_bytes(l.blocks_bytes * layers), scales,
+  return fmt::format("blocks {}, scales {}, {} biases {}{}{}", format_bytes(l.blocks_bytes * layers), scales,
                      l.bias_float32 ? "float32" : "bfloat16", format_bytes(l.bias_bytes * layers),
                      l.workspace_bytes > 0 ? fmt::format(", workspaces {}", format_bytes(l.workspace_bytes * layers))
-                                           : std::string());
+                                           : std::string(),
+                     l.index_cache_bytes > 0
+                         ? fmt::format(", permute indices {}, gemm1 constants {}",
+                                       format_bytes(l.index_cache_bytes * layers), format_bytes(l.constants_bytes * layers))
+                         : std::string());
 }
 
 std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
@@ -268,21 +278,30 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
                        format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes), marlin_reduce_text(m.kernel));
   if (m.mxfp4) {
     const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
+    const bool flashinfer = m.mxfp4_backend == VllmMxfp4Backend::FlashInfer;
     const std::string padded =
-        marlin ? fmt::format("{} and the hidden size to {}", m.mxfp4_layer.intermediate_padded,
-                             m.mxfp4_layer.hidden_padded)
-               : fmt::format("{}", m.mxfp4_layer.intermediate_padded);
+        marlin || flashinfer ? fmt::format("{} and the hidden size to {}", m.mxfp4_layer.intermediate_padded,
+                                           m.mxfp4_layer.hidden_padded)
+                             : fmt::format("{}", m.mxfp4_layer.intermediate_padded);
     const std::string per_call =
         marlin ? fmt::format("cache13 {}, cache2 {}, output {}, padded input {}{}",
                              format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
                              format_bytes(m.kernel.output_bytes),
                              format_bytes(m.kernel.padded_input_bytes), marlin_reduce_text(m.kernel))
-               : fmt::format("intermediate {}, output {}", format_bytes(m.kernel.cache2_bytes),
-                             format_bytes(m.kernel.output_bytes));
+        : flashinfer ? fmt::format("gemm1 output {}, gemm2 output {}, output {}, padded input {}, top-k and routing {} "
+                                   "(tile {})",
+                                   format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
+                                   format_bytes(m.kernel.output_bytes), format_bytes(m.kernel.padded_input_bytes),
+                                   format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes), m.kernel.block_size_m)
+                     : fmt::format("intermediate {}, output {}", format_bytes(m.kernel.cache2_bytes),
+                                   format_bytes(m.kernel.output_bytes));
     return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's {} MXFP4 MoE ({}: {} experts, top-{}, {} "
                        "wide{}, padded to {}; {} of expert weights for the graph's {}: {}; per call {}: {})",
-                       m.blocks, marlin ? "Marlin" : "Triton",
-                       marlin ? "fused_marlin_moe" : "triton_kernel_moe_forward", m.experts, m.top_k, m.intermediate,
+                       m.blocks, marlin ? "Marlin" : flashinfer ? "FlashInfer (SM100_FI_MXFP4_BF16)" : "Triton",
+                       marlin       ? "fused_marlin_moe"
+                       : flashinfer ? "trtllm_fp4_block_scale_moe"
+                                    : "triton_kernel_moe_forward",
+                       m.experts, m.top_k, m.intermediate,
                        m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
                        padded, format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
                        mxfp4_layer_parts_text(m.mxfp4_layer, static_cast<uint64_t>(m.blocks)),

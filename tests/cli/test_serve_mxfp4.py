@@ -208,7 +208,9 @@ class VllmMarlin(unittest.TestCase):
         self.assertIn("(ROCm)", rows["MI300X"]["not_answered"])
         self.assertIsNone(rows["A100-80GB"].get("not_answered"))
         self.assertGreater(rows["A100-80GB"]["gpu_kv_cache_tokens"], 0)
-        self.assertIn("give --flashinfer no (or --mxfp4-backend triton)", rows["B200"]["not_answered"])
+        # From 0.12 the B200 is answered in FlashInfer's SM100_FI_MXFP4_BF16 layout (the larger one).
+        self.assertIsNone(rows["B200"].get("not_answered"))
+        self.assertGreater(rows["B200"]["gpu_kv_cache_tokens"], 0)
         # Before 0.12 no install has triton_kernels: Marlin on 12.0 too (get_mxfp4_backend had no upper bound), and
         # 10.0 refused (FlashInfer's layout where it is usable).
         p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--context", "8192", "--engine-version",
@@ -231,13 +233,14 @@ class VllmMarlin(unittest.TestCase):
                             "give --mxfp4-backend marlin if vLLM's log says"),
                            (["--gpu", "B200", "--engine-version", "0.11.2"],
                             "on compute capability 10.0 before vLLM 0.12"),
-                           # From 0.12 too, under --flashinfer auto: FlashInfer's layout where it is usable.
-                           (["--gpu", "B200", "--engine-version", "0.12"],
-                            "on compute capability 10.0: vLLM takes FlashInfer's SM100_FI_MXFP4_BF16 layout there when "
-                            "FlashInfer is usable"),
                            (["--gpu", "B200", "--flashinfer", "yes", "--mxfp4-backend", "marlin"],
-                            "with --flashinfer yes: vLLM takes FlashInfer's SM100_FI_MXFP4_BF16 layout there before "
-                            "any other backend"),
+                            "with --flashinfer yes and --mxfp4-backend marlin: vLLM takes FlashInfer's "
+                            "SM100_FI_MXFP4_BF16 layout there before any other backend"),
+                           (["--gpu", "H100", "--mxfp4-backend", "flashinfer", "--engine-version", "0.18"],
+                            "with --mxfp4-backend flashinfer on compute capability 9.0: vLLM's SM100_FI_MXFP4_BF16 "
+                            "runs on 10.0 (10.x from 0.13) only"),
+                           (["--gpu", "B200", "--mxfp4-backend", "flashinfer", "--flashinfer", "no", "--engine-version",
+                             "0.18"], "--flashinfer no says FlashInfer is not usable"),
                            (["--gpu", "H100", "--mxfp4-backend", "triton", "--engine-version", "0.11.0"],
                             "before vLLM 0.11.1: its pinned torch 2.8.0"),
                            (["--gpu", "MI300X"], "on compute capability 9.4 (ROCm): vLLM's mxfp4.py pads them"),
@@ -365,6 +368,41 @@ class TinyTensorParallel(unittest.TestCase):
             # SGLang's rotary cache is vLLM's in float32 (twice the bf16 bytes).
             self.assertEqual(sglang["memory"]["weights_bytes"] - 2 * vllm["memory"]["rotary_cache_bytes"],
                              261_312 - 200_704 + 93_184)
+
+
+class FlashInferOnSm100(unittest.TestCase):
+    """vLLM's SM100_FI_MXFP4_BF16 (cost_models/mxfp4_experts.h), gpt-oss-20b on a B200 at 0.18 (24 sparse layers, 32
+    experts, H = I = 2880 padded to 3072), by hand (tests/cost_models/mxfp4_experts_test.cc derives each term):
+      a layer's experts: blocks 32 x (6144 + 3072) x 1536 = 452,984,832; scales 32 x 9216 x 96 = 28,311,552; float32
+      biases 32 x 9216 x 4 = 1,179,648; gemm1 constants 384; permute indices (3 x 6144 + 3 x 3072) x 8 = 221,184:
+      482,697,600 B, 11,584,742,400 B over 24 layers;
+      a call at vLLM's default 8,192 tokens (a B200 is over 70 GiB): tile 32, C = 1,055, P = 33,760: gemm outputs
+      2 x 207,421,440, output and padded input 2 x 50,331,648, top-k 196,608, routing 276,736: 515,979,520 B."""
+
+    def test_gpt_oss_20b_by_hand(self):
+        for extra in ([], ["--flashinfer", "yes"], ["--mxfp4-backend", "flashinfer"]):
+            p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "B200", "--engine-version",
+                    "0.18", "--json", *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            moe = json.loads(p.stdout)["replaced"]["fused_moe"]
+            self.assertEqual(moe["kernel"], "flashinfer trtllm_fp4_block_scale_moe (mxfp4)")
+            self.assertEqual(moe["expert_weight_bytes"], 11_584_742_400)
+            self.assertEqual(moe["kernel_bytes"], 515_979_520)
+            self.assertEqual(moe["block_size_m"], 32)
+        # --flashinfer no: Triton's layout, smaller (no padding to 256, no index cache).
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "B200", "--engine-version", "0.18",
+                "--flashinfer", "no", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        moe = json.loads(p.stdout)["replaced"]["fused_moe"]
+        self.assertEqual(moe["kernel"], "vllm triton_kernel_moe_forward (mxfp4)")
+        self.assertLess(moe["expert_weight_bytes"], 11_584_742_400)
+
+    def test_text_names_the_backend(self):
+        p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "B200", "--engine-version", "0.18")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("by vLLM's FlashInfer (SM100_FI_MXFP4_BF16) MXFP4 MoE (trtllm_fp4_block_scale_moe: 32 experts, "
+                      "top-4, 2880 wide, padded to 3072 and the hidden size to 3072", p.stdout)
+        self.assertIn("(tile 32)", p.stdout)
 
 
 if __name__ == "__main__":

@@ -210,33 +210,77 @@ TEST(VllmMxfp4, BackendBefore012) {
   }
 }
 
-// --flashinfer yes: get_mxfp4_backend's SM100 FlashInfer branch comes before every other (v0.11.0 to v0.13.0), on
-// 10.0, and from 0.13 on the 10.x family (is_device_capability_family(100)); Hopper's FlashInfer backend needs an
-// opt-in environment variable, so 9.0 keeps its backend.
+// get_mxfp4_backend's SM100 FlashInfer branch comes before every other (v0.11.0 to v0.18.0), on 10.0, and from 0.13
+// on the 10.x family (is_device_capability_family(100)); Hopper's FlashInfer backend needs an opt-in environment
+// variable, so 9.0 keeps its backend. Its layout is read from 0.12: FlashInfer there under --flashinfer yes or auto
+// (the larger layout, where an install without it would run Triton's), refused before.
 TEST(VllmMxfp4, FlashInferTakesSm100First) {
-  for (const char* version : {"0.11.0", "0.12", "0.18"}) {
-    const VllmRule r = vllm_rule(version);
-    EXPECT_THROW(vllm_mxfp4_backend(100, std::nullopt, r, true, "m"), InputError) << version;
-    EXPECT_THROW(vllm_mxfp4_backend(100, VllmMxfp4Backend::Marlin, r, true, "m"), InputError) << version;
-    EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, r, true, "m"),
-              r.bundles_triton_kernels ? VllmMxfp4Backend::Triton : VllmMxfp4Backend::Marlin) << version;
-  }
-  EXPECT_EQ(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.12"), true, "m"), VllmMxfp4Backend::Triton);
-  EXPECT_THROW(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.13"), true, "m"), InputError);
-  EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, vllm_rule("0.12"), false, "m"), VllmMxfp4Backend::Triton);
-  // --flashinfer auto on SM100 from 0.12: FlashInfer's layout if it is usable, Triton's if not: refused, not answered
-  // in Triton's smaller layout; 10.3 only from 0.13 (v0.12.0 tests 10.0 alone).
+  using B = VllmMxfp4Backend;
   for (const char* version : {"0.12", "0.14.0", "0.18"}) {
-    try {
-      vllm_mxfp4_backend(100, std::nullopt, vllm_rule(version), std::nullopt, "gpt-oss-20b");
-      ADD_FAILURE() << version;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("give --flashinfer no (or --mxfp4-backend triton) if vLLM's log says "
-                                           "\"Using Triton backend\""), std::string::npos) << e.what();
+    const VllmRule r = vllm_rule(version);
+    for (std::optional<bool> usable : {std::optional<bool>(true), std::optional<bool>()}) {
+      EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, r, usable, "m"), B::FlashInfer) << version;
+      EXPECT_EQ(vllm_mxfp4_backend(100, B::FlashInfer, r, usable, "m"), B::FlashInfer) << version;
     }
+    EXPECT_THROW(vllm_mxfp4_backend(100, B::Marlin, r, true, "m"), InputError) << version;
+    EXPECT_THROW(vllm_mxfp4_backend(100, B::Triton, r, true, "m"), InputError) << version;
+    EXPECT_EQ(vllm_mxfp4_backend(100, B::Triton, r, std::nullopt, "m"), B::Triton) << version;
+    EXPECT_EQ(vllm_mxfp4_backend(100, std::nullopt, r, false, "m"), B::Triton) << version;
+    EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, r, true, "m"), B::Triton) << version;
+    EXPECT_THROW(vllm_mxfp4_backend(90, B::FlashInfer, r, true, "m"), InputError) << version;
+    EXPECT_THROW(vllm_mxfp4_backend(100, B::FlashInfer, r, false, "m"), InputError) << version;
   }
-  EXPECT_EQ(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.12"), std::nullopt, "m"), VllmMxfp4Backend::Triton);
-  EXPECT_THROW(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.13"), std::nullopt, "m"), InputError);
+  // 10.3: Triton at 0.12 (v0.12.0 tests 10.0 alone), FlashInfer from 0.13.
+  EXPECT_EQ(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.12"), true, "m"), B::Triton);
+  EXPECT_EQ(vllm_mxfp4_backend(103, std::nullopt, vllm_rule("0.13"), std::nullopt, "m"), B::FlashInfer);
+  // Before 0.12 the FlashInfer layout is not read: refused on 10.0 unless FlashInfer is stated absent.
+  const VllmRule v110 = vllm_rule("0.11.0");
+  EXPECT_THROW(vllm_mxfp4_backend(100, std::nullopt, v110, true, "m"), InputError);
+  EXPECT_THROW(vllm_mxfp4_backend(100, B::Marlin, v110, true, "m"), InputError);
+  EXPECT_THROW(vllm_mxfp4_backend(100, B::FlashInfer, v110, true, "m"), InputError);
+  EXPECT_EQ(vllm_mxfp4_backend(90, std::nullopt, v110, true, "m"), B::Marlin);
+}
+
+// vLLM's SM100_FI_MXFP4_BF16 on gpt-oss-120b (E 128, H = I = 2880, both padded to 3072), by hand from mxfp4.py's
+// create_weights and process_weights_after_loading (v0.12.0 to v0.18.0): w13 128 x 6144 x 1536 = 1,207,959,552 and
+// w2 128 x 3072 x 1536 = 603,979,776 blocks; scales 128 x 6144 x 96 + 128 x 3072 x 96 = 113,246,208; float32
+// biases 128 x (6144 + 3072) x 4 = 4,718,592; gemm1 constants 128 x 12 = 1,536: 1,929,905,664 B (SGLang's
+// flashinfer_mxfp4 alike); vLLM's permute indices (3 x 6144 + 3 x 3072) x 8 = 221,184 more.
+TEST(VllmMxfp4, FlashInferLayerByHand) {
+  const Mxfp4ExpertsLayer l = vllm_mxfp4_flashinfer_layer(128, 2880, 2880, "gpt-oss-120b");
+  EXPECT_EQ(l.blocks_bytes, 1'811'939'328u);
+  EXPECT_EQ(l.scales_bytes, 113'246'208u);
+  EXPECT_EQ(l.retained_scales_bytes, 0u);
+  EXPECT_EQ(l.bias_bytes, 4'718'592u);
+  EXPECT_EQ(l.constants_bytes, 1'536u);
+  EXPECT_EQ(l.index_cache_bytes, 221'184u);
+  EXPECT_EQ(l.total(), 1'929'905'664u + 221'184u);
+  EXPECT_EQ(flashinfer_trtllm_mxfp4_layer(128, 2880, 2880, "m").total(), 1'929'905'664u);
+}
+
+// One trtllm_fp4_block_scale_moe call of gpt-oss-120b at 8,192 tokens (k 4, E 128, H_pad = I_pad = 3072), by hand
+// from FlashInfer 0.5.3 to 0.6.6 (core.py and the launcher): T·k = 32,768; ceil(32,768 / 128) = 256, so t0 = 64 and
+// the fallback tile 32; C = 128 + (32,768 - 128) / 32 = 1,148, P = 36,736. gemm1 and gemm2 outputs 36,736 x 3072 x 2
+// = 225,705,984 each; the output and vLLM's padded input 8192 x 3072 x 2 = 50,331,648 each; topk_ids and
+// expert_weights 32,768 x 6 = 196,608; routing (128 + 1 + 32,768 + 36,736 + 512 + 2 x 1,148 + 1) x 4 = 289,768.
+// Total 552,561,640. At 16,384 tokens: C = 2,172, P = 69,504: 2 x 427,032,576 + 2 x 100,663,296 + 393,216 +
+// (128 + 1 + 65,536 + 69,504 + 512 + 4,344 + 1) x 4 = 560,104: 1,056,345,064. gpt-oss-20b (E 32) at 8,192: t0 = 64,
+// tile 32, C = 32 + 32,736 / 32 = 1,055, P = 33,760: 2 x 207,421,440 + 2 x 50,331,648 + 196,608 +
+// (32 + 1 + 32,768 + 33,760 + 512 + 2,110 + 1) x 4 = 276,736: 515,979,520.
+TEST(VllmMxfp4, FlashInferKernelByHand) {
+  const Mxfp4ExpertsLayer big = vllm_mxfp4_flashinfer_layer(128, 2880, 2880, "m");
+  const VllmFusedMoeBytes b = vllm_mxfp4_flashinfer_kernel_bytes(8192, 4, 128, big);
+  EXPECT_EQ(b.block_size_m, 32);
+  EXPECT_EQ(b.cache13_bytes, 225'705'984u);
+  EXPECT_EQ(b.cache2_bytes, 225'705'984u);
+  EXPECT_EQ(b.align_bytes, 289'768u);
+  EXPECT_EQ(b.total(), 552'561'640u);
+  EXPECT_EQ(vllm_mxfp4_flashinfer_kernel_bytes(16384, 4, 128, big).total(), 1'056'345'064u);
+  const Mxfp4ExpertsLayer small = vllm_mxfp4_flashinfer_layer(32, 2880, 2880, "m");
+  EXPECT_EQ(vllm_mxfp4_flashinfer_kernel_bytes(8192, 4, 32, small).total(), 515'979'520u);
+  // A short step: T·k = 64 over 128 experts: t0 = 8, tile 8; C = 64, P = 512; M = max(512, ceil(65536 / 3072) = 22).
+  EXPECT_EQ(vllm_mxfp4_flashinfer_kernel_bytes(16, 4, 128, big).block_size_m, 8);
+  EXPECT_EQ(vllm_mxfp4_flashinfer_kernel_bytes(16, 4, 128, big).cache13_bytes, 512u * 3072 * 2);
 }
 
 // triton_kernel_moe_forward at vLLM's default step of 8192 tokens on gpt-oss-20b (k = 4): output 8192 x 2880 x 2 =
