@@ -30,6 +30,9 @@ ROWS=(
 "O|bench/serving_configs/Meta-Llama-3-70B-Instruct-AWQ.json|--gpu L40S --tp 2 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.16.0|18.55|-|-|20.16|132128|16.13"
 "P|Qwen3-8B.json|--gpu RTX-4090 --gpu-memory-utilization 0.9 --context 8192 --max-batched-tokens 2048 --max-num-seqs 256 --engine-version 0.27.1|15.27|-|0.19|-|43040|-"
 "Q|Qwen2.5-7B.json|--gpu L40S --gpu-memory-utilization 0.95 --context 4096 --dtype bf16 --max-batched-tokens 2048 --max-num-seqs 128 --engine-version 0.22.0 --cuda-graph-memory 0.37GiB|14.29|-|-|26.32|492912|120.34"
+"R|bench/serving_configs/Qwen2.5-1.5B-Instruct.json|--memory 23.47GiB --arch sm75 --dtype fp16 --gpu-memory-utilization 0.9 --context 4096 --usage-context llm --engine-version 0.28.1 --enforce-eager|2.98|0.27|0.5|17.36|650208|158.74"
+"S|bench/serving_configs/Qwen3-4B.json|--memory 50897289216B --arch sm86 --context 8192 --max-num-seqs 8 --engine-version 0.22.0|-|-|-|35.23|256544|31.32"
+"T|Qwen2.5-0.5B.json|--gpu RTX-4090 --gpu-memory-utilization 0.85 --context 2048 --engine-version 0.24.0 --cuda-graph-memory 0.28GiB|0.93|-|-|18.08|1579808|771.39"
 )
 
 echo "## Commands"
