@@ -110,7 +110,13 @@ namespace memplan {
 //    of 7 March 2026 and not in v0.16.0's, whose branch was cut on 8 February): vllm_triton_sampler_peak_bytes.
 //  - V0_25 (0.25 and later): V0_20's worker, and Model Runner V2 for the models vLLM gives it by default (the
 //    v0.25.0 release notes: "Model Runner V2 is now the default for all dense models", PR #44443), which
-//    VllmModelRunner below resolves with the model. To 0.28.
+//    VllmModelRunner below resolves with the model. To 0.28. PR #49208 (main of 2026-07-20, read at 91a893de6 of
+//    2026-08-20, vllm/utils/mem_utils.py memory_profiling; in 0.28.0 by a second-hand dating, perhaps in 0.26 or
+//    0.27, whose tags are not in the store) takes the non-KV memory as total_consumed (the free memory at the init
+//    snapshot less that after the profile, mem_get_info's) plus the transient peak (allocated peak less allocated
+//    after the profile), and logs "consumed memory (weights + non-torch)": the same sum as weights +
+//    torch_peak_increase + non_torch_increase but for what PyTorch's caching allocator keeps reserved beyond the
+//    allocated bytes after empty_cache, which memplan does not size (--reserve carries it, as the non-torch increase).
 //  - V0_29 (0.29 and later): V0_25's worker with Model Runner V2 the default for every model (the v0.29.0 release
 //    notes of 9 September 2026: "Model Runner V2 is now the default for all models (#53183)"), and V2 now
 //    subtracts its CUDA graphs' memory before sizing the cache ("MRV2 also gained CUDA graph memory profiling for

@@ -181,6 +181,24 @@ def test_serve_other_engines_return_the_cli_json():
         memplan.serve(kv, engine="trtllm", memory="64MiB", context=64, page_size=16)
 
 
+def test_serve_vllm_usage_context_and_release_as_the_cli_says():
+    # How vLLM is started (LLM(...): 8,192 tokens below 70 GiB, clamped from 0.11.1 to 256 x 16) and whether the
+    # release was given: the CLI's JSON, key for key.
+    kv = os.path.join(MODELS, "serve", "kv_tiny.onnx")
+    for flags, kw in ((["--usage-context", "llm", "--engine-version", "0.11.2"],
+                       {"usage_context": "llm", "engine_version": "0.11.2"}),
+                      (["--engine-version", "0.18", "--performance-mode", "throughput"],
+                       {"engine_version": "0.18", "performance_mode": "throughput"}),
+                      ([], {})):
+        p = cli("serve", kv, "--memory", "64MiB", "--reserve", "0", "--context", "16", *flags, "--json")
+        assert p.returncode == 0, p.stderr
+        d = memplan.serve(kv, memory="64MiB", reserve="0", context=16, **kw)
+        assert d == json.loads(p.stdout)
+        assert d["settings"]["engine_version_default"] == ("engine_version" not in kw)
+    assert memplan.serve(kv, memory="64MiB", reserve="0", context=16, usage_context="llm",
+                         engine_version="0.11.2")["settings"]["max_num_batched_tokens"] == 4096
+
+
 def test_plan_output_writes_the_cli_file(tmp_path):
     cli("plan", GPT_TINY, "--batch", "2", "--dim", "seq=32", "-o", str(tmp_path / "cli.json"))
     d = memplan.plan(GPT_TINY, batch=2, dims={"seq": 32}, output=tmp_path / "py.json")
