@@ -111,8 +111,8 @@ namespace memplan {
 //  - V0_25 (0.25 and later): V0_20's worker, and Model Runner V2 for the models vLLM gives it by default (the
 //    v0.25.0 release notes: "Model Runner V2 is now the default for all dense models", PR #44443), which
 //    VllmModelRunner below resolves with the model. To 0.28. PR #49208 (main of 2026-07-20, read at 91a893de6 of
-//    2026-08-20, vllm/utils/mem_utils.py memory_profiling; in 0.28.0 by a second-hand dating, perhaps in 0.26 or
-//    0.27, whose tags are not in the store) takes the non-KV memory as total_consumed (the free memory at the init
+//    2026-08-20, vllm/utils/mem_utils.py memory_profiling; first in 0.27.0: published 0.26.0 logs print the old
+//    line, 0.27.1 logs the new, docs/research/vllm-026-034-budget.md) takes the non-KV memory as total_consumed (the free memory at the init
 //    snapshot less that after the profile, mem_get_info's) plus the transient peak (allocated peak less allocated
 //    after the profile), and logs "consumed memory (weights + non-torch)": the same sum as weights +
 //    torch_peak_increase + non_torch_increase but for what PyTorch's caching allocator keeps reserved beyond the
