@@ -3,7 +3,8 @@
 # then prints a table of executions, coverage (libFuzzer's cov: edges, ft: features) and findings.
 #
 # Usage: fuzz/run.sh SECONDS [TARGET...]     (default: every fuzz/targets/*.cc)
-#   FUZZ_BUILD_DIR   build folder (default build-fuzz)
+#   FUZZ_BUILD_DIR   build folder (default build-fuzz; scripts/test.sh passes its clang build-asan, configured
+#                    with MEMPLAN_FUZZ, whose targets are built already)
 #   FUZZ_JOBS        targets run at once (default 1; the campaign in bench/fuzz.md used 2)
 #
 # Seeds: the committed corpus (fuzz/corpus/), the committed regression inputs (fuzz/regressions/) and, when
@@ -15,8 +16,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# --probe: exit 0 where clang++ links a libFuzzer target (scripts/test.sh asks), 1 where not.
+probe_fuzzer() {
+  local dir
+  dir=$(mktemp -d)
+  echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$dir/p.cc"
+  local ok=1
+  if command -v clang++ >/dev/null && clang++ -fsanitize=fuzzer "$dir/p.cc" -o "$dir/p" 2>/dev/null; then ok=0; fi
+  rm -rf "$dir"
+  return $ok
+}
+if [ "${1:-}" = "--probe" ]; then probe_fuzzer; exit; fi
+
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 seconds=$1
@@ -25,10 +38,7 @@ build=${FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${FUZZ_JOBS:-1}
 
 # clang with the libFuzzer runtime (Debian: clang-14 and libclang-rt-14-dev)?
-probe=$(mktemp -d)
-trap 'rm -rf "$probe"' EXIT
-echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe/p.cc"
-if ! command -v clang++ >/dev/null || ! clang++ -fsanitize=fuzzer "$probe/p.cc" -o "$probe/p" 2>/dev/null; then
+if ! probe_fuzzer; then
   echo "fuzz/run.sh: skipped: clang++ with the libFuzzer runtime is not installed"
   exit 0
 fi

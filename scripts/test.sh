@@ -58,19 +58,26 @@ stage pytest_installed bash -c "cd '$venv_dir' && MEMPLAN_SOURCE_DIR='$src_dir' 
 
 if [ "${1:-}" != "--no-sanitize" ]; then
   echo "== the same tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
-  BUILD_DIR=build-asan BUILD_TYPE=Debug stage build_asan scripts/build.sh -DMEMPLAN_SANITIZE=ON -DMEMPLAN_CUDA=OFF \
-    -DMEMPLAN_BUILD_TESTS=ON "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1"  # -O1: AddressSanitizer's documented setting
-    # for reasonable speed (clang's AddressSanitizer.rst); the suite then runs in 0.4 of -O0's CPU time for 1.4
-    # times its build (bench/ci_time.md); -g1 as above
+  # With clang's libFuzzer runtime (scripts/setup.sh --test installs it) one clang build serves the sanitized tests
+  # and the fuzz targets: MEMPLAN_FUZZ adds libFuzzer's coverage instrumentation (fuzzer-no-link) to every library
+  # and builds fuzz/targets beside the tests, so fuzz/run.sh finds them built in build-asan instead of building the
+  # project a third time. Without it, gcc builds the tests and the fuzz step is skipped.
+  sanitizer_build=(-DMEMPLAN_SANITIZE=ON -DMEMPLAN_CUDA=OFF -DMEMPLAN_BUILD_TESTS=ON "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1")
+  if fuzz/run.sh --probe; then
+    export CC=clang CXX=clang++
+    sanitizer_build+=(-DMEMPLAN_FUZZ=ON)
+  fi
+  # -O1: AddressSanitizer's documented setting for reasonable speed (clang's AddressSanitizer.rst); the suite then
+  # runs in 0.4 of -O0's CPU time for 1.4 times its build (bench/ci_time.md); -g1 as above
+  BUILD_DIR=build-asan BUILD_TYPE=Debug stage build_asan scripts/build.sh "${sanitizer_build[@]}"
   stage ctest_asan bash -c "cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 MEMPLAN_SANITIZED=1 \
      ctest --output-on-failure -j $jobs -LE no_sanitize"
 
-  # The brief fuzz runs build the project a third time (with clang); CI allows 90 minutes in all, so they
-  # are skipped, with a message, when the steps above have already used 60 of them.
+  # CI allows 90 minutes in all: the brief fuzz runs are skipped, with a message, past 60 of them.
   if (( SECONDS - start < 3600 )); then
     echo "== fuzz targets, 10 s each (fuzz/run.sh; skipped without clang's libFuzzer runtime) =="
-    stage fuzz fuzz/run.sh 10
+    FUZZ_BUILD_DIR=build-asan stage fuzz fuzz/run.sh 10
   else
     echo "== fuzz targets skipped: $(( (SECONDS - start) / 60 )) minutes already used (run fuzz/run.sh 10 by hand) =="
   fi

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <string>
 
@@ -684,11 +685,8 @@ TEST(Walker, HundredThousandNodesInferQuickly) {
   const double s = thread_cpu_seconds() - start;
   EXPECT_EQ(r.values.at("y").shape, Shape({8, 64}));
   EXPECT_EQ(r.order.size(), 100000u);
-#if defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(s, 10.0);
-#else
-  EXPECT_LT(s, 1.0);
-#endif
+  // Under ASan+UBSan (scripts/test.sh sets MEMPLAN_SANITIZED=1, whichever compiler built it) a tenth the speed.
+  EXPECT_LT(s, std::getenv("MEMPLAN_SANITIZED") ? 10.0 : 1.0);
 }
 
 }  // namespace
