@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "cost_models/engine_kernels.h"
@@ -85,8 +86,10 @@ VllmResolved resolve(ServeProbe& probe, const ServeSettings& s, int tp, uint64_t
   r.engine.max_num_batched_tokens = s.max_batched_tokens;
   if (r.default_batched_tokens) {
     r.engine.max_num_batched_tokens = d.max_num_batched_tokens * doubled;
-    if (!r.rule.v0_engine && (r.rule.clamps_default_step || r.usage_context == VllmUsageContext::Engine))
-      r.engine.max_num_batched_tokens = std::min(r.engine.max_num_batched_tokens, seqs * r.engine.max_model_len);
+    const int64_t len = r.engine.max_model_len;  // seqs x len where it fits in int64 (a larger one clamps nothing)
+    if (!r.rule.v0_engine && (r.rule.clamps_default_step || r.usage_context == VllmUsageContext::Engine) && len > 0 &&
+        seqs <= std::numeric_limits<int64_t>::max() / len)
+      r.engine.max_num_batched_tokens = std::min(r.engine.max_num_batched_tokens, seqs * len);
   }
   r.engine.max_num_seqs = r.default_num_seqs ? std::min(seqs, r.engine.max_num_batched_tokens) : seqs;
   // vllm/config/scheduler.py SchedulerConfig._verify_args (v0.11.0 to the 0.25.1 tree alike).

@@ -463,6 +463,10 @@ class StepDefaultsByUsageContext(unittest.TestCase):
         self.assertEqual(self.step("--context", "64", "--max-num-seqs", "4", "--engine-version", "0.18")[:2], (256, 4))
         # ENGINE_CONTEXT clamps at 0.11.0 too: 128 x 8 = 1,024.
         self.assertEqual(self.step("--context", "8", "--usage-context", "engine")[:2], (1024, 128))
+        # A product past int64 clamps nothing (vLLM's Python integers would not overflow either): the table's 2048.
+        p = run(*self.BASE, "--context", "9000000000000000000", "--max-num-seqs", "4", "--engine-version", "0.18")
+        self.assertNotIn("max_num_batched_tokens (-", p.stderr)
+        self.assertNotIn("is under max_num_seqs", p.stderr)
 
     def test_throughput_mode_doubles_what_is_not_given(self):
         # --performance-mode throughput (0.17 on): 2 x 2048 tokens and 2 x 256 requests before the clamp
