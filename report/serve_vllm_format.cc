@@ -278,19 +278,17 @@ std::string vllm_to_text(const VllmAnswer& a) {
                               absolute ? ": the profile's whole peak and all non-torch memory" : "",
                               a.settings.version_given ? "" : fmt::format("; {}", kDefaultVersionNote), a.budget_source);
   t += fmt::format("  dtype {}, kv_cache_dtype {}\n", a.dtype, a.kv_cache_dtype);
-  const std::string default_step =
-      a.settings.usage_context == VllmUsageContext::Serve
-          ? " (vLLM's default)"
-          : fmt::format(" (vLLM's default for {})",
-                        a.settings.usage_context == VllmUsageContext::LlmClass ? "LLM(...)" : "the engine's context");
-  const std::string default_step_shown =
-      a.settings.performance_mode == VllmPerformanceMode::Throughput
-          ? default_step.substr(0, default_step.size() - 1) + ", doubled by --performance-mode throughput)"
-          : default_step;
+  const VllmUsageContext context = a.settings.usage_context;
+  const std::string default_step = fmt::format(
+      " (vLLM's default{}{})",
+      context == VllmUsageContext::Serve      ? ""
+      : context == VllmUsageContext::LlmClass ? " for LLM(...)"
+                                              : " for the engine's context",
+      a.settings.performance_mode == VllmPerformanceMode::Throughput ? ", doubled by --performance-mode throughput" : "");
   t += fmt::format("  max_model_len {} ({}), max_num_batched_tokens {}{}, max_num_seqs {}{}, block_size {}{}\n",
                    format_count(e.max_model_len), a.settings.max_model_len_source,
-                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? default_step_shown : "",
-                   e.max_num_seqs, a.settings.default_num_seqs ? default_step_shown : "", e.block_size,
+                   format_count(e.max_num_batched_tokens), a.settings.default_batched_tokens ? default_step : "",
+                   e.max_num_seqs, a.settings.default_num_seqs ? default_step : "", e.block_size,
                    a.settings.tp > 1 ? fmt::format(", tensor_parallel_size {}", a.settings.tp) : "");
   t += fmt::format("  requested memory   {:>12}  total {} x gpu_memory_utilization {}\n", format_bytes(m.requested),
                    format_bytes(m.total), e.gpu_memory_utilization);

@@ -198,15 +198,32 @@ uint64_t vllm_moe_peak(const VllmMoeAnswer& m, uint64_t extra) {
                      "profile bytes");
 }
 
+namespace {
+
+// How the answer names each MXFP4 backend: as vLLM's log does, the library whose kernel runs, and that kernel.
+struct Mxfp4BackendNames {
+  const char* backend;
+  const char* library;
+  const char* kernel;
+};
+Mxfp4BackendNames mxfp4_backend_names(VllmMxfp4Backend b) {
+  switch (b) {
+    case VllmMxfp4Backend::Marlin: return {"Marlin", "vllm", "fused_marlin_moe"};
+    case VllmMxfp4Backend::FlashInfer: return {"FlashInfer (SM100_FI_MXFP4_BF16)", "flashinfer", "trtllm_fp4_block_scale_moe"};
+    case VllmMxfp4Backend::Triton: break;
+  }
+  return {"Triton", "vllm", "triton_kernel_moe_forward"};
+}
+
+}  // namespace
+
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return nullptr;
-  return {{"kernel", m.nvfp4                                       ? "vllm fused_marlin_moe (nvfp4)"
-                     : m.modular                                   ? "vllm modular TritonExperts"
-                     : !m.mxfp4                                    ? "vllm fused_experts"
-                     : m.mxfp4_backend == VllmMxfp4Backend::Marlin ? "vllm fused_marlin_moe (mxfp4)"
-                     : m.mxfp4_backend == VllmMxfp4Backend::FlashInfer
-                         ? "flashinfer trtllm_fp4_block_scale_moe (mxfp4)"
-                         : "vllm triton_kernel_moe_forward (mxfp4)"},
+  const Mxfp4BackendNames mxfp4 = mxfp4_backend_names(m.mxfp4_backend);
+  return {{"kernel", m.nvfp4     ? std::string("vllm fused_marlin_moe (nvfp4)")
+                     : m.modular ? std::string("vllm modular TritonExperts")
+                     : !m.mxfp4  ? std::string("vllm fused_experts")
+                                 : fmt::format("{} {} (mxfp4)", mxfp4.library, mxfp4.kernel)},
           {"sparse_layers", m.blocks},
           {"experts", m.experts},
           {"top_k", m.top_k},
@@ -279,6 +296,7 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.mxfp4) {
     const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
     const bool flashinfer = m.mxfp4_backend == VllmMxfp4Backend::FlashInfer;
+    const Mxfp4BackendNames names = mxfp4_backend_names(m.mxfp4_backend);
     const std::string padded =
         marlin || flashinfer ? fmt::format("{} and the hidden size to {}", m.mxfp4_layer.intermediate_padded,
                                            m.mxfp4_layer.hidden_padded)
@@ -297,11 +315,7 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
                                    format_bytes(m.kernel.output_bytes));
     return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's {} MXFP4 MoE ({}: {} experts, top-{}, {} "
                        "wide{}, padded to {}; {} of expert weights for the graph's {}: {}; per call {}: {})",
-                       m.blocks, marlin ? "Marlin" : flashinfer ? "FlashInfer (SM100_FI_MXFP4_BF16)" : "Triton",
-                       marlin       ? "fused_marlin_moe"
-                       : flashinfer ? "trtllm_fp4_block_scale_moe"
-                                    : "triton_kernel_moe_forward",
-                       m.experts, m.top_k, m.intermediate,
+                       m.blocks, names.backend, names.kernel, m.experts, m.top_k, m.intermediate,
                        m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
                        padded, format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
                        mxfp4_layer_parts_text(m.mxfp4_layer, static_cast<uint64_t>(m.blocks)),
