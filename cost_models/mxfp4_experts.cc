@@ -182,7 +182,7 @@ Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64
 VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
                                                  const Mxfp4ExpertsLayer& layer, bool reduces, int multiprocessors) {
   VllmFusedMoeBytes b = vllm_marlin_moe_bytes(tokens, top_k, experts, layer.hidden_padded, layer.intermediate_padded,
-                                              reduces, multiprocessors, DType::BFloat16);
+                                              reduces, multiprocessors, DType::BFloat16, /*modular=*/false);
   b.padded_input_bytes = checked_mul(checked_mul(u64(tokens), u64(layer.hidden_padded), "mxfp4 kernel"), 2,
                                      "mxfp4 kernel");
   return b;

@@ -121,8 +121,10 @@ VllmRule vllm_rule(const std::string& version_text) {
   if (minor == 9 && patch == 1) r.hidden_held_at_sampler = false;
   r.even_expert_map = minor > 10 || (minor == 10 && patch >= 1);
   r.modelopt_kv_auto_fp8 = minor >= 14;
-  r.nvfp4_marlin_moe = minor >= 11 && minor <= 13;
+  r.nvfp4_marlin_moe = minor >= 11;
   r.modular_moe = minor >= 14;
+  r.nvfp4_moe_global_scales_float32 = minor >= 20;
+  r.marlin_moe_pads_width = minor >= 24;
   r.modular_moe_chunked = minor >= 14 && minor <= 17;
   r.mxfp4_marlin_modular = minor >= 17;
   r.fp4_marlin_sm75 = minor >= 14;

@@ -165,10 +165,14 @@ struct VllmRule {
   bool modelopt_kv_auto_fp8 = false;  // 0.14 on: --kv-cache-dtype auto follows a ModelOpt checkpoint's
                                       // kv_cache_quant_algo FP8 (PR #30785, resolve_kv_cache_dtype_string, merged
                                       // 2025-12-17 after 0.13's branch; v0.13.0 has the reverted #29980 reverted)
-  bool nvfp4_marlin_moe = false;      // 0.11 to 0.13: ModelOptNvFp4FusedMoE.apply calls fused_marlin_moe, its
-                                      // buffers each call's (from 0.14, PR #31692, MarlinExperts in the modular kernel)
+  bool nvfp4_marlin_moe = false;      // 0.11 on: ModelOptNvFp4FusedMoE on Marlin read (cost_models/vllm_nvfp4.h): to
+                                      // 0.13 apply calls fused_marlin_moe, its buffers each call's; from 0.14 (PR
+                                      // #31692) MarlinExperts in the modular kernel (modular_moe)
   bool modular_moe = false;           // 0.14 on: unquantized and fp8 Triton experts in FusedMoEModularKernel, its
-                                      // workspace the WorkspaceManager's (PR #31052, PR #30825)
+                                      // workspace the WorkspaceManager's (PR #31052, PR #30825), and NVFP4's Marlin
+                                      // experts (PR #31692), their input scales dropped
+  bool nvfp4_moe_global_scales_float32 = false;  // 0.20 on: NVFP4 Marlin experts' global scales stay float32
+  bool marlin_moe_pads_width = false;  // 0.24 on: prepare_nvfp4_moe_layer_for_marlin pads the width (vllm_nvfp4.h)
   bool modular_moe_chunked = false;   // 0.14 to 0.17: that kernel chunks steps above VLLM_FUSED_MOE_CHUNK_SIZE (PR
                                       // #34086 removed it in 0.18)
   bool mxfp4_marlin_modular = false;  // 0.17 on: MXFP4 experts on Marlin in the modular kernel (PR #34588)

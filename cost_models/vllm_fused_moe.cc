@@ -12,8 +12,8 @@ namespace memplan {
 uint64_t VllmFusedMoeBytes::total() const {
   return checked_add(checked_add(checked_add(topk_bytes, align_bytes, "fused MoE bytes"),
                                  checked_add(cache13_bytes, cache2_bytes, "fused MoE bytes"), "fused MoE bytes"),
-                     checked_add(checked_add(output_bytes, padded_input_bytes, "fused MoE bytes"), reduce_bytes,
-                                 "fused MoE bytes"),
+                     checked_add(checked_add(output_bytes, padded_input_bytes, "fused MoE bytes"),
+                                 checked_add(reduce_bytes, lock_bytes, "fused MoE bytes"), "fused MoE bytes"),
                      "fused MoE bytes");
 }
 
@@ -75,7 +75,7 @@ int64_t vllm_marlin_moe_block_size(int64_t tokens, int64_t top_k, int64_t expert
 }
 
 VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t width,
-                                        bool reduces, int multiprocessors, DType d) {
+                                        bool reduces, int multiprocessors, DType d, bool modular) {
   VllmFusedMoeShape shape;
   shape.tokens = tokens;
   shape.hidden = hidden;
@@ -84,9 +84,12 @@ VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t e
   shape.intermediate_per_rank = width;
   shape.block_size_m = vllm_marlin_moe_block_size(tokens, top_k, experts);
   shape.chunked = false;
+  shape.modular = modular;  // MarlinExperts' workspace_shapes are TritonExperts' (above)
   VllmFusedMoeBytes b = vllm_fused_moe_bytes(shape, d);
+  if ((reduces || modular) && multiprocessors <= 0)
+    throw std::logic_error("vllm_marlin_moe_bytes: c_tmp's cap and the lock workspace need the multiprocessors");
+  if (modular) b.lock_bytes = checked_mul(static_cast<uint64_t>(multiprocessors), 4 * sizeof(int32_t), "fused MoE bytes");
   if (!reduces) return b;  // atomic add: no c_tmp
-  if (multiprocessors <= 0) throw std::logic_error("vllm_marlin_moe_bytes: c_tmp's cap needs the multiprocessors");
   constexpr uint64_t kMaxThreadN = 256;  // marlin.cuh max_thread_n
   const uint64_t block = static_cast<uint64_t>(b.block_size_m);
   const uint64_t sorted = vllm_moe_align_sorted_ids(tokens, top_k, experts, b.block_size_m);

@@ -40,8 +40,15 @@ namespace memplan {
 // use_fp32_reduce and use_atomic_add = (activations float16 or compute capability 9.0 and up); without atomic add
 // the op allocates a float32 c_tmp of min(n · len(sorted ids), SMs · 4 · B · max_thread_n 256) elements, doubled at
 // B = 8 (csrc/moe/marlin_moe_wna16/ops.cu of the series, index id 24530491262), n the GEMM's output width (2·N, then
-// H): a temporary of each call, the larger one counted (reduce_bytes). Later vLLM passes use_atomic_add=False
-// always (fused_marlin_moe.py at 00a130a), not modelled here.
+// H): a temporary of each call, the larger one counted (reduce_bytes). From 0.12 vLLM passes use_atomic_add=False
+// always (vllm_marlin_moe_reduces).
+// In the modular kernel (NVFP4 experts from 0.14: cost_models/vllm_nvfp4.h) Marlin runs as MarlinExperts
+// (fused_marlin_moe.py at the v0.16.0 branch, 2d5be1dd; experts/marlin_moe.py at the v0.23.0 and v0.24.0 branches):
+// its workspace_shapes, workspace1 (M·k, max(N, K)) and workspace2 (M·k·max(2N, K)) with N the width Marlin holds
+// (marlin_moe_intermediate_size) and K = H, are TritonExperts' (N = 2·I_p there, below) to the byte, the output
+// (M, K) sharing workspace1's request, so the same WorkspaceManager buffer; apply passes them as cache2 and cache13
+// (no cache of the call's own) but no workspace=, so _fused_marlin_moe zeroes a lock workspace of SMs x 4 int32
+// each call (marlin_make_workspace_new(device, 4): lock_bytes).
 //
 // From 0.14 (PR #31052, merged the week of 2025-12-26, after 0.13.0; fp8's Triton path from PR #30825, the same
 // release) UnquantizedFusedMoEMethod runs its experts in FusedMoEModularKernel(MoEPrepareAndFinalizeNoEP,
@@ -81,6 +88,7 @@ struct VllmFusedMoeBytes {
   uint64_t output_bytes = 0;
   uint64_t padded_input_bytes = 0;  // FusedMoE.forward's F.pad of the input to a padded hidden size (MXFP4 Marlin)
   uint64_t reduce_bytes = 0;        // Marlin's float32 c_tmp, the larger GEMM's (without atomic add)
+  uint64_t lock_bytes = 0;          // MarlinExperts: Marlin's lock workspace, SMs x 4 int32 zeroed each call
   // The modular kernel's WorkspaceManager buffer (cache13 and cache2 then 0): held from the first MoE layer on, not
   // a call's; not in total().
   uint64_t workspace_bytes = 0;
@@ -115,9 +123,10 @@ inline bool vllm_marlin_moe_reduces(int capability, DType d, bool computes_atomi
 
 // fused_marlin_moe on `tokens` tokens of `hidden` (the layer's, padded where the layer pads it), `width` N, in `d`,
 // with `multiprocessors` SMs; `reduces`: vllm_marlin_moe_reduces (c_tmp's cap needs the SMs: the caller refuses an
-// unknown count where it reduces; std::logic_error here).
+// unknown count where it reduces; std::logic_error here). `modular`: as MarlinExperts (above): the caches in the
+// WorkspaceManager's buffer (workspace_bytes), the lock workspace the call's (the SMs needed too).
 VllmFusedMoeBytes vllm_marlin_moe_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t width,
-                                        bool reduces, int multiprocessors, DType d);
+                                        bool reduces, int multiprocessors, DType d, bool modular);
 
 // I_p for a tensor-parallel group of `tp`: I / tp; throws InputError naming `model` when tp does not divide I
 // (FusedMoE's assert intermediate_size % tp_size == 0).

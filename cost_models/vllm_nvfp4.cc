@@ -45,21 +45,39 @@ uint64_t VllmNvfp4Experts::total() const {
                      workspace_bytes, "nvfp4 experts");
 }
 
-VllmNvfp4Experts vllm_nvfp4_marlin_experts(int64_t experts, int64_t hidden, int64_t intermediate_per_rank,
-                                           int multiprocessors, DType d, const std::string& model) {
-  if (hidden % 64 != 0 || (2 * intermediate_per_rank) % 64 != 0 || intermediate_per_rank % 16 != 0)
+int64_t vllm_nvfp4_marlin_moe_width(int64_t hidden, int64_t intermediate_per_rank, bool pads_width,
+                                    const std::string& model) {
+  const int64_t ip = intermediate_per_rank;
+  if (pads_width) {
+    if (hidden % 64 != 0 || ip % 16 != 0)
+      throw InputError("serve --engine vllm: " + model + "'s NVFP4 experts (hidden size " + std::to_string(hidden) +
+                       ", " + std::to_string(ip) + " wide a rank): vLLM's Marlin pads the width to its thread tiles "
+                       "but asserts a hidden size that is a multiple of 64 (prepare_nvfp4_moe_layer_for_marlin), and "
+                       "the checkpoint's scales take the width in groups of 16");
+    return static_cast<int64_t>(round_up(u64(ip), hidden % 128 == 0 ? 64 : 128));
+  }
+  if (hidden % 64 != 0 || (2 * ip) % 64 != 0 || ip % 16 != 0)
     throw InputError("serve --engine vllm: " + model + "'s NVFP4 experts (hidden size " + std::to_string(hidden) +
-                     ", " + std::to_string(intermediate_per_rank) + " wide a rank): vLLM's Marlin repacks each expert "
-                     "unpadded (prepare_moe_fp4_layer_for_marlin), and gptq_marlin_repack needs size_n a multiple of "
-                     "64 and size_k of 16 (the hidden size and twice the width by 64, the width by 16)");
+                     ", " + std::to_string(ip) + " wide a rank): vLLM's Marlin repacks each expert unpadded up to "
+                     "0.23 (prepare_moe_fp4_layer_for_marlin, prepare_nvfp4_moe_layer_for_marlin), and "
+                     "gptq_marlin_repack needs size_n a multiple of 64 and size_k of 16 (the hidden size and twice "
+                     "the width by 64, the width by 16)");
+  return ip;
+}
+
+VllmNvfp4Experts vllm_nvfp4_marlin_experts(int64_t experts, int64_t hidden, int64_t intermediate_per_rank,
+                                           int multiprocessors, DType d, VllmNvfp4MarlinLayout layout,
+                                           const std::string& model) {
   VllmNvfp4Experts l;
+  l.width = vllm_nvfp4_marlin_moe_width(hidden, intermediate_per_rank, layout.pads_width, model);
   const uint64_t e = u64(experts);
-  const uint64_t values = checked_mul(checked_mul(e, u64(hidden), "nvfp4 experts"), 3 * u64(intermediate_per_rank),
-                                      "nvfp4 experts");  // E (2 I_p H + H I_p)
+  const uint64_t values = checked_mul(checked_mul(e, u64(hidden), "nvfp4 experts"), 3 * u64(l.width),
+                                      "nvfp4 experts");  // E (2 N H + H N), N the width held
   l.weight_bytes = values / 2;  // two FP4 values a byte
   l.scale_bytes = values / 16;  // an fp8 scale a group of 16
-  l.global_scale_bytes = checked_mul(2 * e, u64(dtype_bits(d) / 8), "nvfp4 experts");
-  l.input_scale_bytes = checked_mul(3 * e, sizeof(float), "nvfp4 experts");
+  l.global_scale_bytes =
+      checked_mul(2 * e, layout.global_scales_float32 ? sizeof(float) : u64(dtype_bits(d) / 8), "nvfp4 experts");
+  l.input_scale_bytes = layout.input_scales_dropped ? 0 : checked_mul(3 * e, sizeof(float), "nvfp4 experts");
   l.workspace_bytes = checked_mul(u64(std::max(multiprocessors, 0)), 4 * sizeof(int32_t), "nvfp4 experts");
   return l;
 }

@@ -41,9 +41,20 @@
 // global scale the model type's [E] (.to(param_dtype), nvfp4_marlin_process_global_scale), and adds a workspace of
 // multiprocessors x 4 int32 (marlin_make_workspace_new(device, 4)); the alphas and input-scale inverses it made
 // first are deleted, the loaded input scales stay registered. Its apply calls fused_marlin_moe with that workspace.
+// From 0.14 (PR #31692, "[MoE Refactor][16/N] Apply Refactor to NVFP4") the experts run as MarlinExperts in vLLM's
+// modular kernel (read at the v0.16.0 branch, 2d5be1dd: oracle/nvfp4.py convert_to_nvfp4_moe_kernel_format and
+// make_nvfp4_moe_kernel, marlin_utils_fp4.py prepare_nvfp4_moe_layer_for_marlin, modelopt.py
+// ModelOptNvFp4FusedMoE.process_weights_after_loading; at v0.18.0 and the v0.23.0 and v0.24.0 branches alike but
+// for what VllmNvfp4MarlinLayout names): the same repacked weights, scales and resident workspace, but the Marlin
+// branch returns None for both input scales and replace_parameter(layer, ..., None) drops them; the kernel's buffers
+// are MarlinExperts' (cost_models/vllm_fused_moe.h vllm_marlin_moe_bytes, modular). From 0.20 the global scales
+// stay float32 (no .to(param_dtype) at the 0.20 branch's 132765e35; at v0.18.1rc0 still the model's type; 0.19 not
+// read, taken with 0.18); from 0.24 prepare_nvfp4_moe_layer_for_marlin pads the width to Marlin's thread tiles
+// (padded_N = round_up(I_p, 64) where H % 128 == 0, else round_up(I_p, 128) with H % 64 asserted; absent at the
+// v0.23.0 branch, present at v0.24.0's): w13 to [E, 2 padded_N, H], w2 to [E, H, padded_N], their scales alike.
 // Not modelled: W4A16_NVFP4, NVFP4 experts from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE) and
-// in other vLLM versions, and the NVFP4 KV cache (refused when read), and FlashInfer's TRT-LLM backend (shuffled in
-// place, no padding), chosen only by --linear-backend.
+// before 0.11, and the NVFP4 KV cache (refused when read), and FlashInfer's TRT-LLM backend (shuffled in place, no
+// padding), chosen only by --linear-backend.
 #pragma once
 
 #include <cstdint>
@@ -66,20 +77,36 @@ uint64_t vllm_nvfp4_linear_bytes(int64_t n, int64_t k, bool marlin, int multipro
 // its scales, the padded output; Marlin's c_tmp and padded output).
 uint64_t vllm_nvfp4_call_bytes(int64_t tokens, int64_t n, int64_t k, bool marlin, int multiprocessors, DType d);
 
+// What a release's Marlin path keeps of a layer (above; VllmRule.modular_moe, nvfp4_moe_global_scales_float32,
+// marlin_moe_pads_width).
+struct VllmNvfp4MarlinLayout {
+  bool input_scales_dropped = false;    // 0.14 on
+  bool global_scales_float32 = false;   // 0.20 on
+  bool pads_width = false;              // 0.24 on
+};
+
 // One sparse layer's NVFP4 experts on Marlin (above), one rank's.
 struct VllmNvfp4Experts {
+  int64_t width = 0;                // the width Marlin holds, N of its kernel: I_p, or padded_N from 0.24
   uint64_t weight_bytes = 0;        // w13_weight and w2_weight, repacked
   uint64_t scale_bytes = 0;         // w13_weight_scale and w2_weight_scale, permuted fp8
-  uint64_t global_scale_bytes = 0;  // w13_weight_scale_2 and w2_weight_scale_2, [E] each in the model's type
-  uint64_t input_scale_bytes = 0;   // w13_input_scale [E, 2] and w2_input_scale [E], float32, left registered
+  uint64_t global_scale_bytes = 0;  // w13_weight_scale_2 and w2_weight_scale_2, [E] each
+  uint64_t input_scale_bytes = 0;   // w13_input_scale [E, 2] and w2_input_scale [E], float32, left registered to 0.13
   uint64_t workspace_bytes = 0;     // multiprocessors x 4 int32
   uint64_t total() const;
 };
 
-// `experts` E, `hidden` H, `intermediate_per_rank` I_p, served in `d`. Throws InputError naming `model` where
-// gptq_marlin_repack cannot take the shapes unpadded (size_n a multiple of 64, size_k of 16: 2 I_p and H by 64,
-// I_p by 16).
+// The width Marlin holds (VllmNvfp4Experts.width) for `hidden` H and `intermediate_per_rank` I_p; throws InputError
+// naming `model` where gptq_marlin_repack cannot take the shapes: unpadded (to 0.23) size_n a multiple of 64 and
+// size_k of 16 (2 I_p and H by 64, I_p by 16); padded (0.24 on) H a multiple of 64 and I_p of 16 (the checkpoint's
+// fp8 scale groups).
+int64_t vllm_nvfp4_marlin_moe_width(int64_t hidden, int64_t intermediate_per_rank, bool pads_width,
+                                    const std::string& model);
+
+// `experts` E, `hidden` H, `intermediate_per_rank` I_p, served in `d`, as `layout` keeps them; throws as
+// vllm_nvfp4_marlin_moe_width.
 VllmNvfp4Experts vllm_nvfp4_marlin_experts(int64_t experts, int64_t hidden, int64_t intermediate_per_rank,
-                                           int multiprocessors, DType d, const std::string& model);
+                                           int multiprocessors, DType d, VllmNvfp4MarlinLayout layout,
+                                           const std::string& model);
 
 }  // namespace memplan

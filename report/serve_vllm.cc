@@ -281,10 +281,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      (head ? "its LM head" : "no LM head") + " and " + std::to_string(a.attention_kernels) + " of " +
                      std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace "
                      "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
-  // From 0.14 the unquantized and fp8 experts run in vLLM's modular kernel, whose workspace is held from the first
-  // MoE layer on (cost_models/vllm_fused_moe.h); MXFP4's and NVFP4's paths are their own.
+  // From 0.14 the unquantized, fp8 and NVFP4 experts run in vLLM's modular kernel, whose workspace is held from the
+  // first MoE layer on (cost_models/vllm_fused_moe.h); MXFP4's path is its own.
   const VllmRule& rule = a.settings.rule;
-  const bool modular_moe = !moe.empty() && !mxfp4 && !nvfp4_experts && rule.modular_moe;
+  const bool modular_moe = !moe.empty() && !mxfp4 && rule.modular_moe;
   if (modular_moe && s.enable_expert_parallel && tp * dp > 1)
     throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": from 0.14 vLLM runs " +
                      probe.path() + "'s experts in its modular kernel, whose expert-parallel prepare and finalize "
@@ -296,7 +296,14 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                  s.engine_version, moe.front().tokens, kVllmModularMoeChunkSize,
                                  kVllmModularMoeChunkSize));
   Estimate forward = estimate_graph(*g, options);
-  if (modular_moe) vllm_hold_moe_workspace(forward, moe, tp, served, probe.path());
+  if (modular_moe) {  // at the width the kernel holds: NVFP4's Marlin pads it from 0.24 (cost_models/vllm_nvfp4.h)
+    const int64_t per_rank = vllm_moe_intermediate_per_rank(moe.front().expert_intermediate, tp, probe.path());
+    vllm_hold_moe_workspace(forward, moe,
+                            nvfp4_experts ? vllm_nvfp4_marlin_moe_width(moe.front().hidden, per_rank,
+                                                                        rule.marlin_moe_pads_width, probe.path())
+                                          : per_rank,
+                            served, probe.path());
+  }
   if (mxfp4 && moe.empty())
     throw InputError("serve --engine vllm: " + probe.path() + "'s quantization_config mxfp4 quantizes experts, and "
                      "memplan finds no sparse block");

@@ -281,19 +281,20 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // by the GPU's `multiprocessors` (0: not known).
 // `expert_parallel`: vLLM's --enable-expert-parallel over the dp x tp GPUs; refuses MXFP4 and gpt_oss experts.
 // `dp`: --data-parallel-size (above 1 only with expert parallelism: refused otherwise).
-// `modular`: vLLM 0.14 on, the unquantized kernel in the modular kernel (cost_models/vllm_fused_moe.h): cache13 and
-// cache2 are the WorkspaceManager's buffer, which `forward` already holds from the first router on
-// (vllm_hold_moe_workspace); refuses expert parallelism.
+// `modular`: vLLM 0.14 on, the unquantized kernel (and NVFP4's Marlin experts, vllm_nvfp4_experts_apply) in the
+// modular kernel (cost_models/vllm_fused_moe.h): cache13 and cache2 are the WorkspaceManager's buffer, which
+// `forward` already holds from the first router on (vllm_hold_moe_workspace); refuses expert parallelism.
 // `rule`: the version's (VllmRule: fused_experts_impl's chunk, the MXFP4 Marlin kernel's atomic add).
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
                              std::optional<VllmMxfp4Backend> mxfp4_backend, std::optional<bool> flashinfer,
                              int multiprocessors, bool modular, const VllmRule& rule);
 
-// vLLM 0.14 on: the modular kernel's WorkspaceManager buffer (cost_models/vllm_fused_moe.h) for `blocks` at one
-// rank's expert width over `tp`, added to `forward`'s allocated bytes from the first router's step on (its
-// allocated_bytes the larger of the steps before and those after with it); the bytes added.
-uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int tp, DType served,
+// vLLM 0.14 on: the modular kernel's WorkspaceManager buffer (cost_models/vllm_fused_moe.h) for `blocks` at
+// `width`, one rank's expert width as the kernel holds it (I_p; NVFP4's Marlin width, vllm_nvfp4_marlin_moe_width),
+// added to `forward`'s allocated bytes from the first router's step on (its allocated_bytes the larger of the steps
+// before and those after with it); the bytes added.
+uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t width, DType served,
                                  const std::string& model);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
@@ -347,11 +348,12 @@ VllmQuantization vllm_modelopt_quantization(const StoredQuantization& stored, co
                                             const std::string& model, std::string& source);
 
 // ModelOpt NVFP4 experts (cost_models/vllm_nvfp4.h). vllm_nvfp4_experts_check, before the profile: throws
-// InputError for an --engine-version whose path is not the 0.11 to 0.13 series' (VllmRule.nvfp4_marlin_moe:
-// fused_marlin_moe called from apply with per-call buffers), VllmGpuRefused from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not
-// sized); below 8.0 vllm_modelopt_quantization refuses the series.
+// InputError for an --engine-version before 0.11 (VllmRule.nvfp4_marlin_moe: the path not read), VllmGpuRefused
+// from compute capability 10.0 (vLLM's CUTLASS or FlashInfer FP4 MoE, not sized); below the release's least
+// capability vllm_modelopt_quantization refuses the checkpoint.
 // vllm_nvfp4_experts_apply, after vllm_fused_moe and the linear layers: Marlin's layer in place of the graph's
-// experts (a.moe's weights; a.quantized's replaced and quantized bytes), its kernel's buffers and the MoE peak.
+// experts (a.moe's weights; a.quantized's replaced and quantized bytes), its kernel's buffers (fused_marlin_moe's to
+// 0.13, MarlinExperts' in the modular kernel from 0.14: a.moe.modular) and the MoE peak.
 void vllm_nvfp4_experts_check(const VllmResolved& settings, int capability, const std::string& model);
 void vllm_nvfp4_experts_apply(VllmAnswer& a, int multiprocessors, DType served);
 

@@ -259,6 +259,7 @@ nlohmann::ordered_json vllm_to_json(const VllmAnswer& a) {
                                       {"kernel", "marlin"},
                                       {"sparse_layers", a.moe.blocks},
                                       {"unquantized_routers", a.nvfp4_unquantized_routers},
+                                      {"width", a.moe.nvfp4_layer.width},
                                       {"layer_bytes", a.moe.nvfp4_layer.total()},
                                       {"weight_bytes", a.moe.nvfp4_layer.weight_bytes},
                                       {"scale_bytes", a.moe.nvfp4_layer.scale_bytes},
@@ -324,11 +325,16 @@ std::string vllm_to_text(const VllmAnswer& a) {
       const VllmNvfp4Experts& l = a.moe.nvfp4_layer;
       const uint64_t n = static_cast<uint64_t>(a.moe.blocks);
       t += fmt::format("                                   of which the experts of {} sparse layers, repacked for "
-                       "Marlin: {} (weights {}, fp8 scales {}, global scales {}, input scales {}, workspaces {}) where "
-                       "the model's type takes {}{}\n",
-                       a.moe.blocks, format_bytes(a.moe.expert_weight_bytes), format_bytes(l.weight_bytes * n),
+                       "Marlin{}: {} (weights {}, fp8 scales {}, global scales {}, {}workspaces {}) where the model's "
+                       "type takes {}{}\n",
+                       a.moe.blocks,
+                       l.width != a.moe.intermediate_per_rank ? fmt::format(" with the width padded to {}", l.width)
+                                                              : "",
+                       format_bytes(a.moe.expert_weight_bytes), format_bytes(l.weight_bytes * n),
                        format_bytes(l.scale_bytes * n), format_bytes(l.global_scale_bytes * n),
-                       format_bytes(l.input_scale_bytes * n), format_bytes(l.workspace_bytes * n),
+                       l.input_scale_bytes > 0 ? fmt::format("input scales {}, ", format_bytes(l.input_scale_bytes * n))
+                                               : "",
+                       format_bytes(l.workspace_bytes * n),
                        format_bytes(a.moe.graph_expert_bytes),
                        a.nvfp4_unquantized_routers > 0
                            ? fmt::format("; {} routers stay in the model's type", a.nvfp4_unquantized_routers)

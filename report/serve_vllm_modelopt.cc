@@ -97,30 +97,32 @@ void vllm_nvfp4_experts_check(const VllmResolved& settings, int capability, cons
                                      "Marlin's, below 10.0",
                                      model, capability / 10, capability % 10),
                          false);
-  // The series' detect_nvfp4_moe_support takes Marlin where is_fp4_marlin_supported, 8.0 in 0.11 to 0.13: below
-  // it vllm_modelopt_quantization has refused the checkpoint already (VllmRule.fp4_marlin_sm75).
+  // The 0.11 to 0.13 series' detect_nvfp4_moe_support takes Marlin where is_fp4_marlin_supported (8.0); from 0.14
+  // select_nvfp4_moe_backend does where the FP4 backends are not supported (MarlinExperts from 7.5): below it
+  // vllm_modelopt_quantization has refused the checkpoint already (VllmRule.fp4_marlin_sm75).
   if (!settings.rule.nvfp4_marlin_moe)
-    throw InputError("--engine-version " + settings.version_text + " with " + model + "'s ModelOpt NVFP4 experts: memplan sizes "
-                     "the 0.11 to 0.13 series' Marlin path (ModelOptNvFp4FusedMoE.apply calling fused_marlin_moe, "
-                     "whose buffers each call allocates); from PR #31692 (merged the week of 2026-01-09, in 0.14) the "
-                     "experts run in vLLM's modular kernel with workspaces shared by every layer, which is not sized, "
-                     "and earlier releases' path is not read: give --engine-version 0.11, 0.12 or 0.13");
+    throw InputError("--engine-version " + settings.version_text + " with " + model + "'s ModelOpt NVFP4 experts: "
+                     "memplan sizes vLLM's Marlin path for them from 0.11 (ModelOptNvFp4FusedMoE calling "
+                     "fused_marlin_moe, MarlinExperts in the modular kernel from 0.14); earlier releases' path is not "
+                     "read: give --engine-version 0.11 or later");
 }
 
 void vllm_nvfp4_experts_apply(VllmAnswer& a, int multiprocessors, DType served) {
   VllmMoeAnswer& m = a.moe;
   if (m.blocks == 0 || m.expert_parallel) throw std::logic_error("vllm_nvfp4_experts_apply: no experts, or EP");
   m.nvfp4 = true;
-  m.nvfp4_layer = vllm_nvfp4_marlin_experts(m.experts, m.hidden, m.intermediate_per_rank, multiprocessors, served,
-                                            a.model);
+  const VllmRule& rule = a.settings.rule;
+  m.nvfp4_layer = vllm_nvfp4_marlin_experts(
+      m.experts, m.hidden, m.intermediate_per_rank, multiprocessors, served,
+      {rule.modular_moe, rule.nvfp4_moe_global_scales_float32, rule.marlin_moe_pads_width}, a.model);
   const uint64_t layers = static_cast<uint64_t>(m.blocks);
   // UnquantizedFusedMoEMethod's w13 and w2 (vllm_fused_moe's, the graph's experts on this rank) give way.
   m.graph_expert_bytes = m.expert_weight_bytes;
   m.expert_weight_bytes = checked_mul(m.nvfp4_layer.total(), layers, "expert bytes");
-  m.kernel = vllm_marlin_moe_bytes(m.kernel_tokens, m.top_k, m.experts, m.hidden, m.intermediate_per_rank,
-                                   vllm_marlin_moe_reduces(a.quantization.capability, served,
-                                                           a.settings.rule.marlin_moe_atomic_add),
-                                   multiprocessors, served);
+  if (m.modular != rule.modular_moe) throw std::logic_error("vllm_nvfp4_experts_apply: the kernel's release");
+  m.kernel = vllm_marlin_moe_bytes(m.kernel_tokens, m.top_k, m.experts, m.hidden, m.nvfp4_layer.width,
+                                   vllm_marlin_moe_reduces(a.quantization.capability, served, rule.marlin_moe_atomic_add),
+                                   multiprocessors, served, m.modular);
   m.peak_allocated = vllm_moe_peak(m, 0);
   a.quantized.dense_bytes = checked_add(a.quantized.dense_bytes, m.graph_expert_bytes, "weights bytes");
   a.quantized.quantized_bytes = checked_add(a.quantized.quantized_bytes, m.expert_weight_bytes, "weights bytes");

@@ -158,13 +158,11 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   return m;
 }
 
-uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int tp, DType served,
+uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t width, DType served,
                                  const std::string& model) {
   if (blocks.empty()) return 0;
   const MoeBlock& first = blocks.front();
-  const uint64_t bytes =
-      vllm_modular_moe_workspace_bytes(first.tokens, first.top_k, first.hidden,
-                                       vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, model), served);
+  const uint64_t bytes = vllm_modular_moe_workspace_bytes(first.tokens, first.top_k, first.hidden, width, served);
   size_t from = forward.allocated_per_step.size();
   for (const MoeBlock& b : blocks) {
     const auto it = std::find(forward.step_names.begin(), forward.step_names.end(), b.topk);
@@ -220,7 +218,8 @@ Mxfp4BackendNames mxfp4_backend_names(VllmMxfp4Backend b) {
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return nullptr;
   const Mxfp4BackendNames mxfp4 = mxfp4_backend_names(m.mxfp4_backend);
-  return {{"kernel", m.nvfp4     ? std::string("vllm fused_marlin_moe (nvfp4)")
+  return {{"kernel", m.nvfp4     ? std::string(m.modular ? "vllm modular MarlinExperts (nvfp4)"
+                                                          : "vllm fused_marlin_moe (nvfp4)")
                      : m.modular ? std::string("vllm modular TritonExperts")
                      : !m.mxfp4  ? std::string("vllm fused_experts")
                                  : fmt::format("{} {} (mxfp4)", mxfp4.library, mxfp4.kernel)},
@@ -246,6 +245,7 @@ nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
           {"output_bytes", m.kernel.output_bytes},
           {"padded_input_bytes", m.kernel.padded_input_bytes},
           {"reduce_bytes", m.kernel.reduce_bytes},
+          {"lock_bytes", m.kernel.lock_bytes},
           {"workspace_bytes", m.kernel.workspace_bytes},
           {"kernel_bytes", m.kernel.total()},
           {"peak_allocated_bytes", m.peak_allocated}};
@@ -255,7 +255,7 @@ namespace {
 
 // Marlin's float32 reduction buffer, where the GEMMs run without atomic add (cost_models/vllm_fused_moe.h).
 std::string marlin_reduce_text(const VllmFusedMoeBytes& k) {
-  return k.reduce_bytes > 0 ? fmt::format(", float32 reduction buffer {} (no atomic add below compute capability 9.0)",
+  return k.reduce_bytes > 0 ? fmt::format(", float32 reduction buffer {} (its GEMMs without atomic add)",
                                           format_bytes(k.reduce_bytes))
                             : std::string();
 }
@@ -282,17 +282,28 @@ std::string mxfp4_layer_parts_text(const Mxfp4ExpertsLayer& l, uint64_t layers) 
 
 std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return "";
-  if (m.nvfp4)
+  if (m.nvfp4) {
+    const std::string width =
+        m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "";
+    if (m.modular)
+      return fmt::format("; the NVFP4 experts of {} sparse layers by vLLM's Marlin MoE in its modular kernel "
+                         "(MarlinExperts: {} experts, top-{}, {} wide{}; {} of expert weights for the graph's {}; its "
+                         "WorkspaceManager buffer {}, one for every layer, held from the first; per call {}: output "
+                         "{}, lock workspace {}, top-k and alignment {}{})",
+                         m.blocks, m.experts, m.top_k, m.intermediate, width, format_bytes(m.expert_weight_bytes),
+                         format_bytes(m.graph_expert_bytes), format_bytes(m.kernel.workspace_bytes),
+                         format_bytes(m.kernel.total()), format_bytes(m.kernel.output_bytes),
+                         format_bytes(m.kernel.lock_bytes), format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes),
+                         marlin_reduce_text(m.kernel));
     return fmt::format("; the NVFP4 experts of {} sparse layers by vLLM's Marlin MoE (fused_marlin_moe: {} experts, "
                        "top-{}, {} wide{}; {} of expert weights for the graph's {}; per call {}: cache13 {}, "
                        "cache2 {}, output {}, top-k and alignment {}{})",
-                       m.blocks, m.experts, m.top_k, m.intermediate,
-                       m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank)
-                                                                 : "",
-                       format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
-                       format_bytes(m.kernel.total()), format_bytes(m.kernel.cache13_bytes),
-                       format_bytes(m.kernel.cache2_bytes), format_bytes(m.kernel.output_bytes),
-                       format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes), marlin_reduce_text(m.kernel));
+                       m.blocks, m.experts, m.top_k, m.intermediate, width, format_bytes(m.expert_weight_bytes),
+                       format_bytes(m.graph_expert_bytes), format_bytes(m.kernel.total()),
+                       format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
+                       format_bytes(m.kernel.output_bytes), format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes),
+                       marlin_reduce_text(m.kernel));
+  }
   if (m.mxfp4) {
     const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
     const bool flashinfer = m.mxfp4_backend == VllmMxfp4Backend::FlashInfer;

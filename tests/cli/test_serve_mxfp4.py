@@ -384,7 +384,10 @@ class FlashInferOnSm100(unittest.TestCase):
             p = run("serve", GPT_OSS, "--graph", "decode", "--engine", "vllm", "--gpu", "B200", "--engine-version",
                     "0.18", "--json", *extra)
             self.assertEqual(p.returncode, 0, p.stderr)
-            moe = json.loads(p.stdout)["replaced"]["fused_moe"]
+            j = json.loads(p.stdout)
+            with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+                jsonschema.validate(j, json.load(f))  # the backend's kernel name among the schema's
+            moe = j["replaced"]["fused_moe"]
             self.assertEqual(moe["kernel"], "flashinfer trtllm_fp4_block_scale_moe (mxfp4)")
             self.assertEqual(moe["expert_weight_bytes"], 11_584_742_400)
             self.assertEqual(moe["kernel_bytes"], 515_979_520)

@@ -1,5 +1,5 @@
 """`memplan serve --engine vllm` on ModelOpt NVFP4 mixtures of experts (hf_quant_config.json quant_algo "NVFP4"):
-the experts as vLLM 0.11's ModelOptNvFp4FusedMoE holds them on Marlin and its fused_marlin_moe's buffers
+the experts as vLLM's ModelOptNvFp4FusedMoE holds them on Marlin and its fused_marlin_moe's buffers (MarlinExperts' from 0.14)
 (cost_models/vllm_nvfp4.h, vllm_fused_moe.h), numbers by hand; each case compares the checkpoint with the same config
 without its hf_quant_config.json, so every other weights term cancels.
 
@@ -19,6 +19,14 @@ H100 (9.0, 132 SMs), tp 1:
     fused_experts' 134,156 (block 64: 380 + 6 + 1 ids, 1,548 B): the MoE peak 252 B lower at the same router step.
 A100 (8.0, 108 SMs): workspaces 108 x 4 x 4 = 1,728 (experts 222,976) and 432 a dense module; no atomic add below
   9.0: c_tmp min(max(256, 256) x 316, 108 x 4 x 48 x 256) = 80,896 floats, 323,584 B: kernel 457,488.
+From 0.14 (PR #31692) MarlinExperts in the modular kernel (cost_models/vllm_fused_moe.h), H100: the layer drops its
+  input scales, 223,312; a call holds fused_topk 1,536, alignment 1,296 (block 48 as before), the output 32,768, a
+  lock workspace of 132 x 4 int32 zeroed, 2,112, and c_tmp (no atomic add from 0.12) 323,584: 361,296; cache13 and
+  cache2 are the WorkspaceManager's buffer, 128 x max(128, 256) x 2 + 128 x max(256, 256) x 2 = 131,072, held from
+  the router on as the bf16 model's TritonExperts' (the same shapes), whose call is 1,536 + 1,548 + 32,768 = 35,852:
+  the MoE peak 325,444 higher. From 0.20 the global scales are float32: 223,328. From 0.24 Marlin pads the width:
+  experts 80 wide (refused unpadded: 2 x 80 is off 64) held 128 wide (H 256 a multiple of 128: round_up(80, 64)),
+  the layer of 128 (223,328) for the graph's 4 x 3 x 256 x 80 x 2 = 491,520, the kernel the same 361,296.
 tp 2 (I_p 64), H100: qkv N 384, K 256: 49,152 + 6,144 + 544 = 55,840; o_proj N 256, K 128: 16,384 + 2,048 + 544 =
   18,976; experts 4 x 256 x 192 = 196,608 values: 98,304 + 12,288 + 16 + 48 + 2,112 = 112,768: 187,584 quantized for
   196,608 + 65,536 + 393,216 = 655,360: 467,776 less. Kernel: cache13 128 x max(128, 256) x 2 = 65,536, cache2
@@ -111,6 +119,44 @@ class Nvfp4ExpertsByHand(unittest.TestCase):
         self.assertEqual(bf16["memory"]["weights_bytes"] - q["memory"]["weights_bytes"], 467_776)
         self.assertEqual(q["replaced"]["fused_moe"]["kernel_bytes"], 117_520)
 
+    def test_0_14_marlin_experts_in_the_modular_kernel(self):
+        bf16, q = self.answers("--gpu", "H100-80GB", "--engine-version", "0.14")
+        with open(os.path.join(SRC, "docs", "schemas", "serve.vllm.schema.json")) as f:
+            jsonschema.validate(q, json.load(f))
+        x = q["replaced"]["nvfp4"]["experts"]
+        self.assertEqual((x["width"], x["input_scale_bytes"], x["layer_bytes"]), (128, 0, 223_312))
+        self.assertEqual(bf16["memory"]["weights_bytes"] - q["memory"]["weights_bytes"], 938_864)
+        moe = q["replaced"]["fused_moe"]
+        self.assertEqual(moe["kernel"], "vllm modular MarlinExperts (nvfp4)")
+        self.assertEqual((moe["block_size_m"], moe["topk_bytes"], moe["align_bytes"]), (48, 1_536, 1_296))
+        self.assertEqual((moe["cache13_bytes"], moe["cache2_bytes"], moe["output_bytes"]), (0, 0, 32_768))
+        self.assertEqual((moe["lock_bytes"], moe["reduce_bytes"], moe["kernel_bytes"]), (2_112, 323_584, 361_296))
+        self.assertEqual(moe["workspace_bytes"], 131_072)
+        self.assertEqual(bf16["replaced"]["fused_moe"]["kernel"], "vllm modular TritonExperts")
+        self.assertEqual(bf16["replaced"]["fused_moe"]["workspace_bytes"], 131_072)
+        self.assertEqual(bf16["replaced"]["fused_moe"]["kernel_bytes"], 35_852)
+        self.assertEqual(moe["peak_allocated_bytes"], bf16["replaced"]["fused_moe"]["peak_allocated_bytes"] + 325_444)
+
+    def test_0_20_float32_global_scales(self):
+        _, q = self.answers("--gpu", "H100-80GB", "--engine-version", "0.20", "--enforce-eager")
+        x = q["replaced"]["nvfp4"]["experts"]
+        self.assertEqual((x["global_scale_bytes"], x["layer_bytes"]), (32, 223_328))
+
+    def test_0_24_pads_the_width(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = checkpoint(d, moe_intermediate_size=80)
+            p = run("serve", path, *ARGS, "--gpu", "H100-80GB", "--engine-version", "0.23", "--enforce-eager")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("gptq_marlin_repack needs size_n a multiple of 64", p.stderr)
+            q = serve(path, "--gpu", "H100-80GB", "--engine-version", "0.24", "--enforce-eager")
+            p = run("serve", path, *ARGS, "--gpu", "H100-80GB", "--engine-version", "0.24", "--enforce-eager")
+        x = q["replaced"]["nvfp4"]["experts"]
+        self.assertEqual((x["width"], x["layer_bytes"]), (128, 223_328))
+        moe = q["replaced"]["fused_moe"]
+        self.assertEqual((moe["expert_intermediate_size"], moe["kernel_bytes"]), (80, 361_296))
+        self.assertEqual(moe["workspace_bytes"], 131_072)
+        self.assertIn("repacked for Marlin with the width padded to 128", p.stdout)
+
     def test_text_output(self):
         with tempfile.TemporaryDirectory() as d:
             p = run("serve", checkpoint(d), *ARGS, "--gpu", "H100-80GB")
@@ -133,10 +179,9 @@ class Nvfp4ExpertsRefusals(unittest.TestCase):
                      "ModelOptNvFp4Config needs 8.0 (get_min_capability", "--gpu", "T4",
                      args=[*ARGS[:-1], "fp16"])
 
-    def test_versions_whose_path_is_not_sized(self):
-        for version in ("0.14", "0.10"):
-            self.refused("memplan sizes the 0.11 to 0.13 series' Marlin path", "--gpu", "H100-80GB",
-                         "--engine-version", version)
+    def test_versions_whose_path_is_not_read(self):
+        self.refused("memplan sizes vLLM's Marlin path for them from 0.11", "--gpu", "H100-80GB",
+                     "--engine-version", "0.10")
 
     def test_expert_parallel_and_lora(self):
         self.refused("memplan sizes vLLM's expert parallelism for unquantized and fp8 experts", "--gpu", "H100-80GB",

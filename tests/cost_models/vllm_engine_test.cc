@@ -421,12 +421,18 @@ TEST(VllmEngine, SeriesPathsChangeAtTheirReleases) {
   // PR #30785, after 0.13's branch (v0.13.0 has #29980 reverted): auto follows ModelOpt's FP8 KV cache from 0.14.
   EXPECT_FALSE(vllm_rule("0.13.0").modelopt_kv_auto_fp8);
   EXPECT_TRUE(vllm_rule("0.14.0").modelopt_kv_auto_fp8);
-  // PR #31692 (NVFP4 experts) and PR #31052 (the modular kernel), both in 0.14: one path gives way to the other.
-  for (const char* v : {"0.10.2", "0.14.0", "0.20"}) EXPECT_FALSE(vllm_rule(v).nvfp4_marlin_moe) << v;
+  // NVFP4 experts on Marlin from 0.11; PR #31692 (them) and PR #31052 (the modular kernel), both in 0.14, move them
+  // into the modular kernel; their global scales float32 from 0.20, their width padded from 0.24.
+  EXPECT_FALSE(vllm_rule("0.10.2").nvfp4_marlin_moe);
   for (const char* v : {"0.11", "0.12.0", "0.13.0"}) {
     EXPECT_TRUE(vllm_rule(v).nvfp4_marlin_moe) << v;
     EXPECT_FALSE(vllm_rule(v).modular_moe) << v;
   }
+  for (const char* v : {"0.14.0", "0.20", "0.29"}) EXPECT_TRUE(vllm_rule(v).nvfp4_marlin_moe && vllm_rule(v).modular_moe) << v;
+  EXPECT_FALSE(vllm_rule("0.19.1").nvfp4_moe_global_scales_float32);
+  EXPECT_TRUE(vllm_rule("0.20").nvfp4_moe_global_scales_float32);
+  EXPECT_FALSE(vllm_rule("0.23.0").marlin_moe_pads_width);
+  EXPECT_TRUE(vllm_rule("0.24.0").marlin_moe_pads_width);
   // Chunking to 0.17 (PR #34086 in 0.18); MXFP4's Marlin in the modular kernel from 0.17 (PR #34588).
   EXPECT_TRUE(vllm_rule("0.14.0").modular_moe && vllm_rule("0.14.0").modular_moe_chunked);
   EXPECT_TRUE(vllm_rule("0.17.1").modular_moe_chunked && vllm_rule("0.17.1").mxfp4_marlin_modular);

@@ -68,6 +68,36 @@ TEST(VllmFusedMoe, FromVersion0_12TheChunkIsHalved) {
   EXPECT_EQ(b.output_bytes, 1280000u);
 }
 
+// MarlinExperts in the modular kernel (NVFP4 experts from vLLM 0.14), Qwen3-30B-A3B's shapes (E 128, k 8, H 2,048,
+// N 768) at 8,192 tokens on an H100 (132 SMs), bf16:
+//   block_size_m   8,192 x 8 / 128 / 64 = 8 >= 0.9 at every size: 64
+//   fused_topk     8,192 x 8 x 12                                   = 786,432
+//   alignment      sorted 65,536 + 128 x 63 = 73,600; 1,150 blocks; + 1: 74,751 x 4 = 299,004
+//   output         8,192 x 2,048 x 2                                = 33,554,432
+//   lock           132 x 4 int32, zeroed each call                  = 2,112
+//   c_tmp          min(max(1,536, 2,048) x 73,600, 132 x 4 x 64 x 256) = 8,650,752 floats = 34,603,008
+//   per call                                                        = 69,244,988
+//   WorkspaceManager: workspace1 65,536 x max(768, 2,048) x 2 = 268,435,456 and workspace2 65,536 x max(1,536,
+//   2,048) x 2 the same: 536,870,912, no cache of the call's own.
+TEST(VllmFusedMoe, MarlinExpertsInTheModularKernelByHand) {
+  const VllmFusedMoeBytes b = vllm_marlin_moe_bytes(8192, 8, 128, 2048, 768, /*reduces=*/true, 132,
+                                                    DType::BFloat16, /*modular=*/true);
+  EXPECT_EQ(b.block_size_m, 64);
+  EXPECT_EQ(b.topk_bytes, 786432u);
+  EXPECT_EQ(b.align_bytes, 299004u);
+  EXPECT_EQ(b.output_bytes, 33554432u);
+  EXPECT_EQ(b.lock_bytes, 2112u);
+  EXPECT_EQ(b.reduce_bytes, 34603008u);
+  EXPECT_EQ(b.cache13_bytes + b.cache2_bytes, 0u);
+  EXPECT_EQ(b.total(), 69244988u);
+  EXPECT_EQ(b.workspace_bytes, 536870912u);
+  // fused_marlin_moe called directly (to 0.13): its own caches, the layer's workspace passed in, no lock of its own.
+  const VllmFusedMoeBytes direct = vllm_marlin_moe_bytes(8192, 8, 128, 2048, 768, true, 132, DType::BFloat16, false);
+  EXPECT_EQ(direct.lock_bytes + direct.workspace_bytes, 0u);
+  EXPECT_EQ(direct.cache13_bytes, 65536u * 2048 * 2);
+  EXPECT_EQ(direct.cache2_bytes, 65536u * 768 * 2);
+}
+
 TEST(VllmFusedMoe, TensorParallelMustDivideTheExpertWidth) {
   EXPECT_EQ(vllm_moe_intermediate_per_rank(768, 4, "m"), 192);
   EXPECT_THROW(vllm_moe_intermediate_per_rank(768, 5, "m"), InputError);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "cost_models/vllm_nvfp4.h"
@@ -38,19 +39,40 @@ TEST(VllmNvfp4, CallsByHand) {
 // twice in bfloat16, 16 B; the loaded input scales float32 [E, 2] and [E], 48 B; the workspace 132 x 4 int32,
 // 2,112 B: 223,360. Qwen3-30B-A3B's layer (E 128, H 2,048, I 768, tp 1): 603,979,776 values, 301,989,888 +
 // 37,748,736 + 512 + 1,536 + 2,112 = 339,742,784.
+// From 0.14 the input scales are dropped (223,312; Qwen3-30B-A3B 339,741,248); from 0.20 the global scales are
+// float32, 32 B (223,328); from 0.24 the width is padded: H 256 a multiple of 128, so round_up(I_p, 64): 80 -> 128,
+// the layer of I_p 128 (223,328); H 192 (a multiple of 64, not of 128): round_up(80, 128) = 128 too, E x 3 x 192 x
+// 128 = 294,912 values, 147,456 + 18,432 + 32 + 2,112 = 168,032.
 TEST(VllmNvfp4, MarlinExpertsByHand) {
-  const VllmNvfp4Experts l = vllm_nvfp4_marlin_experts(4, 256, 128, 132, DType::BFloat16, "m");
+  const VllmNvfp4MarlinLayout to_0_13{}, from_0_14{true, false, false}, from_0_20{true, true, false},
+      from_0_24{true, true, true};
+  const VllmNvfp4Experts l = vllm_nvfp4_marlin_experts(4, 256, 128, 132, DType::BFloat16, to_0_13, "m");
+  EXPECT_EQ(l.width, 128);
   EXPECT_EQ(l.weight_bytes, 196608u);
   EXPECT_EQ(l.scale_bytes, 24576u);
   EXPECT_EQ(l.global_scale_bytes, 16u);
   EXPECT_EQ(l.input_scale_bytes, 48u);
   EXPECT_EQ(l.workspace_bytes, 2112u);
   EXPECT_EQ(l.total(), 223360u);
-  EXPECT_EQ(vllm_nvfp4_marlin_experts(128, 2048, 768, 132, DType::BFloat16, "m").total(), 339742784u);
-  // gptq_marlin_repack's tiles, unpadded: a width whose double is off 64 (I_p 48), a hidden size off 64.
-  for (const auto& [h, ip] : {std::pair{256, 48}, std::pair{200, 128}}) {
+  EXPECT_EQ(vllm_nvfp4_marlin_experts(128, 2048, 768, 132, DType::BFloat16, to_0_13, "m").total(), 339742784u);
+  EXPECT_EQ(vllm_nvfp4_marlin_experts(4, 256, 128, 132, DType::BFloat16, from_0_14, "m").total(), 223312u);
+  EXPECT_EQ(vllm_nvfp4_marlin_experts(128, 2048, 768, 132, DType::BFloat16, from_0_14, "m").total(), 339741248u);
+  EXPECT_EQ(vllm_nvfp4_marlin_experts(4, 256, 128, 132, DType::BFloat16, from_0_20, "m").total(), 223328u);
+  const VllmNvfp4Experts padded = vllm_nvfp4_marlin_experts(4, 256, 80, 132, DType::BFloat16, from_0_24, "m");
+  EXPECT_EQ(padded.width, 128);
+  EXPECT_EQ(padded.total(), 223328u);
+  const VllmNvfp4Experts padded_128 = vllm_nvfp4_marlin_experts(4, 192, 80, 132, DType::BFloat16, from_0_24, "m");
+  EXPECT_EQ(padded_128.width, 128);
+  EXPECT_EQ(padded_128.total(), 168032u);
+  EXPECT_EQ(vllm_nvfp4_marlin_moe_width(2048, 96, true, "m"), 128);  // Qwen3-30B-A3B at tp 8 from 0.24
+  EXPECT_EQ(vllm_nvfp4_marlin_moe_width(2048, 96, false, "m"), 96);  // unpadded to 0.23: 2 x 96 by 64
+  // gptq_marlin_repack's tiles, unpadded: a width whose double is off 64 (I_p 48, I_p 80), a hidden size off 64;
+  // padded: a hidden size off 64 (the assert), a width off the scales' groups of 16.
+  for (const auto& [h, ip, pads] : {std::tuple{256, 48, false}, std::tuple{256, 80, false},
+                                    std::tuple{200, 128, false}, std::tuple{200, 128, true},
+                                    std::tuple{256, 72, true}}) {
     try {
-      vllm_nvfp4_marlin_experts(4, h, ip, 132, DType::BFloat16, "tiny");
+      vllm_nvfp4_marlin_experts(4, h, ip, 132, DType::BFloat16, {true, true, pads}, "tiny");
       ADD_FAILURE() << h << " " << ip;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("tiny's NVFP4 experts"), std::string::npos) << e.what();
