@@ -180,9 +180,10 @@ Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64
 }
 
 VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
-                                                 const Mxfp4ExpertsLayer& layer, bool reduces, int multiprocessors) {
+                                                 const Mxfp4ExpertsLayer& layer, bool reduces, int multiprocessors,
+                                                 bool modular) {
   VllmFusedMoeBytes b = vllm_marlin_moe_bytes(tokens, top_k, experts, layer.hidden_padded, layer.intermediate_padded,
-                                              reduces, multiprocessors, DType::BFloat16, /*modular=*/false);
+                                              reduces, multiprocessors, DType::BFloat16, modular);
   b.padded_input_bytes = checked_mul(checked_mul(u64(tokens), u64(layer.hidden_padded), "mxfp4 kernel"), 2,
                                      "mxfp4 kernel");
   return b;

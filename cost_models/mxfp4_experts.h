@@ -143,9 +143,13 @@ Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64
 
 // The Marlin backend's kernel on `tokens` tokens in bfloat16, the layer padded as `layer`, with `multiprocessors`
 // SMs, `reduces` as vllm_marlin_moe_reduces says: fused_marlin_moe's buffers at H_pad and I_pad
-// (vllm_marlin_moe_bytes) and the padded input [T, H_pad].
+// (vllm_marlin_moe_bytes; `modular`: as MarlinExperts in the modular kernel, from 0.17 by PR #34588 — read at
+// v0.17.1rc0 and v0.18.0: Mxfp4MoEMethod.process_weights_after_loading builds FusedMoEKernel(prepare_finalize,
+// MarlinExperts) over the same prepare_moe_fp4_layer_for_marlin layer, and the runner still pads the input to the
+// layer's hidden size, maybe_roundup_hidden_size's 256 for Marlin) and the padded input [T, H_pad].
 VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
-                                                 const Mxfp4ExpertsLayer& layer, bool reduces, int multiprocessors);
+                                                 const Mxfp4ExpertsLayer& layer, bool reduces, int multiprocessors,
+                                                 bool modular);
 
 // One sparse layer's experts on one GPU of compute capability `capability` (major x 10 + minor) under vLLM's Triton
 // backend. Throws InputError naming `model` where vLLM would run another backend (capability below 90 or from 110).

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "cost_models/engine_kernels.h"
 #include "cost_models/graph_facts.h"
+#include "cost_models/mxfp4_experts.h"
+#include "cost_models/vllm_nvfp4.h"
 #include "cost_models/runtime_constants.h"
 #include "cost_models/runtime_rules.h"
 #include "cost_models/vllm_weights.h"
@@ -281,10 +284,19 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      (head ? "its LM head" : "no LM head") + " and " + std::to_string(a.attention_kernels) + " of " +
                      std::to_string(a.kv_layers) + " attention blocks that vLLM's kernels replace "
                      "(cost_models/engine_kernels.h, op_fusion_matmul.cc)");
-  // From 0.14 the unquantized, fp8 and NVFP4 experts run in vLLM's modular kernel, whose workspace is held from the
-  // first MoE layer on (cost_models/vllm_fused_moe.h); MXFP4's path is its own.
+  // gpt-oss's MXFP4 experts: the backend vLLM takes on this GPU (cost_models/mxfp4_experts.h).
   const VllmRule& rule = a.settings.rule;
-  const bool modular_moe = !moe.empty() && !mxfp4 && rule.modular_moe;
+  const std::optional<VllmMxfp4Backend> mxfp4_backend =
+      mxfp4 ? std::optional(vllm_mxfp4_backend_for_gpu(capability,
+                                                       kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"),
+                                                       rule, a.settings.flashinfer, probe.path()))
+            : std::nullopt;
+  // From 0.14 the unquantized, fp8 and NVFP4 experts run in vLLM's modular kernel, whose workspace is held from the
+  // first MoE layer on (cost_models/vllm_fused_moe.h), and MXFP4's on Marlin from 0.17 (PR #34588); MXFP4's other
+  // backends are their own.
+  const bool modular_moe =
+      !moe.empty() && rule.modular_moe &&
+      (!mxfp4 || (mxfp4_backend == VllmMxfp4Backend::Marlin && rule.mxfp4_marlin_modular));
   if (modular_moe && s.enable_expert_parallel && tp * dp > 1)
     throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": from 0.14 vLLM runs " +
                      probe.path() + "'s experts in its modular kernel, whose expert-parallel prepare and finalize "
@@ -296,28 +308,24 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                  s.engine_version, moe.front().tokens, kVllmModularMoeChunkSize,
                                  kVllmModularMoeChunkSize));
   Estimate forward = estimate_graph(*g, options);
-  if (modular_moe) {  // at the width the kernel holds: NVFP4's Marlin pads it from 0.24 (cost_models/vllm_nvfp4.h)
-    const int64_t per_rank = vllm_moe_intermediate_per_rank(moe.front().expert_intermediate, tp, probe.path());
-    vllm_hold_moe_workspace(forward, moe,
-                            nvfp4_experts ? vllm_nvfp4_marlin_moe_width(moe.front().hidden, per_rank,
-                                                                        rule.marlin_moe_pads_width, probe.path())
-                                          : per_rank,
-                            served, probe.path());
+  if (modular_moe) {  // at the sizes the kernel holds: Marlin pads them (cost_models/vllm_nvfp4.h, mxfp4_experts.h)
+    const MoeBlock& first = moe.front();
+    const int64_t per_rank = vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, probe.path());
+    int64_t hidden = first.hidden, width = per_rank;
+    if (nvfp4_experts) width = vllm_nvfp4_marlin_moe_width(hidden, per_rank, rule.marlin_moe_pads_width, probe.path());
+    if (mxfp4) {
+      const Mxfp4ExpertsLayer l = vllm_mxfp4_marlin_layer(first.experts, hidden, per_rank, 0, probe.path());
+      hidden = l.hidden_padded;
+      width = l.intermediate_padded;
+    }
+    vllm_hold_moe_workspace(forward, moe, hidden, width, served, probe.path());
   }
   if (mxfp4 && moe.empty())
     throw InputError("serve --engine vllm: " + probe.path() + "'s quantization_config mxfp4 quantizes experts, and "
                      "memplan finds no sparse block");
   a.moe = vllm_fused_moe(moe, forward, tp, storage_dtype(DType::Float32, options.inference.float_dtype), probe.path(),
-                         mxfp4 ? capability : 0, s.enable_expert_parallel, dp,
-                         kMxfp4BackendChoices.parse(s.mxfp4_backend, "--mxfp4-backend"), a.settings.flashinfer,
+                         mxfp4 ? capability : 0, s.enable_expert_parallel, dp, mxfp4_backend,
                          options.execution.multiprocessors, modular_moe, rule);
-  // The GPU's backend: its row.
-  if (a.moe.mxfp4 && a.moe.mxfp4_backend == VllmMxfp4Backend::Marlin && rule.mxfp4_marlin_modular)
-    throw VllmGpuRefused("--engine-version " + s.engine_version + " with " + probe.path() + "'s MXFP4 experts on "
-                         "Marlin: from 0.17 (PR #34588) they run in vLLM's modular kernel (MarlinExperts, the "
-                         "WorkspaceManager's shared buffer), which memplan does not size; it sizes that path up to "
-                         "0.16",
-                         false);
   // Before PR #21497 (0.10.1) determine_expert_map gave the last rank every remaining expert: not the rule sized.
   if (a.moe.expert_parallel && !rule.even_expert_map && a.moe.experts % a.moe.ep.ep_size != 0)
     throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": " +

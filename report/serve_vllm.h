@@ -276,26 +276,34 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // (find_moe_blocks: ServeProbe::kernel_sites) are held outside it (the fused kernel computes in its own buffers), the
 // kernel's terms.
 // `mxfp4_capability` > 0: the experts are MXFP4 (a gpt-oss checkpoint) on a GPU of that compute capability, held by
-// the backend vllm_mxfp4_backend(capability, `mxfp4_backend`, `flashinfer`) resolves (--mxfp4-backend,
-// --flashinfer), Marlin's workspace sized
-// by the GPU's `multiprocessors` (0: not known).
+// `mxfp4_backend` (vllm_mxfp4_backend_for_gpu's), Marlin's workspace sized by the GPU's `multiprocessors` (0: not
+// known).
 // `expert_parallel`: vLLM's --enable-expert-parallel over the dp x tp GPUs; refuses MXFP4 and gpt_oss experts.
 // `dp`: --data-parallel-size (above 1 only with expert parallelism: refused otherwise).
-// `modular`: vLLM 0.14 on, the unquantized kernel (and NVFP4's Marlin experts, vllm_nvfp4_experts_apply) in the
-// modular kernel (cost_models/vllm_fused_moe.h): cache13 and cache2 are the WorkspaceManager's buffer, which
-// `forward` already holds from the first router on (vllm_hold_moe_workspace); refuses expert parallelism.
+// `modular`: vLLM 0.14 on, the unquantized kernel (and NVFP4's Marlin experts, vllm_nvfp4_experts_apply; MXFP4's
+// Marlin backend from 0.17) in the modular kernel (cost_models/vllm_fused_moe.h): cache13 and cache2 are the
+// WorkspaceManager's buffer, which `forward` already holds from the first router on (vllm_hold_moe_workspace);
+// refuses expert parallelism and MXFP4's other backends.
 // `rule`: the version's (VllmRule: fused_experts_impl's chunk, the MXFP4 Marlin kernel's atomic add).
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
-                             std::optional<VllmMxfp4Backend> mxfp4_backend, std::optional<bool> flashinfer,
-                             int multiprocessors, bool modular, const VllmRule& rule);
+                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
+                             const VllmRule& rule);
+
+// The backend vLLM takes for gpt-oss's MXFP4 experts on a GPU of compute capability `capability`
+// (cost_models/mxfp4_experts.h vllm_mxfp4_backend, given --mxfp4-backend's `requested` and --flashinfer's
+// `flashinfer`); a GPU whose backend memplan does not size throws VllmGpuRefused (that GPU's row of the catalog
+// table, exit 2 alone).
+VllmMxfp4Backend vllm_mxfp4_backend_for_gpu(int capability, std::optional<VllmMxfp4Backend> requested,
+                                            const VllmRule& rule, std::optional<bool> flashinfer,
+                                            const std::string& model);
 
 // vLLM 0.14 on: the modular kernel's WorkspaceManager buffer (cost_models/vllm_fused_moe.h) for `blocks` at
-// `width`, one rank's expert width as the kernel holds it (I_p; NVFP4's Marlin width, vllm_nvfp4_marlin_moe_width),
-// added to `forward`'s allocated bytes from the first router's step on (its allocated_bytes the larger of the steps
-// before and those after with it); the bytes added.
-uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t width, DType served,
-                                 const std::string& model);
+// `hidden` and `width`, one rank's expert width, as the kernel holds them (H and I_p; NVFP4's Marlin width,
+// vllm_nvfp4_marlin_moe_width; MXFP4 Marlin's H_pad and I_pad), added to `forward`'s allocated bytes from the first
+// router's step on (its allocated_bytes the larger of the steps before and those after with it); the bytes added.
+uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t hidden, int64_t width,
+                                 DType served, const std::string& model);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 // "blocks B, scales S[ swizzled and R as loaded[ (the swizzled copies' Hopper padding P)]], float32 biases F" for

@@ -17,13 +17,15 @@ namespace memplan {
 
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
-                             std::optional<VllmMxfp4Backend> mxfp4_backend, std::optional<bool> flashinfer,
-                             int multiprocessors, bool modular, const VllmRule& rule) {
+                             std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
+                             const VllmRule& rule) {
   VllmMoeAnswer m;
   if (blocks.empty()) return m;
-  if (modular && (expert_parallel || mxfp4_capability > 0))
-    throw std::logic_error("vllm_fused_moe: the modular kernel is sized for Triton experts (unquantized, fp8) "
-                           "without expert parallelism");
+  if ((mxfp4_capability > 0) != mxfp4_backend.has_value())
+    throw std::logic_error("vllm_fused_moe: MXFP4 experts come with their backend");
+  if (modular && (expert_parallel || (mxfp4_backend && *mxfp4_backend != VllmMxfp4Backend::Marlin)))
+    throw std::logic_error("vllm_fused_moe: the modular kernel is sized for Triton experts (unquantized, fp8) and "
+                           "Marlin's, without expert parallelism");
   m.modular = modular;
   if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
   const MoeBlock& first = blocks.front();
@@ -102,11 +104,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
       throw InputError("serve --engine vllm: " + model + "'s MXFP4 experts are sized for gpt_oss in bfloat16 "
                        "(Mxfp4Config's only activation type)");
     m.mxfp4 = true;
-    try {  // a GPU whose backend memplan does not size: that GPU's refusal (the catalog table's row), exit 2 alone
-      m.mxfp4_backend = vllm_mxfp4_backend(mxfp4_capability, mxfp4_backend, rule, flashinfer, model);
-    } catch (const InputError& e) {
-      throw VllmGpuRefused(e.what(), false);
-    }
+    m.mxfp4_backend = *mxfp4_backend;
     const bool marlin = m.mxfp4_backend == VllmMxfp4Backend::Marlin;
     const bool flashinfer_backend = m.mxfp4_backend == VllmMxfp4Backend::FlashInfer;
     // Each rank's FusedMoE at I_p = I / tp, padded by the backend, its w2_bias whole.
@@ -131,7 +129,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                                      "--memory does not say: give --gpu NAME",
                                      model, mxfp4_capability / 10, mxfp4_capability % 10));
       m.kernel = vllm_mxfp4_marlin_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer, reduces,
-                                                multiprocessors);
+                                                multiprocessors, modular);
     } else if (flashinfer_backend) {
       m.kernel = vllm_mxfp4_flashinfer_kernel_bytes(first.tokens, first.top_k, m.experts, m.mxfp4_layer);
     } else {
@@ -158,11 +156,11 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   return m;
 }
 
-uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t width, DType served,
-                                 const std::string& model) {
+uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t hidden, int64_t width,
+                                 DType served, const std::string& model) {
   if (blocks.empty()) return 0;
   const MoeBlock& first = blocks.front();
-  const uint64_t bytes = vllm_modular_moe_workspace_bytes(first.tokens, first.top_k, first.hidden, width, served);
+  const uint64_t bytes = vllm_modular_moe_workspace_bytes(first.tokens, first.top_k, hidden, width, served);
   size_t from = forward.allocated_per_step.size();
   for (const MoeBlock& b : blocks) {
     const auto it = std::find(forward.step_names.begin(), forward.step_names.end(), b.topk);
@@ -187,6 +185,16 @@ uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>&
                                 ? checked_add(forward.allocated_bytes, bytes, "profile bytes")
                                 : std::max(before, after);
   return bytes;
+}
+
+VllmMxfp4Backend vllm_mxfp4_backend_for_gpu(int capability, std::optional<VllmMxfp4Backend> requested,
+                                            const VllmRule& rule, std::optional<bool> flashinfer,
+                                            const std::string& model) {
+  try {
+    return vllm_mxfp4_backend(capability, requested, rule, flashinfer, model);
+  } catch (const InputError& e) {
+    throw VllmGpuRefused(e.what(), false);
+  }
 }
 
 uint64_t vllm_moe_peak(const VllmMoeAnswer& m, uint64_t extra) {
@@ -218,11 +226,12 @@ Mxfp4BackendNames mxfp4_backend_names(VllmMxfp4Backend b) {
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m) {
   if (m.blocks == 0) return nullptr;
   const Mxfp4BackendNames mxfp4 = mxfp4_backend_names(m.mxfp4_backend);
-  return {{"kernel", m.nvfp4     ? std::string(m.modular ? "vllm modular MarlinExperts (nvfp4)"
-                                                          : "vllm fused_marlin_moe (nvfp4)")
-                     : m.modular ? std::string("vllm modular TritonExperts")
-                     : !m.mxfp4  ? std::string("vllm fused_experts")
-                                 : fmt::format("{} {} (mxfp4)", mxfp4.library, mxfp4.kernel)},
+  const std::string quantized = m.nvfp4 ? " (nvfp4)" : m.mxfp4 ? " (mxfp4)" : "";
+  return {{"kernel", m.modular ? fmt::format("vllm modular {}{}", m.nvfp4 || m.mxfp4 ? "MarlinExperts" : "TritonExperts",
+                                             quantized)
+                     : m.nvfp4 ? std::string("vllm fused_marlin_moe (nvfp4)")
+                     : m.mxfp4 ? fmt::format("{} {} (mxfp4)", mxfp4.library, mxfp4.kernel)
+                               : std::string("vllm fused_experts")},
           {"sparse_layers", m.blocks},
           {"experts", m.experts},
           {"top_k", m.top_k},
@@ -313,10 +322,16 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
                                            m.mxfp4_layer.hidden_padded)
                              : fmt::format("{}", m.mxfp4_layer.intermediate_padded);
     const std::string per_call =
-        marlin ? fmt::format("cache13 {}, cache2 {}, output {}, padded input {}{}",
-                             format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
-                             format_bytes(m.kernel.output_bytes),
-                             format_bytes(m.kernel.padded_input_bytes), marlin_reduce_text(m.kernel))
+        marlin && m.modular
+            ? fmt::format("output {}, padded input {}, lock workspace {}{}; cache13 and cache2 in its modular "
+                          "kernel's WorkspaceManager buffer, {}, one for every layer, held from the first",
+                          format_bytes(m.kernel.output_bytes), format_bytes(m.kernel.padded_input_bytes),
+                          format_bytes(m.kernel.lock_bytes), marlin_reduce_text(m.kernel),
+                          format_bytes(m.kernel.workspace_bytes))
+        : marlin ? fmt::format("cache13 {}, cache2 {}, output {}, padded input {}{}",
+                               format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
+                               format_bytes(m.kernel.output_bytes),
+                               format_bytes(m.kernel.padded_input_bytes), marlin_reduce_text(m.kernel))
         : flashinfer ? fmt::format("gemm1 output {}, gemm2 output {}, output {}, padded input {}, top-k and routing {} "
                                    "(tile {})",
                                    format_bytes(m.kernel.cache13_bytes), format_bytes(m.kernel.cache2_bytes),
@@ -326,7 +341,8 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
                                    format_bytes(m.kernel.output_bytes));
     return fmt::format("; the MXFP4 experts of {} sparse layers by vLLM's {} MXFP4 MoE ({}: {} experts, top-{}, {} "
                        "wide{}, padded to {}; {} of expert weights for the graph's {}: {}; per call {}: {})",
-                       m.blocks, names.backend, names.kernel, m.experts, m.top_k, m.intermediate,
+                       m.blocks, names.backend, m.modular ? "MarlinExperts in its modular kernel" : names.kernel,
+                       m.experts, m.top_k, m.intermediate,
                        m.intermediate_per_rank != m.intermediate ? fmt::format(" ({} a rank)", m.intermediate_per_rank) : "",
                        padded, format_bytes(m.expert_weight_bytes), format_bytes(m.graph_expert_bytes),
                        mxfp4_layer_parts_text(m.mxfp4_layer, static_cast<uint64_t>(m.blocks)),

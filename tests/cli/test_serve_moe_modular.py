@@ -41,6 +41,32 @@ def serve(config, version, *extra, quantization=None):
 
 
 class ModularKernelByHand(unittest.TestCase):
+    def test_gpt_oss_mxfp4_marlin_from_0_17(self):
+        """gpt-oss-20b's MXFP4 experts on an A100 (Marlin; 108 SMs), the A100's default step of 2,048 tokens, k = 4,
+        E = 32, H_pad = 3,072, I_pad = 2,944 (test_serve_mxfp4.py's A100 case has 0.11's call term by term). From
+        0.17 (PR #34588) MarlinExperts in the modular kernel: cache13 and cache2 leave the call for the
+        WorkspaceManager's buffer, workspace1 8,192 x max(2,944, 3,072) x 2 = 50,331,648 and workspace2 8,192 x
+        max(5,888, 3,072) x 2 = 96,468,992: 146,800,640 held; the call keeps fused_topk 98,304, the alignment 41,476,
+        the output and the padded input 12,582,912 each and c_tmp 28,311,552, and zeroes a lock workspace of
+        108 x 4 int32, 1,728: 53,618,884. The layer is 0.16's (the same prepare_moe_fp4_layer_for_marlin)."""
+        from test_serve_mxfp4 import GPT_OSS
+        answers = {}
+        for version in ("0.16", "0.17", "0.18"):
+            p = run("serve", GPT_OSS, *GPT_OSS_ARGS, "--engine-version", version, "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            answers[version] = json.loads(p.stdout)["replaced"]["fused_moe"]
+        old = answers["0.16"]
+        self.assertEqual((old["kernel"], old["workspace_bytes"], old["lock_bytes"]), ("vllm fused_marlin_moe (mxfp4)", 0, 0))
+        for version in ("0.17", "0.18"):
+            n = answers[version]
+            self.assertEqual(n["kernel"], "vllm modular MarlinExperts (mxfp4)")
+            self.assertEqual((n["cache13_bytes"], n["cache2_bytes"], n["workspace_bytes"]), (0, 0, 146_800_640))
+            self.assertEqual((n["output_bytes"], n["padded_input_bytes"], n["lock_bytes"]),
+                             (12_582_912, 12_582_912, 1_728))
+            self.assertEqual((n["topk_bytes"], n["align_bytes"], n["reduce_bytes"]), (98_304, 41_476, 28_311_552))
+            self.assertEqual(n["kernel_bytes"], 53_618_884)
+            self.assertEqual(n["expert_weight_bytes"], old["expert_weight_bytes"])
+
     def test_qwen3_moe_workspace_held(self):
         old, new = serve(qwen3_moe_config, "0.11"), serve(qwen3_moe_config, "0.14")
         o, n = old["replaced"]["fused_moe"], new["replaced"]["fused_moe"]
@@ -105,10 +131,6 @@ class ModularKernelRefusals(unittest.TestCase):
         self.refused("vLLM's modular MoE kernel chunks above VLLM_FUSED_MOE_CHUNK_SIZE (16384) up to 0.17",
                      qwen3_moe_config, "--engine-version", "0.17", args=step(20000))
 
-    def test_mxfp4_marlin_from_0_17(self):
-        from test_serve_mxfp4 import GPT_OSS
-        self.refused("MXFP4 experts on Marlin: from 0.17 (PR #34588) they run in vLLM's modular kernel", GPT_OSS,
-                     "--engine-version", "0.17", args=GPT_OSS_ARGS)
 
 
 if __name__ == "__main__":

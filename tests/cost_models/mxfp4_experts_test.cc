@@ -136,7 +136,8 @@ TEST(VllmMxfp4, MarlinBlockSize) {
 TEST(VllmMxfp4, MarlinKernelAt8192TokensByHand) {
   const Mxfp4ExpertsLayer layer = vllm_mxfp4_marlin_layer(128, 2880, 2880, 132, "gpt-oss-120b");
   const VllmFusedMoeBytes b = vllm_mxfp4_marlin_kernel_bytes(8192, 4, 128, layer,
-                                                              vllm_marlin_moe_reduces(90, DType::BFloat16, true), 132);
+                                                              vllm_marlin_moe_reduces(90, DType::BFloat16, true), 132,
+                                                              /*modular=*/false);
   EXPECT_EQ(b.block_size_m, 64);
   EXPECT_EQ(b.topk_bytes, 393'216u);
   EXPECT_EQ(b.align_bytes, 165'884u);
@@ -147,7 +148,8 @@ TEST(VllmMxfp4, MarlinKernelAt8192TokensByHand) {
   EXPECT_EQ(b.reduce_bytes, 0u);
   EXPECT_EQ(b.total(), 680'036'348u);
   const VllmFusedMoeBytes a100 = vllm_mxfp4_marlin_kernel_bytes(8192, 4, 128, layer,
-                                                                 vllm_marlin_moe_reduces(80, DType::BFloat16, true), 108);
+                                                                 vllm_marlin_moe_reduces(80, DType::BFloat16, true), 108,
+                                                                 /*modular=*/false);
   EXPECT_EQ(a100.reduce_bytes, 28'311'552u);
   EXPECT_EQ(a100.total(), 680'036'348u + 28'311'552u);
 }
