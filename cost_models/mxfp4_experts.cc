@@ -179,13 +179,21 @@ Mxfp4ExpertsLayer vllm_mxfp4_marlin_layer(int64_t experts, int64_t hidden, int64
   return l;
 }
 
+namespace {
+
+// FusedMoE.forward's F.pad of the input to the layer's padded hidden size: [T, H_pad] bfloat16, a new tensor.
+uint64_t padded_input_bytes(int64_t tokens, const Mxfp4ExpertsLayer& layer) {
+  return checked_mul(checked_mul(u64(tokens), u64(layer.hidden_padded), "mxfp4 kernel"), 2, "mxfp4 kernel");
+}
+
+}  // namespace
+
 VllmFusedMoeBytes vllm_mxfp4_marlin_kernel_bytes(int64_t tokens, int64_t top_k, int64_t experts,
                                                  const Mxfp4ExpertsLayer& layer, bool reduces, int multiprocessors,
                                                  bool modular) {
   VllmFusedMoeBytes b = vllm_marlin_moe_bytes(tokens, top_k, experts, layer.hidden_padded, layer.intermediate_padded,
                                               reduces, multiprocessors, DType::BFloat16, modular);
-  b.padded_input_bytes = checked_mul(checked_mul(u64(tokens), u64(layer.hidden_padded), "mxfp4 kernel"), 2,
-                                     "mxfp4 kernel");
+  b.padded_input_bytes = padded_input_bytes(tokens, layer);
   return b;
 }
 
@@ -220,8 +228,8 @@ VllmFusedMoeBytes vllm_mxfp4_flashinfer_kernel_bytes(int64_t tokens, int64_t top
   VllmFusedMoeBytes b;
   b.chunk_tokens = tokens;
   b.block_size_m = static_cast<int64_t>(tile);
-  b.padded_input_bytes = checked_mul(checked_mul(t, h, "mxfp4 kernel"), 2, "mxfp4 kernel");
-  b.output_bytes = b.padded_input_bytes;                 // [T, H_pad] bfloat16
+  b.padded_input_bytes = padded_input_bytes(tokens, layer);
+  b.output_bytes = b.padded_input_bytes;                 // FlashInfer's output [T, H_pad] bfloat16
   b.topk_bytes = checked_mul(slots, 4 + 2, "mxfp4 kernel");  // topk_ids int32, expert_weights bfloat16
   // num_tokens_per_expert [E], total_num_padded_tokens [1], expanded_idx_to_permuted_idx [T·k],
   // permuted_idx_to_token_idx [P], expert_count_histogram [max(2E, 512)], cta_idx_xy_to_batch_idx and _mn_limit [C],
