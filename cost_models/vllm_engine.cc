@@ -127,6 +127,7 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.marlin_moe_pads_width = minor >= 24;
   r.modular_moe_chunked = minor >= 14 && minor <= 17;
   r.mxfp4_marlin_modular = minor >= 17;
+  r.triton_moe_block_by_batch = minor >= 17;
   r.fp4_marlin_sm75 = minor >= 14;
   r.marlin_moe_atomic_add = minor <= 11;
   r.fused_moe_chunk_16k = minor >= 12;

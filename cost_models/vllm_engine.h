@@ -176,6 +176,8 @@ struct VllmRule {
   bool modular_moe_chunked = false;   // 0.14 to 0.17: that kernel chunks steps above VLLM_FUSED_MOE_CHUNK_SIZE (PR
                                       // #34086 removed it in 0.18)
   bool mxfp4_marlin_modular = false;  // 0.17 on: MXFP4 experts on Marlin in the modular kernel (PR #34588)
+  bool triton_moe_block_by_batch = false;  // 0.17 on: get_default_config's BLOCK_SIZE_M by the batch (PR #34846,
+                                           // vllm_fused_moe.h vllm_triton_moe_block_size)
   bool fused_moe_chunk_16k = false;    // 0.12 on: VLLM_FUSED_MOE_CHUNK_SIZE's default 16 x 1024 (vllm/envs.py at the
                                        // v0.12.0 tag; 32768 at v0.11.2): fused_experts_impl's chunk
   bool marlin_moe_atomic_add = false;  // up to 0.11: fused_marlin_moe computes use_atomic_add (float16, or 9.0 and up);

@@ -17,6 +17,14 @@ uint64_t VllmFusedMoeBytes::total() const {
                      "fused MoE bytes");
 }
 
+int64_t vllm_triton_moe_block_size(int64_t tokens, int64_t rank_experts, bool fp8_blocks, bool by_batch) {
+  // get_default_config (fused_moe.py at 13cb3e4 and v0.16.0; v0.17.1rc0 for by_batch): E is w2.size(0), the rank's
+  // experts (try_get_optimal_moe_config's E, _, N = w2_shape).
+  if (fp8_blocks) return by_batch && tokens <= 64 ? 16 : 64;
+  if (!by_batch) return tokens <= rank_experts ? 16 : 64;
+  return tokens <= 32 ? 16 : tokens <= 96 ? 32 : tokens <= 512 ? 64 : 128;
+}
+
 uint64_t vllm_moe_align_sorted_ids(int64_t tokens, int64_t top_k, int64_t experts, int64_t block) {
   return checked_add(checked_mul(static_cast<uint64_t>(tokens), static_cast<uint64_t>(top_k), "fused MoE bytes"),
                      checked_mul(static_cast<uint64_t>(experts), static_cast<uint64_t>(block) - 1, "fused MoE bytes"),
@@ -32,15 +40,17 @@ VllmFusedMoeBytes vllm_fused_moe_bytes(const VllmFusedMoeShape& s, DType dtype) 
   // fused_topk: float32 weights, int32 ids, int32 token_expert_indices.
   b.topk_bytes = checked_mul(pairs, 4 + 4 + 4, "fused MoE bytes");
   b.chunk_tokens = s.chunked && !s.modular ? std::min(s.tokens, s.chunk_size) : s.tokens;
-  // get_default_config (fused_moe.py at 13cb3e4): BLOCK_SIZE_M 16 when M <= E, else 64, with E = w2.size(0) (the
-  // rank's experts: try_get_optimal_moe_config's E, _, N = w2_shape); fp8_w8a8 with a block shape sets it.
+  // get_default_config's (vllm_triton_moe_block_size) unless the caller set it.
   const int64_t rank_experts = s.local_experts > 0 ? s.local_experts : s.experts;
-  b.block_size_m = s.block_size_m > 0 ? s.block_size_m : b.chunk_tokens <= rank_experts ? 16 : 64;
+  b.block_size_m = s.block_size_m > 0 ? s.block_size_m
+                                      : vllm_triton_moe_block_size(b.chunk_tokens, rank_experts, s.fp8_blocks,
+                                                                   s.block_by_batch);
   const uint64_t block = static_cast<uint64_t>(b.block_size_m);
   const uint64_t padded = vllm_moe_align_sorted_ids(s.tokens, s.top_k, s.experts, b.block_size_m);
   const uint64_t m_blocks = (padded + block - 1) / block;
-  b.align_bytes = checked_mul(checked_add(checked_add(padded, m_blocks, "fused MoE bytes"), 1, "fused MoE bytes"), 4,
-                              "fused MoE bytes");
+  // sorted_ids, expert_ids (and its expert_map gather), num_tokens_post_pad.
+  const uint64_t ids = checked_add(padded, m_blocks * (s.remaps_expert_ids ? 2 : 1), "fused MoE bytes");
+  b.align_bytes = checked_mul(checked_add(ids, 1, "fused MoE bytes"), 4, "fused MoE bytes");
   const uint64_t m = static_cast<uint64_t>(b.chunk_tokens);
   const uint64_t n = 2 * static_cast<uint64_t>(s.intermediate_per_rank);
   const uint64_t mk = checked_mul(m, k, "fused MoE bytes");

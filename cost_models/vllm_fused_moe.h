@@ -9,7 +9,9 @@
 //  - moe_align_block_size (moe_align_block_size.py at 05be992): sorted_ids int32 [T·k + E·(B − 1)], expert_ids int32
 //    [cdiv(T·k + E·(B − 1), B)], num_tokens_post_pad int32 [1], with B the config's BLOCK_SIZE_M; without a tuned
 //    config file for the GPU (configs/E=..,N=..,device_name=...json), get_default_config's: 16 when M <= E, else 64
-//    (E there is w2.size(0), the rank's experts; the alignment's E is global_num_experts);
+//    (E there is w2.size(0), the rank's experts; the alignment's E is global_num_experts), fp8 with a block shape 64;
+//    from 0.17 (PR #34846, merged after the v0.16.0 branch; read at v0.17.1rc0) by the batch: 16 up to M = 32, 32 to
+//    96, 64 to 512, else 128, and fp8 with a block shape 16 up to M = 64, else 64 (vllm_triton_moe_block_size);
 //  - fused_experts_impl: M = min(T, VLLM_FUSED_MOE_CHUNK_SIZE) tokens per chunk; cache13 of M·k·max(N, H) elements
 //    (intermediate_cache1 [M, k, N] and intermediate_cache3 [M, k, H] share it) and intermediate_cache2
 //    [M·k, N / 2], in d, where N = 2·I_p (w13's rows: gate and up stacked); the output [T, H] in d
@@ -62,6 +64,12 @@ namespace memplan {
 // allocates the router's fused_topk tensors, moe_align_block_size's and its output [T, H] (empty_like or
 // zeros_like: the same bytes); kernel-level chunking (VLLM_FUSED_MOE_CHUNK_SIZE, 16384 then) is gone from 0.18
 // (PR #34086).
+// Expert parallelism in the modular kernel (one data-parallel rank: FusedMoEParallelConfig.use_all2all_kernels needs
+// dp_size > 1, so prepare and finalize stay MoEPrepareAndFinalizeNoEP's, later NoDPEPModular's; read at v0.16.0,
+// v0.17.1rc0, v0.18.0 and the v0.23.0 branch: docs/research/vllm-ep-modular.md): TritonExperts at I_p = I (the
+// layer's tp_size is 1) with the rank's E_local experts, workspace_shapes the same formula at that width, and
+// moe_align_block_size(…, expert_map) without ignore_invalid_experts gathers expert_map[expert_ids], one more int32
+// [cdiv(P, B)] while the first is alive (remaps_expert_ids).
 inline constexpr int64_t kVllmFusedMoeChunkSize = 32768;  // envs.py VLLM_FUSED_MOE_CHUNK_SIZE (at 001f69f, v0.11.2)
 inline constexpr int64_t kVllmModularMoeChunkSize = 16384;  // the same variable's default from 0.12 (v0.12.0 tag)
 
@@ -71,12 +79,19 @@ struct VllmFusedMoeShape {
   // The experts one rank holds (w2.size(0), get_default_config's E): 0 for all of them; expert parallelism's
   // E_local (cost_models/vllm_expert_parallel.h), while moe_align_block_size keeps the global E.
   int64_t local_experts = 0;
-  int64_t block_size_m = 0;  // 0: get_default_config's rule above; fp8_w8a8 with a block shape: 64 (vllm_fp8_block.h)
+  int64_t block_size_m = 0;  // 0: get_default_config's (vllm_triton_moe_block_size); Marlin's its own
+  bool fp8_blocks = false;   // fp8_w8a8 with a block shape (vllm_fp8_block.h): get_default_config's own branch
+  bool block_by_batch = false;  // 0.17 on: get_default_config by the batch (VllmRule.triton_moe_block_by_batch)
   bool chunked = true;       // fused_experts_impl's chunks of VLLM_FUSED_MOE_CHUNK_SIZE; Marlin takes every token
   int64_t chunk_size = kVllmFusedMoeChunkSize;  // that variable's default for the version (kVllmModularMoeChunkSize
                                                 // from 0.12)
   bool modular = false;      // 0.14 on: TritonExperts in the modular kernel, its workspaces the WorkspaceManager's
+  bool remaps_expert_ids = false;  // expert parallelism in the modular kernel: the expert_map[expert_ids] copy
 };
+
+// get_default_config's BLOCK_SIZE_M at M tokens a chunk (above): `rank_experts` the rank's E (w2.size(0)),
+// `fp8_blocks` fp8 with a block shape, `by_batch` from 0.17 (VllmRule.triton_moe_block_by_batch).
+int64_t vllm_triton_moe_block_size(int64_t tokens, int64_t rank_experts, bool fp8_blocks, bool by_batch);
 
 struct VllmFusedMoeBytes {
   int64_t chunk_tokens = 0;    // M

@@ -297,10 +297,19 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   const bool modular_moe =
       !moe.empty() && rule.modular_moe &&
       (!mxfp4 || (mxfp4_backend == VllmMxfp4Backend::Marlin && rule.mxfp4_marlin_modular));
-  if (modular_moe && s.enable_expert_parallel && tp * dp > 1)
-    throw InputError("--enable-expert-parallel with --engine-version " + s.engine_version + ": from 0.14 vLLM runs " +
-                     probe.path() + "'s experts in its modular kernel, whose expert-parallel prepare and finalize "
-                     "(all-to-all) memplan does not size; it sizes expert parallelism up to 0.13");
+  // Expert parallelism over one data-parallel rank's tensor-parallel GPUs needs no all-to-all (cost_models/
+  // vllm_fused_moe.h); across data-parallel ranks it does.
+  if (modular_moe && fp8_moe_or_block && s.enable_expert_parallel && tp * dp > 1)
+    throw InputError("--enable-expert-parallel with " + probe.path() + "'s fp8 experts and --engine-version " +
+                     s.engine_version + ": from 0.14 vLLM runs them in its modular kernel, whose expert-parallel "
+                     "kernel choice for fp8 (Fp8MoEMethod's) memplan has not read; it sizes expert parallelism there "
+                     "for unquantized experts, and for fp8 ones up to 0.13");
+  if (modular_moe && s.enable_expert_parallel && dp > 1)
+    throw InputError("--enable-expert-parallel with --data-parallel-size " + std::to_string(dp) + " and --engine-version " +
+                     s.engine_version + ": from 0.14 vLLM runs " + probe.path() + "'s experts in its modular kernel, "
+                     "whose prepare and finalize across data-parallel ranks (the all-to-all backend, "
+                     "allgather_reducescatter by default) memplan does not size; it sizes them up to 0.13, and from "
+                     "0.14 expert parallelism over the --tp GPUs of one rank");
   if (modular_moe && rule.modular_moe_chunked && moe.front().tokens > kVllmModularMoeChunkSize)
     throw InputError(fmt::format("--engine-version {} at {} batched tokens: vLLM's modular MoE kernel chunks above "
                                  "VLLM_FUSED_MOE_CHUNK_SIZE ({}) up to 0.17, into workspaces memplan does not size; "
@@ -310,7 +319,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   Estimate forward = estimate_graph(*g, options);
   if (modular_moe) {  // at the sizes the kernel holds: Marlin pads them (cost_models/vllm_nvfp4.h, mxfp4_experts.h)
     const MoeBlock& first = moe.front();
-    const int64_t per_rank = vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, probe.path());
+    // With expert parallelism (over tp x dp > 1 GPUs) the layer's tp_size is 1: each expert whole.
+    const bool expert_parallel = s.enable_expert_parallel && tp * dp > 1;
+    const int64_t per_rank = expert_parallel ? first.expert_intermediate
+                                             : vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, probe.path());
     int64_t hidden = first.hidden, width = per_rank;
     if (nvfp4_experts) width = vllm_nvfp4_marlin_moe_width(hidden, per_rank, rule.marlin_moe_pads_width, probe.path());
     if (mxfp4) {

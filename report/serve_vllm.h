@@ -290,6 +290,10 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                              std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
                              const VllmRule& rule);
 
+// The fused kernel's shape for `m` (its tokens, experts, width a rank, the modular kernel and expert parallelism)
+// at the release `rule` names (the chunk, get_default_config's block): the unquantized and fp8 experts' Triton path.
+VllmFusedMoeShape vllm_moe_shape(const VllmMoeAnswer& m, const VllmRule& rule);
+
 // The backend vLLM takes for gpt-oss's MXFP4 experts on a GPU of compute capability `capability`
 // (cost_models/mxfp4_experts.h vllm_mxfp4_backend, given --mxfp4-backend's `requested` and --flashinfer's
 // `flashinfer`); a GPU whose backend memplan does not size throws VllmGpuRefused (that GPU's row of the catalog

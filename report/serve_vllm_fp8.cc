@@ -140,11 +140,8 @@ void vllm_fp8_block_apply(VllmAnswer& a, const Graph& g, const Estimate& forward
     // sized), plus the quantized activations: on the same router steps as the unquantized kernel (vllm_fused_moe
     // placed it there: its peak less its buffers is that step's).
     if (block.on()) {
-      VllmFusedMoeShape shape{m.kernel_tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank,
-                              m.ep.local_experts};
-      shape.block_size_m = 64;
-      shape.modular = m.modular;
-      shape.chunk_size = vllm_fused_moe_chunk_size(a.settings.rule.fused_moe_chunk_16k);
+      VllmFusedMoeShape shape = vllm_moe_shape(m, a.settings.rule);
+      shape.fp8_blocks = true;
       m.kernel = vllm_fused_moe_bytes(shape, served);
     }
     f.moe_quant_bytes =

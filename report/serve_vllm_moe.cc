@@ -23,9 +23,9 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   if (blocks.empty()) return m;
   if ((mxfp4_capability > 0) != mxfp4_backend.has_value())
     throw std::logic_error("vllm_fused_moe: MXFP4 experts come with their backend");
-  if (modular && (expert_parallel || (mxfp4_backend && *mxfp4_backend != VllmMxfp4Backend::Marlin)))
+  if (modular && ((expert_parallel && dp > 1) || (mxfp4_backend && *mxfp4_backend != VllmMxfp4Backend::Marlin)))
     throw std::logic_error("vllm_fused_moe: the modular kernel is sized for Triton experts (unquantized, fp8) and "
-                           "Marlin's, without expert parallelism");
+                           "Marlin's, without data-parallel expert parallelism");
   m.modular = modular;
   if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
   const MoeBlock& first = blocks.front();
@@ -91,11 +91,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
     throw InputError("--data-parallel-size " + std::to_string(dp) + ": the tokens every rank sends the experts overflow");
   m.kernel_tokens = first.tokens * dp;
   m.dispatch_bytes = vllm_dp_dispatch_bytes(first.tokens, dp, first.hidden, first.experts, d);
-  VllmFusedMoeShape shape{m.kernel_tokens, first.hidden, first.experts, first.top_k, m.intermediate_per_rank,
-                          m.ep.local_experts};
-  shape.modular = modular;
-  shape.chunk_size = vllm_fused_moe_chunk_size(rule.fused_moe_chunk_16k);
-  m.kernel = vllm_fused_moe_bytes(shape, served);
+  m.kernel = vllm_fused_moe_bytes(vllm_moe_shape(m, rule), served);
   // naive's combine: get_dp_group().all_reduce of the kernel's output [D·T, H], out of place (a new tensor of its
   // size), while the output is held; allgather_reducescatter's reduce_scatterv output [T, H] is smaller.
   m.combine_bytes = dp > 1 ? m.kernel.output_bytes : 0;
@@ -185,6 +181,15 @@ uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>&
                                 ? checked_add(forward.allocated_bytes, bytes, "profile bytes")
                                 : std::max(before, after);
   return bytes;
+}
+
+VllmFusedMoeShape vllm_moe_shape(const VllmMoeAnswer& m, const VllmRule& rule) {
+  VllmFusedMoeShape shape{m.kernel_tokens, m.hidden, m.experts, m.top_k, m.intermediate_per_rank, m.ep.local_experts};
+  shape.modular = m.modular;
+  shape.chunk_size = vllm_fused_moe_chunk_size(rule.fused_moe_chunk_16k);
+  shape.block_by_batch = rule.triton_moe_block_by_batch;
+  shape.remaps_expert_ids = m.modular && m.expert_parallel;
+  return shape;
 }
 
 VllmMxfp4Backend vllm_mxfp4_backend_for_gpu(int capability, std::optional<VllmMxfp4Backend> requested,
@@ -364,10 +369,10 @@ std::string vllm_moe_to_text(const VllmMoeAnswer& m) {
           : "";
   if (m.modular)
     return fmt::format("; the experts of {} sparse layers by vLLM's modular MoE kernel (TritonExperts: {} experts, "
-                       "top-{}, {} wide, {} a rank; {} of expert weights a rank; its WorkspaceManager buffer {}, one "
+                       "top-{}, {} wide, {} a rank; {} of expert weights a rank{}; its WorkspaceManager buffer {}, one "
                        "for every layer, held from the first; per call {}: output {}, top-k and alignment {})",
                        m.blocks, m.experts, m.top_k, m.intermediate, m.intermediate_per_rank,
-                       format_bytes(m.expert_weight_bytes), format_bytes(m.kernel.workspace_bytes),
+                       format_bytes(m.expert_weight_bytes), ep, format_bytes(m.kernel.workspace_bytes),
                        format_bytes(m.kernel.total()), format_bytes(m.kernel.output_bytes),
                        format_bytes(m.kernel.topk_bytes + m.kernel.align_bytes));
   return fmt::format("; the experts of {} sparse layers by vLLM's fused MoE kernel (fused_experts: {} experts, "

@@ -98,6 +98,32 @@ class ModularKernelByHand(unittest.TestCase):
                          (16_384, 16_777_216, 8_388_608))
         self.assertEqual(moe("0.13")["chunk_tokens"], 16_384)
 
+    def test_expert_parallel_over_the_tensor_parallel_gpus(self):
+        """--tp 2 --enable-expert-parallel, one data-parallel rank: no all-to-all (use_all2all_kernels needs dp > 1);
+        the layer's tp_size is 1, so TritonExperts holds each of its 2 experts whole. The tiny qwen3_moe with experts
+        512 wide: the workspace at I = 512, 128 x max(512, 256) x 2 + 128 x max(1,024, 256) x 2 = 393,216, where
+        tensor parallelism's I_p = 256 takes 128 x 256 x 2 + 128 x 512 x 2 = 196,608. A call: fused_topk 1,536, the
+        output 32,768, and the alignment over the global 4 experts with expert_map[expert_ids] gathered beside the
+        ids: at 0.14 block 64 (64 tokens > 2 local experts), 380 ids and 6 blocks twice, (380 + 12 + 1) x 4 = 1,572
+        (35,876; 1,548 and 35,852 without the gather); at 0.17 block 32 (PR #34846: 64 tokens <= 96), 128 + 4 x 31 =
+        252 ids, 8 blocks: (252 + 16 + 1) x 4 = 1,076 (35,380; 1,044 and 35,348 without). The expert map: 4 int32."""
+        def moe(version, *extra):
+            with tempfile.TemporaryDirectory() as d:
+                p = run("serve", qwen3_moe_config(d, moe_intermediate_size=512), *VLLM, "--engine-version", version,
+                        "--tp", "2", *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)["replaced"]["fused_moe"]
+        for version, align, kernel, tp_align, tp_kernel, block in (("0.14", 1_572, 35_876, 1_548, 35_852, 64),
+                                                                    ("0.17", 1_076, 35_380, 1_044, 35_348, 32)):
+            ep, tp = moe(version, "--enable-expert-parallel"), moe(version)
+            self.assertEqual((ep["kernel"], ep["expert_parallel_size"], ep["local_experts"]),
+                             ("vllm modular TritonExperts", 2, 2))
+            self.assertEqual((ep["expert_intermediate_size_per_rank"], ep["expert_map_bytes"]), (512, 16))
+            self.assertEqual((ep["workspace_bytes"], tp["workspace_bytes"]), (393_216, 196_608))
+            self.assertEqual((ep["block_size_m"], ep["align_bytes"], ep["kernel_bytes"]), (block, align, kernel))
+            self.assertEqual((tp["block_size_m"], tp["align_bytes"], tp["kernel_bytes"]), (block, tp_align, tp_kernel))
+            self.assertEqual(ep["expert_weight_bytes"], tp["expert_weight_bytes"])  # 2 x 3 x 256 x 512 x 2 either way
+
     def test_fp8_experts_too(self):
         old = serve(mixtral_config, "0.11", quantization=STATIC)
         new = serve(mixtral_config, "0.14", quantization=STATIC)
@@ -123,9 +149,14 @@ class ModularKernelRefusals(unittest.TestCase):
         self.assertIn(says, p.stderr)
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
-    def test_expert_parallel_from_0_14(self):
-        self.refused("whose expert-parallel prepare and finalize (all-to-all) memplan does not size", qwen3_moe_config,
-                     "--engine-version", "0.14", "--tp", "2", "--enable-expert-parallel")
+    def test_data_parallel_expert_parallel_from_0_14(self):
+        self.refused("whose prepare and finalize across data-parallel ranks (the all-to-all backend", qwen3_moe_config,
+                     "--engine-version", "0.14", "--data-parallel-size", "2", "--enable-expert-parallel")
+
+    def test_fp8_expert_parallel_from_0_14(self):
+        self.refused("whose expert-parallel kernel choice for fp8 (Fp8MoEMethod's) memplan has not read",
+                     lambda d: mixtral_config(d, quantization_config=STATIC), "--engine-version", "0.14", "--tp", "2",
+                     "--enable-expert-parallel")
 
     def test_chunked_steps_up_to_0_17(self):
         self.refused("vLLM's modular MoE kernel chunks above VLLM_FUSED_MOE_CHUNK_SIZE (16384) up to 0.17",

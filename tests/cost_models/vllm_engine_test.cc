@@ -437,6 +437,9 @@ TEST(VllmEngine, SeriesPathsChangeAtTheirReleases) {
   EXPECT_TRUE(vllm_rule("0.14.0").modular_moe && vllm_rule("0.14.0").modular_moe_chunked);
   EXPECT_TRUE(vllm_rule("0.17.1").modular_moe_chunked && vllm_rule("0.17.1").mxfp4_marlin_modular);
   EXPECT_FALSE(vllm_rule("0.16.0").mxfp4_marlin_modular);
+  // PR #34846 (merged after the v0.16.0 branch): get_default_config's block by the batch from 0.17.
+  EXPECT_FALSE(vllm_rule("0.16.0").triton_moe_block_by_batch);
+  EXPECT_TRUE(vllm_rule("0.17.0").triton_moe_block_by_batch);
   EXPECT_TRUE(vllm_rule("0.18").modular_moe && !vllm_rule("0.18").modular_moe_chunked);
   EXPECT_TRUE(vllm_rule("0.29").modular_moe && vllm_rule("0.29").mxfp4_marlin_modular);
   // VLLM_FUSED_MOE_CHUNK_SIZE: 32768 at v0.11.2, 16 x 1024 at v0.12.0.

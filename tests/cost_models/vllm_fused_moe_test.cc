@@ -98,6 +98,30 @@ TEST(VllmFusedMoe, MarlinExpertsInTheModularKernelByHand) {
   EXPECT_EQ(direct.cache2_bytes, 65536u * 768 * 2);
 }
 
+// get_default_config's BLOCK_SIZE_M: to 0.16 16 when M <= the rank's experts, else 64 (fp8 blocks 64); from 0.17
+// (PR #34846) 16, 32, 64 up to M = 32, 96, 512, then 128 (fp8 blocks 16 up to 64, then 64).
+TEST(VllmFusedMoe, DefaultBlockByRelease) {
+  EXPECT_EQ(vllm_triton_moe_block_size(8, 8, false, false), 16);
+  EXPECT_EQ(vllm_triton_moe_block_size(9, 8, false, false), 64);
+  EXPECT_EQ(vllm_triton_moe_block_size(8192, 8, false, false), 64);
+  EXPECT_EQ(vllm_triton_moe_block_size(8, 8, true, false), 64);
+  EXPECT_EQ(vllm_triton_moe_block_size(32, 8, false, true), 16);
+  EXPECT_EQ(vllm_triton_moe_block_size(33, 8, false, true), 32);
+  EXPECT_EQ(vllm_triton_moe_block_size(96, 8, false, true), 32);
+  EXPECT_EQ(vllm_triton_moe_block_size(512, 8, false, true), 64);
+  EXPECT_EQ(vllm_triton_moe_block_size(513, 8, false, true), 128);
+  EXPECT_EQ(vllm_triton_moe_block_size(64, 8, true, true), 16);
+  EXPECT_EQ(vllm_triton_moe_block_size(65, 8, true, true), 64);
+  // Mixtral's step above at 0.17: block 128, sorted 16,384 + 8 x 127 = 17,400, 136 blocks: (17,400 + 136 + 1) x 4 =
+  // 70,148; under expert parallelism in the modular kernel the expert_map gather adds 136 x 4 = 544.
+  VllmFusedMoeShape s{8192, 4096, 8, 2, 7168};
+  s.block_by_batch = true;
+  s.modular = true;
+  EXPECT_EQ(vllm_fused_moe_bytes(s, DType::BFloat16).align_bytes, 70148u);
+  s.remaps_expert_ids = true;
+  EXPECT_EQ(vllm_fused_moe_bytes(s, DType::BFloat16).align_bytes, 70692u);
+}
+
 TEST(VllmFusedMoe, TensorParallelMustDivideTheExpertWidth) {
   EXPECT_EQ(vllm_moe_intermediate_per_rank(768, 4, "m"), 192);
   EXPECT_THROW(vllm_moe_intermediate_per_rank(768, 5, "m"), InputError);
