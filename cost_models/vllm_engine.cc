@@ -128,6 +128,8 @@ VllmRule vllm_rule(const std::string& version_text) {
   r.modular_moe_chunked = minor >= 14 && minor <= 17;
   r.mxfp4_marlin_modular = minor >= 17;
   r.triton_moe_block_by_batch = minor >= 17;
+  r.fp8_moe_flashinfer_cutlass = minor >= 16;
+  r.fp8_block_moe_triton_first = minor >= 17;
   r.fp4_marlin_sm75 = minor >= 14;
   r.marlin_moe_atomic_add = minor <= 11;
   r.fused_moe_chunk_16k = minor >= 12;

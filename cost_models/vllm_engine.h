@@ -176,6 +176,13 @@ struct VllmRule {
   bool modular_moe_chunked = false;   // 0.14 to 0.17: that kernel chunks steps above VLLM_FUSED_MOE_CHUNK_SIZE (PR
                                       // #34086 removed it in 0.18)
   bool mxfp4_marlin_modular = false;  // 0.17 on: MXFP4 experts on Marlin in the modular kernel (PR #34588)
+  // fp8 experts on compute capability 9.0 (fused_moe/oracle/fp8.py select_fp8_moe_backend, read at the v0.16.0
+  // branch, v0.17.1rc0 and v0.18.0: docs/research/vllm-fp8-ep.md): FlashInfer's CUTLASS MoE (FlashInferExperts) comes
+  // before Triton for static per-tensor scales and block scales where flashinfer imports (0.16 on; 0.13 took it only
+  // with VLLM_USE_FLASHINFER_MOE_FP8; 0.14 and 0.15 not read); from 0.17 _get_priority_backends puts Triton first for
+  // block scales without expert parallelism.
+  bool fp8_moe_flashinfer_cutlass = false;
+  bool fp8_block_moe_triton_first = false;
   bool triton_moe_block_by_batch = false;  // 0.17 on: get_default_config's BLOCK_SIZE_M by the batch (PR #34846,
                                            // vllm_fused_moe.h vllm_triton_moe_block_size)
   bool fused_moe_chunk_16k = false;    // 0.12 on: VLLM_FUSED_MOE_CHUNK_SIZE's default 16 x 1024 (vllm/envs.py at the

@@ -304,6 +304,17 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                      s.engine_version + ": from 0.14 vLLM runs them in its modular kernel, whose expert-parallel "
                      "kernel choice for fp8 (Fp8MoEMethod's) memplan has not read; it sizes expert parallelism there "
                      "for unquantized experts, and for fp8 ones up to 0.13");
+  // fp8 experts on 9.0 where vLLM takes FlashInfer's CUTLASS MoE: its workspace is not sized.
+  if (modular_moe && fp8_moe_or_block && !moe.empty() && capability == 90 && rule.fp8_moe_flashinfer_cutlass &&
+      a.settings.flashinfer != false &&
+      (a.quantization.block.on() ? !rule.fp8_block_moe_triton_first : a.quantization.static_activations))
+    throw VllmGpuRefused("--engine-version " + s.engine_version + " with " + probe.path() + "'s fp8 experts (" +
+                             (a.quantization.block.on() ? "block-wise scales" : "static per-tensor scales") +
+                             ") on compute capability 9.0: vLLM's select_fp8_moe_backend takes FlashInfer's CUTLASS "
+                             "MoE (FlashInferExperts) there wherever flashinfer imports (a dependency of vLLM's CUDA "
+                             "wheels), whose workspace memplan does not size; give --flashinfer no if it is not "
+                             "installed (vLLM then runs TritonExperts, which memplan sizes)",
+                         false);
   if (modular_moe && s.enable_expert_parallel && dp > 1)
     throw InputError("--enable-expert-parallel with --data-parallel-size " + std::to_string(dp) + " and --engine-version " +
                      s.engine_version + ": from 0.14 vLLM runs " + probe.path() + "'s experts in its modular kernel, "

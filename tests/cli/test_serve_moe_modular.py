@@ -20,7 +20,7 @@ import json
 import tempfile
 import unittest
 
-from test_serve_fp8_moe import STATIC, mixtral_config, qwen3_moe_config
+from test_serve_fp8_moe import BLOCK, DYNAMIC, STATIC, mixtral_config, qwen3_moe_config
 from tiny_serve import VLLM, run
 
 GPT_OSS_ARGS = ["--graph", "decode", "--engine", "vllm", "--gpu", "A100-80GB"]
@@ -152,6 +152,23 @@ class ModularKernelRefusals(unittest.TestCase):
     def test_data_parallel_expert_parallel_from_0_14(self):
         self.refused("whose prepare and finalize across data-parallel ranks (the all-to-all backend", qwen3_moe_config,
                      "--engine-version", "0.14", "--data-parallel-size", "2", "--enable-expert-parallel")
+
+    def test_fp8_experts_flashinfer_cutlass_on_hopper(self):
+        # select_fp8_moe_backend (v0.16.0 branch, v0.17.1rc0, v0.18.0): on 9.0 FlashInfer's CUTLASS MoE comes before
+        # Triton for static per-tensor scales from 0.16 and for block scales at 0.16 (from 0.17 Triton first without
+        # expert parallelism); dynamic per-tensor scales run Triton. --flashinfer no: Triton, sized.
+        h100 = [a for a in VLLM if a not in ("--memory", "1GiB")] + ["--gpu", "H100-80GB"]
+        says = "on compute capability 9.0: vLLM's select_fp8_moe_backend takes FlashInfer's CUTLASS MoE"
+        for quantization, version in ((STATIC, "0.16"), (STATIC, "0.18"), (BLOCK, "0.16")):
+            self.refused(says, lambda d: mixtral_config(d, quantization_config=quantization), "--engine-version",
+                         version, args=h100)
+        for quantization, version, extra in ((STATIC, "0.15", []), (STATIC, "0.16", ["--flashinfer", "no"]),
+                                             (DYNAMIC, "0.18", []), (BLOCK, "0.17", [])):
+            with tempfile.TemporaryDirectory() as d:
+                p = run("serve", mixtral_config(d, quantization_config=quantization), *h100, "--engine-version",
+                        version, *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(json.loads(p.stdout)["replaced"]["fused_moe"]["kernel"], "vllm modular TritonExperts")
 
     def test_fp8_expert_parallel_from_0_14(self):
         self.refused("whose expert-parallel kernel choice for fp8 (Fp8MoEMethod's) memplan has not read",

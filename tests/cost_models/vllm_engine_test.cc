@@ -440,6 +440,11 @@ TEST(VllmEngine, SeriesPathsChangeAtTheirReleases) {
   // PR #34846 (merged after the v0.16.0 branch): get_default_config's block by the batch from 0.17.
   EXPECT_FALSE(vllm_rule("0.16.0").triton_moe_block_by_batch);
   EXPECT_TRUE(vllm_rule("0.17.0").triton_moe_block_by_batch);
+  // fp8 experts on 9.0: FlashInfer's CUTLASS MoE first from 0.16 (read there), Triton first for block scales from
+  // 0.17 (_get_priority_backends at v0.17.1rc0).
+  EXPECT_FALSE(vllm_rule("0.15.1").fp8_moe_flashinfer_cutlass);
+  EXPECT_TRUE(vllm_rule("0.16.0").fp8_moe_flashinfer_cutlass && !vllm_rule("0.16.0").fp8_block_moe_triton_first);
+  EXPECT_TRUE(vllm_rule("0.17.1").fp8_block_moe_triton_first);
   EXPECT_TRUE(vllm_rule("0.18").modular_moe && !vllm_rule("0.18").modular_moe_chunked);
   EXPECT_TRUE(vllm_rule("0.29").modular_moe && vllm_rule("0.29").mxfp4_marlin_modular);
   // VLLM_FUSED_MOE_CHUNK_SIZE: 32768 at v0.11.2, 16 x 1024 at v0.12.0.
