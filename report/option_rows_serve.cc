@@ -79,8 +79,8 @@ std::vector<OptionSpec> serve_option_rows() {
                "--cuda-graph-memory (Model Runner V2 for every model, measuring its "
                "CUDA graphs); 0.9.1 frees the forward's hidden states before the sampler warms up, as 0.8. The "
                "default, 0.11, is the newest release memplan answers without a figure measured on the GPU for every "
-               "model it serves (from 0.14 expert parallelism across data-parallel ranks, or over fp8 experts, runs kernels it "
-               "does not size; from "
+               "model it serves (from 0.14 expert parallelism over fp8 experts, and from 0.16 fp8 experts on an H100 with "
+               "FlashInfer, run kernels it does not size; from "
                "0.20 vLLM subtracts its CUDA graphs' measured estimate); the answer names the release it followed",
        .field = FIELD(serve.engine_version), .engines = {"vllm"}, .show_default = true},
       {.flag = "--usage-context", .kind = K::Choice, .commands = kServe,

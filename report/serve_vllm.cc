@@ -315,18 +315,20 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                              "wheels), whose workspace memplan does not size; give --flashinfer no if it is not "
                              "installed (vLLM then runs TritonExperts, which memplan sizes)",
                          false);
-  if (modular_moe && s.enable_expert_parallel && dp > 1)
-    throw InputError("--enable-expert-parallel with --data-parallel-size " + std::to_string(dp) + " and --engine-version " +
-                     s.engine_version + ": from 0.14 vLLM runs " + probe.path() + "'s experts in its modular kernel, "
-                     "whose prepare and finalize across data-parallel ranks (the all-to-all backend, "
-                     "allgather_reducescatter by default) memplan does not size; it sizes them up to 0.13, and from "
-                     "0.14 expert parallelism over the --tp GPUs of one rank");
-  if (modular_moe && rule.modular_moe_chunked && moe.front().tokens > kVllmModularMoeChunkSize)
-    throw InputError(fmt::format("--engine-version {} at {} batched tokens: vLLM's modular MoE kernel chunks above "
+  // The tokens the kernel runs on: with data-parallel expert parallelism the layer gathers every rank's step
+  // (AgRsAll2AllManager.dispatch_router_logits: UnquantizedFusedMoEMethod keeps its own kernel, so the layer's naive
+  // dispatch and combine run, as to 0.13: docs/research/vllm-dp-ep-allgather.md).
+  const int64_t kernel_tokens =
+      moe.empty() ? 0 : (moe.front().tokens > std::numeric_limits<int64_t>::max() / dp ? -1 : moe.front().tokens * dp);
+  if (kernel_tokens < 0)
+    throw InputError("--data-parallel-size " + std::to_string(dp) + ": the tokens every rank sends the experts overflow");
+  if (modular_moe && rule.modular_moe_chunked && kernel_tokens > kVllmModularMoeChunkSize)
+    throw InputError(fmt::format("--engine-version {} at {} tokens a MoE call{}: vLLM's modular MoE kernel chunks above "
                                  "VLLM_FUSED_MOE_CHUNK_SIZE ({}) up to 0.17, into workspaces memplan does not size; "
                                  "give --max-batched-tokens {} or less, or 0.18 or later",
-                                 s.engine_version, moe.front().tokens, kVllmModularMoeChunkSize,
-                                 kVllmModularMoeChunkSize));
+                                 s.engine_version, kernel_tokens,
+                                 dp > 1 ? fmt::format(" ({} data-parallel ranks' steps gathered)", dp) : "",
+                                 kVllmModularMoeChunkSize, kVllmModularMoeChunkSize / dp));
   Estimate forward = estimate_graph(*g, options);
   if (modular_moe) {  // at the sizes the kernel holds: Marlin pads them (cost_models/vllm_nvfp4.h, mxfp4_experts.h)
     const MoeBlock& first = moe.front();
@@ -341,7 +343,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
       hidden = l.hidden_padded;
       width = l.intermediate_padded;
     }
-    vllm_hold_moe_workspace(forward, moe, hidden, width, served, probe.path());
+    vllm_hold_moe_workspace(forward, moe, kernel_tokens, hidden, width, served, probe.path());
   }
   if (mxfp4 && moe.empty())
     throw InputError("serve --engine vllm: " + probe.path() + "'s quantization_config mxfp4 quantizes experts, and "

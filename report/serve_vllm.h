@@ -283,7 +283,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& settings, int tp, 
 // `modular`: vLLM 0.14 on, the unquantized kernel (and NVFP4's Marlin experts, vllm_nvfp4_experts_apply; MXFP4's
 // Marlin backend from 0.17) in the modular kernel (cost_models/vllm_fused_moe.h): cache13 and cache2 are the
 // WorkspaceManager's buffer, which `forward` already holds from the first router on (vllm_hold_moe_workspace);
-// refuses expert parallelism and MXFP4's other backends.
+// refuses MXFP4's other backends.
 // `rule`: the version's (VllmRule: fused_experts_impl's chunk, the MXFP4 Marlin kernel's atomic add).
 VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate& forward, int tp, DType served,
                              const std::string& model, int mxfp4_capability, bool expert_parallel, int dp,
@@ -303,11 +303,12 @@ VllmMxfp4Backend vllm_mxfp4_backend_for_gpu(int capability, std::optional<VllmMx
                                             const std::string& model);
 
 // vLLM 0.14 on: the modular kernel's WorkspaceManager buffer (cost_models/vllm_fused_moe.h) for `blocks` at
-// `hidden` and `width`, one rank's expert width, as the kernel holds them (H and I_p; NVFP4's Marlin width,
-// vllm_nvfp4_marlin_moe_width; MXFP4 Marlin's H_pad and I_pad), added to `forward`'s allocated bytes from the first
-// router's step on (its allocated_bytes the larger of the steps before and those after with it); the bytes added.
-uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t hidden, int64_t width,
-                                 DType served, const std::string& model);
+// `tokens` a call (the step's, every data-parallel rank's under expert parallelism), `hidden` and `width`, one rank's
+// expert width, as the kernel holds them (H and I_p; NVFP4's Marlin width, vllm_nvfp4_marlin_moe_width; MXFP4
+// Marlin's H_pad and I_pad), added to `forward`'s allocated bytes from the first router's step on (its allocated_bytes
+// the larger of the steps before and those after with it); the bytes added.
+uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t tokens, int64_t hidden,
+                                 int64_t width, DType served, const std::string& model);
 nlohmann::ordered_json vllm_moe_to_json(const VllmMoeAnswer& m);
 std::string vllm_moe_to_text(const VllmMoeAnswer& m);
 // "blocks B, scales S[ swizzled and R as loaded[ (the swizzled copies' Hopper padding P)]], float32 biases F" for

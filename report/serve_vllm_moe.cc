@@ -23,9 +23,9 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   if (blocks.empty()) return m;
   if ((mxfp4_capability > 0) != mxfp4_backend.has_value())
     throw std::logic_error("vllm_fused_moe: MXFP4 experts come with their backend");
-  if (modular && ((expert_parallel && dp > 1) || (mxfp4_backend && *mxfp4_backend != VllmMxfp4Backend::Marlin)))
+  if (modular && mxfp4_backend && *mxfp4_backend != VllmMxfp4Backend::Marlin)
     throw std::logic_error("vllm_fused_moe: the modular kernel is sized for Triton experts (unquantized, fp8) and "
-                           "Marlin's, without data-parallel expert parallelism");
+                           "Marlin's");
   m.modular = modular;
   if (dp < 1) throw std::logic_error("vllm_fused_moe: dp must be positive");
   const MoeBlock& first = blocks.front();
@@ -88,7 +88,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   // At dp > 1 every DP rank's step of tokens reaches the kernel (cost_models/vllm_expert_parallel.h): the gathered
   // hidden states and router logits (both in the served type: the gate is a linear layer of the model's type).
   if (first.tokens > std::numeric_limits<int64_t>::max() / dp)
-    throw InputError("--data-parallel-size " + std::to_string(dp) + ": the tokens every rank sends the experts overflow");
+    throw std::logic_error("vllm_fused_moe: the gathered tokens overflow (serve_vllm refuses that step first)");
   m.kernel_tokens = first.tokens * dp;
   m.dispatch_bytes = vllm_dp_dispatch_bytes(first.tokens, dp, first.hidden, first.experts, d);
   m.kernel = vllm_fused_moe_bytes(vllm_moe_shape(m, rule), served);
@@ -152,11 +152,11 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
   return m;
 }
 
-uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t hidden, int64_t width,
-                                 DType served, const std::string& model) {
+uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>& blocks, int64_t tokens, int64_t hidden,
+                                 int64_t width, DType served, const std::string& model) {
   if (blocks.empty()) return 0;
   const MoeBlock& first = blocks.front();
-  const uint64_t bytes = vllm_modular_moe_workspace_bytes(first.tokens, first.top_k, hidden, width, served);
+  const uint64_t bytes = vllm_modular_moe_workspace_bytes(tokens, first.top_k, hidden, width, served);
   size_t from = forward.allocated_per_step.size();
   for (const MoeBlock& b : blocks) {
     const auto it = std::find(forward.step_names.begin(), forward.step_names.end(), b.topk);

@@ -124,6 +124,26 @@ class ModularKernelByHand(unittest.TestCase):
             self.assertEqual((tp["block_size_m"], tp["align_bytes"], tp["kernel_bytes"]), (block, tp_align, tp_kernel))
             self.assertEqual(ep["expert_weight_bytes"], tp["expert_weight_bytes"])  # 2 x 3 x 256 x 512 x 2 either way
 
+    def test_data_parallel_expert_parallel(self):
+        """--data-parallel-size 2 --enable-expert-parallel from 0.14: UnquantizedFusedMoEMethod keeps its own modular
+        kernel, so the layer's naive dispatch (all-gather) and combine run as to 0.13
+        (docs/research/vllm-dp-ep-allgather.md) and TritonExperts sees both ranks' 64 tokens, M = 128 (M·k = 256),
+        its 2 experts whole (I = 512): workspace 256 x max(512, 256) x 2 + 256 x max(1,024, 256) x 2 = 786,432; a
+        call: fused_topk 256 x 12 = 3,072, the alignment at block 64 (0.14: 128 tokens > 2 local experts; 0.18: 128
+        <= 512) over the global 4 experts, 256 + 4 x 63 = 508 ids and 8 blocks with the expert_map gather, (508 + 16 +
+        1) x 4 = 2,100, the output [128, 256] 65,536: 70,708; the combine as before, 65,536."""
+        for version in ("0.14", "0.18"):
+            with tempfile.TemporaryDirectory() as d:
+                p = run("serve", qwen3_moe_config(d, moe_intermediate_size=512), *VLLM, "--engine-version", version,
+                        "--data-parallel-size", "2", "--enable-expert-parallel")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            moe = json.loads(p.stdout)["replaced"]["fused_moe"]
+            self.assertEqual((moe["kernel"], moe["kernel_tokens"], moe["chunk_tokens"], moe["local_experts"]),
+                             ("vllm modular TritonExperts", 128, 128, 2))
+            self.assertEqual((moe["workspace_bytes"], moe["topk_bytes"], moe["align_bytes"]), (786_432, 3_072, 2_100))
+            self.assertEqual((moe["output_bytes"], moe["kernel_bytes"], moe["dp_combine_bytes"]),
+                             (65_536, 70_708, 65_536))
+
     def test_fp8_experts_too(self):
         old = serve(mixtral_config, "0.11", quantization=STATIC)
         new = serve(mixtral_config, "0.14", quantization=STATIC)
@@ -148,10 +168,6 @@ class ModularKernelRefusals(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn(says, p.stderr)
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
-
-    def test_data_parallel_expert_parallel_from_0_14(self):
-        self.refused("whose prepare and finalize across data-parallel ranks (the all-to-all backend", qwen3_moe_config,
-                     "--engine-version", "0.14", "--data-parallel-size", "2", "--enable-expert-parallel")
 
     def test_fp8_experts_flashinfer_cutlass_on_hopper(self):
         # select_fp8_moe_backend (v0.16.0 branch, v0.17.1rc0, v0.18.0): on 9.0 FlashInfer's CUTLASS MoE comes before
@@ -178,6 +194,10 @@ class ModularKernelRefusals(unittest.TestCase):
     def test_chunked_steps_up_to_0_17(self):
         self.refused("vLLM's modular MoE kernel chunks above VLLM_FUSED_MOE_CHUNK_SIZE (16384) up to 0.17",
                      qwen3_moe_config, "--engine-version", "0.17", args=step(20000))
+        # Two data-parallel ranks' 10,000-token steps reach the kernel as one call of 20,000.
+        self.refused("at 20000 tokens a MoE call (2 data-parallel ranks' steps gathered)", qwen3_moe_config,
+                     "--engine-version", "0.17", "--data-parallel-size", "2", "--enable-expert-parallel",
+                     args=step(10000))
 
 
 
