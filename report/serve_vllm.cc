@@ -330,12 +330,10 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
                                  dp > 1 ? fmt::format(" ({} data-parallel ranks' steps gathered)", dp) : "",
                                  kVllmModularMoeChunkSize, kVllmModularMoeChunkSize / dp));
   Estimate forward = estimate_graph(*g, options);
+  uint64_t held_moe_workspace = 0;
   if (modular_moe) {  // at the sizes the kernel holds: Marlin pads them (cost_models/vllm_nvfp4.h, mxfp4_experts.h)
     const MoeBlock& first = moe.front();
-    // With expert parallelism (over tp x dp > 1 GPUs) the layer's tp_size is 1: each expert whole.
-    const bool expert_parallel = s.enable_expert_parallel && tp * dp > 1;
-    const int64_t per_rank = expert_parallel ? first.expert_intermediate
-                                             : vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, probe.path());
+    const int64_t per_rank = vllm_moe_rank_width(first, tp, dp, s.enable_expert_parallel, probe.path());
     int64_t hidden = first.hidden, width = per_rank;
     if (nvfp4_experts) width = vllm_nvfp4_marlin_moe_width(hidden, per_rank, rule.marlin_moe_pads_width, probe.path());
     if (mxfp4) {
@@ -343,7 +341,7 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
       hidden = l.hidden_padded;
       width = l.intermediate_padded;
     }
-    vllm_hold_moe_workspace(forward, moe, kernel_tokens, hidden, width, served, probe.path());
+    held_moe_workspace = vllm_hold_moe_workspace(forward, moe, kernel_tokens, hidden, width, served, probe.path());
   }
   if (mxfp4 && moe.empty())
     throw InputError("serve --engine vllm: " + probe.path() + "'s quantization_config mxfp4 quantizes experts, and "
@@ -399,6 +397,9 @@ VllmAnswer serve_vllm(ServeProbe& probe, const ServeSettings& s, int tp, uint64_
   }
   if (fp8_moe_or_block) vllm_fp8_block_apply(a, *g, forward, moe, options.inference.held_outside, capability, served);
   if (nvfp4_experts) vllm_nvfp4_experts_apply(a, options.execution.multiprocessors, served);
+  // The buffer held before the profile is the one the final kernel reports (both vllm_modular_moe_workspace_bytes).
+  if (held_moe_workspace != a.moe.kernel.workspace_bytes)
+    throw std::logic_error("serve --engine vllm: the MoE workspace held differs from the kernel's");
   // NVFP4: each layer's call (its quantized input, or Marlin's reduction buffer) at its step (cost_models/vllm_nvfp4.h).
   if (a.quantization.method == "nvfp4")
     a.nvfp4_call = vllm_largest_call_peak(*g, forward, options.inference.held_outside, a.quantized.call_bytes, probe.path());

@@ -290,6 +290,10 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                              std::optional<VllmMxfp4Backend> mxfp4_backend, int multiprocessors, bool modular,
                              const VllmRule& rule);
 
+// One rank's expert width for `block` under --tp `tp` and --data-parallel-size `dp`: I / tp, or I whole where
+// --enable-expert-parallel (`expert_parallel`) takes effect (tp x dp > 1); throws as vllm_moe_intermediate_per_rank.
+int64_t vllm_moe_rank_width(const MoeBlock& block, int tp, int dp, bool expert_parallel, const std::string& model);
+
 // The fused kernel's shape for `m` (its tokens, experts, width a rank, the modular kernel and expert parallelism)
 // at the release `rule` names (the chunk, get_default_config's block): the unquantized and fp8 experts' Triton path.
 VllmFusedMoeShape vllm_moe_shape(const VllmMoeAnswer& m, const VllmRule& rule);

@@ -62,8 +62,7 @@ VllmMoeAnswer vllm_fused_moe(const std::vector<MoeBlock>& blocks, const Estimate
                      "routes over every expert and does not read expert_map)");
   m.ep = vllm_expert_parallel(first.experts, m.expert_parallel ? tp * dp : 1);
   // With expert parallelism FusedMoE's tp_size is 1: each expert whole (I_p = I), E_local of them.
-  m.intermediate_per_rank =
-      m.expert_parallel ? first.expert_intermediate : vllm_moe_intermediate_per_rank(first.expert_intermediate, tp, model);
+  m.intermediate_per_rank = vllm_moe_rank_width(first, tp, dp, expert_parallel, model);
   // UnquantizedFusedMoEMethod.create_weights: w13_weight [E_local, 2·I_p, H] and w2_weight [E_local, H, I_p] in the
   // served type (E_local = E without expert parallelism).
   const uint64_t d = static_cast<uint64_t>(dtype_bits(served)) / 8;
@@ -181,6 +180,13 @@ uint64_t vllm_hold_moe_workspace(Estimate& forward, const std::vector<MoeBlock>&
                                 ? checked_add(forward.allocated_bytes, bytes, "profile bytes")
                                 : std::max(before, after);
   return bytes;
+}
+
+int64_t vllm_moe_rank_width(const MoeBlock& block, int tp, int dp, bool expert_parallel, const std::string& model) {
+  // Expert parallelism is on only where tp x dp > 1 (FusedMoEParallelConfig.make's use_ep); then the layer's tp_size
+  // is 1 and each expert whole.
+  return expert_parallel && tp * dp > 1 ? block.expert_intermediate
+                                        : vllm_moe_intermediate_per_rank(block.expert_intermediate, tp, model);
 }
 
 VllmFusedMoeShape vllm_moe_shape(const VllmMoeAnswer& m, const VllmRule& rule) {
